@@ -1,0 +1,4 @@
+pub mod yaml;
+pub mod duration;
+pub mod expand;
+pub mod expr;

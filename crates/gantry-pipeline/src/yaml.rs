@@ -1,0 +1,925 @@
+//! YAML loading as GitLab does it: Psych's YAML 1.1 scalar typing, anchors and aliases
+//! (file-local), `<<` merge keys with Psych's positional semantics, and the `!reference`
+//! tag kept as an unresolved node. Every node keeps its source position.
+//!
+//! Limits (stated, tested): a file may hold at most [`Limits::max_bytes`] bytes of text,
+//! build at most [`Limits::max_nodes`] nodes (aliases count every node they copy, so an
+//! alias bomb stops at the budget instead of exhausting memory) and nest at most
+//! [`Limits::max_depth`] levels.
+
+use std::collections::HashMap;
+use std::fmt;
+
+use indexmap::IndexMap;
+use saphyr_parser::{Event, Parser, ScalarStyle, Tag};
+
+use crate::expand::ruby_float_to_string;
+
+/// Index of a source file in a [`crate::SourceMap`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
+pub struct FileId(pub u32);
+
+/// A position in a source file (1-based line and column).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Pos {
+    pub file: FileId,
+    pub line: u32,
+    pub col: u32,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Value {
+    Null,
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    Str(String),
+    Seq(Vec<Node>),
+    Map(Map),
+    /// `!reference [path, ...]` before resolution; items are the path segments as written.
+    Reference(Vec<Node>),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Node {
+    pub value: Value,
+    pub pos: Pos,
+}
+
+/// What kind of scalar a mapping key was written as. GitLab symbolizes string keys and
+/// keeps others (integers, booleans) as they are, which matters for job names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyKind {
+    Str,
+    Other,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Entry {
+    pub key_pos: Pos,
+    pub key_kind: KeyKind,
+    pub value: Node,
+}
+
+/// An insertion-ordered mapping. Re-inserting a key keeps its first position and replaces
+/// the value (Ruby `Hash` semantics).
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct Map {
+    entries: IndexMap<String, Entry>,
+}
+
+impl Map {
+    pub fn new() -> Self {
+        Self::default()
+    }
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+    pub fn get(&self, key: &str) -> Option<&Node> {
+        self.entries.get(key).map(|e| &e.value)
+    }
+    pub fn get_mut(&mut self, key: &str) -> Option<&mut Node> {
+        self.entries.get_mut(key).map(|e| &mut e.value)
+    }
+    pub fn entry(&self, key: &str) -> Option<&Entry> {
+        self.entries.get(key)
+    }
+    pub fn contains_key(&self, key: &str) -> bool {
+        self.entries.contains_key(key)
+    }
+    pub fn insert(&mut self, key: String, entry: Entry) {
+        self.entries.insert(key, entry);
+    }
+    /// Insert a value whose key has the same position as the value.
+    pub fn insert_node(&mut self, key: impl Into<String>, value: Node) {
+        let key_pos = value.pos;
+        self.entries.insert(
+            key.into(),
+            Entry {
+                key_pos,
+                key_kind: KeyKind::Str,
+                value,
+            },
+        );
+    }
+    pub fn remove(&mut self, key: &str) -> Option<Node> {
+        self.entries.shift_remove(key).map(|e| e.value)
+    }
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &Node)> {
+        self.entries.iter().map(|(k, e)| (k.as_str(), &e.value))
+    }
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = (&str, &mut Node)> {
+        self.entries.iter_mut().map(|(k, e)| (k.as_str(), &mut e.value))
+    }
+    pub fn entries(&self) -> impl Iterator<Item = (&str, &Entry)> {
+        self.entries.iter().map(|(k, e)| (k.as_str(), e))
+    }
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        self.entries.keys().map(String::as_str)
+    }
+}
+
+impl Node {
+    pub fn new(value: Value, pos: Pos) -> Self {
+        Self { value, pos }
+    }
+    pub fn null(pos: Pos) -> Self {
+        Self::new(Value::Null, pos)
+    }
+    pub fn str(s: impl Into<String>, pos: Pos) -> Self {
+        Self::new(Value::Str(s.into()), pos)
+    }
+    pub fn as_str(&self) -> Option<&str> {
+        match &self.value {
+            Value::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+    pub fn as_map(&self) -> Option<&Map> {
+        match &self.value {
+            Value::Map(m) => Some(m),
+            _ => None,
+        }
+    }
+    pub fn as_map_mut(&mut self) -> Option<&mut Map> {
+        match &mut self.value {
+            Value::Map(m) => Some(m),
+            _ => None,
+        }
+    }
+    pub fn as_seq(&self) -> Option<&[Node]> {
+        match &self.value {
+            Value::Seq(s) => Some(s),
+            _ => None,
+        }
+    }
+    pub fn as_bool(&self) -> Option<bool> {
+        match self.value {
+            Value::Bool(b) => Some(b),
+            _ => None,
+        }
+    }
+    pub fn as_int(&self) -> Option<i64> {
+        match self.value {
+            Value::Int(i) => Some(i),
+            _ => None,
+        }
+    }
+    pub fn is_null(&self) -> bool {
+        matches!(self.value, Value::Null)
+    }
+    pub fn is_scalar(&self) -> bool {
+        matches!(
+            self.value,
+            Value::Null | Value::Bool(_) | Value::Int(_) | Value::Float(_) | Value::Str(_)
+        )
+    }
+    /// Ruby's `to_s` of a scalar, as GitLab stringifies variable values: `012` → `"10"`,
+    /// `on` → `"true"`, `1.10` → `"1.1"`, `~` → `""`. `None` for collections.
+    pub fn scalar_to_string(&self) -> Option<String> {
+        Some(match &self.value {
+            Value::Null => String::new(),
+            Value::Bool(b) => b.to_string(),
+            Value::Int(i) => i.to_string(),
+            Value::Float(f) => ruby_float_to_string(*f),
+            Value::Str(s) => s.clone(),
+            Value::Seq(_) | Value::Map(_) | Value::Reference(_) => return None,
+        })
+    }
+    /// "Blank" in Rails terms: null, false, empty or whitespace-only string, empty collection.
+    pub fn is_blank(&self) -> bool {
+        match &self.value {
+            Value::Null => true,
+            Value::Bool(b) => !b,
+            Value::Str(s) => s.trim().is_empty(),
+            Value::Seq(s) => s.is_empty(),
+            Value::Map(m) => m.is_empty(),
+            Value::Int(_) | Value::Float(_) | Value::Reference(_) => false,
+        }
+    }
+    /// Number of nodes in this subtree (used for the alias budget).
+    pub fn size(&self) -> usize {
+        1 + match &self.value {
+            Value::Seq(items) | Value::Reference(items) => items.iter().map(Node::size).sum(),
+            Value::Map(m) => m.iter().map(|(_, v)| 1 + v.size()).sum(),
+            _ => 0,
+        }
+    }
+    /// A JSON view of the node (references rendered as `{"!reference": [...]}`).
+    pub fn to_json(&self) -> serde_json::Value {
+        use serde_json::Value as J;
+        match &self.value {
+            Value::Null => J::Null,
+            Value::Bool(b) => J::Bool(*b),
+            Value::Int(i) => J::from(*i),
+            Value::Float(f) => serde_json::Number::from_f64(*f).map_or(J::Null, J::Number),
+            Value::Str(s) => J::String(s.clone()),
+            Value::Seq(items) => J::Array(items.iter().map(Node::to_json).collect()),
+            Value::Map(m) => J::Object(m.iter().map(|(k, v)| (k.to_owned(), v.to_json())).collect()),
+            Value::Reference(items) => {
+                let mut o = serde_json::Map::new();
+                o.insert("!reference".into(), J::Array(items.iter().map(Node::to_json).collect()));
+                J::Object(o)
+            }
+        }
+    }
+}
+
+impl Value {
+    /// Ruby-ish type name for messages.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Value::Null => "null",
+            Value::Bool(_) => "boolean",
+            Value::Int(_) => "integer",
+            Value::Float(_) => "float",
+            Value::Str(_) => "string",
+            Value::Seq(_) => "array",
+            Value::Map(_) => "hash",
+            Value::Reference(_) => "!reference",
+        }
+    }
+}
+
+/// Limits on one YAML file.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Bytes of text (GitLab: `max_yaml_size_bytes`, 2 MB).
+    pub max_bytes: usize,
+    /// Nodes built, counting every node an alias copies.
+    pub max_nodes: usize,
+    /// Nesting depth of collections (GitLab: `max_yaml_depth`, 100).
+    pub max_depth: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_bytes: 2 * 1024 * 1024,
+            max_nodes: 1_000_000,
+            max_depth: 100,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct YamlError {
+    pub message: String,
+    pub pos: Pos,
+}
+
+impl fmt::Display for YamlError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} at line {} column {}", self.message, self.pos.line, self.pos.col)
+    }
+}
+
+pub const TOO_BIG: &str = "The parsed YAML is too big";
+
+/// Parse every document of `text`.
+pub fn parse_documents(text: &str, file: FileId, limits: Limits) -> Result<Vec<Node>, YamlError> {
+    let start = Pos { file, line: 1, col: 1 };
+    if text.len() > limits.max_bytes {
+        return Err(YamlError {
+            message: TOO_BIG.into(),
+            pos: start,
+        });
+    }
+    let mut b = Builder {
+        file,
+        limits,
+        nodes: 0,
+        anchors: HashMap::new(),
+        stack: Vec::new(),
+        docs: Vec::new(),
+    };
+    for item in Parser::new_from_str(text) {
+        match item {
+            Ok((event, span)) => {
+                let pos = Pos {
+                    file,
+                    line: u32::try_from(span.start.line()).unwrap_or(u32::MAX),
+                    col: u32::try_from(span.start.col() + 1).unwrap_or(u32::MAX),
+                };
+                b.event(event, pos)?;
+            }
+            // The parser repeats its error forever: stop at the first one.
+            Err(e) => {
+                return Err(YamlError {
+                    message: e.info().to_owned(),
+                    pos: Pos {
+                        file,
+                        line: u32::try_from(e.marker().line()).unwrap_or(u32::MAX),
+                        col: u32::try_from(e.marker().col() + 1).unwrap_or(u32::MAX),
+                    },
+                });
+            }
+        }
+    }
+    Ok(b.docs)
+}
+
+enum Frame {
+    Seq {
+        items: Vec<Node>,
+        pos: Pos,
+        anchor: usize,
+        reference: bool,
+    },
+    Map {
+        map: Map,
+        pos: Pos,
+        anchor: usize,
+        key: Option<PendingKey>,
+    },
+}
+
+struct PendingKey {
+    name: String,
+    kind: KeyKind,
+    pos: Pos,
+    merge: bool,
+}
+
+struct Builder {
+    file: FileId,
+    limits: Limits,
+    nodes: usize,
+    anchors: HashMap<usize, (Node, usize, usize)>,
+    stack: Vec<Frame>,
+    docs: Vec<Node>,
+}
+
+impl Builder {
+    fn err(&self, message: impl Into<String>, pos: Pos) -> YamlError {
+        YamlError {
+            message: message.into(),
+            pos,
+        }
+    }
+
+    fn count(&mut self, n: usize, pos: Pos) -> Result<(), YamlError> {
+        self.nodes = self.nodes.saturating_add(n);
+        if self.nodes > self.limits.max_nodes {
+            return Err(self.err(TOO_BIG, pos));
+        }
+        Ok(())
+    }
+
+    fn event(&mut self, event: Event<'_>, pos: Pos) -> Result<(), YamlError> {
+        match event {
+            Event::Nothing
+            | Event::StreamStart
+            | Event::StreamEnd
+            | Event::DocumentStart(_)
+            | Event::DocumentEnd => Ok(()),
+            Event::Alias(id) => {
+                let Some((node, size, depth)) = self.anchors.get(&id) else {
+                    return Err(self.err("unknown alias", pos));
+                };
+                let (node, size, depth) = (node.clone(), *size, *depth);
+                if self.stack.len() + depth > self.limits.max_depth {
+                    return Err(self.err(TOO_BIG, pos));
+                }
+                self.count(size, pos)?;
+                // The copy keeps the positions where the anchored content is written.
+                self.push_value(node, KeyKind::Str, false)
+            }
+            Event::Scalar(text, style, anchor, tag) => {
+                self.count(1, pos)?;
+                let (value, kind, plain_merge) = resolve_scalar(&text, style, tag.as_deref())
+                    .map_err(|m| self.err(m, pos))?;
+                let node = Node::new(value, pos);
+                if anchor > 0 {
+                    self.anchors.insert(anchor, (node.clone(), 1, 0));
+                }
+                self.push_value(node, kind, plain_merge)
+            }
+            Event::SequenceStart(anchor, tag) => {
+                self.count(1, pos)?;
+                let reference = match tag.as_deref() {
+                    None => false,
+                    Some(t) if is_reference_tag(t) => true,
+                    Some(t) if t.is_yaml_core_schema() && t.suffix == "seq" => false,
+                    Some(t) => return Err(self.err(unknown_tag(t), pos)),
+                };
+                self.open(Frame::Seq {
+                    items: Vec::new(),
+                    pos,
+                    anchor,
+                    reference,
+                })
+            }
+            Event::MappingStart(anchor, tag) => {
+                self.count(1, pos)?;
+                match tag.as_deref() {
+                    None => {}
+                    Some(t) if t.is_yaml_core_schema() && t.suffix == "map" => {}
+                    Some(t) if is_reference_tag(t) => {
+                        return Err(self.err("!reference [..] is not valid", pos));
+                    }
+                    Some(t) => return Err(self.err(unknown_tag(t), pos)),
+                }
+                self.open(Frame::Map {
+                    map: Map::new(),
+                    pos,
+                    anchor,
+                    key: None,
+                })
+            }
+            Event::SequenceEnd => {
+                let Some(Frame::Seq {
+                    items,
+                    pos,
+                    anchor,
+                    reference,
+                }) = self.stack.pop()
+                else {
+                    return Err(self.err("unbalanced sequence", pos));
+                };
+                let value = if reference {
+                    Value::Reference(items)
+                } else {
+                    Value::Seq(items)
+                };
+                self.close(Node::new(value, pos), anchor)
+            }
+            Event::MappingEnd => {
+                let Some(Frame::Map { map, pos, anchor, .. }) = self.stack.pop() else {
+                    return Err(self.err("unbalanced mapping", pos));
+                };
+                self.close(Node::new(Value::Map(map), pos), anchor)
+            }
+        }
+    }
+
+    fn open(&mut self, frame: Frame) -> Result<(), YamlError> {
+        let pos = match &frame {
+            Frame::Seq { pos, .. } | Frame::Map { pos, .. } => *pos,
+        };
+        if self.stack.len() >= self.limits.max_depth {
+            return Err(self.err(TOO_BIG, pos));
+        }
+        // A collection used as a mapping key is not something GitLab can symbolize.
+        if let Some(Frame::Map { key: None, .. }) = self.stack.last() {
+            return Err(self.err("mapping keys must be scalars", pos));
+        }
+        self.stack.push(frame);
+        Ok(())
+    }
+
+    fn close(&mut self, node: Node, anchor: usize) -> Result<(), YamlError> {
+        if anchor > 0 {
+            let size = node.size();
+            self.anchors.insert(anchor, (node.clone(), size, depth_of(&node)));
+        }
+        self.push_value(node, KeyKind::Str, false)
+    }
+
+    fn push_value(&mut self, node: Node, kind: KeyKind, plain_merge: bool) -> Result<(), YamlError> {
+        match self.stack.last_mut() {
+            None => {
+                self.docs.push(node);
+                Ok(())
+            }
+            Some(Frame::Seq { items, .. }) => {
+                items.push(node);
+                Ok(())
+            }
+            Some(Frame::Map { map, key, .. }) => match key.take() {
+                None => {
+                    let name = match node.scalar_to_string() {
+                        Some(s) => s,
+                        None => {
+                            return Err(YamlError {
+                                message: "mapping keys must be scalars".into(),
+                                pos: node.pos,
+                            });
+                        }
+                    };
+                    *key = Some(PendingKey {
+                        merge: plain_merge && name == "<<",
+                        name,
+                        kind,
+                        pos: node.pos,
+                    });
+                    Ok(())
+                }
+                Some(k) => {
+                    if k.merge {
+                        match merge_source(node) {
+                            Ok(src) => {
+                                // Psych: `hash.merge!(merged)` — merged keys replace keys
+                                // written before the `<<`; keys written after it win.
+                                for (name, entry) in src.entries {
+                                    map.insert(name, entry);
+                                }
+                            }
+                            Err(node) => map.insert(
+                                k.name,
+                                Entry {
+                                    key_pos: k.pos,
+                                    key_kind: k.kind,
+                                    value: node,
+                                },
+                            ),
+                        }
+                    } else {
+                        map.insert(
+                            k.name,
+                            Entry {
+                                key_pos: k.pos,
+                                key_kind: k.kind,
+                                value: node,
+                            },
+                        );
+                    }
+                    Ok(())
+                }
+            },
+        }
+    }
+}
+
+/// The mapping a `<<` value contributes, or the node back when it is not mergeable (then
+/// `<<` is an ordinary key, as in Psych).
+fn merge_source(node: Node) -> Result<Map, Node> {
+    match node.value {
+        Value::Map(m) => Ok(m),
+        Value::Seq(items) if items.iter().all(|i| matches!(i.value, Value::Map(_))) => {
+            // Psych: earlier entries of the list win over later ones.
+            let mut merged = Map::new();
+            for item in items.into_iter().rev() {
+                if let Value::Map(m) = item.value {
+                    for (name, entry) in m.entries {
+                        merged.insert(name, entry);
+                    }
+                }
+            }
+            Ok(merged)
+        }
+        value => Err(Node { value, pos: node.pos }),
+    }
+}
+
+fn depth_of(node: &Node) -> usize {
+    match &node.value {
+        Value::Seq(items) | Value::Reference(items) => 1 + items.iter().map(depth_of).max().unwrap_or(0),
+        Value::Map(m) => 1 + m.iter().map(|(_, v)| depth_of(v)).max().unwrap_or(0),
+        _ => 0,
+    }
+}
+
+fn is_reference_tag(t: &Tag) -> bool {
+    t.handle == "!" && t.suffix == "reference"
+}
+
+fn unknown_tag(t: &Tag) -> String {
+    if t.handle == "!" {
+        format!("unknown tag `!{}`", t.suffix)
+    } else {
+        format!("unknown tag `{}{}`", t.handle, t.suffix)
+    }
+}
+
+/// Resolve a scalar as Psych does. Returns the value, the key kind it would have as a
+/// mapping key, and whether it is a plain (untagged, unquoted) scalar.
+fn resolve_scalar(
+    text: &str,
+    style: ScalarStyle,
+    tag: Option<&Tag>,
+) -> Result<(Value, KeyKind, bool), String> {
+    if let Some(t) = tag {
+        if is_reference_tag(t) {
+            return Err("!reference [..] is not valid".into());
+        }
+        if !t.is_yaml_core_schema() {
+            return Err(unknown_tag(t));
+        }
+        let v = match t.suffix.as_str() {
+            "str" => Value::Str(text.to_owned()),
+            "null" => Value::Null,
+            "bool" => match psych_plain(text) {
+                v @ Value::Bool(_) => v,
+                _ => return Err(format!("invalid value for !!bool: {text}")),
+            },
+            "int" => match psych_plain(text) {
+                v @ Value::Int(_) => v,
+                _ => return Err(format!("invalid value for !!int: {text}")),
+            },
+            "float" => match psych_plain(text) {
+                Value::Int(i) => Value::Float(i as f64),
+                v @ Value::Float(_) => v,
+                _ => return Err(format!("invalid value for !!float: {text}")),
+            },
+            other => return Err(format!("unknown tag `!!{other}`")),
+        };
+        let kind = if matches!(v, Value::Str(_)) { KeyKind::Str } else { KeyKind::Other };
+        return Ok((v, kind, false));
+    }
+    if style != ScalarStyle::Plain {
+        return Ok((Value::Str(text.to_owned()), KeyKind::Str, false));
+    }
+    let v = psych_plain(text);
+    let kind = if matches!(v, Value::Str(_)) { KeyKind::Str } else { KeyKind::Other };
+    Ok((v, kind, true))
+}
+
+/// Psych's `ScalarScanner#tokenize` for plain scalars (YAML 1.1 core types). Dates and
+/// times stay strings (GitLab's safe loader would reject the Date class; we are lenient).
+pub fn psych_plain(s: &str) -> Value {
+    if s.is_empty() {
+        return Value::Null;
+    }
+    let lower = s.to_ascii_lowercase();
+    match lower.as_str() {
+        "~" | "null" => return Value::Null,
+        "yes" | "true" | "on" => return Value::Bool(true),
+        "no" | "false" | "off" => return Value::Bool(false),
+        ".inf" | "+.inf" => return Value::Float(f64::INFINITY),
+        "-.inf" => return Value::Float(f64::NEG_INFINITY),
+        ".nan" => return Value::Float(f64::NAN),
+        _ => {}
+    }
+    let first = s.as_bytes()[0];
+    if !(first.is_ascii_digit() || matches!(first, b'-' | b'+' | b'.')) {
+        return Value::Str(s.to_owned());
+    }
+    if let Some(v) = parse_sexagesimal(s) {
+        return v;
+    }
+    if let Some(i) = parse_ruby_int(s) {
+        return Value::Int(i);
+    }
+    if let Some(f) = parse_ruby_float(s) {
+        return Value::Float(f);
+    }
+    Value::Str(s.to_owned())
+}
+
+fn split_sign(s: &str) -> (bool, &str) {
+    if let Some(r) = s.strip_prefix('-') {
+        (true, r)
+    } else if let Some(r) = s.strip_prefix('+') {
+        (false, r)
+    } else {
+        (false, s)
+    }
+}
+
+/// `[-+]?[0-9][0-9_]*(:[0-5]?[0-9]){1,2}` (int) and the same followed by `.[0-9_]*` (float).
+fn parse_sexagesimal(s: &str) -> Option<Value> {
+    let (neg, body) = split_sign(s);
+    if !body.contains(':') {
+        return None;
+    }
+    let (body, frac) = match body.split_once('.') {
+        Some((b, f)) => (b, Some(f)),
+        None => (body, None),
+    };
+    let mut parts = body.split(':');
+    let head = parts.next()?;
+    if head.is_empty() || !head.as_bytes()[0].is_ascii_digit() || !head.bytes().all(|b| b.is_ascii_digit() || b == b'_') {
+        return None;
+    }
+    let rest: Vec<&str> = parts.collect();
+    if rest.is_empty() || rest.len() > 2 {
+        return None;
+    }
+    let mut total: i64 = head.replace('_', "").parse().ok()?;
+    for p in &rest {
+        let ok = match p.as_bytes() {
+            [d] => d.is_ascii_digit(),
+            [a, b] => (b'0'..=b'5').contains(a) && b.is_ascii_digit(),
+            _ => false,
+        };
+        if !ok {
+            return None;
+        }
+        total = total.checked_mul(60)?.checked_add(p.parse::<i64>().ok()?)?;
+    }
+    match frac {
+        None => Some(Value::Int(if neg { -total } else { total })),
+        Some(f) => {
+            if !f.bytes().all(|b| b.is_ascii_digit() || b == b'_') {
+                return None;
+            }
+            let frac: f64 = format!("0.{}", f.replace('_', "")).parse().unwrap_or(0.0);
+            let v = total as f64 + frac;
+            Some(Value::Float(if neg { -v } else { v }))
+        }
+    }
+}
+
+/// Psych's non-strict INTEGER regex: binary `0b`, octal leading `0`, decimal with `_`/`,`
+/// separators between digits, hex `0x`; then Ruby `Integer()` of the text without `,`/`_`.
+fn parse_ruby_int(s: &str) -> Option<i64> {
+    let (neg, body) = split_sign(s);
+    let signed = |v: i64| if neg { v.checked_neg() } else { Some(v) };
+    let clean = |t: &str| t.chars().filter(|c| *c != '_' && *c != ',').collect::<String>();
+    if let Some(bin) = body.strip_prefix("0b") {
+        if bin.is_empty() || !bin.bytes().all(|b| matches!(b, b'0' | b'1' | b'_' | b',')) {
+            return None;
+        }
+        return signed(i64::from_str_radix(&clean(bin), 2).ok()?);
+    }
+    if let Some(hex) = body.strip_prefix("0x") {
+        if hex.is_empty() || !hex.bytes().all(|b| b.is_ascii_hexdigit() || b == b'_' || b == b',') {
+            return None;
+        }
+        return signed(i64::from_str_radix(&clean(hex), 16).ok()?);
+    }
+    if body.len() > 1 && body.starts_with('0') {
+        let oct = &body[1..];
+        if !oct.bytes().all(|b| matches!(b, b'0'..=b'7' | b'_' | b',')) {
+            return None;
+        }
+        let digits = clean(oct);
+        if digits.is_empty() {
+            return signed(0);
+        }
+        return signed(i64::from_str_radix(&digits, 8).ok()?);
+    }
+    if body == "0" {
+        return Some(0);
+    }
+    // [1-9](?:[0-9]|,[0-9]|_[0-9])*
+    let bytes = body.as_bytes();
+    if bytes.is_empty() || !matches!(bytes[0], b'1'..=b'9') {
+        return None;
+    }
+    let mut i = 1;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'0'..=b'9' => i += 1,
+            b',' | b'_' if i + 1 < bytes.len() && bytes[i + 1].is_ascii_digit() => i += 2,
+            _ => return None,
+        }
+    }
+    signed(clean(body).parse().ok()?)
+}
+
+/// Psych's FLOAT: `[-+]?([0-9][0-9_,]*)?\.[0-9]*([eE][-+][0-9]+)?` (a lone `.` stays a string).
+fn parse_ruby_float(s: &str) -> Option<f64> {
+    let (neg, body) = split_sign(s);
+    let (mantissa, exp) = match body.find(['e', 'E']) {
+        Some(i) => (&body[..i], Some(&body[i + 1..])),
+        None => (body, None),
+    };
+    let (int_part, frac) = mantissa.split_once('.')?;
+    if !int_part.is_empty()
+        && !(int_part.as_bytes()[0].is_ascii_digit() && int_part.bytes().all(|b| b.is_ascii_digit() || b == b'_' || b == b','))
+    {
+        return None;
+    }
+    if !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    if int_part.is_empty() && frac.is_empty() {
+        return None;
+    }
+    if let Some(e) = exp {
+        let digits = e.strip_prefix(['-', '+'])?;
+        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+    }
+    let mut text: String = int_part.chars().filter(|c| *c != '_' && *c != ',').collect();
+    if text.is_empty() {
+        text.push('0');
+    }
+    text.push('.');
+    text.push_str(if frac.is_empty() { "0" } else { frac });
+    if let Some(e) = exp {
+        text.push('e');
+        text.push_str(e);
+    }
+    let v: f64 = text.parse().ok()?;
+    Some(if neg { -v } else { v })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn doc(text: &str) -> Node {
+        let mut docs = parse_documents(text, FileId(0), Limits::default()).expect("parses");
+        docs.remove(0)
+    }
+
+    fn json(text: &str) -> String {
+        doc(text).to_json().to_string()
+    }
+
+    #[test]
+    fn psych_scalars() {
+        assert_eq!(psych_plain("012345"), Value::Int(5349));
+        assert_eq!(psych_plain("0x1F"), Value::Int(31));
+        assert_eq!(psych_plain("1_000"), Value::Int(1000));
+        assert_eq!(psych_plain("1,000"), Value::Int(1000));
+        assert_eq!(psych_plain("0b101"), Value::Int(5));
+        assert_eq!(psych_plain("1:20"), Value::Int(80));
+        assert_eq!(psych_plain("1001:1001"), Value::Str("1001:1001".into()));
+        assert_eq!(psych_plain("on"), Value::Bool(true));
+        assert_eq!(psych_plain("OFF"), Value::Bool(false));
+        assert_eq!(psych_plain("y"), Value::Str("y".into()));
+        assert_eq!(psych_plain("~"), Value::Null);
+        assert_eq!(psych_plain("1.10"), Value::Float(1.1));
+        assert_eq!(psych_plain(".5"), Value::Float(0.5));
+        assert_eq!(psych_plain("1."), Value::Float(1.0));
+        assert_eq!(psych_plain("."), Value::Str(".".into()));
+        assert_eq!(psych_plain("1e3"), Value::Str("1e3".into()));
+        assert_eq!(psych_plain("1.0e+3"), Value::Float(1000.0));
+        assert_eq!(psych_plain("-12"), Value::Int(-12));
+        assert_eq!(psych_plain("09"), Value::Str("09".into()));
+        assert_eq!(psych_plain("2024-01-01"), Value::Str("2024-01-01".into()));
+        assert_eq!(psych_plain("99999999999999999999"), Value::Str("99999999999999999999".into()));
+        assert_eq!(doc("a: 1.10\n").as_map().and_then(|m| m.get("a")).and_then(Node::scalar_to_string), Some("1.1".into()));
+    }
+
+    #[test]
+    fn quoted_and_tagged() {
+        assert_eq!(json("a: '012'\nb: !!str 12\nc: !!int '7'\n"), r#"{"a":"012","b":"12","c":7}"#);
+    }
+
+    #[test]
+    fn anchors_aliases_and_merge_keys() {
+        let text = "base: &b {x: 1, y: 2}\nj:\n  <<: *b\n  y: 3\nk:\n  y: 0\n  <<: [*b, {x: 9, z: 4}]\n";
+        assert_eq!(
+            json(text),
+            r#"{"base":{"x":1,"y":2},"j":{"x":1,"y":3},"k":{"y":2,"x":1,"z":4}}"#
+        );
+    }
+
+    #[test]
+    fn repeated_merge_keys_apply_in_order() {
+        let text = "a: &a {p: 1, q: 1}\nb: &b {q: 2}\nj:\n  <<: *a\n  <<: *b\n";
+        assert_eq!(json(text), r#"{"a":{"p":1,"q":1},"b":{"q":2},"j":{"p":1,"q":2}}"#);
+    }
+
+    #[test]
+    fn reference_tag_is_kept() {
+        assert_eq!(json("s: !reference [.a, script]\n"), r#"{"s":{"!reference":[".a","script"]}}"#);
+    }
+
+    #[test]
+    fn unknown_tag_is_an_error() {
+        let e = parse_documents("a: !foo bar\n", FileId(0), Limits::default()).unwrap_err();
+        assert_eq!(e.message, "unknown tag `!foo`");
+        assert_eq!((e.pos.line, e.pos.col), (1, 9));
+    }
+
+    #[test]
+    fn positions_are_one_based() {
+        let d = doc("a:\n  b: [1, 2]\n");
+        let b = d.as_map().and_then(|m| m.get("a")).and_then(Node::as_map).and_then(|m| m.get("b")).cloned();
+        let b = b.expect("b");
+        assert_eq!((b.pos.line, b.pos.col), (2, 6));
+    }
+
+    #[test]
+    fn syntax_error_stops() {
+        let e = parse_documents("a: [b\nc: d", FileId(0), Limits::default()).unwrap_err();
+        assert_eq!(e.pos.line, 2);
+    }
+
+    #[test]
+    fn alias_bomb_is_rejected_quickly() {
+        let mut text = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+        for i in 1..12 {
+            let prev = format!("*a{}", i - 1);
+            text.push_str(&format!("a{i}: &a{i} [{}]\n", vec![prev.as_str(); 10].join(", ")));
+        }
+        let t = std::time::Instant::now();
+        let e = parse_documents(&text, FileId(0), Limits::default()).unwrap_err();
+        assert_eq!(e.message, TOO_BIG);
+        assert!(t.elapsed() < std::time::Duration::from_secs(2));
+    }
+
+    #[test]
+    fn depth_and_size_limits() {
+        let deep = format!("{}{}", "[".repeat(150), "]".repeat(150));
+        assert_eq!(parse_documents(&deep, FileId(0), Limits::default()).unwrap_err().message, TOO_BIG);
+        let big = "a".repeat(3 * 1024 * 1024);
+        assert_eq!(parse_documents(&big, FileId(0), Limits::default()).unwrap_err().message, TOO_BIG);
+    }
+
+    #[test]
+    fn duplicate_keys_last_wins_in_first_position() {
+        assert_eq!(json("a: 1\nb: 2\na: 3\n"), r#"{"a":3,"b":2}"#);
+    }
+
+    #[test]
+    fn multiple_documents() {
+        let docs = parse_documents("spec:\n  inputs: {}\n---\na: 1\n", FileId(0), Limits::default()).expect("ok");
+        assert_eq!(docs.len(), 2);
+    }
+
+    #[test]
+    fn complex_keys_are_rejected() {
+        assert!(parse_documents("? [a]\n: b\n", FileId(0), Limits::default()).is_err());
+    }
+}
