@@ -1,0 +1,1 @@
+//! Validators for job keywords.
