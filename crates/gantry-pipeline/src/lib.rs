@@ -1,15 +1,28 @@
 //! `gantry-pipeline`: `.gitlab-ci.yml` in, a validated and fully expanded pipeline (or
 //! precise errors) out. Pure: included files arrive through [`Loader`]; no clock, no
 //! network, no file system.
+//!
+//! Entry point: [`compile`]. [`report::LintReport`] is the stable JSON contract of
+//! `gantry lint`.
 
+pub mod compile;
+pub mod context;
 pub mod diagnostic;
 pub mod duration;
 pub mod expand;
 pub mod expr;
+pub mod include;
+pub(crate) mod inputs;
 pub(crate) mod keyword;
 pub mod model;
+pub mod report;
+pub(crate) mod resolve;
+pub(crate) mod rules;
 pub(crate) mod validate;
 pub mod yaml;
 
+pub use compile::{Compiled, Options, compile};
+pub use context::{Context, PipelineInfo, Source};
 pub use diagnostic::{Diagnostic, Location, SourceMap};
+pub use include::Loader;
 pub use model::*;

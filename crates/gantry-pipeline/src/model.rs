@@ -244,11 +244,11 @@ pub struct Job {
     pub script: Vec<String>,
     pub after_script: Vec<String>,
     pub pre_get_sources_script: Vec<String>,
-    /// The job's own variables after all merging: globals (as inherited) below job-level,
-    /// matrix values and matched `rules:variables` on top.
+    /// The job's own variables after all merging: job-level (after `extends`), matrix
+    /// values and matched `rules:variables` on top. Globals are not included.
     pub variables: Variables,
-    /// Only the job's own (non-global) YAML variables, for tools that need the split.
-    pub job_variables: Variables,
+    /// The global variables this job inherits (after `inherit:variables`).
+    pub inherited_variables: Variables,
     pub tags: Vec<String>,
     pub image: Option<Image>,
     pub services: Vec<Service>,
@@ -291,8 +291,7 @@ pub struct Pipeline {
     pub created: bool,
     /// Why the pipeline was not created (GitLab's message).
     pub not_created_reason: Option<String>,
-    /// Stages that hold at least one job, in order (all declared stages when no job
-    /// remained).
+    /// Declared stages in order, `.pre` first and `.post` last.
     pub stages: Vec<String>,
     /// Global YAML variables (including matched `workflow:rules:variables`).
     pub variables: Variables,

@@ -27,8 +27,9 @@ pub struct Pos {
     pub col: u32,
 }
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Default)]
 pub enum Value {
+    #[default]
     Null,
     Bool(bool),
     Int(i64),
@@ -116,6 +117,9 @@ impl Map {
     }
     pub fn entries(&self) -> impl Iterator<Item = (&str, &Entry)> {
         self.entries.iter().map(|(k, e)| (k.as_str(), e))
+    }
+    pub fn entries_owned(self) -> impl Iterator<Item = (String, Entry)> {
+        self.entries.into_iter()
     }
     pub fn keys(&self) -> impl Iterator<Item = &str> {
         self.entries.keys().map(String::as_str)

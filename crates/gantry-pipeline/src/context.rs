@@ -1,0 +1,215 @@
+//! The pipeline context a configuration is evaluated in: the variables known before any
+//! YAML is read (predefined `CI_*` values and the pipeline's own variables) and the set of
+//! changed files for `rules:changes`.
+
+use indexmap::IndexMap;
+
+use crate::expand::ref_slug;
+
+/// What triggered the pipeline (`CI_PIPELINE_SOURCE`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    Push,
+    Web,
+    Api,
+    Schedule,
+    Trigger,
+    MergeRequestEvent,
+    Pipeline,
+    ParentPipeline,
+    Chat,
+    Webide,
+    External,
+    ExternalPullRequestEvent,
+}
+
+impl Source {
+    pub const ALL: [Source; 12] = [
+        Source::Push,
+        Source::Web,
+        Source::Api,
+        Source::Schedule,
+        Source::Trigger,
+        Source::MergeRequestEvent,
+        Source::Pipeline,
+        Source::ParentPipeline,
+        Source::Chat,
+        Source::Webide,
+        Source::External,
+        Source::ExternalPullRequestEvent,
+    ];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Push => "push",
+            Source::Web => "web",
+            Source::Api => "api",
+            Source::Schedule => "schedule",
+            Source::Trigger => "trigger",
+            Source::MergeRequestEvent => "merge_request_event",
+            Source::Pipeline => "pipeline",
+            Source::ParentPipeline => "parent_pipeline",
+            Source::Chat => "chat",
+            Source::Webide => "webide",
+            Source::External => "external",
+            Source::ExternalPullRequestEvent => "external_pull_request_event",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|v| v.as_str() == s)
+    }
+}
+
+/// Facts about the commit and project from which predefined variables are derived.
+#[derive(Clone, Debug)]
+pub struct PipelineInfo {
+    /// Branch or tag name.
+    pub ref_name: String,
+    pub is_tag: bool,
+    pub source: Source,
+    pub sha: String,
+    /// Previous head of the branch; `None` for a new branch, a tag, or a non-push source.
+    pub before_sha: Option<String>,
+    pub default_branch: String,
+    pub ref_protected: bool,
+    pub commit_message: String,
+    pub commit_author: String,
+    pub commit_timestamp: String,
+    pub tag_message: Option<String>,
+    pub project_name: String,
+    pub project_namespace: String,
+    pub project_id: u64,
+    pub server_url: String,
+    pub config_path: String,
+    pub user_login: String,
+    pub user_name: String,
+    pub user_email: String,
+    pub user_id: u64,
+    pub pipeline_iid: u64,
+}
+
+impl Default for PipelineInfo {
+    fn default() -> Self {
+        Self {
+            ref_name: "main".into(),
+            is_tag: false,
+            source: Source::Push,
+            sha: "0".repeat(40),
+            before_sha: None,
+            default_branch: "main".into(),
+            ref_protected: false,
+            commit_message: String::new(),
+            commit_author: String::new(),
+            commit_timestamp: String::new(),
+            tag_message: None,
+            project_name: "project".into(),
+            project_namespace: "gantry".into(),
+            project_id: 1,
+            server_url: "http://localhost:8080".into(),
+            config_path: ".gitlab-ci.yml".into(),
+            user_login: "gantry".into(),
+            user_name: "Gantry".into(),
+            user_email: "gantry@localhost".into(),
+            user_id: 1,
+            pipeline_iid: 1,
+        }
+    }
+}
+
+impl PipelineInfo {
+    /// The predefined variables available before the pipeline exists (spec §6.7, "P"
+    /// and the pipeline-level "L" ones usable in rules).
+    pub fn predefined(&self) -> IndexMap<String, String> {
+        let mut v = IndexMap::new();
+        let mut set = |k: &str, val: String| {
+            v.insert(k.to_owned(), val);
+        };
+        let project_path = format!("{}/{}", self.project_namespace, self.project_name);
+        let server = self.server_url.trim_end_matches('/').to_owned();
+        let (protocol, host_port) = server.split_once("://").unwrap_or(("http", &server));
+        let (host, port) = match host_port.rsplit_once(':') {
+            Some((h, p)) => (h.to_owned(), p.to_owned()),
+            None => (host_port.to_owned(), if protocol == "https" { "443".into() } else { "80".into() }),
+        };
+        set("CI", "true".into());
+        set("GITLAB_CI", "true".into());
+        set("CI_SERVER", "yes".into());
+        set("CI_SERVER_URL", server.clone());
+        set("CI_SERVER_HOST", host.clone());
+        set("CI_SERVER_PORT", port);
+        set("CI_SERVER_PROTOCOL", protocol.to_owned());
+        set("CI_SERVER_FQDN", host);
+        set("CI_SERVER_NAME", "Gantry".into());
+        set("CI_API_V4_URL", format!("{server}/api/v4"));
+        set("CI_API_GRAPHQL_URL", format!("{server}/api/graphql"));
+        set("CI_PROJECT_ID", self.project_id.to_string());
+        set("CI_PROJECT_NAME", self.project_name.clone());
+        set("CI_PROJECT_TITLE", self.project_name.clone());
+        set("CI_PROJECT_PATH", project_path.clone());
+        set("CI_PROJECT_PATH_SLUG", ref_slug(&project_path));
+        set("CI_PROJECT_NAMESPACE", self.project_namespace.clone());
+        set("CI_PROJECT_ROOT_NAMESPACE", self.project_namespace.split('/').next().unwrap_or_default().to_owned());
+        set("CI_PROJECT_URL", format!("{server}/{project_path}"));
+        set("CI_PROJECT_VISIBILITY", "private".into());
+        set("CI_CONFIG_PATH", self.config_path.clone());
+        set("CI_DEFAULT_BRANCH", self.default_branch.clone());
+        set("CI_DEFAULT_BRANCH_SLUG", ref_slug(&self.default_branch));
+        set("CI_COMMIT_SHA", self.sha.clone());
+        set("CI_COMMIT_SHORT_SHA", self.sha.chars().take(8).collect());
+        set("CI_COMMIT_BEFORE_SHA", self.before_sha.clone().unwrap_or_else(|| "0".repeat(40)));
+        set("CI_COMMIT_REF_NAME", self.ref_name.clone());
+        set("CI_COMMIT_REF_SLUG", ref_slug(&self.ref_name));
+        set("CI_COMMIT_REF_PROTECTED", self.ref_protected.to_string());
+        if self.is_tag {
+            set("CI_COMMIT_TAG", self.ref_name.clone());
+            set("CI_COMMIT_TAG_MESSAGE", self.tag_message.clone().unwrap_or_default());
+        } else {
+            set("CI_COMMIT_BRANCH", self.ref_name.clone());
+        }
+        let message = self.commit_message.clone();
+        let (title, description) = match message.split_once('\n') {
+            Some((t, d)) => (t.to_owned(), d.trim_start_matches('\n').to_owned()),
+            None => (message.clone(), String::new()),
+        };
+        set("CI_COMMIT_MESSAGE", message);
+        set("CI_COMMIT_TITLE", title);
+        set("CI_COMMIT_DESCRIPTION", description);
+        set("CI_COMMIT_AUTHOR", self.commit_author.clone());
+        set("CI_COMMIT_TIMESTAMP", self.commit_timestamp.clone());
+        set("CI_PIPELINE_SOURCE", self.source.as_str().to_owned());
+        set("CI_PIPELINE_IID", self.pipeline_iid.to_string());
+        if self.source == Source::Trigger {
+            set("CI_PIPELINE_TRIGGERED", "true".into());
+        }
+        set("GITLAB_USER_ID", self.user_id.to_string());
+        set("GITLAB_USER_LOGIN", self.user_login.clone());
+        set("GITLAB_USER_NAME", self.user_name.clone());
+        set("GITLAB_USER_EMAIL", self.user_email.clone());
+        v
+    }
+}
+
+/// The evaluation context of one pipeline.
+#[derive(Clone, Debug, Default)]
+pub struct Context {
+    /// Predefined variables known before the pipeline exists.
+    pub predefined: IndexMap<String, String>,
+    /// Pipeline variables (trigger, API, `--var`): above every YAML variable.
+    pub pipeline: IndexMap<String, String>,
+    /// Files changed by the push; `None` when unknown (new branch, tag, web, API, ...), in
+    /// which case `rules:changes` is true, as on GitLab.
+    pub changed_files: Option<Vec<String>>,
+}
+
+impl Context {
+    pub fn new(info: &PipelineInfo, pipeline_variables: &[(String, String)], changed_files: Option<Vec<String>>) -> Self {
+        Self {
+            predefined: info.predefined(),
+            pipeline: pipeline_variables.iter().cloned().collect(),
+            changed_files,
+        }
+    }
+    /// A variable of the pre-pipeline context (pipeline variables win over predefined).
+    pub fn var(&self, name: &str) -> Option<String> {
+        self.pipeline.get(name).or_else(|| self.predefined.get(name)).cloned()
+    }
+}

@@ -1,0 +1,342 @@
+//! `spec:inputs` headers and `$[[ inputs.NAME ]]` interpolation (spec §1.6, §6.6).
+//!
+//! A file without a `spec:` header is not interpolated (its `$[[ ]]` text stays as
+//! written). Limits: at most [`MAX_BLOCKS`] blocks per file, block text under 1 KiB,
+//! at most 3 functions per block, at most 50 `options`.
+
+use indexmap::IndexMap;
+
+use crate::context::Context;
+use crate::expand::{Unknown, expand_server};
+use crate::validate::Cx;
+use crate::yaml::{Entry, Map, Node, Value};
+
+pub const MAX_BLOCKS: usize = 10_000;
+const MAX_BLOCK_LEN: usize = 1024;
+const MAX_FUNCTIONS: usize = 3;
+const MAX_OPTIONS: usize = 50;
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum InputType {
+    String,
+    Number,
+    Boolean,
+    Array,
+}
+
+struct Spec {
+    kind: InputType,
+    default: Option<Node>,
+    options: Option<Vec<Node>>,
+    regex: Option<String>,
+}
+
+/// Interpolate `body` with the inputs declared in `header` and given by the includer.
+pub(crate) fn interpolate(
+    header: Option<&Node>,
+    given: Option<&Node>,
+    body: &mut Node,
+    ctx: &Context,
+    cx: &mut Cx,
+    file: Option<&str>,
+) {
+    let prefix = |m: String| match file {
+        Some(f) => format!("`{f}`: {m}"),
+        None => m,
+    };
+    let given_map = match given {
+        None => None,
+        Some(g) => match g.as_map() {
+            Some(m) => Some(m),
+            None => {
+                cx.raw(prefix("inputs config should be a hash".into()), Some(g.pos));
+                return;
+            }
+        },
+    };
+    let Some(header) = header else {
+        if given_map.is_some_and(|m| !m.is_empty()) {
+            cx.raw(
+                prefix("Given inputs not defined in the `spec` section of the included configuration file".into()),
+                given.map(|g| g.pos),
+            );
+        }
+        return;
+    };
+    let Some(specs) = parse_header(header, cx, &prefix) else { return };
+    let mut errors = Vec::new();
+    if let Some(g) = given_map {
+        let unknown: Vec<&str> = g.keys().filter(|k| !specs.contains_key(*k)).collect();
+        if !unknown.is_empty() {
+            errors.push(format!("unknown input arguments: {}", unknown.join(", ")));
+        }
+    }
+    let mut values: IndexMap<String, Node> = IndexMap::new();
+    for (name, spec) in &specs {
+        let value = given_map.and_then(|g| g.get(name)).or(spec.default.as_ref());
+        let Some(value) = value else {
+            errors.push(format!("`{name}` input: required value has not been provided"));
+            continue;
+        };
+        if let Some(e) = check_value(name, spec, value) {
+            errors.push(e);
+            continue;
+        }
+        values.insert(name.clone(), value.clone());
+    }
+    if !errors.is_empty() {
+        errors.truncate(3);
+        cx.raw(prefix(errors.join(", ")), Some(header.pos));
+        return;
+    }
+    let mut state = Interp {
+        values: &values,
+        ctx,
+        blocks: 0,
+        error: None,
+    };
+    state.node(body);
+    if let Some(e) = state.error {
+        cx.raw(prefix(e), Some(body.pos));
+    }
+}
+
+fn parse_header(header: &Node, cx: &mut Cx, prefix: &dyn Fn(String) -> String) -> Option<IndexMap<String, Spec>> {
+    let bad = |cx: &mut Cx, m: &str, n: &Node| {
+        cx.raw(prefix(m.to_owned()), Some(n.pos));
+        None
+    };
+    let Some(spec) = header.as_map().and_then(|m| m.get("spec")) else {
+        return bad(cx, "header:spec config should be a hash", header);
+    };
+    let Some(spec_map) = spec.as_map() else {
+        return bad(cx, "header:spec config should be a hash", spec);
+    };
+    let mut out = IndexMap::new();
+    let Some(inputs) = spec_map.get("inputs") else { return Some(out) };
+    let Some(inputs) = inputs.as_map() else {
+        return bad(cx, "header:spec:inputs config should be a hash", inputs);
+    };
+    for (name, def) in inputs.iter() {
+        let mut spec = Spec {
+            kind: InputType::String,
+            default: None,
+            options: None,
+            regex: None,
+        };
+        match &def.value {
+            Value::Null => {}
+            Value::Map(m) => {
+                for key in m.keys() {
+                    if !["default", "description", "options", "regex", "type", "rules"].contains(&key) {
+                        return bad(cx, &format!("header:spec:inputs:{name} config contains unknown keys: {key}"), def);
+                    }
+                }
+                if let Some(t) = m.get("type") {
+                    spec.kind = match t.as_str() {
+                        Some("string") => InputType::String,
+                        Some("number") => InputType::Number,
+                        Some("boolean") => InputType::Boolean,
+                        Some("array") => InputType::Array,
+                        _ => {
+                            return bad(
+                                cx,
+                                &format!("header:spec:inputs:{name} input type unknown value: {}", crate::include::compact_json(t)),
+                                t,
+                            );
+                        }
+                    };
+                }
+                spec.default = m.get("default").cloned();
+                if let Some(o) = m.get("options") {
+                    let Some(items) = o.as_seq() else {
+                        return bad(cx, &format!("header:spec:inputs:{name} options should be an array"), o);
+                    };
+                    if items.len() > MAX_OPTIONS {
+                        return bad(cx, &format!("header:spec:inputs:{name} options cannot contain more than {MAX_OPTIONS} values"), o);
+                    }
+                    if !matches!(spec.kind, InputType::String | InputType::Number) {
+                        return bad(cx, &format!("header:spec:inputs:{name} Options can only be used with string and number inputs"), o);
+                    }
+                    spec.options = Some(items.to_vec());
+                }
+                if let Some(r) = m.get("regex") {
+                    let Some(r) = r.as_str() else {
+                        return bad(cx, &format!("header:spec:inputs:{name} regex should be a string"), r);
+                    };
+                    if spec.kind != InputType::String {
+                        return bad(cx, &format!("header:spec:inputs:{name} RegEx validation can only be used with string inputs"), def);
+                    }
+                    spec.regex = Some(r.to_owned());
+                }
+            }
+            _ => return bad(cx, &format!("header:spec:inputs:{name} config should be a hash"), def),
+        }
+        out.insert(name.to_owned(), spec);
+    }
+    Some(out)
+}
+
+fn check_value(name: &str, spec: &Spec, value: &Node) -> Option<String> {
+    let ok = match spec.kind {
+        InputType::String => matches!(value.value, Value::Str(_)),
+        InputType::Number => matches!(value.value, Value::Int(_) | Value::Float(_)),
+        InputType::Boolean => matches!(value.value, Value::Bool(_)),
+        InputType::Array => matches!(value.value, Value::Seq(_)),
+    };
+    if !ok {
+        let t = match spec.kind {
+            InputType::String => "string",
+            InputType::Number => "number",
+            InputType::Boolean => "boolean",
+            InputType::Array => "array",
+        };
+        return Some(format!("`{name}` input: provided value is not a {t}"));
+    }
+    if let Some(options) = &spec.options {
+        if !options.iter().any(|o| o.value == value.value) {
+            return Some(format!(
+                "`{name}` input: `{}` cannot be used because it is not in the list of allowed options",
+                value.scalar_to_string().unwrap_or_default()
+            ));
+        }
+    }
+    if let (Some(re), Some(s)) = (&spec.regex, value.as_str()) {
+        match regex::RegexBuilder::new(re).size_limit(1 << 20).build() {
+            Ok(r) if r.is_match(s) => {}
+            Ok(_) => return Some(format!("`{name}` input: provided value does not match required RegEx pattern")),
+            Err(_) => return Some(format!("`{name}` input: invalid regular expression")),
+        }
+    }
+    None
+}
+
+struct Interp<'a> {
+    values: &'a IndexMap<String, Node>,
+    ctx: &'a Context,
+    blocks: usize,
+    error: Option<String>,
+}
+
+impl Interp<'_> {
+    fn node(&mut self, node: &mut Node) {
+        if self.error.is_some() {
+            return;
+        }
+        match &mut node.value {
+            Value::Str(s) if s.contains("$[[") => {
+                if let Some(v) = self.string(s) {
+                    node.value = v;
+                }
+            }
+            Value::Seq(items) | Value::Reference(items) => items.iter_mut().for_each(|i| self.node(i)),
+            Value::Map(m) => {
+                let old = std::mem::take(m);
+                let mut new = Map::new();
+                for (k, mut e) in old.entries_owned() {
+                    let key = if k.contains("$[[") {
+                        match self.string(&k) {
+                            Some(v) => Node::new(v, e.key_pos).scalar_to_string().unwrap_or(k),
+                            None => k,
+                        }
+                    } else {
+                        k
+                    };
+                    self.node(&mut e.value);
+                    new.insert(key, Entry { ..e });
+                }
+                *m = new;
+            }
+            _ => {}
+        }
+    }
+
+    /// Interpolate one string; `Some(typed)` when the string is exactly one block.
+    fn string(&mut self, s: &str) -> Option<Value> {
+        let mut out = String::new();
+        let mut rest = s;
+        let mut whole: Option<Value> = None;
+        while let Some(start) = rest.find("$[[") {
+            let Some(len) = rest[start..].find("]]") else { break };
+            let inner = &rest[start + 3..start + len];
+            self.blocks += 1;
+            if self.blocks > MAX_BLOCKS {
+                self.error = Some("too many interpolation blocks".into());
+                return None;
+            }
+            if inner.len() > MAX_BLOCK_LEN {
+                self.error = Some("interpolation block is too long".into());
+                return None;
+            }
+            let value = match self.block(inner) {
+                Ok(v) => v,
+                Err(e) => {
+                    self.error = Some(e);
+                    return None;
+                }
+            };
+            if start == 0 && start + len + 2 == rest.len() && out.is_empty() {
+                whole = Some(value.value.clone());
+            }
+            out.push_str(&rest[..start]);
+            out.push_str(&render(&value));
+            rest = &rest[start + len + 2..];
+        }
+        if let Some(v) = whole {
+            return Some(v);
+        }
+        out.push_str(rest);
+        Some(Value::Str(out))
+    }
+
+    fn block(&self, inner: &str) -> Result<Node, String> {
+        let mut parts = inner.split('|').map(str::trim);
+        let access = parts.next().unwrap_or_default();
+        let Some(name) = access.strip_prefix("inputs.") else {
+            return Err(format!("unknown interpolation key: `{access}`"));
+        };
+        let Some(mut value) = self.values.get(name).cloned() else {
+            return Err(format!("unknown interpolation key: `{name}`"));
+        };
+        let functions: Vec<&str> = parts.collect();
+        if functions.len() > MAX_FUNCTIONS {
+            return Err(format!("too many functions in interpolation block (maximum is {MAX_FUNCTIONS})"));
+        }
+        for f in functions {
+            let text = value.scalar_to_string().unwrap_or_else(|| render(&value));
+            let new = if f == "expand_vars" {
+                expand_server(&text, &|n| self.ctx.var(n), Unknown::Keep)
+            } else if f == "posix_escape" {
+                posix_escape(&text)
+            } else if let Some(args) = f.strip_prefix("truncate(").and_then(|a| a.strip_suffix(')')) {
+                let nums: Vec<usize> = args.split(',').filter_map(|a| a.trim().parse().ok()).collect();
+                let [offset, length] = nums[..] else {
+                    return Err(format!("invalid function arguments: `{f}`"));
+                };
+                text.chars().skip(offset).take(length).collect()
+            } else {
+                return Err(format!("no function matching `{f}`: check that the function name, arguments, and types are correct"));
+            };
+            value = Node::str(new, value.pos);
+        }
+        Ok(value)
+    }
+}
+
+fn render(n: &Node) -> String {
+    match &n.value {
+        Value::Seq(_) | Value::Map(_) => n.to_json().to_string(),
+        _ => n.scalar_to_string().unwrap_or_default(),
+    }
+}
+
+fn posix_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if !(c.is_ascii_alphanumeric() || "_-.,:/@\n".contains(c)) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}

@@ -1,0 +1,170 @@
+//! `gantry lint`: compile the checkout's pipeline configuration for a ref and report.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use clap::{Args, ValueEnum};
+use gantry_pipeline::report::{LintReport, render_text};
+use gantry_pipeline::{Context, Loader, Options, PipelineInfo, Source};
+
+use crate::{exit, git};
+
+#[derive(Args)]
+pub(crate) struct LintArgs {
+    /// Pipeline file, relative to the repository root (default: .gitlab-ci.yml).
+    file: Option<PathBuf>,
+    /// Evaluate rules for a pipeline on this branch (default: the current branch).
+    #[arg(long = "ref", value_name = "BRANCH", conflicts_with = "tag")]
+    ref_: Option<String>,
+    /// Evaluate rules for a pipeline on this tag.
+    #[arg(long, value_name = "TAG")]
+    tag: Option<String>,
+    /// The pipeline source (CI_PIPELINE_SOURCE).
+    #[arg(long, default_value = "push", value_parser = parse_source)]
+    source: Source,
+    /// A pipeline variable, as given when running a pipeline (highest precedence).
+    #[arg(long = "var", value_name = "KEY=VALUE", value_parser = parse_var)]
+    vars: Vec<(String, String)>,
+    /// A changed file for rules:changes (repeatable). Without any, changes are unknown
+    /// and `rules:changes` matches, as on GitLab for new branches, tags and API pipelines.
+    #[arg(long = "changed", value_name = "PATH")]
+    changed: Vec<String>,
+    /// Lint a file meant to be included elsewhere: check every keyword's structure, but
+    /// do not resolve includes or require jobs, stages or files defined elsewhere.
+    #[arg(long)]
+    fragment: bool,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Format {
+    Text,
+    Json,
+}
+
+fn parse_source(s: &str) -> Result<Source, String> {
+    Source::parse(s).ok_or_else(|| {
+        let all: Vec<&str> = Source::ALL.iter().map(|s| s.as_str()).collect();
+        format!("unknown pipeline source `{s}`; expected one of: {}", all.join(", "))
+    })
+}
+
+fn parse_var(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
+        _ => Err(format!("`{s}` is not KEY=VALUE")),
+    }
+}
+
+/// Reads configuration files from the working tree.
+struct WorkTree {
+    root: PathBuf,
+}
+
+impl Loader for WorkTree {
+    fn read(&self, path: &str) -> Result<Option<String>, String> {
+        let full = self.root.join(path);
+        match std::fs::read(&full) {
+            Ok(bytes) => String::from_utf8(bytes).map(Some).map_err(|_| format!("{path} is not valid UTF-8")),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) if e.kind() == std::io::ErrorKind::IsADirectory => Ok(None),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+    fn files(&self) -> Vec<String> {
+        git::files(&self.root)
+    }
+}
+
+fn usage(msg: &str, hint: &str) -> u8 {
+    eprintln!("error: {msg}");
+    if !hint.is_empty() {
+        eprintln!("  hint: {hint}");
+    }
+    exit::USAGE
+}
+
+pub(crate) fn run(args: &LintArgs) -> u8 {
+    let cwd = match std::env::current_dir() {
+        Ok(d) => d,
+        Err(e) => return usage(&format!("cannot read the current directory: {e}"), ""),
+    };
+    let Some(root) = git::toplevel(&cwd) else {
+        return usage("not inside a git checkout", "run `gantry lint` from a git repository (`git init` creates one)");
+    };
+    let config_path = match &args.file {
+        None => ".gitlab-ci.yml".to_owned(),
+        Some(f) => {
+            let abs = if f.is_absolute() { f.clone() } else { cwd.join(f) };
+            match abs.canonicalize() {
+                Ok(a) => match a.strip_prefix(root.canonicalize().unwrap_or(root.clone())) {
+                    Ok(rel) => rel.to_string_lossy().into_owned(),
+                    Err(_) => return usage(&format!("{} is outside the repository {}", f.display(), root.display()), ""),
+                },
+                Err(_) => return usage(&format!("{} does not exist", f.display()), "name a file in this repository"),
+            }
+        }
+    };
+    if !root.join(&config_path).is_file() {
+        return usage(&format!("{config_path} does not exist in {}", root.display()), "create it, or name another file: gantry lint FILE");
+    }
+    let info = pipeline_info(&root, args, &config_path);
+    let changed = if args.changed.is_empty() { None } else { Some(args.changed.clone()) };
+    let ctx = Context::new(&info, &args.vars, changed);
+    let opts = Options {
+        config_path,
+        fragment: args.fragment,
+        ..Options::default()
+    };
+    let compiled = gantry_pipeline::compile(&opts, &ctx, &WorkTree { root });
+    let mut stdout = std::io::stdout().lock();
+    let written = match args.format {
+        Format::Json => serde_json::to_string_pretty(&LintReport::new(&compiled))
+            .map_err(std::io::Error::other)
+            .and_then(|s| writeln!(stdout, "{s}")),
+        Format::Text => write!(stdout, "{}", render_text(&compiled)),
+    };
+    if written.is_err() {
+        return exit::USAGE;
+    }
+    if compiled.errors.is_empty() { exit::OK } else { exit::INVALID }
+}
+
+fn pipeline_info(root: &Path, args: &LintArgs, config_path: &str) -> PipelineInfo {
+    let g = |a: &[&str]| git::git(root, a);
+    let (ref_name, is_tag) = match (&args.tag, &args.ref_) {
+        (Some(t), _) => (t.clone(), true),
+        (None, Some(r)) => (r.clone(), false),
+        (None, None) => (git::current_branch(root).unwrap_or_else(|| "HEAD".to_owned()), false),
+    };
+    let project_name = root.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "project".into());
+    let namespace = g(&["remote", "get-url", "origin"])
+        .and_then(|url| {
+            let path = url.trim_end_matches(".git").replace(':', "/");
+            let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
+            (parts.len() >= 2).then(|| parts[parts.len() - 2].to_owned())
+        })
+        .unwrap_or_else(|| "local".to_owned());
+    PipelineInfo {
+        ref_name,
+        is_tag,
+        source: args.source,
+        sha: g(&["rev-parse", "--verify", "--quiet", "HEAD"]).unwrap_or_else(|| "0".repeat(40)),
+        before_sha: None,
+        default_branch: git::default_branch(root),
+        ref_protected: false,
+        commit_message: g(&["log", "-1", "--format=%B"]).unwrap_or_default(),
+        commit_author: g(&["log", "-1", "--format=%an <%ae>"]).unwrap_or_default(),
+        commit_timestamp: g(&["log", "-1", "--format=%cI"]).unwrap_or_default(),
+        tag_message: None,
+        project_name,
+        project_namespace: namespace,
+        config_path: config_path.to_owned(),
+        user_login: g(&["config", "user.email"]).and_then(|e| e.split('@').next().map(str::to_owned)).unwrap_or_else(|| "gantry".into()),
+        user_name: g(&["config", "user.name"]).unwrap_or_else(|| "Gantry".into()),
+        user_email: g(&["config", "user.email"]).unwrap_or_default(),
+        ..PipelineInfo::default()
+    }
+}
