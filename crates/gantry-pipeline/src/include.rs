@@ -208,6 +208,15 @@ impl Loading<'_> {
                     if !self.cx.unknown_keys(m, &allowed, &path, item.pos) {
                         continue;
                     }
+                    if let Some(p) = m.get("project") {
+                        if !p.as_str().is_some_and(valid_project_path) {
+                            self.cx.raw(
+                                format!("Project `{}` not found or access denied! Make sure any includes in the pipeline configuration are correctly defined.", compact_json(p)),
+                                Some(p.pos),
+                            );
+                            continue;
+                        }
+                    }
                     if m.contains_key("project") && !m.contains_key("file") {
                         self.cx.config(&path, "must specify the file where to fetch the config from", item.pos);
                         continue;
@@ -300,6 +309,19 @@ impl Loading<'_> {
         );
         Vec::new()
     }
+}
+
+/// `group/project` (any depth) of letters, digits, `_`, `-`, `.`, or a path built from
+/// variables. Anything else can never name a project.
+fn valid_project_path(p: &str) -> bool {
+    if p.contains('$') {
+        return !p.is_empty();
+    }
+    let parts: Vec<&str> = p.split('/').collect();
+    parts.len() >= 2
+        && parts
+            .iter()
+            .all(|s| !s.is_empty() && s.chars().all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.')))
 }
 
 fn has_yaml_ext(path: &str) -> bool {

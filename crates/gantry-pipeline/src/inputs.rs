@@ -101,6 +101,11 @@ pub(crate) fn interpolate(
     }
 }
 
+/// Validate a `spec:` header on its own (fragment linting).
+pub(crate) fn check_header(header: &Node, cx: &mut Cx) {
+    let _ = parse_header(header, cx, &|m| m);
+}
+
 fn parse_header(header: &Node, cx: &mut Cx, prefix: &dyn Fn(String) -> String) -> Option<IndexMap<String, Spec>> {
     let bad = |cx: &mut Cx, m: &str, n: &Node| {
         cx.raw(prefix(m.to_owned()), Some(n.pos));
@@ -112,6 +117,37 @@ fn parse_header(header: &Node, cx: &mut Cx, prefix: &dyn Fn(String) -> String) -
     let Some(spec_map) = spec.as_map() else {
         return bad(cx, "header:spec config should be a hash", spec);
     };
+    for key in spec_map.keys() {
+        if !["inputs", "include", "component"].contains(&key) {
+            return bad(cx, &format!("header:spec config contains unknown keys: {key}"), spec);
+        }
+    }
+    if let Some(c) = spec_map.get("component") {
+        let ok = crate::validate::string_array(c)
+            .is_some_and(|l| l.iter().all(|v| ["name", "sha", "version", "reference"].contains(&v.as_str())));
+        if !ok {
+            return bad(cx, "header:spec:component config should be an array of: name, sha, version, reference", c);
+        }
+    }
+    if let Some(inc) = spec_map.get("include") {
+        let items = match &inc.value {
+            Value::Seq(items) => items.clone(),
+            _ => vec![inc.clone()],
+        };
+        for item in &items {
+            let ok = match &item.value {
+                Value::Str(_) => true,
+                Value::Map(m) => {
+                    let locations = m.keys().filter(|k| ["local", "remote", "project"].contains(k)).count();
+                    locations == 1 && m.keys().all(|k| ["local", "remote", "project", "file", "ref", "integrity"].contains(&k))
+                }
+                _ => false,
+            };
+            if !ok {
+                return bad(cx, "header:spec:include config supports only `local`, `remote` and `project` (with `file`, `ref`) items", item);
+            }
+        }
+    }
     let mut out = IndexMap::new();
     let Some(inputs) = spec_map.get("inputs") else { return Some(out) };
     let Some(inputs) = inputs.as_map() else {
@@ -148,6 +184,33 @@ fn parse_header(header: &Node, cx: &mut Cx, prefix: &dyn Fn(String) -> String) -
                     };
                 }
                 spec.default = m.get("default").cloned();
+                if let Some(r) = m.get("rules") {
+                    let path = format!("header:spec:inputs:{name}:rules");
+                    if m.contains_key("default") || m.contains_key("options") {
+                        return bad(cx, &format!("{path} cannot be combined with a top-level `default` or `options`"), r);
+                    }
+                    let Some(items) = r.as_seq() else {
+                        return bad(cx, &format!("{path} config should be an array"), r);
+                    };
+                    for rule in items {
+                        let Some(rm) = rule.as_map() else {
+                            return bad(cx, &format!("{path}:rule config should be a hash"), rule);
+                        };
+                        if let Some(k) = rm.keys().find(|k| !["if", "options", "default"].contains(k)) {
+                            return bad(cx, &format!("{path}:rule config contains unknown keys: {k}"), rule);
+                        }
+                        if !rm.contains_key("default") {
+                            return bad(cx, &format!("{path}:rule default can't be blank"), rule);
+                        }
+                        if let Some(Value::Str(e)) = rm.get("if").map(|n| &n.value) {
+                            if crate::expr::Expression::parse(e).is_err() {
+                                return bad(cx, &format!("{path}:rule if invalid expression syntax"), rule);
+                            }
+                        }
+                    }
+                    // The first rule's default stands in until rules are evaluated per pipeline.
+                    spec.default = items.first().and_then(|r| r.as_map()).and_then(|m| m.get("default")).cloned();
+                }
                 if let Some(o) = m.get("options") {
                     let Some(items) = o.as_seq() else {
                         return bad(cx, &format!("header:spec:inputs:{name} options should be an array"), o);

@@ -106,6 +106,7 @@ fn parse_rule(node: &Node, path: &str, target: RuleTarget, cx: &mut Cx) -> Optio
             RuleTarget::Workflow | RuleTarget::Include => &["always", "never"],
         };
         match n.as_str() {
+            _ if n.is_null() => {}
             Some(w) if allowed.contains(&w) => rule.when = Some(w.to_owned()),
             Some(w) => cx.attr(path, "when", format!("unknown value: {w}"), n.pos),
             None => cx.attr(path, "when", "should be a string", n.pos),
@@ -141,6 +142,21 @@ fn parse_rule(node: &Node, path: &str, target: RuleTarget, cx: &mut Cx) -> Optio
             rule.variables = keyword::variables(n, &join(path, "variables"), VarLevel::Rule, cx);
         }
         if let Some(n) = m.get("needs") {
+            // `rules:needs` takes job needs only (no cross-project or cross-pipeline needs).
+            let items = match &n.value {
+                Value::Seq(_) => flatten_nodes(n).unwrap_or_default(),
+                _ => vec![n.clone()],
+            };
+            for item in &items {
+                let ok = match &item.value {
+                    Value::Str(_) => true,
+                    Value::Map(nm) => nm.contains_key("job") && nm.keys().all(|k| ["job", "artifacts", "optional"].contains(&k)),
+                    _ => false,
+                };
+                if !ok {
+                    cx.config(&join(path, "needs"), "uses invalid types: cross_dependency", item.pos);
+                }
+            }
             rule.needs = Some(n.clone());
         }
         if let Some(n) = m.get("auto_cancel") {
@@ -211,7 +227,11 @@ fn parse_exists(n: &Node, path: &str, cx: &mut Cx) -> Option<Vec<String>> {
                 return None;
             }
             match m.get("paths") {
-                Some(p) => path_list(p, &join(path, "paths"), cx, ""),
+                Some(p) if matches!(p.value, Value::Seq(_)) => path_list(p, &join(path, "paths"), cx, ""),
+                Some(p) => {
+                    cx.config(&join(path, "paths"), "should be an array of strings", p.pos);
+                    None
+                }
                 None => {
                     cx.attr(path, "paths", "can't be blank", n.pos);
                     None
