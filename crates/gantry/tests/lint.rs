@@ -1,0 +1,256 @@
+//! `gantry lint` end to end: a real git repository in a temp dir, the real binary, the
+//! output a user sees (snapshotted) and the exit status.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+struct Repo {
+    dir: tempfile::TempDir,
+}
+
+impl Repo {
+    fn new(files: &[(&str, &str)]) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let repo = Self { dir };
+        repo.git(&["init", "-q", "-b", "main"]);
+        repo.git(&["config", "user.email", "dev@example.com"]);
+        repo.git(&["config", "user.name", "Dev Eloper"]);
+        for (path, text) in files {
+            repo.write(path, text);
+        }
+        repo.git(&["add", "-A"]);
+        repo.git(&["commit", "-q", "-m", "initial commit\n\nbody text"]);
+        repo
+    }
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+    fn write(&self, path: &str, text: &str) {
+        let p = self.path().join(path);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent).expect("mkdir");
+        }
+        std::fs::write(p, text).expect("write");
+    }
+    fn git(&self, args: &[&str]) {
+        let st = Command::new("git").current_dir(self.path()).args(args).status().expect("git runs");
+        assert!(st.success(), "git {args:?} failed");
+    }
+    fn lint(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_gantry"))
+            .current_dir(self.path())
+            .arg("lint")
+            .args(args)
+            .output()
+            .expect("gantry runs")
+    }
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn json(o: &Output) -> serde_json::Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("stdout is JSON ({e}): {}", stdout(o)))
+}
+
+const PIPELINE: &str = r#"
+variables:
+  GLOBAL: value
+  OCTAL: 012
+
+.base:
+  before_script: [echo base]
+  tags: [linux]
+
+build:
+  extends: .base
+  stage: build
+  parallel: 2
+  script: make
+  variables:
+    JOB: value
+
+test:
+  stage: test
+  needs: [build]
+  script:
+    - !reference [.base, before_script]
+    - make test
+  rules:
+    - if: $CI_COMMIT_BRANCH == $CI_DEFAULT_BRANCH
+    - if: $CI_COMMIT_TAG
+      when: manual
+
+deploy:
+  stage: deploy
+  script: ./deploy
+  rules:
+    - if: $CI_COMMIT_TAG =~ /^v\d+/
+      when: delayed
+      start_in: 5 minutes
+"#;
+
+#[test]
+fn valid_pipeline_json_on_default_branch() {
+    let repo = Repo::new(&[(".gitlab-ci.yml", PIPELINE)]);
+    let out = repo.lint(&["--format", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    insta::assert_json_snapshot!(json(&out));
+}
+
+#[test]
+fn tag_pipeline_applies_rules() {
+    let repo = Repo::new(&[(".gitlab-ci.yml", PIPELINE)]);
+    let out = repo.lint(&["--tag", "v1.2", "--format", "json"]);
+    assert_eq!(out.status.code(), Some(0));
+    let j = json(&out);
+    let jobs: Vec<(String, String, bool)> = j["jobs"]
+        .as_array()
+        .expect("jobs")
+        .iter()
+        .map(|j| (j["name"].as_str().unwrap_or_default().to_owned(), j["when"].as_str().unwrap_or_default().to_owned(), j["allow_failure"].as_bool().unwrap_or_default()))
+        .collect();
+    assert_eq!(
+        jobs,
+        vec![
+            ("build 1/2".into(), "on_success".into(), false),
+            ("build 2/2".into(), "on_success".into(), false),
+            ("test".into(), "manual".into(), false),
+            ("deploy".into(), "delayed".into(), false),
+        ]
+    );
+    assert_eq!(j["jobs"][3]["start_in"], "5 minutes");
+}
+
+#[test]
+fn text_output_lists_stages_and_jobs() {
+    let repo = Repo::new(&[(".gitlab-ci.yml", PIPELINE)]);
+    let out = repo.lint(&["--ref", "feature"]);
+    assert_eq!(out.status.code(), Some(0));
+    insta::assert_snapshot!(stdout(&out));
+}
+
+#[test]
+fn invalid_pipeline_names_the_place() {
+    let repo = Repo::new(&[(
+        ".gitlab-ci.yml",
+        "build:\n  script: make\n  when: sometimes\n\ntest:\n  script: [make test]\n  artifacts:\n    expire_in: forever\n  needs: [nope]\n",
+    )]);
+    let out = repo.lint(&[]);
+    assert_eq!(out.status.code(), Some(1));
+    insta::assert_snapshot!(stdout(&out));
+    let out = repo.lint(&["--format", "json"]);
+    assert_eq!(out.status.code(), Some(1));
+    insta::assert_json_snapshot!(json(&out));
+}
+
+#[test]
+fn yaml_syntax_error_has_location() {
+    let repo = Repo::new(&[(".gitlab-ci.yml", "build:\n  script: [make\n  stage: build\n")]);
+    let out = repo.lint(&["--format", "json"]);
+    assert_eq!(out.status.code(), Some(1));
+    insta::assert_json_snapshot!(json(&out));
+}
+
+#[test]
+fn local_includes_come_from_the_working_tree() {
+    let repo = Repo::new(&[
+        (".gitlab-ci.yml", "include:\n  - local: ci/*.yml\n  - ci/extra.yaml\nfrom-root:\n  script: echo root\n"),
+        ("ci/a.yml", ".tmpl:\n  script: echo a\nfrom-a:\n  extends: .tmpl\n"),
+        ("ci/extra.yaml", "from-extra:\n  script: echo extra\n"),
+    ]);
+    // An uncommitted change in the working tree is what lint sees.
+    repo.write("ci/b.yml", "from-b:\n  script: echo b\n");
+    let out = repo.lint(&["--format", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let j = json(&out);
+    assert_eq!(json_names(&j), ["from-a", "from-b", "from-extra", "from-root"]);
+}
+
+fn json_names(j: &serde_json::Value) -> Vec<&str> {
+    j["jobs"].as_array().map(|a| a.iter().filter_map(|j| j["name"].as_str()).collect()).unwrap_or_default()
+}
+
+#[test]
+fn remote_include_is_an_offline_error() {
+    let repo = Repo::new(&[(".gitlab-ci.yml", "include: https://example.com/ci.yml\njob:\n  script: x\n")]);
+    let out = repo.lint(&["--format", "json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let msg = json(&out)["errors"][0]["message"].as_str().unwrap_or_default().to_owned();
+    assert!(msg.contains("Remote file `https://example.com/ci.yml`") && msg.contains("cannot be resolved offline"), "{msg}");
+}
+
+#[test]
+fn variables_source_and_changes_feed_rules() {
+    let repo = Repo::new(&[(
+        ".gitlab-ci.yml",
+        "docs:\n  script: make docs\n  rules:\n    - changes: [docs/**/*]\nnightly:\n  script: make nightly\n  rules:\n    - if: $CI_PIPELINE_SOURCE == \"schedule\" && $FLAVOUR == \"full\"\n",
+    )]);
+    let names = |args: &[&str]| {
+        let out = repo.lint(&[&["--format", "json"], args].concat());
+        json_names(&json(&out)).into_iter().map(str::to_owned).collect::<Vec<_>>()
+    };
+    assert_eq!(names(&[]), ["docs"]);
+    assert_eq!(names(&["--changed", "src/main.rs"]), Vec::<String>::new());
+    assert_eq!(names(&["--changed", "docs/guide/intro.md"]), ["docs"]);
+    assert_eq!(names(&["--source", "schedule", "--var", "FLAVOUR=full", "--changed", "x"]), ["nightly"]);
+}
+
+#[test]
+fn workflow_rules_filter_the_pipeline() {
+    let repo = Repo::new(&[(
+        ".gitlab-ci.yml",
+        "workflow:\n  rules:\n    - if: $CI_COMMIT_TAG\njob:\n  script: x\n",
+    )]);
+    let out = repo.lint(&["--format", "json"]);
+    assert_eq!(out.status.code(), Some(0));
+    let j = json(&out);
+    assert_eq!(j["valid"], true);
+    assert_eq!(j["pipeline_created"], false);
+    let out = repo.lint(&[]);
+    insta::assert_snapshot!(stdout(&out));
+}
+
+#[test]
+fn fragment_mode_checks_structure_only() {
+    let repo = Repo::new(&[
+        (".gitlab-ci.yml", "include: templates/t.yml\n"),
+        ("templates/t.yml", ".t:\n  stage: custom\n  extends: .elsewhere\n  script: !reference [.other, script]\n  needs: [somewhere]\n"),
+    ]);
+    let out = repo.lint(&["templates/t.yml", "--fragment", "--format", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    repo.write("templates/bad.yml", "job:\n  stage: custom\n  cache:\n    policy: sometimes\n");
+    let out = repo.lint(&["templates/bad.yml", "--fragment", "--format", "json"]);
+    assert_eq!(out.status.code(), Some(1));
+    insta::assert_json_snapshot!(json(&out)["errors"]);
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let repo = Repo::new(&[("README", "no pipeline here\n")]);
+    let out = repo.lint(&[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains(".gitlab-ci.yml does not exist"));
+    let out = repo.lint(&["--source", "carrier-pigeon"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = repo.lint(&["--ref", "a", "--tag", "b"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = repo.lint(&["--var", "NOEQUALS"]);
+    assert_eq!(out.status.code(), Some(2));
+    let outside = tempfile::tempdir().expect("temp");
+    let out = Command::new(env!("CARGO_BIN_EXE_gantry")).current_dir(outside.path()).arg("lint").output().expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not inside a git checkout"));
+}
+
+#[test]
+fn predefined_variables_come_from_git() {
+    let repo = Repo::new(&[(
+        ".gitlab-ci.yml",
+        "job:\n  script: x\n  rules:\n    - if: $CI_COMMIT_TITLE == \"initial commit\" && $CI_DEFAULT_BRANCH == \"main\" && $CI_COMMIT_REF_SLUG == \"main\" && $GITLAB_USER_EMAIL == \"dev@example.com\" && $CI_COMMIT_SHA =~ /^[0-9a-f]{40}$/\n",
+    )]);
+    let out = repo.lint(&["--format", "json"]);
+    let j = json(&out);
+    assert_eq!(json_names(&j), ["job"], "{}", stdout(&out));
+}
