@@ -239,7 +239,6 @@ struct JobDef {
 struct NeedList {
     jobs: Vec<NeedSpec>,
     cross: Vec<CrossNeed>,
-    pos: Pos,
 }
 
 #[derive(Clone, Debug)]
@@ -339,6 +338,23 @@ fn process(mut root: Map, opts: &Options, ctx: &Context, files: &[String], cx: &
             defs.push(def);
         }
     }
+    let has_workflow_rules = workflow.as_ref().is_some_and(|w| w.rules.is_some());
+    if !has_workflow_rules {
+        for def in &defs {
+            let last = def.rules.as_ref().and_then(|r| r.last());
+            if last.is_some_and(|r| {
+                r.if_.is_none() && r.changes.is_none() && r.exists.is_none() && r.when.as_deref().is_some_and(|w| w != "never")
+            }) {
+                cx.warn(
+                    format!(
+                        "jobs:{} may allow multiple pipelines to run for a single action due to `rules:when` clause with no `workflow:rules` - read more: https://docs.gitlab.com/ee/ci/troubleshooting.html#pipeline-warnings",
+                        def.name
+                    ),
+                    Some(def.pos),
+                );
+            }
+        }
+    }
     if visible == 0 && !opts.fragment {
         cx.config("jobs", "should contain at least one visible job", Pos::default());
     }
@@ -400,7 +416,6 @@ fn process(mut root: Map, opts: &Options, ctx: &Context, files: &[String], cx: &
     });
     let mut created = true;
     let mut not_created_reason = None;
-    let has_workflow_rules = workflow.as_ref().is_some_and(|w| w.rules.is_some());
     if let Some(rules) = workflow.as_ref().and_then(|w| w.rules.as_ref()) {
         let scope = Scope {
             ctx,
@@ -471,7 +486,10 @@ fn process(mut root: Map, opts: &Options, ctx: &Context, files: &[String], cx: &
     })
 }
 
-fn jobs_names_matrix(defs: &[JobDef]) -> HashMap<String, Vec<(String, IndexMap<String, String>)>> {
+/// Matrix job name → its instances (name, matrix values).
+type MatrixInstances = HashMap<String, Vec<(String, IndexMap<String, String>)>>;
+
+fn jobs_names_matrix(defs: &[JobDef]) -> MatrixInstances {
     let mut out = HashMap::new();
     for def in defs {
         if let Some(Parallel::Matrix(_)) = &def.parallel {
@@ -920,10 +938,7 @@ fn parse_needs(n: &Node, path: &str, bridge: bool, cx: &mut Cx) -> Option<NeedLi
             return None;
         }
     };
-    let mut list = NeedList {
-        pos: n.pos,
-        ..NeedList::default()
-    };
+    let mut list = NeedList::default();
     let need_path = join(path, "need");
     let mut bridge_needs = 0;
     for item in items {
@@ -1074,7 +1089,7 @@ pub(crate) fn matrix_combinations(entries: &[IndexMap<String, Vec<String>>]) -> 
 fn resolve_needs(
     specs: &[NeedSpec],
     groups: &HashMap<String, Vec<usize>>,
-    matrices: &HashMap<String, Vec<(String, IndexMap<String, String>)>>,
+    matrices: &MatrixInstances,
 ) -> Vec<Need> {
     let mut out = Vec::new();
     for s in specs {
@@ -1135,25 +1150,27 @@ fn check_graph(jobs: &[Instance], defs: &[JobDef], stages: &[String], names: &Ha
                 }
             }
         }
+        let need_pos = |name: &str| {
+            def.needs.as_ref().and_then(|l| l.jobs.iter().find(|s| s.job == name)).map_or(def.pos, |s| s.pos)
+        };
         if let Some(needs) = &j.needs {
             let mut seen = HashSet::new();
             let mut dup = Vec::new();
             for n in needs {
                 let Some(group) = n.job.strip_prefix("\u{0}group:") else {
                     if n.job.chars().count() > MAX_NEED_NAME {
-                        cx.raw(format!("{} job: need `{}` name is too long (maximum is {MAX_NEED_NAME} characters)", j.name, n.job), Some(def.pos));
+                        cx.raw(format!("{} job: need `{}` name is too long (maximum is {MAX_NEED_NAME} characters)", j.name, n.job), Some(need_pos(&n.job)));
                     }
                     if !seen.insert(n.job.clone()) {
                         dup.push(n.job.clone());
                     }
                     match names.get(&n.job) {
-                        None if !n.optional => cx.raw(format!("{} job: undefined need: {}", j.name, n.job), Some(def.pos)),
+                        None if !n.optional => cx.raw(format!("{} job: undefined need: {}", j.name, n.job), Some(need_pos(&n.job))),
                         None => {}
-                        Some(&i) => {
-                            if stage_idx(&defs[jobs[i].def].stage).is_some_and(|s| s > my_stage) {
-                                cx.raw(format!("{} job: need {} is not defined in current or prior stages", j.name, n.job), Some(def.pos));
-                            }
+                        Some(&i) if stage_idx(&defs[jobs[i].def].stage).is_some_and(|s| s > my_stage) => {
+                            cx.raw(format!("{} job: need {} is not defined in current or prior stages", j.name, n.job), Some(need_pos(&n.job)));
                         }
+                        Some(_) => {}
                     }
                     continue;
                 };

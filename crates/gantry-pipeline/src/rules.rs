@@ -26,6 +26,9 @@ pub(crate) enum RuleTarget {
 #[derive(Clone, Debug)]
 pub(crate) struct Changes {
     pub paths: Vec<String>,
+    /// Validated; the diff against it is the caller's changed-file set (a pure library
+    /// cannot run `git diff`), so `compare_to` evaluates like `changes` without it.
+    #[allow(dead_code)]
     pub compare_to: Option<String>,
 }
 

@@ -99,21 +99,6 @@ impl Cx {
         }
     }
 
-    /// A string or an array of strings (normalized to an array), else
-    /// `<path> config should be an array of strings or a string`.
-    pub fn string_or_array(&mut self, node: &Node, path: &str) -> Option<Vec<String>> {
-        if let Value::Str(s) = &node.value {
-            return Some(vec![s.clone()]);
-        }
-        match string_array(node) {
-            Some(v) => Some(v),
-            None => {
-                self.config(path, "should be an array of strings or a string", node.pos);
-                None
-            }
-        }
-    }
-
     /// `script`-like commands: a string or an array of strings nested up to 10 levels,
     /// flattened.
     pub fn commands(&mut self, node: &Node, path: &str) -> Option<Vec<String>> {

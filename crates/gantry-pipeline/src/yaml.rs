@@ -293,7 +293,6 @@ pub fn parse_documents(text: &str, file: FileId, limits: Limits) -> Result<Vec<N
         });
     }
     let mut b = Builder {
-        file,
         limits,
         nodes: 0,
         anchors: HashMap::new(),
@@ -349,7 +348,6 @@ struct PendingKey {
 }
 
 struct Builder {
-    file: FileId,
     limits: Limits,
     nodes: usize,
     anchors: HashMap<usize, (Node, usize, usize)>,
@@ -774,9 +772,9 @@ fn parse_ruby_float(s: &str) -> Option<f64> {
         None => (body, None),
     };
     let (int_part, frac) = mantissa.split_once('.')?;
-    if !int_part.is_empty()
-        && !(int_part.as_bytes()[0].is_ascii_digit() && int_part.bytes().all(|b| b.is_ascii_digit() || b == b'_' || b == b','))
-    {
+    let int_ok = int_part.as_bytes()[..].first().is_some_and(u8::is_ascii_digit)
+        && int_part.bytes().all(|b| b.is_ascii_digit() || b == b'_' || b == b',');
+    if !int_part.is_empty() && !int_ok {
         return None;
     }
     if !frac.bytes().all(|b| b.is_ascii_digit()) {
@@ -895,7 +893,7 @@ mod tests {
         let mut text = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
         for i in 1..12 {
             let prev = format!("*a{}", i - 1);
-            text.push_str(&format!("a{i}: &a{i} [{}]\n", vec![prev.as_str(); 10].join(", ")));
+            text.push_str(&format!("a{i}: &a{i} [{}]\n", [prev.as_str(); 10].join(", ")));
         }
         let t = std::time::Instant::now();
         let e = parse_documents(&text, FileId(0), Limits::default()).unwrap_err();

@@ -1,6 +1,8 @@
 //! `gantry lint` end to end: a real git repository in a temp dir, the real binary, the
 //! output a user sees (snapshotted) and the exit status.
 
+#![allow(clippy::panic)]
+
 use std::path::Path;
 use std::process::{Command, Output};
 
