@@ -334,6 +334,15 @@ fn process(mut root: Map, opts: &Options, ctx: &Context, files: &[String], cx: &
             cx.push(format!("jobs {name} config should implement the script:, run:, or trigger: keyword"), node.pos);
             continue;
         }
+        if is_bridge && !opts.fragment && !m.contains_key("trigger") {
+            let bridge_need = m.get("needs").and_then(|n| flatten_nodes(n).or_else(|| Some(vec![n.clone()]))).is_some_and(|items| {
+                items.iter().any(|i| i.as_map().is_some_and(|nm| nm.contains_key("pipeline") && !nm.contains_key("job")))
+            });
+            if !bridge_need {
+                cx.config(&join("jobs", name), "should contain either a trigger or a needs:pipeline", node.pos);
+                continue;
+            }
+        }
         if let Some(def) = parse_job(name, node, m, is_bridge, &defaults, opts.fragment, cx) {
             defs.push(def);
         }
@@ -1310,16 +1319,18 @@ fn seed(
             interruptible = rule.interruptible;
         }
     } else {
+        // GitLab: `only` defaults to `{refs: [branches, tags]}` unless the job has `rules`
+        // or the configuration has `workflow:rules`; an `only` without `refs` has the
+        // default refs merged in.
         let only = match &def.only {
             Some(p) => {
                 let mut p = p.clone();
-                if p.refs.is_none() && def.except.is_none() || p.refs.is_none() {
+                if p.refs.is_none() {
                     p.refs = Policy::default_only().refs;
                 }
                 Some(p)
             }
-            None if def.except.is_none() && !has_workflow_rules => Some(Policy::default_only()),
-            None if def.except.is_some() => Some(Policy::default_only()),
+            None if !has_workflow_rules => Some(Policy::default_only()),
             None => None,
         };
         if only.as_ref().is_some_and(|p| !p.all_hold(&scope)) {
