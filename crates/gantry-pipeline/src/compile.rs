@@ -310,7 +310,9 @@ fn process(mut root: Map, opts: &Options, ctx: &Context, files: &[String], cx: &
         }
         let node = &entry.value;
         if name.starts_with('.') {
-            if node.is_blank() && !matches!(node.value, Value::Bool(_)) {
+            // `Entry::Jobs` passes `config || {}` to `Hidden`, which validates presence: `null`,
+            // `false`, `""`, `[]` and `{}` are blank; `true` is not.
+            if node.is_blank() {
                 cx.config(&join("jobs", name), "can't be blank", node.pos);
             }
             continue;
@@ -352,7 +354,16 @@ fn process(mut root: Map, opts: &Options, ctx: &Context, files: &[String], cx: &
         for def in &defs {
             let last = def.rules.as_ref().and_then(|r| r.last());
             if last.is_some_and(|r| {
-                r.if_.is_none() && r.changes.is_none() && r.exists.is_none() && r.when.as_deref().is_some_and(|w| w != "never")
+                // GitLab: `last_rule&.keys == [:when] && last_rule[:when] != 'never'`.
+                r.if_.is_none()
+                    && r.changes.is_none()
+                    && r.exists.is_none()
+                    && r.start_in.is_none()
+                    && r.allow_failure.is_none()
+                    && r.variables.is_none()
+                    && r.needs.is_none()
+                    && r.interruptible.is_none()
+                    && r.when.as_deref().is_some_and(|w| w != "never")
             }) {
                 cx.warn(
                     format!(
@@ -389,9 +400,23 @@ fn process(mut root: Map, opts: &Options, ctx: &Context, files: &[String], cx: &
     // Resolve needs and dependencies to instance names, then the graph checks.
     let names: HashMap<String, usize> = jobs.iter().enumerate().map(|(i, j)| (j.name.clone(), i)).collect();
     let matrices = jobs_names_matrix(&defs);
+    let mut matrix_errors: Vec<(String, Pos)> = Vec::new();
     for j in &mut jobs {
         let def = &defs[j.def];
-        j.needs = def.needs.as_ref().map(|n| resolve_needs(&n.jobs, &groups, &matrices));
+        j.needs = def.needs.as_ref().map(|n| {
+            let mut errors = Vec::new();
+            let specs = interpolate_matrix_needs(&n.jobs, &j.matrix, &mut errors);
+            for e in errors {
+                let e = format!("{} job: {e}", def.name);
+                if !matrix_errors.iter().any(|(m, _)| *m == e) {
+                    matrix_errors.push((e, def.pos));
+                }
+            }
+            resolve_needs(&specs, &groups, &matrices)
+        });
+    }
+    for (e, pos) in matrix_errors {
+        cx.raw(e, Some(pos));
     }
     // Dependencies: expand parallel group names to their instances.
     let instance_names: Vec<String> = jobs.iter().map(|j| j.name.clone()).collect();
@@ -759,14 +784,15 @@ fn parse_job(
             }
         },
     };
-    if !m.contains_key("rules") {
+    // `start_in` is a build-job attribute: a bridge only reports it as an unknown key.
+    if !bridge && !m.contains_key("rules") {
         if when == Some(When::Delayed) && start_in.is_none() && !m.contains_key("start_in") {
             cx.attr(&path, "start_in", "can't be blank", node.pos);
         }
         if when != Some(When::Delayed) && m.contains_key("start_in") {
             cx.attr(&path, "start_in", "must be blank", node.pos);
         }
-    } else if m.contains_key("start_in") {
+    } else if !bridge && m.contains_key("start_in") {
         cx.config(&path, "key may not be used with `rules`: start_in", node.pos);
     }
     let script = match m.get("script") {
@@ -1095,6 +1121,34 @@ pub(crate) fn matrix_combinations(entries: &[IndexMap<String, Vec<String>>]) -> 
     out
 }
 
+/// `$[[ matrix.NAME ]]` in `needs:parallel:matrix` values, replaced by the needing instance's
+/// matrix values (GitLab's `MatrixInterpolator`); an unknown name (or any name, in a job
+/// without `parallel:matrix`) is reported as `'NAME' does not exist in matrix configuration`.
+fn interpolate_matrix_needs(specs: &[NeedSpec], vars: &IndexMap<String, String>, errors: &mut Vec<String>) -> Vec<NeedSpec> {
+    static EXPR: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let re = EXPR.get_or_init(|| regex::Regex::new(r"\$\[\[\s*matrix\.([a-zA-Z0-9_-]+)\s*\]\]").expect("valid regex"));
+    let mut out = specs.to_vec();
+    for spec in &mut out {
+        for entry in spec.matrix.iter_mut().flatten() {
+            for v in entry.values_mut().flatten() {
+                if !v.contains("$[[") {
+                    continue;
+                }
+                *v = re
+                    .replace_all(v, |c: &regex::Captures<'_>| match vars.get(&c[1]) {
+                        Some(val) => val.clone(),
+                        None => {
+                            errors.push(format!("'{}' does not exist in matrix configuration", &c[1]));
+                            c[0].to_owned()
+                        }
+                    })
+                    .into_owned();
+            }
+        }
+    }
+    out
+}
+
 fn resolve_needs(
     specs: &[NeedSpec],
     groups: &HashMap<String, Vec<usize>>,
@@ -1108,6 +1162,12 @@ fn resolve_needs(
             optional: s.optional,
         };
         if let Some(mx) = &s.matrix {
+            // A job without `parallel` is needed by its name; the matrix is ignored (GitLab's
+            // `Normalizer#expand_parallelized_needs` only rewrites needs on parallel jobs).
+            if !matrices.contains_key(&s.job) && groups.get(&s.job).is_none_or(|g| g.len() <= 1) {
+                out.push(mk(s.job.clone()));
+                continue;
+            }
             let wanted = matrix_combinations(mx);
             let insts = matrices.get(&s.job);
             for w in wanted {
@@ -1147,6 +1207,20 @@ fn check_graph(jobs: &[Instance], defs: &[JobDef], stages: &[String], names: &Ha
             );
             continue;
         };
+        // `environment:on_stop` must name a job stopping the same environment (GitLab's
+        // `YamlProcessor#validate_on_stop_job!`, on the expanded job names).
+        if let Some((env, stop)) = def.environment.as_ref().and_then(|e| e.on_stop.as_ref().map(|s| (e, s))) {
+            let problem = match names.get(stop).map(|&i| defs[jobs[i].def].environment.as_ref()) {
+                None => Some("is not defined"),
+                Some(None) => Some("does not have environment defined"),
+                Some(Some(e)) if e.name != env.name => Some("have different environment name"),
+                Some(Some(e)) if e.action != "stop" => Some("needs to have action stop defined"),
+                Some(Some(_)) => None,
+            };
+            if let Some(problem) = problem {
+                cx.raw(format!("{} job: on_stop job {stop} {problem}", j.name), Some(def.pos));
+            }
+        }
         if let Some(deps) = &j.dependencies {
             for d in deps {
                 match names.get(d) {

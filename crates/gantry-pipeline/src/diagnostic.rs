@@ -57,6 +57,10 @@ impl SourceMap {
     }
     /// `file:line:col`, when the position is known.
     pub fn location(&self, pos: Pos) -> Option<Location> {
+        // Line 0 is `Pos::default()`: no single place (e.g. "no visible job").
+        if pos.line == 0 {
+            return None;
+        }
         let f = self.get(pos.file)?;
         Some(Location {
             file: f.name.clone(),

@@ -5,8 +5,6 @@
 //! nesting at most [`MAX_INCLUDE_DEPTH`] files deep, every file within
 //! [`crate::yaml::Limits`], and all files together at most [`MAX_TOTAL_BYTES`].
 
-use globset::GlobBuilder;
-
 use crate::context::Context;
 use crate::diagnostic::SourceMap;
 use crate::expand::{Unknown, expand_server};
@@ -93,9 +91,11 @@ impl Loading<'_> {
             (None, _) => (None, None),
         };
         let mut body = match body {
-            Some(b) if matches!(b.value, Value::Map(_)) => b,
-            Some(b) if b.is_null() && included_as.is_some() => {
-                self.cx.raw(format!("Included file `{}` is empty or does not exist!", included_as.unwrap_or(name)), Some(b.pos));
+            Some(b) if matches!(b.value, Value::Map(_)) && !(included_as.is_some() && b.is_blank()) => b,
+            // An included file must hold a non-empty mapping (GitLab's `File::Base#validate_hash!`:
+            // a comment-only file, a scalar, a list or `{}`).
+            Some(b) if included_as.is_some() => {
+                self.cx.raw(format!("Included file `{}` does not have valid YAML syntax!", included_as.unwrap_or(name)), Some(b.pos));
                 return None;
             }
             Some(b) => {
@@ -104,7 +104,7 @@ impl Loading<'_> {
             }
             None => {
                 if included_as.is_some() {
-                    self.cx.raw(format!("Included file `{}` is empty or does not exist!", included_as.unwrap_or(name)), Some(start));
+                    self.cx.raw(format!("Included file `{}` does not have valid YAML syntax!", included_as.unwrap_or(name)), Some(start));
                 } else {
                     self.cx.raw("Please provide content of .gitlab-ci.yml", Some(start));
                 }
@@ -134,7 +134,8 @@ impl Loading<'_> {
             return map;
         }
         if depth >= MAX_INCLUDE_DEPTH {
-            self.cx.raw(format!("Maximum of {MAX_INCLUDE_DEPTH} nested includes are allowed!"), Some(include.pos));
+            // GitLab bounds nesting only by the include count: same message.
+            self.cx.raw(format!("Maximum of {MAX_INCLUDES} nested includes are allowed!"), Some(include.pos));
             return map;
         }
         let mut acc = Map::new();
@@ -264,21 +265,25 @@ impl Loading<'_> {
                 return Vec::new();
             }
             let paths: Vec<String> = if rel.contains('*') {
-                let Ok(glob) = GlobBuilder::new(&rel).literal_separator(true).build() else {
+                // GitLab's `Repository#search_files_by_wildcard_path`: the path is a literal
+                // except `**` (anything, `/` included) and `*` (anything but `/`), anchored.
+                let pattern = regex::escape(&rel).replace(r"\*\*", ".*?").replace(r"\*", "[^/]*?");
+                let Ok(re) = regex::Regex::new(&format!("^{pattern}$")) else {
                     self.cx.raw(format!("Included file `{loc}` is not a valid glob pattern!"), Some(item.pos));
                     return Vec::new();
                 };
-                let m = glob.compile_matcher();
-                self.files().iter().filter(|f| m.is_match(f.as_str())).cloned().collect()
+                self.files().iter().filter(|f| re.is_match(f.as_str())).cloned().collect()
             } else {
                 vec![rel]
             };
-            if paths.is_empty() {
-                self.cx.raw(format!("Local file `{loc}` does not exist!"), Some(item.pos));
-            }
+            // A wildcard matching no file includes nothing, without error (GitLab's
+            // `LocationExpander` maps it to an empty list).
             let mut out = Vec::new();
             for p in paths {
-                match self.loader.read(&p) {
+                // A repository path has no `.`, `..` or empty component: `./a.yml` or
+                // `../a.yml` names no file (and must not reach outside the project).
+                let tree_path = p.split('/').all(|c| !c.is_empty() && c != "." && c != "..");
+                match if tree_path { self.loader.read(&p) } else { Ok(None) } {
                     Ok(Some(text)) if text.trim().is_empty() => {
                         self.cx.raw(format!("Local file `{p}` is empty!"), Some(item.pos));
                     }

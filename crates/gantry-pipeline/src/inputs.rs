@@ -219,7 +219,8 @@ fn parse_header(header: &Node, cx: &mut Cx, prefix: &dyn Fn(String) -> String) -
                         return bad(cx, &format!("header:spec:inputs:{name} options cannot contain more than {MAX_OPTIONS} values"), o);
                     }
                     if !matches!(spec.kind, InputType::String | InputType::Number) {
-                        return bad(cx, &format!("header:spec:inputs:{name} Options can only be used with string and number inputs"), o);
+                        // Checked with the value (GitLab's `BaseInput#validate_options`).
+                        return bad(cx, &format!("`{name}` input: Options can only be used with string and number inputs"), o);
                     }
                     spec.options = Some(items.to_vec());
                 }
@@ -228,7 +229,7 @@ fn parse_header(header: &Node, cx: &mut Cx, prefix: &dyn Fn(String) -> String) -
                         return bad(cx, &format!("header:spec:inputs:{name} regex should be a string"), r);
                     };
                     if spec.kind != InputType::String {
-                        return bad(cx, &format!("header:spec:inputs:{name} RegEx validation can only be used with string inputs"), def);
+                        return bad(cx, &format!("`{name}` input: RegEx validation can only be used with string inputs"), def);
                     }
                     spec.regex = Some(r.to_owned());
                 }
@@ -254,7 +255,8 @@ fn check_value(name: &str, spec: &Spec, value: &Node) -> Option<String> {
             InputType::Boolean => "boolean",
             InputType::Array => "array",
         };
-        return Some(format!("`{name}` input: provided value is not a {t}"));
+        let article = if spec.kind == InputType::Array { "an" } else { "a" };
+        return Some(format!("`{name}` input: provided value is not {article} {t}"));
     }
     if let Some(options) = &spec.options {
         if !options.iter().any(|o| o.value == value.value) {

@@ -5,7 +5,8 @@ use crate::include::deep_merge;
 use crate::validate::Cx;
 use crate::yaml::{Map, Node, Pos, Value};
 
-/// Ancestors an `extends` chain may have (11 levels including the job).
+/// Ancestors an entry that itself uses `extends` may have (GitLab's `MAX_NESTING_LEVELS`:
+/// a job may reach a base without `extends` through at most 11 `extends` hops).
 pub const MAX_EXTENDS_DEPTH: usize = 10;
 /// Nesting of `!reference` resolution.
 pub const MAX_REFERENCE_DEPTH: usize = 10;
@@ -13,12 +14,20 @@ pub const MAX_REFERENCE_DEPTH: usize = 10;
 /// Resolve `extends` of every root entry in place.
 pub(crate) fn extends(root: &mut Map, cx: &mut Cx) {
     let keys: Vec<String> = root.keys().map(str::to_owned).collect();
-    let mut done: std::collections::HashSet<String> = Default::default();
+    let mut done = Done::default();
     for key in keys {
         let mut stack = Vec::new();
-        resolve_entry(root, &key, &mut stack, &mut done, cx);
+        // GitLab raises on the first `extends` error: report one.
+        if !resolve_entry(root, &key, &mut stack, &mut done, cx) {
+            break;
+        }
     }
 }
+
+/// Entries already extended, with the longest `extends` chain from each (the entry first,
+/// down to a base without `extends`), so that reaching one again deeper in another chain
+/// still checks the depth the way GitLab does (it re-walks every chain).
+type Done = std::collections::HashMap<String, Vec<String>>;
 
 fn extends_list(node: &Node) -> Option<Vec<(String, Pos)>> {
     let e = node.as_map()?.get("extends")?;
@@ -38,28 +47,38 @@ fn resolve_entry(
     root: &mut Map,
     key: &str,
     stack: &mut Vec<String>,
-    done: &mut std::collections::HashSet<String>,
+    done: &mut Done,
     cx: &mut Cx,
 ) -> bool {
-    if done.contains(key) {
+    if let Some(chain) = done.get(key) {
+        // Entries of the chain with `extends` (all but the last) have `stack.len() + i`
+        // ancestors; GitLab rejects an extending entry with more than the maximum.
+        let extending = chain.len().saturating_sub(1);
+        if let Some(deep) = (0..extending).find(|i| stack.len() + i > MAX_EXTENDS_DEPTH) {
+            let pos = root.get(&chain[deep]).map(|n| n.pos);
+            cx.raw(format!("{}: nesting too deep in `extends`", chain[deep]), pos);
+            return false;
+        }
         return true;
     }
     let Some(node) = root.get(key) else { return true };
     let Some(bases) = extends_list(node) else {
-        done.insert(key.to_owned());
+        done.insert(key.to_owned(), vec![key.to_owned()]);
         return true;
     };
     let pos = node.pos;
-    if stack.iter().any(|k| k == key) {
-        cx.raw(format!("{}: circular dependency detected in `extends`", stack[0]), Some(pos));
+    // GitLab's order of checks; messages name the entry being extended.
+    if stack.len() > MAX_EXTENDS_DEPTH {
+        cx.raw(format!("{key}: nesting too deep in `extends`"), Some(pos));
         return false;
     }
-    if stack.len() > MAX_EXTENDS_DEPTH {
-        cx.raw(format!("{}: nesting too deep in `extends`", stack[0]), Some(pos));
+    if stack.iter().any(|k| k == key) {
+        cx.raw(format!("{key}: circular dependency detected in `extends`"), Some(pos));
         return false;
     }
     stack.push(key.to_owned());
     let mut merged = Map::new();
+    let mut longest: Vec<String> = Vec::new();
     for (base, bpos) in &bases {
         match root.get(base) {
             None => {
@@ -78,6 +97,9 @@ fn resolve_entry(
             stack.pop();
             return false;
         }
+        if let Some(chain) = done.get(base).filter(|c| c.len() > longest.len()) {
+            longest = chain.clone();
+        }
         if let Some(Value::Map(b)) = root.get(base).map(|b| b.value.clone()) {
             deep_merge(&mut merged, b);
         }
@@ -89,16 +111,25 @@ fn resolve_entry(
         }
         node.value = Value::Map(merged);
     }
-    done.insert(key.to_owned());
+    longest.insert(0, key.to_owned());
+    done.insert(key.to_owned(), longest);
     true
 }
 
 /// Resolve every `!reference` in the configuration against the configuration itself.
 pub(crate) fn references(root: &mut Map, cx: &mut Cx) {
     let snapshot = root.clone();
+    let start = cx.errors.len();
     for (_, node) in root.iter_mut() {
         resolve_node(node, &snapshot, &mut Vec::new(), cx);
     }
+    // A reference reached from several places (a cycle, a shared snippet) is reported once.
+    let mut seen = std::collections::HashSet::new();
+    let mut i = 0;
+    cx.errors.retain(|d| {
+        i += 1;
+        i <= start || seen.insert((d.message.clone(), d.pos.map(|p| (p.file, p.line, p.col))))
+    });
 }
 
 fn render_path(items: &[Node]) -> String {
@@ -116,10 +147,9 @@ fn resolve_node(node: &mut Node, root: &Map, stack: &mut Vec<String>, cx: &mut C
     match &mut node.value {
         Value::Reference(items) => {
             let items = items.clone();
+            // An unresolved reference stays in place (fragment linting strips it).
             if let Some(v) = lookup(&items, node.pos, root, stack, cx) {
                 node.value = v.value;
-            } else {
-                node.value = Value::Null;
             }
         }
         Value::Seq(items) => items.iter_mut().for_each(|i| resolve_node(i, root, stack, cx)),

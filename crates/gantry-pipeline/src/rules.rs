@@ -48,6 +48,11 @@ pub(crate) struct Rule {
 
 /// Validate a `rules` list (nested arrays from `!reference` are flattened, ≤ 10 levels).
 pub(crate) fn parse_rules(node: &Node, path: &str, target: RuleTarget, cx: &mut Cx) -> Option<Vec<Rule>> {
+    // `Entry::Rules` validates `presence`: `rules: []` is blank.
+    if target != RuleTarget::Include && node.as_seq().is_some_and(<[Node]>::is_empty) {
+        cx.config(path, "can't be blank", node.pos);
+        return None;
+    }
     let items = match flatten_nodes(node) {
         Some(items) if items.iter().all(|i| matches!(i.value, Value::Map(_) | Value::Null)) || target == RuleTarget::Include => items,
         _ => {
@@ -94,7 +99,8 @@ fn parse_rule(node: &Node, path: &str, target: RuleTarget, cx: &mut Cx) -> Optio
                 Ok(e) => rule.if_ = Some(e),
                 Err(_) => cx.attr(path, "if", "invalid expression syntax", n.pos),
             },
-            _ => cx.attr(path, "if", "should be a string", n.pos),
+            // `validates :if, expression: true`: a non-string is a syntax error.
+            _ => cx.attr(path, "if", "invalid expression syntax", n.pos),
         }
     }
     if let Some(n) = m.get("changes") {
@@ -365,14 +371,16 @@ pub(crate) struct Policy {
 
 pub(crate) fn parse_policy(node: &Node, path: &str, cx: &mut Cx) -> Option<Policy> {
     let refs_err = "should be an array of strings or regular expressions using re2 syntax";
+    // `p` is what precedes the message: `<path> config` for the array form, `<path> refs`
+    // for the `refs:` attribute of the hash form (GitLab's `ComplexPolicy` attributes).
     let check_refs = |cx: &mut Cx, n: &Node, p: &str| -> Option<Vec<String>> {
         let Some(list) = crate::validate::string_array(n) else {
-            cx.config(p, refs_err, n.pos);
+            cx.push(format!("{p} {refs_err}"), n.pos);
             return None;
         };
         for r in &list {
             if let Some(Err(_)) = parse_regex_literal(r) {
-                cx.config(p, refs_err, n.pos);
+                cx.push(format!("{p} {refs_err}"), n.pos);
                 return None;
             }
         }
@@ -380,11 +388,7 @@ pub(crate) fn parse_policy(node: &Node, path: &str, cx: &mut Cx) -> Option<Polic
     };
     match &node.value {
         Value::Seq(_) => Some(Policy {
-            refs: Some(check_refs(cx, node, path)?),
-            ..Policy::default()
-        }),
-        Value::Str(s) => Some(Policy {
-            refs: Some(vec![s.clone()]),
+            refs: Some(check_refs(cx, node, &format!("{path} config"))?),
             ..Policy::default()
         }),
         Value::Map(m) => {
@@ -392,7 +396,7 @@ pub(crate) fn parse_policy(node: &Node, path: &str, cx: &mut Cx) -> Option<Polic
             cx.unknown_keys(m, &["refs", "variables", "changes", "kubernetes"], path, node.pos);
             let mut p = Policy::default();
             if let Some(r) = m.get("refs") {
-                p.refs = check_refs(cx, r, &join(path, "refs"));
+                p.refs = check_refs(cx, r, &format!("{path} refs"));
             }
             if let Some(v) = m.get("variables") {
                 match crate::validate::string_array(v) {
@@ -401,12 +405,12 @@ pub(crate) fn parse_policy(node: &Node, path: &str, cx: &mut Cx) -> Option<Polic
                         for e in list {
                             match Expression::parse(&e) {
                                 Ok(x) => exprs.push(x),
-                                Err(_) => cx.config(&join(path, "variables"), "invalid expression syntax", v.pos),
+                                Err(_) => cx.attr(path, "variables", "invalid expression syntax", v.pos),
                             }
                         }
                         p.variables = Some(exprs);
                     }
-                    None => cx.config(&join(path, "variables"), "should be an array of strings", v.pos),
+                    None => cx.attr(path, "variables", "should be an array of strings", v.pos),
                 }
             }
             if let Some(c) = m.get("changes") {
@@ -424,7 +428,8 @@ pub(crate) fn parse_policy(node: &Node, path: &str, cx: &mut Cx) -> Option<Polic
             (cx.errors.len() == errors).then_some(p)
         }
         _ => {
-            cx.config(path, "has to be either an array of conditions or a hash", node.pos);
+            // `Policy::UnknownStrategy`: no `config` word (a string is not a refs list).
+            cx.push(format!("{path} has to be either an array of conditions or a hash"), node.pos);
             None
         }
     }
@@ -479,7 +484,12 @@ fn refs_match(refs: &[String], ctx: &Context) -> bool {
             "tags" => return is_tag,
             _ => {}
         }
-        let singular = pattern.strip_suffix('s').unwrap_or(pattern);
+        // The source name or its Rails plural (`push` → `pushes`, `schedule` → `schedules`).
+        let singular = pattern
+            .strip_suffix("es")
+            .filter(|s| s.ends_with("sh"))
+            .or_else(|| pattern.strip_suffix('s'))
+            .unwrap_or(pattern);
         if [
             "api",
             "chat",

@@ -379,15 +379,17 @@ impl Builder {
             | Event::DocumentStart(_)
             | Event::DocumentEnd => Ok(()),
             Event::Alias(id) => {
-                let Some((node, size, depth)) = self.anchors.get(&id) else {
+                let Some((_, size, depth)) = self.anchors.get(&id) else {
                     return Err(self.err("unknown alias", pos));
                 };
-                let (node, size, depth) = (node.clone(), *size, *depth);
+                let (size, depth) = (*size, *depth);
                 if self.stack.len() + depth > self.limits.max_depth {
                     return Err(self.err(TOO_BIG, pos));
                 }
+                // Charge the budget before copying, so a bomb stops before it costs anything.
                 self.count(size, pos)?;
                 // The copy keeps the positions where the anchored content is written.
+                let node = self.anchors.get(&id).map(|(n, _, _)| n.clone()).unwrap_or(Node::null(pos));
                 self.push_value(node, KeyKind::Str, false)
             }
             Event::Scalar(text, style, anchor, tag) => {
