@@ -1,0 +1,37 @@
+//! The pipeline processor: GitLab's job state machine as pure functions over a
+//! [`PipelineState`] (spec `ci-yaml.md` §5). No database, no clock, no I/O: the store
+//! loads a state, calls these functions with `now`, persists the returned
+//! [`Transition`]s in one transaction, and commits them to its copy.
+//!
+//! - [`process`] — the processing loop: enqueue / actionize / schedule / skip `created`
+//!   jobs (§5.3–§5.5). [`PipelineState::advance`] = process + commit.
+//! - [`apply`] — an [`Event`] from a runner, a user or a timer (§5.2, §5.7, §5.11, §5.13).
+//! - [`pipeline_status`], [`PipelineState::stage_status`], [`composite`] — COMPOSITE (§5.6).
+//! - [`RetryPolicy`] — automatic retry decisions (§5.7).
+//! - [`due_events`], [`effective_timeout`] — what time makes due; job timeouts.
+//! - [`on_new_commit`] — auto-cancel of redundant pipelines (§5.11).
+
+mod cancel;
+mod composite;
+mod events;
+mod failure;
+mod process;
+mod retry;
+mod state;
+mod status;
+mod timeout;
+mod transition;
+
+pub use cancel::{AUTO_CANCEL_MAX_AGE, PipelineFacts, on_new_commit};
+pub use composite::{Mode, Summary, composite};
+pub use events::{CancelScope, Event, Rejected, apply};
+pub use failure::FailureReason;
+pub use process::{process, valid_prev};
+pub use retry::{RetryPolicy, RetryWhen, never_retried};
+pub use state::{
+    AutoCancel, InvalidState, JobId, JobState, OnJobFailure, OnNewCommit, PipelineState, Timestamp,
+    pipeline_status,
+};
+pub use status::{JobStatus, PipelineStatus, Status};
+pub use timeout::{EffectiveTimeout, TimeoutSource, Watchdog, due_events, effective_timeout};
+pub use transition::{Attempt, CancelCause, Change, JobEvent, RetryCause, Transition};

@@ -1,0 +1,377 @@
+//! The pipeline state the processor decides over: the stage list and every job row
+//! (current attempts and retried ones), built from a compiled [`Pipeline`] or loaded by the
+//! store with [`PipelineState::from_parts`].
+
+use std::collections::HashSet;
+use std::fmt;
+
+use gantry_pipeline::{Job, Pipeline, When};
+use serde::{Deserialize, Serialize};
+
+use super::composite::{Mode, Summary, composite};
+use super::failure::FailureReason;
+use super::retry::RetryPolicy;
+use super::status::Status;
+
+/// A point in time, in whole seconds since the Unix epoch. The processor never reads a
+/// clock: every function that needs "now" takes one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Timestamp(pub i64);
+
+impl Timestamp {
+    /// `self + secs`, saturating.
+    pub fn plus(self, secs: u64) -> Timestamp {
+        Timestamp(
+            self.0
+                .saturating_add(i64::try_from(secs).unwrap_or(i64::MAX)),
+        )
+    }
+}
+
+impl fmt::Display for Timestamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// A job row's identity within its pipeline (the store keys rows by pipeline and job id).
+/// [`PipelineState::from_pipeline`] numbers jobs from 1 in definition order; a retry
+/// takes the next free number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct JobId(pub u32);
+
+impl fmt::Display for JobId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "#{}", self.0)
+    }
+}
+
+/// `workflow:auto_cancel:on_new_commit`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnNewCommit {
+    /// Cancel the whole pipeline if no non-interruptible job has started (the default).
+    Conservative,
+    /// Cancel only the `interruptible: true` jobs.
+    Interruptible,
+    /// Never auto-cancel.
+    None,
+}
+
+/// `workflow:auto_cancel:on_job_failure`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnJobFailure {
+    None,
+    /// Cancel the pipeline when a job without `allow_failure` fails (and is not auto-retried).
+    All,
+}
+
+/// The pipeline's `workflow:auto_cancel` after rules.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AutoCancel {
+    pub on_new_commit: OnNewCommit,
+    pub on_job_failure: OnJobFailure,
+}
+
+impl Default for AutoCancel {
+    fn default() -> Self {
+        AutoCancel {
+            on_new_commit: OnNewCommit::Conservative,
+            on_job_failure: OnJobFailure::None,
+        }
+    }
+}
+
+impl AutoCancel {
+    /// From the compiled (validated) strings; anything unexpected keeps the default.
+    pub fn from_model(a: &gantry_pipeline::AutoCancel) -> AutoCancel {
+        AutoCancel {
+            on_new_commit: match a.on_new_commit.as_str() {
+                "interruptible" => OnNewCommit::Interruptible,
+                "none" => OnNewCommit::None,
+                _ => OnNewCommit::Conservative,
+            },
+            on_job_failure: match a.on_job_failure.as_str() {
+                "all" => OnJobFailure::All,
+                _ => OnJobFailure::None,
+            },
+        }
+    }
+}
+
+/// One job row: configuration the processor needs plus the attempt's runtime state.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct JobState {
+    pub id: JobId,
+    pub name: String,
+    pub stage_idx: usize,
+    pub status: Status,
+    pub when: When,
+    /// Current value: the configured one, turned true when the job failed with one of
+    /// `allow_failure_exit_codes`.
+    pub allow_failure: bool,
+    /// `allow_failure: {exit_codes}` criteria (only when `allow_failure` was false).
+    pub allow_failure_exit_codes: Vec<i64>,
+    /// Names of needed jobs; `None` = stage-ordered, `Some([])` = `needs: []`.
+    pub needs: Option<Vec<String>>,
+    pub retry: RetryPolicy,
+    /// `start_in` of a delayed job, in seconds. A delayed job without one becomes manual.
+    pub start_in: Option<u64>,
+    /// The job's `timeout:` in seconds (see [`super::timeout::effective_timeout`]).
+    pub timeout: Option<u64>,
+    pub interruptible: bool,
+    pub resource_group: Option<String>,
+    /// 1 for the first attempt of a name, +1 per retry.
+    pub attempt: u32,
+    /// A later attempt exists; this row no longer counts for any status.
+    pub retried: bool,
+    /// Skip the manual/delayed gate when processed (a retried or played actionable job).
+    pub enqueue_immediately: bool,
+    pub exit_code: Option<i64>,
+    pub failure_reason: Option<FailureReason>,
+    /// The runner advertised graceful cancel when it picked the job (`canceling` then applies).
+    pub graceful_cancel: bool,
+    /// The timeout fixed at assignment (seconds).
+    pub effective_timeout: Option<u64>,
+    pub queued_at: Option<Timestamp>,
+    pub scheduled_at: Option<Timestamp>,
+    pub started_at: Option<Timestamp>,
+    pub finished_at: Option<Timestamp>,
+    /// Last transition or runner update.
+    pub updated_at: Option<Timestamp>,
+}
+
+impl JobState {
+    /// A `created` first attempt of a compiled job.
+    pub fn from_model(id: JobId, job: &Job) -> JobState {
+        JobState {
+            id,
+            name: job.name.clone(),
+            stage_idx: job.stage_idx,
+            status: Status::Created,
+            when: job.when,
+            allow_failure: job.allow_failure,
+            allow_failure_exit_codes: if job.allow_failure {
+                Vec::new()
+            } else {
+                job.allow_failure_exit_codes.clone()
+            },
+            needs: job
+                .needs
+                .as_ref()
+                .map(|ns| ns.iter().map(|n| n.job.clone()).collect()),
+            retry: RetryPolicy::from_model(&job.retry),
+            start_in: job
+                .start_in
+                .as_deref()
+                .and_then(gantry_pipeline::duration::parse_duration),
+            timeout: job.timeout,
+            interruptible: job.interruptible.unwrap_or(false),
+            resource_group: job.resource_group.clone(),
+            attempt: 1,
+            retried: false,
+            enqueue_immediately: false,
+            exit_code: None,
+            failure_reason: None,
+            graceful_cancel: false,
+            effective_timeout: None,
+            queued_at: None,
+            scheduled_at: None,
+            started_at: None,
+            finished_at: None,
+            updated_at: None,
+        }
+    }
+
+    /// The next attempt of this job: same configuration, fresh runtime state. The
+    /// configured `allow_failure` comes back (an exit-code flip belongs to one attempt).
+    pub fn next_attempt(&self, id: JobId, enqueue_immediately: bool) -> JobState {
+        JobState {
+            id,
+            status: Status::Created,
+            allow_failure: self.allow_failure && self.allow_failure_exit_codes.is_empty(),
+            attempt: self.attempt + 1,
+            retried: false,
+            enqueue_immediately,
+            exit_code: None,
+            failure_reason: None,
+            graceful_cancel: false,
+            effective_timeout: None,
+            queued_at: None,
+            scheduled_at: None,
+            started_at: None,
+            finished_at: None,
+            updated_at: None,
+            ..self.clone()
+        }
+    }
+
+    /// DAG-scheduled (has `needs`, even `[]`).
+    pub fn is_dag(&self) -> bool {
+        self.needs.is_some()
+    }
+
+    /// A manual or delayed job (GitLab `action?`).
+    pub fn is_action(&self) -> bool {
+        matches!(self.when, When::Manual | When::Delayed)
+    }
+
+    /// A manual job that does not block: `manual` with `allow_failure`.
+    pub fn is_optional_manual(&self) -> bool {
+        self.status == Status::Manual && self.allow_failure
+    }
+
+    /// A manual job that blocks later stages and its dependents.
+    pub fn is_blocking_manual(&self) -> bool {
+        self.status == Status::Manual && !self.allow_failure
+    }
+}
+
+/// The store handed over rows that cannot form a pipeline.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum InvalidState {
+    #[error("load pipeline state: job id {0} appears twice")]
+    DuplicateId(JobId),
+    #[error("load pipeline state: two current (not retried) jobs are named `{0}`")]
+    DuplicateName(String),
+    #[error(
+        "load pipeline state: job `{name}` has stage index {stage_idx}, but there are {stages} stages"
+    )]
+    StageOutOfRange {
+        name: String,
+        stage_idx: usize,
+        stages: usize,
+    },
+}
+
+/// A pipeline: stages in order and every job row.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PipelineState {
+    stages: Vec<String>,
+    jobs: Vec<JobState>,
+    auto_cancel: AutoCancel,
+}
+
+impl PipelineState {
+    /// A new pipeline: every job `created`, numbered from 1 in definition order.
+    pub fn from_pipeline(p: &Pipeline) -> PipelineState {
+        let jobs = p
+            .jobs
+            .iter()
+            .zip(1u32..)
+            .map(|(job, n)| JobState::from_model(JobId(n), job))
+            .collect();
+        PipelineState {
+            stages: p.stages.clone(),
+            jobs,
+            auto_cancel: AutoCancel::from_model(&p.auto_cancel),
+        }
+    }
+
+    /// A pipeline loaded from rows. Rows keep the order given (it breaks ties when
+    /// processing); ids must be unique, and so must the names of current jobs.
+    pub fn from_parts(
+        stages: Vec<String>,
+        jobs: Vec<JobState>,
+        auto_cancel: AutoCancel,
+    ) -> Result<PipelineState, InvalidState> {
+        let mut ids = HashSet::new();
+        let mut names = HashSet::new();
+        for j in &jobs {
+            if !ids.insert(j.id) {
+                return Err(InvalidState::DuplicateId(j.id));
+            }
+            if !j.retried && !names.insert(j.name.as_str()) {
+                return Err(InvalidState::DuplicateName(j.name.clone()));
+            }
+            if j.stage_idx >= stages.len() {
+                return Err(InvalidState::StageOutOfRange {
+                    name: j.name.clone(),
+                    stage_idx: j.stage_idx,
+                    stages: stages.len(),
+                });
+            }
+        }
+        Ok(PipelineState {
+            stages,
+            jobs,
+            auto_cancel,
+        })
+    }
+
+    pub fn stages(&self) -> &[String] {
+        &self.stages
+    }
+
+    /// Every row, retried attempts included.
+    pub fn jobs(&self) -> &[JobState] {
+        &self.jobs
+    }
+
+    /// The current (not retried) jobs: the only ones any status counts.
+    pub fn current_jobs(&self) -> impl Iterator<Item = &JobState> {
+        self.jobs.iter().filter(|j| !j.retried)
+    }
+
+    pub fn job(&self, id: JobId) -> Option<&JobState> {
+        self.jobs.iter().find(|j| j.id == id)
+    }
+
+    pub(crate) fn job_mut(&mut self, id: JobId) -> Option<&mut JobState> {
+        self.jobs.iter_mut().find(|j| j.id == id)
+    }
+
+    /// The current attempt of the job called `name`.
+    pub fn current(&self, name: &str) -> Option<&JobState> {
+        self.current_jobs().find(|j| j.name == name)
+    }
+
+    pub fn auto_cancel(&self) -> AutoCancel {
+        self.auto_cancel
+    }
+
+    /// Retried attempts of `name` (GitLab `retries_count`).
+    pub fn retries_count(&self, name: &str) -> u32 {
+        let n = self
+            .jobs
+            .iter()
+            .filter(|j| j.retried && j.name == name)
+            .count();
+        u32::try_from(n).unwrap_or(u32::MAX)
+    }
+
+    /// The id the next new row gets.
+    pub fn next_id(&self) -> JobId {
+        JobId(self.jobs.iter().map(|j| j.id.0).max().unwrap_or(0) + 1)
+    }
+
+    pub(crate) fn push(&mut self, job: JobState) {
+        self.jobs.push(job);
+    }
+
+    /// Status of stage `stage_idx`: COMPOSITE of its current jobs (`None` if it has none).
+    pub fn stage_status(&self, stage_idx: usize) -> Option<Summary> {
+        composite(
+            self.current_jobs()
+                .filter(|j| j.stage_idx == stage_idx)
+                .map(|j| (j.status, j.allow_failure)),
+            Mode::Stage,
+        )
+    }
+}
+
+/// The pipeline status: COMPOSITE of all current jobs in stage mode. A pipeline without
+/// jobs (which the YAML processor never creates) stays `created`.
+///
+/// `warnings` is GitLab's "passed with warnings" when `status` is `success`.
+pub fn pipeline_status(state: &PipelineState) -> Summary {
+    composite(
+        state.current_jobs().map(|j| (j.status, j.allow_failure)),
+        Mode::Stage,
+    )
+    .unwrap_or(Summary {
+        status: Status::Created,
+        warnings: false,
+    })
+}
