@@ -1,0 +1,34 @@
+/// What can go wrong talking to the database. Messages read after "failed to".
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("open the database {url}: {source}")]
+    Open {
+        url: String,
+        #[source]
+        source: sqlx::Error,
+    },
+    #[error("migrate the database schema: {0}")]
+    Migrate(#[source] sqlx::migrate::MigrateError),
+    #[error("run a database query: {0}")]
+    Query(#[from] sqlx::Error),
+    #[error("find the {0}")]
+    NotFound(&'static str),
+    #[error("store it: {0}")]
+    Conflict(String),
+    #[error("apply the change: the pipeline changed meanwhile")]
+    Stale,
+    #[error("store it: the size limit of {limit} bytes is exceeded")]
+    TooLarge { limit: i64 },
+    #[error("use the database: {0}")]
+    Unsupported(String),
+}
+
+impl StoreError {
+    /// A unique-constraint violation as a conflict with `message`; anything else as is.
+    pub(crate) fn conflict_or(e: sqlx::Error, message: String) -> Self {
+        match &e {
+            sqlx::Error::Database(d) if d.is_unique_violation() => StoreError::Conflict(message),
+            _ => StoreError::Query(e),
+        }
+    }
+}

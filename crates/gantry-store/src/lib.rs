@@ -1,0 +1,522 @@
+//! `gantry-store`: Gantry's database access and migrations.
+//!
+//! One [`Store`] over sqlx's `Any` driver: the backend is chosen once, from the URL, in
+//! [`Backend::from_url`]; every query in this crate is portable SQL (positional `$N`
+//! parameters in increasing order, no dialect functions), so PostgreSQL is a second
+//! migration folder, not a second implementation. Only SQLite is enabled today.
+//!
+//! The store persists decisions; it never makes scheduling decisions. Multi-row changes
+//! happen in one transaction, and pipeline-wide changes are guarded by an optimistic
+//! `lock_version`, so two coordinators (or two requests) cannot interleave half-writes.
+
+mod error;
+mod rows;
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
+use sqlx::{AnyPool, Row};
+
+pub use error::StoreError;
+pub use rows::*;
+
+pub type Result<T> = std::result::Result<T, StoreError>;
+
+/// The database backends Gantry can run on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+}
+
+impl Backend {
+    /// The one place a backend is chosen.
+    pub fn from_url(url: &str) -> Result<Self> {
+        if url.starts_with("sqlite:") {
+            Ok(Backend::Sqlite)
+        } else {
+            Err(StoreError::Unsupported(format!(
+                "database URL `{url}`: only sqlite: URLs are supported (PostgreSQL is planned)"
+            )))
+        }
+    }
+}
+
+static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
+
+#[derive(Clone, Debug)]
+pub struct Store {
+    pool: AnyPool,
+    backend: Backend,
+}
+
+fn b(v: bool) -> i64 {
+    i64::from(v)
+}
+
+impl Store {
+    /// Open (creating it if needed) and migrate the database at `url`
+    /// (`sqlite:///abs/path.db` or `sqlite://relative.db`).
+    pub async fn open(url: &str) -> Result<Self> {
+        sqlx::any::install_default_drivers();
+        let backend = Backend::from_url(url)?;
+        let url = match backend {
+            Backend::Sqlite if !url.contains('?') => format!("{url}?mode=rwc"),
+            Backend::Sqlite => url.to_owned(),
+        };
+        let opts = AnyConnectOptions::from_str(&url).map_err(|e| StoreError::Open {
+            url: url.clone(),
+            source: e,
+        })?;
+        let pool = AnyPoolOptions::new()
+            .max_connections(8)
+            .acquire_timeout(Duration::from_secs(30))
+            .after_connect(move |conn, _| {
+                Box::pin(async move {
+                    if backend == Backend::Sqlite {
+                        // WAL lets readers proceed during writes; busy_timeout makes
+                        // concurrent writers wait instead of failing.
+                        sqlx::query("PRAGMA journal_mode = WAL").execute(&mut *conn).await?;
+                        sqlx::query("PRAGMA busy_timeout = 10000").execute(&mut *conn).await?;
+                        sqlx::query("PRAGMA foreign_keys = ON").execute(&mut *conn).await?;
+                        sqlx::query("PRAGMA synchronous = NORMAL").execute(&mut *conn).await?;
+                    }
+                    Ok(())
+                })
+            })
+            .connect_with(opts)
+            .await
+            .map_err(|e| StoreError::Open { url: url.clone(), source: e })?;
+        match backend {
+            Backend::Sqlite => SQLITE_MIGRATIONS.run(&pool).await.map_err(StoreError::Migrate)?,
+        }
+        Ok(Self { pool, backend })
+    }
+
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    // ---- settings and admin tokens ----
+
+    pub async fn setting(&self, key: &str) -> Result<Option<String>> {
+        let row = sqlx::query("SELECT value FROM settings WHERE key = $1").bind(key).fetch_optional(&self.pool).await?;
+        Ok(row.map(|r| r.get::<String, _>(0)))
+    }
+
+    /// Set a setting only if it is not set yet; returns whether it was inserted.
+    pub async fn init_setting(&self, key: &str, value: &str) -> Result<bool> {
+        let r = sqlx::query("INSERT INTO settings (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING")
+            .bind(key)
+            .bind(value)
+            .execute(&self.pool)
+            .await?;
+        Ok(r.rows_affected() == 1)
+    }
+
+    pub async fn add_admin_token(&self, token_hash: &str, now: i64) -> Result<()> {
+        sqlx::query("INSERT INTO admin_tokens (token_hash, created_at) VALUES ($1, $2)")
+            .bind(token_hash)
+            .bind(now)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    pub async fn admin_token_count(&self) -> Result<i64> {
+        Ok(sqlx::query("SELECT COUNT(*) FROM admin_tokens").fetch_one(&self.pool).await?.get(0))
+    }
+
+    pub async fn is_admin_token(&self, token_hash: &str) -> Result<bool> {
+        let row = sqlx::query("SELECT id FROM admin_tokens WHERE token_hash = $1").bind(token_hash).fetch_optional(&self.pool).await?;
+        Ok(row.is_some())
+    }
+
+    // ---- projects ----
+
+    pub async fn create_project(&self, p: &NewProject, now: i64) -> Result<Project> {
+        let r = sqlx::query(
+            "INSERT INTO projects (name, repo_url, default_branch, timeout_secs, created_at) VALUES ($1, $2, $3, $4, $5) RETURNING id",
+        )
+        .bind(&p.name)
+        .bind(&p.repo_url)
+        .bind(&p.default_branch)
+        .bind(p.timeout_secs)
+        .bind(now)
+        .fetch_one(&self.pool)
+        .await
+        .map_err(|e| StoreError::conflict_or(e, format!("a project named `{}` already exists", p.name)))?;
+        let id: i64 = r.get(0);
+        self.project(id).await
+    }
+
+    pub async fn project(&self, id: i64) -> Result<Project> {
+        let row = sqlx::query(&format!("SELECT {} FROM projects WHERE id = $1", Project::COLUMNS))
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|r| Project::from_row(&r)).ok_or(StoreError::NotFound("project"))
+    }
+
+    pub async fn project_by_name(&self, name: &str) -> Result<Project> {
+        let row = sqlx::query(&format!("SELECT {} FROM projects WHERE name = $1", Project::COLUMNS))
+            .bind(name)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|r| Project::from_row(&r)).ok_or(StoreError::NotFound("project"))
+    }
+
+    pub async fn projects(&self) -> Result<Vec<Project>> {
+        let rows = sqlx::query(&format!("SELECT {} FROM projects ORDER BY id", Project::COLUMNS)).fetch_all(&self.pool).await?;
+        Ok(rows.iter().map(Project::from_row).collect())
+    }
+
+    // ---- runners ----
+
+    pub async fn create_runner(&self, r: &NewRunner, now: i64) -> Result<Runner> {
+        let tags = serde_json::to_string(&r.tags).unwrap_or_else(|_| "[]".into());
+        let res = sqlx::query(
+            "INSERT INTO runners (token_hash, description, tags, run_untagged, locked, protected_only, project_id, maximum_timeout, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id",
+        )
+        .bind(&r.token_hash)
+        .bind(&r.description)
+        .bind(tags)
+        .bind(b(r.run_untagged))
+        .bind(b(r.locked))
+        .bind(b(r.protected_only))
+        .bind(r.project_id)
+        .bind(r.maximum_timeout)
+        .bind(now)
+        .fetch_one(&self.pool)
+        .await?;
+        let id: i64 = res.get(0);
+        self.runner(id).await
+    }
+
+    pub async fn runner(&self, id: i64) -> Result<Runner> {
+        let row = sqlx::query(&format!("SELECT {} FROM runners WHERE id = $1", Runner::COLUMNS)).bind(id).fetch_optional(&self.pool).await?;
+        row.map(|r| Runner::from_row(&r)).ok_or(StoreError::NotFound("runner"))
+    }
+
+    pub async fn runner_by_token_hash(&self, token_hash: &str) -> Result<Option<Runner>> {
+        let row = sqlx::query(&format!("SELECT {} FROM runners WHERE token_hash = $1", Runner::COLUMNS))
+            .bind(token_hash)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.map(|r| Runner::from_row(&r)))
+    }
+
+    pub async fn runners(&self) -> Result<Vec<Runner>> {
+        let rows = sqlx::query(&format!("SELECT {} FROM runners ORDER BY id", Runner::COLUMNS)).fetch_all(&self.pool).await?;
+        Ok(rows.iter().map(Runner::from_row).collect())
+    }
+
+    /// Delete a runner; its finished jobs keep their history (runner_id cleared).
+    pub async fn delete_runner(&self, id: i64) -> Result<bool> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("UPDATE jobs SET runner_id = NULL WHERE runner_id = $1").bind(id).execute(&mut *tx).await?;
+        let r = sqlx::query("DELETE FROM runners WHERE id = $1").bind(id).execute(&mut *tx).await?;
+        tx.commit().await?;
+        Ok(r.rows_affected() == 1)
+    }
+
+    pub async fn touch_runner(&self, id: i64, now: i64) -> Result<()> {
+        sqlx::query("UPDATE runners SET contacted_at = $1 WHERE id = $2").bind(now).bind(id).execute(&self.pool).await?;
+        Ok(())
+    }
+
+    // ---- pipelines and jobs ----
+
+    /// Persist a pipeline and all its jobs in one transaction; the pipeline's `iid` is the
+    /// project's next counter value.
+    pub async fn create_pipeline(&self, p: &NewPipeline, jobs: &[NewJob], now: i64) -> Result<(Pipeline, Vec<Job>)> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("UPDATE projects SET pipeline_counter = pipeline_counter + 1 WHERE id = $1")
+            .bind(p.project_id)
+            .execute(&mut *tx)
+            .await?;
+        let iid: i64 = sqlx::query("SELECT pipeline_counter FROM projects WHERE id = $1")
+            .bind(p.project_id)
+            .fetch_optional(&mut *tx)
+            .await?
+            .ok_or(StoreError::NotFound("project"))?
+            .get(0);
+        let res = sqlx::query(
+            "INSERT INTO pipelines (project_id, iid, ref_name, tag, sha, before_sha, source, status, failure_reason, yaml_errors, variables, protected, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) RETURNING id",
+        )
+        .bind(p.project_id)
+        .bind(iid)
+        .bind(&p.ref_name)
+        .bind(b(p.tag))
+        .bind(&p.sha)
+        .bind(&p.before_sha)
+        .bind(&p.source)
+        .bind(&p.status)
+        .bind(&p.failure_reason)
+        .bind(&p.yaml_errors)
+        .bind(&p.variables)
+        .bind(b(p.protected))
+        .bind(now)
+        .bind(now)
+        .fetch_one(&mut *tx)
+        .await?;
+        let pipeline_id: i64 = res.get(0);
+        for j in jobs {
+            insert_job(&mut tx, pipeline_id, p.project_id, j, now).await?;
+        }
+        tx.commit().await?;
+        let pipeline = self.pipeline(pipeline_id).await?;
+        let jobs = self.pipeline_jobs(pipeline_id).await?;
+        Ok((pipeline, jobs))
+    }
+
+    pub async fn pipeline(&self, id: i64) -> Result<Pipeline> {
+        let row = sqlx::query(&format!("SELECT {} FROM pipelines WHERE id = $1", Pipeline::COLUMNS))
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|r| Pipeline::from_row(&r)).ok_or(StoreError::NotFound("pipeline"))
+    }
+
+    pub async fn pipelines(&self, project_id: i64) -> Result<Vec<Pipeline>> {
+        let rows = sqlx::query(&format!("SELECT {} FROM pipelines WHERE project_id = $1 ORDER BY id DESC", Pipeline::COLUMNS))
+            .bind(project_id)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows.iter().map(Pipeline::from_row).collect())
+    }
+
+    /// Pipelines not yet in a final status (for re-processing after a restart).
+    pub async fn active_pipelines(&self) -> Result<Vec<Pipeline>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {} FROM pipelines WHERE status IN ('created', 'waiting_for_resource', 'preparing', 'pending', 'running', 'canceling', 'scheduled', 'manual') ORDER BY id",
+            Pipeline::COLUMNS
+        ))
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(Pipeline::from_row).collect())
+    }
+
+    pub async fn pipeline_jobs(&self, pipeline_id: i64) -> Result<Vec<Job>> {
+        let rows = sqlx::query(&format!("SELECT {} FROM jobs WHERE pipeline_id = $1 ORDER BY id", Job::COLUMNS))
+            .bind(pipeline_id)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows.iter().map(Job::from_row).collect())
+    }
+
+    pub async fn job(&self, id: i64) -> Result<Job> {
+        let row = sqlx::query(&format!("SELECT {} FROM jobs WHERE id = $1", Job::COLUMNS)).bind(id).fetch_optional(&self.pool).await?;
+        row.map(|r| Job::from_row(&r)).ok_or(StoreError::NotFound("job"))
+    }
+
+    pub async fn job_by_token_hash(&self, token_hash: &str) -> Result<Option<Job>> {
+        let row = sqlx::query(&format!("SELECT {} FROM jobs WHERE token_hash = $1", Job::COLUMNS))
+            .bind(token_hash)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.map(|r| Job::from_row(&r)))
+    }
+
+    /// Apply a batch of decisions to one pipeline atomically: job updates, new job rows
+    /// (retries), and the pipeline's own status. Fails with [`StoreError::Stale`] when the
+    /// pipeline changed since `expected_lock_version` was read; the caller reloads and
+    /// decides again.
+    pub async fn apply(&self, pipeline_id: i64, expected_lock_version: i64, change: &PipelineChange, now: i64) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        let r = sqlx::query(
+            "UPDATE pipelines SET lock_version = lock_version + 1, status = $1, started_at = COALESCE(started_at, $2), finished_at = $3, updated_at = $4 \
+             WHERE id = $5 AND lock_version = $6",
+        )
+        .bind(&change.status)
+        .bind(change.started_at)
+        .bind(change.finished_at)
+        .bind(now)
+        .bind(pipeline_id)
+        .bind(expected_lock_version)
+        .execute(&mut *tx)
+        .await?;
+        if r.rows_affected() != 1 {
+            return Err(StoreError::Stale);
+        }
+        let project_id: i64 = sqlx::query("SELECT project_id FROM pipelines WHERE id = $1").bind(pipeline_id).fetch_one(&mut *tx).await?.get(0);
+        for u in &change.jobs {
+            update_job(&mut tx, u).await?;
+        }
+        for j in &change.new_jobs {
+            insert_job(&mut tx, pipeline_id, project_id, j, now).await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    // ---- queue ----
+
+    /// Pending jobs in queue order (oldest first), with the number of running jobs of
+    /// their project, for fair-share ordering by the caller.
+    pub async fn pending_jobs(&self, limit: i64) -> Result<Vec<(Job, i64)>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {}, (SELECT COUNT(*) FROM jobs r WHERE r.project_id = jobs.project_id AND r.status = 'running') AS running \
+             FROM jobs WHERE status = 'pending' ORDER BY queued_at, id LIMIT $1",
+            Job::COLUMNS
+        ))
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(|r| (Job::from_row(r), r.get::<i64, _>("running"))).collect())
+    }
+
+    /// Hand a pending job to a runner. Returns false when another runner got it first
+    /// (the row is no longer pending): every pending job goes to exactly one runner.
+    pub async fn assign_job(&self, job_id: i64, runner_id: i64, token_hash: &str, timeout_secs: i64, now: i64) -> Result<bool> {
+        let r = sqlx::query(
+            "UPDATE jobs SET status = 'running', runner_id = $1, token_hash = $2, timeout_secs = $3, started_at = $4, last_contact_at = $5 \
+             WHERE id = $6 AND status = 'pending' AND runner_id IS NULL",
+        )
+        .bind(runner_id)
+        .bind(token_hash)
+        .bind(timeout_secs)
+        .bind(now)
+        .bind(now)
+        .bind(job_id)
+        .execute(&self.pool)
+        .await?;
+        Ok(r.rows_affected() == 1)
+    }
+
+    /// Record that the job's runner is alive.
+    pub async fn touch_job(&self, job_id: i64, now: i64) -> Result<()> {
+        sqlx::query("UPDATE jobs SET last_contact_at = $1 WHERE id = $2").bind(now).bind(job_id).execute(&self.pool).await?;
+        Ok(())
+    }
+
+    /// Revoke a job's token (when the job finishes).
+    pub async fn revoke_job_token(&self, job_id: i64) -> Result<()> {
+        sqlx::query("UPDATE jobs SET token_hash = NULL WHERE id = $1").bind(job_id).execute(&self.pool).await?;
+        Ok(())
+    }
+
+    // ---- traces ----
+
+    /// Append `data` at byte `offset` of the job's trace. Returns `Ok(new_size)`, or
+    /// `Err(current_size)` when `offset` is not the current end (the runner must resend
+    /// from there: HTTP 416). Writes within `max_size` only.
+    pub async fn append_trace(&self, job_id: i64, offset: i64, data: &[u8], max_size: i64) -> Result<std::result::Result<i64, i64>> {
+        let mut tx = self.pool.begin().await?;
+        let size: i64 = sqlx::query("SELECT trace_size FROM jobs WHERE id = $1")
+            .bind(job_id)
+            .fetch_optional(&mut *tx)
+            .await?
+            .ok_or(StoreError::NotFound("job"))?
+            .get(0);
+        if offset != size {
+            return Ok(Err(size));
+        }
+        let len = i64::try_from(data.len()).unwrap_or(i64::MAX);
+        if size.saturating_add(len) > max_size {
+            return Err(StoreError::TooLarge { limit: max_size });
+        }
+        if !data.is_empty() {
+            let seq: i64 = sqlx::query("SELECT COUNT(*) FROM trace_chunks WHERE job_id = $1").bind(job_id).fetch_one(&mut *tx).await?.get(0);
+            sqlx::query("INSERT INTO trace_chunks (job_id, seq, data) VALUES ($1, $2, $3)")
+                .bind(job_id)
+                .bind(seq)
+                .bind(data.to_vec())
+                .execute(&mut *tx)
+                .await?;
+            sqlx::query("UPDATE jobs SET trace_size = $1 WHERE id = $2").bind(size + len).bind(job_id).execute(&mut *tx).await?;
+        }
+        tx.commit().await?;
+        Ok(Ok(size + len))
+    }
+
+    pub async fn trace(&self, job_id: i64) -> Result<Vec<u8>> {
+        let rows = sqlx::query("SELECT data FROM trace_chunks WHERE job_id = $1 ORDER BY seq").bind(job_id).fetch_all(&self.pool).await?;
+        let mut out = Vec::new();
+        for r in rows {
+            out.extend_from_slice(&r.get::<Vec<u8>, _>(0));
+        }
+        Ok(out)
+    }
+
+    // ---- artifacts ----
+
+    /// Record an artifact (replacing an earlier one of the same type for the job).
+    pub async fn put_artifact(&self, a: &NewArtifact, now: i64) -> Result<Artifact> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("DELETE FROM artifacts WHERE job_id = $1 AND file_type = $2").bind(a.job_id).bind(&a.file_type).execute(&mut *tx).await?;
+        let r = sqlx::query(
+            "INSERT INTO artifacts (job_id, file_type, file_format, filename, size, sha256, blob_key, expire_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id",
+        )
+        .bind(a.job_id)
+        .bind(&a.file_type)
+        .bind(&a.file_format)
+        .bind(&a.filename)
+        .bind(a.size)
+        .bind(&a.sha256)
+        .bind(&a.blob_key)
+        .bind(a.expire_at)
+        .bind(now)
+        .fetch_one(&mut *tx)
+        .await?;
+        let id: i64 = r.get(0);
+        tx.commit().await?;
+        let row = sqlx::query(&format!("SELECT {} FROM artifacts WHERE id = $1", Artifact::COLUMNS)).bind(id).fetch_one(&self.pool).await?;
+        Ok(Artifact::from_row(&row))
+    }
+
+    pub async fn artifacts(&self, job_id: i64) -> Result<Vec<Artifact>> {
+        let rows = sqlx::query(&format!("SELECT {} FROM artifacts WHERE job_id = $1 ORDER BY id", Artifact::COLUMNS))
+            .bind(job_id)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows.iter().map(Artifact::from_row).collect())
+    }
+}
+
+async fn insert_job(tx: &mut sqlx::Transaction<'_, sqlx::Any>, pipeline_id: i64, project_id: i64, j: &NewJob, now: i64) -> Result<()> {
+    let tags = serde_json::to_string(&j.tags).unwrap_or_else(|_| "[]".into());
+    sqlx::query(
+        "INSERT INTO jobs (pipeline_id, project_id, name, stage, stage_idx, status, attempt, allow_failure, spec, tags, protected, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+    )
+    .bind(pipeline_id)
+    .bind(project_id)
+    .bind(&j.name)
+    .bind(&j.stage)
+    .bind(j.stage_idx)
+    .bind(&j.status)
+    .bind(j.attempt)
+    .bind(b(j.allow_failure))
+    .bind(&j.spec)
+    .bind(tags)
+    .bind(b(j.protected))
+    .bind(now)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+async fn update_job(tx: &mut sqlx::Transaction<'_, sqlx::Any>, u: &JobUpdate) -> Result<()> {
+    sqlx::query(
+        "UPDATE jobs SET status = $1, retried = $2, allow_failure = $3, exit_code = COALESCE($4, exit_code), failure_reason = COALESCE($5, failure_reason), \
+         queued_at = COALESCE($6, queued_at), scheduled_at = $7, started_at = COALESCE($8, started_at), finished_at = COALESCE($9, finished_at), \
+         manual_variables = COALESCE($10, manual_variables) WHERE id = $11",
+    )
+    .bind(&u.status)
+    .bind(b(u.retried))
+    .bind(b(u.allow_failure))
+    .bind(u.exit_code)
+    .bind(&u.failure_reason)
+    .bind(u.queued_at)
+    .bind(u.scheduled_at)
+    .bind(u.started_at)
+    .bind(u.finished_at)
+    .bind(&u.manual_variables)
+    .bind(u.id)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}

@@ -1,0 +1,311 @@
+//! Row types: what the database holds, not the API's or the config file's shape.
+//! Times are Unix milliseconds; statuses are GitLab's status strings (the server maps
+//! them to its enums).
+
+use sqlx::Row;
+use sqlx::any::AnyRow;
+
+fn flag(r: &AnyRow, col: &str) -> bool {
+    r.get::<i64, _>(col) != 0
+}
+
+fn tags(r: &AnyRow, col: &str) -> Vec<String> {
+    serde_json::from_str(&r.get::<String, _>(col)).unwrap_or_default()
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewProject {
+    pub name: String,
+    pub repo_url: String,
+    pub default_branch: String,
+    pub timeout_secs: i64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Project {
+    pub id: i64,
+    pub name: String,
+    pub repo_url: String,
+    pub default_branch: String,
+    pub timeout_secs: i64,
+    pub created_at: i64,
+}
+
+impl Project {
+    pub(crate) const COLUMNS: &'static str = "id, name, repo_url, default_branch, timeout_secs, created_at";
+    pub(crate) fn from_row(r: &AnyRow) -> Self {
+        Self {
+            id: r.get("id"),
+            name: r.get("name"),
+            repo_url: r.get("repo_url"),
+            default_branch: r.get("default_branch"),
+            timeout_secs: r.get("timeout_secs"),
+            created_at: r.get("created_at"),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewRunner {
+    pub token_hash: String,
+    pub description: String,
+    pub tags: Vec<String>,
+    pub run_untagged: bool,
+    pub locked: bool,
+    /// Only runs jobs of protected refs (`access_level: ref_protected`).
+    pub protected_only: bool,
+    /// `Some` for a project runner, `None` for an instance runner.
+    pub project_id: Option<i64>,
+    pub maximum_timeout: Option<i64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Runner {
+    pub id: i64,
+    pub description: String,
+    pub tags: Vec<String>,
+    pub run_untagged: bool,
+    pub locked: bool,
+    pub protected_only: bool,
+    pub project_id: Option<i64>,
+    pub maximum_timeout: Option<i64>,
+    pub paused: bool,
+    pub contacted_at: Option<i64>,
+    pub created_at: i64,
+}
+
+impl Runner {
+    pub(crate) const COLUMNS: &'static str =
+        "id, description, tags, run_untagged, locked, protected_only, project_id, maximum_timeout, paused, contacted_at, created_at";
+    pub(crate) fn from_row(r: &AnyRow) -> Self {
+        Self {
+            id: r.get("id"),
+            description: r.get("description"),
+            tags: tags(r, "tags"),
+            run_untagged: flag(r, "run_untagged"),
+            locked: flag(r, "locked"),
+            protected_only: flag(r, "protected_only"),
+            project_id: r.get("project_id"),
+            maximum_timeout: r.get("maximum_timeout"),
+            paused: flag(r, "paused"),
+            contacted_at: r.get("contacted_at"),
+            created_at: r.get("created_at"),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewPipeline {
+    pub project_id: i64,
+    pub ref_name: String,
+    pub tag: bool,
+    pub sha: String,
+    pub before_sha: String,
+    pub source: String,
+    pub status: String,
+    pub failure_reason: Option<String>,
+    /// Configuration errors (JSON array of messages) of a pipeline that failed to compile.
+    pub yaml_errors: Option<String>,
+    /// Pipeline variables (JSON object).
+    pub variables: String,
+    pub protected: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pipeline {
+    pub id: i64,
+    pub project_id: i64,
+    pub iid: i64,
+    pub ref_name: String,
+    pub tag: bool,
+    pub sha: String,
+    pub before_sha: String,
+    pub source: String,
+    pub status: String,
+    pub failure_reason: Option<String>,
+    pub yaml_errors: Option<String>,
+    pub variables: String,
+    pub protected: bool,
+    pub created_at: i64,
+    pub started_at: Option<i64>,
+    pub finished_at: Option<i64>,
+    pub updated_at: i64,
+    pub lock_version: i64,
+}
+
+impl Pipeline {
+    pub(crate) const COLUMNS: &'static str = "id, project_id, iid, ref_name, tag, sha, before_sha, source, status, failure_reason, yaml_errors, \
+         variables, protected, created_at, started_at, finished_at, updated_at, lock_version";
+    pub(crate) fn from_row(r: &AnyRow) -> Self {
+        Self {
+            id: r.get("id"),
+            project_id: r.get("project_id"),
+            iid: r.get("iid"),
+            ref_name: r.get("ref_name"),
+            tag: flag(r, "tag"),
+            sha: r.get("sha"),
+            before_sha: r.get("before_sha"),
+            source: r.get("source"),
+            status: r.get("status"),
+            failure_reason: r.get("failure_reason"),
+            yaml_errors: r.get("yaml_errors"),
+            variables: r.get("variables"),
+            protected: flag(r, "protected"),
+            created_at: r.get("created_at"),
+            started_at: r.get("started_at"),
+            finished_at: r.get("finished_at"),
+            updated_at: r.get("updated_at"),
+            lock_version: r.get("lock_version"),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewJob {
+    pub name: String,
+    pub stage: String,
+    pub stage_idx: i64,
+    pub status: String,
+    pub attempt: i64,
+    pub allow_failure: bool,
+    /// The compiled job (JSON of `gantry_pipeline::Job`).
+    pub spec: String,
+    pub tags: Vec<String>,
+    pub protected: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Job {
+    pub id: i64,
+    pub pipeline_id: i64,
+    pub project_id: i64,
+    pub name: String,
+    pub stage: String,
+    pub stage_idx: i64,
+    pub status: String,
+    pub attempt: i64,
+    pub retried: bool,
+    pub allow_failure: bool,
+    pub spec: String,
+    pub tags: Vec<String>,
+    pub protected: bool,
+    pub runner_id: Option<i64>,
+    pub exit_code: Option<i64>,
+    pub failure_reason: Option<String>,
+    pub manual_variables: Option<String>,
+    pub created_at: i64,
+    pub queued_at: Option<i64>,
+    pub scheduled_at: Option<i64>,
+    pub started_at: Option<i64>,
+    pub finished_at: Option<i64>,
+    pub last_contact_at: Option<i64>,
+    pub timeout_secs: Option<i64>,
+    pub trace_size: i64,
+    pub trace_checksum: Option<String>,
+}
+
+impl Job {
+    pub(crate) const COLUMNS: &'static str = "id, pipeline_id, project_id, name, stage, stage_idx, status, attempt, retried, allow_failure, spec, tags, \
+         protected, runner_id, exit_code, failure_reason, manual_variables, created_at, queued_at, scheduled_at, started_at, finished_at, \
+         last_contact_at, timeout_secs, trace_size, trace_checksum";
+    pub(crate) fn from_row(r: &AnyRow) -> Self {
+        Self {
+            id: r.get("id"),
+            pipeline_id: r.get("pipeline_id"),
+            project_id: r.get("project_id"),
+            name: r.get("name"),
+            stage: r.get("stage"),
+            stage_idx: r.get("stage_idx"),
+            status: r.get("status"),
+            attempt: r.get("attempt"),
+            retried: flag(r, "retried"),
+            allow_failure: flag(r, "allow_failure"),
+            spec: r.get("spec"),
+            tags: tags(r, "tags"),
+            protected: flag(r, "protected"),
+            runner_id: r.get("runner_id"),
+            exit_code: r.get("exit_code"),
+            failure_reason: r.get("failure_reason"),
+            manual_variables: r.get("manual_variables"),
+            created_at: r.get("created_at"),
+            queued_at: r.get("queued_at"),
+            scheduled_at: r.get("scheduled_at"),
+            started_at: r.get("started_at"),
+            finished_at: r.get("finished_at"),
+            last_contact_at: r.get("last_contact_at"),
+            timeout_secs: r.get("timeout_secs"),
+            trace_size: r.get("trace_size"),
+            trace_checksum: r.get("trace_checksum"),
+        }
+    }
+}
+
+/// A decided change to one job row.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct JobUpdate {
+    pub id: i64,
+    pub status: String,
+    pub retried: bool,
+    pub allow_failure: bool,
+    pub exit_code: Option<i64>,
+    pub failure_reason: Option<String>,
+    pub queued_at: Option<i64>,
+    pub scheduled_at: Option<i64>,
+    pub started_at: Option<i64>,
+    pub finished_at: Option<i64>,
+    pub manual_variables: Option<String>,
+}
+
+/// Everything decided for one pipeline in one step.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PipelineChange {
+    pub status: String,
+    pub started_at: Option<i64>,
+    pub finished_at: Option<i64>,
+    pub jobs: Vec<JobUpdate>,
+    pub new_jobs: Vec<NewJob>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewArtifact {
+    pub job_id: i64,
+    pub file_type: String,
+    pub file_format: String,
+    pub filename: String,
+    pub size: i64,
+    pub sha256: String,
+    pub blob_key: String,
+    pub expire_at: Option<i64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Artifact {
+    pub id: i64,
+    pub job_id: i64,
+    pub file_type: String,
+    pub file_format: String,
+    pub filename: String,
+    pub size: i64,
+    pub sha256: String,
+    pub blob_key: String,
+    pub expire_at: Option<i64>,
+    pub created_at: i64,
+}
+
+impl Artifact {
+    pub(crate) const COLUMNS: &'static str = "id, job_id, file_type, file_format, filename, size, sha256, blob_key, expire_at, created_at";
+    pub(crate) fn from_row(r: &AnyRow) -> Self {
+        Self {
+            id: r.get("id"),
+            job_id: r.get("job_id"),
+            file_type: r.get("file_type"),
+            file_format: r.get("file_format"),
+            filename: r.get("filename"),
+            size: r.get("size"),
+            sha256: r.get("sha256"),
+            blob_key: r.get("blob_key"),
+            expire_at: r.get("expire_at"),
+            created_at: r.get("created_at"),
+        }
+    }
+}
