@@ -37,21 +37,6 @@ const RESERVED: [&str; 10] = [
     "before_script",
     "after_script",
 ];
-const DEFAULT_KEYS: [&str; 13] = [
-    "after_script",
-    "artifacts",
-    "before_script",
-    "cache",
-    "hooks",
-    "id_tokens",
-    "image",
-    "interruptible",
-    "retry",
-    "services",
-    "tags",
-    "timeout",
-    "identity",
-];
 const JOB_KEYS: [&str; 40] = [
     "after_script",
     "allow_failure",
@@ -653,7 +638,7 @@ fn parse_defaults(root: &Map, cx: &mut Cx) -> Defaults {
     let default = root.get("default");
     if let Some(d) = default {
         if let Some(m) = cx.map(d, "default") {
-            cx.unknown_keys(m, &DEFAULT_KEYS, "default", d.pos);
+            cx.unknown_keys(m, keyword::DEFAULT_KEYS, "default", d.pos);
             node_map = m.clone();
         }
     }

@@ -30,6 +30,35 @@ pub trait Loader {
     fn files(&self) -> Vec<String>;
 }
 
+/// Files held in memory: for tests, tools, and callers that already have the files.
+#[derive(Clone, Debug, Default)]
+pub struct MemoryLoader {
+    files: std::collections::BTreeMap<String, String>,
+}
+
+impl MemoryLoader {
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Add a file (path relative to the project root).
+    pub fn with(mut self, path: impl Into<String>, text: impl Into<String>) -> Self {
+        self.insert(path, text);
+        self
+    }
+    pub fn insert(&mut self, path: impl Into<String>, text: impl Into<String>) {
+        self.files.insert(path.into(), text.into());
+    }
+}
+
+impl Loader for MemoryLoader {
+    fn read(&self, path: &str) -> Result<Option<String>, String> {
+        Ok(self.files.get(path).cloned())
+    }
+    fn files(&self) -> Vec<String> {
+        self.files.keys().cloned().collect()
+    }
+}
+
 pub(crate) struct Loading<'a> {
     pub loader: &'a dyn Loader,
     pub ctx: &'a Context,

@@ -24,5 +24,5 @@ pub mod yaml;
 pub use compile::{Compiled, Options, compile};
 pub use context::{Context, PipelineInfo, Source};
 pub use diagnostic::{Diagnostic, Location, SourceMap};
-pub use include::Loader;
+pub use include::{Loader, MemoryLoader};
 pub use model::*;

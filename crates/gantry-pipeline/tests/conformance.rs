@@ -15,25 +15,13 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use gantry_pipeline::yaml::{self, FileId, Limits, Node, Value};
-use gantry_pipeline::{Context, Loader, Options, PipelineInfo, compile};
+use gantry_pipeline::{Context, Loader, MemoryLoader, Options, PipelineInfo, compile};
 
 fn conformance_dir() -> PathBuf {
     let here = Path::new(env!("CARGO_MANIFEST_DIR"));
     let dir = here.join("../../../shared/conformance");
     assert!(dir.is_dir(), "conformance corpus not found at {}: the shared/ folder must sit beside the repository", dir.display());
     dir
-}
-
-/// Files held in memory (the root file is `.gitlab-ci.yml`).
-struct Memory(BTreeMap<String, String>);
-
-impl Loader for Memory {
-    fn read(&self, path: &str) -> Result<Option<String>, String> {
-        Ok(self.0.get(path).cloned())
-    }
-    fn files(&self) -> Vec<String> {
-        self.0.keys().cloned().collect()
-    }
 }
 
 /// A real-world entry: the root file plus the folder holding its stored includes.
@@ -118,13 +106,11 @@ fn node_json(n: &Node) -> serde_json::Value {
 }
 
 fn lint_fragment(doc: &str) -> Vec<String> {
-    let mut files = BTreeMap::new();
-    files.insert(".gitlab-ci.yml".to_owned(), doc.to_owned());
     let opts = Options {
         fragment: true,
         ..Options::default()
     };
-    let c = compile(&opts, &ctx(), &Memory(files));
+    let c = compile(&opts, &ctx(), &MemoryLoader::new().with(".gitlab-ci.yml", doc));
     c.errors.into_iter().map(|e| e.message).collect()
 }
 

@@ -33,7 +33,7 @@ pub(crate) use artifacts::artifacts;
 pub(crate) use cache::caches;
 pub(crate) use environment::environment;
 pub(crate) use image::{image, services};
-pub(crate) use inherit::{inherit, Inherit, InheritSet};
+pub(crate) use inherit::{inherit, Inherit, InheritSet, DEFAULT_KEYS};
 pub(crate) use misc::{
     allow_failure, coverage, dast_configuration, hooks, identity, interruptible, pages, resource_group, tags, timeout,
 };
