@@ -1,0 +1,238 @@
+//! The runner's side of the GitLab Runner API (`shared/spec/runner-api.md`): one HTTP
+//! client, every call the runner makes, each answer classified with the protocol crate's
+//! decision functions. Works against our coordinator and against GitLab-compatible
+//! servers.
+
+use std::time::Duration;
+
+use gantry_protocol::{
+    ArtifactUploadParams, JobRequest, JobResponse, PatchTraceResponse, RegisterRunnerRequest, RegisterRunnerResponse,
+    RunnerTokenRequest, UpdateJobRequest, UpdateJobResponse, VerifyRunnerRequest, VerifyRunnerResponse, VersionInfo,
+    header, long_poll, parse_job_response,
+};
+
+/// Why a call could not be made or was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("reach the server at {url}: {source}")]
+    Unreachable {
+        url: String,
+        #[source]
+        source: reqwest::Error,
+    },
+    #[error("{what}: the server answered {status}: {body}")]
+    Refused { what: &'static str, status: u16, body: String },
+    #[error("{0}")]
+    Protocol(#[from] gantry_protocol::ProtocolError),
+    #[error("build the HTTP client: {0}")]
+    Build(#[source] reqwest::Error),
+}
+
+impl ClientError {
+    /// Errors worth retrying with back-off (network trouble, server errors, throttling).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            ClientError::Unreachable { .. } => true,
+            ClientError::Refused { status, .. } => *status >= 500 || *status == 429 || *status == 409,
+            ClientError::Protocol(_) | ClientError::Build(_) => false,
+        }
+    }
+}
+
+/// Answer to a job request.
+#[derive(Debug)]
+pub enum JobRequestOutcome {
+    /// `201`: a job.
+    Job(Box<JobResponse>),
+    /// `204`: no job now; echo `last_update` in the next request.
+    NoJob { last_update: Option<String> },
+}
+
+#[derive(Clone, Debug)]
+pub struct Client {
+    http: reqwest::Client,
+    base: String,
+    info: VersionInfo,
+}
+
+fn header_str(r: &reqwest::Response, name: &str) -> Option<String> {
+    r.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_owned)
+}
+
+impl Client {
+    /// A client for the server at `url` (`https://gitlab.example.com` or with a trailing
+    /// `/`; the `/api/v4` prefix is added here).
+    pub fn new(url: &str, info: VersionInfo) -> Result<Self, ClientError> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .timeout(long_poll::RUNNER_RESPONSE_HEADER_TIMEOUT)
+            .user_agent(format!("gantry-runner {}", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(ClientError::Build)?;
+        Ok(Self {
+            http,
+            base: format!("{}/api/v4", url.trim_end_matches('/')),
+            info,
+        })
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    fn unreachable(&self, e: reqwest::Error) -> ClientError {
+        ClientError::Unreachable {
+            url: self.base.clone(),
+            source: e,
+        }
+    }
+
+    async fn refused(what: &'static str, r: reqwest::Response) -> ClientError {
+        let status = r.status().as_u16();
+        let body = r.text().await.unwrap_or_default();
+        ClientError::Refused {
+            what,
+            status,
+            body: body.chars().take(500).collect(),
+        }
+    }
+
+    /// `POST /runners` with a (legacy) registration token.
+    pub async fn register(&self, mut req: RegisterRunnerRequest) -> Result<RegisterRunnerResponse, ClientError> {
+        req.info = self.info.clone();
+        let r = self.http.post(self.url("/runners")).json(&req).send().await.map_err(|e| self.unreachable(e))?;
+        if r.status().as_u16() != 201 {
+            return Err(Self::refused("register the runner", r).await);
+        }
+        let bytes = r.bytes().await.map_err(|e| self.unreachable(e))?;
+        Ok(gantry_protocol::parse_json(&bytes)?)
+    }
+
+    /// `POST /runners/verify`: is this runner token valid?
+    pub async fn verify(&self, token: &str, system_id: &str) -> Result<VerifyRunnerResponse, ClientError> {
+        let req = VerifyRunnerRequest {
+            token: token.to_owned(),
+            system_id: system_id.to_owned(),
+            info: self.info.clone(),
+        };
+        let r = self.http.post(self.url("/runners/verify")).json(&req).send().await.map_err(|e| self.unreachable(e))?;
+        if r.status().as_u16() != 200 {
+            return Err(Self::refused("verify the runner token", r).await);
+        }
+        let bytes = r.bytes().await.map_err(|e| self.unreachable(e))?;
+        if bytes.is_empty() {
+            return Ok(VerifyRunnerResponse::default());
+        }
+        Ok(gantry_protocol::parse_json(&bytes)?)
+    }
+
+    /// `DELETE /runners`: remove this runner from the server.
+    pub async fn unregister(&self, token: &str) -> Result<(), ClientError> {
+        let req = RunnerTokenRequest { token: token.to_owned() };
+        let r = self.http.delete(self.url("/runners")).json(&req).send().await.map_err(|e| self.unreachable(e))?;
+        if r.status().as_u16() != 204 {
+            return Err(Self::refused("unregister the runner", r).await);
+        }
+        Ok(())
+    }
+
+    /// `POST /jobs/request`: long-polls for a job (§3).
+    pub async fn request_job(&self, token: &str, system_id: &str, last_update: Option<&str>) -> Result<JobRequestOutcome, ClientError> {
+        let req = JobRequest {
+            info: self.info.clone(),
+            token: token.to_owned(),
+            system_id: system_id.to_owned(),
+            last_update: last_update.unwrap_or_default().to_owned(),
+            session: None,
+        };
+        let r = self.http.post(self.url("/jobs/request")).json(&req).send().await.map_err(|e| self.unreachable(e))?;
+        match r.status().as_u16() {
+            201 => {
+                let bytes = r.bytes().await.map_err(|e| self.unreachable(e))?;
+                Ok(JobRequestOutcome::Job(Box::new(parse_job_response(&bytes)?)))
+            }
+            204 => Ok(JobRequestOutcome::NoJob {
+                last_update: header_str(&r, header::LAST_UPDATE),
+            }),
+            _ => Err(Self::refused("request a job", r).await),
+        }
+    }
+
+    /// `PUT /jobs/:id`: state update; the answer is classified (§4.2).
+    pub async fn update_job(&self, job_id: i64, req: &UpdateJobRequest) -> Result<UpdateJobResponse, ClientError> {
+        let r = self
+            .http
+            .put(self.url(&format!("/jobs/{job_id}")))
+            .json(req)
+            .send()
+            .await
+            .map_err(|e| self.unreachable(e))?;
+        Ok(UpdateJobResponse::classify(
+            r.status().as_u16(),
+            header_str(&r, header::JOB_STATUS).as_deref(),
+            header_str(&r, header::TRACE_UPDATE_INTERVAL).as_deref(),
+        ))
+    }
+
+    /// `PATCH /jobs/:id/trace`: append `data` at byte `start` (§5).
+    pub async fn patch_trace(&self, job_id: i64, job_token: &str, start: u64, data: Vec<u8>) -> Result<PatchTraceResponse, ClientError> {
+        let len = u64::try_from(data.len()).unwrap_or(u64::MAX);
+        let range = gantry_protocol::ContentRange::for_chunk(start, len).map(|r| r.to_string()).unwrap_or_else(|| format!("{start}-{start}"));
+        let r = self
+            .http
+            .patch(self.url(&format!("/jobs/{job_id}/trace")))
+            .header(header::JOB_TOKEN, job_token)
+            .header(header::CONTENT_RANGE, range)
+            .header("content-type", "text/plain")
+            .body(data)
+            .send()
+            .await
+            .map_err(|e| self.unreachable(e))?;
+        Ok(PatchTraceResponse::classify(
+            r.status().as_u16(),
+            header_str(&r, header::JOB_STATUS).as_deref(),
+            header_str(&r, header::RANGE).as_deref(),
+            header_str(&r, header::TRACE_UPDATE_INTERVAL).as_deref(),
+        ))
+    }
+
+    /// `POST /jobs/:id/artifacts` (multipart, §6.2).
+    pub async fn upload_artifact(
+        &self,
+        job_id: i64,
+        job_token: &str,
+        params: &ArtifactUploadParams,
+        filename: &str,
+        data: Vec<u8>,
+    ) -> Result<(), ClientError> {
+        let part = reqwest::multipart::Part::bytes(data).file_name(filename.to_owned());
+        let form = reqwest::multipart::Form::new().part("file", part);
+        let r = self
+            .http
+            .post(format!("{}?{}", self.url(&format!("/jobs/{job_id}/artifacts")), params.to_query()))
+            .header(header::JOB_TOKEN, job_token)
+            .multipart(form)
+            .send()
+            .await
+            .map_err(|e| self.unreachable(e))?;
+        if r.status().as_u16() != 201 {
+            return Err(Self::refused("upload artifacts", r).await);
+        }
+        Ok(())
+    }
+
+    /// `GET /jobs/:id/artifacts` with the downloading job's token (§6.4).
+    pub async fn download_artifact(&self, job_id: i64, job_token: &str) -> Result<Vec<u8>, ClientError> {
+        let r = self
+            .http
+            .get(self.url(&format!("/jobs/{job_id}/artifacts")))
+            .header(header::JOB_TOKEN, job_token)
+            .send()
+            .await
+            .map_err(|e| self.unreachable(e))?;
+        if r.status().as_u16() != 200 {
+            return Err(Self::refused("download artifacts", r).await);
+        }
+        Ok(r.bytes().await.map_err(|e| self.unreachable(e))?.to_vec())
+    }
+}

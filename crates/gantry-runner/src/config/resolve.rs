@@ -1,0 +1,618 @@
+//! File layer → resolved settings (defaults, ranges, enums), and back for `save`.
+
+use std::num::NonZeroUsize;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::key_path::KeyPath;
+use super::schema::{CacheFile, ConfigFile, CustomFile, DockerFile, RunnerFile};
+use super::settings::*;
+
+/// A value that cannot be used, before it is given a file position.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RawProblem {
+    pub key: KeyPath,
+    pub message: String,
+}
+
+/// Something the runner will ignore, before it is given a file position.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RawNotice {
+    pub key: KeyPath,
+    pub message: String,
+}
+
+#[derive(Default)]
+struct Cx {
+    problems: Vec<RawProblem>,
+    notices: Vec<RawNotice>,
+}
+
+impl Cx {
+    fn problem(&mut self, key: KeyPath, message: impl Into<String>) {
+        self.problems.push(RawProblem {
+            key,
+            message: message.into(),
+        });
+    }
+
+    fn notice(&mut self, key: KeyPath, message: impl Into<String>) {
+        self.notices.push(RawNotice {
+            key,
+            message: message.into(),
+        });
+    }
+}
+
+fn one_of(names: &[&str]) -> String {
+    let quoted: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
+    match quoted.as_slice() {
+        [] => String::new(),
+        [one] => one.clone(),
+        [init @ .., last] => format!("{} or {last}", init.join(", ")),
+    }
+}
+
+/// Resolves the file layer. Every problem is collected, not just the first.
+pub(crate) fn resolve(file: &ConfigFile) -> Result<(Config, Vec<RawNotice>), Vec<RawProblem>> {
+    let mut cx = Cx::default();
+    let root = KeyPath::root();
+
+    let concurrent = match file.concurrent {
+        None => NonZeroUsize::MIN,
+        Some(n) => match usize::try_from(n).ok().and_then(NonZeroUsize::new) {
+            Some(n) => n,
+            None => {
+                cx.problem(
+                    root.key("concurrent"),
+                    format!("expected a positive number of jobs that may run at once, found {n}"),
+                );
+                NonZeroUsize::MIN
+            }
+        },
+    };
+    let check_interval = seconds_or_default(file.check_interval, DEFAULT_CHECK_INTERVAL);
+    let log_level = match &file.log_level {
+        None => LogLevel::Info,
+        Some(value) => LogLevel::parse(value).unwrap_or_else(|| {
+            cx.problem(
+                root.key("log_level"),
+                format!("expected {}, found {value:?}", one_of(LogLevel::NAMES)),
+            );
+            LogLevel::Info
+        }),
+    };
+    let listen_address = file.listen_address.as_ref().and_then(|value| {
+        let parsed = ListenAddress::parse(value);
+        if parsed.is_none() {
+            cx.problem(
+                root.key("listen_address"),
+                format!("expected `host:port` (e.g. `:9252` or `127.0.0.1:9252`), found {value:?}"),
+            );
+        }
+        parsed
+    });
+    let shutdown_timeout = seconds_or_default(file.shutdown_timeout, DEFAULT_SHUTDOWN_TIMEOUT);
+
+    let runners = file
+        .runners
+        .iter()
+        .enumerate()
+        .map(|(i, runner)| resolve_runner(&mut cx, &root.key("runners").index(i), runner))
+        .collect();
+
+    if !cx.problems.is_empty() {
+        return Err(cx.problems);
+    }
+    Ok((
+        Config {
+            concurrent,
+            check_interval,
+            log_level,
+            listen_address,
+            shutdown_timeout,
+            runners,
+        },
+        cx.notices,
+    ))
+}
+
+/// gitlab-runner's rule for interval-like settings: ≤ 0 means the default.
+fn seconds_or_default(value: Option<i64>, default: Duration) -> Duration {
+    match value {
+        Some(secs) if secs > 0 => Duration::from_secs(secs.unsigned_abs()),
+        _ => default,
+    }
+}
+
+fn is_shell_name(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    matches!(bytes.next(), Some(b) if b.is_ascii_alphabetic() || b == b'_')
+        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+fn non_empty_path(cx: &mut Cx, key: KeyPath, value: &Option<String>) -> Option<PathBuf> {
+    match value.as_deref() {
+        None => None,
+        Some("") => {
+            cx.problem(key, "expected a directory path, found an empty string");
+            None
+        }
+        Some(path) => Some(PathBuf::from(path)),
+    }
+}
+
+fn resolve_runner(cx: &mut Cx, at: &KeyPath, file: &RunnerFile) -> RunnerConfig {
+    let url = match file.url.as_deref().map(str::trim) {
+        None | Some("") => {
+            cx.problem(
+                at.key("url"),
+                "missing; expected the server URL, e.g. `https://gitlab.example.com/`",
+            );
+            String::new()
+        }
+        Some(url) => {
+            let scheme_ok = ["http://", "https://"].iter().any(|scheme| {
+                url.get(..scheme.len())
+                    .is_some_and(|s| s.eq_ignore_ascii_case(scheme))
+                    && url.len() > scheme.len()
+            });
+            if !scheme_ok {
+                cx.problem(
+                    at.key("url"),
+                    format!("expected an `http://` or `https://` URL, found {url:?}"),
+                );
+            }
+            url.to_owned()
+        }
+    };
+    let token = match file.token.as_deref() {
+        None | Some("") => {
+            cx.problem(
+                at.key("token"),
+                "missing; register the runner with `gantry runner register` to obtain one",
+            );
+            String::new()
+        }
+        Some(token) => token.to_owned(),
+    };
+    let executor = match file.executor.as_deref() {
+        None => {
+            cx.problem(
+                at.key("executor"),
+                format!("missing; expected {}", one_of(ExecutorKind::NAMES)),
+            );
+            ExecutorKind::Shell
+        }
+        Some(value) => ExecutorKind::parse(value).unwrap_or_else(|| {
+            let known_elsewhere = [
+                "kubernetes",
+                "docker+machine",
+                "docker-autoscaler",
+                "docker-windows",
+                "instance",
+                "ssh",
+                "parallels",
+                "virtualbox",
+            ]
+            .contains(&value);
+            let note = if known_elsewhere {
+                " (a gitlab-runner executor gantry does not provide)"
+            } else {
+                ""
+            };
+            cx.problem(
+                at.key("executor"),
+                format!(
+                    "unsupported executor {value:?}{note}; expected {}",
+                    one_of(ExecutorKind::NAMES)
+                ),
+            );
+            ExecutorKind::Shell
+        }),
+    };
+    let limit = match file.limit {
+        None => None,
+        Some(n) if n < 0 => {
+            cx.problem(
+                at.key("limit"),
+                format!("expected a number of jobs ≥ 0 (0 = no limit), found {n}"),
+            );
+            None
+        }
+        Some(n) => usize::try_from(n).ok().and_then(NonZeroUsize::new),
+    };
+    let request_concurrency = file
+        .request_concurrency
+        .and_then(|n| usize::try_from(n).ok())
+        .and_then(NonZeroUsize::new)
+        .unwrap_or(NonZeroUsize::MIN);
+    let environment = file
+        .environment
+        .iter()
+        .flatten()
+        .enumerate()
+        .filter_map(|(i, entry)| {
+            let key = at.key("environment").index(i);
+            match entry.split_once('=') {
+                Some((name, value)) if is_shell_name(name) => Some(EnvVar {
+                    name: name.to_owned(),
+                    value: value.to_owned(),
+                }),
+                Some((name, _)) => {
+                    cx.problem(
+                        key,
+                        format!(
+                            "expected `NAME=value` where NAME is a shell variable name \
+                             (letters, digits, `_`; not starting with a digit), found name {name:?}"
+                        ),
+                    );
+                    None
+                }
+                None => {
+                    cx.problem(key, format!("expected `NAME=value`, found {entry:?}"));
+                    None
+                }
+            }
+        })
+        .collect();
+    let output_limit_kib = match file.output_limit {
+        Some(kib) if kib > 0 => kib.unsigned_abs(),
+        _ => DEFAULT_OUTPUT_LIMIT_KIB,
+    };
+    let shell = match file.shell.as_deref() {
+        None | Some("") => ShellKind::Bash,
+        Some(value) => ShellKind::parse(value).unwrap_or_else(|| {
+            cx.problem(
+                at.key("shell"),
+                format!(
+                    "unsupported shell {value:?}; expected {} (the shell executor runs POSIX shells)",
+                    one_of(ShellKind::NAMES)
+                ),
+            );
+            ShellKind::Bash
+        }),
+    };
+    let builds_dir = non_empty_path(cx, at.key("builds_dir"), &file.builds_dir);
+    let cache_dir = non_empty_path(cx, at.key("cache_dir"), &file.cache_dir);
+    let cache = file
+        .cache
+        .as_ref()
+        .map(|cache| resolve_cache(cx, &at.key("cache"), cache))
+        .unwrap_or_default();
+    let docker = file
+        .docker
+        .as_ref()
+        .map(|docker| resolve_docker(cx, &at.key("docker"), docker));
+    let custom = match &file.custom {
+        Some(custom) => resolve_custom(cx, &at.key("custom"), custom),
+        None => {
+            if executor == ExecutorKind::Custom {
+                cx.problem(
+                    at.key("custom"),
+                    "missing; the custom executor needs a `[runners.custom]` section with `run_exec`",
+                );
+            }
+            None
+        }
+    };
+    if executor != ExecutorKind::Docker && file.docker.is_some() {
+        cx.notice(
+            at.key("docker"),
+            format!("the {executor} executor does not use this section"),
+        );
+    }
+    if executor != ExecutorKind::Custom && file.custom.is_some() {
+        cx.notice(
+            at.key("custom"),
+            format!("the {executor} executor does not use this section"),
+        );
+    }
+
+    RunnerConfig {
+        name: file.name.clone(),
+        url,
+        id: file.id,
+        token,
+        token_obtained_at: file.token_obtained_at.as_ref().map(ToString::to_string),
+        token_expires_at: file.token_expires_at.as_ref().map(ToString::to_string),
+        executor,
+        limit,
+        request_concurrency,
+        builds_dir,
+        cache_dir,
+        environment,
+        output_limit_kib,
+        shell,
+        cache,
+        docker,
+        custom,
+    }
+}
+
+fn resolve_cache(cx: &mut Cx, at: &KeyPath, file: &CacheFile) -> CacheConfig {
+    let kind = match file.kind.as_deref() {
+        None | Some("") => None,
+        Some(value) => {
+            let kind = CacheType::parse(value);
+            if kind.is_none() {
+                cx.problem(
+                    at.key("Type"),
+                    format!(
+                        "unsupported cache type {value:?}; expected {} (or no `Type` for the local cache)",
+                        one_of(CacheType::NAMES)
+                    ),
+                );
+            }
+            kind
+        }
+    };
+    let max_uploaded_archive_size = match file.max_uploaded_archive_size {
+        None | Some(0) => None,
+        Some(n) if n < 0 => {
+            cx.problem(
+                at.key("MaxUploadedArchiveSize"),
+                format!("expected a size in bytes ≥ 0 (0 = no limit), found {n}"),
+            );
+            None
+        }
+        Some(n) => Some(n.unsigned_abs()),
+    };
+    CacheConfig {
+        kind,
+        path: file.path.clone(),
+        shared: file.shared.unwrap_or(false),
+        max_uploaded_archive_size,
+        s3: file.s3.clone(),
+        gcs: file.gcs.clone(),
+        azure: file.azure.clone(),
+    }
+}
+
+fn pull_policies(cx: &mut Cx, at: &KeyPath, values: &Option<Vec<String>>) -> Vec<PullPolicy> {
+    values
+        .iter()
+        .flatten()
+        .enumerate()
+        .filter_map(|(i, value)| {
+            let policy = PullPolicy::parse(value);
+            if policy.is_none() {
+                cx.problem(
+                    at.index(i),
+                    format!(
+                        "unknown pull policy {value:?}; expected {}",
+                        one_of(PullPolicy::NAMES)
+                    ),
+                );
+            }
+            policy
+        })
+        .collect()
+}
+
+fn resolve_docker(cx: &mut Cx, at: &KeyPath, file: &DockerFile) -> DockerConfig {
+    let memory = file.memory.as_ref().and_then(|text| {
+        let size = ByteSize::parse(text);
+        if size.is_none() {
+            cx.problem(
+                at.key("memory"),
+                format!(
+                    "expected a size such as `512m` or `2g` (suffix b, k, m or g), found {text:?}"
+                ),
+            );
+        }
+        size
+    });
+    let cpus = file.cpus.as_ref().and_then(|text| {
+        let cpus = Cpus::parse(text);
+        if cpus.is_none() {
+            cx.problem(
+                at.key("cpus"),
+                format!("expected a positive number of CPUs such as \"1.5\", found {text:?}"),
+            );
+        }
+        cpus
+    });
+    let wait_for_services_timeout = match file.wait_for_services_timeout {
+        None | Some(0) => Some(DEFAULT_WAIT_FOR_SERVICES_TIMEOUT),
+        Some(-1) => None,
+        Some(n) if n < 0 => {
+            cx.problem(
+                at.key("wait_for_services_timeout"),
+                format!("expected seconds ≥ 0, or -1 to not wait, found {n}"),
+            );
+            None
+        }
+        Some(n) => Some(Duration::from_secs(n.unsigned_abs())),
+    };
+    let list = |values: &Option<Vec<String>>| values.clone().unwrap_or_default();
+    DockerConfig {
+        image: file.image.clone().filter(|image| !image.is_empty()),
+        privileged: file.privileged.unwrap_or(false),
+        volumes: list(&file.volumes),
+        pull_policy: pull_policies(cx, &at.key("pull_policy"), &file.pull_policy),
+        allowed_images: list(&file.allowed_images),
+        allowed_services: list(&file.allowed_services),
+        allowed_pull_policies: pull_policies(
+            cx,
+            &at.key("allowed_pull_policies"),
+            &file.allowed_pull_policies,
+        ),
+        memory,
+        cpus,
+        network_mode: file.network_mode.clone().filter(|mode| !mode.is_empty()),
+        extra_hosts: list(&file.extra_hosts),
+        dns: list(&file.dns),
+        cap_add: list(&file.cap_add),
+        cap_drop: list(&file.cap_drop),
+        wait_for_services_timeout,
+    }
+}
+
+fn resolve_custom(cx: &mut Cx, at: &KeyPath, file: &CustomFile) -> Option<CustomConfig> {
+    let program = |exec: &Option<String>, args: &Option<Vec<String>>, timeout: Option<i64>| {
+        exec.as_ref()
+            .filter(|exec| !exec.is_empty())
+            .map(|exec| CustomProgram {
+                exec: exec.clone(),
+                args: args.clone().unwrap_or_default(),
+                timeout: seconds_or_default(timeout, DEFAULT_CUSTOM_EXEC_TIMEOUT),
+            })
+    };
+    let run = program(&file.run_exec, &file.run_args, None);
+    let Some(run) = run else {
+        cx.problem(
+            at.key("run_exec"),
+            "missing; expected the path of the program that runs job scripts",
+        );
+        return None;
+    };
+    Some(CustomConfig {
+        config: program(
+            &file.config_exec,
+            &file.config_args,
+            file.config_exec_timeout,
+        ),
+        prepare: program(
+            &file.prepare_exec,
+            &file.prepare_args,
+            file.prepare_exec_timeout,
+        ),
+        run,
+        cleanup: program(
+            &file.cleanup_exec,
+            &file.cleanup_args,
+            file.cleanup_exec_timeout,
+        ),
+        graceful_kill_timeout: seconds_or_default(
+            file.graceful_kill_timeout,
+            DEFAULT_CUSTOM_KILL_TIMEOUT,
+        ),
+        force_kill_timeout: seconds_or_default(
+            file.force_kill_timeout,
+            DEFAULT_CUSTOM_KILL_TIMEOUT,
+        ),
+    })
+}
+
+fn secs(duration: Duration) -> Option<i64> {
+    i64::try_from(duration.as_secs()).ok()
+}
+
+fn non_empty(list: &[String]) -> Option<Vec<String>> {
+    (!list.is_empty()).then(|| list.to_vec())
+}
+
+fn datetime(value: &Option<String>) -> Option<toml::value::Datetime> {
+    value.as_deref().and_then(|text| text.parse().ok())
+}
+
+/// The file layer that `save` writes: every resolved value, explicitly.
+pub(crate) fn to_file(config: &Config) -> ConfigFile {
+    ConfigFile {
+        concurrent: i64::try_from(config.concurrent.get()).ok(),
+        check_interval: secs(config.check_interval),
+        log_level: Some(config.log_level.as_str().to_owned()),
+        listen_address: config.listen_address.as_ref().map(ToString::to_string),
+        shutdown_timeout: secs(config.shutdown_timeout),
+        runners: config.runners.iter().map(runner_to_file).collect(),
+    }
+}
+
+fn runner_to_file(runner: &RunnerConfig) -> RunnerFile {
+    RunnerFile {
+        name: runner.name.clone(),
+        url: Some(runner.url.clone()),
+        id: runner.id,
+        token: Some(runner.token.clone()),
+        token_obtained_at: datetime(&runner.token_obtained_at),
+        token_expires_at: datetime(&runner.token_expires_at),
+        executor: Some(runner.executor.as_str().to_owned()),
+        limit: Some(
+            runner
+                .limit
+                .map_or(0, |n| i64::try_from(n.get()).unwrap_or(i64::MAX)),
+        ),
+        request_concurrency: i64::try_from(runner.request_concurrency.get()).ok(),
+        builds_dir: runner
+            .builds_dir
+            .as_ref()
+            .map(|p| p.to_string_lossy().into_owned()),
+        cache_dir: runner
+            .cache_dir
+            .as_ref()
+            .map(|p| p.to_string_lossy().into_owned()),
+        environment: (!runner.environment.is_empty()).then(|| {
+            runner
+                .environment
+                .iter()
+                .map(|var| format!("{}={}", var.name, var.value))
+                .collect()
+        }),
+        output_limit: i64::try_from(runner.output_limit_kib).ok(),
+        shell: Some(runner.shell.as_str().to_owned()),
+        cache: Some(CacheFile {
+            kind: runner.cache.kind.map(|kind| kind.as_str().to_owned()),
+            path: runner.cache.path.clone(),
+            shared: runner.cache.shared.then_some(true),
+            max_uploaded_archive_size: runner
+                .cache
+                .max_uploaded_archive_size
+                .and_then(|n| i64::try_from(n).ok()),
+            s3: runner.cache.s3.clone(),
+            gcs: runner.cache.gcs.clone(),
+            azure: runner.cache.azure.clone(),
+        })
+        .filter(|cache| *cache != CacheFile::default()),
+        docker: runner.docker.as_ref().map(docker_to_file),
+        custom: runner.custom.as_ref().map(custom_to_file),
+    }
+}
+
+fn docker_to_file(docker: &DockerConfig) -> DockerFile {
+    let policies = |list: &[PullPolicy]| {
+        (!list.is_empty()).then(|| list.iter().map(|p| p.as_str().to_owned()).collect())
+    };
+    DockerFile {
+        image: docker.image.clone(),
+        privileged: Some(docker.privileged),
+        volumes: non_empty(&docker.volumes),
+        pull_policy: policies(&docker.pull_policy),
+        allowed_images: non_empty(&docker.allowed_images),
+        allowed_services: non_empty(&docker.allowed_services),
+        allowed_pull_policies: policies(&docker.allowed_pull_policies),
+        memory: docker.memory.as_ref().map(|m| m.text.clone()),
+        cpus: docker.cpus.as_ref().map(|c| c.text.clone()),
+        network_mode: docker.network_mode.clone(),
+        extra_hosts: non_empty(&docker.extra_hosts),
+        dns: non_empty(&docker.dns),
+        cap_add: non_empty(&docker.cap_add),
+        cap_drop: non_empty(&docker.cap_drop),
+        wait_for_services_timeout: Some(
+            docker
+                .wait_for_services_timeout
+                .map_or(-1, |d| secs(d).unwrap_or(i64::MAX)),
+        ),
+    }
+}
+
+fn custom_to_file(custom: &CustomConfig) -> CustomFile {
+    let exec = |p: &Option<CustomProgram>| p.as_ref().map(|p| p.exec.clone());
+    let args = |p: &Option<CustomProgram>| p.as_ref().and_then(|p| non_empty(&p.args));
+    let timeout = |p: &Option<CustomProgram>| p.as_ref().and_then(|p| secs(p.timeout));
+    CustomFile {
+        config_exec: exec(&custom.config),
+        config_args: args(&custom.config),
+        config_exec_timeout: timeout(&custom.config),
+        prepare_exec: exec(&custom.prepare),
+        prepare_args: args(&custom.prepare),
+        prepare_exec_timeout: timeout(&custom.prepare),
+        run_exec: Some(custom.run.exec.clone()),
+        run_args: non_empty(&custom.run.args),
+        cleanup_exec: exec(&custom.cleanup),
+        cleanup_args: args(&custom.cleanup),
+        cleanup_exec_timeout: timeout(&custom.cleanup),
+        graceful_kill_timeout: secs(custom.graceful_kill_timeout),
+        force_kill_timeout: secs(custom.force_kill_timeout),
+    }
+}

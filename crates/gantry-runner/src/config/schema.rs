@@ -1,0 +1,387 @@
+//! The file layer: `config.toml` exactly as written, every key optional.
+//!
+//! These types only check TOML types (a string where a string belongs). Meaning, ranges
+//! and defaults are the job of [`super::resolve`]. Keys are gitlab-runner's, including
+//! the CamelCase ones of `[runners.cache]`. Field order is the order `save` writes
+//! (scalars before sub-tables, as TOML requires).
+
+use std::fmt;
+
+use serde::de::{self, Deserializer, SeqAccess, Visitor};
+use serde::{Deserialize, Serialize};
+
+/// The whole file.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ConfigFile {
+    /// Jobs that may run at once across all `[[runners]]`.
+    #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "int")]
+    pub concurrent: Option<i64>,
+    /// Seconds between job requests of one runner entry (≤ 0 means 3).
+    #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "int")]
+    pub check_interval: Option<i64>,
+    /// `debug`, `info`, `warn`, `error`, `fatal` or `panic`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log_level: Option<String>,
+    /// `host:port` of the metrics/health listener (`:9252` = all interfaces).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub listen_address: Option<String>,
+    /// Seconds a graceful shutdown may take before jobs are forcefully canceled.
+    #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "int")]
+    pub shutdown_timeout: Option<i64>,
+    /// `[[runners]]`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub runners: Vec<RunnerFile>,
+}
+
+/// One `[[runners]]` entry.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RunnerFile {
+    /// Free-form name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Server URL (`https://gitlab.example.com/`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Runner id the server returned at registration.
+    #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "int")]
+    pub id: Option<i64>,
+    /// Runner authentication token.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+    /// When the token was obtained (written by `register`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token_obtained_at: Option<toml::value::Datetime>,
+    /// When the token expires (written by `register`; the epoch or absent = never).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token_expires_at: Option<toml::value::Datetime>,
+    /// `shell`, `docker` or `custom`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub executor: Option<String>,
+    /// Jobs this entry may run at once (0 = no limit of its own).
+    #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "int")]
+    pub limit: Option<i64>,
+    /// Job requests this entry may have in flight at once (≤ 0 means 1).
+    #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "int")]
+    pub request_concurrency: Option<i64>,
+    /// Where builds are checked out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub builds_dir: Option<String>,
+    /// Where the local cache lives.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache_dir: Option<String>,
+    /// Extra job environment, `["NAME=value", …]`.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "string_list"
+    )]
+    pub environment: Option<Vec<String>>,
+    /// Job log limit in KiB (≤ 0 means 4096).
+    #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "int")]
+    pub output_limit: Option<i64>,
+    /// `bash` or `sh`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shell: Option<String>,
+    /// `[runners.cache]`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache: Option<CacheFile>,
+    /// `[runners.docker]`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub docker: Option<DockerFile>,
+    /// `[runners.custom]`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub custom: Option<CustomFile>,
+}
+
+/// `[runners.cache]` (gitlab-runner spells these keys in CamelCase).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CacheFile {
+    /// `s3`, `gcs` or `azure`; absent = local cache in `cache_dir`.
+    #[serde(rename = "Type", skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// Prefix of object names.
+    #[serde(rename = "Path", skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// Share the cache between runners.
+    #[serde(rename = "Shared", skip_serializing_if = "Option::is_none")]
+    pub shared: Option<bool>,
+    /// Largest archive uploaded, in bytes (0 = no limit).
+    #[serde(
+        rename = "MaxUploadedArchiveSize",
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "int"
+    )]
+    pub max_uploaded_archive_size: Option<i64>,
+    /// `[runners.cache.s3]`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub s3: Option<S3CacheConfig>,
+    /// `[runners.cache.gcs]`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gcs: Option<GcsCacheConfig>,
+    /// `[runners.cache.azure]`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub azure: Option<AzureCacheConfig>,
+}
+
+/// `[runners.cache.s3]`: kept as written (plain strings, no defaults to resolve).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct S3CacheConfig {
+    /// `host[:port]` of the S3-compatible server.
+    #[serde(rename = "ServerAddress", skip_serializing_if = "Option::is_none")]
+    pub server_address: Option<String>,
+    /// Access key id.
+    #[serde(rename = "AccessKey", skip_serializing_if = "Option::is_none")]
+    pub access_key: Option<String>,
+    /// Secret key.
+    #[serde(rename = "SecretKey", skip_serializing_if = "Option::is_none")]
+    pub secret_key: Option<String>,
+    /// Bucket.
+    #[serde(rename = "BucketName", skip_serializing_if = "Option::is_none")]
+    pub bucket_name: Option<String>,
+    /// Region.
+    #[serde(rename = "BucketLocation", skip_serializing_if = "Option::is_none")]
+    pub bucket_location: Option<String>,
+    /// Plain HTTP.
+    #[serde(rename = "Insecure", skip_serializing_if = "Option::is_none")]
+    pub insecure: Option<bool>,
+    /// `access-key` or `iam`.
+    #[serde(rename = "AuthenticationType", skip_serializing_if = "Option::is_none")]
+    pub authentication_type: Option<String>,
+}
+
+/// `[runners.cache.gcs]`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct GcsCacheConfig {
+    /// Service account e-mail.
+    #[serde(rename = "AccessID", skip_serializing_if = "Option::is_none")]
+    pub access_id: Option<String>,
+    /// Service account private key.
+    #[serde(rename = "PrivateKey", skip_serializing_if = "Option::is_none")]
+    pub private_key: Option<String>,
+    /// Path of a credentials JSON file.
+    #[serde(rename = "CredentialsFile", skip_serializing_if = "Option::is_none")]
+    pub credentials_file: Option<String>,
+    /// Bucket.
+    #[serde(rename = "BucketName", skip_serializing_if = "Option::is_none")]
+    pub bucket_name: Option<String>,
+}
+
+/// `[runners.cache.azure]`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AzureCacheConfig {
+    /// Storage account.
+    #[serde(rename = "AccountName", skip_serializing_if = "Option::is_none")]
+    pub account_name: Option<String>,
+    /// Account key.
+    #[serde(rename = "AccountKey", skip_serializing_if = "Option::is_none")]
+    pub account_key: Option<String>,
+    /// Container.
+    #[serde(rename = "ContainerName", skip_serializing_if = "Option::is_none")]
+    pub container_name: Option<String>,
+    /// Storage domain (default `blob.core.windows.net`).
+    #[serde(rename = "StorageDomain", skip_serializing_if = "Option::is_none")]
+    pub storage_domain: Option<String>,
+}
+
+/// `[runners.docker]`: the common keys.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DockerFile {
+    /// Default image when the job names none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// Run containers privileged.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub privileged: Option<bool>,
+    /// Extra volumes (`/host:/container[:ro]` or `/container`).
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "string_list"
+    )]
+    pub volumes: Option<Vec<String>>,
+    /// `always`, `never`, `if-not-present`: one, or a list tried in order.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "one_or_many"
+    )]
+    pub pull_policy: Option<Vec<String>>,
+    /// Image patterns jobs may use.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "string_list"
+    )]
+    pub allowed_images: Option<Vec<String>>,
+    /// Service image patterns jobs may use.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "string_list"
+    )]
+    pub allowed_services: Option<Vec<String>>,
+    /// Pull policies jobs may ask for.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "string_list"
+    )]
+    pub allowed_pull_policies: Option<Vec<String>>,
+    /// Memory limit, e.g. `512m`, `2g`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory: Option<String>,
+    /// CPU limit, e.g. `1.5`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<String>,
+    /// Docker network mode.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub network_mode: Option<String>,
+    /// `host:ip` entries.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "string_list"
+    )]
+    pub extra_hosts: Option<Vec<String>>,
+    /// DNS servers.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "string_list"
+    )]
+    pub dns: Option<Vec<String>>,
+    /// Capabilities to add.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "string_list"
+    )]
+    pub cap_add: Option<Vec<String>>,
+    /// Capabilities to drop.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "string_list"
+    )]
+    pub cap_drop: Option<Vec<String>>,
+    /// Seconds to wait for services (default 30; -1 = do not wait).
+    #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "int")]
+    pub wait_for_services_timeout: Option<i64>,
+}
+
+/// `[runners.custom]`: the custom executor's programs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CustomFile {
+    /// Config stage program.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub config_exec: Option<String>,
+    /// Its arguments.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "string_list"
+    )]
+    pub config_args: Option<Vec<String>>,
+    /// Its timeout in seconds (default 3600).
+    #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "int")]
+    pub config_exec_timeout: Option<i64>,
+    /// Prepare stage program.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prepare_exec: Option<String>,
+    /// Its arguments.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "string_list"
+    )]
+    pub prepare_args: Option<Vec<String>>,
+    /// Its timeout in seconds (default 3600).
+    #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "int")]
+    pub prepare_exec_timeout: Option<i64>,
+    /// Run stage program (required).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_exec: Option<String>,
+    /// Its arguments.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "string_list"
+    )]
+    pub run_args: Option<Vec<String>>,
+    /// Cleanup stage program.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cleanup_exec: Option<String>,
+    /// Its arguments.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "string_list"
+    )]
+    pub cleanup_args: Option<Vec<String>>,
+    /// Its timeout in seconds (default 3600).
+    #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "int")]
+    pub cleanup_exec_timeout: Option<i64>,
+    /// Seconds between SIGTERM and SIGKILL (default 600).
+    #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "int")]
+    pub graceful_kill_timeout: Option<i64>,
+    /// Seconds to wait after SIGKILL (default 600).
+    #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "int")]
+    pub force_kill_timeout: Option<i64>,
+}
+
+/// An integer of any sign; ranges are checked when resolving.
+fn int<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<i64>, D::Error> {
+    struct Int;
+    impl Visitor<'_> for Int {
+        type Value = i64;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("an integer")
+        }
+        fn visit_i64<E: de::Error>(self, v: i64) -> Result<i64, E> {
+            Ok(v)
+        }
+        fn visit_u64<E: de::Error>(self, v: u64) -> Result<i64, E> {
+            i64::try_from(v).map_err(|_| E::invalid_value(de::Unexpected::Unsigned(v), &self))
+        }
+    }
+    deserializer.deserialize_i64(Int).map(Some)
+}
+
+/// An array of strings.
+fn string_list<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Vec<String>>, D::Error> {
+    struct List;
+    impl<'de> Visitor<'de> for List {
+        type Value = Vec<String>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("an array of strings")
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<String>, A::Error> {
+            let mut out = Vec::new();
+            while let Some(item) = seq.next_element::<String>()? {
+                out.push(item);
+            }
+            Ok(out)
+        }
+    }
+    deserializer.deserialize_seq(List).map(Some)
+}
+
+/// A string or an array of strings (gitlab-runner's `pull_policy`).
+fn one_or_many<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Vec<String>>, D::Error> {
+    struct OneOrMany;
+    impl<'de> Visitor<'de> for OneOrMany {
+        type Value = Vec<String>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a string or an array of strings")
+        }
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<Vec<String>, E> {
+            Ok(vec![v.to_owned()])
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<String>, A::Error> {
+            let mut out = Vec::new();
+            while let Some(item) = seq.next_element::<String>()? {
+                out.push(item);
+            }
+            Ok(out)
+        }
+    }
+    deserializer.deserialize_any(OneOrMany).map(Some)
+}

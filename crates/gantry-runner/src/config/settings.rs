@@ -1,0 +1,530 @@
+//! The resolved layer: what the runner runs with. Every value has its default applied,
+//! every closed set is an enum, every range is checked.
+
+use std::fmt;
+use std::num::NonZeroUsize;
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub use super::schema::{AzureCacheConfig, GcsCacheConfig, S3CacheConfig};
+
+/// Default `concurrent`.
+pub const DEFAULT_CONCURRENT: usize = 1;
+/// Default `check_interval` (also used when the file says ≤ 0).
+pub const DEFAULT_CHECK_INTERVAL: Duration = Duration::from_secs(3);
+/// Default `shutdown_timeout` (also used when the file says ≤ 0).
+pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default `output_limit` in KiB (also used when the file says ≤ 0).
+pub const DEFAULT_OUTPUT_LIMIT_KIB: u64 = 4096;
+/// Default `[runners.docker] wait_for_services_timeout`.
+pub const DEFAULT_WAIT_FOR_SERVICES_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default timeout of the custom executor's config/prepare/cleanup programs.
+pub const DEFAULT_CUSTOM_EXEC_TIMEOUT: Duration = Duration::from_secs(3600);
+/// Default graceful and force kill timeouts of the custom executor.
+pub const DEFAULT_CUSTOM_KILL_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// The runner configuration (`config.toml`), resolved.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// Jobs that may run at once across all runner entries (≥ 1).
+    pub concurrent: NonZeroUsize,
+    /// How often each runner entry asks for a job.
+    pub check_interval: Duration,
+    /// Log verbosity.
+    pub log_level: LogLevel,
+    /// Metrics/health listener, if any.
+    pub listen_address: Option<ListenAddress>,
+    /// How long a graceful shutdown may take.
+    pub shutdown_timeout: Duration,
+    /// `[[runners]]`, in file order.
+    pub runners: Vec<RunnerConfig>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            concurrent: NonZeroUsize::MIN,
+            check_interval: DEFAULT_CHECK_INTERVAL,
+            log_level: LogLevel::Info,
+            listen_address: None,
+            shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
+            runners: Vec::new(),
+        }
+    }
+}
+
+/// `log_level`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogLevel {
+    /// `trace`.
+    Trace,
+    /// `debug`.
+    Debug,
+    /// `info` (default).
+    Info,
+    /// `warn` (also spelled `warning`).
+    Warn,
+    /// `error`.
+    Error,
+    /// `fatal`.
+    Fatal,
+    /// `panic`.
+    Panic,
+}
+
+impl LogLevel {
+    /// Every value, as written in the file.
+    pub const NAMES: &'static [&'static str] =
+        &["trace", "debug", "info", "warn", "error", "fatal", "panic"];
+
+    /// The file spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Trace => "trace",
+            Self::Debug => "debug",
+            Self::Info => "info",
+            Self::Warn => "warn",
+            Self::Error => "error",
+            Self::Fatal => "fatal",
+            Self::Panic => "panic",
+        }
+    }
+
+    pub(crate) fn parse(value: &str) -> Option<Self> {
+        Some(match value {
+            "trace" => Self::Trace,
+            "debug" => Self::Debug,
+            "info" => Self::Info,
+            "warn" | "warning" => Self::Warn,
+            "error" => Self::Error,
+            "fatal" => Self::Fatal,
+            "panic" => Self::Panic,
+            _ => return None,
+        })
+    }
+}
+
+/// `listen_address`: `host:port`; an empty host (`:9252`) means all interfaces.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListenAddress {
+    /// Host name or IP (IPv6 without brackets); empty = all interfaces.
+    pub host: String,
+    /// TCP port.
+    pub port: u16,
+}
+
+impl ListenAddress {
+    /// The address to bind: an empty host becomes `0.0.0.0`.
+    pub fn bind_host(&self) -> &str {
+        if self.host.is_empty() {
+            "0.0.0.0"
+        } else {
+            &self.host
+        }
+    }
+
+    pub(crate) fn parse(value: &str) -> Option<Self> {
+        let (host, port) = value.trim().rsplit_once(':')?;
+        let port = port.parse().ok()?;
+        let host = match host.strip_prefix('[') {
+            Some(inner) => inner.strip_suffix(']')?,
+            None if host.contains(':') => return None,
+            None => host,
+        };
+        if host.chars().any(|c| c.is_whitespace() || c == '/') {
+            return None;
+        }
+        Some(Self {
+            host: host.to_owned(),
+            port,
+        })
+    }
+}
+
+impl fmt::Display for ListenAddress {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.host.contains(':') {
+            write!(f, "[{}]:{}", self.host, self.port)
+        } else {
+            write!(f, "{}:{}", self.host, self.port)
+        }
+    }
+}
+
+/// One `[[runners]]` entry, resolved.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunnerConfig {
+    /// Free-form name, if given.
+    pub name: Option<String>,
+    /// Server URL, as written (validated `http://` or `https://`).
+    pub url: String,
+    /// Runner id from registration, if known.
+    pub id: Option<i64>,
+    /// Runner authentication token (never empty).
+    pub token: String,
+    /// When the token was obtained (RFC 3339), if recorded.
+    pub token_obtained_at: Option<String>,
+    /// When the token expires (RFC 3339), if recorded.
+    pub token_expires_at: Option<String>,
+    /// Which executor runs this entry's jobs; chosen here, once.
+    pub executor: ExecutorKind,
+    /// Jobs this entry may run at once; `None` = only `concurrent` applies.
+    pub limit: Option<NonZeroUsize>,
+    /// Job requests this entry may have in flight at once.
+    pub request_concurrency: NonZeroUsize,
+    /// Where builds are checked out; `None` = the executor's default.
+    pub builds_dir: Option<PathBuf>,
+    /// Where the local cache lives; `None` = the executor's default.
+    pub cache_dir: Option<PathBuf>,
+    /// Extra job variables from `environment`, in file order.
+    pub environment: Vec<EnvVar>,
+    /// Job log limit in KiB.
+    pub output_limit_kib: u64,
+    /// The shell the shell executor runs scripts with.
+    pub shell: ShellKind,
+    /// `[runners.cache]`.
+    pub cache: CacheConfig,
+    /// `[runners.docker]`, if present (the docker executor uses defaults otherwise).
+    pub docker: Option<DockerConfig>,
+    /// `[runners.custom]`, if present (required by the custom executor).
+    pub custom: Option<CustomConfig>,
+}
+
+impl RunnerConfig {
+    /// A new entry with defaults, as `register` creates it.
+    pub fn new(url: impl Into<String>, token: impl Into<String>, executor: ExecutorKind) -> Self {
+        Self {
+            name: None,
+            url: url.into(),
+            id: None,
+            token: token.into(),
+            token_obtained_at: None,
+            token_expires_at: None,
+            executor,
+            limit: None,
+            request_concurrency: NonZeroUsize::MIN,
+            builds_dir: None,
+            cache_dir: None,
+            environment: Vec::new(),
+            output_limit_kib: DEFAULT_OUTPUT_LIMIT_KIB,
+            shell: ShellKind::Bash,
+            cache: CacheConfig::default(),
+            docker: None,
+            custom: None,
+        }
+    }
+
+    /// `output_limit` in bytes (what the trace buffer enforces).
+    pub fn output_limit_bytes(&self) -> u64 {
+        self.output_limit_kib.saturating_mul(1024)
+    }
+}
+
+/// `executor`: resolved once when the configuration is loaded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExecutorKind {
+    /// Scripts run in a local shell.
+    Shell,
+    /// Scripts run in Docker containers.
+    Docker,
+    /// Scripts run through the `[runners.custom]` programs.
+    Custom,
+}
+
+impl ExecutorKind {
+    /// Every value, as written in the file.
+    pub const NAMES: &'static [&'static str] = &["shell", "docker", "custom"];
+
+    /// The file spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Shell => "shell",
+            Self::Docker => "docker",
+            Self::Custom => "custom",
+        }
+    }
+
+    pub(crate) fn parse(value: &str) -> Option<Self> {
+        Some(match value {
+            "shell" => Self::Shell,
+            "docker" => Self::Docker,
+            "custom" => Self::Custom,
+            _ => return None,
+        })
+    }
+}
+
+impl fmt::Display for ExecutorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// `shell`: the POSIX shells the shell executor supports.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ShellKind {
+    /// `bash` (default); falls back to `sh` when bash is not installed.
+    #[default]
+    Bash,
+    /// `sh`.
+    Sh,
+}
+
+impl ShellKind {
+    /// Every value, as written in the file.
+    pub const NAMES: &'static [&'static str] = &["bash", "sh"];
+
+    /// The file spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Bash => "bash",
+            Self::Sh => "sh",
+        }
+    }
+
+    pub(crate) fn parse(value: &str) -> Option<Self> {
+        match value {
+            "bash" => Some(Self::Bash),
+            "sh" => Some(Self::Sh),
+            _ => None,
+        }
+    }
+}
+
+/// One `environment` entry, `NAME=value`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnvVar {
+    /// A shell variable name (`[A-Za-z_][A-Za-z0-9_]*`).
+    pub name: String,
+    /// The value (may be empty).
+    pub value: String,
+}
+
+/// `[runners.cache]`, resolved.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CacheConfig {
+    /// Remote cache backend; `None` = local cache in `cache_dir`.
+    pub kind: Option<CacheType>,
+    /// Prefix of object names.
+    pub path: Option<String>,
+    /// Share the cache between runners.
+    pub shared: bool,
+    /// Largest archive uploaded, in bytes; `None` = no limit.
+    pub max_uploaded_archive_size: Option<u64>,
+    /// `[runners.cache.s3]`.
+    pub s3: Option<S3CacheConfig>,
+    /// `[runners.cache.gcs]`.
+    pub gcs: Option<GcsCacheConfig>,
+    /// `[runners.cache.azure]`.
+    pub azure: Option<AzureCacheConfig>,
+}
+
+/// `[runners.cache] Type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CacheType {
+    /// `s3`.
+    S3,
+    /// `gcs`.
+    Gcs,
+    /// `azure`.
+    Azure,
+}
+
+impl CacheType {
+    /// Every value, as written in the file.
+    pub const NAMES: &'static [&'static str] = &["s3", "gcs", "azure"];
+
+    /// The file spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::S3 => "s3",
+            Self::Gcs => "gcs",
+            Self::Azure => "azure",
+        }
+    }
+
+    pub(crate) fn parse(value: &str) -> Option<Self> {
+        match value {
+            "s3" => Some(Self::S3),
+            "gcs" => Some(Self::Gcs),
+            "azure" => Some(Self::Azure),
+            _ => None,
+        }
+    }
+}
+
+/// `[runners.docker]`, resolved.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DockerConfig {
+    /// Default image when the job names none.
+    pub image: Option<String>,
+    /// Run containers privileged.
+    pub privileged: bool,
+    /// Extra volumes.
+    pub volumes: Vec<String>,
+    /// Pull policies tried in order (empty = the executor's default, `always`).
+    pub pull_policy: Vec<PullPolicy>,
+    /// Image patterns jobs may use (empty = any).
+    pub allowed_images: Vec<String>,
+    /// Service image patterns jobs may use (empty = any).
+    pub allowed_services: Vec<String>,
+    /// Pull policies jobs may ask for (empty = those of `pull_policy`).
+    pub allowed_pull_policies: Vec<PullPolicy>,
+    /// Memory limit.
+    pub memory: Option<ByteSize>,
+    /// CPU limit.
+    pub cpus: Option<Cpus>,
+    /// Docker network mode.
+    pub network_mode: Option<String>,
+    /// `host:ip` entries.
+    pub extra_hosts: Vec<String>,
+    /// DNS servers.
+    pub dns: Vec<String>,
+    /// Capabilities to add.
+    pub cap_add: Vec<String>,
+    /// Capabilities to drop.
+    pub cap_drop: Vec<String>,
+    /// How long to wait for services; `None` = do not wait (`-1` in the file).
+    pub wait_for_services_timeout: Option<Duration>,
+}
+
+impl Default for DockerConfig {
+    fn default() -> Self {
+        Self {
+            image: None,
+            privileged: false,
+            volumes: Vec::new(),
+            pull_policy: Vec::new(),
+            allowed_images: Vec::new(),
+            allowed_services: Vec::new(),
+            allowed_pull_policies: Vec::new(),
+            memory: None,
+            cpus: None,
+            network_mode: None,
+            extra_hosts: Vec::new(),
+            dns: Vec::new(),
+            cap_add: Vec::new(),
+            cap_drop: Vec::new(),
+            wait_for_services_timeout: Some(DEFAULT_WAIT_FOR_SERVICES_TIMEOUT),
+        }
+    }
+}
+
+/// A Docker pull policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PullPolicy {
+    /// `always`.
+    Always,
+    /// `never`.
+    Never,
+    /// `if-not-present`.
+    IfNotPresent,
+}
+
+impl PullPolicy {
+    /// Every value, as written in the file.
+    pub const NAMES: &'static [&'static str] = &["always", "never", "if-not-present"];
+
+    /// The file spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Always => "always",
+            Self::Never => "never",
+            Self::IfNotPresent => "if-not-present",
+        }
+    }
+
+    pub(crate) fn parse(value: &str) -> Option<Self> {
+        match value {
+            "always" => Some(Self::Always),
+            "never" => Some(Self::Never),
+            "if-not-present" => Some(Self::IfNotPresent),
+            _ => None,
+        }
+    }
+}
+
+/// A size as Docker writes it (`512m`, `2g`, `1048576`): the bytes, and the text to
+/// write back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ByteSize {
+    /// Bytes.
+    pub bytes: u64,
+    /// As written in the file.
+    pub text: String,
+}
+
+impl ByteSize {
+    /// Parses a non-negative integer with an optional `b`, `k`, `m`, `g` (KiB, MiB, GiB)
+    /// suffix, case-insensitive, with an optional trailing `b` (`512mb`).
+    pub fn parse(text: &str) -> Option<Self> {
+        let lower = text.trim().to_ascii_lowercase();
+        let unit_start = lower
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(lower.len());
+        let (digits, unit) = lower.split_at(unit_start);
+        if digits.is_empty() {
+            return None;
+        }
+        let number: u64 = digits.parse().ok()?;
+        let factor: u64 = match unit {
+            "" | "b" => 1,
+            "k" | "kb" => 1 << 10,
+            "m" | "mb" => 1 << 20,
+            "g" | "gb" => 1 << 30,
+            _ => return None,
+        };
+        Some(Self {
+            bytes: number.checked_mul(factor)?,
+            text: text.to_owned(),
+        })
+    }
+}
+
+/// A CPU count as Docker writes it (`1.5`): the value, and the text to write back.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cpus {
+    /// CPUs (> 0).
+    pub value: f64,
+    /// As written in the file.
+    pub text: String,
+}
+
+impl Cpus {
+    /// Parses a positive decimal number.
+    pub fn parse(text: &str) -> Option<Self> {
+        let value: f64 = text.trim().parse().ok()?;
+        (value.is_finite() && value > 0.0).then(|| Self {
+            value,
+            text: text.to_owned(),
+        })
+    }
+}
+
+/// `[runners.custom]`, resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CustomConfig {
+    /// Config stage program, if any.
+    pub config: Option<CustomProgram>,
+    /// Prepare stage program, if any.
+    pub prepare: Option<CustomProgram>,
+    /// Run stage program (runs every job stage's script; no timeout of its own).
+    pub run: CustomProgram,
+    /// Cleanup stage program, if any.
+    pub cleanup: Option<CustomProgram>,
+    /// Time between SIGTERM and SIGKILL.
+    pub graceful_kill_timeout: Duration,
+    /// Time to wait after SIGKILL.
+    pub force_kill_timeout: Duration,
+}
+
+/// One program of the custom executor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CustomProgram {
+    /// Program path.
+    pub exec: String,
+    /// Arguments.
+    pub args: Vec<String>,
+    /// Timeout (the run program uses the job's timeout instead).
+    pub timeout: Duration,
+}

@@ -1,0 +1,12 @@
+//! `gantry-runner`: the agent users install on build machines. It polls a coordinator over
+//! the GitLab Runner API (`gantry-protocol` types), runs each job's lifecycle in an
+//! executor, streams the trace, and moves artifacts and cache. It never touches the
+//! database.
+
+pub mod client;
+pub mod config;
+pub mod trace;
+pub mod shell;
+pub mod artifacts;
+pub mod cache;
+pub mod sources;

@@ -1,0 +1,549 @@
+//! The shell executor's core: run a job stage's commands in bash (or sh) on this
+//! machine, stream the output into the [`Trace`], and end the way gitlab-runner does.
+//!
+//! * The script ([`generate_script`]) exports every variable, `cd`s into the build
+//!   directory, echoes each command as `$ cmd` in bold green and stops at the first
+//!   failing command (`errexit` + `pipefail`, like gitlab-runner).
+//! * File-type variables are written to files by [`prepare_variables`] (the variable
+//!   holds the path) and removed by [`PreparedVariables::cleanup_file_variables`].
+//! * Each stage runs in a new shell, alone in a new process group. On timeout or
+//!   cancellation the whole group gets SIGTERM, then SIGKILL after the grace period.
+//!   When a stage ends normally, background processes it left behind get the same
+//!   treatment: nothing of a stage outlives it, and a forgotten `sleep &` holding the
+//!   output pipe cannot hang the job.
+//! * Every way a stage ends is a [`StageOutcome`], which maps to GitLab's
+//!   `failure_reason` ([`StageOutcome::failure_reason`]) and to the `CI_JOB_STATUS`
+//!   the `after_script` stage sees ([`StageOutcome::ci_job_status`]).
+//!
+//! The job lifecycle runs `before_script` + `script` as one stage (`step_script`) and
+//! `after_script` as another with its own timeout ([`DEFAULT_AFTER_SCRIPT_TIMEOUT`])
+//! and `job_status` from the first outcome.
+
+mod process;
+mod quote;
+mod script;
+mod variables;
+
+use std::ffi::OsStr;
+use std::fmt;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use gantry_protocol::FailureReason;
+
+use crate::config::ShellKind;
+use crate::trace::Trace;
+
+pub use quote::{is_variable_name, quote};
+pub use script::generate_script;
+pub use variables::{PreparedVariables, prepare_variables};
+
+/// gitlab-runner's default `RUNNER_AFTER_SCRIPT_TIMEOUT`.
+pub const DEFAULT_AFTER_SCRIPT_TIMEOUT: Duration = Duration::from_secs(5 * 60);
+
+/// Default time between SIGTERM and SIGKILL.
+pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(10);
+
+/// Where bash and sh are looked for first (gitlab-runner's detection order), before
+/// `PATH`.
+const BASH_PATHS: &[&str] = &["/usr/local/bin/bash", "/usr/bin/bash", "/bin/bash"];
+const SH_PATHS: &[&str] = &["/usr/local/bin/sh", "/usr/bin/sh", "/bin/sh"];
+
+/// Why a stage could not be run at all (a system failure, not the script's).
+#[derive(Debug, thiserror::Error)]
+pub enum ShellError {
+    /// No usable shell on this machine.
+    #[error("find a shell: neither bash nor sh was found in {searched} or on PATH")]
+    NoShell {
+        /// Where we looked.
+        searched: String,
+    },
+    /// A file-type variable could not be written.
+    #[error("write file variable {key} to `{}`: {source}", path.display())]
+    FileVariable {
+        /// Variable name.
+        key: String,
+        /// File.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The script file could not be written.
+    #[error("write the job script `{}`: {source}", path.display())]
+    WriteScript {
+        /// File.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The shell could not be started.
+    #[error("start `{}` in `{}`: {source}", shell.display(), work_dir.display())]
+    Spawn {
+        /// Shell binary.
+        shell: PathBuf,
+        /// Working directory.
+        work_dir: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Waiting for the shell failed.
+    #[error("wait for `{}`: {source}", shell.display())]
+    Wait {
+        /// Shell binary.
+        shell: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file could not be removed.
+    #[error("remove `{}`: {source}", path.display())]
+    Cleanup {
+        /// File.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Why a running stage was stopped from outside.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CancelReason {
+    /// The job was canceled (GitLab said `canceled`/`canceling`, §4.5).
+    JobCanceled,
+    /// The runner is shutting down (SIGTERM/SIGINT to the runner).
+    RunnerInterrupted,
+}
+
+/// How a stage ended.
+#[derive(Debug)]
+pub enum StageOutcome {
+    /// Every command succeeded.
+    Success,
+    /// A command failed; the shell exited with this code (128 + n when killed by
+    /// signal n).
+    ScriptFailure {
+        /// Exit code.
+        exit_code: i32,
+    },
+    /// The stage ran past its timeout and was killed.
+    Timeout {
+        /// The timeout.
+        after: Duration,
+    },
+    /// The stage was stopped from outside and killed.
+    Canceled {
+        /// Why.
+        reason: CancelReason,
+    },
+    /// The stage could not be run (no shell, disk full, …).
+    SystemFailure {
+        /// What went wrong.
+        error: ShellError,
+    },
+}
+
+impl StageOutcome {
+    /// Whether every command succeeded.
+    pub fn is_success(&self) -> bool {
+        matches!(self, Self::Success)
+    }
+
+    /// The shell's exit code, when a command failed.
+    pub fn exit_code(&self) -> Option<i32> {
+        match self {
+            Self::ScriptFailure { exit_code } => Some(*exit_code),
+            _ => None,
+        }
+    }
+
+    /// GitLab's `failure_reason` (§4.3) before negotiation with the server's list;
+    /// `None` on success. A canceled job is gitlab-runner's internal `job_canceled`,
+    /// which is sent as `unknown_failure`.
+    pub fn failure_reason(&self) -> Option<FailureReason> {
+        match self {
+            Self::Success => None,
+            Self::ScriptFailure { .. } => Some(FailureReason::ScriptFailure),
+            Self::Timeout { .. } => Some(FailureReason::JobExecutionTimeout),
+            Self::Canceled {
+                reason: CancelReason::JobCanceled,
+            } => Some(FailureReason::UnknownFailure),
+            Self::Canceled {
+                reason: CancelReason::RunnerInterrupted,
+            } => Some(FailureReason::RunnerInterrupted),
+            Self::SystemFailure { .. } => Some(FailureReason::RunnerSystemFailure),
+        }
+    }
+
+    /// The `CI_JOB_STATUS` the following `after_script` sees.
+    pub fn ci_job_status(&self) -> CiJobStatus {
+        match self {
+            Self::Success => CiJobStatus::Success,
+            Self::Canceled { .. } => CiJobStatus::Canceled,
+            Self::ScriptFailure { .. } | Self::Timeout { .. } | Self::SystemFailure { .. } => {
+                CiJobStatus::Failed
+            }
+        }
+    }
+}
+
+/// `CI_JOB_STATUS`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CiJobStatus {
+    /// During `before_script` and `script`.
+    Running,
+    /// `after_script` after a successful script.
+    Success,
+    /// `after_script` after a failed (or timed-out) script.
+    Failed,
+    /// `after_script` after a graceful cancellation.
+    Canceled,
+}
+
+impl CiJobStatus {
+    /// The value of the variable.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::Success => "success",
+            Self::Failed => "failed",
+            Self::Canceled => "canceled",
+        }
+    }
+}
+
+impl fmt::Display for CiJobStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One stage to run.
+#[derive(Debug, Clone, Copy)]
+pub struct Stage<'a> {
+    /// Stage name (`step_script`, `after_script`): names the script file and messages.
+    pub name: &'a str,
+    /// Commands, in order.
+    pub commands: &'a [String],
+    /// Variables to export.
+    pub variables: &'a PreparedVariables,
+    /// Directory the commands run in (must exist).
+    pub work_dir: &'a Path,
+    /// Time the stage may take.
+    pub timeout: Duration,
+    /// `CI_JOB_STATUS` for this stage.
+    pub job_status: CiJobStatus,
+}
+
+/// A shell found on this machine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolvedShell {
+    /// bash or sh.
+    pub kind: ShellKind,
+    /// Its path.
+    pub path: PathBuf,
+}
+
+/// Finds the shell for `preferred`: bash (falling back to sh, with a message saying so)
+/// or sh. Looks in gitlab-runner's fixed locations first, then on `PATH`.
+pub fn detect_shell(preferred: ShellKind) -> Result<(ResolvedShell, Option<String>), ShellError> {
+    let path_dirs: Vec<PathBuf> = std::env::var_os("PATH")
+        .map(|path| std::env::split_paths(&path).collect())
+        .unwrap_or_default();
+    let find = |fixed: &[&str], name: &str| {
+        fixed
+            .iter()
+            .map(PathBuf::from)
+            .chain(path_dirs.iter().map(|dir| dir.join(name)))
+            .find(|candidate| is_executable(candidate))
+    };
+    let bash = match preferred {
+        ShellKind::Bash => find(BASH_PATHS, "bash"),
+        ShellKind::Sh => None,
+    };
+    if let Some(path) = bash {
+        return Ok((
+            ResolvedShell {
+                kind: ShellKind::Bash,
+                path,
+            },
+            None,
+        ));
+    }
+    match find(SH_PATHS, "sh") {
+        Some(path) => {
+            let note = (preferred == ShellKind::Bash).then(|| {
+                format!(
+                    "bash was not found; running job scripts with {}",
+                    path.display()
+                )
+            });
+            Ok((
+                ResolvedShell {
+                    kind: ShellKind::Sh,
+                    path,
+                },
+                note,
+            ))
+        }
+        None => Err(ShellError::NoShell {
+            searched: [BASH_PATHS, SH_PATHS].concat().join(", "),
+        }),
+    }
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// Runs stages in a local shell.
+#[derive(Debug, Clone)]
+pub struct ShellExecutor {
+    shell: ResolvedShell,
+    script_dir: PathBuf,
+    login: bool,
+    kill_grace: Duration,
+}
+
+impl ShellExecutor {
+    /// An executor running `shell`, writing script files into `script_dir` (created
+    /// when needed; a job's temporary directory). Scripts run in a login shell
+    /// (`-l`), as gitlab-runner's shell executor does.
+    pub fn new(shell: ResolvedShell, script_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            shell,
+            script_dir: script_dir.into(),
+            login: true,
+            kill_grace: DEFAULT_KILL_GRACE,
+        }
+    }
+
+    /// Whether to run a login shell (default true).
+    pub fn login(mut self, login: bool) -> Self {
+        self.login = login;
+        self
+    }
+
+    /// Time between SIGTERM and SIGKILL (default [`DEFAULT_KILL_GRACE`]).
+    pub fn kill_grace(mut self, grace: Duration) -> Self {
+        self.kill_grace = grace;
+        self
+    }
+
+    /// The shell in use.
+    pub fn shell(&self) -> &ResolvedShell {
+        &self.shell
+    }
+
+    /// Runs `stage`, writing its output (stdout and stderr) into `trace`, until it
+    /// ends, its timeout passes, or `cancel` completes. All output is in the trace
+    /// when this returns.
+    pub async fn run(
+        &self,
+        stage: &Stage<'_>,
+        trace: &Trace,
+        cancel: impl Future<Output = CancelReason>,
+    ) -> StageOutcome {
+        for warning in stage.variables.warnings() {
+            trace.warning(warning);
+        }
+        let script = generate_script(
+            self.shell.kind,
+            stage.variables,
+            stage.job_status.as_str(),
+            stage.work_dir,
+            stage.commands,
+        );
+        let script_path = match self.write_script(stage.name, &script) {
+            Ok(path) => path,
+            Err(error) => return StageOutcome::SystemFailure { error },
+        };
+        let outcome = self.run_script(stage, &script_path, trace, cancel).await;
+        let _ = std::fs::remove_file(&script_path);
+        outcome
+    }
+
+    fn write_script(&self, stage: &str, script: &str) -> Result<PathBuf, ShellError> {
+        use std::io::Write;
+        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+
+        let name: String = stage
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '_' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        let path = self.script_dir.join(format!("script_{name}.sh"));
+        let failed = |source| ShellError::WriteScript {
+            path: path.clone(),
+            source,
+        };
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&self.script_dir)
+            .map_err(failed)?;
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o700)
+            .open(&path)
+            .map_err(failed)?;
+        file.write_all(script.as_bytes()).map_err(failed)?;
+        Ok(path)
+    }
+
+    async fn run_script(
+        &self,
+        stage: &Stage<'_>,
+        script_path: &Path,
+        trace: &Trace,
+        cancel: impl Future<Output = CancelReason>,
+    ) -> StageOutcome {
+        let mut args: Vec<&OsStr> = Vec::new();
+        if self.login {
+            args.push(OsStr::new("-l"));
+        }
+        args.push(script_path.as_os_str());
+        let mut running = match process::spawn(&self.shell.path, &args, stage.work_dir, trace) {
+            Ok(running) => running,
+            Err(source) => {
+                return StageOutcome::SystemFailure {
+                    error: ShellError::Spawn {
+                        shell: self.shell.path.clone(),
+                        work_dir: stage.work_dir.to_owned(),
+                        source,
+                    },
+                };
+            }
+        };
+
+        enum Stop {
+            Ended(process::Ended),
+            Timeout,
+            Canceled(CancelReason),
+        }
+        let stop = {
+            let cancel = std::pin::pin!(cancel);
+            tokio::select! {
+                ended = running.wait() => Stop::Ended(ended),
+                () = tokio::time::sleep(stage.timeout) => Stop::Timeout,
+                reason = cancel => Stop::Canceled(reason),
+            }
+        };
+        let outcome = match stop {
+            Stop::Ended(ended) => self.exit_outcome(ended),
+            Stop::Timeout => {
+                running.terminate(self.kill_grace).await;
+                StageOutcome::Timeout {
+                    after: stage.timeout,
+                }
+            }
+            Stop::Canceled(reason) => {
+                running.terminate(self.kill_grace).await;
+                StageOutcome::Canceled { reason }
+            }
+        };
+        running.finish(self.kill_grace).await;
+        if let StageOutcome::Timeout { after } = outcome {
+            trace.warning(&format!(
+                "{} could not run to completion because the timeout of {} was exceeded",
+                stage.name,
+                format_duration(after)
+            ));
+        }
+        outcome
+    }
+
+    fn exit_outcome(&self, ended: process::Ended) -> StageOutcome {
+        use std::os::unix::process::ExitStatusExt;
+        match ended {
+            process::Ended::Exited(status) => match (status.code(), status.signal()) {
+                (Some(0), _) => StageOutcome::Success,
+                (Some(code), _) => StageOutcome::ScriptFailure { exit_code: code },
+                (None, Some(signal)) => StageOutcome::ScriptFailure {
+                    exit_code: 128 + signal,
+                },
+                (None, None) => StageOutcome::ScriptFailure { exit_code: -1 },
+            },
+            process::Ended::Failed(source) => StageOutcome::SystemFailure {
+                error: ShellError::Wait {
+                    shell: self.shell.path.clone(),
+                    source,
+                },
+            },
+        }
+    }
+}
+
+/// `1h2m3s` style, as gitlab-runner prints durations.
+pub fn format_duration(duration: Duration) -> String {
+    let secs = duration.as_secs();
+    let (h, m, s) = (secs / 3600, secs / 60 % 60, secs % 60);
+    let millis = duration.subsec_millis();
+    let mut out = String::new();
+    if h > 0 {
+        out.push_str(&format!("{h}h"));
+    }
+    if h > 0 || m > 0 {
+        out.push_str(&format!("{m}m"));
+    }
+    if millis > 0 && h == 0 && m == 0 {
+        out.push_str(&format!("{s}.{millis:03}s"));
+    } else {
+        out.push_str(&format!("{s}s"));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outcomes_map_to_failure_reasons() {
+        assert_eq!(StageOutcome::Success.failure_reason(), None);
+        assert_eq!(
+            StageOutcome::ScriptFailure { exit_code: 2 }.failure_reason(),
+            Some(FailureReason::ScriptFailure)
+        );
+        assert_eq!(
+            StageOutcome::Timeout {
+                after: Duration::from_secs(1)
+            }
+            .failure_reason(),
+            Some(FailureReason::JobExecutionTimeout)
+        );
+        assert_eq!(
+            StageOutcome::Canceled {
+                reason: CancelReason::RunnerInterrupted
+            }
+            .failure_reason(),
+            Some(FailureReason::RunnerInterrupted)
+        );
+        assert_eq!(
+            StageOutcome::Canceled {
+                reason: CancelReason::JobCanceled
+            }
+            .ci_job_status(),
+            CiJobStatus::Canceled
+        );
+    }
+
+    #[test]
+    fn durations_read_like_gitlab_runner_s() {
+        assert_eq!(format_duration(Duration::from_secs(3723)), "1h2m3s");
+        assert_eq!(format_duration(Duration::from_secs(60)), "1m0s");
+        assert_eq!(format_duration(Duration::from_millis(1500)), "1.500s");
+    }
+}

@@ -1,0 +1,371 @@
+//! `config.toml` loading: defaults, warnings for unknown keys, errors naming keys, and
+//! save → load round trips. Error texts are snapshots: they are what a user sees.
+
+use std::path::Path;
+use std::time::Duration;
+
+use gantry_runner::config::{
+    Config, ConfigError, ExecutorKind, LogLevel, PullPolicy, RunnerConfig, ShellKind, WarningKind,
+};
+
+fn load(text: &str) -> Result<(Config, Vec<String>), ConfigError> {
+    Config::from_toml(text, Path::new("/etc/gantry/config.toml"))
+        .map(|(config, warnings)| (config, warnings.iter().map(ToString::to_string).collect()))
+}
+
+fn error(text: &str) -> String {
+    load(text)
+        .map(|_| ())
+        .expect_err("the text should be rejected")
+        .to_string()
+}
+
+const MINIMAL: &str = r#"
+[[runners]]
+url = "https://gitlab.example.com/"
+token = "glrt-t1_abc"
+executor = "shell"
+"#;
+
+#[test]
+fn minimal_file_gets_gitlab_runner_defaults() {
+    let (config, warnings) = load(MINIMAL).unwrap();
+    assert!(warnings.is_empty(), "{warnings:?}");
+    assert_eq!(config.concurrent.get(), 1);
+    assert_eq!(config.check_interval, Duration::from_secs(3));
+    assert_eq!(config.shutdown_timeout, Duration::from_secs(30));
+    assert_eq!(config.log_level, LogLevel::Info);
+    assert_eq!(config.listen_address, None);
+    let runner = &config.runners[0];
+    assert_eq!(runner.executor, ExecutorKind::Shell);
+    assert_eq!(runner.limit, None);
+    assert_eq!(runner.request_concurrency.get(), 1);
+    assert_eq!(runner.output_limit_kib, 4096);
+    assert_eq!(runner.output_limit_bytes(), 4 * 1024 * 1024);
+    assert_eq!(runner.shell, ShellKind::Bash);
+    assert!(runner.docker.is_none());
+}
+
+#[test]
+fn a_gitlab_runner_config_loads() {
+    // As `gitlab-runner register` writes it.
+    let text = r#"
+concurrent = 4
+check_interval = 0
+shutdown_timeout = 0
+log_level = "warning"
+listen_address = ":9252"
+
+[session_server]
+  session_timeout = 1800
+
+[[runners]]
+  name = "build-box"
+  url = "https://gitlab.example.com"
+  id = 42
+  token = "glrt-t3_abcdef"
+  token_obtained_at = 2025-01-02T03:04:05Z
+  token_expires_at = 0001-01-01T00:00:00Z
+  executor = "docker"
+  limit = 2
+  request_concurrency = 3
+  environment = ["GIT_DEPTH=10", "EMPTY="]
+  output_limit = 8192
+  [runners.cache]
+    MaxUploadedArchiveSize = 0
+    Type = "s3"
+    Shared = true
+    [runners.cache.s3]
+      ServerAddress = "minio:9000"
+      BucketName = "cache"
+      Insecure = true
+  [runners.docker]
+    tls_verify = false
+    image = "alpine:3.20"
+    privileged = false
+    disable_cache = false
+    volumes = ["/cache"]
+    pull_policy = ["if-not-present", "always"]
+    memory = "2g"
+    cpus = "1.5"
+    shm_size = 0
+    wait_for_services_timeout = -1
+"#;
+    let (config, warnings) = load(text).unwrap();
+    assert_eq!(config.concurrent.get(), 4);
+    assert_eq!(config.check_interval, Duration::from_secs(3));
+    assert_eq!(config.log_level, LogLevel::Warn);
+    assert_eq!(
+        config.listen_address.as_ref().unwrap().bind_host(),
+        "0.0.0.0"
+    );
+    assert_eq!(config.listen_address.as_ref().unwrap().port, 9252);
+    let runner = &config.runners[0];
+    assert_eq!(runner.executor, ExecutorKind::Docker);
+    assert_eq!(runner.limit.map(|n| n.get()), Some(2));
+    assert_eq!(runner.request_concurrency.get(), 3);
+    assert_eq!(runner.environment[0].name, "GIT_DEPTH");
+    assert_eq!(runner.environment[1].value, "");
+    assert_eq!(runner.output_limit_bytes(), 8192 * 1024);
+    assert_eq!(
+        runner.token_obtained_at.as_deref(),
+        Some("2025-01-02T03:04:05Z")
+    );
+    assert!(runner.cache.shared);
+    assert_eq!(
+        runner.cache.s3.as_ref().unwrap().bucket_name.as_deref(),
+        Some("cache")
+    );
+    let docker = runner.docker.as_ref().unwrap();
+    assert_eq!(
+        docker.pull_policy,
+        vec![PullPolicy::IfNotPresent, PullPolicy::Always]
+    );
+    assert_eq!(docker.memory.as_ref().unwrap().bytes, 2 << 30);
+    assert_eq!(docker.cpus.as_ref().unwrap().value, 1.5);
+    assert_eq!(docker.wait_for_services_timeout, None);
+    insta::assert_snapshot!(warnings.join("\n"), @r"
+    `session_server` (line 8, column 2) is a gitlab-runner setting gantry does not support; it is ignored
+    unknown key `runners[0].docker.tls_verify` (line 32, column 5) is ignored
+    unknown key `runners[0].docker.disable_cache` (line 35, column 5) is ignored
+    unknown key `runners[0].docker.shm_size` (line 40, column 5) is ignored
+    ");
+}
+
+#[test]
+fn unknown_keys_are_warnings_naming_the_full_path() {
+    let text = r#"
+concurrency = 3
+[[runners]]
+url = "https://gitlab.example.com/"
+token = "glrt-x"
+executor = "shell"
+limmit = 2
+clone_url = "https://mirror"
+[runners.cache]
+Typo = "s3"
+[runners.custom]
+run_exec = "/bin/run"
+"#;
+    let (config, warnings) = load(text).unwrap();
+    assert_eq!(config.runners.len(), 1);
+    insta::assert_snapshot!(warnings.join("\n"), @r"
+    unknown key `concurrency` (line 2, column 1) is ignored
+    unknown key `runners[0].limmit` (line 7, column 1) is ignored
+    `runners[0].clone_url` (line 8, column 1) is a gitlab-runner setting gantry does not support; it is ignored
+    unknown key `runners[0].cache.Typo` (line 10, column 1) is ignored
+    `runners[0].custom` (line 11, column 10): the shell executor does not use this section
+    ");
+    let (_, typed) = Config::from_toml(text, Path::new("c.toml")).unwrap();
+    assert_eq!(typed[0].kind, WarningKind::UnknownKey);
+    assert_eq!(typed[2].kind, WarningKind::Unsupported);
+}
+
+#[test]
+fn a_value_of_the_wrong_type_names_the_key_and_the_expected_type() {
+    insta::assert_snapshot!(error("concurrent = \"four\"\n"), @r#"
+    load runner configuration `/etc/gantry/config.toml`: `concurrent` (line 1, column 14): invalid type: string "four", expected an integer
+    fix the file and try again
+    "#);
+    insta::assert_snapshot!(error(&format!("{MINIMAL}limit = 1.5\n")), @r"
+    load runner configuration `/etc/gantry/config.toml`: `runners[0].limit` (line 6, column 9): invalid type: floating point `1.5`, expected an integer
+    fix the file and try again
+    ");
+    insta::assert_snapshot!(error(&format!("{MINIMAL}environment = \"A=B\"\n")), @r#"
+    load runner configuration `/etc/gantry/config.toml`: `runners[0].environment` (line 6, column 15): invalid type: string "A=B", expected an array of strings
+    fix the file and try again
+    "#);
+    insta::assert_snapshot!(error(&format!("{MINIMAL}environment = [\"A=B\", 3]\n")), @r"
+    load runner configuration `/etc/gantry/config.toml`: `runners[0].environment[1]` (line 6, column 23): invalid type: integer `3`, expected a string
+    fix the file and try again
+    ");
+    insta::assert_snapshot!(error(&format!("{MINIMAL}[runners.docker]\nprivileged = \"yes\"\n")), @r#"
+    load runner configuration `/etc/gantry/config.toml`: `runners[0].docker.privileged` (line 7, column 14): invalid type: string "yes", expected a boolean
+    fix the file and try again
+    "#);
+}
+
+#[test]
+fn every_bad_value_is_reported_at_once() {
+    let text = r#"
+concurrent = 0
+log_level = "loud"
+listen_address = "nope"
+
+[[runners]]
+url = "ftp://gitlab.example.com"
+executor = "kubernetes"
+shell = "pwsh"
+limit = -1
+environment = ["OK=1", "NOEQUALS", "1BAD=x"]
+[runners.cache]
+Type = "dropbox"
+[runners.docker]
+memory = "lots"
+cpus = "0"
+pull_policy = "sometimes"
+wait_for_services_timeout = -5
+
+[[runners]]
+token = "glrt-y"
+executor = "custom"
+"#;
+    insta::assert_snapshot!(error(text), @r#"
+    load runner configuration `/etc/gantry/config.toml`: 17 invalid values
+      `concurrent` (line 2, column 1): expected a positive number of jobs that may run at once, found 0
+      `log_level` (line 3, column 1): expected `trace`, `debug`, `info`, `warn`, `error`, `fatal` or `panic`, found "loud"
+      `listen_address` (line 4, column 1): expected `host:port` (e.g. `:9252` or `127.0.0.1:9252`), found "nope"
+      `runners[0].token` (line 6, column 1): missing; register the runner with `gantry runner register` to obtain one
+      `runners[0].url` (line 7, column 1): expected an `http://` or `https://` URL, found "ftp://gitlab.example.com"
+      `runners[0].executor` (line 8, column 1): unsupported executor "kubernetes" (a gitlab-runner executor gantry does not provide); expected `shell`, `docker` or `custom`
+      `runners[0].shell` (line 9, column 1): unsupported shell "pwsh"; expected `bash` or `sh` (the shell executor runs POSIX shells)
+      `runners[0].limit` (line 10, column 1): expected a number of jobs ≥ 0 (0 = no limit), found -1
+      `runners[0].environment[1]` (line 11, column 24): expected `NAME=value`, found "NOEQUALS"
+      `runners[0].environment[2]` (line 11, column 36): expected `NAME=value` where NAME is a shell variable name (letters, digits, `_`; not starting with a digit), found name "1BAD"
+      `runners[0].cache.Type` (line 13, column 1): unsupported cache type "dropbox"; expected `s3`, `gcs` or `azure` (or no `Type` for the local cache)
+      `runners[0].docker.memory` (line 15, column 1): expected a size such as `512m` or `2g` (suffix b, k, m or g), found "lots"
+      `runners[0].docker.cpus` (line 16, column 1): expected a positive number of CPUs such as "1.5", found "0"
+      `runners[0].docker.pull_policy[0]` (line 17, column 1): unknown pull policy "sometimes"; expected `always`, `never` or `if-not-present`
+      `runners[0].docker.wait_for_services_timeout` (line 18, column 1): expected seconds ≥ 0, or -1 to not wait, found -5
+      `runners[1].url` (line 20, column 1): missing; expected the server URL, e.g. `https://gitlab.example.com/`
+      `runners[1].custom` (line 20, column 1): missing; the custom executor needs a `[runners.custom]` section with `run_exec`
+    fix the file and try again
+    "#);
+}
+
+#[test]
+fn syntax_errors_give_a_position() {
+    insta::assert_snapshot!(error("concurrent = \n[[runners]]\n"), @r"
+    parse runner configuration `/etc/gantry/config.toml` (line 1, column 14): string values must be quoted, expected literal string
+    fix the TOML syntax at that position
+    ");
+}
+
+#[test]
+fn a_missing_file_names_the_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("absent.toml");
+    let message = Config::load(&path).unwrap_err().to_string();
+    assert!(
+        message.starts_with(&format!("read runner configuration `{}`: ", path.display())),
+        "{message}"
+    );
+}
+
+#[test]
+fn save_is_atomic_private_and_round_trips() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("etc").join("config.toml");
+    let mut config = Config::default();
+    let mut runner = RunnerConfig::new(
+        "https://gitlab.example.com/",
+        "glrt-t1_secret",
+        ExecutorKind::Shell,
+    );
+    runner.name = Some("laptop".into());
+    runner.id = Some(7);
+    runner.token_obtained_at = Some("2025-01-02T03:04:05Z".into());
+    config.runners.push(runner);
+    config.save(&path).unwrap();
+
+    let mode =
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&path).unwrap().permissions());
+    assert_eq!(mode & 0o777, 0o600);
+    let entries: Vec<_> = std::fs::read_dir(path.parent().unwrap()).unwrap().collect();
+    assert_eq!(entries.len(), 1, "temporary files left behind");
+
+    let (loaded, warnings) = Config::load(&path).unwrap();
+    assert!(warnings.is_empty(), "{warnings:?}");
+    assert_eq!(loaded, config);
+    insta::assert_snapshot!(std::fs::read_to_string(&path).unwrap(), @r#"
+    concurrent = 1
+    check_interval = 3
+    log_level = "info"
+    shutdown_timeout = 30
+
+    [[runners]]
+    name = "laptop"
+    url = "https://gitlab.example.com/"
+    id = 7
+    token = "glrt-t1_secret"
+    token_obtained_at = 2025-01-02T03:04:05Z
+    executor = "shell"
+    limit = 0
+    request_concurrency = 1
+    output_limit = 4096
+    shell = "bash"
+    "#);
+
+    // Saving over an existing file replaces it.
+    config.concurrent = std::num::NonZeroUsize::new(8).unwrap();
+    config.save(&path).unwrap();
+    assert_eq!(Config::load(&path).unwrap().0.concurrent.get(), 8);
+}
+
+#[test]
+fn a_full_config_round_trips() {
+    let text = r#"
+concurrent = 2
+log_level = "debug"
+listen_address = "127.0.0.1:9252"
+[[runners]]
+url = "https://gitlab.example.com/"
+token = "glrt-x"
+executor = "docker"
+environment = ["A=1"]
+builds_dir = "/builds"
+cache_dir = "/cache"
+[runners.cache]
+Type = "gcs"
+Path = "prefix"
+[runners.cache.gcs]
+BucketName = "b"
+[runners.docker]
+image = "alpine"
+memory = "512m"
+cpus = "2"
+pull_policy = "never"
+allowed_pull_policies = ["never"]
+cap_add = ["NET_ADMIN"]
+[[runners]]
+url = "http://localhost:8080"
+token = "glrt-y"
+executor = "custom"
+[runners.custom]
+run_exec = "/opt/run.sh"
+run_args = ["--fast"]
+prepare_exec = "/opt/prepare.sh"
+prepare_exec_timeout = 60
+"#;
+    let (config, warnings) = load(text).unwrap();
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let saved = config.to_toml().unwrap();
+    let (again, warnings) = Config::from_toml(&saved, Path::new("saved.toml")).unwrap();
+    assert!(warnings.is_empty(), "{warnings:?}");
+    assert_eq!(again, config);
+    let custom = again.runners[1].custom.as_ref().unwrap();
+    assert_eq!(
+        custom.prepare.as_ref().unwrap().timeout,
+        Duration::from_secs(60)
+    );
+    assert_eq!(custom.run.args, vec!["--fast".to_owned()]);
+}
+
+#[test]
+fn nothing_panics_on_odd_input() {
+    for text in [
+        "",
+        "[[runners]]",
+        "runners = 3",
+        "runners = [1, 2]",
+        "[runners]\nx = 1",
+        "concurrent = 99999999999999999999",
+        "concurrent = -9223372036854775808",
+        "[[runners]]\n[runners.docker]\nmemory = \"99999999999999999999g\"",
+        "\u{feff}concurrent = 1",
+        "\0",
+        "[[runners]]\nurl = \"https://\"\ntoken=\"t\"\nexecutor=\"shell\"",
+    ] {
+        let _ = load(text);
+    }
+}
