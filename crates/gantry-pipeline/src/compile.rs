@@ -322,7 +322,7 @@ fn process(mut root: Map, opts: &Options, ctx: &Context, files: &[String], cx: &
             continue;
         }
         if is_bridge && !opts.fragment && !m.contains_key("trigger") {
-            let bridge_need = m.get("needs").and_then(|n| flatten_nodes(n).or_else(|| Some(vec![n.clone()]))).is_some_and(|items| {
+            let bridge_need = m.get("needs").and_then(|n| flatten_nodes(n).or_else(|| Some(vec![n]))).is_some_and(|items| {
                 items.iter().any(|i| i.as_map().is_some_and(|nm| nm.contains_key("pipeline") && !nm.contains_key("job")))
             });
             if !bridge_need {
@@ -952,7 +952,7 @@ fn parse_job(
 fn parse_needs(n: &Node, path: &str, bridge: bool, cx: &mut Cx) -> Option<NeedList> {
     let items = match &n.value {
         Value::Seq(_) => flatten_nodes(n)?,
-        Value::Map(_) => vec![n.clone()],
+        Value::Map(_) => vec![n],
         _ => {
             cx.config(path, "can only be a Hash or an Array", n.pos);
             return None;

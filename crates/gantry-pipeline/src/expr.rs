@@ -51,19 +51,26 @@ pub enum ExprError {
 /// A parsed `rules:if` / `only:variables` expression.
 #[derive(Debug, Clone)]
 pub struct Expression {
-    root: Node,
+    root: std::sync::Arc<Node>,
 }
 
 impl Expression {
     /// Parses an expression; errors correspond to GitLab's "invalid expression syntax".
     pub fn parse(text: &str) -> Result<Expression, ExprError> {
+        // Rules shared through `extends`/`!reference`/`default` are the same text in many
+        // jobs: parse each text once per process.
+        static CACHE: Memo<Result<Expression, ExprError>> = Memo::new();
+        CACHE.get_or(text, || Self::parse_uncached(text))
+    }
+
+    fn parse_uncached(text: &str) -> Result<Expression, ExprError> {
         let tokens = tokenize(text)?;
         if tokens.is_empty() {
             return Err(ExprError::Empty);
         }
         let rpn = to_rpn(tokens)?;
         let root = build_tree(rpn)?;
-        Ok(Expression { root })
+        Ok(Expression { root: std::sync::Arc::new(root) })
     }
 
     /// `vars(name)` returns the raw (unexpanded) value of a CI variable or None if undefined.
@@ -460,8 +467,49 @@ fn split_ruby_syntax(s: &str) -> Option<(&str, &str)> {
     None
 }
 
-/// Builds an RE2-compatible regex from a body and `ismU` flags.
+/// A small bounded memo table keyed by text (pure: results depend only on the key).
+/// Cleared when it reaches [`Memo::CAPACITY`] entries, so memory stays bounded whatever the
+/// input.
+struct Memo<T> {
+    map: std::sync::Mutex<Option<std::collections::HashMap<String, T>>>,
+}
+
+impl<T: Clone> Memo<T> {
+    const CAPACITY: usize = 4096;
+
+    const fn new() -> Self {
+        Self {
+            map: std::sync::Mutex::new(None),
+        }
+    }
+
+    fn get_or(&self, key: &str, make: impl FnOnce() -> T) -> T {
+        if let Ok(guard) = self.map.lock() {
+            if let Some(v) = guard.as_ref().and_then(|m| m.get(key)) {
+                return v.clone();
+            }
+        }
+        let value = make();
+        if let Ok(mut guard) = self.map.lock() {
+            let map = guard.get_or_insert_with(Default::default);
+            if map.len() >= Self::CAPACITY {
+                map.clear();
+            }
+            map.insert(key.to_owned(), value.clone());
+        }
+        value
+    }
+}
+
+/// Builds an RE2-compatible regex from a body and `ismU` flags (memoized: the same
+/// pattern recurs across jobs and evaluations).
 fn compile_re2(body: &str, flags: &str) -> Result<RegexLit, ExprError> {
+    static CACHE: Memo<Result<RegexLit, ExprError>> = Memo::new();
+    let key = format!("{flags}/{body}");
+    CACHE.get_or(&key, || compile_re2_uncached(body, flags))
+}
+
+fn compile_re2_uncached(body: &str, flags: &str) -> Result<RegexLit, ExprError> {
     let source = if flags.is_empty() {
         body.to_string()
     } else {

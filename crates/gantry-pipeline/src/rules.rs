@@ -154,7 +154,7 @@ fn parse_rule(node: &Node, path: &str, target: RuleTarget, cx: &mut Cx) -> Optio
             // `rules:needs` takes job needs only (no cross-project or cross-pipeline needs).
             let items = match &n.value {
                 Value::Seq(_) => flatten_nodes(n).unwrap_or_default(),
-                _ => vec![n.clone()],
+                _ => vec![n],
             };
             for item in &items {
                 let ok = match &item.value {

@@ -143,13 +143,14 @@ pub fn flatten_strings(node: &Node, depth: usize, out: &mut Vec<String>) -> bool
 }
 
 /// Flatten nested arrays (any items) up to [`MAX_NESTING`] levels; `None` when deeper.
-pub fn flatten_nodes(node: &Node) -> Option<Vec<Node>> {
-    fn go(node: &Node, depth: usize, out: &mut Vec<Node>) -> bool {
+/// Borrows the items: rules and needs are flattened once per job.
+pub fn flatten_nodes(node: &Node) -> Option<Vec<&Node>> {
+    fn go<'a>(node: &'a Node, depth: usize, out: &mut Vec<&'a Node>) -> bool {
         match &node.value {
             Value::Seq(items) if depth < MAX_NESTING => items.iter().all(|i| go(i, depth + 1, out)),
             Value::Seq(_) => false,
             _ => {
-                out.push(node.clone());
+                out.push(node);
                 true
             }
         }

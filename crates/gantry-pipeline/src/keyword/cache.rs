@@ -53,7 +53,7 @@ pub(crate) fn caches(node: &Node, path: &str, cx: &mut Cx) -> Option<Vec<Cache>>
 /// The items of an array with nested arrays flattened (as Ruby's `flatten`, capped at
 /// [`crate::validate::MAX_NESTING`] levels).
 pub(super) fn flattened(node: &Node, path: &str, cx: &mut Cx) -> Option<Vec<Node>> {
-    let items = crate::validate::flatten_nodes(node);
+    let items = crate::validate::flatten_nodes(node).map(|v| v.into_iter().cloned().collect());
     if items.is_none() {
         cx.config(path, "should be an array", node.pos);
     }
