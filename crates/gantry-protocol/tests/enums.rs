@@ -43,7 +43,6 @@ fn every_enum_round_trips_through_its_wire_strings() {
     check_all(ArtifactFormat::ALL, ArtifactFormat::NAMES, |v| v.as_str());
     check_all(Feature::ALL, Feature::NAMES, |v| v.as_str());
     check_all(When::ALL, When::NAMES, |v| v.as_str());
-    check_all(CachePolicy::ALL, CachePolicy::NAMES, |v| v.as_str());
     check_all(PullPolicy::ALL, PullPolicy::NAMES, |v| v.as_str());
     check_all(PortProtocol::ALL, PortProtocol::NAMES, |v| v.as_str());
     check_all(StepName::ALL, StepName::NAMES, |v| v.as_str());
@@ -104,6 +103,27 @@ fn unknown_values_are_clear_errors() {
             .to_string(),
         "parse artifact format `bogus`: expected one of `zip`, `gzip`, `raw`, `zipzstd`, `tarzstd`"
     );
+}
+
+#[test]
+fn cache_policy_is_a_known_policy_or_a_variable_for_the_runner() {
+    assert_eq!(CachePolicy::ALL.len(), CachePolicy::NAMES.len());
+    for (value, name) in CachePolicy::ALL.iter().zip(CachePolicy::NAMES) {
+        assert_eq!(value.as_str(), *name);
+        assert_eq!(serde_json::to_value(value).expect("serializes"), serde_json::json!(name));
+        assert_eq!(&serde_json::from_value::<CachePolicy>(serde_json::json!(name)).expect("decodes"), value);
+    }
+    // GitLab passes `policy: $CACHE_POLICY` through; the runner expands it.
+    let variable: CachePolicy = serde_json::from_value(serde_json::json!("$CACHE_POLICY")).expect("decodes");
+    assert_eq!(variable, CachePolicy::Variable("$CACHE_POLICY".to_owned()));
+    assert!(variable.is_variable());
+    assert_eq!(serde_json::to_value(&variable).expect("serializes"), serde_json::json!("$CACHE_POLICY"));
+    assert_eq!("${P}".parse::<CachePolicy>().expect("parses"), CachePolicy::Variable("${P}".to_owned()));
+    assert_eq!(
+        "pul".parse::<CachePolicy>().expect_err("unknown").to_string(),
+        "parse cache policy `pul`: expected one of `pull`, `push`, `pull-push`, `$VARIABLE`"
+    );
+    assert!(serde_json::from_value::<CachePolicy>(serde_json::json!(1)).is_err());
 }
 
 #[test]

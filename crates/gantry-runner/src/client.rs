@@ -6,9 +6,9 @@
 use std::time::Duration;
 
 use gantry_protocol::{
-    ArtifactUploadParams, JobRequest, JobResponse, PatchTraceResponse, RegisterRunnerRequest, RegisterRunnerResponse,
-    RunnerTokenRequest, UpdateJobRequest, UpdateJobResponse, VerifyRunnerRequest, VerifyRunnerResponse, VersionInfo,
-    header, long_poll, parse_job_response,
+    ArtifactUploadParams, JobRequest, JobResponse, PatchTraceParams, PatchTraceResponse, RegisterRunnerRequest,
+    RegisterRunnerResponse, RunnerTokenRequest, UnregisterManagerRequest, UpdateJobRequest, UpdateJobResponse,
+    VerifyRunnerRequest, VerifyRunnerResponse, VersionInfo, header, long_poll, parse_job_response,
 };
 
 /// Why a call could not be made or was refused.
@@ -39,6 +39,18 @@ impl ClientError {
     }
 }
 
+/// An answer to `PUT /jobs/:id`: the HTTP status and what it means (§4.2). The status
+/// matters for final updates: GitLab answers an applied `state=failed` with `200` and
+/// `Job-Status: failed`, which [`UpdateJobResponse::classify`] reads as "abort" (right
+/// for a job still running, but here it means "done").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UpdateAnswer {
+    /// HTTP status.
+    pub status: u16,
+    /// The classified answer.
+    pub response: UpdateJobResponse,
+}
+
 /// Answer to a job request.
 #[derive(Debug)]
 pub enum JobRequestOutcome {
@@ -46,6 +58,17 @@ pub enum JobRequestOutcome {
     Job(Box<JobResponse>),
     /// `204`: no job now; echo `last_update` in the next request.
     NoJob { last_update: Option<String> },
+    /// `201`, but the payload does not decode. The job is assigned to this runner all the
+    /// same: its `id` and `token`, when they can be read, let the runner fail it with the
+    /// reason instead of leaving it to time out.
+    Undecodable {
+        /// The job id, if readable.
+        id: Option<i64>,
+        /// The job token, if readable.
+        token: Option<String>,
+        /// What is wrong, naming the JSON path.
+        error: gantry_protocol::ProtocolError,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -74,6 +97,16 @@ impl Client {
             base: format!("{}/api/v4", url.trim_end_matches('/')),
             info,
         })
+    }
+
+    /// The `info` object this client sends (§2.8).
+    pub fn info(&self) -> &VersionInfo {
+        &self.info
+    }
+
+    /// The API base, `<server>/api/v4`.
+    pub fn base_url(&self) -> &str {
+        &self.base
     }
 
     fn url(&self, path: &str) -> String {
@@ -136,6 +169,20 @@ impl Client {
         Ok(())
     }
 
+    /// `DELETE /runners/managers`: remove only this runner manager (`system_id`), the
+    /// unregistration of `glrt-` runners, which belong to the UI/API (§2.5).
+    pub async fn unregister_manager(&self, token: &str, system_id: &str) -> Result<(), ClientError> {
+        let req = UnregisterManagerRequest {
+            token: token.to_owned(),
+            system_id: system_id.to_owned(),
+        };
+        let r = self.http.delete(self.url("/runners/managers")).json(&req).send().await.map_err(|e| self.unreachable(e))?;
+        if r.status().as_u16() != 204 {
+            return Err(Self::refused("unregister the runner manager", r).await);
+        }
+        Ok(())
+    }
+
     /// `POST /jobs/request`: long-polls for a job (§3).
     pub async fn request_job(&self, token: &str, system_id: &str, last_update: Option<&str>) -> Result<JobRequestOutcome, ClientError> {
         let req = JobRequest {
@@ -149,7 +196,18 @@ impl Client {
         match r.status().as_u16() {
             201 => {
                 let bytes = r.bytes().await.map_err(|e| self.unreachable(e))?;
-                Ok(JobRequestOutcome::Job(Box::new(parse_job_response(&bytes)?)))
+                match parse_job_response(&bytes) {
+                    Ok(job) => Ok(JobRequestOutcome::Job(Box::new(job))),
+                    Err(error) => {
+                        let value: Option<serde_json::Value> = serde_json::from_slice(&bytes).ok();
+                        let field = |name: &str| value.as_ref().and_then(|v| v.get(name).cloned());
+                        Ok(JobRequestOutcome::Undecodable {
+                            id: field("id").and_then(|v| v.as_i64()),
+                            token: field("token").and_then(|v| v.as_str().map(str::to_owned)),
+                            error,
+                        })
+                    }
+                }
             }
             204 => Ok(JobRequestOutcome::NoJob {
                 last_update: header_str(&r, header::LAST_UPDATE),
@@ -159,7 +217,7 @@ impl Client {
     }
 
     /// `PUT /jobs/:id`: state update; the answer is classified (§4.2).
-    pub async fn update_job(&self, job_id: i64, req: &UpdateJobRequest) -> Result<UpdateJobResponse, ClientError> {
+    pub async fn update_job(&self, job_id: i64, req: &UpdateJobRequest) -> Result<UpdateAnswer, ClientError> {
         let r = self
             .http
             .put(self.url(&format!("/jobs/{job_id}")))
@@ -167,20 +225,31 @@ impl Client {
             .send()
             .await
             .map_err(|e| self.unreachable(e))?;
-        Ok(UpdateJobResponse::classify(
-            r.status().as_u16(),
-            header_str(&r, header::JOB_STATUS).as_deref(),
-            header_str(&r, header::TRACE_UPDATE_INTERVAL).as_deref(),
-        ))
+        let status = r.status().as_u16();
+        Ok(UpdateAnswer {
+            status,
+            response: UpdateJobResponse::classify(
+                status,
+                header_str(&r, header::JOB_STATUS).as_deref(),
+                header_str(&r, header::TRACE_UPDATE_INTERVAL).as_deref(),
+            ),
+        })
     }
 
-    /// `PATCH /jobs/:id/trace`: append `data` at byte `start` (§5).
-    pub async fn patch_trace(&self, job_id: i64, job_token: &str, start: u64, data: Vec<u8>) -> Result<PatchTraceResponse, ClientError> {
+    /// `PATCH /jobs/:id/trace?debug_trace=…`: append `data` at byte `start` (§5).
+    pub async fn patch_trace(
+        &self,
+        job_id: i64,
+        job_token: &str,
+        params: PatchTraceParams,
+        start: u64,
+        data: Vec<u8>,
+    ) -> Result<PatchTraceResponse, ClientError> {
         let len = u64::try_from(data.len()).unwrap_or(u64::MAX);
         let range = gantry_protocol::ContentRange::for_chunk(start, len).map(|r| r.to_string()).unwrap_or_else(|| format!("{start}-{start}"));
         let r = self
             .http
-            .patch(self.url(&format!("/jobs/{job_id}/trace")))
+            .patch(format!("{}?{}", self.url(&format!("/jobs/{job_id}/trace")), params.to_query()))
             .header(header::JOB_TOKEN, job_token)
             .header(header::CONTENT_RANGE, range)
             .header("content-type", "text/plain")
@@ -196,7 +265,11 @@ impl Client {
         ))
     }
 
-    /// `POST /jobs/:id/artifacts` (multipart, §6.2).
+    /// `POST /jobs/:id/artifacts` (multipart, §6.2). The parameters go in the query, as
+    /// gitlab-runner sends them; `artifact_type` and `artifact_format` are repeated as form
+    /// fields before the file, as gitlab-runner-rs sends them (Rails merges both, §6.2),
+    /// so servers that read only one of the two places get them too. `expire_in` stays in
+    /// the query only.
     pub async fn upload_artifact(
         &self,
         job_id: i64,
@@ -206,7 +279,14 @@ impl Client {
         data: Vec<u8>,
     ) -> Result<(), ClientError> {
         let part = reqwest::multipart::Part::bytes(data).file_name(filename.to_owned());
-        let form = reqwest::multipart::Form::new().part("file", part);
+        let mut form = reqwest::multipart::Form::new();
+        if let Some(kind) = params.artifact_type {
+            form = form.text("artifact_type", kind.as_str());
+        }
+        if let Some(format) = params.artifact_format {
+            form = form.text("artifact_format", format.as_str());
+        }
+        let form = form.part("file", part);
         let r = self
             .http
             .post(format!("{}?{}", self.url(&format!("/jobs/{job_id}/artifacts")), params.to_query()))

@@ -10,3 +10,5 @@ pub mod shell;
 pub mod artifacts;
 pub mod cache;
 pub mod sources;
+pub mod job;
+pub mod poll;

@@ -368,6 +368,27 @@ impl Store {
         Ok(rows.iter().map(|r| (Job::from_row(r), r.get::<i64, _>("running"))).collect())
     }
 
+    /// Pending jobs in queue order (oldest first), without their specs: what job
+    /// selection reads on every request, so it stays small.
+    pub async fn pending_queue(&self, limit: i64) -> Result<Vec<QueuedJob>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {} FROM jobs WHERE status = 'pending' ORDER BY queued_at, id LIMIT $1",
+            QueuedJob::COLUMNS
+        ))
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(QueuedJob::from_row).collect())
+    }
+
+    /// `(project id, running jobs)` for every project with running jobs (fair share).
+    pub async fn running_jobs_per_project(&self) -> Result<Vec<(i64, i64)>> {
+        let rows = sqlx::query("SELECT project_id, COUNT(*) FROM jobs WHERE status = 'running' GROUP BY project_id")
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows.iter().map(|r| (r.get::<i64, _>(0), r.get::<i64, _>(1))).collect())
+    }
+
     /// Hand a pending job to a runner. Returns false when another runner got it first
     /// (the row is no longer pending): every pending job goes to exactly one runner.
     pub async fn assign_job(&self, job_id: i64, runner_id: i64, token_hash: &str, timeout_secs: i64, now: i64) -> Result<bool> {

@@ -240,6 +240,47 @@ impl Job {
     }
 }
 
+/// A pending job as the queue sees it: a job row without its spec, which the caller
+/// usually has parsed already (a row's spec never changes).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QueuedJob {
+    pub id: i64,
+    pub pipeline_id: i64,
+    pub project_id: i64,
+    pub name: String,
+    pub stage: String,
+    pub stage_idx: i64,
+    pub attempt: i64,
+    pub allow_failure: bool,
+    pub tags: Vec<String>,
+    pub protected: bool,
+    pub manual_variables: Option<String>,
+    pub created_at: i64,
+    pub queued_at: Option<i64>,
+}
+
+impl QueuedJob {
+    pub(crate) const COLUMNS: &'static str =
+        "id, pipeline_id, project_id, name, stage, stage_idx, attempt, allow_failure, tags, protected, manual_variables, created_at, queued_at";
+    pub(crate) fn from_row(r: &AnyRow) -> Self {
+        Self {
+            id: r.get("id"),
+            pipeline_id: r.get("pipeline_id"),
+            project_id: r.get("project_id"),
+            name: r.get("name"),
+            stage: r.get("stage"),
+            stage_idx: r.get("stage_idx"),
+            attempt: r.get("attempt"),
+            allow_failure: flag(r, "allow_failure"),
+            tags: tags(r, "tags"),
+            protected: flag(r, "protected"),
+            manual_variables: r.get("manual_variables"),
+            created_at: r.get("created_at"),
+            queued_at: r.get("queued_at"),
+        }
+    }
+}
+
 /// A decided change to one job row.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct JobUpdate {

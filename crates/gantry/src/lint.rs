@@ -51,7 +51,7 @@ fn parse_source(s: &str) -> Result<Source, String> {
     })
 }
 
-fn parse_var(s: &str) -> Result<(String, String), String> {
+pub(crate) fn parse_var(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
         Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
         _ => Err(format!("`{s}` is not KEY=VALUE")),

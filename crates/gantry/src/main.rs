@@ -1,8 +1,14 @@
 //! The `gantry` binary: argument parsing and dispatch only. Business logic lives in the
 //! library crates.
 
+mod client;
+mod env;
 mod git;
 mod lint;
+mod pipeline;
+mod project;
+mod runner;
+mod server;
 
 use std::process::ExitCode;
 
@@ -14,8 +20,12 @@ pub(crate) mod exit {
     pub const OK: u8 = 0;
     /// The command ran and found a problem (for `lint`: the configuration is invalid).
     pub const INVALID: u8 = 1;
-    /// Usage error: bad flags, not a git checkout, unreadable file.
+    /// Usage error: bad flags, not a git checkout, unreadable file, no API token, a port
+    /// in use.
     pub const USAGE: u8 = 2;
+    /// The command could not do its work: the server failed, or it answered a client
+    /// command with an error.
+    pub const FAILED: u8 = 3;
 }
 
 #[derive(Parser)]
@@ -29,12 +39,27 @@ struct Cli {
 enum Command {
     /// Validate and expand a .gitlab-ci.yml as GitLab would for a given ref.
     Lint(lint::LintArgs),
+    /// Run the coordinator: Runner API, user API and git clones over HTTP.
+    Server(server::ServerArgs),
+    /// Manage projects on a running server.
+    #[command(subcommand)]
+    Project(project::ProjectCommand),
+    /// Manage pipelines on a running server.
+    #[command(subcommand)]
+    Pipeline(pipeline::PipelineCommand),
+    /// The runner agent: register, run jobs, verify, list, unregister.
+    #[command(subcommand)]
+    Runner(runner::RunnerCommand),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let code = match cli.command {
         Command::Lint(args) => lint::run(&args),
+        Command::Server(args) => server::run(&args),
+        Command::Project(command) => client::exit_code(project::run(&command)),
+        Command::Pipeline(command) => client::exit_code(pipeline::run(&command)),
+        Command::Runner(command) => runner::run(&command),
     };
     ExitCode::from(code)
 }

@@ -1,0 +1,381 @@
+//! The job lifecycle: from a job payload (§3.5) to a final status on the coordinator.
+//!
+//! [`run_job`] takes one job picked by the poll loop and runs it in the shell executor,
+//! with gitlab-runner's stage and section names:
+//!
+//! | section | what happens | a failure ends the job as |
+//! |---|---|---|
+//! | `prepare_executor` | find bash (or sh) | `runner_system_failure` |
+//! | `prepare_script` | create the directories, write file-type variables | `runner_system_failure` |
+//! | `get_sources` | `pre_get_sources_script`, git fetch/checkout ([`crate::sources`]), `post_get_sources_script` | `runner_system_failure` (`runner_configuration_error` for a bad `GIT_STRATEGY`; `script_failure` for a failing hook) |
+//! | `restore_cache` | local cache, key then fallbacks ([`crate::cache`]) | `runner_configuration_error` (bad policy) |
+//! | `download_artifacts` | dependencies' archives, extracted safely | `runner_system_failure` |
+//! | `step_script` | `before_script` + `script` in one shell (also `step_release`) | `script_failure` + exit code, `job_execution_timeout` |
+//! | `after_script` | own shell, own timeout (`RUNNER_AFTER_SCRIPT_TIMEOUT`, default 5 min), sees `CI_JOB_STATUS` | never (a warning) |
+//! | `archive_cache` / `archive_cache_on_failure` | save the cache per `when` | never (a warning) |
+//! | `upload_artifacts_on_success` / `_on_failure` | archives and reports per `when` | `runner_system_failure` if the job had succeeded |
+//! | `cleanup_file_variables` | remove file variables and `<project dir>.tmp` | never |
+//!
+//! Sections without work (no cache, no dependencies, no artifacts) are left out, as
+//! gitlab-runner does. Markers are written only when the payload's
+//! `features.trace_sections` is true. The log ends with `Job succeeded` or
+//! `ERROR: Job failed: …`.
+//!
+//! # Directories and variables
+//!
+//! See [`BuildDirs`] for the layout (`<builds_dir>/<short token>/<concurrent
+//! id>/<project path>`) and the `variables` submodule for the order and runner-side
+//! expansion of variables (`CI_PROJECT_DIR`, `CI_BUILDS_DIR`, `CI_CONCURRENT_ID`, …;
+//! `CI_JOB_STATUS` is `running` in the script and `success`/`failed`/`canceled` in
+//! `after_script`).
+//!
+//! # Time
+//!
+//! The job's deadline is `runner_info.timeout` (7200 s when ≤ 0) from pick-up; every
+//! stage before the script and the script itself stop at it. `RUNNER_SCRIPT_TIMEOUT`
+//! (a Go duration) shortens the script stage. After a timeout `after_script` is skipped
+//! (gitlab-runner's default); cache and artifacts `on_failure` are still saved.
+//!
+//! # Stopping
+//!
+//! A [`StopSignal`] per job, raised by the coordinator's answers and by the runner:
+//!
+//! * `Job-Status: canceling` → [`StopRequest::Cancel`]: the script is killed (process
+//!   group, SIGTERM then SIGKILL), `after_script` runs with `CI_JOB_STATUS=canceled`,
+//!   cache and artifacts are skipped, the job is reported `failed` (`unknown_failure`,
+//!   gitlab-runner's `job_canceled`);
+//! * SIGTERM/SIGINT to the runner → [`StopRequest::Interrupt`]: the same, reported as
+//!   `runner_interrupted`;
+//! * `403`, `Job-Status: canceled|failed` → [`StopRequest::Abort`]: everything is killed
+//!   at once, no `after_script`, no final update (the coordinator has decided).
+//!
+//! The coordinator's word arrives with the answers to trace patches, sent every update
+//! interval while the job prints; a silent job hears it with the keep-alive update,
+//! at most 30 s later (gitlab-runner's force-send interval).
+//!
+//! # Talking to the coordinator
+//!
+//! The `uplink` submodule: acceptance (`PUT state=running`), the trace streamed with
+//! `PATCH` + `Content-Range` at the server's update interval with `416` resync,
+//! keep-alives, back-off with jitter while the coordinator is unreachable (the job keeps
+//! running and the trace is delivered byte for byte when it is back), and the final
+//! update with checksum and size, re-sent on `202` until accepted.
+//!
+//! When the log passes `output_limit` the trace says so where it happens, the last
+//! lines say how many bytes were not collected, and [`JobReport::output_limit_exceeded`]
+//! is set: never a silent truncation.
+
+mod backoff;
+mod dependencies;
+mod dirs;
+mod ending;
+mod event;
+mod go_duration;
+mod lifecycle;
+mod post;
+mod stop;
+mod uplink;
+mod variables;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use gantry_protocol::{JobResponse, PatchTraceParams};
+use tokio::time::Instant;
+
+pub(crate) use backoff::Backoff;
+pub use dirs::{BuildDirs, short_token};
+pub use ending::JobEnding;
+pub use event::{Delivery, JobEvent, JobEvents, ignore_events};
+pub use stop::{StopRequest, StopSignal};
+pub use uplink::MAX_FINAL_RANGE_MISMATCHES;
+
+use crate::client::Client;
+use crate::config::RunnerConfig;
+use crate::shell::DEFAULT_KILL_GRACE;
+use crate::trace::{ANSI_BOLD_GREEN, ANSI_BOLD_RED, ANSI_RESET, MaskSet, MaskSetBuilder, Trace, TraceOptions};
+use lifecycle::Lifecycle;
+use uplink::{Acceptance, Uplink};
+use variables::{DirFacts, RunnerFacts, get_bool, job_variables};
+
+/// Everything a job needs from the runner that picked it.
+#[derive(Clone)]
+pub struct JobContext {
+    /// The API client of the runner entry (its URL and `info`).
+    pub client: Client,
+    /// The `[[runners]]` entry.
+    pub runner: Arc<RunnerConfig>,
+    /// This runner process's `system_id` (§1.3).
+    pub system_id: String,
+    /// The job's slot in its entry (`CI_CONCURRENT_ID`), 0-based.
+    pub concurrent_id: usize,
+    /// The job's slot among the entry's running jobs of the same project
+    /// (`CI_CONCURRENT_PROJECT_ID`).
+    pub concurrent_project_id: usize,
+    /// The resolved `builds_dir`.
+    pub builds_dir: PathBuf,
+    /// The resolved `cache_dir`.
+    pub cache_dir: PathBuf,
+    /// The job's stop request; the poll loop raises it on shutdown.
+    pub stop: StopSignal,
+    /// Where events go.
+    pub events: JobEvents,
+    /// Time between SIGTERM and SIGKILL when a stage is stopped.
+    pub kill_grace: Duration,
+}
+
+impl JobContext {
+    /// A context with the default kill grace period, no concurrency, events dropped.
+    pub fn new(client: Client, runner: Arc<RunnerConfig>, system_id: impl Into<String>, builds_dir: PathBuf, cache_dir: PathBuf) -> Self {
+        Self {
+            client,
+            runner,
+            system_id: system_id.into(),
+            concurrent_id: 0,
+            concurrent_project_id: 0,
+            builds_dir,
+            cache_dir,
+            stop: StopSignal::new(),
+            events: ignore_events(),
+            kill_grace: DEFAULT_KILL_GRACE,
+        }
+    }
+}
+
+/// How a job went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobReport {
+    /// The job id.
+    pub job_id: i64,
+    /// How it ended.
+    pub ending: JobEnding,
+    /// What became of the final update.
+    pub delivery: Delivery,
+    /// Bytes in the log (`output.bytesize`).
+    pub trace_bytes: u64,
+    /// `crc32:…` of the log (`output.checksum`).
+    pub trace_checksum: String,
+    /// Whether the log passed `output_limit`.
+    pub output_limit_exceeded: bool,
+    /// Bytes of output not collected because of `output_limit`.
+    pub dropped_bytes: u64,
+}
+
+/// `linux/amd64`: the OS and Go-style architecture.
+pub(crate) fn platform() -> String {
+    format!("{}/{}", std::env::consts::OS, go_arch())
+}
+
+/// Go's `GOARCH` for this machine (`amd64`, `arm64`, …).
+pub fn go_arch() -> &'static str {
+    match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        "x86" => "386",
+        "arm" => "arm",
+        "powerpc64" => "ppc64le",
+        "s390x" => "s390x",
+        "riscv64" => "riscv64",
+        other => other,
+    }
+}
+
+/// Everything that must not reach the log: the job's masks (masked variables, before
+/// and after expansion, the job token, `glpat-` tokens, sensitive URL parameters), plus
+/// the runner token, dependency tokens and registry passwords.
+fn masks(job: &JobResponse, variables: &[gantry_protocol::JobVariable], runner_token: &str) -> MaskSetBuilder {
+    MaskSetBuilder::for_job(job)
+        .values(variables.iter().filter(|v| v.masked).map(|v| &v.value))
+        .value(runner_token)
+        .values(job.dependencies.iter().map(|d| &d.token))
+        .values(job.credentials.iter().map(|c| &c.password))
+}
+
+/// Runs `job` through its lifecycle and reports the final status (see the module docs).
+/// Never panics on any payload; every problem ends in a [`JobEnding`].
+pub async fn run_job(job: JobResponse, cx: JobContext) -> JobReport {
+    let started = Instant::now();
+    let runner = Arc::clone(&cx.runner);
+    let timeout_secs = u64::try_from(job.runner_info.effective_timeout_secs()).unwrap_or(1).max(1);
+    let timeout = Duration::from_secs(timeout_secs);
+    let dirs = BuildDirs::new(
+        &cx.builds_dir,
+        &runner.token,
+        cx.concurrent_id,
+        &job.git_info.repo_url,
+        job.job_info.project_id,
+    );
+    let short = short_token(&runner.token);
+    let builds_dir = dirs.builds_dir.to_string_lossy().into_owned();
+    let project_dir = dirs.project_dir.to_string_lossy().into_owned();
+    let variables = job_variables(
+        &RunnerFacts {
+            version: env!("CARGO_PKG_VERSION"),
+            revision: option_env!("GANTRY_REVISION").unwrap_or("unknown"),
+            arch: &platform(),
+            short_token: &short,
+            job_timeout_secs: timeout_secs,
+        },
+        &runner.environment,
+        &job.variables,
+        &DirFacts {
+            builds_dir: &builds_dir,
+            project_dir: &project_dir,
+            concurrent_id: cx.concurrent_id,
+            concurrent_project_id: cx.concurrent_project_id,
+        },
+    );
+    let (mask_set, mask_error) = match masks(&job, &variables, &runner.token).build() {
+        Ok(set) => (set, None),
+        Err(error) => (MaskSet::empty(), Some(error.to_string())),
+    };
+    let trace = Trace::new(
+        mask_set,
+        TraceOptions {
+            output_limit: runner.output_limit_bytes(),
+            timestamps: get_bool(&variables, "FF_TIMESTAMPS").unwrap_or(false),
+            ..TraceOptions::default()
+        },
+    );
+    let params = PatchTraceParams {
+        debug_trace: get_bool(&variables, "CI_DEBUG_TRACE").unwrap_or(false),
+    };
+    let uplink = Arc::new(Uplink::new(
+        cx.client.clone(),
+        job.id,
+        job.token.clone(),
+        trace.clone(),
+        cx.stop.clone(),
+        params,
+        Arc::clone(&cx.events),
+    ));
+
+    let ending = match uplink.accept().await {
+        Acceptance::Dropped => JobEnding::Aborted,
+        Acceptance::Canceled => JobEnding::Canceled,
+        Acceptance::Run => {
+            (cx.events)(JobEvent::Started {
+                job_id: job.id,
+                project_dir: project_dir.clone(),
+            });
+            trace.runner_line(&match option_env!("GANTRY_REVISION") {
+                Some(revision) => format!("Running with gantry-runner {} ({revision})", env!("CARGO_PKG_VERSION")),
+                None => format!("Running with gantry-runner {}", env!("CARGO_PKG_VERSION")),
+            });
+            trace.runner_line(&format!(
+                "  on {} {short}, system ID: {}",
+                runner.name.as_deref().unwrap_or("gantry-runner"),
+                cx.system_id
+            ));
+            let streaming = uplink.stream();
+            let ending = match mask_error {
+                Some(message) => JobEnding::SystemFailure {
+                    stage: "prepare_executor",
+                    message,
+                },
+                None => {
+                    let mut lifecycle = Lifecycle {
+                        job: &job,
+                        cx: &cx,
+                        trace: &trace,
+                        dirs: &dirs,
+                        variables: &variables,
+                        deadline: started + timeout,
+                        timeout,
+                        executor: None,
+                        prepared: None,
+                    };
+                    lifecycle.run().await
+                }
+            };
+            write_ending(&trace, &ending);
+            streaming.stop().await;
+            ending
+        }
+    };
+    let delivery = uplink.finish(&ending, &job.features).await;
+    let (trace_bytes, trace_checksum, exceeded, dropped) = {
+        let buffer = trace.buffer();
+        (buffer.len(), buffer.checksum(), buffer.limit_exceeded(), buffer.dropped_bytes())
+    };
+    (cx.events)(JobEvent::Finished {
+        job_id: job.id,
+        ending: ending.clone(),
+        delivery: delivery.clone(),
+    });
+    JobReport {
+        job_id: job.id,
+        ending,
+        delivery,
+        trace_bytes,
+        trace_checksum,
+        output_limit_exceeded: exceeded,
+        dropped_bytes: dropped,
+    }
+}
+
+/// Fails a job whose payload could not be decoded (the coordinator assigned it to this
+/// runner all the same): accepts it, writes the decode error to its log and reports
+/// `runner_system_failure`, so it does not wait for a server-side timeout.
+pub async fn fail_undecodable_job(client: Client, job_id: i64, token: String, error: &str, events: JobEvents) -> JobReport {
+    let masks = MaskSetBuilder::default().value(&token).build().unwrap_or_else(|_| MaskSet::empty());
+    let trace = Trace::new(masks, TraceOptions::default());
+    let uplink = Uplink::new(
+        client,
+        job_id,
+        token,
+        trace.clone(),
+        StopSignal::new(),
+        PatchTraceParams::default(),
+        Arc::clone(&events),
+    );
+    let ending = match uplink.accept().await {
+        Acceptance::Dropped => JobEnding::Aborted,
+        Acceptance::Canceled | Acceptance::Run => {
+            trace.runner_line(&format!("Running with gantry-runner {}", env!("CARGO_PKG_VERSION")));
+            trace.error(&format!("failed to {error}"));
+            trace.runner_line("The coordinator sent a job this runner cannot read; it was not run.");
+            JobEnding::SystemFailure {
+                stage: "prepare_executor",
+                message: error.to_owned(),
+            }
+        }
+    };
+    write_ending(&trace, &ending);
+    let delivery = uplink.finish(&ending, &gantry_protocol::JobFeatures::default()).await;
+    events(JobEvent::Finished {
+        job_id,
+        ending: ending.clone(),
+        delivery: delivery.clone(),
+    });
+    let buffer = trace.buffer();
+    JobReport {
+        job_id,
+        ending,
+        delivery,
+        trace_bytes: buffer.len(),
+        trace_checksum: buffer.checksum(),
+        output_limit_exceeded: false,
+        dropped_bytes: 0,
+    }
+}
+
+/// The last lines of the log.
+fn write_ending(trace: &Trace, ending: &JobEnding) {
+    let (exceeded, dropped, limit) = {
+        let buffer = trace.buffer();
+        (buffer.limit_exceeded(), buffer.dropped_bytes(), buffer.limit())
+    };
+    if exceeded {
+        trace.warning(&format!(
+            "The job log exceeded output_limit ({limit} bytes): {dropped} bytes of output were not collected. \
+             Raise output_limit in the runner's config.toml to keep more."
+        ));
+    }
+    match ending {
+        JobEnding::Success => trace.runner_line(&format!("{ANSI_BOLD_GREEN}Job succeeded{ANSI_RESET}")),
+        JobEnding::Aborted => {}
+        other => trace.runner_line(&format!("{ANSI_BOLD_RED}ERROR: Job failed: {other}{ANSI_RESET}")),
+    }
+}

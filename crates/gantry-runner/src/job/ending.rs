@@ -1,0 +1,170 @@
+//! [`JobEnding`]: every way a job can end, and what each one tells the coordinator.
+
+use std::fmt;
+use std::time::Duration;
+
+use gantry_protocol::{FailureReason, JobState};
+
+use crate::shell::{CiJobStatus, format_duration};
+
+/// How a job ended. Each case maps to GitLab's final `state` and `failure_reason`
+/// (§4.3); [`JobEnding::Aborted`] sends nothing, the coordinator having already
+/// decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobEnding {
+    /// Every step succeeded → `success`.
+    Success,
+    /// A command of a step failed → `failed`, `script_failure`, with the exit code.
+    ScriptFailure {
+        /// The shell's exit code (128 + n when killed by signal n).
+        exit_code: i32,
+    },
+    /// The job (or `RUNNER_SCRIPT_TIMEOUT`) ran out of time → `failed`,
+    /// `job_execution_timeout`.
+    Timeout {
+        /// The limit that was exceeded.
+        after: Duration,
+    },
+    /// The coordinator asked for a graceful cancellation (`Job-Status: canceling`) →
+    /// `failed`, gitlab-runner's internal `job_canceled`, sent as `unknown_failure`.
+    Canceled,
+    /// The runner was told to shut down (SIGTERM/SIGINT) → `failed`,
+    /// `runner_interrupted` (`unknown_failure` on servers without it).
+    Interrupted,
+    /// The runner could not do its part (no shell, disk full, git or artifact transfer
+    /// failed) → `failed`, `runner_system_failure`.
+    SystemFailure {
+        /// The stage that failed (`get_sources`, `upload_artifacts_on_success`, …).
+        stage: &'static str,
+        /// What went wrong.
+        message: String,
+    },
+    /// The job asks for something this runner's configuration cannot give (an unknown
+    /// `GIT_STRATEGY`, a bad cache policy) → `failed`, `runner_configuration_error`
+    /// (`script_failure` on servers without it).
+    ConfigurationError {
+        /// What is wrong.
+        message: String,
+    },
+    /// The job needs a feature this runner lacks (CI Steps `run:`) → `failed`,
+    /// `runner_unsupported`.
+    Unsupported {
+        /// What is missing.
+        message: String,
+    },
+    /// The coordinator no longer wants the job (`403`, `Job-Status: canceled`/`failed`,
+    /// `404`): everything was stopped at once and no final update is sent.
+    Aborted,
+}
+
+impl JobEnding {
+    /// Whether the job succeeded.
+    pub fn is_success(&self) -> bool {
+        matches!(self, Self::Success)
+    }
+
+    /// The final `state` to send; `None` for [`JobEnding::Aborted`].
+    pub fn state(&self) -> Option<JobState> {
+        match self {
+            Self::Success => Some(JobState::Success),
+            Self::Aborted => None,
+            _ => Some(JobState::Failed),
+        }
+    }
+
+    /// GitLab's `failure_reason` before negotiation with the server's list (§4.3).
+    pub fn failure_reason(&self) -> Option<FailureReason> {
+        match self {
+            Self::Success | Self::Aborted => None,
+            Self::ScriptFailure { .. } => Some(FailureReason::ScriptFailure),
+            Self::Timeout { .. } => Some(FailureReason::JobExecutionTimeout),
+            Self::Canceled => Some(FailureReason::UnknownFailure),
+            Self::Interrupted => Some(FailureReason::RunnerInterrupted),
+            Self::SystemFailure { .. } => Some(FailureReason::RunnerSystemFailure),
+            Self::ConfigurationError { .. } => Some(FailureReason::RunnerConfigurationError),
+            Self::Unsupported { .. } => Some(FailureReason::RunnerUnsupported),
+        }
+    }
+
+    /// The script's exit code, sent as `exit_code` (omitted when 0).
+    pub fn exit_code(&self) -> Option<i32> {
+        match self {
+            Self::ScriptFailure { exit_code } => Some(*exit_code),
+            _ => None,
+        }
+    }
+
+    /// The `CI_JOB_STATUS` `after_script` sees after this ending.
+    pub fn ci_job_status(&self) -> CiJobStatus {
+        match self {
+            Self::Success => CiJobStatus::Success,
+            Self::Canceled | Self::Interrupted | Self::Aborted => CiJobStatus::Canceled,
+            _ => CiJobStatus::Failed,
+        }
+    }
+}
+
+impl fmt::Display for JobEnding {
+    /// The end of gitlab-runner's last log line: `Job succeeded`, or what follows
+    /// `ERROR: Job failed`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Success => f.write_str("succeeded"),
+            Self::ScriptFailure { exit_code } => write!(f, "exit code {exit_code}"),
+            Self::Timeout { after } => write!(
+                f,
+                "execution took longer than {} seconds",
+                format_duration(*after)
+            ),
+            Self::Canceled => f.write_str("canceled"),
+            Self::Interrupted => f.write_str("the runner was interrupted (shutting down)"),
+            Self::SystemFailure { stage, message } => write!(f, "system failure in {stage}: {message}"),
+            Self::ConfigurationError { message } => write!(f, "runner configuration error: {message}"),
+            Self::Unsupported { message } => write!(f, "unsupported by this runner: {message}"),
+            Self::Aborted => f.write_str("aborted by the coordinator"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endings_map_to_failure_reasons() {
+        let cases = [
+            (JobEnding::Success, None, Some(JobState::Success)),
+            (
+                JobEnding::ScriptFailure { exit_code: 3 },
+                Some(FailureReason::ScriptFailure),
+                Some(JobState::Failed),
+            ),
+            (
+                JobEnding::Timeout {
+                    after: Duration::from_secs(60),
+                },
+                Some(FailureReason::JobExecutionTimeout),
+                Some(JobState::Failed),
+            ),
+            (JobEnding::Canceled, Some(FailureReason::UnknownFailure), Some(JobState::Failed)),
+            (JobEnding::Interrupted, Some(FailureReason::RunnerInterrupted), Some(JobState::Failed)),
+            (JobEnding::Aborted, None, None),
+        ];
+        for (ending, reason, state) in cases {
+            assert_eq!(ending.failure_reason(), reason, "{ending:?}");
+            assert_eq!(ending.state(), state, "{ending:?}");
+        }
+        assert_eq!(
+            JobEnding::Timeout {
+                after: Duration::from_secs(3600)
+            }
+            .to_string(),
+            "execution took longer than 1h0m0s seconds"
+        );
+        assert_eq!(JobEnding::Canceled.ci_job_status(), CiJobStatus::Canceled);
+        assert_eq!(
+            JobEnding::ScriptFailure { exit_code: 1 }.ci_job_status(),
+            CiJobStatus::Failed
+        );
+    }
+}

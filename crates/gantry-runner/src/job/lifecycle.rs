@@ -1,0 +1,547 @@
+//! The stages of a job, in gitlab-runner's order and with its section names, from
+//! `prepare_executor` to `cleanup_file_variables` (see the [module docs](super)).
+
+use std::future::Future;
+use std::path::Path;
+use std::time::Duration;
+
+use gantry_protocol::{HookName, JobResponse, JobVariable, SectionOptions, StepName, When};
+use tokio::time::Instant;
+
+use super::dependencies::{DEFAULT_DOWNLOAD_ATTEMPTS, download_dependencies};
+use super::dirs::BuildDirs;
+use super::go_duration::parse_go_duration;
+use super::variables::get;
+use super::{JobContext, JobEnding, StopRequest, StopSignal};
+use crate::cache::{CacheContext, CacheSpec, LocalCache, RestoreOutcome};
+use crate::config::ExecutorKind;
+use crate::shell::{
+    CancelReason, CiJobStatus, DEFAULT_AFTER_SCRIPT_TIMEOUT, PreparedVariables, ShellExecutor, Stage, StageOutcome,
+    detect_shell, format_duration, prepare_variables,
+};
+use crate::sources::{GitSettings, SourcesError, SourcesJob, get_sources};
+use crate::trace::{ANSI_BOLD_CYAN, ANSI_RESET, Trace};
+
+/// One job's run through its stages.
+pub(crate) struct Lifecycle<'a> {
+    pub(crate) job: &'a JobResponse,
+    pub(crate) cx: &'a JobContext,
+    pub(crate) trace: &'a Trace,
+    pub(crate) dirs: &'a BuildDirs,
+    /// Expanded job variables.
+    pub(crate) variables: &'a [JobVariable],
+    pub(crate) deadline: Instant,
+    pub(crate) timeout: Duration,
+    pub(crate) executor: Option<ShellExecutor>,
+    pub(crate) prepared: Option<PreparedVariables>,
+}
+
+/// A section that closes itself.
+pub(crate) struct Section<'t> {
+    trace: &'t Trace,
+    name: &'static str,
+    markers: bool,
+}
+
+impl Drop for Section<'_> {
+    fn drop(&mut self) {
+        if self.markers {
+            let _ = self.trace.section_end(self.name);
+        }
+    }
+}
+
+fn stop_ending(request: StopRequest) -> JobEnding {
+    match request {
+        StopRequest::Interrupt => JobEnding::Interrupted,
+        StopRequest::Abort => JobEnding::Aborted,
+        StopRequest::None | StopRequest::Cancel => JobEnding::Canceled,
+    }
+}
+
+impl<'a> Lifecycle<'a> {
+    pub(crate) fn stop(&self) -> &StopSignal {
+        &self.cx.stop
+    }
+
+    /// Opens a section (markers only when the server asked for `trace_sections`).
+    pub(crate) fn section(&self, name: &'static str, header: &str) -> Section<'a> {
+        let markers = self.job.features.trace_sections;
+        if markers {
+            let _ = self.trace.section_start(name, header, SectionOptions::default());
+        } else {
+            self.trace.runner_line(&format!("{ANSI_BOLD_CYAN}{header}{ANSI_RESET}"));
+        }
+        Section {
+            trace: self.trace,
+            name,
+            markers,
+        }
+    }
+
+    fn lookup(&self) -> impl Fn(&str) -> Option<String> + '_ {
+        |name| get(self.variables, name).map(str::to_owned)
+    }
+
+    /// Fails when a stop was requested or the deadline has passed.
+    fn check_stop(&self) -> Result<(), JobEnding> {
+        match self.stop().current() {
+            StopRequest::None => {}
+            request => return Err(stop_ending(request)),
+        }
+        if Instant::now() >= self.deadline {
+            return Err(JobEnding::Timeout { after: self.timeout });
+        }
+        Ok(())
+    }
+
+    /// Runs `stage` until it ends, the job's deadline passes, or a stop is requested.
+    async fn guarded<T>(&self, stage: impl Future<Output = Result<T, JobEnding>>) -> Result<T, JobEnding> {
+        tokio::select! {
+            result = stage => result,
+            () = tokio::time::sleep_until(self.deadline) => Err(JobEnding::Timeout { after: self.timeout }),
+            request = self.stop().reached(StopRequest::Cancel) => Err(stop_ending(request)),
+        }
+    }
+
+    /// The whole job; returns how it ended.
+    pub(crate) async fn run(&mut self) -> JobEnding {
+        let before = self.before_script().await;
+        let script_ran = before.is_ok();
+        let mut ending = match before {
+            Ok(()) => self.steps().await,
+            Err(ending) => ending,
+        };
+        let after_script = match &ending {
+            // gitlab-runner: not after a timeout (by default), never after an abort.
+            JobEnding::Timeout { .. } | JobEnding::Aborted => false,
+            _ => script_ran,
+        };
+        if after_script {
+            self.after_script(&ending).await;
+        }
+        if self.stop().current() == StopRequest::Abort {
+            ending = JobEnding::Aborted;
+        }
+        match ending {
+            JobEnding::Canceled | JobEnding::Interrupted | JobEnding::Aborted => {}
+            _ => {
+                self.archive_cache(&ending).await;
+                ending = self.upload_artifacts(ending).await;
+            }
+        }
+        self.cleanup_file_variables();
+        if self.stop().current() == StopRequest::Abort {
+            ending = JobEnding::Aborted;
+        }
+        ending
+    }
+
+    async fn before_script(&mut self) -> Result<(), JobEnding> {
+        self.prepare_executor()?;
+        self.check_stop()?;
+        self.prepare_script()?;
+        self.check_stop()?;
+        self.guarded(self.get_sources()).await?;
+        self.guarded(self.restore_cache()).await?;
+        self.guarded(self.download_artifacts()).await?;
+        Ok(())
+    }
+
+    fn prepare_executor(&mut self) -> Result<(), JobEnding> {
+        let _section = self.section("prepare_executor", "Preparing the \"shell\" executor");
+        if self.cx.runner.executor != ExecutorKind::Shell {
+            return Err(JobEnding::SystemFailure {
+                stage: "prepare_executor",
+                message: format!(
+                    "the {} executor is not implemented by this runner; use executor = \"shell\"",
+                    self.cx.runner.executor
+                ),
+            });
+        }
+        let (shell, note) = detect_shell(self.cx.runner.shell).map_err(|error| JobEnding::SystemFailure {
+            stage: "prepare_executor",
+            message: error.to_string(),
+        })?;
+        if let Some(note) = note {
+            self.trace.warning(&note);
+        }
+        self.trace
+            .runner_line(&format!("Using Shell ({}) executor...", shell.kind.as_str()));
+        self.executor = Some(ShellExecutor::new(shell, self.dirs.tmp_dir.clone()).kill_grace(self.cx.kill_grace));
+        Ok(())
+    }
+
+    fn prepare_script(&mut self) -> Result<(), JobEnding> {
+        let _section = self.section("prepare_script", "Preparing environment");
+        self.trace.runner_line(&format!("Running on {}...", hostname()));
+        let failed = |message: String| JobEnding::SystemFailure {
+            stage: "prepare_script",
+            message,
+        };
+        for dir in [&self.dirs.builds_dir, &self.dirs.tmp_dir] {
+            std::fs::create_dir_all(dir).map_err(|e| failed(format!("create `{}`: {e}", dir.display())))?;
+        }
+        if let Some(parent) = self.dirs.project_dir.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| failed(format!("create `{}`: {e}", parent.display())))?;
+        }
+        let prepared =
+            prepare_variables(self.variables, &self.dirs.tmp_dir.join("variables")).map_err(|e| failed(e.to_string()))?;
+        self.prepared = Some(prepared);
+        Ok(())
+    }
+
+    fn executor(&self) -> Result<(&ShellExecutor, &PreparedVariables), JobEnding> {
+        match (&self.executor, &self.prepared) {
+            (Some(executor), Some(prepared)) => Ok((executor, prepared)),
+            _ => Err(JobEnding::SystemFailure {
+                stage: "prepare_script",
+                message: "the executor was not prepared".to_owned(),
+            }),
+        }
+    }
+
+    /// Runs a hook (`pre_get_sources_script`, …) inside the current section.
+    async fn hook(&self, name: HookName, work_dir: &Path) -> Result<(), JobEnding> {
+        let Some(hook) = self.job.hooks.iter().find(|h| h.name == name && !h.script.is_empty()) else {
+            return Ok(());
+        };
+        let (executor, prepared) = self.executor()?;
+        let stage = Stage {
+            name: name.as_str(),
+            commands: &hook.script,
+            variables: prepared,
+            work_dir,
+            timeout: self.deadline.saturating_duration_since(Instant::now()),
+            job_status: CiJobStatus::Running,
+        };
+        let outcome = executor
+            .run(&stage, self.trace, std::future::pending::<CancelReason>())
+            .await;
+        self.stage_result("get_sources", outcome, self.timeout)
+    }
+
+    fn stage_result(&self, stage: &'static str, outcome: StageOutcome, timeout: Duration) -> Result<(), JobEnding> {
+        match outcome {
+            StageOutcome::Success => Ok(()),
+            StageOutcome::ScriptFailure { exit_code } => Err(JobEnding::ScriptFailure { exit_code }),
+            StageOutcome::Timeout { .. } => Err(JobEnding::Timeout { after: timeout }),
+            StageOutcome::Canceled { reason } => Err(match (self.stop().current(), reason) {
+                (StopRequest::Abort, _) => JobEnding::Aborted,
+                (_, CancelReason::RunnerInterrupted) => JobEnding::Interrupted,
+                (_, CancelReason::JobCanceled) => JobEnding::Canceled,
+            }),
+            StageOutcome::SystemFailure { error } => Err(JobEnding::SystemFailure {
+                stage,
+                message: error.to_string(),
+            }),
+        }
+    }
+
+    async fn get_sources(&self) -> Result<(), JobEnding> {
+        let _section = self.section("get_sources", "Getting source from Git repository");
+        let lookup = self.lookup();
+        let (settings, warnings) =
+            GitSettings::from_variables(&lookup, self.job.allow_git_fetch, self.job.git_info.depth).map_err(
+                |error| JobEnding::ConfigurationError {
+                    message: error.to_string(),
+                },
+            )?;
+        for warning in warnings {
+            self.trace.warning(&warning);
+        }
+        let parent = self.dirs.project_dir.parent().unwrap_or(&self.dirs.builds_dir).to_owned();
+        self.hook(HookName::PreGetSourcesScript, &parent).await?;
+        let (_, prepared) = self.executor()?;
+        let user_agent = format!("gantry-runner {} {}", env!("CARGO_PKG_VERSION"), super::platform());
+        let job = SourcesJob {
+            git_info: &self.job.git_info,
+            settings: &settings,
+            project_dir: &self.dirs.project_dir,
+            env: prepared.exports(),
+            user_agent: &user_agent,
+        };
+        let trace = self.trace.clone();
+        let mut output = move |line: &str| trace.runner_line(line);
+        get_sources(&job, &mut output).await.map_err(|error| match error {
+            SourcesError::UnknownStrategy { .. } => JobEnding::ConfigurationError {
+                message: error.to_string(),
+            },
+            other => JobEnding::SystemFailure {
+                stage: "get_sources",
+                message: other.to_string(),
+            },
+        })?;
+        self.hook(HookName::PostGetSourcesScript, &self.dirs.project_dir).await
+    }
+
+    fn cache_specs(&self) -> Vec<CacheSpec> {
+        self.job
+            .cache
+            .iter()
+            .map(CacheSpec::from)
+            .filter(|spec| !spec.paths.is_empty() || spec.untracked)
+            .collect()
+    }
+
+    fn local_cache(&self) -> Result<LocalCache, String> {
+        if let Some(kind) = self.cx.runner.cache.kind {
+            self.trace.warning(&format!(
+                "[runners.cache] Type = \"{}\" is not supported yet; using the local cache in {}",
+                kind.as_str(),
+                self.cx.cache_dir.display()
+            ));
+        }
+        LocalCache::new(&self.cx.cache_dir, &self.dirs.cache_path).map_err(|e| e.to_string())
+    }
+
+    async fn restore_cache(&self) -> Result<(), JobEnding> {
+        let specs = self.cache_specs();
+        if specs.is_empty() {
+            return Ok(());
+        }
+        let _section = self.section("restore_cache", "Restoring cache");
+        let cache = self.local_cache().map_err(|message| JobEnding::SystemFailure {
+            stage: "restore_cache",
+            message,
+        })?;
+        let variables = self.variables.to_vec();
+        let (job_name, git_ref) = (self.job.job_info.name.clone(), self.job.git_info.git_ref.clone());
+        let project_dir = self.dirs.project_dir.clone();
+        let reports = tokio::task::spawn_blocking(move || {
+            let lookup = |name: &str| get(&variables, name).map(str::to_owned);
+            let cx = CacheContext {
+                job_name: &job_name,
+                git_ref: &git_ref,
+                lookup: &lookup,
+            };
+            specs
+                .iter()
+                .map(|spec| cache.restore(spec, &cx, &project_dir))
+                .collect::<Vec<_>>()
+        })
+        .await
+        .map_err(|join| JobEnding::SystemFailure {
+            stage: "restore_cache",
+            message: join.to_string(),
+        })?;
+        for report in reports {
+            let report = report.map_err(|error| JobEnding::ConfigurationError {
+                message: error.to_string(),
+            })?;
+            for note in &report.notes {
+                write_note(self.trace, note);
+            }
+            if let RestoreOutcome::FallbackHit { key, .. } = &report.outcome {
+                self.trace.runner_line(&format!("Restored the cache of fallback key {key}"));
+            }
+        }
+        Ok(())
+    }
+
+    async fn download_artifacts(&self) -> Result<(), JobEnding> {
+        if !self.job.dependencies.iter().any(|d| d.artifacts_file.is_some()) {
+            return Ok(());
+        }
+        let _section = self.section("download_artifacts", "Downloading artifacts");
+        let attempts = get(self.variables, "ARTIFACT_DOWNLOAD_ATTEMPTS")
+            .and_then(|v| v.trim().parse::<u32>().ok())
+            .filter(|&n| n > 0)
+            .unwrap_or(DEFAULT_DOWNLOAD_ATTEMPTS);
+        download_dependencies(
+            &self.cx.client,
+            &self.job.token,
+            &self.job.dependencies,
+            &self.dirs.project_dir,
+            &self.dirs.tmp_dir.join("downloads"),
+            attempts,
+            self.trace,
+        )
+        .await
+        .map_err(|error| JobEnding::SystemFailure {
+            stage: "download_artifacts",
+            message: error.to_string(),
+        })
+    }
+
+    /// `RUNNER_SCRIPT_TIMEOUT`, when set and valid.
+    fn script_timeout(&self) -> Option<Duration> {
+        let value = get(self.variables, "RUNNER_SCRIPT_TIMEOUT")?;
+        match parse_go_duration(value) {
+            Some(timeout) if !timeout.is_zero() => Some(timeout),
+            _ => {
+                self.trace.warning(&format!(
+                    "RUNNER_SCRIPT_TIMEOUT={value:?} is not a duration like 30m or 1h30m; using the job timeout"
+                ));
+                None
+            }
+        }
+    }
+
+    async fn steps(&self) -> JobEnding {
+        let steps: Vec<_> = self
+            .job
+            .steps
+            .iter()
+            .flatten()
+            .filter(|step| step.name != StepName::AfterScript)
+            .cloned()
+            .collect();
+        if steps.is_empty() && self.job.run.is_some() {
+            return JobEnding::Unsupported {
+                message: "the job uses `run:` (CI Steps), which gantry-runner does not execute yet".to_owned(),
+            };
+        }
+        let script_timeout = self.script_timeout();
+        let mut ending = JobEnding::Success;
+        for step in &steps {
+            if matches!(
+                ending,
+                JobEnding::Canceled | JobEnding::Interrupted | JobEnding::Aborted | JobEnding::Timeout { .. }
+            ) {
+                break;
+            }
+            let due = match step.when {
+                When::OnSuccess => ending.is_success(),
+                When::OnFailure => !ending.is_success(),
+                When::Always => true,
+            };
+            if !due {
+                continue;
+            }
+            let (executor, prepared) = match self.executor() {
+                Ok(pair) => pair,
+                Err(failure) => return failure,
+            };
+            let name: &'static str = match step.name {
+                StepName::Script => "step_script",
+                StepName::Release => "step_release",
+                StepName::Run => "step_run",
+                StepName::AfterScript => continue,
+            };
+            let _section = self.section(name, &format!("Executing \"{name}\" stage of the job script"));
+            let remaining = self.deadline.saturating_duration_since(Instant::now());
+            let (timeout, limit) = match script_timeout {
+                Some(script) if script < remaining => (script, script),
+                _ => (remaining, self.timeout),
+            };
+            let stage = Stage {
+                name,
+                commands: &step.script,
+                variables: prepared,
+                work_dir: &self.dirs.project_dir,
+                timeout,
+                job_status: CiJobStatus::Running,
+            };
+            let stop = self.stop().clone();
+            let cancel = async move {
+                match stop.reached(StopRequest::Cancel).await {
+                    StopRequest::Interrupt => CancelReason::RunnerInterrupted,
+                    _ => CancelReason::JobCanceled,
+                }
+            };
+            let outcome = executor.run(&stage, self.trace, cancel).await;
+            if let Err(step_ending) = self.stage_result(name, outcome, limit) {
+                if step.allow_failure && matches!(step_ending, JobEnding::ScriptFailure { .. }) {
+                    self.trace
+                        .warning(&format!("{name} failed ({step_ending}), but it is allowed to fail"));
+                } else {
+                    ending = step_ending;
+                }
+            }
+        }
+        ending
+    }
+
+    /// `RUNNER_AFTER_SCRIPT_TIMEOUT`, default 5 minutes.
+    fn after_script_timeout(&self) -> Duration {
+        match get(self.variables, "RUNNER_AFTER_SCRIPT_TIMEOUT") {
+            None => DEFAULT_AFTER_SCRIPT_TIMEOUT,
+            Some(value) => parse_go_duration(value).filter(|t| !t.is_zero()).unwrap_or_else(|| {
+                self.trace.warning(&format!(
+                    "RUNNER_AFTER_SCRIPT_TIMEOUT={value:?} is not a duration like 5m; using {}",
+                    format_duration(DEFAULT_AFTER_SCRIPT_TIMEOUT)
+                ));
+                DEFAULT_AFTER_SCRIPT_TIMEOUT
+            }),
+        }
+    }
+
+    /// `after_script`: its own shell, its own timeout, `CI_JOB_STATUS` from the script's
+    /// ending; only an abort stops it. Its failure never changes the job's ending.
+    async fn after_script(&self, ending: &JobEnding) {
+        let Some(step) = self
+            .job
+            .steps
+            .iter()
+            .flatten()
+            .find(|step| step.name == StepName::AfterScript && !step.script.is_empty())
+        else {
+            return;
+        };
+        let Ok((executor, prepared)) = self.executor() else {
+            return;
+        };
+        let _section = self.section("after_script", "Running after_script");
+        self.trace.runner_line("Running after script...");
+        let stage = Stage {
+            name: "after_script",
+            commands: &step.script,
+            variables: prepared,
+            work_dir: &self.dirs.project_dir,
+            timeout: self.after_script_timeout(),
+            job_status: ending.ci_job_status(),
+        };
+        let stop = self.stop().clone();
+        let cancel = async move {
+            stop.reached(StopRequest::Abort).await;
+            CancelReason::JobCanceled
+        };
+        match executor.run(&stage, self.trace, cancel).await {
+            StageOutcome::Success | StageOutcome::Canceled { .. } | StageOutcome::Timeout { .. } => {}
+            StageOutcome::ScriptFailure { exit_code } => self.trace.warning(&format!(
+                "after_script failed, but job will continue unaffected: exit code {exit_code}"
+            )),
+            StageOutcome::SystemFailure { error } => self.trace.warning(&format!(
+                "after_script could not run, but job will continue unaffected: {error}"
+            )),
+        }
+    }
+
+    fn cleanup_file_variables(&self) {
+        let Some(prepared) = &self.prepared else {
+            return;
+        };
+        let _section = self.section(
+            "cleanup_file_variables",
+            "Cleaning up project directory and file based variables",
+        );
+        if let Err(error) = prepared.cleanup_file_variables() {
+            self.trace.warning(&error.to_string());
+        }
+        if let Err(error) = std::fs::remove_dir_all(&self.dirs.tmp_dir)
+            && error.kind() != std::io::ErrorKind::NotFound
+        {
+            self.trace
+                .warning(&format!("remove `{}`: {error}", self.dirs.tmp_dir.display()));
+        }
+    }
+}
+
+/// Writes an artifacts/cache note (warnings with gitlab-runner's `WARNING: `).
+pub(crate) fn write_note(trace: &Trace, note: &crate::artifacts::Note) {
+    if note.is_warning() {
+        trace.warning(note.text());
+    } else {
+        trace.runner_line(note.text());
+    }
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "localhost".to_owned())
+}

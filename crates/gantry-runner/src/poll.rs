@@ -1,0 +1,649 @@
+//! The poll loop: asks the coordinator for jobs and runs them (spec `runner-api.md` §3,
+//! §7).
+//!
+//! # The concurrency model
+//!
+//! Three settings, one rule: **a job request is only sent when the job it may bring
+//! could start at once.** An in-flight request holds a job slot exactly like a running
+//! job, so the runner never receives a job it has to queue, and never refuses one.
+//!
+//! * `concurrent` (global): running jobs + in-flight requests, over all `[[runners]]`
+//!   entries, never exceed it.
+//! * `limit` (per entry; unset or 0 = `concurrent`): the entry's running jobs + its
+//!   in-flight requests never exceed it.
+//! * `request_concurrency` (per entry, default 1): the entry's in-flight requests never
+//!   exceed it. It matters with long polling, where the coordinator holds a request up
+//!   to ~50 s when it has nothing: with 1, a second job for the entry waits for that
+//!   hold to end.
+//! * `check_interval` (global, default 3 s): an entry starts at most one new request
+//!   per `check_interval` — except right after a request brought a job, when it asks
+//!   again at once (while slots allow) to drain a busy queue.
+//!
+//! Each entry has one scheduler task that applies these checks
+//! (`poll::slots` holds them as pure data and functions) and starts requests as their
+//! own tasks; a request that brings a job turns into that job's task. The README's
+//! "Runner concurrency" section walks through an example.
+//!
+//! # Requests
+//!
+//! `POST /jobs/request` with the entry's token, this process's `system_id` and the last
+//! `X-GitLab-Last-Update` value the entry received (§3.3), so a long-polling coordinator
+//! can hold the request until its queue changes. `204` waits for the gate; `409` (another
+//! runner took the job) too; any other failure (network, `403`, `5xx`, `429`) makes the
+//! entry wait with exponential back-off with jitter (from `check_interval` doubling up
+//! to 60 s), reset by the next answer.
+//!
+//! # Signals (mapped by the binary onto a [`PollHandle`])
+//!
+//! * `SIGQUIT` → [`PollHandle::stop_taking_jobs`]: no new requests; requests in flight
+//!   finish (a job they bring is run); running jobs finish; then [`Poller::run`]
+//!   returns.
+//! * `SIGTERM`/`SIGINT` → [`PollHandle::interrupt`]: requests in flight are dropped,
+//!   running jobs get [`StopRequest::Interrupt`] (the script is stopped, `after_script`
+//!   runs, the final update says `runner_interrupted`), and the loop waits up to
+//!   `shutdown_timeout` for them. After that, or on a second interrupt, remaining jobs
+//!   are aborted (killed, no final update).
+//! * `SIGHUP` → [`PollHandle::reload`] with the re-read configuration: `concurrent`,
+//!   `check_interval`, `shutdown_timeout` and the entries apply to new requests at
+//!   once (entries are matched by URL and token; removed ones stop asking, their
+//!   running jobs finish; new ones start). Running jobs keep the settings they started
+//!   with. A configuration that cannot be used is refused with an event and the old one
+//!   stays.
+
+mod event;
+mod identity;
+mod slots;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use gantry_protocol::JobResponse;
+use tokio::sync::{Notify, mpsc, watch};
+use tokio::time::Instant;
+
+pub use event::{Level, PollEvent, PollEvents, PollSummary};
+pub use identity::{FEATURES, SYSTEM_ID_FILE, load_or_create_system_id, system_id_path, version_info};
+
+use crate::client::{Client, ClientError, JobRequestOutcome};
+use crate::config::{Config, ExecutorKind, RunnerConfig};
+use crate::job::{Backoff, JobContext, JobReport, StopRequest, StopSignal, fail_undecodable_job, run_job, short_token};
+use crate::shell::DEFAULT_KILL_GRACE;
+use slots::{Decision, EntryKey, Slots};
+
+/// Longest wait between job requests of an entry whose requests fail.
+const MAX_REQUEST_BACKOFF: Duration = Duration::from_secs(60);
+
+/// After aborting jobs (shutdown timeout, second interrupt), how long to wait for their
+/// processes to be killed before returning.
+const ABORT_GRACE: Duration = Duration::from_secs(5);
+
+/// How the poll loop runs, beyond the configuration file.
+#[derive(Clone)]
+pub struct PollOptions {
+    /// This process's `system_id` (see [`load_or_create_system_id`]).
+    pub system_id: String,
+    /// Where events go.
+    pub events: PollEvents,
+    /// Stop taking jobs after this many (then finish them and return).
+    pub max_jobs: Option<usize>,
+    /// Relative `builds_dir`/`cache_dir`, and their defaults `builds` and `cache`, are
+    /// taken from here (gitlab-runner's shell executor uses its working directory).
+    pub work_dir: PathBuf,
+    /// Time between SIGTERM and SIGKILL when a job's stage is stopped.
+    pub kill_grace: Duration,
+}
+
+impl PollOptions {
+    /// Options with no event sink, no job limit, the current directory and the default
+    /// kill grace period.
+    pub fn new(system_id: impl Into<String>) -> Self {
+        Self {
+            system_id: system_id.into(),
+            events: Arc::new(|_| {}),
+            max_jobs: None,
+            work_dir: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
+            kill_grace: DEFAULT_KILL_GRACE,
+        }
+    }
+}
+
+/// Why polling cannot start (or a configuration cannot be reloaded).
+#[derive(Debug, thiserror::Error)]
+pub enum PollError {
+    /// Nothing to poll.
+    #[error(
+        "start the runner: the configuration has no [[runners]] entry\nregister one with `gantry runner register --url URL --token TOKEN`"
+    )]
+    NoRunners,
+    /// An entry uses an executor this build does not have.
+    #[error(
+        "start the runner: `runners[{index}]` ({name}) uses executor = \"{executor}\", which this build of gantry-runner does not implement yet\nuse executor = \"shell\", or remove the entry"
+    )]
+    UnsupportedExecutor {
+        /// Position in the file.
+        index: usize,
+        /// Its name or short token.
+        name: String,
+        /// The executor.
+        executor: ExecutorKind,
+    },
+    /// The HTTP client of an entry could not be built.
+    #[error("start the runner: `runners[{index}]` ({name}): {source}")]
+    Client {
+        /// Position in the file.
+        index: usize,
+        /// Its name or short token.
+        name: String,
+        /// Why.
+        #[source]
+        source: ClientError,
+    },
+}
+
+/// The display name of an entry: its `name`, else its short token.
+pub fn runner_name(runner: &RunnerConfig) -> String {
+    runner
+        .name
+        .clone()
+        .filter(|n| !n.trim().is_empty())
+        .unwrap_or_else(|| short_token(&runner.token))
+}
+
+/// Checks that every entry can be polled by this build.
+pub fn check_config(config: &Config) -> Result<(), PollError> {
+    if config.runners.is_empty() {
+        return Err(PollError::NoRunners);
+    }
+    for (index, runner) in config.runners.iter().enumerate() {
+        if runner.executor != ExecutorKind::Shell {
+            return Err(PollError::UnsupportedExecutor {
+                index,
+                name: runner_name(runner),
+                executor: runner.executor,
+            });
+        }
+    }
+    Ok(())
+}
+
+enum Command {
+    StopTakingJobs,
+    Interrupt,
+    Reload(Box<Config>),
+}
+
+/// Controls a running [`Poller`] (the binary maps signals onto it).
+#[derive(Clone)]
+pub struct PollHandle {
+    commands: mpsc::UnboundedSender<Command>,
+}
+
+impl PollHandle {
+    /// SIGQUIT: take no new jobs; finish the running ones.
+    pub fn stop_taking_jobs(&self) {
+        let _ = self.commands.send(Command::StopTakingJobs);
+    }
+
+    /// SIGTERM/SIGINT: interrupt running jobs (`runner_interrupted`, `after_script`
+    /// still runs) and stop; a second call stops at once.
+    pub fn interrupt(&self) {
+        let _ = self.commands.send(Command::Interrupt);
+    }
+
+    /// SIGHUP: use `config` for everything new.
+    pub fn reload(&self, config: Config) {
+        let _ = self.commands.send(Command::Reload(Box::new(config)));
+    }
+}
+
+/// The runtime data of an entry (parallel to `Slots::entries`).
+struct Entry {
+    name: String,
+    config: Arc<RunnerConfig>,
+    client: Client,
+    builds_dir: PathBuf,
+    cache_dir: PathBuf,
+    last_update: Option<String>,
+    backoff: Backoff,
+}
+
+struct State {
+    slots: Slots,
+    entries: Vec<Entry>,
+    jobs: HashMap<i64, StopSignal>,
+    reports: Vec<JobReport>,
+    interrupted: bool,
+    shutdown_timeout: Duration,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    changed: Notify,
+    interrupt: watch::Sender<bool>,
+    options: PollOptions,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn emit(&self, event: PollEvent) {
+        (self.options.events)(&event);
+    }
+
+    fn changed(&self) {
+        self.changed.notify_waiters();
+    }
+}
+
+/// Asks the coordinator(s) for jobs and runs them until told to stop.
+pub struct Poller {
+    shared: Arc<Shared>,
+    commands: mpsc::UnboundedReceiver<Command>,
+}
+
+fn resolve_dir(work_dir: &Path, configured: Option<&Path>, default: &str) -> PathBuf {
+    match configured {
+        Some(dir) => work_dir.join(dir),
+        None => work_dir.join(default),
+    }
+}
+
+fn new_entry(index: usize, runner: &RunnerConfig, options: &PollOptions, check_interval: Duration) -> Result<Entry, PollError> {
+    let name = runner_name(runner);
+    let client = Client::new(&runner.url, version_info(Some((runner.executor, runner.shell)))).map_err(|source| {
+        PollError::Client {
+            index,
+            name: name.clone(),
+            source,
+        }
+    })?;
+    Ok(Entry {
+        name,
+        config: Arc::new(runner.clone()),
+        client,
+        builds_dir: resolve_dir(&options.work_dir, runner.builds_dir.as_deref(), "builds"),
+        cache_dir: resolve_dir(&options.work_dir, runner.cache_dir.as_deref(), "cache"),
+        last_update: None,
+        backoff: Backoff::new(check_interval.max(Duration::from_secs(1)), MAX_REQUEST_BACKOFF),
+    })
+}
+
+fn key(runner: &RunnerConfig) -> EntryKey {
+    EntryKey {
+        url: runner.url.clone(),
+        token: runner.token.clone(),
+    }
+}
+
+impl Poller {
+    /// A poller for `config`; fails when an entry cannot be polled.
+    pub fn new(config: Config, options: PollOptions) -> Result<(Self, PollHandle), PollError> {
+        check_config(&config)?;
+        let now = Instant::now();
+        let mut slots = Slots::new(config.concurrent.get(), config.check_interval, options.max_jobs);
+        let mut entries = Vec::new();
+        for (index, runner) in config.runners.iter().enumerate() {
+            let entry = new_entry(index, runner, &options, config.check_interval)?;
+            let (position, new) = slots.upsert(key(runner), runner.limit.map(|l| l.get()), runner.request_concurrency.get(), now);
+            if new {
+                entries.push(entry);
+            } else {
+                entries[position] = entry;
+            }
+        }
+        let (sender, commands) = mpsc::unbounded_channel();
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                slots,
+                entries,
+                jobs: HashMap::new(),
+                reports: Vec::new(),
+                interrupted: false,
+                shutdown_timeout: config.shutdown_timeout,
+            }),
+            changed: Notify::new(),
+            interrupt: watch::Sender::new(false),
+            options,
+        });
+        Ok((Self { shared, commands }, PollHandle { commands: sender }))
+    }
+
+    /// Polls until stopped (see the module docs); returns every job's report.
+    pub async fn run(mut self) -> PollSummary {
+        let (count, concurrent) = {
+            let state = self.shared.lock();
+            (state.slots.entries.len(), state.slots.concurrent)
+        };
+        for index in 0..count {
+            tokio::spawn(schedule(Arc::clone(&self.shared), index));
+        }
+        self.shared.emit(PollEvent::Started {
+            runners: count,
+            concurrent,
+        });
+        let mut commands_open = true;
+        let mut deadline: Option<Instant> = None;
+        loop {
+            let notified = self.shared.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.shared.lock().slots.idle() {
+                break;
+            }
+            tokio::select! {
+                command = self.commands.recv(), if commands_open => match command {
+                    None => commands_open = false,
+                    Some(Command::StopTakingJobs) => self.stop_taking_jobs(),
+                    Some(Command::Interrupt) => {
+                        if deadline.is_some() {
+                            let killed = self.abort_all();
+                            self.shared.emit(PollEvent::Forced { killed });
+                            self.settle().await;
+                            break;
+                        }
+                        deadline = Some(self.interrupt());
+                    }
+                    Some(Command::Reload(config)) => self.reload(*config),
+                },
+                () = &mut notified => {}
+                () = sleep_until_some(deadline) => {
+                    let abandoned = self.abort_all();
+                    self.shared.emit(PollEvent::ShutdownTimeout { abandoned });
+                    self.settle().await;
+                    break;
+                }
+            }
+        }
+        let reports = std::mem::take(&mut self.shared.lock().reports);
+        self.shared.emit(PollEvent::Stopped { jobs: reports.len() });
+        PollSummary { jobs: reports }
+    }
+
+    fn stop_taking_jobs(&self) {
+        let (running, requesting) = {
+            let mut state = self.shared.lock();
+            state.slots.taking_jobs = false;
+            (state.slots.running, state.slots.requesting)
+        };
+        self.shared.changed();
+        self.shared.emit(PollEvent::StopTakingJobs { running, requesting });
+    }
+
+    /// First interrupt: returns the deadline for running jobs.
+    fn interrupt(&self) -> Instant {
+        let (running, timeout) = {
+            let mut state = self.shared.lock();
+            state.slots.taking_jobs = false;
+            state.interrupted = true;
+            for stop in state.jobs.values() {
+                stop.request(StopRequest::Interrupt);
+            }
+            (state.slots.running, state.shutdown_timeout)
+        };
+        self.shared.interrupt.send_replace(true);
+        self.shared.changed();
+        self.shared.emit(PollEvent::Interrupting { running, timeout });
+        Instant::now() + timeout
+    }
+
+    fn abort_all(&self) -> usize {
+        let mut state = self.shared.lock();
+        state.slots.taking_jobs = false;
+        for stop in state.jobs.values() {
+            stop.request(StopRequest::Abort);
+        }
+        state.jobs.len()
+    }
+
+    /// Waits a little for aborted jobs to be killed.
+    async fn settle(&self) {
+        let until = Instant::now() + ABORT_GRACE.max(self.shared.options.kill_grace);
+        loop {
+            let notified = self.shared.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.shared.lock().slots.running == 0 {
+                return;
+            }
+            tokio::select! {
+                () = &mut notified => {}
+                () = tokio::time::sleep_until(until) => return,
+            }
+        }
+    }
+
+    fn reload(&self, config: Config) {
+        if let Err(error) = check_config(&config) {
+            self.shared.emit(PollEvent::ReloadRejected { error: error.to_string() });
+            return;
+        }
+        let mut fresh = Vec::new();
+        for (index, runner) in config.runners.iter().enumerate() {
+            match new_entry(index, runner, &self.shared.options, config.check_interval) {
+                Ok(entry) => fresh.push((runner, entry)),
+                Err(error) => {
+                    self.shared.emit(PollEvent::ReloadRejected { error: error.to_string() });
+                    return;
+                }
+            }
+        }
+        let now = Instant::now();
+        let mut start = Vec::new();
+        let (runners, concurrent) = {
+            let mut state = self.shared.lock();
+            // Before the upserts: an entry without `limit` gets the new `concurrent`.
+            state.slots.concurrent = config.concurrent.get();
+            state.slots.check_interval = config.check_interval;
+            state.shutdown_timeout = config.shutdown_timeout;
+            let keys: Vec<EntryKey> = config.runners.iter().map(key).collect();
+            for entry in &mut state.slots.entries {
+                if !keys.contains(&entry.key) {
+                    entry.removed = true;
+                }
+            }
+            for (runner, mut entry) in fresh {
+                let (index, scheduler_needed) = state.slots.upsert(
+                    key(runner),
+                    runner.limit.map(|l| l.get()),
+                    runner.request_concurrency.get(),
+                    now,
+                );
+                if index < state.entries.len() {
+                    let old = &mut state.entries[index];
+                    entry.last_update = old.last_update.take();
+                    *old = entry;
+                } else {
+                    state.entries.push(entry);
+                }
+                if scheduler_needed {
+                    start.push(index);
+                }
+            }
+            (config.runners.len(), config.concurrent.get())
+        };
+        for index in start {
+            tokio::spawn(schedule(Arc::clone(&self.shared), index));
+        }
+        self.shared.changed();
+        self.shared.emit(PollEvent::Reloaded { runners, concurrent });
+    }
+}
+
+async fn sleep_until_some(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// One entry's scheduler: starts requests when the model allows.
+async fn schedule(shared: Arc<Shared>, index: usize) {
+    loop {
+        let notified = shared.changed.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let decision = shared.lock().slots.decide(index, Instant::now());
+        match decision {
+            Decision::Request => {
+                tokio::spawn(request(Arc::clone(&shared), index));
+            }
+            Decision::WaitUntil(at) => {
+                tokio::select! {
+                    () = &mut notified => {}
+                    () = tokio::time::sleep_until(at) => {}
+                }
+            }
+            Decision::WaitForSlot => notified.await,
+            Decision::Exit => return,
+        }
+    }
+}
+
+fn describe(error: &ClientError) -> String {
+    match error {
+        ClientError::Refused { status: 403, .. } => format!(
+            "{error}\nthe coordinator does not accept this runner's token: the runner may have been deleted; check with `gantry runner verify`"
+        ),
+        other => other.to_string(),
+    }
+}
+
+/// One job request; becomes the job when it brings one.
+async fn request(shared: Arc<Shared>, index: usize) {
+    let (client, token, last_update) = {
+        let state = shared.lock();
+        let entry = &state.entries[index];
+        (entry.client.clone(), entry.config.token.clone(), entry.last_update.clone())
+    };
+    let mut interrupted = shared.interrupt.subscribe();
+    let system_id = shared.options.system_id.clone();
+    let outcome = tokio::select! {
+        outcome = client.request_job(&token, &system_id, last_update.as_deref()) => outcome,
+        _ = interrupted.wait_for(|interrupted| *interrupted) => {
+            shared.lock().slots.no_job(index);
+            shared.changed();
+            return;
+        }
+    };
+    match outcome {
+        Ok(JobRequestOutcome::Job(job)) => run_received(shared, index, *job).await,
+        Ok(JobRequestOutcome::Undecodable { id, token, error }) => {
+            let name = {
+                let mut state = shared.lock();
+                state.slots.no_job(index);
+                state.entries[index].name.clone()
+            };
+            shared.changed();
+            let error = error.to_string();
+            shared.emit(PollEvent::UndecodableJob {
+                runner: name.clone(),
+                job_id: id,
+                error: error.clone(),
+            });
+            if let (Some(id), Some(token)) = (id, token) {
+                let events: crate::job::JobEvents = {
+                    let shared = Arc::clone(&shared);
+                    Arc::new(move |event| shared.emit(PollEvent::Job { runner: name.clone(), event }))
+                };
+                let report = fail_undecodable_job(client, id, token, &error, events).await;
+                shared.lock().reports.push(report);
+            }
+        }
+        Ok(JobRequestOutcome::NoJob { last_update }) => {
+            {
+                let mut state = shared.lock();
+                let entry = &mut state.entries[index];
+                if let Some(value) = last_update.filter(|v| !v.is_empty()) {
+                    entry.last_update = Some(value);
+                }
+                entry.backoff.reset();
+                state.slots.no_job(index);
+            }
+            shared.changed();
+        }
+        Err(error) => {
+            let event = {
+                let mut state = shared.lock();
+                let name = state.entries[index].name.clone();
+                if matches!(error, ClientError::Refused { status: 409, .. }) {
+                    state.entries[index].backoff.reset();
+                    state.slots.no_job(index);
+                    PollEvent::RequestConflict { runner: name }
+                } else {
+                    let retry_in = state.entries[index].backoff.next_delay();
+                    state.slots.failed(index, Instant::now(), retry_in);
+                    PollEvent::RequestFailed {
+                        runner: name,
+                        error: describe(&error),
+                        retry_in,
+                    }
+                }
+            };
+            shared.changed();
+            shared.emit(event);
+        }
+    }
+}
+
+async fn run_received(shared: Arc<Shared>, index: usize, job: JobResponse) {
+    let job_id = job.id;
+    let stop = StopSignal::new();
+    let (cx, name, slot, stopped_taking) = {
+        let mut state = shared.lock();
+        let slot = state
+            .slots
+            .job_started(index, job_id, job.job_info.project_id, Instant::now());
+        if state.interrupted {
+            stop.request(StopRequest::Interrupt);
+        }
+        state.jobs.insert(job_id, stop.clone());
+        let stopped_taking = !state.slots.taking_jobs && state.slots.max_jobs.is_some_and(|m| state.slots.received == m);
+        let entry = &mut state.entries[index];
+        entry.backoff.reset();
+        let name = entry.name.clone();
+        let events = {
+            let shared = Arc::clone(&shared);
+            let name = name.clone();
+            Arc::new(move |event| shared.emit(PollEvent::Job { runner: name.clone(), event }))
+        };
+        let cx = JobContext {
+            client: entry.client.clone(),
+            runner: Arc::clone(&entry.config),
+            system_id: shared.options.system_id.clone(),
+            concurrent_id: slot.concurrent_id,
+            concurrent_project_id: slot.concurrent_project_id,
+            builds_dir: entry.builds_dir.clone(),
+            cache_dir: entry.cache_dir.clone(),
+            stop,
+            events,
+            kill_grace: shared.options.kill_grace,
+        };
+        (cx, name, slot, stopped_taking)
+    };
+    shared.changed();
+    shared.emit(PollEvent::JobReceived {
+        runner: name,
+        job_id,
+        job_name: job.job_info.name.clone(),
+        concurrent_id: slot.concurrent_id,
+    });
+    if stopped_taking {
+        let (running, requesting) = {
+            let state = shared.lock();
+            (state.slots.running, state.slots.requesting)
+        };
+        shared.emit(PollEvent::StopTakingJobs { running, requesting });
+    }
+    let report = run_job(job, cx).await;
+    {
+        let mut state = shared.lock();
+        state.slots.job_finished(index, job_id);
+        state.jobs.remove(&job_id);
+        state.reports.push(report);
+    }
+    shared.changed();
+}

@@ -1,0 +1,205 @@
+//! What the poll loop tells its operator. The binary prints these on stderr, filtered
+//! by `log_level`; tests collect them.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::job::{JobEvent, JobReport};
+
+/// How important an event is (compared with the config's `log_level`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    /// Details: every request outcome.
+    Debug,
+    /// Normal operation.
+    Info,
+    /// Something is wrong but handled.
+    Warn,
+    /// Something failed.
+    Error,
+}
+
+/// Something the poll loop did or saw.
+#[derive(Debug, Clone)]
+pub enum PollEvent {
+    /// Polling started.
+    Started {
+        /// `[[runners]]` entries polled.
+        runners: usize,
+        /// `concurrent`.
+        concurrent: usize,
+    },
+    /// A job request failed; the entry waits before asking again.
+    RequestFailed {
+        /// The entry (`name` or short token).
+        runner: String,
+        /// What failed, and what to do about it.
+        error: String,
+        /// When the entry asks again.
+        retry_in: Duration,
+    },
+    /// A job request was answered `409` (another runner won the race); asked again
+    /// after `check_interval`.
+    RequestConflict {
+        /// The entry.
+        runner: String,
+    },
+    /// A job was assigned but its payload cannot be decoded; it is reported as failed
+    /// when its id and token can be read.
+    UndecodableJob {
+        /// The entry.
+        runner: String,
+        /// The job id, if readable.
+        job_id: Option<i64>,
+        /// What is wrong, naming the JSON path.
+        error: String,
+    },
+    /// A job was received and is starting.
+    JobReceived {
+        /// The entry.
+        runner: String,
+        /// Job id.
+        job_id: i64,
+        /// `job_info.name`.
+        job_name: String,
+        /// `CI_CONCURRENT_ID`.
+        concurrent_id: usize,
+    },
+    /// Something about a running job.
+    Job {
+        /// The entry.
+        runner: String,
+        /// What.
+        event: JobEvent,
+    },
+    /// No new jobs are taken (SIGQUIT, or `max_jobs` reached); running jobs finish.
+    StopTakingJobs {
+        /// Jobs still running.
+        running: usize,
+        /// Job requests in flight (a job they bring is run).
+        requesting: usize,
+    },
+    /// Running jobs are being interrupted (SIGTERM/SIGINT).
+    Interrupting {
+        /// Jobs being interrupted.
+        running: usize,
+        /// How long they have to finish (`shutdown_timeout`).
+        timeout: Duration,
+    },
+    /// `shutdown_timeout` passed with jobs still running; they are killed without a
+    /// final update.
+    ShutdownTimeout {
+        /// Jobs abandoned.
+        abandoned: usize,
+    },
+    /// A second interrupt: stop now.
+    Forced {
+        /// Jobs killed.
+        killed: usize,
+    },
+    /// A new configuration is in effect.
+    Reloaded {
+        /// Entries now polled.
+        runners: usize,
+        /// `concurrent` now.
+        concurrent: usize,
+    },
+    /// A new configuration was refused; the old one stays.
+    ReloadRejected {
+        /// Why.
+        error: String,
+    },
+    /// Polling ended.
+    Stopped {
+        /// Jobs run.
+        jobs: usize,
+    },
+}
+
+impl PollEvent {
+    /// How important it is.
+    pub fn level(&self) -> Level {
+        match self {
+            Self::RequestConflict { .. } => Level::Debug,
+            Self::Started { .. }
+            | Self::JobReceived { .. }
+            | Self::StopTakingJobs { .. }
+            | Self::Reloaded { .. }
+            | Self::Stopped { .. } => Level::Info,
+            Self::Job { event, .. } => match event {
+                JobEvent::CoordinatorUnreachable { .. } => Level::Warn,
+                _ => Level::Info,
+            },
+            Self::RequestFailed { .. } | Self::Interrupting { .. } => Level::Warn,
+            Self::UndecodableJob { .. } => Level::Error,
+            Self::ShutdownTimeout { .. } | Self::Forced { .. } | Self::ReloadRejected { .. } => Level::Error,
+        }
+    }
+}
+
+impl fmt::Display for PollEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Started { runners, concurrent } => write!(
+                f,
+                "polling {runners} runner{} for jobs (concurrent = {concurrent})",
+                if *runners == 1 { "" } else { "s" }
+            ),
+            Self::RequestFailed { runner, error, retry_in } => write!(
+                f,
+                "runner {runner}: job request failed: {error}; asking again in {:.1}s",
+                retry_in.as_secs_f64()
+            ),
+            Self::RequestConflict { runner } => {
+                write!(f, "runner {runner}: job request answered 409 (another runner took the job)")
+            }
+            Self::UndecodableJob { runner, job_id, error } => match job_id {
+                Some(id) => write!(f, "runner {runner}: job {id} cannot be run: failed to {error}; reporting it as failed"),
+                None => write!(f, "runner {runner}: received a job that cannot be read: failed to {error}"),
+            },
+            Self::JobReceived {
+                runner,
+                job_id,
+                job_name,
+                concurrent_id,
+            } => write!(f, "runner {runner}: received job {job_id} ({job_name}) in slot {concurrent_id}"),
+            Self::Job { runner, event } => write!(f, "runner {runner}: {event}"),
+            Self::StopTakingJobs { running, requesting } => {
+                write!(f, "not taking new jobs; waiting for {running} running job(s) to finish")?;
+                if *requesting > 0 {
+                    write!(
+                        f,
+                        " and for {requesting} job request(s) in flight (a long-polling coordinator may hold one for up to ~50 s; a job it brings is run)"
+                    )?;
+                }
+                Ok(())
+            }
+            Self::Interrupting { running, timeout } => write!(
+                f,
+                "shutting down: interrupting {running} running job(s) (after_script still runs), up to {}s",
+                timeout.as_secs()
+            ),
+            Self::ShutdownTimeout { abandoned } => write!(
+                f,
+                "shutdown_timeout passed: killed {abandoned} job(s) without a final update; the coordinator will time them out"
+            ),
+            Self::Forced { killed } => write!(f, "second interrupt: stopping now, killed {killed} job(s)"),
+            Self::Reloaded { runners, concurrent } => {
+                write!(f, "configuration reloaded: {runners} runner(s), concurrent = {concurrent}")
+            }
+            Self::ReloadRejected { error } => write!(f, "configuration not reloaded (keeping the old one): {error}"),
+            Self::Stopped { jobs } => write!(f, "stopped after {jobs} job(s)"),
+        }
+    }
+}
+
+/// Where poll events go.
+pub type PollEvents = Arc<dyn Fn(&PollEvent) + Send + Sync>;
+
+/// What a poll run did.
+#[derive(Debug, Clone, Default)]
+pub struct PollSummary {
+    /// Every job run, in the order they ended.
+    pub jobs: Vec<JobReport>,
+}

@@ -1,0 +1,96 @@
+//! The parts of the trace and update protocol the mock does not produce by itself,
+//! made by the front: the `202` accept protocol of final updates (§4.4), and the `416`
+//! resync after a patch answer was lost (§5.2).
+
+#![allow(clippy::unwrap_used, clippy::panic)]
+
+mod mock_support;
+
+use std::time::Duration;
+
+use gantry_runner::job::{Delivery, JobEnding, MAX_FINAL_RANGE_MISMATCHES};
+use gitlab_runner_mock::MockJobState;
+use mock_support::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_final_update_answered_202_is_sent_again_until_accepted() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mock, front) = mock_and_front().await;
+    front.accept_final_updates_later(2);
+    let job = enqueue(&mock, "quick", &["echo done"], &[], &[]);
+    let (summary, _) = run_jobs(config(front.url(), dir.path(), "", ""), dir.path(), 1, Duration::from_secs(60)).await;
+
+    assert_eq!(summary.jobs[0].delivery, Delivery::Accepted);
+    assert_eq!(job.state(), MockJobState::Success);
+    let finals: Vec<_> = front
+        .exchanges()
+        .into_iter()
+        .filter(|e| e.is_job_update() && e.json()["state"] == "success")
+        .collect();
+    assert_eq!(finals.iter().map(|e| e.status).collect::<Vec<_>>(), [202, 202, 200]);
+    // The same update each time.
+    assert!(finals.windows(2).all(|w| w[0].json() == w[1].json()));
+    assert_eq!(finals[2].json()["output"]["checksum"], checksum(&job.log()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_lost_patch_answer_is_recovered_with_the_416_range() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mock, front) = mock_and_front().await;
+    {
+        let mock = mock.clone();
+        front.add_range_to_416(move |id| mock.get_job(id).map(|job| job.log().len() as u64));
+    }
+    let job = enqueue(
+        &mock,
+        "printing",
+        &["for i in $(seq 1 80); do echo \"line $i\"; sleep 0.1; done"],
+        &[],
+        &[],
+    );
+    let (options, _) = options(dir.path(), Some(1));
+    let (_handle, task) = start(config(front.url(), dir.path(), "", ""), options);
+    wait_for(Duration::from_secs(20), "a first patch", || job.log_patches() >= 1).await;
+    front.lose_patch_answers(1);
+    let summary = tokio::time::timeout(Duration::from_secs(60), task).await.unwrap().unwrap();
+
+    let report = &summary.jobs[0];
+    assert_eq!(report.delivery, Delivery::Accepted);
+    let statuses: Vec<u16> = front.exchanges().iter().filter(|e| e.is_trace_patch()).map(|e| e.status).collect();
+    assert!(statuses.contains(&502) && statuses.contains(&416), "{statuses:?}");
+    // Byte for byte: the coordinator has the runner's log, once.
+    assert_eq!(report.trace_checksum, checksum(&job.log()));
+    assert_eq!(report.trace_bytes, job.log().len() as u64);
+    let log = log_text(&job);
+    for i in 1..=80 {
+        assert_eq!(log.matches(&format!("line {i}\n")).count(), 1, "line {i} in:\n{log}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_416_without_range_cannot_make_the_final_flush_loop_forever() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mock, front) = mock_and_front().await;
+    // The mock answers 416 without `Range` (real GitLab sends it); the runner then
+    // starts over from byte 0, which this server keeps refusing.
+    let job = enqueue(&mock, "printing", &["for i in $(seq 1 80); do echo \"line $i\"; sleep 0.1; done"], &[], &[]);
+    let (options, _) = options(dir.path(), Some(1));
+    let (_handle, task) = start(config(front.url(), dir.path(), "", ""), options);
+    wait_for(Duration::from_secs(20), "a first patch", || job.log_patches() >= 1).await;
+    front.lose_patch_answers(1);
+    let summary = tokio::time::timeout(Duration::from_secs(60), task).await.unwrap().unwrap();
+
+    let report = &summary.jobs[0];
+    assert_eq!(report.ending, JobEnding::Success);
+    assert_eq!(report.delivery, Delivery::Accepted, "the final update still goes out");
+    let update = front.final_update(job.id());
+    // It tells the coordinator what the whole log is, so the loss is detectable.
+    assert_eq!(update["output"]["bytesize"], report.trace_bytes);
+    assert!(report.trace_bytes > job.log().len() as u64);
+    let final_416s = front
+        .exchanges()
+        .iter()
+        .filter(|e| e.is_trace_patch() && e.status == 416)
+        .count();
+    assert!(final_416s >= MAX_FINAL_RANGE_MISMATCHES as usize, "{final_416s}");
+}

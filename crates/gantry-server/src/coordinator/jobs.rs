@@ -1,0 +1,189 @@
+//! What runners send about a job: status updates (§4, with the `202` accept protocol and
+//! cancellation through `Job-Status`) and trace patches (§5).
+
+use std::time::Duration;
+
+use gantry_protocol::update::{PENDING_STATE_TIMEOUT, accept_backoff};
+use gantry_protocol::{JobState as WireState, UpdateJobRequest};
+
+use crate::processor::{Event, FailureReason, Status};
+
+use super::error::CoordinatorError;
+use super::time::now_ms;
+use super::views::{JobView, UpdateResult};
+use super::{Coordinator, token};
+
+fn executing(status: &str) -> bool {
+    Status::parse(status).is_some_and(Status::is_executing)
+}
+
+impl Coordinator {
+    /// The job a job token belongs to, while the job runs (`running` or `canceling`);
+    /// `None` for unknown tokens and ended jobs (the token is revoked when the job ends).
+    pub async fn job_by_token(
+        &self,
+        token: &str,
+    ) -> std::result::Result<Option<JobView>, CoordinatorError> {
+        if !token.starts_with(token::JOB_TOKEN_PREFIX) {
+            return Ok(None);
+        }
+        let hash = token::hash(token);
+        let Some(job) = self.inner.store.job_by_token_hash(&hash).await? else {
+            return Ok(None);
+        };
+        if !executing(&job.status) {
+            return Ok(None);
+        }
+        self.runtime().issued.entry(job.id).or_insert(hash);
+        Ok(Some(self.job(job.id).await?))
+    }
+
+    /// For a `403` answer: the id and status of the job a token belonged to, also after the
+    /// job ended (remembered in memory since this process issued or saw it), so the
+    /// answer can carry `Job-Status` (§4.2, §4.5).
+    pub async fn job_status_for_token(
+        &self,
+        token: &str,
+    ) -> std::result::Result<Option<(i64, String)>, CoordinatorError> {
+        let hash = token::hash(token);
+        let id = match self.inner.store.job_by_token_hash(&hash).await? {
+            Some(j) => return Ok(Some((j.id, j.status))),
+            None => self.runtime().ended.get(&hash).copied(),
+        };
+        match id {
+            Some(id) => Ok(Some((id, self.inner.store.job(id).await?.status))),
+            None => Ok(None),
+        }
+    }
+
+    /// A runner's `PUT /jobs/:id` (the caller has checked the job token).
+    ///
+    /// - `running` (and two-phase `pending`): a keep-alive; `job_status` is `running`, or
+    ///   `canceling` when a user canceled the job on a runner that cancels gracefully.
+    /// - `success` / `failed`: the final state. While the runner reports more trace bytes
+    ///   (`output.bytesize`) than are stored, the update is not applied and `accepted` is
+    ///   false (answer `202`, retry after `update_interval`), for up to 5 minutes (§4.4).
+    ///   Then the job finishes (a `canceling` job becomes `canceled`), its token is
+    ///   revoked and the pipeline is processed.
+    ///
+    /// A job that is not running any more is `Forbidden` (`403`; its status is in
+    /// [`Coordinator::job`]).
+    pub async fn update_job(
+        &self,
+        job_id: i64,
+        req: UpdateJobRequest,
+    ) -> std::result::Result<UpdateResult, CoordinatorError> {
+        let store = &self.inner.store;
+        let job = store.job(job_id).await?;
+        if !executing(&job.status) {
+            return Err(CoordinatorError::Forbidden(format!(
+                "update job {job_id}: it is {}",
+                job.status
+            )));
+        }
+        let now = now_ms();
+        match req.state {
+            WireState::Pending | WireState::Running => {
+                store.touch_job(job_id, now).await?;
+                Ok(UpdateResult {
+                    accepted: true,
+                    job_status: job.status,
+                    update_interval: None,
+                })
+            }
+            WireState::Success | WireState::Failed => {
+                let reported = req.output.bytesize;
+                let stored = u64::try_from(job.trace_size).unwrap_or(0);
+                if reported > stored {
+                    let first = *self.runtime().pending_final.entry(job_id).or_insert(now);
+                    let age = Duration::from_millis(u64::try_from(now - first).unwrap_or(0));
+                    if age < PENDING_STATE_TIMEOUT {
+                        store.touch_job(job_id, now).await?;
+                        return Ok(UpdateResult {
+                            accepted: false,
+                            job_status: job.status,
+                            update_interval: Some(accept_backoff(age)),
+                        });
+                    }
+                }
+                self.runtime().pending_final.remove(&job_id);
+                let success = req.state == WireState::Success;
+                let reason = req
+                    .failure_reason
+                    .map(|r| FailureReason::from_runner(r.as_str()))
+                    .unwrap_or(FailureReason::ScriptFailure);
+                let exit_code = (req.exit_code != 0).then_some(req.exit_code);
+                self.job_event(job_id, now, |job| {
+                    if success {
+                        Event::JobSucceeded { job }
+                    } else {
+                        Event::JobFailed {
+                            job,
+                            reason,
+                            exit_code,
+                        }
+                    }
+                })
+                .await
+                .map_err(|e| match e {
+                    CoordinatorError::Conflict(m) => CoordinatorError::Forbidden(m),
+                    other => other,
+                })?;
+                let status = store.job(job_id).await?.status;
+                Ok(UpdateResult {
+                    accepted: true,
+                    job_status: status,
+                    update_interval: None,
+                })
+            }
+        }
+    }
+
+    /// A runner's `PATCH /jobs/:id/trace`: append `data` at `range_start`, which must be
+    /// the stored length (else `RangeMismatch { size }`, `416`). Returns the new length.
+    /// Past the trace limit the job fails `trace_size_exceeded` and this is `Forbidden`.
+    pub async fn append_trace(
+        &self,
+        job_id: i64,
+        range_start: u64,
+        data: &[u8],
+    ) -> std::result::Result<u64, CoordinatorError> {
+        let store = &self.inner.store;
+        let job = store.job(job_id).await?;
+        if !executing(&job.status) {
+            return Err(CoordinatorError::Forbidden(format!(
+                "append to the trace of job {job_id}: it is {}",
+                job.status
+            )));
+        }
+        let start = i64::try_from(range_start).map_err(|_| {
+            CoordinatorError::Invalid(format!(
+                "append to the trace of job {job_id}: offset {range_start} is too large"
+            ))
+        })?;
+        let limit = i64::try_from(self.inner.cfg.trace_limit).unwrap_or(i64::MAX);
+        let now = now_ms();
+        match store.append_trace(job_id, start, data, limit).await {
+            Ok(Ok(size)) => {
+                store.touch_job(job_id, now).await?;
+                Ok(u64::try_from(size).unwrap_or(0))
+            }
+            Ok(Err(size)) => Err(CoordinatorError::RangeMismatch {
+                size: u64::try_from(size).unwrap_or(0),
+            }),
+            Err(gantry_store::StoreError::TooLarge { limit }) => {
+                let _ = self
+                    .job_event(job_id, now, |job| Event::JobFailed {
+                        job,
+                        reason: FailureReason::TraceSizeExceeded,
+                        exit_code: None,
+                    })
+                    .await;
+                Err(CoordinatorError::Forbidden(format!(
+                    "append to the trace of job {job_id}: the trace would exceed the limit of {limit} bytes; the job was dropped (trace_size_exceeded)"
+                )))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+}

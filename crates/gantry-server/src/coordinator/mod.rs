@@ -1,0 +1,503 @@
+//! The coordinator service: turns commits into pipelines, persists the processor's
+//! decisions through `gantry-store`, queues jobs for runners and receives their updates,
+//! traces and artifacts. No HTTP here (that is [`crate::http`]); the clock is read only
+//! here, at the edge, and passed into the processor.
+//!
+//! Every state change takes one path ([`state`]): load the pipeline's rows, build a
+//! [`PipelineState`](crate::processor::PipelineState), let the processor decide (an
+//! event, then a processing pass), and persist the difference with `store.apply` under
+//! the pipeline's optimistic lock, retrying when another writer got there first. Job
+//! assignment is the exception the store makes atomic by itself (`assign_job`: pending →
+//! running exactly once), followed by the same path for the pipeline's status.
+//!
+//! Files: `pipelines.rs` (create, cancel, retry, play), `queue.rs` (job selection, long
+//! polling), `payload.rs` (the §3.5 job payload), `jobs.rs` (updates, traces),
+//! `artifacts.rs` (+ `blob.rs`), `runners.rs`, `timers.rs` (tick, resume), `git.rs`,
+//! `views.rs` (what callers get), `spec.rs` (what a job row stores).
+
+mod artifacts;
+mod blob;
+mod error;
+mod git;
+mod jobs;
+mod payload;
+mod pipelines;
+mod queue;
+mod runners;
+mod spec;
+mod state;
+mod time;
+mod timers;
+mod token;
+mod views;
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use gantry_store::Store;
+use tokio::sync::watch;
+
+use crate::processor::{PipelineState, Watchdog};
+
+pub use blob::{BlobStore, LocalDir};
+pub use error::CoordinatorError;
+pub use queue::RequestInfo;
+pub use time::iso8601;
+pub use views::{
+    Artifact, ArtifactsFile, Bootstrap, JobPipeline, JobView, PipelineView, Project, Runner,
+    RunnerOptions, UpdateResult,
+};
+
+use error::Result;
+use state::{Extras, Loaded, StatusChange, diff};
+
+/// Settings the coordinator runs with.
+#[derive(Clone, Debug)]
+pub struct CoordinatorConfig {
+    /// Blobs go under `data_dir/blobs`, repository mirrors under `data_dir/repos`.
+    pub data_dir: PathBuf,
+    /// How runners and users reach this server (`http://127.0.0.1:8080`); the base of
+    /// clone URLs, `CI_SERVER_URL`, job and pipeline URLs.
+    pub external_url: String,
+    /// How long a job request is held when no job is available (default 50 s).
+    pub long_poll: Duration,
+    /// Largest job log, bytes (default 100 MiB); past it the job fails `trace_size_exceeded`.
+    pub trace_limit: u64,
+    /// Largest artifact upload, bytes (default 100 MiB).
+    pub artifact_limit: u64,
+}
+
+impl CoordinatorConfig {
+    /// Defaults for everything but where data lives and how the server is reached.
+    pub fn new(data_dir: impl Into<PathBuf>, external_url: impl Into<String>) -> CoordinatorConfig {
+        CoordinatorConfig {
+            data_dir: data_dir.into(),
+            external_url: external_url.into(),
+            long_poll: gantry_protocol::long_poll::DEFAULT_HOLD,
+            trace_limit: 100 * 1024 * 1024,
+            artifact_limit: 100 * 1024 * 1024,
+        }
+    }
+}
+
+/// The coordinator. Cheap to clone (an `Arc` inside); every clone is the same service.
+#[derive(Clone)]
+pub struct Coordinator {
+    inner: Arc<Inner>,
+}
+
+/// Striped in-process locks: pipeline decisions and repository fetches of one process do
+/// not race each other (the optimistic lock still guards against other processes).
+const STRIPES: usize = 64;
+
+struct Inner {
+    store: Store,
+    cfg: CoordinatorConfig,
+    blobs: Arc<dyn BlobStore>,
+    /// The queue version: bumped whenever a job becomes pending; long polls watch it.
+    queue: watch::Sender<u64>,
+    /// Random per process, so versions of a restarted server never repeat.
+    boot: u64,
+    pipeline_locks: Vec<tokio::sync::Mutex<()>>,
+    repo_locks: Vec<tokio::sync::Mutex<()>>,
+    /// Pending jobs as last read (see `queue.rs`).
+    queue_cache: tokio::sync::Mutex<queue::Snapshot>,
+    /// Serializes this process's job assignments (one database writer at a time).
+    assign_gate: tokio::sync::Mutex<()>,
+    runtime: Mutex<Runtime>,
+}
+
+/// In-memory facts the store has no column for (lost on restart, with safe defaults).
+#[derive(Default)]
+struct Runtime {
+    /// Jobs whose runner advertised `cancel_gracefully` (after a restart: hard cancel).
+    graceful: HashSet<i64>,
+    /// First final update of a job whose trace was still incomplete (§4.4), Unix ms.
+    pending_final: HashMap<i64, i64>,
+    /// Token hash of each job handed out, until it ends.
+    issued: HashMap<i64, String>,
+    /// Token hashes of ended jobs → job id, to answer `Job-Status` (bounded).
+    ended: HashMap<String, i64>,
+    /// Commit facts for predefined variables, by `project:sha:ref`.
+    commits: HashMap<String, git::CommitInfo>,
+    /// Project rows (projects are never updated; read again after [`CACHE_TTL`]).
+    projects: HashMap<i64, (std::time::Instant, gantry_store::Project)>,
+    /// What dependency resolution needs of a pipeline's rows; dropped when the pipeline
+    /// gets new rows, read again after [`CACHE_TTL`].
+    dep_rows: HashMap<i64, (std::time::Instant, Arc<Vec<payload::DepRow>>)>,
+    /// Parsed job specs by job id (a row's spec never changes).
+    specs: HashMap<i64, Arc<spec::StoredSpec>>,
+    watchdog: Watchdog,
+}
+
+const MAX_CACHED_SPECS: usize = 100_000;
+
+/// Longest a cached row is trusted (rows other processes may change).
+const CACHE_TTL: Duration = Duration::from_secs(60);
+const MAX_CACHED: usize = 10_000;
+
+const MAX_ENDED_TOKENS: usize = 100_000;
+
+fn stripe(id: i64) -> usize {
+    usize::try_from(id.rem_euclid(STRIPES as i64)).unwrap_or(0)
+}
+
+impl Coordinator {
+    /// Start the coordinator over an opened store: blobs in `data_dir/blobs`.
+    pub async fn open(
+        store: Store,
+        cfg: CoordinatorConfig,
+    ) -> std::result::Result<Self, CoordinatorError> {
+        let blobs = LocalDir::new(cfg.data_dir.join("blobs"));
+        tokio::fs::create_dir_all(blobs.root()).await?;
+        tokio::fs::create_dir_all(cfg.data_dir.join("repos")).await?;
+        Ok(Self::with_blobs(store, cfg, Arc::new(blobs)))
+    }
+
+    /// Start the coordinator with another blob store (object storage).
+    pub fn with_blobs(store: Store, cfg: CoordinatorConfig, blobs: Arc<dyn BlobStore>) -> Self {
+        let (queue, _) = watch::channel(0u64);
+        let boot = {
+            use rand::RngCore;
+            rand::rng().next_u64()
+        };
+        Coordinator {
+            inner: Arc::new(Inner {
+                store,
+                cfg,
+                blobs,
+                queue,
+                boot,
+                pipeline_locks: (0..STRIPES).map(|_| tokio::sync::Mutex::new(())).collect(),
+                repo_locks: (0..STRIPES).map(|_| tokio::sync::Mutex::new(())).collect(),
+                queue_cache: tokio::sync::Mutex::new(queue::Snapshot::default()),
+                assign_gate: tokio::sync::Mutex::new(()),
+                runtime: Mutex::new(Runtime::default()),
+            }),
+        }
+    }
+
+    pub fn config(&self) -> &CoordinatorConfig {
+        &self.inner.cfg
+    }
+
+    /// Thresholds of the timers ([`Coordinator::tick`]): job timeouts' grace, stuck jobs,
+    /// stale schedules.
+    pub fn set_watchdog(&self, watchdog: Watchdog) {
+        self.runtime().watchdog = watchdog;
+    }
+
+    fn runtime(&self) -> MutexGuard<'_, Runtime> {
+        self.inner
+            .runtime
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn external_url(&self) -> &str {
+        self.inner.cfg.external_url.trim_end_matches('/')
+    }
+
+    /// First start: create an admin token and a legacy registration token. Plaintext is
+    /// returned only when created; the store keeps SHA-256 hashes.
+    pub async fn bootstrap(&self) -> std::result::Result<Bootstrap, CoordinatorError> {
+        let store = &self.inner.store;
+        let now = time::now_ms();
+        let mut out = Bootstrap::default();
+        // Two processes starting at once may both create one; each prints its own.
+        if store.admin_token_count().await? == 0 {
+            let t = token::new_token(gantry_protocol::token::PERSONAL_ACCESS_TOKEN_PREFIX);
+            store.add_admin_token(&token::hash(&t), now).await?;
+            out.admin_token = Some(t);
+        }
+        let reg = token::new_token(gantry_protocol::token::REGISTRATION_TOKEN_PREFIX);
+        if store
+            .init_setting("registration_token_hash", &token::hash(&reg))
+            .await?
+        {
+            out.registration_token = Some(reg);
+        }
+        Ok(out)
+    }
+
+    /// Whether `token` is an admin token.
+    pub async fn is_admin(&self, token: &str) -> std::result::Result<bool, CoordinatorError> {
+        if token.is_empty() {
+            return Ok(false);
+        }
+        Ok(self.inner.store.is_admin_token(&token::hash(token)).await?)
+    }
+
+    /// The opaque queue version (`X-GitLab-Last-Update`): changes whenever a job becomes
+    /// pending.
+    pub fn queue_version(&self) -> String {
+        self.version_string(*self.inner.queue.borrow())
+    }
+
+    fn version_string(&self, v: u64) -> String {
+        format!("{:016x}{v:016x}", self.inner.boot)
+    }
+
+    /// A job became pending: wake every waiting job request.
+    fn bump_queue(&self) {
+        self.inner.queue.send_modify(|v| *v = v.wrapping_add(1));
+    }
+
+    /// A project row, cached.
+    async fn project_row(&self, id: i64) -> Result<gantry_store::Project> {
+        if let Some((at, p)) = self.runtime().projects.get(&id) {
+            if at.elapsed() < CACHE_TTL {
+                return Ok(p.clone());
+            }
+        }
+        let p = self.inner.store.project(id).await?;
+        let mut rt = self.runtime();
+        if rt.projects.len() >= MAX_CACHED {
+            rt.projects.clear();
+        }
+        rt.projects
+            .insert(id, (std::time::Instant::now(), p.clone()));
+        Ok(p)
+    }
+
+    /// The dependency facts of a pipeline's rows, cached.
+    async fn dep_rows(&self, pipeline_id: i64) -> Result<Arc<Vec<payload::DepRow>>> {
+        if let Some((at, rows)) = self.runtime().dep_rows.get(&pipeline_id) {
+            if at.elapsed() < CACHE_TTL {
+                return Ok(Arc::clone(rows));
+            }
+        }
+        let rows: Vec<payload::DepRow> = self
+            .inner
+            .store
+            .pipeline_jobs(pipeline_id)
+            .await?
+            .iter()
+            .map(payload::DepRow::from_row)
+            .collect();
+        let rows = Arc::new(rows);
+        let mut rt = self.runtime();
+        if rt.dep_rows.len() >= MAX_CACHED {
+            rt.dep_rows.clear();
+        }
+        rt.dep_rows
+            .insert(pipeline_id, (std::time::Instant::now(), Arc::clone(&rows)));
+        Ok(rows)
+    }
+
+    // ---- the decision path ----
+
+    async fn load(&self, pipeline_id: i64) -> Result<Loaded> {
+        let store = &self.inner.store;
+        let pipeline = store.pipeline(pipeline_id).await?;
+        let rows = store.pipeline_jobs(pipeline_id).await?;
+        let (cached, graceful): (Vec<Option<Arc<spec::StoredSpec>>>, _) = {
+            let rt = self.runtime();
+            (
+                rows.iter().map(|r| rt.specs.get(&r.id).cloned()).collect(),
+                rt.graceful.clone(),
+            )
+        };
+        let mut specs = Vec::with_capacity(rows.len());
+        let mut parsed = Vec::new();
+        for (row, cached) in rows.iter().zip(cached) {
+            match cached {
+                Some(s) => specs.push(s),
+                None => {
+                    let s = Arc::new(spec::StoredSpec::parse(&row.spec)?);
+                    parsed.push((row.id, Arc::clone(&s)));
+                    specs.push(s);
+                }
+            }
+        }
+        if !parsed.is_empty() {
+            let mut rt = self.runtime();
+            if rt.specs.len() + parsed.len() > MAX_CACHED_SPECS {
+                rt.specs.clear();
+            }
+            rt.specs.extend(parsed);
+        }
+        Loaded::build(pipeline, rows, specs, &graceful)
+    }
+
+    /// After an assignment: move the pipeline to `running` unless it is already (checked
+    /// under the pipeline's lock, so a burst of assignments decides once).
+    async fn refresh_running(&self, pipeline_id: i64, now_ms: i64) -> Result<()> {
+        let guard = self.inner.pipeline_locks[stripe(pipeline_id)].lock().await;
+        let p = self.inner.store.pipeline(pipeline_id).await?;
+        if p.status == crate::processor::Status::Running.as_str() {
+            return Ok(());
+        }
+        let (_, _, resources) = self
+            .decide(pipeline_id, now_ms, &mut |_, _, _| Ok(()))
+            .await?;
+        drop(guard);
+        if let Some(project_id) = resources {
+            Box::pin(self.assign_resources(project_id)).await?;
+        }
+        Ok(())
+    }
+
+    /// Decide and persist: `f` applies events to the loaded state (it runs again when the
+    /// pipeline changed meanwhile), then the processing loop runs and the difference is
+    /// stored. When `f` created new attempts, they are stored first and processed in a
+    /// second step (the store numbers new rows).
+    async fn mutate<T>(
+        &self,
+        pipeline_id: i64,
+        now_ms: i64,
+        mut f: impl FnMut(&mut PipelineState, &Loaded, &mut Extras) -> Result<T>,
+    ) -> Result<T> {
+        let guard = self.inner.pipeline_locks[stripe(pipeline_id)].lock().await;
+        let (out, mut again, mut resources) = self.decide(pipeline_id, now_ms, &mut f).await?;
+        let mut rounds = 0;
+        while again && rounds < 8 {
+            rounds += 1;
+            let (_, a, r) = self
+                .decide(pipeline_id, now_ms, &mut |_, _, _| Ok(()))
+                .await?;
+            again = a;
+            resources = resources.or(r);
+        }
+        drop(guard);
+        if let Some(project_id) = resources {
+            Box::pin(self.assign_resources(project_id)).await?;
+        }
+        Ok(out)
+    }
+
+    /// Without the pipeline lock: callers hold it.
+    async fn decide<T>(
+        &self,
+        pipeline_id: i64,
+        now_ms: i64,
+        f: &mut impl FnMut(&mut PipelineState, &Loaded, &mut Extras) -> Result<T>,
+    ) -> Result<(T, bool, Option<i64>)> {
+        let now = time::to_ts(now_ms);
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let loaded = self.load(pipeline_id).await?;
+            let mut state = loaded.state.clone();
+            let mut extras = Extras::default();
+            let out = f(&mut state, &loaded, &mut extras)?;
+            if loaded.rows.is_empty() {
+                return Ok((out, false, None));
+            }
+            let mut has_new = state.jobs().len() > loaded.rows.len();
+            if !has_new {
+                state.advance(now);
+                has_new = fail_bridges(&mut state, &loaded, now);
+            }
+            let (change, changes) = diff(&loaded, &state, now_ms, &extras);
+            if change.jobs.is_empty()
+                && change.new_jobs.is_empty()
+                && change.status == loaded.pipeline.status
+            {
+                return Ok((out, false, None));
+            }
+            match self
+                .inner
+                .store
+                .apply(pipeline_id, loaded.pipeline.lock_version, &change, now_ms)
+                .await
+            {
+                Ok(()) => {
+                    if !change.new_jobs.is_empty() {
+                        self.runtime().dep_rows.remove(&pipeline_id);
+                    }
+                    let resources = self
+                        .after_change(&changes)
+                        .await
+                        .then_some(loaded.pipeline.project_id);
+                    return Ok((out, has_new, resources));
+                }
+                Err(gantry_store::StoreError::Stale) if attempt < 50 => {
+                    tokio::task::yield_now().await;
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// Consequences outside the pipeline's rows: wake job requests, revoke job tokens of
+    /// jobs that stopped executing, forget per-job runtime facts. Returns whether a
+    /// resource group may need an assignment.
+    async fn after_change(&self, changes: &[StatusChange]) -> bool {
+        let mut wake = false;
+        let mut resources = false;
+        let mut ended = Vec::new();
+        for c in changes {
+            wake |= c.to == crate::processor::Status::Pending;
+            resources |= c.resource_group
+                && (c.to == crate::processor::Status::WaitingForResource || c.to.is_completed());
+            if let (Some(id), Some(from)) = (c.db_id, c.from) {
+                if from.is_executing() && !c.to.is_executing() {
+                    ended.push(id);
+                }
+            }
+        }
+        if !ended.is_empty() {
+            let mut rt = self.runtime();
+            for id in &ended {
+                rt.graceful.remove(id);
+                rt.pending_final.remove(id);
+                if let Some(hash) = rt.issued.remove(id) {
+                    if rt.ended.len() >= MAX_ENDED_TOKENS {
+                        rt.ended.clear();
+                    }
+                    rt.ended.insert(hash, *id);
+                }
+            }
+        }
+        for id in ended {
+            // A failed revocation leaves a hash on a job that no longer executes, which
+            // no lookup accepts; nothing to undo.
+            let _ = self.inner.store.revoke_job_token(id).await;
+        }
+        if wake {
+            self.bump_queue();
+        }
+        resources
+    }
+}
+
+/// Trigger (bridge) jobs that became pending: downstream pipelines are not supported
+/// yet, so they fail with `downstream_pipeline_creation_failed` instead of waiting for a
+/// runner forever. Returns whether that created new attempts (retry).
+fn fail_bridges(
+    state: &mut PipelineState,
+    loaded: &Loaded,
+    now: crate::processor::Timestamp,
+) -> bool {
+    for _ in 0..16 {
+        let bridges: Vec<_> = state
+            .current_jobs()
+            .filter(|j| j.status == crate::processor::Status::Pending)
+            .filter(|j| loaded.spec_of(j).is_some_and(spec::StoredSpec::is_bridge))
+            .map(|j| j.id)
+            .collect();
+        if bridges.is_empty() {
+            return false;
+        }
+        for job in bridges {
+            let _ = crate::processor::apply(
+                state,
+                &crate::processor::Event::JobFailed {
+                    job,
+                    reason: crate::processor::FailureReason::DownstreamPipelineCreationFailed,
+                    exit_code: None,
+                },
+                now,
+            );
+        }
+        if state.jobs().len() > loaded.rows.len() {
+            return true;
+        }
+        state.advance(now);
+    }
+    false
+}

@@ -1,0 +1,767 @@
+//! The job payload (runner API §3.5): everything a runner needs to run one job.
+//!
+//! Variables (§3.5.4, precedence `ci-yaml.md` §6.1, lowest first; a later one replaces an
+//! earlier one of the same name in place): persisted job variables (`CI_JOB_ID`,
+//! `CI_JOB_TOKEN`, `CI_REPOSITORY_URL`, `CI_PIPELINE_ID`, …) → job predefined
+//! (`CI_JOB_NAME`, `CI_NODE_*`, `CI_ENVIRONMENT_*`, …) → project and pipeline predefined
+//! (what the YAML was compiled with) → runner (`CI_RUNNER_*`) → global then job YAML
+//! variables → `GITLAB_USER_*` → dotenv reports of the job's dependencies → pipeline
+//! variables → manual job variables. Values are then pre-expanded as GitLab does
+//! (nested, `$$` kept, unknown references kept for the runner, raw variables untouched).
+//!
+//! Not sent, on purpose: `CI_PROJECT_DIR`, `CI_BUILDS_DIR` and the other runner-set
+//! variables. gitlab-runner appends the server's variables after its own, so a value
+//! from here would replace the runner's real build directory.
+//!
+//! `git_info.repo_url` is `{scheme}://gitlab-ci-token:<job token>@{host}/{namespace}/{name}.git`
+//! under the external URL: the http layer serves the project's mirror
+//! ([`Coordinator::git_repo_path`]). `depth` is 0 (a full clone, which dumb HTTP can
+//! serve too) unless the job sets `GIT_DEPTH`.
+
+use std::collections::{HashMap, HashSet};
+
+use gantry_pipeline::expand::{Unknown, expand_nested, expand_server, ref_slug};
+use gantry_pipeline::{PipelineInfo, Source};
+use gantry_protocol::payload::executor_opts::{DockerExecutorOptions, ImageUser};
+use gantry_protocol::{
+    ArtifactFormat, ArtifactType, ArtifactsFile, Cache, CachePolicy, Dependency, ExecutorOptions,
+    GitInfo, Hook, HookName, Image, JobArtifact, JobFeatures, JobInfo, JobResponse, JobVariable,
+    ObjectFormat, PullPolicy, RefType, RunnerInfo, Service, Step, StepName,
+};
+use indexmap::IndexMap;
+
+use crate::processor::FailureReason;
+
+use super::Coordinator;
+use super::error::Result;
+use super::git::{CommitInfo, ResolvedRef};
+use super::pipelines::{full_path, project_path};
+use super::spec::{ArtifactsModel, ImageModel, ServiceModel, StoredSpec, VariableModel, WhenModel};
+use super::state::parse_variables;
+use super::time::iso8601;
+use super::views::Runner;
+
+/// A job just assigned, with what was read to assign it.
+pub(crate) struct Assigned<'a> {
+    pub job: &'a gantry_store::Job,
+    pub spec: &'a StoredSpec,
+    pub pipeline: &'a gantry_store::Pipeline,
+    pub project: &'a gantry_store::Project,
+    pub token: &'a str,
+    pub queue: QueueFacts,
+}
+
+/// Where in the queue the job was found (`job_info.queue_size` / `queue_depth`).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct QueueFacts {
+    pub size: i64,
+    pub depth: i64,
+}
+
+/// Variables being assembled: a later `set` of a name replaces the value in place.
+#[derive(Default)]
+struct Vars {
+    map: IndexMap<String, JobVariable>,
+}
+
+impl Vars {
+    fn set(&mut self, key: &str, value: impl Into<String>, public: bool, masked: bool, raw: bool) {
+        let v = JobVariable {
+            key: key.to_owned(),
+            value: value.into(),
+            public,
+            masked,
+            file: false,
+            raw,
+        };
+        self.map.insert(key.to_owned(), v);
+    }
+    fn public(&mut self, key: &str, value: impl Into<String>) {
+        self.set(key, value, true, false, false);
+    }
+    fn yaml(&mut self, vars: &IndexMap<String, VariableModel>) {
+        for (k, v) in vars {
+            self.set(k, v.value.clone(), true, false, !v.expand);
+        }
+    }
+
+    /// GitLab's pre-expansion (`sort_and_expand_all(keep_undefined: true,
+    /// expand_raw_refs: false)`): every non-raw value has references to other variables
+    /// replaced by their expanded values; references to raw or unknown variables and
+    /// circular ones are kept for the runner.
+    fn expand(self) -> Vec<JobVariable> {
+        let raw: HashMap<&str, (&str, bool)> = self
+            .map
+            .values()
+            .map(|v| (v.key.as_str(), (v.value.as_str(), v.raw)))
+            .collect();
+        let mut done: HashMap<String, String> = HashMap::new();
+        let mut out = Vec::with_capacity(self.map.len());
+        for v in self.map.values() {
+            let value = if v.raw {
+                v.value.clone()
+            } else {
+                let mut visiting = HashSet::new();
+                expanded(&v.key, &raw, &mut done, &mut visiting).unwrap_or_else(|| v.value.clone())
+            };
+            out.push(JobVariable { value, ..v.clone() });
+        }
+        out
+    }
+}
+
+fn expanded(
+    key: &str,
+    vars: &HashMap<&str, (&str, bool)>,
+    done: &mut HashMap<String, String>,
+    visiting: &mut HashSet<String>,
+) -> Option<String> {
+    if let Some(v) = done.get(key) {
+        return Some(v.clone());
+    }
+    let &(value, raw) = vars.get(key)?;
+    if raw {
+        return None;
+    }
+    if !visiting.insert(key.to_owned()) {
+        return None; // a cycle: keep the reference
+    }
+    let refs = gantry_pipeline::expand::variable_references(value);
+    let mut resolved: HashMap<String, String> = HashMap::new();
+    for r in refs {
+        if r != key && !resolved.contains_key(&r) {
+            if let Some(v) = expanded(&r, vars, done, visiting) {
+                resolved.insert(r, v);
+            }
+        }
+    }
+    visiting.remove(key);
+    let result = expand_nested(value, &|n| resolved.get(n).cloned(), Unknown::Keep);
+    done.insert(key.to_owned(), result.clone());
+    Some(result)
+}
+
+/// GitLab's default file name of a report type (`artifacts[].name` of report entries).
+fn report_file_name(t: ArtifactType) -> Option<&'static str> {
+    use ArtifactType as T;
+    Some(match t {
+        T::Junit => "junit.xml",
+        T::Accessibility => "gl-accessibility.json",
+        T::Codequality => "gl-code-quality-report.json",
+        T::Sast => "gl-sast-report.json",
+        T::SecretDetection => "gl-secret-detection-report.json",
+        T::DependencyScanning => "gl-dependency-scanning-report.json",
+        T::ContainerScanning => "gl-container-scanning-report.json",
+        T::ClusterImageScanning => "gl-cluster-image-scanning-report.json",
+        T::Dast => "gl-dast-report.json",
+        T::LicenseScanning => "gl-license-scanning-report.json",
+        T::Performance => "performance.json",
+        T::BrowserPerformance => "browser-performance.json",
+        T::LoadPerformance => "load-performance.json",
+        T::Metrics => "metrics.txt",
+        T::Lsif | T::RepositoryXray => "lsif.json",
+        T::Scip => "index.scip",
+        T::Dotenv => ".env",
+        T::Cobertura => "cobertura-coverage.xml",
+        T::Jacoco => "jacoco.xml",
+        T::Terraform => "tfplan.json",
+        T::ClusterApplications => "gl-cluster-applications.json",
+        T::Requirements => "requirements.json",
+        T::RequirementsV2 => "requirements_v2.json",
+        T::Cyclonedx => "gl-sbom.cdx.json",
+        T::Annotations => "gl-annotations.json",
+        T::Archive
+        | T::Metadata
+        | T::Trace
+        | T::MetricsReferee
+        | T::NetworkReferee
+        | T::CoverageFuzzing
+        | T::ApiFuzzing
+        | T::Sarif => return None,
+    })
+}
+
+fn artifacts(a: &ArtifactsModel) -> Vec<JobArtifact> {
+    let mut out = Vec::new();
+    if !a.paths.is_empty() || a.untracked {
+        out.push(JobArtifact {
+            name: a.name.clone(),
+            untracked: Some(a.untracked),
+            paths: a.paths.clone(),
+            exclude: a.exclude.clone(),
+            when: Some(a.when.to_wire()),
+            expire_in: a.expire_in.clone(),
+            artifact_type: ArtifactType::Archive,
+            artifact_format: ArtifactFormat::Zip,
+        });
+    }
+    let mut reports: Vec<(String, Vec<String>)> = a
+        .reports
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    if let Some(c) = &a.coverage_report {
+        reports.push((c.coverage_format.clone(), vec![c.path.clone()]));
+    }
+    for (kind, paths) in reports {
+        let Ok(t) = kind.parse::<ArtifactType>() else {
+            continue;
+        };
+        out.push(JobArtifact {
+            name: report_file_name(t).map(str::to_owned),
+            untracked: None,
+            paths,
+            exclude: Vec::new(),
+            when: Some(gantry_protocol::When::Always),
+            expire_in: a.expire_in.clone(),
+            artifact_type: t,
+            artifact_format: t.required_format(),
+        });
+    }
+    out
+}
+
+fn pull_policy(p: &[String]) -> Option<Vec<PullPolicy>> {
+    let v: Vec<PullPolicy> = p.iter().filter_map(|s| s.parse().ok()).collect();
+    (!v.is_empty()).then_some(v)
+}
+
+fn executor_opts(user: &Option<String>, platform: &Option<String>) -> ExecutorOptions {
+    if user.is_none() && platform.is_none() {
+        return ExecutorOptions::default();
+    }
+    ExecutorOptions {
+        docker: Some(DockerExecutorOptions {
+            platform: platform.clone(),
+            user: user.clone().map(ImageUser::Name),
+        }),
+        kubernetes: None,
+        unsupported: Vec::new(),
+    }
+}
+
+fn image(i: &ImageModel) -> Image {
+    Image {
+        name: i.name.clone(),
+        entrypoint: i.entrypoint.clone(),
+        ports: Vec::new(),
+        executor_opts: executor_opts(&i.docker_user, &i.docker_platform),
+        pull_policy: pull_policy(&i.pull_policy),
+    }
+}
+
+fn service(s: &ServiceModel) -> Service {
+    Service {
+        name: s.name.clone(),
+        entrypoint: s.entrypoint.clone(),
+        ports: Vec::new(),
+        executor_opts: executor_opts(&s.docker_user, &s.docker_platform),
+        pull_policy: pull_policy(&s.pull_policy),
+        alias: s.alias.clone(),
+        command: s.command.clone(),
+        variables: s
+            .variables
+            .iter()
+            .map(|(k, v)| JobVariable {
+                key: k.clone(),
+                value: v.value.clone(),
+                public: true,
+                masked: false,
+                file: false,
+                raw: !v.expand,
+            })
+            .collect(),
+    }
+}
+
+/// What dependency resolution needs of a job row (names, stages and attempts never
+/// change; new attempts are new rows).
+#[derive(Clone, Debug)]
+pub(crate) struct DepRow {
+    pub id: i64,
+    pub name: String,
+    pub stage_idx: i64,
+    pub retried: bool,
+    pub bridge: bool,
+}
+
+impl DepRow {
+    pub fn from_row(r: &gantry_store::Job) -> DepRow {
+        DepRow {
+            id: r.id,
+            name: r.name.clone(),
+            stage_idx: r.stage_idx,
+            retried: r.retried,
+            bridge: StoredSpec::parse(&r.spec).is_ok_and(|s| s.is_bridge()),
+        }
+    }
+}
+
+/// The jobs whose artifacts (and dotenv variables) this job receives (`ci-yaml.md` §5.8):
+/// none with `dependencies: []`; the needed jobs with `artifacts: true` for a DAG job,
+/// else every job of earlier stages; narrowed to `dependencies` when listed. Current
+/// attempts only, no trigger jobs.
+pub(crate) fn dependency_rows<'a>(
+    spec: &StoredSpec,
+    job: &gantry_store::Job,
+    rows: &'a [DepRow],
+) -> Vec<&'a DepRow> {
+    if spec.job.dependencies.as_ref().is_some_and(Vec::is_empty) {
+        return Vec::new();
+    }
+    let current = || {
+        rows.iter()
+            .filter(|r| !r.retried && !r.bridge && r.id != job.id)
+    };
+    let candidates: Vec<&DepRow> = match &spec.job.needs {
+        Some(needs) => needs
+            .iter()
+            .filter(|n| n.artifacts)
+            .filter_map(|n| current().find(|r| r.name == n.job))
+            .collect(),
+        None => current().filter(|r| r.stage_idx < job.stage_idx).collect(),
+    };
+    match &spec.job.dependencies {
+        Some(names) => candidates
+            .into_iter()
+            .filter(|r| names.contains(&r.name))
+            .collect(),
+        None => candidates,
+    }
+}
+
+impl Coordinator {
+    /// Commit facts for predefined variables (cached per commit; read with git on a miss).
+    pub(crate) async fn commit_facts(&self, project_id: i64, r: &ResolvedRef) -> CommitInfo {
+        let key = format!("{project_id}:{}:{}", r.sha, r.name);
+        if let Some(c) = self.runtime().commits.get(&key) {
+            return c.clone();
+        }
+        let info = self
+            .mirror(project_id)
+            .commit_info(r)
+            .await
+            .unwrap_or_default();
+        let mut rt = self.runtime();
+        if rt.commits.len() > 10_000 {
+            rt.commits.clear();
+        }
+        rt.commits.insert(key, info.clone());
+        info
+    }
+
+    /// The predefined variables a pipeline was compiled with (§6.7 "P" and "L").
+    pub(crate) async fn pipeline_info(
+        &self,
+        project: &gantry_store::Project,
+        pipeline: &gantry_store::Pipeline,
+    ) -> PipelineInfo {
+        let r = ResolvedRef {
+            name: pipeline.ref_name.clone(),
+            tag: pipeline.tag,
+            sha: pipeline.sha.clone(),
+        };
+        let commit = self.commit_facts(project.id, &r).await;
+        let (namespace, path) = project_path(&project.name);
+        PipelineInfo {
+            ref_name: pipeline.ref_name.clone(),
+            is_tag: pipeline.tag,
+            source: Source::parse(&pipeline.source).unwrap_or(Source::Api),
+            sha: pipeline.sha.clone(),
+            before_sha: Some(pipeline.before_sha.clone()),
+            default_branch: project.default_branch.clone(),
+            ref_protected: pipeline.protected,
+            commit_message: commit.message,
+            commit_author: commit.author,
+            commit_timestamp: commit.timestamp,
+            tag_message: commit.tag_message,
+            project_name: path,
+            project_namespace: namespace,
+            project_id: u64::try_from(project.id).unwrap_or(0),
+            server_url: self.external_url().to_owned(),
+            config_path: ".gitlab-ci.yml".to_owned(),
+            user_login: "root".to_owned(),
+            user_name: "Administrator".to_owned(),
+            user_email: "admin@localhost".to_owned(),
+            user_id: 1,
+            pipeline_iid: u64::try_from(pipeline.iid).unwrap_or(1),
+        }
+    }
+
+    /// The clone URL with the job token: `{scheme}://gitlab-ci-token:TOKEN@{host}/{path}.git`.
+    pub(crate) fn clone_url(&self, project_name: &str, job_token: &str) -> String {
+        let base = self.external_url();
+        let (scheme, rest) = base.split_once("://").unwrap_or(("http", base));
+        format!(
+            "{scheme}://gitlab-ci-token:{job_token}@{rest}/{}.git",
+            full_path(project_name)
+        )
+    }
+
+    /// The payload of a job just assigned to `runner`. The inner `Err` names a
+    /// dependency whose artifacts expired (`missing_dependency_failure`, §3.4).
+    pub(crate) async fn build_payload(
+        &self,
+        a: &Assigned<'_>,
+        runner: &Runner,
+        now: i64,
+    ) -> Result<std::result::Result<JobResponse, String>> {
+        let store = &self.inner.store;
+        let (job, spec, pipeline, project, job_token, queue) =
+            (a.job, a.spec, a.pipeline, a.project, a.token, a.queue);
+        let rows = self.dep_rows(pipeline.id).await?;
+        let m = &spec.job;
+        let timeout = job.timeout_secs.unwrap_or(project.timeout_secs);
+        let base = self.external_url().to_owned();
+        let path = full_path(&project.name);
+        let repo_url = self.clone_url(&project.name, job_token);
+
+        // Dependencies: artifacts to download, dotenv variables to inherit.
+        let mut dependencies = Vec::new();
+        let mut dotenv: Vec<(String, String)> = Vec::new();
+        for d in dependency_rows(spec, job, &rows) {
+            let arts = store.artifacts(d.id).await?;
+            if arts
+                .iter()
+                .any(|a| a.file_type == "archive" && a.expire_at.is_some_and(|t| t <= now))
+            {
+                return Ok(Err(format!("the artifacts of `{}` expired", d.name)));
+            }
+            let archive = arts
+                .iter()
+                .find(|a| a.file_type == "archive" && a.expire_at.is_none_or(|t| t > now));
+            dependencies.push(Dependency {
+                id: d.id,
+                name: d.name.clone(),
+                token: job_token.to_owned(),
+                artifacts_file: archive.map(|a| ArtifactsFile {
+                    filename: a.filename.clone(),
+                    size: u64::try_from(a.size).unwrap_or(0),
+                }),
+            });
+            if arts
+                .iter()
+                .any(|a| a.file_type == "dotenv" && a.expire_at.is_none_or(|t| t > now))
+            {
+                dotenv.extend(self.dotenv_variables(d.id).await?);
+            }
+        }
+
+        // Variables, lowest precedence first.
+        let info = self.pipeline_info(project, pipeline).await;
+        let mut vars = Vars::default();
+        vars.public("CI_JOB_ID", job.id.to_string());
+        vars.public("CI_JOB_URL", format!("{base}/{path}/-/jobs/{}", job.id));
+        vars.set("CI_JOB_TOKEN", job_token, false, true, false);
+        if let Some(started) = job.started_at {
+            vars.public("CI_JOB_STARTED_AT", iso8601(started));
+        }
+        vars.set("CI_REPOSITORY_URL", repo_url.clone(), false, false, false);
+        vars.public("CI_PIPELINE_ID", pipeline.id.to_string());
+        vars.public(
+            "CI_PIPELINE_URL",
+            format!("{base}/{path}/-/pipelines/{}", pipeline.id),
+        );
+        vars.public("CI_PIPELINE_CREATED_AT", iso8601(pipeline.created_at));
+        vars.public("CI_JOB_NAME", job.name.clone());
+        vars.public("CI_JOB_NAME_SLUG", ref_slug(&job.name));
+        vars.public("CI_JOB_STAGE", job.stage.clone());
+        vars.public(
+            "CI_JOB_GROUP_NAME",
+            if m.group_name.is_empty() {
+                job.name.clone()
+            } else {
+                m.group_name.clone()
+            },
+        );
+        if matches!(m.when, WhenModel::Manual | WhenModel::Delayed) {
+            vars.public("CI_JOB_MANUAL", "true");
+        }
+        if let Some(i) = m.node_index {
+            vars.public("CI_NODE_INDEX", i.to_string());
+        }
+        vars.public("CI_NODE_TOTAL", m.node_total.unwrap_or(1).to_string());
+        vars.public("CI_JOB_TIMEOUT", timeout.to_string());
+        if let Some(name) = &spec.pipeline_name {
+            vars.public("CI_PIPELINE_NAME", name.clone());
+        }
+        let predefined = info.predefined();
+        let mut user_vars = Vec::new();
+        for (k, v) in &predefined {
+            if k.starts_with("GITLAB_USER_") {
+                user_vars.push((k.clone(), v.clone()));
+            } else {
+                vars.public(k, v.clone());
+            }
+        }
+        if let Some(env) = &m.environment {
+            let lookup = |n: &str| predefined.get(n).cloned();
+            let name = expand_server(&env.name, &lookup, Unknown::Empty);
+            vars.public("CI_ENVIRONMENT_NAME", name.clone());
+            vars.public("CI_ENVIRONMENT_SLUG", ref_slug(&name));
+            vars.public(
+                "CI_ENVIRONMENT_ACTION",
+                if env.action.is_empty() {
+                    "start".to_owned()
+                } else {
+                    env.action.clone()
+                },
+            );
+            vars.public(
+                "CI_ENVIRONMENT_TIER",
+                env.deployment_tier
+                    .clone()
+                    .unwrap_or_else(|| "other".to_owned()),
+            );
+            if let Some(url) = &env.url {
+                vars.public(
+                    "CI_ENVIRONMENT_URL",
+                    expand_server(url, &lookup, Unknown::Empty),
+                );
+            }
+        }
+        vars.public("CI_RUNNER_ID", runner.id.to_string());
+        vars.public("CI_RUNNER_DESCRIPTION", runner.description.clone());
+        vars.public(
+            "CI_RUNNER_TAGS",
+            serde_json::to_string(&runner.tag_list).unwrap_or_else(|_| "[]".into()),
+        );
+        vars.yaml(&m.inherited_variables);
+        vars.yaml(&m.variables);
+        for (k, v) in user_vars {
+            vars.public(&k, v);
+        }
+        for (k, v) in &dotenv {
+            vars.public(k, v.clone());
+        }
+        for (k, v) in parse_variables(&pipeline.variables) {
+            vars.set(&k, v, false, false, false);
+        }
+        let manual = job
+            .manual_variables
+            .as_deref()
+            .map(parse_variables)
+            .unwrap_or_else(|| spec.manual_variables.clone());
+        for (k, v) in manual {
+            vars.set(&k, v, false, false, false);
+        }
+        let git_depth = vars
+            .map
+            .get("GIT_DEPTH")
+            .and_then(|v| v.value.trim().parse::<i64>().ok())
+            .unwrap_or(0)
+            .max(0);
+        let variables = vars.expand();
+
+        // Steps and hooks.
+        let mut script = m.before_script.clone();
+        script.extend(m.script.iter().cloned());
+        let mut steps = vec![Step {
+            name: StepName::Script,
+            script,
+            timeout,
+            when: gantry_protocol::When::OnSuccess,
+            allow_failure: false,
+        }];
+        if !m.after_script.is_empty() {
+            steps.push(Step {
+                name: StepName::AfterScript,
+                script: m.after_script.clone(),
+                timeout,
+                when: gantry_protocol::When::Always,
+                allow_failure: true,
+            });
+        }
+        let hooks = if m.pre_get_sources_script.is_empty() {
+            Vec::new()
+        } else {
+            vec![Hook {
+                name: HookName::PreGetSourcesScript,
+                script: m.pre_get_sources_script.clone(),
+            }]
+        };
+
+        // Cache keys: `-protected` / `-non_protected` unless `unprotect` (GitLab).
+        let suffix = if pipeline.protected {
+            "protected"
+        } else {
+            "non_protected"
+        };
+        let cache = m
+            .caches
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let key = spec
+                    .cache_keys
+                    .get(i)
+                    .cloned()
+                    .unwrap_or_else(|| "default".to_owned());
+                let key = if c.unprotect {
+                    key
+                } else {
+                    format!("{key}-{suffix}")
+                };
+                Cache {
+                    key,
+                    untracked: c.untracked,
+                    paths: c.paths.clone(),
+                    // A `$VARIABLE` policy goes as is; the runner expands it (GitLab).
+                    policy: c.policy.parse().unwrap_or(CachePolicy::PullPush),
+                    when: c.when.to_wire(),
+                    fallback_keys: c.fallback_keys.clone(),
+                }
+            })
+            .collect();
+
+        let refspecs = {
+            let mut r = vec![format!(
+                "+refs/pipelines/{0}:refs/pipelines/{0}",
+                pipeline.id
+            )];
+            if git_depth > 0 {
+                r.push(if pipeline.tag {
+                    format!("+refs/tags/{0}:refs/tags/{0}", pipeline.ref_name)
+                } else {
+                    format!("+refs/heads/{0}:refs/remotes/origin/{0}", pipeline.ref_name)
+                });
+            } else {
+                r.push("+refs/heads/*:refs/remotes/origin/*".to_owned());
+                r.push("+refs/tags/*:refs/tags/*".to_owned());
+            }
+            r
+        };
+        let (_, project_short) = project_path(&project.name);
+        Ok(Ok(JobResponse {
+            id: job.id,
+            token: job_token.to_owned(),
+            allow_git_fetch: true,
+            job_info: JobInfo {
+                id: job.id,
+                name: job.name.clone(),
+                stage: job.stage.clone(),
+                pipeline_id: pipeline.id,
+                project_id: project.id,
+                project_name: project_short,
+                project_full_path: path.clone(),
+                namespace_id: 1,
+                root_namespace_id: 1,
+                organization_id: 1,
+                instance_id: String::new(),
+                instance_uuid: String::new(),
+                user_id: 1,
+                scoped_user_id: None,
+                time_in_queue_seconds: job
+                    .queued_at
+                    .map_or(0.0, |q| (now - q).max(0) as f64 / 1000.0),
+                project_jobs_running_on_instance_runners_count: if runner.project_id.is_some() {
+                    "+Inf".to_owned()
+                } else {
+                    "0".to_owned()
+                },
+                queue_size: queue.size,
+                queue_depth: queue.depth,
+            },
+            git_info: GitInfo {
+                repo_url,
+                git_ref: pipeline.ref_name.clone(),
+                sha: pipeline.sha.clone(),
+                before_sha: pipeline.before_sha.clone(),
+                ref_type: if pipeline.tag {
+                    RefType::Tag
+                } else {
+                    RefType::Branch
+                },
+                refspecs,
+                depth: git_depth,
+                repo_object_format: if pipeline.sha.len() == 64 {
+                    ObjectFormat::Sha256
+                } else {
+                    ObjectFormat::Sha1
+                },
+                protected: Some(pipeline.protected),
+            },
+            runner_info: RunnerInfo {
+                uuid: None,
+                timeout,
+                runner_session_url: None,
+            },
+            variables,
+            steps: Some(steps),
+            hooks,
+            image: m.image.as_ref().map(image),
+            services: m.services.iter().map(service).collect(),
+            artifacts: m.artifacts.as_ref().map(artifacts),
+            cache,
+            credentials: Vec::new(),
+            features: JobFeatures {
+                trace_sections: true,
+                failure_reasons: FailureReason::ALL
+                    .iter()
+                    .map(|r| r.as_str().to_owned())
+                    .collect(),
+                token_mask_prefixes: None,
+                tracing: None,
+            },
+            dependencies,
+            run: None,
+            secrets: None,
+            policy_options: None,
+            inputs: None,
+            suspend_options: None,
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars(list: &[(&str, &str, bool)]) -> Vec<(String, String)> {
+        let mut v = Vars::default();
+        for (k, val, raw) in list {
+            v.set(k, *val, true, false, *raw);
+        }
+        v.expand().into_iter().map(|j| (j.key, j.value)).collect()
+    }
+
+    #[test]
+    fn values_are_pre_expanded_like_gitlab() {
+        let got = vars(&[
+            ("A", "a", false),
+            ("B", "${A}-$A-$UNKNOWN-$$A", false),
+            ("C", "$B!", false),
+            ("R", "$A", true),
+            ("D", "$R", false),
+            ("X", "$Y", false),
+            ("Y", "$X", false),
+        ]);
+        let get = |k: &str| {
+            got.iter()
+                .find(|(n, _)| n == k)
+                .map(|(_, v)| v.clone())
+                .unwrap_or_default()
+        };
+        assert_eq!(get("B"), "a-a-$UNKNOWN-$$A");
+        assert_eq!(get("C"), "a-a-$UNKNOWN-$$A!");
+        assert_eq!(get("R"), "$A", "raw values are never expanded");
+        assert_eq!(
+            get("D"),
+            "$R",
+            "references to raw variables are left to the runner"
+        );
+        assert_eq!((get("X"), get("Y")), ("$X".to_owned(), "$X".to_owned()));
+    }
+
+    #[test]
+    fn later_sources_replace_earlier_ones() {
+        let got = vars(&[("A", "1", false), ("B", "$A", false), ("A", "2", false)]);
+        assert_eq!(
+            got,
+            [
+                ("A".to_owned(), "2".to_owned()),
+                ("B".to_owned(), "2".to_owned())
+            ]
+        );
+    }
+}

@@ -1,0 +1,729 @@
+//! Projects and pipelines: creation from a ref (git → YAML processor → store → processing),
+//! user actions (cancel, retry, play), and the views users get.
+
+use std::path::PathBuf;
+
+use gantry_pipeline::{Context, Loader as _, Options, PipelineInfo, Source};
+use gantry_store::{NewJob, NewPipeline, NewProject, PipelineChange};
+
+use crate::processor::{
+    CancelCause, CancelScope, Event, PipelineFacts, Rejected, Status, apply, on_new_commit,
+};
+
+use super::error::{CoordinatorError, Result};
+use super::git::{CommitLoader, Mirror};
+use super::spec::{CacheKeyModel, JobModel, StoredAutoCancel, StoredSpec};
+use super::state::{parse_variables, variables_json};
+use super::time::{now_ms, to_ts};
+use super::views::{Artifact, ArtifactsFile, JobPipeline, JobView, PipelineView, Project};
+use super::{Coordinator, stripe, token};
+
+/// Namespace of projects whose name has no `/`.
+pub(crate) const DEFAULT_NAMESPACE: &str = "gantry";
+/// Default job timeout of a new project (GitLab's default: 60 minutes).
+const DEFAULT_PROJECT_TIMEOUT: i64 = 3600;
+
+/// `(namespace, path)` of a project name: `acme/widget` → (`acme`, `widget`);
+/// `widget` → (`gantry`, `widget`).
+pub(crate) fn project_path(name: &str) -> (String, String) {
+    match name.rsplit_once('/') {
+        Some((ns, path)) => (ns.to_owned(), path.to_owned()),
+        None => (DEFAULT_NAMESPACE.to_owned(), name.to_owned()),
+    }
+}
+
+pub(crate) fn full_path(name: &str) -> String {
+    let (ns, path) = project_path(name);
+    format!("{ns}/{path}")
+}
+
+fn valid_project_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 255
+        && !name.starts_with('/')
+        && !name.ends_with('/')
+        && !name.ends_with(".git")
+        && name.split('/').all(|seg| {
+            !seg.is_empty()
+                && seg != "."
+                && seg != ".."
+                && !seg.starts_with('-')
+                && seg
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+        })
+}
+
+/// A local path (not a URL nor `host:path` scp syntax).
+fn is_local_path(repo: &str) -> bool {
+    if repo.contains("://") {
+        return false;
+    }
+    match repo.split_once(':') {
+        // `C:\…` style or a plain path with a colon after a slash
+        Some((before, _)) => before.contains('/') || before.len() == 1,
+        None => true,
+    }
+}
+
+/// What compiling a configuration gave.
+enum Compiled {
+    /// No `.gitlab-ci.yml` at the commit (GitLab does not persist such a pipeline).
+    Missing(String),
+    Errors(Vec<String>),
+    /// `workflow:rules` filtered it, or no job remained (not persisted either).
+    NotCreated(String),
+    Pipeline(gantry_pipeline::Pipeline),
+}
+
+impl Coordinator {
+    pub(crate) fn mirror(&self, project_id: i64) -> Mirror {
+        Mirror {
+            path: self
+                .inner
+                .cfg
+                .data_dir
+                .join("repos")
+                .join(format!("{project_id}.git")),
+        }
+    }
+
+    /// The bare repository runners clone for `project` (`namespace/name`, with or without
+    /// `.git`, or just the name). Serve it over HTTP (`git http-backend`, or dumb HTTP: the
+    /// mirror's `info/refs` is kept current). An unknown project gives a path that does not
+    /// exist.
+    pub async fn git_repo_path(&self, project: &str) -> PathBuf {
+        match self.project_by_path(project).await {
+            Ok(p) => self.mirror(p.id).path,
+            Err(_) => self
+                .inner
+                .cfg
+                .data_dir
+                .join("repos")
+                .join("unknown-project.git"),
+        }
+    }
+
+    /// A project by its path (`gantry/demo`, `gantry/demo.git`, `acme/widget`) or name.
+    pub async fn project_by_path(
+        &self,
+        path: &str,
+    ) -> std::result::Result<Project, CoordinatorError> {
+        let path = path.trim_matches('/');
+        let path = path.strip_suffix(".git").unwrap_or(path);
+        match self.project_by_name(path).await {
+            Err(CoordinatorError::NotFound(_)) => {
+                let short = path
+                    .strip_prefix(&format!("{DEFAULT_NAMESPACE}/"))
+                    .filter(|s| !s.contains('/'));
+                match short {
+                    Some(name) => self.project_by_name(name).await,
+                    None => Err(CoordinatorError::NotFound("project")),
+                }
+            }
+            other => other,
+        }
+    }
+
+    pub(crate) fn project_view(&self, p: &gantry_store::Project) -> Project {
+        let full = full_path(&p.name);
+        let base = self.external_url();
+        Project {
+            id: p.id,
+            name: p.name.clone(),
+            path: project_path(&p.name).1,
+            path_with_namespace: full.clone(),
+            default_branch: p.default_branch.clone(),
+            http_url_to_repo: format!("{base}/{full}.git"),
+            web_url: format!("{base}/{full}"),
+            repo_url: p.repo_url.clone(),
+            build_timeout: p.timeout_secs,
+            created_at: p.created_at,
+        }
+    }
+
+    /// Create a project that mirrors `repo` (a local path or a URL git can fetch). The
+    /// default branch is read with `git ls-remote --symref REPO HEAD`.
+    pub async fn create_project(
+        &self,
+        name: &str,
+        repo: &str,
+    ) -> std::result::Result<Project, CoordinatorError> {
+        if !valid_project_name(name) {
+            return Err(CoordinatorError::Invalid(format!(
+                "create project `{name}`: a name is 1-255 characters of letters, digits, `.`, `_`, `-`, in `/`-separated parts (not ending in `.git`)"
+            )));
+        }
+        let repo_url = if is_local_path(repo) {
+            let abs = std::fs::canonicalize(repo).map_err(|e| {
+                CoordinatorError::Invalid(format!(
+                    "create project `{name}`: the repository {repo} cannot be read: {e}"
+                ))
+            })?;
+            abs.to_string_lossy().into_owned()
+        } else {
+            repo.to_owned()
+        };
+        let default_branch = super::git::default_branch(&repo_url).await.map_err(|e| {
+            CoordinatorError::Invalid(format!(
+                "create project `{name}`: {repo} is not a git repository git can read ({e})"
+            ))
+        })?;
+        let p = self
+            .inner
+            .store
+            .create_project(
+                &NewProject {
+                    name: name.to_owned(),
+                    repo_url,
+                    default_branch,
+                    timeout_secs: DEFAULT_PROJECT_TIMEOUT,
+                },
+                now_ms(),
+            )
+            .await?;
+        Ok(self.project_view(&p))
+    }
+
+    pub async fn project(&self, id: i64) -> std::result::Result<Project, CoordinatorError> {
+        Ok(self.project_view(&self.inner.store.project(id).await?))
+    }
+
+    pub async fn project_by_name(
+        &self,
+        name: &str,
+    ) -> std::result::Result<Project, CoordinatorError> {
+        Ok(self.project_view(&self.inner.store.project_by_name(name).await?))
+    }
+
+    pub async fn projects(&self) -> std::result::Result<Vec<Project>, CoordinatorError> {
+        Ok(self
+            .inner
+            .store
+            .projects()
+            .await?
+            .iter()
+            .map(|p| self.project_view(p))
+            .collect())
+    }
+
+    /// Fetch the project's repository into its mirror (serialized per project).
+    async fn sync_mirror(&self, project: &gantry_store::Project) -> Result<Mirror> {
+        let mirror = self.mirror(project.id);
+        let _g = self.inner.repo_locks[stripe(project.id)].lock().await;
+        mirror.sync(&project.repo_url).await?;
+        let _ = mirror.set_head(&project.default_branch).await;
+        Ok(mirror)
+    }
+
+    /// Create a pipeline for `ref_name` (a branch or tag) of the project: resolve the ref
+    /// in the project's mirror, read `.gitlab-ci.yml` and its local includes at that
+    /// commit, compile with the predefined variables and `variables` (pipeline variables),
+    /// persist, and process. A configuration error persists a `failed` pipeline carrying
+    /// the errors (`config_error`), as GitLab does; a pipeline filtered out by
+    /// `workflow:rules` or without jobs is not created (`Invalid`, GitLab's message).
+    pub async fn create_pipeline(
+        &self,
+        project_id: i64,
+        ref_name: &str,
+        variables: Vec<(String, String)>,
+        source: Source,
+    ) -> std::result::Result<PipelineView, CoordinatorError> {
+        let store = &self.inner.store;
+        let project = store.project(project_id).await?;
+        let mirror = self.sync_mirror(&project).await?;
+        let Some(r) = mirror.resolve(ref_name).await? else {
+            return Err(CoordinatorError::Invalid(format!(
+                "create a pipeline: Reference not found: `{ref_name}` is no branch or tag of {}",
+                project.name
+            )));
+        };
+        let commit = mirror.commit_info(&r).await?;
+        let protected = !r.tag && r.name == project.default_branch;
+        let iid = store
+            .pipelines(project_id)
+            .await?
+            .first()
+            .map_or(1, |p| p.iid + 1);
+        let (namespace, path) = project_path(&project.name);
+        let info = PipelineInfo {
+            ref_name: r.name.clone(),
+            is_tag: r.tag,
+            source,
+            sha: r.sha.clone(),
+            before_sha: None,
+            default_branch: project.default_branch.clone(),
+            ref_protected: protected,
+            commit_message: commit.message,
+            commit_author: commit.author,
+            commit_timestamp: commit.timestamp,
+            tag_message: commit.tag_message,
+            project_name: path,
+            project_namespace: namespace,
+            project_id: u64::try_from(project.id).unwrap_or(0),
+            server_url: self.external_url().to_owned(),
+            config_path: ".gitlab-ci.yml".to_owned(),
+            user_login: "root".to_owned(),
+            user_name: "Administrator".to_owned(),
+            user_email: "admin@localhost".to_owned(),
+            user_id: 1,
+            pipeline_iid: u64::try_from(iid).unwrap_or(1),
+        };
+        let loader = CommitLoader {
+            repo: mirror.path.clone(),
+            sha: r.sha.clone(),
+        };
+        let vars = variables.clone();
+        let compiled = tokio::task::spawn_blocking(move || {
+            let opts = Options::default();
+            match loader.read(&opts.config_path) {
+                Ok(Some(_)) => {}
+                Ok(None) => return Compiled::Missing("Missing CI config file".to_owned()),
+                Err(e) => {
+                    return Compiled::Errors(vec![format!(
+                        "CI config file could not be read: {e}"
+                    )]);
+                }
+            }
+            let ctx = Context::new(&info, &vars, None);
+            let c = gantry_pipeline::compile(&opts, &ctx, &loader);
+            if !c.errors.is_empty() {
+                return Compiled::Errors(c.errors.iter().map(|d| d.message.clone()).collect());
+            }
+            match c.pipeline {
+                Some(p) if p.created && !p.jobs.is_empty() => Compiled::Pipeline(p),
+                Some(p) => Compiled::NotCreated(
+                    p.not_created_reason
+                        .unwrap_or_else(|| "No stages / jobs for this pipeline.".to_owned()),
+                ),
+                None => Compiled::NotCreated("No stages / jobs for this pipeline.".to_owned()),
+            }
+        })
+        .await
+        .map_err(|e| {
+            CoordinatorError::Io(std::io::Error::other(format!("compile the pipeline: {e}")))
+        })?;
+
+        let now = now_ms();
+        let mut new = NewPipeline {
+            project_id,
+            ref_name: r.name.clone(),
+            tag: r.tag,
+            sha: r.sha.clone(),
+            before_sha: "0".repeat(r.sha.len().max(40)),
+            source: source.as_str().to_owned(),
+            status: Status::Created.as_str().to_owned(),
+            failure_reason: None,
+            yaml_errors: None,
+            variables: variables_json(&variables),
+            protected,
+        };
+        let pipeline = match compiled {
+            Compiled::Missing(m) => {
+                return Err(CoordinatorError::Invalid(format!("create a pipeline: {m}")));
+            }
+            Compiled::NotCreated(m) => return Err(CoordinatorError::Invalid(m)),
+            Compiled::Errors(errors) => {
+                new.status = Status::Failed.as_str().to_owned();
+                new.failure_reason = Some("config_error".to_owned());
+                new.yaml_errors =
+                    Some(serde_json::to_string(&errors).unwrap_or_else(|_| "[]".into()));
+                let (p, _) = store.create_pipeline(&new, &[], now).await?;
+                let finish = PipelineChange {
+                    status: new.status.clone(),
+                    finished_at: Some(now),
+                    ..PipelineChange::default()
+                };
+                store.apply(p.id, p.lock_version, &finish, now).await?;
+                return self.pipeline(p.id).await;
+            }
+            Compiled::Pipeline(p) => p,
+        };
+        let auto_cancel = StoredAutoCancel {
+            on_new_commit: pipeline.auto_cancel.on_new_commit.clone(),
+            on_job_failure: pipeline.auto_cancel.on_job_failure.clone(),
+        };
+        let mut jobs = Vec::with_capacity(pipeline.jobs.len());
+        for job in &pipeline.jobs {
+            let model = JobModel::from_compiled(job)?;
+            let mut cache_keys = Vec::with_capacity(model.caches.len());
+            for c in &model.caches {
+                cache_keys.push(self.cache_key(&mirror, &r.sha, &c.key).await);
+            }
+            let spec = StoredSpec {
+                job: model,
+                stages: pipeline.stages.clone(),
+                auto_cancel: auto_cancel.clone(),
+                pipeline_name: pipeline.name.clone(),
+                cache_keys,
+                enqueue_immediately: false,
+                manual_variables: Vec::new(),
+            };
+            jobs.push(NewJob {
+                name: job.name.clone(),
+                stage: job.stage.clone(),
+                stage_idx: i64::try_from(job.stage_idx).unwrap_or(0),
+                status: Status::Created.as_str().to_owned(),
+                attempt: 1,
+                allow_failure: job.allow_failure,
+                spec: spec.to_json(),
+                tags: job.tags.clone(),
+                protected,
+            });
+        }
+        let (p, _) = store.create_pipeline(&new, &jobs, now).await?;
+        mirror.create_pipeline_ref(p.id, &r.sha).await?;
+        self.auto_cancel_redundant(&p).await?;
+        self.mutate(p.id, now_ms(), |_, _, _| Ok(())).await?;
+        self.pipeline(p.id).await
+    }
+
+    /// GitLab's `key:files` cache key: a digest of the last commits touching the files,
+    /// `prefix-digest` with a prefix; `default` when none of the files exists.
+    async fn cache_key(&self, mirror: &Mirror, sha: &str, key: &CacheKeyModel) -> String {
+        let (files, prefix) = match key {
+            CacheKeyModel::Literal(k) => {
+                return if k.is_empty() {
+                    "default".to_owned()
+                } else {
+                    k.clone()
+                };
+            }
+            CacheKeyModel::Files { files, prefix }
+            | CacheKeyModel::FilesCommits { files, prefix } => (files, prefix),
+        };
+        let mut commits = Vec::new();
+        for f in files {
+            if let Some(c) = mirror.last_commit_for(sha, f).await {
+                commits.push(c);
+            }
+        }
+        let digest = if commits.is_empty() {
+            "default".to_owned()
+        } else {
+            token::sha256_hex(commits.join("_").as_bytes())[..40].to_owned()
+        };
+        match prefix {
+            Some(p) if !p.is_empty() => format!("{p}-{digest}"),
+            _ => digest,
+        }
+    }
+
+    /// `workflow:auto_cancel:on_new_commit` for older pipelines of the same ref (§5.11).
+    async fn auto_cancel_redundant(&self, new: &gantry_store::Pipeline) -> Result<()> {
+        let now = now_ms();
+        for old in self.inner.store.pipelines(new.project_id).await? {
+            if old.id >= new.id || old.ref_name != new.ref_name || old.tag != new.tag {
+                continue;
+            }
+            // The processor compares whole seconds; a lower id is older, even within one.
+            let new_facts = PipelineFacts {
+                created_at: to_ts(new.created_at).max(to_ts(old.created_at).plus(1)),
+                sha: new.sha.clone(),
+                ci_source: true,
+            };
+            if Status::parse(&old.status).is_none_or(|s| s.is_completed()) {
+                continue;
+            }
+            let loaded = self.load(old.id).await?;
+            let facts = PipelineFacts {
+                created_at: to_ts(old.created_at),
+                sha: old.sha.clone(),
+                ci_source: !matches!(
+                    old.source.as_str(),
+                    "webide" | "ondemand_dast_scan" | "ondemand_dast_validation"
+                ),
+            };
+            if let Some(scope) =
+                on_new_commit(&loaded.state, &facts, &new_facts, &new.sha, to_ts(now))
+            {
+                self.mutate(old.id, now, |state, _, _| {
+                    let _ = apply(
+                        state,
+                        &Event::CancelPipeline {
+                            scope,
+                            cause: CancelCause::NewCommit,
+                        },
+                        to_ts(now),
+                    );
+                    Ok(())
+                })
+                .await?;
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) async fn pipeline_view(&self, p: &gantry_store::Pipeline) -> Result<PipelineView> {
+        let project = self.inner.store.project(p.project_id).await?;
+        let jobs = self.inner.store.pipeline_jobs(p.id).await?;
+        let name = jobs
+            .first()
+            .and_then(|j| StoredSpec::parse(&j.spec).ok())
+            .and_then(|s| s.pipeline_name);
+        let yaml_errors = p
+            .yaml_errors
+            .as_deref()
+            .map(|e| serde_json::from_str::<Vec<String>>(e).unwrap_or_else(|_| vec![e.to_owned()]))
+            .unwrap_or_default();
+        let duration = p
+            .started_at
+            .map(|s| (p.finished_at.unwrap_or_else(now_ms) - s).max(0) / 1000);
+        Ok(PipelineView {
+            id: p.id,
+            iid: p.iid,
+            project_id: p.project_id,
+            name,
+            status: p.status.clone(),
+            source: p.source.clone(),
+            ref_name: p.ref_name.clone(),
+            sha: p.sha.clone(),
+            before_sha: p.before_sha.clone(),
+            tag: p.tag,
+            yaml_errors,
+            failure_reason: p.failure_reason.clone(),
+            variables: parse_variables(&p.variables),
+            protected: p.protected,
+            created_at: p.created_at,
+            updated_at: p.updated_at,
+            started_at: p.started_at,
+            finished_at: p.finished_at,
+            duration,
+            web_url: format!(
+                "{}/{}/-/pipelines/{}",
+                self.external_url(),
+                full_path(&project.name),
+                p.id
+            ),
+        })
+    }
+
+    pub async fn pipeline(&self, id: i64) -> std::result::Result<PipelineView, CoordinatorError> {
+        let p = self.inner.store.pipeline(id).await?;
+        self.pipeline_view(&p).await
+    }
+
+    /// A project's pipelines, newest first.
+    pub async fn pipelines(
+        &self,
+        project_id: i64,
+    ) -> std::result::Result<Vec<PipelineView>, CoordinatorError> {
+        self.inner.store.project(project_id).await?;
+        let mut out = Vec::new();
+        for p in self.inner.store.pipelines(project_id).await? {
+            out.push(self.pipeline_view(&p).await?);
+        }
+        Ok(out)
+    }
+
+    pub(crate) async fn job_view(
+        &self,
+        j: &gantry_store::Job,
+        p: &gantry_store::Pipeline,
+        project: &gantry_store::Project,
+    ) -> Result<JobView> {
+        let now = now_ms();
+        let when = StoredSpec::parse(&j.spec)
+            .map(|s| s.job.when.as_str())
+            .unwrap_or("on_success");
+        let artifacts: Vec<Artifact> = self
+            .inner
+            .store
+            .artifacts(j.id)
+            .await?
+            .iter()
+            .map(Artifact::from_row)
+            .collect();
+        let archive = artifacts
+            .iter()
+            .find(|a| a.file_type == "archive" && !a.expired(now));
+        let secs = |from: i64, to: i64| (to - from).max(0) as f64 / 1000.0;
+        Ok(JobView {
+            id: j.id,
+            name: j.name.clone(),
+            stage: j.stage.clone(),
+            status: j.status.clone(),
+            ref_name: p.ref_name.clone(),
+            tag: p.tag,
+            allow_failure: j.allow_failure,
+            when: when.to_owned(),
+            attempt: j.attempt,
+            retried: j.retried,
+            failure_reason: j.failure_reason.clone(),
+            exit_code: j.exit_code,
+            tag_list: j.tags.clone(),
+            pipeline_id: j.pipeline_id,
+            project_id: j.project_id,
+            pipeline: JobPipeline {
+                id: p.id,
+                project_id: p.project_id,
+                ref_name: p.ref_name.clone(),
+                sha: p.sha.clone(),
+                status: p.status.clone(),
+            },
+            runner_id: j.runner_id,
+            created_at: j.created_at,
+            queued_at: j.queued_at,
+            scheduled_at: j.scheduled_at,
+            started_at: j.started_at,
+            finished_at: j.finished_at,
+            duration: j.started_at.map(|s| secs(s, j.finished_at.unwrap_or(now))),
+            queued_duration: j.queued_at.map(|q| secs(q, j.started_at.unwrap_or(now))),
+            timeout: j.timeout_secs,
+            artifacts_file: archive.map(|a| ArtifactsFile {
+                filename: a.filename.clone(),
+                size: a.size,
+            }),
+            artifacts_expire_at: archive.and_then(|a| a.expire_at),
+            artifacts,
+            web_url: format!(
+                "{}/{}/-/jobs/{}",
+                self.external_url(),
+                full_path(&project.name),
+                j.id
+            ),
+        })
+    }
+
+    async fn job_view_by_id(&self, id: i64) -> Result<JobView> {
+        let j = self.inner.store.job(id).await?;
+        let p = self.inner.store.pipeline(j.pipeline_id).await?;
+        let project = self.inner.store.project(p.project_id).await?;
+        self.job_view(&j, &p, &project).await
+    }
+
+    /// Every job row of the pipeline, retried attempts included (`retried: true`), in
+    /// creation order.
+    pub async fn pipeline_jobs(
+        &self,
+        pipeline_id: i64,
+    ) -> std::result::Result<Vec<JobView>, CoordinatorError> {
+        let p = self.inner.store.pipeline(pipeline_id).await?;
+        let project = self.inner.store.project(p.project_id).await?;
+        let mut out = Vec::new();
+        for j in self.inner.store.pipeline_jobs(pipeline_id).await? {
+            out.push(self.job_view(&j, &p, &project).await?);
+        }
+        Ok(out)
+    }
+
+    pub async fn job(&self, id: i64) -> std::result::Result<JobView, CoordinatorError> {
+        self.job_view_by_id(id).await
+    }
+
+    /// Cancel every cancelable job of the pipeline (running jobs on runners that cancel
+    /// gracefully go `canceling`). A finished pipeline is returned unchanged, as GitLab does.
+    pub async fn cancel_pipeline(
+        &self,
+        id: i64,
+    ) -> std::result::Result<PipelineView, CoordinatorError> {
+        let now = now_ms();
+        self.mutate(id, now, |state, _, _| {
+            match apply(
+                state,
+                &Event::CancelPipeline {
+                    scope: CancelScope::All,
+                    cause: CancelCause::User,
+                },
+                to_ts(now),
+            ) {
+                Ok(_) | Err(Rejected::NothingToCancel) => Ok(()),
+                Err(e) => Err(CoordinatorError::Conflict(e.to_string())),
+            }
+        })
+        .await?;
+        self.pipeline(id).await
+    }
+
+    /// Retry every failed or canceled job (skipped ones are re-evaluated). Nothing to
+    /// retry returns the pipeline unchanged.
+    pub async fn retry_pipeline(
+        &self,
+        id: i64,
+    ) -> std::result::Result<PipelineView, CoordinatorError> {
+        let now = now_ms();
+        self.mutate(id, now, |state, _, _| {
+            match apply(state, &Event::RetryPipeline, to_ts(now)) {
+                Ok(_) | Err(Rejected::NothingToRetry) => Ok(()),
+                Err(e) => Err(CoordinatorError::Conflict(e.to_string())),
+            }
+        })
+        .await?;
+        self.pipeline(id).await
+    }
+
+    /// Cancel one job; a `canceling` job is force-canceled. A job that cannot be canceled
+    /// is returned unchanged, as GitLab does.
+    pub async fn cancel_job(&self, id: i64) -> std::result::Result<JobView, CoordinatorError> {
+        let j = self.inner.store.job(id).await?;
+        let now = now_ms();
+        self.mutate(j.pipeline_id, now, |state, loaded, _| {
+            let Some(job) = loaded.job_id(id) else {
+                return Ok(());
+            };
+            let event = match state.job(job).map(|j| j.status) {
+                Some(Status::Canceling) => Event::ForceCancelJob { job },
+                _ => Event::CancelJob { job },
+            };
+            let _ = apply(state, &event, to_ts(now));
+            Ok(())
+        })
+        .await?;
+        self.job_view_by_id(id).await
+    }
+
+    /// The current attempt called `name` in a pipeline.
+    async fn latest_attempt(&self, pipeline_id: i64, name: &str) -> Result<JobView> {
+        let rows = self.inner.store.pipeline_jobs(pipeline_id).await?;
+        let latest = rows
+            .iter()
+            .filter(|r| r.name == name)
+            .max_by_key(|r| (r.attempt, r.id))
+            .ok_or(CoordinatorError::NotFound("job"))?;
+        self.job_view_by_id(latest.id).await
+    }
+
+    /// Retry a finished job: a new attempt (returned) and re-evaluated dependents.
+    /// `Forbidden` when the job is not retryable (GitLab's 403).
+    pub async fn retry_job(&self, id: i64) -> std::result::Result<JobView, CoordinatorError> {
+        let j = self.inner.store.job(id).await?;
+        let now = now_ms();
+        self.mutate(j.pipeline_id, now, |state, loaded, _| {
+            let job = loaded.job_id(id).ok_or(CoordinatorError::NotFound("job"))?;
+            apply(state, &Event::RetryJob { job }, to_ts(now))
+                .map_err(|e| CoordinatorError::Forbidden(e.to_string()))?;
+            Ok(())
+        })
+        .await?;
+        self.latest_attempt(j.pipeline_id, &j.name).await
+    }
+
+    /// Play a manual job (or start a delayed one now) with job variables (highest
+    /// precedence); a finished manual job is played as a new attempt. Returns the job that
+    /// runs. `Invalid` when the job cannot be played (GitLab's 400 "Unplayable Job").
+    pub async fn play_job(
+        &self,
+        id: i64,
+        variables: Vec<(String, String)>,
+    ) -> std::result::Result<JobView, CoordinatorError> {
+        let j = self.inner.store.job(id).await?;
+        let now = now_ms();
+        self.mutate(j.pipeline_id, now, |state, loaded, extras| {
+            let job = loaded.job_id(id).ok_or(CoordinatorError::NotFound("job"))?;
+            apply(state, &Event::PlayJob { job }, to_ts(now))
+                .map_err(|e| CoordinatorError::Invalid(e.to_string()))?;
+            if !variables.is_empty() {
+                extras.manual_variables = Some((j.name.clone(), variables.clone()));
+            }
+            Ok(())
+        })
+        .await?;
+        self.latest_attempt(j.pipeline_id, &j.name).await
+    }
+
+    /// The job's log as stored so far.
+    pub async fn trace(&self, job_id: i64) -> std::result::Result<Vec<u8>, CoordinatorError> {
+        self.inner.store.job(job_id).await?;
+        Ok(self.inner.store.trace(job_id).await?)
+    }
+}

@@ -1,0 +1,342 @@
+//! The job queue: which pending job a runner gets (runner API §3.4), handed out exactly
+//! once, and long polling (§3.3).
+//!
+//! Selection, for one runner: pending jobs oldest first (at most [`QUEUE_DEPTH`] looked
+//! at), keeping those the runner may run — its project's jobs only for a project runner,
+//! protected refs only for a `ref_protected` runner, every job tag among the runner's
+//! tags, untagged jobs only with `run_untagged` — then fair share across projects: the
+//! project with the fewest running jobs first, FIFO within a project. The store hands
+//! the job over (`assign_job`: pending → running, exactly once, whatever the number of
+//! requests or processes); a job another runner took meanwhile is skipped.
+//!
+//! The pending jobs are read into a [`Snapshot`] shared by every request of this process:
+//! reloaded when the queue version changes (a job became pending), after
+//! [`SNAPSHOT_TTL`] (jobs queued by another process), or when a truncated snapshot runs
+//! dry. A request takes its candidate out of the snapshot before asking the store, so
+//! concurrent requests do not fight over one job.
+//!
+//! Long polling: the queue version changes whenever a job becomes pending (`watch`
+//! channel, no busy loop). A request whose `last_update` is the current version has seen
+//! everything and waits for the next change; any other looks at once, then waits. Each
+//! change wakes every waiting request, which looks again, until `wait` ends.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use gantry_protocol::JobResponse;
+use gantry_store::QueuedJob;
+use tokio::time::Instant;
+
+use crate::processor::{Event, FailureReason, effective_timeout};
+
+use super::error::{CoordinatorError, Result};
+use super::spec::StoredSpec;
+use super::time::{now_ms, to_ts};
+use super::views::Runner;
+use super::{Coordinator, token};
+
+/// Pending jobs read per snapshot (GitLab examines 45 per request; a shared snapshot
+/// can afford more, so a runner with unusual tags still finds its job).
+const QUEUE_DEPTH: i64 = 1000;
+
+/// Longest a snapshot is trusted (it misses jobs other processes queue).
+const SNAPSHOT_TTL: Duration = Duration::from_secs(1);
+
+/// How often a polling runner's `contacted_at` is written.
+const CONTACT_INTERVAL_MS: i64 = 60_000;
+
+/// What the runner said about itself in the job request, beyond its token.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RequestInfo {
+    /// `info.features.cancel_gracefully`: a cancel moves its running job to `canceling`.
+    pub cancel_gracefully: bool,
+}
+
+/// Pending jobs as last read, shared by this process's requests.
+#[derive(Default)]
+pub(crate) struct Snapshot {
+    version: Option<u64>,
+    loaded: Option<Instant>,
+    /// The read hit [`QUEUE_DEPTH`]: more jobs wait behind these.
+    truncated: bool,
+    jobs: Vec<QueuedJob>,
+    running: HashMap<i64, i64>,
+}
+
+impl Snapshot {
+    /// Take the best job for `runner` out of the snapshot: fewest running jobs in its
+    /// project first, then oldest.
+    fn claim(&mut self, runner: &Runner) -> Option<QueuedJob> {
+        let best = self
+            .jobs
+            .iter()
+            .enumerate()
+            .filter(|(_, j)| runner_may_run(runner, j))
+            .min_by_key(|(i, j)| (self.running.get(&j.project_id).copied().unwrap_or(0), *i))
+            .map(|(i, _)| i)?;
+        Some(self.jobs.remove(best))
+    }
+
+    fn eligible(&self, runner: &Runner) -> usize {
+        self.jobs
+            .iter()
+            .filter(|j| runner_may_run(runner, j))
+            .count()
+    }
+}
+
+impl Coordinator {
+    /// Hand a pending job to `runner`, holding the request up to `wait` until one it may
+    /// run becomes pending. `None` when none came in time (answer `204` with
+    /// [`Coordinator::queue_version`]). `last_update`: the version the runner last saw;
+    /// when it is current nothing changed since, so the request waits first.
+    pub async fn request_job(
+        &self,
+        runner: &Runner,
+        last_update: Option<&str>,
+        wait: Duration,
+    ) -> std::result::Result<Option<JobResponse>, CoordinatorError> {
+        self.request_job_with(runner, last_update, wait, &RequestInfo::default())
+            .await
+    }
+
+    /// [`Coordinator::request_job`] with what the runner advertised (graceful cancel).
+    pub async fn request_job_with(
+        &self,
+        runner: &Runner,
+        last_update: Option<&str>,
+        wait: Duration,
+        info: &RequestInfo,
+    ) -> std::result::Result<Option<JobResponse>, CoordinatorError> {
+        let deadline = Instant::now() + wait;
+        let now = now_ms();
+        if runner
+            .contacted_at
+            .is_none_or(|t| now - t >= CONTACT_INTERVAL_MS)
+        {
+            let _ = self.inner.store.touch_runner(runner.id, now).await;
+        }
+        if runner.paused {
+            return Ok(None);
+        }
+        let mut rx = self.inner.queue.subscribe();
+        let current = self.version_string(*rx.borrow_and_update());
+        let mut look_now = last_update != Some(current.as_str());
+        loop {
+            if look_now {
+                rx.borrow_and_update();
+                if let Some(job) = self.try_assign(runner, info).await? {
+                    return Ok(Some(job));
+                }
+            }
+            look_now = true;
+            match tokio::time::timeout_at(deadline, rx.changed()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) | Err(_) => return Ok(None),
+            }
+        }
+    }
+
+    /// Take the next candidate for `runner` out of the (fresh enough) snapshot.
+    async fn next_candidate(&self, runner: &Runner) -> Result<Option<(QueuedJob, i64, i64)>> {
+        let mut snap = self.inner.queue_cache.lock().await;
+        let version = *self.inner.queue.borrow();
+        let stale = snap.version != Some(version)
+            || snap.loaded.is_none_or(|t| t.elapsed() > SNAPSHOT_TTL)
+            || (snap.truncated && snap.eligible(runner) == 0);
+        if stale {
+            let jobs = self.inner.store.pending_queue(QUEUE_DEPTH).await?;
+            let running = self
+                .inner
+                .store
+                .running_jobs_per_project()
+                .await?
+                .into_iter()
+                .collect();
+            snap.truncated = i64::try_from(jobs.len()).unwrap_or(i64::MAX) >= QUEUE_DEPTH;
+            snap.jobs = jobs;
+            snap.running = running;
+            snap.version = Some(version);
+            snap.loaded = Some(Instant::now());
+        }
+        let size = i64::try_from(snap.eligible(runner)).unwrap_or(i64::MAX);
+        Ok(snap.claim(runner).map(|j| (j, size, 1)))
+    }
+
+    /// Look at the queue for `runner` until a job is assigned or none is left.
+    async fn try_assign(&self, runner: &Runner, info: &RequestInfo) -> Result<Option<JobResponse>> {
+        let store = &self.inner.store;
+        while let Some((queued, queue_size, depth)) = self.next_candidate(runner).await? {
+            let Some((mut job, spec)) = self.queued_job(&queued).await? else {
+                continue;
+            };
+            if spec.is_bridge() {
+                continue;
+            }
+            let project = self.project_row(job.project_id).await?;
+            let timeout = effective_timeout(
+                spec.job.timeout,
+                u64::try_from(project.timeout_secs).unwrap_or(3600),
+                runner.maximum_timeout.and_then(|m| u64::try_from(m).ok()),
+            );
+            let job_token = token::new_token(token::JOB_TOKEN_PREFIX);
+            let hash = token::hash(&job_token);
+            let now = now_ms();
+            let secs = i64::try_from(timeout.seconds).unwrap_or(i64::MAX);
+            // SQLite takes one writer at a time and makes the others sleep-poll; queueing
+            // this process's assignments here hands the write lock over without sleeping.
+            let assigned = {
+                let _gate = self.inner.assign_gate.lock().await;
+                store
+                    .assign_job(job.id, runner.id, &hash, secs, now)
+                    .await?
+            };
+            if !assigned {
+                continue; // another runner took it, or it is no longer pending
+            }
+            {
+                let mut rt = self.runtime();
+                rt.issued.insert(job.id, hash);
+                if info.cancel_gracefully {
+                    rt.graceful.insert(job.id);
+                }
+            }
+            *self
+                .inner
+                .queue_cache
+                .lock()
+                .await
+                .running
+                .entry(job.project_id)
+                .or_insert(0) += 1;
+            // The pipeline's status follows (pending → running) through the usual path;
+            // a running pipeline stays running, so skip the work then.
+            let pipeline = store.pipeline(job.pipeline_id).await?;
+            if pipeline.status != crate::processor::Status::Running.as_str() {
+                self.refresh_running(job.pipeline_id, now).await?;
+            }
+            // What `assign_job` wrote.
+            job.status = crate::processor::Status::Running.as_str().to_owned();
+            job.runner_id = Some(runner.id);
+            job.started_at = Some(now);
+            job.timeout_secs = Some(secs);
+            let assigned = super::payload::Assigned {
+                job: &job,
+                spec: &spec,
+                pipeline: &pipeline,
+                project: &project,
+                token: &job_token,
+                queue: super::payload::QueueFacts {
+                    size: queue_size,
+                    depth,
+                },
+            };
+            // The runner never sees a job whose payload fails: do not leave it running.
+            let fail = |reason| {
+                self.job_event(job.id, now_ms(), move |job| Event::JobFailed {
+                    job,
+                    reason,
+                    exit_code: None,
+                })
+            };
+            match self.build_payload(&assigned, runner, now).await {
+                Ok(Ok(p)) => return Ok(Some(p)),
+                // §3.4: a dependency's artifacts expired; the search goes on.
+                Ok(Err(_missing)) => {
+                    let _ = fail(FailureReason::MissingDependencyFailure).await;
+                }
+                Err(e) => {
+                    let _ = fail(FailureReason::DataIntegrityFailure).await;
+                    return Err(e);
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// The row and spec of a queued job: from the snapshot and the spec cache when the
+    /// spec was parsed before (the usual case: processing parsed it), else from the store.
+    async fn queued_job(
+        &self,
+        q: &QueuedJob,
+    ) -> Result<Option<(gantry_store::Job, Arc<StoredSpec>)>> {
+        let cached = self.runtime().specs.get(&q.id).cloned();
+        if let Some(spec) = cached {
+            let job = gantry_store::Job {
+                id: q.id,
+                pipeline_id: q.pipeline_id,
+                project_id: q.project_id,
+                name: q.name.clone(),
+                stage: q.stage.clone(),
+                stage_idx: q.stage_idx,
+                status: crate::processor::Status::Pending.as_str().to_owned(),
+                attempt: q.attempt,
+                retried: false,
+                allow_failure: q.allow_failure,
+                spec: String::new(),
+                tags: q.tags.clone(),
+                protected: q.protected,
+                runner_id: None,
+                exit_code: None,
+                failure_reason: None,
+                manual_variables: q.manual_variables.clone(),
+                created_at: q.created_at,
+                queued_at: q.queued_at,
+                scheduled_at: None,
+                started_at: None,
+                finished_at: None,
+                last_contact_at: None,
+                timeout_secs: None,
+                trace_size: 0,
+                trace_checksum: None,
+            };
+            return Ok(Some((job, spec)));
+        }
+        let job = match self.inner.store.job(q.id).await {
+            Ok(j) => j,
+            Err(gantry_store::StoreError::NotFound(_)) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        let Ok(spec) = StoredSpec::parse(&job.spec) else {
+            return Ok(None);
+        };
+        let spec = Arc::new(spec);
+        self.runtime().specs.insert(q.id, Arc::clone(&spec));
+        Ok(Some((job, spec)))
+    }
+
+    /// Apply one event about a job (by database id) through the decision path.
+    pub(crate) async fn job_event(
+        &self,
+        job_id: i64,
+        now: i64,
+        event: impl Fn(crate::processor::JobId) -> Event,
+    ) -> Result<()> {
+        let j = self.inner.store.job(job_id).await?;
+        self.mutate(j.pipeline_id, now, |state, loaded, _| {
+            let id = loaded
+                .job_id(job_id)
+                .ok_or(CoordinatorError::NotFound("job"))?;
+            crate::processor::apply(state, &event(id), to_ts(now))
+                .map_err(|e| CoordinatorError::Conflict(e.to_string()))?;
+            Ok(())
+        })
+        .await
+    }
+}
+
+/// The runner-side conditions of §3.4 (scope, protection, tags).
+pub(crate) fn runner_may_run(runner: &Runner, job: &QueuedJob) -> bool {
+    if runner.project_id.is_some_and(|p| p != job.project_id) {
+        return false;
+    }
+    if runner.protected_only() && !job.protected {
+        return false;
+    }
+    if job.tags.is_empty() {
+        runner.run_untagged
+    } else {
+        job.tags.iter().all(|t| runner.tag_list.contains(t))
+    }
+}

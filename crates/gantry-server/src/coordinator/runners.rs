@@ -1,0 +1,150 @@
+//! Runners: creation (admin API, `glrt-` tokens), legacy registration (registration token,
+//! `glrtr-` tokens), lookup by token, deletion. Tokens are random (160 bits) and stored
+//! only as SHA-256 hashes.
+
+use gantry_store::NewRunner;
+
+use crate::processor::{Event, Status};
+
+use super::error::{CoordinatorError, Result};
+use super::time::now_ms;
+use super::views::{Runner, RunnerOptions};
+use super::{Coordinator, token};
+
+/// GitLab's lower bound for `maximum_timeout`.
+const MIN_MAXIMUM_TIMEOUT: i64 = 600;
+
+impl Coordinator {
+    async fn insert_runner(
+        &self,
+        opts: RunnerOptions,
+        plaintext: String,
+    ) -> Result<(Runner, String)> {
+        if let Some(max) = opts.maximum_timeout {
+            if max < MIN_MAXIMUM_TIMEOUT {
+                return Err(CoordinatorError::Invalid(format!(
+                    "create the runner: maximum_timeout must be at least {MIN_MAXIMUM_TIMEOUT} seconds, not {max}"
+                )));
+            }
+        }
+        if let Some(p) = opts.project_id {
+            self.inner.store.project(p).await?;
+        }
+        let mut tags: Vec<String> = Vec::new();
+        for t in opts.tags.iter().map(|t| t.trim()).filter(|t| !t.is_empty()) {
+            if !tags.iter().any(|x| x == t) {
+                tags.push(t.to_owned());
+            }
+        }
+        let row = self
+            .inner
+            .store
+            .create_runner(
+                &NewRunner {
+                    token_hash: token::hash(&plaintext),
+                    description: opts.description,
+                    // GitLab: a runner without tags always runs untagged jobs.
+                    run_untagged: opts.run_untagged || tags.is_empty(),
+                    tags,
+                    locked: opts.locked,
+                    protected_only: opts.protected_only,
+                    project_id: opts.project_id,
+                    maximum_timeout: opts.maximum_timeout,
+                },
+                now_ms(),
+            )
+            .await?;
+        Ok((Runner::from_row(&row), plaintext))
+    }
+
+    /// Create a runner (admin `POST /user/runners`): returns it and its `glrt-` token,
+    /// shown this once.
+    pub async fn create_runner(
+        &self,
+        opts: RunnerOptions,
+    ) -> std::result::Result<(Runner, String), CoordinatorError> {
+        let t = token::runner_token(opts.project_id.is_some());
+        self.insert_runner(opts, t).await
+    }
+
+    /// Legacy registration (`POST /runners` with the registration token). A wrong token
+    /// is `Forbidden`.
+    pub async fn register_runner(
+        &self,
+        registration_token: &str,
+        opts: RunnerOptions,
+    ) -> std::result::Result<(Runner, String), CoordinatorError> {
+        let expected = self.inner.store.setting("registration_token_hash").await?;
+        if registration_token.is_empty()
+            || expected.as_deref() != Some(token::hash(registration_token).as_str())
+        {
+            return Err(CoordinatorError::Forbidden(
+                "register the runner: the registration token is not valid".to_owned(),
+            ));
+        }
+        self.insert_runner(opts, token::registered_runner_token())
+            .await
+    }
+
+    /// The runner a runner token belongs to.
+    pub async fn runner_by_token(
+        &self,
+        token: &str,
+    ) -> std::result::Result<Option<Runner>, CoordinatorError> {
+        if token.is_empty() {
+            return Ok(None);
+        }
+        Ok(self
+            .inner
+            .store
+            .runner_by_token_hash(&token::hash(token))
+            .await?
+            .as_ref()
+            .map(Runner::from_row))
+    }
+
+    pub async fn runner(&self, id: i64) -> std::result::Result<Runner, CoordinatorError> {
+        Ok(Runner::from_row(&self.inner.store.runner(id).await?))
+    }
+
+    pub async fn runners(&self) -> std::result::Result<Vec<Runner>, CoordinatorError> {
+        Ok(self
+            .inner
+            .store
+            .runners()
+            .await?
+            .iter()
+            .map(Runner::from_row)
+            .collect())
+    }
+
+    /// Delete a runner. Jobs it is still executing fail with `runner_system_failure` (the
+    /// runner is gone); finished jobs keep their history.
+    pub async fn delete_runner(&self, id: i64) -> std::result::Result<(), CoordinatorError> {
+        let store = &self.inner.store;
+        store.runner(id).await?;
+        let now = now_ms();
+        for p in store.active_pipelines().await? {
+            let lost: Vec<i64> = store
+                .pipeline_jobs(p.id)
+                .await?
+                .into_iter()
+                .filter(|j| {
+                    j.runner_id == Some(id)
+                        && Status::parse(&j.status).is_some_and(Status::is_executing)
+                })
+                .map(|j| j.id)
+                .collect();
+            for job_id in lost {
+                let _ = self
+                    .job_event(job_id, now, |job| Event::RunnerLost { job })
+                    .await;
+            }
+        }
+        if store.delete_runner(id).await? {
+            Ok(())
+        } else {
+            Err(CoordinatorError::NotFound("runner"))
+        }
+    }
+}

@@ -1,0 +1,154 @@
+//! Time and restarts: [`Coordinator::tick`] turns the passing of time into events (delayed
+//! jobs due, job timeouts, jobs without updates, stale schedules), resource groups hand
+//! out their resource, and [`Coordinator::resume`] re-processes every active pipeline
+//! after a restart.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use crate::processor::{Event, Status, apply, due_events};
+
+use super::Coordinator;
+use super::error::{CoordinatorError, Result};
+use super::spec::StoredSpec;
+use super::time::{now_ms, to_ts};
+
+/// How often the background task ticks.
+pub(crate) const TICK_INTERVAL: Duration = Duration::from_secs(1);
+
+impl Coordinator {
+    /// Apply what time makes due at `now_ms` (Unix ms): delayed jobs start, running jobs
+    /// past their timeout (+ grace) fail `job_execution_timeout`, running jobs without
+    /// updates for an hour fail `stuck_or_timeout_failure` (canceling ones become
+    /// canceled), jobs pending for a day fail likewise, schedules missed by an hour fail
+    /// `stale_schedule` (thresholds: [`Coordinator::set_watchdog`]).
+    pub async fn tick(&self, now_ms: i64) -> std::result::Result<(), CoordinatorError> {
+        let watchdog = self.runtime().watchdog;
+        let now = to_ts(now_ms);
+        let mut projects = HashSet::new();
+        // One pipeline's failure does not stop the others; the first error is returned.
+        let mut first_error = None;
+        for p in self.inner.store.active_pipelines().await? {
+            let loaded = match self.load(p.id).await {
+                Ok(l) => l,
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                    continue;
+                }
+            };
+            if loaded
+                .state
+                .jobs()
+                .iter()
+                .any(|j| j.status == Status::WaitingForResource)
+            {
+                projects.insert(p.project_id);
+            }
+            if due_events(&loaded.state, now, &watchdog).is_empty() {
+                continue;
+            }
+            let done = self
+                .mutate(p.id, now_ms, |state, _, _| {
+                    for event in due_events(state, now, &watchdog) {
+                        let _ = apply(state, &event, now);
+                    }
+                    Ok(())
+                })
+                .await;
+            if let Err(e) = done {
+                first_error.get_or_insert(e);
+            }
+        }
+        for project in projects {
+            if let Err(e) = self.assign_resources(project).await {
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// Call [`Coordinator::tick`] every second until the returned task is aborted.
+    pub fn spawn_background(&self) -> tokio::task::JoinHandle<()> {
+        let this = self.clone();
+        tokio::spawn(async move {
+            let mut interval = tokio::time::interval(TICK_INTERVAL);
+            interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                interval.tick().await;
+                if let Err(e) = this.tick(now_ms()).await {
+                    eprintln!("gantry: failed to run the coordinator's timers: {e}");
+                }
+            }
+        })
+    }
+
+    /// After a restart: process every active pipeline again (jobs whose turn came while
+    /// the server was down are queued; assigned jobs stay with their runner, whose job
+    /// tokens stay valid) and wake job requests.
+    pub async fn resume(&self) -> std::result::Result<(), CoordinatorError> {
+        let now = now_ms();
+        let mut first_error = None;
+        for p in self.inner.store.active_pipelines().await? {
+            if let Err(e) = self.mutate(p.id, now, |_, _, _| Ok(())).await {
+                first_error.get_or_insert(e);
+            }
+        }
+        self.bump_queue();
+        let ticked = self.tick(now).await;
+        first_error.map_or(ticked, Err)
+    }
+
+    /// Resource groups (`ci-yaml.md` §5.10, `unordered` process mode): a group of a project
+    /// is free when none of its jobs is pending, running or canceling; then its oldest
+    /// waiting job (lowest pipeline, then job id) gets the resource.
+    pub(crate) async fn assign_resources(&self, project_id: i64) -> Result<()> {
+        let store = &self.inner.store;
+        let mut held: HashSet<String> = HashSet::new();
+        let mut waiting: Vec<(String, i64, i64)> = Vec::new(); // (group, pipeline, job)
+        for p in store
+            .active_pipelines()
+            .await?
+            .into_iter()
+            .filter(|p| p.project_id == project_id)
+        {
+            for j in store.pipeline_jobs(p.id).await? {
+                let Some(status) = Status::parse(&j.status) else {
+                    continue;
+                };
+                if !(status == Status::WaitingForResource
+                    || matches!(
+                        status,
+                        Status::Pending | Status::Running | Status::Canceling
+                    ))
+                {
+                    continue;
+                }
+                let Some(group) = StoredSpec::parse(&j.spec)
+                    .ok()
+                    .and_then(|s| s.job.resource_group)
+                else {
+                    continue;
+                };
+                if status == Status::WaitingForResource {
+                    if !j.retried {
+                        waiting.push((group, p.id, j.id));
+                    }
+                } else {
+                    held.insert(group);
+                }
+            }
+        }
+        waiting.sort_by_key(|(_, p, j)| (*p, *j));
+        let now = now_ms();
+        for (group, _, job_id) in waiting {
+            if held.contains(&group) {
+                continue;
+            }
+            held.insert(group);
+            let _ = self
+                .job_event(job_id, now, |job| Event::ResourceAssigned { job })
+                .await;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,276 @@
+//! What the coordinator hands out: API-shaped values (GitLab API v4 field names, ISO 8601
+//! times), separate from the store's rows and from the runner wire types.
+
+use serde::{Serialize, Serializer};
+
+use super::time::iso8601;
+
+fn iso<S: Serializer>(ms: &i64, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&iso8601(*ms))
+}
+
+fn iso_opt<S: Serializer>(ms: &Option<i64>, s: S) -> Result<S::Ok, S::Error> {
+    match ms {
+        Some(ms) => s.serialize_str(&iso8601(*ms)),
+        None => s.serialize_none(),
+    }
+}
+
+/// GitLab's `yaml_errors`: one string (messages joined with `, `) or `null`.
+fn joined_or_null<S: Serializer>(errors: &[String], s: S) -> Result<S::Ok, S::Error> {
+    if errors.is_empty() {
+        s.serialize_none()
+    } else {
+        s.serialize_str(&errors.join(", "))
+    }
+}
+
+/// A project (GitLab `GET /projects/:id` subset).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Project {
+    pub id: i64,
+    pub name: String,
+    /// Last path component.
+    pub path: String,
+    /// `namespace/name`: `name` itself when it contains a `/`, else `gantry/<name>`.
+    pub path_with_namespace: String,
+    pub default_branch: String,
+    /// Where runners clone from: `{external_url}/{path_with_namespace}.git`.
+    pub http_url_to_repo: String,
+    pub web_url: String,
+    /// The repository the project mirrors (a local path or URL).
+    pub repo_url: String,
+    /// Default job timeout, seconds.
+    pub build_timeout: i64,
+    #[serde(serialize_with = "iso")]
+    pub created_at: i64,
+}
+
+/// What to create a runner with.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RunnerOptions {
+    pub description: String,
+    pub tags: Vec<String>,
+    pub run_untagged: bool,
+    /// A locked runner cannot be used by other projects (meaningful for project runners).
+    pub locked: bool,
+    /// `access_level: ref_protected`: only jobs of protected refs.
+    pub protected_only: bool,
+    /// `Some` for a project runner.
+    pub project_id: Option<i64>,
+    /// Seconds; caps job timeouts (GitLab requires ≥ 600).
+    pub maximum_timeout: Option<i64>,
+}
+
+/// A runner (GitLab `GET /runners/:id` subset, plus what job selection needs).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Runner {
+    pub id: i64,
+    pub description: String,
+    /// `instance_type` or `project_type`.
+    pub runner_type: &'static str,
+    pub is_shared: bool,
+    pub active: bool,
+    pub paused: bool,
+    pub tag_list: Vec<String>,
+    pub run_untagged: bool,
+    pub locked: bool,
+    /// `not_protected` or `ref_protected`.
+    pub access_level: &'static str,
+    pub maximum_timeout: Option<i64>,
+    pub project_id: Option<i64>,
+    #[serde(serialize_with = "iso_opt")]
+    pub contacted_at: Option<i64>,
+    #[serde(serialize_with = "iso")]
+    pub created_at: i64,
+}
+
+impl Runner {
+    pub(crate) fn from_row(r: &gantry_store::Runner) -> Runner {
+        Runner {
+            id: r.id,
+            description: r.description.clone(),
+            runner_type: if r.project_id.is_some() {
+                "project_type"
+            } else {
+                "instance_type"
+            },
+            is_shared: r.project_id.is_none(),
+            active: !r.paused,
+            paused: r.paused,
+            tag_list: r.tags.clone(),
+            run_untagged: r.run_untagged,
+            locked: r.locked,
+            access_level: if r.protected_only {
+                "ref_protected"
+            } else {
+                "not_protected"
+            },
+            maximum_timeout: r.maximum_timeout,
+            project_id: r.project_id,
+            contacted_at: r.contacted_at,
+            created_at: r.created_at,
+        }
+    }
+
+    pub fn protected_only(&self) -> bool {
+        self.access_level == "ref_protected"
+    }
+}
+
+/// What the first start created: plaintext tokens, shown once (the store keeps hashes).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Bootstrap {
+    /// An admin token (`glpat-…`) for the user API; `None` when one existed already.
+    pub admin_token: Option<String>,
+    /// The legacy runner registration token; `None` when one existed already.
+    pub registration_token: Option<String>,
+}
+
+/// A pipeline, shaped like GitLab's `GET /projects/:id/pipelines/:pipeline_id`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PipelineView {
+    pub id: i64,
+    pub iid: i64,
+    pub project_id: i64,
+    /// `workflow:name`.
+    pub name: Option<String>,
+    pub status: String,
+    pub source: String,
+    #[serde(rename = "ref")]
+    pub ref_name: String,
+    pub sha: String,
+    pub before_sha: String,
+    pub tag: bool,
+    /// Configuration errors of a pipeline that failed to compile (serialized as GitLab's
+    /// single string, or `null`).
+    #[serde(serialize_with = "joined_or_null")]
+    pub yaml_errors: Vec<String>,
+    /// `config_error` for a configuration error.
+    pub failure_reason: Option<String>,
+    /// Pipeline variables given at creation.
+    #[serde(skip)]
+    pub variables: Vec<(String, String)>,
+    pub protected: bool,
+    #[serde(serialize_with = "iso")]
+    pub created_at: i64,
+    #[serde(serialize_with = "iso")]
+    pub updated_at: i64,
+    #[serde(serialize_with = "iso_opt")]
+    pub started_at: Option<i64>,
+    #[serde(serialize_with = "iso_opt")]
+    pub finished_at: Option<i64>,
+    /// Seconds from start to finish (or until now while running).
+    pub duration: Option<i64>,
+    pub web_url: String,
+}
+
+/// The pipeline a job belongs to, as embedded in GitLab's job JSON.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct JobPipeline {
+    pub id: i64,
+    pub project_id: i64,
+    #[serde(rename = "ref")]
+    pub ref_name: String,
+    pub sha: String,
+    pub status: String,
+}
+
+/// `artifacts_file` of GitLab's job JSON.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ArtifactsFile {
+    pub filename: String,
+    pub size: i64,
+}
+
+/// An uploaded artifact (GitLab job JSON `artifacts[]`, plus hash and expiry).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Artifact {
+    pub job_id: i64,
+    pub file_type: String,
+    pub file_format: String,
+    pub filename: String,
+    pub size: i64,
+    pub sha256: String,
+    #[serde(serialize_with = "iso_opt")]
+    pub expire_at: Option<i64>,
+    #[serde(serialize_with = "iso")]
+    pub created_at: i64,
+}
+
+impl Artifact {
+    pub(crate) fn from_row(a: &gantry_store::Artifact) -> Artifact {
+        Artifact {
+            job_id: a.job_id,
+            file_type: a.file_type.clone(),
+            file_format: a.file_format.clone(),
+            filename: a.filename.clone(),
+            size: a.size,
+            sha256: a.sha256.clone(),
+            expire_at: a.expire_at,
+            created_at: a.created_at,
+        }
+    }
+
+    /// Expired at `now_ms` (then neither downloadable nor a dependency).
+    pub fn expired(&self, now_ms: i64) -> bool {
+        self.expire_at.is_some_and(|t| t <= now_ms)
+    }
+}
+
+/// A job, shaped like GitLab's `GET /projects/:id/jobs/:job_id` (plus `when`, `attempt`,
+/// `retried`, `exit_code`, `runner_id` which GitLab shows elsewhere).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct JobView {
+    pub id: i64,
+    pub name: String,
+    pub stage: String,
+    pub status: String,
+    #[serde(rename = "ref")]
+    pub ref_name: String,
+    pub tag: bool,
+    pub allow_failure: bool,
+    pub when: String,
+    pub attempt: i64,
+    pub retried: bool,
+    pub failure_reason: Option<String>,
+    pub exit_code: Option<i64>,
+    pub tag_list: Vec<String>,
+    pub pipeline_id: i64,
+    pub project_id: i64,
+    pub pipeline: JobPipeline,
+    pub runner_id: Option<i64>,
+    #[serde(serialize_with = "iso")]
+    pub created_at: i64,
+    #[serde(serialize_with = "iso_opt")]
+    pub queued_at: Option<i64>,
+    #[serde(serialize_with = "iso_opt")]
+    pub scheduled_at: Option<i64>,
+    #[serde(serialize_with = "iso_opt")]
+    pub started_at: Option<i64>,
+    #[serde(serialize_with = "iso_opt")]
+    pub finished_at: Option<i64>,
+    /// Seconds, started → finished (or now).
+    pub duration: Option<f64>,
+    /// Seconds, queued → started (or now).
+    pub queued_duration: Option<f64>,
+    /// Seconds, fixed when a runner picked the job.
+    pub timeout: Option<i64>,
+    pub artifacts_file: Option<ArtifactsFile>,
+    pub artifacts: Vec<Artifact>,
+    #[serde(serialize_with = "iso_opt")]
+    pub artifacts_expire_at: Option<i64>,
+    pub web_url: String,
+}
+
+/// The answer to a job update (`PUT /jobs/:id`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UpdateResult {
+    /// `false` = answer `202`: the final state is remembered but the trace is not complete
+    /// yet; the runner re-sends the same update after `update_interval` (§4.4).
+    pub accepted: bool,
+    /// The `Job-Status` header: the job's status after the update.
+    pub job_status: String,
+    /// `X-GitLab-Trace-Update-Interval` for a `202` (GitLab's backoff by age).
+    pub update_interval: Option<std::time::Duration>,
+}

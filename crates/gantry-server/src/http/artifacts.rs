@@ -1,0 +1,159 @@
+//! Artifacts on the runner API (`runner-api.md` §6): `POST /api/v4/jobs/:id/artifacts`
+//! (multipart, one `file` part; `artifact_type`, `artifact_format`, `expire_in` from the
+//! query or the form) and `GET /api/v4/jobs/:id/artifacts` (a dependent job downloads
+//! the archive with its own token).
+
+use std::str::FromStr;
+
+use axum::extract::multipart::MultipartRejection;
+use axum::extract::{Multipart, Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use gantry_protocol::{ArtifactFormat, ArtifactType, ArtifactUploadParams};
+use serde::Deserialize;
+
+use crate::coordinator::{Artifact, CoordinatorError};
+
+use super::error::{ApiError, ApiResult};
+use super::extract;
+use super::{AppState, auth};
+
+/// Parameters GitLab reads from the query string (the runner) or the form (others).
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct ArtifactQuery {
+    #[serde(default)]
+    token: Option<String>,
+    #[serde(default)]
+    artifact_type: Option<String>,
+    #[serde(default)]
+    artifact_format: Option<String>,
+    #[serde(default)]
+    expire_in: Option<String>,
+}
+
+impl ArtifactQuery {
+    fn set(&mut self, name: &str, value: String) {
+        let slot = match name {
+            "token" => &mut self.token,
+            "artifact_type" => &mut self.artifact_type,
+            "artifact_format" => &mut self.artifact_format,
+            "expire_in" => &mut self.expire_in,
+            _ => return,
+        };
+        // The query string wins over the form, as it does in Grape's merge.
+        if slot.as_deref().is_none_or(str::is_empty) {
+            *slot = Some(value);
+        }
+    }
+
+    fn params(&self) -> Result<ArtifactUploadParams, ApiError> {
+        fn parse<T: FromStr<Err = gantry_protocol::ProtocolError>>(value: Option<&str>) -> Result<Option<T>, ApiError> {
+            match value.map(str::trim).filter(|v| !v.is_empty()) {
+                Some(value) => value.parse().map(Some).map_err(|e: gantry_protocol::ProtocolError| ApiError::param(e.to_string())),
+                None => Ok(None),
+            }
+        }
+        Ok(ArtifactUploadParams {
+            artifact_type: parse::<ArtifactType>(self.artifact_type.as_deref())?,
+            artifact_format: parse::<ArtifactFormat>(self.artifact_format.as_deref())?,
+            expire_in: self.expire_in.clone().filter(|e| !e.trim().is_empty()),
+        })
+    }
+}
+
+fn multipart_error(status: StatusCode, text: String) -> ApiError {
+    if status == StatusCode::PAYLOAD_TOO_LARGE {
+        ApiError::too_large("Request Entity Too Large - the artifact exceeds the size limit")
+    } else {
+        ApiError::message(status, text)
+    }
+}
+
+/// `POST /api/v4/jobs/:id/artifacts` → `201`; `400` bad parameters or type/format
+/// mismatch, `403` bad token or job not running, `413` too large.
+pub(crate) async fn upload(
+    State(state): State<AppState>,
+    Path(job_id): Path<i64>,
+    Query(mut params): Query<ArtifactQuery>,
+    headers: HeaderMap,
+    multipart: Result<Multipart, MultipartRejection>,
+) -> ApiResult<Response> {
+    // Authenticate before reading the body when the token came with the headers.
+    let early = extract::job_token(params.token.as_deref(), &headers).map(str::to_owned);
+    if early.is_some() {
+        auth::require_job(&state.coordinator, job_id, early.as_deref()).await?;
+    }
+    let mut multipart = multipart.map_err(|rejection| multipart_error(rejection.status(), rejection.body_text()))?;
+    let mut file: Option<(String, Vec<u8>)> = None;
+    loop {
+        let field = multipart
+            .next_field()
+            .await
+            .map_err(|e| multipart_error(e.status(), e.body_text()))?;
+        let Some(field) = field else { break };
+        let name = field.name().unwrap_or("").to_owned();
+        if name == gantry_protocol::artifact::UPLOAD_FILE_FIELD {
+            if file.is_some() {
+                return Err(ApiError::param("file is given more than once"));
+            }
+            let filename = field.file_name().unwrap_or("").to_owned();
+            let data = field.bytes().await.map_err(|e| multipart_error(e.status(), e.body_text()))?;
+            file = Some((filename, data.to_vec()));
+        } else {
+            let value = field.text().await.map_err(|e| multipart_error(e.status(), e.body_text()))?;
+            params.set(&name, value);
+        }
+    }
+    if early.is_none() {
+        let token = extract::job_token(params.token.as_deref(), &headers);
+        auth::require_job(&state.coordinator, job_id, token).await?;
+    }
+    let upload = params.params()?;
+    let Some((filename, data)) = file else {
+        return Err(ApiError::param("file is missing"));
+    };
+    match state.coordinator.upload_artifact(job_id, upload, &filename, &data).await {
+        Ok(()) => Ok((
+            StatusCode::CREATED,
+            [(axum::http::header::CONTENT_TYPE, "application/json")],
+            "201",
+        )
+            .into_response()),
+        Err(CoordinatorError::Forbidden(why)) => Err(auth::forbidden_with_status(&state.coordinator, job_id, why).await),
+        Err(other) => Err(other.into()),
+    }
+}
+
+/// `GET /api/v4/jobs/:id/artifacts` (§6.4): the archive of job `:id`, for a running job
+/// of the same project (its token in `JOB-TOKEN` or `token`). `direct_download` is
+/// accepted and ignored: the file is always served here.
+pub(crate) async fn download(
+    State(state): State<AppState>,
+    Path(job_id): Path<i64>,
+    Query(params): Query<ArtifactQuery>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    let Some(token) = extract::job_token(params.token.as_deref(), &headers) else {
+        return Err(ApiError::forbidden_because("the job token is missing"));
+    };
+    let (artifact, data) = state.coordinator.download_artifact(job_id, token).await?;
+    Ok(file_response(&artifact, data))
+}
+
+/// An artifact as a download.
+pub(crate) fn file_response(artifact: &Artifact, data: Vec<u8>) -> Response {
+    let filename: String = artifact
+        .filename
+        .chars()
+        .map(|c| if c.is_ascii_graphic() && c != '"' && c != '\\' { c } else { '_' })
+        .collect();
+    (
+        StatusCode::OK,
+        [
+            (axum::http::header::CONTENT_TYPE, "application/octet-stream".to_owned()),
+            (axum::http::header::CONTENT_DISPOSITION, format!("attachment; filename=\"{filename}\"")),
+        ],
+        data,
+    )
+        .into_response()
+}

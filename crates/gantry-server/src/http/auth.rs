@@ -1,0 +1,72 @@
+//! Who is calling (`runner-api.md` §1.2): an admin (user API), a runner (runner token in
+//! the body), or a running job (job token). GitLab answers job-scoped calls with `403`
+//! (never `404`) for a bad token so the runner aborts, adding `Job-Status` when the job
+//! exists but no longer runs.
+
+use axum::http::HeaderMap;
+
+use crate::coordinator::{Coordinator, CoordinatorError, JobView, Runner};
+
+use super::error::ApiError;
+use super::extract;
+
+/// The user API: `PRIVATE-TOKEN` or `Authorization: Bearer` with an admin token, else
+/// `401`.
+pub(crate) async fn require_admin(coordinator: &Coordinator, headers: &HeaderMap) -> Result<(), ApiError> {
+    let Some(token) = extract::private_token(headers) else {
+        return Err(ApiError::unauthorized());
+    };
+    if coordinator.is_admin(token).await? {
+        Ok(())
+    } else {
+        Err(ApiError::unauthorized())
+    }
+}
+
+/// A runner-level call: the runner token from the body; unknown or missing is `403`.
+pub(crate) async fn require_runner(coordinator: &Coordinator, token: &str) -> Result<Runner, ApiError> {
+    if token.trim().is_empty() {
+        return Err(ApiError::forbidden_because("the runner token is missing"));
+    }
+    coordinator.runner_by_token(token).await?.ok_or_else(ApiError::forbidden)
+}
+
+/// A job-level call on job `job_id` with `token` (§1.2). The token must belong to this
+/// job while it runs. Otherwise: `404` when the job does not exist, `403` with
+/// `Job-Status` when the token was this job's and the job ended, plain `403` else.
+pub(crate) async fn require_job(coordinator: &Coordinator, job_id: i64, token: Option<&str>) -> Result<JobView, ApiError> {
+    let Some(token) = token else {
+        ensure_job_exists(coordinator, job_id).await?;
+        return Err(ApiError::forbidden_because("the job token is missing"));
+    };
+    if let Some(job) = coordinator.job_by_token(token).await? {
+        if job.id == job_id {
+            return Ok(job);
+        }
+        ensure_job_exists(coordinator, job_id).await?;
+        return Err(ApiError::forbidden_because("the job token belongs to another job"));
+    }
+    ensure_job_exists(coordinator, job_id).await?;
+    match coordinator.job_status_for_token(token).await? {
+        Some((id, status)) if id == job_id => Err(ApiError::forbidden().with_job_status(&status)),
+        _ => Err(ApiError::forbidden()),
+    }
+}
+
+async fn ensure_job_exists(coordinator: &Coordinator, job_id: i64) -> Result<(), ApiError> {
+    match coordinator.job(job_id).await {
+        Ok(_) => Ok(()),
+        Err(CoordinatorError::NotFound(_)) => Err(ApiError::not_found("Job")),
+        Err(other) => Err(other.into()),
+    }
+}
+
+/// A `403` for a job that stopped running while the call was in flight, carrying its
+/// current `Job-Status`.
+pub(crate) async fn forbidden_with_status(coordinator: &Coordinator, job_id: i64, why: String) -> ApiError {
+    let error = ApiError::forbidden_because(why);
+    match coordinator.job(job_id).await {
+        Ok(job) => error.with_job_status(&job.status),
+        Err(_) => error,
+    }
+}

@@ -1,0 +1,142 @@
+//! Reading requests without trusting them: bodies under a size limit, JSON decoded
+//! with errors that name the field, tokens from the places GitLab reads them. Every
+//! failure is an [`ApiError`] (a JSON 4xx), never axum's plain-text rejection.
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, Request};
+use axum::http::HeaderMap;
+use gantry_protocol::header;
+use serde::de::DeserializeOwned;
+
+use super::error::ApiError;
+
+/// The raw request body, within the route's `DefaultBodyLimit`; an oversized body is a
+/// JSON `413`.
+pub(crate) struct Body(pub(crate) Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for Body {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
+        Bytes::from_request(request, state)
+            .await
+            .map(Body)
+            .map_err(|rejection| {
+                let status = rejection.status();
+                if status == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+                    ApiError::too_large("Request Entity Too Large")
+                } else {
+                    ApiError::message(status, rejection.body_text())
+                }
+            })
+    }
+}
+
+/// Decodes a JSON body (§0.2: unknown fields ignored, `null` = zero value); a bad body
+/// is `400 {"error": "..."}` naming the JSON path. An empty body decodes as `{}`, as
+/// Grape treats a missing body as no parameters.
+pub(crate) fn json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    let body = if body.iter().all(u8::is_ascii_whitespace) { b"{}".as_slice() } else { body };
+    gantry_protocol::parse_json(body).map_err(|error| ApiError::param(error.to_string()))
+}
+
+/// Decodes a user API body the way Grape reads parameters: form-encoded
+/// (`curl --data key=value`, as GitLab's documentation shows) when the content type says
+/// so, JSON otherwise.
+pub(crate) fn params<T: DeserializeOwned>(headers: &HeaderMap, body: &[u8]) -> Result<T, ApiError> {
+    let form = header_str(headers, "content-type")
+        .is_some_and(|ct| ct.to_ascii_lowercase().starts_with("application/x-www-form-urlencoded"));
+    if form {
+        serde_urlencoded::from_bytes(body).map_err(|e| ApiError::param(format!("decode the form parameters: {e}")))
+    } else {
+        json(body)
+    }
+}
+
+/// The value of a header as text, `None` when absent, empty or not visible ASCII.
+pub(crate) fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get(name)
+        .and_then(|value| value.to_str().ok())
+        .map(str::trim)
+        .filter(|value| !value.is_empty())
+}
+
+/// A user API token: `PRIVATE-TOKEN: <t>` or `Authorization: Bearer <t>` (GitLab's
+/// personal access token transports).
+pub(crate) fn private_token(headers: &HeaderMap) -> Option<&str> {
+    header_str(headers, header::PRIVATE_TOKEN).or_else(|| {
+        let value = header_str(headers, "authorization")?;
+        let (scheme, token) = value.split_once(' ')?;
+        scheme.eq_ignore_ascii_case("bearer").then(|| token.trim()).filter(|t| !t.is_empty())
+    })
+}
+
+/// A job token for a job-scoped call (§1.2): the `token` parameter (body or query)
+/// first, else the `JOB-TOKEN` header.
+pub(crate) fn job_token<'a>(param: Option<&'a str>, headers: &'a HeaderMap) -> Option<&'a str> {
+    param
+        .map(str::trim)
+        .filter(|token| !token.is_empty())
+        .or_else(|| header_str(headers, header::JOB_TOKEN))
+}
+
+/// `user:password` of an `Authorization: Basic` header (git over HTTP).
+pub(crate) fn basic_auth(headers: &HeaderMap) -> Option<(String, String)> {
+    let value = header_str(headers, "authorization")?;
+    let (scheme, encoded) = value.split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("basic") {
+        return None;
+    }
+    let decoded = String::from_utf8(base64_decode(encoded.trim())?).ok()?;
+    let (user, password) = decoded.split_once(':')?;
+    Some((user.to_owned(), password.to_owned()))
+}
+
+/// Standard base64 (with or without padding); `None` on any other byte.
+fn base64_decode(text: &str) -> Option<Vec<u8>> {
+    fn value(byte: u8) -> Option<u32> {
+        Some(u32::from(match byte {
+            b'A'..=b'Z' => byte - b'A',
+            b'a'..=b'z' => byte - b'a' + 26,
+            b'0'..=b'9' => byte - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return None,
+        }))
+    }
+    let text = text.trim_end_matches('=');
+    let mut out = Vec::with_capacity(text.len() * 3 / 4);
+    let mut buffer = 0u32;
+    let mut bits = 0u32;
+    for byte in text.bytes() {
+        buffer = (buffer << 6) | value(byte)?;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push(((buffer >> bits) & 0xff) as u8);
+        }
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_decodes_basic_credentials() {
+        assert_eq!(base64_decode("Z2l0bGFiLWNpLXRva2VuOnNlY3JldA==").as_deref(), Some(b"gitlab-ci-token:secret".as_slice()));
+        assert_eq!(base64_decode("YQ").as_deref(), Some(b"a".as_slice()));
+        assert_eq!(base64_decode("!!"), None);
+    }
+
+    #[test]
+    fn bearer_and_private_token() {
+        let mut headers = HeaderMap::new();
+        headers.insert("authorization", "Bearer abc".parse().unwrap());
+        assert_eq!(private_token(&headers), Some("abc"));
+        headers.insert("private-token", "xyz".parse().unwrap());
+        assert_eq!(private_token(&headers), Some("xyz"));
+    }
+}

@@ -1,0 +1,42 @@
+//! `POST /api/v4/jobs/request` (`runner-api.md` §3): `201` with the job payload, or
+//! `204` with `X-GitLab-Last-Update` after holding the request up to the configured
+//! long-poll duration (§3.3). Bodies over 32 KiB are `413`, as Workhorse does.
+
+use axum::extract::State;
+use axum::http::{HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use gantry_protocol::{Feature, JobRequest, header};
+
+use crate::coordinator::RequestInfo;
+
+use super::error::ApiResult;
+use super::extract::{self, Body};
+use super::{AppState, auth, json_response};
+
+pub(crate) async fn request(State(state): State<AppState>, Body(body): Body) -> ApiResult<Response> {
+    let req: JobRequest = extract::json(&body)?;
+    let runner = auth::require_runner(&state.coordinator, &req.token).await?;
+    // The version before looking: if the queue changes while this request is held, the
+    // runner's next request carries a stale version and looks again at once, so no
+    // change is missed.
+    let version = state.coordinator.queue_version();
+    let last_update = Some(req.last_update.as_str()).filter(|v| !v.is_empty());
+    let wait = state.coordinator.config().long_poll;
+    let info = RequestInfo {
+        cancel_gracefully: req.info.features.has(Feature::CancelGracefully),
+    };
+    let outcome = tokio::select! {
+        outcome = state.coordinator.request_job_with(&runner, last_update, wait, &info) => Some(outcome?),
+        () = state.shutting_down() => None,
+    };
+    match outcome.flatten() {
+        Some(job) => Ok(json_response(StatusCode::CREATED, &job)),
+        None => {
+            let mut response = StatusCode::NO_CONTENT.into_response();
+            if let Ok(value) = HeaderValue::from_str(&version) {
+                response.headers_mut().insert(header::LAST_UPDATE, value);
+            }
+            Ok(response)
+        }
+    }
+}

@@ -1,0 +1,146 @@
+//! What a runner sends about its job: `PUT /api/v4/jobs/:id` (status, §4) and
+//! `PATCH /api/v4/jobs/:id/trace` (log, §5). Both need the job's token and answer with
+//! `Job-Status`, so a canceled job is noticed on the next call.
+
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use gantry_protocol::update_interval::format_trace_update_interval;
+use gantry_protocol::{TraceRange, UpdateJobRequest, header};
+use serde::Deserialize;
+
+use crate::coordinator::CoordinatorError;
+
+use super::error::{ApiError, ApiResult};
+use super::extract::{self, Body};
+use super::{AppState, auth};
+
+/// `token` (and `debug_trace`) as query parameters.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct TokenQuery {
+    #[serde(default)]
+    token: Option<String>,
+}
+
+fn with_headers(mut response: Response, headers: &[(&'static str, String)]) -> Response {
+    for (name, value) in headers {
+        if let Ok(value) = HeaderValue::from_str(value) {
+            response.headers_mut().insert(HeaderName::from_static(name), value);
+        }
+    }
+    response
+}
+
+/// A JSON body of just the status code, as GitLab's `200` / `202` bodies read.
+fn status_body(status: StatusCode) -> Response {
+    (
+        status,
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        status.as_u16().to_string(),
+    )
+        .into_response()
+}
+
+/// `PUT /api/v4/jobs/:id` (§4): `200` applied, `202` final state waiting for the trace
+/// (re-send after `X-GitLab-Trace-Update-Interval`), `403` + `Job-Status` when the job no
+/// longer runs.
+pub(crate) async fn update(
+    State(state): State<AppState>,
+    Path(job_id): Path<i64>,
+    headers: HeaderMap,
+    Body(body): Body,
+) -> ApiResult<Response> {
+    let req: UpdateJobRequest = extract::json(&body)?;
+    let token = extract::job_token(Some(req.token.as_str()), &headers);
+    auth::require_job(&state.coordinator, job_id, token).await?;
+    let result = match state.coordinator.update_job(job_id, req).await {
+        Ok(result) => result,
+        Err(CoordinatorError::Forbidden(why)) => {
+            return Err(auth::forbidden_with_status(&state.coordinator, job_id, why).await);
+        }
+        Err(other) => return Err(other.into()),
+    };
+    let mut headers = vec![(header::JOB_STATUS, result.job_status.clone())];
+    if let Some(interval) = result.update_interval {
+        headers.push((header::TRACE_UPDATE_INTERVAL, format_trace_update_interval(interval)));
+    }
+    let status = if result.accepted { StatusCode::OK } else { StatusCode::ACCEPTED };
+    Ok(with_headers(status_body(status), &headers))
+}
+
+/// `PATCH /api/v4/jobs/:id/trace` (§5): append at `Content-Range` start, which must be
+/// the stored length (else `416` with `Range: 0-<length>`); `202` with `Range`,
+/// `Job-Status` and `X-GitLab-Trace-Update-Interval`. Past the trace limit the job
+/// fails and the answer is `403`.
+pub(crate) async fn patch_trace(
+    State(state): State<AppState>,
+    Path(job_id): Path<i64>,
+    Query(query): Query<TokenQuery>,
+    headers: HeaderMap,
+    Body(body): Body,
+) -> ApiResult<Response> {
+    let token = extract::job_token(query.token.as_deref(), &headers);
+    let job = auth::require_job(&state.coordinator, job_id, token).await?;
+    let start = content_range_start(&headers)?;
+    let size = match state.coordinator.append_trace(job_id, start, &body).await {
+        Ok(size) => size,
+        Err(CoordinatorError::Forbidden(why)) => {
+            return Err(auth::forbidden_with_status(&state.coordinator, job_id, why).await);
+        }
+        Err(CoordinatorError::RangeMismatch { size }) => {
+            return Err(ApiError::message(StatusCode::RANGE_NOT_SATISFIABLE, "Range Not Satisfiable")
+                .with_header(header::RANGE, TraceRange { length: size }.to_string())
+                .with_job_status(&job.status));
+        }
+        Err(other) => return Err(other.into()),
+    };
+    let interval = state.trace_update_interval(job_id);
+    Ok(with_headers(
+        status_body(StatusCode::ACCEPTED),
+        &[
+            (header::JOB_STATUS, job.status),
+            (header::RANGE, TraceRange { length: size }.to_string()),
+            (header::TRACE_UPDATE_INTERVAL, format_trace_update_interval(interval)),
+        ],
+    ))
+}
+
+/// The start offset of `Content-Range: <start>-<end>`. Like Rails, only the start
+/// matters (the end follows from the body); a missing or non-numeric start is `400`.
+fn content_range_start(headers: &HeaderMap) -> Result<u64, ApiError> {
+    let Some(value) = headers.get(header::CONTENT_RANGE) else {
+        return Err(ApiError::message(StatusCode::BAD_REQUEST, "Missing header Content-Range"));
+    };
+    let value = value.to_str().unwrap_or("").trim();
+    let start = value.split_once('-').map_or(value, |(start, _)| start).trim();
+    if start.is_empty() || !start.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(ApiError::bad_request(format!(
+            "Content-Range `{value}` is not `<start>-<end>` with byte offsets"
+        )));
+    }
+    start
+        .parse()
+        .map_err(|_| ApiError::bad_request(format!("Content-Range `{value}`: the start offset is too large")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(range: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert("content-range", range.parse().unwrap());
+        h
+    }
+
+    #[test]
+    fn range_start() {
+        assert_eq!(content_range_start(&headers("0-1023")).ok(), Some(0));
+        assert_eq!(content_range_start(&headers("1024-2047")).ok(), Some(1024));
+        assert_eq!(content_range_start(&headers("17")).ok(), Some(17));
+        assert!(content_range_start(&headers("bytes 0-1")).is_err());
+        assert!(content_range_start(&headers("-5-6")).is_err());
+        assert!(content_range_start(&headers("99999999999999999999999-1")).is_err());
+        assert!(content_range_start(&HeaderMap::new()).is_err());
+    }
+}

@@ -1,0 +1,109 @@
+//! User API, jobs (GitLab API v4 shapes): `GET /projects/:id/jobs/:job_id`, its `trace`
+//! and `artifacts`, and `POST …/retry|cancel|play`. The admin token is required; the
+//! artifacts download also takes the `JOB-TOKEN` of a running job of the same project,
+//! as GitLab allows `CI_JOB_TOKEN` there.
+
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+
+use crate::coordinator::{CoordinatorError, JobView};
+
+use super::artifacts::file_response;
+use super::error::{ApiError, ApiResult};
+use super::extract::{self, Body};
+use super::projects::{KeyValue, find_project};
+use super::{AppState, auth, json_response};
+
+/// The job `:job` of the project `:project`; `404` when it belongs to another.
+async fn find_job(state: &AppState, project: &str, job: i64) -> Result<JobView, ApiError> {
+    let project = find_project(state, project).await?;
+    match state.coordinator.job(job).await {
+        Ok(j) if j.project_id == project.id => Ok(j),
+        Ok(_) | Err(CoordinatorError::NotFound(_)) => Err(ApiError::not_found("Job")),
+        Err(other) => Err(other.into()),
+    }
+}
+
+/// `GET /api/v4/projects/:id/jobs/:job_id`.
+pub(crate) async fn show(State(state): State<AppState>, Path((project, job)): Path<(String, i64)>, headers: HeaderMap) -> ApiResult<Response> {
+    auth::require_admin(&state.coordinator, &headers).await?;
+    Ok(json_response(StatusCode::OK, &find_job(&state, &project, job).await?))
+}
+
+/// `GET /api/v4/projects/:id/jobs/:job_id/trace`: the log as stored so far, as text.
+/// Reading it marks the job as watched, so its runner patches more often (§5.2).
+pub(crate) async fn trace(State(state): State<AppState>, Path((project, job)): Path<(String, i64)>, headers: HeaderMap) -> ApiResult<Response> {
+    auth::require_admin(&state.coordinator, &headers).await?;
+    let job = find_job(&state, &project, job).await?;
+    let log = state.coordinator.trace(job.id).await?;
+    state.watch(job.id);
+    Ok((StatusCode::OK, [(axum::http::header::CONTENT_TYPE, "text/plain; charset=utf-8")], log).into_response())
+}
+
+/// `POST /api/v4/projects/:id/jobs/:job_id/retry` → `201` with the new attempt; `403`
+/// when the job cannot be retried.
+pub(crate) async fn retry(State(state): State<AppState>, Path((project, job)): Path<(String, i64)>, headers: HeaderMap) -> ApiResult<Response> {
+    auth::require_admin(&state.coordinator, &headers).await?;
+    let job = find_job(&state, &project, job).await?;
+    Ok(json_response(StatusCode::CREATED, &state.coordinator.retry_job(job.id).await?))
+}
+
+/// `POST /api/v4/projects/:id/jobs/:job_id/cancel` → `201`.
+pub(crate) async fn cancel(State(state): State<AppState>, Path((project, job)): Path<(String, i64)>, headers: HeaderMap) -> ApiResult<Response> {
+    auth::require_admin(&state.coordinator, &headers).await?;
+    let job = find_job(&state, &project, job).await?;
+    Ok(json_response(StatusCode::CREATED, &state.coordinator.cancel_job(job.id).await?))
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct PlayJob {
+    job_variables_attributes: Vec<KeyValue>,
+}
+
+/// `POST /api/v4/projects/:id/jobs/:job_id/play` (body
+/// `{"job_variables_attributes": [{"key", "value"}]}`) → `200` with the job that runs;
+/// `400` when the job is not playable.
+pub(crate) async fn play(
+    State(state): State<AppState>,
+    Path((project, job)): Path<(String, i64)>,
+    headers: HeaderMap,
+    Body(body): Body,
+) -> ApiResult<Response> {
+    auth::require_admin(&state.coordinator, &headers).await?;
+    let req: PlayJob = extract::params(&headers, &body)?;
+    let job = find_job(&state, &project, job).await?;
+    let variables = req.job_variables_attributes.into_iter().map(|kv| (kv.key, kv.value)).collect();
+    let played = state.coordinator.play_job(job.id, variables).await.map_err(|e| match e {
+        CoordinatorError::Invalid(why) => ApiError::bad_request(format!("Unplayable Job: {why}")),
+        other => other.into(),
+    })?;
+    Ok(json_response(StatusCode::OK, &played))
+}
+
+/// `GET /api/v4/projects/:id/jobs/:job_id/artifacts`: the archive (`404` without one).
+pub(crate) async fn artifacts(
+    State(state): State<AppState>,
+    Path((project, job)): Path<(String, i64)>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    let job = match auth::require_admin(&state.coordinator, &headers).await {
+        Ok(()) => find_job(&state, &project, job).await?,
+        Err(unauthorized) => {
+            let Some(token) = extract::job_token(None, &headers) else { return Err(unauthorized) };
+            let Some(caller) = state.coordinator.job_by_token(token).await? else { return Err(unauthorized) };
+            let job = find_job(&state, &project, job).await?;
+            if caller.project_id != job.project_id {
+                return Err(ApiError::forbidden_because("the job token belongs to another project"));
+            }
+            job
+        }
+    };
+    let (artifact, data) = state.coordinator.job_artifact(job.id).await.map_err(|e| match e {
+        CoordinatorError::NotFound(_) => ApiError::not_found("Artifact"),
+        other => other.into(),
+    })?;
+    Ok(file_response(&artifact, data))
+}

@@ -1,0 +1,217 @@
+//! HTTP over the [`Coordinator`]: the GitLab Runner API (`runner-api.md`), the user
+//! API shaped like GitLab's API v4, and git smart HTTP for the runners' clone URLs.
+//!
+//! No business logic here: handlers authenticate, decode, call one coordinator method
+//! and shape its answer (status code, GitLab's headers, JSON). Every failure is JSON
+//! ([`error`]); client mistakes are 4xx, and a panicking handler becomes a JSON `500`
+//! instead of a dropped connection.
+//!
+//! Files: `runners.rs` (runner registration, verify, delete), `job_request.rs` (long
+//! polling), `job_update.rs` (`PUT /jobs/:id`, `PATCH /jobs/:id/trace`), `artifacts.rs`
+//! (runner uploads and downloads), `projects.rs` and `jobs.rs` and `user_runners.rs`
+//! (user API), `git.rs` + `git_backend.rs` (clones), `auth.rs` (who is calling),
+//! `extract.rs` (bodies, tokens), `error.rs`.
+
+mod artifacts;
+mod auth;
+mod error;
+mod extract;
+mod git;
+mod git_backend;
+mod job_request;
+mod job_update;
+mod jobs;
+mod projects;
+mod runners;
+mod user_runners;
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, Request};
+use axum::http::StatusCode;
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get, patch, post, put};
+use serde::Serialize;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::coordinator::Coordinator;
+use error::ApiError;
+
+/// Largest JSON body of the user API and of job updates.
+const MAX_JSON_BODY: usize = 1024 * 1024;
+
+/// Largest trace patch: twice what gitlab-runner sends (§5.1); larger is `413`.
+const MAX_TRACE_PATCH: usize = 2 * gantry_protocol::trace::patch::MAX_PATCH_BYTES;
+
+/// Multipart framing allowed on top of the artifact limit.
+const MULTIPART_OVERHEAD: u64 = 1024 * 1024;
+
+/// How long a `GET …/trace` marks a job's log as watched (GitLab: 10 s); meanwhile trace
+/// patches are answered with the short update interval (§5.2).
+const WATCH_TTL: Duration = Duration::from_secs(10);
+
+/// Shared by every handler.
+#[derive(Clone)]
+pub(crate) struct AppState {
+    pub(crate) coordinator: Coordinator,
+    /// Flips to `true` when the server shuts down: held job requests answer at once.
+    pub(crate) shutdown: watch::Receiver<bool>,
+    /// Jobs whose log somebody read recently (job id → when).
+    watched: Arc<Mutex<HashMap<i64, Instant>>>,
+}
+
+impl AppState {
+    /// Resolves when the server starts shutting down; never for a bare [`router`].
+    pub(crate) async fn shutting_down(&self) {
+        let mut rx = self.shutdown.clone();
+        if rx.wait_for(|down| *down).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+
+    /// Mark a job's log as watched (a user read it).
+    pub(crate) fn watch(&self, job_id: i64) {
+        let mut watched = self.watched.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let now = Instant::now();
+        watched.retain(|_, at| now.duration_since(*at) < WATCH_TTL);
+        watched.insert(job_id, now);
+    }
+
+    /// `X-GitLab-Trace-Update-Interval` for a job: 3 s while watched, else 60 s (§5.2).
+    pub(crate) fn trace_update_interval(&self, job_id: i64) -> Duration {
+        let watched = self.watched.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        match watched.get(&job_id) {
+            Some(at) if at.elapsed() < WATCH_TTL => gantry_protocol::update_interval::WATCHED_UPDATE_INTERVAL,
+            _ => gantry_protocol::update_interval::UNWATCHED_UPDATE_INTERVAL,
+        }
+    }
+}
+
+/// The whole HTTP surface over `coordinator`. Held job requests end when the server's
+/// shutdown begins only through [`serve`]; a router used on its own holds them for the
+/// full long-poll duration.
+pub fn router(coordinator: Coordinator) -> Router {
+    // Without a sender nobody ever signals shutdown (see `AppState::shutting_down`).
+    let (_, rx) = watch::channel(false);
+    build(coordinator, rx)
+}
+
+/// Serve `coordinator` on `listener` until `shutdown` resolves; then held job requests
+/// are answered `204`, in-flight requests finish, and the function returns.
+pub async fn serve(
+    listener: TcpListener,
+    coordinator: Coordinator,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let (tx, rx) = watch::channel(false);
+    let app = build(coordinator, rx);
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            let _ = tx.send(true);
+        })
+        .await
+}
+
+fn build(coordinator: Coordinator, shutdown: watch::Receiver<bool>) -> Router {
+    let artifact_limit = coordinator.config().artifact_limit.saturating_add(MULTIPART_OVERHEAD);
+    let artifact_limit = usize::try_from(artifact_limit).unwrap_or(usize::MAX);
+    let state = AppState {
+        coordinator,
+        shutdown,
+        watched: Arc::new(Mutex::new(HashMap::new())),
+    };
+    let runner_api = Router::new()
+        .route("/runners", post(runners::register).delete(runners::unregister))
+        .route("/runners/verify", post(runners::verify))
+        .route("/runners/managers", delete(runners::unregister_manager))
+        .route("/runners/router/discovery", get(runners::router_discovery))
+        .route(
+            "/jobs/request",
+            post(job_request::request).layer(DefaultBodyLimit::max(gantry_protocol::long_poll::MAX_REQUEST_BODY_BYTES)),
+        )
+        .route("/jobs/{id}", put(job_update::update).layer(DefaultBodyLimit::max(MAX_JSON_BODY)))
+        .route("/jobs/{id}/trace", patch(job_update::patch_trace).layer(DefaultBodyLimit::max(MAX_TRACE_PATCH)))
+        .route(
+            "/jobs/{id}/artifacts",
+            post(artifacts::upload)
+                .layer(DefaultBodyLimit::max(artifact_limit))
+                .get(artifacts::download),
+        );
+    let user_api = Router::new()
+        .route("/projects", post(projects::create).get(projects::list))
+        .route("/projects/{project}", get(projects::show))
+        .route("/projects/{project}/pipeline", post(projects::create_pipeline))
+        .route("/projects/{project}/pipelines", get(projects::pipelines))
+        .route("/projects/{project}/pipelines/{pipeline}", get(projects::pipeline))
+        .route("/projects/{project}/pipelines/{pipeline}/jobs", get(projects::pipeline_jobs))
+        .route("/projects/{project}/pipelines/{pipeline}/cancel", post(projects::cancel_pipeline))
+        .route("/projects/{project}/pipelines/{pipeline}/retry", post(projects::retry_pipeline))
+        .route("/projects/{project}/jobs/{job}", get(jobs::show))
+        .route("/projects/{project}/jobs/{job}/trace", get(jobs::trace))
+        .route("/projects/{project}/jobs/{job}/retry", post(jobs::retry))
+        .route("/projects/{project}/jobs/{job}/cancel", post(jobs::cancel))
+        .route("/projects/{project}/jobs/{job}/play", post(jobs::play))
+        .route("/projects/{project}/jobs/{job}/artifacts", get(jobs::artifacts))
+        .route("/user/runners", post(user_runners::create))
+        .route("/runners/all", get(user_runners::list))
+        .route("/runners/{runner}", get(user_runners::show).delete(user_runners::delete))
+        .layer(DefaultBodyLimit::max(MAX_JSON_BODY));
+    Router::new()
+        .nest("/api/v4", runner_api.merge(user_api))
+        .fallback(git::fallback)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn(guard_panics))
+        .with_state(state)
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::message(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed")
+}
+
+/// Runs each request in its own task: a panic becomes a JSON `500` (the connection
+/// survives), and a client that disconnects does not cut a handler off halfway (a job
+/// request that assigned a job still completes its bookkeeping). Error answers that
+/// are not JSON yet (axum's own rejections: a bad path or query parameter, a malformed
+/// multipart body) are rewritten as `{"message": "<code> <text>"}`.
+async fn guard_panics(request: Request, next: Next) -> Response {
+    let method = request.method().clone();
+    let path = request.uri().path().to_owned();
+    let response = match tokio::spawn(next.run(request)).await {
+        Ok(response) => response,
+        Err(error) => return ApiError::internal(&format!("the handler of {method} {path} failed: {error}")).into_response(),
+    };
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let text = axum::body::to_bytes(body, 64 * 1024).await.unwrap_or_default();
+    let text = String::from_utf8_lossy(&text);
+    let mut rewritten = ApiError::message(status, text.trim()).into_response();
+    for (name, value) in &parts.headers {
+        if name != axum::http::header::CONTENT_TYPE && name != axum::http::header::CONTENT_LENGTH {
+            rewritten.headers_mut().insert(name.clone(), value.clone());
+        }
+    }
+    rewritten
+}
+
+/// A JSON success answer.
+pub(crate) fn json_response<T: Serialize>(status: StatusCode, value: &T) -> Response {
+    match serde_json::to_vec(value) {
+        Ok(body) => (status, [(axum::http::header::CONTENT_TYPE, "application/json")], body).into_response(),
+        Err(e) => ApiError::internal(&format!("encode the answer: {e}")).into_response(),
+    }
+}

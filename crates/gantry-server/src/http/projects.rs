@@ -1,0 +1,218 @@
+//! User API, projects and pipelines (GitLab API v4 shapes): `POST/GET /projects`,
+//! `GET /projects/:id`, `POST /projects/:id/pipeline`, `GET /projects/:id/pipelines[/:pid[/jobs]]`,
+//! `POST …/pipelines/:pid/cancel|retry`. Every call needs the admin token. A project is
+//! addressed by id or by its URL-encoded path (`gantry%2Fdemo`), as in GitLab.
+
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use gantry_pipeline::Source;
+use serde::Deserialize;
+
+use crate::coordinator::{CoordinatorError, PipelineView, Project};
+
+use super::error::{ApiError, ApiResult};
+use super::extract::{self, Body};
+use super::{AppState, auth, json_response};
+
+/// The project `:project` names: a numeric id or a path/name.
+pub(crate) async fn find_project(state: &AppState, project: &str) -> Result<Project, ApiError> {
+    let found = match project.parse::<i64>() {
+        Ok(id) => state.coordinator.project(id).await,
+        Err(_) => state.coordinator.project_by_path(project).await,
+    };
+    found.map_err(|e| match e {
+        CoordinatorError::NotFound(_) => ApiError::not_found("Project"),
+        other => other.into(),
+    })
+}
+
+/// Body of `POST /projects`: GitLab's `name` and `import_url`, or Gantry's `repo_url`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct CreateProject {
+    name: Option<String>,
+    repo_url: Option<String>,
+    import_url: Option<String>,
+}
+
+/// `POST /api/v4/projects` → `201` with the project.
+pub(crate) async fn create(State(state): State<AppState>, headers: HeaderMap, Body(body): Body) -> ApiResult<Response> {
+    auth::require_admin(&state.coordinator, &headers).await?;
+    let req: CreateProject = extract::params(&headers, &body)?;
+    let name = req.name.filter(|n| !n.trim().is_empty()).ok_or_else(|| ApiError::param("name is missing"))?;
+    let repo = req
+        .repo_url
+        .or(req.import_url)
+        .filter(|r| !r.trim().is_empty())
+        .ok_or_else(|| ApiError::param("repo_url is missing"))?;
+    let project = state.coordinator.create_project(&name, &repo).await.map_err(ApiError::from_git_input)?;
+    Ok(json_response(StatusCode::CREATED, &project))
+}
+
+/// `GET /api/v4/projects`.
+pub(crate) async fn list(State(state): State<AppState>, headers: HeaderMap) -> ApiResult<Response> {
+    auth::require_admin(&state.coordinator, &headers).await?;
+    Ok(json_response(StatusCode::OK, &state.coordinator.projects().await?))
+}
+
+/// `GET /api/v4/projects/:id`.
+pub(crate) async fn show(State(state): State<AppState>, Path(project): Path<String>, headers: HeaderMap) -> ApiResult<Response> {
+    auth::require_admin(&state.coordinator, &headers).await?;
+    Ok(json_response(StatusCode::OK, &find_project(&state, &project).await?))
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct RefQuery {
+    #[serde(rename = "ref")]
+    ref_name: Option<String>,
+}
+
+/// A `{"key", "value"}` variable as GitLab's API takes it (`variable_type` is accepted;
+/// file variables are not supported yet and pass as plain values).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct KeyValue {
+    pub(crate) key: String,
+    pub(crate) value: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct CreatePipeline {
+    #[serde(rename = "ref")]
+    ref_name: Option<String>,
+    variables: Vec<KeyValue>,
+}
+
+/// `POST /api/v4/projects/:id/pipeline?ref=REF` (or `{"ref", "variables"}` in the body)
+/// → `201` with the pipeline. A configuration error still creates a (failed) pipeline;
+/// an unknown ref or a pipeline `workflow:rules` filters out is `400`.
+pub(crate) async fn create_pipeline(
+    State(state): State<AppState>,
+    Path(project): Path<String>,
+    Query(query): Query<RefQuery>,
+    headers: HeaderMap,
+    Body(body): Body,
+) -> ApiResult<Response> {
+    auth::require_admin(&state.coordinator, &headers).await?;
+    let req: CreatePipeline = extract::params(&headers, &body)?;
+    let project = find_project(&state, &project).await?;
+    let ref_name = query
+        .ref_name
+        .or(req.ref_name)
+        .filter(|r| !r.trim().is_empty())
+        .ok_or_else(|| ApiError::param("ref is missing"))?;
+    let mut variables = Vec::with_capacity(req.variables.len());
+    for KeyValue { key, value } in req.variables {
+        if key.is_empty() || !key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+            return Err(ApiError::param(format!(
+                "variables: `{key}` is not a variable name (letters, digits and `_` only)"
+            )));
+        }
+        variables.push((key, value));
+    }
+    let pipeline = state
+        .coordinator
+        .create_pipeline(project.id, &ref_name, variables, Source::Api)
+        .await
+        .map_err(ApiError::from_git_input)?;
+    Ok(json_response(StatusCode::CREATED, &pipeline))
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct PipelineFilter {
+    #[serde(rename = "ref")]
+    ref_name: Option<String>,
+    status: Option<String>,
+}
+
+/// `GET /api/v4/projects/:id/pipelines[?ref=…&status=…]`, newest first.
+pub(crate) async fn pipelines(
+    State(state): State<AppState>,
+    Path(project): Path<String>,
+    Query(filter): Query<PipelineFilter>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    auth::require_admin(&state.coordinator, &headers).await?;
+    let project = find_project(&state, &project).await?;
+    let pipelines: Vec<PipelineView> = state
+        .coordinator
+        .pipelines(project.id)
+        .await?
+        .into_iter()
+        .filter(|p| filter.ref_name.as_ref().is_none_or(|r| &p.ref_name == r))
+        .filter(|p| filter.status.as_ref().is_none_or(|s| &p.status == s))
+        .collect();
+    Ok(json_response(StatusCode::OK, &pipelines))
+}
+
+/// The pipeline `:pipeline` of the project `:project`; `404` when it belongs to another.
+async fn find_pipeline(state: &AppState, project: &str, pipeline: i64) -> Result<PipelineView, ApiError> {
+    let project = find_project(state, project).await?;
+    match state.coordinator.pipeline(pipeline).await {
+        Ok(p) if p.project_id == project.id => Ok(p),
+        Ok(_) | Err(CoordinatorError::NotFound(_)) => Err(ApiError::not_found("Pipeline")),
+        Err(other) => Err(other.into()),
+    }
+}
+
+/// `GET /api/v4/projects/:id/pipelines/:pipeline_id`.
+pub(crate) async fn pipeline(
+    State(state): State<AppState>,
+    Path((project, pipeline)): Path<(String, i64)>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    auth::require_admin(&state.coordinator, &headers).await?;
+    Ok(json_response(StatusCode::OK, &find_pipeline(&state, &project, pipeline).await?))
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct JobsFilter {
+    include_retried: bool,
+}
+
+/// `GET /api/v4/projects/:id/pipelines/:pipeline_id/jobs[?include_retried=true]`:
+/// current attempts only unless asked, as GitLab.
+pub(crate) async fn pipeline_jobs(
+    State(state): State<AppState>,
+    Path((project, pipeline)): Path<(String, i64)>,
+    Query(filter): Query<JobsFilter>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    auth::require_admin(&state.coordinator, &headers).await?;
+    let pipeline = find_pipeline(&state, &project, pipeline).await?;
+    let jobs: Vec<_> = state
+        .coordinator
+        .pipeline_jobs(pipeline.id)
+        .await?
+        .into_iter()
+        .filter(|j| filter.include_retried || !j.retried)
+        .collect();
+    Ok(json_response(StatusCode::OK, &jobs))
+}
+
+/// `POST /api/v4/projects/:id/pipelines/:pipeline_id/cancel` → `201`.
+pub(crate) async fn cancel_pipeline(
+    State(state): State<AppState>,
+    Path((project, pipeline)): Path<(String, i64)>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    auth::require_admin(&state.coordinator, &headers).await?;
+    let pipeline = find_pipeline(&state, &project, pipeline).await?;
+    Ok(json_response(StatusCode::CREATED, &state.coordinator.cancel_pipeline(pipeline.id).await?))
+}
+
+/// `POST /api/v4/projects/:id/pipelines/:pipeline_id/retry` → `201`.
+pub(crate) async fn retry_pipeline(
+    State(state): State<AppState>,
+    Path((project, pipeline)): Path<(String, i64)>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    auth::require_admin(&state.coordinator, &headers).await?;
+    let pipeline = find_pipeline(&state, &project, pipeline).await?;
+    Ok(json_response(StatusCode::CREATED, &state.coordinator.retry_pipeline(pipeline.id).await?))
+}

@@ -1,0 +1,211 @@
+//! The job payload (runner API §3.5) for the keywords that shape it: image, services,
+//! cache, hooks, after_script, environment, parallel, raw variables; and what happens to
+//! a job whose dependency's artifacts expired.
+
+#![allow(clippy::unwrap_used, clippy::panic)]
+
+mod coordinator_support;
+
+use std::time::Duration;
+
+use coordinator_support::*;
+use gantry_protocol::{ArtifactFormat, ArtifactType, ArtifactUploadParams, CachePolicy, HookName};
+
+#[tokio::test]
+async fn keywords_shape_the_payload() {
+    let e = env(r#"
+variables:
+  GIT_DEPTH: "5"
+  BASE: /opt
+job:
+  image:
+    name: ruby:3.3
+    entrypoint: [""]
+    docker: {user: "1000", platform: linux/arm64}
+    pull_policy: [if-not-present]
+  services:
+    - name: postgres:16
+      alias: db
+      variables: {POSTGRES_PASSWORD: secret}
+  before_script: [bundle install]
+  script: [bundle exec rspec]
+  after_script: [echo done]
+  hooks: {pre_get_sources_script: [git config --global x y]}
+  cache:
+    - key: gems
+      paths: [vendor/bundle]
+      policy: $CACHE_POLICY
+    - key: {files: [Gemfile.lock], prefix: lock}
+      paths: [.bundle]
+      unprotect: true
+  variables:
+    PATH_IN: $BASE/bin
+    LITERAL: {value: $BASE/raw, expand: false}
+  environment: {name: review/$CI_COMMIT_REF_SLUG, url: https://$CI_COMMIT_REF_SLUG.example.com}
+  parallel: 2
+"#)
+    .await;
+    commit(&e.repo, &[("Gemfile.lock", "GEM\n")], "lock file");
+    let project = e.project().await;
+    let p = e.pipeline(project, "main").await;
+    let runner = e.any_runner().await;
+    let job = e.take_some(&runner).await;
+    assert_eq!(job.job_info.name, "job 1/2");
+    assert_eq!(
+        (var(&job, "CI_NODE_INDEX"), var(&job, "CI_NODE_TOTAL")),
+        (Some("1"), Some("2"))
+    );
+    assert_eq!(var(&job, "CI_JOB_GROUP_NAME"), Some("job"));
+
+    let image = job.image.as_ref().unwrap();
+    assert_eq!(image.name, "ruby:3.3");
+    assert_eq!(image.entrypoint, Some(vec![String::new()]));
+    let docker = image.executor_opts.docker.as_ref().unwrap();
+    assert_eq!(docker.platform.as_deref(), Some("linux/arm64"));
+    assert_eq!(
+        image.pull_policy,
+        Some(vec![gantry_protocol::PullPolicy::IfNotPresent])
+    );
+    assert_eq!(job.services[0].alias.as_deref(), Some("db"));
+    assert_eq!(job.services[0].variables[0].key, "POSTGRES_PASSWORD");
+
+    let steps = job.steps.as_ref().unwrap();
+    assert_eq!(steps[0].script, ["bundle install", "bundle exec rspec"]);
+    assert_eq!(
+        (steps[1].script.as_slice(), steps[1].allow_failure),
+        (&["echo done".to_owned()][..], true)
+    );
+    assert_eq!(job.hooks[0].name, HookName::PreGetSourcesScript);
+
+    assert_eq!(job.cache[0].key, "gems-protected");
+    assert_eq!(
+        job.cache[0].policy,
+        CachePolicy::Variable("$CACHE_POLICY".into()),
+        "the runner expands it"
+    );
+    assert!(
+        job.cache[1].key.starts_with("lock-") && !job.cache[1].key.ends_with("protected"),
+        "{}",
+        job.cache[1].key
+    );
+    assert_ne!(
+        job.cache[1].key, "lock-default",
+        "digest of the lock file's last commit"
+    );
+
+    assert_eq!(var(&job, "PATH_IN"), Some("/opt/bin"), "pre-expanded");
+    let literal = job.variable("LITERAL").unwrap();
+    assert!(literal.raw);
+    assert_eq!(literal.value, "$BASE/raw");
+    assert_eq!(var(&job, "CI_ENVIRONMENT_NAME"), Some("review/main"));
+    assert_eq!(var(&job, "CI_ENVIRONMENT_SLUG"), Some("review-main"));
+    assert_eq!(
+        var(&job, "CI_ENVIRONMENT_URL"),
+        Some("https://main.example.com")
+    );
+
+    // GIT_DEPTH: a shallow fetch of the one ref, after the pipeline ref.
+    assert_eq!(job.git_info.depth, 5);
+    assert_eq!(
+        job.git_info.refspecs,
+        [
+            format!("+refs/pipelines/{0}:refs/pipelines/{0}", p.id),
+            "+refs/heads/main:refs/remotes/origin/main".to_owned()
+        ]
+    );
+    assert!(job.artifacts.is_none());
+    assert!(job.dependencies.is_empty());
+    // The JSON the http layer sends keeps GitLab's shape.
+    let json = serde_json::to_value(&job).unwrap();
+    assert_eq!(json["git_info"]["ref"], "main");
+    assert_eq!(json["artifacts"], serde_json::Value::Null);
+}
+
+#[tokio::test]
+async fn a_job_whose_dependency_expired_fails_missing_dependency() {
+    let e = env(r"
+build: {stage: build, script: [make], artifacts: {paths: [out]}}
+test: {stage: test, script: [make test]}
+")
+    .await;
+    let project = e.project().await;
+    let p = e.pipeline(project, "main").await;
+    let runner = e.any_runner().await;
+    let build = e.take_some(&runner).await;
+    let params = ArtifactUploadParams {
+        artifact_type: Some(ArtifactType::Archive),
+        artifact_format: Some(ArtifactFormat::Zip),
+        expire_in: Some("1 second".into()),
+    };
+    e.coord
+        .upload_artifact(build.id, params, "artifacts.zip", b"PK zip")
+        .await
+        .unwrap();
+    e.run(&build, true).await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert!(
+        e.take(&runner).await.is_none(),
+        "the job is dropped, not handed out"
+    );
+    let test = e
+        .coord
+        .pipeline_jobs(p.id)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|j| j.name == "test")
+        .unwrap();
+    assert_eq!(
+        (test.status.as_str(), test.failure_reason.as_deref()),
+        ("failed", Some("missing_dependency_failure"))
+    );
+    assert!(matches!(
+        e.coord.job_artifact(build.id).await,
+        Err(gantry_server::coordinator::CoordinatorError::NotFound(_))
+    ));
+}
+
+#[tokio::test]
+async fn resource_groups_run_one_job_at_a_time() {
+    let e = env("workflow: {auto_cancel: {on_new_commit: none}}\ndeploy: {script: [deploy], resource_group: production}\n").await;
+    let project = e.project().await;
+    let first = e.pipeline(project, "main").await;
+    commit(&e.repo, &[("README", "x")], "second");
+    let second = e.pipeline(project, "main").await;
+    assert_eq!(e.statuses(first.id).await["deploy"], "pending");
+    assert_eq!(
+        e.statuses(second.id).await["deploy"],
+        "waiting_for_resource"
+    );
+    let runner = e.any_runner().await;
+    let job = e.take_some(&runner).await;
+    assert!(e.take(&runner).await.is_none(), "the resource is held");
+    e.run(&job, true).await;
+    assert_eq!(
+        e.statuses(second.id).await["deploy"],
+        "pending",
+        "freed when the holder finished"
+    );
+}
+
+#[tokio::test]
+async fn a_new_commit_cancels_older_pipelines_that_did_not_start() {
+    let e = env("build: {stage: build, script: [make]}\ntest: {stage: test, script: [t], interruptible: true}\n").await;
+    let project = e.project().await;
+    let old = e.pipeline(project, "main").await;
+    commit(&e.repo, &[("README", "x")], "newer");
+    let new = e.pipeline(project, "main").await;
+    assert_eq!(
+        e.status(old.id).await,
+        "canceled",
+        "nothing had started: conservative auto-cancel"
+    );
+    assert_eq!(e.status(new.id).await, "pending");
+    // Once a non-interruptible job started, a newer commit leaves the pipeline alone.
+    let runner = e.any_runner().await;
+    let _build = e.take_some(&runner).await;
+    commit(&e.repo, &[("README", "y")], "newest");
+    let newest = e.pipeline(project, "main").await;
+    assert_eq!(e.status(new.id).await, "running");
+    assert_eq!(e.status(newest.id).await, "pending");
+}

@@ -1,0 +1,430 @@
+//! Malformed requests over real HTTP: bad JSON, wrong types, oversized bodies, wrong
+//! `Content-Range`, bad multipart, unknown routes. Each gets a 4xx with a JSON error
+//! (never a 5xx, a panic or a dropped connection), and nothing is half-written.
+
+mod http_support;
+
+use http_support::{Options, Repo, TestServer, expect_client_error};
+use reqwest::multipart::{Form, Part};
+use reqwest::{Method, StatusCode};
+use serde_json::json;
+
+const LIMIT: u64 = 64 * 1024;
+const ONE_JOB: &str = "build:\n  script: [make]\n  artifacts:\n    paths: [out]\n";
+
+struct Fixture {
+    server: TestServer,
+    project_id: i64,
+    runner: String,
+    job_id: i64,
+    job_token: String,
+    _repo: Repo,
+}
+
+async fn fixture() -> Fixture {
+    let server = TestServer::start_with(Options {
+        trace_limit: LIMIT,
+        artifact_limit: LIMIT,
+        ..Options::default()
+    })
+    .await;
+    let repo = Repo::new(&[(".gitlab-ci.yml", ONE_JOB)]);
+    let project = server.create_project("demo", &repo).await;
+    let project_id = project["id"].as_i64().expect("id");
+    server.create_pipeline(project_id, "main").await;
+    let (_, runner) = server.create_runner(json!({})).await;
+    let (job_id, job_token, _) = server.take_job(&runner).await;
+    Fixture { server, project_id, runner, job_id, job_token, _repo: repo }
+}
+
+async fn send_raw(server: &TestServer, method: Method, path: &str, content_type: &str, body: Vec<u8>) -> reqwest::Response {
+    server
+        .http
+        .request(method, server.api(path))
+        .header("content-type", content_type)
+        .header("PRIVATE-TOKEN", &server.admin)
+        .body(body)
+        .send()
+        .await
+        .expect("request")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_json_is_400_with_a_json_error() {
+    let f = fixture().await;
+    let s = &f.server;
+    let token = &f.job_token;
+    let cases: Vec<(Method, String, String)> = vec![
+        (Method::POST, "jobs/request".into(), "{not json".into()),
+        (Method::POST, "jobs/request".into(), r#"{"token": 5}"#.into()),
+        (Method::POST, "jobs/request".into(), "[1, 2".into()),
+        (Method::POST, "runners".into(), r#"{"token": ["x"]}"#.into()),
+        (Method::POST, "runners/verify".into(), "\u{0}\u{1}".into()),
+        (Method::DELETE, "runners".into(), "{".into()),
+        (Method::PUT, format!("jobs/{}", f.job_id), "{".into()),
+        (Method::PUT, format!("jobs/{}", f.job_id), format!(r#"{{"token": "{token}", "state": "exploded"}}"#)),
+        (Method::PUT, format!("jobs/{}", f.job_id), format!(r#"{{"token": "{token}"}}"#)),
+        (Method::PUT, format!("jobs/{}", f.job_id), format!(r#"{{"token": "{token}", "state": "failed", "exit_code": "one"}}"#)),
+        (Method::POST, "projects".into(), "{\"name\": }".into()),
+        (Method::POST, "projects".into(), r#"{"name": 1, "repo_url": "/tmp"}"#.into()),
+        (Method::POST, format!("projects/{}/pipeline", f.project_id), r#"{"ref": "main", "variables": {"A": "b"}}"#.into()),
+        (Method::POST, "user/runners".into(), r#"{"runner_type": "galaxy_type"}"#.into()),
+        (Method::POST, "user/runners".into(), r#"{"runner_type": "instance_type", "tag_list": 7}"#.into()),
+    ];
+    for (method, path, body) in cases {
+        let response = send_raw(s, method.clone(), &path, "application/json", body.as_bytes().to_vec()).await;
+        let (status, _) = expect_client_error(response, &format!("{method} {path} {body:?}")).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{method} {path} {body:?}");
+    }
+    // The job is untouched by the bad updates.
+    let job = s.job(f.project_id, f.job_id).await;
+    assert_eq!(job["status"], "running");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_bodies_are_413() {
+    let f = fixture().await;
+    let s = &f.server;
+    // Workhorse's 32 KiB limit on job requests.
+    let big = format!(r#"{{"token": "{}", "info": {{"name": "{}"}}}}"#, f.runner, "x".repeat(40 * 1024));
+    let response = send_raw(s, Method::POST, "jobs/request", "application/json", big.into_bytes()).await;
+    assert_eq!(expect_client_error(response, "big job request").await.0, StatusCode::PAYLOAD_TOO_LARGE);
+
+    // A user API body over 1 MiB.
+    let big = format!(r#"{{"name": "{}"}}"#, "x".repeat(2 * 1024 * 1024));
+    let response = send_raw(s, Method::POST, "projects", "application/json", big.into_bytes()).await;
+    assert_eq!(expect_client_error(response, "big project").await.0, StatusCode::PAYLOAD_TOO_LARGE);
+
+    // One trace patch over 2 MiB.
+    let response = s
+        .http
+        .patch(s.api(&format!("jobs/{}/trace", f.job_id)))
+        .header("JOB-TOKEN", &f.job_token)
+        .header("Content-Range", format!("0-{}", 3 * 1024 * 1024 - 1))
+        .body(vec![b'a'; 3 * 1024 * 1024])
+        .send()
+        .await
+        .expect("patch");
+    assert_eq!(expect_client_error(response, "big patch").await.0, StatusCode::PAYLOAD_TOO_LARGE);
+
+    // An artifact well over the limit (and its multipart slack).
+    let form = Form::new().part("file", Part::bytes(vec![0u8; 3 * 1024 * 1024]).file_name("big.zip"));
+    let response = s
+        .http
+        .post(s.api(&format!("jobs/{}/artifacts", f.job_id)))
+        .header("JOB-TOKEN", &f.job_token)
+        .multipart(form)
+        .send()
+        .await
+        .expect("upload");
+    assert_eq!(expect_client_error(response, "big artifact").await.0, StatusCode::PAYLOAD_TOO_LARGE);
+
+    // Over the artifact limit but within the body slack: the coordinator's limit.
+    let form = Form::new().part("file", Part::bytes(vec![0u8; LIMIT as usize + 1]).file_name("big.zip"));
+    let response = s
+        .http
+        .post(s.api(&format!("jobs/{}/artifacts", f.job_id)))
+        .header("JOB-TOKEN", &f.job_token)
+        .multipart(form)
+        .send()
+        .await
+        .expect("upload");
+    assert_eq!(expect_client_error(response, "artifact over limit").await.0, StatusCode::PAYLOAD_TOO_LARGE);
+
+    let job = s.job(f.project_id, f.job_id).await;
+    assert_eq!(job["status"], "running", "oversized requests change nothing");
+    assert_eq!(job["artifacts_file"], serde_json::Value::Null);
+}
+
+async fn patch(f: &Fixture, range: Option<&str>, body: &[u8]) -> reqwest::Response {
+    let mut request = f
+        .server
+        .http
+        .patch(f.server.api(&format!("jobs/{}/trace", f.job_id)))
+        .header("JOB-TOKEN", &f.job_token)
+        .header("content-type", "text/plain")
+        .body(body.to_vec());
+    if let Some(range) = range {
+        request = request.header("Content-Range", range);
+    }
+    request.send().await.expect("patch")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrong_content_range_is_4xx_and_writes_nothing() {
+    let f = fixture().await;
+    let ok = patch(&f, Some("0-4"), b"hello").await;
+    assert_eq!(ok.status(), StatusCode::ACCEPTED);
+    assert_eq!(ok.headers()["range"], "0-5");
+    assert_eq!(ok.headers()["job-status"], "running");
+    assert!(ok.headers().contains_key("x-gitlab-trace-update-interval"));
+
+    let missing = patch(&f, None, b"x").await;
+    let (status, body) = expect_client_error(missing, "no Content-Range").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(body["message"], "400 Missing header Content-Range");
+
+    for range in ["abc", "bytes 5-9", "-1-3", "99999999999999999999999-1", ""] {
+        let response = patch(&f, Some(range), b"xyz").await;
+        let (status, _) = expect_client_error(response, &format!("Content-Range {range:?}")).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{range:?}");
+    }
+    for (range, what) in [("0-2", "rewrite from 0"), ("9-11", "a gap"), ("3-5", "an overlap")] {
+        let response = patch(&f, Some(range), b"xyz").await;
+        let range_header = response.headers().get("range").map(|v| v.to_str().unwrap_or("").to_owned());
+        let (status, _) = expect_client_error(response, what).await;
+        assert_eq!(status, StatusCode::RANGE_NOT_SATISFIABLE, "{what}");
+        assert_eq!(range_header.as_deref(), Some("0-5"), "{what}: the runner resumes from the stored length");
+    }
+    let ok = patch(&f, Some("5-10"), b" world").await;
+    assert_eq!(ok.status(), StatusCode::ACCEPTED);
+    assert_eq!(ok.headers()["range"], "0-11");
+
+    let trace = f.server.coordinator.trace(f.job_id).await.expect("trace");
+    assert_eq!(trace, b"hello world", "rejected patches wrote nothing");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trace_over_the_limit_fails_the_job_with_403() {
+    let f = fixture().await;
+    let chunk = vec![b'a'; 40 * 1024];
+    assert_eq!(patch(&f, Some(&format!("0-{}", chunk.len() - 1)), &chunk).await.status(), StatusCode::ACCEPTED);
+    let response = patch(&f, Some(&format!("{}-{}", chunk.len(), 2 * chunk.len() - 1)), &chunk).await;
+    let job_status = response.headers().get("job-status").map(|v| v.to_str().unwrap_or("").to_owned());
+    let (status, _) = expect_client_error(response, "trace over the limit").await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert_eq!(job_status.as_deref(), Some("failed"));
+    let job = f.server.job(f.project_id, f.job_id).await;
+    assert_eq!(job["status"], "failed");
+    assert_eq!(job["failure_reason"], "trace_size_exceeded");
+}
+
+async fn upload(f: &Fixture, query: &str, form: Form) -> reqwest::Response {
+    f.server
+        .http
+        .post(f.server.api(&format!("jobs/{}/artifacts{query}", f.job_id)))
+        .header("JOB-TOKEN", &f.job_token)
+        .multipart(form)
+        .send()
+        .await
+        .expect("upload")
+}
+
+fn file(name: &str) -> Part {
+    Part::bytes(b"PK\x05\x06\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0".to_vec()).file_name(name.to_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_artifact_uploads_are_400() {
+    let f = fixture().await;
+    let s = &f.server;
+    let cases: Vec<(&str, Form, &str)> = vec![
+        ("", Form::new().text("artifact_type", "archive"), "no file part"),
+        ("?artifact_type=spreadsheet", Form::new().part("file", file("a.zip")), "unknown type"),
+        ("?artifact_format=rar", Form::new().part("file", file("a.zip")), "unknown format"),
+        ("?artifact_type=junit&artifact_format=zip", Form::new().part("file", file("a.zip")), "type/format mismatch"),
+        ("", Form::new().part("file", file("a.zip")).text("expire_in", "soonish"), "bad expire_in"),
+        ("", Form::new().part("file", file("a.zip")).part("file", file("b.zip")), "two files"),
+        ("?artifact_type=dotenv&artifact_format=gzip", Form::new().part("file", Part::bytes(b"not a dotenv".to_vec()).file_name("d.env")), "bad dotenv"),
+    ];
+    for (query, form, what) in cases {
+        let (status, _) = expect_client_error(upload(&f, query, form).await, what).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{what}");
+    }
+    // Not multipart at all.
+    let response = s
+        .http
+        .post(s.api(&format!("jobs/{}/artifacts", f.job_id)))
+        .header("JOB-TOKEN", &f.job_token)
+        .header("content-type", "application/json")
+        .body("{}")
+        .send()
+        .await
+        .expect("upload");
+    expect_client_error(response, "not multipart").await;
+    // A broken multipart body.
+    let response = s
+        .http
+        .post(s.api(&format!("jobs/{}/artifacts", f.job_id)))
+        .header("JOB-TOKEN", &f.job_token)
+        .header("content-type", "multipart/form-data; boundary=XYZ")
+        .body("--XYZ\r\nContent-Disposition: form-data; name=\"file\"\r\n\r\nabc")
+        .send()
+        .await
+        .expect("upload");
+    expect_client_error(response, "truncated multipart").await;
+
+    let job = s.job(f.project_id, f.job_id).await;
+    assert_eq!(job["artifacts"], json!([]), "no artifact was recorded");
+
+    // Form fields work as well as the query string.
+    let form = Form::new()
+        .part("file", file("out.zip"))
+        .text("artifact_type", "archive")
+        .text("artifact_format", "zip")
+        .text("expire_in", "1 week");
+    assert_eq!(upload(&f, "", form).await.status(), StatusCode::CREATED);
+    let job = s.job(f.project_id, f.job_id).await;
+    assert_eq!(job["artifacts_file"]["filename"], "out.zip");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn user_api_mistakes_are_4xx() {
+    let f = fixture().await;
+    let s = &f.server;
+    let not_a_repo = tempfile::tempdir().expect("dir");
+    let cases: Vec<(Method, String, Option<serde_json::Value>, StatusCode)> = vec![
+        (Method::POST, "projects".into(), Some(json!({ "repo_url": "/tmp" })), StatusCode::BAD_REQUEST),
+        (Method::POST, "projects".into(), Some(json!({ "name": "x" })), StatusCode::BAD_REQUEST),
+        (Method::POST, "projects".into(), Some(json!({ "name": "../evil", "repo_url": f._repo.path() })), StatusCode::BAD_REQUEST),
+        (Method::POST, "projects".into(), Some(json!({ "name": "nogit", "repo_url": not_a_repo.path() })), StatusCode::BAD_REQUEST),
+        (Method::POST, "projects".into(), Some(json!({ "name": "demo", "repo_url": f._repo.path() })), StatusCode::CONFLICT),
+        (Method::POST, format!("projects/{}/pipeline", f.project_id), None, StatusCode::BAD_REQUEST),
+        (Method::POST, format!("projects/{}/pipeline?ref=nope", f.project_id), None, StatusCode::BAD_REQUEST),
+        (Method::POST, format!("projects/{}/pipeline", f.project_id), Some(json!({ "ref": "main", "variables": [{ "key": "A B", "value": "x" }] })), StatusCode::BAD_REQUEST),
+        (Method::GET, "projects/999".into(), None, StatusCode::NOT_FOUND),
+        (Method::GET, "projects/nobody%2Fnothing".into(), None, StatusCode::NOT_FOUND),
+        (Method::GET, format!("projects/{}/pipelines/abc", f.project_id), None, StatusCode::BAD_REQUEST),
+        (Method::GET, format!("projects/{}/pipelines/999", f.project_id), None, StatusCode::NOT_FOUND),
+        (Method::GET, format!("projects/{}/pipelines/1/jobs?include_retried=perhaps", f.project_id), None, StatusCode::BAD_REQUEST),
+        (Method::GET, format!("projects/{}/jobs/999", f.project_id), None, StatusCode::NOT_FOUND),
+        (Method::GET, format!("projects/{}/jobs/99999999999999999999999", f.project_id), None, StatusCode::BAD_REQUEST),
+        (Method::GET, format!("projects/{}/jobs/{}/artifacts", f.project_id, f.job_id), None, StatusCode::NOT_FOUND),
+        (Method::POST, format!("projects/{}/jobs/{}/play", f.project_id, f.job_id), None, StatusCode::BAD_REQUEST),
+        (Method::POST, format!("projects/{}/jobs/{}/retry", f.project_id, f.job_id), None, StatusCode::FORBIDDEN),
+        (Method::POST, "user/runners".into(), Some(json!({})), StatusCode::BAD_REQUEST),
+        (Method::POST, "user/runners".into(), Some(json!({ "runner_type": "group_type", "group_id": 1 })), StatusCode::BAD_REQUEST),
+        (Method::POST, "user/runners".into(), Some(json!({ "runner_type": "project_type" })), StatusCode::BAD_REQUEST),
+        (Method::POST, "user/runners".into(), Some(json!({ "runner_type": "project_type", "project_id": 999 })), StatusCode::BAD_REQUEST),
+        (Method::POST, "user/runners".into(), Some(json!({ "runner_type": "instance_type", "maximum_timeout": 10 })), StatusCode::BAD_REQUEST),
+        (Method::DELETE, "runners/999".into(), None, StatusCode::NOT_FOUND),
+        (Method::GET, "no/such/route".into(), None, StatusCode::NOT_FOUND),
+        (Method::PATCH, "projects".into(), None, StatusCode::METHOD_NOT_ALLOWED),
+    ];
+    for (method, path, body, expected) in cases {
+        let mut request = s.http.request(method.clone(), s.api(&path)).header("PRIVATE-TOKEN", &s.admin);
+        if let Some(body) = &body {
+            request = request.json(body);
+        }
+        let response = request.send().await.expect("request");
+        let (status, error) = expect_client_error(response, &format!("{method} {path}")).await;
+        assert_eq!(status, expected, "{method} {path}: {error}");
+    }
+    let not_api = s.http.get(format!("{}/favicon.ico", s.url)).send().await.expect("request");
+    expect_client_error(not_api, "a path outside the API").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_job_token_ends_with_the_job() {
+    let f = fixture().await;
+    let s = &f.server;
+    let done = s
+        .http
+        .put(s.api(&format!("jobs/{}", f.job_id)))
+        .json(&json!({ "token": f.job_token, "state": "success" }))
+        .send()
+        .await
+        .expect("update");
+    assert_eq!(done.status(), StatusCode::OK);
+    assert_eq!(done.headers()["job-status"], "success");
+    // The runner re-sends: 403 with the final Job-Status, so it stops.
+    let again = s
+        .http
+        .put(s.api(&format!("jobs/{}", f.job_id)))
+        .json(&json!({ "token": f.job_token, "state": "success" }))
+        .send()
+        .await
+        .expect("update");
+    assert_eq!(again.headers().get("job-status").map(|v| v.to_str().unwrap_or("")), Some("success"));
+    assert_eq!(expect_client_error(again, "update after the end").await.0, StatusCode::FORBIDDEN);
+    let late = patch(&f, Some("0-2"), b"abc").await;
+    assert_eq!(expect_client_error(late, "trace after the end").await.0, StatusCode::FORBIDDEN);
+    let nobody = s
+        .http
+        .put(s.api("jobs/424242"))
+        .json(&json!({ "token": f.job_token, "state": "running" }))
+        .send()
+        .await
+        .expect("update");
+    assert_eq!(expect_client_error(nobody, "unknown job").await.0, StatusCode::NOT_FOUND);
+}
+
+/// Deterministic garbage (xorshift), so a failure reproduces.
+struct Noise(u64);
+
+impl Noise {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn bytes(&mut self, max: usize) -> Vec<u8> {
+        let len = usize::try_from(self.next() % max as u64).unwrap_or(0);
+        (0..len).map(|_| (self.next() & 0xff) as u8).collect()
+    }
+
+    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
+        items[usize::try_from(self.next() % items.len() as u64).unwrap_or(0)]
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn garbage_on_every_route_is_never_a_5xx() {
+    let f = fixture().await;
+    let s = &f.server;
+    let (job, project) = (f.job_id, f.project_id);
+    let routes: Vec<(Method, String)> = vec![
+        (Method::POST, "runners".into()),
+        (Method::DELETE, "runners".into()),
+        (Method::POST, "runners/verify".into()),
+        (Method::DELETE, "runners/managers".into()),
+        (Method::POST, "jobs/request".into()),
+        (Method::PUT, format!("jobs/{job}")),
+        (Method::PATCH, format!("jobs/{job}/trace")),
+        (Method::POST, format!("jobs/{job}/artifacts")),
+        (Method::GET, format!("jobs/{job}/artifacts")),
+        (Method::POST, "projects".into()),
+        (Method::POST, format!("projects/{project}/pipeline")),
+        (Method::POST, format!("projects/{project}/jobs/{job}/play")),
+        (Method::POST, "user/runners".into()),
+        (Method::GET, format!("projects/{project}/pipelines/%00")),
+        (Method::GET, "projects/%ff%fe".into()),
+    ];
+    let content_types = [
+        "application/json",
+        "text/plain",
+        "multipart/form-data; boundary=x",
+        "multipart/form-data",
+        "application/x-www-form-urlencoded",
+        "",
+    ];
+    let tokens = [f.job_token.as_str(), f.runner.as_str(), s.admin.as_str(), "", "\u{7f}"];
+    let mut noise = Noise(0x9e37_79b9_7f4a_7c15);
+    for (method, path) in &routes {
+        for _ in 0..12 {
+            let mut body = noise.bytes(2048);
+            if noise.next() % 3 == 0 {
+                // Mostly-valid JSON with a wrong twist.
+                body = format!(r#"{{"token": "{}", "state": {}, "ref": [{}]}}"#, noise.pick(&tokens), noise.next() % 7, noise.next()).into_bytes();
+            }
+            let mut request = s.http.request(method.clone(), s.api(path)).body(body);
+            let content_type = noise.pick(&content_types);
+            if !content_type.is_empty() {
+                request = request.header("content-type", content_type);
+            }
+            let token = noise.pick(&tokens);
+            if let Ok(value) = reqwest::header::HeaderValue::from_str(token) {
+                request = request.header("JOB-TOKEN", value.clone()).header("PRIVATE-TOKEN", value);
+            }
+            if noise.next() % 2 == 0 {
+                request = request.header("Content-Range", format!("{}-{}", noise.next() % 100, noise.next() % 100));
+            }
+            let response = request.send().await.expect("the server answers");
+            let status = response.status();
+            let text = response.text().await.unwrap_or_default();
+            assert!(!status.is_server_error(), "{method} {path}: {status} {text}");
+        }
+    }
+}

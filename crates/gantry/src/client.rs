@@ -1,0 +1,162 @@
+//! The user API client shared by `gantry project` and `gantry pipeline`: where the
+//! server is, which token to send, and how its answers become messages.
+
+use clap::Args;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::env;
+
+/// `--server` / `--token`, falling back to `GANTRY_URL` / `GANTRY_TOKEN`.
+#[derive(Args, Clone, Debug)]
+pub(crate) struct ServerArgs {
+    /// The Gantry server's URL [env: GANTRY_URL] [default: http://127.0.0.1:8080].
+    #[arg(long, value_name = "URL")]
+    server: Option<String>,
+    /// The admin token `gantry server` printed on first start [env: GANTRY_TOKEN].
+    #[arg(long, value_name = "TOKEN")]
+    token: Option<String>,
+}
+
+/// Why a client command failed; `main` maps each to an exit code.
+#[derive(Debug)]
+pub(crate) enum ClientError {
+    /// Bad or missing flags, no token: the user must change the command.
+    Usage(String),
+    /// The server could not be reached or answered with an error.
+    Server(String),
+}
+
+impl std::fmt::Display for ClientError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Usage(message) | Self::Server(message) => f.write_str(message),
+        }
+    }
+}
+
+/// A connection to the user API (`/api/v4`) with the admin token.
+pub(crate) struct ApiClient {
+    http: reqwest::Client,
+    base: String,
+    token: String,
+}
+
+impl ApiClient {
+    /// Resolves flags and environment; a missing token is a usage error naming both.
+    pub(crate) fn new(args: &ServerArgs) -> Result<Self, ClientError> {
+        let base = args
+            .server
+            .clone()
+            .or_else(|| env::var(env::GANTRY_URL))
+            .unwrap_or_else(|| env::DEFAULT_URL.to_owned());
+        let base = base.trim_end_matches('/').to_owned();
+        if !(base.starts_with("http://") || base.starts_with("https://")) {
+            return Err(ClientError::Usage(format!(
+                "the server URL `{base}` is not an http:// or https:// URL\n\
+                 pass --server URL or set {}",
+                env::GANTRY_URL
+            )));
+        }
+        let token = args.token.clone().or_else(|| env::var(env::GANTRY_TOKEN)).ok_or_else(|| {
+            ClientError::Usage(format!(
+                "no API token given\n\
+                 pass --token TOKEN or set {}: the admin token `gantry server` printed on its first start",
+                env::GANTRY_TOKEN
+            ))
+        })?;
+        let http = reqwest::Client::builder()
+            .user_agent(concat!("gantry/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| ClientError::Server(format!("cannot set up the HTTP client: {e}")))?;
+        Ok(Self { http, base, token })
+    }
+
+    /// `GET /api/v4/<path>`.
+    pub(crate) async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, ClientError> {
+        let request = self.http.get(self.url(path));
+        self.send(request).await
+    }
+
+    /// `POST /api/v4/<path>` with a JSON body.
+    pub(crate) async fn post<T: DeserializeOwned>(&self, path: &str, body: &Value) -> Result<T, ClientError> {
+        let request = self.http.post(self.url(path)).json(body);
+        self.send(request).await
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}/api/v4/{}", self.base, path.trim_start_matches('/'))
+    }
+
+    async fn send<T: DeserializeOwned>(&self, request: reqwest::RequestBuilder) -> Result<T, ClientError> {
+        let response = request.header("PRIVATE-TOKEN", &self.token).send().await.map_err(|e| {
+            ClientError::Server(format!(
+                "cannot reach the Gantry server at {}: {e}\n\
+                 is `gantry server` running there? Pass --server URL or set {}",
+                self.base,
+                env::GANTRY_URL
+            ))
+        })?;
+        let status = response.status();
+        let url = response.url().path().to_owned();
+        let bytes = response
+            .bytes()
+            .await
+            .map_err(|e| ClientError::Server(format!("read the answer to {url}: {e}")))?;
+        if !status.is_success() {
+            let detail = serde_json::from_slice::<Value>(&bytes)
+                .ok()
+                .and_then(|body| {
+                    let message = body.get("message").or_else(|| body.get("error"))?;
+                    Some(match message {
+                        Value::String(text) => text.clone(),
+                        other => other.to_string(),
+                    })
+                })
+                .unwrap_or_else(|| String::from_utf8_lossy(&bytes).into_owned());
+            let hint = if status.as_u16() == 401 {
+                format!("\ncheck the token (--token or {})", env::GANTRY_TOKEN)
+            } else {
+                String::new()
+            };
+            return Err(ClientError::Server(format!("the server answered {status} to {url}: {detail}{hint}")));
+        }
+        serde_json::from_slice(&bytes)
+            .map_err(|e| ClientError::Server(format!("the answer to {url} is not the expected JSON: {e}")))
+    }
+}
+
+/// Runs one client command to completion on a small runtime.
+pub(crate) fn block_on<F: std::future::Future>(future: F) -> Result<F::Output, ClientError> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| ClientError::Server(format!("cannot start the async runtime: {e}")))?;
+    Ok(runtime.block_on(future))
+}
+
+/// URL path segment encoding (GitLab addresses projects by id or URL-encoded path).
+pub(crate) fn encode_segment(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        match byte {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => out.push(char::from(byte)),
+            _ => out.push_str(&format!("%{byte:02X}")),
+        }
+    }
+    out
+}
+
+/// Reports a client command's failure on stderr and picks the exit code.
+pub(crate) fn exit_code(result: Result<(), ClientError>) -> u8 {
+    match result {
+        Ok(()) => crate::exit::OK,
+        Err(error) => {
+            eprintln!("error: {error}");
+            match error {
+                ClientError::Usage(_) => crate::exit::USAGE,
+                ClientError::Server(_) => crate::exit::FAILED,
+            }
+        }
+    }
+}

@@ -1,0 +1,20 @@
+//! Every environment variable the binary reads, declared in one place.
+
+/// URL of the Gantry server for client commands (`gantry project`, `gantry pipeline`);
+/// `--server` wins.
+pub(crate) const GANTRY_URL: &str = "GANTRY_URL";
+
+/// Admin token for client commands; `--token` wins.
+pub(crate) const GANTRY_TOKEN: &str = "GANTRY_TOKEN";
+
+/// Where client commands look when neither `--server` nor `GANTRY_URL` is given: the
+/// address `gantry server` listens on by default.
+pub(crate) const DEFAULT_URL: &str = "http://127.0.0.1:8080";
+
+/// The runner's config.toml for `gantry runner …`; `--config` wins.
+pub(crate) const GANTRY_RUNNER_CONFIG: &str = "GANTRY_RUNNER_CONFIG";
+
+/// The value of a declared variable; unset and empty are the same.
+pub(crate) fn var(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|value| !value.trim().is_empty())
+}

@@ -1,0 +1,54 @@
+//! `gantry pipeline create --project NAME --ref REF [--var K=V]...`: trigger a pipeline
+//! on a running server (`POST /api/v4/projects/:id/pipeline`, as GitLab's API). Prints
+//! the pipeline as JSON on stdout.
+
+use clap::{Args, Subcommand};
+use serde_json::{Value, json};
+
+use crate::client::{ApiClient, ClientError, ServerArgs, block_on, encode_segment};
+use crate::lint::parse_var;
+
+#[derive(Subcommand)]
+pub(crate) enum PipelineCommand {
+    /// Create a pipeline for a ref of a project.
+    Create(CreateArgs),
+}
+
+#[derive(Args)]
+pub(crate) struct CreateArgs {
+    /// The project's name (or numeric id).
+    #[arg(long, value_name = "NAME")]
+    project: String,
+    /// Branch or tag to build.
+    #[arg(long = "ref", value_name = "REF")]
+    ref_: String,
+    /// A pipeline variable (repeatable); highest precedence, as in GitLab.
+    #[arg(long = "var", value_name = "KEY=VALUE", value_parser = parse_var)]
+    vars: Vec<(String, String)>,
+    #[command(flatten)]
+    server: ServerArgs,
+}
+
+pub(crate) fn run(command: &PipelineCommand) -> Result<(), ClientError> {
+    match command {
+        PipelineCommand::Create(args) => create(args),
+    }
+}
+
+fn create(args: &CreateArgs) -> Result<(), ClientError> {
+    let client = ApiClient::new(&args.server)?;
+    let variables: Vec<Value> = args.vars.iter().map(|(key, value)| json!({ "key": key, "value": value })).collect();
+    let body = json!({ "ref": args.ref_, "variables": variables });
+    let path = format!("projects/{}/pipeline", encode_segment(&args.project));
+    let pipeline: Value = block_on(client.post(&path, &body))??;
+    eprintln!(
+        "created pipeline {} (#{}) for `{}` at {}: {}",
+        pipeline["id"],
+        pipeline["iid"],
+        pipeline["ref"].as_str().unwrap_or(&args.ref_),
+        pipeline["sha"].as_str().map_or("?", |sha| &sha[..sha.len().min(8)]),
+        pipeline["status"].as_str().unwrap_or("?"),
+    );
+    println!("{}", serde_json::to_string_pretty(&pipeline).unwrap_or_default());
+    Ok(())
+}

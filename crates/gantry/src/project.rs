@@ -1,0 +1,101 @@
+//! `gantry project create NAME --repo PATH_OR_URL`: register a repository with a
+//! running server (`POST /api/v4/projects`). Prints the project as JSON on stdout.
+
+use std::path::Path;
+
+use clap::{Args, Subcommand};
+use serde_json::{Value, json};
+
+use crate::client::{ApiClient, ClientError, ServerArgs, block_on};
+
+#[derive(Subcommand)]
+pub(crate) enum ProjectCommand {
+    /// Create a project that builds a git repository.
+    Create(CreateArgs),
+    /// List the server's projects.
+    List(ListArgs),
+}
+
+#[derive(Args)]
+pub(crate) struct CreateArgs {
+    /// Project name (unique on the server; used as its path, e.g. in clone URLs).
+    name: String,
+    /// The git repository: a local path (made absolute here) or a URL the server can
+    /// fetch.
+    #[arg(long, value_name = "PATH_OR_URL")]
+    repo: String,
+    #[command(flatten)]
+    server: ServerArgs,
+}
+
+#[derive(Args)]
+pub(crate) struct ListArgs {
+    #[command(flatten)]
+    server: ServerArgs,
+}
+
+pub(crate) fn run(command: &ProjectCommand) -> Result<(), ClientError> {
+    match command {
+        ProjectCommand::Create(args) => create(args),
+        ProjectCommand::List(args) => list(args),
+    }
+}
+
+fn create(args: &CreateArgs) -> Result<(), ClientError> {
+    let repo = resolve_repo(&args.repo)?;
+    let client = ApiClient::new(&args.server)?;
+    let body = json!({ "name": args.name, "repo_url": repo });
+    let project: Value = block_on(client.post("projects", &body))??;
+    eprintln!(
+        "created project `{}` (id {}) building {}",
+        project["name"].as_str().unwrap_or(&args.name),
+        project["id"],
+        repo
+    );
+    eprintln!("next: gantry pipeline create --project {} --ref <branch>", args.name);
+    println!("{}", serde_json::to_string_pretty(&project).unwrap_or_default());
+    Ok(())
+}
+
+fn list(args: &ListArgs) -> Result<(), ClientError> {
+    let client = ApiClient::new(&args.server)?;
+    let projects: Value = block_on(client.get("projects"))??;
+    println!("{}", serde_json::to_string_pretty(&projects).unwrap_or_default());
+    Ok(())
+}
+
+/// A URL (`scheme://…` or scp-like `user@host:path`) is passed on as is; anything else
+/// is a local path, which must exist and is made absolute so the server finds it
+/// whatever its working directory.
+fn resolve_repo(repo: &str) -> Result<String, ClientError> {
+    if repo.contains("://") || looks_like_scp(repo) {
+        return Ok(repo.to_owned());
+    }
+    let path = Path::new(repo);
+    let absolute = path.canonicalize().map_err(|e| {
+        ClientError::Usage(format!(
+            "the repository `{repo}` is neither a URL nor an existing directory: {e}\n\
+             pass --repo with a git URL or the path of a local git repository"
+        ))
+    })?;
+    Ok(absolute.to_string_lossy().into_owned())
+}
+
+fn looks_like_scp(repo: &str) -> bool {
+    match repo.split_once(':') {
+        Some((host, _)) => host.contains('@') && !host.contains('/'),
+        None => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_pass_through() {
+        assert_eq!(resolve_repo("https://example.com/a.git").ok().as_deref(), Some("https://example.com/a.git"));
+        assert_eq!(resolve_repo("git@example.com:a/b.git").ok().as_deref(), Some("git@example.com:a/b.git"));
+        assert!(resolve_repo("/no/such/dir/anywhere").is_err());
+    }
+}

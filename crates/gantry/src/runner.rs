@@ -1,0 +1,505 @@
+//! `gantry runner …`: the runner agent's commands, as gitlab-runner's: `register`,
+//! `run`, `verify`, `list`, `unregister`. The work is in `gantry-runner`; this file
+//! parses flags, picks the configuration file, maps signals and prints.
+//!
+//! The configuration file is, in order: `--config PATH`; `$GANTRY_RUNNER_CONFIG`;
+//! `/etc/gantry-runner/config.toml` when running as root (a system service, like
+//! gitlab-runner's `/etc/gitlab-runner/config.toml`); else `./config.toml` in the
+//! current directory. The runner's system id is kept next to it (`.runner_system_id`).
+//!
+//! Exit status: `0` done; `1` `verify` found a runner the server does not accept; `2`
+//! bad flags or a configuration that cannot be used (the error names the key, line and
+//! column); `3` the server could not be reached or refused the request.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use clap::{Args, Subcommand};
+use gantry_protocol::{RegisterRunnerRequest, TagList, token::is_created_runner_token};
+use gantry_runner::client::{Client, ClientError};
+use gantry_runner::config::{Config, ConfigError, ExecutorKind, LogLevel, RunnerConfig, ShellKind};
+use gantry_runner::job::short_token;
+use gantry_runner::poll::{
+    Level, PollEvent, PollOptions, Poller, check_config, load_or_create_system_id, runner_name, system_id_path,
+    version_info,
+};
+
+use crate::{env, exit};
+
+/// Where the configuration is, for every subcommand.
+#[derive(Args, Clone, Debug)]
+pub(crate) struct ConfigArg {
+    /// The runner's config.toml [env: GANTRY_RUNNER_CONFIG] [default:
+    /// /etc/gantry-runner/config.toml as root, ./config.toml otherwise].
+    #[arg(long, short = 'c', value_name = "PATH", global = true)]
+    config: Option<PathBuf>,
+}
+
+/// `gantry runner …`.
+#[derive(Subcommand, Debug)]
+pub(crate) enum RunnerCommand {
+    /// Register this machine with a GitLab-compatible server and write the
+    /// configuration (a `glrt-` token is verified; a registration token creates a runner).
+    Register(RegisterArgs),
+    /// Poll for jobs and run them until stopped. SIGQUIT: finish running jobs, take no
+    /// new ones. SIGTERM/SIGINT: interrupt running jobs (after_script still runs), twice
+    /// to stop at once. SIGHUP: reload the configuration.
+    Run(RunArgs),
+    /// Check every configured runner's token with its server.
+    Verify(VerifyArgs),
+    /// List the configured runners.
+    List(ConfigArg),
+    /// Remove runners from their server and from the configuration.
+    Unregister(UnregisterArgs),
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct RegisterArgs {
+    /// The server, e.g. https://gitlab.example.com.
+    #[arg(long, value_name = "URL")]
+    url: String,
+    /// A runner authentication token (`glrt-…`, created in the UI or with
+    /// `POST /user/runners`) or a legacy registration token.
+    #[arg(long, value_name = "TOKEN")]
+    token: String,
+    /// How jobs run; only `shell` is implemented.
+    #[arg(long, default_value = "shell", value_name = "EXECUTOR")]
+    executor: String,
+    /// A name for this runner [default: the host name].
+    #[arg(long, value_name = "NAME")]
+    name: Option<String>,
+    /// Tags, comma-separated (registration tokens only: a `glrt-` runner's tags are set
+    /// where it was created).
+    #[arg(long, value_name = "TAGS")]
+    tag_list: Option<String>,
+    #[command(flatten)]
+    config: ConfigArg,
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct RunArgs {
+    #[command(flatten)]
+    config: ConfigArg,
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct VerifyArgs {
+    /// Only the runner with this name.
+    #[arg(long, value_name = "NAME")]
+    name: Option<String>,
+    #[command(flatten)]
+    config: ConfigArg,
+}
+
+#[derive(Args, Debug)]
+#[command(group = clap::ArgGroup::new("which").required(true).args(["name", "all"]))]
+pub(crate) struct UnregisterArgs {
+    /// The runner with this name.
+    #[arg(long, value_name = "NAME")]
+    name: Option<String>,
+    /// Every configured runner.
+    #[arg(long)]
+    all: bool,
+    #[command(flatten)]
+    config: ConfigArg,
+}
+
+/// Runs a `gantry runner` command; returns the exit status.
+pub(crate) fn run(command: &RunnerCommand) -> u8 {
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: failed to start the async runtime: {error}");
+            return exit::FAILED;
+        }
+    };
+    let result = runtime.block_on(async {
+        match command {
+            RunnerCommand::Register(args) => register(args).await,
+            RunnerCommand::Run(args) => run_runner(&args.config).await,
+            RunnerCommand::Verify(args) => verify(args).await,
+            RunnerCommand::List(args) => list(args),
+            RunnerCommand::Unregister(args) => unregister(args).await,
+        }
+    });
+    // Jobs abandoned at shutdown are killed when their tasks are dropped here.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(5));
+    match result {
+        Ok(code) => code,
+        Err(Failure { code, message }) => {
+            eprintln!("error: {message}");
+            code
+        }
+    }
+}
+
+/// An error with its exit status.
+struct Failure {
+    code: u8,
+    message: String,
+}
+
+fn usage(message: impl Into<String>) -> Failure {
+    Failure {
+        code: exit::USAGE,
+        message: message.into(),
+    }
+}
+
+fn server(message: impl Into<String>) -> Failure {
+    Failure {
+        code: exit::FAILED,
+        message: message.into(),
+    }
+}
+
+/// The configuration path (see the module docs).
+fn config_path(arg: &ConfigArg) -> PathBuf {
+    if let Some(path) = &arg.config {
+        return path.clone();
+    }
+    if let Some(path) = env::var(env::GANTRY_RUNNER_CONFIG) {
+        return PathBuf::from(path);
+    }
+    if is_root() {
+        PathBuf::from("/etc/gantry-runner/config.toml")
+    } else {
+        PathBuf::from("config.toml")
+    }
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            let line = status.lines().find(|line| line.starts_with("Uid:"))?.to_owned();
+            line.split_whitespace().nth(2).map(|euid| euid == "0")
+        })
+        .unwrap_or(false)
+}
+
+/// Loads the configuration, printing warnings; a bad file is a usage error (exit 2).
+fn load(path: &Path) -> Result<Config, Failure> {
+    match Config::load(path) {
+        Ok((config, warnings)) => {
+            for warning in warnings {
+                eprintln!("warning: {}: {warning}", path.display());
+            }
+            Ok(config)
+        }
+        Err(error @ ConfigError::Read { .. }) => Err(usage(format!(
+            "failed to {error}\nregister a runner with `gantry runner register --url URL --token TOKEN`, or pass --config PATH"
+        ))),
+        Err(error) => Err(usage(format!("failed to {error}"))),
+    }
+}
+
+fn system_id(path: &Path) -> Result<String, Failure> {
+    let at = system_id_path(path);
+    load_or_create_system_id(&at).map_err(|error| {
+        usage(format!(
+            "failed to keep the runner's system id in `{}`: {error}\nmake the configuration's directory writable",
+            at.display()
+        ))
+    })
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "gantry-runner".to_owned())
+}
+
+/// Now as RFC 3339 (`2026-01-31T10:00:00Z`), for `token_obtained_at`.
+fn rfc3339_now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let (days, rest) = (secs / 86_400, secs % 86_400);
+    // Howard Hinnant's civil_from_days.
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rest / 3600,
+        rest / 60 % 60,
+        rest % 60
+    )
+}
+
+fn describe_refusal(error: &ClientError) -> String {
+    match error {
+        ClientError::Refused { status: 403, .. } => {
+            format!("{error}\nthe server does not accept this token: check it, or create a new runner")
+        }
+        ClientError::Refused { status: 410, .. } => format!(
+            "{error}\nthis server no longer accepts registration tokens: create a runner in the UI (or with POST /user/runners) and register with its glrt- token"
+        ),
+        other => other.to_string(),
+    }
+}
+
+async fn register(args: &RegisterArgs) -> Result<u8, Failure> {
+    let path = config_path(&args.config);
+    let executor = match args.executor.as_str() {
+        "shell" => ExecutorKind::Shell,
+        other if ExecutorKind::NAMES.contains(&other) => {
+            return Err(usage(format!(
+                "--executor {other}: this build of gantry-runner implements only the shell executor"
+            )));
+        }
+        other => {
+            return Err(usage(format!(
+                "--executor {other:?} is not an executor; expected one of {}",
+                ExecutorKind::NAMES.join(", ")
+            )));
+        }
+    };
+    let mut config = if path.exists() { load(&path)? } else { Config::default() };
+    let tags = TagList(
+        args.tag_list
+            .iter()
+            .flat_map(|list| list.split(','))
+            .map(str::trim)
+            .filter(|tag| !tag.is_empty())
+            .map(str::to_owned)
+            .collect(),
+    );
+    let name = args.name.clone().unwrap_or_else(hostname);
+    let mut runner = RunnerConfig::new(args.url.trim(), "placeholder", executor);
+    runner.name = Some(name.clone());
+    // Check the URL (and everything else) the way `run` will, before any request.
+    let mut candidate = config.clone();
+    candidate.runners.push(runner.clone());
+    Config::from_file_layer(&candidate.to_file(), "", &path).map_err(|error| usage(format!("failed to {error}")))?;
+
+    let system_id = system_id(&path)?;
+    let (id, token, expires_at) = if is_created_runner_token(&args.token) {
+        if !tags.is_empty() {
+            return Err(usage(
+                "--tag-list cannot be used with a glrt- runner authentication token: the runner's tags are set where it was created (UI or POST /user/runners)",
+            ));
+        }
+        let client = Client::new(&runner.url, version_info(Some((executor, ShellKind::Bash))))
+            .map_err(|error| server(error.to_string()))?;
+        let details = client
+            .verify(&args.token, &system_id)
+            .await
+            .map_err(|error| server(format!("failed to {}", describe_refusal(&error))))?;
+        (details.id, args.token.clone(), details.token_expires_at)
+    } else {
+        let client = Client::new(&runner.url, version_info(None)).map_err(|error| server(error.to_string()))?;
+        let request = RegisterRunnerRequest {
+            token: args.token.clone(),
+            description: name.clone(),
+            run_untagged: Some(tags.is_empty()),
+            locked: Some(true),
+            paused: Some(false),
+            tag_list: tags,
+            ..RegisterRunnerRequest::default()
+        };
+        let details = client
+            .register(request)
+            .await
+            .map_err(|error| server(format!("failed to {}", describe_refusal(&error))))?;
+        (details.id, details.token, details.token_expires_at)
+    };
+    runner.id = (id != 0).then_some(id);
+    runner.token = token;
+    runner.token_obtained_at = Some(rfc3339_now());
+    runner.token_expires_at = expires_at;
+    config.runners.retain(|existing| existing.token != runner.token || existing.url != runner.url);
+    config.runners.push(runner.clone());
+    config.save(&path).map_err(|error| usage(format!("failed to {error}")))?;
+    eprintln!(
+        "Runner {name} ({}) registered with {}; configuration saved to {}",
+        short_token(&runner.token),
+        runner.url,
+        path.display()
+    );
+    eprintln!("Start it with `gantry runner run --config {}`", path.display());
+    Ok(exit::OK)
+}
+
+fn level_allows(configured: LogLevel, level: Level) -> bool {
+    let threshold = match configured {
+        LogLevel::Trace | LogLevel::Debug => Level::Debug,
+        LogLevel::Info => Level::Info,
+        LogLevel::Warn => Level::Warn,
+        LogLevel::Error | LogLevel::Fatal | LogLevel::Panic => Level::Error,
+    };
+    level >= threshold
+}
+
+fn print_event(log_level: LogLevel, event: &PollEvent) {
+    let level = event.level();
+    if !level_allows(log_level, level) {
+        return;
+    }
+    let prefix = match level {
+        Level::Debug => "debug",
+        Level::Info => "info",
+        Level::Warn => "warning",
+        Level::Error => "error",
+    };
+    eprintln!("{prefix}: {event}");
+}
+
+async fn run_runner(arg: &ConfigArg) -> Result<u8, Failure> {
+    use tokio::signal::unix::{SignalKind, signal};
+
+    let path = config_path(arg);
+    let config = load(&path)?;
+    check_config(&config).map_err(|error| usage(format!("failed to {error}")))?;
+    let system_id = system_id(&path)?;
+    let log_level = config.log_level;
+    let mut options = PollOptions::new(system_id);
+    options.events = Arc::new(move |event: &PollEvent| print_event(log_level, event));
+    let (poller, handle) = Poller::new(config, options).map_err(|error| usage(format!("failed to {error}")))?;
+
+    let mut signals = Vec::new();
+    for kind in [SignalKind::terminate(), SignalKind::interrupt(), SignalKind::quit(), SignalKind::hangup()] {
+        let stream = signal(kind).map_err(|error| server(format!("failed to listen for signals: {error}")))?;
+        signals.push(stream);
+    }
+    let [mut term, mut int, mut quit, mut hup] = match <[_; 4]>::try_from(signals) {
+        Ok(streams) => streams,
+        Err(_) => return Err(server("failed to listen for signals")),
+    };
+    let reload_path = path.clone();
+    let signals = tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                Some(()) = term.recv() => handle.interrupt(),
+                Some(()) = int.recv() => handle.interrupt(),
+                Some(()) = quit.recv() => handle.stop_taking_jobs(),
+                Some(()) = hup.recv() => match Config::load(&reload_path) {
+                    Ok((config, warnings)) => {
+                        for warning in warnings {
+                            eprintln!("warning: {}: {warning}", reload_path.display());
+                        }
+                        handle.reload(config);
+                    }
+                    Err(error) => eprintln!("error: configuration not reloaded (keeping the old one): failed to {error}"),
+                },
+                else => break,
+            }
+        }
+    });
+    poller.run().await;
+    signals.abort();
+    Ok(exit::OK)
+}
+
+fn selected<'a>(config: &'a Config, name: Option<&str>) -> Result<Vec<&'a RunnerConfig>, Failure> {
+    let runners: Vec<_> = config
+        .runners
+        .iter()
+        .filter(|runner| name.is_none_or(|name| runner.name.as_deref() == Some(name)))
+        .collect();
+    match (runners.is_empty(), name) {
+        (true, Some(name)) => Err(usage(format!("no runner named {name:?} in the configuration"))),
+        (true, None) => Err(usage("the configuration has no runners")),
+        _ => Ok(runners),
+    }
+}
+
+async fn verify(args: &VerifyArgs) -> Result<u8, Failure> {
+    let path = config_path(&args.config);
+    let config = load(&path)?;
+    let system_id = system_id(&path)?;
+    let mut code = exit::OK;
+    for runner in selected(&config, args.name.as_deref())? {
+        let client = Client::new(&runner.url, version_info(Some((runner.executor, runner.shell))))
+            .map_err(|error| server(error.to_string()))?;
+        let who = format!("{} ({})", runner_name(runner), short_token(&runner.token));
+        match client.verify(&runner.token, &system_id).await {
+            Ok(_) => println!("{who} is valid"),
+            Err(ClientError::Refused { status: 403, .. }) => {
+                println!("{who} is not valid: the server does not accept its token (removed?)");
+                code = code.max(exit::INVALID);
+            }
+            Err(error) => {
+                eprintln!("error: {who}: failed to {error}");
+                code = exit::FAILED;
+            }
+        }
+    }
+    Ok(code)
+}
+
+fn list(arg: &ConfigArg) -> Result<u8, Failure> {
+    let path = config_path(arg);
+    let config = load(&path)?;
+    eprintln!("Listing configured runners (config: {})", path.display());
+    for runner in &config.runners {
+        println!(
+            "{}\texecutor={}\turl={}\ttoken={}",
+            runner_name(runner),
+            runner.executor,
+            runner.url,
+            short_token(&runner.token)
+        );
+    }
+    Ok(exit::OK)
+}
+
+async fn unregister(args: &UnregisterArgs) -> Result<u8, Failure> {
+    let path = config_path(&args.config);
+    let mut config = load(&path)?;
+    let system_id = system_id(&path)?;
+    let chosen: Vec<RunnerConfig> = selected(&config, if args.all { None } else { args.name.as_deref() })?
+        .into_iter()
+        .cloned()
+        .collect();
+    let mut code = exit::OK;
+    for runner in chosen {
+        let client = Client::new(&runner.url, version_info(None)).map_err(|error| server(error.to_string()))?;
+        let who = format!("{} ({})", runner_name(&runner), short_token(&runner.token));
+        // A `glrt-` runner belongs to the UI/API: only this machine's manager goes (§2.5).
+        let result = if is_created_runner_token(&runner.token) {
+            client.unregister_manager(&runner.token, &system_id).await
+        } else {
+            client.unregister(&runner.token).await
+        };
+        match result {
+            Ok(()) => eprintln!("Unregistered {who}"),
+            Err(ClientError::Refused { status: 403 | 404, .. }) => {
+                eprintln!("warning: the server no longer knows {who}; removing it from the configuration");
+            }
+            Err(error) => {
+                eprintln!("error: {who}: failed to {error}\nit stays in the configuration");
+                code = exit::FAILED;
+                continue;
+            }
+        }
+        config
+            .runners
+            .retain(|existing| existing.token != runner.token || existing.url != runner.url);
+    }
+    config.save(&path).map_err(|error| usage(format!("failed to {error}")))?;
+    Ok(code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc3339_now_has_the_config_layer_s_shape() {
+        let now = rfc3339_now();
+        let bytes = now.as_bytes();
+        assert_eq!(now.len(), 20, "{now}");
+        assert_eq!((bytes[4], bytes[7], bytes[10], bytes[13], bytes[16], bytes[19]), (b'-', b'-', b'T', b':', b':', b'Z'), "{now}");
+        assert!(now.starts_with("20"), "{now}");
+    }
+}

@@ -1,0 +1,165 @@
+//! `gantry server`: the coordinator with its HTTP API, on an embedded SQLite database
+//! and a local blob directory. Zero configuration: the first start creates the data
+//! directory, an admin token and a runner registration token, and says how to use them.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+use gantry_server::coordinator::{Bootstrap, Coordinator, CoordinatorConfig};
+use gantry_store::Store;
+
+use crate::{env, exit};
+
+#[derive(Args)]
+pub(crate) struct ServerArgs {
+    /// Address and port to listen on.
+    #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:8080")]
+    listen: SocketAddr,
+    /// Where the database (gantry.db), artifacts, logs and repository mirrors live.
+    #[arg(long, value_name = "DIR", default_value = "./gantry-data")]
+    data_dir: PathBuf,
+    /// How runners and users reach this server (clone URLs, CI_SERVER_URL, web URLs)
+    /// [default: http://<listen address>].
+    #[arg(long, value_name = "URL")]
+    external_url: Option<String>,
+}
+
+pub(crate) fn run(args: &ServerArgs) -> u8 {
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error: failed to start the async runtime: {e}");
+            return exit::FAILED;
+        }
+    };
+    match runtime.block_on(serve(args)) {
+        Ok(()) => exit::OK,
+        Err(StartError { message, code }) => {
+            eprintln!("error: {message}");
+            code
+        }
+    }
+}
+
+struct StartError {
+    message: String,
+    code: u8,
+}
+
+fn usage(message: String) -> StartError {
+    StartError { message, code: exit::USAGE }
+}
+
+fn failed(message: String) -> StartError {
+    StartError { message, code: exit::FAILED }
+}
+
+async fn serve(args: &ServerArgs) -> Result<(), StartError> {
+    std::fs::create_dir_all(&args.data_dir).map_err(|e| {
+        usage(format!(
+            "failed to create the data directory {}: {e}\npass --data-dir with a writable directory",
+            args.data_dir.display()
+        ))
+    })?;
+    let data_dir = args
+        .data_dir
+        .canonicalize()
+        .map_err(|e| usage(format!("failed to resolve the data directory {}: {e}", args.data_dir.display())))?;
+    let listener = tokio::net::TcpListener::bind(args.listen).await.map_err(|e| {
+        usage(format!(
+            "failed to listen on {}: {e}\nis another server using the port? Pass --listen ADDR:PORT",
+            args.listen
+        ))
+    })?;
+    let local = listener
+        .local_addr()
+        .map_err(|e| failed(format!("failed to read the listening address: {e}")))?;
+    let external_url = match &args.external_url {
+        Some(url) if url.starts_with("http://") || url.starts_with("https://") => url.trim_end_matches('/').to_owned(),
+        Some(url) => return Err(usage(format!("--external-url `{url}` is not an http:// or https:// URL"))),
+        None => {
+            if local.ip().is_unspecified() {
+                eprintln!(
+                    "warning: listening on {local} without --external-url: runners will be told to clone from http://{local}\n\
+                     pass --external-url with the address runners reach this machine at"
+                );
+            }
+            format!("http://{local}")
+        }
+    };
+    let store = Store::open(&database_url(&data_dir))
+        .await
+        .map_err(|e| failed(format!("failed to open the database in {}: {e}", data_dir.display())))?;
+    let coordinator = Coordinator::open(store, CoordinatorConfig::new(&data_dir, external_url.clone()))
+        .await
+        .map_err(|e| failed(format!("failed to start the coordinator: {e}")))?;
+    let tokens = coordinator
+        .bootstrap()
+        .await
+        .map_err(|e| failed(format!("failed to create the first tokens: {e}")))?;
+    coordinator
+        .resume()
+        .await
+        .map_err(|e| failed(format!("failed to resume the pipelines that were active: {e}")))?;
+    let timers = coordinator.spawn_background();
+    eprintln!("gantry server: listening on {external_url} (bound to {local}), data in {}", data_dir.display());
+    print_first_start(&tokens, &external_url);
+    let served = gantry_server::http::serve(listener, coordinator, shutdown_signal()).await;
+    timers.abort();
+    served.map_err(|e| failed(format!("the server stopped: {e}")))?;
+    eprintln!("gantry server: stopped");
+    Ok(())
+}
+
+/// `sqlite:///abs/path/gantry.db`.
+fn database_url(data_dir: &Path) -> String {
+    format!("sqlite://{}", data_dir.join("gantry.db").display())
+}
+
+/// The tokens exist only now in plaintext (the database keeps hashes): say what they are
+/// for, on stderr.
+fn print_first_start(tokens: &Bootstrap, url: &str) {
+    if let Some(admin) = &tokens.admin_token {
+        eprintln!();
+        eprintln!("First start: created an admin token. It is shown only now; keep it:");
+        eprintln!("    {admin}");
+        eprintln!("Use it with the CLI and the API (header PRIVATE-TOKEN or Authorization: Bearer):");
+        eprintln!("    export {}={url} {}={admin}", env::GANTRY_URL, env::GANTRY_TOKEN);
+        eprintln!("    gantry project create demo --repo /path/to/git/repository");
+        eprintln!("    gantry pipeline create --project demo --ref main");
+        eprintln!("Create a runner (its glrt- token goes into the runner's config.toml):");
+        eprintln!("    curl -s -H \"PRIVATE-TOKEN: {admin}\" --data runner_type=instance_type {url}/api/v4/user/runners");
+    }
+    if let Some(registration) = &tokens.registration_token {
+        eprintln!();
+        eprintln!("Runner registration token (legacy `gitlab-runner register --registration-token`):");
+        eprintln!("    {registration}");
+        eprintln!();
+    }
+}
+
+/// Resolves on SIGINT (Ctrl-C) or SIGTERM.
+async fn shutdown_signal() {
+    let interrupt = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = interrupt => {}
+        () = terminate => {}
+    }
+    eprintln!("gantry server: shutting down (finishing requests in flight)");
+}

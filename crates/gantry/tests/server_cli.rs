@@ -1,0 +1,201 @@
+//! `gantry server`, `gantry project create` and `gantry pipeline create` end to end: the
+//! real binary on an ephemeral loopback port, a real git repository, the messages a
+//! user sees on first start (snapshotted), exit codes, SIGTERM, and a restart on the
+//! same data directory.
+
+#![allow(clippy::panic)]
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+struct Server {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    stderr: Vec<String>,
+    url: String,
+}
+
+impl Server {
+    fn start(data_dir: &Path) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_gantry"))
+            .args(["server", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(data_dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("gantry server starts");
+        let stderr = child.stderr.take().expect("stderr");
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut server = Self { child, lines, stderr: Vec::new(), url: String::new() };
+        let line = server.wait_for("gantry server: listening on ");
+        let url = line
+            .trim_start_matches("gantry server: listening on ")
+            .split_whitespace()
+            .next()
+            .expect("url")
+            .to_owned();
+        server.url = url;
+        // The first-start text follows the listening line; give it a moment to arrive.
+        server.drain(Duration::from_secs(1));
+        server
+    }
+
+    fn wait_for(&mut self, prefix: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            match self.lines.recv_timeout(Duration::from_millis(100)) {
+                Ok(line) => {
+                    self.stderr.push(line.clone());
+                    if line.starts_with(prefix) {
+                        return line;
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            }
+        }
+        panic!("no `{prefix}` line from the server; it said:\n{}", self.stderr.join("\n"));
+    }
+
+    fn drain(&mut self, wait: Duration) {
+        while let Ok(line) = self.lines.recv_timeout(wait) {
+            self.stderr.push(line);
+        }
+    }
+
+    fn token(&self, prefix: &str) -> Option<String> {
+        self.stderr.iter().find_map(|line| {
+            let start = line.find(prefix)?;
+            Some(line[start..].split(|c: char| !c.is_ascii_alphanumeric() && c != '-' && c != '_').next()?.to_owned())
+        })
+    }
+
+    /// SIGTERM, then wait for a clean exit.
+    fn stop(mut self) -> Vec<String> {
+        let pid = self.child.id().to_string();
+        let status = Command::new("kill").args(["-TERM", &pid]).status().expect("kill runs");
+        assert!(status.success());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                assert!(status.success(), "gantry server exits 0 on SIGTERM: {status}");
+                break;
+            }
+            assert!(Instant::now() < deadline, "gantry server did not stop on SIGTERM");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.drain(Duration::from_millis(200));
+        std::mem::take(&mut self.stderr)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn gantry(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_gantry"));
+    command.args(args).env_remove("GANTRY_URL").env_remove("GANTRY_TOKEN");
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    command.output().expect("gantry runs")
+}
+
+fn repo() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("dir");
+    let git = |args: &[&str]| {
+        let status = Command::new("git").current_dir(dir.path()).args(args).status().expect("git");
+        assert!(status.success(), "git {args:?}");
+    };
+    git(&["init", "-q", "-b", "main"]);
+    git(&["config", "user.email", "dev@example.com"]);
+    git(&["config", "user.name", "Dev"]);
+    std::fs::write(dir.path().join(".gitlab-ci.yml"), "build:\n  script: [echo $GREETING]\n").expect("write");
+    git(&["add", "-A"]);
+    git(&["commit", "-q", "-m", "init"]);
+    dir
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn serve_create_a_project_and_a_pipeline_then_restart() {
+    let data = tempfile::tempdir().expect("dir");
+    let data_dir = data.path().join("data");
+    let server = Server::start(&data_dir);
+    let admin = server.token("glpat-").expect("the first start prints an admin token");
+    let registration = server.token("GR1348941").expect("the first start prints a registration token");
+    let url = server.url.clone();
+    let canonical = data_dir.canonicalize().expect("data dir");
+    let shown = server
+        .stderr
+        .join("\n")
+        .replace(&admin, "[ADMIN TOKEN]")
+        .replace(&registration, "[REGISTRATION TOKEN]")
+        .replace(&url, "[URL]")
+        .replace(&url.trim_start_matches("http://").to_owned(), "[ADDR]")
+        .replace(&canonical.display().to_string(), "[DATA]")
+        .trim_end()
+        .to_owned();
+    insta::assert_snapshot!("first_start", shown);
+
+    let repo = repo();
+    let env = [("GANTRY_URL", url.as_str()), ("GANTRY_TOKEN", admin.as_str())];
+    let created = gantry(&["project", "create", "demo", "--repo", &repo.path().display().to_string()], &env);
+    assert_eq!(created.status.code(), Some(0), "{}", text(&created.stderr));
+    let project: serde_json::Value = serde_json::from_slice(&created.stdout).expect("project JSON on stdout");
+    assert_eq!(project["name"], "demo");
+    assert_eq!(project["http_url_to_repo"], format!("{url}/gantry/demo.git"));
+
+    let pipeline = gantry(&["pipeline", "create", "--project", "demo", "--ref", "main", "--var", "GREETING=hi"], &env);
+    assert_eq!(pipeline.status.code(), Some(0), "{}", text(&pipeline.stderr));
+    let body: serde_json::Value = serde_json::from_slice(&pipeline.stdout).expect("pipeline JSON on stdout");
+    assert_eq!(body["status"], "pending");
+    assert_eq!(body["ref"], "main");
+    assert!(text(&pipeline.stderr).starts_with("created pipeline "), "{}", text(&pipeline.stderr));
+
+    // Flags win over the environment; mistakes get precise messages and exit codes.
+    let flags = gantry(&["pipeline", "create", "--project", "demo", "--ref", "main", "--server", &url, "--token", &admin], &[]);
+    assert_eq!(flags.status.code(), Some(0), "{}", text(&flags.stderr));
+    let no_token = gantry(&["pipeline", "create", "--project", "demo", "--ref", "main", "--server", &url], &[]);
+    assert_eq!(no_token.status.code(), Some(2));
+    assert!(text(&no_token.stderr).contains("GANTRY_TOKEN"), "{}", text(&no_token.stderr));
+    let wrong = gantry(&["pipeline", "create", "--project", "demo", "--ref", "main"], &[("GANTRY_URL", &url), ("GANTRY_TOKEN", "glpat-wrong")]);
+    assert_eq!(wrong.status.code(), Some(3));
+    assert!(text(&wrong.stderr).contains("401"), "{}", text(&wrong.stderr));
+    let no_ref = gantry(&["pipeline", "create", "--project", "demo", "--ref", "nope"], &env);
+    assert_eq!(no_ref.status.code(), Some(3));
+    assert!(text(&no_ref.stderr).contains("400"), "{}", text(&no_ref.stderr));
+    let no_project = gantry(&["project", "create", "ghost", "--repo", "/no/such/repository"], &env);
+    assert_eq!(no_project.status.code(), Some(2), "{}", text(&no_project.stderr));
+
+    let said = server.stop();
+    assert!(said.iter().any(|l| l == "gantry server: stopped"), "{said:?}");
+
+    // Same data directory: no new tokens, the old one still works, the data is there.
+    let server = Server::start(&data_dir);
+    assert_eq!(server.token("glpat-"), None, "tokens are shown on the first start only");
+    let env = [("GANTRY_URL", server.url.as_str()), ("GANTRY_TOKEN", admin.as_str())];
+    let listed = gantry(&["project", "list"], &env);
+    assert_eq!(listed.status.code(), Some(0), "{}", text(&listed.stderr));
+    let projects: serde_json::Value = serde_json::from_slice(&listed.stdout).expect("JSON");
+    assert_eq!(projects[0]["name"], "demo");
+    server.stop();
+}
