@@ -471,7 +471,7 @@ fn split_ruby_syntax(s: &str) -> Option<(&str, &str)> {
 /// Cleared when it reaches [`Memo::CAPACITY`] entries, so memory stays bounded whatever the
 /// input.
 struct Memo<T> {
-    map: std::sync::Mutex<Option<std::collections::HashMap<String, T>>>,
+    map: std::sync::Mutex<Option<rustc_hash::FxHashMap<String, T>>>,
 }
 
 impl<T: Clone> Memo<T> {

@@ -100,8 +100,9 @@ fn resolve_entry(
         if let Some(chain) = done.get(base).filter(|c| c.len() > longest.len()) {
             longest = chain.clone();
         }
-        if let Some(Value::Map(b)) = root.get(base).map(|b| b.value.clone()) {
-            deep_merge(&mut merged, b);
+        let own = root.get(key).and_then(Node::as_map);
+        if let Some(Value::Map(b)) = root.get(base).map(|b| &b.value) {
+            merge_base(&mut merged, b, own);
         }
     }
     stack.pop();
@@ -118,6 +119,10 @@ fn resolve_entry(
 
 /// Resolve every `!reference` in the configuration against the configuration itself.
 pub(crate) fn references(root: &mut Map, cx: &mut Cx) {
+    // Most configurations hold no `!reference`: don't copy the whole tree for nothing.
+    if !root.iter().any(|(_, n)| has_reference(n)) {
+        return;
+    }
     let snapshot = root.clone();
     let start = cx.errors.len();
     for (_, node) in root.iter_mut() {
@@ -130,6 +135,40 @@ pub(crate) fn references(root: &mut Map, cx: &mut Cx) {
         i += 1;
         i <= start || seen.insert((d.message.clone(), d.pos.map(|p| (p.file, p.line, p.col))))
     });
+}
+
+/// `deep_merge(merged, base)` as a step towards `deep_merge(bases…, own)`: a base value that
+/// the entry's own value will replace wholesale (not a mapping merged into a mapping) is
+/// not copied; a null keeps its key's position, which is all the final result takes from it.
+fn merge_base(acc: &mut Map, base: &Map, own: Option<&Map>) {
+    for (key, entry) in base.entries() {
+        let shadow = own.and_then(|m| m.get(key));
+        match (acc.get_mut(key), &entry.value.value) {
+            (Some(Node { value: Value::Map(left), .. }), Value::Map(r)) => merge_base(left, r, shadow.and_then(Node::as_map)),
+            (_, value) => {
+                let replaced = shadow.is_some_and(|s| !(matches!(s.value, Value::Map(_)) && matches!(value, Value::Map(_))));
+                let entry = if replaced {
+                    crate::yaml::Entry {
+                        key_pos: entry.key_pos,
+                        key_kind: entry.key_kind,
+                        value: Node::null(entry.value.pos),
+                    }
+                } else {
+                    entry.clone()
+                };
+                acc.insert(key.to_owned(), entry);
+            }
+        }
+    }
+}
+
+fn has_reference(node: &Node) -> bool {
+    match &node.value {
+        Value::Reference(_) => true,
+        Value::Seq(items) => items.iter().any(has_reference),
+        Value::Map(m) => m.iter().any(|(_, v)| has_reference(v)),
+        _ => false,
+    }
 }
 
 fn render_path(items: &[Node]) -> String {

@@ -66,7 +66,9 @@ pub struct Entry {
 /// the value (Ruby `Hash` semantics).
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct Map {
-    entries: IndexMap<String, Entry>,
+    // FxHash: keys are short YAML keys, hashed constantly; SipHash's DoS resistance buys
+    // nothing here (a file's keys are bounded by the node budget).
+    entries: IndexMap<String, Entry, rustc_hash::FxBuildHasher>,
 }
 
 impl Map {
