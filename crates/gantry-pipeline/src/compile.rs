@@ -1110,8 +1110,10 @@ pub(crate) fn matrix_combinations(entries: &[IndexMap<String, Vec<String>>]) -> 
 /// matrix values (GitLab's `MatrixInterpolator`); an unknown name (or any name, in a job
 /// without `parallel:matrix`) is reported as `'NAME' does not exist in matrix configuration`.
 fn interpolate_matrix_needs(specs: &[NeedSpec], vars: &IndexMap<String, String>, errors: &mut Vec<String>) -> Vec<NeedSpec> {
-    static EXPR: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
-    let re = EXPR.get_or_init(|| regex::Regex::new(r"\$\[\[\s*matrix\.([a-zA-Z0-9_-]+)\s*\]\]").expect("valid regex"));
+    static EXPR: std::sync::OnceLock<Option<regex::Regex>> = std::sync::OnceLock::new();
+    let Some(re) = EXPR.get_or_init(|| regex::Regex::new(r"\$\[\[\s*matrix\.([a-zA-Z0-9_-]+)\s*\]\]").ok()).as_ref() else {
+        return specs.to_vec();
+    };
     let mut out = specs.to_vec();
     for spec in &mut out {
         for entry in spec.matrix.iter_mut().flatten() {
