@@ -123,7 +123,16 @@ pub struct JobContext {
     pub events: JobEvents,
     /// Time between SIGTERM and SIGKILL when a stage is stopped.
     pub kill_grace: Duration,
+    /// Copy this directory instead of fetching with git (`gantry run`; see
+    /// [`crate::sources`]).
+    pub snapshot: Option<PathBuf>,
+    /// Sees every byte of the log as it is appended (after masking).
+    pub trace_tap: Option<TraceTap>,
 }
+
+/// Receives a job's log bytes as they are appended: `(job id, bytes)`. Called with the
+/// log locked, so calls arrive in log order; keep it quick (send to a channel).
+pub type TraceTap = Arc<dyn Fn(i64, &[u8]) + Send + Sync>;
 
 impl JobContext {
     /// A context with the default kill grace period, no concurrency, events dropped.
@@ -139,6 +148,8 @@ impl JobContext {
             stop: StopSignal::new(),
             events: ignore_events(),
             kill_grace: DEFAULT_KILL_GRACE,
+            snapshot: None,
+            trace_tap: None,
         }
     }
 }
@@ -235,6 +246,10 @@ pub async fn run_job(job: JobResponse, cx: JobContext) -> JobReport {
         TraceOptions {
             output_limit: runner.output_limit_bytes(),
             timestamps: get_bool(&variables, "FF_TIMESTAMPS").unwrap_or(false),
+            tap: cx.trace_tap.as_ref().map(|tap| {
+                let (tap, job_id) = (Arc::clone(tap), job.id);
+                Arc::new(move |bytes: &[u8]| tap(job_id, bytes)) as crate::trace::Tap
+            }),
             ..TraceOptions::default()
         },
     );

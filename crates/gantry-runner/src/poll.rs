@@ -93,6 +93,10 @@ pub struct PollOptions {
     pub work_dir: PathBuf,
     /// Time between SIGTERM and SIGKILL when a job's stage is stopped.
     pub kill_grace: Duration,
+    /// Jobs copy this directory instead of fetching with git (`gantry run`).
+    pub snapshot: Option<PathBuf>,
+    /// Sees every job's log bytes as they are appended.
+    pub trace_tap: Option<crate::job::TraceTap>,
 }
 
 impl PollOptions {
@@ -105,6 +109,8 @@ impl PollOptions {
             max_jobs: None,
             work_dir: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
             kill_grace: DEFAULT_KILL_GRACE,
+            snapshot: None,
+            trace_tap: None,
         }
     }
 }
@@ -621,6 +627,8 @@ async fn run_received(shared: Arc<Shared>, index: usize, job: JobResponse) {
             stop,
             events,
             kill_grace: shared.options.kill_grace,
+            snapshot: shared.options.snapshot.clone(),
+            trace_tap: shared.options.trace_tap.clone(),
         };
         (cx, name, slot, stopped_taking)
     };

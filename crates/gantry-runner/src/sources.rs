@@ -23,6 +23,14 @@
 //!   submodule, `update --init [--recursive] [--depth GIT_SUBMODULE_DEPTH]`, retried
 //!   once after a new `sync` when it fails.
 //!
+//! # Snapshots (`gantry run`)
+//!
+//! When the job's [`SourcesJob::snapshot`] names a directory, `clone` and `fetch` copy
+//! that directory into the emptied project directory instead of running git
+//! ([`copy_tree`]); `none` and `empty` behave as above. Git settings that shape a
+//! checkout (`GIT_CHECKOUT`, `GIT_CLEAN_FLAGS`, `GIT_DEPTH`, submodules) do not apply:
+//! the snapshot already is the working tree.
+//!
 //! # Credentials
 //!
 //! The payload's `repo_url` carries `gitlab-ci-token:<job token>@`. It is never given
@@ -56,7 +64,9 @@ mod credentials;
 mod flow;
 mod git;
 mod settings;
+mod snapshot;
 
 pub use credentials::{Masker, RepoUrl, mask_url_credentials};
 pub use flow::{SourcesError, SourcesJob, get_sources};
 pub use settings::{GitSettings, GitStrategy, SubmoduleStrategy};
+pub use snapshot::{CopyStats, MAX_SNAPSHOT_DEPTH, copy_tree};

@@ -57,6 +57,9 @@ pub fn system_clock() -> Clock {
     })
 }
 
+/// Sees the bytes appended to a log, in order (see [`TraceBuffer::with_tap`]).
+pub type Tap = Arc<dyn Fn(&[u8]) + Send + Sync>;
+
 /// How a job's log is written.
 #[derive(Clone)]
 pub struct TraceOptions {
@@ -66,6 +69,8 @@ pub struct TraceOptions {
     pub timestamps: bool,
     /// Time source for timestamps and section markers.
     pub clock: Clock,
+    /// Sees every byte appended to the log (live output of `gantry run`).
+    pub tap: Option<Tap>,
 }
 
 impl Default for TraceOptions {
@@ -74,6 +79,7 @@ impl Default for TraceOptions {
             output_limit: gantry_protocol::trace::patch::DEFAULT_OUTPUT_LIMIT,
             timestamps: false,
             clock: system_clock(),
+            tap: None,
         }
     }
 }
@@ -116,6 +122,9 @@ impl Trace {
         let mut buffer = TraceBuffer::new(options.output_limit);
         if options.timestamps {
             buffer = buffer.with_line_headers(Arc::clone(&options.clock));
+        }
+        if let Some(tap) = &options.tap {
+            buffer = buffer.with_tap(Arc::clone(tap));
         }
         Self {
             shared: Arc::new(Shared {

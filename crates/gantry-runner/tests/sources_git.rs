@@ -130,6 +130,7 @@ fn run(info: &GitInfo, vars: &[(&str, &str)], project_dir: &Path) -> Run {
         project_dir,
         env: &env,
         user_agent: "gantry-runner test",
+        snapshot: None,
     };
     let mut lines = Vec::new();
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -706,6 +707,7 @@ fn dropping_the_stage_kills_git_and_its_helpers() {
         project_dir: &project,
         env: &[],
         user_agent: "gantry-runner test",
+        snapshot: None,
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -16,6 +16,7 @@ fn options(limit: u64) -> TraceOptions {
         output_limit: limit,
         timestamps: false,
         clock: fixed_clock(),
+        tap: None,
     }
 }
 

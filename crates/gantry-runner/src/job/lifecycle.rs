@@ -260,6 +260,7 @@ impl<'a> Lifecycle<'a> {
             project_dir: &self.dirs.project_dir,
             env: prepared.exports(),
             user_agent: &user_agent,
+            snapshot: self.cx.snapshot.as_deref(),
         };
         let trace = self.trace.clone();
         let mut output = move |line: &str| trace.runner_line(line);

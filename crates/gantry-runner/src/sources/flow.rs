@@ -24,6 +24,8 @@ pub struct SourcesJob<'a> {
     pub env: &'a [(String, String)],
     /// `http.userAgent`, e.g. `gantry-runner 0.1.0 linux/amd64`.
     pub user_agent: &'a str,
+    /// A prepared directory to copy instead of fetching with git (see the module docs).
+    pub snapshot: Option<&'a Path>,
 }
 
 /// Why `get_sources` failed (the job fails with `runner_system_failure`… or, for a
@@ -102,6 +104,17 @@ pub async fn get_sources(job: &SourcesJob<'_>, output: Output<'_>) -> Result<(),
         }
         GitStrategy::Clone => remove_dir(dir)?,
         GitStrategy::Fetch => {}
+    }
+    if let Some(snapshot) = job.snapshot {
+        output("Copying the working tree snapshot...");
+        remove_dir(dir)?;
+        let (from, to) = (snapshot.to_path_buf(), dir.to_path_buf());
+        let copied = tokio::task::spawn_blocking(move || super::copy_tree(&from, &to))
+            .await
+            .map_err(|error| io_error("copy the snapshot into", dir)(io::Error::other(error)))?
+            .map_err(io_error("copy the snapshot into", dir))?;
+        output(&format!("Copied {} files ({} bytes)", copied.files, copied.bytes));
+        return Ok(());
     }
     remove_stale_locks(dir, settings.submodule_strategy != SubmoduleStrategy::None);
     fetch(job, &git, &repo, output).await?;

@@ -8,7 +8,7 @@ use gantry_protocol::{ContentRange, JobTraceOutput};
 use gantry_protocol::StreamKind;
 use gantry_protocol::trace::timestamp::STREAM_RUNNER;
 
-use super::Clock;
+use super::{Clock, Tap};
 use super::section::{ANSI_BOLD_YELLOW, ANSI_RESET};
 use super::stamp::HeaderFormatter;
 
@@ -31,6 +31,7 @@ pub struct TraceBuffer {
     reserve_left: u64,
     sent: u64,
     line_headers: Option<Clock>,
+    tap: Option<Tap>,
 }
 
 impl std::fmt::Debug for TraceBuffer {
@@ -42,6 +43,7 @@ impl std::fmt::Debug for TraceBuffer {
             .field("dropped", &self.dropped)
             .field("sent", &self.sent)
             .field("line_headers", &self.line_headers.is_some())
+            .field("tap", &self.tap.is_some())
             .finish()
     }
 }
@@ -81,7 +83,14 @@ impl TraceBuffer {
             reserve_left: RUNNER_MESSAGE_RESERVE,
             sent: 0,
             line_headers: None,
+            tap: None,
         }
+    }
+
+    /// `tap` sees every byte appended to the log, in order.
+    pub fn with_tap(mut self, tap: Tap) -> Self {
+        self.tap = Some(tap);
+        self
     }
 
     /// With per-line timestamps on (§5.6), the limit notice lines get a runner-stream
@@ -164,6 +173,9 @@ impl TraceBuffer {
     fn push(&mut self, bytes: &[u8]) {
         self.crc.update(bytes);
         self.log.extend_from_slice(bytes);
+        if let Some(tap) = &self.tap {
+            tap(bytes);
+        }
     }
 
     /// Whether job output passed the limit (the job should be reported as such).
