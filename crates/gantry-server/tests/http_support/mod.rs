@@ -8,6 +8,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use gantry_server::coordinator::{Coordinator, CoordinatorConfig};
+use gantry_server::processor::Watchdog;
 use gantry_store::Store;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
@@ -20,6 +21,9 @@ pub struct Options {
     pub long_poll: Duration,
     pub trace_limit: u64,
     pub artifact_limit: u64,
+    /// `Some`: the coordinator's timers run (every second, on the real clock, as in
+    /// `gantry server`) with these thresholds; `None`: no timers.
+    pub timers: Option<Watchdog>,
 }
 
 impl Default for Options {
@@ -28,6 +32,7 @@ impl Default for Options {
             long_poll: Duration::from_secs(2),
             trace_limit: 1024 * 1024,
             artifact_limit: 1024 * 1024,
+            timers: None,
         }
     }
 }
@@ -40,6 +45,7 @@ pub struct TestServer {
     pub http: reqwest::Client,
     shutdown: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<std::io::Result<()>>>,
+    timers: Option<JoinHandle<()>>,
     dir: tempfile::TempDir,
 }
 
@@ -50,29 +56,49 @@ impl TestServer {
 
     pub async fn start_with(options: Options) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
-        let store = Store::open(&format!("sqlite://{}", dir.path().join("gantry.db").display()))
+        let store = Store::open(&format!(
+            "sqlite://{}",
+            dir.path().join("gantry.db").display()
+        ))
+        .await
+        .expect("open the store");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
-            .expect("open the store");
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
+            .expect("bind loopback");
         let url = format!("http://{}", listener.local_addr().expect("local addr"));
         let mut config = CoordinatorConfig::new(dir.path().join("data"), url.clone());
         config.long_poll = options.long_poll;
         config.trace_limit = options.trace_limit;
         config.artifact_limit = options.artifact_limit;
-        let coordinator = Coordinator::open(store, config).await.expect("open the coordinator");
+        let coordinator = Coordinator::open(store, config)
+            .await
+            .expect("open the coordinator");
         let tokens = coordinator.bootstrap().await.expect("bootstrap");
+        let timers = options.timers.map(|watchdog| {
+            coordinator.set_watchdog(watchdog);
+            coordinator.spawn_background()
+        });
         let (tx, rx) = oneshot::channel::<()>();
-        let task = tokio::spawn(gantry_server::http::serve(listener, coordinator.clone(), async move {
-            let _ = rx.await;
-        }));
+        let task = tokio::spawn(gantry_server::http::serve(
+            listener,
+            coordinator.clone(),
+            async move {
+                let _ = rx.await;
+            },
+        ));
         Self {
             url,
-            admin: tokens.admin_token.expect("first start creates an admin token"),
-            registration: tokens.registration_token.expect("first start creates a registration token"),
+            admin: tokens
+                .admin_token
+                .expect("first start creates an admin token"),
+            registration: tokens
+                .registration_token
+                .expect("first start creates a registration token"),
             coordinator,
             http: reqwest::Client::new(),
             shutdown: Some(tx),
             task: Some(task),
+            timers,
             dir,
         }
     }
@@ -90,21 +116,37 @@ impl TestServer {
     }
 
     /// A user API call with the admin token; the answer's status and JSON body.
-    pub async fn admin(&self, method: Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
-        let mut request = self.http.request(method, self.api(path)).header("PRIVATE-TOKEN", &self.admin);
+    pub async fn admin(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> (StatusCode, Value) {
+        let mut request = self
+            .http
+            .request(method, self.api(path))
+            .header("PRIVATE-TOKEN", &self.admin);
         if let Some(body) = body {
             request = request.json(&body);
         }
         let response = request.send().await.expect("request");
         let status = response.status();
         let bytes = response.bytes().await.expect("body");
-        let value = if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).unwrap_or(Value::Null) };
+        let value = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes).unwrap_or(Value::Null)
+        };
         (status, value)
     }
 
     pub async fn create_project(&self, name: &str, repo: &Repo) -> Value {
         let (status, body) = self
-            .admin(Method::POST, "projects", Some(json!({ "name": name, "repo_url": repo.path() })))
+            .admin(
+                Method::POST,
+                "projects",
+                Some(json!({ "name": name, "repo_url": repo.path() })),
+            )
             .await;
         assert_eq!(status, StatusCode::CREATED, "create project {name}: {body}");
         body
@@ -112,7 +154,11 @@ impl TestServer {
 
     pub async fn create_pipeline(&self, project_id: i64, ref_name: &str) -> Value {
         let (status, body) = self
-            .admin(Method::POST, &format!("projects/{project_id}/pipeline?ref={ref_name}"), None)
+            .admin(
+                Method::POST,
+                &format!("projects/{project_id}/pipeline?ref={ref_name}"),
+                None,
+            )
             .await;
         assert_eq!(status, StatusCode::CREATED, "create pipeline: {body}");
         body
@@ -131,12 +177,21 @@ impl TestServer {
         (body["id"].as_i64().expect("id"), token)
     }
 
-    pub async fn request_job(&self, runner_token: &str, last_update: Option<&str>) -> reqwest::Response {
+    pub async fn request_job(
+        &self,
+        runner_token: &str,
+        last_update: Option<&str>,
+    ) -> reqwest::Response {
         let mut body = json!({ "token": runner_token, "system_id": "s_0123456789ab", "info": { "features": { "refspecs": true } } });
         if let Some(v) = last_update {
             body["last_update"] = json!(v);
         }
-        self.http.post(self.api("jobs/request")).json(&body).send().await.expect("job request")
+        self.http
+            .post(self.api("jobs/request"))
+            .json(&body)
+            .send()
+            .await
+            .expect("job request")
     }
 
     /// Request a job that must be there: `(id, token, payload)`.
@@ -150,14 +205,24 @@ impl TestServer {
     }
 
     pub async fn job(&self, project_id: i64, job_id: i64) -> Value {
-        let (status, body) = self.admin(Method::GET, &format!("projects/{project_id}/jobs/{job_id}"), None).await;
+        let (status, body) = self
+            .admin(
+                Method::GET,
+                &format!("projects/{project_id}/jobs/{job_id}"),
+                None,
+            )
+            .await;
         assert_eq!(status, StatusCode::OK, "{body}");
         body
     }
 
     pub async fn pipeline_jobs(&self, project_id: i64, pipeline_id: i64) -> Vec<Value> {
         let (status, body) = self
-            .admin(Method::GET, &format!("projects/{project_id}/pipelines/{pipeline_id}/jobs"), None)
+            .admin(
+                Method::GET,
+                &format!("projects/{project_id}/pipelines/{pipeline_id}/jobs"),
+                None,
+            )
             .await;
         assert_eq!(status, StatusCode::OK, "{body}");
         body.as_array().cloned().unwrap_or_default()
@@ -171,6 +236,9 @@ impl Drop for TestServer {
         }
         if let Some(task) = self.task.take() {
             task.abort();
+        }
+        if let Some(timers) = self.timers.take() {
+            timers.abort();
         }
     }
 }
@@ -204,7 +272,11 @@ impl Repo {
     }
 
     pub fn git(&self, args: &[&str]) {
-        let status = Command::new("git").current_dir(self.path()).args(args).status().expect("git runs");
+        let status = Command::new("git")
+            .current_dir(self.path())
+            .args(args)
+            .status()
+            .expect("git runs");
         assert!(status.success(), "git {args:?} failed");
     }
 }
@@ -221,9 +293,16 @@ pub async fn expect_client_error(response: reqwest::Response, what: &str) -> (St
         .to_owned();
     let bytes = response.bytes().await.expect("body");
     let text = String::from_utf8_lossy(&bytes).into_owned();
-    assert!(status.is_client_error(), "{what}: expected a 4xx, got {status}: {text}");
-    assert!(content_type.starts_with("application/json"), "{what}: {status} is not JSON ({content_type}): {text}");
-    let body: Value = serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("{what}: body is not JSON ({e}): {text}"));
+    assert!(
+        status.is_client_error(),
+        "{what}: expected a 4xx, got {status}: {text}"
+    );
+    assert!(
+        content_type.starts_with("application/json"),
+        "{what}: {status} is not JSON ({content_type}): {text}"
+    );
+    let body: Value = serde_json::from_slice(&bytes)
+        .unwrap_or_else(|e| panic!("{what}: body is not JSON ({e}): {text}"));
     assert!(
         body.get("message").is_some() || body.get("error").is_some(),
         "{what}: no message or error: {body}"
