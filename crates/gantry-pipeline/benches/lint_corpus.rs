@@ -103,7 +103,7 @@ fn drop_offline_includes(doc: &mut Node, files: &BTreeMap<String, String>) {
     let Some(m) = doc.as_map_mut() else { return };
     let Some(inc) = m.get_mut("include") else { return };
     match &mut inc.value {
-        Value::Seq(items) => items.retain(|i| is_local_present(i, files)),
+        Value::Seq(items) => std::rc::Rc::make_mut(items).retain(|i| is_local_present(i, files)),
         _ => {
             if !is_local_present(inc, files) {
                 m.remove("include");
@@ -213,7 +213,7 @@ fn without_offline_includes(files: &BTreeMap<String, String>, opts: &Options, ct
             return Some(loader);
         };
         let pos = gantry_pipeline::yaml::Pos::default();
-        let script = || Node::new(Value::Seq(vec![Node::str(":", pos)]), pos);
+        let script = || Node::new(Value::Seq(vec![Node::str(":", pos)].into()), pos);
         let mut added = false;
         for (base, key) in missing {
             if !root.contains_key(&base) {

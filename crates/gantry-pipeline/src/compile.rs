@@ -2,6 +2,7 @@
 //! entries → `parallel` → graph checks → `workflow:rules` → job rules.
 
 use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
 
 use indexmap::IndexMap;
 
@@ -197,7 +198,7 @@ struct JobDef {
     hooks: Vec<String>,
     variables: Variables,
     inherit: Inherit,
-    rules: Option<Vec<Rule>>,
+    rules: Option<Rc<Vec<Rule>>>,
     only: Option<Policy>,
     except: Option<Policy>,
     parallel: Option<Parallel>,
@@ -235,6 +236,39 @@ struct NeedSpec {
     pos: Pos,
 }
 
+/// `rules` lists already validated, by the shared node they were written as: the jobs that
+/// take `rules` from one `extends` base (or alias) share that node, so it is validated once.
+/// Only a list that validated without a diagnostic is kept (messages name the job).
+#[derive(Default)]
+struct RulesMemo(HashMap<*const Vec<Node>, MemoEntry>);
+
+/// The node (kept alive, so its address is not reused) and its rules.
+type MemoEntry = (Rc<Vec<Node>>, Rc<Vec<Rule>>);
+
+impl RulesMemo {
+    fn parse(&mut self, node: &Node, path: impl FnOnce() -> String, cx: &mut Cx) -> Option<Rc<Vec<Rule>>> {
+        let Value::Seq(items) = &node.value else {
+            return rules::parse_rules(node, &path(), RuleTarget::Job, cx).map(Rc::new);
+        };
+        if let Some((_, rules)) = self.0.get(&Rc::as_ptr(items)) {
+            return Some(Rc::clone(rules));
+        }
+        let diagnostics = (cx.errors.len(), cx.warnings.len());
+        let rules = Rc::new(rules::parse_rules(node, &path(), RuleTarget::Job, cx)?);
+        if (cx.errors.len(), cx.warnings.len()) == diagnostics {
+            self.0.insert(Rc::as_ptr(items), (Rc::clone(items), Rc::clone(&rules)));
+        }
+        Some(rules)
+    }
+}
+
+/// What the validation of every job shares.
+struct JobsCx<'a> {
+    defaults: &'a Defaults,
+    fragment: bool,
+    rules: RulesMemo,
+}
+
 /// Typed `default:` values.
 #[derive(Default)]
 struct Defaults {
@@ -253,6 +287,8 @@ struct Defaults {
 }
 
 fn process(mut root: Map, opts: &Options, ctx: &Context, files: &[String], cx: &mut Cx) -> Option<Pipeline> {
+    // Most configurations hold no `!reference`: then the pass is skipped.
+    let has_references = resolve::has_references(&root);
     resolve::extends(&mut root, cx);
     if cx.has_errors() && !opts.fragment {
         return None;
@@ -261,7 +297,9 @@ fn process(mut root: Map, opts: &Options, ctx: &Context, files: &[String], cx: &
         cx.errors.clear();
     }
     let before = cx.errors.len();
-    resolve::references(&mut root, cx);
+    if has_references {
+        resolve::references(&mut root, cx);
+    }
     if opts.fragment {
         cx.errors.truncate(before);
         strip_references(&mut root);
@@ -281,6 +319,11 @@ fn process(mut root: Map, opts: &Options, ctx: &Context, files: &[String], cx: &
     // Jobs.
     let mut defs = Vec::new();
     let mut visible = 0;
+    let mut jobs_cx = JobsCx {
+        defaults: &defaults,
+        fragment: opts.fragment,
+        rules: RulesMemo::default(),
+    };
     if opts.fragment {
         if let Some(spec) = root.get("spec") {
             // A template checked on its own may carry its `spec:` header inline.
@@ -330,7 +373,7 @@ fn process(mut root: Map, opts: &Options, ctx: &Context, files: &[String], cx: &
                 continue;
             }
         }
-        if let Some(def) = parse_job(name, node, m, is_bridge, &defaults, opts.fragment, cx) {
+        if let Some(def) = parse_job(name, node, m, is_bridge, &mut jobs_cx, cx) {
             defs.push(def);
         }
     }
@@ -536,6 +579,7 @@ fn strip_node(n: &mut Node) {
     match &mut n.value {
         Value::Map(m) => strip_references(m),
         Value::Seq(items) => {
+            let items = std::rc::Rc::make_mut(items);
             items.retain(|i| !matches!(i.value, Value::Reference(_)));
             items.iter_mut().for_each(strip_node);
         }
@@ -689,10 +733,10 @@ fn parse_job(
     node: &Node,
     m: &Map,
     bridge: bool,
-    defaults: &Defaults,
-    fragment: bool,
+    jobs: &mut JobsCx<'_>,
     cx: &mut Cx,
 ) -> Option<JobDef> {
+    let (defaults, fragment) = (jobs.defaults, jobs.fragment);
     let path = join("jobs", name);
     let errors = cx.errors.len();
     if bridge {
@@ -852,7 +896,7 @@ fn parse_job(
         }
     }
     let given = |k: &str| m.get(k).filter(|n| !n.is_null());
-    let rules = given("rules").and_then(|r| rules::parse_rules(r, &p("rules"), RuleTarget::Job, cx));
+    let rules = given("rules").and_then(|r| jobs.rules.parse(r, || p("rules"), cx));
     let only = given("only").and_then(|n| rules::parse_policy(n, &p("only"), cx));
     let except = given("except").and_then(|n| rules::parse_policy(n, &p("except"), cx));
     let parallel = match m.get("parallel") {

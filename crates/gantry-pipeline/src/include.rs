@@ -89,7 +89,6 @@ impl Loading<'_> {
         included_as: Option<&str>,
     ) -> Option<Map> {
         let file = self.sources.add(name, text);
-        let text = self.sources.get(file).map(|f| f.text.clone()).unwrap_or_default();
         if self.sources.total_bytes() > MAX_TOTAL_BYTES {
             self.cx.raw("Total size of combined CI/CD configuration is too big", None);
             return None;
@@ -98,7 +97,8 @@ impl Loading<'_> {
             Some(loc) => format!("`{loc}`: {m}"),
             None => m,
         };
-        let docs = match yaml::parse_documents(&text, file, self.limits) {
+        let text = self.sources.get(file).map_or("", |f| f.text.as_str());
+        let docs = match yaml::parse_documents(text, file, self.limits) {
             Ok(d) => d,
             Err(e) => {
                 let msg = if e.message == yaml::TOO_BIG {
@@ -193,7 +193,7 @@ impl Loading<'_> {
     /// Normalize `include` into mapping items, validating their structure.
     fn items(&mut self, include: &Node) -> Vec<Node> {
         let list: Vec<Node> = match &include.value {
-            Value::Seq(items) => items.clone(),
+            Value::Seq(items) => items.to_vec(),
             Value::Str(_) | Value::Map(_) => vec![include.clone()],
             _ => {
                 self.cx.config("include", "should be an array or a string", include.pos);
@@ -377,6 +377,10 @@ pub(crate) fn compact_json(n: &Node) -> String {
 
 /// GitLab's `deep_merge`: mappings merge recursively; anything else on the right replaces.
 pub(crate) fn deep_merge(acc: &mut Map, right: Map) {
+    if acc.is_empty() {
+        *acc = right;
+        return;
+    }
     for (key, entry) in right.entries_owned() {
         match (acc.get_mut(&key), entry.value.value) {
             (Some(Node { value: Value::Map(left), .. }), Value::Map(r)) => deep_merge(left, r),
@@ -388,6 +392,25 @@ pub(crate) fn deep_merge(acc: &mut Map, right: Map) {
                     value: Node { value, pos: entry.value.pos },
                 },
             ),
+        }
+    }
+}
+
+/// [`deep_merge`] of a borrowed right side: its values are shared into `acc`, not copied.
+pub(crate) fn deep_merge_shared(acc: &mut Map, right: &Map) {
+    if acc.is_empty() {
+        *acc = right.clone();
+        return;
+    }
+    if acc.ptr_eq(right) {
+        // Merging a map into itself changes nothing.
+        return;
+    }
+    for (key, entry) in right.entries() {
+        if let (Some(Node { value: Value::Map(left), .. }), Value::Map(r)) = (acc.get_mut(key), &entry.value.value) {
+            deep_merge_shared(left, r);
+        } else {
+            acc.insert(key.to_owned(), entry.clone());
         }
     }
 }

@@ -131,7 +131,7 @@ fn parse_header(header: &Node, cx: &mut Cx, prefix: &dyn Fn(String) -> String) -
     }
     if let Some(inc) = spec_map.get("include") {
         let items = match &inc.value {
-            Value::Seq(items) => items.clone(),
+            Value::Seq(items) => items.to_vec(),
             _ => vec![inc.clone()],
         };
         for item in &items {
@@ -294,7 +294,7 @@ impl Interp<'_> {
                     node.value = v;
                 }
             }
-            Value::Seq(items) | Value::Reference(items) => items.iter_mut().for_each(|i| self.node(i)),
+            Value::Seq(items) | Value::Reference(items) => std::rc::Rc::make_mut(items).iter_mut().for_each(|i| self.node(i)),
             Value::Map(m) => {
                 let old = std::mem::take(m);
                 let mut new = Map::new();

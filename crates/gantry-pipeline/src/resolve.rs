@@ -1,7 +1,9 @@
 //! `extends` (spec §2.2) and `!reference` (spec §2.4), applied in that order to the merged
 //! configuration.
 
-use crate::include::deep_merge;
+use std::rc::Rc;
+
+use crate::include::{deep_merge, deep_merge_shared};
 use crate::validate::Cx;
 use crate::yaml::{Map, Node, Pos, Value};
 
@@ -27,18 +29,33 @@ pub(crate) fn extends(root: &mut Map, cx: &mut Cx) {
 /// Entries already extended, with the longest `extends` chain from each (the entry first,
 /// down to a base without `extends`), so that reaching one again deeper in another chain
 /// still checks the depth the way GitLab does (it re-walks every chain).
-type Done = std::collections::HashMap<String, Vec<String>>;
+type Done = rustc_hash::FxHashMap<String, Rc<Chain>>;
 
-fn extends_list(node: &Node) -> Option<Vec<(String, Pos)>> {
-    let e = node.as_map()?.get("extends")?;
-    match &e.value {
-        Value::Seq(items) => Some(
-            items
-                .iter()
-                .map(|i| (i.scalar_to_string().unwrap_or_else(|| i.to_json().to_string()), i.pos))
-                .collect(),
-        ),
-        _ => Some(vec![(e.scalar_to_string().unwrap_or_else(|| e.to_json().to_string()), e.pos)]),
+/// An `extends` chain as a shared list: an entry's chain is the entry, then its base's.
+struct Chain {
+    name: String,
+    len: usize,
+    next: Option<Rc<Chain>>,
+}
+
+impl Chain {
+    fn nth(&self, i: usize) -> &str {
+        let mut cur = self;
+        for _ in 0..i {
+            match &cur.next {
+                Some(next) => cur = next,
+                None => break,
+            }
+        }
+        &cur.name
+    }
+}
+
+/// An `extends` item's base name (a non-string item is named by its JSON, which no entry has).
+fn base_name(item: &Node) -> std::borrow::Cow<'_, str> {
+    match &item.value {
+        Value::Str(s) => s.as_str().into(),
+        _ => item.scalar_to_string().unwrap_or_else(|| item.to_json().to_string()).into(),
     }
 }
 
@@ -53,18 +70,30 @@ fn resolve_entry(
     if let Some(chain) = done.get(key) {
         // Entries of the chain with `extends` (all but the last) have `stack.len() + i`
         // ancestors; GitLab rejects an extending entry with more than the maximum.
-        let extending = chain.len().saturating_sub(1);
+        let extending = chain.len.saturating_sub(1);
         if let Some(deep) = (0..extending).find(|i| stack.len() + i > MAX_EXTENDS_DEPTH) {
-            let pos = root.get(&chain[deep]).map(|n| n.pos);
-            cx.raw(format!("{}: nesting too deep in `extends`", chain[deep]), pos);
+            let name = chain.nth(deep);
+            let pos = root.get(name).map(|n| n.pos);
+            cx.raw(format!("{name}: nesting too deep in `extends`"), pos);
             return false;
         }
         return true;
     }
     let Some(node) = root.get(key) else { return true };
-    let Some(bases) = extends_list(node) else {
-        done.insert(key.to_owned(), vec![key.to_owned()]);
+    // The `extends` value, shared (cheap to clone): the base names borrow from it while the
+    // bases are resolved in `root`.
+    let Some(extends) = node.as_map().and_then(|m| m.get("extends")).cloned() else {
+        let chain = Chain {
+            name: key.to_owned(),
+            len: 1,
+            next: None,
+        };
+        done.insert(key.to_owned(), Rc::new(chain));
         return true;
+    };
+    let bases: Vec<(std::borrow::Cow<'_, str>, Pos)> = match &extends.value {
+        Value::Seq(items) => items.iter().map(|i| (base_name(i), i.pos)).collect(),
+        _ => vec![(base_name(&extends), extends.pos)],
     };
     let pos = node.pos;
     // GitLab's order of checks; messages name the entry being extended.
@@ -77,9 +106,11 @@ fn resolve_entry(
         return false;
     }
     stack.push(key.to_owned());
+    // `deep_merge(bases…, own)`; the bases' values are shared, not copied.
     let mut merged = Map::new();
-    let mut longest: Vec<String> = Vec::new();
+    let mut longest: Option<Rc<Chain>> = None;
     for (base, bpos) in &bases {
+        let base: &str = base;
         match root.get(base) {
             None => {
                 cx.raw(format!("{key}: unknown keys in `extends` ({base})"), Some(*bpos));
@@ -97,12 +128,11 @@ fn resolve_entry(
             stack.pop();
             return false;
         }
-        if let Some(chain) = done.get(base).filter(|c| c.len() > longest.len()) {
-            longest = chain.clone();
+        if let Some(chain) = done.get(base).filter(|c| c.len > longest.as_ref().map_or(0, |l| l.len)) {
+            longest = Some(Rc::clone(chain));
         }
-        let own = root.get(key).and_then(Node::as_map);
         if let Some(Value::Map(b)) = root.get(base).map(|b| &b.value) {
-            merge_base(&mut merged, b, own);
+            deep_merge_shared(&mut merged, b);
         }
     }
     stack.pop();
@@ -112,21 +142,29 @@ fn resolve_entry(
         }
         node.value = Value::Map(merged);
     }
-    longest.insert(0, key.to_owned());
-    done.insert(key.to_owned(), longest);
+    let chain = Chain {
+        name: key.to_owned(),
+        len: 1 + longest.as_ref().map_or(0, |l| l.len),
+        next: longest,
+    };
+    done.insert(key.to_owned(), Rc::new(chain));
     true
+}
+
+/// Whether the configuration holds a `!reference`. Asked before `extends`, which only
+/// copies nodes (and shares them: after it, the walk would visit each base once per job).
+pub(crate) fn has_references(root: &Map) -> bool {
+    root.iter().any(|(_, n)| has_reference(n))
 }
 
 /// Resolve every `!reference` in the configuration against the configuration itself.
 pub(crate) fn references(root: &mut Map, cx: &mut Cx) {
-    // Most configurations hold no `!reference`: don't copy the whole tree for nothing.
-    if !root.iter().any(|(_, n)| has_reference(n)) {
-        return;
-    }
     let snapshot = root.clone();
     let start = cx.errors.len();
     for (_, node) in root.iter_mut() {
-        resolve_node(node, &snapshot, &mut Vec::new(), cx);
+        if let Some(new) = resolved(node, &snapshot, &mut Vec::new(), cx) {
+            *node = new;
+        }
     }
     // A reference reached from several places (a cycle, a shared snippet) is reported once.
     let mut seen = std::collections::HashSet::new();
@@ -135,31 +173,6 @@ pub(crate) fn references(root: &mut Map, cx: &mut Cx) {
         i += 1;
         i <= start || seen.insert((d.message.clone(), d.pos.map(|p| (p.file, p.line, p.col))))
     });
-}
-
-/// `deep_merge(merged, base)` as a step towards `deep_merge(bases…, own)`: a base value that
-/// the entry's own value will replace wholesale (not a mapping merged into a mapping) is
-/// not copied; a null keeps its key's position, which is all the final result takes from it.
-fn merge_base(acc: &mut Map, base: &Map, own: Option<&Map>) {
-    for (key, entry) in base.entries() {
-        let shadow = own.and_then(|m| m.get(key));
-        match (acc.get_mut(key), &entry.value.value) {
-            (Some(Node { value: Value::Map(left), .. }), Value::Map(r)) => merge_base(left, r, shadow.and_then(Node::as_map)),
-            (_, value) => {
-                let replaced = shadow.is_some_and(|s| !(matches!(s.value, Value::Map(_)) && matches!(value, Value::Map(_))));
-                let entry = if replaced {
-                    crate::yaml::Entry {
-                        key_pos: entry.key_pos,
-                        key_kind: entry.key_kind,
-                        value: Node::null(entry.value.pos),
-                    }
-                } else {
-                    entry.clone()
-                };
-                acc.insert(key.to_owned(), entry);
-            }
-        }
-    }
 }
 
 fn has_reference(node: &Node) -> bool {
@@ -182,18 +195,35 @@ fn render_path(items: &[Node]) -> String {
     format!("[{}]", parts.join(", "))
 }
 
-fn resolve_node(node: &mut Node, root: &Map, stack: &mut Vec<String>, cx: &mut Cx) {
-    match &mut node.value {
-        Value::Reference(items) => {
-            let items = items.clone();
-            // An unresolved reference stays in place (fragment linting strips it).
-            if let Some(v) = lookup(&items, node.pos, root, stack, cx) {
-                node.value = v.value;
+/// The node with its `!reference`s resolved, or `None` when nothing in it changes (an
+/// unresolved reference stays in place; fragment linting strips it). Only the collections on
+/// the way to a reference are copied.
+fn resolved(node: &Node, root: &Map, stack: &mut Vec<String>, cx: &mut Cx) -> Option<Node> {
+    match &node.value {
+        Value::Reference(items) => lookup(items, node.pos, root, stack, cx).map(|v| Node::new(v.value, node.pos)),
+        Value::Seq(items) => {
+            let mut out: Option<Vec<Node>> = None;
+            for (i, item) in items.iter().enumerate() {
+                if let Some(new) = resolved(item, root, stack, cx) {
+                    if let Some(slot) = out.get_or_insert_with(|| items.to_vec()).get_mut(i) {
+                        *slot = new;
+                    }
+                }
             }
+            out.map(|v| Node::new(Value::Seq(Rc::new(v)), node.pos))
         }
-        Value::Seq(items) => items.iter_mut().for_each(|i| resolve_node(i, root, stack, cx)),
-        Value::Map(m) => m.iter_mut().for_each(|(_, v)| resolve_node(v, root, stack, cx)),
-        _ => {}
+        Value::Map(m) => {
+            let mut out: Option<Map> = None;
+            for (k, v) in m.iter() {
+                if let Some(new) = resolved(v, root, stack, cx) {
+                    if let Some(slot) = out.get_or_insert_with(|| m.clone()).get_mut(k) {
+                        *slot = new;
+                    }
+                }
+            }
+            out.map(|m| Node::new(Value::Map(m), node.pos))
+        }
+        _ => None,
     }
 }
 
@@ -220,9 +250,8 @@ fn lookup(items: &[Node], pos: Pos, root: &Map, stack: &mut Vec<String>, cx: &mu
         cx.raw(format!("!reference {rendered} could not be found"), Some(pos));
         return None;
     };
-    let mut found = found.clone();
     stack.push(rendered);
-    resolve_node(&mut found, root, stack, cx);
+    let found = resolved(found, root, stack, cx).unwrap_or_else(|| found.clone());
     stack.pop();
     Some(found)
 }

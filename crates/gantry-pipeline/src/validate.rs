@@ -162,13 +162,16 @@ pub fn flatten_nodes(node: &Node) -> Option<Vec<&Node>> {
     }
 }
 
-/// Join a YAML path.
+/// Join a YAML path (built for every keyword of every job: one allocation, no formatting).
 pub fn join(path: &str, key: &str) -> String {
     if path.is_empty() {
-        key.to_owned()
-    } else {
-        format!("{path}:{key}")
+        return key.to_owned();
     }
+    let mut out = String::with_capacity(path.len() + 1 + key.len());
+    out.push_str(path);
+    out.push(':');
+    out.push_str(key);
+    out
 }
 
 /// GitLab's "should be an array of integers or an integer" values.

@@ -2,13 +2,19 @@
 //! (file-local), `<<` merge keys with Psych's positional semantics, and the `!reference`
 //! tag kept as an unresolved node. Every node keeps its source position.
 //!
+//! Collections are shared, copy-on-write subtrees (`Rc`): cloning a [`Node`] is cheap, which
+//! is what aliases, `extends` and `default:` merging do to the same base values for hundreds
+//! of jobs. A mutation through `&mut` copies only the levels it touches (`Rc::make_mut`).
+//!
 //! Limits (stated, tested): a file may hold at most [`Limits::max_bytes`] bytes of text,
 //! build at most [`Limits::max_nodes`] nodes (aliases count every node they copy, so an
 //! alias bomb stops at the budget instead of exhausting memory) and nest at most
 //! [`Limits::max_depth`] levels.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
+use std::rc::Rc;
 
 use indexmap::IndexMap;
 use saphyr_parser::{Event, Parser, ScalarStyle, Tag};
@@ -35,10 +41,11 @@ pub enum Value {
     Int(i64),
     Float(f64),
     Str(String),
-    Seq(Vec<Node>),
+    /// Shared; `Rc::make_mut` to change it.
+    Seq(Rc<Vec<Node>>),
     Map(Map),
     /// `!reference [path, ...]` before resolution; items are the path segments as written.
-    Reference(Vec<Node>),
+    Reference(Rc<Vec<Node>>),
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -63,13 +70,16 @@ pub struct Entry {
 }
 
 /// An insertion-ordered mapping. Re-inserting a key keeps its first position and replaces
-/// the value (Ruby `Hash` semantics).
+/// the value (Ruby `Hash` semantics). Cloning shares the entries; the first mutation of a
+/// shared map copies its entries (one level: their values stay shared).
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct Map {
-    // FxHash: keys are short YAML keys, hashed constantly; SipHash's DoS resistance buys
-    // nothing here (a file's keys are bounded by the node budget).
-    entries: IndexMap<String, Entry, rustc_hash::FxBuildHasher>,
+    entries: Rc<Entries>,
 }
+
+// FxHash: keys are short YAML keys, hashed constantly; SipHash's DoS resistance buys
+// nothing here (a file's keys are bounded by the node budget).
+type Entries = IndexMap<String, Entry, rustc_hash::FxBuildHasher>;
 
 impl Map {
     pub fn new() -> Self {
@@ -85,7 +95,10 @@ impl Map {
         self.entries.get(key).map(|e| &e.value)
     }
     pub fn get_mut(&mut self, key: &str) -> Option<&mut Node> {
-        self.entries.get_mut(key).map(|e| &mut e.value)
+        if !self.entries.contains_key(key) {
+            return None;
+        }
+        Rc::make_mut(&mut self.entries).get_mut(key).map(|e| &mut e.value)
     }
     pub fn entry(&self, key: &str) -> Option<&Entry> {
         self.entries.get(key)
@@ -94,12 +107,12 @@ impl Map {
         self.entries.contains_key(key)
     }
     pub fn insert(&mut self, key: String, entry: Entry) {
-        self.entries.insert(key, entry);
+        Rc::make_mut(&mut self.entries).insert(key, entry);
     }
     /// Insert a value whose key has the same position as the value.
     pub fn insert_node(&mut self, key: impl Into<String>, value: Node) {
         let key_pos = value.pos;
-        self.entries.insert(
+        Rc::make_mut(&mut self.entries).insert(
             key.into(),
             Entry {
                 key_pos,
@@ -109,19 +122,27 @@ impl Map {
         );
     }
     pub fn remove(&mut self, key: &str) -> Option<Node> {
-        self.entries.shift_remove(key).map(|e| e.value)
+        if !self.entries.contains_key(key) {
+            return None;
+        }
+        Rc::make_mut(&mut self.entries).shift_remove(key).map(|e| e.value)
     }
     pub fn iter(&self) -> impl Iterator<Item = (&str, &Node)> {
         self.entries.iter().map(|(k, e)| (k.as_str(), &e.value))
     }
     pub fn iter_mut(&mut self) -> impl Iterator<Item = (&str, &mut Node)> {
-        self.entries.iter_mut().map(|(k, e)| (k.as_str(), &mut e.value))
+        Rc::make_mut(&mut self.entries).iter_mut().map(|(k, e)| (k.as_str(), &mut e.value))
     }
     pub fn entries(&self) -> impl Iterator<Item = (&str, &Entry)> {
         self.entries.iter().map(|(k, e)| (k.as_str(), e))
     }
+    /// The entries by value (copied when the map is shared).
     pub fn entries_owned(self) -> impl Iterator<Item = (String, Entry)> {
-        self.entries.into_iter()
+        Rc::unwrap_or_clone(self.entries).into_iter()
+    }
+    /// Whether both maps share their entries (then they are equal).
+    pub fn ptr_eq(&self, other: &Map) -> bool {
+        Rc::ptr_eq(&self.entries, &other.entries)
     }
     pub fn keys(&self) -> impl Iterator<Item = &str> {
         self.entries.keys().map(String::as_str)
@@ -396,7 +417,7 @@ impl Builder {
             }
             Event::Scalar(text, style, anchor, tag) => {
                 self.count(1, pos)?;
-                let (value, kind, plain_merge) = resolve_scalar(&text, style, tag.as_deref())
+                let (value, kind, plain_merge) = resolve_scalar(text, style, tag.as_deref())
                     .map_err(|m| self.err(m, pos))?;
                 let node = Node::new(value, pos);
                 if anchor > 0 {
@@ -447,9 +468,9 @@ impl Builder {
                     return Err(self.err("unbalanced sequence", pos));
                 };
                 let value = if reference {
-                    Value::Reference(items)
+                    Value::Reference(Rc::new(items))
                 } else {
-                    Value::Seq(items)
+                    Value::Seq(Rc::new(items))
                 };
                 self.close(Node::new(value, pos), anchor)
             }
@@ -497,20 +518,22 @@ impl Builder {
             }
             Some(Frame::Map { map, key, .. }) => match key.take() {
                 None => {
-                    let name = match node.scalar_to_string() {
-                        Some(s) => s,
-                        None => {
-                            return Err(YamlError {
-                                message: "mapping keys must be scalars".into(),
-                                pos: node.pos,
-                            });
-                        }
+                    let pos = node.pos;
+                    let name = match node.value {
+                        Value::Str(s) => Some(s),
+                        value => Node::new(value, pos).scalar_to_string(),
+                    };
+                    let Some(name) = name else {
+                        return Err(YamlError {
+                            message: "mapping keys must be scalars".into(),
+                            pos,
+                        });
                     };
                     *key = Some(PendingKey {
                         merge: plain_merge && name == "<<",
                         name,
                         kind,
-                        pos: node.pos,
+                        pos,
                     });
                     Ok(())
                 }
@@ -520,7 +543,7 @@ impl Builder {
                             Ok(src) => {
                                 // Psych: `hash.merge!(merged)` — merged keys replace keys
                                 // written before the `<<`; keys written after it win.
-                                for (name, entry) in src.entries {
+                                for (name, entry) in src.entries_owned() {
                                     map.insert(name, entry);
                                 }
                             }
@@ -558,9 +581,9 @@ fn merge_source(node: Node) -> Result<Map, Node> {
         Value::Seq(items) if items.iter().all(|i| matches!(i.value, Value::Map(_))) => {
             // Psych: earlier entries of the list win over later ones.
             let mut merged = Map::new();
-            for item in items.into_iter().rev() {
+            for item in Rc::unwrap_or_clone(items).into_iter().rev() {
                 if let Value::Map(m) = item.value {
-                    for (name, entry) in m.entries {
+                    for (name, entry) in m.entries_owned() {
                         merged.insert(name, entry);
                     }
                 }
@@ -594,7 +617,7 @@ fn unknown_tag(t: &Tag) -> String {
 /// Resolve a scalar as Psych does. Returns the value, the key kind it would have as a
 /// mapping key, and whether it is a plain (untagged, unquoted) scalar.
 fn resolve_scalar(
-    text: &str,
+    text: Cow<'_, str>,
     style: ScalarStyle,
     tag: Option<&Tag>,
 ) -> Result<(Value, KeyKind, bool), String> {
@@ -606,17 +629,17 @@ fn resolve_scalar(
             return Err(unknown_tag(t));
         }
         let v = match t.suffix.as_str() {
-            "str" => Value::Str(text.to_owned()),
+            "str" => Value::Str(text.into_owned()),
             "null" => Value::Null,
-            "bool" => match psych_plain(text) {
+            "bool" => match psych_plain(&text) {
                 v @ Value::Bool(_) => v,
                 _ => return Err(format!("invalid value for !!bool: {text}")),
             },
-            "int" => match psych_plain(text) {
+            "int" => match psych_plain(&text) {
                 v @ Value::Int(_) => v,
                 _ => return Err(format!("invalid value for !!int: {text}")),
             },
-            "float" => match psych_plain(text) {
+            "float" => match psych_plain(&text) {
                 Value::Int(i) => Value::Float(i as f64),
                 v @ Value::Float(_) => v,
                 _ => return Err(format!("invalid value for !!float: {text}")),
@@ -627,43 +650,52 @@ fn resolve_scalar(
         return Ok((v, kind, false));
     }
     if style != ScalarStyle::Plain {
-        return Ok((Value::Str(text.to_owned()), KeyKind::Str, false));
+        return Ok((Value::Str(text.into_owned()), KeyKind::Str, false));
     }
-    let v = psych_plain(text);
-    let kind = if matches!(v, Value::Str(_)) { KeyKind::Str } else { KeyKind::Other };
-    Ok((v, kind, true))
+    Ok(match plain_typed(&text) {
+        Some(v) => (v, KeyKind::Other, true),
+        None => (Value::Str(text.into_owned()), KeyKind::Str, true),
+    })
 }
 
 /// Psych's `ScalarScanner#tokenize` for plain scalars (YAML 1.1 core types). Dates and
 /// times stay strings (GitLab's safe loader would reject the Date class; we are lenient).
 pub fn psych_plain(s: &str) -> Value {
+    plain_typed(s).unwrap_or_else(|| Value::Str(s.to_owned()))
+}
+
+/// [`psych_plain`] of a scalar that is not a string; `None` for a string.
+fn plain_typed(s: &str) -> Option<Value> {
     if s.is_empty() {
-        return Value::Null;
+        return Some(Value::Null);
     }
-    let lower = s.to_ascii_lowercase();
-    match lower.as_str() {
-        "~" | "null" => return Value::Null,
-        "yes" | "true" | "on" => return Value::Bool(true),
-        "no" | "false" | "off" => return Value::Bool(false),
-        ".inf" | "+.inf" => return Value::Float(f64::INFINITY),
-        "-.inf" => return Value::Float(f64::NEG_INFINITY),
-        ".nan" => return Value::Float(f64::NAN),
-        _ => {}
+    // The keywords, case-insensitively (the longest has 5 bytes).
+    if s.len() <= 5 {
+        let mut lower = [0u8; 5];
+        let lower = &mut lower[..s.len()];
+        lower.copy_from_slice(s.as_bytes());
+        lower.make_ascii_lowercase();
+        match &*lower {
+            b"~" | b"null" => return Some(Value::Null),
+            b"yes" | b"true" | b"on" => return Some(Value::Bool(true)),
+            b"no" | b"false" | b"off" => return Some(Value::Bool(false)),
+            b".inf" | b"+.inf" => return Some(Value::Float(f64::INFINITY)),
+            b"-.inf" => return Some(Value::Float(f64::NEG_INFINITY)),
+            b".nan" => return Some(Value::Float(f64::NAN)),
+            _ => {}
+        }
     }
     let first = s.as_bytes()[0];
     if !(first.is_ascii_digit() || matches!(first, b'-' | b'+' | b'.')) {
-        return Value::Str(s.to_owned());
+        return None;
     }
     if let Some(v) = parse_sexagesimal(s) {
-        return v;
+        return Some(v);
     }
     if let Some(i) = parse_ruby_int(s) {
-        return Value::Int(i);
+        return Some(Value::Int(i));
     }
-    if let Some(f) = parse_ruby_float(s) {
-        return Value::Float(f);
-    }
-    Value::Str(s.to_owned())
+    parse_ruby_float(s).map(Value::Float)
 }
 
 fn split_sign(s: &str) -> (bool, &str) {

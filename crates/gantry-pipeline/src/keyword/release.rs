@@ -53,7 +53,7 @@ fn assets(node: &Node, path: &str, cx: &mut Cx) -> bool {
                 return false;
             }
             let lpath = join(&join(path, "links"), "link");
-            for item in items {
+            for item in items.iter() {
                 ok &= link(item, &lpath, cx);
             }
         }

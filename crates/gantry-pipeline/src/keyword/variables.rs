@@ -38,12 +38,11 @@ pub(crate) fn variables(node: &Node, path: &str, level: VarLevel, cx: &mut Cx) -
     let mut ok = true;
     let mut out = Variables::new();
     for (name, entry) in map.entries() {
-        let vpath = join(path, name);
         if !alphanumeric_key(name, entry.key_kind) {
-            cx.attr(&vpath, "key", "must be an alphanumeric string", entry.key_pos);
+            cx.attr(&join(path, name), "key", "must be an alphanumeric string", entry.key_pos);
             ok = false;
         }
-        match variable(&entry.value, &vpath, level, cx) {
+        match variable(&entry.value, path, name, level, cx) {
             Some(v) => {
                 out.insert(name.to_owned(), v);
             }
@@ -53,14 +52,16 @@ pub(crate) fn variables(node: &Node, path: &str, level: VarLevel, cx: &mut Cx) -
     ok.then_some(out)
 }
 
-fn variable(node: &Node, path: &str, level: VarLevel, cx: &mut Cx) -> Option<Variable> {
+/// One variable; `path` is the `variables` mapping's (the variable's own path is only built
+/// for a message: this runs for every variable of every job).
+fn variable(node: &Node, path: &str, name: &str, level: VarLevel, cx: &mut Cx) -> Option<Variable> {
     match &node.value {
         Value::Str(_) | Value::Int(_) | Value::Float(_) | Value::Bool(_) => {
             node.scalar_to_string().map(Variable::plain)
         }
         // GitLab builds the entry from `config.nil? ? {} : config`.
-        Value::Null => complex(&Map::new(), node, path, level, cx),
-        Value::Map(m) => complex(m, node, path, level, cx),
+        Value::Null => complex(&Map::new(), node, &join(path, name), level, cx),
+        Value::Map(m) => complex(m, node, &join(path, name), level, cx),
         Value::Seq(_) | Value::Reference(_) => {
             // `Variable::UnknownStrategy` reports this text without a location.
             cx.push("variable definition must be either a string or a hash".to_owned(), node.pos);
