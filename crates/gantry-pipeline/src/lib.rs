@@ -18,6 +18,7 @@ pub mod model;
 pub mod report;
 pub(crate) mod resolve;
 pub(crate) mod rules;
+pub mod select;
 pub(crate) mod validate;
 pub mod yaml;
 
@@ -26,3 +27,4 @@ pub use context::{Context, PipelineInfo, Source};
 pub use diagnostic::{Diagnostic, Location, SourceMap};
 pub use include::{Loader, MemoryLoader};
 pub use model::*;
+pub use select::{SelectError, select_jobs};

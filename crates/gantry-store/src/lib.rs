@@ -136,13 +136,14 @@ impl Store {
 
     pub async fn create_project(&self, p: &NewProject, now: i64) -> Result<Project> {
         let r = sqlx::query(
-            "INSERT INTO projects (name, repo_url, default_branch, timeout_secs, created_at) VALUES ($1, $2, $3, $4, $5) RETURNING id",
+            "INSERT INTO projects (name, repo_url, default_branch, timeout_secs, created_at, ci_config_path) VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
         )
         .bind(&p.name)
         .bind(&p.repo_url)
         .bind(&p.default_branch)
         .bind(p.timeout_secs)
         .bind(now)
+        .bind(&p.ci_config_path)
         .fetch_one(&self.pool)
         .await
         .map_err(|e| StoreError::conflict_or(e, format!("a project named `{}` already exists", p.name)))?;

@@ -19,6 +19,8 @@ pub struct NewProject {
     pub repo_url: String,
     pub default_branch: String,
     pub timeout_secs: i64,
+    /// The configuration file's path in the repository (GitLab's `ci_config_path`).
+    pub ci_config_path: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -29,10 +31,12 @@ pub struct Project {
     pub default_branch: String,
     pub timeout_secs: i64,
     pub created_at: i64,
+    /// The configuration file's path in the repository (GitLab's `ci_config_path`).
+    pub ci_config_path: String,
 }
 
 impl Project {
-    pub(crate) const COLUMNS: &'static str = "id, name, repo_url, default_branch, timeout_secs, created_at";
+    pub(crate) const COLUMNS: &'static str = "id, name, repo_url, default_branch, timeout_secs, created_at, ci_config_path";
     pub(crate) fn from_row(r: &AnyRow) -> Self {
         Self {
             id: r.get("id"),
@@ -41,6 +45,7 @@ impl Project {
             default_branch: r.get("default_branch"),
             timeout_secs: r.get("timeout_secs"),
             created_at: r.get("created_at"),
+            ci_config_path: r.get("ci_config_path"),
         }
     }
 }

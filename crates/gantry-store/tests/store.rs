@@ -18,6 +18,7 @@ fn project(name: &str) -> NewProject {
         repo_url: "/tmp/repo".into(),
         default_branch: "main".into(),
         timeout_secs: 3600,
+        ci_config_path: ".gitlab-ci.yml".into(),
     }
 }
 

@@ -14,6 +14,9 @@ pub(crate) const DEFAULT_URL: &str = "http://127.0.0.1:8080";
 /// The runner's config.toml for `gantry runner …`; `--config` wins.
 pub(crate) const GANTRY_RUNNER_CONFIG: &str = "GANTRY_RUNNER_CONFIG";
 
+/// `gantry run`'s cache directory (default: under `$XDG_CACHE_HOME` or `~/.cache`).
+pub(crate) const GANTRY_CACHE_DIR: &str = "GANTRY_CACHE_DIR";
+
 /// The value of a declared variable; unset and empty are the same.
 pub(crate) fn var(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|value| !value.trim().is_empty())

@@ -94,18 +94,9 @@ pub(crate) fn run(args: &LintArgs) -> u8 {
     let Some(root) = git::toplevel(&cwd) else {
         return usage("not inside a git checkout", "run `gantry lint` from a git repository (`git init` creates one)");
     };
-    let config_path = match &args.file {
-        None => ".gitlab-ci.yml".to_owned(),
-        Some(f) => {
-            let abs = if f.is_absolute() { f.clone() } else { cwd.join(f) };
-            match abs.canonicalize() {
-                Ok(a) => match a.strip_prefix(root.canonicalize().unwrap_or(root.clone())) {
-                    Ok(rel) => rel.to_string_lossy().into_owned(),
-                    Err(_) => return usage(&format!("{} is outside the repository {}", f.display(), root.display()), ""),
-                },
-                Err(_) => return usage(&format!("{} does not exist", f.display()), "name a file in this repository"),
-            }
-        }
+    let config_path = match config_path(&root, &cwd, args.file.as_deref()) {
+        Ok(path) => path,
+        Err((msg, hint)) => return usage(&msg, &hint),
     };
     if !root.join(&config_path).is_file() {
         return usage(&format!("{config_path} does not exist in {}", root.display()), "create it, or name another file: gantry lint FILE");
@@ -130,6 +121,23 @@ pub(crate) fn run(args: &LintArgs) -> u8 {
         return exit::USAGE;
     }
     if compiled.errors.is_empty() { exit::OK } else { exit::INVALID }
+}
+
+/// The pipeline file's path relative to the repository root: `.gitlab-ci.yml`, or
+/// `file` (relative to `cwd`), which must exist inside the repository. The error is
+/// `(message, hint)`.
+pub(crate) fn config_path(root: &Path, cwd: &Path, file: Option<&Path>) -> Result<String, (String, String)> {
+    let Some(f) = file else {
+        return Ok(".gitlab-ci.yml".to_owned());
+    };
+    let abs = if f.is_absolute() { f.to_owned() } else { cwd.join(f) };
+    let abs = abs
+        .canonicalize()
+        .map_err(|_| (format!("{} does not exist", f.display()), "name a file in this repository".to_owned()))?;
+    let root = root.canonicalize().unwrap_or_else(|_| root.to_owned());
+    abs.strip_prefix(&root)
+        .map(|rel| rel.to_string_lossy().into_owned())
+        .map_err(|_| (format!("{} is outside the repository {}", f.display(), root.display()), String::new()))
 }
 
 fn pipeline_info(root: &Path, args: &LintArgs, config_path: &str) -> PipelineInfo {

@@ -7,6 +7,7 @@ mod git;
 mod lint;
 mod pipeline;
 mod project;
+mod run;
 mod runner;
 mod server;
 
@@ -37,6 +38,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run the checkout's pipeline on this machine, with the real engine.
+    Run(run::RunArgs),
     /// Validate and expand a .gitlab-ci.yml as GitLab would for a given ref.
     Lint(lint::LintArgs),
     /// Run the coordinator: Runner API, user API and git clones over HTTP.
@@ -55,6 +58,7 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let code = match cli.command {
+        Command::Run(args) => run::run(&args),
         Command::Lint(args) => lint::run(&args),
         Command::Server(args) => server::run(&args),
         Command::Project(command) => client::exit_code(project::run(&command)),

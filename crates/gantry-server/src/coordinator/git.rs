@@ -88,7 +88,9 @@ pub(crate) struct Mirror {
 impl Mirror {
     /// Create the mirror if needed and fetch branches and tags from `remote`. Pipeline
     /// refs (`refs/pipelines/*`) are outside the fetched refspecs, so `--prune` keeps them.
-    pub async fn sync(&self, remote: &str) -> Result<()> {
+    /// With `share_objects` (`remote` is a local repository), a new mirror borrows the
+    /// remote's objects through `objects/info/alternates`, so the fetch copies nothing.
+    pub async fn sync(&self, remote: &str, share_objects: bool) -> Result<()> {
         if !self.path.join("HEAD").exists() {
             if let Some(parent) = self.path.parent() {
                 tokio::fs::create_dir_all(parent).await?;
@@ -103,6 +105,20 @@ impl Mirror {
             git(Some(&self.path), &["config", "http.receivepack", "false"]).await?;
             // `git http-backend` serves only exported repositories (or GIT_HTTP_EXPORT_ALL).
             tokio::fs::write(self.path.join("git-daemon-export-ok"), b"").await?;
+            if share_objects {
+                let objects = text(
+                    git(
+                        Some(Path::new(remote)),
+                        &["rev-parse", "--path-format=absolute", "--git-path", "objects"],
+                    )
+                    .await?,
+                );
+                tokio::fs::write(
+                    self.path.join("objects/info/alternates"),
+                    format!("{objects}\n"),
+                )
+                .await?;
+            }
         }
         git(
             Some(&self.path),

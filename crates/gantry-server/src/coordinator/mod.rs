@@ -43,6 +43,7 @@ use crate::processor::{PipelineState, Watchdog};
 
 pub use blob::{BlobStore, LocalDir};
 pub use error::CoordinatorError;
+pub use pipelines::{JobSelection, PipelineRequest, ProjectRequest};
 pub use queue::RequestInfo;
 pub use time::iso8601;
 pub use views::{
@@ -67,6 +68,37 @@ pub struct CoordinatorConfig {
     pub trace_limit: u64,
     /// Largest artifact upload, bytes (default 100 MiB).
     pub artifact_limit: u64,
+    /// Mirrors of projects whose repository is a local path borrow its objects (git
+    /// alternates) instead of copying them. Only safe while that repository keeps its
+    /// objects (`gantry run`, whose mirrors live for one run); off by default.
+    pub share_local_objects: bool,
+    /// Who pipelines are attributed to (`GITLAB_USER_*`).
+    pub user: PipelineUser,
+    /// `X-GitLab-Trace-Update-Interval` for every job; `None` = GitLab's (3 s while
+    /// somebody reads the log, else 60 s). `gantry run` asks for 1 s so a cancel reaches
+    /// the runner at once.
+    pub trace_update_interval: Option<Duration>,
+}
+
+/// Who pipelines are attributed to: the `GITLAB_USER_*` variables.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PipelineUser {
+    pub login: String,
+    pub name: String,
+    pub email: String,
+    pub id: u64,
+}
+
+impl Default for PipelineUser {
+    /// The server's only user: the administrator.
+    fn default() -> Self {
+        PipelineUser {
+            login: "root".to_owned(),
+            name: "Administrator".to_owned(),
+            email: "admin@localhost".to_owned(),
+            id: 1,
+        }
+    }
 }
 
 impl CoordinatorConfig {
@@ -78,6 +110,9 @@ impl CoordinatorConfig {
             long_poll: gantry_protocol::long_poll::DEFAULT_HOLD,
             trace_limit: 100 * 1024 * 1024,
             artifact_limit: 100 * 1024 * 1024,
+            share_local_objects: false,
+            user: PipelineUser::default(),
+            trace_update_interval: None,
         }
     }
 }

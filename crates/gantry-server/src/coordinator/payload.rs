@@ -379,11 +379,11 @@ impl Coordinator {
             project_namespace: namespace,
             project_id: u64::try_from(project.id).unwrap_or(0),
             server_url: self.external_url().to_owned(),
-            config_path: ".gitlab-ci.yml".to_owned(),
-            user_login: "root".to_owned(),
-            user_name: "Administrator".to_owned(),
-            user_email: "admin@localhost".to_owned(),
-            user_id: 1,
+            config_path: project.ci_config_path.clone(),
+            user_login: self.inner.cfg.user.login.clone(),
+            user_name: self.inner.cfg.user.name.clone(),
+            user_email: self.inner.cfg.user.email.clone(),
+            user_id: self.inner.cfg.user.id,
             pipeline_iid: u64::try_from(pipeline.iid).unwrap_or(1),
         }
     }

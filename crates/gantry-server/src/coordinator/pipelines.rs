@@ -73,7 +73,44 @@ enum Compiled {
     Errors(Vec<String>),
     /// `workflow:rules` filtered it, or no job remained (not persisted either).
     NotCreated(String),
+    /// A job selection named a job the pipeline does not have.
+    Selection(String),
     Pipeline(gantry_pipeline::Pipeline),
+}
+
+/// A project to create.
+#[derive(Clone, Debug, Default)]
+pub struct ProjectRequest {
+    /// `name` or `namespace/name`.
+    pub name: String,
+    /// A local path or a URL git can fetch.
+    pub repo: String,
+    /// The default branch; read from the repository's `HEAD` when `None`.
+    pub default_branch: Option<String>,
+    /// The configuration file's path in the repository; `.gitlab-ci.yml` when `None`.
+    pub ci_config_path: Option<String>,
+}
+
+/// A pipeline to create.
+#[derive(Clone, Debug)]
+pub struct PipelineRequest {
+    /// A branch or tag of the project.
+    pub ref_name: String,
+    /// Pipeline variables (highest precedence).
+    pub variables: Vec<(String, String)>,
+    /// `CI_PIPELINE_SOURCE`.
+    pub source: Source,
+    /// Only some jobs (`gantry run JOB...`); `None` = the whole pipeline.
+    pub jobs: Option<JobSelection>,
+}
+
+/// Which jobs of a pipeline to keep (see [`gantry_pipeline::select`]).
+#[derive(Clone, Debug, Default)]
+pub struct JobSelection {
+    /// Job names; a `parallel` job's name as written selects all its instances.
+    pub names: Vec<String>,
+    /// Also keep what the named jobs wait for, transitively.
+    pub with_needs: bool,
 }
 
 impl Coordinator {
@@ -149,11 +186,34 @@ impl Coordinator {
         name: &str,
         repo: &str,
     ) -> std::result::Result<Project, CoordinatorError> {
+        self.create_project_with(&ProjectRequest {
+            name: name.to_owned(),
+            repo: repo.to_owned(),
+            ..ProjectRequest::default()
+        })
+        .await
+    }
+
+    /// Create a project with settings beyond its name and repository.
+    pub async fn create_project_with(
+        &self,
+        request: &ProjectRequest,
+    ) -> std::result::Result<Project, CoordinatorError> {
+        let (name, repo) = (request.name.as_str(), request.repo.as_str());
         if !valid_project_name(name) {
             return Err(CoordinatorError::Invalid(format!(
                 "create project `{name}`: a name is 1-255 characters of letters, digits, `.`, `_`, `-`, in `/`-separated parts (not ending in `.git`)"
             )));
         }
+        let ci_config_path = match request.ci_config_path.as_deref() {
+            None | Some("") => ".gitlab-ci.yml".to_owned(),
+            Some(path) if path.starts_with('/') || path.split('/').any(|part| part == "..") => {
+                return Err(CoordinatorError::Invalid(format!(
+                    "create project `{name}`: the CI configuration path `{path}` must be relative to the repository root"
+                )));
+            }
+            Some(path) => path.to_owned(),
+        };
         let repo_url = if is_local_path(repo) {
             let abs = std::fs::canonicalize(repo).map_err(|e| {
                 CoordinatorError::Invalid(format!(
@@ -164,11 +224,14 @@ impl Coordinator {
         } else {
             repo.to_owned()
         };
-        let default_branch = super::git::default_branch(&repo_url).await.map_err(|e| {
-            CoordinatorError::Invalid(format!(
-                "create project `{name}`: {repo} is not a git repository git can read ({e})"
-            ))
-        })?;
+        let default_branch = match &request.default_branch {
+            Some(branch) => branch.clone(),
+            None => super::git::default_branch(&repo_url).await.map_err(|e| {
+                CoordinatorError::Invalid(format!(
+                    "create project `{name}`: {repo} is not a git repository git can read ({e})"
+                ))
+            })?,
+        };
         let p = self
             .inner
             .store
@@ -178,6 +241,7 @@ impl Coordinator {
                     repo_url,
                     default_branch,
                     timeout_secs: DEFAULT_PROJECT_TIMEOUT,
+                    ci_config_path,
                 },
                 now_ms(),
             )
@@ -211,7 +275,8 @@ impl Coordinator {
     async fn sync_mirror(&self, project: &gantry_store::Project) -> Result<Mirror> {
         let mirror = self.mirror(project.id);
         let _g = self.inner.repo_locks[stripe(project.id)].lock().await;
-        mirror.sync(&project.repo_url).await?;
+        let share = self.inner.cfg.share_local_objects && is_local_path(&project.repo_url);
+        mirror.sync(&project.repo_url, share).await?;
         let _ = mirror.set_head(&project.default_branch).await;
         Ok(mirror)
     }
@@ -229,6 +294,33 @@ impl Coordinator {
         variables: Vec<(String, String)>,
         source: Source,
     ) -> std::result::Result<PipelineView, CoordinatorError> {
+        self.create_pipeline_with(
+            project_id,
+            PipelineRequest {
+                ref_name: ref_name.to_owned(),
+                variables,
+                source,
+                jobs: None,
+            },
+        )
+        .await
+    }
+
+    /// [`Coordinator::create_pipeline`] with every option: a selection of jobs keeps
+    /// only those (see [`gantry_pipeline::select`]); an unknown job name is `Invalid`
+    /// and nothing is persisted.
+    pub async fn create_pipeline_with(
+        &self,
+        project_id: i64,
+        request: PipelineRequest,
+    ) -> std::result::Result<PipelineView, CoordinatorError> {
+        let PipelineRequest {
+            ref_name,
+            variables,
+            source,
+            jobs: selection,
+        } = request;
+        let ref_name = ref_name.as_str();
         let store = &self.inner.store;
         let project = store.project(project_id).await?;
         let mirror = self.sync_mirror(&project).await?;
@@ -262,11 +354,11 @@ impl Coordinator {
             project_namespace: namespace,
             project_id: u64::try_from(project.id).unwrap_or(0),
             server_url: self.external_url().to_owned(),
-            config_path: ".gitlab-ci.yml".to_owned(),
-            user_login: "root".to_owned(),
-            user_name: "Administrator".to_owned(),
-            user_email: "admin@localhost".to_owned(),
-            user_id: 1,
+            config_path: project.ci_config_path.clone(),
+            user_login: self.inner.cfg.user.login.clone(),
+            user_name: self.inner.cfg.user.name.clone(),
+            user_email: self.inner.cfg.user.email.clone(),
+            user_id: self.inner.cfg.user.id,
             pipeline_iid: u64::try_from(iid).unwrap_or(1),
         };
         let loader = CommitLoader {
@@ -274,8 +366,12 @@ impl Coordinator {
             sha: r.sha.clone(),
         };
         let vars = variables.clone();
+        let config_path = project.ci_config_path.clone();
         let compiled = tokio::task::spawn_blocking(move || {
-            let opts = Options::default();
+            let opts = Options {
+                config_path,
+                ..Options::default()
+            };
             match loader.read(&opts.config_path) {
                 Ok(Some(_)) => {}
                 Ok(None) => return Compiled::Missing("Missing CI config file".to_owned()),
@@ -290,7 +386,17 @@ impl Coordinator {
             if !c.errors.is_empty() {
                 return Compiled::Errors(c.errors.iter().map(|d| d.message.clone()).collect());
             }
-            match c.pipeline {
+            let mut pipeline = c.pipeline;
+            if let (Some(p), Some(selection)) = (&mut pipeline, &selection) {
+                if p.created {
+                    if let Err(e) =
+                        gantry_pipeline::select_jobs(p, &selection.names, selection.with_needs)
+                    {
+                        return Compiled::Selection(e.to_string());
+                    }
+                }
+            }
+            match pipeline {
                 Some(p) if p.created && !p.jobs.is_empty() => Compiled::Pipeline(p),
                 Some(p) => Compiled::NotCreated(
                     p.not_created_reason
@@ -322,7 +428,9 @@ impl Coordinator {
             Compiled::Missing(m) => {
                 return Err(CoordinatorError::Invalid(format!("create a pipeline: {m}")));
             }
-            Compiled::NotCreated(m) => return Err(CoordinatorError::Invalid(m)),
+            Compiled::NotCreated(m) | Compiled::Selection(m) => {
+                return Err(CoordinatorError::Invalid(m));
+            }
             Compiled::Errors(errors) => {
                 new.status = Status::Failed.as_str().to_owned();
                 new.failure_reason = Some("config_error".to_owned());

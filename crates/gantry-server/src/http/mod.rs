@@ -85,6 +85,9 @@ impl AppState {
 
     /// `X-GitLab-Trace-Update-Interval` for a job: 3 s while watched, else 60 s (§5.2).
     pub(crate) fn trace_update_interval(&self, job_id: i64) -> Duration {
+        if let Some(interval) = self.coordinator.config().trace_update_interval {
+            return interval;
+        }
         let watched = self.watched.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         match watched.get(&job_id) {
             Some(at) if at.elapsed() < WATCH_TTL => gantry_protocol::update_interval::WATCHED_UPDATE_INTERVAL,

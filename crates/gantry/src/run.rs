@@ -1,0 +1,661 @@
+//! `gantry run`: the checkout's pipeline on this machine, with the real engine.
+//!
+//! One process holds a coordinator on a temporary SQLite database (served over HTTP on
+//! a loopback port) and a runner polling it — the same code as `gantry server` +
+//! `gantry runner run`, so pipeline semantics, job payloads, artifacts, caches and
+//! dotenv reports are the server's. What is local:
+//!
+//! * sources: a snapshot of the working tree (see [`snapshot`]) is the project's
+//!   repository, and every job gets a fresh copy of it (the runner's snapshot mode);
+//! * the cache directory persists between runs of the same checkout:
+//!   `$XDG_CACHE_HOME/gantry/run/<hash of the checkout path>/cache` (or
+//!   `~/.cache/gantry/…`; `GANTRY_CACHE_DIR` overrides it);
+//! * selection: `JOB...` keeps only those jobs (`--needs` adds what they wait for) and
+//!   plays them when they are manual; `--manual NAME` plays other manual jobs;
+//! * the terminal: prefixed log lines, a live view, a summary, `--json-report`.
+//!
+//! Exit status: 0 when the pipeline succeeded (warnings included) — or stopped at
+//! manual jobs or was skipped, with nothing failed —, 1 when it failed or was canceled,
+//! 2 for a configuration or usage error.
+
+mod display;
+mod report;
+mod snapshot;
+
+use std::io::IsTerminal as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+use gantry_pipeline::{Context, Loader, Options, PipelineInfo, Source};
+use gantry_runner::config::Config;
+use gantry_runner::job::JobEvent;
+use gantry_runner::poll::{PollEvent, PollOptions, Poller};
+use gantry_server::coordinator::{
+    Coordinator, CoordinatorConfig, JobSelection, PipelineRequest, PipelineUser, ProjectRequest, RunnerOptions,
+};
+use gantry_store::Store;
+use tokio::sync::mpsc;
+
+use crate::{env, exit, git, lint};
+use display::{Display, JobLine};
+use report::RunReport;
+use snapshot::{RunRef, Snapshot};
+
+#[derive(Args)]
+pub(crate) struct RunArgs {
+    /// Jobs to run (default: the whole pipeline). A `parallel` job's name selects all
+    /// its instances. Named manual jobs are played.
+    #[arg(value_name = "JOB")]
+    jobs: Vec<String>,
+    /// Also run what the named jobs wait for (their needs, or the earlier stages),
+    /// transitively.
+    #[arg(long, requires = "jobs")]
+    needs: bool,
+    /// Pipeline file, relative to the repository root (default: .gitlab-ci.yml).
+    #[arg(long, value_name = "PATH")]
+    file: Option<PathBuf>,
+    /// Run the pipeline of this branch (default: the current branch). The sources are
+    /// still the working tree unless --committed.
+    #[arg(long = "ref", value_name = "BRANCH", conflicts_with = "tag")]
+    ref_: Option<String>,
+    /// Run the pipeline of this tag.
+    #[arg(long, value_name = "TAG")]
+    tag: Option<String>,
+    /// Use the current commit (or the tag's) instead of the working tree.
+    #[arg(long)]
+    committed: bool,
+    /// A pipeline variable (highest precedence, like variables of a triggered pipeline).
+    #[arg(long = "var", value_name = "KEY=VALUE", value_parser = lint::parse_var)]
+    vars: Vec<(String, String)>,
+    /// Where jobs run: `auto` runs jobs with an `image:` in Docker when an engine is
+    /// reachable and the others in the shell; `shell` runs everything on this machine.
+    #[arg(long, value_enum, default_value_t = ExecutorChoice::Auto)]
+    executor: ExecutorChoice,
+    /// Jobs running at once (default: the number of CPUs, at least 2).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    concurrency: Option<u16>,
+    /// Play this manual job when it is reached (repeatable).
+    #[arg(long = "manual", value_name = "JOB")]
+    manual: Vec<String>,
+    /// Write a JSON report of the run to this file at the end.
+    #[arg(long, value_name = "PATH")]
+    json_report: Option<PathBuf>,
+    /// No colours.
+    #[arg(long)]
+    no_color: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum ExecutorChoice {
+    Auto,
+    Shell,
+    Docker,
+}
+
+/// An error that ends the run before the pipeline ran, with its exit status.
+struct Stop {
+    message: String,
+    code: u8,
+}
+
+fn usage(message: impl Into<String>) -> Stop {
+    Stop {
+        message: message.into(),
+        code: exit::USAGE,
+    }
+}
+
+fn failed(message: impl Into<String>) -> Stop {
+    Stop {
+        message: message.into(),
+        code: exit::INVALID,
+    }
+}
+
+pub(crate) fn run(args: &RunArgs) -> u8 {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error: failed to start the async runtime: {e}");
+            return exit::FAILED;
+        }
+    };
+    match runtime.block_on(run_pipeline(args)) {
+        Ok(code) => code,
+        Err(Stop { message, code }) => {
+            eprintln!("error: {message}");
+            code
+        }
+    }
+}
+
+/// Everything the run holds until it ends.
+struct Setup {
+    root: PathBuf,
+    config_path: String,
+    run_ref: RunRef,
+    default_branch: String,
+    _tmp: tempfile::TempDir,
+    tmp: PathBuf,
+    snapshot: Snapshot,
+}
+
+fn setup(args: &RunArgs) -> Result<Setup, Stop> {
+    let cwd = std::env::current_dir().map_err(|e| usage(format!("cannot read the current directory: {e}")))?;
+    let root = git::toplevel(&cwd)
+        .ok_or_else(|| usage("not inside a git checkout\n  hint: run `gantry run` from a git repository (`git init` creates one)"))?;
+    let config_path = lint::config_path(&root, &cwd, args.file.as_deref()).map_err(|(msg, hint)| {
+        usage(if hint.is_empty() { msg } else { format!("{msg}\n  hint: {hint}") })
+    })?;
+    let run_ref = match (&args.tag, &args.ref_) {
+        (Some(tag), _) => RunRef::Tag(tag.clone()),
+        (None, Some(branch)) => RunRef::Branch(branch.clone()),
+        (None, None) => RunRef::Branch(git::current_branch(&root).ok_or_else(|| {
+            usage("HEAD is detached, so there is no current branch to run the pipeline for\n  hint: pass --ref BRANCH (or --tag TAG)")
+        })?),
+    };
+    let default_branch = git::default_branch(&root);
+    let tmp = tempfile::Builder::new()
+        .prefix("gantry-run-")
+        .tempdir()
+        .map_err(|e| failed(format!("failed to create a temporary directory: {e}")))?;
+    let tmp_path = tmp.path().to_owned();
+    let snapshot = snapshot::prepare(&root, &tmp_path, &run_ref, &default_branch, args.committed)
+        .map_err(|e| match e {
+            snapshot::SnapshotError::Usage(m) => usage(m),
+            other => failed(format!("failed to snapshot the working tree: {other}")),
+        })?;
+    if !snapshot.dir.join(&config_path).is_file() {
+        return Err(usage(format!(
+            "{config_path} does not exist in {}{}\n  hint: create it, or name another file with --file PATH",
+            root.display(),
+            if args.committed { " at the current commit" } else { "" }
+        )));
+    }
+    Ok(Setup {
+        root,
+        config_path,
+        run_ref,
+        default_branch,
+        _tmp: tmp,
+        tmp: tmp_path,
+        snapshot,
+    })
+}
+
+/// Reads configuration files from the snapshot (exactly what the coordinator reads).
+struct SnapshotFiles<'a> {
+    dir: &'a Path,
+}
+
+impl Loader for SnapshotFiles<'_> {
+    fn read(&self, path: &str) -> Result<Option<String>, String> {
+        match std::fs::read(self.dir.join(path)) {
+            Ok(bytes) => String::from_utf8(bytes)
+                .map(Some)
+                .map_err(|_| format!("{path} is not valid UTF-8")),
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::IsADirectory) => Ok(None),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    fn files(&self) -> Vec<String> {
+        git::files(self.dir)
+    }
+}
+
+/// Compiles the configuration first, to report errors with their file:line:column
+/// (the coordinator stores messages only) and stop with exit status 2.
+fn check_configuration(s: &Setup, args: &RunArgs, project_name: &str) -> Result<(), Stop> {
+    let (namespace, name) = project_name.rsplit_once('/').unwrap_or(("local", project_name));
+    let info = PipelineInfo {
+        ref_name: s.run_ref.name().to_owned(),
+        is_tag: matches!(s.run_ref, RunRef::Tag(_)),
+        source: Source::Push,
+        sha: s.snapshot.sha.clone(),
+        default_branch: s.default_branch.clone(),
+        project_name: name.to_owned(),
+        project_namespace: namespace.to_owned(),
+        config_path: s.config_path.clone(),
+        ..PipelineInfo::default()
+    };
+    let ctx = Context::new(&info, &args.vars, None);
+    let opts = Options {
+        config_path: s.config_path.clone(),
+        ..Options::default()
+    };
+    let compiled = gantry_pipeline::compile(&opts, &ctx, &SnapshotFiles { dir: &s.snapshot.dir });
+    if compiled.errors.is_empty() {
+        return Ok(());
+    }
+    Err(usage(format!(
+        "the pipeline configuration is invalid:\n{}",
+        gantry_pipeline::report::render_text(&compiled).trim_end()
+    )))
+}
+
+/// `namespace/name` from the `origin` remote (`git@host:group/project.git`), else
+/// `local/<directory name>`.
+fn project_name(root: &Path) -> String {
+    let dir = root
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "project".to_owned());
+    let clean = |s: &str| -> String {
+        s.chars()
+            .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') { c } else { '-' })
+            .collect::<String>()
+            .trim_start_matches(['-', '.'])
+            .trim_end_matches(".git")
+            .to_owned()
+    };
+    if let Some(url) = git::git(root, &["remote", "get-url", "origin"]) {
+        let path = url.trim_end_matches('/').trim_end_matches(".git");
+        let path = match path.split_once("://") {
+            Some((_, rest)) => rest.split_once('/').map(|(_, p)| p).unwrap_or(""),
+            None => path.rsplit_once(':').map(|(_, p)| p).unwrap_or(path),
+        };
+        let parts: Vec<String> = path.split('/').filter(|p| !p.is_empty()).map(clean).filter(|p| !p.is_empty()).collect();
+        if parts.len() >= 2 {
+            return parts.join("/");
+        }
+    }
+    let dir = clean(&dir);
+    format!("local/{}", if dir.is_empty() { "project" } else { &dir })
+}
+
+fn pipeline_user(root: &Path) -> PipelineUser {
+    let email = git::git(root, &["config", "user.email"]).unwrap_or_default();
+    let name = git::git(root, &["config", "user.name"]);
+    let login = email.split('@').next().filter(|l| !l.is_empty()).unwrap_or("gantry").to_owned();
+    PipelineUser {
+        name: name.unwrap_or_else(|| login.clone()),
+        login,
+        email,
+        id: 1,
+    }
+}
+
+/// The cache directory of this checkout (see the module docs).
+fn cache_dir(root: &Path) -> PathBuf {
+    if let Some(dir) = env::var(env::GANTRY_CACHE_DIR) {
+        return PathBuf::from(dir);
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").filter(|d| !d.is_empty()).map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir);
+    let digest = {
+        use std::hash::{Hash, Hasher};
+        // FNV-1a: stable across Rust versions (DefaultHasher is not).
+        struct Fnv(u64);
+        impl Hasher for Fnv {
+            fn finish(&self) -> u64 {
+                self.0
+            }
+            fn write(&mut self, bytes: &[u8]) {
+                for b in bytes {
+                    self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3);
+                }
+            }
+        }
+        let mut h = Fnv(0xcbf2_9ce4_8422_2325);
+        root.to_string_lossy().as_bytes().hash(&mut h);
+        h.finish()
+    };
+    base.join("gantry").join("run").join(format!("{digest:016x}")).join("cache")
+}
+
+fn concurrency(args: &RunArgs) -> usize {
+    args.concurrency.map(usize::from).unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(std::num::NonZeroUsize::get)
+            .unwrap_or(2)
+            .max(2)
+    })
+}
+
+/// Whether `job` is one of `names` (a `parallel` job by its name as written).
+fn named(job: &str, names: &[String]) -> bool {
+    names.iter().any(|n| {
+        job == n
+            || job
+                .strip_prefix(n.as_str())
+                .is_some_and(|rest| rest.starts_with(": [") || is_node_suffix(rest))
+    })
+}
+
+/// ` 2/5`.
+fn is_node_suffix(rest: &str) -> bool {
+    rest.strip_prefix(' ')
+        .and_then(|r| r.split_once('/'))
+        .is_some_and(|(a, b)| !a.is_empty() && !b.is_empty() && a.bytes().chain(b.bytes()).all(|c| c.is_ascii_digit()))
+}
+
+enum Event {
+    Log(i64, Vec<u8>),
+    Poll(PollEvent),
+}
+
+async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
+    let s = setup(args)?;
+    let project_name = project_name(&s.root);
+    check_configuration(&s, args, &project_name)?;
+
+    let color = !args.no_color && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::io::stdout().is_terminal();
+    let live = std::io::stdout().is_terminal();
+
+    // The coordinator, on a temporary database, over loopback HTTP.
+    let data_dir = s.tmp.join("data");
+    std::fs::create_dir_all(&data_dir).map_err(|e| failed(format!("failed to create {}: {e}", data_dir.display())))?;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(|e| failed(format!("failed to listen on a loopback port: {e}")))?;
+    let addr = listener.local_addr().map_err(|e| failed(format!("failed to read the loopback address: {e}")))?;
+    let url = format!("http://{addr}");
+    let store = Store::open(&format!("sqlite://{}", data_dir.join("gantry.db").display()))
+        .await
+        .map_err(|e| failed(format!("failed to open the temporary database: {e}")))?;
+    let mut cfg = CoordinatorConfig::new(&data_dir, url.clone());
+    cfg.share_local_objects = true;
+    cfg.user = pipeline_user(&s.root);
+    cfg.trace_update_interval = Some(Duration::from_secs(1));
+    let coordinator = Coordinator::open(store, cfg)
+        .await
+        .map_err(|e| failed(format!("failed to start the coordinator: {e}")))?;
+    let project = coordinator
+        .create_project_with(&ProjectRequest {
+            name: project_name.clone(),
+            repo: s.snapshot.repo.to_string_lossy().into_owned(),
+            default_branch: Some(s.default_branch.clone()),
+            ci_config_path: Some(s.config_path.clone()),
+        })
+        .await
+        .map_err(|e| failed(format!("failed to {e}")))?;
+    let (_, runner_token) = coordinator
+        .create_runner(RunnerOptions {
+            description: "gantry run".to_owned(),
+            run_untagged: true,
+            ..RunnerOptions::default()
+        })
+        .await
+        .map_err(|e| failed(format!("failed to create the runner: {e}")))?;
+    let (stop_server, server_stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(gantry_server::http::serve(listener, coordinator.clone(), async {
+        let _ = server_stopped.await;
+    }));
+    let timers = coordinator.spawn_background();
+
+    // The runner, in-process.
+    let concurrency = concurrency(args);
+    let builds = s.tmp.join("builds");
+    let cache = cache_dir(&s.root);
+    let config_text = runner_config(&url, &runner_token, &builds, &cache, concurrency, args.executor);
+    let (config, _) = Config::from_toml(&config_text, Path::new("<gantry run>"))
+        .map_err(|e| failed(format!("failed to configure the runner: {e}")))?;
+    let (tx, mut rx) = mpsc::unbounded_channel::<Event>();
+    let system_id = gantry_runner::poll::load_or_create_system_id(&s.tmp.join(".runner_system_id"))
+        .map_err(|e| failed(format!("failed to create the runner's system id: {e}")))?;
+    let mut options = PollOptions::new(system_id);
+    options.work_dir = s.tmp.clone();
+    options.snapshot = Some(s.snapshot.dir.clone());
+    options.events = {
+        let tx = tx.clone();
+        Arc::new(move |event| {
+            let _ = tx.send(Event::Poll(event.clone()));
+        })
+    };
+    options.trace_tap = {
+        let tx = tx.clone();
+        Some(Arc::new(move |job_id, bytes: &[u8]| {
+            let _ = tx.send(Event::Log(job_id, bytes.to_vec()));
+        }))
+    };
+    drop(tx);
+    let (poller, handle) = Poller::new(config, options).map_err(|e| failed(format!("failed to {e}")))?;
+    let polling = tokio::spawn(poller.run());
+
+    let mut display = Display::new(color, live);
+    if s.snapshot.uncommitted {
+        display.message(&format!(
+            "Running the working tree of {} (uncommitted changes included) as {}",
+            s.root.display(),
+            &s.snapshot.sha[..12.min(s.snapshot.sha.len())]
+        ));
+    }
+
+    // The pipeline.
+    let request = PipelineRequest {
+        ref_name: s.run_ref.name().to_owned(),
+        variables: args.vars.clone(),
+        source: Source::Push,
+        jobs: (!args.jobs.is_empty()).then(|| JobSelection {
+            names: args.jobs.clone(),
+            with_needs: args.needs,
+        }),
+    };
+    let created = coordinator.create_pipeline_with(project.id, request).await;
+    let pipeline = match created {
+        Ok(p) => p,
+        Err(e) => {
+            shutdown(&handle, stop_server, polling, server, timers).await;
+            let message = e.to_string();
+            return Err(if message.contains("select jobs") {
+                usage(message)
+            } else {
+                failed(format!("the pipeline was not created: {message}"))
+            });
+        }
+    };
+    if !pipeline.yaml_errors.is_empty() {
+        shutdown(&handle, stop_server, polling, server, timers).await;
+        return Err(usage(format!("the pipeline configuration is invalid:\n{}", pipeline.yaml_errors.join("\n"))));
+    }
+    let mut play: Vec<String> = args.manual.clone();
+    play.extend(args.jobs.iter().cloned());
+    let mut played = std::collections::HashSet::new();
+    let mut interrupts = 0u32;
+    let mut ticker = tokio::time::interval(Duration::from_millis(100));
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut check = true;
+    let mut ctrl_c = Box::pin(tokio::signal::ctrl_c());
+    let (status, jobs) = loop {
+        if check {
+            check = false;
+            let jobs = coordinator
+                .pipeline_jobs(pipeline.id)
+                .await
+                .map_err(|e| failed(format!("failed to read the pipeline's jobs: {e}")))?;
+            let p = coordinator
+                .pipeline(pipeline.id)
+                .await
+                .map_err(|e| failed(format!("failed to read the pipeline: {e}")))?;
+            let mut stages: Vec<String> = Vec::new();
+            for j in jobs.iter().filter(|j| !j.retried) {
+                if !stages.contains(&j.stage) {
+                    stages.push(j.stage.clone());
+                }
+                display.job_name(j.id, &j.name);
+            }
+            display.set_stages(stages);
+            display.update_jobs(
+                jobs.iter()
+                    .filter(|j| !j.retried)
+                    .map(|j| JobLine {
+                        id: j.id,
+                        name: j.name.clone(),
+                        stage: j.stage.clone(),
+                        status: j.status.clone(),
+                        duration: j.duration,
+                    })
+                    .collect(),
+            );
+            let mut played_now = false;
+            for j in jobs.iter().filter(|j| !j.retried && j.status == "manual" && named(&j.name, &play)) {
+                if played.insert(j.id) {
+                    match coordinator.play_job(j.id, Vec::new()).await {
+                        Ok(_) => played_now = true,
+                        Err(e) => display.note(j.id, &format!("cannot be played: {e}")),
+                    }
+                }
+            }
+            if played_now {
+                check = true;
+                continue;
+            }
+            let active = jobs.iter().any(|j| {
+                !j.retried && matches!(j.status.as_str(), "pending" | "running" | "preparing" | "canceling" | "waiting_for_resource" | "scheduled")
+            });
+            let done = match p.status.as_str() {
+                "success" | "failed" | "canceled" | "skipped" => true,
+                "manual" => !active,
+                _ => false,
+            };
+            if done || (interrupts > 0 && !active) {
+                break (p.status.clone(), jobs);
+            }
+        }
+        tokio::select! {
+            event = rx.recv() => match event {
+                Some(Event::Log(job_id, bytes)) => display.log(job_id, &bytes),
+                Some(Event::Poll(event)) => {
+                    match event {
+                        PollEvent::JobReceived { job_id, job_name, .. } => {
+                            display.job_name(job_id, &job_name);
+                            if !live {
+                                display.note(job_id, "started");
+                            }
+                        }
+                        PollEvent::Job { event: JobEvent::Finished { job_id, ending, .. }, .. } => {
+                            display.flush_job(job_id);
+                            if !live {
+                                display.note(job_id, &format!("finished: {ending}"));
+                            }
+                        }
+                        _ => {}
+                    }
+                    check = true;
+                }
+                None => check = true,
+            },
+            _ = ticker.tick() => check = true,
+            _ = &mut ctrl_c => {
+                interrupts += 1;
+                ctrl_c = Box::pin(tokio::signal::ctrl_c());
+                if interrupts == 1 {
+                    display.message("Canceling the pipeline: running jobs are stopped, their after_script runs (Ctrl-C again to stop at once)");
+                    let _ = coordinator.cancel_pipeline(pipeline.id).await;
+                } else {
+                    display.message("Stopping at once");
+                    handle.interrupt();
+                    handle.interrupt();
+                    let jobs = coordinator.pipeline_jobs(pipeline.id).await.unwrap_or_default();
+                    break ("canceled".to_owned(), jobs);
+                }
+                check = true;
+            }
+        }
+    };
+    while let Ok(event) = rx.try_recv() {
+        if let Event::Log(job_id, bytes) = event {
+            display.log(job_id, &bytes);
+        }
+    }
+    for j in &jobs {
+        display.flush_job(j.id);
+    }
+    display.finish();
+    shutdown(&handle, stop_server, polling, server, timers).await;
+
+    let status = if interrupts > 0 && status != "success" { "canceled".to_owned() } else { status };
+    print!("\n{}", report::summary(&jobs, &status, display.color()));
+    if let Some(path) = &args.json_report {
+        write_report(path, &RunReport::new(&status, &jobs))?;
+    }
+    Ok(match report::report_status(&status).as_str() {
+        "success" | "manual" | "skipped" => exit::OK,
+        _ => exit::INVALID,
+    })
+}
+
+fn write_report(path: &Path, report: &RunReport) -> Result<(), Stop> {
+    let text = serde_json::to_string_pretty(report).map_err(|e| failed(format!("failed to write the JSON report: {e}")))?;
+    std::fs::write(path, format!("{text}\n"))
+        .map_err(|e| failed(format!("failed to write the JSON report to {}: {e}", path.display())))
+}
+
+async fn shutdown(
+    handle: &gantry_runner::poll::PollHandle,
+    stop_server: tokio::sync::oneshot::Sender<()>,
+    polling: tokio::task::JoinHandle<gantry_runner::poll::PollSummary>,
+    server: tokio::task::JoinHandle<std::io::Result<()>>,
+    timers: tokio::task::JoinHandle<()>,
+) {
+    handle.stop_taking_jobs();
+    // Held job requests are answered at once when the server shuts down.
+    let _ = stop_server.send(());
+    let _ = tokio::time::timeout(Duration::from_secs(10), polling).await;
+    let _ = tokio::time::timeout(Duration::from_secs(5), server).await;
+    timers.abort();
+}
+
+/// The runner's configuration, as a `config.toml` would say it (so it goes through the
+/// same validation).
+fn runner_config(url: &str, token: &str, builds: &Path, cache: &Path, concurrency: usize, executor: ExecutorChoice) -> String {
+    let quote = |s: &str| toml_string(s);
+    let executor_lines = match executor {
+        ExecutorChoice::Shell => "executor = \"shell\"\n".to_owned(),
+        ExecutorChoice::Docker => "executor = \"docker\"\n".to_owned(),
+        ExecutorChoice::Auto => "executor = \"shell\"\n".to_owned(),
+    };
+    format!(
+        "concurrent = {concurrency}\ncheck_interval = 1\nshutdown_timeout = 30\n\n[[runners]]\nname = \"gantry-run\"\nurl = {}\ntoken = {}\n{executor_lines}builds_dir = {}\ncache_dir = {}\nlimit = {concurrency}\nrequest_concurrency = {concurrency}\n",
+        quote(url),
+        quote(token),
+        quote(&builds.to_string_lossy()),
+        quote(&cache.to_string_lossy()),
+    )
+}
+
+/// A TOML basic string.
+fn toml_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if c.is_control() => out.push_str(&format!("\\u{:04x}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_select_parallel_instances() {
+        let names = vec!["test".to_owned()];
+        assert!(named("test", &names));
+        assert!(named("test 1/3", &names));
+        assert!(named("test: [a, b]", &names));
+        assert!(!named("test-2", &names));
+        assert!(!named("testing", &names));
+    }
+
+    #[test]
+    fn toml_strings_are_escaped() {
+        assert_eq!(toml_string("a\"b\\c\n"), "\"a\\\"b\\\\c\\u000a\"");
+    }
+}

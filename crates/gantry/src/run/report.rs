@@ -1,0 +1,137 @@
+//! The end of a run: the summary table and the `--json-report` file.
+
+use std::fmt::Write as _;
+
+use gantry_server::coordinator::{JobView, iso8601};
+use serde::Serialize;
+
+/// `--json-report`: a stable contract (snapshot-tested).
+#[derive(Debug, Serialize)]
+pub(crate) struct RunReport {
+    /// `success`, `failed`, `canceled`, `skipped` or `manual`.
+    pub(crate) status: String,
+    /// Every attempt of every job, in the order they were created.
+    pub(crate) jobs: Vec<JobReport>,
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct JobReport {
+    pub(crate) name: String,
+    pub(crate) stage: String,
+    pub(crate) status: String,
+    pub(crate) allow_failure: bool,
+    pub(crate) started_at: Option<String>,
+    pub(crate) finished_at: Option<String>,
+    pub(crate) exit_code: Option<i64>,
+    pub(crate) failure_reason: Option<String>,
+}
+
+/// The pipeline status as the report names it: GitLab's, with the states a finished
+/// run can end in.
+pub(crate) fn report_status(pipeline_status: &str) -> String {
+    match pipeline_status {
+        "success" | "failed" | "canceled" | "skipped" | "manual" => pipeline_status.to_owned(),
+        "canceling" => "canceled".to_owned(),
+        // A run that ended while jobs were still created, pending or scheduled stopped
+        // early (an interrupt).
+        _ => "canceled".to_owned(),
+    }
+}
+
+impl RunReport {
+    pub(crate) fn new(status: &str, jobs: &[JobView]) -> Self {
+        let mut jobs: Vec<&JobView> = jobs.iter().collect();
+        jobs.sort_by_key(|j| j.id);
+        RunReport {
+            status: report_status(status),
+            jobs: jobs
+                .into_iter()
+                .map(|j| JobReport {
+                    name: j.name.clone(),
+                    stage: j.stage.clone(),
+                    status: j.status.clone(),
+                    allow_failure: j.allow_failure,
+                    started_at: j.started_at.map(iso8601),
+                    finished_at: j.finished_at.map(iso8601),
+                    exit_code: j.exit_code,
+                    failure_reason: j.failure_reason.clone(),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Why a job did not run, in a user's words.
+pub(crate) fn why_not_run(job: &JobView, pipeline_failed: bool) -> Option<String> {
+    match job.status.as_str() {
+        "skipped" if job.when == "on_failure" => Some("when: on_failure, and nothing failed".to_owned()),
+        "skipped" if pipeline_failed => Some("a job it waits for failed".to_owned()),
+        "skipped" => Some("skipped".to_owned()),
+        "manual" => Some(format!("manual job: run it with --manual '{}'", job.name)),
+        "created" | "pending" | "scheduled" | "waiting_for_resource" => Some("the run stopped before it started".to_owned()),
+        "canceled" if job.started_at.is_none() => Some("canceled before it started".to_owned()),
+        _ => None,
+    }
+}
+
+/// The summary table: job, stage, status, duration, and why a job was skipped.
+pub(crate) fn summary(jobs: &[JobView], pipeline_status: &str, color: bool) -> String {
+    let mut latest: Vec<&JobView> = jobs.iter().filter(|j| !j.retried).collect();
+    latest.sort_by_key(|j| j.id);
+    let failed = pipeline_status == "failed" || jobs.iter().any(|j| j.status == "failed" && !j.allow_failure);
+    let rows: Vec<[String; 5]> = latest
+        .iter()
+        .map(|j| {
+            let status = match (j.status.as_str(), j.allow_failure) {
+                ("failed", true) => "failed (allowed)".to_owned(),
+                (s, _) => s.to_owned(),
+            };
+            let duration = j.duration.map(|d| format!("{d:.2}s")).unwrap_or_else(|| "-".to_owned());
+            let mut note = why_not_run(j, failed).unwrap_or_default();
+            if j.status == "failed" {
+                note = match (j.exit_code, &j.failure_reason) {
+                    (Some(code), _) => format!("exit code {code}"),
+                    (None, Some(reason)) => reason.clone(),
+                    (None, None) => String::new(),
+                };
+            }
+            if j.attempt > 1 {
+                note = format!("attempt {}{}{note}", j.attempt, if note.is_empty() { "" } else { ", " });
+            }
+            [j.name.clone(), j.stage.clone(), status, duration, note]
+        })
+        .collect();
+    let headers = ["job", "stage", "status", "duration", ""];
+    let mut widths = headers.map(str::len);
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let line = |cells: &[String; 5], colour: Option<&str>| {
+        let mut s = String::new();
+        for (i, (cell, w)) in cells.iter().zip(widths).enumerate() {
+            if i == 4 {
+                s.push_str(cell);
+            } else if i == 2 && colour.is_some() {
+                let _ = write!(s, "{}{cell:<w$}\x1b[0m  ", colour.unwrap_or(""));
+            } else {
+                let _ = write!(s, "{cell:<w$}  ");
+            }
+        }
+        s.trim_end().to_owned()
+    };
+    let _ = writeln!(out, "{}", line(&headers.map(str::to_owned), None));
+    for row in &rows {
+        let colour = color.then(|| match row[2].as_str() {
+            "success" => "\x1b[32m",
+            "failed" => "\x1b[31m",
+            "failed (allowed)" => "\x1b[33m",
+            _ => "\x1b[90m",
+        });
+        let _ = writeln!(out, "{}", line(row, colour));
+    }
+    let _ = writeln!(out, "pipeline: {}", report_status(pipeline_status));
+    out
+}
