@@ -71,15 +71,126 @@ pub struct Entry {
 
 /// An insertion-ordered mapping. Re-inserting a key keeps its first position and replaces
 /// the value (Ruby `Hash` semantics). Cloning shares the entries; the first mutation of a
-/// shared map copies its entries (one level: their values stay shared).
-#[derive(Clone, Debug, PartialEq, Default)]
+/// shared map copies its entries (one level: their values stay shared). Equality does not
+/// depend on the order (as `IndexMap`'s).
+#[derive(Clone, Debug, Default)]
 pub struct Map {
     entries: Rc<Entries>,
 }
 
-// FxHash: keys are short YAML keys, hashed constantly; SipHash's DoS resistance buys
-// nothing here (a file's keys are bounded by the node budget).
-type Entries = IndexMap<String, Entry, rustc_hash::FxBuildHasher>;
+/// Mappings of up to this many entries are searched by a scan (most of a configuration
+/// is small mappings: a scan of a few short keys is cheaper than hashing); larger ones are
+/// indexed.
+const SCANNED_UP_TO: usize = 12;
+
+#[derive(Clone, Debug)]
+enum Entries {
+    Few(Vec<(String, Entry)>),
+    // FxHash: keys are short YAML keys, hashed constantly; SipHash's DoS resistance buys
+    // nothing here (a file's keys are bounded by the node budget).
+    Many(IndexMap<String, Entry, rustc_hash::FxBuildHasher>),
+}
+
+impl Default for Entries {
+    fn default() -> Self {
+        Entries::Few(Vec::new())
+    }
+}
+
+/// One of two iterators of the same items.
+enum Either<A, B> {
+    A(A),
+    B(B),
+}
+
+impl<A: Iterator, B: Iterator<Item = A::Item>> Iterator for Either<A, B> {
+    type Item = A::Item;
+    fn next(&mut self) -> Option<A::Item> {
+        match self {
+            Either::A(a) => a.next(),
+            Either::B(b) => b.next(),
+        }
+    }
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        match self {
+            Either::A(a) => a.size_hint(),
+            Either::B(b) => b.size_hint(),
+        }
+    }
+}
+
+impl Entries {
+    fn len(&self) -> usize {
+        match self {
+            Entries::Few(v) => v.len(),
+            Entries::Many(m) => m.len(),
+        }
+    }
+    fn get(&self, key: &str) -> Option<&Entry> {
+        match self {
+            Entries::Few(v) => v.iter().find(|(k, _)| k == key).map(|(_, e)| e),
+            Entries::Many(m) => m.get(key),
+        }
+    }
+    fn get_mut(&mut self, key: &str) -> Option<&mut Entry> {
+        match self {
+            Entries::Few(v) => v.iter_mut().find(|(k, _)| k == key).map(|(_, e)| e),
+            Entries::Many(m) => m.get_mut(key),
+        }
+    }
+    fn insert(&mut self, key: String, entry: Entry) {
+        match self {
+            Entries::Few(v) => {
+                if let Some(slot) = v.iter_mut().find(|(k, _)| *k == key) {
+                    slot.1 = entry;
+                } else if v.len() < SCANNED_UP_TO {
+                    v.push((key, entry));
+                } else {
+                    let mut m = IndexMap::with_capacity_and_hasher(v.len() * 2, rustc_hash::FxBuildHasher);
+                    m.extend(std::mem::take(v));
+                    m.insert(key, entry);
+                    *self = Entries::Many(m);
+                }
+            }
+            Entries::Many(m) => {
+                m.insert(key, entry);
+            }
+        }
+    }
+    fn shift_remove(&mut self, key: &str) -> Option<Entry> {
+        match self {
+            Entries::Few(v) => {
+                let i = v.iter().position(|(k, _)| k == key)?;
+                Some(v.remove(i).1)
+            }
+            Entries::Many(m) => m.shift_remove(key),
+        }
+    }
+    fn iter(&self) -> impl Iterator<Item = (&String, &Entry)> {
+        match self {
+            Entries::Few(v) => Either::A(v.iter().map(|(k, e)| (k, e))),
+            Entries::Many(m) => Either::B(m.iter()),
+        }
+    }
+    fn iter_mut(&mut self) -> impl Iterator<Item = (&String, &mut Entry)> {
+        match self {
+            Entries::Few(v) => Either::A(v.iter_mut().map(|(k, e)| (&*k, e))),
+            Entries::Many(m) => Either::B(m.iter_mut()),
+        }
+    }
+    fn into_iter(self) -> impl Iterator<Item = (String, Entry)> {
+        match self {
+            Entries::Few(v) => Either::A(v.into_iter()),
+            Entries::Many(m) => Either::B(m.into_iter()),
+        }
+    }
+}
+
+impl PartialEq for Map {
+    fn eq(&self, other: &Map) -> bool {
+        self.len() == other.len() && self.entries().all(|(k, e)| other.entry(k) == Some(e))
+    }
+}
 
 impl Map {
     pub fn new() -> Self {
@@ -89,13 +200,14 @@ impl Map {
         self.entries.len()
     }
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.len() == 0
     }
     pub fn get(&self, key: &str) -> Option<&Node> {
         self.entries.get(key).map(|e| &e.value)
     }
     pub fn get_mut(&mut self, key: &str) -> Option<&mut Node> {
-        if !self.entries.contains_key(key) {
+        // Not copied when shared unless the key is there.
+        if !self.contains_key(key) {
             return None;
         }
         Rc::make_mut(&mut self.entries).get_mut(key).map(|e| &mut e.value)
@@ -104,7 +216,7 @@ impl Map {
         self.entries.get(key)
     }
     pub fn contains_key(&self, key: &str) -> bool {
-        self.entries.contains_key(key)
+        self.entries.get(key).is_some()
     }
     pub fn insert(&mut self, key: String, entry: Entry) {
         Rc::make_mut(&mut self.entries).insert(key, entry);
@@ -112,7 +224,7 @@ impl Map {
     /// Insert a value whose key has the same position as the value.
     pub fn insert_node(&mut self, key: impl Into<String>, value: Node) {
         let key_pos = value.pos;
-        Rc::make_mut(&mut self.entries).insert(
+        self.insert(
             key.into(),
             Entry {
                 key_pos,
@@ -122,7 +234,8 @@ impl Map {
         );
     }
     pub fn remove(&mut self, key: &str) -> Option<Node> {
-        if !self.entries.contains_key(key) {
+        // Not copied when shared unless the key is there.
+        if !self.contains_key(key) {
             return None;
         }
         Rc::make_mut(&mut self.entries).shift_remove(key).map(|e| e.value)
@@ -145,7 +258,7 @@ impl Map {
         Rc::ptr_eq(&self.entries, &other.entries)
     }
     pub fn keys(&self) -> impl Iterator<Item = &str> {
-        self.entries.keys().map(String::as_str)
+        self.entries.iter().map(|(k, _)| k.as_str())
     }
 }
 
