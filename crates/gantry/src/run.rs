@@ -240,9 +240,14 @@ fn check_configuration(s: &Setup, args: &RunArgs, project_name: &str) -> Result<
     )))
 }
 
-/// `namespace/name` from the `origin` remote (`git@host:group/project.git`), else
-/// `local/<directory name>`.
-fn project_name(root: &Path) -> String {
+/// What the `origin` remote says about the project: the server's URL
+/// (`git@gitlab.com:group/project.git` → `https://gitlab.com`) and `namespace/name`.
+/// Without a usable remote: `http://localhost` and `local/<directory name>`.
+///
+/// The server URL is what jobs see as `CI_SERVER_URL` (as on the real server), and it
+/// keeps the runner's local cache paths (`<host>/<project>/<key>`) the same from one run
+/// to the next; the runner itself talks to the loopback address.
+fn origin(root: &Path) -> (String, String) {
     let dir = root
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -256,18 +261,32 @@ fn project_name(root: &Path) -> String {
             .to_owned()
     };
     if let Some(url) = git::git(root, &["remote", "get-url", "origin"]) {
-        let path = url.trim_end_matches('/').trim_end_matches(".git");
-        let path = match path.split_once("://") {
-            Some((_, rest)) => rest.split_once('/').map(|(_, p)| p).unwrap_or(""),
-            None => path.rsplit_once(':').map(|(_, p)| p).unwrap_or(path),
+        let url = url.trim().trim_end_matches('/').trim_end_matches(".git");
+        let (server, path) = match url.split_once("://") {
+            Some((scheme, rest)) => {
+                let rest = rest.rsplit_once('@').map_or(rest, |(_, r)| r);
+                let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
+                let scheme = if scheme == "http" { "http" } else { "https" };
+                // ssh://git@host:2222/… → the web server is https://host.
+                let host = if scheme == "https" && url.starts_with("ssh") { host.split(':').next().unwrap_or(host) } else { host };
+                (format!("{scheme}://{host}"), path)
+            }
+            None => match url.split_once(':') {
+                Some((user_host, path)) if !user_host.contains('/') => {
+                    let host = user_host.rsplit_once('@').map_or(user_host, |(_, h)| h);
+                    (format!("https://{host}"), path)
+                }
+                _ => ("http://localhost".to_owned(), ""),
+            },
         };
         let parts: Vec<String> = path.split('/').filter(|p| !p.is_empty()).map(clean).filter(|p| !p.is_empty()).collect();
-        if parts.len() >= 2 {
-            return parts.join("/");
+        let host_ok = server.len() > "https://".len() && !server.ends_with("://");
+        if parts.len() >= 2 && host_ok {
+            return (server, parts.join("/"));
         }
     }
     let dir = clean(&dir);
-    format!("local/{}", if dir.is_empty() { "project" } else { &dir })
+    ("http://localhost".to_owned(), format!("local/{}", if dir.is_empty() { "project" } else { &dir }))
 }
 
 fn pipeline_user(root: &Path) -> PipelineUser {
@@ -346,7 +365,7 @@ enum Event {
 
 async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
     let s = setup(args)?;
-    let project_name = project_name(&s.root);
+    let (server_url, project_name) = origin(&s.root);
     check_configuration(&s, args, &project_name)?;
 
     let color = !args.no_color && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::io::stdout().is_terminal();
@@ -363,7 +382,7 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
     let store = Store::open(&format!("sqlite://{}", data_dir.join("gantry.db").display()))
         .await
         .map_err(|e| failed(format!("failed to open the temporary database: {e}")))?;
-    let mut cfg = CoordinatorConfig::new(&data_dir, url.clone());
+    let mut cfg = CoordinatorConfig::new(&data_dir, server_url);
     cfg.share_local_objects = true;
     cfg.user = pipeline_user(&s.root);
     cfg.trace_update_interval = Some(Duration::from_secs(1));
@@ -652,6 +671,27 @@ mod tests {
         assert!(named("test: [a, b]", &names));
         assert!(!named("test-2", &names));
         assert!(!named("testing", &names));
+    }
+
+    #[test]
+    fn the_origin_remote_gives_the_server_and_the_project() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = |args: &[&str]| {
+            std::process::Command::new("git").arg("-C").arg(dir.path()).args(args).output().unwrap();
+        };
+        run(&["init", "-q"]);
+        let name = dir.path().file_name().unwrap().to_string_lossy().trim_start_matches('.').to_owned();
+        assert_eq!(origin(dir.path()), ("http://localhost".to_owned(), format!("local/{name}")));
+        for (url, server, project) in [
+            ("git@gitlab.com:gcl/test-project.git", "https://gitlab.com", "gcl/test-project"),
+            ("https://user:pw@gitlab.example.com:8443/a/b/c.git", "https://gitlab.example.com:8443", "a/b/c"),
+            ("http://localhost:8080/group/proj", "http://localhost:8080", "group/proj"),
+            ("ssh://git@host.example:2222/g/p.git", "https://host.example", "g/p"),
+        ] {
+            run(&["remote", "remove", "origin"]);
+            run(&["remote", "add", "origin", url]);
+            assert_eq!(origin(dir.path()), (server.to_owned(), project.to_owned()), "{url}");
+        }
     }
 
     #[test]

@@ -1,0 +1,525 @@
+//! `gantry run` end to end: the real binary in real git checkouts, jobs in the shell
+//! executor, the report read back. Each test states the GitLab behaviour it checks.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+/// A git checkout in a temp dir, with its own HOME and cache directory.
+struct Checkout {
+    dir: tempfile::TempDir,
+    home: tempfile::TempDir,
+    cache: tempfile::TempDir,
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "Tester")
+        .env("GIT_AUTHOR_EMAIL", "tester@example.com")
+        .env("GIT_COMMITTER_NAME", "Tester")
+        .env("GIT_COMMITTER_EMAIL", "tester@example.com")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+impl Checkout {
+    /// A repository on branch `main` with `.gitlab-ci.yml` committed.
+    fn new(ci: &str) -> Self {
+        let c = Checkout {
+            dir: tempfile::tempdir().unwrap(),
+            home: tempfile::tempdir().unwrap(),
+            cache: tempfile::tempdir().unwrap(),
+        };
+        git(c.path(), &["init", "-q", "-b", "main"]);
+        git(c.path(), &["config", "user.email", "tester@example.com"]);
+        git(c.path(), &["config", "user.name", "Tester"]);
+        git(c.path(), &["remote", "add", "origin", "git@gitlab.example.com:acme/widget.git"]);
+        c.write(".gitlab-ci.yml", ci);
+        c.commit();
+        c
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn write(&self, file: &str, text: &str) {
+        let path = self.path().join(file);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    fn commit(&self) {
+        git(self.path(), &["add", "-A"]);
+        git(self.path(), &["commit", "-qm", "change", "--allow-empty"]);
+    }
+
+    fn command(&self, args: &[&str]) -> (Command, PathBuf) {
+        let report = self.home.path().join(format!("report-{}.json", std::process::id()));
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_gantry"));
+        cmd.arg("run")
+            .args(["--executor", "shell", "--no-color", "--json-report"])
+            .arg(&report)
+            .args(args)
+            .current_dir(self.path())
+            .env("HOME", self.home.path())
+            .env("GANTRY_CACHE_DIR", self.cache.path())
+            .env_remove("XDG_CACHE_HOME")
+            .env_remove("CI")
+            .env_remove("GITLAB_CI")
+            .stdin(Stdio::null());
+        (cmd, report)
+    }
+
+    fn run(&self, args: &[&str]) -> Run {
+        let (mut cmd, report) = self.command(args);
+        let _ = std::fs::remove_file(&report);
+        let output = cmd.output().unwrap();
+        Run::new(output, &report)
+    }
+}
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+    report: Value,
+}
+
+impl Run {
+    fn new(output: Output, report: &Path) -> Self {
+        let report = std::fs::read_to_string(report)
+            .ok()
+            .map(|t| serde_json::from_str(&t).unwrap())
+            .unwrap_or(Value::Null);
+        Run {
+            code: output.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+            report,
+        }
+    }
+
+    /// Pipeline status from the JSON report.
+    fn status(&self) -> &str {
+        self.report["status"].as_str().unwrap_or("<no report>")
+    }
+
+    /// Latest attempt's status of each job.
+    fn jobs(&self) -> BTreeMap<String, String> {
+        let mut out = BTreeMap::new();
+        for j in self.report["jobs"].as_array().into_iter().flatten() {
+            out.insert(j["name"].as_str().unwrap().to_owned(), j["status"].as_str().unwrap().to_owned());
+        }
+        out
+    }
+
+    fn job(&self, name: &str) -> String {
+        self.jobs().get(name).cloned().unwrap_or_else(|| format!("<{name} not in the report>"))
+    }
+
+    /// The log lines of one job, without the prefix.
+    fn log(&self, job: &str) -> Vec<String> {
+        self.stdout
+            .lines()
+            .filter_map(|l| {
+                let (name, text) = l.split_once(" | ")?;
+                (name.trim_end() == job).then(|| text.to_owned())
+            })
+            .collect()
+    }
+
+    fn logged(&self, job: &str, text: &str) -> bool {
+        self.log(job).iter().any(|l| l.contains(text))
+    }
+
+    fn explain(&self) -> String {
+        format!("exit {}\n--- stdout\n{}\n--- stderr\n{}", self.code, self.stdout, self.stderr)
+    }
+}
+
+fn jobs(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs.iter().map(|(a, b)| ((*a).to_owned(), (*b).to_owned())).collect()
+}
+
+#[test]
+fn a_failed_stage_skips_later_ones_and_runs_on_failure_and_always_jobs() {
+    let c = Checkout::new(
+        "stages: [build, test, deploy, cleanup]
+build: {stage: build, script: [echo built]}
+test: {stage: test, script: [echo testing, exit 1]}
+deploy: {stage: deploy, script: [echo deploying]}
+report: {stage: cleanup, script: [echo reporting], when: on_failure}
+tidy: {stage: cleanup, script: [echo tidy], when: always}
+",
+    );
+    let r = c.run(&[]);
+    assert_eq!(r.code, 1, "{}", r.explain());
+    assert_eq!(r.status(), "failed");
+    assert_eq!(
+        r.jobs(),
+        jobs(&[("build", "success"), ("test", "failed"), ("deploy", "skipped"), ("report", "success"), ("tidy", "success")])
+    );
+    assert!(r.logged("test", "ERROR: Job failed: exit code 1"), "{}", r.explain());
+    assert!(r.log("deploy").is_empty());
+    assert!(r.stdout.contains("a job it waits for failed"), "{}", r.explain());
+}
+
+#[test]
+fn allow_failure_and_exit_codes_decide_whether_the_pipeline_fails() {
+    let c = Checkout::new(
+        "allowed: {script: [exit 1], allow_failure: true}
+soft: {script: [exit 42], allow_failure: {exit_codes: [42]}}
+hard: {script: [exit 43], allow_failure: {exit_codes: [42]}}
+",
+    );
+    let r = c.run(&["allowed", "soft"]);
+    assert_eq!((r.code, r.status()), (0, "success"), "{}", r.explain());
+    let soft = &r.report["jobs"].as_array().unwrap().iter().find(|j| j["name"] == "soft").unwrap().clone();
+    assert_eq!(soft["exit_code"], 42);
+    assert_eq!(soft["allow_failure"], true);
+    let r = c.run(&[]);
+    assert_eq!((r.code, r.status()), (1, "failed"), "{}", r.explain());
+    assert_eq!(r.job("hard"), "failed");
+}
+
+#[test]
+fn needs_let_a_job_overtake_its_stage() {
+    // `fast` needs only `quick`, so it finishes while `slow` (same stage as `quick`)
+    // still runs; `after` waits for the whole build stage.
+    let c = Checkout::new(
+        "stages: [build, test]
+quick: {stage: build, script: [echo quick]}
+slow: {stage: build, script: ['sleep 2', echo slow]}
+fast: {stage: test, needs: [quick], script: [echo fast]}
+after: {stage: test, script: [echo after]}
+",
+    );
+    let r = c.run(&["--concurrency", "3"]);
+    assert_eq!(r.code, 0, "{}", r.explain());
+    let at = |name: &str, key: &str| -> String {
+        r.report["jobs"].as_array().unwrap().iter().find(|j| j["name"] == name).unwrap()[key].as_str().unwrap().to_owned()
+    };
+    assert!(at("fast", "finished_at") < at("slow", "finished_at"), "{}", r.explain());
+    assert!(at("after", "started_at") >= at("slow", "finished_at"), "{}", r.explain());
+}
+
+#[test]
+fn artifacts_flow_to_later_jobs_and_dependencies_empty_isolates() {
+    let c = Checkout::new(
+        "stages: [build, test]
+build:
+  stage: build
+  script: [mkdir -p out, echo payload > out/file.txt]
+  artifacts: {paths: [out/]}
+uses:
+  stage: test
+  script: [cat out/file.txt]
+isolated:
+  stage: test
+  dependencies: []
+  script: ['test ! -e out/file.txt && echo isolated-ok']
+",
+    );
+    let r = c.run(&[]);
+    assert_eq!(r.code, 0, "{}", r.explain());
+    assert!(r.logged("uses", "payload"), "{}", r.explain());
+    assert!(r.logged("isolated", "isolated-ok"), "{}", r.explain());
+}
+
+#[test]
+fn dotenv_reports_become_variables_of_later_jobs() {
+    let c = Checkout::new(
+        "stages: [build, deploy]
+build:
+  stage: build
+  script: ['echo VERSION=3.1.4 > build.env', 'echo URL=https://x.example > build.env2', 'cat build.env2 >> build.env']
+  artifacts: {reports: {dotenv: build.env}}
+deploy:
+  stage: deploy
+  script: ['echo \"deploying $VERSION to $URL\"']
+",
+    );
+    let r = c.run(&[]);
+    assert_eq!(r.code, 0, "{}", r.explain());
+    assert!(r.logged("deploy", "deploying 3.1.4 to https://x.example"), "{}", r.explain());
+}
+
+#[test]
+fn after_script_runs_with_ci_job_status() {
+    let c = Checkout::new(
+        "ok: {script: [echo main], after_script: ['echo \"after: $CI_JOB_STATUS\"']}
+bad: {script: [exit 1], after_script: ['echo \"after: $CI_JOB_STATUS\"'], allow_failure: true}
+",
+    );
+    let r = c.run(&[]);
+    assert_eq!(r.code, 0, "{}", r.explain());
+    assert!(r.logged("ok", "after: success"), "{}", r.explain());
+    assert!(r.logged("bad", "after: failed"), "{}", r.explain());
+}
+
+#[test]
+fn retry_creates_attempts_that_appear_in_the_report_in_order() {
+    // `retry: 2` = up to 3 attempts; `retry:when` limits it to the listed failures.
+    let c = Checkout::new(
+        "flaky:
+  retry: 2
+  script: ['echo \"attempt of job $CI_JOB_ID\"', exit 1]
+always-fails:
+  retry: {max: 1, when: [script_failure]}
+  script: [exit 2]
+  allow_failure: true
+",
+    );
+    let r = c.run(&[]);
+    let attempts: Vec<(String, String)> = r.report["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| (j["name"].as_str().unwrap().to_owned(), j["status"].as_str().unwrap().to_owned()))
+        .collect();
+    let flaky: Vec<&str> = attempts.iter().filter(|(n, _)| n == "flaky").map(|(_, s)| s.as_str()).collect();
+    assert_eq!(flaky, ["failed", "failed", "failed"], "{}", r.explain());
+    let other: Vec<&str> = attempts.iter().filter(|(n, _)| n == "always-fails").map(|(_, s)| s.as_str()).collect();
+    assert_eq!(other, ["failed", "failed"], "{}", r.explain());
+    assert_eq!((r.code, r.status()), (1, "failed"));
+}
+
+#[test]
+fn parallel_and_matrix_jobs_get_their_node_variables() {
+    let c = Checkout::new(
+        "shard:
+  parallel: 3
+  script: ['echo \"node $CI_NODE_INDEX of $CI_NODE_TOTAL\"']
+build:
+  parallel:
+    matrix:
+      - {OS: [linux, mac], ARCH: amd64}
+  script: ['echo \"os=$OS arch=$ARCH\"']
+",
+    );
+    let r = c.run(&[]);
+    assert_eq!(r.code, 0, "{}", r.explain());
+    for i in 1..=3 {
+        assert!(r.logged(&format!("shard {i}/3"), &format!("node {i} of 3")), "{}", r.explain());
+    }
+    assert!(r.logged("build: [linux, amd64]", "os=linux arch=amd64"), "{}", r.explain());
+    assert!(r.logged("build: [mac, amd64]", "os=mac arch=amd64"), "{}", r.explain());
+}
+
+#[test]
+fn variables_follow_gitlabs_precedence() {
+    // Pipeline variables (--var, like a triggered pipeline's) > job YAML > global YAML.
+    let c = Checkout::new(
+        "variables: {A: global, B: global, C: global}
+job:
+  variables: {B: job, C: job}
+  script: ['echo \"A=$A B=$B C=$C\"']
+",
+    );
+    let r = c.run(&["--var", "C=cli"]);
+    assert_eq!(r.code, 0, "{}", r.explain());
+    assert!(r.logged("job", "A=global B=job C=cli"), "{}", r.explain());
+}
+
+#[test]
+fn the_cache_persists_between_runs() {
+    let c = Checkout::new(
+        "job:
+  cache: {key: deps, paths: [vendor/]}
+  script:
+    - 'if [ -f vendor/marker ]; then echo \"cache hit: $(cat vendor/marker)\"; else echo cache miss; fi'
+    - mkdir -p vendor && echo first-run > vendor/marker
+",
+    );
+    let first = c.run(&[]);
+    assert_eq!(first.code, 0, "{}", first.explain());
+    assert!(first.logged("job", "cache miss"), "{}", first.explain());
+    let second = c.run(&[]);
+    assert_eq!(second.code, 0, "{}", second.explain());
+    assert!(second.logged("job", "cache hit: first-run"), "{}", second.explain());
+}
+
+#[test]
+fn predefined_variables_describe_the_checkout() {
+    let c = Checkout::new(
+        "job:
+  script:
+    - echo \"branch=$CI_COMMIT_BRANCH ref=$CI_COMMIT_REF_NAME source=$CI_PIPELINE_SOURCE\"
+    - echo \"project=$CI_PROJECT_PATH name=$CI_PROJECT_NAME default=$CI_DEFAULT_BRANCH\"
+    - echo \"sha=$CI_COMMIT_SHA short=$CI_COMMIT_SHORT_SHA\"
+    - echo \"user=$GITLAB_USER_EMAIL job=$CI_JOB_NAME stage=$CI_JOB_STAGE ci=$CI gitlab=$GITLAB_CI\"
+    - echo \"dir-ok=$(test \"$PWD\" = \"$CI_PROJECT_DIR\" && echo yes)\"
+",
+    );
+    let sha = git(c.path(), &["rev-parse", "HEAD"]);
+    let r = c.run(&[]);
+    assert_eq!(r.code, 0, "{}", r.explain());
+    assert!(r.logged("job", "branch=main ref=main source=push"), "{}", r.explain());
+    assert!(r.logged("job", "project=acme/widget name=widget default=main"), "{}", r.explain());
+    assert!(r.logged("job", &format!("sha={sha} short={}", &sha[..8])), "{}", r.explain());
+    assert!(r.logged("job", "user=tester@example.com job=job stage=test ci=true gitlab=true"), "{}", r.explain());
+    assert!(r.logged("job", "dir-ok=yes"), "{}", r.explain());
+}
+
+#[test]
+fn jobs_see_the_working_tree_with_uncommitted_changes_and_modes_but_not_ignored_files() {
+    let c = Checkout::new("job: {script: [cat tracked.txt, cat new.txt, ./tool.sh, 'test ! -e secret.txt && echo no-secret', git status --porcelain]}\n");
+    c.write(".gitignore", "secret.txt\n");
+    c.write("tracked.txt", "committed\n");
+    c.commit();
+    c.write("tracked.txt", "edited but not committed\n");
+    c.write("new.txt", "untracked file\n");
+    c.write("secret.txt", "ignored\n");
+    c.write("tool.sh", "#!/bin/sh\necho tool-ran\n");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(c.path().join("tool.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let status_before = git(c.path(), &["status", "--porcelain"]);
+    let r = c.run(&[]);
+    assert_eq!(r.code, 0, "{}", r.explain());
+    for text in ["edited but not committed", "untracked file", "tool-ran", "no-secret"] {
+        assert!(r.logged("job", text), "{text}: {}", r.explain());
+    }
+    // The checkout is untouched.
+    assert_eq!(git(c.path(), &["status", "--porcelain"]), status_before);
+    // --committed uses HEAD.
+    let r = c.run(&["--committed", "job"]);
+    assert_eq!(r.code, 1, "{}", r.explain());
+    assert!(r.logged("job", "committed"), "{}", r.explain());
+}
+
+#[test]
+fn manual_jobs_are_not_run_unless_named() {
+    let c = Checkout::new(
+        "build: {script: [echo build]}
+deploy: {script: [echo deploying], when: manual}
+",
+    );
+    let r = c.run(&[]);
+    assert_eq!(r.code, 0, "{}", r.explain());
+    assert_eq!(r.jobs(), jobs(&[("build", "success"), ("deploy", "manual")]));
+    assert!(r.stdout.contains("--manual 'deploy'"), "{}", r.explain());
+    let r = c.run(&["--manual", "deploy"]);
+    assert_eq!(r.jobs(), jobs(&[("build", "success"), ("deploy", "success")]), "{}", r.explain());
+    assert!(r.logged("deploy", "deploying"));
+    let r = c.run(&["deploy"]);
+    assert_eq!(r.jobs(), jobs(&[("deploy", "success")]), "{}", r.explain());
+}
+
+#[test]
+fn named_jobs_run_alone_or_with_what_they_need() {
+    let c = Checkout::new(
+        "stages: [build, test, deploy]
+lib: {stage: build, script: [echo lib]}
+docs: {stage: build, script: [echo docs]}
+unit: {stage: test, needs: [lib], script: [echo unit]}
+ship: {stage: deploy, script: [echo ship]}
+",
+    );
+    let r = c.run(&["unit"]);
+    assert_eq!(r.jobs(), jobs(&[("unit", "success")]), "{}", r.explain());
+    let r = c.run(&["unit", "--needs"]);
+    assert_eq!(r.jobs(), jobs(&[("lib", "success"), ("unit", "success")]), "{}", r.explain());
+    let r = c.run(&["ship", "--needs"]);
+    assert_eq!(r.jobs().len(), 4, "{}", r.explain());
+    let r = c.run(&["nope"]);
+    assert_eq!(r.code, 2, "{}", r.explain());
+    assert!(r.stderr.contains("no job named `nope`"), "{}", r.explain());
+}
+
+#[test]
+fn a_configuration_error_exits_2_with_its_location() {
+    let c = Checkout::new("job:\n  script: [echo]\n  when: sometimes\n");
+    let r = c.run(&[]);
+    assert_eq!(r.code, 2, "{}", r.explain());
+    assert!(r.stderr.contains(".gitlab-ci.yml:3:"), "{}", r.explain());
+    assert!(r.stderr.contains("when"), "{}", r.explain());
+    assert_eq!(r.report, Value::Null, "no report for a run that did not start");
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_gantry")).arg("run").current_dir(dir.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not inside a git checkout"));
+    let c = Checkout::new("job: {script: [echo]}\n");
+    let r = c.run(&["--file", "missing.yml"]);
+    assert_eq!(r.code, 2, "{}", r.explain());
+}
+
+#[test]
+fn the_json_report_has_the_documented_shape() {
+    let c = Checkout::new(
+        "stages: [build, test]
+build: {stage: build, script: [echo ok]}
+test: {stage: test, script: [exit 7], allow_failure: true}
+",
+    );
+    let r = c.run(&[]);
+    assert_eq!(r.code, 0, "{}", r.explain());
+    let mut report = r.report.clone();
+    for job in report["jobs"].as_array_mut().unwrap() {
+        for key in ["started_at", "finished_at"] {
+            let t = job[key].as_str().unwrap();
+            // RFC 3339 with milliseconds, UTC.
+            assert_eq!(t.len(), 24, "{t}");
+            assert!(t.ends_with('Z') && t.as_bytes()[19] == b'.', "{t}");
+            job[key] = Value::String("<time>".into());
+        }
+    }
+    insta::assert_json_snapshot!(report);
+}
+
+#[cfg(unix)]
+#[test]
+fn ctrl_c_cancels_running_jobs_after_script_runs_and_the_exit_is_non_zero() {
+    use std::io::BufRead as _;
+    let c = Checkout::new(
+        "slow:
+  script: [echo started-slow, sleep 30]
+  after_script: ['echo \"after: $CI_JOB_STATUS\"']
+",
+    );
+    let (mut cmd, report) = c.command(&[]);
+    let started = std::time::Instant::now();
+    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let reader = std::thread::spawn(move || {
+        let mut lines = Vec::new();
+        for line in std::io::BufReader::new(stdout).lines() {
+            let line = line.unwrap();
+            let _ = tx.send(line.clone());
+            lines.push(line);
+        }
+        lines
+    });
+    // Signal once the script runs.
+    loop {
+        let line = rx.recv_timeout(std::time::Duration::from_secs(30)).expect("the job never started");
+        if line.ends_with("| started-slow") {
+            break;
+        }
+    }
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap()), nix::sys::signal::Signal::SIGINT)
+        .unwrap();
+    let status = child.wait().unwrap();
+    let stdout = reader.join().unwrap().join("\n");
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(status.code(), Some(1), "{stdout}");
+    assert_eq!(report["status"], "canceled", "{stdout}");
+    assert_eq!(report["jobs"][0]["status"], "canceled", "{stdout}");
+    assert!(stdout.contains("after: canceled"), "{stdout}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(25), "cancel took too long: {stdout}");
+}
