@@ -1336,15 +1336,17 @@ fn seed(
     has_workflow_rules: bool,
     cx: &mut Cx,
 ) -> Option<Job> {
-    let inherited: Variables = match &def.inherit.variables {
-        InheritSet::All => pipeline_vars.clone(),
-        InheritSet::Nothing => Variables::new(),
-        InheritSet::Only(list) => pipeline_vars.iter().filter(|(k, _)| list.contains(k)).map(|(k, v)| (k.clone(), v.clone())).collect(),
+    // The variables are looked up where they are and copied only for a job that is created
+    // (rules leave out most jobs of a large configuration).
+    let own: std::borrow::Cow<'_, Variables> = if inst.matrix.is_empty() {
+        std::borrow::Cow::Borrowed(&def.variables)
+    } else {
+        let mut own = def.variables.clone();
+        for (k, v) in &inst.matrix {
+            own.insert(k.clone(), Variable::plain(v.clone()));
+        }
+        std::borrow::Cow::Owned(own)
     };
-    let mut own = def.variables.clone();
-    for (k, v) in &inst.matrix {
-        own.insert(k.clone(), Variable::plain(v.clone()));
-    }
     let stage_idx = stages.iter().position(|s| *s == def.stage).unwrap_or(0);
     let mut job_predefined: IndexMap<&str, String> = IndexMap::new();
     job_predefined.insert("CI_JOB_NAME", inst.name.clone());
@@ -1373,7 +1375,7 @@ fn seed(
             .get(n)
             .cloned()
             .or_else(|| own.get(n).map(|v| v.value.clone()))
-            .or_else(|| inherited.get(n).map(|v| v.value.clone()))
+            .or_else(|| pipeline_vars.get(n).filter(|_| def.inherit.variables.allows(n)).map(|v| v.value.clone()))
             .or_else(|| job_predefined.get(n).cloned())
             .or_else(|| ctx.predefined.get(n).cloned())
     };
@@ -1448,7 +1450,7 @@ fn seed(
     if when != When::Delayed {
         start_in = None;
     }
-    let mut variables = own.clone();
+    let mut variables = own.as_ref().clone();
     for (k, v) in rule_vars {
         variables.insert(k, v);
     }
@@ -1457,6 +1459,11 @@ fn seed(
         .iter()
         .map(|t| crate::expand::expand_server(t, &|n| variables.get(n).map(|v| v.value.clone()).or_else(|| lookup(n)), crate::expand::Unknown::Keep))
         .collect();
+    let inherited: Variables = match &def.inherit.variables {
+        InheritSet::All => pipeline_vars.clone(),
+        InheritSet::Nothing => Variables::new(),
+        InheritSet::Only(list) => pipeline_vars.iter().filter(|(k, _)| list.contains(k)).map(|(k, v)| (k.clone(), v.clone())).collect(),
+    };
     Some(Job {
         name: inst.name.clone(),
         stage: def.stage.clone(),

@@ -160,9 +160,14 @@ pub(crate) fn has_references(root: &Map) -> bool {
 /// Resolve every `!reference` in the configuration against the configuration itself.
 pub(crate) fn references(root: &mut Map, cx: &mut Cx) {
     let snapshot = root.clone();
+    let mut resolver = Resolver {
+        root: &snapshot,
+        stack: Vec::new(),
+        done: rustc_hash::FxHashMap::default(),
+    };
     let start = cx.errors.len();
     for (_, node) in root.iter_mut() {
-        if let Some(new) = resolved(node, &snapshot, &mut Vec::new(), cx) {
+        if let Some(new) = resolver.resolved(node, cx) {
             *node = new;
         }
     }
@@ -195,63 +200,86 @@ fn render_path(items: &[Node]) -> String {
     format!("[{}]", parts.join(", "))
 }
 
-/// The node with its `!reference`s resolved, or `None` when nothing in it changes (an
-/// unresolved reference stays in place; fragment linting strips it). Only the collections on
-/// the way to a reference are copied.
-fn resolved(node: &Node, root: &Map, stack: &mut Vec<String>, cx: &mut Cx) -> Option<Node> {
-    match &node.value {
-        Value::Reference(items) => lookup(items, node.pos, root, stack, cx).map(|v| Node::new(v.value, node.pos)),
-        Value::Seq(items) => {
-            let mut out: Option<Vec<Node>> = None;
-            for (i, item) in items.iter().enumerate() {
-                if let Some(new) = resolved(item, root, stack, cx) {
-                    if let Some(slot) = out.get_or_insert_with(|| items.to_vec()).get_mut(i) {
-                        *slot = new;
-                    }
-                }
-            }
-            out.map(|v| Node::new(Value::Seq(Rc::new(v)), node.pos))
-        }
-        Value::Map(m) => {
-            let mut out: Option<Map> = None;
-            for (k, v) in m.iter() {
-                if let Some(new) = resolved(v, root, stack, cx) {
-                    if let Some(slot) = out.get_or_insert_with(|| m.clone()).get_mut(k) {
-                        *slot = new;
-                    }
-                }
-            }
-            out.map(|m| Node::new(Value::Map(m), node.pos))
-        }
-        _ => None,
-    }
+struct Resolver<'a> {
+    root: &'a Map,
+    /// The references being resolved (rendered paths), outermost first.
+    stack: Vec<String>,
+    /// Values of the references written outside any referenced value that resolved without
+    /// a diagnostic, by rendered path: every job naming `!reference [.x, rules]` gets the
+    /// same shared value (resolved once, and validated once as one node).
+    done: rustc_hash::FxHashMap<String, Node>,
 }
 
-fn lookup(items: &[Node], pos: Pos, root: &Map, stack: &mut Vec<String>, cx: &mut Cx) -> Option<Node> {
-    let rendered = render_path(items);
-    let path: Option<Vec<&str>> = items.iter().map(Node::as_str).collect();
-    let Some(path) = path.filter(|p| !p.is_empty()) else {
-        cx.raw(format!("!reference {rendered} is not valid"), Some(pos));
-        return None;
-    };
-    if stack.contains(&rendered) {
-        cx.raw(format!("!reference {rendered} is part of a circular chain"), Some(pos));
-        return None;
+impl Resolver<'_> {
+    /// The node with its `!reference`s resolved, or `None` when nothing in it changes (an
+    /// unresolved reference stays in place; fragment linting strips it). Only the collections
+    /// on the way to a reference are copied.
+    fn resolved(&mut self, node: &Node, cx: &mut Cx) -> Option<Node> {
+        match &node.value {
+            Value::Reference(items) => self.lookup(items, node.pos, cx).map(|v| Node::new(v.value, node.pos)),
+            Value::Seq(items) => {
+                let mut out: Option<Vec<Node>> = None;
+                for (i, item) in items.iter().enumerate() {
+                    if let Some(new) = self.resolved(item, cx) {
+                        if let Some(slot) = out.get_or_insert_with(|| items.to_vec()).get_mut(i) {
+                            *slot = new;
+                        }
+                    }
+                }
+                out.map(|v| Node::new(Value::Seq(Rc::new(v)), node.pos))
+            }
+            Value::Map(m) => {
+                let mut out: Option<Map> = None;
+                for (k, v) in m.iter() {
+                    if let Some(new) = self.resolved(v, cx) {
+                        if let Some(slot) = out.get_or_insert_with(|| m.clone()).get_mut(k) {
+                            *slot = new;
+                        }
+                    }
+                }
+                out.map(|m| Node::new(Value::Map(m), node.pos))
+            }
+            _ => None,
+        }
     }
-    if stack.len() >= MAX_REFERENCE_DEPTH {
-        cx.raw(format!("!reference {rendered} is nested too deeply (maximum {MAX_REFERENCE_DEPTH})"), Some(pos));
-        return None;
+
+    fn lookup(&mut self, items: &[Node], pos: Pos, cx: &mut Cx) -> Option<Node> {
+        let rendered = render_path(items);
+        let path: Option<Vec<&str>> = items.iter().map(Node::as_str).collect();
+        let Some(path) = path.filter(|p| !p.is_empty()) else {
+            cx.raw(format!("!reference {rendered} is not valid"), Some(pos));
+            return None;
+        };
+        if self.stack.contains(&rendered) {
+            cx.raw(format!("!reference {rendered} is part of a circular chain"), Some(pos));
+            return None;
+        }
+        if self.stack.len() >= MAX_REFERENCE_DEPTH {
+            cx.raw(format!("!reference {rendered} is nested too deeply (maximum {MAX_REFERENCE_DEPTH})"), Some(pos));
+            return None;
+        }
+        // Outside any referenced value the result depends on the path only (the stack is
+        // empty); a result that gave a diagnostic is not kept (its messages are repeated).
+        let outermost = self.stack.is_empty();
+        if let Some(found) = self.done.get(&rendered).filter(|_| outermost) {
+            return Some(found.clone());
+        }
+        let root = self.root;
+        let mut cur = root.get(path[0]);
+        for seg in &path[1..] {
+            cur = cur.and_then(|n| n.as_map()).and_then(|m| m.get(seg));
+        }
+        let Some(found) = cur else {
+            cx.raw(format!("!reference {rendered} could not be found"), Some(pos));
+            return None;
+        };
+        let errors = cx.errors.len();
+        self.stack.push(rendered);
+        let found = self.resolved(found, cx).unwrap_or_else(|| found.clone());
+        let rendered = self.stack.pop();
+        if let Some(rendered) = rendered.filter(|_| outermost && cx.errors.len() == errors) {
+            self.done.insert(rendered, found.clone());
+        }
+        Some(found)
     }
-    let mut cur = root.get(path[0]);
-    for seg in &path[1..] {
-        cur = cur.and_then(|n| n.as_map()).and_then(|m| m.get(seg));
-    }
-    let Some(found) = cur else {
-        cx.raw(format!("!reference {rendered} could not be found"), Some(pos));
-        return None;
-    };
-    stack.push(rendered);
-    let found = resolved(found, root, stack, cx).unwrap_or_else(|| found.clone());
-    stack.pop();
-    Some(found)
 }
