@@ -889,7 +889,9 @@ fn parse_job(
         }
         None => None,
     };
-    if let (Some(deps), Some(needs)) = (&dependencies, &needs) {
+    // GitLab checks only when `needs` lists something (`next unless needs_value.present?`):
+    // `needs: []` with `dependencies` is valid, and the job receives no artifacts.
+    if let (Some(deps), Some(needs)) = (&dependencies, needs.as_ref().filter(|n| !n.jobs.is_empty() || !n.cross.is_empty())) {
         let missing: Vec<&str> = deps.iter().filter(|d| !needs.jobs.iter().any(|n| &n.job == *d)).map(String::as_str).collect();
         if !missing.is_empty() && !fragment {
             cx.attr(&path, "dependencies", format!("the {} should be part of needs", missing.join(", ")), node.pos);
