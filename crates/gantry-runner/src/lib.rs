@@ -7,6 +7,8 @@ pub mod client;
 pub mod config;
 pub mod trace;
 pub mod shell;
+pub mod executor;
+pub mod docker;
 pub mod artifacts;
 pub mod cache;
 pub mod sources;

@@ -64,7 +64,7 @@ use tokio::sync::{Notify, mpsc, watch};
 use tokio::time::Instant;
 
 pub use event::{Level, PollEvent, PollEvents, PollSummary};
-pub use identity::{FEATURES, SYSTEM_ID_FILE, load_or_create_system_id, system_id_path, version_info};
+pub use identity::{DOCKER_FEATURES, FEATURES, SYSTEM_ID_FILE, load_or_create_system_id, system_id_path, version_info};
 
 use crate::client::{Client, ClientError, JobRequestOutcome};
 use crate::config::{Config, ExecutorKind, RunnerConfig};
@@ -125,7 +125,7 @@ pub enum PollError {
     NoRunners,
     /// An entry uses an executor this build does not have.
     #[error(
-        "start the runner: `runners[{index}]` ({name}) uses executor = \"{executor}\", which this build of gantry-runner does not implement yet\nuse executor = \"shell\", or remove the entry"
+        "start the runner: `runners[{index}]` ({name}) uses executor = \"{executor}\", which this build of gantry-runner does not implement yet\nuse executor = \"shell\" or \"docker\", or remove the entry"
     )]
     UnsupportedExecutor {
         /// Position in the file.
@@ -163,7 +163,7 @@ pub fn check_config(config: &Config) -> Result<(), PollError> {
         return Err(PollError::NoRunners);
     }
     for (index, runner) in config.runners.iter().enumerate() {
-        if runner.executor != ExecutorKind::Shell {
+        if !matches!(runner.executor, ExecutorKind::Shell | ExecutorKind::Docker) {
             return Err(PollError::UnsupportedExecutor {
                 index,
                 name: runner_name(runner),
@@ -318,12 +318,34 @@ impl Poller {
         Ok((Self { shared, commands }, PollHandle { commands: sender }))
     }
 
+    /// Before the first job: removes the containers, networks and volumes a previous
+    /// (crashed) run of each Docker entry left behind, found by their runner label.
+    async fn remove_docker_leftovers(&self) {
+        let tokens: Vec<(String, String)> = {
+            let state = self.shared.lock();
+            state
+                .entries
+                .iter()
+                .filter(|entry| entry.config.executor == ExecutorKind::Docker)
+                .map(|entry| (entry.name.clone(), short_token(&entry.config.token)))
+                .collect()
+        };
+        for (runner, token) in tokens {
+            let result = crate::docker::remove_leftovers(&token).await.map_err(|error| error.to_string());
+            match result {
+                Ok(removed) if removed.is_empty() => {}
+                result => self.shared.emit(PollEvent::DockerLeftovers { runner, result }),
+            }
+        }
+    }
+
     /// Polls until stopped (see the module docs); returns every job's report.
     pub async fn run(mut self) -> PollSummary {
         let (count, concurrent) = {
             let state = self.shared.lock();
             (state.slots.entries.len(), state.slots.concurrent)
         };
+        self.remove_docker_leftovers().await;
         for index in 0..count {
             tokio::spawn(schedule(Arc::clone(&self.shared), index));
         }

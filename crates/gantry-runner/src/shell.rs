@@ -140,11 +140,22 @@ pub enum StageOutcome {
         /// Why.
         reason: CancelReason,
     },
-    /// The stage could not be run (no shell, disk full, …).
+    /// The stage could not be run (no shell, disk full, the Docker engine failed, …).
     SystemFailure {
         /// What went wrong.
-        error: ShellError,
+        error: StageError,
     },
+}
+
+/// Why an executor could not run a stage.
+#[derive(Debug, thiserror::Error)]
+pub enum StageError {
+    /// The shell executor's problem.
+    #[error(transparent)]
+    Shell(#[from] ShellError),
+    /// The Docker executor's problem.
+    #[error(transparent)]
+    Docker(#[from] crate::docker::DockerError),
 }
 
 impl StageOutcome {
@@ -361,7 +372,7 @@ impl ShellExecutor {
         );
         let script_path = match self.write_script(stage.name, &script) {
             Ok(path) => path,
-            Err(error) => return StageOutcome::SystemFailure { error },
+            Err(error) => return StageOutcome::SystemFailure { error: error.into() },
         };
         let outcome = self.run_script(stage, &script_path, trace, cancel).await;
         let _ = std::fs::remove_file(&script_path);
@@ -423,7 +434,8 @@ impl ShellExecutor {
                         shell: self.shell.path.clone(),
                         work_dir: stage.work_dir.to_owned(),
                         source,
-                    },
+                    }
+                    .into(),
                 };
             }
         };
@@ -480,7 +492,8 @@ impl ShellExecutor {
                 error: ShellError::Wait {
                     shell: self.shell.path.clone(),
                     source,
-                },
+                }
+                .into(),
             },
         }
     }

@@ -94,9 +94,9 @@ async fn a_reload_applies_to_new_requests_and_bad_configurations_are_refused() {
     })
     .await;
 
-    let mut docker = config(front.url(), dir.path(), "", "");
-    docker.runners[0].executor = gantry_runner::config::ExecutorKind::Docker;
-    handle.reload(docker);
+    let mut custom = config(front.url(), dir.path(), "", "");
+    custom.runners[0].executor = gantry_runner::config::ExecutorKind::Custom;
+    handle.reload(custom);
     let right = config(front.url(), dir.path(), "concurrent = 2", "environment = [\"FROM_CONFIG=reloaded\"]");
     handle.reload(right);
     let summary = tokio::time::timeout(Duration::from_secs(60), task).await.unwrap().unwrap();
@@ -104,6 +104,6 @@ async fn a_reload_applies_to_new_requests_and_bad_configurations_are_refused() {
     assert_eq!(summary.jobs.len(), 1);
     assert!(log_text(&job).contains("ran with reloaded"), "{}", log_text(&job));
     let texts = events.texts();
-    assert!(texts.iter().any(|t| t.contains("configuration not reloaded") && t.contains("docker")), "{texts:?}");
+    assert!(texts.iter().any(|t| t.contains("configuration not reloaded") && t.contains("custom")), "{texts:?}");
     assert!(texts.iter().any(|t| t.contains("configuration reloaded: 1 runner(s), concurrent = 2")), "{texts:?}");
 }

@@ -425,6 +425,29 @@ fn resolve_docker(cx: &mut Cx, at: &KeyPath, file: &DockerFile) -> DockerConfig 
         }
         Some(n) => Some(Duration::from_secs(n.unsigned_abs())),
     };
+    for key in ["allowed_images", "allowed_services"] {
+        let patterns = if key == "allowed_images" {
+            &file.allowed_images
+        } else {
+            &file.allowed_services
+        };
+        for (i, pattern) in patterns.iter().flatten().enumerate() {
+            if let Err(error) = globset::Glob::new(pattern) {
+                cx.problem(
+                    at.key(key).index(i),
+                    format!(
+                        "{pattern:?} is not a glob pattern ({}); use `*`, `**`, `?` and `[…]`",
+                        error.kind()
+                    ),
+                );
+            }
+        }
+    }
+    for (i, volume) in file.volumes.iter().flatten().enumerate() {
+        if let Err(message) = check_volume(volume) {
+            cx.problem(at.key("volumes").index(i), message);
+        }
+    }
     let list = |values: &Option<Vec<String>>| values.clone().unwrap_or_default();
     DockerConfig {
         image: file.image.clone().filter(|image| !image.is_empty()),
@@ -446,7 +469,55 @@ fn resolve_docker(cx: &mut Cx, at: &KeyPath, file: &DockerFile) -> DockerConfig 
         cap_add: list(&file.cap_add),
         cap_drop: list(&file.cap_drop),
         wait_for_services_timeout,
+        user: file.user.clone().filter(|user| !user.is_empty()),
+        shell_without_image: file.shell_without_image.unwrap_or(false),
     }
+}
+
+/// A `volumes` entry: `/path/in/container` (a volume made for the job) or
+/// `/host/path:/path/in/container[:ro|rw]`.
+fn check_volume(volume: &str) -> Result<(), String> {
+    let parts: Vec<&str> = volume.split(':').collect();
+    let (host, container, mode) = match parts.as_slice() {
+        [container] => (None, *container, None),
+        [host, container] => (Some(*host), *container, None),
+        [host, container, mode] => (Some(*host), *container, Some(*mode)),
+        _ => {
+            return Err(format!(
+                "{volume:?} has too many `:`; expected `/container/path` or `/host/path:/container/path[:ro]`"
+            ));
+        }
+    };
+    if !container.starts_with('/') {
+        return Err(format!(
+            "{volume:?}: the container path {container:?} must be absolute"
+        ));
+    }
+    if host.is_some_and(str::is_empty) {
+        return Err(format!("{volume:?}: the host path is empty"));
+    }
+    if let Some(mode) = mode
+        && !mode.split(',').all(|m| {
+            matches!(
+                m,
+                "ro" | "rw"
+                    | "z"
+                    | "Z"
+                    | "shared"
+                    | "slave"
+                    | "private"
+                    | "rshared"
+                    | "rslave"
+                    | "rprivate"
+                    | "nocopy"
+            )
+        })
+    {
+        return Err(format!(
+            "{volume:?}: unknown mode {mode:?}; expected `ro` or `rw`"
+        ));
+    }
+    Ok(())
 }
 
 fn resolve_custom(cx: &mut Cx, at: &KeyPath, file: &CustomFile) -> Option<CustomConfig> {
@@ -593,6 +664,8 @@ fn docker_to_file(docker: &DockerConfig) -> DockerFile {
                 .wait_for_services_timeout
                 .map_or(-1, |d| secs(d).unwrap_or(i64::MAX)),
         ),
+        user: docker.user.clone(),
+        shell_without_image: docker.shell_without_image.then_some(true),
     }
 }
 

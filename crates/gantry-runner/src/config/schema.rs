@@ -264,6 +264,13 @@ pub struct DockerFile {
     /// Seconds to wait for services (default 30; -1 = do not wait).
     #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "int")]
     pub wait_for_services_timeout: Option<i64>,
+    /// User the job's commands run as (default: the image's user).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// Gantry extension: jobs without `image:` run in the shell executor instead of
+    /// the default image (default false, gitlab-runner's behaviour).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shell_without_image: Option<bool>,
 }
 
 /// `[runners.custom]`: the custom executor's programs.

@@ -386,6 +386,13 @@ pub struct DockerConfig {
     pub cap_drop: Vec<String>,
     /// How long to wait for services; `None` = do not wait (`-1` in the file).
     pub wait_for_services_timeout: Option<Duration>,
+    /// User the job's commands run as; `None` = the image's user (a job's
+    /// `image:docker:user` wins over both).
+    pub user: Option<String>,
+    /// Gantry extension: a job whose payload has no `image` runs in the shell
+    /// executor (`false`, the default, is gitlab-runner's behaviour: the default
+    /// `image`, or an error when there is none).
+    pub shell_without_image: bool,
 }
 
 impl Default for DockerConfig {
@@ -406,6 +413,8 @@ impl Default for DockerConfig {
             cap_add: Vec::new(),
             cap_drop: Vec::new(),
             wait_for_services_timeout: Some(DEFAULT_WAIT_FOR_SERVICES_TIMEOUT),
+            user: None,
+            shell_without_image: false,
         }
     }
 }

@@ -101,6 +101,18 @@ impl BuildDirs {
     }
 }
 
+impl BuildDirs {
+    /// `<builds_dir>/<short token>/<concurrent id>`: the directory holding the project
+    /// and its `.tmp` sibling (what the Docker executor mounts).
+    pub fn slot_dir(&self) -> PathBuf {
+        let depth = self.project_path.split('/').count();
+        self.project_dir
+            .ancestors()
+            .nth(depth)
+            .map_or_else(|| self.builds_dir.clone(), Path::to_path_buf)
+    }
+}
+
 /// `("gitlab.example.com", Some("acme/widget"))` from a URL without user info; the
 /// path is `None` unless every segment is a plain name.
 fn host_and_path(url: &str) -> (String, Option<String>) {
@@ -153,6 +165,7 @@ mod tests {
         );
         assert_eq!(dirs.project_dir, Path::new("/builds/abcdefghi/2/acme/widget"));
         assert_eq!(dirs.tmp_dir, Path::new("/builds/abcdefghi/2/acme/widget.tmp"));
+        assert_eq!(dirs.slot_dir(), Path::new("/builds/abcdefghi/2"));
         assert_eq!(dirs.cache_path, "gitlab.example.com_8443/acme/widget");
         let local = BuildDirs::new(Path::new("/b"), "t", 0, "file:///srv/repo", 7);
         assert_eq!(local.project_dir, Path::new("/b/t/0/project-7"));

@@ -39,6 +39,13 @@ pub enum JobEnding {
         /// What went wrong.
         message: String,
     },
+    /// An image the job needs could not be pulled (or is missing with `pull_policy:
+    /// never`) → `failed`, `image_pull_failure` (`runner_system_failure` on servers
+    /// without it).
+    ImagePullFailure {
+        /// What went wrong, naming the image and the policies.
+        message: String,
+    },
     /// The job asks for something this runner's configuration cannot give (an unknown
     /// `GIT_STRATEGY`, a bad cache policy) → `failed`, `runner_configuration_error`
     /// (`script_failure` on servers without it).
@@ -81,6 +88,7 @@ impl JobEnding {
             Self::Canceled => Some(FailureReason::UnknownFailure),
             Self::Interrupted => Some(FailureReason::RunnerInterrupted),
             Self::SystemFailure { .. } => Some(FailureReason::RunnerSystemFailure),
+            Self::ImagePullFailure { .. } => Some(FailureReason::ImagePullFailure),
             Self::ConfigurationError { .. } => Some(FailureReason::RunnerConfigurationError),
             Self::Unsupported { .. } => Some(FailureReason::RunnerUnsupported),
         }
@@ -119,6 +127,7 @@ impl fmt::Display for JobEnding {
             Self::Canceled => f.write_str("canceled"),
             Self::Interrupted => f.write_str("the runner was interrupted (shutting down)"),
             Self::SystemFailure { stage, message } => write!(f, "system failure in {stage}: {message}"),
+            Self::ImagePullFailure { message } => write!(f, "image pull failure: {message}"),
             Self::ConfigurationError { message } => write!(f, "runner configuration error: {message}"),
             Self::Unsupported { message } => write!(f, "unsupported by this runner: {message}"),
             Self::Aborted => f.write_str("aborted by the coordinator"),

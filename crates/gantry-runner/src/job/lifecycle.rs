@@ -14,7 +14,9 @@ use super::go_duration::parse_go_duration;
 use super::variables::get;
 use super::{JobContext, JobEnding, StopRequest, StopSignal};
 use crate::cache::{CacheContext, CacheSpec, LocalCache, RestoreOutcome};
-use crate::config::ExecutorKind;
+use crate::config::{DockerConfig, ExecutorKind};
+use crate::docker::{DockerError, DockerExecutor, DockerJobSpec};
+use crate::executor::{Executor, ExecutorChoice};
 use crate::shell::{
     CancelReason, CiJobStatus, DEFAULT_AFTER_SCRIPT_TIMEOUT, PreparedVariables, ShellExecutor, Stage, StageOutcome,
     detect_shell, format_duration, prepare_variables,
@@ -32,7 +34,7 @@ pub(crate) struct Lifecycle<'a> {
     pub(crate) variables: &'a [JobVariable],
     pub(crate) deadline: Instant,
     pub(crate) timeout: Duration,
-    pub(crate) executor: Option<ShellExecutor>,
+    pub(crate) executor: Option<Executor>,
     pub(crate) prepared: Option<PreparedVariables>,
 }
 
@@ -131,6 +133,9 @@ impl<'a> Lifecycle<'a> {
             }
         }
         self.cleanup_file_variables();
+        if let Some(executor) = &self.executor {
+            executor.cleanup(self.trace).await;
+        }
         if self.stop().current() == StopRequest::Abort {
             ending = JobEnding::Aborted;
         }
@@ -138,7 +143,7 @@ impl<'a> Lifecycle<'a> {
     }
 
     async fn before_script(&mut self) -> Result<(), JobEnding> {
-        self.prepare_executor()?;
+        self.prepare_executor().await?;
         self.check_stop()?;
         self.prepare_script()?;
         self.check_stop()?;
@@ -148,16 +153,67 @@ impl<'a> Lifecycle<'a> {
         Ok(())
     }
 
-    fn prepare_executor(&mut self) -> Result<(), JobEnding> {
-        let _section = self.section("prepare_executor", "Preparing the \"shell\" executor");
-        if self.cx.runner.executor != ExecutorKind::Shell {
-            return Err(JobEnding::SystemFailure {
+    async fn prepare_executor(&mut self) -> Result<(), JobEnding> {
+        let choice = ExecutorChoice::for_job(&self.cx.runner, self.job);
+        let _section = self.section(
+            "prepare_executor",
+            &format!("Preparing the \"{}\" executor", choice.name()),
+        );
+        match choice {
+            ExecutorChoice::Shell => self.prepare_shell(),
+            ExecutorChoice::Docker => self.prepare_docker().await,
+            ExecutorChoice::Unsupported(kind) => Err(JobEnding::SystemFailure {
                 stage: "prepare_executor",
                 message: format!(
-                    "the {} executor is not implemented by this runner; use executor = \"shell\"",
-                    self.cx.runner.executor
+                    "the {kind} executor is not implemented by this runner; use executor = \"shell\" or \"docker\""
                 ),
-            });
+            }),
+        }
+    }
+
+    /// The Docker executor: connect, check the job's images against the configuration,
+    /// pull, start services. What was created before a failure is still removed at the
+    /// end (the executor is kept).
+    async fn prepare_docker(&mut self) -> Result<(), JobEnding> {
+        let default_config = DockerConfig::default();
+        let config = self.cx.runner.docker.as_ref().unwrap_or(&default_config);
+        let short = super::short_token(&self.cx.runner.token);
+        let mut docker = self
+            .guarded(async {
+                DockerExecutor::connect(&short, self.job.id, self.cx.kill_grace)
+                    .await
+                    .map_err(docker_ending)
+            })
+            .await?;
+        let failed = |message: String| JobEnding::SystemFailure {
+            stage: "prepare_executor",
+            message,
+        };
+        let mut binds = Vec::new();
+        for dir in [self.dirs.slot_dir(), self.cx.cache_dir.clone()] {
+            std::fs::create_dir_all(&dir).map_err(|e| failed(format!("create `{}`: {e}", dir.display())))?;
+            let dir = std::path::absolute(&dir).map_err(|e| failed(format!("resolve `{}`: {e}", dir.display())))?;
+            let dir = dir.to_string_lossy();
+            binds.push(format!("{dir}:{dir}"));
+        }
+        let spec = DockerJobSpec {
+            config,
+            job: self.job,
+            variables: self.variables,
+            binds,
+        };
+        let trace = self.trace;
+        let result = self
+            .guarded(async { docker.prepare(&spec, trace).await.map_err(docker_ending) })
+            .await;
+        self.executor = Some(Executor::Docker(Box::new(docker)));
+        result
+    }
+
+    fn prepare_shell(&mut self) -> Result<(), JobEnding> {
+        if self.cx.runner.executor == ExecutorKind::Docker {
+            self.trace
+                .runner_line("The job has no image: running it on this machine ([runners.docker] shell_without_image = true)");
         }
         let (shell, note) = detect_shell(self.cx.runner.shell).map_err(|error| JobEnding::SystemFailure {
             stage: "prepare_executor",
@@ -168,7 +224,9 @@ impl<'a> Lifecycle<'a> {
         }
         self.trace
             .runner_line(&format!("Using Shell ({}) executor...", shell.kind.as_str()));
-        self.executor = Some(ShellExecutor::new(shell, self.dirs.tmp_dir.clone()).kill_grace(self.cx.kill_grace));
+        self.executor = Some(Executor::Shell(
+            ShellExecutor::new(shell, self.dirs.tmp_dir.clone()).kill_grace(self.cx.kill_grace),
+        ));
         Ok(())
     }
 
@@ -191,7 +249,7 @@ impl<'a> Lifecycle<'a> {
         Ok(())
     }
 
-    fn executor(&self) -> Result<(&ShellExecutor, &PreparedVariables), JobEnding> {
+    fn executor(&self) -> Result<(&Executor, &PreparedVariables), JobEnding> {
         match (&self.executor, &self.prepared) {
             (Some(executor), Some(prepared)) => Ok((executor, prepared)),
             _ => Err(JobEnding::SystemFailure {
@@ -525,6 +583,26 @@ impl<'a> Lifecycle<'a> {
         {
             self.trace
                 .warning(&format!("remove `{}`: {error}", self.dirs.tmp_dir.display()));
+        }
+    }
+}
+
+/// How a Docker problem ends the job: a pull failure is `image_pull_failure`, a
+/// refusal by the configuration `runner_configuration_error`, anything else
+/// `runner_system_failure`.
+fn docker_ending(error: DockerError) -> JobEnding {
+    if error.is_pull_failure() {
+        JobEnding::ImagePullFailure {
+            message: error.to_string(),
+        }
+    } else if error.is_configuration() {
+        JobEnding::ConfigurationError {
+            message: error.to_string(),
+        }
+    } else {
+        JobEnding::SystemFailure {
+            stage: "prepare_executor",
+            message: error.to_string(),
         }
     }
 }

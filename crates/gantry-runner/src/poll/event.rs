@@ -110,6 +110,14 @@ pub enum PollEvent {
         /// Why.
         error: String,
     },
+    /// Before polling: what a previous run of a Docker entry left behind was removed
+    /// (or could not be).
+    DockerLeftovers {
+        /// The entry.
+        runner: String,
+        /// What was removed, or why the engine could not be asked.
+        result: Result<crate::docker::Removed, String>,
+    },
     /// Polling ended.
     Stopped {
         /// Jobs run.
@@ -132,6 +140,10 @@ impl PollEvent {
                 _ => Level::Info,
             },
             Self::RequestFailed { .. } | Self::Interrupting { .. } => Level::Warn,
+            Self::DockerLeftovers { result, .. } => match result {
+                Ok(removed) if removed.failures.is_empty() => Level::Info,
+                _ => Level::Warn,
+            },
             Self::UndecodableJob { .. } => Level::Error,
             Self::ShutdownTimeout { .. } | Self::Forced { .. } | Self::ReloadRejected { .. } => Level::Error,
         }
@@ -189,6 +201,20 @@ impl fmt::Display for PollEvent {
                 write!(f, "configuration reloaded: {runners} runner(s), concurrent = {concurrent}")
             }
             Self::ReloadRejected { error } => write!(f, "configuration not reloaded (keeping the old one): {error}"),
+            Self::DockerLeftovers { runner, result } => match result {
+                Ok(removed) => {
+                    write!(
+                        f,
+                        "runner {runner}: removed what a previous run left behind: {} container(s), {} network(s), {} volume(s)",
+                        removed.containers, removed.networks, removed.volumes
+                    )?;
+                    for failure in &removed.failures {
+                        write!(f, "; could not {failure}")?;
+                    }
+                    Ok(())
+                }
+                Err(error) => write!(f, "runner {runner}: could not look for leftover containers: failed to {error}"),
+            },
             Self::Stopped { jobs } => write!(f, "stopped after {jobs} job(s)"),
         }
     }

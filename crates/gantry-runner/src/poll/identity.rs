@@ -39,9 +39,23 @@ pub const FEATURES: &[Feature] = &[
     Feature::TwoPhaseJobCommit,
 ];
 
+/// What the Docker executor adds to [`FEATURES`].
+pub const DOCKER_FEATURES: &[Feature] = &[
+    Feature::Image,
+    Feature::Services,
+    Feature::ServiceVariables,
+    Feature::ServiceMultipleAliases,
+    Feature::ImageExecutorOpts,
+    Feature::ServiceExecutorOpts,
+];
+
 /// The `info` object of this runner for an entry with `executor` and `shell` (empty
 /// executor and shell for `POST /runners`, as gitlab-runner sends it).
 pub fn version_info(executor: Option<(ExecutorKind, ShellKind)>) -> VersionInfo {
+    let mut features = FEATURES.to_vec();
+    if matches!(executor, Some((ExecutorKind::Docker, _))) {
+        features.extend_from_slice(DOCKER_FEATURES);
+    }
     let (executor, shell) = match executor {
         Some((executor, shell)) => (executor.as_str().to_owned(), shell.as_str().to_owned()),
         None => (String::new(), String::new()),
@@ -54,7 +68,7 @@ pub fn version_info(executor: Option<(ExecutorKind, ShellKind)>) -> VersionInfo 
         architecture: go_arch().to_owned(),
         executor,
         shell,
-        features: Features::advertise(FEATURES),
+        features: Features::advertise(&features),
         config: ConfigInfo::default(),
         labels: Default::default(),
     }
@@ -136,5 +150,7 @@ mod tests {
         assert!(info.features.has(Feature::CancelGracefully));
         assert!(!info.features.has(Feature::Image));
         assert_eq!(info.executor, "shell");
+        let docker = version_info(Some((ExecutorKind::Docker, ShellKind::Bash)));
+        assert!(docker.features.has(Feature::Image) && docker.features.has(Feature::ServiceMultipleAliases));
     }
 }

@@ -1,0 +1,56 @@
+//! The Docker executor: each job in containers of the image it names, with its services
+//! on a network of its own, on the local Docker engine (Docker Engine API through
+//! `bollard`).
+//!
+//! # No helper image
+//!
+//! gitlab-runner's Docker executor starts a *helper* container (its own image, pulled
+//! on first use) for every stage that is not the user's script: cloning, cache,
+//! artifacts. Gantry does those on the host, in the job's build directory, exactly as
+//! the shell executor does, and bind-mounts that directory into the job's containers
+//! **at the same path**. So `CI_PROJECT_DIR`, `CI_BUILDS_DIR`, file-type variables and
+//! artifact paths mean the same inside and outside: no path translation, no helper
+//! image to pull, no helper container to create, start and remove per stage.
+//!
+//! ```text
+//! host                                         container (same paths)
+//! <builds_dir>/<short token>/<concurrent id>/  ─bind─►  <builds_dir>/<short token>/<concurrent id>/
+//!    <project>        $CI_PROJECT_DIR (git on the host)
+//!    <project>.tmp    file variables, archives in transit
+//! <cache_dir>/                                 ─bind─►  <cache_dir>/
+//! ```
+//!
+//! # A job
+//!
+//! * `prepare_executor`: the image (the job's `image:`, else `[runners.docker] image`)
+//!   is checked against `allowed_images` and fetched per the pull policies
+//!   ([`policy`]); with services, a network `gantry-<token>-<job>-<nonce>` is created
+//!   and each service is started on it with its aliases ([`names::service_aliases`])
+//!   and waited for ([`services`]).
+//! * every stage (hooks, `step_script`, `after_script`): one container from the image,
+//!   the script sent on its standard input and run by the image's bash (else sh), as
+//!   the image's user unless `image:docker:user` or `[runners.docker] user` say
+//!   otherwise; its exit code is the stage's. A timeout or cancellation sends SIGTERM
+//!   to every process of the container, then SIGKILL after the grace period
+//!   ([`job`]).
+//! * the end (also after an error, a timeout, a cancellation): every container, network
+//!   and volume of the job is removed, found by its `com.gantry.job.instance` label.
+//!
+//! Everything created carries the labels of [`names`] (`com.gantry.runner=<short
+//! token>`, `com.gantry.job=<id>`); [`remove_leftovers`] removes what a crashed
+//! runner left behind when its poll loop starts.
+
+mod client;
+mod error;
+mod image;
+mod job;
+mod leftovers;
+pub mod names;
+pub mod policy;
+mod services;
+
+pub use client::{connect, docker_available};
+pub use error::DockerError;
+pub use leftovers::{Removed, remove_leftovers};
+
+pub(crate) use job::{DockerExecutor, DockerJobSpec};

@@ -1,0 +1,563 @@
+//! [`DockerExecutor`]: one job's containers — prepared once, one container per stage,
+//! removed at the end.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use bollard::Docker;
+use bollard::container::LogOutput;
+use bollard::exec::StartExecOptions;
+use bollard::models::{
+    ContainerCreateBody, ExecConfig, HostConfig, NetworkCreateRequest, VolumeCreateRequest,
+};
+use bollard::query_parameters::{
+    AttachContainerOptions, CreateContainerOptions, RemoveContainerOptions, StopContainerOptions,
+};
+use futures_util::StreamExt;
+use gantry_pipeline::expand::expand_runner;
+use gantry_protocol::{JobResponse, JobVariable, StreamKind};
+use tokio::io::AsyncWriteExt;
+
+use super::client::connect;
+use super::error::{DockerError, describe};
+use super::image::ensure_image;
+use super::leftovers::{Removed, remove_labelled};
+use super::names::{LABEL_INSTANCE, LABEL_ROLE, job_labels, nonce, sanitize, service_aliases};
+use super::policy::{check_allowed, pull_policies};
+use super::services::{
+    ServicePlan, ServiceTarget, StartedService, exposed_tcp_ports, start_service, wait_for_services,
+};
+use crate::config::DockerConfig;
+use crate::shell::{CancelReason, Stage, StageOutcome, format_duration, generate_script, quote};
+use crate::trace::Trace;
+
+/// Run by `sh -c` as the container's command: the first bash found, else sh, reading
+/// the script from standard input (gitlab-runner's detection order).
+const DETECT_SHELL: &str = "if [ -x /usr/local/bin/bash ]; then exec /usr/local/bin/bash; \
+elif [ -x /usr/bin/bash ]; then exec /usr/bin/bash; \
+elif [ -x /bin/bash ]; then exec /bin/bash; \
+elif [ -x /usr/local/bin/sh ]; then exec /usr/local/bin/sh; \
+elif [ -x /usr/bin/sh ]; then exec /usr/bin/sh; \
+elif [ -x /bin/sh ]; then exec /bin/sh; \
+elif [ -x /busybox/sh ]; then exec /busybox/sh; \
+else echo shell not found; exit 1; fi";
+
+/// After a stage's container exited, how long its output may take to arrive.
+const OUTPUT_DRAIN: Duration = Duration::from_secs(5);
+
+/// What the lifecycle knows that the executor needs.
+pub(crate) struct DockerJobSpec<'a> {
+    pub config: &'a DockerConfig,
+    pub job: &'a JobResponse,
+    /// The job's variables, expanded (image names and service variables are expanded
+    /// against them; services get them as environment).
+    pub variables: &'a [JobVariable],
+    /// `host:container` binds of the build and cache directories.
+    pub binds: Vec<String>,
+}
+
+/// How stage containers are made, once the job's image is known.
+struct BuildTemplate {
+    image: String,
+    entrypoint: Option<Vec<String>>,
+    user: Option<String>,
+    platform: String,
+    host_config: HostConfig,
+}
+
+/// One job's Docker resources.
+pub(crate) struct DockerExecutor {
+    docker: Docker,
+    instance: String,
+    labels: HashMap<String, String>,
+    prefix: String,
+    kill_grace: Duration,
+    stages: AtomicUsize,
+    build: Option<BuildTemplate>,
+    network: Option<String>,
+    services: Vec<StartedService>,
+}
+
+impl DockerExecutor {
+    /// Connects to the engine; nothing is created yet.
+    pub(crate) async fn connect(
+        short_token: &str,
+        job_id: i64,
+        kill_grace: Duration,
+    ) -> Result<Self, DockerError> {
+        let docker = connect().await?;
+        let instance = nonce();
+        Ok(Self {
+            docker,
+            labels: job_labels(short_token, job_id, &instance),
+            prefix: sanitize(&format!("gantry-{short_token}-{job_id}-{instance}")),
+            instance,
+            kill_grace,
+            stages: AtomicUsize::new(0),
+            build: None,
+            network: None,
+            services: Vec::new(),
+        })
+    }
+
+    /// `prepare_executor`: checks what the job asks for against the configuration
+    /// (before anything is created), then fetches the images, makes the network and
+    /// volumes, and starts the services and waits for them.
+    pub(crate) async fn prepare(
+        &mut self,
+        spec: &DockerJobSpec<'_>,
+        trace: &Trace,
+    ) -> Result<(), DockerError> {
+        let config = spec.config;
+        let lookup = |name: &str| {
+            spec.variables
+                .iter()
+                .rev()
+                .find(|v| v.key == name)
+                .map(|v| v.value.clone())
+        };
+        let job_image = spec
+            .job
+            .image
+            .as_ref()
+            .filter(|image| !image.name.trim().is_empty());
+        let (image, entrypoint, options, asked_policies) = match job_image {
+            Some(image) => {
+                let name = expand_runner(image.name.trim(), &lookup);
+                check_allowed("image", &name, &config.allowed_images)?;
+                (
+                    name,
+                    image.entrypoint.clone(),
+                    Some(&image.executor_opts),
+                    image.pull_policy.as_deref(),
+                )
+            }
+            None => {
+                let name = config
+                    .image
+                    .as_deref()
+                    .map(|name| expand_runner(name, &lookup))
+                    .filter(|name| !name.is_empty())
+                    .ok_or(DockerError::NoImage)?;
+                (name, None, None, None)
+            }
+        };
+        if let Some(options) = options {
+            options
+                .check()
+                .map_err(|error| DockerError::ExecutorOptions {
+                    what: format!("image {image}"),
+                    reason: error.to_string(),
+                })?;
+        }
+        let docker_options = options.and_then(|o| o.docker.as_ref());
+        let user = docker_options
+            .and_then(|o| o.user.as_ref())
+            .map(|u| u.to_user_string())
+            .or_else(|| config.user.clone());
+        let platform = docker_options.and_then(|o| o.platform.clone());
+        let policies = pull_policies(config, &image, asked_policies)?;
+
+        // Services: everything checked before anything starts.
+        let job_env: Vec<String> = service_environment(spec.variables, &spec.job.token);
+        let mut plans = Vec::new();
+        for service in &spec.job.services {
+            let name = expand_runner(service.name.trim(), &lookup);
+            if name.is_empty() {
+                continue;
+            }
+            check_allowed("service", &name, &config.allowed_services)?;
+            service
+                .executor_opts
+                .check()
+                .map_err(|error| DockerError::ExecutorOptions {
+                    what: format!("service {name}"),
+                    reason: error.to_string(),
+                })?;
+            let service_policies = pull_policies(config, &name, service.pull_policy.as_deref())?;
+            let mut aliases: Vec<String> =
+                service.aliases().into_iter().map(str::to_owned).collect();
+            for derived in service_aliases(&name) {
+                if !aliases.contains(&derived) {
+                    aliases.push(derived);
+                }
+            }
+            let mut env = job_env.clone();
+            for variable in &service.variables {
+                env.push(format!(
+                    "{}={}",
+                    variable.key,
+                    expand_runner(&variable.value, &lookup)
+                ));
+            }
+            plans.push((
+                ServicePlan {
+                    service,
+                    image: name,
+                    aliases,
+                    env,
+                    ports: service
+                        .ports
+                        .iter()
+                        .map(|p| p.number)
+                        .filter(|&n| n > 0)
+                        .collect(),
+                },
+                service_policies,
+            ));
+        }
+
+        trace.runner_line(&format!("Using Docker executor with image {image} ..."));
+        let inspect =
+            ensure_image(&self.docker, &image, &policies, platform.as_deref(), trace).await?;
+        let image_ref = inspect.id.clone().unwrap_or_else(|| image.clone());
+
+        let mut host_config = HostConfig {
+            binds: Some(spec.binds.clone()),
+            privileged: Some(config.privileged),
+            memory: config
+                .memory
+                .as_ref()
+                .and_then(|m| i64::try_from(m.bytes).ok()),
+            nano_cpus: config.cpus.as_ref().map(|c| (c.value * 1e9) as i64),
+            network_mode: config.network_mode.clone(),
+            extra_hosts: non_empty(&config.extra_hosts),
+            dns: non_empty(&config.dns),
+            cap_add: non_empty(&config.cap_add),
+            cap_drop: non_empty(&config.cap_drop),
+            ..HostConfig::default()
+        };
+        for (index, volume) in config.volumes.iter().enumerate() {
+            let bind = if volume.contains(':') {
+                volume.clone()
+            } else {
+                let name = sanitize(&format!("{}-volume-{index}", self.prefix));
+                self.docker
+                    .create_volume(VolumeCreateRequest {
+                        name: Some(name.clone()),
+                        labels: Some(self.labels.clone()),
+                        ..VolumeCreateRequest::default()
+                    })
+                    .await
+                    .map_err(|error| {
+                        DockerError::api(format!("create the volume for {volume}"), &error)
+                    })?;
+                format!("{name}:{volume}")
+            };
+            host_config.binds.get_or_insert_with(Vec::new).push(bind);
+        }
+
+        if !plans.is_empty() {
+            if config.network_mode.is_none() {
+                let name = self.prefix.clone();
+                self.docker
+                    .create_network(NetworkCreateRequest {
+                        name: name.clone(),
+                        driver: Some("bridge".to_owned()),
+                        labels: Some(self.labels.clone()),
+                        ..NetworkCreateRequest::default()
+                    })
+                    .await
+                    .map_err(|error| DockerError::api("create the job's network", &error))?;
+                host_config.network_mode = Some(name.clone());
+                self.network = Some(name);
+            }
+            for (index, (plan, service_policies)) in plans.iter_mut().enumerate() {
+                let service_platform = plan
+                    .service
+                    .executor_opts
+                    .docker
+                    .as_ref()
+                    .and_then(|o| o.platform.clone());
+                let service_image = ensure_image(
+                    &self.docker,
+                    &plan.image,
+                    service_policies,
+                    service_platform.as_deref(),
+                    trace,
+                )
+                .await?;
+                for port in exposed_tcp_ports(
+                    service_image
+                        .config
+                        .as_ref()
+                        .and_then(|c| c.exposed_ports.as_ref()),
+                ) {
+                    if !plan.ports.contains(&port) {
+                        plan.ports.push(port);
+                    }
+                }
+                let target = ServiceTarget {
+                    labels: &self.labels,
+                    name: format!("{}-service-{index}", self.prefix),
+                    network: self.network.as_deref(),
+                    network_mode: config.network_mode.as_deref(),
+                    host_config: &host_config,
+                    platform: service_platform.as_deref(),
+                };
+                let started = start_service(&self.docker, plan, &target, trace).await?;
+                self.services.push(started);
+            }
+            if let Some(timeout) = config.wait_for_services_timeout {
+                wait_for_services(
+                    &self.docker,
+                    &self.services,
+                    self.network.as_deref(),
+                    timeout,
+                    trace,
+                )
+                .await;
+            }
+        }
+
+        self.build = Some(BuildTemplate {
+            image: image_ref,
+            entrypoint,
+            user,
+            platform: platform.unwrap_or_default(),
+            host_config,
+        });
+        Ok(())
+    }
+
+    /// Runs `stage` in a new container of the job's image (see the module docs).
+    pub(crate) async fn run(
+        &self,
+        stage: &Stage<'_>,
+        trace: &Trace,
+        cancel: impl Future<Output = CancelReason>,
+    ) -> StageOutcome {
+        let Some(build) = &self.build else {
+            return StageOutcome::SystemFailure {
+                error: DockerError::NotPrepared.into(),
+            };
+        };
+        for warning in stage.variables.warnings() {
+            trace.warning(warning);
+        }
+        let script = generate_script(
+            crate::config::ShellKind::Sh,
+            stage.variables,
+            stage.job_status.as_str(),
+            stage.work_dir,
+            stage.commands,
+        );
+        // `: |` gives the script's commands an empty standard input, so a command that
+        // reads it cannot eat the rest of the script (gitlab-runner does the same).
+        let input = format!(": | eval {}\n", quote(&script));
+        let number = self.stages.fetch_add(1, Ordering::Relaxed);
+        let name = sanitize(&format!("{}-{}-{number}", self.prefix, stage.name));
+        let failed = |action: &str, error: &bollard::errors::Error| StageOutcome::SystemFailure {
+            error: DockerError::api(format!("{action} of {}", stage.name), error).into(),
+        };
+
+        let mut labels = self.labels.clone();
+        labels.insert(LABEL_ROLE.to_owned(), "build".to_owned());
+        let body = ContainerCreateBody {
+            image: Some(build.image.clone()),
+            entrypoint: build.entrypoint.clone(),
+            cmd: Some(vec![
+                "sh".to_owned(),
+                "-c".to_owned(),
+                DETECT_SHELL.to_owned(),
+            ]),
+            user: build.user.clone(),
+            working_dir: Some(stage.work_dir.to_string_lossy().into_owned()),
+            attach_stdin: Some(true),
+            attach_stdout: Some(true),
+            attach_stderr: Some(true),
+            open_stdin: Some(true),
+            stdin_once: Some(true),
+            tty: Some(false),
+            labels: Some(labels),
+            host_config: Some(build.host_config.clone()),
+            ..ContainerCreateBody::default()
+        };
+        let options = CreateContainerOptions {
+            name: Some(name),
+            platform: build.platform.clone(),
+        };
+        let id = match self.docker.create_container(Some(options), body).await {
+            Ok(created) => created.id,
+            Err(error) => return failed("create the container", &error),
+        };
+        let outcome = self.run_in(&id, &input, stage, trace, cancel).await;
+        let remove = RemoveContainerOptions {
+            force: true,
+            v: true,
+            ..RemoveContainerOptions::default()
+        };
+        if let Err(error) = self.docker.remove_container(&id, Some(remove)).await {
+            trace.warning(&format!("remove container {id}: {}", describe(&error)));
+        }
+        if let StageOutcome::Timeout { after } = outcome {
+            trace.warning(&format!(
+                "{} could not run to completion because the timeout of {} was exceeded",
+                stage.name,
+                format_duration(after)
+            ));
+        }
+        outcome
+    }
+
+    async fn run_in(
+        &self,
+        id: &str,
+        input: &str,
+        stage: &Stage<'_>,
+        trace: &Trace,
+        cancel: impl Future<Output = CancelReason>,
+    ) -> StageOutcome {
+        let failed = |action: &str, error: &bollard::errors::Error| StageOutcome::SystemFailure {
+            error: DockerError::api(format!("{action} of {}", stage.name), error).into(),
+        };
+        let attach = AttachContainerOptions {
+            stream: true,
+            stdin: true,
+            stdout: true,
+            stderr: true,
+            ..AttachContainerOptions::default()
+        };
+        let attached = match self.docker.attach_container(id, Some(attach)).await {
+            Ok(attached) => attached,
+            Err(error) => return failed("attach to the container", &error),
+        };
+        if let Err(error) = self.docker.start_container(id, None).await {
+            return failed("start the container", &error);
+        }
+        let mut stdin = attached.input;
+        let mut output = attached.output;
+        let mut out = trace.writer(StreamKind::Stdout);
+        let mut err = trace.writer(StreamKind::Stderr);
+        let pump = tokio::spawn(async move {
+            while let Some(item) = output.next().await {
+                match item {
+                    Ok(LogOutput::StdErr { message }) => err.write(&message),
+                    Ok(LogOutput::StdOut { message } | LogOutput::Console { message }) => {
+                        out.write(&message)
+                    }
+                    Ok(LogOutput::StdIn { .. }) => {}
+                    Err(_) => break,
+                }
+            }
+            out.finish();
+            err.finish();
+        });
+        let feed = async {
+            // A script that exits early closes stdin: the write error does not matter.
+            let _ = stdin.write_all(input.as_bytes()).await;
+            let _ = stdin.shutdown().await;
+        };
+
+        enum Stop {
+            Exited(Result<i64, String>),
+            Timeout,
+            Canceled(CancelReason),
+        }
+        let stop = {
+            let cancel = std::pin::pin!(cancel);
+            let wait = async {
+                feed.await;
+                let mut wait = self.docker.wait_container(id, None);
+                match wait.next().await {
+                    Some(Ok(response)) => Ok(response.status_code),
+                    Some(Err(bollard::errors::Error::DockerContainerWaitError {
+                        code, ..
+                    })) => Ok(code),
+                    Some(Err(error)) => Err(describe(&error)),
+                    None => Err("the engine closed the wait without an exit code".to_owned()),
+                }
+            };
+            tokio::select! {
+                exited = wait => Stop::Exited(exited),
+                () = tokio::time::sleep(stage.timeout) => Stop::Timeout,
+                reason = cancel => Stop::Canceled(reason),
+            }
+        };
+        let outcome = match stop {
+            Stop::Exited(Ok(0)) => StageOutcome::Success,
+            Stop::Exited(Ok(code)) => StageOutcome::ScriptFailure {
+                exit_code: i32::try_from(code).unwrap_or(-1),
+            },
+            Stop::Exited(Err(reason)) => StageOutcome::SystemFailure {
+                error: DockerError::Api {
+                    action: format!("wait for the container of {}", stage.name),
+                    reason,
+                    status: None,
+                }
+                .into(),
+            },
+            Stop::Timeout => {
+                self.terminate(id).await;
+                StageOutcome::Timeout {
+                    after: stage.timeout,
+                }
+            }
+            Stop::Canceled(reason) => {
+                self.terminate(id).await;
+                StageOutcome::Canceled { reason }
+            }
+        };
+        if tokio::time::timeout(OUTPUT_DRAIN, pump).await.is_err() {
+            trace.warning(&format!(
+                "the output of {} did not end; it may be incomplete",
+                stage.name
+            ));
+        }
+        outcome
+    }
+
+    /// SIGTERM to every process of the container (as the shell executor signals the
+    /// script's process group), then SIGKILL after the grace period.
+    async fn terminate(&self, id: &str) {
+        let exec = ExecConfig {
+            cmd: Some(vec![
+                "sh".to_owned(),
+                "-c".to_owned(),
+                "kill -TERM -1 2>/dev/null; true".to_owned(),
+            ]),
+            user: Some("0".to_owned()),
+            ..ExecConfig::default()
+        };
+        if let Ok(created) = self.docker.create_exec(id, exec).await {
+            let _ = self
+                .docker
+                .start_exec(
+                    &created.id,
+                    Some(StartExecOptions {
+                        detach: true,
+                        ..StartExecOptions::default()
+                    }),
+                )
+                .await;
+        }
+        let grace = i32::try_from(self.kill_grace.as_secs()).unwrap_or(i32::MAX);
+        let stop = StopContainerOptions {
+            t: Some(grace),
+            signal: None,
+        };
+        let _ = self.docker.stop_container(id, Some(stop)).await;
+    }
+
+    /// Removes every container, network and volume of this job run.
+    pub(crate) async fn cleanup(&self) -> Result<Removed, DockerError> {
+        remove_labelled(&self.docker, LABEL_INSTANCE, &self.instance).await
+    }
+}
+
+fn non_empty(list: &[String]) -> Option<Vec<String>> {
+    (!list.is_empty()).then(|| list.to_vec())
+}
+
+/// The job's variables as a service's environment, without anything that holds the
+/// job token (it would show in `docker inspect`).
+fn service_environment(variables: &[JobVariable], job_token: &str) -> Vec<String> {
+    variables
+        .iter()
+        .filter(|v| job_token.is_empty() || !v.value.contains(job_token))
+        .filter(|v| crate::shell::is_variable_name(&v.key))
+        .map(|v| format!("{}={}", v.key, v.value))
+        .collect()
+}

@@ -1,0 +1,103 @@
+//! [`Executor`]: where a job's scripts run, chosen per job. The job lifecycle prepares
+//! one in `prepare_executor`, runs every script stage through [`Executor::run`] (hooks,
+//! `step_script`, `after_script`) and calls [`Executor::cleanup`] at the end, whatever
+//! happened. Everything else (sources, cache, artifacts) the lifecycle does on the
+//! host, for every executor.
+//!
+//! | executor | chosen when | stages run |
+//! |---|---|---|
+//! | shell | `executor = "shell"`; or `"docker"` with `shell_without_image = true` and a job without `image:` | in bash (or sh) on this machine, one process group per stage |
+//! | docker | `executor = "docker"` | in a new container of the job's image per stage ([`crate::docker`]) |
+
+use std::future::Future;
+
+use gantry_protocol::JobResponse;
+
+use crate::config::{ExecutorKind, RunnerConfig};
+use crate::docker::DockerExecutor;
+use crate::shell::{CancelReason, ShellExecutor, Stage, StageOutcome};
+use crate::trace::Trace;
+
+/// Which executor a job runs in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExecutorChoice {
+    /// On this machine.
+    Shell,
+    /// In Docker containers.
+    Docker,
+    /// Not implemented by this runner (`custom`).
+    Unsupported(ExecutorKind),
+}
+
+impl ExecutorChoice {
+    /// The executor for `job` on `runner`: its `executor`, except that a Docker entry
+    /// with `shell_without_image = true` runs jobs without `image:` in the shell.
+    pub fn for_job(runner: &RunnerConfig, job: &JobResponse) -> Self {
+        match runner.executor {
+            ExecutorKind::Shell => Self::Shell,
+            ExecutorKind::Docker => {
+                let has_image = job
+                    .image
+                    .as_ref()
+                    .is_some_and(|image| !image.name.trim().is_empty());
+                let shell_without_image = runner
+                    .docker
+                    .as_ref()
+                    .is_some_and(|d| d.shell_without_image);
+                if !has_image && shell_without_image {
+                    Self::Shell
+                } else {
+                    Self::Docker
+                }
+            }
+            other => Self::Unsupported(other),
+        }
+    }
+
+    /// `shell`, `docker`, …
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Shell => "shell",
+            Self::Docker => "docker",
+            Self::Unsupported(kind) => kind.as_str(),
+        }
+    }
+}
+
+/// A prepared executor of one job.
+pub(crate) enum Executor {
+    Shell(ShellExecutor),
+    Docker(Box<DockerExecutor>),
+}
+
+impl Executor {
+    /// Runs `stage` until it ends, its timeout passes, or `cancel` completes; all its
+    /// output is in `trace` when this returns.
+    pub(crate) async fn run(
+        &self,
+        stage: &Stage<'_>,
+        trace: &Trace,
+        cancel: impl Future<Output = CancelReason>,
+    ) -> StageOutcome {
+        match self {
+            Self::Shell(shell) => shell.run(stage, trace, cancel).await,
+            Self::Docker(docker) => docker.run(stage, trace, cancel).await,
+        }
+    }
+
+    /// Releases what the executor created (containers, networks, volumes); problems
+    /// become warnings in the log.
+    pub(crate) async fn cleanup(&self, trace: &Trace) {
+        match self {
+            Self::Shell(_) => {}
+            Self::Docker(docker) => match docker.cleanup().await {
+                Ok(removed) => {
+                    for failure in &removed.failures {
+                        trace.warning(&format!("cleaning up: {failure}"));
+                    }
+                }
+                Err(error) => trace.warning(&format!("cleaning up: failed to {error}")),
+            },
+        }
+    }
+}

@@ -1,0 +1,481 @@
+//! The Docker executor end to end: our coordinator, a real git repository, our runner's
+//! poll loop with `executor = "docker"`, and the real Docker engine. The images come
+//! from `scripts/test-images.sh` (no registry is reachable); every test fails, saying
+//! why, when no engine answers.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod docker_support;
+
+use std::time::{Duration, Instant};
+
+use docker_support::*;
+use gantry_runner::job::JobEnding;
+
+const LIMIT: Duration = Duration::from_secs(120);
+const RUNNER_DOCKER: &str =
+    "image = \"gantry-test/busybox:latest\"\npull_policy = [\"if-not-present\"]";
+
+fn assert_no_leftovers(token: &str) {
+    let left = leftovers(token);
+    assert!(left.is_empty(), "the runner left these behind: {left:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn image_with_entrypoint_override_runs_the_script_in_the_container() {
+    require_docker().await;
+    let ci = r#"
+build:
+  image:
+    name: gantry-test/entrypoint:latest
+    entrypoint: ["/bin/sh", "-c", "export FROM_ENTRYPOINT=yes; exec \"$@\"", "--"]
+  variables:
+    GREETING: "hello from $CI_JOB_NAME"
+  script:
+    - echo "entrypoint=$FROM_ENTRYPOINT"
+    - echo "$GREETING"
+    - test "$(pwd)" = "$CI_PROJECT_DIR"
+    - cat README.md
+    - cat /etc/passwd | head -n 1
+    - echo to-stderr >&2
+    - ls -l /bin/sh
+failing:
+  image: gantry-test/busybox:latest
+  script:
+    - echo before
+    - exit 3
+"#;
+    let repo = Repo::new(&[
+        (".gitlab-ci.yml", ci),
+        ("README.md", "the readme, checked out on the host\n"),
+    ]);
+    let server = TestServer::start().await;
+    let (project, _) = server.project_with_pipeline(&repo).await;
+    let token = server.runner_token().await;
+    let runner = Runner::new(&server, &token, RUNNER_DOCKER);
+    let summary = runner.run(2, LIMIT).await;
+    assert_eq!(summary.jobs.len(), 2);
+    for report in &summary.jobs {
+        let trace = server.trace(project, report.job_id).await;
+        let name = server.job(project, report.job_id).await["name"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        match name.as_str() {
+            "build" => {
+                assert_eq!(report.ending, JobEnding::Success, "{trace}");
+                assert!(
+                    trace.contains("Preparing the \"docker\" executor"),
+                    "{trace}"
+                );
+                assert!(
+                    trace
+                        .contains("Using Docker executor with image gantry-test/entrypoint:latest"),
+                    "{trace}"
+                );
+                assert!(trace.contains("entrypoint=yes"), "{trace}");
+                assert!(trace.contains("hello from build"), "{trace}");
+                assert!(
+                    trace.contains("the readme, checked out on the host"),
+                    "{trace}"
+                );
+                assert!(
+                    trace.contains("root:x:0:0"),
+                    "the job runs in the image's file system: {trace}"
+                );
+                assert!(trace.contains("to-stderr"), "{trace}");
+            }
+            "failing" => {
+                assert_eq!(
+                    report.ending,
+                    JobEnding::ScriptFailure { exit_code: 3 },
+                    "{trace}"
+                );
+                assert!(trace.contains("before"), "{trace}");
+                assert!(trace.contains("ERROR: Job failed: exit code 3"), "{trace}");
+            }
+            other => panic!("unexpected job {other}"),
+        }
+    }
+    assert_no_leftovers(&token);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_is_reached_by_its_aliases() {
+    require_docker().await;
+    let ci = r#"
+test:
+  services:
+    - name: gantry-test/http:latest
+      alias: web,www
+      variables:
+        SERVICE_ONLY: "yes"
+  script:
+    - wget -qO- http://web:8080/
+    - wget -qO- http://www:8080/index.html
+    - wget -qO- http://gantry-test__http:8080/
+    - wget -qO- http://gantry-test-http:8080/
+"#;
+    let repo = Repo::new(&[(".gitlab-ci.yml", ci)]);
+    let server = TestServer::start().await;
+    let (project, _) = server.project_with_pipeline(&repo).await;
+    let token = server.runner_token().await;
+    let runner = Runner::new(&server, &token, RUNNER_DOCKER);
+    let summary = runner.run(1, LIMIT).await;
+    let report = &summary.jobs[0];
+    let trace = server.trace(project, report.job_id).await;
+    assert_eq!(report.ending, JobEnding::Success, "{trace}");
+    assert!(
+        trace.contains("Starting service gantry-test/http:latest"),
+        "{trace}"
+    );
+    assert!(
+        trace.contains("Waiting for services to be up and running"),
+        "{trace}"
+    );
+    assert!(!trace.contains("probably didn't start properly"), "{trace}");
+    assert_eq!(
+        trace.matches("hello from the service").count(),
+        4,
+        "{trace}"
+    );
+    assert_no_leftovers(&token);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn artifacts_and_cache_pass_between_container_jobs() {
+    require_docker().await;
+    let ci = r#"
+stages: [build, test]
+build:
+  stage: build
+  cache:
+    key: deps
+    paths: [vendor/]
+  script:
+    - mkdir -p out vendor
+    - echo "artifact made in a container" > out/result.txt
+    - echo "cached in a container" > vendor/lib.txt
+  artifacts:
+    paths: [out/]
+test:
+  stage: test
+  cache:
+    key: deps
+    paths: [vendor/]
+    policy: pull
+  script:
+    - cat out/result.txt
+    - cat vendor/lib.txt
+"#;
+    let repo = Repo::new(&[(".gitlab-ci.yml", ci)]);
+    let server = TestServer::start().await;
+    let (project, _) = server.project_with_pipeline(&repo).await;
+    let token = server.runner_token().await;
+    let runner = Runner::new(&server, &token, RUNNER_DOCKER);
+    let summary = runner.run(2, LIMIT).await;
+    assert_eq!(summary.jobs.len(), 2);
+    let test = summary.jobs.last().unwrap();
+    let trace = server.trace(project, test.job_id).await;
+    assert_eq!(test.ending, JobEnding::Success, "{trace}");
+    assert!(trace.contains("artifact made in a container"), "{trace}");
+    assert!(trace.contains("cached in a container"), "{trace}");
+    assert_no_leftovers(&token);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timeout_leaves_no_container_behind() {
+    require_docker().await;
+    let ci = r#"
+slow:
+  variables:
+    RUNNER_SCRIPT_TIMEOUT: 2s
+  services:
+    - gantry-test/http:latest
+  script:
+    - echo sleeping
+    - sleep 300
+"#;
+    let repo = Repo::new(&[(".gitlab-ci.yml", ci)]);
+    let server = TestServer::start().await;
+    let (project, _) = server.project_with_pipeline(&repo).await;
+    let token = server.runner_token().await;
+    let runner = Runner::new(&server, &token, RUNNER_DOCKER);
+    let started = Instant::now();
+    let summary = runner.run(1, LIMIT).await;
+    let report = &summary.jobs[0];
+    let trace = server.trace(project, report.job_id).await;
+    assert!(
+        matches!(report.ending, JobEnding::Timeout { .. }),
+        "{:?}\n{trace}",
+        report.ending
+    );
+    assert!(trace.contains("sleeping"), "{trace}");
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "the timeout took {:?}",
+        started.elapsed()
+    );
+    assert_no_leftovers(&token);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_leaves_no_container_behind() {
+    require_docker().await;
+    let ci = r#"
+slow:
+  services:
+    - gantry-test/http:latest
+  script:
+    - echo sleeping
+    - while true; do echo tick; sleep 1; done
+"#;
+    let repo = Repo::new(&[(".gitlab-ci.yml", ci)]);
+    let server = TestServer::start().await;
+    let (project, pipeline) = server.project_with_pipeline(&repo).await;
+    let (_, jobs) = server
+        .admin(
+            reqwest::Method::GET,
+            &format!("projects/{project}/pipelines/{pipeline}/jobs"),
+            None,
+        )
+        .await;
+    let id = jobs[0]["id"].as_i64().expect("job id");
+    let token = server.runner_token().await;
+    let runner = Runner::new(&server, &token, RUNNER_DOCKER);
+    let poll = runner.run(1, LIMIT);
+    let cancel = async {
+        // Wait until the script runs, then cancel through the user API.
+        let deadline = Instant::now() + LIMIT;
+        loop {
+            assert!(Instant::now() < deadline, "the job never started sleeping");
+            if server.trace(project, id).await.contains("sleeping") {
+                assert!(
+                    !leftovers(&token).is_empty(),
+                    "the job's containers are there while it runs"
+                );
+                server.cancel(project, id).await;
+                return id;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    };
+    let (summary, job_id) = tokio::join!(poll, cancel);
+    let report = &summary.jobs[0];
+    assert_eq!(report.job_id, job_id);
+    let trace = server.trace(project, job_id).await;
+    assert!(
+        matches!(report.ending, JobEnding::Canceled | JobEnding::Aborted),
+        "{:?}\n{trace}",
+        report.ending
+    );
+    assert_no_leftovers(&token);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pull_policy_never_with_a_missing_image_is_a_clear_error() {
+    require_docker().await;
+    let ci = r#"
+job:
+  image: gantry-test/not-built-here:1
+  script: [echo never runs]
+"#;
+    let repo = Repo::new(&[(".gitlab-ci.yml", ci)]);
+    let server = TestServer::start().await;
+    let (project, _) = server.project_with_pipeline(&repo).await;
+    let token = server.runner_token().await;
+    let runner = Runner::new(&server, &token, "pull_policy = \"never\"");
+    let summary = runner.run(1, LIMIT).await;
+    let report = &summary.jobs[0];
+    let trace = server.trace(project, report.job_id).await;
+    match &report.ending {
+        JobEnding::ImagePullFailure { message } => {
+            assert!(
+                message.contains("gantry-test/not-built-here:1"),
+                "{message}"
+            );
+            assert!(message.contains("[never]"), "{message}");
+            assert!(message.contains("not on this machine"), "{message}");
+        }
+        other => panic!("expected an image pull failure, got {other:?}\n{trace}"),
+    }
+    assert!(
+        trace.contains("pull image \"gantry-test/not-built-here:1\" with pull policy [never]"),
+        "{trace}"
+    );
+    assert!(!trace.contains("never runs\n"), "{trace}");
+    // `image_pull_failure` when the coordinator lists it in `features.failure_reasons`,
+    // else the wider `runner_system_failure` (spec §4.3).
+    let job = server.job(project, report.job_id).await;
+    assert!(
+        ["image_pull_failure", "runner_system_failure"]
+            .contains(&job["failure_reason"].as_str().unwrap_or("")),
+        "{job}"
+    );
+    assert_no_leftovers(&token);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_disallowed_image_or_service_is_refused_before_anything_starts() {
+    require_docker().await;
+    let ci = r#"
+bad-image:
+  image: gantry-test/entrypoint:latest
+  script: [echo never runs]
+bad-service:
+  image: gantry-test/busybox:latest
+  services: [gantry-test/http:latest]
+  script: [echo never runs]
+"#;
+    let repo = Repo::new(&[(".gitlab-ci.yml", ci)]);
+    let server = TestServer::start().await;
+    let (project, _) = server.project_with_pipeline(&repo).await;
+    let token = server.runner_token().await;
+    let docker = format!(
+        "{RUNNER_DOCKER}\nallowed_images = [\"gantry-test/busy*\"]\nallowed_services = [\"postgres:*\"]"
+    );
+    let runner = Runner::new(&server, &token, &docker);
+    let summary = runner.run(2, LIMIT).await;
+    assert_eq!(summary.jobs.len(), 2);
+    for report in &summary.jobs {
+        let trace = server.trace(project, report.job_id).await;
+        let JobEnding::ConfigurationError { message } = &report.ending else {
+            panic!(
+                "expected a configuration error, got {:?}\n{trace}",
+                report.ending
+            );
+        };
+        assert!(
+            message.contains("is not on the list of allowed"),
+            "{message}"
+        );
+        // Refused before any pull, network, service or container.
+        assert!(!trace.contains("Using docker image"), "{trace}");
+        assert!(!trace.contains("Starting service"), "{trace}");
+        assert!(!trace.contains("never runs\n"), "{trace}");
+    }
+    let traces = [
+        server.trace(project, summary.jobs[0].job_id).await,
+        server.trace(project, summary.jobs[1].job_id).await,
+    ]
+    .join("\n");
+    assert!(
+        traces.contains("use the image \"gantry-test/entrypoint:latest\""),
+        "{traces}"
+    );
+    assert!(traces.contains("- gantry-test/busy*"), "{traces}");
+    assert!(
+        traces.contains("use the service \"gantry-test/http:latest\""),
+        "{traces}"
+    );
+    assert_no_leftovers(&token);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shell_without_image_runs_imageless_jobs_on_the_host() {
+    require_docker().await;
+    let ci = r#"
+imageless:
+  script:
+    - echo "on the host"
+with-image:
+  image: gantry-test/busybox:latest
+  script:
+    - echo "in a container"
+"#;
+    let repo = Repo::new(&[(".gitlab-ci.yml", ci)]);
+    let server = TestServer::start().await;
+    let (project, _) = server.project_with_pipeline(&repo).await;
+    let token = server.runner_token().await;
+    let runner = Runner::new(
+        &server,
+        &token,
+        "pull_policy = \"never\"\nshell_without_image = true",
+    );
+    let summary = runner.run(2, LIMIT).await;
+    for report in &summary.jobs {
+        let trace = server.trace(project, report.job_id).await;
+        assert_eq!(report.ending, JobEnding::Success, "{trace}");
+        if trace.contains("on the host") {
+            assert!(
+                trace.contains("Preparing the \"shell\" executor"),
+                "{trace}"
+            );
+        } else {
+            assert!(
+                trace.contains("Preparing the \"docker\" executor"),
+                "{trace}"
+            );
+        }
+    }
+    assert_no_leftovers(&token);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_any_image_the_job_fails_saying_so() {
+    require_docker().await;
+    let ci = "imageless:\n  script: [echo never runs]\n";
+    let repo = Repo::new(&[(".gitlab-ci.yml", ci)]);
+    let server = TestServer::start().await;
+    let (project, _) = server.project_with_pipeline(&repo).await;
+    let token = server.runner_token().await;
+    let runner = Runner::new(&server, &token, "pull_policy = \"never\"");
+    let summary = runner.run(1, LIMIT).await;
+    let report = &summary.jobs[0];
+    let trace = server.trace(project, report.job_id).await;
+    assert!(
+        matches!(&report.ending, JobEnding::ConfigurationError { message } if message.contains("the job has no `image:` and [runners.docker] image is not set")),
+        "{:?}\n{trace}",
+        report.ending
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leftovers_of_a_crashed_runner_are_removed_when_polling_starts() {
+    require_docker().await;
+    let repo = Repo::new(&[(".gitlab-ci.yml", "job:\n  script: [echo hi]\n")]);
+    let server = TestServer::start().await;
+    let (_project, _) = server.project_with_pipeline(&repo).await;
+    let token = server.runner_token().await;
+    let short = gantry_runner::job::short_token(&token);
+    // What a runner killed mid-job leaves: a running container, a network, a volume.
+    let label = format!("com.gantry.runner={short}");
+    for args in [
+        vec![
+            "network",
+            "create",
+            "--label",
+            &label,
+            &format!("gantry-leftover-{short}"),
+        ],
+        vec![
+            "volume",
+            "create",
+            "--label",
+            &label,
+            &format!("gantry-leftover-{short}"),
+        ],
+        vec!["run", "-d", "--label", &label, BUSYBOX, "sleep", "300"],
+    ] {
+        let out = std::process::Command::new("docker")
+            .args(&args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "docker {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert_eq!(leftovers(&token).len(), 3);
+    let runner = Runner::new(&server, &token, RUNNER_DOCKER);
+    let (summary, events) = runner.run_with(1, LIMIT, |_| {}).await;
+    assert_eq!(summary.jobs[0].ending, JobEnding::Success);
+    assert!(
+        events.iter().any(|e| e.contains(
+            "removed what a previous run left behind: 1 container(s), 1 network(s), 1 volume(s)"
+        )),
+        "{events:?}"
+    );
+    assert_no_leftovers(&token);
+}
