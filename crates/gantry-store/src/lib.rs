@@ -44,9 +44,16 @@ impl Backend {
 
 static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
 
+/// Connections to one database. Reads go to a pool; every write goes through one writer
+/// connection, so this process's writes queue in memory instead of sleep-polling SQLite's
+/// lock (`busy_timeout`), and a transaction that reads before it writes cannot lose its
+/// snapshot to another writer of this process (`SQLITE_BUSY_SNAPSHOT`). Write
+/// transactions take the write lock when they begin (`BEGIN IMMEDIATE` on SQLite), so
+/// another process's writer makes them wait, never fail halfway.
 #[derive(Clone, Debug)]
 pub struct Store {
     pool: AnyPool,
+    writer: AnyPool,
     backend: Backend,
 }
 
@@ -68,33 +75,44 @@ impl Store {
             url: url.clone(),
             source: e,
         })?;
-        let pool = AnyPoolOptions::new()
-            .max_connections(8)
-            .acquire_timeout(Duration::from_secs(30))
-            .after_connect(move |conn, _| {
-                Box::pin(async move {
-                    if backend == Backend::Sqlite {
-                        // WAL lets readers proceed during writes; busy_timeout makes
-                        // concurrent writers wait instead of failing.
-                        sqlx::query("PRAGMA journal_mode = WAL").execute(&mut *conn).await?;
-                        sqlx::query("PRAGMA busy_timeout = 10000").execute(&mut *conn).await?;
-                        sqlx::query("PRAGMA foreign_keys = ON").execute(&mut *conn).await?;
-                        sqlx::query("PRAGMA synchronous = NORMAL").execute(&mut *conn).await?;
-                    }
-                    Ok(())
+        let connect = |max: u32| {
+            AnyPoolOptions::new()
+                .max_connections(max)
+                .acquire_timeout(Duration::from_secs(30))
+                .after_connect(move |conn, _| {
+                    Box::pin(async move {
+                        if backend == Backend::Sqlite {
+                            // WAL lets readers proceed during writes; busy_timeout makes a
+                            // writer of another process wait instead of failing.
+                            sqlx::query("PRAGMA journal_mode = WAL").execute(&mut *conn).await?;
+                            sqlx::query("PRAGMA busy_timeout = 10000").execute(&mut *conn).await?;
+                            sqlx::query("PRAGMA foreign_keys = ON").execute(&mut *conn).await?;
+                            sqlx::query("PRAGMA synchronous = NORMAL").execute(&mut *conn).await?;
+                        }
+                        Ok(())
+                    })
                 })
-            })
-            .connect_with(opts)
-            .await
-            .map_err(|e| StoreError::Open { url: url.clone(), source: e })?;
+                .connect_with(opts.clone())
+        };
+        let open_error = |e| StoreError::Open { url: url.clone(), source: e };
+        let writer = connect(1).await.map_err(open_error)?;
         match backend {
-            Backend::Sqlite => SQLITE_MIGRATIONS.run(&pool).await.map_err(StoreError::Migrate)?,
+            Backend::Sqlite => SQLITE_MIGRATIONS.run(&writer).await.map_err(StoreError::Migrate)?,
         }
-        Ok(Self { pool, backend })
+        let pool = connect(8).await.map_err(open_error)?;
+        Ok(Self { pool, writer, backend })
     }
 
     pub fn backend(&self) -> Backend {
         self.backend
+    }
+
+    /// A write transaction on the writer connection, holding the write lock from the start.
+    async fn begin_write(&self) -> Result<sqlx::Transaction<'static, sqlx::Any>> {
+        let statement = match self.backend {
+            Backend::Sqlite => "BEGIN IMMEDIATE",
+        };
+        Ok(self.writer.begin_with(statement).await?)
     }
 
     // ---- settings and admin tokens ----
@@ -109,7 +127,7 @@ impl Store {
         let r = sqlx::query("INSERT INTO settings (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING")
             .bind(key)
             .bind(value)
-            .execute(&self.pool)
+            .execute(&self.writer)
             .await?;
         Ok(r.rows_affected() == 1)
     }
@@ -118,7 +136,7 @@ impl Store {
         sqlx::query("INSERT INTO admin_tokens (token_hash, created_at) VALUES ($1, $2)")
             .bind(token_hash)
             .bind(now)
-            .execute(&self.pool)
+            .execute(&self.writer)
             .await?;
         Ok(())
     }
@@ -144,7 +162,7 @@ impl Store {
         .bind(p.timeout_secs)
         .bind(now)
         .bind(&p.ci_config_path)
-        .fetch_one(&self.pool)
+        .fetch_one(&self.writer)
         .await
         .map_err(|e| StoreError::conflict_or(e, format!("a project named `{}` already exists", p.name)))?;
         let id: i64 = r.get(0);
@@ -189,7 +207,7 @@ impl Store {
         .bind(r.project_id)
         .bind(r.maximum_timeout)
         .bind(now)
-        .fetch_one(&self.pool)
+        .fetch_one(&self.writer)
         .await?;
         let id: i64 = res.get(0);
         self.runner(id).await
@@ -215,7 +233,7 @@ impl Store {
 
     /// Delete a runner; its finished jobs keep their history (runner_id cleared).
     pub async fn delete_runner(&self, id: i64) -> Result<bool> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin_write().await?;
         sqlx::query("UPDATE jobs SET runner_id = NULL WHERE runner_id = $1").bind(id).execute(&mut *tx).await?;
         let r = sqlx::query("DELETE FROM runners WHERE id = $1").bind(id).execute(&mut *tx).await?;
         tx.commit().await?;
@@ -223,7 +241,7 @@ impl Store {
     }
 
     pub async fn touch_runner(&self, id: i64, now: i64) -> Result<()> {
-        sqlx::query("UPDATE runners SET contacted_at = $1 WHERE id = $2").bind(now).bind(id).execute(&self.pool).await?;
+        sqlx::query("UPDATE runners SET contacted_at = $1 WHERE id = $2").bind(now).bind(id).execute(&self.writer).await?;
         Ok(())
     }
 
@@ -232,7 +250,7 @@ impl Store {
     /// Persist a pipeline and all its jobs in one transaction; the pipeline's `iid` is the
     /// project's next counter value.
     pub async fn create_pipeline(&self, p: &NewPipeline, jobs: &[NewJob], now: i64) -> Result<(Pipeline, Vec<Job>)> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin_write().await?;
         sqlx::query("UPDATE projects SET pipeline_counter = pipeline_counter + 1 WHERE id = $1")
             .bind(p.project_id)
             .execute(&mut *tx)
@@ -326,7 +344,7 @@ impl Store {
     /// pipeline changed since `expected_lock_version` was read; the caller reloads and
     /// decides again.
     pub async fn apply(&self, pipeline_id: i64, expected_lock_version: i64, change: &PipelineChange, now: i64) -> Result<()> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin_write().await?;
         let r = sqlx::query(
             "UPDATE pipelines SET lock_version = lock_version + 1, status = $1, started_at = COALESCE(started_at, $2), finished_at = $3, updated_at = $4 \
              WHERE id = $5 AND lock_version = $6",
@@ -403,20 +421,20 @@ impl Store {
         .bind(now)
         .bind(now)
         .bind(job_id)
-        .execute(&self.pool)
+        .execute(&self.writer)
         .await?;
         Ok(r.rows_affected() == 1)
     }
 
     /// Record that the job's runner is alive.
     pub async fn touch_job(&self, job_id: i64, now: i64) -> Result<()> {
-        sqlx::query("UPDATE jobs SET last_contact_at = $1 WHERE id = $2").bind(now).bind(job_id).execute(&self.pool).await?;
+        sqlx::query("UPDATE jobs SET last_contact_at = $1 WHERE id = $2").bind(now).bind(job_id).execute(&self.writer).await?;
         Ok(())
     }
 
     /// Revoke a job's token (when the job finishes).
     pub async fn revoke_job_token(&self, job_id: i64) -> Result<()> {
-        sqlx::query("UPDATE jobs SET token_hash = NULL WHERE id = $1").bind(job_id).execute(&self.pool).await?;
+        sqlx::query("UPDATE jobs SET token_hash = NULL WHERE id = $1").bind(job_id).execute(&self.writer).await?;
         Ok(())
     }
 
@@ -426,7 +444,7 @@ impl Store {
     /// `Err(current_size)` when `offset` is not the current end (the runner must resend
     /// from there: HTTP 416). Writes within `max_size` only.
     pub async fn append_trace(&self, job_id: i64, offset: i64, data: &[u8], max_size: i64) -> Result<std::result::Result<i64, i64>> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin_write().await?;
         let size: i64 = sqlx::query("SELECT trace_size FROM jobs WHERE id = $1")
             .bind(job_id)
             .fetch_optional(&mut *tx)
@@ -467,7 +485,7 @@ impl Store {
 
     /// Record an artifact (replacing an earlier one of the same type for the job).
     pub async fn put_artifact(&self, a: &NewArtifact, now: i64) -> Result<Artifact> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin_write().await?;
         sqlx::query("DELETE FROM artifacts WHERE job_id = $1 AND file_type = $2").bind(a.job_id).bind(&a.file_type).execute(&mut *tx).await?;
         let r = sqlx::query(
             "INSERT INTO artifacts (job_id, file_type, file_format, filename, size, sha256, blob_key, expire_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id",
