@@ -581,7 +581,8 @@ impl Coordinator {
             }]
         };
 
-        // Cache keys: `-protected` / `-non_protected` unless `unprotect` (GitLab).
+        // Cache keys and fallback keys: `-protected` / `-non_protected` unless
+        // `unprotect` (GitLab's `Ci::Build#cache`).
         let suffix = if pipeline.protected {
             "protected"
         } else {
@@ -597,19 +598,21 @@ impl Coordinator {
                     .get(i)
                     .cloned()
                     .unwrap_or_else(|| "default".to_owned());
-                let key = if c.unprotect {
-                    key
-                } else {
-                    format!("{key}-{suffix}")
+                let suffixed = |key: &str| {
+                    if c.unprotect {
+                        key.to_owned()
+                    } else {
+                        format!("{key}-{suffix}")
+                    }
                 };
                 Cache {
-                    key,
+                    key: suffixed(&key),
                     untracked: c.untracked,
                     paths: c.paths.clone(),
                     // A `$VARIABLE` policy goes as is; the runner expands it (GitLab).
                     policy: c.policy.parse().unwrap_or(CachePolicy::PullPush),
                     when: c.when.to_wire(),
-                    fallback_keys: c.fallback_keys.clone(),
+                    fallback_keys: c.fallback_keys.iter().map(|k| suffixed(k)).collect(),
                 }
             })
             .collect();
