@@ -14,7 +14,7 @@ use gantry_protocol::{
 /// Why a call could not be made or was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
-    #[error("reach the server at {url}: {source}")]
+    #[error("reach the server at {url}: {}", causes(.source))]
     Unreachable {
         url: String,
         #[source]
@@ -26,6 +26,22 @@ pub enum ClientError {
     Protocol(#[from] gantry_protocol::ProtocolError),
     #[error("build the HTTP client: {0}")]
     Build(#[source] reqwest::Error),
+}
+
+/// What went wrong, down to the root cause: reqwest's own message ("error sending
+/// request for url …") hides it (`Connection refused`, a DNS failure, a TLS error).
+fn causes(error: &reqwest::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.ends_with(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
 }
 
 impl ClientError {
