@@ -1,0 +1,373 @@
+//! Our runner against our coordinator, every stage of the job lifecycle: sources cloned
+//! through the coordinator's git smart HTTP URL with the job token, cache restored (hit,
+//! fallback key, miss) and archived, artifacts and a dotenv report uploaded by one job
+//! and downloaded into (and injected into the variables of) a later one, `step_script`,
+//! `after_script` seeing `CI_JOB_STATUS`, and artifacts `when: on_failure`. Every check
+//! reads what the coordinator stored, through its user API.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod e2e_runner_support;
+
+use std::io::Read;
+use std::time::Duration;
+
+use e2e_runner_support::*;
+use gantry_runner::job::{Delivery, JobEnding};
+
+const PIPELINE: &str = r#"
+stages: [build, test]
+
+build:
+  stage: build
+  cache:
+    key: deps-$CI_COMMIT_REF_SLUG
+    paths: [vendor/]
+  script:
+    - echo "checked out $(git rev-parse HEAD) on $(git rev-parse --abbrev-ref HEAD 2>/dev/null || true)"
+    - test "$(git rev-parse HEAD)" = "$CI_COMMIT_SHA"
+    - echo "source says $(cat src/hello.txt)"
+    - mkdir -p out vendor
+    - cp src/hello.txt out/hello.txt
+    - echo "built for $CI_COMMIT_SHORT_SHA" > out/build-info.txt
+    - echo "vendored library" > vendor/lib.txt
+    - echo "BUILD_VERSION=1.2.3" > build.env
+    - echo "BUILD_CHANNEL=beta" >> build.env
+  after_script:
+    - echo "after_script of build saw CI_JOB_STATUS=$CI_JOB_STATUS"
+  artifacts:
+    paths: [out/]
+    reports:
+      dotenv: build.env
+
+consume:
+  stage: test
+  dependencies: [build]
+  cache:
+    key: deps-$CI_COMMIT_REF_SLUG
+    paths: [vendor/]
+    policy: pull
+  script:
+    - echo "artifact says $(cat out/hello.txt)"
+    - cat out/build-info.txt
+    - echo "cache says $(cat vendor/lib.txt)"
+    - echo "dotenv says BUILD_VERSION=$BUILD_VERSION BUILD_CHANNEL=$BUILD_CHANNEL"
+
+fallback:
+  stage: test
+  dependencies: []
+  cache:
+    key: feature-branch-cache
+    fallback_keys: [deps-main]
+    paths: [vendor/]
+    policy: pull
+  script:
+    - echo "fallback cache says $(cat vendor/lib.txt)"
+    - test ! -e out/hello.txt && echo "no artifacts without dependencies"
+
+miss:
+  stage: test
+  dependencies: []
+  cache:
+    key: never-saved
+    paths: [vendor/]
+    policy: pull
+  script:
+    - test ! -e vendor/lib.txt && echo "no cache for never-saved"
+
+failing:
+  stage: test
+  dependencies: []
+  allow_failure: true
+  script:
+    - echo "the failing job writes its report" > failure-report.txt
+    - exit 7
+    - echo "never printed"
+  after_script:
+    - echo "after_script of failing saw CI_JOB_STATUS=$CI_JOB_STATUS"
+  artifacts:
+    when: on_failure
+    paths: [failure-report.txt]
+"#;
+
+fn zip_names(bytes: &[u8]) -> Vec<String> {
+    let mut archive = zip::ZipArchive::new(std::io::Cursor::new(bytes)).expect("a zip archive");
+    (0..archive.len())
+        .map(|i| archive.by_index(i).unwrap().name().to_owned())
+        .collect()
+}
+
+fn zip_file(bytes: &[u8], name: &str) -> String {
+    let mut archive = zip::ZipArchive::new(std::io::Cursor::new(bytes)).expect("a zip archive");
+    let mut text = String::new();
+    archive
+        .by_name(name)
+        .expect(name)
+        .read_to_string(&mut text)
+        .unwrap();
+    text
+}
+
+fn artifact_types(job: &serde_json::Value) -> Vec<String> {
+    let mut types: Vec<String> = job["artifacts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["file_type"].as_str().unwrap().to_owned())
+        .collect();
+    types.sort();
+    types
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn every_lifecycle_stage_runs_against_the_coordinator() {
+    let setup = Setup::new(
+        PIPELINE,
+        &[("src/hello.txt", "hello from the repository\n")],
+    )
+    .await;
+    let server = &setup.server;
+    let pipeline = server.create_pipeline(setup.project).await;
+    let runner = setup.runner("", "");
+    let done = server
+        .wait_pipeline(setup.project, pipeline, Duration::from_secs(120))
+        .await;
+    let summary = runner.stop(Duration::from_secs(30)).await;
+
+    // Server side: statuses and failure reasons.
+    assert_eq!(
+        done["status"], "success",
+        "allow_failure keeps the pipeline green: {done}"
+    );
+    let job = |name: &'static str| server.job_named(setup.project, pipeline, name);
+    let (build, consume, fallback, miss, failing) = (
+        job("build").await,
+        job("consume").await,
+        job("fallback").await,
+        job("miss").await,
+        job("failing").await,
+    );
+    for ok in [&build, &consume, &fallback, &miss] {
+        assert_eq!(ok["status"], "success", "{ok}");
+        assert_eq!(ok["failure_reason"], serde_json::Value::Null, "{ok}");
+    }
+    assert_eq!(failing["status"], "failed", "{failing}");
+    assert_eq!(failing["failure_reason"], "script_failure", "{failing}");
+    assert_eq!(failing["exit_code"], 7, "{failing}");
+
+    // Runner side: five jobs, all delivered.
+    assert_eq!(summary.jobs.len(), 5);
+    for report in &summary.jobs {
+        assert_eq!(report.delivery, Delivery::Accepted, "{report:?}");
+    }
+    let failing_report = summary
+        .jobs
+        .iter()
+        .find(|r| r.job_id == failing["id"].as_i64().unwrap())
+        .unwrap();
+    assert_eq!(
+        failing_report.ending,
+        JobEnding::ScriptFailure { exit_code: 7 }
+    );
+
+    // build: sources from the coordinator's clone URL, cache miss then archive, after_script,
+    // artifacts + dotenv uploaded.
+    let log = server
+        .trace(setup.project, build["id"].as_i64().unwrap())
+        .await;
+    assert_eq!(
+        sections(&log),
+        [
+            "prepare_executor",
+            "prepare_script",
+            "get_sources",
+            "restore_cache",
+            "step_script",
+            "after_script",
+            "archive_cache",
+            "upload_artifacts_on_success",
+            "cleanup_file_variables"
+        ],
+        "{log}"
+    );
+    assert!(
+        log.contains(&format!("checked out {}", setup.repo.sha)),
+        "{log}"
+    );
+    assert!(
+        log.contains("source says hello from the repository"),
+        "{log}"
+    );
+    assert!(
+        log.contains("Cache not found for deps-main-protected"),
+        "{log}"
+    );
+    assert!(log.contains("Creating cache deps-main-protected"), "{log}");
+    assert!(
+        log.contains("after_script of build saw CI_JOB_STATUS=success"),
+        "{log}"
+    );
+    assert!(log.contains("Job succeeded"), "{log}");
+    assert!(
+        !log.contains("gitlab-ci-token:glcbt-"),
+        "the job token leaked into the log:\n{log}"
+    );
+    assert_eq!(artifact_types(&build), ["archive", "dotenv"], "{build}");
+    let archive = server
+        .artifacts_archive(setup.project, build["id"].as_i64().unwrap())
+        .await;
+    let mut names = zip_names(&archive);
+    names.sort();
+    assert!(
+        names.contains(&"out/hello.txt".to_owned())
+            && names.contains(&"out/build-info.txt".to_owned()),
+        "{names:?}"
+    );
+    assert!(
+        !names
+            .iter()
+            .any(|n| n.starts_with("vendor") || n.starts_with("src")),
+        "{names:?}"
+    );
+    assert_eq!(
+        zip_file(&archive, "out/hello.txt"),
+        "hello from the repository\n"
+    );
+
+    // consume: artifacts downloaded from the coordinator, cache hit, dotenv variables.
+    let log = server
+        .trace(setup.project, consume["id"].as_i64().unwrap())
+        .await;
+    let stages = sections(&log);
+    assert!(
+        stages.iter().map(String::as_str).eq([
+            "prepare_executor",
+            "prepare_script",
+            "get_sources",
+            "restore_cache",
+            "download_artifacts",
+            "step_script",
+            "archive_cache",
+            "cleanup_file_variables"
+        ]),
+        "{stages:?}\n{log}"
+    );
+    assert!(
+        log.contains(&format!(
+            "Downloading artifacts for build ({})",
+            build["id"]
+        )),
+        "{log}"
+    );
+    assert!(
+        log.contains("artifact says hello from the repository"),
+        "{log}"
+    );
+    assert!(
+        log.contains(&format!("built for {}", &setup.repo.sha[..8])),
+        "{log}"
+    );
+    assert!(log.contains("Successfully extracted cache"), "{log}");
+    assert!(log.contains("cache says vendored library"), "{log}");
+    assert!(
+        log.contains("Not uploading cache deps-main due to policy")
+            || !log.contains("Creating cache"),
+        "{log}"
+    );
+    assert!(
+        log.contains("dotenv says BUILD_VERSION=1.2.3 BUILD_CHANNEL=beta"),
+        "{log}"
+    );
+
+    // fallback: the key misses, the fallback key hits.
+    let log = server
+        .trace(setup.project, fallback["id"].as_i64().unwrap())
+        .await;
+    assert!(
+        log.contains("Cache not found for feature-branch-cache-protected"),
+        "{log}"
+    );
+    assert!(
+        log.contains("Restored the cache of fallback key deps-main-protected"),
+        "{log}"
+    );
+    assert!(
+        log.contains("fallback cache says vendored library"),
+        "{log}"
+    );
+    assert!(log.contains("no artifacts without dependencies"), "{log}");
+
+    // miss: nothing restored (and nothing left over from the jobs before it).
+    let log = server
+        .trace(setup.project, miss["id"].as_i64().unwrap())
+        .await;
+    assert!(
+        log.contains("Cache not found for never-saved-protected"),
+        "{log}"
+    );
+    assert!(!log.contains("Successfully extracted cache"), "{log}");
+    assert!(log.contains("no cache for never-saved"), "{log}");
+
+    // failing: after_script sees the failure, artifacts uploaded on failure.
+    let log = server
+        .trace(setup.project, failing["id"].as_i64().unwrap())
+        .await;
+    assert!(
+        log.contains("after_script of failing saw CI_JOB_STATUS=failed"),
+        "{log}"
+    );
+    assert!(!log.contains("never printed"), "{log}");
+    assert!(
+        sections(&log)
+            .iter()
+            .any(|s| s == "upload_artifacts_on_failure"),
+        "{log}"
+    );
+    assert!(log.contains("ERROR: Job failed: exit code 7"), "{log}");
+    assert_eq!(artifact_types(&failing), ["archive"], "{failing}");
+    let archive = server
+        .artifacts_archive(setup.project, failing["id"].as_i64().unwrap())
+        .await;
+    assert_eq!(
+        zip_file(&archive, "failure-report.txt"),
+        "the failing job writes its report\n"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_stored_trace_is_the_runner_s_log_byte_for_byte() {
+    let ci = r#"
+job:
+  variables:
+    GIT_STRATEGY: none
+  script:
+    - for i in $(seq 1 2000); do echo "line $i of output with some ünïcödé"; done
+    - printf 'no newline at the end'
+"#;
+    let setup = Setup::new(ci, &[]).await;
+    let server = &setup.server;
+    let pipeline = server.create_pipeline(setup.project).await;
+    let runner = setup.runner("", "");
+    server
+        .wait_pipeline(setup.project, pipeline, Duration::from_secs(60))
+        .await;
+    let summary = runner.stop(Duration::from_secs(30)).await;
+
+    let job = server.job_named(setup.project, pipeline, "job").await;
+    assert_eq!(job["status"], "success", "{job}");
+    let stored = server
+        .trace_bytes(setup.project, job["id"].as_i64().unwrap())
+        .await;
+    let report = &summary.jobs[0];
+    assert_eq!(report.trace_bytes, stored.len() as u64);
+    assert_eq!(report.trace_checksum, checksum(&stored));
+    let text = String::from_utf8(stored).expect("the stored log is UTF-8");
+    for i in [1, 999, 2000] {
+        assert_eq!(
+            text.matches(&format!("line {i} of output with some ünïcödé\n"))
+                .count(),
+            1
+        );
+    }
+    assert!(text.contains("no newline at the end"), "{text}");
+}
