@@ -5,7 +5,7 @@
 //! result, and the coordinator holds exactly what the runner reported.
 //!
 //! The masked variable is `CI_JOB_TOKEN` (our coordinator sends it with `masked: true`;
-//! it has no user-defined masked variables yet). The job also prints it reversed, which
+//! it has no user-defined masked variables yet). The job also prints it in hex, which
 //! no mask catches, so the test can learn the value and look for it.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -22,7 +22,7 @@ job:
   variables:
     GIT_STRATEGY: none
   script:
-    - echo "reversed $(printf '%s' "$CI_JOB_TOKEN" | rev) desrever"
+    - echo "hex $(printf '%s' "$CI_JOB_TOKEN" | od -An -tx1 -v | tr -d ' \n') xeh"
     - half=$(( ${#CI_JOB_TOKEN} / 2 ))
     - |
       printf '%s: %s' "first-half" "${CI_JOB_TOKEN:0:$half}"; sleep 7; printf '%s %s\n' "${CI_JOB_TOKEN:$half}" ":second-half"
@@ -57,12 +57,14 @@ async fn a_masked_variable_split_across_writes_and_patches_never_reaches_the_coo
     let token: String = {
         let line = partial
             .lines()
-            .find(|l| l.starts_with("reversed "))
-            .expect("the reversed token");
-        let reversed = line
-            .trim_start_matches("reversed ")
-            .trim_end_matches(" desrever");
-        reversed.chars().rev().collect()
+            .find(|l| l.starts_with("hex "))
+            .expect("the token in hex");
+        let hex = line.trim_start_matches("hex ").trim_end_matches(" xeh");
+        let bytes: Vec<u8> = (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+            .collect();
+        String::from_utf8(bytes).unwrap()
     };
     assert!(token.starts_with("glcbt-") && token.len() > 20, "{token}");
     let half = token.len() / 2;
