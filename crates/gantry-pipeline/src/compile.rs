@@ -205,7 +205,7 @@ struct JobDef {
     tags: Vec<String>,
     image: Option<Image>,
     services: Vec<Service>,
-    artifacts: Option<Artifacts>,
+    artifacts: Option<Rc<Artifacts>>,
     caches: Vec<Cache>,
     retry: Retry,
     start_in: Option<String>,
@@ -236,29 +236,32 @@ struct NeedSpec {
     pos: Pos,
 }
 
-/// `rules` lists already validated, by the shared node they were written as: the jobs that
-/// take `rules` from one `extends` base (or alias) share that node, so it is validated once.
-/// Only a list that validated without a diagnostic is kept (messages name the job).
-#[derive(Default)]
-struct RulesMemo(HashMap<*const Vec<Node>, MemoEntry>);
+/// Values validated once per shared node: the jobs that take a keyword's value from one
+/// `extends` base (or alias, or `!reference`) share that node ([`Node::shared_id`]), e.g. a
+/// `rules` list of 30 rules in 150 jobs. Only a value that validated without a diagnostic is
+/// kept (messages name the job); the node is kept too, so its address is not reused.
+struct NodeMemo<T>(HashMap<*const (), (Node, Rc<T>)>);
 
-/// The node (kept alive, so its address is not reused) and its rules.
-type MemoEntry = (Rc<Vec<Node>>, Rc<Vec<Rule>>);
+impl<T> Default for NodeMemo<T> {
+    fn default() -> Self {
+        Self(HashMap::new())
+    }
+}
 
-impl RulesMemo {
-    fn parse(&mut self, node: &Node, path: impl FnOnce() -> String, cx: &mut Cx) -> Option<Rc<Vec<Rule>>> {
-        let Value::Seq(items) = &node.value else {
-            return rules::parse_rules(node, &path(), RuleTarget::Job, cx).map(Rc::new);
+impl<T> NodeMemo<T> {
+    fn get_or(&mut self, node: &Node, cx: &mut Cx, validate: impl FnOnce(&mut Cx) -> Option<T>) -> Option<Rc<T>> {
+        let Some(id) = node.shared_id() else {
+            return validate(cx).map(Rc::new);
         };
-        if let Some((_, rules)) = self.0.get(&Rc::as_ptr(items)) {
-            return Some(Rc::clone(rules));
+        if let Some((_, value)) = self.0.get(&id) {
+            return Some(Rc::clone(value));
         }
         let diagnostics = (cx.errors.len(), cx.warnings.len());
-        let rules = Rc::new(rules::parse_rules(node, &path(), RuleTarget::Job, cx)?);
+        let value = Rc::new(validate(cx)?);
         if (cx.errors.len(), cx.warnings.len()) == diagnostics {
-            self.0.insert(Rc::as_ptr(items), (Rc::clone(items), Rc::clone(&rules)));
+            self.0.insert(id, (node.clone(), Rc::clone(&value)));
         }
-        Some(rules)
+        Some(value)
     }
 }
 
@@ -266,14 +269,15 @@ impl RulesMemo {
 struct JobsCx<'a> {
     defaults: &'a Defaults,
     fragment: bool,
-    rules: RulesMemo,
+    rules: NodeMemo<Vec<Rule>>,
+    artifacts: NodeMemo<Artifacts>,
 }
 
 /// Typed `default:` values.
 #[derive(Default)]
 struct Defaults {
     after_script: Option<Vec<String>>,
-    artifacts: Option<Artifacts>,
+    artifacts: Option<Rc<Artifacts>>,
     before_script: Option<Vec<String>>,
     caches: Option<Vec<Cache>>,
     hooks: Option<Vec<String>>,
@@ -322,7 +326,8 @@ fn process(mut root: Map, opts: &Options, ctx: &Context, files: &[String], cx: &
     let mut jobs_cx = JobsCx {
         defaults: &defaults,
         fragment: opts.fragment,
-        rules: RulesMemo::default(),
+        rules: NodeMemo::default(),
+        artifacts: NodeMemo::default(),
     };
     if opts.fragment {
         if let Some(spec) = root.get("spec") {
@@ -701,7 +706,7 @@ fn parse_defaults(root: &Map, cx: &mut Cx) -> Defaults {
         match key {
             "after_script" => d.after_script = cx.commands(n, &p(key)),
             "before_script" => d.before_script = cx.commands(n, &p(key)),
-            "artifacts" => d.artifacts = keyword::artifacts(n, &p(key), cx),
+            "artifacts" => d.artifacts = keyword::artifacts(n, &p(key), cx).map(Rc::new),
             "cache" => d.caches = keyword::caches(n, &p(key), cx),
             "hooks" => d.hooks = keyword::hooks(n, &p(key), cx),
             "id_tokens" => d.id_tokens = keyword::id_tokens(n, &p(key), cx),
@@ -857,7 +862,11 @@ fn parse_job(
             }
         };
     }
-    let artifacts = inherited!("artifacts", keyword::artifacts, defaults.artifacts);
+    let artifacts = match m.get("artifacts").filter(|n| !n.is_null()) {
+        Some(n) => jobs.artifacts.get_or(n, cx, |cx| keyword::artifacts(n, &p("artifacts"), cx)),
+        None if inherits("artifacts") => defaults.artifacts.clone(),
+        None => None,
+    };
     let caches = inherited!("cache", keyword::caches, defaults.caches).unwrap_or_default();
     let image = inherited!("image", keyword::image, defaults.image);
     let services = inherited!("services", keyword::services, defaults.services).unwrap_or_default();
@@ -898,7 +907,7 @@ fn parse_job(
         }
     }
     let given = |k: &str| m.get(k).filter(|n| !n.is_null());
-    let rules = given("rules").and_then(|r| jobs.rules.parse(r, || p("rules"), cx));
+    let rules = given("rules").and_then(|r| jobs.rules.get_or(r, cx, |cx| rules::parse_rules(r, &p("rules"), RuleTarget::Job, cx)));
     let only = given("only").and_then(|n| rules::parse_policy(n, &p("only"), cx));
     let except = given("except").and_then(|n| rules::parse_policy(n, &p("except"), cx));
     let parallel = match m.get("parallel") {
@@ -1485,7 +1494,7 @@ fn seed(
         tags,
         image: def.image.clone(),
         services: def.services.clone(),
-        artifacts: def.artifacts.clone(),
+        artifacts: def.artifacts.as_deref().cloned(),
         caches: def.caches.clone(),
         retry: def.retry.clone(),
         start_in,

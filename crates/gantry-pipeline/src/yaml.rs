@@ -278,6 +278,15 @@ impl Node {
             _ => None,
         }
     }
+    /// The identity of a mapping's or sequence's shared contents: nodes with the same id
+    /// (while one of them lives) have the same contents.
+    pub(crate) fn shared_id(&self) -> Option<*const ()> {
+        match &self.value {
+            Value::Seq(items) => Some(Rc::as_ptr(items).cast()),
+            Value::Map(m) => Some(Rc::as_ptr(&m.entries).cast()),
+            _ => None,
+        }
+    }
     pub fn as_map(&self) -> Option<&Map> {
         match &self.value {
             Value::Map(m) => Some(m),
@@ -782,8 +791,9 @@ fn plain_typed(s: &str) -> Option<Value> {
     if s.is_empty() {
         return Some(Value::Null);
     }
+    let first = s.as_bytes()[0];
     // The keywords, case-insensitively (the longest has 5 bytes).
-    if s.len() <= 5 {
+    if s.len() <= 5 && matches!(first.to_ascii_lowercase(), b'~' | b'n' | b'y' | b't' | b'o' | b'f' | b'.' | b'+' | b'-') {
         let mut lower = [0u8; 5];
         let lower = &mut lower[..s.len()];
         lower.copy_from_slice(s.as_bytes());
@@ -798,7 +808,6 @@ fn plain_typed(s: &str) -> Option<Value> {
             _ => {}
         }
     }
-    let first = s.as_bytes()[0];
     if !(first.is_ascii_digit() || matches!(first, b'-' | b'+' | b'.')) {
         return None;
     }
