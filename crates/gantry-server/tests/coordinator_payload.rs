@@ -11,6 +11,37 @@ use std::time::Duration;
 use coordinator_support::*;
 use gantry_protocol::{ArtifactFormat, ArtifactType, ArtifactUploadParams, CachePolicy, HookName};
 
+/// `environment:` is expanded when the pipeline is created, with the job's own variables
+/// and job-level predefined ones (GitLab's `expanded_environment_name`); the job view shows
+/// the result.
+#[tokio::test]
+async fn environments_expand_with_the_jobs_variables() {
+    let e = env(r#"
+deploy:
+  stage: deploy
+  script: [x]
+  variables: {APP: Web-App}
+  environment: {name: "$CI_JOB_STAGE/$APP", url: "https://$APP.example.com"}
+"#)
+    .await;
+    let project = e.project().await;
+    let p = e.pipeline(project, "main").await;
+    let runner = e.any_runner().await;
+    let job = e.take_some(&runner).await;
+    assert_eq!(var(&job, "CI_ENVIRONMENT_NAME"), Some("deploy/Web-App"));
+    assert_eq!(var(&job, "CI_ENVIRONMENT_SLUG"), Some("deploy-web-app-yrmm97"));
+    assert_eq!(
+        var(&job, "CI_ENVIRONMENT_URL"),
+        Some("https://Web-App.example.com")
+    );
+    let views = e.coord.pipeline_jobs(p.id).await.unwrap();
+    let environment = views[0].environment.as_ref().unwrap();
+    assert_eq!(
+        (environment.name.as_str(), environment.url.as_deref()),
+        ("deploy/Web-App", Some("https://Web-App.example.com"))
+    );
+}
+
 #[tokio::test]
 async fn keywords_shape_the_payload() {
     let e = env(r#"
@@ -98,7 +129,8 @@ job:
     assert!(literal.raw);
     assert_eq!(literal.value, "$BASE/raw");
     assert_eq!(var(&job, "CI_ENVIRONMENT_NAME"), Some("review/main"));
-    assert_eq!(var(&job, "CI_ENVIRONMENT_SLUG"), Some("review-main"));
+    // GitLab's environment slug: the name changed, so a suffix from its SHA-256 is added.
+    assert_eq!(var(&job, "CI_ENVIRONMENT_SLUG"), Some("review-main-yi2y9f"));
     assert_eq!(
         var(&job, "CI_ENVIRONMENT_URL"),
         Some("https://main.example.com")

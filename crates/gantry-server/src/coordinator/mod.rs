@@ -17,6 +17,7 @@
 
 mod artifacts;
 mod blob;
+mod environment;
 mod error;
 mod git;
 mod jobs;
@@ -42,6 +43,7 @@ use tokio::sync::watch;
 use crate::processor::{PipelineState, Watchdog};
 
 pub use blob::{BlobStore, LocalDir};
+pub use environment::JobEnvironment;
 pub use error::CoordinatorError;
 pub use pipelines::{JobSelection, PipelineRequest, ProjectRequest};
 pub use queue::RequestInfo;

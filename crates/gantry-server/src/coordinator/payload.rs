@@ -20,7 +20,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use gantry_pipeline::expand::{Unknown, expand_nested, expand_server, ref_slug};
+use gantry_pipeline::expand::{Unknown, expand_nested, ref_slug};
 use gantry_pipeline::{PipelineInfo, Source};
 use gantry_protocol::payload::executor_opts::{DockerExecutorOptions, ImageUser};
 use gantry_protocol::{
@@ -33,10 +33,13 @@ use indexmap::IndexMap;
 use crate::processor::FailureReason;
 
 use super::Coordinator;
+use super::environment::{self, JobEnvironment};
 use super::error::Result;
 use super::git::{CommitInfo, ResolvedRef};
 use super::pipelines::{full_path, project_path};
-use super::spec::{ArtifactsModel, ImageModel, ServiceModel, StoredSpec, VariableModel, WhenModel};
+use super::spec::{
+    ArtifactsModel, ImageModel, JobModel, ServiceModel, StoredSpec, VariableModel, WhenModel,
+};
 use super::state::parse_variables;
 use super::time::iso8601;
 use super::views::Runner;
@@ -108,6 +111,42 @@ impl Vars {
         }
         out
     }
+}
+
+/// The variables a job's `environment:` is expanded with when its pipeline is created
+/// (GitLab's `simple_variables`): job and pipeline predefined variables, YAML variables and
+/// pipeline variables, expanded; no dotenv variables (no job has run yet).
+pub(crate) fn creation_variables(
+    m: &JobModel,
+    predefined: &IndexMap<String, String>,
+    pipeline_variables: &[(String, String)],
+) -> HashMap<String, String> {
+    let mut vars = Vars::default();
+    vars.public("CI_JOB_NAME", m.name.clone());
+    vars.public("CI_JOB_NAME_SLUG", ref_slug(&m.name));
+    vars.public("CI_JOB_STAGE", m.stage.clone());
+    let group = if m.group_name.is_empty() {
+        &m.name
+    } else {
+        &m.group_name
+    };
+    vars.public("CI_JOB_GROUP_NAME", group.clone());
+    if let Some(i) = m.node_index {
+        vars.public("CI_NODE_INDEX", i.to_string());
+    }
+    vars.public("CI_NODE_TOTAL", m.node_total.unwrap_or(1).to_string());
+    for (k, v) in predefined {
+        vars.public(k, v.clone());
+    }
+    vars.yaml(&m.inherited_variables);
+    vars.yaml(&m.variables);
+    for (k, v) in pipeline_variables {
+        vars.set(k, v.clone(), false, false, false);
+    }
+    vars.expand()
+        .into_iter()
+        .map(|v| (v.key, v.value))
+        .collect()
 }
 
 fn expanded(
@@ -495,10 +534,14 @@ impl Coordinator {
             }
         }
         if let Some(env) = &m.environment {
-            let lookup = |n: &str| predefined.get(n).cloned();
-            let name = expand_server(&env.name, &lookup, Unknown::Empty);
-            vars.public("CI_ENVIRONMENT_NAME", name.clone());
-            vars.public("CI_ENVIRONMENT_SLUG", ref_slug(&name));
+            // Expanded when the pipeline was created (older rows: now, the same way).
+            let expanded = spec.environment.clone().unwrap_or_else(|| {
+                let scope =
+                    creation_variables(m, &predefined, &parse_variables(&pipeline.variables));
+                JobEnvironment::expand(env, &scope)
+            });
+            vars.public("CI_ENVIRONMENT_NAME", expanded.name.clone());
+            vars.public("CI_ENVIRONMENT_SLUG", environment::slug(&expanded.name));
             vars.public(
                 "CI_ENVIRONMENT_ACTION",
                 if env.action.is_empty() {
@@ -513,11 +556,8 @@ impl Coordinator {
                     .clone()
                     .unwrap_or_else(|| "other".to_owned()),
             );
-            if let Some(url) = &env.url {
-                vars.public(
-                    "CI_ENVIRONMENT_URL",
-                    expand_server(url, &lookup, Unknown::Empty),
-                );
+            if let Some(url) = expanded.url {
+                vars.public("CI_ENVIRONMENT_URL", url);
             }
         }
         vars.public("CI_RUNNER_ID", runner.id.to_string());

@@ -10,8 +10,10 @@ use crate::processor::{
     CancelCause, CancelScope, Event, PipelineFacts, Rejected, Status, apply, on_new_commit,
 };
 
+use super::environment::JobEnvironment;
 use super::error::{CoordinatorError, Result};
 use super::git::{CommitLoader, Mirror};
+use super::payload::creation_variables;
 use super::spec::{CacheKeyModel, JobModel, StoredAutoCancel, StoredSpec};
 use super::state::{parse_variables, variables_json};
 use super::time::{now_ms, to_ts};
@@ -361,6 +363,7 @@ impl Coordinator {
             user_id: self.inner.cfg.user.id,
             pipeline_iid: u64::try_from(iid).unwrap_or(1),
         };
+        let predefined = info.predefined();
         let loader = CommitLoader {
             repo: mirror.path.clone(),
             sha: r.sha.clone(),
@@ -458,7 +461,11 @@ impl Coordinator {
             for c in &model.caches {
                 cache_keys.push(self.cache_key(&mirror, &r.sha, &c.key).await);
             }
+            let environment = model.environment.as_ref().map(|env| {
+                JobEnvironment::expand(env, &creation_variables(&model, &predefined, &variables))
+            });
             let spec = StoredSpec {
+                environment,
                 job: model,
                 stages: pipeline.stages.clone(),
                 auto_cancel: auto_cancel.clone(),
@@ -631,9 +638,8 @@ impl Coordinator {
         project: &gantry_store::Project,
     ) -> Result<JobView> {
         let now = now_ms();
-        let when = StoredSpec::parse(&j.spec)
-            .map(|s| s.job.when.as_str())
-            .unwrap_or("on_success");
+        let spec = StoredSpec::parse(&j.spec).ok();
+        let when = spec.as_ref().map_or("on_success", |s| s.job.when.as_str());
         let artifacts: Vec<Artifact> = self
             .inner
             .store
@@ -684,6 +690,7 @@ impl Coordinator {
             }),
             artifacts_expire_at: archive.and_then(|a| a.expire_at),
             artifacts,
+            environment: spec.and_then(|s| s.environment),
             web_url: format!(
                 "{}/{}/-/jobs/{}",
                 self.external_url(),

@@ -10,6 +10,8 @@
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 
+use super::environment::JobEnvironment;
+
 use crate::processor::{
     AutoCancel, JobId, JobState, OnJobFailure, OnNewCommit, RetryPolicy, Status,
 };
@@ -36,6 +38,9 @@ pub(crate) struct StoredSpec {
     /// Variables given when this attempt was started by a play of a finished manual job.
     #[serde(default)]
     pub manual_variables: Vec<(String, String)>,
+    /// `environment:` name and URL expanded at creation (GitLab persists the name).
+    #[serde(default)]
+    pub environment: Option<JobEnvironment>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

@@ -3,6 +3,7 @@
 
 use serde::{Serialize, Serializer};
 
+use super::environment::JobEnvironment;
 use super::time::iso8601;
 
 fn iso<S: Serializer>(ms: &i64, s: S) -> Result<S::Ok, S::Error> {
@@ -260,6 +261,8 @@ pub struct JobView {
     pub artifacts: Vec<Artifact>,
     #[serde(serialize_with = "iso_opt")]
     pub artifacts_expire_at: Option<i64>,
+    /// The job's `environment:`, expanded at creation (name and URL).
+    pub environment: Option<JobEnvironment>,
     pub web_url: String,
 }
 

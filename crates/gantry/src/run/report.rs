@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use gantry_server::coordinator::{JobView, iso8601};
+use gantry_server::coordinator::{JobEnvironment, JobView, iso8601};
 use serde::Serialize;
 
 /// `--json-report`: a stable contract (snapshot-tested).
@@ -24,6 +24,9 @@ pub(crate) struct JobReport {
     pub(crate) finished_at: Option<String>,
     pub(crate) exit_code: Option<i64>,
     pub(crate) failure_reason: Option<String>,
+    /// The job's `environment:` (name and URL, expanded); only for jobs that have one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) environment: Option<JobEnvironment>,
 }
 
 /// The pipeline status as the report names it: GitLab's, with the states a finished
@@ -55,6 +58,7 @@ impl RunReport {
                     finished_at: j.finished_at.map(iso8601),
                     exit_code: j.exit_code,
                     failure_reason: j.failure_reason.clone(),
+                    environment: j.environment.clone(),
                 })
                 .collect(),
         }
