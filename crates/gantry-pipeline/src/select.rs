@@ -134,7 +134,8 @@ stages: [build, test, deploy]
 a: {stage: build, script: [x]}
 b: {stage: build, script: [x]}
 t: {stage: test, script: [x], parallel: 2}
-n: {stage: test, script: [x], needs: [a], dependencies: [a, b]}
+n: {stage: test, script: [x], needs: [a], dependencies: [a]}
+m: {stage: test, script: [x], dependencies: [a, b]}
 d: {stage: deploy, script: [x]}
 ";
 
@@ -153,7 +154,7 @@ d: {stage: deploy, script: [x]}
     #[test]
     fn needs_add_what_a_job_waits_for_transitively() {
         assert_eq!(names(YAML, &["n"], true).unwrap(), ["a", "n"]);
-        assert_eq!(names(YAML, &["d"], true).unwrap(), ["a", "b", "t 1/2", "t 2/2", "n", "d"]);
+        assert_eq!(names(YAML, &["d"], true).unwrap(), ["a", "b", "t 1/2", "t 2/2", "n", "m", "d"]);
         assert_eq!(names(YAML, &["t 1/2"], true).unwrap(), ["a", "b", "t 1/2"]);
     }
 
@@ -165,7 +166,8 @@ d: {stage: deploy, script: [x]}
         assert_eq!(n.needs.as_deref().map(<[_]>::len), Some(0));
         assert_eq!(n.dependencies.as_deref(), Some(&[][..]));
         let mut p = pipeline(YAML);
-        select_jobs(&mut p, &["n".to_owned(), "b".to_owned()], false).unwrap();
+        select_jobs(&mut p, &["m".to_owned(), "b".to_owned()], false).unwrap();
+        assert_eq!(p.jobs[1].name, "m");
         assert_eq!(p.jobs[1].dependencies.as_deref(), Some(&["b".to_owned()][..]));
     }
 
@@ -176,7 +178,7 @@ d: {stage: deploy, script: [x]}
         let err = names(YAML, &["zzz"], false).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "select jobs: no job named `zzz` in this pipeline; its jobs are: a, b, t 1/2, t 2/2, n, d"
+            "select jobs: no job named `zzz` in this pipeline; its jobs are: a, b, t 1/2, t 2/2, n, m, d"
         );
     }
 }
