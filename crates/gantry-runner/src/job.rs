@@ -128,6 +128,10 @@ pub struct JobContext {
     pub snapshot: Option<PathBuf>,
     /// Sees every byte of the log as it is appended (after masking).
     pub trace_tap: Option<TraceTap>,
+    /// Run the shell executor's scripts in a login shell (`bash -l`, gitlab-runner's
+    /// default). `gantry run` turns it off: the environment is the one it was started
+    /// from, and profile scripts do not run for every stage.
+    pub login_shell: bool,
 }
 
 /// Receives a job's log bytes as they are appended: `(job id, bytes)`. Called with the
@@ -150,6 +154,7 @@ impl JobContext {
             kill_grace: DEFAULT_KILL_GRACE,
             snapshot: None,
             trace_tap: None,
+            login_shell: true,
         }
     }
 }

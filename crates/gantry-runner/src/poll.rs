@@ -97,6 +97,8 @@ pub struct PollOptions {
     pub snapshot: Option<PathBuf>,
     /// Sees every job's log bytes as they are appended.
     pub trace_tap: Option<crate::job::TraceTap>,
+    /// Shell executor scripts in a login shell (default true; see [`JobContext`]).
+    pub login_shell: bool,
 }
 
 impl PollOptions {
@@ -111,6 +113,7 @@ impl PollOptions {
             kill_grace: DEFAULT_KILL_GRACE,
             snapshot: None,
             trace_tap: None,
+            login_shell: true,
         }
     }
 }
@@ -651,6 +654,7 @@ async fn run_received(shared: Arc<Shared>, index: usize, job: JobResponse) {
             kill_grace: shared.options.kill_grace,
             snapshot: shared.options.snapshot.clone(),
             trace_tap: shared.options.trace_tap.clone(),
+            login_shell: shared.options.login_shell,
         };
         (cx, name, slot, stopped_taking)
     };

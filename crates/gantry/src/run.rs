@@ -211,8 +211,9 @@ impl Loader for SnapshotFiles<'_> {
 }
 
 /// Compiles the configuration first, to report errors with their file:line:column
-/// (the coordinator stores messages only) and stop with exit status 2.
-fn check_configuration(s: &Setup, args: &RunArgs, project_name: &str) -> Result<(), Stop> {
+/// (the coordinator stores messages only) and stop with exit status 2. Returns whether a
+/// job names an image.
+fn check_configuration(s: &Setup, args: &RunArgs, project_name: &str) -> Result<bool, Stop> {
     let (namespace, name) = project_name.rsplit_once('/').unwrap_or(("local", project_name));
     let info = PipelineInfo {
         ref_name: s.run_ref.name().to_owned(),
@@ -232,7 +233,9 @@ fn check_configuration(s: &Setup, args: &RunArgs, project_name: &str) -> Result<
     };
     let compiled = gantry_pipeline::compile(&opts, &ctx, &SnapshotFiles { dir: &s.snapshot.dir });
     if compiled.errors.is_empty() {
-        return Ok(());
+        return Ok(compiled
+            .pipeline
+            .is_some_and(|p| p.jobs.iter().any(|j| j.image.is_some() || !j.services.is_empty())));
     }
     Err(usage(format!(
         "the pipeline configuration is invalid:\n{}",
@@ -366,7 +369,7 @@ enum Event {
 async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
     let s = setup(args)?;
     let (server_url, project_name) = origin(&s.root);
-    check_configuration(&s, args, &project_name)?;
+    let uses_images = check_configuration(&s, args, &project_name)?;
 
     let color = !args.no_color && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::io::stdout().is_terminal();
     let live = std::io::stdout().is_terminal();
@@ -416,7 +419,9 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
     let concurrency = concurrency(args);
     let builds = s.tmp.join("builds");
     let cache = cache_dir(&s.root);
-    let config_text = runner_config(&url, &runner_token, &builds, &cache, concurrency, args.executor);
+    let mut display = Display::new(color, live);
+    let executors = executors(args.executor, &mut display, uses_images).await?;
+    let config_text = runner_config(&url, &runner_token, &builds, &cache, concurrency, executors);
     let (config, _) = Config::from_toml(&config_text, Path::new("<gantry run>"))
         .map_err(|e| failed(format!("failed to configure the runner: {e}")))?;
     let (tx, mut rx) = mpsc::unbounded_channel::<Event>();
@@ -425,6 +430,9 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
     let mut options = PollOptions::new(system_id);
     options.work_dir = s.tmp.clone();
     options.snapshot = Some(s.snapshot.dir.clone());
+    // Jobs inherit this process's environment, as a terminal's commands do; a login
+    // shell would re-run profile scripts for every stage.
+    options.login_shell = false;
     options.events = {
         let tx = tx.clone();
         Arc::new(move |event| {
@@ -441,7 +449,6 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
     let (poller, handle) = Poller::new(config, options).map_err(|e| failed(format!("failed to {e}")))?;
     let polling = tokio::spawn(poller.run());
 
-    let mut display = Display::new(color, live);
     if s.snapshot.uncommitted {
         display.message(&format!(
             "Running the working tree of {} (uncommitted changes included) as {}",
@@ -464,7 +471,7 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
     let pipeline = match created {
         Ok(p) => p,
         Err(e) => {
-            shutdown(&handle, stop_server, polling, server, timers).await;
+            shutdown(&handle, stop_server, polling, server, timers, false).await;
             let message = e.to_string();
             return Err(if message.contains("select jobs") {
                 usage(message)
@@ -474,7 +481,7 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
         }
     };
     if !pipeline.yaml_errors.is_empty() {
-        shutdown(&handle, stop_server, polling, server, timers).await;
+        shutdown(&handle, stop_server, polling, server, timers, false).await;
         return Err(usage(format!("the pipeline configuration is invalid:\n{}", pipeline.yaml_errors.join("\n"))));
     }
     let mut play: Vec<String> = args.manual.clone();
@@ -591,7 +598,7 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
         display.flush_job(j.id);
     }
     display.finish();
-    shutdown(&handle, stop_server, polling, server, timers).await;
+    shutdown(&handle, stop_server, polling, server, timers, interrupts > 1).await;
 
     let status = if interrupts > 0 && status != "success" { "canceled".to_owned() } else { status };
     print!("\n{}", report::summary(&jobs, &status, display.color()));
@@ -610,37 +617,80 @@ fn write_report(path: &Path, report: &RunReport) -> Result<(), Stop> {
         .map_err(|e| failed(format!("failed to write the JSON report to {}: {e}", path.display())))
 }
 
+/// Stops the runner and the server. With `wait`, jobs still running (an interrupted
+/// run) get the time to stop; without, nothing is running and the tasks just end.
 async fn shutdown(
     handle: &gantry_runner::poll::PollHandle,
     stop_server: tokio::sync::oneshot::Sender<()>,
     polling: tokio::task::JoinHandle<gantry_runner::poll::PollSummary>,
     server: tokio::task::JoinHandle<std::io::Result<()>>,
     timers: tokio::task::JoinHandle<()>,
+    wait: bool,
 ) {
     handle.stop_taking_jobs();
-    // Held job requests are answered at once when the server shuts down.
-    let _ = stop_server.send(());
-    let _ = tokio::time::timeout(Duration::from_secs(10), polling).await;
-    let _ = tokio::time::timeout(Duration::from_secs(5), server).await;
     timers.abort();
+    if wait {
+        // Held job requests are answered at once when the server shuts down.
+        let _ = stop_server.send(());
+        let _ = tokio::time::timeout(Duration::from_secs(10), polling).await;
+        let _ = tokio::time::timeout(Duration::from_secs(5), server).await;
+    } else {
+        polling.abort();
+        server.abort();
+    }
+}
+
+/// Where jobs run, once the engine was checked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Executors {
+    /// Everything in the shell.
+    Shell,
+    /// Jobs with `image:` in Docker; with `shell_without_image`, the others in the shell.
+    Docker { shell_without_image: bool },
+}
+
+/// `--executor` against what this machine has: `auto` uses Docker when an engine
+/// answers (saying so when it does not and a job names an image).
+async fn executors(choice: ExecutorChoice, display: &mut Display, uses_images: bool) -> Result<Executors, Stop> {
+    match choice {
+        ExecutorChoice::Shell => Ok(Executors::Shell),
+        ExecutorChoice::Docker => match gantry_runner::docker::docker_available().await {
+            Ok(()) => Ok(Executors::Docker { shell_without_image: false }),
+            Err(e) => Err(usage(format!("--executor docker: {e}"))),
+        },
+        ExecutorChoice::Auto => match gantry_runner::docker::docker_available().await {
+            Ok(()) => Ok(Executors::Docker { shell_without_image: true }),
+            Err(e) => {
+                if uses_images {
+                    display.message(&format!(
+                        "warning: jobs with an image run in the shell on this machine: no Docker engine is reachable ({e})"
+                    ));
+                }
+                Ok(Executors::Shell)
+            }
+        },
+    }
 }
 
 /// The runner's configuration, as a `config.toml` would say it (so it goes through the
-/// same validation).
-fn runner_config(url: &str, token: &str, builds: &Path, cache: &Path, concurrency: usize, executor: ExecutorChoice) -> String {
+/// same validation). Images are used as they are when present (`if-not-present`): a
+/// local run should not need a registry.
+fn runner_config(url: &str, token: &str, builds: &Path, cache: &Path, concurrency: usize, executors: Executors) -> String {
     let quote = |s: &str| toml_string(s);
-    let executor_lines = match executor {
-        ExecutorChoice::Shell => "executor = \"shell\"\n".to_owned(),
-        ExecutorChoice::Docker => "executor = \"docker\"\n".to_owned(),
-        ExecutorChoice::Auto => "executor = \"shell\"\n".to_owned(),
-    };
-    format!(
-        "concurrent = {concurrency}\ncheck_interval = 1\nshutdown_timeout = 30\n\n[[runners]]\nname = \"gantry-run\"\nurl = {}\ntoken = {}\n{executor_lines}builds_dir = {}\ncache_dir = {}\nlimit = {concurrency}\nrequest_concurrency = {concurrency}\n",
+    let mut text = format!(
+        "concurrent = {concurrency}\ncheck_interval = 1\nshutdown_timeout = 30\n\n[[runners]]\nname = \"gantry-run\"\nurl = {}\ntoken = {}\nbuilds_dir = {}\ncache_dir = {}\nlimit = {concurrency}\nrequest_concurrency = {concurrency}\n",
         quote(url),
         quote(token),
         quote(&builds.to_string_lossy()),
         quote(&cache.to_string_lossy()),
-    )
+    );
+    match executors {
+        Executors::Shell => text.push_str("executor = \"shell\"\n"),
+        Executors::Docker { shell_without_image } => text.push_str(&format!(
+            "executor = \"docker\"\n[runners.docker]\npull_policy = [\"if-not-present\"]\nshell_without_image = {shell_without_image}\n"
+        )),
+    }
+    text
 }
 
 /// A TOML basic string.

@@ -225,7 +225,9 @@ impl<'a> Lifecycle<'a> {
         self.trace
             .runner_line(&format!("Using Shell ({}) executor...", shell.kind.as_str()));
         self.executor = Some(Executor::Shell(
-            ShellExecutor::new(shell, self.dirs.tmp_dir.clone()).kill_grace(self.cx.kill_grace),
+            ShellExecutor::new(shell, self.dirs.tmp_dir.clone())
+                .kill_grace(self.cx.kill_grace)
+                .login(self.cx.login_shell),
         ));
         Ok(())
     }

@@ -96,7 +96,8 @@ impl Mirror {
                 tokio::fs::create_dir_all(parent).await?;
             }
             let p = self.path.to_string_lossy().into_owned();
-            git(None, &["init", "--bare", "--quiet", &p]).await?;
+            // No template: hook samples are of no use in a mirror.
+            git(None, &["init", "--bare", "--quiet", "--template=", &p]).await?;
             git(
                 Some(&self.path),
                 &["config", "uploadpack.allowAnySHA1InWant", "true"],
@@ -113,6 +114,7 @@ impl Mirror {
                     )
                     .await?,
                 );
+                tokio::fs::create_dir_all(self.path.join("objects/info")).await?;
                 tokio::fs::write(
                     self.path.join("objects/info/alternates"),
                     format!("{objects}\n"),

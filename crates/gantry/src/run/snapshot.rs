@@ -131,8 +131,9 @@ pub(crate) fn prepare(
 
     let repo = tmp.join("src.git");
     let repo_str = repo.to_string_lossy().into_owned();
-    Git::in_dir(tmp).run(&["init", "--bare", "--quiet", &repo_str])?;
+    Git::in_dir(tmp).run(&["init", "--bare", "--quiet", "--template=", &repo_str])?;
     let alternates = repo.join("objects/info/alternates");
+    std::fs::create_dir_all(repo.join("objects/info")).map_err(io("create", &repo))?;
     std::fs::write(&alternates, format!("{objects}\n")).map_err(io("write", &alternates))?;
     let own_objects = repo.join("objects").to_string_lossy().into_owned();
 
@@ -206,6 +207,7 @@ pub(crate) fn prepare(
     let dir_str = dir.to_string_lossy().into_owned();
     Git::in_dir(tmp).run(&["init", "--quiet", "--template=", &dir_str])?;
     let snapshot_alternates = dir.join(".git/objects/info/alternates");
+    std::fs::create_dir_all(dir.join(".git/objects/info")).map_err(io("create", &dir))?;
     std::fs::write(&snapshot_alternates, format!("{own_objects}\n{objects}\n")).map_err(io("write", &snapshot_alternates))?;
     let snap = Git::in_dir(&dir);
     snap.run(&["read-tree", &sha])?;
