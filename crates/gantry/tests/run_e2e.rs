@@ -1,6 +1,8 @@
 //! `gantry run` end to end: the real binary in real git checkouts, jobs in the shell
 //! executor, the report read back. Each test states the GitLab behaviour it checks.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
