@@ -71,6 +71,50 @@ async fn traces_append_only_at_the_end_and_final_updates_wait_for_them() {
     assert!(matches!(err, CoordinatorError::Forbidden(_)), "{err}");
 }
 
+/// `coverage:` is read from the complete log when the job finishes, failed jobs included.
+#[tokio::test]
+async fn coverage_is_read_from_the_log_of_a_finished_job() {
+    let e = env(r#"
+covered: {script: [test], coverage: '/^Lines: (\d+\.\d+)%/'}
+failing: {script: [test], coverage: '/^Lines: (\d+\.\d+)%/'}
+plain: {script: [test]}
+"#)
+    .await;
+    let project = e.project().await;
+    let p = e.pipeline(project, "main").await;
+    let runner = e.any_runner().await;
+    for _ in 0..3 {
+        let job = e.take_some(&runner).await;
+        e.update(&job, JobState::Running, None).await;
+        let log = b"$ test\nLines: 40.5%\nLines: 78.46%\nJob succeeded\n";
+        e.coord.append_trace(job.id, 0, log).await.unwrap();
+        let mut sum = TraceChecksum::new();
+        sum.update(log);
+        let state = if job.job_info.name == "failing" {
+            JobState::Failed
+        } else {
+            JobState::Success
+        };
+        assert!(e.update(&job, state, Some(sum.output())).await.accepted);
+    }
+    let coverage: Vec<(String, Option<f64>)> = e
+        .coord
+        .pipeline_jobs(p.id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|j| (j.name, j.coverage))
+        .collect();
+    assert_eq!(
+        coverage,
+        [
+            ("covered".to_owned(), Some(78.46)),
+            ("failing".to_owned(), Some(78.46)),
+            ("plain".to_owned(), None)
+        ]
+    );
+}
+
 #[tokio::test]
 async fn an_oversized_trace_drops_the_job() {
     let e = env("job: {script: [\"yes\"]}\n").await;

@@ -438,6 +438,12 @@ impl Store {
         Ok(())
     }
 
+    /// Record the coverage found in a finished job's log.
+    pub async fn set_job_coverage(&self, job_id: i64, coverage: f64) -> Result<()> {
+        sqlx::query("UPDATE jobs SET coverage = $1 WHERE id = $2").bind(coverage).bind(job_id).execute(&self.writer).await?;
+        Ok(())
+    }
+
     // ---- traces ----
 
     /// Append `data` at byte `offset` of the job's trace. Returns `Ok(new_size)`, or

@@ -179,7 +179,7 @@ pub struct NewJob {
     pub protected: bool,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Job {
     pub id: i64,
     pub pipeline_id: i64,
@@ -207,12 +207,14 @@ pub struct Job {
     pub timeout_secs: Option<i64>,
     pub trace_size: i64,
     pub trace_checksum: Option<String>,
+    /// Percentage found by the job's `coverage` regex in its log, once it finished.
+    pub coverage: Option<f64>,
 }
 
 impl Job {
     pub(crate) const COLUMNS: &'static str = "id, pipeline_id, project_id, name, stage, stage_idx, status, attempt, retried, allow_failure, spec, tags, \
          protected, runner_id, exit_code, failure_reason, manual_variables, created_at, queued_at, scheduled_at, started_at, finished_at, \
-         last_contact_at, timeout_secs, trace_size, trace_checksum";
+         last_contact_at, timeout_secs, trace_size, trace_checksum, coverage";
     pub(crate) fn from_row(r: &AnyRow) -> Self {
         Self {
             id: r.get("id"),
@@ -241,6 +243,7 @@ impl Job {
             timeout_secs: r.get("timeout_secs"),
             trace_size: r.get("trace_size"),
             trace_checksum: r.get("trace_checksum"),
+            coverage: r.get("coverage"),
         }
     }
 }

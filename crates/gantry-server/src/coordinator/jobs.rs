@@ -8,7 +8,9 @@ use gantry_protocol::{JobState as WireState, UpdateJobRequest};
 
 use crate::processor::{Event, FailureReason, Status};
 
+use super::coverage;
 use super::error::CoordinatorError;
+use super::spec::StoredSpec;
 use super::time::now_ms;
 use super::views::{JobView, UpdateResult};
 use super::{Coordinator, token};
@@ -129,6 +131,7 @@ impl Coordinator {
                     CoordinatorError::Conflict(m) => CoordinatorError::Forbidden(m),
                     other => other,
                 })?;
+                self.record_coverage(&job).await?;
                 let status = store.job(job_id).await?.status;
                 Ok(UpdateResult {
                     accepted: true,
@@ -137,6 +140,22 @@ impl Coordinator {
                 })
             }
         }
+    }
+
+    /// A finished job's `coverage`: found in its complete log by its regex (GitLab does
+    /// it when the job finishes, whatever its status).
+    async fn record_coverage(&self, job: &gantry_store::Job) -> Result<(), CoordinatorError> {
+        let Some(regex) = StoredSpec::parse(&job.spec)
+            .ok()
+            .and_then(|s| s.job.coverage)
+        else {
+            return Ok(());
+        };
+        let trace = self.inner.store.trace(job.id).await?;
+        if let Some(percent) = coverage::extract(&trace, &regex) {
+            self.inner.store.set_job_coverage(job.id, percent).await?;
+        }
+        Ok(())
     }
 
     /// A runner's `PATCH /jobs/:id/trace`: append `data` at `range_start`, which must be

@@ -17,6 +17,7 @@
 
 mod artifacts;
 mod blob;
+mod coverage;
 mod environment;
 mod error;
 mod git;

@@ -690,6 +690,7 @@ impl Coordinator {
             }),
             artifacts_expire_at: archive.and_then(|a| a.expire_at),
             artifacts,
+            coverage: j.coverage,
             environment: spec.and_then(|s| s.environment),
             web_url: format!(
                 "{}/{}/-/jobs/{}",

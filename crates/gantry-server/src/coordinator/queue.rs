@@ -290,6 +290,7 @@ impl Coordinator {
                 timeout_secs: None,
                 trace_size: 0,
                 trace_checksum: None,
+                coverage: None,
             };
             return Ok(Some((job, spec)));
         }

@@ -261,6 +261,8 @@ pub struct JobView {
     pub artifacts: Vec<Artifact>,
     #[serde(serialize_with = "iso_opt")]
     pub artifacts_expire_at: Option<i64>,
+    /// Percentage found by the job's `coverage` regex in its log, once it finished.
+    pub coverage: Option<f64>,
     /// The job's `environment:`, expanded at creation (name and URL).
     pub environment: Option<JobEnvironment>,
     pub web_url: String,

@@ -27,6 +27,9 @@ pub(crate) struct JobReport {
     /// The job's `environment:` (name and URL, expanded); only for jobs that have one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) environment: Option<JobEnvironment>,
+    /// The percentage the job's `coverage` regex found in its log; only when it found one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) coverage: Option<f64>,
 }
 
 /// The pipeline status as the report names it: GitLab's, with the states a finished
@@ -59,6 +62,7 @@ impl RunReport {
                     exit_code: j.exit_code,
                     failure_reason: j.failure_reason.clone(),
                     environment: j.environment.clone(),
+                    coverage: j.coverage,
                 })
                 .collect(),
         }
@@ -98,6 +102,9 @@ pub(crate) fn summary(jobs: &[JobView], pipeline_status: &str, color: bool) -> S
                     (None, Some(reason)) => reason.clone(),
                     (None, None) => String::new(),
                 };
+            }
+            if let Some(coverage) = j.coverage {
+                note = format!("{note}{}coverage {coverage}%", if note.is_empty() { "" } else { ", " });
             }
             if j.attempt > 1 {
                 note = format!("attempt {}{}{note}", j.attempt, if note.is_empty() { "" } else { ", " });
