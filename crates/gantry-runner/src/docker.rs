@@ -49,7 +49,7 @@ pub mod names;
 pub mod policy;
 mod services;
 
-pub use client::{connect, docker_available};
+pub use client::{connect, connect_to, docker_available, docker_available_at, docker_host};
 pub use error::DockerError;
 pub use leftovers::{Removed, remove_leftovers};
 

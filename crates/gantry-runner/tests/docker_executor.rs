@@ -479,3 +479,30 @@ async fn leftovers_of_a_crashed_runner_are_removed_when_polling_starts() {
     );
     assert_no_leftovers(&token);
 }
+
+#[tokio::test]
+async fn an_unreachable_engine_is_explained() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = format!("unix://{}/docker.sock", dir.path().display());
+    let error = gantry_runner::docker::docker_available_at(&host)
+        .await
+        .unwrap_err();
+    let text = error.to_string();
+    assert!(
+        text.starts_with(&format!("reach the Docker engine at {host}: ")),
+        "{text}"
+    );
+    assert!(
+        text.contains("is Docker installed and its engine running?"),
+        "{text}"
+    );
+    let error = gantry_runner::docker::docker_available_at("ftp://example")
+        .await
+        .unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("set DOCKER_HOST to one of those"),
+        "{error}"
+    );
+}

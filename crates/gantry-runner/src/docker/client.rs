@@ -14,34 +14,47 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// pulls — run longer: only their first answer counts).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(300);
 
+/// `DOCKER_HOST`, else the default socket.
+pub fn docker_host() -> String {
+    std::env::var("DOCKER_HOST")
+        .ok()
+        .filter(|host| !host.is_empty())
+        .unwrap_or_else(|| "unix:///var/run/docker.sock".to_owned())
+}
+
 /// Connects to the engine of `DOCKER_HOST` (default `unix:///var/run/docker.sock`)
 /// and negotiates the API version; fails with a message that says why and what to do.
 pub async fn connect() -> Result<Docker, DockerError> {
-    let host = std::env::var("DOCKER_HOST")
-        .ok()
-        .filter(|host| !host.is_empty())
-        .unwrap_or_else(|| "unix:///var/run/docker.sock".to_owned());
+    connect_to(&docker_host()).await
+}
+
+/// Connects to the engine at `host` (`unix:///path` or `tcp://host:port`).
+pub async fn connect_to(host: &str) -> Result<Docker, DockerError> {
     let docker =
-        Docker::connect_with_defaults().map_err(|error| unavailable(&host, &describe(&error)))?;
+        Docker::connect_with_host(host).map_err(|error| unavailable(host, &describe(&error)))?;
     let docker = docker
         .with_timeout(CONNECT_TIMEOUT)
         .negotiate_version()
         .await
-        .map_err(|error| unavailable(&host, &describe(&error)))?;
+        .map_err(|error| unavailable(host, &describe(&error)))?;
     Ok(docker.with_timeout(REQUEST_TIMEOUT))
 }
 
-/// `Ok` when a Docker engine answers (what `gantry run --executor auto` checks);
-/// otherwise the error says why not (no socket, permission denied, not running,
-/// unsupported `DOCKER_HOST`) and what to do.
+/// `Ok` when a Docker engine answers at `DOCKER_HOST` or the default socket (what
+/// `gantry run --executor auto` checks); otherwise the error says why not (no socket,
+/// permission denied, not running, unsupported `DOCKER_HOST`) and what to do.
 pub async fn docker_available() -> Result<(), DockerError> {
-    let docker = connect().await?;
+    docker_available_at(&docker_host()).await
+}
+
+/// [`docker_available`] for the engine at `host`.
+pub async fn docker_available_at(host: &str) -> Result<(), DockerError> {
+    let docker = connect_to(host).await?;
     docker
         .ping()
         .await
         .map_err(|error| DockerError::Unavailable {
-            host: std::env::var("DOCKER_HOST")
-                .unwrap_or_else(|_| "unix:///var/run/docker.sock".to_owned()),
+            host: host.to_owned(),
             reason: describe(&error),
             hint: "the engine answered the version check but not a ping; check `docker info`"
                 .to_owned(),
