@@ -14,8 +14,9 @@
 //!   [`TraceBuffer::rewind`] drive `PATCH /trace` with `Content-Range` and the `416`
 //!   resync. Past `output_limit` it writes one clear notice, sets
 //!   [`TraceBuffer::limit_exceeded`] and drops job output — never silently.
-//! * Memory is bounded by the output limit (plus [`RUNNER_MESSAGE_RESERVE`]); each
-//!   writer keeps at most one partial line (8 KiB) and one secret's length of tail.
+//! * Memory is bounded whatever the log's size: past [`MEMORY_WINDOW`] the log moves to
+//!   an unlinked spool file and patches are read back from it; each writer keeps at
+//!   most one partial line (8 KiB) and one secret's length of tail.
 //!
 //! A [`Trace`] is a cheap handle (an `Arc`): the executor writes through
 //! [`TraceWriter`]s while the poll loop takes chunks from the same buffer.
@@ -34,7 +35,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use gantry_protocol::trace::timestamp::{STREAM_RUNNER, STREAM_SCRIPT};
 use gantry_protocol::{JobTraceOutput, ProtocolError, SectionOptions, StreamKind};
 
-pub use buffer::{RUNNER_MESSAGE_RESERVE, TraceBuffer, TraceChunk};
+pub use buffer::{MEMORY_WINDOW, RUNNER_MESSAGE_RESERVE, TraceBuffer, TraceChunk};
 pub use masker::{
     ALL_DEFAULT_TOKEN_PREFIXES, DEFAULT_TOKEN_PREFIXES, MASK, MaskError, MaskSet, MaskSetBuilder,
     Masker, SENSITIVE_URL_PARAMS,
@@ -225,9 +226,10 @@ impl Trace {
         self.shared.limit_hit.load(Ordering::Relaxed) || self.buffer().limit_exceeded()
     }
 
-    /// A copy of the whole log.
+    /// A copy of the whole log (for tests and diagnostics; empty if the log's spool
+    /// file cannot be read back).
     pub fn contents(&self) -> Vec<u8> {
-        self.buffer().bytes().to_vec()
+        self.buffer().contents().unwrap_or_default()
     }
 
     fn now(&self) -> Duration {

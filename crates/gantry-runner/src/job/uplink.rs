@@ -45,7 +45,7 @@ use super::backoff::Backoff;
 use super::event::{Delivery, JobEvent, JobEvents};
 use super::{JobEnding, StopRequest, StopSignal};
 use crate::client::{Client, UpdateAnswer};
-use crate::trace::Trace;
+use crate::trace::{Trace, TraceChunk};
 
 /// How long one patch or update may take before it counts as failed.
 pub(crate) const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
@@ -246,13 +246,14 @@ impl Uplink {
             if self.stop.current() == StopRequest::Abort {
                 return Pass::Aborted;
             }
-            let Some(chunk) = self.trace.buffer().next_chunk(MAX_PATCH_BYTES) else {
+            let Some(TraceChunk { offset, data }) = self.trace.buffer().next_chunk(MAX_PATCH_BYTES) else {
                 return if sent_any { Pass::Sent } else { Pass::Idle };
             };
+            let end = offset + data.len() as u64;
             let answer = tokio::time::timeout(
                 REQUEST_TIMEOUT,
                 self.client
-                    .patch_trace(self.job_id, &self.token, self.params, chunk.offset, chunk.data.clone()),
+                    .patch_trace(self.job_id, &self.token, self.params, offset, data),
             )
             .await;
             let response: PatchTraceResponse = match answer {
@@ -269,7 +270,7 @@ impl Uplink {
             self.observe(response.cancel_requested, response.update_interval);
             match response.outcome {
                 PatchOutcome::Succeeded => {
-                    self.trace.buffer().chunk_sent(&chunk);
+                    self.trace.buffer().chunk_accepted(offset, end);
                     sent_any = true;
                 }
                 PatchOutcome::RangeMismatch { resume_at } => {

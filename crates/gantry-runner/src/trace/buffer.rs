@@ -1,5 +1,14 @@
 //! The job log as the coordinator will hold it: bytes, checksum, size, what has been
 //! sent, and the output limit (§5.1–§5.4).
+//!
+//! Memory stays bounded whatever the log's size: past [`MEMORY_WINDOW`] bytes the log
+//! moves to a spool file (created in the temporary directory and unlinked at once, as
+//! gitlab-runner keeps its trace in a temporary file), and chunks are read back from it.
+//! When no spool file can be created or written, the log stays in memory: bytes are
+//! never dropped because of the disk.
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
 
 use gantry_protocol::trace::checksum::format_checksum;
 use gantry_protocol::trace::patch::MAX_PATCH_BYTES;
@@ -17,13 +26,64 @@ use super::stamp::HeaderFormatter;
 /// says how it ended. Job output never uses it.
 pub const RUNNER_MESSAGE_RESERVE: u64 = 64 * 1024;
 
+/// Log bytes held in memory before they move to the spool file.
+pub const MEMORY_WINDOW: usize = 4 * 1024 * 1024;
+
+/// The start of the log, on disk.
+struct Spool {
+    file: File,
+    /// Bytes in the file (the log's first `len` bytes).
+    len: u64,
+}
+
+impl Spool {
+    /// An unlinked file, readable and writable by this process only.
+    fn create() -> std::io::Result<Spool> {
+        use std::os::unix::fs::OpenOptionsExt;
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let dir = std::env::temp_dir();
+        let mut error = None;
+        for _ in 0..16 {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.subsec_nanos());
+            let name = format!(
+                "gantry-trace-{}-{}-{nanos}",
+                std::process::id(),
+                NEXT.fetch_add(1, Ordering::Relaxed)
+            );
+            let path = dir.join(name);
+            match std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&path)
+            {
+                Ok(file) => {
+                    std::fs::remove_file(&path)?;
+                    return Ok(Spool { file, len: 0 });
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => error = Some(e),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(error.unwrap_or_else(|| std::io::Error::other("no free spool file name")))
+    }
+}
+
 /// The job log: every byte written, in order, up to the output limit.
 ///
-/// Invariants: `checksum()` and `len()` always describe exactly `bytes()`; nothing is
-/// dropped without the limit notice having been written (once) first.
-#[derive(Clone)]
+/// Invariants: `checksum()` and `len()` always describe exactly `contents()`; nothing
+/// is dropped without the limit notice having been written (once) first.
 pub struct TraceBuffer {
+    /// The log from byte `spooled()` on.
     log: Vec<u8>,
+    /// The log before `log`, when it outgrew [`MEMORY_WINDOW`].
+    spool: Option<Spool>,
+    /// A spool file could not be created or written: keep everything in memory.
+    spool_failed: bool,
     crc: crc32fast::Hasher,
     limit: u64,
     limit_exceeded: bool,
@@ -37,7 +97,8 @@ pub struct TraceBuffer {
 impl std::fmt::Debug for TraceBuffer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TraceBuffer")
-            .field("len", &self.log.len())
+            .field("len", &self.len())
+            .field("spooled", &self.spooled())
             .field("limit", &self.limit)
             .field("limit_exceeded", &self.limit_exceeded)
             .field("dropped", &self.dropped)
@@ -76,6 +137,8 @@ impl TraceBuffer {
     pub fn new(limit: u64) -> Self {
         Self {
             log: Vec::new(),
+            spool: None,
+            spool_failed: false,
             crc: crc32fast::Hasher::new(),
             limit,
             limit_exceeded: false,
@@ -115,7 +178,7 @@ impl TraceBuffer {
             self.dropped = self.dropped.saturating_add(bytes.len() as u64);
             return;
         }
-        let room = self.limit.saturating_sub(self.log.len() as u64);
+        let room = self.limit.saturating_sub(self.len());
         if (bytes.len() as u64) <= room {
             self.push(bytes);
             return;
@@ -133,9 +196,7 @@ impl TraceBuffer {
     /// Appends a runner message (stage headers, the final status line). Allowed past
     /// the limit while [`RUNNER_MESSAGE_RESERVE`] lasts.
     pub fn append_runner(&mut self, bytes: &[u8]) {
-        if !self.limit_exceeded
-            && (self.log.len() as u64).saturating_add(bytes.len() as u64) <= self.limit
-        {
+        if !self.limit_exceeded && self.len().saturating_add(bytes.len() as u64) <= self.limit {
             self.push(bytes);
         } else if (bytes.len() as u64) <= self.reserve_left {
             self.reserve_left -= bytes.len() as u64;
@@ -148,7 +209,7 @@ impl TraceBuffer {
     fn write_limit_notice(&mut self) {
         self.limit_exceeded = true;
         let mut notice = Vec::new();
-        if self.log.last().is_some_and(|&b| b != b'\n') {
+        if self.last_byte().is_some_and(|b| b != b'\n') {
             notice.push(b'\n');
         }
         let lines = [
@@ -176,6 +237,68 @@ impl TraceBuffer {
         if let Some(tap) = &self.tap {
             tap(bytes);
         }
+        if self.log.len() >= MEMORY_WINDOW {
+            self.spill();
+        }
+    }
+
+    /// Moves the bytes in memory to the spool file (kept in memory when that fails).
+    fn spill(&mut self) {
+        if self.spool_failed {
+            return;
+        }
+        if self.spool.is_none() {
+            match Spool::create() {
+                Ok(spool) => self.spool = Some(spool),
+                Err(_) => {
+                    self.spool_failed = true;
+                    return;
+                }
+            }
+        }
+        let Some(spool) = &mut self.spool else { return };
+        match spool.file.write_all_at(&self.log, spool.len) {
+            Ok(()) => {
+                spool.len += self.log.len() as u64;
+                self.log.clear();
+            }
+            Err(_) => self.spool_failed = true,
+        }
+    }
+
+    /// Bytes of the log in the spool file.
+    fn spooled(&self) -> u64 {
+        self.spool.as_ref().map_or(0, |spool| spool.len)
+    }
+
+    fn last_byte(&self) -> Option<u8> {
+        if let Some(&b) = self.log.last() {
+            return Some(b);
+        }
+        let spool = self.spool.as_ref().filter(|spool| spool.len > 0)?;
+        let mut byte = [0u8];
+        spool.file.read_exact_at(&mut byte, spool.len - 1).ok()?;
+        Some(byte[0])
+    }
+
+    /// Reads `len` bytes at `offset` of the log (from the spool file, then memory).
+    fn read(&self, offset: u64, len: usize) -> std::io::Result<Vec<u8>> {
+        let mut out = Vec::with_capacity(len);
+        let spooled = self.spooled();
+        let end = offset.saturating_add(len as u64).min(self.len());
+        if offset < spooled {
+            let from_spool = end.min(spooled) - offset;
+            out.resize(usize::try_from(from_spool).unwrap_or(usize::MAX), 0);
+            if let Some(spool) = &self.spool {
+                spool.file.read_exact_at(&mut out, offset)?;
+            }
+        }
+        if end > spooled {
+            let from = usize::try_from(offset.max(spooled) - spooled).unwrap_or(usize::MAX);
+            let to = usize::try_from(end - spooled).unwrap_or(usize::MAX);
+            out.extend_from_slice(&self.log[from..to]);
+        }
+        Ok(out)
     }
 
     /// Whether job output passed the limit (the job should be reported as such).
@@ -188,19 +311,19 @@ impl TraceBuffer {
         self.dropped
     }
 
-    /// The log.
-    pub fn bytes(&self) -> &[u8] {
-        &self.log
+    /// A copy of the whole log (read back from the spool file when it has one).
+    pub fn contents(&self) -> std::io::Result<Vec<u8>> {
+        self.read(0, usize::try_from(self.len()).unwrap_or(usize::MAX))
     }
 
     /// Log size in bytes (`output.bytesize`).
     pub fn len(&self) -> u64 {
-        self.log.len() as u64
+        self.spooled() + self.log.len() as u64
     }
 
     /// Whether nothing was written.
     pub fn is_empty(&self) -> bool {
-        self.log.is_empty()
+        self.len() == 0
     }
 
     /// CRC-32 (IEEE) of the log.
@@ -232,24 +355,29 @@ impl TraceBuffer {
     }
 
     /// The next chunk to send, at most `max` bytes (clamped to 1..=1 MiB, gitlab-runner's
-    /// patch limit); `None` when everything has been sent.
+    /// patch limit); `None` when everything has been sent, or when the spool file
+    /// cannot be read back (a disk failure: the final update's size then tells the
+    /// coordinator what it lacks).
     pub fn next_chunk(&self, max: usize) -> Option<TraceChunk> {
-        let start = usize::try_from(self.sent).ok()?;
-        if start >= self.log.len() {
+        if self.sent >= self.len() {
             return None;
         }
-        let max = max.clamp(1, MAX_PATCH_BYTES);
-        let end = self.log.len().min(start.saturating_add(max));
+        let data = self.read(self.sent, max.clamp(1, MAX_PATCH_BYTES)).ok()?;
         Some(TraceChunk {
             offset: self.sent,
-            data: self.log[start..end].to_vec(),
+            data,
         })
     }
 
     /// The server accepted `chunk` (`202`): continue after it.
     pub fn chunk_sent(&mut self, chunk: &TraceChunk) {
-        if chunk.offset == self.sent {
-            self.sent = chunk.end().min(self.len());
+        self.chunk_accepted(chunk.offset, chunk.end());
+    }
+
+    /// The server accepted the bytes `offset..end` (`202`): continue after them.
+    pub fn chunk_accepted(&mut self, offset: u64, end: u64) {
+        if offset == self.sent {
+            self.sent = end.min(self.len());
         }
     }
 
@@ -284,13 +412,13 @@ mod tests {
         buffer.append(b"more");
         assert!(buffer.limit_exceeded());
         assert_eq!(buffer.dropped_bytes(), 7);
-        let text = String::from_utf8(buffer.bytes().to_vec()).unwrap();
+        let text = String::from_utf8(buffer.contents().unwrap()).unwrap();
         assert!(text.starts_with("abcé\n"));
         assert_eq!(text.matches("exceeded limit of 5 bytes").count(), 1);
         let mut cut = TraceBuffer::new(4);
         cut.append("abcé".as_bytes());
         assert!(
-            String::from_utf8(cut.bytes().to_vec())
+            String::from_utf8(cut.contents().unwrap())
                 .unwrap()
                 .starts_with("abc\n")
         );
@@ -310,5 +438,60 @@ mod tests {
         buffer.rewind(99);
         assert!(buffer.next_chunk(100).is_none());
         assert!(buffer.fully_sent());
+    }
+
+    /// A log of `len` bytes whose byte `i` is `i % 251` (no period that divides the
+    /// window or the chunk size).
+    fn pattern(len: usize) -> Vec<u8> {
+        (0..len).map(|i| (i % 251) as u8).collect()
+    }
+
+    #[test]
+    fn a_large_log_moves_to_the_spool_file_and_reads_back_exactly() {
+        let log = pattern(3 * MEMORY_WINDOW + 12_345);
+        let mut buffer = TraceBuffer::new(u64::MAX);
+        for piece in log.chunks(32 * 1024 + 7) {
+            buffer.append(piece);
+        }
+        assert!(buffer.spooled() >= 3 * MEMORY_WINDOW as u64, "{buffer:?}");
+        assert!(buffer.log.len() < MEMORY_WINDOW);
+        assert_eq!(buffer.len(), log.len() as u64);
+        assert_eq!(buffer.contents().unwrap(), log);
+        let mut reference = gantry_protocol::TraceChecksum::new();
+        reference.update(&log);
+        assert_eq!(buffer.checksum(), reference.to_wire());
+
+        // Chunks, including those across the spool's end, are the log.
+        let mut sent = Vec::new();
+        while let Some(chunk) = buffer.next_chunk(MAX_PATCH_BYTES) {
+            assert_eq!(chunk.offset, sent.len() as u64);
+            assert!(chunk.data.len() <= MAX_PATCH_BYTES);
+            sent.extend_from_slice(&chunk.data);
+            buffer.chunk_sent(&chunk);
+        }
+        assert_eq!(sent, log);
+        // A 412 makes the runner send everything again; a 416 rewinds anywhere.
+        buffer.rewind(0);
+        assert_eq!(buffer.next_chunk(10).unwrap().data, &log[..10]);
+        let across = buffer.spooled() - 5;
+        buffer.rewind(across);
+        let at = usize::try_from(across).unwrap();
+        assert_eq!(buffer.next_chunk(20).unwrap().data, &log[at..at + 20]);
+    }
+
+    #[test]
+    fn the_limit_notice_after_a_spill_knows_how_the_log_ended() {
+        let limit = MEMORY_WINDOW as u64 + 10;
+        let mut buffer = TraceBuffer::new(limit);
+        let mut line = vec![b'x'; MEMORY_WINDOW - 1];
+        line.push(b'\n');
+        buffer.append(&line);
+        assert_eq!(buffer.spooled(), MEMORY_WINDOW as u64, "spilled");
+        buffer.append(b"0123456789abcdef");
+        assert!(buffer.limit_exceeded());
+        let text = String::from_utf8(buffer.contents().unwrap()).unwrap();
+        assert!(text.ends_with("the job log is truncated here.\u{1b}[0;m\n"), "{}", &text[text.len() - 200..]);
+        assert!(text.contains("0123456789\n\u{1b}"), "a newline before the notice");
+        assert_eq!(buffer.dropped_bytes(), 6);
     }
 }
