@@ -78,6 +78,8 @@ pub struct Server {
     addr: SocketAddr,
     /// The admin token (`glpat-…`) for the user API.
     pub admin: String,
+    /// The legacy runner registration token.
+    pub registration: String,
     pub http: reqwest::Client,
     options: ServerOptions,
     data: tempfile::TempDir,
@@ -91,7 +93,7 @@ async fn serve(
     data: &Path,
     url: &str,
     options: &ServerOptions,
-) -> (Live, Option<String>) {
+) -> (Live, gantry_server::coordinator::Bootstrap) {
     let store = Store::open(&format!("sqlite://{}", data.join("gantry.db").display()))
         .await
         .expect("open the store");
@@ -123,7 +125,7 @@ async fn serve(
             serve,
             timers,
         },
-        tokens.admin_token,
+        tokens,
     )
 }
 
@@ -139,11 +141,16 @@ impl Server {
             .expect("bind loopback");
         let addr = listener.local_addr().expect("local addr");
         let url = format!("http://{addr}");
-        let (live, admin) = serve(listener, data.path(), &url, &options).await;
+        let (live, tokens) = serve(listener, data.path(), &url, &options).await;
         Self {
             url,
             addr,
-            admin: admin.expect("the first start creates an admin token"),
+            admin: tokens
+                .admin_token
+                .expect("the first start creates an admin token"),
+            registration: tokens
+                .registration_token
+                .expect("the first start creates a registration token"),
             http: reqwest::Client::builder()
                 .no_proxy()
                 .build()
@@ -198,9 +205,9 @@ impl Server {
                 Err(error) => panic!("rebinding {}: {error}", self.addr),
             }
         };
-        let (live, admin) = serve(listener, self.data.path(), &self.url, &self.options).await;
+        let (live, tokens) = serve(listener, self.data.path(), &self.url, &self.options).await;
         assert!(
-            admin.is_none(),
+            tokens.admin_token.is_none(),
             "a restart must not create a new admin token"
         );
         self.live = Some(live);
