@@ -495,14 +495,17 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
     let (status, jobs) = loop {
         if check {
             check = false;
-            let jobs = coordinator
-                .pipeline_jobs(pipeline.id)
-                .await
-                .map_err(|e| failed(format!("failed to read the pipeline's jobs: {e}")))?;
+            // The pipeline first: its status is stored with the job changes that made
+            // it, so jobs read after it are at least as new (never still `running` in a
+            // pipeline already `failed`).
             let p = coordinator
                 .pipeline(pipeline.id)
                 .await
                 .map_err(|e| failed(format!("failed to read the pipeline: {e}")))?;
+            let jobs = coordinator
+                .pipeline_jobs(pipeline.id)
+                .await
+                .map_err(|e| failed(format!("failed to read the pipeline's jobs: {e}")))?;
             let mut stages: Vec<String> = Vec::new();
             for j in jobs.iter().filter(|j| !j.retried) {
                 if !stages.contains(&j.stage) {
