@@ -26,13 +26,18 @@
 //!   is checked against `allowed_images` and fetched per the pull policies
 //!   ([`policy`]); with services, a network `gantry-<token>-<job>-<nonce>` is created
 //!   and each service is started on it with its aliases ([`names::service_aliases`])
-//!   and waited for ([`services`]).
-//! * every stage (hooks, `step_script`, `after_script`): one container from the image,
-//!   the script sent on its standard input and run by the image's bash (else sh), as
-//!   the image's user unless `image:docker:user` or `[runners.docker] user` say
-//!   otherwise; its exit code is the stage's. A timeout or cancellation sends SIGTERM
-//!   to every process of the container, then SIGKILL after the grace period
-//!   ([`job`]).
+//!   and waited for ([`services`]); the job's build container joins it as `build`, as
+//!   with gitlab-runner's network per build, so services can reach the job.
+//! * every stage (hooks, `step_script`, `after_script`): the job's build container,
+//!   made from the image for the first stage and started again for each later one (as
+//!   gitlab-runner reuses it: what `step_script` leaves in `/tmp` is there for
+//!   `after_script`), the script sent on its standard input and run by the image's bash
+//!   (else sh), as the image's user unless `image:docker:user` or `[runners.docker]
+//!   user` say otherwise; its exit code is the stage's. The job's variables are the
+//!   container's environment as well, so the image's entrypoint sees them (those that
+//!   hold the job token excepted: they would show in `docker inspect`). A timeout or
+//!   cancellation sends SIGTERM to every process of the container, then SIGKILL after
+//!   the grace period ([`job`]).
 //! * the end (also after an error, a timeout, a cancellation): every container, network
 //!   and volume of the job is removed, found by its `com.gantry.job.instance` label.
 //!

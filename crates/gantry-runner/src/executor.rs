@@ -7,7 +7,7 @@
 //! | executor | chosen when | stages run |
 //! |---|---|---|
 //! | shell | `executor = "shell"`; or `"docker"` with `shell_without_image = true` and a job without `image:` | in bash (or sh) on this machine, one process group per stage |
-//! | docker | `executor = "docker"` | in a new container of the job's image per stage ([`crate::docker`]) |
+//! | docker | `executor = "docker"` | in the job's build container, made from its image once and started again per stage ([`crate::docker`]) |
 
 use std::future::Future;
 

@@ -105,9 +105,11 @@ async fn a_service_is_reached_by_its_aliases() {
     require_docker().await;
     let ci = r#"
 test:
+  variables:
+    SECOND_ALIAS: www
   services:
     - name: gantry-test/http:latest
-      alias: web,www
+      alias: web,$SECOND_ALIAS
       variables:
         SERVICE_ONLY: "yes"
   script:
@@ -139,6 +141,84 @@ test:
         4,
         "{trace}"
     );
+    assert_no_leftovers(&token);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_script_runs_in_the_container_the_script_ran_in() {
+    require_docker().await;
+    let ci = r#"
+test:
+  image: gantry-test/busybox:latest
+  script:
+    - echo "left by the script" > /tmp/note
+  after_script:
+    - cat /tmp/note
+    - rm /tmp/note && echo "removed by after_script"
+"#;
+    let repo = Repo::new(&[(".gitlab-ci.yml", ci)]);
+    let server = TestServer::start().await;
+    let (project, _) = server.project_with_pipeline(&repo).await;
+    let token = server.runner_token().await;
+    let runner = Runner::new(&server, &token, RUNNER_DOCKER);
+    let summary = runner.run(1, LIMIT).await;
+    let report = &summary.jobs[0];
+    let trace = server.trace(project, report.job_id).await;
+    assert_eq!(report.ending, JobEnding::Success, "{trace}");
+    assert!(trace.contains("left by the script"), "{trace}");
+    assert!(trace.contains("removed by after_script"), "{trace}");
+    assert!(!trace.contains("after_script failed"), "{trace}");
+    assert_no_leftovers(&token);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_image_entrypoint_sees_the_job_variables() {
+    require_docker().await;
+    let ci = r#"
+test:
+  image:
+    name: gantry-test/busybox:latest
+    entrypoint: ["sh", "-c", "echo \"entrypoint sees $GREETING\"; exec \"$@\"", "sh"]
+  variables:
+    GREETING: hello
+  script:
+    - echo "script sees $GREETING"
+"#;
+    let repo = Repo::new(&[(".gitlab-ci.yml", ci)]);
+    let server = TestServer::start().await;
+    let (project, _) = server.project_with_pipeline(&repo).await;
+    let token = server.runner_token().await;
+    let runner = Runner::new(&server, &token, RUNNER_DOCKER);
+    let summary = runner.run(1, LIMIT).await;
+    let report = &summary.jobs[0];
+    let trace = server.trace(project, report.job_id).await;
+    assert_eq!(report.ending, JobEnding::Success, "{trace}");
+    assert!(trace.contains("entrypoint sees hello"), "{trace}");
+    assert!(trace.contains("script sees hello"), "{trace}");
+    assert_no_leftovers(&token);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_job_is_build_on_its_network() {
+    require_docker().await;
+    let ci = r#"
+test:
+  image: gantry-test/busybox:latest
+  services: [gantry-test/http:latest]
+  script:
+    - nslookup build
+    - 'nslookup build | grep -q "Address: $(hostname -i)" && echo build-is-this-container'
+"#;
+    let repo = Repo::new(&[(".gitlab-ci.yml", ci)]);
+    let server = TestServer::start().await;
+    let (project, _) = server.project_with_pipeline(&repo).await;
+    let token = server.runner_token().await;
+    let runner = Runner::new(&server, &token, RUNNER_DOCKER);
+    let summary = runner.run(1, LIMIT).await;
+    let report = &summary.jobs[0];
+    let trace = server.trace(project, report.job_id).await;
+    assert_eq!(report.ending, JobEnding::Success, "{trace}");
+    assert!(trace.contains("build-is-this-container"), "{trace}");
     assert_no_leftovers(&token);
 }
 

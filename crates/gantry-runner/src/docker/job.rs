@@ -1,5 +1,5 @@
-//! [`DockerExecutor`]: one job's containers — prepared once, one container per stage,
-//! removed at the end.
+//! [`DockerExecutor`]: one job's containers — prepared once, one build container for every
+//! stage (started again for each), everything removed at the end.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -10,14 +10,15 @@ use bollard::Docker;
 use bollard::container::LogOutput;
 use bollard::exec::StartExecOptions;
 use bollard::models::{
-    ContainerCreateBody, ExecConfig, HostConfig, NetworkCreateRequest, VolumeCreateRequest,
+    ContainerCreateBody, EndpointSettings, ExecConfig, HostConfig, NetworkCreateRequest,
+    NetworkingConfig, VolumeCreateRequest,
 };
 use bollard::query_parameters::{
-    AttachContainerOptions, CreateContainerOptions, RemoveContainerOptions, StopContainerOptions,
+    AttachContainerOptions, CreateContainerOptions, StopContainerOptions,
 };
 use futures_util::StreamExt;
 use gantry_pipeline::expand::expand_runner;
-use gantry_protocol::{JobResponse, JobVariable, StreamKind};
+use gantry_protocol::{JobResponse, JobVariable, Service, StreamKind};
 use tokio::io::AsyncWriteExt;
 
 use super::client::connect;
@@ -44,6 +45,10 @@ elif [ -x /bin/sh ]; then exec /bin/sh; \
 elif [ -x /busybox/sh ]; then exec /busybox/sh; \
 else echo shell not found; exit 1; fi";
 
+/// The build container's name on the job's network, as gitlab-runner's network per
+/// build gives it: services can reach the job as `build`.
+const BUILD_ALIAS: &str = "build";
+
 /// After a stage's container exited, how long its output may take to arrive.
 const OUTPUT_DRAIN: Duration = Duration::from_secs(5);
 
@@ -65,6 +70,8 @@ struct BuildTemplate {
     user: Option<String>,
     platform: String,
     host_config: HostConfig,
+    /// The job's variables (the image's entrypoint runs before the script exports them).
+    env: Vec<String>,
 }
 
 /// One job's Docker resources.
@@ -74,8 +81,11 @@ pub(crate) struct DockerExecutor {
     labels: HashMap<String, String>,
     prefix: String,
     kill_grace: Duration,
-    stages: AtomicUsize,
+    /// Build containers made so far (for their names).
+    builds: AtomicUsize,
     build: Option<BuildTemplate>,
+    /// The build container, once made.
+    container: std::sync::Mutex<Option<String>>,
     network: Option<String>,
     services: Vec<StartedService>,
 }
@@ -95,8 +105,9 @@ impl DockerExecutor {
             prefix: sanitize(&format!("gantry-{short_token}-{job_id}-{instance}")),
             instance,
             kill_grace,
-            stages: AtomicUsize::new(0),
+            builds: AtomicUsize::new(0),
             build: None,
+            container: std::sync::Mutex::new(None),
             network: None,
             services: Vec::new(),
         })
@@ -161,7 +172,7 @@ impl DockerExecutor {
         let policies = pull_policies(config, &image, asked_policies)?;
 
         // Services: everything checked before anything starts.
-        let job_env: Vec<String> = service_environment(spec.variables, &spec.job.token);
+        let job_env: Vec<String> = container_environment(spec.variables, &spec.job.token);
         let mut plans = Vec::new();
         for service in &spec.job.services {
             let name = expand_runner(service.name.trim(), &lookup);
@@ -177,8 +188,13 @@ impl DockerExecutor {
                     reason: error.to_string(),
                 })?;
             let service_policies = pull_policies(config, &name, service.pull_policy.as_deref())?;
+            // gitlab-runner expands the alias text with the job's variables, then splits it.
+            let expanded = Service {
+                alias: service.alias.as_deref().map(|a| expand_runner(a, &lookup)),
+                ..Service::default()
+            };
             let mut aliases: Vec<String> =
-                service.aliases().into_iter().map(str::to_owned).collect();
+                expanded.aliases().into_iter().map(str::to_owned).collect();
             for derived in service_aliases(&name) {
                 if !aliases.contains(&derived) {
                     aliases.push(derived);
@@ -318,11 +334,12 @@ impl DockerExecutor {
             user,
             platform: platform.unwrap_or_default(),
             host_config,
+            env: job_env,
         });
         Ok(())
     }
 
-    /// Runs `stage` in a new container of the job's image (see the module docs).
+    /// Runs `stage` in the job's build container (see the module docs).
     pub(crate) async fn run(
         &self,
         stage: &Stage<'_>,
@@ -347,12 +364,47 @@ impl DockerExecutor {
         // `: |` gives the script's commands an empty standard input, so a command that
         // reads it cannot eat the rest of the script (gitlab-runner does the same).
         let input = format!(": | eval {}\n", quote(&script));
-        let number = self.stages.fetch_add(1, Ordering::Relaxed);
-        let name = sanitize(&format!("{}-{}-{number}", self.prefix, stage.name));
+        let id = match self.build_container(build, stage).await {
+            Ok(id) => id,
+            Err(outcome) => return outcome,
+        };
+        let outcome = self.run_in(&id, &input, stage, trace, cancel).await;
+        if let StageOutcome::Timeout { after } = outcome {
+            trace.warning(&format!(
+                "{} could not run to completion because the timeout of {} was exceeded",
+                stage.name,
+                format_duration(after)
+            ));
+        }
+        outcome
+    }
+
+    /// The job's build container: made for the first stage and started again for each
+    /// later one, as gitlab-runner does, so what a stage leaves outside the mounted
+    /// directories (`/tmp`, installed packages) is still there for the next
+    /// (`after_script` sees what `step_script` did). One that disappeared is made anew.
+    async fn build_container(
+        &self,
+        build: &BuildTemplate,
+        stage: &Stage<'_>,
+    ) -> Result<String, StageOutcome> {
         let failed = |action: &str, error: &bollard::errors::Error| StageOutcome::SystemFailure {
             error: DockerError::api(format!("{action} of {}", stage.name), error).into(),
         };
-
+        let existing = self
+            .container
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        if let Some(id) = existing {
+            match self.docker.inspect_container(&id, None).await {
+                Ok(_) => return Ok(id),
+                Err(bollard::errors::Error::DockerResponseServerError {
+                    status_code: 404, ..
+                }) => {}
+                Err(error) => return Err(failed("inspect the build container", &error)),
+            }
+        }
         let mut labels = self.labels.clone();
         labels.insert(LABEL_ROLE.to_owned(), "build".to_owned());
         let body = ContainerCreateBody {
@@ -364,6 +416,8 @@ impl DockerExecutor {
                 DETECT_SHELL.to_owned(),
             ]),
             user: build.user.clone(),
+            env: Some(build.env.clone()),
+            // Each stage's script changes to its own directory.
             working_dir: Some(stage.work_dir.to_string_lossy().into_owned()),
             attach_stdin: Some(true),
             attach_stdout: Some(true),
@@ -373,33 +427,31 @@ impl DockerExecutor {
             tty: Some(false),
             labels: Some(labels),
             host_config: Some(build.host_config.clone()),
+            networking_config: self.network.as_ref().map(|network| NetworkingConfig {
+                endpoints_config: Some(HashMap::from([(
+                    network.clone(),
+                    EndpointSettings {
+                        aliases: Some(vec![BUILD_ALIAS.to_owned()]),
+                        ..EndpointSettings::default()
+                    },
+                )])),
+            }),
             ..ContainerCreateBody::default()
         };
+        let number = self.builds.fetch_add(1, Ordering::Relaxed);
         let options = CreateContainerOptions {
-            name: Some(name),
+            name: Some(sanitize(&format!("{}-build-{number}", self.prefix))),
             platform: build.platform.clone(),
         };
         let id = match self.docker.create_container(Some(options), body).await {
             Ok(created) => created.id,
-            Err(error) => return failed("create the container", &error),
+            Err(error) => return Err(failed("create the build container", &error)),
         };
-        let outcome = self.run_in(&id, &input, stage, trace, cancel).await;
-        let remove = RemoveContainerOptions {
-            force: true,
-            v: true,
-            ..RemoveContainerOptions::default()
-        };
-        if let Err(error) = self.docker.remove_container(&id, Some(remove)).await {
-            trace.warning(&format!("remove container {id}: {}", describe(&error)));
-        }
-        if let StageOutcome::Timeout { after } = outcome {
-            trace.warning(&format!(
-                "{} could not run to completion because the timeout of {} was exceeded",
-                stage.name,
-                format_duration(after)
-            ));
-        }
-        outcome
+        *self
+            .container
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(id.clone());
+        Ok(id)
     }
 
     async fn run_in(
@@ -551,9 +603,10 @@ fn non_empty(list: &[String]) -> Option<Vec<String>> {
     (!list.is_empty()).then(|| list.to_vec())
 }
 
-/// The job's variables as a service's environment, without anything that holds the
-/// job token (it would show in `docker inspect`).
-fn service_environment(variables: &[JobVariable], job_token: &str) -> Vec<String> {
+/// The job's variables as the environment of its containers (services, and the build
+/// container, whose image entrypoint runs before the script exports them), without
+/// anything that holds the job token (it would show in `docker inspect`).
+fn container_environment(variables: &[JobVariable], job_token: &str) -> Vec<String> {
     variables
         .iter()
         .filter(|v| job_token.is_empty() || !v.value.contains(job_token))
