@@ -28,6 +28,9 @@
 //!   and each service is started on it with its aliases ([`names::service_aliases`])
 //!   and waited for ([`services`]); the job's build container joins it as `build`, as
 //!   with gitlab-runner's network per build, so services can reach the job.
+//! * `get_sources` (on the host): the checkout then gets the modes umask 0000 gives, as
+//!   gitlab-runner's helper makes it (files 666, directories and executables 777), so any
+//!   user of the image can write it ([`umask`]).
 //! * every stage (hooks, `step_script`, `after_script`): the job's build container,
 //!   made from the image for the first stage and started again for each later one (as
 //!   gitlab-runner reuses it: what `step_script` leaves in `/tmp` is there for
@@ -53,9 +56,11 @@ mod leftovers;
 pub mod names;
 pub mod policy;
 mod services;
+mod umask;
 
 pub use client::{connect, connect_to, docker_available, docker_available_at, docker_host};
 pub use error::DockerError;
 pub use leftovers::{Removed, remove_leftovers};
 
 pub(crate) use job::{DockerExecutor, DockerJobSpec};
+pub(crate) use umask::share_owner_bits;

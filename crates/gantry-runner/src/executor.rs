@@ -10,6 +10,7 @@
 //! | docker | `executor = "docker"` | in the job's build container, made from its image once and started again per stage ([`crate::docker`]) |
 
 use std::future::Future;
+use std::path::Path;
 
 use gantry_protocol::JobResponse;
 
@@ -82,6 +83,16 @@ impl Executor {
         match self {
             Self::Shell(shell) => shell.run(stage, trace, cancel).await,
             Self::Docker(docker) => docker.run(stage, trace, cancel).await,
+        }
+    }
+
+    /// Readies a fresh checkout for the executor's stages. The Docker executor gives it
+    /// the modes gitlab-runner's helper leaves (it fetches with umask 0000), so whatever
+    /// user the image runs as can write it.
+    pub(crate) fn prepare_checkout(&self, project_dir: &Path) -> std::io::Result<()> {
+        match self {
+            Self::Shell(_) => Ok(()),
+            Self::Docker(_) => crate::docker::share_owner_bits(project_dir),
         }
     }
 

@@ -223,6 +223,40 @@ test:
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_checkout_is_writable_for_any_user_of_the_image() {
+    require_docker().await;
+    let ci = r#"
+test:
+  image:
+    name: gantry-test/busybox:latest
+    docker: {user: nobody}
+  script:
+    - id -u
+    - stat -c '%a %n' README.md run.sh . .git
+    - echo "appended by nobody" >> README.md
+    - mkdir made-by-nobody
+"#;
+    let repo = Repo::new(&[
+        (".gitlab-ci.yml", ci),
+        ("README.md", "the readme\n"),
+        ("run.sh", "#!/bin/sh\n"),
+    ]);
+    repo.make_executable("run.sh");
+    let server = TestServer::start().await;
+    let (project, _) = server.project_with_pipeline(&repo).await;
+    let token = server.runner_token().await;
+    let runner = Runner::new(&server, &token, RUNNER_DOCKER);
+    let summary = runner.run(1, LIMIT).await;
+    let report = &summary.jobs[0];
+    let trace = server.trace(project, report.job_id).await;
+    assert_eq!(report.ending, JobEnding::Success, "{trace}");
+    for line in ["65534", "666 README.md", "777 run.sh", "777 .", "777 .git"] {
+        assert!(trace.contains(line), "`{line}` missing: {trace}");
+    }
+    assert_no_leftovers(&token);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn artifacts_and_cache_pass_between_container_jobs() {
     require_docker().await;
     let ci = r#"

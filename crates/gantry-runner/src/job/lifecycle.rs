@@ -21,7 +21,7 @@ use crate::shell::{
     CancelReason, CiJobStatus, DEFAULT_AFTER_SCRIPT_TIMEOUT, PreparedVariables, ShellExecutor, Stage, StageOutcome,
     detect_shell, format_duration, prepare_variables,
 };
-use crate::sources::{GitSettings, SourcesError, SourcesJob, get_sources};
+use crate::sources::{GitSettings, GitStrategy, SourcesError, SourcesJob, get_sources};
 use crate::trace::{ANSI_BOLD_CYAN, ANSI_RESET, Trace};
 
 /// One job's run through its stages.
@@ -333,6 +333,13 @@ impl<'a> Lifecycle<'a> {
                 message: other.to_string(),
             },
         })?;
+        if settings.strategy != GitStrategy::None {
+            let (executor, _) = self.executor()?;
+            executor.prepare_checkout(&self.dirs.project_dir).map_err(|error| JobEnding::SystemFailure {
+                stage: "get_sources",
+                message: format!("set the modes of the checkout `{}`: {error}", self.dirs.project_dir.display()),
+            })?;
+        }
         self.hook(HookName::PostGetSourcesScript, &self.dirs.project_dir).await
     }
 

@@ -268,6 +268,15 @@ impl Repo {
         self.dir.path()
     }
 
+    /// Makes `path` executable, in a commit of its own.
+    pub fn make_executable(&self, path: &str) {
+        use std::os::unix::fs::PermissionsExt as _;
+        let file = self.path().join(path);
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        self.git(&["add", path]);
+        self.git(&["commit", "-q", "-m", "make it executable"]);
+    }
+
     fn git(&self, args: &[&str]) {
         let status = Command::new("git")
             .args(args)
