@@ -12,6 +12,7 @@
 mod error;
 mod rows;
 
+use std::collections::{HashMap, HashSet};
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -79,6 +80,10 @@ impl Store {
             AnyPoolOptions::new()
                 .max_connections(max)
                 .acquire_timeout(Duration::from_secs(30))
+                // A ping before each use costs a round trip to the connection's thread
+                // per query; an SQLite connection is a file handle in this process and
+                // does not go stale.
+                .test_before_acquire(false)
                 .after_connect(move |conn, _| {
                     Box::pin(async move {
                         if backend == Backend::Sqlite {
@@ -326,9 +331,41 @@ impl Store {
         Ok(rows.iter().map(Job::from_row).collect())
     }
 
+    /// [`Store::pipeline_jobs`] with every `spec` empty: the pipeline's state without the
+    /// large column (fetch the specs a cache lacks with [`Store::pipeline_job_specs`]).
+    pub async fn pipeline_jobs_without_spec(&self, pipeline_id: i64) -> Result<Vec<Job>> {
+        let rows = sqlx::query(&format!("SELECT {} FROM jobs WHERE pipeline_id = $1 ORDER BY id", Job::COLUMNS_WITHOUT_SPEC))
+            .bind(pipeline_id)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows.iter().map(Job::from_row).collect())
+    }
+
+    /// `(job id, spec)` of a pipeline's jobs, in id order.
+    pub async fn pipeline_job_specs(&self, pipeline_id: i64) -> Result<Vec<(i64, String)>> {
+        let rows = sqlx::query("SELECT id, spec FROM jobs WHERE pipeline_id = $1 ORDER BY id")
+            .bind(pipeline_id)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows.iter().map(|r| (r.get("id"), r.get("spec"))).collect())
+    }
+
     pub async fn job(&self, id: i64) -> Result<Job> {
         let row = sqlx::query(&format!("SELECT {} FROM jobs WHERE id = $1", Job::COLUMNS)).bind(id).fetch_optional(&self.pool).await?;
         row.map(|r| Job::from_row(&r)).ok_or(StoreError::NotFound("job"))
+    }
+
+    /// `(id, status)` of the job holding this token hash: what authorising a runner's
+    /// call needs, without the row's large columns.
+    pub async fn job_status_by_token_hash(&self, token_hash: &str) -> Result<Option<(i64, String)>> {
+        let row = sqlx::query("SELECT id, status FROM jobs WHERE token_hash = $1").bind(token_hash).fetch_optional(&self.pool).await?;
+        Ok(row.map(|r| (r.get("id"), r.get("status"))))
+    }
+
+    /// A job's status.
+    pub async fn job_status(&self, id: i64) -> Result<String> {
+        let row = sqlx::query("SELECT status FROM jobs WHERE id = $1").bind(id).fetch_optional(&self.pool).await?;
+        row.map(|r| r.get("status")).ok_or(StoreError::NotFound("job"))
     }
 
     pub async fn job_by_token_hash(&self, token_hash: &str) -> Result<Option<Job>> {
@@ -340,7 +377,8 @@ impl Store {
     }
 
     /// Apply a batch of decisions to one pipeline atomically: job updates, new job rows
-    /// (retries), and the pipeline's own status. Fails with [`StoreError::Stale`] when the
+    /// (retries), and the pipeline's own status; a job that stops executing loses its
+    /// token (the hash is cleared). Fails with [`StoreError::Stale`] when the
     /// pipeline changed since `expected_lock_version` was read; the caller reloads and
     /// decides again.
     pub async fn apply(&self, pipeline_id: i64, expected_lock_version: i64, change: &PipelineChange, now: i64) -> Result<()> {
@@ -360,12 +398,14 @@ impl Store {
         if r.rows_affected() != 1 {
             return Err(StoreError::Stale);
         }
-        let project_id: i64 = sqlx::query("SELECT project_id FROM pipelines WHERE id = $1").bind(pipeline_id).fetch_one(&mut *tx).await?.get(0);
         for u in &change.jobs {
             update_job(&mut tx, u).await?;
         }
-        for j in &change.new_jobs {
-            insert_job(&mut tx, pipeline_id, project_id, j, now).await?;
+        if !change.new_jobs.is_empty() {
+            let project_id: i64 = sqlx::query("SELECT project_id FROM pipelines WHERE id = $1").bind(pipeline_id).fetch_one(&mut *tx).await?.get(0);
+            for j in &change.new_jobs {
+                insert_job(&mut tx, pipeline_id, project_id, j, now).await?;
+            }
         }
         tx.commit().await?;
         Ok(())
@@ -408,33 +448,57 @@ impl Store {
         Ok(rows.iter().map(|r| (r.get::<i64, _>(0), r.get::<i64, _>(1))).collect())
     }
 
-    /// Hand a pending job to a runner. Returns false when another runner got it first
-    /// (the row is no longer pending): every pending job goes to exactly one runner.
-    pub async fn assign_job(&self, job_id: i64, runner_id: i64, token_hash: &str, timeout_secs: i64, now: i64) -> Result<bool> {
-        let r = sqlx::query(
-            "UPDATE jobs SET status = 'running', runner_id = $1, token_hash = $2, timeout_secs = $3, started_at = $4, last_contact_at = $5 \
-             WHERE id = $6 AND status = 'pending' AND runner_id IS NULL",
-        )
-        .bind(runner_id)
-        .bind(token_hash)
-        .bind(timeout_secs)
-        .bind(now)
-        .bind(now)
-        .bind(job_id)
-        .execute(&self.writer)
-        .await?;
-        Ok(r.rows_affected() == 1)
+    /// Hand a pending job to a runner. Returns the status of the job's pipeline when the
+    /// job is now the runner's; `None` when another runner got it first (the row is no
+    /// longer pending): every pending job goes to exactly one runner.
+    pub async fn assign_job(&self, job_id: i64, runner_id: i64, token_hash: &str, timeout_secs: i64, now: i64) -> Result<Option<String>> {
+        let mut won = self
+            .assign_jobs(&[Assignment { job_id, runner_id, token_hash: token_hash.to_owned(), timeout_secs }], now)
+            .await?;
+        Ok(won.remove(&job_id))
+    }
+
+    /// [`Store::assign_job`] for many jobs in one statement (one commit, however many
+    /// runners asked at once). Returns `job id → its pipeline's status` for the jobs now
+    /// held by the runner named for them; a job named twice goes to its first assignment
+    /// only. At most [`MAX_ASSIGN_BATCH`] assignments.
+    pub async fn assign_jobs(&self, batch: &[Assignment], now: i64) -> Result<HashMap<i64, String>> {
+        let mut seen = HashSet::new();
+        let batch: Vec<&Assignment> = batch.iter().filter(|a| seen.insert(a.job_id)).take(MAX_ASSIGN_BATCH).collect();
+        if batch.is_empty() {
+            return Ok(HashMap::new());
+        }
+        // $1 = now; then per job i (from 0): $(2+4i) id, $(3+4i) runner, $(4+4i) token hash,
+        // $(5+4i) timeout.
+        let case = |column: usize| -> String {
+            let mut sql = String::from("CASE id");
+            for i in 0..batch.len() {
+                sql.push_str(&format!(" WHEN ${} THEN ${}", 2 + 4 * i, 2 + 4 * i + column));
+            }
+            sql.push_str(" END");
+            sql
+        };
+        let ids: Vec<String> = (0..batch.len()).map(|i| format!("${}", 2 + 4 * i)).collect();
+        let sql = format!(
+            "UPDATE jobs SET status = 'running', runner_id = {}, token_hash = {}, timeout_secs = {}, started_at = $1, last_contact_at = $1 \
+             WHERE id IN ({}) AND status = 'pending' AND runner_id IS NULL \
+             RETURNING id, (SELECT status FROM pipelines WHERE pipelines.id = jobs.pipeline_id) AS pipeline_status",
+            case(1),
+            case(2),
+            case(3),
+            ids.join(", ")
+        );
+        let mut query = sqlx::query(&sql).bind(now);
+        for a in &batch {
+            query = query.bind(a.job_id).bind(a.runner_id).bind(a.token_hash.as_str()).bind(a.timeout_secs);
+        }
+        let rows = query.fetch_all(&self.writer).await?;
+        Ok(rows.iter().map(|r| (r.get("id"), r.get("pipeline_status"))).collect())
     }
 
     /// Record that the job's runner is alive.
     pub async fn touch_job(&self, job_id: i64, now: i64) -> Result<()> {
         sqlx::query("UPDATE jobs SET last_contact_at = $1 WHERE id = $2").bind(now).bind(job_id).execute(&self.writer).await?;
-        Ok(())
-    }
-
-    /// Revoke a job's token (when the job finishes).
-    pub async fn revoke_job_token(&self, job_id: i64) -> Result<()> {
-        sqlx::query("UPDATE jobs SET token_hash = NULL WHERE id = $1").bind(job_id).execute(&self.writer).await?;
         Ok(())
     }
 
@@ -520,6 +584,19 @@ impl Store {
             .await?;
         Ok(rows.iter().map(Artifact::from_row).collect())
     }
+
+    /// The artifacts of every job of a pipeline (by job, then in creation order): one
+    /// query for a job's dependencies, however many there are.
+    pub async fn pipeline_artifacts(&self, pipeline_id: i64) -> Result<Vec<Artifact>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {} FROM artifacts WHERE job_id IN (SELECT id FROM jobs WHERE pipeline_id = $1) ORDER BY job_id, id",
+            Artifact::COLUMNS
+        ))
+        .bind(pipeline_id)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(Artifact::from_row).collect())
+    }
 }
 
 async fn insert_job(tx: &mut sqlx::Transaction<'_, sqlx::Any>, pipeline_id: i64, project_id: i64, j: &NewJob, now: i64) -> Result<()> {
@@ -549,7 +626,8 @@ async fn update_job(tx: &mut sqlx::Transaction<'_, sqlx::Any>, u: &JobUpdate) ->
     sqlx::query(
         "UPDATE jobs SET status = $1, retried = $2, allow_failure = $3, exit_code = COALESCE($4, exit_code), failure_reason = COALESCE($5, failure_reason), \
          queued_at = COALESCE($6, queued_at), scheduled_at = $7, started_at = COALESCE($8, started_at), finished_at = COALESCE($9, finished_at), \
-         manual_variables = COALESCE($10, manual_variables) WHERE id = $11",
+         manual_variables = COALESCE($10, manual_variables), \
+         token_hash = CASE WHEN $1 IN ('running', 'canceling') THEN token_hash ELSE NULL END WHERE id = $11",
     )
     .bind(&u.status)
     .bind(b(u.retried))

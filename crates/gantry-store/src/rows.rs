@@ -215,6 +215,11 @@ impl Job {
     pub(crate) const COLUMNS: &'static str = "id, pipeline_id, project_id, name, stage, stage_idx, status, attempt, retried, allow_failure, spec, tags, \
          protected, runner_id, exit_code, failure_reason, manual_variables, created_at, queued_at, scheduled_at, started_at, finished_at, \
          last_contact_at, timeout_secs, trace_size, trace_checksum, coverage";
+    /// [`Job::COLUMNS`] with an empty `spec` (the large column), for callers that cache
+    /// parsed specs.
+    pub(crate) const COLUMNS_WITHOUT_SPEC: &'static str = "id, pipeline_id, project_id, name, stage, stage_idx, status, attempt, retried, allow_failure, '' AS spec, tags, \
+         protected, runner_id, exit_code, failure_reason, manual_variables, created_at, queued_at, scheduled_at, started_at, finished_at, \
+         last_contact_at, timeout_secs, trace_size, trace_checksum, coverage";
     pub(crate) fn from_row(r: &AnyRow) -> Self {
         Self {
             id: r.get("id"),
@@ -288,6 +293,20 @@ impl QueuedJob {
         }
     }
 }
+
+/// A pending job to hand to a runner ([`crate::Store::assign_jobs`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Assignment {
+    pub job_id: i64,
+    pub runner_id: i64,
+    /// The hash of the job token issued with it.
+    pub token_hash: String,
+    pub timeout_secs: i64,
+}
+
+/// Most assignments [`crate::Store::assign_jobs`] makes in one statement (4 bound values
+/// each, well within SQLite's limit of 32,766).
+pub const MAX_ASSIGN_BATCH: usize = 256;
 
 /// A decided change to one job row.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -158,8 +158,8 @@ async fn every_pending_job_goes_to_exactly_one_runner() {
             let mut won = Vec::new();
             for id in ids {
                 match s.assign_job(id, runner, &format!("tok-{runner}-{id}"), 3600, 2).await {
-                    Ok(true) => won.push(id),
-                    Ok(false) => {}
+                    Ok(Some(_)) => won.push(id),
+                    Ok(None) => {}
                     Err(e) => panic!("assign failed: {e}"),
                 }
             }
@@ -173,6 +173,62 @@ async fn every_pending_job_goes_to_exactly_one_runner() {
     let unique: HashSet<i64> = all.iter().copied().collect();
     assert_eq!(all.len(), n_jobs, "each job assigned once in total");
     assert_eq!(unique.len(), n_jobs, "no job assigned twice");
+}
+
+#[tokio::test]
+async fn assignments_in_one_statement() {
+    let (_d, s) = open().await;
+    let p = s.create_project(&project("demo"), 1).await.expect("project");
+    let jobs = vec![job("a", "pending"), job("b", "pending"), job("c", "created")];
+    let (pl, created) = s.create_pipeline(&pipeline(p.id), &jobs, 1).await.expect("pipeline");
+    let (a, b, c) = (created[0].id, created[1].id, created[2].id);
+    let mut runners = Vec::new();
+    for i in 0..2 {
+        let r = s
+            .create_runner(
+                &NewRunner {
+                    token_hash: format!("runner-{i}"),
+                    description: format!("r{i}"),
+                    tags: vec![],
+                    run_untagged: true,
+                    locked: false,
+                    protected_only: false,
+                    project_id: None,
+                    maximum_timeout: None,
+                },
+                1,
+            )
+            .await
+            .expect("runner");
+        runners.push(r.id);
+    }
+    let assign = |job_id: i64, runner_id: i64, token: &str| Assignment {
+        job_id,
+        runner_id,
+        token_hash: token.to_owned(),
+        timeout_secs: 600,
+    };
+    // `a` named twice goes to its first assignment; `c` is not pending.
+    let won = s
+        .assign_jobs(
+            &[assign(a, runners[0], "t-a0"), assign(a, runners[1], "t-a1"), assign(b, runners[1], "t-b1"), assign(c, runners[0], "t-c0")],
+            42,
+        )
+        .await
+        .expect("assign");
+    let mut ids: Vec<i64> = won.keys().copied().collect();
+    ids.sort_unstable();
+    assert_eq!(ids, vec![a, b]);
+    assert!(won.values().all(|status| *status == pl.status), "{won:?}");
+    let ja = s.job(a).await.expect("a");
+    assert_eq!((ja.status.as_str(), ja.runner_id, ja.started_at, ja.timeout_secs), ("running", Some(runners[0]), Some(42), Some(600)));
+    assert_eq!(s.job_status_by_token_hash("t-a0").await.expect("lookup"), Some((a, "running".to_owned())));
+    assert_eq!(s.job_status_by_token_hash("t-a1").await.expect("lookup"), None);
+    assert_eq!(s.job(b).await.expect("b").runner_id, Some(runners[1]));
+    assert_eq!(s.job_status(c).await.expect("c"), "created");
+    // Taken jobs are not taken again; an empty batch is nothing.
+    assert_eq!(s.assign_job(a, runners[1], "t-a2", 600, 43).await.expect("again"), None);
+    assert!(s.assign_jobs(&[], 44).await.expect("empty").is_empty());
 }
 
 #[tokio::test]

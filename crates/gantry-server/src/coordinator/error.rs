@@ -30,6 +30,10 @@ pub enum CoordinatorError {
     /// 500: the database failed.
     #[error(transparent)]
     Store(StoreError),
+    /// 500: a database write this request shared with others failed (the message is
+    /// the write's error).
+    #[error("{0}")]
+    Batch(String),
     /// 500: a blob or repository file could not be read or written.
     #[error("read or write a file: {0}")]
     Io(#[from] std::io::Error),

@@ -40,6 +40,26 @@ impl Coordinator {
         Ok(Some(self.job(job.id).await?))
     }
 
+    /// `(id, status)` of the job a job token belongs to, while the job runs: what
+    /// authorising a runner's call needs ([`Coordinator::job_by_token`] for the whole job).
+    pub async fn executing_job_by_token(
+        &self,
+        token: &str,
+    ) -> std::result::Result<Option<(i64, String)>, CoordinatorError> {
+        if !token.starts_with(token::JOB_TOKEN_PREFIX) {
+            return Ok(None);
+        }
+        let hash = token::hash(token);
+        let Some((id, status)) = self.inner.store.job_status_by_token_hash(&hash).await? else {
+            return Ok(None);
+        };
+        if !executing(&status) {
+            return Ok(None);
+        }
+        self.runtime().issued.entry(id).or_insert(hash);
+        Ok(Some((id, status)))
+    }
+
     /// For a `403` answer: the id and status of the job a token belonged to, also after the
     /// job ended (remembered in memory since this process issued or saw it), so the
     /// answer can carry `Job-Status` (§4.2, §4.5).
@@ -48,12 +68,12 @@ impl Coordinator {
         token: &str,
     ) -> std::result::Result<Option<(i64, String)>, CoordinatorError> {
         let hash = token::hash(token);
-        let id = match self.inner.store.job_by_token_hash(&hash).await? {
-            Some(j) => return Ok(Some((j.id, j.status))),
+        let id = match self.inner.store.job_status_by_token_hash(&hash).await? {
+            Some(found) => return Ok(Some(found)),
             None => self.runtime().ended.get(&hash).copied(),
         };
         match id {
-            Some(id) => Ok(Some((id, self.inner.store.job(id).await?.status))),
+            Some(id) => Ok(Some((id, self.inner.store.job_status(id).await?))),
             None => Ok(None),
         }
     }
@@ -115,7 +135,7 @@ impl Coordinator {
                     .map(|r| FailureReason::from_runner(r.as_str()))
                     .unwrap_or(FailureReason::ScriptFailure);
                 let exit_code = (req.exit_code != 0).then_some(req.exit_code);
-                self.job_event(job_id, now, |job| {
+                self.job_event_in(job.pipeline_id, job_id, now, |job| {
                     if success {
                         Event::JobSucceeded { job }
                     } else {
@@ -132,7 +152,7 @@ impl Coordinator {
                     other => other,
                 })?;
                 self.record_coverage(&job).await?;
-                let status = store.job(job_id).await?.status;
+                let status = store.job_status(job_id).await?;
                 Ok(UpdateResult {
                     accepted: true,
                     job_status: status,
@@ -145,10 +165,12 @@ impl Coordinator {
     /// A finished job's `coverage`: found in its complete log by its regex (GitLab does
     /// it when the job finishes, whatever its status).
     async fn record_coverage(&self, job: &gantry_store::Job) -> Result<(), CoordinatorError> {
-        let Some(regex) = StoredSpec::parse(&job.spec)
-            .ok()
-            .and_then(|s| s.job.coverage)
-        else {
+        let cached = self.runtime().specs.get(&job.id).cloned();
+        let regex = match cached {
+            Some(spec) => spec.job.coverage.clone(),
+            None => StoredSpec::parse(&job.spec).ok().and_then(|s| s.job.coverage),
+        };
+        let Some(regex) = regex else {
             return Ok(());
         };
         let trace = self.inner.store.trace(job.id).await?;

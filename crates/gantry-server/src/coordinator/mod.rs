@@ -144,6 +144,8 @@ struct Inner {
     queue_cache: tokio::sync::Mutex<queue::Snapshot>,
     /// Serializes this process's job assignments (one database writer at a time).
     assign_gate: tokio::sync::Mutex<()>,
+    /// Assignments waiting for the gate; its holder commits them all (group commit).
+    assign_queue: Mutex<Vec<queue::WaitingAssignment>>,
     runtime: Mutex<Runtime>,
 }
 
@@ -162,6 +164,9 @@ struct Runtime {
     commits: HashMap<String, git::CommitInfo>,
     /// Project rows (projects are never updated; read again after [`CACHE_TTL`]).
     projects: HashMap<i64, (std::time::Instant, gantry_store::Project)>,
+    /// Pipeline rows for job payloads: what a payload reads of them (ref, commit,
+    /// variables, …) never changes; their status and times are not to be trusted.
+    pipelines: HashMap<i64, (std::time::Instant, Arc<gantry_store::Pipeline>)>,
     /// What dependency resolution needs of a pipeline's rows; dropped when the pipeline
     /// gets new rows, read again after [`CACHE_TTL`].
     dep_rows: HashMap<i64, (std::time::Instant, Arc<Vec<payload::DepRow>>)>,
@@ -212,6 +217,7 @@ impl Coordinator {
                 repo_locks: (0..STRIPES).map(|_| tokio::sync::Mutex::new(())).collect(),
                 queue_cache: tokio::sync::Mutex::new(queue::Snapshot::default()),
                 assign_gate: tokio::sync::Mutex::new(()),
+                assign_queue: Mutex::new(Vec::new()),
                 runtime: Mutex::new(Runtime::default()),
             }),
         }
@@ -300,22 +306,50 @@ impl Coordinator {
         Ok(p)
     }
 
-    /// The dependency facts of a pipeline's rows, cached.
-    async fn dep_rows(&self, pipeline_id: i64) -> Result<Arc<Vec<payload::DepRow>>> {
-        if let Some((at, rows)) = self.runtime().dep_rows.get(&pipeline_id) {
+    /// A pipeline row for a job payload, cached (see `Runtime::pipelines`: only its
+    /// fixed facts are current).
+    async fn pipeline_facts(&self, id: i64) -> Result<Arc<gantry_store::Pipeline>> {
+        if let Some((at, p)) = self.runtime().pipelines.get(&id) {
             if at.elapsed() < CACHE_TTL {
-                return Ok(Arc::clone(rows));
+                return Ok(Arc::clone(p));
             }
         }
-        let rows: Vec<payload::DepRow> = self
-            .inner
-            .store
-            .pipeline_jobs(pipeline_id)
-            .await?
-            .iter()
-            .map(payload::DepRow::from_row)
-            .collect();
-        let rows = Arc::new(rows);
+        let p = Arc::new(self.inner.store.pipeline(id).await?);
+        let mut rt = self.runtime();
+        if rt.pipelines.len() >= MAX_CACHED {
+            rt.pipelines.clear();
+        }
+        rt.pipelines
+            .insert(id, (std::time::Instant::now(), Arc::clone(&p)));
+        Ok(p)
+    }
+
+    /// The dependency facts of a pipeline's rows, cached.
+    async fn dep_rows(&self, pipeline_id: i64) -> Result<Arc<Vec<payload::DepRow>>> {
+        let fresh = |coordinator: &Self| {
+            coordinator
+                .runtime()
+                .dep_rows
+                .get(&pipeline_id)
+                .filter(|(at, _)| at.elapsed() < CACHE_TTL)
+                .map(|(_, rows)| Arc::clone(rows))
+        };
+        if let Some(rows) = fresh(self) {
+            return Ok(rows);
+        }
+        // One reader per pipeline: the requests of a burst wait for it instead of each
+        // reading every row.
+        let _reading = self.inner.pipeline_locks[stripe(pipeline_id)].lock().await;
+        if let Some(rows) = fresh(self) {
+            return Ok(rows);
+        }
+        let (rows, specs) = self.rows_with_specs(pipeline_id).await?;
+        let rows: Arc<Vec<payload::DepRow>> = Arc::new(
+            rows.iter()
+                .zip(&specs)
+                .map(|(row, spec)| payload::DepRow::new(row, spec))
+                .collect(),
+        );
         let mut rt = self.runtime();
         if rt.dep_rows.len() >= MAX_CACHED {
             rt.dep_rows.clear();
@@ -328,20 +362,40 @@ impl Coordinator {
     // ---- the decision path ----
 
     async fn load(&self, pipeline_id: i64) -> Result<Loaded> {
+        let pipeline = self.inner.store.pipeline(pipeline_id).await?;
+        let (rows, specs) = self.rows_with_specs(pipeline_id).await?;
+        let graceful = self.runtime().graceful.clone();
+        Loaded::build(pipeline, rows, specs, &graceful)
+    }
+
+    /// A pipeline's job rows (in id order) and their parsed specs. The specs are large
+    /// and never change: they come from the cache, and are read (and parsed) only when
+    /// the cache lacks one; the rows' `spec` text is then empty.
+    async fn rows_with_specs(
+        &self,
+        pipeline_id: i64,
+    ) -> Result<(Vec<gantry_store::Job>, Vec<Arc<spec::StoredSpec>>)> {
         let store = &self.inner.store;
-        let pipeline = store.pipeline(pipeline_id).await?;
-        let rows = store.pipeline_jobs(pipeline_id).await?;
-        let (cached, graceful): (Vec<Option<Arc<spec::StoredSpec>>>, _) = {
+        let mut rows = store.pipeline_jobs_without_spec(pipeline_id).await?;
+        let cached = |rows: &[gantry_store::Job]| -> Vec<Option<Arc<spec::StoredSpec>>> {
             let rt = self.runtime();
-            (
-                rows.iter().map(|r| rt.specs.get(&r.id).cloned()).collect(),
-                rt.graceful.clone(),
-            )
+            rows.iter().map(|r| rt.specs.get(&r.id).cloned()).collect()
         };
+        let mut found = cached(&rows);
+        if found.iter().any(Option::is_none) {
+            let texts: HashMap<i64, String> =
+                store.pipeline_job_specs(pipeline_id).await?.into_iter().collect();
+            for row in &mut rows {
+                if let Some(text) = texts.get(&row.id) {
+                    row.spec.clone_from(text);
+                }
+            }
+            found = cached(&rows);
+        }
         let mut specs = Vec::with_capacity(rows.len());
         let mut parsed = Vec::new();
-        for (row, cached) in rows.iter().zip(cached) {
-            match cached {
+        for (row, found) in rows.iter().zip(found) {
+            match found {
                 Some(s) => specs.push(s),
                 None => {
                     let s = Arc::new(spec::StoredSpec::parse(&row.spec)?);
@@ -357,7 +411,7 @@ impl Coordinator {
             }
             rt.specs.extend(parsed);
         }
-        Loaded::build(pipeline, rows, specs, &graceful)
+        Ok((rows, specs))
     }
 
     /// After an assignment: move the pipeline to `running` unless it is already (checked
@@ -461,8 +515,8 @@ impl Coordinator {
         }
     }
 
-    /// Consequences outside the pipeline's rows: wake job requests, revoke job tokens of
-    /// jobs that stopped executing, forget per-job runtime facts. Returns whether a
+    /// Consequences outside the pipeline's rows: wake job requests, forget per-job runtime
+    /// facts (the issued tokens) of jobs that stopped executing. Returns whether a
     /// resource group may need an assignment.
     async fn after_change(&self, changes: &[StatusChange]) -> bool {
         let mut wake = false;
@@ -478,6 +532,7 @@ impl Coordinator {
                 }
             }
         }
+        // The store cleared their token hashes in the same transaction (`Store::apply`).
         if !ended.is_empty() {
             let mut rt = self.runtime();
             for id in &ended {
@@ -490,11 +545,6 @@ impl Coordinator {
                     rt.ended.insert(hash, *id);
                 }
             }
-        }
-        for id in ended {
-            // A failed revocation leaves a hash on a job that no longer executes, which
-            // no lookup accepts; nothing to undo.
-            let _ = self.inner.store.revoke_job_token(id).await;
         }
         if wake {
             self.bump_queue();

@@ -325,13 +325,13 @@ pub(crate) struct DepRow {
 }
 
 impl DepRow {
-    pub fn from_row(r: &gantry_store::Job) -> DepRow {
+    pub fn new(r: &gantry_store::Job, spec: &StoredSpec) -> DepRow {
         DepRow {
             id: r.id,
             name: r.name.clone(),
             stage_idx: r.stage_idx,
             retried: r.retried,
-            bridge: StoredSpec::parse(&r.spec).is_ok_and(|s| s.is_bridge()),
+            bridge: spec.is_bridge(),
         }
     }
 }
@@ -458,8 +458,15 @@ impl Coordinator {
         // Dependencies: artifacts to download, dotenv variables to inherit.
         let mut dependencies = Vec::new();
         let mut dotenv: Vec<(String, String)> = Vec::new();
-        for d in dependency_rows(spec, job, &rows) {
-            let arts = store.artifacts(d.id).await?;
+        let deps = dependency_rows(spec, job, &rows);
+        let mut by_job: HashMap<i64, Vec<gantry_store::Artifact>> = HashMap::new();
+        if !deps.is_empty() {
+            for a in store.pipeline_artifacts(pipeline.id).await? {
+                by_job.entry(a.job_id).or_default().push(a);
+            }
+        }
+        for d in deps {
+            let arts = by_job.get(&d.id).map_or(&[][..], Vec::as_slice);
             if arts
                 .iter()
                 .any(|a| a.file_type == "archive" && a.expire_at.is_some_and(|t| t <= now))

@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use gantry_protocol::JobResponse;
-use gantry_store::QueuedJob;
+use gantry_store::{Assignment, MAX_ASSIGN_BATCH, QueuedJob};
 use tokio::time::Instant;
 
 use crate::processor::{Event, FailureReason, effective_timeout};
@@ -51,6 +51,18 @@ const CONTACT_INTERVAL_MS: i64 = 60_000;
 pub struct RequestInfo {
     /// `info.features.cancel_gracefully`: a cancel moves its running job to `canceling`.
     pub cancel_gracefully: bool,
+}
+
+/// An assignment waiting for the next group commit ([`Coordinator::assign`]).
+pub(crate) struct WaitingAssignment {
+    assignment: Assignment,
+    reply: tokio::sync::oneshot::Sender<std::result::Result<Option<Won>, String>>,
+}
+
+/// A job the runner now holds: its pipeline's status and the assignment's time.
+pub(crate) struct Won {
+    pipeline_status: String,
+    at: i64,
 }
 
 /// Pending jobs as last read, shared by this process's requests.
@@ -138,6 +150,75 @@ impl Coordinator {
         }
     }
 
+    /// Hand a job to a runner ([`gantry_store::Store::assign_jobs`]), in one commit with
+    /// the assignments other requests of this process make at the same moment. SQLite
+    /// takes one writer at a time: the request holding the gate commits every assignment
+    /// queued behind it in one statement, so a burst of requests costs a few commits,
+    /// not one each.
+    async fn assign(&self, assignment: Assignment) -> Result<Option<Won>> {
+        let (reply, mut answer) = tokio::sync::oneshot::channel();
+        self.inner
+            .assign_queue
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(WaitingAssignment { assignment, reply });
+        let lost = || CoordinatorError::Batch("hand the job to the runner: no answer".into());
+        // Another request's commit may answer this one first.
+        let gate = tokio::select! {
+            done = &mut answer => return done.map_err(|_| lost())?.map_err(CoordinatorError::Batch),
+            gate = self.inner.assign_gate.lock() => gate,
+        };
+        loop {
+            if let Ok(done) = answer.try_recv() {
+                return done.map_err(CoordinatorError::Batch);
+            }
+            // In a task of its own: a request dropped meanwhile (its runner hung up) must
+            // not drop the answers of the others, or leave a committed assignment unsaid.
+            let this = self.clone();
+            let committed = tokio::spawn(async move { this.commit_waiting().await }).await;
+            if !committed.unwrap_or(false) {
+                drop(gate);
+                return Err(lost());
+            }
+        }
+    }
+
+    /// Commit up to [`MAX_ASSIGN_BATCH`] waiting assignments in one statement and answer
+    /// each; false when none was waiting.
+    async fn commit_waiting(&self) -> bool {
+        let waiting: Vec<WaitingAssignment> = {
+            let mut queue = self
+                .inner
+                .assign_queue
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let n = queue.len().min(MAX_ASSIGN_BATCH);
+            queue.drain(..n).collect()
+        };
+        if waiting.is_empty() {
+            return false;
+        }
+        let batch: Vec<Assignment> = waiting.iter().map(|w| w.assignment.clone()).collect();
+        let at = now_ms();
+        let outcome = self.inner.store.assign_jobs(&batch, at).await;
+        let mut granted = std::collections::HashSet::new();
+        for w in waiting {
+            let answer = match &outcome {
+                // The store gives a job named twice to its first assignment.
+                Ok(won) => Ok(won
+                    .get(&w.assignment.job_id)
+                    .filter(|_| granted.insert(w.assignment.job_id))
+                    .map(|status| Won {
+                        pipeline_status: status.clone(),
+                        at,
+                    })),
+                Err(e) => Err(format!("hand the job to the runner: {e}")),
+            };
+            let _ = w.reply.send(answer);
+        }
+        true
+    }
+
     /// Take the next candidate for `runner` out of the (fresh enough) snapshot.
     async fn next_candidate(&self, runner: &Runner) -> Result<Option<(QueuedJob, i64, i64)>> {
         let mut snap = self.inner.queue_cache.lock().await;
@@ -166,7 +247,6 @@ impl Coordinator {
 
     /// Look at the queue for `runner` until a job is assigned or none is left.
     async fn try_assign(&self, runner: &Runner, info: &RequestInfo) -> Result<Option<JobResponse>> {
-        let store = &self.inner.store;
         while let Some((queued, queue_size, depth)) = self.next_candidate(runner).await? {
             let Some((mut job, spec)) = self.queued_job(&queued).await? else {
                 continue;
@@ -182,19 +262,20 @@ impl Coordinator {
             );
             let job_token = token::new_token(token::JOB_TOKEN_PREFIX);
             let hash = token::hash(&job_token);
-            let now = now_ms();
             let secs = i64::try_from(timeout.seconds).unwrap_or(i64::MAX);
-            // SQLite takes one writer at a time and makes the others sleep-poll; queueing
-            // this process's assignments here hands the write lock over without sleeping.
-            let assigned = {
-                let _gate = self.inner.assign_gate.lock().await;
-                store
-                    .assign_job(job.id, runner.id, &hash, secs, now)
-                    .await?
+            let assignment = Assignment {
+                job_id: job.id,
+                runner_id: runner.id,
+                token_hash: hash.clone(),
+                timeout_secs: secs,
             };
-            if !assigned {
+            let Some(Won {
+                pipeline_status,
+                at: now,
+            }) = self.assign(assignment).await?
+            else {
                 continue; // another runner took it, or it is no longer pending
-            }
+            };
             {
                 let mut rt = self.runtime();
                 rt.issued.insert(job.id, hash);
@@ -212,10 +293,10 @@ impl Coordinator {
                 .or_insert(0) += 1;
             // The pipeline's status follows (pending → running) through the usual path;
             // a running pipeline stays running, so skip the work then.
-            let pipeline = store.pipeline(job.pipeline_id).await?;
-            if pipeline.status != crate::processor::Status::Running.as_str() {
+            if pipeline_status != crate::processor::Status::Running.as_str() {
                 self.refresh_running(job.pipeline_id, now).await?;
             }
+            let pipeline = self.pipeline_facts(job.pipeline_id).await?;
             // What `assign_job` wrote.
             job.status = crate::processor::Status::Running.as_str().to_owned();
             job.runner_id = Some(runner.id);
@@ -315,7 +396,18 @@ impl Coordinator {
         event: impl Fn(crate::processor::JobId) -> Event,
     ) -> Result<()> {
         let j = self.inner.store.job(job_id).await?;
-        self.mutate(j.pipeline_id, now, |state, loaded, _| {
+        self.job_event_in(j.pipeline_id, job_id, now, event).await
+    }
+
+    /// [`Coordinator::job_event`] when the job's pipeline is known.
+    pub(crate) async fn job_event_in(
+        &self,
+        pipeline_id: i64,
+        job_id: i64,
+        now: i64,
+        event: impl Fn(crate::processor::JobId) -> Event,
+    ) -> Result<()> {
+        self.mutate(pipeline_id, now, |state, loaded, _| {
             let id = loaded
                 .job_id(job_id)
                 .ok_or(CoordinatorError::NotFound("job"))?;

@@ -5,7 +5,7 @@
 
 use axum::http::HeaderMap;
 
-use crate::coordinator::{Coordinator, CoordinatorError, JobView, Runner};
+use crate::coordinator::{Coordinator, CoordinatorError, Runner};
 
 use super::error::ApiError;
 use super::extract;
@@ -34,14 +34,20 @@ pub(crate) async fn require_runner(coordinator: &Coordinator, token: &str) -> Re
 /// A job-level call on job `job_id` with `token` (§1.2). The token must belong to this
 /// job while it runs. Otherwise: `404` when the job does not exist, `403` with
 /// `Job-Status` when the token was this job's and the job ended, plain `403` else.
-pub(crate) async fn require_job(coordinator: &Coordinator, job_id: i64, token: Option<&str>) -> Result<JobView, ApiError> {
+/// The job a runner's call is about, as its job token proved.
+pub(crate) struct TokenJob {
+    /// Its status when the call came (`running` or `canceling`).
+    pub status: String,
+}
+
+pub(crate) async fn require_job(coordinator: &Coordinator, job_id: i64, token: Option<&str>) -> Result<TokenJob, ApiError> {
     let Some(token) = token else {
         ensure_job_exists(coordinator, job_id).await?;
         return Err(ApiError::forbidden_because("the job token is missing"));
     };
-    if let Some(job) = coordinator.job_by_token(token).await? {
-        if job.id == job_id {
-            return Ok(job);
+    if let Some((id, status)) = coordinator.executing_job_by_token(token).await? {
+        if id == job_id {
+            return Ok(TokenJob { status });
         }
         ensure_job_exists(coordinator, job_id).await?;
         return Err(ApiError::forbidden_because("the job token belongs to another job"));

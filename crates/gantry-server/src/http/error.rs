@@ -137,9 +137,10 @@ impl From<CoordinatorError> for ApiError {
                 Self::message(StatusCode::RANGE_NOT_SATISFIABLE, "Range Not Satisfiable")
                     .with_header(header::RANGE, format!("0-{size}"))
             }
-            CoordinatorError::Git(_) | CoordinatorError::Store(_) | CoordinatorError::Io(_) => {
-                Self::internal(&error)
-            }
+            CoordinatorError::Git(_)
+            | CoordinatorError::Store(_)
+            | CoordinatorError::Io(_)
+            | CoordinatorError::Batch(_) => Self::internal(&error),
         }
     }
 }

@@ -37,6 +37,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, patch, post, put};
 use serde::Serialize;
+use axum::serve::ListenerExt as _;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -114,6 +115,12 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let (tx, rx) = watch::channel(false);
     let app = build(coordinator, rx);
+    // Without TCP_NODELAY a response written in two parts waits for the peer's delayed
+    // ACK (≈ 40 ms on Linux) before its second part leaves: every job hand-over and update
+    // would carry that delay.
+    let listener = listener.tap_io(|stream| {
+        let _ = stream.set_nodelay(true);
+    });
     axum::serve(listener, app)
         .with_graceful_shutdown(async move {
             shutdown.await;
