@@ -1,6 +1,7 @@
 //! The `gantry` binary: argument parsing and dispatch only. Business logic lives in the
 //! library crates.
 
+mod bench;
 mod client;
 mod env;
 mod git;
@@ -53,6 +54,9 @@ enum Command {
     /// The runner agent: register, run jobs, verify, list, unregister.
     #[command(subcommand)]
     Runner(runner::RunnerCommand),
+    /// Measure Gantry: `bench dispatch` times job pick-up and assignment.
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
 }
 
 fn main() -> ExitCode {
@@ -64,6 +68,7 @@ fn main() -> ExitCode {
         Command::Project(command) => client::exit_code(project::run(&command)),
         Command::Pipeline(command) => client::exit_code(pipeline::run(&command)),
         Command::Runner(command) => runner::run(&command),
+        Command::Bench(command) => bench::run(&command),
     };
     ExitCode::from(code)
 }

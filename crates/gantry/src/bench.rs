@@ -1,0 +1,633 @@
+//! `gantry bench dispatch`: how fast the coordinator hands pending jobs to waiting runners.
+//!
+//! A real server (the coordinator and its HTTP API, in this process) on a loopback port
+//! over a fresh SQLite database in a temporary directory, and `--pollers` runners, each an
+//! HTTP client long-polling `POST /api/v4/jobs/request` as gitlab-runner does (sending back
+//! `X-GitLab-Last-Update`). Two measurements:
+//!
+//! - **pick-up latency**: `--samples` pipelines of two jobs in two stages, one pipeline
+//!   at a time. A runner that gets a job finishes it at once (`PUT /jobs/:id`), which
+//!   makes the second job pending while the other pollers wait. Latency = the moment a
+//!   poller has the second job's payload − the job's `queued_at` as the server recorded
+//!   it (milliseconds, so figures are up to 1 ms high).
+//! - **assignment throughput**: one pipeline of `--jobs` jobs that all become pending at
+//!   once; the pollers take them (and hold them). Throughput = jobs ÷ (last job held −
+//!   the jobs' `queued_at`).
+//!
+//! Every job must be handed out exactly once; a job seen twice fails the command.
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context as _, anyhow, bail};
+use clap::{Args, Subcommand};
+use gantry_server::coordinator::{Coordinator, CoordinatorConfig};
+use gantry_store::Store;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::exit;
+
+#[derive(Subcommand)]
+pub(crate) enum BenchCommand {
+    /// Job pick-up latency and assignment throughput of the coordinator over HTTP.
+    Dispatch(DispatchArgs),
+}
+
+#[derive(Args)]
+pub(crate) struct DispatchArgs {
+    /// Runners long-polling for jobs at the same time.
+    #[arg(long, value_name = "N", default_value_t = 50)]
+    pollers: usize,
+    /// Latency samples: stages of a pipeline whose jobs become pending one at a time.
+    #[arg(long, value_name = "N", default_value_t = 200)]
+    samples: usize,
+    /// Jobs of the throughput pipeline, all pending at once.
+    #[arg(long, value_name = "N", default_value_t = 2000)]
+    jobs: usize,
+}
+
+/// The issue's targets, for 50 pollers on SQLite.
+const TARGET_P50_MS: f64 = 5.0;
+const TARGET_P99_MS: f64 = 50.0;
+const TARGET_JOBS_PER_S: f64 = 2000.0;
+
+/// Longest a phase may take before the command gives up.
+const PHASE_TIMEOUT: Duration = Duration::from_secs(300);
+
+pub(crate) fn run(command: &BenchCommand) -> u8 {
+    let BenchCommand::Dispatch(args) = command;
+    if args.pollers == 0 || args.samples == 0 || args.jobs == 0 {
+        eprintln!("error: --pollers, --samples and --jobs must be at least 1");
+        return exit::USAGE;
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error: failed to start the async runtime: {e}");
+            return exit::FAILED;
+        }
+    };
+    match runtime.block_on(dispatch(args)) {
+        Ok(report) => {
+            print!("{report}");
+            exit::OK
+        }
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            exit::FAILED
+        }
+    }
+}
+
+/// What the command measured.
+struct Report {
+    pollers: usize,
+    latencies_ms: Vec<f64>,
+    jobs: usize,
+    burst_secs: f64,
+}
+
+impl Report {
+    fn jobs_per_s(&self) -> f64 {
+        self.jobs as f64 / self.burst_secs.max(1e-6)
+    }
+}
+
+impl std::fmt::Display for Report {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let p50 = percentile(&self.latencies_ms, 50.0);
+        let p99 = percentile(&self.latencies_ms, 99.0);
+        let max = self.latencies_ms.iter().copied().fold(0.0, f64::max);
+        let rate = self.jobs_per_s();
+        let verdict = |met: bool| if met { "met" } else { "NOT met" };
+        writeln!(
+            f,
+            "dispatch: {} pollers, SQLite, HTTP over loopback",
+            self.pollers
+        )?;
+        writeln!(
+            f,
+            "pick-up latency ({} jobs, each pending alone while the pollers wait): p50 {p50:.2} ms, p99 {p99:.2} ms, max {max:.2} ms",
+            self.latencies_ms.len()
+        )?;
+        writeln!(
+            f,
+            "assignment throughput ({} jobs pending at once): {rate:.0} jobs/s ({:.3} s from pending to the last one held)",
+            self.jobs, self.burst_secs
+        )?;
+        writeln!(
+            f,
+            "targets: p50 < {TARGET_P50_MS} ms {}; p99 < {TARGET_P99_MS} ms {}; >= {TARGET_JOBS_PER_S} jobs/s {}",
+            verdict(p50 < TARGET_P50_MS),
+            verdict(p99 < TARGET_P99_MS),
+            verdict(rate >= TARGET_JOBS_PER_S),
+        )
+    }
+}
+
+/// Nearest-rank percentile of unsorted samples (0 for none).
+fn percentile(samples: &[f64], p: f64) -> f64 {
+    if samples.is_empty() {
+        return 0.0;
+    }
+    let mut sorted = samples.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let rank = (p / 100.0 * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+fn now_us() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+/// A job as a poller received it.
+#[derive(Clone, Copy, Debug)]
+struct Pick {
+    job: i64,
+    /// Unix µs when the payload was in hand.
+    at_us: i64,
+}
+
+/// What the pollers share with the command.
+#[derive(Default)]
+struct Shared {
+    picks: Mutex<Vec<Pick>>,
+    /// Jobs a poller finished (latency phase).
+    finished: Mutex<HashSet<i64>>,
+    /// Finish every job at once (latency phase) instead of holding it.
+    finish: AtomicBool,
+    stop: AtomicBool,
+}
+
+impl Shared {
+    fn is_finished(&self, job: i64) -> bool {
+        self.finished
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .contains(&job)
+    }
+
+    fn picked(&self) -> Vec<Pick> {
+        self.picks
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+}
+
+/// The server in this process and an admin client for it.
+struct Server {
+    url: String,
+    admin: String,
+    http: reqwest::Client,
+    store: Store,
+}
+
+impl Server {
+    fn api(&self, path: &str) -> String {
+        format!("{}/api/v4/{path}", self.url)
+    }
+
+    async fn post(&self, path: &str, body: Value) -> anyhow::Result<Value> {
+        let response = self
+            .http
+            .post(self.api(path))
+            .header("PRIVATE-TOKEN", &self.admin)
+            .json(&body)
+            .send()
+            .await
+            .with_context(|| format!("POST {path}"))?;
+        let status = response.status();
+        let text = response
+            .text()
+            .await
+            .with_context(|| format!("POST {path}: read the answer"))?;
+        if !status.is_success() {
+            bail!("POST {path} answered {status}: {text}");
+        }
+        serde_json::from_str(&text)
+            .with_context(|| format!("POST {path}: the answer is not JSON: {text}"))
+    }
+
+    async fn create_project(&self, name: &str, repo: &Path) -> anyhow::Result<i64> {
+        let project = self
+            .post("projects", json!({ "name": name, "repo_url": repo }))
+            .await?;
+        project["id"]
+            .as_i64()
+            .ok_or_else(|| anyhow!("create project {name}: no id in {project}"))
+    }
+
+    async fn create_pipeline(&self, project: i64) -> anyhow::Result<i64> {
+        let pipeline = self
+            .post(&format!("projects/{project}/pipeline?ref=main"), json!({}))
+            .await?;
+        if pipeline["status"] == "failed" {
+            bail!(
+                "the pipeline failed to be created: {}",
+                pipeline["yaml_errors"]
+            );
+        }
+        pipeline["id"]
+            .as_i64()
+            .ok_or_else(|| anyhow!("create pipeline: no id in {pipeline}"))
+    }
+
+    /// `job id → queued_at` (Unix ms) of a pipeline's jobs, as stored.
+    async fn queued_at(&self, pipeline: i64) -> anyhow::Result<HashMap<i64, i64>> {
+        let jobs = self
+            .store
+            .pipeline_jobs(pipeline)
+            .await
+            .context("read the pipeline's jobs")?;
+        jobs.iter()
+            .map(|j| {
+                j.queued_at
+                    .map(|q| (j.id, q))
+                    .ok_or_else(|| anyhow!("job {} ({}) was never queued", j.id, j.name))
+            })
+            .collect()
+    }
+}
+
+async fn dispatch(args: &DispatchArgs) -> anyhow::Result<Report> {
+    let dir = tempfile::tempdir().context("create a temporary directory")?;
+    let data_dir = dir.path().join("data");
+    std::fs::create_dir_all(&data_dir).with_context(|| format!("create {}", data_dir.display()))?;
+    let store = Store::open(&format!(
+        "sqlite://{}",
+        data_dir.join("gantry.db").display()
+    ))
+    .await
+    .context("open the database")?;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .context("listen on loopback")?;
+    let url = format!(
+        "http://{}",
+        listener
+            .local_addr()
+            .context("read the listening address")?
+    );
+    let coordinator = Coordinator::open(
+        store.clone(),
+        CoordinatorConfig::new(&data_dir, url.clone()),
+    )
+    .await
+    .context("start the coordinator")?;
+    let tokens = coordinator
+        .bootstrap()
+        .await
+        .context("create the admin token")?;
+    let admin = tokens
+        .admin_token
+        .ok_or_else(|| anyhow!("a fresh database has no admin token"))?;
+    let timers = coordinator.spawn_background();
+    let (stop_server, stopped) = tokio::sync::oneshot::channel::<()>();
+    let serving = tokio::spawn(gantry_server::http::serve(
+        listener,
+        coordinator,
+        async move {
+            let _ = stopped.await;
+        },
+    ));
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(args.pollers + 8)
+        .build()
+        .context("create the HTTP client")?;
+    let server = Server {
+        url,
+        admin,
+        http,
+        store,
+    };
+    eprintln!(
+        "gantry bench dispatch: server on {}, data in {}",
+        server.url,
+        data_dir.display()
+    );
+
+    let outcome = measure(&server, args).await;
+    let _ = stop_server.send(());
+    timers.abort();
+    match tokio::time::timeout(Duration::from_secs(10), serving).await {
+        Ok(Ok(Ok(()))) | Err(_) => {}
+        Ok(Ok(Err(e))) => eprintln!("warning: the server stopped with an error: {e}"),
+        Ok(Err(e)) => eprintln!("warning: the server task failed: {e}"),
+    }
+    outcome
+}
+
+async fn measure(server: &Server, args: &DispatchArgs) -> anyhow::Result<Report> {
+    let repos = tempfile::tempdir().context("create a temporary directory")?;
+    let chain = repos.path().join("latency");
+    let ci = "stages: [first, second]\n\
+              first: {stage: first, script: [\"true\"]}\n\
+              second: {stage: second, script: [\"true\"]}\n";
+    make_repo(&chain, ci)?;
+    let burst = repos.path().join("throughput");
+    make_repo(&burst, &burst_config(args.jobs))?;
+    let latency_project = server.create_project("bench-latency", &chain).await?;
+    let burst_project = server.create_project("bench-throughput", &burst).await?;
+
+    let shared = Arc::new(Shared::default());
+    let mut pollers = Vec::with_capacity(args.pollers);
+    for i in 0..args.pollers {
+        let runner = server
+            .post("user/runners", json!({ "runner_type": "instance_type", "description": format!("poller {i}"), "run_untagged": true }))
+            .await?;
+        let token = runner["token"]
+            .as_str()
+            .ok_or_else(|| anyhow!("create runner: no token in {runner}"))?
+            .to_owned();
+        pollers.push(tokio::spawn(poll(
+            Arc::clone(&shared),
+            server.http.clone(),
+            server.api("jobs/request"),
+            server.api("jobs"),
+            token,
+        )));
+    }
+    // Let every poller reach its long poll (one empty answer first).
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    let result = async {
+        eprintln!(
+            "latency: {} pipelines of two jobs, one after another",
+            args.samples
+        );
+        shared.finish.store(true, Ordering::SeqCst);
+        let mut latencies_ms = Vec::with_capacity(args.samples);
+        for _ in 0..args.samples {
+            let pipeline = server.create_pipeline(latency_project).await?;
+            let second = server
+                .store
+                .pipeline_jobs(pipeline)
+                .await
+                .context("read the pipeline's jobs")?
+                .into_iter()
+                .find(|j| j.name == "second")
+                .ok_or_else(|| anyhow!("pipeline {pipeline} has no job `second`"))?
+                .id;
+            let deadline = Instant::now() + PHASE_TIMEOUT;
+            while !shared.is_finished(second) {
+                if pollers.iter().any(tokio::task::JoinHandle::is_finished) {
+                    bail!("a poller stopped early (see the error above)");
+                }
+                if Instant::now() > deadline {
+                    bail!(
+                        "job {second} was not picked up and finished in {} s",
+                        PHASE_TIMEOUT.as_secs()
+                    );
+                }
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            let queued = server.queued_at(pipeline).await?;
+            let held = shared
+                .picked()
+                .iter()
+                .find(|p| p.job == second)
+                .map(|p| p.at_us)
+                .ok_or_else(|| anyhow!("job {second} finished but was never picked"))?;
+            let pending = queued
+                .get(&second)
+                .ok_or_else(|| anyhow!("job {second} has no queued_at"))?;
+            latencies_ms.push((held - pending * 1000) as f64 / 1000.0);
+        }
+        // Let the last finished job settle before the burst.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+
+        eprintln!("throughput: {} jobs at once", args.jobs);
+        shared.finish.store(false, Ordering::SeqCst);
+        let before = shared.picked().len();
+        let pipeline = server.create_pipeline(burst_project).await?;
+        let queued = wait_for(server, &shared, pipeline, before, args.jobs, &pollers).await?;
+        let picks = shared.picked();
+        let burst: Vec<&Pick> = picks[before..]
+            .iter()
+            .filter(|p| queued.contains_key(&p.job))
+            .collect();
+        let first_pending = queued.values().copied().min().unwrap_or(0) * 1000;
+        let last_held = burst.iter().map(|p| p.at_us).max().unwrap_or(first_pending);
+        let burst_secs = (last_held - first_pending) as f64 / 1e6;
+        anyhow::Ok(Report {
+            pollers: args.pollers,
+            latencies_ms,
+            jobs: args.jobs,
+            burst_secs,
+        })
+    }
+    .await;
+
+    shared.stop.store(true, Ordering::SeqCst);
+    for poller in pollers {
+        poller.abort();
+    }
+    let report = result?;
+    let picks = shared.picked();
+    let mut seen = HashSet::new();
+    if let Some(twice) = picks.iter().find(|p| !seen.insert(p.job)) {
+        bail!("job {} was handed out twice", twice.job);
+    }
+    Ok(report)
+}
+
+/// Wait until `expected` jobs of `pipeline` were picked (counting the pollers' picks
+/// after the first `before`, in memory, so the wait does not load the server), then
+/// until the store has them all running; their `queued_at`.
+async fn wait_for(
+    server: &Server,
+    shared: &Shared,
+    pipeline: i64,
+    before: usize,
+    expected: usize,
+    pollers: &[tokio::task::JoinHandle<anyhow::Result<()>>],
+) -> anyhow::Result<HashMap<i64, i64>> {
+    let deadline = Instant::now() + PHASE_TIMEOUT;
+    loop {
+        let picked = shared.picked().len().saturating_sub(before);
+        if picked >= expected {
+            let rows = server
+                .store
+                .pipeline_jobs(pipeline)
+                .await
+                .context("read the pipeline's jobs")?;
+            if rows.iter().all(|j| j.status == "running") {
+                return server.queued_at(pipeline).await;
+            }
+        }
+        if pollers.iter().any(tokio::task::JoinHandle::is_finished) {
+            bail!("a poller stopped early (see the error above)");
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "only {picked} of {expected} jobs were picked up in {} s",
+                PHASE_TIMEOUT.as_secs()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// `jobs` jobs in one stage: groups of `parallel: 200`, and single jobs for the rest.
+fn burst_config(jobs: usize) -> String {
+    let mut ci = String::new();
+    let (groups, rest) = (jobs / 200, jobs % 200);
+    for g in 0..groups {
+        ci.push_str(&format!(
+            "group-{g}: {{script: [\"true\"], parallel: 200}}\n"
+        ));
+    }
+    for i in 0..rest {
+        ci.push_str(&format!("single-{i}: {{script: [\"true\"]}}\n"));
+    }
+    ci
+}
+
+fn make_repo(dir: &Path, ci: &str) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+    std::fs::write(dir.join(".gitlab-ci.yml"), ci)
+        .with_context(|| format!("write {}/.gitlab-ci.yml", dir.display()))?;
+    for args in [
+        &["init", "-q", "-b", "main"][..],
+        &["add", ".gitlab-ci.yml"],
+        &[
+            "-c",
+            "user.name=Gantry Bench",
+            "-c",
+            "user.email=bench@localhost",
+            "commit",
+            "-q",
+            "-m",
+            "bench",
+        ],
+    ] {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(args)
+            .output()
+            .context("run git")?;
+        if !out.status.success() {
+            bail!(
+                "git {} in {}: {}",
+                args.join(" "),
+                dir.display(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+    }
+    Ok(())
+}
+
+#[derive(Deserialize)]
+struct Payload {
+    id: i64,
+    token: String,
+}
+
+/// One runner: long-poll, record each job, finish it at once in the latency phase.
+async fn poll(
+    shared: Arc<Shared>,
+    http: reqwest::Client,
+    request_url: String,
+    jobs_url: String,
+    token: String,
+) -> anyhow::Result<()> {
+    let mut last_update = String::new();
+    while !shared.stop.load(Ordering::SeqCst) {
+        let body = json!({
+            "token": token,
+            "last_update": last_update,
+            "info": { "name": "gantry-bench", "features": { "refspecs": true } },
+        });
+        let response = http
+            .post(&request_url)
+            .json(&body)
+            .send()
+            .await
+            .context("job request")?;
+        match response.status().as_u16() {
+            201 => {
+                let bytes = response.bytes().await.context("read the job payload")?;
+                let at_us = now_us();
+                let job: Payload =
+                    serde_json::from_slice(&bytes).context("decode the job payload")?;
+                shared
+                    .picks
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .push(Pick { job: job.id, at_us });
+                if shared.finish.load(Ordering::SeqCst) {
+                    finish(&http, &jobs_url, &job).await?;
+                    shared
+                        .finished
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .insert(job.id);
+                }
+            }
+            204 => {
+                if let Some(v) = response
+                    .headers()
+                    .get("x-gitlab-last-update")
+                    .and_then(|v| v.to_str().ok())
+                {
+                    v.clone_into(&mut last_update);
+                }
+            }
+            status => {
+                let text = response.text().await.unwrap_or_default();
+                bail!("job request answered {status}: {text}");
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn finish(http: &reqwest::Client, jobs_url: &str, job: &Payload) -> anyhow::Result<()> {
+    let body = json!({ "token": job.token, "state": "success", "exit_code": 0, "output": { "bytesize": 0 } });
+    let response = http
+        .put(format!("{jobs_url}/{}", job.id))
+        .json(&body)
+        .send()
+        .await
+        .with_context(|| format!("finish job {}", job.id))?;
+    if response.status() != reqwest::StatusCode::OK {
+        let status = response.status();
+        let text = response.text().await.unwrap_or_default();
+        bail!("finishing job {} answered {status}: {text}", job.id);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_rank_percentiles() {
+        let samples: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!(percentile(&samples, 50.0), 50.0);
+        assert_eq!(percentile(&samples, 99.0), 99.0);
+        assert_eq!(percentile(&[3.0], 99.0), 3.0);
+        assert_eq!(percentile(&[], 50.0), 0.0);
+    }
+
+    #[test]
+    fn burst_config_counts_jobs() {
+        assert_eq!(burst_config(450).lines().count(), 2 + 50);
+        assert_eq!(burst_config(3).lines().count(), 3);
+    }
+}
