@@ -9,7 +9,7 @@ use indexmap::IndexMap;
 use crate::context::Context;
 use crate::diagnostic::{Diagnostic, SourceMap};
 use crate::expand::job_name_slug;
-use crate::include::{Loader, Loading};
+use crate::include::{Files, Loader, Loading};
 use crate::keyword::{self, Inherit, InheritSet, Parallel, VarLevel};
 use crate::model::*;
 use crate::rules::{self, Policy, Rule, RuleTarget, Scope};
@@ -144,6 +144,7 @@ pub fn compile(opts: &Options, ctx: &Context, loader: &dyn Loader) -> Compiled {
             return finish(sources, cx, None);
         }
     };
+    let files = Files::new(loader);
     let pipeline = {
         let mut loading = Loading {
             loader,
@@ -152,13 +153,12 @@ pub fn compile(opts: &Options, ctx: &Context, loader: &dyn Loader) -> Compiled {
             cx: &mut cx,
             limits: opts.limits,
             includes: 0,
-            files_cache: None,
+            files: &files,
         };
         let root = loading.parse_file(&opts.config_path, text, None, None);
         match root {
             Some(root) => {
                 let root = loading.expand_includes(root, 0, opts.fragment);
-                let files = loading.files().to_vec();
                 if cx.has_errors() {
                     None
                 } else {
@@ -290,7 +290,7 @@ struct Defaults {
     timeout: Option<u64>,
 }
 
-fn process(mut root: Map, opts: &Options, ctx: &Context, files: &[String], cx: &mut Cx) -> Option<Pipeline> {
+fn process(mut root: Map, opts: &Options, ctx: &Context, files: &Files<'_>, cx: &mut Cx) -> Option<Pipeline> {
     // Most configurations hold no `!reference`: then the pass is skipped.
     let has_references = resolve::has_references(&root);
     resolve::extends(&mut root, cx);
@@ -1343,7 +1343,7 @@ fn seed(
     pipeline_vars: &Variables,
     stages: &[String],
     ctx: &Context,
-    files: &[String],
+    files: &Files<'_>,
     has_workflow_rules: bool,
     cx: &mut Cx,
 ) -> Option<Job> {

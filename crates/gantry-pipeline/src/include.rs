@@ -59,6 +59,30 @@ impl Loader for MemoryLoader {
     }
 }
 
+/// The project's file list, read from the loader the first time something needs it
+/// (`include:local` wildcards, `include:rules` and `rules:exists`), sorted.
+pub(crate) struct Files<'a> {
+    loader: &'a dyn Loader,
+    list: std::cell::OnceCell<Vec<String>>,
+}
+
+impl<'a> Files<'a> {
+    pub fn new(loader: &'a dyn Loader) -> Self {
+        Files {
+            loader,
+            list: std::cell::OnceCell::new(),
+        }
+    }
+
+    pub fn get(&self) -> &[String] {
+        self.list.get_or_init(|| {
+            let mut files = self.loader.files();
+            files.sort();
+            files
+        })
+    }
+}
+
 pub(crate) struct Loading<'a> {
     pub loader: &'a dyn Loader,
     pub ctx: &'a Context,
@@ -66,17 +90,12 @@ pub(crate) struct Loading<'a> {
     pub cx: &'a mut Cx,
     pub limits: Limits,
     pub includes: usize,
-    pub files_cache: Option<Vec<String>>,
+    pub files: &'a Files<'a>,
 }
 
-impl Loading<'_> {
-    pub fn files(&mut self) -> &[String] {
-        if self.files_cache.is_none() {
-            let mut files = self.loader.files();
-            files.sort();
-            self.files_cache = Some(files);
-        }
-        self.files_cache.as_deref().unwrap_or(&[])
+impl<'a> Loading<'a> {
+    pub fn files(&self) -> &'a [String] {
+        self.files.get()
     }
 
     /// Parse a file's text into its body mapping (header `spec:` split off and inputs
@@ -258,8 +277,7 @@ impl Loading<'_> {
                     if let Some(r) = m.get("rules") {
                         let rules = rules::parse_rules(r, &join(&path, "rules"), RuleTarget::Include, self.cx);
                         let Some(rules) = rules else { continue };
-                        let files = self.files().to_vec();
-                        if !rules::include_matches(&rules, self.ctx, &files) {
+                        if !rules::include_matches(&rules, self.ctx, self.files) {
                             continue;
                         }
                     }

@@ -4,6 +4,7 @@
 use globset::{GlobBuilder, GlobMatcher};
 
 use crate::context::Context;
+use crate::include::Files;
 use crate::expand::{Unknown, expand_server};
 use crate::expr::{Expression, parse_regex_literal};
 use crate::keyword::{self, VarLevel};
@@ -258,7 +259,7 @@ fn parse_exists(n: &Node, path: &str, cx: &mut Cx) -> Option<Vec<String>> {
 pub(crate) struct Scope<'a> {
     pub ctx: &'a Context,
     pub lookup: &'a dyn Fn(&str) -> Option<String>,
-    pub files: &'a [String],
+    pub files: &'a Files<'a>,
 }
 
 fn glob(pattern: &str) -> Option<GlobMatcher> {
@@ -320,19 +321,19 @@ pub(crate) fn exists_match(paths: &[String], scope: &Scope<'_>) -> bool {
         let p = p.trim_start_matches('/');
         if let Some(dir) = p.strip_suffix('/') {
             let prefix = format!("{dir}/");
-            if scope.files.iter().any(|f| f.starts_with(&prefix)) {
+            if scope.files.get().iter().any(|f| f.starts_with(&prefix)) {
                 return true;
             }
             continue;
         }
         if !p.contains(['*', '?', '[', '{']) {
-            if scope.files.binary_search_by(|f| f.as_str().cmp(p)).is_ok() || scope.files.iter().any(|f| f == p) {
+            if scope.files.get().binary_search_by(|f| f.as_str().cmp(p)).is_ok() || scope.files.get().iter().any(|f| f == p) {
                 return true;
             }
             continue;
         }
         let Some(m) = glob(p) else { continue };
-        for (i, f) in scope.files.iter().enumerate() {
+        for (i, f) in scope.files.get().iter().enumerate() {
             if i > limit || m.is_match(f) {
                 return true;
             }
@@ -342,7 +343,7 @@ pub(crate) fn exists_match(paths: &[String], scope: &Scope<'_>) -> bool {
 }
 
 /// `include:rules`: included when the first matching rule is not `when: never`.
-pub(crate) fn include_matches(rules: &[Rule], ctx: &Context, files: &[String]) -> bool {
+pub(crate) fn include_matches(rules: &[Rule], ctx: &Context, files: &Files<'_>) -> bool {
     let lookup = |n: &str| ctx.var(n);
     let scope = Scope {
         ctx,

@@ -41,7 +41,7 @@ use tokio::sync::mpsc;
 use crate::{env, exit, git, lint};
 use display::{Display, JobLine};
 use report::RunReport;
-use snapshot::{RunRef, Snapshot};
+use snapshot::{Checkout, RunRef, Snapshot};
 
 #[derive(Args)]
 pub(crate) struct RunArgs {
@@ -144,33 +144,36 @@ struct Setup {
     _tmp: tempfile::TempDir,
     tmp: PathBuf,
     snapshot: Snapshot,
+    checkout: Checkout,
 }
 
 fn setup(args: &RunArgs) -> Result<Setup, Stop> {
     let cwd = std::env::current_dir().map_err(|e| usage(format!("cannot read the current directory: {e}")))?;
-    let root = git::toplevel(&cwd)
-        .ok_or_else(|| usage("not inside a git checkout\n  hint: run `gantry run` from a git repository (`git init` creates one)"))?;
+    let not_a_checkout = || usage("not inside a git checkout\n  hint: run `gantry run` from a git repository (`git init` creates one)");
+    let checkout = Checkout::read(&cwd, args.tag.as_deref())
+        .map_err(|e| failed(format!("failed to read the git checkout: {e}")))?
+        .ok_or_else(not_a_checkout)?;
+    let root = checkout.root.clone();
     let config_path = lint::config_path(&root, &cwd, args.file.as_deref()).map_err(|(msg, hint)| {
         usage(if hint.is_empty() { msg } else { format!("{msg}\n  hint: {hint}") })
     })?;
     let run_ref = match (&args.tag, &args.ref_) {
         (Some(tag), _) => RunRef::Tag(tag.clone()),
         (None, Some(branch)) => RunRef::Branch(branch.clone()),
-        (None, None) => RunRef::Branch(git::current_branch(&root).ok_or_else(|| {
+        (None, None) => RunRef::Branch(checkout.branch.clone().ok_or_else(|| {
             usage("HEAD is detached, so there is no current branch to run the pipeline for\n  hint: pass --ref BRANCH (or --tag TAG)")
         })?),
     };
-    let default_branch = git::default_branch(&root);
+    let default_branch = checkout.default_branch();
     let tmp = tempfile::Builder::new()
         .prefix("gantry-run-")
         .tempdir()
         .map_err(|e| failed(format!("failed to create a temporary directory: {e}")))?;
     let tmp_path = tmp.path().to_owned();
-    let snapshot = snapshot::prepare(&root, &tmp_path, &run_ref, &default_branch, args.committed)
-        .map_err(|e| match e {
-            snapshot::SnapshotError::Usage(m) => usage(m),
-            other => failed(format!("failed to snapshot the working tree: {other}")),
-        })?;
+    let snapshot = snapshot::prepare(&checkout, &tmp_path, &run_ref, args.committed).map_err(|e| match e {
+        snapshot::SnapshotError::Usage(m) => usage(m),
+        other => failed(format!("failed to snapshot the working tree: {other}")),
+    })?;
     if !snapshot.dir.join(&config_path).is_file() {
         return Err(usage(format!(
             "{config_path} does not exist in {}{}\n  hint: create it, or name another file with --file PATH",
@@ -186,6 +189,7 @@ fn setup(args: &RunArgs) -> Result<Setup, Stop> {
         _tmp: tmp,
         tmp: tmp_path,
         snapshot,
+        checkout,
     })
 }
 
@@ -243,14 +247,14 @@ fn check_configuration(s: &Setup, args: &RunArgs, project_name: &str) -> Result<
     )))
 }
 
-/// What the `origin` remote says about the project: the server's URL
+/// What the `origin` remote's URL (`origin_url`) says about the project: the server's URL
 /// (`git@gitlab.com:group/project.git` → `https://gitlab.com`) and `namespace/name`.
 /// Without a usable remote: `http://localhost` and `local/<directory name>`.
 ///
 /// The server URL is what jobs see as `CI_SERVER_URL` (as on the real server), and it
 /// keeps the runner's local cache paths (`<host>/<project>/<key>`) the same from one run
 /// to the next; the runner itself talks to the loopback address.
-fn origin(root: &Path) -> (String, String) {
+fn origin(root: &Path, origin_url: Option<&str>) -> (String, String) {
     let dir = root
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -263,7 +267,7 @@ fn origin(root: &Path) -> (String, String) {
             .trim_end_matches(".git")
             .to_owned()
     };
-    if let Some(url) = git::git(root, &["remote", "get-url", "origin"]) {
+    if let Some(url) = origin_url {
         let url = url.trim().trim_end_matches('/').trim_end_matches(".git");
         let (server, path) = match url.split_once("://") {
             Some((scheme, rest)) => {
@@ -292,12 +296,11 @@ fn origin(root: &Path) -> (String, String) {
     ("http://localhost".to_owned(), format!("local/{}", if dir.is_empty() { "project" } else { &dir }))
 }
 
-fn pipeline_user(root: &Path) -> PipelineUser {
-    let email = git::git(root, &["config", "user.email"]).unwrap_or_default();
-    let name = git::git(root, &["config", "user.name"]);
+fn pipeline_user(checkout: &Checkout) -> PipelineUser {
+    let email = checkout.user_email.clone().unwrap_or_default();
     let login = email.split('@').next().filter(|l| !l.is_empty()).unwrap_or("gantry").to_owned();
     PipelineUser {
-        name: name.unwrap_or_else(|| login.clone()),
+        name: checkout.user_name.clone().unwrap_or_else(|| login.clone()),
         login,
         email,
         id: 1,
@@ -368,7 +371,7 @@ enum Event {
 
 async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
     let s = setup(args)?;
-    let (server_url, project_name) = origin(&s.root);
+    let (server_url, project_name) = origin(&s.root, s.checkout.origin_url.as_deref());
     let uses_images = check_configuration(&s, args, &project_name)?;
 
     let color = !args.no_color && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::io::stdout().is_terminal();
@@ -386,8 +389,8 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
         .await
         .map_err(|e| failed(format!("failed to open the temporary database: {e}")))?;
     let mut cfg = CoordinatorConfig::new(&data_dir, server_url);
-    cfg.share_local_objects = true;
-    cfg.user = pipeline_user(&s.root);
+    cfg.local_repos_in_place = true;
+    cfg.user = pipeline_user(&s.checkout);
     cfg.trace_update_interval = Some(Duration::from_secs(1));
     let coordinator = Coordinator::open(store, cfg)
         .await
@@ -492,20 +495,16 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut check = true;
     let mut ctrl_c = Box::pin(tokio::signal::ctrl_c());
-    let (status, jobs) = loop {
+    let status = loop {
         if check {
             check = false;
-            // The pipeline first: its status is stored with the job changes that made
-            // it, so jobs read after it are at least as new (never still `running` in a
-            // pipeline already `failed`).
-            let p = coordinator
-                .pipeline(pipeline.id)
+            // Light reads while the pipeline runs (status, then job states: never a job
+            // still `running` in a pipeline already `failed`); the whole job views once,
+            // at the end.
+            let (p_status, jobs) = coordinator
+                .pipeline_progress(pipeline.id)
                 .await
                 .map_err(|e| failed(format!("failed to read the pipeline: {e}")))?;
-            let jobs = coordinator
-                .pipeline_jobs(pipeline.id)
-                .await
-                .map_err(|e| failed(format!("failed to read the pipeline's jobs: {e}")))?;
             let mut stages: Vec<String> = Vec::new();
             for j in jobs.iter().filter(|j| !j.retried) {
                 if !stages.contains(&j.stage) {
@@ -542,23 +541,27 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
             let active = jobs.iter().any(|j| {
                 !j.retried && matches!(j.status.as_str(), "pending" | "running" | "preparing" | "canceling" | "waiting_for_resource" | "scheduled")
             });
-            let done = match p.status.as_str() {
+            let done = match p_status.as_str() {
                 "success" | "failed" | "canceled" | "skipped" => true,
                 "manual" => !active,
                 _ => false,
             };
             if done || (interrupts > 0 && !active) {
-                break (p.status.clone(), jobs);
+                break p_status;
             }
         }
         tokio::select! {
             event = rx.recv() => match event {
                 Some(Event::Log(job_id, bytes)) => display.log(job_id, &bytes),
                 Some(Event::Poll(event)) => {
+                    // Jobs change state here: read the pipeline again (for the live
+                    // view also when a job starts; other events wait for the tick).
                     match event {
                         PollEvent::JobReceived { job_id, job_name, .. } => {
                             display.job_name(job_id, &job_name);
-                            if !live {
+                            if live {
+                                check = true;
+                            } else {
                                 display.note(job_id, "started");
                             }
                         }
@@ -567,10 +570,10 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
                             if !live {
                                 display.note(job_id, &format!("finished: {ending}"));
                             }
+                            check = true;
                         }
                         _ => {}
                     }
-                    check = true;
                 }
                 None => check = true,
             },
@@ -585,13 +588,16 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
                     display.message("Stopping at once");
                     handle.interrupt();
                     handle.interrupt();
-                    let jobs = coordinator.pipeline_jobs(pipeline.id).await.unwrap_or_default();
-                    break ("canceled".to_owned(), jobs);
+                    break "canceled".to_owned();
                 }
                 check = true;
             }
         }
     };
+    let jobs = coordinator
+        .pipeline_jobs(pipeline.id)
+        .await
+        .map_err(|e| failed(format!("failed to read the pipeline's jobs: {e}")))?;
     while let Ok(event) = rx.try_recv() {
         if let Event::Log(job_id, bytes) = event {
             display.log(job_id, &bytes);
@@ -729,21 +735,15 @@ mod tests {
     #[test]
     fn the_origin_remote_gives_the_server_and_the_project() {
         let dir = tempfile::tempdir().unwrap();
-        let run = |args: &[&str]| {
-            std::process::Command::new("git").arg("-C").arg(dir.path()).args(args).output().unwrap();
-        };
-        run(&["init", "-q"]);
         let name = dir.path().file_name().unwrap().to_string_lossy().trim_start_matches('.').to_owned();
-        assert_eq!(origin(dir.path()), ("http://localhost".to_owned(), format!("local/{name}")));
+        assert_eq!(origin(dir.path(), None), ("http://localhost".to_owned(), format!("local/{name}")));
         for (url, server, project) in [
             ("git@gitlab.com:gcl/test-project.git", "https://gitlab.com", "gcl/test-project"),
             ("https://user:pw@gitlab.example.com:8443/a/b/c.git", "https://gitlab.example.com:8443", "a/b/c"),
             ("http://localhost:8080/group/proj", "http://localhost:8080", "group/proj"),
             ("ssh://git@host.example:2222/g/p.git", "https://host.example", "g/p"),
         ] {
-            run(&["remote", "remove", "origin"]);
-            run(&["remote", "add", "origin", url]);
-            assert_eq!(origin(dir.path()), (server.to_owned(), project.to_owned()), "{url}");
+            assert_eq!(origin(dir.path(), Some(url)), (server.to_owned(), project.to_owned()), "{url}");
         }
     }
 

@@ -2,9 +2,8 @@
 //! mirror under `data_dir/repos/<project id>.git`, fetched on demand. Configuration files
 //! are read from a commit of the mirror ([`CommitLoader`]), never from a work tree.
 //!
-//! The mirror is also what runners clone (served over HTTP by the http layer): every
-//! pipeline gets its persistent ref `refs/pipelines/<id>` there, as GitLab does, and
-//! `git update-server-info` keeps the dumb-HTTP index current.
+//! The mirror is also what runners clone (served over smart HTTP by the http layer):
+//! every pipeline gets its persistent ref `refs/pipelines/<id>` there, as GitLab does.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -88,9 +87,7 @@ pub(crate) struct Mirror {
 impl Mirror {
     /// Create the mirror if needed and fetch branches and tags from `remote`. Pipeline
     /// refs (`refs/pipelines/*`) are outside the fetched refspecs, so `--prune` keeps them.
-    /// With `share_objects` (`remote` is a local repository), a new mirror borrows the
-    /// remote's objects through `objects/info/alternates`, so the fetch copies nothing.
-    pub async fn sync(&self, remote: &str, share_objects: bool) -> Result<()> {
+    pub async fn sync(&self, remote: &str) -> Result<()> {
         if !self.path.join("HEAD").exists() {
             if let Some(parent) = self.path.parent() {
                 tokio::fs::create_dir_all(parent).await?;
@@ -106,21 +103,6 @@ impl Mirror {
             git(Some(&self.path), &["config", "http.receivepack", "false"]).await?;
             // `git http-backend` serves only exported repositories (or GIT_HTTP_EXPORT_ALL).
             tokio::fs::write(self.path.join("git-daemon-export-ok"), b"").await?;
-            if share_objects {
-                let objects = text(
-                    git(
-                        Some(Path::new(remote)),
-                        &["rev-parse", "--path-format=absolute", "--git-path", "objects"],
-                    )
-                    .await?,
-                );
-                tokio::fs::create_dir_all(self.path.join("objects/info")).await?;
-                tokio::fs::write(
-                    self.path.join("objects/info/alternates"),
-                    format!("{objects}\n"),
-                )
-                .await?;
-            }
         }
         git(
             Some(&self.path),
@@ -136,14 +118,21 @@ impl Mirror {
                 "+refs/tags/*:refs/tags/*",
             ],
         )
-        .await?;
-        self.update_server_info().await
+        .await
+        .map(|_| ())
     }
 
-    pub async fn update_server_info(&self) -> Result<()> {
-        git(Some(&self.path), &["update-server-info"])
-            .await
-            .map(|_| ())
+    /// Make the mirror `repo` itself (a symbolic link; see
+    /// `CoordinatorConfig::local_repos_in_place`). Nothing to do when it is one already.
+    pub async fn link_to(&self, repo: &Path) -> Result<()> {
+        if tokio::fs::symlink_metadata(&self.path).await.is_ok() {
+            return Ok(());
+        }
+        if let Some(parent) = self.path.parent() {
+            tokio::fs::create_dir_all(parent).await?;
+        }
+        tokio::fs::symlink(repo, &self.path).await?;
+        Ok(())
     }
 
     /// Point the mirror's HEAD at the default branch (what `git clone` checks out).
@@ -234,8 +223,8 @@ impl Mirror {
             Some(&self.path),
             &["update-ref", &format!("refs/pipelines/{pipeline_id}"), sha],
         )
-        .await?;
-        self.update_server_info().await
+        .await
+        .map(|_| ())
     }
 
     /// The last commit at `sha` that touched `path` (for `cache:key:files`).
@@ -251,13 +240,102 @@ impl Mirror {
 }
 
 /// Reads configuration files of one commit of a mirror (a [`gantry_pipeline::Loader`]).
-/// Synchronous, as the loader trait is: call it from a blocking task.
+/// Synchronous, as the loader trait is: call it from a blocking task. Files are read
+/// through one `git cat-file --batch` process, started on the first read and ended when
+/// the loader is dropped (a pipeline with includes reads many files).
 pub(crate) struct CommitLoader {
-    pub repo: PathBuf,
-    pub sha: String,
+    repo: PathBuf,
+    sha: String,
+    batch: std::sync::Mutex<Option<CatFile>>,
+}
+
+/// A running `git cat-file --batch`.
+struct CatFile {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    stdout: std::io::BufReader<std::process::ChildStdout>,
+}
+
+impl Drop for CatFile {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl CatFile {
+    fn start(repo: &Path) -> std::result::Result<CatFile, String> {
+        let mut child = std::process::Command::new("git")
+            .arg("-C")
+            .arg(repo)
+            .args(["cat-file", "--batch"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("run git cat-file: {e}"))?;
+        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err("run git cat-file: no pipes".to_owned());
+        };
+        Ok(CatFile {
+            child,
+            stdin,
+            stdout: std::io::BufReader::new(stdout),
+        })
+    }
+
+    /// The object named `object` (`<rev>:<path>`): `(type, content)`, `None` when it
+    /// does not exist. Content larger than `limit` is skipped (its type is answered with
+    /// no content).
+    fn get(
+        &mut self,
+        object: &str,
+        limit: u64,
+    ) -> std::io::Result<Option<(String, Option<Vec<u8>>)>> {
+        use std::io::{BufRead as _, Read as _, Write as _};
+        if object.contains('\n') {
+            return Ok(None);
+        }
+        writeln!(self.stdin, "{object}")?;
+        self.stdin.flush()?;
+        let mut header = String::new();
+        if self.stdout.read_line(&mut header)? == 0 {
+            return Err(std::io::Error::other("git cat-file ended"));
+        }
+        // `<oid> <type> <size>`, or `<object> missing` / `<object> ambiguous`.
+        let mut fields = header.trim_end().rsplitn(3, ' ');
+        let (Some(size), Some(kind), Some(_)) = (fields.next(), fields.next(), fields.next())
+        else {
+            return Ok(None);
+        };
+        let Ok(size) = size.parse::<u64>() else {
+            return Ok(None);
+        };
+        let kind = kind.to_owned();
+        let mut content = Vec::new();
+        (&mut self.stdout)
+            .take(size.min(limit))
+            .read_to_end(&mut content)?;
+        if size > limit {
+            std::io::copy(&mut (&mut self.stdout).take(size - limit), &mut std::io::sink())?;
+        }
+        let mut newline = [0u8; 1];
+        self.stdout.read_exact(&mut newline)?;
+        Ok(Some((kind, (size <= limit).then_some(content))))
+    }
 }
 
 impl CommitLoader {
+    pub(crate) fn new(repo: PathBuf, sha: String) -> Self {
+        CommitLoader {
+            repo,
+            sha,
+            batch: std::sync::Mutex::new(None),
+        }
+    }
+
     fn git(&self, args: &[&str]) -> std::result::Result<std::process::Output, String> {
         std::process::Command::new("git")
             .arg("-C")
@@ -272,17 +350,34 @@ impl CommitLoader {
 impl gantry_pipeline::Loader for CommitLoader {
     fn read(&self, path: &str) -> std::result::Result<Option<String>, String> {
         let object = format!("{}:{}", self.sha, path.trim_start_matches('/'));
-        let kind = self.git(&["cat-file", "-t", &object])?;
-        if !kind.status.success() || String::from_utf8_lossy(&kind.stdout).trim() != "blob" {
-            return Ok(None);
+        let mut batch = self
+            .batch
+            .lock()
+            .map_err(|_| "the git reader failed earlier".to_owned())?;
+        if batch.is_none() {
+            *batch = Some(CatFile::start(&self.repo)?);
         }
-        let out = self.git(&["cat-file", "blob", &object])?;
-        if !out.status.success() {
-            return Err(String::from_utf8_lossy(&out.stderr).trim().to_owned());
+        let Some(cat) = batch.as_mut() else {
+            return Err("run git cat-file".to_owned());
+        };
+        // Larger than every configuration file together may be: the compiler reports
+        // the size limit itself.
+        let limit = u64::try_from(gantry_pipeline::include::MAX_TOTAL_BYTES).unwrap_or(u64::MAX) + 1;
+        match cat.get(&object, limit) {
+            Ok(Some((kind, Some(bytes)))) if kind == "blob" => String::from_utf8(bytes)
+                .map(Some)
+                .map_err(|_| format!("{path} is not valid UTF-8")),
+            Ok(Some((kind, None))) if kind == "blob" => Err(format!(
+                "{path} is larger than {} bytes",
+                gantry_pipeline::include::MAX_TOTAL_BYTES
+            )),
+            Ok(_) => Ok(None),
+            Err(e) => {
+                // A broken reader is not reused.
+                *batch = None;
+                Err(format!("read {path} with git cat-file: {e}"))
+            }
         }
-        String::from_utf8(out.stdout)
-            .map(Some)
-            .map_err(|_| format!("{path} is not valid UTF-8"))
     }
 
     fn files(&self) -> Vec<String> {

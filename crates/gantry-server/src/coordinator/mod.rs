@@ -50,7 +50,7 @@ pub use pipelines::{JobSelection, PipelineRequest, ProjectRequest};
 pub use queue::RequestInfo;
 pub use time::iso8601;
 pub use views::{
-    Artifact, ArtifactsFile, Bootstrap, JobPipeline, JobView, PipelineView, Project, Runner,
+    Artifact, ArtifactsFile, Bootstrap, JobPipeline, JobProgress, JobView, PipelineView, Project, Runner,
     RunnerOptions, UpdateResult,
 };
 
@@ -71,10 +71,11 @@ pub struct CoordinatorConfig {
     pub trace_limit: u64,
     /// Largest artifact upload, bytes (default 100 MiB).
     pub artifact_limit: u64,
-    /// Mirrors of projects whose repository is a local path borrow its objects (git
-    /// alternates) instead of copying them. Only safe while that repository keeps its
-    /// objects (`gantry run`, whose mirrors live for one run); off by default.
-    pub share_local_objects: bool,
+    /// A project whose repository is a local path is its own mirror: the mirror's path
+    /// is a symbolic link to it, nothing is fetched or copied, and pipeline refs are
+    /// written into it. Only for repositories made for the coordinator (`gantry run`'s
+    /// snapshot, which lives for one run); off by default.
+    pub local_repos_in_place: bool,
     /// Who pipelines are attributed to (`GITLAB_USER_*`).
     pub user: PipelineUser,
     /// `X-GitLab-Trace-Update-Interval` for every job; `None` = GitLab's (3 s while
@@ -113,7 +114,7 @@ impl CoordinatorConfig {
             long_poll: gantry_protocol::long_poll::DEFAULT_HOLD,
             trace_limit: 100 * 1024 * 1024,
             artifact_limit: 100 * 1024 * 1024,
-            share_local_objects: false,
+            local_repos_in_place: false,
             user: PipelineUser::default(),
             trace_update_interval: None,
         }

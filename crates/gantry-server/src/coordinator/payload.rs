@@ -381,12 +381,19 @@ impl Coordinator {
             .commit_info(r)
             .await
             .unwrap_or_default();
+        self.remember_commit(project_id, r, &info);
+        info
+    }
+
+    /// Keeps what [`Coordinator::commit_facts`] answers for `r` (pipeline creation has
+    /// read it already).
+    pub(crate) fn remember_commit(&self, project_id: i64, r: &ResolvedRef, info: &CommitInfo) {
+        let key = format!("{project_id}:{}:{}", r.sha, r.name);
         let mut rt = self.runtime();
         if rt.commits.len() > 10_000 {
             rt.commits.clear();
         }
         rt.commits.insert(key, info.clone());
-        info
     }
 
     /// The predefined variables a pipeline was compiled with (§6.7 "P" and "L").

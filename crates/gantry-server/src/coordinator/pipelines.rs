@@ -1,7 +1,7 @@
 //! Projects and pipelines: creation from a ref (git → YAML processor → store → processing),
 //! user actions (cancel, retry, play), and the views users get.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use gantry_pipeline::{Context, Loader as _, Options, PipelineInfo, Source};
 use gantry_store::{NewJob, NewPipeline, NewProject, PipelineChange};
@@ -17,7 +17,9 @@ use super::payload::creation_variables;
 use super::spec::{CacheKeyModel, JobModel, StoredAutoCancel, StoredSpec};
 use super::state::{parse_variables, variables_json};
 use super::time::{now_ms, to_ts};
-use super::views::{Artifact, ArtifactsFile, JobPipeline, JobView, PipelineView, Project};
+use super::views::{
+    Artifact, ArtifactsFile, JobPipeline, JobProgress, JobView, PipelineView, Project,
+};
 use super::{Coordinator, stripe, token};
 
 /// Namespace of projects whose name has no `/`.
@@ -128,9 +130,8 @@ impl Coordinator {
     }
 
     /// The bare repository runners clone for `project` (`namespace/name`, with or without
-    /// `.git`, or just the name). Serve it over HTTP (`git http-backend`, or dumb HTTP: the
-    /// mirror's `info/refs` is kept current). An unknown project gives a path that does not
-    /// exist.
+    /// `.git`, or just the name). Serve it over smart HTTP (`git http-backend`). An
+    /// unknown project gives a path that does not exist.
     pub async fn git_repo_path(&self, project: &str) -> PathBuf {
         match self.project_by_path(project).await {
             Ok(p) => self.mirror(p.id).path,
@@ -277,8 +278,11 @@ impl Coordinator {
     async fn sync_mirror(&self, project: &gantry_store::Project) -> Result<Mirror> {
         let mirror = self.mirror(project.id);
         let _g = self.inner.repo_locks[stripe(project.id)].lock().await;
-        let share = self.inner.cfg.share_local_objects && is_local_path(&project.repo_url);
-        mirror.sync(&project.repo_url, share).await?;
+        if self.inner.cfg.local_repos_in_place && is_local_path(&project.repo_url) {
+            mirror.link_to(Path::new(&project.repo_url)).await?;
+            return Ok(mirror);
+        }
+        mirror.sync(&project.repo_url).await?;
         let _ = mirror.set_head(&project.default_branch).await;
         Ok(mirror)
     }
@@ -333,6 +337,7 @@ impl Coordinator {
             )));
         };
         let commit = mirror.commit_info(&r).await?;
+        self.remember_commit(project_id, &r, &commit);
         let protected = !r.tag && r.name == project.default_branch;
         let iid = store
             .pipelines(project_id)
@@ -364,10 +369,7 @@ impl Coordinator {
             pipeline_iid: u64::try_from(iid).unwrap_or(1),
         };
         let predefined = info.predefined();
-        let loader = CommitLoader {
-            repo: mirror.path.clone(),
-            sha: r.sha.clone(),
-        };
+        let loader = CommitLoader::new(mirror.path.clone(), r.sha.clone());
         let vars = variables.clone();
         let config_path = project.ci_config_path.clone();
         let compiled = tokio::task::spawn_blocking(move || {
@@ -721,6 +723,36 @@ impl Coordinator {
             out.push(self.job_view(&j, &p, &project).await?);
         }
         Ok(out)
+    }
+
+    /// A pipeline's status and its jobs' states, in two light queries (no job
+    /// specifications, no artifacts): for views that follow a running pipeline. The
+    /// status is read first: it is stored with the job changes that made it, so the jobs
+    /// read after it are at least as new.
+    pub async fn pipeline_progress(
+        &self,
+        pipeline_id: i64,
+    ) -> std::result::Result<(String, Vec<JobProgress>), CoordinatorError> {
+        let status = self.inner.store.pipeline(pipeline_id).await?.status;
+        let now = now_ms();
+        let jobs = self
+            .inner
+            .store
+            .pipeline_jobs_without_spec(pipeline_id)
+            .await?
+            .into_iter()
+            .map(|j| JobProgress {
+                id: j.id,
+                duration: j
+                    .started_at
+                    .map(|s| (j.finished_at.unwrap_or(now) - s).max(0) as f64 / 1000.0),
+                name: j.name,
+                stage: j.stage,
+                status: j.status,
+                retried: j.retried,
+            })
+            .collect();
+        Ok((status, jobs))
     }
 
     pub async fn job(&self, id: i64) -> std::result::Result<JobView, CoordinatorError> {

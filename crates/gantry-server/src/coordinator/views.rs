@@ -219,6 +219,19 @@ impl Artifact {
     }
 }
 
+/// Where a job stands, without its specification or artifacts: what a progress view
+/// needs, read in one query for a whole pipeline ([`super::Coordinator::pipeline_progress`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct JobProgress {
+    pub id: i64,
+    pub name: String,
+    pub stage: String,
+    pub status: String,
+    pub retried: bool,
+    /// Seconds since it started (until it finished).
+    pub duration: Option<f64>,
+}
+
 /// A job, shaped like GitLab's `GET /projects/:id/jobs/:job_id` (plus `when`, `attempt`,
 /// `retried`, `exit_code`, `runner_id` which GitLab shows elsewhere).
 #[derive(Clone, Debug, PartialEq, Serialize)]

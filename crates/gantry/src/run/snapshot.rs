@@ -1,5 +1,6 @@
 //! The sources `gantry run` builds: a commit holding the working tree as it is now, a
-//! bare repository the coordinator mirrors, and a directory every job gets a copy of.
+//! bare repository the coordinator uses as the project's mirror, and a directory every
+//! job gets a copy of.
 //!
 //! ```text
 //! checkout ──git add -A (temporary index)──► snapshot commit (parent: HEAD)
@@ -14,9 +15,15 @@
 //! `--committed` always uses `HEAD` (or the tag's commit). Ignored files are left out;
 //! untracked files that are not ignored, uncommitted changes and file modes are in.
 //! Submodules are not checked out (as with `GIT_SUBMODULE_STRATEGY: none`).
+//!
+//! Speed: every `git` process costs milliseconds, so the facts about the checkout are
+//! read by four processes started together ([`Checkout::read`]), a clean tree needs no
+//! commit, and the two repositories are laid out as files (`HEAD`, `config`, loose refs,
+//! `objects/info/alternates` — git's documented repository layout) with one `git
+//! read-tree` to check the commit out.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
 
 /// What the pipeline runs for.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -84,27 +91,43 @@ impl<'a> Git<'a> {
         self
     }
 
-    fn run(&self, args: &[&str]) -> Result<String, SnapshotError> {
-        let out = Command::new("git")
+    /// Starts git; [`Git::finish`] collects its answer.
+    fn spawn(&self, args: &[&str]) -> Result<Child, SnapshotError> {
+        Command::new("git")
             .arg("-C")
             .arg(self.dir)
             .args(args)
             .envs(self.env.iter().map(|(k, v)| (*k, v.as_str())))
             .env("GIT_TERMINAL_PROMPT", "0")
-            .output()
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
             .map_err(|e| SnapshotError::Git {
                 command: args.join(" "),
                 dir: self.dir.to_owned(),
                 message: format!("{e} (is git installed and on PATH?)"),
-            })?;
+            })
+    }
+
+    /// Waits for `child` (started by [`Git::spawn`] with `args`): its stdout, trailing
+    /// newlines removed.
+    fn finish(&self, child: Child, args: &[&str]) -> Result<String, SnapshotError> {
+        let failure = |message: String| SnapshotError::Git {
+            command: args.join(" "),
+            dir: self.dir.to_owned(),
+            message,
+        };
+        let out = child.wait_with_output().map_err(|e| failure(e.to_string()))?;
         if !out.status.success() {
-            return Err(SnapshotError::Git {
-                command: args.join(" "),
-                dir: self.dir.to_owned(),
-                message: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
-            });
+            return Err(failure(String::from_utf8_lossy(&out.stderr).trim().to_owned()));
         }
         Ok(String::from_utf8_lossy(&out.stdout).trim_end_matches('\n').to_owned())
+    }
+
+    fn run(&self, args: &[&str]) -> Result<String, SnapshotError> {
+        let child = self.spawn(args)?;
+        self.finish(child, args)
     }
 
     fn try_run(&self, args: &[&str]) -> Option<String> {
@@ -117,52 +140,262 @@ fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> Snaps
     move |source| SnapshotError::Io { action, path, source }
 }
 
-/// Builds the snapshot of `root` (the top of the checkout) under `tmp`.
-pub(crate) fn prepare(
-    root: &Path,
-    tmp: &Path,
-    run_ref: &RunRef,
-    default_branch: &str,
-    committed: bool,
-) -> Result<Snapshot, SnapshotError> {
+/// What the checkout says about itself: read once, by four `git` processes that run at
+/// the same time.
+#[derive(Clone, Debug)]
+pub(crate) struct Checkout {
+    /// The top of the work tree.
+    pub(crate) root: PathBuf,
+    /// `sha1` or `sha256`.
+    object_format: String,
+    /// The checkout's object directory (absolute).
+    objects: String,
+    /// The checkout's index file.
+    index: PathBuf,
+    /// The commit `HEAD` points at; `None` before the first commit.
+    head: Option<String>,
+    /// The checked-out branch; `None` when `HEAD` is detached.
+    pub(crate) branch: Option<String>,
+    /// Whether `git status` shows nothing: no change, no untracked file.
+    clean: bool,
+    /// `refs/heads/*`, `refs/tags/<asked for>` and `refs/remotes/origin/HEAD`: name →
+    /// (object, object peeled once for an annotated tag, symref target).
+    refs: Vec<RefLine>,
+    /// `remote.origin.url`.
+    pub(crate) origin_url: Option<String>,
+    /// `user.name`, `user.email`.
+    pub(crate) user_name: Option<String>,
+    pub(crate) user_email: Option<String>,
+}
+
+#[derive(Clone, Debug)]
+struct RefLine {
+    name: String,
+    object: String,
+    peeled: String,
+    symref: String,
+}
+
+impl Checkout {
+    /// Reads the checkout containing `cwd`; `tag` is a tag the run may need. `Ok(None)`
+    /// when `cwd` is not inside a git work tree.
+    pub(crate) fn read(cwd: &Path, tag: Option<&str>) -> Result<Option<Checkout>, SnapshotError> {
+        let tag_ref = tag.map(|t| format!("refs/tags/{t}"));
+        let mut refs_args = vec![
+            "for-each-ref",
+            "--format=%(refname)%00%(objectname)%00%(*objectname)%00%(symref)",
+            "refs/heads/",
+            "refs/remotes/origin/HEAD",
+        ];
+        if let Some(t) = &tag_ref {
+            refs_args.push(t);
+        }
+        let git = Git::in_dir(cwd);
+        let paths_args = [
+            "rev-parse",
+            "--show-toplevel",
+            "--show-object-format",
+            "--path-format=absolute",
+            "--git-path",
+            "objects",
+            "--git-path",
+            "index",
+        ];
+        let status_args = ["--no-optional-locks", "status", "--porcelain=v2", "--branch", "-z"];
+        let paths = git.spawn(&paths_args)?;
+        let status = git.spawn(&status_args)?;
+        let refs = git.spawn(&refs_args)?;
+        let config = git.spawn(&["config", "-z", "--get-regexp", r"^(remote\.origin\.url|user\.name|user\.email)$"])?;
+
+        let Ok(paths) = git.finish(paths, &paths_args) else {
+            // Reap the others before answering.
+            for child in [status, refs, config] {
+                let _ = child.wait_with_output();
+            }
+            return Ok(None);
+        };
+        let mut lines = paths.lines();
+        let mut next = || lines.next().map(str::to_owned).unwrap_or_default();
+        let (root, object_format, objects, index) = (PathBuf::from(next()), next(), next(), PathBuf::from(next()));
+        let status = git.finish(status, &status_args)?;
+        let refs = git.finish(refs, &refs_args)?;
+        // Exit status 1: none of the keys is set.
+        let config = config.wait_with_output().map(|o| o.stdout).unwrap_or_default();
+
+        let mut head = None;
+        let mut branch = None;
+        let mut clean = true;
+        for entry in status.split('\0').filter(|e| !e.is_empty()) {
+            if let Some(oid) = entry.strip_prefix("# branch.oid ") {
+                head = (oid != "(initial)").then(|| oid.to_owned());
+            } else if let Some(name) = entry.strip_prefix("# branch.head ") {
+                branch = (name != "(detached)").then(|| name.to_owned());
+            } else if !entry.starts_with('#') {
+                clean = false;
+            }
+        }
+        let refs = refs
+            .lines()
+            .filter_map(|line| {
+                let mut f = line.split('\0');
+                Some(RefLine {
+                    name: f.next()?.to_owned(),
+                    object: f.next()?.to_owned(),
+                    peeled: f.next()?.to_owned(),
+                    symref: f.next()?.to_owned(),
+                })
+            })
+            .collect();
+        let (mut origin_url, mut user_name, mut user_email) = (None, None, None);
+        for entry in String::from_utf8_lossy(&config).split('\0') {
+            // The last value of a key wins, as `git config KEY` answers.
+            if let Some((key, value)) = entry.split_once('\n') {
+                let slot = match key {
+                    "remote.origin.url" => &mut origin_url,
+                    "user.name" => &mut user_name,
+                    "user.email" => &mut user_email,
+                    _ => continue,
+                };
+                *slot = Some(value.to_owned()).filter(|v| !v.is_empty());
+            }
+        }
+        Ok(Some(Checkout {
+            root,
+            object_format,
+            objects,
+            index,
+            head,
+            branch,
+            clean,
+            refs,
+            origin_url,
+            user_name,
+            user_email,
+        }))
+    }
+
+    fn find_ref(&self, name: &str) -> Option<&RefLine> {
+        self.refs.iter().find(|r| r.name == name)
+    }
+
+    /// The default branch: `origin/HEAD` when known, else `main` or `master` when
+    /// present, else the current branch, else `main`.
+    pub(crate) fn default_branch(&self) -> String {
+        if let Some(b) = self
+            .find_ref("refs/remotes/origin/HEAD")
+            .and_then(|r| r.symref.strip_prefix("refs/remotes/origin/"))
+        {
+            return b.to_owned();
+        }
+        for b in ["main", "master"] {
+            if self.find_ref(&format!("refs/heads/{b}")).is_some() {
+                return b.to_owned();
+            }
+        }
+        self.branch.clone().unwrap_or_else(|| "main".to_owned())
+    }
+}
+
+/// Whether git accepts `name` as a branch or tag name (`git check-ref-format`'s rules),
+/// which also keeps it from naming a path outside `refs/`.
+pub(crate) fn valid_ref_name(name: &str) -> bool {
+    !name.is_empty()
+        && name != "@"
+        && !name.starts_with('/')
+        && !name.ends_with('/')
+        && !name.ends_with('.')
+        && !name.contains("..")
+        && !name.contains("//")
+        && !name.contains("@{")
+        && !name.chars().any(|c| c.is_ascii_control() || matches!(c, ' ' | '~' | '^' | ':' | '?' | '*' | '[' | '\\'))
+        && name.split('/').all(|part| !part.starts_with('.') && !part.ends_with(".lock"))
+}
+
+/// A repository laid out as `git init` would (files only, no hooks or samples):
+/// `HEAD`, `config`, `refs/`, and `objects/` borrowing `alternates`.
+fn lay_out(git_dir: &Path, bare: bool, object_format: &str, alternates: &[&str], head: &str) -> Result<(), SnapshotError> {
+    for sub in ["objects/info", "refs/heads", "refs/tags"] {
+        let d = git_dir.join(sub);
+        std::fs::create_dir_all(&d).map_err(io("create", &d))?;
+    }
+    let sha256 = object_format == "sha256";
+    let config = format!(
+        "[core]\n\trepositoryformatversion = {}\n\tfilemode = true\n\tbare = {bare}\n{}",
+        u8::from(sha256),
+        if sha256 { "[extensions]\n\tobjectformat = sha256\n" } else { "" }
+    );
+    for (name, text) in [
+        ("config", config),
+        ("HEAD", format!("{head}\n")),
+        ("objects/info/alternates", alternates.iter().map(|a| format!("{a}\n")).collect()),
+    ] {
+        let path = git_dir.join(name);
+        std::fs::write(&path, text).map_err(io("write", &path))?;
+    }
+    Ok(())
+}
+
+/// A loose ref (`refs/heads/a/b` → the file `refs/heads/a/b` holding the object name).
+fn write_ref(git_dir: &Path, full: &str, object: &str) -> Result<(), SnapshotError> {
+    let path = git_dir.join(full);
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(io("create", parent))?;
+    }
+    std::fs::write(&path, format!("{object}\n")).map_err(io("write", &path))
+}
+
+/// Builds the snapshot of `checkout` under `tmp`.
+pub(crate) fn prepare(checkout: &Checkout, tmp: &Path, run_ref: &RunRef, committed: bool) -> Result<Snapshot, SnapshotError> {
+    let default_branch = checkout.default_branch();
+    for (what, name) in [("--ref", run_ref.name()), ("the default branch", default_branch.as_str())] {
+        if !valid_ref_name(name) {
+            return Err(SnapshotError::Usage(format!("{what} {name:?} is not a valid git branch or tag name")));
+        }
+    }
+    let root = checkout.root.as_path();
+    let objects = checkout.objects.as_str();
     let user = Git::in_dir(root);
-    let objects = user.run(&["rev-parse", "--path-format=absolute", "--git-path", "objects"])?;
-    let head = user.try_run(&["rev-parse", "--verify", "--quiet", "HEAD^{commit}"]);
 
     let repo = tmp.join("src.git");
-    let repo_str = repo.to_string_lossy().into_owned();
-    Git::in_dir(tmp).run(&["init", "--bare", "--quiet", "--template=", &repo_str])?;
-    let alternates = repo.join("objects/info/alternates");
-    std::fs::create_dir_all(repo.join("objects/info")).map_err(io("create", &repo))?;
-    std::fs::write(&alternates, format!("{objects}\n")).map_err(io("write", &alternates))?;
+    let default_ref = format!("refs/heads/{default_branch}");
+    lay_out(&repo, true, &checkout.object_format, &[objects], &format!("ref: {default_ref}"))?;
     let own_objects = repo.join("objects").to_string_lossy().into_owned();
 
     let (sha, target, uncommitted) = if committed {
-        let target = match run_ref {
-            RunRef::Tag(tag) => user
-                .try_run(&["rev-parse", "--verify", "--quiet", &format!("refs/tags/{tag}")])
-                .ok_or_else(|| SnapshotError::Usage(format!("--tag {tag}: no such tag in this repository")))?,
-            RunRef::Branch(_) => head.clone().ok_or_else(|| {
-                SnapshotError::Usage("--committed: this repository has no commit yet; commit first, or run without --committed".to_owned())
-            })?,
+        let (sha, target) = match run_ref {
+            RunRef::Tag(tag) => {
+                let r = checkout
+                    .find_ref(&run_ref.full())
+                    .ok_or_else(|| SnapshotError::Usage(format!("--tag {tag}: no such tag in this repository")))?;
+                let sha = if r.peeled.is_empty() { r.object.clone() } else { r.peeled.clone() };
+                (sha, r.object.clone())
+            }
+            RunRef::Branch(_) => {
+                let head = checkout.head.clone().ok_or_else(|| {
+                    SnapshotError::Usage("--committed: this repository has no commit yet; commit first, or run without --committed".to_owned())
+                })?;
+                (head.clone(), head)
+            }
         };
-        let sha = user.run(&["rev-parse", &format!("{target}^{{commit}}")])?;
         (sha, target, false)
+    } else if let (true, Some(head)) = (checkout.clean, &checkout.head) {
+        (head.clone(), head.clone(), false)
     } else {
         // `git add -A` into a temporary copy of the index, objects into src.git.
         let index = tmp.join("index");
-        let user_index = PathBuf::from(user.run(&["rev-parse", "--path-format=absolute", "--git-path", "index"])?);
-        if user_index.is_file() {
-            std::fs::copy(&user_index, &index).map_err(io("copy the index to", &index))?;
+        if checkout.index.is_file() {
+            std::fs::copy(&checkout.index, &index).map_err(io("copy the index to", &index))?;
         }
         let staged = Git::in_dir(root)
             .env("GIT_INDEX_FILE", index.to_string_lossy())
             .env("GIT_OBJECT_DIRECTORY", own_objects.clone())
-            .env("GIT_ALTERNATE_OBJECT_DIRECTORIES", objects.clone());
+            .env("GIT_ALTERNATE_OBJECT_DIRECTORIES", objects);
         staged.run(&["add", "--all", "--", "."])?;
         let tree = staged.run(&["write-tree"])?;
-        let head_tree = head.as_ref().and_then(|h| user.try_run(&["rev-parse", &format!("{h}^{{tree}}")]));
-        match (&head, head_tree) {
+        let head = checkout.head.as_ref();
+        let head_tree = head.and_then(|h| user.try_run(&["rev-parse", &format!("{h}^{{tree}}")]));
+        match (head, head_tree) {
+            // Only what `git add` does not see changed (a submodule's work tree, say).
             (Some(head), Some(head_tree)) if head_tree == tree => (head.clone(), head.clone(), false),
             (parent, _) => {
                 let mut args = vec!["commit-tree", tree.as_str(), "-m"];
@@ -175,10 +408,10 @@ pub(crate) fn prepare(
                     args.extend(["-p", p.as_str()]);
                 }
                 let mut commit = staged;
-                if user.try_run(&["config", "user.name"]).is_none() {
+                if checkout.user_name.is_none() {
                     commit = commit.env("GIT_AUTHOR_NAME", "gantry").env("GIT_COMMITTER_NAME", "gantry");
                 }
-                if user.try_run(&["config", "user.email"]).is_none() {
+                if checkout.user_email.is_none() {
                     commit = commit
                         .env("GIT_AUTHOR_EMAIL", "gantry@localhost")
                         .env("GIT_COMMITTER_EMAIL", "gantry@localhost");
@@ -189,33 +422,24 @@ pub(crate) fn prepare(
         }
     };
 
-    // The refs the coordinator fetches: the run's ref, and the default branch so the
+    // The refs the coordinator reads: the run's ref, and the default branch so the
     // project knows it.
-    let bare = Git::in_dir(&repo);
-    bare.run(&["update-ref", &run_ref.full(), &target])?;
-    let default_ref = format!("refs/heads/{default_branch}");
+    write_ref(&repo, &run_ref.full(), &target)?;
     if run_ref.full() != default_ref {
-        if let Some(default_sha) = user.try_run(&["rev-parse", "--verify", "--quiet", &format!("{default_ref}^{{commit}}")]) {
-            bare.run(&["update-ref", &default_ref, &default_sha])?;
+        if let Some(r) = checkout.find_ref(&default_ref) {
+            write_ref(&repo, &default_ref, &r.object)?;
         }
     }
-    bare.run(&["symbolic-ref", "HEAD", &default_ref])?;
 
     // The directory each job copies: a checkout of the commit with a minimal .git that
     // borrows every object.
     let dir = tmp.join("snapshot");
-    let dir_str = dir.to_string_lossy().into_owned();
-    Git::in_dir(tmp).run(&["init", "--quiet", "--template=", &dir_str])?;
-    let snapshot_alternates = dir.join(".git/objects/info/alternates");
-    std::fs::create_dir_all(dir.join(".git/objects/info")).map_err(io("create", &dir))?;
-    std::fs::write(&snapshot_alternates, format!("{own_objects}\n{objects}\n")).map_err(io("write", &snapshot_alternates))?;
-    let snap = Git::in_dir(&dir);
-    snap.run(&["read-tree", &sha])?;
-    snap.run(&["checkout-index", "--all", "--force"])?;
-    snap.run(&["update-ref", "--no-deref", "HEAD", &sha])?;
+    let git_dir = dir.join(".git");
+    lay_out(&git_dir, false, &checkout.object_format, &[&own_objects, objects], &sha)?;
     if let RunRef::Branch(branch) = run_ref {
-        snap.run(&["update-ref", &format!("refs/remotes/origin/{branch}"), &sha])?;
+        write_ref(&git_dir, &format!("refs/remotes/origin/{branch}"), &sha)?;
     }
+    Git::in_dir(&dir).run(&["read-tree", "--reset", "-u", &sha])?;
     Ok(Snapshot {
         repo,
         dir,
@@ -238,6 +462,10 @@ mod tests {
             .unwrap()
     }
 
+    fn checkout(dir: &Path) -> Checkout {
+        Checkout::read(dir, None).unwrap().unwrap()
+    }
+
     fn repo() -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
         git(dir.path(), &["init", "-q", "-b", "main"]);
@@ -253,7 +481,7 @@ mod tests {
         let repo = repo();
         let before = git(repo.path(), &["count-objects"]);
         let tmp = tempfile::tempdir().unwrap();
-        let s = prepare(repo.path(), tmp.path(), &RunRef::Branch("main".into()), "main", false).unwrap();
+        let s = prepare(&checkout(repo.path()), tmp.path(), &RunRef::Branch("main".into()), false).unwrap();
         assert_eq!(s.sha, git(repo.path(), &["rev-parse", "HEAD"]));
         assert!(!s.uncommitted);
         assert_eq!(std::fs::read_to_string(s.dir.join("a.txt")).unwrap(), "committed\n");
@@ -275,7 +503,7 @@ mod tests {
         }
         let status_before = git(repo.path(), &["status", "--porcelain"]);
         let tmp = tempfile::tempdir().unwrap();
-        let s = prepare(repo.path(), tmp.path(), &RunRef::Branch("main".into()), "main", false).unwrap();
+        let s = prepare(&checkout(repo.path()), tmp.path(), &RunRef::Branch("main".into()), false).unwrap();
         assert!(s.uncommitted);
         assert_eq!(std::fs::read_to_string(s.dir.join("a.txt")).unwrap(), "changed\n");
         assert!(s.dir.join("new.sh").is_file());
@@ -298,7 +526,7 @@ mod tests {
         let repo = repo();
         std::fs::write(repo.path().join("a.txt"), "changed\n").unwrap();
         let tmp = tempfile::tempdir().unwrap();
-        let s = prepare(repo.path(), tmp.path(), &RunRef::Branch("main".into()), "main", true).unwrap();
+        let s = prepare(&checkout(repo.path()), tmp.path(), &RunRef::Branch("main".into()), true).unwrap();
         assert_eq!(std::fs::read_to_string(s.dir.join("a.txt")).unwrap(), "committed\n");
         assert!(!s.uncommitted);
     }
@@ -309,9 +537,55 @@ mod tests {
         git(dir.path(), &["init", "-q", "-b", "main"]);
         std::fs::write(dir.path().join(".gitlab-ci.yml"), "job: {script: [x]}\n").unwrap();
         let tmp = tempfile::tempdir().unwrap();
-        let s = prepare(dir.path(), tmp.path(), &RunRef::Branch("main".into()), "main", false).unwrap();
+        let s = prepare(&checkout(dir.path()), tmp.path(), &RunRef::Branch("main".into()), false).unwrap();
         assert!(s.dir.join(".gitlab-ci.yml").is_file());
-        let err = prepare(dir.path(), tempfile::tempdir().unwrap().path(), &RunRef::Branch("main".into()), "main", true).unwrap_err();
+        let err = prepare(&checkout(dir.path()), tempfile::tempdir().unwrap().path(), &RunRef::Branch("main".into()), true).unwrap_err();
         assert!(err.to_string().contains("no commit yet"), "{err}");
+    }
+
+    #[test]
+    fn the_checkout_is_read_in_one_go() {
+        let repo = repo();
+        git(repo.path(), &["remote", "add", "origin", "git@example.com:g/p.git"]);
+        git(repo.path(), &["config", "user.email", "dev@example.com"]);
+        git(repo.path(), &["tag", "-a", "v1", "-m", "one"]);
+        std::fs::create_dir(repo.path().join("sub")).unwrap();
+        let c = Checkout::read(&repo.path().join("sub"), Some("v1")).unwrap().unwrap();
+        assert_eq!(c.root.canonicalize().unwrap(), repo.path().canonicalize().unwrap());
+        assert_eq!(c.branch.as_deref(), Some("main"));
+        assert_eq!(c.head.as_deref(), Some(git(repo.path(), &["rev-parse", "HEAD"]).as_str()));
+        assert!(c.clean);
+        assert_eq!(c.default_branch(), "main");
+        assert_eq!(c.origin_url.as_deref(), Some("git@example.com:g/p.git"));
+        assert_eq!(c.user_email.as_deref(), Some("dev@example.com"));
+        let tag = c.find_ref("refs/tags/v1").unwrap();
+        assert_eq!(tag.peeled, git(repo.path(), &["rev-parse", "v1^{commit}"]));
+        assert_ne!(tag.object, tag.peeled);
+        // A tagged run with --committed gets the tag object as its ref and its commit.
+        let tmp = tempfile::tempdir().unwrap();
+        let s = prepare(&c, tmp.path(), &RunRef::Tag("v1".into()), true).unwrap();
+        assert_eq!(s.sha, tag.peeled);
+        assert_eq!(git(&s.repo, &["cat-file", "-t", "refs/tags/v1"]), "tag");
+        assert_eq!(git(&s.dir, &["rev-parse", "HEAD"]), s.sha);
+        assert_eq!(git(&s.dir, &["status", "--porcelain"]), "");
+        // Untracked files make the tree unclean.
+        std::fs::write(repo.path().join("sub/new.txt"), "x").unwrap();
+        assert!(!checkout(repo.path()).clean);
+        let outside = tempfile::tempdir().unwrap();
+        assert!(Checkout::read(outside.path(), None).unwrap().is_none());
+    }
+
+    #[test]
+    fn ref_names_are_checked_as_git_does() {
+        for ok in ["main", "feature/x", "v1.2.3", "a-b_c"] {
+            assert!(valid_ref_name(ok), "{ok}");
+        }
+        for bad in ["", "@", "../x", "a/../b", "a..b", "/a", "a/", "a.", ".a", "a/.b", "a.lock", "a b", "a~1", "a^", "a:b", "a?", "a*", "a[", "a\\b", "a@{1}", "a//b", "a\u{7}"] {
+            assert!(!valid_ref_name(bad), "{bad:?}");
+        }
+        let repo = repo();
+        let tmp = tempfile::tempdir().unwrap();
+        let err = prepare(&checkout(repo.path()), tmp.path(), &RunRef::Branch("../../x".into()), false).unwrap_err();
+        assert!(err.to_string().contains("not a valid git branch or tag name"), "{err}");
     }
 }
