@@ -154,6 +154,7 @@ pub fn compile(opts: &Options, ctx: &Context, loader: &dyn Loader) -> Compiled {
             limits: opts.limits,
             includes: 0,
             files: &files,
+            origin: crate::include::Origin::Pipeline,
         };
         let root = loading.parse_file(&opts.config_path, text, None, None);
         match root {

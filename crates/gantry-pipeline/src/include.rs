@@ -4,6 +4,12 @@
 //! Limits: at most [`MAX_INCLUDES`] includes per pipeline (nested and duplicates counted),
 //! nesting at most [`MAX_INCLUDE_DEPTH`] files deep, every file within
 //! [`crate::yaml::Limits`], and all files together at most [`MAX_TOTAL_BYTES`].
+//!
+//! Where a nested include looks (GitLab's `External::Context#mutate`, [`Origin`]): a file
+//! of the pipeline's project and a file included with `include:project` resolve their
+//! `include:local` in their own project at their own commit; a file fetched with
+//! `include:remote` has no project, so `include:local` in it is an error (GitLab's
+//! "Local file `…` does not have project!"), while `remote` and `project` work anywhere.
 
 use crate::context::Context;
 use crate::diagnostic::SourceMap;
@@ -20,7 +26,8 @@ pub const MAX_INCLUDE_DEPTH: usize = 100;
 /// All configuration files together.
 pub const MAX_TOTAL_BYTES: usize = 32 * 1024 * 1024;
 
-/// Where configuration files come from: the project's files at the pipeline's commit.
+/// Where configuration files come from: the project's files at the pipeline's commit,
+/// and (when the implementation can reach them) remote files and other projects' files.
 pub trait Loader {
     /// Read a project file by its path relative to the project root (no leading `/`).
     /// `Ok(None)` when it does not exist; `Err` for an I/O failure, with its description.
@@ -28,6 +35,100 @@ pub trait Loader {
     /// Every file path in the project, relative to its root (for `include:local`
     /// wildcards and `rules:exists`).
     fn files(&self) -> Vec<String>;
+    /// The body of an `include:remote` URL (`http`/`https`, already validated). The
+    /// default reaches no network: [`RemoteError::Unsupported`].
+    fn remote(&self, url: &str) -> Result<String, RemoteError> {
+        let _ = url;
+        Err(RemoteError::Unsupported)
+    }
+    /// A file of another project (`include:project`; `project` is a full path such as
+    /// `group/sub/name`, `ref_name` a branch, tag or commit, `None` for the project's
+    /// default branch; `path` has no leading `/`). `Ok(None)` when the project and ref
+    /// exist but the file does not. The default knows no other project:
+    /// [`ProjectError::Unsupported`].
+    fn project_file(&self, project: &str, ref_name: Option<&str>, path: &str) -> Result<Option<String>, ProjectError> {
+        let _ = (project, ref_name, path);
+        Err(ProjectError::Unsupported)
+    }
+    /// Every file path of another project at a ref (for `include:local` wildcards and
+    /// `rules:exists` inside a file included with `include:project`). Default: none.
+    fn project_files(&self, project: &str, ref_name: Option<&str>) -> Vec<String> {
+        let _ = (project, ref_name);
+        Vec::new()
+    }
+}
+
+/// Why an `include:remote` URL gave no file. [`remote_message`] turns it into GitLab's
+/// message (`File::Remote#fetch_remote_content`).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RemoteError {
+    /// The loader reaches no network (tests, tools that read a checkout only).
+    #[error("include:remote is not supported by this loader")]
+    Unsupported,
+    /// The server answered with this HTTP status (400 or more).
+    #[error("HTTP status {0}")]
+    Status(u16),
+    /// No answer in time.
+    #[error("timeout")]
+    Timeout,
+    /// The connection could not be made (name resolution, refused, TLS); the detail.
+    #[error("socket error: {0}")]
+    Socket(String),
+    /// Any other HTTP failure (a broken answer, too many redirects); the detail.
+    #[error("HTTP error: {0}")]
+    Http(String),
+    /// The body is larger than the limit (bytes).
+    #[error("larger than {0} bytes")]
+    TooLarge(u64),
+    /// The body is not UTF-8 text.
+    #[error("not UTF-8 text")]
+    NotText,
+}
+
+/// Why a file of another project could not be read (`include:project`).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ProjectError {
+    /// The loader knows no other project.
+    #[error("include:project is not supported by this loader")]
+    Unsupported,
+    /// No such project (or not readable): GitLab's "not found or access denied".
+    #[error("project not found")]
+    NotFound,
+    /// The project has no such branch, tag or commit.
+    #[error("reference not found")]
+    NoRef,
+    /// Reading failed; the description.
+    #[error("{0}")]
+    Io(String),
+}
+
+/// The project a configuration file belongs to: where its `include:local` looks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Origin {
+    /// The pipeline's own project at the pipeline's commit.
+    Pipeline,
+    /// Another project (or the same one by path) at a ref (`None`: default branch).
+    Project { path: String, ref_name: Option<String> },
+    /// A remote file: no project.
+    Remote,
+}
+
+/// GitLab's message for a failed remote include (`Remote file `…` could not be fetched
+/// because of …`); a socket or HTTP error's detail follows in parentheses.
+pub fn remote_message(url: &str, e: &RemoteError) -> String {
+    match e {
+        RemoteError::Unsupported => {
+            format!("Remote file `{url}` cannot be resolved offline: include:remote needs network access, which this reader of the configuration does not have")
+        }
+        RemoteError::Status(code) => format!("Remote file `{url}` could not be fetched because of HTTP code `{code}` error!"),
+        RemoteError::Timeout => format!("Remote file `{url}` could not be fetched because of a timeout error!"),
+        RemoteError::Socket(detail) => format!("Remote file `{url}` could not be fetched because of a socket error! ({detail})"),
+        RemoteError::Http(detail) => format!("Remote file `{url}` could not be fetched because of HTTP error! ({detail})"),
+        RemoteError::TooLarge(limit) => {
+            format!("Remote file `{url}` could not be fetched because it is larger than {} KiB!", limit / 1024)
+        }
+        RemoteError::NotText => format!("Remote file `{url}` could not be fetched because it is not UTF-8 text!"),
+    }
 }
 
 /// Files held in memory: for tests, tools, and callers that already have the files.
@@ -74,6 +175,15 @@ impl<'a> Files<'a> {
         }
     }
 
+    /// Files already listed (sorted here).
+    pub fn with_list(loader: &'a dyn Loader, mut list: Vec<String>) -> Self {
+        list.sort();
+        Files {
+            loader,
+            list: std::cell::OnceCell::from(list),
+        }
+    }
+
     pub fn get(&self) -> &[String] {
         self.list.get_or_init(|| {
             let mut files = self.loader.files();
@@ -91,6 +201,20 @@ pub(crate) struct Loading<'a> {
     pub limits: Limits,
     pub includes: usize,
     pub files: &'a Files<'a>,
+    /// The project of the file whose includes are being resolved.
+    pub origin: Origin,
+}
+
+/// One file an include item names.
+struct Fetched {
+    /// The file's name in the source map (and in `file:line:column`).
+    name: String,
+    /// How GitLab's messages name it (`` `<location>`: … ``).
+    location: String,
+    text: String,
+    item: Node,
+    /// Where its own `include:local` looks.
+    origin: Origin,
 }
 
 impl<'a> Loading<'a> {
@@ -191,17 +315,19 @@ impl<'a> Loading<'a> {
             if self.cx.has_errors() {
                 break;
             }
-            for (loc, text, item_node) in self.fetch(&item) {
+            for f in self.fetch(&item) {
                 self.includes += 1;
                 if self.includes > MAX_INCLUDES {
                     self.cx.raw(format!("Maximum of {MAX_INCLUDES} nested includes are allowed!"), Some(item.pos));
                     return map;
                 }
-                let given = item_node.as_map().and_then(|m| m.get("inputs")).cloned();
-                let Some(body) = self.parse_file(&loc, text, given.as_ref(), Some(&loc)) else {
+                let given = f.item.as_map().and_then(|m| m.get("inputs")).cloned();
+                let Some(body) = self.parse_file(&f.name, f.text, given.as_ref(), Some(&f.location)) else {
                     continue;
                 };
+                let outer = std::mem::replace(&mut self.origin, f.origin);
                 let body = self.expand_includes(body, depth + 1, false);
+                self.origin = outer;
                 deep_merge(&mut acc, body);
             }
         }
@@ -270,6 +396,12 @@ impl<'a> Loading<'a> {
                         self.cx.config(&path, "must specify the file where to fetch the config from", item.pos);
                         continue;
                     }
+                    if let Some(i) = m.get("integrity") {
+                        if i.as_str().and_then(integrity_digest).is_none() {
+                            self.cx.config(&path, "integrity should be a SHA-256 hash written as sha256-<base64>", i.pos);
+                            continue;
+                        }
+                    }
                     if m.contains_key("artifact") && !m.contains_key("job") {
                         self.cx.config(&path, "must specify the job where to fetch the artifact from", item.pos);
                         continue;
@@ -277,7 +409,15 @@ impl<'a> Loading<'a> {
                     if let Some(r) = m.get("rules") {
                         let rules = rules::parse_rules(r, &join(&path, "rules"), RuleTarget::Include, self.cx);
                         let Some(rules) = rules else { continue };
-                        if !rules::include_matches(&rules, self.ctx, self.files) {
+                        let other;
+                        let files = match self.origin_files() {
+                            Some(list) => {
+                                other = Files::with_list(self.loader, list);
+                                &other
+                            }
+                            None => self.files,
+                        };
+                        if !rules::include_matches(&rules, self.ctx, files) {
                             continue;
                         }
                     }
@@ -289,10 +429,21 @@ impl<'a> Loading<'a> {
         out
     }
 
-    /// The files an include item names: `(location, text, item)`; errors are pushed.
-    fn fetch(&mut self, item: &Node) -> Vec<(String, String, Node)> {
+    /// The files of the current origin's project (`include:local` wildcards and
+    /// `rules:exists` of include rules).
+    /// The file list of the project of the file being read, when it is not the
+    /// pipeline's own (`None`: [`Loading::files`]).
+    fn origin_files(&self) -> Option<Vec<String>> {
+        match &self.origin {
+            Origin::Pipeline => None,
+            Origin::Project { path, ref_name } => Some(self.loader.project_files(path, ref_name.as_deref())),
+            Origin::Remote => Some(Vec::new()),
+        }
+    }
+
+    /// The files an include item names; errors are pushed.
+    fn fetch(&mut self, item: &Node) -> Vec<Fetched> {
         let Some(m) = item.as_map() else { return Vec::new() };
-        let expand = |cx: &Context, s: &str| expand_server(s, &|n| cx.var(n), Unknown::Empty);
         let str_of = |cx: &mut Cx, key: &str| -> Option<String> {
             let n = m.get(key)?;
             match &n.value {
@@ -305,51 +456,48 @@ impl<'a> Loading<'a> {
         };
         if m.contains_key("local") {
             let Some(raw) = str_of(self.cx, "local") else { return Vec::new() };
-            let loc = expand(self.ctx, &raw);
-            let rel = loc.trim_start_matches('/').to_owned();
-            if !has_yaml_ext(&rel) {
-                self.cx.raw(format!("Included file `{loc}` does not have YAML extension!"), Some(item.pos));
-                return Vec::new();
-            }
-            let paths: Vec<String> = if rel.contains('*') {
-                // GitLab's `Repository#search_files_by_wildcard_path`: the path is a literal
-                // except `**` (anything, `/` included) and `*` (anything but `/`), anchored.
-                let pattern = regex::escape(&rel).replace(r"\*\*", ".*?").replace(r"\*", "[^/]*?");
-                let Ok(re) = regex::Regex::new(&format!("^{pattern}$")) else {
-                    self.cx.raw(format!("Included file `{loc}` is not a valid glob pattern!"), Some(item.pos));
-                    return Vec::new();
-                };
-                self.files().iter().filter(|f| re.is_match(f.as_str())).cloned().collect()
-            } else {
-                vec![rel]
+            let loc = self.expand(&raw);
+            return self.fetch_local(&loc, item);
+        }
+        if m.contains_key("remote") {
+            let Some(raw) = str_of(self.cx, "remote") else { return Vec::new() };
+            let url = self.expand(&raw);
+            return self.fetch_remote(&url, m.get("integrity").and_then(|i| i.as_str()), item).into_iter().collect();
+        }
+        if let Some(p) = m.get("project") {
+            let Some(raw) = p.as_str() else { return Vec::new() };
+            let project = self.expand(raw);
+            let ref_name = match m.get("ref") {
+                Some(_) => match str_of(self.cx, "ref") {
+                    Some(r) => Some(self.expand(&r)),
+                    None => return Vec::new(),
+                },
+                None => None,
             };
-            // A wildcard matching no file includes nothing, without error (GitLab's
-            // `LocationExpander` maps it to an empty list).
+            let files: Vec<&Node> = match m.get("file").map(|f| &f.value) {
+                Some(Value::Seq(list)) => list.iter().collect(),
+                Some(_) => m.get("file").into_iter().collect(),
+                None => Vec::new(),
+            };
             let mut out = Vec::new();
-            for p in paths {
-                // A repository path has no `.`, `..` or empty component: `./a.yml` or
-                // `../a.yml` names no file (and must not reach outside the project).
-                let tree_path = p.split('/').all(|c| !c.is_empty() && c != "." && c != "..");
-                match if tree_path { self.loader.read(&p) } else { Ok(None) } {
-                    Ok(Some(text)) if text.trim().is_empty() => {
-                        self.cx.raw(format!("Local file `{p}` is empty!"), Some(item.pos));
-                    }
-                    Ok(Some(text)) => out.push((p, text, item.clone())),
-                    Ok(None) => self.cx.raw(format!("Local file `{p}` does not exist!"), Some(item.pos)),
-                    Err(e) => self.cx.raw(format!("Local file `{p}` could not be read: {e}"), Some(item.pos)),
+            for f in files {
+                let Value::Str(raw) = &f.value else {
+                    self.cx.raw(format!("Included file `{}` needs to be a string", compact_json(f)), Some(f.pos));
+                    return out;
+                };
+                let path = self.expand(raw);
+                match self.fetch_project(&project, ref_name.as_deref(), &path, item) {
+                    Some(file) => out.push(file),
+                    // GitLab reports an include's first error only.
+                    None => return out,
                 }
             }
             return out;
         }
-        let (kind, what) = if let Some(p) = m.get("project") {
-            let file = m.get("file").map(compact_json).unwrap_or_default();
-            ("include:project", format!("Project `{}` file {file}", p.as_str().map(|s| expand(self.ctx, s)).unwrap_or_default()))
-        } else if let Some(r) = m.get("remote") {
-            ("include:remote", format!("Remote file `{}`", r.as_str().map(|s| expand(self.ctx, s)).unwrap_or_default()))
-        } else if let Some(t) = m.get("template") {
+        let (kind, what) = if let Some(t) = m.get("template") {
             ("include:template", format!("Template file `{}`", t.as_str().unwrap_or_default()))
         } else if let Some(c) = m.get("component") {
-            ("include:component", format!("Component `{}`", c.as_str().map(|s| expand(self.ctx, s)).unwrap_or_default()))
+            ("include:component", format!("Component `{}`", c.as_str().map(|s| self.expand(s)).unwrap_or_default()))
         } else if let Some(a) = m.get("artifact") {
             ("include:artifact", format!("Artifact `{}`", a.as_str().unwrap_or_default()))
         } else {
@@ -361,6 +509,216 @@ impl<'a> Loading<'a> {
         );
         Vec::new()
     }
+
+    fn expand(&self, s: &str) -> String {
+        expand_server(s, &|n| self.ctx.var(n), Unknown::Empty)
+    }
+
+    /// `include:local` in the current origin's project.
+    fn fetch_local(&mut self, loc: &str, item: &Node) -> Vec<Fetched> {
+        let rel = loc.trim_start_matches('/').to_owned();
+        if !has_yaml_ext(&rel) {
+            self.cx.raw(format!("Included file `{loc}` does not have YAML extension!"), Some(item.pos));
+            return Vec::new();
+        }
+        if self.origin == Origin::Remote {
+            // GitLab: a remote file's context has no project (`File::Local#validate_context!`).
+            self.cx.raw(format!("Local file `{rel}` does not have project!"), Some(item.pos));
+            return Vec::new();
+        }
+        let paths: Vec<String> = if rel.contains('*') {
+            // GitLab's `Repository#search_files_by_wildcard_path`: the path is a literal
+            // except `**` (anything, `/` included) and `*` (anything but `/`), anchored.
+            let pattern = regex::escape(&rel).replace(r"\*\*", ".*?").replace(r"\*", "[^/]*?");
+            let Ok(re) = regex::Regex::new(&format!("^{pattern}$")) else {
+                self.cx.raw(format!("Included file `{loc}` is not a valid glob pattern!"), Some(item.pos));
+                return Vec::new();
+            };
+            let mut matching: Vec<String> = match self.origin_files() {
+                Some(list) => list.into_iter().filter(|f| re.is_match(f)).collect(),
+                None => self.files().iter().filter(|f| re.is_match(f)).cloned().collect(),
+            };
+            matching.sort();
+            matching
+        } else {
+            vec![rel]
+        };
+        // A wildcard matching no file includes nothing, without error (GitLab's
+        // `LocationExpander` maps it to an empty list).
+        let mut out = Vec::new();
+        for p in paths {
+            // A repository path has no `.`, `..` or empty component: `./a.yml` or
+            // `../a.yml` names no file (and must not reach outside the project).
+            let read = if !tree_path(&p) {
+                Ok(None)
+            } else {
+                match &self.origin {
+                    Origin::Pipeline | Origin::Remote => self.loader.read(&p),
+                    Origin::Project { path, ref_name } => {
+                        self.loader.project_file(path, ref_name.as_deref(), &p).map_err(|e| e.to_string())
+                    }
+                }
+            };
+            match read {
+                Ok(Some(text)) if text.trim().is_empty() => {
+                    self.cx.raw(format!("Local file `{p}` is empty!"), Some(item.pos));
+                }
+                Ok(Some(text)) => {
+                    let name = match &self.origin {
+                        Origin::Project { path, ref_name } => project_file_name(path, ref_name.as_deref(), &p),
+                        _ => p.clone(),
+                    };
+                    out.push(Fetched { name, location: p, text, item: item.clone(), origin: self.origin.clone() });
+                }
+                Ok(None) => self.cx.raw(format!("Local file `{p}` does not exist!"), Some(item.pos)),
+                Err(e) => self.cx.raw(format!("Local file `{p}` could not be read: {e}"), Some(item.pos)),
+            }
+        }
+        out
+    }
+
+    /// `include:remote` (GitLab's `File::Remote`): extension, address, fetch, content,
+    /// then the optional `integrity`.
+    fn fetch_remote(&mut self, url: &str, integrity: Option<&str>, item: &Node) -> Option<Fetched> {
+        if !has_yaml_ext(url.split(['?', '#']).next().unwrap_or_default()) {
+            self.cx.raw(format!("Included file `{url}` does not have YAML extension!"), Some(item.pos));
+            return None;
+        }
+        if !valid_address(url) {
+            self.cx.raw(format!("Remote file `{url}` does not have a valid address!"), Some(item.pos));
+            return None;
+        }
+        let text = match self.loader.remote(url) {
+            Ok(text) => text,
+            Err(e) => {
+                self.cx.raw(remote_message(url, &e), Some(item.pos));
+                return None;
+            }
+        };
+        if text.trim().is_empty() {
+            self.cx.raw(format!("Included file `{url}` is empty or does not exist!"), Some(item.pos));
+            return None;
+        }
+        if let Some(expected) = integrity.and_then(integrity_digest) {
+            if sha256_base64(text.as_bytes()) != expected {
+                self.cx.raw(format!("Remote file `{url}` failed integrity check"), Some(item.pos));
+                return None;
+            }
+        }
+        Some(Fetched { name: url.to_owned(), location: url.to_owned(), text, item: item.clone(), origin: Origin::Remote })
+    }
+
+    /// One `file` of `include:project` (GitLab's `File::Project`).
+    fn fetch_project(&mut self, project: &str, ref_name: Option<&str>, file: &str, item: &Node) -> Option<Fetched> {
+        let location = file.trim_start_matches('/').to_owned();
+        // GitLab looks projects up case-insensitively and names them lower-cased.
+        let shown = project.to_lowercase();
+        if !has_yaml_ext(&location) {
+            self.cx.raw(format!("Included file `{location}` does not have YAML extension!"), Some(item.pos));
+            return None;
+        }
+        if !valid_project_path(project) || project.contains('$') {
+            self.cx.raw(
+                format!("Project `{shown}` not found or access denied! Make sure any includes in the pipeline configuration are correctly defined."),
+                Some(item.pos),
+            );
+            return None;
+        }
+        let read = if tree_path(&location) { self.loader.project_file(project, ref_name, &location) } else { Ok(None) };
+        let text = match read {
+            Ok(Some(text)) => text,
+            Ok(None) => {
+                self.cx.raw(format!("Project `{shown}` file `{location}` does not exist!"), Some(item.pos));
+                return None;
+            }
+            Err(ProjectError::Unsupported) => {
+                self.cx.raw(
+                    format!("Project `{shown}` file `{location}` cannot be resolved offline: include:project needs that project's repository, which this reader of the configuration does not have"),
+                    Some(item.pos),
+                );
+                return None;
+            }
+            Err(ProjectError::NotFound) => {
+                self.cx.raw(
+                    format!("Project `{shown}` not found or access denied! Make sure any includes in the pipeline configuration are correctly defined."),
+                    Some(item.pos),
+                );
+                return None;
+            }
+            Err(ProjectError::NoRef) => {
+                self.cx.raw(format!("Project `{shown}` reference `{}` does not exist!", ref_name.unwrap_or("HEAD")), Some(item.pos));
+                return None;
+            }
+            Err(ProjectError::Io(e)) => {
+                self.cx.raw(format!("Project `{shown}` file `{location}` could not be read: {e}"), Some(item.pos));
+                return None;
+            }
+        };
+        if text.trim().is_empty() {
+            self.cx.raw(format!("Project `{shown}` file `{location}` is empty!"), Some(item.pos));
+            return None;
+        }
+        Some(Fetched {
+            name: project_file_name(project, ref_name, &location),
+            location,
+            text,
+            item: item.clone(),
+            origin: Origin::Project { path: project.to_owned(), ref_name: ref_name.map(str::to_owned) },
+        })
+    }
+}
+
+/// The source-map name of another project's file: `group/project@ref:path` (`:path`
+/// alone after the project for the default branch), so `file:line:column` says which.
+fn project_file_name(project: &str, ref_name: Option<&str>, path: &str) -> String {
+    match ref_name {
+        Some(r) => format!("{project}@{r}:{path}"),
+        None => format!("{project}:{path}"),
+    }
+}
+
+/// A repository path: no `.`, `..` or empty component.
+fn tree_path(p: &str) -> bool {
+    p.split('/').all(|c| !c.is_empty() && c != "." && c != "..")
+}
+
+/// GitLab's `UrlSanitizer.valid?` for remote includes: an `http(s)` URL with a host and
+/// no whitespace.
+fn valid_address(url: &str) -> bool {
+    let Some(rest) = url.strip_prefix("https://").or_else(|| url.strip_prefix("http://")) else {
+        return false;
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    !host.is_empty() && !host.starts_with(':') && !url.chars().any(|c| c.is_whitespace() || c.is_control())
+}
+
+/// The digest of an `integrity: sha256-<base64>` value (32 bytes), `None` when malformed.
+fn integrity_digest(s: &str) -> Option<String> {
+    let b64 = s.strip_prefix("sha256-")?;
+    // 32 bytes are 44 base64 characters with one `=` of padding.
+    let ok = b64.len() == 44 && b64.ends_with('=') && b64[..43].bytes().all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'/');
+    ok.then(|| b64.to_owned())
+}
+
+/// Standard base64 (with padding) of the SHA-256 of `bytes`.
+pub(crate) fn sha256_base64(bytes: &[u8]) -> String {
+    use sha2::Digest as _;
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let digest = sha2::Sha256::digest(bytes);
+    let mut out = String::with_capacity(44);
+    for chunk in digest.chunks(3) {
+        let b = [chunk[0], chunk.get(1).copied().unwrap_or(0), chunk.get(2).copied().unwrap_or(0)];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(char::from(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
 }
 
 /// `group/project` (any depth) of letters, digits, `_`, `-`, `.`, or a path built from
@@ -432,3 +790,6 @@ pub(crate) fn deep_merge_shared(acc: &mut Map, right: &Map) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
