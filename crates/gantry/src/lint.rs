@@ -7,7 +7,8 @@ use clap::{Args, ValueEnum};
 use gantry_pipeline::report::{LintReport, render_text};
 use gantry_pipeline::{Context, Loader, Options, PipelineInfo, Source};
 
-use crate::{exit, git};
+use crate::{exit, git, includes};
+use gantry_server::coordinator::IncludeLoader;
 
 #[derive(Args)]
 pub(crate) struct LintArgs {
@@ -109,7 +110,18 @@ pub(crate) fn run(args: &LintArgs) -> u8 {
         fragment: args.fragment,
         ..Options::default()
     };
-    let compiled = gantry_pipeline::compile(&opts, &ctx, &WorkTree { root });
+    let origin_url = git::git(&root, &["remote", "get-url", "origin"]);
+    let (server_url, project_path) = crate::run::origin(&root, origin_url.as_deref());
+    let git_dir = git::git(&root, &["rev-parse", "--absolute-git-dir"]).map_or_else(|| root.join(".git"), PathBuf::from);
+    let sources = match includes::sources(&root, &server_url, &project_path, git_dir, &info.default_branch) {
+        Ok(s) => s,
+        Err(e) => return usage(&e, ""),
+    };
+    let loader = IncludeLoader {
+        files: &WorkTree { root },
+        sources: &sources,
+    };
+    let compiled = gantry_pipeline::compile(&opts, &ctx, &loader);
     let mut stdout = std::io::stdout().lock();
     let written = match args.format {
         Format::Json => serde_json::to_string_pretty(&LintReport::new(&compiled))

@@ -5,6 +5,7 @@ mod bench;
 mod client;
 mod env;
 mod git;
+mod includes;
 mod lint;
 mod pipeline;
 mod project;

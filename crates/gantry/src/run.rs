@@ -33,12 +33,12 @@ use gantry_runner::config::Config;
 use gantry_runner::job::JobEvent;
 use gantry_runner::poll::{PollEvent, PollOptions, Poller};
 use gantry_server::coordinator::{
-    Coordinator, CoordinatorConfig, JobSelection, PipelineRequest, PipelineUser, ProjectRequest, RunnerOptions,
+    Coordinator, CoordinatorConfig, IncludeLoader, JobSelection, PipelineRequest, PipelineUser, ProjectRequest, RunnerOptions,
 };
 use gantry_store::Store;
 use tokio::sync::mpsc;
 
-use crate::{env, exit, git, lint};
+use crate::{env, exit, git, includes, lint};
 use display::{Display, JobLine};
 use report::RunReport;
 use snapshot::{Checkout, RunRef, Snapshot};
@@ -217,7 +217,7 @@ impl Loader for SnapshotFiles<'_> {
 /// Compiles the configuration first, to report errors with their file:line:column
 /// (the coordinator stores messages only) and stop with exit status 2. Returns whether a
 /// job names an image.
-fn check_configuration(s: &Setup, args: &RunArgs, project_name: &str) -> Result<bool, Stop> {
+fn check_configuration(s: &Setup, args: &RunArgs, project_name: &str, server_url: &str) -> Result<bool, Stop> {
     let (namespace, name) = project_name.rsplit_once('/').unwrap_or(("local", project_name));
     let info = PipelineInfo {
         ref_name: s.run_ref.name().to_owned(),
@@ -235,7 +235,15 @@ fn check_configuration(s: &Setup, args: &RunArgs, project_name: &str) -> Result<
         config_path: s.config_path.clone(),
         ..Options::default()
     };
-    let compiled = gantry_pipeline::compile(&opts, &ctx, &SnapshotFiles { dir: &s.snapshot.dir });
+    // The coordinator's project repository is the snapshot's: the same sources it uses.
+    let sources = includes::sources(&s.root, server_url, project_name, s.snapshot.repo.clone(), &s.default_branch).map_err(usage)?;
+    let loader = IncludeLoader {
+        files: &SnapshotFiles { dir: &s.snapshot.dir },
+        sources: &sources,
+    };
+    // Called before anything else runs on the runtime; a remote fetch runs on a helper
+    // thread of its own (`block_on_side`).
+    let compiled = gantry_pipeline::compile(&opts, &ctx, &loader);
     if compiled.errors.is_empty() {
         return Ok(compiled
             .pipeline
@@ -254,7 +262,7 @@ fn check_configuration(s: &Setup, args: &RunArgs, project_name: &str) -> Result<
 /// The server URL is what jobs see as `CI_SERVER_URL` (as on the real server), and it
 /// keeps the runner's local cache paths (`<host>/<project>/<key>`) the same from one run
 /// to the next; the runner itself talks to the loopback address.
-fn origin(root: &Path, origin_url: Option<&str>) -> (String, String) {
+pub(crate) fn origin(root: &Path, origin_url: Option<&str>) -> (String, String) {
     let dir = root
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -372,7 +380,8 @@ enum Event {
 async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
     let s = setup(args)?;
     let (server_url, project_name) = origin(&s.root, s.checkout.origin_url.as_deref());
-    let uses_images = check_configuration(&s, args, &project_name)?;
+    let (include_cache, rewrites) = includes::cache_and_rewrites(&s.root, &server_url).map_err(usage)?;
+    let uses_images = check_configuration(&s, args, &project_name, &server_url)?;
 
     let color = !args.no_color && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::io::stdout().is_terminal();
     let live = std::io::stdout().is_terminal();
@@ -392,6 +401,8 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
     cfg.local_repos_in_place = true;
     cfg.user = pipeline_user(&s.checkout);
     cfg.trace_update_interval = Some(Duration::from_secs(1));
+    cfg.include_cache = Some(include_cache);
+    cfg.remote_include_rewrites = rewrites;
     let coordinator = Coordinator::open(store, cfg)
         .await
         .map_err(|e| failed(format!("failed to start the coordinator: {e}")))?;

@@ -21,6 +21,7 @@ mod coverage;
 mod environment;
 mod error;
 mod git;
+mod includes;
 mod jobs;
 mod payload;
 mod pipelines;
@@ -46,6 +47,10 @@ use crate::processor::{PipelineState, Watchdog};
 pub use blob::{BlobStore, LocalDir};
 pub use environment::JobEnvironment;
 pub use error::CoordinatorError;
+pub use includes::{
+    IncludeCache, IncludeLoader, IncludeSources, ProjectRepo, REMOTE_CONNECT_TIMEOUT, REMOTE_MAX_BYTES,
+    REMOTE_TIMEOUT, UrlRewrite, block_on_side, fetch_remote,
+};
 pub use pipelines::{JobSelection, PipelineRequest, ProjectRequest};
 pub use queue::RequestInfo;
 pub use time::iso8601;
@@ -82,6 +87,11 @@ pub struct CoordinatorConfig {
     /// somebody reads the log, else 60 s). `gantry run` asks for 1 s so a cancel reaches
     /// the runner at once.
     pub trace_update_interval: Option<Duration>,
+    /// The offline include cache for `include:project` and `include:remote` (`gantry
+    /// run`); `None` on a server.
+    pub include_cache: Option<IncludeCache>,
+    /// Mirrors remote includes are fetched from instead of their URL.
+    pub remote_include_rewrites: Vec<UrlRewrite>,
 }
 
 /// Who pipelines are attributed to: the `GITLAB_USER_*` variables.
@@ -117,6 +127,8 @@ impl CoordinatorConfig {
             local_repos_in_place: false,
             user: PipelineUser::default(),
             trace_update_interval: None,
+            include_cache: None,
+            remote_include_rewrites: Vec::new(),
         }
     }
 }

@@ -13,6 +13,7 @@ use crate::processor::{
 use super::environment::JobEnvironment;
 use super::error::{CoordinatorError, Result};
 use super::git::{CommitLoader, Mirror};
+use super::includes::{IncludeLoader, IncludeSources, ProjectRepo};
 use super::payload::creation_variables;
 use super::spec::{CacheKeyModel, JobModel, StoredAutoCancel, StoredSpec};
 use super::state::{parse_variables, variables_json};
@@ -287,6 +288,38 @@ impl Coordinator {
         Ok(mirror)
     }
 
+    /// Where `include:project` and `include:remote` of a pipeline of `project` look: every
+    /// project of the server (its mirror; the others are fetched before their first read),
+    /// the include cache and URL rewrites of the configuration.
+    async fn include_sources(&self, project: &gantry_store::Project) -> Result<IncludeSources> {
+        let repos = self
+            .inner
+            .store
+            .projects()
+            .await?
+            .into_iter()
+            .map(|p| {
+                // A repository used in place is read where it is, never fetched.
+                let in_place = self.inner.cfg.local_repos_in_place && is_local_path(&p.repo_url);
+                ProjectRepo {
+                    path: full_path(&p.name),
+                    git_dir: if in_place {
+                        PathBuf::from(&p.repo_url)
+                    } else {
+                        self.mirror(p.id).path
+                    },
+                    default_branch: p.default_branch.clone(),
+                    sync_from: (p.id != project.id && !in_place).then(|| p.repo_url.clone()),
+                }
+            })
+            .collect();
+        Ok(IncludeSources::new(
+            repos,
+            self.inner.cfg.include_cache.clone(),
+            self.inner.cfg.remote_include_rewrites.clone(),
+        ))
+    }
+
     /// Create a pipeline for `ref_name` (a branch or tag) of the project: resolve the ref
     /// in the project's mirror, read `.gitlab-ci.yml` and its local includes at that
     /// commit, compile with the predefined variables and `variables` (pipeline variables),
@@ -370,6 +403,7 @@ impl Coordinator {
         };
         let predefined = info.predefined();
         let loader = CommitLoader::new(mirror.path.clone(), r.sha.clone());
+        let includes = self.include_sources(&project).await?;
         let vars = variables.clone();
         let config_path = project.ci_config_path.clone();
         let compiled = tokio::task::spawn_blocking(move || {
@@ -387,6 +421,10 @@ impl Coordinator {
                 }
             }
             let ctx = Context::new(&info, &vars, None);
+            let loader = IncludeLoader {
+                files: &loader,
+                sources: &includes,
+            };
             let c = gantry_pipeline::compile(&opts, &ctx, &loader);
             if !c.errors.is_empty() {
                 return Compiled::Errors(c.errors.iter().map(|d| d.message.clone()).collect());

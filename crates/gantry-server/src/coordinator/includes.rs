@@ -1,0 +1,357 @@
+//! Included files from outside the pipeline's commit, for every command that compiles a
+//! configuration (`gantry server`, `gantry run`, `gantry lint`): one implementation of
+//! [`gantry_pipeline::Loader`]'s `remote` and `project_file` ([`IncludeLoader`] over
+//! [`IncludeSources`]).
+//!
+//! - `include:remote`: the offline include cache when it holds the URL
+//!   (`<cache>/<host>[:<port>]/<url path>`), else an HTTP(S) GET (rustls) from the URL, or
+//!   from a mirror named by a [`UrlRewrite`]. Limits (GitLab's `Gitlab::HTTP`: 10 s to
+//!   connect, 30 s in all): [`REMOTE_CONNECT_TIMEOUT`], [`REMOTE_TIMEOUT`], and a body of at
+//!   most [`REMOTE_MAX_BYTES`] (the limit of one YAML file). Up to 10 redirects are followed.
+//! - `include:project`: a project this server holds (its bare mirror, fetched from its
+//!   remote once per compilation), matched on its full path without regard to case as
+//!   GitLab does; else the include cache (`<cache>/<host>/<project path>/<ref>/<file>`,
+//!   `HEAD` for no `ref`); else "not found". Every project the server holds is readable
+//!   (the server has one user, the administrator).
+//!
+//! The pipeline crate is synchronous and compiles in a blocking task; a fetch runs its
+//! future on a helper thread with its own small runtime ([`block_on_side`]), so it neither
+//! needs nor blocks the caller's runtime, whichever context the loader is called from.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use gantry_pipeline::{Loader, ProjectError, RemoteError};
+
+use super::git::{CommitLoader, Mirror};
+
+/// Connecting to the host of a remote include (GitLab's `open_timeout`).
+pub const REMOTE_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// The whole fetch of a remote include (GitLab's `DEFAULT_READ_TOTAL_TIMEOUT`).
+pub const REMOTE_TIMEOUT: Duration = Duration::from_secs(30);
+/// Largest remote include body: the limit of one YAML file (2 MiB).
+pub const REMOTE_MAX_BYTES: u64 = 2 * 1024 * 1024;
+
+/// The offline include cache (`gantry run`, `gantry lint`): files placed by hand, never
+/// written by Gantry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IncludeCache {
+    /// `.gantry/includes` of the checkout.
+    pub dir: PathBuf,
+    /// The host `include:project` files are looked up under (the `origin` remote's host,
+    /// `gitlab.com` for `git@gitlab.com:group/project.git`).
+    pub host: String,
+}
+
+/// Fetch remote includes starting with `from` from `to` instead (git's `insteadOf`), e.g.
+/// `https://gitlab.com/` → `http://mirror.internal/gitlab/`. Messages still name the URL
+/// as written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UrlRewrite {
+    pub from: String,
+    pub to: String,
+}
+
+impl UrlRewrite {
+    /// `FROM=TO` pairs separated by white space (`GANTRY_REMOTE_INCLUDE_MIRROR`); `None`
+    /// with the offending item when one has no `=`.
+    pub fn parse_list(s: &str) -> Result<Vec<UrlRewrite>, String> {
+        s.split_whitespace()
+            .map(|item| match item.split_once('=') {
+                Some((from, to)) if !from.is_empty() && !to.is_empty() => Ok(UrlRewrite {
+                    from: from.to_owned(),
+                    to: to.to_owned(),
+                }),
+                _ => Err(format!("`{item}` is not FROM=TO")),
+            })
+            .collect()
+    }
+}
+
+/// A repository `include:project` can read: a project of the server (or the checkout
+/// `gantry run`/`gantry lint` work in).
+#[derive(Clone, Debug)]
+pub struct ProjectRepo {
+    /// Full path, `group/sub/name`.
+    pub path: String,
+    /// Its git directory (a bare mirror or a checkout's `.git`).
+    pub git_dir: PathBuf,
+    /// The branch read when an include names no `ref`.
+    pub default_branch: String,
+    /// Fetch the mirror from this remote before the first read; `None` when it is
+    /// current (or used in place).
+    pub sync_from: Option<String>,
+}
+
+/// Where `include:remote` and `include:project` look; built per compilation.
+#[derive(Debug, Default)]
+pub struct IncludeSources {
+    projects: Vec<ProjectRepo>,
+    cache: Option<IncludeCache>,
+    rewrites: Vec<UrlRewrite>,
+    /// `(project, ref)` → commit, so every file of one project and ref comes from one
+    /// commit; `None` = no such ref.
+    commits: Mutex<HashMap<(String, Option<String>), Option<String>>>,
+}
+
+impl IncludeSources {
+    pub fn new(projects: Vec<ProjectRepo>, cache: Option<IncludeCache>, rewrites: Vec<UrlRewrite>) -> Self {
+        IncludeSources {
+            projects,
+            cache,
+            rewrites,
+            commits: Mutex::default(),
+        }
+    }
+
+    fn project(&self, path: &str) -> Option<&ProjectRepo> {
+        self.projects.iter().find(|p| p.path.eq_ignore_ascii_case(path))
+    }
+
+    /// The commit of `ref_name` in a held project (synced first if needed).
+    fn commit(&self, repo: &ProjectRepo, ref_name: Option<&str>) -> Result<Option<String>, ProjectError> {
+        let key = (repo.path.to_lowercase(), ref_name.map(str::to_owned));
+        if let Some(found) = self.commits.lock().map_err(|_| ProjectError::Io("lock poisoned".into()))?.get(&key) {
+            return Ok(found.clone());
+        }
+        if let Some(remote) = &repo.sync_from {
+            let mirror = Mirror {
+                path: repo.git_dir.clone(),
+            };
+            let synced = block_on_side(async { mirror.sync(remote).await.map_err(|e| e.to_string()) }).and_then(|r| r);
+            // A fetch racing another one (a pipeline of that project being created) may
+            // fail on git's ref locks: the mirror as it is then serves.
+            if let Err(e) = synced {
+                if !repo.git_dir.join("HEAD").is_file() {
+                    return Err(ProjectError::Io(format!("update the repository of {}: {e}", repo.path)));
+                }
+            }
+        }
+        let name = match ref_name {
+            Some(r) if r.is_empty() || r.starts_with('-') || r.contains("..") => None,
+            Some(r) => Some(r.to_owned()),
+            None => Some(format!("refs/heads/{}", repo.default_branch)),
+        };
+        let sha = match name {
+            Some(name) => rev_parse(&repo.git_dir, &name)?,
+            None => None,
+        };
+        if let Ok(mut commits) = self.commits.lock() {
+            commits.insert(key, sha.clone());
+        }
+        Ok(sha)
+    }
+
+    /// `<cache>/<host>/<project>/<ref or HEAD>`, when that is a safe path.
+    fn cached_project_dir(&self, project: &str, ref_name: Option<&str>) -> Option<(PathBuf, PathBuf)> {
+        let cache = self.cache.as_ref()?;
+        let ref_dir = ref_name.unwrap_or("HEAD");
+        if !safe_relative(project) || !safe_relative(ref_dir) || !safe_relative(&cache.host) {
+            return None;
+        }
+        let project_dir = cache.dir.join(&cache.host).join(project);
+        let ref_dir = project_dir.join(ref_dir);
+        Some((project_dir, ref_dir))
+    }
+
+    /// The cached copy of a remote URL: `<cache>/<host>[:<port>]/<path>` (no query).
+    fn cached_remote(&self, url: &str) -> Option<PathBuf> {
+        let cache = self.cache.as_ref()?;
+        let rest = url.strip_prefix("https://").or_else(|| url.strip_prefix("http://"))?;
+        if rest.contains(['?', '#']) {
+            return None;
+        }
+        let (host, path) = rest.split_once('/')?;
+        let host = host.rsplit_once('@').map_or(host, |(_, h)| h);
+        (safe_relative(host) && safe_relative(path)).then(|| cache.dir.join(host).join(path))
+    }
+
+    /// The URL a remote include is fetched from (after [`UrlRewrite`]s).
+    fn fetch_url(&self, url: &str) -> String {
+        for r in &self.rewrites {
+            if let Some(rest) = url.strip_prefix(&r.from) {
+                return format!("{}{rest}", r.to);
+            }
+        }
+        url.to_owned()
+    }
+}
+
+/// A relative path of plain components (no `.`, `..`, empty or absolute parts).
+fn safe_relative(p: &str) -> bool {
+    !p.is_empty() && p.split('/').all(|c| !c.is_empty() && c != "." && c != ".." && !c.contains('\\'))
+}
+
+fn rev_parse(git_dir: &Path, name: &str) -> Result<Option<String>, ProjectError> {
+    let out = std::process::Command::new("git")
+        .arg("--git-dir")
+        .arg(git_dir)
+        .args(["rev-parse", "--verify", "--quiet", "--end-of-options", &format!("{name}^{{commit}}")])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| ProjectError::Io(format!("run git: {e}")))?;
+    let sha = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    Ok((out.status.success() && !sha.is_empty()).then_some(sha))
+}
+
+fn read_cached(path: &Path) -> Result<Option<String>, String> {
+    match std::fs::read(path) {
+        Ok(bytes) => String::from_utf8(bytes)
+            .map(Some)
+            .map_err(|_| format!("{} is not valid UTF-8", path.display())),
+        Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::IsADirectory) => Ok(None),
+        Err(e) => Err(format!("{}: {e}", path.display())),
+    }
+}
+
+/// A [`Loader`] whose project files come from `files` and whose remote and other-project
+/// files come from `sources`.
+pub struct IncludeLoader<'a> {
+    pub files: &'a dyn Loader,
+    pub sources: &'a IncludeSources,
+}
+
+impl Loader for IncludeLoader<'_> {
+    fn read(&self, path: &str) -> Result<Option<String>, String> {
+        self.files.read(path)
+    }
+
+    fn files(&self) -> Vec<String> {
+        self.files.files()
+    }
+
+    fn remote(&self, url: &str) -> Result<String, RemoteError> {
+        if let Some(path) = self.sources.cached_remote(url) {
+            match read_cached(&path) {
+                Ok(Some(text)) if text.len() as u64 > REMOTE_MAX_BYTES => return Err(RemoteError::TooLarge(REMOTE_MAX_BYTES)),
+                Ok(Some(text)) => return Ok(text),
+                Ok(None) => {}
+                Err(_) => return Err(RemoteError::NotText),
+            }
+        }
+        let target = self.sources.fetch_url(url);
+        block_on_side(fetch_remote(&target, REMOTE_MAX_BYTES)).unwrap_or_else(|e| Err(RemoteError::Http(e)))
+    }
+
+    fn project_file(&self, project: &str, ref_name: Option<&str>, path: &str) -> Result<Option<String>, ProjectError> {
+        if let Some(repo) = self.sources.project(project) {
+            let Some(sha) = self.sources.commit(repo, ref_name)? else {
+                return Err(ProjectError::NoRef);
+            };
+            let loader = CommitLoader::new(repo.git_dir.clone(), sha);
+            return loader.read(path).map_err(ProjectError::Io);
+        }
+        let Some((project_dir, ref_dir)) = self.sources.cached_project_dir(project, ref_name) else {
+            return Err(ProjectError::NotFound);
+        };
+        if !project_dir.is_dir() {
+            return Err(ProjectError::NotFound);
+        }
+        if !ref_dir.is_dir() {
+            return Err(ProjectError::NoRef);
+        }
+        read_cached(&ref_dir.join(path)).map_err(ProjectError::Io)
+    }
+
+    fn project_files(&self, project: &str, ref_name: Option<&str>) -> Vec<String> {
+        if let Some(repo) = self.sources.project(project) {
+            return match self.sources.commit(repo, ref_name) {
+                Ok(Some(sha)) => CommitLoader::new(repo.git_dir.clone(), sha).files(),
+                _ => Vec::new(),
+            };
+        }
+        let Some((_, ref_dir)) = self.sources.cached_project_dir(project, ref_name) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        list_files(&ref_dir, "", &mut out);
+        out
+    }
+}
+
+/// Every file under `dir`, as `/`-separated paths relative to it (symbolic links are not
+/// followed).
+fn list_files(dir: &Path, prefix: &str, out: &mut Vec<String>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let rel = if prefix.is_empty() { name } else { format!("{prefix}/{name}") };
+        match entry.file_type() {
+            Ok(t) if t.is_dir() => list_files(&entry.path(), &rel, out),
+            Ok(t) if t.is_file() => out.push(rel),
+            _ => {}
+        }
+    }
+}
+
+/// GET `url` with GitLab's limits: the body as text, or why not.
+pub async fn fetch_remote(url: &str, max_bytes: u64) -> Result<String, RemoteError> {
+    let client = reqwest::Client::builder()
+        .connect_timeout(REMOTE_CONNECT_TIMEOUT)
+        .timeout(REMOTE_TIMEOUT)
+        .redirect(reqwest::redirect::Policy::limited(10))
+        .build()
+        .map_err(|e| RemoteError::Http(e.to_string()))?;
+    let mut response = client.get(url).send().await.map_err(classify)?;
+    let status = response.status();
+    if status.as_u16() >= 400 {
+        return Err(RemoteError::Status(status.as_u16()));
+    }
+    if response.content_length().is_some_and(|n| n > max_bytes) {
+        return Err(RemoteError::TooLarge(max_bytes));
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(classify)? {
+        if (body.len() + chunk.len()) as u64 > max_bytes {
+            return Err(RemoteError::TooLarge(max_bytes));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    String::from_utf8(body).map_err(|_| RemoteError::NotText)
+}
+
+/// A reqwest error as GitLab tells them apart: timeout, socket (connecting), other HTTP.
+fn classify(e: reqwest::Error) -> RemoteError {
+    let detail = root_cause(&e);
+    if e.is_timeout() {
+        RemoteError::Timeout
+    } else if e.is_connect() {
+        RemoteError::Socket(detail)
+    } else {
+        RemoteError::Http(detail)
+    }
+}
+
+/// The innermost error's text (`dns error: …`, `Connection refused (os error 111)`).
+fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut cur = e;
+    while let Some(next) = cur.source() {
+        cur = next;
+    }
+    cur.to_string()
+}
+
+/// Run `fut` to completion on a helper thread with its own current-thread runtime, from
+/// any context (inside or outside a runtime, blocking allowed or not). `Err` when the
+/// runtime cannot be built or the thread panicked.
+pub fn block_on_side<F>(fut: F) -> Result<F::Output, String>
+where
+    F: Future + Send,
+    F::Output: Send,
+{
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map(|rt| rt.block_on(fut))
+                .map_err(|e| format!("start a runtime: {e}"))
+        })
+        .join()
+        .unwrap_or_else(|_| Err("the fetching thread panicked".to_owned()))
+    })
+}
