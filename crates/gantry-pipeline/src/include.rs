@@ -125,7 +125,8 @@ pub fn remote_message(url: &str, e: &RemoteError) -> String {
         RemoteError::Socket(detail) => format!("Remote file `{url}` could not be fetched because of a socket error! ({detail})"),
         RemoteError::Http(detail) => format!("Remote file `{url}` could not be fetched because of HTTP error! ({detail})"),
         RemoteError::TooLarge(limit) => {
-            format!("Remote file `{url}` could not be fetched because it is larger than {} KiB!", limit / 1024)
+            let size = if limit % (1024 * 1024) == 0 { format!("{} MiB", limit / (1024 * 1024)) } else { format!("{limit} bytes") };
+            format!("Remote file `{url}` could not be fetched because it is larger than {size}!")
         }
         RemoteError::NotText => format!("Remote file `{url}` could not be fetched because it is not UTF-8 text!"),
     }

@@ -456,6 +456,62 @@ async fn local_includes_are_read_at_the_pipeline_commit() {
 }
 
 #[tokio::test]
+async fn project_includes_are_read_from_the_servers_other_projects() {
+    let e = env(concat!(
+        "include:\n",
+        "  - {project: CI/Templates, ref: v1, file: [/build.yml]}\n",
+        "  - {project: ci/templates, file: latest.yml}\n",
+    ))
+    .await;
+    let templates = e.dir.path().join("templates");
+    std::fs::create_dir_all(&templates).unwrap();
+    git(&templates, &["init", "-q", "-b", "main"]);
+    commit(
+        &templates,
+        &[
+            // Its include:local is read in the templates project, at v1.
+            ("build.yml", "include: /inner.yml\nbuild: {script: [make]}\n"),
+            ("inner.yml", "inner-v1: {script: [echo]}\n"),
+        ],
+        "templates",
+    );
+    git(&templates, &["tag", "v1"]);
+    let project = e.project().await;
+    e.coord
+        .create_project("ci/templates", templates.to_str().unwrap())
+        .await
+        .unwrap();
+    // Pushed after the project was created: the server fetches before reading.
+    commit(
+        &templates,
+        &[
+            ("inner.yml", "inner-later: {script: [echo]}\n"),
+            ("latest.yml", "latest: {script: [echo]}\n"),
+        ],
+        "later",
+    );
+    let p = e.pipeline(project, "main").await;
+    assert_eq!(
+        e.statuses(p.id).await,
+        map(&[("inner-v1", "pending"), ("build", "pending"), ("latest", "pending")])
+    );
+
+    // A project the server does not hold: GitLab's message, the pipeline fails.
+    commit(
+        &e.repo,
+        &[(".gitlab-ci.yml", "include: [{project: ci/missing, file: a.yml}]\n")],
+        "missing",
+    );
+    let p = e.pipeline(project, "main").await;
+    assert_eq!(p.status, "failed");
+    let errors = p.yaml_errors.clone();
+    assert_eq!(
+        errors,
+        ["Project `ci/missing` not found or access denied! Make sure any includes in the pipeline configuration are correctly defined."]
+    );
+}
+
+#[tokio::test]
 async fn timers_time_out_jobs_and_start_delayed_ones() {
     let e = env(
         r"

@@ -174,13 +174,15 @@ fn json_names(j: &serde_json::Value) -> Vec<&str> {
     j["jobs"].as_array().map(|a| a.iter().filter_map(|j| j["name"].as_str()).collect()).unwrap_or_default()
 }
 
+/// `include:remote` and `include:project` are resolved (tests/remote_include.rs);
+/// templates are not.
 #[test]
-fn remote_include_is_an_offline_error() {
-    let repo = Repo::new(&[(".gitlab-ci.yml", "include: https://example.com/ci.yml\njob:\n  script: x\n")]);
+fn template_include_is_an_offline_error() {
+    let repo = Repo::new(&[(".gitlab-ci.yml", "include: {template: Auto-DevOps.gitlab-ci.yml}\njob:\n  script: x\n")]);
     let out = repo.lint(&["--format", "json"]);
     assert_eq!(out.status.code(), Some(1));
     let msg = json(&out)["errors"][0]["message"].as_str().unwrap_or_default().to_owned();
-    assert!(msg.contains("Remote file `https://example.com/ci.yml`") && msg.contains("cannot be resolved offline"), "{msg}");
+    assert!(msg.contains("Template file `Auto-DevOps.gitlab-ci.yml`") && msg.contains("cannot be resolved offline"), "{msg}");
 }
 
 #[test]

@@ -91,7 +91,7 @@ fn remote_failures_have_gitlab_messages() {
             RemoteError::Socket("connection refused".into()),
             "Remote file `https://h/a.yml` could not be fetched because of a socket error! (connection refused)",
         ),
-        (RemoteError::TooLarge(2 * 1024 * 1024), "Remote file `https://h/a.yml` could not be fetched because it is larger than 2048 KiB!"),
+        (RemoteError::TooLarge(2 * 1024 * 1024), "Remote file `https://h/a.yml` could not be fetched because it is larger than 2 MiB!"),
     ];
     for (e, msg) in cases {
         let l = TestLoader::new(&format!("include:\n  - remote: https://h/a.yml\n{JOB}")).remote("https://h/a.yml", Err(e));

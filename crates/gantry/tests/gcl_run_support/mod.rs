@@ -50,7 +50,15 @@
 //!   artifacts` is the runner's `Uploading artifacts...` in that job's log, and gcl's
 //!   `artifact reports dotenv '<f>' could not be found` is the runner's `<f>: no matching
 //!   files` warning;
-//! * git fixture values Gantry cannot force (the commit SHA) are the real ones.
+//! * git fixture values Gantry cannot force (the commit SHA) are the real ones;
+//! * `remote_files` (what upstream serves for remote includes): the case files are placed
+//!   in Gantry's offline include cache as upstream places them in gcl's
+//!   (`<state-dir>/includes/<host>/…`): `.gantry/includes/<host>/<url path>` for a URL,
+//!   `.gantry/includes/<origin host>/<project>/<ref>/<file>` for a project's files;
+//! * `mocks` of the form `HTTP GET <url> returns <status>`: a loopback HTTP server answers
+//!   the URL's path with that status, and `GANTRY_REMOTE_INCLUDE_MIRROR` sends the URL's
+//!   origin there, so Gantry really fetches it and really gets the status. The run fails
+//!   when that server saw no request for the path.
 //!
 //! An `expect_error` record passes when the run stops with exit status 2 before any job
 //! runs and, where GitLab's wording is known, stderr holds GitLab's key phrase
@@ -111,9 +119,10 @@ fn gitlab_phrases(id: &str) -> &'static [&'static str] {
         }
         "dependencies-not-found#1" => &["test-job job: undefined dependency: invalid"],
         "include-invalid-local#1" => &["Local file `.gitlab-ci-invalid.yml` does not exist!"],
-        // GitLab: `Remote file `<url>` could not be fetched because of HTTP code `404` error!`.
+        // GitLab's `File::Remote`, for the mocked 404 answer (a real one, from the harness'
+        // loopback server).
         "include-invalid-remote#1" => &[
-            "Remote file `https://gitlab.com/firecow/gitlab-ci-local-includes/-/raw/master/.itlab-http.yml` could not be fetched",
+            "Remote file `https://gitlab.com/firecow/gitlab-ci-local-includes/-/raw/master/.itlab-http.yml` could not be fetched because of HTTP code `404` error!",
         ],
         "include-local#4" => &["Local file `../include-local/.gitlab-ci.yml` does not exist!"],
         "include-local#5" => &["Local file `./.gitlab-ci.yml` does not exist!"],
@@ -280,6 +289,120 @@ struct Workspace {
     home: PathBuf,
     cache: PathBuf,
     report: PathBuf,
+    /// Extra environment of every run.
+    env: Vec<(String, String)>,
+    /// The loopback server of the record's HTTP mocks.
+    mock_http: Option<MockHttp>,
+}
+
+/// A loopback HTTP server answering each mocked path with its status (404 for others),
+/// recording the paths it was asked for. Stops when dropped.
+struct MockHttp {
+    addr: std::net::SocketAddr,
+    seen: std::sync::Arc<Mutex<Vec<String>>>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl MockHttp {
+    fn start(answers: BTreeMap<String, u16>) -> std::io::Result<MockHttp> {
+        use std::io::{BufRead as _, Write as _};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+        let addr = listener.local_addr()?;
+        let seen = std::sync::Arc::new(Mutex::new(Vec::new()));
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (seen2, stop2) = (seen.clone(), stop.clone());
+        let thread = std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                if stop2.load(Ordering::SeqCst) {
+                    break;
+                }
+                let Ok(mut conn) = conn else { continue };
+                let mut reader = std::io::BufReader::new(conn.try_clone().unwrap());
+                let mut line = String::new();
+                let _ = reader.read_line(&mut line);
+                // The rest of the head.
+                loop {
+                    let mut h = String::new();
+                    if reader.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
+                        break;
+                    }
+                }
+                let path = line.split_whitespace().nth(1).unwrap_or_default().to_owned();
+                let status = answers.get(&path).copied().unwrap_or(404);
+                seen2.lock().unwrap().push(path);
+                let _ = write!(
+                    conn,
+                    "HTTP/1.1 {status} Mocked\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                );
+            }
+        });
+        Ok(MockHttp {
+            addr,
+            seen,
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for MockHttp {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        let _ = std::net::TcpStream::connect(self.addr);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// `(origin, path, status)` of the record's `HTTP GET <url> returns <status>` mocks.
+fn http_mocks(rec: &J) -> Vec<(String, String, u16)> {
+    let re = Regex::new(r"^HTTP GET (https?://[^/\s]+)(/\S*) returns (\d{3})$").unwrap();
+    str_list(rec.get("mocks"))
+        .iter()
+        .filter_map(|m| {
+            let c = re.captures(m)?;
+            Some((c[1].to_owned(), c[2].to_owned(), c[3].parse().ok()?))
+        })
+        .collect()
+}
+
+/// The host of a git remote URL (`git@gitlab.com:g/p.git`, `https://gitlab.com/g/p.git`).
+fn remote_host(remote: &str) -> String {
+    let rest = remote.split_once("://").map_or(remote, |(_, r)| r);
+    let rest = rest.rsplit_once('@').map_or(rest, |(_, r)| r);
+    rest.split([':', '/']).next().unwrap_or_default().to_owned()
+}
+
+/// Places the record's `remote_files` in Gantry's offline include cache under `root`.
+fn place_remote_files(rec: &J, src: &Path, root: &Path, remote: &str) -> Result<(), String> {
+    let Some(rf) = rec.get("remote_files") else {
+        return Ok(());
+    };
+    let cache = root.join(".gantry/includes");
+    let mut places: Vec<(PathBuf, PathBuf)> = Vec::new();
+    if let Some(urls) = rf.get("urls").and_then(J::as_object) {
+        for (url, file) in urls {
+            let rest = url.split_once("://").map(|(_, r)| r).ok_or(format!("remote_files: `{url}` is no URL"))?;
+            places.push((src.join(scalar(file)), cache.join(rest)));
+        }
+    }
+    if let Some(files) = rf.get("files").and_then(J::as_object) {
+        let project = rf.get("project").and_then(J::as_str).ok_or("remote_files: files without project")?;
+        let r = rf.get("ref").and_then(J::as_str).unwrap_or("HEAD");
+        let dir = cache.join(remote_host(remote)).join(project).join(r);
+        for (path, file) in files {
+            places.push((src.join(scalar(file)), dir.join(path.trim_start_matches('/'))));
+        }
+    }
+    for (from, to) in places {
+        if let Some(parent) = to.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| format!("create {}: {e}", parent.display()))?;
+        }
+        std::fs::copy(&from, &to).map_err(|e| format!("copy {} to {}: {e}", from.display(), to.display()))?;
+    }
+    Ok(())
 }
 
 fn git(dir: &Path, home: &Path, args: &[&str]) -> Result<String, String> {
@@ -351,6 +474,21 @@ fn prepare(rec: &J) -> Result<Workspace, String> {
         .pointer("/git_fixture/remote")
         .and_then(J::as_str)
         .unwrap_or(REMOTE);
+    place_remote_files(rec, &src, &root, remote)?;
+    let mocks = http_mocks(rec);
+    let (mut env, mut mock_http) = (Vec::new(), None);
+    if !mocks.is_empty() {
+        let answers = mocks.iter().map(|(_, p, s)| (p.clone(), *s)).collect();
+        let server = MockHttp::start(answers).map_err(|e| format!("mock HTTP server: {e}"))?;
+        let mut origins: Vec<&String> = mocks.iter().map(|(o, _, _)| o).collect();
+        origins.dedup();
+        let rewrites: Vec<String> = origins
+            .iter()
+            .map(|o| format!("{o}/=http://{}/", server.addr))
+            .collect();
+        env.push(("GANTRY_REMOTE_INCLUDE_MIRROR".to_owned(), rewrites.join(" ")));
+        mock_http = Some(server);
+    }
     for args in [
         &["init", "-q", "-b", "master"][..],
         &["config", "user.email", "test@test.com"],
@@ -379,6 +517,8 @@ fn prepare(rec: &J) -> Result<Workspace, String> {
         home,
         cache,
         report,
+        env,
+        mock_http,
     })
 }
 
@@ -415,6 +555,7 @@ fn run_gantry(ws: &Workspace, run: &J, executor: &str) -> Outcome {
     }
     cmd.args(["--executor", executor, "--no-color", "--json-report"])
         .arg(&ws.report);
+    cmd.envs(ws.env.iter().map(|(k, v)| (k, v)));
     cmd.current_dir(&ws.start)
         .env("HOME", &ws.home)
         .env("GANTRY_CACHE_DIR", &ws.cache)
@@ -1098,6 +1239,14 @@ fn run_record(rec: &J, suite: &Suite) -> Result<Duration, String> {
     }
     let mut problems = (suite.check_run)(&out);
     problems.extend(check(id, rec, &out, &ws));
+    if let Some(server) = &ws.mock_http {
+        let seen = server.seen.lock().unwrap().clone();
+        for (_, path, _) in http_mocks(rec) {
+            if !seen.contains(&path) {
+                problems.push(format!("the mocked URL path {path} was not requested (requests: {seen:?})"));
+            }
+        }
+    }
     if problems.is_empty() {
         Ok(elapsed)
     } else {
