@@ -15,13 +15,27 @@ pub(crate) const CACHE_DIR: &str = ".gantry/includes";
 
 /// The cache and URL rewrites of a checkout whose server is `server_url` (the `origin`
 /// remote's web address: its host names the cache's project folder).
-pub(crate) fn cache_and_rewrites(root: &Path, server_url: &str) -> Result<(IncludeCache, Vec<UrlRewrite>), String> {
-    let host = server_url.split_once("://").map_or(server_url, |(_, h)| h).trim_end_matches('/').to_owned();
+pub(crate) fn cache_and_rewrites(
+    root: &Path,
+    server_url: &str,
+) -> Result<(IncludeCache, Vec<UrlRewrite>), String> {
+    let host = server_url
+        .split_once("://")
+        .map_or(server_url, |(_, h)| h)
+        .trim_end_matches('/')
+        .to_owned();
     let rewrites = match env::var(env::GANTRY_REMOTE_INCLUDE_MIRROR) {
-        Some(v) => UrlRewrite::parse_list(&v).map_err(|e| format!("{}: {e}", env::GANTRY_REMOTE_INCLUDE_MIRROR))?,
+        Some(v) => UrlRewrite::parse_list(&v)
+            .map_err(|e| format!("{}: {e}", env::GANTRY_REMOTE_INCLUDE_MIRROR))?,
         None => Vec::new(),
     };
-    Ok((IncludeCache { dir: root.join(CACHE_DIR), host }, rewrites))
+    Ok((
+        IncludeCache {
+            dir: root.join(CACHE_DIR),
+            host,
+        },
+        rewrites,
+    ))
 }
 
 /// The sources of a checkout: its own project (`project_path`, read from `git_dir`) and

@@ -46,10 +46,20 @@ impl Server {
                         break;
                     }
                 }
-                let path = line.split_whitespace().nth(1).unwrap_or_default().to_owned();
+                let path = line
+                    .split_whitespace()
+                    .nth(1)
+                    .unwrap_or_default()
+                    .to_owned();
                 seen2.lock().unwrap().push(path.clone());
-                let (status, body) = routes.get(path.as_str()).cloned().unwrap_or((404, b"not found".to_vec()));
-                let head = format!("HTTP/1.1 {status} X\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len());
+                let (status, body) = routes
+                    .get(path.as_str())
+                    .cloned()
+                    .unwrap_or((404, b"not found".to_vec()));
+                let head = format!(
+                    "HTTP/1.1 {status} X\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                    body.len()
+                );
                 let _ = conn.write_all(head.as_bytes());
                 // A client that stops reading (the size limit) closes early: ignore.
                 let _ = conn.write_all(&body);
@@ -93,7 +103,11 @@ fn git(dir: &Path, args: &[&str]) {
         .env("GIT_COMMITTER_EMAIL", "tester@example.com")
         .output()
         .unwrap();
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// A checkout (origin `git@gitlab.example.com:acme/widget.git`) with `files` committed.
@@ -102,7 +116,15 @@ fn checkout(files: &[(&str, &str)]) -> tempfile::TempDir {
     git(dir.path(), &["init", "-q", "-b", "main"]);
     git(dir.path(), &["config", "user.email", "tester@example.com"]);
     git(dir.path(), &["config", "user.name", "Tester"]);
-    git(dir.path(), &["remote", "add", "origin", "git@gitlab.example.com:acme/widget.git"]);
+    git(
+        dir.path(),
+        &[
+            "remote",
+            "add",
+            "origin",
+            "git@gitlab.example.com:acme/widget.git",
+        ],
+    );
     for (path, text) in files {
         let p = dir.path().join(path);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
@@ -123,11 +145,17 @@ fn lint(dir: &Path) -> Output {
 }
 
 fn report(out: &Output) -> serde_json::Value {
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
 }
 
 fn job_names(j: &serde_json::Value) -> Vec<String> {
-    j["jobs"].as_array().unwrap().iter().map(|j| j["name"].as_str().unwrap().to_owned()).collect()
+    j["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["name"].as_str().unwrap().to_owned())
+        .collect()
 }
 
 /// The errors of a lint report, the server's port replaced by `PORT`.
@@ -143,8 +171,14 @@ fn errors(j: &serde_json::Value, server: &Server) -> Vec<String> {
 
 fn routes() -> BTreeMap<&'static str, (u16, Vec<u8>)> {
     let mut r = BTreeMap::new();
-    r.insert("/ci/jobs.yml", (200, b"remote-job:\n  script: echo remote\n".to_vec()));
-    r.insert("/ci/nested.yml", (200, b"include: /ci/local.yml\nx:\n  script: x\n".to_vec()));
+    r.insert(
+        "/ci/jobs.yml",
+        (200, b"remote-job:\n  script: echo remote\n".to_vec()),
+    );
+    r.insert(
+        "/ci/nested.yml",
+        (200, b"include: /ci/local.yml\nx:\n  script: x\n".to_vec()),
+    );
     r.insert("/ci/gone.yml", (404, b"gone".to_vec()));
     r.insert("/ci/broken.yml", (500, b"oops".to_vec()));
     r.insert("/ci/empty.yml", (200, Vec::new()));
@@ -158,10 +192,19 @@ fn routes() -> BTreeMap<&'static str, (u16, Vec<u8>)> {
 #[test]
 fn a_remote_include_is_fetched_and_merged() {
     let server = Server::start(routes());
-    let ci = format!("include:\n  - remote: {}\n  - {}\nown:\n  script: x\n", server.url("/ci/jobs.yml"), server.url("/ci/jobs.yml"));
+    let ci = format!(
+        "include:\n  - remote: {}\n  - {}\nown:\n  script: x\n",
+        server.url("/ci/jobs.yml"),
+        server.url("/ci/jobs.yml")
+    );
     let repo = checkout(&[(".gitlab-ci.yml", &ci)]);
     let out = lint(repo.path());
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     assert_eq!(job_names(&report(&out)), ["remote-job", "own"]);
     assert_eq!(server.seen(), ["/ci/jobs.yml", "/ci/jobs.yml"]);
 }
@@ -170,15 +213,35 @@ fn a_remote_include_is_fetched_and_merged() {
 fn remote_failures_are_gitlab_messages() {
     let server = Server::start(routes());
     let mut messages = Vec::new();
-    for path in ["/ci/gone.yml", "/ci/broken.yml", "/ci/empty.yml", "/ci/big.yml", "/ci/nested.yml"] {
-        let ci = format!("include:\n  - remote: {}\nown:\n  script: x\n", server.url(path));
-        let repo = checkout(&[(".gitlab-ci.yml", &ci), ("ci/local.yml", "l:\n  script: l\n")]);
+    for path in [
+        "/ci/gone.yml",
+        "/ci/broken.yml",
+        "/ci/empty.yml",
+        "/ci/big.yml",
+        "/ci/nested.yml",
+    ] {
+        let ci = format!(
+            "include:\n  - remote: {}\nown:\n  script: x\n",
+            server.url(path)
+        );
+        let repo = checkout(&[
+            (".gitlab-ci.yml", &ci),
+            ("ci/local.yml", "l:\n  script: l\n"),
+        ]);
         let out = lint(repo.path());
-        assert_eq!(out.status.code(), Some(1), "{path}: {}", String::from_utf8_lossy(&out.stdout));
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{path}: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
         messages.extend(errors(&report(&out), &server));
     }
     // Nothing listens on port 9 of the loopback address: refused.
-    let repo = checkout(&[(".gitlab-ci.yml", "include: http://127.0.0.1:9/ci.yml\nown:\n  script: x\n")]);
+    let repo = checkout(&[(
+        ".gitlab-ci.yml",
+        "include: http://127.0.0.1:9/ci.yml\nown:\n  script: x\n",
+    )]);
     messages.extend(errors(&report(&lint(repo.path())), &server));
     insta::assert_yaml_snapshot!(messages);
 }
@@ -187,7 +250,10 @@ fn remote_failures_are_gitlab_messages() {
 fn the_offline_cache_serves_remote_and_project_includes() {
     let server = Server::start(routes());
     let url = server.url("/cached/jobs.yml");
-    let cached_remote = format!(".gantry/includes/127.0.0.1:{}/cached/jobs.yml", server.addr.port());
+    let cached_remote = format!(
+        ".gantry/includes/127.0.0.1:{}/cached/jobs.yml",
+        server.addr.port()
+    );
     let ci = format!(
         "include:\n  - remote: {url}\n  - project: Group/Templates\n    ref: v1\n    file: [/build.yml]\n  - project: acme/widget\n    file: own.yml\nown:\n  script: x\n"
     );
@@ -195,29 +261,60 @@ fn the_offline_cache_serves_remote_and_project_includes() {
         (".gitlab-ci.yml", &ci),
         (&cached_remote, "from-cache:\n  script: c\n"),
         // Nested include:local in a project's file: that project, same ref.
-        (".gantry/includes/gitlab.example.com/Group/Templates/v1/build.yml", "include: /inner.yml\nbuild:\n  script: b\n"),
-        (".gantry/includes/gitlab.example.com/Group/Templates/v1/inner.yml", "inner:\n  script: i\n"),
+        (
+            ".gantry/includes/gitlab.example.com/Group/Templates/v1/build.yml",
+            "include: /inner.yml\nbuild:\n  script: b\n",
+        ),
+        (
+            ".gantry/includes/gitlab.example.com/Group/Templates/v1/inner.yml",
+            "inner:\n  script: i\n",
+        ),
         // include:project of the checkout's own project: its default branch.
         ("own.yml", "own-file:\n  script: o\n"),
         ("inner.yml", "wrong:\n  script: w\n"),
     ]);
     let out = lint(repo.path());
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
-    assert_eq!(job_names(&report(&out)), ["from-cache", "inner", "build", "own-file", "own"]);
-    assert!(server.seen().is_empty(), "a cached URL is not fetched: {:?}", server.seen());
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert_eq!(
+        job_names(&report(&out)),
+        ["from-cache", "inner", "build", "own-file", "own"]
+    );
+    assert!(
+        server.seen().is_empty(),
+        "a cached URL is not fetched: {:?}",
+        server.seen()
+    );
 
-    let ci = "include:\n  - {project: group/templates, ref: v2, file: build.yml}\nown:\n  script: x\n";
-    let repo2 = checkout(&[(".gitlab-ci.yml", ci), (".gantry/includes/gitlab.example.com/group/templates/v1/build.yml", "b:\n  script: b\n")]);
+    let ci =
+        "include:\n  - {project: group/templates, ref: v2, file: build.yml}\nown:\n  script: x\n";
+    let repo2 = checkout(&[
+        (".gitlab-ci.yml", ci),
+        (
+            ".gantry/includes/gitlab.example.com/group/templates/v1/build.yml",
+            "b:\n  script: b\n",
+        ),
+    ]);
     let ci = "include:\n  - {project: group/other, file: build.yml}\nown:\n  script: x\n";
     let repo3 = checkout(&[(".gitlab-ci.yml", ci)]);
-    let messages: Vec<String> = [repo2, repo3].iter().flat_map(|r| errors(&report(&lint(r.path())), &server)).collect();
+    let messages: Vec<String> = [repo2, repo3]
+        .iter()
+        .flat_map(|r| errors(&report(&lint(r.path())), &server))
+        .collect();
     insta::assert_yaml_snapshot!(messages);
 }
 
 #[test]
 fn gantry_run_fetches_remote_includes_in_its_coordinator_too() {
     let server = Server::start(routes());
-    let ci = format!("include: {}\nown:\n  script: echo own\n", server.url("/ci/jobs.yml"));
+    let ci = format!(
+        "include: {}\nown:\n  script: echo own\n",
+        server.url("/ci/jobs.yml")
+    );
     let repo = checkout(&[(".gitlab-ci.yml", &ci)]);
     let home = tempfile::tempdir().unwrap();
     let run = |dir: &Path| {
@@ -234,8 +331,16 @@ fn gantry_run_fetches_remote_includes_in_its_coordinator_too() {
     };
     let out = run(repo.path());
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    assert!(stdout.contains("remote-job") && stdout.contains("echo remote"), "{stdout}");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("remote-job") && stdout.contains("echo remote"),
+        "{stdout}"
+    );
     // The configuration check, then the coordinator.
     assert_eq!(server.seen(), ["/ci/jobs.yml", "/ci/jobs.yml"]);
 
@@ -247,7 +352,10 @@ fn gantry_run_fetches_remote_includes_in_its_coordinator_too() {
         .args(["run", "--executor", "shell", "--no-color"])
         .env("HOME", home.path())
         .env("GANTRY_CACHE_DIR", home.path().join("cache"))
-        .env("GANTRY_REMOTE_INCLUDE_MIRROR", format!("https://templates.invalid/={}/", server.url("")))
+        .env(
+            "GANTRY_REMOTE_INCLUDE_MIRROR",
+            format!("https://templates.invalid/={}/", server.url("")),
+        )
         .stdin(Stdio::null())
         .output()
         .unwrap();

@@ -87,6 +87,9 @@ pub struct ProjectRepo {
     pub sync_from: Option<String>,
 }
 
+/// `(project path lower-cased, ref)` → its commit, `None` when there is no such ref.
+type Commits = HashMap<(String, Option<String>), Option<String>>;
+
 /// Where `include:remote` and `include:project` look; built per compilation.
 #[derive(Debug, Default)]
 pub struct IncludeSources {
@@ -95,11 +98,15 @@ pub struct IncludeSources {
     rewrites: Vec<UrlRewrite>,
     /// `(project, ref)` → commit, so every file of one project and ref comes from one
     /// commit; `None` = no such ref.
-    commits: Mutex<HashMap<(String, Option<String>), Option<String>>>,
+    commits: Mutex<Commits>,
 }
 
 impl IncludeSources {
-    pub fn new(projects: Vec<ProjectRepo>, cache: Option<IncludeCache>, rewrites: Vec<UrlRewrite>) -> Self {
+    pub fn new(
+        projects: Vec<ProjectRepo>,
+        cache: Option<IncludeCache>,
+        rewrites: Vec<UrlRewrite>,
+    ) -> Self {
         IncludeSources {
             projects,
             cache,
@@ -109,25 +116,42 @@ impl IncludeSources {
     }
 
     fn project(&self, path: &str) -> Option<&ProjectRepo> {
-        self.projects.iter().find(|p| p.path.eq_ignore_ascii_case(path))
+        self.projects
+            .iter()
+            .find(|p| p.path.eq_ignore_ascii_case(path))
     }
 
     /// The commit of `ref_name` in a held project (synced first if needed).
-    fn commit(&self, repo: &ProjectRepo, ref_name: Option<&str>) -> Result<Option<String>, ProjectError> {
+    fn commit(
+        &self,
+        repo: &ProjectRepo,
+        ref_name: Option<&str>,
+    ) -> Result<Option<String>, ProjectError> {
         let key = (repo.path.to_lowercase(), ref_name.map(str::to_owned));
-        if let Some(found) = self.commits.lock().map_err(|_| ProjectError::Io("lock poisoned".into()))?.get(&key) {
+        if let Some(found) = self
+            .commits
+            .lock()
+            .map_err(|_| ProjectError::Io("lock poisoned".into()))?
+            .get(&key)
+        {
             return Ok(found.clone());
         }
         if let Some(remote) = &repo.sync_from {
             let mirror = Mirror {
                 path: repo.git_dir.clone(),
             };
-            let synced = block_on_side(async { mirror.sync(remote).await.map_err(|e| e.to_string()) }).and_then(|r| r);
+            let synced = block_on_side(async {
+                mirror.sync(remote).await.map_err(|e| e.to_string())
+            })
+            .and_then(|r| r);
             // A fetch racing another one (a pipeline of that project being created) may
             // fail on git's ref locks: the mirror as it is then serves.
             if let Err(e) = synced {
                 if !repo.git_dir.join("HEAD").is_file() {
-                    return Err(ProjectError::Io(format!("update the repository of {}: {e}", repo.path)));
+                    return Err(ProjectError::Io(format!(
+                        "update the repository of {}: {e}",
+                        repo.path
+                    )));
                 }
             }
         }
@@ -147,7 +171,11 @@ impl IncludeSources {
     }
 
     /// `<cache>/<host>/<project>/<ref or HEAD>`, when that is a safe path.
-    fn cached_project_dir(&self, project: &str, ref_name: Option<&str>) -> Option<(PathBuf, PathBuf)> {
+    fn cached_project_dir(
+        &self,
+        project: &str,
+        ref_name: Option<&str>,
+    ) -> Option<(PathBuf, PathBuf)> {
         let cache = self.cache.as_ref()?;
         let ref_dir = ref_name.unwrap_or("HEAD");
         if !safe_relative(project) || !safe_relative(ref_dir) || !safe_relative(&cache.host) {
@@ -161,7 +189,9 @@ impl IncludeSources {
     /// The cached copy of a remote URL: `<cache>/<host>[:<port>]/<path>` (no query).
     fn cached_remote(&self, url: &str) -> Option<PathBuf> {
         let cache = self.cache.as_ref()?;
-        let rest = url.strip_prefix("https://").or_else(|| url.strip_prefix("http://"))?;
+        let rest = url
+            .strip_prefix("https://")
+            .or_else(|| url.strip_prefix("http://"))?;
         if rest.contains(['?', '#']) {
             return None;
         }
@@ -183,14 +213,22 @@ impl IncludeSources {
 
 /// A relative path of plain components (no `.`, `..`, empty or absolute parts).
 fn safe_relative(p: &str) -> bool {
-    !p.is_empty() && p.split('/').all(|c| !c.is_empty() && c != "." && c != ".." && !c.contains('\\'))
+    !p.is_empty()
+        && p.split('/')
+            .all(|c| !c.is_empty() && c != "." && c != ".." && !c.contains('\\'))
 }
 
 fn rev_parse(git_dir: &Path, name: &str) -> Result<Option<String>, ProjectError> {
     let out = std::process::Command::new("git")
         .arg("--git-dir")
         .arg(git_dir)
-        .args(["rev-parse", "--verify", "--quiet", "--end-of-options", &format!("{name}^{{commit}}")])
+        .args([
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            "--end-of-options",
+            &format!("{name}^{{commit}}"),
+        ])
         .stdin(Stdio::null())
         .output()
         .map_err(|e| ProjectError::Io(format!("run git: {e}")))?;
@@ -203,7 +241,14 @@ fn read_cached(path: &Path) -> Result<Option<String>, String> {
         Ok(bytes) => String::from_utf8(bytes)
             .map(Some)
             .map_err(|_| format!("{} is not valid UTF-8", path.display())),
-        Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::IsADirectory) => Ok(None),
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::IsADirectory
+            ) =>
+        {
+            Ok(None)
+        }
         Err(e) => Err(format!("{}: {e}", path.display())),
     }
 }
@@ -227,17 +272,25 @@ impl Loader for IncludeLoader<'_> {
     fn remote(&self, url: &str) -> Result<String, RemoteError> {
         if let Some(path) = self.sources.cached_remote(url) {
             match read_cached(&path) {
-                Ok(Some(text)) if text.len() as u64 > REMOTE_MAX_BYTES => return Err(RemoteError::TooLarge(REMOTE_MAX_BYTES)),
+                Ok(Some(text)) if text.len() as u64 > REMOTE_MAX_BYTES => {
+                    return Err(RemoteError::TooLarge(REMOTE_MAX_BYTES));
+                }
                 Ok(Some(text)) => return Ok(text),
                 Ok(None) => {}
                 Err(_) => return Err(RemoteError::NotText),
             }
         }
         let target = self.sources.fetch_url(url);
-        block_on_side(fetch_remote(&target, REMOTE_MAX_BYTES)).unwrap_or_else(|e| Err(RemoteError::Http(e)))
+        block_on_side(fetch_remote(&target, REMOTE_MAX_BYTES))
+            .unwrap_or_else(|e| Err(RemoteError::Http(e)))
     }
 
-    fn project_file(&self, project: &str, ref_name: Option<&str>, path: &str) -> Result<Option<String>, ProjectError> {
+    fn project_file(
+        &self,
+        project: &str,
+        ref_name: Option<&str>,
+        path: &str,
+    ) -> Result<Option<String>, ProjectError> {
         if let Some(repo) = self.sources.project(project) {
             let Some(sha) = self.sources.commit(repo, ref_name)? else {
                 return Err(ProjectError::NoRef);
@@ -245,7 +298,8 @@ impl Loader for IncludeLoader<'_> {
             let loader = CommitLoader::new(repo.git_dir.clone(), sha);
             return loader.read(path).map_err(ProjectError::Io);
         }
-        let Some((project_dir, ref_dir)) = self.sources.cached_project_dir(project, ref_name) else {
+        let Some((project_dir, ref_dir)) = self.sources.cached_project_dir(project, ref_name)
+        else {
             return Err(ProjectError::NotFound);
         };
         if !project_dir.is_dir() {
@@ -276,10 +330,16 @@ impl Loader for IncludeLoader<'_> {
 /// Every file under `dir`, as `/`-separated paths relative to it (symbolic links are not
 /// followed).
 fn list_files(dir: &Path, prefix: &str, out: &mut Vec<String>) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        let rel = if prefix.is_empty() { name } else { format!("{prefix}/{name}") };
+        let rel = if prefix.is_empty() {
+            name
+        } else {
+            format!("{prefix}/{name}")
+        };
         match entry.file_type() {
             Ok(t) if t.is_dir() => list_files(&entry.path(), &rel, out),
             Ok(t) if t.is_file() => out.push(rel),
