@@ -36,6 +36,24 @@ pub const REMOTE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Largest remote include body: the limit of one YAML file (2 MiB).
 pub const REMOTE_MAX_BYTES: u64 = 2 * 1024 * 1024;
 
+/// The limits of one remote include fetch; the default is GitLab's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RemoteLimits {
+    pub connect_timeout: Duration,
+    pub timeout: Duration,
+    pub max_bytes: u64,
+}
+
+impl Default for RemoteLimits {
+    fn default() -> Self {
+        RemoteLimits {
+            connect_timeout: REMOTE_CONNECT_TIMEOUT,
+            timeout: REMOTE_TIMEOUT,
+            max_bytes: REMOTE_MAX_BYTES,
+        }
+    }
+}
+
 /// The offline include cache (`gantry run`, `gantry lint`): files placed by hand, never
 /// written by Gantry.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -281,7 +299,7 @@ impl Loader for IncludeLoader<'_> {
             }
         }
         let target = self.sources.fetch_url(url);
-        block_on_side(fetch_remote(&target, REMOTE_MAX_BYTES))
+        block_on_side(fetch_remote(&target, RemoteLimits::default()))
             .unwrap_or_else(|e| Err(RemoteError::Http(e)))
     }
 
@@ -349,10 +367,11 @@ fn list_files(dir: &Path, prefix: &str, out: &mut Vec<String>) {
 }
 
 /// GET `url` with GitLab's limits: the body as text, or why not.
-pub async fn fetch_remote(url: &str, max_bytes: u64) -> Result<String, RemoteError> {
+pub async fn fetch_remote(url: &str, limits: RemoteLimits) -> Result<String, RemoteError> {
+    let max_bytes = limits.max_bytes;
     let client = reqwest::Client::builder()
-        .connect_timeout(REMOTE_CONNECT_TIMEOUT)
-        .timeout(REMOTE_TIMEOUT)
+        .connect_timeout(limits.connect_timeout)
+        .timeout(limits.timeout)
         .redirect(reqwest::redirect::Policy::limited(10))
         .build()
         .map_err(|e| RemoteError::Http(e.to_string()))?;
@@ -414,4 +433,135 @@ where
         .join()
         .unwrap_or_else(|_| Err("the fetching thread panicked".to_owned()))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+    use super::*;
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+    fn short() -> RemoteLimits {
+        RemoteLimits {
+            connect_timeout: Duration::from_millis(500),
+            timeout: Duration::from_millis(500),
+            max_bytes: 64,
+        }
+    }
+
+    /// A loopback server that answers every connection with `answer` after `delay`.
+    async fn serve(answer: &'static [u8], delay: Duration) -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 1024];
+                    let _ = conn.read(&mut buf).await;
+                    tokio::time::sleep(delay).await;
+                    let _ = conn.write_all(answer).await;
+                });
+            }
+        });
+        format!("http://{addr}/ci.yml")
+    }
+
+    #[tokio::test]
+    async fn fetch_failures_are_told_apart_as_gitlab_does() {
+        let ok = serve(
+            b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\na: {}\n",
+            Duration::ZERO,
+        )
+        .await;
+        assert_eq!(fetch_remote(&ok, short()).await, Ok("a: {}\n".to_owned()));
+        let missing = serve(
+            b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n",
+            Duration::ZERO,
+        )
+        .await;
+        assert_eq!(
+            fetch_remote(&missing, short()).await,
+            Err(RemoteError::Status(404))
+        );
+        let slow = serve(
+            b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
+            Duration::from_secs(5),
+        )
+        .await;
+        assert_eq!(
+            fetch_remote(&slow, short()).await,
+            Err(RemoteError::Timeout)
+        );
+        // Announced too big, and too big without a length (read until the limit).
+        let big = serve(
+            b"HTTP/1.1 200 OK\r\nContent-Length: 65\r\n\r\n",
+            Duration::ZERO,
+        )
+        .await;
+        assert_eq!(
+            fetch_remote(&big, short()).await,
+            Err(RemoteError::TooLarge(64))
+        );
+        let chunked = serve(
+            b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n0123456789012345678901234567890123456789012345678901234567890123456789",
+            Duration::ZERO,
+        )
+        .await;
+        assert_eq!(
+            fetch_remote(&chunked, short()).await,
+            Err(RemoteError::TooLarge(64))
+        );
+        let binary = serve(
+            b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n\xff\xfe",
+            Duration::ZERO,
+        )
+        .await;
+        assert_eq!(
+            fetch_remote(&binary, short()).await,
+            Err(RemoteError::NotText)
+        );
+        // Nothing listens on port 9: refused.
+        let refused = fetch_remote("http://127.0.0.1:9/ci.yml", short()).await;
+        assert!(
+            matches!(refused, Err(RemoteError::Socket(_))),
+            "{refused:?}"
+        );
+    }
+
+    #[test]
+    fn rewrites_and_cache_paths() {
+        let rewrites =
+            UrlRewrite::parse_list("https://a.example/=http://127.0.0.1:1/m/ x=y").unwrap();
+        assert!(UrlRewrite::parse_list("no-equals").is_err());
+        let dir = PathBuf::from("/c");
+        let s = IncludeSources::new(
+            Vec::new(),
+            Some(IncludeCache {
+                dir: dir.clone(),
+                host: "gitlab.com".into(),
+            }),
+            rewrites,
+        );
+        assert_eq!(
+            s.fetch_url("https://a.example/g/p/ci.yml"),
+            "http://127.0.0.1:1/m/g/p/ci.yml"
+        );
+        assert_eq!(
+            s.fetch_url("https://b.example/ci.yml"),
+            "https://b.example/ci.yml"
+        );
+        assert_eq!(
+            s.cached_remote("https://h.example:8443/a/b.yml"),
+            Some(dir.join("h.example:8443/a/b.yml"))
+        );
+        // Nothing outside the cache, no query strings.
+        assert_eq!(s.cached_remote("https://h.example/a/../../b.yml"), None);
+        assert_eq!(s.cached_remote("https://h.example/a.yml?x=1"), None);
+        assert_eq!(
+            s.cached_project_dir("g/p", None),
+            Some((dir.join("gitlab.com/g/p"), dir.join("gitlab.com/g/p/HEAD")))
+        );
+        assert_eq!(s.cached_project_dir("g/p", Some("../x")), None);
+    }
 }

@@ -49,7 +49,7 @@ pub use environment::JobEnvironment;
 pub use error::CoordinatorError;
 pub use includes::{
     IncludeCache, IncludeLoader, IncludeSources, ProjectRepo, REMOTE_CONNECT_TIMEOUT, REMOTE_MAX_BYTES,
-    REMOTE_TIMEOUT, UrlRewrite, block_on_side, fetch_remote,
+    REMOTE_TIMEOUT, RemoteLimits, UrlRewrite, block_on_side, fetch_remote,
 };
 pub use pipelines::{JobSelection, PipelineRequest, ProjectRequest};
 pub use queue::RequestInfo;
