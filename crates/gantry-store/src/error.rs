@@ -17,8 +17,6 @@ pub enum StoreError {
     Conflict(String),
     #[error("apply the change: the pipeline changed meanwhile")]
     Stale,
-    #[error("store it: the size limit of {limit} bytes is exceeded")]
-    TooLarge { limit: i64 },
     #[error("use the database: {0}")]
     Unsupported(String),
 }

@@ -11,6 +11,7 @@
 
 mod error;
 mod rows;
+mod traces;
 
 use std::collections::{HashMap, HashSet};
 use std::str::FromStr;
@@ -21,6 +22,7 @@ use sqlx::{AnyPool, Row};
 
 pub use error::StoreError;
 pub use rows::*;
+pub use traces::{TraceSnapshot, TraceState};
 
 pub type Result<T> = std::result::Result<T, StoreError>;
 
@@ -509,49 +511,6 @@ impl Store {
     pub async fn set_job_coverage(&self, job_id: i64, coverage: f64) -> Result<()> {
         sqlx::query("UPDATE jobs SET coverage = $1 WHERE id = $2").bind(coverage).bind(job_id).execute(&self.writer).await?;
         Ok(())
-    }
-
-    // ---- traces ----
-
-    /// Append `data` at byte `offset` of the job's trace. Returns `Ok(new_size)`, or
-    /// `Err(current_size)` when `offset` is not the current end (the runner must resend
-    /// from there: HTTP 416). Writes within `max_size` only.
-    pub async fn append_trace(&self, job_id: i64, offset: i64, data: &[u8], max_size: i64) -> Result<std::result::Result<i64, i64>> {
-        let mut tx = self.begin_write().await?;
-        let size: i64 = sqlx::query("SELECT trace_size FROM jobs WHERE id = $1")
-            .bind(job_id)
-            .fetch_optional(&mut *tx)
-            .await?
-            .ok_or(StoreError::NotFound("job"))?
-            .get(0);
-        if offset != size {
-            return Ok(Err(size));
-        }
-        let len = i64::try_from(data.len()).unwrap_or(i64::MAX);
-        if size.saturating_add(len) > max_size {
-            return Err(StoreError::TooLarge { limit: max_size });
-        }
-        if !data.is_empty() {
-            let seq: i64 = sqlx::query("SELECT COUNT(*) FROM trace_chunks WHERE job_id = $1").bind(job_id).fetch_one(&mut *tx).await?.get(0);
-            sqlx::query("INSERT INTO trace_chunks (job_id, seq, data) VALUES ($1, $2, $3)")
-                .bind(job_id)
-                .bind(seq)
-                .bind(data.to_vec())
-                .execute(&mut *tx)
-                .await?;
-            sqlx::query("UPDATE jobs SET trace_size = $1 WHERE id = $2").bind(size + len).bind(job_id).execute(&mut *tx).await?;
-        }
-        tx.commit().await?;
-        Ok(Ok(size + len))
-    }
-
-    pub async fn trace(&self, job_id: i64) -> Result<Vec<u8>> {
-        let rows = sqlx::query("SELECT data FROM trace_chunks WHERE job_id = $1 ORDER BY seq").bind(job_id).fetch_all(&self.pool).await?;
-        let mut out = Vec::new();
-        for r in rows {
-            out.extend_from_slice(&r.get::<Vec<u8>, _>(0));
-        }
-        Ok(out)
     }
 
     // ---- artifacts ----

@@ -232,18 +232,68 @@ async fn assignments_in_one_statement() {
 }
 
 #[tokio::test]
-async fn traces_append_at_the_end_only() {
+async fn trace_sizes_move_by_compare_and_set() {
     let (_d, s) = open().await;
     let p = s.create_project(&project("demo"), 1).await.expect("project");
     let (_, jobs) = s.create_pipeline(&pipeline(p.id), &[job("build", "running")], 1).await.expect("pipeline");
     let id = jobs[0].id;
-    assert_eq!(s.append_trace(id, 0, b"hello ", 100).await.expect("append"), Ok(6));
-    assert_eq!(s.append_trace(id, 6, b"world\n", 100).await.expect("append"), Ok(12));
-    // Wrong offset: told where the end is, nothing written.
-    assert_eq!(s.append_trace(id, 3, b"xx", 100).await.expect("append"), Err(12));
-    assert!(matches!(s.append_trace(id, 12, &[b'x'; 200], 100).await, Err(StoreError::TooLarge { limit: 100 })));
-    assert_eq!(s.trace(id).await.expect("trace"), b"hello world\n");
-    assert_eq!(s.job(id).await.expect("job").trace_size, 12);
+    let state = s.trace_state(id).await.expect("state");
+    assert_eq!(state, TraceState { status: "running".into(), size: 0, in_db: false });
+    assert!(s.commit_trace_size(id, 0, 6, false, 5).await.expect("commit"));
+    assert!(s.commit_trace_size(id, 6, 12, false, 6).await.expect("commit"));
+    // Another writer got there first: nothing changes.
+    assert!(!s.commit_trace_size(id, 6, 20, false, 7).await.expect("stale commit"));
+    assert!(s.commit_trace_size(id, 12, 12, false, 8).await.expect("empty append"));
+    assert!(matches!(s.commit_trace_size(id, 12, 3, false, 9).await, Err(StoreError::Conflict(_))));
+    let job = s.job(id).await.expect("job");
+    assert_eq!((job.trace_size, job.last_contact_at), (12, Some(8)));
+    assert_eq!(s.trace_snapshot(id).await.expect("snapshot"), TraceSnapshot { size: 12, in_db: None });
+    assert!(matches!(s.trace_state(id + 100).await, Err(StoreError::NotFound("job"))));
+}
+
+/// A database from before migration 0004 kept its logs in `trace_chunks`: they stay
+/// readable, and a job's first append after the upgrade takes them out of the database.
+#[tokio::test]
+async fn logs_stored_in_the_database_before_0004_stay_readable() {
+    use sqlx::Executor as _;
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let url = format!("sqlite://{}?mode=rwc", dir.path().join("old.db").display());
+    {
+        sqlx::any::install_default_drivers();
+        let pool = sqlx::AnyPool::connect(&url).await.expect("connect");
+        let mut migrator = sqlx::migrate::Migrator::new(std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations/sqlite")))
+            .await
+            .expect("migrations");
+        let before: Vec<_> = migrator.migrations.iter().filter(|m| m.version < 4).cloned().collect();
+        assert_eq!(before.len(), 3);
+        migrator.migrations = before.into();
+        migrator.run(&pool).await.expect("migrate to 0003");
+        pool.execute(
+            "INSERT INTO projects (id, name, repo_url, default_branch, timeout_secs, created_at) VALUES (1, 'old', '/r', 'main', 60, 1);
+             INSERT INTO pipelines (id, project_id, iid, ref_name, tag, sha, before_sha, source, status, variables, protected, created_at, updated_at)
+               VALUES (1, 1, 1, 'main', 0, 'abc', '000', 'push', 'running', '[]', 0, 1, 1);
+             INSERT INTO jobs (id, pipeline_id, project_id, name, stage, stage_idx, status, attempt, allow_failure, spec, tags, protected, created_at, trace_size)
+               VALUES (1, 1, 1, 'done', 'test', 0, 'success', 1, 0, '{}', '[]', 0, 1, 12),
+                      (2, 1, 1, 'running', 'test', 0, 'running', 1, 0, '{}', '[]', 0, 1, 4),
+                      (3, 1, 1, 'silent', 'test', 0, 'running', 1, 0, '{}', '[]', 0, 1, 0);
+             INSERT INTO trace_chunks (job_id, seq, data) VALUES (1, 0, X'68656c6c6f20'), (1, 1, X'776f726c640a'), (2, 0, X'6f6c6421');",
+        )
+        .await
+        .expect("old rows");
+        pool.close().await;
+    }
+    let s = Store::open(&url).await.expect("open and migrate");
+    assert_eq!(s.trace_snapshot(1).await.expect("done"), TraceSnapshot { size: 12, in_db: Some(b"hello world\n".to_vec()) });
+    assert_eq!(s.trace_state(2).await.expect("running"), TraceState { status: "running".into(), size: 4, in_db: true });
+    assert_eq!(s.trace_snapshot(3).await.expect("silent"), TraceSnapshot { size: 0, in_db: None });
+    // The running job's next append: its old bytes went to its file with the new ones.
+    assert_eq!(s.trace_in_db(2).await.expect("old bytes"), b"old!");
+    assert!(!s.commit_trace_size(2, 4, 9, false, 2).await.expect("not without moving"));
+    assert!(s.commit_trace_size(2, 4, 9, true, 2).await.expect("moved"));
+    assert_eq!(s.trace_state(2).await.expect("moved"), TraceState { status: "running".into(), size: 9, in_db: false });
+    assert_eq!(s.trace_in_db(2).await.expect("chunks deleted"), b"");
+    assert_eq!(s.trace_snapshot(1).await.expect("untouched").in_db.as_deref(), Some(&b"hello world\n"[..]));
 }
 
 #[tokio::test]

@@ -44,9 +44,6 @@ impl From<StoreError> for CoordinatorError {
         match e {
             StoreError::NotFound(what) => CoordinatorError::NotFound(what),
             StoreError::Conflict(m) => CoordinatorError::Conflict(m),
-            StoreError::TooLarge { limit } => CoordinatorError::TooLarge(format!(
-                "store it: the size limit of {limit} bytes is exceeded"
-            )),
             other => CoordinatorError::Store(other),
         }
     }

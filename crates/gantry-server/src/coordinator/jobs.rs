@@ -1,5 +1,5 @@
 //! What runners send about a job: status updates (§4, with the `202` accept protocol and
-//! cancellation through `Job-Status`) and trace patches (§5).
+//! cancellation through `Job-Status`); trace patches (§5) are in `traces.rs`.
 
 use std::time::Duration;
 
@@ -15,7 +15,8 @@ use super::time::now_ms;
 use super::views::{JobView, UpdateResult};
 use super::{Coordinator, token};
 
-fn executing(status: &str) -> bool {
+/// The job runs (`running` or `canceling`): its runner may update it and patch its log.
+pub(super) fn executing(status: &str) -> bool {
     Status::parse(status).is_some_and(Status::is_executing)
 }
 
@@ -173,58 +174,10 @@ impl Coordinator {
         let Some(regex) = regex else {
             return Ok(());
         };
-        let trace = self.inner.store.trace(job.id).await?;
+        let trace = self.trace(job.id).await?;
         if let Some(percent) = coverage::extract(&trace, &regex) {
             self.inner.store.set_job_coverage(job.id, percent).await?;
         }
         Ok(())
-    }
-
-    /// A runner's `PATCH /jobs/:id/trace`: append `data` at `range_start`, which must be
-    /// the stored length (else `RangeMismatch { size }`, `416`). Returns the new length.
-    /// Past the trace limit the job fails `trace_size_exceeded` and this is `Forbidden`.
-    pub async fn append_trace(
-        &self,
-        job_id: i64,
-        range_start: u64,
-        data: &[u8],
-    ) -> std::result::Result<u64, CoordinatorError> {
-        let store = &self.inner.store;
-        let job = store.job(job_id).await?;
-        if !executing(&job.status) {
-            return Err(CoordinatorError::Forbidden(format!(
-                "append to the trace of job {job_id}: it is {}",
-                job.status
-            )));
-        }
-        let start = i64::try_from(range_start).map_err(|_| {
-            CoordinatorError::Invalid(format!(
-                "append to the trace of job {job_id}: offset {range_start} is too large"
-            ))
-        })?;
-        let limit = i64::try_from(self.inner.cfg.trace_limit).unwrap_or(i64::MAX);
-        let now = now_ms();
-        match store.append_trace(job_id, start, data, limit).await {
-            Ok(Ok(size)) => {
-                store.touch_job(job_id, now).await?;
-                Ok(u64::try_from(size).unwrap_or(0))
-            }
-            Ok(Err(size)) => Err(CoordinatorError::RangeMismatch {
-                size: u64::try_from(size).unwrap_or(0),
-            }),
-            Err(gantry_store::StoreError::TooLarge { limit }) => {
-                let _ = self
-                    .job_event(job_id, now, |job| Event::JobFailed {
-                        job,
-                        reason: FailureReason::TraceSizeExceeded,
-                        exit_code: None,
-                    })
-                    .await;
-                Err(CoordinatorError::Forbidden(format!(
-                    "append to the trace of job {job_id}: the trace would exceed the limit of {limit} bytes; the job was dropped (trace_size_exceeded)"
-                )))
-            }
-            Err(e) => Err(e.into()),
-        }
     }
 }

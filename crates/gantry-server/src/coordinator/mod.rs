@@ -11,9 +11,10 @@
 //! running exactly once), followed by the same path for the pipeline's status.
 //!
 //! Files: `pipelines.rs` (create, cancel, retry, play), `queue.rs` (job selection, long
-//! polling), `payload.rs` (the §3.5 job payload), `jobs.rs` (updates, traces),
-//! `artifacts.rs` (+ `blob.rs`), `runners.rs`, `timers.rs` (tick, resume), `git.rs`,
-//! `views.rs` (what callers get), `spec.rs` (what a job row stores).
+//! polling), `payload.rs` (the §3.5 job payload), `jobs.rs` (updates), `traces.rs` (job
+//! logs, with `trace_files.rs`), `artifacts.rs` (+ `blob.rs`), `runners.rs`, `timers.rs`
+//! (tick, resume), `git.rs`, `views.rs` (what callers get), `spec.rs` (what a job row
+//! stores).
 
 mod artifacts;
 mod blob;
@@ -32,6 +33,8 @@ mod state;
 mod time;
 mod timers;
 mod token;
+mod trace_files;
+mod traces;
 mod views;
 
 use std::collections::{HashMap, HashSet};
@@ -65,7 +68,8 @@ use state::{Extras, Loaded, StatusChange, diff};
 /// Settings the coordinator runs with.
 #[derive(Clone, Debug)]
 pub struct CoordinatorConfig {
-    /// Blobs go under `data_dir/blobs`, repository mirrors under `data_dir/repos`.
+    /// Blobs go under `data_dir/blobs`, job logs under `data_dir/traces`, repository
+    /// mirrors under `data_dir/repos`.
     pub data_dir: PathBuf,
     /// How runners and users reach this server (`http://127.0.0.1:8080`); the base of
     /// clone URLs, `CI_SERVER_URL`, job and pipeline URLs.
@@ -147,6 +151,8 @@ struct Inner {
     store: Store,
     cfg: CoordinatorConfig,
     blobs: Arc<dyn BlobStore>,
+    /// Job logs, `data_dir/traces`.
+    traces: trace_files::TraceFiles,
     /// The queue version: bumped whenever a job becomes pending; long polls watch it.
     queue: watch::Sender<u64>,
     /// Random per process, so versions of a restarted server never repeat.
@@ -221,6 +227,7 @@ impl Coordinator {
         };
         Coordinator {
             inner: Arc::new(Inner {
+                traces: trace_files::TraceFiles::new(cfg.data_dir.join("traces")),
                 store,
                 cfg,
                 blobs,

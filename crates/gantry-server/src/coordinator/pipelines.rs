@@ -906,10 +906,4 @@ impl Coordinator {
         .await?;
         self.latest_attempt(j.pipeline_id, &j.name).await
     }
-
-    /// The job's log as stored so far.
-    pub async fn trace(&self, job_id: i64) -> std::result::Result<Vec<u8>, CoordinatorError> {
-        self.inner.store.job(job_id).await?;
-        Ok(self.inner.store.trace(job_id).await?)
-    }
 }

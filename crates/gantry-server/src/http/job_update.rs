@@ -82,7 +82,7 @@ pub(crate) async fn patch_trace(
     let token = extract::job_token(query.token.as_deref(), &headers);
     let job = auth::require_job(&state.coordinator, job_id, token).await?;
     let start = content_range_start(&headers)?;
-    let size = match state.coordinator.append_trace(job_id, start, &body).await {
+    let size = match state.coordinator.append_trace(job_id, start, body).await {
         Ok(size) => size,
         Err(CoordinatorError::Forbidden(why)) => {
             return Err(auth::forbidden_with_status(&state.coordinator, job_id, why).await);

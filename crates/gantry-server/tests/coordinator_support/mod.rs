@@ -145,7 +145,7 @@ impl Env {
         let log = format!("running {}\n", job.job_info.name);
         assert_eq!(
             self.coord
-                .append_trace(job.id, 0, log.as_bytes())
+                .append_trace(job.id, 0, log.clone().into_bytes())
                 .await
                 .unwrap(),
             log.len() as u64
