@@ -373,14 +373,6 @@ impl Store {
         row.map(|r| r.get("status")).ok_or(StoreError::NotFound("job"))
     }
 
-    pub async fn job_by_token_hash(&self, token_hash: &str) -> Result<Option<Job>> {
-        let row = sqlx::query(&format!("SELECT {} FROM jobs WHERE token_hash = $1", Job::COLUMNS))
-            .bind(token_hash)
-            .fetch_optional(&self.pool)
-            .await?;
-        Ok(row.map(|r| Job::from_row(&r)))
-    }
-
     /// Apply a batch of decisions to one pipeline atomically: job updates, new job rows
     /// (retries), and the pipeline's own status; a job that stops executing loses its
     /// token (the hash is cleared). Fails with [`StoreError::Stale`] when the

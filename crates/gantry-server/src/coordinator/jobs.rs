@@ -27,18 +27,10 @@ impl Coordinator {
         &self,
         token: &str,
     ) -> std::result::Result<Option<JobView>, CoordinatorError> {
-        if !token.starts_with(token::JOB_TOKEN_PREFIX) {
-            return Ok(None);
+        match self.executing_job_by_token(token).await? {
+            Some((id, _)) => Ok(Some(self.job(id).await?)),
+            None => Ok(None),
         }
-        let hash = token::hash(token);
-        let Some(job) = self.inner.store.job_by_token_hash(&hash).await? else {
-            return Ok(None);
-        };
-        if !executing(&job.status) {
-            return Ok(None);
-        }
-        self.runtime().issued.entry(job.id).or_insert(hash);
-        Ok(Some(self.job(job.id).await?))
     }
 
     /// `(id, status)` of the job a job token belongs to, while the job runs: what
