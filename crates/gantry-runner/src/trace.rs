@@ -32,6 +32,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use gantry_protocol::trace::patch::MAX_PATCH_BYTES;
 use gantry_protocol::trace::timestamp::{STREAM_RUNNER, STREAM_SCRIPT};
 use gantry_protocol::{JobTraceOutput, ProtocolError, SectionOptions, StreamKind};
 
@@ -100,6 +101,9 @@ struct Shared {
     options: TraceOptions,
     /// Mirrors `buffer.limit_exceeded()` so writers can skip work without locking.
     limit_hit: AtomicBool,
+    /// Signalled when a whole patch of unsent log is waiting (see
+    /// [`Trace::full_patch_waiting`]).
+    full_patch: tokio::sync::Notify,
 }
 
 /// A job's log: a shared handle to its [`TraceBuffer`], masks and options.
@@ -133,6 +137,7 @@ impl Trace {
                 masks: Arc::new(masks),
                 options,
                 limit_hit: AtomicBool::new(false),
+                full_patch: tokio::sync::Notify::new(),
             }),
         }
     }
@@ -219,6 +224,13 @@ impl Trace {
     /// The `output` object of a job update.
     pub fn output(&self) -> JobTraceOutput {
         self.buffer().output()
+    }
+
+    /// Resolves once at least [`MAX_PATCH_BYTES`] of log are waiting to be sent (at once
+    /// if that happened since the last call), so a fast log can go out in whole patches
+    /// while the job runs instead of waiting for the update interval.
+    pub async fn full_patch_waiting(&self) {
+        self.shared.full_patch.notified().await;
     }
 
     /// Whether job output passed `output_limit`.
@@ -319,6 +331,9 @@ impl TraceWriter {
             buffer.append(out);
             if buffer.limit_exceeded() {
                 self.shared.limit_hit.store(true, Ordering::Relaxed);
+            }
+            if buffer.len().saturating_sub(buffer.sent_offset()) >= MAX_PATCH_BYTES as u64 {
+                self.shared.full_patch.notify_one();
             }
         }
         self.clean = clean;

@@ -94,3 +94,42 @@ async fn a_416_without_range_cannot_make_the_final_flush_loop_forever() {
         .count();
     assert!(final_416s >= MAX_FINAL_RANGE_MISMATCHES as usize, "{final_416s}");
 }
+
+/// A log growing faster than a patch per update interval is uploaded while the job runs:
+/// each whole 1 MiB patch goes as soon as it is waiting, not at the next tick (here a
+/// minute away), and the tick sends the rest as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn whole_patches_go_without_waiting_for_the_update_interval() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mock, front) = mock_and_front().await;
+    mock.set_update_interval(60);
+    let go = dir.path().join("go");
+    let wait = format!("while [ ! -e '{}' ]; do sleep 0.05; done", go.display());
+    let job = enqueue(
+        &mock,
+        "printing",
+        &["head -c 3500000 /dev/zero | tr '\\0' x", wait.as_str(), "echo done"],
+        &[],
+        &[],
+    );
+    let (options, _) = options(dir.path(), Some(1));
+    let (_handle, task) = start(config(front.url(), dir.path(), "", ""), options);
+    wait_for(Duration::from_secs(30), "3 patches while the job runs", || job.log_patches() >= 3).await;
+    // Whole patches only: the rest waits for the tick (or the end of the job).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(job.log().len(), 3 << 20);
+    std::fs::write(&go, "").unwrap();
+    let summary = tokio::time::timeout(Duration::from_secs(60), task).await.unwrap().unwrap();
+
+    let report = &summary.jobs[0];
+    assert_eq!(report.delivery, Delivery::Accepted);
+    assert_eq!(report.trace_checksum, checksum(&job.log()));
+    assert!(log_text(&job).contains("\ndone\n"));
+    let sizes: Vec<usize> = front
+        .exchanges()
+        .iter()
+        .filter(|e| e.is_trace_patch())
+        .map(|e| e.body.len())
+        .collect();
+    assert!(sizes[..3].iter().all(|&n| n == 1 << 20), "{sizes:?}");
+}

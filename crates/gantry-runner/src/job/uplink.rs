@@ -7,7 +7,9 @@
 //!   cannot be reached the job runs anyway (the trace is kept; a later `403` aborts it).
 //! * **Streaming**: every update interval (3 s until the server says otherwise through
 //!   `X-GitLab-Trace-Update-Interval`, clamped to 15 min) the bytes not yet accepted are
-//!   sent in patches of at most 1 MiB. `202` moves the sent offset; `416` moves it to the
+//!   sent in patches of at most 1 MiB; a whole 1 MiB patch goes as soon as it is waiting
+//!   (the same patches gitlab-runner would send at the next tick, only sooner, so a
+//!   fast log is uploaded while the job runs, not after it). `202` moves the sent offset; `416` moves it to the
 //!   server's length (`Range`), re-sending what it lacks or skipping what it has; `404`
 //!   and other errors keep it. Without a successful patch for 30 s a keep-alive
 //!   `PUT state=running` carries the current checksum and size.
@@ -238,15 +240,24 @@ impl Uplink {
         Acceptance::Run
     }
 
-    /// Sends the unsent trace, patch after patch, until nothing is left or an answer
-    /// stops the pass.
-    async fn send_pending(&self) -> Pass {
+    /// Sends the unsent trace, patch after patch, until nothing is left (with
+    /// `whole_only`, until less than a whole patch is left) or an answer stops the pass.
+    async fn send_pending(&self, whole_only: bool) -> Pass {
         let mut sent_any = false;
         loop {
             if self.stop.current() == StopRequest::Abort {
                 return Pass::Aborted;
             }
-            let Some(TraceChunk { offset, data }) = self.trace.buffer().next_chunk(MAX_PATCH_BYTES) else {
+            let chunk = {
+                let buffer = self.trace.buffer();
+                let waiting = buffer.len().saturating_sub(buffer.sent_offset());
+                if whole_only && waiting < MAX_PATCH_BYTES as u64 {
+                    None
+                } else {
+                    buffer.next_chunk(MAX_PATCH_BYTES)
+                }
+            };
+            let Some(TraceChunk { offset, data }) = chunk else {
                 return if sent_any { Pass::Sent } else { Pass::Idle };
             };
             let end = offset + data.len() as u64;
@@ -301,13 +312,16 @@ impl Uplink {
         let mut backoff = Backoff::new(Duration::from_secs(1), MAX_LIVE_BACKOFF);
         let mut last_contact = Instant::now();
         let mut outage: Option<Instant> = None;
-        let mut wait = self.interval();
+        let mut tick = tokio::time::Instant::now() + self.interval();
         loop {
-            tokio::select! {
+            // Whole patches go as soon as they are waiting (not during an outage: then
+            // the back-off decides); the rest waits for the tick.
+            let whole_only = tokio::select! {
                 _ = &mut stopped => return,
-                () = tokio::time::sleep(wait) => {}
-            }
-            let problem = match self.send_pending().await {
+                () = tokio::time::sleep_until(tick) => false,
+                () = self.trace.full_patch_waiting(), if outage.is_none() => true,
+            };
+            let problem = match self.send_pending(whole_only).await {
                 Pass::Idle => None,
                 Pass::Sent => {
                     last_contact = Instant::now();
@@ -350,11 +364,14 @@ impl Uplink {
                         });
                     }
                     backoff.reset();
-                    wait = self.interval();
+                    if !whole_only {
+                        tick = tokio::time::Instant::now() + self.interval();
+                    }
                 }
                 Some(error) => {
                     outage.get_or_insert_with(Instant::now);
-                    wait = backoff.next_delay();
+                    let wait = backoff.next_delay();
+                    tick = tokio::time::Instant::now() + wait;
                     (self.events)(JobEvent::CoordinatorUnreachable {
                         job_id: self.job_id,
                         error,
@@ -378,7 +395,7 @@ impl Uplink {
         let mut outage: Option<Instant> = None;
         let started = Instant::now();
         loop {
-            let error = match self.send_pending().await {
+            let error = match self.send_pending(false).await {
                 Pass::Idle | Pass::Sent | Pass::NotFound => None,
                 Pass::RangeMismatch if mismatches < MAX_FINAL_RANGE_MISMATCHES => {
                     mismatches += 1;
