@@ -57,6 +57,7 @@ pub use includes::{
 pub use pipelines::{JobSelection, PipelineRequest, ProjectRequest};
 pub use queue::RequestInfo;
 pub use time::iso8601;
+pub use traces::TraceAppend;
 pub use views::{
     Artifact, ArtifactsFile, Bootstrap, JobPipeline, JobProgress, JobView, PipelineView, Project, Runner,
     RunnerOptions, UpdateResult,

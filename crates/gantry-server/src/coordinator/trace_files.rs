@@ -16,8 +16,9 @@
 //! job are serialized by [`TraceFiles::lock`].
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::io::{self, Read, Seek, SeekFrom};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// Striped per-job locks: appends to one job run one at a time (different jobs rarely
 /// share a stripe, and then just wait for each other).
@@ -25,31 +26,33 @@ const STRIPES: usize = 64;
 
 pub(crate) struct TraceFiles {
     dir: PathBuf,
-    locks: Vec<tokio::sync::Mutex<()>>,
+    locks: Vec<Arc<tokio::sync::Mutex<()>>>,
 }
 
 impl TraceFiles {
     pub(crate) fn new(dir: PathBuf) -> TraceFiles {
         TraceFiles {
             dir,
-            locks: (0..STRIPES).map(|_| tokio::sync::Mutex::new(())).collect(),
+            locks: (0..STRIPES)
+                .map(|_| Arc::new(tokio::sync::Mutex::new(())))
+                .collect(),
         }
     }
 
     /// Held from reading the job's size to committing the new one.
-    pub(crate) async fn lock(&self, job_id: i64) -> tokio::sync::MutexGuard<'_, ()> {
+    pub(crate) async fn lock(&self, job_id: i64) -> tokio::sync::OwnedMutexGuard<()> {
         let stripe = usize::try_from(job_id.rem_euclid(STRIPES as i64)).unwrap_or(0);
-        self.locks[stripe].lock().await
+        Arc::clone(&self.locks[stripe]).lock_owned().await
     }
 
     fn path(&self, job_id: i64) -> PathBuf {
         self.dir.join(format!("{job_id}.log"))
     }
 
-    /// Write `data` at `offset` of the job's file (created with its directory if
-    /// needed), first cutting off anything past `offset`: bytes there were never
-    /// committed (an append that crashed or failed before its commit).
-    pub(crate) fn write_at(&self, job_id: i64, offset: u64, data: &[u8]) -> io::Result<()> {
+    /// The job's file, ready to append at `offset`: created with its directory if
+    /// needed, cut at `offset` (bytes past it were never committed: an append that
+    /// crashed or failed before its commit), positioned there.
+    pub(crate) fn open_at(&self, job_id: i64, offset: u64) -> io::Result<File> {
         let path = self.path(job_id);
         let open = || {
             OpenOptions::new()
@@ -69,7 +72,7 @@ impl TraceFiles {
             file.set_len(offset)?;
         }
         file.seek(SeekFrom::Start(offset))?;
-        file.write_all(data)
+        Ok(file)
     }
 
     /// The first `size` bytes of the job's file (fewer only if the file lost bytes the
@@ -91,19 +94,25 @@ impl TraceFiles {
 
 #[cfg(test)]
 mod tests {
+    use std::io::Write as _;
+
     use super::*;
 
     #[test]
     fn an_append_cuts_off_what_was_never_committed() {
         let dir = tempfile::tempdir().expect("temp dir");
         let files = TraceFiles::new(dir.path().join("traces"));
-        files.write_at(7, 0, b"hello ").expect("write");
+        let append = |offset: u64, data: &[u8]| {
+            files
+                .open_at(7, offset)
+                .and_then(|mut file| file.write_all(data))
+                .expect("append");
+        };
+        append(0, b"hello ");
         // A torn append (crash before its commit) left bytes past the committed size 6.
-        files
-            .write_at(7, 6, b"garbage that was never committed")
-            .expect("write");
+        append(6, b"garbage that was never committed");
         assert_eq!(files.read(7, 6).expect("read"), b"hello ");
-        files.write_at(7, 6, b"world").expect("write");
+        append(6, b"world");
         assert_eq!(
             std::fs::read(dir.path().join("traces/7.log")).expect("file"),
             b"hello world"

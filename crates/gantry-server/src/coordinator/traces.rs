@@ -2,8 +2,20 @@
 //! log read back (user API, coverage). Bytes in [`super::trace_files`], the committed
 //! size in the store: append = write the bytes at the committed size, then commit the
 //! new size; read = exactly the committed size.
+//!
+//! A patch is checked before its body is read ([`Coordinator::begin_trace_append`]: the
+//! job runs, the offset is the end, a declared length fits the limit), then its body is
+//! written to the file as it arrives ([`TraceAppend::write`]), so receiving the bytes and
+//! writing them overlap and no patch is held whole in memory.
 
-use std::io;
+use std::convert::Infallible;
+use std::fmt::Display;
+use std::io::{self, Write as _};
+use std::pin::pin;
+
+use futures_util::{Stream, StreamExt as _};
+use gantry_store::TraceState;
+use tokio::sync::OwnedMutexGuard;
 
 use crate::processor::{Event, FailureReason};
 
@@ -12,19 +24,33 @@ use super::error::CoordinatorError;
 use super::jobs::executing;
 use super::time::now_ms;
 
+/// Bytes handed to the file writer at a time: a few system calls and thread wake-ups per
+/// 1 MiB patch, not one per network read.
+const WRITE_BATCH: usize = 256 * 1024;
+
 fn task_failed(job_id: i64, e: tokio::task::JoinError) -> CoordinatorError {
     CoordinatorError::Io(io::Error::other(format!(
         "append to the trace of job {job_id}: the task stopped: {e}"
     )))
 }
 
+fn to_u64(size: i64) -> u64 {
+    u64::try_from(size).unwrap_or(0)
+}
+
+/// A trace patch that passed the checks and whose bytes are not written yet. Holds the
+/// job's append lock: the next patch of the job waits until this one is committed or
+/// dropped (dropped = nothing written).
+pub struct TraceAppend {
+    coordinator: Coordinator,
+    job_id: i64,
+    state: TraceState,
+    _lock: OwnedMutexGuard<()>,
+}
+
 impl Coordinator {
-    /// A runner's `PATCH /jobs/:id/trace`: append `data` at `range_start`, which must be
-    /// the stored length (else `RangeMismatch { size }`, `416`). Returns the new length.
-    /// Past the trace limit the job fails `trace_size_exceeded` and this is `Forbidden`.
-    ///
-    /// The append runs to its end in a task of its own even when the caller stops
-    /// waiting (a runner that hung up), so no file write outlives its job's lock.
+    /// A runner's `PATCH /jobs/:id/trace` with its whole body at hand: append `data` at
+    /// `range_start` ([`Coordinator::begin_trace_append`], then [`TraceAppend::write`]).
     pub async fn append_trace<D>(
         &self,
         job_id: i64,
@@ -34,24 +60,27 @@ impl Coordinator {
     where
         D: AsRef<[u8]> + Send + 'static,
     {
-        let this = self.clone();
-        tokio::spawn(async move { this.append_trace_locked(job_id, range_start, data).await })
+        let length = u64::try_from(data.as_ref().len()).unwrap_or(u64::MAX);
+        self.begin_trace_append(job_id, range_start, Some(length))
+            .await?
+            .write(futures_util::stream::once(async move {
+                Ok::<D, Infallible>(data)
+            }))
             .await
-            .map_err(|e| task_failed(job_id, e))?
     }
 
-    async fn append_trace_locked<D>(
+    /// Checks a trace patch before its body is read: the job runs (else `Forbidden`),
+    /// `range_start` is the stored length (else `RangeMismatch { size }`, `416`), and a
+    /// declared `length` fits the trace limit (else the job fails `trace_size_exceeded`
+    /// and this is `Forbidden`, nothing written). Waits for the job's previous patch.
+    pub async fn begin_trace_append(
         &self,
         job_id: i64,
         range_start: u64,
-        data: D,
-    ) -> std::result::Result<u64, CoordinatorError>
-    where
-        D: AsRef<[u8]> + Send + 'static,
-    {
-        let store = &self.inner.store;
-        let _job = self.inner.traces.lock(job_id).await;
-        let state = store.trace_state(job_id).await?;
+        length: Option<u64>,
+    ) -> std::result::Result<TraceAppend, CoordinatorError> {
+        let lock = self.inner.traces.lock(job_id).await;
+        let state = self.inner.store.trace_state(job_id).await?;
         if !executing(&state.status) {
             return Err(CoordinatorError::Forbidden(format!(
                 "append to the trace of job {job_id}: it is {}",
@@ -65,59 +94,35 @@ impl Coordinator {
         })?;
         if start != state.size {
             return Err(CoordinatorError::RangeMismatch {
-                size: u64::try_from(state.size).unwrap_or(0),
+                size: to_u64(state.size),
             });
         }
-        let len = i64::try_from(data.as_ref().len()).unwrap_or(i64::MAX);
-        let limit = i64::try_from(self.inner.cfg.trace_limit).unwrap_or(i64::MAX);
-        let now = now_ms();
-        if state.size.saturating_add(len) > limit {
-            let _ = self
-                .job_event(job_id, now, |job| Event::JobFailed {
-                    job,
-                    reason: FailureReason::TraceSizeExceeded,
-                    exit_code: None,
-                })
-                .await;
-            return Err(CoordinatorError::Forbidden(format!(
-                "append to the trace of job {job_id}: the trace would exceed the limit of {limit} bytes; the job was dropped (trace_size_exceeded)"
-            )));
-        }
-        // A log from before trace files (migration 0004) moves to its file now.
-        let mut old = if state.in_db {
-            Some(store.trace_in_db(job_id).await?)
-        } else {
-            None
-        };
-        if let Some(old) = &mut old {
-            old.truncate(usize::try_from(state.size).unwrap_or(0));
-        }
-        if len > 0 || old.is_some() {
-            let this = self.clone();
-            tokio::task::spawn_blocking(move || {
-                let files = &this.inner.traces;
-                if let Some(old) = old {
-                    files.write_at(job_id, 0, &old)?;
-                }
-                files.write_at(job_id, range_start, data.as_ref())
-            })
-            .await
-            .map_err(|e| task_failed(job_id, e))??;
-        }
-        let size = state.size + len;
-        if store
-            .commit_trace_size(job_id, state.size, size, state.in_db, now)
-            .await?
+        if let Some(length) = length
+            && to_u64(state.size).saturating_add(length) > self.inner.cfg.trace_limit
         {
-            Ok(u64::try_from(size).unwrap_or(0))
-        } else {
-            // Another process appended meanwhile (the same runner's retry: the same
-            // bytes at the same offset); this patch was not taken.
-            let size = store.trace_state(job_id).await?.size;
-            Err(CoordinatorError::RangeMismatch {
-                size: u64::try_from(size).unwrap_or(0),
-            })
+            return Err(self.trace_size_exceeded(job_id).await);
         }
+        Ok(TraceAppend {
+            coordinator: self.clone(),
+            job_id,
+            state,
+            _lock: lock,
+        })
+    }
+
+    /// Fails the job `trace_size_exceeded`; the error for the patch that went past.
+    async fn trace_size_exceeded(&self, job_id: i64) -> CoordinatorError {
+        let _ = self
+            .job_event(job_id, now_ms(), |job| Event::JobFailed {
+                job,
+                reason: FailureReason::TraceSizeExceeded,
+                exit_code: None,
+            })
+            .await;
+        CoordinatorError::Forbidden(format!(
+            "append to the trace of job {job_id}: the trace would exceed the limit of {} bytes; the job was dropped (trace_size_exceeded)",
+            self.inner.cfg.trace_limit
+        ))
     }
 
     /// The job's log as stored so far: exactly its committed size.
@@ -126,19 +131,145 @@ impl Coordinator {
         if let Some(data) = snapshot.in_db {
             return Ok(data);
         }
-        let size = u64::try_from(snapshot.size).unwrap_or(0);
+        let size = to_u64(snapshot.size);
         if size == 0 {
             return Ok(Vec::new());
         }
         let this = self.clone();
-        Ok(
-            tokio::task::spawn_blocking(move || this.inner.traces.read(job_id, size))
-                .await
-                .map_err(|e| {
-                    CoordinatorError::Io(io::Error::other(format!(
-                        "read the trace of job {job_id}: the task stopped: {e}"
-                    )))
-                })??,
-        )
+        tokio::task::spawn_blocking(move || this.inner.traces.read(job_id, size))
+            .await
+            .map_err(|e| {
+                CoordinatorError::Io(io::Error::other(format!(
+                    "read the trace of job {job_id}: the task stopped: {e}"
+                )))
+            })?
+            .map_err(CoordinatorError::Io)
+    }
+}
+
+/// Why reading a patch's body stopped early.
+enum Stop {
+    TooLarge,
+    Body(String),
+}
+
+impl TraceAppend {
+    /// Writes the patch's `body` at the end of the log as it arrives, then commits the
+    /// new length, which it returns. Nothing is committed when the body fails (the
+    /// bytes written stay past the committed size, invisible, and the next append
+    /// overwrites them) or goes past the trace limit (the job fails
+    /// `trace_size_exceeded`, `Forbidden`).
+    ///
+    /// Runs to its end in a task of its own even when the caller stops waiting (a
+    /// runner that hung up), so no file write outlives the job's lock.
+    pub async fn write<S, D, E>(self, body: S) -> std::result::Result<u64, CoordinatorError>
+    where
+        S: Stream<Item = Result<D, E>> + Send + 'static,
+        D: AsRef<[u8]> + Send + 'static,
+        E: Display + Send + 'static,
+    {
+        let job_id = self.job_id;
+        tokio::spawn(self.write_now(body))
+            .await
+            .map_err(|e| task_failed(job_id, e))?
+    }
+
+    async fn write_now<S, D, E>(self, body: S) -> std::result::Result<u64, CoordinatorError>
+    where
+        S: Stream<Item = Result<D, E>> + Send + 'static,
+        D: AsRef<[u8]> + Send + 'static,
+        E: Display + Send + 'static,
+    {
+        let (job_id, size) = (self.job_id, self.state.size);
+        let store = &self.coordinator.inner.store;
+        // A log from before trace files (migration 0004) moves to its file now.
+        let old = if self.state.in_db {
+            let mut old = store.trace_in_db(job_id).await?;
+            old.truncate(usize::try_from(size).unwrap_or(0));
+            Some(old)
+        } else {
+            None
+        };
+        let (batches, mut received_batches) = tokio::sync::mpsc::channel::<Vec<D>>(2);
+        let writer = {
+            let this = self.coordinator.clone();
+            tokio::task::spawn_blocking(move || -> io::Result<()> {
+                let files = &this.inner.traces;
+                let mut file = match old {
+                    Some(old) => {
+                        let mut file = files.open_at(job_id, 0)?;
+                        file.write_all(&old)?;
+                        file
+                    }
+                    None => files.open_at(job_id, to_u64(size))?,
+                };
+                while let Some(batch) = received_batches.blocking_recv() {
+                    for chunk in &batch {
+                        file.write_all(chunk.as_ref())?;
+                    }
+                }
+                Ok(())
+            })
+        };
+        let room = self
+            .coordinator
+            .inner
+            .cfg
+            .trace_limit
+            .saturating_sub(to_u64(size));
+        let mut body = pin!(body);
+        let (mut received, mut batch, mut batched) = (0u64, Vec::new(), 0usize);
+        let mut stop = None;
+        while let Some(item) = body.next().await {
+            let chunk = match item {
+                Ok(chunk) => chunk,
+                Err(e) => {
+                    stop = Some(Stop::Body(e.to_string()));
+                    break;
+                }
+            };
+            let len = chunk.as_ref().len();
+            received = received.saturating_add(len as u64);
+            if received > room {
+                stop = Some(Stop::TooLarge);
+                break;
+            }
+            batch.push(chunk);
+            batched += len;
+            if batched >= WRITE_BATCH {
+                batched = 0;
+                if batches.send(std::mem::take(&mut batch)).await.is_err() {
+                    break; // the writer failed: its error follows
+                }
+            }
+        }
+        if stop.is_none() && !batch.is_empty() {
+            let _ = batches.send(batch).await;
+        }
+        drop(batches);
+        let written = writer.await.map_err(|e| task_failed(job_id, e))?;
+        match stop {
+            Some(Stop::TooLarge) => {
+                return Err(self.coordinator.trace_size_exceeded(job_id).await);
+            }
+            Some(Stop::Body(why)) => {
+                return Err(CoordinatorError::Invalid(format!(
+                    "append to the trace of job {job_id}: the patch could not be read: {why}"
+                )));
+            }
+            None => written?,
+        }
+        let new_size = size.saturating_add(i64::try_from(received).unwrap_or(i64::MAX));
+        if store
+            .commit_trace_size(job_id, size, new_size, self.state.in_db, now_ms())
+            .await?
+        {
+            Ok(to_u64(new_size))
+        } else {
+            // Another process appended meanwhile (the same runner's retry: the same
+            // bytes at the same offset); this patch was not taken.
+            let size = store.trace_state(job_id).await?.size;
+            Err(CoordinatorError::RangeMismatch { size: to_u64(size) })
+        }
     }
 }

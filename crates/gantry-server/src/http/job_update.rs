@@ -2,9 +2,14 @@
 //! `PATCH /api/v4/jobs/:id/trace` (log, §5). Both need the job's token and answer with
 //! `Job-Status`, so a canceled job is noticed on the next call.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt as _;
 use gantry_protocol::update_interval::format_trace_update_interval;
 use gantry_protocol::{TraceRange, UpdateJobRequest, header};
 use serde::Deserialize;
@@ -13,7 +18,7 @@ use crate::coordinator::CoordinatorError;
 
 use super::error::{ApiError, ApiResult};
 use super::extract::{self, Body};
-use super::{AppState, auth};
+use super::{AppState, MAX_TRACE_PATCH, auth};
 
 /// `token` (and `debug_trace`) as query parameters.
 #[derive(Debug, Default, Deserialize)]
@@ -71,18 +76,54 @@ pub(crate) async fn update(
 /// `PATCH /api/v4/jobs/:id/trace` (§5): append at `Content-Range` start, which must be
 /// the stored length (else `416` with `Range: 0-<length>`); `202` with `Range`,
 /// `Job-Status` and `X-GitLab-Trace-Update-Interval`. Past the trace limit the job
-/// fails and the answer is `403`.
+/// fails and the answer is `403`; a body over [`MAX_TRACE_PATCH`] is `413`.
+///
+/// The patch is checked before its body is read, which is then written to the log as it
+/// arrives (see `coordinator::traces`); a refused patch's body is still read (up to the limit)
+/// so the runner gets the answer, not a reset connection.
 pub(crate) async fn patch_trace(
     State(state): State<AppState>,
     Path(job_id): Path<i64>,
     Query(query): Query<TokenQuery>,
     headers: HeaderMap,
-    Body(body): Body,
+    body: axum::body::Body,
 ) -> ApiResult<Response> {
-    let token = extract::job_token(query.token.as_deref(), &headers);
+    let mut body = Some(body);
+    let answer = append_patch(&state, job_id, query.token.as_deref(), &headers, &mut body).await;
+    if let Some(unread) = body {
+        drain(unread).await;
+    }
+    answer
+}
+
+async fn append_patch(
+    state: &AppState,
+    job_id: i64,
+    token: Option<&str>,
+    headers: &HeaderMap,
+    body: &mut Option<axum::body::Body>,
+) -> ApiResult<Response> {
+    let too_large = || ApiError::too_large("Request Entity Too Large");
+    let length = content_length(headers)?;
+    if length.is_some_and(|length| length > MAX_TRACE_PATCH as u64) {
+        return Err(too_large());
+    }
+    let token = extract::job_token(token, headers);
     let job = auth::require_job(&state.coordinator, job_id, token).await?;
-    let start = content_range_start(&headers)?;
-    let size = match state.coordinator.append_trace(job_id, start, body).await {
+    let start = content_range_start(headers)?;
+    let appended = match state.coordinator.begin_trace_append(job_id, start, length).await {
+        Ok(append) => {
+            let exceeded = Arc::new(AtomicBool::new(false));
+            let frames = limited(body.take(), Arc::clone(&exceeded));
+            let written = append.write(frames).await;
+            if exceeded.load(Ordering::Relaxed) {
+                return Err(too_large());
+            }
+            written
+        }
+        Err(e) => Err(e),
+    };
+    let size = match appended {
         Ok(size) => size,
         Err(CoordinatorError::Forbidden(why)) => {
             return Err(auth::forbidden_with_status(&state.coordinator, job_id, why).await);
@@ -103,6 +144,47 @@ pub(crate) async fn patch_trace(
             (header::TRACE_UPDATE_INTERVAL, format_trace_update_interval(interval)),
         ],
     ))
+}
+
+/// The body's frames, ending with an error (and `exceeded` set) past [`MAX_TRACE_PATCH`].
+fn limited(
+    body: Option<axum::body::Body>,
+    exceeded: Arc<AtomicBool>,
+) -> impl futures_util::Stream<Item = Result<Bytes, String>> + Send + 'static {
+    let mut seen = 0usize;
+    body.unwrap_or_default().into_data_stream().map(move |frame| {
+        let frame = frame.map_err(|e| e.to_string())?;
+        seen = seen.saturating_add(frame.len());
+        if seen > MAX_TRACE_PATCH {
+            exceeded.store(true, Ordering::Relaxed);
+            return Err(format!("the patch is larger than {MAX_TRACE_PATCH} bytes"));
+        }
+        Ok(frame)
+    })
+}
+
+/// Reads and drops what is left of a body, up to [`MAX_TRACE_PATCH`] bytes.
+async fn drain(body: axum::body::Body) {
+    let mut frames = body.into_data_stream();
+    let mut seen = 0usize;
+    while let Some(Ok(frame)) = frames.next().await {
+        seen = seen.saturating_add(frame.len());
+        if seen > MAX_TRACE_PATCH {
+            break;
+        }
+    }
+}
+
+/// `Content-Length`, when sent; a value that is not a number is `400`.
+fn content_length(headers: &HeaderMap) -> Result<Option<u64>, ApiError> {
+    let Some(value) = headers.get(axum::http::header::CONTENT_LENGTH) else {
+        return Ok(None);
+    };
+    let value = value.to_str().unwrap_or("").trim();
+    value
+        .parse()
+        .map(Some)
+        .map_err(|_| ApiError::bad_request(format!("Content-Length `{value}` is not a number of bytes")))
 }
 
 /// The start offset of `Content-Range: <start>-<end>`. Like Rails, only the start

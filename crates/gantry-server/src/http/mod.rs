@@ -47,7 +47,8 @@ use error::ApiError;
 /// Largest JSON body of the user API and of job updates.
 const MAX_JSON_BODY: usize = 1024 * 1024;
 
-/// Largest trace patch: twice what gitlab-runner sends (§5.1); larger is `413`.
+/// Largest trace patch: twice what gitlab-runner sends (§5.1); larger is `413`
+/// (`job_update::patch_trace` counts, the body is streamed).
 const MAX_TRACE_PATCH: usize = 2 * gantry_protocol::trace::patch::MAX_PATCH_BYTES;
 
 /// Multipart framing allowed on top of the artifact limit.
@@ -147,7 +148,7 @@ fn build(coordinator: Coordinator, shutdown: watch::Receiver<bool>) -> Router {
             post(job_request::request).layer(DefaultBodyLimit::max(gantry_protocol::long_poll::MAX_REQUEST_BODY_BYTES)),
         )
         .route("/jobs/{id}", put(job_update::update).layer(DefaultBodyLimit::max(MAX_JSON_BODY)))
-        .route("/jobs/{id}/trace", patch(job_update::patch_trace).layer(DefaultBodyLimit::max(MAX_TRACE_PATCH)))
+        .route("/jobs/{id}/trace", patch(job_update::patch_trace))
         .route(
             "/jobs/{id}/artifacts",
             post(artifacts::upload)
