@@ -79,6 +79,9 @@ pub struct CoordinatorConfig {
     pub long_poll: Duration,
     /// Largest job log, bytes (default 100 MiB); past it the job fails `trace_size_exceeded`.
     pub trace_limit: u64,
+    /// How long a trace patch's body may send nothing before the patch is given up
+    /// (default 30 s; the job's append lock is held while a body arrives).
+    pub trace_body_idle_timeout: Duration,
     /// Largest artifact upload, bytes (default 100 MiB).
     pub artifact_limit: u64,
     /// A project whose repository is a local path is its own mirror: the mirror's path
@@ -128,6 +131,7 @@ impl CoordinatorConfig {
             external_url: external_url.into(),
             long_poll: gantry_protocol::long_poll::DEFAULT_HOLD,
             trace_limit: 100 * 1024 * 1024,
+            trace_body_idle_timeout: Duration::from_secs(30),
             artifact_limit: 100 * 1024 * 1024,
             local_repos_in_place: false,
             user: PipelineUser::default(),

@@ -161,7 +161,8 @@ impl TraceAppend {
     /// `trace_size_exceeded`, `Forbidden`).
     ///
     /// Runs to its end in a task of its own even when the caller stops waiting (a
-    /// runner that hung up), so no file write outlives the job's lock.
+    /// runner that hung up), so no file write outlives the job's lock; a body that
+    /// sends nothing for `trace_body_idle_timeout` fails the patch.
     pub async fn write<S, D, E>(self, body: S) -> std::result::Result<u64, CoordinatorError>
     where
         S: Stream<Item = Result<D, E>> + Send + 'static,
@@ -220,11 +221,20 @@ impl TraceAppend {
         let mut body = pin!(body);
         let (mut received, mut batch, mut batched) = (0u64, Vec::new(), 0usize);
         let mut stop = None;
-        while let Some(item) = body.next().await {
-            let chunk = match item {
-                Ok(chunk) => chunk,
-                Err(e) => {
+        // The job's append lock is held while the body arrives: without a limit, a runner
+        // whose host vanished mid-patch (a connection that never closes) would block the
+        // job's log, and the jobs sharing its lock stripe, for good.
+        let idle = self.coordinator.inner.cfg.trace_body_idle_timeout;
+        loop {
+            let chunk = match tokio::time::timeout(idle, body.next()).await {
+                Ok(None) => break,
+                Ok(Some(Ok(chunk))) => chunk,
+                Ok(Some(Err(e))) => {
                     stop = Some(Stop::Body(e.to_string()));
+                    break;
+                }
+                Err(_) => {
+                    stop = Some(Stop::Body(format!("nothing arrived for {idle:?}")));
                     break;
                 }
             };

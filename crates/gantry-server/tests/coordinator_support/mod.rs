@@ -60,6 +60,7 @@ pub async fn open_coordinator(dir: &Path) -> Coordinator {
     let store = Store::open(&url).await.expect("store opens");
     let mut cfg = CoordinatorConfig::new(dir.join("data"), "http://127.0.0.1:8080");
     cfg.trace_limit = 64 * 1024;
+    cfg.trace_body_idle_timeout = std::time::Duration::from_millis(500);
     cfg.artifact_limit = 1024 * 1024;
     Coordinator::open(store, cfg)
         .await
