@@ -3,7 +3,8 @@
 //! with `Content-Range` and `416` resync, final updates with the `202` protocol, retries
 //! while the coordinator is away) are in the middle of their jobs, and restarted on the
 //! same data directory and port. The running jobs must finish (their trace patches and
-//! final updates accepted), the pipeline must complete, and no job may be handed out twice.
+//! final updates accepted), the pipeline must complete, no job may be handed out twice,
+//! and every log must be whole, in its file under the data directory.
 
 #![allow(clippy::panic, clippy::unwrap_used)]
 
@@ -524,6 +525,11 @@ async fn a_server_killed_mid_job_restarts_and_the_pipeline_completes() {
             String::from_utf8_lossy(&trace),
             String::from_utf8_lossy(&finished[&id]),
             "the stored log of job {id} is what its runner sent"
+        );
+        assert_eq!(
+            std::fs::read(data_dir.join(format!("traces/{id}.log"))).expect("the job's log file"),
+            trace.as_ref(),
+            "job {id}'s log is its file under the data directory"
         );
     }
     drop(second);

@@ -7,10 +7,13 @@
 //! committed size, which no reader sees (a reader reads exactly `trace_size` bytes) and
 //! the next append cuts off and overwrites. Nothing committed is ever written again.
 //!
-//! Durability is the database's (SQLite in WAL mode with `synchronous = NORMAL`): all of
-//! it survives a crash of the process; after a crash of the machine the last appends
-//! may be lost, as may the database's last commits. No `fsync` per patch: it would cost
-//! more than the patch.
+//! Durability: everything committed survives a crash of the process (the bytes are in
+//! the page cache before their size is committed). A crash of the machine may lose the
+//! last appends, as it may the database's last commits (SQLite in WAL mode with
+//! `synchronous = NORMAL`), and as nothing orders the two on disk, the database may keep
+//! a size whose last bytes the file lost: a reader then gets fewer bytes than
+//! `trace_size` and the job's next append leaves zeros in the gap. No `fsync` per patch:
+//! it would cost more than the patch.
 //!
 //! Methods are blocking; the coordinator calls them from blocking tasks. Appends to one
 //! job are serialized by [`TraceFiles::lock`].
