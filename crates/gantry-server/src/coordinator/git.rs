@@ -145,9 +145,67 @@ impl Mirror {
         .map(|_| ())
     }
 
-    /// A branch or tag name (or `refs/heads/…` / `refs/tags/…`) → commit. A branch wins
-    /// over a tag of the same name, as GitLab's API does.
-    pub async fn resolve(&self, ref_name: &str) -> Result<Option<ResolvedRef>> {
+    /// Objects by name (`<rev>`, `<rev>^{commit}`, …), read by one `git cat-file --batch`:
+    /// `(object name, type, content)` for each, `None` for a name that names nothing.
+    async fn objects(&self, names: &[String]) -> Result<Vec<Option<(String, String, Vec<u8>)>>> {
+        use tokio::io::AsyncWriteExt as _;
+        // One name per line: a line break would be read as two names.
+        if names.iter().any(|n| n.contains(['\n', '\r'])) {
+            return Ok(vec![None; names.len()]);
+        }
+        let mut child = tokio::process::Command::new("git")
+            .arg("-C")
+            .arg(&self.path)
+            .args(["cat-file", "--batch"])
+            .env("GIT_TERMINAL_PROMPT", "0")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| CoordinatorError::Git(format!("run `git cat-file --batch`: {e} (is git installed and on PATH?)")))?;
+        let input: String = names.iter().map(|n| format!("{n}\n")).collect();
+        if let Some(mut stdin) = child.stdin.take() {
+            stdin.write_all(input.as_bytes()).await?;
+        }
+        let out = child.wait_with_output().await?;
+        if !out.status.success() {
+            return Err(CoordinatorError::Git(format!(
+                "run `git cat-file --batch`: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        let mut rest = out.stdout.as_slice();
+        let mut found = Vec::with_capacity(names.len());
+        for _ in names {
+            let Some(eol) = rest.iter().position(|b| *b == b'\n') else {
+                found.push(None);
+                continue;
+            };
+            let header = String::from_utf8_lossy(&rest[..eol]).into_owned();
+            rest = &rest[eol + 1..];
+            // `<oid> <type> <size>`, or `<name> missing` / `<name> ambiguous`.
+            let mut fields = header.rsplitn(3, ' ');
+            let (Some(size), Some(kind), Some(oid)) = (fields.next(), fields.next(), fields.next())
+            else {
+                found.push(None);
+                continue;
+            };
+            let Ok(size) = size.parse::<usize>() else {
+                found.push(None);
+                continue;
+            };
+            let content = rest.get(..size).unwrap_or(rest).to_vec();
+            rest = rest.get(size + 1..).unwrap_or_default();
+            found.push(Some((oid.to_owned(), kind.to_owned(), content)));
+        }
+        Ok(found)
+    }
+
+    /// A branch or tag name (or `refs/heads/…` / `refs/tags/…`) → commit, with the facts
+    /// of that commit (one `git cat-file --batch`). A branch wins over a tag of the same
+    /// name, as GitLab's API does.
+    pub async fn resolve(&self, ref_name: &str) -> Result<Option<(ResolvedRef, CommitInfo)>> {
         let candidates: Vec<(String, String, bool)> =
             if let Some(b) = ref_name.strip_prefix("refs/heads/") {
                 vec![(b.to_owned(), ref_name.to_owned(), false)]
@@ -159,62 +217,44 @@ impl Mirror {
                     (ref_name.to_owned(), format!("refs/tags/{ref_name}"), true),
                 ]
             };
-        for (name, full, tag) in candidates {
-            if name.is_empty() || name.starts_with('-') {
-                continue;
+        let candidates: Vec<_> = candidates
+            .into_iter()
+            .filter(|(name, _, _)| !name.is_empty() && !name.starts_with('-'))
+            .collect();
+        // Each candidate's commit, then (for a tag) what the tag names.
+        let mut names = Vec::new();
+        for (_, full, tag) in &candidates {
+            names.push(format!("{full}^{{commit}}"));
+            if *tag {
+                names.push(full.clone());
             }
-            let spec = format!("{full}^{{commit}}");
-            if let Ok(out) = git(
-                Some(&self.path),
-                &["rev-parse", "--verify", "--quiet", &spec],
-            )
-            .await
-            {
-                let sha = text(out);
-                if !sha.is_empty() {
-                    return Ok(Some(ResolvedRef { name, tag, sha }));
-                }
+        }
+        let mut objects = self.objects(&names).await?.into_iter();
+        for (name, _, tag) in candidates {
+            let commit = objects.next().flatten();
+            let tagged = if tag { objects.next().flatten() } else { None };
+            if let Some((sha, _, raw)) = commit {
+                let mut info = parse_commit(&raw);
+                info.tag_message = tagged.map(|(_, _, raw)| body(&raw));
+                return Ok(Some((ResolvedRef { name, tag, sha }, info)));
             }
         }
         Ok(None)
     }
 
+    /// The facts of `r`'s commit (one `git cat-file --batch`).
     pub async fn commit_info(&self, r: &ResolvedRef) -> Result<CommitInfo> {
-        let out = git(
-            Some(&self.path),
-            &["show", "-s", "--format=%an <%ae>%x00%aI%x00%B", &r.sha],
-        )
-        .await?;
-        let out = String::from_utf8_lossy(&out).into_owned();
-        let mut parts = out.splitn(3, '\0');
-        let author = parts.next().unwrap_or_default().to_owned();
-        let timestamp = parts.next().unwrap_or_default().to_owned();
-        let message = parts
-            .next()
-            .unwrap_or_default()
-            .trim_end_matches('\n')
-            .to_owned();
-        let tag_message = if r.tag {
-            git(
-                Some(&self.path),
-                &[
-                    "for-each-ref",
-                    "--format=%(contents)",
-                    &format!("refs/tags/{}", r.name),
-                ],
-            )
-            .await
-            .ok()
-            .map(text)
-        } else {
-            None
+        let mut names = vec![r.sha.clone()];
+        if r.tag {
+            names.push(format!("refs/tags/{}", r.name));
+        }
+        let mut objects = self.objects(&names).await?.into_iter();
+        let Some((_, _, raw)) = objects.next().flatten() else {
+            return Err(CoordinatorError::Git(format!("commit {} is not in the repository", r.sha)));
         };
-        Ok(CommitInfo {
-            author,
-            timestamp,
-            message,
-            tag_message,
-        })
+        let mut info = parse_commit(&raw);
+        info.tag_message = objects.next().flatten().map(|(_, _, raw)| body(&raw));
+        Ok(info)
     }
 
     /// `refs/pipelines/<id>` → `sha` (what the runner's first refspec fetches).
@@ -389,5 +429,127 @@ impl gantry_pipeline::Loader for CommitLoader {
                 .collect(),
             _ => Vec::new(),
         }
+    }
+}
+
+/// What follows a commit's or tag's headers (git's `%B` / `%(contents)`), without trailing
+/// line breaks.
+fn body(raw: &[u8]) -> String {
+    let text = String::from_utf8_lossy(raw);
+    match text.split_once("\n\n") {
+        Some((_, body)) => body.trim_end_matches('\n').to_owned(),
+        None => String::new(),
+    }
+}
+
+/// A raw commit → its author (`Name <email>`, git's `%an <%ae>`), author date in strict
+/// ISO 8601 in the author's zone (`%aI`) and message (`%B`).
+fn parse_commit(raw: &[u8]) -> CommitInfo {
+    let text = String::from_utf8_lossy(raw);
+    let headers = text.split_once("\n\n").map_or(text.as_ref(), |(h, _)| h);
+    let (mut author, mut timestamp) = (String::new(), String::new());
+    if let Some(line) = headers.lines().find_map(|l| l.strip_prefix("author ")) {
+        // `Name <email> 1700000000 +0100`
+        if let Some(end) = line.rfind('>') {
+            author = line[..=end].to_owned();
+            let mut when = line[end + 1..].split_whitespace();
+            if let (Some(Ok(secs)), Some(zone)) = (when.next().map(str::parse::<i64>), when.next()) {
+                timestamp = iso8601_in_zone(secs, zone);
+            }
+        }
+    }
+    CommitInfo {
+        author,
+        timestamp,
+        message: body(raw),
+        tag_message: None,
+    }
+}
+
+/// `1700000000`, `+0100` → `2023-11-14T23:13:20+01:00` (git's `%aI`).
+fn iso8601_in_zone(secs: i64, zone: &str) -> String {
+    let (sign, digits) = match zone.split_at_checked(1) {
+        Some(("-", d)) => (-1, d),
+        Some(("+", d)) => (1, d),
+        _ => (1, "0000"),
+    };
+    let hours: i64 = digits.get(..2).and_then(|h| h.parse().ok()).unwrap_or(0);
+    let minutes: i64 = digits.get(2..4).and_then(|m| m.parse().ok()).unwrap_or(0);
+    let offset = sign * (hours * 60 + minutes) * 60;
+    let utc_like = super::time::iso8601((secs + offset) * 1000);
+    // `YYYY-MM-DDTHH:MM:SS.mmmZ` → `YYYY-MM-DDTHH:MM:SS±HH:MM`
+    format!(
+        "{}{}{hours:02}:{minutes:02}",
+        utc_like.get(..19).unwrap_or_default(),
+        if sign < 0 { '-' } else { '+' }
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn git(dir: &Path, args: &[&str]) -> String {
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(args)
+            .env("GIT_AUTHOR_NAME", "Ada Lovelace")
+            .env("GIT_AUTHOR_EMAIL", "ada@example.com")
+            .env("GIT_AUTHOR_DATE", "1700000000 -0230")
+            .env("GIT_COMMITTER_NAME", "C")
+            .env("GIT_COMMITTER_EMAIL", "c@example.com")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).trim_end_matches('\n').to_owned()
+    }
+
+    #[tokio::test]
+    async fn refs_and_commit_facts_read_by_cat_file_match_git_show() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        git(d, &["init", "-q", "-b", "main"]);
+        std::fs::write(d.join("a"), "a").unwrap();
+        git(d, &["add", "a"]);
+        git(d, &["commit", "-qm", "subject\n\nbody line\n"]);
+        git(d, &["tag", "-a", "v1", "-m", "release one\n\nnotes"]);
+        git(d, &["tag", "light"]);
+        let mirror = Mirror { path: d.join(".git") };
+        let show = |rev: &str| git(d, &["show", "-s", "--format=%an <%ae>%x00%aI%x00%B", rev]);
+        let expected = show("HEAD");
+        let mut parts = expected.splitn(3, '\0');
+        let (author, date, message) = (parts.next().unwrap(), parts.next().unwrap(), parts.next().unwrap());
+
+        let (r, info) = mirror.resolve("main").await.unwrap().unwrap();
+        assert_eq!((r.name.as_str(), r.tag), ("main", false));
+        assert_eq!(r.sha, git(d, &["rev-parse", "HEAD"]));
+        assert_eq!(info.author, author);
+        assert_eq!(info.timestamp, date);
+        assert_eq!(info.timestamp, "2023-11-14T19:43:20-02:30");
+        assert_eq!(info.message, message.trim_end_matches('\n'));
+        assert_eq!(info.tag_message, None);
+
+        let (r, info) = mirror.resolve("v1").await.unwrap().unwrap();
+        assert!(r.tag);
+        assert_eq!(r.sha, git(d, &["rev-parse", "HEAD"]));
+        let contents = git(d, &["for-each-ref", "--format=%(contents)", "refs/tags/v1"]);
+        assert_eq!(info.tag_message.as_deref(), Some(contents.as_str()));
+        assert_eq!(mirror.commit_info(&r).await.unwrap().tag_message.as_deref(), Some(contents.as_str()));
+        // A lightweight tag's contents are its commit's message, as for-each-ref says.
+        let (_, info) = mirror.resolve("refs/tags/light").await.unwrap().unwrap();
+        let contents = git(d, &["for-each-ref", "--format=%(contents)", "refs/tags/light"]);
+        assert_eq!(info.tag_message.as_deref(), Some(contents.as_str()));
+
+        assert!(mirror.resolve("nope").await.unwrap().is_none());
+        assert!(mirror.resolve("main\nHEAD").await.unwrap().is_none());
+        assert!(mirror.resolve("-x").await.unwrap().is_none());
+    }
+
+    #[test]
+    fn author_dates_keep_their_zone() {
+        assert_eq!(iso8601_in_zone(0, "+0000"), "1970-01-01T00:00:00+00:00");
+        assert_eq!(iso8601_in_zone(1_700_000_000, "+0100"), "2023-11-14T23:13:20+01:00");
+        assert_eq!(iso8601_in_zone(1_700_000_000, "-0800"), "2023-11-14T14:13:20-08:00");
     }
 }

@@ -363,13 +363,12 @@ impl Coordinator {
         let store = &self.inner.store;
         let project = store.project(project_id).await?;
         let mirror = self.sync_mirror(&project).await?;
-        let Some(r) = mirror.resolve(ref_name).await? else {
+        let Some((r, commit)) = mirror.resolve(ref_name).await? else {
             return Err(CoordinatorError::Invalid(format!(
                 "create a pipeline: Reference not found: `{ref_name}` is no branch or tag of {}",
                 project.name
             )));
         };
-        let commit = mirror.commit_info(&r).await?;
         self.remember_commit(project_id, &r, &commit);
         let protected = !r.tag && r.name == project.default_branch;
         let iid = store

@@ -314,7 +314,9 @@ pub(crate) fn valid_ref_name(name: &str) -> bool {
 /// A repository laid out as `git init` would (files only, no hooks or samples):
 /// `HEAD`, `config`, `refs/`, and `objects/` borrowing `alternates`.
 fn lay_out(git_dir: &Path, bare: bool, object_format: &str, alternates: &[&str], head: &str) -> Result<(), SnapshotError> {
-    for sub in ["objects/info", "refs/heads", "refs/tags"] {
+    // Git needs `objects/` and `refs/`; the rest is made when something is written there
+    // (fewer directories to copy into, and remove from, every job's directory).
+    for sub in ["objects/info", "refs"] {
         let d = git_dir.join(sub);
         std::fs::create_dir_all(&d).map_err(io("create", &d))?;
     }
@@ -437,7 +439,10 @@ pub(crate) fn prepare(checkout: &Checkout, tmp: &Path, run_ref: &RunRef, committ
     let git_dir = dir.join(".git");
     lay_out(&git_dir, false, &checkout.object_format, &[&own_objects, objects], &sha)?;
     if let RunRef::Branch(branch) = run_ref {
-        write_ref(&git_dir, &format!("refs/remotes/origin/{branch}"), &sha)?;
+        // A packed ref: one file instead of two directories and a file.
+        let packed = git_dir.join("packed-refs");
+        std::fs::write(&packed, format!("# pack-refs with: peeled fully-peeled sorted \n{sha} refs/remotes/origin/{branch}\n"))
+            .map_err(io("write", &packed))?;
     }
     Git::in_dir(&dir).run(&["read-tree", "--reset", "-u", &sha])?;
     Ok(Snapshot {
@@ -486,6 +491,11 @@ mod tests {
         assert!(!s.uncommitted);
         assert_eq!(std::fs::read_to_string(s.dir.join("a.txt")).unwrap(), "committed\n");
         assert_eq!(git(&s.dir, &["rev-parse", "HEAD"]), s.sha);
+        assert_eq!(git(&s.dir, &["rev-parse", "refs/remotes/origin/main"]), s.sha);
+        assert_eq!(git(&s.dir, &["status", "--porcelain"]), "");
+        // A job can make branches and tags in its copy.
+        git(&s.dir, &["branch", "topic"]);
+        git(&s.dir, &["tag", "t1"]);
         assert_eq!(git(repo.path(), &["count-objects"]), before);
         assert_eq!(git(repo.path(), &["status", "--porcelain"]), "");
     }
