@@ -145,61 +145,26 @@ impl Mirror {
         .map(|_| ())
     }
 
-    /// Objects by name (`<rev>`, `<rev>^{commit}`, …), read by one `git cat-file --batch`:
-    /// `(object name, type, content)` for each, `None` for a name that names nothing.
+    /// Objects by name (`<rev>`, `<rev>^{commit}`, …), read by one `git cat-file --batch`
+    /// ([`CatFile`], as configuration files are): `(object id, type, content)` for each,
+    /// `None` for a name that names nothing (or an object over 1 MiB: commits and tags).
     async fn objects(&self, names: &[String]) -> Result<Vec<Option<(String, String, Vec<u8>)>>> {
-        use tokio::io::AsyncWriteExt as _;
-        // One name per line: a line break would be read as two names.
-        if names.iter().any(|n| n.contains(['\n', '\r'])) {
-            return Ok(vec![None; names.len()]);
-        }
-        let mut child = tokio::process::Command::new("git")
-            .arg("-C")
-            .arg(&self.path)
-            .args(["cat-file", "--batch"])
-            .env("GIT_TERMINAL_PROMPT", "0")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|e| CoordinatorError::Git(format!("run `git cat-file --batch`: {e} (is git installed and on PATH?)")))?;
-        let input: String = names.iter().map(|n| format!("{n}\n")).collect();
-        if let Some(mut stdin) = child.stdin.take() {
-            stdin.write_all(input.as_bytes()).await?;
-        }
-        let out = child.wait_with_output().await?;
-        if !out.status.success() {
-            return Err(CoordinatorError::Git(format!(
-                "run `git cat-file --batch`: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            )));
-        }
-        let mut rest = out.stdout.as_slice();
-        let mut found = Vec::with_capacity(names.len());
-        for _ in names {
-            let Some(eol) = rest.iter().position(|b| *b == b'\n') else {
-                found.push(None);
-                continue;
-            };
-            let header = String::from_utf8_lossy(&rest[..eol]).into_owned();
-            rest = &rest[eol + 1..];
-            // `<oid> <type> <size>`, or `<name> missing` / `<name> ambiguous`.
-            let mut fields = header.rsplitn(3, ' ');
-            let (Some(size), Some(kind), Some(oid)) = (fields.next(), fields.next(), fields.next())
-            else {
-                found.push(None);
-                continue;
-            };
-            let Ok(size) = size.parse::<usize>() else {
-                found.push(None);
-                continue;
-            };
-            let content = rest.get(..size).unwrap_or(rest).to_vec();
-            rest = rest.get(size + 1..).unwrap_or_default();
-            found.push(Some((oid.to_owned(), kind.to_owned(), content)));
-        }
-        Ok(found)
+        const LIMIT: u64 = 1 << 20;
+        let (path, names) = (self.path.clone(), names.to_vec());
+        tokio::task::spawn_blocking(move || {
+            let mut cat = CatFile::start(&path).map_err(CoordinatorError::Git)?;
+            names
+                .iter()
+                .map(|name| {
+                    let found = cat.get(name, LIMIT).map_err(|e| {
+                        CoordinatorError::Git(format!("read {name} with git cat-file: {e}"))
+                    })?;
+                    Ok(found.and_then(|(oid, kind, content)| Some((oid, kind, content?))))
+                })
+                .collect()
+        })
+        .await
+        .map_err(|e| CoordinatorError::Git(format!("git cat-file task: {e}")))?
     }
 
     /// A branch or tag name (or `refs/heads/…` / `refs/tags/…`) → commit, with the facts
@@ -289,6 +254,10 @@ pub(crate) struct CommitLoader {
     batch: std::sync::Mutex<Option<CatFile>>,
 }
 
+/// What `git cat-file --batch` answers for a name: `(object id, type, content)`, the
+/// content `None` when it was over the caller's limit.
+type CatObject = (String, String, Option<Vec<u8>>);
+
 /// A running `git cat-file --batch`.
 struct CatFile {
     child: std::process::Child,
@@ -326,14 +295,14 @@ impl CatFile {
         })
     }
 
-    /// The object named `object` (`<rev>:<path>`): `(type, content)`, `None` when it
-    /// does not exist. Content larger than `limit` is skipped (its type is answered with
-    /// no content).
+    /// The object named `object` (`<rev>:<path>`, `<ref>^{commit}`, …): `(object id,
+    /// type, content)`, `None` when it names nothing. Content larger than `limit` is
+    /// skipped (answered as `None`).
     fn get(
         &mut self,
         object: &str,
         limit: u64,
-    ) -> std::io::Result<Option<(String, Option<Vec<u8>>)>> {
+    ) -> std::io::Result<Option<CatObject>> {
         use std::io::{BufRead as _, Read as _, Write as _};
         if object.contains('\n') {
             return Ok(None);
@@ -346,14 +315,14 @@ impl CatFile {
         }
         // `<oid> <type> <size>`, or `<object> missing` / `<object> ambiguous`.
         let mut fields = header.trim_end().rsplitn(3, ' ');
-        let (Some(size), Some(kind), Some(_)) = (fields.next(), fields.next(), fields.next())
+        let (Some(size), Some(kind), Some(oid)) = (fields.next(), fields.next(), fields.next())
         else {
             return Ok(None);
         };
         let Ok(size) = size.parse::<u64>() else {
             return Ok(None);
         };
-        let kind = kind.to_owned();
+        let (oid, kind) = (oid.to_owned(), kind.to_owned());
         let mut content = Vec::new();
         (&mut self.stdout)
             .take(size.min(limit))
@@ -363,7 +332,7 @@ impl CatFile {
         }
         let mut newline = [0u8; 1];
         self.stdout.read_exact(&mut newline)?;
-        Ok(Some((kind, (size <= limit).then_some(content))))
+        Ok(Some((oid, kind, (size <= limit).then_some(content))))
     }
 }
 
@@ -404,10 +373,10 @@ impl gantry_pipeline::Loader for CommitLoader {
         // the size limit itself.
         let limit = u64::try_from(gantry_pipeline::include::MAX_TOTAL_BYTES).unwrap_or(u64::MAX) + 1;
         match cat.get(&object, limit) {
-            Ok(Some((kind, Some(bytes)))) if kind == "blob" => String::from_utf8(bytes)
+            Ok(Some((_, kind, Some(bytes)))) if kind == "blob" => String::from_utf8(bytes)
                 .map(Some)
                 .map_err(|_| format!("{path} is not valid UTF-8")),
-            Ok(Some((kind, None))) if kind == "blob" => Err(format!(
+            Ok(Some((_, kind, None))) if kind == "blob" => Err(format!(
                 "{path} is larger than {} bytes",
                 gantry_pipeline::include::MAX_TOTAL_BYTES
             )),
