@@ -35,7 +35,9 @@ impl Loader for Memory {
 }
 
 fn walk(base: &Path, dir: &Path, out: &mut BTreeMap<String, String>) {
-    let Ok(rd) = std::fs::read_dir(dir) else { return };
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
     for e in rd.flatten() {
         let p = e.path();
         if p.is_dir() {
@@ -73,7 +75,11 @@ fn status_of(c: &Compiled) -> &'static str {
             Some(p) if !p.created => "not created",
             _ => "valid",
         }
-    } else if c.errors.iter().all(|e| e.message.contains("cannot be resolved offline")) {
+    } else if c
+        .errors
+        .iter()
+        .all(|e| e.message.contains("cannot be resolved offline"))
+    {
         "offline include"
     } else {
         "INVALID"
@@ -89,7 +95,9 @@ fn status_of(c: &Compiled) -> &'static str {
 
 fn is_local_present(item: &Node, files: &BTreeMap<String, String>) -> bool {
     let local = match &item.value {
-        Value::Str(s) if !s.starts_with("http://") && !s.starts_with("https://") => Some(s.as_str()),
+        Value::Str(s) if !s.starts_with("http://") && !s.starts_with("https://") => {
+            Some(s.as_str())
+        }
         Value::Map(m) => m.get("local").and_then(Node::as_str),
         _ => None,
     };
@@ -101,7 +109,9 @@ fn is_local_present(item: &Node, files: &BTreeMap<String, String>) -> bool {
 
 fn drop_offline_includes(doc: &mut Node, files: &BTreeMap<String, String>) {
     let Some(m) = doc.as_map_mut() else { return };
-    let Some(inc) = m.get_mut("include") else { return };
+    let Some(inc) = m.get_mut("include") else {
+        return;
+    };
     match &mut inc.value {
         Value::Seq(items) => std::rc::Rc::make_mut(items).retain(|i| is_local_present(i, files)),
         _ => {
@@ -158,7 +168,11 @@ fn emit_map(m: &Map, out: &mut String) {
 /// reports missing, and the `script` of jobs that only override a template's job) stubbed
 /// with `script: [":"]` in the root file, so that the rest of the pipeline compiles. `None` if a
 /// file does not parse (then there is nothing to compare).
-fn without_offline_includes(files: &BTreeMap<String, String>, opts: &Options, ctx: &Context) -> Option<Memory> {
+fn without_offline_includes(
+    files: &BTreeMap<String, String>,
+    opts: &Options,
+    ctx: &Context,
+) -> Option<Memory> {
     let mut docs: BTreeMap<String, Vec<Node>> = BTreeMap::new();
     for (name, text) in files {
         if name.ends_with(".yml") || name.ends_with(".yaml") {
@@ -197,19 +211,26 @@ fn without_offline_includes(files: &BTreeMap<String, String>, opts: &Options, ct
                     return Some((rest.strip_suffix(')')?.to_owned(), None));
                 }
                 // A job that only overrides a template's job of the same name.
-                if let Some(job) = e
-                    .message
-                    .strip_prefix("jobs ")
-                    .and_then(|m| m.strip_suffix(" config should implement the script:, run:, or trigger: keyword"))
-                {
+                if let Some(job) = e.message.strip_prefix("jobs ").and_then(|m| {
+                    m.strip_suffix(
+                        " config should implement the script:, run:, or trigger: keyword",
+                    )
+                }) {
                     return Some((job.to_owned(), Some("script".to_owned())));
                 }
-                let path = e.message.strip_prefix("!reference ")?.strip_suffix(" could not be found")?;
+                let path = e
+                    .message
+                    .strip_prefix("!reference ")?
+                    .strip_suffix(" could not be found")?;
                 let path: Vec<String> = serde_json::from_str(path).ok()?;
                 Some((path.first()?.clone(), path.get(1).cloned()))
             })
             .collect();
-        let Some(root) = docs.get_mut(".gitlab-ci.yml").and_then(|d| d.last_mut()).and_then(Node::as_map_mut) else {
+        let Some(root) = docs
+            .get_mut(".gitlab-ci.yml")
+            .and_then(|d| d.last_mut())
+            .and_then(Node::as_map_mut)
+        else {
             return Some(loader);
         };
         let pos = gantry_pipeline::yaml::Pos::default();
@@ -237,7 +258,12 @@ fn without_offline_includes(files: &BTreeMap<String, String>, opts: &Options, ct
 }
 
 /// Time `compile` over `loader` for `budget` (at least 10 runs): (runs, mean, min).
-fn time(opts: &Options, ctx: &Context, loader: &Memory, budget: Duration) -> (u32, Duration, Duration) {
+fn time(
+    opts: &Options,
+    ctx: &Context,
+    loader: &Memory,
+    budget: Duration,
+) -> (u32, Duration, Duration) {
     let mut times = Vec::new();
     let start = Instant::now();
     while (start.elapsed() < budget || times.len() < 10) && times.len() < 100_000 {
@@ -248,7 +274,11 @@ fn time(opts: &Options, ctx: &Context, loader: &Memory, budget: Duration) -> (u3
     }
     let total: Duration = times.iter().sum();
     let runs = u32::try_from(times.len()).unwrap_or(u32::MAX);
-    (runs, total / runs, times.iter().copied().min().unwrap_or_default())
+    (
+        runs,
+        total / runs,
+        times.iter().copied().min().unwrap_or_default(),
+    )
 }
 
 fn ms(d: Duration) -> String {
@@ -256,8 +286,16 @@ fn ms(d: Duration) -> String {
 }
 
 fn main() {
-    let filter: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
-    let budget = Duration::from_secs_f64(std::env::var("BENCH_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(0.5));
+    let filter: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let budget = Duration::from_secs_f64(
+        std::env::var("BENCH_SECONDS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0.5),
+    );
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/conformance/real-world");
     let entries = match std::fs::read_dir(&dir) {
         Ok(rd) => rd,
@@ -270,7 +308,12 @@ fn main() {
         .flatten()
         .map(|e| e.path())
         .filter(|p| p.is_file() && p.extension().is_some_and(|e| e == "yml"))
-        .filter(|p| filter.is_empty() || filter.iter().any(|f| p.to_string_lossy().contains(f.as_str())))
+        .filter(|p| {
+            filter.is_empty()
+                || filter
+                    .iter()
+                    .any(|f| p.to_string_lossy().contains(f.as_str()))
+        })
         .collect();
     roots.sort();
     let ctx = ctx();
@@ -278,11 +321,16 @@ fn main() {
     let mut rows = Vec::new();
     let mut dropped = Vec::new();
     for root in &roots {
-        let name = root.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = root
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         let short = name.trim_end_matches(".gitlab-ci.yml").to_owned();
         let mut files = BTreeMap::new();
         walk(&dir.join(&short), &dir.join(&short), &mut files);
-        let Ok(text) = std::fs::read_to_string(root) else { continue };
+        let Ok(text) = std::fs::read_to_string(root) else {
+            continue;
+        };
         let root_bytes = text.len();
         files.insert(".gitlab-ci.yml".to_owned(), text);
         let loader = Memory(files);
@@ -347,15 +395,27 @@ fn main() {
             min,
         });
     }
-    rows.sort_by(|a, b| b.loaded_bytes.cmp(&a.loaded_bytes).then(a.name.cmp(&b.name)));
-    dropped.sort_by(|a, b| b.loaded_bytes.cmp(&a.loaded_bytes).then(a.name.cmp(&b.name)));
+    rows.sort_by(|a, b| {
+        b.loaded_bytes
+            .cmp(&a.loaded_bytes)
+            .then(a.name.cmp(&b.name))
+    });
+    dropped.sort_by(|a, b| {
+        b.loaded_bytes
+            .cmp(&a.loaded_bytes)
+            .then(a.name.cmp(&b.name))
+    });
     let w = rows.iter().map(|r| r.name.len()).max().unwrap_or(4).max(22);
     println!("As stored (a pipeline with an include Gantry cannot resolve stops there):");
     print_table(&rows, w);
     if !dropped.is_empty() {
         println!();
-        println!("The pipelines that stopped, without their unresolvable includes (files re-emitted as flow YAML,");
-        println!("`extends`/`!reference` targets those includes would define stubbed as `{{script: [\":\"]}}`):");
+        println!(
+            "The pipelines that stopped, without their unresolvable includes (files re-emitted as flow YAML,"
+        );
+        println!(
+            "`extends`/`!reference` targets those includes would define stubbed as `{{script: [\":\"]}}`):"
+        );
         print_table(&dropped, w);
     }
     if let Some(slowest) = rows.iter().chain(&dropped).max_by_key(|r| r.mean) {
@@ -370,10 +430,19 @@ fn main() {
 }
 
 fn print_table(rows: &[Row], w: usize) {
-    let line =
-        |name: &str, root: String, files: String, loaded: String, jobs: String, status: &str, runs: String, mean: String, min: String| {
-            println!("{name:<w$} {root:>8} {files:>5} {loaded:>9} {jobs:>5} {status:>15} {runs:>7} {mean:>9} {min:>9}");
-        };
+    let line = |name: &str,
+                root: String,
+                files: String,
+                loaded: String,
+                jobs: String,
+                status: &str,
+                runs: String,
+                mean: String,
+                min: String| {
+        println!(
+            "{name:<w$} {root:>8} {files:>5} {loaded:>9} {jobs:>5} {status:>15} {runs:>7} {mean:>9} {min:>9}"
+        );
+    };
     line(
         "file",
         "root B".into(),
@@ -402,7 +471,10 @@ fn print_table(rows: &[Row], w: usize) {
         &format!("total ({} pipelines)", rows.len()),
         rows.iter().map(|r| r.root_bytes).sum::<usize>().to_string(),
         rows.iter().map(|r| r.files).sum::<usize>().to_string(),
-        rows.iter().map(|r| r.loaded_bytes).sum::<usize>().to_string(),
+        rows.iter()
+            .map(|r| r.loaded_bytes)
+            .sum::<usize>()
+            .to_string(),
         rows.iter().map(|r| r.jobs).sum::<usize>().to_string(),
         "",
         String::new(),
@@ -410,6 +482,10 @@ fn print_table(rows: &[Row], w: usize) {
         ms(rows.iter().map(|r| r.min).sum()),
     );
     for r in rows.iter().filter(|r| r.first_error.is_some()) {
-        println!("  {}: {}", r.name, r.first_error.as_deref().unwrap_or_default());
+        println!(
+            "  {}: {}",
+            r.name,
+            r.first_error.as_deref().unwrap_or_default()
+        );
     }
 }

@@ -136,11 +136,23 @@ pub fn compile(opts: &Options, ctx: &Context, loader: &dyn Loader) -> Compiled {
     let text = match loader.read(opts.config_path.trim_start_matches('/')) {
         Ok(Some(t)) => t,
         Ok(None) => {
-            cx.raw(format!("Missing CI config file: `{}` does not exist", opts.config_path), None);
+            cx.raw(
+                format!(
+                    "Missing CI config file: `{}` does not exist",
+                    opts.config_path
+                ),
+                None,
+            );
             return finish(sources, cx, None);
         }
         Err(e) => {
-            cx.raw(format!("CI config file `{}` could not be read: {e}", opts.config_path), None);
+            cx.raw(
+                format!(
+                    "CI config file `{}` could not be read: {e}",
+                    opts.config_path
+                ),
+                None,
+            );
             return finish(sources, cx, None);
         }
     };
@@ -250,7 +262,12 @@ impl<T> Default for NodeMemo<T> {
 }
 
 impl<T> NodeMemo<T> {
-    fn get_or(&mut self, node: &Node, cx: &mut Cx, validate: impl FnOnce(&mut Cx) -> Option<T>) -> Option<Rc<T>> {
+    fn get_or(
+        &mut self,
+        node: &Node,
+        cx: &mut Cx,
+        validate: impl FnOnce(&mut Cx) -> Option<T>,
+    ) -> Option<Rc<T>> {
         let Some(id) = node.shared_id() else {
             return validate(cx).map(Rc::new);
         };
@@ -291,7 +308,13 @@ struct Defaults {
     timeout: Option<u64>,
 }
 
-fn process(mut root: Map, opts: &Options, ctx: &Context, files: &Files<'_>, cx: &mut Cx) -> Option<Pipeline> {
+fn process(
+    mut root: Map,
+    opts: &Options,
+    ctx: &Context,
+    files: &Files<'_>,
+    cx: &mut Cx,
+) -> Option<Pipeline> {
     // Most configurations hold no `!reference`: then the pass is skipped.
     let has_references = resolve::has_references(&root);
     resolve::extends(&mut root, cx);
@@ -353,12 +376,22 @@ fn process(mut root: Map, opts: &Options, ctx: &Context, files: &Files<'_>, cx: 
         }
         visible += 1;
         if entry.key_kind == KeyKind::Other {
-            cx.attr(&join("jobs", name), "name", "should be a symbol", entry.key_pos);
+            cx.attr(
+                &join("jobs", name),
+                "name",
+                "should be a symbol",
+                entry.key_pos,
+            );
             continue;
         }
         let Some(m) = node.as_map() else {
             if !opts.fragment {
-                cx.push(format!("jobs {name} config should implement the script:, run:, or trigger: keyword"), node.pos);
+                cx.push(
+                    format!(
+                        "jobs {name} config should implement the script:, run:, or trigger: keyword"
+                    ),
+                    node.pos,
+                );
             } else {
                 cx.config(&join("jobs", name), "should be a hash", node.pos);
             }
@@ -367,15 +400,31 @@ fn process(mut root: Map, opts: &Options, ctx: &Context, files: &Files<'_>, cx: 
         let is_job = m.contains_key("script") || m.contains_key("run");
         let is_bridge = !is_job && (m.contains_key("trigger") || m.contains_key("needs"));
         if !is_job && !is_bridge && !opts.fragment {
-            cx.push(format!("jobs {name} config should implement the script:, run:, or trigger: keyword"), node.pos);
+            cx.push(
+                format!(
+                    "jobs {name} config should implement the script:, run:, or trigger: keyword"
+                ),
+                node.pos,
+            );
             continue;
         }
         if is_bridge && !opts.fragment && !m.contains_key("trigger") {
-            let bridge_need = m.get("needs").and_then(|n| flatten_nodes(n).or_else(|| Some(vec![n]))).is_some_and(|items| {
-                items.iter().any(|i| i.as_map().is_some_and(|nm| nm.contains_key("pipeline") && !nm.contains_key("job")))
-            });
+            let bridge_need = m
+                .get("needs")
+                .and_then(|n| flatten_nodes(n).or_else(|| Some(vec![n])))
+                .is_some_and(|items| {
+                    items.iter().any(|i| {
+                        i.as_map().is_some_and(|nm| {
+                            nm.contains_key("pipeline") && !nm.contains_key("job")
+                        })
+                    })
+                });
             if !bridge_need {
-                cx.config(&join("jobs", name), "should contain either a trigger or a needs:pipeline", node.pos);
+                cx.config(
+                    &join("jobs", name),
+                    "should contain either a trigger or a needs:pipeline",
+                    node.pos,
+                );
                 continue;
             }
         }
@@ -410,7 +459,11 @@ fn process(mut root: Map, opts: &Options, ctx: &Context, files: &Files<'_>, cx: 
         }
     }
     if visible == 0 && !opts.fragment {
-        cx.config("jobs", "should contain at least one visible job", Pos::default());
+        cx.config(
+            "jobs",
+            "should contain at least one visible job",
+            Pos::default(),
+        );
     }
     if cx.has_errors() {
         return None;
@@ -423,7 +476,12 @@ fn process(mut root: Map, opts: &Options, ctx: &Context, files: &Files<'_>, cx: 
         // The written name is limited; names generated by `parallel` are not (GitLab accepts
         // long matrix names, e.g. salsa-ci's test-pipeline).
         if def.name.chars().count() > MAX_JOB_NAME {
-            cx.attr(&join("jobs", &def.name), "name", format!("is too long (maximum is {MAX_JOB_NAME} characters)"), def.pos);
+            cx.attr(
+                &join("jobs", &def.name),
+                "name",
+                format!("is too long (maximum is {MAX_JOB_NAME} characters)"),
+                def.pos,
+            );
         }
         for inst in expand_parallel(def, di) {
             groups.entry(def.name.clone()).or_default().push(jobs.len());
@@ -432,7 +490,11 @@ fn process(mut root: Map, opts: &Options, ctx: &Context, files: &Files<'_>, cx: 
     }
 
     // Resolve needs and dependencies to instance names, then the graph checks.
-    let names: HashMap<String, usize> = jobs.iter().enumerate().map(|(i, j)| (j.name.clone(), i)).collect();
+    let names: HashMap<String, usize> = jobs
+        .iter()
+        .enumerate()
+        .map(|(i, j)| (j.name.clone(), i))
+        .collect();
     let matrices = jobs_names_matrix(&defs);
     let mut matrix_errors: Vec<(String, Pos)> = Vec::new();
     for j in &mut jobs {
@@ -459,7 +521,9 @@ fn process(mut root: Map, opts: &Options, ctx: &Context, files: &Files<'_>, cx: 
             let mut out = Vec::new();
             for d in deps {
                 match groups.get(d) {
-                    Some(insts) if !names.contains_key(d) => out.extend(insts.iter().map(|&i| instance_names[i].clone())),
+                    Some(insts) if !names.contains_key(d) => {
+                        out.extend(insts.iter().map(|&i| instance_names[i].clone()))
+                    }
                     _ => out.push(d.clone()),
                 }
             }
@@ -475,13 +539,20 @@ fn process(mut root: Map, opts: &Options, ctx: &Context, files: &Files<'_>, cx: 
 
     // workflow:rules.
     let global_lookup = |n: &str| -> Option<String> {
-        ctx.pipeline.get(n).cloned().or_else(|| global_vars.get(n).map(|v| v.value.clone())).or_else(|| ctx.predefined.get(n).cloned())
+        ctx.pipeline
+            .get(n)
+            .cloned()
+            .or_else(|| global_vars.get(n).map(|v| v.value.clone()))
+            .or_else(|| ctx.predefined.get(n).cloned())
     };
     let mut pipeline_vars = global_vars.clone();
-    let mut auto_cancel = workflow.as_ref().map(|w| w.auto_cancel.clone()).unwrap_or_else(|| AutoCancel {
-        on_new_commit: "conservative".into(),
-        on_job_failure: "none".into(),
-    });
+    let mut auto_cancel = workflow
+        .as_ref()
+        .map(|w| w.auto_cancel.clone())
+        .unwrap_or_else(|| AutoCancel {
+            on_new_commit: "conservative".into(),
+            on_job_failure: "none".into(),
+        });
     let mut created = true;
     let mut not_created_reason = None;
     if let Some(rules) = workflow.as_ref().and_then(|w| w.rules.as_ref()) {
@@ -509,17 +580,38 @@ fn process(mut root: Map, opts: &Options, ctx: &Context, files: &Files<'_>, cx: 
             }
         }
     }
-    let name = workflow.as_ref().and_then(|w| w.name.clone()).map(|n| {
-        let lookup = |k: &str| ctx.pipeline.get(k).cloned().or_else(|| pipeline_vars.get(k).map(|v| v.value.clone())).or_else(|| ctx.predefined.get(k).cloned());
-        crate::expand::expand_server(&n, &lookup, crate::expand::Unknown::Empty).trim().to_owned()
-    }).filter(|n| !n.is_empty());
+    let name = workflow
+        .as_ref()
+        .and_then(|w| w.name.clone())
+        .map(|n| {
+            let lookup = |k: &str| {
+                ctx.pipeline
+                    .get(k)
+                    .cloned()
+                    .or_else(|| pipeline_vars.get(k).map(|v| v.value.clone()))
+                    .or_else(|| ctx.predefined.get(k).cloned())
+            };
+            crate::expand::expand_server(&n, &lookup, crate::expand::Unknown::Empty)
+                .trim()
+                .to_owned()
+        })
+        .filter(|n| !n.is_empty());
 
     // Job rules.
     let mut out_jobs = Vec::new();
     if created {
         for inst in &jobs {
             let def = &defs[inst.def];
-            if let Some(job) = seed(inst, def, &pipeline_vars, &stages, ctx, files, has_workflow_rules, cx) {
+            if let Some(job) = seed(
+                inst,
+                def,
+                &pipeline_vars,
+                &stages,
+                ctx,
+                files,
+                has_workflow_rules,
+                cx,
+            ) {
                 out_jobs.push(job);
             }
         }
@@ -529,7 +621,10 @@ fn process(mut root: Map, opts: &Options, ctx: &Context, files: &Files<'_>, cx: 
         if cx.has_errors() {
             return None;
         }
-        if out_jobs.iter().all(|j| j.stage == ".pre" || j.stage == ".post") {
+        if out_jobs
+            .iter()
+            .all(|j| j.stage == ".pre" || j.stage == ".post")
+        {
             created = false;
             not_created_reason = Some(
                 "Pipeline will not run for the selected trigger. The rules configuration prevented any jobs from being added to the pipeline."
@@ -562,7 +657,10 @@ fn jobs_names_matrix(defs: &[JobDef]) -> MatrixInstances {
     for def in defs {
         if let Some(Parallel::Matrix(_)) = &def.parallel {
             let insts = expand_parallel(def, 0);
-            out.insert(def.name.clone(), insts.into_iter().map(|i| (i.name, i.matrix)).collect());
+            out.insert(
+                def.name.clone(),
+                insts.into_iter().map(|i| (i.name, i.matrix)).collect(),
+            );
         }
     }
     out
@@ -635,8 +733,15 @@ fn parse_auto_cancel(n: &Node, path: &str, cx: &mut Cx) -> Option<AutoCancel> {
     };
     if let Some(v) = m.get("on_new_commit") {
         match v.as_str() {
-            Some(s @ ("conservative" | "interruptible" | "none")) => ac.on_new_commit = s.to_owned(),
-            _ => cx.attr(path, "on_new_commit", "must be one of: conservative, interruptible, none", v.pos),
+            Some(s @ ("conservative" | "interruptible" | "none")) => {
+                ac.on_new_commit = s.to_owned()
+            }
+            _ => cx.attr(
+                path,
+                "on_new_commit",
+                "must be one of: conservative, interruptible, none",
+                v.pos,
+            ),
         }
     }
     if let Some(v) = m.get("on_job_failure") {
@@ -651,7 +756,9 @@ fn parse_auto_cancel(n: &Node, path: &str, cx: &mut Cx) -> Option<AutoCancel> {
 fn parse_workflow(n: &Node, cx: &mut Cx) -> Option<Workflow> {
     let m = cx.map(n, "workflow")?;
     cx.unknown_keys(m, &["rules", "name", "auto_cancel"], "workflow", n.pos);
-    let rules = m.get("rules").and_then(|r| rules::parse_rules(r, "workflow:rules", RuleTarget::Workflow, cx));
+    let rules = m
+        .get("rules")
+        .and_then(|r| rules::parse_rules(r, "workflow:rules", RuleTarget::Workflow, cx));
     if let Some(rules) = &rules {
         for (i, r) in rules.iter().enumerate() {
             if let Some(ac) = &r.auto_cancel {
@@ -664,7 +771,12 @@ fn parse_workflow(n: &Node, cx: &mut Cx) -> Option<Workflow> {
         Some(v) => match v.as_str() {
             Some(s) if !s.is_empty() && s.chars().count() <= 255 => Some(s.to_owned()),
             Some(_) => {
-                cx.attr("workflow", "name", "is too long (maximum is 255 characters)", v.pos);
+                cx.attr(
+                    "workflow",
+                    "name",
+                    "is too long (maximum is 255 characters)",
+                    v.pos,
+                );
                 None
             }
             None => {
@@ -680,7 +792,11 @@ fn parse_workflow(n: &Node, cx: &mut Cx) -> Option<Workflow> {
             on_job_failure: "none".into(),
         },
     };
-    Some(Workflow { rules, name, auto_cancel })
+    Some(Workflow {
+        rules,
+        name,
+        auto_cancel,
+    })
 }
 
 fn parse_defaults(root: &Map, cx: &mut Cx) -> Defaults {
@@ -692,10 +808,19 @@ fn parse_defaults(root: &Map, cx: &mut Cx) -> Defaults {
             node_map = m.clone();
         }
     }
-    for key in ["image", "services", "cache", "before_script", "after_script"] {
+    for key in [
+        "image",
+        "services",
+        "cache",
+        "before_script",
+        "after_script",
+    ] {
         if let Some(n) = root.get(key) {
             if node_map.contains_key(key) && default.is_some() {
-                cx.raw(format!("{key} is defined in top-level and `default:` entry"), Some(n.pos));
+                cx.raw(
+                    format!("{key} is defined in top-level and `default:` entry"),
+                    Some(n.pos),
+                );
             } else {
                 node_map.insert_node(key, n.clone());
             }
@@ -748,22 +873,41 @@ fn parse_job(
     if bridge {
         let unknown: Vec<&str> = m.keys().filter(|k| !BRIDGE_KEYS.contains(k)).collect();
         if !unknown.is_empty() {
-            cx.config(&path, format!("contains unknown keys: {}", unknown.join(", ")), node.pos);
+            cx.config(
+                &path,
+                format!("contains unknown keys: {}", unknown.join(", ")),
+                node.pos,
+            );
         }
     } else {
         cx.unknown_keys(m, &JOB_KEYS, &path, node.pos);
     }
     let p = |k: &str| join(&path, k);
     if m.contains_key("script") && m.contains_key("trigger") {
-        cx.config(&path, "these keys cannot be used together: script, trigger", node.pos);
+        cx.config(
+            &path,
+            "these keys cannot be used together: script, trigger",
+            node.pos,
+        );
     }
     if m.contains_key("script") && m.contains_key("run") {
-        cx.config(&path, "these keys cannot be used together: script, run", node.pos);
+        cx.config(
+            &path,
+            "these keys cannot be used together: script, run",
+            node.pos,
+        );
     }
     if m.get("rules").is_some_and(|r| !r.is_null()) {
-        let bad: Vec<&str> = ["only", "except"].into_iter().filter(|k| m.get(k).is_some_and(|n| !n.is_null())).collect();
+        let bad: Vec<&str> = ["only", "except"]
+            .into_iter()
+            .filter(|k| m.get(k).is_some_and(|n| !n.is_null()))
+            .collect();
         if !bad.is_empty() {
-            cx.config(&path, format!("key may not be used with `rules`: {}", bad.join(", ")), node.pos);
+            cx.config(
+                &path,
+                format!("key may not be used with `rules`: {}", bad.join(", ")),
+                node.pos,
+            );
         }
     }
     let inherit = match m.get("inherit") {
@@ -798,7 +942,12 @@ fn parse_job(
             match n.as_str() {
                 Some(w) if allowed.contains(&w) => When::parse(w),
                 _ => {
-                    cx.attr(&path, "when", format!("should be one of: {}", allowed.join(", ")), n.pos);
+                    cx.attr(
+                        &path,
+                        "when",
+                        format!("should be one of: {}", allowed.join(", ")),
+                        n.pos,
+                    );
                     None
                 }
             }
@@ -806,7 +955,10 @@ fn parse_job(
     };
     let start_in = match m.get("start_in") {
         None => None,
-        Some(n) => match n.as_str().and_then(|s| duration::parse_duration(s).map(|d| (s, d))) {
+        Some(n) => match n
+            .as_str()
+            .and_then(|s| duration::parse_duration(s).map(|d| (s, d)))
+        {
             Some((s, d)) => {
                 if d >= duration::ONE_WEEK {
                     cx.attr(&path, "start_in", "should not exceed the limit", n.pos);
@@ -828,7 +980,11 @@ fn parse_job(
             cx.attr(&path, "start_in", "must be blank", node.pos);
         }
     } else if !bridge && m.contains_key("start_in") {
-        cx.config(&path, "key may not be used with `rules`: start_in", node.pos);
+        cx.config(
+            &path,
+            "key may not be used with `rules`: start_in",
+            node.pos,
+        );
     }
     let script = match m.get("script") {
         Some(n) => {
@@ -864,7 +1020,9 @@ fn parse_job(
         };
     }
     let artifacts = match m.get("artifacts").filter(|n| !n.is_null()) {
-        Some(n) => jobs.artifacts.get_or(n, cx, |cx| keyword::artifacts(n, &p("artifacts"), cx)),
+        Some(n) => jobs
+            .artifacts
+            .get_or(n, cx, |cx| keyword::artifacts(n, &p("artifacts"), cx)),
         None if inherits("artifacts") => defaults.artifacts.clone(),
         None => None,
     };
@@ -874,7 +1032,11 @@ fn parse_job(
     let retry = inherited!("retry", keyword::retry, defaults.retry).unwrap_or_else(no_retry);
     let tags = inherited!("tags", keyword::tags, defaults.tags).unwrap_or_default();
     let timeout = inherited!("timeout", keyword::timeout, defaults.timeout);
-    let interruptible = inherited!("interruptible", keyword::interruptible, defaults.interruptible);
+    let interruptible = inherited!(
+        "interruptible",
+        keyword::interruptible,
+        defaults.interruptible
+    );
     let id_tokens = inherited!("id_tokens", keyword::id_tokens, defaults.id_tokens);
     let variables = match m.get("variables") {
         Some(n) if n.is_null() => Variables::new(),
@@ -891,9 +1053,19 @@ fn parse_job(
     };
     let dependencies = match m.get("dependencies") {
         Some(n) => {
-            let d = flatten_nodes(n).and_then(|items| items.iter().map(|i| i.as_str().map(str::to_owned)).collect::<Option<Vec<_>>>());
+            let d = flatten_nodes(n).and_then(|items| {
+                items
+                    .iter()
+                    .map(|i| i.as_str().map(str::to_owned))
+                    .collect::<Option<Vec<_>>>()
+            });
             if d.is_none() {
-                cx.attr(&path, "dependencies", "should be an array of strings", n.pos);
+                cx.attr(
+                    &path,
+                    "dependencies",
+                    "should be an array of strings",
+                    n.pos,
+                );
             }
             d
         }
@@ -901,14 +1073,32 @@ fn parse_job(
     };
     // GitLab checks only when `needs` lists something (`next unless needs_value.present?`):
     // `needs: []` with `dependencies` is valid, and the job receives no artifacts.
-    if let (Some(deps), Some(needs)) = (&dependencies, needs.as_ref().filter(|n| !n.jobs.is_empty() || !n.cross.is_empty())) {
-        let missing: Vec<&str> = deps.iter().filter(|d| !needs.jobs.iter().any(|n| &n.job == *d)).map(String::as_str).collect();
+    if let (Some(deps), Some(needs)) = (
+        &dependencies,
+        needs
+            .as_ref()
+            .filter(|n| !n.jobs.is_empty() || !n.cross.is_empty()),
+    ) {
+        let missing: Vec<&str> = deps
+            .iter()
+            .filter(|d| !needs.jobs.iter().any(|n| &n.job == *d))
+            .map(String::as_str)
+            .collect();
         if !missing.is_empty() && !fragment {
-            cx.attr(&path, "dependencies", format!("the {} should be part of needs", missing.join(", ")), node.pos);
+            cx.attr(
+                &path,
+                "dependencies",
+                format!("the {} should be part of needs", missing.join(", ")),
+                node.pos,
+            );
         }
     }
     let given = |k: &str| m.get(k).filter(|n| !n.is_null());
-    let rules = given("rules").and_then(|r| jobs.rules.get_or(r, cx, |cx| rules::parse_rules(r, &p("rules"), RuleTarget::Job, cx)));
+    let rules = given("rules").and_then(|r| {
+        jobs.rules.get_or(r, cx, |cx| {
+            rules::parse_rules(r, &p("rules"), RuleTarget::Job, cx)
+        })
+    });
     let only = given("only").and_then(|n| rules::parse_policy(n, &p("only"), cx));
     let except = given("except").and_then(|n| rules::parse_policy(n, &p("except"), cx));
     let parallel = match m.get("parallel") {
@@ -916,19 +1106,30 @@ fn parse_job(
         Some(n) => {
             let par = keyword::parallel(n, &p("parallel"), cx);
             if bridge && matches!(par, Some(Parallel::Count(_))) {
-                cx.attr(&path, "parallel", "cannot use \"parallel: <number>\".", n.pos);
+                cx.attr(
+                    &path,
+                    "parallel",
+                    "cannot use \"parallel: <number>\".",
+                    n.pos,
+                );
             }
             par
         }
         None => None,
     };
-    let opt = |cx: &mut Cx, key: &str, f: fn(&Node, &str, &mut Cx) -> Option<serde_json::Value>| m.get(key).and_then(|n| f(n, &p(key), cx));
+    let opt = |cx: &mut Cx, key: &str, f: fn(&Node, &str, &mut Cx) -> Option<serde_json::Value>| {
+        m.get(key).and_then(|n| f(n, &p(key), cx))
+    };
     let release = opt(cx, "release", keyword::release);
     let secrets = opt(cx, "secrets", keyword::secrets);
     if let Some(n) = m.get("run") {
         let _ = keyword::run_steps(n, &p("run"), cx);
         if m.contains_key("before_script") || m.contains_key("after_script") {
-            cx.config(&path, "these keys cannot be used together: run, before_script, after_script", n.pos);
+            cx.config(
+                &path,
+                "these keys cannot be used together: run, before_script, after_script",
+                n.pos,
+            );
         }
     }
     if let Some(n) = m.get("inputs") {
@@ -946,7 +1147,12 @@ fn parse_job(
     }
     if let Some(n) = m.get("publish") {
         if name != "pages" && !m.contains_key("pages") {
-            cx.attr(&path, "publish", "can only be used within a `pages` job", n.pos);
+            cx.attr(
+                &path,
+                "publish",
+                "can only be used within a `pages` job",
+                n.pos,
+            );
         } else if n.as_str().is_none() {
             cx.config(&p("publish"), "should be a string", n.pos);
         }
@@ -954,14 +1160,29 @@ fn parse_job(
     if let Some(n) = m.get("extends") {
         let ok = matches!(n.value, Value::Str(_)) || crate::validate::string_array(n).is_some();
         if !ok {
-            cx.attr(&path, "extends", "should be an array of strings or a string", n.pos);
+            cx.attr(
+                &path,
+                "extends",
+                "should be an array of strings or a string",
+                n.pos,
+            );
         }
     }
-    let coverage = m.get("coverage").and_then(|n| keyword::coverage(n, &p("coverage"), cx));
-    let environment = m.get("environment").and_then(|n| keyword::environment(n, &p("environment"), cx));
-    let resource_group = m.get("resource_group").and_then(|n| keyword::resource_group(n, &p("resource_group"), cx));
-    let trigger = m.get("trigger").and_then(|n| keyword::trigger(n, &p("trigger"), cx));
-    let manual_confirmation = m.get("manual_confirmation").and_then(|n| cx.string(n, &p("manual_confirmation")));
+    let coverage = m
+        .get("coverage")
+        .and_then(|n| keyword::coverage(n, &p("coverage"), cx));
+    let environment = m
+        .get("environment")
+        .and_then(|n| keyword::environment(n, &p("environment"), cx));
+    let resource_group = m
+        .get("resource_group")
+        .and_then(|n| keyword::resource_group(n, &p("resource_group"), cx));
+    let trigger = m
+        .get("trigger")
+        .and_then(|n| keyword::trigger(n, &p("trigger"), cx));
+    let manual_confirmation = m
+        .get("manual_confirmation")
+        .and_then(|n| cx.string(n, &p("manual_confirmation")));
     if cx.errors.len() > errors {
         return None;
     }
@@ -1050,7 +1271,12 @@ fn parse_needs(n: &Node, path: &str, bridge: bool, cx: &mut Cx) -> Option<NeedLi
                     continue;
                 }
                 if m.contains_key("project") || m.contains_key("pipeline") {
-                    cx.unknown_keys(m, &["project", "pipeline", "job", "ref", "artifacts", "optional"], &need_path, item.pos);
+                    cx.unknown_keys(
+                        m,
+                        &["project", "pipeline", "job", "ref", "artifacts", "optional"],
+                        &need_path,
+                        item.pos,
+                    );
                     if bridge && m.contains_key("project") {
                         cx.config(path, "uses invalid types: cross_dependency", item.pos);
                     }
@@ -1064,7 +1290,12 @@ fn parse_needs(n: &Node, path: &str, bridge: bool, cx: &mut Cx) -> Option<NeedLi
                     });
                     continue;
                 }
-                cx.unknown_keys(m, &["job", "artifacts", "optional", "parallel"], &need_path, item.pos);
+                cx.unknown_keys(
+                    m,
+                    &["job", "artifacts", "optional", "parallel"],
+                    &need_path,
+                    item.pos,
+                );
                 let Some(job) = m.get("job").and_then(Node::as_str) else {
                     cx.attr(&need_path, "job", "should be a string", item.pos);
                     continue;
@@ -1121,7 +1352,14 @@ fn expand_parallel(def: &JobDef, di: usize) -> Vec<Instance> {
     match &def.parallel {
         None => vec![single(def.name.clone(), None, None, IndexMap::new())],
         Some(Parallel::Count(n)) => (1..=*n)
-            .map(|i| single(format!("{} {i}/{n}", def.name), Some(i), Some(*n), IndexMap::new()))
+            .map(|i| {
+                single(
+                    format!("{} {i}/{n}", def.name),
+                    Some(i),
+                    Some(*n),
+                    IndexMap::new(),
+                )
+            })
             .collect(),
         Some(Parallel::Matrix(entries)) => {
             let combos = matrix_combinations(entries);
@@ -1136,13 +1374,22 @@ fn expand_parallel(def: &JobDef, di: usize) -> Vec<Instance> {
             by_name
                 .into_iter()
                 .enumerate()
-                .map(|(i, (name, vars))| single(name, Some(u32::try_from(i + 1).unwrap_or(u32::MAX)), Some(total), vars))
+                .map(|(i, (name, vars))| {
+                    single(
+                        name,
+                        Some(u32::try_from(i + 1).unwrap_or(u32::MAX)),
+                        Some(total),
+                        vars,
+                    )
+                })
                 .collect()
         }
     }
 }
 
-pub(crate) fn matrix_combinations(entries: &[IndexMap<String, Vec<String>>]) -> Vec<IndexMap<String, String>> {
+pub(crate) fn matrix_combinations(
+    entries: &[IndexMap<String, Vec<String>>],
+) -> Vec<IndexMap<String, String>> {
     let mut out = Vec::new();
     for entry in entries {
         let mut combos: Vec<IndexMap<String, String>> = vec![IndexMap::new()];
@@ -1165,9 +1412,16 @@ pub(crate) fn matrix_combinations(entries: &[IndexMap<String, Vec<String>>]) -> 
 /// `$[[ matrix.NAME ]]` in `needs:parallel:matrix` values, replaced by the needing instance's
 /// matrix values (GitLab's `MatrixInterpolator`); an unknown name (or any name, in a job
 /// without `parallel:matrix`) is reported as `'NAME' does not exist in matrix configuration`.
-fn interpolate_matrix_needs(specs: &[NeedSpec], vars: &IndexMap<String, String>, errors: &mut Vec<String>) -> Vec<NeedSpec> {
+fn interpolate_matrix_needs(
+    specs: &[NeedSpec],
+    vars: &IndexMap<String, String>,
+    errors: &mut Vec<String>,
+) -> Vec<NeedSpec> {
     static EXPR: std::sync::OnceLock<Option<regex::Regex>> = std::sync::OnceLock::new();
-    let Some(re) = EXPR.get_or_init(|| regex::Regex::new(r"\$\[\[\s*matrix\.([a-zA-Z0-9_-]+)\s*\]\]").ok()).as_ref() else {
+    let Some(re) = EXPR
+        .get_or_init(|| regex::Regex::new(r"\$\[\[\s*matrix\.([a-zA-Z0-9_-]+)\s*\]\]").ok())
+        .as_ref()
+    else {
         return specs.to_vec();
     };
     let mut out = specs.to_vec();
@@ -1181,7 +1435,10 @@ fn interpolate_matrix_needs(specs: &[NeedSpec], vars: &IndexMap<String, String>,
                     .replace_all(v, |c: &regex::Captures<'_>| match vars.get(&c[1]) {
                         Some(val) => val.clone(),
                         None => {
-                            errors.push(format!("'{}' does not exist in matrix configuration", &c[1]));
+                            errors.push(format!(
+                                "'{}' does not exist in matrix configuration",
+                                &c[1]
+                            ));
                             c[0].to_owned()
                         }
                     })
@@ -1239,21 +1496,39 @@ fn resolve_needs(
     out
 }
 
-fn check_graph(jobs: &[Instance], defs: &[JobDef], stages: &[String], names: &HashMap<String, usize>, cx: &mut Cx) {
+fn check_graph(
+    jobs: &[Instance],
+    defs: &[JobDef],
+    stages: &[String],
+    names: &HashMap<String, usize>,
+    cx: &mut Cx,
+) {
     let stage_idx = |s: &str| stages.iter().position(|x| x == s);
     for j in jobs {
         let def = &defs[j.def];
         let Some(my_stage) = stage_idx(&def.stage) else {
             cx.raw(
-                format!("{} job: chosen stage {} does not exist; available stages are {}", j.name, def.stage, stages.join(", ")),
+                format!(
+                    "{} job: chosen stage {} does not exist; available stages are {}",
+                    j.name,
+                    def.stage,
+                    stages.join(", ")
+                ),
                 Some(def.stage_pos),
             );
             continue;
         };
         // `environment:on_stop` must name a job stopping the same environment (GitLab's
         // `YamlProcessor#validate_on_stop_job!`, on the expanded job names).
-        if let Some((env, stop)) = def.environment.as_ref().and_then(|e| e.on_stop.as_ref().map(|s| (e, s))) {
-            let problem = match names.get(stop).map(|&i| defs[jobs[i].def].environment.as_ref()) {
+        if let Some((env, stop)) = def
+            .environment
+            .as_ref()
+            .and_then(|e| e.on_stop.as_ref().map(|s| (e, s)))
+        {
+            let problem = match names
+                .get(stop)
+                .map(|&i| defs[jobs[i].def].environment.as_ref())
+            {
                 None => Some("is not defined"),
                 Some(None) => Some("does not have environment defined"),
                 Some(Some(e)) if e.name != env.name => Some("have different environment name"),
@@ -1261,13 +1536,19 @@ fn check_graph(jobs: &[Instance], defs: &[JobDef], stages: &[String], names: &Ha
                 Some(Some(_)) => None,
             };
             if let Some(problem) = problem {
-                cx.raw(format!("{} job: on_stop job {stop} {problem}", j.name), Some(def.pos));
+                cx.raw(
+                    format!("{} job: on_stop job {stop} {problem}", j.name),
+                    Some(def.pos),
+                );
             }
         }
         if let Some(deps) = &j.dependencies {
             for d in deps {
                 match names.get(d) {
-                    None => cx.raw(format!("{} job: undefined dependency: {d}", j.name), Some(def.pos)),
+                    None => cx.raw(
+                        format!("{} job: undefined dependency: {d}", j.name),
+                        Some(def.pos),
+                    ),
                     Some(&i) => {
                         if stage_idx(&defs[jobs[i].def].stage).is_some_and(|s| s > my_stage) {
                             cx.raw(format!("{} job: dependency {d} is not defined in current or prior stages", j.name), Some(def.pos));
@@ -1277,7 +1558,10 @@ fn check_graph(jobs: &[Instance], defs: &[JobDef], stages: &[String], names: &Ha
             }
         }
         let need_pos = |name: &str| {
-            def.needs.as_ref().and_then(|l| l.jobs.iter().find(|s| s.job == name)).map_or(def.pos, |s| s.pos)
+            def.needs
+                .as_ref()
+                .and_then(|l| l.jobs.iter().find(|s| s.job == name))
+                .map_or(def.pos, |s| s.pos)
         };
         if let Some(needs) = &j.needs {
             let mut seen = HashSet::new();
@@ -1291,10 +1575,22 @@ fn check_graph(jobs: &[Instance], defs: &[JobDef], stages: &[String], names: &Ha
                         dup.push(n.job.clone());
                     }
                     match names.get(&n.job) {
-                        None if !n.optional => cx.raw(format!("{} job: undefined need: {}", j.name, n.job), Some(need_pos(&n.job))),
+                        None if !n.optional => cx.raw(
+                            format!("{} job: undefined need: {}", j.name, n.job),
+                            Some(need_pos(&n.job)),
+                        ),
                         None => {}
-                        Some(&i) if stage_idx(&defs[jobs[i].def].stage).is_some_and(|s| s > my_stage) => {
-                            cx.raw(format!("{} job: need {} is not defined in current or prior stages", j.name, n.job), Some(need_pos(&n.job)));
+                        Some(&i)
+                            if stage_idx(&defs[jobs[i].def].stage)
+                                .is_some_and(|s| s > my_stage) =>
+                        {
+                            cx.raw(
+                                format!(
+                                    "{} job: need {} is not defined in current or prior stages",
+                                    j.name, n.job
+                                ),
+                                Some(need_pos(&n.job)),
+                            );
                         }
                         Some(_) => {}
                     }
@@ -1303,13 +1599,25 @@ fn check_graph(jobs: &[Instance], defs: &[JobDef], stages: &[String], names: &Ha
                 let _ = group;
             }
             if !dup.is_empty() {
-                cx.raw(format!("{} has the following needs duplicated: {}.", j.name, dup.join(", ")), Some(def.pos));
+                cx.raw(
+                    format!(
+                        "{} has the following needs duplicated: {}.",
+                        j.name,
+                        dup.join(", ")
+                    ),
+                    Some(def.pos),
+                );
             }
         }
     }
     // Cycles in the needs graph.
     let mut state = vec![0u8; jobs.len()];
-    fn visit(i: usize, jobs: &[Instance], names: &HashMap<String, usize>, state: &mut [u8]) -> bool {
+    fn visit(
+        i: usize,
+        jobs: &[Instance],
+        names: &HashMap<String, usize>,
+        state: &mut [u8],
+    ) -> bool {
         if state[i] == 1 {
             return true;
         }
@@ -1387,7 +1695,12 @@ fn seed(
             .get(n)
             .cloned()
             .or_else(|| own.get(n).map(|v| v.value.clone()))
-            .or_else(|| pipeline_vars.get(n).filter(|_| def.inherit.variables.allows(n)).map(|v| v.value.clone()))
+            .or_else(|| {
+                pipeline_vars
+                    .get(n)
+                    .filter(|_| def.inherit.variables.allows(n))
+                    .map(|v| v.value.clone())
+            })
             .or_else(|| job_predefined.get(n).cloned())
             .or_else(|| ctx.predefined.get(n).cloned())
     };
@@ -1397,7 +1710,10 @@ fn seed(
         files,
     };
     let mut when = def.when.unwrap_or(When::OnSuccess);
-    let mut allow_failure = def.allow_failure.clone().unwrap_or((def.when == Some(When::Manual), Vec::new()));
+    let mut allow_failure = def
+        .allow_failure
+        .clone()
+        .unwrap_or((def.when == Some(When::Manual), Vec::new()));
     let mut start_in = def.start_in.clone();
     let mut needs = inst.needs.clone();
     let mut interruptible = def.interruptible;
@@ -1412,7 +1728,10 @@ fn seed(
         }
         allow_failure = match rule.allow_failure {
             Some(b) => (b, Vec::new()),
-            None => def.allow_failure.clone().unwrap_or((def.when == Some(When::Manual), Vec::new())),
+            None => def
+                .allow_failure
+                .clone()
+                .unwrap_or((def.when == Some(When::Manual), Vec::new())),
         };
         if rule.start_in.is_some() {
             start_in = rule.start_in.clone();
@@ -1421,7 +1740,9 @@ fn seed(
             rule_vars = v.clone();
         }
         if let Some(n) = &rule.needs {
-            if let Some(list) = parse_needs(n, &format!("jobs:{}:rules:needs", def.name), def.bridge, cx) {
+            if let Some(list) =
+                parse_needs(n, &format!("jobs:{}:rules:needs", def.name), def.bridge, cx)
+            {
                 needs = Some(
                     list.jobs
                         .iter()
@@ -1469,12 +1790,27 @@ fn seed(
     let tags = def
         .tags
         .iter()
-        .map(|t| crate::expand::expand_server(t, &|n| variables.get(n).map(|v| v.value.clone()).or_else(|| lookup(n)), crate::expand::Unknown::Keep))
+        .map(|t| {
+            crate::expand::expand_server(
+                t,
+                &|n| {
+                    variables
+                        .get(n)
+                        .map(|v| v.value.clone())
+                        .or_else(|| lookup(n))
+                },
+                crate::expand::Unknown::Keep,
+            )
+        })
         .collect();
     let inherited: Variables = match &def.inherit.variables {
         InheritSet::All => pipeline_vars.clone(),
         InheritSet::Nothing => Variables::new(),
-        InheritSet::Only(list) => pipeline_vars.iter().filter(|(k, _)| list.contains(k)).map(|(k, v)| (k.clone(), v.clone())).collect(),
+        InheritSet::Only(list) => pipeline_vars
+            .iter()
+            .filter(|(k, _)| list.contains(k))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
     };
     Some(Job {
         name: inst.name.clone(),
@@ -1484,7 +1820,11 @@ fn seed(
         allow_failure: allow_failure.0,
         allow_failure_exit_codes: allow_failure.1,
         needs,
-        cross_needs: def.needs.as_ref().map(|n| n.cross.clone()).unwrap_or_default(),
+        cross_needs: def
+            .needs
+            .as_ref()
+            .map(|n| n.cross.clone())
+            .unwrap_or_default(),
         dependencies: inst.dependencies.clone(),
         before_script: def.before_script.clone(),
         script: def.script.clone(),
@@ -1522,10 +1862,15 @@ fn check_needs_present(jobs: &mut [Job], cx: &mut Cx) {
     let present: HashSet<String> = jobs.iter().map(|j| j.name.clone()).collect();
     let mut by_group: HashMap<String, Vec<String>> = HashMap::new();
     for j in jobs.iter() {
-        by_group.entry(j.group_name.clone()).or_default().push(j.name.clone());
+        by_group
+            .entry(j.group_name.clone())
+            .or_default()
+            .push(j.name.clone());
     }
     for j in jobs.iter_mut() {
-        let Some(needs) = j.needs.take() else { continue };
+        let Some(needs) = j.needs.take() else {
+            continue;
+        };
         let mut out = Vec::new();
         for n in needs {
             if let Some(group) = n.job.strip_prefix("\u{0}group:") {

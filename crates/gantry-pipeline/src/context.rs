@@ -128,7 +128,14 @@ impl PipelineInfo {
         let (protocol, host_port) = server.split_once("://").unwrap_or(("http", &server));
         let (host, port) = match host_port.rsplit_once(':') {
             Some((h, p)) => (h.to_owned(), p.to_owned()),
-            None => (host_port.to_owned(), if protocol == "https" { "443".into() } else { "80".into() }),
+            None => (
+                host_port.to_owned(),
+                if protocol == "https" {
+                    "443".into()
+                } else {
+                    "80".into()
+                },
+            ),
         };
         set("CI", "true".into());
         set("GITLAB_CI", "true".into());
@@ -147,7 +154,14 @@ impl PipelineInfo {
         set("CI_PROJECT_PATH", project_path.clone());
         set("CI_PROJECT_PATH_SLUG", ref_slug(&project_path));
         set("CI_PROJECT_NAMESPACE", self.project_namespace.clone());
-        set("CI_PROJECT_ROOT_NAMESPACE", self.project_namespace.split('/').next().unwrap_or_default().to_owned());
+        set(
+            "CI_PROJECT_ROOT_NAMESPACE",
+            self.project_namespace
+                .split('/')
+                .next()
+                .unwrap_or_default()
+                .to_owned(),
+        );
         set("CI_PROJECT_URL", format!("{server}/{project_path}"));
         set("CI_PROJECT_VISIBILITY", "private".into());
         set("CI_CONFIG_PATH", self.config_path.clone());
@@ -155,13 +169,19 @@ impl PipelineInfo {
         set("CI_DEFAULT_BRANCH_SLUG", ref_slug(&self.default_branch));
         set("CI_COMMIT_SHA", self.sha.clone());
         set("CI_COMMIT_SHORT_SHA", self.sha.chars().take(8).collect());
-        set("CI_COMMIT_BEFORE_SHA", self.before_sha.clone().unwrap_or_else(|| "0".repeat(40)));
+        set(
+            "CI_COMMIT_BEFORE_SHA",
+            self.before_sha.clone().unwrap_or_else(|| "0".repeat(40)),
+        );
         set("CI_COMMIT_REF_NAME", self.ref_name.clone());
         set("CI_COMMIT_REF_SLUG", ref_slug(&self.ref_name));
         set("CI_COMMIT_REF_PROTECTED", self.ref_protected.to_string());
         if self.is_tag {
             set("CI_COMMIT_TAG", self.ref_name.clone());
-            set("CI_COMMIT_TAG_MESSAGE", self.tag_message.clone().unwrap_or_default());
+            set(
+                "CI_COMMIT_TAG_MESSAGE",
+                self.tag_message.clone().unwrap_or_default(),
+            );
         } else {
             set("CI_COMMIT_BRANCH", self.ref_name.clone());
         }
@@ -201,7 +221,11 @@ pub struct Context {
 }
 
 impl Context {
-    pub fn new(info: &PipelineInfo, pipeline_variables: &[(String, String)], changed_files: Option<Vec<String>>) -> Self {
+    pub fn new(
+        info: &PipelineInfo,
+        pipeline_variables: &[(String, String)],
+        changed_files: Option<Vec<String>>,
+    ) -> Self {
         Self {
             predefined: info.predefined(),
             pipeline: pipeline_variables.iter().cloned().collect(),
@@ -210,6 +234,9 @@ impl Context {
     }
     /// A variable of the pre-pipeline context (pipeline variables win over predefined).
     pub fn var(&self, name: &str) -> Option<String> {
-        self.pipeline.get(name).or_else(|| self.predefined.get(name)).cloned()
+        self.pipeline
+            .get(name)
+            .or_else(|| self.predefined.get(name))
+            .cloned()
     }
 }

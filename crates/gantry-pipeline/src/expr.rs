@@ -70,7 +70,9 @@ impl Expression {
         }
         let rpn = to_rpn(tokens)?;
         let root = build_tree(rpn)?;
-        Ok(Expression { root: std::sync::Arc::new(root) })
+        Ok(Expression {
+            root: std::sync::Arc::new(root),
+        })
     }
 
     /// `vars(name)` returns the raw (unexpanded) value of a CI variable or None if undefined.

@@ -46,7 +46,12 @@ pub trait Loader {
     /// default branch; `path` has no leading `/`). `Ok(None)` when the project and ref
     /// exist but the file does not. The default knows no other project:
     /// [`ProjectError::Unsupported`].
-    fn project_file(&self, project: &str, ref_name: Option<&str>, path: &str) -> Result<Option<String>, ProjectError> {
+    fn project_file(
+        &self,
+        project: &str,
+        ref_name: Option<&str>,
+        path: &str,
+    ) -> Result<Option<String>, ProjectError> {
         let _ = (project, ref_name, path);
         Err(ProjectError::Unsupported)
     }
@@ -108,7 +113,10 @@ pub(crate) enum Origin {
     /// The pipeline's own project at the pipeline's commit.
     Pipeline,
     /// Another project (or the same one by path) at a ref (`None`: default branch).
-    Project { path: String, ref_name: Option<String> },
+    Project {
+        path: String,
+        ref_name: Option<String>,
+    },
     /// A remote file: no project.
     Remote,
 }
@@ -118,17 +126,33 @@ pub(crate) enum Origin {
 pub fn remote_message(url: &str, e: &RemoteError) -> String {
     match e {
         RemoteError::Unsupported => {
-            format!("Remote file `{url}` cannot be resolved offline: include:remote needs network access, which this reader of the configuration does not have")
+            format!(
+                "Remote file `{url}` cannot be resolved offline: include:remote needs network access, which this reader of the configuration does not have"
+            )
         }
-        RemoteError::Status(code) => format!("Remote file `{url}` could not be fetched because of HTTP code `{code}` error!"),
-        RemoteError::Timeout => format!("Remote file `{url}` could not be fetched because of a timeout error!"),
-        RemoteError::Socket(detail) => format!("Remote file `{url}` could not be fetched because of a socket error! ({detail})"),
-        RemoteError::Http(detail) => format!("Remote file `{url}` could not be fetched because of HTTP error! ({detail})"),
+        RemoteError::Status(code) => {
+            format!("Remote file `{url}` could not be fetched because of HTTP code `{code}` error!")
+        }
+        RemoteError::Timeout => {
+            format!("Remote file `{url}` could not be fetched because of a timeout error!")
+        }
+        RemoteError::Socket(detail) => format!(
+            "Remote file `{url}` could not be fetched because of a socket error! ({detail})"
+        ),
+        RemoteError::Http(detail) => {
+            format!("Remote file `{url}` could not be fetched because of HTTP error! ({detail})")
+        }
         RemoteError::TooLarge(limit) => {
-            let size = if limit % (1024 * 1024) == 0 { format!("{} MiB", limit / (1024 * 1024)) } else { format!("{limit} bytes") };
+            let size = if limit % (1024 * 1024) == 0 {
+                format!("{} MiB", limit / (1024 * 1024))
+            } else {
+                format!("{limit} bytes")
+            };
             format!("Remote file `{url}` could not be fetched because it is larger than {size}!")
         }
-        RemoteError::NotText => format!("Remote file `{url}` could not be fetched because it is not UTF-8 text!"),
+        RemoteError::NotText => {
+            format!("Remote file `{url}` could not be fetched because it is not UTF-8 text!")
+        }
     }
 }
 
@@ -234,7 +258,10 @@ impl<'a> Loading<'a> {
     ) -> Option<Map> {
         let file = self.sources.add(name, text);
         if self.sources.total_bytes() > MAX_TOTAL_BYTES {
-            self.cx.raw("Total size of combined CI/CD configuration is too big", None);
+            self.cx.raw(
+                "Total size of combined CI/CD configuration is too big",
+                None,
+            );
             return None;
         }
         let prefix = |m: String| match included_as {
@@ -248,44 +275,78 @@ impl<'a> Loading<'a> {
                 let msg = if e.message == yaml::TOO_BIG {
                     e.message.clone()
                 } else {
-                    format!("({name}): {} at line {} column {}", e.message, e.pos.line, e.pos.col)
+                    format!(
+                        "({name}): {} at line {} column {}",
+                        e.message, e.pos.line, e.pos.col
+                    )
                 };
                 self.cx.raw(prefix(msg), Some(e.pos));
                 return None;
             }
         };
-        let start = Pos { file, line: 1, col: 1 };
+        let start = Pos {
+            file,
+            line: 1,
+            col: 1,
+        };
         let mut docs = docs.into_iter();
         let first = docs.next();
         let second = docs.next();
         let (header, body) = match (first, second) {
-            (Some(h), Some(b)) if h.as_map().is_some_and(|m| m.contains_key("spec")) => (Some(h), Some(b)),
+            (Some(h), Some(b)) if h.as_map().is_some_and(|m| m.contains_key("spec")) => {
+                (Some(h), Some(b))
+            }
             (Some(f), _) => (None, Some(f)),
             (None, _) => (None, None),
         };
         let mut body = match body {
-            Some(b) if matches!(b.value, Value::Map(_)) && !(included_as.is_some() && b.is_blank()) => b,
+            Some(b)
+                if matches!(b.value, Value::Map(_)) && !(included_as.is_some() && b.is_blank()) =>
+            {
+                b
+            }
             // An included file must hold a non-empty mapping (GitLab's `File::Base#validate_hash!`:
             // a comment-only file, a scalar, a list or `{}`).
             Some(b) if included_as.is_some() => {
-                self.cx.raw(format!("Included file `{}` does not have valid YAML syntax!", included_as.unwrap_or(name)), Some(b.pos));
+                self.cx.raw(
+                    format!(
+                        "Included file `{}` does not have valid YAML syntax!",
+                        included_as.unwrap_or(name)
+                    ),
+                    Some(b.pos),
+                );
                 return None;
             }
             Some(b) => {
-                self.cx.raw(prefix("Invalid configuration format".into()), Some(b.pos));
+                self.cx
+                    .raw(prefix("Invalid configuration format".into()), Some(b.pos));
                 return None;
             }
             None => {
                 if included_as.is_some() {
-                    self.cx.raw(format!("Included file `{}` does not have valid YAML syntax!", included_as.unwrap_or(name)), Some(start));
+                    self.cx.raw(
+                        format!(
+                            "Included file `{}` does not have valid YAML syntax!",
+                            included_as.unwrap_or(name)
+                        ),
+                        Some(start),
+                    );
                 } else {
-                    self.cx.raw("Please provide content of .gitlab-ci.yml", Some(start));
+                    self.cx
+                        .raw("Please provide content of .gitlab-ci.yml", Some(start));
                 }
                 return None;
             }
         };
         let errors_before = self.cx.errors.len();
-        inputs::interpolate(header.as_ref(), given_inputs, &mut body, self.ctx, self.cx, included_as);
+        inputs::interpolate(
+            header.as_ref(),
+            given_inputs,
+            &mut body,
+            self.ctx,
+            self.cx,
+            included_as,
+        );
         if self.cx.errors.len() > errors_before {
             return None;
         }
@@ -308,7 +369,10 @@ impl<'a> Loading<'a> {
         }
         if depth >= MAX_INCLUDE_DEPTH {
             // GitLab bounds nesting only by the include count: same message.
-            self.cx.raw(format!("Maximum of {MAX_INCLUDES} nested includes are allowed!"), Some(include.pos));
+            self.cx.raw(
+                format!("Maximum of {MAX_INCLUDES} nested includes are allowed!"),
+                Some(include.pos),
+            );
             return map;
         }
         let mut acc = Map::new();
@@ -319,11 +383,16 @@ impl<'a> Loading<'a> {
             for f in self.fetch(&item) {
                 self.includes += 1;
                 if self.includes > MAX_INCLUDES {
-                    self.cx.raw(format!("Maximum of {MAX_INCLUDES} nested includes are allowed!"), Some(item.pos));
+                    self.cx.raw(
+                        format!("Maximum of {MAX_INCLUDES} nested includes are allowed!"),
+                        Some(item.pos),
+                    );
                     return map;
                 }
                 let given = f.item.as_map().and_then(|m| m.get("inputs")).cloned();
-                let Some(body) = self.parse_file(&f.name, f.text, given.as_ref(), Some(&f.location)) else {
+                let Some(body) =
+                    self.parse_file(&f.name, f.text, given.as_ref(), Some(&f.location))
+                else {
                     continue;
                 };
                 let outer = std::mem::replace(&mut self.origin, f.origin);
@@ -342,7 +411,8 @@ impl<'a> Loading<'a> {
             Value::Seq(items) => items.to_vec(),
             Value::Str(_) | Value::Map(_) => vec![include.clone()],
             _ => {
-                self.cx.config("include", "should be an array or a string", include.pos);
+                self.cx
+                    .config("include", "should be an array or a string", include.pos);
                 return Vec::new();
             }
         };
@@ -358,9 +428,27 @@ impl<'a> Loading<'a> {
                     out.push(Node::new(Value::Map(m), item.pos));
                 }
                 Value::Map(m) => {
-                    const LOCATIONS: [&str; 6] = ["local", "project", "remote", "template", "artifact", "component"];
-                    const ALLOWED: [&str; 11] =
-                        ["local", "project", "file", "ref", "remote", "integrity", "template", "component", "artifact", "job", "inputs"];
+                    const LOCATIONS: [&str; 6] = [
+                        "local",
+                        "project",
+                        "remote",
+                        "template",
+                        "artifact",
+                        "component",
+                    ];
+                    const ALLOWED: [&str; 11] = [
+                        "local",
+                        "project",
+                        "file",
+                        "ref",
+                        "remote",
+                        "integrity",
+                        "template",
+                        "component",
+                        "artifact",
+                        "job",
+                        "inputs",
+                    ];
                     let given: Vec<&str> = m.keys().filter(|k| LOCATIONS.contains(k)).collect();
                     if given.is_empty() {
                         self.cx.raw(
@@ -394,21 +482,38 @@ impl<'a> Loading<'a> {
                         }
                     }
                     if m.contains_key("project") && !m.contains_key("file") {
-                        self.cx.config(&path, "must specify the file where to fetch the config from", item.pos);
+                        self.cx.config(
+                            &path,
+                            "must specify the file where to fetch the config from",
+                            item.pos,
+                        );
                         continue;
                     }
                     if let Some(i) = m.get("integrity") {
                         if i.as_str().and_then(integrity_digest).is_none() {
-                            self.cx.config(&path, "integrity should be a SHA-256 hash written as sha256-<base64>", i.pos);
+                            self.cx.config(
+                                &path,
+                                "integrity should be a SHA-256 hash written as sha256-<base64>",
+                                i.pos,
+                            );
                             continue;
                         }
                     }
                     if m.contains_key("artifact") && !m.contains_key("job") {
-                        self.cx.config(&path, "must specify the job where to fetch the artifact from", item.pos);
+                        self.cx.config(
+                            &path,
+                            "must specify the job where to fetch the artifact from",
+                            item.pos,
+                        );
                         continue;
                     }
                     if let Some(r) = m.get("rules") {
-                        let rules = rules::parse_rules(r, &join(&path, "rules"), RuleTarget::Include, self.cx);
+                        let rules = rules::parse_rules(
+                            r,
+                            &join(&path, "rules"),
+                            RuleTarget::Include,
+                            self.cx,
+                        );
                         let Some(rules) = rules else { continue };
                         let other;
                         let files = match self.origin_files() {
@@ -424,7 +529,9 @@ impl<'a> Loading<'a> {
                     }
                     out.push(item.clone());
                 }
-                _ => self.cx.config(&path, "should be a hash or a string", item.pos),
+                _ => self
+                    .cx
+                    .config(&path, "should be a hash or a string", item.pos),
             }
         }
         out
@@ -437,36 +544,52 @@ impl<'a> Loading<'a> {
     fn origin_files(&self) -> Option<Vec<String>> {
         match &self.origin {
             Origin::Pipeline => None,
-            Origin::Project { path, ref_name } => Some(self.loader.project_files(path, ref_name.as_deref())),
+            Origin::Project { path, ref_name } => {
+                Some(self.loader.project_files(path, ref_name.as_deref()))
+            }
             Origin::Remote => Some(Vec::new()),
         }
     }
 
     /// The files an include item names; errors are pushed.
     fn fetch(&mut self, item: &Node) -> Vec<Fetched> {
-        let Some(m) = item.as_map() else { return Vec::new() };
+        let Some(m) = item.as_map() else {
+            return Vec::new();
+        };
         let str_of = |cx: &mut Cx, key: &str| -> Option<String> {
             let n = m.get(key)?;
             match &n.value {
                 Value::Str(s) => Some(s.clone()),
                 _ => {
-                    cx.raw(format!("Included file `{}` needs to be a string", compact_json(n)), Some(n.pos));
+                    cx.raw(
+                        format!("Included file `{}` needs to be a string", compact_json(n)),
+                        Some(n.pos),
+                    );
                     None
                 }
             }
         };
         if m.contains_key("local") {
-            let Some(raw) = str_of(self.cx, "local") else { return Vec::new() };
+            let Some(raw) = str_of(self.cx, "local") else {
+                return Vec::new();
+            };
             let loc = self.expand(&raw);
             return self.fetch_local(&loc, item);
         }
         if m.contains_key("remote") {
-            let Some(raw) = str_of(self.cx, "remote") else { return Vec::new() };
+            let Some(raw) = str_of(self.cx, "remote") else {
+                return Vec::new();
+            };
             let url = self.expand(&raw);
-            return self.fetch_remote(&url, m.get("integrity").and_then(|i| i.as_str()), item).into_iter().collect();
+            return self
+                .fetch_remote(&url, m.get("integrity").and_then(|i| i.as_str()), item)
+                .into_iter()
+                .collect();
         }
         if let Some(p) = m.get("project") {
-            let Some(raw) = p.as_str() else { return Vec::new() };
+            let Some(raw) = p.as_str() else {
+                return Vec::new();
+            };
             let project = self.expand(raw);
             let ref_name = match m.get("ref") {
                 Some(_) => match str_of(self.cx, "ref") {
@@ -483,7 +606,10 @@ impl<'a> Loading<'a> {
             let mut out = Vec::new();
             for f in files {
                 let Value::Str(raw) = &f.value else {
-                    self.cx.raw(format!("Included file `{}` needs to be a string", compact_json(f)), Some(f.pos));
+                    self.cx.raw(
+                        format!("Included file `{}` needs to be a string", compact_json(f)),
+                        Some(f.pos),
+                    );
                     return out;
                 };
                 let path = self.expand(raw);
@@ -496,11 +622,23 @@ impl<'a> Loading<'a> {
             return out;
         }
         let (kind, what) = if let Some(t) = m.get("template") {
-            ("include:template", format!("Template file `{}`", t.as_str().unwrap_or_default()))
+            (
+                "include:template",
+                format!("Template file `{}`", t.as_str().unwrap_or_default()),
+            )
         } else if let Some(c) = m.get("component") {
-            ("include:component", format!("Component `{}`", c.as_str().map(|s| self.expand(s)).unwrap_or_default()))
+            (
+                "include:component",
+                format!(
+                    "Component `{}`",
+                    c.as_str().map(|s| self.expand(s)).unwrap_or_default()
+                ),
+            )
         } else if let Some(a) = m.get("artifact") {
-            ("include:artifact", format!("Artifact `{}`", a.as_str().unwrap_or_default()))
+            (
+                "include:artifact",
+                format!("Artifact `{}`", a.as_str().unwrap_or_default()),
+            )
         } else {
             return Vec::new();
         };
@@ -519,25 +657,41 @@ impl<'a> Loading<'a> {
     fn fetch_local(&mut self, loc: &str, item: &Node) -> Vec<Fetched> {
         let rel = loc.trim_start_matches('/').to_owned();
         if !has_yaml_ext(&rel) {
-            self.cx.raw(format!("Included file `{loc}` does not have YAML extension!"), Some(item.pos));
+            self.cx.raw(
+                format!("Included file `{loc}` does not have YAML extension!"),
+                Some(item.pos),
+            );
             return Vec::new();
         }
         if self.origin == Origin::Remote {
             // GitLab: a remote file's context has no project (`File::Local#validate_context!`).
-            self.cx.raw(format!("Local file `{rel}` does not have project!"), Some(item.pos));
+            self.cx.raw(
+                format!("Local file `{rel}` does not have project!"),
+                Some(item.pos),
+            );
             return Vec::new();
         }
         let paths: Vec<String> = if rel.contains('*') {
             // GitLab's `Repository#search_files_by_wildcard_path`: the path is a literal
             // except `**` (anything, `/` included) and `*` (anything but `/`), anchored.
-            let pattern = regex::escape(&rel).replace(r"\*\*", ".*?").replace(r"\*", "[^/]*?");
+            let pattern = regex::escape(&rel)
+                .replace(r"\*\*", ".*?")
+                .replace(r"\*", "[^/]*?");
             let Ok(re) = regex::Regex::new(&format!("^{pattern}$")) else {
-                self.cx.raw(format!("Included file `{loc}` is not a valid glob pattern!"), Some(item.pos));
+                self.cx.raw(
+                    format!("Included file `{loc}` is not a valid glob pattern!"),
+                    Some(item.pos),
+                );
                 return Vec::new();
             };
             let mut matching: Vec<String> = match self.origin_files() {
                 Some(list) => list.into_iter().filter(|f| re.is_match(f)).collect(),
-                None => self.files().iter().filter(|f| re.is_match(f)).cloned().collect(),
+                None => self
+                    .files()
+                    .iter()
+                    .filter(|f| re.is_match(f))
+                    .cloned()
+                    .collect(),
             };
             matching.sort();
             matching
@@ -555,24 +709,39 @@ impl<'a> Loading<'a> {
             } else {
                 match &self.origin {
                     Origin::Pipeline | Origin::Remote => self.loader.read(&p),
-                    Origin::Project { path, ref_name } => {
-                        self.loader.project_file(path, ref_name.as_deref(), &p).map_err(|e| e.to_string())
-                    }
+                    Origin::Project { path, ref_name } => self
+                        .loader
+                        .project_file(path, ref_name.as_deref(), &p)
+                        .map_err(|e| e.to_string()),
                 }
             };
             match read {
                 Ok(Some(text)) if text.trim().is_empty() => {
-                    self.cx.raw(format!("Local file `{p}` is empty!"), Some(item.pos));
+                    self.cx
+                        .raw(format!("Local file `{p}` is empty!"), Some(item.pos));
                 }
                 Ok(Some(text)) => {
                     let name = match &self.origin {
-                        Origin::Project { path, ref_name } => project_file_name(path, ref_name.as_deref(), &p),
+                        Origin::Project { path, ref_name } => {
+                            project_file_name(path, ref_name.as_deref(), &p)
+                        }
                         _ => p.clone(),
                     };
-                    out.push(Fetched { name, location: p, text, item: item.clone(), origin: self.origin.clone() });
+                    out.push(Fetched {
+                        name,
+                        location: p,
+                        text,
+                        item: item.clone(),
+                        origin: self.origin.clone(),
+                    });
                 }
-                Ok(None) => self.cx.raw(format!("Local file `{p}` does not exist!"), Some(item.pos)),
-                Err(e) => self.cx.raw(format!("Local file `{p}` could not be read: {e}"), Some(item.pos)),
+                Ok(None) => self
+                    .cx
+                    .raw(format!("Local file `{p}` does not exist!"), Some(item.pos)),
+                Err(e) => self.cx.raw(
+                    format!("Local file `{p}` could not be read: {e}"),
+                    Some(item.pos),
+                ),
             }
         }
         out
@@ -582,11 +751,17 @@ impl<'a> Loading<'a> {
     /// then the optional `integrity`.
     fn fetch_remote(&mut self, url: &str, integrity: Option<&str>, item: &Node) -> Option<Fetched> {
         if !has_yaml_ext(url.split(['?', '#']).next().unwrap_or_default()) {
-            self.cx.raw(format!("Included file `{url}` does not have YAML extension!"), Some(item.pos));
+            self.cx.raw(
+                format!("Included file `{url}` does not have YAML extension!"),
+                Some(item.pos),
+            );
             return None;
         }
         if !valid_address(url) {
-            self.cx.raw(format!("Remote file `{url}` does not have a valid address!"), Some(item.pos));
+            self.cx.raw(
+                format!("Remote file `{url}` does not have a valid address!"),
+                Some(item.pos),
+            );
             return None;
         }
         let text = match self.loader.remote(url) {
@@ -597,25 +772,46 @@ impl<'a> Loading<'a> {
             }
         };
         if text.trim().is_empty() {
-            self.cx.raw(format!("Included file `{url}` is empty or does not exist!"), Some(item.pos));
+            self.cx.raw(
+                format!("Included file `{url}` is empty or does not exist!"),
+                Some(item.pos),
+            );
             return None;
         }
         if let Some(expected) = integrity.and_then(integrity_digest) {
             if sha256_base64(text.as_bytes()) != expected {
-                self.cx.raw(format!("Remote file `{url}` failed integrity check"), Some(item.pos));
+                self.cx.raw(
+                    format!("Remote file `{url}` failed integrity check"),
+                    Some(item.pos),
+                );
                 return None;
             }
         }
-        Some(Fetched { name: url.to_owned(), location: url.to_owned(), text, item: item.clone(), origin: Origin::Remote })
+        Some(Fetched {
+            name: url.to_owned(),
+            location: url.to_owned(),
+            text,
+            item: item.clone(),
+            origin: Origin::Remote,
+        })
     }
 
     /// One `file` of `include:project` (GitLab's `File::Project`).
-    fn fetch_project(&mut self, project: &str, ref_name: Option<&str>, file: &str, item: &Node) -> Option<Fetched> {
+    fn fetch_project(
+        &mut self,
+        project: &str,
+        ref_name: Option<&str>,
+        file: &str,
+        item: &Node,
+    ) -> Option<Fetched> {
         let location = file.trim_start_matches('/').to_owned();
         // GitLab looks projects up case-insensitively and names them lower-cased.
         let shown = project.to_lowercase();
         if !has_yaml_ext(&location) {
-            self.cx.raw(format!("Included file `{location}` does not have YAML extension!"), Some(item.pos));
+            self.cx.raw(
+                format!("Included file `{location}` does not have YAML extension!"),
+                Some(item.pos),
+            );
             return None;
         }
         if !valid_project_path(project) || project.contains('$') {
@@ -625,11 +821,18 @@ impl<'a> Loading<'a> {
             );
             return None;
         }
-        let read = if tree_path(&location) { self.loader.project_file(project, ref_name, &location) } else { Ok(None) };
+        let read = if tree_path(&location) {
+            self.loader.project_file(project, ref_name, &location)
+        } else {
+            Ok(None)
+        };
         let text = match read {
             Ok(Some(text)) => text,
             Ok(None) => {
-                self.cx.raw(format!("Project `{shown}` file `{location}` does not exist!"), Some(item.pos));
+                self.cx.raw(
+                    format!("Project `{shown}` file `{location}` does not exist!"),
+                    Some(item.pos),
+                );
                 return None;
             }
             Err(ProjectError::Unsupported) => {
@@ -647,16 +850,28 @@ impl<'a> Loading<'a> {
                 return None;
             }
             Err(ProjectError::NoRef) => {
-                self.cx.raw(format!("Project `{shown}` reference `{}` does not exist!", ref_name.unwrap_or("HEAD")), Some(item.pos));
+                self.cx.raw(
+                    format!(
+                        "Project `{shown}` reference `{}` does not exist!",
+                        ref_name.unwrap_or("HEAD")
+                    ),
+                    Some(item.pos),
+                );
                 return None;
             }
             Err(ProjectError::Io(e)) => {
-                self.cx.raw(format!("Project `{shown}` file `{location}` could not be read: {e}"), Some(item.pos));
+                self.cx.raw(
+                    format!("Project `{shown}` file `{location}` could not be read: {e}"),
+                    Some(item.pos),
+                );
                 return None;
             }
         };
         if text.trim().is_empty() {
-            self.cx.raw(format!("Project `{shown}` file `{location}` is empty!"), Some(item.pos));
+            self.cx.raw(
+                format!("Project `{shown}` file `{location}` is empty!"),
+                Some(item.pos),
+            );
             return None;
         }
         Some(Fetched {
@@ -664,7 +879,10 @@ impl<'a> Loading<'a> {
             location,
             text,
             item: item.clone(),
-            origin: Origin::Project { path: project.to_owned(), ref_name: ref_name.map(str::to_owned) },
+            origin: Origin::Project {
+                path: project.to_owned(),
+                ref_name: ref_name.map(str::to_owned),
+            },
         })
     }
 }
@@ -686,19 +904,28 @@ fn tree_path(p: &str) -> bool {
 /// GitLab's `UrlSanitizer.valid?` for remote includes: an `http(s)` URL with a host and
 /// no whitespace.
 fn valid_address(url: &str) -> bool {
-    let Some(rest) = url.strip_prefix("https://").or_else(|| url.strip_prefix("http://")) else {
+    let Some(rest) = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"))
+    else {
         return false;
     };
     let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
     let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-    !host.is_empty() && !host.starts_with(':') && !url.chars().any(|c| c.is_whitespace() || c.is_control())
+    !host.is_empty()
+        && !host.starts_with(':')
+        && !url.chars().any(|c| c.is_whitespace() || c.is_control())
 }
 
 /// The digest of an `integrity: sha256-<base64>` value (32 bytes), `None` when malformed.
 fn integrity_digest(s: &str) -> Option<String> {
     let b64 = s.strip_prefix("sha256-")?;
     // 32 bytes are 44 base64 characters with one `=` of padding.
-    let ok = b64.len() == 44 && b64.ends_with('=') && b64[..43].bytes().all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'/');
+    let ok = b64.len() == 44
+        && b64.ends_with('=')
+        && b64[..43]
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'/');
     ok.then(|| b64.to_owned())
 }
 
@@ -709,7 +936,11 @@ pub(crate) fn sha256_base64(bytes: &[u8]) -> String {
     let digest = sha2::Sha256::digest(bytes);
     let mut out = String::with_capacity(44);
     for chunk in digest.chunks(3) {
-        let b = [chunk[0], chunk.get(1).copied().unwrap_or(0), chunk.get(2).copied().unwrap_or(0)];
+        let b = [
+            chunk[0],
+            chunk.get(1).copied().unwrap_or(0),
+            chunk.get(2).copied().unwrap_or(0),
+        ];
         let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
         for i in 0..4 {
             if i <= chunk.len() {
@@ -730,9 +961,11 @@ fn valid_project_path(p: &str) -> bool {
     }
     let parts: Vec<&str> = p.split('/').collect();
     parts.len() >= 2
-        && parts
-            .iter()
-            .all(|s| !s.is_empty() && s.chars().all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.')))
+        && parts.iter().all(|s| {
+            !s.is_empty()
+                && s.chars()
+                    .all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.'))
+        })
 }
 
 fn has_yaml_ext(path: &str) -> bool {
@@ -760,13 +993,22 @@ pub(crate) fn deep_merge(acc: &mut Map, right: Map) {
     }
     for (key, entry) in right.entries_owned() {
         match (acc.get_mut(&key), entry.value.value) {
-            (Some(Node { value: Value::Map(left), .. }), Value::Map(r)) => deep_merge(left, r),
+            (
+                Some(Node {
+                    value: Value::Map(left),
+                    ..
+                }),
+                Value::Map(r),
+            ) => deep_merge(left, r),
             (_, value) => acc.insert(
                 key,
                 yaml::Entry {
                     key_pos: entry.key_pos,
                     key_kind: entry.key_kind,
-                    value: Node { value, pos: entry.value.pos },
+                    value: Node {
+                        value,
+                        pos: entry.value.pos,
+                    },
                 },
             ),
         }
@@ -784,7 +1026,14 @@ pub(crate) fn deep_merge_shared(acc: &mut Map, right: &Map) {
         return;
     }
     for (key, entry) in right.entries() {
-        if let (Some(Node { value: Value::Map(left), .. }), Value::Map(r)) = (acc.get_mut(key), &entry.value.value) {
+        if let (
+            Some(Node {
+                value: Value::Map(left),
+                ..
+            }),
+            Value::Map(r),
+        ) = (acc.get_mut(key), &entry.value.value)
+        {
             deep_merge_shared(left, r);
         } else {
             acc.insert(key.to_owned(), entry.clone());

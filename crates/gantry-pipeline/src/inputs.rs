@@ -63,7 +63,9 @@ pub(crate) fn interpolate(
         }
         return;
     };
-    let Some(specs) = parse_header(header, cx, &prefix) else { return };
+    let Some(specs) = parse_header(header, cx, &prefix) else {
+        return;
+    };
     let mut errors = Vec::new();
     if let Some(g) = given_map {
         let unknown: Vec<&str> = g.keys().filter(|k| !specs.contains_key(*k)).collect();
@@ -73,9 +75,13 @@ pub(crate) fn interpolate(
     }
     let mut values: IndexMap<String, Node> = IndexMap::new();
     for (name, spec) in &specs {
-        let value = given_map.and_then(|g| g.get(name)).or(spec.default.as_ref());
+        let value = given_map
+            .and_then(|g| g.get(name))
+            .or(spec.default.as_ref());
         let Some(value) = value else {
-            errors.push(format!("`{name}` input: required value has not been provided"));
+            errors.push(format!(
+                "`{name}` input: required value has not been provided"
+            ));
             continue;
         };
         if let Some(e) = check_value(name, spec, value) {
@@ -106,7 +112,11 @@ pub(crate) fn check_header(header: &Node, cx: &mut Cx) {
     let _ = parse_header(header, cx, &|m| m);
 }
 
-fn parse_header(header: &Node, cx: &mut Cx, prefix: &dyn Fn(String) -> String) -> Option<IndexMap<String, Spec>> {
+fn parse_header(
+    header: &Node,
+    cx: &mut Cx,
+    prefix: &dyn Fn(String) -> String,
+) -> Option<IndexMap<String, Spec>> {
     let bad = |cx: &mut Cx, m: &str, n: &Node| {
         cx.raw(prefix(m.to_owned()), Some(n.pos));
         None
@@ -119,14 +129,24 @@ fn parse_header(header: &Node, cx: &mut Cx, prefix: &dyn Fn(String) -> String) -
     };
     for key in spec_map.keys() {
         if !["inputs", "include", "component"].contains(&key) {
-            return bad(cx, &format!("header:spec config contains unknown keys: {key}"), spec);
+            return bad(
+                cx,
+                &format!("header:spec config contains unknown keys: {key}"),
+                spec,
+            );
         }
     }
     if let Some(c) = spec_map.get("component") {
-        let ok = crate::validate::string_array(c)
-            .is_some_and(|l| l.iter().all(|v| ["name", "sha", "version", "reference"].contains(&v.as_str())));
+        let ok = crate::validate::string_array(c).is_some_and(|l| {
+            l.iter()
+                .all(|v| ["name", "sha", "version", "reference"].contains(&v.as_str()))
+        });
         if !ok {
-            return bad(cx, "header:spec:component config should be an array of: name, sha, version, reference", c);
+            return bad(
+                cx,
+                "header:spec:component config should be an array of: name, sha, version, reference",
+                c,
+            );
         }
     }
     if let Some(inc) = spec_map.get("include") {
@@ -138,18 +158,30 @@ fn parse_header(header: &Node, cx: &mut Cx, prefix: &dyn Fn(String) -> String) -
             let ok = match &item.value {
                 Value::Str(_) => true,
                 Value::Map(m) => {
-                    let locations = m.keys().filter(|k| ["local", "remote", "project"].contains(k)).count();
-                    locations == 1 && m.keys().all(|k| ["local", "remote", "project", "file", "ref", "integrity"].contains(&k))
+                    let locations = m
+                        .keys()
+                        .filter(|k| ["local", "remote", "project"].contains(k))
+                        .count();
+                    locations == 1
+                        && m.keys().all(|k| {
+                            ["local", "remote", "project", "file", "ref", "integrity"].contains(&k)
+                        })
                 }
                 _ => false,
             };
             if !ok {
-                return bad(cx, "header:spec:include config supports only `local`, `remote` and `project` (with `file`, `ref`) items", item);
+                return bad(
+                    cx,
+                    "header:spec:include config supports only `local`, `remote` and `project` (with `file`, `ref`) items",
+                    item,
+                );
             }
         }
     }
     let mut out = IndexMap::new();
-    let Some(inputs) = spec_map.get("inputs") else { return Some(out) };
+    let Some(inputs) = spec_map.get("inputs") else {
+        return Some(out);
+    };
     let Some(inputs) = inputs.as_map() else {
         return bad(cx, "header:spec:inputs config should be a hash", inputs);
     };
@@ -164,8 +196,23 @@ fn parse_header(header: &Node, cx: &mut Cx, prefix: &dyn Fn(String) -> String) -
             Value::Null => {}
             Value::Map(m) => {
                 for key in m.keys() {
-                    if !["default", "description", "options", "regex", "type", "rules"].contains(&key) {
-                        return bad(cx, &format!("header:spec:inputs:{name} config contains unknown keys: {key}"), def);
+                    if ![
+                        "default",
+                        "description",
+                        "options",
+                        "regex",
+                        "type",
+                        "rules",
+                    ]
+                    .contains(&key)
+                    {
+                        return bad(
+                            cx,
+                            &format!(
+                                "header:spec:inputs:{name} config contains unknown keys: {key}"
+                            ),
+                            def,
+                        );
                     }
                 }
                 if let Some(t) = m.get("type") {
@@ -177,7 +224,10 @@ fn parse_header(header: &Node, cx: &mut Cx, prefix: &dyn Fn(String) -> String) -
                         _ => {
                             return bad(
                                 cx,
-                                &format!("header:spec:inputs:{name} input type unknown value: {}", crate::include::compact_json(t)),
+                                &format!(
+                                    "header:spec:inputs:{name} input type unknown value: {}",
+                                    crate::include::compact_json(t)
+                                ),
                                 t,
                             );
                         }
@@ -187,7 +237,13 @@ fn parse_header(header: &Node, cx: &mut Cx, prefix: &dyn Fn(String) -> String) -
                 if let Some(r) = m.get("rules") {
                     let path = format!("header:spec:inputs:{name}:rules");
                     if m.contains_key("default") || m.contains_key("options") {
-                        return bad(cx, &format!("{path} cannot be combined with a top-level `default` or `options`"), r);
+                        return bad(
+                            cx,
+                            &format!(
+                                "{path} cannot be combined with a top-level `default` or `options`"
+                            ),
+                            r,
+                        );
                     }
                     let Some(items) = r.as_seq() else {
                         return bad(cx, &format!("{path} config should be an array"), r);
@@ -196,45 +252,92 @@ fn parse_header(header: &Node, cx: &mut Cx, prefix: &dyn Fn(String) -> String) -
                         let Some(rm) = rule.as_map() else {
                             return bad(cx, &format!("{path}:rule config should be a hash"), rule);
                         };
-                        if let Some(k) = rm.keys().find(|k| !["if", "options", "default"].contains(k)) {
-                            return bad(cx, &format!("{path}:rule config contains unknown keys: {k}"), rule);
+                        if let Some(k) = rm
+                            .keys()
+                            .find(|k| !["if", "options", "default"].contains(k))
+                        {
+                            return bad(
+                                cx,
+                                &format!("{path}:rule config contains unknown keys: {k}"),
+                                rule,
+                            );
                         }
                         if !rm.contains_key("default") {
                             return bad(cx, &format!("{path}:rule default can't be blank"), rule);
                         }
                         if let Some(Value::Str(e)) = rm.get("if").map(|n| &n.value) {
                             if crate::expr::Expression::parse(e).is_err() {
-                                return bad(cx, &format!("{path}:rule if invalid expression syntax"), rule);
+                                return bad(
+                                    cx,
+                                    &format!("{path}:rule if invalid expression syntax"),
+                                    rule,
+                                );
                             }
                         }
                     }
                     // The first rule's default stands in until rules are evaluated per pipeline.
-                    spec.default = items.first().and_then(|r| r.as_map()).and_then(|m| m.get("default")).cloned();
+                    spec.default = items
+                        .first()
+                        .and_then(|r| r.as_map())
+                        .and_then(|m| m.get("default"))
+                        .cloned();
                 }
                 if let Some(o) = m.get("options") {
                     let Some(items) = o.as_seq() else {
-                        return bad(cx, &format!("header:spec:inputs:{name} options should be an array"), o);
+                        return bad(
+                            cx,
+                            &format!("header:spec:inputs:{name} options should be an array"),
+                            o,
+                        );
                     };
                     if items.len() > MAX_OPTIONS {
-                        return bad(cx, &format!("header:spec:inputs:{name} options cannot contain more than {MAX_OPTIONS} values"), o);
+                        return bad(
+                            cx,
+                            &format!(
+                                "header:spec:inputs:{name} options cannot contain more than {MAX_OPTIONS} values"
+                            ),
+                            o,
+                        );
                     }
                     if !matches!(spec.kind, InputType::String | InputType::Number) {
                         // Checked with the value (GitLab's `BaseInput#validate_options`).
-                        return bad(cx, &format!("`{name}` input: Options can only be used with string and number inputs"), o);
+                        return bad(
+                            cx,
+                            &format!(
+                                "`{name}` input: Options can only be used with string and number inputs"
+                            ),
+                            o,
+                        );
                     }
                     spec.options = Some(items.to_vec());
                 }
                 if let Some(r) = m.get("regex") {
                     let Some(r) = r.as_str() else {
-                        return bad(cx, &format!("header:spec:inputs:{name} regex should be a string"), r);
+                        return bad(
+                            cx,
+                            &format!("header:spec:inputs:{name} regex should be a string"),
+                            r,
+                        );
                     };
                     if spec.kind != InputType::String {
-                        return bad(cx, &format!("`{name}` input: RegEx validation can only be used with string inputs"), def);
+                        return bad(
+                            cx,
+                            &format!(
+                                "`{name}` input: RegEx validation can only be used with string inputs"
+                            ),
+                            def,
+                        );
                     }
                     spec.regex = Some(r.to_owned());
                 }
             }
-            _ => return bad(cx, &format!("header:spec:inputs:{name} config should be a hash"), def),
+            _ => {
+                return bad(
+                    cx,
+                    &format!("header:spec:inputs:{name} config should be a hash"),
+                    def,
+                );
+            }
         }
         out.insert(name.to_owned(), spec);
     }
@@ -255,8 +358,14 @@ fn check_value(name: &str, spec: &Spec, value: &Node) -> Option<String> {
             InputType::Boolean => "boolean",
             InputType::Array => "array",
         };
-        let article = if spec.kind == InputType::Array { "an" } else { "a" };
-        return Some(format!("`{name}` input: provided value is not {article} {t}"));
+        let article = if spec.kind == InputType::Array {
+            "an"
+        } else {
+            "a"
+        };
+        return Some(format!(
+            "`{name}` input: provided value is not {article} {t}"
+        ));
     }
     if let Some(options) = &spec.options {
         if !options.iter().any(|o| o.value == value.value) {
@@ -269,7 +378,11 @@ fn check_value(name: &str, spec: &Spec, value: &Node) -> Option<String> {
     if let (Some(re), Some(s)) = (&spec.regex, value.as_str()) {
         match regex::RegexBuilder::new(re).size_limit(1 << 20).build() {
             Ok(r) if r.is_match(s) => {}
-            Ok(_) => return Some(format!("`{name}` input: provided value does not match required RegEx pattern")),
+            Ok(_) => {
+                return Some(format!(
+                    "`{name}` input: provided value does not match required RegEx pattern"
+                ));
+            }
             Err(_) => return Some(format!("`{name}` input: invalid regular expression")),
         }
     }
@@ -294,7 +407,9 @@ impl Interp<'_> {
                     node.value = v;
                 }
             }
-            Value::Seq(items) | Value::Reference(items) => std::rc::Rc::make_mut(items).iter_mut().for_each(|i| self.node(i)),
+            Value::Seq(items) | Value::Reference(items) => std::rc::Rc::make_mut(items)
+                .iter_mut()
+                .for_each(|i| self.node(i)),
             Value::Map(m) => {
                 let old = std::mem::take(m);
                 let mut new = Map::new();
@@ -322,7 +437,9 @@ impl Interp<'_> {
         let mut rest = s;
         let mut whole: Option<Value> = None;
         while let Some(start) = rest.find("$[[") {
-            let Some(len) = rest[start..].find("]]") else { break };
+            let Some(len) = rest[start..].find("]]") else {
+                break;
+            };
             let inner = &rest[start + 3..start + len];
             self.blocks += 1;
             if self.blocks > MAX_BLOCKS {
@@ -365,7 +482,9 @@ impl Interp<'_> {
         };
         let functions: Vec<&str> = parts.collect();
         if functions.len() > MAX_FUNCTIONS {
-            return Err(format!("too many functions in interpolation block (maximum is {MAX_FUNCTIONS})"));
+            return Err(format!(
+                "too many functions in interpolation block (maximum is {MAX_FUNCTIONS})"
+            ));
         }
         for f in functions {
             let text = value.scalar_to_string().unwrap_or_else(|| render(&value));
@@ -373,14 +492,22 @@ impl Interp<'_> {
                 expand_server(&text, &|n| self.ctx.var(n), Unknown::Keep)
             } else if f == "posix_escape" {
                 posix_escape(&text)
-            } else if let Some(args) = f.strip_prefix("truncate(").and_then(|a| a.strip_suffix(')')) {
-                let nums: Vec<usize> = args.split(',').filter_map(|a| a.trim().parse().ok()).collect();
+            } else if let Some(args) = f
+                .strip_prefix("truncate(")
+                .and_then(|a| a.strip_suffix(')'))
+            {
+                let nums: Vec<usize> = args
+                    .split(',')
+                    .filter_map(|a| a.trim().parse().ok())
+                    .collect();
                 let [offset, length] = nums[..] else {
                     return Err(format!("invalid function arguments: `{f}`"));
                 };
                 text.chars().skip(offset).take(length).collect()
             } else {
-                return Err(format!("no function matching `{f}`: check that the function name, arguments, and types are correct"));
+                return Err(format!(
+                    "no function matching `{f}`: check that the function name, arguments, and types are correct"
+                ));
             };
             value = Node::str(new, value.pos);
         }

@@ -45,13 +45,18 @@ pub struct LintJob {
 }
 
 fn values(v: &Variables) -> IndexMap<String, String> {
-    v.iter().map(|(k, v)| (k.clone(), v.value.clone())).collect()
+    v.iter()
+        .map(|(k, v)| (k.clone(), v.value.clone()))
+        .collect()
 }
 
 fn message(d: &Diagnostic, sources: &SourceMap) -> Message {
     Message {
         message: d.message.clone(),
-        location: d.pos.and_then(|p| sources.location(p)).map(|l| l.to_string()),
+        location: d
+            .pos
+            .and_then(|p| sources.location(p))
+            .map(|l| l.to_string()),
     }
 }
 
@@ -62,7 +67,10 @@ impl LintJob {
             stage: j.stage.clone(),
             when: j.when.as_str(),
             allow_failure: j.allow_failure,
-            needs: j.needs.as_ref().map(|n| n.iter().map(|n| n.job.clone()).collect()),
+            needs: j
+                .needs
+                .as_ref()
+                .map(|n| n.iter().map(|n| n.job.clone()).collect()),
             before_script: j.before_script.clone(),
             script: j.script.clone(),
             after_script: j.after_script.clone(),
@@ -85,7 +93,9 @@ impl LintReport {
             pipeline_created: p.is_some_and(|p| p.created),
             stages: p.map(|p| p.stages.clone()).unwrap_or_default(),
             variables: p.map(|p| values(&p.variables)).unwrap_or_default(),
-            jobs: p.map(|p| p.jobs.iter().map(LintJob::from_job).collect()).unwrap_or_default(),
+            jobs: p
+                .map(|p| p.jobs.iter().map(LintJob::from_job).collect())
+                .unwrap_or_default(),
         }
     }
 }
@@ -97,7 +107,12 @@ pub fn render_text(c: &Compiled) -> String {
         for d in &c.errors {
             render_diagnostic(&mut out, "error", d, &c.sources);
         }
-        let _ = writeln!(out, "\n{} error{} found; the configuration is invalid.", c.errors.len(), if c.errors.len() == 1 { "" } else { "s" });
+        let _ = writeln!(
+            out,
+            "\n{} error{} found; the configuration is invalid.",
+            c.errors.len(),
+            if c.errors.len() == 1 { "" } else { "s" }
+        );
         return out;
     }
     for d in &c.warnings {
@@ -128,7 +143,13 @@ pub fn render_text(c: &Compiled) -> String {
                 notes.push("allow_failure".to_owned());
             }
             if let Some(n) = &j.needs {
-                notes.push(format!("needs: [{}]", n.iter().map(|n| n.job.as_str()).collect::<Vec<_>>().join(", ")));
+                notes.push(format!(
+                    "needs: [{}]",
+                    n.iter()
+                        .map(|n| n.job.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
             }
             if let Some(s) = &j.start_in {
                 notes.push(format!("start_in: {s}"));
@@ -146,14 +167,18 @@ pub fn render_text(c: &Compiled) -> String {
 fn render_diagnostic(out: &mut String, level: &str, d: &Diagnostic, sources: &SourceMap) {
     let _ = writeln!(out, "{level}: {}", d.message);
     let Some(pos) = d.pos else { return };
-    let Some(loc) = sources.location(pos) else { return };
+    let Some(loc) = sources.location(pos) else {
+        return;
+    };
     let _ = writeln!(out, "  --> {loc}");
     if let Some(line) = sources.line_text(pos) {
         let num = pos.line.to_string();
         let pad = " ".repeat(num.len());
         let _ = writeln!(out, "{pad} |");
         let _ = writeln!(out, "{num} | {line}");
-        let col = (pos.col as usize).saturating_sub(1).min(line.chars().count());
+        let col = (pos.col as usize)
+            .saturating_sub(1)
+            .min(line.chars().count());
         let _ = writeln!(out, "{pad} | {}^", " ".repeat(col));
     }
 }

@@ -55,7 +55,10 @@ impl Chain {
 fn base_name(item: &Node) -> std::borrow::Cow<'_, str> {
     match &item.value {
         Value::Str(s) => s.as_str().into(),
-        _ => item.scalar_to_string().unwrap_or_else(|| item.to_json().to_string()).into(),
+        _ => item
+            .scalar_to_string()
+            .unwrap_or_else(|| item.to_json().to_string())
+            .into(),
     }
 }
 
@@ -79,7 +82,9 @@ fn resolve_entry(
         }
         return true;
     }
-    let Some(node) = root.get(key) else { return true };
+    let Some(node) = root.get(key) else {
+        return true;
+    };
     // The `extends` value, shared (cheap to clone): the base names borrow from it while the
     // bases are resolved in `root`.
     let Some(extends) = node.as_map().and_then(|m| m.get("extends")).cloned() else {
@@ -102,7 +107,10 @@ fn resolve_entry(
         return false;
     }
     if stack.iter().any(|k| k == key) {
-        cx.raw(format!("{key}: circular dependency detected in `extends`"), Some(pos));
+        cx.raw(
+            format!("{key}: circular dependency detected in `extends`"),
+            Some(pos),
+        );
         return false;
     }
     stack.push(key.to_owned());
@@ -113,12 +121,18 @@ fn resolve_entry(
         let base: &str = base;
         match root.get(base) {
             None => {
-                cx.raw(format!("{key}: unknown keys in `extends` ({base})"), Some(*bpos));
+                cx.raw(
+                    format!("{key}: unknown keys in `extends` ({base})"),
+                    Some(*bpos),
+                );
                 stack.pop();
                 return false;
             }
             Some(b) if b.as_map().is_none() => {
-                cx.raw(format!("{key}: invalid base hashes in `extends` ({base})"), Some(*bpos));
+                cx.raw(
+                    format!("{key}: invalid base hashes in `extends` ({base})"),
+                    Some(*bpos),
+                );
                 stack.pop();
                 return false;
             }
@@ -128,7 +142,10 @@ fn resolve_entry(
             stack.pop();
             return false;
         }
-        if let Some(chain) = done.get(base).filter(|c| c.len > longest.as_ref().map_or(0, |l| l.len)) {
+        if let Some(chain) = done
+            .get(base)
+            .filter(|c| c.len > longest.as_ref().map_or(0, |l| l.len))
+        {
             longest = Some(Rc::clone(chain));
         }
         if let Some(Value::Map(b)) = root.get(base).map(|b| &b.value) {
@@ -216,7 +233,9 @@ impl Resolver<'_> {
     /// on the way to a reference are copied.
     fn resolved(&mut self, node: &Node, cx: &mut Cx) -> Option<Node> {
         match &node.value {
-            Value::Reference(items) => self.lookup(items, node.pos, cx).map(|v| Node::new(v.value, node.pos)),
+            Value::Reference(items) => self
+                .lookup(items, node.pos, cx)
+                .map(|v| Node::new(v.value, node.pos)),
             Value::Seq(items) => {
                 let mut out: Option<Vec<Node>> = None;
                 for (i, item) in items.iter().enumerate() {
@@ -251,11 +270,19 @@ impl Resolver<'_> {
             return None;
         };
         if self.stack.contains(&rendered) {
-            cx.raw(format!("!reference {rendered} is part of a circular chain"), Some(pos));
+            cx.raw(
+                format!("!reference {rendered} is part of a circular chain"),
+                Some(pos),
+            );
             return None;
         }
         if self.stack.len() >= MAX_REFERENCE_DEPTH {
-            cx.raw(format!("!reference {rendered} is nested too deeply (maximum {MAX_REFERENCE_DEPTH})"), Some(pos));
+            cx.raw(
+                format!(
+                    "!reference {rendered} is nested too deeply (maximum {MAX_REFERENCE_DEPTH})"
+                ),
+                Some(pos),
+            );
             return None;
         }
         // Outside any referenced value the result depends on the path only (the stack is
@@ -270,7 +297,10 @@ impl Resolver<'_> {
             cur = cur.and_then(|n| n.as_map()).and_then(|m| m.get(seg));
         }
         let Some(found) = cur else {
-            cx.raw(format!("!reference {rendered} could not be found"), Some(pos));
+            cx.raw(
+                format!("!reference {rendered} could not be found"),
+                Some(pos),
+            );
             return None;
         };
         let errors = cx.errors.len();

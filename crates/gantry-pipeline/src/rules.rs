@@ -4,9 +4,9 @@
 use globset::{GlobBuilder, GlobMatcher};
 
 use crate::context::Context;
-use crate::include::Files;
 use crate::expand::{Unknown, expand_server};
 use crate::expr::{Expression, parse_regex_literal};
+use crate::include::Files;
 use crate::keyword::{self, VarLevel};
 use crate::model::Variables;
 use crate::validate::{Cx, flatten_nodes, join};
@@ -48,16 +48,32 @@ pub(crate) struct Rule {
 }
 
 /// Validate a `rules` list (nested arrays from `!reference` are flattened, ≤ 10 levels).
-pub(crate) fn parse_rules(node: &Node, path: &str, target: RuleTarget, cx: &mut Cx) -> Option<Vec<Rule>> {
+pub(crate) fn parse_rules(
+    node: &Node,
+    path: &str,
+    target: RuleTarget,
+    cx: &mut Cx,
+) -> Option<Vec<Rule>> {
     // `Entry::Rules` validates `presence`: `rules: []` is blank.
     if target != RuleTarget::Include && node.as_seq().is_some_and(<[Node]>::is_empty) {
         cx.config(path, "can't be blank", node.pos);
         return None;
     }
     let items = match flatten_nodes(node) {
-        Some(items) if items.iter().all(|i| matches!(i.value, Value::Map(_) | Value::Null)) || target == RuleTarget::Include => items,
+        Some(items)
+            if items
+                .iter()
+                .all(|i| matches!(i.value, Value::Map(_) | Value::Null))
+                || target == RuleTarget::Include =>
+        {
+            items
+        }
         _ => {
-            cx.config(path, "should be an array containing hashes and arrays of hashes", node.pos);
+            cx.config(
+                path,
+                "should be an array containing hashes and arrays of hashes",
+                node.pos,
+            );
             return None;
         }
     };
@@ -87,8 +103,28 @@ fn parse_rule(node: &Node, path: &str, target: RuleTarget, cx: &mut Cx) -> Optio
         return None;
     }
     let allowed: &[&str] = match target {
-        RuleTarget::Job => &["if", "changes", "exists", "when", "start_in", "allow_failure", "variables", "needs", "interruptible"],
-        RuleTarget::Workflow => &["if", "changes", "exists", "when", "variables", "auto_cancel", "start_in", "allow_failure", "needs"],
+        RuleTarget::Job => &[
+            "if",
+            "changes",
+            "exists",
+            "when",
+            "start_in",
+            "allow_failure",
+            "variables",
+            "needs",
+            "interruptible",
+        ],
+        RuleTarget::Workflow => &[
+            "if",
+            "changes",
+            "exists",
+            "when",
+            "variables",
+            "auto_cancel",
+            "start_in",
+            "allow_failure",
+            "needs",
+        ],
         RuleTarget::Include => &["if", "changes", "exists", "when"],
     };
     let errors = cx.errors.len();
@@ -112,7 +148,14 @@ fn parse_rule(node: &Node, path: &str, target: RuleTarget, cx: &mut Cx) -> Optio
     }
     if let Some(n) = m.get("when") {
         let allowed: &[&str] = match target {
-            RuleTarget::Job => &["on_success", "on_failure", "always", "never", "manual", "delayed"],
+            RuleTarget::Job => &[
+                "on_success",
+                "on_failure",
+                "always",
+                "never",
+                "manual",
+                "delayed",
+            ],
             RuleTarget::Workflow | RuleTarget::Include => &["always", "never"],
         };
         match n.as_str() {
@@ -126,7 +169,8 @@ fn parse_rule(node: &Node, path: &str, target: RuleTarget, cx: &mut Cx) -> Optio
         match (m.get("start_in"), rule.when.as_deref()) {
             (Some(n), Some("delayed")) => match n.as_str() {
                 Some(s) if crate::duration::parse_duration(s).is_some() => {
-                    if crate::duration::parse_duration(s).unwrap_or(0) >= crate::duration::ONE_WEEK {
+                    if crate::duration::parse_duration(s).unwrap_or(0) >= crate::duration::ONE_WEEK
+                    {
                         cx.attr(path, "start_in", "should not exceed the limit", n.pos);
                     }
                     rule.start_in = Some(s.to_owned());
@@ -160,11 +204,20 @@ fn parse_rule(node: &Node, path: &str, target: RuleTarget, cx: &mut Cx) -> Optio
             for item in &items {
                 let ok = match &item.value {
                     Value::Str(_) => true,
-                    Value::Map(nm) => nm.contains_key("job") && nm.keys().all(|k| ["job", "artifacts", "optional"].contains(&k)),
+                    Value::Map(nm) => {
+                        nm.contains_key("job")
+                            && nm
+                                .keys()
+                                .all(|k| ["job", "artifacts", "optional"].contains(&k))
+                    }
                     _ => false,
                 };
                 if !ok {
-                    cx.config(&join(path, "needs"), "uses invalid types: cross_dependency", item.pos);
+                    cx.config(
+                        &join(path, "needs"),
+                        "uses invalid types: cross_dependency",
+                        item.pos,
+                    );
                 }
             }
             rule.needs = Some(n.clone());
@@ -189,7 +242,11 @@ fn path_list(n: &Node, path: &str, cx: &mut Cx, what: &str) -> Option<Vec<String
         _ => return None,
     };
     if list.len() > MAX_RULE_PATHS {
-        cx.config(path, format!("has too many entries (maximum {MAX_RULE_PATHS})"), n.pos);
+        cx.config(
+            path,
+            format!("has too many entries (maximum {MAX_RULE_PATHS})"),
+            n.pos,
+        );
         return None;
     }
     Some(list)
@@ -237,7 +294,9 @@ fn parse_exists(n: &Node, path: &str, cx: &mut Cx) -> Option<Vec<String>> {
                 return None;
             }
             match m.get("paths") {
-                Some(p) if matches!(p.value, Value::Seq(_)) => path_list(p, &join(path, "paths"), cx, ""),
+                Some(p) if matches!(p.value, Value::Seq(_)) => {
+                    path_list(p, &join(path, "paths"), cx, "")
+                }
                 Some(p) => {
                     cx.config(&join(path, "paths"), "should be an array of strings", p.pos);
                     None
@@ -249,7 +308,11 @@ fn parse_exists(n: &Node, path: &str, cx: &mut Cx) -> Option<Vec<String>> {
             }
         }
         _ => {
-            cx.config(path, "should be a string, an array of strings, or a hash", n.pos);
+            cx.config(
+                path,
+                "should be a string, an array of strings, or a hash",
+                n.pos,
+            );
             None
         }
     }
@@ -303,7 +366,9 @@ pub(crate) fn changes_match(paths: &[String], scope: &Scope<'_>) -> bool {
     };
     let mut comparisons = 0usize;
     for p in paths {
-        let Some(m) = glob(&expand_path(p, scope)) else { continue };
+        let Some(m) = glob(&expand_path(p, scope)) else {
+            continue;
+        };
         for f in changed {
             comparisons += 1;
             if comparisons > MAX_COMPARISONS || m.is_match(f) {
@@ -327,7 +392,13 @@ pub(crate) fn exists_match(paths: &[String], scope: &Scope<'_>) -> bool {
             continue;
         }
         if !p.contains(['*', '?', '[', '{']) {
-            if scope.files.get().binary_search_by(|f| f.as_str().cmp(p)).is_ok() || scope.files.get().iter().any(|f| f == p) {
+            if scope
+                .files
+                .get()
+                .binary_search_by(|f| f.as_str().cmp(p))
+                .is_ok()
+                || scope.files.get().iter().any(|f| f == p)
+            {
                 return true;
             }
             continue;
@@ -394,7 +465,12 @@ pub(crate) fn parse_policy(node: &Node, path: &str, cx: &mut Cx) -> Option<Polic
         }),
         Value::Map(m) => {
             let errors = cx.errors.len();
-            cx.unknown_keys(m, &["refs", "variables", "changes", "kubernetes"], path, node.pos);
+            cx.unknown_keys(
+                m,
+                &["refs", "variables", "changes", "kubernetes"],
+                path,
+                node.pos,
+            );
             let mut p = Policy::default();
             if let Some(r) = m.get("refs") {
                 p.refs = check_refs(cx, r, &format!("{path} refs"));
@@ -406,7 +482,9 @@ pub(crate) fn parse_policy(node: &Node, path: &str, cx: &mut Cx) -> Option<Polic
                         for e in list {
                             match Expression::parse(&e) {
                                 Ok(x) => exprs.push(x),
-                                Err(_) => cx.attr(path, "variables", "invalid expression syntax", v.pos),
+                                Err(_) => {
+                                    cx.attr(path, "variables", "invalid expression syntax", v.pos)
+                                }
                             }
                         }
                         p.variables = Some(exprs);
@@ -423,14 +501,21 @@ pub(crate) fn parse_policy(node: &Node, path: &str, cx: &mut Cx) -> Option<Polic
             if let Some(k) = m.get("kubernetes") {
                 match k.as_str() {
                     Some("active") => p.kubernetes = true,
-                    _ => cx.config(&join(path, "kubernetes"), "unknown value: kubernetes", k.pos),
+                    _ => cx.config(
+                        &join(path, "kubernetes"),
+                        "unknown value: kubernetes",
+                        k.pos,
+                    ),
                 }
             }
             (cx.errors.len() == errors).then_some(p)
         }
         _ => {
             // `Policy::UnknownStrategy`: no `config` word (a string is not a refs list).
-            cx.push(format!("{path} has to be either an array of conditions or a hash"), node.pos);
+            cx.push(
+                format!("{path} has to be either an array of conditions or a hash"),
+                node.pos,
+            );
             None
         }
     }
@@ -448,16 +533,28 @@ impl Policy {
     /// `only` semantics: every given sub-condition holds.
     pub fn all_hold(&self, scope: &Scope<'_>) -> bool {
         self.refs.as_ref().is_none_or(|r| refs_match(r, scope.ctx))
-            && self.variables.as_ref().is_none_or(|v| v.iter().any(|e| e.evaluate(scope.lookup, &|_| None)))
-            && self.changes.as_ref().is_none_or(|c| changes_match(c, scope))
+            && self
+                .variables
+                .as_ref()
+                .is_none_or(|v| v.iter().any(|e| e.evaluate(scope.lookup, &|_| None)))
+            && self
+                .changes
+                .as_ref()
+                .is_none_or(|c| changes_match(c, scope))
             && (!self.kubernetes || scope.ctx.var("CI_KUBERNETES_ACTIVE").is_some())
     }
 
     /// `except` semantics: any given sub-condition holds.
     pub fn any_holds(&self, scope: &Scope<'_>) -> bool {
         self.refs.as_ref().is_some_and(|r| refs_match(r, scope.ctx))
-            || self.variables.as_ref().is_some_and(|v| v.iter().any(|e| e.evaluate(scope.lookup, &|_| None)))
-            || self.changes.as_ref().is_some_and(|c| changes_match(c, scope))
+            || self
+                .variables
+                .as_ref()
+                .is_some_and(|v| v.iter().any(|e| e.evaluate(scope.lookup, &|_| None)))
+            || self
+                .changes
+                .as_ref()
+                .is_some_and(|c| changes_match(c, scope))
             || (self.kubernetes && scope.ctx.var("CI_KUBERNETES_ACTIVE").is_some())
     }
 }
@@ -474,7 +571,11 @@ fn refs_match(refs: &[String], ctx: &Context) -> bool {
         // `pattern@group/project` restricts a pattern to one project; a whole `/regex/` is
         // never split.
         let (pattern, proj) = match r.rsplit_once('@') {
-            Some((p, proj)) if parse_regex_literal(r).is_none() && !p.is_empty() && !proj.is_empty() => (p, Some(proj)),
+            Some((p, proj))
+                if parse_regex_literal(r).is_none() && !p.is_empty() && !proj.is_empty() =>
+            {
+                (p, Some(proj))
+            }
             _ => (r.as_str(), None),
         };
         if proj.is_some_and(|p| p != project) {

@@ -29,7 +29,11 @@ pub enum SelectError {
 
 /// Keeps only the jobs `names` select (and, with `with_needs`, what they wait for); see
 /// the module docs. Returns the names of the jobs kept, in pipeline order.
-pub fn select_jobs(pipeline: &mut Pipeline, names: &[String], with_needs: bool) -> Result<Vec<String>, SelectError> {
+pub fn select_jobs(
+    pipeline: &mut Pipeline,
+    names: &[String],
+    with_needs: bool,
+) -> Result<Vec<String>, SelectError> {
     let mut selected: BTreeSet<usize> = BTreeSet::new();
     for name in names {
         let matches: Vec<usize> = pipeline
@@ -97,8 +101,16 @@ fn hint(pipeline: &Pipeline, name: &str) -> String {
     if let Some(close) = pipeline
         .jobs
         .iter()
-        .map(|j| if j.node_total.is_some() { &j.group_name } else { &j.name })
-        .find(|candidate| candidate.to_lowercase() == lower || candidate.to_lowercase().starts_with(&lower))
+        .map(|j| {
+            if j.node_total.is_some() {
+                &j.group_name
+            } else {
+                &j.name
+            }
+        })
+        .find(|candidate| {
+            candidate.to_lowercase() == lower || candidate.to_lowercase().starts_with(&lower)
+        })
     {
         return format!(" (did you mean `{close}`?)");
     }
@@ -154,7 +166,10 @@ d: {stage: deploy, script: [x]}
     #[test]
     fn needs_add_what_a_job_waits_for_transitively() {
         assert_eq!(names(YAML, &["n"], true).unwrap(), ["a", "n"]);
-        assert_eq!(names(YAML, &["d"], true).unwrap(), ["a", "b", "t 1/2", "t 2/2", "n", "m", "d"]);
+        assert_eq!(
+            names(YAML, &["d"], true).unwrap(),
+            ["a", "b", "t 1/2", "t 2/2", "n", "m", "d"]
+        );
         assert_eq!(names(YAML, &["t 1/2"], true).unwrap(), ["a", "b", "t 1/2"]);
     }
 
@@ -168,13 +183,19 @@ d: {stage: deploy, script: [x]}
         let mut p = pipeline(YAML);
         select_jobs(&mut p, &["m".to_owned(), "b".to_owned()], false).unwrap();
         assert_eq!(p.jobs[1].name, "m");
-        assert_eq!(p.jobs[1].dependencies.as_deref(), Some(&["b".to_owned()][..]));
+        assert_eq!(
+            p.jobs[1].dependencies.as_deref(),
+            Some(&["b".to_owned()][..])
+        );
     }
 
     #[test]
     fn an_unknown_name_is_an_error_with_a_hint() {
         let err = names(YAML, &["D"], false).unwrap_err();
-        assert_eq!(err.to_string(), "select jobs: no job named `D` in this pipeline (did you mean `d`?)");
+        assert_eq!(
+            err.to_string(),
+            "select jobs: no job named `D` in this pipeline (did you mean `d`?)"
+        );
         let err = names(YAML, &["zzz"], false).unwrap_err();
         assert_eq!(
             err.to_string(),

@@ -27,11 +27,15 @@ impl Cx {
     }
     /// `<path> <attr> <msg>` with `attr` humanized (`start_in` → `start in`), lower-cased.
     pub fn attr(&mut self, path: &str, attr: &str, msg: impl AsRef<str>, pos: Pos) {
-        self.push(format!("{path} {} {}", attr.replace('_', " "), msg.as_ref()), pos);
+        self.push(
+            format!("{path} {} {}", attr.replace('_', " "), msg.as_ref()),
+            pos,
+        );
     }
     /// An entry error whose text is already complete; lower-cased as GitLab does.
     pub fn push(&mut self, message: String, pos: Pos) {
-        self.errors.push(Diagnostic::new(message.to_lowercase(), Some(pos)));
+        self.errors
+            .push(Diagnostic::new(message.to_lowercase(), Some(pos)));
     }
     /// An error whose text is kept as written (YAML processor and include errors).
     pub fn raw(&mut self, message: impl Into<String>, pos: Option<Pos>) {
@@ -62,7 +66,11 @@ impl Cx {
             return true;
         }
         let at = map.entry(unknown[0]).map_or(pos, |e| e.key_pos);
-        self.config(path, format!("contains unknown keys: {}", unknown.join(", ")), at);
+        self.config(
+            path,
+            format!("contains unknown keys: {}", unknown.join(", ")),
+            at,
+        );
         false
     }
 
@@ -127,7 +135,10 @@ impl Cx {
 /// An array whose items are all strings (GitLab rejects numbers in arrays of strings).
 pub fn string_array(node: &Node) -> Option<Vec<String>> {
     let items = node.as_seq()?;
-    items.iter().map(|i| i.as_str().map(str::to_owned)).collect()
+    items
+        .iter()
+        .map(|i| i.as_str().map(str::to_owned))
+        .collect()
 }
 
 /// Flatten nested arrays of strings (depth ≤ [`MAX_NESTING`]); false on anything else.
@@ -137,7 +148,9 @@ pub fn flatten_strings(node: &Node, depth: usize, out: &mut Vec<String>) -> bool
             out.push(s.clone());
             true
         }
-        Value::Seq(items) if depth < MAX_NESTING => items.iter().all(|i| flatten_strings(i, depth + 1, out)),
+        Value::Seq(items) if depth < MAX_NESTING => {
+            items.iter().all(|i| flatten_strings(i, depth + 1, out))
+        }
         _ => false,
     }
 }

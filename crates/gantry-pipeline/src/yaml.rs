@@ -146,7 +146,8 @@ impl Entries {
                 } else if v.len() < SCANNED_UP_TO {
                     v.push((key, entry));
                 } else {
-                    let mut m = IndexMap::with_capacity_and_hasher(v.len() * 2, rustc_hash::FxBuildHasher);
+                    let mut m =
+                        IndexMap::with_capacity_and_hasher(v.len() * 2, rustc_hash::FxBuildHasher);
                     m.extend(std::mem::take(v));
                     m.insert(key, entry);
                     *self = Entries::Many(m);
@@ -210,7 +211,9 @@ impl Map {
         if !self.contains_key(key) {
             return None;
         }
-        Rc::make_mut(&mut self.entries).get_mut(key).map(|e| &mut e.value)
+        Rc::make_mut(&mut self.entries)
+            .get_mut(key)
+            .map(|e| &mut e.value)
     }
     pub fn entry(&self, key: &str) -> Option<&Entry> {
         self.entries.get(key)
@@ -238,13 +241,17 @@ impl Map {
         if !self.contains_key(key) {
             return None;
         }
-        Rc::make_mut(&mut self.entries).shift_remove(key).map(|e| e.value)
+        Rc::make_mut(&mut self.entries)
+            .shift_remove(key)
+            .map(|e| e.value)
     }
     pub fn iter(&self) -> impl Iterator<Item = (&str, &Node)> {
         self.entries.iter().map(|(k, e)| (k.as_str(), &e.value))
     }
     pub fn iter_mut(&mut self) -> impl Iterator<Item = (&str, &mut Node)> {
-        Rc::make_mut(&mut self.entries).iter_mut().map(|(k, e)| (k.as_str(), &mut e.value))
+        Rc::make_mut(&mut self.entries)
+            .iter_mut()
+            .map(|(k, e)| (k.as_str(), &mut e.value))
     }
     pub fn entries(&self) -> impl Iterator<Item = (&str, &Entry)> {
         self.entries.iter().map(|(k, e)| (k.as_str(), e))
@@ -367,10 +374,15 @@ impl Node {
             Value::Float(f) => serde_json::Number::from_f64(*f).map_or(J::Null, J::Number),
             Value::Str(s) => J::String(s.clone()),
             Value::Seq(items) => J::Array(items.iter().map(Node::to_json).collect()),
-            Value::Map(m) => J::Object(m.iter().map(|(k, v)| (k.to_owned(), v.to_json())).collect()),
+            Value::Map(m) => {
+                J::Object(m.iter().map(|(k, v)| (k.to_owned(), v.to_json())).collect())
+            }
             Value::Reference(items) => {
                 let mut o = serde_json::Map::new();
-                o.insert("!reference".into(), J::Array(items.iter().map(Node::to_json).collect()));
+                o.insert(
+                    "!reference".into(),
+                    J::Array(items.iter().map(Node::to_json).collect()),
+                );
                 J::Object(o)
             }
         }
@@ -422,7 +434,11 @@ pub struct YamlError {
 
 impl fmt::Display for YamlError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} at line {} column {}", self.message, self.pos.line, self.pos.col)
+        write!(
+            f,
+            "{} at line {} column {}",
+            self.message, self.pos.line, self.pos.col
+        )
     }
 }
 
@@ -430,7 +446,11 @@ pub const TOO_BIG: &str = "The parsed YAML is too big";
 
 /// Parse every document of `text`.
 pub fn parse_documents(text: &str, file: FileId, limits: Limits) -> Result<Vec<Node>, YamlError> {
-    let start = Pos { file, line: 1, col: 1 };
+    let start = Pos {
+        file,
+        line: 1,
+        col: 1,
+    };
     if text.len() > limits.max_bytes {
         return Err(YamlError {
             message: TOO_BIG.into(),
@@ -534,13 +554,17 @@ impl Builder {
                 // Charge the budget before copying, so a bomb stops before it costs anything.
                 self.count(size, pos)?;
                 // The copy keeps the positions where the anchored content is written.
-                let node = self.anchors.get(&id).map(|(n, _, _)| n.clone()).unwrap_or(Node::null(pos));
+                let node = self
+                    .anchors
+                    .get(&id)
+                    .map(|(n, _, _)| n.clone())
+                    .unwrap_or(Node::null(pos));
                 self.push_value(node, KeyKind::Str, false)
             }
             Event::Scalar(text, style, anchor, tag) => {
                 self.count(1, pos)?;
-                let (value, kind, plain_merge) = resolve_scalar(text, style, tag.as_deref())
-                    .map_err(|m| self.err(m, pos))?;
+                let (value, kind, plain_merge) =
+                    resolve_scalar(text, style, tag.as_deref()).map_err(|m| self.err(m, pos))?;
                 let node = Node::new(value, pos);
                 if anchor > 0 {
                     self.anchors.insert(anchor, (node.clone(), 1, 0));
@@ -597,7 +621,10 @@ impl Builder {
                 self.close(Node::new(value, pos), anchor)
             }
             Event::MappingEnd => {
-                let Some(Frame::Map { map, pos, anchor, .. }) = self.stack.pop() else {
+                let Some(Frame::Map {
+                    map, pos, anchor, ..
+                }) = self.stack.pop()
+                else {
                     return Err(self.err("unbalanced mapping", pos));
                 };
                 self.close(Node::new(Value::Map(map), pos), anchor)
@@ -623,12 +650,18 @@ impl Builder {
     fn close(&mut self, node: Node, anchor: usize) -> Result<(), YamlError> {
         if anchor > 0 {
             let size = node.size();
-            self.anchors.insert(anchor, (node.clone(), size, depth_of(&node)));
+            self.anchors
+                .insert(anchor, (node.clone(), size, depth_of(&node)));
         }
         self.push_value(node, KeyKind::Str, false)
     }
 
-    fn push_value(&mut self, node: Node, kind: KeyKind, plain_merge: bool) -> Result<(), YamlError> {
+    fn push_value(
+        &mut self,
+        node: Node,
+        kind: KeyKind,
+        plain_merge: bool,
+    ) -> Result<(), YamlError> {
         match self.stack.last_mut() {
             None => {
                 self.docs.push(node);
@@ -712,13 +745,18 @@ fn merge_source(node: Node) -> Result<Map, Node> {
             }
             Ok(merged)
         }
-        value => Err(Node { value, pos: node.pos }),
+        value => Err(Node {
+            value,
+            pos: node.pos,
+        }),
     }
 }
 
 fn depth_of(node: &Node) -> usize {
     match &node.value {
-        Value::Seq(items) | Value::Reference(items) => 1 + items.iter().map(depth_of).max().unwrap_or(0),
+        Value::Seq(items) | Value::Reference(items) => {
+            1 + items.iter().map(depth_of).max().unwrap_or(0)
+        }
         Value::Map(m) => 1 + m.iter().map(|(_, v)| depth_of(v)).max().unwrap_or(0),
         _ => 0,
     }
@@ -768,7 +806,11 @@ fn resolve_scalar(
             },
             other => return Err(format!("unknown tag `!!{other}`")),
         };
-        let kind = if matches!(v, Value::Str(_)) { KeyKind::Str } else { KeyKind::Other };
+        let kind = if matches!(v, Value::Str(_)) {
+            KeyKind::Str
+        } else {
+            KeyKind::Other
+        };
         return Ok((v, kind, false));
     }
     if style != ScalarStyle::Plain {
@@ -793,7 +835,12 @@ fn plain_typed(s: &str) -> Option<Value> {
     }
     let first = s.as_bytes()[0];
     // The keywords, case-insensitively (the longest has 5 bytes).
-    if s.len() <= 5 && matches!(first.to_ascii_lowercase(), b'~' | b'n' | b'y' | b't' | b'o' | b'f' | b'.' | b'+' | b'-') {
+    if s.len() <= 5
+        && matches!(
+            first.to_ascii_lowercase(),
+            b'~' | b'n' | b'y' | b't' | b'o' | b'f' | b'.' | b'+' | b'-'
+        )
+    {
         let mut lower = [0u8; 5];
         let lower = &mut lower[..s.len()];
         lower.copy_from_slice(s.as_bytes());
@@ -842,7 +889,10 @@ fn parse_sexagesimal(s: &str) -> Option<Value> {
     };
     let mut parts = body.split(':');
     let head = parts.next()?;
-    if head.is_empty() || !head.as_bytes()[0].is_ascii_digit() || !head.bytes().all(|b| b.is_ascii_digit() || b == b'_') {
+    if head.is_empty()
+        || !head.as_bytes()[0].is_ascii_digit()
+        || !head.bytes().all(|b| b.is_ascii_digit() || b == b'_')
+    {
         return None;
     }
     let rest: Vec<&str> = parts.collect();
@@ -879,7 +929,11 @@ fn parse_sexagesimal(s: &str) -> Option<Value> {
 fn parse_ruby_int(s: &str) -> Option<i64> {
     let (neg, body) = split_sign(s);
     let signed = |v: i64| if neg { v.checked_neg() } else { Some(v) };
-    let clean = |t: &str| t.chars().filter(|c| *c != '_' && *c != ',').collect::<String>();
+    let clean = |t: &str| {
+        t.chars()
+            .filter(|c| *c != '_' && *c != ',')
+            .collect::<String>()
+    };
     if let Some(bin) = body.strip_prefix("0b") {
         if bin.is_empty() || !bin.bytes().all(|b| matches!(b, b'0' | b'1' | b'_' | b',')) {
             return None;
@@ -887,7 +941,11 @@ fn parse_ruby_int(s: &str) -> Option<i64> {
         return signed(i64::from_str_radix(&clean(bin), 2).ok()?);
     }
     if let Some(hex) = body.strip_prefix("0x") {
-        if hex.is_empty() || !hex.bytes().all(|b| b.is_ascii_hexdigit() || b == b'_' || b == b',') {
+        if hex.is_empty()
+            || !hex
+                .bytes()
+                .all(|b| b.is_ascii_hexdigit() || b == b'_' || b == b',')
+        {
             return None;
         }
         return signed(i64::from_str_radix(&clean(hex), 16).ok()?);
@@ -930,8 +988,12 @@ fn parse_ruby_float(s: &str) -> Option<f64> {
         None => (body, None),
     };
     let (int_part, frac) = mantissa.split_once('.')?;
-    let int_ok = int_part.as_bytes()[..].first().is_some_and(u8::is_ascii_digit)
-        && int_part.bytes().all(|b| b.is_ascii_digit() || b == b'_' || b == b',');
+    let int_ok = int_part.as_bytes()[..]
+        .first()
+        .is_some_and(u8::is_ascii_digit)
+        && int_part
+            .bytes()
+            .all(|b| b.is_ascii_digit() || b == b'_' || b == b',');
     if !int_part.is_empty() && !int_ok {
         return None;
     }
@@ -947,7 +1009,10 @@ fn parse_ruby_float(s: &str) -> Option<f64> {
             return None;
         }
     }
-    let mut text: String = int_part.chars().filter(|c| *c != '_' && *c != ',').collect();
+    let mut text: String = int_part
+        .chars()
+        .filter(|c| *c != '_' && *c != ',')
+        .collect();
     if text.is_empty() {
         text.push('0');
     }
@@ -996,18 +1061,31 @@ mod tests {
         assert_eq!(psych_plain("-12"), Value::Int(-12));
         assert_eq!(psych_plain("09"), Value::Str("09".into()));
         assert_eq!(psych_plain("2024-01-01"), Value::Str("2024-01-01".into()));
-        assert_eq!(psych_plain("99999999999999999999"), Value::Str("99999999999999999999".into()));
-        assert_eq!(doc("a: 1.10\n").as_map().and_then(|m| m.get("a")).and_then(Node::scalar_to_string), Some("1.1".into()));
+        assert_eq!(
+            psych_plain("99999999999999999999"),
+            Value::Str("99999999999999999999".into())
+        );
+        assert_eq!(
+            doc("a: 1.10\n")
+                .as_map()
+                .and_then(|m| m.get("a"))
+                .and_then(Node::scalar_to_string),
+            Some("1.1".into())
+        );
     }
 
     #[test]
     fn quoted_and_tagged() {
-        assert_eq!(json("a: '012'\nb: !!str 12\nc: !!int '7'\n"), r#"{"a":"012","b":"12","c":7}"#);
+        assert_eq!(
+            json("a: '012'\nb: !!str 12\nc: !!int '7'\n"),
+            r#"{"a":"012","b":"12","c":7}"#
+        );
     }
 
     #[test]
     fn anchors_aliases_and_merge_keys() {
-        let text = "base: &b {x: 1, y: 2}\nj:\n  <<: *b\n  y: 3\nk:\n  y: 0\n  <<: [*b, {x: 9, z: 4}]\n";
+        let text =
+            "base: &b {x: 1, y: 2}\nj:\n  <<: *b\n  y: 3\nk:\n  y: 0\n  <<: [*b, {x: 9, z: 4}]\n";
         assert_eq!(
             json(text),
             r#"{"base":{"x":1,"y":2},"j":{"x":1,"y":3},"k":{"y":2,"x":1,"z":4}}"#
@@ -1017,12 +1095,18 @@ mod tests {
     #[test]
     fn repeated_merge_keys_apply_in_order() {
         let text = "a: &a {p: 1, q: 1}\nb: &b {q: 2}\nj:\n  <<: *a\n  <<: *b\n";
-        assert_eq!(json(text), r#"{"a":{"p":1,"q":1},"b":{"q":2},"j":{"p":1,"q":2}}"#);
+        assert_eq!(
+            json(text),
+            r#"{"a":{"p":1,"q":1},"b":{"q":2},"j":{"p":1,"q":2}}"#
+        );
     }
 
     #[test]
     fn reference_tag_is_kept() {
-        assert_eq!(json("s: !reference [.a, script]\n"), r#"{"s":{"!reference":[".a","script"]}}"#);
+        assert_eq!(
+            json("s: !reference [.a, script]\n"),
+            r#"{"s":{"!reference":[".a","script"]}}"#
+        );
     }
 
     #[test]
@@ -1035,7 +1119,12 @@ mod tests {
     #[test]
     fn positions_are_one_based() {
         let d = doc("a:\n  b: [1, 2]\n");
-        let b = d.as_map().and_then(|m| m.get("a")).and_then(Node::as_map).and_then(|m| m.get("b")).cloned();
+        let b = d
+            .as_map()
+            .and_then(|m| m.get("a"))
+            .and_then(Node::as_map)
+            .and_then(|m| m.get("b"))
+            .cloned();
         let b = b.expect("b");
         assert_eq!((b.pos.line, b.pos.col), (2, 6));
     }
@@ -1051,7 +1140,10 @@ mod tests {
         let mut text = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
         for i in 1..12 {
             let prev = format!("*a{}", i - 1);
-            text.push_str(&format!("a{i}: &a{i} [{}]\n", [prev.as_str(); 10].join(", ")));
+            text.push_str(&format!(
+                "a{i}: &a{i} [{}]\n",
+                [prev.as_str(); 10].join(", ")
+            ));
         }
         let t = std::time::Instant::now();
         let e = parse_documents(&text, FileId(0), Limits::default()).unwrap_err();
@@ -1062,9 +1154,19 @@ mod tests {
     #[test]
     fn depth_and_size_limits() {
         let deep = format!("{}{}", "[".repeat(150), "]".repeat(150));
-        assert_eq!(parse_documents(&deep, FileId(0), Limits::default()).unwrap_err().message, TOO_BIG);
+        assert_eq!(
+            parse_documents(&deep, FileId(0), Limits::default())
+                .unwrap_err()
+                .message,
+            TOO_BIG
+        );
         let big = "a".repeat(3 * 1024 * 1024);
-        assert_eq!(parse_documents(&big, FileId(0), Limits::default()).unwrap_err().message, TOO_BIG);
+        assert_eq!(
+            parse_documents(&big, FileId(0), Limits::default())
+                .unwrap_err()
+                .message,
+            TOO_BIG
+        );
     }
 
     #[test]
@@ -1074,7 +1176,12 @@ mod tests {
 
     #[test]
     fn multiple_documents() {
-        let docs = parse_documents("spec:\n  inputs: {}\n---\na: 1\n", FileId(0), Limits::default()).expect("ok");
+        let docs = parse_documents(
+            "spec:\n  inputs: {}\n---\na: 1\n",
+            FileId(0),
+            Limits::default(),
+        )
+        .expect("ok");
         assert_eq!(docs.len(), 2);
     }
 

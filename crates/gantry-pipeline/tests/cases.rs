@@ -45,18 +45,30 @@ impl Loader for Memory {
 }
 
 fn cases_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join("cases")
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests")
+        .join("cases")
 }
 
 fn read_tree(base: &Path, dir: &Path, out: &mut BTreeMap<String, String>) {
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir).expect("case folder readable").flatten().map(|e| e.path()).collect();
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("case folder readable")
+        .flatten()
+        .map(|e| e.path())
+        .collect();
     entries.sort();
     for p in entries {
         if p.is_dir() {
             read_tree(base, &p, out);
         } else {
-            let rel = p.strip_prefix(base).expect("inside the case").to_string_lossy().replace('\\', "/");
-            let text = std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display())).expect("case file readable");
+            let rel = p
+                .strip_prefix(base)
+                .expect("inside the case")
+                .to_string_lossy()
+                .replace('\\', "/");
+            let text = std::fs::read_to_string(&p)
+                .map_err(|e| format!("{}: {e}", p.display()))
+                .expect("case file readable");
             out.insert(rel, text);
         }
     }
@@ -67,28 +79,52 @@ fn check(dir: &Path) -> String {
     let mut files = BTreeMap::new();
     read_tree(dir, dir, &mut files);
     let args: serde_json::Value = match files.remove("args.json") {
-        Some(text) => serde_json::from_str(&text).map_err(|e| format!("{}/args.json: {e}", dir.display())).expect("valid args.json"),
+        Some(text) => serde_json::from_str(&text)
+            .map_err(|e| format!("{}/args.json: {e}", dir.display()))
+            .expect("valid args.json"),
         None => serde_json::Value::Null,
     };
-    let str_arg = |k: &str| args.get(k).and_then(serde_json::Value::as_str).map(str::to_owned);
+    let str_arg = |k: &str| {
+        args.get(k)
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_owned)
+    };
     let (ref_name, is_tag) = match str_arg("tag") {
         Some(tag) => (tag, true),
         None => (str_arg("ref").unwrap_or_else(|| "main".into()), false),
     };
     let source = match str_arg("source") {
-        Some(s) => Source::parse(&s).ok_or_else(|| format!("{}: unknown source {s}", dir.display())).expect("known source"),
+        Some(s) => Source::parse(&s)
+            .ok_or_else(|| format!("{}: unknown source {s}", dir.display()))
+            .expect("known source"),
         None => Source::Push,
     };
     let variables: Vec<(String, String)> = args
         .get("variables")
         .and_then(serde_json::Value::as_object)
-        .map(|o| o.iter().map(|(k, v)| (k.clone(), v.as_str().map_or_else(|| v.to_string(), str::to_owned))).collect())
+        .map(|o| {
+            o.iter()
+                .map(|(k, v)| {
+                    (
+                        k.clone(),
+                        v.as_str().map_or_else(|| v.to_string(), str::to_owned),
+                    )
+                })
+                .collect()
+        })
         .unwrap_or_default();
     let changed: Option<Vec<String>> = args
         .get("changed")
         .and_then(serde_json::Value::as_array)
-        .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect());
-    let fragment = args.get("fragment").and_then(serde_json::Value::as_bool).unwrap_or(false);
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect()
+        });
+    let fragment = args
+        .get("fragment")
+        .and_then(serde_json::Value::as_bool)
+        .unwrap_or(false);
 
     let info = PipelineInfo {
         ref_name,
@@ -118,7 +154,12 @@ fn case_dirs() -> Vec<PathBuf> {
         .flatten()
         .map(|e| e.path())
         .filter(|p| p.is_dir())
-        .filter(|p| filter.as_deref().is_none_or(|f| p.file_name().is_some_and(|n| n.to_string_lossy().contains(f))))
+        .filter(|p| {
+            filter.as_deref().is_none_or(|f| {
+                p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().contains(f))
+            })
+        })
         .collect();
     dirs.sort();
     dirs
@@ -127,10 +168,17 @@ fn case_dirs() -> Vec<PathBuf> {
 #[test]
 fn cases() {
     let dirs = case_dirs();
-    assert!(!dirs.is_empty(), "no case found in {}", cases_dir().display());
+    assert!(
+        !dirs.is_empty(),
+        "no case found in {}",
+        cases_dir().display()
+    );
     let mut failed = Vec::new();
     for dir in &dirs {
-        let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         let root = std::fs::read_to_string(dir.join(".gitlab-ci.yml")).unwrap_or_default();
         let result = catch_unwind(AssertUnwindSafe(|| {
             let output = check(dir);
@@ -146,5 +194,11 @@ fn cases() {
             failed.push(name);
         }
     }
-    assert!(failed.is_empty(), "{} of {} cases failed: {}", failed.len(), dirs.len(), failed.join(", "));
+    assert!(
+        failed.is_empty(),
+        "{} of {} cases failed: {}",
+        failed.len(),
+        dirs.len(),
+        failed.join(", ")
+    );
 }

@@ -20,7 +20,11 @@ use gantry_pipeline::{Context, Loader, MemoryLoader, Options, PipelineInfo, comp
 fn conformance_dir() -> PathBuf {
     let here = Path::new(env!("CARGO_MANIFEST_DIR"));
     let dir = here.join("../../../shared/conformance");
-    assert!(dir.is_dir(), "conformance corpus not found at {}: the shared/ folder must sit beside the repository", dir.display());
+    assert!(
+        dir.is_dir(),
+        "conformance corpus not found at {}: the shared/ folder must sit beside the repository",
+        dir.display()
+    );
     dir
 }
 
@@ -32,7 +36,11 @@ struct Dir {
 
 impl Loader for Dir {
     fn read(&self, path: &str) -> Result<Option<String>, String> {
-        let p = if path == ".gitlab-ci.yml" { self.root_file.clone() } else { self.dir.join(path) };
+        let p = if path == ".gitlab-ci.yml" {
+            self.root_file.clone()
+        } else {
+            self.dir.join(path)
+        };
         match std::fs::read_to_string(&p) {
             Ok(s) => Ok(Some(s)),
             Err(_) => Ok(None),
@@ -47,7 +55,9 @@ impl Loader for Dir {
 }
 
 fn walk(base: &Path, dir: &Path, out: &mut Vec<String>) {
-    let Ok(rd) = std::fs::read_dir(dir) else { return };
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
     for e in rd.flatten() {
         let p = e.path();
         if p.is_dir() {
@@ -74,15 +84,26 @@ fn json_to_yaml(v: &serde_json::Value) -> String {
 /// The snippets of one fixture file: `(case name, document text)`.
 fn snippets(path: &Path) -> Vec<(String, String)> {
     let text = std::fs::read_to_string(path).expect("fixture readable");
-    let global = path.file_name().is_some_and(|n| n.to_string_lossy().starts_with("workflow__auto_cancel__"));
+    let global = path
+        .file_name()
+        .is_some_and(|n| n.to_string_lossy().starts_with("workflow__auto_cancel__"));
     let top: Vec<(String, serde_json::Value)> = if path.extension().is_some_and(|e| e == "json") {
         let v: serde_json::Value = serde_json::from_str(&text).expect("json fixture");
-        v.as_object().map(|o| o.iter().map(|(k, v)| (k.clone(), v.clone())).collect()).unwrap_or_default()
+        v.as_object()
+            .map(|o| o.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+            .unwrap_or_default()
     } else {
-        let docs = yaml::parse_documents(&text, FileId(0), Limits::default()).expect("fixture parses");
-        let Some(root) = docs.into_iter().next() else { return Vec::new() };
-        let Some(m) = root.as_map() else { return Vec::new() };
-        m.iter().map(|(k, v)| (k.to_owned(), node_json(v))).collect()
+        let docs =
+            yaml::parse_documents(&text, FileId(0), Limits::default()).expect("fixture parses");
+        let Some(root) = docs.into_iter().next() else {
+            return Vec::new();
+        };
+        let Some(m) = root.as_map() else {
+            return Vec::new();
+        };
+        m.iter()
+            .map(|(k, v)| (k.to_owned(), node_json(v)))
+            .collect()
     };
     top.into_iter()
         .map(|(k, v)| {
@@ -110,16 +131,25 @@ fn lint_fragment(doc: &str) -> Vec<String> {
         fragment: true,
         ..Options::default()
     };
-    let c = compile(&opts, &ctx(), &MemoryLoader::new().with(".gitlab-ci.yml", doc));
+    let c = compile(
+        &opts,
+        &ctx(),
+        &MemoryLoader::new().with(".gitlab-ci.yml", doc),
+    );
     c.errors.into_iter().map(|e| e.message).collect()
 }
 
 fn exceptions(name: &str) -> BTreeMap<String, String> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join(name);
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests")
+        .join(name);
     let text = std::fs::read_to_string(&path).unwrap_or_default();
     text.lines()
         .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
-        .filter_map(|l| l.split_once(" — ").map(|(k, r)| (k.trim().to_owned(), r.trim().to_owned())))
+        .filter_map(|l| {
+            l.split_once(" — ")
+                .map(|(k, r)| (k.trim().to_owned(), r.trim().to_owned()))
+        })
         .collect()
 }
 
@@ -132,10 +162,19 @@ fn gitlab_schema_fixtures() {
     let mut excepted = 0;
     for folder in ["positive", "negative", "json-positive", "json-negative"] {
         let expect_valid = folder.ends_with("positive");
-        let mut entries: Vec<_> = std::fs::read_dir(dir.join(folder)).expect("fixture folder").flatten().map(|e| e.path()).collect();
+        let mut entries: Vec<_> = std::fs::read_dir(dir.join(folder))
+            .expect("fixture folder")
+            .flatten()
+            .map(|e| e.path())
+            .collect();
         entries.sort();
         for path in entries {
-            let file = format!("{folder}/{}", path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default());
+            let file = format!(
+                "{folder}/{}",
+                path.file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default()
+            );
             for (case, doc) in snippets(&path) {
                 let id = format!("{file}#{case}");
                 let errors = lint_fragment(&doc);
@@ -147,7 +186,11 @@ fn gitlab_schema_fixtures() {
                 } else if exceptions.contains_key(&id) {
                     excepted += 1;
                 } else {
-                    failures.push(format!("{id}: expected {}, got {:?}", if expect_valid { "valid" } else { "invalid" }, errors));
+                    failures.push(format!(
+                        "{id}: expected {}, got {:?}",
+                        if expect_valid { "valid" } else { "invalid" },
+                        errors
+                    ));
                 }
             }
         }
@@ -156,7 +199,12 @@ fn gitlab_schema_fixtures() {
         println!("gitlab-schema {folder}: {ok}/{total} passed");
     }
     println!("gitlab-schema: {excepted} listed exceptions (tests/schema-exceptions.txt)");
-    assert!(failures.is_empty(), "{} schema fixture cases disagree:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} schema fixture cases disagree:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 #[test]
@@ -172,7 +220,10 @@ fn real_world_pipelines() {
     let mut failures = Vec::new();
     let (mut valid, mut offline, mut not_stored) = (0, 0, 0);
     for root in &roots {
-        let name = root.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = root
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         let folder = dir.join(name.trim_end_matches(".gitlab-ci.yml"));
         let loader = Dir {
             root_file: root.clone(),
@@ -181,12 +232,21 @@ fn real_world_pipelines() {
         let c = compile(&Options::default(), &ctx(), &loader);
         if c.errors.is_empty() {
             valid += 1;
-        } else if c.errors.iter().all(|e| e.message.contains("cannot be resolved offline")) {
+        } else if c
+            .errors
+            .iter()
+            .all(|e| e.message.contains("cannot be resolved offline"))
+        {
             offline += 1;
-        } else if c.errors.iter().all(|e| e.message.starts_with("Local file `") && e.message.ends_with("` does not exist!")) {
+        } else if c.errors.iter().all(|e| {
+            e.message.starts_with("Local file `") && e.message.ends_with("` does not exist!")
+        }) {
             not_stored += 1;
         } else {
-            failures.push(format!("{name}: {:?}", c.errors.iter().map(|e| &e.message).collect::<Vec<_>>()));
+            failures.push(format!(
+                "{name}: {:?}",
+                c.errors.iter().map(|e| &e.message).collect::<Vec<_>>()
+            ));
         }
     }
     println!(
@@ -194,5 +254,9 @@ fn real_world_pipelines() {
         failures.len(),
         roots.len()
     );
-    assert!(failures.is_empty(), "real-world pipelines failed:\n{}", failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "real-world pipelines failed:\n{}",
+        failures.join("\n")
+    );
 }

@@ -33,9 +33,15 @@ fn loader(data: &[u8]) -> Memory {
         None => (data, None),
     };
     let mut files = BTreeMap::new();
-    files.insert(".gitlab-ci.yml".to_owned(), String::from_utf8_lossy(root).into_owned());
+    files.insert(
+        ".gitlab-ci.yml".to_owned(),
+        String::from_utf8_lossy(root).into_owned(),
+    );
     if let Some(inc) = inc {
-        files.insert("inc.yml".to_owned(), String::from_utf8_lossy(inc).into_owned());
+        files.insert(
+            "inc.yml".to_owned(),
+            String::from_utf8_lossy(inc).into_owned(),
+        );
     }
     Memory(files)
 }
@@ -102,9 +108,16 @@ fn fuzz_regressions_compile_without_panic_or_hang() {
                 };
                 failures.push(format!("{}: panicked: {msg}", path.display()));
             }
-            Err(mpsc::RecvTimeoutError::Timeout) => failures.push(format!("{}: did not return within {TIMEOUT:?}", path.display())),
+            Err(mpsc::RecvTimeoutError::Timeout) => failures.push(format!(
+                "{}: did not return within {TIMEOUT:?}",
+                path.display()
+            )),
         }
     }
-    println!("fuzz regressions: {} inputs, {} failures", files.len(), failures.len());
+    println!(
+        "fuzz regressions: {} inputs, {} failures",
+        files.len(),
+        failures.len()
+    );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

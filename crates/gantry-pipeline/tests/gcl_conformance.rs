@@ -29,7 +29,9 @@ use std::path::{Path, PathBuf};
 
 use gantry_pipeline::expand::{Unknown, expand_server};
 use gantry_pipeline::yaml::{self, FileId, Limits};
-use gantry_pipeline::{CacheKey, Compiled, Context, Job, Loader, Options, Pipeline, PipelineInfo, Source, compile};
+use gantry_pipeline::{
+    CacheKey, Compiled, Context, Job, Loader, Options, Pipeline, PipelineInfo, Source, compile,
+};
 use serde_json::Value as J;
 
 /// The corpus' git fixture (README, "Running a record").
@@ -41,28 +43,94 @@ const RUNTIME_ERRORS: [&str; 3] = ["dependency-proxy#1", "dependency-proxy#2", "
 
 /// Selected records that cannot be checked by a local, offline lint.
 const OUT_OF_SCOPE: &[(&str, &str)] = &[
-    ("include-component#1", "include:component fetched from gitlab.com (network)"),
-    ("include-component#2", "include:component fetched from gitlab.com (network)"),
-    ("include-component#3", "include:component fetched from gitlab.com (network)"),
-    ("include-component#4", "include:component fetched from gitlab.com (network)"),
-    ("include-component#5", "include:component fetched from gitlab.com (network)"),
-    ("include-component#6", "include:component of the same project at the real HEAD commit: components are not resolved offline"),
-    ("include-component#7", "include:component fetched from gitlab.com (network)"),
-    ("include-invalid-project-file-ref#1", "include:project fetched from gitlab.com (network)"),
-    ("include-invalid-remote#1", "include:remote answered by gcl's HTTP stub (404); remote includes are not resolved offline"),
-    ("component-inputs-cli#1", "inputs from gcl's inputs file for a component include"),
-    ("component-inputs-cli#2", "inputs from gcl's --input option for a component include"),
-    ("component-inputs-cli#3", "gcl's --input/inputs-file precedence for a component include"),
-    ("component-inputs-edge-cases#1", "gcl's --input precedence for a component include"),
-    ("component-inputs-edge-cases#2", "gcl's inputs-file/--input precedence for a component include"),
-    ("component-inputs-multiple#1", "gcl's --input option for component includes"),
-    ("component-inputs-multiple#2", "gcl's --input/inputs-file precedence for component includes"),
-    ("component-inputs-multiple#3", "gcl's inputs file for component includes"),
-    ("component-inputs-multiple#4", "gcl's --input/inputs-file precedence for component includes"),
-    ("component-inputs-multiple#5", "gcl's --input/inputs-file precedence for component includes"),
-    ("include-nested#5", "include limit lowered by gcl's --maximum-includes option (GitLab: instance setting)"),
-    ("include-project-file#3", "include:project fetched from gitlab.com (network)"),
-    ("include-project-file-wildcard#1", "include:project fetched from gitlab.com (network)"),
+    (
+        "include-component#1",
+        "include:component fetched from gitlab.com (network)",
+    ),
+    (
+        "include-component#2",
+        "include:component fetched from gitlab.com (network)",
+    ),
+    (
+        "include-component#3",
+        "include:component fetched from gitlab.com (network)",
+    ),
+    (
+        "include-component#4",
+        "include:component fetched from gitlab.com (network)",
+    ),
+    (
+        "include-component#5",
+        "include:component fetched from gitlab.com (network)",
+    ),
+    (
+        "include-component#6",
+        "include:component of the same project at the real HEAD commit: components are not resolved offline",
+    ),
+    (
+        "include-component#7",
+        "include:component fetched from gitlab.com (network)",
+    ),
+    (
+        "include-invalid-project-file-ref#1",
+        "include:project fetched from gitlab.com (network)",
+    ),
+    (
+        "include-invalid-remote#1",
+        "include:remote answered by gcl's HTTP stub (404); remote includes are not resolved offline",
+    ),
+    (
+        "component-inputs-cli#1",
+        "inputs from gcl's inputs file for a component include",
+    ),
+    (
+        "component-inputs-cli#2",
+        "inputs from gcl's --input option for a component include",
+    ),
+    (
+        "component-inputs-cli#3",
+        "gcl's --input/inputs-file precedence for a component include",
+    ),
+    (
+        "component-inputs-edge-cases#1",
+        "gcl's --input precedence for a component include",
+    ),
+    (
+        "component-inputs-edge-cases#2",
+        "gcl's inputs-file/--input precedence for a component include",
+    ),
+    (
+        "component-inputs-multiple#1",
+        "gcl's --input option for component includes",
+    ),
+    (
+        "component-inputs-multiple#2",
+        "gcl's --input/inputs-file precedence for component includes",
+    ),
+    (
+        "component-inputs-multiple#3",
+        "gcl's inputs file for component includes",
+    ),
+    (
+        "component-inputs-multiple#4",
+        "gcl's --input/inputs-file precedence for component includes",
+    ),
+    (
+        "component-inputs-multiple#5",
+        "gcl's --input/inputs-file precedence for component includes",
+    ),
+    (
+        "include-nested#5",
+        "include limit lowered by gcl's --maximum-includes option (GitLab: instance setting)",
+    ),
+    (
+        "include-project-file#3",
+        "include:project fetched from gitlab.com (network)",
+    ),
+    (
+        "include-project-file-wildcard#1",
+        "include:project fetched from gitlab.com (network)",
+    ),
 ];
 
 /// Key phrases of GitLab's message for the error each record expects (its `expect_error`
@@ -70,29 +138,51 @@ const OUT_OF_SCOPE: &[(&str, &str)] = &[
 /// our error messages. Records absent here only need the compilation to fail.
 fn gitlab_phrases(id: &str) -> &'static [&'static str] {
     match id {
-        "cache-key-invalid-files#1" => &["cache:key:files config has too many items (maximum is 2)"],
+        "cache-key-invalid-files#1" => {
+            &["cache:key:files config has too many items (maximum is 2)"]
+        }
         "cache-key-invalid-files#2" => &["cache:key:files config requires at least 1 item"],
         // `cache` is a composable array: its item is located `cache:cache`.
-        "cache-paths-not-array#1" => &["jobs:test-job:cache:cache:paths config should be an array of strings"],
+        "cache-paths-not-array#1" => {
+            &["jobs:test-job:cache:cache:paths config should be an array of strings"]
+        }
         "dependencies-not-found#1" => &["test-job job: undefined dependency: invalid"],
         "include-invalid-local#1" => &["Local file `.gitlab-ci-invalid.yml` does not exist!"],
         "include-local#4" => &["Local file `../include-local/.gitlab-ci.yml` does not exist!"],
         "include-local#5" => &["Local file `./.gitlab-ci.yml` does not exist!"],
         "invalid-stages#1" => &["stages config should be an array of strings"],
-        "needs-contains-dependencies#1" => &["jobs:test-job dependencies the two should be part of needs"],
-        "needs-invalid-stage#1" => &["build-job job: need test-job is not defined in current or prior stages"],
+        "needs-contains-dependencies#1" => {
+            &["jobs:test-job dependencies the two should be part of needs"]
+        }
+        "needs-invalid-stage#1" => {
+            &["build-job job: need test-job is not defined in current or prior stages"]
+        }
         "needs-not-array#1" => &["jobs:dev-job:needs config can only be a hash or an array"],
         // The expectation of the record (gcl's wording); GitLab keeps the plain need, see
         // gcl-exceptions.txt.
         "needs-parallel-matrix-error#1" => &["test-job job: undefined need: build-job: [foo]"],
-        "needs-parallel-matrix-error#2" => &["test-plain-parallel job: undefined need: build-int: [foo]"],
-        "needs-parallel-matrix-error#3" => &["test-zero-match job: undefined need: build-foo: [nope]"],
-        "needs-parallel-matrix-expressions-unknown-identifier#1" => &["linux:test job: 'NOPE' does not exist in matrix configuration"],
+        "needs-parallel-matrix-error#2" => {
+            &["test-plain-parallel job: undefined need: build-int: [foo]"]
+        }
+        "needs-parallel-matrix-error#3" => {
+            &["test-zero-match job: undefined need: build-foo: [nope]"]
+        }
+        "needs-parallel-matrix-expressions-unknown-identifier#1" => {
+            &["linux:test job: 'NOPE' does not exist in matrix configuration"]
+        }
         "needs-unspecified-job#1" => &["test-job job: undefined need: invalid"],
-        "never-needs#1" => &["'test-job' job needs 'never-job' job, but 'never-job' does not exist in the pipeline."],
-        "no-script#1" => &["jobs test-job config should implement the script:, run:, or trigger: keyword"],
-        "reference#6" | "script-multidimension#2" => &["script config should be a string or a nested array of strings up to 10 levels deep"],
-        "reference-circular-chain#1" => &["!reference [\"test-job\", \"script\"] is part of a circular chain"],
+        "never-needs#1" => &[
+            "'test-job' job needs 'never-job' job, but 'never-job' does not exist in the pipeline.",
+        ],
+        "no-script#1" => {
+            &["jobs test-job config should implement the script:, run:, or trigger: keyword"]
+        }
+        "reference#6" | "script-multidimension#2" => {
+            &["script config should be a string or a nested array of strings up to 10 levels deep"]
+        }
+        "reference-circular-chain#1" => {
+            &["!reference [\"test-job\", \"script\"] is part of a circular chain"]
+        }
         "rules-blank#1" => &["jobs:job:rules config can't be blank"],
         "rules-curly-bracket-if#1" => &["jobs:job:rules:rule if invalid expression syntax"],
         "schema-validation#1" => &[
@@ -115,23 +205,39 @@ fn gitlab_phrases(id: &str) -> &'static [&'static str] {
         ],
         "script-blank#1" => &["jobs:test-job script can't be blank"],
         "self-dependency#1" => &["The pipeline has circular dependencies"],
-        "stage-not-found#1" => &["test-job job: chosen stage invalid does not exist; available stages are .pre, build, test, deploy, .post"],
-        "when#1" => &["jobs:test-job when should be one of: on_success, on_failure, always, manual, delayed"],
+        "stage-not-found#1" => &[
+            "test-job job: chosen stage invalid does not exist; available stages are .pre, build, test, deploy, .post",
+        ],
+        "when#1" => &[
+            "jobs:test-job when should be one of: on_success, on_failure, always, manual, delayed",
+        ],
         "include-inputs#2" => &["`required_inputs` input: required value has not been provided"],
         "include-inputs#3" | "include-inputs#4" => &["unknown interpolation key: `foo`"],
         "include-inputs#8" => &["`array_input` input: provided value is not an array"],
         "include-inputs#9" => &["`string_input` input: provided value is not a string"],
         "include-inputs#10" => &["`number_input` input: provided value is not a number"],
         "include-inputs#14" => &["`boolean_input` input: provided value is not a boolean"],
-        "include-inputs#15" => &["header:spec:inputs:unsupported_type_input input type unknown value: foo"],
-        "include-inputs#16" => &["`options_input` input: `fizz` cannot be used because it is not in the list of allowed options"],
-        "include-inputs#18" => &["`options_input` input: Options can only be used with string and number inputs"],
+        "include-inputs#15" => {
+            &["header:spec:inputs:unsupported_type_input input type unknown value: foo"]
+        }
+        "include-inputs#16" => &[
+            "`options_input` input: `fizz` cannot be used because it is not in the list of allowed options",
+        ],
+        "include-inputs#18" => {
+            &["`options_input` input: Options can only be used with string and number inputs"]
+        }
         "include-inputs#19" => &["too many functions in interpolation block"],
-        "include-inputs#21" => &["`version` input: provided value does not match required RegEx pattern"],
+        "include-inputs#21" => {
+            &["`version` input: provided value does not match required RegEx pattern"]
+        }
         "include-inputs#23" => &["`version` input: invalid regular expression"],
         "include-nested#2" | "include-nested#4" => &["Maximum of 150 nested includes are allowed!"],
-        "validate-dependency-chain#2" => &["'alpine-root' job needs 'kaniko-root' job, but 'kaniko-root' does not exist in the pipeline."],
-        "validate-dependency-chain#3" => &["'alpine-guest' job needs 'alpine-root' job, but 'alpine-root' does not exist in the pipeline."],
+        "validate-dependency-chain#2" => &[
+            "'alpine-root' job needs 'kaniko-root' job, but 'kaniko-root' does not exist in the pipeline.",
+        ],
+        "validate-dependency-chain#3" => &[
+            "'alpine-guest' job needs 'alpine-root' job, but 'alpine-root' does not exist in the pipeline.",
+        ],
         _ => &[],
     }
 }
@@ -139,7 +245,11 @@ fn gitlab_phrases(id: &str) -> &'static [&'static str] {
 fn corpus_dir() -> PathBuf {
     let here = Path::new(env!("CARGO_MANIFEST_DIR"));
     let dir = here.join("../../../shared/conformance/gitlab-ci-local");
-    assert!(dir.is_dir(), "gitlab-ci-local corpus not found at {}: the shared/ folder must sit beside the repository", dir.display());
+    assert!(
+        dir.is_dir(),
+        "gitlab-ci-local corpus not found at {}: the shared/ folder must sit beside the repository",
+        dir.display()
+    );
     dir
 }
 
@@ -160,7 +270,14 @@ impl Loader for CaseDir {
         }
         match std::fs::read_to_string(self.root.join(path)) {
             Ok(s) => Ok(Some(s)),
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::IsADirectory) => Ok(None),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::IsADirectory
+                ) =>
+            {
+                Ok(None)
+            }
             Err(e) => Err(e.to_string()),
         }
     }
@@ -174,7 +291,9 @@ impl Loader for CaseDir {
 
 /// Every file below `dir`, dot-files included.
 fn walk(base: &Path, dir: &Path, out: &mut Vec<String>) {
-    let Ok(rd) = std::fs::read_dir(dir) else { return };
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
     for e in rd.flatten() {
         let p = e.path();
         if p.is_dir() {
@@ -219,7 +338,10 @@ fn parse_remote(remote: &str) -> (String, String, String) {
 /// `git_fixture` overrides), a push pipeline, `run.variables` as pipeline variables.
 fn context(rec: &J, config_path: &str) -> Context {
     let fixture = rec.get("git_fixture").and_then(J::as_object);
-    let remote = fixture.and_then(|f| f.get("remote")).and_then(J::as_str).unwrap_or(REMOTE);
+    let remote = fixture
+        .and_then(|f| f.get("remote"))
+        .and_then(J::as_str)
+        .unwrap_or(REMOTE);
     let (server_url, project_namespace, project_name) = parse_remote(remote);
     let info = PipelineInfo {
         ref_name: "master".into(),
@@ -237,7 +359,9 @@ fn context(rec: &J, config_path: &str) -> Context {
         user_id: 990,
         ..PipelineInfo::default()
     };
-    let changed = fixture.and_then(|f| f.get("changed_files_vs_default_branch")).map(|v| str_list(Some(v)));
+    let changed = fixture
+        .and_then(|f| f.get("changed_files_vs_default_branch"))
+        .map(|v| str_list(Some(v)));
     let vars: Vec<(String, String)> = rec
         .pointer("/run/variables")
         .and_then(J::as_object)
@@ -252,19 +376,44 @@ fn is_selected(rec: &J) -> bool {
         return false;
     }
     let id = rec.get("id").and_then(J::as_str).unwrap_or_default();
-    let run = |k: &str| rec.get("run").and_then(|r| r.get(k)).is_some_and(|v| v != &J::Bool(false) && !v.is_null());
-    let kind = ["preview", "list", "list_csv", "validate_dependency_chain", "parse_only"].iter().any(|k| run(k))
-        || ["expect_list_descriptions", "expect_list_job_names_include", "expect_jobs_config"].iter().any(|k| rec.get(*k).is_some());
+    let run = |k: &str| {
+        rec.get("run")
+            .and_then(|r| r.get(k))
+            .is_some_and(|v| v != &J::Bool(false) && !v.is_null())
+    };
+    let kind = [
+        "preview",
+        "list",
+        "list_csv",
+        "validate_dependency_chain",
+        "parse_only",
+    ]
+    .iter()
+    .any(|k| run(k))
+        || [
+            "expect_list_descriptions",
+            "expect_list_job_names_include",
+            "expect_jobs_config",
+        ]
+        .iter()
+        .any(|k| rec.get(*k).is_some());
     kind || (rec.get("expect_error").is_some() && !RUNTIME_ERRORS.contains(&id))
 }
 
 fn run_record(rec: &J) -> (Compiled, Context) {
-    let case = rec.get("case").and_then(J::as_str).expect("record has a case");
+    let case = rec
+        .get("case")
+        .and_then(J::as_str)
+        .expect("record has a case");
     let mut root = corpus_dir().join("cases").join(case);
     if let Some(dir) = rec.pointer("/run/project_dir").and_then(J::as_str) {
         root = root.join(dir);
     }
-    let file = rec.pointer("/run/file").and_then(J::as_str).unwrap_or(".gitlab-ci.yml").to_owned();
+    let file = rec
+        .pointer("/run/file")
+        .and_then(J::as_str)
+        .unwrap_or(".gitlab-ci.yml")
+        .to_owned();
     let ctx = context(rec, &file);
     let opts = Options {
         config_path: file,
@@ -281,10 +430,16 @@ fn error_messages(c: &Compiled) -> Vec<String> {
 fn check(rec: &J, c: &Compiled, ctx: &Context) -> Result<(), String> {
     let id = rec.get("id").and_then(J::as_str).unwrap_or_default();
     let errors = error_messages(c);
-    let expects_error = rec.get("expect_error").is_some() || rec.get("expect_exit").and_then(J::as_str) == Some("failure");
+    let expects_error = rec.get("expect_error").is_some()
+        || rec.get("expect_exit").and_then(J::as_str) == Some("failure");
     if expects_error {
         if errors.is_empty() {
-            return Err(format!("expected an error ({}), the configuration is valid", rec.get("expect_error").map(J::to_string).unwrap_or_default()));
+            return Err(format!(
+                "expected an error ({}), the configuration is valid",
+                rec.get("expect_error")
+                    .map(J::to_string)
+                    .unwrap_or_default()
+            ));
         }
         for phrase in gitlab_phrases(id) {
             if !errors.iter().any(|e| e.contains(phrase)) {
@@ -293,12 +448,16 @@ fn check(rec: &J, c: &Compiled, ctx: &Context) -> Result<(), String> {
         }
         // An optional need on the excluded job is no error.
         if id == "never-needs#1" && errors.iter().any(|e| e.contains("test-job-optional")) {
-            return Err(format!("the optional need of test-job-optional is reported: {errors:?}"));
+            return Err(format!(
+                "the optional need of test-job-optional is reported: {errors:?}"
+            ));
         }
         return Ok(());
     }
     if !errors.is_empty() {
-        return Err(format!("expected a valid configuration, got errors: {errors:?}"));
+        return Err(format!(
+            "expected a valid configuration, got errors: {errors:?}"
+        ));
     }
     let p = c.pipeline.as_ref().ok_or("valid, but no pipeline")?;
     let run = rec.get("run").cloned().unwrap_or(J::Null);
@@ -319,7 +478,10 @@ fn check(rec: &J, c: &Compiled, ctx: &Context) -> Result<(), String> {
     }
     extra_facts(id, p)?;
     if !p.created && !NOT_CREATED.contains(&id) {
-        return Err(format!("pipeline not created: {}", p.not_created_reason.as_deref().unwrap_or("?")));
+        return Err(format!(
+            "pipeline not created: {}",
+            p.not_created_reason.as_deref().unwrap_or("?")
+        ));
     }
     Ok(())
 }
@@ -331,12 +493,26 @@ const NOT_CREATED: [&str; 1] = ["include-inputs#11"];
 /// Facts a record states in prose or that follow from rules (the preview dump is taken
 /// before rules apply).
 fn extra_facts(id: &str, p: &Pipeline) -> Result<(), String> {
-    let job = |name: &str| p.jobs.iter().find(|j| j.name == name).ok_or_else(|| format!("job `{name}` missing"));
-    let eq = |what: &str, got: String, want: &str| if got == want { Ok(()) } else { Err(format!("{what}: expected `{want}`, got `{got}`")) };
+    let job = |name: &str| {
+        p.jobs
+            .iter()
+            .find(|j| j.name == name)
+            .ok_or_else(|| format!("job `{name}` missing"))
+    };
+    let eq = |what: &str, got: String, want: &str| {
+        if got == want {
+            Ok(())
+        } else {
+            Err(format!("{what}: expected `{want}`, got `{got}`"))
+        }
+    };
     match id {
         // Under a push pipeline neither rule of test_job matches.
         "include-inputs#11" if p.created || !p.jobs.is_empty() => {
-            return Err(format!("expected no pipeline (no rule of test_job matches a push), got jobs {:?}", names(p)));
+            return Err(format!(
+                "expected no pipeline (no rule of test_job matches a push), got jobs {:?}",
+                names(p)
+            ));
         }
         "include-nested#1" => {
             eq("jobs", names(p).join(","), "job")?;
@@ -347,25 +523,60 @@ fn extra_facts(id: &str, p: &Pipeline) -> Result<(), String> {
             eq("jobs", names(p).join(","), "job")?;
             eq("stages", p.stages.join(","), ".pre,build,test,deploy,.post")?;
         }
-        "reference#9" => eq("test-job when (rule matched)", job("test-job")?.when.as_str().to_owned(), "always")?,
+        "reference#9" => eq(
+            "test-job when (rule matched)",
+            job("test-job")?.when.as_str().to_owned(),
+            "always",
+        )?,
         "schema-validation#2" => {
             let j = job("my-job")?;
-            eq("my-job when (rule matched)", j.when.as_str().to_owned(), "on_success")?;
+            eq(
+                "my-job when (rule matched)",
+                j.when.as_str().to_owned(),
+                "on_success",
+            )?;
             if j.artifacts.is_some() {
                 return Err("my-job: `artifacts:` null must count as unspecified".into());
             }
         }
         "validate-dependency-chain#1" => {
-            eq("jobs", names(p).join(","), "alpine-guest,alpine-root,kaniko-root,kaniko-guest,build-job-1,test-job,build-job-2")?;
-            eq("alpine-guest needs", needs(job("alpine-guest")?).unwrap_or_default(), "alpine-root")?;
-            eq("alpine-root needs", needs(job("alpine-root")?).unwrap_or_default(), "kaniko-root")?;
+            eq(
+                "jobs",
+                names(p).join(","),
+                "alpine-guest,alpine-root,kaniko-root,kaniko-guest,build-job-1,test-job,build-job-2",
+            )?;
+            eq(
+                "alpine-guest needs",
+                needs(job("alpine-guest")?).unwrap_or_default(),
+                "alpine-root",
+            )?;
+            eq(
+                "alpine-root needs",
+                needs(job("alpine-root")?).unwrap_or_default(),
+                "kaniko-root",
+            )?;
         }
         "manual#8" => {
             let pre = job("pre-job")?;
             eq("pre-job when", pre.when.as_str().to_owned(), "manual")?;
-            eq("pre-job allow_failure", pre.allow_failure.to_string(), "false")?;
-            eq("pre-job VAL", pre.variables.get("VAL").map(|v| v.value.clone()).unwrap_or_default(), "im a rules variable")?;
-            eq("test-job needs", needs(job("test-job")?).unwrap_or_default(), "pre-job")?;
+            eq(
+                "pre-job allow_failure",
+                pre.allow_failure.to_string(),
+                "false",
+            )?;
+            eq(
+                "pre-job VAL",
+                pre.variables
+                    .get("VAL")
+                    .map(|v| v.value.clone())
+                    .unwrap_or_default(),
+                "im a rules variable",
+            )?;
+            eq(
+                "test-job needs",
+                needs(job("test-job")?).unwrap_or_default(),
+                "pre-job",
+            )?;
         }
         _ => {}
     }
@@ -377,12 +588,18 @@ fn names(p: &Pipeline) -> Vec<&str> {
 }
 
 fn needs(j: &Job) -> Option<String> {
-    j.needs.as_ref().map(|n| n.iter().map(|n| n.job.as_str()).collect::<Vec<_>>().join(","))
+    j.needs.as_ref().map(|n| {
+        n.iter()
+            .map(|n| n.job.as_str())
+            .collect::<Vec<_>>()
+            .join(",")
+    })
 }
 
 /// Compare gcl's merged-configuration dump (`--preview`) with the compiled pipeline.
 fn check_dump(text: &str, p: &Pipeline) -> Result<(), String> {
-    let docs = yaml::parse_documents(text, FileId(0), Limits::default()).map_err(|e| format!("expected dump does not parse: {e}"))?;
+    let docs = yaml::parse_documents(text, FileId(0), Limits::default())
+        .map_err(|e| format!("expected dump does not parse: {e}"))?;
     let dump = docs.first().map(|d| d.to_json()).unwrap_or(J::Null);
     let dump = dump.as_object().ok_or("expected dump is not a mapping")?;
     let mut problems = Vec::new();
@@ -396,8 +613,15 @@ fn check_dump(text: &str, p: &Pipeline) -> Result<(), String> {
                 }
             }
             "variables" => {
-                let want: BTreeMap<String, String> = value.as_object().map(|o| o.iter().map(|(k, v)| (k.clone(), scalar(v))).collect()).unwrap_or_default();
-                let got: BTreeMap<String, String> = p.variables.iter().map(|(k, v)| (k.clone(), v.value.clone())).collect();
+                let want: BTreeMap<String, String> = value
+                    .as_object()
+                    .map(|o| o.iter().map(|(k, v)| (k.clone(), scalar(v))).collect())
+                    .unwrap_or_default();
+                let got: BTreeMap<String, String> = p
+                    .variables
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.value.clone()))
+                    .collect();
                 if want != got {
                     problems.push(format!("global variables: expected {want:?}, got {got:?}"));
                 }
@@ -418,7 +642,11 @@ fn check_dump(text: &str, p: &Pipeline) -> Result<(), String> {
             problems.push(format!("unexpected job `{}`", j.name));
         }
     }
-    if problems.is_empty() { Ok(()) } else { Err(problems.join("; ")) }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems.join("; "))
+    }
 }
 
 fn compare_job(name: &str, want: &J, job: &Job) -> Vec<String> {
@@ -429,15 +657,49 @@ fn compare_job(name: &str, want: &J, job: &Job) -> Vec<String> {
         }
     };
     let obj = want.as_object().cloned().unwrap_or_default();
-    diff("stage", obj.get("stage").map_or("test".into(), scalar), job.stage.clone());
-    diff("script", format!("{:?}", str_list(obj.get("script"))), format!("{:?}", job.script));
-    diff("before_script", format!("{:?}", str_list(obj.get("before_script"))), format!("{:?}", job.before_script));
-    diff("after_script", format!("{:?}", str_list(obj.get("after_script"))), format!("{:?}", job.after_script));
-    let want_vars: BTreeMap<String, String> = obj.get("variables").and_then(J::as_object).map(|o| o.iter().map(|(k, v)| (k.clone(), scalar(v))).collect()).unwrap_or_default();
-    let got_vars: BTreeMap<String, String> = job.variables.iter().map(|(k, v)| (k.clone(), v.value.clone())).collect();
-    diff("variables", format!("{want_vars:?}"), format!("{got_vars:?}"));
-    let want_image = obj.get("image").map(|i| i.get("name").map_or_else(|| scalar(i), scalar));
-    diff("image", format!("{want_image:?}"), format!("{:?}", job.image.as_ref().map(|i| i.name.clone())));
+    diff(
+        "stage",
+        obj.get("stage").map_or("test".into(), scalar),
+        job.stage.clone(),
+    );
+    diff(
+        "script",
+        format!("{:?}", str_list(obj.get("script"))),
+        format!("{:?}", job.script),
+    );
+    diff(
+        "before_script",
+        format!("{:?}", str_list(obj.get("before_script"))),
+        format!("{:?}", job.before_script),
+    );
+    diff(
+        "after_script",
+        format!("{:?}", str_list(obj.get("after_script"))),
+        format!("{:?}", job.after_script),
+    );
+    let want_vars: BTreeMap<String, String> = obj
+        .get("variables")
+        .and_then(J::as_object)
+        .map(|o| o.iter().map(|(k, v)| (k.clone(), scalar(v))).collect())
+        .unwrap_or_default();
+    let got_vars: BTreeMap<String, String> = job
+        .variables
+        .iter()
+        .map(|(k, v)| (k.clone(), v.value.clone()))
+        .collect();
+    diff(
+        "variables",
+        format!("{want_vars:?}"),
+        format!("{got_vars:?}"),
+    );
+    let want_image = obj
+        .get("image")
+        .map(|i| i.get("name").map_or_else(|| scalar(i), scalar));
+    diff(
+        "image",
+        format!("{want_image:?}"),
+        format!("{:?}", job.image.as_ref().map(|i| i.name.clone())),
+    );
     for (key, value) in &obj {
         match key.as_str() {
             "stage" | "script" | "before_script" | "after_script" | "variables" | "image" => {}
@@ -446,15 +708,32 @@ fn compare_job(name: &str, want: &J, job: &Job) -> Vec<String> {
             "inherit" | "rules" => {}
             "artifacts" => {
                 let want = str_list(value.get("paths"));
-                let got = job.artifacts.as_ref().map(|a| a.paths.clone()).unwrap_or_default();
+                let got = job
+                    .artifacts
+                    .as_ref()
+                    .map(|a| a.paths.clone())
+                    .unwrap_or_default();
                 diff("artifacts.paths", format!("{want:?}"), format!("{got:?}"));
             }
             "environment" => {
                 let want = value.get("name").map_or_else(|| scalar(value), scalar);
-                diff("environment.name", want, job.environment.as_ref().map(|e| e.name.clone()).unwrap_or_default());
+                diff(
+                    "environment.name",
+                    want,
+                    job.environment
+                        .as_ref()
+                        .map(|e| e.name.clone())
+                        .unwrap_or_default(),
+                );
             }
             "cache" => {
-                let want: Vec<String> = value.as_array().cloned().unwrap_or_else(|| vec![value.clone()]).iter().map(cache_text).collect();
+                let want: Vec<String> = value
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_else(|| vec![value.clone()])
+                    .iter()
+                    .map(cache_text)
+                    .collect();
                 let got: Vec<String> = job
                     .caches
                     .iter()
@@ -463,20 +742,46 @@ fn compare_job(name: &str, want: &J, job: &Job) -> Vec<String> {
                             CacheKey::Literal(k) => k.clone(),
                             other => format!("{other:?}"),
                         };
-                        format!("key={key} paths={:?} policy={} when={}", c.paths, c.policy, serde_json::to_value(c.when).map(|v| scalar(&v)).unwrap_or_default())
+                        format!(
+                            "key={key} paths={:?} policy={} when={}",
+                            c.paths,
+                            c.policy,
+                            serde_json::to_value(c.when)
+                                .map(|v| scalar(&v))
+                                .unwrap_or_default()
+                        )
                     })
                     .collect();
                 diff("cache", format!("{want:?}"), format!("{got:?}"));
             }
             "when" => diff("when", scalar(value), job.when.as_str().to_owned()),
-            "allow_failure" => diff("allow_failure", scalar(value), job.allow_failure.to_string()),
-            "tags" => diff("tags", format!("{:?}", str_list(Some(value))), format!("{:?}", job.tags)),
+            "allow_failure" => diff(
+                "allow_failure",
+                scalar(value),
+                job.allow_failure.to_string(),
+            ),
+            "tags" => diff(
+                "tags",
+                format!("{:?}", str_list(Some(value))),
+                format!("{:?}", job.tags),
+            ),
             "needs" => {
-                let want: Vec<String> = value.as_array().map(|a| a.iter().map(|n| n.get("job").map_or_else(|| scalar(n), scalar)).collect()).unwrap_or_default();
+                let want: Vec<String> = value
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .map(|n| n.get("job").map_or_else(|| scalar(n), scalar))
+                            .collect()
+                    })
+                    .unwrap_or_default();
                 let got: Vec<String> = job.needs.iter().flatten().map(|n| n.job.clone()).collect();
                 diff("needs", format!("{want:?}"), format!("{got:?}"));
             }
-            other => diff(other, "(checked)".into(), "key not checked by the harness".into()),
+            other => diff(
+                other,
+                "(checked)".into(),
+                "key not checked by the harness".into(),
+            ),
         }
     }
     problems
@@ -495,7 +800,9 @@ fn cache_text(c: &J) -> String {
 /// A job's environment name as the job sees it: expanded with its variables (matrix and
 /// rules variables included), the global and pipeline variables.
 fn environment_name(j: &Job, p: &Pipeline, ctx: &Context) -> String {
-    let Some(env) = &j.environment else { return String::new() };
+    let Some(env) = &j.environment else {
+        return String::new();
+    };
     let lookup = |n: &str| -> Option<String> {
         ctx.pipeline
             .get(n)
@@ -510,8 +817,18 @@ fn environment_name(j: &Job, p: &Pipeline, ctx: &Context) -> String {
 
 /// gcl's job listing (`--list` table or `--list-csv`): every expected row must match a job.
 fn check_list(rec: &J, p: &Pipeline, ctx: &Context, csv: bool) -> Result<(), String> {
-    let lines: Vec<String> = rec.get("expect_stdout_contains").and_then(J::as_array).map(|a| a.iter().filter_map(|l| l.as_str().map(str::to_owned)).collect()).unwrap_or_default();
-    let Some((header, rows)) = lines.split_first() else { return Err("no listing lines in the record".into()) };
+    let lines: Vec<String> = rec
+        .get("expect_stdout_contains")
+        .and_then(J::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|l| l.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    let Some((header, rows)) = lines.split_first() else {
+        return Err("no listing lines in the record".into());
+    };
     let columns: Vec<(String, usize)> = if csv {
         header.split(';').map(|c| (c.to_owned(), 0)).collect()
     } else {
@@ -544,12 +861,25 @@ fn check_list(rec: &J, p: &Pipeline, ctx: &Context, csv: bool) -> Result<(), Str
                 .iter()
                 .enumerate()
                 .map(|(i, (_, start))| {
-                    let end = columns.get(i + 1).map_or(chars.len(), |c| c.1).min(chars.len());
-                    chars.get((*start).min(chars.len())..end).map(|s| s.iter().collect::<String>().trim().to_owned()).unwrap_or_default()
+                    let end = columns
+                        .get(i + 1)
+                        .map_or(chars.len(), |c| c.1)
+                        .min(chars.len());
+                    chars
+                        .get((*start).min(chars.len())..end)
+                        .map(|s| s.iter().collect::<String>().trim().to_owned())
+                        .unwrap_or_default()
                 })
                 .collect()
         };
-        let cell = |name: &str| columns.iter().position(|(c, _)| c == name).and_then(|i| cells.get(i)).cloned().unwrap_or_default();
+        let cell = |name: &str| {
+            columns
+                .iter()
+                .position(|(c, _)| c == name)
+                .and_then(|i| cells.get(i))
+                .cloned()
+                .unwrap_or_default()
+        };
         let name = cell("name");
         let Some(j) = p.jobs.iter().find(|j| j.name == name) else {
             problems.push(format!("listed job `{name}` missing"));
@@ -562,18 +892,34 @@ fn check_list(rec: &J, p: &Pipeline, ctx: &Context, csv: bool) -> Result<(), Str
         };
         diff("stage", cell("stage"), j.stage.clone());
         diff("when", cell("when"), j.when.as_str().to_owned());
-        let af = if csv { cell("allowFailure") } else { cell("allow_failure") };
+        let af = if csv {
+            cell("allowFailure")
+        } else {
+            cell("allow_failure")
+        };
         diff("allow_failure", af, j.allow_failure.to_string());
-        diff("environment", cell("environment"), environment_name(j, p, ctx));
+        diff(
+            "environment",
+            cell("environment"),
+            environment_name(j, p, ctx),
+        );
         let want_needs = cell("needs");
         let got_needs = needs(j).map(|n| format!("[{n}]")).unwrap_or_default();
         diff("needs", want_needs, got_needs);
     }
-    if problems.is_empty() { Ok(()) } else { Err(problems.join("; ")) }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems.join("; "))
+    }
 }
 
 /// gcl's parsed jobs (`expect_jobs_config`): the exact job set and the given keys.
-fn check_jobs_config(cfg: &serde_json::Map<String, J>, p: &Pipeline, ctx: &Context) -> Result<(), String> {
+fn check_jobs_config(
+    cfg: &serde_json::Map<String, J>,
+    p: &Pipeline,
+    ctx: &Context,
+) -> Result<(), String> {
     let mut problems = Vec::new();
     let want: Vec<&str> = cfg.keys().map(String::as_str).collect();
     let got = names(p);
@@ -584,29 +930,42 @@ fn check_jobs_config(cfg: &serde_json::Map<String, J>, p: &Pipeline, ctx: &Conte
         problems.push(format!("jobs: expected {want:?}, got {got:?}"));
     }
     for (name, facts) in cfg {
-        let Some(j) = p.jobs.iter().find(|j| j.name == *name) else { continue };
+        let Some(j) = p.jobs.iter().find(|j| j.name == *name) else {
+            continue;
+        };
         for (key, value) in facts.as_object().cloned().unwrap_or_default() {
             match key.as_str() {
                 "environment" => {
                     let want = value.get("name").map_or_else(|| scalar(&value), scalar);
                     let got = environment_name(j, p, ctx);
                     if want != got {
-                        problems.push(format!("{name}.environment.name: expected `{want}`, got `{got}`"));
+                        problems.push(format!(
+                            "{name}.environment.name: expected `{want}`, got `{got}`"
+                        ));
                     }
                 }
                 other => problems.push(format!("{name}.{other}: key not checked by the harness")),
             }
         }
     }
-    if problems.is_empty() { Ok(()) } else { Err(problems.join("; ")) }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems.join("; "))
+    }
 }
 
 fn exceptions() -> BTreeMap<String, String> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join("gcl-exceptions.txt");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests")
+        .join("gcl-exceptions.txt");
     let text = std::fs::read_to_string(&path).unwrap_or_default();
     text.lines()
         .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
-        .filter_map(|l| l.split_once(" — ").map(|(k, r)| (k.trim().to_owned(), r.trim().to_owned())))
+        .filter_map(|l| {
+            l.split_once(" — ")
+                .map(|(k, r)| (k.trim().to_owned(), r.trim().to_owned()))
+        })
         .collect()
 }
 
@@ -614,9 +973,13 @@ fn exceptions() -> BTreeMap<String, String> {
 fn gitlab_ci_local_lint_records() {
     let path = corpus_dir().join("expectations.yaml");
     let text = std::fs::read_to_string(&path).expect("expectations.yaml readable");
-    let docs = yaml::parse_documents(&text, FileId(0), Limits::default()).expect("expectations.yaml parses");
+    let docs = yaml::parse_documents(&text, FileId(0), Limits::default())
+        .expect("expectations.yaml parses");
     let root = docs.first().map(|d| d.to_json()).expect("one document");
-    let entries = root.get("entries").and_then(J::as_array).expect("entries list");
+    let entries = root
+        .get("entries")
+        .and_then(J::as_array)
+        .expect("entries list");
     let exceptions = exceptions();
     let mut selected = Vec::new();
     for rec in entries {
@@ -639,7 +1002,12 @@ fn gitlab_ci_local_lint_records() {
         let (compiled, ctx) = run_record(rec);
         if std::env::var("GCL_RECORD").is_ok_and(|r| r == id) {
             let p = compiled.pipeline.as_ref();
-            println!("{id}: errors {:?}\n  stages {:?}\n  jobs {:#?}", error_messages(&compiled), p.map(|p| &p.stages), p.map(|p| &p.jobs));
+            println!(
+                "{id}: errors {:?}\n  stages {:?}\n  jobs {:#?}",
+                error_messages(&compiled),
+                p.map(|p| &p.stages),
+                p.map(|p| &p.jobs)
+            );
         }
         match check(rec, &compiled, &ctx) {
             Ok(()) => {
@@ -654,14 +1022,44 @@ fn gitlab_ci_local_lint_records() {
             },
         }
     }
-    let listed_unknown: Vec<&String> = exceptions.keys().filter(|k| !selected.iter().any(|r| r.get("id").and_then(J::as_str) == Some(k.as_str()))).collect();
-    println!("gitlab-ci-local: {} records selected, {} out of scope (not run):", selected.len(), out_of_scope.len());
+    let listed_unknown: Vec<&String> = exceptions
+        .keys()
+        .filter(|k| {
+            !selected
+                .iter()
+                .any(|r| r.get("id").and_then(J::as_str) == Some(k.as_str()))
+        })
+        .collect();
+    println!(
+        "gitlab-ci-local: {} records selected, {} out of scope (not run):",
+        selected.len(),
+        out_of_scope.len()
+    );
     println!("{}", out_of_scope.join("\n"));
-    println!("gitlab-ci-local: {} listed exceptions (tests/gcl-exceptions.txt):", excepted.len());
+    println!(
+        "gitlab-ci-local: {} listed exceptions (tests/gcl-exceptions.txt):",
+        excepted.len()
+    );
     println!("{}", excepted.join("\n"));
     println!("gitlab-ci-local lint records: {passed}/{total} passed");
-    assert!(OUT_OF_SCOPE.iter().all(|(o, _)| selected.iter().any(|r| r.get("id").and_then(J::as_str) == Some(*o))), "an OUT_OF_SCOPE id is not a selected record");
-    assert!(listed_unknown.is_empty(), "gcl-exceptions.txt lists records that are not in scope: {listed_unknown:?}");
-    assert!(stale.is_empty(), "gcl-exceptions.txt lists records that now pass (remove them): {stale:?}");
-    assert!(unexpected.is_empty(), "{} gitlab-ci-local records fail and are not listed in gcl-exceptions.txt:\n{}", unexpected.len(), unexpected.join("\n"));
+    assert!(
+        OUT_OF_SCOPE.iter().all(|(o, _)| selected
+            .iter()
+            .any(|r| r.get("id").and_then(J::as_str) == Some(*o))),
+        "an OUT_OF_SCOPE id is not a selected record"
+    );
+    assert!(
+        listed_unknown.is_empty(),
+        "gcl-exceptions.txt lists records that are not in scope: {listed_unknown:?}"
+    );
+    assert!(
+        stale.is_empty(),
+        "gcl-exceptions.txt lists records that now pass (remove them): {stale:?}"
+    );
+    assert!(
+        unexpected.is_empty(),
+        "{} gitlab-ci-local records fail and are not listed in gcl-exceptions.txt:\n{}",
+        unexpected.len(),
+        unexpected.join("\n")
+    );
 }

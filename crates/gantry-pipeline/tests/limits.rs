@@ -49,13 +49,21 @@ fn run(root: &str, others: &[(String, String)], fragment: bool) -> (Compiled, Du
     let start = Instant::now();
     let c = compile(&opts, &ctx(), &loader);
     let took = start.elapsed();
-    println!("{took:?} (fragment: {fragment}): {:?}", c.errors.first().map(|e| &e.message));
+    println!(
+        "{took:?} (fragment: {fragment}): {:?}",
+        c.errors.first().map(|e| &e.message)
+    );
     (c, took)
 }
 
 /// As [`run`], but when the time is over `limit`, try twice more and keep the fastest: the
 /// tests run in parallel on shared machines, and one slow run is contention, not expansion.
-fn run_within(root: &str, others: &[(String, String)], fragment: bool, limit: Duration) -> (Compiled, Duration) {
+fn run_within(
+    root: &str,
+    others: &[(String, String)],
+    fragment: bool,
+    limit: Duration,
+) -> (Compiled, Duration) {
     let (mut c, mut took) = run(root, others, fragment);
     for _ in 0..2 {
         if took < limit {
@@ -77,13 +85,22 @@ fn messages(c: &Compiled) -> Vec<String> {
 #[track_caller]
 fn assert_valid(root: &str, others: &[(String, String)]) {
     let (c, took) = run_within(root, others, false, FAST);
-    assert!(c.errors.is_empty(), "expected valid, got {:?}", messages(&c));
+    assert!(
+        c.errors.is_empty(),
+        "expected valid, got {:?}",
+        messages(&c)
+    );
     assert!(took < FAST, "valid input took {took:?}");
 }
 
 /// `root` is rejected, within `limit`, with an error containing `needle`; returns the errors.
 #[track_caller]
-fn assert_rejected_within(root: &str, others: &[(String, String)], needle: &str, limit: Duration) -> Vec<String> {
+fn assert_rejected_within(
+    root: &str,
+    others: &[(String, String)],
+    needle: &str,
+    limit: Duration,
+) -> Vec<String> {
     let (c, took) = run_within(root, others, false, limit);
     let msgs = messages(&c);
     assert!(
@@ -137,7 +154,9 @@ fn included_file_over_2_mib_is_too_big() {
 
 /// Nine levels of nine-fold aliases: 9^9 (387 million) scalars if expanded.
 fn alias_bomb() -> String {
-    let mut s = String::from("a: &a [\"lol\", \"lol\", \"lol\", \"lol\", \"lol\", \"lol\", \"lol\", \"lol\", \"lol\"]\n");
+    let mut s = String::from(
+        "a: &a [\"lol\", \"lol\", \"lol\", \"lol\", \"lol\", \"lol\", \"lol\", \"lol\", \"lol\"]\n",
+    );
     let names = ["a", "b", "c", "d", "e", "f", "g", "h", "i"];
     for w in names.windows(2) {
         let (prev, cur) = (w[0], w[1]);
@@ -163,7 +182,8 @@ fn alias_bomb_is_rejected_quickly() {
 #[test]
 fn merge_key_bomb_is_rejected_quickly() {
     // `<<:` copies every key of the merged mapping: the same blow-up through merge keys.
-    let mut s = String::from("k0: &k0 {a: 1, b: 2, c: 3, d: 4, e: 5, f: 6, g: 7, h: 8, i: 9, j: 10}\n");
+    let mut s =
+        String::from("k0: &k0 {a: 1, b: 2, c: 3, d: 4, e: 5, f: 6, g: 7, h: 8, i: 9, j: 10}\n");
     for i in 1..12 {
         let p = i - 1;
         let keys: Vec<String> = (0..10).map(|k| format!("x{k}: *k{p}")).collect();
@@ -202,7 +222,11 @@ fn yaml_nesting_100_is_accepted_101_is_too_big() {
     let deep = format!("k: {}\n", nested_seq(100, "x"));
     let e = yaml::parse_documents(&deep, FileId(0), Limits::default()).expect_err("101 levels");
     assert_eq!(e.message, TOO_BIG);
-    let msgs = assert_rejected(&format!("job:\n  script: {}\n", nested_seq(100, "x")), &[], TOO_BIG);
+    let msgs = assert_rejected(
+        &format!("job:\n  script: {}\n", nested_seq(100, "x")),
+        &[],
+        TOO_BIG,
+    );
     assert_eq!(msgs, [TOO_BIG]);
 }
 
@@ -219,19 +243,28 @@ fn very_deep_nesting_is_rejected_quickly() {
         "{msgs:?}"
     );
     assert!(took < FAST, "{took:?}");
-    for text in [format!("job: {}", "{a: ".repeat(200_000)), "- ".repeat(500_000)] {
+    for text in [
+        format!("job: {}", "{a: ".repeat(200_000)),
+        "- ".repeat(500_000),
+    ] {
         let (c, took) = run_within(&text, &[], false, FAST);
         assert_eq!(messages(&c), [TOO_BIG]);
         assert!(took < FAST, "{took:?}");
     }
-    let block: String = (0..150).map(|i| format!("{}k{i}:\n", " ".repeat(i))).collect();
+    let block: String = (0..150)
+        .map(|i| format!("{}k{i}:\n", " ".repeat(i)))
+        .collect();
     assert_rejected(&block, &[], TOO_BIG);
 }
 
 #[test]
 fn alias_nesting_counts_towards_depth() {
     // An alias of a 60-deep value placed 60 deep is 120 deep.
-    let text = format!("a: &a {}\nb: {}\n", nested_seq(60, "x"), nested_seq(60, "*a"));
+    let text = format!(
+        "a: &a {}\nb: {}\n",
+        nested_seq(60, "x"),
+        nested_seq(60, "*a")
+    );
     assert_rejected(&text, &[], TOO_BIG);
 }
 
@@ -248,12 +281,29 @@ fn combined_configuration_over_32_mib_is_too_big() {
         .enumerate()
         .map(|(i, n)| file(n, part.replacen("job_N", &format!("job_{i}"), 1)))
         .collect();
-    let root = format!("include:\n{}", names.iter().map(|n| format!("  - {n}\n")).collect::<String>());
+    let root = format!(
+        "include:\n{}",
+        names
+            .iter()
+            .map(|n| format!("  - {n}\n"))
+            .collect::<String>()
+    );
     let slow = Duration::from_secs(10);
-    let msgs = assert_rejected_within(&root, &others, "Total size of combined CI/CD configuration is too big", slow);
+    let msgs = assert_rejected_within(
+        &root,
+        &others,
+        "Total size of combined CI/CD configuration is too big",
+        slow,
+    );
     assert_eq!(msgs.len(), 1, "{msgs:?}");
     // 15 of them (30 MiB) are accepted.
-    let root15 = format!("include:\n{}", names[..15].iter().map(|n| format!("  - {n}\n")).collect::<String>());
+    let root15 = format!(
+        "include:\n{}",
+        names[..15]
+            .iter()
+            .map(|n| format!("  - {n}\n"))
+            .collect::<String>()
+    );
     let (c, took) = run_within(&root15, &others, false, slow);
     assert!(c.errors.is_empty(), "{:?}", messages(&c));
     assert!(took < slow, "{took:?}");
@@ -282,7 +332,11 @@ fn distinct_files(n: usize) -> Vec<(String, String)> {
 fn includes_150_are_accepted_151_are_not() {
     let files = distinct_files(151);
     assert_valid(&include_list((0..150).map(|i| format!("f{i}.yml"))), &files);
-    let msgs = assert_rejected(&include_list((0..151).map(|i| format!("f{i}.yml"))), &files, MAX_INCLUDES_MSG);
+    let msgs = assert_rejected(
+        &include_list((0..151).map(|i| format!("f{i}.yml"))),
+        &files,
+        MAX_INCLUDES_MSG,
+    );
     assert_eq!(msgs, [MAX_INCLUDES_MSG]);
 }
 
@@ -290,7 +344,11 @@ fn includes_150_are_accepted_151_are_not() {
 fn repeated_includes_are_counted() {
     let files = distinct_files(1);
     assert_valid(&include_list((0..150).map(|_| "f0.yml".to_owned())), &files);
-    assert_rejected(&include_list((0..151).map(|_| "f0.yml".to_owned())), &files, MAX_INCLUDES_MSG);
+    assert_rejected(
+        &include_list((0..151).map(|_| "f0.yml".to_owned())),
+        &files,
+        MAX_INCLUDES_MSG,
+    );
 }
 
 #[test]
@@ -305,7 +363,11 @@ fn nested_includes_are_counted() {
             files.push(file(&l, format!("{job}: {{script: [x]}}\n")));
         }
     }
-    assert_rejected(&include_list((0..10).map(|i| format!("mid{i}.yml"))), &files, MAX_INCLUDES_MSG);
+    assert_rejected(
+        &include_list((0..10).map(|i| format!("mid{i}.yml"))),
+        &files,
+        MAX_INCLUDES_MSG,
+    );
 }
 
 #[test]
@@ -322,7 +384,11 @@ fn self_including_files_stop_at_the_limit() {
     let msgs = assert_rejected(root, &[file("a.yml", a)], "nested includes are allowed!");
     assert_eq!(msgs.len(), 1, "{msgs:?}");
     // The root including itself.
-    assert_rejected("include: .gitlab-ci.yml\njob: {script: [x]}\n", &[], "nested includes are allowed!");
+    assert_rejected(
+        "include: .gitlab-ci.yml\njob: {script: [x]}\n",
+        &[],
+        "nested includes are allowed!",
+    );
 }
 
 /// A chain `.gitlab-ci.yml` → c1.yml → … → c`n`.yml.
@@ -335,7 +401,10 @@ fn chain(n: usize) -> (String, Vec<(String, String)>) {
             } else {
                 String::new()
             };
-            file(&format!("c{i}.yml"), format!("{inc}job_{i}: {{script: [x]}}\n"))
+            file(
+                &format!("c{i}.yml"),
+                format!("{inc}job_{i}: {{script: [x]}}\n"),
+            )
         })
         .collect();
     (root, files)
@@ -357,9 +426,19 @@ fn include_nesting_100_is_accepted_101_is_not() {
 /// `job` extends `.b1`, which extends `.b2`, … up to `.b{ancestors}`.
 fn extends_chain(ancestors: usize) -> String {
     let mut s = String::new();
-    let name = |i: usize| if i == 0 { "job".to_owned() } else { format!(".b{i}") };
+    let name = |i: usize| {
+        if i == 0 {
+            "job".to_owned()
+        } else {
+            format!(".b{i}")
+        }
+    };
     for i in 0..ancestors {
-        s.push_str(&format!("{}:\n  extends: {}\n  variables: {{V{i}: '{i}'}}\n", name(i), name(i + 1)));
+        s.push_str(&format!(
+            "{}:\n  extends: {}\n  variables: {{V{i}: '{i}'}}\n",
+            name(i),
+            name(i + 1)
+        ));
     }
     s.push_str(&format!("{}:\n  script: [x]\n", name(ancestors)));
     s
@@ -412,7 +491,11 @@ fn reference_chain(n: usize) -> String {
 fn reference_nesting_10_is_accepted_11_is_not() {
     assert_valid(&reference_chain(10), &[]);
     let msgs = assert_rejected(&reference_chain(11), &[], "is nested too deeply");
-    assert!(msgs.iter().all(|m| m.contains("is nested too deeply (maximum 10)")), "{msgs:?}");
+    assert!(
+        msgs.iter()
+            .all(|m| m.contains("is nested too deeply (maximum 10)")),
+        "{msgs:?}"
+    );
 }
 
 #[test]
@@ -433,9 +516,18 @@ fn script_arrays_nest_10_levels() {
         "jobs:job:script config should be a string or a nested array of strings up to 10 levels deep",
     );
     assert_eq!(msgs.len(), 1, "{msgs:?}");
-    assert_valid(&format!("job:\n  script: [x]\n  before_script: {}\n", nested_seq(10, "x")), &[]);
+    assert_valid(
+        &format!(
+            "job:\n  script: [x]\n  before_script: {}\n",
+            nested_seq(10, "x")
+        ),
+        &[],
+    );
     assert_rejected(
-        &format!("job:\n  script: [x]\n  after_script: {}\n", nested_seq(11, "x")),
+        &format!(
+            "job:\n  script: [x]\n  after_script: {}\n",
+            nested_seq(11, "x")
+        ),
         &[],
         "after_script config should be a string or a nested array of strings up to 10 levels deep",
     );
@@ -444,7 +536,10 @@ fn script_arrays_nest_10_levels() {
 #[test]
 fn rules_arrays_nest_10_levels() {
     let rule = "{if: '$CI_COMMIT_BRANCH'}";
-    assert_valid(&format!("job:\n  script: [x]\n  rules: {}\n", nested_seq(10, rule)), &[]);
+    assert_valid(
+        &format!("job:\n  script: [x]\n  rules: {}\n", nested_seq(10, rule)),
+        &[],
+    );
     assert_rejected(
         &format!("job:\n  script: [x]\n  rules: {}\n", nested_seq(11, rule)),
         &[],
@@ -454,9 +549,18 @@ fn rules_arrays_nest_10_levels() {
 
 #[test]
 fn stages_arrays_nest_10_levels() {
-    assert_valid(&format!("stages: {}\njob:\n  stage: s\n  script: [x]\n", nested_seq(10, "s")), &[]);
+    assert_valid(
+        &format!(
+            "stages: {}\njob:\n  stage: s\n  script: [x]\n",
+            nested_seq(10, "s")
+        ),
+        &[],
+    );
     assert_rejected(
-        &format!("stages: {}\njob:\n  stage: s\n  script: [x]\n", nested_seq(11, "s")),
+        &format!(
+            "stages: {}\njob:\n  stage: s\n  script: [x]\n",
+            nested_seq(11, "s")
+        ),
         &[],
         "stages config should be an array of strings or a nested array of strings up to 10 levels deep",
     );
@@ -467,7 +571,10 @@ fn stages_arrays_nest_10_levels() {
 
 /// `$V0 == "0" && $V1 == "1" && …`: 3 tokens per comparison plus 1 per `&&`.
 fn comparisons(n: usize) -> String {
-    (0..n).map(|i| format!("$V{i} == \"{i}\"")).collect::<Vec<_>>().join(" && ")
+    (0..n)
+        .map(|i| format!("$V{i} == \"{i}\""))
+        .collect::<Vec<_>>()
+        .join(" && ")
 }
 
 fn if_job(expr: &str) -> String {
@@ -487,7 +594,10 @@ fn rules_if_99_tokens_are_accepted_101_are_not() {
         "jobs:job:rules:rule if invalid expression syntax",
     );
     // `workflow:rules` and `include:rules` have the same lexer.
-    let wf = format!("workflow:\n  rules:\n    - if: '{} && $X'\njob: {{script: [x]}}\n", comparisons(25));
+    let wf = format!(
+        "workflow:\n  rules:\n    - if: '{} && $X'\njob: {{script: [x]}}\n",
+        comparisons(25)
+    );
     assert_rejected(&wf, &[], "invalid expression syntax");
 }
 
@@ -497,7 +607,10 @@ fn long_rules_if_is_rejected_quickly() {
     let long = format!("{} && $X", comparisons(20_000));
     assert_rejected(&if_job(&long), &[], "invalid expression syntax");
     // Deep parentheses within the token budget.
-    assert_valid(&if_job(&format!("{}$X{}", "(".repeat(48), ")".repeat(48))), &[]);
+    assert_valid(
+        &if_job(&format!("{}$X{}", "(".repeat(48), ")".repeat(48))),
+        &[],
+    );
 }
 
 // ---------------------------------------------------------------------------------------
@@ -550,7 +663,10 @@ fn parallel_matrix_200_permutations_are_accepted_201_are_not() {
     // A product in the trillions is counted, not built.
     let huge = format!(
         "job:\n  script: [x]\n  parallel:\n    matrix:\n      - {{{}}}\n",
-        (0..6).map(|k| format!("K{k}: [{}]", vals(200))).collect::<Vec<_>>().join(", ")
+        (0..6)
+            .map(|k| format!("K{k}: [{}]", vals(200)))
+            .collect::<Vec<_>>()
+            .join(", ")
     );
     assert_rejected(&huge, &[], "generates too many jobs (maximum is 200)");
 }
@@ -573,10 +689,16 @@ fn needs_pipeline(n: usize) -> String {
 #[test]
 fn needs_50_are_accepted_51_are_not() {
     assert_valid(&needs_pipeline(50), &[]);
-    let msgs = assert_rejected(&needs_pipeline(51), &[], "one job can only need 50 others, but you have listed 51");
+    let msgs = assert_rejected(
+        &needs_pipeline(51),
+        &[],
+        "one job can only need 50 others, but you have listed 51",
+    );
     assert_eq!(
         msgs,
-        ["t: one job can only need 50 others, but you have listed 51. See needs keyword documentation for more details"]
+        [
+            "t: one job can only need 50 others, but you have listed 51. See needs keyword documentation for more details"
+        ]
     );
 }
 
@@ -584,8 +706,14 @@ fn needs_50_are_accepted_51_are_not() {
 fn need_names_up_to_128_characters() {
     let job = |len: usize| {
         let name = "n".repeat(len);
-        format!("{name}:\n  stage: build\n  script: [x]\nt:\n  stage: test\n  script: [x]\n  needs: [{name}]\n")
+        format!(
+            "{name}:\n  stage: build\n  script: [x]\nt:\n  stage: test\n  script: [x]\n  needs: [{name}]\n"
+        )
     };
     assert_valid(&job(128), &[]);
-    assert_rejected(&job(129), &[], "name is too long (maximum is 128 characters)");
+    assert_rejected(
+        &job(129),
+        &[],
+        "name is too long (maximum is 128 characters)",
+    );
 }

@@ -110,17 +110,33 @@ fn cache_policy_is_a_known_policy_or_a_variable_for_the_runner() {
     assert_eq!(CachePolicy::ALL.len(), CachePolicy::NAMES.len());
     for (value, name) in CachePolicy::ALL.iter().zip(CachePolicy::NAMES) {
         assert_eq!(value.as_str(), *name);
-        assert_eq!(serde_json::to_value(value).expect("serializes"), serde_json::json!(name));
-        assert_eq!(&serde_json::from_value::<CachePolicy>(serde_json::json!(name)).expect("decodes"), value);
+        assert_eq!(
+            serde_json::to_value(value).expect("serializes"),
+            serde_json::json!(name)
+        );
+        assert_eq!(
+            &serde_json::from_value::<CachePolicy>(serde_json::json!(name)).expect("decodes"),
+            value
+        );
     }
     // GitLab passes `policy: $CACHE_POLICY` through; the runner expands it.
-    let variable: CachePolicy = serde_json::from_value(serde_json::json!("$CACHE_POLICY")).expect("decodes");
+    let variable: CachePolicy =
+        serde_json::from_value(serde_json::json!("$CACHE_POLICY")).expect("decodes");
     assert_eq!(variable, CachePolicy::Variable("$CACHE_POLICY".to_owned()));
     assert!(variable.is_variable());
-    assert_eq!(serde_json::to_value(&variable).expect("serializes"), serde_json::json!("$CACHE_POLICY"));
-    assert_eq!("${P}".parse::<CachePolicy>().expect("parses"), CachePolicy::Variable("${P}".to_owned()));
     assert_eq!(
-        "pul".parse::<CachePolicy>().expect_err("unknown").to_string(),
+        serde_json::to_value(&variable).expect("serializes"),
+        serde_json::json!("$CACHE_POLICY")
+    );
+    assert_eq!(
+        "${P}".parse::<CachePolicy>().expect("parses"),
+        CachePolicy::Variable("${P}".to_owned())
+    );
+    assert_eq!(
+        "pul"
+            .parse::<CachePolicy>()
+            .expect_err("unknown")
+            .to_string(),
         "parse cache policy `pul`: expected one of `pull`, `push`, `pull-push`, `$VARIABLE`"
     );
     assert!(serde_json::from_value::<CachePolicy>(serde_json::json!(1)).is_err());

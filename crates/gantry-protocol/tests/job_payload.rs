@@ -451,7 +451,11 @@ fn a_variable_cache_policy_decodes_for_the_runner_to_expand() {
         br#"{"id": 3, "cache": [{"key": "k", "paths": ["v"], "policy": "$CACHE_POLICY", "when": "on_success"}]}"#,
     )
     .expect("a variable policy decodes");
-    assert_eq!(job.cache[0].policy, CachePolicy::Variable("$CACHE_POLICY".to_owned()));
-    let error = parse_job_response(br#"{"cache": [{"policy": "sometimes"}]}"#).expect_err("unknown policy");
+    assert_eq!(
+        job.cache[0].policy,
+        CachePolicy::Variable("$CACHE_POLICY".to_owned())
+    );
+    let error =
+        parse_job_response(br#"{"cache": [{"policy": "sometimes"}]}"#).expect_err("unknown policy");
     assert!(error.to_string().contains("`cache[0].policy`"), "{error}");
 }

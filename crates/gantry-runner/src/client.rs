@@ -6,9 +6,10 @@
 use std::time::Duration;
 
 use gantry_protocol::{
-    ArtifactUploadParams, JobRequest, JobResponse, PatchTraceParams, PatchTraceResponse, RegisterRunnerRequest,
-    RegisterRunnerResponse, RunnerTokenRequest, UnregisterManagerRequest, UpdateJobRequest, UpdateJobResponse,
-    VerifyRunnerRequest, VerifyRunnerResponse, VersionInfo, header, long_poll, parse_job_response,
+    ArtifactUploadParams, JobRequest, JobResponse, PatchTraceParams, PatchTraceResponse,
+    RegisterRunnerRequest, RegisterRunnerResponse, RunnerTokenRequest, UnregisterManagerRequest,
+    UpdateJobRequest, UpdateJobResponse, VerifyRunnerRequest, VerifyRunnerResponse, VersionInfo,
+    header, long_poll, parse_job_response,
 };
 
 /// Why a call could not be made or was refused.
@@ -21,7 +22,11 @@ pub enum ClientError {
         source: reqwest::Error,
     },
     #[error("{what}: the server answered {status}: {body}")]
-    Refused { what: &'static str, status: u16, body: String },
+    Refused {
+        what: &'static str,
+        status: u16,
+        body: String,
+    },
     #[error("{0}")]
     Protocol(#[from] gantry_protocol::ProtocolError),
     #[error("build the HTTP client: {0}")]
@@ -49,7 +54,9 @@ impl ClientError {
     pub fn is_transient(&self) -> bool {
         match self {
             ClientError::Unreachable { .. } => true,
-            ClientError::Refused { status, .. } => *status >= 500 || *status == 429 || *status == 409,
+            ClientError::Refused { status, .. } => {
+                *status >= 500 || *status == 429 || *status == 409
+            }
             ClientError::Protocol(_) | ClientError::Build(_) => false,
         }
     }
@@ -95,7 +102,10 @@ pub struct Client {
 }
 
 fn header_str(r: &reqwest::Response, name: &str) -> Option<String> {
-    r.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_owned)
+    r.headers()
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
 }
 
 impl Client {
@@ -147,9 +157,18 @@ impl Client {
     }
 
     /// `POST /runners` with a (legacy) registration token.
-    pub async fn register(&self, mut req: RegisterRunnerRequest) -> Result<RegisterRunnerResponse, ClientError> {
+    pub async fn register(
+        &self,
+        mut req: RegisterRunnerRequest,
+    ) -> Result<RegisterRunnerResponse, ClientError> {
         req.info = self.info.clone();
-        let r = self.http.post(self.url("/runners")).json(&req).send().await.map_err(|e| self.unreachable(e))?;
+        let r = self
+            .http
+            .post(self.url("/runners"))
+            .json(&req)
+            .send()
+            .await
+            .map_err(|e| self.unreachable(e))?;
         if r.status().as_u16() != 201 {
             return Err(Self::refused("register the runner", r).await);
         }
@@ -158,13 +177,23 @@ impl Client {
     }
 
     /// `POST /runners/verify`: is this runner token valid?
-    pub async fn verify(&self, token: &str, system_id: &str) -> Result<VerifyRunnerResponse, ClientError> {
+    pub async fn verify(
+        &self,
+        token: &str,
+        system_id: &str,
+    ) -> Result<VerifyRunnerResponse, ClientError> {
         let req = VerifyRunnerRequest {
             token: token.to_owned(),
             system_id: system_id.to_owned(),
             info: self.info.clone(),
         };
-        let r = self.http.post(self.url("/runners/verify")).json(&req).send().await.map_err(|e| self.unreachable(e))?;
+        let r = self
+            .http
+            .post(self.url("/runners/verify"))
+            .json(&req)
+            .send()
+            .await
+            .map_err(|e| self.unreachable(e))?;
         if r.status().as_u16() != 200 {
             return Err(Self::refused("verify the runner token", r).await);
         }
@@ -177,8 +206,16 @@ impl Client {
 
     /// `DELETE /runners`: remove this runner from the server.
     pub async fn unregister(&self, token: &str) -> Result<(), ClientError> {
-        let req = RunnerTokenRequest { token: token.to_owned() };
-        let r = self.http.delete(self.url("/runners")).json(&req).send().await.map_err(|e| self.unreachable(e))?;
+        let req = RunnerTokenRequest {
+            token: token.to_owned(),
+        };
+        let r = self
+            .http
+            .delete(self.url("/runners"))
+            .json(&req)
+            .send()
+            .await
+            .map_err(|e| self.unreachable(e))?;
         if r.status().as_u16() != 204 {
             return Err(Self::refused("unregister the runner", r).await);
         }
@@ -187,12 +224,22 @@ impl Client {
 
     /// `DELETE /runners/managers`: remove only this runner manager (`system_id`), the
     /// unregistration of `glrt-` runners, which belong to the UI/API (§2.5).
-    pub async fn unregister_manager(&self, token: &str, system_id: &str) -> Result<(), ClientError> {
+    pub async fn unregister_manager(
+        &self,
+        token: &str,
+        system_id: &str,
+    ) -> Result<(), ClientError> {
         let req = UnregisterManagerRequest {
             token: token.to_owned(),
             system_id: system_id.to_owned(),
         };
-        let r = self.http.delete(self.url("/runners/managers")).json(&req).send().await.map_err(|e| self.unreachable(e))?;
+        let r = self
+            .http
+            .delete(self.url("/runners/managers"))
+            .json(&req)
+            .send()
+            .await
+            .map_err(|e| self.unreachable(e))?;
         if r.status().as_u16() != 204 {
             return Err(Self::refused("unregister the runner manager", r).await);
         }
@@ -200,7 +247,12 @@ impl Client {
     }
 
     /// `POST /jobs/request`: long-polls for a job (§3).
-    pub async fn request_job(&self, token: &str, system_id: &str, last_update: Option<&str>) -> Result<JobRequestOutcome, ClientError> {
+    pub async fn request_job(
+        &self,
+        token: &str,
+        system_id: &str,
+        last_update: Option<&str>,
+    ) -> Result<JobRequestOutcome, ClientError> {
         let req = JobRequest {
             info: self.info.clone(),
             token: token.to_owned(),
@@ -208,7 +260,13 @@ impl Client {
             last_update: last_update.unwrap_or_default().to_owned(),
             session: None,
         };
-        let r = self.http.post(self.url("/jobs/request")).json(&req).send().await.map_err(|e| self.unreachable(e))?;
+        let r = self
+            .http
+            .post(self.url("/jobs/request"))
+            .json(&req)
+            .send()
+            .await
+            .map_err(|e| self.unreachable(e))?;
         match r.status().as_u16() {
             201 => {
                 let bytes = r.bytes().await.map_err(|e| self.unreachable(e))?;
@@ -233,7 +291,11 @@ impl Client {
     }
 
     /// `PUT /jobs/:id`: state update; the answer is classified (§4.2).
-    pub async fn update_job(&self, job_id: i64, req: &UpdateJobRequest) -> Result<UpdateAnswer, ClientError> {
+    pub async fn update_job(
+        &self,
+        job_id: i64,
+        req: &UpdateJobRequest,
+    ) -> Result<UpdateAnswer, ClientError> {
         let r = self
             .http
             .put(self.url(&format!("/jobs/{job_id}")))
@@ -262,10 +324,16 @@ impl Client {
         data: Vec<u8>,
     ) -> Result<PatchTraceResponse, ClientError> {
         let len = u64::try_from(data.len()).unwrap_or(u64::MAX);
-        let range = gantry_protocol::ContentRange::for_chunk(start, len).map(|r| r.to_string()).unwrap_or_else(|| format!("{start}-{start}"));
+        let range = gantry_protocol::ContentRange::for_chunk(start, len)
+            .map(|r| r.to_string())
+            .unwrap_or_else(|| format!("{start}-{start}"));
         let r = self
             .http
-            .patch(format!("{}?{}", self.url(&format!("/jobs/{job_id}/trace")), params.to_query()))
+            .patch(format!(
+                "{}?{}",
+                self.url(&format!("/jobs/{job_id}/trace")),
+                params.to_query()
+            ))
             .header(header::JOB_TOKEN, job_token)
             .header(header::CONTENT_RANGE, range)
             .header("content-type", "text/plain")
@@ -305,7 +373,11 @@ impl Client {
         let form = form.part("file", part);
         let r = self
             .http
-            .post(format!("{}?{}", self.url(&format!("/jobs/{job_id}/artifacts")), params.to_query()))
+            .post(format!(
+                "{}?{}",
+                self.url(&format!("/jobs/{job_id}/artifacts")),
+                params.to_query()
+            ))
             .header(header::JOB_TOKEN, job_token)
             .multipart(form)
             .send()
@@ -318,7 +390,11 @@ impl Client {
     }
 
     /// `GET /jobs/:id/artifacts` with the downloading job's token (§6.4).
-    pub async fn download_artifact(&self, job_id: i64, job_token: &str) -> Result<Vec<u8>, ClientError> {
+    pub async fn download_artifact(
+        &self,
+        job_id: i64,
+        job_token: &str,
+    ) -> Result<Vec<u8>, ClientError> {
         let r = self
             .http
             .get(self.url(&format!("/jobs/{job_id}/artifacts")))

@@ -94,7 +94,9 @@ pub use uplink::MAX_FINAL_RANGE_MISMATCHES;
 use crate::client::Client;
 use crate::config::RunnerConfig;
 use crate::shell::DEFAULT_KILL_GRACE;
-use crate::trace::{ANSI_BOLD_GREEN, ANSI_BOLD_RED, ANSI_RESET, MaskSet, MaskSetBuilder, Trace, TraceOptions};
+use crate::trace::{
+    ANSI_BOLD_GREEN, ANSI_BOLD_RED, ANSI_RESET, MaskSet, MaskSetBuilder, Trace, TraceOptions,
+};
 use lifecycle::Lifecycle;
 use uplink::{Acceptance, Uplink};
 use variables::{DirFacts, RunnerFacts, get_bool, job_variables};
@@ -140,7 +142,13 @@ pub type TraceTap = Arc<dyn Fn(i64, &[u8]) + Send + Sync>;
 
 impl JobContext {
     /// A context with the default kill grace period, no concurrency, events dropped.
-    pub fn new(client: Client, runner: Arc<RunnerConfig>, system_id: impl Into<String>, builds_dir: PathBuf, cache_dir: PathBuf) -> Self {
+    pub fn new(
+        client: Client,
+        runner: Arc<RunnerConfig>,
+        system_id: impl Into<String>,
+        builds_dir: PathBuf,
+        cache_dir: PathBuf,
+    ) -> Self {
         Self {
             client,
             runner,
@@ -200,7 +208,11 @@ pub fn go_arch() -> &'static str {
 /// Everything that must not reach the log: the job's masks (masked variables, before
 /// and after expansion, the job token, `glpat-` tokens, sensitive URL parameters), plus
 /// the runner token, dependency tokens and registry passwords.
-fn masks(job: &JobResponse, variables: &[gantry_protocol::JobVariable], runner_token: &str) -> MaskSetBuilder {
+fn masks(
+    job: &JobResponse,
+    variables: &[gantry_protocol::JobVariable],
+    runner_token: &str,
+) -> MaskSetBuilder {
     MaskSetBuilder::for_job(job)
         .values(variables.iter().filter(|v| v.masked).map(|v| &v.value))
         .value(runner_token)
@@ -213,7 +225,9 @@ fn masks(job: &JobResponse, variables: &[gantry_protocol::JobVariable], runner_t
 pub async fn run_job(job: JobResponse, cx: JobContext) -> JobReport {
     let started = Instant::now();
     let runner = Arc::clone(&cx.runner);
-    let timeout_secs = u64::try_from(job.runner_info.effective_timeout_secs()).unwrap_or(1).max(1);
+    let timeout_secs = u64::try_from(job.runner_info.effective_timeout_secs())
+        .unwrap_or(1)
+        .max(1);
     let timeout = Duration::from_secs(timeout_secs);
     let dirs = BuildDirs::new(
         &cx.builds_dir,
@@ -280,7 +294,10 @@ pub async fn run_job(job: JobResponse, cx: JobContext) -> JobReport {
                 project_dir: project_dir.clone(),
             });
             trace.runner_line(&match option_env!("GANTRY_REVISION") {
-                Some(revision) => format!("Running with gantry-runner {} ({revision})", env!("CARGO_PKG_VERSION")),
+                Some(revision) => format!(
+                    "Running with gantry-runner {} ({revision})",
+                    env!("CARGO_PKG_VERSION")
+                ),
                 None => format!("Running with gantry-runner {}", env!("CARGO_PKG_VERSION")),
             });
             trace.runner_line(&format!(
@@ -317,7 +334,12 @@ pub async fn run_job(job: JobResponse, cx: JobContext) -> JobReport {
     let delivery = uplink.finish(&ending, &job.features).await;
     let (trace_bytes, trace_checksum, exceeded, dropped) = {
         let buffer = trace.buffer();
-        (buffer.len(), buffer.checksum(), buffer.limit_exceeded(), buffer.dropped_bytes())
+        (
+            buffer.len(),
+            buffer.checksum(),
+            buffer.limit_exceeded(),
+            buffer.dropped_bytes(),
+        )
     };
     (cx.events)(JobEvent::Finished {
         job_id: job.id,
@@ -338,8 +360,17 @@ pub async fn run_job(job: JobResponse, cx: JobContext) -> JobReport {
 /// Fails a job whose payload could not be decoded (the coordinator assigned it to this
 /// runner all the same): accepts it, writes the decode error to its log and reports
 /// `runner_system_failure`, so it does not wait for a server-side timeout.
-pub async fn fail_undecodable_job(client: Client, job_id: i64, token: String, error: &str, events: JobEvents) -> JobReport {
-    let masks = MaskSetBuilder::default().value(&token).build().unwrap_or_else(|_| MaskSet::empty());
+pub async fn fail_undecodable_job(
+    client: Client,
+    job_id: i64,
+    token: String,
+    error: &str,
+    events: JobEvents,
+) -> JobReport {
+    let masks = MaskSetBuilder::default()
+        .value(&token)
+        .build()
+        .unwrap_or_else(|_| MaskSet::empty());
     let trace = Trace::new(masks, TraceOptions::default());
     let uplink = Uplink::new(
         client,
@@ -353,9 +384,13 @@ pub async fn fail_undecodable_job(client: Client, job_id: i64, token: String, er
     let ending = match uplink.accept().await {
         Acceptance::Dropped => JobEnding::Aborted,
         Acceptance::Canceled | Acceptance::Run => {
-            trace.runner_line(&format!("Running with gantry-runner {}", env!("CARGO_PKG_VERSION")));
+            trace.runner_line(&format!(
+                "Running with gantry-runner {}",
+                env!("CARGO_PKG_VERSION")
+            ));
             trace.error(&format!("failed to {error}"));
-            trace.runner_line("The coordinator sent a job this runner cannot read; it was not run.");
+            trace
+                .runner_line("The coordinator sent a job this runner cannot read; it was not run.");
             JobEnding::SystemFailure {
                 stage: "prepare_executor",
                 message: error.to_owned(),
@@ -363,7 +398,9 @@ pub async fn fail_undecodable_job(client: Client, job_id: i64, token: String, er
         }
     };
     write_ending(&trace, &ending);
-    let delivery = uplink.finish(&ending, &gantry_protocol::JobFeatures::default()).await;
+    let delivery = uplink
+        .finish(&ending, &gantry_protocol::JobFeatures::default())
+        .await;
     events(JobEvent::Finished {
         job_id,
         ending: ending.clone(),
@@ -385,7 +422,11 @@ pub async fn fail_undecodable_job(client: Client, job_id: i64, token: String, er
 fn write_ending(trace: &Trace, ending: &JobEnding) {
     let (exceeded, dropped, limit) = {
         let buffer = trace.buffer();
-        (buffer.limit_exceeded(), buffer.dropped_bytes(), buffer.limit())
+        (
+            buffer.limit_exceeded(),
+            buffer.dropped_bytes(),
+            buffer.limit(),
+        )
     };
     if exceeded {
         trace.warning(&format!(
@@ -394,8 +435,12 @@ fn write_ending(trace: &Trace, ending: &JobEnding) {
         ));
     }
     match ending {
-        JobEnding::Success => trace.runner_line(&format!("{ANSI_BOLD_GREEN}Job succeeded{ANSI_RESET}")),
+        JobEnding::Success => {
+            trace.runner_line(&format!("{ANSI_BOLD_GREEN}Job succeeded{ANSI_RESET}"))
+        }
         JobEnding::Aborted => {}
-        other => trace.runner_line(&format!("{ANSI_BOLD_RED}ERROR: Job failed: {other}{ANSI_RESET}")),
+        other => trace.runner_line(&format!(
+            "{ANSI_BOLD_RED}ERROR: Job failed: {other}{ANSI_RESET}"
+        )),
     }
 }

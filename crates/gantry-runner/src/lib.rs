@@ -3,14 +3,14 @@
 //! executor, streams the trace, and moves artifacts and cache. It never touches the
 //! database.
 
-pub mod client;
-pub mod config;
-pub mod trace;
-pub mod shell;
-pub mod executor;
-pub mod docker;
 pub mod artifacts;
 pub mod cache;
-pub mod sources;
+pub mod client;
+pub mod config;
+pub mod docker;
+pub mod executor;
 pub mod job;
 pub mod poll;
+pub mod shell;
+pub mod sources;
+pub mod trace;

@@ -64,11 +64,17 @@ use tokio::sync::{Notify, mpsc, watch};
 use tokio::time::Instant;
 
 pub use event::{Level, PollEvent, PollEvents, PollSummary};
-pub use identity::{DOCKER_FEATURES, FEATURES, SYSTEM_ID_FILE, load_or_create_system_id, system_id_path, version_info};
+pub use identity::{
+    DOCKER_FEATURES, FEATURES, SYSTEM_ID_FILE, load_or_create_system_id, system_id_path,
+    version_info,
+};
 
 use crate::client::{Client, ClientError, JobRequestOutcome};
 use crate::config::{Config, ExecutorKind, RunnerConfig};
-use crate::job::{Backoff, JobContext, JobReport, StopRequest, StopSignal, fail_undecodable_job, run_job, short_token};
+use crate::job::{
+    Backoff, JobContext, JobReport, StopRequest, StopSignal, fail_undecodable_job, run_job,
+    short_token,
+};
 use crate::shell::DEFAULT_KILL_GRACE;
 use slots::{Decision, EntryKey, Slots};
 
@@ -261,14 +267,21 @@ fn resolve_dir(work_dir: &Path, configured: Option<&Path>, default: &str) -> Pat
     }
 }
 
-fn new_entry(index: usize, runner: &RunnerConfig, options: &PollOptions, check_interval: Duration) -> Result<Entry, PollError> {
+fn new_entry(
+    index: usize,
+    runner: &RunnerConfig,
+    options: &PollOptions,
+    check_interval: Duration,
+) -> Result<Entry, PollError> {
     let name = runner_name(runner);
-    let client = Client::new(&runner.url, version_info(Some((runner.executor, runner.shell)))).map_err(|source| {
-        PollError::Client {
-            index,
-            name: name.clone(),
-            source,
-        }
+    let client = Client::new(
+        &runner.url,
+        version_info(Some((runner.executor, runner.shell))),
+    )
+    .map_err(|source| PollError::Client {
+        index,
+        name: name.clone(),
+        source,
     })?;
     Ok(Entry {
         name,
@@ -277,7 +290,10 @@ fn new_entry(index: usize, runner: &RunnerConfig, options: &PollOptions, check_i
         builds_dir: resolve_dir(&options.work_dir, runner.builds_dir.as_deref(), "builds"),
         cache_dir: resolve_dir(&options.work_dir, runner.cache_dir.as_deref(), "cache"),
         last_update: None,
-        backoff: Backoff::new(check_interval.max(Duration::from_secs(1)), MAX_REQUEST_BACKOFF),
+        backoff: Backoff::new(
+            check_interval.max(Duration::from_secs(1)),
+            MAX_REQUEST_BACKOFF,
+        ),
     })
 }
 
@@ -293,11 +309,20 @@ impl Poller {
     pub fn new(config: Config, options: PollOptions) -> Result<(Self, PollHandle), PollError> {
         check_config(&config)?;
         let now = Instant::now();
-        let mut slots = Slots::new(config.concurrent.get(), config.check_interval, options.max_jobs);
+        let mut slots = Slots::new(
+            config.concurrent.get(),
+            config.check_interval,
+            options.max_jobs,
+        );
         let mut entries = Vec::new();
         for (index, runner) in config.runners.iter().enumerate() {
             let entry = new_entry(index, runner, &options, config.check_interval)?;
-            let (position, new) = slots.upsert(key(runner), runner.limit.map(|l| l.get()), runner.request_concurrency.get(), now);
+            let (position, new) = slots.upsert(
+                key(runner),
+                runner.limit.map(|l| l.get()),
+                runner.request_concurrency.get(),
+                now,
+            );
             if new {
                 entries.push(entry);
             } else {
@@ -334,10 +359,14 @@ impl Poller {
                 .collect()
         };
         for (runner, token) in tokens {
-            let result = crate::docker::remove_leftovers(&token).await.map_err(|error| error.to_string());
+            let result = crate::docker::remove_leftovers(&token)
+                .await
+                .map_err(|error| error.to_string());
             match result {
                 Ok(removed) if removed.is_empty() => {}
-                result => self.shared.emit(PollEvent::DockerLeftovers { runner, result }),
+                result => self
+                    .shared
+                    .emit(PollEvent::DockerLeftovers { runner, result }),
             }
         }
     }
@@ -390,7 +419,9 @@ impl Poller {
             }
         }
         let reports = std::mem::take(&mut self.shared.lock().reports);
-        self.shared.emit(PollEvent::Stopped { jobs: reports.len() });
+        self.shared.emit(PollEvent::Stopped {
+            jobs: reports.len(),
+        });
         PollSummary { jobs: reports }
     }
 
@@ -401,7 +432,10 @@ impl Poller {
             (state.slots.running, state.slots.requesting)
         };
         self.shared.changed();
-        self.shared.emit(PollEvent::StopTakingJobs { running, requesting });
+        self.shared.emit(PollEvent::StopTakingJobs {
+            running,
+            requesting,
+        });
     }
 
     /// First interrupt: returns the deadline for running jobs.
@@ -417,7 +451,8 @@ impl Poller {
         };
         self.shared.interrupt.send_replace(true);
         self.shared.changed();
-        self.shared.emit(PollEvent::Interrupting { running, timeout });
+        self.shared
+            .emit(PollEvent::Interrupting { running, timeout });
         Instant::now() + timeout
     }
 
@@ -449,7 +484,9 @@ impl Poller {
 
     fn reload(&self, config: Config) {
         if let Err(error) = check_config(&config) {
-            self.shared.emit(PollEvent::ReloadRejected { error: error.to_string() });
+            self.shared.emit(PollEvent::ReloadRejected {
+                error: error.to_string(),
+            });
             return;
         }
         let mut fresh = Vec::new();
@@ -457,7 +494,9 @@ impl Poller {
             match new_entry(index, runner, &self.shared.options, config.check_interval) {
                 Ok(entry) => fresh.push((runner, entry)),
                 Err(error) => {
-                    self.shared.emit(PollEvent::ReloadRejected { error: error.to_string() });
+                    self.shared.emit(PollEvent::ReloadRejected {
+                        error: error.to_string(),
+                    });
                     return;
                 }
             }
@@ -500,7 +539,10 @@ impl Poller {
             tokio::spawn(schedule(Arc::clone(&self.shared), index));
         }
         self.shared.changed();
-        self.shared.emit(PollEvent::Reloaded { runners, concurrent });
+        self.shared.emit(PollEvent::Reloaded {
+            runners,
+            concurrent,
+        });
     }
 }
 
@@ -548,7 +590,11 @@ async fn request(shared: Arc<Shared>, index: usize) {
     let (client, token, last_update) = {
         let state = shared.lock();
         let entry = &state.entries[index];
-        (entry.client.clone(), entry.config.token.clone(), entry.last_update.clone())
+        (
+            entry.client.clone(),
+            entry.config.token.clone(),
+            entry.last_update.clone(),
+        )
     };
     let mut interrupted = shared.interrupt.subscribe();
     let system_id = shared.options.system_id.clone();
@@ -578,7 +624,12 @@ async fn request(shared: Arc<Shared>, index: usize) {
             if let (Some(id), Some(token)) = (id, token) {
                 let events: crate::job::JobEvents = {
                     let shared = Arc::clone(&shared);
-                    Arc::new(move |event| shared.emit(PollEvent::Job { runner: name.clone(), event }))
+                    Arc::new(move |event| {
+                        shared.emit(PollEvent::Job {
+                            runner: name.clone(),
+                            event,
+                        })
+                    })
                 };
                 let report = fail_undecodable_job(client, id, token, &error, events).await;
                 shared.lock().reports.push(report);
@@ -632,14 +683,23 @@ async fn run_received(shared: Arc<Shared>, index: usize, job: JobResponse) {
             stop.request(StopRequest::Interrupt);
         }
         state.jobs.insert(job_id, stop.clone());
-        let stopped_taking = !state.slots.taking_jobs && state.slots.max_jobs.is_some_and(|m| state.slots.received == m);
+        let stopped_taking = !state.slots.taking_jobs
+            && state
+                .slots
+                .max_jobs
+                .is_some_and(|m| state.slots.received == m);
         let entry = &mut state.entries[index];
         entry.backoff.reset();
         let name = entry.name.clone();
         let events = {
             let shared = Arc::clone(&shared);
             let name = name.clone();
-            Arc::new(move |event| shared.emit(PollEvent::Job { runner: name.clone(), event }))
+            Arc::new(move |event| {
+                shared.emit(PollEvent::Job {
+                    runner: name.clone(),
+                    event,
+                })
+            })
         };
         let cx = JobContext {
             client: entry.client.clone(),
@@ -670,7 +730,10 @@ async fn run_received(shared: Arc<Shared>, index: usize, job: JobResponse) {
             let state = shared.lock();
             (state.slots.running, state.slots.requesting)
         };
-        shared.emit(PollEvent::StopTakingJobs { running, requesting });
+        shared.emit(PollEvent::StopTakingJobs {
+            running,
+            requesting,
+        });
     }
     let report = run_job(job, cx).await;
     {

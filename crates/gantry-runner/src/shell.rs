@@ -372,7 +372,11 @@ impl ShellExecutor {
         );
         let script_path = match self.write_script(stage.name, &script) {
             Ok(path) => path,
-            Err(error) => return StageOutcome::SystemFailure { error: error.into() },
+            Err(error) => {
+                return StageOutcome::SystemFailure {
+                    error: error.into(),
+                };
+            }
         };
         let outcome = self.run_script(stage, &script_path, trace, cancel).await;
         let _ = std::fs::remove_file(&script_path);

@@ -31,24 +31,62 @@ fn escaping_zip() -> Vec<u8> {
 async fn an_archive_escaping_the_build_directory_fails_the_job() {
     let dir = tempfile::tempdir().unwrap();
     let (mock, front) = mock_and_front().await;
-    let producer = enqueue_with(&mock, "producer", &["mkdir out && echo x > out/x"], &[], &[], |b| {
-        b.add_artifact_paths(vec!["out/".to_owned()]);
+    let producer = enqueue_with(
+        &mock,
+        "producer",
+        &["mkdir out && echo x > out/x"],
+        &[],
+        &[],
+        |b| {
+            b.add_artifact_paths(vec!["out/".to_owned()]);
+        },
+    );
+    let consumer = enqueue_with(&mock, "consumer", &["echo never"], &[], &[], |b| {
+        b.dependency(producer.clone())
     });
-    let consumer = enqueue_with(&mock, "consumer", &["echo never"], &[], &[], |b| b.dependency(producer.clone()));
     front.serve_artifact_downloads(escaping_zip());
-    let (summary, _) = run_jobs(config(front.url(), dir.path(), "", ""), dir.path(), 2, Duration::from_secs(60)).await;
+    let (summary, _) = run_jobs(
+        config(front.url(), dir.path(), "", ""),
+        dir.path(),
+        2,
+        Duration::from_secs(60),
+    )
+    .await;
 
     assert_eq!(producer.state(), MockJobState::Success);
     assert_eq!(consumer.state(), MockJobState::Failed);
     let log = log_text(&consumer);
     assert!(log.contains("../../escaped.txt"), "{log}");
     assert!(!log.contains("\nnever"), "{log}");
-    assert_eq!(front.final_update(consumer.id())["failure_reason"], "runner_system_failure");
+    assert_eq!(
+        front.final_update(consumer.id())["failure_reason"],
+        "runner_system_failure"
+    );
     let outside = dir.path().join("builds/fakerunne/escaped.txt");
     assert!(!outside.exists());
-    let report = summary.jobs.iter().find(|r| r.job_id == consumer.id() as i64).unwrap();
-    assert!(matches!(&report.ending, JobEnding::SystemFailure { stage: "download_artifacts", .. }), "{report:?}");
+    let report = summary
+        .jobs
+        .iter()
+        .find(|r| r.job_id == consumer.id() as i64)
+        .unwrap();
+    assert!(
+        matches!(
+            &report.ending,
+            JobEnding::SystemFailure {
+                stage: "download_artifacts",
+                ..
+            }
+        ),
+        "{report:?}"
+    );
     // The download used the dependency's token (the mock's — old GitLab — semantics).
-    let download = front.exchanges().into_iter().find(|e| e.method == "GET").unwrap();
-    assert_eq!(download.headers.get("job-token").map(String::as_str), Some(producer.token()));
+    let download = front
+        .exchanges()
+        .into_iter()
+        .find(|e| e.method == "GET")
+        .unwrap();
+    assert_eq!(
+        download.headers.get("job-token").map(String::as_str),
+        Some(producer.token())
+    );
 }

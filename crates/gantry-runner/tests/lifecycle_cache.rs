@@ -44,15 +44,34 @@ async fn the_cache_is_saved_restored_and_its_variable_policy_expanded() {
         &[],
         &[policy, slug, ("GIT_STRATEGY", "empty", false)],
     );
-    let misconfigured = enqueue(&mock, "misconfigured", &["echo never"], &[], &[("CACHE_POLICY", "sometimes", false), slug]);
-    let (summary, _) = run_jobs(config(front.url(), dir.path(), "", ""), dir.path(), 3, Duration::from_secs(90)).await;
+    let misconfigured = enqueue(
+        &mock,
+        "misconfigured",
+        &["echo never"],
+        &[],
+        &[("CACHE_POLICY", "sometimes", false), slug],
+    );
+    let (summary, _) = run_jobs(
+        config(front.url(), dir.path(), "", ""),
+        dir.path(),
+        3,
+        Duration::from_secs(90),
+    )
+    .await;
 
     let log = log_text(&producer);
     assert!(log.contains(":archive_cache\r\x1b[0K"), "{log}");
-    assert!(log.contains("Creating cache deps-main-non_protected..."), "{log}");
+    assert!(
+        log.contains("Creating cache deps-main-non_protected..."),
+        "{log}"
+    );
     // `<cache_dir>/<host>/<project path>/<key>/cache.tar.zst`; the mock's repository is
     // `https://bla/dummy.git`.
-    assert!(dir.path().join("cache/bla/dummy/deps-main-non_protected/cache.tar.zst").exists());
+    assert!(
+        dir.path()
+            .join("cache/bla/dummy/deps-main-non_protected/cache.tar.zst")
+            .exists()
+    );
     let log = log_text(&consumer);
     assert!(log.contains(":restore_cache\r\x1b[0K"), "{log}");
     assert!(log.contains("Successfully extracted cache"), "{log}");
@@ -63,6 +82,14 @@ async fn the_cache_is_saved_restored_and_its_variable_policy_expanded() {
     let log = log_text(&misconfigured);
     assert!(log.contains("unknown cache policy \"sometimes\""), "{log}");
     assert!(!log.contains("\nnever"), "{log}");
-    assert_eq!(front.final_update(misconfigured.id())["failure_reason"], "runner_configuration_error");
-    assert!(summary.jobs.iter().any(|r| matches!(&r.ending, JobEnding::ConfigurationError { .. })));
+    assert_eq!(
+        front.final_update(misconfigured.id())["failure_reason"],
+        "runner_configuration_error"
+    );
+    assert!(
+        summary
+            .jobs
+            .iter()
+            .any(|r| matches!(&r.ending, JobEnding::ConfigurationError { .. }))
+    );
 }

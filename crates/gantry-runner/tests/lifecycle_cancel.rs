@@ -21,7 +21,10 @@ fn alive_sleep(pid: &str) -> bool {
         return false;
     };
     // `pid (comm) state …`
-    let Some((comm, rest)) = stat.split_once(") ").and_then(|(head, rest)| Some((head.split_once(" (")?.1, rest))) else {
+    let Some((comm, rest)) = stat
+        .split_once(") ")
+        .and_then(|(head, rest)| Some((head.split_once(" (")?.1, rest)))
+    else {
         return false;
     };
     comm == "sleep" && !rest.starts_with('Z') && !rest.starts_with('X')
@@ -46,25 +49,48 @@ async fn a_job_canceled_on_the_coordinator_is_killed_at_once_without_after_scrip
     let (options, _events) = options(dir.path(), Some(1));
     let (_handle, task) = start(config(front.url(), dir.path(), "", ""), options);
 
-    wait_for(Duration::from_secs(20), "the script to start", || log_text(&job).contains("started")).await;
+    wait_for(Duration::from_secs(20), "the script to start", || {
+        log_text(&job).contains("started")
+    })
+    .await;
     let canceled_at = Instant::now();
     job.cancel();
-    let summary = tokio::time::timeout(Duration::from_secs(30), task).await.unwrap().unwrap();
-    assert!(canceled_at.elapsed() < Duration::from_secs(10), "took {:?}", canceled_at.elapsed());
+    let summary = tokio::time::timeout(Duration::from_secs(30), task)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        canceled_at.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        canceled_at.elapsed()
+    );
 
     let report = &summary.jobs[0];
     assert_eq!(report.ending, JobEnding::Aborted);
     assert_eq!(report.delivery, Delivery::NotSent);
     let project_parent = dir.path().join("builds/fakerunne/0");
     assert!(!project_parent.join("script-finished").exists());
-    assert!(!project_parent.join("after-script-ran").exists(), "after_script must not run after a hard cancel");
+    assert!(
+        !project_parent.join("after-script-ran").exists(),
+        "after_script must not run after a hard cancel"
+    );
     // The whole process group is gone, background `sleep` included (a zombie waiting to
     // be reaped by init counts as gone).
     let pid = std::fs::read_to_string(project_parent.join("sleep.pid")).unwrap();
     let pid = pid.trim().to_owned();
-    wait_for(Duration::from_secs(5), "the background sleep to die", || !alive_sleep(&pid)).await;
+    wait_for(
+        Duration::from_secs(5),
+        "the background sleep to die",
+        || !alive_sleep(&pid),
+    )
+    .await;
     // No final update after the 403.
-    assert!(front.updates(job.id()).iter().all(|u| u["state"] == "running"));
+    assert!(
+        front
+            .updates(job.id())
+            .iter()
+            .all(|u| u["state"] == "running")
+    );
     assert_eq!(job.state(), MockJobState::Cancelled);
 }
 
@@ -75,18 +101,32 @@ async fn a_graceful_cancel_runs_after_script_and_reports_the_job_as_failed() {
     let job = enqueue(
         &mock,
         "long",
-        &["echo started", "for i in $(seq 1 300); do echo tick $i; sleep 0.1; done", "echo not-reached"],
+        &[
+            "echo started",
+            "for i in $(seq 1 300); do echo tick $i; sleep 0.1; done",
+            "echo not-reached",
+        ],
         &["echo \"after_script sees $CI_JOB_STATUS\""],
         &[],
     );
     let (options, _events) = options(dir.path(), Some(1));
     let (_handle, task) = start(config(front.url(), dir.path(), "", ""), options);
 
-    wait_for(Duration::from_secs(20), "the script to start", || log_text(&job).contains("started")).await;
+    wait_for(Duration::from_secs(20), "the script to start", || {
+        log_text(&job).contains("started")
+    })
+    .await;
     let canceled_at = Instant::now();
     front.set_canceling(true);
-    let summary = tokio::time::timeout(Duration::from_secs(30), task).await.unwrap().unwrap();
-    assert!(canceled_at.elapsed() < Duration::from_secs(10), "took {:?}", canceled_at.elapsed());
+    let summary = tokio::time::timeout(Duration::from_secs(30), task)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        canceled_at.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        canceled_at.elapsed()
+    );
 
     let log = log_text(&job);
     assert!(log.contains("Job-Status: canceling"), "{log}");

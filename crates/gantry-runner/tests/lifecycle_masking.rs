@@ -42,7 +42,13 @@ async fn a_secret_printed_in_pieces_across_patches_is_masked() {
         &[],
         &[("MY_SECRET", SECRET, true)],
     );
-    run_jobs(config(front.url(), dir.path(), "", ""), dir.path(), 1, Duration::from_secs(60)).await;
+    run_jobs(
+        config(front.url(), dir.path(), "", ""),
+        dir.path(),
+        1,
+        Duration::from_secs(60),
+    )
+    .await;
 
     assert_eq!(job.state(), MockJobState::Success);
     let log = log_text(&job);
@@ -51,8 +57,16 @@ async fn a_secret_printed_in_pieces_across_patches_is_masked() {
     assert!(log.contains("job-[MASKED]-variable: [MASKED]"), "{log}");
     assert!(job.log_patches() >= 2, "the secret should span patches");
     // Neither half, as printed, ever left the runner.
-    assert_eq!(patches_containing(&front, "s3cr3t-VAL"), 0, "the first half was sent");
-    assert_eq!(patches_containing(&front, "UE-0123456789"), 0, "the second half was sent");
+    assert_eq!(
+        patches_containing(&front, "s3cr3t-VAL"),
+        0,
+        "the first half was sent"
+    );
+    assert_eq!(
+        patches_containing(&front, "UE-0123456789"),
+        0,
+        "the second half was sent"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -63,15 +77,26 @@ async fn a_secret_at_the_patch_size_boundary_is_masked() {
     let job = enqueue(
         &mock,
         "big",
-        &["head -c 1048000 /dev/zero | tr '\\0' x; printf \"$MY_SECRET\\n\"; head -c 600000 /dev/zero | tr '\\0' y; echo"],
+        &[
+            "head -c 1048000 /dev/zero | tr '\\0' x; printf \"$MY_SECRET\\n\"; head -c 600000 /dev/zero | tr '\\0' y; echo",
+        ],
         &[],
         &[("MY_SECRET", SECRET, true)],
     );
-    run_jobs(config(front.url(), dir.path(), "", ""), dir.path(), 1, Duration::from_secs(60)).await;
+    run_jobs(
+        config(front.url(), dir.path(), "", ""),
+        dir.path(),
+        1,
+        Duration::from_secs(60),
+    )
+    .await;
 
     assert_eq!(job.state(), MockJobState::Success);
     let log = log_text(&job);
-    assert!(log.contains("x[MASKED]\ny"), "the secret was not masked at the boundary");
+    assert!(
+        log.contains("x[MASKED]\ny"),
+        "the secret was not masked at the boundary"
+    );
     assert_eq!(patches_containing(&front, "s3cr"), 0);
     assert!(job.log_patches() >= 2);
     let update = front.final_update(job.id());

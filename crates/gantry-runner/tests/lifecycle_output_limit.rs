@@ -31,11 +31,25 @@ async fn output_past_the_limit_is_reported_never_silently_dropped() {
     let (summary, _) = run_jobs(config, dir.path(), 1, Duration::from_secs(60)).await;
 
     assert_eq!(job.state(), MockJobState::Success);
-    assert!(dir.path().join("builds/fakerunne/0/script-completed").exists(), "the job must keep running");
+    assert!(
+        dir.path()
+            .join("builds/fakerunne/0/script-completed")
+            .exists(),
+        "the job must keep running"
+    );
     let log = log_text(&job);
-    assert!(log.contains("Job's log exceeded limit of 1024 bytes."), "{log}");
-    assert!(log.contains("Job execution will continue but no more output will be collected"), "{log}");
-    assert!(log.contains("The job log exceeded output_limit (1024 bytes):"), "{log}");
+    assert!(
+        log.contains("Job's log exceeded limit of 1024 bytes."),
+        "{log}"
+    );
+    assert!(
+        log.contains("Job execution will continue but no more output will be collected"),
+        "{log}"
+    );
+    assert!(
+        log.contains("The job log exceeded output_limit (1024 bytes):"),
+        "{log}"
+    );
     assert!(log.contains("Job succeeded"), "{log}");
     assert!(!log.contains("tail-marker"), "{log}");
 
@@ -44,7 +58,10 @@ async fn output_past_the_limit_is_reported_never_silently_dropped() {
     assert!(report.output_limit_exceeded);
     assert!(report.dropped_bytes > 90_000, "{}", report.dropped_bytes);
     assert!(
-        log.contains(&format!("{} bytes of output were not collected", report.dropped_bytes)),
+        log.contains(&format!(
+            "{} bytes of output were not collected",
+            report.dropped_bytes
+        )),
         "{log}"
     );
     let update = front.final_update(job.id());

@@ -18,7 +18,13 @@ async fn a_final_update_answered_202_is_sent_again_until_accepted() {
     let (mock, front) = mock_and_front().await;
     front.accept_final_updates_later(2);
     let job = enqueue(&mock, "quick", &["echo done"], &[], &[]);
-    let (summary, _) = run_jobs(config(front.url(), dir.path(), "", ""), dir.path(), 1, Duration::from_secs(60)).await;
+    let (summary, _) = run_jobs(
+        config(front.url(), dir.path(), "", ""),
+        dir.path(),
+        1,
+        Duration::from_secs(60),
+    )
+    .await;
 
     assert_eq!(summary.jobs[0].delivery, Delivery::Accepted);
     assert_eq!(job.state(), MockJobState::Success);
@@ -27,7 +33,10 @@ async fn a_final_update_answered_202_is_sent_again_until_accepted() {
         .into_iter()
         .filter(|e| e.is_job_update() && e.json()["state"] == "success")
         .collect();
-    assert_eq!(finals.iter().map(|e| e.status).collect::<Vec<_>>(), [202, 202, 200]);
+    assert_eq!(
+        finals.iter().map(|e| e.status).collect::<Vec<_>>(),
+        [202, 202, 200]
+    );
     // The same update each time.
     assert!(finals.windows(2).all(|w| w[0].json() == w[1].json()));
     assert_eq!(finals[2].json()["output"]["checksum"], checksum(&job.log()));
@@ -50,20 +59,38 @@ async fn a_lost_patch_answer_is_recovered_with_the_416_range() {
     );
     let (options, _) = options(dir.path(), Some(1));
     let (_handle, task) = start(config(front.url(), dir.path(), "", ""), options);
-    wait_for(Duration::from_secs(20), "a first patch", || job.log_patches() >= 1).await;
+    wait_for(Duration::from_secs(20), "a first patch", || {
+        job.log_patches() >= 1
+    })
+    .await;
     front.lose_patch_answers(1);
-    let summary = tokio::time::timeout(Duration::from_secs(60), task).await.unwrap().unwrap();
+    let summary = tokio::time::timeout(Duration::from_secs(60), task)
+        .await
+        .unwrap()
+        .unwrap();
 
     let report = &summary.jobs[0];
     assert_eq!(report.delivery, Delivery::Accepted);
-    let statuses: Vec<u16> = front.exchanges().iter().filter(|e| e.is_trace_patch()).map(|e| e.status).collect();
-    assert!(statuses.contains(&502) && statuses.contains(&416), "{statuses:?}");
+    let statuses: Vec<u16> = front
+        .exchanges()
+        .iter()
+        .filter(|e| e.is_trace_patch())
+        .map(|e| e.status)
+        .collect();
+    assert!(
+        statuses.contains(&502) && statuses.contains(&416),
+        "{statuses:?}"
+    );
     // Byte for byte: the coordinator has the runner's log, once.
     assert_eq!(report.trace_checksum, checksum(&job.log()));
     assert_eq!(report.trace_bytes, job.log().len() as u64);
     let log = log_text(&job);
     for i in 1..=80 {
-        assert_eq!(log.matches(&format!("line {i}\n")).count(), 1, "line {i} in:\n{log}");
+        assert_eq!(
+            log.matches(&format!("line {i}\n")).count(),
+            1,
+            "line {i} in:\n{log}"
+        );
     }
 }
 
@@ -73,16 +100,32 @@ async fn a_416_without_range_cannot_make_the_final_flush_loop_forever() {
     let (mock, front) = mock_and_front().await;
     // The mock answers 416 without `Range` (real GitLab sends it); the runner then
     // starts over from byte 0, which this server keeps refusing.
-    let job = enqueue(&mock, "printing", &["for i in $(seq 1 80); do echo \"line $i\"; sleep 0.1; done"], &[], &[]);
+    let job = enqueue(
+        &mock,
+        "printing",
+        &["for i in $(seq 1 80); do echo \"line $i\"; sleep 0.1; done"],
+        &[],
+        &[],
+    );
     let (options, _) = options(dir.path(), Some(1));
     let (_handle, task) = start(config(front.url(), dir.path(), "", ""), options);
-    wait_for(Duration::from_secs(20), "a first patch", || job.log_patches() >= 1).await;
+    wait_for(Duration::from_secs(20), "a first patch", || {
+        job.log_patches() >= 1
+    })
+    .await;
     front.lose_patch_answers(1);
-    let summary = tokio::time::timeout(Duration::from_secs(60), task).await.unwrap().unwrap();
+    let summary = tokio::time::timeout(Duration::from_secs(60), task)
+        .await
+        .unwrap()
+        .unwrap();
 
     let report = &summary.jobs[0];
     assert_eq!(report.ending, JobEnding::Success);
-    assert_eq!(report.delivery, Delivery::Accepted, "the final update still goes out");
+    assert_eq!(
+        report.delivery,
+        Delivery::Accepted,
+        "the final update still goes out"
+    );
     let update = front.final_update(job.id());
     // It tells the coordinator what the whole log is, so the loss is detectable.
     assert_eq!(update["output"]["bytesize"], report.trace_bytes);
@@ -92,7 +135,10 @@ async fn a_416_without_range_cannot_make_the_final_flush_loop_forever() {
         .iter()
         .filter(|e| e.is_trace_patch() && e.status == 416)
         .count();
-    assert!(final_416s >= MAX_FINAL_RANGE_MISMATCHES as usize, "{final_416s}");
+    assert!(
+        final_416s >= MAX_FINAL_RANGE_MISMATCHES as usize,
+        "{final_416s}"
+    );
 }
 
 /// A log growing faster than a patch per update interval is uploaded while the job runs:
@@ -108,18 +154,30 @@ async fn whole_patches_go_without_waiting_for_the_update_interval() {
     let job = enqueue(
         &mock,
         "printing",
-        &["head -c 3500000 /dev/zero | tr '\\0' x", wait.as_str(), "echo done"],
+        &[
+            "head -c 3500000 /dev/zero | tr '\\0' x",
+            wait.as_str(),
+            "echo done",
+        ],
         &[],
         &[],
     );
     let (options, _) = options(dir.path(), Some(1));
     let (_handle, task) = start(config(front.url(), dir.path(), "", ""), options);
-    wait_for(Duration::from_secs(30), "3 patches while the job runs", || job.log_patches() >= 3).await;
+    wait_for(
+        Duration::from_secs(30),
+        "3 patches while the job runs",
+        || job.log_patches() >= 3,
+    )
+    .await;
     // Whole patches only: the rest waits for the tick (or the end of the job).
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(job.log().len(), 3 << 20);
     std::fs::write(&go, "").unwrap();
-    let summary = tokio::time::timeout(Duration::from_secs(60), task).await.unwrap().unwrap();
+    let summary = tokio::time::timeout(Duration::from_secs(60), task)
+        .await
+        .unwrap()
+        .unwrap();
 
     let report = &summary.jobs[0];
     assert_eq!(report.delivery, Delivery::Accepted);

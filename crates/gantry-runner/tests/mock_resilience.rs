@@ -28,7 +28,12 @@ async fn a_10_second_outage_mid_job_loses_nothing() {
     let (options, events) = options(dir.path(), Some(1));
     let (_handle, task) = start(config(front.url(), dir.path(), "", ""), options);
 
-    wait_for(Duration::from_secs(30), "line 20 at the coordinator", || log_text(&job).contains("line 20 ")).await;
+    wait_for(
+        Duration::from_secs(30),
+        "line 20 at the coordinator",
+        || log_text(&job).contains("line 20 "),
+    )
+    .await;
     front.set_down(true);
     let down_at = Instant::now();
     let down_unix = std::time::SystemTime::now()
@@ -40,7 +45,10 @@ async fn a_10_second_outage_mid_job_loses_nothing() {
     // Nothing got through, and the job kept printing.
     assert_eq!(job.log().len(), stored_before);
     front.set_down(false);
-    let summary = tokio::time::timeout(Duration::from_secs(90), task).await.unwrap().unwrap();
+    let summary = tokio::time::timeout(Duration::from_secs(90), task)
+        .await
+        .unwrap()
+        .unwrap();
     assert!(down_at.elapsed() >= Duration::from_secs(10));
 
     let report = &summary.jobs[0];
@@ -55,7 +63,9 @@ async fn a_10_second_outage_mid_job_loses_nothing() {
     let log = log_text(&job);
     let mut last = 0;
     for i in 1..=200 {
-        let at = log.find(&format!("line {i} at ")).unwrap_or_else(|| panic!("line {i} missing"));
+        let at = log
+            .find(&format!("line {i} at "))
+            .unwrap_or_else(|| panic!("line {i} missing"));
         assert!(at > last, "line {i} out of order");
         last = at;
         assert_eq!(log.matches(&format!("line {i} at ")).count(), 1);
@@ -67,15 +77,28 @@ async fn a_10_second_outage_mid_job_loses_nothing() {
         .filter_map(|line| line.split(" at ").nth(1)?.trim().parse::<f64>().ok())
         .filter(|t| *t > down_unix + 1.0 && *t < down_unix + 9.0)
         .count();
-    assert!(during >= 50, "only {during} lines printed during the outage");
+    assert!(
+        during >= 50,
+        "only {during} lines printed during the outage"
+    );
     let all = events.all();
-    assert!(all.iter().any(|e| matches!(e, PollEvent::Job { event: JobEvent::CoordinatorUnreachable { .. }, .. })));
+    assert!(all.iter().any(|e| matches!(
+        e,
+        PollEvent::Job {
+            event: JobEvent::CoordinatorUnreachable { .. },
+            ..
+        }
+    )));
     assert!(all.iter().any(|e| matches!(
         e,
         PollEvent::Job { event: JobEvent::CoordinatorBack { after, .. }, .. } if *after >= Duration::from_secs(8)
     )));
     // Retries backed off: far fewer attempts than one per update interval would make.
-    let refused = front.exchanges().iter().filter(|e| e.is_trace_patch()).count();
+    let refused = front
+        .exchanges()
+        .iter()
+        .filter(|e| e.is_trace_patch())
+        .count();
     assert!(refused < 60, "{refused} patches");
 }
 
@@ -83,21 +106,40 @@ async fn a_10_second_outage_mid_job_loses_nothing() {
 async fn a_job_that_ends_during_an_outage_delivers_its_final_status_afterwards() {
     let dir = tempfile::tempdir().unwrap();
     let (mock, front) = mock_and_front().await;
-    let job = enqueue(&mock, "ending", &["echo finishing", "sleep 1", "echo last words"], &[], &[]);
+    let job = enqueue(
+        &mock,
+        "ending",
+        &["echo finishing", "sleep 1", "echo last words"],
+        &[],
+        &[],
+    );
     let (options, _) = options(dir.path(), Some(1));
     let (_handle, task) = start(config(front.url(), dir.path(), "", ""), options);
 
     // Down before the first patch: the whole job, and its end, happen in the outage.
-    wait_for(Duration::from_secs(20), "the job to start", || job.state() == MockJobState::Running).await;
+    wait_for(Duration::from_secs(20), "the job to start", || {
+        job.state() == MockJobState::Running
+    })
+    .await;
     front.set_down(true);
     tokio::time::sleep(Duration::from_secs(6)).await;
-    assert_eq!(job.state(), MockJobState::Running, "nothing can have arrived");
+    assert_eq!(
+        job.state(),
+        MockJobState::Running,
+        "nothing can have arrived"
+    );
     front.set_down(false);
-    let summary = tokio::time::timeout(Duration::from_secs(90), task).await.unwrap().unwrap();
+    let summary = tokio::time::timeout(Duration::from_secs(90), task)
+        .await
+        .unwrap()
+        .unwrap();
 
     assert_eq!(summary.jobs[0].delivery, Delivery::Accepted);
     assert_eq!(job.state(), MockJobState::Success);
     let log = log_text(&job);
-    assert!(log.contains("last words") && log.contains("Job succeeded"), "{log}");
+    assert!(
+        log.contains("last words") && log.contains("Job succeeded"),
+        "{log}"
+    );
     assert_eq!(summary.jobs[0].trace_checksum, checksum(&job.log()));
 }

@@ -29,10 +29,17 @@ async fn an_idle_runner_asks_once_per_check_interval_and_echoes_last_update() {
     let (handle, task) = start(config(front.url(), dir.path(), "", ""), options);
     tokio::time::sleep(Duration::from_millis(3500)).await;
     handle.stop_taking_jobs();
-    tokio::time::timeout(Duration::from_secs(10), task).await.unwrap().unwrap();
+    tokio::time::timeout(Duration::from_secs(10), task)
+        .await
+        .unwrap()
+        .unwrap();
 
     let requests = job_requests(&front);
-    assert!((3..=5).contains(&requests.len()), "{} requests in 3.5 s", requests.len());
+    assert!(
+        (3..=5).contains(&requests.len()),
+        "{} requests in 3.5 s",
+        requests.len()
+    );
     assert_eq!(mock.n_requests().await, requests.len());
     let first = &requests[0];
     assert_eq!(first["token"], "fakerunnertoken");
@@ -41,8 +48,17 @@ async fn an_idle_runner_asks_once_per_check_interval_and_echoes_last_update() {
     assert_eq!(first["info"]["features"]["refspecs"], true);
     assert_eq!(first["info"]["features"]["image"], false);
     assert!(first.get("last_update").is_none());
-    assert!(requests[1..].iter().all(|r| r["last_update"] == "queue-version-1"));
-    assert!(events.texts().iter().any(|t| t.contains("not taking new jobs")));
+    assert!(
+        requests[1..]
+            .iter()
+            .all(|r| r["last_update"] == "queue-version-1")
+    );
+    assert!(
+        events
+            .texts()
+            .iter()
+            .any(|t| t.contains("not taking new jobs"))
+    );
 }
 
 /// Samples how many of `jobs` run at once until all are finished.
@@ -50,12 +66,18 @@ async fn max_running(jobs: &[MockJob], limit: Duration) -> usize {
     let mut max = 0;
     let deadline = tokio::time::Instant::now() + limit;
     loop {
-        let running = jobs.iter().filter(|j| j.state() == MockJobState::Running).count();
+        let running = jobs
+            .iter()
+            .filter(|j| j.state() == MockJobState::Running)
+            .count();
         max = max.max(running);
         if jobs.iter().all(|j| j.finished()) {
             return max;
         }
-        assert!(tokio::time::Instant::now() < deadline, "jobs did not finish");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "jobs did not finish"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -65,13 +87,29 @@ async fn concurrent_bounds_running_jobs_and_slots_get_concurrent_ids() {
     let dir = tempfile::tempdir().unwrap();
     let (mock, front) = mock_and_front().await;
     let jobs: Vec<_> = (0..4)
-        .map(|n| enqueue(&mock, &format!("job{n}"), &["echo \"slot $CI_CONCURRENT_ID\"", "sleep 2"], &[], &[]))
+        .map(|n| {
+            enqueue(
+                &mock,
+                &format!("job{n}"),
+                &["echo \"slot $CI_CONCURRENT_ID\"", "sleep 2"],
+                &[],
+                &[],
+            )
+        })
         .collect();
-    let config = config(front.url(), dir.path(), "concurrent = 2", "request_concurrency = 2");
+    let config = config(
+        front.url(),
+        dir.path(),
+        "concurrent = 2",
+        "request_concurrency = 2",
+    );
     let (options, _) = options(dir.path(), Some(4));
     let (_handle, task) = start(config, options);
     let max = max_running(&jobs, Duration::from_secs(60)).await;
-    let summary = tokio::time::timeout(Duration::from_secs(30), task).await.unwrap().unwrap();
+    let summary = tokio::time::timeout(Duration::from_secs(30), task)
+        .await
+        .unwrap()
+        .unwrap();
 
     assert_eq!(max, 2);
     assert_eq!(summary.jobs.len(), 4);
@@ -90,21 +128,35 @@ async fn limit_bounds_an_entry_below_concurrent() {
     let jobs: Vec<_> = (0..3)
         .map(|n| enqueue(&mock, &format!("job{n}"), &["sleep 1"], &[], &[]))
         .collect();
-    let config = config(front.url(), dir.path(), "concurrent = 4", "limit = 1\nrequest_concurrency = 4");
+    let config = config(
+        front.url(),
+        dir.path(),
+        "concurrent = 4",
+        "limit = 1\nrequest_concurrency = 4",
+    );
     let (options, _) = options(dir.path(), Some(3));
     let (_handle, task) = start(config, options);
     let max = max_running(&jobs, Duration::from_secs(60)).await;
-    tokio::time::timeout(Duration::from_secs(30), task).await.unwrap().unwrap();
+    tokio::time::timeout(Duration::from_secs(30), task)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(max, 1);
     // A request holds a slot: with limit 1 no request is made while a job runs.
     let exchanges = front.exchanges();
     let mut running = 0i32;
     for exchange in &exchanges {
-        if exchange.method == "POST" && exchange.path == "/api/v4/jobs/request" && exchange.status == 201 {
+        if exchange.method == "POST"
+            && exchange.path == "/api/v4/jobs/request"
+            && exchange.status == 201
+        {
             running += 1;
             assert!(running <= 1);
         }
-        if exchange.is_job_update() && exchange.status == 200 && exchange.json()["state"] == "success" {
+        if exchange.is_job_update()
+            && exchange.status == 200
+            && exchange.json()["state"] == "success"
+        {
             running -= 1;
         }
     }
@@ -120,7 +172,10 @@ async fn failed_requests_back_off_with_jitter_and_recover() {
     let (_handle, task) = start(config(front.url(), dir.path(), "", ""), options);
     tokio::time::sleep(Duration::from_secs(8)).await;
     front.set_down(false);
-    tokio::time::timeout(Duration::from_secs(60), task).await.unwrap().unwrap();
+    tokio::time::timeout(Duration::from_secs(60), task)
+        .await
+        .unwrap()
+        .unwrap();
 
     assert_eq!(job.state(), MockJobState::Success);
     let delays: Vec<Duration> = events
@@ -148,13 +203,26 @@ async fn a_refused_token_is_reported_with_what_to_do() {
     let (options, events) = options(dir.path(), None);
     let (handle, task) = start(config, options);
     wait_for(Duration::from_secs(10), "a failed request", || {
-        events.all().iter().any(|e| matches!(e, PollEvent::RequestFailed { .. }))
+        events
+            .all()
+            .iter()
+            .any(|e| matches!(e, PollEvent::RequestFailed { .. }))
     })
     .await;
     handle.interrupt();
-    tokio::time::timeout(Duration::from_secs(10), task).await.unwrap().unwrap();
-    let text = events.texts().into_iter().find(|t| t.contains("job request failed")).unwrap();
+    tokio::time::timeout(Duration::from_secs(10), task)
+        .await
+        .unwrap()
+        .unwrap();
+    let text = events
+        .texts()
+        .into_iter()
+        .find(|t| t.contains("job request failed"))
+        .unwrap();
     assert!(text.contains("403"), "{text}");
     assert!(text.contains("gantry runner verify"), "{text}");
-    assert!(!text.contains("glrt-not-the-right-one"), "the token must not be printed: {text}");
+    assert!(
+        !text.contains("glrt-not-the-right-one"),
+        "the token must not be printed: {text}"
+    );
 }

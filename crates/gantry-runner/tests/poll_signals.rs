@@ -21,15 +21,31 @@ async fn an_interrupt_stops_the_script_runs_after_script_and_reports_runner_inte
     let dir = tempfile::tempdir().unwrap();
     let (mock, front) = mock_and_front().await;
     front.rewrite_payload(current_failure_reasons);
-    let job = enqueue(&mock, "long", &["echo started", TICKING], &["echo \"after_script sees $CI_JOB_STATUS\""], &[]);
+    let job = enqueue(
+        &mock,
+        "long",
+        &["echo started", TICKING],
+        &["echo \"after_script sees $CI_JOB_STATUS\""],
+        &[],
+    );
     let waiting = enqueue(&mock, "never-started", &["echo no"], &[], &[]);
     let (options, events) = options(dir.path(), None);
     let (handle, task) = start(config(front.url(), dir.path(), "", ""), options);
-    wait_for(Duration::from_secs(20), "the job to start", || log_text(&job).contains("started")).await;
+    wait_for(Duration::from_secs(20), "the job to start", || {
+        log_text(&job).contains("started")
+    })
+    .await;
     let interrupted_at = Instant::now();
     handle.interrupt();
-    let summary = tokio::time::timeout(Duration::from_secs(30), task).await.unwrap().unwrap();
-    assert!(interrupted_at.elapsed() < Duration::from_secs(10), "{:?}", interrupted_at.elapsed());
+    let summary = tokio::time::timeout(Duration::from_secs(30), task)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        interrupted_at.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        interrupted_at.elapsed()
+    );
 
     assert_eq!(summary.jobs.len(), 1);
     assert_eq!(summary.jobs[0].ending, JobEnding::Interrupted);
@@ -39,40 +55,88 @@ async fn an_interrupt_stops_the_script_runs_after_script_and_reports_runner_inte
     assert_eq!(update["failure_reason"], "runner_interrupted");
     let log = log_text(&job);
     assert!(log.contains("after_script sees canceled"), "{log}");
-    assert!(log.contains("ERROR: Job failed: the runner was interrupted"), "{log}");
+    assert!(
+        log.contains("ERROR: Job failed: the runner was interrupted"),
+        "{log}"
+    );
     assert_eq!(waiting.state(), MockJobState::Pending);
-    assert!(events.texts().iter().any(|t| t.contains("shutting down: interrupting 1 running job")));
+    assert!(
+        events
+            .texts()
+            .iter()
+            .any(|t| t.contains("shutting down: interrupting 1 running job"))
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_second_interrupt_stops_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let (mock, front) = mock_and_front().await;
-    let job = enqueue(&mock, "long", &["echo started", TICKING], &["echo slow after_script", "sleep 60"], &[]);
+    let job = enqueue(
+        &mock,
+        "long",
+        &["echo started", TICKING],
+        &["echo slow after_script", "sleep 60"],
+        &[],
+    );
     let (options, events) = options(dir.path(), None);
     let (handle, task) = start(config(front.url(), dir.path(), "", ""), options);
-    wait_for(Duration::from_secs(20), "the job to start", || log_text(&job).contains("started")).await;
+    wait_for(Duration::from_secs(20), "the job to start", || {
+        log_text(&job).contains("started")
+    })
+    .await;
     handle.interrupt();
     tokio::time::sleep(Duration::from_secs(1)).await;
     let forced_at = Instant::now();
     handle.interrupt();
-    let summary = tokio::time::timeout(Duration::from_secs(20), task).await.unwrap().unwrap();
-    assert!(forced_at.elapsed() < Duration::from_secs(8), "{:?}", forced_at.elapsed());
-    assert!(events.all().iter().any(|e| matches!(e, PollEvent::Forced { killed: 1 })));
-    assert_eq!(summary.jobs.iter().map(|r| r.ending.clone()).collect::<Vec<_>>(), [JobEnding::Aborted]);
+    let summary = tokio::time::timeout(Duration::from_secs(20), task)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        forced_at.elapsed() < Duration::from_secs(8),
+        "{:?}",
+        forced_at.elapsed()
+    );
+    assert!(
+        events
+            .all()
+            .iter()
+            .any(|e| matches!(e, PollEvent::Forced { killed: 1 }))
+    );
+    assert_eq!(
+        summary
+            .jobs
+            .iter()
+            .map(|r| r.ending.clone())
+            .collect::<Vec<_>>(),
+        [JobEnding::Aborted]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn stop_taking_jobs_lets_the_running_job_finish() {
     let dir = tempfile::tempdir().unwrap();
     let (mock, front) = mock_and_front().await;
-    let first = enqueue(&mock, "first", &["echo started", "sleep 2", "echo finished normally"], &[], &[]);
+    let first = enqueue(
+        &mock,
+        "first",
+        &["echo started", "sleep 2", "echo finished normally"],
+        &[],
+        &[],
+    );
     let second = enqueue(&mock, "second", &["echo no"], &[], &[]);
     let (options, _) = options(dir.path(), None);
     let (handle, task) = start(config(front.url(), dir.path(), "", ""), options);
-    wait_for(Duration::from_secs(20), "the first job", || first.state() == MockJobState::Running).await;
+    wait_for(Duration::from_secs(20), "the first job", || {
+        first.state() == MockJobState::Running
+    })
+    .await;
     handle.stop_taking_jobs();
-    let summary = tokio::time::timeout(Duration::from_secs(30), task).await.unwrap().unwrap();
+    let summary = tokio::time::timeout(Duration::from_secs(30), task)
+        .await
+        .unwrap()
+        .unwrap();
 
     assert_eq!(summary.jobs.len(), 1);
     assert_eq!(first.state(), MockJobState::Success);
@@ -84,26 +148,57 @@ async fn stop_taking_jobs_lets_the_running_job_finish() {
 async fn a_reload_applies_to_new_requests_and_bad_configurations_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let (mock, front) = mock_and_front().await;
-    let job = enqueue(&mock, "after-reload", &["echo \"ran with $FROM_CONFIG\""], &[], &[]);
+    let job = enqueue(
+        &mock,
+        "after-reload",
+        &["echo \"ran with $FROM_CONFIG\""],
+        &[],
+        &[],
+    );
     let mut wrong = config(front.url(), dir.path(), "", "");
     wrong.runners[0].token = "glrt-wrong".to_owned();
     let (options, events) = options(dir.path(), Some(1));
     let (handle, task) = start(wrong, options);
     wait_for(Duration::from_secs(10), "a refused request", || {
-        events.all().iter().any(|e| matches!(e, PollEvent::RequestFailed { .. }))
+        events
+            .all()
+            .iter()
+            .any(|e| matches!(e, PollEvent::RequestFailed { .. }))
     })
     .await;
 
     let mut custom = config(front.url(), dir.path(), "", "");
     custom.runners[0].executor = gantry_runner::config::ExecutorKind::Custom;
     handle.reload(custom);
-    let right = config(front.url(), dir.path(), "concurrent = 2", "environment = [\"FROM_CONFIG=reloaded\"]");
+    let right = config(
+        front.url(),
+        dir.path(),
+        "concurrent = 2",
+        "environment = [\"FROM_CONFIG=reloaded\"]",
+    );
     handle.reload(right);
-    let summary = tokio::time::timeout(Duration::from_secs(60), task).await.unwrap().unwrap();
+    let summary = tokio::time::timeout(Duration::from_secs(60), task)
+        .await
+        .unwrap()
+        .unwrap();
 
     assert_eq!(summary.jobs.len(), 1);
-    assert!(log_text(&job).contains("ran with reloaded"), "{}", log_text(&job));
+    assert!(
+        log_text(&job).contains("ran with reloaded"),
+        "{}",
+        log_text(&job)
+    );
     let texts = events.texts();
-    assert!(texts.iter().any(|t| t.contains("configuration not reloaded") && t.contains("custom")), "{texts:?}");
-    assert!(texts.iter().any(|t| t.contains("configuration reloaded: 1 runner(s), concurrent = 2")), "{texts:?}");
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.contains("configuration not reloaded") && t.contains("custom")),
+        "{texts:?}"
+    );
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.contains("configuration reloaded: 1 runner(s), concurrent = 2")),
+        "{texts:?}"
+    );
 }

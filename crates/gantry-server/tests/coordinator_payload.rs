@@ -29,7 +29,10 @@ deploy:
     let runner = e.any_runner().await;
     let job = e.take_some(&runner).await;
     assert_eq!(var(&job, "CI_ENVIRONMENT_NAME"), Some("deploy/Web-App"));
-    assert_eq!(var(&job, "CI_ENVIRONMENT_SLUG"), Some("deploy-web-app-yrmm97"));
+    assert_eq!(
+        var(&job, "CI_ENVIRONMENT_SLUG"),
+        Some("deploy-web-app-yrmm97")
+    );
     assert_eq!(
         var(&job, "CI_ENVIRONMENT_URL"),
         Some("https://Web-App.example.com")

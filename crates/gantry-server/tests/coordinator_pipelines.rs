@@ -470,7 +470,10 @@ async fn project_includes_are_read_from_the_servers_other_projects() {
         &templates,
         &[
             // Its include:local is read in the templates project, at v1.
-            ("build.yml", "include: /inner.yml\nbuild: {script: [make]}\n"),
+            (
+                "build.yml",
+                "include: /inner.yml\nbuild: {script: [make]}\n",
+            ),
             ("inner.yml", "inner-v1: {script: [echo]}\n"),
         ],
         "templates",
@@ -493,13 +496,20 @@ async fn project_includes_are_read_from_the_servers_other_projects() {
     let p = e.pipeline(project, "main").await;
     assert_eq!(
         e.statuses(p.id).await,
-        map(&[("inner-v1", "pending"), ("build", "pending"), ("latest", "pending")])
+        map(&[
+            ("inner-v1", "pending"),
+            ("build", "pending"),
+            ("latest", "pending")
+        ])
     );
 
     // A project the server does not hold: GitLab's message, the pipeline fails.
     commit(
         &e.repo,
-        &[(".gitlab-ci.yml", "include: [{project: ci/missing, file: a.yml}]\n")],
+        &[(
+            ".gitlab-ci.yml",
+            "include: [{project: ci/missing, file: a.yml}]\n",
+        )],
         "missing",
     );
     let p = e.pipeline(project, "main").await;
@@ -507,7 +517,9 @@ async fn project_includes_are_read_from_the_servers_other_projects() {
     let errors = p.yaml_errors.clone();
     assert_eq!(
         errors,
-        ["Project `ci/missing` not found or access denied! Make sure any includes in the pipeline configuration are correctly defined."]
+        [
+            "Project `ci/missing` not found or access denied! Make sure any includes in the pipeline configuration are correctly defined."
+        ]
     );
 }
 

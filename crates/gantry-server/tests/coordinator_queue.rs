@@ -306,7 +306,12 @@ async fn runner_maximum_timeout_caps_the_job_timeout() {
 /// dispatch_throughput -- --nocapture`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dispatch_throughput() {
-    let env_num = |k: &str, d: usize| std::env::var(k).ok().and_then(|p| p.parse().ok()).unwrap_or(d);
+    let env_num = |k: &str, d: usize| {
+        std::env::var(k)
+            .ok()
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(d)
+    };
     let pollers = env_num("POLLERS", 10);
     let groups = env_num("GROUPS", 2);
     let per_group = if groups > 2 { 200 } else { 50 };
@@ -349,5 +354,8 @@ async fn dispatch_throughput() {
         "created {expected} jobs in {created:?}; assigned {total} in {took:?}: {:.0} jobs/s",
         total as f64 / took.as_secs_f64()
     );
-    assert_eq!(total, expected, "every pending job goes to exactly one runner");
+    assert_eq!(
+        total, expected,
+        "every pending job goes to exactly one runner"
+    );
 }

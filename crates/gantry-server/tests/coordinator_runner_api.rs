@@ -123,7 +123,10 @@ async fn an_oversized_trace_drops_the_job() {
     let runner = e.any_runner().await;
     let job = e.take_some(&runner).await;
     let chunk = vec![b'y'; 40 * 1024];
-    e.coord.append_trace(job.id, 0, chunk.clone()).await.unwrap();
+    e.coord
+        .append_trace(job.id, 0, chunk.clone())
+        .await
+        .unwrap();
     let err = e
         .coord
         .append_trace(job.id, chunk.len() as u64, chunk.clone())

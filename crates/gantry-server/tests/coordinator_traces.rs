@@ -174,14 +174,21 @@ async fn a_patch_whose_body_stalls_is_given_up() {
     let runner = e.any_runner().await;
     let job = e.take_some(&runner).await;
     e.update(&job, JobState::Running, None).await;
-    assert_eq!(e.coord.append_trace(job.id, 0, b"hello\n").await.unwrap(), 6);
+    assert_eq!(
+        e.coord.append_trace(job.id, 0, b"hello\n").await.unwrap(),
+        6
+    );
 
     let stalled = e.coord.begin_trace_append(job.id, 6, None).await.unwrap();
-    let first = futures_util::stream::iter([Ok::<_, std::convert::Infallible>(b"half of a".to_vec())]);
+    let first =
+        futures_util::stream::iter([Ok::<_, std::convert::Infallible>(b"half of a".to_vec())]);
     let body = futures_util::StreamExt::chain(first, futures_util::stream::pending());
     let err = stalled.write(body).await.unwrap_err();
     assert!(matches!(err, CoordinatorError::Invalid(_)), "{err}");
     assert_eq!(e.coord.trace(job.id).await.unwrap(), b"hello\n");
-    assert_eq!(e.coord.append_trace(job.id, 6, b"world\n").await.unwrap(), 12);
+    assert_eq!(
+        e.coord.append_trace(job.id, 6, b"world\n").await.unwrap(),
+        12
+    );
     assert_eq!(e.coord.trace(job.id).await.unwrap(), b"hello\nworld\n");
 }

@@ -59,13 +59,25 @@ struct Row {
 }
 
 impl Row {
-    fn new(name: &str, method: Method, path: String, transport: Transport, body: Value, right: &str) -> Self {
+    fn new(
+        name: &str,
+        method: Method,
+        path: String,
+        transport: Transport,
+        body: Value,
+        right: &str,
+    ) -> Self {
         let wrong = match transport {
-            Transport::BodyToken | Transport::RunnerHeader => "glrt-t1_00000000000000000000000000000000deadbeef",
-            Transport::JobHeader | Transport::JobBody | Transport::JobMultipart | Transport::GitBasic => {
-                "glcbt-00000000000000000000000000000000deadbeef"
+            Transport::BodyToken | Transport::RunnerHeader => {
+                "glrt-t1_00000000000000000000000000000000deadbeef"
             }
-            Transport::Private | Transport::Bearer => "glpat-00000000000000000000000000000000deadbeef",
+            Transport::JobHeader
+            | Transport::JobBody
+            | Transport::JobMultipart
+            | Transport::GitBasic => "glcbt-00000000000000000000000000000000deadbeef",
+            Transport::Private | Transport::Bearer => {
+                "glpat-00000000000000000000000000000000deadbeef"
+            }
         };
         Self {
             name: name.to_owned(),
@@ -91,21 +103,30 @@ async fn send(server: &TestServer, row: &Row, credential: Option<&str>) -> reqwe
         (_, None) => {}
         (Transport::BodyToken | Transport::JobBody, Some(token)) => body["token"] = json!(token),
         (Transport::RunnerHeader, Some(token)) => request = request.header("RUNNER-TOKEN", token),
-        (Transport::JobHeader | Transport::JobMultipart, Some(token)) => request = request.header("JOB-TOKEN", token),
+        (Transport::JobHeader | Transport::JobMultipart, Some(token)) => {
+            request = request.header("JOB-TOKEN", token)
+        }
         (Transport::Private, Some(token)) => request = request.header("PRIVATE-TOKEN", token),
         (Transport::Bearer, Some(token)) => request = request.bearer_auth(token),
-        (Transport::GitBasic, Some(token)) => request = request.basic_auth("gitlab-ci-token", Some(token)),
+        (Transport::GitBasic, Some(token)) => {
+            request = request.basic_auth("gitlab-ci-token", Some(token))
+        }
     }
     request = match row.transport {
         Transport::JobMultipart => request.multipart(
             Form::new()
-                .part("file", Part::bytes(b"PK\x05\x06\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0".to_vec()).file_name("out.zip"))
+                .part(
+                    "file",
+                    Part::bytes(b"PK\x05\x06\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0".to_vec())
+                        .file_name("out.zip"),
+                )
                 .text("artifact_type", "archive"),
         ),
         Transport::GitBasic => request,
-        Transport::JobHeader if row.method == Method::PATCH => {
-            request.header("Content-Range", "0-4").header("content-type", "text/plain").body("hello")
-        }
+        Transport::JobHeader if row.method == Method::PATCH => request
+            .header("Content-Range", "0-4")
+            .header("content-type", "text/plain")
+            .body("hello"),
         _ if body.is_null() => request,
         _ => request.json(&body),
     };
@@ -121,13 +142,23 @@ async fn every_endpoint_checks_its_caller() {
     .await;
     let repo_a = Repo::new(&[(".gitlab-ci.yml", PIPELINE)]);
     let repo_b = Repo::new(&[(".gitlab-ci.yml", PIPELINE)]);
-    let a = server.create_project("alpha", &repo_a).await["id"].as_i64().expect("id");
-    let b = server.create_project("beta", &repo_b).await["id"].as_i64().expect("id");
-    let pipeline_a = server.create_pipeline(a, "main").await["id"].as_i64().expect("id");
+    let a = server.create_project("alpha", &repo_a).await["id"]
+        .as_i64()
+        .expect("id");
+    let b = server.create_project("beta", &repo_b).await["id"]
+        .as_i64()
+        .expect("id");
+    let pipeline_a = server.create_pipeline(a, "main").await["id"]
+        .as_i64()
+        .expect("id");
     server.create_pipeline(b, "main").await;
     let (runner_id, runner) = server.create_runner(json!({})).await;
-    let (_, doomed_runner) = server.create_runner(json!({ "description": "to unregister" })).await;
-    let (deletable_id, _) = server.create_runner(json!({ "description": "to delete" })).await;
+    let (_, doomed_runner) = server
+        .create_runner(json!({ "description": "to unregister" }))
+        .await;
+    let (deletable_id, _) = server
+        .create_runner(json!({ "description": "to delete" }))
+        .await;
 
     let (first, first_token, first_payload) = server.take_job(&runner).await;
     let (second, second_token, _) = server.take_job(&runner).await;
@@ -150,48 +181,281 @@ async fn every_endpoint_checks_its_caller() {
     // In the order the right credentials run: reads and job-scoped calls first, then the
     // user actions that end job A (which revokes its token).
     let rows = vec![
-        Row::new("POST /runners/verify", Method::POST, "runners/verify".into(), BodyToken, json!({}), &runner),
-        Row::new("POST /jobs/request", Method::POST, "jobs/request".into(), BodyToken, json!({}), &runner),
-        Row::new("POST /runners (registration token)", Method::POST, "runners".into(), BodyToken, json!({ "description": "legacy" }), &registration),
-        Row::new("DELETE /runners/managers", Method::DELETE, "runners/managers".into(), BodyToken, json!({ "system_id": "s_0123456789ab" }), &runner),
-        Row::new("GET /runners/router/discovery", Method::GET, "runners/router/discovery".into(), RunnerHeader, Value::Null, &runner),
-        Row::new("PUT /jobs/:id", Method::PUT, format!("jobs/{job_a}"), JobBody, json!({ "state": "running" }), &token_a),
-        Row::new("PATCH /jobs/:id/trace", Method::PATCH, format!("jobs/{job_a}/trace"), JobHeader, Value::Null, &token_a),
-        Row::new("POST /jobs/:id/artifacts", Method::POST, format!("jobs/{job_a}/artifacts"), JobMultipart, Value::Null, &token_a),
-        Row::new("GET /jobs/:id/artifacts", Method::GET, format!("jobs/{job_a}/artifacts"), JobHeader, Value::Null, &token_a),
-        Row::new("git clone (info/refs)", Method::GET, "gantry/alpha.git/info/refs?service=git-upload-pack".into(), GitBasic, Value::Null, &token_a),
-        Row::new("GET /projects", Method::GET, "projects".into(), Private, Value::Null, &admin),
-        Row::new("GET /projects (Bearer)", Method::GET, "projects".into(), Bearer, Value::Null, &admin),
-        Row::new("GET /projects/:id", Method::GET, format!("projects/{a}"), Private, Value::Null, &admin),
-        Row::new("GET /projects/:id/pipelines", Method::GET, format!("projects/{a}/pipelines"), Private, Value::Null, &admin),
-        Row::new("GET /projects/:id/pipelines/:pid", Method::GET, format!("projects/{a}/pipelines/{pipeline_a}"), Private, Value::Null, &admin),
-        Row::new("GET /projects/:id/pipelines/:pid/jobs", Method::GET, format!("projects/{a}/pipelines/{pipeline_a}/jobs"), Private, Value::Null, &admin),
-        Row::new("GET /projects/:id/jobs/:job_id", Method::GET, format!("projects/{a}/jobs/{job_a}"), Private, Value::Null, &admin),
-        Row::new("GET /projects/:id/jobs/:job_id/trace", Method::GET, format!("projects/{a}/jobs/{job_a}/trace"), Private, Value::Null, &admin),
-        Row::new("GET /projects/:id/jobs/:job_id/artifacts", Method::GET, format!("projects/{a}/jobs/{job_a}/artifacts"), Private, Value::Null, &admin),
-        Row::new("GET /projects/:id/jobs/:job_id/artifacts (JOB-TOKEN)", Method::GET, format!("projects/{a}/jobs/{job_a}/artifacts"), JobHeader, Value::Null, &token_a),
-        Row::new("GET /runners/all", Method::GET, "runners/all".into(), Private, Value::Null, &admin),
-        Row::new("GET /runners/:id", Method::GET, format!("runners/{runner_id}"), Private, Value::Null, &admin),
-        Row::new("POST /projects", Method::POST, "projects".into(), Private, json!({ "name": "gamma", "repo_url": repo_a.path() }), &admin),
-        Row::new("POST /projects/:id/pipeline", Method::POST, format!("projects/{a}/pipeline?ref=main"), Private, Value::Null, &admin),
-        Row::new("POST /projects/:id/jobs/:job_id/play", Method::POST, format!("projects/{a}/jobs/{deploy_a}/play"), Private, Value::Null, &admin),
-        Row::new("POST /projects/:id/jobs/:job_id/cancel", Method::POST, format!("projects/{a}/jobs/{job_a}/cancel"), Private, Value::Null, &admin),
-        Row::new("POST /projects/:id/jobs/:job_id/retry", Method::POST, format!("projects/{a}/jobs/{job_a}/retry"), Private, Value::Null, &admin),
-        Row::new("POST /projects/:id/pipelines/:pid/cancel", Method::POST, format!("projects/{a}/pipelines/{pipeline_a}/cancel"), Private, Value::Null, &admin),
-        Row::new("POST /projects/:id/pipelines/:pid/retry", Method::POST, format!("projects/{a}/pipelines/{pipeline_a}/retry"), Private, Value::Null, &admin),
-        Row::new("POST /user/runners", Method::POST, "user/runners".into(), Private, json!({ "runner_type": "instance_type" }), &admin),
-        Row::new("DELETE /runners/:id", Method::DELETE, format!("runners/{deletable_id}"), Private, Value::Null, &admin),
-        Row::new("DELETE /runners", Method::DELETE, "runners".into(), BodyToken, json!({}), &doomed_runner),
+        Row::new(
+            "POST /runners/verify",
+            Method::POST,
+            "runners/verify".into(),
+            BodyToken,
+            json!({}),
+            &runner,
+        ),
+        Row::new(
+            "POST /jobs/request",
+            Method::POST,
+            "jobs/request".into(),
+            BodyToken,
+            json!({}),
+            &runner,
+        ),
+        Row::new(
+            "POST /runners (registration token)",
+            Method::POST,
+            "runners".into(),
+            BodyToken,
+            json!({ "description": "legacy" }),
+            &registration,
+        ),
+        Row::new(
+            "DELETE /runners/managers",
+            Method::DELETE,
+            "runners/managers".into(),
+            BodyToken,
+            json!({ "system_id": "s_0123456789ab" }),
+            &runner,
+        ),
+        Row::new(
+            "GET /runners/router/discovery",
+            Method::GET,
+            "runners/router/discovery".into(),
+            RunnerHeader,
+            Value::Null,
+            &runner,
+        ),
+        Row::new(
+            "PUT /jobs/:id",
+            Method::PUT,
+            format!("jobs/{job_a}"),
+            JobBody,
+            json!({ "state": "running" }),
+            &token_a,
+        ),
+        Row::new(
+            "PATCH /jobs/:id/trace",
+            Method::PATCH,
+            format!("jobs/{job_a}/trace"),
+            JobHeader,
+            Value::Null,
+            &token_a,
+        ),
+        Row::new(
+            "POST /jobs/:id/artifacts",
+            Method::POST,
+            format!("jobs/{job_a}/artifacts"),
+            JobMultipart,
+            Value::Null,
+            &token_a,
+        ),
+        Row::new(
+            "GET /jobs/:id/artifacts",
+            Method::GET,
+            format!("jobs/{job_a}/artifacts"),
+            JobHeader,
+            Value::Null,
+            &token_a,
+        ),
+        Row::new(
+            "git clone (info/refs)",
+            Method::GET,
+            "gantry/alpha.git/info/refs?service=git-upload-pack".into(),
+            GitBasic,
+            Value::Null,
+            &token_a,
+        ),
+        Row::new(
+            "GET /projects",
+            Method::GET,
+            "projects".into(),
+            Private,
+            Value::Null,
+            &admin,
+        ),
+        Row::new(
+            "GET /projects (Bearer)",
+            Method::GET,
+            "projects".into(),
+            Bearer,
+            Value::Null,
+            &admin,
+        ),
+        Row::new(
+            "GET /projects/:id",
+            Method::GET,
+            format!("projects/{a}"),
+            Private,
+            Value::Null,
+            &admin,
+        ),
+        Row::new(
+            "GET /projects/:id/pipelines",
+            Method::GET,
+            format!("projects/{a}/pipelines"),
+            Private,
+            Value::Null,
+            &admin,
+        ),
+        Row::new(
+            "GET /projects/:id/pipelines/:pid",
+            Method::GET,
+            format!("projects/{a}/pipelines/{pipeline_a}"),
+            Private,
+            Value::Null,
+            &admin,
+        ),
+        Row::new(
+            "GET /projects/:id/pipelines/:pid/jobs",
+            Method::GET,
+            format!("projects/{a}/pipelines/{pipeline_a}/jobs"),
+            Private,
+            Value::Null,
+            &admin,
+        ),
+        Row::new(
+            "GET /projects/:id/jobs/:job_id",
+            Method::GET,
+            format!("projects/{a}/jobs/{job_a}"),
+            Private,
+            Value::Null,
+            &admin,
+        ),
+        Row::new(
+            "GET /projects/:id/jobs/:job_id/trace",
+            Method::GET,
+            format!("projects/{a}/jobs/{job_a}/trace"),
+            Private,
+            Value::Null,
+            &admin,
+        ),
+        Row::new(
+            "GET /projects/:id/jobs/:job_id/artifacts",
+            Method::GET,
+            format!("projects/{a}/jobs/{job_a}/artifacts"),
+            Private,
+            Value::Null,
+            &admin,
+        ),
+        Row::new(
+            "GET /projects/:id/jobs/:job_id/artifacts (JOB-TOKEN)",
+            Method::GET,
+            format!("projects/{a}/jobs/{job_a}/artifacts"),
+            JobHeader,
+            Value::Null,
+            &token_a,
+        ),
+        Row::new(
+            "GET /runners/all",
+            Method::GET,
+            "runners/all".into(),
+            Private,
+            Value::Null,
+            &admin,
+        ),
+        Row::new(
+            "GET /runners/:id",
+            Method::GET,
+            format!("runners/{runner_id}"),
+            Private,
+            Value::Null,
+            &admin,
+        ),
+        Row::new(
+            "POST /projects",
+            Method::POST,
+            "projects".into(),
+            Private,
+            json!({ "name": "gamma", "repo_url": repo_a.path() }),
+            &admin,
+        ),
+        Row::new(
+            "POST /projects/:id/pipeline",
+            Method::POST,
+            format!("projects/{a}/pipeline?ref=main"),
+            Private,
+            Value::Null,
+            &admin,
+        ),
+        Row::new(
+            "POST /projects/:id/jobs/:job_id/play",
+            Method::POST,
+            format!("projects/{a}/jobs/{deploy_a}/play"),
+            Private,
+            Value::Null,
+            &admin,
+        ),
+        Row::new(
+            "POST /projects/:id/jobs/:job_id/cancel",
+            Method::POST,
+            format!("projects/{a}/jobs/{job_a}/cancel"),
+            Private,
+            Value::Null,
+            &admin,
+        ),
+        Row::new(
+            "POST /projects/:id/jobs/:job_id/retry",
+            Method::POST,
+            format!("projects/{a}/jobs/{job_a}/retry"),
+            Private,
+            Value::Null,
+            &admin,
+        ),
+        Row::new(
+            "POST /projects/:id/pipelines/:pid/cancel",
+            Method::POST,
+            format!("projects/{a}/pipelines/{pipeline_a}/cancel"),
+            Private,
+            Value::Null,
+            &admin,
+        ),
+        Row::new(
+            "POST /projects/:id/pipelines/:pid/retry",
+            Method::POST,
+            format!("projects/{a}/pipelines/{pipeline_a}/retry"),
+            Private,
+            Value::Null,
+            &admin,
+        ),
+        Row::new(
+            "POST /user/runners",
+            Method::POST,
+            "user/runners".into(),
+            Private,
+            json!({ "runner_type": "instance_type" }),
+            &admin,
+        ),
+        Row::new(
+            "DELETE /runners/:id",
+            Method::DELETE,
+            format!("runners/{deletable_id}"),
+            Private,
+            Value::Null,
+            &admin,
+        ),
+        Row::new(
+            "DELETE /runners",
+            Method::DELETE,
+            "runners".into(),
+            BodyToken,
+            json!({}),
+            &doomed_runner,
+        ),
     ];
 
     let mut table = String::new();
-    let _ = writeln!(table, "{:<56} {:>5} {:>5} {:>5} {:>5}", "endpoint", "none", "wrong", "other", "right");
+    let _ = writeln!(
+        table,
+        "{:<56} {:>5} {:>5} {:>5} {:>5}",
+        "endpoint", "none", "wrong", "other", "right"
+    );
     let mut denied = Vec::new();
     for row in &rows {
         let mut codes = Vec::new();
-        for (label, credential) in [("none", None), ("wrong", Some(row.wrong)), ("other", Some(token_b.as_str()))] {
+        for (label, credential) in [
+            ("none", None),
+            ("wrong", Some(row.wrong)),
+            ("other", Some(token_b.as_str())),
+        ] {
             let response = send(&server, row, credential).await;
-            let (status, _) = expect_client_error(response, &format!("{} with {label}", row.name)).await;
+            let (status, _) =
+                expect_client_error(response, &format!("{} with {label}", row.name)).await;
             codes.push(status.as_u16());
         }
         denied.push(codes);
@@ -201,7 +465,14 @@ async fn every_endpoint_checks_its_caller() {
     let job = server.job(a, job_a).await;
     assert_eq!(job["status"], "running", "{job}");
     assert_eq!(job["artifacts"], json!([]), "{job}");
-    assert!(server.coordinator.trace(job_a).await.expect("trace").is_empty());
+    assert!(
+        server
+            .coordinator
+            .trace(job_a)
+            .await
+            .expect("trace")
+            .is_empty()
+    );
     let (_, runners) = server.admin(Method::GET, "runners/all", None).await;
     assert_eq!(runners.as_array().map(Vec::len), Some(3), "{runners}");
 
@@ -210,7 +481,8 @@ async fn every_endpoint_checks_its_caller() {
         let status = response.status();
         let text = response.text().await.unwrap_or_default();
         assert!(
-            status.is_success() || (row.name.contains("discovery") && status == StatusCode::NOT_IMPLEMENTED),
+            status.is_success()
+                || (row.name.contains("discovery") && status == StatusCode::NOT_IMPLEMENTED),
             "{} with the right credential: {status} {text}",
             row.name
         );

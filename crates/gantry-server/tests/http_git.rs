@@ -23,7 +23,10 @@ fn git(dir: &Path, args: &[&str]) -> Output {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runners_clone_with_the_job_token_while_the_job_runs() {
     let server = TestServer::start().await;
-    let repo = Repo::new(&[(".gitlab-ci.yml", "build:\n  script: [make]\n"), ("src/main.c", "int main(){}\n")]);
+    let repo = Repo::new(&[
+        (".gitlab-ci.yml", "build:\n  script: [make]\n"),
+        ("src/main.c", "int main(){}\n"),
+    ]);
     let project = server.create_project("acme/widget", &repo).await;
     let project_id = project["id"].as_i64().expect("id");
     server.create_pipeline(project_id, "main").await;
@@ -37,7 +40,11 @@ async fn runners_clone_with_the_job_token_while_the_job_runs() {
 
     let work = tempfile::tempdir().expect("dir");
     let cloned = git(work.path(), &["clone", "-q", url, "checkout"]);
-    assert!(cloned.status.success(), "clone: {}", String::from_utf8_lossy(&cloned.stderr));
+    assert!(
+        cloned.status.success(),
+        "clone: {}",
+        String::from_utf8_lossy(&cloned.stderr)
+    );
     let checkout = work.path().join("checkout");
     assert!(checkout.join("src/main.c").exists());
     let head = git(&checkout, &["rev-parse", "HEAD"]);
@@ -53,14 +60,30 @@ async fn runners_clone_with_the_job_token_while_the_job_runs() {
         .collect();
     fetch.extend(refspecs.iter().map(String::as_str));
     let fetched = git(&checkout, &fetch);
-    assert!(fetched.status.success(), "fetch {refspecs:?}: {}", String::from_utf8_lossy(&fetched.stderr));
+    assert!(
+        fetched.status.success(),
+        "fetch {refspecs:?}: {}",
+        String::from_utf8_lossy(&fetched.stderr)
+    );
     assert!(git(&checkout, &["checkout", "-q", sha]).status.success());
 
     // Without credentials git is asked for them; with another token it is refused.
     let anonymous = url.replacen(&format!("gitlab-ci-token:{job_token}@"), "", 1);
-    assert!(!git(work.path(), &["clone", "-q", &anonymous, "anon"]).status.success());
-    let wrong = url.replacen(&job_token, "glcbt-0000000000000000000000000000000000000000", 1);
-    assert!(!git(work.path(), &["clone", "-q", &wrong, "wrong"]).status.success());
+    assert!(
+        !git(work.path(), &["clone", "-q", &anonymous, "anon"])
+            .status
+            .success()
+    );
+    let wrong = url.replacen(
+        &job_token,
+        "glcbt-0000000000000000000000000000000000000000",
+        1,
+    );
+    assert!(
+        !git(work.path(), &["clone", "-q", &wrong, "wrong"])
+            .status
+            .success()
+    );
     let push = git(&checkout, &["push", "-q", "origin", "HEAD:refs/heads/evil"]);
     assert!(!push.status.success(), "the mirror is read-only");
 
@@ -77,7 +100,15 @@ async fn runners_clone_with_the_job_token_while_the_job_runs() {
     assert!(!after.status.success(), "a finished job's token is revoked");
 
     // The admin token works for people (any user name).
-    let admin_url = format!("{}/acme/widget.git", server.url).replacen("://", &format!("://root:{}@", server.admin), 1);
+    let admin_url = format!("{}/acme/widget.git", server.url).replacen(
+        "://",
+        &format!("://root:{}@", server.admin),
+        1,
+    );
     let by_admin = git(work.path(), &["clone", "-q", &admin_url, "admin"]);
-    assert!(by_admin.status.success(), "{}", String::from_utf8_lossy(&by_admin.stderr));
+    assert!(
+        by_admin.status.success(),
+        "{}",
+        String::from_utf8_lossy(&by_admin.stderr)
+    );
 }

@@ -48,19 +48,23 @@ impl JobHandler<OutFile> for Handler {
         self.job.trace(format!("phase {phase:?} done\n"));
         for dependency in self.job.dependencies() {
             let Ok(Some(artifact)) = dependency.download().await else {
-                self.job.trace(format!("no artifact from {}\n", dependency.name()));
+                self.job
+                    .trace(format!("no artifact from {}\n", dependency.name()));
                 return Err(());
             };
             let mut artifact = artifact;
             let mut file = artifact.file("out.txt").ok_or(())?;
             let mut text = String::new();
             file.read_to_string(&mut text).map_err(|_| ())?;
-            self.job.trace(format!("dependency {} gave: {text}", dependency.name()));
+            self.job
+                .trace(format!("dependency {} gave: {text}", dependency.name()));
         }
         Ok(())
     }
 
-    async fn get_uploadable_files(&mut self) -> Result<Box<dyn Iterator<Item = OutFile> + Send>, ()> {
+    async fn get_uploadable_files(
+        &mut self,
+    ) -> Result<Box<dyn Iterator<Item = OutFile> + Send>, ()> {
         Ok(Box::new(std::iter::once(OutFile)))
     }
 }
@@ -73,7 +77,10 @@ async fn wait_for_job_status(server: &TestServer, project: i64, job: i64, status
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    panic!("job {job} never became {status}: {}", server.job(project, job).await);
+    panic!(
+        "job {job} never became {status}: {}",
+        server.job(project, job).await
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -84,7 +91,9 @@ async fn collabora_runner_runs_a_pipeline() {
     let project_id = project["id"].as_i64().expect("project id");
     let pipeline = server.create_pipeline(project_id, "main").await;
     let pipeline_id = pipeline["id"].as_i64().expect("pipeline id");
-    let (_, runner_token) = server.create_runner(serde_json::json!({ "description": "collabora" })).await;
+    let (_, runner_token) = server
+        .create_runner(serde_json::json!({ "description": "collabora" }))
+        .await;
 
     let (_layer, jobs) = GitlabLayer::new::<tracing_subscriber::Registry>();
     let build_dir = tempfile::tempdir().expect("build dir");
@@ -108,10 +117,16 @@ async fn collabora_runner_runs_a_pipeline() {
     runner.drain().await;
 
     let jobs = server.pipeline_jobs(project_id, pipeline_id).await;
-    let build = jobs.iter().find(|j| j["name"] == "build").expect("build job");
+    let build = jobs
+        .iter()
+        .find(|j| j["name"] == "build")
+        .expect("build job");
     let build_id = build["id"].as_i64().expect("id");
     let build = wait_for_job_status(&server, project_id, build_id, "success").await;
-    assert_eq!(build["artifacts_file"]["filename"], "default.zip", "{build}");
+    assert_eq!(
+        build["artifacts_file"]["filename"], "default.zip",
+        "{build}"
+    );
 
     let trace = server
         .http
@@ -161,10 +176,17 @@ async fn collabora_runner_runs_a_pipeline() {
         .text()
         .await
         .expect("trace text");
-    assert!(trace.contains("dependency build gave: built by the collabora runner"), "{trace}");
+    assert!(
+        trace.contains("dependency build gave: built by the collabora runner"),
+        "{trace}"
+    );
 
     let (status, pipeline) = server
-        .admin(Method::GET, &format!("projects/{project_id}/pipelines/{pipeline_id}"), None)
+        .admin(
+            Method::GET,
+            &format!("projects/{project_id}/pipelines/{pipeline_id}"),
+            None,
+        )
         .await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(pipeline["status"], "success", "{pipeline}");

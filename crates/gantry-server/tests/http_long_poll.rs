@@ -23,7 +23,11 @@ fn last_update(response: &reqwest::Response) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_request_is_held_for_the_configured_time_then_204() {
     let hold = Duration::from_millis(1500);
-    let server = TestServer::start_with(Options { long_poll: hold, ..Options::default() }).await;
+    let server = TestServer::start_with(Options {
+        long_poll: hold,
+        ..Options::default()
+    })
+    .await;
     let (_, runner) = server.create_runner(serde_json::json!({})).await;
 
     let first = server.request_job(&runner, None).await;
@@ -37,14 +41,24 @@ async fn an_idle_request_is_held_for_the_configured_time_then_204() {
     let elapsed = started.elapsed();
     assert_eq!(second.status(), StatusCode::NO_CONTENT);
     assert_eq!(last_update(&second), version, "the queue did not change");
-    assert!(elapsed >= hold - Duration::from_millis(100), "held {elapsed:?}");
-    assert!(elapsed < hold + Duration::from_secs(3), "held too long: {elapsed:?}");
+    assert!(
+        elapsed >= hold - Duration::from_millis(100),
+        "held {elapsed:?}"
+    );
+    assert!(
+        elapsed < hold + Duration::from_secs(3),
+        "held too long: {elapsed:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_held_request_wakes_when_a_job_is_queued() {
     let hold = Duration::from_secs(20);
-    let server = TestServer::start_with(Options { long_poll: hold, ..Options::default() }).await;
+    let server = TestServer::start_with(Options {
+        long_poll: hold,
+        ..Options::default()
+    })
+    .await;
     let repo = Repo::new(&[(".gitlab-ci.yml", ONE_JOB)]);
     let project = server.create_project("demo", &repo).await;
     let project_id = project["id"].as_i64().expect("id");
@@ -57,20 +71,34 @@ async fn a_held_request_wakes_when_a_job_is_queued() {
         let body = serde_json::json!({ "token": runner, "last_update": version });
         tokio::spawn(async move {
             let started = Instant::now();
-            let response = http.post(url).json(&body).send().await.expect("job request");
+            let response = http
+                .post(url)
+                .json(&body)
+                .send()
+                .await
+                .expect("job request");
             (response, started)
         })
     };
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert!(!waiting.is_finished(), "the request is held while nothing is pending");
+    assert!(
+        !waiting.is_finished(),
+        "the request is held while nothing is pending"
+    );
     let queued_at = Instant::now();
     server.create_pipeline(project_id, "main").await;
 
     let (response, started) = waiting.await.expect("request task");
     assert_eq!(response.status(), StatusCode::CREATED);
     let woke_after = queued_at.elapsed();
-    assert!(started.elapsed() < hold / 2, "released long before the hold ended");
-    assert!(woke_after < Duration::from_secs(3), "picked up {woke_after:?} after queueing");
+    assert!(
+        started.elapsed() < hold / 2,
+        "released long before the hold ended"
+    );
+    assert!(
+        woke_after < Duration::from_secs(3),
+        "picked up {woke_after:?} after queueing"
+    );
     let payload: serde_json::Value = response.json().await.expect("payload");
     assert_eq!(payload["job_info"]["name"], "build");
 }
@@ -78,8 +106,15 @@ async fn a_held_request_wakes_when_a_job_is_queued() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_for_other_tags_stays_held() {
     let hold = Duration::from_millis(1500);
-    let server = TestServer::start_with(Options { long_poll: hold, ..Options::default() }).await;
-    let repo = Repo::new(&[(".gitlab-ci.yml", "build:\n  tags: [gpu]\n  script: [make]\n")]);
+    let server = TestServer::start_with(Options {
+        long_poll: hold,
+        ..Options::default()
+    })
+    .await;
+    let repo = Repo::new(&[(
+        ".gitlab-ci.yml",
+        "build:\n  tags: [gpu]\n  script: [make]\n",
+    )]);
     let project = server.create_project("demo", &repo).await;
     let project_id = project["id"].as_i64().expect("id");
     let (_, runner) = server
@@ -93,13 +128,21 @@ async fn a_request_for_other_tags_stays_held() {
         server.create_pipeline(project_id, "main").await;
     };
     let (response, ()) = tokio::join!(request, queue);
-    assert_eq!(response.status(), StatusCode::NO_CONTENT, "a gpu job is not for a linux runner");
+    assert_eq!(
+        response.status(),
+        StatusCode::NO_CONTENT,
+        "a gpu job is not for a linux runner"
+    );
     assert!(started.elapsed() >= hold - Duration::from_millis(100));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_releases_held_requests() {
-    let mut server = TestServer::start_with(Options { long_poll: Duration::from_secs(30), ..Options::default() }).await;
+    let mut server = TestServer::start_with(Options {
+        long_poll: Duration::from_secs(30),
+        ..Options::default()
+    })
+    .await;
     let (_, runner) = server.create_runner(serde_json::json!({})).await;
     let version = server.coordinator.queue_version();
     let http = server.http.clone();

@@ -34,10 +34,23 @@ async fn fixture() -> Fixture {
     server.create_pipeline(project_id, "main").await;
     let (_, runner) = server.create_runner(json!({})).await;
     let (job_id, job_token, _) = server.take_job(&runner).await;
-    Fixture { server, project_id, runner, job_id, job_token, _repo: repo }
+    Fixture {
+        server,
+        project_id,
+        runner,
+        job_id,
+        job_token,
+        _repo: repo,
+    }
 }
 
-async fn send_raw(server: &TestServer, method: Method, path: &str, content_type: &str, body: Vec<u8>) -> reqwest::Response {
+async fn send_raw(
+    server: &TestServer,
+    method: Method,
+    path: &str,
+    content_type: &str,
+    body: Vec<u8>,
+) -> reqwest::Response {
     server
         .http
         .request(method, server.api(path))
@@ -56,23 +69,62 @@ async fn bad_json_is_400_with_a_json_error() {
     let token = &f.job_token;
     let cases: Vec<(Method, String, String)> = vec![
         (Method::POST, "jobs/request".into(), "{not json".into()),
-        (Method::POST, "jobs/request".into(), r#"{"token": 5}"#.into()),
+        (
+            Method::POST,
+            "jobs/request".into(),
+            r#"{"token": 5}"#.into(),
+        ),
         (Method::POST, "jobs/request".into(), "[1, 2".into()),
         (Method::POST, "runners".into(), r#"{"token": ["x"]}"#.into()),
         (Method::POST, "runners/verify".into(), "\u{0}\u{1}".into()),
         (Method::DELETE, "runners".into(), "{".into()),
         (Method::PUT, format!("jobs/{}", f.job_id), "{".into()),
-        (Method::PUT, format!("jobs/{}", f.job_id), format!(r#"{{"token": "{token}", "state": "exploded"}}"#)),
-        (Method::PUT, format!("jobs/{}", f.job_id), format!(r#"{{"token": "{token}"}}"#)),
-        (Method::PUT, format!("jobs/{}", f.job_id), format!(r#"{{"token": "{token}", "state": "failed", "exit_code": "one"}}"#)),
+        (
+            Method::PUT,
+            format!("jobs/{}", f.job_id),
+            format!(r#"{{"token": "{token}", "state": "exploded"}}"#),
+        ),
+        (
+            Method::PUT,
+            format!("jobs/{}", f.job_id),
+            format!(r#"{{"token": "{token}"}}"#),
+        ),
+        (
+            Method::PUT,
+            format!("jobs/{}", f.job_id),
+            format!(r#"{{"token": "{token}", "state": "failed", "exit_code": "one"}}"#),
+        ),
         (Method::POST, "projects".into(), "{\"name\": }".into()),
-        (Method::POST, "projects".into(), r#"{"name": 1, "repo_url": "/tmp"}"#.into()),
-        (Method::POST, format!("projects/{}/pipeline", f.project_id), r#"{"ref": "main", "variables": {"A": "b"}}"#.into()),
-        (Method::POST, "user/runners".into(), r#"{"runner_type": "galaxy_type"}"#.into()),
-        (Method::POST, "user/runners".into(), r#"{"runner_type": "instance_type", "tag_list": 7}"#.into()),
+        (
+            Method::POST,
+            "projects".into(),
+            r#"{"name": 1, "repo_url": "/tmp"}"#.into(),
+        ),
+        (
+            Method::POST,
+            format!("projects/{}/pipeline", f.project_id),
+            r#"{"ref": "main", "variables": {"A": "b"}}"#.into(),
+        ),
+        (
+            Method::POST,
+            "user/runners".into(),
+            r#"{"runner_type": "galaxy_type"}"#.into(),
+        ),
+        (
+            Method::POST,
+            "user/runners".into(),
+            r#"{"runner_type": "instance_type", "tag_list": 7}"#.into(),
+        ),
     ];
     for (method, path, body) in cases {
-        let response = send_raw(s, method.clone(), &path, "application/json", body.as_bytes().to_vec()).await;
+        let response = send_raw(
+            s,
+            method.clone(),
+            &path,
+            "application/json",
+            body.as_bytes().to_vec(),
+        )
+        .await;
         let (status, _) = expect_client_error(response, &format!("{method} {path} {body:?}")).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{method} {path} {body:?}");
     }
@@ -86,14 +138,38 @@ async fn oversized_bodies_are_413() {
     let f = fixture().await;
     let s = &f.server;
     // Workhorse's 32 KiB limit on job requests.
-    let big = format!(r#"{{"token": "{}", "info": {{"name": "{}"}}}}"#, f.runner, "x".repeat(40 * 1024));
-    let response = send_raw(s, Method::POST, "jobs/request", "application/json", big.into_bytes()).await;
-    assert_eq!(expect_client_error(response, "big job request").await.0, StatusCode::PAYLOAD_TOO_LARGE);
+    let big = format!(
+        r#"{{"token": "{}", "info": {{"name": "{}"}}}}"#,
+        f.runner,
+        "x".repeat(40 * 1024)
+    );
+    let response = send_raw(
+        s,
+        Method::POST,
+        "jobs/request",
+        "application/json",
+        big.into_bytes(),
+    )
+    .await;
+    assert_eq!(
+        expect_client_error(response, "big job request").await.0,
+        StatusCode::PAYLOAD_TOO_LARGE
+    );
 
     // A user API body over 1 MiB.
     let big = format!(r#"{{"name": "{}"}}"#, "x".repeat(2 * 1024 * 1024));
-    let response = send_raw(s, Method::POST, "projects", "application/json", big.into_bytes()).await;
-    assert_eq!(expect_client_error(response, "big project").await.0, StatusCode::PAYLOAD_TOO_LARGE);
+    let response = send_raw(
+        s,
+        Method::POST,
+        "projects",
+        "application/json",
+        big.into_bytes(),
+    )
+    .await;
+    assert_eq!(
+        expect_client_error(response, "big project").await.0,
+        StatusCode::PAYLOAD_TOO_LARGE
+    );
 
     // One trace patch over 2 MiB.
     let response = s
@@ -105,10 +181,16 @@ async fn oversized_bodies_are_413() {
         .send()
         .await
         .expect("patch");
-    assert_eq!(expect_client_error(response, "big patch").await.0, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(
+        expect_client_error(response, "big patch").await.0,
+        StatusCode::PAYLOAD_TOO_LARGE
+    );
 
     // An artifact well over the limit (and its multipart slack).
-    let form = Form::new().part("file", Part::bytes(vec![0u8; 3 * 1024 * 1024]).file_name("big.zip"));
+    let form = Form::new().part(
+        "file",
+        Part::bytes(vec![0u8; 3 * 1024 * 1024]).file_name("big.zip"),
+    );
     let response = s
         .http
         .post(s.api(&format!("jobs/{}/artifacts", f.job_id)))
@@ -117,10 +199,16 @@ async fn oversized_bodies_are_413() {
         .send()
         .await
         .expect("upload");
-    assert_eq!(expect_client_error(response, "big artifact").await.0, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(
+        expect_client_error(response, "big artifact").await.0,
+        StatusCode::PAYLOAD_TOO_LARGE
+    );
 
     // Over the artifact limit but within the body slack: the coordinator's limit.
-    let form = Form::new().part("file", Part::bytes(vec![0u8; LIMIT as usize + 1]).file_name("big.zip"));
+    let form = Form::new().part(
+        "file",
+        Part::bytes(vec![0u8; LIMIT as usize + 1]).file_name("big.zip"),
+    );
     let response = s
         .http
         .post(s.api(&format!("jobs/{}/artifacts", f.job_id)))
@@ -129,10 +217,16 @@ async fn oversized_bodies_are_413() {
         .send()
         .await
         .expect("upload");
-    assert_eq!(expect_client_error(response, "artifact over limit").await.0, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(
+        expect_client_error(response, "artifact over limit").await.0,
+        StatusCode::PAYLOAD_TOO_LARGE
+    );
 
     let job = s.job(f.project_id, f.job_id).await;
-    assert_eq!(job["status"], "running", "oversized requests change nothing");
+    assert_eq!(
+        job["status"], "running",
+        "oversized requests change nothing"
+    );
     assert_eq!(job["artifacts_file"], serde_json::Value::Null);
 }
 
@@ -169,12 +263,23 @@ async fn wrong_content_range_is_4xx_and_writes_nothing() {
         let (status, _) = expect_client_error(response, &format!("Content-Range {range:?}")).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{range:?}");
     }
-    for (range, what) in [("0-2", "rewrite from 0"), ("9-11", "a gap"), ("3-5", "an overlap")] {
+    for (range, what) in [
+        ("0-2", "rewrite from 0"),
+        ("9-11", "a gap"),
+        ("3-5", "an overlap"),
+    ] {
         let response = patch(&f, Some(range), b"xyz").await;
-        let range_header = response.headers().get("range").map(|v| v.to_str().unwrap_or("").to_owned());
+        let range_header = response
+            .headers()
+            .get("range")
+            .map(|v| v.to_str().unwrap_or("").to_owned());
         let (status, _) = expect_client_error(response, what).await;
         assert_eq!(status, StatusCode::RANGE_NOT_SATISFIABLE, "{what}");
-        assert_eq!(range_header.as_deref(), Some("0-5"), "{what}: the runner resumes from the stored length");
+        assert_eq!(
+            range_header.as_deref(),
+            Some("0-5"),
+            "{what}: the runner resumes from the stored length"
+        );
     }
     let ok = patch(&f, Some("5-10"), b" world").await;
     assert_eq!(ok.status(), StatusCode::ACCEPTED);
@@ -188,9 +293,22 @@ async fn wrong_content_range_is_4xx_and_writes_nothing() {
 async fn a_trace_over_the_limit_fails_the_job_with_403() {
     let f = fixture().await;
     let chunk = vec![b'a'; 40 * 1024];
-    assert_eq!(patch(&f, Some(&format!("0-{}", chunk.len() - 1)), &chunk).await.status(), StatusCode::ACCEPTED);
-    let response = patch(&f, Some(&format!("{}-{}", chunk.len(), 2 * chunk.len() - 1)), &chunk).await;
-    let job_status = response.headers().get("job-status").map(|v| v.to_str().unwrap_or("").to_owned());
+    assert_eq!(
+        patch(&f, Some(&format!("0-{}", chunk.len() - 1)), &chunk)
+            .await
+            .status(),
+        StatusCode::ACCEPTED
+    );
+    let response = patch(
+        &f,
+        Some(&format!("{}-{}", chunk.len(), 2 * chunk.len() - 1)),
+        &chunk,
+    )
+    .await;
+    let job_status = response
+        .headers()
+        .get("job-status")
+        .map(|v| v.to_str().unwrap_or("").to_owned());
     let (status, _) = expect_client_error(response, "trace over the limit").await;
     assert_eq!(status, StatusCode::FORBIDDEN);
     assert_eq!(job_status.as_deref(), Some("failed"));
@@ -211,7 +329,8 @@ async fn upload(f: &Fixture, query: &str, form: Form) -> reqwest::Response {
 }
 
 fn file(name: &str) -> Part {
-    Part::bytes(b"PK\x05\x06\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0".to_vec()).file_name(name.to_owned())
+    Part::bytes(b"PK\x05\x06\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0".to_vec())
+        .file_name(name.to_owned())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -219,13 +338,48 @@ async fn bad_artifact_uploads_are_400() {
     let f = fixture().await;
     let s = &f.server;
     let cases: Vec<(&str, Form, &str)> = vec![
-        ("", Form::new().text("artifact_type", "archive"), "no file part"),
-        ("?artifact_type=spreadsheet", Form::new().part("file", file("a.zip")), "unknown type"),
-        ("?artifact_format=rar", Form::new().part("file", file("a.zip")), "unknown format"),
-        ("?artifact_type=junit&artifact_format=zip", Form::new().part("file", file("a.zip")), "type/format mismatch"),
-        ("", Form::new().part("file", file("a.zip")).text("expire_in", "soonish"), "bad expire_in"),
-        ("", Form::new().part("file", file("a.zip")).part("file", file("b.zip")), "two files"),
-        ("?artifact_type=dotenv&artifact_format=gzip", Form::new().part("file", Part::bytes(b"not a dotenv".to_vec()).file_name("d.env")), "bad dotenv"),
+        (
+            "",
+            Form::new().text("artifact_type", "archive"),
+            "no file part",
+        ),
+        (
+            "?artifact_type=spreadsheet",
+            Form::new().part("file", file("a.zip")),
+            "unknown type",
+        ),
+        (
+            "?artifact_format=rar",
+            Form::new().part("file", file("a.zip")),
+            "unknown format",
+        ),
+        (
+            "?artifact_type=junit&artifact_format=zip",
+            Form::new().part("file", file("a.zip")),
+            "type/format mismatch",
+        ),
+        (
+            "",
+            Form::new()
+                .part("file", file("a.zip"))
+                .text("expire_in", "soonish"),
+            "bad expire_in",
+        ),
+        (
+            "",
+            Form::new()
+                .part("file", file("a.zip"))
+                .part("file", file("b.zip")),
+            "two files",
+        ),
+        (
+            "?artifact_type=dotenv&artifact_format=gzip",
+            Form::new().part(
+                "file",
+                Part::bytes(b"not a dotenv".to_vec()).file_name("d.env"),
+            ),
+            "bad dotenv",
+        ),
     ];
     for (query, form, what) in cases {
         let (status, _) = expect_client_error(upload(&f, query, form).await, what).await;
@@ -274,35 +428,171 @@ async fn user_api_mistakes_are_4xx() {
     let s = &f.server;
     let not_a_repo = tempfile::tempdir().expect("dir");
     let cases: Vec<(Method, String, Option<serde_json::Value>, StatusCode)> = vec![
-        (Method::POST, "projects".into(), Some(json!({ "repo_url": "/tmp" })), StatusCode::BAD_REQUEST),
-        (Method::POST, "projects".into(), Some(json!({ "name": "x" })), StatusCode::BAD_REQUEST),
-        (Method::POST, "projects".into(), Some(json!({ "name": "../evil", "repo_url": f._repo.path() })), StatusCode::BAD_REQUEST),
-        (Method::POST, "projects".into(), Some(json!({ "name": "nogit", "repo_url": not_a_repo.path() })), StatusCode::BAD_REQUEST),
-        (Method::POST, "projects".into(), Some(json!({ "name": "demo", "repo_url": f._repo.path() })), StatusCode::CONFLICT),
-        (Method::POST, format!("projects/{}/pipeline", f.project_id), None, StatusCode::BAD_REQUEST),
-        (Method::POST, format!("projects/{}/pipeline?ref=nope", f.project_id), None, StatusCode::BAD_REQUEST),
-        (Method::POST, format!("projects/{}/pipeline", f.project_id), Some(json!({ "ref": "main", "variables": [{ "key": "A B", "value": "x" }] })), StatusCode::BAD_REQUEST),
-        (Method::GET, "projects/999".into(), None, StatusCode::NOT_FOUND),
-        (Method::GET, "projects/nobody%2Fnothing".into(), None, StatusCode::NOT_FOUND),
-        (Method::GET, format!("projects/{}/pipelines/abc", f.project_id), None, StatusCode::BAD_REQUEST),
-        (Method::GET, format!("projects/{}/pipelines/999", f.project_id), None, StatusCode::NOT_FOUND),
-        (Method::GET, format!("projects/{}/pipelines/1/jobs?include_retried=perhaps", f.project_id), None, StatusCode::BAD_REQUEST),
-        (Method::GET, format!("projects/{}/jobs/999", f.project_id), None, StatusCode::NOT_FOUND),
-        (Method::GET, format!("projects/{}/jobs/99999999999999999999999", f.project_id), None, StatusCode::BAD_REQUEST),
-        (Method::GET, format!("projects/{}/jobs/{}/artifacts", f.project_id, f.job_id), None, StatusCode::NOT_FOUND),
-        (Method::POST, format!("projects/{}/jobs/{}/play", f.project_id, f.job_id), None, StatusCode::BAD_REQUEST),
-        (Method::POST, format!("projects/{}/jobs/{}/retry", f.project_id, f.job_id), None, StatusCode::FORBIDDEN),
-        (Method::POST, "user/runners".into(), Some(json!({})), StatusCode::BAD_REQUEST),
-        (Method::POST, "user/runners".into(), Some(json!({ "runner_type": "group_type", "group_id": 1 })), StatusCode::BAD_REQUEST),
-        (Method::POST, "user/runners".into(), Some(json!({ "runner_type": "project_type" })), StatusCode::BAD_REQUEST),
-        (Method::POST, "user/runners".into(), Some(json!({ "runner_type": "project_type", "project_id": 999 })), StatusCode::BAD_REQUEST),
-        (Method::POST, "user/runners".into(), Some(json!({ "runner_type": "instance_type", "maximum_timeout": 10 })), StatusCode::BAD_REQUEST),
-        (Method::DELETE, "runners/999".into(), None, StatusCode::NOT_FOUND),
-        (Method::GET, "no/such/route".into(), None, StatusCode::NOT_FOUND),
-        (Method::PATCH, "projects".into(), None, StatusCode::METHOD_NOT_ALLOWED),
+        (
+            Method::POST,
+            "projects".into(),
+            Some(json!({ "repo_url": "/tmp" })),
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            Method::POST,
+            "projects".into(),
+            Some(json!({ "name": "x" })),
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            Method::POST,
+            "projects".into(),
+            Some(json!({ "name": "../evil", "repo_url": f._repo.path() })),
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            Method::POST,
+            "projects".into(),
+            Some(json!({ "name": "nogit", "repo_url": not_a_repo.path() })),
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            Method::POST,
+            "projects".into(),
+            Some(json!({ "name": "demo", "repo_url": f._repo.path() })),
+            StatusCode::CONFLICT,
+        ),
+        (
+            Method::POST,
+            format!("projects/{}/pipeline", f.project_id),
+            None,
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            Method::POST,
+            format!("projects/{}/pipeline?ref=nope", f.project_id),
+            None,
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            Method::POST,
+            format!("projects/{}/pipeline", f.project_id),
+            Some(json!({ "ref": "main", "variables": [{ "key": "A B", "value": "x" }] })),
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            Method::GET,
+            "projects/999".into(),
+            None,
+            StatusCode::NOT_FOUND,
+        ),
+        (
+            Method::GET,
+            "projects/nobody%2Fnothing".into(),
+            None,
+            StatusCode::NOT_FOUND,
+        ),
+        (
+            Method::GET,
+            format!("projects/{}/pipelines/abc", f.project_id),
+            None,
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            Method::GET,
+            format!("projects/{}/pipelines/999", f.project_id),
+            None,
+            StatusCode::NOT_FOUND,
+        ),
+        (
+            Method::GET,
+            format!(
+                "projects/{}/pipelines/1/jobs?include_retried=perhaps",
+                f.project_id
+            ),
+            None,
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            Method::GET,
+            format!("projects/{}/jobs/999", f.project_id),
+            None,
+            StatusCode::NOT_FOUND,
+        ),
+        (
+            Method::GET,
+            format!("projects/{}/jobs/99999999999999999999999", f.project_id),
+            None,
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            Method::GET,
+            format!("projects/{}/jobs/{}/artifacts", f.project_id, f.job_id),
+            None,
+            StatusCode::NOT_FOUND,
+        ),
+        (
+            Method::POST,
+            format!("projects/{}/jobs/{}/play", f.project_id, f.job_id),
+            None,
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            Method::POST,
+            format!("projects/{}/jobs/{}/retry", f.project_id, f.job_id),
+            None,
+            StatusCode::FORBIDDEN,
+        ),
+        (
+            Method::POST,
+            "user/runners".into(),
+            Some(json!({})),
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            Method::POST,
+            "user/runners".into(),
+            Some(json!({ "runner_type": "group_type", "group_id": 1 })),
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            Method::POST,
+            "user/runners".into(),
+            Some(json!({ "runner_type": "project_type" })),
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            Method::POST,
+            "user/runners".into(),
+            Some(json!({ "runner_type": "project_type", "project_id": 999 })),
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            Method::POST,
+            "user/runners".into(),
+            Some(json!({ "runner_type": "instance_type", "maximum_timeout": 10 })),
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            Method::DELETE,
+            "runners/999".into(),
+            None,
+            StatusCode::NOT_FOUND,
+        ),
+        (
+            Method::GET,
+            "no/such/route".into(),
+            None,
+            StatusCode::NOT_FOUND,
+        ),
+        (
+            Method::PATCH,
+            "projects".into(),
+            None,
+            StatusCode::METHOD_NOT_ALLOWED,
+        ),
     ];
     for (method, path, body, expected) in cases {
-        let mut request = s.http.request(method.clone(), s.api(&path)).header("PRIVATE-TOKEN", &s.admin);
+        let mut request = s
+            .http
+            .request(method.clone(), s.api(&path))
+            .header("PRIVATE-TOKEN", &s.admin);
         if let Some(body) = &body {
             request = request.json(body);
         }
@@ -310,7 +600,12 @@ async fn user_api_mistakes_are_4xx() {
         let (status, error) = expect_client_error(response, &format!("{method} {path}")).await;
         assert_eq!(status, expected, "{method} {path}: {error}");
     }
-    let not_api = s.http.get(format!("{}/favicon.ico", s.url)).send().await.expect("request");
+    let not_api = s
+        .http
+        .get(format!("{}/favicon.ico", s.url))
+        .send()
+        .await
+        .expect("request");
     expect_client_error(not_api, "a path outside the API").await;
 }
 
@@ -335,10 +630,22 @@ async fn the_job_token_ends_with_the_job() {
         .send()
         .await
         .expect("update");
-    assert_eq!(again.headers().get("job-status").map(|v| v.to_str().unwrap_or("")), Some("success"));
-    assert_eq!(expect_client_error(again, "update after the end").await.0, StatusCode::FORBIDDEN);
+    assert_eq!(
+        again
+            .headers()
+            .get("job-status")
+            .map(|v| v.to_str().unwrap_or("")),
+        Some("success")
+    );
+    assert_eq!(
+        expect_client_error(again, "update after the end").await.0,
+        StatusCode::FORBIDDEN
+    );
     let late = patch(&f, Some("0-2"), b"abc").await;
-    assert_eq!(expect_client_error(late, "trace after the end").await.0, StatusCode::FORBIDDEN);
+    assert_eq!(
+        expect_client_error(late, "trace after the end").await.0,
+        StatusCode::FORBIDDEN
+    );
     let nobody = s
         .http
         .put(s.api("jobs/424242"))
@@ -346,7 +653,10 @@ async fn the_job_token_ends_with_the_job() {
         .send()
         .await
         .expect("update");
-    assert_eq!(expect_client_error(nobody, "unknown job").await.0, StatusCode::NOT_FOUND);
+    assert_eq!(
+        expect_client_error(nobody, "unknown job").await.0,
+        StatusCode::NOT_FOUND
+    );
 }
 
 /// Deterministic garbage (xorshift), so a failure reproduces.
@@ -400,14 +710,26 @@ async fn garbage_on_every_route_is_never_a_5xx() {
         "application/x-www-form-urlencoded",
         "",
     ];
-    let tokens = [f.job_token.as_str(), f.runner.as_str(), s.admin.as_str(), "", "\u{7f}"];
+    let tokens = [
+        f.job_token.as_str(),
+        f.runner.as_str(),
+        s.admin.as_str(),
+        "",
+        "\u{7f}",
+    ];
     let mut noise = Noise(0x9e37_79b9_7f4a_7c15);
     for (method, path) in &routes {
         for _ in 0..12 {
             let mut body = noise.bytes(2048);
             if noise.next() % 3 == 0 {
                 // Mostly-valid JSON with a wrong twist.
-                body = format!(r#"{{"token": "{}", "state": {}, "ref": [{}]}}"#, noise.pick(&tokens), noise.next() % 7, noise.next()).into_bytes();
+                body = format!(
+                    r#"{{"token": "{}", "state": {}, "ref": [{}]}}"#,
+                    noise.pick(&tokens),
+                    noise.next() % 7,
+                    noise.next()
+                )
+                .into_bytes();
             }
             let mut request = s.http.request(method.clone(), s.api(path)).body(body);
             let content_type = noise.pick(&content_types);
@@ -416,15 +738,23 @@ async fn garbage_on_every_route_is_never_a_5xx() {
             }
             let token = noise.pick(&tokens);
             if let Ok(value) = reqwest::header::HeaderValue::from_str(token) {
-                request = request.header("JOB-TOKEN", value.clone()).header("PRIVATE-TOKEN", value);
+                request = request
+                    .header("JOB-TOKEN", value.clone())
+                    .header("PRIVATE-TOKEN", value);
             }
             if noise.next() % 2 == 0 {
-                request = request.header("Content-Range", format!("{}-{}", noise.next() % 100, noise.next() % 100));
+                request = request.header(
+                    "Content-Range",
+                    format!("{}-{}", noise.next() % 100, noise.next() % 100),
+                );
             }
             let response = request.send().await.expect("the server answers");
             let status = response.status();
             let text = response.text().await.unwrap_or_default();
-            assert!(!status.is_server_error(), "{method} {path}: {status} {text}");
+            assert!(
+                !status.is_server_error(),
+                "{method} {path}: {status} {text}"
+            );
         }
     }
 }

@@ -14,7 +14,11 @@ use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
 fn header(response: &reqwest::Response, name: &str) -> Option<String> {
-    response.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_owned)
+    response
+        .headers()
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -28,7 +32,10 @@ async fn legacy_registration_verify_and_unregister() {
         .await
         .expect("register");
     assert_eq!(registered.status(), StatusCode::CREATED);
-    assert_eq!(header(&registered, "content-type").as_deref(), Some("application/json"));
+    assert_eq!(
+        header(&registered, "content-type").as_deref(),
+        Some("application/json")
+    );
     let body: Value = registered.json().await.expect("JSON");
     let token = body["token"].as_str().expect("token").to_owned();
     assert!(token.starts_with("glrtr-"), "{token}");
@@ -42,11 +49,16 @@ async fn legacy_registration_verify_and_unregister() {
         .await
         .expect("verify");
     assert_eq!(verified.status(), StatusCode::OK);
-    assert_eq!(header(&verified, "content-type").as_deref(), Some("application/json"));
+    assert_eq!(
+        header(&verified, "content-type").as_deref(),
+        Some("application/json")
+    );
     let verified: Value = verified.json().await.expect("JSON");
     assert_eq!(verified["id"], body["id"]);
 
-    let (status, runner) = server.admin(Method::GET, &format!("runners/{}", body["id"]), None).await;
+    let (status, runner) = server
+        .admin(Method::GET, &format!("runners/{}", body["id"]), None)
+        .await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(runner["tag_list"], json!(["linux", "docker"]));
     assert_eq!(runner["run_untagged"], false);
@@ -59,7 +71,10 @@ async fn legacy_registration_verify_and_unregister() {
         .send()
         .await
         .expect("register");
-    assert_eq!(expect_client_error(invalid, "no tags").await.0, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        expect_client_error(invalid, "no tags").await.0,
+        StatusCode::BAD_REQUEST
+    );
 
     let deleted = server
         .http
@@ -76,19 +91,37 @@ async fn legacy_registration_verify_and_unregister() {
         .send()
         .await
         .expect("verify");
-    assert_eq!(expect_client_error(gone, "deleted runner").await.0, StatusCode::FORBIDDEN);
+    assert_eq!(
+        expect_client_error(gone, "deleted runner").await.0,
+        StatusCode::FORBIDDEN
+    );
 }
 
 async fn put(server: &TestServer, job_id: i64, body: Value) -> reqwest::Response {
-    server.http.put(server.api(&format!("jobs/{job_id}"))).json(&body).send().await.expect("update")
+    server
+        .http
+        .put(server.api(&format!("jobs/{job_id}")))
+        .json(&body)
+        .send()
+        .await
+        .expect("update")
 }
 
-async fn patch(server: &TestServer, job_id: i64, token: &str, start: usize, data: &[u8]) -> reqwest::Response {
+async fn patch(
+    server: &TestServer,
+    job_id: i64,
+    token: &str,
+    start: usize,
+    data: &[u8],
+) -> reqwest::Response {
     server
         .http
         .patch(server.api(&format!("jobs/{job_id}/trace?debug_trace=false")))
         .header("JOB-TOKEN", token)
-        .header("Content-Range", format!("{start}-{}", start + data.len() - 1))
+        .header(
+            "Content-Range",
+            format!("{start}-{}", start + data.len() - 1),
+        )
         .header("content-type", "text/plain")
         .body(data.to_vec())
         .send()
@@ -100,25 +133,41 @@ async fn patch(server: &TestServer, job_id: i64, token: &str, start: usize, data
 async fn a_final_update_waits_for_the_whole_trace() {
     let server = TestServer::start().await;
     let repo = Repo::new(&[(".gitlab-ci.yml", "build:\n  script: [make]\n")]);
-    let project_id = server.create_project("demo", &repo).await["id"].as_i64().expect("id");
+    let project_id = server.create_project("demo", &repo).await["id"]
+        .as_i64()
+        .expect("id");
     server.create_pipeline(project_id, "main").await;
     let (_, runner) = server.create_runner(json!({})).await;
     let (job_id, token, _) = server.take_job(&runner).await;
 
-    let running = put(&server, job_id, json!({ "token": token, "state": "running" })).await;
+    let running = put(
+        &server,
+        job_id,
+        json!({ "token": token, "state": "running" }),
+    )
+    .await;
     assert_eq!(running.status(), StatusCode::OK);
     assert_eq!(header(&running, "job-status").as_deref(), Some("running"));
 
-    assert_eq!(patch(&server, job_id, &token, 0, b"hello").await.status(), StatusCode::ACCEPTED);
+    assert_eq!(
+        patch(&server, job_id, &token, 0, b"hello").await.status(),
+        StatusCode::ACCEPTED
+    );
     // The runner produced 11 bytes but only 5 arrived: not final yet.
     let final_update = json!({ "token": token, "state": "success", "output": { "checksum": "crc32:0d4a1185", "bytesize": 11 } });
     let early = put(&server, job_id, final_update.clone()).await;
     assert_eq!(early.status(), StatusCode::ACCEPTED);
-    assert_eq!(header(&early, "x-gitlab-trace-update-interval").as_deref(), Some("1"));
+    assert_eq!(
+        header(&early, "x-gitlab-trace-update-interval").as_deref(),
+        Some("1")
+    );
     assert_eq!(header(&early, "job-status").as_deref(), Some("running"));
     assert_eq!(server.job(project_id, job_id).await["status"], "running");
 
-    assert_eq!(patch(&server, job_id, &token, 5, b" world").await.status(), StatusCode::ACCEPTED);
+    assert_eq!(
+        patch(&server, job_id, &token, 5, b" world").await.status(),
+        StatusCode::ACCEPTED
+    );
     let done = put(&server, job_id, final_update).await;
     assert_eq!(done.status(), StatusCode::OK);
     assert_eq!(header(&done, "job-status").as_deref(), Some("success"));
@@ -129,28 +178,56 @@ async fn a_final_update_waits_for_the_whole_trace() {
 async fn a_canceled_job_is_told_through_job_status() {
     let server = TestServer::start().await;
     let repo = Repo::new(&[(".gitlab-ci.yml", "build:\n  script: [make]\n")]);
-    let project_id = server.create_project("demo", &repo).await["id"].as_i64().expect("id");
+    let project_id = server.create_project("demo", &repo).await["id"]
+        .as_i64()
+        .expect("id");
     server.create_pipeline(project_id, "main").await;
     let (_, runner) = server.create_runner(json!({})).await;
     let (job_id, token, _) = server.take_job(&runner).await;
 
-    let (status, job) = server.admin(Method::POST, &format!("projects/{project_id}/jobs/{job_id}/cancel"), None).await;
+    let (status, job) = server
+        .admin(
+            Method::POST,
+            &format!("projects/{project_id}/jobs/{job_id}/cancel"),
+            None,
+        )
+        .await;
     assert_eq!(status, StatusCode::CREATED);
-    assert_eq!(job["status"], "canceled", "no graceful cancel advertised: hard cancel");
+    assert_eq!(
+        job["status"], "canceled",
+        "no graceful cancel advertised: hard cancel"
+    );
 
     let response = patch(&server, job_id, &token, 0, b"still going\n").await;
     assert_eq!(header(&response, "job-status").as_deref(), Some("canceled"));
-    assert_eq!(expect_client_error(response, "trace of a canceled job").await.0, StatusCode::FORBIDDEN);
-    let response = put(&server, job_id, json!({ "token": token, "state": "failed", "failure_reason": "script_failure" })).await;
+    assert_eq!(
+        expect_client_error(response, "trace of a canceled job")
+            .await
+            .0,
+        StatusCode::FORBIDDEN
+    );
+    let response = put(
+        &server,
+        job_id,
+        json!({ "token": token, "state": "failed", "failure_reason": "script_failure" }),
+    )
+    .await;
     assert_eq!(header(&response, "job-status").as_deref(), Some("canceled"));
-    assert_eq!(expect_client_error(response, "update of a canceled job").await.0, StatusCode::FORBIDDEN);
+    assert_eq!(
+        expect_client_error(response, "update of a canceled job")
+            .await
+            .0,
+        StatusCode::FORBIDDEN
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dependent_jobs_download_artifacts_with_their_own_token() {
     let server = TestServer::start().await;
     let repo = Repo::new(&[(".gitlab-ci.yml", TWO_STAGES)]);
-    let project_id = server.create_project("demo", &repo).await["id"].as_i64().expect("id");
+    let project_id = server.create_project("demo", &repo).await["id"]
+        .as_i64()
+        .expect("id");
     server.create_pipeline(project_id, "main").await;
     let (_, runner) = server.create_runner(json!({})).await;
     let (build_id, build_token, payload) = server.take_job(&runner).await;
@@ -159,14 +236,24 @@ async fn dependent_jobs_download_artifacts_with_their_own_token() {
     let archive = b"PK\x05\x06\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0".to_vec();
     let uploaded = server
         .http
-        .post(server.api(&format!("jobs/{build_id}/artifacts?artifact_format=zip&artifact_type=archive&expire_in=1+week")))
+        .post(server.api(&format!(
+            "jobs/{build_id}/artifacts?artifact_format=zip&artifact_type=archive&expire_in=1+week"
+        )))
         .header("JOB-TOKEN", &build_token)
-        .multipart(Form::new().part("file", Part::bytes(archive.clone()).file_name("artifacts.zip")))
+        .multipart(Form::new().part(
+            "file",
+            Part::bytes(archive.clone()).file_name("artifacts.zip"),
+        ))
         .send()
         .await
         .expect("upload");
     assert_eq!(uploaded.status(), StatusCode::CREATED);
-    let done = put(&server, build_id, json!({ "token": build_token, "state": "success" })).await;
+    let done = put(
+        &server,
+        build_id,
+        json!({ "token": build_token, "state": "success" }),
+    )
+    .await;
     assert_eq!(done.status(), StatusCode::OK);
 
     let (test_id, test_token, payload) = server.take_job(&runner).await;
@@ -192,7 +279,10 @@ async fn dependent_jobs_download_artifacts_with_their_own_token() {
         .send()
         .await
         .expect("download");
-    assert_eq!(expect_client_error(stale, "revoked token").await.0, StatusCode::FORBIDDEN);
+    assert_eq!(
+        expect_client_error(stale, "revoked token").await.0,
+        StatusCode::FORBIDDEN
+    );
     let none = server
         .http
         .get(server.api(&format!("jobs/{test_id}/artifacts")))
@@ -200,7 +290,10 @@ async fn dependent_jobs_download_artifacts_with_their_own_token() {
         .send()
         .await
         .expect("download");
-    assert_eq!(expect_client_error(none, "no archive").await.0, StatusCode::NOT_FOUND);
+    assert_eq!(
+        expect_client_error(none, "no archive").await.0,
+        StatusCode::NOT_FOUND
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -210,8 +303,13 @@ async fn concurrent_requests_get_each_job_exactly_once() {
         ..Options::default()
     })
     .await;
-    let repo = Repo::new(&[(".gitlab-ci.yml", "build:\n  parallel: 30\n  script: [make]\n")]);
-    let project_id = server.create_project("demo", &repo).await["id"].as_i64().expect("id");
+    let repo = Repo::new(&[(
+        ".gitlab-ci.yml",
+        "build:\n  parallel: 30\n  script: [make]\n",
+    )]);
+    let project_id = server.create_project("demo", &repo).await["id"]
+        .as_i64()
+        .expect("id");
     server.create_pipeline(project_id, "main").await;
     let mut runners = Vec::new();
     for _ in 0..8 {
@@ -224,7 +322,12 @@ async fn concurrent_requests_get_each_job_exactly_once() {
         tasks.push(tokio::spawn(async move {
             let mut got = Vec::new();
             loop {
-                let response = http.post(&url).json(&json!({ "token": runner })).send().await.expect("request");
+                let response = http
+                    .post(&url)
+                    .json(&json!({ "token": runner }))
+                    .send()
+                    .await
+                    .expect("request");
                 match response.status() {
                     StatusCode::CREATED => {
                         let payload: Value = response.json().await.expect("payload");
@@ -249,7 +352,9 @@ async fn concurrent_requests_get_each_job_exactly_once() {
 async fn a_graceful_runner_is_asked_to_cancel_then_finishes() {
     let server = TestServer::start().await;
     let repo = Repo::new(&[(".gitlab-ci.yml", "build:\n  script: [make]\n")]);
-    let project_id = server.create_project("demo", &repo).await["id"].as_i64().expect("id");
+    let project_id = server.create_project("demo", &repo).await["id"]
+        .as_i64()
+        .expect("id");
     server.create_pipeline(project_id, "main").await;
     let (_, runner) = server.create_runner(json!({})).await;
     let response = server
@@ -261,16 +366,45 @@ async fn a_graceful_runner_is_asked_to_cancel_then_finishes() {
         .expect("request");
     assert_eq!(response.status(), StatusCode::CREATED);
     let payload: Value = response.json().await.expect("payload");
-    let (job_id, token) = (payload["id"].as_i64().expect("id"), payload["token"].as_str().expect("token").to_owned());
+    let (job_id, token) = (
+        payload["id"].as_i64().expect("id"),
+        payload["token"].as_str().expect("token").to_owned(),
+    );
 
-    let (_, job) = server.admin(Method::POST, &format!("projects/{project_id}/jobs/{job_id}/cancel"), None).await;
+    let (_, job) = server
+        .admin(
+            Method::POST,
+            &format!("projects/{project_id}/jobs/{job_id}/cancel"),
+            None,
+        )
+        .await;
     assert_eq!(job["status"], "canceling");
     let response = patch(&server, job_id, &token, 0, b"cleaning up\n").await;
-    assert_eq!(response.status(), StatusCode::ACCEPTED, "after_script output still arrives");
-    assert_eq!(header(&response, "job-status").as_deref(), Some("canceling"));
-    let response = put(&server, job_id, json!({ "token": token, "state": "running" })).await;
-    assert_eq!(header(&response, "job-status").as_deref(), Some("canceling"));
-    let response = put(&server, job_id, json!({ "token": token, "state": "failed", "failure_reason": "unknown_failure" })).await;
+    assert_eq!(
+        response.status(),
+        StatusCode::ACCEPTED,
+        "after_script output still arrives"
+    );
+    assert_eq!(
+        header(&response, "job-status").as_deref(),
+        Some("canceling")
+    );
+    let response = put(
+        &server,
+        job_id,
+        json!({ "token": token, "state": "running" }),
+    )
+    .await;
+    assert_eq!(
+        header(&response, "job-status").as_deref(),
+        Some("canceling")
+    );
+    let response = put(
+        &server,
+        job_id,
+        json!({ "token": token, "state": "failed", "failure_reason": "unknown_failure" }),
+    )
+    .await;
     assert_eq!(response.status(), StatusCode::OK);
     assert_eq!(header(&response, "job-status").as_deref(), Some("canceled"));
 }
@@ -282,22 +416,34 @@ async fn the_user_api_takes_form_parameters_like_gitlab() {
         .http
         .post(server.api("user/runners"))
         .header("PRIVATE-TOKEN", &server.admin)
-        .form(&[("runner_type", "instance_type"), ("tag_list", "linux,docker"), ("run_untagged", "false")])
+        .form(&[
+            ("runner_type", "instance_type"),
+            ("tag_list", "linux,docker"),
+            ("run_untagged", "false"),
+        ])
         .send()
         .await
         .expect("create");
     assert_eq!(created.status(), StatusCode::CREATED);
     let body: Value = created.json().await.expect("JSON");
-    let (_, runner) = server.admin(Method::GET, &format!("runners/{}", body["id"]), None).await;
+    let (_, runner) = server
+        .admin(Method::GET, &format!("runners/{}", body["id"]), None)
+        .await;
     assert_eq!(runner["tag_list"], json!(["linux", "docker"]));
     assert_eq!(runner["run_untagged"], false);
     let bad = server
         .http
         .post(server.api("user/runners"))
         .header("PRIVATE-TOKEN", &server.admin)
-        .form(&[("runner_type", "instance_type"), ("run_untagged", "sometimes")])
+        .form(&[
+            ("runner_type", "instance_type"),
+            ("run_untagged", "sometimes"),
+        ])
         .send()
         .await
         .expect("create");
-    assert_eq!(expect_client_error(bad, "bad boolean").await.0, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        expect_client_error(bad, "bad boolean").await.0,
+        StatusCode::BAD_REQUEST
+    );
 }

@@ -91,26 +91,46 @@ impl Store {
                         if backend == Backend::Sqlite {
                             // WAL lets readers proceed during writes; busy_timeout makes a
                             // writer of another process wait instead of failing.
-                            sqlx::query("PRAGMA journal_mode = WAL").execute(&mut *conn).await?;
-                            sqlx::query("PRAGMA busy_timeout = 10000").execute(&mut *conn).await?;
-                            sqlx::query("PRAGMA foreign_keys = ON").execute(&mut *conn).await?;
-                            sqlx::query("PRAGMA synchronous = NORMAL").execute(&mut *conn).await?;
+                            sqlx::query("PRAGMA journal_mode = WAL")
+                                .execute(&mut *conn)
+                                .await?;
+                            sqlx::query("PRAGMA busy_timeout = 10000")
+                                .execute(&mut *conn)
+                                .await?;
+                            sqlx::query("PRAGMA foreign_keys = ON")
+                                .execute(&mut *conn)
+                                .await?;
+                            sqlx::query("PRAGMA synchronous = NORMAL")
+                                .execute(&mut *conn)
+                                .await?;
                             // Readers map the file instead of reading pages with a system call
                             // each (their page caches start over after every commit).
-                            sqlx::query("PRAGMA mmap_size = 268435456").execute(&mut *conn).await?;
+                            sqlx::query("PRAGMA mmap_size = 268435456")
+                                .execute(&mut *conn)
+                                .await?;
                         }
                         Ok(())
                     })
                 })
                 .connect_with(opts.clone())
         };
-        let open_error = |e| StoreError::Open { url: url.clone(), source: e };
+        let open_error = |e| StoreError::Open {
+            url: url.clone(),
+            source: e,
+        };
         let writer = connect(1).await.map_err(open_error)?;
         match backend {
-            Backend::Sqlite => SQLITE_MIGRATIONS.run(&writer).await.map_err(StoreError::Migrate)?,
+            Backend::Sqlite => SQLITE_MIGRATIONS
+                .run(&writer)
+                .await
+                .map_err(StoreError::Migrate)?,
         }
         let pool = connect(8).await.map_err(open_error)?;
-        Ok(Self { pool, writer, backend })
+        Ok(Self {
+            pool,
+            writer,
+            backend,
+        })
     }
 
     pub fn backend(&self) -> Backend {
@@ -128,17 +148,22 @@ impl Store {
     // ---- settings and admin tokens ----
 
     pub async fn setting(&self, key: &str) -> Result<Option<String>> {
-        let row = sqlx::query("SELECT value FROM settings WHERE key = $1").bind(key).fetch_optional(&self.pool).await?;
+        let row = sqlx::query("SELECT value FROM settings WHERE key = $1")
+            .bind(key)
+            .fetch_optional(&self.pool)
+            .await?;
         Ok(row.map(|r| r.get::<String, _>(0)))
     }
 
     /// Set a setting only if it is not set yet; returns whether it was inserted.
     pub async fn init_setting(&self, key: &str, value: &str) -> Result<bool> {
-        let r = sqlx::query("INSERT INTO settings (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING")
-            .bind(key)
-            .bind(value)
-            .execute(&self.writer)
-            .await?;
+        let r = sqlx::query(
+            "INSERT INTO settings (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING",
+        )
+        .bind(key)
+        .bind(value)
+        .execute(&self.writer)
+        .await?;
         Ok(r.rows_affected() == 1)
     }
 
@@ -152,11 +177,17 @@ impl Store {
     }
 
     pub async fn admin_token_count(&self) -> Result<i64> {
-        Ok(sqlx::query("SELECT COUNT(*) FROM admin_tokens").fetch_one(&self.pool).await?.get(0))
+        Ok(sqlx::query("SELECT COUNT(*) FROM admin_tokens")
+            .fetch_one(&self.pool)
+            .await?
+            .get(0))
     }
 
     pub async fn is_admin_token(&self, token_hash: &str) -> Result<bool> {
-        let row = sqlx::query("SELECT id FROM admin_tokens WHERE token_hash = $1").bind(token_hash).fetch_optional(&self.pool).await?;
+        let row = sqlx::query("SELECT id FROM admin_tokens WHERE token_hash = $1")
+            .bind(token_hash)
+            .fetch_optional(&self.pool)
+            .await?;
         Ok(row.is_some())
     }
 
@@ -180,23 +211,36 @@ impl Store {
     }
 
     pub async fn project(&self, id: i64) -> Result<Project> {
-        let row = sqlx::query(&format!("SELECT {} FROM projects WHERE id = $1", Project::COLUMNS))
-            .bind(id)
-            .fetch_optional(&self.pool)
-            .await?;
-        row.map(|r| Project::from_row(&r)).ok_or(StoreError::NotFound("project"))
+        let row = sqlx::query(&format!(
+            "SELECT {} FROM projects WHERE id = $1",
+            Project::COLUMNS
+        ))
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(|r| Project::from_row(&r))
+            .ok_or(StoreError::NotFound("project"))
     }
 
     pub async fn project_by_name(&self, name: &str) -> Result<Project> {
-        let row = sqlx::query(&format!("SELECT {} FROM projects WHERE name = $1", Project::COLUMNS))
-            .bind(name)
-            .fetch_optional(&self.pool)
-            .await?;
-        row.map(|r| Project::from_row(&r)).ok_or(StoreError::NotFound("project"))
+        let row = sqlx::query(&format!(
+            "SELECT {} FROM projects WHERE name = $1",
+            Project::COLUMNS
+        ))
+        .bind(name)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(|r| Project::from_row(&r))
+            .ok_or(StoreError::NotFound("project"))
     }
 
     pub async fn projects(&self) -> Result<Vec<Project>> {
-        let rows = sqlx::query(&format!("SELECT {} FROM projects ORDER BY id", Project::COLUMNS)).fetch_all(&self.pool).await?;
+        let rows = sqlx::query(&format!(
+            "SELECT {} FROM projects ORDER BY id",
+            Project::COLUMNS
+        ))
+        .fetch_all(&self.pool)
+        .await?;
         Ok(rows.iter().map(Project::from_row).collect())
     }
 
@@ -224,34 +268,59 @@ impl Store {
     }
 
     pub async fn runner(&self, id: i64) -> Result<Runner> {
-        let row = sqlx::query(&format!("SELECT {} FROM runners WHERE id = $1", Runner::COLUMNS)).bind(id).fetch_optional(&self.pool).await?;
-        row.map(|r| Runner::from_row(&r)).ok_or(StoreError::NotFound("runner"))
+        let row = sqlx::query(&format!(
+            "SELECT {} FROM runners WHERE id = $1",
+            Runner::COLUMNS
+        ))
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(|r| Runner::from_row(&r))
+            .ok_or(StoreError::NotFound("runner"))
     }
 
     pub async fn runner_by_token_hash(&self, token_hash: &str) -> Result<Option<Runner>> {
-        let row = sqlx::query(&format!("SELECT {} FROM runners WHERE token_hash = $1", Runner::COLUMNS))
-            .bind(token_hash)
-            .fetch_optional(&self.pool)
-            .await?;
+        let row = sqlx::query(&format!(
+            "SELECT {} FROM runners WHERE token_hash = $1",
+            Runner::COLUMNS
+        ))
+        .bind(token_hash)
+        .fetch_optional(&self.pool)
+        .await?;
         Ok(row.map(|r| Runner::from_row(&r)))
     }
 
     pub async fn runners(&self) -> Result<Vec<Runner>> {
-        let rows = sqlx::query(&format!("SELECT {} FROM runners ORDER BY id", Runner::COLUMNS)).fetch_all(&self.pool).await?;
+        let rows = sqlx::query(&format!(
+            "SELECT {} FROM runners ORDER BY id",
+            Runner::COLUMNS
+        ))
+        .fetch_all(&self.pool)
+        .await?;
         Ok(rows.iter().map(Runner::from_row).collect())
     }
 
     /// Delete a runner; its finished jobs keep their history (runner_id cleared).
     pub async fn delete_runner(&self, id: i64) -> Result<bool> {
         let mut tx = self.begin_write().await?;
-        sqlx::query("UPDATE jobs SET runner_id = NULL WHERE runner_id = $1").bind(id).execute(&mut *tx).await?;
-        let r = sqlx::query("DELETE FROM runners WHERE id = $1").bind(id).execute(&mut *tx).await?;
+        sqlx::query("UPDATE jobs SET runner_id = NULL WHERE runner_id = $1")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        let r = sqlx::query("DELETE FROM runners WHERE id = $1")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
         tx.commit().await?;
         Ok(r.rows_affected() == 1)
     }
 
     pub async fn touch_runner(&self, id: i64, now: i64) -> Result<()> {
-        sqlx::query("UPDATE runners SET contacted_at = $1 WHERE id = $2").bind(now).bind(id).execute(&self.writer).await?;
+        sqlx::query("UPDATE runners SET contacted_at = $1 WHERE id = $2")
+            .bind(now)
+            .bind(id)
+            .execute(&self.writer)
+            .await?;
         Ok(())
     }
 
@@ -259,7 +328,12 @@ impl Store {
 
     /// Persist a pipeline and all its jobs in one transaction; the pipeline's `iid` is the
     /// project's next counter value.
-    pub async fn create_pipeline(&self, p: &NewPipeline, jobs: &[NewJob], now: i64) -> Result<(Pipeline, Vec<Job>)> {
+    pub async fn create_pipeline(
+        &self,
+        p: &NewPipeline,
+        jobs: &[NewJob],
+        now: i64,
+    ) -> Result<(Pipeline, Vec<Job>)> {
         let mut tx = self.begin_write().await?;
         sqlx::query("UPDATE projects SET pipeline_counter = pipeline_counter + 1 WHERE id = $1")
             .bind(p.project_id)
@@ -302,18 +376,25 @@ impl Store {
     }
 
     pub async fn pipeline(&self, id: i64) -> Result<Pipeline> {
-        let row = sqlx::query(&format!("SELECT {} FROM pipelines WHERE id = $1", Pipeline::COLUMNS))
-            .bind(id)
-            .fetch_optional(&self.pool)
-            .await?;
-        row.map(|r| Pipeline::from_row(&r)).ok_or(StoreError::NotFound("pipeline"))
+        let row = sqlx::query(&format!(
+            "SELECT {} FROM pipelines WHERE id = $1",
+            Pipeline::COLUMNS
+        ))
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(|r| Pipeline::from_row(&r))
+            .ok_or(StoreError::NotFound("pipeline"))
     }
 
     pub async fn pipelines(&self, project_id: i64) -> Result<Vec<Pipeline>> {
-        let rows = sqlx::query(&format!("SELECT {} FROM pipelines WHERE project_id = $1 ORDER BY id DESC", Pipeline::COLUMNS))
-            .bind(project_id)
-            .fetch_all(&self.pool)
-            .await?;
+        let rows = sqlx::query(&format!(
+            "SELECT {} FROM pipelines WHERE project_id = $1 ORDER BY id DESC",
+            Pipeline::COLUMNS
+        ))
+        .bind(project_id)
+        .fetch_all(&self.pool)
+        .await?;
         Ok(rows.iter().map(Pipeline::from_row).collect())
     }
 
@@ -329,20 +410,26 @@ impl Store {
     }
 
     pub async fn pipeline_jobs(&self, pipeline_id: i64) -> Result<Vec<Job>> {
-        let rows = sqlx::query(&format!("SELECT {} FROM jobs WHERE pipeline_id = $1 ORDER BY id", Job::COLUMNS))
-            .bind(pipeline_id)
-            .fetch_all(&self.pool)
-            .await?;
+        let rows = sqlx::query(&format!(
+            "SELECT {} FROM jobs WHERE pipeline_id = $1 ORDER BY id",
+            Job::COLUMNS
+        ))
+        .bind(pipeline_id)
+        .fetch_all(&self.pool)
+        .await?;
         Ok(rows.iter().map(Job::from_row).collect())
     }
 
     /// [`Store::pipeline_jobs`] with every `spec` empty: the pipeline's state without the
     /// large column (fetch the specs a cache lacks with [`Store::pipeline_job_specs`]).
     pub async fn pipeline_jobs_without_spec(&self, pipeline_id: i64) -> Result<Vec<Job>> {
-        let rows = sqlx::query(&format!("SELECT {} FROM jobs WHERE pipeline_id = $1 ORDER BY id", Job::COLUMNS_WITHOUT_SPEC))
-            .bind(pipeline_id)
-            .fetch_all(&self.pool)
-            .await?;
+        let rows = sqlx::query(&format!(
+            "SELECT {} FROM jobs WHERE pipeline_id = $1 ORDER BY id",
+            Job::COLUMNS_WITHOUT_SPEC
+        ))
+        .bind(pipeline_id)
+        .fetch_all(&self.pool)
+        .await?;
         Ok(rows.iter().map(Job::from_row).collect())
     }
 
@@ -356,21 +443,35 @@ impl Store {
     }
 
     pub async fn job(&self, id: i64) -> Result<Job> {
-        let row = sqlx::query(&format!("SELECT {} FROM jobs WHERE id = $1", Job::COLUMNS)).bind(id).fetch_optional(&self.pool).await?;
-        row.map(|r| Job::from_row(&r)).ok_or(StoreError::NotFound("job"))
+        let row = sqlx::query(&format!("SELECT {} FROM jobs WHERE id = $1", Job::COLUMNS))
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|r| Job::from_row(&r))
+            .ok_or(StoreError::NotFound("job"))
     }
 
     /// `(id, status)` of the job holding this token hash: what authorising a runner's
     /// call needs, without the row's large columns.
-    pub async fn job_status_by_token_hash(&self, token_hash: &str) -> Result<Option<(i64, String)>> {
-        let row = sqlx::query("SELECT id, status FROM jobs WHERE token_hash = $1").bind(token_hash).fetch_optional(&self.pool).await?;
+    pub async fn job_status_by_token_hash(
+        &self,
+        token_hash: &str,
+    ) -> Result<Option<(i64, String)>> {
+        let row = sqlx::query("SELECT id, status FROM jobs WHERE token_hash = $1")
+            .bind(token_hash)
+            .fetch_optional(&self.pool)
+            .await?;
         Ok(row.map(|r| (r.get("id"), r.get("status"))))
     }
 
     /// A job's status.
     pub async fn job_status(&self, id: i64) -> Result<String> {
-        let row = sqlx::query("SELECT status FROM jobs WHERE id = $1").bind(id).fetch_optional(&self.pool).await?;
-        row.map(|r| r.get("status")).ok_or(StoreError::NotFound("job"))
+        let row = sqlx::query("SELECT status FROM jobs WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|r| r.get("status"))
+            .ok_or(StoreError::NotFound("job"))
     }
 
     /// Apply a batch of decisions to one pipeline atomically: job updates, new job rows
@@ -378,7 +479,13 @@ impl Store {
     /// token (the hash is cleared). Fails with [`StoreError::Stale`] when the
     /// pipeline changed since `expected_lock_version` was read; the caller reloads and
     /// decides again.
-    pub async fn apply(&self, pipeline_id: i64, expected_lock_version: i64, change: &PipelineChange, now: i64) -> Result<()> {
+    pub async fn apply(
+        &self,
+        pipeline_id: i64,
+        expected_lock_version: i64,
+        change: &PipelineChange,
+        now: i64,
+    ) -> Result<()> {
         let mut tx = self.begin_write().await?;
         let r = sqlx::query(
             "UPDATE pipelines SET lock_version = lock_version + 1, status = $1, started_at = COALESCE(started_at, $2), finished_at = $3, updated_at = $4 \
@@ -399,7 +506,11 @@ impl Store {
             update_job(&mut tx, u).await?;
         }
         if !change.new_jobs.is_empty() {
-            let project_id: i64 = sqlx::query("SELECT project_id FROM pipelines WHERE id = $1").bind(pipeline_id).fetch_one(&mut *tx).await?.get(0);
+            let project_id: i64 = sqlx::query("SELECT project_id FROM pipelines WHERE id = $1")
+                .bind(pipeline_id)
+                .fetch_one(&mut *tx)
+                .await?
+                .get(0);
             for j in &change.new_jobs {
                 insert_job(&mut tx, pipeline_id, project_id, j, now).await?;
             }
@@ -421,7 +532,10 @@ impl Store {
         .bind(limit)
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows.iter().map(|r| (Job::from_row(r), r.get::<i64, _>("running"))).collect())
+        Ok(rows
+            .iter()
+            .map(|r| (Job::from_row(r), r.get::<i64, _>("running")))
+            .collect())
     }
 
     /// Pending jobs in queue order (oldest first), without their specs: what job
@@ -439,18 +553,38 @@ impl Store {
 
     /// `(project id, running jobs)` for every project with running jobs (fair share).
     pub async fn running_jobs_per_project(&self) -> Result<Vec<(i64, i64)>> {
-        let rows = sqlx::query("SELECT project_id, COUNT(*) FROM jobs WHERE status = 'running' GROUP BY project_id")
-            .fetch_all(&self.pool)
-            .await?;
-        Ok(rows.iter().map(|r| (r.get::<i64, _>(0), r.get::<i64, _>(1))).collect())
+        let rows = sqlx::query(
+            "SELECT project_id, COUNT(*) FROM jobs WHERE status = 'running' GROUP BY project_id",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(|r| (r.get::<i64, _>(0), r.get::<i64, _>(1)))
+            .collect())
     }
 
     /// Hand a pending job to a runner. Returns the status of the job's pipeline when the
     /// job is now the runner's; `None` when another runner got it first (the row is no
     /// longer pending): every pending job goes to exactly one runner.
-    pub async fn assign_job(&self, job_id: i64, runner_id: i64, token_hash: &str, timeout_secs: i64, now: i64) -> Result<Option<String>> {
+    pub async fn assign_job(
+        &self,
+        job_id: i64,
+        runner_id: i64,
+        token_hash: &str,
+        timeout_secs: i64,
+        now: i64,
+    ) -> Result<Option<String>> {
         let mut won = self
-            .assign_jobs(&[Assignment { job_id, runner_id, token_hash: token_hash.to_owned(), timeout_secs }], now)
+            .assign_jobs(
+                &[Assignment {
+                    job_id,
+                    runner_id,
+                    token_hash: token_hash.to_owned(),
+                    timeout_secs,
+                }],
+                now,
+            )
             .await?;
         Ok(won.remove(&job_id))
     }
@@ -459,9 +593,17 @@ impl Store {
     /// runners asked at once). Returns `job id → its pipeline's status` for the jobs now
     /// held by the runner named for them; a job named twice goes to its first assignment
     /// only. At most [`MAX_ASSIGN_BATCH`] assignments.
-    pub async fn assign_jobs(&self, batch: &[Assignment], now: i64) -> Result<HashMap<i64, String>> {
+    pub async fn assign_jobs(
+        &self,
+        batch: &[Assignment],
+        now: i64,
+    ) -> Result<HashMap<i64, String>> {
         let mut seen = HashSet::new();
-        let batch: Vec<&Assignment> = batch.iter().filter(|a| seen.insert(a.job_id)).take(MAX_ASSIGN_BATCH).collect();
+        let batch: Vec<&Assignment> = batch
+            .iter()
+            .filter(|a| seen.insert(a.job_id))
+            .take(MAX_ASSIGN_BATCH)
+            .collect();
         if batch.is_empty() {
             return Ok(HashMap::new());
         }
@@ -470,12 +612,18 @@ impl Store {
         let case = |column: usize| -> String {
             let mut sql = String::from("CASE id");
             for i in 0..batch.len() {
-                sql.push_str(&format!(" WHEN ${} THEN ${}", 2 + 4 * i, 2 + 4 * i + column));
+                sql.push_str(&format!(
+                    " WHEN ${} THEN ${}",
+                    2 + 4 * i,
+                    2 + 4 * i + column
+                ));
             }
             sql.push_str(" END");
             sql
         };
-        let ids: Vec<String> = (0..batch.len()).map(|i| format!("${}", 2 + 4 * i)).collect();
+        let ids: Vec<String> = (0..batch.len())
+            .map(|i| format!("${}", 2 + 4 * i))
+            .collect();
         let sql = format!(
             "UPDATE jobs SET status = 'running', runner_id = {}, token_hash = {}, timeout_secs = {}, started_at = $1, last_contact_at = $1 \
              WHERE id IN ({}) AND status = 'pending' AND runner_id IS NULL \
@@ -487,21 +635,36 @@ impl Store {
         );
         let mut query = sqlx::query(&sql).bind(now);
         for a in &batch {
-            query = query.bind(a.job_id).bind(a.runner_id).bind(a.token_hash.as_str()).bind(a.timeout_secs);
+            query = query
+                .bind(a.job_id)
+                .bind(a.runner_id)
+                .bind(a.token_hash.as_str())
+                .bind(a.timeout_secs);
         }
         let rows = query.fetch_all(&self.writer).await?;
-        Ok(rows.iter().map(|r| (r.get("id"), r.get("pipeline_status"))).collect())
+        Ok(rows
+            .iter()
+            .map(|r| (r.get("id"), r.get("pipeline_status")))
+            .collect())
     }
 
     /// Record that the job's runner is alive.
     pub async fn touch_job(&self, job_id: i64, now: i64) -> Result<()> {
-        sqlx::query("UPDATE jobs SET last_contact_at = $1 WHERE id = $2").bind(now).bind(job_id).execute(&self.writer).await?;
+        sqlx::query("UPDATE jobs SET last_contact_at = $1 WHERE id = $2")
+            .bind(now)
+            .bind(job_id)
+            .execute(&self.writer)
+            .await?;
         Ok(())
     }
 
     /// Record the coverage found in a finished job's log.
     pub async fn set_job_coverage(&self, job_id: i64, coverage: f64) -> Result<()> {
-        sqlx::query("UPDATE jobs SET coverage = $1 WHERE id = $2").bind(coverage).bind(job_id).execute(&self.writer).await?;
+        sqlx::query("UPDATE jobs SET coverage = $1 WHERE id = $2")
+            .bind(coverage)
+            .bind(job_id)
+            .execute(&self.writer)
+            .await?;
         Ok(())
     }
 
@@ -510,7 +673,11 @@ impl Store {
     /// Record an artifact (replacing an earlier one of the same type for the job).
     pub async fn put_artifact(&self, a: &NewArtifact, now: i64) -> Result<Artifact> {
         let mut tx = self.begin_write().await?;
-        sqlx::query("DELETE FROM artifacts WHERE job_id = $1 AND file_type = $2").bind(a.job_id).bind(&a.file_type).execute(&mut *tx).await?;
+        sqlx::query("DELETE FROM artifacts WHERE job_id = $1 AND file_type = $2")
+            .bind(a.job_id)
+            .bind(&a.file_type)
+            .execute(&mut *tx)
+            .await?;
         let r = sqlx::query(
             "INSERT INTO artifacts (job_id, file_type, file_format, filename, size, sha256, blob_key, expire_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id",
         )
@@ -527,15 +694,24 @@ impl Store {
         .await?;
         let id: i64 = r.get(0);
         tx.commit().await?;
-        let row = sqlx::query(&format!("SELECT {} FROM artifacts WHERE id = $1", Artifact::COLUMNS)).bind(id).fetch_one(&self.pool).await?;
+        let row = sqlx::query(&format!(
+            "SELECT {} FROM artifacts WHERE id = $1",
+            Artifact::COLUMNS
+        ))
+        .bind(id)
+        .fetch_one(&self.pool)
+        .await?;
         Ok(Artifact::from_row(&row))
     }
 
     pub async fn artifacts(&self, job_id: i64) -> Result<Vec<Artifact>> {
-        let rows = sqlx::query(&format!("SELECT {} FROM artifacts WHERE job_id = $1 ORDER BY id", Artifact::COLUMNS))
-            .bind(job_id)
-            .fetch_all(&self.pool)
-            .await?;
+        let rows = sqlx::query(&format!(
+            "SELECT {} FROM artifacts WHERE job_id = $1 ORDER BY id",
+            Artifact::COLUMNS
+        ))
+        .bind(job_id)
+        .fetch_all(&self.pool)
+        .await?;
         Ok(rows.iter().map(Artifact::from_row).collect())
     }
 
@@ -553,7 +729,13 @@ impl Store {
     }
 }
 
-async fn insert_job(tx: &mut sqlx::Transaction<'_, sqlx::Any>, pipeline_id: i64, project_id: i64, j: &NewJob, now: i64) -> Result<()> {
+async fn insert_job(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    pipeline_id: i64,
+    project_id: i64,
+    j: &NewJob,
+    now: i64,
+) -> Result<()> {
     let tags = serde_json::to_string(&j.tags).unwrap_or_else(|_| "[]".into());
     sqlx::query(
         "INSERT INTO jobs (pipeline_id, project_id, name, stage, stage_idx, status, attempt, allow_failure, spec, tags, protected, created_at) \

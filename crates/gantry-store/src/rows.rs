@@ -36,7 +36,8 @@ pub struct Project {
 }
 
 impl Project {
-    pub(crate) const COLUMNS: &'static str = "id, name, repo_url, default_branch, timeout_secs, created_at, ci_config_path";
+    pub(crate) const COLUMNS: &'static str =
+        "id, name, repo_url, default_branch, timeout_secs, created_at, ci_config_path";
     pub(crate) fn from_row(r: &AnyRow) -> Self {
         Self {
             id: r.get("id"),
@@ -80,8 +81,7 @@ pub struct Runner {
 }
 
 impl Runner {
-    pub(crate) const COLUMNS: &'static str =
-        "id, description, tags, run_untagged, locked, protected_only, project_id, maximum_timeout, paused, contacted_at, created_at";
+    pub(crate) const COLUMNS: &'static str = "id, description, tags, run_untagged, locked, protected_only, project_id, maximum_timeout, paused, contacted_at, created_at";
     pub(crate) fn from_row(r: &AnyRow) -> Self {
         Self {
             id: r.get("id"),
@@ -273,8 +273,7 @@ pub struct QueuedJob {
 }
 
 impl QueuedJob {
-    pub(crate) const COLUMNS: &'static str =
-        "id, pipeline_id, project_id, name, stage, stage_idx, attempt, allow_failure, tags, protected, manual_variables, created_at, queued_at";
+    pub(crate) const COLUMNS: &'static str = "id, pipeline_id, project_id, name, stage, stage_idx, attempt, allow_failure, tags, protected, manual_variables, created_at, queued_at";
     pub(crate) fn from_row(r: &AnyRow) -> Self {
         Self {
             id: r.get("id"),

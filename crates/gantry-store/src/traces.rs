@@ -83,13 +83,27 @@ impl Store {
     /// when the size is no longer `from` (another writer appended meanwhile). With
     /// `moved_from_db`, the log's old chunks were copied into its file: they are deleted
     /// and the flag cleared in the same transaction.
-    pub async fn commit_trace_size(&self, job_id: i64, from: i64, to: i64, moved_from_db: bool, now: i64) -> Result<bool> {
+    pub async fn commit_trace_size(
+        &self,
+        job_id: i64,
+        from: i64,
+        to: i64,
+        moved_from_db: bool,
+        now: i64,
+    ) -> Result<bool> {
         if to < from {
-            return Err(StoreError::Conflict(format!("shrink the trace of job {job_id} from {from} to {to} bytes")));
+            return Err(StoreError::Conflict(format!(
+                "shrink the trace of job {job_id} from {from} to {to} bytes"
+            )));
         }
         const UPDATE: &str = "UPDATE jobs SET trace_size = $1, last_contact_at = $2, trace_in_db = 0 \
                               WHERE id = $3 AND trace_size = $4 AND trace_in_db = $5";
-        let update = sqlx::query(UPDATE).bind(to).bind(now).bind(job_id).bind(from).bind(i64::from(moved_from_db));
+        let update = sqlx::query(UPDATE)
+            .bind(to)
+            .bind(now)
+            .bind(job_id)
+            .bind(from)
+            .bind(i64::from(moved_from_db));
         if !moved_from_db {
             // One statement: its own transaction.
             return Ok(update.execute(&self.writer).await?.rows_affected() == 1);
@@ -98,14 +112,20 @@ impl Store {
         if update.execute(&mut *tx).await?.rows_affected() != 1 {
             return Ok(false);
         }
-        sqlx::query("DELETE FROM trace_chunks WHERE job_id = $1").bind(job_id).execute(&mut *tx).await?;
+        sqlx::query("DELETE FROM trace_chunks WHERE job_id = $1")
+            .bind(job_id)
+            .execute(&mut *tx)
+            .await?;
         tx.commit().await?;
         Ok(true)
     }
 }
 
 async fn read_chunks(conn: &mut sqlx::AnyConnection, job_id: i64) -> Result<Vec<u8>> {
-    let rows = sqlx::query("SELECT data FROM trace_chunks WHERE job_id = $1 ORDER BY seq").bind(job_id).fetch_all(conn).await?;
+    let rows = sqlx::query("SELECT data FROM trace_chunks WHERE job_id = $1 ORDER BY seq")
+        .bind(job_id)
+        .fetch_all(conn)
+        .await?;
     let mut out = Vec::new();
     for r in rows {
         out.extend_from_slice(&r.get::<Vec<u8>, _>(0));

@@ -55,11 +55,20 @@ fn pipeline(project_id: i64) -> NewPipeline {
 #[tokio::test]
 async fn projects_are_unique_by_name() {
     let (_d, s) = open().await;
-    let p = s.create_project(&project("demo"), 1).await.expect("created");
+    let p = s
+        .create_project(&project("demo"), 1)
+        .await
+        .expect("created");
     assert_eq!(s.project_by_name("demo").await.expect("found"), p);
-    let err = s.create_project(&project("demo"), 2).await.expect_err("duplicate");
+    let err = s
+        .create_project(&project("demo"), 2)
+        .await
+        .expect_err("duplicate");
     assert!(matches!(err, StoreError::Conflict(_)), "{err}");
-    assert!(matches!(s.project(999).await, Err(StoreError::NotFound("project"))));
+    assert!(matches!(
+        s.project(999).await,
+        Err(StoreError::NotFound("project"))
+    ));
 }
 
 #[tokio::test]
@@ -67,11 +76,27 @@ async fn pipelines_get_per_project_iids_and_their_jobs() {
     let (_d, s) = open().await;
     let a = s.create_project(&project("a"), 1).await.expect("a");
     let b = s.create_project(&project("b"), 1).await.expect("b");
-    let (p1, jobs) = s.create_pipeline(&pipeline(a.id), &[job("build", "created"), job("test", "created")], 10).await.expect("p1");
-    let (p2, _) = s.create_pipeline(&pipeline(a.id), &[], 11).await.expect("p2");
-    let (p3, _) = s.create_pipeline(&pipeline(b.id), &[], 12).await.expect("p3");
+    let (p1, jobs) = s
+        .create_pipeline(
+            &pipeline(a.id),
+            &[job("build", "created"), job("test", "created")],
+            10,
+        )
+        .await
+        .expect("p1");
+    let (p2, _) = s
+        .create_pipeline(&pipeline(a.id), &[], 11)
+        .await
+        .expect("p2");
+    let (p3, _) = s
+        .create_pipeline(&pipeline(b.id), &[], 12)
+        .await
+        .expect("p3");
     assert_eq!((p1.iid, p2.iid, p3.iid), (1, 2, 1));
-    assert_eq!(jobs.iter().map(|j| j.name.as_str()).collect::<Vec<_>>(), ["build", "test"]);
+    assert_eq!(
+        jobs.iter().map(|j| j.name.as_str()).collect::<Vec<_>>(),
+        ["build", "test"]
+    );
     assert_eq!(jobs[0].tags, ["linux"]);
     assert_eq!(s.pipelines(a.id).await.expect("list").len(), 2);
     assert_eq!(s.active_pipelines().await.expect("active").len(), 3);
@@ -80,8 +105,14 @@ async fn pipelines_get_per_project_iids_and_their_jobs() {
 #[tokio::test]
 async fn apply_is_atomic_and_optimistically_locked() {
     let (_d, s) = open().await;
-    let p = s.create_project(&project("demo"), 1).await.expect("project");
-    let (pl, jobs) = s.create_pipeline(&pipeline(p.id), &[job("build", "created")], 1).await.expect("pipeline");
+    let p = s
+        .create_project(&project("demo"), 1)
+        .await
+        .expect("project");
+    let (pl, jobs) = s
+        .create_pipeline(&pipeline(p.id), &[job("build", "created")], 1)
+        .await
+        .expect("pipeline");
     let change = PipelineChange {
         status: "pending".into(),
         started_at: None,
@@ -94,12 +125,20 @@ async fn apply_is_atomic_and_optimistically_locked() {
         }],
         new_jobs: vec![],
     };
-    s.apply(pl.id, pl.lock_version, &change, 5).await.expect("applied");
+    s.apply(pl.id, pl.lock_version, &change, 5)
+        .await
+        .expect("applied");
     // A second writer holding the old version must not overwrite.
-    let err = s.apply(pl.id, pl.lock_version, &change, 6).await.expect_err("stale");
+    let err = s
+        .apply(pl.id, pl.lock_version, &change, 6)
+        .await
+        .expect_err("stale");
     assert!(matches!(err, StoreError::Stale));
     let pl2 = s.pipeline(pl.id).await.expect("pipeline");
-    assert_eq!((pl2.status.as_str(), pl2.lock_version), ("pending", pl.lock_version + 1));
+    assert_eq!(
+        (pl2.status.as_str(), pl2.lock_version),
+        ("pending", pl.lock_version + 1)
+    );
     // A failing statement rolls the whole change back (job id that violates nothing but a
     // new job row with a unique token is fine; force failure with a bad pipeline id).
     assert!(s.apply(9999, 0, &change, 7).await.is_err());
@@ -113,10 +152,15 @@ async fn apply_is_atomic_and_optimistically_locked() {
             retried: true,
             ..JobUpdate::default()
         }],
-        new_jobs: vec![NewJob { attempt: 2, ..job("build", "pending") }],
+        new_jobs: vec![NewJob {
+            attempt: 2,
+            ..job("build", "pending")
+        }],
         ..PipelineChange::default()
     };
-    s.apply(pl.id, pl2.lock_version, &retry, 8).await.expect("retry");
+    s.apply(pl.id, pl2.lock_version, &retry, 8)
+        .await
+        .expect("retry");
     let all = s.pipeline_jobs(pl.id).await.expect("jobs");
     assert_eq!(all.len(), 2);
     assert!(all[0].retried && !all[1].retried && all[1].attempt == 2);
@@ -125,10 +169,18 @@ async fn apply_is_atomic_and_optimistically_locked() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn every_pending_job_goes_to_exactly_one_runner() {
     let (_d, s) = open().await;
-    let p = s.create_project(&project("demo"), 1).await.expect("project");
+    let p = s
+        .create_project(&project("demo"), 1)
+        .await
+        .expect("project");
     let n_jobs = 60;
-    let jobs: Vec<NewJob> = (0..n_jobs).map(|i| job(&format!("job{i}"), "pending")).collect();
-    let (_, created) = s.create_pipeline(&pipeline(p.id), &jobs, 1).await.expect("pipeline");
+    let jobs: Vec<NewJob> = (0..n_jobs)
+        .map(|i| job(&format!("job{i}"), "pending"))
+        .collect();
+    let (_, created) = s
+        .create_pipeline(&pipeline(p.id), &jobs, 1)
+        .await
+        .expect("pipeline");
     let mut runner_ids = Vec::new();
     for i in 0..16 {
         let r = s
@@ -157,7 +209,10 @@ async fn every_pending_job_goes_to_exactly_one_runner() {
         tasks.push(tokio::spawn(async move {
             let mut won = Vec::new();
             for id in ids {
-                match s.assign_job(id, runner, &format!("tok-{runner}-{id}"), 3600, 2).await {
+                match s
+                    .assign_job(id, runner, &format!("tok-{runner}-{id}"), 3600, 2)
+                    .await
+                {
                     Ok(Some(_)) => won.push(id),
                     Ok(None) => {}
                     Err(e) => panic!("assign failed: {e}"),
@@ -178,9 +233,19 @@ async fn every_pending_job_goes_to_exactly_one_runner() {
 #[tokio::test]
 async fn assignments_in_one_statement() {
     let (_d, s) = open().await;
-    let p = s.create_project(&project("demo"), 1).await.expect("project");
-    let jobs = vec![job("a", "pending"), job("b", "pending"), job("c", "created")];
-    let (pl, created) = s.create_pipeline(&pipeline(p.id), &jobs, 1).await.expect("pipeline");
+    let p = s
+        .create_project(&project("demo"), 1)
+        .await
+        .expect("project");
+    let jobs = vec![
+        job("a", "pending"),
+        job("b", "pending"),
+        job("c", "created"),
+    ];
+    let (pl, created) = s
+        .create_pipeline(&pipeline(p.id), &jobs, 1)
+        .await
+        .expect("pipeline");
     let (a, b, c) = (created[0].id, created[1].id, created[2].id);
     let mut runners = Vec::new();
     for i in 0..2 {
@@ -211,7 +276,12 @@ async fn assignments_in_one_statement() {
     // `a` named twice goes to its first assignment; `c` is not pending.
     let won = s
         .assign_jobs(
-            &[assign(a, runners[0], "t-a0"), assign(a, runners[1], "t-a1"), assign(b, runners[1], "t-b1"), assign(c, runners[0], "t-c0")],
+            &[
+                assign(a, runners[0], "t-a0"),
+                assign(a, runners[1], "t-a1"),
+                assign(b, runners[1], "t-b1"),
+                assign(c, runners[0], "t-c0"),
+            ],
             42,
         )
         .await
@@ -221,34 +291,94 @@ async fn assignments_in_one_statement() {
     assert_eq!(ids, vec![a, b]);
     assert!(won.values().all(|status| *status == pl.status), "{won:?}");
     let ja = s.job(a).await.expect("a");
-    assert_eq!((ja.status.as_str(), ja.runner_id, ja.started_at, ja.timeout_secs), ("running", Some(runners[0]), Some(42), Some(600)));
-    assert_eq!(s.job_status_by_token_hash("t-a0").await.expect("lookup"), Some((a, "running".to_owned())));
-    assert_eq!(s.job_status_by_token_hash("t-a1").await.expect("lookup"), None);
+    assert_eq!(
+        (
+            ja.status.as_str(),
+            ja.runner_id,
+            ja.started_at,
+            ja.timeout_secs
+        ),
+        ("running", Some(runners[0]), Some(42), Some(600))
+    );
+    assert_eq!(
+        s.job_status_by_token_hash("t-a0").await.expect("lookup"),
+        Some((a, "running".to_owned()))
+    );
+    assert_eq!(
+        s.job_status_by_token_hash("t-a1").await.expect("lookup"),
+        None
+    );
     assert_eq!(s.job(b).await.expect("b").runner_id, Some(runners[1]));
     assert_eq!(s.job_status(c).await.expect("c"), "created");
     // Taken jobs are not taken again; an empty batch is nothing.
-    assert_eq!(s.assign_job(a, runners[1], "t-a2", 600, 43).await.expect("again"), None);
+    assert_eq!(
+        s.assign_job(a, runners[1], "t-a2", 600, 43)
+            .await
+            .expect("again"),
+        None
+    );
     assert!(s.assign_jobs(&[], 44).await.expect("empty").is_empty());
 }
 
 #[tokio::test]
 async fn trace_sizes_move_by_compare_and_set() {
     let (_d, s) = open().await;
-    let p = s.create_project(&project("demo"), 1).await.expect("project");
-    let (_, jobs) = s.create_pipeline(&pipeline(p.id), &[job("build", "running")], 1).await.expect("pipeline");
+    let p = s
+        .create_project(&project("demo"), 1)
+        .await
+        .expect("project");
+    let (_, jobs) = s
+        .create_pipeline(&pipeline(p.id), &[job("build", "running")], 1)
+        .await
+        .expect("pipeline");
     let id = jobs[0].id;
     let state = s.trace_state(id).await.expect("state");
-    assert_eq!(state, TraceState { status: "running".into(), size: 0, in_db: false });
-    assert!(s.commit_trace_size(id, 0, 6, false, 5).await.expect("commit"));
-    assert!(s.commit_trace_size(id, 6, 12, false, 6).await.expect("commit"));
+    assert_eq!(
+        state,
+        TraceState {
+            status: "running".into(),
+            size: 0,
+            in_db: false
+        }
+    );
+    assert!(
+        s.commit_trace_size(id, 0, 6, false, 5)
+            .await
+            .expect("commit")
+    );
+    assert!(
+        s.commit_trace_size(id, 6, 12, false, 6)
+            .await
+            .expect("commit")
+    );
     // Another writer got there first: nothing changes.
-    assert!(!s.commit_trace_size(id, 6, 20, false, 7).await.expect("stale commit"));
-    assert!(s.commit_trace_size(id, 12, 12, false, 8).await.expect("empty append"));
-    assert!(matches!(s.commit_trace_size(id, 12, 3, false, 9).await, Err(StoreError::Conflict(_))));
+    assert!(
+        !s.commit_trace_size(id, 6, 20, false, 7)
+            .await
+            .expect("stale commit")
+    );
+    assert!(
+        s.commit_trace_size(id, 12, 12, false, 8)
+            .await
+            .expect("empty append")
+    );
+    assert!(matches!(
+        s.commit_trace_size(id, 12, 3, false, 9).await,
+        Err(StoreError::Conflict(_))
+    ));
     let job = s.job(id).await.expect("job");
     assert_eq!((job.trace_size, job.last_contact_at), (12, Some(8)));
-    assert_eq!(s.trace_snapshot(id).await.expect("snapshot"), TraceSnapshot { size: 12, in_db: None });
-    assert!(matches!(s.trace_state(id + 100).await, Err(StoreError::NotFound("job"))));
+    assert_eq!(
+        s.trace_snapshot(id).await.expect("snapshot"),
+        TraceSnapshot {
+            size: 12,
+            in_db: None
+        }
+    );
+    assert!(matches!(
+        s.trace_state(id + 100).await,
+        Err(StoreError::NotFound("job"))
+    ));
 }
 
 /// A database from before migration 0004 kept its logs in `trace_chunks`: they stay
@@ -262,10 +392,18 @@ async fn logs_stored_in_the_database_before_0004_stay_readable() {
     {
         sqlx::any::install_default_drivers();
         let pool = sqlx::AnyPool::connect(&url).await.expect("connect");
-        let mut migrator = sqlx::migrate::Migrator::new(std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations/sqlite")))
-            .await
-            .expect("migrations");
-        let before: Vec<_> = migrator.migrations.iter().filter(|m| m.version < 4).cloned().collect();
+        let mut migrator = sqlx::migrate::Migrator::new(std::path::Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/migrations/sqlite"
+        )))
+        .await
+        .expect("migrations");
+        let before: Vec<_> = migrator
+            .migrations
+            .iter()
+            .filter(|m| m.version < 4)
+            .cloned()
+            .collect();
         assert_eq!(before.len(), 3);
         migrator.migrations = before.into();
         migrator.run(&pool).await.expect("migrate to 0003");
@@ -284,16 +422,53 @@ async fn logs_stored_in_the_database_before_0004_stay_readable() {
         pool.close().await;
     }
     let s = Store::open(&url).await.expect("open and migrate");
-    assert_eq!(s.trace_snapshot(1).await.expect("done"), TraceSnapshot { size: 12, in_db: Some(b"hello world\n".to_vec()) });
-    assert_eq!(s.trace_state(2).await.expect("running"), TraceState { status: "running".into(), size: 4, in_db: true });
-    assert_eq!(s.trace_snapshot(3).await.expect("silent"), TraceSnapshot { size: 0, in_db: None });
+    assert_eq!(
+        s.trace_snapshot(1).await.expect("done"),
+        TraceSnapshot {
+            size: 12,
+            in_db: Some(b"hello world\n".to_vec())
+        }
+    );
+    assert_eq!(
+        s.trace_state(2).await.expect("running"),
+        TraceState {
+            status: "running".into(),
+            size: 4,
+            in_db: true
+        }
+    );
+    assert_eq!(
+        s.trace_snapshot(3).await.expect("silent"),
+        TraceSnapshot {
+            size: 0,
+            in_db: None
+        }
+    );
     // The running job's next append: its old bytes went to its file with the new ones.
     assert_eq!(s.trace_in_db(2).await.expect("old bytes"), b"old!");
-    assert!(!s.commit_trace_size(2, 4, 9, false, 2).await.expect("not without moving"));
+    assert!(
+        !s.commit_trace_size(2, 4, 9, false, 2)
+            .await
+            .expect("not without moving")
+    );
     assert!(s.commit_trace_size(2, 4, 9, true, 2).await.expect("moved"));
-    assert_eq!(s.trace_state(2).await.expect("moved"), TraceState { status: "running".into(), size: 9, in_db: false });
+    assert_eq!(
+        s.trace_state(2).await.expect("moved"),
+        TraceState {
+            status: "running".into(),
+            size: 9,
+            in_db: false
+        }
+    );
     assert_eq!(s.trace_in_db(2).await.expect("chunks deleted"), b"");
-    assert_eq!(s.trace_snapshot(1).await.expect("untouched").in_db.as_deref(), Some(&b"hello world\n"[..]));
+    assert_eq!(
+        s.trace_snapshot(1)
+            .await
+            .expect("untouched")
+            .in_db
+            .as_deref(),
+        Some(&b"hello world\n"[..])
+    );
 }
 
 #[tokio::test]
@@ -315,20 +490,43 @@ async fn runners_tokens_and_artifacts() {
         )
         .await
         .expect("runner");
-    assert_eq!(s.runner_by_token_hash("hash1").await.expect("lookup"), Some(r.clone()));
+    assert_eq!(
+        s.runner_by_token_hash("hash1").await.expect("lookup"),
+        Some(r.clone())
+    );
     assert_eq!(s.runner_by_token_hash("nope").await.expect("lookup"), None);
     assert!(s.delete_runner(r.id).await.expect("delete"));
     assert!(!s.delete_runner(r.id).await.expect("delete again"));
 
-    assert!(s.init_setting("registration_token_hash", "x").await.expect("init"));
-    assert!(!s.init_setting("registration_token_hash", "y").await.expect("init again"));
-    assert_eq!(s.setting("registration_token_hash").await.expect("get").as_deref(), Some("x"));
+    assert!(
+        s.init_setting("registration_token_hash", "x")
+            .await
+            .expect("init")
+    );
+    assert!(
+        !s.init_setting("registration_token_hash", "y")
+            .await
+            .expect("init again")
+    );
+    assert_eq!(
+        s.setting("registration_token_hash")
+            .await
+            .expect("get")
+            .as_deref(),
+        Some("x")
+    );
     s.add_admin_token("admin-hash", 1).await.expect("admin");
     assert!(s.is_admin_token("admin-hash").await.expect("check"));
     assert_eq!(s.admin_token_count().await.expect("count"), 1);
 
-    let p = s.create_project(&project("demo"), 1).await.expect("project");
-    let (_, jobs) = s.create_pipeline(&pipeline(p.id), &[job("build", "running")], 1).await.expect("pipeline");
+    let p = s
+        .create_project(&project("demo"), 1)
+        .await
+        .expect("project");
+    let (_, jobs) = s
+        .create_pipeline(&pipeline(p.id), &[job("build", "running")], 1)
+        .await
+        .expect("pipeline");
     let a = NewArtifact {
         job_id: jobs[0].id,
         file_type: "archive".into(),
@@ -340,7 +538,15 @@ async fn runners_tokens_and_artifacts() {
         expire_at: None,
     };
     s.put_artifact(&a, 2).await.expect("artifact");
-    s.put_artifact(&NewArtifact { size: 20, ..a.clone() }, 3).await.expect("replace");
+    s.put_artifact(
+        &NewArtifact {
+            size: 20,
+            ..a.clone()
+        },
+        3,
+    )
+    .await
+    .expect("replace");
     let list = s.artifacts(jobs[0].id).await.expect("list");
     assert_eq!(list.len(), 1);
     assert_eq!(list[0].size, 20);
@@ -352,10 +558,14 @@ async fn reopening_keeps_data_and_rejects_other_backends() {
     let url = format!("sqlite://{}", dir.path().join("g.db").display());
     {
         let s = Store::open(&url).await.expect("open");
-        s.create_project(&project("kept"), 1).await.expect("project");
+        s.create_project(&project("kept"), 1)
+            .await
+            .expect("project");
     }
     let s = Store::open(&url).await.expect("reopen");
     assert_eq!(s.projects().await.expect("projects").len(), 1);
-    let err = Store::open("mysql://localhost/db").await.expect_err("unsupported");
+    let err = Store::open("mysql://localhost/db")
+        .await
+        .expect_err("unsupported");
     assert!(err.to_string().contains("only sqlite"), "{err}");
 }

@@ -53,7 +53,9 @@ fn twenty_one_jobs() -> String {
     let mut yaml = String::from("stages: [build, test, deploy]\n");
     for stage in ["build", "test", "deploy"] {
         for i in 1..=7 {
-            yaml.push_str(&format!("{stage}-{i}:\n  stage: {stage}\n  script:\n    - echo {stage} {i}\n"));
+            yaml.push_str(&format!(
+                "{stage}-{i}:\n  stage: {stage}\n  script:\n    - echo {stage} {i}\n"
+            ));
         }
     }
     yaml
@@ -67,13 +69,24 @@ fn gitlabci_local() -> PathBuf {
     let venv = target.join("gitlabci-local-venv");
     let bin = venv.join("bin/gitlabci-local");
     if !bin.exists() {
-        eprintln!("installing gitlabci-local from PyPI into {} ...", venv.display());
-        let ok = Command::new("python3").arg("-m").arg("venv").arg(&venv).status().is_ok_and(|s| s.success())
+        eprintln!(
+            "installing gitlabci-local from PyPI into {} ...",
+            venv.display()
+        );
+        let ok = Command::new("python3")
+            .arg("-m")
+            .arg("venv")
+            .arg(&venv)
+            .status()
+            .is_ok_and(|s| s.success())
             && Command::new(venv.join("bin/pip"))
                 .args(["install", "--quiet", "gitlabci-local"])
                 .status()
                 .is_ok_and(|s| s.success());
-        assert!(ok, "could not install gitlabci-local (python3 -m venv + pip install gitlabci-local)");
+        assert!(
+            ok,
+            "could not install gitlabci-local (python3 -m venv + pip install gitlabci-local)"
+        );
     }
     bin
 }
@@ -100,12 +113,21 @@ fn median(mut v: Vec<Duration>) -> Duration {
 fn main() {
     // `cargo bench` passes `--bench`; a name filter may follow.
     let filter: Option<String> = std::env::args().skip(1).find(|a| !a.starts_with('-'));
-    let rounds: usize = std::env::var("BENCH_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(7).max(1);
+    let rounds: usize = std::env::var("BENCH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(7)
+        .max(1);
     let gantry = PathBuf::from(env!("CARGO_BIN_EXE_gantry"));
     let gcl = gitlabci_local();
     let home = tempfile::tempdir().expect("a temp dir");
-    println!("gantry run vs gitlabci-local -H -p: median of {rounds} rounds, wall time per pipeline run");
-    println!("{:<26} {:>4} {:>16} {:>12} {:>8}", "pipeline", "jobs", "gitlabci-local", "gantry run", "ratio");
+    println!(
+        "gantry run vs gitlabci-local -H -p: median of {rounds} rounds, wall time per pipeline run"
+    );
+    println!(
+        "{:<26} {:>4} {:>16} {:>12} {:>8}",
+        "pipeline", "jobs", "gitlabci-local", "gantry run", "ratio"
+    );
     // The same runs with TMPDIR on a tmpfs (as /tmp is by default on Debian 13, Fedora,
     // Arch): `gantry run` keeps its store, snapshot and job directories under TMPDIR, and
     // on a disk file system creating and removing them costs more than the jobs.
@@ -137,7 +159,10 @@ fn main() {
         };
         let gcl_cmd = || {
             let mut c = Command::new(&gcl);
-            c.args(["-H", "-p"]).current_dir(dir.path()).env("HOME", home.path()).stdin(Stdio::null());
+            c.args(["-H", "-p"])
+                .current_dir(dir.path())
+                .env("HOME", home.path())
+                .stdin(Stdio::null());
             if let Some(t) = tmpdir {
                 c.env("TMPDIR", t);
             }
@@ -159,5 +184,7 @@ fn main() {
             l.as_secs_f64() / g.as_secs_f64()
         );
     }
-    println!("ratio = gitlabci-local time / gantry run time (higher: Gantry faster); target ≥ 3× on 21 jobs");
+    println!(
+        "ratio = gitlabci-local time / gantry run time (higher: Gantry faster); target ≥ 3× on 21 jobs"
+    );
 }

@@ -79,7 +79,11 @@ impl ApiClient {
     }
 
     /// `POST /api/v4/<path>` with a JSON body.
-    pub(crate) async fn post<T: DeserializeOwned>(&self, path: &str, body: &Value) -> Result<T, ClientError> {
+    pub(crate) async fn post<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &Value,
+    ) -> Result<T, ClientError> {
         let request = self.http.post(self.url(path)).json(body);
         self.send(request).await
     }
@@ -88,15 +92,22 @@ impl ApiClient {
         format!("{}/api/v4/{}", self.base, path.trim_start_matches('/'))
     }
 
-    async fn send<T: DeserializeOwned>(&self, request: reqwest::RequestBuilder) -> Result<T, ClientError> {
-        let response = request.header("PRIVATE-TOKEN", &self.token).send().await.map_err(|e| {
-            ClientError::Server(format!(
-                "cannot reach the Gantry server at {}: {e}\n\
+    async fn send<T: DeserializeOwned>(
+        &self,
+        request: reqwest::RequestBuilder,
+    ) -> Result<T, ClientError> {
+        let response = request
+            .header("PRIVATE-TOKEN", &self.token)
+            .send()
+            .await
+            .map_err(|e| {
+                ClientError::Server(format!(
+                    "cannot reach the Gantry server at {}: {e}\n\
                  is `gantry server` running there? Pass --server URL or set {}",
-                self.base,
-                env::GANTRY_URL
-            ))
-        })?;
+                    self.base,
+                    env::GANTRY_URL
+                ))
+            })?;
         let status = response.status();
         let url = response.url().path().to_owned();
         let bytes = response
@@ -119,10 +130,13 @@ impl ApiClient {
             } else {
                 String::new()
             };
-            return Err(ClientError::Server(format!("the server answered {status} to {url}: {detail}{hint}")));
+            return Err(ClientError::Server(format!(
+                "the server answered {status} to {url}: {detail}{hint}"
+            )));
         }
-        serde_json::from_slice(&bytes)
-            .map_err(|e| ClientError::Server(format!("the answer to {url} is not the expected JSON: {e}")))
+        serde_json::from_slice(&bytes).map_err(|e| {
+            ClientError::Server(format!("the answer to {url} is not the expected JSON: {e}"))
+        })
     }
 }
 
@@ -140,7 +154,9 @@ pub(crate) fn encode_segment(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for byte in text.bytes() {
         match byte {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => out.push(char::from(byte)),
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                out.push(char::from(byte))
+            }
             _ => out.push_str(&format!("%{byte:02X}")),
         }
     }

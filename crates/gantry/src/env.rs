@@ -24,5 +24,7 @@ pub(crate) const GANTRY_REMOTE_INCLUDE_MIRROR: &str = "GANTRY_REMOTE_INCLUDE_MIR
 
 /// The value of a declared variable; unset and empty are the same.
 pub(crate) fn var(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|value| !value.trim().is_empty())
+    std::env::var(name)
+        .ok()
+        .filter(|value| !value.trim().is_empty())
 }

@@ -5,11 +5,20 @@ use std::process::Command;
 
 /// Run `git` in `dir`; stdout trimmed, or `None` when git fails.
 pub(crate) fn git(dir: &Path, args: &[&str]) -> Option<String> {
-    let out = Command::new("git").arg("-C").arg(dir).args(args).output().ok()?;
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .ok()?;
     if !out.status.success() {
         return None;
     }
-    Some(String::from_utf8_lossy(&out.stdout).trim_end_matches('\n').to_owned())
+    Some(
+        String::from_utf8_lossy(&out.stdout)
+            .trim_end_matches('\n')
+            .to_owned(),
+    )
 }
 
 /// The top of the work tree containing `dir`.
@@ -25,13 +34,31 @@ pub(crate) fn current_branch(dir: &Path) -> Option<String> {
 /// The default branch: `origin/HEAD` when known, else `main` or `master` when present,
 /// else the current branch.
 pub(crate) fn default_branch(dir: &Path) -> String {
-    if let Some(r) = git(dir, &["symbolic-ref", "--quiet", "--short", "refs/remotes/origin/HEAD"]) {
+    if let Some(r) = git(
+        dir,
+        &[
+            "symbolic-ref",
+            "--quiet",
+            "--short",
+            "refs/remotes/origin/HEAD",
+        ],
+    ) {
         if let Some(b) = r.strip_prefix("origin/") {
             return b.to_owned();
         }
     }
     for b in ["main", "master"] {
-        if git(dir, &["rev-parse", "--verify", "--quiet", &format!("refs/heads/{b}")]).is_some() {
+        if git(
+            dir,
+            &[
+                "rev-parse",
+                "--verify",
+                "--quiet",
+                &format!("refs/heads/{b}"),
+            ],
+        )
+        .is_some()
+        {
             return b.to_owned();
         }
     }
@@ -40,7 +67,21 @@ pub(crate) fn default_branch(dir: &Path) -> String {
 
 /// Every file of the work tree that git would see: tracked, plus untracked and not ignored.
 pub(crate) fn files(dir: &Path) -> Vec<String> {
-    git(dir, &["ls-files", "-z", "--cached", "--others", "--exclude-standard"])
-        .map(|s| s.split('\0').filter(|f| !f.is_empty()).map(str::to_owned).collect())
-        .unwrap_or_default()
+    git(
+        dir,
+        &[
+            "ls-files",
+            "-z",
+            "--cached",
+            "--others",
+            "--exclude-standard",
+        ],
+    )
+    .map(|s| {
+        s.split('\0')
+            .filter(|f| !f.is_empty())
+            .map(str::to_owned)
+            .collect()
+    })
+    .unwrap_or_default()
 }

@@ -48,7 +48,10 @@ enum Format {
 fn parse_source(s: &str) -> Result<Source, String> {
     Source::parse(s).ok_or_else(|| {
         let all: Vec<&str> = Source::ALL.iter().map(|s| s.as_str()).collect();
-        format!("unknown pipeline source `{s}`; expected one of: {}", all.join(", "))
+        format!(
+            "unknown pipeline source `{s}`; expected one of: {}",
+            all.join(", ")
+        )
     })
 }
 
@@ -68,7 +71,9 @@ impl Loader for WorkTree {
     fn read(&self, path: &str) -> Result<Option<String>, String> {
         let full = self.root.join(path);
         match std::fs::read(&full) {
-            Ok(bytes) => String::from_utf8(bytes).map(Some).map_err(|_| format!("{path} is not valid UTF-8")),
+            Ok(bytes) => String::from_utf8(bytes)
+                .map(Some)
+                .map_err(|_| format!("{path} is not valid UTF-8")),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) if e.kind() == std::io::ErrorKind::IsADirectory => Ok(None),
             Err(e) => Err(e.to_string()),
@@ -93,17 +98,27 @@ pub(crate) fn run(args: &LintArgs) -> u8 {
         Err(e) => return usage(&format!("cannot read the current directory: {e}"), ""),
     };
     let Some(root) = git::toplevel(&cwd) else {
-        return usage("not inside a git checkout", "run `gantry lint` from a git repository (`git init` creates one)");
+        return usage(
+            "not inside a git checkout",
+            "run `gantry lint` from a git repository (`git init` creates one)",
+        );
     };
     let config_path = match config_path(&root, &cwd, args.file.as_deref()) {
         Ok(path) => path,
         Err((msg, hint)) => return usage(&msg, &hint),
     };
     if !root.join(&config_path).is_file() {
-        return usage(&format!("{config_path} does not exist in {}", root.display()), "create it, or name another file: gantry lint FILE");
+        return usage(
+            &format!("{config_path} does not exist in {}", root.display()),
+            "create it, or name another file: gantry lint FILE",
+        );
     }
     let info = pipeline_info(&root, args, &config_path);
-    let changed = if args.changed.is_empty() { None } else { Some(args.changed.clone()) };
+    let changed = if args.changed.is_empty() {
+        None
+    } else {
+        Some(args.changed.clone())
+    };
     let ctx = Context::new(&info, &args.vars, changed);
     let opts = Options {
         config_path,
@@ -112,8 +127,15 @@ pub(crate) fn run(args: &LintArgs) -> u8 {
     };
     let origin_url = git::git(&root, &["remote", "get-url", "origin"]);
     let (server_url, project_path) = crate::run::origin(&root, origin_url.as_deref());
-    let git_dir = git::git(&root, &["rev-parse", "--absolute-git-dir"]).map_or_else(|| root.join(".git"), PathBuf::from);
-    let sources = match includes::sources(&root, &server_url, &project_path, git_dir, &info.default_branch) {
+    let git_dir = git::git(&root, &["rev-parse", "--absolute-git-dir"])
+        .map_or_else(|| root.join(".git"), PathBuf::from);
+    let sources = match includes::sources(
+        &root,
+        &server_url,
+        &project_path,
+        git_dir,
+        &info.default_branch,
+    ) {
         Ok(s) => s,
         Err(e) => return usage(&e, ""),
     };
@@ -132,24 +154,48 @@ pub(crate) fn run(args: &LintArgs) -> u8 {
     if written.is_err() {
         return exit::USAGE;
     }
-    if compiled.errors.is_empty() { exit::OK } else { exit::INVALID }
+    if compiled.errors.is_empty() {
+        exit::OK
+    } else {
+        exit::INVALID
+    }
 }
 
 /// The pipeline file's path relative to the repository root: `.gitlab-ci.yml`, or
 /// `file` (relative to `cwd`), which must exist inside the repository. The error is
 /// `(message, hint)`.
-pub(crate) fn config_path(root: &Path, cwd: &Path, file: Option<&Path>) -> Result<String, (String, String)> {
+pub(crate) fn config_path(
+    root: &Path,
+    cwd: &Path,
+    file: Option<&Path>,
+) -> Result<String, (String, String)> {
     let Some(f) = file else {
         return Ok(".gitlab-ci.yml".to_owned());
     };
-    let abs = if f.is_absolute() { f.to_owned() } else { cwd.join(f) };
-    let abs = abs
-        .canonicalize()
-        .map_err(|_| (format!("{} does not exist", f.display()), "name a file in this repository".to_owned()))?;
+    let abs = if f.is_absolute() {
+        f.to_owned()
+    } else {
+        cwd.join(f)
+    };
+    let abs = abs.canonicalize().map_err(|_| {
+        (
+            format!("{} does not exist", f.display()),
+            "name a file in this repository".to_owned(),
+        )
+    })?;
     let root = root.canonicalize().unwrap_or_else(|_| root.to_owned());
     abs.strip_prefix(&root)
         .map(|rel| rel.to_string_lossy().into_owned())
-        .map_err(|_| (format!("{} is outside the repository {}", f.display(), root.display()), String::new()))
+        .map_err(|_| {
+            (
+                format!(
+                    "{} is outside the repository {}",
+                    f.display(),
+                    root.display()
+                ),
+                String::new(),
+            )
+        })
 }
 
 fn pipeline_info(root: &Path, args: &LintArgs, config_path: &str) -> PipelineInfo {
@@ -157,9 +203,15 @@ fn pipeline_info(root: &Path, args: &LintArgs, config_path: &str) -> PipelineInf
     let (ref_name, is_tag) = match (&args.tag, &args.ref_) {
         (Some(t), _) => (t.clone(), true),
         (None, Some(r)) => (r.clone(), false),
-        (None, None) => (git::current_branch(root).unwrap_or_else(|| "HEAD".to_owned()), false),
+        (None, None) => (
+            git::current_branch(root).unwrap_or_else(|| "HEAD".to_owned()),
+            false,
+        ),
     };
-    let project_name = root.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "project".into());
+    let project_name = root
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "project".into());
     let namespace = g(&["remote", "get-url", "origin"])
         .and_then(|url| {
             let path = url.trim_end_matches(".git").replace(':', "/");
@@ -182,7 +234,9 @@ fn pipeline_info(root: &Path, args: &LintArgs, config_path: &str) -> PipelineInf
         project_name,
         project_namespace: namespace,
         config_path: config_path.to_owned(),
-        user_login: g(&["config", "user.email"]).and_then(|e| e.split('@').next().map(str::to_owned)).unwrap_or_else(|| "gantry".into()),
+        user_login: g(&["config", "user.email"])
+            .and_then(|e| e.split('@').next().map(str::to_owned))
+            .unwrap_or_else(|| "gantry".into()),
         user_name: g(&["config", "user.name"]).unwrap_or_else(|| "Gantry".into()),
         user_email: g(&["config", "user.email"]).unwrap_or_default(),
         ..PipelineInfo::default()

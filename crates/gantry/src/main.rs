@@ -32,7 +32,12 @@ pub(crate) mod exit {
 }
 
 #[derive(Parser)]
-#[command(name = "gantry", version, about = "Gantry: GitLab-compatible CI/CD", propagate_version = true)]
+#[command(
+    name = "gantry",
+    version,
+    about = "Gantry: GitLab-compatible CI/CD",
+    propagate_version = true
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -37,7 +37,11 @@ pub(crate) fn run(command: &PipelineCommand) -> Result<(), ClientError> {
 
 fn create(args: &CreateArgs) -> Result<(), ClientError> {
     let client = ApiClient::new(&args.server)?;
-    let variables: Vec<Value> = args.vars.iter().map(|(key, value)| json!({ "key": key, "value": value })).collect();
+    let variables: Vec<Value> = args
+        .vars
+        .iter()
+        .map(|(key, value)| json!({ "key": key, "value": value }))
+        .collect();
     let body = json!({ "ref": args.ref_, "variables": variables });
     let path = format!("projects/{}/pipeline", encode_segment(&args.project));
     let pipeline: Value = block_on(client.post(&path, &body))??;
@@ -46,9 +50,14 @@ fn create(args: &CreateArgs) -> Result<(), ClientError> {
         pipeline["id"],
         pipeline["iid"],
         pipeline["ref"].as_str().unwrap_or(&args.ref_),
-        pipeline["sha"].as_str().map_or("?", |sha| &sha[..sha.len().min(8)]),
+        pipeline["sha"]
+            .as_str()
+            .map_or("?", |sha| &sha[..sha.len().min(8)]),
         pipeline["status"].as_str().unwrap_or("?"),
     );
-    println!("{}", serde_json::to_string_pretty(&pipeline).unwrap_or_default());
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&pipeline).unwrap_or_default()
+    );
     Ok(())
 }

@@ -52,15 +52,24 @@ fn create(args: &CreateArgs) -> Result<(), ClientError> {
         project["id"],
         repo
     );
-    eprintln!("next: gantry pipeline create --project {} --ref <branch>", args.name);
-    println!("{}", serde_json::to_string_pretty(&project).unwrap_or_default());
+    eprintln!(
+        "next: gantry pipeline create --project {} --ref <branch>",
+        args.name
+    );
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&project).unwrap_or_default()
+    );
     Ok(())
 }
 
 fn list(args: &ListArgs) -> Result<(), ClientError> {
     let client = ApiClient::new(&args.server)?;
     let projects: Value = block_on(client.get("projects"))??;
-    println!("{}", serde_json::to_string_pretty(&projects).unwrap_or_default());
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&projects).unwrap_or_default()
+    );
     Ok(())
 }
 
@@ -94,8 +103,14 @@ mod tests {
 
     #[test]
     fn urls_pass_through() {
-        assert_eq!(resolve_repo("https://example.com/a.git").ok().as_deref(), Some("https://example.com/a.git"));
-        assert_eq!(resolve_repo("git@example.com:a/b.git").ok().as_deref(), Some("git@example.com:a/b.git"));
+        assert_eq!(
+            resolve_repo("https://example.com/a.git").ok().as_deref(),
+            Some("https://example.com/a.git")
+        );
+        assert_eq!(
+            resolve_repo("git@example.com:a/b.git").ok().as_deref(),
+            Some("git@example.com:a/b.git")
+        );
         assert!(resolve_repo("/no/such/dir/anywhere").is_err());
     }
 }

@@ -33,7 +33,8 @@ use gantry_runner::config::Config;
 use gantry_runner::job::JobEvent;
 use gantry_runner::poll::{PollEvent, PollOptions, Poller};
 use gantry_server::coordinator::{
-    Coordinator, CoordinatorConfig, IncludeLoader, JobSelection, PipelineRequest, PipelineUser, ProjectRequest, RunnerOptions,
+    Coordinator, CoordinatorConfig, IncludeLoader, JobSelection, PipelineRequest, PipelineUser,
+    ProjectRequest, RunnerOptions,
 };
 use gantry_store::Store;
 use tokio::sync::mpsc;
@@ -148,15 +149,25 @@ struct Setup {
 }
 
 fn setup(args: &RunArgs) -> Result<Setup, Stop> {
-    let cwd = std::env::current_dir().map_err(|e| usage(format!("cannot read the current directory: {e}")))?;
-    let not_a_checkout = || usage("not inside a git checkout\n  hint: run `gantry run` from a git repository (`git init` creates one)");
+    let cwd = std::env::current_dir()
+        .map_err(|e| usage(format!("cannot read the current directory: {e}")))?;
+    let not_a_checkout = || {
+        usage(
+            "not inside a git checkout\n  hint: run `gantry run` from a git repository (`git init` creates one)",
+        )
+    };
     let checkout = Checkout::read(&cwd, args.tag.as_deref())
         .map_err(|e| failed(format!("failed to read the git checkout: {e}")))?
         .ok_or_else(not_a_checkout)?;
     let root = checkout.root.clone();
-    let config_path = lint::config_path(&root, &cwd, args.file.as_deref()).map_err(|(msg, hint)| {
-        usage(if hint.is_empty() { msg } else { format!("{msg}\n  hint: {hint}") })
-    })?;
+    let config_path =
+        lint::config_path(&root, &cwd, args.file.as_deref()).map_err(|(msg, hint)| {
+            usage(if hint.is_empty() {
+                msg
+            } else {
+                format!("{msg}\n  hint: {hint}")
+            })
+        })?;
     let run_ref = match (&args.tag, &args.ref_) {
         (Some(tag), _) => RunRef::Tag(tag.clone()),
         (None, Some(branch)) => RunRef::Branch(branch.clone()),
@@ -170,15 +181,20 @@ fn setup(args: &RunArgs) -> Result<Setup, Stop> {
         .tempdir()
         .map_err(|e| failed(format!("failed to create a temporary directory: {e}")))?;
     let tmp_path = tmp.path().to_owned();
-    let snapshot = snapshot::prepare(&checkout, &tmp_path, &run_ref, args.committed).map_err(|e| match e {
-        snapshot::SnapshotError::Usage(m) => usage(m),
-        other => failed(format!("failed to snapshot the working tree: {other}")),
-    })?;
+    let snapshot =
+        snapshot::prepare(&checkout, &tmp_path, &run_ref, args.committed).map_err(|e| match e {
+            snapshot::SnapshotError::Usage(m) => usage(m),
+            other => failed(format!("failed to snapshot the working tree: {other}")),
+        })?;
     if !snapshot.dir.join(&config_path).is_file() {
         return Err(usage(format!(
             "{config_path} does not exist in {}{}\n  hint: create it, or name another file with --file PATH",
             root.display(),
-            if args.committed { " at the current commit" } else { "" }
+            if args.committed {
+                " at the current commit"
+            } else {
+                ""
+            }
         )));
     }
     Ok(Setup {
@@ -204,7 +220,14 @@ impl Loader for SnapshotFiles<'_> {
             Ok(bytes) => String::from_utf8(bytes)
                 .map(Some)
                 .map_err(|_| format!("{path} is not valid UTF-8")),
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::IsADirectory) => Ok(None),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::IsADirectory
+                ) =>
+            {
+                Ok(None)
+            }
             Err(e) => Err(e.to_string()),
         }
     }
@@ -217,8 +240,15 @@ impl Loader for SnapshotFiles<'_> {
 /// Compiles the configuration first, to report errors with their file:line:column
 /// (the coordinator stores messages only) and stop with exit status 2. Returns whether a
 /// job names an image.
-fn check_configuration(s: &Setup, args: &RunArgs, project_name: &str, server_url: &str) -> Result<bool, Stop> {
-    let (namespace, name) = project_name.rsplit_once('/').unwrap_or(("local", project_name));
+fn check_configuration(
+    s: &Setup,
+    args: &RunArgs,
+    project_name: &str,
+    server_url: &str,
+) -> Result<bool, Stop> {
+    let (namespace, name) = project_name
+        .rsplit_once('/')
+        .unwrap_or(("local", project_name));
     let info = PipelineInfo {
         ref_name: s.run_ref.name().to_owned(),
         is_tag: matches!(s.run_ref, RunRef::Tag(_)),
@@ -236,18 +266,29 @@ fn check_configuration(s: &Setup, args: &RunArgs, project_name: &str, server_url
         ..Options::default()
     };
     // The coordinator's project repository is the snapshot's: the same sources it uses.
-    let sources = includes::sources(&s.root, server_url, project_name, s.snapshot.repo.clone(), &s.default_branch).map_err(usage)?;
+    let sources = includes::sources(
+        &s.root,
+        server_url,
+        project_name,
+        s.snapshot.repo.clone(),
+        &s.default_branch,
+    )
+    .map_err(usage)?;
     let loader = IncludeLoader {
-        files: &SnapshotFiles { dir: &s.snapshot.dir },
+        files: &SnapshotFiles {
+            dir: &s.snapshot.dir,
+        },
         sources: &sources,
     };
     // Called before anything else runs on the runtime; a remote fetch runs on a helper
     // thread of its own (`block_on_side`).
     let compiled = gantry_pipeline::compile(&opts, &ctx, &loader);
     if compiled.errors.is_empty() {
-        return Ok(compiled
-            .pipeline
-            .is_some_and(|p| p.jobs.iter().any(|j| j.image.is_some() || !j.services.is_empty())));
+        return Ok(compiled.pipeline.is_some_and(|p| {
+            p.jobs
+                .iter()
+                .any(|j| j.image.is_some() || !j.services.is_empty())
+        }));
     }
     Err(usage(format!(
         "the pipeline configuration is invalid:\n{}",
@@ -269,7 +310,13 @@ pub(crate) fn origin(root: &Path, origin_url: Option<&str>) -> (String, String) 
         .unwrap_or_else(|| "project".to_owned());
     let clean = |s: &str| -> String {
         s.chars()
-            .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') { c } else { '-' })
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                    c
+                } else {
+                    '-'
+                }
+            })
             .collect::<String>()
             .trim_start_matches(['-', '.'])
             .trim_end_matches(".git")
@@ -283,7 +330,11 @@ pub(crate) fn origin(root: &Path, origin_url: Option<&str>) -> (String, String) 
                 let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
                 let scheme = if scheme == "http" { "http" } else { "https" };
                 // ssh://git@host:2222/… → the web server is https://host.
-                let host = if scheme == "https" && url.starts_with("ssh") { host.split(':').next().unwrap_or(host) } else { host };
+                let host = if scheme == "https" && url.starts_with("ssh") {
+                    host.split(':').next().unwrap_or(host)
+                } else {
+                    host
+                };
                 (format!("{scheme}://{host}"), path)
             }
             None => match url.split_once(':') {
@@ -294,19 +345,32 @@ pub(crate) fn origin(root: &Path, origin_url: Option<&str>) -> (String, String) 
                 _ => ("http://localhost".to_owned(), ""),
             },
         };
-        let parts: Vec<String> = path.split('/').filter(|p| !p.is_empty()).map(clean).filter(|p| !p.is_empty()).collect();
+        let parts: Vec<String> = path
+            .split('/')
+            .filter(|p| !p.is_empty())
+            .map(clean)
+            .filter(|p| !p.is_empty())
+            .collect();
         let host_ok = server.len() > "https://".len() && !server.ends_with("://");
         if parts.len() >= 2 && host_ok {
             return (server, parts.join("/"));
         }
     }
     let dir = clean(&dir);
-    ("http://localhost".to_owned(), format!("local/{}", if dir.is_empty() { "project" } else { &dir }))
+    (
+        "http://localhost".to_owned(),
+        format!("local/{}", if dir.is_empty() { "project" } else { &dir }),
+    )
 }
 
 fn pipeline_user(checkout: &Checkout) -> PipelineUser {
     let email = checkout.user_email.clone().unwrap_or_default();
-    let login = email.split('@').next().filter(|l| !l.is_empty()).unwrap_or("gantry").to_owned();
+    let login = email
+        .split('@')
+        .next()
+        .filter(|l| !l.is_empty())
+        .unwrap_or("gantry")
+        .to_owned();
     PipelineUser {
         name: checkout.user_name.clone().unwrap_or_else(|| login.clone()),
         login,
@@ -323,7 +387,11 @@ fn cache_dir(root: &Path) -> PathBuf {
     let base = std::env::var_os("XDG_CACHE_HOME")
         .filter(|d| !d.is_empty())
         .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").filter(|d| !d.is_empty()).map(|h| PathBuf::from(h).join(".cache")))
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .filter(|d| !d.is_empty())
+                .map(|h| PathBuf::from(h).join(".cache"))
+        })
         .unwrap_or_else(std::env::temp_dir);
     let digest = {
         use std::hash::{Hash, Hasher};
@@ -343,7 +411,10 @@ fn cache_dir(root: &Path) -> PathBuf {
         root.to_string_lossy().as_bytes().hash(&mut h);
         h.finish()
     };
-    base.join("gantry").join("run").join(format!("{digest:016x}")).join("cache")
+    base.join("gantry")
+        .join("run")
+        .join(format!("{digest:016x}"))
+        .join("cache")
 }
 
 fn concurrency(args: &RunArgs) -> usize {
@@ -369,7 +440,9 @@ fn named(job: &str, names: &[String]) -> bool {
 fn is_node_suffix(rest: &str) -> bool {
     rest.strip_prefix(' ')
         .and_then(|r| r.split_once('/'))
-        .is_some_and(|(a, b)| !a.is_empty() && !b.is_empty() && a.bytes().chain(b.bytes()).all(|c| c.is_ascii_digit()))
+        .is_some_and(|(a, b)| {
+            !a.is_empty() && !b.is_empty() && a.bytes().chain(b.bytes()).all(|c| c.is_ascii_digit())
+        })
 }
 
 enum Event {
@@ -380,23 +453,32 @@ enum Event {
 async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
     let s = setup(args)?;
     let (server_url, project_name) = origin(&s.root, s.checkout.origin_url.as_deref());
-    let (include_cache, rewrites) = includes::cache_and_rewrites(&s.root, &server_url).map_err(usage)?;
+    let (include_cache, rewrites) =
+        includes::cache_and_rewrites(&s.root, &server_url).map_err(usage)?;
     let uses_images = check_configuration(&s, args, &project_name, &server_url)?;
 
-    let color = !args.no_color && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::io::stdout().is_terminal();
+    let color = !args.no_color
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+        && std::io::stdout().is_terminal();
     let live = std::io::stdout().is_terminal();
 
     // The coordinator, on a temporary database, over loopback HTTP.
     let data_dir = s.tmp.join("data");
-    std::fs::create_dir_all(&data_dir).map_err(|e| failed(format!("failed to create {}: {e}", data_dir.display())))?;
+    std::fs::create_dir_all(&data_dir)
+        .map_err(|e| failed(format!("failed to create {}: {e}", data_dir.display())))?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .map_err(|e| failed(format!("failed to listen on a loopback port: {e}")))?;
-    let addr = listener.local_addr().map_err(|e| failed(format!("failed to read the loopback address: {e}")))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| failed(format!("failed to read the loopback address: {e}")))?;
     let url = format!("http://{addr}");
-    let store = Store::open(&format!("sqlite://{}", data_dir.join("gantry.db").display()))
-        .await
-        .map_err(|e| failed(format!("failed to open the temporary database: {e}")))?;
+    let store = Store::open(&format!(
+        "sqlite://{}",
+        data_dir.join("gantry.db").display()
+    ))
+    .await
+    .map_err(|e| failed(format!("failed to open the temporary database: {e}")))?;
     let mut cfg = CoordinatorConfig::new(&data_dir, server_url);
     cfg.local_repos_in_place = true;
     cfg.user = pipeline_user(&s.checkout);
@@ -424,9 +506,13 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
         .await
         .map_err(|e| failed(format!("failed to create the runner: {e}")))?;
     let (stop_server, server_stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(gantry_server::http::serve(listener, coordinator.clone(), async {
-        let _ = server_stopped.await;
-    }));
+    let server = tokio::spawn(gantry_server::http::serve(
+        listener,
+        coordinator.clone(),
+        async {
+            let _ = server_stopped.await;
+        },
+    ));
     let timers = coordinator.spawn_background();
 
     // The runner, in-process.
@@ -460,7 +546,8 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
         }))
     };
     drop(tx);
-    let (poller, handle) = Poller::new(config, options).map_err(|e| failed(format!("failed to {e}")))?;
+    let (poller, handle) =
+        Poller::new(config, options).map_err(|e| failed(format!("failed to {e}")))?;
     let polling = tokio::spawn(poller.run());
 
     if s.snapshot.uncommitted {
@@ -496,7 +583,10 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
     };
     if !pipeline.yaml_errors.is_empty() {
         shutdown(&handle, stop_server, polling, server, timers, false).await;
-        return Err(usage(format!("the pipeline configuration is invalid:\n{}", pipeline.yaml_errors.join("\n"))));
+        return Err(usage(format!(
+            "the pipeline configuration is invalid:\n{}",
+            pipeline.yaml_errors.join("\n")
+        )));
     }
     let mut play: Vec<String> = args.manual.clone();
     play.extend(args.jobs.iter().cloned());
@@ -537,7 +627,10 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
                     .collect(),
             );
             let mut played_now = false;
-            for j in jobs.iter().filter(|j| !j.retried && j.status == "manual" && named(&j.name, &play)) {
+            for j in jobs
+                .iter()
+                .filter(|j| !j.retried && j.status == "manual" && named(&j.name, &play))
+            {
                 if played.insert(j.id) {
                     match coordinator.play_job(j.id, Vec::new()).await {
                         Ok(_) => played_now = true,
@@ -550,7 +643,16 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
                 continue;
             }
             let active = jobs.iter().any(|j| {
-                !j.retried && matches!(j.status.as_str(), "pending" | "running" | "preparing" | "canceling" | "waiting_for_resource" | "scheduled")
+                !j.retried
+                    && matches!(
+                        j.status.as_str(),
+                        "pending"
+                            | "running"
+                            | "preparing"
+                            | "canceling"
+                            | "waiting_for_resource"
+                            | "scheduled"
+                    )
             });
             let done = match p_status.as_str() {
                 "success" | "failed" | "canceled" | "skipped" => true,
@@ -618,9 +720,21 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
         display.flush_job(j.id);
     }
     display.finish();
-    shutdown(&handle, stop_server, polling, server, timers, interrupts > 1).await;
+    shutdown(
+        &handle,
+        stop_server,
+        polling,
+        server,
+        timers,
+        interrupts > 1,
+    )
+    .await;
 
-    let status = if interrupts > 0 && status != "success" { "canceled".to_owned() } else { status };
+    let status = if interrupts > 0 && status != "success" {
+        "canceled".to_owned()
+    } else {
+        status
+    };
     print!("\n{}", report::summary(&jobs, &status, display.color()));
     if let Some(path) = &args.json_report {
         write_report(path, &RunReport::new(&status, &jobs))?;
@@ -632,9 +746,14 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
 }
 
 fn write_report(path: &Path, report: &RunReport) -> Result<(), Stop> {
-    let text = serde_json::to_string_pretty(report).map_err(|e| failed(format!("failed to write the JSON report: {e}")))?;
-    std::fs::write(path, format!("{text}\n"))
-        .map_err(|e| failed(format!("failed to write the JSON report to {}: {e}", path.display())))
+    let text = serde_json::to_string_pretty(report)
+        .map_err(|e| failed(format!("failed to write the JSON report: {e}")))?;
+    std::fs::write(path, format!("{text}\n")).map_err(|e| {
+        failed(format!(
+            "failed to write the JSON report to {}: {e}",
+            path.display()
+        ))
+    })
 }
 
 /// Stops the runner and the server. With `wait`, jobs still running (an interrupted
@@ -671,15 +790,23 @@ enum Executors {
 
 /// `--executor` against what this machine has: `auto` uses Docker when an engine
 /// answers (saying so when it does not and a job names an image).
-async fn executors(choice: ExecutorChoice, display: &mut Display, uses_images: bool) -> Result<Executors, Stop> {
+async fn executors(
+    choice: ExecutorChoice,
+    display: &mut Display,
+    uses_images: bool,
+) -> Result<Executors, Stop> {
     match choice {
         ExecutorChoice::Shell => Ok(Executors::Shell),
         ExecutorChoice::Docker => match gantry_runner::docker::docker_available().await {
-            Ok(()) => Ok(Executors::Docker { shell_without_image: false }),
+            Ok(()) => Ok(Executors::Docker {
+                shell_without_image: false,
+            }),
             Err(e) => Err(usage(format!("--executor docker: {e}"))),
         },
         ExecutorChoice::Auto => match gantry_runner::docker::docker_available().await {
-            Ok(()) => Ok(Executors::Docker { shell_without_image: true }),
+            Ok(()) => Ok(Executors::Docker {
+                shell_without_image: true,
+            }),
             Err(e) => {
                 if uses_images {
                     display.message(&format!(
@@ -695,7 +822,14 @@ async fn executors(choice: ExecutorChoice, display: &mut Display, uses_images: b
 /// The runner's configuration, as a `config.toml` would say it (so it goes through the
 /// same validation). Images are used as they are when present (`if-not-present`): a
 /// local run should not need a registry.
-fn runner_config(url: &str, token: &str, builds: &Path, cache: &Path, concurrency: usize, executors: Executors) -> String {
+fn runner_config(
+    url: &str,
+    token: &str,
+    builds: &Path,
+    cache: &Path,
+    concurrency: usize,
+    executors: Executors,
+) -> String {
     let quote = |s: &str| toml_string(s);
     let mut text = format!(
         "concurrent = {concurrency}\ncheck_interval = 1\nshutdown_timeout = 30\n\n[[runners]]\nname = \"gantry-run\"\nurl = {}\ntoken = {}\nbuilds_dir = {}\ncache_dir = {}\nlimit = {concurrency}\nrequest_concurrency = {concurrency}\n",
@@ -746,15 +880,44 @@ mod tests {
     #[test]
     fn the_origin_remote_gives_the_server_and_the_project() {
         let dir = tempfile::tempdir().unwrap();
-        let name = dir.path().file_name().unwrap().to_string_lossy().trim_start_matches('.').to_owned();
-        assert_eq!(origin(dir.path(), None), ("http://localhost".to_owned(), format!("local/{name}")));
+        let name = dir
+            .path()
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .trim_start_matches('.')
+            .to_owned();
+        assert_eq!(
+            origin(dir.path(), None),
+            ("http://localhost".to_owned(), format!("local/{name}"))
+        );
         for (url, server, project) in [
-            ("git@gitlab.com:gcl/test-project.git", "https://gitlab.com", "gcl/test-project"),
-            ("https://user:pw@gitlab.example.com:8443/a/b/c.git", "https://gitlab.example.com:8443", "a/b/c"),
-            ("http://localhost:8080/group/proj", "http://localhost:8080", "group/proj"),
-            ("ssh://git@host.example:2222/g/p.git", "https://host.example", "g/p"),
+            (
+                "git@gitlab.com:gcl/test-project.git",
+                "https://gitlab.com",
+                "gcl/test-project",
+            ),
+            (
+                "https://user:pw@gitlab.example.com:8443/a/b/c.git",
+                "https://gitlab.example.com:8443",
+                "a/b/c",
+            ),
+            (
+                "http://localhost:8080/group/proj",
+                "http://localhost:8080",
+                "group/proj",
+            ),
+            (
+                "ssh://git@host.example:2222/g/p.git",
+                "https://host.example",
+                "g/p",
+            ),
         ] {
-            assert_eq!(origin(dir.path(), Some(url)), (server.to_owned(), project.to_owned()), "{url}");
+            assert_eq!(
+                origin(dir.path(), Some(url)),
+                (server.to_owned(), project.to_owned()),
+                "{url}"
+            );
         }
     }
 

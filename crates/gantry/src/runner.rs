@@ -20,8 +20,8 @@ use gantry_runner::client::{Client, ClientError};
 use gantry_runner::config::{Config, ConfigError, ExecutorKind, LogLevel, RunnerConfig, ShellKind};
 use gantry_runner::job::short_token;
 use gantry_runner::poll::{
-    Level, PollEvent, PollOptions, Poller, check_config, load_or_create_system_id, runner_name, system_id_path,
-    version_info,
+    Level, PollEvent, PollOptions, Poller, check_config, load_or_create_system_id, runner_name,
+    system_id_path, version_info,
 };
 
 use crate::{env, exit};
@@ -106,7 +106,10 @@ pub(crate) struct UnregisterArgs {
 
 /// Runs a `gantry runner` command; returns the exit status.
 pub(crate) fn run(command: &RunnerCommand) -> u8 {
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("error: failed to start the async runtime: {error}");
@@ -172,7 +175,10 @@ fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|status| {
-            let line = status.lines().find(|line| line.starts_with("Uid:"))?.to_owned();
+            let line = status
+                .lines()
+                .find(|line| line.starts_with("Uid:"))?
+                .to_owned();
             line.split_whitespace().nth(2).map(|euid| euid == "0")
         })
         .unwrap_or(false)
@@ -239,7 +245,9 @@ fn rfc3339_now() -> String {
 fn describe_refusal(error: &ClientError) -> String {
     match error {
         ClientError::Refused { status: 403, .. } => {
-            format!("{error}\nthe server does not accept this token: check it, or create a new runner")
+            format!(
+                "{error}\nthe server does not accept this token: check it, or create a new runner"
+            )
         }
         ClientError::Refused { status: 410, .. } => format!(
             "{error}\nthis server no longer accepts registration tokens: create a runner in the UI (or with POST /user/runners) and register with its glrt- token"
@@ -264,7 +272,11 @@ async fn register(args: &RegisterArgs) -> Result<u8, Failure> {
             )));
         }
     };
-    let mut config = if path.exists() { load(&path)? } else { Config::default() };
+    let mut config = if path.exists() {
+        load(&path)?
+    } else {
+        Config::default()
+    };
     let tags = TagList(
         args.tag_list
             .iter()
@@ -280,7 +292,8 @@ async fn register(args: &RegisterArgs) -> Result<u8, Failure> {
     // Check the URL (and everything else) the way `run` will, before any request.
     let mut candidate = config.clone();
     candidate.runners.push(runner.clone());
-    Config::from_file_layer(&candidate.to_file(), "", &path).map_err(|error| usage(format!("failed to {error}")))?;
+    Config::from_file_layer(&candidate.to_file(), "", &path)
+        .map_err(|error| usage(format!("failed to {error}")))?;
 
     let system_id = system_id(&path)?;
     let (id, token, expires_at) = if is_created_runner_token(&args.token) {
@@ -297,7 +310,8 @@ async fn register(args: &RegisterArgs) -> Result<u8, Failure> {
             .map_err(|error| server(format!("failed to {}", describe_refusal(&error))))?;
         (details.id, args.token.clone(), details.token_expires_at)
     } else {
-        let client = Client::new(&runner.url, version_info(None)).map_err(|error| server(error.to_string()))?;
+        let client = Client::new(&runner.url, version_info(None))
+            .map_err(|error| server(error.to_string()))?;
         let request = RegisterRunnerRequest {
             token: args.token.clone(),
             description: name.clone(),
@@ -317,16 +331,23 @@ async fn register(args: &RegisterArgs) -> Result<u8, Failure> {
     runner.token = token;
     runner.token_obtained_at = Some(rfc3339_now());
     runner.token_expires_at = expires_at;
-    config.runners.retain(|existing| existing.token != runner.token || existing.url != runner.url);
+    config
+        .runners
+        .retain(|existing| existing.token != runner.token || existing.url != runner.url);
     config.runners.push(runner.clone());
-    config.save(&path).map_err(|error| usage(format!("failed to {error}")))?;
+    config
+        .save(&path)
+        .map_err(|error| usage(format!("failed to {error}")))?;
     eprintln!(
         "Runner {name} ({}) registered with {}; configuration saved to {}",
         short_token(&runner.token),
         runner.url,
         path.display()
     );
-    eprintln!("Start it with `gantry runner run --config {}`", path.display());
+    eprintln!(
+        "Start it with `gantry runner run --config {}`",
+        path.display()
+    );
     Ok(exit::OK)
 }
 
@@ -364,11 +385,18 @@ async fn run_runner(arg: &ConfigArg) -> Result<u8, Failure> {
     let log_level = config.log_level;
     let mut options = PollOptions::new(system_id);
     options.events = Arc::new(move |event: &PollEvent| print_event(log_level, event));
-    let (poller, handle) = Poller::new(config, options).map_err(|error| usage(format!("failed to {error}")))?;
+    let (poller, handle) =
+        Poller::new(config, options).map_err(|error| usage(format!("failed to {error}")))?;
 
     let mut signals = Vec::new();
-    for kind in [SignalKind::terminate(), SignalKind::interrupt(), SignalKind::quit(), SignalKind::hangup()] {
-        let stream = signal(kind).map_err(|error| server(format!("failed to listen for signals: {error}")))?;
+    for kind in [
+        SignalKind::terminate(),
+        SignalKind::interrupt(),
+        SignalKind::quit(),
+        SignalKind::hangup(),
+    ] {
+        let stream = signal(kind)
+            .map_err(|error| server(format!("failed to listen for signals: {error}")))?;
         signals.push(stream);
     }
     let [mut term, mut int, mut quit, mut hup] = match <[_; 4]>::try_from(signals) {
@@ -407,7 +435,9 @@ fn selected<'a>(config: &'a Config, name: Option<&str>) -> Result<Vec<&'a Runner
         .filter(|runner| name.is_none_or(|name| runner.name.as_deref() == Some(name)))
         .collect();
     match (runners.is_empty(), name) {
-        (true, Some(name)) => Err(usage(format!("no runner named {name:?} in the configuration"))),
+        (true, Some(name)) => Err(usage(format!(
+            "no runner named {name:?} in the configuration"
+        ))),
         (true, None) => Err(usage("the configuration has no runners")),
         _ => Ok(runners),
     }
@@ -419,8 +449,11 @@ async fn verify(args: &VerifyArgs) -> Result<u8, Failure> {
     let system_id = system_id(&path)?;
     let mut code = exit::OK;
     for runner in selected(&config, args.name.as_deref())? {
-        let client = Client::new(&runner.url, version_info(Some((runner.executor, runner.shell))))
-            .map_err(|error| server(error.to_string()))?;
+        let client = Client::new(
+            &runner.url,
+            version_info(Some((runner.executor, runner.shell))),
+        )
+        .map_err(|error| server(error.to_string()))?;
         let who = format!("{} ({})", runner_name(runner), short_token(&runner.token));
         match client.verify(&runner.token, &system_id).await {
             Ok(_) => println!("{who} is valid"),
@@ -457,13 +490,15 @@ async fn unregister(args: &UnregisterArgs) -> Result<u8, Failure> {
     let path = config_path(&args.config);
     let mut config = load(&path)?;
     let system_id = system_id(&path)?;
-    let chosen: Vec<RunnerConfig> = selected(&config, if args.all { None } else { args.name.as_deref() })?
-        .into_iter()
-        .cloned()
-        .collect();
+    let chosen: Vec<RunnerConfig> =
+        selected(&config, if args.all { None } else { args.name.as_deref() })?
+            .into_iter()
+            .cloned()
+            .collect();
     let mut code = exit::OK;
     for runner in chosen {
-        let client = Client::new(&runner.url, version_info(None)).map_err(|error| server(error.to_string()))?;
+        let client = Client::new(&runner.url, version_info(None))
+            .map_err(|error| server(error.to_string()))?;
         let who = format!("{} ({})", runner_name(&runner), short_token(&runner.token));
         // A `glrt-` runner belongs to the UI/API: only this machine's manager goes (§2.5).
         let result = if is_created_runner_token(&runner.token) {
@@ -473,8 +508,12 @@ async fn unregister(args: &UnregisterArgs) -> Result<u8, Failure> {
         };
         match result {
             Ok(()) => eprintln!("Unregistered {who}"),
-            Err(ClientError::Refused { status: 403 | 404, .. }) => {
-                eprintln!("warning: the server no longer knows {who}; removing it from the configuration");
+            Err(ClientError::Refused {
+                status: 403 | 404, ..
+            }) => {
+                eprintln!(
+                    "warning: the server no longer knows {who}; removing it from the configuration"
+                );
             }
             Err(error) => {
                 eprintln!("error: {who}: failed to {error}\nit stays in the configuration");
@@ -486,7 +525,9 @@ async fn unregister(args: &UnregisterArgs) -> Result<u8, Failure> {
             .runners
             .retain(|existing| existing.token != runner.token || existing.url != runner.url);
     }
-    config.save(&path).map_err(|error| usage(format!("failed to {error}")))?;
+    config
+        .save(&path)
+        .map_err(|error| usage(format!("failed to {error}")))?;
     Ok(code)
 }
 
@@ -499,7 +540,13 @@ mod tests {
         let now = rfc3339_now();
         let bytes = now.as_bytes();
         assert_eq!(now.len(), 20, "{now}");
-        assert_eq!((bytes[4], bytes[7], bytes[10], bytes[13], bytes[16], bytes[19]), (b'-', b'-', b'T', b':', b':', b'Z'), "{now}");
+        assert_eq!(
+            (
+                bytes[4], bytes[7], bytes[10], bytes[13], bytes[16], bytes[19]
+            ),
+            (b'-', b'-', b'T', b':', b':', b'Z'),
+            "{now}"
+        );
         assert!(now.starts_with("20"), "{now}");
     }
 }

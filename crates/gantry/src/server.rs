@@ -26,7 +26,10 @@ pub(crate) struct ServerArgs {
 }
 
 pub(crate) fn run(args: &ServerArgs) -> u8 {
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("error: failed to start the async runtime: {e}");
@@ -48,11 +51,17 @@ struct StartError {
 }
 
 fn usage(message: String) -> StartError {
-    StartError { message, code: exit::USAGE }
+    StartError {
+        message,
+        code: exit::USAGE,
+    }
 }
 
 fn failed(message: String) -> StartError {
-    StartError { message, code: exit::FAILED }
+    StartError {
+        message,
+        code: exit::FAILED,
+    }
 }
 
 async fn serve(args: &ServerArgs) -> Result<(), StartError> {
@@ -62,10 +71,12 @@ async fn serve(args: &ServerArgs) -> Result<(), StartError> {
             args.data_dir.display()
         ))
     })?;
-    let data_dir = args
-        .data_dir
-        .canonicalize()
-        .map_err(|e| usage(format!("failed to resolve the data directory {}: {e}", args.data_dir.display())))?;
+    let data_dir = args.data_dir.canonicalize().map_err(|e| {
+        usage(format!(
+            "failed to resolve the data directory {}: {e}",
+            args.data_dir.display()
+        ))
+    })?;
     let listener = tokio::net::TcpListener::bind(args.listen).await.map_err(|e| {
         usage(format!(
             "failed to listen on {}: {e}\nis another server using the port? Pass --listen ADDR:PORT",
@@ -76,8 +87,14 @@ async fn serve(args: &ServerArgs) -> Result<(), StartError> {
         .local_addr()
         .map_err(|e| failed(format!("failed to read the listening address: {e}")))?;
     let external_url = match &args.external_url {
-        Some(url) if url.starts_with("http://") || url.starts_with("https://") => url.trim_end_matches('/').to_owned(),
-        Some(url) => return Err(usage(format!("--external-url `{url}` is not an http:// or https:// URL"))),
+        Some(url) if url.starts_with("http://") || url.starts_with("https://") => {
+            url.trim_end_matches('/').to_owned()
+        }
+        Some(url) => {
+            return Err(usage(format!(
+                "--external-url `{url}` is not an http:// or https:// URL"
+            )));
+        }
         None => {
             if local.ip().is_unspecified() {
                 eprintln!(
@@ -88,22 +105,32 @@ async fn serve(args: &ServerArgs) -> Result<(), StartError> {
             format!("http://{local}")
         }
     };
-    let store = Store::open(&database_url(&data_dir))
-        .await
-        .map_err(|e| failed(format!("failed to open the database in {}: {e}", data_dir.display())))?;
-    let coordinator = Coordinator::open(store, CoordinatorConfig::new(&data_dir, external_url.clone()))
-        .await
-        .map_err(|e| failed(format!("failed to start the coordinator: {e}")))?;
+    let store = Store::open(&database_url(&data_dir)).await.map_err(|e| {
+        failed(format!(
+            "failed to open the database in {}: {e}",
+            data_dir.display()
+        ))
+    })?;
+    let coordinator = Coordinator::open(
+        store,
+        CoordinatorConfig::new(&data_dir, external_url.clone()),
+    )
+    .await
+    .map_err(|e| failed(format!("failed to start the coordinator: {e}")))?;
     let tokens = coordinator
         .bootstrap()
         .await
         .map_err(|e| failed(format!("failed to create the first tokens: {e}")))?;
-    coordinator
-        .resume()
-        .await
-        .map_err(|e| failed(format!("failed to resume the pipelines that were active: {e}")))?;
+    coordinator.resume().await.map_err(|e| {
+        failed(format!(
+            "failed to resume the pipelines that were active: {e}"
+        ))
+    })?;
     let timers = coordinator.spawn_background();
-    eprintln!("gantry server: listening on {external_url} (bound to {local}), data in {}", data_dir.display());
+    eprintln!(
+        "gantry server: listening on {external_url} (bound to {local}), data in {}",
+        data_dir.display()
+    );
     print_first_start(&tokens, &external_url);
     let served = gantry_server::http::serve(listener, coordinator, shutdown_signal()).await;
     timers.abort();
@@ -124,16 +151,26 @@ fn print_first_start(tokens: &Bootstrap, url: &str) {
         eprintln!();
         eprintln!("First start: created an admin token. It is shown only now; keep it:");
         eprintln!("    {admin}");
-        eprintln!("Use it with the CLI and the API (header PRIVATE-TOKEN or Authorization: Bearer):");
-        eprintln!("    export {}={url} {}={admin}", env::GANTRY_URL, env::GANTRY_TOKEN);
+        eprintln!(
+            "Use it with the CLI and the API (header PRIVATE-TOKEN or Authorization: Bearer):"
+        );
+        eprintln!(
+            "    export {}={url} {}={admin}",
+            env::GANTRY_URL,
+            env::GANTRY_TOKEN
+        );
         eprintln!("    gantry project create demo --repo /path/to/git/repository");
         eprintln!("    gantry pipeline create --project demo --ref main");
         eprintln!("Create a runner (its glrt- token goes into the runner's config.toml):");
-        eprintln!("    curl -s -H \"PRIVATE-TOKEN: {admin}\" --data runner_type=instance_type {url}/api/v4/user/runners");
+        eprintln!(
+            "    curl -s -H \"PRIVATE-TOKEN: {admin}\" --data runner_type=instance_type {url}/api/v4/user/runners"
+        );
     }
     if let Some(registration) = &tokens.registration_token {
         eprintln!();
-        eprintln!("Runner registration token (legacy `gitlab-runner register --registration-token`):");
+        eprintln!(
+            "Runner registration token (legacy `gitlab-runner register --registration-token`):"
+        );
         eprintln!("    {registration}");
         eprintln!();
     }

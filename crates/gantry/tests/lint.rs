@@ -35,7 +35,11 @@ impl Repo {
         std::fs::write(p, text).expect("write");
     }
     fn git(&self, args: &[&str]) {
-        let st = Command::new("git").current_dir(self.path()).args(args).status().expect("git runs");
+        let st = Command::new("git")
+            .current_dir(self.path())
+            .args(args)
+            .status()
+            .expect("git runs");
         assert!(st.success(), "git {args:?} failed");
     }
     fn lint(&self, args: &[&str]) -> Output {
@@ -53,7 +57,8 @@ fn stdout(o: &Output) -> String {
 }
 
 fn json(o: &Output) -> serde_json::Value {
-    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("stdout is JSON ({e}): {}", stdout(o)))
+    serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("stdout is JSON ({e}): {}", stdout(o)))
 }
 
 const PIPELINE: &str = r#"
@@ -111,7 +116,13 @@ fn tag_pipeline_applies_rules() {
         .as_array()
         .expect("jobs")
         .iter()
-        .map(|j| (j["name"].as_str().unwrap_or_default().to_owned(), j["when"].as_str().unwrap_or_default().to_owned(), j["allow_failure"].as_bool().unwrap_or_default()))
+        .map(|j| {
+            (
+                j["name"].as_str().unwrap_or_default().to_owned(),
+                j["when"].as_str().unwrap_or_default().to_owned(),
+                j["allow_failure"].as_bool().unwrap_or_default(),
+            )
+        })
         .collect();
     assert_eq!(
         jobs,
@@ -149,7 +160,10 @@ fn invalid_pipeline_names_the_place() {
 
 #[test]
 fn yaml_syntax_error_has_location() {
-    let repo = Repo::new(&[(".gitlab-ci.yml", "build:\n  script: [make\n  stage: build\n")]);
+    let repo = Repo::new(&[(
+        ".gitlab-ci.yml",
+        "build:\n  script: [make\n  stage: build\n",
+    )]);
     let out = repo.lint(&["--format", "json"]);
     assert_eq!(out.status.code(), Some(1));
     insta::assert_json_snapshot!(json(&out));
@@ -158,8 +172,14 @@ fn yaml_syntax_error_has_location() {
 #[test]
 fn local_includes_come_from_the_working_tree() {
     let repo = Repo::new(&[
-        (".gitlab-ci.yml", "include:\n  - local: ci/*.yml\n  - ci/extra.yaml\nfrom-root:\n  script: echo root\n"),
-        ("ci/a.yml", ".tmpl:\n  script: echo a\nfrom-a:\n  extends: .tmpl\n"),
+        (
+            ".gitlab-ci.yml",
+            "include:\n  - local: ci/*.yml\n  - ci/extra.yaml\nfrom-root:\n  script: echo root\n",
+        ),
+        (
+            "ci/a.yml",
+            ".tmpl:\n  script: echo a\nfrom-a:\n  extends: .tmpl\n",
+        ),
         ("ci/extra.yaml", "from-extra:\n  script: echo extra\n"),
     ]);
     // An uncommitted change in the working tree is what lint sees.
@@ -167,22 +187,38 @@ fn local_includes_come_from_the_working_tree() {
     let out = repo.lint(&["--format", "json"]);
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
     let j = json(&out);
-    assert_eq!(json_names(&j), ["from-a", "from-b", "from-extra", "from-root"]);
+    assert_eq!(
+        json_names(&j),
+        ["from-a", "from-b", "from-extra", "from-root"]
+    );
 }
 
 fn json_names(j: &serde_json::Value) -> Vec<&str> {
-    j["jobs"].as_array().map(|a| a.iter().filter_map(|j| j["name"].as_str()).collect()).unwrap_or_default()
+    j["jobs"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|j| j["name"].as_str()).collect())
+        .unwrap_or_default()
 }
 
 /// `include:remote` and `include:project` are resolved (tests/remote_include.rs);
 /// templates are not.
 #[test]
 fn template_include_is_an_offline_error() {
-    let repo = Repo::new(&[(".gitlab-ci.yml", "include: {template: Auto-DevOps.gitlab-ci.yml}\njob:\n  script: x\n")]);
+    let repo = Repo::new(&[(
+        ".gitlab-ci.yml",
+        "include: {template: Auto-DevOps.gitlab-ci.yml}\njob:\n  script: x\n",
+    )]);
     let out = repo.lint(&["--format", "json"]);
     assert_eq!(out.status.code(), Some(1));
-    let msg = json(&out)["errors"][0]["message"].as_str().unwrap_or_default().to_owned();
-    assert!(msg.contains("Template file `Auto-DevOps.gitlab-ci.yml`") && msg.contains("cannot be resolved offline"), "{msg}");
+    let msg = json(&out)["errors"][0]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        msg.contains("Template file `Auto-DevOps.gitlab-ci.yml`")
+            && msg.contains("cannot be resolved offline"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -193,12 +229,25 @@ fn variables_source_and_changes_feed_rules() {
     )]);
     let names = |args: &[&str]| {
         let out = repo.lint(&[&["--format", "json"], args].concat());
-        json_names(&json(&out)).into_iter().map(str::to_owned).collect::<Vec<_>>()
+        json_names(&json(&out))
+            .into_iter()
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
     };
     assert_eq!(names(&[]), ["docs"]);
     assert_eq!(names(&["--changed", "src/main.rs"]), Vec::<String>::new());
     assert_eq!(names(&["--changed", "docs/guide/intro.md"]), ["docs"]);
-    assert_eq!(names(&["--source", "schedule", "--var", "FLAVOUR=full", "--changed", "x"]), ["nightly"]);
+    assert_eq!(
+        names(&[
+            "--source",
+            "schedule",
+            "--var",
+            "FLAVOUR=full",
+            "--changed",
+            "x"
+        ]),
+        ["nightly"]
+    );
 }
 
 #[test]
@@ -220,11 +269,17 @@ fn workflow_rules_filter_the_pipeline() {
 fn fragment_mode_checks_structure_only() {
     let repo = Repo::new(&[
         (".gitlab-ci.yml", "include: templates/t.yml\n"),
-        ("templates/t.yml", ".t:\n  stage: custom\n  extends: .elsewhere\n  script: !reference [.other, script]\n  needs: [somewhere]\n"),
+        (
+            "templates/t.yml",
+            ".t:\n  stage: custom\n  extends: .elsewhere\n  script: !reference [.other, script]\n  needs: [somewhere]\n",
+        ),
     ]);
     let out = repo.lint(&["templates/t.yml", "--fragment", "--format", "json"]);
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
-    repo.write("templates/bad.yml", "job:\n  stage: custom\n  cache:\n    policy: sometimes\n");
+    repo.write(
+        "templates/bad.yml",
+        "job:\n  stage: custom\n  cache:\n    policy: sometimes\n",
+    );
     let out = repo.lint(&["templates/bad.yml", "--fragment", "--format", "json"]);
     assert_eq!(out.status.code(), Some(1));
     insta::assert_json_snapshot!(json(&out)["errors"]);
@@ -243,7 +298,11 @@ fn usage_errors_exit_2() {
     let out = repo.lint(&["--var", "NOEQUALS"]);
     assert_eq!(out.status.code(), Some(2));
     let outside = tempfile::tempdir().expect("temp");
-    let out = Command::new(env!("CARGO_BIN_EXE_gantry")).current_dir(outside.path()).arg("lint").output().expect("runs");
+    let out = Command::new(env!("CARGO_BIN_EXE_gantry"))
+        .current_dir(outside.path())
+        .arg("lint")
+        .output()
+        .expect("runs");
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("not inside a git checkout"));
 }

@@ -18,19 +18,35 @@ fn git(dir: &Path, args: &[&str]) {
         .env("GIT_COMMITTER_EMAIL", "tester@example.com")
         .output()
         .unwrap();
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// Fails (loudly) unless the engine answers and the test images exist.
 fn require_docker() {
-    let info = Command::new("docker").args(["info", "--format", "{{.ServerVersion}}"]).output();
+    let info = Command::new("docker")
+        .args(["info", "--format", "{{.ServerVersion}}"])
+        .output();
     assert!(
         info.as_ref().is_ok_and(|o| o.status.success()),
         "these tests need a Docker engine: `docker info` failed ({info:?}); start it or set DOCKER_HOST"
     );
-    for image in ["gantry-test/busybox:latest", "gantry-test/entrypoint:latest", "gantry-test/http:latest"] {
-        let ok = Command::new("docker").args(["image", "inspect", image]).output().is_ok_and(|o| o.status.success());
-        assert!(ok, "the test image {image} is missing: run scripts/test-images.sh (scripts/test does)");
+    for image in [
+        "gantry-test/busybox:latest",
+        "gantry-test/entrypoint:latest",
+        "gantry-test/http:latest",
+    ] {
+        let ok = Command::new("docker")
+            .args(["image", "inspect", image])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        assert!(
+            ok,
+            "the test image {image} is missing: run scripts/test-images.sh (scripts/test does)"
+        );
     }
 }
 
@@ -49,7 +65,10 @@ impl Run {
     }
 
     fn explain(&self) -> String {
-        format!("exit {}\n--- stdout\n{}\n--- stderr\n{}", self.code, self.stdout, self.stderr)
+        format!(
+            "exit {}\n--- stdout\n{}\n--- stderr\n{}",
+            self.code, self.stdout, self.stderr
+        )
     }
 }
 
@@ -86,14 +105,29 @@ fn leftovers(r: &Run) -> Vec<String> {
     let short = r
         .stdout
         .lines()
-        .find_map(|l| l.split_once("  on gantry-run ").and_then(|(_, rest)| rest.split(',').next()))
+        .find_map(|l| {
+            l.split_once("  on gantry-run ")
+                .and_then(|(_, rest)| rest.split(',').next())
+        })
         .expect("the log names the runner")
         .to_owned();
     let label = format!("label=com.gantry.runner={short}");
     let mut left = Vec::new();
-    for (what, format) in [(&["ps", "-a"][..], "{{.Names}}"), (&["network", "ls"][..], "{{.Name}}"), (&["volume", "ls"][..], "{{.Name}}")] {
-        let out = Command::new("docker").args(what).args(["--filter", &label, "--format", format]).output().unwrap();
-        left.extend(String::from_utf8_lossy(&out.stdout).lines().map(str::to_owned));
+    for (what, format) in [
+        (&["ps", "-a"][..], "{{.Names}}"),
+        (&["network", "ls"][..], "{{.Name}}"),
+        (&["volume", "ls"][..], "{{.Name}}"),
+    ] {
+        let out = Command::new("docker")
+            .args(what)
+            .args(["--filter", &label, "--format", format])
+            .output()
+            .unwrap();
+        left.extend(
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .map(str::to_owned),
+        );
     }
     left
 }
@@ -119,8 +153,16 @@ service:
     let r = run_in(dir.path(), cache.path(), &["--executor", "docker"]);
     assert_eq!(r.code, 0, "{}", r.explain());
     assert!(r.logged("container", "in-a-container"), "{}", r.explain());
-    assert!(r.logged("container", "from the checkout"), "{}", r.explain());
-    assert!(r.logged("service", "hello from the service"), "{}", r.explain());
+    assert!(
+        r.logged("container", "from the checkout"),
+        "{}",
+        r.explain()
+    );
+    assert!(
+        r.logged("service", "hello from the service"),
+        "{}",
+        r.explain()
+    );
 }
 
 #[test]
@@ -145,7 +187,11 @@ use:
     let first = run_in(dir.path(), cache.path(), &["--executor", "docker"]);
     assert_eq!(first.code, 0, "{}", first.explain());
     assert!(first.logged("build", "cache-miss"), "{}", first.explain());
-    assert!(first.logged("use", "built-in-docker"), "{}", first.explain());
+    assert!(
+        first.logged("use", "built-in-docker"),
+        "{}",
+        first.explain()
+    );
     let second = run_in(dir.path(), cache.path(), &["--executor", "docker"]);
     assert!(second.logged("build", "cache-hit"), "{}", second.explain());
 }
@@ -177,9 +223,17 @@ slow:
     );
     let r = run_in(dir.path(), cache.path(), &["--executor", "docker"]);
     assert_eq!(r.code, 1, "{}", r.explain());
-    assert!(r.logged("missing", "gantry-test/does-not-exist:1"), "{}", r.explain());
+    assert!(
+        r.logged("missing", "gantry-test/does-not-exist:1"),
+        "{}",
+        r.explain()
+    );
     assert!(!r.logged("missing", "never"), "{}", r.explain());
-    assert!(r.stdout.contains("job_execution_timeout") || r.logged("slow", "timed out"), "{}", r.explain());
+    assert!(
+        r.stdout.contains("job_execution_timeout") || r.logged("slow", "timed out"),
+        "{}",
+        r.explain()
+    );
     let left = leftovers(&r);
     assert!(left.is_empty(), "containers left behind: {left:?}");
 }

@@ -27,7 +27,11 @@ fn git(dir: &Path, args: &[&str]) -> String {
         .env("GIT_COMMITTER_EMAIL", "tester@example.com")
         .output()
         .unwrap();
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
@@ -42,7 +46,15 @@ impl Checkout {
         git(c.path(), &["init", "-q", "-b", "main"]);
         git(c.path(), &["config", "user.email", "tester@example.com"]);
         git(c.path(), &["config", "user.name", "Tester"]);
-        git(c.path(), &["remote", "add", "origin", "git@gitlab.example.com:acme/widget.git"]);
+        git(
+            c.path(),
+            &[
+                "remote",
+                "add",
+                "origin",
+                "git@gitlab.example.com:acme/widget.git",
+            ],
+        );
         c.write(".gitlab-ci.yml", ci);
         c.commit();
         c
@@ -64,7 +76,10 @@ impl Checkout {
     }
 
     fn command(&self, args: &[&str]) -> (Command, PathBuf) {
-        let report = self.home.path().join(format!("report-{}.json", std::process::id()));
+        let report = self
+            .home
+            .path()
+            .join(format!("report-{}.json", std::process::id()));
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_gantry"));
         cmd.arg("run")
             .args(["--executor", "shell", "--no-color", "--json-report"])
@@ -118,13 +133,19 @@ impl Run {
     fn jobs(&self) -> BTreeMap<String, String> {
         let mut out = BTreeMap::new();
         for j in self.report["jobs"].as_array().into_iter().flatten() {
-            out.insert(j["name"].as_str().unwrap().to_owned(), j["status"].as_str().unwrap().to_owned());
+            out.insert(
+                j["name"].as_str().unwrap().to_owned(),
+                j["status"].as_str().unwrap().to_owned(),
+            );
         }
         out
     }
 
     fn job(&self, name: &str) -> String {
-        self.jobs().get(name).cloned().unwrap_or_else(|| format!("<{name} not in the report>"))
+        self.jobs()
+            .get(name)
+            .cloned()
+            .unwrap_or_else(|| format!("<{name} not in the report>"))
     }
 
     /// The log lines of one job, without the prefix.
@@ -143,12 +164,18 @@ impl Run {
     }
 
     fn explain(&self) -> String {
-        format!("exit {}\n--- stdout\n{}\n--- stderr\n{}", self.code, self.stdout, self.stderr)
+        format!(
+            "exit {}\n--- stdout\n{}\n--- stderr\n{}",
+            self.code, self.stdout, self.stderr
+        )
     }
 }
 
 fn jobs(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    pairs.iter().map(|(a, b)| ((*a).to_owned(), (*b).to_owned())).collect()
+    pairs
+        .iter()
+        .map(|(a, b)| ((*a).to_owned(), (*b).to_owned()))
+        .collect()
 }
 
 #[test]
@@ -167,11 +194,25 @@ tidy: {stage: cleanup, script: [echo tidy], when: always}
     assert_eq!(r.status(), "failed");
     assert_eq!(
         r.jobs(),
-        jobs(&[("build", "success"), ("test", "failed"), ("deploy", "skipped"), ("report", "success"), ("tidy", "success")])
+        jobs(&[
+            ("build", "success"),
+            ("test", "failed"),
+            ("deploy", "skipped"),
+            ("report", "success"),
+            ("tidy", "success")
+        ])
     );
-    assert!(r.logged("test", "ERROR: Job failed: exit code 1"), "{}", r.explain());
+    assert!(
+        r.logged("test", "ERROR: Job failed: exit code 1"),
+        "{}",
+        r.explain()
+    );
     assert!(r.log("deploy").is_empty());
-    assert!(r.stdout.contains("a job it waits for failed"), "{}", r.explain());
+    assert!(
+        r.stdout.contains("a job it waits for failed"),
+        "{}",
+        r.explain()
+    );
 }
 
 #[test]
@@ -184,7 +225,13 @@ hard: {script: [exit 43], allow_failure: {exit_codes: [42]}}
     );
     let r = c.run(&["allowed", "soft"]);
     assert_eq!((r.code, r.status()), (0, "success"), "{}", r.explain());
-    let soft = &r.report["jobs"].as_array().unwrap().iter().find(|j| j["name"] == "soft").unwrap().clone();
+    let soft = &r.report["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["name"] == "soft")
+        .unwrap()
+        .clone();
     assert_eq!(soft["exit_code"], 42);
     assert_eq!(soft["allow_failure"], true);
     let r = c.run(&[]);
@@ -207,10 +254,26 @@ after: {stage: test, script: [echo after]}
     let r = c.run(&["--concurrency", "3"]);
     assert_eq!(r.code, 0, "{}", r.explain());
     let at = |name: &str, key: &str| -> String {
-        r.report["jobs"].as_array().unwrap().iter().find(|j| j["name"] == name).unwrap()[key].as_str().unwrap().to_owned()
+        r.report["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|j| j["name"] == name)
+            .unwrap()[key]
+            .as_str()
+            .unwrap()
+            .to_owned()
     };
-    assert!(at("fast", "finished_at") < at("slow", "finished_at"), "{}", r.explain());
-    assert!(at("after", "started_at") >= at("slow", "finished_at"), "{}", r.explain());
+    assert!(
+        at("fast", "finished_at") < at("slow", "finished_at"),
+        "{}",
+        r.explain()
+    );
+    assert!(
+        at("after", "started_at") >= at("slow", "finished_at"),
+        "{}",
+        r.explain()
+    );
 }
 
 #[test]
@@ -251,7 +314,11 @@ deploy:
     );
     let r = c.run(&[]);
     assert_eq!(r.code, 0, "{}", r.explain());
-    assert!(r.logged("deploy", "deploying 3.1.4 to https://x.example"), "{}", r.explain());
+    assert!(
+        r.logged("deploy", "deploying 3.1.4 to https://x.example"),
+        "{}",
+        r.explain()
+    );
 }
 
 #[test]
@@ -285,11 +352,24 @@ always-fails:
         .as_array()
         .unwrap()
         .iter()
-        .map(|j| (j["name"].as_str().unwrap().to_owned(), j["status"].as_str().unwrap().to_owned()))
+        .map(|j| {
+            (
+                j["name"].as_str().unwrap().to_owned(),
+                j["status"].as_str().unwrap().to_owned(),
+            )
+        })
         .collect();
-    let flaky: Vec<&str> = attempts.iter().filter(|(n, _)| n == "flaky").map(|(_, s)| s.as_str()).collect();
+    let flaky: Vec<&str> = attempts
+        .iter()
+        .filter(|(n, _)| n == "flaky")
+        .map(|(_, s)| s.as_str())
+        .collect();
     assert_eq!(flaky, ["failed", "failed", "failed"], "{}", r.explain());
-    let other: Vec<&str> = attempts.iter().filter(|(n, _)| n == "always-fails").map(|(_, s)| s.as_str()).collect();
+    let other: Vec<&str> = attempts
+        .iter()
+        .filter(|(n, _)| n == "always-fails")
+        .map(|(_, s)| s.as_str())
+        .collect();
     assert_eq!(other, ["failed", "failed"], "{}", r.explain());
     assert_eq!((r.code, r.status()), (1, "failed"));
 }
@@ -310,10 +390,22 @@ build:
     let r = c.run(&[]);
     assert_eq!(r.code, 0, "{}", r.explain());
     for i in 1..=3 {
-        assert!(r.logged(&format!("shard {i}/3"), &format!("node {i} of 3")), "{}", r.explain());
+        assert!(
+            r.logged(&format!("shard {i}/3"), &format!("node {i} of 3")),
+            "{}",
+            r.explain()
+        );
     }
-    assert!(r.logged("build: [linux, amd64]", "os=linux arch=amd64"), "{}", r.explain());
-    assert!(r.logged("build: [mac, amd64]", "os=mac arch=amd64"), "{}", r.explain());
+    assert!(
+        r.logged("build: [linux, amd64]", "os=linux arch=amd64"),
+        "{}",
+        r.explain()
+    );
+    assert!(
+        r.logged("build: [mac, amd64]", "os=mac arch=amd64"),
+        "{}",
+        r.explain()
+    );
 }
 
 #[test]
@@ -346,7 +438,11 @@ fn the_cache_persists_between_runs() {
     assert!(first.logged("job", "cache miss"), "{}", first.explain());
     let second = c.run(&[]);
     assert_eq!(second.code, 0, "{}", second.explain());
-    assert!(second.logged("job", "cache hit: first-run"), "{}", second.explain());
+    assert!(
+        second.logged("job", "cache hit: first-run"),
+        "{}",
+        second.explain()
+    );
 }
 
 #[test]
@@ -364,16 +460,37 @@ fn predefined_variables_describe_the_checkout() {
     let sha = git(c.path(), &["rev-parse", "HEAD"]);
     let r = c.run(&[]);
     assert_eq!(r.code, 0, "{}", r.explain());
-    assert!(r.logged("job", "branch=main ref=main source=push"), "{}", r.explain());
-    assert!(r.logged("job", "project=acme/widget name=widget default=main"), "{}", r.explain());
-    assert!(r.logged("job", &format!("sha={sha} short={}", &sha[..8])), "{}", r.explain());
-    assert!(r.logged("job", "user=tester@example.com job=job stage=test ci=true gitlab=true"), "{}", r.explain());
+    assert!(
+        r.logged("job", "branch=main ref=main source=push"),
+        "{}",
+        r.explain()
+    );
+    assert!(
+        r.logged("job", "project=acme/widget name=widget default=main"),
+        "{}",
+        r.explain()
+    );
+    assert!(
+        r.logged("job", &format!("sha={sha} short={}", &sha[..8])),
+        "{}",
+        r.explain()
+    );
+    assert!(
+        r.logged(
+            "job",
+            "user=tester@example.com job=job stage=test ci=true gitlab=true"
+        ),
+        "{}",
+        r.explain()
+    );
     assert!(r.logged("job", "dir-ok=yes"), "{}", r.explain());
 }
 
 #[test]
 fn jobs_see_the_working_tree_with_uncommitted_changes_and_modes_but_not_ignored_files() {
-    let c = Checkout::new("job: {script: [cat tracked.txt, cat new.txt, ./tool.sh, 'test ! -e secret.txt && echo no-secret', git status --porcelain]}\n");
+    let c = Checkout::new(
+        "job: {script: [cat tracked.txt, cat new.txt, ./tool.sh, 'test ! -e secret.txt && echo no-secret', git status --porcelain]}\n",
+    );
     c.write(".gitignore", "secret.txt\n");
     c.write("tracked.txt", "committed\n");
     c.commit();
@@ -384,12 +501,21 @@ fn jobs_see_the_working_tree_with_uncommitted_changes_and_modes_but_not_ignored_
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(c.path().join("tool.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::set_permissions(
+            c.path().join("tool.sh"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
     }
     let status_before = git(c.path(), &["status", "--porcelain"]);
     let r = c.run(&[]);
     assert_eq!(r.code, 0, "{}", r.explain());
-    for text in ["edited but not committed", "untracked file", "tool-ran", "no-secret"] {
+    for text in [
+        "edited but not committed",
+        "untracked file",
+        "tool-ran",
+        "no-secret",
+    ] {
         assert!(r.logged("job", text), "{text}: {}", r.explain());
     }
     // The checkout is untouched.
@@ -409,10 +535,18 @@ deploy: {script: [echo deploying], when: manual}
     );
     let r = c.run(&[]);
     assert_eq!(r.code, 0, "{}", r.explain());
-    assert_eq!(r.jobs(), jobs(&[("build", "success"), ("deploy", "manual")]));
+    assert_eq!(
+        r.jobs(),
+        jobs(&[("build", "success"), ("deploy", "manual")])
+    );
     assert!(r.stdout.contains("--manual 'deploy'"), "{}", r.explain());
     let r = c.run(&["--manual", "deploy"]);
-    assert_eq!(r.jobs(), jobs(&[("build", "success"), ("deploy", "success")]), "{}", r.explain());
+    assert_eq!(
+        r.jobs(),
+        jobs(&[("build", "success"), ("deploy", "success")]),
+        "{}",
+        r.explain()
+    );
     assert!(r.logged("deploy", "deploying"));
     let r = c.run(&["deploy"]);
     assert_eq!(r.jobs(), jobs(&[("deploy", "success")]), "{}", r.explain());
@@ -431,7 +565,12 @@ ship: {stage: deploy, script: [echo ship]}
     let r = c.run(&["unit"]);
     assert_eq!(r.jobs(), jobs(&[("unit", "success")]), "{}", r.explain());
     let r = c.run(&["unit", "--needs"]);
-    assert_eq!(r.jobs(), jobs(&[("lib", "success"), ("unit", "success")]), "{}", r.explain());
+    assert_eq!(
+        r.jobs(),
+        jobs(&[("lib", "success"), ("unit", "success")]),
+        "{}",
+        r.explain()
+    );
     let r = c.run(&["ship", "--needs"]);
     assert_eq!(r.jobs().len(), 4, "{}", r.explain());
     let r = c.run(&["nope"]);
@@ -446,13 +585,21 @@ fn a_configuration_error_exits_2_with_its_location() {
     assert_eq!(r.code, 2, "{}", r.explain());
     assert!(r.stderr.contains(".gitlab-ci.yml:3:"), "{}", r.explain());
     assert!(r.stderr.contains("when"), "{}", r.explain());
-    assert_eq!(r.report, Value::Null, "no report for a run that did not start");
+    assert_eq!(
+        r.report,
+        Value::Null,
+        "no report for a run that did not start"
+    );
 }
 
 #[test]
 fn usage_errors_exit_2() {
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_gantry")).arg("run").current_dir(dir.path()).output().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_gantry"))
+        .arg("run")
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("not inside a git checkout"));
     let c = Checkout::new("job: {script: [echo]}\n");
@@ -495,7 +642,11 @@ fn ctrl_c_cancels_running_jobs_after_script_runs_and_the_exit_is_non_zero() {
     );
     let (mut cmd, report) = c.command(&[]);
     let started = std::time::Instant::now();
-    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     let stdout = child.stdout.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel::<String>();
     let reader = std::thread::spawn(move || {
@@ -509,13 +660,18 @@ fn ctrl_c_cancels_running_jobs_after_script_runs_and_the_exit_is_non_zero() {
     });
     // Signal once the script runs.
     loop {
-        let line = rx.recv_timeout(std::time::Duration::from_secs(30)).expect("the job never started");
+        let line = rx
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .expect("the job never started");
         if line.ends_with("| started-slow") {
             break;
         }
     }
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap()), nix::sys::signal::Signal::SIGINT)
-        .unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap()),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
     let status = child.wait().unwrap();
     let stdout = reader.join().unwrap().join("\n");
     let report: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
@@ -523,5 +679,8 @@ fn ctrl_c_cancels_running_jobs_after_script_runs_and_the_exit_is_non_zero() {
     assert_eq!(report["status"], "canceled", "{stdout}");
     assert_eq!(report["jobs"][0]["status"], "canceled", "{stdout}");
     assert!(stdout.contains("after: canceled"), "{stdout}");
-    assert!(started.elapsed() < std::time::Duration::from_secs(25), "cancel took too long: {stdout}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(25),
+        "cancel took too long: {stdout}"
+    );
 }

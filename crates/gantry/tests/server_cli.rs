@@ -37,7 +37,12 @@ impl Server {
                 }
             }
         });
-        let mut server = Self { child, lines, stderr: Vec::new(), url: String::new() };
+        let mut server = Self {
+            child,
+            lines,
+            stderr: Vec::new(),
+            url: String::new(),
+        };
         let line = server.wait_for("gantry server: listening on ");
         let url = line
             .trim_start_matches("gantry server: listening on ")
@@ -65,7 +70,10 @@ impl Server {
                 Err(mpsc::RecvTimeoutError::Disconnected) => break,
             }
         }
-        panic!("no `{prefix}` line from the server; it said:\n{}", self.stderr.join("\n"));
+        panic!(
+            "no `{prefix}` line from the server; it said:\n{}",
+            self.stderr.join("\n")
+        );
     }
 
     fn drain(&mut self, wait: Duration) {
@@ -77,22 +85,36 @@ impl Server {
     fn token(&self, prefix: &str) -> Option<String> {
         self.stderr.iter().find_map(|line| {
             let start = line.find(prefix)?;
-            Some(line[start..].split(|c: char| !c.is_ascii_alphanumeric() && c != '-' && c != '_').next()?.to_owned())
+            Some(
+                line[start..]
+                    .split(|c: char| !c.is_ascii_alphanumeric() && c != '-' && c != '_')
+                    .next()?
+                    .to_owned(),
+            )
         })
     }
 
     /// SIGTERM, then wait for a clean exit.
     fn stop(mut self) -> Vec<String> {
         let pid = self.child.id().to_string();
-        let status = Command::new("kill").args(["-TERM", &pid]).status().expect("kill runs");
+        let status = Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("kill runs");
         assert!(status.success());
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             if let Some(status) = self.child.try_wait().expect("wait") {
-                assert!(status.success(), "gantry server exits 0 on SIGTERM: {status}");
+                assert!(
+                    status.success(),
+                    "gantry server exits 0 on SIGTERM: {status}"
+                );
                 break;
             }
-            assert!(Instant::now() < deadline, "gantry server did not stop on SIGTERM");
+            assert!(
+                Instant::now() < deadline,
+                "gantry server did not stop on SIGTERM"
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
         self.drain(Duration::from_millis(200));
@@ -109,7 +131,10 @@ impl Drop for Server {
 
 fn gantry(args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut command = Command::new(env!("CARGO_BIN_EXE_gantry"));
-    command.args(args).env_remove("GANTRY_URL").env_remove("GANTRY_TOKEN");
+    command
+        .args(args)
+        .env_remove("GANTRY_URL")
+        .env_remove("GANTRY_TOKEN");
     for (key, value) in env {
         command.env(key, value);
     }
@@ -119,13 +144,21 @@ fn gantry(args: &[&str], env: &[(&str, &str)]) -> Output {
 fn repo() -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("dir");
     let git = |args: &[&str]| {
-        let status = Command::new("git").current_dir(dir.path()).args(args).status().expect("git");
+        let status = Command::new("git")
+            .current_dir(dir.path())
+            .args(args)
+            .status()
+            .expect("git");
         assert!(status.success(), "git {args:?}");
     };
     git(&["init", "-q", "-b", "main"]);
     git(&["config", "user.email", "dev@example.com"]);
     git(&["config", "user.name", "Dev"]);
-    std::fs::write(dir.path().join(".gitlab-ci.yml"), "build:\n  script: [echo $GREETING]\n").expect("write");
+    std::fs::write(
+        dir.path().join(".gitlab-ci.yml"),
+        "build:\n  script: [echo $GREETING]\n",
+    )
+    .expect("write");
     git(&["add", "-A"]);
     git(&["commit", "-q", "-m", "init"]);
     dir
@@ -140,8 +173,12 @@ fn serve_create_a_project_and_a_pipeline_then_restart() {
     let data = tempfile::tempdir().expect("dir");
     let data_dir = data.path().join("data");
     let server = Server::start(&data_dir);
-    let admin = server.token("glpat-").expect("the first start prints an admin token");
-    let registration = server.token("GR1348941").expect("the first start prints a registration token");
+    let admin = server
+        .token("glpat-")
+        .expect("the first start prints an admin token");
+    let registration = server
+        .token("GR1348941")
+        .expect("the first start prints a registration token");
     let url = server.url.clone();
     let canonical = data_dir.canonicalize().expect("data dir");
     let shown = server
@@ -157,42 +194,148 @@ fn serve_create_a_project_and_a_pipeline_then_restart() {
     insta::assert_snapshot!("first_start", shown);
 
     let repo = repo();
-    let env = [("GANTRY_URL", url.as_str()), ("GANTRY_TOKEN", admin.as_str())];
-    let created = gantry(&["project", "create", "demo", "--repo", &repo.path().display().to_string()], &env);
+    let env = [
+        ("GANTRY_URL", url.as_str()),
+        ("GANTRY_TOKEN", admin.as_str()),
+    ];
+    let created = gantry(
+        &[
+            "project",
+            "create",
+            "demo",
+            "--repo",
+            &repo.path().display().to_string(),
+        ],
+        &env,
+    );
     assert_eq!(created.status.code(), Some(0), "{}", text(&created.stderr));
-    let project: serde_json::Value = serde_json::from_slice(&created.stdout).expect("project JSON on stdout");
+    let project: serde_json::Value =
+        serde_json::from_slice(&created.stdout).expect("project JSON on stdout");
     assert_eq!(project["name"], "demo");
-    assert_eq!(project["http_url_to_repo"], format!("{url}/gantry/demo.git"));
+    assert_eq!(
+        project["http_url_to_repo"],
+        format!("{url}/gantry/demo.git")
+    );
 
-    let pipeline = gantry(&["pipeline", "create", "--project", "demo", "--ref", "main", "--var", "GREETING=hi"], &env);
-    assert_eq!(pipeline.status.code(), Some(0), "{}", text(&pipeline.stderr));
-    let body: serde_json::Value = serde_json::from_slice(&pipeline.stdout).expect("pipeline JSON on stdout");
+    let pipeline = gantry(
+        &[
+            "pipeline",
+            "create",
+            "--project",
+            "demo",
+            "--ref",
+            "main",
+            "--var",
+            "GREETING=hi",
+        ],
+        &env,
+    );
+    assert_eq!(
+        pipeline.status.code(),
+        Some(0),
+        "{}",
+        text(&pipeline.stderr)
+    );
+    let body: serde_json::Value =
+        serde_json::from_slice(&pipeline.stdout).expect("pipeline JSON on stdout");
     assert_eq!(body["status"], "pending");
     assert_eq!(body["ref"], "main");
-    assert!(text(&pipeline.stderr).starts_with("created pipeline "), "{}", text(&pipeline.stderr));
+    assert!(
+        text(&pipeline.stderr).starts_with("created pipeline "),
+        "{}",
+        text(&pipeline.stderr)
+    );
 
     // Flags win over the environment; mistakes get precise messages and exit codes.
-    let flags = gantry(&["pipeline", "create", "--project", "demo", "--ref", "main", "--server", &url, "--token", &admin], &[]);
+    let flags = gantry(
+        &[
+            "pipeline",
+            "create",
+            "--project",
+            "demo",
+            "--ref",
+            "main",
+            "--server",
+            &url,
+            "--token",
+            &admin,
+        ],
+        &[],
+    );
     assert_eq!(flags.status.code(), Some(0), "{}", text(&flags.stderr));
-    let no_token = gantry(&["pipeline", "create", "--project", "demo", "--ref", "main", "--server", &url], &[]);
+    let no_token = gantry(
+        &[
+            "pipeline",
+            "create",
+            "--project",
+            "demo",
+            "--ref",
+            "main",
+            "--server",
+            &url,
+        ],
+        &[],
+    );
     assert_eq!(no_token.status.code(), Some(2));
-    assert!(text(&no_token.stderr).contains("GANTRY_TOKEN"), "{}", text(&no_token.stderr));
-    let wrong = gantry(&["pipeline", "create", "--project", "demo", "--ref", "main"], &[("GANTRY_URL", &url), ("GANTRY_TOKEN", "glpat-wrong")]);
+    assert!(
+        text(&no_token.stderr).contains("GANTRY_TOKEN"),
+        "{}",
+        text(&no_token.stderr)
+    );
+    let wrong = gantry(
+        &["pipeline", "create", "--project", "demo", "--ref", "main"],
+        &[("GANTRY_URL", &url), ("GANTRY_TOKEN", "glpat-wrong")],
+    );
     assert_eq!(wrong.status.code(), Some(3));
-    assert!(text(&wrong.stderr).contains("401"), "{}", text(&wrong.stderr));
-    let no_ref = gantry(&["pipeline", "create", "--project", "demo", "--ref", "nope"], &env);
+    assert!(
+        text(&wrong.stderr).contains("401"),
+        "{}",
+        text(&wrong.stderr)
+    );
+    let no_ref = gantry(
+        &["pipeline", "create", "--project", "demo", "--ref", "nope"],
+        &env,
+    );
     assert_eq!(no_ref.status.code(), Some(3));
-    assert!(text(&no_ref.stderr).contains("400"), "{}", text(&no_ref.stderr));
-    let no_project = gantry(&["project", "create", "ghost", "--repo", "/no/such/repository"], &env);
-    assert_eq!(no_project.status.code(), Some(2), "{}", text(&no_project.stderr));
+    assert!(
+        text(&no_ref.stderr).contains("400"),
+        "{}",
+        text(&no_ref.stderr)
+    );
+    let no_project = gantry(
+        &[
+            "project",
+            "create",
+            "ghost",
+            "--repo",
+            "/no/such/repository",
+        ],
+        &env,
+    );
+    assert_eq!(
+        no_project.status.code(),
+        Some(2),
+        "{}",
+        text(&no_project.stderr)
+    );
 
     let said = server.stop();
-    assert!(said.iter().any(|l| l == "gantry server: stopped"), "{said:?}");
+    assert!(
+        said.iter().any(|l| l == "gantry server: stopped"),
+        "{said:?}"
+    );
 
     // Same data directory: no new tokens, the old one still works, the data is there.
     let server = Server::start(&data_dir);
-    assert_eq!(server.token("glpat-"), None, "tokens are shown on the first start only");
-    let env = [("GANTRY_URL", server.url.as_str()), ("GANTRY_TOKEN", admin.as_str())];
+    assert_eq!(
+        server.token("glpat-"),
+        None,
+        "tokens are shown on the first start only"
+    );
+    let env = [
+        ("GANTRY_URL", server.url.as_str()),
+        ("GANTRY_TOKEN", admin.as_str()),
+    ];
     let listed = gantry(&["project", "list"], &env);
     assert_eq!(listed.status.code(), Some(0), "{}", text(&listed.stderr));
     let projects: serde_json::Value = serde_json::from_slice(&listed.stdout).expect("JSON");

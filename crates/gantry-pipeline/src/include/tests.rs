@@ -28,8 +28,12 @@ impl TestLoader {
         self
     }
     fn project(mut self, project: &str, ref_name: Option<&str>, files: &[(&str, &str)]) -> Self {
-        let files = files.iter().map(|(p, t)| ((*p).to_owned(), (*t).to_owned())).collect();
-        self.projects.insert((project.into(), ref_name.map(str::to_owned)), files);
+        let files = files
+            .iter()
+            .map(|(p, t)| ((*p).to_owned(), (*t).to_owned()))
+            .collect();
+        self.projects
+            .insert((project.into(), ref_name.map(str::to_owned)), files);
         self
     }
 }
@@ -42,30 +46,57 @@ impl Loader for TestLoader {
         self.files.keys().cloned().collect()
     }
     fn remote(&self, url: &str) -> Result<String, RemoteError> {
-        self.remote.get(url).cloned().unwrap_or(Err(RemoteError::Status(404)))
+        self.remote
+            .get(url)
+            .cloned()
+            .unwrap_or(Err(RemoteError::Status(404)))
     }
-    fn project_file(&self, project: &str, ref_name: Option<&str>, path: &str) -> Result<Option<String>, ProjectError> {
+    fn project_file(
+        &self,
+        project: &str,
+        ref_name: Option<&str>,
+        path: &str,
+    ) -> Result<Option<String>, ProjectError> {
         if !self.projects.keys().any(|(p, _)| p == project) {
             return Err(ProjectError::NotFound);
         }
-        let files = self.projects.get(&(project.to_owned(), ref_name.map(str::to_owned))).ok_or(ProjectError::NoRef)?;
+        let files = self
+            .projects
+            .get(&(project.to_owned(), ref_name.map(str::to_owned)))
+            .ok_or(ProjectError::NoRef)?;
         Ok(files.get(path).cloned())
     }
     fn project_files(&self, project: &str, ref_name: Option<&str>) -> Vec<String> {
-        self.projects.get(&(project.to_owned(), ref_name.map(str::to_owned))).map(|f| f.keys().cloned().collect()).unwrap_or_default()
+        self.projects
+            .get(&(project.to_owned(), ref_name.map(str::to_owned)))
+            .map(|f| f.keys().cloned().collect())
+            .unwrap_or_default()
     }
 }
 
 fn run(loader: &dyn Loader) -> Compiled {
-    let info = PipelineInfo { ref_name: "main".into(), default_branch: "main".into(), ..PipelineInfo::default() };
-    let ctx = Context::new(&info, &[("HOST".to_owned(), "example.com".to_owned())], None);
+    let info = PipelineInfo {
+        ref_name: "main".into(),
+        default_branch: "main".into(),
+        ..PipelineInfo::default()
+    };
+    let ctx = Context::new(
+        &info,
+        &[("HOST".to_owned(), "example.com".to_owned())],
+        None,
+    );
     compile(&Options::default(), &ctx, loader)
 }
 
 fn jobs(loader: &dyn Loader) -> Vec<String> {
     let c = run(loader);
     assert!(c.errors.is_empty(), "{:?}", c.errors);
-    c.pipeline.unwrap().jobs.iter().map(|j| j.name.clone()).collect()
+    c.pipeline
+        .unwrap()
+        .jobs
+        .iter()
+        .map(|j| j.name.clone())
+        .collect()
 }
 
 fn errors(loader: &dyn Loader) -> Vec<String> {
@@ -85,16 +116,26 @@ fn remote_includes_in_both_forms_are_merged() {
 #[test]
 fn remote_failures_have_gitlab_messages() {
     let cases = [
-        (RemoteError::Status(404), "Remote file `https://h/a.yml` could not be fetched because of HTTP code `404` error!"),
-        (RemoteError::Timeout, "Remote file `https://h/a.yml` could not be fetched because of a timeout error!"),
+        (
+            RemoteError::Status(404),
+            "Remote file `https://h/a.yml` could not be fetched because of HTTP code `404` error!",
+        ),
+        (
+            RemoteError::Timeout,
+            "Remote file `https://h/a.yml` could not be fetched because of a timeout error!",
+        ),
         (
             RemoteError::Socket("connection refused".into()),
             "Remote file `https://h/a.yml` could not be fetched because of a socket error! (connection refused)",
         ),
-        (RemoteError::TooLarge(2 * 1024 * 1024), "Remote file `https://h/a.yml` could not be fetched because it is larger than 2 MiB!"),
+        (
+            RemoteError::TooLarge(2 * 1024 * 1024),
+            "Remote file `https://h/a.yml` could not be fetched because it is larger than 2 MiB!",
+        ),
     ];
     for (e, msg) in cases {
-        let l = TestLoader::new(&format!("include:\n  - remote: https://h/a.yml\n{JOB}")).remote("https://h/a.yml", Err(e));
+        let l = TestLoader::new(&format!("include:\n  - remote: https://h/a.yml\n{JOB}"))
+            .remote("https://h/a.yml", Err(e));
         assert_eq!(errors(&l), [msg]);
     }
 }
@@ -102,31 +143,49 @@ fn remote_failures_have_gitlab_messages() {
 #[test]
 fn remote_address_extension_and_content_are_checked() {
     let l = TestLoader::new(&format!("include:\n  - remote: ftp://h/a.yml\n{JOB}"));
-    assert_eq!(errors(&l), ["Remote file `ftp://h/a.yml` does not have a valid address!"]);
+    assert_eq!(
+        errors(&l),
+        ["Remote file `ftp://h/a.yml` does not have a valid address!"]
+    );
     let l = TestLoader::new(&format!("include:\n  - remote: https://h/a.txt\n{JOB}"));
-    assert_eq!(errors(&l), ["Included file `https://h/a.txt` does not have YAML extension!"]);
-    let l = TestLoader::new(&format!("include:\n  - remote: https://h/a.yml\n{JOB}")).remote("https://h/a.yml", Ok("  \n"));
-    assert_eq!(errors(&l), ["Included file `https://h/a.yml` is empty or does not exist!"]);
+    assert_eq!(
+        errors(&l),
+        ["Included file `https://h/a.txt` does not have YAML extension!"]
+    );
+    let l = TestLoader::new(&format!("include:\n  - remote: https://h/a.yml\n{JOB}"))
+        .remote("https://h/a.yml", Ok("  \n"));
+    assert_eq!(
+        errors(&l),
+        ["Included file `https://h/a.yml` is empty or does not exist!"]
+    );
 }
 
 #[test]
 fn a_loader_without_network_says_so() {
     let l = MemoryLoader::new().with(".gitlab-ci.yml", format!("include: https://h/a.yml\n{JOB}"));
     let e = errors(&l);
-    assert!(e[0].starts_with("Remote file `https://h/a.yml` cannot be resolved offline"), "{e:?}");
+    assert!(
+        e[0].starts_with("Remote file `https://h/a.yml` cannot be resolved offline"),
+        "{e:?}"
+    );
 }
 
 #[test]
 fn local_include_inside_a_remote_file_has_no_project() {
-    let l = TestLoader::new(&format!("include: https://h/a.yml\n{JOB}"))
-        .remote("https://h/a.yml", Ok("include: /ci/b.yml\na:\n  script: a\n"));
+    let l = TestLoader::new(&format!("include: https://h/a.yml\n{JOB}")).remote(
+        "https://h/a.yml",
+        Ok("include: /ci/b.yml\na:\n  script: a\n"),
+    );
     assert_eq!(errors(&l), ["Local file `ci/b.yml` does not have project!"]);
 }
 
 #[test]
 fn remote_and_project_includes_nest_inside_a_remote_file() {
     let l = TestLoader::new(&format!("include: https://h/a.yml\n{JOB}"))
-        .remote("https://h/a.yml", Ok("include:\n  - https://h/b.yml\n  - {project: g/p, file: c.yml}\na:\n  script: a\n"))
+        .remote(
+            "https://h/a.yml",
+            Ok("include:\n  - https://h/b.yml\n  - {project: g/p, file: c.yml}\na:\n  script: a\n"),
+        )
         .remote("https://h/b.yml", Ok("b:\n  script: b\n"))
         .project("g/p", None, &[("c.yml", "c:\n  script: c\n")]);
     assert_eq!(jobs(&l), ["b", "c", "a", "job"]);
@@ -136,45 +195,73 @@ fn remote_and_project_includes_nest_inside_a_remote_file() {
 fn integrity_is_checked() {
     let body = "a:\n  script: a\n";
     let good = sha256_base64(body.as_bytes());
-    let l = TestLoader::new(&format!("include:\n  - remote: https://h/a.yml\n    integrity: sha256-{good}\n{JOB}"))
-        .remote("https://h/a.yml", Ok(body));
+    let l = TestLoader::new(&format!(
+        "include:\n  - remote: https://h/a.yml\n    integrity: sha256-{good}\n{JOB}"
+    ))
+    .remote("https://h/a.yml", Ok(body));
     assert_eq!(jobs(&l), ["a", "job"]);
-    let l = TestLoader::new(&format!("include:\n  - remote: https://h/a.yml\n    integrity: sha256-{good}\n{JOB}"))
-        .remote("https://h/a.yml", Ok("a:\n  script: tampered\n"));
-    assert_eq!(errors(&l), ["Remote file `https://h/a.yml` failed integrity check"]);
-    let l = TestLoader::new(&format!("include:\n  - remote: https://h/a.yml\n    integrity: md5-abc\n{JOB}"));
-    assert_eq!(errors(&l), ["include:0 config integrity should be a sha-256 hash written as sha256-<base64>"]);
+    let l = TestLoader::new(&format!(
+        "include:\n  - remote: https://h/a.yml\n    integrity: sha256-{good}\n{JOB}"
+    ))
+    .remote("https://h/a.yml", Ok("a:\n  script: tampered\n"));
+    assert_eq!(
+        errors(&l),
+        ["Remote file `https://h/a.yml` failed integrity check"]
+    );
+    let l = TestLoader::new(&format!(
+        "include:\n  - remote: https://h/a.yml\n    integrity: md5-abc\n{JOB}"
+    ));
+    assert_eq!(
+        errors(&l),
+        ["include:0 config integrity should be a sha-256 hash written as sha256-<base64>"]
+    );
 }
 
 #[test]
 fn sha256_base64_matches_known_digests() {
     // `printf '' | openssl dgst -sha256 -binary | base64`
-    assert_eq!(sha256_base64(b""), "47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=");
-    assert_eq!(sha256_base64(b"abc"), "ungWv48Bz+pBQUDeXa4iI7ADYaOWF3qctBD/YfIAFa0=");
+    assert_eq!(
+        sha256_base64(b""),
+        "47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU="
+    );
+    assert_eq!(
+        sha256_base64(b"abc"),
+        "ungWv48Bz+pBQUDeXa4iI7ADYaOWF3qctBD/YfIAFa0="
+    );
 }
 
 #[test]
 fn project_files_and_their_local_includes_come_from_that_project() {
-    let l = TestLoader::new("include:\n  - project: g/p\n    ref: v1\n    file: [/a.yml, b.yml]\nown:\n  script: x\n")
-        .project("g/p", Some("v1"), &[
+    let l = TestLoader::new(
+        "include:\n  - project: g/p\n    ref: v1\n    file: [/a.yml, b.yml]\nown:\n  script: x\n",
+    )
+    .project(
+        "g/p",
+        Some("v1"),
+        &[
             ("a.yml", "include: /ci/inner.yml\na:\n  script: a\n"),
             ("b.yml", "include:\n  - local: ci/*.yml\nb:\n  script: b\n"),
             ("ci/inner.yml", "inner:\n  script: i\n"),
-        ])
-        // The pipeline's own project has a file of the same name: it is not the one used.
-        .project("g/p", None, &[]);
+        ],
+    )
+    // The pipeline's own project has a file of the same name: it is not the one used.
+    .project("g/p", None, &[]);
     let mut l = l;
-    l.files.insert("ci/inner.yml".into(), "wrong:\n  script: w\n".into());
+    l.files
+        .insert("ci/inner.yml".into(), "wrong:\n  script: w\n".into());
     assert_eq!(jobs(&l), ["inner", "a", "b", "own"]);
 }
 
 #[test]
 fn project_failures_have_gitlab_messages() {
-    let base = |file: &str| format!("include:\n  - project: G/P\n    ref: v1\n    file: {file}\n{JOB}");
+    let base =
+        |file: &str| format!("include:\n  - project: G/P\n    ref: v1\n    file: {file}\n{JOB}");
     let l = TestLoader::new(&base("a.yml"));
     assert_eq!(
         errors(&l),
-        ["Project `g/p` not found or access denied! Make sure any includes in the pipeline configuration are correctly defined."]
+        [
+            "Project `g/p` not found or access denied! Make sure any includes in the pipeline configuration are correctly defined."
+        ]
     );
     let l = TestLoader::new(&base("a.yml")).project("G/P", Some("main"), &[]);
     assert_eq!(errors(&l), ["Project `g/p` reference `v1` does not exist!"]);
@@ -182,14 +269,24 @@ fn project_failures_have_gitlab_messages() {
     assert_eq!(errors(&l), ["Project `g/p` file `a.yml` does not exist!"]);
     let l = TestLoader::new(&base("a.yml")).project("G/P", Some("v1"), &[("a.yml", "  \n")]);
     assert_eq!(errors(&l), ["Project `g/p` file `a.yml` is empty!"]);
-    let l = TestLoader::new(&base("/x/a.yml")).project("G/P", Some("v1"), &[("x/a.yml", "a:\n  script: [x\n")]);
+    let l = TestLoader::new(&base("/x/a.yml")).project(
+        "G/P",
+        Some("v1"),
+        &[("x/a.yml", "a:\n  script: [x\n")],
+    );
     let e = errors(&l);
     assert!(e[0].starts_with("`x/a.yml`: (G/P@v1:x/a.yml): "), "{e:?}");
 }
 
 #[test]
 fn a_loader_without_other_projects_says_so() {
-    let l = MemoryLoader::new().with(".gitlab-ci.yml", format!("include:\n  - project: g/p\n    file: a.yml\n{JOB}"));
+    let l = MemoryLoader::new().with(
+        ".gitlab-ci.yml",
+        format!("include:\n  - project: g/p\n    file: a.yml\n{JOB}"),
+    );
     let e = errors(&l);
-    assert!(e[0].starts_with("Project `g/p` file `a.yml` cannot be resolved offline"), "{e:?}");
+    assert!(
+        e[0].starts_with("Project `g/p` file `a.yml` cannot be resolved offline"),
+        "{e:?}"
+    );
 }

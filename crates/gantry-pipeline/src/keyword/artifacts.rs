@@ -6,14 +6,23 @@ use indexmap::IndexMap;
 
 use crate::duration::parse_expire_in;
 use crate::model::{Artifacts, ArtifactsWhen, CoverageReport};
-use crate::validate::{join, Cx};
+use crate::validate::{Cx, join};
 use crate::yaml::{Map, Node, Value};
 
 use super::cache::when_of;
 use super::common::{opt_bool, opt_string, string_or_strings};
 
 const ARTIFACTS_KEYS: &[&str] = &[
-    "name", "untracked", "paths", "reports", "when", "expire_in", "expose_as", "exclude", "public", "access",
+    "name",
+    "untracked",
+    "paths",
+    "reports",
+    "when",
+    "expire_in",
+    "expose_as",
+    "exclude",
+    "public",
+    "access",
 ];
 pub(crate) const ACCESS_LEVELS: &[&str] = &["none", "developer", "maintainer", "all"];
 
@@ -55,9 +64,16 @@ pub(crate) fn artifacts(node: &Node, path: &str, cx: &mut Cx) -> Option<Artifact
     let map = cx.map(node, path)?;
     let mut ok = cx.unknown_keys(map, ARTIFACTS_KEYS, path, node.pos);
 
-    let present: Vec<&str> = map.keys().filter(|k| matches!(*k, "access" | "public")).collect();
+    let present: Vec<&str> = map
+        .keys()
+        .filter(|k| matches!(*k, "access" | "public"))
+        .collect();
     if present.len() > 1 {
-        cx.config(path, format!("these keys cannot be used together: {}", present.join(", ")), node.pos);
+        cx.config(
+            path,
+            format!("these keys cannot be used together: {}", present.join(", ")),
+            node.pos,
+        );
         ok = false;
     }
 
@@ -120,7 +136,12 @@ pub(crate) fn artifacts(node: &Node, path: &str, cx: &mut Cx) -> Option<Artifact
                 if other.is_none() {
                     cx.attr(path, "access", "should be a string", a.pos);
                 }
-                cx.attr(path, "access", format!("should be one of: {}", ACCESS_LEVELS.join(", ")), a.pos);
+                cx.attr(
+                    path,
+                    "access",
+                    format!("should be one of: {}", ACCESS_LEVELS.join(", ")),
+                    a.pos,
+                );
                 ok = false;
             }
         }
@@ -166,10 +187,20 @@ fn expose_as(map: &Map, path: &str, paths: &[String], cx: &mut Cx) -> Result<Opt
     let mut ok = true;
     let paths_node = map.get("paths");
     if paths_node.is_none_or(Node::is_blank) {
-        cx.attr(path, "paths", "can't be blank", paths_node.map_or(e.pos, |n| n.pos));
+        cx.attr(
+            path,
+            "paths",
+            "can't be blank",
+            paths_node.map_or(e.pos, |n| n.pos),
+        );
         ok = false;
     } else if paths.iter().any(|p| p.contains('*')) {
-        cx.attr(path, "paths", "can't contain '*' when used with 'expose_as'", paths_node.map_or(e.pos, |n| n.pos));
+        cx.attr(
+            path,
+            "paths",
+            "can't contain '*' when used with 'expose_as'",
+            paths_node.map_or(e.pos, |n| n.pos),
+        );
         ok = false;
     }
     let Some(s) = e.as_str() else {
@@ -177,21 +208,27 @@ fn expose_as(map: &Map, path: &str, paths: &[String], cx: &mut Cx) -> Result<Opt
         return Err(());
     };
     if s.chars().count() > EXPOSE_AS_MAX {
-        cx.attr(path, "expose_as", format!("is too long (maximum is {EXPOSE_AS_MAX} characters)"), e.pos);
+        cx.attr(
+            path,
+            "expose_as",
+            format!("is too long (maximum is {EXPOSE_AS_MAX} characters)"),
+            e.pos,
+        );
         ok = false;
     }
     let word = |c: char| c.is_ascii_alphanumeric() || c == '_';
     let mut chars = s.chars();
     let valid = chars.next().is_some_and(word) && chars.all(|c| word(c) || c == '-' || c == ' ');
     if !valid {
-        cx.attr(path, "expose_as", "can contain only letters, digits, '-', '_' and spaces", e.pos);
+        cx.attr(
+            path,
+            "expose_as",
+            "can contain only letters, digits, '-', '_' and spaces",
+            e.pos,
+        );
         ok = false;
     }
-    if ok {
-        Ok(Some(s.to_owned()))
-    } else {
-        Err(())
-    }
+    if ok { Ok(Some(s.to_owned())) } else { Err(()) }
 }
 
 type Reports = (IndexMap<String, Vec<String>>, Option<CoverageReport>);
@@ -218,7 +255,12 @@ fn reports(node: &Node, path: &str, cx: &mut Cx) -> Option<Reports> {
                     out.insert(key.to_owned(), v);
                 }
                 None => {
-                    cx.attr(path, key, "should be an array of strings or a string", value.pos);
+                    cx.attr(
+                        path,
+                        key,
+                        "should be an array of strings or a string",
+                        value.pos,
+                    );
                     ok = false;
                 }
             }
@@ -235,7 +277,12 @@ fn coverage_report(node: &Node, path: &str, cx: &mut Cx) -> Option<CoverageRepor
         Some(Value::Str(s)) if matches!(s.as_str(), "cobertura" | "jacoco") => Some(s.clone()),
         _ => {
             if !super::common::present(format) {
-                cx.attr(path, "coverage_format", "can't be blank", format.map_or(node.pos, |n| n.pos));
+                cx.attr(
+                    path,
+                    "coverage_format",
+                    "can't be blank",
+                    format.map_or(node.pos, |n| n.pos),
+                );
             }
             cx.attr(
                 path,

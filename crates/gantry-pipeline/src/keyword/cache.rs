@@ -5,7 +5,7 @@
 //! class), so a bad key reads `jobs:x:cache:cache:key config cannot be "." or ".."`.
 
 use crate::model::{ArtifactsWhen, Cache, CacheKey};
-use crate::validate::{join, Cx};
+use crate::validate::{Cx, join};
 use crate::yaml::{Map, Node, Value};
 
 use super::common::check_cache_key;
@@ -20,14 +20,26 @@ pub(crate) const MAX_KEY_FILES: usize = 10;
 /// `cache:key:files_commits` limit.
 pub(crate) const MAX_KEY_FILES_COMMITS: usize = 2;
 
-const CACHE_KEYS: &[&str] = &["key", "untracked", "paths", "when", "policy", "unprotect", "fallback_keys"];
+const CACHE_KEYS: &[&str] = &[
+    "key",
+    "untracked",
+    "paths",
+    "when",
+    "policy",
+    "unprotect",
+    "fallback_keys",
+];
 
 pub(crate) fn caches(node: &Node, path: &str, cx: &mut Cx) -> Option<Vec<Cache>> {
     let items: Vec<Node> = match &node.value {
         Value::Map(_) => vec![node.clone()],
         Value::Seq(items) => {
             if items.len() > MAX_CACHES {
-                cx.config(path, format!("no more than {MAX_CACHES} caches can be created"), node.pos);
+                cx.config(
+                    path,
+                    format!("no more than {MAX_CACHES} caches can be created"),
+                    node.pos,
+                );
                 return None;
             }
             // `[@config].flatten`: nested arrays (aliases of lists) are flattened.
@@ -102,7 +114,12 @@ fn cache(node: &Node, path: &str, cx: &mut Cx) -> Option<Cache> {
                 if s.contains("push") || s.contains("pull") || s.contains('$') {
                     policy = s.clone();
                 } else {
-                    cx.attr(path, "policy", "should be a variable or one of: pull-push, push, pull", p.pos);
+                    cx.attr(
+                        path,
+                        "policy",
+                        "should be a variable or one of: pull-push, push, pull",
+                        p.pos,
+                    );
                     ok = false;
                 }
             }
@@ -125,13 +142,22 @@ fn cache(node: &Node, path: &str, cx: &mut Cx) -> Option<Cache> {
             Some(v) => {
                 if v.len() > MAX_FALLBACK_KEYS {
                     // GitLab's typo, kept verbatim.
-                    cx.attr(path, "fallback_keys", format!("has to many entries (maximum {MAX_FALLBACK_KEYS})"), f.pos);
+                    cx.attr(
+                        path,
+                        "fallback_keys",
+                        format!("has to many entries (maximum {MAX_FALLBACK_KEYS})"),
+                        f.pos,
+                    );
                     ok = false;
                 }
                 fallback_keys = v;
             }
             None => {
-                cx.config(&join(path, "fallback_keys"), "should be an array of strings", f.pos);
+                cx.config(
+                    &join(path, "fallback_keys"),
+                    "should be an array of strings",
+                    f.pos,
+                );
                 ok = false;
             }
         }
@@ -164,7 +190,12 @@ pub(super) fn when_of(node: &Node, path: &str, cx: &mut Cx) -> Option<ArtifactsW
         if node.as_str().is_none() {
             cx.attr(path, "when", "should be a string", node.pos);
         }
-        cx.attr(path, "when", "should be one of: on_success, on_failure, always", node.pos);
+        cx.attr(
+            path,
+            "when",
+            "should be one of: on_success, on_failure, always",
+            node.pos,
+        );
     }
     parsed
 }
@@ -175,7 +206,10 @@ fn cache_key(node: &Node, path: &str, cx: &mut Cx) -> Option<CacheKey> {
         Value::Map(map) => complex_key(map, node, path, cx),
         _ => {
             // `Key::UnknownStrategy`: `<location> should be ...`.
-            cx.push(format!("{path} should be a hash, a string or a symbol"), node.pos);
+            cx.push(
+                format!("{path} should be a hash, a string or a symbol"),
+                node.pos,
+            );
             None
         }
     }
@@ -187,7 +221,11 @@ fn complex_key(map: &Map, node: &Node, path: &str, cx: &mut Cx) -> Option<CacheK
     let commits = map.get("files_commits");
     match (files, commits) {
         (Some(_), Some(_)) => {
-            cx.config(path, "these keys cannot be used together: files, files_commits", node.pos);
+            cx.config(
+                path,
+                "these keys cannot be used together: files, files_commits",
+                node.pos,
+            );
             ok = false;
         }
         (None, None) => {
@@ -216,11 +254,19 @@ fn complex_key(map: &Map, node: &Node, path: &str, cx: &mut Cx) -> Option<CacheK
             return None;
         }
         if v.len() > max {
-            cx.config(&fpath, format!("has too many items (maximum is {max})"), node.pos);
+            cx.config(
+                &fpath,
+                format!("has too many items (maximum is {max})"),
+                node.pos,
+            );
             return None;
         }
         // `Files#value` drops leading slashes.
-        Some(v.into_iter().map(|f| f.trim_start_matches('/').to_owned()).collect())
+        Some(
+            v.into_iter()
+                .map(|f| f.trim_start_matches('/').to_owned())
+                .collect(),
+        )
     };
     let files_v = list(files, "files", MAX_KEY_FILES, cx);
     let commits_v = list(commits, "files_commits", MAX_KEY_FILES_COMMITS, cx);

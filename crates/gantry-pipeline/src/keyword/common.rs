@@ -40,11 +40,21 @@ pub(super) fn int_in_range(
         Ok(i) => {
             let mut ok = true;
             if i < min {
-                cx.attr(path, attr, format!("must be greater than or equal to {min}"), node.pos);
+                cx.attr(
+                    path,
+                    attr,
+                    format!("must be greater than or equal to {min}"),
+                    node.pos,
+                );
                 ok = false;
             }
             if i > max {
-                cx.attr(path, attr, format!("must be less than or equal to {max}"), node.pos);
+                cx.attr(
+                    path,
+                    attr,
+                    format!("must be less than or equal to {max}"),
+                    node.pos,
+                );
                 ok = false;
             }
             ok.then_some(i)
@@ -63,7 +73,12 @@ pub(super) fn present(node: Option<&Node>) -> bool {
 
 /// An optional string attribute (`validates :x, type: String, allow_nil: true`).
 /// `Ok(None)` when absent or null; `Err(())` after reporting `<path> <key> should be a string`.
-pub(super) fn opt_string(map: &Map, key: &str, path: &str, cx: &mut Cx) -> Result<Option<String>, ()> {
+pub(super) fn opt_string(
+    map: &Map,
+    key: &str,
+    path: &str,
+    cx: &mut Cx,
+) -> Result<Option<String>, ()> {
     match map.get(key) {
         None => Ok(None),
         Some(n) => match &n.value {
@@ -94,7 +109,13 @@ pub(super) fn opt_bool(map: &Map, key: &str, path: &str, cx: &mut Cx) -> Result<
 
 /// A required string attribute: `type: String, presence: true`. Reports both the type and
 /// the presence error as Rails does (a missing key fails both).
-pub(super) fn required_string(map: &Map, key: &str, path: &str, at: Pos, cx: &mut Cx) -> Option<String> {
+pub(super) fn required_string(
+    map: &Map,
+    key: &str,
+    path: &str,
+    at: Pos,
+    cx: &mut Cx,
+) -> Option<String> {
     let node = map.get(key);
     let pos = node.map_or(at, |n| n.pos);
     let mut ok = true;
@@ -110,11 +131,7 @@ pub(super) fn required_string(map: &Map, key: &str, path: &str, at: Pos, cx: &mu
         cx.attr(path, key, "can't be blank", pos);
         ok = false;
     }
-    if ok {
-        s
-    } else {
-        None
-    }
+    if ok { s } else { None }
 }
 
 /// GitLab's `ArrayOfStringsOrString` value (string → one-element array).
@@ -162,7 +179,9 @@ pub(super) fn cgi_unescape(s: &str) -> String {
                 i += 1;
             }
             b'%' => {
-                let hex = bytes.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok());
+                let hex = bytes
+                    .get(i + 1..i + 3)
+                    .and_then(|h| std::str::from_utf8(h).ok());
                 match hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
                     Some(b) if hex.is_some_and(|h| h.bytes().all(|c| c.is_ascii_hexdigit())) => {
                         out.push(b);
@@ -186,12 +205,13 @@ pub(super) fn cgi_unescape(s: &str) -> String {
 /// `Gitlab::Regex.environment_name_regex` (also used for resource groups): letters,
 /// digits, `_ / $ { } . -` and spaces, not starting or ending with `/`.
 pub(super) fn valid_environment_name(s: &str) -> bool {
-    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '/' | '$' | '{' | '}' | '.' | ' ' | '-');
+    let allowed = |c: char| {
+        c.is_ascii_alphanumeric() || matches!(c, '_' | '/' | '$' | '{' | '}' | '.' | ' ' | '-')
+    };
     !s.is_empty() && s.chars().all(allowed) && !s.starts_with('/') && !s.ends_with('/')
 }
 
-pub(super) const ENVIRONMENT_NAME_MESSAGE: &str =
-    "can contain only letters, digits, '-', '_', '/', '$', '{', '}', '.', and spaces, but it cannot start or end with '/'";
+pub(super) const ENVIRONMENT_NAME_MESSAGE: &str = "can contain only letters, digits, '-', '_', '/', '$', '{', '}', '.', and spaces, but it cannot start or end with '/'";
 
 /// A project path as the editor schema checks it (`(?:\S/\S|\$\S+)`, unanchored):
 /// `group/project`, `group/sub/project`, or something holding a `$VARIABLE`. Every GitLab
@@ -199,8 +219,12 @@ pub(super) const ENVIRONMENT_NAME_MESSAGE: &str =
 /// created ("project not found").
 pub(super) fn plausible_project_path(s: &str) -> bool {
     let chars: Vec<char> = s.chars().collect();
-    let slash = chars.windows(3).any(|w| !w[0].is_whitespace() && w[1] == '/' && !w[2].is_whitespace());
-    let variable = chars.windows(2).any(|w| w[0] == '$' && !w[1].is_whitespace());
+    let slash = chars
+        .windows(3)
+        .any(|w| !w[0].is_whitespace() && w[1] == '/' && !w[2].is_whitespace());
+    let variable = chars
+        .windows(2)
+        .any(|w| w[0] == '$' && !w[1].is_whitespace());
     slash || variable
 }
 
@@ -255,7 +279,13 @@ mod tests {
 
     #[test]
     fn project_paths() {
-        for ok in ["group/project", "group/sub-group/project", "$FOO", "group/$VAR/project", "$."] {
+        for ok in [
+            "group/project",
+            "group/sub-group/project",
+            "$FOO",
+            "group/$VAR/project",
+            "$.",
+        ] {
             assert!(plausible_project_path(ok), "{ok}");
         }
         for bad in ["", "slug", "/slug", "slug/", "slug#", "$", "a / b"] {
@@ -269,7 +299,10 @@ mod tests {
         assert_eq!(integer(&n(Value::Int(3))), Ok(3));
         assert_eq!(integer(&n(Value::Str(" 2 ".into()))), Ok(2));
         assert_eq!(integer(&n(Value::Float(2.0))), Err("must be an integer"));
-        assert_eq!(integer(&n(Value::Str("2.5".into()))), Err("must be an integer"));
+        assert_eq!(
+            integer(&n(Value::Str("2.5".into()))),
+            Err("must be an integer")
+        );
         assert_eq!(integer(&n(Value::Str("x".into()))), Err("is not a number"));
         assert_eq!(integer(&n(Value::Bool(true))), Err("is not a number"));
     }

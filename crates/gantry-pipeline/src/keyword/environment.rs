@@ -3,15 +3,29 @@
 
 use crate::duration::parse_expire_in;
 use crate::model::Environment;
-use crate::validate::{join, Cx};
+use crate::validate::{Cx, join};
 use crate::yaml::{Map, Node, Value};
 
-use super::common::{opt_string, valid_environment_name, ENVIRONMENT_NAME_MESSAGE};
+use super::common::{ENVIRONMENT_NAME_MESSAGE, opt_string, valid_environment_name};
 
-const ENVIRONMENT_KEYS: &[&str] = &["name", "url", "action", "on_stop", "auto_stop_in", "kubernetes", "deployment_tier"];
+const ENVIRONMENT_KEYS: &[&str] = &[
+    "name",
+    "url",
+    "action",
+    "on_stop",
+    "auto_stop_in",
+    "kubernetes",
+    "deployment_tier",
+];
 pub(crate) const ACTIONS: &[&str] = &["start", "prepare", "stop", "verify", "access"];
 pub(crate) const TIERS: &[&str] = &["production", "staging", "testing", "development", "other"];
-const KUBERNETES_KEYS: &[&str] = &["namespace", "agent", "flux_resource_path", "dashboard", "managed_resources"];
+const KUBERNETES_KEYS: &[&str] = &[
+    "namespace",
+    "agent",
+    "flux_resource_path",
+    "dashboard",
+    "managed_resources",
+];
 const URL_MAX: usize = 255;
 
 pub(crate) fn environment(node: &Node, path: &str, cx: &mut Cx) -> Option<Environment> {
@@ -46,7 +60,10 @@ fn check_name(name: Option<&Node>, at: &Node, path: &str, cx: &mut Cx) -> bool {
         cx.attr(path, "name", "can't be blank", pos);
         ok = false;
     }
-    if !name.and_then(Node::as_str).is_some_and(valid_environment_name) {
+    if !name
+        .and_then(Node::as_str)
+        .is_some_and(valid_environment_name)
+    {
         cx.attr(path, "name", ENVIRONMENT_NAME_MESSAGE, pos);
         ok = false;
     }
@@ -70,19 +87,34 @@ fn environment_map(map: &Map, node: &Node, path: &str, cx: &mut Cx) -> Option<En
 
     if let Some(u) = &url {
         if u.chars().count() > URL_MAX {
-            cx.attr(path, "url", format!("is too long (maximum is {URL_MAX} characters)"), pos_of(map, "url", node));
+            cx.attr(
+                path,
+                "url",
+                format!("is too long (maximum is {URL_MAX} characters)"),
+                pos_of(map, "url", node),
+            );
             ok = false;
         }
     }
     if let Some(a) = &action {
         if !ACTIONS.contains(&a.as_str()) {
-            cx.attr(path, "action", "should be start, stop, prepare, verify, or access", pos_of(map, "action", node));
+            cx.attr(
+                path,
+                "action",
+                "should be start, stop, prepare, verify, or access",
+                pos_of(map, "action", node),
+            );
             ok = false;
         }
     }
     if let Some(t) = &tier {
         if !TIERS.contains(&t.as_str()) {
-            cx.attr(path, "deployment_tier", format!("must be one of {}", TIERS.join(", ")), pos_of(map, "deployment_tier", node));
+            cx.attr(
+                path,
+                "deployment_tier",
+                format!("must be one of {}", TIERS.join(", ")),
+                pos_of(map, "deployment_tier", node),
+            );
             ok = false;
         }
     }
@@ -91,7 +123,9 @@ fn environment_map(map: &Map, node: &Node, path: &str, cx: &mut Cx) -> Option<En
     if let Some(a) = map.get("auto_stop_in").filter(|n| !n.is_null()) {
         match a.as_str() {
             // A value holding a variable is checked after expansion (GitLab skips it).
-            Some(s) if has_variable(s) || parse_expire_in(s).is_some() => auto_stop_in = Some(s.to_owned()),
+            Some(s) if has_variable(s) || parse_expire_in(s).is_some() => {
+                auto_stop_in = Some(s.to_owned())
+            }
             _ => {
                 cx.attr(path, "auto_stop_in", "should be a duration", a.pos);
                 ok = false;
@@ -107,7 +141,11 @@ fn environment_map(map: &Map, node: &Node, path: &str, cx: &mut Cx) -> Option<En
         return None;
     }
     Some(Environment {
-        name: map.get("name").and_then(Node::as_str).unwrap_or_default().to_owned(),
+        name: map
+            .get("name")
+            .and_then(Node::as_str)
+            .unwrap_or_default()
+            .to_owned(),
         url,
         action: action.unwrap_or_else(|| "start".to_owned()),
         on_stop,

@@ -3,13 +3,20 @@
 //! `PullPolicy`, `schemas/imageable/executor_opts.json`.
 
 use crate::model::{Image, Service};
-use crate::validate::{join, Cx};
+use crate::validate::{Cx, join};
 use crate::yaml::{Map, Node, Value};
 
 use super::common::{pointer_join, pointer_label};
-use super::variables::{variables, VarLevel};
+use super::variables::{VarLevel, variables};
 
-const IMAGEABLE_KEYS: &[&str] = &["docker", "kubernetes", "name", "entrypoint", "ports", "pull_policy"];
+const IMAGEABLE_KEYS: &[&str] = &[
+    "docker",
+    "kubernetes",
+    "name",
+    "entrypoint",
+    "ports",
+    "pull_policy",
+];
 const SERVICE_KEYS: &[&str] = &["command", "alias", "variables"];
 pub(crate) const PULL_POLICIES: &[&str] = &["always", "never", "if-not-present"];
 
@@ -126,7 +133,13 @@ fn imageable(node: &Node, path: &str, extra_keys: &[&str], cx: &mut Cx) -> Optio
     }
 }
 
-fn imageable_map(map: &Map, node: &Node, path: &str, extra_keys: &[&str], cx: &mut Cx) -> Option<Imageable> {
+fn imageable_map(
+    map: &Map,
+    node: &Node,
+    path: &str,
+    extra_keys: &[&str],
+    cx: &mut Cx,
+) -> Option<Imageable> {
     let allowed: Vec<&str> = IMAGEABLE_KEYS.iter().chain(extra_keys).copied().collect();
     let mut ok = cx.unknown_keys(map, &allowed, path, node.pos);
     if let Some(e) = map.entry("ports") {
@@ -138,11 +151,21 @@ fn imageable_map(map: &Map, node: &Node, path: &str, extra_keys: &[&str], cx: &m
     let name_node = map.get("name");
     let name = name_node.and_then(Node::as_str).map(str::to_owned);
     if name.is_none() {
-        cx.attr(path, "name", "should be a string", name_node.map_or(node.pos, |n| n.pos));
+        cx.attr(
+            path,
+            "name",
+            "should be a string",
+            name_node.map_or(node.pos, |n| n.pos),
+        );
         ok = false;
     }
     if name_node.is_none_or(Node::is_blank) {
-        cx.attr(path, "name", "can't be blank", name_node.map_or(node.pos, |n| n.pos));
+        cx.attr(
+            path,
+            "name",
+            "can't be blank",
+            name_node.map_or(node.pos, |n| n.pos),
+        );
         ok = false;
     }
 
@@ -202,9 +225,17 @@ fn pull_policy_of(node: &Node, path: &str, cx: &mut Cx) -> Option<Vec<String>> {
                 return None;
             };
             let mut ok = true;
-            let unknown: Vec<&str> = list.iter().map(String::as_str).filter(|p| !PULL_POLICIES.contains(p)).collect();
+            let unknown: Vec<&str> = list
+                .iter()
+                .map(String::as_str)
+                .filter(|p| !PULL_POLICIES.contains(p))
+                .collect();
             if !unknown.is_empty() {
-                cx.config(path, format!("contains unknown values: {}", unknown.join(", ")), node.pos);
+                cx.config(
+                    path,
+                    format!("contains unknown values: {}", unknown.join(", ")),
+                    node.pos,
+                );
                 ok = false;
             }
             if list.is_empty() {
@@ -224,7 +255,10 @@ fn executor_opts(map: &Map, path: &str, cx: &mut Cx) -> Option<(Option<String>, 
     let mut user = None;
     let mut platform = None;
     for (section, props) in [
-        ("docker", &[("platform", 64usize, false), ("user", 255, false)][..]),
+        (
+            "docker",
+            &[("platform", 64usize, false), ("user", 255, false)][..],
+        ),
         ("kubernetes", &[("user", 255, true)][..]),
     ] {
         let Some(sec) = map.get(section).filter(|n| !n.is_null()) else {
@@ -232,13 +266,19 @@ fn executor_opts(map: &Map, path: &str, cx: &mut Cx) -> Option<(Option<String>, 
         };
         let sec_ptr = pointer_join("", section);
         let Some(sec_map) = sec.as_map() else {
-            errors.push((format!("{} is not of type: object", pointer_label(&sec_ptr)), sec.pos));
+            errors.push((
+                format!("{} is not of type: object", pointer_label(&sec_ptr)),
+                sec.pos,
+            ));
             continue;
         };
         for (key, entry) in sec_map.entries() {
             let ptr = pointer_join(&sec_ptr, key);
             let Some(&(_, max, int_ok)) = props.iter().find(|(p, _, _)| *p == key) else {
-                errors.push((format!("{} is invalid: error_type=schema", pointer_label(&ptr)), entry.key_pos));
+                errors.push((
+                    format!("{} is invalid: error_type=schema", pointer_label(&ptr)),
+                    entry.key_pos,
+                ));
                 continue;
             };
             let v = &entry.value;
@@ -246,9 +286,15 @@ fn executor_opts(map: &Map, path: &str, cx: &mut Cx) -> Option<(Option<String>, 
                 Value::Str(s) => {
                     let len = s.chars().count();
                     if len < 1 {
-                        errors.push((format!("{} is invalid: error_type=minLength", pointer_label(&ptr)), v.pos));
+                        errors.push((
+                            format!("{} is invalid: error_type=minLength", pointer_label(&ptr)),
+                            v.pos,
+                        ));
                     } else if len > max {
-                        errors.push((format!("{} is invalid: error_type=maxLength", pointer_label(&ptr)), v.pos));
+                        errors.push((
+                            format!("{} is invalid: error_type=maxLength", pointer_label(&ptr)),
+                            v.pos,
+                        ));
                     } else if section == "docker" && key == "user" {
                         user = Some(s.clone());
                     } else if section == "docker" {
@@ -256,7 +302,10 @@ fn executor_opts(map: &Map, path: &str, cx: &mut Cx) -> Option<(Option<String>, 
                     }
                 }
                 Value::Int(_) if int_ok => {}
-                _ => errors.push((format!("{} is not of type: string", pointer_label(&ptr)), v.pos)),
+                _ => errors.push((
+                    format!("{} is not of type: string", pointer_label(&ptr)),
+                    v.pos,
+                )),
             }
         }
     }

@@ -1,7 +1,7 @@
 //! `inherit: {default, variables}` — spec §2.1, GitLab `Entry::Inherit`,
 //! `Inherit::Default`, `Inherit::Variables`.
 
-use crate::validate::{join, Cx};
+use crate::validate::{Cx, join};
 use crate::yaml::{Node, Value};
 
 /// Keys of `default:` that a job can inherit (`Entry::Default::ALLOWED_KEYS`).
@@ -48,7 +48,12 @@ pub(crate) struct Inherit {
 pub(crate) fn inherit(node: &Node, path: &str, cx: &mut Cx) -> Option<Inherit> {
     let map = cx.map(node, path)?;
     let ok = cx.unknown_keys(map, &["default", "variables"], path, node.pos);
-    let default = set(map.get("default"), &join(path, "default"), Some(DEFAULT_KEYS), cx);
+    let default = set(
+        map.get("default"),
+        &join(path, "default"),
+        Some(DEFAULT_KEYS),
+        cx,
+    );
     let variables = set(map.get("variables"), &join(path, "variables"), None, cx);
     if !ok {
         return None;
@@ -59,7 +64,12 @@ pub(crate) fn inherit(node: &Node, path: &str, cx: &mut Cx) -> Option<Inherit> {
     })
 }
 
-fn set(node: Option<&Node>, path: &str, allowed: Option<&[&str]>, cx: &mut Cx) -> Option<InheritSet> {
+fn set(
+    node: Option<&Node>,
+    path: &str,
+    allowed: Option<&[&str]>,
+    cx: &mut Cx,
+) -> Option<InheritSet> {
     let Some(node) = node else {
         return Some(InheritSet::All);
     };
@@ -72,16 +82,27 @@ fn set(node: Option<&Node>, path: &str, allowed: Option<&[&str]>, cx: &mut Cx) -
                 return None;
             };
             if let Some(allowed) = allowed {
-                let unknown: Vec<&str> = list.iter().map(String::as_str).filter(|k| !allowed.contains(k)).collect();
+                let unknown: Vec<&str> = list
+                    .iter()
+                    .map(String::as_str)
+                    .filter(|k| !allowed.contains(k))
+                    .collect();
                 if !unknown.is_empty() {
-                    cx.config(path, format!("contains unknown values: {}", unknown.join(", ")), node.pos);
+                    cx.config(
+                        path,
+                        format!("contains unknown values: {}", unknown.join(", ")),
+                        node.pos,
+                    );
                     return None;
                 }
             }
             Some(InheritSet::Only(list))
         }
         _ => {
-            cx.push(format!("{path} should be a bool or array of strings"), node.pos);
+            cx.push(
+                format!("{path} should be a bool or array of strings"),
+                node.pos,
+            );
             None
         }
     }

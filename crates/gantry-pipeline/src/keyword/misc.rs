@@ -1,8 +1,8 @@
 //! The small job keywords: `allow_failure`, `timeout`, `tags`, `hooks`, `coverage`,
 //! `resource_group`, `interruptible`, `pages`, `dast_configuration`, `identity`.
 
-use crate::duration::{parse_duration, parse_expire_in, TIMEOUT_LIMIT};
-use crate::validate::{int_or_int_array, join, Cx};
+use crate::duration::{TIMEOUT_LIMIT, parse_duration, parse_expire_in};
+use crate::validate::{Cx, int_or_int_array, join};
 use crate::yaml::{Node, Value};
 
 use super::common::{opt_string, parent_path};
@@ -22,7 +22,12 @@ pub(crate) fn allow_failure(node: &Node, path: &str, cx: &mut Cx) -> Option<(boo
                 match int_or_int_array(e) {
                     Some(c) => codes = c,
                     None => {
-                        cx.attr(path, "exit_codes", "should be an array of integers or an integer", e.pos);
+                        cx.attr(
+                            path,
+                            "exit_codes",
+                            "should be an array of integers or an integer",
+                            e.pos,
+                        );
                         ok = false;
                     }
                 }
@@ -57,13 +62,18 @@ pub(crate) fn timeout(node: &Node, path: &str, cx: &mut Cx) -> Option<u64> {
 /// fewer than [`TAGS_LIMIT`].
 pub(crate) fn tags(node: &Node, path: &str, cx: &mut Cx) -> Option<Vec<String>> {
     let mut out = Vec::new();
-    let ok = matches!(node.value, Value::Seq(_)) && crate::validate::flatten_strings(node, 0, &mut out);
+    let ok =
+        matches!(node.value, Value::Seq(_)) && crate::validate::flatten_strings(node, 0, &mut out);
     if !ok {
         cx.config(path, "should be an array of strings", node.pos);
         return None;
     }
     if out.len() >= TAGS_LIMIT {
-        cx.config(path, format!("must be less than the limit of {TAGS_LIMIT} tags"), node.pos);
+        cx.config(
+            path,
+            format!("must be less than the limit of {TAGS_LIMIT} tags"),
+            node.pos,
+        );
         return None;
     }
     Some(out)
@@ -77,11 +87,7 @@ pub(crate) fn hooks(node: &Node, path: &str, cx: &mut Cx) -> Option<Vec<String>>
         None => Some(Vec::new()),
         Some(s) => cx.commands(s, &join(path, "pre_get_sources_script")),
     };
-    if ok {
-        script
-    } else {
-        None
-    }
+    if ok { script } else { None }
 }
 
 /// `coverage: /regex/`, RE2 syntax. Returns the literal as written (`/…/flags`); use
@@ -90,7 +96,11 @@ pub(crate) fn coverage(node: &Node, path: &str, cx: &mut Cx) -> Option<String> {
     match node.as_str() {
         Some(s) if matches!(crate::expr::parse_regex_literal(s), Some(Ok(_))) => Some(s.to_owned()),
         _ => {
-            cx.config(path, "must be a regular expression with re2 syntax", node.pos);
+            cx.config(
+                path,
+                "must be a regular expression with re2 syntax",
+                node.pos,
+            );
             None
         }
     }
@@ -120,7 +130,12 @@ pub(crate) fn pages(node: &Node, path: &str, cx: &mut Cx) -> Option<()> {
     match &node.value {
         Value::Bool(_) => Some(()),
         Value::Map(map) => {
-            let mut ok = cx.unknown_keys(map, &["path_prefix", "expire_in", "publish"], path, node.pos);
+            let mut ok = cx.unknown_keys(
+                map,
+                &["path_prefix", "expire_in", "publish"],
+                path,
+                node.pos,
+            );
             ok &= opt_string(map, "path_prefix", path, cx).is_ok();
             ok &= opt_string(map, "publish", path, cx).is_ok();
             if let Some(e) = map.get("expire_in").filter(|n| !n.is_null()) {

@@ -33,14 +33,15 @@ pub(crate) use artifacts::artifacts;
 pub(crate) use cache::caches;
 pub(crate) use environment::environment;
 pub(crate) use image::{image, services};
-pub(crate) use inherit::{inherit, Inherit, InheritSet, DEFAULT_KEYS};
+pub(crate) use inherit::{DEFAULT_KEYS, Inherit, InheritSet, inherit};
 pub(crate) use misc::{
-    allow_failure, coverage, dast_configuration, hooks, identity, interruptible, pages, resource_group, tags, timeout,
+    allow_failure, coverage, dast_configuration, hooks, identity, interruptible, pages,
+    resource_group, tags, timeout,
 };
-pub(crate) use parallel::{parallel, Parallel};
+pub(crate) use parallel::{Parallel, parallel};
 pub(crate) use release::release;
 pub(crate) use retry::retry;
 pub(crate) use run::run_steps;
 pub(crate) use secrets::{id_tokens, secrets};
 pub(crate) use trigger::trigger;
-pub(crate) use variables::{variables, VarLevel};
+pub(crate) use variables::{VarLevel, variables};

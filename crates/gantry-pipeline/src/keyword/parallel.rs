@@ -4,7 +4,7 @@
 
 use indexmap::IndexMap;
 
-use crate::validate::{join, Cx};
+use crate::validate::{Cx, join};
 use crate::yaml::{Node, Value};
 
 use super::common::{alphanumeric_key, int_in_range};
@@ -21,9 +21,11 @@ pub(crate) enum Parallel {
 
 pub(crate) fn parallel(node: &Node, path: &str, cx: &mut Cx) -> Option<Parallel> {
     match &node.value {
-        Value::Int(_) | Value::Float(_) => int_in_range(node, path, "config", 1, PARALLEL_LIMIT, cx)
-            .and_then(|n| u32::try_from(n).ok())
-            .map(Parallel::Count),
+        Value::Int(_) | Value::Float(_) => {
+            int_in_range(node, path, "config", 1, PARALLEL_LIMIT, cx)
+                .and_then(|n| u32::try_from(n).ok())
+                .map(Parallel::Count)
+        }
         Value::Map(map) => {
             let mut ok = cx.unknown_keys(map, &["matrix"], path, node.pos);
             match map.get("matrix") {
@@ -51,8 +53,15 @@ pub(crate) fn parallel(node: &Node, path: &str, cx: &mut Cx) -> Option<Parallel>
 }
 
 /// `parallel:matrix` (also usable for `needs:parallel:matrix`).
-pub(crate) fn matrix(node: &Node, path: &str, cx: &mut Cx) -> Option<Vec<IndexMap<String, Vec<String>>>> {
-    let Some(items) = node.as_seq().filter(|items| items.iter().all(|i| i.as_map().is_some())) else {
+pub(crate) fn matrix(
+    node: &Node,
+    path: &str,
+    cx: &mut Cx,
+) -> Option<Vec<IndexMap<String, Vec<String>>>> {
+    let Some(items) = node
+        .as_seq()
+        .filter(|items| items.iter().all(|i| i.as_map().is_some()))
+    else {
         cx.config(path, "should be an array of hashes", node.pos);
         return None;
     };
@@ -80,7 +89,11 @@ pub(crate) fn matrix(node: &Node, path: &str, cx: &mut Cx) -> Option<Vec<IndexMa
             }
         }
         if !valid {
-            cx.config(&vpath, "should be a hash of key value pairs, value can be an array", item.pos);
+            cx.config(
+                &vpath,
+                "should be a hash of key value pairs, value can be an array",
+                item.pos,
+            );
             ok = false;
         }
         if map.is_empty() {
@@ -93,10 +106,18 @@ pub(crate) fn matrix(node: &Node, path: &str, cx: &mut Cx) -> Option<Vec<IndexMa
         return None;
     }
     let jobs = out.iter().fold(0usize, |acc, entry| {
-        acc.saturating_add(entry.values().fold(1usize, |p, v| p.saturating_mul(v.len())))
+        acc.saturating_add(
+            entry
+                .values()
+                .fold(1usize, |p, v| p.saturating_mul(v.len())),
+        )
     });
     if jobs > PARALLEL_LIMIT as usize {
-        cx.config(path, format!("generates too many jobs (maximum is {PARALLEL_LIMIT})"), node.pos);
+        cx.config(
+            path,
+            format!("generates too many jobs (maximum is {PARALLEL_LIMIT})"),
+            node.pos,
+        );
         return None;
     }
     Some(out)

@@ -1,7 +1,7 @@
 //! `release` — GitLab `Entry::Release`, `Release::Assets`, `Assets::Links`,
 //! `Assets::Link`. Passed on as JSON once the structure is checked.
 
-use crate::validate::{join, Cx};
+use crate::validate::{Cx, join};
 use crate::yaml::{Node, Value};
 
 use super::common::{opt_string, present, required_string, string_or_strings};
@@ -29,7 +29,12 @@ pub(crate) fn release(node: &Node, path: &str, cx: &mut Cx) -> Option<serde_json
     }
     if let Some(m) = map.get("milestones").filter(|n| !n.is_null()) {
         if string_or_strings(m).is_none() {
-            cx.attr(path, "milestones", "should be an array of strings or a string", m.pos);
+            cx.attr(
+                path,
+                "milestones",
+                "should be an array of strings or a string",
+                m.pos,
+            );
             ok = false;
         }
     }
@@ -78,7 +83,12 @@ fn link(node: &Node, path: &str, cx: &mut Cx) -> bool {
     // GitLab checks the URL only after variable expansion (`url: $S3/x` is common).
     let url = map.get("url");
     if !present(url) {
-        cx.attr(path, "url", "can't be blank", url.map_or(node.pos, |n| n.pos));
+        cx.attr(
+            path,
+            "url",
+            "can't be blank",
+            url.map_or(node.pos, |n| n.pos),
+        );
         ok = false;
     } else {
         ok &= opt_string(map, "url", path, cx).is_ok();

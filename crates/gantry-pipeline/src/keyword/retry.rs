@@ -4,7 +4,7 @@
 //! `retry config` (wrong type), without the job prefix — so `path` is not used in messages.
 
 use crate::model::Retry;
-use crate::validate::{int_or_int_array, Cx};
+use crate::validate::{Cx, int_or_int_array};
 use crate::yaml::{Node, Value};
 
 use super::common::int_in_range;
@@ -89,7 +89,8 @@ pub(crate) fn retry(node: &Node, _path: &str, cx: &mut Cx) -> Option<Retry> {
                 exit_codes: Vec::new(),
             };
             if let Some(m) = map.get("max").filter(|n| !n.is_null()) {
-                match int_in_range(m, LOCATION, "max", 0, 2, cx).and_then(|v| u8::try_from(v).ok()) {
+                match int_in_range(m, LOCATION, "max", 0, 2, cx).and_then(|v| u8::try_from(v).ok())
+                {
                     Some(v) => out.max = v,
                     None => ok = false,
                 }
@@ -106,17 +107,30 @@ pub(crate) fn retry(node: &Node, _path: &str, cx: &mut Cx) -> Option<Retry> {
                     }
                     _ => match crate::validate::string_array(w) {
                         Some(list) => {
-                            let unknown: Vec<&str> =
-                                list.iter().map(String::as_str).filter(|s| !RETRY_WHEN.contains(s)).collect();
+                            let unknown: Vec<&str> = list
+                                .iter()
+                                .map(String::as_str)
+                                .filter(|s| !RETRY_WHEN.contains(s))
+                                .collect();
                             if unknown.is_empty() {
                                 out.when = list;
                             } else {
-                                cx.attr(LOCATION, "when", format!("contains unknown values: {}", unknown.join(", ")), w.pos);
+                                cx.attr(
+                                    LOCATION,
+                                    "when",
+                                    format!("contains unknown values: {}", unknown.join(", ")),
+                                    w.pos,
+                                );
                                 ok = false;
                             }
                         }
                         None => {
-                            cx.attr(LOCATION, "when", "should be an array of strings or a string", w.pos);
+                            cx.attr(
+                                LOCATION,
+                                "when",
+                                "should be an array of strings or a string",
+                                w.pos,
+                            );
                             ok = false;
                         }
                     },
@@ -126,7 +140,12 @@ pub(crate) fn retry(node: &Node, _path: &str, cx: &mut Cx) -> Option<Retry> {
                 match int_or_int_array(e) {
                     Some(codes) => out.exit_codes = codes,
                     None => {
-                        cx.attr(LOCATION, "exit_codes", "should be an array of integers or an integer", e.pos);
+                        cx.attr(
+                            LOCATION,
+                            "exit_codes",
+                            "should be an array of integers or an integer",
+                            e.pos,
+                        );
                         ok = false;
                     }
                 }
@@ -134,7 +153,10 @@ pub(crate) fn retry(node: &Node, _path: &str, cx: &mut Cx) -> Option<Retry> {
             ok.then_some(out)
         }
         _ => {
-            cx.push("retry config has to be either an integer or a hash".to_owned(), node.pos);
+            cx.push(
+                "retry config has to be either an integer or a hash".to_owned(),
+                node.pos,
+            );
             None
         }
     }

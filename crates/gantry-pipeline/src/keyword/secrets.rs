@@ -1,7 +1,7 @@
 //! `id_tokens` (GitLab `Entry::IdToken`) and `secrets` (EE `Entry::Secret` and its
 //! providers). Both are passed on as JSON after their structure is checked.
 
-use crate::validate::{join, Cx};
+use crate::validate::{Cx, join};
 use crate::yaml::{Map, Node, Pos, Value};
 
 use super::common::{opt_bool, opt_string, present, string_or_strings};
@@ -21,7 +21,12 @@ pub(crate) fn id_tokens(node: &Node, path: &str, cx: &mut Cx) -> Option<serde_js
         ok &= cx.unknown_keys(tmap, &["aud"], &tpath, token.pos);
         if let Some(aud) = tmap.get("aud") {
             if string_or_strings(aud).is_none() {
-                cx.attr(&tpath, "aud", "should be an array of strings or a string", aud.pos);
+                cx.attr(
+                    &tpath,
+                    "aud",
+                    "should be an array of strings or a string",
+                    aud.pos,
+                );
                 ok = false;
             }
         }
@@ -56,8 +61,20 @@ fn one_secret(node: &Node, path: &str, cx: &mut Cx) -> bool {
     let mut allowed = SECRET_PROVIDERS.to_vec();
     allowed.extend(["file", "token"]);
     let mut ok = cx.unknown_keys(map, &allowed, path, node.pos);
-    if SECRET_PROVIDERS.iter().filter(|p| map.contains_key(p)).count() != 1 {
-        cx.config(path, format!("must use exactly one of these keys: {}", SECRET_PROVIDERS.join(", ")), node.pos);
+    if SECRET_PROVIDERS
+        .iter()
+        .filter(|p| map.contains_key(p))
+        .count()
+        != 1
+    {
+        cx.config(
+            path,
+            format!(
+                "must use exactly one of these keys: {}",
+                SECRET_PROVIDERS.join(", ")
+            ),
+            node.pos,
+        );
         ok = false;
     }
     ok &= opt_bool(map, "file", path, cx).is_ok();
@@ -71,15 +88,37 @@ fn one_secret(node: &Node, path: &str, cx: &mut Cx) -> bool {
                 _ => fields(
                     value,
                     &ppath,
-                    &[("engine", Kind::Engine, true), ("path", Kind::Str, true), ("field", Kind::Str, true)],
+                    &[
+                        ("engine", Kind::Engine, true),
+                        ("path", Kind::Str, true),
+                        ("field", Kind::Str, true),
+                    ],
                     cx,
                 ),
             },
-            "azure_key_vault" => fields(value, &ppath, &[("name", Kind::Str, true), ("version", Kind::Str, false)], cx),
+            "azure_key_vault" => fields(
+                value,
+                &ppath,
+                &[("name", Kind::Str, true), ("version", Kind::Str, false)],
+                cx,
+            ),
             "gcp_secret_manager" => {
-                let mut good = fields(value, &ppath, &[("name", Kind::Str, true), ("version", Kind::StrOrInt, false)], cx);
+                let mut good = fields(
+                    value,
+                    &ppath,
+                    &[
+                        ("name", Kind::Str, true),
+                        ("version", Kind::StrOrInt, false),
+                    ],
+                    cx,
+                );
                 if !present(map.get("token")) {
-                    cx.attr(path, "token", "is required with gcp_secret_manager", node.pos);
+                    cx.attr(
+                        path,
+                        "token",
+                        "is required with gcp_secret_manager",
+                        node.pos,
+                    );
                     good = false;
                 }
                 good
@@ -102,10 +141,24 @@ fn one_secret(node: &Node, path: &str, cx: &mut Cx) -> bool {
                 ),
             },
             "gitlab_secrets_manager" => {
-                let mut good = fields(value, &ppath, &[("name", Kind::Str, true), ("source", Kind::Str, false)], cx);
-                if let Some(n) = value.as_map().and_then(|m| m.get("name")).and_then(Node::as_str) {
+                let mut good = fields(
+                    value,
+                    &ppath,
+                    &[("name", Kind::Str, true), ("source", Kind::Str, false)],
+                    cx,
+                );
+                if let Some(n) = value
+                    .as_map()
+                    .and_then(|m| m.get("name"))
+                    .and_then(Node::as_str)
+                {
                     if !n.is_empty() && !n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
-                        cx.attr(&ppath, "name", "can contain only letters, digits and '_'", value.pos);
+                        cx.attr(
+                            &ppath,
+                            "name",
+                            "can contain only letters, digits and '_'",
+                            value.pos,
+                        );
                         good = false;
                     }
                 }
@@ -136,9 +189,17 @@ fn fields(node: &Node, path: &str, spec: &[(&str, Kind, bool)], cx: &mut Cx) -> 
     };
     let names: Vec<&str> = spec.iter().map(|(n, _, _)| *n).collect();
     let mut ok = cx.unknown_keys(map, &names, path, node.pos);
-    let missing: Vec<&str> = spec.iter().filter(|(n, _, req)| *req && !map.contains_key(n)).map(|(n, _, _)| *n).collect();
+    let missing: Vec<&str> = spec
+        .iter()
+        .filter(|(n, _, req)| *req && !map.contains_key(n))
+        .map(|(n, _, _)| *n)
+        .collect();
     if !missing.is_empty() {
-        cx.config(path, format!("missing required keys: {}", missing.join(", ")), node.pos);
+        cx.config(
+            path,
+            format!("missing required keys: {}", missing.join(", ")),
+            node.pos,
+        );
         ok = false;
     }
     for (name, kind, required) in spec {
@@ -154,7 +215,14 @@ fn fields(node: &Node, path: &str, spec: &[(&str, Kind, bool)], cx: &mut Cx) -> 
             continue;
         }
         ok &= match kind {
-            Kind::Str => type_ok(v.as_str().is_some(), path, name, "should be a string", v.pos, cx),
+            Kind::Str => type_ok(
+                v.as_str().is_some(),
+                path,
+                name,
+                "should be a string",
+                v.pos,
+                cx,
+            ),
             Kind::StrOrInt => type_ok(
                 matches!(v.value, Value::Str(_) | Value::Int(_)),
                 path,
@@ -163,7 +231,12 @@ fn fields(node: &Node, path: &str, spec: &[(&str, Kind, bool)], cx: &mut Cx) -> 
                 v.pos,
                 cx,
             ),
-            Kind::Engine => fields(v, &join(path, name), &[("name", Kind::Str, true), ("path", Kind::Str, true)], cx),
+            Kind::Engine => fields(
+                v,
+                &join(path, name),
+                &[("name", Kind::Str, true), ("path", Kind::Str, true)],
+                cx,
+            ),
         };
     }
     ok

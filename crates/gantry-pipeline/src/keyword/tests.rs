@@ -4,7 +4,7 @@
 
 use crate::model::{ArtifactsWhen, CacheKey};
 use crate::validate::Cx;
-use crate::yaml::{parse_documents, FileId, Limits, Node};
+use crate::yaml::{FileId, Limits, Node, parse_documents};
 
 use super::*;
 
@@ -39,7 +39,11 @@ fn validate(key: &str, n: &Node, path: &str, global: bool, cx: &mut Cx) -> Optio
         "environment" => environment(n, path, cx).is_some(),
         "retry" => retry(n, path, cx).is_some(),
         "variables" => {
-            let level = if global { VarLevel::Global } else { VarLevel::Job };
+            let level = if global {
+                VarLevel::Global
+            } else {
+                VarLevel::Job
+            };
             variables(n, path, level, cx).is_some()
         }
         "parallel" => parallel(n, path, cx).is_some(),
@@ -76,7 +80,11 @@ fn check_case(name: &str, value: &Node) -> (bool, Vec<String>) {
         }
         _ => {
             if let Some(map) = value.as_map() {
-                let base = if name == "default" { "default".to_owned() } else { format!("jobs:{name}") };
+                let base = if name == "default" {
+                    "default".to_owned()
+                } else {
+                    format!("jobs:{name}")
+                };
                 for (key, v) in map.iter() {
                     if v.is_null() {
                         continue;
@@ -88,7 +96,11 @@ fn check_case(name: &str, value: &Node) -> (bool, Vec<String>) {
         }
     }
     if ok {
-        assert!(cx.errors.is_empty(), "{name}: accepted with errors {:?}", messages(&cx));
+        assert!(
+            cx.errors.is_empty(),
+            "{name}: accepted with errors {:?}",
+            messages(&cx)
+        );
     } else {
         assert!(!cx.errors.is_empty(), "{name}: rejected without an error");
     }
@@ -117,7 +129,11 @@ fn rejects(text: &str) {
 #[test]
 fn artifacts_messages() {
     let mut cx = Cx::default();
-    let n = node("j:\n  artifacts:\n    public: true\n    access: all\n    when: later\n    expire_in: 42\n    foo: 1\n", "j", "artifacts");
+    let n = node(
+        "j:\n  artifacts:\n    public: true\n    access: all\n    when: later\n    expire_in: 42\n    foo: 1\n",
+        "j",
+        "artifacts",
+    );
     assert!(artifacts(&n, "jobs:j:artifacts", &mut cx).is_none());
     assert_eq!(
         messages(&cx),
@@ -150,13 +166,20 @@ fn artifacts_values() {
     assert_eq!(a.expire_in.as_deref(), Some("1 week"));
     assert_eq!(a.reports.get("junit"), Some(&vec!["a.xml".to_owned()]));
     assert_eq!(a.reports.get("dotenv").map(Vec::len), Some(2));
-    assert_eq!(a.coverage_report.map(|c| c.coverage_format), Some("cobertura".to_owned()));
+    assert_eq!(
+        a.coverage_report.map(|c| c.coverage_format),
+        Some("cobertura".to_owned())
+    );
 }
 
 #[test]
 fn artifacts_expose_as() {
     let mut cx = Cx::default();
-    let n = node("j:\n  artifacts:\n    expose_as: 'bad!'\n", "j", "artifacts");
+    let n = node(
+        "j:\n  artifacts:\n    expose_as: 'bad!'\n",
+        "j",
+        "artifacts",
+    );
     assert!(artifacts(&n, "jobs:j:artifacts", &mut cx).is_none());
     assert_eq!(
         messages(&cx),
@@ -166,15 +189,26 @@ fn artifacts_expose_as() {
         ]
     );
     let mut cx = Cx::default();
-    let n = node("j:\n  artifacts:\n    expose_as: Coverage report\n    paths: [a/*.html]\n", "j", "artifacts");
+    let n = node(
+        "j:\n  artifacts:\n    expose_as: Coverage report\n    paths: [a/*.html]\n",
+        "j",
+        "artifacts",
+    );
     assert!(artifacts(&n, "jobs:j:artifacts", &mut cx).is_none());
-    assert_eq!(messages(&cx), ["jobs:j:artifacts paths can't contain '*' when used with 'expose_as'"]);
+    assert_eq!(
+        messages(&cx),
+        ["jobs:j:artifacts paths can't contain '*' when used with 'expose_as'"]
+    );
 }
 
 #[test]
 fn cache_messages() {
     let mut cx = Cx::default();
-    let n = node("j:\n  cache: [{key: ., policy: nope, when: never}, {key: a%2Fb, fallback_keys: [a, b, c, d, e, f]}]\n", "j", "cache");
+    let n = node(
+        "j:\n  cache: [{key: ., policy: nope, when: never}, {key: a%2Fb, fallback_keys: [a, b, c, d, e, f]}]\n",
+        "j",
+        "cache",
+    );
     assert!(caches(&n, "jobs:j:cache", &mut cx).is_none());
     assert_eq!(
         messages(&cx),
@@ -189,15 +223,28 @@ fn cache_messages() {
     let mut cx = Cx::default();
     let n = node("j:\n  cache: [{}, {}, {}, {}, {}]\n", "j", "cache");
     assert!(caches(&n, "jobs:j:cache", &mut cx).is_none());
-    assert_eq!(messages(&cx), ["jobs:j:cache config no more than 4 caches can be created"]);
+    assert_eq!(
+        messages(&cx),
+        ["jobs:j:cache config no more than 4 caches can be created"]
+    );
     let mut cx = Cx::default();
     let n = node("j:\n  cache: nope\n", "j", "cache");
     assert!(caches(&n, "jobs:j:cache", &mut cx).is_none());
-    assert_eq!(messages(&cx), ["jobs:j:cache config can only be a hash or an array"]);
+    assert_eq!(
+        messages(&cx),
+        ["jobs:j:cache config can only be a hash or an array"]
+    );
     let mut cx = Cx::default();
-    let n = node("j:\n  cache: {key: {files: [a, b, c], files_commits: [x]}}\n", "j", "cache");
+    let n = node(
+        "j:\n  cache: {key: {files: [a, b, c], files_commits: [x]}}\n",
+        "j",
+        "cache",
+    );
     assert!(caches(&n, "jobs:j:cache", &mut cx).is_none());
-    assert_eq!(messages(&cx), ["jobs:j:cache:cache:key config these keys cannot be used together: files, files_commits"]);
+    assert_eq!(
+        messages(&cx),
+        ["jobs:j:cache:cache:key config these keys cannot be used together: files, files_commits"]
+    );
 }
 
 #[test]
@@ -233,8 +280,14 @@ fn nested_arrays_are_flattened() {
     // An alias of a list used as an item (`cache: [*list]`), as GitLab's `[@config].flatten`.
     let text = "a: &c\n  - {key: k, paths: [p]}\ns: &s\n  - redis\nj:\n  cache: [*c, {paths: [q]}]\n  services: [*s, postgres]\n";
     let mut cx = Cx::default();
-    assert_eq!(caches(&node(text, "j", "cache"), "jobs:j:cache", &mut cx).map(|c| c.len()), Some(2));
-    assert_eq!(services(&node(text, "j", "services"), "jobs:j:services", &mut cx).map(|s| s.len()), Some(2));
+    assert_eq!(
+        caches(&node(text, "j", "cache"), "jobs:j:cache", &mut cx).map(|c| c.len()),
+        Some(2)
+    );
+    assert_eq!(
+        services(&node(text, "j", "services"), "jobs:j:services", &mut cx).map(|s| s.len()),
+        Some(2)
+    );
     assert!(cx.errors.is_empty());
 }
 
@@ -253,7 +306,11 @@ fn image_and_services() {
     assert_eq!(i.pull_policy, ["always", "if-not-present"]);
 
     let mut cx = Cx::default();
-    let n = node("j:\n  image:\n    entrypoint: /bin/sh\n    docker: {user: '', os: x}\n    pull_policy: []\n    ports: [80]\n", "j", "image");
+    let n = node(
+        "j:\n  image:\n    entrypoint: /bin/sh\n    docker: {user: '', os: x}\n    pull_policy: []\n    ports: [80]\n",
+        "j",
+        "image",
+    );
     assert!(image(&n, "jobs:j:image", &mut cx).is_none());
     assert_eq!(
         messages(&cx),
@@ -280,7 +337,11 @@ fn image_and_services() {
     assert_eq!(s[1].variables.get("A").map(|v| v.value.as_str()), Some("1"));
 
     let mut cx = Cx::default();
-    let n = node("j:\n  services:\n    - ''\n    - {name: x, alias: [a], variables: {A: {value: b}}}\n", "j", "services");
+    let n = node(
+        "j:\n  services:\n    - ''\n    - {name: x, alias: [a], variables: {A: {value: b}}}\n",
+        "j",
+        "services",
+    );
     assert!(services(&n, "jobs:j:services", &mut cx).is_none());
     assert_eq!(
         messages(&cx),
@@ -295,7 +356,11 @@ fn image_and_services() {
 #[test]
 fn environment_messages() {
     let mut cx = Cx::default();
-    let n = node("j:\n  environment: {name: /prod, action: go, deployment_tier: live, auto_stop_in: forever}\n", "j", "environment");
+    let n = node(
+        "j:\n  environment: {name: /prod, action: go, deployment_tier: live, auto_stop_in: forever}\n",
+        "j",
+        "environment",
+    );
     assert!(environment(&n, "jobs:j:environment", &mut cx).is_none());
     assert_eq!(
         messages(&cx),
@@ -307,17 +372,28 @@ fn environment_messages() {
         ]
     );
     let mut cx = Cx::default();
-    let n = node("j:\n  environment: {url: 'https://x'}\n", "j", "environment");
+    let n = node(
+        "j:\n  environment: {url: 'https://x'}\n",
+        "j",
+        "environment",
+    );
     assert!(environment(&n, "jobs:j:environment", &mut cx).is_none());
     assert_eq!(messages(&cx)[0], "jobs:j:environment name can't be blank");
 
     let mut cx = Cx::default();
-    let n = node("j:\n  environment: {name: review/$CI_COMMIT_REF_SLUG, auto_stop_in: $TTL, action: stop}\n", "j", "environment");
+    let n = node(
+        "j:\n  environment: {name: review/$CI_COMMIT_REF_SLUG, auto_stop_in: $TTL, action: stop}\n",
+        "j",
+        "environment",
+    );
     let e = environment(&n, "jobs:j:environment", &mut cx).expect("valid");
     assert_eq!(e.action, "stop");
     assert_eq!(e.auto_stop_in.as_deref(), Some("$TTL"));
     let n = node("j:\n  environment: production\n", "j", "environment");
-    assert_eq!(environment(&n, "jobs:j:environment", &mut cx).map(|e| e.action), Some("start".to_owned()));
+    assert_eq!(
+        environment(&n, "jobs:j:environment", &mut cx).map(|e| e.action),
+        Some("start".to_owned())
+    );
 }
 
 #[test]
@@ -325,14 +401,23 @@ fn retry_locations() {
     let cases: &[(&str, &[&str])] = &[
         ("3", &["retry config must be less than or equal to 2"]),
         ("-1", &["retry config must be greater than or equal to 0"]),
-        ("'2'", &["retry config has to be either an integer or a hash"]),
-        ("{max: 2.5, when: nope, exit_codes: '1', x: 1}", &[
-            "retry config contains unknown keys: x",
-            "retry max must be an integer",
-            "retry when is not included in the list",
-            "retry exit codes should be an array of integers or an integer",
-        ]),
-        ("{when: [api_failure, nope, zap]}", &["retry when contains unknown values: nope, zap"]),
+        (
+            "'2'",
+            &["retry config has to be either an integer or a hash"],
+        ),
+        (
+            "{max: 2.5, when: nope, exit_codes: '1', x: 1}",
+            &[
+                "retry config contains unknown keys: x",
+                "retry max must be an integer",
+                "retry when is not included in the list",
+                "retry exit codes should be an array of integers or an integer",
+            ],
+        ),
+        (
+            "{when: [api_failure, nope, zap]}",
+            &["retry when contains unknown values: nope, zap"],
+        ),
     ];
     for (value, expected) in cases {
         let mut cx = Cx::default();
@@ -341,16 +426,27 @@ fn retry_locations() {
         assert_eq!(&messages(&cx), expected, "{value}");
     }
     let mut cx = Cx::default();
-    let n = node("j:\n  retry: {max: 1, when: script_failure, exit_codes: [137, 255]}\n", "j", "retry");
+    let n = node(
+        "j:\n  retry: {max: 1, when: script_failure, exit_codes: [137, 255]}\n",
+        "j",
+        "retry",
+    );
     let r = retry(&n, "jobs:j:retry", &mut cx).expect("valid");
-    assert_eq!((r.max, r.when, r.exit_codes), (1, vec!["script_failure".to_owned()], vec![137, 255]));
+    assert_eq!(
+        (r.max, r.when, r.exit_codes),
+        (1, vec!["script_failure".to_owned()], vec![137, 255])
+    );
 }
 
 #[test]
 fn variables_levels() {
     let text = "variables:\n  A: 012\n  B: on\n  C: 1.10\n  D: {value: 0, description: x}\n  123: n\n  E: ~\n  F: {value: b, options: [a, b], expand: false}\n";
     let d = doc(text);
-    let n = d.as_map().and_then(|m| m.get("variables")).cloned().expect("variables");
+    let n = d
+        .as_map()
+        .and_then(|m| m.get("variables"))
+        .cloned()
+        .expect("variables");
     let mut cx = Cx::default();
     let v = variables(&n, "variables", VarLevel::Global, &mut cx).expect("valid");
     let get = |k: &str| v.get(k).map(|x| x.value.clone());
@@ -358,10 +454,16 @@ fn variables_levels() {
     assert_eq!(get("B").as_deref(), Some("true"));
     assert_eq!(get("C").as_deref(), Some("1.1"));
     assert_eq!(get("D").as_deref(), Some("0"));
-    assert_eq!(v.get("D").and_then(|x| x.description.clone()).as_deref(), Some("x"));
+    assert_eq!(
+        v.get("D").and_then(|x| x.description.clone()).as_deref(),
+        Some("x")
+    );
     assert_eq!(get("123").as_deref(), Some("n"));
     assert_eq!(get("E").as_deref(), Some(""));
-    assert_eq!(v.get("F").map(|x| (x.expand, x.options.len())), Some((false, 2)));
+    assert_eq!(
+        v.get("F").map(|x| (x.expand, x.options.len())),
+        Some((false, 2))
+    );
 
     let mut cx = Cx::default();
     assert!(variables(&n, "jobs:j:variables", VarLevel::Job, &mut cx).is_none());
@@ -396,7 +498,10 @@ fn variables_levels() {
     assert!(variables(&n, "rules:rule:variables", VarLevel::Rule, &mut cx).is_none());
     assert_eq!(
         messages(&cx),
-        ["rules:rule:variables:a config must be a string", "rules:rule:variables:b config must be a string"]
+        [
+            "rules:rule:variables:a config must be a string",
+            "rules:rule:variables:b config must be a string"
+        ]
     );
 }
 
@@ -404,10 +509,20 @@ fn variables_levels() {
 fn parallel_forms() {
     let mut cx = Cx::default();
     let n = node("j:\n  parallel: 5\n", "j", "parallel");
-    assert_eq!(parallel(&n, "jobs:j:parallel", &mut cx), Some(Parallel::Count(5)));
-    let n = node("j:\n  parallel: {matrix: [{A: [x, 1], B: y}, {A: z}]}\n", "j", "parallel");
+    assert_eq!(
+        parallel(&n, "jobs:j:parallel", &mut cx),
+        Some(Parallel::Count(5))
+    );
+    let n = node(
+        "j:\n  parallel: {matrix: [{A: [x, 1], B: y}, {A: z}]}\n",
+        "j",
+        "parallel",
+    );
     let parsed = parallel(&n, "jobs:j:parallel", &mut cx);
-    assert!(matches!(parsed, Some(Parallel::Matrix(_))), "matrix expected, got {parsed:?}");
+    assert!(
+        matches!(parsed, Some(Parallel::Matrix(_))),
+        "matrix expected, got {parsed:?}"
+    );
     let Some(Parallel::Matrix(m)) = parsed else {
         return;
     };
@@ -417,37 +532,85 @@ fn parallel_forms() {
     assert!(cx.errors.is_empty());
 
     let cases: &[(&str, &[&str])] = &[
-        ("0", &["jobs:j:parallel config must be greater than or equal to 1"]),
-        ("201", &["jobs:j:parallel config must be less than or equal to 200"]),
+        (
+            "0",
+            &["jobs:j:parallel config must be greater than or equal to 1"],
+        ),
+        (
+            "201",
+            &["jobs:j:parallel config must be less than or equal to 200"],
+        ),
         ("1.5", &["jobs:j:parallel config must be an integer"]),
         ("'5'", &["jobs:j:parallel should be an integer or a hash"]),
-        ("{matrix: x}", &["jobs:j:parallel:matrix config should be an array of hashes"]),
-        ("{foo: 1}", &["jobs:j:parallel config contains unknown keys: foo", "jobs:j:parallel config missing required keys: matrix"]),
-        ("{matrix: [{}]}", &["jobs:j:parallel:matrix:variables config requires at least 1 items"]),
-        ("{matrix: [{A: [[a]]}]}", &["jobs:j:parallel:matrix:variables config should be a hash of key value pairs, value can be an array"]),
-        ("{matrix: [{A: ''}]}", &["jobs:j:parallel:matrix:variables config should be a hash of key value pairs, value can be an array"]),
-        ("{matrix: [{A: 1.5}]}", &["jobs:j:parallel:matrix:variables config should be a hash of key value pairs, value can be an array"]),
+        (
+            "{matrix: x}",
+            &["jobs:j:parallel:matrix config should be an array of hashes"],
+        ),
+        (
+            "{foo: 1}",
+            &[
+                "jobs:j:parallel config contains unknown keys: foo",
+                "jobs:j:parallel config missing required keys: matrix",
+            ],
+        ),
+        (
+            "{matrix: [{}]}",
+            &["jobs:j:parallel:matrix:variables config requires at least 1 items"],
+        ),
+        (
+            "{matrix: [{A: [[a]]}]}",
+            &[
+                "jobs:j:parallel:matrix:variables config should be a hash of key value pairs, value can be an array",
+            ],
+        ),
+        (
+            "{matrix: [{A: ''}]}",
+            &[
+                "jobs:j:parallel:matrix:variables config should be a hash of key value pairs, value can be an array",
+            ],
+        ),
+        (
+            "{matrix: [{A: 1.5}]}",
+            &[
+                "jobs:j:parallel:matrix:variables config should be a hash of key value pairs, value can be an array",
+            ],
+        ),
     ];
     for (value, expected) in cases {
         let mut cx = Cx::default();
         let n = node(&format!("j:\n  parallel: {value}\n"), "j", "parallel");
-        assert!(parallel(&n, "jobs:j:parallel", &mut cx).is_none(), "{value}");
+        assert!(
+            parallel(&n, "jobs:j:parallel", &mut cx).is_none(),
+            "{value}"
+        );
         assert_eq!(&messages(&cx), expected, "{value}");
     }
 
     // 15 * 14 = 210 permutations.
     let a: Vec<String> = (0..15).map(|i| i.to_string()).collect();
     let b: Vec<String> = (0..14).map(|i| i.to_string()).collect();
-    let text = format!("j:\n  parallel: {{matrix: [{{A: [{}], B: [{}]}}]}}\n", a.join(", "), b.join(", "));
+    let text = format!(
+        "j:\n  parallel: {{matrix: [{{A: [{}], B: [{}]}}]}}\n",
+        a.join(", "),
+        b.join(", ")
+    );
     let mut cx = Cx::default();
     assert!(parallel(&node(&text, "j", "parallel"), "jobs:j:parallel", &mut cx).is_none());
-    assert_eq!(messages(&cx), ["jobs:j:parallel:matrix config generates too many jobs (maximum is 200)"]);
+    assert_eq!(
+        messages(&cx),
+        ["jobs:j:parallel:matrix config generates too many jobs (maximum is 200)"]
+    );
 }
 
 #[test]
 fn trigger_forms() {
     let mut cx = Cx::default();
-    let t = trigger(&node("j:\n  trigger: group/project\n", "j", "trigger"), "jobs:j:trigger", &mut cx).expect("valid");
+    let t = trigger(
+        &node("j:\n  trigger: group/project\n", "j", "trigger"),
+        "jobs:j:trigger",
+        &mut cx,
+    )
+    .expect("valid");
     assert_eq!(t.project.as_deref(), Some("group/project"));
     assert!(t.forward_yaml_variables && !t.forward_pipeline_variables);
 
@@ -460,18 +623,43 @@ fn trigger_forms() {
 
     let cases: &[(&str, &[&str])] = &[
         ("''", &["jobs:j:trigger config can't be blank"]),
-        ("[a]", &["jobs:j:trigger has to be either a string or a hash"]),
-        ("{project: '', strategy: x}", &[
-            "jobs:j:trigger project can't be blank",
-            "jobs:j:trigger strategy should be depend or mirror",
-        ]),
-        ("{include: [a.yml, b.yml, c.yml, d.yml]}", &["jobs:j:trigger:include config is too long (maximum is 3)"]),
-        ("{include: [{project: g/p}]}", &["jobs:j:trigger:include:include config must specify the file where to fetch the config from"]),
-        ("{include: [{artifact: x.yml}]}", &["jobs:j:trigger:include:include config must specify the job where to fetch the artifact from"]),
-        ("{include: [{inputs: {a: 1}}]}", &[
-            "`{\"inputs\":{\"a\":1}}` does not have a valid subkey for include. Valid subkeys are: `local`, `project`, `remote`, `template`, `artifact`, `component`",
-        ]),
-        ("{project: g/p, forward: {yaml_variables: 1}}", &["jobs:j:trigger:forward yaml variables should be a boolean value"]),
+        (
+            "[a]",
+            &["jobs:j:trigger has to be either a string or a hash"],
+        ),
+        (
+            "{project: '', strategy: x}",
+            &[
+                "jobs:j:trigger project can't be blank",
+                "jobs:j:trigger strategy should be depend or mirror",
+            ],
+        ),
+        (
+            "{include: [a.yml, b.yml, c.yml, d.yml]}",
+            &["jobs:j:trigger:include config is too long (maximum is 3)"],
+        ),
+        (
+            "{include: [{project: g/p}]}",
+            &[
+                "jobs:j:trigger:include:include config must specify the file where to fetch the config from",
+            ],
+        ),
+        (
+            "{include: [{artifact: x.yml}]}",
+            &[
+                "jobs:j:trigger:include:include config must specify the job where to fetch the artifact from",
+            ],
+        ),
+        (
+            "{include: [{inputs: {a: 1}}]}",
+            &[
+                "`{\"inputs\":{\"a\":1}}` does not have a valid subkey for include. Valid subkeys are: `local`, `project`, `remote`, `template`, `artifact`, `component`",
+            ],
+        ),
+        (
+            "{project: g/p, forward: {yaml_variables: 1}}",
+            &["jobs:j:trigger:forward yaml variables should be a boolean value"],
+        ),
     ];
     for (value, expected) in cases {
         let mut cx = Cx::default();
@@ -484,15 +672,26 @@ fn trigger_forms() {
 #[test]
 fn inherit_forms() {
     let mut cx = Cx::default();
-    let n = node("j:\n  inherit: {default: [image, tags], variables: false}\n", "j", "inherit");
+    let n = node(
+        "j:\n  inherit: {default: [image, tags], variables: false}\n",
+        "j",
+        "inherit",
+    );
     let i = inherit(&n, "jobs:j:inherit", &mut cx).expect("valid");
     assert!(i.default.allows("image") && !i.default.allows("cache"));
     assert_eq!(i.variables, InheritSet::Nothing);
     let n = node("j:\n  inherit: {}\n", "j", "inherit");
-    assert_eq!(inherit(&n, "jobs:j:inherit", &mut cx).map(|i| i.default), Some(InheritSet::All));
+    assert_eq!(
+        inherit(&n, "jobs:j:inherit", &mut cx).map(|i| i.default),
+        Some(InheritSet::All)
+    );
 
     let mut cx = Cx::default();
-    let n = node("j:\n  inherit: {default: [secrets], variables: yes please, x: 1}\n", "j", "inherit");
+    let n = node(
+        "j:\n  inherit: {default: [secrets], variables: yes please, x: 1}\n",
+        "j",
+        "inherit",
+    );
     assert!(inherit(&n, "jobs:j:inherit", &mut cx).is_none());
     assert_eq!(
         messages(&cx),
@@ -509,52 +708,125 @@ fn small_keywords() {
     let run = |key: &str, value: &str| -> (bool, Vec<String>) {
         let mut cx = Cx::default();
         let n = node(&format!("j:\n  {key}: {value}\n"), "j", key);
-        let ok = validate(key, &n, &format!("jobs:j:{key}"), false, &mut cx).expect("known keyword");
+        let ok =
+            validate(key, &n, &format!("jobs:j:{key}"), false, &mut cx).expect("known keyword");
         (ok, messages(&cx))
     };
     assert_eq!(run("allow_failure", "{exit_codes: [1, 2]}"), (true, vec![]));
-    assert_eq!(run("allow_failure", "maybe"), (false, vec!["jobs:j:allow_failure config should be a hash or a boolean value".into()]));
+    assert_eq!(
+        run("allow_failure", "maybe"),
+        (
+            false,
+            vec!["jobs:j:allow_failure config should be a hash or a boolean value".into()]
+        )
+    );
     assert_eq!(
         run("allow_failure", "{exit_codes: x}"),
-        (false, vec!["jobs:j:allow_failure exit codes should be an array of integers or an integer".into()])
+        (
+            false,
+            vec![
+                "jobs:j:allow_failure exit codes should be an array of integers or an integer"
+                    .into()
+            ]
+        )
     );
     assert_eq!(run("timeout", "1h 30m"), (true, vec![]));
     assert_eq!(run("timeout", "1 month"), (true, vec![]));
-    assert_eq!(run("timeout", "2 months"), (false, vec!["jobs:j:timeout config should not exceed the limit".into()]));
+    assert_eq!(
+        run("timeout", "2 months"),
+        (
+            false,
+            vec!["jobs:j:timeout config should not exceed the limit".into()]
+        )
+    );
     assert_eq!(run("timeout", "'3600'"), (true, vec![]));
     // An integer node is not a duration string (GitLab's type check).
     assert_eq!(
         run("timeout", "3600"),
         (
             false,
-            vec!["jobs:j:timeout config should be a duration".into(), "jobs:j:timeout config should not exceed the limit".into()]
+            vec![
+                "jobs:j:timeout config should be a duration".into(),
+                "jobs:j:timeout config should not exceed the limit".into()
+            ]
         )
     );
     let (ok, msgs) = run("timeout", "soon");
     assert!(!ok);
-    assert_eq!(msgs, ["jobs:j:timeout config should be a duration", "jobs:j:timeout config should not exceed the limit"]);
+    assert_eq!(
+        msgs,
+        [
+            "jobs:j:timeout config should be a duration",
+            "jobs:j:timeout config should not exceed the limit"
+        ]
+    );
     let many: Vec<String> = (0..50).map(|i| format!("t{i}")).collect();
     assert_eq!(
         run("tags", &format!("[{}]", many.join(", "))),
-        (false, vec!["jobs:j:tags config must be less than the limit of 50 tags".into()])
+        (
+            false,
+            vec!["jobs:j:tags config must be less than the limit of 50 tags".into()]
+        )
     );
     assert_eq!(run("tags", "[a, [b, c]]"), (true, vec![]));
-    assert_eq!(run("tags", "[a, 1]"), (false, vec!["jobs:j:tags config should be an array of strings".into()]));
+    assert_eq!(
+        run("tags", "[a, 1]"),
+        (
+            false,
+            vec!["jobs:j:tags config should be an array of strings".into()]
+        )
+    );
     assert_eq!(run("coverage", "'/Total: (\\d+)%/'"), (true, vec![]));
     assert_eq!(
         run("coverage", "'Total'"),
-        (false, vec!["jobs:j:coverage config must be a regular expression with re2 syntax".into()])
+        (
+            false,
+            vec!["jobs:j:coverage config must be a regular expression with re2 syntax".into()]
+        )
     );
     assert_eq!(
         run("coverage", "'/(?<=a)b/'"),
-        (false, vec!["jobs:j:coverage config must be a regular expression with re2 syntax".into()])
+        (
+            false,
+            vec!["jobs:j:coverage config must be a regular expression with re2 syntax".into()]
+        )
     );
-    assert_eq!(run("resource_group", "[a]"), (false, vec!["jobs:j resource group should be a string".into()]));
-    assert_eq!(run("interruptible", "'true'"), (false, vec!["jobs:j:interruptible config should be a boolean value".into()]));
-    assert_eq!(run("pages", "{publish: dist, expire_in: never}"), (true, vec![]));
-    assert_eq!(run("pages", "{expire_in: 1 eon}"), (false, vec!["jobs:j:pages expire in should be a duration".into()]));
-    assert_eq!(run("pages", "public"), (false, vec!["jobs:j:pages config should be a hash or a boolean value".into()]));
-    assert_eq!(run("hooks", "{pre_get_sources_script: [a, [b]]}"), (true, vec![]));
+    assert_eq!(
+        run("resource_group", "[a]"),
+        (
+            false,
+            vec!["jobs:j resource group should be a string".into()]
+        )
+    );
+    assert_eq!(
+        run("interruptible", "'true'"),
+        (
+            false,
+            vec!["jobs:j:interruptible config should be a boolean value".into()]
+        )
+    );
+    assert_eq!(
+        run("pages", "{publish: dist, expire_in: never}"),
+        (true, vec![])
+    );
+    assert_eq!(
+        run("pages", "{expire_in: 1 eon}"),
+        (
+            false,
+            vec!["jobs:j:pages expire in should be a duration".into()]
+        )
+    );
+    assert_eq!(
+        run("pages", "public"),
+        (
+            false,
+            vec!["jobs:j:pages config should be a hash or a boolean value".into()]
+        )
+    );
+    assert_eq!(
+        run("hooks", "{pre_get_sources_script: [a, [b]]}"),
+        (true, vec![])
+    );
     assert_eq!(
         run("hooks", "{pre_get_sources_script: true}"),
         (
@@ -576,12 +848,26 @@ fn small_keywords() {
     assert_eq!(run("identity", "google_cloud"), (true, vec![]));
 
     let mut cx = Cx::default();
-    let n = node("j:\n  hooks: {pre_get_sources_script: [a, [b]]}\n", "j", "hooks");
-    assert_eq!(hooks(&n, "jobs:j:hooks", &mut cx), Some(vec!["a".to_owned(), "b".to_owned()]));
+    let n = node(
+        "j:\n  hooks: {pre_get_sources_script: [a, [b]]}\n",
+        "j",
+        "hooks",
+    );
+    assert_eq!(
+        hooks(&n, "jobs:j:hooks", &mut cx),
+        Some(vec!["a".to_owned(), "b".to_owned()])
+    );
     let n = node("j:\n  timeout: 1h 30m\n", "j", "timeout");
     assert_eq!(timeout(&n, "jobs:j:timeout", &mut cx), Some(5400));
-    let n = node("j:\n  allow_failure: {exit_codes: 137}\n", "j", "allow_failure");
-    assert_eq!(allow_failure(&n, "jobs:j:allow_failure", &mut cx), Some((false, vec![137])));
+    let n = node(
+        "j:\n  allow_failure: {exit_codes: 137}\n",
+        "j",
+        "allow_failure",
+    );
+    assert_eq!(
+        allow_failure(&n, "jobs:j:allow_failure", &mut cx),
+        Some((false, vec![137]))
+    );
 }
 
 #[test]
@@ -595,7 +881,11 @@ fn release_and_secrets() {
     assert!(release(&n, "jobs:j:release", &mut cx).is_some());
     assert!(cx.errors.is_empty());
     let mut cx = Cx::default();
-    let n = node("j:\n  release: {description: '', assets: {links: []}}\n", "j", "release");
+    let n = node(
+        "j:\n  release: {description: '', assets: {links: []}}\n",
+        "j",
+        "release",
+    );
     assert!(release(&n, "jobs:j:release", &mut cx).is_none());
     assert_eq!(
         messages(&cx),
@@ -608,13 +898,20 @@ fn release_and_secrets() {
     );
 
     let mut cx = Cx::default();
-    let n = node("j:\n  secrets:\n    P: {vault: a/b@c, file: false}\n    Q: {gcp_secret_manager: {name: s, version: 2}, token: $T}\n", "j", "secrets");
+    let n = node(
+        "j:\n  secrets:\n    P: {vault: a/b@c, file: false}\n    Q: {gcp_secret_manager: {name: s, version: 2}, token: $T}\n",
+        "j",
+        "secrets",
+    );
     let json = secrets(&n, "jobs:j:secrets", &mut cx).expect("valid");
     assert_eq!(json["P"]["file"], serde_json::Value::Bool(false));
     let mut cx = Cx::default();
     let n = node("j:\n  secrets:\n    P: {token: $T}\n", "j", "secrets");
     assert!(secrets(&n, "jobs:j:secrets", &mut cx).is_none());
-    assert!(messages(&cx)[0].starts_with("jobs:j:secrets:p config must use exactly one of these keys: vault"));
+    assert!(
+        messages(&cx)[0]
+            .starts_with("jobs:j:secrets:p config must use exactly one of these keys: vault")
+    );
 }
 
 #[test]
@@ -628,7 +925,11 @@ fn run_steps_structure() {
     assert!(run_steps(&n, "jobs:j:run", &mut cx).is_some());
     assert!(cx.errors.is_empty());
     let mut cx = Cx::default();
-    let n = node("j:\n  run:\n    - name: 1a\n      step: 123\n      script: ''\n", "j", "run");
+    let n = node(
+        "j:\n  run:\n    - name: 1a\n      step: 123\n      script: ''\n",
+        "j",
+        "run",
+    );
     assert!(run_steps(&n, "jobs:j:run", &mut cx).is_none());
     assert_eq!(
         messages(&cx),
@@ -645,16 +946,65 @@ fn run_steps_structure() {
 #[test]
 fn no_panics_on_odd_values() {
     let values = [
-        "~", "true", "0", "-1", "1.5", ".nan", "''", "' '", "[]", "{}", "[[]]", "[~]", "[{}]", "{a: ~}", "{'': ''}",
-        "[[[[[[[[[[[[a]]]]]]]]]]]]", "{matrix: [{}]}", "{key: {}}", "{include: ~}", "{links: [~]}",
-        "{name: ~, docker: [], kubernetes: {user: 1}}", "{aud: ~}", "{vault: {engine: 1}}", "[{name: x, step: {git: 1}}]",
-        "{exit_codes: [1, a]}", "{default: [1]}", "{when: [1]}", "{reports: {coverage_report: 1, junit: [1]}}",
-        "é/ü", "'%2F'", "{A: {value: ~, options: ~}}", "{project: ' / '}", "{include: [~, 1, {project: 1, file: [1]}]}",
+        "~",
+        "true",
+        "0",
+        "-1",
+        "1.5",
+        ".nan",
+        "''",
+        "' '",
+        "[]",
+        "{}",
+        "[[]]",
+        "[~]",
+        "[{}]",
+        "{a: ~}",
+        "{'': ''}",
+        "[[[[[[[[[[[[a]]]]]]]]]]]]",
+        "{matrix: [{}]}",
+        "{key: {}}",
+        "{include: ~}",
+        "{links: [~]}",
+        "{name: ~, docker: [], kubernetes: {user: 1}}",
+        "{aud: ~}",
+        "{vault: {engine: 1}}",
+        "[{name: x, step: {git: 1}}]",
+        "{exit_codes: [1, a]}",
+        "{default: [1]}",
+        "{when: [1]}",
+        "{reports: {coverage_report: 1, junit: [1]}}",
+        "é/ü",
+        "'%2F'",
+        "{A: {value: ~, options: ~}}",
+        "{project: ' / '}",
+        "{include: [~, 1, {project: 1, file: [1]}]}",
     ];
     let keys = [
-        "artifacts", "cache", "image", "services", "environment", "retry", "variables", "parallel", "trigger", "inherit",
-        "allow_failure", "timeout", "tags", "hooks", "id_tokens", "secrets", "release", "pages", "coverage", "resource_group",
-        "interruptible", "dast_configuration", "identity", "run",
+        "artifacts",
+        "cache",
+        "image",
+        "services",
+        "environment",
+        "retry",
+        "variables",
+        "parallel",
+        "trigger",
+        "inherit",
+        "allow_failure",
+        "timeout",
+        "tags",
+        "hooks",
+        "id_tokens",
+        "secrets",
+        "release",
+        "pages",
+        "coverage",
+        "resource_group",
+        "interruptible",
+        "dast_configuration",
+        "identity",
+        "run",
     ];
     for v in values {
         let text = format!("j:\n  k: {v}\n");
@@ -684,8 +1034,12 @@ fn fixture_negatives_inline() {
     rejects(
         "a:\n  cache:\n    key:\n      files: package.json\nb:\n  cache:\n    key: {files: [f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11]}\nc:\n  cache:\n    key: {files_commits: [a, b, c]}\nd:\n  cache:\n    key: {files: [a], prefix: [b]}\ne:\n  cache: {key: .}\nf:\n  cache: {key: ..}\ng:\n  cache: {key: binaries-ca/che}\nh:\n  cache: {paths: binaries/*.apk}\ni:\n  cache: {untracked: 'true'}\nj:\n  cache: {when: 0}\nk:\n  cache: {when: [always]}\nl:\n  cache: {when: true}\nm:\n  cache: {when: 'never'}\nn:\n  cache: {policy: [push]}\no:\n  cache: {policy: true}\np:\n  cache: {policy: unknown}\nq:\n  cache:\n    - policy: [push]\n    - policy: true\n",
     );
-    rejects("job1:\n  hooks:\n    invalid_script: [a]\njob2:\n  hooks:\n    pre_get_sources_script: true\n");
-    rejects("a:\n  id_tokens:\n    T:\n      aud: {invalid_prop: invalid}\nb:\n  id_tokens:\n    T:\n      aud: x\n      sub: y\n");
+    rejects(
+        "job1:\n  hooks:\n    invalid_script: [a]\njob2:\n  hooks:\n    pre_get_sources_script: true\n",
+    );
+    rejects(
+        "a:\n  id_tokens:\n    T:\n      aud: {invalid_prop: invalid}\nb:\n  id_tokens:\n    T:\n      aud: x\n      sub: y\n",
+    );
     rejects(
         "a:\n  image: [alpine:latest, ubuntu:latest]\nb:\n  image:\n    entrypoint: [/bin/sh]\nc:\n  image: {name: x, entrypoint: /bin/sh}\nd:\n  image: {name: x, pull_policy: []}\ne:\n  image: {name: x, docker: {platform: [arm64]}}\nf:\n  image: {name: x, docker: {user: [dave]}}\ng:\n  image: {name: x, docker: {user: ''}}\nh:\n  image: {name: x, docker: {unknown_key: test}}\ni:\n  image: {name: x, kubernetes: {user: [dave]}}\nj:\n  image: {name: x, kubernetes: {user: ''}}\nk:\n  image: {name: x, kubernetes: {unknown_key: test}}\n",
     );
@@ -702,9 +1056,7 @@ fn fixture_negatives_inline() {
     rejects(
         "a:\n  trigger: ''\nb:\n  trigger: 'slug#'\nc:\n  trigger: '/slug'\nd:\n  trigger: 'slug'\ne:\n  trigger: 'slug/'\nf:\n  trigger: {project: ''}\ng:\n  trigger: {project: 'slug#'}\nh:\n  trigger: {project: '/slug'}\ni:\n  trigger:\n    include:\n      - {file: /p.yml, project: ''}\nj:\n  trigger:\n    include:\n      - {file: /p.yml, project: 'slug#'}\nk:\n  trigger:\n    include:\n      - {file: /p.yml, project: '/slug'}\nl:\n  trigger:\n    include:\n      - {file: /p.yml, project: slug}\nm:\n  trigger:\n    include:\n      - {file: /p.yml, project: 'slug/'}\n",
     );
-    rejects(
-        "variables:\n  FOO:\n    value: BAR\n    desc: A single value variable\n",
-    );
+    rejects("variables:\n  FOO:\n    value: BAR\n    desc: A single value variable\n");
     rejects("variables:\n  INVALID_OPTIONS:\n    value: staging\n    options: staging\n");
     rejects("variables:\n  RAW_VAR:\n    value: Hello $FOO\n    expand: okay\n");
     rejects(
@@ -768,8 +1120,14 @@ fn fixture_positives_inline() {
 const ACCEPTED_NEGATIVES: &[(&str, &str)] = &[
     // `reports:<type>` accepts null (allow_nil) and arrays (`array_of_strings_or_string`).
     ("negative/artifacts.yml", "browser_performance no paths"),
-    ("negative/artifacts.yml", "browser_performance list of string paths"),
-    ("negative/artifacts.yml", "browser_performance mixed list of string paths and globs"),
+    (
+        "negative/artifacts.yml",
+        "browser_performance list of string paths",
+    ),
+    (
+        "negative/artifacts.yml",
+        "browser_performance mixed list of string paths and globs",
+    ),
     ("negative/artifacts.yml", "browser_performance string array"),
     ("negative/artifacts.yml", "cyclonedx no paths"),
     // `performance` is still an allowed report type in the backend (spec §3 artifacts).
@@ -779,12 +1137,18 @@ const ACCEPTED_NEGATIVES: &[(&str, &str)] = &[
     ("negative/services.yml", "empty_services"),
     // `executor_opts` drops null sections before the JSON-schema check.
     ("negative/image.yml", "image_with_empty_executor_opts"),
-    ("negative/image.yml", "image_with_empty_executor_opts_kubernetes"),
+    (
+        "negative/image.yml",
+        "image_with_empty_executor_opts_kubernetes",
+    ),
     // `array_of_strings` accepts empty arrays.
     ("negative/services.yml", "empty_entrypoint"),
     ("negative/services.yml", "empty_command"),
     // `array_of_integers_or_integer` does not check uniqueness.
-    ("negative/retry.yml", "invalid_job_with_retry_exit_codes_duplicate"),
+    (
+        "negative/retry.yml",
+        "invalid_job_with_retry_exit_codes_duplicate",
+    ),
     // Mis-indented upstream: `trigger: null` plus a job-level `project` key — rejected by
     // the job/bridge validation, not by `trigger`.
     ("negative/trigger.yml", "trigger-project-no-slash"),
@@ -802,7 +1166,9 @@ const REJECTED_POSITIVES: &[(&str, &str)] = &[
 
 /// Negative fixture files whose cases are about the keywords of this module.
 fn owned_negative(file: &str) -> bool {
-    let name = file.trim_start_matches("negative/").trim_start_matches("json-negative/");
+    let name = file
+        .trim_start_matches("negative/")
+        .trim_start_matches("json-negative/");
     [
         "artifacts.yml",
         "cache",
@@ -834,7 +1200,10 @@ fn fixture_corpus_sweep() {
         .unwrap_or_else(|_| "/work/shared/conformance/gitlab-schema".to_owned());
     let root = std::path::Path::new(&root);
     if !root.is_dir() {
-        eprintln!("schema fixtures not found at {}; sweep skipped", root.display());
+        eprintln!(
+            "schema fixtures not found at {}; sweep skipped",
+            root.display()
+        );
         return;
     }
     let mut failures = Vec::new();
@@ -846,7 +1215,11 @@ fn fixture_corpus_sweep() {
         let mut files: Vec<_> = entries.filter_map(Result::ok).map(|e| e.path()).collect();
         files.sort();
         for path in files {
-            let file_name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_owned();
+            let file_name = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or_default()
+                .to_owned();
             let file = format!("{dir}/{file_name}");
             if file_name.starts_with("workflow__") {
                 continue;
@@ -876,7 +1249,9 @@ fn fixture_corpus_sweep() {
                             failures.push(format!("{file}: `{case}` should be rejected"));
                         }
                         if !ok && excepted {
-                            failures.push(format!("{file}: `{case}` is listed as accepted but is rejected: {msgs:?}"));
+                            failures.push(format!(
+                                "{file}: `{case}` is listed as accepted but is rejected: {msgs:?}"
+                            ));
                         }
                     } else {
                         let excepted = REJECTED_POSITIVES.contains(&key);
@@ -912,15 +1287,23 @@ fn real_world_sweep() {
             let p = e.path();
             if p.is_dir() {
                 walk(&p, out);
-            } else if p.extension().and_then(|x| x.to_str()).is_some_and(|x| x == "yml" || x == "yaml") {
+            } else if p
+                .extension()
+                .and_then(|x| x.to_str())
+                .is_some_and(|x| x == "yml" || x == "yaml")
+            {
                 out.push(p);
             }
         }
     }
-    let root = std::env::var("GANTRY_REAL_WORLD").unwrap_or_else(|_| "/work/shared/conformance/real-world".to_owned());
+    let root = std::env::var("GANTRY_REAL_WORLD")
+        .unwrap_or_else(|_| "/work/shared/conformance/real-world".to_owned());
     let root = std::path::Path::new(&root);
     if !root.is_dir() {
-        eprintln!("real-world corpus not found at {}; sweep skipped", root.display());
+        eprintln!(
+            "real-world corpus not found at {}; sweep skipped",
+            root.display()
+        );
         return;
     }
     let mut files = Vec::new();
@@ -954,7 +1337,9 @@ fn real_world_sweep() {
                     }
                 };
                 match name {
-                    "variables" | "image" | "services" | "cache" => check(name, value, name, true, &mut cx),
+                    "variables" | "image" | "services" | "cache" => {
+                        check(name, value, name, true, &mut cx)
+                    }
                     _ => {
                         if let Some(m) = value.as_map() {
                             // Hash values of a job that `extends` others may be partial

@@ -8,10 +8,10 @@
 //! with the include mapper's messages.
 
 use crate::model::Trigger;
-use crate::validate::{join, Cx};
+use crate::validate::{Cx, join};
 use crate::yaml::{Map, Node, Value};
 
-use super::common::{opt_bool, opt_string, plausible_project_path, PROJECT_PATH_MESSAGE};
+use super::common::{PROJECT_PATH_MESSAGE, opt_bool, opt_string, plausible_project_path};
 
 const CROSS_PROJECT_KEYS: &[&str] = &["project", "branch", "strategy", "forward", "inputs"];
 const CHILD_KEYS: &[&str] = &["strategy", "include", "forward"];
@@ -19,9 +19,26 @@ pub(crate) const STRATEGIES: &[&str] = &["depend", "mirror"];
 /// `SameProjectTrigger::INCLUDE_MAX_SIZE`.
 pub(crate) const MAX_CHILD_INCLUDES: usize = 3;
 const INCLUDE_KEYS: &[&str] = &[
-    "local", "file", "remote", "template", "component", "artifact", "inputs", "job", "project", "ref", "rules",
+    "local",
+    "file",
+    "remote",
+    "template",
+    "component",
+    "artifact",
+    "inputs",
+    "job",
+    "project",
+    "ref",
+    "rules",
 ];
-const LOCATION_KEYS: &[&str] = &["local", "project", "remote", "template", "artifact", "component"];
+const LOCATION_KEYS: &[&str] = &[
+    "local",
+    "project",
+    "remote",
+    "template",
+    "artifact",
+    "component",
+];
 
 pub(crate) fn trigger(node: &Node, path: &str, cx: &mut Cx) -> Option<Trigger> {
     match &node.value {
@@ -46,7 +63,10 @@ pub(crate) fn trigger(node: &Node, path: &str, cx: &mut Cx) -> Option<Trigger> {
         Value::Map(map) if map.contains_key("include") => child(map, node, path, cx),
         Value::Map(map) => cross_project(map, node, path, cx),
         _ => {
-            cx.push(format!("{path} has to be either a string or a hash"), node.pos);
+            cx.push(
+                format!("{path} has to be either a string or a hash"),
+                node.pos,
+            );
             None
         }
     }
@@ -61,7 +81,12 @@ fn cross_project(map: &Map, node: &Node, path: &str, cx: &mut Cx) -> Option<Trig
     let project = super::common::required_string(map, "project", path, node.pos, cx);
     match &project {
         Some(p) if !plausible_project_path(p) => {
-            cx.attr(path, "project", PROJECT_PATH_MESSAGE, map.get("project").map_or(node.pos, |n| n.pos));
+            cx.attr(
+                path,
+                "project",
+                PROJECT_PATH_MESSAGE,
+                map.get("project").map_or(node.pos, |n| n.pos),
+            );
             ok = false;
         }
         Some(_) => {}
@@ -103,7 +128,9 @@ fn child(map: &Map, node: &Node, path: &str, cx: &mut Cx) -> Option<Trigger> {
         None
     });
     let forward = forward(map, path, cx);
-    let include = map.get("include").and_then(|i| includes(i, &join(path, "include"), cx));
+    let include = map
+        .get("include")
+        .and_then(|i| includes(i, &join(path, "include"), cx));
     ok &= include.is_some();
     let (yaml, pipeline) = forward?;
     if !ok {
@@ -138,7 +165,12 @@ fn forward(map: &Map, path: &str, cx: &mut Cx) -> Option<(bool, bool)> {
     };
     let fpath = join(path, "forward");
     let fmap = cx.map(f, &fpath)?;
-    let mut ok = cx.unknown_keys(fmap, &["yaml_variables", "pipeline_variables"], &fpath, f.pos);
+    let mut ok = cx.unknown_keys(
+        fmap,
+        &["yaml_variables", "pipeline_variables"],
+        &fpath,
+        f.pos,
+    );
     let yaml = opt_bool(fmap, "yaml_variables", &fpath, cx).unwrap_or_else(|()| {
         ok = false;
         None
@@ -163,7 +195,11 @@ fn includes(node: &Node, path: &str, cx: &mut Cx) -> Option<Vec<serde_json::Valu
     };
     let mut ok = true;
     if items.len() > MAX_CHILD_INCLUDES {
-        cx.config(path, format!("is too long (maximum is {MAX_CHILD_INCLUDES})"), node.pos);
+        cx.config(
+            path,
+            format!("is too long (maximum is {MAX_CHILD_INCLUDES})"),
+            node.pos,
+        );
         ok = false;
     }
     // Items are entries without a key: GitLab names them by class (`include`).
@@ -192,26 +228,55 @@ fn include_item(node: &Node, path: &str, cx: &mut Cx) -> bool {
         }
     };
     let mut ok = cx.unknown_keys(&map, INCLUDE_KEYS, path, node.pos);
-    if map.get("artifact").is_some_and(|n| !n.is_null()) && !super::common::present(map.get("job")) {
-        cx.config(path, "must specify the job where to fetch the artifact from", node.pos);
+    if map.get("artifact").is_some_and(|n| !n.is_null()) && !super::common::present(map.get("job"))
+    {
+        cx.config(
+            path,
+            "must specify the job where to fetch the artifact from",
+            node.pos,
+        );
         ok = false;
     }
-    if map.get("project").is_some_and(|n| !n.is_null()) && !super::common::present(map.get("file")) {
-        cx.config(path, "must specify the file where to fetch the config from", node.pos);
+    if map.get("project").is_some_and(|n| !n.is_null()) && !super::common::present(map.get("file"))
+    {
+        cx.config(
+            path,
+            "must specify the file where to fetch the config from",
+            node.pos,
+        );
         ok = false;
     }
-    for key in ["local", "remote", "template", "component", "artifact", "job", "project", "ref"] {
+    for key in [
+        "local",
+        "remote",
+        "template",
+        "component",
+        "artifact",
+        "job",
+        "project",
+        "ref",
+    ] {
         ok &= opt_string(&map, key, path, cx).is_ok();
     }
     if let Some(f) = map.get("file").filter(|n| !n.is_null()) {
         if super::common::string_or_strings(f).is_none() {
-            cx.attr(path, "file", "should be an array of strings or a string", f.pos);
+            cx.attr(
+                path,
+                "file",
+                "should be an array of strings or a string",
+                f.pos,
+            );
             ok = false;
         }
     }
     if let Some(p) = map.get("project").and_then(Node::as_str) {
         if !plausible_project_path(p) {
-            cx.attr(path, "project", PROJECT_PATH_MESSAGE, map.get("project").map_or(node.pos, |n| n.pos));
+            cx.attr(
+                path,
+                "project",
+                PROJECT_PATH_MESSAGE,
+                map.get("project").map_or(node.pos, |n| n.pos),
+            );
             ok = false;
         }
     }
@@ -222,14 +287,25 @@ fn include_item(node: &Node, path: &str, cx: &mut Cx) -> bool {
         }
     }
     if let Some(r) = map.get("rules").filter(|n| !n.is_null()) {
-        if !r.as_seq().is_some_and(|items| items.iter().all(|i| i.as_map().is_some())) {
+        if !r
+            .as_seq()
+            .is_some_and(|items| items.iter().all(|i| i.as_map().is_some()))
+        {
             cx.attr(path, "rules", "should be an array of hashes", r.pos);
             ok = false;
         }
     }
     // The include mapper's checks (messages kept as GitLab writes them).
-    let locations: Vec<&str> = LOCATION_KEYS.iter().copied().filter(|k| map.contains_key(k)).collect();
-    let valid = LOCATION_KEYS.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ");
+    let locations: Vec<&str> = LOCATION_KEYS
+        .iter()
+        .copied()
+        .filter(|k| map.contains_key(k))
+        .collect();
+    let valid = LOCATION_KEYS
+        .iter()
+        .map(|k| format!("`{k}`"))
+        .collect::<Vec<_>>()
+        .join(", ");
     if locations.is_empty() {
         cx.raw(
             format!(
@@ -240,7 +316,10 @@ fn include_item(node: &Node, path: &str, cx: &mut Cx) -> bool {
         );
         ok = false;
     } else if locations.len() > 1 {
-        cx.raw(format!("Each include must use only one of: {valid}"), Some(node.pos));
+        cx.raw(
+            format!("Each include must use only one of: {valid}"),
+            Some(node.pos),
+        );
         ok = false;
     }
     ok

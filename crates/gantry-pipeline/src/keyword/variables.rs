@@ -6,7 +6,7 @@
 //! arrays are rejected. Keys must have been written as strings or integers.
 
 use crate::model::{Variable, Variables};
-use crate::validate::{join, Cx};
+use crate::validate::{Cx, join};
 use crate::yaml::{Map, Node, Value};
 
 use super::common::alphanumeric_key;
@@ -33,13 +33,23 @@ impl VarLevel {
 }
 
 /// Validate a `variables` mapping at `path`.
-pub(crate) fn variables(node: &Node, path: &str, level: VarLevel, cx: &mut Cx) -> Option<Variables> {
+pub(crate) fn variables(
+    node: &Node,
+    path: &str,
+    level: VarLevel,
+    cx: &mut Cx,
+) -> Option<Variables> {
     let map = cx.map(node, path)?;
     let mut ok = true;
     let mut out = Variables::new();
     for (name, entry) in map.entries() {
         if !alphanumeric_key(name, entry.key_kind) {
-            cx.attr(&join(path, name), "key", "must be an alphanumeric string", entry.key_pos);
+            cx.attr(
+                &join(path, name),
+                "key",
+                "must be an alphanumeric string",
+                entry.key_pos,
+            );
             ok = false;
         }
         match variable(&entry.value, path, name, level, cx) {
@@ -64,7 +74,10 @@ fn variable(node: &Node, path: &str, name: &str, level: VarLevel, cx: &mut Cx) -
         Value::Map(m) => complex(m, node, &join(path, name), level, cx),
         Value::Seq(_) | Value::Reference(_) => {
             // `Variable::UnknownStrategy` reports this text without a location.
-            cx.push("variable definition must be either a string or a hash".to_owned(), node.pos);
+            cx.push(
+                "variable definition must be either a string or a hash".to_owned(),
+                node.pos,
+            );
             None
         }
     }
@@ -85,7 +98,12 @@ fn complex(map: &Map, node: &Node, path: &str, level: VarLevel, cx: &mut Cx) -> 
         Some(d) => match &d.value {
             Value::Str(_) | Value::Int(_) => d.scalar_to_string(),
             _ => {
-                cx.attr(path, "config_description", "must be an alphanumeric string", d.pos);
+                cx.attr(
+                    path,
+                    "config_description",
+                    "must be an alphanumeric string",
+                    d.pos,
+                );
                 ok = false;
                 None
             }
@@ -108,7 +126,12 @@ fn complex(map: &Map, node: &Node, path: &str, level: VarLevel, cx: &mut Cx) -> 
         Some(o) => match crate::validate::string_array(o) {
             Some(v) => v,
             None => {
-                cx.attr(path, "config_options", "should be an array of strings", o.pos);
+                cx.attr(
+                    path,
+                    "config_options",
+                    "should be an array of strings",
+                    o.pos,
+                );
                 ok = false;
                 Vec::new()
             }
@@ -123,7 +146,11 @@ fn complex(map: &Map, node: &Node, path: &str, level: VarLevel, cx: &mut Cx) -> 
         let extra: Vec<&str> = map.keys().filter(|k| !allowed.contains(k)).collect();
         if !extra.is_empty() {
             let at = map.entry(extra[0]).map_or(node.pos, |e| e.key_pos);
-            cx.config(path, format!("uses invalid data keys: {}", extra.join(", ")), at);
+            cx.config(
+                path,
+                format!("uses invalid data keys: {}", extra.join(", ")),
+                at,
+            );
             ok = false;
         }
     }
@@ -132,7 +159,9 @@ fn complex(map: &Map, node: &Node, path: &str, level: VarLevel, cx: &mut Cx) -> 
     // is on the value as written, so only a string value can be among the options.
     if options_node.is_some_and(|o| !o.is_blank()) {
         let included = match (options_node.map(|o| &o.value), value.map(|v| &v.value)) {
-            (Some(Value::Seq(items)), Some(Value::Str(v))) => items.iter().any(|i| i.as_str() == Some(v.as_str())),
+            (Some(Value::Seq(items)), Some(Value::Str(v))) => {
+                items.iter().any(|i| i.as_str() == Some(v.as_str()))
+            }
             // A string `options` is already an error; Ruby's `String#exclude?` is a
             // substring test.
             (Some(Value::Str(o)), Some(Value::Str(v))) => o.contains(v.as_str()),

@@ -2,9 +2,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::ProtocolError;
 use crate::json::zero_if_null;
 use crate::payload::when::When;
-use crate::ProtocolError;
 
 /// `cache[].policy` (§3.5.9). GitLab accepts `pull`, `push`, `pull-push` or a CI/CD
 /// variable (`policy: $CACHE_POLICY`) and passes a variable through unexpanded: the runner

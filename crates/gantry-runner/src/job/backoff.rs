@@ -74,7 +74,9 @@ mod tests {
     fn doubles_with_jitter_up_to_the_cap() {
         let mut backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(10));
         let delays: Vec<Duration> = (0..8).map(|_| backoff.next_delay()).collect();
-        assert!(delays[0] >= Duration::from_millis(750) && delays[0] <= Duration::from_millis(1250));
+        assert!(
+            delays[0] >= Duration::from_millis(750) && delays[0] <= Duration::from_millis(1250)
+        );
         assert!(delays[2] >= Duration::from_secs(3) && delays[2] <= Duration::from_secs(5));
         assert!(delays.iter().all(|d| *d <= Duration::from_secs(10)));
         assert!(delays[7] >= Duration::from_millis(7500));

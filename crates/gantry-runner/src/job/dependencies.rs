@@ -39,7 +39,11 @@ pub(crate) enum DownloadError {
         source: std::io::Error,
     },
     #[error("extract artifacts of {name} ({id}): {message}")]
-    Extract { name: String, id: i64, message: String },
+    Extract {
+        name: String,
+        id: i64,
+        message: String,
+    },
 }
 
 /// Downloads and extracts every dependency that has an archive.
@@ -55,7 +59,11 @@ pub(crate) async fn download_dependencies(
     for dependency in dependencies.iter().filter(|d| d.artifacts_file.is_some()) {
         let (name, id) = (dependency.name.clone(), dependency.id);
         trace.runner_line(&format!("Downloading artifacts for {name} ({id})..."));
-        let token = if dependency.token.is_empty() { job_token } else { &dependency.token };
+        let token = if dependency.token.is_empty() {
+            job_token
+        } else {
+            &dependency.token
+        };
         let bytes = download_with_retries(client, id, token, attempts.max(1), trace)
             .await
             .map_err(|source| DownloadError::Transfer {

@@ -18,7 +18,8 @@
 use std::path::{Path, PathBuf};
 
 use gantry_protocol::token::{
-    CREATED_RUNNER_TOKEN_PREFIX, JOB_TOKEN_PREFIX, PARTITION_PREFIXES, REGISTERED_RUNNER_TOKEN_PREFIX,
+    CREATED_RUNNER_TOKEN_PREFIX, JOB_TOKEN_PREFIX, PARTITION_PREFIXES,
+    REGISTERED_RUNNER_TOKEN_PREFIX,
 };
 
 use crate::sources::RepoUrl;
@@ -31,7 +32,11 @@ const SHORT_TOKEN_LEN: usize = 9;
 /// the first 9 characters.
 pub fn short_token(token: &str) -> String {
     let mut rest = token;
-    for prefix in [CREATED_RUNNER_TOKEN_PREFIX, REGISTERED_RUNNER_TOKEN_PREFIX, JOB_TOKEN_PREFIX] {
+    for prefix in [
+        CREATED_RUNNER_TOKEN_PREFIX,
+        REGISTERED_RUNNER_TOKEN_PREFIX,
+        JOB_TOKEN_PREFIX,
+    ] {
         if let Some(stripped) = rest.strip_prefix(prefix) {
             rest = stripped;
             break;
@@ -44,7 +49,8 @@ pub fn short_token(token: &str) -> String {
         }
     }
     let bytes = rest.as_bytes();
-    if bytes.len() > 9 && bytes.starts_with(b"GR") && bytes[2..9].iter().all(u8::is_ascii_hexdigit) {
+    if bytes.len() > 9 && bytes.starts_with(b"GR") && bytes[2..9].iter().all(u8::is_ascii_hexdigit)
+    {
         rest = &rest[9..];
     }
     let short: String = rest
@@ -52,7 +58,11 @@ pub fn short_token(token: &str) -> String {
         .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'))
         .take(SHORT_TOKEN_LEN)
         .collect();
-    if short.is_empty() { "runner".to_owned() } else { short }
+    if short.is_empty() {
+        "runner".to_owned()
+    } else {
+        short
+    }
 }
 
 /// The directories of one job.
@@ -73,7 +83,13 @@ pub struct BuildDirs {
 impl BuildDirs {
     /// The layout for a job of `project_id` fetched from `repo_url`, run by the runner
     /// with `runner_token` in slot `concurrent_id`.
-    pub fn new(builds_dir: &Path, runner_token: &str, concurrent_id: usize, repo_url: &str, project_id: i64) -> Self {
+    pub fn new(
+        builds_dir: &Path,
+        runner_token: &str,
+        concurrent_id: usize,
+        repo_url: &str,
+        project_id: i64,
+    ) -> Self {
         let repo = RepoUrl::parse(repo_url);
         let (host, path) = host_and_path(&repo.url);
         let project_path = match path {
@@ -163,8 +179,14 @@ mod tests {
             "https://gitlab-ci-token:glcbt-x@gitlab.example.com:8443/acme/widget.git",
             42,
         );
-        assert_eq!(dirs.project_dir, Path::new("/builds/abcdefghi/2/acme/widget"));
-        assert_eq!(dirs.tmp_dir, Path::new("/builds/abcdefghi/2/acme/widget.tmp"));
+        assert_eq!(
+            dirs.project_dir,
+            Path::new("/builds/abcdefghi/2/acme/widget")
+        );
+        assert_eq!(
+            dirs.tmp_dir,
+            Path::new("/builds/abcdefghi/2/acme/widget.tmp")
+        );
         assert_eq!(dirs.slot_dir(), Path::new("/builds/abcdefghi/2"));
         assert_eq!(dirs.cache_path, "gitlab.example.com_8443/acme/widget");
         let local = BuildDirs::new(Path::new("/b"), "t", 0, "file:///srv/repo", 7);

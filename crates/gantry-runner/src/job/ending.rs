@@ -126,9 +126,13 @@ impl fmt::Display for JobEnding {
             ),
             Self::Canceled => f.write_str("canceled"),
             Self::Interrupted => f.write_str("the runner was interrupted (shutting down)"),
-            Self::SystemFailure { stage, message } => write!(f, "system failure in {stage}: {message}"),
+            Self::SystemFailure { stage, message } => {
+                write!(f, "system failure in {stage}: {message}")
+            }
             Self::ImagePullFailure { message } => write!(f, "image pull failure: {message}"),
-            Self::ConfigurationError { message } => write!(f, "runner configuration error: {message}"),
+            Self::ConfigurationError { message } => {
+                write!(f, "runner configuration error: {message}")
+            }
             Self::Unsupported { message } => write!(f, "unsupported by this runner: {message}"),
             Self::Aborted => f.write_str("aborted by the coordinator"),
         }
@@ -155,8 +159,16 @@ mod tests {
                 Some(FailureReason::JobExecutionTimeout),
                 Some(JobState::Failed),
             ),
-            (JobEnding::Canceled, Some(FailureReason::UnknownFailure), Some(JobState::Failed)),
-            (JobEnding::Interrupted, Some(FailureReason::RunnerInterrupted), Some(JobState::Failed)),
+            (
+                JobEnding::Canceled,
+                Some(FailureReason::UnknownFailure),
+                Some(JobState::Failed),
+            ),
+            (
+                JobEnding::Interrupted,
+                Some(FailureReason::RunnerInterrupted),
+                Some(JobState::Failed),
+            ),
             (JobEnding::Aborted, None, None),
         ];
         for (ending, reason, state) in cases {

@@ -47,8 +47,15 @@ pub enum JobEvent {
 impl fmt::Display for JobEvent {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Started { job_id, project_dir } => write!(f, "job {job_id}: started in {project_dir}"),
-            Self::CoordinatorUnreachable { job_id, error, retry_in } => write!(
+            Self::Started {
+                job_id,
+                project_dir,
+            } => write!(f, "job {job_id}: started in {project_dir}"),
+            Self::CoordinatorUnreachable {
+                job_id,
+                error,
+                retry_in,
+            } => write!(
                 f,
                 "job {job_id}: the coordinator is unreachable ({error}); the job keeps running, its log is kept, retrying in {:.1}s",
                 retry_in.as_secs_f64()
@@ -58,7 +65,11 @@ impl fmt::Display for JobEvent {
                 "job {job_id}: the coordinator answers again after {:.1}s",
                 after.as_secs_f64()
             ),
-            Self::Finished { job_id, ending, delivery } => {
+            Self::Finished {
+                job_id,
+                ending,
+                delivery,
+            } => {
                 write!(f, "job {job_id}: {ending}; final status {delivery}")
             }
         }
@@ -85,7 +96,9 @@ impl fmt::Display for Delivery {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Accepted => f.write_str("delivered"),
-            Self::Refused => f.write_str("refused by the coordinator (the job had already ended there)"),
+            Self::Refused => {
+                f.write_str("refused by the coordinator (the job had already ended there)")
+            }
             Self::NotSent => f.write_str("not sent (aborted by the coordinator)"),
             Self::GaveUp { last_error } => write!(f, "not delivered after retries: {last_error}"),
         }

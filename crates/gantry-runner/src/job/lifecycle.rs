@@ -18,8 +18,8 @@ use crate::config::{DockerConfig, ExecutorKind};
 use crate::docker::{DockerError, DockerExecutor, DockerJobSpec};
 use crate::executor::{Executor, ExecutorChoice};
 use crate::shell::{
-    CancelReason, CiJobStatus, DEFAULT_AFTER_SCRIPT_TIMEOUT, PreparedVariables, ShellExecutor, Stage, StageOutcome,
-    detect_shell, format_duration, prepare_variables,
+    CancelReason, CiJobStatus, DEFAULT_AFTER_SCRIPT_TIMEOUT, PreparedVariables, ShellExecutor,
+    Stage, StageOutcome, detect_shell, format_duration, prepare_variables,
 };
 use crate::sources::{GitSettings, GitStrategy, SourcesError, SourcesJob, get_sources};
 use crate::trace::{ANSI_BOLD_CYAN, ANSI_RESET, Trace};
@@ -70,9 +70,12 @@ impl<'a> Lifecycle<'a> {
     pub(crate) fn section(&self, name: &'static str, header: &str) -> Section<'a> {
         let markers = self.job.features.trace_sections;
         if markers {
-            let _ = self.trace.section_start(name, header, SectionOptions::default());
+            let _ = self
+                .trace
+                .section_start(name, header, SectionOptions::default());
         } else {
-            self.trace.runner_line(&format!("{ANSI_BOLD_CYAN}{header}{ANSI_RESET}"));
+            self.trace
+                .runner_line(&format!("{ANSI_BOLD_CYAN}{header}{ANSI_RESET}"));
         }
         Section {
             trace: self.trace,
@@ -92,13 +95,18 @@ impl<'a> Lifecycle<'a> {
             request => return Err(stop_ending(request)),
         }
         if Instant::now() >= self.deadline {
-            return Err(JobEnding::Timeout { after: self.timeout });
+            return Err(JobEnding::Timeout {
+                after: self.timeout,
+            });
         }
         Ok(())
     }
 
     /// Runs `stage` until it ends, the job's deadline passes, or a stop is requested.
-    async fn guarded<T>(&self, stage: impl Future<Output = Result<T, JobEnding>>) -> Result<T, JobEnding> {
+    async fn guarded<T>(
+        &self,
+        stage: impl Future<Output = Result<T, JobEnding>>,
+    ) -> Result<T, JobEnding> {
         tokio::select! {
             result = stage => result,
             () = tokio::time::sleep_until(self.deadline) => Err(JobEnding::Timeout { after: self.timeout }),
@@ -191,8 +199,10 @@ impl<'a> Lifecycle<'a> {
         };
         let mut binds = Vec::new();
         for dir in [self.dirs.slot_dir(), self.cx.cache_dir.clone()] {
-            std::fs::create_dir_all(&dir).map_err(|e| failed(format!("create `{}`: {e}", dir.display())))?;
-            let dir = std::path::absolute(&dir).map_err(|e| failed(format!("resolve `{}`: {e}", dir.display())))?;
+            std::fs::create_dir_all(&dir)
+                .map_err(|e| failed(format!("create `{}`: {e}", dir.display())))?;
+            let dir = std::path::absolute(&dir)
+                .map_err(|e| failed(format!("resolve `{}`: {e}", dir.display())))?;
             let dir = dir.to_string_lossy();
             binds.push(format!("{dir}:{dir}"));
         }
@@ -215,15 +225,18 @@ impl<'a> Lifecycle<'a> {
             self.trace
                 .runner_line("The job has no image: running it on this machine ([runners.docker] shell_without_image = true)");
         }
-        let (shell, note) = detect_shell(self.cx.runner.shell).map_err(|error| JobEnding::SystemFailure {
-            stage: "prepare_executor",
-            message: error.to_string(),
-        })?;
+        let (shell, note) =
+            detect_shell(self.cx.runner.shell).map_err(|error| JobEnding::SystemFailure {
+                stage: "prepare_executor",
+                message: error.to_string(),
+            })?;
         if let Some(note) = note {
             self.trace.warning(&note);
         }
-        self.trace
-            .runner_line(&format!("Using Shell ({}) executor...", shell.kind.as_str()));
+        self.trace.runner_line(&format!(
+            "Using Shell ({}) executor...",
+            shell.kind.as_str()
+        ));
         self.executor = Some(Executor::Shell(
             ShellExecutor::new(shell, self.dirs.tmp_dir.clone())
                 .kill_grace(self.cx.kill_grace)
@@ -234,19 +247,22 @@ impl<'a> Lifecycle<'a> {
 
     fn prepare_script(&mut self) -> Result<(), JobEnding> {
         let _section = self.section("prepare_script", "Preparing environment");
-        self.trace.runner_line(&format!("Running on {}...", hostname()));
+        self.trace
+            .runner_line(&format!("Running on {}...", hostname()));
         let failed = |message: String| JobEnding::SystemFailure {
             stage: "prepare_script",
             message,
         };
         for dir in [&self.dirs.builds_dir, &self.dirs.tmp_dir] {
-            std::fs::create_dir_all(dir).map_err(|e| failed(format!("create `{}`: {e}", dir.display())))?;
+            std::fs::create_dir_all(dir)
+                .map_err(|e| failed(format!("create `{}`: {e}", dir.display())))?;
         }
         if let Some(parent) = self.dirs.project_dir.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| failed(format!("create `{}`: {e}", parent.display())))?;
+            std::fs::create_dir_all(parent)
+                .map_err(|e| failed(format!("create `{}`: {e}", parent.display())))?;
         }
-        let prepared =
-            prepare_variables(self.variables, &self.dirs.tmp_dir.join("variables")).map_err(|e| failed(e.to_string()))?;
+        let prepared = prepare_variables(self.variables, &self.dirs.tmp_dir.join("variables"))
+            .map_err(|e| failed(e.to_string()))?;
         self.prepared = Some(prepared);
         Ok(())
     }
@@ -263,7 +279,12 @@ impl<'a> Lifecycle<'a> {
 
     /// Runs a hook (`pre_get_sources_script`, …) inside the current section.
     async fn hook(&self, name: HookName, work_dir: &Path) -> Result<(), JobEnding> {
-        let Some(hook) = self.job.hooks.iter().find(|h| h.name == name && !h.script.is_empty()) else {
+        let Some(hook) = self
+            .job
+            .hooks
+            .iter()
+            .find(|h| h.name == name && !h.script.is_empty())
+        else {
             return Ok(());
         };
         let (executor, prepared) = self.executor()?;
@@ -281,10 +302,17 @@ impl<'a> Lifecycle<'a> {
         self.stage_result("get_sources", outcome, self.timeout)
     }
 
-    fn stage_result(&self, stage: &'static str, outcome: StageOutcome, timeout: Duration) -> Result<(), JobEnding> {
+    fn stage_result(
+        &self,
+        stage: &'static str,
+        outcome: StageOutcome,
+        timeout: Duration,
+    ) -> Result<(), JobEnding> {
         match outcome {
             StageOutcome::Success => Ok(()),
-            StageOutcome::ScriptFailure { exit_code } => Err(JobEnding::ScriptFailure { exit_code }),
+            StageOutcome::ScriptFailure { exit_code } => {
+                Err(JobEnding::ScriptFailure { exit_code })
+            }
             StageOutcome::Timeout { .. } => Err(JobEnding::Timeout { after: timeout }),
             StageOutcome::Canceled { reason } => Err(match (self.stop().current(), reason) {
                 (StopRequest::Abort, _) => JobEnding::Aborted,
@@ -302,18 +330,26 @@ impl<'a> Lifecycle<'a> {
         let _section = self.section("get_sources", "Getting source from Git repository");
         let lookup = self.lookup();
         let (settings, warnings) =
-            GitSettings::from_variables(&lookup, self.job.allow_git_fetch, self.job.git_info.depth).map_err(
-                |error| JobEnding::ConfigurationError {
+            GitSettings::from_variables(&lookup, self.job.allow_git_fetch, self.job.git_info.depth)
+                .map_err(|error| JobEnding::ConfigurationError {
                     message: error.to_string(),
-                },
-            )?;
+                })?;
         for warning in warnings {
             self.trace.warning(&warning);
         }
-        let parent = self.dirs.project_dir.parent().unwrap_or(&self.dirs.builds_dir).to_owned();
+        let parent = self
+            .dirs
+            .project_dir
+            .parent()
+            .unwrap_or(&self.dirs.builds_dir)
+            .to_owned();
         self.hook(HookName::PreGetSourcesScript, &parent).await?;
         let (_, prepared) = self.executor()?;
-        let user_agent = format!("gantry-runner {} {}", env!("CARGO_PKG_VERSION"), super::platform());
+        let user_agent = format!(
+            "gantry-runner {} {}",
+            env!("CARGO_PKG_VERSION"),
+            super::platform()
+        );
         let job = SourcesJob {
             git_info: &self.job.git_info,
             settings: &settings,
@@ -324,23 +360,31 @@ impl<'a> Lifecycle<'a> {
         };
         let trace = self.trace.clone();
         let mut output = move |line: &str| trace.runner_line(line);
-        get_sources(&job, &mut output).await.map_err(|error| match error {
-            SourcesError::UnknownStrategy { .. } => JobEnding::ConfigurationError {
-                message: error.to_string(),
-            },
-            other => JobEnding::SystemFailure {
-                stage: "get_sources",
-                message: other.to_string(),
-            },
-        })?;
+        get_sources(&job, &mut output)
+            .await
+            .map_err(|error| match error {
+                SourcesError::UnknownStrategy { .. } => JobEnding::ConfigurationError {
+                    message: error.to_string(),
+                },
+                other => JobEnding::SystemFailure {
+                    stage: "get_sources",
+                    message: other.to_string(),
+                },
+            })?;
         if settings.strategy != GitStrategy::None {
             let (executor, _) = self.executor()?;
-            executor.prepare_checkout(&self.dirs.project_dir).map_err(|error| JobEnding::SystemFailure {
-                stage: "get_sources",
-                message: format!("set the modes of the checkout `{}`: {error}", self.dirs.project_dir.display()),
-            })?;
+            executor
+                .prepare_checkout(&self.dirs.project_dir)
+                .map_err(|error| JobEnding::SystemFailure {
+                    stage: "get_sources",
+                    message: format!(
+                        "set the modes of the checkout `{}`: {error}",
+                        self.dirs.project_dir.display()
+                    ),
+                })?;
         }
-        self.hook(HookName::PostGetSourcesScript, &self.dirs.project_dir).await
+        self.hook(HookName::PostGetSourcesScript, &self.dirs.project_dir)
+            .await
     }
 
     fn cache_specs(&self) -> Vec<CacheSpec> {
@@ -369,12 +413,17 @@ impl<'a> Lifecycle<'a> {
             return Ok(());
         }
         let _section = self.section("restore_cache", "Restoring cache");
-        let cache = self.local_cache().map_err(|message| JobEnding::SystemFailure {
-            stage: "restore_cache",
-            message,
-        })?;
+        let cache = self
+            .local_cache()
+            .map_err(|message| JobEnding::SystemFailure {
+                stage: "restore_cache",
+                message,
+            })?;
         let variables = self.variables.to_vec();
-        let (job_name, git_ref) = (self.job.job_info.name.clone(), self.job.git_info.git_ref.clone());
+        let (job_name, git_ref) = (
+            self.job.job_info.name.clone(),
+            self.job.git_info.git_ref.clone(),
+        );
         let project_dir = self.dirs.project_dir.clone();
         let reports = tokio::task::spawn_blocking(move || {
             let lookup = |name: &str| get(&variables, name).map(str::to_owned);
@@ -401,14 +450,20 @@ impl<'a> Lifecycle<'a> {
                 write_note(self.trace, note);
             }
             if let RestoreOutcome::FallbackHit { key, .. } = &report.outcome {
-                self.trace.runner_line(&format!("Restored the cache of fallback key {key}"));
+                self.trace
+                    .runner_line(&format!("Restored the cache of fallback key {key}"));
             }
         }
         Ok(())
     }
 
     async fn download_artifacts(&self) -> Result<(), JobEnding> {
-        if !self.job.dependencies.iter().any(|d| d.artifacts_file.is_some()) {
+        if !self
+            .job
+            .dependencies
+            .iter()
+            .any(|d| d.artifacts_file.is_some())
+        {
             return Ok(());
         }
         let _section = self.section("download_artifacts", "Downloading artifacts");
@@ -457,7 +512,8 @@ impl<'a> Lifecycle<'a> {
             .collect();
         if steps.is_empty() && self.job.run.is_some() {
             return JobEnding::Unsupported {
-                message: "the job uses `run:` (CI Steps), which gantry-runner does not execute yet".to_owned(),
+                message: "the job uses `run:` (CI Steps), which gantry-runner does not execute yet"
+                    .to_owned(),
             };
         }
         let script_timeout = self.script_timeout();
@@ -465,7 +521,10 @@ impl<'a> Lifecycle<'a> {
         for step in &steps {
             if matches!(
                 ending,
-                JobEnding::Canceled | JobEnding::Interrupted | JobEnding::Aborted | JobEnding::Timeout { .. }
+                JobEnding::Canceled
+                    | JobEnding::Interrupted
+                    | JobEnding::Aborted
+                    | JobEnding::Timeout { .. }
             ) {
                 break;
             }
@@ -487,7 +546,10 @@ impl<'a> Lifecycle<'a> {
                 StepName::Run => "step_run",
                 StepName::AfterScript => continue,
             };
-            let _section = self.section(name, &format!("Executing \"{name}\" stage of the job script"));
+            let _section = self.section(
+                name,
+                &format!("Executing \"{name}\" stage of the job script"),
+            );
             let remaining = self.deadline.saturating_duration_since(Instant::now());
             let (timeout, limit) = match script_timeout {
                 Some(script) if script < remaining => (script, script),
@@ -511,8 +573,9 @@ impl<'a> Lifecycle<'a> {
             let outcome = executor.run(&stage, self.trace, cancel).await;
             if let Err(step_ending) = self.stage_result(name, outcome, limit) {
                 if step.allow_failure && matches!(step_ending, JobEnding::ScriptFailure { .. }) {
-                    self.trace
-                        .warning(&format!("{name} failed ({step_ending}), but it is allowed to fail"));
+                    self.trace.warning(&format!(
+                        "{name} failed ({step_ending}), but it is allowed to fail"
+                    ));
                 } else {
                     ending = step_ending;
                 }
@@ -525,13 +588,15 @@ impl<'a> Lifecycle<'a> {
     fn after_script_timeout(&self) -> Duration {
         match get(self.variables, "RUNNER_AFTER_SCRIPT_TIMEOUT") {
             None => DEFAULT_AFTER_SCRIPT_TIMEOUT,
-            Some(value) => parse_go_duration(value).filter(|t| !t.is_zero()).unwrap_or_else(|| {
-                self.trace.warning(&format!(
-                    "RUNNER_AFTER_SCRIPT_TIMEOUT={value:?} is not a duration like 5m; using {}",
-                    format_duration(DEFAULT_AFTER_SCRIPT_TIMEOUT)
-                ));
-                DEFAULT_AFTER_SCRIPT_TIMEOUT
-            }),
+            Some(value) => parse_go_duration(value)
+                .filter(|t| !t.is_zero())
+                .unwrap_or_else(|| {
+                    self.trace.warning(&format!(
+                        "RUNNER_AFTER_SCRIPT_TIMEOUT={value:?} is not a duration like 5m; using {}",
+                        format_duration(DEFAULT_AFTER_SCRIPT_TIMEOUT)
+                    ));
+                    DEFAULT_AFTER_SCRIPT_TIMEOUT
+                }),
         }
     }
 
@@ -566,7 +631,9 @@ impl<'a> Lifecycle<'a> {
             CancelReason::JobCanceled
         };
         match executor.run(&stage, self.trace, cancel).await {
-            StageOutcome::Success | StageOutcome::Canceled { .. } | StageOutcome::Timeout { .. } => {}
+            StageOutcome::Success
+            | StageOutcome::Canceled { .. }
+            | StageOutcome::Timeout { .. } => {}
             StageOutcome::ScriptFailure { exit_code } => self.trace.warning(&format!(
                 "after_script failed, but job will continue unaffected: exit code {exit_code}"
             )),
@@ -590,8 +657,10 @@ impl<'a> Lifecycle<'a> {
         if let Err(error) = std::fs::remove_dir_all(&self.dirs.tmp_dir)
             && error.kind() != std::io::ErrorKind::NotFound
         {
-            self.trace
-                .warning(&format!("remove `{}`: {error}", self.dirs.tmp_dir.display()));
+            self.trace.warning(&format!(
+                "remove `{}`: {error}",
+                self.dirs.tmp_dir.display()
+            ));
         }
     }
 }

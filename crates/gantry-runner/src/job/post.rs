@@ -22,8 +22,16 @@ const UPLOAD_ATTEMPTS: u32 = 3;
 
 impl Lifecycle<'_> {
     pub(crate) async fn archive_cache(&self, ending: &JobEnding) {
-        let specs: Vec<_> = self.job.cache.iter().map(crate::cache::CacheSpec::from).collect();
-        if !specs.iter().any(|spec| !spec.paths.is_empty() || spec.untracked) {
+        let specs: Vec<_> = self
+            .job
+            .cache
+            .iter()
+            .map(crate::cache::CacheSpec::from)
+            .collect();
+        if !specs
+            .iter()
+            .any(|spec| !spec.paths.is_empty() || spec.untracked)
+        {
             return;
         }
         let succeeded = ending.is_success();
@@ -35,12 +43,16 @@ impl Lifecycle<'_> {
         let cache = match crate::cache::LocalCache::new(&self.cx.cache_dir, &self.dirs.cache_path) {
             Ok(cache) => cache,
             Err(error) => {
-                self.trace.warning(&format!("Failed to create cache: failed to {error}"));
+                self.trace
+                    .warning(&format!("Failed to create cache: failed to {error}"));
                 return;
             }
         };
         let variables = self.variables.to_vec();
-        let (job_name, git_ref) = (self.job.job_info.name.clone(), self.job.git_info.git_ref.clone());
+        let (job_name, git_ref) = (
+            self.job.job_info.name.clone(),
+            self.job.git_info.git_ref.clone(),
+        );
         let project_dir = self.dirs.project_dir.clone();
         let reports = tokio::task::spawn_blocking(move || {
             let lookup = |name: &str| get(&variables, name).map(str::to_owned);
@@ -56,7 +68,8 @@ impl Lifecycle<'_> {
         })
         .await;
         let Ok(reports) = reports else {
-            self.trace.warning("Failed to create cache: the archiver stopped unexpectedly");
+            self.trace
+                .warning("Failed to create cache: the archiver stopped unexpectedly");
             return;
         };
         for report in reports {
@@ -116,11 +129,13 @@ impl Lifecycle<'_> {
 
     async fn upload_one(&self, artifact: &JobArtifact) -> Result<(), String> {
         let kind = artifact.artifact_type.as_str();
-        self.trace.runner_line(if artifact.artifact_type == gantry_protocol::ArtifactType::Archive {
-            "Uploading artifacts..."
-        } else {
-            "Uploading report artifacts..."
-        });
+        self.trace.runner_line(
+            if artifact.artifact_type == gantry_protocol::ArtifactType::Archive {
+                "Uploading artifacts..."
+            } else {
+                "Uploading report artifacts..."
+            },
+        );
         let variables = self.variables.to_vec();
         let (artifact_owned, project_dir, out_dir) = (
             artifact.clone(),
@@ -140,16 +155,25 @@ impl Lifecycle<'_> {
         let Some(path) = prepared.path.clone() else {
             return Ok(());
         };
-        let data = tokio::fs::read(&path)
-            .await
-            .map_err(|error| format!("Uploading artifacts as \"{kind}\" failed: read `{}`: {error}", path.display()))?;
+        let data = tokio::fs::read(&path).await.map_err(|error| {
+            format!(
+                "Uploading artifacts as \"{kind}\" failed: read `{}`: {error}",
+                path.display()
+            )
+        })?;
         let _ = tokio::fs::remove_file(&path).await;
         let mut attempt = 1;
         loop {
             let result = self
                 .cx
                 .client
-                .upload_artifact(self.job.id, &self.job.token, &prepared.params, &prepared.file_name, data.clone())
+                .upload_artifact(
+                    self.job.id,
+                    &self.job.token,
+                    &prepared.params,
+                    &prepared.file_name,
+                    data.clone(),
+                )
                 .await;
             match result {
                 Ok(()) => {

@@ -63,7 +63,10 @@ impl StopSignal {
     /// Waits until the request is at least `at_least`, and returns it.
     pub async fn reached(&self, at_least: StopRequest) -> StopRequest {
         let mut receiver = self.sender.subscribe();
-        let result = receiver.wait_for(|current| *current >= at_least).await.map(|current| *current);
+        let result = receiver
+            .wait_for(|current| *current >= at_least)
+            .await
+            .map(|current| *current);
         match result {
             Ok(current) => current,
             // The sender lives as long as `self`: unreachable, but never hang forever
@@ -83,7 +86,10 @@ mod tests {
         assert!(signal.request(StopRequest::Interrupt));
         assert!(!signal.request(StopRequest::Cancel));
         assert_eq!(signal.current(), StopRequest::Interrupt);
-        assert_eq!(signal.reached(StopRequest::Cancel).await, StopRequest::Interrupt);
+        assert_eq!(
+            signal.reached(StopRequest::Cancel).await,
+            StopRequest::Interrupt
+        );
         let waiter = {
             let signal = signal.clone();
             tokio::spawn(async move { signal.reached(StopRequest::Abort).await })

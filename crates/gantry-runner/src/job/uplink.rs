@@ -38,7 +38,8 @@ use gantry_protocol::trace::patch::MAX_PATCH_BYTES;
 use gantry_protocol::update::FINAL_UPDATE_RETRY_LIMIT;
 use gantry_protocol::update_interval::{DEFAULT_UPDATE_INTERVAL, FORCE_SEND_INTERVAL};
 use gantry_protocol::{
-    JobFeatures, JobState, PatchOutcome, PatchTraceParams, PatchTraceResponse, UpdateJobRequest, UpdateOutcome,
+    JobFeatures, JobState, PatchOutcome, PatchTraceParams, PatchTraceResponse, UpdateJobRequest,
+    UpdateOutcome,
 };
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -175,10 +176,18 @@ impl Uplink {
     }
 
     async fn update(&self, request: &UpdateJobRequest) -> Result<UpdateAnswer, String> {
-        match tokio::time::timeout(REQUEST_TIMEOUT, self.client.update_job(self.job_id, request)).await {
+        match tokio::time::timeout(
+            REQUEST_TIMEOUT,
+            self.client.update_job(self.job_id, request),
+        )
+        .await
+        {
             Ok(Ok(answer)) => {
                 if request.state == JobState::Running {
-                    self.observe(answer.response.cancel_requested, answer.response.update_interval);
+                    self.observe(
+                        answer.response.cancel_requested,
+                        answer.response.update_interval,
+                    );
                 } else if let Some(interval) = answer.response.update_interval {
                     self.set_interval(interval);
                 }
@@ -194,7 +203,11 @@ impl Uplink {
     }
 
     fn running_update(&self, with_output: bool) -> UpdateJobRequest {
-        let mut request = UpdateJobRequest::new(self.token.clone(), JobState::Running, self.client.info().clone());
+        let mut request = UpdateJobRequest::new(
+            self.token.clone(),
+            JobState::Running,
+            self.client.info().clone(),
+        );
         if with_output {
             request.output = self.trace.output();
         }
@@ -332,7 +345,9 @@ impl Uplink {
                     None
                 }
                 Pass::Aborted => return,
-                Pass::Failed => Some("the coordinator answered a trace patch with an error".to_owned()),
+                Pass::Failed => {
+                    Some("the coordinator answered a trace patch with an error".to_owned())
+                }
                 Pass::Unreachable(error) => Some(error),
             };
             let problem = match problem {
@@ -344,7 +359,9 @@ impl Uplink {
                                 self.stop.request(StopRequest::Abort);
                                 return;
                             }
-                            UpdateOutcome::Failed => Some("the coordinator answered a keep-alive with an error".to_owned()),
+                            UpdateOutcome::Failed => Some(
+                                "the coordinator answered a keep-alive with an error".to_owned(),
+                            ),
                             _ => {
                                 last_contact = Instant::now();
                                 None
@@ -387,7 +404,9 @@ impl Uplink {
         let Some(state) = ending.state() else {
             return Delivery::NotSent;
         };
-        let failure_reason = ending.failure_reason().map(|reason| features.failure_reason_for(reason));
+        let failure_reason = ending
+            .failure_reason()
+            .map(|reason| features.failure_reason_for(reason));
         self.set_interval(DEFAULT_UPDATE_INTERVAL);
         let mut backoff = Backoff::new(Duration::from_secs(1), MAX_FINAL_BACKOFF);
         let mut failures = 0u32;
@@ -404,14 +423,20 @@ impl Uplink {
                 }
                 Pass::RangeMismatch => None,
                 Pass::Aborted => return Delivery::Refused,
-                Pass::Failed => Some("the coordinator answered a trace patch with an error".to_owned()),
+                Pass::Failed => {
+                    Some("the coordinator answered a trace patch with an error".to_owned())
+                }
                 Pass::Unreachable(error) => Some(error),
             };
             let error = match error {
                 Some(error) => error,
                 None => {
                     let output = self.trace.output();
-                    let mut request = UpdateJobRequest::new(self.token.clone(), state, self.client.info().clone());
+                    let mut request = UpdateJobRequest::new(
+                        self.token.clone(),
+                        state,
+                        self.client.info().clone(),
+                    );
                     request.failure_reason = failure_reason;
                     request.checksum = output.checksum.clone();
                     request.output = output;
@@ -448,7 +473,10 @@ impl Uplink {
                                         ),
                                     };
                                 }
-                                tokio::time::sleep(response.update_interval.unwrap_or(self.interval())).await;
+                                tokio::time::sleep(
+                                    response.update_interval.unwrap_or(self.interval()),
+                                )
+                                .await;
                                 continue;
                             }
                             UpdateOutcome::TraceValidationFailed => {
@@ -456,7 +484,9 @@ impl Uplink {
                                 tokio::time::sleep(self.interval()).await;
                                 continue;
                             }
-                            UpdateOutcome::Failed => "the coordinator answered the final update with an error".to_owned(),
+                            UpdateOutcome::Failed => {
+                                "the coordinator answered the final update with an error".to_owned()
+                            }
                         },
                         Err(error) => error,
                     }

@@ -67,7 +67,11 @@ pub(crate) fn job_variables(
         public("CI_SHARED_ENVIRONMENT", "true"),
         public("CI_JOB_TIMEOUT", facts.job_timeout_secs.to_string()),
     ];
-    all.extend(environment.iter().map(|env| public(&env.name, env.value.clone())));
+    all.extend(
+        environment
+            .iter()
+            .map(|env| public(&env.name, env.value.clone())),
+    );
     all.extend(payload.iter().cloned());
     all.push(public("CI_BUILDS_DIR", dirs.builds_dir));
     all.push(public("CI_PROJECT_DIR", dirs.project_dir));
@@ -166,7 +170,10 @@ mod tests {
         assert_eq!(get(&all, "B"), Some("a-config-/builds/short/0/p"));
         assert_eq!(get(&all, "RAW"), Some("$A stays"));
         // Single pass: `$B` gets B's unexpanded value.
-        assert_eq!(get(&all, "NESTED"), Some("$A-${FROM_CONFIG}-$CI_PROJECT_DIR"));
+        assert_eq!(
+            get(&all, "NESTED"),
+            Some("$A-${FROM_CONFIG}-$CI_PROJECT_DIR")
+        );
         assert_eq!(get(&all, "CI_PROJECT_DIR"), Some("/builds/short/0/p"));
         assert_eq!(get(&all, "MONEY"), Some("$5"));
         assert_eq!(get(&all, "CI_SERVER"), Some("yes"));

@@ -145,7 +145,9 @@ impl PollEvent {
                 _ => Level::Warn,
             },
             Self::UndecodableJob { .. } => Level::Error,
-            Self::ShutdownTimeout { .. } | Self::Forced { .. } | Self::ReloadRejected { .. } => Level::Error,
+            Self::ShutdownTimeout { .. } | Self::Forced { .. } | Self::ReloadRejected { .. } => {
+                Level::Error
+            }
         }
     }
 }
@@ -153,32 +155,61 @@ impl PollEvent {
 impl fmt::Display for PollEvent {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Started { runners, concurrent } => write!(
+            Self::Started {
+                runners,
+                concurrent,
+            } => write!(
                 f,
                 "polling {runners} runner{} for jobs (concurrent = {concurrent})",
                 if *runners == 1 { "" } else { "s" }
             ),
-            Self::RequestFailed { runner, error, retry_in } => write!(
+            Self::RequestFailed {
+                runner,
+                error,
+                retry_in,
+            } => write!(
                 f,
                 "runner {runner}: job request failed: {error}; asking again in {:.1}s",
                 retry_in.as_secs_f64()
             ),
             Self::RequestConflict { runner } => {
-                write!(f, "runner {runner}: job request answered 409 (another runner took the job)")
+                write!(
+                    f,
+                    "runner {runner}: job request answered 409 (another runner took the job)"
+                )
             }
-            Self::UndecodableJob { runner, job_id, error } => match job_id {
-                Some(id) => write!(f, "runner {runner}: job {id} cannot be run: failed to {error}; reporting it as failed"),
-                None => write!(f, "runner {runner}: received a job that cannot be read: failed to {error}"),
+            Self::UndecodableJob {
+                runner,
+                job_id,
+                error,
+            } => match job_id {
+                Some(id) => write!(
+                    f,
+                    "runner {runner}: job {id} cannot be run: failed to {error}; reporting it as failed"
+                ),
+                None => write!(
+                    f,
+                    "runner {runner}: received a job that cannot be read: failed to {error}"
+                ),
             },
             Self::JobReceived {
                 runner,
                 job_id,
                 job_name,
                 concurrent_id,
-            } => write!(f, "runner {runner}: received job {job_id} ({job_name}) in slot {concurrent_id}"),
+            } => write!(
+                f,
+                "runner {runner}: received job {job_id} ({job_name}) in slot {concurrent_id}"
+            ),
             Self::Job { runner, event } => write!(f, "runner {runner}: {event}"),
-            Self::StopTakingJobs { running, requesting } => {
-                write!(f, "not taking new jobs; waiting for {running} running job(s) to finish")?;
+            Self::StopTakingJobs {
+                running,
+                requesting,
+            } => {
+                write!(
+                    f,
+                    "not taking new jobs; waiting for {running} running job(s) to finish"
+                )?;
                 if *requesting > 0 {
                     write!(
                         f,
@@ -196,11 +227,22 @@ impl fmt::Display for PollEvent {
                 f,
                 "shutdown_timeout passed: killed {abandoned} job(s) without a final update; the coordinator will time them out"
             ),
-            Self::Forced { killed } => write!(f, "second interrupt: stopping now, killed {killed} job(s)"),
-            Self::Reloaded { runners, concurrent } => {
-                write!(f, "configuration reloaded: {runners} runner(s), concurrent = {concurrent}")
+            Self::Forced { killed } => {
+                write!(f, "second interrupt: stopping now, killed {killed} job(s)")
             }
-            Self::ReloadRejected { error } => write!(f, "configuration not reloaded (keeping the old one): {error}"),
+            Self::Reloaded {
+                runners,
+                concurrent,
+            } => {
+                write!(
+                    f,
+                    "configuration reloaded: {runners} runner(s), concurrent = {concurrent}"
+                )
+            }
+            Self::ReloadRejected { error } => write!(
+                f,
+                "configuration not reloaded (keeping the old one): {error}"
+            ),
             Self::DockerLeftovers { runner, result } => match result {
                 Ok(removed) => {
                     write!(
@@ -213,7 +255,10 @@ impl fmt::Display for PollEvent {
                     }
                     Ok(())
                 }
-                Err(error) => write!(f, "runner {runner}: could not look for leftover containers: failed to {error}"),
+                Err(error) => write!(
+                    f,
+                    "runner {runner}: could not look for leftover containers: failed to {error}"
+                ),
             },
             Self::Stopped { jobs } => write!(f, "stopped after {jobs} job(s)"),
         }

@@ -63,7 +63,9 @@ pub fn version_info(executor: Option<(ExecutorKind, ShellKind)>) -> VersionInfo 
     VersionInfo {
         name: "gantry-runner".to_owned(),
         version: env!("CARGO_PKG_VERSION").to_owned(),
-        revision: option_env!("GANTRY_REVISION").unwrap_or("unknown").to_owned(),
+        revision: option_env!("GANTRY_REVISION")
+            .unwrap_or("unknown")
+            .to_owned(),
         platform: std::env::consts::OS.to_owned(),
         architecture: go_arch().to_owned(),
         executor,
@@ -120,7 +122,8 @@ fn new_system_id() -> String {
                 &machine
             );
             let digest = Sha256::digest(seed.as_bytes());
-            const ALPHABET: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+            const ALPHABET: &[u8] =
+                b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
             let random: String = digest
                 .iter()
                 .take(12)
@@ -151,6 +154,9 @@ mod tests {
         assert!(!info.features.has(Feature::Image));
         assert_eq!(info.executor, "shell");
         let docker = version_info(Some((ExecutorKind::Docker, ShellKind::Bash)));
-        assert!(docker.features.has(Feature::Image) && docker.features.has(Feature::ServiceMultipleAliases));
+        assert!(
+            docker.features.has(Feature::Image)
+                && docker.features.has(Feature::ServiceMultipleAliases)
+        );
     }
 }

@@ -64,7 +64,11 @@ pub(crate) struct Slots {
 }
 
 impl Slots {
-    pub(crate) fn new(concurrent: usize, check_interval: Duration, max_jobs: Option<usize>) -> Self {
+    pub(crate) fn new(
+        concurrent: usize,
+        check_interval: Duration,
+        max_jobs: Option<usize>,
+    ) -> Self {
         Self {
             concurrent,
             check_interval,
@@ -79,7 +83,13 @@ impl Slots {
 
     /// Adds an entry, or updates (and revives) the one with the same key; returns its
     /// index and whether it is new.
-    pub(crate) fn upsert(&mut self, key: EntryKey, limit: Option<usize>, request_concurrency: usize, now: Instant) -> (usize, bool) {
+    pub(crate) fn upsert(
+        &mut self,
+        key: EntryKey,
+        limit: Option<usize>,
+        request_concurrency: usize,
+        now: Instant,
+    ) -> (usize, bool) {
         let limit = limit.unwrap_or(self.concurrent).max(1);
         let request_concurrency = request_concurrency.max(1);
         if let Some(index) = self.entries.iter().position(|e| e.key == key) {
@@ -162,7 +172,13 @@ impl Slots {
 
     /// The request brought a job: the reservation becomes a running job, and the entry
     /// may ask again at once. Returns its slot.
-    pub(crate) fn job_started(&mut self, index: usize, job_id: i64, project_id: i64, now: Instant) -> RunningJob {
+    pub(crate) fn job_started(
+        &mut self,
+        index: usize,
+        job_id: i64,
+        project_id: i64,
+        now: Instant,
+    ) -> RunningJob {
         self.release(index);
         self.running += 1;
         self.received += 1;
@@ -235,11 +251,19 @@ mod tests {
         assert_eq!(slots.decide(a, t0), Decision::Request);
         assert_eq!(slots.decide(a, t0), Decision::WaitUntil(t0 + s(3)));
         assert_eq!(slots.decide(b, t0), Decision::Request);
-        assert_eq!(slots.decide(b, t0), Decision::WaitForSlot, "request_concurrency 1");
+        assert_eq!(
+            slots.decide(b, t0),
+            Decision::WaitForSlot,
+            "request_concurrency 1"
+        );
 
         // t=3: A's second request (long polls may hold the first for up to 50 s).
         assert_eq!(slots.decide(a, t0 + s(3)), Decision::Request);
-        assert_eq!(slots.decide(a, t0 + s(3)), Decision::WaitForSlot, "request_concurrency 2");
+        assert_eq!(
+            slots.decide(a, t0 + s(3)),
+            Decision::WaitForSlot,
+            "request_concurrency 2"
+        );
 
         // t=5: A's first request brings job 1: A may ask again at once.
         slots.job_started(a, 1, 10, t0 + s(5));
@@ -254,7 +278,11 @@ mod tests {
         slots.job_started(a, 3, 11, t0 + s(6));
         assert_eq!(slots.entries[a].running.len(), 3);
         assert_eq!(slots.decide(a, t0 + s(6)), Decision::WaitForSlot, "limit 3");
-        let ids: Vec<_> = slots.entries[a].running.iter().map(|j| (j.concurrent_id, j.concurrent_project_id)).collect();
+        let ids: Vec<_> = slots.entries[a]
+            .running
+            .iter()
+            .map(|j| (j.concurrent_id, j.concurrent_project_id))
+            .collect();
         assert_eq!(ids, [(0, 0), (1, 1), (2, 0)]);
 
         // B's request comes back empty at t=7. Its gate was set when the request started
@@ -263,7 +291,11 @@ mod tests {
         assert_eq!(slots.decide(b, t0 + s(7)), Decision::Request);
         slots.job_started(b, 4, 12, t0 + s(8));
         assert_eq!(slots.running, 4);
-        assert_eq!(slots.decide(b, t0 + s(8)), Decision::WaitForSlot, "concurrent 4 reached");
+        assert_eq!(
+            slots.decide(b, t0 + s(8)),
+            Decision::WaitForSlot,
+            "concurrent 4 reached"
+        );
 
         // Job 2 ends: slot 1 of A is free again and is reused by the next job.
         slots.job_finished(a, 2);
@@ -279,8 +311,14 @@ mod tests {
         let (a, _) = slots.upsert(key("a"), None, 1, t0);
         assert_eq!(slots.decide(a, t0), Decision::Request);
         slots.failed(a, t0, Duration::from_secs(20));
-        assert_eq!(slots.decide(a, t0 + Duration::from_secs(4)), Decision::WaitUntil(t0 + Duration::from_secs(20)));
-        assert_eq!(slots.decide(a, t0 + Duration::from_secs(20)), Decision::Request);
+        assert_eq!(
+            slots.decide(a, t0 + Duration::from_secs(4)),
+            Decision::WaitUntil(t0 + Duration::from_secs(20))
+        );
+        assert_eq!(
+            slots.decide(a, t0 + Duration::from_secs(20)),
+            Decision::Request
+        );
         slots.job_started(a, 1, 1, t0);
         assert!(!slots.taking_jobs, "max_jobs reached");
         assert_eq!(slots.decide(a, t0), Decision::Exit);

@@ -113,7 +113,10 @@ pub async fn get_sources(job: &SourcesJob<'_>, output: Output<'_>) -> Result<(),
             .await
             .map_err(|error| io_error("copy the snapshot into", dir)(io::Error::other(error)))?
             .map_err(io_error("copy the snapshot into", dir))?;
-        output(&format!("Copied {} files ({} bytes)", copied.files, copied.bytes));
+        output(&format!(
+            "Copied {} files ({} bytes)",
+            copied.files, copied.bytes
+        ));
         return Ok(());
     }
     remove_stale_locks(dir, settings.submodule_strategy != SubmoduleStrategy::None);

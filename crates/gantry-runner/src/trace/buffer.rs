@@ -17,9 +17,9 @@ use gantry_protocol::{ContentRange, JobTraceOutput};
 use gantry_protocol::StreamKind;
 use gantry_protocol::trace::timestamp::STREAM_RUNNER;
 
-use super::{Clock, Tap};
 use super::section::{ANSI_BOLD_YELLOW, ANSI_RESET};
 use super::stamp::HeaderFormatter;
+use super::{Clock, Tap};
 
 /// Room kept past the output limit for the runner's own messages (stage sections, the
 /// final "Job succeeded" / "ERROR: Job failed" lines), so a job that hit the limit still
@@ -490,8 +490,15 @@ mod tests {
         buffer.append(b"0123456789abcdef");
         assert!(buffer.limit_exceeded());
         let text = String::from_utf8(buffer.contents().unwrap()).unwrap();
-        assert!(text.ends_with("the job log is truncated here.\u{1b}[0;m\n"), "{}", &text[text.len() - 200..]);
-        assert!(text.contains("0123456789\n\u{1b}"), "a newline before the notice");
+        assert!(
+            text.ends_with("the job log is truncated here.\u{1b}[0;m\n"),
+            "{}",
+            &text[text.len() - 200..]
+        );
+        assert!(
+            text.contains("0123456789\n\u{1b}"),
+            "a newline before the notice"
+        );
         assert_eq!(buffer.dropped_bytes(), 6);
     }
 }

@@ -30,7 +30,9 @@ use axum::extract::State;
 use axum::http::{HeaderValue, Response, StatusCode};
 use gantry_runner::config::Config;
 use gantry_runner::poll::{PollEvent, PollHandle, PollOptions, PollSummary, Poller};
-use gitlab_runner_mock::{GitlabRunnerMock, MockJob, MockJobBuilder, MockJobStepName, MockJobStepWhen};
+use gitlab_runner_mock::{
+    GitlabRunnerMock, MockJob, MockJobBuilder, MockJobStepName, MockJobStepWhen,
+};
 use serde_json::Value;
 
 /// The system id every test runner uses (the mock checks its shape).
@@ -134,7 +136,9 @@ impl Front {
             final_202: AtomicU32::new(0),
             lose_patches: AtomicU32::new(0),
         });
-        let app = axum::Router::new().fallback(proxy).with_state(Arc::clone(&state));
+        let app = axum::Router::new()
+            .fallback(proxy)
+            .with_state(Arc::clone(&state));
         let listener = OutageListener {
             inner: listener,
             down: Arc::clone(&down),
@@ -230,12 +234,22 @@ fn is_final_update(method: &str, path: &str, body: &[u8]) -> bool {
 }
 
 fn job_id_of(path: &str) -> Option<u64> {
-    path.strip_prefix("/api/v4/jobs/")?.split('/').next()?.parse().ok()
+    path.strip_prefix("/api/v4/jobs/")?
+        .split('/')
+        .next()?
+        .parse()
+        .ok()
 }
 
-async fn proxy(State(front): State<Arc<FrontState>>, request: axum::extract::Request) -> Response<Body> {
+async fn proxy(
+    State(front): State<Arc<FrontState>>,
+    request: axum::extract::Request,
+) -> Response<Body> {
     let (parts, body) = request.into_parts();
-    let body = axum::body::to_bytes(body, 512 << 20).await.unwrap_or_default().to_vec();
+    let body = axum::body::to_bytes(body, 512 << 20)
+        .await
+        .unwrap_or_default()
+        .to_vec();
     let method = parts.method.as_str().to_owned();
     let path = parts.uri.path().to_owned();
     let query = parts.uri.query().unwrap_or_default().to_owned();
@@ -290,7 +304,10 @@ async fn proxy(State(front): State<Arc<FrontState>>, request: axum::extract::Req
         .request(parts.method.clone(), target)
         .body(body.clone());
     for (name, value) in &parts.headers {
-        if !matches!(name.as_str(), "host" | "content-length" | "connection" | "transfer-encoding") {
+        if !matches!(
+            name.as_str(),
+            "host" | "content-length" | "connection" | "transfer-encoding"
+        ) {
             forward = forward.header(name, value);
         }
     }
@@ -313,7 +330,11 @@ async fn proxy(State(front): State<Arc<FrontState>>, request: axum::extract::Req
     }
     let knobs = {
         let knobs = front.knobs.lock().unwrap();
-        (knobs.rewrite.clone(), knobs.trace_length.clone(), knobs.last_update.clone())
+        (
+            knobs.rewrite.clone(),
+            knobs.trace_length.clone(),
+            knobs.last_update.clone(),
+        )
     };
     let is_patch = method == "PATCH" && path.ends_with("/trace");
     if is_patch
@@ -330,7 +351,10 @@ async fn proxy(State(front): State<Arc<FrontState>>, request: axum::extract::Req
     if is_patch && status == 416 && !out_headers.contains_key("range") {
         if let (Some(length), Some(id)) = (knobs.1, job_id_of(&path)) {
             if let Some(length) = length(id) {
-                out_headers.insert("range", HeaderValue::from_str(&format!("0-{length}")).unwrap());
+                out_headers.insert(
+                    "range",
+                    HeaderValue::from_str(&format!("0-{length}")).unwrap(),
+                );
             }
         }
     }
@@ -343,7 +367,10 @@ async fn proxy(State(front): State<Arc<FrontState>>, request: axum::extract::Req
     }
     if path == "/api/v4/jobs/request" && status == 204 {
         if let Some(value) = knobs.2 {
-            out_headers.insert("x-gitlab-last-update", HeaderValue::from_str(&value).unwrap());
+            out_headers.insert(
+                "x-gitlab-last-update",
+                HeaderValue::from_str(&value).unwrap(),
+            );
         }
     }
     if front.canceling.load(Ordering::SeqCst)
@@ -376,7 +403,13 @@ pub async fn mock_and_front() -> (GitlabRunnerMock, Front) {
 
 /// A job with a `script` step (and an `after_script` step when given) and variables
 /// (`(key, value, masked)`), queued on the mock.
-pub fn enqueue(mock: &GitlabRunnerMock, name: &str, script: &[&str], after_script: &[&str], variables: &[(&str, &str, bool)]) -> MockJob {
+pub fn enqueue(
+    mock: &GitlabRunnerMock,
+    name: &str,
+    script: &[&str],
+    after_script: &[&str],
+    variables: &[(&str, &str, bool)],
+) -> MockJob {
     enqueue_with(mock, name, script, after_script, variables, |_| {})
 }
 
@@ -430,11 +463,15 @@ pub fn log_text(job: &MockJob) -> String {
 /// (`concurrent = 1`, `check_interval = 1`, `shutdown_timeout = 30`), `extra` is
 /// appended to the `[[runners]]` table.
 pub fn config(url: &str, dir: &Path, global: &str, extra: &str) -> Config {
-    let defaults: String = [("concurrent", "1"), ("check_interval", "1"), ("shutdown_timeout", "30")]
-        .iter()
-        .filter(|(key, _)| !global.contains(key))
-        .map(|(key, value)| format!("{key} = {value}\n"))
-        .collect();
+    let defaults: String = [
+        ("concurrent", "1"),
+        ("check_interval", "1"),
+        ("shutdown_timeout", "30"),
+    ]
+    .iter()
+    .filter(|(key, _)| !global.contains(key))
+    .map(|(key, value)| format!("{key} = {value}\n"))
+    .collect();
     let text = format!(
         "{defaults}{global}\n\n[[runners]]\nname = \"test-runner\"\nurl = \"{url}\"\ntoken = \"fakerunnertoken\"\nexecutor = \"shell\"\nbuilds_dir = \"{}\"\ncache_dir = \"{}\"\n{extra}\n",
         dir.join("builds").display(),
@@ -475,13 +512,21 @@ pub fn options(dir: &Path, max_jobs: Option<usize>) -> (PollOptions, Events) {
 }
 
 /// Starts a poller in the background.
-pub fn start(config: Config, options: PollOptions) -> (PollHandle, tokio::task::JoinHandle<PollSummary>) {
+pub fn start(
+    config: Config,
+    options: PollOptions,
+) -> (PollHandle, tokio::task::JoinHandle<PollSummary>) {
     let (poller, handle) = Poller::new(config, options).unwrap();
     (handle, tokio::spawn(poller.run()))
 }
 
 /// Runs `jobs` jobs and returns what happened (fails after `limit`).
-pub async fn run_jobs(config: Config, dir: &Path, jobs: usize, limit: Duration) -> (PollSummary, Events) {
+pub async fn run_jobs(
+    config: Config,
+    dir: &Path,
+    jobs: usize,
+    limit: Duration,
+) -> (PollSummary, Events) {
     let (options, events) = options(dir, Some(jobs));
     let (_handle, task) = start(config, options);
     let summary = tokio::time::timeout(limit, task)
@@ -495,7 +540,10 @@ pub async fn run_jobs(config: Config, dir: &Path, jobs: usize, limit: Duration) 
 pub async fn wait_for(limit: Duration, what: &str, condition: impl Fn() -> bool) {
     let deadline = tokio::time::Instant::now() + limit;
     while !condition() {
-        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -512,7 +560,11 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
         .env("GIT_COMMITTER_EMAIL", "test@example.com")
         .output()
         .expect("git runs");
-    assert!(output.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     String::from_utf8_lossy(&output.stdout).trim().to_owned()
 }
 
@@ -557,10 +609,18 @@ pub fn use_repository(repo: &Path, sha: &str) -> impl Fn(&mut Value) + Send + Sy
 /// `runner_interrupted`, `runner_configuration_error`, …).
 pub fn current_failure_reasons(payload: &mut Value) {
     payload["features"]["failure_reasons"] = serde_json::json!([
-        "unknown_failure", "script_failure", "api_failure", "stuck_or_timeout_failure",
-        "runner_system_failure", "missing_dependency_failure", "runner_unsupported",
-        "job_execution_timeout", "runner_configuration_error", "runner_external_dependency_failure",
-        "runner_interrupted", "trace_size_exceeded"
+        "unknown_failure",
+        "script_failure",
+        "api_failure",
+        "stuck_or_timeout_failure",
+        "runner_system_failure",
+        "missing_dependency_failure",
+        "runner_unsupported",
+        "job_execution_timeout",
+        "runner_configuration_error",
+        "runner_external_dependency_failure",
+        "runner_interrupted",
+        "trace_size_exceeded"
     ]);
 }
 

@@ -215,7 +215,10 @@ impl Mirror {
         }
         let mut objects = self.objects(&names).await?.into_iter();
         let Some((_, _, raw)) = objects.next().flatten() else {
-            return Err(CoordinatorError::Git(format!("commit {} is not in the repository", r.sha)));
+            return Err(CoordinatorError::Git(format!(
+                "commit {} is not in the repository",
+                r.sha
+            )));
         };
         let mut info = parse_commit(&raw);
         info.tag_message = objects.next().flatten().map(|(_, _, raw)| body(&raw));
@@ -298,11 +301,7 @@ impl CatFile {
     /// The object named `object` (`<rev>:<path>`, `<ref>^{commit}`, …): `(object id,
     /// type, content)`, `None` when it names nothing. Content larger than `limit` is
     /// skipped (answered as `None`).
-    fn get(
-        &mut self,
-        object: &str,
-        limit: u64,
-    ) -> std::io::Result<Option<CatObject>> {
+    fn get(&mut self, object: &str, limit: u64) -> std::io::Result<Option<CatObject>> {
         use std::io::{BufRead as _, Read as _, Write as _};
         if object.contains('\n') {
             return Ok(None);
@@ -328,7 +327,10 @@ impl CatFile {
             .take(size.min(limit))
             .read_to_end(&mut content)?;
         if size > limit {
-            std::io::copy(&mut (&mut self.stdout).take(size - limit), &mut std::io::sink())?;
+            std::io::copy(
+                &mut (&mut self.stdout).take(size - limit),
+                &mut std::io::sink(),
+            )?;
         }
         let mut newline = [0u8; 1];
         self.stdout.read_exact(&mut newline)?;
@@ -371,7 +373,8 @@ impl gantry_pipeline::Loader for CommitLoader {
         };
         // Larger than every configuration file together may be: the compiler reports
         // the size limit itself.
-        let limit = u64::try_from(gantry_pipeline::include::MAX_TOTAL_BYTES).unwrap_or(u64::MAX) + 1;
+        let limit =
+            u64::try_from(gantry_pipeline::include::MAX_TOTAL_BYTES).unwrap_or(u64::MAX) + 1;
         match cat.get(&object, limit) {
             Ok(Some((_, kind, Some(bytes)))) if kind == "blob" => String::from_utf8(bytes)
                 .map(Some)
@@ -422,7 +425,8 @@ fn parse_commit(raw: &[u8]) -> CommitInfo {
         if let Some(end) = line.rfind('>') {
             author = line[..=end].to_owned();
             let mut when = line[end + 1..].split_whitespace();
-            if let (Some(Ok(secs)), Some(zone)) = (when.next().map(str::parse::<i64>), when.next()) {
+            if let (Some(Ok(secs)), Some(zone)) = (when.next().map(str::parse::<i64>), when.next())
+            {
                 timestamp = iso8601_in_zone(secs, zone);
             }
         }
@@ -470,8 +474,14 @@ mod tests {
             .env("GIT_COMMITTER_EMAIL", "c@example.com")
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8_lossy(&out.stdout).trim_end_matches('\n').to_owned()
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .trim_end_matches('\n')
+            .to_owned()
     }
 
     #[tokio::test]
@@ -484,11 +494,17 @@ mod tests {
         git(d, &["commit", "-qm", "subject\n\nbody line\n"]);
         git(d, &["tag", "-a", "v1", "-m", "release one\n\nnotes"]);
         git(d, &["tag", "light"]);
-        let mirror = Mirror { path: d.join(".git") };
+        let mirror = Mirror {
+            path: d.join(".git"),
+        };
         let show = |rev: &str| git(d, &["show", "-s", "--format=%an <%ae>%x00%aI%x00%B", rev]);
         let expected = show("HEAD");
         let mut parts = expected.splitn(3, '\0');
-        let (author, date, message) = (parts.next().unwrap(), parts.next().unwrap(), parts.next().unwrap());
+        let (author, date, message) = (
+            parts.next().unwrap(),
+            parts.next().unwrap(),
+            parts.next().unwrap(),
+        );
 
         let (r, info) = mirror.resolve("main").await.unwrap().unwrap();
         assert_eq!((r.name.as_str(), r.tag), ("main", false));
@@ -504,10 +520,16 @@ mod tests {
         assert_eq!(r.sha, git(d, &["rev-parse", "HEAD"]));
         let contents = git(d, &["for-each-ref", "--format=%(contents)", "refs/tags/v1"]);
         assert_eq!(info.tag_message.as_deref(), Some(contents.as_str()));
-        assert_eq!(mirror.commit_info(&r).await.unwrap().tag_message.as_deref(), Some(contents.as_str()));
+        assert_eq!(
+            mirror.commit_info(&r).await.unwrap().tag_message.as_deref(),
+            Some(contents.as_str())
+        );
         // A lightweight tag's contents are its commit's message, as for-each-ref says.
         let (_, info) = mirror.resolve("refs/tags/light").await.unwrap().unwrap();
-        let contents = git(d, &["for-each-ref", "--format=%(contents)", "refs/tags/light"]);
+        let contents = git(
+            d,
+            &["for-each-ref", "--format=%(contents)", "refs/tags/light"],
+        );
         assert_eq!(info.tag_message.as_deref(), Some(contents.as_str()));
 
         assert!(mirror.resolve("nope").await.unwrap().is_none());
@@ -518,7 +540,13 @@ mod tests {
     #[test]
     fn author_dates_keep_their_zone() {
         assert_eq!(iso8601_in_zone(0, "+0000"), "1970-01-01T00:00:00+00:00");
-        assert_eq!(iso8601_in_zone(1_700_000_000, "+0100"), "2023-11-14T23:13:20+01:00");
-        assert_eq!(iso8601_in_zone(1_700_000_000, "-0800"), "2023-11-14T14:13:20-08:00");
+        assert_eq!(
+            iso8601_in_zone(1_700_000_000, "+0100"),
+            "2023-11-14T23:13:20+01:00"
+        );
+        assert_eq!(
+            iso8601_in_zone(1_700_000_000, "-0800"),
+            "2023-11-14T14:13:20-08:00"
+        );
     }
 }

@@ -158,10 +158,9 @@ impl IncludeSources {
             let mirror = Mirror {
                 path: repo.git_dir.clone(),
             };
-            let synced = block_on_side(async {
-                mirror.sync(remote).await.map_err(|e| e.to_string())
-            })
-            .and_then(|r| r);
+            let synced =
+                block_on_side(async { mirror.sync(remote).await.map_err(|e| e.to_string()) })
+                    .and_then(|r| r);
             // A fetch racing another one (a pipeline of that project being created) may
             // fail on git's ref locks: the mirror as it is then serves.
             if let Err(e) = synced {

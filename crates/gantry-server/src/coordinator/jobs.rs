@@ -161,7 +161,9 @@ impl Coordinator {
         let cached = self.runtime().specs.get(&job.id).cloned();
         let regex = match cached {
             Some(spec) => spec.job.coverage.clone(),
-            None => StoredSpec::parse(&job.spec).ok().and_then(|s| s.job.coverage),
+            None => StoredSpec::parse(&job.spec)
+                .ok()
+                .and_then(|s| s.job.coverage),
         };
         let Some(regex) = regex else {
             return Ok(());

@@ -51,16 +51,16 @@ pub use blob::{BlobStore, LocalDir};
 pub use environment::JobEnvironment;
 pub use error::CoordinatorError;
 pub use includes::{
-    IncludeCache, IncludeLoader, IncludeSources, ProjectRepo, REMOTE_CONNECT_TIMEOUT, REMOTE_MAX_BYTES,
-    REMOTE_TIMEOUT, RemoteLimits, UrlRewrite, block_on_side, fetch_remote,
+    IncludeCache, IncludeLoader, IncludeSources, ProjectRepo, REMOTE_CONNECT_TIMEOUT,
+    REMOTE_MAX_BYTES, REMOTE_TIMEOUT, RemoteLimits, UrlRewrite, block_on_side, fetch_remote,
 };
 pub use pipelines::{JobSelection, PipelineRequest, ProjectRequest};
 pub use queue::RequestInfo;
 pub use time::iso8601;
 pub use traces::TraceAppend;
 pub use views::{
-    Artifact, ArtifactsFile, Bootstrap, JobPipeline, JobProgress, JobView, PipelineView, Project, Runner,
-    RunnerOptions, UpdateResult,
+    Artifact, ArtifactsFile, Bootstrap, JobPipeline, JobProgress, JobView, PipelineView, Project,
+    Runner, RunnerOptions, UpdateResult,
 };
 
 use error::Result;
@@ -408,8 +408,11 @@ impl Coordinator {
         };
         let mut found = cached(&rows);
         if found.iter().any(Option::is_none) {
-            let texts: HashMap<i64, String> =
-                store.pipeline_job_specs(pipeline_id).await?.into_iter().collect();
+            let texts: HashMap<i64, String> = store
+                .pipeline_job_specs(pipeline_id)
+                .await?
+                .into_iter()
+                .collect();
             for row in &mut rows {
                 if let Some(text) = texts.get(&row.id) {
                     row.spec.clone_from(text);

@@ -47,9 +47,14 @@ impl ArtifactQuery {
     }
 
     fn params(&self) -> Result<ArtifactUploadParams, ApiError> {
-        fn parse<T: FromStr<Err = gantry_protocol::ProtocolError>>(value: Option<&str>) -> Result<Option<T>, ApiError> {
+        fn parse<T: FromStr<Err = gantry_protocol::ProtocolError>>(
+            value: Option<&str>,
+        ) -> Result<Option<T>, ApiError> {
             match value.map(str::trim).filter(|v| !v.is_empty()) {
-                Some(value) => value.parse().map(Some).map_err(|e: gantry_protocol::ProtocolError| ApiError::param(e.to_string())),
+                Some(value) => value
+                    .parse()
+                    .map(Some)
+                    .map_err(|e: gantry_protocol::ProtocolError| ApiError::param(e.to_string())),
                 None => Ok(None),
             }
         }
@@ -83,7 +88,8 @@ pub(crate) async fn upload(
     if early.is_some() {
         auth::require_job(&state.coordinator, job_id, early.as_deref()).await?;
     }
-    let mut multipart = multipart.map_err(|rejection| multipart_error(rejection.status(), rejection.body_text()))?;
+    let mut multipart = multipart
+        .map_err(|rejection| multipart_error(rejection.status(), rejection.body_text()))?;
     let mut file: Option<(String, Vec<u8>)> = None;
     loop {
         let field = multipart
@@ -97,10 +103,16 @@ pub(crate) async fn upload(
                 return Err(ApiError::param("file is given more than once"));
             }
             let filename = field.file_name().unwrap_or("").to_owned();
-            let data = field.bytes().await.map_err(|e| multipart_error(e.status(), e.body_text()))?;
+            let data = field
+                .bytes()
+                .await
+                .map_err(|e| multipart_error(e.status(), e.body_text()))?;
             file = Some((filename, data.to_vec()));
         } else {
-            let value = field.text().await.map_err(|e| multipart_error(e.status(), e.body_text()))?;
+            let value = field
+                .text()
+                .await
+                .map_err(|e| multipart_error(e.status(), e.body_text()))?;
             params.set(&name, value);
         }
     }
@@ -112,14 +124,20 @@ pub(crate) async fn upload(
     let Some((filename, data)) = file else {
         return Err(ApiError::param("file is missing"));
     };
-    match state.coordinator.upload_artifact(job_id, upload, &filename, &data).await {
+    match state
+        .coordinator
+        .upload_artifact(job_id, upload, &filename, &data)
+        .await
+    {
         Ok(()) => Ok((
             StatusCode::CREATED,
             [(axum::http::header::CONTENT_TYPE, "application/json")],
             "201",
         )
             .into_response()),
-        Err(CoordinatorError::Forbidden(why)) => Err(auth::forbidden_with_status(&state.coordinator, job_id, why).await),
+        Err(CoordinatorError::Forbidden(why)) => {
+            Err(auth::forbidden_with_status(&state.coordinator, job_id, why).await)
+        }
         Err(other) => Err(other.into()),
     }
 }
@@ -145,13 +163,25 @@ pub(crate) fn file_response(artifact: &Artifact, data: Vec<u8>) -> Response {
     let filename: String = artifact
         .filename
         .chars()
-        .map(|c| if c.is_ascii_graphic() && c != '"' && c != '\\' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_graphic() && c != '"' && c != '\\' {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect();
     (
         StatusCode::OK,
         [
-            (axum::http::header::CONTENT_TYPE, "application/octet-stream".to_owned()),
-            (axum::http::header::CONTENT_DISPOSITION, format!("attachment; filename=\"{filename}\"")),
+            (
+                axum::http::header::CONTENT_TYPE,
+                "application/octet-stream".to_owned(),
+            ),
+            (
+                axum::http::header::CONTENT_DISPOSITION,
+                format!("attachment; filename=\"{filename}\""),
+            ),
         ],
         data,
     )

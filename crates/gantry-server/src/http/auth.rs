@@ -12,7 +12,10 @@ use super::extract;
 
 /// The user API: `PRIVATE-TOKEN` or `Authorization: Bearer` with an admin token, else
 /// `401`.
-pub(crate) async fn require_admin(coordinator: &Coordinator, headers: &HeaderMap) -> Result<(), ApiError> {
+pub(crate) async fn require_admin(
+    coordinator: &Coordinator,
+    headers: &HeaderMap,
+) -> Result<(), ApiError> {
     let Some(token) = extract::private_token(headers) else {
         return Err(ApiError::unauthorized());
     };
@@ -24,11 +27,17 @@ pub(crate) async fn require_admin(coordinator: &Coordinator, headers: &HeaderMap
 }
 
 /// A runner-level call: the runner token from the body; unknown or missing is `403`.
-pub(crate) async fn require_runner(coordinator: &Coordinator, token: &str) -> Result<Runner, ApiError> {
+pub(crate) async fn require_runner(
+    coordinator: &Coordinator,
+    token: &str,
+) -> Result<Runner, ApiError> {
     if token.trim().is_empty() {
         return Err(ApiError::forbidden_because("the runner token is missing"));
     }
-    coordinator.runner_by_token(token).await?.ok_or_else(ApiError::forbidden)
+    coordinator
+        .runner_by_token(token)
+        .await?
+        .ok_or_else(ApiError::forbidden)
 }
 
 /// A job-level call on job `job_id` with `token` (§1.2). The token must belong to this
@@ -40,7 +49,11 @@ pub(crate) struct TokenJob {
     pub status: String,
 }
 
-pub(crate) async fn require_job(coordinator: &Coordinator, job_id: i64, token: Option<&str>) -> Result<TokenJob, ApiError> {
+pub(crate) async fn require_job(
+    coordinator: &Coordinator,
+    job_id: i64,
+    token: Option<&str>,
+) -> Result<TokenJob, ApiError> {
     let Some(token) = token else {
         ensure_job_exists(coordinator, job_id).await?;
         return Err(ApiError::forbidden_because("the job token is missing"));
@@ -50,7 +63,9 @@ pub(crate) async fn require_job(coordinator: &Coordinator, job_id: i64, token: O
             return Ok(TokenJob { status });
         }
         ensure_job_exists(coordinator, job_id).await?;
-        return Err(ApiError::forbidden_because("the job token belongs to another job"));
+        return Err(ApiError::forbidden_because(
+            "the job token belongs to another job",
+        ));
     }
     ensure_job_exists(coordinator, job_id).await?;
     match coordinator.job_status_for_token(token).await? {
@@ -69,7 +84,11 @@ async fn ensure_job_exists(coordinator: &Coordinator, job_id: i64) -> Result<(),
 
 /// A `403` for a job that stopped running while the call was in flight, carrying its
 /// current `Job-Status`.
-pub(crate) async fn forbidden_with_status(coordinator: &Coordinator, job_id: i64, why: String) -> ApiError {
+pub(crate) async fn forbidden_with_status(
+    coordinator: &Coordinator,
+    job_id: i64,
+    why: String,
+) -> ApiError {
     let error = ApiError::forbidden_because(why);
     match coordinator.job(job_id).await {
         Ok(job) => error.with_job_status(&job.status),

@@ -26,7 +26,11 @@ impl ApiError {
     pub(crate) fn message(status: StatusCode, text: impl AsRef<str>) -> Self {
         let text = text.as_ref();
         let message = if text.is_empty() {
-            format!("{} {}", status.as_u16(), status.canonical_reason().unwrap_or(""))
+            format!(
+                "{} {}",
+                status.as_u16(),
+                status.canonical_reason().unwrap_or("")
+            )
         } else {
             format!("{} {}", status.as_u16(), text)
         };
@@ -51,7 +55,10 @@ impl ApiError {
 
     /// `400 Bad Request` with a message.
     pub(crate) fn bad_request(text: impl AsRef<str>) -> Self {
-        Self::message(StatusCode::BAD_REQUEST, format!("Bad request - {}", text.as_ref()))
+        Self::message(
+            StatusCode::BAD_REQUEST,
+            format!("Bad request - {}", text.as_ref()),
+        )
     }
 
     /// `401 Unauthorized` (user API without a valid token).
@@ -66,7 +73,10 @@ impl ApiError {
 
     /// `403 Forbidden - <why>`.
     pub(crate) fn forbidden_because(why: impl AsRef<str>) -> Self {
-        Self::message(StatusCode::FORBIDDEN, format!("Forbidden - {}", why.as_ref()))
+        Self::message(
+            StatusCode::FORBIDDEN,
+            format!("Forbidden - {}", why.as_ref()),
+        )
     }
 
     /// `404 <What> Not Found`, e.g. `404 Project Not Found`.
@@ -106,9 +116,18 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let Parts { status, body, headers } = *self.0;
+        let Parts {
+            status,
+            body,
+            headers,
+        } = *self.0;
         let body = serde_json::to_vec(&body).unwrap_or_else(|_| b"{}".to_vec());
-        let mut response = (status, [(axum::http::header::CONTENT_TYPE, "application/json")], body).into_response();
+        let mut response = (
+            status,
+            [(axum::http::header::CONTENT_TYPE, "application/json")],
+            body,
+        )
+            .into_response();
         response.headers_mut().extend(headers);
         response
     }

@@ -36,7 +36,11 @@ impl<S: Send + Sync> FromRequest<S> for Body {
 /// is `400 {"error": "..."}` naming the JSON path. An empty body decodes as `{}`, as
 /// Grape treats a missing body as no parameters.
 pub(crate) fn json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
-    let body = if body.iter().all(u8::is_ascii_whitespace) { b"{}".as_slice() } else { body };
+    let body = if body.iter().all(u8::is_ascii_whitespace) {
+        b"{}".as_slice()
+    } else {
+        body
+    };
     gantry_protocol::parse_json(body).map_err(|error| ApiError::param(error.to_string()))
 }
 
@@ -44,10 +48,13 @@ pub(crate) fn json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
 /// (`curl --data key=value`, as GitLab's documentation shows) when the content type says
 /// so, JSON otherwise.
 pub(crate) fn params<T: DeserializeOwned>(headers: &HeaderMap, body: &[u8]) -> Result<T, ApiError> {
-    let form = header_str(headers, "content-type")
-        .is_some_and(|ct| ct.to_ascii_lowercase().starts_with("application/x-www-form-urlencoded"));
+    let form = header_str(headers, "content-type").is_some_and(|ct| {
+        ct.to_ascii_lowercase()
+            .starts_with("application/x-www-form-urlencoded")
+    });
     if form {
-        serde_urlencoded::from_bytes(body).map_err(|e| ApiError::param(format!("decode the form parameters: {e}")))
+        serde_urlencoded::from_bytes(body)
+            .map_err(|e| ApiError::param(format!("decode the form parameters: {e}")))
     } else {
         json(body)
     }
@@ -68,7 +75,10 @@ pub(crate) fn private_token(headers: &HeaderMap) -> Option<&str> {
     header_str(headers, header::PRIVATE_TOKEN).or_else(|| {
         let value = header_str(headers, "authorization")?;
         let (scheme, token) = value.split_once(' ')?;
-        scheme.eq_ignore_ascii_case("bearer").then(|| token.trim()).filter(|t| !t.is_empty())
+        scheme
+            .eq_ignore_ascii_case("bearer")
+            .then(|| token.trim())
+            .filter(|t| !t.is_empty())
     })
 }
 
@@ -126,7 +136,10 @@ mod tests {
 
     #[test]
     fn base64_decodes_basic_credentials() {
-        assert_eq!(base64_decode("Z2l0bGFiLWNpLXRva2VuOnNlY3JldA==").as_deref(), Some(b"gitlab-ci-token:secret".as_slice()));
+        assert_eq!(
+            base64_decode("Z2l0bGFiLWNpLXRva2VuOnNlY3JldA==").as_deref(),
+            Some(b"gitlab-ci-token:secret".as_slice())
+        );
         assert_eq!(base64_decode("YQ").as_deref(), Some(b"a".as_slice()));
         assert_eq!(base64_decode("!!"), None);
     }

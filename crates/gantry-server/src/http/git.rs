@@ -11,10 +11,10 @@ use axum::response::{IntoResponse, Response};
 
 use crate::coordinator::CoordinatorError;
 
+use super::AppState;
 use super::error::ApiError;
 use super::extract;
 use super::git_backend::{self, JOB_TOKEN_USER};
-use super::AppState;
 
 /// Git requests carry wants and haves, not packs: a few MiB is plenty.
 const MAX_GIT_REQUEST: usize = 8 * 1024 * 1024;
@@ -29,7 +29,10 @@ pub(crate) async fn fallback(State(state): State<AppState>, request: Request) ->
 async fn serve(state: &AppState, request: Request) -> Result<Response, ApiError> {
     let path = request.uri().path().to_owned();
     let Some((repo, service)) = git_backend::parse_git_path(&path) else {
-        return Err(ApiError::message(axum::http::StatusCode::NOT_FOUND, "Not Found"));
+        return Err(ApiError::message(
+            axum::http::StatusCode::NOT_FOUND,
+            "Not Found",
+        ));
     };
     let project = match state.coordinator.project_by_path(repo).await {
         Ok(project) => project,
@@ -49,16 +52,30 @@ async fn serve(state: &AppState, request: Request) -> Result<Response, ApiError>
         state.coordinator.is_admin(&password).await?
     };
     if !allowed {
-        return Err(ApiError::forbidden_because("the credentials do not open this repository"));
+        return Err(ApiError::forbidden_because(
+            "the credentials do not open this repository",
+        ));
     }
     let method = request.method().clone();
     let query = request.uri().query().map(str::to_owned);
     let body: Bytes = axum::body::to_bytes(request.into_body(), MAX_GIT_REQUEST)
         .await
         .map_err(|_| ApiError::too_large("Request Entity Too Large - git request"))?;
-    let repo_path = state.coordinator.git_repo_path(&project.path_with_namespace).await;
+    let repo_path = state
+        .coordinator
+        .git_repo_path(&project.path_with_namespace)
+        .await;
     if !repo_path.join("HEAD").exists() {
         return Err(ApiError::not_found("Repository"));
     }
-    git_backend::serve(&repo_path, service, &method, query.as_deref(), &headers, body, &user).await
+    git_backend::serve(
+        &repo_path,
+        service,
+        &method,
+        query.as_deref(),
+        &headers,
+        body,
+        &user,
+    )
+    .await
 }

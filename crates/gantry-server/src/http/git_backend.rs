@@ -72,13 +72,21 @@ pub(crate) async fn serve(
         GitService::UploadPack => Method::POST,
     };
     if method != expected {
-        return Err(ApiError::message(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed"));
+        return Err(ApiError::message(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "Method Not Allowed",
+        ));
     }
     if service == GitService::InfoRefs
-        && !query.unwrap_or("").split('&').any(|pair| pair == "service=git-upload-pack")
+        && !query
+            .unwrap_or("")
+            .split('&')
+            .any(|pair| pair == "service=git-upload-pack")
     {
         // Dumb HTTP and pushes are not served.
-        return Err(ApiError::forbidden_because("only git-upload-pack is served"));
+        return Err(ApiError::forbidden_because(
+            "only git-upload-pack is served",
+        ));
     }
     let suffix = match service {
         GitService::InfoRefs => "info/refs",
@@ -112,7 +120,9 @@ pub(crate) async fn serve(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
-    let mut child = command.spawn().map_err(|e| ApiError::internal(&format!("start git http-backend: {e}")))?;
+    let mut child = command
+        .spawn()
+        .map_err(|e| ApiError::internal(&format!("start git http-backend: {e}")))?;
     let mut stdin = child.stdin.take();
     let mut stdout = child.stdout.take();
     let mut stderr = child.stderr.take();
@@ -147,7 +157,10 @@ pub(crate) async fn serve(
         .map_err(|e| ApiError::internal(&format!("wait for git http-backend: {e}")))?;
     if !status.success() && out.is_empty() {
         let message = String::from_utf8_lossy(&err);
-        return Err(ApiError::internal(&format!("git http-backend failed: {}", message.trim())));
+        return Err(ApiError::internal(&format!(
+            "git http-backend failed: {}",
+            message.trim()
+        )));
     }
     Ok(parse_cgi_response(&out))
 }
@@ -159,16 +172,24 @@ fn parse_cgi_response(out: &[u8]) -> Response {
     let mut status = StatusCode::OK;
     let mut headers = HeaderMap::new();
     for line in String::from_utf8_lossy(head).lines() {
-        let Some((name, value)) = line.split_once(':') else { continue };
+        let Some((name, value)) = line.split_once(':') else {
+            continue;
+        };
         let value = value.trim();
         if name.eq_ignore_ascii_case("status") {
-            let code = value.split_whitespace().next().and_then(|c| c.parse::<u16>().ok());
+            let code = value
+                .split_whitespace()
+                .next()
+                .and_then(|c| c.parse::<u16>().ok());
             if let Some(code) = code.and_then(|c| StatusCode::from_u16(c).ok()) {
                 status = code;
             }
             continue;
         }
-        if let (Ok(name), Ok(value)) = (HeaderName::try_from(name.trim()), HeaderValue::from_str(value)) {
+        if let (Ok(name), Ok(value)) = (
+            HeaderName::try_from(name.trim()),
+            HeaderValue::from_str(value),
+        ) {
             headers.append(name, value);
         }
     }
@@ -193,8 +214,14 @@ mod tests {
 
     #[test]
     fn git_paths() {
-        assert_eq!(parse_git_path("/acme/widget.git/info/refs"), Some(("acme/widget", GitService::InfoRefs)));
-        assert_eq!(parse_git_path("/w.git/git-upload-pack"), Some(("w", GitService::UploadPack)));
+        assert_eq!(
+            parse_git_path("/acme/widget.git/info/refs"),
+            Some(("acme/widget", GitService::InfoRefs))
+        );
+        assert_eq!(
+            parse_git_path("/w.git/git-upload-pack"),
+            Some(("w", GitService::UploadPack))
+        );
         assert_eq!(parse_git_path("/w.git/git-receive-pack"), None);
         assert_eq!(parse_git_path("/.git/info/refs"), None);
         assert_eq!(parse_git_path("/api/v4/projects"), None);
@@ -202,10 +229,16 @@ mod tests {
 
     #[test]
     fn cgi_answer() {
-        let response = parse_cgi_response(b"Status: 403 Forbidden\r\nContent-Type: text/plain\r\n\r\nno");
+        let response =
+            parse_cgi_response(b"Status: 403 Forbidden\r\nContent-Type: text/plain\r\n\r\nno");
         assert_eq!(response.status(), StatusCode::FORBIDDEN);
-        let response = parse_cgi_response(b"Content-Type: application/x-git-upload-pack-advertisement\n\n001e");
+        let response = parse_cgi_response(
+            b"Content-Type: application/x-git-upload-pack-advertisement\n\n001e",
+        );
         assert_eq!(response.status(), StatusCode::OK);
-        assert_eq!(response.headers()["content-type"], "application/x-git-upload-pack-advertisement");
+        assert_eq!(
+            response.headers()["content-type"],
+            "application/x-git-upload-pack-advertisement"
+        );
     }
 }

@@ -13,7 +13,10 @@ use super::error::ApiResult;
 use super::extract::{self, Body};
 use super::{AppState, auth, json_response};
 
-pub(crate) async fn request(State(state): State<AppState>, Body(body): Body) -> ApiResult<Response> {
+pub(crate) async fn request(
+    State(state): State<AppState>,
+    Body(body): Body,
+) -> ApiResult<Response> {
     let req: JobRequest = extract::json(&body)?;
     let runner = auth::require_runner(&state.coordinator, &req.token).await?;
     // The version before looking: if the queue changes while this request is held, the

@@ -30,7 +30,9 @@ pub(crate) struct TokenQuery {
 fn with_headers(mut response: Response, headers: &[(&'static str, String)]) -> Response {
     for (name, value) in headers {
         if let Ok(value) = HeaderValue::from_str(value) {
-            response.headers_mut().insert(HeaderName::from_static(name), value);
+            response
+                .headers_mut()
+                .insert(HeaderName::from_static(name), value);
         }
     }
     response
@@ -67,9 +69,16 @@ pub(crate) async fn update(
     };
     let mut headers = vec![(header::JOB_STATUS, result.job_status.clone())];
     if let Some(interval) = result.update_interval {
-        headers.push((header::TRACE_UPDATE_INTERVAL, format_trace_update_interval(interval)));
+        headers.push((
+            header::TRACE_UPDATE_INTERVAL,
+            format_trace_update_interval(interval),
+        ));
     }
-    let status = if result.accepted { StatusCode::OK } else { StatusCode::ACCEPTED };
+    let status = if result.accepted {
+        StatusCode::OK
+    } else {
+        StatusCode::ACCEPTED
+    };
     Ok(with_headers(status_body(status), &headers))
 }
 
@@ -111,7 +120,11 @@ async fn append_patch(
     let token = extract::job_token(token, headers);
     let job = auth::require_job(&state.coordinator, job_id, token).await?;
     let start = content_range_start(headers)?;
-    let appended = match state.coordinator.begin_trace_append(job_id, start, length).await {
+    let appended = match state
+        .coordinator
+        .begin_trace_append(job_id, start, length)
+        .await
+    {
         Ok(append) => {
             let exceeded = Arc::new(AtomicBool::new(false));
             let frames = limited(body.take(), Arc::clone(&exceeded));
@@ -129,9 +142,12 @@ async fn append_patch(
             return Err(auth::forbidden_with_status(&state.coordinator, job_id, why).await);
         }
         Err(CoordinatorError::RangeMismatch { size }) => {
-            return Err(ApiError::message(StatusCode::RANGE_NOT_SATISFIABLE, "Range Not Satisfiable")
-                .with_header(header::RANGE, TraceRange { length: size }.to_string())
-                .with_job_status(&job.status));
+            return Err(ApiError::message(
+                StatusCode::RANGE_NOT_SATISFIABLE,
+                "Range Not Satisfiable",
+            )
+            .with_header(header::RANGE, TraceRange { length: size }.to_string())
+            .with_job_status(&job.status));
         }
         Err(other) => return Err(other.into()),
     };
@@ -141,7 +157,10 @@ async fn append_patch(
         &[
             (header::JOB_STATUS, job.status),
             (header::RANGE, TraceRange { length: size }.to_string()),
-            (header::TRACE_UPDATE_INTERVAL, format_trace_update_interval(interval)),
+            (
+                header::TRACE_UPDATE_INTERVAL,
+                format_trace_update_interval(interval),
+            ),
         ],
     ))
 }
@@ -152,15 +171,17 @@ fn limited(
     exceeded: Arc<AtomicBool>,
 ) -> impl futures_util::Stream<Item = Result<Bytes, String>> + Send + 'static {
     let mut seen = 0usize;
-    body.unwrap_or_default().into_data_stream().map(move |frame| {
-        let frame = frame.map_err(|e| e.to_string())?;
-        seen = seen.saturating_add(frame.len());
-        if seen > MAX_TRACE_PATCH {
-            exceeded.store(true, Ordering::Relaxed);
-            return Err(format!("the patch is larger than {MAX_TRACE_PATCH} bytes"));
-        }
-        Ok(frame)
-    })
+    body.unwrap_or_default()
+        .into_data_stream()
+        .map(move |frame| {
+            let frame = frame.map_err(|e| e.to_string())?;
+            seen = seen.saturating_add(frame.len());
+            if seen > MAX_TRACE_PATCH {
+                exceeded.store(true, Ordering::Relaxed);
+                return Err(format!("the patch is larger than {MAX_TRACE_PATCH} bytes"));
+            }
+            Ok(frame)
+        })
 }
 
 /// Reads and drops what is left of a body, up to [`MAX_TRACE_PATCH`] bytes.
@@ -181,28 +202,35 @@ fn content_length(headers: &HeaderMap) -> Result<Option<u64>, ApiError> {
         return Ok(None);
     };
     let value = value.to_str().unwrap_or("").trim();
-    value
-        .parse()
-        .map(Some)
-        .map_err(|_| ApiError::bad_request(format!("Content-Length `{value}` is not a number of bytes")))
+    value.parse().map(Some).map_err(|_| {
+        ApiError::bad_request(format!("Content-Length `{value}` is not a number of bytes"))
+    })
 }
 
 /// The start offset of `Content-Range: <start>-<end>`. Like Rails, only the start
 /// matters (the end follows from the body); a missing or non-numeric start is `400`.
 fn content_range_start(headers: &HeaderMap) -> Result<u64, ApiError> {
     let Some(value) = headers.get(header::CONTENT_RANGE) else {
-        return Err(ApiError::message(StatusCode::BAD_REQUEST, "Missing header Content-Range"));
+        return Err(ApiError::message(
+            StatusCode::BAD_REQUEST,
+            "Missing header Content-Range",
+        ));
     };
     let value = value.to_str().unwrap_or("").trim();
-    let start = value.split_once('-').map_or(value, |(start, _)| start).trim();
+    let start = value
+        .split_once('-')
+        .map_or(value, |(start, _)| start)
+        .trim();
     if start.is_empty() || !start.bytes().all(|b| b.is_ascii_digit()) {
         return Err(ApiError::bad_request(format!(
             "Content-Range `{value}` is not `<start>-<end>` with byte offsets"
         )));
     }
-    start
-        .parse()
-        .map_err(|_| ApiError::bad_request(format!("Content-Range `{value}`: the start offset is too large")))
+    start.parse().map_err(|_| {
+        ApiError::bad_request(format!(
+            "Content-Range `{value}`: the start offset is too large"
+        ))
+    })
 }
 
 #[cfg(test)]

@@ -27,34 +27,67 @@ async fn find_job(state: &AppState, project: &str, job: i64) -> Result<JobView, 
 }
 
 /// `GET /api/v4/projects/:id/jobs/:job_id`.
-pub(crate) async fn show(State(state): State<AppState>, Path((project, job)): Path<(String, i64)>, headers: HeaderMap) -> ApiResult<Response> {
+pub(crate) async fn show(
+    State(state): State<AppState>,
+    Path((project, job)): Path<(String, i64)>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
     auth::require_admin(&state.coordinator, &headers).await?;
-    Ok(json_response(StatusCode::OK, &find_job(&state, &project, job).await?))
+    Ok(json_response(
+        StatusCode::OK,
+        &find_job(&state, &project, job).await?,
+    ))
 }
 
 /// `GET /api/v4/projects/:id/jobs/:job_id/trace`: the log as stored so far, as text.
 /// Reading it marks the job as watched, so its runner patches more often (§5.2).
-pub(crate) async fn trace(State(state): State<AppState>, Path((project, job)): Path<(String, i64)>, headers: HeaderMap) -> ApiResult<Response> {
+pub(crate) async fn trace(
+    State(state): State<AppState>,
+    Path((project, job)): Path<(String, i64)>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
     auth::require_admin(&state.coordinator, &headers).await?;
     let job = find_job(&state, &project, job).await?;
     let log = state.coordinator.trace(job.id).await?;
     state.watch(job.id);
-    Ok((StatusCode::OK, [(axum::http::header::CONTENT_TYPE, "text/plain; charset=utf-8")], log).into_response())
+    Ok((
+        StatusCode::OK,
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; charset=utf-8",
+        )],
+        log,
+    )
+        .into_response())
 }
 
 /// `POST /api/v4/projects/:id/jobs/:job_id/retry` → `201` with the new attempt; `403`
 /// when the job cannot be retried.
-pub(crate) async fn retry(State(state): State<AppState>, Path((project, job)): Path<(String, i64)>, headers: HeaderMap) -> ApiResult<Response> {
+pub(crate) async fn retry(
+    State(state): State<AppState>,
+    Path((project, job)): Path<(String, i64)>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
     auth::require_admin(&state.coordinator, &headers).await?;
     let job = find_job(&state, &project, job).await?;
-    Ok(json_response(StatusCode::CREATED, &state.coordinator.retry_job(job.id).await?))
+    Ok(json_response(
+        StatusCode::CREATED,
+        &state.coordinator.retry_job(job.id).await?,
+    ))
 }
 
 /// `POST /api/v4/projects/:id/jobs/:job_id/cancel` → `201`.
-pub(crate) async fn cancel(State(state): State<AppState>, Path((project, job)): Path<(String, i64)>, headers: HeaderMap) -> ApiResult<Response> {
+pub(crate) async fn cancel(
+    State(state): State<AppState>,
+    Path((project, job)): Path<(String, i64)>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
     auth::require_admin(&state.coordinator, &headers).await?;
     let job = find_job(&state, &project, job).await?;
-    Ok(json_response(StatusCode::CREATED, &state.coordinator.cancel_job(job.id).await?))
+    Ok(json_response(
+        StatusCode::CREATED,
+        &state.coordinator.cancel_job(job.id).await?,
+    ))
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -75,11 +108,21 @@ pub(crate) async fn play(
     auth::require_admin(&state.coordinator, &headers).await?;
     let req: PlayJob = extract::params(&headers, &body)?;
     let job = find_job(&state, &project, job).await?;
-    let variables = req.job_variables_attributes.into_iter().map(|kv| (kv.key, kv.value)).collect();
-    let played = state.coordinator.play_job(job.id, variables).await.map_err(|e| match e {
-        CoordinatorError::Invalid(why) => ApiError::bad_request(format!("Unplayable Job: {why}")),
-        other => other.into(),
-    })?;
+    let variables = req
+        .job_variables_attributes
+        .into_iter()
+        .map(|kv| (kv.key, kv.value))
+        .collect();
+    let played = state
+        .coordinator
+        .play_job(job.id, variables)
+        .await
+        .map_err(|e| match e {
+            CoordinatorError::Invalid(why) => {
+                ApiError::bad_request(format!("Unplayable Job: {why}"))
+            }
+            other => other.into(),
+        })?;
     Ok(json_response(StatusCode::OK, &played))
 }
 
@@ -92,18 +135,28 @@ pub(crate) async fn artifacts(
     let job = match auth::require_admin(&state.coordinator, &headers).await {
         Ok(()) => find_job(&state, &project, job).await?,
         Err(unauthorized) => {
-            let Some(token) = extract::job_token(None, &headers) else { return Err(unauthorized) };
-            let Some(caller) = state.coordinator.job_by_token(token).await? else { return Err(unauthorized) };
+            let Some(token) = extract::job_token(None, &headers) else {
+                return Err(unauthorized);
+            };
+            let Some(caller) = state.coordinator.job_by_token(token).await? else {
+                return Err(unauthorized);
+            };
             let job = find_job(&state, &project, job).await?;
             if caller.project_id != job.project_id {
-                return Err(ApiError::forbidden_because("the job token belongs to another project"));
+                return Err(ApiError::forbidden_because(
+                    "the job token belongs to another project",
+                ));
             }
             job
         }
     };
-    let (artifact, data) = state.coordinator.job_artifact(job.id).await.map_err(|e| match e {
-        CoordinatorError::NotFound(_) => ApiError::not_found("Artifact"),
-        other => other.into(),
-    })?;
+    let (artifact, data) = state
+        .coordinator
+        .job_artifact(job.id)
+        .await
+        .map_err(|e| match e {
+            CoordinatorError::NotFound(_) => ApiError::not_found("Artifact"),
+            other => other.into(),
+        })?;
     Ok(file_response(&artifact, data))
 }

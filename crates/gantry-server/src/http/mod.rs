@@ -36,8 +36,8 @@ use axum::http::StatusCode;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, patch, post, put};
-use serde::Serialize;
 use axum::serve::ListenerExt as _;
+use serde::Serialize;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -79,7 +79,10 @@ impl AppState {
 
     /// Mark a job's log as watched (a user read it).
     pub(crate) fn watch(&self, job_id: i64) {
-        let mut watched = self.watched.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut watched = self
+            .watched
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let now = Instant::now();
         watched.retain(|_, at| now.duration_since(*at) < WATCH_TTL);
         watched.insert(job_id, now);
@@ -90,9 +93,14 @@ impl AppState {
         if let Some(interval) = self.coordinator.config().trace_update_interval {
             return interval;
         }
-        let watched = self.watched.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let watched = self
+            .watched
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         match watched.get(&job_id) {
-            Some(at) if at.elapsed() < WATCH_TTL => gantry_protocol::update_interval::WATCHED_UPDATE_INTERVAL,
+            Some(at) if at.elapsed() < WATCH_TTL => {
+                gantry_protocol::update_interval::WATCHED_UPDATE_INTERVAL
+            }
             _ => gantry_protocol::update_interval::UNWATCHED_UPDATE_INTERVAL,
         }
     }
@@ -131,7 +139,10 @@ pub async fn serve(
 }
 
 fn build(coordinator: Coordinator, shutdown: watch::Receiver<bool>) -> Router {
-    let artifact_limit = coordinator.config().artifact_limit.saturating_add(MULTIPART_OVERHEAD);
+    let artifact_limit = coordinator
+        .config()
+        .artifact_limit
+        .saturating_add(MULTIPART_OVERHEAD);
     let artifact_limit = usize::try_from(artifact_limit).unwrap_or(usize::MAX);
     let state = AppState {
         coordinator,
@@ -139,15 +150,23 @@ fn build(coordinator: Coordinator, shutdown: watch::Receiver<bool>) -> Router {
         watched: Arc::new(Mutex::new(HashMap::new())),
     };
     let runner_api = Router::new()
-        .route("/runners", post(runners::register).delete(runners::unregister))
+        .route(
+            "/runners",
+            post(runners::register).delete(runners::unregister),
+        )
         .route("/runners/verify", post(runners::verify))
         .route("/runners/managers", delete(runners::unregister_manager))
         .route("/runners/router/discovery", get(runners::router_discovery))
         .route(
             "/jobs/request",
-            post(job_request::request).layer(DefaultBodyLimit::max(gantry_protocol::long_poll::MAX_REQUEST_BODY_BYTES)),
+            post(job_request::request).layer(DefaultBodyLimit::max(
+                gantry_protocol::long_poll::MAX_REQUEST_BODY_BYTES,
+            )),
         )
-        .route("/jobs/{id}", put(job_update::update).layer(DefaultBodyLimit::max(MAX_JSON_BODY)))
+        .route(
+            "/jobs/{id}",
+            put(job_update::update).layer(DefaultBodyLimit::max(MAX_JSON_BODY)),
+        )
         .route("/jobs/{id}/trace", patch(job_update::patch_trace))
         .route(
             "/jobs/{id}/artifacts",
@@ -158,21 +177,42 @@ fn build(coordinator: Coordinator, shutdown: watch::Receiver<bool>) -> Router {
     let user_api = Router::new()
         .route("/projects", post(projects::create).get(projects::list))
         .route("/projects/{project}", get(projects::show))
-        .route("/projects/{project}/pipeline", post(projects::create_pipeline))
+        .route(
+            "/projects/{project}/pipeline",
+            post(projects::create_pipeline),
+        )
         .route("/projects/{project}/pipelines", get(projects::pipelines))
-        .route("/projects/{project}/pipelines/{pipeline}", get(projects::pipeline))
-        .route("/projects/{project}/pipelines/{pipeline}/jobs", get(projects::pipeline_jobs))
-        .route("/projects/{project}/pipelines/{pipeline}/cancel", post(projects::cancel_pipeline))
-        .route("/projects/{project}/pipelines/{pipeline}/retry", post(projects::retry_pipeline))
+        .route(
+            "/projects/{project}/pipelines/{pipeline}",
+            get(projects::pipeline),
+        )
+        .route(
+            "/projects/{project}/pipelines/{pipeline}/jobs",
+            get(projects::pipeline_jobs),
+        )
+        .route(
+            "/projects/{project}/pipelines/{pipeline}/cancel",
+            post(projects::cancel_pipeline),
+        )
+        .route(
+            "/projects/{project}/pipelines/{pipeline}/retry",
+            post(projects::retry_pipeline),
+        )
         .route("/projects/{project}/jobs/{job}", get(jobs::show))
         .route("/projects/{project}/jobs/{job}/trace", get(jobs::trace))
         .route("/projects/{project}/jobs/{job}/retry", post(jobs::retry))
         .route("/projects/{project}/jobs/{job}/cancel", post(jobs::cancel))
         .route("/projects/{project}/jobs/{job}/play", post(jobs::play))
-        .route("/projects/{project}/jobs/{job}/artifacts", get(jobs::artifacts))
+        .route(
+            "/projects/{project}/jobs/{job}/artifacts",
+            get(jobs::artifacts),
+        )
         .route("/user/runners", post(user_runners::create))
         .route("/runners/all", get(user_runners::list))
-        .route("/runners/{runner}", get(user_runners::show).delete(user_runners::delete))
+        .route(
+            "/runners/{runner}",
+            get(user_runners::show).delete(user_runners::delete),
+        )
         .layer(DefaultBodyLimit::max(MAX_JSON_BODY));
     Router::new()
         .nest("/api/v4", runner_api.merge(user_api))
@@ -196,7 +236,10 @@ async fn guard_panics(request: Request, next: Next) -> Response {
     let path = request.uri().path().to_owned();
     let response = match tokio::spawn(next.run(request)).await {
         Ok(response) => response,
-        Err(error) => return ApiError::internal(&format!("the handler of {method} {path} failed: {error}")).into_response(),
+        Err(error) => {
+            return ApiError::internal(&format!("the handler of {method} {path} failed: {error}"))
+                .into_response();
+        }
     };
     let status = response.status();
     let is_json = response
@@ -208,7 +251,9 @@ async fn guard_panics(request: Request, next: Next) -> Response {
         return response;
     }
     let (parts, body) = response.into_parts();
-    let text = axum::body::to_bytes(body, 64 * 1024).await.unwrap_or_default();
+    let text = axum::body::to_bytes(body, 64 * 1024)
+        .await
+        .unwrap_or_default();
     let text = String::from_utf8_lossy(&text);
     let mut rewritten = ApiError::message(status, text.trim()).into_response();
     for (name, value) in &parts.headers {
@@ -222,7 +267,12 @@ async fn guard_panics(request: Request, next: Next) -> Response {
 /// A JSON success answer.
 pub(crate) fn json_response<T: Serialize>(status: StatusCode, value: &T) -> Response {
     match serde_json::to_vec(value) {
-        Ok(body) => (status, [(axum::http::header::CONTENT_TYPE, "application/json")], body).into_response(),
+        Ok(body) => (
+            status,
+            [(axum::http::header::CONTENT_TYPE, "application/json")],
+            body,
+        )
+            .into_response(),
         Err(e) => ApiError::internal(&format!("encode the answer: {e}")).into_response(),
     }
 }

@@ -37,29 +37,50 @@ struct CreateProject {
 }
 
 /// `POST /api/v4/projects` → `201` with the project.
-pub(crate) async fn create(State(state): State<AppState>, headers: HeaderMap, Body(body): Body) -> ApiResult<Response> {
+pub(crate) async fn create(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Body(body): Body,
+) -> ApiResult<Response> {
     auth::require_admin(&state.coordinator, &headers).await?;
     let req: CreateProject = extract::params(&headers, &body)?;
-    let name = req.name.filter(|n| !n.trim().is_empty()).ok_or_else(|| ApiError::param("name is missing"))?;
+    let name = req
+        .name
+        .filter(|n| !n.trim().is_empty())
+        .ok_or_else(|| ApiError::param("name is missing"))?;
     let repo = req
         .repo_url
         .or(req.import_url)
         .filter(|r| !r.trim().is_empty())
         .ok_or_else(|| ApiError::param("repo_url is missing"))?;
-    let project = state.coordinator.create_project(&name, &repo).await.map_err(ApiError::from_git_input)?;
+    let project = state
+        .coordinator
+        .create_project(&name, &repo)
+        .await
+        .map_err(ApiError::from_git_input)?;
     Ok(json_response(StatusCode::CREATED, &project))
 }
 
 /// `GET /api/v4/projects`.
 pub(crate) async fn list(State(state): State<AppState>, headers: HeaderMap) -> ApiResult<Response> {
     auth::require_admin(&state.coordinator, &headers).await?;
-    Ok(json_response(StatusCode::OK, &state.coordinator.projects().await?))
+    Ok(json_response(
+        StatusCode::OK,
+        &state.coordinator.projects().await?,
+    ))
 }
 
 /// `GET /api/v4/projects/:id`.
-pub(crate) async fn show(State(state): State<AppState>, Path(project): Path<String>, headers: HeaderMap) -> ApiResult<Response> {
+pub(crate) async fn show(
+    State(state): State<AppState>,
+    Path(project): Path<String>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
     auth::require_admin(&state.coordinator, &headers).await?;
-    Ok(json_response(StatusCode::OK, &find_project(&state, &project).await?))
+    Ok(json_response(
+        StatusCode::OK,
+        &find_project(&state, &project).await?,
+    ))
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -150,7 +171,11 @@ pub(crate) async fn pipelines(
 }
 
 /// The pipeline `:pipeline` of the project `:project`; `404` when it belongs to another.
-async fn find_pipeline(state: &AppState, project: &str, pipeline: i64) -> Result<PipelineView, ApiError> {
+async fn find_pipeline(
+    state: &AppState,
+    project: &str,
+    pipeline: i64,
+) -> Result<PipelineView, ApiError> {
     let project = find_project(state, project).await?;
     match state.coordinator.pipeline(pipeline).await {
         Ok(p) if p.project_id == project.id => Ok(p),
@@ -166,7 +191,10 @@ pub(crate) async fn pipeline(
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     auth::require_admin(&state.coordinator, &headers).await?;
-    Ok(json_response(StatusCode::OK, &find_pipeline(&state, &project, pipeline).await?))
+    Ok(json_response(
+        StatusCode::OK,
+        &find_pipeline(&state, &project, pipeline).await?,
+    ))
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -203,7 +231,10 @@ pub(crate) async fn cancel_pipeline(
 ) -> ApiResult<Response> {
     auth::require_admin(&state.coordinator, &headers).await?;
     let pipeline = find_pipeline(&state, &project, pipeline).await?;
-    Ok(json_response(StatusCode::CREATED, &state.coordinator.cancel_pipeline(pipeline.id).await?))
+    Ok(json_response(
+        StatusCode::CREATED,
+        &state.coordinator.cancel_pipeline(pipeline.id).await?,
+    ))
 }
 
 /// `POST /api/v4/projects/:id/pipelines/:pipeline_id/retry` → `201`.
@@ -214,5 +245,8 @@ pub(crate) async fn retry_pipeline(
 ) -> ApiResult<Response> {
     auth::require_admin(&state.coordinator, &headers).await?;
     let pipeline = find_pipeline(&state, &project, pipeline).await?;
-    Ok(json_response(StatusCode::CREATED, &state.coordinator.retry_pipeline(pipeline.id).await?))
+    Ok(json_response(
+        StatusCode::CREATED,
+        &state.coordinator.retry_pipeline(pipeline.id).await?,
+    ))
 }

@@ -5,8 +5,8 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use gantry_protocol::{
-    AccessLevel, RegisterRunnerRequest, RunnerRegistrationDetails, RunnerTokenRequest, UnregisterManagerRequest,
-    VerifyRunnerRequest, header,
+    AccessLevel, RegisterRunnerRequest, RunnerRegistrationDetails, RunnerTokenRequest,
+    UnregisterManagerRequest, VerifyRunnerRequest, header,
 };
 
 use crate::coordinator::RunnerOptions;
@@ -16,14 +16,21 @@ use super::extract::{self, Body};
 use super::{AppState, auth, json_response};
 
 /// `POST /api/v4/runners` (§2.1): register with the registration token → `201`.
-pub(crate) async fn register(State(state): State<AppState>, Body(body): Body) -> ApiResult<Response> {
+pub(crate) async fn register(
+    State(state): State<AppState>,
+    Body(body): Body,
+) -> ApiResult<Response> {
     let req: RegisterRunnerRequest = extract::json(&body)?;
     if req.token.trim().is_empty() {
-        return Err(ApiError::forbidden_because("the registration token is missing"));
+        return Err(ApiError::forbidden_because(
+            "the registration token is missing",
+        ));
     }
     let tags = req.tag_list.0;
     if req.run_untagged == Some(false) && tags.is_empty() {
-        return Err(ApiError::param("tags_list can not be empty when runner is not allowed to pick untagged jobs"));
+        return Err(ApiError::param(
+            "tags_list can not be empty when runner is not allowed to pick untagged jobs",
+        ));
     }
     let opts = RunnerOptions {
         description: req.description,
@@ -61,7 +68,10 @@ pub(crate) async fn verify(State(state): State<AppState>, Body(body): Body) -> A
 }
 
 /// `DELETE /api/v4/runners` (§2.4): delete the runner the token belongs to → `204`.
-pub(crate) async fn unregister(State(state): State<AppState>, Body(body): Body) -> ApiResult<Response> {
+pub(crate) async fn unregister(
+    State(state): State<AppState>,
+    Body(body): Body,
+) -> ApiResult<Response> {
     let req: RunnerTokenRequest = extract::json(&body)?;
     let runner = auth::require_runner(&state.coordinator, &req.token).await?;
     state.coordinator.delete_runner(runner.id).await?;
@@ -70,7 +80,10 @@ pub(crate) async fn unregister(State(state): State<AppState>, Body(body): Body) 
 
 /// `DELETE /api/v4/runners/managers` (§2.5). Gantry keeps no per-manager records, so
 /// there is nothing to delete: `204` for a valid token and a `system_id`.
-pub(crate) async fn unregister_manager(State(state): State<AppState>, Body(body): Body) -> ApiResult<Response> {
+pub(crate) async fn unregister_manager(
+    State(state): State<AppState>,
+    Body(body): Body,
+) -> ApiResult<Response> {
     let req: UnregisterManagerRequest = extract::json(&body)?;
     auth::require_runner(&state.coordinator, &req.token).await?;
     if req.system_id.trim().is_empty() {
@@ -81,8 +94,14 @@ pub(crate) async fn unregister_manager(State(state): State<AppState>, Body(body)
 
 /// `GET /api/v4/runners/router/discovery` (§2.7): no job router here → `501` (after
 /// checking the `RUNNER-TOKEN` header).
-pub(crate) async fn router_discovery(State(state): State<AppState>, headers: HeaderMap) -> ApiResult<Response> {
+pub(crate) async fn router_discovery(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
     let token = extract::header_str(&headers, header::RUNNER_TOKEN).unwrap_or("");
     auth::require_runner(&state.coordinator, token).await?;
-    Err(ApiError::message(StatusCode::NOT_IMPLEMENTED, "Not Implemented - no job router"))
+    Err(ApiError::message(
+        StatusCode::NOT_IMPLEMENTED,
+        "Not Implemented - no job router",
+    ))
 }

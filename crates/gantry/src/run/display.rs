@@ -22,7 +22,9 @@ pub(crate) struct JobLine {
     pub(crate) duration: Option<f64>,
 }
 
-const PALETTE: [&str; 6] = ["\x1b[36m", "\x1b[35m", "\x1b[34m", "\x1b[33m", "\x1b[32m", "\x1b[96m"];
+const PALETTE: [&str; 6] = [
+    "\x1b[36m", "\x1b[35m", "\x1b[34m", "\x1b[33m", "\x1b[32m", "\x1b[96m",
+];
 const RESET: &str = "\x1b[0m";
 const BOLD: &str = "\x1b[1m";
 const DIM: &str = "\x1b[2m";
@@ -127,7 +129,11 @@ impl Display {
     /// A line about a job from gantry itself (started, finished, played).
     pub(crate) fn note(&mut self, job_id: i64, text: &str) {
         let prefix = self.prefix(job_id);
-        let text = if self.color { format!("{prefix}{BOLD}{text}{RESET}\n") } else { format!("{prefix}{text}\n") };
+        let text = if self.color {
+            format!("{prefix}{BOLD}{text}{RESET}\n")
+        } else {
+            format!("{prefix}{text}\n")
+        };
         self.print(&text);
     }
 
@@ -151,7 +157,11 @@ impl Display {
             text = &owned;
         }
         let text = text.rsplit('\r').find(|s| !s.is_empty()).unwrap_or("");
-        let text = if self.color { text.to_owned() } else { strip_ansi(text) };
+        let text = if self.color {
+            text.to_owned()
+        } else {
+            strip_ansi(text)
+        };
         Some(text.trim_end().to_owned())
     }
 
@@ -176,12 +186,24 @@ impl Display {
             let _ = write!(out, "{BOLD}{stage:>10}{RESET} ");
             for job in jobs {
                 let (symbol, colour) = status_symbol(&job.status);
-                let time = job.duration.map(|d| format!(" {d:.1}s")).unwrap_or_default();
-                let _ = write!(out, " {colour}{symbol} {}{RESET}{DIM}{time}{RESET}", job.name);
+                let time = job
+                    .duration
+                    .map(|d| format!(" {d:.1}s"))
+                    .unwrap_or_default();
+                let _ = write!(
+                    out,
+                    " {colour}{symbol} {}{RESET}{DIM}{time}{RESET}",
+                    job.name
+                );
             }
             out.push('\n');
         }
-        let _ = writeln!(out, "{DIM}{:>10}  {:.1}s{RESET}", "elapsed", self.started.elapsed().as_secs_f64());
+        let _ = writeln!(
+            out,
+            "{DIM}{:>10}  {:.1}s{RESET}",
+            "elapsed",
+            self.started.elapsed().as_secs_f64()
+        );
         out
     }
 
@@ -298,17 +320,32 @@ mod tests {
     #[test]
     fn markers_and_colours_are_removed() {
         let raw = "section_start:1700000000:step_script\r\x1b[0K\x1b[0;36m\x1b[1mExecuting \"step_script\" stage\x1b[0;m";
-        assert_eq!(strip_ansi(&strip_section_markers(raw)), "Executing \"step_script\" stage");
-        assert_eq!(strip_section_markers("section_end:1700000000:step_script\r\x1b[0K"), "");
-        assert_eq!(strip_section_markers("my section_x stays"), "my section_x stays");
-        assert_eq!(strip_ansi("\x1b]8;;http://x\x07link\x1b]8;;\x07 \x1b[31mred\x1b[0m"), "link red");
+        assert_eq!(
+            strip_ansi(&strip_section_markers(raw)),
+            "Executing \"step_script\" stage"
+        );
+        assert_eq!(
+            strip_section_markers("section_end:1700000000:step_script\r\x1b[0K"),
+            ""
+        );
+        assert_eq!(
+            strip_section_markers("my section_x stays"),
+            "my section_x stays"
+        );
+        assert_eq!(
+            strip_ansi("\x1b]8;;http://x\x07link\x1b]8;;\x07 \x1b[31mred\x1b[0m"),
+            "link red"
+        );
     }
 
     #[test]
     fn lines_are_cleaned_without_colour() {
         let d = Display::new(false, false);
         assert_eq!(d.clean(b"section_end:1:x\r\x1b[0K"), None);
-        assert_eq!(d.clean(b"progress 10%\rprogress 100%").as_deref(), Some("progress 100%"));
+        assert_eq!(
+            d.clean(b"progress 10%\rprogress 100%").as_deref(),
+            Some("progress 100%")
+        );
         assert_eq!(d.clean(b"\x1b[32mok\x1b[0m  ").as_deref(), Some("ok"));
         assert_eq!(d.clean(b"").as_deref(), Some(""));
     }

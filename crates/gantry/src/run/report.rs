@@ -72,11 +72,15 @@ impl RunReport {
 /// Why a job did not run, in a user's words.
 pub(crate) fn why_not_run(job: &JobView, pipeline_failed: bool) -> Option<String> {
     match job.status.as_str() {
-        "skipped" if job.when == "on_failure" => Some("when: on_failure, and nothing failed".to_owned()),
+        "skipped" if job.when == "on_failure" => {
+            Some("when: on_failure, and nothing failed".to_owned())
+        }
         "skipped" if pipeline_failed => Some("a job it waits for failed".to_owned()),
         "skipped" => Some("skipped".to_owned()),
         "manual" => Some(format!("manual job: run it with --manual '{}'", job.name)),
-        "created" | "pending" | "scheduled" | "waiting_for_resource" => Some("the run stopped before it started".to_owned()),
+        "created" | "pending" | "scheduled" | "waiting_for_resource" => {
+            Some("the run stopped before it started".to_owned())
+        }
         "canceled" if job.started_at.is_none() => Some("canceled before it started".to_owned()),
         _ => None,
     }
@@ -86,7 +90,10 @@ pub(crate) fn why_not_run(job: &JobView, pipeline_failed: bool) -> Option<String
 pub(crate) fn summary(jobs: &[JobView], pipeline_status: &str, color: bool) -> String {
     let mut latest: Vec<&JobView> = jobs.iter().filter(|j| !j.retried).collect();
     latest.sort_by_key(|j| j.id);
-    let failed = pipeline_status == "failed" || jobs.iter().any(|j| j.status == "failed" && !j.allow_failure);
+    let failed = pipeline_status == "failed"
+        || jobs
+            .iter()
+            .any(|j| j.status == "failed" && !j.allow_failure);
     let rows: Vec<[String; 5]> = latest
         .iter()
         .map(|j| {
@@ -94,7 +101,10 @@ pub(crate) fn summary(jobs: &[JobView], pipeline_status: &str, color: bool) -> S
                 ("failed", true) => "failed (allowed)".to_owned(),
                 (s, _) => s.to_owned(),
             };
-            let duration = j.duration.map(|d| format!("{d:.2}s")).unwrap_or_else(|| "-".to_owned());
+            let duration = j
+                .duration
+                .map(|d| format!("{d:.2}s"))
+                .unwrap_or_else(|| "-".to_owned());
             let mut note = why_not_run(j, failed).unwrap_or_default();
             if j.status == "failed" {
                 note = match (j.exit_code, &j.failure_reason) {
@@ -104,10 +114,17 @@ pub(crate) fn summary(jobs: &[JobView], pipeline_status: &str, color: bool) -> S
                 };
             }
             if let Some(coverage) = j.coverage {
-                note = format!("{note}{}coverage {coverage}%", if note.is_empty() { "" } else { ", " });
+                note = format!(
+                    "{note}{}coverage {coverage}%",
+                    if note.is_empty() { "" } else { ", " }
+                );
             }
             if j.attempt > 1 {
-                note = format!("attempt {}{}{note}", j.attempt, if note.is_empty() { "" } else { ", " });
+                note = format!(
+                    "attempt {}{}{note}",
+                    j.attempt,
+                    if note.is_empty() { "" } else { ", " }
+                );
             }
             [j.name.clone(), j.stage.clone(), status, duration, note]
         })

@@ -64,7 +64,11 @@ pub(crate) struct Snapshot {
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum SnapshotError {
     #[error("run `git {command}` in {}: {message}", dir.display())]
-    Git { command: String, dir: PathBuf, message: String },
+    Git {
+        command: String,
+        dir: PathBuf,
+        message: String,
+    },
     #[error("{0}")]
     Usage(String),
     #[error("{action} {}: {source}", path.display())]
@@ -83,7 +87,10 @@ struct Git<'a> {
 
 impl<'a> Git<'a> {
     fn in_dir(dir: &'a Path) -> Self {
-        Git { dir, env: Vec::new() }
+        Git {
+            dir,
+            env: Vec::new(),
+        }
     }
 
     fn env(mut self, key: &'static str, value: impl Into<String>) -> Self {
@@ -118,11 +125,17 @@ impl<'a> Git<'a> {
             dir: self.dir.to_owned(),
             message,
         };
-        let out = child.wait_with_output().map_err(|e| failure(e.to_string()))?;
+        let out = child
+            .wait_with_output()
+            .map_err(|e| failure(e.to_string()))?;
         if !out.status.success() {
-            return Err(failure(String::from_utf8_lossy(&out.stderr).trim().to_owned()));
+            return Err(failure(
+                String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+            ));
         }
-        Ok(String::from_utf8_lossy(&out.stdout).trim_end_matches('\n').to_owned())
+        Ok(String::from_utf8_lossy(&out.stdout)
+            .trim_end_matches('\n')
+            .to_owned())
     }
 
     fn run(&self, args: &[&str]) -> Result<String, SnapshotError> {
@@ -137,7 +150,11 @@ impl<'a> Git<'a> {
 
 fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> SnapshotError {
     let path = path.to_owned();
-    move |source| SnapshotError::Io { action, path, source }
+    move |source| SnapshotError::Io {
+        action,
+        path,
+        source,
+    }
 }
 
 /// What the checkout says about itself: read once, by four `git` processes that run at
@@ -201,11 +218,22 @@ impl Checkout {
             "--git-path",
             "index",
         ];
-        let status_args = ["--no-optional-locks", "status", "--porcelain=v2", "--branch", "-z"];
+        let status_args = [
+            "--no-optional-locks",
+            "status",
+            "--porcelain=v2",
+            "--branch",
+            "-z",
+        ];
         let paths = git.spawn(&paths_args)?;
         let status = git.spawn(&status_args)?;
         let refs = git.spawn(&refs_args)?;
-        let config = git.spawn(&["config", "-z", "--get-regexp", r"^(remote\.origin\.url|user\.name|user\.email)$"])?;
+        let config = git.spawn(&[
+            "config",
+            "-z",
+            "--get-regexp",
+            r"^(remote\.origin\.url|user\.name|user\.email)$",
+        ])?;
 
         let Ok(paths) = git.finish(paths, &paths_args) else {
             // Reap the others before answering.
@@ -216,11 +244,15 @@ impl Checkout {
         };
         let mut lines = paths.lines();
         let mut next = || lines.next().map(str::to_owned).unwrap_or_default();
-        let (root, object_format, objects, index) = (PathBuf::from(next()), next(), next(), PathBuf::from(next()));
+        let (root, object_format, objects, index) =
+            (PathBuf::from(next()), next(), next(), PathBuf::from(next()));
         let status = git.finish(status, &status_args)?;
         let refs = git.finish(refs, &refs_args)?;
         // Exit status 1: none of the keys is set.
-        let config = config.wait_with_output().map(|o| o.stdout).unwrap_or_default();
+        let config = config
+            .wait_with_output()
+            .map(|o| o.stdout)
+            .unwrap_or_default();
 
         let mut head = None;
         let mut branch = None;
@@ -307,13 +339,23 @@ pub(crate) fn valid_ref_name(name: &str) -> bool {
         && !name.contains("..")
         && !name.contains("//")
         && !name.contains("@{")
-        && !name.chars().any(|c| c.is_ascii_control() || matches!(c, ' ' | '~' | '^' | ':' | '?' | '*' | '[' | '\\'))
-        && name.split('/').all(|part| !part.starts_with('.') && !part.ends_with(".lock"))
+        && !name.chars().any(|c| {
+            c.is_ascii_control() || matches!(c, ' ' | '~' | '^' | ':' | '?' | '*' | '[' | '\\')
+        })
+        && name
+            .split('/')
+            .all(|part| !part.starts_with('.') && !part.ends_with(".lock"))
 }
 
 /// A repository laid out as `git init` would (files only, no hooks or samples):
 /// `HEAD`, `config`, `refs/`, and `objects/` borrowing `alternates`.
-fn lay_out(git_dir: &Path, bare: bool, object_format: &str, alternates: &[&str], head: &str) -> Result<(), SnapshotError> {
+fn lay_out(
+    git_dir: &Path,
+    bare: bool,
+    object_format: &str,
+    alternates: &[&str],
+    head: &str,
+) -> Result<(), SnapshotError> {
     // Git needs `objects/` and `refs/`; the rest is made when something is written there
     // (fewer directories to copy into, and remove from, every job's directory).
     for sub in ["objects/info", "refs"] {
@@ -324,12 +366,19 @@ fn lay_out(git_dir: &Path, bare: bool, object_format: &str, alternates: &[&str],
     let config = format!(
         "[core]\n\trepositoryformatversion = {}\n\tfilemode = true\n\tbare = {bare}\n{}",
         u8::from(sha256),
-        if sha256 { "[extensions]\n\tobjectformat = sha256\n" } else { "" }
+        if sha256 {
+            "[extensions]\n\tobjectformat = sha256\n"
+        } else {
+            ""
+        }
     );
     for (name, text) in [
         ("config", config),
         ("HEAD", format!("{head}\n")),
-        ("objects/info/alternates", alternates.iter().map(|a| format!("{a}\n")).collect()),
+        (
+            "objects/info/alternates",
+            alternates.iter().map(|a| format!("{a}\n")).collect(),
+        ),
     ] {
         let path = git_dir.join(name);
         std::fs::write(&path, text).map_err(io("write", &path))?;
@@ -347,11 +396,21 @@ fn write_ref(git_dir: &Path, full: &str, object: &str) -> Result<(), SnapshotErr
 }
 
 /// Builds the snapshot of `checkout` under `tmp`.
-pub(crate) fn prepare(checkout: &Checkout, tmp: &Path, run_ref: &RunRef, committed: bool) -> Result<Snapshot, SnapshotError> {
+pub(crate) fn prepare(
+    checkout: &Checkout,
+    tmp: &Path,
+    run_ref: &RunRef,
+    committed: bool,
+) -> Result<Snapshot, SnapshotError> {
     let default_branch = checkout.default_branch();
-    for (what, name) in [("--ref", run_ref.name()), ("the default branch", default_branch.as_str())] {
+    for (what, name) in [
+        ("--ref", run_ref.name()),
+        ("the default branch", default_branch.as_str()),
+    ] {
         if !valid_ref_name(name) {
-            return Err(SnapshotError::Usage(format!("{what} {name:?} is not a valid git branch or tag name")));
+            return Err(SnapshotError::Usage(format!(
+                "{what} {name:?} is not a valid git branch or tag name"
+            )));
         }
     }
     let root = checkout.root.as_path();
@@ -360,16 +419,26 @@ pub(crate) fn prepare(checkout: &Checkout, tmp: &Path, run_ref: &RunRef, committ
 
     let repo = tmp.join("src.git");
     let default_ref = format!("refs/heads/{default_branch}");
-    lay_out(&repo, true, &checkout.object_format, &[objects], &format!("ref: {default_ref}"))?;
+    lay_out(
+        &repo,
+        true,
+        &checkout.object_format,
+        &[objects],
+        &format!("ref: {default_ref}"),
+    )?;
     let own_objects = repo.join("objects").to_string_lossy().into_owned();
 
     let (sha, target, uncommitted) = if committed {
         let (sha, target) = match run_ref {
             RunRef::Tag(tag) => {
-                let r = checkout
-                    .find_ref(&run_ref.full())
-                    .ok_or_else(|| SnapshotError::Usage(format!("--tag {tag}: no such tag in this repository")))?;
-                let sha = if r.peeled.is_empty() { r.object.clone() } else { r.peeled.clone() };
+                let r = checkout.find_ref(&run_ref.full()).ok_or_else(|| {
+                    SnapshotError::Usage(format!("--tag {tag}: no such tag in this repository"))
+                })?;
+                let sha = if r.peeled.is_empty() {
+                    r.object.clone()
+                } else {
+                    r.peeled.clone()
+                };
                 (sha, r.object.clone())
             }
             RunRef::Branch(_) => {
@@ -398,11 +467,16 @@ pub(crate) fn prepare(checkout: &Checkout, tmp: &Path, run_ref: &RunRef, committ
         let head_tree = head.and_then(|h| user.try_run(&["rev-parse", &format!("{h}^{{tree}}")]));
         match (head, head_tree) {
             // Only what `git add` does not see changed (a submodule's work tree, say).
-            (Some(head), Some(head_tree)) if head_tree == tree => (head.clone(), head.clone(), false),
+            (Some(head), Some(head_tree)) if head_tree == tree => {
+                (head.clone(), head.clone(), false)
+            }
             (parent, _) => {
                 let mut args = vec!["commit-tree", tree.as_str(), "-m"];
                 let message = match parent {
-                    Some(p) => format!("gantry run: the working tree on top of {}", &p[..p.len().min(8)]),
+                    Some(p) => format!(
+                        "gantry run: the working tree on top of {}",
+                        &p[..p.len().min(8)]
+                    ),
                     None => "gantry run: the working tree".to_owned(),
                 };
                 args.push(&message);
@@ -411,7 +485,9 @@ pub(crate) fn prepare(checkout: &Checkout, tmp: &Path, run_ref: &RunRef, committ
                 }
                 let mut commit = staged;
                 if checkout.user_name.is_none() {
-                    commit = commit.env("GIT_AUTHOR_NAME", "gantry").env("GIT_COMMITTER_NAME", "gantry");
+                    commit = commit
+                        .env("GIT_AUTHOR_NAME", "gantry")
+                        .env("GIT_COMMITTER_NAME", "gantry");
                 }
                 if checkout.user_email.is_none() {
                     commit = commit
@@ -437,7 +513,13 @@ pub(crate) fn prepare(checkout: &Checkout, tmp: &Path, run_ref: &RunRef, committ
     // borrows every object.
     let dir = tmp.join("snapshot");
     let git_dir = dir.join(".git");
-    lay_out(&git_dir, false, &checkout.object_format, &[&own_objects, objects], &sha)?;
+    lay_out(
+        &git_dir,
+        false,
+        &checkout.object_format,
+        &[&own_objects, objects],
+        &sha,
+    )?;
     if let RunRef::Branch(branch) = run_ref {
         // A packed ref: one file instead of two directories and a file.
         let packed = git_dir.join("packed-refs");
@@ -486,12 +568,24 @@ mod tests {
         let repo = repo();
         let before = git(repo.path(), &["count-objects"]);
         let tmp = tempfile::tempdir().unwrap();
-        let s = prepare(&checkout(repo.path()), tmp.path(), &RunRef::Branch("main".into()), false).unwrap();
+        let s = prepare(
+            &checkout(repo.path()),
+            tmp.path(),
+            &RunRef::Branch("main".into()),
+            false,
+        )
+        .unwrap();
         assert_eq!(s.sha, git(repo.path(), &["rev-parse", "HEAD"]));
         assert!(!s.uncommitted);
-        assert_eq!(std::fs::read_to_string(s.dir.join("a.txt")).unwrap(), "committed\n");
+        assert_eq!(
+            std::fs::read_to_string(s.dir.join("a.txt")).unwrap(),
+            "committed\n"
+        );
         assert_eq!(git(&s.dir, &["rev-parse", "HEAD"]), s.sha);
-        assert_eq!(git(&s.dir, &["rev-parse", "refs/remotes/origin/main"]), s.sha);
+        assert_eq!(
+            git(&s.dir, &["rev-parse", "refs/remotes/origin/main"]),
+            s.sha
+        );
         assert_eq!(git(&s.dir, &["status", "--porcelain"]), "");
         // A job can make branches and tags in its copy.
         git(&s.dir, &["branch", "topic"]);
@@ -509,23 +603,42 @@ mod tests {
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(repo.path().join("new.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
+            std::fs::set_permissions(
+                repo.path().join("new.sh"),
+                std::fs::Permissions::from_mode(0o755),
+            )
+            .unwrap();
         }
         let status_before = git(repo.path(), &["status", "--porcelain"]);
         let tmp = tempfile::tempdir().unwrap();
-        let s = prepare(&checkout(repo.path()), tmp.path(), &RunRef::Branch("main".into()), false).unwrap();
+        let s = prepare(
+            &checkout(repo.path()),
+            tmp.path(),
+            &RunRef::Branch("main".into()),
+            false,
+        )
+        .unwrap();
         assert!(s.uncommitted);
-        assert_eq!(std::fs::read_to_string(s.dir.join("a.txt")).unwrap(), "changed\n");
+        assert_eq!(
+            std::fs::read_to_string(s.dir.join("a.txt")).unwrap(),
+            "changed\n"
+        );
         assert!(s.dir.join("new.sh").is_file());
         assert!(!s.dir.join("ignored.txt").exists());
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
-            let mode = std::fs::metadata(s.dir.join("new.sh")).unwrap().permissions().mode();
+            let mode = std::fs::metadata(s.dir.join("new.sh"))
+                .unwrap()
+                .permissions()
+                .mode();
             assert_eq!(mode & 0o111, 0o111);
         }
         // The snapshot's parent is HEAD; the checkout is untouched.
-        assert_eq!(git(&s.dir, &["rev-parse", "HEAD^"]), git(repo.path(), &["rev-parse", "HEAD"]));
+        assert_eq!(
+            git(&s.dir, &["rev-parse", "HEAD^"]),
+            git(repo.path(), &["rev-parse", "HEAD"])
+        );
         assert_eq!(git(repo.path(), &["status", "--porcelain"]), status_before);
         // The bare repository has the ref.
         assert_eq!(git(&s.repo, &["rev-parse", "refs/heads/main"]), s.sha);
@@ -536,8 +649,17 @@ mod tests {
         let repo = repo();
         std::fs::write(repo.path().join("a.txt"), "changed\n").unwrap();
         let tmp = tempfile::tempdir().unwrap();
-        let s = prepare(&checkout(repo.path()), tmp.path(), &RunRef::Branch("main".into()), true).unwrap();
-        assert_eq!(std::fs::read_to_string(s.dir.join("a.txt")).unwrap(), "committed\n");
+        let s = prepare(
+            &checkout(repo.path()),
+            tmp.path(),
+            &RunRef::Branch("main".into()),
+            true,
+        )
+        .unwrap();
+        assert_eq!(
+            std::fs::read_to_string(s.dir.join("a.txt")).unwrap(),
+            "committed\n"
+        );
         assert!(!s.uncommitted);
     }
 
@@ -547,23 +669,46 @@ mod tests {
         git(dir.path(), &["init", "-q", "-b", "main"]);
         std::fs::write(dir.path().join(".gitlab-ci.yml"), "job: {script: [x]}\n").unwrap();
         let tmp = tempfile::tempdir().unwrap();
-        let s = prepare(&checkout(dir.path()), tmp.path(), &RunRef::Branch("main".into()), false).unwrap();
+        let s = prepare(
+            &checkout(dir.path()),
+            tmp.path(),
+            &RunRef::Branch("main".into()),
+            false,
+        )
+        .unwrap();
         assert!(s.dir.join(".gitlab-ci.yml").is_file());
-        let err = prepare(&checkout(dir.path()), tempfile::tempdir().unwrap().path(), &RunRef::Branch("main".into()), true).unwrap_err();
+        let err = prepare(
+            &checkout(dir.path()),
+            tempfile::tempdir().unwrap().path(),
+            &RunRef::Branch("main".into()),
+            true,
+        )
+        .unwrap_err();
         assert!(err.to_string().contains("no commit yet"), "{err}");
     }
 
     #[test]
     fn the_checkout_is_read_in_one_go() {
         let repo = repo();
-        git(repo.path(), &["remote", "add", "origin", "git@example.com:g/p.git"]);
+        git(
+            repo.path(),
+            &["remote", "add", "origin", "git@example.com:g/p.git"],
+        );
         git(repo.path(), &["config", "user.email", "dev@example.com"]);
         git(repo.path(), &["tag", "-a", "v1", "-m", "one"]);
         std::fs::create_dir(repo.path().join("sub")).unwrap();
-        let c = Checkout::read(&repo.path().join("sub"), Some("v1")).unwrap().unwrap();
-        assert_eq!(c.root.canonicalize().unwrap(), repo.path().canonicalize().unwrap());
+        let c = Checkout::read(&repo.path().join("sub"), Some("v1"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            c.root.canonicalize().unwrap(),
+            repo.path().canonicalize().unwrap()
+        );
         assert_eq!(c.branch.as_deref(), Some("main"));
-        assert_eq!(c.head.as_deref(), Some(git(repo.path(), &["rev-parse", "HEAD"]).as_str()));
+        assert_eq!(
+            c.head.as_deref(),
+            Some(git(repo.path(), &["rev-parse", "HEAD"]).as_str())
+        );
         assert!(c.clean);
         assert_eq!(c.default_branch(), "main");
         assert_eq!(c.origin_url.as_deref(), Some("git@example.com:g/p.git"));
@@ -590,12 +735,25 @@ mod tests {
         for ok in ["main", "feature/x", "v1.2.3", "a-b_c"] {
             assert!(valid_ref_name(ok), "{ok}");
         }
-        for bad in ["", "@", "../x", "a/../b", "a..b", "/a", "a/", "a.", ".a", "a/.b", "a.lock", "a b", "a~1", "a^", "a:b", "a?", "a*", "a[", "a\\b", "a@{1}", "a//b", "a\u{7}"] {
+        for bad in [
+            "", "@", "../x", "a/../b", "a..b", "/a", "a/", "a.", ".a", "a/.b", "a.lock", "a b",
+            "a~1", "a^", "a:b", "a?", "a*", "a[", "a\\b", "a@{1}", "a//b", "a\u{7}",
+        ] {
             assert!(!valid_ref_name(bad), "{bad:?}");
         }
         let repo = repo();
         let tmp = tempfile::tempdir().unwrap();
-        let err = prepare(&checkout(repo.path()), tmp.path(), &RunRef::Branch("../../x".into()), false).unwrap_err();
-        assert!(err.to_string().contains("not a valid git branch or tag name"), "{err}");
+        let err = prepare(
+            &checkout(repo.path()),
+            tmp.path(),
+            &RunRef::Branch("../../x".into()),
+            false,
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("not a valid git branch or tag name"),
+            "{err}"
+        );
     }
 }

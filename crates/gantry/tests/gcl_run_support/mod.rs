@@ -328,7 +328,11 @@ impl MockHttp {
                         break;
                     }
                 }
-                let path = line.split_whitespace().nth(1).unwrap_or_default().to_owned();
+                let path = line
+                    .split_whitespace()
+                    .nth(1)
+                    .unwrap_or_default()
+                    .to_owned();
                 let status = answers.get(&path).copied().unwrap_or(404);
                 seen2.lock().unwrap().push(path);
                 let _ = write!(
@@ -384,23 +388,34 @@ fn place_remote_files(rec: &J, src: &Path, root: &Path, remote: &str) -> Result<
     let mut places: Vec<(PathBuf, PathBuf)> = Vec::new();
     if let Some(urls) = rf.get("urls").and_then(J::as_object) {
         for (url, file) in urls {
-            let rest = url.split_once("://").map(|(_, r)| r).ok_or(format!("remote_files: `{url}` is no URL"))?;
+            let rest = url
+                .split_once("://")
+                .map(|(_, r)| r)
+                .ok_or(format!("remote_files: `{url}` is no URL"))?;
             places.push((src.join(scalar(file)), cache.join(rest)));
         }
     }
     if let Some(files) = rf.get("files").and_then(J::as_object) {
-        let project = rf.get("project").and_then(J::as_str).ok_or("remote_files: files without project")?;
+        let project = rf
+            .get("project")
+            .and_then(J::as_str)
+            .ok_or("remote_files: files without project")?;
         let r = rf.get("ref").and_then(J::as_str).unwrap_or("HEAD");
         let dir = cache.join(remote_host(remote)).join(project).join(r);
         for (path, file) in files {
-            places.push((src.join(scalar(file)), dir.join(path.trim_start_matches('/'))));
+            places.push((
+                src.join(scalar(file)),
+                dir.join(path.trim_start_matches('/')),
+            ));
         }
     }
     for (from, to) in places {
         if let Some(parent) = to.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| format!("create {}: {e}", parent.display()))?;
+            std::fs::create_dir_all(parent)
+                .map_err(|e| format!("create {}: {e}", parent.display()))?;
         }
-        std::fs::copy(&from, &to).map_err(|e| format!("copy {} to {}: {e}", from.display(), to.display()))?;
+        std::fs::copy(&from, &to)
+            .map_err(|e| format!("copy {} to {}: {e}", from.display(), to.display()))?;
     }
     Ok(())
 }
@@ -486,7 +501,10 @@ fn prepare(rec: &J) -> Result<Workspace, String> {
             .iter()
             .map(|o| format!("{o}/=http://{}/", server.addr))
             .collect();
-        env.push(("GANTRY_REMOTE_INCLUDE_MIRROR".to_owned(), rewrites.join(" ")));
+        env.push((
+            "GANTRY_REMOTE_INCLUDE_MIRROR".to_owned(),
+            rewrites.join(" "),
+        ));
         mock_http = Some(server);
     }
     for args in [
@@ -1243,7 +1261,9 @@ fn run_record(rec: &J, suite: &Suite) -> Result<Duration, String> {
         let seen = server.seen.lock().unwrap().clone();
         for (_, path, _) in http_mocks(rec) {
             if !seen.contains(&path) {
-                problems.push(format!("the mocked URL path {path} was not requested (requests: {seen:?})"));
+                problems.push(format!(
+                    "the mocked URL path {path} was not requested (requests: {seen:?})"
+                ));
             }
         }
     }
