@@ -25,9 +25,11 @@
 //!
 //! # Snapshots (`gantry run`)
 //!
-//! When the job's [`SourcesJob::snapshot`] names a directory, `clone` and `fetch` copy
-//! that directory into the emptied project directory instead of running git
-//! ([`copy_tree`]); `none` and `empty` behave as above. Git settings that shape a
+//! When the job's [`SourcesJob::snapshot`] names a directory, `clone` and `fetch` make
+//! the project directory an exact replica of it instead of running git ([`sync_tree`]:
+//! `clone` empties the directory first, `fetch` reuses what is there, removing what the
+//! snapshot lacks and rewriting every file, as `git clean -ffdx` and `git checkout -f`
+//! would); `none` and `empty` behave as above. Git settings that shape a
 //! checkout (`GIT_CHECKOUT`, `GIT_CLEAN_FLAGS`, `GIT_DEPTH`, submodules) do not apply:
 //! the snapshot already is the working tree.
 //!
@@ -69,4 +71,4 @@ mod snapshot;
 pub use credentials::{Masker, RepoUrl, mask_url_credentials};
 pub use flow::{SourcesError, SourcesJob, get_sources};
 pub use settings::{GitSettings, GitStrategy, SubmoduleStrategy};
-pub use snapshot::{CopyStats, MAX_SNAPSHOT_DEPTH, copy_tree};
+pub use snapshot::{CopyStats, MAX_SNAPSHOT_DEPTH, sync_tree};

@@ -106,10 +106,11 @@ pub async fn get_sources(job: &SourcesJob<'_>, output: Output<'_>) -> Result<(),
         GitStrategy::Fetch => {}
     }
     if let Some(snapshot) = job.snapshot {
+        // `clone` emptied the directory above; `fetch` brings what an earlier job left
+        // back to the snapshot in place (see `sync_tree`), as `git clean` + checkout would.
         output("Copying the working tree snapshot...");
-        remove_dir(dir)?;
         let (from, to) = (snapshot.to_path_buf(), dir.to_path_buf());
-        let copied = tokio::task::spawn_blocking(move || super::copy_tree(&from, &to))
+        let copied = tokio::task::spawn_blocking(move || super::sync_tree(&from, &to))
             .await
             .map_err(|error| io_error("copy the snapshot into", dir)(io::Error::other(error)))?
             .map_err(io_error("copy the snapshot into", dir))?;
