@@ -2,7 +2,8 @@
 //!
 //! ```text
 //! trap exit 1 TERM                                  # a TERM ends the script quietly
-//! (set -o pipefail) 2>/dev/null && set -o pipefail  # sh may not have it
+//! set -o pipefail                                   # under sh: only if it has it:
+//!                                                   # (set -o pipefail) 2>/dev/null && set -o pipefail
 //! set -o errexit                                    # stop at the first failing command
 //! set +o noclobber
 //! export CI_JOB_ID=1042                             # every variable, quoted
@@ -39,7 +40,11 @@ pub fn generate_script(
         ShellKind::Sh => "#!/bin/sh\n\n",
     });
     script.push_str("trap exit 1 TERM\n\n");
-    script.push_str("(set -o pipefail) 2>/dev/null && set -o pipefail\n");
+    // bash has pipefail; testing for it costs a subshell (a fork) per script.
+    script.push_str(match shell {
+        ShellKind::Bash => "set -o pipefail\n",
+        ShellKind::Sh => "(set -o pipefail) 2>/dev/null && set -o pipefail\n",
+    });
     script.push_str("set -o errexit\n");
     script.push_str("set +o noclobber\n\n");
     for (name, value) in variables.exports() {
@@ -91,7 +96,7 @@ mod tests {
         assert_eq!(
             script,
             "#!/usr/bin/env bash\n\ntrap exit 1 TERM\n\n\
-             (set -o pipefail) 2>/dev/null && set -o pipefail\nset -o errexit\nset +o noclobber\n\n\
+             set -o pipefail\nset -o errexit\nset +o noclobber\n\n\
              export GREETING='it'\\''s $HOME'\nexport CI_JOB_STATUS=running\ncd /builds/p\n\n\
              printf '%s\\n' '\x1b[32;1m$ echo hi\x1b[0;m'\necho hi\n\
              echo\n\n\
@@ -99,5 +104,7 @@ mod tests {
              if true; then\n  echo x\nfi\n\
              \nexit 0\n"
         );
+        let sh = generate_script(ShellKind::Sh, &variables, "running", Path::new("/builds/p"), &[]);
+        assert!(sh.starts_with("#!/bin/sh\n\ntrap exit 1 TERM\n\n(set -o pipefail) 2>/dev/null && set -o pipefail\n"));
     }
 }
