@@ -68,6 +68,13 @@ impl Store {
     /// Open (creating it if needed) and migrate the database at `url`
     /// (`sqlite:///abs/path.db` or `sqlite://relative.db`).
     pub async fn open(url: &str) -> Result<Self> {
+        Self::open_with_readers(url, 8).await
+    }
+
+    /// [`Store::open`] with at most `readers` connections for reads (besides the one
+    /// writer): fewer for a short-lived process, where opening a connection and preparing
+    /// its statements costs more than waiting for one.
+    pub async fn open_with_readers(url: &str, readers: u32) -> Result<Self> {
         sqlx::any::install_default_drivers();
         let backend = Backend::from_url(url)?;
         let url = match backend {
@@ -125,7 +132,7 @@ impl Store {
                 .await
                 .map_err(StoreError::Migrate)?,
         }
-        let pool = connect(8).await.map_err(open_error)?;
+        let pool = connect(readers.max(1)).await.map_err(open_error)?;
         Ok(Self {
             pool,
             writer,
@@ -447,6 +454,19 @@ impl Store {
             .bind(id)
             .fetch_optional(&self.pool)
             .await?;
+        row.map(|r| Job::from_row(&r))
+            .ok_or(StoreError::NotFound("job"))
+    }
+
+    /// [`Store::job`] with `spec` empty: the row without its large column.
+    pub async fn job_without_spec(&self, id: i64) -> Result<Job> {
+        let row = sqlx::query(&format!(
+            "SELECT {} FROM jobs WHERE id = $1",
+            Job::COLUMNS_WITHOUT_SPEC
+        ))
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
         row.map(|r| Job::from_row(&r))
             .ok_or(StoreError::NotFound("job"))
     }

@@ -473,10 +473,11 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
         .local_addr()
         .map_err(|e| failed(format!("failed to read the loopback address: {e}")))?;
     let url = format!("http://{addr}");
-    let store = Store::open(&format!(
-        "sqlite://{}",
-        data_dir.join("gantry.db").display()
-    ))
+    // Two readers: the run loop and the coordinator seldom read at once.
+    let store = Store::open_with_readers(
+        &format!("sqlite://{}", data_dir.join("gantry.db").display()),
+        2,
+    )
     .await
     .map_err(|e| failed(format!("failed to open the temporary database: {e}")))?;
     let mut cfg = CoordinatorConfig::new(&data_dir, server_url);

@@ -104,7 +104,15 @@ mod tests {
              if true; then\n  echo x\nfi\n\
              \nexit 0\n"
         );
-        let sh = generate_script(ShellKind::Sh, &variables, "running", Path::new("/builds/p"), &[]);
-        assert!(sh.starts_with("#!/bin/sh\n\ntrap exit 1 TERM\n\n(set -o pipefail) 2>/dev/null && set -o pipefail\n"));
+        let sh = generate_script(
+            ShellKind::Sh,
+            &variables,
+            "running",
+            Path::new("/builds/p"),
+            &[],
+        );
+        assert!(sh.starts_with(
+            "#!/bin/sh\n\ntrap exit 1 TERM\n\n(set -o pipefail) 2>/dev/null && set -o pipefail\n"
+        ));
     }
 }

@@ -89,7 +89,7 @@ impl Coordinator {
         req: UpdateJobRequest,
     ) -> std::result::Result<UpdateResult, CoordinatorError> {
         let store = &self.inner.store;
-        let job = store.job(job_id).await?;
+        let job = store.job_without_spec(job_id).await?;
         if !executing(&job.status) {
             return Err(CoordinatorError::Forbidden(format!(
                 "update job {job_id}: it is {}",
@@ -144,7 +144,7 @@ impl Coordinator {
                     CoordinatorError::Conflict(m) => CoordinatorError::Forbidden(m),
                     other => other,
                 })?;
-                self.record_coverage(&job).await?;
+                self.record_coverage(job_id).await?;
                 let status = store.job_status(job_id).await?;
                 Ok(UpdateResult {
                     accepted: true,
@@ -156,21 +156,22 @@ impl Coordinator {
     }
 
     /// A finished job's `coverage`: found in its complete log by its regex (GitLab does
-    /// it when the job finishes, whatever its status).
-    async fn record_coverage(&self, job: &gantry_store::Job) -> Result<(), CoordinatorError> {
-        let cached = self.runtime().specs.get(&job.id).cloned();
+    /// it when the job finishes, whatever its status). The regex comes from the cached
+    /// specification, or from the job's row when the cache lacks it.
+    async fn record_coverage(&self, job_id: i64) -> Result<(), CoordinatorError> {
+        let cached = self.runtime().specs.get(&job_id).cloned();
         let regex = match cached {
             Some(spec) => spec.job.coverage.clone(),
-            None => StoredSpec::parse(&job.spec)
+            None => StoredSpec::parse(&self.inner.store.job(job_id).await?.spec)
                 .ok()
                 .and_then(|s| s.job.coverage),
         };
         let Some(regex) = regex else {
             return Ok(());
         };
-        let trace = self.trace(job.id).await?;
+        let trace = self.trace(job_id).await?;
         if let Some(percent) = coverage::extract(&trace, &regex) {
-            self.inner.store.set_job_coverage(job.id, percent).await?;
+            self.inner.store.set_job_coverage(job_id, percent).await?;
         }
         Ok(())
     }

@@ -670,28 +670,23 @@ impl Coordinator {
         Ok(out)
     }
 
-    pub(crate) async fn job_view(
+    /// A job's view; `artifacts` are the job's artifact rows (in creation order).
+    pub(crate) fn job_view(
         &self,
         j: &gantry_store::Job,
         p: &gantry_store::Pipeline,
         project: &gantry_store::Project,
-    ) -> Result<JobView> {
+        artifacts: &[gantry_store::Artifact],
+    ) -> JobView {
         let now = now_ms();
         let spec = StoredSpec::parse(&j.spec).ok();
         let when = spec.as_ref().map_or("on_success", |s| s.job.when.as_str());
-        let artifacts: Vec<Artifact> = self
-            .inner
-            .store
-            .artifacts(j.id)
-            .await?
-            .iter()
-            .map(Artifact::from_row)
-            .collect();
+        let artifacts: Vec<Artifact> = artifacts.iter().map(Artifact::from_row).collect();
         let archive = artifacts
             .iter()
             .find(|a| a.file_type == "archive" && !a.expired(now));
         let secs = |from: i64, to: i64| (to - from).max(0) as f64 / 1000.0;
-        Ok(JobView {
+        JobView {
             id: j.id,
             name: j.name.clone(),
             stage: j.stage.clone(),
@@ -737,14 +732,15 @@ impl Coordinator {
                 full_path(&project.name),
                 j.id
             ),
-        })
+        }
     }
 
     async fn job_view_by_id(&self, id: i64) -> Result<JobView> {
         let j = self.inner.store.job(id).await?;
         let p = self.inner.store.pipeline(j.pipeline_id).await?;
         let project = self.inner.store.project(p.project_id).await?;
-        self.job_view(&j, &p, &project).await
+        let artifacts = self.inner.store.artifacts(j.id).await?;
+        Ok(self.job_view(&j, &p, &project, &artifacts))
     }
 
     /// Every job row of the pipeline, retried attempts included (`retried: true`), in
@@ -756,8 +752,12 @@ impl Coordinator {
         let p = self.inner.store.pipeline(pipeline_id).await?;
         let project = self.inner.store.project(p.project_id).await?;
         let mut out = Vec::new();
+        // All the pipeline's artifacts in one query, by job in creation order.
+        let artifacts = self.inner.store.pipeline_artifacts(pipeline_id).await?;
         for j in self.inner.store.pipeline_jobs(pipeline_id).await? {
-            out.push(self.job_view(&j, &p, &project).await?);
+            let start = artifacts.partition_point(|a| a.job_id < j.id);
+            let end = artifacts.partition_point(|a| a.job_id <= j.id);
+            out.push(self.job_view(&j, &p, &project, &artifacts[start..end]));
         }
         Ok(out)
     }
