@@ -129,8 +129,8 @@ fn main() {
         "pipeline", "jobs", "gitlabci-local", "gantry run", "ratio"
     );
     // The same runs with TMPDIR on a tmpfs (as /tmp is by default on Debian 13, Fedora,
-    // Arch): `gantry run` keeps its store, snapshot and job directories under TMPDIR, and
-    // on a disk file system creating and removing them costs more than the jobs.
+    // Arch): `gantry run` keeps its store, snapshot and job directories under TMPDIR; the
+    // row shows what the disk file system costs (little since job directories are reused).
     let shm = Path::new("/dev/shm");
     let tmpfs = shm.is_dir() && tempfile::tempdir_in(shm).is_ok();
     let mut cases = vec![

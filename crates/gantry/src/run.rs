@@ -736,7 +736,17 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
     } else {
         status
     };
-    print!("\n{}", report::summary(&jobs, &status, display.color()));
+    {
+        use std::io::Write;
+        // A closed pipe (`gantry run | head`) ends the output, not the run.
+        let mut out = std::io::stdout().lock();
+        let _ = write!(
+            out,
+            "\n{}",
+            report::summary(&jobs, &status, display.color())
+        );
+        let _ = out.flush();
+    }
     if let Some(path) = &args.json_report {
         write_report(path, &RunReport::new(&status, &jobs))?;
     }

@@ -526,6 +526,70 @@ fn jobs_see_the_working_tree_with_uncommitted_changes_and_modes_but_not_ignored_
     assert!(r.logged("job", "committed"), "{}", r.explain());
 }
 
+/// Jobs share a slot's directory one after the other (`--concurrency 1`): what a job
+/// leaves there — new files and directories, edits, a changed mode, a read-only
+/// directory — is gone for the next job, which sees the snapshot exactly.
+#[test]
+fn each_job_gets_a_clean_copy_even_in_a_reused_build_directory() {
+    let c = Checkout::new(concat!(
+        "stages: [dirty, check]\n",
+        "dirty:\n",
+        "  stage: dirty\n",
+        "  script:\n",
+        "    - echo changed > tracked.txt\n",
+        "    - echo left > leftover.txt\n",
+        "    - mkdir -p out/ro && touch out/ro/obj && chmod 555 out/ro\n",
+        "    - chmod 600 tool.sh\n",
+        "    - rm README.md\n",
+        "check:\n",
+        "  stage: check\n",
+        "  script:\n",
+        "    - cat tracked.txt\n",
+        "    - 'test ! -e leftover.txt && test ! -e out && echo no-leftovers'\n",
+        "    - ./tool.sh\n",
+        "    - cat README.md\n",
+        "    - git status --porcelain\n",
+    ));
+    c.write("tracked.txt", "original\n");
+    c.write("README.md", "readme\n");
+    c.write("tool.sh", "#!/bin/sh\necho tool-ran\n");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(
+            c.path().join("tool.sh"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+    }
+    c.commit();
+    let r = c.run(&["--concurrency", "1"]);
+    assert_eq!(r.code, 0, "{}", r.explain());
+    for text in ["original", "no-leftovers", "tool-ran", "readme"] {
+        assert!(r.logged("check", text), "{text}: {}", r.explain());
+    }
+    assert!(!r.logged("check", "changed"), "{}", r.explain());
+}
+
+/// `gantry run | head`: a closed standard output ends nothing early and is no panic.
+#[test]
+fn a_closed_stdout_does_not_fail_the_run() {
+    let c = Checkout::new("a:\n  script: [echo one]\nb:\n  script: [echo two]\n");
+    let (mut cmd, report) = c.command(&[]);
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(report).unwrap()).unwrap();
+    assert_eq!(report["status"], "success");
+}
+
 #[test]
 fn manual_jobs_are_not_run_unless_named() {
     let c = Checkout::new(
