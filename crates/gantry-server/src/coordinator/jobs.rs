@@ -99,7 +99,11 @@ impl Coordinator {
         let now = now_ms();
         match req.state {
             WireState::Pending | WireState::Running => {
-                store.touch_job(job_id, now).await?;
+                // A keep-alive: the last contact matters to the second at most (the
+                // runner was assigned the job or sent a patch just before).
+                if now - job.last_contact_at.unwrap_or(0) >= 1000 {
+                    store.touch_job(job_id, now).await?;
+                }
                 Ok(UpdateResult {
                     accepted: true,
                     job_status: job.status,
@@ -128,27 +132,27 @@ impl Coordinator {
                     .map(|r| FailureReason::from_runner(r.as_str()))
                     .unwrap_or(FailureReason::ScriptFailure);
                 let exit_code = (req.exit_code != 0).then_some(req.exit_code);
-                self.job_event_in(job.pipeline_id, job_id, now, |job| {
-                    if success {
-                        Event::JobSucceeded { job }
-                    } else {
-                        Event::JobFailed {
-                            job,
-                            reason,
-                            exit_code,
+                let status = self
+                    .job_event_in(job.pipeline_id, job_id, now, |job| {
+                        if success {
+                            Event::JobSucceeded { job }
+                        } else {
+                            Event::JobFailed {
+                                job,
+                                reason,
+                                exit_code,
+                            }
                         }
-                    }
-                })
-                .await
-                .map_err(|e| match e {
-                    CoordinatorError::Conflict(m) => CoordinatorError::Forbidden(m),
-                    other => other,
-                })?;
+                    })
+                    .await
+                    .map_err(|e| match e {
+                        CoordinatorError::Conflict(m) => CoordinatorError::Forbidden(m),
+                        other => other,
+                    })?;
                 self.record_coverage(job_id).await?;
-                let status = store.job_status(job_id).await?;
                 Ok(UpdateResult {
                     accepted: true,
-                    job_status: status,
+                    job_status: status.to_owned(),
                     update_interval: None,
                 })
             }

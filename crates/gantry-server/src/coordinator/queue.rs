@@ -395,8 +395,10 @@ impl Coordinator {
         now: i64,
         event: impl Fn(crate::processor::JobId) -> Event,
     ) -> Result<()> {
-        let j = self.inner.store.job(job_id).await?;
-        self.job_event_in(j.pipeline_id, job_id, now, event).await
+        let j = self.inner.store.job_without_spec(job_id).await?;
+        self.job_event_in(j.pipeline_id, job_id, now, event)
+            .await
+            .map(drop)
     }
 
     /// [`Coordinator::job_event`] when the job's pipeline is known.
@@ -406,14 +408,16 @@ impl Coordinator {
         job_id: i64,
         now: i64,
         event: impl Fn(crate::processor::JobId) -> Event,
-    ) -> Result<()> {
+    ) -> Result<&'static str> {
         self.mutate(pipeline_id, now, |state, loaded, _| {
             let id = loaded
                 .job_id(job_id)
                 .ok_or(CoordinatorError::NotFound("job"))?;
             crate::processor::apply(state, &event(id), to_ts(now))
                 .map_err(|e| CoordinatorError::Conflict(e.to_string()))?;
-            Ok(())
+            // What the event made of the job (processing the rest of the pipeline
+            // afterwards does not touch it again).
+            Ok(state.job(id).map_or("", |j| j.status.as_str()))
         })
         .await
     }
