@@ -83,6 +83,10 @@ pub(crate) struct RunArgs {
     /// Write a JSON report of the run to this file at the end.
     #[arg(long, value_name = "PATH")]
     json_report: Option<PathBuf>,
+    /// At the end, extract each job's artifacts archive into DIR/<job name>/ (a job's
+    /// earlier content there is replaced; artifacts otherwise live only for the run).
+    #[arg(long, value_name = "DIR")]
+    artifacts_dir: Option<PathBuf>,
     /// No colours.
     #[arg(long)]
     no_color: bool,
@@ -721,6 +725,9 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
         display.flush_job(j.id);
     }
     display.finish();
+    if let Some(dir) = &args.artifacts_dir {
+        export_artifacts(&coordinator, &jobs, dir, &s.tmp).await?;
+    }
     shutdown(
         &handle,
         stop_server,
@@ -754,6 +761,44 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
         "success" | "manual" | "skipped" => exit::OK,
         _ => exit::INVALID,
     })
+}
+
+/// `--artifacts-dir`: each current job's archive, extracted into `dir/<job name>/` (a
+/// `/` in a name becomes `_`) with the runner's extraction rules, after the run.
+async fn export_artifacts(
+    coordinator: &Coordinator,
+    jobs: &[gantry_server::coordinator::JobView],
+    dir: &Path,
+    tmp: &Path,
+) -> Result<(), Stop> {
+    for j in jobs
+        .iter()
+        .filter(|j| !j.retried && j.artifacts_file.is_some())
+    {
+        let (_, data) = coordinator
+            .job_artifact(j.id)
+            .await
+            .map_err(|e| failed(format!("failed to read the artifacts of {}: {e}", j.name)))?;
+        let archive = tmp.join(format!("export-{}.archive", j.id));
+        std::fs::write(&archive, data)
+            .map_err(|e| failed(format!("failed to write {}: {e}", archive.display())))?;
+        let target = dir.join(j.name.replace('/', "_"));
+        match std::fs::remove_dir_all(&target) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(failed(format!("failed to empty {}: {e}", target.display()))),
+        }
+        std::fs::create_dir_all(&target)
+            .map_err(|e| failed(format!("failed to create {}: {e}", target.display())))?;
+        gantry_runner::artifacts::extract_archive(&archive, &target).map_err(|e| {
+            failed(format!(
+                "failed to extract the artifacts of {}: {e}",
+                j.name
+            ))
+        })?;
+        let _ = std::fs::remove_file(&archive);
+    }
+    Ok(())
 }
 
 fn write_report(path: &Path, report: &RunReport) -> Result<(), Stop> {

@@ -571,6 +571,36 @@ fn each_job_gets_a_clean_copy_even_in_a_reused_build_directory() {
     assert!(!r.logged("check", "changed"), "{}", r.explain());
 }
 
+/// `--artifacts-dir`: each job's archive extracted under its name after the run,
+/// replacing what an earlier run left there; jobs without artifacts get nothing.
+#[test]
+fn artifacts_dir_receives_each_jobs_artifacts() {
+    let c = Checkout::new(concat!(
+        "build:\n",
+        "  script: ['mkdir -p out/sub', 'echo one > out/a.txt', 'echo two > out/sub/b.txt', 'echo no > skip.txt']\n",
+        "  artifacts: {paths: [out/]}\n",
+        "lint:\n",
+        "  script: [echo lint]\n",
+    ));
+    let dir = c.home.path().join("artifacts");
+    std::fs::create_dir_all(dir.join("build")).unwrap();
+    std::fs::write(dir.join("build/stale.txt"), "old run").unwrap();
+    let dir_arg = dir.to_string_lossy().into_owned();
+    let r = c.run(&["--artifacts-dir", &dir_arg]);
+    assert_eq!(r.code, 0, "{}", r.explain());
+    assert_eq!(
+        std::fs::read_to_string(dir.join("build/out/a.txt")).unwrap(),
+        "one\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("build/out/sub/b.txt")).unwrap(),
+        "two\n"
+    );
+    assert!(!dir.join("build/skip.txt").exists());
+    assert!(!dir.join("build/stale.txt").exists());
+    assert!(!dir.join("lint").exists());
+}
+
 /// `gantry run | head`: a closed standard output ends nothing early and is no panic.
 #[test]
 fn a_closed_stdout_does_not_fail_the_run() {

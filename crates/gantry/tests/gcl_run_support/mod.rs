@@ -21,8 +21,10 @@
 //!    and `GANTRY_CACHE_DIR` a per-record one;
 //! 2. applies `setup` and runs `prior_runs` (each checked like the main run);
 //! 3. runs the real binary: `gantry run [JOB...] [--needs] [--file F] [--manual J]...
-//!    [--var K=V]... --executor <the suite's> --no-color --json-report <tmp>`;
-//! 4. checks the exit status, the output matchers, job statuses, coverage and caches.
+//!    [--var K=V]... --executor <the suite's> --no-color --json-report <tmp>
+//!    --artifacts-dir <tmp>`;
+//! 4. checks the exit status, the output matchers, job statuses, coverage, caches and
+//!    artifacts.
 //!
 //! # What is adapted (gcl's conventions → Gantry's output of the same fact)
 //!
@@ -64,8 +66,8 @@
 //! runs and, where GitLab's wording is known, stderr holds GitLab's key phrase
 //! ([`gitlab_phrases`]); gcl's own wording is never required.
 //!
-//! `expect_artifacts` cannot be checked: `gantry run` keeps artifacts on its temporary
-//! coordinator for the run only (such a record fails, with that reason).
+//! `expect_artifacts` is checked in what `--artifacts-dir` extracted after the run
+//! (`<dir>/<job>/<path>`), the counterpart of gcl's artifact store.
 //!
 //! Records that do not pass are listed in the suite's exceptions file
 //! (`tests/gcl-*-exceptions.txt`, one `<id> — [<tag>] <reason>` per line, the tags
@@ -289,6 +291,8 @@ struct Workspace {
     home: PathBuf,
     cache: PathBuf,
     report: PathBuf,
+    /// `--artifacts-dir`: the jobs' artifacts after the run (gcl's artifact store).
+    artifacts: PathBuf,
     /// Extra environment of every run.
     env: Vec<(String, String)>,
     /// The loopback server of the record's HTTP mocks.
@@ -529,12 +533,14 @@ fn prepare(rec: &J) -> Result<Workspace, String> {
         None => root.clone(),
     };
     let report = tmp.path().join("report.json");
+    let artifacts = tmp.path().join("artifacts");
     Ok(Workspace {
         _tmp: tmp,
         start,
         home,
         cache,
         report,
+        artifacts,
         env,
         mock_http,
     })
@@ -572,7 +578,9 @@ fn run_gantry(ws: &Workspace, run: &J, executor: &str) -> Outcome {
         }
     }
     cmd.args(["--executor", executor, "--no-color", "--json-report"])
-        .arg(&ws.report);
+        .arg(&ws.report)
+        .arg("--artifacts-dir")
+        .arg(&ws.artifacts);
     cmd.envs(ws.env.iter().map(|(k, v)| (k, v)));
     cmd.current_dir(&ws.start)
         .env("HOME", &ws.home)
@@ -1209,13 +1217,21 @@ fn check(id: &str, exp: &J, out: &Outcome, ws: &Workspace) -> Vec<String> {
             }
         }
     }
-    // gcl's artifact store: `gantry run` keeps artifacts on its temporary coordinator for
-    // the run only, so there is nothing to list afterwards.
-    if exp.get("expect_artifacts").is_some() {
-        problems.push(
-            "expect_artifacts: a job's stored artifacts cannot be listed after `gantry run` ends"
-                .into(),
-        );
+    // gcl's artifact store: what `--artifacts-dir` extracted for the job.
+    if let Some(jobs) = exp.get("expect_artifacts").and_then(J::as_object) {
+        for (name, facts) in jobs {
+            let dir = ws.artifacts.join(gitlab_name(name).replace('/', "_"));
+            for path in str_list(facts.get("contains")) {
+                if !dir.join(&path).exists() {
+                    problems.push(format!("artifacts of `{name}` lack {path}"));
+                }
+            }
+            for path in str_list(facts.get("not_contains")) {
+                if dir.join(&path).exists() {
+                    problems.push(format!("artifacts of `{name}` hold {path}"));
+                }
+            }
+        }
     }
     problems
 }
