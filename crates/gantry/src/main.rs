@@ -65,6 +65,13 @@ enum Command {
     Bench(bench::BenchCommand),
 }
 
+/// Writes a line to standard output. A closed pipe (`gantry … | head`) ends the output
+/// quietly, where `println!` would panic.
+pub(crate) fn out_line(text: &str) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stdout().lock(), "{text}");
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let code = match cli.command {

@@ -55,9 +55,6 @@ fn create(args: &CreateArgs) -> Result<(), ClientError> {
             .map_or("?", |sha| &sha[..sha.len().min(8)]),
         pipeline["status"].as_str().unwrap_or("?"),
     );
-    println!(
-        "{}",
-        serde_json::to_string_pretty(&pipeline).unwrap_or_default()
-    );
+    crate::out_line(&serde_json::to_string_pretty(&pipeline).unwrap_or_default());
     Ok(())
 }

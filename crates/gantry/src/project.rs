@@ -56,20 +56,14 @@ fn create(args: &CreateArgs) -> Result<(), ClientError> {
         "next: gantry pipeline create --project {} --ref <branch>",
         args.name
     );
-    println!(
-        "{}",
-        serde_json::to_string_pretty(&project).unwrap_or_default()
-    );
+    crate::out_line(&serde_json::to_string_pretty(&project).unwrap_or_default());
     Ok(())
 }
 
 fn list(args: &ListArgs) -> Result<(), ClientError> {
     let client = ApiClient::new(&args.server)?;
     let projects: Value = block_on(client.get("projects"))??;
-    println!(
-        "{}",
-        serde_json::to_string_pretty(&projects).unwrap_or_default()
-    );
+    crate::out_line(&serde_json::to_string_pretty(&projects).unwrap_or_default());
     Ok(())
 }
 

@@ -456,9 +456,11 @@ async fn verify(args: &VerifyArgs) -> Result<u8, Failure> {
         .map_err(|error| server(error.to_string()))?;
         let who = format!("{} ({})", runner_name(runner), short_token(&runner.token));
         match client.verify(&runner.token, &system_id).await {
-            Ok(_) => println!("{who} is valid"),
+            Ok(_) => crate::out_line(&format!("{who} is valid")),
             Err(ClientError::Refused { status: 403, .. }) => {
-                println!("{who} is not valid: the server does not accept its token (removed?)");
+                crate::out_line(&format!(
+                    "{who} is not valid: the server does not accept its token (removed?)"
+                ));
                 code = code.max(exit::INVALID);
             }
             Err(error) => {
@@ -475,13 +477,13 @@ fn list(arg: &ConfigArg) -> Result<u8, Failure> {
     let config = load(&path)?;
     eprintln!("Listing configured runners (config: {})", path.display());
     for runner in &config.runners {
-        println!(
+        crate::out_line(&format!(
             "{}\texecutor={}\turl={}\ttoken={}",
             runner_name(runner),
             runner.executor,
             runner.url,
             short_token(&runner.token)
-        );
+        ));
     }
     Ok(exit::OK)
 }

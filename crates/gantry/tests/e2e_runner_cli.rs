@@ -280,3 +280,39 @@ tagged:
     );
     assert!(!log.contains("\nnever"), "{log}");
 }
+
+/// `gantry runner list | head -0`: a closed standard output ends the listing quietly
+/// (`println!` panicked with exit status 101).
+#[test]
+fn list_into_a_closed_pipe_is_no_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    let mut toml = String::from("concurrent = 1\n");
+    for name in ["one", "two", "three"] {
+        toml.push_str(&format!(
+            "[[runners]]\nname = \"{name}\"\nurl = \"http://127.0.0.1:1\"\ntoken = \"glrt-{name}-0123456789abcdef\"\nexecutor = \"shell\"\n"
+        ));
+    }
+    std::fs::write(&config, toml).unwrap();
+    // A pipe whose reading end is closed before the command starts.
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = gantry()
+        .args(["runner", "list", "--config"])
+        .arg(&config)
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{:?}: {}",
+        out.status,
+        text(&out.stderr)
+    );
+    assert!(
+        !text(&out.stderr).contains("panicked"),
+        "{}",
+        text(&out.stderr)
+    );
+}

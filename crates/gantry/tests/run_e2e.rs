@@ -606,13 +606,10 @@ fn artifacts_dir_receives_each_jobs_artifacts() {
 fn a_closed_stdout_does_not_fail_the_run() {
     let c = Checkout::new("a:\n  script: [echo one]\nb:\n  script: [echo two]\n");
     let (mut cmd, report) = c.command(&[]);
-    let mut child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    drop(child.stdout.take());
-    let output = child.wait_with_output().unwrap();
+    // A pipe whose reading end is closed before the run starts.
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let output = cmd.stdout(writer).stderr(Stdio::piped()).output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(0), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
