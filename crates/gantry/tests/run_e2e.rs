@@ -70,6 +70,19 @@ impl Checkout {
         std::fs::write(path, text).unwrap();
     }
 
+    /// Mode 755, as `chmod +x`.
+    fn make_executable(&self, file: &str) {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(
+                self.path().join(file),
+                std::fs::Permissions::from_mode(0o755),
+            )
+            .unwrap();
+        }
+    }
+
     fn commit(&self) {
         git(self.path(), &["add", "-A"]);
         git(self.path(), &["commit", "-qm", "change", "--allow-empty"]);
@@ -498,15 +511,7 @@ fn jobs_see_the_working_tree_with_uncommitted_changes_and_modes_but_not_ignored_
     c.write("new.txt", "untracked file\n");
     c.write("secret.txt", "ignored\n");
     c.write("tool.sh", "#!/bin/sh\necho tool-ran\n");
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(
-            c.path().join("tool.sh"),
-            std::fs::Permissions::from_mode(0o755),
-        )
-        .unwrap();
-    }
+    c.make_executable("tool.sh");
     let status_before = git(c.path(), &["status", "--porcelain"]);
     let r = c.run(&[]);
     assert_eq!(r.code, 0, "{}", r.explain());
@@ -553,15 +558,7 @@ fn each_job_gets_a_clean_copy_even_in_a_reused_build_directory() {
     c.write("tracked.txt", "original\n");
     c.write("README.md", "readme\n");
     c.write("tool.sh", "#!/bin/sh\necho tool-ran\n");
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(
-            c.path().join("tool.sh"),
-            std::fs::Permissions::from_mode(0o755),
-        )
-        .unwrap();
-    }
+    c.make_executable("tool.sh");
     c.commit();
     let r = c.run(&["--concurrency", "1"]);
     assert_eq!(r.code, 0, "{}", r.explain());

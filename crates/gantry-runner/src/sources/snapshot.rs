@@ -352,7 +352,7 @@ mod tests {
         fs::hard_link(outside.path().join("precious"), out.join("linked.txt")).unwrap();
         fs::set_permissions(out.join("locked.txt"), fs::Permissions::from_mode(0o400)).unwrap();
         fs::set_permissions(out.join("dir"), fs::Permissions::from_mode(0o500)).unwrap();
-        nix_mkfifo(&out.join("fifo"));
+        mkfifo(&out.join("fifo"));
 
         let stats = sync_tree(s, &out).unwrap();
         assert_eq!(stats.files, 6);
@@ -402,7 +402,7 @@ mod tests {
     }
 
     #[cfg(unix)]
-    fn nix_mkfifo(path: &Path) {
+    fn mkfifo(path: &Path) {
         let status = std::process::Command::new("mkfifo")
             .arg(path)
             .status()

@@ -1241,7 +1241,7 @@ fn run_record(rec: &J, suite: &Suite) -> Result<Duration, String> {
     let id = rec.get("id").and_then(J::as_str).unwrap_or_default();
     let ws = prepare(rec)?;
     // `setup`: a fresh cache dir is "no cache stored"; gcl's build-folder pre-creation has
-    // no counterpart (every Gantry job gets a fresh build directory).
+    // no counterpart (every Gantry job gets a clean build directory).
     let mut elapsed = Duration::ZERO;
     for (i, prior) in rec
         .get("prior_runs")
