@@ -6,7 +6,8 @@
 //! dotenv reports are the server's. What is local:
 //!
 //! * sources: a snapshot of the working tree (see [`snapshot`]) is the project's
-//!   repository, and every job gets an exact copy of it (the runner's snapshot mode: its slot directory synced, see `gantry_runner::sources::sync_tree`);
+//!   repository, and every job gets an exact copy of it (the runner's snapshot mode:
+//!   its slot directory synced, see `gantry_runner::sources::sync_tree`);
 //! * the cache directory persists between runs of the same checkout:
 //!   `$XDG_CACHE_HOME/gantry/run/<hash of the checkout path>/cache` (or
 //!   `~/.cache/gantry/…`; `GANTRY_CACHE_DIR` overrides it);
