@@ -353,8 +353,8 @@ impl Store {
             .ok_or(StoreError::NotFound("project"))?
             .get(0);
         let res = sqlx::query(
-            "INSERT INTO pipelines (project_id, iid, ref_name, tag, sha, before_sha, source, status, failure_reason, yaml_errors, variables, protected, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) RETURNING id",
+            "INSERT INTO pipelines (project_id, iid, ref_name, tag, sha, before_sha, source, status, failure_reason, yaml_errors, variables, protected, created_at, updated_at, parent_job_id) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) RETURNING id",
         )
         .bind(p.project_id)
         .bind(iid)
@@ -370,8 +370,18 @@ impl Store {
         .bind(b(p.protected))
         .bind(now)
         .bind(now)
+        .bind(p.parent_job_id)
         .fetch_one(&mut *tx)
-        .await?;
+        .await
+        .map_err(|e| {
+            StoreError::conflict_or(
+                e,
+                format!(
+                    "the trigger job {} already created its downstream pipeline",
+                    p.parent_job_id.unwrap_or_default()
+                ),
+            )
+        })?;
         let pipeline_id: i64 = res.get(0);
         for j in jobs {
             insert_job(&mut tx, pipeline_id, p.project_id, j, now).await?;
@@ -400,6 +410,30 @@ impl Store {
             Pipeline::COLUMNS
         ))
         .bind(project_id)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(Pipeline::from_row).collect())
+    }
+
+    /// The pipeline the trigger job `job_id` created, if any.
+    pub async fn pipeline_by_parent_job(&self, job_id: i64) -> Result<Option<Pipeline>> {
+        let row = sqlx::query(&format!(
+            "SELECT {} FROM pipelines WHERE parent_job_id = $1",
+            Pipeline::COLUMNS
+        ))
+        .bind(job_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.map(|r| Pipeline::from_row(&r)))
+    }
+
+    /// The pipelines trigger jobs of `pipeline_id` created (any attempt), oldest first.
+    pub async fn downstream_pipelines(&self, pipeline_id: i64) -> Result<Vec<Pipeline>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {} FROM pipelines WHERE parent_job_id IN (SELECT id FROM jobs WHERE pipeline_id = $1) ORDER BY id",
+            Pipeline::COLUMNS
+        ))
+        .bind(pipeline_id)
         .fetch_all(&self.pool)
         .await?;
         Ok(rows.iter().map(Pipeline::from_row).collect())

@@ -114,6 +114,9 @@ pub struct NewPipeline {
     /// Pipeline variables (JSON object).
     pub variables: String,
     pub protected: bool,
+    /// The trigger job that creates this pipeline (a downstream pipeline); `None` for a
+    /// pipeline created from a ref.
+    pub parent_job_id: Option<i64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -136,11 +139,13 @@ pub struct Pipeline {
     pub finished_at: Option<i64>,
     pub updated_at: i64,
     pub lock_version: i64,
+    /// The trigger job that created this pipeline (downstream pipelines only).
+    pub parent_job_id: Option<i64>,
 }
 
 impl Pipeline {
     pub(crate) const COLUMNS: &'static str = "id, project_id, iid, ref_name, tag, sha, before_sha, source, status, failure_reason, yaml_errors, \
-         variables, protected, created_at, started_at, finished_at, updated_at, lock_version";
+         variables, protected, created_at, started_at, finished_at, updated_at, lock_version, parent_job_id";
     pub(crate) fn from_row(r: &AnyRow) -> Self {
         Self {
             id: r.get("id"),
@@ -161,6 +166,7 @@ impl Pipeline {
             finished_at: r.get("finished_at"),
             updated_at: r.get("updated_at"),
             lock_version: r.get("lock_version"),
+            parent_job_id: r.get("parent_job_id"),
         }
     }
 }

@@ -49,6 +49,7 @@ fn pipeline(project_id: i64) -> NewPipeline {
         yaml_errors: None,
         variables: "{}".into(),
         protected: true,
+        parent_job_id: None,
     }
 }
 
@@ -100,6 +101,54 @@ async fn pipelines_get_per_project_iids_and_their_jobs() {
     assert_eq!(jobs[0].tags, ["linux"]);
     assert_eq!(s.pipelines(a.id).await.expect("list").len(), 2);
     assert_eq!(s.active_pipelines().await.expect("active").len(), 3);
+}
+
+#[tokio::test]
+async fn a_trigger_job_creates_one_downstream_pipeline_at_most() {
+    let (_d, s) = open().await;
+    let a = s.create_project(&project("a"), 1).await.expect("a");
+    let (parent, jobs) = s
+        .create_pipeline(&pipeline(a.id), &[job("trigger", "running")], 1)
+        .await
+        .expect("parent");
+    let child = NewPipeline {
+        parent_job_id: Some(jobs[0].id),
+        source: "parent_pipeline".into(),
+        ..pipeline(a.id)
+    };
+    let (created, _) = s
+        .create_pipeline(&child, &[job("inner", "created")], 2)
+        .await
+        .expect("child");
+    assert_eq!(created.parent_job_id, Some(jobs[0].id));
+    assert_eq!(
+        s.pipeline(parent.id).await.expect("read").parent_job_id,
+        None
+    );
+    match s
+        .create_pipeline(&child, &[job("inner", "created")], 3)
+        .await
+    {
+        Err(StoreError::Conflict(m)) => assert!(m.contains("already created"), "{m}"),
+        other => panic!("a second child of one trigger job: {other:?}"),
+    }
+    // Nothing of the refused one was kept.
+    assert_eq!(s.pipelines(a.id).await.expect("list").len(), 2);
+    assert_eq!(
+        s.pipeline_by_parent_job(jobs[0].id)
+            .await
+            .expect("by job")
+            .map(|p| p.id),
+        Some(created.id)
+    );
+    let down = s.downstream_pipelines(parent.id).await.expect("downstream");
+    assert_eq!(down.iter().map(|p| p.id).collect::<Vec<_>>(), [created.id]);
+    assert!(
+        s.downstream_pipelines(created.id)
+            .await
+            .expect("none")
+            .is_empty()
+    );
 }
 
 #[tokio::test]
