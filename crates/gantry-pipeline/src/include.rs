@@ -61,6 +61,59 @@ pub trait Loader {
         let _ = (project, ref_name);
         Vec::new()
     }
+    /// A file of a job's artifacts archive in the parent pipeline (`include:artifact` of a
+    /// child pipeline; `path` has no leading `/`). The default is a pipeline that is no
+    /// child: [`ArtifactError::NotChild`].
+    fn artifact(&self, job: &str, path: &str) -> Result<String, ArtifactError> {
+        let _ = (job, path);
+        Err(ArtifactError::NotChild)
+    }
+}
+
+/// Why `include:artifact` gave no file (GitLab's `File::Artifact` and
+/// `ArtifactFileReader` messages: [`ArtifactError::message`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ArtifactError {
+    /// The configuration is not a child pipeline's.
+    #[error("not a child pipeline")]
+    NotChild,
+    /// No job of that name in the parent pipeline, or it has no artifacts archive.
+    #[error("no such job with artifacts")]
+    NoJob,
+    /// The archive holds no such file.
+    #[error("no such file")]
+    NoFile,
+    /// The archive is larger than the limit (bytes).
+    #[error("archive larger than {0} bytes")]
+    TooLarge(u64),
+    /// Reading failed; the description.
+    #[error("{0}")]
+    Io(String),
+}
+
+impl ArtifactError {
+    /// GitLab's message for `path` of `job`'s artifacts.
+    pub fn message(&self, job: &str, path: &str) -> String {
+        match self {
+            ArtifactError::NotChild => {
+                "Including configs from artifacts is only allowed when triggering child pipelines"
+                    .to_owned()
+            }
+            ArtifactError::NoJob => {
+                format!("Job `{job}` not found in parent pipeline or does not have artifacts!")
+            }
+            ArtifactError::NoFile => {
+                format!("Path `{path}` does not exist inside the `{job}` artifacts archive!")
+            }
+            ArtifactError::TooLarge(max) => format!(
+                "Artifacts archive for job `{job}` is too large: max {} MB",
+                max / (1024 * 1024)
+            ),
+            ArtifactError::Io(e) => {
+                format!("Artifact `{path}` of job `{job}` could not be read: {e}")
+            }
+        }
+    }
 }
 
 /// Why an `include:remote` URL gave no file. [`remote_message`] turns it into GitLab's
@@ -634,11 +687,12 @@ impl<'a> Loading<'a> {
                     c.as_str().map(|s| self.expand(s)).unwrap_or_default()
                 ),
             )
-        } else if let Some(a) = m.get("artifact") {
-            (
-                "include:artifact",
-                format!("Artifact `{}`", a.as_str().unwrap_or_default()),
-            )
+        } else if m.contains_key("artifact") {
+            let (Some(path), Some(job)) = (str_of(self.cx, "artifact"), str_of(self.cx, "job"))
+            else {
+                return Vec::new();
+            };
+            return self.fetch_artifact(&path, &job, item).into_iter().collect();
         } else {
             return Vec::new();
         };
@@ -794,6 +848,37 @@ impl<'a> Loading<'a> {
             item: item.clone(),
             origin: Origin::Remote,
         })
+    }
+
+    /// `include:artifact` (GitLab's `File::Artifact`): a file of a parent pipeline job's
+    /// artifacts; its own `include:local` entries read the pipeline's project.
+    fn fetch_artifact(&mut self, path: &str, job: &str, item: &Node) -> Option<Fetched> {
+        let location = path.trim_start_matches('/').to_owned();
+        if !has_yaml_ext(&location) {
+            self.cx.raw(
+                format!("Included file `{location}` does not have YAML extension!"),
+                Some(item.pos),
+            );
+            return None;
+        }
+        match self.loader.artifact(job, &location) {
+            Ok(text) if text.trim().is_empty() => {
+                self.cx
+                    .raw(format!("File `{location}` is empty!"), Some(item.pos));
+                None
+            }
+            Ok(text) => Some(Fetched {
+                name: format!("{job}:{location}"),
+                location,
+                text,
+                item: item.clone(),
+                origin: Origin::Pipeline,
+            }),
+            Err(e) => {
+                self.cx.raw(e.message(job, &location), Some(item.pos));
+                None
+            }
+        }
     }
 
     /// One `file` of `include:project` (GitLab's `File::Project`).

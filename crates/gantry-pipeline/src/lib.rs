@@ -25,6 +25,6 @@ pub mod yaml;
 pub use compile::{Compiled, Options, compile};
 pub use context::{Context, PipelineInfo, Source};
 pub use diagnostic::{Diagnostic, Location, SourceMap};
-pub use include::{Loader, MemoryLoader, ProjectError, RemoteError, remote_message};
+pub use include::{ArtifactError, Loader, MemoryLoader, ProjectError, RemoteError, remote_message};
 pub use model::*;
 pub use select::{SelectError, select_jobs};

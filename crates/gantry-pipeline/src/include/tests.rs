@@ -171,6 +171,42 @@ fn a_loader_without_network_says_so() {
 }
 
 #[test]
+fn include_artifact_is_only_for_child_pipelines_and_says_why_a_file_is_missing() {
+    let l = MemoryLoader::new().with(
+        ".gitlab-ci.yml",
+        format!("include:\n  - artifact: gen.yml\n    job: build\n{JOB}"),
+    );
+    assert_eq!(
+        errors(&l),
+        ["Including configs from artifacts is only allowed when triggering child pipelines"]
+    );
+    for (e, want) in [
+        (
+            ArtifactError::NoJob,
+            "Job `build` not found in parent pipeline or does not have artifacts!",
+        ),
+        (
+            ArtifactError::NoFile,
+            "Path `gen.yml` does not exist inside the `build` artifacts archive!",
+        ),
+        (
+            ArtifactError::TooLarge(5 * 1024 * 1024),
+            "Artifacts archive for job `build` is too large: max 5 MB",
+        ),
+    ] {
+        assert_eq!(e.message("build", "gen.yml"), want);
+    }
+    let l = MemoryLoader::new().with(
+        ".gitlab-ci.yml",
+        format!("include:\n  - artifact: gen.txt\n    job: build\n{JOB}"),
+    );
+    assert_eq!(
+        errors(&l),
+        ["Included file `gen.txt` does not have YAML extension!"]
+    );
+}
+
+#[test]
 fn local_include_inside_a_remote_file_has_no_project() {
     let l = TestLoader::new(&format!("include: https://h/a.yml\n{JOB}")).remote(
         "https://h/a.yml",
