@@ -310,6 +310,14 @@ async fn every_endpoint_checks_its_caller() {
             &admin,
         ),
         Row::new(
+            "GET /projects/:id/pipelines/:pid/bridges",
+            Method::GET,
+            format!("projects/{a}/pipelines/{pipeline_a}/bridges"),
+            Private,
+            Value::Null,
+            &admin,
+        ),
+        Row::new(
             "GET /projects/:id/jobs/:job_id",
             Method::GET,
             format!("projects/{a}/jobs/{job_a}"),

@@ -447,3 +447,60 @@ async fn the_user_api_takes_form_parameters_like_gitlab() {
         StatusCode::BAD_REQUEST
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trigger_jobs_are_listed_as_bridges_with_their_downstream_pipeline() {
+    let server = TestServer::start().await;
+    let repo = Repo::new(&[
+        (
+            ".gitlab-ci.yml",
+            "build: {script: [make]}\nchild:\n  trigger:\n    include: child.yml\n",
+        ),
+        ("child.yml", "inner: {script: [echo]}\n"),
+    ]);
+    let project = server.create_project("bridges", &repo).await["id"]
+        .as_i64()
+        .unwrap();
+    let pipeline = server.create_pipeline(project, "main").await["id"]
+        .as_i64()
+        .unwrap();
+    let names = |list: &[Value]| -> Vec<String> {
+        list.iter()
+            .map(|j| j["name"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    };
+    assert_eq!(
+        names(&server.pipeline_jobs(project, pipeline).await),
+        ["build"]
+    );
+    let path = format!("projects/{project}/pipelines/{pipeline}/bridges");
+    let start = std::time::Instant::now();
+    let bridge = loop {
+        let (status, body) = server.admin(Method::GET, &path, None).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let list = body.as_array().cloned().unwrap_or_default();
+        assert_eq!(names(&list), ["child"]);
+        if list[0]["status"] == "success" {
+            break list[0].clone();
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "{body}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let child = bridge["downstream_pipeline"]["id"]
+        .as_i64()
+        .expect("downstream_pipeline");
+    let (status, body) = server
+        .admin(
+            Method::GET,
+            &format!("projects/{project}/pipelines/{child}"),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["source"], "parent_pipeline");
+    assert_eq!(body["parent_job_id"], bridge["id"]);
+    assert_eq!(
+        names(&server.pipeline_jobs(project, child).await),
+        ["inner"]
+    );
+}

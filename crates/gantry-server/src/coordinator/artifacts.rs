@@ -100,7 +100,7 @@ impl Coordinator {
         Ok(())
     }
 
-    async fn blob_get(&self, key: String) -> Result<Option<Vec<u8>>> {
+    pub(crate) async fn blob_get(&self, key: String) -> Result<Option<Vec<u8>>> {
         let blobs = Arc::clone(&self.inner.blobs);
         Ok(tokio::task::spawn_blocking(move || blobs.get(&key))
             .await

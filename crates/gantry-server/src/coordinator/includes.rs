@@ -282,6 +282,10 @@ impl Loader for IncludeLoader<'_> {
         self.files.read(path)
     }
 
+    fn artifact(&self, job: &str, path: &str) -> Result<String, gantry_pipeline::ArtifactError> {
+        self.files.artifact(job, path)
+    }
+
     fn files(&self) -> Vec<String> {
         self.files.files()
     }

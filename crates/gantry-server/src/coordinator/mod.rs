@@ -19,6 +19,7 @@
 mod artifacts;
 mod blob;
 mod coverage;
+mod downstream;
 mod environment;
 mod error;
 mod git;
@@ -45,7 +46,7 @@ use std::time::Duration;
 use gantry_store::Store;
 use tokio::sync::watch;
 
-use crate::processor::{PipelineState, Watchdog};
+use crate::processor::{PipelineState, Status, Watchdog};
 
 pub use blob::{BlobStore, LocalDir};
 pub use environment::JobEnvironment;
@@ -506,10 +507,11 @@ impl Coordinator {
             if loaded.rows.is_empty() {
                 return Ok((out, false, None));
             }
-            let mut has_new = state.jobs().len() > loaded.rows.len();
+            let has_new = state.jobs().len() > loaded.rows.len();
+            let mut bridges = Vec::new();
             if !has_new {
                 state.advance(now);
-                has_new = fail_bridges(&mut state, &loaded, now);
+                bridges = start_bridges(&mut state, &loaded, now);
             }
             let (change, changes) = diff(&loaded, &state, now_ms, &extras);
             if change.jobs.is_empty()
@@ -527,6 +529,14 @@ impl Coordinator {
                 Ok(()) => {
                     if !change.new_jobs.is_empty() {
                         self.runtime().dep_rows.remove(&pipeline_id);
+                    }
+                    self.spawn_triggers(bridges);
+                    let completed = |s: &str| Status::parse(s).is_some_and(Status::is_completed);
+                    if loaded.pipeline.parent_job_id.is_some()
+                        && completed(&change.status)
+                        && !completed(&loaded.pipeline.status)
+                    {
+                        self.spawn_sync_bridge(pipeline_id);
                     }
                     let resources = self
                         .after_change(&changes)
@@ -581,39 +591,33 @@ impl Coordinator {
     }
 }
 
-/// Trigger (bridge) jobs that became pending: downstream pipelines are not supported
-/// yet, so they fail with `downstream_pipeline_creation_failed` instead of waiting for a
-/// runner forever. Returns whether that created new attempts (retry).
-fn fail_bridges(
+/// Trigger (bridge) jobs that became pending start at once (no runner takes them):
+/// returns their database ids, whose downstream pipelines are created once the decision
+/// is stored (`downstream.rs`).
+fn start_bridges(
     state: &mut PipelineState,
     loaded: &Loaded,
     now: crate::processor::Timestamp,
-) -> bool {
-    for _ in 0..16 {
-        let bridges: Vec<_> = state
-            .current_jobs()
-            .filter(|j| j.status == crate::processor::Status::Pending)
-            .filter(|j| loaded.spec_of(j).is_some_and(spec::StoredSpec::is_bridge))
-            .map(|j| j.id)
-            .collect();
-        if bridges.is_empty() {
-            return false;
-        }
-        for job in bridges {
-            let _ = crate::processor::apply(
-                state,
-                &crate::processor::Event::JobFailed {
-                    job,
-                    reason: crate::processor::FailureReason::DownstreamPipelineCreationFailed,
-                    exit_code: None,
-                },
-                now,
-            );
-        }
-        if state.jobs().len() > loaded.rows.len() {
-            return true;
-        }
+) -> Vec<i64> {
+    let bridges: Vec<_> = state
+        .current_jobs()
+        .filter(|j| j.status == Status::Pending)
+        .filter(|j| loaded.spec_of(j).is_some_and(spec::StoredSpec::is_bridge))
+        .filter_map(|j| Some((j.id, loaded.row(j.id)?.id)))
+        .collect();
+    for (job, _) in &bridges {
+        let _ = crate::processor::apply(
+            state,
+            &crate::processor::Event::JobStarted {
+                job: *job,
+                timeout: None,
+                graceful_cancel: false,
+            },
+            now,
+        );
+    }
+    if !bridges.is_empty() {
         state.advance(now);
     }
-    false
+    bridges.into_iter().map(|(_, id)| id).collect()
 }

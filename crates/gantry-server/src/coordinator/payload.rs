@@ -472,20 +472,38 @@ impl Coordinator {
                 by_job.entry(a.job_id).or_default().push(a);
             }
         }
-        for d in deps {
-            let arts = by_job.get(&d.id).map_or(&[][..], Vec::as_slice);
+        // `needs:pipeline:job`: jobs of another pipeline of the same hierarchy.
+        let mut deps: Vec<(i64, String)> = deps.iter().map(|d| (d.id, d.name.clone())).collect();
+        match self
+            .cross_pipeline_dependencies(pipeline, project, spec)
+            .await?
+        {
+            Ok(cross) => {
+                for (id, name, pipeline_id) in cross {
+                    for a in store.pipeline_artifacts(pipeline_id).await? {
+                        if a.job_id == id {
+                            by_job.entry(a.job_id).or_default().push(a);
+                        }
+                    }
+                    deps.push((id, name));
+                }
+            }
+            Err(message) => return Ok(Err(message)),
+        }
+        for (id, name) in &deps {
+            let arts = by_job.get(id).map_or(&[][..], Vec::as_slice);
             if arts
                 .iter()
                 .any(|a| a.file_type == "archive" && a.expire_at.is_some_and(|t| t <= now))
             {
-                return Ok(Err(format!("the artifacts of `{}` expired", d.name)));
+                return Ok(Err(format!("the artifacts of `{name}` expired")));
             }
             let archive = arts
                 .iter()
                 .find(|a| a.file_type == "archive" && a.expire_at.is_none_or(|t| t > now));
             dependencies.push(Dependency {
-                id: d.id,
-                name: d.name.clone(),
+                id: *id,
+                name: name.clone(),
                 token: job_token.to_owned(),
                 artifacts_file: archive.map(|a| ArtifactsFile {
                     filename: a.filename.clone(),
@@ -496,7 +514,7 @@ impl Coordinator {
                 .iter()
                 .any(|a| a.file_type == "dotenv" && a.expire_at.is_none_or(|t| t > now))
             {
-                dotenv.extend(self.dotenv_variables(d.id).await?);
+                dotenv.extend(self.dotenv_variables(*id).await?);
             }
         }
 

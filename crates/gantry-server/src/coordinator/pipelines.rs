@@ -1,9 +1,10 @@
 //! Projects and pipelines: creation from a ref (git → YAML processor → store → processing),
 //! user actions (cancel, retry, play), and the views users get.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use gantry_pipeline::{Context, Loader as _, Options, PipelineInfo, Source};
+use gantry_pipeline::{ArtifactError, Context, Loader as _, Options, PipelineInfo, Source};
 use gantry_store::{NewJob, NewPipeline, NewProject, PipelineChange};
 
 use crate::processor::{
@@ -12,7 +13,7 @@ use crate::processor::{
 
 use super::environment::JobEnvironment;
 use super::error::{CoordinatorError, Result};
-use super::git::{CommitLoader, Mirror};
+use super::git::{CommitInfo, CommitLoader, Mirror, ResolvedRef};
 use super::includes::{IncludeLoader, IncludeSources, ProjectRepo};
 use super::payload::creation_variables;
 use super::spec::{CacheKeyModel, JobModel, StoredAutoCancel, StoredSpec};
@@ -107,6 +108,66 @@ pub struct PipelineRequest {
     pub source: Source,
     /// Only some jobs (`gantry run JOB...`); `None` = the whole pipeline.
     pub jobs: Option<JobSelection>,
+}
+
+/// Everything a pipeline is created from, once its commit is known.
+pub(crate) struct Creation {
+    pub project: gantry_store::Project,
+    pub mirror: Mirror,
+    pub r: ResolvedRef,
+    pub commit: CommitInfo,
+    pub protected: bool,
+    /// Pipeline variables (highest precedence).
+    pub variables: Vec<(String, String)>,
+    pub source: Source,
+    pub selection: Option<JobSelection>,
+    /// The trigger job of a downstream pipeline.
+    pub parent_job_id: Option<i64>,
+    /// A child pipeline's configuration (`None`: the project's configuration file).
+    pub child: Option<ChildConfig>,
+}
+
+/// The configuration of a child pipeline: its trigger job's `include:` as the root file,
+/// and the `include:artifact` files read from the parent pipeline beforehand.
+pub(crate) struct ChildConfig {
+    /// The root file's name (for messages) and text.
+    pub root: (String, String),
+    /// `(job, path)` → the file, or why there is none.
+    pub artifacts: HashMap<(String, String), std::result::Result<String, ArtifactError>>,
+}
+
+/// The project's files at the pipeline's commit; for a child pipeline also its root file
+/// and its `include:artifact` files.
+struct ChildFiles {
+    commit: CommitLoader,
+    child: Option<ChildConfig>,
+}
+
+impl gantry_pipeline::Loader for ChildFiles {
+    fn read(&self, path: &str) -> std::result::Result<Option<String>, String> {
+        match &self.child {
+            Some(c) if c.root.0 == path => Ok(Some(c.root.1.clone())),
+            _ => self.commit.read(path),
+        }
+    }
+
+    fn files(&self) -> Vec<String> {
+        self.commit.files()
+    }
+
+    fn artifact(&self, job: &str, path: &str) -> std::result::Result<String, ArtifactError> {
+        let Some(c) = &self.child else {
+            return Err(ArtifactError::NotChild);
+        };
+        c.artifacts
+            .get(&(job.to_owned(), path.to_owned()))
+            .cloned()
+            .unwrap_or_else(|| {
+                Err(ArtifactError::Io(
+                    "only the trigger job's own `include:artifact` entries are read".to_owned(),
+                ))
+            })
+    }
 }
 
 /// Which jobs of a pipeline to keep (see [`gantry_pipeline::select`]).
@@ -276,7 +337,7 @@ impl Coordinator {
     }
 
     /// Fetch the project's repository into its mirror (serialized per project).
-    async fn sync_mirror(&self, project: &gantry_store::Project) -> Result<Mirror> {
+    pub(crate) async fn sync_mirror(&self, project: &gantry_store::Project) -> Result<Mirror> {
         let mirror = self.mirror(project.id);
         let _g = self.inner.repo_locks[stripe(project.id)].lock().await;
         if self.inner.cfg.local_repos_in_place && is_local_path(&project.repo_url) {
@@ -360,8 +421,7 @@ impl Coordinator {
             jobs: selection,
         } = request;
         let ref_name = ref_name.as_str();
-        let store = &self.inner.store;
-        let project = store.project(project_id).await?;
+        let project = self.inner.store.project(project_id).await?;
         let mirror = self.sync_mirror(&project).await?;
         let Some((r, commit)) = mirror.resolve(ref_name).await? else {
             return Err(CoordinatorError::Invalid(format!(
@@ -371,6 +431,42 @@ impl Coordinator {
         };
         self.remember_commit(project_id, &r, &commit);
         let protected = !r.tag && r.name == project.default_branch;
+        self.create_at(Creation {
+            project,
+            mirror,
+            r,
+            commit,
+            protected,
+            variables,
+            source,
+            selection,
+            parent_job_id: None,
+            child: None,
+        })
+        .await
+    }
+
+    /// Compile the configuration at a resolved commit and persist the pipeline (see
+    /// [`Coordinator::create_pipeline`]); a downstream pipeline compiles its trigger's
+    /// `include:` instead of the project's configuration file.
+    pub(crate) async fn create_at(
+        &self,
+        c: Creation,
+    ) -> std::result::Result<PipelineView, CoordinatorError> {
+        let Creation {
+            project,
+            mirror,
+            r,
+            commit,
+            protected,
+            variables,
+            source,
+            selection,
+            parent_job_id,
+            child,
+        } = c;
+        let store = &self.inner.store;
+        let project_id = project.id;
         let iid = store
             .pipelines(project_id)
             .await?
@@ -401,10 +497,16 @@ impl Coordinator {
             pipeline_iid: u64::try_from(iid).unwrap_or(1),
         };
         let predefined = info.predefined();
-        let loader = CommitLoader::new(mirror.path.clone(), r.sha.clone());
+        let loader = ChildFiles {
+            commit: CommitLoader::new(mirror.path.clone(), r.sha.clone()),
+            child,
+        };
         let includes = self.include_sources(&project).await?;
         let vars = variables.clone();
-        let config_path = project.ci_config_path.clone();
+        let config_path = match &loader.child {
+            Some(c) => c.root.0.clone(),
+            None => project.ci_config_path.clone(),
+        };
         let compiled = tokio::task::spawn_blocking(move || {
             let opts = Options {
                 config_path,
@@ -465,6 +567,7 @@ impl Coordinator {
             yaml_errors: None,
             variables: variables_json(&variables),
             protected,
+            parent_job_id,
         };
         let pipeline = match compiled {
             Compiled::Missing(m) => {
@@ -527,7 +630,10 @@ impl Coordinator {
         }
         let (p, _) = store.create_pipeline(&new, &jobs, now).await?;
         mirror.create_pipeline_ref(p.id, &r.sha).await?;
-        self.auto_cancel_redundant(&p).await?;
+        // A child pipeline never auto-cancels (§5.11): it runs the parent's commit.
+        if p.parent_job_id.is_none() {
+            self.auto_cancel_redundant(&p).await?;
+        }
         self.mutate(p.id, now_ms(), |_, _, _| Ok(())).await?;
         self.pipeline(p.id).await
     }
@@ -567,7 +673,12 @@ impl Coordinator {
     async fn auto_cancel_redundant(&self, new: &gantry_store::Pipeline) -> Result<()> {
         let now = now_ms();
         for old in self.inner.store.pipelines(new.project_id).await? {
-            if old.id >= new.id || old.ref_name != new.ref_name || old.tag != new.tag {
+            // Child pipelines are canceled with their parent, not on their own.
+            if old.id >= new.id
+                || old.ref_name != new.ref_name
+                || old.tag != new.tag
+                || old.parent_job_id.is_some()
+            {
                 continue;
             }
             // The processor compares whole seconds; a lower id is older, even within one.
@@ -649,6 +760,7 @@ impl Coordinator {
                 full_path(&project.name),
                 p.id
             ),
+            parent_job_id: p.parent_job_id,
         })
     }
 
@@ -680,6 +792,7 @@ impl Coordinator {
     ) -> JobView {
         let now = now_ms();
         let spec = StoredSpec::parse(&j.spec).ok();
+        let bridge = spec.as_ref().is_some_and(StoredSpec::is_bridge);
         let when = spec.as_ref().map_or("on_success", |s| s.job.when.as_str());
         let artifacts: Vec<Artifact> = artifacts.iter().map(Artifact::from_row).collect();
         let archive = artifacts
@@ -732,6 +845,8 @@ impl Coordinator {
                 full_path(&project.name),
                 j.id
             ),
+            downstream_pipeline: None,
+            bridge,
         }
     }
 
@@ -740,7 +855,47 @@ impl Coordinator {
         let p = self.inner.store.pipeline(j.pipeline_id).await?;
         let project = self.inner.store.project(p.project_id).await?;
         let artifacts = self.inner.store.artifacts(j.id).await?;
-        Ok(self.job_view(&j, &p, &project, &artifacts))
+        let mut view = self.job_view(&j, &p, &project, &artifacts);
+        if view.bridge {
+            view.downstream_pipeline = self
+                .inner
+                .store
+                .pipeline_by_parent_job(j.id)
+                .await?
+                .as_ref()
+                .map(job_pipeline);
+        }
+        Ok(view)
+    }
+
+    /// The pipelines the trigger jobs of `pipeline_id` created (every attempt's), oldest
+    /// first.
+    pub async fn downstream_pipelines(
+        &self,
+        pipeline_id: i64,
+    ) -> std::result::Result<Vec<PipelineView>, CoordinatorError> {
+        let mut out = Vec::new();
+        for p in self.inner.store.downstream_pipelines(pipeline_id).await? {
+            out.push(self.pipeline_view(&p).await?);
+        }
+        Ok(out)
+    }
+
+    /// `(trigger job id, pipeline id, status)` of the pipelines the trigger jobs of
+    /// `pipeline_id` created, in one light query: for views that follow a running
+    /// pipeline and its children.
+    pub async fn downstream_progress(
+        &self,
+        pipeline_id: i64,
+    ) -> std::result::Result<Vec<(i64, i64, String)>, CoordinatorError> {
+        Ok(self
+            .inner
+            .store
+            .downstream_pipelines(pipeline_id)
+            .await?
+            .into_iter()
+            .filter_map(|p| Some((p.parent_job_id?, p.id, p.status)))
+            .collect())
     }
 
     /// Every job row of the pipeline, retried attempts included (`retried: true`), in
@@ -754,10 +909,16 @@ impl Coordinator {
         let mut out = Vec::new();
         // All the pipeline's artifacts in one query, by job in creation order.
         let artifacts = self.inner.store.pipeline_artifacts(pipeline_id).await?;
+        let downstream = self.inner.store.downstream_pipelines(pipeline_id).await?;
         for j in self.inner.store.pipeline_jobs(pipeline_id).await? {
             let start = artifacts.partition_point(|a| a.job_id < j.id);
             let end = artifacts.partition_point(|a| a.job_id <= j.id);
-            out.push(self.job_view(&j, &p, &project, &artifacts[start..end]));
+            let mut view = self.job_view(&j, &p, &project, &artifacts[start..end]);
+            view.downstream_pipeline = downstream
+                .iter()
+                .find(|d| d.parent_job_id == Some(j.id))
+                .map(job_pipeline);
+            out.push(view);
         }
         Ok(out)
     }
@@ -772,13 +933,35 @@ impl Coordinator {
     ) -> std::result::Result<(String, Vec<JobProgress>), CoordinatorError> {
         let status = self.inner.store.pipeline(pipeline_id).await?.status;
         let now = now_ms();
-        let jobs = self
+        let rows = self
             .inner
             .store
             .pipeline_jobs_without_spec(pipeline_id)
-            .await?
+            .await?;
+        // Whether each is a trigger job, from the specs this process decided with (read
+        // when one is not cached).
+        let cached = |rows: &[gantry_store::Job]| -> Option<Vec<bool>> {
+            let rt = self.runtime();
+            rows.iter()
+                .map(|r| rt.specs.get(&r.id).map(|s| s.is_bridge()))
+                .collect()
+        };
+        let bridges = match cached(&rows) {
+            Some(b) => b,
+            None => self
+                .rows_with_specs(pipeline_id)
+                .await?
+                .1
+                .iter()
+                .map(|s| s.is_bridge())
+                .chain(std::iter::repeat(false))
+                .take(rows.len())
+                .collect(),
+        };
+        let jobs = rows
             .into_iter()
-            .map(|j| JobProgress {
+            .zip(bridges)
+            .map(|(j, bridge)| JobProgress {
                 id: j.id,
                 duration: j
                     .started_at
@@ -787,6 +970,7 @@ impl Coordinator {
                 stage: j.stage,
                 status: j.status,
                 retried: j.retried,
+                bridge,
             })
             .collect();
         Ok((status, jobs))
@@ -817,6 +1001,12 @@ impl Coordinator {
             }
         })
         .await?;
+        // Its downstream pipelines are canceled too (§5.11).
+        for child in self.inner.store.downstream_pipelines(id).await? {
+            if Status::parse(&child.status).is_some_and(|s| !s.is_completed()) {
+                Box::pin(self.cancel_pipeline(child.id)).await?;
+            }
+        }
         self.pipeline(id).await
     }
 
@@ -904,5 +1094,16 @@ impl Coordinator {
         })
         .await?;
         self.latest_attempt(j.pipeline_id, &j.name).await
+    }
+}
+
+/// A pipeline as embedded in a job's JSON.
+fn job_pipeline(p: &gantry_store::Pipeline) -> JobPipeline {
+    JobPipeline {
+        id: p.id,
+        project_id: p.project_id,
+        ref_name: p.ref_name.clone(),
+        sha: p.sha.clone(),
+        status: p.status.clone(),
     }
 }

@@ -127,6 +127,17 @@ pub(crate) struct NeedModel {
     pub optional: bool,
 }
 
+/// `gantry_pipeline::CrossNeed`, readable.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub(crate) struct CrossNeedModel {
+    pub project: Option<String>,
+    pub pipeline: Option<String>,
+    pub job: Option<String>,
+    #[serde(default = "yes")]
+    pub artifacts: bool,
+}
+
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[serde(default)]
 pub(crate) struct ImageModel {
@@ -248,6 +259,8 @@ pub(crate) struct JobModel {
     pub allow_failure: bool,
     pub allow_failure_exit_codes: Vec<i64>,
     pub needs: Option<Vec<NeedModel>>,
+    /// `needs:pipeline:job` (and `needs:project`, which Gantry does not resolve).
+    pub cross_needs: Vec<CrossNeedModel>,
     pub dependencies: Option<Vec<String>>,
     pub before_script: Vec<String>,
     pub script: Vec<String>,

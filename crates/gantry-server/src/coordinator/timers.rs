@@ -44,12 +44,12 @@ impl Coordinator {
             {
                 projects.insert(p.project_id);
             }
-            if due_events(&loaded.state, now, &watchdog).is_empty() {
+            if due(&loaded.state, &loaded, now, &watchdog).is_empty() {
                 continue;
             }
             let done = self
-                .mutate(p.id, now_ms, |state, _, _| {
-                    for event in due_events(state, now, &watchdog) {
+                .mutate(p.id, now_ms, |state, loaded, _| {
+                    for event in due(state, loaded, now, &watchdog) {
                         let _ = apply(state, &event, now);
                     }
                     Ok(())
@@ -84,13 +84,29 @@ impl Coordinator {
 
     /// After a restart: process every active pipeline again (jobs whose turn came while
     /// the server was down are queued; assigned jobs stay with their runner, whose job
-    /// tokens stay valid) and wake job requests.
+    /// tokens stay valid; running trigger jobs create the downstream pipeline they have
+    /// not created yet, or take its status) and wake job requests.
     pub async fn resume(&self) -> std::result::Result<(), CoordinatorError> {
         let now = now_ms();
         let mut first_error = None;
         for p in self.inner.store.active_pipelines().await? {
             if let Err(e) = self.mutate(p.id, now, |_, _, _| Ok(())).await {
                 first_error.get_or_insert(e);
+            }
+            let bridges = self.load(p.id).await.map(|loaded| {
+                loaded
+                    .rows
+                    .iter()
+                    .zip(&loaded.specs)
+                    .filter(|(r, s)| r.status == Status::Running.as_str() && s.is_bridge())
+                    .map(|(r, _)| r.id)
+                    .collect::<Vec<_>>()
+            });
+            match bridges {
+                Ok(bridges) => self.spawn_triggers(bridges),
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
             }
         }
         self.bump_queue();
@@ -151,4 +167,25 @@ impl Coordinator {
         }
         Ok(())
     }
+}
+
+/// What time makes due in a pipeline, without the timeouts of trigger jobs: a bridge
+/// runs no script and gets no updates; it waits for its downstream pipeline as long as
+/// that runs.
+fn due(
+    state: &crate::processor::PipelineState,
+    loaded: &super::state::Loaded,
+    now: crate::processor::Timestamp,
+    watchdog: &crate::processor::Watchdog,
+) -> Vec<Event> {
+    due_events(state, now, watchdog)
+        .into_iter()
+        .filter(|e| match e {
+            Event::JobStuck { job } | Event::JobTimedOut { job } => state
+                .job(*job)
+                .and_then(|j| loaded.spec_of(j))
+                .is_none_or(|s| !s.is_bridge()),
+            _ => true,
+        })
+        .collect()
 }

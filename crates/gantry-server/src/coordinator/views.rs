@@ -164,6 +164,9 @@ pub struct PipelineView {
     /// Seconds from start to finish (or until now while running).
     pub duration: Option<i64>,
     pub web_url: String,
+    /// The trigger job that created this downstream pipeline.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent_job_id: Option<i64>,
 }
 
 /// The pipeline a job belongs to, as embedded in GitLab's job JSON.
@@ -230,6 +233,10 @@ pub struct JobProgress {
     pub retried: bool,
     /// Seconds since it started (until it finished).
     pub duration: Option<f64>,
+    /// A trigger job (its downstream pipeline: [`Coordinator::downstream_progress`]).
+    ///
+    /// [`Coordinator::downstream_progress`]: crate::coordinator::Coordinator::downstream_progress
+    pub bridge: bool,
 }
 
 /// A job, shaped like GitLab's `GET /projects/:id/jobs/:job_id` (plus `when`, `attempt`,
@@ -279,6 +286,13 @@ pub struct JobView {
     /// The job's `environment:`, expanded at creation (name and URL).
     pub environment: Option<JobEnvironment>,
     pub web_url: String,
+    /// A trigger job's downstream pipeline, once created (GitLab's bridge JSON).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub downstream_pipeline: Option<JobPipeline>,
+    /// A trigger (bridge) job: GitLab lists those under a pipeline's `/bridges`, the
+    /// others under `/jobs`.
+    #[serde(skip)]
+    pub bridge: bool,
 }
 
 /// The answer to a job update (`PUT /jobs/:id`).

@@ -191,6 +191,10 @@ fn build(coordinator: Coordinator, shutdown: watch::Receiver<bool>) -> Router {
             get(projects::pipeline_jobs),
         )
         .route(
+            "/projects/{project}/pipelines/{pipeline}/bridges",
+            get(projects::pipeline_bridges),
+        )
+        .route(
             "/projects/{project}/pipelines/{pipeline}/cancel",
             post(projects::cancel_pipeline),
         )

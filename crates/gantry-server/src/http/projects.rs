@@ -211,14 +211,37 @@ pub(crate) async fn pipeline_jobs(
     Query(filter): Query<JobsFilter>,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
-    auth::require_admin(&state.coordinator, &headers).await?;
-    let pipeline = find_pipeline(&state, &project, pipeline).await?;
+    list_jobs(&state, &project, pipeline, &filter, &headers, false).await
+}
+
+/// `GET /api/v4/projects/:id/pipelines/:pipeline_id/bridges`: the trigger jobs, each with
+/// its `downstream_pipeline` once created.
+pub(crate) async fn pipeline_bridges(
+    State(state): State<AppState>,
+    Path((project, pipeline)): Path<(String, i64)>,
+    Query(filter): Query<JobsFilter>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    list_jobs(&state, &project, pipeline, &filter, &headers, true).await
+}
+
+/// A pipeline's jobs (`bridges: false`) or trigger jobs (`true`), as GitLab splits them.
+async fn list_jobs(
+    state: &AppState,
+    project: &str,
+    pipeline: i64,
+    filter: &JobsFilter,
+    headers: &HeaderMap,
+    bridges: bool,
+) -> ApiResult<Response> {
+    auth::require_admin(&state.coordinator, headers).await?;
+    let pipeline = find_pipeline(state, project, pipeline).await?;
     let jobs: Vec<_> = state
         .coordinator
         .pipeline_jobs(pipeline.id)
         .await?
         .into_iter()
-        .filter(|j| filter.include_retried || !j.retried)
+        .filter(|j| (filter.include_retried || !j.retried) && j.bridge == bridges)
         .collect();
     Ok(json_response(StatusCode::OK, &jobs))
 }
