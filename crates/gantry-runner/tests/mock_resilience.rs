@@ -89,10 +89,25 @@ async fn a_10_second_outage_mid_job_loses_nothing() {
             ..
         }
     )));
-    assert!(all.iter().any(|e| matches!(
-        e,
-        PollEvent::Job { event: JobEvent::CoordinatorBack { after, .. }, .. } if *after >= Duration::from_secs(8)
-    )));
+    // How long the runner saw the coordinator away: from its first failed call (the next
+    // trace patch after the outage began, within about a second) to its first answered one
+    // (the next retry after the outage ended). Loose bounds: on a loaded machine the first
+    // failure can come seconds late.
+    let back: Vec<Duration> = all
+        .iter()
+        .filter_map(|e| match e {
+            PollEvent::Job {
+                event: JobEvent::CoordinatorBack { after, .. },
+                ..
+            } => Some(*after),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        back.iter()
+            .any(|after| *after >= Duration::from_secs(5) && *after <= down_at.elapsed()),
+        "CoordinatorBack after {back:?}"
+    );
     // Retries backed off: far fewer attempts than one per update interval would make.
     let refused = front
         .exchanges()
