@@ -605,37 +605,35 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
     let status = loop {
         if check {
             check = false;
-            // Light reads while the pipeline runs (status, then job states: never a job
+            // Light reads while the pipelines run (status, then job states: never a job
             // still `running` in a pipeline already `failed`); the whole job views once,
             // at the end.
-            let (p_status, jobs) = coordinator
-                .pipeline_progress(pipeline.id)
+            let tree = progress_tree(&coordinator, pipeline.id)
                 .await
                 .map_err(|e| failed(format!("failed to read the pipeline: {e}")))?;
             let mut stages: Vec<String> = Vec::new();
-            for j in jobs.iter().filter(|j| !j.retried) {
-                if !stages.contains(&j.stage) {
-                    stages.push(j.stage.clone());
+            let mut lines = Vec::new();
+            for (node, j) in tree.current_jobs() {
+                let stage = format!("{}{}", node.prefix, j.stage);
+                if !stages.contains(&stage) {
+                    stages.push(stage.clone());
                 }
-                display.job_name(j.id, &j.name);
+                let name = format!("{}{}", node.prefix, j.name);
+                display.job_name(j.id, &name);
+                lines.push(JobLine {
+                    id: j.id,
+                    name,
+                    stage,
+                    status: j.status.clone(),
+                    duration: j.duration,
+                });
             }
             display.set_stages(stages);
-            display.update_jobs(
-                jobs.iter()
-                    .filter(|j| !j.retried)
-                    .map(|j| JobLine {
-                        id: j.id,
-                        name: j.name.clone(),
-                        stage: j.stage.clone(),
-                        status: j.status.clone(),
-                        duration: j.duration,
-                    })
-                    .collect(),
-            );
+            display.update_jobs(lines);
             let mut played_now = false;
-            for j in jobs
-                .iter()
-                .filter(|j| !j.retried && j.status == "manual" && named(&j.name, &play))
+            for (_, j) in tree
+                .current_jobs()
+                .filter(|(_, j)| j.status == "manual" && named(&j.name, &play))
             {
                 if played.insert(j.id) {
                     match coordinator.play_job(j.id, Vec::new()).await {
@@ -648,25 +646,22 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
                 check = true;
                 continue;
             }
-            let active = jobs.iter().any(|j| {
-                !j.retried
-                    && matches!(
-                        j.status.as_str(),
-                        "pending"
-                            | "running"
-                            | "preparing"
-                            | "canceling"
-                            | "waiting_for_resource"
-                            | "scheduled"
-                    )
-            });
-            let done = match p_status.as_str() {
-                "success" | "failed" | "canceled" | "skipped" => true,
-                "manual" => !active,
-                _ => false,
-            };
-            if done || (interrupts > 0 && !active) {
-                break p_status;
+            let p_status = tree
+                .nodes
+                .first()
+                .map(|n| n.status.clone())
+                .unwrap_or_default();
+            let active = tree.current_jobs().any(|(_, j)| is_active(&j.status));
+            // The run ends when every pipeline of the tree ended (a child pipeline may
+            // run on after its parent finished) or waits for nothing but manual jobs.
+            if tree.settled(0) || (interrupts > 0 && !active) {
+                // A pipeline still running here waits for a `strategy: depend` trigger
+                // job whose child is blocked at a manual job: blocked, as `manual` is.
+                break match p_status.as_str() {
+                    "success" | "failed" | "canceled" | "skipped" | "manual" => p_status,
+                    _ if interrupts == 0 => "manual".to_owned(),
+                    _ => p_status,
+                };
             }
         }
         tokio::select! {
@@ -677,6 +672,14 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
                     // view also when a job starts; other events wait for the tick).
                     match event {
                         PollEvent::JobReceived { job_id, job_name, .. } => {
+                            // A child pipeline's job is named after its trigger job.
+                            if !display.knows(job_id) {
+                                if let Ok(tree) = progress_tree(&coordinator, pipeline.id).await {
+                                    for (node, j) in tree.current_jobs() {
+                                        display.job_name(j.id, &format!("{}{}", node.prefix, j.name));
+                                    }
+                                }
+                            }
                             display.job_name(job_id, &job_name);
                             if live {
                                 check = true;
@@ -713,8 +716,7 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
             }
         }
     };
-    let jobs = coordinator
-        .pipeline_jobs(pipeline.id)
+    let jobs = tree_jobs(&coordinator, pipeline.id)
         .await
         .map_err(|e| failed(format!("failed to read the pipeline's jobs: {e}")))?;
     while let Ok(event) = rx.try_recv() {
@@ -723,6 +725,13 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
         }
     }
     for j in &jobs {
+        // No runner streams a trigger job's log: why its pipeline was not created.
+        if j.bridge && j.status == "failed" && !j.retried {
+            if let Ok(log) = coordinator.trace(j.id).await {
+                display.job_name(j.id, &j.name);
+                display.log(j.id, &log);
+            }
+        }
         display.flush_job(j.id);
     }
     display.finish();
@@ -762,6 +771,163 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
         "success" | "manual" | "skipped" => exit::OK,
         _ => exit::INVALID,
     })
+}
+
+fn is_active(status: &str) -> bool {
+    matches!(
+        status,
+        "pending" | "running" | "preparing" | "canceling" | "waiting_for_resource" | "scheduled"
+    )
+}
+
+/// A pipeline of the run: the top one, or a downstream pipeline of one of its trigger
+/// jobs (at any depth).
+struct Node {
+    status: String,
+    jobs: Vec<gantry_server::coordinator::JobProgress>,
+    /// What its jobs' names are shown after: `""` for the top pipeline, `"<trigger> -> "`
+    /// for a child (`"<trigger> -> <trigger> -> "` for a grandchild).
+    prefix: String,
+    /// Its trigger jobs' ids → their downstream pipeline's index in [`Tree::nodes`].
+    downstream: Vec<(i64, usize)>,
+}
+
+/// The top pipeline and its downstream pipelines, parents before children.
+struct Tree {
+    nodes: Vec<Node>,
+}
+
+impl Tree {
+    /// The current attempt of every job of every pipeline.
+    fn current_jobs(
+        &self,
+    ) -> impl Iterator<Item = (&Node, &gantry_server::coordinator::JobProgress)> {
+        self.nodes
+            .iter()
+            .flat_map(|n| n.jobs.iter().filter(|j| !j.retried).map(move |j| (n, j)))
+    }
+
+    /// Whether pipeline `i` and everything below it will change no more by themselves:
+    /// completed, or `manual` with no job under way, or with nothing under way but
+    /// trigger jobs waiting (`strategy: depend`) for a child that is itself blocked at a
+    /// manual job.
+    ///
+    /// A pipeline read as `running` with no job under way is not settled: its status is
+    /// read before its jobs, so its last job may have finished in between, and the
+    /// pipeline's final status is one read away.
+    fn settled(&self, i: usize) -> bool {
+        let Some(n) = self.nodes.get(i) else {
+            return true;
+        };
+        let below = n.downstream.iter().all(|(_, c)| self.settled(*c));
+        let blocked_trigger = |j: &gantry_server::coordinator::JobProgress| {
+            j.status == "running"
+                && n.downstream.iter().any(|(bridge, c)| {
+                    *bridge == j.id && self.nodes.get(*c).is_some_and(|c| c.status == "manual")
+                })
+        };
+        let mut waiting = n
+            .jobs
+            .iter()
+            .filter(|j| !j.retried && is_active(&j.status))
+            .peekable();
+        match n.status.as_str() {
+            "success" | "failed" | "canceled" | "skipped" => below,
+            "manual" => below && waiting.all(blocked_trigger),
+            "created" => false,
+            _ => below && waiting.peek().is_some() && waiting.all(blocked_trigger),
+        }
+    }
+}
+
+/// Bound on the pipelines `gantry run` follows (the coordinator allows 1000 per tree).
+const MAX_TREE: usize = 1000;
+
+/// The downstream pipelines of the current attempts of `jobs`' trigger jobs: `(trigger
+/// job id, pipeline id, the prefix of its jobs' names)`.
+async fn children(
+    coordinator: &Coordinator,
+    pipeline_id: i64,
+    jobs: &[(i64, String, bool)],
+    prefix: &str,
+) -> Result<Vec<(i64, i64, String)>, gantry_server::coordinator::CoordinatorError> {
+    Ok(coordinator
+        .downstream_progress(pipeline_id)
+        .await?
+        .into_iter()
+        .filter_map(|(bridge, child, _)| {
+            let (_, name, _) = jobs
+                .iter()
+                .find(|(id, _, retried)| *id == bridge && !retried)?;
+            Some((bridge, child, format!("{prefix}{name} -> ")))
+        })
+        .collect())
+}
+
+/// The progress of the top pipeline and every downstream pipeline below it.
+async fn progress_tree(
+    coordinator: &Coordinator,
+    top: i64,
+) -> Result<Tree, gantry_server::coordinator::CoordinatorError> {
+    let mut nodes: Vec<Node> = Vec::new();
+    // (pipeline, prefix, the parent node's index and the trigger job's id)
+    let mut queue = std::collections::VecDeque::from([(top, String::new(), None)]);
+    while let Some((id, prefix, parent)) = queue.pop_front() {
+        let (status, jobs) = coordinator.pipeline_progress(id).await?;
+        let keys: Vec<(i64, String, bool)> = jobs
+            .iter()
+            .map(|j| (j.id, j.name.clone(), j.retried))
+            .collect();
+        let index = nodes.len();
+        if let Some((parent, bridge)) = parent {
+            if let Some(p) = nodes.get_mut::<usize>(parent) {
+                p.downstream.push((bridge, index));
+            }
+        }
+        // Only a pipeline with trigger jobs has downstream pipelines to read.
+        if jobs.iter().any(|j| j.bridge) && nodes.len() + queue.len() < MAX_TREE {
+            for (bridge, child, prefix) in children(coordinator, id, &keys, &prefix).await? {
+                queue.push_back((child, prefix, Some((index, bridge))));
+            }
+        }
+        nodes.push(Node {
+            status,
+            jobs,
+            prefix,
+            downstream: Vec::new(),
+        });
+    }
+    Ok(Tree { nodes })
+}
+
+/// Every job of the top pipeline and of its downstream pipelines, a child pipeline's
+/// jobs named `<trigger> -> <job>`, parents before children.
+async fn tree_jobs(
+    coordinator: &Coordinator,
+    top: i64,
+) -> Result<Vec<gantry_server::coordinator::JobView>, gantry_server::coordinator::CoordinatorError>
+{
+    let mut out = Vec::new();
+    let mut queue = std::collections::VecDeque::from([(top, String::new())]);
+    let mut seen = 0;
+    while let Some((id, prefix)) = queue.pop_front() {
+        seen += 1;
+        let mut jobs = coordinator.pipeline_jobs(id).await?;
+        let keys: Vec<(i64, String, bool)> = jobs
+            .iter()
+            .map(|j| (j.id, j.name.clone(), j.retried))
+            .collect();
+        if jobs.iter().any(|j| j.bridge) && seen + queue.len() < MAX_TREE {
+            for (_, child, prefix) in children(coordinator, id, &keys, &prefix).await? {
+                queue.push_back((child, prefix));
+            }
+        }
+        for j in &mut jobs {
+            j.name = format!("{prefix}{}", j.name);
+        }
+        out.extend(jobs);
+    }
+    Ok(out)
 }
 
 /// `--artifacts-dir`: each current job's archive, extracted into `dir/<job name>/` (a
@@ -923,6 +1089,82 @@ fn toml_string(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn job(id: i64, status: &str, bridge: bool) -> gantry_server::coordinator::JobProgress {
+        gantry_server::coordinator::JobProgress {
+            id,
+            name: format!("job{id}"),
+            stage: "test".to_owned(),
+            status: status.to_owned(),
+            retried: false,
+            duration: None,
+            bridge,
+        }
+    }
+
+    fn node(
+        status: &str,
+        jobs: Vec<gantry_server::coordinator::JobProgress>,
+        downstream: Vec<(i64, usize)>,
+    ) -> Node {
+        Node {
+            status: status.to_owned(),
+            jobs,
+            prefix: String::new(),
+            downstream,
+        }
+    }
+
+    #[test]
+    fn a_running_pipeline_whose_jobs_all_ended_is_not_settled() {
+        // The status is read before the jobs: the last job may end in between.
+        let tree = Tree {
+            nodes: vec![node(
+                "running",
+                vec![job(1, "success", false), job(2, "failed", false)],
+                vec![],
+            )],
+        };
+        assert!(!tree.settled(0));
+        let done = Tree {
+            nodes: vec![node("failed", vec![job(1, "success", false)], vec![])],
+        };
+        assert!(done.settled(0));
+    }
+
+    #[test]
+    fn manual_pipelines_settle_when_nothing_runs() {
+        let waiting = Tree {
+            nodes: vec![node(
+                "manual",
+                vec![job(1, "manual", false), job(2, "pending", false)],
+                vec![],
+            )],
+        };
+        assert!(!waiting.settled(0));
+        let blocked = Tree {
+            nodes: vec![node("manual", vec![job(1, "manual", false)], vec![])],
+        };
+        assert!(blocked.settled(0));
+        let created = Tree {
+            nodes: vec![node("created", vec![], vec![])],
+        };
+        assert!(!created.settled(0));
+    }
+
+    #[test]
+    fn a_depend_trigger_waiting_on_a_blocked_child_settles_the_tree() {
+        let tree = |child: &str, child_jobs| Tree {
+            nodes: vec![
+                node("running", vec![job(1, "running", true)], vec![(1, 1)]),
+                node(child, child_jobs, vec![]),
+            ],
+        };
+        assert!(tree("manual", vec![job(2, "manual", false)]).settled(0));
+        assert!(!tree("running", vec![job(2, "running", false)]).settled(0));
+        // A child that finished while its trigger job still shows `running`.
+        assert!(!tree("success", vec![job(2, "success", false)]).settled(0));
+    }
 
     #[test]
     fn names_select_parallel_instances() {

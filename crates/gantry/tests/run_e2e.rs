@@ -600,6 +600,116 @@ fn artifacts_dir_receives_each_jobs_artifacts() {
 
 /// `gantry run | head`: a closed standard output ends nothing early and is no panic.
 #[test]
+fn trigger_jobs_run_child_pipelines_whose_jobs_are_named_after_the_trigger() {
+    let c = Checkout::new(
+        "variables: {GLOBAL: global}
+stages: [build, test, deploy]
+generate:
+  stage: build
+  script: ['printf \"generated: {script: [echo from the artifact]}\\n\" > gen.yml']
+  artifacts: {paths: [gen.yml]}
+static:
+  stage: test
+  variables: {FROM_TRIGGER: trigger-value}
+  trigger:
+    include: child.yml
+dynamic:
+  stage: test
+  trigger:
+    include:
+      - artifact: gen.yml
+        job: generate
+    strategy: depend
+after:
+  stage: deploy
+  script: [echo after]
+",
+    );
+    c.write(
+        "child.yml",
+        "child-job:\n  script: ['echo \"$GLOBAL $FROM_TRIGGER $CI_PIPELINE_SOURCE\"']\nnested:\n  trigger:\n    include: grandchild.yml\n",
+    );
+    c.write("grandchild.yml", "deep: {script: [echo deep down]}\n");
+    let r = c.run(&[]);
+    assert_eq!(r.code, 0, "{}", r.explain());
+    assert!(
+        r.logged(
+            "static -> child-job",
+            "global trigger-value parent_pipeline"
+        ),
+        "{}",
+        r.explain()
+    );
+    assert!(
+        r.logged("dynamic -> generated", "from the artifact"),
+        "{}",
+        r.explain()
+    );
+    assert!(
+        r.logged("static -> nested -> deep", "deep down"),
+        "{}",
+        r.explain()
+    );
+    assert_eq!(
+        r.jobs(),
+        jobs(&[
+            ("generate", "success"),
+            ("static", "success"),
+            ("dynamic", "success"),
+            ("after", "success"),
+            ("static -> child-job", "success"),
+            ("static -> nested", "success"),
+            ("dynamic -> generated", "success"),
+            ("static -> nested -> deep", "success"),
+        ]),
+        "{}",
+        r.explain()
+    );
+
+    // `strategy: depend`: a failing child fails its trigger job, and so the run.
+    c.write(
+        ".gitlab-ci.yml",
+        "parent:\n  trigger:\n    include: child.yml\n    strategy: depend\n",
+    );
+    c.write("child.yml", "child-job: {script: [echo failing, exit 3]}\n");
+    let r = c.run(&[]);
+    assert_eq!(r.code, 1, "{}", r.explain());
+    assert_eq!(r.status(), "failed", "{}", r.explain());
+    assert_eq!(r.job("parent"), "failed", "{}", r.explain());
+    assert_eq!(r.job("parent -> child-job"), "failed", "{}", r.explain());
+
+    // A child configuration that does not compile: the trigger job's log says why.
+    c.write("child.yml", "child-job: {script: [a], needs: [nowhere]}\n");
+    let r = c.run(&[]);
+    assert_eq!(r.code, 1, "{}", r.explain());
+    assert!(
+        r.logged("parent", "child-job job: undefined need: nowhere"),
+        "{}",
+        r.explain()
+    );
+
+    // A child blocked at a manual job: its trigger job waits, and the run ends blocked
+    // instead of waiting for ever; named with --manual, the job runs.
+    c.write(
+        "child.yml",
+        "gate: {script: [echo through the gate], when: manual, allow_failure: false}\n",
+    );
+    let r = c.run(&[]);
+    assert_eq!(r.code, 0, "{}", r.explain());
+    assert_eq!(r.status(), "manual", "{}", r.explain());
+    assert_eq!(r.job("parent"), "running", "{}", r.explain());
+    assert_eq!(r.job("parent -> gate"), "manual", "{}", r.explain());
+    let r = c.run(&["--manual", "gate"]);
+    assert_eq!(r.code, 0, "{}", r.explain());
+    assert_eq!(r.status(), "success", "{}", r.explain());
+    assert!(
+        r.logged("parent -> gate", "through the gate"),
+        "{}",
+        r.explain()
+    );
+}
+
+#[test]
 fn a_closed_stdout_does_not_fail_the_run() {
     let c = Checkout::new("a:\n  script: [echo one]\nb:\n  script: [echo two]\n");
     let (mut cmd, report) = c.command(&[]);

@@ -77,6 +77,11 @@ impl Display {
         entry
     }
 
+    /// Whether a job's name is registered.
+    pub(crate) fn knows(&self, job_id: i64) -> bool {
+        self.names.contains_key(&job_id)
+    }
+
     /// Registers a job's name (before its log arrives).
     pub(crate) fn job_name(&mut self, job_id: i64, name: &str) {
         self.pad = self.pad.max(name.chars().count()).min(MAX_PAD);

@@ -21,8 +21,9 @@
 //!    and `GANTRY_CACHE_DIR` a per-record one;
 //! 2. applies `setup` and runs `prior_runs` (each checked like the main run);
 //! 3. runs the real binary: `gantry run [JOB...] [--needs] [--file F] [--manual J]...
-//!    [--var K=V]... --executor <the suite's> --no-color --json-report <tmp>
-//!    --artifacts-dir <tmp>`;
+//!    [--var K=V]... [--concurrency N] --executor <the suite's> --no-color --json-report
+//!    <tmp> --artifacts-dir <tmp>` (`--concurrency` from the record's
+//!    `gcl_options.concurrency`);
 //! 4. checks the exit status, the output matchers, job statuses, coverage, caches and
 //!    artifacts.
 //!
@@ -37,6 +38,8 @@
 //!   job log, so job output lines count for stdout and stderr expectations alike.
 //! * instance names: gcl `<job>: [i/n]` and `<job>: [a,b]` are GitLab's `<job> i/n` and
 //!   `<job>: [a, b]` (in `run.jobs`, in expected lines, in job-keyed expectations);
+//! * child pipeline jobs: gcl's `\t[<trigger>] -> <job>` (a tab per level, `[a -> b]` for
+//!   a grandchild's path) is `gantry run`'s `<trigger> -> <job>` (`a -> b -> <job>`);
 //! * gcl's `<job> >` lines are only what the job's scripts print; Gantry's job log also has
 //!   the runner's own lines (preparing the executor, fetching, cleaning up, the result).
 //!   Where a record lists every line of a job (`expect_stdout_lines_with_prefix`), only
@@ -261,8 +264,25 @@ fn gitlab_name(gcl: &str) -> String {
     format!("{base}: [{}]", values.join(", "))
 }
 
-/// GitLab's instance name → gcl's (the inverse of [`gitlab_name`]).
+/// GitLab's instance name → gcl's (the inverse of [`gitlab_name`]). A job of a child
+/// pipeline (Gantry's `<trigger> -> <job>`, `<trigger> -> <trigger> -> <job>` below a
+/// child) is gcl's `[<trigger>] -> <job>` (`[<trigger> -> <trigger>] -> <job>`), indented
+/// with one tab per level of nesting.
 fn gcl_name(gitlab: &str) -> String {
+    if let Some((path, job)) = gitlab.rsplit_once(" -> ") {
+        let depth = path.matches(" -> ").count() + 1;
+        let path: Vec<String> = path.split(" -> ").map(gcl_instance_name).collect();
+        return format!(
+            "{}[{}] -> {}",
+            "\t".repeat(depth),
+            path.join(" -> "),
+            gcl_instance_name(job)
+        );
+    }
+    gcl_instance_name(gitlab)
+}
+
+fn gcl_instance_name(gitlab: &str) -> String {
     if let Some((base, node)) = gitlab.rsplit_once(' ') {
         if let Some((i, n)) = node.split_once('/') {
             if !i.is_empty()
@@ -576,6 +596,14 @@ fn run_gantry(ws: &Workspace, run: &J, executor: &str) -> Outcome {
         for (k, v) in vars {
             cmd.args(["--var", &format!("{k}={}", scalar(v))]);
         }
+    }
+    // gcl's `--concurrency N`: how many jobs run at once (records use 1 for a set order).
+    if let Some(n) = run
+        .get("gcl_options")
+        .and_then(|o| o.get("concurrency"))
+        .and_then(J::as_u64)
+    {
+        cmd.args(["--concurrency", &n.to_string()]);
     }
     cmd.args(["--executor", executor, "--no-color", "--json-report"])
         .arg(&ws.report)
