@@ -14,7 +14,7 @@
 //! | `after_script` | own shell, own timeout (`RUNNER_AFTER_SCRIPT_TIMEOUT`, default 5 min), sees `CI_JOB_STATUS` | never (a warning) |
 //! | `archive_cache` / `archive_cache_on_failure` | save the cache per `when` | never (a warning) |
 //! | `upload_artifacts_on_success` / `_on_failure` | archives and reports per `when` | `runner_system_failure` if the job had succeeded |
-//! | `cleanup_file_variables` | remove file variables and `<project dir>.tmp` | never |
+//! | `cleanup_file_variables` | remove file variables and empty `<project dir>.tmp` (the emptied stage scripts stay for the next job) | never |
 //!
 //! Sections without work (no cache, no dependencies, no artifacts) are left out, as
 //! gitlab-runner does. Markers are written only when the payload's

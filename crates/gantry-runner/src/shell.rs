@@ -379,7 +379,7 @@ impl ShellExecutor {
             }
         };
         let outcome = self.run_script(stage, &script_path, trace, cancel).await;
-        let _ = std::fs::remove_file(&script_path);
+        clear_script(&script_path);
         outcome
     }
 
@@ -500,6 +500,22 @@ impl ShellExecutor {
                 .into(),
             },
         }
+    }
+}
+
+/// Empties a stage's script once it ran: the script exports every variable, masked
+/// ones included, so its text must not outlive the stage. The emptied file stays (the
+/// next job in this build directory writes its script into the same file): creating and
+/// deleting a file per stage costs more than rewriting one, most on an ext4 without a
+/// journal, which skips recently deleted inodes when it allocates one. Removed when it
+/// cannot be emptied.
+fn clear_script(path: &Path) {
+    let emptied = std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .and_then(|f| f.set_len(0));
+    if emptied.is_err() {
+        let _ = std::fs::remove_file(path);
     }
 }
 

@@ -241,6 +241,36 @@ async fn masked_values_never_reach_the_trace() {
 }
 
 #[tokio::test]
+async fn a_stage_script_is_emptied_after_it_ran_and_reused_by_the_next_stage() {
+    use std::os::unix::fs::MetadataExt;
+    let job = Job::new();
+    let secret = "Sup3r-S3cret-Value";
+    let variables = job.variables(&[var("SECRET", secret)]);
+    let script = job.tmp_dir().join("script_step_script.sh");
+    let mut inodes = Vec::new();
+    for round in 0..2 {
+        let trace = trace_with(MaskSet::empty());
+        let outcome = run_with(
+            &job,
+            ShellKind::Bash,
+            &["test -n \"$SECRET\"", "cat \"$0\" | grep -c SECRET"],
+            &variables,
+            CiJobStatus::Running,
+            &trace,
+        )
+        .await;
+        let log = String::from_utf8_lossy(&trace.contents()).into_owned();
+        assert!(outcome.is_success(), "round {round}: {log}");
+        // While it ran, the script held the exports; afterwards nothing of it is left.
+        assert!(!log.contains("\n0\n"), "round {round}: {log}");
+        let meta = std::fs::metadata(&script).expect("the emptied script stays");
+        assert_eq!(meta.len(), 0, "round {round}");
+        inodes.push(meta.ino());
+    }
+    assert_eq!(inodes[0], inodes[1], "the second stage rewrote the same file");
+}
+
+#[tokio::test]
 async fn file_variables_hold_a_path_and_are_cleaned_up() {
     let job = Job::new();
     let mut file = var("CONFIG_FILE", "line 1\nline 'two'\n");

@@ -654,15 +654,48 @@ impl<'a> Lifecycle<'a> {
         if let Err(error) = prepared.cleanup_file_variables() {
             self.trace.warning(&error.to_string());
         }
-        if let Err(error) = std::fs::remove_dir_all(&self.dirs.tmp_dir)
-            && error.kind() != std::io::ErrorKind::NotFound
-        {
+        if let Err(error) = clear_tmp_dir(&self.dirs.tmp_dir) {
             self.trace.warning(&format!(
                 "remove `{}`: {error}",
                 self.dirs.tmp_dir.display()
             ));
         }
     }
+}
+
+/// Empties `<project dir>.tmp` after a job: file variables, archives and anything else
+/// go; the directory and the stage scripts, already emptied by the executor, stay for
+/// the next job of this build directory (fewer inodes created and freed per job).
+fn clear_tmp_dir(dir: &Path) -> std::io::Result<()> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    for entry in entries {
+        let entry = entry?;
+        let kind = entry.file_type()?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        let path = entry.path();
+        let empty_script = kind.is_file()
+            && name.starts_with("script_")
+            && name.ends_with(".sh")
+            && entry.metadata()?.len() == 0;
+        if empty_script {
+            continue;
+        }
+        let removed = if kind.is_dir() {
+            std::fs::remove_dir_all(&path)
+        } else {
+            std::fs::remove_file(&path)
+        };
+        match removed {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// How a Docker problem ends the job: a pull failure is `image_pull_failure`, a
@@ -701,4 +734,32 @@ fn hostname() -> String {
         .filter(|h| !h.is_empty())
         .or_else(|| std::env::var("HOSTNAME").ok())
         .unwrap_or_else(|| "localhost".to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clearing_the_tmp_dir_keeps_only_emptied_stage_scripts() {
+        let dir = tempfile::tempdir().unwrap();
+        let tmp = dir.path().join("project.tmp");
+        std::fs::create_dir_all(tmp.join("variables")).unwrap();
+        std::fs::create_dir_all(tmp.join("artifacts/deep")).unwrap();
+        std::fs::write(tmp.join("variables/CONFIG"), "secret").unwrap();
+        std::fs::write(tmp.join("artifacts/deep/a.zip"), "zip").unwrap();
+        std::fs::write(tmp.join("script_step_script.sh"), "").unwrap();
+        // A job that ended mid-stage leaves its script whole: it goes.
+        std::fs::write(tmp.join("script_after_script.sh"), "export SECRET=x").unwrap();
+        std::fs::write(tmp.join("other"), "x").unwrap();
+        clear_tmp_dir(&tmp).unwrap();
+        let mut left: Vec<String> = std::fs::read_dir(&tmp)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["script_step_script.sh"]);
+        // A job directory that never had one is fine.
+        clear_tmp_dir(&dir.path().join("missing.tmp")).unwrap();
+    }
 }
