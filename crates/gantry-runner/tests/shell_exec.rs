@@ -267,7 +267,10 @@ async fn a_stage_script_is_emptied_after_it_ran_and_reused_by_the_next_stage() {
         assert_eq!(meta.len(), 0, "round {round}");
         inodes.push(meta.ino());
     }
-    assert_eq!(inodes[0], inodes[1], "the second stage rewrote the same file");
+    assert_eq!(
+        inodes[0], inodes[1],
+        "the second stage rewrote the same file"
+    );
 }
 
 #[tokio::test]

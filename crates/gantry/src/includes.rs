@@ -6,7 +6,9 @@
 
 use std::path::{Path, PathBuf};
 
-use gantry_server::coordinator::{IncludeCache, IncludeSources, ProjectRepo, UrlRewrite};
+use gantry_server::coordinator::{
+    IncludeCache, IncludeSources, ProjectRepo, RemoteFetches, UrlRewrite,
+};
 
 use crate::env;
 
@@ -39,13 +41,15 @@ pub(crate) fn cache_and_rewrites(
 }
 
 /// The sources of a checkout: its own project (`project_path`, read from `git_dir`) and
-/// the cache and rewrites of [`cache_and_rewrites`].
+/// the cache and rewrites of [`cache_and_rewrites`]; remote includes already in
+/// `fetched` are not fetched again.
 pub(crate) fn sources(
     root: &Path,
     server_url: &str,
     project_path: &str,
     git_dir: PathBuf,
     default_branch: &str,
+    fetched: Option<RemoteFetches>,
 ) -> Result<IncludeSources, String> {
     let (cache, rewrites) = cache_and_rewrites(root, server_url)?;
     let own = ProjectRepo {
@@ -54,5 +58,5 @@ pub(crate) fn sources(
         default_branch: default_branch.to_owned(),
         sync_from: None,
     };
-    Ok(IncludeSources::new(vec![own], Some(cache), rewrites))
+    Ok(IncludeSources::new(vec![own], Some(cache), rewrites).sharing(fetched))
 }

@@ -135,6 +135,7 @@ pub(crate) fn run(args: &LintArgs) -> u8 {
         &project_path,
         git_dir,
         &info.default_branch,
+        None,
     ) {
         Ok(s) => s,
         Err(e) => return usage(&e, ""),

@@ -35,7 +35,7 @@ use gantry_runner::job::JobEvent;
 use gantry_runner::poll::{PollEvent, PollOptions, Poller};
 use gantry_server::coordinator::{
     Coordinator, CoordinatorConfig, IncludeLoader, JobSelection, PipelineRequest, PipelineUser,
-    ProjectRequest, RunnerOptions,
+    ProjectRequest, RemoteFetches, RunnerOptions,
 };
 use gantry_store::Store;
 use tokio::sync::mpsc;
@@ -250,6 +250,7 @@ fn check_configuration(
     args: &RunArgs,
     project_name: &str,
     server_url: &str,
+    fetched: &RemoteFetches,
 ) -> Result<bool, Stop> {
     let (namespace, name) = project_name
         .rsplit_once('/')
@@ -277,6 +278,7 @@ fn check_configuration(
         project_name,
         s.snapshot.repo.clone(),
         &s.default_branch,
+        Some(fetched.clone()),
     )
     .map_err(usage)?;
     let loader = IncludeLoader {
@@ -460,7 +462,10 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
     let (server_url, project_name) = origin(&s.root, s.checkout.origin_url.as_deref());
     let (include_cache, rewrites) =
         includes::cache_and_rewrites(&s.root, &server_url).map_err(usage)?;
-    let uses_images = check_configuration(&s, args, &project_name, &server_url)?;
+    // Remote includes are fetched once: the check and the coordinator compile the same
+    // text.
+    let fetched = RemoteFetches::default();
+    let uses_images = check_configuration(&s, args, &project_name, &server_url, &fetched)?;
 
     let color = !args.no_color
         && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
@@ -491,6 +496,7 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
     cfg.trace_update_interval = Some(Duration::from_secs(1));
     cfg.include_cache = Some(include_cache);
     cfg.remote_include_rewrites = rewrites;
+    cfg.remote_fetches = Some(fetched);
     let coordinator = Coordinator::open(store, cfg)
         .await
         .map_err(|e| failed(format!("failed to start the coordinator: {e}")))?;

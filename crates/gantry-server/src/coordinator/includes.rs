@@ -8,6 +8,9 @@
 //!   from a mirror named by a [`UrlRewrite`]. Limits (GitLab's `Gitlab::HTTP`: 10 s to
 //!   connect, 30 s in all): [`REMOTE_CONNECT_TIMEOUT`], [`REMOTE_TIMEOUT`], and a body of at
 //!   most [`REMOTE_MAX_BYTES`] (the limit of one YAML file). Up to 10 redirects are followed.
+//!   A [`RemoteFetches`] shared by several compilations fetches each URL once for all
+//!   of them (`gantry run`: its configuration check and its coordinator see the same
+//!   text).
 //! - `include:project`: a project this server holds (its bare mirror, fetched from its
 //!   remote once per compilation), matched on its full path without regard to case as
 //!   GitLab does; else the include cache (`<cache>/<host>/<project path>/<ref>/<file>`,
@@ -22,7 +25,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use gantry_pipeline::{Loader, ProjectError, RemoteError};
@@ -108,6 +111,34 @@ pub struct ProjectRepo {
 /// `(project path lower-cased, ref)` → its commit, `None` when there is no such ref.
 type Commits = HashMap<(String, Option<String>), Option<String>>;
 
+/// Remote includes already fetched, by URL as written, shared by the compilations that
+/// hold a clone: a URL is fetched once for all of them, and all of them see the text (or
+/// the error) that one fetch gave. For one short-lived command (`gantry run`), not for a
+/// server, which fetches anew for every pipeline as GitLab does.
+#[derive(Clone, Debug, Default)]
+pub struct RemoteFetches(Arc<Mutex<HashMap<String, Result<String, RemoteError>>>>);
+
+impl RemoteFetches {
+    fn get(&self, url: &str) -> Option<Result<String, RemoteError>> {
+        self.0.lock().ok()?.get(url).cloned()
+    }
+
+    fn insert(&self, url: &str, fetched: &Result<String, RemoteError>) {
+        if let Ok(mut map) = self.0.lock() {
+            map.insert(url.to_owned(), fetched.clone());
+        }
+    }
+
+    /// How many URLs were fetched.
+    pub fn len(&self) -> usize {
+        self.0.lock().map_or(0, |m| m.len())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 /// Where `include:remote` and `include:project` look; built per compilation.
 #[derive(Debug, Default)]
 pub struct IncludeSources {
@@ -117,6 +148,8 @@ pub struct IncludeSources {
     /// `(project, ref)` → commit, so every file of one project and ref comes from one
     /// commit; `None` = no such ref.
     commits: Mutex<Commits>,
+    /// Remote includes fetched by earlier compilations of the same command.
+    fetched: Option<RemoteFetches>,
 }
 
 impl IncludeSources {
@@ -130,7 +163,14 @@ impl IncludeSources {
             cache,
             rewrites,
             commits: Mutex::default(),
+            fetched: None,
         }
+    }
+
+    /// Fetch each remote URL once for every compilation sharing `fetched`.
+    pub fn sharing(mut self, fetched: Option<RemoteFetches>) -> Self {
+        self.fetched = fetched;
+        self
     }
 
     fn project(&self, path: &str) -> Option<&ProjectRepo> {
@@ -301,9 +341,16 @@ impl Loader for IncludeLoader<'_> {
                 Err(_) => return Err(RemoteError::NotText),
             }
         }
+        if let Some(fetched) = self.sources.fetched.as_ref().and_then(|f| f.get(url)) {
+            return fetched;
+        }
         let target = self.sources.fetch_url(url);
-        block_on_side(fetch_remote(&target, RemoteLimits::default()))
-            .unwrap_or_else(|e| Err(RemoteError::Http(e)))
+        let fetched = block_on_side(fetch_remote(&target, RemoteLimits::default()))
+            .unwrap_or_else(|e| Err(RemoteError::Http(e)));
+        if let Some(memo) = &self.sources.fetched {
+            memo.insert(url, &fetched);
+        }
+        fetched
     }
 
     fn project_file(
@@ -468,6 +515,61 @@ mod tests {
             }
         });
         format!("http://{addr}/ci.yml")
+    }
+
+    struct NoFiles;
+    impl Loader for NoFiles {
+        fn read(&self, _: &str) -> Result<Option<String>, String> {
+            Ok(None)
+        }
+        fn files(&self) -> Vec<String> {
+            Vec::new()
+        }
+    }
+
+    #[tokio::test]
+    async fn shared_fetches_get_each_url_once_for_every_compilation() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/ci.yml", listener.local_addr().unwrap());
+        let hits = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = Arc::clone(&hits);
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                let n = counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 1024];
+                    let _ = conn.read(&mut buf).await;
+                    let body = format!("n: {n}\n");
+                    let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", body.len());
+                    let _ = conn.write_all(format!("{head}{body}").as_bytes()).await;
+                });
+            }
+        });
+        let fetch = move |fetched: Option<RemoteFetches>| {
+            let url = url.clone();
+            tokio::task::spawn_blocking(move || {
+                let sources = IncludeSources::new(Vec::new(), None, Vec::new()).sharing(fetched);
+                let loader = IncludeLoader {
+                    files: &NoFiles,
+                    sources: &sources,
+                };
+                loader.remote(&url)
+            })
+        };
+        let shared = RemoteFetches::default();
+        assert_eq!(
+            fetch(Some(shared.clone())).await.unwrap(),
+            Ok("n: 1\n".to_owned())
+        );
+        // A second compilation sharing them sees the first fetch's text, without a request.
+        assert_eq!(
+            fetch(Some(shared.clone())).await.unwrap(),
+            Ok("n: 1\n".to_owned())
+        );
+        assert_eq!(shared.len(), 1);
+        // Without sharing (a server), every compilation fetches.
+        assert_eq!(fetch(None).await.unwrap(), Ok("n: 2\n".to_owned()));
+        assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 2);
     }
 
     #[tokio::test]

@@ -53,7 +53,8 @@ pub use environment::JobEnvironment;
 pub use error::CoordinatorError;
 pub use includes::{
     IncludeCache, IncludeLoader, IncludeSources, ProjectRepo, REMOTE_CONNECT_TIMEOUT,
-    REMOTE_MAX_BYTES, REMOTE_TIMEOUT, RemoteLimits, UrlRewrite, block_on_side, fetch_remote,
+    REMOTE_MAX_BYTES, REMOTE_TIMEOUT, RemoteFetches, RemoteLimits, UrlRewrite, block_on_side,
+    fetch_remote,
 };
 pub use pipelines::{JobSelection, PipelineRequest, ProjectRequest};
 pub use queue::RequestInfo;
@@ -101,6 +102,10 @@ pub struct CoordinatorConfig {
     pub include_cache: Option<IncludeCache>,
     /// Mirrors remote includes are fetched from instead of their URL.
     pub remote_include_rewrites: Vec<UrlRewrite>,
+    /// Remote includes fetched once for every pipeline (`gantry run`, whose
+    /// configuration check shares them); `None` on a server, which fetches anew for
+    /// every pipeline, as GitLab does.
+    pub remote_fetches: Option<RemoteFetches>,
 }
 
 /// Who pipelines are attributed to: the `GITLAB_USER_*` variables.
@@ -139,6 +144,7 @@ impl CoordinatorConfig {
             trace_update_interval: None,
             include_cache: None,
             remote_include_rewrites: Vec::new(),
+            remote_fetches: None,
         }
     }
 }

@@ -378,7 +378,8 @@ impl Coordinator {
             repos,
             self.inner.cfg.include_cache.clone(),
             self.inner.cfg.remote_include_rewrites.clone(),
-        ))
+        )
+        .sharing(self.inner.cfg.remote_fetches.clone()))
     }
 
     /// Create a pipeline for `ref_name` (a branch or tag) of the project: resolve the ref
