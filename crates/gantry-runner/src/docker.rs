@@ -7,16 +7,17 @@
 //! gitlab-runner's Docker executor starts a *helper* container (its own image, pulled
 //! on first use) for every stage that is not the user's script: cloning, cache,
 //! artifacts. Gantry does those on the host, in the job's build directory, exactly as
-//! the shell executor does, and bind-mounts that directory into the job's containers
-//! **at the same path**. So `CI_PROJECT_DIR`, `CI_BUILDS_DIR`, file-type variables and
-//! artifact paths mean the same inside and outside: no path translation, no helper
-//! image to pull, no helper container to create, start and remove per stage.
+//! the shell executor does, and bind-mounts the slot directory holding it into the job's
+//! containers at `/builds`, where gitlab-runner's Docker executor keeps its builds. So
+//! the job sees `CI_BUILDS_DIR=/builds` and `CI_PROJECT_DIR=/builds/<project path>`
+//! ([`crate::job::BuildDirs::in_container`]): no helper image to pull, no helper
+//! container to create, start and remove per stage.
 //!
 //! ```text
-//! host                                         container (same paths)
-//! <builds_dir>/<short token>/<concurrent id>/  ─bind─►  <builds_dir>/<short token>/<concurrent id>/
-//!    <project>        $CI_PROJECT_DIR (git on the host)
-//!    <project>.tmp    file variables, archives in transit
+//! host                                         container
+//! <builds_dir>/<short token>/<concurrent id>/  ─bind─►  /builds/
+//!    <project>        (git on the host)                    <project>      $CI_PROJECT_DIR
+//!    <project>.tmp    file variables, archives in transit  <project>.tmp
 //! <cache_dir>/                                 ─bind─►  <cache_dir>/
 //! ```
 //!

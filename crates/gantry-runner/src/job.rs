@@ -24,7 +24,8 @@
 //! # Directories and variables
 //!
 //! See [`BuildDirs`] for the layout (`<builds_dir>/<short token>/<concurrent
-//! id>/<project path>`) and the `variables` submodule for the order and runner-side
+//! id>/<project path>`; a job in containers sees `/builds/<project path>`,
+//! [`BuildDirs::in_container`]) and the `variables` submodule for the order and runner-side
 //! expansion of variables (`CI_PROJECT_DIR`, `CI_BUILDS_DIR`, `CI_CONCURRENT_ID`, …;
 //! `CI_JOB_STATUS` is `running` in the script and `success`/`failed`/`canceled` in
 //! `after_script`).
@@ -85,7 +86,7 @@ use gantry_protocol::{JobResponse, PatchTraceParams};
 use tokio::time::Instant;
 
 pub(crate) use backoff::Backoff;
-pub use dirs::{BuildDirs, short_token};
+pub use dirs::{BuildDirs, CONTAINER_BUILDS_DIR, SeenDirs, short_token};
 pub use ending::JobEnding;
 pub use event::{Delivery, JobEvent, JobEvents, ignore_events};
 pub use stop::{StopRequest, StopSignal};
@@ -236,9 +237,14 @@ pub async fn run_job(job: JobResponse, cx: JobContext) -> JobReport {
         &job.git_info.repo_url,
         job.job_info.project_id,
     );
+    // In containers the job sees gitlab-runner's Docker paths (`/builds/…`).
+    let dirs = match crate::executor::ExecutorChoice::for_job(&runner, &job) {
+        crate::executor::ExecutorChoice::Docker => dirs.in_container(),
+        _ => dirs,
+    };
     let short = short_token(&runner.token);
-    let builds_dir = dirs.builds_dir.to_string_lossy().into_owned();
-    let project_dir = dirs.project_dir.to_string_lossy().into_owned();
+    let builds_dir = dirs.seen.builds_dir.to_string_lossy().into_owned();
+    let project_dir = dirs.seen.project_dir.to_string_lossy().into_owned();
     let variables = job_variables(
         &RunnerFacts {
             version: env!("CARGO_PKG_VERSION"),

@@ -37,7 +37,7 @@ use crate::trace::Trace;
 
 pub use quote::{is_variable_name, quote};
 pub use script::generate_script;
-pub use variables::{PreparedVariables, prepare_variables};
+pub use variables::{PreparedVariables, prepare_variables, prepare_variables_seen_at};
 
 /// gitlab-runner's default `RUNNER_AFTER_SCRIPT_TIMEOUT`.
 pub const DEFAULT_AFTER_SCRIPT_TIMEOUT: Duration = Duration::from_secs(5 * 60);

@@ -55,8 +55,8 @@ const JUNIT: &str = r#"{"name": "junit.xml", "paths": ["rspec.xml"], "when": "al
 fn the_archive_entry_becomes_a_zip_with_modes_and_symlinks() {
     let dir = build_dir();
     let out = tempfile::tempdir().expect("temp dir");
-    let prepared =
-        prepare_upload(&artifact(ARCHIVE), dir.path(), out.path(), &no_vars).expect("prepared");
+    let prepared = prepare_upload(&artifact(ARCHIVE), dir.path(), None, out.path(), &no_vars)
+        .expect("prepared");
     assert_eq!(prepared.file_name, "coverage.zip");
     assert_eq!(
         prepared.params.to_query(),
@@ -94,8 +94,8 @@ fn the_archive_entry_becomes_a_zip_with_modes_and_symlinks() {
 fn zip_round_trips_through_extraction() {
     let dir = build_dir();
     let out = tempfile::tempdir().expect("temp dir");
-    let prepared =
-        prepare_upload(&artifact(ARCHIVE), dir.path(), out.path(), &no_vars).expect("prepared");
+    let prepared = prepare_upload(&artifact(ARCHIVE), dir.path(), None, out.path(), &no_vars)
+        .expect("prepared");
     let target = tempfile::tempdir().expect("temp dir");
     let summary =
         extract_archive(&prepared.path.expect("archive"), target.path()).expect("extracts");
@@ -143,7 +143,8 @@ fn reports_are_gzip_members_named_after_their_paths() {
     let out = tempfile::tempdir().expect("temp dir");
     let mut report = artifact(JUNIT);
     report.paths.push("more/*.xml".to_owned());
-    let prepared = prepare_upload(&report, dir.path(), out.path(), &no_vars).expect("prepared");
+    let prepared =
+        prepare_upload(&report, dir.path(), None, out.path(), &no_vars).expect("prepared");
     assert_eq!(prepared.file_name, "junit.xml.gz");
     assert_eq!(
         prepared.params.to_query(),
@@ -200,7 +201,7 @@ fn raw_reports_take_exactly_one_file() {
         r#"{"name": "gl-sast-report.json", "paths": ["rspec.xml"], "when": "always",
         "artifact_type": "sast", "artifact_format": "raw"}"#,
     );
-    let prepared = prepare_upload(&sast, dir.path(), out.path(), &no_vars).expect("prepared");
+    let prepared = prepare_upload(&sast, dir.path(), None, out.path(), &no_vars).expect("prepared");
     assert_eq!(prepared.file_name, "gl-sast-report.json");
     assert_eq!(
         fs::read_to_string(prepared.path.expect("written")).expect("read"),
@@ -209,7 +210,8 @@ fn raw_reports_take_exactly_one_file() {
 
     let mut two = sast.clone();
     two.paths = vec!["coverage/*.html".to_owned(), "rspec.xml".to_owned()];
-    let error = prepare_upload(&two, dir.path(), out.path(), &no_vars).expect_err("two files");
+    let error =
+        prepare_upload(&two, dir.path(), None, out.path(), &no_vars).expect_err("two files");
     assert_eq!(
         error.to_string(),
         "build the `sast` artifact: format `raw` takes exactly one file, 2 matched"
@@ -228,12 +230,12 @@ fn names_and_paths_expand_variables_and_nothing_matched_uploads_nothing() {
     let mut entry = artifact(ARCHIVE);
     entry.name = Some("$CI_JOB_NAME-results".to_owned());
     entry.paths = vec!["${DIR}/index.html".to_owned()];
-    let prepared = prepare_upload(&entry, dir.path(), out.path(), &lookup).expect("prepared");
+    let prepared = prepare_upload(&entry, dir.path(), None, out.path(), &lookup).expect("prepared");
     assert_eq!(prepared.file_name, "rspec-results.zip");
     assert_eq!(prepared.files, 1);
 
     entry.paths = vec!["nothing/here".to_owned()];
-    let prepared = prepare_upload(&entry, dir.path(), out.path(), &lookup).expect("prepared");
+    let prepared = prepare_upload(&entry, dir.path(), None, out.path(), &lookup).expect("prepared");
     assert_eq!(prepared.path, None);
     assert_eq!(
         prepared.notes.last(),
@@ -477,11 +479,17 @@ fn corrupt_and_unknown_archives_are_errors_never_panics() {
     // a (partial) success, never a panic or a write outside `build`.
     let source = build_dir();
     let out = tempfile::tempdir().expect("temp dir");
-    let zip = prepare_upload(&artifact(ARCHIVE), source.path(), out.path(), &no_vars)
-        .expect("zip")
-        .path
-        .expect("zip");
-    let gz = prepare_upload(&artifact(JUNIT), source.path(), out.path(), &no_vars)
+    let zip = prepare_upload(
+        &artifact(ARCHIVE),
+        source.path(),
+        None,
+        out.path(),
+        &no_vars,
+    )
+    .expect("zip")
+    .path
+    .expect("zip");
+    let gz = prepare_upload(&artifact(JUNIT), source.path(), None, out.path(), &no_vars)
         .expect("gz")
         .path
         .expect("gz");

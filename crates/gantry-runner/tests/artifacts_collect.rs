@@ -102,6 +102,7 @@ fn doublestar_globs_and_excludes_follow_gitlab_runner() {
             paths: &spec_paths,
             exclude: &exclude,
             untracked: false,
+            seen_dir: None,
         },
     );
     assert_eq!(
@@ -258,6 +259,7 @@ fn untracked_adds_files_git_does_not_track_including_ignored_ones() {
             paths: &[],
             exclude: &exclude,
             untracked: true,
+            seen_dir: None,
         },
     );
     assert_eq!(paths(&collected), ["build/out.o", "new.txt"]);

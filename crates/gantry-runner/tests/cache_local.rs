@@ -91,6 +91,7 @@ fn save_then_restore_hits_and_documents_the_layout() {
         job_name: "rspec",
         git_ref: "main",
         lookup: &lookup,
+        seen_dir: None,
     };
     let cache = spec("gems-main-1-protected", &["vendor/bundle"]);
 
@@ -164,6 +165,7 @@ fn a_miss_then_fallback_keys_in_order_then_cache_fallback_key() {
         job_name: "build",
         git_ref: "feature",
         lookup: &lookup,
+        seen_dir: None,
     };
     w.cache
         .save(&spec("deps-default", &["deps"]), &cx, &w.build, true)
@@ -217,6 +219,7 @@ fn a_miss_then_fallback_keys_in_order_then_cache_fallback_key() {
         job_name: "build",
         git_ref: "feature",
         lookup: &lookup,
+        seen_dir: None,
     };
     let report = w
         .cache
@@ -242,6 +245,7 @@ fn cache_fallback_key_may_not_use_the_protected_suffix() {
         job_name: "build",
         git_ref: "main",
         lookup: &lookup,
+        seen_dir: None,
     };
     w.cache
         .save(&spec("main-protected", &["deps"]), &cx, &w.build, true)
@@ -272,6 +276,7 @@ fn policies_including_one_from_a_variable() {
         job_name: "build",
         git_ref: "main",
         lookup: &lookup,
+        seen_dir: None,
     };
 
     let mut pull = spec("k", &["deps"]);
@@ -338,6 +343,7 @@ fn when_decides_saving_for_the_job_result() {
         job_name: "build",
         git_ref: "main",
         lookup: &lookup,
+        seen_dir: None,
     };
     for (when, succeeded, saved) in [
         (When::OnSuccess, true, true),
@@ -384,6 +390,7 @@ fn default_key_untracked_and_nothing_to_cache() {
         job_name: "rspec 1/2",
         git_ref: "main",
         lookup: &lookup,
+        seen_dir: None,
     };
 
     let mut untracked = spec("", &[]);
@@ -436,6 +443,7 @@ fn keys_are_sanitized_and_unusable_keys_skip() {
         job_name: "build",
         git_ref: "main",
         lookup: &lookup,
+        seen_dir: None,
     };
     let report = w
         .cache
@@ -476,6 +484,7 @@ fn a_corrupt_archive_is_a_warning_and_the_next_key_is_tried() {
         job_name: "build",
         git_ref: "main",
         lookup: &lookup,
+        seen_dir: None,
     };
     w.cache
         .save(&spec("good", &["deps"]), &cx, &w.build, true)
@@ -509,6 +518,7 @@ fn a_hostile_cache_archive_cannot_write_outside_the_build_dir() {
         job_name: "build",
         git_ref: "main",
         lookup: &lookup,
+        seen_dir: None,
     };
     let archive = w.cache.archive_path("hostile");
     fs::create_dir_all(archive.parent().expect("dir")).expect("mkdir");

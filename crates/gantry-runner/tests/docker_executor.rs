@@ -263,15 +263,22 @@ async fn artifacts_and_cache_pass_between_container_jobs() {
 stages: [build, test]
 build:
   stage: build
+  variables:
+    OUT: $CI_PROJECT_DIR/out
   cache:
     key: deps
-    paths: [vendor/]
+    paths: [$CI_PROJECT_DIR/vendor/]
   script:
+    # gitlab-runner's Docker executor's paths, whatever the runner's builds_dir.
+    - echo "dirs=$CI_BUILDS_DIR $CI_PROJECT_DIR $(pwd)"
+    - test "$CI_BUILDS_DIR" = /builds
+    - test "$CI_PROJECT_DIR" = "/builds/$CI_PROJECT_PATH"
+    - test "$(pwd)" = "$CI_PROJECT_DIR"
     - mkdir -p out vendor
     - echo "artifact made in a container" > out/result.txt
     - echo "cached in a container" > vendor/lib.txt
   artifacts:
-    paths: [out/]
+    paths: [$OUT, "${CI_PROJECT_DIR}/out"]
 test:
   stage: test
   cache:
@@ -289,6 +296,15 @@ test:
     let runner = Runner::new(&server, &token, RUNNER_DOCKER);
     let summary = runner.run(2, LIMIT).await;
     assert_eq!(summary.jobs.len(), 2);
+    let build = summary.jobs.first().unwrap();
+    let trace = server.trace(project, build.job_id).await;
+    assert_eq!(build.ending, JobEnding::Success, "{trace}");
+    assert!(trace.contains("dirs=/builds /builds/"), "{trace}");
+    // Absolute paths under $CI_PROJECT_DIR name the files the host archives.
+    assert!(
+        !trace.contains("no matching files") && !trace.contains("not a subpath"),
+        "{trace}"
+    );
     let test = summary.jobs.last().unwrap();
     let trace = server.trace(project, test.job_id).await;
     assert_eq!(test.ending, JobEnding::Success, "{trace}");

@@ -303,6 +303,28 @@ async fn file_variables_hold_a_path_and_are_cleaned_up() {
     variables.cleanup_file_variables().unwrap();
 }
 
+#[test]
+fn file_variables_hold_the_path_the_job_sees() {
+    let job = Job::new();
+    let mut file = var("CONFIG_FILE", "text");
+    file.file = true;
+    let variables = gantry_runner::shell::prepare_variables_seen_at(
+        &[file],
+        &job.tmp_dir().join("variables"),
+        Path::new("/builds/acme/widget.tmp/variables"),
+    )
+    .unwrap();
+    assert_eq!(
+        variables.get("CONFIG_FILE"),
+        Some("/builds/acme/widget.tmp/variables/CONFIG_FILE")
+    );
+    // Written where this machine has it, and removed from there.
+    let written = job.tmp_dir().join("variables/CONFIG_FILE");
+    assert_eq!(std::fs::read_to_string(&written).unwrap(), "text");
+    variables.cleanup_file_variables().unwrap();
+    assert!(!written.exists());
+}
+
 #[tokio::test]
 async fn after_script_runs_in_a_new_shell_and_sees_the_job_status() {
     let job = Job::new();

@@ -23,6 +23,10 @@ pub struct CollectSpec<'a> {
     pub exclude: &'a [String],
     /// Add git-untracked (and ignored) files.
     pub untracked: bool,
+    /// The build directory as the job sees it, when that is another path (a container's
+    /// `/builds/<project>`): absolute paths under it name files under the build
+    /// directory, and messages name it.
+    pub seen_dir: Option<&'a Path>,
 }
 
 /// One collected path.
@@ -99,14 +103,14 @@ pub fn collect(build_dir: &Path, spec: &CollectSpec<'_>) -> Collected {
     let root = fs::canonicalize(build_dir).unwrap_or_else(|_| build_dir.to_path_buf());
     let mut collector = Collector {
         root,
-        display_root: build_dir.display().to_string(),
+        display_root: spec.seen_dir.unwrap_or(build_dir).display().to_string(),
         excludes: Vec::new(),
         files: BTreeMap::new(),
         excluded: BTreeMap::new(),
         notes: Vec::new(),
     };
     for pattern in spec.exclude {
-        match relative_pattern(build_dir, pattern)
+        match relative_pattern(build_dir, spec.seen_dir, pattern)
             .and_then(|rel| glob(&rel).map_err(|error| format!("{pattern}: {error}")))
         {
             Ok(matcher) => collector.excludes.push((pattern.clone(), matcher)),
@@ -114,7 +118,7 @@ pub fn collect(build_dir: &Path, spec: &CollectSpec<'_>) -> Collected {
         }
     }
     for path in spec.paths {
-        collector.process_path(build_dir, path);
+        collector.process_path(build_dir, spec.seen_dir, path);
     }
     if spec.untracked {
         collector.process_untracked();
@@ -141,17 +145,29 @@ struct Collector {
 }
 
 /// Makes `pattern` relative to the build directory and lexically clean, or says why
-/// it is not inside it.
-fn relative_pattern(build_dir: &Path, pattern: &str) -> Result<String, String> {
+/// it is not inside it. An absolute pattern may name the build directory as it is here
+/// or as the job sees it (`seen_dir`).
+fn relative_pattern(
+    build_dir: &Path,
+    seen_dir: Option<&Path>,
+    pattern: &str,
+) -> Result<String, String> {
     let not_inside = || format!("artifact path is not a subpath of project directory: {pattern}");
-    let relative = if pattern.starts_with('/') {
-        let root = build_dir.to_string_lossy();
+    let under = |root: &Path| {
+        let root = root.to_string_lossy();
         let root = root.trim_end_matches('/');
         match pattern.strip_prefix(root) {
-            Some("") => "",
-            Some(rest) if rest.starts_with('/') => rest,
-            _ => return Err(not_inside()),
+            Some("") => Some(String::new()),
+            Some(rest) if rest.starts_with('/') => Some(rest.to_owned()),
+            _ => None,
         }
+    };
+    let stripped;
+    let relative = if pattern.starts_with('/') {
+        stripped = under(build_dir)
+            .or_else(|| seen_dir.and_then(under))
+            .ok_or_else(not_inside)?;
+        stripped.as_str()
     } else {
         pattern
     };
@@ -188,12 +204,12 @@ impl Collector {
         self.notes.push(Note::Info(text));
     }
 
-    fn process_path(&mut self, build_dir: &Path, path: &str) {
+    fn process_path(&mut self, build_dir: &Path, seen_dir: Option<&Path>, path: &str) {
         if path.is_empty() {
             self.warn("No matching files. Path is empty.".to_owned());
             return;
         }
-        let rel = match relative_pattern(build_dir, path) {
+        let rel = match relative_pattern(build_dir, seen_dir, path) {
             Ok(rel) => rel,
             Err(reason) => {
                 self.warn(reason);
@@ -497,18 +513,34 @@ mod tests {
     #[test]
     fn patterns_are_made_relative() {
         let dir = Path::new("/builds/acme/widget");
-        assert_eq!(relative_pattern(dir, "./a/b/"), Ok("a/b".to_owned()));
-        assert_eq!(relative_pattern(dir, "a/../b"), Ok("b".to_owned()));
+        assert_eq!(relative_pattern(dir, None, "./a/b/"), Ok("a/b".to_owned()));
+        assert_eq!(relative_pattern(dir, None, "a/../b"), Ok("b".to_owned()));
         assert_eq!(
-            relative_pattern(dir, "/builds/acme/widget/x"),
+            relative_pattern(dir, None, "/builds/acme/widget/x"),
             Ok("x".to_owned())
         );
         assert_eq!(
-            relative_pattern(dir, "/builds/acme/widget"),
+            relative_pattern(dir, None, "/builds/acme/widget"),
             Ok(String::new())
         );
-        assert!(relative_pattern(dir, "/builds/acme/widgetx").is_err());
-        assert!(relative_pattern(dir, "../x").is_err());
-        assert!(relative_pattern(dir, "/etc").is_err());
+        assert!(relative_pattern(dir, None, "/builds/acme/widgetx").is_err());
+        assert!(relative_pattern(dir, None, "../x").is_err());
+        assert!(relative_pattern(dir, None, "/etc").is_err());
+    }
+
+    #[test]
+    fn absolute_patterns_may_name_the_directory_the_job_sees() {
+        let dir = Path::new("/srv/b/tok/0/acme/widget");
+        let seen = Some(Path::new("/builds/acme/widget"));
+        assert_eq!(
+            relative_pattern(dir, seen, "/builds/acme/widget/out/x"),
+            Ok("out/x".to_owned())
+        );
+        assert_eq!(
+            relative_pattern(dir, seen, "/srv/b/tok/0/acme/widget/out"),
+            Ok("out".to_owned())
+        );
+        assert!(relative_pattern(dir, seen, "/builds/acme/other").is_err());
+        assert!(relative_pattern(dir, None, "/builds/acme/widget/out").is_err());
     }
 }

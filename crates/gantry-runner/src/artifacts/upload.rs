@@ -79,9 +79,12 @@ pub fn upload_file_name(name: Option<&str>, format: ArtifactFormat) -> String {
 /// `out_dir` (named after the artifact type) and describes it. Variables in `name`,
 /// `paths` and `exclude` are expanded with `lookup`. Nothing matched is not an error:
 /// [`PreparedUpload::path`] is `None` and a warning says so, as gitlab-runner does.
+/// `seen_dir`: the build directory as the job sees it, when that is another path
+/// ([`CollectSpec::seen_dir`]).
 pub fn prepare_upload(
     artifact: &JobArtifact,
     build_dir: &Path,
+    seen_dir: Option<&Path>,
     out_dir: &Path,
     lookup: Lookup<'_>,
 ) -> Result<PreparedUpload, ArtifactError> {
@@ -91,6 +94,7 @@ pub fn prepare_upload(
         paths: &paths,
         exclude: &exclude,
         untracked: artifact.untracked.unwrap_or(false),
+        seen_dir,
     };
     let collected = collect(build_dir, &spec);
     let name = artifact.name.as_deref().map(|name| expand(name, lookup));

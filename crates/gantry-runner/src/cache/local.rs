@@ -54,6 +54,10 @@ pub struct CacheContext<'a> {
     pub git_ref: &'a str,
     /// The job's variables (key, fallback keys, policy, `CACHE_FALLBACK_KEY`, paths).
     pub lookup: Lookup<'a>,
+    /// The build directory as the job sees it, when that is another path (a container's
+    /// `/builds/<project>`): absolute `paths` under it name files under the build
+    /// directory.
+    pub seen_dir: Option<&'a Path>,
 }
 
 /// A cache problem that fails the stage (everything else is a warning).
@@ -384,6 +388,7 @@ impl LocalCache {
                 paths: &paths,
                 exclude: &[],
                 untracked: spec.untracked,
+                seen_dir: cx.seen_dir,
             },
         );
         notes.extend(collected.notes.iter().cloned());

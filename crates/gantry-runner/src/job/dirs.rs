@@ -14,6 +14,11 @@
 //! the job's slot within its `[[runners]]` entry (0 .. `limit`), so two jobs of the same
 //! project on the same entry never share a directory, and a later job in the same slot
 //! reuses the checkout (`GIT_STRATEGY=fetch`).
+//!
+//! A job in containers (the Docker executor) sees these directories where
+//! gitlab-runner's Docker executor puts them: the slot directory is mounted at
+//! [`CONTAINER_BUILDS_DIR`], so `$CI_BUILDS_DIR` is `/builds` and `$CI_PROJECT_DIR`
+//! `/builds/<project path>` ([`BuildDirs::in_container`], [`BuildDirs::seen`]).
 
 use std::path::{Path, PathBuf};
 
@@ -65,12 +70,16 @@ pub fn short_token(token: &str) -> String {
     }
 }
 
-/// The directories of one job.
+/// Where a job's containers see its slot directory (gitlab-runner's Docker executor's
+/// `builds_dir`).
+pub const CONTAINER_BUILDS_DIR: &str = "/builds";
+
+/// The directories of one job, on this machine.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BuildDirs {
-    /// `$CI_BUILDS_DIR`: the entry's `builds_dir`.
+    /// The entry's `builds_dir`.
     pub builds_dir: PathBuf,
-    /// `$CI_PROJECT_DIR`.
+    /// The checkout.
     pub project_dir: PathBuf,
     /// `<project dir>.tmp`: job scripts, file variables, archives being transferred.
     pub tmp_dir: PathBuf,
@@ -78,6 +87,21 @@ pub struct BuildDirs {
     pub project_path: String,
     /// The project's folder in the local cache (`gitlab.example.com/acme/widget`).
     pub cache_path: String,
+    /// The same directories as the job's scripts see them: `$CI_BUILDS_DIR`,
+    /// `$CI_PROJECT_DIR`, file variables' paths, the scripts' working directory.
+    pub seen: SeenDirs,
+}
+
+/// [`BuildDirs`] as the job's scripts see them: the same paths in the shell, the
+/// mounted ones in containers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SeenDirs {
+    /// `$CI_BUILDS_DIR`.
+    pub builds_dir: PathBuf,
+    /// `$CI_PROJECT_DIR`.
+    pub project_dir: PathBuf,
+    /// `<project dir>.tmp`.
+    pub tmp_dir: PathBuf,
 }
 
 impl BuildDirs {
@@ -105,16 +129,40 @@ impl BuildDirs {
             .join(short_token(runner_token))
             .join(concurrent_id.to_string())
             .join(&project_path);
-        let mut tmp = project_dir.clone().into_os_string();
-        tmp.push(".tmp");
+        let tmp_dir = tmp_sibling(&project_dir);
         Self {
             builds_dir: builds_dir.to_owned(),
+            seen: SeenDirs {
+                builds_dir: builds_dir.to_owned(),
+                project_dir: project_dir.clone(),
+                tmp_dir: tmp_dir.clone(),
+            },
             project_dir,
-            tmp_dir: PathBuf::from(tmp),
+            tmp_dir,
             project_path,
             cache_path,
         }
     }
+
+    /// The same directories for a job in containers, where the slot directory
+    /// ([`BuildDirs::slot_dir`]) is mounted at [`CONTAINER_BUILDS_DIR`].
+    pub fn in_container(mut self) -> Self {
+        let builds_dir = PathBuf::from(CONTAINER_BUILDS_DIR);
+        let project_dir = builds_dir.join(&self.project_path);
+        self.seen = SeenDirs {
+            tmp_dir: tmp_sibling(&project_dir),
+            project_dir,
+            builds_dir,
+        };
+        self
+    }
+}
+
+/// `<dir>.tmp`.
+fn tmp_sibling(dir: &Path) -> PathBuf {
+    let mut tmp = dir.as_os_str().to_owned();
+    tmp.push(".tmp");
+    PathBuf::from(tmp)
 }
 
 impl BuildDirs {
@@ -193,5 +241,30 @@ mod tests {
         assert_eq!(local.project_dir, Path::new("/b/t/0/project-7"));
         let sneaky = BuildDirs::new(Path::new("/b"), "t", 0, "https://h/a/../../etc.git", 7);
         assert_eq!(sneaky.project_path, "project-7");
+        assert_eq!(dirs.seen.project_dir, dirs.project_dir);
+    }
+
+    #[test]
+    fn containers_see_gitlab_runner_s_docker_paths() {
+        let dirs = BuildDirs::new(
+            Path::new("/srv/gantry/builds"),
+            "glrt-t1_abcdefghijk",
+            1,
+            "http://127.0.0.1:8080/gcl/test-project.git",
+            3,
+        )
+        .in_container();
+        assert_eq!(
+            dirs.project_dir,
+            Path::new("/srv/gantry/builds/abcdefghi/1/gcl/test-project")
+        );
+        assert_eq!(dirs.seen.builds_dir, Path::new("/builds"));
+        assert_eq!(dirs.seen.project_dir, Path::new("/builds/gcl/test-project"));
+        assert_eq!(dirs.seen.tmp_dir, Path::new("/builds/gcl/test-project.tmp"));
+        // What the slot directory mounted at /builds shows there.
+        assert_eq!(
+            Path::new("/builds").join(dirs.project_dir.strip_prefix(dirs.slot_dir()).unwrap()),
+            dirs.seen.project_dir
+        );
     }
 }

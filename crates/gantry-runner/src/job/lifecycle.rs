@@ -19,7 +19,7 @@ use crate::docker::{DockerError, DockerExecutor, DockerJobSpec};
 use crate::executor::{Executor, ExecutorChoice};
 use crate::shell::{
     CancelReason, CiJobStatus, DEFAULT_AFTER_SCRIPT_TIMEOUT, PreparedVariables, ShellExecutor,
-    Stage, StageOutcome, detect_shell, format_duration, prepare_variables,
+    Stage, StageOutcome, detect_shell, format_duration, prepare_variables_seen_at,
 };
 use crate::sources::{GitSettings, GitStrategy, SourcesError, SourcesJob, get_sources};
 use crate::trace::{ANSI_BOLD_CYAN, ANSI_RESET, Trace};
@@ -197,14 +197,26 @@ impl<'a> Lifecycle<'a> {
             stage: "prepare_executor",
             message,
         };
+        // The slot directory at /builds (the job sees gitlab-runner's Docker paths, see
+        // `BuildDirs::in_container`); the local cache at its own path.
         let mut binds = Vec::new();
-        for dir in [self.dirs.slot_dir(), self.cx.cache_dir.clone()] {
+        for (dir, seen) in [
+            (
+                self.dirs.slot_dir(),
+                Some(self.dirs.seen.builds_dir.clone()),
+            ),
+            (self.cx.cache_dir.clone(), None),
+        ] {
             std::fs::create_dir_all(&dir)
                 .map_err(|e| failed(format!("create `{}`: {e}", dir.display())))?;
             let dir = std::path::absolute(&dir)
                 .map_err(|e| failed(format!("resolve `{}`: {e}", dir.display())))?;
-            let dir = dir.to_string_lossy();
-            binds.push(format!("{dir}:{dir}"));
+            let seen = seen.unwrap_or_else(|| dir.clone());
+            binds.push(format!(
+                "{}:{}",
+                dir.to_string_lossy(),
+                seen.to_string_lossy()
+            ));
         }
         let spec = DockerJobSpec {
             config,
@@ -261,8 +273,12 @@ impl<'a> Lifecycle<'a> {
             std::fs::create_dir_all(parent)
                 .map_err(|e| failed(format!("create `{}`: {e}", parent.display())))?;
         }
-        let prepared = prepare_variables(self.variables, &self.dirs.tmp_dir.join("variables"))
-            .map_err(|e| failed(e.to_string()))?;
+        let prepared = prepare_variables_seen_at(
+            self.variables,
+            &self.dirs.tmp_dir.join("variables"),
+            &self.dirs.seen.tmp_dir.join("variables"),
+        )
+        .map_err(|e| failed(e.to_string()))?;
         self.prepared = Some(prepared);
         Ok(())
     }
@@ -339,9 +355,10 @@ impl<'a> Lifecycle<'a> {
         }
         let parent = self
             .dirs
+            .seen
             .project_dir
             .parent()
-            .unwrap_or(&self.dirs.builds_dir)
+            .unwrap_or(&self.dirs.seen.builds_dir)
             .to_owned();
         self.hook(HookName::PreGetSourcesScript, &parent).await?;
         let (_, prepared) = self.executor()?;
@@ -383,7 +400,7 @@ impl<'a> Lifecycle<'a> {
                     ),
                 })?;
         }
-        self.hook(HookName::PostGetSourcesScript, &self.dirs.project_dir)
+        self.hook(HookName::PostGetSourcesScript, &self.dirs.seen.project_dir)
             .await
     }
 
@@ -425,12 +442,14 @@ impl<'a> Lifecycle<'a> {
             self.job.git_info.git_ref.clone(),
         );
         let project_dir = self.dirs.project_dir.clone();
+        let seen_dir = self.dirs.seen.project_dir.clone();
         let reports = tokio::task::spawn_blocking(move || {
             let lookup = |name: &str| get(&variables, name).map(str::to_owned);
             let cx = CacheContext {
                 job_name: &job_name,
                 git_ref: &git_ref,
                 lookup: &lookup,
+                seen_dir: Some(&seen_dir),
             };
             specs
                 .iter()
@@ -559,7 +578,7 @@ impl<'a> Lifecycle<'a> {
                 name,
                 commands: &step.script,
                 variables: prepared,
-                work_dir: &self.dirs.project_dir,
+                work_dir: &self.dirs.seen.project_dir,
                 timeout,
                 job_status: CiJobStatus::Running,
             };
@@ -621,7 +640,7 @@ impl<'a> Lifecycle<'a> {
             name: "after_script",
             commands: &step.script,
             variables: prepared,
-            work_dir: &self.dirs.project_dir,
+            work_dir: &self.dirs.seen.project_dir,
             timeout: self.after_script_timeout(),
             job_status: ending.ci_job_status(),
         };

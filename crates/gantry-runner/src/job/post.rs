@@ -54,12 +54,14 @@ impl Lifecycle<'_> {
             self.job.git_info.git_ref.clone(),
         );
         let project_dir = self.dirs.project_dir.clone();
+        let seen_dir = self.dirs.seen.project_dir.clone();
         let reports = tokio::task::spawn_blocking(move || {
             let lookup = |name: &str| get(&variables, name).map(str::to_owned);
             let cx = CacheContext {
                 job_name: &job_name,
                 git_ref: &git_ref,
                 lookup: &lookup,
+                seen_dir: Some(&seen_dir),
             };
             specs
                 .iter()
@@ -137,14 +139,21 @@ impl Lifecycle<'_> {
             },
         );
         let variables = self.variables.to_vec();
-        let (artifact_owned, project_dir, out_dir) = (
+        let (artifact_owned, project_dir, seen_dir, out_dir) = (
             artifact.clone(),
             self.dirs.project_dir.clone(),
+            self.dirs.seen.project_dir.clone(),
             self.dirs.tmp_dir.join("artifacts"),
         );
         let prepared = tokio::task::spawn_blocking(move || {
             let lookup = |name: &str| get(&variables, name).map(str::to_owned);
-            prepare_upload(&artifact_owned, &project_dir, &out_dir, &lookup)
+            prepare_upload(
+                &artifact_owned,
+                &project_dir,
+                Some(&seen_dir),
+                &out_dir,
+                &lookup,
+            )
         })
         .await
         .map_err(|join| format!("Uploading artifacts as \"{kind}\" failed: {join}"))?

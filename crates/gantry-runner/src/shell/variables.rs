@@ -35,6 +35,20 @@ pub fn prepare_variables<'a, I>(
 where
     I: IntoIterator<Item = &'a JobVariable>,
 {
+    prepare_variables_seen_at(variables, file_dir, file_dir)
+}
+
+/// [`prepare_variables`] for a job that sees `file_dir` as `seen_dir` (a container where
+/// it is mounted there): the files are written into `file_dir`, the variables hold
+/// their paths under `seen_dir`.
+pub fn prepare_variables_seen_at<'a, I>(
+    variables: I,
+    file_dir: &Path,
+    seen_dir: &Path,
+) -> Result<PreparedVariables, ShellError>
+where
+    I: IntoIterator<Item = &'a JobVariable>,
+{
     let mut prepared = PreparedVariables::default();
     for variable in variables {
         if !is_variable_name(&variable.key) {
@@ -55,7 +69,12 @@ where
             if !prepared.files.contains(&path) {
                 prepared.files.push(path.clone());
             }
-            path.to_string_lossy().into_owned()
+            match path.strip_prefix(file_dir) {
+                Ok(name) => seen_dir.join(name),
+                Err(_) => path,
+            }
+            .to_string_lossy()
+            .into_owned()
         } else {
             variable.value.replace('\0', "")
         };
