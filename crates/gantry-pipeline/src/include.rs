@@ -61,6 +61,13 @@ pub trait Loader {
         let _ = (project, ref_name);
         Vec::new()
     }
+    /// Where GitLab's CI template `name` (`Jobs/Build.gitlab-ci.yml`, already checked to
+    /// be a template name) is read from: a URL fetched with [`Loader::remote`]. The
+    /// default has no templates (`None`: `include:template` is an error).
+    fn template_url(&self, name: &str) -> Option<String> {
+        let _ = name;
+        None
+    }
     /// A file of a job's artifacts archive in the parent pipeline (`include:artifact` of a
     /// child pipeline; `path` has no leading `/`). The default is a pipeline that is no
     /// child: [`ArtifactError::NotChild`].
@@ -675,10 +682,39 @@ impl<'a> Loading<'a> {
             return out;
         }
         let (kind, what) = if let Some(t) = m.get("template") {
-            (
-                "include:template",
-                format!("Template file `{}`", t.as_str().unwrap_or_default()),
-            )
+            let Some(name) = t.as_str() else {
+                self.cx.raw(
+                    format!("Included file `{}` needs to be a string", compact_json(t)),
+                    Some(item.pos),
+                );
+                return Vec::new();
+            };
+            if let Some(url) = self
+                .loader
+                .template_url(name)
+                .filter(|_| valid_template(name))
+            {
+                return self.fetch_template(name, &url, item).into_iter().collect();
+            }
+            if !has_yaml_ext(name) {
+                self.cx.raw(
+                    format!("Included file `{name}` does not have YAML extension!"),
+                    Some(item.pos),
+                );
+                return Vec::new();
+            }
+            if !valid_template(name) {
+                self.cx.raw(
+                    format!("Template file `{name}` is not a valid location!"),
+                    Some(item.pos),
+                );
+                return Vec::new();
+            }
+            self.cx.raw(
+                format!("Template file `{name}` cannot be resolved offline: include:template needs GitLab's templates, which this reader of the configuration does not have"),
+                Some(item.pos),
+            );
+            return Vec::new();
         } else if let Some(c) = m.get("component") {
             (
                 "include:component",
@@ -850,6 +886,40 @@ impl<'a> Loading<'a> {
         })
     }
 
+    /// `include:template` (GitLab's `File::Template`) read from the loader's templates
+    /// ([`Loader::template_url`]). A template reads as a file of the pipeline's project
+    /// (GitLab gives it the pipeline's context), so its `rules:exists` look there.
+    fn fetch_template(&mut self, name: &str, url: &str, item: &Node) -> Option<Fetched> {
+        let text = match self.loader.remote(url) {
+            Ok(text) => text,
+            Err(RemoteError::Status(404)) => String::new(),
+            Err(e) => {
+                self.cx.raw(
+                    format!(
+                        "Template file `{name}` could not be read: {}",
+                        remote_message(url, &e)
+                    ),
+                    Some(item.pos),
+                );
+                return None;
+            }
+        };
+        if text.trim().is_empty() {
+            self.cx.raw(
+                format!("Included file `{name}` is empty or does not exist!"),
+                Some(item.pos),
+            );
+            return None;
+        }
+        Some(Fetched {
+            name: name.to_owned(),
+            location: name.to_owned(),
+            text,
+            item: item.clone(),
+            origin: Origin::Pipeline,
+        })
+    }
+
     /// `include:artifact` (GitLab's `File::Artifact`): a file of a parent pipeline job's
     /// artifacts; its own `include:local` entries read the pipeline's project.
     fn fetch_artifact(&mut self, path: &str, job: &str, item: &Node) -> Option<Fetched> {
@@ -974,6 +1044,16 @@ impl<'a> Loading<'a> {
 
 /// The source-map name of another project's file: `group/project@ref:path` (`:path`
 /// alone after the project for the default branch), so `file:line:column` says which.
+/// A template name GitLab can look up: `<name>.gitlab-ci.yml` (`File::Template`), here
+/// also a relative path of plain segments (the name becomes part of a URL).
+fn valid_template(name: &str) -> bool {
+    name.len() > ".gitlab-ci.yml".len()
+        && name.ends_with(".gitlab-ci.yml")
+        && name
+            .split('/')
+            .all(|c| !c.is_empty() && c != "." && c != ".." && !c.contains(['\\', '?', '#', '%']))
+}
+
 fn project_file_name(project: &str, ref_name: Option<&str>, path: &str) -> String {
     match ref_name {
         Some(r) => format!("{project}@{r}:{path}"),

@@ -203,21 +203,32 @@ fn json_names(j: &serde_json::Value) -> Vec<&str> {
 /// `include:remote` and `include:project` are resolved (tests/remote_include.rs);
 /// templates are not.
 #[test]
-fn template_include_is_an_offline_error() {
-    let repo = Repo::new(&[(
-        ".gitlab-ci.yml",
-        "include: {template: Auto-DevOps.gitlab-ci.yml}\njob:\n  script: x\n",
-    )]);
+fn template_includes_come_from_the_include_cache_offline() {
+    // gitlab-ci-local's layout: the template's URL under the cache folder.
+    let cached = ".gantry/includes/gitlab.com/gitlab-org/gitlab/-/raw/master/lib/gitlab/ci/templates/Jobs/Build.gitlab-ci.yml";
+    let repo = Repo::new(&[
+        (
+            ".gitlab-ci.yml",
+            "include: {template: Jobs/Build.gitlab-ci.yml}\njob:\n  script: x\n",
+        ),
+        (cached, "build:\n  script: make\n"),
+    ]);
+    let out = repo.lint(&["--format", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert_eq!(json_names(&json(&out)), ["build", "job"]);
+
+    let repo = Repo::new(&[
+        (
+            ".gitlab-ci.yml",
+            "include: {template: Jobs/Build.yml}\njob:\n  script: x\n",
+        ),
+        (cached, "build:\n  script: make\n"),
+    ]);
     let out = repo.lint(&["--format", "json"]);
     assert_eq!(out.status.code(), Some(1));
-    let msg = json(&out)["errors"][0]["message"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
-    assert!(
-        msg.contains("Template file `Auto-DevOps.gitlab-ci.yml`")
-            && msg.contains("cannot be resolved offline"),
-        "{msg}"
+    assert_eq!(
+        json(&out)["errors"][0]["message"],
+        "Template file `Jobs/Build.yml` is not a valid location!"
     );
 }
 

@@ -366,3 +366,51 @@ fn gantry_run_fetches_remote_includes_in_its_coordinator_too() {
         "{stderr}"
     );
 }
+
+#[test]
+fn templates_are_fetched_like_remote_includes_through_a_mirror() {
+    let mut r = routes();
+    r.insert(
+        "/templates/Jobs/Build.gitlab-ci.yml",
+        (
+            200,
+            b"template-job:\n  script: echo from template\n".to_vec(),
+        ),
+    );
+    let server = Server::start(r);
+    let home = tempfile::tempdir().unwrap();
+    let run = |ci: &str| {
+        let repo = checkout(&[(".gitlab-ci.yml", ci)]);
+        let out = Command::new(env!("CARGO_BIN_EXE_gantry"))
+            .current_dir(repo.path())
+            .args(["run", "--executor", "shell", "--no-color"])
+            .env("HOME", home.path())
+            .env("GANTRY_CACHE_DIR", home.path().join("cache"))
+            .env_remove("XDG_CACHE_HOME")
+            .env(
+                "GANTRY_REMOTE_INCLUDE_MIRROR",
+                format!(
+                    "https://gitlab.com/gitlab-org/gitlab/-/raw/master/lib/gitlab/ci/templates/={}",
+                    server.url("/templates/")
+                ),
+            )
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, stdout, stderr) =
+        run("include:\n  - template: Jobs/Build.gitlab-ci.yml\nown:\n  script: echo own\n");
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    assert!(stdout.contains("from template"), "{stdout}");
+    let (code, _, stderr) = run("include:\n  - template: Jobs/Nope.gitlab-ci.yml\n");
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("Included file `Jobs/Nope.gitlab-ci.yml` is empty or does not exist!"),
+        "{stderr}"
+    );
+}

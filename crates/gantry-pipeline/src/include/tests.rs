@@ -66,6 +66,9 @@ impl Loader for TestLoader {
             .ok_or(ProjectError::NoRef)?;
         Ok(files.get(path).cloned())
     }
+    fn template_url(&self, name: &str) -> Option<String> {
+        Some(format!("https://templates.test/{name}"))
+    }
     fn project_files(&self, project: &str, ref_name: Option<&str>) -> Vec<String> {
         self.projects
             .get(&(project.to_owned(), ref_name.map(str::to_owned)))
@@ -324,5 +327,50 @@ fn a_loader_without_other_projects_says_so() {
     assert!(
         e[0].starts_with("Project `g/p` file `a.yml` cannot be resolved offline"),
         "{e:?}"
+    );
+}
+
+#[test]
+fn templates_are_read_through_the_loader_as_files_of_the_pipeline_s_project() {
+    let l =
+        TestLoader::new("include:\n  - template: Jobs/Build.gitlab-ci.yml\nown:\n  script: x\n")
+            .remote(
+                "https://templates.test/Jobs/Build.gitlab-ci.yml",
+                // A template's rules:exists look at the pipeline's project.
+                Ok("build:\n  script: make\n  rules:\n    - exists: [.gitlab-ci.yml]\n"),
+            );
+    assert_eq!(jobs(&l), ["build", "own"]);
+}
+
+#[test]
+fn template_names_and_missing_templates_have_gitlab_messages() {
+    let missing = TestLoader::new("include:\n  template: Nope.gitlab-ci.yml\n");
+    assert_eq!(
+        errors(&missing),
+        ["Included file `Nope.gitlab-ci.yml` is empty or does not exist!"]
+    );
+    let not_a_template = TestLoader::new("include:\n  template: Nope.yml\n");
+    assert_eq!(
+        errors(&not_a_template),
+        ["Template file `Nope.yml` is not a valid location!"]
+    );
+    let escaping = TestLoader::new("include:\n  template: ../../x.gitlab-ci.yml\n");
+    assert_eq!(
+        errors(&escaping),
+        ["Template file `../../x.gitlab-ci.yml` is not a valid location!"]
+    );
+    let extension = TestLoader::new("include:\n  template: Nope.txt\n");
+    assert_eq!(
+        errors(&extension),
+        ["Included file `Nope.txt` does not have YAML extension!"]
+    );
+    let down = TestLoader::new("include:\n  template: Down.gitlab-ci.yml\n").remote(
+        "https://templates.test/Down.gitlab-ci.yml",
+        Err(RemoteError::Timeout),
+    );
+    let message = &errors(&down)[0];
+    assert!(
+        message.starts_with("Template file `Down.gitlab-ci.yml` could not be read: Remote file `https://templates.test/Down.gitlab-ci.yml`"),
+        "{message}"
     );
 }

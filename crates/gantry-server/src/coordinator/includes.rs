@@ -11,6 +11,8 @@
 //!   A [`RemoteFetches`] shared by several compilations fetches each URL once for all
 //!   of them (`gantry run`: its configuration check and its coordinator see the same
 //!   text).
+//! - `include:template`: the remote file [`GITLAB_TEMPLATES_URL`]`<name>`, through the
+//!   same cache, mirrors and fetch.
 //! - `include:project`: a project this server holds (its bare mirror, fetched from its
 //!   remote once per compilation), matched on its full path without regard to case as
 //!   GitLab does; else the include cache (`<cache>/<host>/<project path>/<ref>/<file>`,
@@ -36,6 +38,12 @@ use super::git::{CommitLoader, Mirror};
 pub const REMOTE_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// The whole fetch of a remote include (GitLab's `DEFAULT_READ_TOTAL_TIMEOUT`).
 pub const REMOTE_TIMEOUT: Duration = Duration::from_secs(30);
+/// Where `include:template` names are read from: GitLab's own CI templates, as they are
+/// on its default branch (GitLab serves the templates of the running version; a mirror
+/// ([`UrlRewrite`]) or the include cache can pin other ones).
+pub const GITLAB_TEMPLATES_URL: &str =
+    "https://gitlab.com/gitlab-org/gitlab/-/raw/master/lib/gitlab/ci/templates/";
+
 /// Largest remote include body: the limit of one YAML file (2 MiB).
 pub const REMOTE_MAX_BYTES: u64 = 2 * 1024 * 1024;
 
@@ -351,6 +359,10 @@ impl Loader for IncludeLoader<'_> {
             memo.insert(url, &fetched);
         }
         fetched
+    }
+
+    fn template_url(&self, name: &str) -> Option<String> {
+        Some(format!("{GITLAB_TEMPLATES_URL}{name}"))
     }
 
     fn project_file(

@@ -52,9 +52,9 @@ pub use blob::{BlobStore, LocalDir};
 pub use environment::JobEnvironment;
 pub use error::CoordinatorError;
 pub use includes::{
-    IncludeCache, IncludeLoader, IncludeSources, ProjectRepo, REMOTE_CONNECT_TIMEOUT,
-    REMOTE_MAX_BYTES, REMOTE_TIMEOUT, RemoteFetches, RemoteLimits, UrlRewrite, block_on_side,
-    fetch_remote,
+    GITLAB_TEMPLATES_URL, IncludeCache, IncludeLoader, IncludeSources, ProjectRepo,
+    REMOTE_CONNECT_TIMEOUT, REMOTE_MAX_BYTES, REMOTE_TIMEOUT, RemoteFetches, RemoteLimits,
+    UrlRewrite, block_on_side, fetch_remote,
 };
 pub use pipelines::{JobSelection, PipelineRequest, ProjectRequest};
 pub use queue::RequestInfo;
