@@ -205,7 +205,7 @@ fn json_names(j: &serde_json::Value) -> Vec<&str> {
 #[test]
 fn template_includes_come_from_the_include_cache_offline() {
     // gitlab-ci-local's layout: the template's URL under the cache folder.
-    let cached = ".gantry/includes/gitlab.com/gitlab-org/gitlab/-/raw/master/lib/gitlab/ci/templates/Jobs/Build.gitlab-ci.yml";
+    let cached = ".gantry/includes/gitlab.com/gitlab-org/gitlab/-/raw/HEAD/lib/gitlab/ci/templates/Jobs/Build.gitlab-ci.yml";
     let repo = Repo::new(&[
         (
             ".gitlab-ci.yml",

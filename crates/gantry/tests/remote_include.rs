@@ -390,7 +390,7 @@ fn templates_are_fetched_like_remote_includes_through_a_mirror() {
             .env(
                 "GANTRY_REMOTE_INCLUDE_MIRROR",
                 format!(
-                    "https://gitlab.com/gitlab-org/gitlab/-/raw/master/lib/gitlab/ci/templates/={}",
+                    "https://gitlab.com/gitlab-org/gitlab/-/raw/HEAD/lib/gitlab/ci/templates/={}",
                     server.url("/templates/")
                 ),
             )

@@ -40,9 +40,10 @@ pub const REMOTE_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 pub const REMOTE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Where `include:template` names are read from: GitLab's own CI templates, as they are
 /// on its default branch (GitLab serves the templates of the running version; a mirror
-/// ([`UrlRewrite`]) or the include cache can pin other ones).
+/// ([`UrlRewrite`]) or the include cache can pin other ones). The URL gitlab-ci-local
+/// fetches, so its include cache serves here too.
 pub const GITLAB_TEMPLATES_URL: &str =
-    "https://gitlab.com/gitlab-org/gitlab/-/raw/master/lib/gitlab/ci/templates/";
+    "https://gitlab.com/gitlab-org/gitlab/-/raw/HEAD/lib/gitlab/ci/templates/";
 
 /// Largest remote include body: the limit of one YAML file (2 MiB).
 pub const REMOTE_MAX_BYTES: u64 = 2 * 1024 * 1024;
