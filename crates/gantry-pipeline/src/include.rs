@@ -887,8 +887,8 @@ impl<'a> Loading<'a> {
     }
 
     /// `include:template` (GitLab's `File::Template`) read from the loader's templates
-    /// ([`Loader::template_url`]). A template reads as a file of the pipeline's project
-    /// (GitLab gives it the pipeline's context), so its `rules:exists` look there.
+    /// ([`Loader::template_url`]). Like a remote file, a template has no project (spec
+    /// §2.6: an empty context), so an `include:local` inside it is an error.
     fn fetch_template(&mut self, name: &str, url: &str, item: &Node) -> Option<Fetched> {
         let text = match self.loader.remote(url) {
             Ok(text) => text,
@@ -916,7 +916,7 @@ impl<'a> Loading<'a> {
             location: name.to_owned(),
             text,
             item: item.clone(),
-            origin: Origin::Pipeline,
+            origin: Origin::Remote,
         })
     }
 

@@ -331,15 +331,27 @@ fn a_loader_without_other_projects_says_so() {
 }
 
 #[test]
-fn templates_are_read_through_the_loader_as_files_of_the_pipeline_s_project() {
+fn templates_are_read_through_the_loader_and_have_no_project() {
     let l =
         TestLoader::new("include:\n  - template: Jobs/Build.gitlab-ci.yml\nown:\n  script: x\n")
             .remote(
                 "https://templates.test/Jobs/Build.gitlab-ci.yml",
-                // A template's rules:exists look at the pipeline's project.
-                Ok("build:\n  script: make\n  rules:\n    - exists: [.gitlab-ci.yml]\n"),
+                Ok("include:\n  - template: Jobs/Deps.gitlab-ci.yml\nbuild:\n  script: make\n"),
+            )
+            .remote(
+                "https://templates.test/Jobs/Deps.gitlab-ci.yml",
+                Ok("deps:\n  script: fetch\n"),
             );
-    assert_eq!(jobs(&l), ["build", "own"]);
+    assert_eq!(jobs(&l), ["deps", "build", "own"]);
+    // Like a remote file, a template has no project for include:local.
+    let local = TestLoader::new("include:\n  - template: Local.gitlab-ci.yml\n").remote(
+        "https://templates.test/Local.gitlab-ci.yml",
+        Ok("include: /ci/x.yml\nx:\n  script: x\n"),
+    );
+    assert_eq!(
+        errors(&local),
+        ["Local file `ci/x.yml` does not have project!"]
+    );
 }
 
 #[test]
