@@ -681,7 +681,7 @@ impl<'a> Loading<'a> {
             }
             return out;
         }
-        let (kind, what) = if let Some(t) = m.get("template") {
+        if let Some(t) = m.get("template") {
             let Some(name) = t.as_str() else {
                 self.cx.raw(
                     format!("Included file `{}` needs to be a string", compact_json(t)),
@@ -714,29 +714,26 @@ impl<'a> Loading<'a> {
                 format!("Template file `{name}` cannot be resolved offline: include:template needs GitLab's templates, which this reader of the configuration does not have"),
                 Some(item.pos),
             );
-            return Vec::new();
+            Vec::new()
         } else if let Some(c) = m.get("component") {
-            (
-                "include:component",
-                format!(
-                    "Component `{}`",
-                    c.as_str().map(|s| self.expand(s)).unwrap_or_default()
-                ),
-            )
+            let Some(raw) = c.as_str() else {
+                self.cx.raw(
+                    format!("Included file `{}` needs to be a string", compact_json(c)),
+                    Some(item.pos),
+                );
+                return Vec::new();
+            };
+            let address = self.expand(raw);
+            self.fetch_component(&address, item).into_iter().collect()
         } else if m.contains_key("artifact") {
             let (Some(path), Some(job)) = (str_of(self.cx, "artifact"), str_of(self.cx, "job"))
             else {
                 return Vec::new();
             };
-            return self.fetch_artifact(&path, &job, item).into_iter().collect();
+            self.fetch_artifact(&path, &job, item).into_iter().collect()
         } else {
-            return Vec::new();
-        };
-        self.cx.raw(
-            format!("{what} cannot be resolved offline: {kind} is not supported by Gantry yet; vendor the file into the repository and use include:local"),
-            Some(item.pos),
-        );
-        Vec::new()
+            Vec::new()
+        }
     }
 
     fn expand(&self, s: &str) -> String {
@@ -920,6 +917,104 @@ impl<'a> Loading<'a> {
         })
     }
 
+    /// `include:component` (GitLab's `File::Component` and `Ci::Components::FetchService`
+    /// with an instance path): `<fqdn>/<project path>/<name>@<version>` is
+    /// `templates/<name>.yml` or `templates/<name>/template.yml` of the longest path
+    /// prefix that is a project, at `<version>` (a branch, tag or SHA); its own includes
+    /// read that project. Without a catalog, `~latest` and partial versions do not
+    /// resolve.
+    fn fetch_component(&mut self, address: &str, item: &Node) -> Option<Fetched> {
+        let fail = |this: &mut Self, what: &str| {
+            this.cx
+                .raw(format!("component '{address}' - {what}"), Some(item.pos));
+            None
+        };
+        let (path, version) = match address.split_once('@') {
+            Some((path, version)) => (path, Some(version)),
+            None => (address, None),
+        };
+        let offline = |this: &mut Self| {
+            this.cx.raw(
+                format!("Component `{address}` cannot be resolved offline: include:component needs that project's repository, which this reader of the configuration does not have"),
+                Some(item.pos),
+            );
+            None
+        };
+        let fqdn = self.ctx.var("CI_SERVER_FQDN").unwrap_or_default();
+        let Some(path) = path
+            .strip_prefix(fqdn.as_str())
+            .and_then(|p| p.strip_prefix('/'))
+            .filter(|_| !fqdn.is_empty())
+        else {
+            // Another instance's component; a reader that holds no project cannot tell
+            // which instance it runs for.
+            if matches!(
+                self.loader
+                    .project_file("group/project", version, "templates/x.yml"),
+                Err(ProjectError::Unsupported)
+            ) {
+                return offline(self);
+            }
+            return fail(self, "the component path is not supported");
+        };
+        if version.is_some_and(|v| v.starts_with('~')) {
+            return fail(
+                self,
+                "The ~latest version reference is not supported for non-catalog resources. Use a tag, branch, or SHA instead.",
+            );
+        }
+        let segments: Vec<&str> = path.split('/').collect();
+        // Longest project path first; a project needs a group, the name a segment.
+        for cut in (2..segments.len()).rev() {
+            let project = segments[..cut].join("/");
+            let name = segments[cut..].join("/");
+            if !valid_project_path(&project) || !tree_path(&name) {
+                continue;
+            }
+            let (mut found, mut exists) = (None, false);
+            for file in [
+                format!("templates/{name}.yml"),
+                format!("templates/{name}/template.yml"),
+            ] {
+                match self.loader.project_file(&project, version, &file) {
+                    Ok(Some(text)) => {
+                        found = Some((file, text));
+                        break;
+                    }
+                    Ok(None) | Err(ProjectError::NoRef) => exists = true,
+                    Err(ProjectError::NotFound) => break,
+                    Err(ProjectError::Unsupported) => return offline(self),
+                    Err(ProjectError::Io(e)) => {
+                        return fail(self, &format!("content could not be read: {e}"));
+                    }
+                }
+            }
+            match found {
+                Some((file, text)) if !text.trim().is_empty() => {
+                    return Some(Fetched {
+                        name: project_file_name(&project, version, &file),
+                        location: address.to_owned(),
+                        text,
+                        item: item.clone(),
+                        origin: Origin::Project {
+                            path: project,
+                            ref_name: version.map(str::to_owned),
+                        },
+                    });
+                }
+                // A project without the component (or the version): the answer; no
+                // such project: a shorter path is tried.
+                Some(_) => return fail(self, "content not found"),
+                None if exists => return fail(self, "content not found"),
+                None => {}
+            }
+        }
+        fail(
+            self,
+            "project does not exist or you don't have sufficient permissions",
+        )
+    }
+
     /// `include:artifact` (GitLab's `File::Artifact`): a file of a parent pipeline job's
     /// artifacts; its own `include:local` entries read the pipeline's project.
     fn fetch_artifact(&mut self, path: &str, job: &str, item: &Node) -> Option<Fetched> {
@@ -1042,8 +1137,6 @@ impl<'a> Loading<'a> {
     }
 }
 
-/// The source-map name of another project's file: `group/project@ref:path` (`:path`
-/// alone after the project for the default branch), so `file:line:column` says which.
 /// A template name GitLab can look up: `<name>.gitlab-ci.yml` (`File::Template`), here
 /// also a relative path of plain segments (the name becomes part of a URL).
 fn valid_template(name: &str) -> bool {
@@ -1054,6 +1147,8 @@ fn valid_template(name: &str) -> bool {
             .all(|c| !c.is_empty() && c != "." && c != ".." && !c.contains(['\\', '?', '#', '%']))
 }
 
+/// The source-map name of another project's file: `group/project@ref:path` (`:path`
+/// alone after the project for the default branch), so `file:line:column` says which.
 fn project_file_name(project: &str, ref_name: Option<&str>, path: &str) -> String {
     match ref_name {
         Some(r) => format!("{project}@{r}:{path}"),

@@ -113,7 +113,10 @@ pub(crate) fn run(args: &LintArgs) -> u8 {
             "create it, or name another file: gantry lint FILE",
         );
     }
-    let info = pipeline_info(&root, args, &config_path);
+    // The server and project the `origin` remote names, as `gantry run` has them.
+    let origin_url = git::git(&root, &["remote", "get-url", "origin"]);
+    let (server_url, project_path) = crate::run::origin(&root, origin_url.as_deref());
+    let info = pipeline_info(&root, args, &config_path, &server_url, &project_path);
     let changed = if args.changed.is_empty() {
         None
     } else {
@@ -125,8 +128,6 @@ pub(crate) fn run(args: &LintArgs) -> u8 {
         fragment: args.fragment,
         ..Options::default()
     };
-    let origin_url = git::git(&root, &["remote", "get-url", "origin"]);
-    let (server_url, project_path) = crate::run::origin(&root, origin_url.as_deref());
     let git_dir = git::git(&root, &["rev-parse", "--absolute-git-dir"])
         .map_or_else(|| root.join(".git"), PathBuf::from);
     let sources = match includes::sources(
@@ -199,7 +200,13 @@ pub(crate) fn config_path(
         })
 }
 
-fn pipeline_info(root: &Path, args: &LintArgs, config_path: &str) -> PipelineInfo {
+fn pipeline_info(
+    root: &Path,
+    args: &LintArgs,
+    config_path: &str,
+    server_url: &str,
+    project_path: &str,
+) -> PipelineInfo {
     let g = |a: &[&str]| git::git(root, a);
     let (ref_name, is_tag) = match (&args.tag, &args.ref_) {
         (Some(t), _) => (t.clone(), true),
@@ -209,17 +216,9 @@ fn pipeline_info(root: &Path, args: &LintArgs, config_path: &str) -> PipelineInf
             false,
         ),
     };
-    let project_name = root
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "project".into());
-    let namespace = g(&["remote", "get-url", "origin"])
-        .and_then(|url| {
-            let path = url.trim_end_matches(".git").replace(':', "/");
-            let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
-            (parts.len() >= 2).then(|| parts[parts.len() - 2].to_owned())
-        })
-        .unwrap_or_else(|| "local".to_owned());
+    let (namespace, project_name) = project_path
+        .rsplit_once('/')
+        .map_or(("local", project_path), |(ns, name)| (ns, name));
     PipelineInfo {
         ref_name,
         is_tag,
@@ -232,9 +231,10 @@ fn pipeline_info(root: &Path, args: &LintArgs, config_path: &str) -> PipelineInf
         commit_author: g(&["log", "-1", "--format=%an <%ae>"]).unwrap_or_default(),
         commit_timestamp: g(&["log", "-1", "--format=%cI"]).unwrap_or_default(),
         tag_message: None,
-        project_name,
-        project_namespace: namespace,
+        project_name: project_name.to_owned(),
+        project_namespace: namespace.to_owned(),
         config_path: config_path.to_owned(),
+        server_url: server_url.to_owned(),
         user_login: g(&["config", "user.email"])
             .and_then(|e| e.split('@').next().map(str::to_owned))
             .unwrap_or_else(|| "gantry".into()),

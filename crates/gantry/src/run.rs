@@ -264,6 +264,8 @@ fn check_configuration(
         project_name: name.to_owned(),
         project_namespace: namespace.to_owned(),
         config_path: s.config_path.clone(),
+        // What the coordinator compiles with (`CI_SERVER_*`, components' host).
+        server_url: server_url.to_owned(),
         ..PipelineInfo::default()
     };
     let ctx = Context::new(&info, &args.vars, None);

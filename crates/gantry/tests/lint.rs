@@ -328,3 +328,44 @@ fn predefined_variables_come_from_git() {
     let j = json(&out);
     assert_eq!(json_names(&j), ["job"], "{}", stdout(&out));
 }
+
+#[test]
+fn components_of_the_checkout_s_own_project_resolve() {
+    let repo = Repo::new(&[
+        (
+            ".gitlab-ci.yml",
+            "include:\n  - component: $CI_SERVER_FQDN/$CI_PROJECT_PATH/my-component@$CI_COMMIT_SHA\n    inputs:\n      stage: build\nstages: [build]\n",
+        ),
+        (
+            "templates/my-component.yml",
+            "spec:\n  inputs:\n    stage:\n      default: test\n---\ncomponent-job:\n  stage: $[[ inputs.stage ]]\n  script: echo component\n",
+        ),
+    ]);
+    repo.git(&[
+        "remote",
+        "add",
+        "origin",
+        "https://gitlab.com/group/tools.git",
+    ]);
+    let out = repo.lint(&["--format", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert_eq!(json_names(&json(&out)), ["component-job"]);
+
+    // Another version of the same project that does not have it.
+    let repo = Repo::new(&[(
+        ".gitlab-ci.yml",
+        "include:\n  - component: gitlab.com/group/tools/my-component@main\n",
+    )]);
+    repo.git(&[
+        "remote",
+        "add",
+        "origin",
+        "https://gitlab.com/group/tools.git",
+    ]);
+    let out = repo.lint(&["--format", "json"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        json(&out)["errors"][0]["message"],
+        "component 'gitlab.com/group/tools/my-component@main' - content not found"
+    );
+}

@@ -386,3 +386,89 @@ fn template_names_and_missing_templates_have_gitlab_messages() {
         "{message}"
     );
 }
+
+#[test]
+fn components_are_project_files_at_a_version_with_their_inputs() {
+    let component = "spec:\n  inputs:\n    stage:\n      default: test\n---\ninclude: /ci/extra.yml\ncomponent-job:\n  stage: $[[ inputs.stage ]]\n  script: echo component\n";
+    let l = TestLoader::new(
+        "stages: [build, test]\ninclude:\n  - component: $CI_SERVER_FQDN/group/tools/lint@v1\n    inputs:\n      stage: build\n  - component: $CI_SERVER_FQDN/group/tools/deploy@v1\nown:\n  script: x\n",
+    )
+    .project(
+        "group/tools",
+        Some("v1"),
+        &[
+            ("templates/lint.yml", component),
+            ("templates/deploy/template.yml", "deploy-job:\n  script: deploy\n"),
+            // The component's own include:local reads its project.
+            ("ci/extra.yml", "extra-job:\n  script: extra\n"),
+        ],
+    );
+    let c = run(&l);
+    assert!(c.errors.is_empty(), "{:?}", c.errors);
+    let p = c.pipeline.unwrap();
+    let stage = |name: &str| {
+        p.jobs
+            .iter()
+            .find(|j| j.name == name)
+            .map(|j| j.stage.clone())
+    };
+    assert_eq!(stage("component-job").as_deref(), Some("build"));
+    assert!(stage("extra-job").is_some());
+    assert!(stage("deploy-job").is_some());
+}
+
+#[test]
+fn component_failures_have_gitlab_messages() {
+    let tools = |root: &str| {
+        TestLoader::new(root).project(
+            "group/tools",
+            Some("v1"),
+            &[("templates/lint.yml", "j:\n  script: x\n")],
+        )
+    };
+    let one = |root: &str| {
+        let e = errors(&tools(root));
+        assert_eq!(e.len(), 1, "{e:?}");
+        e[0].clone()
+    };
+    let fqdn = {
+        let c = run(&tools("j:\n  script: x\n"));
+        assert!(c.errors.is_empty());
+        // The host the tests' context gives.
+        let info = PipelineInfo::default();
+        let ctx = Context::new(&info, &[], None);
+        ctx.var("CI_SERVER_FQDN").unwrap()
+    };
+    assert_eq!(
+        one("include:\n  component: elsewhere.example/group/tools/lint@v1\n"),
+        "component 'elsewhere.example/group/tools/lint@v1' - the component path is not supported"
+    );
+    assert_eq!(
+        one(&format!(
+            "include:\n  component: {fqdn}/group/tools/lint@~latest\n"
+        )),
+        format!(
+            "component '{fqdn}/group/tools/lint@~latest' - The ~latest version reference is not supported for non-catalog resources. Use a tag, branch, or SHA instead."
+        )
+    );
+    assert_eq!(
+        one(&format!(
+            "include:\n  component: {fqdn}/group/nope/lint@v1\n"
+        )),
+        format!(
+            "component '{fqdn}/group/nope/lint@v1' - project does not exist or you don't have sufficient permissions"
+        )
+    );
+    assert_eq!(
+        one(&format!(
+            "include:\n  component: {fqdn}/group/tools/nope@v1\n"
+        )),
+        format!("component '{fqdn}/group/tools/nope@v1' - content not found")
+    );
+    assert_eq!(
+        one(&format!(
+            "include:\n  component: {fqdn}/group/tools/lint@v9\n"
+        )),
+        format!("component '{fqdn}/group/tools/lint@v9' - content not found")
+    );
+}
