@@ -414,3 +414,36 @@ fn templates_are_fetched_like_remote_includes_through_a_mirror() {
         "{stderr}"
     );
 }
+
+#[test]
+fn gantry_run_includes_a_component_of_its_own_project_at_the_run_s_commit() {
+    let repo = checkout(&[
+        (
+            ".gitlab-ci.yml",
+            "include:\n  - component: $CI_SERVER_FQDN/$CI_PROJECT_PATH/greet@$CI_COMMIT_SHA\n    inputs:\n      greeting: hello from an input\n",
+        ),
+        (
+            "templates/greet/template.yml",
+            "spec:\n  inputs:\n    greeting:\n---\ncomponent-job:\n  script: echo \"$[[ inputs.greeting ]]\"\n",
+        ),
+    ]);
+    // (The origin remote makes the project gitlab.example.com's acme/widget.)
+    let home = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_gantry"))
+        .current_dir(repo.path())
+        .args(["run", "--executor", "shell", "--no-color"])
+        .env("HOME", home.path())
+        .env("GANTRY_CACHE_DIR", home.path().join("cache"))
+        .env_remove("XDG_CACHE_HOME")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("hello from an input"), "{stdout}");
+}
