@@ -142,9 +142,18 @@ impl PipelineInfo {
         set("CI_SERVER", "yes".into());
         set("CI_SERVER_URL", server.clone());
         set("CI_SERVER_HOST", host.clone());
-        set("CI_SERVER_PORT", port);
+        set("CI_SERVER_PORT", port.clone());
         set("CI_SERVER_PROTOCOL", protocol.to_owned());
-        set("CI_SERVER_FQDN", host);
+        // GitLab's FQDN names a non-standard port (`gitlab.example.com:8080`).
+        let standard = matches!((protocol, port.as_str()), ("https", "443") | ("http", "80"));
+        set(
+            "CI_SERVER_FQDN",
+            if standard {
+                host
+            } else {
+                format!("{host}:{port}")
+            },
+        );
         set("CI_SERVER_NAME", "Gantry".into());
         set("CI_API_V4_URL", format!("{server}/api/v4"));
         set("CI_API_GRAPHQL_URL", format!("{server}/api/graphql"));
@@ -238,5 +247,47 @@ impl Context {
             .get(name)
             .or_else(|| self.predefined.get(name))
             .cloned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_server_fqdn_names_a_non_standard_port() {
+        let vars = |url: &str| {
+            let info = PipelineInfo {
+                server_url: url.to_owned(),
+                ..PipelineInfo::default()
+            };
+            let v = info.predefined();
+            let get = |k: &str| v.get(k).cloned().unwrap_or_default();
+            (
+                get("CI_SERVER_HOST"),
+                get("CI_SERVER_PORT"),
+                get("CI_SERVER_FQDN"),
+            )
+        };
+        assert_eq!(
+            vars("https://gitlab.example.com"),
+            (
+                "gitlab.example.com".into(),
+                "443".into(),
+                "gitlab.example.com".into()
+            )
+        );
+        assert_eq!(
+            vars("http://gitlab.example.com:8080/"),
+            (
+                "gitlab.example.com".into(),
+                "8080".into(),
+                "gitlab.example.com:8080".into()
+            )
+        );
+        assert_eq!(
+            vars("https://gitlab.example.com:443").2,
+            "gitlab.example.com"
+        );
     }
 }
