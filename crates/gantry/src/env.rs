@@ -17,7 +17,8 @@ pub(crate) const GANTRY_RUNNER_CONFIG: &str = "GANTRY_RUNNER_CONFIG";
 /// `gantry run`'s cache directory (default: under `$XDG_CACHE_HOME` or `~/.cache`).
 pub(crate) const GANTRY_CACHE_DIR: &str = "GANTRY_CACHE_DIR";
 
-/// Mirrors `include:remote` URLs are fetched from instead (`gantry run`, `gantry lint`):
+/// Mirrors `include:remote` (and `include:template`) URLs are fetched from instead
+/// (`gantry run`, `gantry lint`, `gantry server`):
 /// `FROM=TO` prefix pairs separated by white space, e.g.
 /// `https://gitlab.com/=http://mirror.internal/gitlab/` (git's `insteadOf`).
 pub(crate) const GANTRY_REMOTE_INCLUDE_MIRROR: &str = "GANTRY_REMOTE_INCLUDE_MIRROR";

@@ -105,18 +105,20 @@ async fn serve(args: &ServerArgs) -> Result<(), StartError> {
             format!("http://{local}")
         }
     };
+    let mut cfg = CoordinatorConfig::new(&data_dir, external_url.clone());
+    if let Some(v) = crate::env::var(crate::env::GANTRY_REMOTE_INCLUDE_MIRROR) {
+        cfg.remote_include_rewrites = gantry_server::coordinator::UrlRewrite::parse_list(&v)
+            .map_err(|e| usage(format!("{}: {e}", crate::env::GANTRY_REMOTE_INCLUDE_MIRROR)))?;
+    }
     let store = Store::open(&database_url(&data_dir)).await.map_err(|e| {
         failed(format!(
             "failed to open the database in {}: {e}",
             data_dir.display()
         ))
     })?;
-    let coordinator = Coordinator::open(
-        store,
-        CoordinatorConfig::new(&data_dir, external_url.clone()),
-    )
-    .await
-    .map_err(|e| failed(format!("failed to start the coordinator: {e}")))?;
+    let coordinator = Coordinator::open(store, cfg)
+        .await
+        .map_err(|e| failed(format!("failed to start the coordinator: {e}")))?;
     let tokens = coordinator
         .bootstrap()
         .await

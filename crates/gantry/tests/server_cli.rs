@@ -20,9 +20,14 @@ struct Server {
 
 impl Server {
     fn start(data_dir: &Path) -> Self {
+        Self::start_with(data_dir, &[])
+    }
+
+    fn start_with(data_dir: &Path, env: &[(&str, &str)]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_gantry"))
             .args(["server", "--listen", "127.0.0.1:0", "--data-dir"])
             .arg(data_dir)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -341,4 +346,112 @@ fn serve_create_a_project_and_a_pipeline_then_restart() {
     let projects: serde_json::Value = serde_json::from_slice(&listed.stdout).expect("JSON");
     assert_eq!(projects[0]["name"], "demo");
     server.stop();
+}
+
+#[test]
+fn the_server_reads_templates_through_a_remote_include_mirror() {
+    // A mirror of GitLab's templates on loopback: every path answers one template.
+    let mirror = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let mirror_url = format!("http://{}/templates/", mirror.local_addr().expect("addr"));
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        for mut conn in mirror.incoming().map_while(Result::ok) {
+            let mut buf = [0u8; 2048];
+            let _ = conn.read(&mut buf);
+            let body = "from-template:\n  script: [echo template]\n";
+            let _ = write!(
+                conn,
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    let data = tempfile::tempdir().expect("dir");
+    let server = Server::start_with(
+        &data.path().join("data"),
+        &[(
+            "GANTRY_REMOTE_INCLUDE_MIRROR",
+            &format!(
+                "https://gitlab.com/gitlab-org/gitlab/-/raw/HEAD/lib/gitlab/ci/templates/={mirror_url}"
+            ),
+        )],
+    );
+    let admin = server.token("glpat-").expect("admin token");
+    let repo = repo();
+    std::fs::write(
+        repo.path().join(".gitlab-ci.yml"),
+        "include:\n  - template: Jobs/Build.gitlab-ci.yml\nbuild:\n  script: [echo own]\n",
+    )
+    .expect("write");
+    let git = |args: &[&str]| {
+        let ok = Command::new("git")
+            .current_dir(repo.path())
+            .args(args)
+            .status()
+            .expect("git")
+            .success();
+        assert!(ok, "git {args:?}");
+    };
+    git(&["commit", "-qam", "template"]);
+    let env = [
+        ("GANTRY_URL", server.url.as_str()),
+        ("GANTRY_TOKEN", admin.as_str()),
+    ];
+    let created = gantry(
+        &[
+            "project",
+            "create",
+            "tpl",
+            "--repo",
+            &repo.path().display().to_string(),
+        ],
+        &env,
+    );
+    assert_eq!(created.status.code(), Some(0), "{}", text(&created.stderr));
+    let pipeline = gantry(
+        &["pipeline", "create", "--project", "tpl", "--ref", "main"],
+        &env,
+    );
+    assert_eq!(
+        pipeline.status.code(),
+        Some(0),
+        "{}",
+        text(&pipeline.stderr)
+    );
+    let body: serde_json::Value = serde_json::from_slice(&pipeline.stdout).expect("JSON");
+    assert_eq!(body["status"], "pending", "{body}");
+    // The template's job is in the pipeline (GET …/pipelines/:id/jobs over loopback).
+    let listed = {
+        use std::io::{Read, Write};
+        let project = body["project_id"].as_i64().expect("project id");
+        let id = body["id"].as_i64().expect("id");
+        let addr = server.url.trim_start_matches("http://").to_owned();
+        let mut conn = std::net::TcpStream::connect(&addr).expect("connect");
+        write!(
+            conn,
+            "GET /api/v4/projects/{project}/pipelines/{id}/jobs HTTP/1.1\r\nHost: {addr}\r\nPRIVATE-TOKEN: {admin}\r\nConnection: close\r\n\r\n"
+        )
+        .expect("request");
+        let mut answer = String::new();
+        conn.read_to_string(&mut answer).expect("answer");
+        answer
+    };
+    assert!(listed.contains("\"from-template\""), "{listed}");
+    assert!(listed.contains("\"build\""), "{listed}");
+    server.stop();
+
+    // A mistake in the mirror list stops the server before it serves.
+    let bad = Command::new(env!("CARGO_BIN_EXE_gantry"))
+        .args(["server", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(data.path().join("data"))
+        .env("GANTRY_REMOTE_INCLUDE_MIRROR", "no-equals-sign")
+        .stdin(Stdio::null())
+        .output()
+        .expect("gantry server");
+    assert_eq!(bad.status.code(), Some(2), "{}", text(&bad.stderr));
+    assert!(
+        text(&bad.stderr).contains("GANTRY_REMOTE_INCLUDE_MIRROR"),
+        "{}",
+        text(&bad.stderr)
+    );
 }
