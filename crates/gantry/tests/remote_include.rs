@@ -144,6 +144,23 @@ fn lint(dir: &Path) -> Output {
         .unwrap()
 }
 
+/// `gantry run` in `dir` on the shell, with its cache under `home` and
+/// `GANTRY_REMOTE_INCLUDE_MIRROR` set to `mirror` (unset for `None`).
+fn gantry_run(dir: &Path, home: &Path, mirror: Option<&str>) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_gantry"));
+    cmd.current_dir(dir)
+        .args(["run", "--executor", "shell", "--no-color"])
+        .env("HOME", home)
+        .env("GANTRY_CACHE_DIR", home.join("cache"))
+        .env_remove("XDG_CACHE_HOME")
+        .stdin(Stdio::null());
+    match mirror {
+        Some(m) => cmd.env("GANTRY_REMOTE_INCLUDE_MIRROR", m),
+        None => cmd.env_remove("GANTRY_REMOTE_INCLUDE_MIRROR"),
+    };
+    cmd.output().unwrap()
+}
+
 fn report(out: &Output) -> serde_json::Value {
     serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
@@ -317,19 +334,7 @@ fn gantry_run_fetches_remote_includes_in_its_coordinator_too() {
     );
     let repo = checkout(&[(".gitlab-ci.yml", &ci)]);
     let home = tempfile::tempdir().unwrap();
-    let run = |dir: &Path| {
-        Command::new(env!("CARGO_BIN_EXE_gantry"))
-            .current_dir(dir)
-            .args(["run", "--executor", "shell", "--no-color"])
-            .env("HOME", home.path())
-            .env("GANTRY_CACHE_DIR", home.path().join("cache"))
-            .env_remove("XDG_CACHE_HOME")
-            .env_remove("GANTRY_REMOTE_INCLUDE_MIRROR")
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
-    };
-    let out = run(repo.path());
+    let out = gantry_run(repo.path(), home.path(), None);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(
         out.status.code(),
@@ -347,18 +352,8 @@ fn gantry_run_fetches_remote_includes_in_its_coordinator_too() {
     // A mirror named by GANTRY_REMOTE_INCLUDE_MIRROR; the message names the URL as written.
     let ci = "include: https://templates.invalid/ci/gone.yml\nown:\n  script: echo own\n";
     let repo = checkout(&[(".gitlab-ci.yml", ci)]);
-    let out = Command::new(env!("CARGO_BIN_EXE_gantry"))
-        .current_dir(repo.path())
-        .args(["run", "--executor", "shell", "--no-color"])
-        .env("HOME", home.path())
-        .env("GANTRY_CACHE_DIR", home.path().join("cache"))
-        .env(
-            "GANTRY_REMOTE_INCLUDE_MIRROR",
-            format!("https://templates.invalid/={}/", server.url("")),
-        )
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let mirror = format!("https://templates.invalid/={}/", server.url(""));
+    let out = gantry_run(repo.path(), home.path(), Some(&mirror));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
@@ -379,24 +374,13 @@ fn templates_are_fetched_like_remote_includes_through_a_mirror() {
     );
     let server = Server::start(r);
     let home = tempfile::tempdir().unwrap();
+    let mirror = format!(
+        "https://gitlab.com/gitlab-org/gitlab/-/raw/HEAD/lib/gitlab/ci/templates/={}",
+        server.url("/templates/")
+    );
     let run = |ci: &str| {
         let repo = checkout(&[(".gitlab-ci.yml", ci)]);
-        let out = Command::new(env!("CARGO_BIN_EXE_gantry"))
-            .current_dir(repo.path())
-            .args(["run", "--executor", "shell", "--no-color"])
-            .env("HOME", home.path())
-            .env("GANTRY_CACHE_DIR", home.path().join("cache"))
-            .env_remove("XDG_CACHE_HOME")
-            .env(
-                "GANTRY_REMOTE_INCLUDE_MIRROR",
-                format!(
-                    "https://gitlab.com/gitlab-org/gitlab/-/raw/HEAD/lib/gitlab/ci/templates/={}",
-                    server.url("/templates/")
-                ),
-            )
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
+        let out = gantry_run(repo.path(), home.path(), Some(&mirror));
         (
             out.status.code(),
             String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -429,15 +413,7 @@ fn gantry_run_includes_a_component_of_its_own_project_at_the_run_s_commit() {
     ]);
     // (The origin remote makes the project gitlab.example.com's acme/widget.)
     let home = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_gantry"))
-        .current_dir(repo.path())
-        .args(["run", "--executor", "shell", "--no-color"])
-        .env("HOME", home.path())
-        .env("GANTRY_CACHE_DIR", home.path().join("cache"))
-        .env_remove("XDG_CACHE_HOME")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let out = gantry_run(repo.path(), home.path(), None);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(
         out.status.code(),
