@@ -539,9 +539,7 @@ fn process(
 
     // workflow:rules.
     let global_lookup = |n: &str| -> Option<String> {
-        ctx.pipeline
-            .get(n)
-            .cloned()
+        ctx.user_var(n)
             .or_else(|| global_vars.get(n).map(|v| v.value.clone()))
             .or_else(|| ctx.predefined.get(n).cloned())
     };
@@ -585,9 +583,7 @@ fn process(
         .and_then(|w| w.name.clone())
         .map(|n| {
             let lookup = |k: &str| {
-                ctx.pipeline
-                    .get(k)
-                    .cloned()
+                ctx.user_var(k)
                     .or_else(|| pipeline_vars.get(k).map(|v| v.value.clone()))
                     .or_else(|| ctx.predefined.get(k).cloned())
             };
@@ -1691,9 +1687,7 @@ fn seed(
         }
     }
     let lookup = |n: &str| -> Option<String> {
-        ctx.pipeline
-            .get(n)
-            .cloned()
+        ctx.user_var(n)
             .or_else(|| own.get(n).map(|v| v.value.clone()))
             .or_else(|| {
                 pipeline_vars

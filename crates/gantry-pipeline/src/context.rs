@@ -222,8 +222,11 @@ impl PipelineInfo {
 pub struct Context {
     /// Predefined variables known before the pipeline exists.
     pub predefined: IndexMap<String, String>,
-    /// Pipeline variables (trigger, API, `--var`): above every YAML variable.
+    /// Pipeline variables (trigger, API, `--var`): above every other variable.
     pub pipeline: IndexMap<String, String>,
+    /// Project CI/CD variables the pipeline sees (settings): below pipeline variables,
+    /// above YAML variables. Empty unless set with [`Context::with_project_variables`].
+    pub project: IndexMap<String, String>,
     /// Files changed by the push; `None` when unknown (new branch, tag, web, API, ...), in
     /// which case `rules:changes` is true, as on GitLab.
     pub changed_files: Option<Vec<String>>,
@@ -238,15 +241,32 @@ impl Context {
         Self {
             predefined: info.predefined(),
             pipeline: pipeline_variables.iter().cloned().collect(),
+            project: IndexMap::new(),
             changed_files,
         }
     }
-    /// A variable of the pre-pipeline context (pipeline variables win over predefined).
-    pub fn var(&self, name: &str) -> Option<String> {
+
+    /// The project CI/CD variables this pipeline sees, lowest precedence first.
+    #[must_use]
+    pub fn with_project_variables(mut self, vars: &[(String, String)]) -> Self {
+        self.project = vars.iter().cloned().collect();
+        self
+    }
+
+    /// A variable set by a user outside the YAML: a pipeline variable, else a project
+    /// variable.
+    pub fn user_var(&self, name: &str) -> Option<String> {
         self.pipeline
             .get(name)
-            .or_else(|| self.predefined.get(name))
+            .or_else(|| self.project.get(name))
             .cloned()
+    }
+
+    /// A variable of the pre-pipeline context (pipeline, then project variables win over
+    /// predefined ones).
+    pub fn var(&self, name: &str) -> Option<String> {
+        self.user_var(name)
+            .or_else(|| self.predefined.get(name).cloned())
     }
 }
 

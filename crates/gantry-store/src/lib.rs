@@ -251,6 +251,118 @@ impl Store {
         Ok(rows.iter().map(Project::from_row).collect())
     }
 
+    // ---- project CI/CD variables ----
+
+    /// A project's variables, by key, then environment scope.
+    pub async fn project_variables(&self, project_id: i64) -> Result<Vec<ProjectVariable>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {} FROM project_variables WHERE project_id = $1 ORDER BY key, environment_scope",
+            ProjectVariable::COLUMNS
+        ))
+        .bind(project_id)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(ProjectVariable::from_row).collect())
+    }
+
+    /// Adds a variable; `Conflict` when the project has one of that key and scope.
+    pub async fn create_project_variable(
+        &self,
+        project_id: i64,
+        v: &ProjectVariable,
+        now: i64,
+    ) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO project_variables (project_id, key, value, variable_type, protected, masked, raw, environment_scope, description, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+        )
+        .bind(project_id)
+        .bind(&v.key)
+        .bind(&v.value)
+        .bind(&v.variable_type)
+        .bind(b(v.protected))
+        .bind(b(v.masked))
+        .bind(b(v.raw))
+        .bind(&v.environment_scope)
+        .bind(v.description.clone())
+        .bind(now)
+        .execute(&self.writer)
+        .await
+        .map_err(|e| {
+            StoreError::conflict_or(
+                e,
+                format!(
+                    "({}) has already been taken: the project has a variable `{}` for environment scope `{}`",
+                    v.key, v.key, v.environment_scope
+                ),
+            )
+        })?;
+        Ok(())
+    }
+
+    /// Replaces the variable `key` of environment scope `scope` with `v` (which may
+    /// change the scope); `NotFound` when there is none, `Conflict` when the new key and
+    /// scope belong to another variable.
+    pub async fn update_project_variable(
+        &self,
+        project_id: i64,
+        key: &str,
+        scope: &str,
+        v: &ProjectVariable,
+    ) -> Result<()> {
+        let done = sqlx::query(
+            "UPDATE project_variables SET key = $1, value = $2, variable_type = $3, protected = $4, masked = $5, raw = $6, environment_scope = $7, description = $8 \
+             WHERE project_id = $9 AND key = $10 AND environment_scope = $11",
+        )
+        .bind(&v.key)
+        .bind(&v.value)
+        .bind(&v.variable_type)
+        .bind(b(v.protected))
+        .bind(b(v.masked))
+        .bind(b(v.raw))
+        .bind(&v.environment_scope)
+        .bind(v.description.clone())
+        .bind(project_id)
+        .bind(key)
+        .bind(scope)
+        .execute(&self.writer)
+        .await
+        .map_err(|e| {
+            StoreError::conflict_or(
+                e,
+                format!(
+                    "({}) has already been taken: the project has a variable `{}` for environment scope `{}`",
+                    v.key, v.key, v.environment_scope
+                ),
+            )
+        })?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::NotFound("variable"));
+        }
+        Ok(())
+    }
+
+    /// Removes the variable `key` of environment scope `scope`; `NotFound` when there is none.
+    pub async fn delete_project_variable(
+        &self,
+        project_id: i64,
+        key: &str,
+        scope: &str,
+    ) -> Result<()> {
+        let done = sqlx::query(
+            "DELETE FROM project_variables WHERE project_id = $1 AND key = $2 AND environment_scope = $3",
+        )
+        .bind(project_id)
+        .bind(key)
+        .bind(scope)
+        .execute(&self.writer)
+        .await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::NotFound("variable"));
+        }
+        Ok(())
+    }
+
     // ---- runners ----
 
     pub async fn create_runner(&self, r: &NewRunner, now: i64) -> Result<Runner> {

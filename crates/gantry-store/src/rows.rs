@@ -382,3 +382,35 @@ impl Artifact {
         }
     }
 }
+
+/// A project CI/CD variable (GitLab's `Ci::Variable`): unique per `(key,
+/// environment_scope)` within its project.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProjectVariable {
+    pub key: String,
+    pub value: String,
+    /// `env_var` or `file`.
+    pub variable_type: String,
+    pub protected: bool,
+    pub masked: bool,
+    pub raw: bool,
+    pub environment_scope: String,
+    pub description: Option<String>,
+}
+
+impl ProjectVariable {
+    pub(crate) const COLUMNS: &'static str =
+        "key, value, variable_type, protected, masked, raw, environment_scope, description";
+    pub(crate) fn from_row(r: &AnyRow) -> Self {
+        Self {
+            key: r.get("key"),
+            value: r.get("value"),
+            variable_type: r.get("variable_type"),
+            protected: flag(r, "protected"),
+            masked: flag(r, "masked"),
+            raw: flag(r, "raw"),
+            environment_scope: r.get("environment_scope"),
+            description: r.get("description"),
+        }
+    }
+}

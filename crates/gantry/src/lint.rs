@@ -7,7 +7,7 @@ use clap::{Args, ValueEnum};
 use gantry_pipeline::report::{LintReport, render_text};
 use gantry_pipeline::{Context, Loader, Options, PipelineInfo, Source};
 
-use crate::{exit, git, includes};
+use crate::{exit, git, includes, variables_file};
 use gantry_server::coordinator::IncludeLoader;
 
 #[derive(Args)]
@@ -26,6 +26,10 @@ pub(crate) struct LintArgs {
     /// A pipeline variable, as given when running a pipeline (highest precedence).
     #[arg(long = "var", value_name = "KEY=VALUE", value_parser = parse_var)]
     vars: Vec<(String, String)>,
+    /// The project's CI/CD variables, as a YAML file (the format of `gantry run
+    /// --variables-file`): rules see them below --var.
+    #[arg(long, value_name = "PATH")]
+    variables_file: Option<PathBuf>,
     /// A changed file for rules:changes (repeatable). Without any, changes are unknown
     /// and `rules:changes` matches, as on GitLab for new branches, tags and API pipelines.
     #[arg(long = "changed", value_name = "PATH")]
@@ -122,7 +126,15 @@ pub(crate) fn run(args: &LintArgs) -> u8 {
     } else {
         Some(args.changed.clone())
     };
-    let ctx = Context::new(&info, &args.vars, changed);
+    let project_vars = match variables_file::read_optional(args.variables_file.as_deref()) {
+        Ok(vars) => vars,
+        Err(e) => return usage(&e, ""),
+    };
+    let ctx = variables_file::creation_context(
+        Context::new(&info, &args.vars, changed),
+        &info,
+        &project_vars,
+    );
     let opts = Options {
         config_path,
         fragment: args.fragment,

@@ -12,6 +12,7 @@ mod project;
 mod run;
 mod runner;
 mod server;
+mod variables_file;
 
 use std::process::ExitCode;
 

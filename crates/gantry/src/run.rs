@@ -11,6 +11,7 @@
 //! * the cache directory persists between runs of the same checkout:
 //!   `$XDG_CACHE_HOME/gantry/run/<hash of the checkout path>/cache` (or
 //!   `~/.cache/gantry/…`; `GANTRY_CACHE_DIR` overrides it);
+//! * project CI/CD variables: `--variables-file` (see [`crate::variables_file`]);
 //! * selection: `JOB...` keeps only those jobs (`--needs` adds what they wait for) and
 //!   plays them when they are manual; `--manual NAME` plays other manual jobs;
 //! * the terminal: prefixed log lines, a live view, a summary, `--json-report`.
@@ -37,10 +38,10 @@ use gantry_server::coordinator::{
     Coordinator, CoordinatorConfig, IncludeLoader, JobSelection, PipelineRequest, PipelineUser,
     ProjectRequest, RemoteFetches, RunnerOptions,
 };
-use gantry_store::Store;
+use gantry_store::{ProjectVariable, Store};
 use tokio::sync::mpsc;
 
-use crate::{env, exit, git, includes, lint};
+use crate::{env, exit, git, includes, lint, variables_file};
 use display::{Display, JobLine};
 use report::RunReport;
 use snapshot::{Checkout, RunRef, Snapshot};
@@ -71,6 +72,11 @@ pub(crate) struct RunArgs {
     /// A pipeline variable (highest precedence, like variables of a triggered pipeline).
     #[arg(long = "var", value_name = "KEY=VALUE", value_parser = lint::parse_var)]
     vars: Vec<(String, String)>,
+    /// The project's CI/CD variables, as a YAML file (`KEY: value`, or `KEY: {value, type:
+    /// file, masked, protected, raw, environment_scope}`): below --var, above the YAML's
+    /// variables, as GitLab's project variables.
+    #[arg(long, value_name = "PATH")]
+    variables_file: Option<PathBuf>,
     /// Where jobs run: `auto` runs jobs with an `image:` in Docker when an engine is
     /// reachable and the others in the shell; `shell` runs everything on this machine.
     #[arg(long, value_enum, default_value_t = ExecutorChoice::Auto)]
@@ -248,6 +254,7 @@ impl Loader for SnapshotFiles<'_> {
 fn check_configuration(
     s: &Setup,
     args: &RunArgs,
+    project_vars: &[ProjectVariable],
     project_name: &str,
     server_url: &str,
     fetched: &RemoteFetches,
@@ -268,7 +275,11 @@ fn check_configuration(
         server_url: server_url.to_owned(),
         ..PipelineInfo::default()
     };
-    let ctx = Context::new(&info, &args.vars, None);
+    let ctx = variables_file::creation_context(
+        Context::new(&info, &args.vars, None),
+        &info,
+        project_vars,
+    );
     let opts = Options {
         config_path: s.config_path.clone(),
         ..Options::default()
@@ -467,7 +478,16 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
     // Remote includes are fetched once: the check and the coordinator compile the same
     // text.
     let fetched = RemoteFetches::default();
-    let uses_images = check_configuration(&s, args, &project_name, &server_url, &fetched)?;
+    let project_vars =
+        variables_file::read_optional(args.variables_file.as_deref()).map_err(usage)?;
+    let uses_images = check_configuration(
+        &s,
+        args,
+        &project_vars,
+        &project_name,
+        &server_url,
+        &fetched,
+    )?;
 
     let color = !args.no_color
         && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
@@ -511,6 +531,12 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
         })
         .await
         .map_err(|e| failed(format!("failed to {e}")))?;
+    for v in &project_vars {
+        coordinator
+            .create_project_variable(project.id, v)
+            .await
+            .map_err(|e| usage(format!("the variables file: {e}")))?;
+    }
     let (_, runner_token) = coordinator
         .create_runner(RunnerOptions {
             description: "gantry run".to_owned(),

@@ -233,6 +233,34 @@ fn template_includes_come_from_the_include_cache_offline() {
 }
 
 #[test]
+fn a_variables_file_feeds_rules_below_pipeline_variables() {
+    let repo = Repo::new(&[(
+        ".gitlab-ci.yml",
+        "deploy:\n  script: deploy\n  rules:\n    - if: $TARGET == \"prod\" && $TOKEN\n",
+    )]);
+    let vars = repo.path().join("vars.yml");
+    std::fs::write(&vars, "TARGET: prod\nTOKEN: {value: t, protected: true}\n").expect("write");
+    let file = vars.to_str().expect("utf-8 path");
+    let names = |args: &[&str]| {
+        let out = repo.lint(&[&["--format", "json", "--variables-file", file], args].concat());
+        json_names(&json(&out))
+            .into_iter()
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(names(&[]), ["deploy"]);
+    assert_eq!(names(&["--var", "TARGET=staging"]), Vec::<String>::new());
+    // Protected variables are for the default branch only.
+    assert_eq!(names(&["--ref", "feature"]), Vec::<String>::new());
+
+    std::fs::write(&vars, "TARGET: [prod\n").expect("write");
+    let out = repo.lint(&["--variables-file", file]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("{file}:")), "{err}");
+}
+
+#[test]
 fn variables_source_and_changes_feed_rules() {
     let repo = Repo::new(&[(
         ".gitlab-ci.yml",

@@ -437,6 +437,80 @@ job:
 }
 
 #[test]
+fn a_variables_file_gives_the_project_ci_cd_variables() {
+    // GitLab's project variables: above YAML, below --var; rules see them; file, masked,
+    // raw, protected (default branch only) and environment scopes as on the server.
+    let c = Checkout::new(
+        "variables: {GREETING: yaml, LEVEL: yaml}
+job:
+  rules:
+    - if: $ENABLE == \"yes\"
+  script:
+    - echo \"greeting=$GREETING level=$LEVEL secret=$SECRET raw=$RAW prot=${PROT:-unset}\"
+    - echo \"file=$(cat \"$KEY_FILE\" | tr '\\n' ' ')\"
+deploy:
+  environment: production
+  script: ['echo \"url=$URL\"']
+",
+    );
+    let vars = c.home.path().join("vars.yml");
+    std::fs::write(
+        &vars,
+        "ENABLE: \"yes\"
+GREETING: project
+LEVEL: project
+SECRET: {value: s3cr3t-value-42, masked: true}
+RAW: {value: $GREETING, raw: true}
+PROT: {value: p, protected: true}
+KEY_FILE: {value: \"line1\\nline2\", type: file}
+URL:
+  - {value: anywhere}
+  - {value: prod-url, environment_scope: production}
+",
+    )
+    .unwrap();
+    let file = vars.to_str().unwrap();
+    let r = c.run(&["--variables-file", file, "--var", "LEVEL=cli"]);
+    assert_eq!(r.code, 0, "{}", r.explain());
+    assert!(
+        r.logged(
+            "job",
+            "greeting=project level=cli secret=[MASKED] raw=$GREETING prot=p"
+        ),
+        "{}",
+        r.explain()
+    );
+    assert!(r.logged("job", "file=line1 line2"), "{}", r.explain());
+    assert!(!r.stdout.contains("s3cr3t-value-42"), "{}", r.explain());
+    assert!(r.logged("deploy", "url=prod-url"), "{}", r.explain());
+
+    // Another branch is not protected; without the file, the rule drops the job.
+    git(c.path(), &["checkout", "-qb", "feature"]);
+    let r = c.run(&["--variables-file", file]);
+    assert!(r.logged("job", "prot=unset"), "{}", r.explain());
+    let r = c.run(&[]);
+    assert_eq!(r.jobs(), jobs(&[("deploy", "success")]), "{}", r.explain());
+
+    // A bad file stops the run before anything runs, naming the place.
+    std::fs::write(&vars, "A: 1\nSECRET: {value: short, masked: true}\n").unwrap();
+    let r = c.run(&["--variables-file", file]);
+    assert_eq!(r.code, 2, "{}", r.explain());
+    assert!(
+        r.stderr
+            .contains(&format!("{file}:2:9: value of `SECRET`: cannot be masked")),
+        "{}",
+        r.explain()
+    );
+    let r = c.run(&["--variables-file", "/nonexistent/vars.yml"]);
+    assert_eq!(r.code, 2, "{}", r.explain());
+    assert!(
+        r.stderr.contains("cannot read the variables file"),
+        "{}",
+        r.explain()
+    );
+}
+
+#[test]
 fn the_cache_persists_between_runs() {
     let c = Checkout::new(
         "job:

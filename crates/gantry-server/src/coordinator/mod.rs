@@ -36,6 +36,7 @@ mod timers;
 mod token;
 mod trace_files;
 mod traces;
+pub mod variables;
 mod views;
 
 use std::collections::{HashMap, HashSet};

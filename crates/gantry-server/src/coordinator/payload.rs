@@ -5,8 +5,8 @@
 //! `CI_JOB_TOKEN`, `CI_REPOSITORY_URL`, `CI_PIPELINE_ID`, …) → job predefined
 //! (`CI_JOB_NAME`, `CI_NODE_*`, `CI_ENVIRONMENT_*`, …) → project and pipeline predefined
 //! (what the YAML was compiled with) → runner (`CI_RUNNER_*`) → global then job YAML
-//! variables → `GITLAB_USER_*` → dotenv reports of the job's dependencies → pipeline
-//! variables → manual job variables. Values are then pre-expanded as GitLab does
+//! variables → `GITLAB_USER_*` → dotenv reports of the job's dependencies → project CI/CD
+//! variables (`variables.rs`) → pipeline variables → manual job variables. Values are then pre-expanded as GitLab does
 //! (nested, `$$` kept, unknown references kept for the runner, raw variables untouched).
 //!
 //! Not sent, on purpose: `CI_PROJECT_DIR`, `CI_BUILDS_DIR` and the other runner-set
@@ -42,6 +42,7 @@ use super::spec::{
 };
 use super::state::parse_variables;
 use super::time::iso8601;
+use super::variables;
 use super::views::Runner;
 
 /// A job just assigned, with what was read to assign it.
@@ -565,6 +566,7 @@ impl Coordinator {
                 vars.public(k, v.clone());
             }
         }
+        let mut environment_name = None;
         if let Some(env) = &m.environment {
             // Expanded when the pipeline was created (older rows: now, the same way).
             let expanded = spec.environment.clone().unwrap_or_else(|| {
@@ -572,6 +574,7 @@ impl Coordinator {
                     creation_variables(m, &predefined, &parse_variables(&pipeline.variables));
                 JobEnvironment::expand(env, &scope)
             });
+            environment_name = Some(expanded.name.clone());
             vars.public("CI_ENVIRONMENT_NAME", expanded.name.clone());
             vars.public("CI_ENVIRONMENT_SLUG", environment::slug(&expanded.name));
             vars.public(
@@ -605,6 +608,24 @@ impl Coordinator {
         }
         for (k, v) in &dotenv {
             vars.public(k, v.clone());
+        }
+        let project_vars = self.inner.store.project_variables(project.id).await?;
+        for v in variables::for_job(
+            &project_vars,
+            pipeline.protected,
+            environment_name.as_deref(),
+        ) {
+            vars.map.insert(
+                v.key.clone(),
+                JobVariable {
+                    key: v.key.clone(),
+                    value: v.value.clone(),
+                    public: false,
+                    masked: v.masked,
+                    file: v.variable_type == variables::FILE,
+                    raw: v.raw,
+                },
+            );
         }
         for (k, v) in parse_variables(&pipeline.variables) {
             vars.set(&k, v, false, false, false);

@@ -503,6 +503,8 @@ impl Coordinator {
             child,
         };
         let includes = self.include_sources(&project).await?;
+        let project_vars =
+            super::variables::for_creation(&store.project_variables(project_id).await?, protected);
         let vars = variables.clone();
         let config_path = match &loader.child {
             Some(c) => c.root.0.clone(),
@@ -522,7 +524,7 @@ impl Coordinator {
                     )]);
                 }
             }
-            let ctx = Context::new(&info, &vars, None);
+            let ctx = Context::new(&info, &vars, None).with_project_variables(&project_vars);
             let loader = IncludeLoader {
                 files: &loader,
                 sources: &includes,

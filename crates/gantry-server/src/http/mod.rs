@@ -8,7 +8,7 @@
 //!
 //! Files: `runners.rs` (runner registration, verify, delete), `job_request.rs` (long
 //! polling), `job_update.rs` (`PUT /jobs/:id`, `PATCH /jobs/:id/trace`), `artifacts.rs`
-//! (runner uploads and downloads), `projects.rs` and `jobs.rs` and `user_runners.rs`
+//! (runner uploads and downloads), `projects.rs`, `variables.rs`, `jobs.rs` and `user_runners.rs`
 //! (user API), `git.rs` + `git_backend.rs` (clones), `auth.rs` (who is calling),
 //! `extract.rs` (bodies, tokens), `error.rs`.
 
@@ -24,6 +24,7 @@ mod jobs;
 mod projects;
 mod runners;
 mod user_runners;
+mod variables;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -201,6 +202,16 @@ fn build(coordinator: Coordinator, shutdown: watch::Receiver<bool>) -> Router {
         .route(
             "/projects/{project}/pipelines/{pipeline}/retry",
             post(projects::retry_pipeline),
+        )
+        .route(
+            "/projects/{project}/variables",
+            get(variables::list).post(variables::create),
+        )
+        .route(
+            "/projects/{project}/variables/{key}",
+            get(variables::show)
+                .put(variables::update)
+                .delete(variables::delete),
         )
         .route("/projects/{project}/jobs/{job}", get(jobs::show))
         .route("/projects/{project}/jobs/{job}/trace", get(jobs::trace))

@@ -1,0 +1,298 @@
+//! Project CI/CD variables (GitLab's Settings › CI/CD › Variables, `/projects/:id/variables`).
+//!
+//! A variable is unique per `(key, environment_scope)` in its project. Which of them a job
+//! gets ([`for_job`]): protected ones only in pipelines of protected refs; a scope other
+//! than `*` only when the job has an environment whose name matches it (`*` in a scope is a
+//! wildcard); of several matches for one key the more specific scope wins (`*` first, later
+//! ones replace it, as GitLab orders them). Precedence in the job (`ci-yaml.md` §6.1):
+//! above YAML and dotenv variables, below pipeline and manual-job variables.
+//!
+//! At pipeline creation (`rules`, `workflow:rules`, `include` paths) only variables of scope
+//! `*` are seen: the environment of a job is not known yet when its rules are evaluated
+//! (GitLab evaluates a job's rules with its environment's variables; Gantry does not).
+//!
+//! Limits (GitLab's): a key has at most 255 characters of letters, digits and `_`; a value
+//! at most [`MAX_VALUE_CHARS`] characters; a project at most [`MAX_PER_PROJECT`] variables.
+//! A masked value must be at least 8 characters of `[a-zA-Z0-9_+=/@:.~-]` (GitLab's
+//! `Ci::Maskable`), so the runner can find it in the log.
+
+use gantry_store::ProjectVariable;
+
+use super::Coordinator;
+use super::error::CoordinatorError;
+use super::time::now_ms;
+
+/// The longest value GitLab stores (`Ci::Variable` validates 10,000 characters).
+pub const MAX_VALUE_CHARS: usize = 10_000;
+/// Variables per project (GitLab's default plan limit `project_ci_variables`).
+pub const MAX_PER_PROJECT: usize = 8_000;
+const MAX_KEY_CHARS: usize = 255;
+
+/// `ENV_VAR` / `FILE` as GitLab's API spells them.
+pub const ENV_VAR: &str = "env_var";
+pub const FILE: &str = "file";
+
+/// Checks a variable before it is stored; the message names the field and the fix.
+pub fn validate(v: &ProjectVariable) -> Result<(), CoordinatorError> {
+    let invalid = |m: String| Err(CoordinatorError::Invalid(m));
+    if v.key.is_empty() {
+        return invalid("key: is missing: give the variable a name".to_owned());
+    }
+    if v.key.chars().count() > MAX_KEY_CHARS {
+        return invalid(format!(
+            "key: is too long (maximum is {MAX_KEY_CHARS} characters)"
+        ));
+    }
+    if !v
+        .key
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'_')
+    {
+        return invalid(format!(
+            "key: `{}` can contain only letters, digits and '_'",
+            v.key
+        ));
+    }
+    if v.value.chars().count() > MAX_VALUE_CHARS {
+        return invalid(format!(
+            "value of `{}`: is too long (maximum is {MAX_VALUE_CHARS} characters)",
+            v.key
+        ));
+    }
+    if v.variable_type != ENV_VAR && v.variable_type != FILE {
+        return invalid(format!(
+            "variable_type of `{}`: `{}` is not a valid value: use `env_var` or `file`",
+            v.key, v.variable_type
+        ));
+    }
+    if v.environment_scope.is_empty() || v.environment_scope.chars().count() > MAX_KEY_CHARS {
+        return invalid(format!(
+            "environment_scope of `{}`: must be `*`, an environment name or a pattern with `*`, of at most {MAX_KEY_CHARS} characters",
+            v.key
+        ));
+    }
+    if v.masked && !maskable(&v.value) {
+        return invalid(format!(
+            "value of `{}`: cannot be masked: a masked value must be at least 8 characters of letters, digits and `_+=/@:.~-` (no spaces or newlines); unmask the variable or change its value",
+            v.key
+        ));
+    }
+    Ok(())
+}
+
+/// GitLab's `Ci::Maskable::REGEX`: `\A[a-zA-Z0-9_+=/@:.~-]{8,}\z`.
+fn maskable(value: &str) -> bool {
+    value.len() >= 8
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_+=/@:.~-".contains(&b))
+}
+
+/// Whether an environment scope matches an environment name (`*` matches any run of
+/// characters, also none).
+pub fn scope_matches(scope: &str, environment: &str) -> bool {
+    let parts: Vec<&str> = scope.split('*').collect();
+    let [first, middle @ .., last] = parts.as_slice() else {
+        return scope == environment;
+    };
+    let Some(mut rest) = environment.strip_prefix(first) else {
+        return false;
+    };
+    for part in middle {
+        match rest.find(part) {
+            Some(at) => rest = &rest[at + part.len()..],
+            None => return false,
+        }
+    }
+    rest.len() >= last.len() && rest.ends_with(last)
+}
+
+/// The variables a job of a pipeline gets, in the order they are applied (a later one of
+/// the same key replaces an earlier one): `environment` is the job's expanded environment
+/// name, `None` without one; `protected` says whether the pipeline's ref is protected.
+pub fn for_job<'a>(
+    vars: &'a [ProjectVariable],
+    protected: bool,
+    environment: Option<&str>,
+) -> Vec<&'a ProjectVariable> {
+    let mut out: Vec<&ProjectVariable> = vars
+        .iter()
+        .filter(|v| protected || !v.protected)
+        .filter(|v| {
+            v.environment_scope == "*"
+                || environment.is_some_and(|e| scope_matches(&v.environment_scope, e))
+        })
+        .collect();
+    // `*` first, then the others by scope: the more specific scope is applied last.
+    out.sort_by(|a, b| {
+        (a.environment_scope != "*", &a.environment_scope)
+            .cmp(&(b.environment_scope != "*", &b.environment_scope))
+    });
+    out
+}
+
+/// `(key, value)` of the variables pipeline creation sees: scope `*` only.
+pub fn for_creation(vars: &[ProjectVariable], protected: bool) -> Vec<(String, String)> {
+    for_job(vars, protected, None)
+        .into_iter()
+        .map(|v| (v.key.clone(), v.value.clone()))
+        .collect()
+}
+
+impl Coordinator {
+    /// A project's CI/CD variables.
+    pub async fn project_variables(
+        &self,
+        project_id: i64,
+    ) -> Result<Vec<ProjectVariable>, CoordinatorError> {
+        self.inner.store.project(project_id).await?;
+        Ok(self.inner.store.project_variables(project_id).await?)
+    }
+
+    /// Adds a variable (`Invalid` when it breaks a rule of [`validate`] or the project
+    /// has one of that key and scope).
+    pub async fn create_project_variable(
+        &self,
+        project_id: i64,
+        v: &ProjectVariable,
+    ) -> Result<(), CoordinatorError> {
+        validate(v)?;
+        if self.project_variables(project_id).await?.len() >= MAX_PER_PROJECT {
+            return Err(CoordinatorError::Invalid(format!(
+                "the project has {MAX_PER_PROJECT} variables, the most it may have: delete one first"
+            )));
+        }
+        self.inner
+            .store
+            .create_project_variable(project_id, v, now_ms())
+            .await
+            .map_err(taken)
+    }
+
+    /// Replaces the variable `key` of scope `scope` (`NotFound` when there is none).
+    pub async fn update_project_variable(
+        &self,
+        project_id: i64,
+        key: &str,
+        scope: &str,
+        v: &ProjectVariable,
+    ) -> Result<(), CoordinatorError> {
+        validate(v)?;
+        self.inner
+            .store
+            .update_project_variable(project_id, key, scope, v)
+            .await
+            .map_err(taken)
+    }
+
+    /// Removes the variable `key` of scope `scope` (`NotFound` when there is none).
+    pub async fn delete_project_variable(
+        &self,
+        project_id: i64,
+        key: &str,
+        scope: &str,
+    ) -> Result<(), CoordinatorError> {
+        Ok(self
+            .inner
+            .store
+            .delete_project_variable(project_id, key, scope)
+            .await?)
+    }
+}
+
+/// A duplicate key is a `400` on GitLab (a validation error), not a conflict.
+fn taken(e: gantry_store::StoreError) -> CoordinatorError {
+    match e {
+        gantry_store::StoreError::Conflict(m) => CoordinatorError::Invalid(m),
+        other => other.into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn var(key: &str, scope: &str, protected: bool) -> ProjectVariable {
+        ProjectVariable {
+            key: key.to_owned(),
+            value: format!("{key}@{scope}"),
+            variable_type: ENV_VAR.to_owned(),
+            protected,
+            masked: false,
+            raw: false,
+            environment_scope: scope.to_owned(),
+            description: None,
+        }
+    }
+
+    #[test]
+    fn scopes_match_exactly_or_by_wildcard() {
+        assert!(scope_matches("*", "production"));
+        assert!(scope_matches("production", "production"));
+        assert!(!scope_matches("production", "production-eu"));
+        assert!(scope_matches("review/*", "review/feature-1"));
+        assert!(!scope_matches("review/*", "staging"));
+        assert!(scope_matches("*-eu", "production-eu"));
+        assert!(scope_matches("p*d*n", "production"));
+        assert!(!scope_matches("p*d*x", "production"));
+        assert!(scope_matches("a*a", "aa"));
+        assert!(!scope_matches("a*a", "a"));
+    }
+
+    #[test]
+    fn a_job_gets_protected_and_scoped_variables_only_where_they_apply() {
+        let vars = vec![
+            var("TOKEN", "*", true),
+            var("URL", "*", false),
+            var("URL", "review/*", false),
+            var("URL", "production", false),
+        ];
+        let got = |protected, env| -> Vec<String> {
+            for_job(&vars, protected, env)
+                .into_iter()
+                .map(|v| v.value.clone())
+                .collect()
+        };
+        assert_eq!(got(false, None), ["URL@*"]);
+        assert_eq!(got(true, None), ["TOKEN@*", "URL@*"]);
+        // The specific scope comes last, so it replaces `*`.
+        assert_eq!(got(false, Some("production")), ["URL@*", "URL@production"]);
+        assert_eq!(got(false, Some("review/x")), ["URL@*", "URL@review/*"]);
+        assert_eq!(
+            for_creation(&vars, true),
+            [
+                ("TOKEN".to_owned(), "TOKEN@*".to_owned()),
+                ("URL".to_owned(), "URL@*".to_owned())
+            ]
+        );
+    }
+
+    #[test]
+    fn validation_names_the_field_and_the_fix() {
+        let err = |v: &ProjectVariable| match validate(v) {
+            Err(CoordinatorError::Invalid(m)) => m,
+            other => panic!("expected Invalid, got {other:?}"),
+        };
+        let mut v = var("A-B", "*", false);
+        assert!(err(&v).starts_with("key: `A-B` can contain only letters"));
+        v.key = "K".repeat(256);
+        assert!(err(&v).contains("maximum is 255"));
+        v.key = "SECRET".to_owned();
+        v.masked = true;
+        v.value = "short".to_owned();
+        assert!(err(&v).contains("cannot be masked"));
+        v.value = "has a space".to_owned();
+        assert!(err(&v).contains("cannot be masked"));
+        v.value = "s3cr3t-t0ken/xyz=".to_owned();
+        assert!(validate(&v).is_ok());
+        v.variable_type = "json".to_owned();
+        assert!(err(&v).contains("use `env_var` or `file`"));
+        v.variable_type = FILE.to_owned();
+        v.value = "x".repeat(MAX_VALUE_CHARS + 1);
+        v.masked = false;
+        assert!(err(&v).contains("maximum is 10000"));
+        v.value = String::new();
+        v.environment_scope = String::new();
+        assert!(err(&v).starts_with("environment_scope of `SECRET`"));
+    }
+}

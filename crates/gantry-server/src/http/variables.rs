@@ -1,0 +1,220 @@
+//! Project CI/CD variables, GitLab's API shapes: `GET/POST /projects/:id/variables`,
+//! `GET/PUT/DELETE /projects/:id/variables/:key`. A key that exists for several environment
+//! scopes is addressed with `filter[environment_scope]=<scope>`. Every call needs the admin
+//! token. Rules and limits: `coordinator::variables`.
+
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use gantry_store::ProjectVariable;
+use serde::{Deserialize, Serialize};
+
+use crate::coordinator::variables::ENV_VAR;
+
+use super::error::{ApiError, ApiResult};
+use super::extract::{self, Body};
+use super::projects::find_project;
+use super::{AppState, auth, json_response};
+
+/// A variable as GitLab's API shows it.
+#[derive(Debug, Serialize)]
+struct VariableView {
+    variable_type: String,
+    key: String,
+    value: String,
+    protected: bool,
+    masked: bool,
+    hidden: bool,
+    raw: bool,
+    environment_scope: String,
+    description: Option<String>,
+}
+
+impl From<ProjectVariable> for VariableView {
+    fn from(v: ProjectVariable) -> Self {
+        Self {
+            variable_type: v.variable_type,
+            key: v.key,
+            value: v.value,
+            protected: v.protected,
+            masked: v.masked,
+            hidden: false,
+            raw: v.raw,
+            environment_scope: v.environment_scope,
+            description: v.description,
+        }
+    }
+}
+
+/// The body of `POST` and `PUT`: absent fields keep their default (`POST`) or current
+/// value (`PUT`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct VariableParams {
+    key: Option<String>,
+    value: Option<String>,
+    variable_type: Option<String>,
+    protected: Option<bool>,
+    masked: Option<bool>,
+    raw: Option<bool>,
+    environment_scope: Option<String>,
+    description: Option<String>,
+}
+
+impl VariableParams {
+    fn apply(self, mut v: ProjectVariable) -> ProjectVariable {
+        if let Some(key) = self.key {
+            v.key = key;
+        }
+        if let Some(value) = self.value {
+            v.value = value;
+        }
+        if let Some(t) = self.variable_type {
+            v.variable_type = t;
+        }
+        v.protected = self.protected.unwrap_or(v.protected);
+        v.masked = self.masked.unwrap_or(v.masked);
+        v.raw = self.raw.unwrap_or(v.raw);
+        if let Some(scope) = self.environment_scope {
+            v.environment_scope = scope;
+        }
+        if self.description.is_some() {
+            v.description = self.description;
+        }
+        v
+    }
+}
+
+/// `filter[environment_scope]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct ScopeFilter {
+    #[serde(rename = "filter[environment_scope]")]
+    environment_scope: Option<String>,
+}
+
+/// `GET /api/v4/projects/:id/variables`.
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    Path(project): Path<String>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    auth::require_admin(&state.coordinator, &headers).await?;
+    let project = find_project(&state, &project).await?;
+    let vars = state.coordinator.project_variables(project.id).await?;
+    let views: Vec<VariableView> = vars.into_iter().map(VariableView::from).collect();
+    Ok(json_response(StatusCode::OK, &views))
+}
+
+/// `POST /api/v4/projects/:id/variables` → `201` with the variable.
+pub(crate) async fn create(
+    State(state): State<AppState>,
+    Path(project): Path<String>,
+    headers: HeaderMap,
+    Body(body): Body,
+) -> ApiResult<Response> {
+    auth::require_admin(&state.coordinator, &headers).await?;
+    let params: VariableParams = extract::params(&headers, &body)?;
+    let project = find_project(&state, &project).await?;
+    if params.key.is_none() {
+        return Err(ApiError::param("key is missing"));
+    }
+    if params.value.is_none() {
+        return Err(ApiError::param("value is missing"));
+    }
+    let v = params.apply(ProjectVariable {
+        key: String::new(),
+        value: String::new(),
+        variable_type: ENV_VAR.to_owned(),
+        protected: false,
+        masked: false,
+        raw: false,
+        environment_scope: "*".to_owned(),
+        description: None,
+    });
+    state
+        .coordinator
+        .create_project_variable(project.id, &v)
+        .await?;
+    Ok(json_response(StatusCode::CREATED, &VariableView::from(v)))
+}
+
+/// The one variable `key` names (with the scope filter when several scopes have it).
+async fn find(
+    state: &AppState,
+    project_id: i64,
+    key: &str,
+    filter: &ScopeFilter,
+) -> Result<ProjectVariable, ApiError> {
+    let mut found: Vec<ProjectVariable> = state
+        .coordinator
+        .project_variables(project_id)
+        .await?
+        .into_iter()
+        .filter(|v| v.key == key)
+        .filter(|v| {
+            filter
+                .environment_scope
+                .as_ref()
+                .is_none_or(|s| *s == v.environment_scope)
+        })
+        .collect();
+    match found.len() {
+        0 => Err(ApiError::not_found("Variable")),
+        1 => Ok(found.remove(0)),
+        _ => Err(ApiError::conflict(
+            "There are multiple variables with provided parameters. Please use 'filter[environment_scope]'",
+        )),
+    }
+}
+
+/// `GET /api/v4/projects/:id/variables/:key`.
+pub(crate) async fn show(
+    State(state): State<AppState>,
+    Path((project, key)): Path<(String, String)>,
+    Query(filter): Query<ScopeFilter>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    auth::require_admin(&state.coordinator, &headers).await?;
+    let project = find_project(&state, &project).await?;
+    let v = find(&state, project.id, &key, &filter).await?;
+    Ok(json_response(StatusCode::OK, &VariableView::from(v)))
+}
+
+/// `PUT /api/v4/projects/:id/variables/:key` → `200` with the variable.
+pub(crate) async fn update(
+    State(state): State<AppState>,
+    Path((project, key)): Path<(String, String)>,
+    Query(filter): Query<ScopeFilter>,
+    headers: HeaderMap,
+    Body(body): Body,
+) -> ApiResult<Response> {
+    auth::require_admin(&state.coordinator, &headers).await?;
+    let params: VariableParams = extract::params(&headers, &body)?;
+    let project = find_project(&state, &project).await?;
+    let current = find(&state, project.id, &key, &filter).await?;
+    let scope = current.environment_scope.clone();
+    let v = params.apply(current);
+    state
+        .coordinator
+        .update_project_variable(project.id, &key, &scope, &v)
+        .await?;
+    Ok(json_response(StatusCode::OK, &VariableView::from(v)))
+}
+
+/// `DELETE /api/v4/projects/:id/variables/:key` → `204`.
+pub(crate) async fn delete(
+    State(state): State<AppState>,
+    Path((project, key)): Path<(String, String)>,
+    Query(filter): Query<ScopeFilter>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    auth::require_admin(&state.coordinator, &headers).await?;
+    let project = find_project(&state, &project).await?;
+    let current = find(&state, project.id, &key, &filter).await?;
+    state
+        .coordinator
+        .delete_project_variable(project.id, &key, &current.environment_scope)
+        .await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}

@@ -1,0 +1,246 @@
+//! Project CI/CD variables over the user API (`/projects/:id/variables`, GitLab's shapes)
+//! and what a job then receives in its payload: precedence, file variables, masking,
+//! protection, environment scopes, and rules that read them at pipeline creation.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod http_support;
+
+use http_support::{Repo, TestServer};
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+const PIPELINE: &str = r#"
+variables:
+  GREETING: from-yaml
+build:
+  rules:
+    - if: $ENABLE_BUILD == "yes"
+  script: [make]
+deploy:
+  environment: production
+  script: [deploy]
+"#;
+
+fn var<'a>(payload: &'a Value, key: &str) -> Option<&'a Value> {
+    payload["variables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["key"] == key)
+}
+
+#[tokio::test]
+async fn variables_are_created_listed_updated_and_deleted() {
+    let server = TestServer::start().await;
+    let repo = Repo::new(&[(".gitlab-ci.yml", PIPELINE)]);
+    let project = server.create_project("group/vars", &repo).await;
+    let pid = project["id"].as_i64().unwrap();
+    let path = format!("projects/{pid}/variables");
+
+    let (status, created) = server
+        .admin(
+            Method::POST,
+            &path,
+            Some(
+                json!({"key": "TOKEN", "value": "abc-12345678", "masked": true, "protected": true}),
+            ),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    assert_eq!(
+        created,
+        json!({"variable_type": "env_var", "key": "TOKEN", "value": "abc-12345678", "protected": true,
+               "masked": true, "hidden": false, "raw": false, "environment_scope": "*", "description": null})
+    );
+    // The same key for another scope, then one key twice for the same scope.
+    let (status, _) = server
+        .admin(
+            Method::POST,
+            &path,
+            Some(json!({"key": "TOKEN", "value": "prod", "environment_scope": "production"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (status, body) = server
+        .admin(
+            Method::POST,
+            &path,
+            Some(json!({"key": "TOKEN", "value": "again"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(
+        body.to_string().contains("(TOKEN) has already been taken"),
+        "{body}"
+    );
+
+    let (status, list) = server.admin(Method::GET, &path, None).await;
+    assert_eq!(status, StatusCode::OK);
+    let scopes: Vec<&str> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["environment_scope"].as_str().unwrap())
+        .collect();
+    assert_eq!(scopes, ["*", "production"]);
+
+    // Two scopes: the key alone is ambiguous, the filter picks one.
+    let (status, body) = server
+        .admin(Method::GET, &format!("{path}/TOKEN"), None)
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert!(body.to_string().contains("filter[environment_scope]"));
+    let scoped = format!("{path}/TOKEN?filter%5Benvironment_scope%5D=production");
+    let (status, shown) = server.admin(Method::GET, &scoped, None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(shown["value"], "prod");
+
+    let (status, updated) = server
+        .admin(
+            Method::PUT,
+            &scoped,
+            Some(json!({"value": "prod-2", "variable_type": "file"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{updated}");
+    assert_eq!(
+        (
+            &updated["value"],
+            &updated["variable_type"],
+            &updated["environment_scope"]
+        ),
+        (&json!("prod-2"), &json!("file"), &json!("production"))
+    );
+
+    let (status, _) = server.admin(Method::DELETE, &scoped, None).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, _) = server.admin(Method::DELETE, &scoped, None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, shown) = server
+        .admin(Method::GET, &format!("{path}/TOKEN"), None)
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(shown["environment_scope"], "*");
+    let (status, _) = server
+        .admin(Method::GET, "projects/999/variables", None)
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn invalid_variables_are_refused_with_the_reason() {
+    let server = TestServer::start().await;
+    let repo = Repo::new(&[(".gitlab-ci.yml", PIPELINE)]);
+    let project = server.create_project("group/bad", &repo).await;
+    let path = format!("projects/{}/variables", project["id"]);
+    for (body, expected) in [
+        (json!({"value": "x"}), "key is missing"),
+        (json!({"key": "A"}), "value is missing"),
+        (
+            json!({"key": "A-B", "value": "x"}),
+            "can contain only letters, digits and '_'",
+        ),
+        (
+            json!({"key": "S", "value": "short", "masked": true}),
+            "cannot be masked",
+        ),
+        (
+            json!({"key": "T", "value": "x", "variable_type": "json"}),
+            "use `env_var` or `file`",
+        ),
+        (
+            json!({"key": "L", "value": "x".repeat(10_001)}),
+            "maximum is 10000",
+        ),
+    ] {
+        let (status, answer) = server.admin(Method::POST, &path, Some(body)).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
+        assert!(answer.to_string().contains(expected), "{answer}");
+    }
+    let (_, list) = server.admin(Method::GET, &path, None).await;
+    assert_eq!(list, json!([]), "nothing was stored");
+}
+
+#[tokio::test]
+async fn jobs_receive_the_variables_that_apply_to_them() {
+    let server = TestServer::start().await;
+    let repo = Repo::new(&[(".gitlab-ci.yml", PIPELINE)]);
+    repo.git(&["checkout", "-qb", "feature"]);
+    repo.git(&["checkout", "-q", "main"]);
+    let project = server.create_project("group/jobs", &repo).await;
+    let pid = project["id"].as_i64().unwrap();
+    let path = format!("projects/{pid}/variables");
+    for body in [
+        json!({"key": "ENABLE_BUILD", "value": "yes"}),
+        json!({"key": "GREETING", "value": "from-project"}),
+        json!({"key": "SECRET", "value": "s3cr3t-value", "masked": true}),
+        json!({"key": "KEY_FILE", "value": "line1\nline2", "variable_type": "file"}),
+        json!({"key": "RAW", "value": "$GREETING", "raw": true}),
+        json!({"key": "PROTECTED", "value": "p", "protected": true}),
+        json!({"key": "URL", "value": "any"}),
+        json!({"key": "URL", "value": "prod-url", "environment_scope": "production"}),
+        json!({"key": "URL", "value": "review", "environment_scope": "review/*"}),
+    ] {
+        let (status, answer) = server.admin(Method::POST, &path, Some(body)).await;
+        assert_eq!(status, StatusCode::CREATED, "{answer}");
+    }
+    let (_, runner) = server.create_runner(json!({})).await;
+
+    // main is the protected default branch; a pipeline variable beats the project's.
+    let (status, pipeline) = server
+        .admin(
+            Method::POST,
+            &format!("projects/{pid}/pipeline"),
+            Some(json!({"ref": "main", "variables": [{"key": "GREETING", "value": "from-pipeline"}]})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{pipeline}");
+    let jobs = server
+        .pipeline_jobs(pid, pipeline["id"].as_i64().unwrap())
+        .await;
+    let mut names: Vec<&str> = jobs.iter().map(|j| j["name"].as_str().unwrap()).collect();
+    names.sort_unstable();
+    assert_eq!(names, ["build", "deploy"], "rules saw the project variable");
+    let mut payloads = Vec::new();
+    for _ in 0..2 {
+        payloads.push(server.take_job(&runner).await.2);
+    }
+    let build = payloads
+        .iter()
+        .find(|p| p["job_info"]["name"] == "build")
+        .unwrap();
+    let deploy = payloads
+        .iter()
+        .find(|p| p["job_info"]["name"] == "deploy")
+        .unwrap();
+    assert_eq!(var(build, "GREETING").unwrap()["value"], "from-pipeline");
+    let secret = var(build, "SECRET").unwrap();
+    assert_eq!(
+        (&secret["masked"], &secret["public"]),
+        (&json!(true), &json!(false))
+    );
+    let file = var(build, "KEY_FILE").unwrap();
+    assert_eq!(
+        (&file["file"], &file["value"]),
+        (&json!(true), &json!("line1\nline2"))
+    );
+    let raw = var(build, "RAW").unwrap();
+    assert_eq!(
+        (&raw["raw"], &raw["value"]),
+        (&json!(true), &json!("$GREETING"))
+    );
+    assert_eq!(var(build, "PROTECTED").unwrap()["value"], "p");
+    assert_eq!(
+        var(build, "URL").unwrap()["value"],
+        "any",
+        "no environment: scope `*`"
+    );
+    assert_eq!(var(deploy, "URL").unwrap()["value"], "prod-url");
+
+    // An unprotected branch: no protected variables, at creation nor in jobs.
+    server.create_pipeline(pid, "feature").await;
+    let (_, _, payload) = server.take_job(&runner).await;
+    assert!(var(&payload, "PROTECTED").is_none(), "{payload}");
+    assert_eq!(var(&payload, "GREETING").unwrap()["value"], "from-project");
+}

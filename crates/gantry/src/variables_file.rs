@@ -1,0 +1,241 @@
+//! `--variables-file PATH` of `gantry run` and `gantry lint`: the project's CI/CD variables
+//! for a local run (what
+//! GitLab keeps in Settings › CI/CD › Variables, and gitlab-ci-local in
+//! `.gitlab-ci-local-variables.yml`). They go into the run's project exactly as
+//! `POST /projects/:id/variables` puts them on the server, so precedence, file variables,
+//! masking, protection and environment scopes are the coordinator's.
+//!
+//! ```yaml
+//! API_URL: https://staging.example.com        # a plain variable (string, number or boolean)
+//! DEPLOY_KEY:                                 # with GitLab's attributes
+//!   value: "-----BEGIN OPENSSH PRIVATE KEY-----..."
+//!   type: file                                # env_var (default) or file
+//!   masked: false
+//!   protected: false                          # true: only in pipelines of protected refs (the default branch)
+//!   raw: false                                # true: `$` is not expanded
+//!   environment_scope: "*"                    # or `production`, `review/*`
+//!   description: the key the deploy job uses
+//! DB_URL:                                     # one key for several environment scopes
+//!   - { value: "postgres://staging", environment_scope: "staging" }
+//!   - { value: "postgres://prod", environment_scope: "production" }
+//! ```
+//!
+//! Limits: the file is at most 2 MiB of YAML (the pipeline loader's limit); each variable
+//! follows the coordinator's rules (`gantry_server::coordinator::variables`). Every error
+//! names `file:line:column` and the key.
+
+use std::path::Path;
+
+use gantry_pipeline::yaml::{FileId, Limits, Node, Value, parse_documents};
+use gantry_pipeline::{Context, PipelineInfo};
+use gantry_server::coordinator::variables::{ENV_VAR, for_creation, validate};
+use gantry_store::ProjectVariable;
+
+const ATTRIBUTES: &str =
+    "value, type (env_var or file), masked, protected, raw, environment_scope, description";
+
+/// `ctx` with the variables pipeline creation sees (`rules`, `include`): scope `*`, and
+/// protected ones only on the protected ref (the default branch, as the coordinator has it).
+pub(crate) fn creation_context(
+    ctx: Context,
+    info: &PipelineInfo,
+    vars: &[ProjectVariable],
+) -> Context {
+    let protected = !info.is_tag && info.ref_name == info.default_branch;
+    ctx.with_project_variables(&for_creation(vars, protected))
+}
+
+/// Reads and checks a variables file (`None`: no file, no variables).
+pub(crate) fn read_optional(path: Option<&Path>) -> Result<Vec<ProjectVariable>, String> {
+    path.map_or_else(|| Ok(Vec::new()), read)
+}
+
+/// Reads and checks a variables file.
+pub(crate) fn read(path: &Path) -> Result<Vec<ProjectVariable>, String> {
+    let shown = path.display().to_string();
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read the variables file {shown}: {e}"))?;
+    parse(&text, &shown)
+}
+
+fn parse(text: &str, file: &str) -> Result<Vec<ProjectVariable>, String> {
+    let at = |node: &Node| format!("{file}:{}:{}", node.pos.line, node.pos.col);
+    let documents = parse_documents(text, FileId(0), Limits::default()).map_err(|e| {
+        format!(
+            "{file}:{}:{}: {} (the variables file must be YAML)",
+            e.pos.line, e.pos.col, e.message
+        )
+    })?;
+    let root = match documents.as_slice() {
+        [] => return Ok(Vec::new()),
+        [root] if root.is_null() => return Ok(Vec::new()),
+        [root] => root,
+        [_, second, ..] => {
+            return Err(format!(
+                "{}: the variables file holds more than one YAML document: keep one mapping of KEY: value",
+                at(second)
+            ));
+        }
+    };
+    let Some(map) = root.as_map() else {
+        return Err(format!(
+            "{}: the variables file must be a mapping of KEY: value (or KEY: {{{ATTRIBUTES}}})",
+            at(root)
+        ));
+    };
+    let mut out = Vec::new();
+    for (key, node) in map.iter() {
+        match &node.value {
+            Value::Seq(items) => {
+                for item in items.iter() {
+                    out.push(variable(key, item, &at)?);
+                }
+            }
+            _ => out.push(variable(key, node, &at)?),
+        }
+    }
+    let mut seen = std::collections::HashSet::new();
+    for v in &out {
+        if !seen.insert((v.key.as_str(), v.environment_scope.as_str())) {
+            return Err(format!(
+                "{file}: `{}` is given twice for environment scope `{}`: keep one",
+                v.key, v.environment_scope
+            ));
+        }
+    }
+    Ok(out)
+}
+
+fn variable(
+    key: &str,
+    node: &Node,
+    at: &dyn Fn(&Node) -> String,
+) -> Result<ProjectVariable, String> {
+    let mut v = ProjectVariable {
+        key: key.to_owned(),
+        value: String::new(),
+        variable_type: ENV_VAR.to_owned(),
+        protected: false,
+        masked: false,
+        raw: false,
+        environment_scope: "*".to_owned(),
+        description: None,
+    };
+    if let Some(map) = node.as_map() {
+        let mut has_value = false;
+        for (attr, value) in map.iter() {
+            let text = || {
+                value
+                    .scalar_to_string()
+                    .ok_or_else(|| format!("{}: `{key}`: {attr} must be a string", at(value)))
+            };
+            let flag = || {
+                value
+                    .as_bool()
+                    .ok_or_else(|| format!("{}: `{key}`: {attr} must be true or false", at(value)))
+            };
+            match attr {
+                "value" => {
+                    v.value = text()?;
+                    has_value = true;
+                }
+                "type" | "variable_type" => v.variable_type = text()?,
+                "masked" => v.masked = flag()?,
+                "protected" => v.protected = flag()?,
+                "raw" => v.raw = flag()?,
+                "expand" => v.raw = !flag()?,
+                "environment_scope" => v.environment_scope = text()?,
+                "description" => v.description = Some(text()?),
+                other => {
+                    return Err(format!(
+                        "{}: `{key}`: unknown attribute `{other}`: use {ATTRIBUTES}",
+                        at(value)
+                    ));
+                }
+            }
+        }
+        if !has_value {
+            return Err(format!(
+                "{}: `{key}`: value is missing: give it as `value: ...`",
+                at(node)
+            ));
+        }
+    } else {
+        v.value = node.scalar_to_string().ok_or_else(|| {
+            format!(
+                "{}: `{key}`: a variable is a string, number or boolean, or a mapping of {ATTRIBUTES}",
+                at(node)
+            )
+        })?;
+    }
+    validate(&v).map_err(|e| format!("{}: {e}", at(node)))?;
+    Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_values_attributes_and_scopes() {
+        let vars = parse(
+            "A: one\nN: 42\nB: true\nK:\n  value: secret-value-1\n  type: file\n  masked: true\n  protected: true\n  expand: false\nS:\n  - {value: s, environment_scope: staging}\n  - {value: p, environment_scope: production}\n",
+            "vars.yml",
+        )
+        .unwrap();
+        let got: Vec<_> = vars
+            .iter()
+            .map(|v| {
+                (
+                    v.key.as_str(),
+                    v.value.as_str(),
+                    v.variable_type.as_str(),
+                    v.masked,
+                    v.protected,
+                    v.raw,
+                    v.environment_scope.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("A", "one", "env_var", false, false, false, "*"),
+                ("N", "42", "env_var", false, false, false, "*"),
+                ("B", "true", "env_var", false, false, false, "*"),
+                ("K", "secret-value-1", "file", true, true, true, "*"),
+                ("S", "s", "env_var", false, false, false, "staging"),
+                ("S", "p", "env_var", false, false, false, "production"),
+            ]
+        );
+        assert!(parse("", "v.yml").unwrap().is_empty());
+    }
+
+    #[test]
+    fn errors_name_the_place_and_the_fix() {
+        let err = |text: &str| parse(text, "v.yml").unwrap_err();
+        assert_eq!(
+            err("A:\n  valu: x\n"),
+            "v.yml:2:9: `A`: unknown attribute `valu`: use value, type (env_var or file), masked, protected, raw, environment_scope, description"
+        );
+        assert_eq!(
+            err("A:\n  masked: true\n"),
+            "v.yml:2:3: `A`: value is missing: give it as `value: ...`"
+        );
+        assert!(
+            err("A:\n  value: short\n  masked: true\n")
+                .starts_with("v.yml:2:3: value of `A`: cannot be masked")
+        );
+        assert!(err("A-B: x\n").starts_with("v.yml:1:6: key: `A-B` can contain only"));
+        assert!(err("- a\n").starts_with("v.yml:1:1: the variables file must be a mapping"));
+        assert!(err("A: [x\n").starts_with("v.yml:"));
+        assert_eq!(
+            err("A:\n  - {value: x}\n  - {value: y}\n"),
+            "v.yml: `A` is given twice for environment scope `*`: keep one"
+        );
+        assert_eq!(
+            err("A:\n  value: x\n  masked: yes please\n"),
+            "v.yml:3:11: `A`: masked must be true or false"
+        );
+    }
+}
