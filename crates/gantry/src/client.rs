@@ -88,6 +88,22 @@ impl ApiClient {
         self.send(request).await
     }
 
+    /// `PUT /api/v4/<path>` with a JSON body.
+    pub(crate) async fn put<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &Value,
+    ) -> Result<T, ClientError> {
+        let request = self.http.put(self.url(path)).json(body);
+        self.send(request).await
+    }
+
+    /// `DELETE /api/v4/<path>` (an empty answer reads as `null`).
+    pub(crate) async fn delete(&self, path: &str) -> Result<Value, ClientError> {
+        let request = self.http.delete(self.url(path));
+        self.send(request).await
+    }
+
     fn url(&self, path: &str) -> String {
         format!("{}/api/v4/{}", self.base, path.trim_start_matches('/'))
     }
@@ -134,7 +150,12 @@ impl ApiClient {
                 "the server answered {status} to {url}: {detail}{hint}"
             )));
         }
-        serde_json::from_slice(&bytes).map_err(|e| {
+        let bytes = if bytes.is_empty() {
+            b"null".as_slice()
+        } else {
+            &bytes
+        };
+        serde_json::from_slice(bytes).map_err(|e| {
             ClientError::Server(format!("the answer to {url} is not the expected JSON: {e}"))
         })
     }

@@ -12,6 +12,7 @@ mod project;
 mod run;
 mod runner;
 mod server;
+mod variable;
 mod variables_file;
 
 use std::process::ExitCode;
@@ -58,6 +59,9 @@ enum Command {
     /// Manage pipelines on a running server.
     #[command(subcommand)]
     Pipeline(pipeline::PipelineCommand),
+    /// Manage a project's CI/CD variables on a running server.
+    #[command(subcommand)]
+    Variable(variable::VariableCommand),
     /// The runner agent: register, run jobs, verify, list, unregister.
     #[command(subcommand)]
     Runner(runner::RunnerCommand),
@@ -81,6 +85,7 @@ fn main() -> ExitCode {
         Command::Server(args) => server::run(&args),
         Command::Project(command) => client::exit_code(project::run(&command)),
         Command::Pipeline(command) => client::exit_code(pipeline::run(&command)),
+        Command::Variable(command) => client::exit_code(variable::run(&command)),
         Command::Runner(command) => runner::run(&command),
         Command::Bench(command) => bench::run(&command),
     };

@@ -455,3 +455,120 @@ fn the_server_reads_templates_through_a_remote_include_mirror() {
         text(&bad.stderr)
     );
 }
+
+#[test]
+fn variables_are_imported_from_a_run_variables_file_listed_and_deleted() {
+    let data = tempfile::tempdir().expect("dir");
+    let server = Server::start(&data.path().join("data"));
+    let admin = server.token("glpat-").expect("admin token");
+    let env = [
+        ("GANTRY_URL", server.url.as_str()),
+        ("GANTRY_TOKEN", admin.as_str()),
+    ];
+    let repo = repo();
+    let created = gantry(
+        &[
+            "project",
+            "create",
+            "demo",
+            "--repo",
+            &repo.path().display().to_string(),
+        ],
+        &env,
+    );
+    assert_eq!(created.status.code(), Some(0), "{}", text(&created.stderr));
+
+    // The file `gantry run --variables-file` reads.
+    let file = data.path().join("vars.yml");
+    std::fs::write(
+        &file,
+        "GREETING: hello\nTOKEN: {value: s3cr3t-t0ken, masked: true, protected: true}\nURL:\n  - {value: a}\n  - {value: p, environment_scope: production}\n",
+    )
+    .expect("write");
+    let file = file.display().to_string();
+    let import = |env: &[(&str, &str)]| {
+        gantry(
+            &["variable", "import", "--project", "demo", file.as_str()],
+            env,
+        )
+    };
+    let first = import(&env);
+    assert_eq!(first.status.code(), Some(0), "{}", text(&first.stderr));
+    assert!(
+        text(&first.stderr).contains("4 variable(s) created, 0 replaced"),
+        "{}",
+        text(&first.stderr)
+    );
+    std::fs::write(&file, "GREETING: bonjour\n").expect("write");
+    let second = import(&env);
+    assert!(
+        text(&second.stderr).contains("0 variable(s) created, 1 replaced"),
+        "{}",
+        text(&second.stderr)
+    );
+
+    let listed = gantry(&["variable", "list", "--project", "demo"], &env);
+    assert_eq!(listed.status.code(), Some(0), "{}", text(&listed.stderr));
+    let vars: serde_json::Value = serde_json::from_slice(&listed.stdout).expect("JSON");
+    let rows: Vec<(String, String, String, bool)> = vars
+        .as_array()
+        .expect("a list")
+        .iter()
+        .map(|v| {
+            (
+                v["key"].as_str().unwrap_or_default().to_owned(),
+                v["value"].as_str().unwrap_or_default().to_owned(),
+                v["environment_scope"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+                v["masked"].as_bool().unwrap_or_default(),
+            )
+        })
+        .collect();
+    let row = |k: &str, v: &str, s: &str, m: bool| (k.to_owned(), v.to_owned(), s.to_owned(), m);
+    assert_eq!(
+        rows,
+        [
+            row("GREETING", "bonjour", "*", false),
+            row("TOKEN", "s3cr3t-t0ken", "*", true),
+            row("URL", "a", "*", false),
+            row("URL", "p", "production", false),
+        ]
+    );
+
+    // A key with two scopes needs --scope; then it goes.
+    let ambiguous = gantry(&["variable", "delete", "--project", "demo", "URL"], &env);
+    assert_eq!(ambiguous.status.code(), Some(3));
+    assert!(
+        text(&ambiguous.stderr).contains("filter[environment_scope]"),
+        "{}",
+        text(&ambiguous.stderr)
+    );
+    let deleted = gantry(
+        &[
+            "variable",
+            "delete",
+            "--project",
+            "demo",
+            "URL",
+            "--scope",
+            "production",
+        ],
+        &env,
+    );
+    assert_eq!(deleted.status.code(), Some(0), "{}", text(&deleted.stderr));
+    let listed = gantry(&["variable", "list", "--project", "demo"], &env);
+    let vars: serde_json::Value = serde_json::from_slice(&listed.stdout).expect("JSON");
+    assert_eq!(vars.as_array().map(Vec::len), Some(3));
+
+    // A bad file is a usage error before anything is sent.
+    std::fs::write(&file, "A-B: x\n").expect("write");
+    let bad = import(&env);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        text(&bad.stderr).contains(":1:6: key: `A-B` can contain only"),
+        "{}",
+        text(&bad.stderr)
+    );
+}
