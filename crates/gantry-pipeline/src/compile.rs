@@ -1686,7 +1686,9 @@ fn seed(
             job_predefined.insert("CI_ENVIRONMENT_TIER", t.clone());
         }
     }
-    let lookup = |n: &str| -> Option<String> {
+    // Without project variables scoped to an environment: what the environment's name is
+    // expanded with (GitLab's `simple_variables`).
+    let unscoped = |n: &str| -> Option<String> {
         ctx.user_var(n)
             .or_else(|| own.get(n).map(|v| v.value.clone()))
             .or_else(|| {
@@ -1697,6 +1699,25 @@ fn seed(
             })
             .or_else(|| job_predefined.get(n).cloned())
             .or_else(|| ctx.predefined.get(n).cloned())
+    };
+    let environment = match &def.environment {
+        Some(env) if !ctx.project_scoped.is_empty() => Some(crate::expand::expand_server(
+            &env.name,
+            &unscoped,
+            crate::expand::Unknown::Empty,
+        )),
+        _ => None,
+    };
+    let lookup = |n: &str| -> Option<String> {
+        match &environment {
+            Some(env) => ctx
+                .pipeline
+                .get(n)
+                .cloned()
+                .or_else(|| ctx.project_var_for(n, Some(env)))
+                .or_else(|| unscoped(n)),
+            None => unscoped(n),
+        }
     };
     let scope = Scope {
         ctx,

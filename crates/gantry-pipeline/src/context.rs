@@ -224,9 +224,13 @@ pub struct Context {
     pub predefined: IndexMap<String, String>,
     /// Pipeline variables (trigger, API, `--var`): above every other variable.
     pub pipeline: IndexMap<String, String>,
-    /// Project CI/CD variables the pipeline sees (settings): below pipeline variables,
-    /// above YAML variables. Empty unless set with [`Context::with_project_variables`].
+    /// Project CI/CD variables of environment scope `*` (settings): below pipeline
+    /// variables, above YAML variables. Empty unless set with
+    /// [`Context::with_project_variables`].
     pub project: IndexMap<String, String>,
+    /// Project variables of other environment scopes, `(scope, key, value)`, the most
+    /// specific scope last: they reach the rules of jobs whose environment matches.
+    pub project_scoped: Vec<(String, String, String)>,
     /// Files changed by the push; `None` when unknown (new branch, tag, web, API, ...), in
     /// which case `rules:changes` is true, as on GitLab.
     pub changed_files: Option<Vec<String>>,
@@ -242,15 +246,39 @@ impl Context {
             predefined: info.predefined(),
             pipeline: pipeline_variables.iter().cloned().collect(),
             project: IndexMap::new(),
+            project_scoped: Vec::new(),
             changed_files,
         }
     }
 
-    /// The project CI/CD variables this pipeline sees, lowest precedence first.
+    /// The project CI/CD variables this pipeline sees, `(key, value, environment scope)`
+    /// in the order they apply (a later one of a key replaces an earlier one; the caller
+    /// has dropped what the pipeline may not see, such as protected variables).
     #[must_use]
-    pub fn with_project_variables(mut self, vars: &[(String, String)]) -> Self {
-        self.project = vars.iter().cloned().collect();
+    pub fn with_project_variables(mut self, vars: &[(String, String, String)]) -> Self {
+        for (key, value, scope) in vars {
+            if scope == "*" {
+                self.project.insert(key.clone(), value.clone());
+            } else {
+                self.project_scoped
+                    .push((scope.clone(), key.clone(), value.clone()));
+            }
+        }
         self
+    }
+
+    /// A project variable scoped to the environment `environment` (the most specific
+    /// matching scope), else one of scope `*`.
+    pub fn project_var_for(&self, name: &str, environment: Option<&str>) -> Option<String> {
+        environment
+            .and_then(|env| {
+                self.project_scoped
+                    .iter()
+                    .rev()
+                    .find(|(scope, key, _)| key == name && scope_matches(scope, env))
+                    .map(|(_, _, value)| value.clone())
+            })
+            .or_else(|| self.project.get(name).cloned())
     }
 
     /// A variable set by a user outside the YAML: a pipeline variable, else a project
@@ -270,9 +298,43 @@ impl Context {
     }
 }
 
+/// Whether a CI/CD variable's environment scope matches an environment name: `*` matches
+/// any run of characters (also none), everything else itself.
+pub fn scope_matches(scope: &str, environment: &str) -> bool {
+    let parts: Vec<&str> = scope.split('*').collect();
+    let [first, middle @ .., last] = parts.as_slice() else {
+        return scope == environment;
+    };
+    let Some(mut rest) = environment.strip_prefix(first) else {
+        return false;
+    };
+    for part in middle {
+        match rest.find(part) {
+            Some(at) => rest = &rest[at + part.len()..],
+            None => return false,
+        }
+    }
+    rest.len() >= last.len() && rest.ends_with(last)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn scopes_match_exactly_or_by_wildcard() {
+        assert!(scope_matches("*", "production"));
+        assert!(scope_matches("*", ""));
+        assert!(scope_matches("production", "production"));
+        assert!(!scope_matches("production", "production-eu"));
+        assert!(scope_matches("review/*", "review/feature-1"));
+        assert!(!scope_matches("review/*", "staging"));
+        assert!(scope_matches("*-eu", "production-eu"));
+        assert!(scope_matches("p*d*n", "production"));
+        assert!(!scope_matches("p*d*x", "production"));
+        assert!(scope_matches("a*a", "aa"));
+        assert!(!scope_matches("a*a", "a"));
+    }
 
     #[test]
     fn the_server_fqdn_names_a_non_standard_port() {

@@ -20,6 +20,11 @@ build:
 deploy:
   environment: production
   script: [deploy]
+preview:
+  environment: review/$CI_COMMIT_REF_SLUG
+  rules:
+    - if: $PREVIEW == "on"
+  script: [preview]
 "#;
 
 fn var<'a>(payload: &'a Value, key: &str) -> Option<&'a Value> {
@@ -181,6 +186,8 @@ async fn jobs_receive_the_variables_that_apply_to_them() {
         json!({"key": "URL", "value": "any"}),
         json!({"key": "URL", "value": "prod-url", "environment_scope": "production"}),
         json!({"key": "URL", "value": "review", "environment_scope": "review/*"}),
+        // Rules see a variable scoped to the job's (expanded) environment name.
+        json!({"key": "PREVIEW", "value": "on", "environment_scope": "review/m*"}),
     ] {
         let (status, answer) = server.admin(Method::POST, &path, Some(body)).await;
         assert_eq!(status, StatusCode::CREATED, "{answer}");
@@ -201,9 +208,13 @@ async fn jobs_receive_the_variables_that_apply_to_them() {
         .await;
     let mut names: Vec<&str> = jobs.iter().map(|j| j["name"].as_str().unwrap()).collect();
     names.sort_unstable();
-    assert_eq!(names, ["build", "deploy"], "rules saw the project variable");
+    assert_eq!(
+        names,
+        ["build", "deploy", "preview"],
+        "rules saw the project variables"
+    );
     let mut payloads = Vec::new();
-    for _ in 0..2 {
+    for _ in 0..3 {
         payloads.push(server.take_job(&runner).await.2);
     }
     let build = payloads
@@ -237,9 +248,23 @@ async fn jobs_receive_the_variables_that_apply_to_them() {
         "no environment: scope `*`"
     );
     assert_eq!(var(deploy, "URL").unwrap()["value"], "prod-url");
+    let preview = payloads
+        .iter()
+        .find(|p| p["job_info"]["name"] == "preview")
+        .unwrap();
+    assert_eq!(var(preview, "URL").unwrap()["value"], "review");
+    assert_eq!(var(preview, "PREVIEW").unwrap()["value"], "on");
+    assert!(var(build, "PREVIEW").is_none());
 
     // An unprotected branch: no protected variables, at creation nor in jobs.
-    server.create_pipeline(pid, "feature").await;
+    let pipeline = server.create_pipeline(pid, "feature").await;
+    let jobs = server
+        .pipeline_jobs(pid, pipeline["id"].as_i64().unwrap())
+        .await;
+    assert!(
+        jobs.iter().all(|j| j["name"] != "preview"),
+        "review/feature is outside the scope review/m*"
+    );
     let (_, _, payload) = server.take_job(&runner).await;
     assert!(var(&payload, "PROTECTED").is_none(), "{payload}");
     assert_eq!(var(&payload, "GREETING").unwrap()["value"], "from-project");

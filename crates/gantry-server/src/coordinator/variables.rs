@@ -7,15 +7,16 @@
 //! ones replace it, as GitLab orders them). Precedence in the job (`ci-yaml.md` §6.1):
 //! above YAML and dotenv variables, below pipeline and manual-job variables.
 //!
-//! At pipeline creation (`rules`, `workflow:rules`, `include` paths) only variables of scope
-//! `*` are seen: the environment of a job is not known yet when its rules are evaluated
-//! (GitLab evaluates a job's rules with its environment's variables; Gantry does not).
+//! At pipeline creation, `workflow:rules` and `include` paths see the variables of scope `*`;
+//! a job's `rules` also see those scoped to its environment (its name expanded with the
+//! variables known then), as GitLab's do.
 //!
 //! Limits (GitLab's): a key has at most 255 characters of letters, digits and `_`; a value
 //! at most [`MAX_VALUE_CHARS`] characters; a project at most [`MAX_PER_PROJECT`] variables.
 //! A masked value must be at least 8 characters of `[a-zA-Z0-9_+=/@:.~-]` (GitLab's
 //! `Ci::Maskable`), so the runner can find it in the log.
 
+use gantry_pipeline::context::scope_matches;
 use gantry_store::ProjectVariable;
 
 use super::Coordinator;
@@ -88,25 +89,6 @@ fn maskable(value: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b"_+=/@:.~-".contains(&b))
 }
 
-/// Whether an environment scope matches an environment name (`*` matches any run of
-/// characters, also none).
-pub fn scope_matches(scope: &str, environment: &str) -> bool {
-    let parts: Vec<&str> = scope.split('*').collect();
-    let [first, middle @ .., last] = parts.as_slice() else {
-        return scope == environment;
-    };
-    let Some(mut rest) = environment.strip_prefix(first) else {
-        return false;
-    };
-    for part in middle {
-        match rest.find(part) {
-            Some(at) => rest = &rest[at + part.len()..],
-            None => return false,
-        }
-    }
-    rest.len() >= last.len() && rest.ends_with(last)
-}
-
 /// The variables a job of a pipeline gets, in the order they are applied (a later one of
 /// the same key replaces an earlier one): `environment` is the job's expanded environment
 /// name, `None` without one; `protected` says whether the pipeline's ref is protected.
@@ -123,20 +105,25 @@ pub fn for_job<'a>(
                 || environment.is_some_and(|e| scope_matches(&v.environment_scope, e))
         })
         .collect();
-    // `*` first, then the others by scope: the more specific scope is applied last.
-    out.sort_by(|a, b| {
-        (a.environment_scope != "*", &a.environment_scope)
-            .cmp(&(b.environment_scope != "*", &b.environment_scope))
-    });
+    out.sort_by(|a, b| scope_order(a).cmp(&scope_order(b)));
     out
 }
 
-/// `(key, value)` of the variables pipeline creation sees: scope `*` only.
-pub fn for_creation(vars: &[ProjectVariable], protected: bool) -> Vec<(String, String)> {
-    for_job(vars, protected, None)
-        .into_iter()
-        .map(|v| (v.key.clone(), v.value.clone()))
+/// `(key, value, environment scope)` of the variables pipeline creation sees, in the
+/// order they apply (see `Context::with_project_variables`): all but the protected ones
+/// on an unprotected ref.
+pub fn for_creation(vars: &[ProjectVariable], protected: bool) -> Vec<(String, String, String)> {
+    let mut out: Vec<&ProjectVariable> =
+        vars.iter().filter(|v| protected || !v.protected).collect();
+    out.sort_by(|a, b| scope_order(a).cmp(&scope_order(b)));
+    out.into_iter()
+        .map(|v| (v.key.clone(), v.value.clone(), v.environment_scope.clone()))
         .collect()
+}
+
+/// `*` first, then the other scopes by name: the more specific scope applies last.
+fn scope_order(v: &ProjectVariable) -> (bool, &str) {
+    (v.environment_scope != "*", &v.environment_scope)
 }
 
 impl Coordinator {
@@ -226,20 +213,6 @@ mod tests {
     }
 
     #[test]
-    fn scopes_match_exactly_or_by_wildcard() {
-        assert!(scope_matches("*", "production"));
-        assert!(scope_matches("production", "production"));
-        assert!(!scope_matches("production", "production-eu"));
-        assert!(scope_matches("review/*", "review/feature-1"));
-        assert!(!scope_matches("review/*", "staging"));
-        assert!(scope_matches("*-eu", "production-eu"));
-        assert!(scope_matches("p*d*n", "production"));
-        assert!(!scope_matches("p*d*x", "production"));
-        assert!(scope_matches("a*a", "aa"));
-        assert!(!scope_matches("a*a", "a"));
-    }
-
-    #[test]
     fn a_job_gets_protected_and_scoped_variables_only_where_they_apply() {
         let vars = vec![
             var("TOKEN", "*", true),
@@ -258,13 +231,23 @@ mod tests {
         // The specific scope comes last, so it replaces `*`.
         assert_eq!(got(false, Some("production")), ["URL@*", "URL@production"]);
         assert_eq!(got(false, Some("review/x")), ["URL@*", "URL@review/*"]);
+        let keys = |protected| -> Vec<(String, String)> {
+            for_creation(&vars, protected)
+                .into_iter()
+                .map(|(k, _, scope)| (k, scope))
+                .collect()
+        };
+        let pair = |k: &str, s: &str| (k.to_owned(), s.to_owned());
         assert_eq!(
-            for_creation(&vars, true),
+            keys(true),
             [
-                ("TOKEN".to_owned(), "TOKEN@*".to_owned()),
-                ("URL".to_owned(), "URL@*".to_owned())
+                pair("TOKEN", "*"),
+                pair("URL", "*"),
+                pair("URL", "production"),
+                pair("URL", "review/*")
             ]
         );
+        assert_eq!(keys(false).len(), 3);
     }
 
     #[test]
