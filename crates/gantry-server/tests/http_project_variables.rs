@@ -165,6 +165,19 @@ async fn invalid_variables_are_refused_with_the_reason() {
     }
     let (_, list) = server.admin(Method::GET, &path, None).await;
     assert_eq!(list, json!([]), "nothing was stored");
+
+    let (status, answer) = server
+        .admin(
+            Method::POST,
+            &format!("projects/{}/pipeline", project["id"]),
+            Some(json!({"ref": "main", "variables": [{"key": "K", "value": "v", "variable_type": "json"}]})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
+    assert!(
+        answer.to_string().contains("use `env_var` or `file`"),
+        "{answer}"
+    );
 }
 
 #[tokio::test]
@@ -199,7 +212,7 @@ async fn jobs_receive_the_variables_that_apply_to_them() {
         .admin(
             Method::POST,
             &format!("projects/{pid}/pipeline"),
-            Some(json!({"ref": "main", "variables": [{"key": "GREETING", "value": "from-pipeline"}]})),
+            Some(json!({"ref": "main", "variables": [{"key": "GREETING", "value": "from-pipeline"}, {"key": "CERT", "value": "pem", "variable_type": "file"}]})),
         )
         .await;
     assert_eq!(status, StatusCode::CREATED, "{pipeline}");
@@ -242,6 +255,13 @@ async fn jobs_receive_the_variables_that_apply_to_them() {
         (&json!(true), &json!("$GREETING"))
     );
     assert_eq!(var(build, "PROTECTED").unwrap()["value"], "p");
+    // A file-type pipeline variable (API `variable_type: file`).
+    let cert = var(build, "CERT").unwrap();
+    assert_eq!(
+        (&cert["file"], &cert["value"]),
+        (&json!(true), &json!("pem"))
+    );
+    assert_ne!(var(build, "GREETING").unwrap()["file"], true);
     assert_eq!(
         var(build, "URL").unwrap()["value"],
         "any",

@@ -303,6 +303,7 @@ impl Coordinator {
                     commit,
                     protected,
                     variables,
+                    file_variables: Vec::new(),
                     source: Source::Pipeline,
                     selection: None,
                     parent_job_id: Some(job.id),
@@ -326,6 +327,8 @@ impl Coordinator {
                     commit,
                     protected: parent.protected,
                     variables,
+                    // Forwarded variables arrive as plain ones (a file variable's value).
+                    file_variables: Vec::new(),
                     source: Source::ParentPipeline,
                     selection: None,
                     parent_job_id: Some(job.id),

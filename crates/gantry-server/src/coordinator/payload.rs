@@ -40,7 +40,7 @@ use super::pipelines::{full_path, project_path};
 use super::spec::{
     ArtifactsModel, ImageModel, JobModel, ServiceModel, StoredSpec, VariableModel, WhenModel,
 };
-use super::state::parse_variables;
+use super::state::{file_variable_keys, parse_variables};
 use super::time::iso8601;
 use super::variables;
 use super::views::Runner;
@@ -627,8 +627,14 @@ impl Coordinator {
                 },
             );
         }
+        let files = file_variable_keys(&pipeline.variables);
         for (k, v) in parse_variables(&pipeline.variables) {
             vars.set(&k, v, false, false, false);
+            if files.contains(&k) {
+                if let Some(var) = vars.map.get_mut(&k) {
+                    var.file = true;
+                }
+            }
         }
         let manual = job
             .manual_variables

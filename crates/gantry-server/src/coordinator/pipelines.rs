@@ -17,7 +17,7 @@ use super::git::{CommitInfo, CommitLoader, Mirror, ResolvedRef};
 use super::includes::{IncludeLoader, IncludeSources, ProjectRepo};
 use super::payload::creation_variables;
 use super::spec::{CacheKeyModel, JobModel, StoredAutoCancel, StoredSpec};
-use super::state::{parse_variables, variables_json};
+use super::state::{parse_variables, pipeline_variables_json};
 use super::time::{now_ms, to_ts};
 use super::views::{
     Artifact, ArtifactsFile, JobPipeline, JobProgress, JobView, PipelineView, Project,
@@ -104,6 +104,9 @@ pub struct PipelineRequest {
     pub ref_name: String,
     /// Pipeline variables (highest precedence).
     pub variables: Vec<(String, String)>,
+    /// The keys of `variables` that are file variables (API `variable_type: file`): the
+    /// runner writes the value to a file and the variable holds its path.
+    pub file_variables: Vec<String>,
     /// `CI_PIPELINE_SOURCE`.
     pub source: Source,
     /// Only some jobs (`gantry run JOB...`); `None` = the whole pipeline.
@@ -119,6 +122,8 @@ pub(crate) struct Creation {
     pub protected: bool,
     /// Pipeline variables (highest precedence).
     pub variables: Vec<(String, String)>,
+    /// The keys of `variables` that are file variables.
+    pub file_variables: Vec<String>,
     pub source: Source,
     pub selection: Option<JobSelection>,
     /// The trigger job of a downstream pipeline.
@@ -400,6 +405,7 @@ impl Coordinator {
             PipelineRequest {
                 ref_name: ref_name.to_owned(),
                 variables,
+                file_variables: Vec::new(),
                 source,
                 jobs: None,
             },
@@ -418,6 +424,7 @@ impl Coordinator {
         let PipelineRequest {
             ref_name,
             variables,
+            file_variables,
             source,
             jobs: selection,
         } = request;
@@ -439,6 +446,7 @@ impl Coordinator {
             commit,
             protected,
             variables,
+            file_variables,
             source,
             selection,
             parent_job_id: None,
@@ -461,6 +469,7 @@ impl Coordinator {
             commit,
             protected,
             variables,
+            file_variables,
             source,
             selection,
             parent_job_id,
@@ -568,7 +577,7 @@ impl Coordinator {
             status: Status::Created.as_str().to_owned(),
             failure_reason: None,
             yaml_errors: None,
-            variables: variables_json(&variables),
+            variables: pipeline_variables_json(&variables, &file_variables),
             protected,
             parent_job_id,
         };

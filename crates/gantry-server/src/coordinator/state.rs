@@ -261,14 +261,28 @@ pub(crate) fn diff(
 
 /// Pipeline or manual variables as stored: a JSON object in order.
 pub(crate) fn variables_json(vars: &[(String, String)]) -> String {
+    pipeline_variables_json(vars, &[])
+}
+
+/// [`variables_json`] where the keys in `files` are file variables, stored as
+/// `{"value": …, "variable_type": "file"}`.
+pub(crate) fn pipeline_variables_json(vars: &[(String, String)], files: &[String]) -> String {
     let map: serde_json::Map<String, serde_json::Value> = vars
         .iter()
-        .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
+        .map(|(k, v)| {
+            let value = if files.contains(k) {
+                serde_json::json!({ "value": v, "variable_type": "file" })
+            } else {
+                serde_json::Value::String(v.clone())
+            };
+            (k.clone(), value)
+        })
         .collect();
     serde_json::Value::Object(map).to_string()
 }
 
-/// The inverse of [`variables_json`]; anything unreadable is no variables.
+/// The inverse of [`variables_json`] (file variables give their value); anything
+/// unreadable is no variables.
 pub(crate) fn parse_variables(json: &str) -> Vec<(String, String)> {
     match serde_json::from_str::<serde_json::Value>(json) {
         Ok(serde_json::Value::Object(map)) => map
@@ -276,10 +290,26 @@ pub(crate) fn parse_variables(json: &str) -> Vec<(String, String)> {
             .map(|(k, v)| {
                 let v = match v {
                     serde_json::Value::String(s) => s,
+                    serde_json::Value::Object(mut o) => match o.remove("value") {
+                        Some(serde_json::Value::String(s)) => s,
+                        _ => String::new(),
+                    },
                     other => other.to_string(),
                 };
                 (k, v)
             })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The keys of stored variables that are file variables.
+pub(crate) fn file_variable_keys(json: &str) -> Vec<String> {
+    match serde_json::from_str::<serde_json::Value>(json) {
+        Ok(serde_json::Value::Object(map)) => map
+            .into_iter()
+            .filter(|(_, v)| v.get("variable_type").and_then(|t| t.as_str()) == Some("file"))
+            .map(|(k, _)| k)
             .collect(),
         _ => Vec::new(),
     }

@@ -9,7 +9,7 @@ use axum::response::Response;
 use gantry_pipeline::Source;
 use serde::Deserialize;
 
-use crate::coordinator::{CoordinatorError, PipelineView, Project};
+use crate::coordinator::{CoordinatorError, PipelineRequest, PipelineView, Project};
 
 use super::error::{ApiError, ApiResult};
 use super::extract::{self, Body};
@@ -90,13 +90,14 @@ pub(crate) struct RefQuery {
     ref_name: Option<String>,
 }
 
-/// A `{"key", "value"}` variable as GitLab's API takes it (`variable_type` is accepted;
-/// file variables are not supported yet and pass as plain values).
+/// A `{"key", "value", "variable_type"}` variable as GitLab's API takes it
+/// (`variable_type`: `env_var`, the default, or `file`).
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 pub(crate) struct KeyValue {
     pub(crate) key: String,
     pub(crate) value: String,
+    pub(crate) variable_type: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -126,17 +127,41 @@ pub(crate) async fn create_pipeline(
         .filter(|r| !r.trim().is_empty())
         .ok_or_else(|| ApiError::param("ref is missing"))?;
     let mut variables = Vec::with_capacity(req.variables.len());
-    for KeyValue { key, value } in req.variables {
+    let mut file_variables = Vec::new();
+    for KeyValue {
+        key,
+        value,
+        variable_type,
+    } in req.variables
+    {
         if key.is_empty() || !key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
             return Err(ApiError::param(format!(
                 "variables: `{key}` is not a variable name (letters, digits and `_` only)"
             )));
         }
+        match variable_type.as_deref() {
+            None | Some("env_var") => {}
+            Some("file") => file_variables.push(key.clone()),
+            Some(other) => {
+                return Err(ApiError::param(format!(
+                    "variables: `{key}` has variable_type `{other}`: use `env_var` or `file`"
+                )));
+            }
+        }
         variables.push((key, value));
     }
     let pipeline = state
         .coordinator
-        .create_pipeline(project.id, &ref_name, variables, Source::Api)
+        .create_pipeline_with(
+            project.id,
+            PipelineRequest {
+                ref_name,
+                variables,
+                file_variables,
+                source: Source::Api,
+                jobs: None,
+            },
+        )
         .await
         .map_err(ApiError::from_git_input)?;
     Ok(json_response(StatusCode::CREATED, &pipeline))
