@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use coordinator_support::{Env, commit, env, var};
 use gantry_pipeline::Source;
 use gantry_protocol::{ArtifactFormat, ArtifactType, ArtifactUploadParams};
-use gantry_server::coordinator::{JobView, PipelineView};
+use gantry_server::coordinator::{CoordinatorError, JobView, PipelineView};
 
 /// Polls until `f` holds (downstream pipelines are created in the background).
 async fn eventually<F, Fut>(what: &str, mut f: F)
@@ -661,5 +661,112 @@ async fn projects_that_trigger_each_other_stop_at_the_third_round() {
     assert_eq!(
         projects,
         [project, other.id, project, other.id, project, other.id]
+    );
+}
+
+#[tokio::test]
+async fn needs_project_takes_artifacts_and_dotenv_from_another_projects_latest_successful_job() {
+    let e = env(
+        "build: {script: [make], artifacts: {paths: [out.txt], reports: {dotenv: build.env}}}\n",
+    )
+    .await;
+    let project = e.project().await;
+    let runner = e.any_runner().await;
+    let params = |t, f| ArtifactUploadParams {
+        artifact_type: Some(t),
+        artifact_format: Some(f),
+        expire_in: None,
+    };
+    // Two pipelines of `main`: the newer one's build is the dependency.
+    let mut builds = Vec::new();
+    for text in ["old\n", "new\n"] {
+        e.pipeline(project, "main").await;
+        let build = e.take_some(&runner).await;
+        e.coord
+            .upload_artifact(
+                build.id,
+                params(ArtifactType::Archive, ArtifactFormat::Zip),
+                "artifacts.zip",
+                &zip_of(&[("out.txt", text)]),
+            )
+            .await
+            .unwrap();
+        e.coord
+            .upload_artifact(
+                build.id,
+                params(ArtifactType::Dotenv, ArtifactFormat::Gzip),
+                "build.env.gz",
+                &gzip(&format!("BUILT={}", text.trim())),
+            )
+            .await
+            .unwrap();
+        e.run(&build, true).await;
+        builds.push(build.id);
+    }
+    // A failed build on top does not count: the latest *successful* one does.
+    e.pipeline(project, "main").await;
+    let failed = e.take_some(&runner).await;
+    e.run(&failed, false).await;
+
+    let consumer = second_project(
+        &e,
+        "consumer",
+        r"
+uses:
+  script: [cat out.txt]
+  needs:
+    - project: gantry/demo
+      job: build
+      ref: $UPSTREAM_REF
+      artifacts: true
+  variables: {UPSTREAM_REF: main}
+missing:
+  script: [x]
+  needs:
+    - {project: gantry/demo, job: build, ref: nope}
+stranger:
+  script: [x]
+",
+    )
+    .await;
+    let p = e.pipeline(consumer.id, "main").await;
+    let mut taken = Vec::new();
+    while let Some(job) = e.take(&runner).await {
+        taken.push(job);
+    }
+    let names: Vec<&str> = taken.iter().map(|j| j.job_info.name.as_str()).collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+    let uses = taken.iter().find(|j| j.job_info.name == "uses").unwrap();
+    let stranger = taken
+        .iter()
+        .find(|j| j.job_info.name == "stranger")
+        .unwrap();
+    let deps: Vec<_> = uses
+        .dependencies
+        .iter()
+        .map(|d| (d.id, d.name.as_str()))
+        .collect();
+    assert_eq!(deps, [(builds[1], "build")]);
+    assert!(uses.dependencies[0].artifacts_file.is_some());
+    assert_eq!(var(uses, "BUILT"), Some("new"));
+    assert!(stranger.dependencies.is_empty());
+
+    // The needing job's token downloads the other project's archive; another job's
+    // token of that project does not.
+    let (_, bytes) = e
+        .coord
+        .download_artifact(builds[1], &uses.token)
+        .await
+        .unwrap();
+    assert!(!bytes.is_empty());
+    let refused = e.coord.download_artifact(builds[1], &stranger.token).await;
+    assert!(
+        matches!(&refused, Err(CoordinatorError::Forbidden(m)) if m.contains("needs:project")),
+        "{refused:?}"
+    );
+    let missing = wait_job(&e, p.id, "missing", "failed").await;
+    assert_eq!(
+        missing.failure_reason.as_deref(),
+        Some("missing_dependency_failure")
     );
 }

@@ -760,8 +760,11 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
         }
     }
     for j in &jobs {
-        // No runner streams a trigger job's log: why its pipeline was not created.
-        if j.bridge && j.status == "failed" && !j.retried {
+        // No runner streams the log of a trigger job (why its pipeline was not created) or
+        // of a job that failed before a runner saw it (a missing dependency: the coordinator
+        // fails it at assignment; runners never report that reason).
+        let unseen = j.bridge || j.failure_reason.as_deref() == Some("missing_dependency_failure");
+        if unseen && j.status == "failed" && !j.retried {
             if let Ok(log) = coordinator.trace(j.id).await {
                 display.job_name(j.id, &j.name);
                 display.log(j.id, &log);

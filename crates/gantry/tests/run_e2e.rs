@@ -511,6 +511,35 @@ URL:
 }
 
 #[test]
+fn a_needs_project_the_run_cannot_resolve_fails_the_job_with_the_reason() {
+    // The run's store holds only this run's pipeline: another project's job is not there.
+    let c = Checkout::new(
+        "uses:
+  needs:
+    - {project: other/thing, job: build, ref: main}
+  script: [echo never]
+",
+    );
+    let r = c.run(&[]);
+    assert_eq!(r.code, 1, "{}", r.explain());
+    assert_eq!(r.job("uses"), "failed", "{}", r.explain());
+    assert!(
+        r.logged(
+            "uses",
+            "ERROR: the job could not start: needs:project `other/thing`: no such project on this server"
+        ),
+        "{}",
+        r.explain()
+    );
+    assert_eq!(
+        r.report["jobs"][0]["failure_reason"],
+        "missing_dependency_failure",
+        "{}",
+        r.explain()
+    );
+}
+
+#[test]
 fn the_cache_persists_between_runs() {
     let c = Checkout::new(
         "job:

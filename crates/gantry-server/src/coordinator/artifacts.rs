@@ -221,7 +221,8 @@ impl Coordinator {
     }
 
     /// A dependent job downloads `job_id`'s archive (`GET /jobs/:id/artifacts`): the
-    /// requester's token must belong to a running job of the same project (§6.4).
+    /// requester's token must belong to a running job of the same project (§6.4), or of a
+    /// project whose job names it with `needs:project`.
     pub async fn download_artifact(
         &self,
         job_id: i64,
@@ -232,14 +233,34 @@ impl Coordinator {
                 "download artifacts of job {job_id}: the job token is not one of a running job"
             )));
         };
-        let target = self.inner.store.job(job_id).await?;
-        if target.project_id != requester.project_id {
+        let target = self.inner.store.job_without_spec(job_id).await?;
+        if target.project_id != requester.project_id
+            && !self.needs_from_project(requester.id, job_id).await?
+        {
             return Err(CoordinatorError::Forbidden(format!(
-                "download artifacts of job {job_id}: job {} belongs to another project",
+                "download artifacts of job {job_id}: job {} belongs to another project and does not name it with needs:project",
                 requester.id
             )));
         }
         self.job_artifact(job_id).await
+    }
+
+    /// Whether job `requester` depends on job `target` through `needs:project`.
+    async fn needs_from_project(&self, requester: i64, target: i64) -> Result<bool> {
+        let store = &self.inner.store;
+        let row = store.job(requester).await?;
+        let Ok(spec) = super::spec::StoredSpec::parse(&row.spec) else {
+            return Ok(false);
+        };
+        if spec.job.cross_needs.iter().all(|n| n.project.is_none()) {
+            return Ok(false);
+        }
+        let pipeline = store.pipeline(row.pipeline_id).await?;
+        let project = store.project(row.project_id).await?;
+        Ok(self
+            .cross_pipeline_dependencies(&pipeline, &project, &spec)
+            .await?
+            .is_ok_and(|deps| deps.iter().any(|(id, _, _)| *id == target)))
     }
 
     /// A job's archive (users' `GET /projects/:id/jobs/:job_id/artifacts`; the caller

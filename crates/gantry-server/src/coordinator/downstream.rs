@@ -21,7 +21,9 @@
 //! `reached_max_pipeline_hierarchy_size`, `pipeline_loop_detected`,
 //! `downstream_bridge_project_not_found`), and the messages are written to the bridge's
 //! log. A child job's `needs:pipeline:job` (artifacts and dotenv variables from another
-//! pipeline of the hierarchy) is resolved here too ([`Coordinator::cross_pipeline_dependencies`]).
+//! pipeline of the hierarchy) and any job's `needs:project` (from the latest successful job
+//! of a ref of another project) are resolved here too
+//! ([`Coordinator::cross_pipeline_dependencies`]).
 //!
 //! A bridge creates at most one pipeline (`pipelines.parent_job_id` is unique): a trigger
 //! that runs again (after a restart, [`Coordinator::resume`]) finds it and only brings
@@ -48,6 +50,10 @@ pub const MAX_CHILD_DEPTH: usize = 2;
 /// Pipelines in one hierarchy, the root included (GitLab's `downstream pipeline tree is
 /// too large` limit).
 pub const MAX_HIERARCHY_SIZE: usize = 1000;
+
+/// `needs:project` looks for its job in at most this many of the newest pipelines of the
+/// ref.
+pub const MAX_CROSS_PROJECT_PIPELINES: usize = 100;
 /// Largest artifacts archive an `include:artifact` is read from (GitLab's
 /// `ArtifactFileReader::MAX_ARCHIVE_SIZE`).
 pub const MAX_ARTIFACT_ARCHIVE: u64 = 5 * 1024 * 1024;
@@ -169,7 +175,7 @@ impl Coordinator {
             .and_then(|t| t.get("strategy"))
             .is_some_and(|s| !s.is_null());
         if just_created {
-            self.note_on_bridge(
+            self.note_on_job(
                 bridge_id,
                 &format!("Created downstream pipeline {}\n", child.id),
             )
@@ -238,7 +244,7 @@ impl Coordinator {
             text.push_str(m);
             text.push('\n');
         }
-        self.note_on_bridge(bridge_id, &text).await;
+        self.note_on_job(bridge_id, &text).await;
         let reason = n.reason;
         self.bridge_event(bridge_id, |job| Event::JobFailed {
             job,
@@ -248,8 +254,9 @@ impl Coordinator {
         .await
     }
 
-    /// Appends `text` to a running bridge's log (best effort: the status is what counts).
-    async fn note_on_bridge(&self, bridge_id: i64, text: &str) {
+    /// Appends `text` to a running job's (or bridge's) log (best effort: the status is what
+    /// counts).
+    pub(crate) async fn note_on_job(&self, bridge_id: i64, text: &str) {
         let Ok(state) = self.inner.store.trace_state(bridge_id).await else {
             return;
         };
@@ -505,8 +512,11 @@ impl Coordinator {
     /// `pipeline` (expanded: usually `$PARENT_PIPELINE_ID`, a variable the trigger job
     /// sent down) must be another pipeline of the job's hierarchy, and its latest attempt
     /// of `job` is a dependency (artifacts and dotenv variables) when `artifacts` is true.
+    /// `needs:project` (GitLab's `BuildDependencies#cross_project`): the latest successful
+    /// job named `job` on `ref` of the named project (its newest
+    /// [`MAX_CROSS_PROJECT_PIPELINES`] pipelines of that ref are searched).
     /// `(job id, name, pipeline id)` of each; the inner `Err` is a need that names no such
-    /// job (the job fails `missing_dependency_failure`). `needs:project` is not resolved.
+    /// job (the job fails `missing_dependency_failure`).
     pub(crate) async fn cross_pipeline_dependencies(
         &self,
         pipeline: &gantry_store::Pipeline,
@@ -520,7 +530,14 @@ impl Coordinator {
             .filter(|n| n.artifacts && n.project.is_none())
             .filter_map(|n| Some((n.pipeline.as_deref()?, n.job.as_deref()?)))
             .collect();
-        if wanted.is_empty() {
+        let from_projects: Vec<(&str, &str, &str)> = spec
+            .job
+            .cross_needs
+            .iter()
+            .filter(|n| n.artifacts)
+            .filter_map(|n| Some((n.project.as_deref()?, n.job.as_deref()?, n.ref_.as_deref()?)))
+            .collect();
+        if wanted.is_empty() && from_projects.is_empty() {
             return Ok(Ok(Vec::new()));
         }
         let store = &self.inner.store;
@@ -532,6 +549,33 @@ impl Coordinator {
                 gantry_pipeline::expand::Unknown::Empty,
             )
         };
+        let mut out = Vec::new();
+        for (raw_project, raw_job, raw_ref) in from_projects {
+            let (path, job, ref_name) = (expand(raw_project), expand(raw_job), expand(raw_ref));
+            let other = match self.project_by_path(&path).await {
+                Ok(p) => p,
+                Err(CoordinatorError::NotFound(_)) => {
+                    return Ok(Err(format!(
+                        "needs:project `{path}`: no such project on this server"
+                    )));
+                }
+                Err(e) => return Err(e),
+            };
+            match self
+                .latest_successful_job(other.id, &ref_name, &job)
+                .await?
+            {
+                Some((id, pipeline_id)) => out.push((id, job, pipeline_id)),
+                None => {
+                    return Ok(Err(format!(
+                        "needs:project `{path}` has no successful job `{job}` on ref `{ref_name}`"
+                    )));
+                }
+            }
+        }
+        if wanted.is_empty() {
+            return Ok(Ok(out));
+        }
         // The hierarchy: up to the root, then every pipeline below it.
         let mut root = pipeline.clone();
         for _ in 0..=MAX_CHILD_DEPTH {
@@ -549,7 +593,6 @@ impl Coordinator {
             family.extend(&next);
             level = next;
         }
-        let mut out = Vec::new();
         for (raw_pipeline, raw_job) in wanted {
             let (text, job) = (expand(raw_pipeline), expand(raw_job));
             let Ok(id) = text.trim().parse::<i64>() else {
@@ -580,6 +623,37 @@ impl Coordinator {
             }
         }
         Ok(Ok(out))
+    }
+
+    /// `(job id, pipeline id)` of the newest successful job named `job` in the project's
+    /// pipelines of `ref_name` (newest pipeline first, at most
+    /// [`MAX_CROSS_PROJECT_PIPELINES`] of them).
+    async fn latest_successful_job(
+        &self,
+        project_id: i64,
+        ref_name: &str,
+        job: &str,
+    ) -> Result<Option<(i64, i64)>> {
+        let store = &self.inner.store;
+        let mut pipelines: Vec<gantry_store::Pipeline> = store
+            .pipelines(project_id)
+            .await?
+            .into_iter()
+            .filter(|p| p.ref_name == ref_name)
+            .collect();
+        pipelines.sort_by_key(|p| std::cmp::Reverse(p.id));
+        for p in pipelines.iter().take(MAX_CROSS_PROJECT_PIPELINES) {
+            let found = store
+                .pipeline_jobs_without_spec(p.id)
+                .await?
+                .into_iter()
+                .filter(|r| r.name == job && r.status == Status::Success.as_str())
+                .max_by_key(|r| r.id);
+            if let Some(r) = found {
+                return Ok(Some((r.id, p.id)));
+            }
+        }
+        Ok(None)
     }
 
     /// The `include:artifact` files of a trigger, read from the latest attempt of each

@@ -324,7 +324,12 @@ impl Coordinator {
             match self.build_payload(&assigned, runner, now).await {
                 Ok(Ok(p)) => return Ok(Some(p)),
                 // §3.4: a dependency's artifacts expired; the search goes on.
-                Ok(Err(_missing)) => {
+                Ok(Err(missing)) => {
+                    self.note_on_job(
+                        job.id,
+                        &format!("ERROR: the job could not start: {missing}\n"),
+                    )
+                    .await;
                     let _ = fail(FailureReason::MissingDependencyFailure).await;
                 }
                 Err(e) => {

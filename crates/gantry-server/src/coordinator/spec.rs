@@ -134,6 +134,9 @@ pub(crate) struct CrossNeedModel {
     pub project: Option<String>,
     pub pipeline: Option<String>,
     pub job: Option<String>,
+    /// `needs:project:ref`.
+    #[serde(rename = "ref")]
+    pub ref_: Option<String>,
     #[serde(default = "yes")]
     pub artifacts: bool,
 }
@@ -259,7 +262,7 @@ pub(crate) struct JobModel {
     pub allow_failure: bool,
     pub allow_failure_exit_codes: Vec<i64>,
     pub needs: Option<Vec<NeedModel>>,
-    /// `needs:pipeline:job` (and `needs:project`, which Gantry does not resolve).
+    /// `needs:pipeline:job` and `needs:project`.
     pub cross_needs: Vec<CrossNeedModel>,
     pub dependencies: Option<Vec<String>>,
     pub before_script: Vec<String>,
