@@ -134,6 +134,33 @@ async fn variables_are_created_listed_updated_and_deleted() {
 }
 
 #[tokio::test]
+async fn a_form_encoded_request_creates_a_variable_as_curl_data_does() {
+    // GitLab's documentation uses `curl --data key=... --data masked=true`.
+    let server = TestServer::start().await;
+    let repo = Repo::new(&[(".gitlab-ci.yml", PIPELINE)]);
+    let project = server.create_project("group/form", &repo).await;
+    let response = server
+        .http
+        .post(server.api(&format!("projects/{}/variables", project["id"])))
+        .header("PRIVATE-TOKEN", &server.admin)
+        .header("Content-Type", "application/x-www-form-urlencoded")
+        .body("key=DEPLOY_TOKEN&value=s3cr3t-t0ken&masked=true&protected=true&variable_type=file")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::CREATED);
+    let created: Value = response.json().await.unwrap();
+    assert_eq!(
+        (
+            &created["masked"],
+            &created["protected"],
+            &created["variable_type"]
+        ),
+        (&json!(true), &json!(true), &json!("file"))
+    );
+}
+
+#[tokio::test]
 async fn invalid_variables_are_refused_with_the_reason() {
     let server = TestServer::start().await;
     let repo = Repo::new(&[(".gitlab-ci.yml", PIPELINE)]);
