@@ -23,6 +23,10 @@ pub(crate) const GANTRY_CACHE_DIR: &str = "GANTRY_CACHE_DIR";
 /// `https://gitlab.com/=http://mirror.internal/gitlab/` (git's `insteadOf`).
 pub(crate) const GANTRY_REMOTE_INCLUDE_MIRROR: &str = "GANTRY_REMOTE_INCLUDE_MIRROR";
 
+/// `gantry server`'s offline include cache: a folder laid out as `gantry run`'s
+/// `.gantry/includes` (remote URLs, templates, projects the server does not hold).
+pub(crate) const GANTRY_INCLUDE_CACHE: &str = "GANTRY_INCLUDE_CACHE";
+
 /// The value of a declared variable; unset and empty are the same.
 pub(crate) fn var(name: &str) -> Option<String> {
     std::env::var(name)

@@ -21,11 +21,6 @@ pub(crate) fn cache_and_rewrites(
     root: &Path,
     server_url: &str,
 ) -> Result<(IncludeCache, Vec<UrlRewrite>), String> {
-    let host = server_url
-        .split_once("://")
-        .map_or(server_url, |(_, h)| h)
-        .trim_end_matches('/')
-        .to_owned();
     let rewrites = match env::var(env::GANTRY_REMOTE_INCLUDE_MIRROR) {
         Some(v) => UrlRewrite::parse_list(&v)
             .map_err(|e| format!("{}: {e}", env::GANTRY_REMOTE_INCLUDE_MIRROR))?,
@@ -34,10 +29,20 @@ pub(crate) fn cache_and_rewrites(
     Ok((
         IncludeCache {
             dir: root.join(CACHE_DIR),
-            host,
+            host: cache_host(server_url),
         },
         rewrites,
     ))
+}
+
+/// The host folder `include:project` files are cached under: the server URL's host (and
+/// port), e.g. `gitlab.com` for `https://gitlab.com`.
+pub(crate) fn cache_host(server_url: &str) -> String {
+    server_url
+        .split_once("://")
+        .map_or(server_url, |(_, h)| h)
+        .trim_end_matches('/')
+        .to_owned()
 }
 
 /// The sources of a checkout: its own project (`project_path`, read from `git_dir`) and

@@ -110,6 +110,20 @@ async fn serve(args: &ServerArgs) -> Result<(), StartError> {
         cfg.remote_include_rewrites = gantry_server::coordinator::UrlRewrite::parse_list(&v)
             .map_err(|e| usage(format!("{}: {e}", crate::env::GANTRY_REMOTE_INCLUDE_MIRROR)))?;
     }
+    if let Some(dir) = crate::env::var(crate::env::GANTRY_INCLUDE_CACHE) {
+        let dir = PathBuf::from(dir);
+        if !dir.is_dir() {
+            return Err(usage(format!(
+                "{}: `{}` is not a directory: create it (laid out as `.gantry/includes`), or unset the variable",
+                crate::env::GANTRY_INCLUDE_CACHE,
+                dir.display()
+            )));
+        }
+        cfg.include_cache = Some(gantry_server::coordinator::IncludeCache {
+            dir,
+            host: crate::includes::cache_host(&external_url),
+        });
+    }
     let store = Store::open(&database_url(&data_dir)).await.map_err(|e| {
         failed(format!(
             "failed to open the database in {}: {e}",

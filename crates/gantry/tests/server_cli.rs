@@ -348,34 +348,9 @@ fn serve_create_a_project_and_a_pipeline_then_restart() {
     server.stop();
 }
 
-#[test]
-fn the_server_reads_templates_through_a_remote_include_mirror() {
-    // A mirror of GitLab's templates on loopback: every path answers one template.
-    let mirror = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let mirror_url = format!("http://{}/templates/", mirror.local_addr().expect("addr"));
-    std::thread::spawn(move || {
-        use std::io::{Read, Write};
-        for mut conn in mirror.incoming().map_while(Result::ok) {
-            let mut buf = [0u8; 2048];
-            let _ = conn.read(&mut buf);
-            let body = "from-template:\n  script: [echo template]\n";
-            let _ = write!(
-                conn,
-                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
-        }
-    });
-    let data = tempfile::tempdir().expect("dir");
-    let server = Server::start_with(
-        &data.path().join("data"),
-        &[(
-            "GANTRY_REMOTE_INCLUDE_MIRROR",
-            &format!(
-                "https://gitlab.com/gitlab-org/gitlab/-/raw/HEAD/lib/gitlab/ci/templates/={mirror_url}"
-            ),
-        )],
-    );
+/// Creates a project whose pipeline includes GitLab's `Jobs/Build.gitlab-ci.yml` template
+/// on `server` and returns the JSON of the pipeline's jobs.
+fn template_pipeline_jobs(server: &Server) -> String {
     let admin = server.token("glpat-").expect("admin token");
     let repo = repo();
     std::fs::write(
@@ -421,7 +396,7 @@ fn the_server_reads_templates_through_a_remote_include_mirror() {
     let body: serde_json::Value = serde_json::from_slice(&pipeline.stdout).expect("JSON");
     assert_eq!(body["status"], "pending", "{body}");
     // The template's job is in the pipeline (GET …/pipelines/:id/jobs over loopback).
-    let listed = {
+    {
         use std::io::{Read, Write};
         let project = body["project_id"].as_i64().expect("project id");
         let id = body["id"].as_i64().expect("id");
@@ -435,7 +410,74 @@ fn the_server_reads_templates_through_a_remote_include_mirror() {
         let mut answer = String::new();
         conn.read_to_string(&mut answer).expect("answer");
         answer
-    };
+    }
+}
+
+#[test]
+fn the_server_reads_templates_from_an_offline_include_cache() {
+    let data = tempfile::tempdir().expect("dir");
+    let cache = data.path().join("includes");
+    let template =
+        cache.join("gitlab.com/gitlab-org/gitlab/-/raw/HEAD/lib/gitlab/ci/templates/Jobs");
+    std::fs::create_dir_all(&template).expect("mkdir");
+    std::fs::write(
+        template.join("Build.gitlab-ci.yml"),
+        "from-template:\n  script: [echo cached]\n",
+    )
+    .expect("write");
+    let server = Server::start_with(
+        &data.path().join("data"),
+        &[("GANTRY_INCLUDE_CACHE", cache.to_str().expect("utf-8"))],
+    );
+    let listed = template_pipeline_jobs(&server);
+    assert!(listed.contains("\"from-template\""), "{listed}");
+    assert!(listed.contains("\"build\""), "{listed}");
+    server.stop();
+
+    let bad = Command::new(env!("CARGO_BIN_EXE_gantry"))
+        .args(["server", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(data.path().join("data"))
+        .env("GANTRY_INCLUDE_CACHE", data.path().join("missing"))
+        .stdin(Stdio::null())
+        .output()
+        .expect("gantry server");
+    assert_eq!(bad.status.code(), Some(2), "{}", text(&bad.stderr));
+    assert!(
+        text(&bad.stderr).contains("GANTRY_INCLUDE_CACHE"),
+        "{}",
+        text(&bad.stderr)
+    );
+}
+
+#[test]
+fn the_server_reads_templates_through_a_remote_include_mirror() {
+    // A mirror of GitLab's templates on loopback: every path answers one template.
+    let mirror = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let mirror_url = format!("http://{}/templates/", mirror.local_addr().expect("addr"));
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        for mut conn in mirror.incoming().map_while(Result::ok) {
+            let mut buf = [0u8; 2048];
+            let _ = conn.read(&mut buf);
+            let body = "from-template:\n  script: [echo template]\n";
+            let _ = write!(
+                conn,
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    let data = tempfile::tempdir().expect("dir");
+    let server = Server::start_with(
+        &data.path().join("data"),
+        &[(
+            "GANTRY_REMOTE_INCLUDE_MIRROR",
+            &format!(
+                "https://gitlab.com/gitlab-org/gitlab/-/raw/HEAD/lib/gitlab/ci/templates/={mirror_url}"
+            ),
+        )],
+    );
+    let listed = template_pipeline_jobs(&server);
     assert!(listed.contains("\"from-template\""), "{listed}");
     assert!(listed.contains("\"build\""), "{listed}");
     server.stop();
