@@ -55,6 +55,11 @@ pub trait Loader {
         let _ = (project, ref_name, path);
         Err(ProjectError::Unsupported)
     }
+    /// Whether [`Loader::project_file`] reads other projects; `false` (the default) when it
+    /// answers [`ProjectError::Unsupported`], as the default does. Implement both together.
+    fn reads_projects(&self) -> bool {
+        false
+    }
     /// Every file path of another project at a ref (for `include:local` wildcards and
     /// `rules:exists` inside a file included with `include:project`). Default: none.
     fn project_files(&self, project: &str, ref_name: Option<&str>) -> Vec<String> {
@@ -948,11 +953,7 @@ impl<'a> Loading<'a> {
         else {
             // Another instance's component; a reader that holds no project cannot tell
             // which instance it runs for.
-            if matches!(
-                self.loader
-                    .project_file("group/project", version, "templates/x.yml"),
-                Err(ProjectError::Unsupported)
-            ) {
+            if !self.loader.reads_projects() {
                 return offline(self);
             }
             return fail(self, "the component path is not supported");

@@ -51,6 +51,9 @@ impl Loader for TestLoader {
             .cloned()
             .unwrap_or(Err(RemoteError::Status(404)))
     }
+    fn reads_projects(&self) -> bool {
+        true
+    }
     fn project_file(
         &self,
         project: &str,

@@ -366,6 +366,9 @@ impl Loader for IncludeLoader<'_> {
         Some(format!("{GITLAB_TEMPLATES_URL}{name}"))
     }
 
+    fn reads_projects(&self) -> bool {
+        true
+    }
     fn project_file(
         &self,
         project: &str,
