@@ -27,9 +27,9 @@ pub(crate) struct LintArgs {
     #[arg(long = "var", value_name = "KEY=VALUE", value_parser = parse_var)]
     vars: Vec<(String, String)>,
     /// The project's CI/CD variables, as a YAML file (the format of `gantry run
-    /// --variables-file`): rules see them below --var.
-    #[arg(long, value_name = "PATH")]
-    variables_file: Option<PathBuf>,
+    /// --variables-file`): rules see them below --var. Repeatable, as for `gantry run`.
+    #[arg(long = "variables-file", value_name = "PATH")]
+    variables_files: Vec<PathBuf>,
     /// A changed file for rules:changes (repeatable). Without any, changes are unknown
     /// and `rules:changes` matches, as on GitLab for new branches, tags and API pipelines.
     #[arg(long = "changed", value_name = "PATH")]
@@ -126,7 +126,7 @@ pub(crate) fn run(args: &LintArgs) -> u8 {
     } else {
         Some(args.changed.clone())
     };
-    let project_vars = match variables_file::read_optional(args.variables_file.as_deref()) {
+    let project_vars = match variables_file::read_all(&args.variables_files) {
         Ok(vars) => vars,
         Err(e) => return usage(&e, ""),
     };

@@ -74,9 +74,10 @@ pub(crate) struct RunArgs {
     vars: Vec<(String, String)>,
     /// The project's CI/CD variables, as a YAML file (`KEY: value`, or `KEY: {value, type:
     /// file, masked, protected, raw, environment_scope}`): below --var, above the YAML's
-    /// variables, as GitLab's project variables.
-    #[arg(long, value_name = "PATH")]
-    variables_file: Option<PathBuf>,
+    /// variables, as GitLab's project variables. Repeatable: a later file replaces an
+    /// earlier one's variable of the same key and scope.
+    #[arg(long = "variables-file", value_name = "PATH")]
+    variables_files: Vec<PathBuf>,
     /// Where jobs run: `auto` runs jobs with an `image:` in Docker when an engine is
     /// reachable and the others in the shell; `shell` runs everything on this machine.
     #[arg(long, value_enum, default_value_t = ExecutorChoice::Auto)]
@@ -478,8 +479,7 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
     // Remote includes are fetched once: the check and the coordinator compile the same
     // text.
     let fetched = RemoteFetches::default();
-    let project_vars =
-        variables_file::read_optional(args.variables_file.as_deref()).map_err(usage)?;
+    let project_vars = variables_file::read_all(&args.variables_files).map_err(usage)?;
     let uses_images = check_configuration(
         &s,
         args,

@@ -24,7 +24,7 @@
 //! follows the coordinator's rules (`gantry_server::coordinator::variables`). Every error
 //! names `file:line:column` and the key.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use gantry_pipeline::yaml::{FileId, Limits, Node, Value, parse_documents};
 use gantry_pipeline::{Context, PipelineInfo};
@@ -45,9 +45,22 @@ pub(crate) fn creation_context(
     ctx.with_project_variables(&for_creation(vars, protected))
 }
 
-/// Reads and checks a variables file (`None`: no file, no variables).
-pub(crate) fn read_optional(path: Option<&Path>) -> Result<Vec<ProjectVariable>, String> {
-    path.map_or_else(|| Ok(Vec::new()), read)
+/// Reads and checks variables files in order: a later file's variable replaces an earlier
+/// one's of the same key and environment scope (a team file, then your own).
+pub(crate) fn read_all(paths: &[PathBuf]) -> Result<Vec<ProjectVariable>, String> {
+    let mut out: Vec<ProjectVariable> = Vec::new();
+    for path in paths {
+        for v in read(path)? {
+            match out
+                .iter_mut()
+                .find(|o| o.key == v.key && o.environment_scope == v.environment_scope)
+            {
+                Some(slot) => *slot = v,
+                None => out.push(v),
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Reads and checks a variables file.
@@ -209,6 +222,35 @@ mod tests {
             ]
         );
         assert!(parse("", "v.yml").unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_later_file_replaces_an_earlier_ones_variable_of_the_same_key_and_scope() {
+        let dir = tempfile::tempdir().unwrap();
+        let team = dir.path().join("team.yml");
+        let mine = dir.path().join("mine.yml");
+        std::fs::write(
+            &team,
+            "A: team\nB: team\nC: {value: prod, environment_scope: production}\n",
+        )
+        .unwrap();
+        std::fs::write(&mine, "B: mine\nC: mine\n").unwrap();
+        let got: Vec<(String, String, String)> = read_all(&[team, mine])
+            .unwrap()
+            .into_iter()
+            .map(|v| (v.key, v.value, v.environment_scope))
+            .collect();
+        let t = |k: &str, v: &str, s: &str| (k.to_owned(), v.to_owned(), s.to_owned());
+        assert_eq!(
+            got,
+            [
+                t("A", "team", "*"),
+                t("B", "mine", "*"),
+                t("C", "prod", "production"),
+                t("C", "mine", "*")
+            ]
+        );
+        assert!(read_all(&[]).unwrap().is_empty());
     }
 
     #[test]

@@ -483,6 +483,20 @@ URL:
     assert!(r.logged("job", "file=line1 line2"), "{}", r.explain());
     assert!(!r.stdout.contains("s3cr3t-value-42"), "{}", r.explain());
     assert!(r.logged("deploy", "url=prod-url"), "{}", r.explain());
+    // A second file replaces the first one's variables of the same key and scope.
+    let mine = c.home.path().join("mine.yml");
+    std::fs::write(&mine, "GREETING: mine\n").unwrap();
+    let r = c.run(&[
+        "--variables-file",
+        file,
+        "--variables-file",
+        mine.to_str().unwrap(),
+    ]);
+    assert!(
+        r.logged("job", "greeting=mine level=project"),
+        "{}",
+        r.explain()
+    );
 
     // Another branch is not protected; without the file, the rule drops the job.
     git(c.path(), &["checkout", "-qb", "feature"]);
