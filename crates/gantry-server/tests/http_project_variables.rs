@@ -25,6 +25,11 @@ preview:
   rules:
     - if: $PREVIEW == "on"
   script: [preview]
+ship:
+  environment: $SHIP_TO
+  rules:
+    - if: $SHIP_ENABLED == "yes"
+  script: [ship]
 "#;
 
 fn var<'a>(payload: &'a Value, key: &str) -> Option<&'a Value> {
@@ -228,6 +233,9 @@ async fn jobs_receive_the_variables_that_apply_to_them() {
         json!({"key": "URL", "value": "review", "environment_scope": "review/*"}),
         // Rules see a variable scoped to the job's (expanded) environment name.
         json!({"key": "PREVIEW", "value": "on", "environment_scope": "review/m*"}),
+        // An environment named by a project variable: rules and payload see its scope.
+        json!({"key": "SHIP_TO", "value": "production"}),
+        json!({"key": "SHIP_ENABLED", "value": "yes", "environment_scope": "production"}),
     ] {
         let (status, answer) = server.admin(Method::POST, &path, Some(body)).await;
         assert_eq!(status, StatusCode::CREATED, "{answer}");
@@ -250,11 +258,11 @@ async fn jobs_receive_the_variables_that_apply_to_them() {
     names.sort_unstable();
     assert_eq!(
         names,
-        ["build", "deploy", "preview"],
+        ["build", "deploy", "preview", "ship"],
         "rules saw the project variables"
     );
     let mut payloads = Vec::new();
-    for _ in 0..3 {
+    for _ in 0..4 {
         payloads.push(server.take_job(&runner).await.2);
     }
     let build = payloads
@@ -302,6 +310,15 @@ async fn jobs_receive_the_variables_that_apply_to_them() {
     assert_eq!(var(preview, "URL").unwrap()["value"], "review");
     assert_eq!(var(preview, "PREVIEW").unwrap()["value"], "on");
     assert!(var(build, "PREVIEW").is_none());
+    let ship = payloads
+        .iter()
+        .find(|p| p["job_info"]["name"] == "ship")
+        .unwrap();
+    assert_eq!(
+        var(ship, "CI_ENVIRONMENT_NAME").unwrap()["value"],
+        "production"
+    );
+    assert_eq!(var(ship, "URL").unwrap()["value"], "prod-url");
 
     // An unprotected branch: no protected variables, at creation nor in jobs.
     let pipeline = server.create_pipeline(pid, "feature").await;

@@ -514,6 +514,14 @@ impl Coordinator {
         let includes = self.include_sources(&project).await?;
         let project_vars =
             super::variables::for_creation(&store.project_variables(project_id).await?, protected);
+        // Environment names are expanded with the project variables of scope `*` too (as
+        // the job's rules saw them), below the pipeline variables.
+        let environment_vars: Vec<(String, String)> = project_vars
+            .iter()
+            .filter(|(_, _, scope)| scope == "*")
+            .map(|(k, v, _)| (k.clone(), v.clone()))
+            .chain(variables.iter().cloned())
+            .collect();
         let vars = variables.clone();
         let config_path = match &loader.child {
             Some(c) => c.root.0.clone(),
@@ -616,7 +624,10 @@ impl Coordinator {
                 cache_keys.push(self.cache_key(&mirror, &r.sha, &c.key).await);
             }
             let environment = model.environment.as_ref().map(|env| {
-                JobEnvironment::expand(env, &creation_variables(&model, &predefined, &variables))
+                JobEnvironment::expand(
+                    env,
+                    &creation_variables(&model, &predefined, &environment_vars),
+                )
             });
             let spec = StoredSpec {
                 environment,
