@@ -36,7 +36,7 @@ build:
     - echo "$GREETING"
     - test "$(pwd)" = "$CI_PROJECT_DIR"
     - cat README.md
-    - cat /etc/passwd | head -n 1
+    - head -n 1 /etc/passwd
     - echo to-stderr >&2
     - ls -l /bin/sh
 failing:
