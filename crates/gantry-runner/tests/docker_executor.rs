@@ -206,8 +206,8 @@ test:
   image: gantry-test/busybox:latest
   services: [gantry-test/http:latest]
   script:
-    - nslookup build
-    - 'nslookup build | grep -q "Address: $(hostname -i)" && echo build-is-this-container'
+    - nslookup build | tee ns.txt
+    - 'grep -q "Address: $(hostname -i)" ns.txt && echo build-is-this-container'
 "#;
     let repo = Repo::new(&[(".gitlab-ci.yml", ci)]);
     let server = TestServer::start().await;
