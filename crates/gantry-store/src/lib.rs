@@ -288,15 +288,7 @@ impl Store {
         .bind(now)
         .execute(&self.writer)
         .await
-        .map_err(|e| {
-            StoreError::conflict_or(
-                e,
-                format!(
-                    "({}) has already been taken: the project has a variable `{}` for environment scope `{}`",
-                    v.key, v.key, v.environment_scope
-                ),
-            )
-        })?;
+        .map_err(|e| taken(e, v))?;
         Ok(())
     }
 
@@ -327,15 +319,7 @@ impl Store {
         .bind(scope)
         .execute(&self.writer)
         .await
-        .map_err(|e| {
-            StoreError::conflict_or(
-                e,
-                format!(
-                    "({}) has already been taken: the project has a variable `{}` for environment scope `{}`",
-                    v.key, v.key, v.environment_scope
-                ),
-            )
-        })?;
+        .map_err(|e| taken(e, v))?;
         if done.rows_affected() == 0 {
             return Err(StoreError::NotFound("variable"));
         }
@@ -945,4 +929,15 @@ async fn update_job(tx: &mut sqlx::Transaction<'_, sqlx::Any>, u: &JobUpdate) ->
     .execute(&mut **tx)
     .await?;
     Ok(())
+}
+
+/// A variable of that key and scope exists already (GitLab's validation message).
+fn taken(e: sqlx::Error, v: &ProjectVariable) -> StoreError {
+    StoreError::conflict_or(
+        e,
+        format!(
+            "({}) has already been taken: the project has a variable `{}` for environment scope `{}`",
+            v.key, v.key, v.environment_scope
+        ),
+    )
 }

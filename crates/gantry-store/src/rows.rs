@@ -399,6 +399,20 @@ pub struct ProjectVariable {
 }
 
 impl ProjectVariable {
+    /// A plain variable with GitLab's defaults: `env_var`, scope `*`, nothing set.
+    pub fn new(key: impl Into<String>, value: impl Into<String>) -> Self {
+        Self {
+            key: key.into(),
+            value: value.into(),
+            variable_type: "env_var".to_owned(),
+            protected: false,
+            masked: false,
+            raw: false,
+            environment_scope: "*".to_owned(),
+            description: None,
+        }
+    }
+
     pub(crate) const COLUMNS: &'static str =
         "key, value, variable_type, protected, masked, raw, environment_scope, description";
     pub(crate) fn from_row(r: &AnyRow) -> Self {

@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 
 use gantry_pipeline::yaml::{FileId, Limits, Node, Value, parse_documents};
 use gantry_pipeline::{Context, PipelineInfo};
-use gantry_server::coordinator::variables::{ENV_VAR, for_creation, validate};
+use gantry_server::coordinator::variables::{for_creation, validate};
 use gantry_store::ProjectVariable;
 
 const ATTRIBUTES: &str =
@@ -124,16 +124,7 @@ fn variable(
     node: &Node,
     at: &dyn Fn(&Node) -> String,
 ) -> Result<ProjectVariable, String> {
-    let mut v = ProjectVariable {
-        key: key.to_owned(),
-        value: String::new(),
-        variable_type: ENV_VAR.to_owned(),
-        protected: false,
-        masked: false,
-        raw: false,
-        environment_scope: "*".to_owned(),
-        description: None,
-    };
+    let mut v = ProjectVariable::new(key, "");
     if let Some(map) = node.as_map() {
         let mut has_value = false;
         for (attr, value) in map.iter() {

@@ -348,6 +348,20 @@ fn serve_create_a_project_and_a_pipeline_then_restart() {
     server.stop();
 }
 
+/// `gantry server` with `name=value` in its environment stops at start with exit 2, naming
+/// the variable.
+fn refuses_to_start(data_dir: &Path, name: &str, value: &str) {
+    let bad = Command::new(env!("CARGO_BIN_EXE_gantry"))
+        .args(["server", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(data_dir)
+        .env(name, value)
+        .stdin(Stdio::null())
+        .output()
+        .expect("gantry server");
+    assert_eq!(bad.status.code(), Some(2), "{}", text(&bad.stderr));
+    assert!(text(&bad.stderr).contains(name), "{}", text(&bad.stderr));
+}
+
 /// Creates a project whose pipeline includes GitLab's `Jobs/Build.gitlab-ci.yml` template
 /// on `server` and returns the JSON of the pipeline's jobs.
 fn template_pipeline_jobs(server: &Server) -> String {
@@ -434,18 +448,11 @@ fn the_server_reads_templates_from_an_offline_include_cache() {
     assert!(listed.contains("\"build\""), "{listed}");
     server.stop();
 
-    let bad = Command::new(env!("CARGO_BIN_EXE_gantry"))
-        .args(["server", "--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(data.path().join("data"))
-        .env("GANTRY_INCLUDE_CACHE", data.path().join("missing"))
-        .stdin(Stdio::null())
-        .output()
-        .expect("gantry server");
-    assert_eq!(bad.status.code(), Some(2), "{}", text(&bad.stderr));
-    assert!(
-        text(&bad.stderr).contains("GANTRY_INCLUDE_CACHE"),
-        "{}",
-        text(&bad.stderr)
+    let missing = data.path().join("missing");
+    refuses_to_start(
+        &data.path().join("data"),
+        "GANTRY_INCLUDE_CACHE",
+        missing.to_str().expect("utf-8"),
     );
 }
 
@@ -483,18 +490,10 @@ fn the_server_reads_templates_through_a_remote_include_mirror() {
     server.stop();
 
     // A mistake in the mirror list stops the server before it serves.
-    let bad = Command::new(env!("CARGO_BIN_EXE_gantry"))
-        .args(["server", "--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(data.path().join("data"))
-        .env("GANTRY_REMOTE_INCLUDE_MIRROR", "no-equals-sign")
-        .stdin(Stdio::null())
-        .output()
-        .expect("gantry server");
-    assert_eq!(bad.status.code(), Some(2), "{}", text(&bad.stderr));
-    assert!(
-        text(&bad.stderr).contains("GANTRY_REMOTE_INCLUDE_MIRROR"),
-        "{}",
-        text(&bad.stderr)
+    refuses_to_start(
+        &data.path().join("data"),
+        "GANTRY_REMOTE_INCLUDE_MIRROR",
+        "no-equals-sign",
     );
 }
 

@@ -201,14 +201,9 @@ mod tests {
 
     fn var(key: &str, scope: &str, protected: bool) -> ProjectVariable {
         ProjectVariable {
-            key: key.to_owned(),
-            value: format!("{key}@{scope}"),
-            variable_type: ENV_VAR.to_owned(),
             protected,
-            masked: false,
-            raw: false,
             environment_scope: scope.to_owned(),
-            description: None,
+            ..ProjectVariable::new(key, format!("{key}@{scope}"))
         }
     }
 

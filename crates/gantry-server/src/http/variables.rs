@@ -9,8 +9,6 @@ use axum::response::{IntoResponse, Response};
 use gantry_store::ProjectVariable;
 use serde::{Deserialize, Serialize};
 
-use crate::coordinator::variables::ENV_VAR;
-
 use super::error::{ApiError, ApiResult};
 use super::extract::{self, Body};
 use super::projects::find_project;
@@ -122,16 +120,7 @@ pub(crate) async fn create(
     if params.value.is_none() {
         return Err(ApiError::param("value is missing"));
     }
-    let v = params.apply(ProjectVariable {
-        key: String::new(),
-        value: String::new(),
-        variable_type: ENV_VAR.to_owned(),
-        protected: false,
-        masked: false,
-        raw: false,
-        environment_scope: "*".to_owned(),
-        description: None,
-    });
+    let v = params.apply(ProjectVariable::new("", ""));
     state
         .coordinator
         .create_project_variable(project.id, &v)
