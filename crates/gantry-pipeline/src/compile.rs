@@ -168,7 +168,7 @@ pub fn compile(opts: &Options, ctx: &Context, loader: &dyn Loader) -> Compiled {
             files: &files,
             origin: crate::include::Origin::Pipeline,
         };
-        let root = loading.parse_file(&opts.config_path, text, None, None);
+        let root = loading.parse_file(&opts.config_path, text, None, None, None);
         match root {
             Some(root) => {
                 let root = loading.expand_includes(root, 0, opts.fragment);

@@ -55,6 +55,12 @@ pub trait Loader {
         let _ = (project, ref_name, path);
         Err(ProjectError::Unsupported)
     }
+    /// The commit `ref_name` (`None`: the default branch) names in `project`, for
+    /// `$[[ component.sha ]]`; `None` when unknown (the default).
+    fn project_commit(&self, project: &str, ref_name: Option<&str>) -> Option<String> {
+        let _ = (project, ref_name);
+        None
+    }
     /// Whether [`Loader::project_file`] reads other projects; `false` (the default) when it
     /// answers [`ProjectError::Unsupported`], as the default does. Implement both together.
     fn reads_projects(&self) -> bool {
@@ -305,6 +311,23 @@ struct Fetched {
     item: Node,
     /// Where its own `include:local` looks.
     origin: Origin,
+    /// What `$[[ component.* ]]` names, for a file included with `include:component`.
+    component: Option<ComponentInfo>,
+}
+
+/// A component as its template sees it through `$[[ component.* ]]` (declared in the
+/// template's `spec:component`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct ComponentInfo {
+    /// The component's name (`templates/<name>.yml`).
+    pub name: String,
+    /// The commit the template was read from.
+    pub sha: Option<String>,
+    /// The version as written after `@`.
+    pub reference: Option<String>,
+    /// The catalog release the reference resolves to; `None` without a CI/CD catalog (as
+    /// GitLab's for a SHA, a branch or a project that is no catalog resource).
+    pub version: Option<String>,
 }
 
 impl<'a> Loading<'a> {
@@ -320,6 +343,7 @@ impl<'a> Loading<'a> {
         text: String,
         given_inputs: Option<&Node>,
         included_as: Option<&str>,
+        component: Option<&ComponentInfo>,
     ) -> Option<Map> {
         let file = self.sources.add(name, text);
         if self.sources.total_bytes() > MAX_TOTAL_BYTES {
@@ -411,6 +435,7 @@ impl<'a> Loading<'a> {
             self.ctx,
             self.cx,
             included_as,
+            component,
         );
         if self.cx.errors.len() > errors_before {
             return None;
@@ -455,9 +480,13 @@ impl<'a> Loading<'a> {
                     return map;
                 }
                 let given = f.item.as_map().and_then(|m| m.get("inputs")).cloned();
-                let Some(body) =
-                    self.parse_file(&f.name, f.text, given.as_ref(), Some(&f.location))
-                else {
+                let Some(body) = self.parse_file(
+                    &f.name,
+                    f.text,
+                    given.as_ref(),
+                    Some(&f.location),
+                    f.component.as_ref(),
+                ) else {
                     continue;
                 };
                 let outer = std::mem::replace(&mut self.origin, f.origin);
@@ -825,6 +854,7 @@ impl<'a> Loading<'a> {
                         text,
                         item: item.clone(),
                         origin: self.origin.clone(),
+                        component: None,
                     });
                 }
                 Ok(None) => self
@@ -885,6 +915,7 @@ impl<'a> Loading<'a> {
             text,
             item: item.clone(),
             origin: Origin::Remote,
+            component: None,
         })
     }
 
@@ -919,6 +950,7 @@ impl<'a> Loading<'a> {
             text,
             item: item.clone(),
             origin: Origin::Remote,
+            component: None,
         })
     }
 
@@ -992,6 +1024,12 @@ impl<'a> Loading<'a> {
             }
             match found {
                 Some((file, text)) if !text.trim().is_empty() => {
+                    let component = ComponentInfo {
+                        sha: self.loader.project_commit(&project, version),
+                        name,
+                        reference: version.map(str::to_owned),
+                        version: None,
+                    };
                     return Some(Fetched {
                         name: project_file_name(&project, version, &file),
                         location: address.to_owned(),
@@ -1001,6 +1039,7 @@ impl<'a> Loading<'a> {
                             path: project,
                             ref_name: version.map(str::to_owned),
                         },
+                        component: Some(component),
                     });
                 }
                 // A project without the component (or the version): the answer; no
@@ -1039,6 +1078,7 @@ impl<'a> Loading<'a> {
                 text,
                 item: item.clone(),
                 origin: Origin::Pipeline,
+                component: None,
             }),
             Err(e) => {
                 self.cx.raw(e.message(job, &location), Some(item.pos));
@@ -1134,6 +1174,7 @@ impl<'a> Loading<'a> {
                 path: project.to_owned(),
                 ref_name: ref_name.map(str::to_owned),
             },
+            component: None,
         })
     }
 }

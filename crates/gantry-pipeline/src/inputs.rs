@@ -1,4 +1,6 @@
-//! `spec:inputs` headers and `$[[ inputs.NAME ]]` interpolation (spec §1.6, §6.6).
+//! `spec:inputs` headers and `$[[ inputs.NAME ]]` interpolation (spec §1.6, §6.6), and
+//! `$[[ component.name|sha|version|reference ]]` in a component's template, for the keys
+//! its `spec:component` lists.
 //!
 //! A file without a `spec:` header is not interpolated (its `$[[ ]]` text stays as
 //! written). Limits: at most [`MAX_BLOCKS`] blocks per file, block text under 1 KiB,
@@ -8,6 +10,7 @@ use indexmap::IndexMap;
 
 use crate::context::Context;
 use crate::expand::{Unknown, expand_server};
+use crate::include::ComponentInfo;
 use crate::validate::Cx;
 use crate::yaml::{Entry, Map, Node, Value};
 
@@ -39,6 +42,7 @@ pub(crate) fn interpolate(
     ctx: &Context,
     cx: &mut Cx,
     file: Option<&str>,
+    component: Option<&ComponentInfo>,
 ) {
     let prefix = |m: String| match file {
         Some(f) => format!("`{f}`: {m}"),
@@ -63,7 +67,7 @@ pub(crate) fn interpolate(
         }
         return;
     };
-    let Some(specs) = parse_header(header, cx, &prefix) else {
+    let Some((specs, declared)) = parse_header(header, cx, &prefix) else {
         return;
     };
     let mut errors = Vec::new();
@@ -97,6 +101,10 @@ pub(crate) fn interpolate(
     }
     let mut state = Interp {
         values: &values,
+        component: Components {
+            declared,
+            info: component,
+        },
         ctx,
         blocks: 0,
         error: None,
@@ -116,7 +124,7 @@ fn parse_header(
     header: &Node,
     cx: &mut Cx,
     prefix: &dyn Fn(String) -> String,
-) -> Option<IndexMap<String, Spec>> {
+) -> Option<(IndexMap<String, Spec>, Vec<String>)> {
     let bad = |cx: &mut Cx, m: &str, n: &Node| {
         cx.raw(prefix(m.to_owned()), Some(n.pos));
         None
@@ -136,17 +144,19 @@ fn parse_header(
             );
         }
     }
+    let mut declared = Vec::new();
     if let Some(c) = spec_map.get("component") {
-        let ok = crate::validate::string_array(c).is_some_and(|l| {
-            l.iter()
-                .all(|v| ["name", "sha", "version", "reference"].contains(&v.as_str()))
-        });
-        if !ok {
-            return bad(
-                cx,
-                "header:spec:component config should be an array of: name, sha, version, reference",
-                c,
-            );
+        match crate::validate::string_array(c)
+            .filter(|l| l.iter().all(|v| COMPONENT_KEYS.contains(&v.as_str())))
+        {
+            Some(list) => declared = list,
+            None => {
+                return bad(
+                    cx,
+                    "header:spec:component config should be an array of: name, sha, version, reference",
+                    c,
+                );
+            }
         }
     }
     if let Some(inc) = spec_map.get("include") {
@@ -180,7 +190,7 @@ fn parse_header(
     }
     let mut out = IndexMap::new();
     let Some(inputs) = spec_map.get("inputs") else {
-        return Some(out);
+        return Some((out, declared));
     };
     let Some(inputs) = inputs.as_map() else {
         return bad(cx, "header:spec:inputs config should be a hash", inputs);
@@ -341,7 +351,7 @@ fn parse_header(
         }
         out.insert(name.to_owned(), spec);
     }
-    Some(out)
+    Some((out, declared))
 }
 
 fn check_value(name: &str, spec: &Spec, value: &Node) -> Option<String> {
@@ -389,8 +399,50 @@ fn check_value(name: &str, spec: &Spec, value: &Node) -> Option<String> {
     None
 }
 
+/// The keys `spec:component` may list.
+const COMPONENT_KEYS: [&str; 4] = ["name", "sha", "version", "reference"];
+
+/// `$[[ component.* ]]`: the keys the header declares and the component, when the file
+/// was included with `include:component`.
+struct Components<'a> {
+    declared: Vec<String>,
+    info: Option<&'a ComponentInfo>,
+}
+
+impl Components<'_> {
+    fn value(&self, key: &str, pos: crate::yaml::Pos) -> Result<Node, String> {
+        let access = format!("component.{key}");
+        if !COMPONENT_KEYS.contains(&key) {
+            return Err(format!(
+                "unknown interpolation key: `{access}` (a component has name, sha, version and reference)"
+            ));
+        }
+        if !self.declared.iter().any(|d| d == key) {
+            return Err(format!(
+                "unknown interpolation key: `{access}`: list `{key}` in the file's `spec:component`"
+            ));
+        }
+        let Some(info) = self.info else {
+            return Err(format!(
+                "`{access}` is only known in a file included with `include:component`"
+            ));
+        };
+        let text = match key {
+            "name" => Some(info.name.clone()),
+            "sha" => info.sha.clone(),
+            "version" => info.version.clone(),
+            _ => info.reference.clone(),
+        };
+        Ok(match text {
+            Some(text) => Node::str(text, pos),
+            None => Node::new(Value::Null, pos),
+        })
+    }
+}
+
 struct Interp<'a> {
     values: &'a IndexMap<String, Node>,
+    component: Components<'a>,
     ctx: &'a Context,
     blocks: usize,
     error: Option<String>,
@@ -474,11 +526,16 @@ impl Interp<'_> {
     fn block(&self, inner: &str) -> Result<Node, String> {
         let mut parts = inner.split('|').map(str::trim);
         let access = parts.next().unwrap_or_default();
-        let Some(name) = access.strip_prefix("inputs.") else {
-            return Err(format!("unknown interpolation key: `{access}`"));
-        };
-        let Some(mut value) = self.values.get(name).cloned() else {
-            return Err(format!("unknown interpolation key: `{name}`"));
+        let mut value = if let Some(key) = access.strip_prefix("component.") {
+            self.component.value(key, crate::yaml::Pos::default())?
+        } else {
+            let Some(name) = access.strip_prefix("inputs.") else {
+                return Err(format!("unknown interpolation key: `{access}`"));
+            };
+            let Some(value) = self.values.get(name).cloned() else {
+                return Err(format!("unknown interpolation key: `{name}`"));
+            };
+            value
         };
         let functions: Vec<&str> = parts.collect();
         if functions.len() > MAX_FUNCTIONS {

@@ -408,7 +408,7 @@ fn gantry_run_includes_a_component_of_its_own_project_at_the_run_s_commit() {
         ),
         (
             "templates/greet/template.yml",
-            "spec:\n  inputs:\n    greeting:\n---\ncomponent-job:\n  script: echo \"$[[ inputs.greeting ]]\"\n",
+            "spec:\n  component: [name, sha, reference]\n  inputs:\n    greeting:\n---\ncomponent-job:\n  script:\n    - echo \"$[[ inputs.greeting ]]\"\n    - echo \"component $[[ component.name ]] at $[[ component.sha ]] ($[[ component.reference ]])\"\n    - echo \"commit=$CI_COMMIT_SHA\"\n",
         ),
     ]);
     // (The origin remote makes the project gitlab.example.com's acme/widget.)
@@ -422,4 +422,15 @@ fn gantry_run_includes_a_component_of_its_own_project_at_the_run_s_commit() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(stdout.contains("hello from an input"), "{stdout}");
+    // `$[[ component.* ]]`: the reference as written (the run's commit) and the commit it
+    // names, read from the run's snapshot repository.
+    let sha = stdout
+        .lines()
+        .find_map(|l| l.split_once("| commit=").map(|(_, sha)| sha.trim().to_owned()))
+        .unwrap_or_else(|| panic!("no commit line in {stdout}"));
+    assert_eq!(sha.len(), 40, "{sha}");
+    assert!(
+        stdout.contains(&format!("component greet at {sha} ({sha})")),
+        "{stdout}"
+    );
 }

@@ -69,6 +69,11 @@ impl Loader for TestLoader {
             .ok_or(ProjectError::NoRef)?;
         Ok(files.get(path).cloned())
     }
+    fn project_commit(&self, project: &str, ref_name: Option<&str>) -> Option<String> {
+        self.projects
+            .contains_key(&(project.to_owned(), ref_name.map(str::to_owned)))
+            .then(|| format!("sha-of-{project}@{}", ref_name.unwrap_or("HEAD")))
+    }
     fn template_url(&self, name: &str) -> Option<String> {
         Some(format!("https://templates.test/{name}"))
     }
@@ -473,5 +478,88 @@ fn component_failures_have_gitlab_messages() {
             "include:\n  component: {fqdn}/group/tools/lint@v9\n"
         )),
         format!("component '{fqdn}/group/tools/lint@v9' - content not found")
+    );
+}
+
+#[test]
+fn component_templates_interpolate_the_context_they_declare() {
+    let template = "spec:\n  component: [name, sha, version, reference]\n---\n$[[ component.name ]]-job:\n  script:\n    - echo '$[[ component.name ]] $[[ component.sha ]] $[[ component.reference ]] [$[[ component.version ]]]'\n";
+    let l = TestLoader::new(
+        "include:\n  - component: $CI_SERVER_FQDN/group/tools/lint@v1\n  - component: $CI_SERVER_FQDN/group/tools/sub/check@v1\n",
+    )
+    .project(
+        "group/tools",
+        Some("v1"),
+        &[
+            ("templates/lint.yml", template),
+            ("templates/sub/check/template.yml", template),
+        ],
+    );
+    let c = run(&l);
+    assert!(c.errors.is_empty(), "{:?}", c.errors);
+    let p = c.pipeline.unwrap();
+    let script = |name: &str| {
+        p.jobs
+            .iter()
+            .find(|j| j.name == name)
+            .map(|j| j.script.clone())
+            .unwrap_or_else(|| panic!("no job {name}"))
+    };
+    // No CI/CD catalog: `version` is null, as GitLab's for a project that is not a
+    // catalog resource.
+    assert_eq!(
+        script("lint-job"),
+        ["echo 'lint sha-of-group/tools@v1 v1 []'"]
+    );
+    assert_eq!(
+        script("sub/check-job"),
+        ["echo 'sub/check sha-of-group/tools@v1 v1 []'"]
+    );
+
+    let fails = |template: &str| {
+        let l = TestLoader::new("include:\n  - component: $CI_SERVER_FQDN/group/tools/lint@v1\n")
+            .project(
+                "group/tools",
+                Some("v1"),
+                &[("templates/lint.yml", template)],
+            );
+        let e = errors(&l);
+        assert_eq!(e.len(), 1, "{e:?}");
+        e[0].clone()
+    };
+    let undeclared =
+        fails("spec:\n  component: [name]\n---\nj:\n  script: echo $[[ component.sha ]]\n");
+    assert!(
+        undeclared.ends_with(
+            "unknown interpolation key: `component.sha`: list `sha` in the file's `spec:component`"
+        ),
+        "{undeclared}"
+    );
+    let unknown =
+        fails("spec:\n  component: [name]\n---\nj:\n  script: echo $[[ component.path ]]\n");
+    assert!(
+        unknown.contains("unknown interpolation key: `component.path`"),
+        "{unknown}"
+    );
+    let bad_header = fails("spec:\n  component: [name, path]\n---\nj:\n  script: x\n");
+    assert!(
+        bad_header.ends_with(
+            "header:spec:component config should be an array of: name, sha, version, reference"
+        ),
+        "{bad_header}"
+    );
+    // A file that is not included as a component has no component context.
+    let mut local = TestLoader::new("include: /ci/t.yml\n");
+    local.files.insert(
+        "ci/t.yml".into(),
+        "spec:\n  component: [name]\n---\nj:\n  script: echo $[[ component.name ]]\n".into(),
+    );
+    let e = errors(&local);
+    assert!(
+        e.len() == 1
+            && e[0].ends_with(
+                "`component.name` is only known in a file included with `include:component`"
+            ),
+        "{e:?}"
     );
 }

@@ -369,6 +369,12 @@ impl Loader for IncludeLoader<'_> {
     fn reads_projects(&self) -> bool {
         true
     }
+
+    fn project_commit(&self, project: &str, ref_name: Option<&str>) -> Option<String> {
+        let repo = self.sources.project(project)?;
+        self.sources.commit(repo, ref_name).ok().flatten()
+    }
+
     fn project_file(
         &self,
         project: &str,
