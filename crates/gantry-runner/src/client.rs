@@ -31,6 +31,13 @@ pub enum ClientError {
     Protocol(#[from] gantry_protocol::ProtocolError),
     #[error("build the HTTP client: {0}")]
     Build(#[source] reqwest::Error),
+    #[error("{what} `{}`: {source}", path.display())]
+    File {
+        what: &'static str,
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// What went wrong, down to the root cause: reqwest's own message ("error sending
@@ -57,7 +64,7 @@ impl ClientError {
             ClientError::Refused { status, .. } => {
                 *status >= 500 || *status == 429 || *status == 409
             }
-            ClientError::Protocol(_) | ClientError::Build(_) => false,
+            ClientError::Protocol(_) | ClientError::Build(_) | ClientError::File { .. } => false,
         }
     }
 }
@@ -353,16 +360,24 @@ impl Client {
     /// gitlab-runner sends them; `artifact_type` and `artifact_format` are repeated as form
     /// fields before the file, as gitlab-runner-rs sends them (Rails merges both, §6.2),
     /// so servers that read only one of the two places get them too. `expire_in` stays in
-    /// the query only.
+    /// the query only. The file at `path` is streamed, never read whole into memory.
     pub async fn upload_artifact(
         &self,
         job_id: i64,
         job_token: &str,
         params: &ArtifactUploadParams,
         filename: &str,
-        data: Vec<u8>,
+        path: &std::path::Path,
     ) -> Result<(), ClientError> {
-        let part = reqwest::multipart::Part::bytes(data).file_name(filename.to_owned());
+        let file_error = |source| ClientError::File {
+            what: "read the archive",
+            path: path.to_owned(),
+            source,
+        };
+        let file = tokio::fs::File::open(path).await.map_err(file_error)?;
+        let len = file.metadata().await.map_err(file_error)?.len();
+        let part =
+            reqwest::multipart::Part::stream_with_length(file, len).file_name(filename.to_owned());
         let mut form = reqwest::multipart::Form::new();
         if let Some(kind) = params.artifact_type {
             form = form.text("artifact_type", kind.as_str());
@@ -389,12 +404,15 @@ impl Client {
         Ok(())
     }
 
-    /// `GET /jobs/:id/artifacts` with the downloading job's token (§6.4).
+    /// `GET /jobs/:id/artifacts` with the downloading job's token (§6.4), streamed into a
+    /// new file at `dest` (never held whole in memory); its size. A failed download
+    /// leaves no file.
     pub async fn download_artifact(
         &self,
         job_id: i64,
         job_token: &str,
-    ) -> Result<Vec<u8>, ClientError> {
+        dest: &std::path::Path,
+    ) -> Result<u64, ClientError> {
         let r = self
             .http
             .get(self.url(&format!("/jobs/{job_id}/artifacts")))
@@ -405,6 +423,31 @@ impl Client {
         if r.status().as_u16() != 200 {
             return Err(Self::refused("download artifacts", r).await);
         }
-        Ok(r.bytes().await.map_err(|e| self.unreachable(e))?.to_vec())
+        let written = self.save_body(r, dest).await;
+        if written.is_err() {
+            let _ = tokio::fs::remove_file(dest).await;
+        }
+        written
+    }
+
+    async fn save_body(
+        &self,
+        mut r: reqwest::Response,
+        dest: &std::path::Path,
+    ) -> Result<u64, ClientError> {
+        use tokio::io::AsyncWriteExt as _;
+        let file_error = |source| ClientError::File {
+            what: "write the archive",
+            path: dest.to_owned(),
+            source,
+        };
+        let mut out = tokio::fs::File::create(dest).await.map_err(file_error)?;
+        let mut size = 0u64;
+        while let Some(chunk) = r.chunk().await.map_err(|e| self.unreachable(e))? {
+            out.write_all(&chunk).await.map_err(file_error)?;
+            size += chunk.len() as u64;
+        }
+        out.flush().await.map_err(file_error)?;
+        Ok(size)
     }
 }

@@ -620,12 +620,12 @@ wrong:
     assert!(uses.dependencies[0].artifacts_file.is_some());
     assert_eq!(var(&uses, "BUILT_BY"), Some("generate"));
     // The job token of the child's job downloads the parent job's archive.
-    let (_, bytes) = e
+    let (_, blob) = e
         .coord
         .download_artifact(generate.id, &uses.token)
         .await
         .unwrap();
-    assert!(!bytes.is_empty());
+    assert!(!blob.into_bytes().unwrap().is_empty());
     let wrong = wait_job(&e, child.id, "wrong", "failed").await;
     assert_eq!(
         wrong.failure_reason.as_deref(),
@@ -753,12 +753,12 @@ stranger:
 
     // The needing job's token downloads the other project's archive; another job's
     // token of that project does not.
-    let (_, bytes) = e
+    let (_, blob) = e
         .coord
         .download_artifact(builds[1], &uses.token)
         .await
         .unwrap();
-    assert!(!bytes.is_empty());
+    assert!(!blob.into_bytes().unwrap().is_empty());
     let refused = e.coord.download_artifact(builds[1], &stranger.token).await;
     assert!(
         matches!(&refused, Err(CoordinatorError::Forbidden(m)) if m.contains("needs:project")),

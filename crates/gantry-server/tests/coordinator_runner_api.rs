@@ -233,6 +233,13 @@ dag:
         .await
         .unwrap_err();
     assert!(matches!(err, CoordinatorError::Invalid(_)), "{err}");
+    let staging = e.dir.path().join("data/blobs/.staging");
+    assert_eq!(
+        std::fs::read_dir(&staging).unwrap().count(),
+        0,
+        "refused uploads leave nothing in {}",
+        staging.display()
+    );
     e.coord
         .upload_artifact(
             build.id,
@@ -296,12 +303,16 @@ dag:
     assert_eq!(var(&dag, "VERSION"), None);
 
     // Download with the running dependent job's token.
-    let (a, bytes) = e
+    let (a, blob) = e
         .coord
         .download_artifact(build.id, &test.token)
         .await
         .unwrap();
-    assert_eq!((a.filename.as_str(), bytes), ("artifacts.zip", zip.clone()));
+    assert_eq!(blob.len, zip.len() as u64);
+    assert_eq!(
+        (a.filename.as_str(), blob.into_bytes().unwrap()),
+        ("artifacts.zip", zip.clone())
+    );
     // Not with the finished job's own (revoked) token, nor garbage.
     assert!(matches!(
         e.coord.download_artifact(build.id, &build.token).await,

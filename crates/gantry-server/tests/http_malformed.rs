@@ -228,6 +228,12 @@ async fn oversized_bodies_are_413() {
         "oversized requests change nothing"
     );
     assert_eq!(job["artifacts_file"], serde_json::Value::Null);
+    // Nothing of the refused uploads is left on disk.
+    let staging = s.data_dir().join("blobs/.staging");
+    let left: Vec<_> = std::fs::read_dir(&staging)
+        .map(|d| d.filter_map(Result::ok).map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "left in {}: {left:?}", staging.display());
 }
 
 async fn patch(f: &Fixture, range: Option<&str>, body: &[u8]) -> reqwest::Response {

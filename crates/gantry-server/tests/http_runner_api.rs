@@ -233,7 +233,10 @@ async fn dependent_jobs_download_artifacts_with_their_own_token() {
     let (build_id, build_token, payload) = server.take_job(&runner).await;
     assert_eq!(payload["artifacts"][0]["artifact_type"], "archive");
 
-    let archive = b"PK\x05\x06\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0".to_vec();
+    // Several of the coordinator's write and read chunks, streamed both ways.
+    let archive: Vec<u8> = (0..(600u32 << 10) + 7)
+        .map(|i| (i * 31 % 251) as u8)
+        .collect();
     let uploaded = server
         .http
         .post(server.api(&format!(
@@ -269,7 +272,8 @@ async fn dependent_jobs_download_artifacts_with_their_own_token() {
         .await
         .expect("download");
     assert_eq!(downloaded.status(), StatusCode::OK);
-    assert_eq!(downloaded.bytes().await.expect("bytes").to_vec(), archive);
+    assert_eq!(downloaded.content_length(), Some(archive.len() as u64));
+    assert!(downloaded.bytes().await.expect("bytes").to_vec() == archive);
 
     // The finished build job's own token is revoked.
     let stale = server

@@ -11,13 +11,15 @@
 //!   (`VmHWM`). To tell where the time goes it also prints the runner's CPU time for
 //!   the job, the time the job's command takes on its own, and the coordinator's own
 //!   ceiling: 1 MiB trace patches sent back to back by a bare HTTP client;
-//! * **idle RSS** of `gantry runner run` (`VmRSS` once it is long-polling).
+//! * **idle RSS** of `gantry runner run` (`VmRSS` once it is long-polling);
+//! * **artifact memory**: a job uploads a 200 MB artifact of random bytes, the next
+//!   downloads it; the runner's and the coordinator's peak RSS over their RSS before.
 //!
 //! The coordinator runs in this process; the runner is the `gantry` binary of the same
 //! profile (`cargo bench` builds it in release). Run:
 //!
 //! ```sh
-//! cargo bench -p gantry --bench runner   # BENCH_JOBS=30 BENCH_TRACE_MB=100 BENCH_TRACE_RUNS=3
+//! cargo bench -p gantry --bench runner   # BENCH_JOBS=30 BENCH_TRACE_MB=100 BENCH_TRACE_RUNS=3 BENCH_ARTIFACT_MB=200
 //! ```
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -34,6 +36,8 @@ use support::{Child, Repo, Server, ServerOptions, config_text, gantry};
 const OVERHEAD_TARGET_MS: f64 = 20.0;
 const THROUGHPUT_TARGET_MB_S: f64 = 200.0;
 const IDLE_RSS_TARGET_MB: f64 = 20.0;
+/// Growth of a process's peak RSS while an artifact of any size passes through it.
+const ARTIFACT_RSS_TARGET_MB: f64 = 32.0;
 
 const CI: &str = r#"
 trivial:
@@ -59,6 +63,25 @@ big:
     - |
       set +o pipefail  # `head` ends `yes` with SIGPIPE
       yes 'gantry bench: building glibc-2.38 with gcc 12, output line of 64 bytes' | head -c "$BENCH_BYTES"
+
+artifact-make:
+  rules:
+    - if: $BENCH == "artifact"
+  variables:
+    GIT_STRATEGY: none
+  script:
+    - head -c "$BENCH_BYTES" /dev/urandom > blob.bin
+  artifacts:
+    paths: [blob.bin]
+
+artifact-use:
+  rules:
+    - if: $BENCH == "artifact"
+  needs: [artifact-make]
+  variables:
+    GIT_STRATEGY: none
+  script:
+    - test "$(stat -c %s blob.bin)" = "$BENCH_BYTES"
 "#;
 
 fn env_number(name: &str, default: u64) -> u64 {
@@ -221,6 +244,18 @@ fn verdict(met: bool) -> &'static str {
 }
 
 async fn run_pipeline(server: &Server, project: i64, bench: &str, bytes: u64) -> serde_json::Value {
+    let jobs = run_pipeline_jobs(server, project, bench, bytes).await;
+    assert_eq!(jobs.len(), 1, "{jobs:?}");
+    jobs[0].clone()
+}
+
+/// Runs the pipeline of `$BENCH == bench` to success; its jobs.
+async fn run_pipeline_jobs(
+    server: &Server,
+    project: i64,
+    bench: &str,
+    bytes: u64,
+) -> Vec<serde_json::Value> {
     let body = serde_json::json!({
         "ref": "main",
         "variables": [
@@ -241,13 +276,20 @@ async fn run_pipeline(server: &Server, project: i64, bench: &str, bytes: u64) ->
         .wait_pipeline(project, id, Duration::from_secs(600))
         .await;
     let jobs = server.jobs(project, id).await;
-    assert_eq!(jobs.len(), 1, "{jobs:?}");
     if done["status"] != "success" {
-        let log = server.trace(project, jobs[0]["id"].as_i64().unwrap()).await;
-        let tail = &log[log.len().saturating_sub(2000)..];
-        panic!("the {bench} job failed: {}\n…{tail}", jobs[0]);
+        if let Some(job) = jobs.iter().find(|j| j["status"] != "success") {
+            let log = server.trace(project, job["id"].as_i64().unwrap()).await;
+            let tail = &log[log.len().saturating_sub(2000)..];
+            panic!("the {bench} pipeline failed at {job}\n…{tail}");
+        }
+        panic!("the {bench} pipeline ended {}", done["status"]);
     }
-    jobs[0].clone()
+    jobs
+}
+
+/// Resets a process's `VmHWM` to its current RSS (`/proc/<pid>/clear_refs`, Linux ≥ 4.0).
+fn reset_peak(pid: i32) {
+    std::fs::write(format!("/proc/{pid}/clear_refs"), "5").unwrap();
 }
 
 fn main() {
@@ -261,11 +303,12 @@ fn main() {
 async fn bench() {
     let jobs = env_number("BENCH_JOBS", 30) as usize;
     let trace_bytes = env_number("BENCH_TRACE_MB", 100) * 1_000_000;
+    let artifact_mb = env_number("BENCH_ARTIFACT_MB", 200);
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start_with(ServerOptions {
         long_poll: Duration::from_secs(50),
         trace_limit: trace_bytes + 16 * 1024 * 1024,
-        ..ServerOptions::default()
+        artifact_limit: artifact_mb * 1_000_000 + 1024 * 1024,
     })
     .await;
     let repo = Repo::new(CI, &[]);
@@ -401,6 +444,19 @@ async fn bench() {
     }
     let peak_kb = status_kb(pid, "VmHWM");
     let after_kb = status_kb(pid, "VmRSS");
+
+    // (d) memory while an artifact goes up and comes down again.
+    let artifact_bytes = artifact_mb * 1_000_000;
+    let runner_base_kb = status_kb(pid, "VmRSS");
+    let coordinator_base_kb = status_kb(me, "VmRSS");
+    reset_peak(pid);
+    reset_peak(me);
+    let started = Instant::now();
+    let artifact_jobs = run_pipeline_jobs(&server, project, "artifact", artifact_bytes).await;
+    let artifact_s = started.elapsed().as_secs_f64();
+    assert_eq!(artifact_jobs.len(), 2, "{artifact_jobs:?}");
+    let runner_peak_kb = status_kb(pid, "VmHWM");
+    let coordinator_peak_kb = status_kb(me, "VmHWM");
     drop(runner);
     results.sort_by(|a, b| b.0.total_cmp(&a.0));
     let (best, took_ms, payload, runner_cpu, coordinator_cpu) = results[0];
@@ -422,5 +478,26 @@ async fn bench() {
         "    where the time goes (best run): the runner used {runner_cpu:.2} s of CPU ({:.0} MB per CPU-second), the coordinator {coordinator_cpu:.2} s ({:.0} MB per CPU-second; this process, its HTTP client included); the job's command alone takes {alone_ms:.0} ms; the coordinator alone ingests {ceiling:.0} MB/s (1 MiB patches back to back from a bare HTTP client, best of 2)",
         payload / runner_cpu.max(0.01),
         payload / coordinator_cpu.max(0.01)
+    );
+    let mb = |kb: u64| kb as f64 / 1024.0;
+    println!();
+    println!(
+        "(d) a {artifact_mb} MB artifact (random bytes) uploaded by one job and downloaded by the next: {artifact_s:.1} s for the pipeline"
+    );
+    println!(
+        "    runner peak RSS {:.1} MB (+{:.1} MB over its {:.1} MB before)   target +{ARTIFACT_RSS_TARGET_MB} MB at most, whatever the size: {}",
+        mb(runner_peak_kb),
+        mb(runner_peak_kb.saturating_sub(runner_base_kb)),
+        mb(runner_base_kb),
+        verdict(mb(runner_peak_kb.saturating_sub(runner_base_kb)) <= ARTIFACT_RSS_TARGET_MB)
+    );
+    println!(
+        "    coordinator peak RSS {:.1} MB (+{:.1} MB over its {:.1} MB before; this process, its HTTP client included)   target +{ARTIFACT_RSS_TARGET_MB} MB at most: {}",
+        mb(coordinator_peak_kb),
+        mb(coordinator_peak_kb.saturating_sub(coordinator_base_kb)),
+        mb(coordinator_base_kb),
+        verdict(
+            mb(coordinator_peak_kb.saturating_sub(coordinator_base_kb)) <= ARTIFACT_RSS_TARGET_MB
+        )
     );
 }

@@ -980,12 +980,13 @@ async fn export_artifacts(
         .iter()
         .filter(|j| !j.retried && j.artifacts_file.is_some())
     {
-        let (_, data) = coordinator
+        let (_, mut blob) = coordinator
             .job_artifact(j.id)
             .await
             .map_err(|e| failed(format!("failed to read the artifacts of {}: {e}", j.name)))?;
         let archive = tmp.join(format!("export-{}.archive", j.id));
-        std::fs::write(&archive, data)
+        std::fs::File::create(&archive)
+            .and_then(|mut out| std::io::copy(&mut blob.file, &mut out))
             .map_err(|e| failed(format!("failed to write {}: {e}", archive.display())))?;
         let target = dir.join(j.name.replace('/', "_"));
         match std::fs::remove_dir_all(&target) {

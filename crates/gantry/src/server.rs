@@ -23,6 +23,11 @@ pub(crate) struct ServerArgs {
     /// [default: http://<listen address>].
     #[arg(long, value_name = "URL")]
     external_url: Option<String>,
+    /// Largest artifact a job may upload, in MiB (GitLab's "Maximum artifacts size";
+    /// 1–1048576). Uploads are streamed to disk, so this bounds disk, not memory.
+    #[arg(long, value_name = "MB", default_value_t = 100,
+          value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
+    max_artifacts_size: u64,
 }
 
 pub(crate) fn run(args: &ServerArgs) -> u8 {
@@ -106,6 +111,7 @@ async fn serve(args: &ServerArgs) -> Result<(), StartError> {
         }
     };
     let mut cfg = CoordinatorConfig::new(&data_dir, external_url.clone());
+    cfg.artifact_limit = args.max_artifacts_size * 1024 * 1024;
     if let Some(v) = crate::env::var(crate::env::GANTRY_REMOTE_INCLUDE_MIRROR) {
         cfg.remote_include_rewrites = gantry_server::coordinator::UrlRewrite::parse_list(&v)
             .map_err(|e| usage(format!("{}: {e}", crate::env::GANTRY_REMOTE_INCLUDE_MIRROR)))?;

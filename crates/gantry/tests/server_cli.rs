@@ -24,9 +24,14 @@ impl Server {
     }
 
     fn start_with(data_dir: &Path, env: &[(&str, &str)]) -> Self {
+        Self::start_with_args(data_dir, env, &[])
+    }
+
+    fn start_with_args(data_dir: &Path, env: &[(&str, &str)], args: &[&str]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_gantry"))
             .args(["server", "--listen", "127.0.0.1:0", "--data-dir"])
             .arg(data_dir)
+            .args(args)
             .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -612,4 +617,104 @@ fn variables_are_imported_from_a_run_variables_file_listed_and_deleted() {
         "{}",
         text(&bad.stderr)
     );
+}
+
+#[test]
+fn max_artifacts_size_bounds_uploads() {
+    let data = tempfile::tempdir().expect("dir");
+    let bad = Command::new(env!("CARGO_BIN_EXE_gantry"))
+        .args([
+            "server",
+            "--listen",
+            "127.0.0.1:0",
+            "--max-artifacts-size",
+            "0",
+        ])
+        .arg("--data-dir")
+        .arg(data.path())
+        .stdin(Stdio::null())
+        .output()
+        .expect("gantry server");
+    assert_eq!(bad.status.code(), Some(2), "{}", text(&bad.stderr));
+    assert!(
+        text(&bad.stderr).contains("--max-artifacts-size"),
+        "{}",
+        text(&bad.stderr)
+    );
+
+    let server = Server::start_with_args(
+        &data.path().join("data"),
+        &[],
+        &["--max-artifacts-size", "1"],
+    );
+    let admin = server.token("glpat-").expect("admin token");
+    let registration = server.token("GR1348941").expect("registration token");
+    let url = server.url.clone();
+    let repo = repo();
+    let env = [
+        ("GANTRY_URL", url.as_str()),
+        ("GANTRY_TOKEN", admin.as_str()),
+    ];
+    let repo_path = repo.path().display().to_string();
+    let created = gantry(&["project", "create", "demo", "--repo", &repo_path], &env);
+    assert_eq!(created.status.code(), Some(0), "{}", text(&created.stderr));
+    let pipeline = gantry(
+        &["pipeline", "create", "--project", "demo", "--ref", "main"],
+        &env,
+    );
+    assert_eq!(
+        pipeline.status.code(),
+        Some(0),
+        "{}",
+        text(&pipeline.stderr)
+    );
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let http = reqwest::Client::new();
+        let api = |path: &str| format!("{url}/api/v4/{path}");
+        let runner: serde_json::Value = http
+            .post(api("runners"))
+            .json(&serde_json::json!({ "token": registration }))
+            .send()
+            .await
+            .expect("register")
+            .json()
+            .await
+            .expect("runner JSON");
+        let job: serde_json::Value = http
+            .post(api("jobs/request"))
+            .json(&serde_json::json!({ "token": runner["token"] }))
+            .send()
+            .await
+            .expect("request")
+            .json()
+            .await
+            .expect("job JSON");
+        let (id, token) = (
+            job["id"].as_i64().expect("a job"),
+            job["token"].as_str().expect("token").to_owned(),
+        );
+        let upload = |bytes: usize| {
+            let form = reqwest::multipart::Form::new().part(
+                "file",
+                reqwest::multipart::Part::bytes(vec![7u8; bytes]).file_name("artifacts.zip"),
+            );
+            http.post(api(&format!(
+                "jobs/{id}/artifacts?artifact_type=archive&artifact_format=zip"
+            )))
+            .header("JOB-TOKEN", &token)
+            .multipart(form)
+            .send()
+        };
+        let too_big = upload(1024 * 1024 + 1).await.expect("upload");
+        assert_eq!(too_big.status().as_u16(), 413);
+        let why = too_big.text().await.expect("body");
+        assert!(why.contains("size limit of 1048576 bytes"), "{why}");
+        let fits = upload(1024 * 1024).await.expect("upload");
+        assert_eq!(fits.status().as_u16(), 201);
+    });
 }

@@ -64,41 +64,22 @@ pub(crate) async fn download_dependencies(
         } else {
             &dependency.token
         };
-        let bytes = download_with_retries(client, id, token, attempts.max(1), trace)
+        let archive = download_dir.join(format!("{id}.archive"));
+        if let Err(source) = tokio::fs::create_dir_all(download_dir).await {
+            return Err(DownloadError::Store {
+                name,
+                id,
+                path: download_dir.to_owned(),
+                source,
+            });
+        }
+        let size = download_with_retries(client, id, token, &archive, attempts.max(1), trace)
             .await
             .map_err(|source| DownloadError::Transfer {
                 name: name.clone(),
                 id,
                 source,
             })?;
-        let size = bytes.len();
-        let archive = download_dir.join(format!("{id}.archive"));
-        let write = {
-            let (archive, dir) = (archive.clone(), download_dir.to_owned());
-            tokio::task::spawn_blocking(move || {
-                std::fs::create_dir_all(&dir)?;
-                std::fs::write(&archive, bytes)
-            })
-            .await
-        };
-        match write {
-            Ok(Ok(())) => {}
-            Ok(Err(source)) => {
-                return Err(DownloadError::Store {
-                    name,
-                    id,
-                    path: archive,
-                    source,
-                });
-            }
-            Err(join) => {
-                return Err(DownloadError::Extract {
-                    name,
-                    id,
-                    message: join.to_string(),
-                });
-            }
-        }
         trace.runner_line(&format!(
             "Downloading artifacts from coordinator... ok  id={id} size={size}"
         ));
@@ -136,18 +117,19 @@ async fn download_with_retries(
     client: &Client,
     id: i64,
     token: &str,
+    dest: &Path,
     attempts: u32,
     trace: &Trace,
-) -> Result<Vec<u8>, ClientError> {
+) -> Result<u64, ClientError> {
     let mut attempt = 1;
     loop {
-        match client.download_artifact(id, token).await {
-            Ok(bytes) => return Ok(bytes),
+        match client.download_artifact(id, token, dest).await {
+            Ok(size) => return Ok(size),
             Err(error) => {
                 let permanent = matches!(
                     &error,
                     ClientError::Refused { status, .. } if matches!(status, 401 | 403 | 404)
-                );
+                ) || matches!(&error, ClientError::File { .. });
                 if permanent || attempt >= attempts {
                     return Err(error);
                 }

@@ -14,7 +14,7 @@ use gantry_protocol::JobArtifact;
 use super::JobEnding;
 use super::lifecycle::{Lifecycle, write_note};
 use super::variables::get;
-use crate::artifacts::{prepare_upload, should_upload};
+use crate::artifacts::{PreparedUpload, prepare_upload, should_upload};
 use crate::cache::{CacheContext, SaveOutcome};
 
 /// Upload attempts per artifact.
@@ -164,13 +164,19 @@ impl Lifecycle<'_> {
         let Some(path) = prepared.path.clone() else {
             return Ok(());
         };
-        let data = tokio::fs::read(&path).await.map_err(|error| {
-            format!(
-                "Uploading artifacts as \"{kind}\" failed: read `{}`: {error}",
-                path.display()
-            )
-        })?;
+        let uploaded = self.upload_with_retries(artifact, &prepared, &path).await;
         let _ = tokio::fs::remove_file(&path).await;
+        uploaded
+    }
+
+    /// Sends the archive at `path`, retrying as gitlab-runner does.
+    async fn upload_with_retries(
+        &self,
+        artifact: &JobArtifact,
+        prepared: &PreparedUpload,
+        path: &std::path::Path,
+    ) -> Result<(), String> {
+        let kind = artifact.artifact_type.as_str();
         let mut attempt = 1;
         loop {
             let result = self
@@ -181,7 +187,7 @@ impl Lifecycle<'_> {
                     &self.job.token,
                     &prepared.params,
                     &prepared.file_name,
-                    data.clone(),
+                    path,
                 )
                 .await;
             match result {

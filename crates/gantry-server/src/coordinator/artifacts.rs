@@ -15,6 +15,7 @@ use super::error::{CoordinatorError, Result};
 use super::time::now_ms;
 use super::views::Artifact;
 use super::{Coordinator, token};
+use sha2::{Digest as _, Sha256};
 
 /// GitLab's `dotenv_variables` limit (default plan limit).
 pub(crate) const DOTENV_MAX_VARIABLES: usize = 20;
@@ -116,17 +117,48 @@ impl Coordinator {
         }
     }
 
-    /// A running job uploads an artifact (`POST /jobs/:id/artifacts`, the caller checked
-    /// the job token). `params` from the query or the form; type and format must match
-    /// (§6.2); `expire_in` defaults to 30 days (`never` keeps it). An upload replaces an
-    /// earlier one of the same type. A dotenv report is parsed now: an invalid one is
-    /// rejected (`400`), a valid one feeds dependent jobs' variables.
+    /// A new, empty upload in the blob store's staging directory, limited to the
+    /// configured artifact size: the HTTP handler writes the body into it as it arrives.
+    pub async fn stage_artifact(&self) -> Result<StagedUpload> {
+        let dir = self.inner.blobs.staging_dir().to_owned();
+        tokio::fs::create_dir_all(&dir).await?;
+        let path = dir.join(format!("upload-{}", token::new_token("")));
+        let file = tokio::fs::File::create(&path).await?;
+        Ok(StagedUpload {
+            file: Some(file),
+            path: Some(path),
+            size: 0,
+            limit: self.inner.cfg.artifact_limit,
+            hasher: Sha256::new(),
+        })
+    }
+
+    /// [`Coordinator::upload_staged_artifact`] of bytes in memory.
     pub async fn upload_artifact(
         &self,
         job_id: i64,
         params: ArtifactUploadParams,
         filename: &str,
         data: &[u8],
+    ) -> std::result::Result<(), CoordinatorError> {
+        let mut staged = self.stage_artifact().await?;
+        staged.write(data).await.map_err(|e| e.for_job(job_id))?;
+        self.upload_staged_artifact(job_id, params, filename, staged)
+            .await
+    }
+
+    /// A running job uploads an artifact (`POST /jobs/:id/artifacts`, the caller checked
+    /// the job token), written to `staged` as it arrived. `params` from the query or the
+    /// form; type and format must match (§6.2); `expire_in` defaults to 30 days (`never`
+    /// keeps it). An upload replaces an earlier one of the same type. A dotenv report is
+    /// parsed now: an invalid one is rejected (`400`), a valid one feeds dependent jobs'
+    /// variables. Whatever is refused, the staged file is removed.
+    pub async fn upload_staged_artifact(
+        &self,
+        job_id: i64,
+        params: ArtifactUploadParams,
+        filename: &str,
+        mut staged: StagedUpload,
     ) -> std::result::Result<(), CoordinatorError> {
         let store = &self.inner.store;
         let job = store.job(job_id).await?;
@@ -141,13 +173,6 @@ impl Coordinator {
         params
             .validate()
             .map_err(|e| CoordinatorError::Invalid(e.to_string()))?;
-        if data.len() as u64 > self.inner.cfg.artifact_limit {
-            return Err(CoordinatorError::TooLarge(format!(
-                "upload artifacts of job {job_id}: {} bytes exceed the limit of {} bytes",
-                data.len(),
-                self.inner.cfg.artifact_limit
-            )));
-        }
         let kind = params.effective_type();
         let format = params.effective_format();
         let now = now_ms();
@@ -173,8 +198,14 @@ impl Coordinator {
                 }
             },
         };
+        let (size, sha256, path) = staged.finish().await?;
         let dotenv = if kind == ArtifactType::Dotenv {
-            Some(parse_dotenv(data).map_err(|e| {
+            let parsed = if size > DOTENV_MAX_BYTES as u64 {
+                Err(DotenvError::TooBig)
+            } else {
+                parse_dotenv(&tokio::fs::read(&path).await?)
+            };
+            Some(parsed.map_err(|e| {
                 CoordinatorError::Invalid(format!("upload the dotenv report of job {job_id}: {e}"))
             })?)
         } else {
@@ -195,7 +226,13 @@ impl Coordinator {
             base.to_owned()
         };
         let key = artifact_key(job_id, kind);
-        self.blob_put(key.clone(), data.to_vec()).await?;
+        {
+            let (blobs, key, path) = (Arc::clone(&self.inner.blobs), key.clone(), path.clone());
+            tokio::task::spawn_blocking(move || blobs.put_file(&key, &path))
+                .await
+                .map_err(|e| CoordinatorError::Io(std::io::Error::other(e.to_string())))??;
+        }
+        staged.path = None; // moved into the store
         if let Some(vars) = dotenv {
             let json = serde_json::to_vec(&vars)
                 .map_err(|e| CoordinatorError::Io(std::io::Error::other(e)))?;
@@ -208,8 +245,8 @@ impl Coordinator {
                     file_type: kind.as_str().to_owned(),
                     file_format: format.as_str().to_owned(),
                     filename,
-                    size: i64::try_from(data.len()).unwrap_or(i64::MAX),
-                    sha256: token::sha256_hex(data),
+                    size: i64::try_from(size).unwrap_or(i64::MAX),
+                    sha256,
                     blob_key: key,
                     expire_at,
                 },
@@ -227,7 +264,7 @@ impl Coordinator {
         &self,
         job_id: i64,
         requester_job_token: &str,
-    ) -> std::result::Result<(Artifact, Vec<u8>), CoordinatorError> {
+    ) -> std::result::Result<(Artifact, ArtifactBlob), CoordinatorError> {
         let Some(requester) = self.job_by_token(requester_job_token).await? else {
             return Err(CoordinatorError::Forbidden(format!(
                 "download artifacts of job {job_id}: the job token is not one of a running job"
@@ -268,7 +305,7 @@ impl Coordinator {
     pub async fn job_artifact(
         &self,
         job_id: i64,
-    ) -> std::result::Result<(Artifact, Vec<u8>), CoordinatorError> {
+    ) -> std::result::Result<(Artifact, ArtifactBlob), CoordinatorError> {
         self.inner.store.job(job_id).await?;
         let now = now_ms();
         let row = self
@@ -283,11 +320,109 @@ impl Coordinator {
         if view.expired(now) {
             return Err(CoordinatorError::NotFound("artifact"));
         }
-        let data = self
-            .blob_get(row.blob_key.clone())
-            .await?
+        let blobs = Arc::clone(&self.inner.blobs);
+        let key = row.blob_key.clone();
+        let (file, len) = tokio::task::spawn_blocking(move || blobs.open(&key))
+            .await
+            .map_err(|e| CoordinatorError::Io(std::io::Error::other(e.to_string())))??
             .ok_or(CoordinatorError::NotFound("artifact"))?;
-        Ok((view, data))
+        Ok((view, ArtifactBlob { file, len }))
+    }
+}
+
+/// An upload being written into the blob store's staging directory, with its size and
+/// SHA-256 kept as it arrives ([`Coordinator::stage_artifact`]). Dropped before it is
+/// stored, its file is removed.
+#[derive(Debug)]
+pub struct StagedUpload {
+    file: Option<tokio::fs::File>,
+    path: Option<std::path::PathBuf>,
+    size: u64,
+    limit: u64,
+    hasher: Sha256,
+}
+
+/// Why writing to a [`StagedUpload`] stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum StageError {
+    #[error("the upload exceeds the artifact size limit of {0} bytes")]
+    TooLarge(u64),
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+impl StageError {
+    /// The coordinator's error for an upload of `job_id`.
+    pub fn for_job(self, job_id: i64) -> CoordinatorError {
+        match self {
+            StageError::TooLarge(limit) => CoordinatorError::TooLarge(format!(
+                "upload artifacts of job {job_id}: the upload exceeds the limit of {limit} bytes"
+            )),
+            StageError::Io(e) => CoordinatorError::Io(e),
+        }
+    }
+}
+
+impl StagedUpload {
+    /// Appends `chunk`; past the limit nothing more is written and the upload is refused.
+    pub async fn write(&mut self, chunk: &[u8]) -> std::result::Result<(), StageError> {
+        use tokio::io::AsyncWriteExt as _;
+        let size = self.size.saturating_add(chunk.len() as u64);
+        if size > self.limit {
+            return Err(StageError::TooLarge(self.limit));
+        }
+        let file = self
+            .file
+            .as_mut()
+            .ok_or_else(|| std::io::Error::other("the upload is already finished"))?;
+        file.write_all(chunk).await?;
+        self.hasher.update(chunk);
+        self.size = size;
+        Ok(())
+    }
+
+    /// Bytes written so far.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// Closes the file: its size, SHA-256 (hex) and path.
+    async fn finish(&mut self) -> Result<(u64, String, std::path::PathBuf)> {
+        use tokio::io::AsyncWriteExt as _;
+        if let Some(mut file) = self.file.take() {
+            file.flush().await?;
+        }
+        let path = self
+            .path
+            .clone()
+            .ok_or_else(|| std::io::Error::other("the upload is already stored"))?;
+        let sha256 = token::hex(&std::mem::take(&mut self.hasher).finalize());
+        Ok((self.size, sha256, path))
+    }
+}
+
+impl Drop for StagedUpload {
+    fn drop(&mut self) {
+        if let Some(path) = self.path.take() {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// An artifact's bytes: the open file of its blob and its length. The coordinator never
+/// reads an archive whole; the HTTP layer streams the file.
+#[derive(Debug)]
+pub struct ArtifactBlob {
+    pub file: std::fs::File,
+    pub len: u64,
+}
+
+impl ArtifactBlob {
+    /// All of it in memory (small archives; tests).
+    pub fn into_bytes(mut self) -> std::io::Result<Vec<u8>> {
+        let mut out = Vec::with_capacity(usize::try_from(self.len).unwrap_or(0));
+        std::io::Read::read_to_end(&mut self.file, &mut out)?;
+        Ok(out)
     }
 }
 

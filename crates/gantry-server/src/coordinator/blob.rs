@@ -3,6 +3,10 @@
 //!
 //! Keys are relative, `/`-separated, made of `[A-Za-z0-9._-]` segments (never `..`).
 //! Methods are blocking; the coordinator calls them from blocking tasks.
+//!
+//! Large blobs (artifact archives) never pass through memory whole: an upload is written
+//! to a file in [`BlobStore::staging_dir`] as it arrives and handed over with
+//! [`BlobStore::put_file`]; a download reads the file [`BlobStore::open`] returns.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -10,8 +14,15 @@ use std::path::{Path, PathBuf};
 pub trait BlobStore: Send + Sync + 'static {
     /// Store `data` under `key`, replacing what was there, atomically for readers.
     fn put(&self, key: &str, data: &[u8]) -> io::Result<()>;
+    /// Where uploads are written before [`BlobStore::put_file`] (created by the store).
+    fn staging_dir(&self) -> &Path;
+    /// Store the file `staged` (in [`BlobStore::staging_dir`]) under `key`, replacing what
+    /// was there, atomically for readers; `staged` is gone afterwards.
+    fn put_file(&self, key: &str, staged: &Path) -> io::Result<()>;
     /// The blob, or `None` when there is none.
     fn get(&self, key: &str) -> io::Result<Option<Vec<u8>>>;
+    /// The blob opened for reading, and its length, or `None` when there is none.
+    fn open(&self, key: &str) -> io::Result<Option<(std::fs::File, u64)>>;
     /// Remove the blob (no error when absent).
     fn delete(&self, key: &str) -> io::Result<()>;
 }
@@ -20,11 +31,18 @@ pub trait BlobStore: Send + Sync + 'static {
 #[derive(Clone, Debug)]
 pub struct LocalDir {
     root: PathBuf,
+    staging: PathBuf,
 }
 
 impl LocalDir {
+    /// Blobs under `root`; uploads are staged in `root/.staging` (the same file system, so
+    /// [`BlobStore::put_file`] is a rename).
     pub fn new(root: impl Into<PathBuf>) -> LocalDir {
-        LocalDir { root: root.into() }
+        let root = root.into();
+        LocalDir {
+            staging: root.join(".staging"),
+            root,
+        }
     }
 
     pub fn root(&self) -> &Path {
@@ -54,25 +72,43 @@ impl LocalDir {
 
 impl BlobStore for LocalDir {
     fn put(&self, key: &str, data: &[u8]) -> io::Result<()> {
-        let path = self.path(key)?;
-        let dir = path.parent().unwrap_or(&self.root);
-        std::fs::create_dir_all(dir)?;
-        let tmp = dir.join(format!(
-            ".{}.tmp-{}",
-            path.file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default(),
-            super::token::new_token("")
-        ));
+        std::fs::create_dir_all(&self.staging)?;
+        let tmp = self
+            .staging
+            .join(format!("put-{}", super::token::new_token("")));
         std::fs::write(&tmp, data)?;
-        std::fs::rename(&tmp, &path).inspect_err(|_| {
-            let _ = std::fs::remove_file(&tmp);
-        })
+        self.put_file(key, &tmp)
+    }
+
+    fn staging_dir(&self) -> &Path {
+        &self.staging
+    }
+
+    fn put_file(&self, key: &str, staged: &Path) -> io::Result<()> {
+        let moved = self.path(key).and_then(|path| {
+            std::fs::create_dir_all(path.parent().unwrap_or(&self.root))?;
+            std::fs::rename(staged, &path)
+        });
+        if moved.is_err() {
+            let _ = std::fs::remove_file(staged);
+        }
+        moved
     }
 
     fn get(&self, key: &str) -> io::Result<Option<Vec<u8>>> {
         match std::fs::read(self.path(key)?) {
             Ok(data) => Ok(Some(data)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn open(&self, key: &str) -> io::Result<Option<(std::fs::File, u64)>> {
+        match std::fs::File::open(self.path(key)?) {
+            Ok(file) => {
+                let len = file.metadata()?.len();
+                Ok(Some((file, len)))
+            }
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(e),
         }
@@ -106,6 +142,36 @@ mod tests {
         for bad in ["", "../x", "a/../b", "/abs", "a//b", "a b"] {
             assert!(blobs.put(bad, b"x").is_err(), "{bad}");
         }
+        let (mut file, len) = blobs
+            .open("artifacts/1/archive")
+            .expect("open")
+            .expect("there");
+        let mut read = String::new();
+        std::io::Read::read_to_string(&mut file, &mut read).expect("read");
+        assert_eq!((read.as_str(), len), ("zip", 3));
+        assert!(blobs.open("artifacts/2/archive").expect("open").is_none());
+
+        let staged = blobs.staging_dir().join("upload");
+        std::fs::write(&staged, b"zip2").expect("stage");
+        blobs
+            .put_file("artifacts/1/archive", &staged)
+            .expect("put_file");
+        assert!(!staged.exists());
+        assert_eq!(
+            blobs.get("artifacts/1/archive").expect("get").as_deref(),
+            Some(&b"zip2"[..])
+        );
+        std::fs::write(&staged, b"x").expect("stage");
+        assert!(blobs.put_file("../x", &staged).is_err());
+        assert!(!staged.exists(), "a refused staged file is removed");
+        assert_eq!(
+            std::fs::read_dir(blobs.staging_dir())
+                .expect("staging")
+                .count(),
+            0,
+            "nothing is left in the staging directory"
+        );
+
         blobs.delete("artifacts/1/archive").expect("delete");
         blobs.delete("artifacts/1/archive").expect("delete again");
         let _ = std::fs::remove_dir_all(dir);

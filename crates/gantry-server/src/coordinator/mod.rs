@@ -49,6 +49,7 @@ use tokio::sync::watch;
 
 use crate::processor::{PipelineState, Status, Watchdog};
 
+pub use artifacts::{ArtifactBlob, StageError, StagedUpload};
 pub use blob::{BlobStore, LocalDir};
 pub use environment::JobEnvironment;
 pub use error::CoordinatorError;

@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 use gantry_protocol::{ArtifactFormat, ArtifactType, ArtifactUploadParams};
 use serde::Deserialize;
 
-use crate::coordinator::{Artifact, CoordinatorError};
+use crate::coordinator::{Artifact, ArtifactBlob, CoordinatorError, StageError, StagedUpload};
 
 use super::error::{ApiError, ApiResult};
 use super::extract;
@@ -90,24 +90,35 @@ pub(crate) async fn upload(
     }
     let mut multipart = multipart
         .map_err(|rejection| multipart_error(rejection.status(), rejection.body_text()))?;
-    let mut file: Option<(String, Vec<u8>)> = None;
+    let mut file: Option<(String, StagedUpload)> = None;
     loop {
         let field = multipart
             .next_field()
             .await
             .map_err(|e| multipart_error(e.status(), e.body_text()))?;
-        let Some(field) = field else { break };
+        let Some(mut field) = field else { break };
         let name = field.name().unwrap_or("").to_owned();
         if name == gantry_protocol::artifact::UPLOAD_FILE_FIELD {
             if file.is_some() {
                 return Err(ApiError::param("file is given more than once"));
             }
             let filename = field.file_name().unwrap_or("").to_owned();
-            let data = field
-                .bytes()
+            // Written to the blob store's staging directory as it arrives, never held
+            // whole in memory.
+            let mut staged = state.coordinator.stage_artifact().await?;
+            while let Some(chunk) = field
+                .chunk()
                 .await
-                .map_err(|e| multipart_error(e.status(), e.body_text()))?;
-            file = Some((filename, data.to_vec()));
+                .map_err(|e| multipart_error(e.status(), e.body_text()))?
+            {
+                staged.write(&chunk).await.map_err(|e| match e {
+                    StageError::TooLarge(limit) => ApiError::too_large(format!(
+                        "Request Entity Too Large - the artifact exceeds the size limit of {limit} bytes"
+                    )),
+                    StageError::Io(e) => CoordinatorError::Io(e).into(),
+                })?;
+            }
+            file = Some((filename, staged));
         } else {
             let value = field
                 .text()
@@ -121,12 +132,12 @@ pub(crate) async fn upload(
         auth::require_job(&state.coordinator, job_id, token).await?;
     }
     let upload = params.params()?;
-    let Some((filename, data)) = file else {
+    let Some((filename, staged)) = file else {
         return Err(ApiError::param("file is missing"));
     };
     match state
         .coordinator
-        .upload_artifact(job_id, upload, &filename, &data)
+        .upload_staged_artifact(job_id, upload, &filename, staged)
         .await
     {
         Ok(()) => Ok((
@@ -154,12 +165,35 @@ pub(crate) async fn download(
     let Some(token) = extract::job_token(params.token.as_deref(), &headers) else {
         return Err(ApiError::forbidden_because("the job token is missing"));
     };
-    let (artifact, data) = state.coordinator.download_artifact(job_id, token).await?;
-    Ok(file_response(&artifact, data))
+    let (artifact, blob) = state.coordinator.download_artifact(job_id, token).await?;
+    Ok(file_response(&artifact, blob))
 }
 
-/// An artifact as a download.
-pub(crate) fn file_response(artifact: &Artifact, data: Vec<u8>) -> Response {
+/// Size of the reads a download is streamed in.
+const DOWNLOAD_CHUNK: usize = 256 * 1024;
+
+/// The blob's bytes as a response body, read as the client takes them. A read error
+/// ends the body early (the client sees fewer bytes than `Content-Length`).
+fn stream_file(file: std::fs::File) -> axum::body::Body {
+    use tokio::io::AsyncReadExt as _;
+    let file = tokio::fs::File::from_std(file);
+    let chunks = futures_util::stream::unfold(Some(file), |file| async move {
+        let mut file = file?;
+        let mut buf = vec![0u8; DOWNLOAD_CHUNK];
+        match file.read(&mut buf).await {
+            Ok(0) => None,
+            Ok(n) => {
+                buf.truncate(n);
+                Some((Ok(axum::body::Bytes::from(buf)), Some(file)))
+            }
+            Err(e) => Some((Err(e), None)),
+        }
+    });
+    axum::body::Body::from_stream(chunks)
+}
+
+/// An artifact as a download, streamed from its blob.
+pub(crate) fn file_response(artifact: &Artifact, blob: ArtifactBlob) -> Response {
     let filename: String = artifact
         .filename
         .chars()
@@ -182,8 +216,9 @@ pub(crate) fn file_response(artifact: &Artifact, data: Vec<u8>) -> Response {
                 axum::http::header::CONTENT_DISPOSITION,
                 format!("attachment; filename=\"{filename}\""),
             ),
+            (axum::http::header::CONTENT_LENGTH, blob.len.to_string()),
         ],
-        data,
+        stream_file(blob.file),
     )
         .into_response()
 }

@@ -150,7 +150,7 @@ pub(crate) async fn artifacts(
             job
         }
     };
-    let (artifact, data) = state
+    let (artifact, blob) = state
         .coordinator
         .job_artifact(job.id)
         .await
@@ -158,5 +158,5 @@ pub(crate) async fn artifacts(
             CoordinatorError::NotFound(_) => ApiError::not_found("Artifact"),
             other => other.into(),
         })?;
-    Ok(file_response(&artifact, data))
+    Ok(file_response(&artifact, blob))
 }

@@ -50,6 +50,12 @@ pub struct TestServer {
 }
 
 impl TestServer {
+    /// The coordinator's `data_dir`.
+    #[allow(dead_code)]
+    pub fn data_dir(&self) -> std::path::PathBuf {
+        self.dir.path().join("data")
+    }
+
     pub async fn start() -> Self {
         Self::start_with(Options::default()).await
     }
