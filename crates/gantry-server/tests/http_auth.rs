@@ -358,6 +358,22 @@ async fn every_endpoint_checks_its_caller() {
             &admin,
         ),
         Row::new(
+            "GET /projects/:id/pipelines/:pid/test_report",
+            Method::GET,
+            format!("projects/{a}/pipelines/{pipeline_a}/test_report"),
+            Private,
+            Value::Null,
+            &admin,
+        ),
+        Row::new(
+            "GET /projects/:id/pipelines/:pid/test_report_summary",
+            Method::GET,
+            format!("projects/{a}/pipelines/{pipeline_a}/test_report_summary"),
+            Private,
+            Value::Null,
+            &admin,
+        ),
+        Row::new(
             "GET /projects/:id/jobs/:job_id",
             Method::GET,
             format!("projects/{a}/jobs/{job_a}"),

@@ -508,3 +508,121 @@ async fn trigger_jobs_are_listed_as_bridges_with_their_downstream_pipeline() {
         ["inner"]
     );
 }
+
+/// A JUnit report as gitlab-runner uploads it: one gzip member per file.
+fn junit_gzip(files: &[&str]) -> Vec<u8> {
+    use std::io::Write as _;
+    let mut out = Vec::new();
+    for file in files {
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        e.write_all(file.as_bytes()).expect("gzip");
+        out.extend(e.finish().expect("gzip"));
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pipeline_test_report_reads_the_jobs_junit_reports() {
+    let server = TestServer::start().await;
+    let repo = Repo::new(&[(".gitlab-ci.yml", TWO_STAGES)]);
+    let project_id = server.create_project("demo", &repo).await["id"]
+        .as_i64()
+        .expect("id");
+    let pipeline_id = server.create_pipeline(project_id, "main").await["id"]
+        .as_i64()
+        .expect("id");
+    let (_, runner) = server.create_runner(json!({})).await;
+    let report = |files: &[&str]| junit_gzip(files);
+    for (files, state) in [
+        (
+            report(&[
+                r#"<testsuites><testsuite name="unit"><testcase classname="a" name="passes" time="0.5"/><testcase classname="a" name="fails" time="0.25" file="a_test.rs"><failure message="expected 1">left: 2</failure><system-out>out</system-out></testcase></testsuite></testsuites>"#,
+                r#"<?xml version="1.0"?><testsuite name="more"><testcase classname="b" name="skips"><skipped/></testcase></testsuite>"#,
+            ]),
+            "failed",
+        ),
+        (report(&["<testsuite><testcase name=\"broken\""]), "success"),
+    ] {
+        let (job_id, token, _) = server.take_job(&runner).await;
+        let uploaded = server
+            .http
+            .post(server.api(&format!(
+                "jobs/{job_id}/artifacts?artifact_format=gzip&artifact_type=junit"
+            )))
+            .header("JOB-TOKEN", &token)
+            .multipart(Form::new().part("file", Part::bytes(files).file_name("junit.xml.gz")))
+            .send()
+            .await
+            .expect("upload");
+        assert_eq!(uploaded.status(), StatusCode::CREATED);
+        let mut body = json!({ "token": token, "state": state });
+        if state == "failed" {
+            body["failure_reason"] = json!("script_failure");
+            body["exit_code"] = json!(1);
+        }
+        assert_eq!(put(&server, job_id, body).await.status(), StatusCode::OK);
+        if state == "failed" {
+            // The test stage runs only after a successful build: retry it.
+            let (status, _) = server
+                .admin(
+                    Method::POST,
+                    &format!("projects/{project_id}/jobs/{job_id}/retry"),
+                    None,
+                )
+                .await;
+            assert_eq!(status, StatusCode::CREATED);
+            let (retry_id, retry_token, _) = server.take_job(&runner).await;
+            let uploaded = server
+                .http
+                .post(server.api(&format!(
+                    "jobs/{retry_id}/artifacts?artifact_format=gzip&artifact_type=junit"
+                )))
+                .header("JOB-TOKEN", &retry_token)
+                .multipart(Form::new().part(
+                    "file",
+                    Part::bytes(report(&[r#"<testsuite name="unit"><testcase classname="a" name="passes" time="0.5"/><testcase classname="a" name="fails" time="0.25" file="a_test.rs"><failure message="expected 1">left: 2</failure><system-out>out</system-out></testcase></testsuite>"#]))
+                        .file_name("junit.xml.gz"),
+                ))
+                .send()
+                .await
+                .expect("upload");
+            assert_eq!(uploaded.status(), StatusCode::CREATED);
+            let done = put(
+                &server,
+                retry_id,
+                json!({ "token": retry_token, "state": "success" }),
+            )
+            .await;
+            assert_eq!(done.status(), StatusCode::OK);
+        }
+    }
+
+    let (status, full) = server
+        .admin(
+            Method::GET,
+            &format!("projects/{project_id}/pipelines/{pipeline_id}/test_report"),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, summary) = server
+        .admin(
+            Method::GET,
+            &format!("projects/{project_id}/pipelines/{pipeline_id}/test_report_summary"),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    // Job ids differ from run to run only in value; name them.
+    let mut shown = json!({ "test_report": full, "test_report_summary": summary });
+    for key in ["test_report", "test_report_summary"] {
+        for suite in shown[key]["test_suites"]
+            .as_array_mut()
+            .into_iter()
+            .flatten()
+        {
+            suite["build_ids"] = json!(suite["build_ids"].as_array().map_or(0, Vec::len));
+        }
+    }
+    insta::assert_json_snapshot!(shown);
+}

@@ -776,6 +776,11 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
     if let Some(dir) = &args.artifacts_dir {
         export_artifacts(&coordinator, &jobs, dir, &s.tmp).await?;
     }
+    // A report that cannot be read is the suite's error; a store failure leaves it out.
+    let tests = coordinator
+        .test_report(pipeline.id)
+        .await
+        .unwrap_or_default();
     shutdown(
         &handle,
         stop_server,
@@ -797,13 +802,14 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
         let mut out = std::io::stdout().lock();
         let _ = write!(
             out,
-            "\n{}",
-            report::summary(&jobs, &status, display.color())
+            "\n{}{}",
+            report::summary(&jobs, &status, display.color()),
+            report::tests_summary(&tests, display.color())
         );
         let _ = out.flush();
     }
     if let Some(path) = &args.json_report {
-        write_report(path, &RunReport::new(&status, &jobs))?;
+        write_report(path, &RunReport::new(&status, &jobs, &tests))?;
     }
     Ok(match report::report_status(&status).as_str() {
         "success" | "manual" | "skipped" => exit::OK,

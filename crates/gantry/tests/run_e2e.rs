@@ -999,3 +999,70 @@ fn ctrl_c_cancels_running_jobs_after_script_runs_and_the_exit_is_non_zero() {
         "cancel took too long: {stdout}"
     );
 }
+
+#[test]
+fn junit_reports_are_summed_up_after_the_summary_and_in_the_json_report() {
+    let c = Checkout::new(
+        r#"unit:
+  parallel: 2
+  allow_failure: true
+  script:
+    - |
+      if [ "$CI_NODE_INDEX" = 1 ]; then
+        echo '<testsuites><testsuite name="math"><testcase classname="math" name="adds" time="0.5"/><testcase classname="math" name="divides" time="0.25"><failure message="expected 1, got 2">at math.rs:3</failure></testcase></testsuite></testsuites>' > report.xml
+      else
+        echo '<testsuite name="io"><testcase classname="io" name="reads" time="1"/><testcase classname="io" name="writes"><skipped/></testcase></testsuite>' > report.xml
+      fi
+    - test "$CI_NODE_INDEX" = 2
+  artifacts:
+    when: always
+    reports:
+      junit: report.xml
+lint:
+  script:
+    - echo 'not xml <' > lint.xml
+  artifacts:
+    reports:
+      junit: lint.xml
+"#,
+    );
+    let r = c.run(&[]);
+    assert_eq!(r.code, 0, "{}", r.explain());
+    let tail: Vec<&str> = r
+        .stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("pipeline: "))
+        .collect();
+    assert_eq!(
+        tail[1],
+        "tests: 4 total, 2 passed, 1 failed, 0 errors, 1 skipped (1.75s)",
+        "{}",
+        r.explain()
+    );
+    assert_eq!(tail[2], "  failed  unit  math divides: expected 1, got 2");
+    assert!(
+        tail[3].starts_with("  error   lint: JUnit XML parsing failed: "),
+        "{}",
+        r.explain()
+    );
+    let tests = &r.report["tests"];
+    assert_eq!(
+        (
+            &tests["total"],
+            &tests["success"],
+            &tests["failed"],
+            &tests["skipped"]
+        ),
+        (
+            &Value::from(4),
+            &Value::from(2),
+            &Value::from(1),
+            &Value::from(1)
+        )
+    );
+    assert_eq!(
+        tests["failures"],
+        serde_json::json!([{"suite": "unit", "classname": "math", "name": "divides", "status": "failed", "file": null}])
+    );
+    assert_eq!(tests["suite_errors"][0]["suite"], "lint");
+}

@@ -31,6 +31,7 @@ mod queue;
 mod runners;
 mod spec;
 mod state;
+pub mod test_reports;
 mod time;
 mod timers;
 mod token;

@@ -196,6 +196,14 @@ fn build(coordinator: Coordinator, shutdown: watch::Receiver<bool>) -> Router {
             get(projects::pipeline_bridges),
         )
         .route(
+            "/projects/{project}/pipelines/{pipeline}/test_report",
+            get(projects::test_report),
+        )
+        .route(
+            "/projects/{project}/pipelines/{pipeline}/test_report_summary",
+            get(projects::test_report_summary),
+        )
+        .route(
             "/projects/{project}/pipelines/{pipeline}/cancel",
             post(projects::cancel_pipeline),
         )

@@ -271,6 +271,67 @@ async fn list_jobs(
     Ok(json_response(StatusCode::OK, &jobs))
 }
 
+/// `GET /api/v4/projects/:id/pipelines/:pipeline_id/test_report`: the JUnit reports of
+/// the pipeline's jobs, every test case included.
+pub(crate) async fn test_report(
+    State(state): State<AppState>,
+    Path((project, pipeline)): Path<(String, i64)>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    auth::require_admin(&state.coordinator, &headers).await?;
+    let pipeline = find_pipeline(&state, &project, pipeline).await?;
+    let report = state.coordinator.test_report(pipeline.id).await?;
+    Ok(json_response(StatusCode::OK, &report))
+}
+
+/// `GET /api/v4/projects/:id/pipelines/:pipeline_id/test_report_summary`: the counts,
+/// in all and per suite (with the jobs whose reports form it), without the cases.
+pub(crate) async fn test_report_summary(
+    State(state): State<AppState>,
+    Path((project, pipeline)): Path<(String, i64)>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    auth::require_admin(&state.coordinator, &headers).await?;
+    let pipeline = find_pipeline(&state, &project, pipeline).await?;
+    let report = state.coordinator.test_report(pipeline.id).await?;
+    let suites: Vec<serde_json::Value> = report
+        .test_suites
+        .iter()
+        .map(|s| {
+            serde_json::json!({
+                "name": s.name,
+                "total_time": s.total_time,
+                "total_count": s.total_count,
+                "success_count": s.success_count,
+                "failed_count": s.failed_count,
+                "skipped_count": s.skipped_count,
+                "error_count": s.error_count,
+                "build_ids": s.build_ids,
+                "suite_error": s.suite_error,
+            })
+        })
+        .collect();
+    let suite_error = report
+        .test_suites
+        .iter()
+        .find_map(|s| s.suite_error.clone());
+    Ok(json_response(
+        StatusCode::OK,
+        &serde_json::json!({
+            "total": {
+                "time": report.total_time,
+                "count": report.total_count,
+                "success": report.success_count,
+                "failed": report.failed_count,
+                "skipped": report.skipped_count,
+                "error": report.error_count,
+                "suite_error": suite_error,
+            },
+            "test_suites": suites,
+        }),
+    ))
+}
+
 /// `POST /api/v4/projects/:id/pipelines/:pipeline_id/cancel` → `201`.
 pub(crate) async fn cancel_pipeline(
     State(state): State<AppState>,

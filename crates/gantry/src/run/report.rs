@@ -2,8 +2,12 @@
 
 use std::fmt::Write as _;
 
+use gantry_server::coordinator::test_reports::TestReport;
 use gantry_server::coordinator::{JobEnvironment, JobView, iso8601};
 use serde::Serialize;
+
+/// Failed and errored test cases listed after the summary table.
+const MAX_LISTED_FAILURES: usize = 20;
 
 /// `--json-report`: a stable contract (snapshot-tested).
 #[derive(Debug, Serialize)]
@@ -12,6 +16,157 @@ pub(crate) struct RunReport {
     pub(crate) status: String,
     /// Every attempt of every job, in the order they were created.
     pub(crate) jobs: Vec<JobReport>,
+    /// The unit test report (`artifacts:reports:junit`); only when a job uploaded one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) tests: Option<TestsReport>,
+}
+
+/// The pipeline's test counts, and the cases that did not pass.
+#[derive(Debug, Serialize)]
+pub(crate) struct TestsReport {
+    pub(crate) total: u64,
+    pub(crate) success: u64,
+    pub(crate) failed: u64,
+    pub(crate) skipped: u64,
+    pub(crate) error: u64,
+    /// Seconds, the cases' own times summed.
+    pub(crate) time: f64,
+    /// Every `failed` or `error` case, suite by suite.
+    pub(crate) failures: Vec<TestFailure>,
+    /// Suites whose report could not be read, with why.
+    pub(crate) suite_errors: Vec<SuiteError>,
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct TestFailure {
+    pub(crate) suite: String,
+    pub(crate) classname: String,
+    pub(crate) name: String,
+    pub(crate) status: String,
+    pub(crate) file: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct SuiteError {
+    pub(crate) suite: String,
+    pub(crate) error: String,
+}
+
+impl TestsReport {
+    /// `None` when no job uploaded a report.
+    pub(crate) fn new(report: &TestReport) -> Option<Self> {
+        if report.test_suites.is_empty() {
+            return None;
+        }
+        Some(TestsReport {
+            total: report.total_count,
+            success: report.success_count,
+            failed: report.failed_count,
+            skipped: report.skipped_count,
+            error: report.error_count,
+            time: report.total_time,
+            failures: report
+                .test_suites
+                .iter()
+                .flat_map(|s| {
+                    s.test_cases
+                        .iter()
+                        .filter(|c| c.status == "failed" || c.status == "error")
+                        .map(|c| TestFailure {
+                            suite: s.name.clone(),
+                            classname: c.classname.clone(),
+                            name: c.name.clone(),
+                            status: c.status.clone(),
+                            file: c.file.clone(),
+                        })
+                })
+                .collect(),
+            suite_errors: report
+                .test_suites
+                .iter()
+                .filter_map(|s| {
+                    Some(SuiteError {
+                        suite: s.name.clone(),
+                        error: s.suite_error.clone()?,
+                    })
+                })
+                .collect(),
+        })
+    }
+}
+
+/// The lines about the test report after the summary table: the counts, then the cases
+/// that did not pass (the first [`MAX_LISTED_FAILURES`], with the first line of their
+/// output) and the suites whose report could not be read. Empty without a report.
+pub(crate) fn tests_summary(report: &TestReport, color: bool) -> String {
+    if report.test_suites.is_empty() {
+        return String::new();
+    }
+    let paint = |code: &str, text: &str| {
+        if color {
+            format!("{code}{text}\x1b[0m")
+        } else {
+            text.to_owned()
+        }
+    };
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "tests: {} total, {} passed, {} failed, {} errors, {} skipped ({:.2}s)",
+        report.total_count,
+        report.success_count,
+        report.failed_count,
+        report.error_count,
+        report.skipped_count,
+        report.total_time
+    );
+    let failures: Vec<_> = report
+        .test_suites
+        .iter()
+        .flat_map(|s| {
+            s.test_cases
+                .iter()
+                .filter(|c| c.status == "failed" || c.status == "error")
+                .map(move |c| (s, c))
+        })
+        .collect();
+    for (suite, case) in failures.iter().take(MAX_LISTED_FAILURES) {
+        let first_line = case
+            .system_output
+            .as_deref()
+            .and_then(|o| o.lines().find(|l| !l.trim().is_empty()))
+            .map(|l| format!(": {}", l.trim()))
+            .unwrap_or_default();
+        let what = if case.classname.is_empty() {
+            case.name.clone()
+        } else {
+            format!("{} {}", case.classname, case.name)
+        };
+        let _ = writeln!(
+            out,
+            "  {}  {}  {what}{first_line}",
+            paint("\x1b[31m", &format!("{:<6}", case.status)),
+            suite.name
+        );
+    }
+    if failures.len() > MAX_LISTED_FAILURES {
+        let _ = writeln!(
+            out,
+            "  … and {} more (all of them are in --json-report)",
+            failures.len() - MAX_LISTED_FAILURES
+        );
+    }
+    for suite in &report.test_suites {
+        if let Some(error) = &suite.suite_error {
+            let _ = writeln!(
+                out,
+                "  {}  {}: {error}",
+                paint("\x1b[31m", "error "),
+                suite.name
+            );
+        }
+    }
+    out
 }
 
 #[derive(Debug, Serialize)]
@@ -45,7 +200,7 @@ pub(crate) fn report_status(pipeline_status: &str) -> String {
 }
 
 impl RunReport {
-    pub(crate) fn new(status: &str, jobs: &[JobView]) -> Self {
+    pub(crate) fn new(status: &str, jobs: &[JobView], tests: &TestReport) -> Self {
         let mut jobs: Vec<&JobView> = jobs.iter().collect();
         jobs.sort_by_key(|j| j.id);
         RunReport {
@@ -65,6 +220,7 @@ impl RunReport {
                     coverage: j.coverage,
                 })
                 .collect(),
+            tests: TestsReport::new(tests),
         }
     }
 }
