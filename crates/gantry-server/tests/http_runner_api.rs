@@ -129,8 +129,9 @@ async fn patch(
         .expect("patch")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_final_update_waits_for_the_whole_trace() {
+/// A server whose project `demo` has one job (`build`), taken by a runner: the server,
+/// the project's id, the job's id and its token.
+async fn one_running_job() -> (TestServer, i64, i64, String) {
     let server = TestServer::start().await;
     let repo = Repo::new(&[(".gitlab-ci.yml", "build:\n  script: [make]\n")]);
     let project_id = server.create_project("demo", &repo).await["id"]
@@ -139,6 +140,12 @@ async fn a_final_update_waits_for_the_whole_trace() {
     server.create_pipeline(project_id, "main").await;
     let (_, runner) = server.create_runner(json!({})).await;
     let (job_id, token, _) = server.take_job(&runner).await;
+    (server, project_id, job_id, token)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_final_update_waits_for_the_whole_trace() {
+    let (server, project_id, job_id, token) = one_running_job().await;
 
     let running = put(
         &server,
@@ -176,14 +183,7 @@ async fn a_final_update_waits_for_the_whole_trace() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_canceled_job_is_told_through_job_status() {
-    let server = TestServer::start().await;
-    let repo = Repo::new(&[(".gitlab-ci.yml", "build:\n  script: [make]\n")]);
-    let project_id = server.create_project("demo", &repo).await["id"]
-        .as_i64()
-        .expect("id");
-    server.create_pipeline(project_id, "main").await;
-    let (_, runner) = server.create_runner(json!({})).await;
-    let (job_id, token, _) = server.take_job(&runner).await;
+    let (server, project_id, job_id, token) = one_running_job().await;
 
     let (status, job) = server
         .admin(
@@ -625,4 +625,42 @@ async fn the_pipeline_test_report_reads_the_jobs_junit_reports() {
         }
     }
     insta::assert_json_snapshot!(shown);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_user_api_streams_a_jobs_log_as_committed() {
+    let (server, project_id, job_id, token) = one_running_job().await;
+    let log = |server: &TestServer| {
+        let request = server
+            .http
+            .get(server.api(&format!("projects/{project_id}/jobs/{job_id}/trace")))
+            .header("PRIVATE-TOKEN", &server.admin)
+            .send();
+        async move {
+            let response = request.await.expect("trace");
+            assert_eq!(response.status(), StatusCode::OK);
+            response.bytes().await.expect("body").to_vec()
+        }
+    };
+    assert!(log(&server).await.is_empty(), "no log yet");
+    // Larger than the chunks a download is read in, in two patches.
+    let text: Vec<u8> = (0..700 * 1024).map(|i| b'a' + (i % 26) as u8).collect();
+    let (first, second) = text.split_at(400 * 1024);
+    assert_eq!(
+        patch(&server, job_id, &token, 0, first).await.status(),
+        StatusCode::ACCEPTED
+    );
+    assert!(log(&server).await == first);
+    assert_eq!(
+        patch(&server, job_id, &token, first.len(), second)
+            .await
+            .status(),
+        StatusCode::ACCEPTED
+    );
+    // A patch at a wrong offset is refused and adds nothing.
+    assert_eq!(
+        patch(&server, job_id, &token, 5, b"stray").await.status(),
+        StatusCode::RANGE_NOT_SATISFIABLE
+    );
+    assert!(log(&server).await == text);
 }

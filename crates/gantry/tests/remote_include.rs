@@ -426,7 +426,10 @@ fn gantry_run_includes_a_component_of_its_own_project_at_the_run_s_commit() {
     // names, read from the run's snapshot repository.
     let sha = stdout
         .lines()
-        .find_map(|l| l.split_once("| commit=").map(|(_, sha)| sha.trim().to_owned()))
+        .find_map(|l| {
+            l.split_once("| commit=")
+                .map(|(_, sha)| sha.trim().to_owned())
+        })
         .unwrap_or_else(|| panic!("no commit line in {stdout}"));
     assert_eq!(sha.len(), 40, "{sha}");
     assert!(

@@ -62,7 +62,7 @@ pub use includes::{
 pub use pipelines::{JobSelection, PipelineRequest, ProjectRequest};
 pub use queue::RequestInfo;
 pub use time::iso8601;
-pub use traces::TraceAppend;
+pub use traces::{TraceAppend, TraceSource};
 pub use views::{
     Artifact, ArtifactsFile, Bootstrap, JobPipeline, JobProgress, JobView, PipelineView, Project,
     Runner, RunnerOptions, UpdateResult,

@@ -19,7 +19,7 @@
 //! job are serialized by [`TraceFiles::lock`].
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, Read, Seek, SeekFrom};
+use std::io::{self, Seek, SeekFrom};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -78,20 +78,18 @@ impl TraceFiles {
         Ok(file)
     }
 
-    /// The first `size` bytes of the job's file (fewer only if the file lost bytes the
-    /// database committed: a machine crash, see the module docs).
-    pub(crate) fn read(&self, job_id: i64, size: u64) -> io::Result<Vec<u8>> {
+    /// The job's file opened for reading its first `size` bytes (the caller stops there;
+    /// the file has fewer only if it lost bytes the database committed: a machine crash,
+    /// see the module docs); `None` when there is nothing to read.
+    pub(crate) fn open(&self, job_id: i64, size: u64) -> io::Result<Option<File>> {
         if size == 0 {
-            return Ok(Vec::new());
+            return Ok(None);
         }
-        let file = match File::open(self.path(job_id)) {
-            Ok(file) => file,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(e),
-        };
-        let mut out = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
-        file.take(size).read_to_end(&mut out)?;
-        Ok(out)
+        match File::open(self.path(job_id)) {
+            Ok(file) => Ok(Some(file)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 }
 
@@ -100,6 +98,18 @@ mod tests {
     use std::io::Write as _;
 
     use super::*;
+
+    use std::io::Read as _;
+
+    impl TraceFiles {
+        fn read(&self, job_id: i64, size: u64) -> io::Result<Vec<u8>> {
+            let mut out = Vec::new();
+            if let Some(file) = self.open(job_id, size)? {
+                file.take(size).read_to_end(&mut out)?;
+            }
+            Ok(out)
+        }
+    }
 
     #[test]
     fn an_append_cuts_off_what_was_never_committed() {

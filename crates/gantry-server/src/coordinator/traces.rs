@@ -127,24 +127,57 @@ impl Coordinator {
 
     /// The job's log as stored so far: exactly its committed size.
     pub async fn trace(&self, job_id: i64) -> std::result::Result<Vec<u8>, CoordinatorError> {
-        let snapshot = self.inner.store.trace_snapshot(job_id).await?;
-        if let Some(data) = snapshot.in_db {
-            return Ok(data);
-        }
-        let size = to_u64(snapshot.size);
-        if size == 0 {
-            return Ok(Vec::new());
-        }
-        let this = self.clone();
-        tokio::task::spawn_blocking(move || this.inner.traces.read(job_id, size))
+        match self.trace_source(job_id).await? {
+            TraceSource::Bytes(data) => Ok(data),
+            TraceSource::File { file, len } => tokio::task::spawn_blocking(move || {
+                let mut out = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
+                io::Read::read_to_end(&mut io::Read::take(file, len), &mut out).map(|_| out)
+            })
             .await
             .map_err(|e| {
                 CoordinatorError::Io(io::Error::other(format!(
                     "read the trace of job {job_id}: the task stopped: {e}"
                 )))
             })?
-            .map_err(CoordinatorError::Io)
+            .map_err(CoordinatorError::Io),
+        }
     }
+
+    /// The log as stored so far, to be streamed (the user API): the job's file, of
+    /// which the first `len` bytes are the log, or the bytes a database row of an older
+    /// version holds.
+    pub async fn trace_source(
+        &self,
+        job_id: i64,
+    ) -> std::result::Result<TraceSource, CoordinatorError> {
+        let snapshot = self.inner.store.trace_snapshot(job_id).await?;
+        if let Some(data) = snapshot.in_db {
+            return Ok(TraceSource::Bytes(data));
+        }
+        let len = to_u64(snapshot.size);
+        let this = self.clone();
+        let file = tokio::task::spawn_blocking(move || this.inner.traces.open(job_id, len))
+            .await
+            .map_err(|e| {
+                CoordinatorError::Io(io::Error::other(format!(
+                    "read the trace of job {job_id}: the task stopped: {e}"
+                )))
+            })?
+            .map_err(CoordinatorError::Io)?;
+        Ok(match file {
+            Some(file) => TraceSource::File { file, len },
+            None => TraceSource::Bytes(Vec::new()),
+        })
+    }
+}
+
+/// A job's log to read ([`Coordinator::trace_source`]).
+#[derive(Debug)]
+pub enum TraceSource {
+    /// The whole log.
+    Bytes(Vec<u8>),
+    /// The log is the first `len` bytes of `file` (bytes past it are not committed).
+    File { file: std::fs::File, len: u64 },
 }
 
 /// Why reading a patch's body stopped early.

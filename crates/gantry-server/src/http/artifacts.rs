@@ -169,29 +169,6 @@ pub(crate) async fn download(
     Ok(file_response(&artifact, blob))
 }
 
-/// Size of the reads a download is streamed in.
-const DOWNLOAD_CHUNK: usize = 256 * 1024;
-
-/// The blob's bytes as a response body, read as the client takes them. A read error
-/// ends the body early (the client sees fewer bytes than `Content-Length`).
-fn stream_file(file: std::fs::File) -> axum::body::Body {
-    use tokio::io::AsyncReadExt as _;
-    let file = tokio::fs::File::from_std(file);
-    let chunks = futures_util::stream::unfold(Some(file), |file| async move {
-        let mut file = file?;
-        let mut buf = vec![0u8; DOWNLOAD_CHUNK];
-        match file.read(&mut buf).await {
-            Ok(0) => None,
-            Ok(n) => {
-                buf.truncate(n);
-                Some((Ok(axum::body::Bytes::from(buf)), Some(file)))
-            }
-            Err(e) => Some((Err(e), None)),
-        }
-    });
-    axum::body::Body::from_stream(chunks)
-}
-
 /// An artifact as a download, streamed from its blob.
 pub(crate) fn file_response(artifact: &Artifact, blob: ArtifactBlob) -> Response {
     let filename: String = artifact
@@ -218,7 +195,7 @@ pub(crate) fn file_response(artifact: &Artifact, blob: ArtifactBlob) -> Response
             ),
             (axum::http::header::CONTENT_LENGTH, blob.len.to_string()),
         ],
-        stream_file(blob.file),
+        super::file_body(blob.file, blob.len),
     )
         .into_response()
 }

@@ -8,7 +8,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
-use crate::coordinator::{CoordinatorError, JobView};
+use crate::coordinator::{CoordinatorError, JobView, TraceSource};
 
 use super::artifacts::file_response;
 use super::error::{ApiError, ApiResult};
@@ -48,7 +48,13 @@ pub(crate) async fn trace(
 ) -> ApiResult<Response> {
     auth::require_admin(&state.coordinator, &headers).await?;
     let job = find_job(&state, &project, job).await?;
-    let log = state.coordinator.trace(job.id).await?;
+    // Streamed from the log file, never read whole. No `Content-Length`: after a machine
+    // crash the file may hold fewer bytes than the database committed (see
+    // `trace_files.rs`), and the client then gets what there is.
+    let body = match state.coordinator.trace_source(job.id).await? {
+        TraceSource::Bytes(log) => axum::body::Body::from(log),
+        TraceSource::File { file, len } => super::file_body(file, len),
+    };
     state.watch(job.id);
     Ok((
         StatusCode::OK,
@@ -56,7 +62,7 @@ pub(crate) async fn trace(
             axum::http::header::CONTENT_TYPE,
             "text/plain; charset=utf-8",
         )],
-        log,
+        body,
     )
         .into_response())
 }

@@ -52,6 +52,30 @@ const MAX_JSON_BODY: usize = 1024 * 1024;
 /// (`job_update::patch_trace` counts, the body is streamed).
 const MAX_TRACE_PATCH: usize = 2 * gantry_protocol::trace::patch::MAX_PATCH_BYTES;
 
+/// Size of the reads a file download (artifact, job log) is streamed in.
+const DOWNLOAD_CHUNK: usize = 256 * 1024;
+
+/// The first `len` bytes of `file` as a response body, read as the client takes them: an
+/// artifact or a job log is never held whole in memory. A read error ends the body early
+/// (the client sees fewer bytes than `Content-Length`).
+pub(crate) fn file_body(file: std::fs::File, len: u64) -> axum::body::Body {
+    use tokio::io::AsyncReadExt as _;
+    let file = tokio::fs::File::from_std(file).take(len);
+    let chunks = futures_util::stream::unfold(Some(file), |file| async move {
+        let mut file = file?;
+        let mut buf = vec![0u8; DOWNLOAD_CHUNK];
+        match file.read(&mut buf).await {
+            Ok(0) => None,
+            Ok(n) => {
+                buf.truncate(n);
+                Some((Ok(axum::body::Bytes::from(buf)), Some(file)))
+            }
+            Err(e) => Some((Err(e), None)),
+        }
+    });
+    axum::body::Body::from_stream(chunks)
+}
+
 /// Multipart framing allowed on top of the artifact limit.
 const MULTIPART_OVERHEAD: u64 = 1024 * 1024;
 
