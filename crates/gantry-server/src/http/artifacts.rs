@@ -111,12 +111,21 @@ pub(crate) async fn upload(
                 .await
                 .map_err(|e| multipart_error(e.status(), e.body_text()))?
             {
-                staged.write(&chunk).await.map_err(|e| match e {
-                    StageError::TooLarge(limit) => ApiError::too_large(format!(
-                        "Request Entity Too Large - the artifact exceeds the size limit of {limit} bytes"
-                    )),
-                    StageError::Io(e) => CoordinatorError::Io(e).into(),
-                })?;
+                match staged.write(&chunk).await {
+                    Ok(()) => {}
+                    Err(StageError::TooLarge(limit)) => {
+                        // Read the rest (the route's body limit bounds it) so the client
+                        // hears the answer.
+                        while let Ok(Some(_)) = field.chunk().await {}
+                        while let Ok(Some(mut rest)) = multipart.next_field().await {
+                            while let Ok(Some(_)) = rest.chunk().await {}
+                        }
+                        return Err(ApiError::too_large(format!(
+                            "Request Entity Too Large - the artifact exceeds the size limit of {limit} bytes"
+                        )));
+                    }
+                    Err(StageError::Io(e)) => return Err(CoordinatorError::Io(e).into()),
+                }
             }
             file = Some((filename, staged));
         } else {

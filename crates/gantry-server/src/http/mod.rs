@@ -78,6 +78,10 @@ pub(crate) fn file_body(file: std::fs::File, len: u64) -> axum::body::Body {
 
 /// Multipart framing allowed on top of the artifact limit.
 const MULTIPART_OVERHEAD: u64 = 1024 * 1024;
+/// An upload over the artifact limit is read (and dropped) up to this much further before
+/// the `413` is sent, so a client still sending gets the answer rather than a connection
+/// reset; past it the connection is cut.
+pub(crate) const OVERSIZE_DRAIN: u64 = 16 * 1024 * 1024;
 
 /// How long a `GET …/trace` marks a job's log as watched (GitLab: 10 s); meanwhile trace
 /// patches are answered with the short update interval (§5.2).
@@ -167,7 +171,8 @@ fn build(coordinator: Coordinator, shutdown: watch::Receiver<bool>) -> Router {
     let artifact_limit = coordinator
         .config()
         .artifact_limit
-        .saturating_add(MULTIPART_OVERHEAD);
+        .saturating_add(MULTIPART_OVERHEAD)
+        .saturating_add(OVERSIZE_DRAIN);
     let artifact_limit = usize::try_from(artifact_limit).unwrap_or(usize::MAX);
     let state = AppState {
         coordinator,
