@@ -326,6 +326,55 @@ impl Store {
         Ok(())
     }
 
+    /// Every project's variables whose stored value does not start with `prefix`:
+    /// `(project id, key, environment scope, value)` (values written before they were
+    /// encrypted, `prefix` marking encrypted ones).
+    pub async fn project_variables_without_prefix(
+        &self,
+        prefix: &str,
+    ) -> Result<Vec<(i64, String, String, String)>> {
+        let rows = sqlx::query(&format!(
+            "SELECT project_id, key, environment_scope, value FROM project_variables WHERE substr(value, 1, {}) <> $1",
+            prefix.chars().count()
+        ))
+        .bind(prefix)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok((
+                    r.try_get("project_id")?,
+                    r.try_get("key")?,
+                    r.try_get("environment_scope")?,
+                    r.try_get("value")?,
+                ))
+            })
+            .collect()
+    }
+
+    /// Sets the stored value of the variable `key` of scope `scope`, if it still holds
+    /// `old` (a concurrent update wins).
+    pub async fn replace_project_variable_value(
+        &self,
+        project_id: i64,
+        key: &str,
+        scope: &str,
+        old: &str,
+        value: &str,
+    ) -> Result<()> {
+        sqlx::query(
+            "UPDATE project_variables SET value = $1 WHERE project_id = $2 AND key = $3 AND environment_scope = $4 AND value = $5",
+        )
+        .bind(value)
+        .bind(project_id)
+        .bind(key)
+        .bind(scope)
+        .bind(old)
+        .execute(&self.writer)
+        .await?;
+        Ok(())
+    }
+
     /// Removes the variable `key` of environment scope `scope`; `NotFound` when there is none.
     pub async fn delete_project_variable(
         &self,

@@ -27,6 +27,10 @@ pub(crate) const GANTRY_REMOTE_INCLUDE_MIRROR: &str = "GANTRY_REMOTE_INCLUDE_MIR
 /// `.gantry/includes` (remote URLs, templates, projects the server does not hold).
 pub(crate) const GANTRY_INCLUDE_CACHE: &str = "GANTRY_INCLUDE_CACHE";
 
+/// `gantry server`: the key project variable values are encrypted with at rest (64 hex
+/// digits); without it, `<data dir>/db_key`, made on first start.
+pub(crate) const GANTRY_DB_KEY: &str = "GANTRY_DB_KEY";
+
 /// The value of a declared variable; unset and empty are the same.
 pub(crate) fn var(name: &str) -> Option<String> {
     std::env::var(name)

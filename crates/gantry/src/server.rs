@@ -112,6 +112,12 @@ async fn serve(args: &ServerArgs) -> Result<(), StartError> {
     };
     let mut cfg = CoordinatorConfig::new(&data_dir, external_url.clone());
     cfg.artifact_limit = args.max_artifacts_size * 1024 * 1024;
+    if let Some(key) = crate::env::var(crate::env::GANTRY_DB_KEY) {
+        cfg.db_key = Some(
+            gantry_server::coordinator::secrets::DbKey::parse(&key)
+                .map_err(|e| usage(format!("{}: {e}", crate::env::GANTRY_DB_KEY)))?,
+        );
+    }
     if let Some(v) = crate::env::var(crate::env::GANTRY_REMOTE_INCLUDE_MIRROR) {
         cfg.remote_include_rewrites = gantry_server::coordinator::UrlRewrite::parse_list(&v)
             .map_err(|e| usage(format!("{}: {e}", crate::env::GANTRY_REMOTE_INCLUDE_MIRROR)))?;

@@ -718,3 +718,65 @@ fn max_artifacts_size_bounds_uploads() {
         assert_eq!(fits.status().as_u16(), 201);
     });
 }
+
+#[test]
+fn gantry_db_key_encrypts_variables_and_only_that_key_reads_them() {
+    let data = tempfile::tempdir().expect("dir");
+    let data_dir = data.path().join("data");
+    refuses_to_start(&data_dir, "GANTRY_DB_KEY", "not-hex");
+
+    let key = "0123456789abcdef".repeat(4);
+    let server = Server::start_with(&data_dir, &[("GANTRY_DB_KEY", key.as_str())]);
+    let admin = server.token("glpat-").expect("admin token");
+    let url = server.url.clone();
+    let env = [
+        ("GANTRY_URL", url.as_str()),
+        ("GANTRY_TOKEN", admin.as_str()),
+    ];
+    let repo = repo();
+    let repo_path = repo.path().display().to_string();
+    let created = gantry(&["project", "create", "demo", "--repo", &repo_path], &env);
+    assert_eq!(created.status.code(), Some(0), "{}", text(&created.stderr));
+    let file = data.path().join("vars.yml");
+    std::fs::write(&file, "TOKEN: s3cr3t-t0ken\n").expect("write");
+    let file = file.display().to_string();
+    let import = gantry(&["variable", "import", "--project", "demo", &file], &env);
+    assert_eq!(import.status.code(), Some(0), "{}", text(&import.stderr));
+    // The key came from the environment: no key file; the value is not in the database.
+    assert!(!data_dir.join("db_key").exists());
+    let db = std::fs::read(data_dir.join("gantry.db")).expect("database");
+    let wal = std::fs::read(data_dir.join("gantry.db-wal")).unwrap_or_default();
+    for bytes in [&db, &wal] {
+        assert!(
+            !bytes.windows(b"s3cr3t".len()).any(|w| w == b"s3cr3t"),
+            "the value is stored in plain text"
+        );
+    }
+    drop(server);
+
+    // Started again without the key: a key file is made, and the old values cannot be read.
+    let server = Server::start(&data_dir);
+    let url = server.url.clone();
+    let env = [
+        ("GANTRY_URL", url.as_str()),
+        ("GANTRY_TOKEN", admin.as_str()),
+    ];
+    let listed = gantry(&["variable", "list", "--project", "demo"], &env);
+    assert_ne!(listed.status.code(), Some(0));
+    drop(server);
+
+    // With the key again, they can.
+    let server = Server::start_with(&data_dir, &[("GANTRY_DB_KEY", key.as_str())]);
+    let url = server.url.clone();
+    let env = [
+        ("GANTRY_URL", url.as_str()),
+        ("GANTRY_TOKEN", admin.as_str()),
+    ];
+    let listed = gantry(&["variable", "list", "--project", "demo"], &env);
+    assert_eq!(listed.status.code(), Some(0), "{}", text(&listed.stderr));
+    assert!(
+        text(&listed.stdout).contains("s3cr3t-t0ken"),
+        "{}",
+        text(&listed.stdout)
+    );
+}

@@ -29,6 +29,7 @@ mod payload;
 mod pipelines;
 mod queue;
 mod runners;
+pub mod secrets;
 mod spec;
 mod state;
 pub mod test_reports;
@@ -109,6 +110,9 @@ pub struct CoordinatorConfig {
     /// configuration check shares them); `None` on a server, which fetches anew for
     /// every pipeline, as GitLab does.
     pub remote_fetches: Option<RemoteFetches>,
+    /// The key project variable values are encrypted with (see [`secrets`]); `None`:
+    /// the key in `data_dir/db_key`, made on first start.
+    pub db_key: Option<secrets::DbKey>,
 }
 
 /// Who pipelines are attributed to: the `GITLAB_USER_*` variables.
@@ -148,6 +152,7 @@ impl CoordinatorConfig {
             include_cache: None,
             remote_include_rewrites: Vec::new(),
             remote_fetches: None,
+            db_key: None,
         }
     }
 }
@@ -164,6 +169,8 @@ const STRIPES: usize = 64;
 
 struct Inner {
     store: Store,
+    /// Encrypts project variable values.
+    db_key: secrets::DbKey,
     cfg: CoordinatorConfig,
     blobs: Arc<dyn BlobStore>,
     /// Job logs, `data_dir/traces`.
@@ -230,18 +237,32 @@ impl Coordinator {
         let blobs = LocalDir::new(cfg.data_dir.join("blobs"));
         tokio::fs::create_dir_all(blobs.root()).await?;
         tokio::fs::create_dir_all(cfg.data_dir.join("repos")).await?;
-        Ok(Self::with_blobs(store, cfg, Arc::new(blobs)))
+        let mut cfg = cfg;
+        if cfg.db_key.is_none() {
+            let path = cfg.data_dir.join(secrets::KEY_FILE);
+            cfg.db_key = Some(
+                tokio::task::spawn_blocking(move || secrets::DbKey::load_or_create(&path))
+                    .await
+                    .map_err(|e| std::io::Error::other(e.to_string()))??,
+            );
+        }
+        let coordinator = Self::with_blobs(store, cfg, Arc::new(blobs));
+        coordinator.encrypt_stored_variables().await?;
+        Ok(coordinator)
     }
 
-    /// Start the coordinator with another blob store (object storage).
+    /// Start the coordinator with another blob store (object storage). Without
+    /// `cfg.db_key`, project variables are encrypted with a key of this process only.
     pub fn with_blobs(store: Store, cfg: CoordinatorConfig, blobs: Arc<dyn BlobStore>) -> Self {
         let (queue, _) = watch::channel(0u64);
         let boot = {
             use rand::RngCore;
             rand::rng().next_u64()
         };
+        let db_key = cfg.db_key.clone().unwrap_or_else(secrets::DbKey::random);
         Coordinator {
             inner: Arc::new(Inner {
+                db_key,
                 traces: trace_files::TraceFiles::new(cfg.data_dir.join("traces")),
                 store,
                 cfg,

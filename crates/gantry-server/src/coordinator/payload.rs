@@ -609,7 +609,7 @@ impl Coordinator {
         for (k, v) in &dotenv {
             vars.public(k, v.clone());
         }
-        let project_vars = self.inner.store.project_variables(project.id).await?;
+        let project_vars = self.stored_project_variables(project.id).await?;
         for v in variables::for_job(
             &project_vars,
             pipeline.protected,

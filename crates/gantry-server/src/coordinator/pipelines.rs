@@ -512,8 +512,10 @@ impl Coordinator {
             child,
         };
         let includes = self.include_sources(&project).await?;
-        let project_vars =
-            super::variables::for_creation(&store.project_variables(project_id).await?, protected);
+        let project_vars = super::variables::for_creation(
+            &self.stored_project_variables(project_id).await?,
+            protected,
+        );
         // Environment names are expanded with the project variables of scope `*` too (as
         // the job's rules saw them), below the pipeline variables.
         let environment_vars: Vec<(String, String)> = project_vars

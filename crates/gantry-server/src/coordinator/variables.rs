@@ -133,7 +133,47 @@ impl Coordinator {
         project_id: i64,
     ) -> Result<Vec<ProjectVariable>, CoordinatorError> {
         self.inner.store.project(project_id).await?;
-        Ok(self.inner.store.project_variables(project_id).await?)
+        self.stored_project_variables(project_id).await
+    }
+
+    /// A project's variables as stored, values decrypted.
+    pub(crate) async fn stored_project_variables(
+        &self,
+        project_id: i64,
+    ) -> Result<Vec<ProjectVariable>, CoordinatorError> {
+        let mut vars = self.inner.store.project_variables(project_id).await?;
+        for v in &mut vars {
+            v.value = self.inner.db_key.decrypt(&v.value).map_err(|e| {
+                CoordinatorError::corrupt(format!(
+                    "the value of project variable `{}` (scope `{}`): {e}",
+                    v.key, v.environment_scope
+                ))
+            })?;
+        }
+        Ok(vars)
+    }
+
+    /// `v` as stored: its value encrypted.
+    fn sealed(&self, v: &ProjectVariable) -> ProjectVariable {
+        ProjectVariable {
+            value: self.inner.db_key.encrypt(&v.value),
+            ..v.clone()
+        }
+    }
+
+    /// Encrypts the values stored before values were encrypted (at start).
+    pub(crate) async fn encrypt_stored_variables(&self) -> Result<(), CoordinatorError> {
+        let store = &self.inner.store;
+        for (project, key, scope, value) in store
+            .project_variables_without_prefix(super::secrets::PREFIX)
+            .await?
+        {
+            let sealed = self.inner.db_key.encrypt(&value);
+            store
+                .replace_project_variable_value(project, &key, &scope, &value, &sealed)
+                .await?;
+        }
+        Ok(())
     }
 
     /// Adds a variable (`Invalid` when it breaks a rule of [`validate`] or the project
@@ -151,7 +191,7 @@ impl Coordinator {
         }
         self.inner
             .store
-            .create_project_variable(project_id, v, now_ms())
+            .create_project_variable(project_id, &self.sealed(v), now_ms())
             .await
             .map_err(taken)
     }
@@ -167,7 +207,7 @@ impl Coordinator {
         validate(v)?;
         self.inner
             .store
-            .update_project_variable(project_id, key, scope, v)
+            .update_project_variable(project_id, key, scope, &self.sealed(v))
             .await
             .map_err(taken)
     }

@@ -1,0 +1,120 @@
+//! Project variable values at rest: encrypted in the database with the data directory's
+//! key (or `CoordinatorConfig::db_key`), plain text only to jobs and the API; values
+//! stored before encryption are encrypted at start; another key cannot read them.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod coordinator_support;
+
+use coordinator_support::*;
+use gantry_server::coordinator::secrets::{DbKey, KEY_FILE, PREFIX};
+use gantry_server::coordinator::{Coordinator, CoordinatorConfig};
+use gantry_store::{ProjectVariable, Store};
+
+async fn raw_values(dir: &std::path::Path, project: i64) -> Vec<String> {
+    let store = Store::open(&format!("sqlite://{}", dir.join("gantry.db").display()))
+        .await
+        .unwrap();
+    store
+        .project_variables(project)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|v| v.value)
+        .collect()
+}
+
+#[tokio::test]
+async fn values_are_encrypted_at_rest_and_read_back_with_the_same_key_only() {
+    let e = env("job:\n  script: [echo]\n").await;
+    let project = e.project().await;
+    e.coord
+        .create_project_variable(project, &ProjectVariable::new("API_TOKEN", "tok-s3cr3t-1"))
+        .await
+        .unwrap();
+    let stored = raw_values(e.dir.path(), project).await;
+    assert_eq!(stored.len(), 1);
+    assert!(stored[0].starts_with(PREFIX), "{stored:?}");
+    assert!(!stored[0].contains("s3cr3t"), "{stored:?}");
+    assert!(e.dir.path().join("data").join(KEY_FILE).is_file());
+
+    // Jobs and the API get the value.
+    e.pipeline(project, "main").await;
+    let runner = e.any_runner().await;
+    let job = e.take_some(&runner).await;
+    assert!(
+        job.variables
+            .iter()
+            .any(|v| v.key == "API_TOKEN" && v.value == "tok-s3cr3t-1"),
+        "{:?}",
+        job.variables
+    );
+    let listed = e.coord.project_variables(project).await.unwrap();
+    assert_eq!(listed[0].value, "tok-s3cr3t-1");
+
+    // An update is encrypted too.
+    let mut changed = ProjectVariable::new("API_TOKEN", "tok-s3cr3t-2");
+    changed.masked = true;
+    e.coord
+        .update_project_variable(project, "API_TOKEN", "*", &changed)
+        .await
+        .unwrap();
+    assert!(!raw_values(e.dir.path(), project).await[0].contains("s3cr3t"));
+
+    // The same data directory (its key file) reads them after a restart.
+    let again = open_coordinator(e.dir.path()).await;
+    assert_eq!(
+        again.project_variables(project).await.unwrap()[0].value,
+        "tok-s3cr3t-2"
+    );
+
+    // Another key cannot, and says what to do.
+    let store = Store::open(&format!(
+        "sqlite://{}",
+        e.dir.path().join("gantry.db").display()
+    ))
+    .await
+    .unwrap();
+    let mut cfg = CoordinatorConfig::new(e.dir.path().join("data"), "http://127.0.0.1:8080");
+    cfg.db_key = Some(DbKey::random());
+    let stranger = Coordinator::open(store, cfg).await.unwrap();
+    let refused = stranger
+        .project_variables(project)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.contains("project variable `API_TOKEN`") && refused.contains("restore the key"),
+        "{refused}"
+    );
+}
+
+#[tokio::test]
+async fn values_stored_before_encryption_are_encrypted_at_start() {
+    let e = env("job:\n  script: [echo]\n").await;
+    let project = e.project().await;
+    // As an older Gantry wrote it: straight into the table, in plain text.
+    let store = Store::open(&format!(
+        "sqlite://{}",
+        e.dir.path().join("gantry.db").display()
+    ))
+    .await
+    .unwrap();
+    store
+        .create_project_variable(project, &ProjectVariable::new("OLD", "plain-old-value"), 0)
+        .await
+        .unwrap();
+    assert_eq!(raw_values(e.dir.path(), project).await, ["plain-old-value"]);
+    // Readable at once, encrypted at the next start.
+    assert_eq!(
+        e.coord.project_variables(project).await.unwrap()[0].value,
+        "plain-old-value"
+    );
+    let restarted = open_coordinator(e.dir.path()).await;
+    let stored = raw_values(e.dir.path(), project).await;
+    assert!(stored[0].starts_with(PREFIX), "{stored:?}");
+    assert_eq!(
+        restarted.project_variables(project).await.unwrap()[0].value,
+        "plain-old-value"
+    );
+}
