@@ -87,6 +87,40 @@ async fn values_are_encrypted_at_rest_and_read_back_with_the_same_key_only() {
         refused.contains("project variable `API_TOKEN`") && refused.contains("restore the key"),
         "{refused}"
     );
+    // Nor create a pipeline (its rules may need them) …
+    let not_created = stranger
+        .create_pipeline(project, "main", Vec::new(), gantry_pipeline::Source::Api)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(not_created.contains("restore the key"), "{not_created}");
+    // … and a job created before the key changed fails rather than running without
+    // them, its log saying why.
+    let pipeline = again
+        .create_pipeline(project, "main", Vec::new(), gantry_pipeline::Source::Api)
+        .await
+        .unwrap();
+    let (runner, _) = stranger
+        .create_runner(gantry_server::coordinator::RunnerOptions {
+            description: "any".into(),
+            run_untagged: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert!(
+        stranger
+            .request_job(&runner, None, std::time::Duration::ZERO)
+            .await
+            .is_err()
+    );
+    let job = stranger.pipeline_jobs(pipeline.id).await.unwrap().remove(0);
+    assert_eq!(
+        (job.status.as_str(), job.failure_reason.as_deref()),
+        ("failed", Some("data_integrity_failure"))
+    );
+    let log = String::from_utf8(stranger.trace(job.id).await.unwrap()).unwrap();
+    assert!(log.contains("restore the key"), "{log}");
 }
 
 #[tokio::test]

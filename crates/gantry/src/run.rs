@@ -519,6 +519,9 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
     cfg.include_cache = Some(include_cache);
     cfg.remote_include_rewrites = rewrites;
     cfg.remote_fetches = Some(fetched);
+    // The store lives for this run only: its variables need no key that outlives it (and
+    // writing a key file would cost an fsync per run).
+    cfg.db_key = Some(gantry_server::coordinator::secrets::DbKey::random());
     let coordinator = Coordinator::open(store, cfg)
         .await
         .map_err(|e| failed(format!("failed to start the coordinator: {e}")))?;
@@ -777,10 +780,17 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
         export_artifacts(&coordinator, &jobs, dir, &s.tmp).await?;
     }
     // A report that cannot be read is the suite's error; a store failure leaves it out.
-    let tests = coordinator
-        .test_report(pipeline.id)
-        .await
-        .unwrap_or_default();
+    let has_reports = jobs
+        .iter()
+        .any(|j| j.artifacts.iter().any(|a| a.file_type == "junit"));
+    let tests = if has_reports {
+        coordinator
+            .test_report(pipeline.id)
+            .await
+            .unwrap_or_default()
+    } else {
+        Default::default()
+    };
     shutdown(
         &handle,
         stop_server,

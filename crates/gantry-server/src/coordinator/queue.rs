@@ -333,6 +333,10 @@ impl Coordinator {
                     let _ = fail(FailureReason::MissingDependencyFailure).await;
                 }
                 Err(e) => {
+                    // Why, for whoever reads the job's log (e.g. a project variable that
+                    // does not decrypt with the server's key).
+                    self.note_on_job(job.id, &format!("ERROR: the job could not start: {e}\n"))
+                        .await;
                     let _ = fail(FailureReason::DataIntegrityFailure).await;
                     return Err(e);
                 }
