@@ -16,7 +16,7 @@
 //! decompressed, never whole. Limits: [`MAX_TEST_CASES`] per report (GitLab.com's plan
 //! limit; past it the suite errors), a case's `system_output` up to [`MAX_CASE_OUTPUT`]
 //! bytes and a suite's outputs up to [`MAX_SUITE_OUTPUT`] bytes in all (past them the text is
-//! cut and ends with a note).
+//! cut and ends with a note), elements nested at most [`MAX_DEPTH`] deep.
 
 use std::io::BufRead;
 use std::sync::Arc;
@@ -35,6 +35,8 @@ pub const MAX_TEST_CASES: usize = 500_000;
 pub const MAX_CASE_OUTPUT: usize = 64 * 1024;
 /// Bytes of `system_output` kept per suite, all cases together.
 pub const MAX_SUITE_OUTPUT: usize = 16 * 1024 * 1024;
+/// Elements nested in one another in a report (JUnit files nest a handful).
+pub const MAX_DEPTH: usize = 256;
 
 /// One test case (GitLab's `TestCaseEntity`).
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -218,6 +220,10 @@ impl TestSuite {
                     }
                     if empty {
                         self.close(&name, &mut case);
+                    } else if stack.len() >= MAX_DEPTH {
+                        return Err(format!(
+                            "JUnit data parsing failed: elements are nested more than {MAX_DEPTH} deep"
+                        ));
                     } else {
                         stack.push(name);
                     }

@@ -119,6 +119,16 @@ fn limits_on_cases_and_output() {
         Some("JUnit data parsing failed: number of test cases exceeded the limit of 3")
     );
 
+    let deep = format!(
+        "<testsuite>{}<testcase name=\"t\"/></testsuite>",
+        "<a>".repeat(MAX_DEPTH)
+    );
+    let s = suite(&deep);
+    assert_eq!(
+        s.suite_error.as_deref(),
+        Some("JUnit data parsing failed: elements are nested more than 256 deep")
+    );
+
     let long = "x".repeat(MAX_CASE_OUTPUT * 2);
     let s = suite(&format!(
         "<testsuite><testcase name=\"t\"><failure>{long}</failure></testcase></testsuite>"
@@ -160,4 +170,26 @@ fn totals_sum_the_suites() {
         (3, 2, 1, 0.6)
     );
     assert!(report.test_suites[2].suite_error.is_some());
+}
+
+#[test]
+fn no_input_panics() {
+    // Every prefix of a report, and the report with each byte replaced by characters
+    // XML gives meaning to: a report or a suite error, never a panic.
+    let report = r#"<?xml version="1.0"?><testsuites><testsuite name="s"><testcase classname="c" name="n&amp;m" time="1e3"><failure message="m">t<![CDATA[x]]></failure><system-out>o</system-out></testcase><testcase name="é"/></testsuite></testsuites>"#;
+    let bytes = report.as_bytes();
+    for end in 0..=bytes.len() {
+        let mut s = TestSuite::default();
+        s.add_report(&bytes[..end]);
+    }
+    for at in 0..bytes.len() {
+        for b in [b'<', b'>', b'&', b'"', b'/', 0xff, b'\n'] {
+            let mut changed = bytes.to_vec();
+            changed[at] = b;
+            let mut s = TestSuite::default();
+            s.add_report(&changed[..]);
+            s.finish();
+            assert!(s.suite_error.is_some() || s.total_count <= 2);
+        }
+    }
 }
