@@ -160,7 +160,8 @@ impl Coordinator {
     }
 
     /// A finished job's `coverage`: found in its complete log by its regex (GitLab does
-    /// it when the job finishes, whatever its status). The regex comes from the cached
+    /// it when the job finishes, whatever its status), read from the end of the log file
+    /// a block at a time. The regex comes from the cached
     /// specification, or from the job's row when the cache lacks it.
     async fn record_coverage(&self, job_id: i64) -> Result<(), CoordinatorError> {
         let cached = self.runtime().specs.get(&job_id).cloned();
@@ -173,8 +174,15 @@ impl Coordinator {
         let Some(regex) = regex else {
             return Ok(());
         };
-        let trace = self.trace(job_id).await?;
-        if let Some(percent) = coverage::extract(&trace, &regex) {
+        let percent = match self.trace_source(job_id).await? {
+            super::TraceSource::Bytes(log) => coverage::extract(&log, &regex),
+            super::TraceSource::File { mut file, len } => tokio::task::spawn_blocking(move || {
+                coverage::extract_from_file(&mut file, len, &regex)
+            })
+            .await
+            .map_err(|e| std::io::Error::other(e.to_string()))??,
+        };
+        if let Some(percent) = percent {
             self.inner.store.set_job_coverage(job_id, percent).await?;
         }
         Ok(())
