@@ -88,8 +88,8 @@ pub(crate) async fn update(
 /// fails and the answer is `403`; a body over [`MAX_TRACE_PATCH`] is `413`.
 ///
 /// The patch is checked before its body is read, which is then written to the log as it
-/// arrives (see `coordinator::traces`); a refused patch's body is still read (up to the limit)
-/// so the runner gets the answer, not a reset connection.
+/// arrives (see `coordinator::traces`); a refused patch's body is still read (up to the limit
+/// and [`super::OVERSIZE_DRAIN`] more) so the runner gets the answer, not a reset connection.
 pub(crate) async fn patch_trace(
     State(state): State<AppState>,
     Path(job_id): Path<i64>,
@@ -184,13 +184,17 @@ fn limited(
         })
 }
 
-/// Reads and drops what is left of a body, up to [`MAX_TRACE_PATCH`] bytes.
+/// Reads and drops what is left of a body, up to [`MAX_TRACE_PATCH`] +
+/// [`super::OVERSIZE_DRAIN`] bytes, so a client still sending an oversized patch hears the
+/// answer rather than a broken pipe.
 async fn drain(body: axum::body::Body) {
     let mut frames = body.into_data_stream();
     let mut seen = 0usize;
+    let bound = MAX_TRACE_PATCH
+        .saturating_add(usize::try_from(super::OVERSIZE_DRAIN).unwrap_or(usize::MAX));
     while let Some(Ok(frame)) = frames.next().await {
         seen = seen.saturating_add(frame.len());
-        if seen > MAX_TRACE_PATCH {
+        if seen > bound {
             break;
         }
     }
