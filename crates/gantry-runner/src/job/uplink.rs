@@ -109,6 +109,9 @@ pub(crate) struct Uplink {
     params: PatchTraceParams,
     events: JobEvents,
     interval: Mutex<Duration>,
+    /// When the streaming task lost the coordinator, if it had not reached it again when
+    /// it stopped: the final update reports the outage's end (`CoordinatorBack`).
+    outage: Mutex<Option<Instant>>,
 }
 
 /// The streaming task; [`Streaming::stop`] ends it after its current request.
@@ -153,6 +156,7 @@ impl Uplink {
             params,
             events,
             interval: Mutex::new(DEFAULT_UPDATE_INTERVAL),
+            outage: Mutex::new(None),
         }
     }
 
@@ -330,7 +334,10 @@ impl Uplink {
             // Whole patches go as soon as they are waiting (not during an outage: then
             // the back-off decides); the rest waits for the tick.
             let whole_only = tokio::select! {
-                _ = &mut stopped => return,
+                _ = &mut stopped => {
+                    *self.outage.lock().unwrap_or_else(PoisonError::into_inner) = outage;
+                    return;
+                }
                 () = tokio::time::sleep_until(tick) => false,
                 () = self.trace.full_patch_waiting(), if outage.is_none() => true,
             };
@@ -411,7 +418,12 @@ impl Uplink {
         let mut backoff = Backoff::new(Duration::from_secs(1), MAX_FINAL_BACKOFF);
         let mut failures = 0u32;
         let mut mismatches = 0u32;
-        let mut outage: Option<Instant> = None;
+        // An outage the streaming task saw begin and not end ends here.
+        let mut outage: Option<Instant> = self
+            .outage
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
         let started = Instant::now();
         loop {
             let error = match self.send_pending(false).await {
