@@ -521,6 +521,36 @@ fn junit_gzip(files: &[&str]) -> Vec<u8> {
     out
 }
 
+/// Uploads `files` as the job's JUnit report, then ends the job `state`.
+async fn report_and_end(
+    server: &TestServer,
+    job_id: i64,
+    token: &str,
+    files: &[&str],
+    state: &str,
+) {
+    let uploaded = server
+        .http
+        .post(server.api(&format!(
+            "jobs/{job_id}/artifacts?artifact_format=gzip&artifact_type=junit"
+        )))
+        .header("JOB-TOKEN", token)
+        .multipart(Form::new().part(
+            "file",
+            Part::bytes(junit_gzip(files)).file_name("junit.xml.gz"),
+        ))
+        .send()
+        .await
+        .expect("upload");
+    assert_eq!(uploaded.status(), StatusCode::CREATED);
+    let mut body = json!({ "token": token, "state": state });
+    if state == "failed" {
+        body["failure_reason"] = json!("script_failure");
+        body["exit_code"] = json!(1);
+    }
+    assert_eq!(put(server, job_id, body).await.status(), StatusCode::OK);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_pipeline_test_report_reads_the_jobs_junit_reports() {
     let server = TestServer::start().await;
@@ -532,70 +562,32 @@ async fn the_pipeline_test_report_reads_the_jobs_junit_reports() {
         .as_i64()
         .expect("id");
     let (_, runner) = server.create_runner(json!({})).await;
-    let report = |files: &[&str]| junit_gzip(files);
-    for (files, state) in [
-        (
-            report(&[
-                r#"<testsuites><testsuite name="unit"><testcase classname="a" name="passes" time="0.5"/><testcase classname="a" name="fails" time="0.25" file="a_test.rs"><failure message="expected 1">left: 2</failure><system-out>out</system-out></testcase></testsuite></testsuites>"#,
-                r#"<?xml version="1.0"?><testsuite name="more"><testcase classname="b" name="skips"><skipped/></testcase></testsuite>"#,
-            ]),
-            "failed",
-        ),
-        (report(&["<testsuite><testcase name=\"broken\""]), "success"),
-    ] {
-        let (job_id, token, _) = server.take_job(&runner).await;
-        let uploaded = server
-            .http
-            .post(server.api(&format!(
-                "jobs/{job_id}/artifacts?artifact_format=gzip&artifact_type=junit"
-            )))
-            .header("JOB-TOKEN", &token)
-            .multipart(Form::new().part("file", Part::bytes(files).file_name("junit.xml.gz")))
-            .send()
-            .await
-            .expect("upload");
-        assert_eq!(uploaded.status(), StatusCode::CREATED);
-        let mut body = json!({ "token": token, "state": state });
-        if state == "failed" {
-            body["failure_reason"] = json!("script_failure");
-            body["exit_code"] = json!(1);
-        }
-        assert_eq!(put(&server, job_id, body).await.status(), StatusCode::OK);
-        if state == "failed" {
-            // The test stage runs only after a successful build: retry it.
-            let (status, _) = server
-                .admin(
-                    Method::POST,
-                    &format!("projects/{project_id}/jobs/{job_id}/retry"),
-                    None,
-                )
-                .await;
-            assert_eq!(status, StatusCode::CREATED);
-            let (retry_id, retry_token, _) = server.take_job(&runner).await;
-            let uploaded = server
-                .http
-                .post(server.api(&format!(
-                    "jobs/{retry_id}/artifacts?artifact_format=gzip&artifact_type=junit"
-                )))
-                .header("JOB-TOKEN", &retry_token)
-                .multipart(Form::new().part(
-                    "file",
-                    Part::bytes(report(&[r#"<testsuite name="unit"><testcase classname="a" name="passes" time="0.5"/><testcase classname="a" name="fails" time="0.25" file="a_test.rs"><failure message="expected 1">left: 2</failure><system-out>out</system-out></testcase></testsuite>"#]))
-                        .file_name("junit.xml.gz"),
-                ))
-                .send()
-                .await
-                .expect("upload");
-            assert_eq!(uploaded.status(), StatusCode::CREATED);
-            let done = put(
-                &server,
-                retry_id,
-                json!({ "token": retry_token, "state": "success" }),
-            )
-            .await;
-            assert_eq!(done.status(), StatusCode::OK);
-        }
-    }
+    let unit = r#"<testsuites><testsuite name="unit"><testcase classname="a" name="passes" time="0.5"/><testcase classname="a" name="fails" time="0.25" file="a_test.rs"><failure message="expected 1">left: 2</failure><system-out>out</system-out></testcase></testsuite></testsuites>"#;
+
+    // build fails with two files; its retry (which replaces its report) succeeds with one.
+    let (build, token, _) = server.take_job(&runner).await;
+    let more = r#"<?xml version="1.0"?><testsuite name="more"><testcase classname="b" name="skips"><skipped/></testcase></testsuite>"#;
+    report_and_end(&server, build, &token, &[unit, more], "failed").await;
+    let (status, _) = server
+        .admin(
+            Method::POST,
+            &format!("projects/{project_id}/jobs/{build}/retry"),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (retry, token, _) = server.take_job(&runner).await;
+    report_and_end(&server, retry, &token, &[unit], "success").await;
+    // test's report is not XML.
+    let (test, token, _) = server.take_job(&runner).await;
+    report_and_end(
+        &server,
+        test,
+        &token,
+        &["<testsuite><testcase name=\"broken\""],
+        "success",
+    )
+    .await;
 
     let (status, full) = server
         .admin(

@@ -174,6 +174,28 @@ fn repo() -> tempfile::TempDir {
     dir
 }
 
+/// `gantry project create NAME --repo REPO`, which must succeed.
+fn create_project(env: &[(&str, &str)], name: &str, repo: &Path) {
+    let repo = repo.display().to_string();
+    let created = gantry(&["project", "create", name, "--repo", &repo], env);
+    assert_eq!(created.status.code(), Some(0), "{}", text(&created.stderr));
+}
+
+/// `gantry pipeline create --project NAME --ref main`, which must succeed: its output.
+fn create_pipeline(env: &[(&str, &str)], name: &str) -> Output {
+    let pipeline = gantry(
+        &["pipeline", "create", "--project", name, "--ref", "main"],
+        env,
+    );
+    assert_eq!(
+        pipeline.status.code(),
+        Some(0),
+        "{}",
+        text(&pipeline.stderr)
+    );
+    pipeline
+}
+
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
@@ -391,27 +413,8 @@ fn template_pipeline_jobs(server: &Server) -> String {
         ("GANTRY_URL", server.url.as_str()),
         ("GANTRY_TOKEN", admin.as_str()),
     ];
-    let created = gantry(
-        &[
-            "project",
-            "create",
-            "tpl",
-            "--repo",
-            &repo.path().display().to_string(),
-        ],
-        &env,
-    );
-    assert_eq!(created.status.code(), Some(0), "{}", text(&created.stderr));
-    let pipeline = gantry(
-        &["pipeline", "create", "--project", "tpl", "--ref", "main"],
-        &env,
-    );
-    assert_eq!(
-        pipeline.status.code(),
-        Some(0),
-        "{}",
-        text(&pipeline.stderr)
-    );
+    create_project(&env, "tpl", repo.path());
+    let pipeline = create_pipeline(&env, "tpl");
     let body: serde_json::Value = serde_json::from_slice(&pipeline.stdout).expect("JSON");
     assert_eq!(body["status"], "pending", "{body}");
     // The template's job is in the pipeline (GET …/pipelines/:id/jobs over loopback).
@@ -512,17 +515,7 @@ fn variables_are_imported_from_a_run_variables_file_listed_and_deleted() {
         ("GANTRY_TOKEN", admin.as_str()),
     ];
     let repo = repo();
-    let created = gantry(
-        &[
-            "project",
-            "create",
-            "demo",
-            "--repo",
-            &repo.path().display().to_string(),
-        ],
-        &env,
-    );
-    assert_eq!(created.status.code(), Some(0), "{}", text(&created.stderr));
+    create_project(&env, "demo", repo.path());
 
     // The file `gantry run --variables-file` reads.
     let file = data.path().join("vars.yml");
@@ -655,19 +648,8 @@ fn max_artifacts_size_bounds_uploads() {
         ("GANTRY_URL", url.as_str()),
         ("GANTRY_TOKEN", admin.as_str()),
     ];
-    let repo_path = repo.path().display().to_string();
-    let created = gantry(&["project", "create", "demo", "--repo", &repo_path], &env);
-    assert_eq!(created.status.code(), Some(0), "{}", text(&created.stderr));
-    let pipeline = gantry(
-        &["pipeline", "create", "--project", "demo", "--ref", "main"],
-        &env,
-    );
-    assert_eq!(
-        pipeline.status.code(),
-        Some(0),
-        "{}",
-        text(&pipeline.stderr)
-    );
+    create_project(&env, "demo", repo.path());
+    create_pipeline(&env, "demo");
 
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -734,9 +716,7 @@ fn gantry_db_key_encrypts_variables_and_only_that_key_reads_them() {
         ("GANTRY_TOKEN", admin.as_str()),
     ];
     let repo = repo();
-    let repo_path = repo.path().display().to_string();
-    let created = gantry(&["project", "create", "demo", "--repo", &repo_path], &env);
-    assert_eq!(created.status.code(), Some(0), "{}", text(&created.stderr));
+    create_project(&env, "demo", repo.path());
     let file = data.path().join("vars.yml");
     std::fs::write(&file, "TOKEN: s3cr3t-t0ken\n").expect("write");
     let file = file.display().to_string();

@@ -58,12 +58,8 @@ pub struct TestCase {
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct TestSuite {
     pub name: String,
-    pub total_time: f64,
-    pub total_count: u64,
-    pub success_count: u64,
-    pub failed_count: u64,
-    pub skipped_count: u64,
-    pub error_count: u64,
+    #[serde(flatten)]
+    pub counts: TestCounts,
     pub suite_error: Option<String>,
     pub build_ids: Vec<i64>,
     pub test_cases: Vec<TestCase>,
@@ -74,13 +70,83 @@ pub struct TestSuite {
 /// A pipeline's test report (GitLab's `TestReportEntity`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct TestReport {
+    #[serde(flatten)]
+    pub counts: TestCounts,
+    pub test_suites: Vec<TestSuite>,
+}
+
+/// What a suite or a whole report counts (GitLab's field names in both).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct TestCounts {
+    /// Seconds, the cases' own times summed (to 1/1000).
     pub total_time: f64,
     pub total_count: u64,
     pub success_count: u64,
     pub failed_count: u64,
     pub skipped_count: u64,
     pub error_count: u64,
-    pub test_suites: Vec<TestSuite>,
+}
+
+impl TestCounts {
+    /// The counts of `cases`.
+    fn of(cases: &[TestCase]) -> TestCounts {
+        let count = |status: &str| cases.iter().filter(|c| c.status == status).count() as u64;
+        let (success, failed, skipped, error) = (
+            count("success"),
+            count("failed"),
+            count("skipped"),
+            count("error"),
+        );
+        TestCounts {
+            total_time: round_time(cases.iter().fold(0.0, |sum, c| sum + c.execution_time)),
+            total_count: success + failed + skipped + error,
+            success_count: success,
+            failed_count: failed,
+            skipped_count: skipped,
+            error_count: error,
+        }
+    }
+
+    fn add(self, other: TestCounts) -> TestCounts {
+        TestCounts {
+            total_time: round_time(self.total_time + other.total_time),
+            total_count: self.total_count + other.total_count,
+            success_count: self.success_count + other.success_count,
+            failed_count: self.failed_count + other.failed_count,
+            skipped_count: self.skipped_count + other.skipped_count,
+            error_count: self.error_count + other.error_count,
+        }
+    }
+}
+
+/// GitLab's `test_report_summary`: the counts in all and per suite, without the cases.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TestReportSummary {
+    pub total: SummaryTotal,
+    pub test_suites: Vec<SuiteSummary>,
+}
+
+/// The summary's `total` (GitLab's short field names).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SummaryTotal {
+    pub time: f64,
+    pub count: u64,
+    pub success: u64,
+    pub failed: u64,
+    pub skipped: u64,
+    pub error: u64,
+    /// The first suite's error, if any.
+    pub suite_error: Option<String>,
+}
+
+/// One suite of the summary, with the jobs whose reports form it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SuiteSummary {
+    pub name: String,
+    #[serde(flatten)]
+    pub counts: TestCounts,
+    pub build_ids: Vec<i64>,
+    pub suite_error: Option<String>,
 }
 
 /// The suite a job's cases belong to: its name without a `parallel` instance suffix
@@ -124,23 +190,38 @@ impl TestReport {
 
     /// Totals over the suites (a suite with an error counts nothing).
     pub fn finish(&mut self) {
-        let (mut time, mut total, mut success, mut failed, mut skipped, mut error) =
-            (0.0, 0, 0, 0, 0, 0);
+        let mut counts = TestCounts::default();
         for s in &mut self.test_suites {
             s.finish();
-            time += s.total_time;
-            total += s.total_count;
-            success += s.success_count;
-            failed += s.failed_count;
-            skipped += s.skipped_count;
-            error += s.error_count;
+            counts = counts.add(s.counts);
         }
-        self.total_time = round_time(time);
-        self.total_count = total;
-        self.success_count = success;
-        self.failed_count = failed;
-        self.skipped_count = skipped;
-        self.error_count = error;
+        self.counts = counts;
+    }
+
+    /// GitLab's summary of the report.
+    pub fn summary(&self) -> TestReportSummary {
+        let c = self.counts;
+        TestReportSummary {
+            total: SummaryTotal {
+                time: c.total_time,
+                count: c.total_count,
+                success: c.success_count,
+                failed: c.failed_count,
+                skipped: c.skipped_count,
+                error: c.error_count,
+                suite_error: self.test_suites.iter().find_map(|s| s.suite_error.clone()),
+            },
+            test_suites: self
+                .test_suites
+                .iter()
+                .map(|s| SuiteSummary {
+                    name: s.name.clone(),
+                    counts: s.counts,
+                    build_ids: s.build_ids.clone(),
+                    suite_error: s.suite_error.clone(),
+                })
+                .collect(),
+        }
     }
 }
 
@@ -155,23 +236,7 @@ impl TestSuite {
         if self.suite_error.is_some() {
             self.test_cases.clear();
         }
-        let count = |status: &str| {
-            self.test_cases
-                .iter()
-                .filter(|c| c.status == status)
-                .count() as u64
-        };
-        self.success_count = count("success");
-        self.failed_count = count("failed");
-        self.skipped_count = count("skipped");
-        self.error_count = count("error");
-        self.total_count =
-            self.success_count + self.failed_count + self.skipped_count + self.error_count;
-        self.total_time = round_time(
-            self.test_cases
-                .iter()
-                .fold(0.0, |sum, c| sum + c.execution_time),
-        );
+        self.counts = TestCounts::of(&self.test_cases);
     }
 
     /// Adds the cases of one JUnit report (the XML of one or more files, one after the

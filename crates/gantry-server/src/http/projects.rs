@@ -278,9 +278,7 @@ pub(crate) async fn test_report(
     Path((project, pipeline)): Path<(String, i64)>,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
-    auth::require_admin(&state.coordinator, &headers).await?;
-    let pipeline = find_pipeline(&state, &project, pipeline).await?;
-    let report = state.coordinator.test_report(pipeline.id).await?;
+    let report = pipeline_test_report(&state, &project, pipeline, &headers).await?;
     Ok(json_response(StatusCode::OK, &report))
 }
 
@@ -291,45 +289,19 @@ pub(crate) async fn test_report_summary(
     Path((project, pipeline)): Path<(String, i64)>,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
-    auth::require_admin(&state.coordinator, &headers).await?;
-    let pipeline = find_pipeline(&state, &project, pipeline).await?;
-    let report = state.coordinator.test_report(pipeline.id).await?;
-    let suites: Vec<serde_json::Value> = report
-        .test_suites
-        .iter()
-        .map(|s| {
-            serde_json::json!({
-                "name": s.name,
-                "total_time": s.total_time,
-                "total_count": s.total_count,
-                "success_count": s.success_count,
-                "failed_count": s.failed_count,
-                "skipped_count": s.skipped_count,
-                "error_count": s.error_count,
-                "build_ids": s.build_ids,
-                "suite_error": s.suite_error,
-            })
-        })
-        .collect();
-    let suite_error = report
-        .test_suites
-        .iter()
-        .find_map(|s| s.suite_error.clone());
-    Ok(json_response(
-        StatusCode::OK,
-        &serde_json::json!({
-            "total": {
-                "time": report.total_time,
-                "count": report.total_count,
-                "success": report.success_count,
-                "failed": report.failed_count,
-                "skipped": report.skipped_count,
-                "error": report.error_count,
-                "suite_error": suite_error,
-            },
-            "test_suites": suites,
-        }),
-    ))
+    let report = pipeline_test_report(&state, &project, pipeline, &headers).await?;
+    Ok(json_response(StatusCode::OK, &report.summary()))
+}
+
+async fn pipeline_test_report(
+    state: &AppState,
+    project: &str,
+    pipeline: i64,
+    headers: &HeaderMap,
+) -> Result<crate::coordinator::test_reports::TestReport, ApiError> {
+    auth::require_admin(&state.coordinator, headers).await?;
+    let pipeline = find_pipeline(state, project, pipeline).await?;
+    Ok(state.coordinator.test_report(pipeline.id).await?)
 }
 
 /// `POST /api/v4/projects/:id/pipelines/:pipeline_id/cancel` → `201`.

@@ -59,12 +59,12 @@ impl TestsReport {
             return None;
         }
         Some(TestsReport {
-            total: report.total_count,
-            success: report.success_count,
-            failed: report.failed_count,
-            skipped: report.skipped_count,
-            error: report.error_count,
-            time: report.total_time,
+            total: report.counts.total_count,
+            success: report.counts.success_count,
+            failed: report.counts.failed_count,
+            skipped: report.counts.skipped_count,
+            error: report.counts.error_count,
+            time: report.counts.total_time,
             failures: report
                 .test_suites
                 .iter()
@@ -113,12 +113,12 @@ pub(crate) fn tests_summary(report: &TestReport, color: bool) -> String {
     let _ = writeln!(
         out,
         "tests: {} total, {} passed, {} failed, {} errors, {} skipped ({:.2}s)",
-        report.total_count,
-        report.success_count,
-        report.failed_count,
-        report.error_count,
-        report.skipped_count,
-        report.total_time
+        report.counts.total_count,
+        report.counts.success_count,
+        report.counts.failed_count,
+        report.counts.error_count,
+        report.counts.skipped_count,
+        report.counts.total_time
     );
     let failures: Vec<_> = report
         .test_suites

@@ -32,15 +32,15 @@ fn cases_statuses_and_output_like_gitlab() {
     assert_eq!(s.suite_error, None);
     assert_eq!(
         (
-            s.total_count,
-            s.success_count,
-            s.failed_count,
-            s.error_count,
-            s.skipped_count
+            s.counts.total_count,
+            s.counts.success_count,
+            s.counts.failed_count,
+            s.counts.error_count,
+            s.counts.skipped_count
         ),
         (5, 1, 1, 1, 2)
     );
-    assert_eq!(s.total_time, 1.75);
+    assert_eq!(s.counts.total_time, 1.75);
     let c = &s.test_cases;
     assert_eq!(
         (
@@ -100,7 +100,7 @@ fn a_report_that_is_not_xml_is_a_suite_error_with_no_counts() {
     );
     let error = s.suite_error.as_deref().unwrap_or_default();
     assert!(error.starts_with("JUnit XML parsing failed: "), "{error}");
-    assert_eq!((s.total_count, s.test_cases.len()), (0, 0));
+    assert_eq!((s.counts.total_count, s.test_cases.len()), (0, 0));
 }
 
 #[test]
@@ -162,10 +162,10 @@ fn totals_sum_the_suites() {
     report.finish();
     assert_eq!(
         (
-            report.total_count,
-            report.success_count,
-            report.failed_count,
-            report.total_time
+            report.counts.total_count,
+            report.counts.success_count,
+            report.counts.failed_count,
+            report.counts.total_time
         ),
         (3, 2, 1, 0.6)
     );
@@ -189,7 +189,7 @@ fn no_input_panics() {
             let mut s = TestSuite::default();
             s.add_report(&changed[..]);
             s.finish();
-            assert!(s.suite_error.is_some() || s.total_count <= 2);
+            assert!(s.suite_error.is_some() || s.counts.total_count <= 2);
         }
     }
 }
