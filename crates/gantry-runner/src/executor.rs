@@ -8,6 +8,7 @@
 //! |---|---|---|
 //! | shell | `executor = "shell"`; or `"docker"` with `shell_without_image = true` and a job without `image:` | in bash (or sh) on this machine, one process group per stage |
 //! | docker | `executor = "docker"` | in the job's build container, made from its image once and started again per stage ([`crate::docker`]) |
+//! | custom | `executor = "custom"` | by the `[runners.custom]` driver's `run_exec`, in the environment its `prepare_exec` made ([`crate::custom`]) |
 
 use std::future::Future;
 use std::path::Path;
@@ -15,6 +16,7 @@ use std::path::Path;
 use gantry_protocol::JobResponse;
 
 use crate::config::{ExecutorKind, RunnerConfig};
+use crate::custom::CustomExecutor;
 use crate::docker::DockerExecutor;
 use crate::shell::{CancelReason, ShellExecutor, Stage, StageOutcome};
 use crate::trace::Trace;
@@ -26,8 +28,8 @@ pub enum ExecutorChoice {
     Shell,
     /// In Docker containers.
     Docker,
-    /// Not implemented by this runner (`custom`).
-    Unsupported(ExecutorKind),
+    /// Through the `[runners.custom]` driver.
+    Custom,
 }
 
 impl ExecutorChoice {
@@ -51,7 +53,7 @@ impl ExecutorChoice {
                     Self::Docker
                 }
             }
-            other => Self::Unsupported(other),
+            ExecutorKind::Custom => Self::Custom,
         }
     }
 
@@ -60,7 +62,7 @@ impl ExecutorChoice {
         match self {
             Self::Shell => "shell",
             Self::Docker => "docker",
-            Self::Unsupported(kind) => kind.as_str(),
+            Self::Custom => "custom",
         }
     }
 }
@@ -69,6 +71,7 @@ impl ExecutorChoice {
 pub(crate) enum Executor {
     Shell(ShellExecutor),
     Docker(Box<DockerExecutor>),
+    Custom(Box<CustomExecutor>),
 }
 
 impl Executor {
@@ -83,6 +86,7 @@ impl Executor {
         match self {
             Self::Shell(shell) => shell.run(stage, trace, cancel).await,
             Self::Docker(docker) => docker.run(stage, trace, cancel).await,
+            Self::Custom(custom) => custom.run(stage, trace, cancel).await,
         }
     }
 
@@ -91,16 +95,22 @@ impl Executor {
     /// user the image runs as can write it.
     pub(crate) fn prepare_checkout(&self, project_dir: &Path) -> std::io::Result<()> {
         match self {
-            Self::Shell(_) => Ok(()),
+            Self::Shell(_) | Self::Custom(_) => Ok(()),
             Self::Docker(_) => crate::docker::share_owner_bits(project_dir),
         }
     }
 
-    /// Releases what the executor created (containers, networks, volumes); problems
-    /// become warnings in the log.
-    pub(crate) async fn cleanup(&self, trace: &Trace) {
+    /// Releases what the executor created (containers, networks, volumes; the custom
+    /// driver's environment, whose cleanup output goes to `driver_log` as `(stream,
+    /// line)`); problems become warnings in the log.
+    pub(crate) async fn cleanup(&self, trace: &Trace, driver_log: crate::custom::DriverLog) {
         match self {
             Self::Shell(_) => {}
+            Self::Custom(custom) => {
+                if let Err(error) = custom.cleanup(trace, driver_log).await {
+                    trace.warning(&format!("Cleanup script failed: {error}"));
+                }
+            }
             Self::Docker(docker) => match docker.cleanup().await {
                 Ok(removed) => {
                     for failure in &removed.failures {

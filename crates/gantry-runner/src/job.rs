@@ -86,7 +86,7 @@ use gantry_protocol::{JobResponse, PatchTraceParams};
 use tokio::time::Instant;
 
 pub(crate) use backoff::Backoff;
-pub use dirs::{BuildDirs, CONTAINER_BUILDS_DIR, SeenDirs, short_token};
+pub use dirs::{BuildDirs, CONTAINER_BUILDS_DIR, Layout, SeenDirs, short_token};
 pub use ending::JobEnding;
 pub use event::{Delivery, JobEvent, JobEvents, ignore_events};
 pub use stop::{StopRequest, StopSignal};
@@ -221,6 +221,62 @@ fn masks(
         .values(job.credentials.iter().map(|c| &c.password))
 }
 
+/// Where a job runs and the variables that follow from it: the build directories for
+/// a base directory and a [`Layout`], and the job's variables with `CI_BUILDS_DIR` and
+/// `CI_PROJECT_DIR` pointing there. The custom executor's `config_exec` may move the
+/// job after it started, so the lifecycle keeps this to place it again.
+pub(crate) struct Placement<'a> {
+    pub(crate) runner: &'a RunnerConfig,
+    pub(crate) job: &'a JobResponse,
+    pub(crate) short_token: String,
+    pub(crate) job_timeout_secs: u64,
+    pub(crate) concurrent_id: usize,
+    pub(crate) concurrent_project_id: usize,
+}
+
+impl Placement<'_> {
+    /// The job's directories under `builds_dir` and its variables.
+    pub(crate) fn place(
+        &self,
+        builds_dir: &std::path::Path,
+        layout: Layout,
+    ) -> (BuildDirs, Vec<gantry_protocol::JobVariable>) {
+        let dirs = BuildDirs::new(
+            builds_dir,
+            &self.runner.token,
+            self.concurrent_id,
+            &self.job.git_info.repo_url,
+            self.job.job_info.project_id,
+        );
+        let dirs = match layout {
+            Layout::Shared => dirs,
+            Layout::Unshared => dirs.unshared(),
+            Layout::Container => dirs.in_container(),
+        };
+        let builds = dirs.seen.builds_dir.to_string_lossy().into_owned();
+        let project = dirs.seen.project_dir.to_string_lossy().into_owned();
+        let arch = platform();
+        let variables = job_variables(
+            &RunnerFacts {
+                version: env!("CARGO_PKG_VERSION"),
+                revision: option_env!("GANTRY_REVISION").unwrap_or("unknown"),
+                arch: &arch,
+                short_token: &self.short_token,
+                job_timeout_secs: self.job_timeout_secs,
+            },
+            &self.runner.environment,
+            &self.job.variables,
+            &DirFacts {
+                builds_dir: &builds,
+                project_dir: &project,
+                concurrent_id: self.concurrent_id,
+                concurrent_project_id: self.concurrent_project_id,
+            },
+        );
+        (dirs, variables)
+    }
+}
+
 /// Runs `job` through its lifecycle and reports the final status (see the module docs).
 /// Never panics on any payload; every problem ends in a [`JobEnding`].
 pub async fn run_job(job: JobResponse, cx: JobContext) -> JobReport {
@@ -230,38 +286,22 @@ pub async fn run_job(job: JobResponse, cx: JobContext) -> JobReport {
         .unwrap_or(1)
         .max(1);
     let timeout = Duration::from_secs(timeout_secs);
-    let dirs = BuildDirs::new(
-        &cx.builds_dir,
-        &runner.token,
-        cx.concurrent_id,
-        &job.git_info.repo_url,
-        job.job_info.project_id,
-    );
-    // In containers the job sees gitlab-runner's Docker paths (`/builds/…`).
-    let dirs = match crate::executor::ExecutorChoice::for_job(&runner, &job) {
-        crate::executor::ExecutorChoice::Docker => dirs.in_container(),
-        _ => dirs,
-    };
     let short = short_token(&runner.token);
-    let builds_dir = dirs.seen.builds_dir.to_string_lossy().into_owned();
+    let placement = Placement {
+        runner: &runner,
+        job: &job,
+        short_token: short.clone(),
+        job_timeout_secs: timeout_secs,
+        concurrent_id: cx.concurrent_id,
+        concurrent_project_id: cx.concurrent_project_id,
+    };
+    // In containers the job sees gitlab-runner's Docker paths (`/builds/…`).
+    let layout = match crate::executor::ExecutorChoice::for_job(&runner, &job) {
+        crate::executor::ExecutorChoice::Docker => Layout::Container,
+        _ => Layout::Shared,
+    };
+    let (dirs, variables) = placement.place(&cx.builds_dir, layout);
     let project_dir = dirs.seen.project_dir.to_string_lossy().into_owned();
-    let variables = job_variables(
-        &RunnerFacts {
-            version: env!("CARGO_PKG_VERSION"),
-            revision: option_env!("GANTRY_REVISION").unwrap_or("unknown"),
-            arch: &platform(),
-            short_token: &short,
-            job_timeout_secs: timeout_secs,
-        },
-        &runner.environment,
-        &job.variables,
-        &DirFacts {
-            builds_dir: &builds_dir,
-            project_dir: &project_dir,
-            concurrent_id: cx.concurrent_id,
-            concurrent_project_id: cx.concurrent_project_id,
-        },
-    );
     let (mask_set, mask_error) = match masks(&job, &variables, &runner.token).build() {
         Ok(set) => (set, None),
         Err(error) => (MaskSet::empty(), Some(error.to_string())),
@@ -322,8 +362,10 @@ pub async fn run_job(job: JobResponse, cx: JobContext) -> JobReport {
                         job: &job,
                         cx: &cx,
                         trace: &trace,
-                        dirs: &dirs,
-                        variables: &variables,
+                        placement: &placement,
+                        cache_dir: cx.cache_dir.clone(),
+                        dirs,
+                        variables,
                         deadline: started + timeout,
                         timeout,
                         executor: None,

@@ -7,6 +7,7 @@ pub mod artifacts;
 pub mod cache;
 pub mod client;
 pub mod config;
+pub mod custom;
 pub mod docker;
 pub mod executor;
 pub mod job;

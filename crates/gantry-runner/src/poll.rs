@@ -132,17 +132,16 @@ pub enum PollError {
         "start the runner: the configuration has no [[runners]] entry\nregister one with `gantry runner register --url URL --token TOKEN`"
     )]
     NoRunners,
-    /// An entry uses an executor this build does not have.
+    /// A custom entry without its driver programs (a configuration built in code; a
+    /// file gets this error when it is read).
     #[error(
-        "start the runner: `runners[{index}]` ({name}) uses executor = \"{executor}\", which this build of gantry-runner does not implement yet\nuse executor = \"shell\" or \"docker\", or remove the entry"
+        "start the runner: `runners[{index}]` ({name}) uses executor = \"custom\" without a [runners.custom] section\nadd one with at least run_exec, the program that runs each stage's script"
     )]
-    UnsupportedExecutor {
+    NoCustomSection {
         /// Position in the file.
         index: usize,
         /// Its name or short token.
         name: String,
-        /// The executor.
-        executor: ExecutorKind,
     },
     /// The HTTP client of an entry could not be built.
     #[error("start the runner: `runners[{index}]` ({name}): {source}")]
@@ -166,17 +165,17 @@ pub fn runner_name(runner: &RunnerConfig) -> String {
         .unwrap_or_else(|| short_token(&runner.token))
 }
 
-/// Checks that every entry can be polled by this build.
+/// Checks that there is something to poll, and that every entry has what its executor
+/// needs (every executor a configuration can name is implemented).
 pub fn check_config(config: &Config) -> Result<(), PollError> {
     if config.runners.is_empty() {
         return Err(PollError::NoRunners);
     }
     for (index, runner) in config.runners.iter().enumerate() {
-        if !matches!(runner.executor, ExecutorKind::Shell | ExecutorKind::Docker) {
-            return Err(PollError::UnsupportedExecutor {
+        if runner.executor == ExecutorKind::Custom && runner.custom.is_none() {
+            return Err(PollError::NoCustomSection {
                 index,
                 name: runner_name(runner),
-                executor: runner.executor,
             });
         }
     }

@@ -19,7 +19,7 @@
 //! `after_script` as another with its own timeout ([`DEFAULT_AFTER_SCRIPT_TIMEOUT`])
 //! and `job_status` from the first outcome.
 
-mod process;
+pub(crate) mod process;
 mod quote;
 mod script;
 mod variables;
@@ -156,6 +156,9 @@ pub enum StageError {
     /// The Docker executor's problem.
     #[error(transparent)]
     Docker(#[from] crate::docker::DockerError),
+    /// The custom executor's problem (its driver failed, or could not be run).
+    #[error(transparent)]
+    Custom(#[from] crate::custom::CustomError),
 }
 
 impl StageOutcome {
@@ -370,7 +373,7 @@ impl ShellExecutor {
             stage.work_dir,
             stage.commands,
         );
-        let script_path = match self.write_script(stage.name, &script) {
+        let script_path = match write_stage_script(&self.script_dir, stage.name, &script) {
             Ok(path) => path,
             Err(error) => {
                 return StageOutcome::SystemFailure {
@@ -381,41 +384,6 @@ impl ShellExecutor {
         let outcome = self.run_script(stage, &script_path, trace, cancel).await;
         clear_script(&script_path);
         outcome
-    }
-
-    fn write_script(&self, stage: &str, script: &str) -> Result<PathBuf, ShellError> {
-        use std::io::Write;
-        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-
-        let name: String = stage
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '_' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect();
-        let path = self.script_dir.join(format!("script_{name}.sh"));
-        let failed = |source| ShellError::WriteScript {
-            path: path.clone(),
-            source,
-        };
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&self.script_dir)
-            .map_err(failed)?;
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o700)
-            .open(&path)
-            .map_err(failed)?;
-        file.write_all(script.as_bytes()).map_err(failed)?;
-        Ok(path)
     }
 
     async fn run_script(
@@ -503,13 +471,54 @@ impl ShellExecutor {
     }
 }
 
+/// Writes a stage's script as `script_<stage>.sh` (mode 0700) into `dir` (created,
+/// mode 0700, when needed).
+pub(crate) fn write_stage_script(
+    dir: &Path,
+    stage: &str,
+    script: &str,
+) -> Result<PathBuf, ShellError> {
+    use std::io::Write;
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+
+    let name: String = stage
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let path = dir.join(format!("script_{name}.sh"));
+    let failed = |source| ShellError::WriteScript {
+        path: path.clone(),
+        source,
+    };
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(failed)?;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o700)
+        .open(&path)
+        .map_err(failed)?;
+    file.write_all(script.as_bytes()).map_err(failed)?;
+    Ok(path)
+}
+
 /// Empties a stage's script once it ran: the script exports every variable, masked
 /// ones included, so its text must not outlive the stage. The emptied file stays (the
 /// next job in this build directory writes its script into the same file): creating and
 /// deleting a file per stage costs more than rewriting one, most on an ext4 without a
 /// journal, which skips recently deleted inodes when it allocates one. Removed when it
 /// cannot be emptied.
-fn clear_script(path: &Path) {
+pub(crate) fn clear_script(path: &Path) {
     let emptied = std::fs::OpenOptions::new()
         .write(true)
         .open(path)

@@ -90,6 +90,7 @@ job:
         (Some("1"), Some("2"))
     );
     assert_eq!(var(&job, "CI_JOB_GROUP_NAME"), Some("job"));
+    assert_eq!(var(&job, "CI_JOB_IMAGE"), Some("ruby:3.3"));
 
     let image = job.image.as_ref().unwrap();
     assert_eq!(image.name, "ruby:3.3");

@@ -17,7 +17,10 @@ use std::sync::Arc;
 use clap::{Args, Subcommand};
 use gantry_protocol::{RegisterRunnerRequest, TagList, token::is_created_runner_token};
 use gantry_runner::client::{Client, ClientError};
-use gantry_runner::config::{Config, ConfigError, ExecutorKind, LogLevel, RunnerConfig, ShellKind};
+use gantry_runner::config::{
+    Config, ConfigError, CustomConfig, CustomProgram, DEFAULT_CUSTOM_EXEC_TIMEOUT,
+    DEFAULT_CUSTOM_KILL_TIMEOUT, DockerConfig, ExecutorKind, LogLevel, RunnerConfig, ShellKind,
+};
 use gantry_runner::job::short_token;
 use gantry_runner::poll::{
     Level, PollEvent, PollOptions, Poller, check_config, load_or_create_system_id, runner_name,
@@ -40,7 +43,7 @@ pub(crate) struct ConfigArg {
 pub(crate) enum RunnerCommand {
     /// Register this machine with a GitLab-compatible server and write the
     /// configuration (a `glrt-` token is verified; a registration token creates a runner).
-    Register(RegisterArgs),
+    Register(Box<RegisterArgs>),
     /// Poll for jobs and run them until stopped. SIGQUIT: finish running jobs, take no
     /// new ones. SIGTERM/SIGINT: interrupt running jobs (after_script still runs), twice
     /// to stop at once. SIGHUP: reload the configuration.
@@ -62,9 +65,25 @@ pub(crate) struct RegisterArgs {
     /// `POST /user/runners`) or a legacy registration token.
     #[arg(long, value_name = "TOKEN")]
     token: String,
-    /// How jobs run; only `shell` is implemented.
+    /// How jobs run: `shell`, `docker` or `custom`.
     #[arg(long, default_value = "shell", value_name = "EXECUTOR")]
     executor: String,
+    /// `docker`: the image of jobs that name none (`[runners.docker] image`).
+    #[arg(long, value_name = "IMAGE")]
+    docker_image: Option<String>,
+    /// `custom`: the program that runs each stage's script (`[runners.custom]
+    /// run_exec`; required with `--executor custom`).
+    #[arg(long, value_name = "PATH")]
+    custom_run_exec: Option<String>,
+    /// `custom`: the program that prints the job's configuration as JSON (`config_exec`).
+    #[arg(long, value_name = "PATH")]
+    custom_config_exec: Option<String>,
+    /// `custom`: the program that makes the job's environment (`prepare_exec`).
+    #[arg(long, value_name = "PATH")]
+    custom_prepare_exec: Option<String>,
+    /// `custom`: the program that removes it (`cleanup_exec`).
+    #[arg(long, value_name = "PATH")]
+    custom_cleanup_exec: Option<String>,
     /// A name for this runner [default: the host name].
     #[arg(long, value_name = "NAME")]
     name: Option<String>,
@@ -256,18 +275,71 @@ fn describe_refusal(error: &ClientError) -> String {
     }
 }
 
+/// `[runners.docker]` and `[runners.custom]` from `register`'s flags: each flag only
+/// with its executor, `--custom-run-exec` required by `custom`.
+fn executor_sections(args: &RegisterArgs, runner: &mut RunnerConfig) -> Result<(), Failure> {
+    let custom_flags = [
+        ("--custom-run-exec", &args.custom_run_exec),
+        ("--custom-config-exec", &args.custom_config_exec),
+        ("--custom-prepare-exec", &args.custom_prepare_exec),
+        ("--custom-cleanup-exec", &args.custom_cleanup_exec),
+    ];
+    let misplaced = |flag: &str, executor: &str| {
+        usage(format!(
+            "{flag} is for --executor {executor}; this runner uses --executor {}",
+            runner.executor
+        ))
+    };
+    if runner.executor != ExecutorKind::Docker && args.docker_image.is_some() {
+        return Err(misplaced("--docker-image", "docker"));
+    }
+    if runner.executor != ExecutorKind::Custom
+        && let Some((flag, _)) = custom_flags.iter().find(|(_, value)| value.is_some())
+    {
+        return Err(misplaced(flag, "custom"));
+    }
+    match runner.executor {
+        ExecutorKind::Shell => {}
+        ExecutorKind::Docker => {
+            runner.docker = Some(DockerConfig {
+                image: args.docker_image.clone(),
+                ..DockerConfig::default()
+            });
+        }
+        ExecutorKind::Custom => {
+            let program = |exec: &Option<String>| {
+                exec.clone().map(|exec| CustomProgram {
+                    exec,
+                    args: Vec::new(),
+                    timeout: DEFAULT_CUSTOM_EXEC_TIMEOUT,
+                })
+            };
+            let run = program(&args.custom_run_exec).ok_or_else(|| {
+                usage(
+                    "--executor custom needs --custom-run-exec PATH: the program that runs each stage's script",
+                )
+            })?;
+            runner.custom = Some(CustomConfig {
+                config: program(&args.custom_config_exec),
+                prepare: program(&args.custom_prepare_exec),
+                run,
+                cleanup: program(&args.custom_cleanup_exec),
+                graceful_kill_timeout: DEFAULT_CUSTOM_KILL_TIMEOUT,
+                force_kill_timeout: DEFAULT_CUSTOM_KILL_TIMEOUT,
+            });
+        }
+    }
+    Ok(())
+}
+
 async fn register(args: &RegisterArgs) -> Result<u8, Failure> {
     let path = config_path(&args.config);
-    let executor = match args.executor.as_str() {
-        "shell" => ExecutorKind::Shell,
-        other if ExecutorKind::NAMES.contains(&other) => {
+    let executor = match ExecutorKind::parse(&args.executor) {
+        Some(executor) => executor,
+        None => {
             return Err(usage(format!(
-                "--executor {other}: this build of gantry-runner implements only the shell executor"
-            )));
-        }
-        other => {
-            return Err(usage(format!(
-                "--executor {other:?} is not an executor; expected one of {}",
+                "--executor {:?} is not an executor; expected one of {}",
+                args.executor,
                 ExecutorKind::NAMES.join(", ")
             )));
         }
@@ -289,6 +361,7 @@ async fn register(args: &RegisterArgs) -> Result<u8, Failure> {
     let name = args.name.clone().unwrap_or_else(hostname);
     let mut runner = RunnerConfig::new(args.url.trim(), "placeholder", executor);
     runner.name = Some(name.clone());
+    executor_sections(args, &mut runner)?;
     // Check the URL (and everything else) the way `run` will, before any request.
     let mut candidate = config.clone();
     candidate.runners.push(runner.clone());

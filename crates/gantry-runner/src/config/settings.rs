@@ -90,7 +90,8 @@ impl LogLevel {
         }
     }
 
-    pub(crate) fn parse(value: &str) -> Option<Self> {
+    /// The executor named `value` (`shell`, `docker`, `custom`).
+    pub fn parse(value: &str) -> Option<Self> {
         Some(match value {
             "trace" => Self::Trace,
             "debug" => Self::Debug,
@@ -244,7 +245,8 @@ impl ExecutorKind {
         }
     }
 
-    pub(crate) fn parse(value: &str) -> Option<Self> {
+    /// The executor named `value` (`shell`, `docker`, `custom`).
+    pub fn parse(value: &str) -> Option<Self> {
         Some(match value {
             "shell" => Self::Shell,
             "docker" => Self::Docker,

@@ -74,6 +74,20 @@ pub fn short_token(token: &str) -> String {
 /// `builds_dir`).
 pub const CONTAINER_BUILDS_DIR: &str = "/builds";
 
+/// How a job's directories sit under `builds_dir`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// `<builds_dir>/<short token>/<concurrent id>/<project path>`: concurrent jobs
+    /// share `builds_dir` (the shell executor, the custom executor by default).
+    Shared,
+    /// `<builds_dir>/<project path>`: the environment is the job's own (the custom
+    /// executor when `config_exec` says `"builds_dir_is_shared": false`).
+    Unshared,
+    /// The shared layout on this machine, seen by the job's containers at
+    /// [`CONTAINER_BUILDS_DIR`] ([`BuildDirs::in_container`]).
+    Container,
+}
+
 /// The directories of one job, on this machine.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BuildDirs {
@@ -166,6 +180,22 @@ fn tmp_sibling(dir: &Path) -> PathBuf {
 }
 
 impl BuildDirs {
+    /// The same job in the unshared layout: `<builds_dir>/<project path>`.
+    pub fn unshared(self) -> Self {
+        let project_dir = self.builds_dir.join(&self.project_path);
+        let tmp_dir = tmp_sibling(&project_dir);
+        Self {
+            seen: SeenDirs {
+                builds_dir: self.builds_dir.clone(),
+                project_dir: project_dir.clone(),
+                tmp_dir: tmp_dir.clone(),
+            },
+            project_dir,
+            tmp_dir,
+            ..self
+        }
+    }
+
     /// `<builds_dir>/<short token>/<concurrent id>`: the directory holding the project
     /// and its `.tmp` sibling (what the Docker executor mounts).
     pub fn slot_dir(&self) -> PathBuf {

@@ -33,6 +33,16 @@ pub enum JobEvent {
         /// How long it was away.
         after: Duration,
     },
+    /// A line the custom executor's `cleanup_exec` printed (gitlab-runner writes them
+    /// to its own log: stdout at debug, stderr at warning level).
+    DriverCleanup {
+        /// Job id.
+        job_id: i64,
+        /// `stdout` or `stderr`.
+        stream: String,
+        /// The line.
+        line: String,
+    },
     /// The job ended.
     Finished {
         /// Job id.
@@ -65,6 +75,11 @@ impl fmt::Display for JobEvent {
                 "job {job_id}: the coordinator answers again after {:.1}s",
                 after.as_secs_f64()
             ),
+            Self::DriverCleanup {
+                job_id,
+                stream,
+                line,
+            } => write!(f, "job {job_id}: cleanup_exec ({stream}): {line}"),
             Self::Finished {
                 job_id,
                 ending,

@@ -2,7 +2,8 @@
 //! `prepare_executor` to `cleanup_file_variables` (see the [module docs](super)).
 
 use std::future::Future;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use gantry_protocol::{HookName, JobResponse, JobVariable, SectionOptions, StepName, When};
@@ -12,9 +13,12 @@ use super::dependencies::{DEFAULT_DOWNLOAD_ATTEMPTS, download_dependencies};
 use super::dirs::BuildDirs;
 use super::go_duration::parse_go_duration;
 use super::variables::get;
-use super::{JobContext, JobEnding, StopRequest, StopSignal};
+use super::{JobContext, JobEnding, JobEvent, Layout, Placement, StopRequest, StopSignal};
 use crate::cache::{CacheContext, CacheSpec, LocalCache, RestoreOutcome};
 use crate::config::{DockerConfig, ExecutorKind};
+use crate::custom::{
+    CustomExecutor, DriverConfig, PREPARATION_ATTEMPTS, PREPARATION_RETRY_INTERVAL, PrepareFailure,
+};
 use crate::docker::{DockerError, DockerExecutor, DockerJobSpec};
 use crate::executor::{Executor, ExecutorChoice};
 use crate::shell::{
@@ -29,9 +33,13 @@ pub(crate) struct Lifecycle<'a> {
     pub(crate) job: &'a JobResponse,
     pub(crate) cx: &'a JobContext,
     pub(crate) trace: &'a Trace,
-    pub(crate) dirs: &'a BuildDirs,
+    /// Places the job again when the custom executor's `config_exec` moves it.
+    pub(crate) placement: &'a Placement<'a>,
+    pub(crate) dirs: BuildDirs,
     /// Expanded job variables.
-    pub(crate) variables: &'a [JobVariable],
+    pub(crate) variables: Vec<JobVariable>,
+    /// The local cache's base directory.
+    pub(crate) cache_dir: PathBuf,
     pub(crate) deadline: Instant,
     pub(crate) timeout: Duration,
     pub(crate) executor: Option<Executor>,
@@ -85,7 +93,7 @@ impl<'a> Lifecycle<'a> {
     }
 
     fn lookup(&self) -> impl Fn(&str) -> Option<String> + '_ {
-        |name| get(self.variables, name).map(str::to_owned)
+        |name| get(&self.variables, name).map(str::to_owned)
     }
 
     /// Fails when a stop was requested or the deadline has passed.
@@ -142,7 +150,7 @@ impl<'a> Lifecycle<'a> {
         }
         self.cleanup_file_variables();
         if let Some(executor) = &self.executor {
-            executor.cleanup(self.trace).await;
+            executor.cleanup(self.trace, self.driver_log()).await;
         }
         if self.stop().current() == StopRequest::Abort {
             ending = JobEnding::Aborted;
@@ -153,7 +161,7 @@ impl<'a> Lifecycle<'a> {
     async fn before_script(&mut self) -> Result<(), JobEnding> {
         self.prepare_executor().await?;
         self.check_stop()?;
-        self.prepare_script()?;
+        self.prepare_script().await?;
         self.check_stop()?;
         self.guarded(self.get_sources()).await?;
         self.guarded(self.restore_cache()).await?;
@@ -170,12 +178,7 @@ impl<'a> Lifecycle<'a> {
         match choice {
             ExecutorChoice::Shell => self.prepare_shell(),
             ExecutorChoice::Docker => self.prepare_docker().await,
-            ExecutorChoice::Unsupported(kind) => Err(JobEnding::SystemFailure {
-                stage: "prepare_executor",
-                message: format!(
-                    "the {kind} executor is not implemented by this runner; use executor = \"shell\" or \"docker\""
-                ),
-            }),
+            ExecutorChoice::Custom => self.prepare_custom().await,
         }
     }
 
@@ -205,7 +208,7 @@ impl<'a> Lifecycle<'a> {
                 self.dirs.slot_dir(),
                 Some(self.dirs.seen.builds_dir.clone()),
             ),
-            (self.cx.cache_dir.clone(), None),
+            (self.cache_dir.clone(), None),
         ] {
             std::fs::create_dir_all(&dir)
                 .map_err(|e| failed(format!("create `{}`: {e}", dir.display())))?;
@@ -221,7 +224,7 @@ impl<'a> Lifecycle<'a> {
         let spec = DockerJobSpec {
             config,
             job: self.job,
-            variables: self.variables,
+            variables: &self.variables,
             binds,
         };
         let trace = self.trace;
@@ -257,10 +260,13 @@ impl<'a> Lifecycle<'a> {
         Ok(())
     }
 
-    fn prepare_script(&mut self) -> Result<(), JobEnding> {
+    async fn prepare_script(&mut self) -> Result<(), JobEnding> {
         let _section = self.section("prepare_script", "Preparing environment");
-        self.trace
-            .runner_line(&format!("Running on {}...", hostname()));
+        let custom = matches!(self.executor, Some(Executor::Custom(_)));
+        if !custom {
+            self.trace
+                .runner_line(&format!("Running on {}...", hostname()));
+        }
         let failed = |message: String| JobEnding::SystemFailure {
             stage: "prepare_script",
             message,
@@ -274,13 +280,195 @@ impl<'a> Lifecycle<'a> {
                 .map_err(|e| failed(format!("create `{}`: {e}", parent.display())))?;
         }
         let prepared = prepare_variables_seen_at(
-            self.variables,
+            &self.variables,
             &self.dirs.tmp_dir.join("variables"),
             &self.dirs.seen.tmp_dir.join("variables"),
         )
         .map_err(|e| failed(e.to_string()))?;
         self.prepared = Some(prepared);
+        if custom {
+            // The environment says where it is, and shows it can run a script at all.
+            self.custom_prepare_script().await?;
+        }
         Ok(())
+    }
+
+    /// gitlab-runner's `prepare_script` stage, through the driver's `run_exec`: a
+    /// failure is the environment's, not the job's (a system failure).
+    async fn custom_prepare_script(&self) -> Result<(), JobEnding> {
+        let Some(Executor::Custom(custom)) = &self.executor else {
+            return Ok(());
+        };
+        let timeout = self.deadline.saturating_duration_since(Instant::now());
+        let outcome = custom
+            .run_prepare_script(&hostname(), self.trace, timeout, self.cancel())
+            .await;
+        match outcome {
+            StageOutcome::ScriptFailure { exit_code } => Err(JobEnding::SystemFailure {
+                stage: "prepare_script",
+                message: format!(
+                    "the custom executor's environment could not run the prepare_script stage (exit code {exit_code}); see run_exec's output above"
+                ),
+            }),
+            other => self.stage_result("prepare_script", other, self.timeout),
+        }
+    }
+
+    /// Completes when the job is canceled or the runner stops (graceful stops of the
+    /// running stage).
+    fn cancel(&self) -> impl Future<Output = CancelReason> + 'static {
+        let stop = self.stop().clone();
+        async move {
+            match stop.reached(StopRequest::Cancel).await {
+                StopRequest::Interrupt => CancelReason::RunnerInterrupted,
+                _ => CancelReason::JobCanceled,
+            }
+        }
+    }
+
+    /// Where the custom executor's cleanup output goes: the runner's log.
+    fn driver_log(&self) -> crate::custom::DriverLog {
+        let (events, job_id) = (Arc::clone(&self.cx.events), self.job.id);
+        Arc::new(move |stream: &str, line: &str| {
+            events(JobEvent::DriverCleanup {
+                job_id,
+                stream: stream.to_owned(),
+                line: line.to_owned(),
+            });
+        })
+    }
+
+    /// The custom executor: the driver's config stage (which may move the job) and
+    /// prepare stage, tried up to [`PREPARATION_ATTEMPTS`] times on a system failure,
+    /// with the cleanup stage between tries. What the last try made is cleaned up at the
+    /// end of the job (the executor is kept).
+    async fn prepare_custom(&mut self) -> Result<(), JobEnding> {
+        let Some(config) = self.cx.runner.custom.clone() else {
+            return Err(JobEnding::ConfigurationError {
+                message: "executor = \"custom\" needs a [runners.custom] section with run_exec"
+                    .to_owned(),
+            });
+        };
+        let start = (
+            self.dirs.clone(),
+            self.variables.clone(),
+            self.cache_dir.clone(),
+        );
+        let mut attempt = 1;
+        loop {
+            (self.dirs, self.variables, self.cache_dir) = start.clone();
+            let mut custom = CustomExecutor::new(config.clone(), self.cx.runner.shell, self.job)
+                .map_err(|error| JobEnding::SystemFailure {
+                    stage: "prepare_executor",
+                    message: error.to_string(),
+                })?;
+            custom.set_variables(&self.variables, &self.job.services);
+            let result = self.prepare_custom_once(&mut custom).await;
+            match result {
+                Err(PrepareFailure::System(error))
+                    if attempt < PREPARATION_ATTEMPTS && error.is_retryable() =>
+                {
+                    self.trace.warning(&format!("Preparation failed: {error}"));
+                    let executor = Executor::Custom(Box::new(custom));
+                    executor.cleanup(self.trace, self.driver_log()).await;
+                    self.trace.runner_line(&format!(
+                        "Will be retried in {} ...",
+                        format_duration(PREPARATION_RETRY_INTERVAL)
+                    ));
+                    self.guarded(async {
+                        tokio::time::sleep(PREPARATION_RETRY_INTERVAL).await;
+                        Ok(())
+                    })
+                    .await?;
+                    attempt += 1;
+                }
+                result => {
+                    self.executor = Some(Executor::Custom(Box::new(custom)));
+                    return result.map_err(|failure| self.prepare_ending(failure));
+                }
+            }
+        }
+    }
+
+    async fn prepare_custom_once(
+        &mut self,
+        custom: &mut CustomExecutor,
+    ) -> Result<(), PrepareFailure> {
+        let remaining = self.deadline.saturating_duration_since(Instant::now());
+        let driver = custom
+            .configure(self.trace, remaining, self.cancel())
+            .await?;
+        if let Some(driver) = &driver {
+            self.relocate(driver).map_err(PrepareFailure::System)?;
+            custom.set_job_env(driver.job_env.clone().unwrap_or_default());
+            custom.set_variables(&self.variables, &self.job.services);
+        }
+        self.trace
+            .runner_line(&DriverConfig::startup_message(driver.as_ref()));
+        let remaining = self.deadline.saturating_duration_since(Instant::now());
+        custom.prepare(self.trace, remaining, self.cancel()).await
+    }
+
+    /// Applies `config_exec`'s `builds_dir`, `builds_dir_is_shared` and `cache_dir`.
+    /// A masked variable whose value would change with the new directories (it uses
+    /// `$CI_PROJECT_DIR`) cannot be masked any more: that fails the job.
+    fn relocate(&mut self, driver: &DriverConfig) -> Result<(), crate::custom::CustomError> {
+        if let Some(cache_dir) = &driver.cache_dir {
+            self.cache_dir = PathBuf::from(cache_dir);
+        }
+        if driver.builds_dir.is_none() && driver.builds_dir_is_shared.is_none() {
+            return Ok(());
+        }
+        let builds_dir = driver
+            .builds_dir
+            .as_ref()
+            .map_or_else(|| self.dirs.builds_dir.clone(), PathBuf::from);
+        let layout = match driver.builds_dir_is_shared {
+            Some(false) => Layout::Unshared,
+            _ => Layout::Shared,
+        };
+        let (dirs, variables) = self.placement.place(&builds_dir, layout);
+        for variable in variables.iter().filter(|v| v.masked) {
+            if get(&self.variables, &variable.key) != Some(variable.value.as_str()) {
+                return Err(crate::custom::CustomError::UnmaskableVariable {
+                    program: self
+                        .cx
+                        .runner
+                        .custom
+                        .as_ref()
+                        .and_then(|c| c.config.as_ref())
+                        .map(|p| p.exec.clone())
+                        .unwrap_or_default(),
+                    variable: variable.key.clone(),
+                });
+            }
+        }
+        self.dirs = dirs;
+        self.variables = variables;
+        Ok(())
+    }
+
+    fn prepare_ending(&self, failure: PrepareFailure) -> JobEnding {
+        match failure {
+            PrepareFailure::Build { exit_code } => JobEnding::ScriptFailure { exit_code },
+            PrepareFailure::System(error) => JobEnding::SystemFailure {
+                stage: "prepare_executor",
+                message: error.to_string(),
+            },
+            PrepareFailure::JobTimeout => JobEnding::Timeout {
+                after: self.timeout,
+            },
+            PrepareFailure::Canceled(reason) => self.canceled_ending(reason),
+        }
+    }
+
+    /// How a stage stopped from outside ends the job.
+    fn canceled_ending(&self, reason: CancelReason) -> JobEnding {
+        match (self.stop().current(), reason) {
+            (StopRequest::Abort, _) => JobEnding::Aborted,
+            (_, CancelReason::RunnerInterrupted) => JobEnding::Interrupted,
+            (_, CancelReason::JobCanceled) => JobEnding::Canceled,
+        }
     }
 
     fn executor(&self) -> Result<(&Executor, &PreparedVariables), JobEnding> {
@@ -330,11 +518,7 @@ impl<'a> Lifecycle<'a> {
                 Err(JobEnding::ScriptFailure { exit_code })
             }
             StageOutcome::Timeout { .. } => Err(JobEnding::Timeout { after: timeout }),
-            StageOutcome::Canceled { reason } => Err(match (self.stop().current(), reason) {
-                (StopRequest::Abort, _) => JobEnding::Aborted,
-                (_, CancelReason::RunnerInterrupted) => JobEnding::Interrupted,
-                (_, CancelReason::JobCanceled) => JobEnding::Canceled,
-            }),
+            StageOutcome::Canceled { reason } => Err(self.canceled_ending(reason)),
             StageOutcome::SystemFailure { error } => Err(JobEnding::SystemFailure {
                 stage,
                 message: error.to_string(),
@@ -418,10 +602,10 @@ impl<'a> Lifecycle<'a> {
             self.trace.warning(&format!(
                 "[runners.cache] Type = \"{}\" is not supported yet; using the local cache in {}",
                 kind.as_str(),
-                self.cx.cache_dir.display()
+                self.cache_dir.display()
             ));
         }
-        LocalCache::new(&self.cx.cache_dir, &self.dirs.cache_path).map_err(|e| e.to_string())
+        LocalCache::new(&self.cache_dir, &self.dirs.cache_path).map_err(|e| e.to_string())
     }
 
     async fn restore_cache(&self) -> Result<(), JobEnding> {
@@ -486,7 +670,7 @@ impl<'a> Lifecycle<'a> {
             return Ok(());
         }
         let _section = self.section("download_artifacts", "Downloading artifacts");
-        let attempts = get(self.variables, "ARTIFACT_DOWNLOAD_ATTEMPTS")
+        let attempts = get(&self.variables, "ARTIFACT_DOWNLOAD_ATTEMPTS")
             .and_then(|v| v.trim().parse::<u32>().ok())
             .filter(|&n| n > 0)
             .unwrap_or(DEFAULT_DOWNLOAD_ATTEMPTS);
@@ -508,7 +692,7 @@ impl<'a> Lifecycle<'a> {
 
     /// `RUNNER_SCRIPT_TIMEOUT`, when set and valid.
     fn script_timeout(&self) -> Option<Duration> {
-        let value = get(self.variables, "RUNNER_SCRIPT_TIMEOUT")?;
+        let value = get(&self.variables, "RUNNER_SCRIPT_TIMEOUT")?;
         match parse_go_duration(value) {
             Some(timeout) if !timeout.is_zero() => Some(timeout),
             _ => {
@@ -582,14 +766,7 @@ impl<'a> Lifecycle<'a> {
                 timeout,
                 job_status: CiJobStatus::Running,
             };
-            let stop = self.stop().clone();
-            let cancel = async move {
-                match stop.reached(StopRequest::Cancel).await {
-                    StopRequest::Interrupt => CancelReason::RunnerInterrupted,
-                    _ => CancelReason::JobCanceled,
-                }
-            };
-            let outcome = executor.run(&stage, self.trace, cancel).await;
+            let outcome = executor.run(&stage, self.trace, self.cancel()).await;
             if let Err(step_ending) = self.stage_result(name, outcome, limit) {
                 if step.allow_failure && matches!(step_ending, JobEnding::ScriptFailure { .. }) {
                     self.trace.warning(&format!(
@@ -605,7 +782,7 @@ impl<'a> Lifecycle<'a> {
 
     /// `RUNNER_AFTER_SCRIPT_TIMEOUT`, default 5 minutes.
     fn after_script_timeout(&self) -> Duration {
-        match get(self.variables, "RUNNER_AFTER_SCRIPT_TIMEOUT") {
+        match get(&self.variables, "RUNNER_AFTER_SCRIPT_TIMEOUT") {
             None => DEFAULT_AFTER_SCRIPT_TIMEOUT,
             Some(value) => parse_go_duration(value)
                 .filter(|t| !t.is_zero())

@@ -137,6 +137,8 @@ impl PollEvent {
             | Self::Stopped { .. } => Level::Info,
             Self::Job { event, .. } => match event {
                 JobEvent::CoordinatorUnreachable { .. } => Level::Warn,
+                JobEvent::DriverCleanup { stream, .. } if stream == "stdout" => Level::Debug,
+                JobEvent::DriverCleanup { .. } => Level::Warn,
                 _ => Level::Info,
             },
             Self::RequestFailed { .. } | Self::Interrupting { .. } => Level::Warn,

@@ -4,6 +4,7 @@
 
 use std::path::Path;
 use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use nix::sys::signal::{Signal, killpg};
@@ -56,9 +57,51 @@ pub(crate) fn spawn(
     trace: &Trace,
 ) -> std::io::Result<Running> {
     let mut command = Command::new(program);
+    command.args(args).current_dir(work_dir);
+    spawn_command(
+        command,
+        Sink::Trace(Box::new(trace.writer(gantry_protocol::StreamKind::Stdout))),
+        Sink::Trace(Box::new(trace.writer(gantry_protocol::StreamKind::Stderr))),
+    )
+}
+
+/// Where one output stream of a process goes.
+pub(crate) enum Sink {
+    /// Into the job log.
+    Trace(Box<TraceWriter>),
+    /// Kept in memory, up to a limit (bytes past it are counted, not kept).
+    Capture(Arc<Mutex<Captured>>),
+    /// Handed over a line at a time (the runner's own log).
+    Lines(Box<dyn FnMut(&str) + Send>),
+}
+
+/// Output kept by [`Sink::Capture`].
+#[derive(Debug, Default)]
+pub(crate) struct Captured {
+    pub(crate) bytes: Vec<u8>,
+    pub(crate) limit: usize,
+    /// Bytes past the limit, dropped.
+    pub(crate) dropped: u64,
+}
+
+impl Captured {
+    pub(crate) fn with_limit(limit: usize) -> Arc<Mutex<Self>> {
+        Arc::new(Mutex::new(Self {
+            limit,
+            ..Self::default()
+        }))
+    }
+}
+
+/// Spawns `command` (program, arguments, directory and environment set by the caller)
+/// alone in a new process group, stdin closed, its two output streams copied into
+/// `stdout` and `stderr`.
+pub(crate) fn spawn_command(
+    mut command: Command,
+    stdout: Sink,
+    stderr: Sink,
+) -> std::io::Result<Running> {
     command
-        .args(args)
-        .current_dir(work_dir)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -72,17 +115,11 @@ pub(crate) fn spawn(
             pgid: Pid::from_raw(id),
         });
     let mut pumps = Vec::new();
-    if let Some(stdout) = child.stdout.take() {
-        pumps.push(tokio::spawn(pump(
-            stdout,
-            trace.writer(gantry_protocol::StreamKind::Stdout),
-        )));
+    if let Some(out) = child.stdout.take() {
+        pumps.push(tokio::spawn(pump(out, stdout)));
     }
-    if let Some(stderr) = child.stderr.take() {
-        pumps.push(tokio::spawn(pump(
-            stderr,
-            trace.writer(gantry_protocol::StreamKind::Stderr),
-        )));
+    if let Some(err) = child.stderr.take() {
+        pumps.push(tokio::spawn(pump(err, stderr)));
     }
     Ok(Running {
         child,
@@ -91,18 +128,47 @@ pub(crate) fn spawn(
     })
 }
 
-async fn pump(mut reader: impl AsyncRead + Unpin, mut writer: TraceWriter) {
+async fn pump(mut reader: impl AsyncRead + Unpin, mut sink: Sink) {
     let mut buf = vec![0u8; 32 * 1024];
+    let mut line = Vec::new();
     loop {
         match reader.read(&mut buf).await {
             Ok(0) => break,
-            Ok(n) => writer.write(&buf[..n]),
+            Ok(n) => match &mut sink {
+                Sink::Trace(writer) => writer.write(&buf[..n]),
+                Sink::Capture(captured) => {
+                    let mut captured = captured.lock().unwrap_or_else(PoisonError::into_inner);
+                    let room = captured.limit.saturating_sub(captured.bytes.len());
+                    let kept = n.min(room);
+                    captured.bytes.extend_from_slice(&buf[..kept]);
+                    captured.dropped += (n - kept) as u64;
+                }
+                Sink::Lines(handle) => {
+                    for &byte in &buf[..n] {
+                        if byte == b'\n' {
+                            handle(String::from_utf8_lossy(&line).trim_end());
+                            line.clear();
+                        } else if line.len() < MAX_LINE {
+                            line.push(byte);
+                        }
+                    }
+                }
+            },
             Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
             Err(_) => break,
         }
     }
-    writer.finish();
+    match &mut sink {
+        Sink::Trace(writer) => writer.finish(),
+        Sink::Lines(handle) if !line.is_empty() => {
+            handle(String::from_utf8_lossy(&line).trim_end())
+        }
+        _ => {}
+    }
 }
+
+/// Longest line a [`Sink::Lines`] hands over; the rest of a longer line is dropped.
+const MAX_LINE: usize = 8 * 1024;
 
 impl Running {
     /// Waits for the shell to exit.
@@ -118,17 +184,34 @@ impl Running {
     ///
     /// [`finish`]: Running::finish
     pub(crate) async fn terminate(&mut self, grace: Duration) -> Ended {
+        match self.terminate_within(grace, None).await {
+            Some(ended) => ended,
+            None => self.wait().await,
+        }
+    }
+
+    /// [`terminate`](Running::terminate), giving up after `force` more past the
+    /// SIGKILL (`None`: waiting as long as it takes): a process stuck in the kernel
+    /// is abandoned, as gitlab-runner's `force_kill_timeout` does.
+    pub(crate) async fn terminate_within(
+        &mut self,
+        grace: Duration,
+        force: Option<Duration>,
+    ) -> Option<Ended> {
         if let Some(group) = &self.group {
             group.signal(Signal::SIGTERM);
         }
         match tokio::time::timeout(grace, self.child.wait()).await {
-            Ok(Ok(status)) => Ended::Exited(status),
-            Ok(Err(error)) => Ended::Failed(error),
+            Ok(Ok(status)) => Some(Ended::Exited(status)),
+            Ok(Err(error)) => Some(Ended::Failed(error)),
             Err(_) => {
                 if let Some(group) = &self.group {
                     group.signal(Signal::SIGKILL);
                 }
-                self.wait().await
+                match force {
+                    None => Some(self.wait().await),
+                    Some(force) => tokio::time::timeout(force, self.wait()).await.ok(),
+                }
             }
         }
     }
@@ -150,6 +233,27 @@ impl Running {
         }
         drop(group); // SIGKILL to whatever is left
         if tokio::time::timeout(PIPE_DRAIN_AFTER_KILL, join_all(&mut pumps))
+            .await
+            .is_err()
+        {
+            for pump in &pumps {
+                pump.abort();
+            }
+        }
+    }
+}
+
+impl Running {
+    /// After the program exited: leaves whatever it started in the background running
+    /// (the custom executor's driver may start a VM or a container for later stages)
+    /// and reads its output for up to `drain` more (a background process may hold the
+    /// pipes open for good).
+    pub(crate) async fn release(mut self, drain: Duration) {
+        if let Some(group) = self.group.take() {
+            std::mem::forget(group); // no SIGKILL on drop
+        }
+        let mut pumps = std::mem::take(&mut self.pumps);
+        if tokio::time::timeout(drain, join_all(&mut pumps))
             .await
             .is_err()
         {

@@ -554,6 +554,11 @@ impl Coordinator {
         }
         vars.public("CI_NODE_TOTAL", m.node_total.unwrap_or(1).to_string());
         vars.public("CI_JOB_TIMEOUT", timeout.to_string());
+        // GitLab's `image_name`: the name as written (the runner expands it), so a
+        // custom executor's driver can pick the environment (`CUSTOM_ENV_CI_JOB_IMAGE`).
+        if let Some(image) = m.image.as_ref().filter(|i| !i.name.is_empty()) {
+            vars.public("CI_JOB_IMAGE", image.name.clone());
+        }
         if let Some(name) = &spec.pipeline_name {
             vars.public("CI_PIPELINE_NAME", name.clone());
         }
