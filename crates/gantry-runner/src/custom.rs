@@ -60,7 +60,7 @@ use tokio::process::Command;
 use crate::config::{CustomConfig, CustomProgram, ShellKind};
 use crate::shell::process::{self, Captured, Ended, Sink};
 use crate::shell::{
-    CancelReason, ShellError, Stage, StageOutcome, clear_script, format_duration, generate_script,
+    CancelReason, ShellError, Stage, StageOutcome, clear_script, format_duration, stage_script,
     write_stage_script,
 };
 use crate::trace::Trace;
@@ -661,16 +661,7 @@ impl CustomExecutor {
         trace: &Trace,
         cancel: impl Future<Output = CancelReason>,
     ) -> StageOutcome {
-        for warning in stage.variables.warnings() {
-            trace.warning(warning);
-        }
-        let script = generate_script(
-            self.shell,
-            stage.variables,
-            stage.job_status.as_str(),
-            stage.work_dir,
-            stage.commands,
-        );
+        let script = stage_script(self.shell, stage, trace);
         self.run_script(stage.name, &script, trace, stage.timeout, cancel)
             .await
     }

@@ -363,16 +363,7 @@ impl ShellExecutor {
         trace: &Trace,
         cancel: impl Future<Output = CancelReason>,
     ) -> StageOutcome {
-        for warning in stage.variables.warnings() {
-            trace.warning(warning);
-        }
-        let script = generate_script(
-            self.shell.kind,
-            stage.variables,
-            stage.job_status.as_str(),
-            stage.work_dir,
-            stage.commands,
-        );
+        let script = stage_script(self.shell.kind, stage, trace);
         let script_path = match write_stage_script(&self.script_dir, stage.name, &script) {
             Ok(path) => path,
             Err(error) => {
@@ -469,6 +460,21 @@ impl ShellExecutor {
             },
         }
     }
+}
+
+/// The script of `stage` for `shell`; the problems met preparing its variables are
+/// written to `trace` as warnings first.
+pub(crate) fn stage_script(shell: ShellKind, stage: &Stage<'_>, trace: &Trace) -> String {
+    for warning in stage.variables.warnings() {
+        trace.warning(warning);
+    }
+    generate_script(
+        shell,
+        stage.variables,
+        stage.job_status.as_str(),
+        stage.work_dir,
+        stage.commands,
+    )
 }
 
 /// Writes a stage's script as `script_<stage>.sh` (mode 0700) into `dir` (created,

@@ -9,26 +9,12 @@
 mod e2e_runner_support;
 
 use std::path::Path;
-use std::process::{Output, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use e2e_runner_support::*;
 use nix::sys::signal::Signal;
 use reqwest::Method;
-
-fn runner_command(config: &Path, args: &[&str]) -> Output {
-    gantry()
-        .arg("runner")
-        .args(args)
-        .arg("--config")
-        .arg(config)
-        .output()
-        .expect("gantry runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
 
 /// Edits a registered config.toml: builds and cache under `dir`, `check_interval = 1`.
 fn local_dirs(config: &Path, dir: &Path) {

@@ -8,7 +8,7 @@
 mod e2e_runner_support;
 
 use std::path::Path;
-use std::process::{Output, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use e2e_runner_support::*;
@@ -36,20 +36,6 @@ test:
   script:
     - cat out.txt
 "#;
-
-fn runner_command(config: &Path, args: &[&str]) -> Output {
-    gantry()
-        .arg("runner")
-        .args(args)
-        .arg("--config")
-        .arg(config)
-        .output()
-        .expect("gantry runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
 
 /// A driver: config moves jobs under `<dir>/sandbox`, run executes the script with an
 /// empty environment (only `PATH`), every call is recorded in `<dir>/calls`.
@@ -101,42 +87,28 @@ async fn a_registered_custom_runner_runs_a_pipeline_through_its_driver() {
     let program = |name: &str| driver.join(name).to_string_lossy().into_owned();
 
     // Flags of another executor, or custom without its run program: usage errors.
-    let out = runner_command(
-        &config,
-        &[
+    for (flags, message) in [
+        (
+            ["--docker-image", "alpine"],
+            "--docker-image is for --executor docker",
+        ),
+        (
+            ["--executor", "custom"],
+            "--executor custom needs --custom-run-exec PATH",
+        ),
+    ] {
+        let mut args = vec![
             "register",
             "--url",
             &server.url,
             "--token",
             &setup.runner_token,
-            "--docker-image",
-            "alpine",
-        ],
-    );
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
-    assert!(
-        text(&out.stderr).contains("--docker-image is for --executor docker"),
-        "{}",
-        text(&out.stderr)
-    );
-    let out = runner_command(
-        &config,
-        &[
-            "register",
-            "--url",
-            &server.url,
-            "--token",
-            &setup.runner_token,
-            "--executor",
-            "custom",
-        ],
-    );
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
-    assert!(
-        text(&out.stderr).contains("--executor custom needs --custom-run-exec PATH"),
-        "{}",
-        text(&out.stderr)
-    );
+        ];
+        args.extend(flags);
+        let out = runner_command(&config, &args);
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+        assert!(text(&out.stderr).contains(message), "{}", text(&out.stderr));
+    }
     assert!(!config.exists(), "nothing was registered");
 
     let out = runner_command(

@@ -727,3 +727,19 @@ pub async fn wait_for(limit: Duration, what: &str, mut condition: impl FnMut() -
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// `gantry runner ARGS --config CONFIG`, waited for.
+pub fn runner_command(config: &Path, args: &[&str]) -> std::process::Output {
+    gantry()
+        .arg("runner")
+        .args(args)
+        .arg("--config")
+        .arg(config)
+        .output()
+        .expect("gantry runs")
+}
+
+/// Output bytes as text.
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
