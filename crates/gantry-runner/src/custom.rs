@@ -58,7 +58,7 @@ use serde::{Deserialize, Serialize};
 use tokio::process::Command;
 
 use crate::config::{CustomConfig, CustomProgram, ShellKind};
-use crate::shell::process::{self, Captured, Ended, Sink};
+use crate::shell::process::{self, Captured, Ended, Sink, Stop};
 use crate::shell::{
     CancelReason, ShellError, Stage, StageOutcome, clear_script, format_duration, stage_script,
     write_stage_script,
@@ -471,19 +471,7 @@ impl CustomExecutor {
                 });
             }
         };
-        enum Stop {
-            Ended(Ended),
-            Timeout,
-            Canceled(CancelReason),
-        }
-        let stop = {
-            let cancel = std::pin::pin!(cancel);
-            tokio::select! {
-                ended = running.wait() => Stop::Ended(ended),
-                () = tokio::time::sleep(timeout) => Stop::Timeout,
-                reason = cancel => Stop::Canceled(reason),
-            }
-        };
+        let stop = running.wait_until(timeout, cancel).await;
         let (exit, ended) = match stop {
             Stop::Ended(ended) => (self.exit(stage, program, ended), true),
             Stop::Timeout | Stop::Canceled(_) => {

@@ -403,28 +403,16 @@ impl ShellExecutor {
             }
         };
 
-        enum Stop {
-            Ended(process::Ended),
-            Timeout,
-            Canceled(CancelReason),
-        }
-        let stop = {
-            let cancel = std::pin::pin!(cancel);
-            tokio::select! {
-                ended = running.wait() => Stop::Ended(ended),
-                () = tokio::time::sleep(stage.timeout) => Stop::Timeout,
-                reason = cancel => Stop::Canceled(reason),
-            }
-        };
+        let stop = running.wait_until(stage.timeout, cancel).await;
         let outcome = match stop {
-            Stop::Ended(ended) => self.exit_outcome(ended),
-            Stop::Timeout => {
+            process::Stop::Ended(ended) => self.exit_outcome(ended),
+            process::Stop::Timeout => {
                 running.terminate(self.kill_grace).await;
                 StageOutcome::Timeout {
                     after: stage.timeout,
                 }
             }
-            Stop::Canceled(reason) => {
+            process::Stop::Canceled(reason) => {
                 running.terminate(self.kill_grace).await;
                 StageOutcome::Canceled { reason }
             }

@@ -170,7 +170,31 @@ async fn pump(mut reader: impl AsyncRead + Unpin, mut sink: Sink) {
 /// Longest line a [`Sink::Lines`] hands over; the rest of a longer line is dropped.
 const MAX_LINE: usize = 8 * 1024;
 
+/// Why [`Running::wait_until`] returned.
+pub(crate) enum Stop {
+    /// The process exited.
+    Ended(Ended),
+    /// The time ran out (the process still runs).
+    Timeout,
+    /// The stage was stopped from outside (the process still runs).
+    Canceled(super::CancelReason),
+}
+
 impl Running {
+    /// Waits for the process to exit, `timeout` to pass or `cancel` to complete.
+    pub(crate) async fn wait_until(
+        &mut self,
+        timeout: Duration,
+        cancel: impl std::future::Future<Output = super::CancelReason>,
+    ) -> Stop {
+        let cancel = std::pin::pin!(cancel);
+        tokio::select! {
+            ended = self.wait() => Stop::Ended(ended),
+            () = tokio::time::sleep(timeout) => Stop::Timeout,
+            reason = cancel => Stop::Canceled(reason),
+        }
+    }
+
     /// Waits for the shell to exit.
     pub(crate) async fn wait(&mut self) -> Ended {
         match self.child.wait().await {
