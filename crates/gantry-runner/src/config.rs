@@ -61,14 +61,9 @@ const UNSUPPORTED_TOP_LEVEL: &[&str] = &[
     "experimental",
 ];
 const UNSUPPORTED_RUNNER: &[&str] = &[
-    "clone_url",
     "tls-ca-file",
     "tls-cert-file",
     "tls-key-file",
-    "pre_get_sources_script",
-    "post_get_sources_script",
-    "pre_build_script",
-    "post_build_script",
     "debug_trace_disabled",
     "referees",
     "unhealthy_requests_limit",

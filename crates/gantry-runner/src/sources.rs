@@ -68,7 +68,7 @@ mod git;
 mod settings;
 mod snapshot;
 
-pub use credentials::{Masker, RepoUrl, mask_url_credentials};
+pub use credentials::{Masker, RepoUrl, clone_url_repository, mask_url_credentials};
 pub use flow::{SourcesError, SourcesJob, get_sources};
 pub use settings::{GitSettings, GitStrategy, SubmoduleStrategy};
 pub use snapshot::{CopyStats, MAX_SNAPSHOT_DEPTH, sync_tree};

@@ -141,7 +141,7 @@ url = "https://gitlab.example.com/"
 token = "glrt-x"
 executor = "shell"
 limmit = 2
-clone_url = "https://mirror"
+debug_trace_disabled = true
 [runners.cache]
 Typo = "s3"
 [runners.custom]
@@ -152,7 +152,7 @@ run_exec = "/bin/run"
     insta::assert_snapshot!(warnings.join("\n"), @r"
     unknown key `concurrency` (line 2, column 1) is ignored
     unknown key `runners[0].limmit` (line 7, column 1) is ignored
-    `runners[0].clone_url` (line 8, column 1) is a gitlab-runner setting gantry does not support; it is ignored
+    `runners[0].debug_trace_disabled` (line 8, column 1) is a gitlab-runner setting gantry does not support; it is ignored
     unknown key `runners[0].cache.Typo` (line 10, column 1) is ignored
     `runners[0].custom` (line 11, column 10): the shell executor does not use this section
     ");
@@ -315,6 +315,13 @@ executor = "docker"
 environment = ["A=1"]
 builds_dir = "/builds"
 cache_dir = "/cache"
+clone_url = "https://git.internal/mirror"
+pre_get_sources_script = "git config --global http.sslVerify true"
+post_get_sources_script = "git log -1"
+pre_build_script = """
+echo one
+echo two"""
+post_build_script = "echo done"
 [runners.cache]
 Type = "gcs"
 Path = "prefix"
@@ -349,6 +356,50 @@ prepare_exec_timeout = 60
         Duration::from_secs(60)
     );
     assert_eq!(custom.run.args, vec!["--fast".to_owned()]);
+    let scripts = &again.runners[0].scripts;
+    assert_eq!(scripts.pre_build.as_deref(), Some("echo one\necho two"));
+    assert_eq!(scripts.post_get_sources.as_deref(), Some("git log -1"));
+    assert_eq!(
+        again.runners[0].clone_url.as_deref(),
+        Some("https://git.internal/mirror")
+    );
+}
+
+#[test]
+fn old_names_of_the_get_sources_scripts_still_work_and_say_so() {
+    let text = r#"
+[[runners]]
+url = "https://gitlab.example.com/"
+token = "glrt-x"
+executor = "shell"
+pre_clone_script = "echo old pre"
+post_clone_script = "echo old post"
+post_get_sources_script = "echo new post"
+"#;
+    let (config, warnings) = load(text).unwrap();
+    let scripts = &config.runners[0].scripts;
+    assert_eq!(scripts.pre_get_sources.as_deref(), Some("echo old pre"));
+    assert_eq!(scripts.post_get_sources.as_deref(), Some("echo new post"));
+    insta::assert_snapshot!(warnings.join("\n"), @r"
+    `runners[0].pre_clone_script` (line 6, column 1): the old name of `pre_get_sources_script` (gitlab-runner renamed it); it is used all the same, rename it
+    `runners[0].post_clone_script` (line 7, column 1): the old name of `post_get_sources_script`, which is also set: this one is ignored
+    ");
+}
+
+#[test]
+fn a_clone_url_git_cannot_use_is_an_error_naming_the_key() {
+    let text = r#"
+[[runners]]
+url = "https://gitlab.example.com/"
+token = "glrt-x"
+executor = "shell"
+clone_url = "git@gitlab.example.com:mirror"
+"#;
+    let message = error(text);
+    assert!(
+        message.contains("`runners[0].clone_url` (line 6, column 1): expected an `http://` or `https://` URL git can clone from"),
+        "{message}"
+    );
 }
 
 #[test]

@@ -522,6 +522,8 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
     // The store lives for this run only: its variables need no key that outlives it (and
     // writing a key file would cost an fsync per run).
     cfg.db_key = Some(gantry_server::coordinator::secrets::DbKey::random());
+    // The store is thrown away at the end: nothing to keep across a machine crash.
+    cfg.durable_blobs = false;
     let coordinator = Coordinator::open(store, cfg)
         .await
         .map_err(|e| failed(format!("failed to start the coordinator: {e}")))?;

@@ -142,6 +142,15 @@ fn non_empty_path(cx: &mut Cx, key: KeyPath, value: &Option<String>) -> Option<P
     }
 }
 
+/// `http://…` or `https://…`, something after the scheme.
+fn is_http_url(url: &str) -> bool {
+    ["http://", "https://"].iter().any(|scheme| {
+        url.get(..scheme.len())
+            .is_some_and(|s| s.eq_ignore_ascii_case(scheme))
+            && url.len() > scheme.len()
+    })
+}
+
 fn resolve_runner(cx: &mut Cx, at: &KeyPath, file: &RunnerFile) -> RunnerConfig {
     let url = match file.url.as_deref().map(str::trim) {
         None | Some("") => {
@@ -152,12 +161,7 @@ fn resolve_runner(cx: &mut Cx, at: &KeyPath, file: &RunnerFile) -> RunnerConfig 
             String::new()
         }
         Some(url) => {
-            let scheme_ok = ["http://", "https://"].iter().any(|scheme| {
-                url.get(..scheme.len())
-                    .is_some_and(|s| s.eq_ignore_ascii_case(scheme))
-                    && url.len() > scheme.len()
-            });
-            if !scheme_ok {
+            if !is_http_url(url) {
                 cx.problem(
                     at.key("url"),
                     format!("expected an `http://` or `https://` URL, found {url:?}"),
@@ -273,6 +277,60 @@ fn resolve_runner(cx: &mut Cx, at: &KeyPath, file: &RunnerFile) -> RunnerConfig 
             ShellKind::Bash
         }),
     };
+    let clone_url = match file.clone_url.as_deref().map(str::trim) {
+        None | Some("") => None,
+        Some(url) => {
+            if !is_http_url(url) {
+                cx.problem(
+                    at.key("clone_url"),
+                    format!(
+                        "expected an `http://` or `https://` URL git can clone from (the project's path is appended), found {url:?}"
+                    ),
+                );
+            }
+            Some(url.to_owned())
+        }
+    };
+    let mut script = |key: &str, old_key: &str, value: &Option<String>, old: &Option<String>| {
+        let value = value.as_ref().filter(|v| !v.trim().is_empty());
+        let old = old.as_ref().filter(|v| !v.trim().is_empty());
+        match (value, old) {
+            (Some(value), Some(_)) => {
+                cx.notice(
+                    at.key(old_key),
+                    format!("the old name of `{key}`, which is also set: this one is ignored"),
+                );
+                Some(value.clone())
+            }
+            (Some(value), None) => Some(value.clone()),
+            (None, Some(old)) => {
+                cx.notice(
+                    at.key(old_key),
+                    format!(
+                        "the old name of `{key}` (gitlab-runner renamed it); it is used all the same, rename it"
+                    ),
+                );
+                Some(old.clone())
+            }
+            (None, None) => None,
+        }
+    };
+    let scripts = RunnerScripts {
+        pre_get_sources: script(
+            "pre_get_sources_script",
+            "pre_clone_script",
+            &file.pre_get_sources_script,
+            &file.pre_clone_script,
+        ),
+        post_get_sources: script(
+            "post_get_sources_script",
+            "post_clone_script",
+            &file.post_get_sources_script,
+            &file.post_clone_script,
+        ),
+        pre_build: script("pre_build_script", "", &file.pre_build_script, &None),
+        post_build: script("post_build_script", "", &file.post_build_script, &None),
+    };
     let builds_dir = non_empty_path(cx, at.key("builds_dir"), &file.builds_dir);
     let cache_dir = non_empty_path(cx, at.key("cache_dir"), &file.cache_dir);
     let cache = file
@@ -324,6 +382,8 @@ fn resolve_runner(cx: &mut Cx, at: &KeyPath, file: &RunnerFile) -> RunnerConfig 
         environment,
         output_limit_kib,
         shell,
+        clone_url,
+        scripts,
         cache,
         docker,
         custom,
@@ -622,6 +682,13 @@ fn runner_to_file(runner: &RunnerConfig) -> RunnerFile {
         }),
         output_limit: i64::try_from(runner.output_limit_kib).ok(),
         shell: Some(runner.shell.as_str().to_owned()),
+        clone_url: runner.clone_url.clone(),
+        pre_get_sources_script: runner.scripts.pre_get_sources.clone(),
+        post_get_sources_script: runner.scripts.post_get_sources.clone(),
+        pre_clone_script: None,
+        post_clone_script: None,
+        pre_build_script: runner.scripts.pre_build.clone(),
+        post_build_script: runner.scripts.post_build.clone(),
         cache: Some(CacheFile {
             kind: runner.cache.kind.map(|kind| kind.as_str().to_owned()),
             path: runner.cache.path.clone(),

@@ -83,6 +83,27 @@ pub struct RunnerFile {
     /// `bash` or `sh`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shell: Option<String>,
+    /// The URL git clones from instead of the one in the job (its host and path prefix).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clone_url: Option<String>,
+    /// Commands run before the job's `hooks:pre_get_sources_script` and the checkout.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pre_get_sources_script: Option<String>,
+    /// Commands run after the checkout and the job's `hooks:post_get_sources_script`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub post_get_sources_script: Option<String>,
+    /// The deprecated name of `pre_get_sources_script`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pre_clone_script: Option<String>,
+    /// The deprecated name of `post_get_sources_script`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub post_clone_script: Option<String>,
+    /// Commands run before each job script stage (`before_script` + `script`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pre_build_script: Option<String>,
+    /// Commands run after each job script stage, before `after_script`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub post_build_script: Option<String>,
     /// `[runners.cache]`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cache: Option<CacheFile>,

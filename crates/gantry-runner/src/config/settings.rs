@@ -183,6 +183,11 @@ pub struct RunnerConfig {
     pub output_limit_kib: u64,
     /// The shell the shell executor runs scripts with.
     pub shell: ShellKind,
+    /// `clone_url`: where git clones from instead of the job's repository URL (scheme,
+    /// host and path prefix; the project's path is appended).
+    pub clone_url: Option<String>,
+    /// The entry's own scripts around the job's (`pre_get_sources_script`, …).
+    pub scripts: RunnerScripts,
     /// `[runners.cache]`.
     pub cache: CacheConfig,
     /// `[runners.docker]`, if present (the docker executor uses defaults otherwise).
@@ -209,6 +214,8 @@ impl RunnerConfig {
             environment: Vec::new(),
             output_limit_kib: DEFAULT_OUTPUT_LIMIT_KIB,
             shell: ShellKind::Bash,
+            clone_url: None,
+            scripts: RunnerScripts::default(),
             cache: CacheConfig::default(),
             docker: None,
             custom: None,
@@ -219,6 +226,22 @@ impl RunnerConfig {
     pub fn output_limit_bytes(&self) -> u64 {
         self.output_limit_kib.saturating_mul(1024)
     }
+}
+
+/// An entry's scripts around the job's, as gitlab-runner runs them: each is one
+/// command (several lines are one multi-line command).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunnerScripts {
+    /// Before the job's `hooks:pre_get_sources_script` and the checkout (also read as
+    /// `pre_clone_script`).
+    pub pre_get_sources: Option<String>,
+    /// After the checkout and the job's `hooks:post_get_sources_script` (also read as
+    /// `post_clone_script`).
+    pub post_get_sources: Option<String>,
+    /// First in each job script stage (`step_script`: before `before_script`).
+    pub pre_build: Option<String>,
+    /// Last in each job script stage (after `script`; not in `after_script`).
+    pub post_build: Option<String>,
 }
 
 /// `executor`: resolved once when the configuration is loaded.

@@ -25,7 +25,9 @@ use crate::shell::{
     CancelReason, CiJobStatus, DEFAULT_AFTER_SCRIPT_TIMEOUT, PreparedVariables, ShellExecutor,
     Stage, StageOutcome, detect_shell, format_duration, prepare_variables_seen_at,
 };
-use crate::sources::{GitSettings, GitStrategy, SourcesError, SourcesJob, get_sources};
+use crate::sources::{
+    GitSettings, GitStrategy, SourcesError, SourcesJob, clone_url_repository, get_sources,
+};
 use crate::trace::{ANSI_BOLD_CYAN, ANSI_RESET, Trace};
 
 /// One job's run through its stages.
@@ -481,20 +483,38 @@ impl<'a> Lifecycle<'a> {
         }
     }
 
-    /// Runs a hook (`pre_get_sources_script`, …) inside the current section.
+    /// Runs a hook (`pre_get_sources_script`, …) inside the current section: the
+    /// entry's own script (config.toml) before the job's `hooks:` for `pre_`, after it
+    /// for `post_`, as gitlab-runner orders them.
     async fn hook(&self, name: HookName, work_dir: &Path) -> Result<(), JobEnding> {
-        let Some(hook) = self
+        let job_script = self
             .job
             .hooks
             .iter()
-            .find(|h| h.name == name && !h.script.is_empty())
-        else {
-            return Ok(());
+            .find(|h| h.name == name)
+            .map(|h| h.script.as_slice())
+            .unwrap_or_default();
+        let scripts = &self.cx.runner.scripts;
+        let commands: Vec<String> = match name {
+            HookName::PreGetSourcesScript => scripts
+                .pre_get_sources
+                .iter()
+                .chain(job_script)
+                .cloned()
+                .collect(),
+            HookName::PostGetSourcesScript => job_script
+                .iter()
+                .chain(&scripts.post_get_sources)
+                .cloned()
+                .collect(),
         };
+        if commands.is_empty() {
+            return Ok(());
+        }
         let (executor, prepared) = self.executor()?;
         let stage = Stage {
             name: name.as_str(),
-            commands: &hook.script,
+            commands: &commands,
             variables: prepared,
             work_dir,
             timeout: self.deadline.saturating_duration_since(Instant::now()),
@@ -551,8 +571,21 @@ impl<'a> Lifecycle<'a> {
             env!("CARGO_PKG_VERSION"),
             super::platform()
         );
+        // `clone_url`: the runner reaches the server's git elsewhere than the payload
+        // says (gitlab-runner's `GetRemoteURL`).
+        let mut git_info = std::borrow::Cow::Borrowed(&self.job.git_info);
+        if let Some(clone_url) = &self.cx.runner.clone_url {
+            let repository = get(&self.variables, "CI_PROJECT_PATH")
+                .and_then(|path| clone_url_repository(clone_url, &self.job.token, path));
+            match repository {
+                Some(repo_url) => git_info.to_mut().repo_url = repo_url,
+                None => self.trace.warning(&format!(
+                    "clone_url {clone_url:?} is not used: it needs an http(s) URL and the job's CI_PROJECT_PATH"
+                )),
+            }
+        }
         let job = SourcesJob {
-            git_info: &self.job.git_info,
+            git_info: &git_info,
             settings: &settings,
             project_dir: &self.dirs.project_dir,
             env: prepared.exports(),
@@ -758,9 +791,19 @@ impl<'a> Lifecycle<'a> {
                 Some(script) if script < remaining => (script, script),
                 _ => (remaining, self.timeout),
             };
+            // The entry's pre_build_script and post_build_script around the job's
+            // commands, in the same shell (gitlab-runner's `writeUserScript`).
+            let scripts = &self.cx.runner.scripts;
+            let commands: Vec<String> = scripts
+                .pre_build
+                .iter()
+                .chain(&step.script)
+                .chain(&scripts.post_build)
+                .cloned()
+                .collect();
             let stage = Stage {
                 name,
-                commands: &step.script,
+                commands: &commands,
                 variables: prepared,
                 work_dir: &self.dirs.seen.project_dir,
                 timeout,

@@ -24,6 +24,24 @@ impl std::fmt::Debug for RepoUrl {
     }
 }
 
+/// The repository URL for a runner with `clone_url` (gitlab-runner's `GetRemoteURL`):
+/// `clone_url`'s scheme, host and path, then the project's path and `.git`, with the
+/// job token as `gitlab-ci-token`'s password. `None` when `clone_url` is not an
+/// `http(s)://` URL.
+pub fn clone_url_repository(clone_url: &str, token: &str, project_path: &str) -> Option<String> {
+    let clone_url = clone_url.trim().trim_end_matches('/');
+    let (scheme, rest) = clone_url.split_once("://")?;
+    if !(scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https"))
+        || rest.is_empty()
+    {
+        return None;
+    }
+    let project_path = project_path.trim_matches('/');
+    Some(format!(
+        "{scheme}://gitlab-ci-token:{token}@{rest}/{project_path}.git"
+    ))
+}
+
 impl RepoUrl {
     /// Splits `raw` (`scheme://[user[:password]@]host[:port]/path`). URLs without a
     /// scheme (`/srv/repo.git`, `git@host:path`) are kept as they are.
@@ -213,6 +231,25 @@ fn base64(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn clone_url_keeps_its_prefix_and_takes_the_project_path() {
+        assert_eq!(
+            clone_url_repository(
+                "https://git.internal:8443/mirror/",
+                "glcbt-abc",
+                "acme/widget"
+            )
+            .as_deref(),
+            Some("https://gitlab-ci-token:glcbt-abc@git.internal:8443/mirror/acme/widget.git")
+        );
+        assert_eq!(
+            clone_url_repository("http://10.0.0.5", "t", "/g/p/").as_deref(),
+            Some("http://gitlab-ci-token:t@10.0.0.5/g/p.git")
+        );
+        assert_eq!(clone_url_repository("git@host:x", "t", "g/p"), None);
+        assert_eq!(clone_url_repository("https://", "t", "g/p"), None);
+    }
 
     #[test]
     fn splits_credentials_off() {

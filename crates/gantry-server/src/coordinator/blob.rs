@@ -32,6 +32,7 @@ pub trait BlobStore: Send + Sync + 'static {
 pub struct LocalDir {
     root: PathBuf,
     staging: PathBuf,
+    durable: bool,
 }
 
 impl LocalDir {
@@ -42,7 +43,14 @@ impl LocalDir {
         LocalDir {
             staging: root.join(".staging"),
             root,
+            durable: true,
         }
+    }
+
+    /// Whether a blob is on disk before it is reported stored (default true).
+    pub fn durable(mut self, durable: bool) -> LocalDir {
+        self.durable = durable;
+        self
     }
 
     pub fn root(&self) -> &Path {
@@ -86,8 +94,16 @@ impl BlobStore for LocalDir {
 
     fn put_file(&self, key: &str, staged: &Path) -> io::Result<()> {
         let moved = self.path(key).and_then(|path| {
-            std::fs::create_dir_all(path.parent().unwrap_or(&self.root))?;
-            std::fs::rename(staged, &path)
+            let dir = path.parent().unwrap_or(&self.root);
+            std::fs::create_dir_all(dir)?;
+            if self.durable {
+                std::fs::File::open(staged)?.sync_all()?;
+            }
+            std::fs::rename(staged, &path)?;
+            if self.durable {
+                std::fs::File::open(dir)?.sync_all()?;
+            }
+            Ok(())
         });
         if moved.is_err() {
             let _ = std::fs::remove_file(staged);

@@ -113,6 +113,9 @@ pub struct CoordinatorConfig {
     /// The key project variable values are encrypted with (see [`secrets`]); `None`:
     /// the key in `data_dir/db_key`, made on first start.
     pub db_key: Option<secrets::DbKey>,
+    /// Whether blobs (artifact archives) are `fsync`ed before the commit that makes
+    /// them visible (see `coordinator/blob.rs`); off for `gantry run`'s temporary store.
+    pub durable_blobs: bool,
 }
 
 /// Who pipelines are attributed to: the `GITLAB_USER_*` variables.
@@ -153,6 +156,7 @@ impl CoordinatorConfig {
             remote_include_rewrites: Vec::new(),
             remote_fetches: None,
             db_key: None,
+            durable_blobs: true,
         }
     }
 }
@@ -234,7 +238,7 @@ impl Coordinator {
         store: Store,
         cfg: CoordinatorConfig,
     ) -> std::result::Result<Self, CoordinatorError> {
-        let blobs = LocalDir::new(cfg.data_dir.join("blobs"));
+        let blobs = LocalDir::new(cfg.data_dir.join("blobs")).durable(cfg.durable_blobs);
         tokio::fs::create_dir_all(blobs.root()).await?;
         tokio::fs::create_dir_all(cfg.data_dir.join("repos")).await?;
         let mut cfg = cfg;

@@ -40,6 +40,9 @@ pub struct ServerOptions {
     pub trace_limit: u64,
     /// Largest artifact upload.
     pub artifact_limit: u64,
+    /// The URL the coordinator puts in job payloads (repository URL, …), when it is not
+    /// the one it listens on.
+    pub external_url: Option<String>,
 }
 
 impl Default for ServerOptions {
@@ -48,6 +51,7 @@ impl Default for ServerOptions {
             long_poll: Duration::from_secs(5),
             trace_limit: 100 * 1024 * 1024,
             artifact_limit: 20 * 1024 * 1024,
+            external_url: None,
         }
     }
 }
@@ -97,7 +101,11 @@ async fn serve(
     let store = Store::open(&format!("sqlite://{}", data.join("gantry.db").display()))
         .await
         .expect("open the store");
-    let mut config = CoordinatorConfig::new(data.join("data"), url.to_owned());
+    let external = options
+        .external_url
+        .clone()
+        .unwrap_or_else(|| url.to_owned());
+    let mut config = CoordinatorConfig::new(data.join("data"), external);
     config.long_poll = options.long_poll;
     config.trace_limit = options.trace_limit;
     config.artifact_limit = options.artifact_limit;
