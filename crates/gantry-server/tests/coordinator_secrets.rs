@@ -1,12 +1,14 @@
 //! Project variable values at rest: encrypted in the database with the data directory's
 //! key (or `CoordinatorConfig::db_key`), plain text only to jobs and the API; values
 //! stored before encryption are encrypted at start; another key cannot read them.
+//! Pipeline variables (API, trigger, `gantry run --var`) are stored encrypted the same way.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod coordinator_support;
 
 use coordinator_support::*;
+use gantry_pipeline::Source;
 use gantry_server::coordinator::secrets::{DbKey, KEY_FILE, PREFIX};
 use gantry_server::coordinator::{Coordinator, CoordinatorConfig};
 use gantry_store::{ProjectVariable, Store};
@@ -150,5 +152,57 @@ async fn values_stored_before_encryption_are_encrypted_at_start() {
     assert_eq!(
         restarted.project_variables(project).await.unwrap()[0].value,
         "plain-old-value"
+    );
+}
+
+#[tokio::test]
+async fn pipeline_variables_are_encrypted_at_rest_too() {
+    let e = env("job:\n  script: [echo]\n").await;
+    let project = e.project().await;
+    let view = e
+        .coord
+        .create_pipeline(
+            project,
+            "main",
+            vec![("DEPLOY_TOKEN".to_owned(), "pipe-s3cr3t-9".to_owned())],
+            Source::Api,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        view.variables,
+        [("DEPLOY_TOKEN".to_owned(), "pipe-s3cr3t-9".to_owned())]
+    );
+    let store = Store::open(&format!(
+        "sqlite://{}",
+        e.dir.path().join("gantry.db").display()
+    ))
+    .await
+    .unwrap();
+    let row = store.pipeline(view.id).await.unwrap();
+    assert!(row.variables.starts_with(PREFIX), "{}", row.variables);
+    assert!(!row.variables.contains("s3cr3t"), "{}", row.variables);
+
+    // The job gets the value; a pipeline without variables stores none to hide.
+    let runner = e.any_runner().await;
+    let job = e.take_some(&runner).await;
+    assert!(
+        job.variables
+            .iter()
+            .any(|v| v.key == "DEPLOY_TOKEN" && v.value == "pipe-s3cr3t-9"),
+        "{:?}",
+        job.variables
+    );
+    let plain = e.pipeline(project, "main").await;
+    assert_eq!(store.pipeline(plain.id).await.unwrap().variables, "{}");
+
+    // Another key cannot read them, and says which pipeline.
+    let mut cfg = CoordinatorConfig::new(e.dir.path().join("data"), "http://127.0.0.1:8080");
+    cfg.db_key = Some(DbKey::random());
+    let stranger = Coordinator::open(store, cfg).await.unwrap();
+    let error = stranger.pipeline(view.id).await.unwrap_err().to_string();
+    assert!(
+        error.contains(&format!("the variables of pipeline {}", view.id)),
+        "{error}"
     );
 }

@@ -41,7 +41,6 @@ use super::error::{CoordinatorError, Result};
 use super::payload::{creation_variables, dependency_rows};
 use super::pipelines::{ChildConfig, Creation, full_path};
 use super::spec::{JobModel, StoredSpec};
-use super::state::parse_variables;
 use super::time::now_ms;
 
 /// Child pipelines below the root: a grandchild may not trigger another level (GitLab's
@@ -437,7 +436,7 @@ impl Coordinator {
         pipeline: &gantry_store::Pipeline,
         job_id: i64,
         m: &JobModel,
-    ) -> HashMap<String, String> {
+    ) -> Result<HashMap<String, String>> {
         let mut predefined = self.pipeline_info(project, pipeline).await.predefined();
         let base = format!("{}/{}", self.external_url(), full_path(&project.name));
         predefined.insert("CI_PIPELINE_ID".into(), pipeline.id.to_string());
@@ -449,7 +448,8 @@ impl Coordinator {
             predefined.insert("CI_JOB_ID".into(), job_id.to_string());
             predefined.insert("CI_JOB_URL".into(), format!("{base}/-/jobs/{job_id}"));
         }
-        creation_variables(m, &predefined, &parse_variables(&pipeline.variables))
+        let pipeline_variables = self.pipeline_variables(pipeline)?.values;
+        Ok(creation_variables(m, &predefined, &pipeline_variables))
     }
 
     /// The variables a bridge sends down, as pipeline variables of the new pipeline
@@ -466,7 +466,7 @@ impl Coordinator {
         project: &gantry_store::Project,
     ) -> Result<Vec<(String, String)>> {
         let m: &JobModel = &spec.job;
-        let pipeline_variables = parse_variables(&parent.variables);
+        let pipeline_variables = self.pipeline_variables(parent)?.values;
         let dotenv = if trigger.forward_pipeline_variables {
             let rows = self.dep_rows(parent.id).await?;
             let mut dotenv = Vec::new();
@@ -477,7 +477,7 @@ impl Coordinator {
         } else {
             Vec::new()
         };
-        let mut scope = self.job_scope(project, parent, job.id, m).await;
+        let mut scope = self.job_scope(project, parent, job.id, m).await?;
         for (k, v) in &dotenv {
             scope.insert(k.clone(), v.clone());
         }
@@ -541,7 +541,7 @@ impl Coordinator {
             return Ok(Ok(Vec::new()));
         }
         let store = &self.inner.store;
-        let scope = self.job_scope(project, pipeline, 0, &spec.job).await;
+        let scope = self.job_scope(project, pipeline, 0, &spec.job).await?;
         let expand = |s: &str| {
             gantry_pipeline::expand::expand_nested(
                 s,

@@ -40,7 +40,7 @@ use super::pipelines::{full_path, project_path};
 use super::spec::{
     ArtifactsModel, ImageModel, JobModel, ServiceModel, StoredSpec, VariableModel, WhenModel,
 };
-use super::state::{file_variable_keys, parse_variables};
+use super::state::parse_variables;
 use super::time::iso8601;
 use super::variables;
 use super::views::Runner;
@@ -571,12 +571,15 @@ impl Coordinator {
                 vars.public(k, v.clone());
             }
         }
+        let super::variables::PipelineVariables {
+            values: pipeline_vars,
+            files: pipeline_files,
+        } = self.pipeline_variables(pipeline)?;
         let mut environment_name = None;
         if let Some(env) = &m.environment {
             // Expanded when the pipeline was created (older rows: now, the same way).
             let expanded = spec.environment.clone().unwrap_or_else(|| {
-                let scope =
-                    creation_variables(m, &predefined, &parse_variables(&pipeline.variables));
+                let scope = creation_variables(m, &predefined, &pipeline_vars);
                 JobEnvironment::expand(env, &scope)
             });
             environment_name = Some(expanded.name.clone());
@@ -632,10 +635,9 @@ impl Coordinator {
                 },
             );
         }
-        let files = file_variable_keys(&pipeline.variables);
-        for (k, v) in parse_variables(&pipeline.variables) {
+        for (k, v) in pipeline_vars {
             vars.set(&k, v, false, false, false);
-            if files.contains(&k) {
+            if pipeline_files.contains(&k) {
                 if let Some(var) = vars.map.get_mut(&k) {
                     var.file = true;
                 }

@@ -17,7 +17,7 @@ use super::git::{CommitInfo, CommitLoader, Mirror, ResolvedRef};
 use super::includes::{IncludeLoader, IncludeSources, ProjectRepo};
 use super::payload::creation_variables;
 use super::spec::{CacheKeyModel, JobModel, StoredAutoCancel, StoredSpec};
-use super::state::{parse_variables, pipeline_variables_json};
+use super::state::pipeline_variables_json;
 use super::time::{now_ms, to_ts};
 use super::views::{
     Artifact, ArtifactsFile, JobPipeline, JobProgress, JobView, PipelineView, Project,
@@ -587,7 +587,8 @@ impl Coordinator {
             status: Status::Created.as_str().to_owned(),
             failure_reason: None,
             yaml_errors: None,
-            variables: pipeline_variables_json(&variables, &file_variables),
+            variables: self
+                .seal_pipeline_variables(pipeline_variables_json(&variables, &file_variables)),
             protected,
             parent_job_id,
         };
@@ -772,7 +773,7 @@ impl Coordinator {
             tag: p.tag,
             yaml_errors,
             failure_reason: p.failure_reason.clone(),
-            variables: parse_variables(&p.variables),
+            variables: self.pipeline_variables(p)?.values,
             protected: p.protected,
             created_at: p.created_at,
             updated_at: p.updated_at,

@@ -126,6 +126,14 @@ fn scope_order(v: &ProjectVariable) -> (bool, &str) {
     (v.environment_scope != "*", &v.environment_scope)
 }
 
+/// A pipeline's variables, opened.
+pub(crate) struct PipelineVariables {
+    /// `(key, value)`, in order.
+    pub(crate) values: Vec<(String, String)>,
+    /// The keys of those that are file variables.
+    pub(crate) files: Vec<String>,
+}
+
 impl Coordinator {
     /// A project's CI/CD variables.
     pub async fn project_variables(
@@ -151,6 +159,34 @@ impl Coordinator {
             })?;
         }
         Ok(vars)
+    }
+
+    /// Pipeline variables as stored (`pipeline_variables_json`): encrypted like project
+    /// variable values, unless there are none.
+    pub(crate) fn seal_pipeline_variables(&self, json: String) -> String {
+        if json == "{}" {
+            json
+        } else {
+            self.inner.db_key.encrypt(&json)
+        }
+    }
+
+    /// A pipeline's variables. Pipelines stored before encryption are read as they are.
+    pub(crate) fn pipeline_variables(
+        &self,
+        pipeline: &gantry_store::Pipeline,
+    ) -> Result<PipelineVariables, CoordinatorError> {
+        let json = self
+            .inner
+            .db_key
+            .decrypt(&pipeline.variables)
+            .map_err(|e| {
+                CoordinatorError::corrupt(format!("the variables of pipeline {}: {e}", pipeline.id))
+            })?;
+        Ok(PipelineVariables {
+            values: super::state::parse_variables(&json),
+            files: super::state::file_variable_keys(&json),
+        })
     }
 
     /// `v` as stored: its value encrypted.
