@@ -206,3 +206,44 @@ async fn pipeline_variables_are_encrypted_at_rest_too() {
         "{error}"
     );
 }
+
+#[tokio::test]
+async fn manual_job_variables_are_encrypted_at_rest_on_every_attempt() {
+    let e = env("deploy:\n  when: manual\n  script: [echo]\n").await;
+    let project = e.project().await;
+    let p = e.pipeline(project, "main").await;
+    let deploy = e.coord.pipeline_jobs(p.id).await.unwrap()[0].id;
+    e.coord
+        .play_job(deploy, vec![("TARGET_KEY".into(), "m4nual-s3cr3t".into())])
+        .await
+        .unwrap();
+    let store = Store::open(&format!(
+        "sqlite://{}",
+        e.dir.path().join("gantry.db").display()
+    ))
+    .await
+    .unwrap();
+    let row = store.job(deploy).await.unwrap();
+    let stored = row.manual_variables.clone().unwrap();
+    assert!(
+        stored.starts_with(PREFIX) && !stored.contains("s3cr3t"),
+        "{stored}"
+    );
+    let runner = e.any_runner().await;
+    let job = e.take_some(&runner).await;
+    assert_eq!(var(&job, "TARGET_KEY"), Some("m4nual-s3cr3t"));
+    e.run(&job, true).await;
+
+    // Played again once finished: a new attempt, whose variables are sealed too.
+    let again = e
+        .coord
+        .play_job(deploy, vec![("TARGET_KEY".into(), "s3cond-s3cr3t".into())])
+        .await
+        .unwrap();
+    assert_ne!(again.id, deploy);
+    let row = store.job(again.id).await.unwrap();
+    let raw = format!("{:?} {}", row.manual_variables, row.spec);
+    assert!(!raw.contains("s3cr3t"), "{raw}");
+    let job = e.take_some(&runner).await;
+    assert_eq!(var(&job, "TARGET_KEY"), Some("s3cond-s3cr3t"));
+}

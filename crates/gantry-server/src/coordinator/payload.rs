@@ -40,7 +40,6 @@ use super::pipelines::{full_path, project_path};
 use super::spec::{
     ArtifactsModel, ImageModel, JobModel, ServiceModel, StoredSpec, VariableModel, WhenModel,
 };
-use super::state::parse_variables;
 use super::time::iso8601;
 use super::variables;
 use super::views::Runner;
@@ -643,11 +642,7 @@ impl Coordinator {
                 }
             }
         }
-        let manual = job
-            .manual_variables
-            .as_deref()
-            .map(parse_variables)
-            .unwrap_or_else(|| spec.manual_variables.clone());
+        let manual = self.manual_variables(job, spec)?;
         for (k, v) in manual {
             vars.set(&k, v, false, false, false);
         }

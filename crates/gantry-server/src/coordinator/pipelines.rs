@@ -587,8 +587,7 @@ impl Coordinator {
             status: Status::Created.as_str().to_owned(),
             failure_reason: None,
             yaml_errors: None,
-            variables: self
-                .seal_pipeline_variables(pipeline_variables_json(&variables, &file_variables)),
+            variables: self.seal_variables(pipeline_variables_json(&variables, &file_variables)),
             protected,
             parent_job_id,
         };
@@ -641,6 +640,7 @@ impl Coordinator {
                 cache_keys,
                 enqueue_immediately: false,
                 manual_variables: Vec::new(),
+                manual_variables_sealed: None,
             };
             jobs.push(NewJob {
                 name: job.name.clone(),
@@ -1109,12 +1109,14 @@ impl Coordinator {
     ) -> std::result::Result<JobView, CoordinatorError> {
         let j = self.inner.store.job(id).await?;
         let now = now_ms();
+        let sealed = (!variables.is_empty())
+            .then(|| self.seal_variables(super::state::variables_json(&variables)));
         self.mutate(j.pipeline_id, now, |state, loaded, extras| {
             let job = loaded.job_id(id).ok_or(CoordinatorError::NotFound("job"))?;
             apply(state, &Event::PlayJob { job }, to_ts(now))
                 .map_err(|e| CoordinatorError::Invalid(e.to_string()))?;
-            if !variables.is_empty() {
-                extras.manual_variables = Some((j.name.clone(), variables.clone()));
+            if let Some(sealed) = &sealed {
+                extras.manual_variables = Some((j.name.clone(), sealed.clone()));
             }
             Ok(())
         })

@@ -35,9 +35,13 @@ pub(crate) struct StoredSpec {
     /// Skip the manual/delayed gate when next processed (a retried actionable job).
     #[serde(default)]
     pub enqueue_immediately: bool,
-    /// Variables given when this attempt was started by a play of a finished manual job.
-    #[serde(default)]
+    /// Variables given when this attempt was started by a play of a finished manual job,
+    /// as an older Gantry stored them (plain); see `manual_variables_sealed`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub manual_variables: Vec<(String, String)>,
+    /// The same, sealed (`Coordinator::seal_variables`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manual_variables_sealed: Option<String>,
     /// `environment:` name and URL expanded at creation (GitLab persists the name).
     #[serde(default)]
     pub environment: Option<JobEnvironment>,

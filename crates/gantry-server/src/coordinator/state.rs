@@ -123,17 +123,18 @@ impl Loaded {
 /// Side data of one decision that the processor does not model.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Extras {
-    /// Variables of a played job, by name: stored on whichever row of that name the
-    /// decision starts (the played row, or its new attempt).
-    pub manual_variables: Option<(String, Vec<(String, String)>)>,
+    /// Variables of a played job, by name, as stored (sealed: `Coordinator::seal_variables`):
+    /// stored on whichever row of that name the decision starts (the played row, or its
+    /// new attempt).
+    pub manual_variables: Option<(String, String)>,
 }
 
 impl Extras {
-    fn manual_for(&self, name: &str) -> Option<&[(String, String)]> {
+    fn manual_for(&self, name: &str) -> Option<&str> {
         self.manual_variables
             .as_ref()
             .filter(|(n, _)| n == name)
-            .map(|(_, v)| v.as_slice())
+            .map(|(_, v)| v.as_str())
     }
 }
 
@@ -216,7 +217,7 @@ pub(crate) fn diff(
             scheduled_at: conv(new.scheduled_at, old.scheduled_at, row.scheduled_at),
             started_at: conv(new.started_at, old.started_at, row.started_at),
             finished_at: conv(new.finished_at, old.finished_at, row.finished_at),
-            manual_variables: manual.map(variables_json),
+            manual_variables: manual.map(str::to_owned),
         });
     }
     for new in state.jobs().iter().skip(loaded.rows.len()) {
@@ -226,10 +227,8 @@ pub(crate) fn diff(
         let (row, template) = (&loaded.rows[t], &loaded.specs[t]);
         let mut spec = StoredSpec::clone(template);
         spec.enqueue_immediately = new.enqueue_immediately;
-        spec.manual_variables = extras
-            .manual_for(&new.name)
-            .map(<[_]>::to_vec)
-            .unwrap_or_default();
+        spec.manual_variables = Vec::new();
+        spec.manual_variables_sealed = extras.manual_for(&new.name).map(str::to_owned);
         changes.push(StatusChange {
             db_id: None,
             name: new.name.clone(),

@@ -161,14 +161,34 @@ impl Coordinator {
         Ok(vars)
     }
 
-    /// Pipeline variables as stored (`pipeline_variables_json`): encrypted like project
-    /// variable values, unless there are none.
-    pub(crate) fn seal_pipeline_variables(&self, json: String) -> String {
+    /// Pipeline or manual-job variables as stored (the JSON of `pipeline_variables_json`):
+    /// encrypted like project variable values, unless there are none.
+    pub(crate) fn seal_variables(&self, json: String) -> String {
         if json == "{}" {
             json
         } else {
             self.inner.db_key.encrypt(&json)
         }
+    }
+
+    /// The variables a manual job was played with: the job row's, else those its attempt
+    /// was created with (`spec`), else the plain list an older Gantry kept in the spec.
+    pub(crate) fn manual_variables(
+        &self,
+        job: &gantry_store::Job,
+        spec: &super::spec::StoredSpec,
+    ) -> Result<Vec<(String, String)>, CoordinatorError> {
+        let Some(stored) = job
+            .manual_variables
+            .as_deref()
+            .or(spec.manual_variables_sealed.as_deref())
+        else {
+            return Ok(spec.manual_variables.clone());
+        };
+        let json = self.inner.db_key.decrypt(stored).map_err(|e| {
+            CoordinatorError::corrupt(format!("the variables job {} was played with: {e}", job.id))
+        })?;
+        Ok(super::state::parse_variables(&json))
     }
 
     /// A pipeline's variables. Pipelines stored before encryption are read as they are.
