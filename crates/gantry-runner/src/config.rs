@@ -64,7 +64,6 @@ const UNSUPPORTED_RUNNER: &[&str] = &[
     "tls-ca-file",
     "tls-cert-file",
     "tls-key-file",
-    "debug_trace_disabled",
     "referees",
     "unhealthy_requests_limit",
     "unhealthy_interval",

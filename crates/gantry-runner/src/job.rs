@@ -318,9 +318,11 @@ pub async fn run_job(job: JobResponse, cx: JobContext) -> JobReport {
             ..TraceOptions::default()
         },
     );
-    let params = PatchTraceParams {
-        debug_trace: get_bool(&variables, "CI_DEBUG_TRACE").unwrap_or(false),
-    };
+    // CI_DEBUG_TRACE: the scripts trace every command (`set -o xtrace`), unless the
+    // entry says `debug_trace_disabled` (gitlab-runner's `IsDebugTraceEnabled`).
+    let debug_requested = get_bool(&variables, "CI_DEBUG_TRACE").unwrap_or(false);
+    let debug_trace = debug_requested && !runner.debug_trace_disabled;
+    let params = PatchTraceParams { debug_trace };
     let uplink = Arc::new(Uplink::new(
         cx.client.clone(),
         job.id,
@@ -358,7 +360,11 @@ pub async fn run_job(job: JobResponse, cx: JobContext) -> JobReport {
                     message,
                 },
                 None => {
+                    if debug_requested && !debug_trace {
+                        trace.warning("CI_DEBUG_TRACE: usage is disabled on this runner (debug_trace_disabled = true)");
+                    }
                     let mut lifecycle = Lifecycle {
+                        debug_trace,
                         job: &job,
                         cx: &cx,
                         trace: &trace,

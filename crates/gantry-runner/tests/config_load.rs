@@ -141,7 +141,7 @@ url = "https://gitlab.example.com/"
 token = "glrt-x"
 executor = "shell"
 limmit = 2
-debug_trace_disabled = true
+unhealthy_requests_limit = 3
 [runners.cache]
 Typo = "s3"
 [runners.custom]
@@ -152,7 +152,7 @@ run_exec = "/bin/run"
     insta::assert_snapshot!(warnings.join("\n"), @r"
     unknown key `concurrency` (line 2, column 1) is ignored
     unknown key `runners[0].limmit` (line 7, column 1) is ignored
-    `runners[0].debug_trace_disabled` (line 8, column 1) is a gitlab-runner setting gantry does not support; it is ignored
+    `runners[0].unhealthy_requests_limit` (line 8, column 1) is a gitlab-runner setting gantry does not support; it is ignored
     unknown key `runners[0].cache.Typo` (line 10, column 1) is ignored
     `runners[0].custom` (line 11, column 10): the shell executor does not use this section
     ");
@@ -316,6 +316,7 @@ environment = ["A=1"]
 builds_dir = "/builds"
 cache_dir = "/cache"
 clone_url = "https://git.internal/mirror"
+debug_trace_disabled = true
 pre_get_sources_script = "git config --global http.sslVerify true"
 post_get_sources_script = "git log -1"
 pre_build_script = """
@@ -363,6 +364,7 @@ prepare_exec_timeout = 60
         again.runners[0].clone_url.as_deref(),
         Some("https://git.internal/mirror")
     );
+    assert!(again.runners[0].debug_trace_disabled);
 }
 
 #[test]

@@ -83,6 +83,9 @@ pub struct RunnerFile {
     /// `bash` or `sh`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shell: Option<String>,
+    /// Ignore `CI_DEBUG_TRACE` (no shell tracing in this entry's jobs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub debug_trace_disabled: Option<bool>,
     /// The URL git clones from instead of the one in the job (its host and path prefix).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub clone_url: Option<String>,

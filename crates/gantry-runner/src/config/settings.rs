@@ -183,6 +183,8 @@ pub struct RunnerConfig {
     pub output_limit_kib: u64,
     /// The shell the shell executor runs scripts with.
     pub shell: ShellKind,
+    /// `debug_trace_disabled`: `CI_DEBUG_TRACE` is ignored (with a warning in the log).
+    pub debug_trace_disabled: bool,
     /// `clone_url`: where git clones from instead of the job's repository URL (scheme,
     /// host and path prefix; the project's path is appended).
     pub clone_url: Option<String>,
@@ -214,6 +216,7 @@ impl RunnerConfig {
             environment: Vec::new(),
             output_limit_kib: DEFAULT_OUTPUT_LIMIT_KIB,
             shell: ShellKind::Bash,
+            debug_trace_disabled: false,
             clone_url: None,
             scripts: RunnerScripts::default(),
             cache: CacheConfig::default(),

@@ -42,6 +42,8 @@ pub(crate) struct Lifecycle<'a> {
     pub(crate) variables: Vec<JobVariable>,
     /// The local cache's base directory.
     pub(crate) cache_dir: PathBuf,
+    /// `CI_DEBUG_TRACE` in effect: scripts trace their commands.
+    pub(crate) debug_trace: bool,
     pub(crate) deadline: Instant,
     pub(crate) timeout: Duration,
     pub(crate) executor: Option<Executor>,
@@ -287,7 +289,7 @@ impl<'a> Lifecycle<'a> {
             &self.dirs.seen.tmp_dir.join("variables"),
         )
         .map_err(|e| failed(e.to_string()))?;
-        self.prepared = Some(prepared);
+        self.prepared = Some(prepared.with_debug_trace(self.debug_trace));
         if custom {
             // The environment says where it is, and shows it can run a script at all.
             self.custom_prepare_script().await?;

@@ -46,7 +46,13 @@ pub fn generate_script(
         ShellKind::Sh => "(set -o pipefail) 2>/dev/null && set -o pipefail\n",
     });
     script.push_str("set -o errexit\n");
-    script.push_str("set +o noclobber\n\n");
+    script.push_str("set +o noclobber\n");
+    if variables.debug_trace() {
+        // CI_DEBUG_TRACE: every command, exports included, in the log (masked values
+        // stay masked by the log's masker), as gitlab-runner's bash shell does.
+        script.push_str("set -o xtrace\n");
+    }
+    script.push('\n');
     for (name, value) in variables.exports() {
         // `name` was checked by `prepare_variables`.
         script.push_str(&format!("export {name}={}\n", quote(value)));

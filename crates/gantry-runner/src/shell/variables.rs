@@ -19,6 +19,7 @@ use super::quote::{contains_nul, is_variable_name};
 #[derive(Debug, Clone, Default)]
 pub struct PreparedVariables {
     exports: Vec<(String, String)>,
+    debug_trace: bool,
     files: Vec<PathBuf>,
     warnings: Vec<String>,
 }
@@ -113,6 +114,18 @@ fn write_file_variable(dir: &Path, key: &str, value: &str) -> Result<PathBuf, Sh
 }
 
 impl PreparedVariables {
+    /// The same variables, for scripts that trace every command (`CI_DEBUG_TRACE`) or
+    /// not.
+    pub fn with_debug_trace(mut self, on: bool) -> Self {
+        self.debug_trace = on;
+        self
+    }
+
+    /// Whether scripts trace every command (`set -o xtrace`).
+    pub fn debug_trace(&self) -> bool {
+        self.debug_trace
+    }
+
     /// `(name, value)` pairs in export order.
     pub fn exports(&self) -> &[(String, String)] {
         &self.exports
