@@ -22,8 +22,13 @@ struct Fixture {
 }
 
 async fn fixture() -> Fixture {
+    fixture_with(LIMIT).await
+}
+
+/// [`fixture`] with another limit on a job's whole log.
+async fn fixture_with(trace_limit: u64) -> Fixture {
     let server = TestServer::start_with(Options {
-        trace_limit: LIMIT,
+        trace_limit,
         artifact_limit: LIMIT,
         ..Options::default()
     })
@@ -134,6 +139,47 @@ async fn bad_json_is_400_with_a_json_error() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversized_chunked_trace_patch_is_413_not_a_reset() {
+    // A job whose whole log may be larger than one patch (2 MiB), so the patch limit is
+    // what a 3 MiB patch meets.
+    let f = fixture_with(8 * 1024 * 1024).await;
+    let s = &f.server;
+    // A 3 MiB patch sent chunked (no Content-Length to refuse it early): read and dropped
+    // past the limit, then the 413 — several times, as a reset would show under load.
+    for round in 0..3 {
+        let chunks = (0..48).map(|_| Ok::<_, std::io::Error>(vec![b'c'; 64 * 1024]));
+        let response = s
+            .http
+            .patch(s.api(&format!("jobs/{}/trace", f.job_id)))
+            .header("JOB-TOKEN", &f.job_token)
+            .header("Content-Range", "0-3145727")
+            .body(reqwest::Body::wrap_stream(futures_util::stream::iter(
+                chunks,
+            )))
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("chunked patch {round}: {e}"));
+        assert_eq!(
+            expect_client_error(response, "big chunked patch").await.0,
+            StatusCode::PAYLOAD_TOO_LARGE
+        );
+    }
+
+    // Nothing of the refused patches was kept.
+    let log = s
+        .http
+        .get(s.api(&format!(
+            "projects/{}/jobs/{}/trace",
+            f.project_id, f.job_id
+        )))
+        .header("PRIVATE-TOKEN", &s.admin)
+        .send()
+        .await
+        .expect("trace");
+    assert_eq!(log.bytes().await.expect("body").len(), 0);
+}
+
+#[tokio::test]
 async fn oversized_bodies_are_413() {
     let f = fixture().await;
     let s = &f.server;

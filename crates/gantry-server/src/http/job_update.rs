@@ -166,36 +166,52 @@ async fn append_patch(
 }
 
 /// The body's frames, ending with an error (and `exceeded` set) past [`MAX_TRACE_PATCH`].
+/// Before that error the rest of the body is read and dropped (up to
+/// [`super::OVERSIZE_DRAIN`] more), as [`drain`] does for a refused patch: a chunked patch
+/// (no `Content-Length` to refuse it early) past the limit gets its `413`, not a reset.
 fn limited(
     body: Option<axum::body::Body>,
     exceeded: Arc<AtomicBool>,
 ) -> impl futures_util::Stream<Item = Result<Bytes, String>> + Send + 'static {
-    let mut seen = 0usize;
-    body.unwrap_or_default()
-        .into_data_stream()
-        .map(move |frame| {
-            let frame = frame.map_err(|e| e.to_string())?;
-            seen = seen.saturating_add(frame.len());
-            if seen > MAX_TRACE_PATCH {
-                exceeded.store(true, Ordering::Relaxed);
-                return Err(format!("the patch is larger than {MAX_TRACE_PATCH} bytes"));
+    let frames = body.unwrap_or_default().into_data_stream();
+    futures_util::stream::unfold(Some((frames, 0usize)), move |state| {
+        let exceeded = Arc::clone(&exceeded);
+        async move {
+            let (mut frames, seen) = state?;
+            let frame = match frames.next().await? {
+                Ok(frame) => frame,
+                Err(e) => return Some((Err(e.to_string()), None)),
+            };
+            let seen = seen.saturating_add(frame.len());
+            if seen <= MAX_TRACE_PATCH {
+                return Some((Ok(frame), Some((frames, seen))));
             }
-            Ok(frame)
-        })
+            exceeded.store(true, Ordering::Relaxed);
+            drain_frames(&mut frames, seen).await;
+            Some((
+                Err(format!("the patch is larger than {MAX_TRACE_PATCH} bytes")),
+                None,
+            ))
+        }
+    })
 }
 
 /// Reads and drops what is left of a body, up to [`MAX_TRACE_PATCH`] +
 /// [`super::OVERSIZE_DRAIN`] bytes, so a client still sending an oversized patch hears the
 /// answer rather than a broken pipe.
 async fn drain(body: axum::body::Body) {
-    let mut frames = body.into_data_stream();
-    let mut seen = 0usize;
+    drain_frames(&mut body.into_data_stream(), 0).await;
+}
+
+/// Reads and drops frames until the body ends or `seen` passes [`MAX_TRACE_PATCH`] +
+/// [`super::OVERSIZE_DRAIN`].
+async fn drain_frames(frames: &mut axum::body::BodyDataStream, mut seen: usize) {
     let bound = MAX_TRACE_PATCH
         .saturating_add(usize::try_from(super::OVERSIZE_DRAIN).unwrap_or(usize::MAX));
-    while let Some(Ok(frame)) = frames.next().await {
-        seen = seen.saturating_add(frame.len());
-        if seen > bound {
-            break;
+    while seen <= bound {
+        match frames.next().await {
+            Some(Ok(frame)) => seen = seen.saturating_add(frame.len()),
+            _ => break,
         }
     }
 }
