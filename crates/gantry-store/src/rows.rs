@@ -384,6 +384,33 @@ impl Artifact {
 }
 
 /// A project CI/CD variable (GitLab's `Ci::Variable`): unique per `(key,
+/// A pipeline trigger token of a project (the token itself is only hashed).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PipelineTrigger {
+    pub id: i64,
+    pub project_id: i64,
+    /// The first characters of the token, for lists.
+    pub token_prefix: String,
+    pub description: String,
+    pub created_at: i64,
+    pub last_used_at: Option<i64>,
+}
+
+impl PipelineTrigger {
+    pub(crate) const COLUMNS: &'static str =
+        "id, project_id, token_prefix, description, created_at, last_used_at";
+    pub(crate) fn from_row(r: &AnyRow) -> Self {
+        Self {
+            id: r.get("id"),
+            project_id: r.get("project_id"),
+            token_prefix: r.get("token_prefix"),
+            description: r.get("description"),
+            created_at: r.get("created_at"),
+            last_used_at: r.get("last_used_at"),
+        }
+    }
+}
+
 /// environment_scope)` within its project.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProjectVariable {

@@ -38,6 +38,7 @@ mod timers;
 mod token;
 mod trace_files;
 mod traces;
+mod triggers;
 pub mod variables;
 mod views;
 
@@ -64,9 +65,10 @@ pub use pipelines::{JobSelection, PipelineRequest, ProjectRequest};
 pub use queue::RequestInfo;
 pub use time::iso8601;
 pub use traces::{TraceAppend, TraceSource};
+pub use triggers::TRIGGER_TOKEN_PREFIX;
 pub use views::{
     Artifact, ArtifactsFile, Bootstrap, JobPipeline, JobProgress, JobView, PipelineView, Project,
-    Runner, RunnerOptions, UpdateResult,
+    Runner, RunnerOptions, TriggerView, UpdateResult,
 };
 
 use error::Result;

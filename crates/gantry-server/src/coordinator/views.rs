@@ -306,3 +306,19 @@ pub struct UpdateResult {
     /// `X-GitLab-Trace-Update-Interval` for a `202` (GitLab's backoff by age).
     pub update_interval: Option<std::time::Duration>,
 }
+
+/// A pipeline trigger token, shaped like GitLab's `GET /projects/:id/triggers/:trigger_id`.
+/// `token` is whole only in the answer that created it (the coordinator keeps a hash);
+/// afterwards it is its first characters and `…`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TriggerView {
+    pub id: i64,
+    pub description: String,
+    pub token: String,
+    #[serde(serialize_with = "iso")]
+    pub created_at: i64,
+    #[serde(serialize_with = "iso")]
+    pub updated_at: i64,
+    #[serde(serialize_with = "iso_opt")]
+    pub last_used: Option<i64>,
+}

@@ -23,6 +23,7 @@ mod job_update;
 mod jobs;
 mod projects;
 mod runners;
+mod triggers;
 mod user_runners;
 mod variables;
 
@@ -212,6 +213,22 @@ fn build(coordinator: Coordinator, shutdown: watch::Receiver<bool>) -> Router {
             post(projects::create_pipeline),
         )
         .route("/projects/{project}/pipelines", get(projects::pipelines))
+        .route(
+            "/projects/{project}/triggers",
+            post(triggers::create).get(triggers::list),
+        )
+        .route(
+            "/projects/{project}/triggers/{trigger}",
+            delete(triggers::delete),
+        )
+        .route(
+            "/projects/{project}/trigger/pipeline",
+            post(triggers::trigger),
+        )
+        .route(
+            "/projects/{project}/ref/{ref}/trigger/pipeline",
+            post(triggers::trigger_ref),
+        )
         .route(
             "/projects/{project}/pipelines/{pipeline}",
             get(projects::pipeline),

@@ -1,0 +1,128 @@
+//! Pipeline trigger tokens (GitLab's `Ci::Trigger`): a project's tokens that start a
+//! pipeline of a ref with variables, without a user token (`POST
+//! /projects/:id/trigger/pipeline`, from another system's CI or a webhook). The pipeline's
+//! source is `trigger` (`CI_PIPELINE_SOURCE=trigger`, `CI_PIPELINE_TRIGGERED=true`) and its
+//! variables are pipeline variables (stored encrypted). Tokens are `glptt-` + 40 hex
+//! digits and kept only as SHA-256 hashes.
+
+use gantry_pipeline::Source;
+
+use super::error::Result;
+use super::pipelines::PipelineRequest;
+use super::time::now_ms;
+use super::token;
+use super::views::{PipelineView, TriggerView};
+use super::{Coordinator, CoordinatorError};
+
+/// What starts a trigger token (GitLab's).
+pub const TRIGGER_TOKEN_PREFIX: &str = "glptt-";
+/// How much of a token lists show.
+const SHOWN: usize = TRIGGER_TOKEN_PREFIX.len() + 4;
+/// The longest description.
+const MAX_DESCRIPTION: usize = 255;
+
+fn view(t: &gantry_store::PipelineTrigger, token: String) -> TriggerView {
+    TriggerView {
+        id: t.id,
+        description: t.description.clone(),
+        token,
+        created_at: t.created_at,
+        updated_at: t.last_used_at.unwrap_or(t.created_at),
+        last_used: t.last_used_at,
+    }
+}
+
+impl Coordinator {
+    /// A new trigger token for the project; the answer holds the whole token (the only
+    /// time it is shown).
+    pub async fn create_pipeline_trigger(
+        &self,
+        project_id: i64,
+        description: &str,
+    ) -> std::result::Result<TriggerView, CoordinatorError> {
+        if description.trim().is_empty() || description.chars().count() > MAX_DESCRIPTION {
+            return Err(CoordinatorError::Invalid(format!(
+                "description: give the trigger a description of 1 to {MAX_DESCRIPTION} characters"
+            )));
+        }
+        self.inner.store.project(project_id).await?;
+        let secret = token::new_token(TRIGGER_TOKEN_PREFIX);
+        let shown = format!("{}…", &secret[..SHOWN]);
+        let trigger = self
+            .inner
+            .store
+            .create_pipeline_trigger(
+                project_id,
+                &token::hash(&secret),
+                &shown,
+                description.trim(),
+                now_ms(),
+            )
+            .await?;
+        Ok(view(&trigger, secret))
+    }
+
+    /// The project's trigger tokens (their first characters), oldest first.
+    pub async fn pipeline_triggers(
+        &self,
+        project_id: i64,
+    ) -> std::result::Result<Vec<TriggerView>, CoordinatorError> {
+        self.inner.store.project(project_id).await?;
+        Ok(self
+            .inner
+            .store
+            .pipeline_triggers(project_id)
+            .await?
+            .iter()
+            .map(|t| view(t, t.token_prefix.clone()))
+            .collect())
+    }
+
+    /// Revokes a trigger token (`NotFound` when the project has no trigger `id`).
+    pub async fn delete_pipeline_trigger(
+        &self,
+        project_id: i64,
+        id: i64,
+    ) -> std::result::Result<(), CoordinatorError> {
+        Ok(self
+            .inner
+            .store
+            .delete_pipeline_trigger(project_id, id)
+            .await?)
+    }
+
+    /// Starts a pipeline of `request.ref_name` with `token`, which must be one of the
+    /// project's trigger tokens (else `NotFound`, as GitLab answers 404). The request's
+    /// source is replaced by `trigger`.
+    pub async fn trigger_pipeline(
+        &self,
+        project_id: i64,
+        secret: &str,
+        request: PipelineRequest,
+    ) -> std::result::Result<PipelineView, CoordinatorError> {
+        let trigger = self.use_trigger(secret).await?;
+        if trigger.project_id != project_id {
+            return Err(CoordinatorError::NotFound("pipeline trigger"));
+        }
+        self.create_pipeline_with(
+            project_id,
+            PipelineRequest {
+                source: Source::Trigger,
+                ..request
+            },
+        )
+        .await
+    }
+
+    async fn use_trigger(&self, secret: &str) -> Result<gantry_store::PipelineTrigger> {
+        let secret = secret.trim();
+        if secret.is_empty() {
+            return Err(CoordinatorError::NotFound("pipeline trigger"));
+        }
+        self.inner
+            .store
+            .use_pipeline_trigger(&token::hash(secret), now_ms())
+            .await?
+            .ok_or(CoordinatorError::NotFound("pipeline trigger"))
+    }
+}

@@ -1,0 +1,223 @@
+//! Pipeline trigger tokens, GitLab's API shapes: `GET/POST /projects/:id/triggers` and
+//! `DELETE /projects/:id/triggers/:trigger_id` (admin token), and
+//! `POST /projects/:id/trigger/pipeline` (the trigger token is the credential), also as the
+//! webhook form `POST /projects/:id/ref/:ref/trigger/pipeline?token=…`. Parameters come
+//! from the query, a form (`-F token=… -F ref=main -F "variables[KEY]=value"`, multipart
+//! or URL-encoded) or JSON (`{"token", "ref", "variables": {"KEY": "value"}}`).
+
+use axum::extract::{FromRequest, Multipart, Path, RawQuery, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use gantry_pipeline::Source;
+use serde::Deserialize;
+
+use super::error::{ApiError, ApiResult};
+use super::extract::{self, Body};
+use super::projects::find_project;
+use super::{AppState, auth, json_response};
+use crate::coordinator::PipelineRequest;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct NewTrigger {
+    description: Option<String>,
+}
+
+/// `POST /projects/:id/triggers` → `201` with the trigger and its whole token.
+pub(crate) async fn create(
+    State(state): State<AppState>,
+    Path(project): Path<String>,
+    headers: HeaderMap,
+    Body(body): Body,
+) -> ApiResult<Response> {
+    auth::require_admin(&state.coordinator, &headers).await?;
+    let req: NewTrigger = extract::params(&headers, &body)?;
+    let project = find_project(&state, &project).await?;
+    let description = req
+        .description
+        .ok_or_else(|| ApiError::param("description is missing"))?;
+    let trigger = state
+        .coordinator
+        .create_pipeline_trigger(project.id, &description)
+        .await?;
+    Ok(json_response(StatusCode::CREATED, &trigger))
+}
+
+/// `GET /projects/:id/triggers`.
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    Path(project): Path<String>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    auth::require_admin(&state.coordinator, &headers).await?;
+    let project = find_project(&state, &project).await?;
+    let triggers = state.coordinator.pipeline_triggers(project.id).await?;
+    Ok(json_response(StatusCode::OK, &triggers))
+}
+
+/// `DELETE /projects/:id/triggers/:trigger_id` → `204`.
+pub(crate) async fn delete(
+    State(state): State<AppState>,
+    Path((project, trigger)): Path<(String, i64)>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    auth::require_admin(&state.coordinator, &headers).await?;
+    let project = find_project(&state, &project).await?;
+    state
+        .coordinator
+        .delete_pipeline_trigger(project.id, trigger)
+        .await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// `POST /projects/:id/trigger/pipeline` → `201` with the pipeline.
+pub(crate) async fn trigger(
+    State(state): State<AppState>,
+    Path(project): Path<String>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+    Body(body): Body,
+) -> ApiResult<Response> {
+    run(&state, &project, None, query, &headers, body).await
+}
+
+/// `POST /projects/:id/ref/:ref/trigger/pipeline?token=…` (the webhook form).
+pub(crate) async fn trigger_ref(
+    State(state): State<AppState>,
+    Path((project, ref_name)): Path<(String, String)>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+    Body(body): Body,
+) -> ApiResult<Response> {
+    run(&state, &project, Some(ref_name), query, &headers, body).await
+}
+
+async fn run(
+    state: &AppState,
+    project: &str,
+    path_ref: Option<String>,
+    query: Option<String>,
+    headers: &HeaderMap,
+    body: axum::body::Bytes,
+) -> ApiResult<Response> {
+    let mut pairs = match query.as_deref() {
+        Some(query) => serde_urlencoded::from_str::<Vec<(String, String)>>(query)
+            .map_err(|e| ApiError::param(format!("decode the query parameters: {e}")))?,
+        None => Vec::new(),
+    };
+    pairs.extend(body_pairs(headers, body).await?);
+    let last = |name: &str| {
+        pairs
+            .iter()
+            .rev()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+    };
+    let token = last("token").ok_or_else(|| ApiError::param("token is missing"))?;
+    let ref_name = path_ref
+        .or_else(|| last("ref"))
+        .filter(|r| !r.trim().is_empty())
+        .ok_or_else(|| ApiError::param("ref is missing"))?;
+    let mut variables: Vec<(String, String)> = Vec::new();
+    for (name, value) in &pairs {
+        let Some(key) = name
+            .strip_prefix("variables[")
+            .and_then(|rest| rest.strip_suffix(']'))
+        else {
+            continue;
+        };
+        if key.is_empty() || !key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+            return Err(ApiError::param(format!(
+                "variables: `{key}` is not a variable name (letters, digits and `_` only)"
+            )));
+        }
+        variables.retain(|(k, _)| k != key);
+        variables.push((key.to_owned(), value.clone()));
+    }
+    let project = find_project(state, project).await?;
+    let pipeline = state
+        .coordinator
+        .trigger_pipeline(
+            project.id,
+            &token,
+            PipelineRequest {
+                ref_name,
+                variables,
+                file_variables: Vec::new(),
+                source: Source::Trigger,
+                jobs: None,
+            },
+        )
+        .await
+        .map_err(ApiError::from_git_input)?;
+    Ok(json_response(StatusCode::CREATED, &pipeline))
+}
+
+/// The body's parameters as `(name, value)` pairs: a form (multipart or URL-encoded)
+/// as it is, JSON with `variables` as an object turned into `variables[KEY]` pairs.
+async fn body_pairs(
+    headers: &HeaderMap,
+    body: axum::body::Bytes,
+) -> ApiResult<Vec<(String, String)>> {
+    let content_type = extract::header_str(headers, "content-type")
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    if content_type.starts_with("multipart/form-data") {
+        let mut request = axum::http::Request::new(axum::body::Body::from(body));
+        if let Some(value) = headers.get("content-type") {
+            request.headers_mut().insert("content-type", value.clone());
+        }
+        let mut form = Multipart::from_request(request, &())
+            .await
+            .map_err(|e| ApiError::param(format!("decode the form: {e}")))?;
+        let mut pairs = Vec::new();
+        while let Some(field) = form
+            .next_field()
+            .await
+            .map_err(|e| ApiError::param(format!("decode the form: {e}")))?
+        {
+            let name = field.name().unwrap_or_default().to_owned();
+            let value = field
+                .text()
+                .await
+                .map_err(|e| ApiError::param(format!("decode the form field `{name}`: {e}")))?;
+            pairs.push((name, value));
+        }
+        return Ok(pairs);
+    }
+    if content_type.starts_with("application/x-www-form-urlencoded") {
+        return serde_urlencoded::from_bytes(&body)
+            .map_err(|e| ApiError::param(format!("decode the form parameters: {e}")));
+    }
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(Vec::new());
+    }
+    let value: serde_json::Value = extract::json(&body)?;
+    let Some(object) = value.as_object() else {
+        return Err(ApiError::param(
+            "the body must be a JSON object such as {\"token\": \"…\", \"ref\": \"main\"}",
+        ));
+    };
+    let text = |v: &serde_json::Value| match v {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    let mut pairs = Vec::new();
+    for (name, value) in object {
+        match (name.as_str(), value) {
+            ("variables", serde_json::Value::Object(vars)) => {
+                pairs.extend(
+                    vars.iter()
+                        .map(|(k, v)| (format!("variables[{k}]"), text(v))),
+                );
+            }
+            ("variables", _) => {
+                return Err(ApiError::param(
+                    "variables must be an object of names and values, such as {\"DEPLOY\": \"true\"}",
+                ));
+            }
+            _ => pairs.push((name.clone(), text(value))),
+        }
+    }
+    Ok(pairs)
+}
