@@ -176,6 +176,14 @@ async fn every_endpoint_checks_its_caller() {
         .expect("deploy job");
     let admin = server.admin.clone();
     let registration = server.registration.clone();
+    let (_, trigger) = server
+        .admin(
+            Method::POST,
+            &format!("projects/{a}/triggers"),
+            Some(json!({ "description": "to delete" })),
+        )
+        .await;
+    let trigger_id = trigger["id"].as_i64().expect("trigger id");
 
     use Transport::*;
     // In the order the right credentials run: reads and job-scoped calls first, then the
@@ -321,6 +329,30 @@ async fn every_endpoint_checks_its_caller() {
             "DELETE /projects/:id/variables/:key",
             Method::DELETE,
             format!("projects/{a}/variables/AUTH_VAR"),
+            Private,
+            Value::Null,
+            &admin,
+        ),
+        Row::new(
+            "POST /projects/:id/triggers",
+            Method::POST,
+            format!("projects/{a}/triggers"),
+            Private,
+            json!({ "description": "auth" }),
+            &admin,
+        ),
+        Row::new(
+            "GET /projects/:id/triggers",
+            Method::GET,
+            format!("projects/{a}/triggers"),
+            Private,
+            Value::Null,
+            &admin,
+        ),
+        Row::new(
+            "DELETE /projects/:id/triggers/:trigger_id",
+            Method::DELETE,
+            format!("projects/{a}/triggers/{trigger_id}"),
             Private,
             Value::Null,
             &admin,
