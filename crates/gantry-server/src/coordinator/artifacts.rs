@@ -300,6 +300,43 @@ impl Coordinator {
             .is_ok_and(|deps| deps.iter().any(|(id, _, _)| *id == target)))
     }
 
+    /// The job of the latest successful pipeline job named `job` on `ref_name` (GitLab's
+    /// `GET /projects/:id/jobs/artifacts/:ref_name/download?job=…`; the newest
+    /// [`super::downstream::MAX_CROSS_PROJECT_PIPELINES`] pipelines of the ref are searched).
+    pub async fn latest_successful_job_id(
+        &self,
+        project_id: i64,
+        ref_name: &str,
+        job: &str,
+    ) -> std::result::Result<i64, CoordinatorError> {
+        self.latest_successful_job(project_id, ref_name, job)
+            .await?
+            .map(|(job_id, _)| job_id)
+            .ok_or(CoordinatorError::NotFound("job"))
+    }
+
+    /// One file of a job's zip archive (`GET /projects/:id/jobs/:job_id/artifacts/*path`),
+    /// decompressed into a staging file (at most [`MAX_ARTIFACT_FILE`] bytes) and
+    /// returned open with its length. `NotFound` when the archive has no such file.
+    pub async fn artifact_file(
+        &self,
+        job_id: i64,
+        path: &str,
+    ) -> std::result::Result<(String, ArtifactBlob), CoordinatorError> {
+        let (artifact, blob) = self.job_artifact(job_id).await?;
+        if artifact.file_format != "zip" {
+            return Err(CoordinatorError::Invalid(format!(
+                "the artifacts of job {job_id} are a {} archive: only files of zip archives can be read one by one; download the archive",
+                artifact.file_format
+            )));
+        }
+        let path = path.trim_start_matches('/').to_owned();
+        let staging = self.inner.blobs.staging_dir().to_owned();
+        tokio::task::spawn_blocking(move || extract_one(blob, &path, &staging))
+            .await
+            .map_err(|e| CoordinatorError::Io(std::io::Error::other(e.to_string())))?
+    }
+
     /// A job's archive (users' `GET /projects/:id/jobs/:job_id/artifacts`; the caller
     /// authorizes). `NotFound` when there is none or it expired.
     pub async fn job_artifact(
@@ -424,6 +461,58 @@ impl ArtifactBlob {
         std::io::Read::read_to_end(&mut self.file, &mut out)?;
         Ok(out)
     }
+}
+
+/// The most a single file read out of an archive may decompress to.
+pub const MAX_ARTIFACT_FILE: u64 = 512 * 1024 * 1024;
+
+/// `path` out of the zip `blob`, into an unlinked file of `staging`.
+fn extract_one(
+    blob: ArtifactBlob,
+    path: &str,
+    staging: &std::path::Path,
+) -> std::result::Result<(String, ArtifactBlob), CoordinatorError> {
+    use std::io::{Read as _, Seek as _};
+    let corrupt = |e: zip::result::ZipError| {
+        CoordinatorError::corrupt(format!("the artifacts archive cannot be read: {e}"))
+    };
+    let mut archive = zip::ZipArchive::new(blob.file).map_err(corrupt)?;
+    let mut entry = match archive.by_name(path) {
+        Ok(entry) if entry.is_file() => entry,
+        Ok(_) | Err(zip::result::ZipError::FileNotFound) => {
+            return Err(CoordinatorError::NotFound("file"));
+        }
+        Err(e) => return Err(corrupt(e)),
+    };
+    std::fs::create_dir_all(staging)?;
+    let mut out = tempfile_in(staging)?;
+    let copied = std::io::copy(&mut (&mut entry).take(MAX_ARTIFACT_FILE + 1), &mut out)?;
+    if copied > MAX_ARTIFACT_FILE {
+        return Err(CoordinatorError::Invalid(format!(
+            "`{path}` is larger than {MAX_ARTIFACT_FILE} bytes unpacked: download the archive instead"
+        )));
+    }
+    out.rewind()?;
+    let name = path.rsplit('/').next().unwrap_or(path).to_owned();
+    Ok((
+        name,
+        ArtifactBlob {
+            file: out,
+            len: copied,
+        },
+    ))
+}
+
+/// A new file in `dir`, already unlinked: it goes when it is closed.
+fn tempfile_in(dir: &std::path::Path) -> std::io::Result<std::fs::File> {
+    let path = dir.join(format!("file-{}", super::token::new_token("")));
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&path)?;
+    std::fs::remove_file(&path)?;
+    Ok(file)
 }
 
 #[cfg(test)]

@@ -628,7 +628,7 @@ impl Coordinator {
     /// `(job id, pipeline id)` of the newest successful job named `job` in the project's
     /// pipelines of `ref_name` (newest pipeline first, at most
     /// [`MAX_CROSS_PROJECT_PIPELINES`] of them).
-    async fn latest_successful_job(
+    pub(crate) async fn latest_successful_job(
         &self,
         project_id: i64,
         ref_name: &str,

@@ -180,8 +180,12 @@ pub(crate) async fn download(
 
 /// An artifact as a download, streamed from its blob.
 pub(crate) fn file_response(artifact: &Artifact, blob: ArtifactBlob) -> Response {
-    let filename: String = artifact
-        .filename
+    named_file_response(&artifact.filename, blob)
+}
+
+/// A file named `filename` as a download, streamed from `blob`.
+pub(crate) fn named_file_response(filename: &str, blob: ArtifactBlob) -> Response {
+    let filename: String = filename
         .chars()
         .map(|c| {
             if c.is_ascii_graphic() && c != '"' && c != '\\' {

@@ -3,14 +3,14 @@
 //! artifacts download also takes the `JOB-TOKEN` of a running job of the same project,
 //! as GitLab allows `CI_JOB_TOKEN` there.
 
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
 use crate::coordinator::{CoordinatorError, JobView, TraceSource};
 
-use super::artifacts::file_response;
+use super::artifacts::{file_response, named_file_response};
 use super::error::{ApiError, ApiResult};
 use super::extract::{self, Body};
 use super::projects::{KeyValue, find_project};
@@ -132,37 +132,130 @@ pub(crate) async fn play(
     Ok(json_response(StatusCode::OK, &played))
 }
 
+/// The project `:project` for a reader of its artifacts: the admin token, or the job
+/// token of a running job of the same project (GitLab allows `CI_JOB_TOKEN` there).
+async fn artifacts_reader(
+    state: &AppState,
+    headers: &HeaderMap,
+    project: &str,
+) -> ApiResult<crate::coordinator::Project> {
+    match auth::require_admin(&state.coordinator, headers).await {
+        Ok(()) => find_project(state, project).await,
+        Err(unauthorized) => {
+            let Some(token) = extract::job_token(None, headers) else {
+                return Err(unauthorized);
+            };
+            let Some(caller) = state.coordinator.job_by_token(token).await? else {
+                return Err(unauthorized);
+            };
+            let project = find_project(state, project).await?;
+            if caller.project_id != project.id {
+                return Err(ApiError::forbidden_because(
+                    "the job token belongs to another project",
+                ));
+            }
+            Ok(project)
+        }
+    }
+}
+
+/// A missing archive or file is `404 Artifact Not Found` / `404 File Not Found`.
+fn not_found_as(what: &'static str) -> impl Fn(CoordinatorError) -> ApiError {
+    move |e| match e {
+        CoordinatorError::NotFound(_) => ApiError::not_found(what),
+        other => other.into(),
+    }
+}
+
 /// `GET /api/v4/projects/:id/jobs/:job_id/artifacts`: the archive (`404` without one).
 pub(crate) async fn artifacts(
     State(state): State<AppState>,
     Path((project, job)): Path<(String, i64)>,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
-    let job = match auth::require_admin(&state.coordinator, &headers).await {
-        Ok(()) => find_job(&state, &project, job).await?,
-        Err(unauthorized) => {
-            let Some(token) = extract::job_token(None, &headers) else {
-                return Err(unauthorized);
-            };
-            let Some(caller) = state.coordinator.job_by_token(token).await? else {
-                return Err(unauthorized);
-            };
-            let job = find_job(&state, &project, job).await?;
-            if caller.project_id != job.project_id {
-                return Err(ApiError::forbidden_because(
-                    "the job token belongs to another project",
-                ));
-            }
-            job
-        }
-    };
+    let project = artifacts_reader(&state, &headers, &project).await?;
+    let job = find_job(&state, &project.id.to_string(), job).await?;
     let (artifact, blob) = state
         .coordinator
         .job_artifact(job.id)
         .await
-        .map_err(|e| match e {
-            CoordinatorError::NotFound(_) => ApiError::not_found("Artifact"),
-            other => other.into(),
-        })?;
+        .map_err(not_found_as("Artifact"))?;
     Ok(file_response(&artifact, blob))
+}
+
+/// `GET /api/v4/projects/:id/jobs/:job_id/artifacts/*artifact_path`: one file of the
+/// job's (zip) archive.
+pub(crate) async fn artifact_file(
+    State(state): State<AppState>,
+    Path((project, job, path)): Path<(String, i64, String)>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    let project = artifacts_reader(&state, &headers, &project).await?;
+    let job = find_job(&state, &project.id.to_string(), job).await?;
+    let (name, blob) = state
+        .coordinator
+        .artifact_file(job.id, &path)
+        .await
+        .map_err(not_found_as("File"))?;
+    Ok(named_file_response(&name, blob))
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct JobNameQuery {
+    job: Option<String>,
+}
+
+/// The latest successful job named `?job=` on `ref_name` (`404` when there is none).
+async fn latest_job(
+    state: &AppState,
+    project: &crate::coordinator::Project,
+    ref_name: &str,
+    query: JobNameQuery,
+) -> ApiResult<i64> {
+    let name = query
+        .job
+        .filter(|j| !j.trim().is_empty())
+        .ok_or_else(|| ApiError::param("job is missing"))?;
+    state
+        .coordinator
+        .latest_successful_job_id(project.id, ref_name, &name)
+        .await
+        .map_err(not_found_as("Job"))
+}
+
+/// `GET /api/v4/projects/:id/jobs/artifacts/:ref_name/download?job=NAME`: the archive of
+/// the latest successful job of that name on the ref.
+pub(crate) async fn latest_artifacts(
+    State(state): State<AppState>,
+    Path((project, ref_name)): Path<(String, String)>,
+    Query(query): Query<JobNameQuery>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    let project = artifacts_reader(&state, &headers, &project).await?;
+    let job = latest_job(&state, &project, &ref_name, query).await?;
+    let (artifact, blob) = state
+        .coordinator
+        .job_artifact(job)
+        .await
+        .map_err(not_found_as("Artifact"))?;
+    Ok(file_response(&artifact, blob))
+}
+
+/// `GET /api/v4/projects/:id/jobs/artifacts/:ref_name/raw/*artifact_path?job=NAME`: one
+/// file of that archive.
+pub(crate) async fn latest_artifact_file(
+    State(state): State<AppState>,
+    Path((project, ref_name, path)): Path<(String, String, String)>,
+    Query(query): Query<JobNameQuery>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    let project = artifacts_reader(&state, &headers, &project).await?;
+    let job = latest_job(&state, &project, &ref_name, query).await?;
+    let (name, blob) = state
+        .coordinator
+        .artifact_file(job, &path)
+        .await
+        .map_err(not_found_as("File"))?;
+    Ok(named_file_response(&name, blob))
 }

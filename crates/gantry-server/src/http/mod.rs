@@ -276,6 +276,18 @@ fn build(coordinator: Coordinator, shutdown: watch::Receiver<bool>) -> Router {
             "/projects/{project}/jobs/{job}/artifacts",
             get(jobs::artifacts),
         )
+        .route(
+            "/projects/{project}/jobs/{job}/artifacts/{*path}",
+            get(jobs::artifact_file),
+        )
+        .route(
+            "/projects/{project}/jobs/artifacts/{ref}/download",
+            get(jobs::latest_artifacts),
+        )
+        .route(
+            "/projects/{project}/jobs/artifacts/{ref}/raw/{*path}",
+            get(jobs::latest_artifact_file),
+        )
         .route("/user/runners", post(user_runners::create))
         .route("/runners/all", get(user_runners::list))
         .route(

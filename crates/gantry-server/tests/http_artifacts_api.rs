@@ -1,0 +1,184 @@
+//! Users' artifact reads, GitLab's API shapes: the latest successful job's archive of a
+//! ref (`GET /projects/:id/jobs/artifacts/:ref/download?job=`), one file of a job's
+//! archive (`GET /projects/:id/jobs/:job_id/artifacts/*path`) and of the latest one
+//! (`…/jobs/artifacts/:ref/raw/*path?job=`), with the admin token or a job token of the
+//! same project.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod http_support;
+
+use std::io::Write as _;
+
+use http_support::*;
+use reqwest::StatusCode;
+use reqwest::multipart::{Form, Part};
+use serde_json::json;
+
+const CI: &str = "build:\n  script: [make]\n  artifacts:\n    paths: [out/]\n";
+
+fn zip_of(files: &[(&str, &str)]) -> Vec<u8> {
+    let mut archive = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    for (name, content) in files {
+        archive
+            .start_file(*name, zip::write::SimpleFileOptions::default())
+            .unwrap();
+        archive.write_all(content.as_bytes()).unwrap();
+    }
+    archive.finish().unwrap().into_inner()
+}
+
+/// Runs the project's next job: uploads `archive`, ends it in `state`; returns its id.
+async fn run_build(server: &TestServer, runner: &str, archive: Vec<u8>, state: &str) -> i64 {
+    let (id, token, _) = server.take_job(runner).await;
+    let uploaded = server
+        .http
+        .post(server.api(&format!(
+            "jobs/{id}/artifacts?artifact_format=zip&artifact_type=archive"
+        )))
+        .header("JOB-TOKEN", &token)
+        .multipart(Form::new().part("file", Part::bytes(archive).file_name("artifacts.zip")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(uploaded.status(), StatusCode::CREATED);
+    let mut body = json!({ "token": token, "state": state });
+    if state == "failed" {
+        body["failure_reason"] = json!("script_failure");
+    }
+    let done = server
+        .http
+        .put(server.api(&format!("jobs/{id}")))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(done.status(), StatusCode::OK);
+    id
+}
+
+async fn get(server: &TestServer, path: &str) -> (StatusCode, Vec<u8>) {
+    let response = server
+        .http
+        .get(server.api(path))
+        .header("PRIVATE-TOKEN", &server.admin)
+        .send()
+        .await
+        .unwrap();
+    (response.status(), response.bytes().await.unwrap().to_vec())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_latest_successful_archive_of_a_ref_and_single_files_are_served() {
+    let server = TestServer::start().await;
+    let repo = Repo::new(&[(".gitlab-ci.yml", CI)]);
+    let project = server.create_project("app", &repo).await["id"]
+        .as_i64()
+        .unwrap();
+    let (_, runner) = server.create_runner(json!({})).await;
+
+    let good = zip_of(&[
+        ("out/app.bin", "build one"),
+        ("out/notes/README.txt", "read me"),
+    ]);
+    server.create_pipeline(project, "main").await;
+    let first = run_build(&server, &runner, good.clone(), "success").await;
+    // A newer pipeline whose build failed: the latest *successful* one still answers.
+    server.create_pipeline(project, "main").await;
+    run_build(
+        &server,
+        &runner,
+        zip_of(&[("out/app.bin", "broken")]),
+        "failed",
+    )
+    .await;
+
+    let (status, body) = get(
+        &server,
+        &format!("projects/{project}/jobs/artifacts/main/download?job=build"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(body == good, "the archive of job {first}");
+    let (status, body) = get(
+        &server,
+        &format!("projects/{project}/jobs/{first}/artifacts/out/notes/README.txt"),
+    )
+    .await;
+    assert_eq!(
+        (status, body.as_slice()),
+        (StatusCode::OK, b"read me".as_slice())
+    );
+    let (status, body) = get(
+        &server,
+        &format!("projects/{project}/jobs/artifacts/main/raw/out/app.bin?job=build"),
+    )
+    .await;
+    assert_eq!(
+        (status, body.as_slice()),
+        (StatusCode::OK, b"build one".as_slice())
+    );
+
+    // What is not there is a 404 naming it; a missing `job` parameter a 400.
+    for (path, status, needle) in [
+        (
+            format!("projects/{project}/jobs/{first}/artifacts/out/missing.txt"),
+            StatusCode::NOT_FOUND,
+            "File Not Found",
+        ),
+        (
+            format!("projects/{project}/jobs/{first}/artifacts/out"),
+            StatusCode::NOT_FOUND,
+            "File Not Found",
+        ),
+        (
+            format!("projects/{project}/jobs/artifacts/main/download?job=deploy"),
+            StatusCode::NOT_FOUND,
+            "Job Not Found",
+        ),
+        (
+            format!("projects/{project}/jobs/artifacts/other-branch/download?job=build"),
+            StatusCode::NOT_FOUND,
+            "Job Not Found",
+        ),
+        (
+            format!("projects/{project}/jobs/artifacts/main/download"),
+            StatusCode::BAD_REQUEST,
+            "job is missing",
+        ),
+    ] {
+        let response = server
+            .http
+            .get(server.api(&path))
+            .header("PRIVATE-TOKEN", &server.admin)
+            .send()
+            .await
+            .unwrap();
+        let (got, error) = expect_client_error(response, &path).await;
+        assert_eq!(got, status, "{path}: {error}");
+        assert!(error.to_string().contains(needle), "{path}: {error}");
+    }
+
+    // A running job of the project reads them with its token; no credential, nothing.
+    server.create_pipeline(project, "main").await;
+    let (_, token, _) = server.take_job(&runner).await;
+    let response = server
+        .http
+        .get(server.api(&format!(
+            "projects/{project}/jobs/artifacts/main/raw/out/app.bin?job=build"
+        )))
+        .header("JOB-TOKEN", &token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let anonymous = server
+        .http
+        .get(server.api(&format!(
+            "projects/{project}/jobs/artifacts/main/download?job=build"
+        )))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anonymous.status(), StatusCode::UNAUTHORIZED);
+}
