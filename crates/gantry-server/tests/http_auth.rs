@@ -358,6 +358,14 @@ async fn every_endpoint_checks_its_caller() {
             &admin,
         ),
         Row::new(
+            "GET /projects/:id/jobs",
+            Method::GET,
+            format!("projects/{a}/jobs"),
+            Private,
+            Value::Null,
+            &admin,
+        ),
+        Row::new(
             "GET /projects/:id/pipelines",
             Method::GET,
             format!("projects/{a}/pipelines"),

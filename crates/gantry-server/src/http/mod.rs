@@ -267,6 +267,7 @@ fn build(coordinator: Coordinator, shutdown: watch::Receiver<bool>) -> Router {
                 .put(variables::update)
                 .delete(variables::delete),
         )
+        .route("/projects/{project}/jobs", get(projects::project_jobs))
         .route("/projects/{project}/jobs/{job}", get(jobs::show))
         .route("/projects/{project}/jobs/{job}/trace", get(jobs::trace))
         .route("/projects/{project}/jobs/{job}/retry", post(jobs::retry))

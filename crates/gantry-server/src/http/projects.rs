@@ -3,7 +3,7 @@
 //! `POST …/pipelines/:pid/cancel|retry`. Every call needs the admin token. A project is
 //! addressed by id or by its URL-encoded path (`gantry%2Fdemo`), as in GitLab.
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, Query, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use gantry_pipeline::Source;
@@ -228,15 +228,117 @@ pub(crate) struct JobsFilter {
     include_retried: bool,
 }
 
+/// `scope` / `scope[]` (repeatable): the job statuses asked for (none: all).
+fn scopes(query: Option<&str>) -> Result<Vec<String>, ApiError> {
+    let pairs: Vec<(String, String)> = match query {
+        Some(query) => serde_urlencoded::from_str(query)
+            .map_err(|e| ApiError::param(format!("decode the query parameters: {e}")))?,
+        None => Vec::new(),
+    };
+    const STATUSES: [&str; 11] = [
+        "created",
+        "pending",
+        "running",
+        "failed",
+        "success",
+        "canceled",
+        "canceling",
+        "skipped",
+        "waiting_for_resource",
+        "manual",
+        "scheduled",
+    ];
+    let mut out = Vec::new();
+    for (key, value) in pairs {
+        if key != "scope" && key != "scope[]" {
+            continue;
+        }
+        if !STATUSES.contains(&value.as_str()) {
+            return Err(ApiError::param(format!(
+                "scope does not have a valid value: `{value}` is not one of {}",
+                STATUSES.join(", ")
+            )));
+        }
+        out.push(value);
+    }
+    Ok(out)
+}
+
+/// `page` and `per_page` (GitLab's offset pagination: 20 by default, at most 100).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct Page {
+    page: Option<usize>,
+    per_page: Option<usize>,
+}
+
+/// `GET /api/v4/projects/:id/jobs[?scope[]=failed&page=&per_page=]`: the project's jobs
+/// (every attempt; not trigger jobs), newest first, a page at a time with GitLab's
+/// `X-Page`, `X-Per-Page`, `X-Next-Page` and `X-Total` headers.
+pub(crate) async fn project_jobs(
+    State(state): State<AppState>,
+    Path(project): Path<String>,
+    RawQuery(query): RawQuery,
+    Query(page): Query<Page>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    auth::require_admin(&state.coordinator, &headers).await?;
+    let scopes = scopes(query.as_deref())?;
+    let project = find_project(&state, &project).await?;
+    let mut jobs = Vec::new();
+    for pipeline in state.coordinator.pipelines(project.id).await? {
+        jobs.extend(
+            state
+                .coordinator
+                .pipeline_jobs(pipeline.id)
+                .await?
+                .into_iter()
+                .filter(|j| !j.bridge)
+                .filter(|j| scopes.is_empty() || scopes.contains(&j.status)),
+        );
+    }
+    jobs.sort_by_key(|j| std::cmp::Reverse(j.id));
+    let per_page = page.per_page.unwrap_or(20).clamp(1, 100);
+    let number = page.page.unwrap_or(1).max(1);
+    let total = jobs.len();
+    let shown: Vec<_> = jobs
+        .into_iter()
+        .skip((number - 1).saturating_mul(per_page))
+        .take(per_page)
+        .collect();
+    let next = if number.saturating_mul(per_page) < total {
+        (number + 1).to_string()
+    } else {
+        String::new()
+    };
+    let mut response = json_response(StatusCode::OK, &shown);
+    for (name, value) in [
+        ("x-page", number.to_string()),
+        ("x-per-page", per_page.to_string()),
+        ("x-next-page", next),
+        ("x-total", total.to_string()),
+    ] {
+        if let Ok(value) = axum::http::HeaderValue::from_str(&value) {
+            response.headers_mut().insert(name, value);
+        }
+    }
+    Ok(response)
+}
+
 /// `GET /api/v4/projects/:id/pipelines/:pipeline_id/jobs[?include_retried=true]`:
 /// current attempts only unless asked, as GitLab.
 pub(crate) async fn pipeline_jobs(
     State(state): State<AppState>,
     Path((project, pipeline)): Path<(String, i64)>,
     Query(filter): Query<JobsFilter>,
+    RawQuery(query): RawQuery,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
-    list_jobs(&state, &project, pipeline, &filter, &headers, false).await
+    let scopes = scopes(query.as_deref())?;
+    list_jobs(
+        &state, &project, pipeline, &filter, &scopes, &headers, false,
+    )
+    .await
 }
 
 /// `GET /api/v4/projects/:id/pipelines/:pipeline_id/bridges`: the trigger jobs, each with
@@ -245,9 +347,11 @@ pub(crate) async fn pipeline_bridges(
     State(state): State<AppState>,
     Path((project, pipeline)): Path<(String, i64)>,
     Query(filter): Query<JobsFilter>,
+    RawQuery(query): RawQuery,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
-    list_jobs(&state, &project, pipeline, &filter, &headers, true).await
+    let scopes = scopes(query.as_deref())?;
+    list_jobs(&state, &project, pipeline, &filter, &scopes, &headers, true).await
 }
 
 /// A pipeline's jobs (`bridges: false`) or trigger jobs (`true`), as GitLab splits them.
@@ -256,6 +360,7 @@ async fn list_jobs(
     project: &str,
     pipeline: i64,
     filter: &JobsFilter,
+    scopes: &[String],
     headers: &HeaderMap,
     bridges: bool,
 ) -> ApiResult<Response> {
@@ -267,6 +372,7 @@ async fn list_jobs(
         .await?
         .into_iter()
         .filter(|j| (filter.include_retried || !j.retried) && j.bridge == bridges)
+        .filter(|j| scopes.is_empty() || scopes.contains(&j.status))
         .collect();
     Ok(json_response(StatusCode::OK, &jobs))
 }

@@ -1,0 +1,123 @@
+//! `GET /projects/:id/jobs`: every job of the project, newest first, filtered by
+//! `scope[]` and paged as GitLab pages (`page`, `per_page`, `X-Next-Page`, …); `scope[]`
+//! on a pipeline's jobs too.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod http_support;
+
+use http_support::*;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+const CI: &str = "build:\n  script: [make]\ntest:\n  script: [make test]\n";
+
+async fn end(server: &TestServer, runner: &str, state: &str) -> i64 {
+    let (id, token, _) = server.take_job(runner).await;
+    let mut body = json!({ "token": token, "state": state });
+    if state == "failed" {
+        body["failure_reason"] = json!("script_failure");
+    }
+    let done = server
+        .http
+        .put(server.api(&format!("jobs/{id}")))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(done.status(), StatusCode::OK);
+    id
+}
+
+async fn list(server: &TestServer, path: &str) -> (StatusCode, reqwest::header::HeaderMap, Value) {
+    let response = server
+        .http
+        .get(server.api(path))
+        .header("PRIVATE-TOKEN", &server.admin)
+        .send()
+        .await
+        .unwrap();
+    let (status, headers) = (response.status(), response.headers().clone());
+    (
+        status,
+        headers,
+        response.json().await.unwrap_or(Value::Null),
+    )
+}
+
+fn ids(jobs: &Value) -> Vec<i64> {
+    jobs.as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["id"].as_i64().unwrap())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn project_jobs_are_listed_newest_first_by_scope_and_page() {
+    let server = TestServer::start().await;
+    let repo = Repo::new(&[(".gitlab-ci.yml", CI)]);
+    let project = server.create_project("app", &repo).await["id"]
+        .as_i64()
+        .unwrap();
+    let (_, runner) = server.create_runner(json!({})).await;
+    let first = server.create_pipeline(project, "main").await["id"]
+        .as_i64()
+        .unwrap();
+    let a = end(&server, &runner, "success").await;
+    let b = end(&server, &runner, "failed").await;
+    server.create_pipeline(project, "main").await;
+    let c = end(&server, &runner, "success").await;
+    // The fourth job stays pending.
+    let (_, _, all) = list(&server, &format!("projects/{project}/jobs")).await;
+    let newest = ids(&all);
+    assert_eq!(newest.len(), 4);
+    assert!(newest.windows(2).all(|w| w[0] > w[1]), "{newest:?}");
+    assert!(newest.contains(&a) && newest.contains(&b) && newest.contains(&c));
+
+    let (status, headers, page) =
+        list(&server, &format!("projects/{project}/jobs?per_page=3")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(ids(&page), newest[..3]);
+    assert_eq!(headers["x-next-page"], "2");
+    assert_eq!(headers["x-total"], "4");
+    let (_, headers, page) = list(
+        &server,
+        &format!("projects/{project}/jobs?per_page=3&page=2"),
+    )
+    .await;
+    assert_eq!(ids(&page), newest[3..]);
+    assert_eq!(headers["x-next-page"], "");
+
+    let (_, _, succeeded) =
+        list(&server, &format!("projects/{project}/jobs?scope[]=success")).await;
+    assert_eq!(ids(&succeeded), [c, a]);
+    let (_, _, done) = list(
+        &server,
+        &format!("projects/{project}/jobs?scope[]=success&scope[]=failed"),
+    )
+    .await;
+    assert_eq!(ids(&done), [c, b, a]);
+    let (_, _, failed) = list(
+        &server,
+        &format!("projects/{project}/pipelines/{first}/jobs?scope=failed"),
+    )
+    .await;
+    assert_eq!(ids(&failed), [b]);
+
+    let response = server
+        .http
+        .get(server.api(&format!("projects/{project}/jobs?scope[]=broken")))
+        .header("PRIVATE-TOKEN", &server.admin)
+        .send()
+        .await
+        .unwrap();
+    let (status, error) = expect_client_error(response, "bad scope").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(
+        error
+            .to_string()
+            .contains("scope does not have a valid value"),
+        "{error}"
+    );
+}
