@@ -12,8 +12,9 @@
 //!
 //! Nothing is written to the checkout: the temporary index and the new objects live in
 //! the run's temporary directory. With a clean working tree the commit is `HEAD` itself;
-//! `--committed` always uses `HEAD` (or the tag's commit). Ignored files are left out;
-//! untracked files that are not ignored, uncommitted changes and file modes are in.
+//! `--committed` always uses `HEAD` (or the tag's commit). Ignored files are left out, and
+//! so are changes under `.gantry/` (Gantry's state in the checkout); untracked files that
+//! are not ignored, uncommitted changes and file modes are in.
 //! Submodules are not checked out (as with `GIT_SUBMODULE_STRATEGY: none`).
 //!
 //! Speed: every `git` process costs milliseconds, so the facts about the checkout are
@@ -24,6 +25,11 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+
+/// Gantry's own folder in a checkout (the offline include cache, `.gantry/includes`) is
+/// not part of what jobs get, as gitlab-ci-local leaves its state folder out: a pathspec
+/// for `git status` and `git add` (what is already committed there stays).
+const STATE_DIR_EXCLUDED: &str = ":(top,exclude).gantry";
 
 /// What the pipeline runs for.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -224,6 +230,9 @@ impl Checkout {
             "--porcelain=v2",
             "--branch",
             "-z",
+            "--",
+            ":(top)",
+            STATE_DIR_EXCLUDED,
         ];
         let paths = git.spawn(&paths_args)?;
         let status = git.spawn(&status_args)?;
@@ -461,7 +470,7 @@ pub(crate) fn prepare(
             .env("GIT_INDEX_FILE", index.to_string_lossy())
             .env("GIT_OBJECT_DIRECTORY", own_objects.clone())
             .env("GIT_ALTERNATE_OBJECT_DIRECTORIES", objects);
-        staged.run(&["add", "--all", "--", "."])?;
+        staged.run(&["add", "--all", "--", ":(top)", STATE_DIR_EXCLUDED])?;
         let tree = staged.run(&["write-tree"])?;
         let head = checkout.head.as_ref();
         let head_tree = head.and_then(|h| user.try_run(&["rev-parse", &format!("{h}^{{tree}}")]));
@@ -566,6 +575,9 @@ mod tests {
     #[test]
     fn a_clean_tree_runs_head_and_writes_nothing_to_the_checkout() {
         let repo = repo();
+        // Gantry's own folder does not make the tree unclean.
+        std::fs::create_dir_all(repo.path().join(".gantry/includes")).unwrap();
+        std::fs::write(repo.path().join(".gantry/includes/x.yml"), "x: 1\n").unwrap();
         let before = git(repo.path(), &["count-objects"]);
         let tmp = tempfile::tempdir().unwrap();
         let s = prepare(
@@ -591,7 +603,7 @@ mod tests {
         git(&s.dir, &["branch", "topic"]);
         git(&s.dir, &["tag", "t1"]);
         assert_eq!(git(repo.path(), &["count-objects"]), before);
-        assert_eq!(git(repo.path(), &["status", "--porcelain"]), "");
+        assert_eq!(git(repo.path(), &["status", "--porcelain"]), "?? .gantry/");
     }
 
     #[test]
@@ -600,6 +612,12 @@ mod tests {
         std::fs::write(repo.path().join("a.txt"), "changed\n").unwrap();
         std::fs::write(repo.path().join("new.sh"), "#!/bin/sh\n").unwrap();
         std::fs::write(repo.path().join("ignored.txt"), "secret\n").unwrap();
+        std::fs::create_dir_all(repo.path().join(".gantry/includes/gitlab.com")).unwrap();
+        std::fs::write(
+            repo.path().join(".gantry/includes/gitlab.com/x.yml"),
+            "x: 1\n",
+        )
+        .unwrap();
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
@@ -625,6 +643,10 @@ mod tests {
         );
         assert!(s.dir.join("new.sh").is_file());
         assert!(!s.dir.join("ignored.txt").exists());
+        assert!(
+            !s.dir.join(".gantry").exists(),
+            "Gantry's own folder stays out"
+        );
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
