@@ -1,6 +1,6 @@
 //! `GET /projects/:id/jobs`: every job of the project, newest first, filtered by
 //! `scope[]` and paged as GitLab pages (`page`, `per_page`, `X-Next-Page`, …); `scope[]`
-//! on a pipeline's jobs too.
+//! on a pipeline's jobs too; `GET /projects/:id/pipelines` paged the same way.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -66,7 +66,9 @@ async fn project_jobs_are_listed_newest_first_by_scope_and_page() {
         .unwrap();
     let a = end(&server, &runner, "success").await;
     let b = end(&server, &runner, "failed").await;
-    server.create_pipeline(project, "main").await;
+    let second = server.create_pipeline(project, "main").await["id"]
+        .as_i64()
+        .unwrap();
     let c = end(&server, &runner, "success").await;
     // The fourth job stays pending.
     let (_, _, all) = list(&server, &format!("projects/{project}/jobs")).await;
@@ -104,6 +106,20 @@ async fn project_jobs_are_listed_newest_first_by_scope_and_page() {
     )
     .await;
     assert_eq!(ids(&failed), [b]);
+
+    // Pipelines: newest first, a page at a time.
+    let (_, headers, page) =
+        list(&server, &format!("projects/{project}/pipelines?per_page=1")).await;
+    assert_eq!(ids(&page), [second]);
+    assert_eq!(headers["x-total"], "2");
+    assert_eq!(headers["x-next-page"], "2");
+    let (_, headers, page) = list(
+        &server,
+        &format!("projects/{project}/pipelines?per_page=1&page=2&ref=main"),
+    )
+    .await;
+    assert_eq!(ids(&page), [first]);
+    assert_eq!(headers["x-next-page"], "");
 
     let response = server
         .http

@@ -175,11 +175,13 @@ pub(crate) struct PipelineFilter {
     status: Option<String>,
 }
 
-/// `GET /api/v4/projects/:id/pipelines[?ref=…&status=…]`, newest first.
+/// `GET /api/v4/projects/:id/pipelines[?ref=…&status=…&page=…&per_page=…]`, newest
+/// first, a page at a time (see [`paged`]).
 pub(crate) async fn pipelines(
     State(state): State<AppState>,
     Path(project): Path<String>,
     Query(filter): Query<PipelineFilter>,
+    Query(page): Query<Page>,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     auth::require_admin(&state.coordinator, &headers).await?;
@@ -192,7 +194,7 @@ pub(crate) async fn pipelines(
         .filter(|p| filter.ref_name.as_ref().is_none_or(|r| &p.ref_name == r))
         .filter(|p| filter.status.as_ref().is_none_or(|s| &p.status == s))
         .collect();
-    Ok(json_response(StatusCode::OK, &pipelines))
+    Ok(paged(pipelines, &page))
 }
 
 /// The pipeline `:pipeline` of the project `:project`; `404` when it belongs to another.
@@ -298,10 +300,17 @@ pub(crate) async fn project_jobs(
         );
     }
     jobs.sort_by_key(|j| std::cmp::Reverse(j.id));
+    Ok(paged(jobs, &page))
+}
+
+/// One page of `items` as GitLab answers a list: the JSON array of page `page.page`
+/// (from 1) of `page.per_page` items (20 by default, at most 100), with `X-Page`,
+/// `X-Per-Page`, `X-Next-Page` (empty on the last page) and `X-Total`.
+fn paged<T: serde::Serialize>(items: Vec<T>, page: &Page) -> Response {
     let per_page = page.per_page.unwrap_or(20).clamp(1, 100);
     let number = page.page.unwrap_or(1).max(1);
-    let total = jobs.len();
-    let shown: Vec<_> = jobs
+    let total = items.len();
+    let shown: Vec<T> = items
         .into_iter()
         .skip((number - 1).saturating_mul(per_page))
         .take(per_page)
@@ -322,7 +331,7 @@ pub(crate) async fn project_jobs(
             response.headers_mut().insert(name, value);
         }
     }
-    Ok(response)
+    response
 }
 
 /// `GET /api/v4/projects/:id/pipelines/:pipeline_id/jobs[?include_retried=true]`:
