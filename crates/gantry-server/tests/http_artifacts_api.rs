@@ -42,18 +42,7 @@ async fn run_build(server: &TestServer, runner: &str, archive: Vec<u8>, state: &
         .await
         .unwrap();
     assert_eq!(uploaded.status(), StatusCode::CREATED);
-    let mut body = json!({ "token": token, "state": state });
-    if state == "failed" {
-        body["failure_reason"] = json!("script_failure");
-    }
-    let done = server
-        .http
-        .put(server.api(&format!("jobs/{id}")))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(done.status(), StatusCode::OK);
+    server.end_job(id, &token, state).await;
     id
 }
 

@@ -14,18 +14,7 @@ const CI: &str = "build:\n  script: [make]\ntest:\n  script: [make test]\n";
 
 async fn end(server: &TestServer, runner: &str, state: &str) -> i64 {
     let (id, token, _) = server.take_job(runner).await;
-    let mut body = json!({ "token": token, "state": state });
-    if state == "failed" {
-        body["failure_reason"] = json!("script_failure");
-    }
-    let done = server
-        .http
-        .put(server.api(&format!("jobs/{id}")))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(done.status(), StatusCode::OK);
+    server.end_job(id, &token, state).await;
     id
 }
 

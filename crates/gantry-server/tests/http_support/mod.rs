@@ -210,6 +210,22 @@ impl TestServer {
         (id, token, payload)
     }
 
+    /// Ends job `id` (its `token`) in `state` (`success` or `failed`, a script failure).
+    pub async fn end_job(&self, id: i64, token: &str, state: &str) {
+        let mut body = json!({ "token": token, "state": state });
+        if state == "failed" {
+            body["failure_reason"] = json!("script_failure");
+        }
+        let done = self
+            .http
+            .put(self.api(&format!("jobs/{id}")))
+            .json(&body)
+            .send()
+            .await
+            .expect("update");
+        assert_eq!(done.status(), StatusCode::OK, "end job {id}");
+    }
+
     pub async fn job(&self, project_id: i64, job_id: i64) -> Value {
         let (status, body) = self
             .admin(
