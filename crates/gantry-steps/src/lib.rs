@@ -1,0 +1,24 @@
+//! `gantry-steps`: GitLab Functions (CI steps) — the `run:` keyword's step runner.
+//!
+//! A job's `run:` list ([`definition::parse_run_list`]) is run by an [`Engine`] that loads
+//! step files ([`load`]: local directories, git references), evaluates `${{ }}`
+//! ([`template`], [`expr`]: the Moa language), checks inputs and outputs against each
+//! step's spec, and returns a tree of [`StepResult`]s. Programs run through a
+//! [`Launcher`]: [`LocalLauncher`] here, the runner's executors in `gantry-runner`.
+//!
+//! Knows nothing about the coordinator, HTTP or executors.
+
+pub mod definition;
+pub mod engine;
+pub mod expr;
+pub mod load;
+pub mod local;
+pub mod reference;
+pub mod result;
+pub mod template;
+
+pub use definition::{Invocation, parse_run_list};
+pub use engine::{Engine, JobContext, Launch, Launched, Launcher, Program};
+pub use load::{Loader, PathMap};
+pub use local::LocalLauncher;
+pub use result::{Status, StepResult};
