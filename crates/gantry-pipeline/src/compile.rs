@@ -232,6 +232,7 @@ struct JobDef {
     secrets: Option<serde_json::Value>,
     id_tokens: Option<serde_json::Value>,
     manual_confirmation: Option<String>,
+    run: Option<serde_json::Value>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -1118,8 +1119,8 @@ fn parse_job(
     };
     let release = opt(cx, "release", keyword::release);
     let secrets = opt(cx, "secrets", keyword::secrets);
+    let run = m.get("run").and_then(|n| keyword::run_steps(n, &p("run"), cx));
     if let Some(n) = m.get("run") {
-        let _ = keyword::run_steps(n, &p("run"), cx);
         if m.contains_key("before_script") || m.contains_key("after_script") {
             cx.config(
                 &path,
@@ -1219,6 +1220,7 @@ fn parse_job(
         secrets,
         id_tokens,
         manual_confirmation,
+        run,
     })
 }
 
@@ -1864,6 +1866,7 @@ fn seed(
         secrets: def.secrets.clone(),
         id_tokens: def.id_tokens.clone(),
         manual_confirmation: def.manual_confirmation.clone(),
+        run: def.run.clone(),
         node_index: inst.node_index,
         node_total: inst.node_total,
         group_name: def.name.clone(),

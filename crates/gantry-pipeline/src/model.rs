@@ -268,6 +268,10 @@ pub struct Job {
     pub secrets: Option<serde_json::Value>,
     pub id_tokens: Option<serde_json::Value>,
     pub manual_confirmation: Option<String>,
+    /// `run:` (GitLab Functions): the validated step list, run by the runner's step
+    /// runner instead of `before_script`/`script`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run: Option<serde_json::Value>,
     /// `parallel` instance (1-based) and total, when the job came from `parallel`.
     pub node_index: Option<u32>,
     pub node_total: Option<u32>,

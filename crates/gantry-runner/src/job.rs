@@ -71,6 +71,7 @@ mod dependencies;
 mod dirs;
 mod ending;
 mod event;
+mod functions;
 mod go_duration;
 mod lifecycle;
 mod post;

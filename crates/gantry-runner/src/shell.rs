@@ -251,6 +251,9 @@ pub struct Stage<'a> {
     pub timeout: Duration,
     /// `CI_JOB_STATUS` for this stage.
     pub job_status: CiJobStatus,
+    /// Print each command (`$ make test`) before running it, as job scripts do; off for
+    /// the programs of `run:` steps, which the step runner announces itself.
+    pub echo: bool,
 }
 
 /// A shell found on this machine.
@@ -462,6 +465,7 @@ pub(crate) fn stage_script(shell: ShellKind, stage: &Stage<'_>, trace: &Trace) -
         stage.job_status.as_str(),
         stage.work_dir,
         stage.commands,
+        stage.echo,
     )
 }
 

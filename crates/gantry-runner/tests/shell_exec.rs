@@ -79,6 +79,7 @@ async fn run_with(
         work_dir: &build_dir,
         timeout: Duration::from_secs(30),
         job_status: status,
+        echo: true,
     };
     job.executor(shell).run(&stage, trace, never()).await
 }
@@ -423,6 +424,7 @@ async fn timeout_kills_the_whole_process_group() {
         work_dir: &build_dir,
         timeout: Duration::from_millis(1500),
         job_status: CiJobStatus::Running,
+        echo: true,
     };
     let started = Instant::now();
     let outcome = job
@@ -470,6 +472,7 @@ async fn cancel_kills_the_whole_process_group() {
         work_dir: &build_dir,
         timeout: Duration::from_secs(60),
         job_status: CiJobStatus::Running,
+        echo: true,
     };
     let (cancel_tx, cancel_rx) = tokio::sync::oneshot::channel::<CancelReason>();
     let cancel = async move { cancel_rx.await.unwrap_or(CancelReason::JobCanceled) };
@@ -517,6 +520,7 @@ async fn background_jobs_do_not_outlive_a_successful_stage() {
         work_dir: &build_dir,
         timeout: Duration::from_secs(60),
         job_status: CiJobStatus::Running,
+        echo: true,
     };
     let started = Instant::now();
     let outcome = job
@@ -545,6 +549,7 @@ async fn a_missing_work_dir_is_a_system_failure() {
         work_dir: &missing,
         timeout: Duration::from_secs(5),
         job_status: CiJobStatus::Running,
+        echo: true,
     };
     let outcome = job
         .executor(ShellKind::Bash)

@@ -70,7 +70,7 @@ fn generated_script_exports_every_value_exactly() {
         .collect();
     for kind in [ShellKind::Bash, ShellKind::Sh] {
         let (shell, _) = detect_shell(kind).unwrap();
-        let script = generate_script(kind, &variables, "running", dir.path(), &printers);
+        let script = generate_script(kind, &variables, "running", dir.path(), &printers, true);
         let output = Command::new(&shell.path)
             .arg("-c")
             .arg(&script)

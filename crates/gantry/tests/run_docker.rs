@@ -237,3 +237,53 @@ slow:
     let left = leftovers(&r);
     assert!(left.is_empty(), "containers left behind: {left:?}");
 }
+
+/// `run:` steps in the job's container: the step file is read by the runner, its
+/// program runs in the image (busybox's `sh`, `/.dockerenv`), `${{ func_dir }}` and
+/// `${{ output_file }}` are the paths the container sees, and an output written in the
+/// container reaches the next step.
+#[test]
+fn run_steps_execute_in_the_jobs_container() {
+    require_docker();
+    let (dir, cache) = checkout(
+        "steps:
+  image: gantry-test/busybox:latest
+  run:
+    - name: probe
+      func: ./steps/probe
+    - name: show
+      script: echo \"probe said ${{ steps.probe.outputs.where }}\"
+",
+    );
+    let step = dir.path().join("steps/probe");
+    std::fs::create_dir_all(&step).unwrap();
+    std::fs::write(
+        step.join("func.yml"),
+        "spec:
+  outputs:
+    where: {type: string}
+---
+exec:
+  command: [sh, \"${{ func_dir }}/probe.sh\", \"${{ output_file }}\"]
+",
+    )
+    .unwrap();
+    std::fs::write(
+        step.join("probe.sh"),
+        "test -f /.dockerenv\necho \"probe runs in $(pwd) from $(dirname \"$0\")\"\necho '{\"name\":\"where\",\"value\":\"container\"}' > \"$1\"\n",
+    )
+    .unwrap();
+    git(dir.path(), &["add", "-A"]);
+    git(dir.path(), &["commit", "-qm", "steps"]);
+    let r = run_in(dir.path(), cache.path(), &["--executor", "docker"]);
+    assert_eq!(r.code, 0, "{}", r.explain());
+    assert!(
+        r.stdout.lines().any(|l| l.contains("probe runs in /builds/")
+            && l.contains("from /builds/")
+            && l.ends_with("/steps/probe")),
+        "{}",
+        r.explain()
+    );
+    assert!(r.logged("steps", "probe said container"), "{}", r.explain());
+    assert!(leftovers(&r).is_empty(), "{:?}", leftovers(&r));
+}

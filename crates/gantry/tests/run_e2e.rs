@@ -1066,3 +1066,78 @@ lint:
     );
     assert_eq!(tests["suite_errors"][0]["suite"], "lint");
 }
+
+/// `run:` (GitLab Functions): a local step with typed inputs, outputs and an export, a
+/// script step reading them, the job's variables in `${{ vars.X }}`; the step results
+/// in `step-results.json` with `CI_STEPS_DEBUG`, uploaded as an artifact; a failing
+/// step's exit code decides `allow_failure:exit_codes`.
+#[test]
+fn run_steps_pass_outputs_and_exports_and_fail_with_their_exit_code() {
+    let c = Checkout::new(
+        "steps:
+  variables: {CI_STEPS_DEBUG: \"true\", GREETING: hello}
+  run:
+    - name: bump
+      func: ./tools/semver
+      inputs: {current: \"1.4.0\"}
+    - name: show
+      script: echo \"next=${{ steps.bump.outputs.next }} VERSION=$VERSION greeting=${{ vars.GREETING }} in $PWD\"
+  artifacts: {paths: [step-results.json]}
+failing:
+  allow_failure: {exit_codes: [4]}
+  run:
+    - name: first
+      script: exit 4
+    - name: second
+      script: echo never printed
+",
+    );
+    c.write(
+        "tools/semver/func.yml",
+        "spec:
+  inputs:
+    current: {type: string}
+  outputs:
+    next: {type: string}
+---
+exec:
+  command: [\"${{ func_dir }}/bump.sh\", \"${{ inputs.current }}\", \"${{ output_file }}\", \"${{ export_file }}\"]
+",
+    );
+    c.write(
+        "tools/semver/bump.sh",
+        "#!/bin/sh\nset -e\nnext=\"${1%.*}.$(( ${1##*.} + 1 ))\"\necho \"bumped $1\"\necho \"{\\\"name\\\":\\\"next\\\",\\\"value\\\":\\\"$next\\\"}\" >> \"$2\"\necho \"{\\\"name\\\":\\\"VERSION\\\",\\\"value\\\":\\\"$next\\\"}\" >> \"$3\"\n",
+    );
+    c.make_executable("tools/semver/bump.sh");
+    c.commit();
+    let artifacts = c.home.path().join("artifacts");
+    let r = c.run(&["--artifacts-dir", artifacts.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.explain());
+    assert_eq!(r.job("steps"), "success", "{}", r.explain());
+    assert!(r.logged("steps", "Running step name=bump"), "{}", r.explain());
+    assert!(r.logged("steps", "bumped 1.4.0"), "{}", r.explain());
+    assert!(
+        r.log("steps")
+            .iter()
+            .any(|l| l.starts_with("next=1.4.1 VERSION=1.4.1 greeting=hello in /")),
+        "{}",
+        r.explain()
+    );
+    let results = std::fs::read_to_string(artifacts.join("steps/step-results.json"))
+        .unwrap_or_else(|e| panic!("{e}: {}", r.explain()));
+    let results: Value = serde_json::from_str(&results).unwrap();
+    assert_eq!(results["status"], "success");
+    assert_eq!(results["subStepResults"][0]["outputs"]["next"], "1.4.1");
+    assert_eq!(results["subStepResults"][0]["exports"]["VERSION"], "1.4.1");
+    assert_eq!(results["subStepResults"][1]["execResult"]["exitCode"], 0);
+
+    assert_eq!(r.job("failing"), "failed", "{}", r.explain());
+    assert!(r.logged("failing", "step first failed: exit status 4"), "{}", r.explain());
+    assert!(!r.logged("failing", "never printed"), "{}", r.explain());
+    assert!(
+        r.logged("failing", "ERROR: Job failed: exit code 4"),
+        "{}",
+        r.explain()
+    );
+    assert_eq!(r.status(), "success", "exit code 4 is allowed to fail");
+}

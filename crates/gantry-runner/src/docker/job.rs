@@ -31,7 +31,7 @@ use super::services::{
     ServicePlan, ServiceTarget, StartedService, exposed_tcp_ports, start_service, wait_for_services,
 };
 use crate::config::DockerConfig;
-use crate::shell::{CancelReason, Stage, StageOutcome, format_duration, generate_script, quote};
+use crate::shell::{CancelReason, Stage, StageOutcome, format_duration, quote, stage_script};
 use crate::trace::Trace;
 
 /// Run by `sh -c` as the container's command: the first bash found, else sh, reading
@@ -351,16 +351,7 @@ impl DockerExecutor {
                 error: DockerError::NotPrepared.into(),
             };
         };
-        for warning in stage.variables.warnings() {
-            trace.warning(warning);
-        }
-        let script = generate_script(
-            crate::config::ShellKind::Sh,
-            stage.variables,
-            stage.job_status.as_str(),
-            stage.work_dir,
-            stage.commands,
-        );
+        let script = stage_script(crate::config::ShellKind::Sh, stage, trace);
         // `: |` gives the script's commands an empty standard input, so a command that
         // reads it cannot eat the rest of the script (gitlab-runner does the same).
         let input = format!(": | eval {}\n", quote(&script));

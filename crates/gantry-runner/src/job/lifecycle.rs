@@ -320,7 +320,7 @@ impl<'a> Lifecycle<'a> {
 
     /// Completes when the job is canceled or the runner stops (graceful stops of the
     /// running stage).
-    fn cancel(&self) -> impl Future<Output = CancelReason> + 'static {
+    pub(super) fn cancel(&self) -> impl Future<Output = CancelReason> + 'static {
         let stop = self.stop().clone();
         async move {
             match stop.reached(StopRequest::Cancel).await {
@@ -475,7 +475,7 @@ impl<'a> Lifecycle<'a> {
         }
     }
 
-    fn executor(&self) -> Result<(&Executor, &PreparedVariables), JobEnding> {
+    pub(super) fn executor(&self) -> Result<(&Executor, &PreparedVariables), JobEnding> {
         match (&self.executor, &self.prepared) {
             (Some(executor), Some(prepared)) => Ok((executor, prepared)),
             _ => Err(JobEnding::SystemFailure {
@@ -521,6 +521,7 @@ impl<'a> Lifecycle<'a> {
             work_dir,
             timeout: self.deadline.saturating_duration_since(Instant::now()),
             job_status: CiJobStatus::Running,
+            echo: true,
         };
         let outcome = executor
             .run(&stage, self.trace, std::future::pending::<CancelReason>())
@@ -528,7 +529,7 @@ impl<'a> Lifecycle<'a> {
         self.stage_result("get_sources", outcome, self.timeout)
     }
 
-    fn stage_result(
+    pub(super) fn stage_result(
         &self,
         stage: &'static str,
         outcome: StageOutcome,
@@ -726,7 +727,7 @@ impl<'a> Lifecycle<'a> {
     }
 
     /// `RUNNER_SCRIPT_TIMEOUT`, when set and valid.
-    fn script_timeout(&self) -> Option<Duration> {
+    pub(super) fn script_timeout(&self) -> Option<Duration> {
         let value = get(&self.variables, "RUNNER_SCRIPT_TIMEOUT")?;
         match parse_go_duration(value) {
             Some(timeout) if !timeout.is_zero() => Some(timeout),
@@ -748,11 +749,14 @@ impl<'a> Lifecycle<'a> {
             .filter(|step| step.name != StepName::AfterScript)
             .cloned()
             .collect();
-        if steps.is_empty() && self.job.run.is_some() {
-            return JobEnding::Unsupported {
-                message: "the job uses `run:` (CI Steps), which gantry-runner does not execute yet"
-                    .to_owned(),
-            };
+        match self.job.run_steps() {
+            Ok(Some(run)) => return self.run_functions(&run).await,
+            Ok(None) => {}
+            Err(error) => {
+                return JobEnding::ConfigurationError {
+                    message: error.to_string(),
+                };
+            }
         }
         let script_timeout = self.script_timeout();
         let mut ending = JobEnding::Success;
@@ -810,6 +814,7 @@ impl<'a> Lifecycle<'a> {
                 work_dir: &self.dirs.seen.project_dir,
                 timeout,
                 job_status: CiJobStatus::Running,
+                echo: true,
             };
             let outcome = executor.run(&stage, self.trace, self.cancel()).await;
             if let Err(step_ending) = self.stage_result(name, outcome, limit) {
@@ -865,6 +870,7 @@ impl<'a> Lifecycle<'a> {
             work_dir: &self.dirs.seen.project_dir,
             timeout: self.after_script_timeout(),
             job_status: ending.ci_job_status(),
+            echo: true,
         };
         let stop = self.stop().clone();
         let cancel = async move {

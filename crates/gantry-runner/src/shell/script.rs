@@ -26,13 +26,14 @@ use crate::config::ShellKind;
 use crate::trace::{ANSI_BOLD_GREEN, ANSI_RESET};
 
 /// Writes the script for `commands`, exporting `variables` (and `CI_JOB_STATUS` =
-/// `job_status`), run from `work_dir`.
+/// `job_status`), run from `work_dir`; each command printed first when `echo`.
 pub fn generate_script(
     shell: ShellKind,
     variables: &PreparedVariables,
     job_status: &str,
     work_dir: &Path,
     commands: &[String],
+    echo: bool,
 ) -> String {
     let mut script = String::new();
     script.push_str(match shell {
@@ -61,7 +62,8 @@ pub fn generate_script(
     script.push_str(&format!("cd {}\n\n", quote(&work_dir.to_string_lossy())));
     for command in commands {
         let command = command.trim();
-        if command.is_empty() {
+        if !echo {
+        } else if command.is_empty() {
             script.push_str("echo\n");
         } else {
             let echoed = match command.split_once('\n') {
@@ -98,6 +100,7 @@ mod tests {
                 "".to_owned(),
                 "if true; then\n  echo x\nfi".to_owned(),
             ],
+            true,
         );
         assert_eq!(
             script,
@@ -116,6 +119,7 @@ mod tests {
             "running",
             Path::new("/builds/p"),
             &[],
+            true,
         );
         assert!(sh.starts_with(
             "#!/bin/sh\n\ntrap exit 1 TERM\n\n(set -o pipefail) 2>/dev/null && set -o pipefail\n"

@@ -655,15 +655,19 @@ impl Coordinator {
         let variables = vars.expand();
 
         // Steps and hooks.
-        let mut script = m.before_script.clone();
-        script.extend(m.script.iter().cloned());
-        let mut steps = vec![Step {
-            name: StepName::Script,
-            script,
-            timeout,
-            when: gantry_protocol::When::OnSuccess,
-            allow_failure: false,
-        }];
+        // A `run:` job has no script step: the runner runs its steps instead.
+        let mut steps = Vec::new();
+        if m.run.is_none() {
+            let mut script = m.before_script.clone();
+            script.extend(m.script.iter().cloned());
+            steps.push(Step {
+                name: StepName::Script,
+                script,
+                timeout,
+                when: gantry_protocol::When::OnSuccess,
+                allow_failure: false,
+            });
+        }
         if !m.after_script.is_empty() {
             steps.push(Step {
                 name: StepName::AfterScript,
@@ -808,7 +812,7 @@ impl Coordinator {
                 tracing: None,
             },
             dependencies,
-            run: None,
+            run: m.run.as_ref().map(|run| run.to_string()),
             secrets: None,
             policy_options: None,
             inputs: None,

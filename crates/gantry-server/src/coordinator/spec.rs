@@ -288,6 +288,9 @@ pub(crate) struct JobModel {
     pub environment: Option<EnvironmentModel>,
     pub resource_group: Option<String>,
     pub trigger: Option<serde_json::Value>,
+    /// `run:` steps (older rows have none).
+    #[serde(default)]
+    pub run: Option<serde_json::Value>,
     pub node_index: Option<u32>,
     pub node_total: Option<u32>,
     pub group_name: String,
