@@ -12,6 +12,7 @@ mod project;
 mod run;
 mod runner;
 mod server;
+mod step;
 mod variable;
 mod variables_file;
 
@@ -65,6 +66,9 @@ enum Command {
     /// The runner agent: register, run jobs, verify, list, unregister.
     #[command(subcommand)]
     Runner(runner::RunnerCommand),
+    /// Run a step (GitLab Functions) on this machine, as a `run:` job would.
+    #[command(subcommand)]
+    Step(step::StepCommand),
     /// Measure Gantry: `bench dispatch` times job pick-up and assignment.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -87,6 +91,7 @@ fn main() -> ExitCode {
         Command::Pipeline(command) => client::exit_code(pipeline::run(&command)),
         Command::Variable(command) => client::exit_code(variable::run(&command)),
         Command::Runner(command) => runner::run(&command),
+        Command::Step(command) => step::run(&command),
         Command::Bench(command) => bench::run(&command),
     };
     ExitCode::from(code)
