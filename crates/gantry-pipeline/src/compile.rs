@@ -1119,7 +1119,9 @@ fn parse_job(
     };
     let release = opt(cx, "release", keyword::release);
     let secrets = opt(cx, "secrets", keyword::secrets);
-    let run = m.get("run").and_then(|n| keyword::run_steps(n, &p("run"), cx));
+    let run = m
+        .get("run")
+        .and_then(|n| keyword::run_steps(n, &p("run"), cx));
     if let Some(n) = m.get("run") {
         if m.contains_key("before_script") || m.contains_key("after_script") {
             cx.config(

@@ -97,7 +97,9 @@ impl fmt::Debug for TraceOptions {
 
 struct Shared {
     buffer: Mutex<TraceBuffer>,
-    masks: Arc<MaskSet>,
+    /// Replaced, never changed, when values are added ([`Trace::mask_values`]): writers
+    /// made before keep the set they started with.
+    masks: std::sync::RwLock<Arc<MaskSet>>,
     options: TraceOptions,
     /// Mirrors `buffer.limit_exceeded()` so writers can skip work without locking.
     limit_hit: AtomicBool,
@@ -134,12 +136,40 @@ impl Trace {
         Self {
             shared: Arc::new(Shared {
                 buffer: Mutex::new(buffer),
-                masks: Arc::new(masks),
+                masks: std::sync::RwLock::new(Arc::new(masks)),
                 options,
                 limit_hit: AtomicBool::new(false),
                 full_patch: tokio::sync::Notify::new(),
             }),
         }
+    }
+
+    fn masks(&self) -> Arc<MaskSet> {
+        match self.shared.masks.read() {
+            Ok(masks) => Arc::clone(&masks),
+            Err(poisoned) => Arc::clone(&poisoned.into_inner()),
+        }
+    }
+
+    /// Masks `values` too from now on (what is written later: writers made from now,
+    /// runner messages). A `run:` step's sensitive inputs and outputs come this way.
+    pub fn mask_values<I, V>(&self, values: I) -> Result<(), MaskError>
+    where
+        I: IntoIterator<Item = V>,
+        V: AsRef<[u8]>,
+    {
+        let extended = Arc::new(self.masks().with_values(values)?);
+        match self.shared.masks.write() {
+            Ok(mut masks) => *masks = extended,
+            Err(poisoned) => *poisoned.into_inner() = extended,
+        }
+        Ok(())
+    }
+
+    /// `bytes` with everything the log hides hidden (for files that leave the job, such
+    /// as `step-results.json`).
+    pub fn mask(&self, bytes: &[u8]) -> Vec<u8> {
+        self.masks().mask_all(bytes)
     }
 
     /// A writer for one output stream of the job script (`01`).
@@ -151,7 +181,7 @@ impl Trace {
     pub fn stream_writer(&self, stream: u8, kind: StreamKind) -> TraceWriter {
         TraceWriter {
             shared: Arc::clone(&self.shared),
-            masker: Masker::new(Arc::clone(&self.shared.masks)),
+            masker: Masker::new(self.masks()),
             utf8: utf8::Utf8Sanitizer::default(),
             stamper: self
                 .shared
@@ -167,7 +197,7 @@ impl Trace {
     /// Writes a runner message (stream `00`), masked, as is: add `\n` yourself.
     /// Runner messages may use [`RUNNER_MESSAGE_RESERVE`] past the output limit.
     pub fn runner_raw(&self, text: &str) {
-        let masked = self.shared.masks.mask_all(text.as_bytes());
+        let masked = self.masks().mask_all(text.as_bytes());
         let mut bytes = masked;
         if self.shared.options.timestamps {
             let mut stamper = stamp::LineStamper::new(STREAM_RUNNER, StreamKind::Stdout);

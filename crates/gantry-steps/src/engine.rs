@@ -78,6 +78,30 @@ pub trait Launcher: Sync {
     fn launch(&self, launch: Launch<'_>) -> impl Future<Output = Launched<Self::Stop>> + Send;
     /// A line for the job's log.
     fn log(&self, line: &str);
+    /// Hides `value` in everything logged from now on: a `sensitive` input or output
+    /// (values shorter than [`MIN_MASKED_LEN`] are not given, they would hide too much).
+    fn mask(&self, value: &str) {
+        let _ = value;
+    }
+}
+
+/// Shortest sensitive value masked.
+pub const MIN_MASKED_LEN: usize = 4;
+
+/// Masks the text inside `value` (strings of arrays and structs too).
+fn mask_value<L: Launcher>(launcher: &L, value: &Value) {
+    match value {
+        Value::String(s) if s.len() >= MIN_MASKED_LEN => launcher.mask(s),
+        Value::Array(items) => items.iter().for_each(|v| mask_value(launcher, v)),
+        Value::Object(o) => o.values().for_each(|v| mask_value(launcher, v)),
+        Value::Number(_) | Value::Bool(_) => {
+            let text = text(value);
+            if text.len() >= MIN_MASKED_LEN {
+                launcher.mask(&text);
+            }
+        }
+        _ => {}
+    }
 }
 
 /// What the engine knows of the job.
@@ -413,6 +437,7 @@ impl<'a, L: Launcher> Engine<'a, L> {
                             }
                             (Outputs::Delegate(_), None) => Map::new(),
                         };
+                        mask_outputs(self.launcher, &loaded.spec.outputs, &result.outputs);
                         Ok(())
                     }
                 }
@@ -455,6 +480,9 @@ impl<'a, L: Launcher> Engine<'a, L> {
                     param.ty.name(),
                     short(&value)
                 )));
+            }
+            if param.sensitive {
+                mask_value(self.launcher, &value);
             }
             out.insert(name.clone(), value);
         }
@@ -511,6 +539,7 @@ impl<'a, L: Launcher> Engine<'a, L> {
                 typed_outputs(declared, values)?
             }
         };
+        mask_outputs(self.launcher, outputs, &result.outputs);
         for (line, name, value) in read_lines(export_file)? {
             let value = match value {
                 Value::String(s) => s,
@@ -647,6 +676,17 @@ fn typed_outputs(
         out.insert(name.clone(), value);
     }
     Ok(out)
+}
+
+/// Masks the sensitive ones of `declared` in `outputs`.
+fn mask_outputs<L: Launcher>(launcher: &L, outputs: &Outputs, values: &Map<String, Value>) {
+    if let Outputs::Declared(declared) = outputs {
+        for (name, _) in declared.iter().filter(|(_, p)| p.sensitive) {
+            if let Some(v) = values.get(name) {
+                mask_value(launcher, v);
+            }
+        }
+    }
 }
 
 fn read_limited(path: &Path) -> Result<String, Failure> {

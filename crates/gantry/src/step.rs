@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
-use gantry_steps::{Engine, JobContext, LocalLauncher, Loader, PathMap, Status};
+use gantry_steps::{Engine, JobContext, Loader, LocalLauncher, PathMap, Status};
 use indexmap::IndexMap;
 use serde_json::{Map, Value};
 
@@ -65,7 +65,12 @@ fn run_step(args: &StepRunArgs) -> u8 {
     item.insert("inputs".to_owned(), Value::Object(inputs));
     item.insert(
         "env".to_owned(),
-        Value::Object(args.env.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect()),
+        Value::Object(
+            args.env
+                .iter()
+                .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+                .collect(),
+        ),
     );
     let steps = match gantry_steps::parse_run_list(&Value::Array(vec![Value::Object(item)]), "") {
         Ok(steps) => steps,
@@ -79,14 +84,21 @@ fn run_step(args: &StepRunArgs) -> u8 {
     // The environment as `step-runner run` passes it: this process's, without CI_,
     // GITLAB_, FF_ and DOCKER_ENV_ names (those reach steps as --var).
     let env: IndexMap<String, String> = std::env::vars()
-        .filter(|(k, _)| !["CI_", "GITLAB_", "FF_", "DOCKER_ENV_"].iter().any(|p| k.starts_with(p)))
+        .filter(|(k, _)| {
+            !["CI_", "GITLAB_", "FF_", "DOCKER_ENV_"]
+                .iter()
+                .any(|p| k.starts_with(p))
+        })
         .collect();
     let scratch = match tempfile::Builder::new().prefix("gantry-step-").tempdir() {
         Ok(dir) => dir,
         Err(e) => return usage(&format!("create a temporary directory: {e}")),
     };
     let launcher = LocalLauncher::new(true);
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => return usage(&format!("start the runtime: {e}")),
     };
@@ -99,7 +111,11 @@ fn run_step(args: &StepRunArgs) -> u8 {
             },
             JobContext {
                 work_dir: cwd.clone(),
-                vars: args.vars.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect(),
+                vars: args
+                    .vars
+                    .iter()
+                    .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+                    .collect(),
                 env,
                 files_dir: scratch.path().join("files"),
             },
@@ -115,7 +131,11 @@ fn run_step(args: &StepRunArgs) -> u8 {
             return exit::FAILED;
         }
     }
-    let outputs = result.sub_step_results.first().map(|r| r.outputs.clone()).unwrap_or_default();
+    let outputs = result
+        .sub_step_results
+        .first()
+        .map(|r| r.outputs.clone())
+        .unwrap_or_default();
     match result.status {
         Status::Success => {
             for (k, v) in &outputs {
@@ -157,7 +177,10 @@ fn step_name(reference: &str) -> String {
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
         .collect();
-    if name.is_empty() || name.starts_with(|c: char| c.is_ascii_digit()) || name.chars().all(|c| c == '_') {
+    if name.is_empty()
+        || name.starts_with(|c: char| c.is_ascii_digit())
+        || name.chars().all(|c| c == '_')
+    {
         name.insert_str(0, "step_");
     }
     name

@@ -278,9 +278,11 @@ exec:
     let r = run_in(dir.path(), cache.path(), &["--executor", "docker"]);
     assert_eq!(r.code, 0, "{}", r.explain());
     assert!(
-        r.stdout.lines().any(|l| l.contains("probe runs in /builds/")
-            && l.contains("from /builds/")
-            && l.ends_with("/steps/probe")),
+        r.stdout
+            .lines()
+            .any(|l| l.contains("probe runs in /builds/")
+                && l.contains("from /builds/")
+                && l.ends_with("/steps/probe")),
         "{}",
         r.explain()
     );

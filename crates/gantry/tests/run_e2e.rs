@@ -1082,6 +1082,9 @@ fn run_steps_pass_outputs_and_exports_and_fail_with_their_exit_code() {
       inputs: {current: \"1.4.0\"}
     - name: show
       script: echo \"next=${{ steps.bump.outputs.next }} VERSION=$VERSION greeting=${{ vars.GREETING }} in $PWD\"
+    - name: login
+      func: ./tools/login
+      inputs: {token: s3cr3t-value}
   artifacts: {paths: [step-results.json]}
 failing:
   allow_failure: {exit_codes: [4]}
@@ -1109,12 +1112,20 @@ exec:
         "#!/bin/sh\nset -e\nnext=\"${1%.*}.$(( ${1##*.} + 1 ))\"\necho \"bumped $1\"\necho \"{\\\"name\\\":\\\"next\\\",\\\"value\\\":\\\"$next\\\"}\" >> \"$2\"\necho \"{\\\"name\\\":\\\"VERSION\\\",\\\"value\\\":\\\"$next\\\"}\" >> \"$3\"\n",
     );
     c.make_executable("tools/semver/bump.sh");
+    c.write(
+        "tools/login/func.yml",
+        "spec:\n  inputs:\n    token: {type: string, sensitive: true}\n---\nexec:\n  command: [sh, -c, 'echo \"logging in with $0\"', '${{ inputs.token }}']\n",
+    );
     c.commit();
     let artifacts = c.home.path().join("artifacts");
     let r = c.run(&["--artifacts-dir", artifacts.to_str().unwrap()]);
     assert_eq!(r.code, 0, "{}", r.explain());
     assert_eq!(r.job("steps"), "success", "{}", r.explain());
-    assert!(r.logged("steps", "Running step name=bump"), "{}", r.explain());
+    assert!(
+        r.logged("steps", "Running step name=bump"),
+        "{}",
+        r.explain()
+    );
     assert!(r.logged("steps", "bumped 1.4.0"), "{}", r.explain());
     assert!(
         r.log("steps")
@@ -1123,6 +1134,12 @@ exec:
         "{}",
         r.explain()
     );
+    assert!(
+        r.logged("steps", "logging in with [MASKED]"),
+        "a sensitive input is masked: {}",
+        r.explain()
+    );
+    assert!(!r.stdout.contains("s3cr3t-value"), "{}", r.explain());
     let results = std::fs::read_to_string(artifacts.join("steps/step-results.json"))
         .unwrap_or_else(|e| panic!("{e}: {}", r.explain()));
     let results: Value = serde_json::from_str(&results).unwrap();
@@ -1130,9 +1147,17 @@ exec:
     assert_eq!(results["subStepResults"][0]["outputs"]["next"], "1.4.1");
     assert_eq!(results["subStepResults"][0]["exports"]["VERSION"], "1.4.1");
     assert_eq!(results["subStepResults"][1]["execResult"]["exitCode"], 0);
+    assert_eq!(
+        results["subStepResults"][2]["step"]["inputs"]["token"], "[MASKED]",
+        "the results file is masked as the log is"
+    );
 
     assert_eq!(r.job("failing"), "failed", "{}", r.explain());
-    assert!(r.logged("failing", "step first failed: exit status 4"), "{}", r.explain());
+    assert!(
+        r.logged("failing", "step first failed: exit status 4"),
+        "{}",
+        r.explain()
+    );
     assert!(!r.logged("failing", "never printed"), "{}", r.explain());
     assert!(
         r.logged("failing", "ERROR: Job failed: exit code 4"),

@@ -49,17 +49,33 @@ exec:
   command: [sh, -c, 'echo \"$0 in $PWD\"; echo \"{\\\"name\\\":\\\"total\\\",\\\"value\\\":$1}\" > \"$2\"', '${{ inputs.label }}', '${{ inputs.a + inputs.b }}', '${{ output_file }}']
 ",
     );
-    let (code, text) = step(dir, &["./tools/add", "--input", "a=2", "--input", "label=\"the sum\"", "--results", "r.json"]);
+    let (code, text) = step(
+        dir,
+        &[
+            "./tools/add",
+            "--input",
+            "a=2",
+            "--input",
+            "label=\"the sum\"",
+            "--results",
+            "r.json",
+        ],
+    );
     assert_eq!(code, 0, "{text}");
     insta::assert_snapshot!("step_run_success", text);
-    let results: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("r.json")).unwrap()).unwrap();
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("r.json")).unwrap()).unwrap();
     assert_eq!(results["subStepResults"][0]["outputs"]["total"], 12.0);
 
     let (code, text) = step(dir, &["./tools/add", "--input", "a=x"]);
     assert_eq!(code, 1, "{text}");
     insta::assert_snapshot!("step_run_bad_input", text);
 
-    write(dir, "broken/func.yml", "spec:\n---\nexec:\n  command: [true]\n  shell: bash\n");
+    write(
+        dir,
+        "broken/func.yml",
+        "spec:\n---\nexec:\n  command: [true]\n  shell: bash\n",
+    );
     let (code, text) = step(dir, &["./broken"]);
     assert_eq!(code, 1, "{text}");
     insta::assert_snapshot!("step_run_bad_definition", text);

@@ -12,7 +12,8 @@
 //!
 //! With `CI_STEPS_DEBUG` true the step results are written to `step-results.json` in the
 //! project directory (as `step-runner ci --write-steps-results`), where `artifacts:` can
-//! pick them up.
+//! pick them up; masked variables and sensitive inputs and outputs are masked in it as in
+//! the log.
 
 use std::path::Path;
 use std::sync::Mutex;
@@ -92,6 +93,12 @@ impl Launcher for ExecutorLauncher<'_, '_> {
 
     fn log(&self, line: &str) {
         self.trace.runner_line(line);
+    }
+
+    fn mask(&self, value: &str) {
+        if let Err(error) = self.trace.mask_values([value]) {
+            self.trace.warning(&error.to_string());
+        }
     }
 }
 
@@ -182,7 +189,7 @@ fn write_results(project_dir: &Path, result: &gantry_steps::StepResult, trace: &
     let path = project_dir.join("step-results.json");
     let written = serde_json::to_vec_pretty(result)
         .map_err(std::io::Error::other)
-        .and_then(|json| std::fs::write(&path, json));
+        .and_then(|json| std::fs::write(&path, trace.mask(&json)));
     match written {
         Ok(()) => trace.runner_line("Step results written to step-results.json"),
         Err(e) => trace.warning(&format!("write {}: {e}", path.display())),

@@ -99,6 +99,8 @@ pub struct MaskSet {
     sorted: Vec<Vec<u8>>,
     first_bytes: [bool; 256],
     max_len: usize,
+    /// What it was built from, to extend it ([`MaskSet::with_values`]).
+    source: MaskSetBuilder,
 }
 
 /// Why a [`MaskSet`] could not be built.
@@ -180,6 +182,7 @@ impl MaskSetBuilder {
     /// Compiles the set. A value that is also a prefix or parameter pattern is masked
     /// as a value.
     pub fn build(mut self) -> Result<MaskSet, MaskError> {
+        let source = self.clone();
         // Values first, so a duplicate keeps the strongest treatment.
         self.patterns.sort_by_key(|(_, kind)| *kind != Kind::Value);
         let mut seen = std::collections::HashSet::new();
@@ -223,6 +226,7 @@ impl MaskSetBuilder {
             sorted,
             first_bytes,
             max_len,
+            source,
         })
     }
 }
@@ -241,7 +245,17 @@ impl MaskSet {
             sorted: Vec::new(),
             first_bytes: [false; 256],
             max_len: 0,
+            source: MaskSetBuilder::default(),
         }
+    }
+
+    /// This set and `values` too.
+    pub fn with_values<I, V>(&self, values: I) -> Result<MaskSet, MaskError>
+    where
+        I: IntoIterator<Item = V>,
+        V: AsRef<[u8]>,
+    {
+        self.source.clone().values(values).build()
     }
 
     /// Whether the set masks nothing.
