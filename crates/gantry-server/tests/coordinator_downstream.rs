@@ -500,8 +500,8 @@ async fn after_a_restart_a_running_trigger_job_creates_the_pipeline_it_had_not_s
     let child = child_of(&e, p.id).await;
     // The process died between starting the trigger job and storing its pipeline (two
     // transactions): the state the database is left in.
-    let url = format!("sqlite://{}", e.dir.path().join("gantry.db").display());
-    let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
+    let url = coordinator_support::test_database(e.dir.path()).await;
+    let pool = sqlx::AnyPool::connect(&url).await.unwrap();
     for q in [
         "DELETE FROM jobs WHERE pipeline_id = $1",
         "DELETE FROM pipelines WHERE id = $1",

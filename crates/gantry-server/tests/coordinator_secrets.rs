@@ -14,9 +14,7 @@ use gantry_server::coordinator::{Coordinator, CoordinatorConfig};
 use gantry_store::{ProjectVariable, Store};
 
 async fn raw_values(dir: &std::path::Path, project: i64) -> Vec<String> {
-    let store = Store::open(&format!("sqlite://{}", dir.join("gantry.db").display()))
-        .await
-        .unwrap();
+    let store = Store::open(&test_database(dir).await).await.unwrap();
     store
         .project_variables(project)
         .await
@@ -71,12 +69,9 @@ async fn values_are_encrypted_at_rest_and_read_back_with_the_same_key_only() {
     );
 
     // Another key cannot, and says what to do.
-    let store = Store::open(&format!(
-        "sqlite://{}",
-        e.dir.path().join("gantry.db").display()
-    ))
-    .await
-    .unwrap();
+    let store = Store::open(&test_database(e.dir.path()).await)
+        .await
+        .unwrap();
     let mut cfg = CoordinatorConfig::new(e.dir.path().join("data"), "http://127.0.0.1:8080");
     cfg.db_key = Some(DbKey::random());
     let stranger = Coordinator::open(store, cfg).await.unwrap();
@@ -130,12 +125,9 @@ async fn values_stored_before_encryption_are_encrypted_at_start() {
     let e = env("job:\n  script: [echo]\n").await;
     let project = e.project().await;
     // As an older Gantry wrote it: straight into the table, in plain text.
-    let store = Store::open(&format!(
-        "sqlite://{}",
-        e.dir.path().join("gantry.db").display()
-    ))
-    .await
-    .unwrap();
+    let store = Store::open(&test_database(e.dir.path()).await)
+        .await
+        .unwrap();
     store
         .create_project_variable(project, &ProjectVariable::new("OLD", "plain-old-value"), 0)
         .await
@@ -173,12 +165,9 @@ async fn pipeline_variables_are_encrypted_at_rest_too() {
         view.variables,
         [("DEPLOY_TOKEN".to_owned(), "pipe-s3cr3t-9".to_owned())]
     );
-    let store = Store::open(&format!(
-        "sqlite://{}",
-        e.dir.path().join("gantry.db").display()
-    ))
-    .await
-    .unwrap();
+    let store = Store::open(&test_database(e.dir.path()).await)
+        .await
+        .unwrap();
     let row = store.pipeline(view.id).await.unwrap();
     assert!(row.variables.starts_with(PREFIX), "{}", row.variables);
     assert!(!row.variables.contains("s3cr3t"), "{}", row.variables);
@@ -217,12 +206,9 @@ async fn manual_job_variables_are_encrypted_at_rest_on_every_attempt() {
         .play_job(deploy, vec![("TARGET_KEY".into(), "m4nual-s3cr3t".into())])
         .await
         .unwrap();
-    let store = Store::open(&format!(
-        "sqlite://{}",
-        e.dir.path().join("gantry.db").display()
-    ))
-    .await
-    .unwrap();
+    let store = Store::open(&test_database(e.dir.path()).await)
+        .await
+        .unwrap();
     let row = store.job(deploy).await.unwrap();
     let stored = row.manual_variables.clone().unwrap();
     assert!(

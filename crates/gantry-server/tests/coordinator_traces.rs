@@ -11,7 +11,6 @@ mod coordinator_support;
 use coordinator_support::*;
 use gantry_protocol::JobState;
 use gantry_server::coordinator::CoordinatorError;
-use sqlx::Executor as _;
 
 fn log_file(e: &Env, job_id: i64) -> std::path::PathBuf {
     e.dir.path().join(format!("data/traces/{job_id}.log"))
@@ -68,18 +67,21 @@ async fn a_log_kept_in_the_database_is_read_there_and_moved_by_the_next_append()
 
     // What migration 0004 finds in a database written before it: the bytes in
     // `trace_chunks`, the job flagged, no file.
-    let url = format!("sqlite://{}", e.dir.path().join("gantry.db").display());
+    let url = test_database(e.dir.path()).await;
+    sqlx::any::install_default_drivers();
     let pool = sqlx::AnyPool::connect(&url).await.unwrap();
-    pool.execute(
-        format!(
-            "INSERT INTO trace_chunks (job_id, seq, data) VALUES ({id}, 0, X'6f6c6420'), ({id}, 1, X'6c6f670a');
-             UPDATE jobs SET trace_size = 8, trace_in_db = 1 WHERE id = {id};",
-            id = job.id
-        )
-        .as_str(),
-    )
-    .await
-    .unwrap();
+    sqlx::query("INSERT INTO trace_chunks (job_id, seq, data) VALUES ($1, 0, $2), ($1, 1, $3)")
+        .bind(job.id)
+        .bind(b"old ".to_vec())
+        .bind(b"log\n".to_vec())
+        .execute(&pool)
+        .await
+        .unwrap();
+    sqlx::query("UPDATE jobs SET trace_size = 8, trace_in_db = 1 WHERE id = $1")
+        .bind(job.id)
+        .execute(&pool)
+        .await
+        .unwrap();
     assert_eq!(e.coord.trace(job.id).await.unwrap(), b"old log\n");
     assert!(!log_file(&e, job.id).exists());
 

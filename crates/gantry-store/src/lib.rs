@@ -2,8 +2,9 @@
 //!
 //! One [`Store`] over sqlx's `Any` driver: the backend is chosen once, from the URL, in
 //! [`Backend::from_url`]; every query in this crate is portable SQL (positional `$N`
-//! parameters in increasing order, no dialect functions), so PostgreSQL is a second
-//! migration folder, not a second implementation. Only SQLite is enabled today.
+//! parameters in increasing order, no dialect functions, integers as `BIGINT`), so
+//! PostgreSQL is a second migration folder (`migrations/postgres`, the same versions as
+//! `migrations/sqlite`), not a second implementation. The store's tests run against both.
 //!
 //! The store persists decisions; it never makes scheduling decisions. Multi-row changes
 //! happen in one transaction, and pipeline-wide changes are guarded by an optimistic
@@ -11,6 +12,7 @@
 
 mod error;
 mod rows;
+pub mod testing;
 mod traces;
 
 use std::collections::{HashMap, HashSet};
@@ -30,6 +32,7 @@ pub type Result<T> = std::result::Result<T, StoreError>;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Backend {
     Sqlite,
+    Postgres,
 }
 
 impl Backend {
@@ -37,15 +40,33 @@ impl Backend {
     pub fn from_url(url: &str) -> Result<Self> {
         if url.starts_with("sqlite:") {
             Ok(Backend::Sqlite)
+        } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            Ok(Backend::Postgres)
         } else {
             Err(StoreError::Unsupported(format!(
-                "database URL `{url}`: only sqlite: URLs are supported (PostgreSQL is planned)"
+                "database URL `{}`: expected sqlite:///path/to/gantry.db or postgres://user:password@host/database",
+                redact_url(url)
             )))
         }
     }
 }
 
 static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
+static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
+
+/// `url` without its password, for messages.
+pub fn redact_url(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let credentials = &url[scheme + 3..at];
+            match credentials.split_once(':') {
+                Some((user, _)) => format!("{}{user}:***{}", &url[..scheme + 3], &url[at..]),
+                None => url.to_owned(),
+            }
+        }
+        _ => url.to_owned(),
+    }
+}
 
 /// Connections to one database. Reads go to a pool; every write goes through one writer
 /// connection, so this process's writes queue in memory instead of sleep-polling SQLite's
@@ -66,7 +87,7 @@ fn b(v: bool) -> i64 {
 
 impl Store {
     /// Open (creating it if needed) and migrate the database at `url`
-    /// (`sqlite:///abs/path.db` or `sqlite://relative.db`).
+    /// (`sqlite:///abs/path.db`, `sqlite://relative.db` or `postgres://user:password@host/db`).
     pub async fn open(url: &str) -> Result<Self> {
         Self::open_with_readers(url, 8).await
     }
@@ -79,10 +100,10 @@ impl Store {
         let backend = Backend::from_url(url)?;
         let url = match backend {
             Backend::Sqlite if !url.contains('?') => format!("{url}?mode=rwc"),
-            Backend::Sqlite => url.to_owned(),
+            Backend::Sqlite | Backend::Postgres => url.to_owned(),
         };
         let opts = AnyConnectOptions::from_str(&url).map_err(|e| StoreError::Open {
-            url: url.clone(),
+            url: redact_url(&url),
             source: e,
         })?;
         let connect = |max: u32| {
@@ -122,12 +143,27 @@ impl Store {
                 .connect_with(opts.clone())
         };
         let open_error = |e| StoreError::Open {
-            url: url.clone(),
+            url: redact_url(&url),
             source: e,
         };
+        if backend == Backend::Postgres {
+            // One plain connection first: a server that is down or refuses the login is
+            // an error now, not after the pool's acquire timeout.
+            use sqlx::Connection as _;
+            sqlx::AnyConnection::connect_with(&opts)
+                .await
+                .map_err(open_error)?
+                .close()
+                .await
+                .map_err(open_error)?;
+        }
         let writer = connect(1).await.map_err(open_error)?;
         match backend {
             Backend::Sqlite => SQLITE_MIGRATIONS
+                .run(&writer)
+                .await
+                .map_err(StoreError::Migrate)?,
+            Backend::Postgres => POSTGRES_MIGRATIONS
                 .run(&writer)
                 .await
                 .map_err(StoreError::Migrate)?,
@@ -148,6 +184,9 @@ impl Store {
     async fn begin_write(&self) -> Result<sqlx::Transaction<'static, sqlx::Any>> {
         let statement = match self.backend {
             Backend::Sqlite => "BEGIN IMMEDIATE",
+            // Row locks and the conditional updates (`lock_version`, `status = 'pending'
+            // AND runner_id IS NULL`) keep concurrent coordinators apart.
+            Backend::Postgres => "BEGIN",
         };
         Ok(self.writer.begin_with(statement).await?)
     }

@@ -1,15 +1,61 @@
-//! The store against a real SQLite database file in a temp dir.
+//! The store against real databases: each test runs twice, on an SQLite file in a temp
+//! dir and on a database of its own in the PostgreSQL server named by
+//! `GANTRY_TEST_POSTGRES_URL` (`scripts/test` starts one with `scripts/test-postgres.sh`;
+//! without it the PostgreSQL half fails, saying so).
+
+#![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashSet;
 use std::sync::Arc;
 
 use gantry_store::*;
 
-async fn open() -> (tempfile::TempDir, Store) {
+#[derive(Clone, Copy, Debug)]
+enum Db {
+    Sqlite,
+    Postgres,
+}
+
+/// A fresh, migrated store on `db`.
+async fn open(db: Db) -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().expect("temp dir");
-    let url = format!("sqlite://{}", dir.path().join("gantry.db").display());
+    let url = match db {
+        Db::Sqlite => format!("sqlite://{}", dir.path().join("gantry.db").display()),
+        Db::Postgres => testing::postgres_database()
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
+    };
     let store = Store::open(&url).await.expect("store opens");
+    assert_eq!(
+        store.backend(),
+        match db {
+            Db::Sqlite => Backend::Sqlite,
+            Db::Postgres => Backend::Postgres,
+        }
+    );
     (dir, store)
+}
+
+/// Each test once per backend: `sqlite::<name>` and `postgres::<name>`.
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $name() {
+                    super::$name(super::Db::Sqlite).await
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $name() {
+                    super::$name(super::Db::Postgres).await
+                }
+            )*
+        }
+    };
 }
 
 fn project(name: &str) -> NewProject {
@@ -53,9 +99,8 @@ fn pipeline(project_id: i64) -> NewPipeline {
     }
 }
 
-#[tokio::test]
-async fn projects_are_unique_by_name() {
-    let (_d, s) = open().await;
+async fn projects_are_unique_by_name(db: Db) {
+    let (_d, s) = open(db).await;
     let p = s
         .create_project(&project("demo"), 1)
         .await
@@ -72,9 +117,8 @@ async fn projects_are_unique_by_name() {
     ));
 }
 
-#[tokio::test]
-async fn pipelines_get_per_project_iids_and_their_jobs() {
-    let (_d, s) = open().await;
+async fn pipelines_get_per_project_iids_and_their_jobs(db: Db) {
+    let (_d, s) = open(db).await;
     let a = s.create_project(&project("a"), 1).await.expect("a");
     let b = s.create_project(&project("b"), 1).await.expect("b");
     let (p1, jobs) = s
@@ -103,9 +147,8 @@ async fn pipelines_get_per_project_iids_and_their_jobs() {
     assert_eq!(s.active_pipelines().await.expect("active").len(), 3);
 }
 
-#[tokio::test]
-async fn a_trigger_job_creates_one_downstream_pipeline_at_most() {
-    let (_d, s) = open().await;
+async fn a_trigger_job_creates_one_downstream_pipeline_at_most(db: Db) {
+    let (_d, s) = open(db).await;
     let a = s.create_project(&project("a"), 1).await.expect("a");
     let (parent, jobs) = s
         .create_pipeline(&pipeline(a.id), &[job("trigger", "running")], 1)
@@ -151,9 +194,8 @@ async fn a_trigger_job_creates_one_downstream_pipeline_at_most() {
     );
 }
 
-#[tokio::test]
-async fn apply_is_atomic_and_optimistically_locked() {
-    let (_d, s) = open().await;
+async fn apply_is_atomic_and_optimistically_locked(db: Db) {
+    let (_d, s) = open(db).await;
     let p = s
         .create_project(&project("demo"), 1)
         .await
@@ -215,9 +257,8 @@ async fn apply_is_atomic_and_optimistically_locked() {
     assert!(all[0].retried && !all[1].retried && all[1].attempt == 2);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn every_pending_job_goes_to_exactly_one_runner() {
-    let (_d, s) = open().await;
+async fn every_pending_job_goes_to_exactly_one_runner(db: Db) {
+    let (_d, s) = open(db).await;
     let p = s
         .create_project(&project("demo"), 1)
         .await
@@ -279,9 +320,8 @@ async fn every_pending_job_goes_to_exactly_one_runner() {
     assert_eq!(unique.len(), n_jobs, "no job assigned twice");
 }
 
-#[tokio::test]
-async fn assignments_in_one_statement() {
-    let (_d, s) = open().await;
+async fn assignments_in_one_statement(db: Db) {
+    let (_d, s) = open(db).await;
     let p = s
         .create_project(&project("demo"), 1)
         .await
@@ -369,9 +409,8 @@ async fn assignments_in_one_statement() {
     assert!(s.assign_jobs(&[], 44).await.expect("empty").is_empty());
 }
 
-#[tokio::test]
-async fn trace_sizes_move_by_compare_and_set() {
-    let (_d, s) = open().await;
+async fn trace_sizes_move_by_compare_and_set(db: Db) {
+    let (_d, s) = open(db).await;
     let p = s
         .create_project(&project("demo"), 1)
         .await
@@ -520,9 +559,8 @@ async fn logs_stored_in_the_database_before_0004_stay_readable() {
     );
 }
 
-#[tokio::test]
-async fn runners_tokens_and_artifacts() {
-    let (_d, s) = open().await;
+async fn runners_tokens_and_artifacts(db: Db) {
+    let (_d, s) = open(db).await;
     let r = s
         .create_runner(
             &NewRunner {
@@ -613,8 +651,22 @@ async fn reopening_keeps_data_and_rejects_other_backends() {
     }
     let s = Store::open(&url).await.expect("reopen");
     assert_eq!(s.projects().await.expect("projects").len(), 1);
-    let err = Store::open("mysql://localhost/db")
+    let err = Store::open("mysql://gantry:hunter2@localhost/db")
         .await
         .expect_err("unsupported");
-    assert!(err.to_string().contains("only sqlite"), "{err}");
+    assert_eq!(
+        err.to_string(),
+        "use the database: database URL `mysql://gantry:***@localhost/db`: expected sqlite:///path/to/gantry.db or postgres://user:password@host/database"
+    );
 }
+
+on_both_backends!(
+    projects_are_unique_by_name,
+    pipelines_get_per_project_iids_and_their_jobs,
+    a_trigger_job_creates_one_downstream_pipeline_at_most,
+    apply_is_atomic_and_optimistically_locked,
+    every_pending_job_goes_to_exactly_one_runner,
+    assignments_in_one_statement,
+    trace_sizes_move_by_compare_and_set,
+    runners_tokens_and_artifacts
+);

@@ -55,8 +55,16 @@ pub fn commit(repo: &Path, files: &[(&str, &str)], message: &str) -> String {
     git(repo, &["rev-parse", "HEAD"])
 }
 
+/// The URL of the test's database (SQLite in `dir`, or the PostgreSQL database that
+/// stands for it: the same one every call).
+pub async fn test_database(dir: &Path) -> String {
+    gantry_store::testing::database_url(&dir.join("gantry.db"))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
 pub async fn open_coordinator(dir: &Path) -> Coordinator {
-    let url = format!("sqlite://{}", dir.join("gantry.db").display());
+    let url = test_database(dir).await;
     let store = Store::open(&url).await.expect("store opens");
     let mut cfg = CoordinatorConfig::new(dir.join("data"), "http://127.0.0.1:8080");
     cfg.trace_limit = 64 * 1024;

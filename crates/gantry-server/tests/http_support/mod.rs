@@ -62,12 +62,10 @@ impl TestServer {
 
     pub async fn start_with(options: Options) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
-        let store = Store::open(&format!(
-            "sqlite://{}",
-            dir.path().join("gantry.db").display()
-        ))
-        .await
-        .expect("open the store");
+        let url = gantry_store::testing::database_url(&dir.path().join("gantry.db"))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let store = Store::open(&url).await.expect("open the store");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind loopback");
