@@ -31,6 +31,10 @@ pub(crate) const GANTRY_INCLUDE_CACHE: &str = "GANTRY_INCLUDE_CACHE";
 /// digits); without it, `<data dir>/db_key`, made on first start.
 pub(crate) const GANTRY_DB_KEY: &str = "GANTRY_DB_KEY";
 
+/// `gantry server`'s database when `--database-url` is not given (`postgres://…` or
+/// `sqlite://…`); default: `gantry.db` in the data directory.
+pub(crate) const GANTRY_DATABASE_URL: &str = "GANTRY_DATABASE_URL";
+
 /// The value of a declared variable; unset and empty are the same.
 pub(crate) fn var(name: &str) -> Option<String> {
     std::env::var(name)

@@ -19,6 +19,11 @@ pub(crate) struct ServerArgs {
     /// Where the database (gantry.db), artifacts, logs and repository mirrors live.
     #[arg(long, value_name = "DIR", default_value = "./gantry-data")]
     data_dir: PathBuf,
+    /// The database: postgres://user:password@host/database, or sqlite:///path.db
+    /// [default: $GANTRY_DATABASE_URL, else sqlite in the data directory]. Artifacts,
+    /// logs and mirrors stay in the data directory either way.
+    #[arg(long, value_name = "URL")]
+    database_url: Option<String>,
     /// How runners and users reach this server (clone URLs, CI_SERVER_URL, web URLs)
     /// [default: http://<listen address>].
     #[arg(long, value_name = "URL")]
@@ -136,11 +141,20 @@ async fn serve(args: &ServerArgs) -> Result<(), StartError> {
             host: crate::includes::cache_host(&external_url),
         });
     }
-    let store = Store::open(&database_url(&data_dir)).await.map_err(|e| {
-        failed(format!(
-            "failed to open the database in {}: {e}",
-            data_dir.display()
-        ))
+    let url = args
+        .database_url
+        .clone()
+        .or_else(|| crate::env::var(crate::env::GANTRY_DATABASE_URL))
+        .unwrap_or_else(|| database_url(&data_dir));
+    let store = Store::open(&url).await.map_err(|e| match e {
+        gantry_store::StoreError::Open { .. } => failed(format!(
+            "failed to {e}\n  hint: check that the database server is up and the URL (--database-url, GANTRY_DATABASE_URL) is right"
+        )),
+        gantry_store::StoreError::Unsupported(_) => failed(format!("failed to {e}")),
+        other => failed(format!(
+            "failed to {other} (database {})",
+            gantry_store::redact_url(&url)
+        )),
     })?;
     let coordinator = Coordinator::open(store, cfg)
         .await
