@@ -41,6 +41,7 @@ mod json;
 pub mod long_poll;
 pub mod payload;
 pub mod registration;
+pub mod time;
 pub mod token;
 pub mod trace;
 pub mod update;

@@ -99,13 +99,8 @@ fn parse_ms(value: &serde_json::Value) -> i64 {
     let num = |range: std::ops::Range<usize>| text[range].parse::<i64>().unwrap();
     let (y, m, d) = (num(0..4), num(5..7), num(8..10));
     let (hh, mm, ss, ms) = (num(11..13), num(14..16), num(17..19), num(20..23));
-    // Howard Hinnant's days_from_civil.
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
+    let days = gantry_protocol::time::days_from_civil(y, m as u32, d as u32)
+        .unwrap_or_else(|| panic!("not a date: {text}"));
     ((days * 86_400 + hh * 3600 + mm * 60 + ss) * 1000) + ms
 }
 

@@ -58,7 +58,8 @@ impl LineHeader {
         };
         let days = secs / 86_400;
         let of_day = secs % 86_400;
-        let (year, month, day) = civil_from_days(days);
+        // `secs` is at most MAX_SECS, so the day count fits.
+        let (year, month, day) = crate::time::civil_from_days(days as i64);
         let kind = match self.kind {
             StreamKind::Stdout => 'O',
             StreamKind::Stderr => 'E',
@@ -108,7 +109,13 @@ impl LineHeader {
         if year < 1970 || hour > 23 || minute > 59 || second > 59 {
             return None;
         }
-        let secs = days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second;
+        let days = crate::time::days_from_civil(
+            i64::try_from(year).ok()?,
+            u32::try_from(month).ok()?,
+            u32::try_from(day).ok()?,
+        )
+        .and_then(|d| u64::try_from(d).ok())?;
+        let secs = days * 86_400 + hour * 3600 + minute * 60 + second;
         let stream = hex_byte(header[28], header[29])?;
         let kind = match header[30] {
             b'O' => StreamKind::Stdout,
@@ -153,30 +160,4 @@ fn days_in_month(year: u64, month: u64) -> u64 {
         4 | 6 | 9 | 11 => 30,
         _ => 31,
     }
-}
-
-/// Days since 1970-01-01 → (year, month, day), for dates from 1970 on
-/// (Howard Hinnant's `civil_from_days`).
-fn civil_from_days(days: u64) -> (u64, u64, u64) {
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + u64::from(month <= 2);
-    (year, month, day)
-}
-
-/// (year ≥ 1970, month, day) → days since 1970-01-01 (`days_from_civil`).
-fn days_from_civil(year: u64, month: u64, day: u64) -> u64 {
-    let year = if month <= 2 { year - 1 } else { year };
-    let era = year / 400;
-    let yoe = year - era * 400;
-    let mp = if month > 2 { month - 3 } else { month + 9 };
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
 }

@@ -5,6 +5,8 @@ use std::io::{self, BufWriter};
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use gantry_protocol::time::{civil_from_days, days_from_civil};
+
 use zip::write::SimpleFileOptions;
 use zip::{CompressionMethod, DateTime, ZipWriter};
 
@@ -69,7 +71,11 @@ pub(crate) fn zip_time(time: SystemTime) -> DateTime {
         .unwrap_or(0);
     let days = seconds / 86_400;
     let rest = seconds % 86_400;
-    let (year, month, day) = civil_from_days(days);
+    let (year, month, day) = civil_from_days(i64::try_from(days).unwrap_or(i64::MAX / 86_400));
+    let (month, day) = (
+        u8::try_from(month).unwrap_or(1),
+        u8::try_from(day).unwrap_or(1),
+    );
     let clamped = if year < 1980 {
         DateTime::from_date_and_time(1980, 1, 1, 0, 0, 0)
     } else if year > 2107 {
@@ -90,47 +96,16 @@ pub(crate) fn zip_time(time: SystemTime) -> DateTime {
 /// A zip timestamp as a `SystemTime` (UTC), `None` when out of range.
 pub(crate) fn system_time(time: DateTime) -> Option<SystemTime> {
     let days = days_from_civil(
-        u64::from(time.year()),
-        u64::from(time.month()),
-        u64::from(time.day()),
-    )?;
+        i64::from(time.year()),
+        u32::from(time.month()),
+        u32::from(time.day()),
+    )
+    .and_then(|d| u64::try_from(d).ok())?;
     let seconds = days * 86_400
         + u64::from(time.hour()) * 3600
         + u64::from(time.minute()) * 60
         + u64::from(time.second());
     UNIX_EPOCH.checked_add(std::time::Duration::from_secs(seconds))
-}
-
-/// Days since 1970-01-01 → (year, month, day), proleptic Gregorian (H. Hinnant).
-fn civil_from_days(days: u64) -> (u64, u8, u8) {
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + u64::from(month <= 2);
-    (
-        year,
-        u8::try_from(month).unwrap_or(1),
-        u8::try_from(day).unwrap_or(1),
-    )
-}
-
-/// (year ≥ 1970, month, day) → days since 1970-01-01.
-fn days_from_civil(year: u64, month: u64, day: u64) -> Option<u64> {
-    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || year < 1970 {
-        return None;
-    }
-    let year = if month <= 2 { year - 1 } else { year };
-    let era = year / 400;
-    let yoe = year - era * 400;
-    let mp = if month > 2 { month - 3 } else { month + 9 };
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    (era * 146_097 + doe).checked_sub(719_468)
 }
 
 #[cfg(test)]
