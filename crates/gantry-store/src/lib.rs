@@ -665,6 +665,82 @@ impl Store {
         Ok(rows.iter().map(Pipeline::from_row).collect())
     }
 
+    /// One page of a project's pipelines, newest first (`ref_name` and `status` when
+    /// given), and how many match in all.
+    pub async fn pipelines_page(
+        &self,
+        project_id: i64,
+        ref_name: Option<&str>,
+        status: Option<&str>,
+        offset: i64,
+        limit: i64,
+    ) -> Result<(Vec<Pipeline>, i64)> {
+        let mut filter = "project_id = $1".to_owned();
+        let mut n = 1;
+        for (column, value) in [("ref_name", ref_name), ("status", status)] {
+            if value.is_some() {
+                n += 1;
+                filter.push_str(&format!(" AND {column} = ${n}"));
+            }
+        }
+        let values: Vec<String> = [ref_name, status]
+            .into_iter()
+            .flatten()
+            .map(str::to_owned)
+            .collect();
+        let count = format!("SELECT COUNT(*) FROM pipelines WHERE {filter}");
+        let total: i64 = filtered(&count, project_id, &values)
+            .fetch_one(&self.pool)
+            .await?
+            .get(0);
+        let sql = format!(
+            "SELECT {} FROM pipelines WHERE {filter} ORDER BY id DESC LIMIT ${} OFFSET ${}",
+            Pipeline::COLUMNS,
+            n + 1,
+            n + 2
+        );
+        let rows = filtered(&sql, project_id, &values)
+            .bind(limit)
+            .bind(offset)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok((rows.iter().map(Pipeline::from_row).collect(), total))
+    }
+
+    /// One page of a project's jobs (every attempt, trigger jobs left out), newest first,
+    /// those in `statuses` when it is not empty; and how many match in all.
+    pub async fn project_jobs_page(
+        &self,
+        project_id: i64,
+        statuses: &[String],
+        offset: i64,
+        limit: i64,
+    ) -> Result<(Vec<Job>, i64)> {
+        let mut filter = "project_id = $1 AND bridge = 0".to_owned();
+        if !statuses.is_empty() {
+            let list: Vec<String> = (0..statuses.len()).map(|i| format!("${}", i + 2)).collect();
+            filter.push_str(&format!(" AND status IN ({})", list.join(", ")));
+        }
+        let count = format!("SELECT COUNT(*) FROM jobs WHERE {filter}");
+        let total: i64 = filtered(&count, project_id, statuses)
+            .fetch_one(&self.pool)
+            .await?
+            .get(0);
+        let n = statuses.len() + 1;
+        let sql = format!(
+            "SELECT {} FROM jobs WHERE {filter} ORDER BY id DESC LIMIT ${} OFFSET ${}",
+            Job::COLUMNS,
+            n + 1,
+            n + 2
+        );
+        let rows = filtered(&sql, project_id, statuses)
+            .bind(limit)
+            .bind(offset)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok((rows.iter().map(Job::from_row).collect(), total))
+    }
+
     /// The pipeline the trigger job `job_id` created, if any.
     pub async fn pipeline_by_parent_job(&self, job_id: i64) -> Result<Option<Pipeline>> {
         let row = sqlx::query(&format!(
@@ -1042,8 +1118,8 @@ async fn insert_job(
 ) -> Result<()> {
     let tags = serde_json::to_string(&j.tags).unwrap_or_else(|_| "[]".into());
     sqlx::query(
-        "INSERT INTO jobs (pipeline_id, project_id, name, stage, stage_idx, status, attempt, allow_failure, spec, tags, protected, created_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+        "INSERT INTO jobs (pipeline_id, project_id, name, stage, stage_idx, status, attempt, allow_failure, spec, tags, protected, created_at, bridge) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
     )
     .bind(pipeline_id)
     .bind(project_id)
@@ -1057,9 +1133,23 @@ async fn insert_job(
     .bind(tags)
     .bind(b(j.protected))
     .bind(now)
+    .bind(b(j.bridge))
     .execute(&mut **tx)
     .await?;
     Ok(())
+}
+
+/// `sql` with `$1` = `project_id` and `$2…` = `values`.
+fn filtered<'q>(
+    sql: &'q str,
+    project_id: i64,
+    values: &[String],
+) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>> {
+    let mut q = sqlx::query(sql).bind(project_id);
+    for value in values {
+        q = q.bind(value.clone());
+    }
+    q
 }
 
 async fn update_job(tx: &mut sqlx::Transaction<'_, sqlx::Any>, u: &JobUpdate) -> Result<()> {

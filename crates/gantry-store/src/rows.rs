@@ -183,6 +183,8 @@ pub struct NewJob {
     pub spec: String,
     pub tags: Vec<String>,
     pub protected: bool,
+    /// A trigger job (no runner runs it); lists of a project's jobs leave these out.
+    pub bridge: bool,
 }
 
 #[derive(Clone, Debug, PartialEq)]

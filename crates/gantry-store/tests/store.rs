@@ -79,6 +79,7 @@ fn job(name: &str, status: &str) -> NewJob {
         spec: "{}".into(),
         tags: vec!["linux".into()],
         protected: false,
+        bridge: false,
     }
 }
 
@@ -660,7 +661,63 @@ async fn reopening_keeps_data_and_rejects_other_backends() {
     );
 }
 
+/// The API's lists page in SQL: newest first, filters and totals in the query, trigger
+/// jobs left out of a project's jobs.
+async fn lists_page_in_the_database(db: Db) {
+    let (_d, s) = open(db).await;
+    let p = s
+        .create_project(&project("paged"), 1)
+        .await
+        .expect("project");
+    for i in 0..5 {
+        let mut new = pipeline(p.id);
+        if i % 2 == 1 {
+            new.ref_name = "dev".into();
+        }
+        let jobs = [
+            job("build", "success"),
+            job("test", if i == 4 { "failed" } else { "success" }),
+            NewJob {
+                bridge: true,
+                ..job("deploy", "success")
+            },
+        ];
+        s.create_pipeline(&new, &jobs, 10 + i)
+            .await
+            .expect("pipeline");
+    }
+    let (page, total) = s
+        .pipelines_page(p.id, None, None, 1, 2)
+        .await
+        .expect("page");
+    assert_eq!(total, 5);
+    assert_eq!(page.iter().map(|p| p.iid).collect::<Vec<_>>(), [4, 3]);
+    let (page, total) = s
+        .pipelines_page(p.id, Some("dev"), Some("created"), 0, 10)
+        .await
+        .expect("filtered");
+    assert_eq!(total, 2);
+    assert!(page.iter().all(|p| p.ref_name == "dev"));
+    let (page, total) = s.project_jobs_page(p.id, &[], 0, 3).await.expect("jobs");
+    assert_eq!(total, 10, "trigger jobs are left out");
+    assert_eq!(page.len(), 3);
+    assert!(page.windows(2).all(|w| w[0].id > w[1].id), "newest first");
+    assert!(page.iter().all(|j| j.name != "deploy"));
+    let (page, total) = s
+        .project_jobs_page(p.id, &["failed".to_owned(), "canceled".to_owned()], 0, 20)
+        .await
+        .expect("scoped");
+    assert_eq!((total, page.len()), (1, 1));
+    assert_eq!(page[0].name, "test");
+    let (page, total) = s
+        .project_jobs_page(p.id, &[], 100, 20)
+        .await
+        .expect("past the end");
+    assert_eq!((total, page.len()), (10, 0));
+}
+
 on_both_backends!(
+    lists_page_in_the_database,
     projects_are_unique_by_name,
     pipelines_get_per_project_iids_and_their_jobs,
     a_trigger_job_creates_one_downstream_pipeline_at_most,

@@ -652,6 +652,7 @@ impl Coordinator {
                 spec: spec.to_json(),
                 tags: job.tags.clone(),
                 protected,
+                bridge: job.trigger.is_some(),
             });
         }
         let (p, _) = store.create_pipeline(&new, &jobs, now).await?;
@@ -806,6 +807,62 @@ impl Coordinator {
             out.push(self.pipeline_view(&p).await?);
         }
         Ok(out)
+    }
+
+    /// One page of a project's pipelines (newest first, `ref_name`/`status` when
+    /// given) and how many match: the query pages, so a project's history is never
+    /// read whole.
+    pub async fn pipelines_page(
+        &self,
+        project_id: i64,
+        ref_name: Option<&str>,
+        status: Option<&str>,
+        offset: i64,
+        limit: i64,
+    ) -> std::result::Result<(Vec<PipelineView>, i64), CoordinatorError> {
+        self.inner.store.project(project_id).await?;
+        let (rows, total) = self
+            .inner
+            .store
+            .pipelines_page(project_id, ref_name, status, offset, limit)
+            .await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for p in &rows {
+            out.push(self.pipeline_view(p).await?);
+        }
+        Ok((out, total))
+    }
+
+    /// One page of a project's jobs (every attempt, no trigger jobs, newest first, in
+    /// `statuses` when not empty) and how many match.
+    pub async fn project_jobs_page(
+        &self,
+        project_id: i64,
+        statuses: &[String],
+        offset: i64,
+        limit: i64,
+    ) -> std::result::Result<(Vec<JobView>, i64), CoordinatorError> {
+        let project = self.inner.store.project(project_id).await?;
+        let (rows, total) = self
+            .inner
+            .store
+            .project_jobs_page(project_id, statuses, offset, limit)
+            .await?;
+        let mut pipelines: HashMap<i64, gantry_store::Pipeline> = HashMap::new();
+        let mut out = Vec::with_capacity(rows.len());
+        for j in &rows {
+            let p = match pipelines.get(&j.pipeline_id) {
+                Some(p) => p.clone(),
+                None => {
+                    let p = self.inner.store.pipeline(j.pipeline_id).await?;
+                    pipelines.insert(j.pipeline_id, p.clone());
+                    p
+                }
+            };
+            let artifacts = self.inner.store.artifacts(j.id).await?;
+            out.push(self.job_view(j, &p, &project, &artifacts));
+        }
+        Ok((out, total))
     }
 
     /// A job's view; `artifacts` are the job's artifact rows (in creation order).

@@ -246,6 +246,7 @@ pub(crate) fn diff(
             spec: spec.to_json(),
             tags: row.tags.clone(),
             protected: row.protected,
+            bridge: spec.is_bridge(),
         });
     }
     let status = pipeline_status(state).status;

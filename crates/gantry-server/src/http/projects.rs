@@ -186,15 +186,18 @@ pub(crate) async fn pipelines(
 ) -> ApiResult<Response> {
     auth::require_admin(&state.coordinator, &headers).await?;
     let project = find_project(&state, &project).await?;
-    let pipelines: Vec<PipelineView> = state
+    let (offset, limit) = page.window();
+    let (pipelines, total) = state
         .coordinator
-        .pipelines(project.id)
-        .await?
-        .into_iter()
-        .filter(|p| filter.ref_name.as_ref().is_none_or(|r| &p.ref_name == r))
-        .filter(|p| filter.status.as_ref().is_none_or(|s| &p.status == s))
-        .collect();
-    Ok(paged(pipelines, &page))
+        .pipelines_page(
+            project.id,
+            filter.ref_name.as_deref(),
+            filter.status.as_deref(),
+            offset,
+            limit,
+        )
+        .await?;
+    Ok(paged(pipelines, total, &page))
 }
 
 /// The pipeline `:pipeline` of the project `:project`; `404` when it belongs to another.
@@ -287,34 +290,40 @@ pub(crate) async fn project_jobs(
     auth::require_admin(&state.coordinator, &headers).await?;
     let scopes = scopes(query.as_deref())?;
     let project = find_project(&state, &project).await?;
-    let mut jobs = Vec::new();
-    for pipeline in state.coordinator.pipelines(project.id).await? {
-        jobs.extend(
-            state
-                .coordinator
-                .pipeline_jobs(pipeline.id)
-                .await?
-                .into_iter()
-                .filter(|j| !j.bridge)
-                .filter(|j| scopes.is_empty() || scopes.contains(&j.status)),
-        );
-    }
-    jobs.sort_by_key(|j| std::cmp::Reverse(j.id));
-    Ok(paged(jobs, &page))
+    let (offset, limit) = page.window();
+    let (jobs, total) = state
+        .coordinator
+        .project_jobs_page(project.id, &scopes, offset, limit)
+        .await?;
+    Ok(paged(jobs, total, &page))
 }
 
-/// One page of `items` as GitLab answers a list: the JSON array of page `page.page`
-/// (from 1) of `page.per_page` items (20 by default, at most 100), with `X-Page`,
-/// `X-Per-Page`, `X-Next-Page` (empty on the last page) and `X-Total`.
-fn paged<T: serde::Serialize>(items: Vec<T>, page: &Page) -> Response {
-    let per_page = page.per_page.unwrap_or(20).clamp(1, 100);
-    let number = page.page.unwrap_or(1).max(1);
-    let total = items.len();
-    let shown: Vec<T> = items
-        .into_iter()
-        .skip((number - 1).saturating_mul(per_page))
-        .take(per_page)
-        .collect();
+impl Page {
+    /// `per_page` (20 by default, 1–100) and `page` (from 1).
+    fn numbers(&self) -> (usize, usize) {
+        (
+            self.page.unwrap_or(1).max(1),
+            self.per_page.unwrap_or(20).clamp(1, 100),
+        )
+    }
+
+    /// The page as (offset, limit) rows.
+    fn window(&self) -> (i64, i64) {
+        let (number, per_page) = self.numbers();
+        let offset = (number - 1).saturating_mul(per_page);
+        (
+            i64::try_from(offset).unwrap_or(i64::MAX),
+            i64::try_from(per_page).unwrap_or(20),
+        )
+    }
+}
+
+/// One page of a list as GitLab answers it: the JSON array `shown` (page `page.page`,
+/// from 1, of `page.per_page` items: 20 by default, at most 100) of `total` items, with
+/// `X-Page`, `X-Per-Page`, `X-Next-Page` (empty on the last page) and `X-Total`.
+fn paged<T: serde::Serialize>(shown: Vec<T>, total: i64, page: &Page) -> Response {
+    let (number, per_page) = page.numbers();
+    let total = usize::try_from(total).unwrap_or(0);
     let next = if number.saturating_mul(per_page) < total {
         (number + 1).to_string()
     } else {
