@@ -1,0 +1,1 @@
+//! SSH to fleet instances (spec `fleet.md` §5).

@@ -1,0 +1,1 @@
+//! Fleeting plugins over go-plugin gRPC (spec `fleet.md` §2).

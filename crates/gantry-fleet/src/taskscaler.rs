@@ -1,0 +1,1 @@
+//! The taskscaler (spec `fleet.md` §4).
