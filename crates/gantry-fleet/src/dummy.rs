@@ -164,9 +164,8 @@ impl InstanceGroup for DummyGroup {
         }
         Partial {
             done: granted,
-            error: (granted < delta).then(|| {
-                ProviderError::Failed(format!("the group is at its max_size of {max}"))
-            }),
+            error: (granted < delta)
+                .then(|| ProviderError::Failed(format!("the group is at its max_size of {max}"))),
         }
     }
 

@@ -1,1 +1,1065 @@
-//! The taskscaler (spec `fleet.md` §4).
+//! The taskscaler (spec `fleet.md` §4): turns jobs into instance slots and keeps the
+//! group the right size.
+//!
+//! * Each instance offers `capacity_per_instance` **slots**; a job holds one (an
+//!   [`Acquisition`]) while it runs. [`Taskscaler::acquire`] picks the first instance in
+//!   creation order that is running, ready, healthy, not being removed and has a free
+//!   slot and uses left, and takes its lowest free slot; otherwise the job waits as
+//!   **pending demand** until a slot appears or `instance_acquire_timeout` passes.
+//! * Before asking the coordinator for a job the runner takes a [`Reservation`]
+//!   ([`Taskscaler::reserve`]). In preemptive mode it needs a free slot on a ready
+//!   instance (so no job is asked for while nothing is idle); otherwise it needs only
+//!   that the group could still grow to hold the job.
+//! * A background task polls the plugin's `Update` (every `update_interval`, every
+//!   `update_interval_when_expecting` while something is in flight) and after each
+//!   change decides (`Core::plan`):
+//!
+//! ```text
+//! C        = capacity_per_instance
+//! demand   = acquired + pending                       (slots)
+//! required = demand + idle_target                     (idle_target from the active policy)
+//! want     = ceil((required + unavailable) / C)       (unavailable: free slots no job can get)
+//! want     = min(want, max_instances − instances being deleted, provider max_size)
+//! increase = want − (instances creating or running + increases not yet listed)
+//! ```
+//!
+//! Scale-down removes instances oldest first, only ones with no job whose idle time
+//! (since their last job, or since they became ready) reached `idle_time`, while more
+//! instances exist than `ceil((required + reserved + unavailable) / C)`. Removed
+//! whatever the numbers say: an instance whose uses reached `max_use_count` (after its
+//! last job), one with `failure_threshold` consecutive connection failures (after its
+//! last job), one whose readiness check failed, one the plugin reports `timeout`, and
+//! every instance found at start (no state storage: a used instance could otherwise be
+//! handed out again).
+//!
+//! **Choices where GitLab's behaviour is unconfirmed** (spec §4.4, §4.5): reservations
+//! do not count as demand for scale-up (a long poll does not create an instance; the
+//! job it brings does) but do hold capacity against scale-down; a deletion the next
+//! `Update` shows had no effect is asked again after `deletion_retry_interval`;
+//! policies' `periods` are evaluated in UTC (only `UTC` is accepted as `timezone`).
+
+pub mod cron;
+
+use std::collections::HashSet;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use tokio::sync::{Notify, watch};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::provider::{
+    ConnectInfo, ConnectorConfig, Instance, InstanceGroup, ProviderError, ProviderInfo, State,
+};
+use cron::Cron;
+
+/// How long `Init` may take (GitLab Runner's budget for creating a scaler).
+pub const INIT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// One `[[runners.autoscaler.policy]]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Policy {
+    /// When the policy applies (empty: always).
+    pub periods: Vec<Cron>,
+    /// Free slots to keep ready.
+    pub idle_count: u32,
+    /// How long an instance may stay idle before it can be removed.
+    pub idle_time: Duration,
+    /// Extra idle slots as a fraction of the slots in use.
+    pub scale_factor: f64,
+    /// Upper bound of the scale-factor result (0: none).
+    pub scale_factor_limit: u32,
+    /// Ask for jobs only while a slot is free (default: `idle_count > 0`).
+    pub preemptive_mode: Option<bool>,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Self {
+            periods: Vec::new(),
+            idle_count: 0,
+            idle_time: Duration::ZERO,
+            scale_factor: 0.0,
+            scale_factor_limit: 0,
+            preemptive_mode: None,
+        }
+    }
+}
+
+impl Policy {
+    /// Whether the policy asks for jobs only while a slot is free.
+    pub fn preemptive(&self) -> bool {
+        self.preemptive_mode.unwrap_or(self.idle_count > 0)
+    }
+
+    /// The idle slots to keep while `in_use` slots are acquired.
+    pub fn idle_target(&self, in_use: u32) -> u32 {
+        if self.scale_factor <= 0.0 {
+            return self.idle_count;
+        }
+        let scaled = (f64::from(in_use) * self.scale_factor).ceil();
+        let mut target = if scaled >= f64::from(u32::MAX) {
+            u32::MAX
+        } else {
+            scaled as u32
+        };
+        if self.scale_factor_limit > 0 {
+            target = target.min(self.scale_factor_limit);
+        }
+        target.max(self.idle_count)
+    }
+
+    fn active_at(&self, unix_seconds: i64) -> bool {
+        self.periods.is_empty() || self.periods.iter().any(|p| p.matches(unix_seconds))
+    }
+}
+
+/// The taskscaler's settings (`[runners.autoscaler]`).
+#[derive(Debug, Clone)]
+pub struct ScalerConfig {
+    /// Concurrent jobs per instance (at least 1).
+    pub capacity_per_instance: u32,
+    /// Jobs an instance may serve before it is removed (0: unlimited).
+    pub max_use_count: u32,
+    /// The most instances in any state (0: unlimited).
+    pub max_instances: u32,
+    /// Delete every instance when the scaler shuts down.
+    pub delete_instances_on_shutdown: bool,
+    /// How long a job waits for a slot.
+    pub instance_acquire_timeout: Duration,
+    /// `Update` cadence.
+    pub update_interval: Duration,
+    /// `Update` cadence while instances are in transition or jobs wait.
+    pub update_interval_when_expecting: Duration,
+    /// When to ask again for a deletion that had no effect.
+    pub deletion_retry_interval: Duration,
+    /// Poll interval while deleting at shutdown.
+    pub shutdown_deletion_interval: Duration,
+    /// Polls to confirm the deletions at shutdown.
+    pub shutdown_deletion_retries: u32,
+    /// Consecutive connection failures before an instance is replaced.
+    pub failure_threshold: u32,
+    /// The policies; the last one whose periods match applies.
+    pub policies: Vec<Policy>,
+}
+
+impl Default for ScalerConfig {
+    fn default() -> Self {
+        Self {
+            capacity_per_instance: 1,
+            max_use_count: 0,
+            max_instances: 0,
+            delete_instances_on_shutdown: false,
+            instance_acquire_timeout: Duration::from_secs(15 * 60),
+            update_interval: Duration::from_secs(60),
+            update_interval_when_expecting: Duration::from_secs(2),
+            deletion_retry_interval: Duration::from_secs(60),
+            shutdown_deletion_interval: Duration::from_secs(10),
+            shutdown_deletion_retries: 3,
+            failure_threshold: 3,
+            policies: Vec::new(),
+        }
+    }
+}
+
+impl ScalerConfig {
+    /// The policy in force at `unix_seconds`: the last matching one, else the defaults.
+    pub fn policy_at(&self, unix_seconds: i64) -> Policy {
+        self.policies
+            .iter()
+            .rev()
+            .find(|p| p.active_at(unix_seconds))
+            .cloned()
+            .unwrap_or_default()
+    }
+}
+
+/// A readiness check run once on every new running instance (the runner's
+/// `instance_ready_command` over SSH); an error removes the instance.
+pub type ReadyCheck = Arc<
+    dyn Fn(ConnectInfo) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send>> + Send + Sync,
+>;
+
+/// Where the scaler reports what it does.
+pub type EventSink = Arc<dyn Fn(ScalerEvent) + Send + Sync>;
+
+/// Something the scaler did or saw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScalerEvent {
+    /// Whether it is a problem.
+    pub warning: bool,
+    /// What happened (`scaling up by 2 instances`, `instance dummy-1 removed: idle_time`).
+    pub message: String,
+}
+
+/// Why an instance is removed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Removal {
+    /// Idle longer than `idle_time` while not needed.
+    IdleTime,
+    /// Served `max_use_count` jobs.
+    MaxUseCount,
+    /// `failure_threshold` connection failures.
+    Unhealthy,
+    /// The readiness check failed.
+    ReadyCommand,
+    /// Found at start, not made by this scaler.
+    Preexisting,
+    /// The plugin gave up creating it.
+    Timeout,
+    /// The scaler shut down with `delete_instances_on_shutdown`.
+    Shutdown,
+}
+
+impl Removal {
+    /// The reason's name (the metrics label of spec §4.10).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::IdleTime => "idle_time",
+            Self::MaxUseCount => "max_use_count",
+            Self::Unhealthy => "unhealthy",
+            Self::ReadyCommand => "ready_command",
+            Self::Preexisting => "preexisting",
+            Self::Timeout => "timeout",
+            Self::Shutdown => "shutdown",
+        }
+    }
+}
+
+/// A taskscaler failure.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ScalerError {
+    /// The plugin's `Init` failed or took too long.
+    #[error("the fleeting plugin did not initialize: {0}")]
+    Init(String),
+    /// No capacity for another job now.
+    #[error("no free capacity in the instance group")]
+    NoCapacity,
+    /// No slot within `instance_acquire_timeout`.
+    #[error(
+        "unable to acquire an instance within the configured timeout of {0:?} (raise [runners.autoscaler] instance_acquire_timeout, max_instances or capacity_per_instance)"
+    )]
+    AcquireTimeout(Duration),
+    /// The scaler is shutting down.
+    #[error("the instance group is shutting down")]
+    ShuttingDown,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Readiness {
+    /// Not running yet.
+    Waiting,
+    /// The readiness check is running.
+    Checking,
+    Ready,
+    Failed(String),
+}
+
+#[derive(Debug)]
+struct Record {
+    id: String,
+    state: State,
+    readiness: Readiness,
+    slots: Vec<bool>,
+    uses: u32,
+    idle_since: Instant,
+    removing: Option<(Removal, Instant)>,
+    failures: u32,
+    lost: watch::Sender<Option<String>>,
+}
+
+impl Record {
+    fn new(id: String, state: State, capacity: u32, now: Instant) -> Self {
+        Self {
+            id,
+            state,
+            readiness: Readiness::Waiting,
+            slots: vec![false; capacity as usize],
+            uses: 0,
+            idle_since: now,
+            removing: None,
+            failures: 0,
+            lost: watch::channel(None).0,
+        }
+    }
+
+    fn acquired(&self) -> u32 {
+        self.slots.iter().filter(|s| **s).count() as u32
+    }
+
+    /// Counts toward the group's size (not being removed, not failed).
+    fn active(&self) -> bool {
+        self.removing.is_none()
+            && matches!(self.state, State::Creating | State::Running)
+            && !matches!(self.readiness, Readiness::Failed(_))
+    }
+}
+
+/// The scaler's bookkeeping: pure data and decisions, so they can be tested without a
+/// clock or a plugin.
+#[derive(Debug)]
+struct Core {
+    config: ScalerConfig,
+    max_size: u64,
+    records: Vec<Record>,
+    reserved: u32,
+    pending: u32,
+    /// Instances `Increase` accepted that no `Update` has listed yet.
+    requested: u32,
+    shutting_down: bool,
+}
+
+/// What a tick decided.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Plan {
+    increase: u32,
+    remove: Vec<(String, Removal)>,
+}
+
+impl Core {
+    fn capacity(&self) -> u32 {
+        self.config.capacity_per_instance.max(1)
+    }
+
+    fn usable(&self, record: &Record) -> bool {
+        record.state == State::Running
+            && record.readiness == Readiness::Ready
+            && record.removing.is_none()
+            && record.failures < self.config.failure_threshold.max(1)
+    }
+
+    /// Free slots a job could get on `record` now.
+    fn free_slots(&self, record: &Record) -> u32 {
+        if !self.usable(record) {
+            return 0;
+        }
+        let free = self.capacity().saturating_sub(record.acquired());
+        if self.config.max_use_count == 0 {
+            free
+        } else {
+            free.min(self.config.max_use_count.saturating_sub(record.uses))
+        }
+    }
+
+    fn acquired(&self) -> u32 {
+        self.records.iter().map(Record::acquired).sum()
+    }
+
+    /// Applies an `Update` listing. Returns the ids of instances that vanished while
+    /// holding jobs. The first listing's instances are all pre-existing.
+    fn reconcile(&mut self, listing: Vec<Instance>, now: Instant, first: bool) -> Vec<String> {
+        let capacity = self.capacity();
+        let mut seen = HashSet::new();
+        for instance in listing {
+            if instance.state == State::Deleted || !seen.insert(instance.id.clone()) {
+                continue;
+            }
+            match self.records.iter_mut().find(|r| r.id == instance.id) {
+                Some(record) => record.state = instance.state,
+                None => {
+                    let mut record = Record::new(instance.id, instance.state, capacity, now);
+                    if first {
+                        record.removing = Some((Removal::Preexisting, now));
+                    }
+                    self.records.push(record);
+                }
+            }
+        }
+        self.requested = 0;
+        let mut lost = Vec::new();
+        self.records.retain(|record| {
+            if seen.contains(&record.id) {
+                return true;
+            }
+            if record.acquired() > 0 {
+                lost.push(record.id.clone());
+                record
+                    .lost
+                    .send_replace(Some(format!("instance {} unexpectedly removed", record.id)));
+            }
+            false
+        });
+        lost
+    }
+
+    /// Decides the next scaling step at `now` under `policy`, and marks the instances
+    /// it removes.
+    fn plan(&mut self, now: Instant, policy: &Policy) -> Plan {
+        let c = self.capacity();
+        let threshold = self.config.failure_threshold.max(1);
+        let max_use = self.config.max_use_count;
+        let mut plan = Plan::default();
+
+        // Removals whatever the numbers say.
+        for record in &mut self.records {
+            if record.removing.is_some() {
+                continue;
+            }
+            let idle = record.acquired() == 0;
+            let reason = match (&record.readiness, record.state) {
+                (_, State::Timeout) => Some(Removal::Timeout),
+                (Readiness::Failed(_), _) => Some(Removal::ReadyCommand),
+                _ if idle && max_use > 0 && record.uses >= max_use => Some(Removal::MaxUseCount),
+                _ if idle && record.failures >= threshold => Some(Removal::Unhealthy),
+                _ => None,
+            };
+            if let Some(reason) = reason {
+                record.removing = Some((reason, now));
+                plan.remove.push((record.id.clone(), reason));
+            }
+        }
+
+        let acquired = self.acquired();
+        let demand = acquired + self.pending;
+        let idle_target = policy.idle_target(acquired);
+        let mut unavailable = 0u32;
+        let mut active = 0u32;
+        let mut deleting = 0u32;
+        for record in &self.records {
+            if record.active() {
+                active += 1;
+                let free = c.saturating_sub(record.acquired());
+                let usable = if record.failures >= threshold {
+                    0
+                } else if max_use > 0 {
+                    free.min(max_use.saturating_sub(record.uses))
+                } else {
+                    free
+                };
+                unavailable += free - usable;
+            } else if record.removing.is_some() || record.state == State::Deleting {
+                deleting += 1;
+            }
+        }
+        let instances = active + self.requested;
+        let slots_to_instances = |slots: u32| slots.div_ceil(c);
+        let mut want = slots_to_instances(
+            demand
+                .saturating_add(idle_target)
+                .saturating_add(unavailable),
+        );
+        if self.config.max_instances > 0 {
+            want = want.min(self.config.max_instances.saturating_sub(deleting));
+        }
+        let provider_max = u32::try_from(self.max_size).unwrap_or(u32::MAX);
+        want = want.min(provider_max.saturating_sub(deleting));
+        plan.increase = want.saturating_sub(instances);
+
+        // Scale-down: oldest first, idle long enough, while more than needed exist
+        // (reservations hold their capacity).
+        let keep = slots_to_instances(
+            demand
+                .saturating_add(idle_target)
+                .saturating_add(self.reserved)
+                .saturating_add(unavailable),
+        );
+        let mut excess = instances.saturating_sub(keep.max(want));
+        let idle_time = policy.idle_time;
+        for record in &mut self.records {
+            if excess == 0 {
+                break;
+            }
+            let eligible = record.removing.is_none()
+                && record.state == State::Running
+                && record.readiness == Readiness::Ready
+                && record.acquired() == 0
+                && now.saturating_duration_since(record.idle_since) >= idle_time;
+            if eligible {
+                record.removing = Some((Removal::IdleTime, now));
+                plan.remove.push((record.id.clone(), Removal::IdleTime));
+                excess -= 1;
+            }
+        }
+        plan
+    }
+
+    /// Takes a free slot for a job: the first usable instance in creation order, its
+    /// lowest free slot.
+    fn take_slot(&mut self) -> Option<(String, usize, watch::Receiver<Option<String>>)> {
+        let index = self.records.iter().position(|r| self.free_slots(r) > 0)?;
+        let record = &mut self.records[index];
+        let slot = record.slots.iter().position(|s| !*s)?;
+        record.slots[slot] = true;
+        record.uses += 1;
+        Some((record.id.clone(), slot, record.lost.subscribe()))
+    }
+
+    fn release(&mut self, id: &str, slot: usize, now: Instant) {
+        if let Some(record) = self.records.iter_mut().find(|r| r.id == id) {
+            if let Some(taken) = record.slots.get_mut(slot) {
+                *taken = false;
+            }
+            record.idle_since = now;
+        }
+    }
+
+    fn try_reserve(&mut self, policy: &Policy) -> bool {
+        if self.shutting_down {
+            return false;
+        }
+        let possible = if policy.preemptive() {
+            let free: u32 = self.records.iter().map(|r| self.free_slots(r)).sum();
+            free > self.reserved
+        } else {
+            let instances = match (self.config.max_instances, self.max_size) {
+                (0, max) => max,
+                (limit, max) => u64::from(limit).min(max),
+            };
+            let most = instances.saturating_mul(u64::from(self.capacity()));
+            u64::from(self.reserved + self.acquired() + self.pending) < most
+        };
+        if possible {
+            self.reserved += 1;
+        }
+        possible
+    }
+
+    /// Whether the loop should poll at the fast cadence.
+    fn expecting(&self) -> bool {
+        self.pending > 0
+            || self.requested > 0
+            || self.records.iter().any(|r| {
+                r.state.is_transitional()
+                    || r.removing.is_some()
+                    || matches!(r.readiness, Readiness::Checking)
+                    || (r.state == State::Running && r.readiness == Readiness::Waiting)
+            })
+    }
+}
+
+struct Shared {
+    group: Arc<dyn InstanceGroup>,
+    core: Mutex<Core>,
+    /// Something changed that the loop should act on.
+    wake: Notify,
+    /// A slot may have become free.
+    slots_changed: Notify,
+    shutdown: watch::Sender<bool>,
+    events: EventSink,
+    ready: Option<ReadyCheck>,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Core> {
+        self.core.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn info(&self, message: String) {
+        (self.events)(ScalerEvent {
+            warning: false,
+            message,
+        });
+    }
+
+    fn warn(&self, message: String) {
+        (self.events)(ScalerEvent {
+            warning: true,
+            message,
+        });
+    }
+
+    fn policy(&self, core: &Core) -> Policy {
+        core.config.policy_at(unix_now())
+    }
+}
+
+fn unix_now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}
+
+/// A state of one instance, for status output and tests.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InstanceStatus {
+    /// Its id.
+    pub id: String,
+    /// What the plugin last said.
+    pub state: State,
+    /// Whether jobs can get it.
+    pub ready: bool,
+    /// Jobs on it now.
+    pub acquired: u32,
+    /// Jobs it has served.
+    pub uses: u32,
+    /// Why it is being removed.
+    pub removing: Option<Removal>,
+}
+
+/// The scaler's numbers at one moment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Status {
+    /// Instances in creation order.
+    pub instances: Vec<InstanceStatus>,
+    /// Reservations held.
+    pub reserved: u32,
+    /// Jobs waiting for a slot.
+    pub pending: u32,
+}
+
+/// The taskscaler of one `[[runners]]` entry.
+pub struct Taskscaler {
+    shared: Arc<Shared>,
+    task: JoinHandle<()>,
+    info: ProviderInfo,
+}
+
+impl Taskscaler {
+    /// Initializes `group` with `plugin_config` and `settings`, removes the instances
+    /// it already had (no state storage) and starts scaling.
+    pub async fn start(
+        group: Arc<dyn InstanceGroup>,
+        config: ScalerConfig,
+        plugin_config: &serde_json::Value,
+        settings: ConnectorConfig,
+        ready: Option<ReadyCheck>,
+        events: EventSink,
+    ) -> Result<Self, ScalerError> {
+        let info = tokio::time::timeout(INIT_TIMEOUT, group.init(plugin_config, settings))
+            .await
+            .map_err(|_| ScalerError::Init(format!("Init took longer than {INIT_TIMEOUT:?}")))?
+            .map_err(|error| ScalerError::Init(error.to_string()))?;
+        let listing = group
+            .update()
+            .await
+            .map_err(|error| ScalerError::Init(format!("the first Update failed: {error}")))?;
+        let now = Instant::now();
+        let mut core = Core {
+            config,
+            max_size: info.max_size,
+            records: Vec::new(),
+            reserved: 0,
+            pending: 0,
+            requested: 0,
+            shutting_down: false,
+        };
+        core.reconcile(listing, now, true);
+        let preexisting: Vec<String> = core.records.iter().map(|r| r.id.clone()).collect();
+        let shared = Arc::new(Shared {
+            group,
+            core: Mutex::new(core),
+            wake: Notify::new(),
+            slots_changed: Notify::new(),
+            shutdown: watch::channel(false).0,
+            events,
+            ready,
+        });
+        shared.info(format!(
+            "instance group {} ready (plugin {}, max_size {})",
+            info.id, info.version, info.max_size
+        ));
+        if !preexisting.is_empty() {
+            remove(
+                &shared,
+                preexisting
+                    .into_iter()
+                    .map(|id| (id, Removal::Preexisting))
+                    .collect(),
+            )
+            .await;
+        }
+        let task = tokio::spawn(run_loop(Arc::clone(&shared)));
+        Ok(Self { shared, task, info })
+    }
+
+    /// What the plugin said at `Init`.
+    pub fn provider(&self) -> &ProviderInfo {
+        &self.info
+    }
+
+    /// Reserves capacity for a job about to be asked for; `NoCapacity` when there is
+    /// none (preemptive mode: no free ready slot beyond the reservations held).
+    pub fn reserve(&self) -> Result<Reservation, ScalerError> {
+        let mut core = self.shared.lock();
+        let policy = self.shared.policy(&core);
+        if core.try_reserve(&policy) {
+            Ok(Reservation {
+                shared: Arc::clone(&self.shared),
+                held: true,
+            })
+        } else if core.shutting_down {
+            Err(ScalerError::ShuttingDown)
+        } else {
+            Err(ScalerError::NoCapacity)
+        }
+    }
+
+    /// Acquires a slot for a job without a reservation.
+    pub async fn acquire(&self) -> Result<Acquisition, ScalerError> {
+        acquire(&self.shared).await
+    }
+
+    /// The numbers now.
+    pub fn status(&self) -> Status {
+        let core = self.shared.lock();
+        Status {
+            instances: core
+                .records
+                .iter()
+                .map(|r| InstanceStatus {
+                    id: r.id.clone(),
+                    state: r.state,
+                    ready: r.readiness == Readiness::Ready,
+                    acquired: r.acquired(),
+                    uses: r.uses,
+                    removing: r.removing.map(|(reason, _)| reason),
+                })
+                .collect(),
+            reserved: core.reserved,
+            pending: core.pending,
+        }
+    }
+
+    /// Stops scaling; with `delete_instances_on_shutdown` deletes every instance and
+    /// waits (per `shutdown_deletion_interval`/`_retries`) for them to go; then calls
+    /// the plugin's `Shutdown`. Returns the group (to stop a plugin process).
+    pub async fn shutdown(self) -> Arc<dyn InstanceGroup> {
+        let shared = self.shared;
+        shared.lock().shutting_down = true;
+        shared.shutdown.send_replace(true);
+        shared.slots_changed.notify_waiters();
+        let _ = self.task.await;
+        let (delete, interval, retries) = {
+            let core = shared.lock();
+            (
+                core.config.delete_instances_on_shutdown,
+                core.config.shutdown_deletion_interval,
+                core.config.shutdown_deletion_retries,
+            )
+        };
+        if delete {
+            for attempt in 0..=retries {
+                let ids: Vec<String> = shared.lock().records.iter().map(|r| r.id.clone()).collect();
+                if ids.is_empty() {
+                    break;
+                }
+                if attempt == retries {
+                    shared.warn(format!(
+                        "instances still present after shutdown deletion: {}",
+                        ids.join(", ")
+                    ));
+                    break;
+                }
+                let partial = shared.group.decrease(&ids).await;
+                if let Some(error) = partial.error {
+                    shared.warn(format!("deleting instances at shutdown: {error}"));
+                }
+                tokio::time::sleep(interval).await;
+                match shared.group.update().await {
+                    Ok(listing) => {
+                        shared.lock().reconcile(listing, Instant::now(), false);
+                    }
+                    Err(error) => shared.warn(format!("Update during shutdown: {error}")),
+                }
+            }
+        }
+        if let Err(error) = shared.group.shutdown().await {
+            shared.warn(format!("the plugin's Shutdown failed: {error}"));
+        }
+        Arc::clone(&shared.group)
+    }
+}
+
+/// Capacity promised to a job about to be asked for. Dropping it gives it back.
+pub struct Reservation {
+    shared: Arc<Shared>,
+    held: bool,
+}
+
+impl Reservation {
+    /// Turns the reservation into a slot for the job that arrived.
+    pub async fn acquire(mut self) -> Result<Acquisition, ScalerError> {
+        self.give_back();
+        acquire(&self.shared).await
+    }
+
+    fn give_back(&mut self) {
+        if std::mem::take(&mut self.held) {
+            let mut core = self.shared.lock();
+            core.reserved = core.reserved.saturating_sub(1);
+        }
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        self.give_back();
+        self.shared.wake.notify_one();
+    }
+}
+
+async fn acquire(shared: &Arc<Shared>) -> Result<Acquisition, ScalerError> {
+    let timeout = shared.lock().config.instance_acquire_timeout;
+    let deadline = Instant::now() + timeout;
+    let mut shutdown = shared.shutdown.subscribe();
+    let mut counted = false;
+    let result = loop {
+        let notified = shared.slots_changed.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        {
+            let mut core = shared.lock();
+            if core.shutting_down {
+                break Err(ScalerError::ShuttingDown);
+            }
+            if let Some((id, slot, lost)) = core.take_slot() {
+                break Ok(Acquisition {
+                    shared: Arc::clone(shared),
+                    id,
+                    slot,
+                    lost,
+                    released: false,
+                });
+            }
+            if !counted {
+                core.pending += 1;
+                counted = true;
+                shared.wake.notify_one();
+            }
+        }
+        tokio::select! {
+            () = &mut notified => {}
+            () = tokio::time::sleep_until(deadline) => break Err(ScalerError::AcquireTimeout(timeout)),
+            _ = shutdown.changed() => {}
+        }
+    };
+    if counted {
+        let mut core = shared.lock();
+        core.pending = core.pending.saturating_sub(1);
+    }
+    shared.wake.notify_one();
+    result
+}
+
+/// A job's slot on an instance. Dropping it releases the slot.
+pub struct Acquisition {
+    shared: Arc<Shared>,
+    id: String,
+    slot: usize,
+    lost: watch::Receiver<Option<String>>,
+    released: bool,
+}
+
+impl Acquisition {
+    /// The instance's id.
+    pub fn instance_id(&self) -> &str {
+        &self.id
+    }
+
+    /// The slot number on the instance (0-based).
+    pub fn slot(&self) -> usize {
+        self.slot
+    }
+
+    /// How to connect to the instance, asked of the plugin now (addresses and
+    /// credentials may change).
+    pub async fn connect_info(&self) -> Result<ConnectInfo, ProviderError> {
+        self.shared.group.connect_info(&self.id).await
+    }
+
+    /// Records a failed connection to the instance; at `failure_threshold` in a row it
+    /// gets no new jobs and is replaced.
+    pub fn report_failure(&self) {
+        let mut core = self.shared.lock();
+        if let Some(record) = core.records.iter_mut().find(|r| r.id == self.id) {
+            record.failures += 1;
+        }
+        drop(core);
+        self.shared.wake.notify_one();
+    }
+
+    /// Records a working connection (resets the failure count).
+    pub fn report_success(&self) {
+        let mut core = self.shared.lock();
+        if let Some(record) = core.records.iter_mut().find(|r| r.id == self.id) {
+            record.failures = 0;
+        }
+    }
+
+    /// Completes when the instance disappears while this job holds it, with the reason.
+    pub async fn lost(&self) -> String {
+        let mut lost = self.lost.clone();
+        loop {
+            if let Some(reason) = lost.borrow_and_update().clone() {
+                return reason;
+            }
+            if lost.changed().await.is_err() {
+                // The record is gone without a reason: the scaler dropped it.
+                return format!("instance {} is no longer tracked", self.id);
+            }
+        }
+    }
+}
+
+impl Drop for Acquisition {
+    fn drop(&mut self) {
+        if !std::mem::replace(&mut self.released, true) {
+            self.shared
+                .lock()
+                .release(&self.id, self.slot, Instant::now());
+            self.shared.slots_changed.notify_waiters();
+            self.shared.wake.notify_one();
+        }
+    }
+}
+
+/// Marks nothing: asks the plugin to delete `ids` (already marked) and reports it.
+async fn remove(shared: &Arc<Shared>, ids: Vec<(String, Removal)>) {
+    for (id, reason) in &ids {
+        shared.info(format!("removing instance {id}: {}", reason.as_str()));
+    }
+    let names: Vec<String> = ids.into_iter().map(|(id, _)| id).collect();
+    let partial = shared.group.decrease(&names).await;
+    if let Some(error) = partial.error {
+        shared.warn(format!(
+            "deleting {} of {} instances failed: {error}",
+            names.len() - partial.done.len(),
+            names.len()
+        ));
+    }
+}
+
+async fn run_loop(shared: Arc<Shared>) {
+    let mut shutdown = shared.shutdown.subscribe();
+    let mut next_update = Instant::now();
+    loop {
+        if *shutdown.borrow() {
+            return;
+        }
+        let now = Instant::now();
+        if now >= next_update {
+            match shared.group.update().await {
+                Ok(listing) => {
+                    let lost = shared.lock().reconcile(listing, Instant::now(), false);
+                    for id in lost {
+                        shared.warn(format!(
+                            "instance {id} unexpectedly removed while running jobs"
+                        ));
+                    }
+                }
+                Err(error) => shared.warn(format!("Update failed: {error}")),
+            }
+            let (fast, slow, expecting) = {
+                let core = shared.lock();
+                (
+                    core.config.update_interval_when_expecting,
+                    core.config.update_interval,
+                    core.expecting(),
+                )
+            };
+            next_update = Instant::now() + if expecting { fast } else { slow };
+        }
+        check_readiness(&shared);
+        tick(&shared).await;
+        shared.slots_changed.notify_waiters();
+        // A tick may have put something in flight: poll soon.
+        if shared.lock().expecting() {
+            let fast = shared.lock().config.update_interval_when_expecting;
+            next_update = next_update.min(Instant::now() + fast);
+        }
+        tokio::select! {
+            () = tokio::time::sleep_until(next_update) => {}
+            () = shared.wake.notified() => {}
+            _ = shutdown.changed() => {}
+        }
+    }
+}
+
+/// Starts the readiness check of every instance that is newly running.
+fn check_readiness(shared: &Arc<Shared>) {
+    let started: Vec<String> = {
+        let mut core = shared.lock();
+        let check = shared.ready.is_some();
+        let now = Instant::now();
+        let mut started = Vec::new();
+        for record in &mut core.records {
+            if record.state == State::Running
+                && record.readiness == Readiness::Waiting
+                && record.removing.is_none()
+            {
+                if check {
+                    record.readiness = Readiness::Checking;
+                    started.push(record.id.clone());
+                } else {
+                    record.readiness = Readiness::Ready;
+                    record.idle_since = now;
+                }
+            }
+        }
+        started
+    };
+    let Some(ready) = shared.ready.clone() else {
+        return;
+    };
+    for id in started {
+        let shared = Arc::clone(shared);
+        let ready = Arc::clone(&ready);
+        tokio::spawn(async move {
+            let outcome = match shared.group.connect_info(&id).await {
+                Ok(info) => ready(info).await,
+                Err(error) => Err(format!("ConnectInfo failed: {error}")),
+            };
+            {
+                let mut core = shared.lock();
+                if let Some(record) = core.records.iter_mut().find(|r| r.id == id) {
+                    record.readiness = match &outcome {
+                        Ok(()) => Readiness::Ready,
+                        Err(error) => Readiness::Failed(error.clone()),
+                    };
+                    record.idle_since = Instant::now();
+                }
+            }
+            match outcome {
+                Ok(()) => shared.info(format!("instance {id} is ready")),
+                Err(error) => {
+                    shared.warn(format!("instance {id} failed its readiness check: {error}"))
+                }
+            }
+            shared.wake.notify_one();
+        });
+    }
+}
+
+/// One scaling decision, carried out.
+async fn tick(shared: &Arc<Shared>) {
+    let (plan, retry) = {
+        let mut core = shared.lock();
+        let policy = shared.policy(&core);
+        let now = Instant::now();
+        let plan = core.plan(now, &policy);
+        // Deletions an Update shows had no effect.
+        let retry_after = core.config.deletion_retry_interval;
+        let mut retry = Vec::new();
+        for record in &mut core.records {
+            if let Some((reason, asked)) = record.removing
+                && record.state != State::Deleting
+                && now.saturating_duration_since(asked) >= retry_after
+            {
+                record.removing = Some((reason, now));
+                retry.push((record.id.clone(), reason));
+            }
+        }
+        (plan, retry)
+    };
+    if plan.increase > 0 {
+        shared.info(format!("scaling up by {} instance(s)", plan.increase));
+        let partial = shared.group.increase(plan.increase).await;
+        shared.lock().requested += partial.done;
+        if let Some(error) = partial.error {
+            shared.warn(format!(
+                "Increase({}) created {}: {error}",
+                plan.increase, partial.done
+            ));
+        }
+    }
+    let mut removals = plan.remove;
+    removals.extend(retry);
+    if !removals.is_empty() {
+        remove(shared, removals).await;
+    }
+}
+
+#[cfg(test)]
+mod tests;
