@@ -90,7 +90,10 @@ impl fmt::Debug for PluginOptions {
         f.debug_struct("PluginOptions")
             .field("start_timeout", &self.start_timeout)
             .field("kill_grace", &self.kill_grace)
-            .field("env", &self.env.iter().map(|(key, _)| key).collect::<Vec<_>>())
+            .field(
+                "env",
+                &self.env.iter().map(|(key, _)| key).collect::<Vec<_>>(),
+            )
             .finish_non_exhaustive()
     }
 }
@@ -141,7 +144,12 @@ impl PluginClient {
                 path: path.into(),
                 source,
             })?;
-        let pipes = (child.id(), child.stdin.take(), child.stdout.take(), child.stderr.take());
+        let pipes = (
+            child.id(),
+            child.stdin.take(),
+            child.stdout.take(),
+            child.stderr.take(),
+        );
         let (Some(pid), Some(stdin), Some(stdout), Some(stderr)) = pipes else {
             return Err(PluginError::Spawn {
                 path: path.into(),
@@ -183,13 +191,12 @@ impl PluginClient {
         };
         tokio::spawn(drain_stdout(stdout, name.clone(), options.log.clone()));
 
-        let handshake =
-            Handshake::parse(&line, &[APP_PROTOCOL_VERSION]).map_err(|source| {
-                PluginError::Handshake {
-                    plugin: name.clone(),
-                    source,
-                }
-            })?;
+        let handshake = Handshake::parse(&line, &[APP_PROTOCOL_VERSION]).map_err(|source| {
+            PluginError::Handshake {
+                plugin: name.clone(),
+                source,
+            }
+        })?;
         let channel = timeout_at(deadline, connect(&handshake))
             .await
             .map_err(|_| PluginError::StartTimeout {

@@ -48,7 +48,6 @@ pub(crate) const PORT_RANGE: (u16, u16) = (10000, 25000);
 /// The magic cookie in force: the defaults unless the environment overrides them.
 pub fn cookie() -> (String, String) {
     let key = std::env::var(ENV_COOKIE_KEY).unwrap_or_else(|_| DEFAULT_COOKIE_KEY.to_owned());
-    let value =
-        std::env::var(ENV_COOKIE_VALUE).unwrap_or_else(|_| DEFAULT_COOKIE_VALUE.to_owned());
+    let value = std::env::var(ENV_COOKIE_VALUE).unwrap_or_else(|_| DEFAULT_COOKIE_VALUE.to_owned());
     (key, value)
 }

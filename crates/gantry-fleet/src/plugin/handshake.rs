@@ -333,12 +333,18 @@ mod tests {
         assert!(message.starts_with(
             "Unrecognized remote plugin message: Name: fleeting-plugin-aws Version: 1.0.0\n"
         ));
-        assert!(message.contains("must print nothing to stdout"), "{message}");
+        assert!(
+            message.contains("must print nothing to stdout"),
+            "{message}"
+        );
         assert!(matches!(
             parse("1|1|unix"),
             Err(HandshakeError::Unrecognized { .. })
         ));
-        assert!(matches!(parse(""), Err(HandshakeError::Unrecognized { .. })));
+        assert!(matches!(
+            parse(""),
+            Err(HandshakeError::Unrecognized { .. })
+        ));
     }
 
     #[test]
@@ -394,7 +400,10 @@ mod tests {
     #[test]
     fn netrpc_and_a_missing_protocol_are_rejected() {
         assert_eq!(parse("1|1|unix|/tmp/s"), Err(HandshakeError::NetRpc));
-        assert_eq!(parse("1|1|unix|/tmp/s|netrpc|"), Err(HandshakeError::NetRpc));
+        assert_eq!(
+            parse("1|1|unix|/tmp/s|netrpc|"),
+            Err(HandshakeError::NetRpc)
+        );
         assert!(
             parse("1|1|unix|/tmp/s")
                 .unwrap_err()
@@ -426,7 +435,10 @@ mod tests {
         let handshake = parse("1|1|unix|/tmp/s|grpc||true").unwrap();
         assert_eq!(handshake.mux, Some(true));
         assert_eq!(handshake.to_string(), "1|1|unix|/tmp/s|grpc||true");
-        assert_eq!(parse("1|1|unix|/tmp/s|grpc||false").unwrap().mux, Some(false));
+        assert_eq!(
+            parse("1|1|unix|/tmp/s|grpc||false").unwrap().mux,
+            Some(false)
+        );
         assert!(matches!(
             parse("1|1|unix|/tmp/s|grpc||yes"),
             Err(HandshakeError::BadMux { .. })

@@ -185,7 +185,10 @@ mod tests {
         assert_eq!(parser.parse("goroutine 1 [running]:").0, LogLevel::Error);
         assert_eq!(parser.parse("[INFO] tagged still").0, LogLevel::Info);
         let mut fatal = StderrParser::default();
-        assert_eq!(fatal.parse("fatal error: all goroutines are asleep").0, LogLevel::Error);
+        assert_eq!(
+            fatal.parse("fatal error: all goroutines are asleep").0,
+            LogLevel::Error
+        );
         assert_eq!(fatal.parse("main.main()").0, LogLevel::Error);
     }
 

@@ -1,6 +1,12 @@
 //! The code `build.rs` generates from `proto/`.
 
-#![allow(dead_code, clippy::all, clippy::pedantic, clippy::unwrap_used, clippy::panic)]
+#![allow(
+    dead_code,
+    clippy::all,
+    clippy::pedantic,
+    clippy::unwrap_used,
+    clippy::panic
+)]
 
 /// `grpc.health.v1` (Check only).
 pub(crate) mod health {

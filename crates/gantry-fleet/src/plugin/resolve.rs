@@ -152,7 +152,10 @@ mod tests {
             error.contains(&format!("{}/fleeting-plugin-aws", temp.path().display())),
             "{error}"
         );
-        assert!(error.contains(&format!("{}/aws\n", temp.path().display())), "{error}");
+        assert!(
+            error.contains(&format!("{}/aws\n", temp.path().display())),
+            "{error}"
+        );
     }
 
     #[test]

@@ -192,7 +192,11 @@ fn watch_stdin(stop: watch::Sender<bool>) {
                 Err(_) => break,
             }
         }
-        log(LogLevel::Debug, "stdin closed: the host is gone, stopping", Map::new());
+        log(
+            LogLevel::Debug,
+            "stdin closed: the host is gone, stopping",
+            Map::new(),
+        );
         stop.send_replace(true);
     });
 }
@@ -204,7 +208,11 @@ fn watch_parent(stop: watch::Sender<bool>) {
         loop {
             tokio::time::sleep(Duration::from_secs(1)).await;
             if nix::unistd::getppid() != parent {
-                log(LogLevel::Debug, "the host process died, stopping", Map::new());
+                log(
+                    LogLevel::Debug,
+                    "the host process died, stopping",
+                    Map::new(),
+                );
                 stop.send_replace(true);
                 return;
             }
@@ -318,8 +326,8 @@ impl<G: InstanceGroup> instance_group_server::InstanceGroup for GroupService<G> 
                 Status::invalid_argument(format!("plugin_config is not JSON: {error}"))
             })?
         };
-        let settings =
-            wire::connector_from_wire(request.settings.unwrap_or_default()).map_err(wire::status)?;
+        let settings = wire::connector_from_wire(request.settings.unwrap_or_default())
+            .map_err(wire::status)?;
         let info = self
             .group
             .init(&config, settings)

@@ -230,9 +230,18 @@ mod tests {
             provider_error(&Status::unavailable("gone")),
             ProviderError::Failed("gone".into())
         );
-        assert_eq!(status(ProviderError::Unhealthy("x".into())).code(), Code::FailedPrecondition);
-        assert_eq!(status(ProviderError::NotSupported("x".into())).code(), Code::Unimplemented);
-        assert_eq!(status(ProviderError::Failed("x".into())).code(), Code::Unknown);
+        assert_eq!(
+            status(ProviderError::Unhealthy("x".into())).code(),
+            Code::FailedPrecondition
+        );
+        assert_eq!(
+            status(ProviderError::NotSupported("x".into())).code(),
+            Code::Unimplemented
+        );
+        assert_eq!(
+            status(ProviderError::Failed("x".into())).code(),
+            Code::Unknown
+        );
     }
 
     #[test]
@@ -258,7 +267,10 @@ mod tests {
         );
         let never = ConnectInfo::default();
         assert_eq!(connect_info_to_wire(never.clone()).expires_unix_millis, 0);
-        assert_eq!(connect_info_from_wire(connect_info_to_wire(never.clone())).unwrap(), never);
+        assert_eq!(
+            connect_info_from_wire(connect_info_to_wire(never.clone())).unwrap(),
+            never
+        );
     }
 
     #[test]
