@@ -267,3 +267,27 @@ fn an_overridden_cookie_is_accepted_and_the_plugin_stops_when_its_stdin_closes()
     assert!(!socket.exists());
     assert_eq!(fs::read_dir(temp.path()).unwrap().count(), 0);
 }
+
+#[tokio::test]
+async fn a_handshake_naming_a_socket_nobody_serves_fails_to_connect() {
+    let temp = tempfile::tempdir().unwrap();
+    let socket = temp.path().join("nobody.sock");
+    let path = script(
+        temp.path(),
+        "fleeting-plugin-liar",
+        &format!("echo '1|1|unix|{}|grpc|'\nexec sleep 30", socket.display()),
+    );
+    let error = start_error(&path, options(temp.path())).await;
+    assert!(matches!(error, PluginError::Connect { .. }), "{error}");
+    assert!(
+        error.to_string().contains("No such file or directory"),
+        "{error}"
+    );
+    assert!(
+        error.to_string().starts_with(&format!(
+            "connect to plugin fleeting-plugin-liar at {}: ",
+            socket.display()
+        )),
+        "{error}"
+    );
+}

@@ -83,7 +83,7 @@ pub enum PluginError {
         source: HandshakeError,
     },
     /// The gRPC connection failed.
-    #[error("connect to plugin {plugin} at {address}: {source}")]
+    #[error("connect to plugin {plugin} at {address}: {}", chain(source))]
     Connect {
         /// The plugin's name.
         plugin: String,
@@ -119,11 +119,23 @@ pub enum PluginError {
         source: io::Error,
     },
     /// The gRPC server failed.
-    #[error("serve as a fleeting plugin: {source}")]
+    #[error("serve as a fleeting plugin: {}", chain(source))]
     Serve {
         /// Why.
         source: tonic::transport::Error,
     },
+}
+
+/// A transport error's own text ("transport error") says little: add its causes.
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(error) = cause {
+        text.push_str(": ");
+        text.push_str(&error.to_string());
+        cause = error.source();
+    }
+    text
 }
 
 fn list(paths: &[PathBuf]) -> String {
