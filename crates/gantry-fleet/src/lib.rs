@@ -14,6 +14,7 @@ pub mod connector;
 pub mod dummy;
 pub mod plugin;
 pub mod provider;
+pub mod sshd;
 pub mod taskscaler;
 
 pub use provider::{
