@@ -12,6 +12,7 @@
 
 pub mod connector;
 pub mod dummy;
+pub mod local;
 pub mod plugin;
 pub mod provider;
 pub mod sshd;

@@ -279,6 +279,11 @@ impl LocalSshd {
         read_log(&self.dir.join("sshd.log"))
     }
 
+    /// Whether the server process is still alive.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
     /// Stops the server: SIGTERM, then SIGKILL after 5 s; waits for it to exit. The
     /// per-connection sshd processes it forked are killed too.
     pub async fn stop(mut self) -> Result<(), SshdError> {
@@ -446,7 +451,8 @@ fn ensure_privsep_dir() -> Result<(), SshdError> {
     }
 }
 
-async fn current_user() -> Result<String, SshdError> {
+/// The user this process runs as (`$USER`, else `id -un`): who logs in to a [`LocalSshd`].
+pub async fn current_user() -> Result<String, SshdError> {
     if let Some(user) = std::env::var("USER").ok().filter(|u| !u.is_empty()) {
         return Ok(user);
     }

@@ -117,7 +117,7 @@ impl Policy {
 }
 
 /// The taskscaler's settings (`[runners.autoscaler]`).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ScalerConfig {
     /// Concurrent jobs per instance (at least 1).
     pub capacity_per_instance: u32,
