@@ -48,7 +48,10 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 pub use key_path::{KeyPath, Location, Segment};
-pub use schema::{CacheFile, ConfigFile, CustomFile, DockerFile, RunnerFile};
+pub use schema::{
+    AutoscalerFile, CacheFile, ConfigFile, ConnectorFile, CustomFile, DockerFile, PolicyFile,
+    RunnerFile,
+};
 pub use settings::*;
 
 /// gitlab-runner keys gantry recognises but does not implement: the warning says so
@@ -72,11 +75,25 @@ const UNSUPPORTED_RUNNER: &[&str] = &[
     "labels",
     "kubernetes",
     "machine",
-    "autoscaler",
     "ssh",
     "parallels",
     "virtualbox",
     "strict_check_interval",
+];
+
+/// `[runners.autoscaler]` keys of gitlab-runner that gantry's taskscaler does not
+/// implement (yet).
+const UNSUPPORTED_AUTOSCALER: &[&str] = &[
+    "scale_throttle",
+    "state_storage",
+    "vm_isolation",
+    "reservation_throttling",
+    "instance_operation_time_buckets",
+    "instance_creation_time_buckets",
+    "instance_is_running_time_buckets",
+    "instance_deletion_time_buckets",
+    "instance_readiness_time_buckets",
+    "instance_life_duration_buckets",
 ];
 
 /// Why a configuration cannot be used. Messages read after "failed to".
@@ -217,6 +234,15 @@ fn classify_ignored(key: &KeyPath) -> WarningKind {
         [Segment::Key(name)] => UNSUPPORTED_TOP_LEVEL.contains(&name.as_str()),
         [Segment::Key(runners), Segment::Index(_), Segment::Key(name)] if runners == "runners" => {
             UNSUPPORTED_RUNNER.contains(&name.as_str())
+        }
+        [
+            Segment::Key(runners),
+            Segment::Index(_),
+            Segment::Key(autoscaler),
+            Segment::Key(name),
+            ..,
+        ] if runners == "runners" && autoscaler == "autoscaler" => {
+            UNSUPPORTED_AUTOSCALER.contains(&name.as_str())
         }
         _ => false,
     };

@@ -185,6 +185,142 @@ fn a_value_of_the_wrong_type_names_the_key_and_the_expected_type() {
     "#);
 }
 
+const INSTANCE: &str = r#"
+concurrent = 4
+[[runners]]
+url = "https://gitlab.example.com/"
+token = "glrt-t1_abc"
+executor = "instance"
+[runners.autoscaler]
+plugin = "aws"
+capacity_per_instance = 2
+max_use_count = 5
+max_instances = 3
+instance_ready_command = "cloud-init status --wait"
+instance_acquire_timeout = "10m"
+update_interval_when_expecting = "5s"
+delete_instances_on_shutdown = true
+[runners.autoscaler.plugin_config]
+name = "ci"
+server_type = ["cpx42", "cpx52"]
+[runners.autoscaler.plugin_config.labels]
+team = "infra"
+[runners.autoscaler.connector_config]
+username = "ci"
+key_path = "/etc/gantry/key"
+use_external_addr = true
+timeout = "5m"
+[[runners.autoscaler.policy]]
+idle_count = 2
+idle_time = "20m"
+[[runners.autoscaler.policy]]
+periods = ["* 7-19 * * mon-fri"]
+timezone = "UTC"
+idle_count = 8
+scale_factor = 0.5
+scale_factor_limit = 16
+[runners.autoscaler.scale_throttle]
+limit = 1
+"#;
+
+#[test]
+fn an_instance_runner_gets_its_autoscaler() {
+    let (config, warnings) = load(INSTANCE).unwrap();
+    assert_eq!(
+        warnings,
+        [
+            "`runners[0].autoscaler.scale_throttle` (line 35, column 21) is a gitlab-runner setting gantry does not support; it is ignored"
+        ]
+    );
+    let runner = &config.runners[0];
+    assert_eq!(runner.executor, ExecutorKind::Instance);
+    let autoscaler = runner.autoscaler.as_ref().unwrap();
+    assert_eq!(autoscaler.plugin, "aws");
+    let scaler = &autoscaler.scaler;
+    assert_eq!(
+        (
+            scaler.capacity_per_instance,
+            scaler.max_use_count,
+            scaler.max_instances
+        ),
+        (2, 5, 3)
+    );
+    assert_eq!(scaler.instance_acquire_timeout, Duration::from_secs(600));
+    assert_eq!(scaler.update_interval, Duration::from_secs(60));
+    assert_eq!(
+        scaler.update_interval_when_expecting,
+        Duration::from_secs(5)
+    );
+    assert!(scaler.delete_instances_on_shutdown);
+    assert_eq!(scaler.policies.len(), 2);
+    assert_eq!(scaler.policies[1].idle_count, 8);
+    assert_eq!(
+        scaler.policies[1].periods[0].to_string(),
+        "* 7-19 * * mon-fri"
+    );
+    assert_eq!(
+        autoscaler.plugin_config,
+        serde_json::json!({"name": "ci", "server_type": ["cpx42", "cpx52"], "labels": {"team": "infra"}})
+    );
+    assert_eq!(autoscaler.connector.username, "ci");
+    assert_eq!(autoscaler.connector.timeout, Duration::from_secs(300));
+    assert_eq!(autoscaler.connector.keepalive, Duration::from_secs(30));
+    assert!(autoscaler.use_external_addr);
+    assert_eq!(
+        autoscaler.key_path.as_deref(),
+        Some(Path::new("/etc/gantry/key"))
+    );
+    assert_eq!(
+        autoscaler.instance_ready_command.as_deref(),
+        Some("cloud-init status --wait")
+    );
+
+    // Saved and loaded again: the same section.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.toml");
+    config.save(&path).unwrap();
+    let (again, _) = Config::load(&path).unwrap();
+    assert_eq!(again.runners[0].autoscaler, runner.autoscaler);
+}
+
+#[test]
+fn bad_autoscaler_values_name_their_keys() {
+    let text = r#"
+[[runners]]
+url = "https://gitlab.example.com/"
+token = "glrt-t1_abc"
+executor = "instance"
+[runners.autoscaler]
+capacity_per_instance = 0
+instance_acquire_timeout = "ten minutes"
+[runners.autoscaler.connector_config]
+protocol = "winrm"
+protocol_port = 70000
+[[runners.autoscaler.policy]]
+periods = ["* 25 * * *"]
+timezone = "Europe/Berlin"
+idle_count = -1
+
+[[runners]]
+url = "https://gitlab.example.com/"
+token = "glrt-t2_abc"
+executor = "instance"
+"#;
+    insta::assert_snapshot!(error(text), @r#"
+    load runner configuration `/etc/gantry/config.toml`: 9 invalid values
+      `runners[0].autoscaler.plugin` (line 6, column 10): missing; expected the fleeting plugin: a path, or a name such as "aws" found as `fleeting-plugin-aws` on PATH
+      `runners[0].autoscaler.capacity_per_instance` (line 7, column 1): expected a whole number of at least 1, found 0
+      `runners[0].autoscaler.instance_acquire_timeout` (line 8, column 1): expected a duration such as "90s", "15m" or "1h30m", found "ten minutes"
+      `runners[0].autoscaler.connector_config.protocol` (line 10, column 1): "winrm" is not supported; gantry connects to instances with "ssh"
+      `runners[0].autoscaler.connector_config.protocol_port` (line 11, column 1): expected a port number (0-65535), found 70000
+      `runners[0].autoscaler.policy[0].periods[0]` (line 13, column 12): period "* 25 * * *": hour: 25 is outside 0-23
+      `runners[0].autoscaler.policy[0].timezone` (line 14, column 1): "Europe/Berlin" is not supported; gantry evaluates periods in UTC: write them in UTC and set timezone = "UTC" (or leave it out)
+      `runners[0].autoscaler.policy[0].idle_count` (line 15, column 1): expected a whole number of at least 0, found -1
+      `runners[1].autoscaler` (line 17, column 1): missing; the instance executor needs a `[runners.autoscaler]` section with `plugin`
+    fix the file and try again
+    "#);
+}
+
 #[test]
 fn every_bad_value_is_reported_at_once() {
     let text = r#"
@@ -217,7 +353,7 @@ executor = "custom"
       `listen_address` (line 4, column 1): expected `host:port` (e.g. `:9252` or `127.0.0.1:9252`), found "nope"
       `runners[0].token` (line 6, column 1): missing; register the runner with `gantry runner register` to obtain one
       `runners[0].url` (line 7, column 1): expected an `http://` or `https://` URL, found "ftp://gitlab.example.com"
-      `runners[0].executor` (line 8, column 1): unsupported executor "kubernetes" (a gitlab-runner executor gantry does not provide); expected `shell`, `docker` or `custom`
+      `runners[0].executor` (line 8, column 1): unsupported executor "kubernetes" (a gitlab-runner executor gantry does not provide); expected `shell`, `docker`, `custom` or `instance`
       `runners[0].shell` (line 9, column 1): unsupported shell "pwsh"; expected `bash` or `sh` (the shell executor runs POSIX shells)
       `runners[0].limit` (line 10, column 1): expected a number of jobs ≥ 0 (0 = no limit), found -1
       `runners[0].environment[1]` (line 11, column 24): expected `NAME=value`, found "NOEQUALS"

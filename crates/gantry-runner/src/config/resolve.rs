@@ -5,7 +5,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::key_path::KeyPath;
-use super::schema::{CacheFile, ConfigFile, CustomFile, DockerFile, RunnerFile};
+use super::schema::{
+    AutoscalerFile, CacheFile, ConfigFile, ConnectorFile, CustomFile, DockerFile, RunnerFile,
+};
 use super::settings::*;
 
 /// A value that cannot be used, before it is given a file position.
@@ -194,7 +196,6 @@ fn resolve_runner(cx: &mut Cx, at: &KeyPath, file: &RunnerFile) -> RunnerConfig 
                 "docker+machine",
                 "docker-autoscaler",
                 "docker-windows",
-                "instance",
                 "ssh",
                 "parallels",
                 "virtualbox",
@@ -354,6 +355,24 @@ fn resolve_runner(cx: &mut Cx, at: &KeyPath, file: &RunnerFile) -> RunnerConfig 
             None
         }
     };
+    let autoscaler = match &file.autoscaler {
+        Some(autoscaler) => resolve_autoscaler(cx, &at.key("autoscaler"), autoscaler),
+        None => {
+            if executor == ExecutorKind::Instance {
+                cx.problem(
+                    at.key("autoscaler"),
+                    "missing; the instance executor needs a `[runners.autoscaler]` section with `plugin`",
+                );
+            }
+            None
+        }
+    };
+    if executor != ExecutorKind::Instance && file.autoscaler.is_some() {
+        cx.notice(
+            at.key("autoscaler"),
+            format!("the {executor} executor does not use this section"),
+        );
+    }
     if executor != ExecutorKind::Docker && file.docker.is_some() {
         cx.notice(
             at.key("docker"),
@@ -388,6 +407,7 @@ fn resolve_runner(cx: &mut Cx, at: &KeyPath, file: &RunnerFile) -> RunnerConfig 
         cache,
         docker,
         custom,
+        autoscaler,
     }
 }
 
@@ -581,6 +601,229 @@ fn check_volume(volume: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// A Go duration (`"15m"`, `"2s"`) or the default.
+fn go_duration(cx: &mut Cx, key: KeyPath, value: &Option<String>, default: Duration) -> Duration {
+    match value.as_deref() {
+        None => default,
+        Some(text) => crate::job::parse_go_duration(text).unwrap_or_else(|| {
+            cx.problem(
+                key,
+                format!(
+                    "expected a duration such as \"90s\", \"15m\" or \"1h30m\", found {text:?}"
+                ),
+            );
+            default
+        }),
+    }
+}
+
+/// A count in `0..=u32::MAX` or the default.
+fn count(cx: &mut Cx, key: KeyPath, value: Option<i64>, default: u32, min: u32) -> u32 {
+    match value {
+        None => default,
+        Some(n) => match u32::try_from(n) {
+            Ok(n) if n >= min => n,
+            _ => {
+                cx.problem(
+                    key,
+                    format!("expected a whole number of at least {min}, found {n}"),
+                );
+                default
+            }
+        },
+    }
+}
+
+fn resolve_autoscaler(
+    cx: &mut Cx,
+    at: &KeyPath,
+    file: &AutoscalerFile,
+) -> Option<AutoscalerConfig> {
+    use gantry_fleet::taskscaler::{Policy, ScalerConfig, cron::Cron};
+
+    let defaults = ScalerConfig::default();
+    let plugin = match file.plugin.as_deref().map(str::trim) {
+        Some(plugin) if !plugin.is_empty() => Some(plugin.to_owned()),
+        _ => {
+            cx.problem(
+                at.key("plugin"),
+                "missing; expected the fleeting plugin: a path, or a name such as \"aws\" found as `fleeting-plugin-aws` on PATH",
+            );
+            None
+        }
+    };
+    let mut policies = Vec::new();
+    for (index, policy) in file.policy.iter().flatten().enumerate() {
+        let at = at.key("policy").index(index);
+        match policy.timezone.as_deref() {
+            None | Some("" | "UTC" | "Etc/UTC") => {}
+            Some(zone) => cx.problem(
+                at.key("timezone"),
+                format!("{zone:?} is not supported; gantry evaluates periods in UTC: write them in UTC and set timezone = \"UTC\" (or leave it out)"),
+            ),
+        }
+        let mut periods = Vec::new();
+        for (i, text) in policy.periods.iter().flatten().enumerate() {
+            match Cron::parse(text) {
+                Ok(cron) => periods.push(cron),
+                Err(error) => cx.problem(at.key("periods").index(i), error.to_string()),
+            }
+        }
+        let scale_factor = policy.scale_factor.unwrap_or(0.0);
+        if !(scale_factor.is_finite() && scale_factor >= 0.0) {
+            cx.problem(
+                at.key("scale_factor"),
+                format!("expected a number of at least 0, found {scale_factor}"),
+            );
+        }
+        policies.push(Policy {
+            periods,
+            idle_count: count(cx, at.key("idle_count"), policy.idle_count, 0, 0),
+            idle_time: go_duration(cx, at.key("idle_time"), &policy.idle_time, Duration::ZERO),
+            scale_factor: scale_factor.max(0.0),
+            scale_factor_limit: count(
+                cx,
+                at.key("scale_factor_limit"),
+                policy.scale_factor_limit,
+                0,
+                0,
+            ),
+            preemptive_mode: policy.preemptive_mode,
+        });
+    }
+    let scaler = ScalerConfig {
+        capacity_per_instance: count(
+            cx,
+            at.key("capacity_per_instance"),
+            file.capacity_per_instance,
+            defaults.capacity_per_instance,
+            1,
+        ),
+        max_use_count: count(cx, at.key("max_use_count"), file.max_use_count, 0, 0),
+        max_instances: count(cx, at.key("max_instances"), file.max_instances, 0, 0),
+        delete_instances_on_shutdown: file.delete_instances_on_shutdown.unwrap_or(false),
+        instance_acquire_timeout: go_duration(
+            cx,
+            at.key("instance_acquire_timeout"),
+            &file.instance_acquire_timeout,
+            defaults.instance_acquire_timeout,
+        ),
+        update_interval: go_duration(
+            cx,
+            at.key("update_interval"),
+            &file.update_interval,
+            defaults.update_interval,
+        ),
+        update_interval_when_expecting: go_duration(
+            cx,
+            at.key("update_interval_when_expecting"),
+            &file.update_interval_when_expecting,
+            defaults.update_interval_when_expecting,
+        ),
+        deletion_retry_interval: go_duration(
+            cx,
+            at.key("deletion_retry_interval"),
+            &file.deletion_retry_interval,
+            defaults.deletion_retry_interval,
+        ),
+        shutdown_deletion_interval: go_duration(
+            cx,
+            at.key("shutdown_deletion_interval"),
+            &file.shutdown_deletion_interval,
+            defaults.shutdown_deletion_interval,
+        ),
+        shutdown_deletion_retries: count(
+            cx,
+            at.key("shutdown_deletion_retries"),
+            file.shutdown_deletion_retries,
+            defaults.shutdown_deletion_retries,
+            0,
+        ),
+        failure_threshold: count(
+            cx,
+            at.key("failure_threshold"),
+            file.failure_threshold,
+            defaults.failure_threshold,
+            1,
+        ),
+        policies,
+    };
+    if scaler.update_interval.is_zero() || scaler.update_interval_when_expecting.is_zero() {
+        cx.problem(
+            at.key("update_interval"),
+            "update intervals must be longer than 0s",
+        );
+    }
+    let plugin_config = match &file.plugin_config {
+        None => serde_json::Value::Object(serde_json::Map::new()),
+        Some(table) => serde_json::to_value(table).unwrap_or_else(|error| {
+            cx.problem(
+                at.key("plugin_config"),
+                format!("cannot be passed to the plugin as JSON: {error}"),
+            );
+            serde_json::Value::Null
+        }),
+    };
+    let default_connector = ConnectorFile::default();
+    let c = file.connector_config.as_ref().unwrap_or(&default_connector);
+    let cat = at.key("connector_config");
+    let protocol = c.protocol.clone().unwrap_or_default();
+    if !matches!(protocol.as_str(), "" | "ssh") {
+        cx.problem(
+            cat.key("protocol"),
+            format!("{protocol:?} is not supported; gantry connects to instances with \"ssh\""),
+        );
+    }
+    let protocol_port = match c.protocol_port {
+        None => 0,
+        Some(port) => u16::try_from(port).unwrap_or_else(|_| {
+            cx.problem(
+                cat.key("protocol_port"),
+                format!("expected a port number (0-65535), found {port}"),
+            );
+            0
+        }),
+    };
+    let connector = gantry_fleet::ConnectorConfig {
+        os: c.os.clone().unwrap_or_default(),
+        arch: c.arch.clone().unwrap_or_default(),
+        protocol,
+        protocol_port,
+        username: c.username.clone().unwrap_or_default(),
+        password: c.password.clone().unwrap_or_default(),
+        key: Vec::new(),
+        use_static_credentials: c.use_static_credentials.unwrap_or(false),
+        keepalive: go_duration(
+            cx,
+            cat.key("keepalive"),
+            &c.keepalive,
+            DEFAULT_CONNECTOR_KEEPALIVE,
+        ),
+        timeout: go_duration(
+            cx,
+            cat.key("timeout"),
+            &c.timeout,
+            DEFAULT_CONNECTOR_TIMEOUT,
+        ),
+    };
+    let key_path = non_empty_path(cx, cat.key("key_path"), &c.key_path);
+    Some(AutoscalerConfig {
+        plugin: plugin?,
+        scaler,
+        plugin_config,
+        connector,
+        key_path,
+        use_external_addr: c.use_external_addr.unwrap_or(false),
+        instance_ready_command: file
+            .instance_ready_command
+            .clone()
+            .filter(|command| !command.trim().is_empty()),
+        log_internal_ip: file.log_internal_ip.unwrap_or(false),
+        log_external_ip: file.log_external_ip.unwrap_or(false),
+        file: file.clone(),
+    })
+}
+
 fn resolve_custom(cx: &mut Cx, at: &KeyPath, file: &CustomFile) -> Option<CustomConfig> {
     let program = |exec: &Option<String>, args: &Option<Vec<String>>, timeout: Option<i64>| {
         exec.as_ref()
@@ -706,6 +949,7 @@ fn runner_to_file(runner: &RunnerConfig) -> RunnerFile {
         .filter(|cache| *cache != CacheFile::default()),
         docker: runner.docker.as_ref().map(docker_to_file),
         custom: runner.custom.as_ref().map(custom_to_file),
+        autoscaler: runner.autoscaler.as_ref().map(|a| a.file.clone()),
     }
 }
 

@@ -116,6 +116,9 @@ pub struct RunnerFile {
     /// `[runners.custom]`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub custom: Option<CustomFile>,
+    /// `[runners.autoscaler]`: the fleet of the `instance` executor.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub autoscaler: Option<AutoscalerFile>,
 }
 
 /// `[runners.cache]` (gitlab-runner spells these keys in CamelCase).
@@ -352,6 +355,136 @@ pub struct CustomFile {
     /// Seconds to wait after SIGKILL (default 600).
     #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "int")]
     pub force_kill_timeout: Option<i64>,
+}
+
+/// `[runners.autoscaler]` (spec `fleet.md` §4.2). Durations are Go durations
+/// (`"15m"`, `"2s"`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AutoscalerFile {
+    /// The fleeting plugin: a path, or a name found as `fleeting-plugin-<name>`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plugin: Option<String>,
+    /// Concurrent jobs per instance (default 1).
+    #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "int")]
+    pub capacity_per_instance: Option<i64>,
+    /// Jobs an instance may serve before it is removed (0: unlimited).
+    #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "int")]
+    pub max_use_count: Option<i64>,
+    /// The most instances in any state (0: unlimited).
+    #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "int")]
+    pub max_instances: Option<i64>,
+    /// Delete every instance when the runner stops.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delete_instances_on_shutdown: Option<bool>,
+    /// Run on every new instance; a non-zero exit removes it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub instance_ready_command: Option<String>,
+    /// How long a job waits for an instance (default `15m`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub instance_acquire_timeout: Option<String>,
+    /// `Update` cadence (default `1m`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub update_interval: Option<String>,
+    /// `Update` cadence while instances change (default `2s`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub update_interval_when_expecting: Option<String>,
+    /// When to ask again for a deletion that had no effect (default `1m`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deletion_retry_interval: Option<String>,
+    /// Poll interval while deleting at shutdown (default `10s`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shutdown_deletion_interval: Option<String>,
+    /// Polls to confirm deletions at shutdown (default 3).
+    #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "int")]
+    pub shutdown_deletion_retries: Option<i64>,
+    /// Consecutive connection failures before an instance is replaced (default 3).
+    #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "int")]
+    pub failure_threshold: Option<i64>,
+    /// Print the instance's internal address in the job log.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log_internal_ip: Option<bool>,
+    /// Print the instance's external address in the job log.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log_external_ip: Option<bool>,
+    /// `[runners.autoscaler.plugin_config]`: passed to the plugin as JSON.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plugin_config: Option<toml::Table>,
+    /// `[runners.autoscaler.connector_config]`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connector_config: Option<ConnectorFile>,
+    /// `[[runners.autoscaler.policy]]`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy: Option<Vec<PolicyFile>>,
+}
+
+/// `[runners.autoscaler.connector_config]`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ConnectorFile {
+    /// `linux`, `windows`, …
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub os: Option<String>,
+    /// `amd64`, `arm64`, …
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub arch: Option<String>,
+    /// `ssh` (the only one Gantry speaks).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<String>,
+    /// The protocol's port (default 22).
+    #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "int")]
+    pub protocol_port: Option<i64>,
+    /// Login user.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub username: Option<String>,
+    /// Password.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub password: Option<String>,
+    /// Private key file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key_path: Option<String>,
+    /// Use these credentials as they are.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub use_static_credentials: Option<bool>,
+    /// Keepalive interval (Go duration).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub keepalive: Option<String>,
+    /// Connection budget (Go duration).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<String>,
+    /// Dial the external address.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub use_external_addr: Option<bool>,
+}
+
+/// One `[[runners.autoscaler.policy]]`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PolicyFile {
+    /// Cron periods (default: always).
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "string_list"
+    )]
+    pub periods: Option<Vec<String>>,
+    /// The periods' time zone (only `UTC`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timezone: Option<String>,
+    /// Idle slots to keep.
+    #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "int")]
+    pub idle_count: Option<i64>,
+    /// Idle time before removal (Go duration).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idle_time: Option<String>,
+    /// Extra idle slots per slot in use.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scale_factor: Option<f64>,
+    /// Upper bound of the scale factor's result.
+    #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "int")]
+    pub scale_factor_limit: Option<i64>,
+    /// Ask for jobs only while a slot is free.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub preemptive_mode: Option<bool>,
 }
 
 /// An integer of any sign; ranges are checked when resolving.

@@ -196,6 +196,8 @@ pub struct RunnerConfig {
     pub docker: Option<DockerConfig>,
     /// `[runners.custom]`, if present (required by the custom executor).
     pub custom: Option<CustomConfig>,
+    /// `[runners.autoscaler]`, if present (required by the instance executor).
+    pub autoscaler: Option<AutoscalerConfig>,
 }
 
 impl RunnerConfig {
@@ -222,6 +224,7 @@ impl RunnerConfig {
             cache: CacheConfig::default(),
             docker: None,
             custom: None,
+            autoscaler: None,
         }
     }
 
@@ -256,11 +259,13 @@ pub enum ExecutorKind {
     Docker,
     /// Scripts run through the `[runners.custom]` programs.
     Custom,
+    /// Scripts run over SSH on an instance of the `[runners.autoscaler]` fleet.
+    Instance,
 }
 
 impl ExecutorKind {
     /// Every value, as written in the file.
-    pub const NAMES: &'static [&'static str] = &["shell", "docker", "custom"];
+    pub const NAMES: &'static [&'static str] = &["shell", "docker", "custom", "instance"];
 
     /// The file spelling.
     pub fn as_str(self) -> &'static str {
@@ -268,6 +273,7 @@ impl ExecutorKind {
             Self::Shell => "shell",
             Self::Docker => "docker",
             Self::Custom => "custom",
+            Self::Instance => "instance",
         }
     }
 
@@ -277,6 +283,7 @@ impl ExecutorKind {
             "shell" => Self::Shell,
             "docker" => Self::Docker,
             "custom" => Self::Custom,
+            "instance" => Self::Instance,
             _ => return None,
         })
     }
@@ -564,4 +571,62 @@ pub struct CustomProgram {
     pub args: Vec<String>,
     /// Timeout (the run program uses the job's timeout instead).
     pub timeout: Duration,
+}
+
+/// `[runners.autoscaler]`, resolved: the instance executor's fleet.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AutoscalerConfig {
+    /// The plugin reference (a path, or a name found as `fleeting-plugin-<name>`).
+    pub plugin: String,
+    /// The taskscaler's settings and policies.
+    pub scaler: gantry_fleet::taskscaler::ScalerConfig,
+    /// `[runners.autoscaler.plugin_config]` as JSON.
+    pub plugin_config: serde_json::Value,
+    /// `[runners.autoscaler.connector_config]` (its `key` is read from `key_path` when
+    /// the fleet starts).
+    pub connector: gantry_fleet::ConnectorConfig,
+    /// The private key file of `connector_config`.
+    pub key_path: Option<PathBuf>,
+    /// Dial instances at their external address.
+    pub use_external_addr: bool,
+    /// Run on every new instance; a non-zero exit removes it.
+    pub instance_ready_command: Option<String>,
+    /// Print the instance's internal address in the job log.
+    pub log_internal_ip: bool,
+    /// Print the instance's external address in the job log.
+    pub log_external_ip: bool,
+    /// The section as written, for `save`.
+    pub file: super::AutoscalerFile,
+}
+
+/// `connector_config.keepalive` when not set.
+pub const DEFAULT_CONNECTOR_KEEPALIVE: Duration = Duration::from_secs(30);
+/// `connector_config.timeout` when not set.
+pub const DEFAULT_CONNECTOR_TIMEOUT: Duration = Duration::from_secs(10 * 60);
+
+impl AutoscalerConfig {
+    /// The defaults for `plugin` (what `gantry runner register --executor instance`
+    /// writes; the rest is edited in the file).
+    pub fn with_plugin(plugin: impl Into<String>) -> Self {
+        let plugin = plugin.into();
+        Self {
+            plugin: plugin.clone(),
+            scaler: gantry_fleet::taskscaler::ScalerConfig::default(),
+            plugin_config: serde_json::Value::Object(serde_json::Map::new()),
+            connector: gantry_fleet::ConnectorConfig {
+                keepalive: DEFAULT_CONNECTOR_KEEPALIVE,
+                timeout: DEFAULT_CONNECTOR_TIMEOUT,
+                ..gantry_fleet::ConnectorConfig::default()
+            },
+            key_path: None,
+            use_external_addr: false,
+            instance_ready_command: None,
+            log_internal_ip: false,
+            log_external_ip: false,
+            file: super::AutoscalerFile {
+                plugin: Some(plugin),
+                ..super::AutoscalerFile::default()
+            },
+        }
+    }
 }
