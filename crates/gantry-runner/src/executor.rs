@@ -9,6 +9,7 @@
 //! | shell | `executor = "shell"`; or `"docker"` with `shell_without_image = true` and a job without `image:` | in bash (or sh) on this machine, one process group per stage |
 //! | docker | `executor = "docker"` | in the job's build container, made from its image once and started again per stage ([`crate::docker`]) |
 //! | custom | `executor = "custom"` | by the `[runners.custom]` driver's `run_exec`, in the environment its `prepare_exec` made ([`crate::custom`]) |
+//! | instance | `executor = "instance"` | over SSH on an instance of the `[runners.autoscaler]` fleet, the build directory moved there and back ([`crate::instance`]) |
 
 use std::future::Future;
 use std::path::Path;
@@ -18,6 +19,7 @@ use gantry_protocol::JobResponse;
 use crate::config::{ExecutorKind, RunnerConfig};
 use crate::custom::CustomExecutor;
 use crate::docker::DockerExecutor;
+use crate::instance::InstanceExecutor;
 use crate::shell::{CancelReason, ShellExecutor, Stage, StageOutcome};
 use crate::trace::Trace;
 
@@ -30,6 +32,8 @@ pub enum ExecutorChoice {
     Docker,
     /// Through the `[runners.custom]` driver.
     Custom,
+    /// On an instance of the entry's fleet.
+    Instance,
 }
 
 impl ExecutorChoice {
@@ -54,6 +58,7 @@ impl ExecutorChoice {
                 }
             }
             ExecutorKind::Custom => Self::Custom,
+            ExecutorKind::Instance => Self::Instance,
         }
     }
 
@@ -63,6 +68,7 @@ impl ExecutorChoice {
             Self::Shell => "shell",
             Self::Docker => "docker",
             Self::Custom => "custom",
+            Self::Instance => "instance",
         }
     }
 }
@@ -72,6 +78,7 @@ pub(crate) enum Executor {
     Shell(ShellExecutor),
     Docker(Box<DockerExecutor>),
     Custom(Box<CustomExecutor>),
+    Instance(Box<InstanceExecutor>),
 }
 
 impl Executor {
@@ -87,6 +94,17 @@ impl Executor {
             Self::Shell(shell) => shell.run(stage, trace, cancel).await,
             Self::Docker(docker) => docker.run(stage, trace, cancel).await,
             Self::Custom(custom) => custom.run(stage, trace, cancel).await,
+            Self::Instance(instance) => instance.run(stage, trace, cancel).await,
+        }
+    }
+
+    /// Makes the build directory here current before the runner works on it (cache,
+    /// artifacts): the instance executor brings back what its stages changed. The
+    /// others run where the directory is.
+    pub(crate) async fn to_host(&self) -> Result<(), String> {
+        match self {
+            Self::Instance(instance) => instance.to_host().await.map_err(|e| e.to_string()),
+            Self::Shell(_) | Self::Docker(_) | Self::Custom(_) => Ok(()),
         }
     }
 
@@ -95,7 +113,7 @@ impl Executor {
     /// user the image runs as can write it.
     pub(crate) fn prepare_checkout(&self, project_dir: &Path) -> std::io::Result<()> {
         match self {
-            Self::Shell(_) | Self::Custom(_) => Ok(()),
+            Self::Shell(_) | Self::Custom(_) | Self::Instance(_) => Ok(()),
             Self::Docker(_) => crate::docker::share_owner_bits(project_dir),
         }
     }
@@ -106,6 +124,7 @@ impl Executor {
     pub(crate) async fn cleanup(&self, trace: &Trace, driver_log: crate::custom::DriverLog) {
         match self {
             Self::Shell(_) => {}
+            Self::Instance(instance) => instance.cleanup(trace).await,
             Self::Custom(custom) => {
                 if let Err(error) = custom.cleanup(trace, driver_log).await {
                     trace.warning(&format!("Cleanup script failed: {error}"));

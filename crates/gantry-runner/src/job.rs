@@ -90,6 +90,7 @@ pub(crate) use backoff::Backoff;
 pub use dirs::{BuildDirs, CONTAINER_BUILDS_DIR, Layout, SeenDirs, short_token};
 pub use ending::JobEnding;
 pub use event::{Delivery, JobEvent, JobEvents, ignore_events};
+pub(crate) use go_duration::parse_go_duration;
 pub use stop::{StopRequest, StopSignal};
 pub use uplink::MAX_FINAL_RANGE_MISMATCHES;
 
@@ -136,6 +137,9 @@ pub struct JobContext {
     /// default). `gantry run` turns it off: the environment is the one it was started
     /// from, and profile scripts do not run for every stage.
     pub login_shell: bool,
+    /// The entry's fleet and the reservation taken for this job (the instance
+    /// executor's; set by the poll loop).
+    pub fleet: Option<crate::fleet::FleetLease>,
 }
 
 /// Receives a job's log bytes as they are appended: `(job id, bytes)`. Called with the
@@ -165,6 +169,7 @@ impl JobContext {
             snapshot: None,
             trace_tap: None,
             login_shell: true,
+            fleet: None,
         }
     }
 }
@@ -254,10 +259,17 @@ impl Placement<'_> {
             Layout::Unshared => dirs.unshared(),
             Layout::Container => dirs.in_container(),
         };
+        let variables = self.variables(&dirs);
+        (dirs, variables)
+    }
+
+    /// The job's variables for `dirs` (`CI_BUILDS_DIR`, `CI_PROJECT_DIR` as its scripts
+    /// see them).
+    pub(crate) fn variables(&self, dirs: &BuildDirs) -> Vec<gantry_protocol::JobVariable> {
         let builds = dirs.seen.builds_dir.to_string_lossy().into_owned();
         let project = dirs.seen.project_dir.to_string_lossy().into_owned();
         let arch = platform();
-        let variables = job_variables(
+        job_variables(
             &RunnerFacts {
                 version: env!("CARGO_PKG_VERSION"),
                 revision: option_env!("GANTRY_REVISION").unwrap_or("unknown"),
@@ -273,8 +285,7 @@ impl Placement<'_> {
                 concurrent_id: self.concurrent_id,
                 concurrent_project_id: self.concurrent_project_id,
             },
-        );
-        (dirs, variables)
+        )
     }
 }
 

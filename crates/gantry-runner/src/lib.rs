@@ -10,6 +10,8 @@ pub mod config;
 pub mod custom;
 pub mod docker;
 pub mod executor;
+pub mod fleet;
+pub mod instance;
 pub mod job;
 pub mod poll;
 pub mod shell;

@@ -71,6 +71,7 @@ pub use identity::{
 
 use crate::client::{Client, ClientError, JobRequestOutcome};
 use crate::config::{Config, ExecutorKind, RunnerConfig};
+use crate::fleet::{Fleet, FleetLease};
 use crate::job::{
     Backoff, JobContext, JobReport, StopRequest, StopSignal, fail_undecodable_job, run_job,
     short_token,
@@ -237,6 +238,8 @@ struct Shared {
     changed: Notify,
     interrupt: watch::Sender<bool>,
     options: PollOptions,
+    /// The fleets of `instance` entries, started by their first job request.
+    fleets: Mutex<HashMap<EntryKey, Arc<tokio::sync::OnceCell<Arc<Fleet>>>>>,
 }
 
 impl Shared {
@@ -341,6 +344,7 @@ impl Poller {
             changed: Notify::new(),
             interrupt: watch::Sender::new(false),
             options,
+            fleets: Mutex::new(HashMap::new()),
         });
         Ok((Self { shared, commands }, PollHandle { commands: sender }))
     }
@@ -417,11 +421,36 @@ impl Poller {
                 }
             }
         }
+        self.stop_fleets().await;
         let reports = std::mem::take(&mut self.shared.lock().reports);
         self.shared.emit(PollEvent::Stopped {
             jobs: reports.len(),
         });
         PollSummary { jobs: reports }
+    }
+
+    /// Shuts down the fleets the entries started (their jobs have ended).
+    async fn stop_fleets(&self) {
+        let cells: Vec<_> = self
+            .shared
+            .fleets
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .drain()
+            .collect();
+        for (_, cell) in cells {
+            let Some(fleet) = Arc::try_unwrap(cell)
+                .ok()
+                .and_then(|cell| cell.into_inner())
+            else {
+                continue;
+            };
+            // A job that outlived shutdown_timeout still holds it otherwise: its
+            // plugin process is killed when the last holder drops it.
+            if let Ok(fleet) = Arc::try_unwrap(fleet) {
+                fleet.shutdown().await;
+            }
+        }
     }
 
     fn stop_taking_jobs(&self) {
@@ -596,6 +625,31 @@ async fn request(shared: Arc<Shared>, index: usize) {
         )
     };
     let mut interrupted = shared.interrupt.subscribe();
+    let lease = match fleet_lease(&shared, index).await {
+        Ok(lease) => lease,
+        Err(None) => {
+            // No capacity for another job now: ask again after check_interval.
+            shared.lock().slots.no_job(index);
+            shared.changed();
+            return;
+        }
+        Err(Some(error)) => {
+            let event = {
+                let mut state = shared.lock();
+                let name = state.entries[index].name.clone();
+                let retry_in = state.entries[index].backoff.next_delay();
+                state.slots.failed(index, Instant::now(), retry_in);
+                PollEvent::RequestFailed {
+                    runner: name,
+                    error,
+                    retry_in,
+                }
+            };
+            shared.changed();
+            shared.emit(event);
+            return;
+        }
+    };
     let system_id = shared.options.system_id.clone();
     let outcome = tokio::select! {
         outcome = client.request_job(&token, &system_id, last_update.as_deref()) => outcome,
@@ -606,7 +660,7 @@ async fn request(shared: Arc<Shared>, index: usize) {
         }
     };
     match outcome {
-        Ok(JobRequestOutcome::Job(job)) => run_received(shared, index, *job).await,
+        Ok(JobRequestOutcome::Job(job)) => run_received(shared, index, *job, lease).await,
         Ok(JobRequestOutcome::Undecodable { id, token, error }) => {
             let name = {
                 let mut state = shared.lock();
@@ -670,7 +724,61 @@ async fn request(shared: Arc<Shared>, index: usize) {
     }
 }
 
-async fn run_received(shared: Arc<Shared>, index: usize, job: JobResponse) {
+/// The entry's fleet and a reservation on it, for an `instance` entry (`Ok(None)` for
+/// others): the fleet is started by the first request. `Err(None)`: no capacity now;
+/// `Err(Some(why))`: the fleet cannot start.
+async fn fleet_lease(
+    shared: &Arc<Shared>,
+    index: usize,
+) -> Result<Option<FleetLease>, Option<String>> {
+    let (config, name) = {
+        let state = shared.lock();
+        let entry = &state.entries[index];
+        (Arc::clone(&entry.config), entry.name.clone())
+    };
+    if config.executor != ExecutorKind::Instance {
+        return Ok(None);
+    }
+    let Some(autoscaler) = &config.autoscaler else {
+        return Err(Some(
+            "the instance executor needs a [runners.autoscaler] section".to_owned(),
+        ));
+    };
+    let cell = Arc::clone(
+        shared
+            .fleets
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(key(&config))
+            .or_default(),
+    );
+    let fleet = cell
+        .get_or_try_init(|| async {
+            let events = Arc::clone(shared);
+            let runner = name.clone();
+            let log: crate::fleet::FleetLog = Arc::new(move |level, message| {
+                events.emit(PollEvent::Fleet {
+                    runner: runner.clone(),
+                    level,
+                    message,
+                });
+            });
+            Fleet::start(autoscaler, log).await.map(Arc::new)
+        })
+        .await
+        .map_err(|error| Some(format!("the fleet could not start: {error}")))?;
+    match fleet.reserve() {
+        Ok(reservation) => Ok(Some(FleetLease::new(Arc::clone(fleet), Some(reservation)))),
+        Err(_) => Err(None),
+    }
+}
+
+async fn run_received(
+    shared: Arc<Shared>,
+    index: usize,
+    job: JobResponse,
+    lease: Option<FleetLease>,
+) {
     let job_id = job.id;
     let stop = StopSignal::new();
     let (cx, name, slot, stopped_taking) = {
@@ -714,6 +822,7 @@ async fn run_received(shared: Arc<Shared>, index: usize, job: JobResponse) {
             snapshot: shared.options.snapshot.clone(),
             trace_tap: shared.options.trace_tap.clone(),
             login_shell: shared.options.login_shell,
+            fleet: lease,
         };
         (cx, name, slot, stopped_taking)
     };

@@ -159,6 +159,9 @@ pub enum StageError {
     /// The custom executor's problem (its driver failed, or could not be run).
     #[error(transparent)]
     Custom(#[from] crate::custom::CustomError),
+    /// The instance executor's problem (SSH, a lost instance).
+    #[error(transparent)]
+    Instance(#[from] crate::instance::InstanceError),
 }
 
 impl StageOutcome {

@@ -84,6 +84,10 @@ pub(crate) struct RegisterArgs {
     /// `custom`: the program that removes it (`cleanup_exec`).
     #[arg(long, value_name = "PATH")]
     custom_cleanup_exec: Option<String>,
+    /// `instance`: the fleeting plugin of its `[runners.autoscaler]` (a path, or NAME found
+    /// as `fleeting-plugin-NAME` on PATH).
+    #[arg(long, value_name = "PLUGIN")]
+    autoscaler_plugin: Option<String>,
     /// A name for this runner [default: the host name].
     #[arg(long, value_name = "NAME")]
     name: Option<String>,
@@ -279,6 +283,9 @@ fn executor_sections(args: &RegisterArgs, runner: &mut RunnerConfig) -> Result<(
     {
         return Err(misplaced(flag, "custom"));
     }
+    if runner.executor != ExecutorKind::Instance && args.autoscaler_plugin.is_some() {
+        return Err(misplaced("--autoscaler-plugin", "instance"));
+    }
     match runner.executor {
         ExecutorKind::Shell => {}
         ExecutorKind::Docker => {
@@ -308,6 +315,14 @@ fn executor_sections(args: &RegisterArgs, runner: &mut RunnerConfig) -> Result<(
                 graceful_kill_timeout: DEFAULT_CUSTOM_KILL_TIMEOUT,
                 force_kill_timeout: DEFAULT_CUSTOM_KILL_TIMEOUT,
             });
+        }
+        ExecutorKind::Instance => {
+            let plugin = args.autoscaler_plugin.clone().ok_or_else(|| {
+                usage(
+                    "--executor instance needs --autoscaler-plugin PLUGIN: the fleeting plugin that manages its instances (e.g. fleeting-plugin-local); tune [runners.autoscaler] in the file afterwards",
+                )
+            })?;
+            runner.autoscaler = Some(gantry_runner::config::AutoscalerConfig::with_plugin(plugin));
         }
     }
     Ok(())

@@ -172,6 +172,34 @@ impl BuildDirs {
     }
 }
 
+impl BuildDirs {
+    /// The same job on a fleet instance: the slot directory's layout under
+    /// `remote_builds_dir` (`$HOME/builds` on the instance), as its scripts see it.
+    pub fn on_instance(mut self, remote_builds_dir: &Path) -> Self {
+        let relative = self
+            .project_dir
+            .strip_prefix(&self.builds_dir)
+            .map_or_else(|_| PathBuf::from(&self.project_path), Path::to_path_buf);
+        let project_dir = remote_builds_dir.join(relative);
+        self.seen = SeenDirs {
+            tmp_dir: tmp_sibling(&project_dir),
+            project_dir,
+            builds_dir: remote_builds_dir.to_owned(),
+        };
+        self
+    }
+
+    /// [`BuildDirs::slot_dir`] as the job sees it.
+    pub fn seen_slot_dir(&self) -> PathBuf {
+        let depth = self.project_path.split('/').count();
+        self.seen
+            .project_dir
+            .ancestors()
+            .nth(depth)
+            .map_or_else(|| self.seen.builds_dir.clone(), Path::to_path_buf)
+    }
+}
+
 /// `<dir>.tmp`.
 fn tmp_sibling(dir: &Path) -> PathBuf {
     let mut tmp = dir.as_os_str().to_owned();
@@ -290,6 +318,20 @@ mod tests {
         );
         assert_eq!(dirs.seen.builds_dir, Path::new("/builds"));
         assert_eq!(dirs.seen.project_dir, Path::new("/builds/gcl/test-project"));
+        let on_instance = dirs.clone().on_instance(Path::new("/home/ci/builds"));
+        assert_eq!(
+            on_instance.seen.project_dir,
+            Path::new("/home/ci/builds/abcdefghi/1/gcl/test-project")
+        );
+        assert_eq!(
+            on_instance.seen.tmp_dir,
+            Path::new("/home/ci/builds/abcdefghi/1/gcl/test-project.tmp")
+        );
+        assert_eq!(
+            on_instance.seen_slot_dir(),
+            Path::new("/home/ci/builds/abcdefghi/1")
+        );
+        assert_eq!(on_instance.project_dir, dirs.project_dir);
         assert_eq!(dirs.seen.tmp_dir, Path::new("/builds/gcl/test-project.tmp"));
         // What the slot directory mounted at /builds shows there.
         assert_eq!(

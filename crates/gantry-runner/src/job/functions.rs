@@ -69,11 +69,22 @@ impl Launcher for ExecutorLauncher<'_, '_> {
             job_status: CiJobStatus::Running,
             echo: false,
         };
-        match self
+        let mut outcome = self
             .executor
             .run(&stage, self.trace, self.lifecycle.cancel())
-            .await
+            .await;
+        // The engine reads the step's output and export files here (the instance
+        // executor wrote them on the instance).
+        if matches!(
+            outcome,
+            StageOutcome::Success | StageOutcome::ScriptFailure { .. }
+        ) && let Err(message) = self.executor.to_host().await
         {
+            outcome = StageOutcome::SystemFailure {
+                error: crate::instance::InstanceError::Sync(message).into(),
+            };
+        }
+        match outcome {
             StageOutcome::Success => Launched::Exited(0),
             StageOutcome::ScriptFailure { exit_code } => Launched::Exited(exit_code),
             other => {
@@ -164,6 +175,9 @@ impl Lifecycle<'_> {
             },
         );
         let result = engine.run(&steps).await;
+        if let Err(ending) = self.to_host(STAGE).await {
+            return ending;
+        }
         if prepared
             .get("CI_STEPS_DEBUG")
             .is_some_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "1" | "true" | "yes"))

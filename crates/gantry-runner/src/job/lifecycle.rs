@@ -148,6 +148,14 @@ impl<'a> Lifecycle<'a> {
         match ending {
             JobEnding::Canceled | JobEnding::Interrupted | JobEnding::Aborted => {}
             _ => {
+                // Cache and artifacts are made here from what the stages left.
+                if let Err(failure) = self.to_host("archive_cache").await {
+                    if ending.is_success() {
+                        ending = failure;
+                    } else {
+                        self.trace.warning(&failure.to_string());
+                    }
+                }
                 self.archive_cache(&ending).await;
                 ending = self.upload_artifacts(ending).await;
             }
@@ -183,7 +191,147 @@ impl<'a> Lifecycle<'a> {
             ExecutorChoice::Shell => self.prepare_shell(),
             ExecutorChoice::Docker => self.prepare_docker().await,
             ExecutorChoice::Custom => self.prepare_custom().await,
+            ExecutorChoice::Instance => self.prepare_instance().await,
         }
+    }
+
+    /// The instance executor: a slot on an instance of the entry's fleet, an SSH
+    /// session to it, and the job's directories under `$HOME/builds` there (see
+    /// [`crate::instance`]).
+    async fn prepare_instance(&mut self) -> Result<(), JobEnding> {
+        let failed = |message: String| JobEnding::SystemFailure {
+            stage: "prepare_executor",
+            message,
+        };
+        let lease = self.cx.fleet.as_ref().ok_or_else(|| {
+            failed(
+                "the instance executor runs jobs only under `gantry runner`, which starts the entry's [runners.autoscaler] fleet".to_owned(),
+            )
+        })?;
+        let config = lease.fleet.config();
+        self.trace.runner_line(&format!(
+            "Using Instance executor with fleeting plugin {}...",
+            config.plugin
+        ));
+        self.trace.runner_line("Preparing instance...");
+        let acquisition = self
+            .guarded(async { lease.acquire().await.map_err(|e| failed(e.to_string())) })
+            .await?;
+        let id = acquisition.instance_id().to_owned();
+        self.trace.runner_line(&format!(
+            "Acquired instance {id} (slot {})",
+            acquisition.slot()
+        ));
+        let info = self
+            .guarded(async {
+                acquisition.connect_info().await.map_err(|e| {
+                    failed(format!(
+                        "ask the plugin how to connect to instance {id}: {e}"
+                    ))
+                })
+            })
+            .await?;
+        if config.log_internal_ip && !info.internal_addr.is_empty() {
+            self.trace.runner_line(&format!(
+                "Instance {id} internal address: {}",
+                info.internal_addr
+            ));
+        }
+        if config.log_external_ip && !info.external_addr.is_empty() {
+            self.trace.runner_line(&format!(
+                "Instance {id} external address: {}",
+                info.external_addr
+            ));
+        }
+        let connected = self
+            .guarded(async {
+                gantry_fleet::connector::Session::connect(&info, config.use_external_addr)
+                    .await
+                    .map_err(|e| failed(e.to_string()))
+            })
+            .await;
+        let session = match connected {
+            Ok(session) => {
+                acquisition.report_success();
+                session
+            }
+            Err(ending) => {
+                if matches!(ending, JobEnding::SystemFailure { .. }) {
+                    acquisition.report_failure();
+                }
+                return Err(ending);
+            }
+        };
+        let mut home = Vec::new();
+        let asked = session
+            .run("printf '%s' \"$HOME\"", b"", &mut |stream, bytes: &[u8]| {
+                if stream == gantry_fleet::connector::Stream::Stdout {
+                    home.extend_from_slice(bytes);
+                }
+            })
+            .await;
+        let home = match asked {
+            Ok(exit) if exit.success() && home.starts_with(b"/") => String::from_utf8_lossy(&home)
+                .trim_end_matches('/')
+                .to_owned(),
+            Ok(exit) => {
+                return Err(failed(format!(
+                    "find the login user's home directory on instance {id}: `printf $HOME` ended with {exit} and printed {:?}",
+                    String::from_utf8_lossy(&home)
+                )));
+            }
+            Err(error) => return Err(failed(error.to_string())),
+        };
+        let (dirs, _) = self.placement.place(&self.dirs.builds_dir, Layout::Shared);
+        let dirs = dirs.on_instance(Path::new(&format!("{home}/builds")));
+        let variables = self.placement.variables(&dirs);
+        self.replace_placement(dirs, variables)
+            .map_err(|variable| failed(format!("the masked variable {variable} uses the job's directories, which are different on the instance; it cannot be masked any more")))?;
+        let remote_slot = self.dirs.seen_slot_dir().to_string_lossy().into_owned();
+        self.trace.runner_line(&format!(
+            "Running on instance {id} ({}) in {remote_slot}",
+            info.address(config.use_external_addr)
+        ));
+        self.executor = Some(Executor::Instance(Box::new(
+            crate::instance::InstanceExecutor::new(
+                session,
+                acquisition,
+                self.cx.runner.shell,
+                self.dirs.slot_dir(),
+                remote_slot,
+                self.cx.kill_grace,
+            ),
+        )));
+        Ok(())
+    }
+
+    /// Brings the build directory here up to date before the runner works on it
+    /// (the instance executor's stages changed it on the instance).
+    pub(super) async fn to_host(&self, stage: &'static str) -> Result<(), JobEnding> {
+        match &self.executor {
+            Some(executor) => executor
+                .to_host()
+                .await
+                .map_err(|message| JobEnding::SystemFailure { stage, message }),
+            None => Ok(()),
+        }
+    }
+
+    /// Moves the job to `dirs` with `variables`; refused (naming the variable) when a
+    /// masked variable's value would change, since the log is masked with the old one.
+    fn replace_placement(
+        &mut self,
+        dirs: BuildDirs,
+        variables: Vec<JobVariable>,
+    ) -> Result<(), String> {
+        for variable in variables.iter().filter(|v| v.masked) {
+            if get(&self.variables, &variable.key) != Some(variable.value.as_str()) {
+                return Err(variable.key.clone());
+            }
+        }
+        self.dirs = dirs;
+        self.variables = variables;
+        Ok(())
     }
 
     /// The Docker executor: connect, check the job's images against the configuration,
@@ -432,24 +580,19 @@ impl<'a> Lifecycle<'a> {
             _ => Layout::Shared,
         };
         let (dirs, variables) = self.placement.place(&builds_dir, layout);
-        for variable in variables.iter().filter(|v| v.masked) {
-            if get(&self.variables, &variable.key) != Some(variable.value.as_str()) {
-                return Err(crate::custom::CustomError::UnmaskableVariable {
-                    program: self
-                        .cx
-                        .runner
-                        .custom
-                        .as_ref()
-                        .and_then(|c| c.config.as_ref())
-                        .map(|p| p.exec.clone())
-                        .unwrap_or_default(),
-                    variable: variable.key.clone(),
-                });
+        self.replace_placement(dirs, variables).map_err(|variable| {
+            crate::custom::CustomError::UnmaskableVariable {
+                program: self
+                    .cx
+                    .runner
+                    .custom
+                    .as_ref()
+                    .and_then(|c| c.config.as_ref())
+                    .map(|p| p.exec.clone())
+                    .unwrap_or_default(),
+                variable,
             }
-        }
-        self.dirs = dirs;
-        self.variables = variables;
-        Ok(())
+        })
     }
 
     fn prepare_ending(&self, failure: PrepareFailure) -> JobEnding {
@@ -568,6 +711,7 @@ impl<'a> Lifecycle<'a> {
             .unwrap_or(&self.dirs.seen.builds_dir)
             .to_owned();
         self.hook(HookName::PreGetSourcesScript, &parent).await?;
+        self.to_host("get_sources").await?;
         let (_, prepared) = self.executor()?;
         let user_agent = format!(
             "gantry-runner {} {}",
@@ -645,6 +789,7 @@ impl<'a> Lifecycle<'a> {
     }
 
     async fn restore_cache(&self) -> Result<(), JobEnding> {
+        self.to_host("restore_cache").await?;
         let specs = self.cache_specs();
         if specs.is_empty() {
             return Ok(());
@@ -697,6 +842,7 @@ impl<'a> Lifecycle<'a> {
     }
 
     async fn download_artifacts(&self) -> Result<(), JobEnding> {
+        self.to_host("download_artifacts").await?;
         if !self
             .job
             .dependencies

@@ -118,6 +118,15 @@ pub enum PollEvent {
         /// What was removed, or why the engine could not be asked.
         result: Result<crate::docker::Removed, String>,
     },
+    /// The fleet of an `instance` entry (its plugin's log, scaling decisions).
+    Fleet {
+        /// The entry.
+        runner: String,
+        /// How important.
+        level: Level,
+        /// What happened.
+        message: String,
+    },
     /// Polling ended.
     Stopped {
         /// Jobs run.
@@ -147,6 +156,7 @@ impl PollEvent {
                 _ => Level::Warn,
             },
             Self::UndecodableJob { .. } => Level::Error,
+            Self::Fleet { level, .. } => *level,
             Self::ShutdownTimeout { .. } | Self::Forced { .. } | Self::ReloadRejected { .. } => {
                 Level::Error
             }
@@ -262,6 +272,9 @@ impl fmt::Display for PollEvent {
                     "runner {runner}: could not look for leftover containers: failed to {error}"
                 ),
             },
+            Self::Fleet {
+                runner, message, ..
+            } => write!(f, "runner {runner}: fleet: {message}"),
             Self::Stopped { jobs } => write!(f, "stopped after {jobs} job(s)"),
         }
     }

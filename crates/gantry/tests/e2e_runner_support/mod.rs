@@ -607,8 +607,13 @@ impl Runner {
     pub fn start(url: &str, token: &str, global: &str, extra: &str) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let text = config_text(url, token, dir.path(), global, extra);
+        Self::from_text(dir, &text)
+    }
+
+    /// A runner of the configuration `text`, working in `dir`.
+    pub fn from_text(dir: tempfile::TempDir, text: &str) -> Self {
         let (config, warnings) =
-            Config::from_toml(&text, Path::new("config.toml")).expect("a valid config");
+            Config::from_toml(text, Path::new("config.toml")).expect("a valid config");
         assert!(warnings.is_empty(), "{warnings:?}");
         let events = Events::default();
         let mut options = PollOptions::new(SYSTEM_ID);

@@ -1,0 +1,168 @@
+//! The instance executor end to end: our coordinator, our runner's poll loop with an
+//! `instance` entry whose `[runners.autoscaler]` fleet is `fleeting-plugin-local` (a
+//! real plugin process over gRPC, instances that are real OpenSSH servers), and
+//! pipelines whose scripts run over SSH. Nothing is mocked; sshd comes from Debian's
+//! openssh-server (`scripts/test-sshd.sh install`, run by `scripts/test`).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod e2e_runner_support;
+
+use std::time::Duration;
+
+use e2e_runner_support::*;
+use gantry_runner::job::JobEnding;
+
+const PIPELINE: &str = r#"
+stages: [build, test]
+
+build:
+  stage: build
+  script:
+    - echo "over ssh from ${SSH_CONNECTION%% *}"
+    - echo "project dir $CI_PROJECT_DIR"
+    - test "$CI_PROJECT_DIR" = "$HOME/builds/${CI_PROJECT_DIR#$HOME/builds/}"
+    - cat input.txt > out.txt
+    - echo "built on the instance" >> out.txt
+    - mkdir -p bin && printf '#!/bin/sh\necho tool runs\n' > bin/tool && chmod +x bin/tool
+  artifacts:
+    paths: [out.txt, bin/]
+
+test:
+  stage: test
+  script:
+    - cat out.txt
+    - ./bin/tool
+    - exit 3
+  allow_failure:
+    exit_codes: [3]
+
+slow:
+  stage: test
+  timeout: 5s
+  script:
+    - echo "sleeping on the instance"
+    - sleep 61
+"#;
+
+fn config(url: &str, token: &str, dir: &std::path::Path) -> String {
+    format!(
+        r#"concurrent = 3
+check_interval = 1
+shutdown_timeout = 30
+
+[[runners]]
+name = "fleet"
+url = "{url}"
+token = "{token}"
+executor = "instance"
+builds_dir = "{builds}"
+cache_dir = "{cache}"
+
+[runners.autoscaler]
+plugin = "{plugin}"
+capacity_per_instance = 1
+max_use_count = 1
+max_instances = 3
+instance_ready_command = "test -d \"$HOME\""
+update_interval = "1s"
+update_interval_when_expecting = "100ms"
+log_internal_ip = true
+
+[runners.autoscaler.plugin_config]
+name = "e2e"
+boot_delay_ms = 200
+
+[[runners.autoscaler.policy]]
+idle_count = 0
+idle_time = "0s"
+"#,
+        builds = dir.join("builds").display(),
+        cache = dir.join("cache").display(),
+        plugin = env!("CARGO_BIN_EXE_fleeting-plugin-local"),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn instance_jobs_run_over_ssh_on_autoscaled_instances() {
+    let setup = Setup::new(PIPELINE, &[("input.txt", "from git\n")]).await;
+    let server = &setup.server;
+    let dir = tempfile::tempdir().unwrap();
+    let toml = config(&server.url, &setup.runner_token, dir.path());
+    let runner = Runner::from_text(dir, &toml);
+    let pipeline = server.create_pipeline(setup.project).await;
+    let done = server
+        .wait_pipeline(setup.project, pipeline, Duration::from_secs(120))
+        .await;
+    let events = runner.events.clone();
+    let summary = runner.stop(Duration::from_secs(60)).await;
+    let texts = events.texts();
+    assert_eq!(done["status"], "failed", "{done}\n{texts:#?}");
+
+    let build = server.job_named(setup.project, pipeline, "build").await;
+    assert_eq!(build["status"], "success", "{build}");
+    let log = server
+        .trace(setup.project, build["id"].as_i64().unwrap())
+        .await;
+    for needle in [
+        "Preparing the \"instance\" executor",
+        "Using Instance executor with fleeting plugin",
+        "Acquired instance local-",
+        "internal address: 127.0.0.1:",
+        "over ssh from 127.0.0.1",
+        "/builds/",
+        "Moved the build directory:",
+        "Job succeeded",
+    ] {
+        assert!(log.contains(needle), "missing {needle:?}:\n{log}");
+    }
+
+    // The artifact (with its executable file) came back from the build's instance and
+    // went to the test job's own instance.
+    let test = server.job_named(setup.project, pipeline, "test").await;
+    assert_eq!(test["status"], "failed", "{test}");
+    assert_eq!(
+        test["allow_failure"], true,
+        "exit code 3 is allowed: {test}"
+    );
+    let log = server
+        .trace(setup.project, test["id"].as_i64().unwrap())
+        .await;
+    for needle in [
+        "from git\nbuilt on the instance",
+        "tool runs",
+        "exit code 3",
+    ] {
+        assert!(log.contains(needle), "missing {needle:?}:\n{log}");
+    }
+
+    // A timeout stops the script on the instance, not only the SSH channel.
+    let slow = server.job_named(setup.project, pipeline, "slow").await;
+    assert_eq!(slow["status"], "failed", "{slow}");
+    assert_eq!(slow["failure_reason"], "job_execution_timeout", "{slow}");
+    let still_sleeping = std::process::Command::new("pgrep")
+        .args(["-f", "sleep 61"])
+        .output()
+        .unwrap();
+    assert!(
+        !still_sleeping.status.success(),
+        "the timed-out script still runs: {}",
+        text(&still_sleeping.stdout)
+    );
+
+    // max_use_count = 1: three jobs, three instances, each removed after its job.
+    let acquired: Vec<&String> = texts.iter().filter(|t| t.contains("scaling up")).collect();
+    assert!(!acquired.is_empty(), "{texts:#?}");
+    let removed = texts
+        .iter()
+        .filter(|t| t.contains("removing instance local-") && t.ends_with("max_use_count"))
+        .count();
+    assert_eq!(removed, 3, "{texts:#?}");
+    assert_eq!(summary.jobs.len(), 3);
+    assert!(
+        summary
+            .jobs
+            .iter()
+            .any(|job| matches!(job.ending, JobEnding::Timeout { .. }))
+    );
+}
