@@ -497,3 +497,25 @@ async fn the_external_address_is_used_when_asked() {
     session.close().await.unwrap();
     assert!(Session::connect(&info, false).await.is_err());
 }
+
+#[tokio::test]
+async fn sessions_and_their_futures_can_move_across_tasks() {
+    fn send_sync<T: Send + Sync>(_: &T) {}
+    fn send<T: Send>(_: &T) {}
+    let fixture = fixture().await;
+    let session = std::sync::Arc::new(connect(&fixture).await);
+    send_sync(&session);
+    let mut sink = |_: Stream, _: &[u8]| {};
+    let run = session.run("true", b"", &mut sink);
+    send(&run);
+    drop(run);
+    let local = fixture.dir.path().to_path_buf();
+    send(&session.upload_dir(&local, "x"));
+    send(&session.download_dir("x", &local));
+    let shared = std::sync::Arc::clone(&session);
+    let exit =
+        tokio::spawn(async move { shared.run("exit 4", b"", &mut |_, _| {}).await.unwrap() })
+            .await
+            .unwrap();
+    assert_eq!(exit, Exit::Code(4));
+}
