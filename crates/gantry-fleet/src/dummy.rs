@@ -53,6 +53,8 @@ struct Inner {
     next: u64,
     /// Every call, in order, for tests: `increase 2`, `decrease dummy-1`, …
     calls: Vec<String>,
+    /// Instances whose heartbeat fails.
+    unhealthy: std::collections::BTreeSet<String>,
 }
 
 /// The in-memory group.
@@ -86,6 +88,12 @@ impl DummyGroup {
                 state: *state,
             })
             .collect()
+    }
+
+    /// Makes the heartbeat of instance `id` fail (a machine that stopped answering
+    /// while the listing still says it runs).
+    pub fn fail_heartbeat(&self, id: &str) {
+        self.lock().unhealthy.insert(id.to_owned());
     }
 
     /// Sets an instance's state, as a cloud might change it behind the host's back
@@ -200,7 +208,11 @@ impl InstanceGroup for DummyGroup {
     }
 
     async fn heartbeat(&self, id: &str) -> Result<(), ProviderError> {
-        match self.lock().instances.get(id) {
+        let inner = self.lock();
+        if inner.unhealthy.contains(id) {
+            return Err(ProviderError::Unhealthy(format!("{id} does not answer")));
+        }
+        match inner.instances.get(id) {
             Some(State::Running) => Ok(()),
             Some(state) => Err(ProviderError::Unhealthy(format!("{id} is {state}"))),
             None => Err(ProviderError::Unhealthy(format!("{id} does not exist"))),

@@ -39,6 +39,7 @@ mod log;
 mod proto;
 mod resolve;
 mod serve;
+mod supervised;
 mod wire;
 
 pub use client::{LogSink, PluginClient, PluginOptions};
@@ -52,3 +53,4 @@ pub use handshake::{Handshake, HandshakeError, Network, Protocol};
 pub use log::{LogLevel, PluginLog, log};
 pub use resolve::resolve;
 pub use serve::serve;
+pub use supervised::{RESTART_BACKOFF_MAX, RESTART_BACKOFF_MIN, SupervisedPlugin};

@@ -143,6 +143,126 @@ pub struct ScalerConfig {
     pub failure_threshold: u32,
     /// The policies; the last one whose periods match applies.
     pub policies: Vec<Policy>,
+    /// How fast new instances may be asked for.
+    pub scale_throttle: ScaleThrottle,
+    /// Where instance records are kept across restarts (`None`: instances found at start
+    /// are removed).
+    pub state_storage: Option<StateStorage>,
+}
+
+/// `[runners.autoscaler.state_storage]`: the scaler's instance records on disk, so a
+/// restarted runner adopts its instances instead of deleting them (spec §4.8).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StateStorage {
+    /// The file (`<dir>/<short token>.json`); written atomically, mode 0600.
+    pub file: std::path::PathBuf,
+    /// Keep an instance that held jobs when the runner stopped (default: remove it; its
+    /// jobs cannot be resumed and it may be in any state).
+    pub keep_instance_with_acquisitions: bool,
+}
+
+/// One instance as the state file keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+struct StoredInstance {
+    id: String,
+    uses: u32,
+    acquired: u32,
+}
+
+/// The state file.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+struct StoredState {
+    instances: Vec<StoredInstance>,
+}
+
+impl StoredState {
+    fn read(file: &std::path::Path) -> Result<Self, String> {
+        match std::fs::read(file) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|error| {
+                format!(
+                    "state file {} is not the taskscaler's JSON ({error}); move it away to start without it",
+                    file.display()
+                )
+            }),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
+            Err(error) => Err(format!("read the state file {}: {error}", file.display())),
+        }
+    }
+
+    fn write(&self, file: &std::path::Path) -> Result<(), String> {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        let failed = |what: &str, error: std::io::Error| {
+            format!("{what} the state file {}: {error}", file.display())
+        };
+        if let Some(dir) = file.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| failed("make the directory of", e))?;
+        }
+        let json = serde_json::to_vec_pretty(self).map_err(|e| e.to_string())?;
+        let temp = file.with_extension("json.tmp");
+        let mut out = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&temp)
+            .map_err(|e| failed("write", e))?;
+        out.write_all(&json).map_err(|e| failed("write", e))?;
+        out.sync_all().map_err(|e| failed("sync", e))?;
+        std::fs::rename(&temp, file).map_err(|e| failed("replace", e))
+    }
+}
+
+/// `[runners.autoscaler.scale_throttle]`: a token bucket on new instances.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ScaleThrottle {
+    /// New instances per second (`None`: unlimited).
+    pub limit: Option<f64>,
+    /// The most asked for at once.
+    pub burst: u32,
+}
+
+impl ScaleThrottle {
+    /// gitlab-runner's defaults: 100 per second, a burst of `max_instances` (else the
+    /// limit).
+    pub fn default_for(max_instances: u32) -> Self {
+        Self {
+            limit: Some(100.0),
+            burst: if max_instances > 0 {
+                max_instances
+            } else {
+                100
+            },
+        }
+    }
+}
+
+/// The bucket's state.
+#[derive(Debug, Clone, Copy)]
+struct Bucket {
+    tokens: f64,
+    at: Option<Instant>,
+}
+
+impl Bucket {
+    /// Takes up to `wanted` tokens at `now` (refilled at `limit` per second up to
+    /// `burst`); returns how many were taken.
+    fn take(&mut self, throttle: ScaleThrottle, wanted: u32, now: Instant) -> u32 {
+        let Some(limit) = throttle.limit else {
+            return wanted;
+        };
+        let burst = f64::from(throttle.burst.max(1));
+        self.tokens = match self.at {
+            None => burst,
+            Some(at) => {
+                (self.tokens + now.saturating_duration_since(at).as_secs_f64() * limit).min(burst)
+            }
+        };
+        self.at = Some(now);
+        let granted = (self.tokens.floor() as u32).min(wanted);
+        self.tokens -= f64::from(granted);
+        granted
+    }
 }
 
 impl Default for ScalerConfig {
@@ -160,6 +280,8 @@ impl Default for ScalerConfig {
             shutdown_deletion_retries: 3,
             failure_threshold: 3,
             policies: Vec::new(),
+            scale_throttle: ScaleThrottle::default_for(0),
+            state_storage: None,
         }
     }
 }
@@ -211,6 +333,8 @@ pub enum Removal {
     Timeout,
     /// The scaler shut down with `delete_instances_on_shutdown`.
     Shutdown,
+    /// Restored from the state file while it held jobs (they cannot be resumed).
+    RestoredAcquisitions,
 }
 
 impl Removal {
@@ -224,6 +348,7 @@ impl Removal {
             Self::Preexisting => "preexisting",
             Self::Timeout => "timeout",
             Self::Shutdown => "shutdown",
+            Self::RestoredAcquisitions => "restored_acquisitions",
         }
     }
 }
@@ -309,6 +434,8 @@ struct Core {
     /// Instances `Increase` accepted that no `Update` has listed yet.
     requested: u32,
     shutting_down: bool,
+    /// `scale_throttle`'s tokens.
+    bucket: Bucket,
 }
 
 /// What a tick decided.
@@ -445,7 +572,12 @@ impl Core {
         }
         let provider_max = u32::try_from(self.max_size).unwrap_or(u32::MAX);
         want = want.min(provider_max.saturating_sub(deleting));
-        plan.increase = want.saturating_sub(instances);
+        let wanted = want.saturating_sub(instances);
+        plan.increase = if wanted == 0 {
+            0
+        } else {
+            self.bucket.take(self.config.scale_throttle, wanted, now)
+        };
 
         // Scale-down: oldest first, idle long enough, while more than needed exist
         // (reservations hold their capacity).
@@ -516,6 +648,41 @@ impl Core {
         possible
     }
 
+    /// What the state file keeps: every instance not being removed.
+    fn stored(&self) -> StoredState {
+        StoredState {
+            instances: self
+                .records
+                .iter()
+                .filter(|r| r.removing.is_none())
+                .map(|r| StoredInstance {
+                    id: r.id.clone(),
+                    uses: r.uses,
+                    acquired: r.acquired(),
+                })
+                .collect(),
+        }
+    }
+
+    /// Applies the state file to the first listing: its instances are adopted (their
+    /// uses kept; ready if running) instead of removed, except those that held jobs.
+    fn restore(&mut self, stored: &StoredState, keep_with_acquisitions: bool, now: Instant) {
+        for record in &mut self.records {
+            let Some(saved) = stored.instances.iter().find(|s| s.id == record.id) else {
+                continue;
+            };
+            if saved.acquired > 0 && !keep_with_acquisitions {
+                record.removing = Some((Removal::RestoredAcquisitions, now));
+                continue;
+            }
+            record.removing = None;
+            record.uses = saved.uses;
+            if record.state == State::Running {
+                record.readiness = Readiness::Ready;
+            }
+        }
+    }
+
     /// Whether the loop should poll at the fast cadence.
     fn expecting(&self) -> bool {
         self.pending > 0
@@ -539,9 +706,39 @@ struct Shared {
     shutdown: watch::Sender<bool>,
     events: EventSink,
     ready: Option<ReadyCheck>,
+    /// The state file's last content (written only when it changes).
+    persisted: Mutex<Option<StoredState>>,
 }
 
 impl Shared {
+    /// Writes the state file when state storage is on and the records changed.
+    fn persist(&self) {
+        let (file, state) = {
+            let core = self.lock();
+            // After shutdown the file keeps what the scaler left.
+            let Some(storage) = core
+                .config
+                .state_storage
+                .as_ref()
+                .filter(|_| !core.shutting_down)
+            else {
+                return;
+            };
+            (storage.file.clone(), core.stored())
+        };
+        let mut persisted = self
+            .persisted
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if persisted.as_ref() == Some(&state) {
+            return;
+        }
+        match state.write(&file) {
+            Ok(()) => *persisted = Some(state),
+            Err(error) => self.warn(error),
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, Core> {
         self.core.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -634,9 +831,22 @@ impl Taskscaler {
             pending: 0,
             requested: 0,
             shutting_down: false,
+            bucket: Bucket {
+                tokens: 0.0,
+                at: None,
+            },
         };
         core.reconcile(listing, now, true);
-        let preexisting: Vec<String> = core.records.iter().map(|r| r.id.clone()).collect();
+        if let Some(storage) = core.config.state_storage.clone() {
+            let stored = StoredState::read(&storage.file).map_err(ScalerError::Init)?;
+            core.restore(&stored, storage.keep_instance_with_acquisitions, now);
+        }
+        let adopted = core.records.iter().filter(|r| r.removing.is_none()).count();
+        let preexisting: Vec<(String, Removal)> = core
+            .records
+            .iter()
+            .filter_map(|r| r.removing.map(|(reason, _)| (r.id.clone(), reason)))
+            .collect();
         let shared = Arc::new(Shared {
             group,
             core: Mutex::new(core),
@@ -645,21 +855,19 @@ impl Taskscaler {
             shutdown: watch::channel(false).0,
             events,
             ready,
+            persisted: Mutex::new(None),
         });
         shared.info(format!(
             "instance group {} ready (plugin {}, max_size {})",
             info.id, info.version, info.max_size
         ));
-        if !preexisting.is_empty() {
-            remove(
-                &shared,
-                preexisting
-                    .into_iter()
-                    .map(|id| (id, Removal::Preexisting))
-                    .collect(),
-            )
-            .await;
+        if adopted > 0 {
+            shared.info(format!("adopted {adopted} instance(s) from the state file"));
         }
+        if !preexisting.is_empty() {
+            remove(&shared, preexisting).await;
+        }
+        shared.persist();
         let task = tokio::spawn(run_loop(Arc::clone(&shared)));
         Ok(Self { shared, task, info })
     }
@@ -805,6 +1013,8 @@ async fn acquire(shared: &Arc<Shared>) -> Result<Acquisition, ScalerError> {
                 break Err(ScalerError::ShuttingDown);
             }
             if let Some((id, slot, lost)) = core.take_slot() {
+                drop(core);
+                shared.persist();
                 break Ok(Acquisition {
                     shared: Arc::clone(shared),
                     id,
@@ -899,6 +1109,7 @@ impl Drop for Acquisition {
             self.shared
                 .lock()
                 .release(&self.id, self.slot, Instant::now());
+            self.shared.persist();
             self.shared.slots_changed.notify_waiters();
             self.shared.wake.notify_one();
         }
@@ -924,6 +1135,8 @@ async fn remove(shared: &Arc<Shared>, ids: Vec<(String, Removal)>) {
 async fn run_loop(shared: Arc<Shared>) {
     let mut shutdown = shared.shutdown.subscribe();
     let mut next_update = Instant::now();
+    let mut next_heartbeat = Instant::now();
+    let mut heartbeats = true;
     loop {
         if *shutdown.borrow() {
             return;
@@ -951,8 +1164,13 @@ async fn run_loop(shared: Arc<Shared>) {
             };
             next_update = Instant::now() + if expecting { fast } else { slow };
         }
+        if heartbeats && Instant::now() >= next_heartbeat {
+            heartbeats = heartbeat_idle(&shared).await;
+            next_heartbeat = Instant::now() + shared.lock().config.update_interval;
+        }
         check_readiness(&shared);
         tick(&shared).await;
+        shared.persist();
         shared.slots_changed.notify_waiters();
         // A tick may have put something in flight: poll soon.
         if shared.lock().expecting() {
@@ -965,6 +1183,40 @@ async fn run_loop(shared: Arc<Shared>) {
             _ = shutdown.changed() => {}
         }
     }
+}
+
+/// Asks the plugin about every idle ready instance (`Heartbeat`); one it says is
+/// unhealthy is replaced. Returns false when the plugin does not support heartbeats.
+async fn heartbeat_idle(shared: &Arc<Shared>) -> bool {
+    let idle: Vec<String> = shared
+        .lock()
+        .records
+        .iter()
+        .filter(|r| {
+            r.state == State::Running
+                && r.readiness == Readiness::Ready
+                && r.removing.is_none()
+                && r.acquired() == 0
+        })
+        .map(|r| r.id.clone())
+        .collect();
+    for id in idle {
+        match shared.group.heartbeat(&id).await {
+            Ok(()) => {}
+            Err(ProviderError::NotSupported(_)) => return false,
+            Err(ProviderError::Unhealthy(reason)) => {
+                shared.warn(format!("instance {id} failed its heartbeat: {reason}"));
+                let mut core = shared.lock();
+                let threshold = core.config.failure_threshold.max(1);
+                if let Some(record) = core.records.iter_mut().find(|r| r.id == id) {
+                    record.failures = record.failures.max(threshold);
+                }
+            }
+            Err(error) => shared.warn(format!("Heartbeat of instance {id} failed: {error}")),
+        }
+    }
+    shared.wake.notify_one();
+    true
 }
 
 /// Starts the readiness check of every instance that is newly running.

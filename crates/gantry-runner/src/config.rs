@@ -50,7 +50,7 @@ use std::path::{Path, PathBuf};
 pub use key_path::{KeyPath, Location, Segment};
 pub use schema::{
     AutoscalerFile, CacheFile, ConfigFile, ConnectorFile, CustomFile, DockerFile, PolicyFile,
-    RunnerFile,
+    RunnerFile, ScaleThrottleFile, StateStorageFile,
 };
 pub use settings::*;
 
@@ -84,8 +84,6 @@ const UNSUPPORTED_RUNNER: &[&str] = &[
 /// `[runners.autoscaler]` keys of gitlab-runner that gantry's taskscaler does not
 /// implement (yet).
 const UNSUPPORTED_AUTOSCALER: &[&str] = &[
-    "scale_throttle",
-    "state_storage",
     "vm_isolation",
     "reservation_throttling",
     "instance_operation_time_buckets",

@@ -5,7 +5,8 @@
 //! * The plugin named by `[runners.autoscaler] plugin` is found
 //!   ([`gantry_fleet::plugin::resolve`]), started and initialized with
 //!   `plugin_config` (as JSON) and `connector_config` (the private key read from
-//!   `key_path`). Its log lines become poll events.
+//!   `key_path`). Its log lines become poll events. A plugin process that dies is
+//!   started again and re-initialized ([`SupervisedPlugin`]).
 //! * `instance_ready_command` runs once on every new instance over SSH; a non-zero exit
 //!   removes the instance.
 //! * Before each job request the entry takes a [`Reservation`]; no capacity means no
@@ -19,7 +20,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use gantry_fleet::InstanceGroup;
 use gantry_fleet::connector::Session;
-use gantry_fleet::plugin::{LogLevel, PluginClient, PluginOptions};
+use gantry_fleet::plugin::{LogLevel, PluginOptions, SupervisedPlugin};
 use gantry_fleet::taskscaler::{
     Acquisition, ReadyCheck, Reservation, ScalerError, ScalerEvent, Taskscaler,
 };
@@ -33,7 +34,7 @@ pub(crate) type FleetLog = Arc<dyn Fn(Level, String) + Send + Sync>;
 /// A running fleet.
 pub struct Fleet {
     scaler: Taskscaler,
-    plugin: Arc<PluginClient>,
+    plugin: Arc<SupervisedPlugin>,
     config: AutoscalerConfig,
 }
 
@@ -87,8 +88,14 @@ impl FleetLease {
 }
 
 impl Fleet {
-    /// Starts the plugin and the taskscaler of `config`.
-    pub(crate) async fn start(config: &AutoscalerConfig, log: FleetLog) -> Result<Self, String> {
+    /// Starts the plugin and the taskscaler of `config`; a state file goes under
+    /// `work_dir`, named after the entry's `short_token`.
+    pub(crate) async fn start(
+        config: &AutoscalerConfig,
+        work_dir: &std::path::Path,
+        short_token: &str,
+        log: FleetLog,
+    ) -> Result<Self, String> {
         let path = gantry_fleet::plugin::resolve(&config.plugin)
             .map_err(|error| format!("[runners.autoscaler] plugin: {error}"))?;
         let mut connector = config.connector.clone();
@@ -118,7 +125,7 @@ impl Fleet {
             ..PluginOptions::default()
         };
         let plugin = Arc::new(
-            PluginClient::start(&path, options)
+            SupervisedPlugin::start(&path, options)
                 .await
                 .map_err(|error| format!("start the fleeting plugin: {error}"))?,
         );
@@ -142,9 +149,16 @@ impl Fleet {
             scaler_log(level, event.message);
         });
         let group: Arc<dyn InstanceGroup> = plugin.clone();
+        let mut scaler_config = config.scaler.clone();
+        scaler_config.state_storage = config.state_storage.as_ref().map(|(dir, keep)| {
+            gantry_fleet::taskscaler::StateStorage {
+                file: work_dir.join(dir).join(format!("{short_token}.json")),
+                keep_instance_with_acquisitions: *keep,
+            }
+        });
         let scaler = match Taskscaler::start(
             group,
-            config.scaler.clone(),
+            scaler_config,
             &config.plugin_config,
             connector,
             ready,
@@ -184,7 +198,7 @@ impl Fleet {
 
 /// Stops the plugin process once nothing else holds the client (a readiness check
 /// still running keeps it; the process is then killed when the last holder drops it).
-async fn stop_plugin(plugin: Arc<PluginClient>) {
+async fn stop_plugin(plugin: Arc<SupervisedPlugin>) {
     if let Ok(plugin) = Arc::try_unwrap(plugin) {
         plugin.kill().await;
     }

@@ -763,7 +763,10 @@ async fn fleet_lease(
                     message,
                 });
             });
-            Fleet::start(autoscaler, log).await.map(Arc::new)
+            let short = crate::job::short_token(&config.token);
+            Fleet::start(autoscaler, &shared.options.work_dir, &short, log)
+                .await
+                .map(Arc::new)
         })
         .await
         .map_err(|error| Some(format!("the fleet could not start: {error}")))?;

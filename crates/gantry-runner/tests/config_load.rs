@@ -221,6 +221,11 @@ scale_factor = 0.5
 scale_factor_limit = 16
 [runners.autoscaler.scale_throttle]
 limit = 1
+burst = 5
+[runners.autoscaler.state_storage]
+enabled = true
+[runners.autoscaler.vm_isolation]
+enabled = true
 "#;
 
 #[test]
@@ -229,7 +234,7 @@ fn an_instance_runner_gets_its_autoscaler() {
     assert_eq!(
         warnings,
         [
-            "`runners[0].autoscaler.scale_throttle` (line 35, column 21) is a gitlab-runner setting gantry does not support; it is ignored"
+            "`runners[0].autoscaler.vm_isolation` (line 40, column 21) is a gitlab-runner setting gantry does not support; it is ignored"
         ]
     );
     let runner = &config.runners[0];
@@ -252,6 +257,12 @@ fn an_instance_runner_gets_its_autoscaler() {
         Duration::from_secs(5)
     );
     assert!(scaler.delete_instances_on_shutdown);
+    assert_eq!(
+        autoscaler.state_storage,
+        Some((Path::new(".taskscaler").to_path_buf(), false))
+    );
+    assert_eq!(scaler.scale_throttle.limit, Some(1.0));
+    assert_eq!(scaler.scale_throttle.burst, 5);
     assert_eq!(scaler.policies.len(), 2);
     assert_eq!(scaler.policies[1].idle_count, 8);
     assert_eq!(

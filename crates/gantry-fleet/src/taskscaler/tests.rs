@@ -12,6 +12,10 @@ fn core(config: ScalerConfig) -> Core {
         pending: 0,
         requested: 0,
         shutting_down: false,
+        bucket: Bucket {
+            tokens: 0.0,
+            at: None,
+        },
     }
 }
 
@@ -128,6 +132,75 @@ fn max_instances_counts_instances_being_deleted() {
         1,
         "provider max_size"
     );
+}
+
+#[test]
+fn scale_throttle_limits_new_instances_per_second_with_a_burst() {
+    let mut core = core(ScalerConfig {
+        scale_throttle: ScaleThrottle {
+            limit: Some(1.0),
+            burst: 3,
+        },
+        ..ScalerConfig::default()
+    });
+    core.pending = 10;
+    let start = Instant::now();
+    assert_eq!(
+        core.plan(start, &Policy::default()).increase,
+        3,
+        "the burst"
+    );
+    core.requested = 3;
+    assert_eq!(core.plan(start, &Policy::default()).increase, 0);
+    let later = start + Duration::from_millis(2500);
+    assert_eq!(
+        core.plan(later, &Policy::default()).increase,
+        2,
+        "1 per second"
+    );
+    let mut unlimited = ScaleThrottle::default_for(0);
+    unlimited.limit = None;
+    core.config.scale_throttle = unlimited;
+    core.requested = 0;
+    assert_eq!(core.plan(later, &Policy::default()).increase, 10);
+}
+
+#[tokio::test]
+async fn an_idle_instance_failing_its_heartbeat_is_replaced() {
+    let group = Arc::new(DummyGroup::new());
+    let (sink, seen) = events();
+    let scaler = Taskscaler::start(
+        group.clone(),
+        ScalerConfig {
+            update_interval: Duration::from_millis(100),
+            update_interval_when_expecting: Duration::from_millis(20),
+            policies: vec![idle(1, Duration::from_secs(60))],
+            ..ScalerConfig::default()
+        },
+        &serde_json::Value::Null,
+        ConnectorConfig::default(),
+        None,
+        sink,
+    )
+    .await
+    .unwrap();
+    until("an idle instance", || {
+        scaler.status().instances.iter().any(|i| i.ready)
+    })
+    .await;
+    // It stopped answering; the listing still says it runs.
+    group.fail_heartbeat("dummy-1");
+    until("a replacement", || {
+        group.instances().iter().any(|i| i.id == "dummy-2")
+    })
+    .await;
+    assert!(group.calls().contains(&"decrease dummy-1".to_string()));
+    assert!(seen.lock().unwrap().iter().any(|e| {
+        e.warning
+            && e.message
+                .starts_with("instance dummy-1 failed its heartbeat")
+    }));
+    scaler.shutdown().await;
 }
 
 #[test]
@@ -519,4 +592,122 @@ async fn a_lost_instance_ends_the_jobs_wait_for_it() {
     assert_eq!(reason, "instance dummy-1 unexpectedly removed");
     drop(acquisition);
     scaler.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_restarted_scaler_adopts_the_instances_of_its_state_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("state").join("runner.json");
+    let group = Arc::new(DummyGroup::new());
+    let config = || {
+        fast(ScalerConfig {
+            max_use_count: 2,
+            state_storage: Some(StateStorage {
+                file: file.clone(),
+                keep_instance_with_acquisitions: false,
+            }),
+            policies: vec![idle(0, Duration::from_secs(600))],
+            ..ScalerConfig::default()
+        })
+    };
+    let (sink, seen) = events();
+    let scaler = Taskscaler::start(
+        group.clone(),
+        config(),
+        &serde_json::json!({"max_size": 3}),
+        ConnectorConfig::default(),
+        None,
+        sink.clone(),
+    )
+    .await
+    .unwrap();
+    let first = scaler.acquire().await.unwrap();
+    let second = scaler.acquire().await.unwrap();
+    assert_eq!(
+        (first.instance_id(), second.instance_id()),
+        ("dummy-1", "dummy-2")
+    );
+    drop(first);
+    // The runner stops while the second job still runs.
+    scaler.shutdown().await;
+    drop(second);
+    let saved: serde_json::Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    assert_eq!(
+        saved,
+        serde_json::json!({"instances": [
+            {"id": "dummy-1", "uses": 1, "acquired": 0},
+            {"id": "dummy-2", "uses": 1, "acquired": 1},
+        ]})
+    );
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&file).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+
+    // Started again: the idle instance is adopted with its use, the busy one removed.
+    let scaler = Taskscaler::start(
+        group.clone(),
+        config(),
+        &serde_json::json!({"max_size": 3}),
+        ConnectorConfig::default(),
+        None,
+        sink,
+    )
+    .await
+    .unwrap();
+    assert!(group.calls().contains(&"decrease dummy-2".to_string()));
+    let status = scaler.status();
+    let adopted = status.instances.iter().find(|i| i.id == "dummy-1").unwrap();
+    assert!(
+        adopted.ready && adopted.removing.is_none() && adopted.uses == 1,
+        "{status:?}"
+    );
+    assert!(
+        seen.lock()
+            .unwrap()
+            .iter()
+            .any(|e| e.message == "adopted 1 instance(s) from the state file"
+                || e.message == "removing instance dummy-2: restored_acquisitions")
+    );
+    // Its second (last) use, then it goes.
+    let again = scaler.acquire().await.unwrap();
+    assert_eq!(again.instance_id(), "dummy-1");
+    drop(again);
+    until("the used-up instance to go", || {
+        group.instances().iter().all(|i| i.id != "dummy-1")
+    })
+    .await;
+    scaler.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_unreadable_state_file_stops_the_start_with_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("runner.json");
+    std::fs::write(&file, "not json").unwrap();
+    let (sink, _) = events();
+    let error = match Taskscaler::start(
+        Arc::new(DummyGroup::new()),
+        ScalerConfig {
+            state_storage: Some(StateStorage {
+                file: file.clone(),
+                keep_instance_with_acquisitions: false,
+            }),
+            ..ScalerConfig::default()
+        },
+        &serde_json::Value::Null,
+        ConnectorConfig::default(),
+        None,
+        sink,
+    )
+    .await
+    {
+        Err(error) => error.to_string(),
+        Ok(_) => panic!("started with a broken state file"),
+    };
+    assert!(
+        error.contains("is not the taskscaler's JSON") && error.contains("move it away"),
+        "{error}"
+    );
 }

@@ -691,6 +691,35 @@ fn resolve_autoscaler(
             preemptive_mode: policy.preemptive_mode,
         });
     }
+    let max_instances = count(cx, at.key("max_instances"), file.max_instances, 0, 0);
+    let mut scale_throttle = gantry_fleet::taskscaler::ScaleThrottle::default_for(max_instances);
+    if let Some(throttle) = &file.scale_throttle {
+        let tat = at.key("scale_throttle");
+        match throttle.limit {
+            None | Some(0) => {}
+            Some(-1) => scale_throttle.limit = None,
+            Some(n) if n > 0 => {
+                scale_throttle.limit = Some(n as f64);
+                if max_instances == 0 {
+                    scale_throttle.burst = u32::try_from(n).unwrap_or(u32::MAX);
+                }
+            }
+            Some(n) => cx.problem(
+                tat.key("limit"),
+                format!("expected new instances per second (0 for the default 100, -1 for no limit), found {n}"),
+            ),
+        }
+        match throttle.burst {
+            None | Some(0) => {}
+            Some(n) => match u32::try_from(n) {
+                Ok(n) => scale_throttle.burst = n,
+                Err(_) => cx.problem(
+                    tat.key("burst"),
+                    format!("expected the most instances asked for at once (≥ 0), found {n}"),
+                ),
+            },
+        }
+    }
     let scaler = ScalerConfig {
         capacity_per_instance: count(
             cx,
@@ -700,7 +729,7 @@ fn resolve_autoscaler(
             1,
         ),
         max_use_count: count(cx, at.key("max_use_count"), file.max_use_count, 0, 0),
-        max_instances: count(cx, at.key("max_instances"), file.max_instances, 0, 0),
+        max_instances,
         delete_instances_on_shutdown: file.delete_instances_on_shutdown.unwrap_or(false),
         instance_acquire_timeout: go_duration(
             cx,
@@ -747,6 +776,9 @@ fn resolve_autoscaler(
             1,
         ),
         policies,
+        scale_throttle,
+        // Placed under the runner's working directory when the fleet starts.
+        state_storage: None,
     };
     if scaler.update_interval.is_zero() || scaler.update_interval_when_expecting.is_zero() {
         cx.problem(
@@ -820,6 +852,16 @@ fn resolve_autoscaler(
             .filter(|command| !command.trim().is_empty()),
         log_internal_ip: file.log_internal_ip.unwrap_or(false),
         log_external_ip: file.log_external_ip.unwrap_or(false),
+        state_storage: file
+            .state_storage
+            .as_ref()
+            .filter(|storage| storage.enabled.unwrap_or(false))
+            .map(|storage| {
+                (
+                    PathBuf::from(storage.dir.as_deref().unwrap_or(".taskscaler")),
+                    storage.keep_instance_with_acquisitions.unwrap_or(false),
+                )
+            }),
         file: file.clone(),
     })
 }

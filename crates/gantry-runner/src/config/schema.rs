@@ -413,9 +413,42 @@ pub struct AutoscalerFile {
     /// `[runners.autoscaler.connector_config]`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub connector_config: Option<ConnectorFile>,
+    /// `[runners.autoscaler.scale_throttle]`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scale_throttle: Option<ScaleThrottleFile>,
+    /// `[runners.autoscaler.state_storage]`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state_storage: Option<StateStorageFile>,
     /// `[[runners.autoscaler.policy]]`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub policy: Option<Vec<PolicyFile>>,
+}
+
+/// `[runners.autoscaler.state_storage]`: keep instance records across restarts.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct StateStorageFile {
+    /// Keep them (default false: instances found at start are removed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    /// Where (default `.taskscaler`, next to the configuration).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dir: Option<String>,
+    /// Keep instances that held jobs when the runner stopped.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub keep_instance_with_acquisitions: Option<bool>,
+}
+
+/// `[runners.autoscaler.scale_throttle]`: how fast instances may be asked for.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ScaleThrottleFile {
+    /// New instances per second (0: 100; -1: unlimited).
+    #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "int")]
+    pub limit: Option<i64>,
+    /// The most at once (0: `max_instances`, else the limit).
+    #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "int")]
+    pub burst: Option<i64>,
 }
 
 /// `[runners.autoscaler.connector_config]`.

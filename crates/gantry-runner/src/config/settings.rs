@@ -595,6 +595,9 @@ pub struct AutoscalerConfig {
     pub log_internal_ip: bool,
     /// Print the instance's external address in the job log.
     pub log_external_ip: bool,
+    /// `[runners.autoscaler.state_storage]` when enabled: the directory (relative to the
+    /// runner's working directory) and whether instances that held jobs are kept.
+    pub state_storage: Option<(PathBuf, bool)>,
     /// The section as written, for `save`.
     pub file: super::AutoscalerFile,
 }
@@ -623,6 +626,7 @@ impl AutoscalerConfig {
             instance_ready_command: None,
             log_internal_ip: false,
             log_external_ip: false,
+            state_storage: None,
             file: super::AutoscalerFile {
                 plugin: Some(plugin),
                 ..super::AutoscalerFile::default()
