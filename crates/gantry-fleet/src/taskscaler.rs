@@ -446,6 +446,22 @@ struct Plan {
 }
 
 impl Core {
+    fn new(config: ScalerConfig, max_size: u64) -> Self {
+        Self {
+            config,
+            max_size,
+            records: Vec::new(),
+            reserved: 0,
+            pending: 0,
+            requested: 0,
+            shutting_down: false,
+            bucket: Bucket {
+                tokens: 0.0,
+                at: None,
+            },
+        }
+    }
+
     fn capacity(&self) -> u32 {
         self.config.capacity_per_instance.max(1)
     }
@@ -823,19 +839,7 @@ impl Taskscaler {
             .await
             .map_err(|error| ScalerError::Init(format!("the first Update failed: {error}")))?;
         let now = Instant::now();
-        let mut core = Core {
-            config,
-            max_size: info.max_size,
-            records: Vec::new(),
-            reserved: 0,
-            pending: 0,
-            requested: 0,
-            shutting_down: false,
-            bucket: Bucket {
-                tokens: 0.0,
-                at: None,
-            },
-        };
+        let mut core = Core::new(config, info.max_size);
         core.reconcile(listing, now, true);
         if let Some(storage) = core.config.state_storage.clone() {
             let stored = StoredState::read(&storage.file).map_err(ScalerError::Init)?;

@@ -74,7 +74,7 @@ impl Cron {
         let second_of_day = unix_seconds.rem_euclid(86_400);
         let minute = second_of_day / 60 % 60;
         let hour = second_of_day / 3600;
-        let (_, month, day) = gantry_civil(days_since_epoch);
+        let (_, month, day) = gantry_protocol::time::civil_from_days(days_since_epoch);
         // 1970-01-01 was a Thursday (4).
         let weekday = (days_since_epoch + 4).rem_euclid(7);
         let day_ok = self.days & (1 << day) != 0;
@@ -94,22 +94,6 @@ impl fmt::Display for Cron {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.text)
     }
-}
-
-/// (year, month 1–12, day 1–31) of a day count since 1970-01-01 (Howard Hinnant's
-/// algorithm, as `gantry_protocol::time` has it; this crate does not depend on the
-/// protocol crate).
-fn gantry_civil(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
 }
 
 /// The bit set of one field.

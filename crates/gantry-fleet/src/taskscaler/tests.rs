@@ -4,19 +4,7 @@ use super::*;
 use crate::dummy::DummyGroup;
 
 fn core(config: ScalerConfig) -> Core {
-    Core {
-        config,
-        max_size: 100,
-        records: Vec::new(),
-        reserved: 0,
-        pending: 0,
-        requested: 0,
-        shutting_down: false,
-        bucket: Bucket {
-            tokens: 0.0,
-            at: None,
-        },
-    }
+    Core::new(config, 100)
 }
 
 /// Adds a ready running instance idle since `since`.
