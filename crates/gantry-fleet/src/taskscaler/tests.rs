@@ -157,21 +157,18 @@ fn scale_throttle_limits_new_instances_per_second_with_a_burst() {
 async fn an_idle_instance_failing_its_heartbeat_is_replaced() {
     let group = Arc::new(DummyGroup::new());
     let (sink, seen) = events();
-    let scaler = Taskscaler::start(
-        group.clone(),
+    let scaler = start(
+        &group,
         ScalerConfig {
             update_interval: Duration::from_millis(100),
             update_interval_when_expecting: Duration::from_millis(20),
             policies: vec![idle(1, Duration::from_secs(60))],
             ..ScalerConfig::default()
         },
-        &serde_json::Value::Null,
-        ConnectorConfig::default(),
-        None,
+        serde_json::Value::Null,
         sink,
     )
-    .await
-    .unwrap();
+    .await;
     until("an idle instance", || {
         scaler.status().instances.iter().any(|i| i.ready)
     })
@@ -318,6 +315,26 @@ fn an_instance_vanishing_under_a_job_tells_the_job() {
 
 // The scaler against the in-memory group, with real (short) timers.
 
+/// Starts a scaler on `group` (no readiness check) reporting to `sink`.
+async fn start(
+    group: &Arc<DummyGroup>,
+    config: ScalerConfig,
+    plugin_config: serde_json::Value,
+    sink: EventSink,
+) -> Taskscaler {
+    let group: Arc<dyn InstanceGroup> = group.clone();
+    Taskscaler::start(
+        group,
+        config,
+        &plugin_config,
+        ConnectorConfig::default(),
+        None,
+        sink,
+    )
+    .await
+    .unwrap()
+}
+
 fn fast(config: ScalerConfig) -> ScalerConfig {
     ScalerConfig {
         update_interval: Duration::from_millis(200),
@@ -348,19 +365,16 @@ async fn until(what: &str, mut check: impl FnMut() -> bool) {
 async fn a_job_waits_for_an_instance_to_be_created_then_it_is_removed_when_idle() {
     let group = Arc::new(DummyGroup::new());
     let (sink, _) = events();
-    let scaler = Taskscaler::start(
-        group.clone(),
+    let scaler = start(
+        &group,
         fast(ScalerConfig {
             policies: vec![idle(0, Duration::from_millis(100))],
             ..ScalerConfig::default()
         }),
-        &serde_json::json!({"max_size": 3}),
-        ConnectorConfig::default(),
-        None,
+        serde_json::json!({"max_size": 3}),
         sink,
     )
-    .await
-    .unwrap();
+    .await;
     assert_eq!(scaler.provider().max_size, 3);
     assert!(scaler.status().instances.is_empty());
     let reservation = scaler.reserve().unwrap();
@@ -385,16 +399,13 @@ async fn instances_found_at_start_are_removed() {
         .unwrap();
     group.increase(2).await;
     let (sink, seen) = events();
-    let scaler = Taskscaler::start(
-        group.clone(),
+    let scaler = start(
+        &group,
         fast(ScalerConfig::default()),
-        &serde_json::Value::Null,
-        ConnectorConfig::default(),
-        None,
+        serde_json::Value::Null,
         sink,
     )
-    .await
-    .unwrap();
+    .await;
     assert!(
         group
             .calls()
@@ -417,19 +428,16 @@ async fn instances_found_at_start_are_removed() {
 async fn a_timed_out_instance_is_decreased_and_replaced() {
     let group = Arc::new(DummyGroup::new());
     let (sink, _) = events();
-    let scaler = Taskscaler::start(
-        group.clone(),
+    let scaler = start(
+        &group,
         fast(ScalerConfig {
             policies: vec![idle(1, Duration::from_secs(60))],
             ..ScalerConfig::default()
         }),
-        &serde_json::Value::Null,
-        ConnectorConfig::default(),
-        None,
+        serde_json::Value::Null,
         sink,
     )
-    .await
-    .unwrap();
+    .await;
     until("an idle instance", || {
         scaler.status().instances.iter().any(|i| i.ready)
     })
@@ -486,19 +494,16 @@ async fn readiness_failures_remove_instances_and_jobs_only_get_ready_ones() {
 async fn acquiring_gives_up_after_the_timeout_when_the_group_is_full() {
     let group = Arc::new(DummyGroup::new());
     let (sink, _) = events();
-    let scaler = Taskscaler::start(
-        group.clone(),
+    let scaler = start(
+        &group,
         fast(ScalerConfig {
             instance_acquire_timeout: Duration::from_millis(300),
             ..ScalerConfig::default()
         }),
-        &serde_json::json!({"max_size": 1}),
-        ConnectorConfig::default(),
-        None,
+        serde_json::json!({"max_size": 1}),
         sink,
     )
-    .await
-    .unwrap();
+    .await;
     let first = scaler.acquire().await.unwrap();
     let error = match scaler.acquire().await {
         Err(error) => error,
@@ -531,20 +536,17 @@ async fn acquiring_gives_up_after_the_timeout_when_the_group_is_full() {
 async fn shutdown_deletes_instances_when_asked_and_wakes_waiting_jobs() {
     let group = Arc::new(DummyGroup::new());
     let (sink, _) = events();
-    let scaler = Taskscaler::start(
-        group.clone(),
+    let scaler = start(
+        &group,
         fast(ScalerConfig {
             delete_instances_on_shutdown: true,
             policies: vec![idle(2, Duration::from_secs(60))],
             ..ScalerConfig::default()
         }),
-        &serde_json::Value::Null,
-        ConnectorConfig::default(),
-        None,
+        serde_json::Value::Null,
         sink,
     )
-    .await
-    .unwrap();
+    .await;
     until("two idle instances", || {
         scaler.status().instances.iter().filter(|i| i.ready).count() == 2
     })
@@ -562,16 +564,13 @@ async fn shutdown_deletes_instances_when_asked_and_wakes_waiting_jobs() {
 async fn a_lost_instance_ends_the_jobs_wait_for_it() {
     let group = Arc::new(DummyGroup::new());
     let (sink, _) = events();
-    let scaler = Taskscaler::start(
-        group.clone(),
+    let scaler = start(
+        &group,
         fast(ScalerConfig::default()),
-        &serde_json::Value::Null,
-        ConnectorConfig::default(),
-        None,
+        serde_json::Value::Null,
         sink,
     )
-    .await
-    .unwrap();
+    .await;
     let acquisition = scaler.acquire().await.unwrap();
     group.set_state("dummy-1", State::Deleted);
     let reason = tokio::time::timeout(Duration::from_secs(5), acquisition.lost())
@@ -599,16 +598,13 @@ async fn a_restarted_scaler_adopts_the_instances_of_its_state_file() {
         })
     };
     let (sink, seen) = events();
-    let scaler = Taskscaler::start(
-        group.clone(),
+    let scaler = start(
+        &group,
         config(),
-        &serde_json::json!({"max_size": 3}),
-        ConnectorConfig::default(),
-        None,
+        serde_json::json!({"max_size": 3}),
         sink.clone(),
     )
-    .await
-    .unwrap();
+    .await;
     let first = scaler.acquire().await.unwrap();
     let second = scaler.acquire().await.unwrap();
     assert_eq!(
@@ -634,16 +630,7 @@ async fn a_restarted_scaler_adopts_the_instances_of_its_state_file() {
     );
 
     // Started again: the idle instance is adopted with its use, the busy one removed.
-    let scaler = Taskscaler::start(
-        group.clone(),
-        config(),
-        &serde_json::json!({"max_size": 3}),
-        ConnectorConfig::default(),
-        None,
-        sink,
-    )
-    .await
-    .unwrap();
+    let scaler = start(&group, config(), serde_json::json!({"max_size": 3}), sink).await;
     assert!(group.calls().contains(&"decrease dummy-2".to_string()));
     let status = scaler.status();
     let adopted = status.instances.iter().find(|i| i.id == "dummy-1").unwrap();
