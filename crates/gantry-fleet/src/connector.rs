@@ -476,23 +476,11 @@ impl Session {
             Ok(bytes) if exit.success() => bytes,
             // The remote side failed first (the packer then only saw the channel go away).
             Ok(_) | Err(_) if exit != Exit::Closed => {
-                return Err(ConnectError::Remote {
-                    id: self.id.clone(),
-                    address: self.address.clone(),
-                    action,
-                    exit,
-                    stderr,
-                });
+                return Err(self.remote_error(action, exit, stderr));
             }
             Err(e) => return Err(self.tree_error(&action, e)),
             Ok(_) => {
-                return Err(ConnectError::Remote {
-                    id: self.id.clone(),
-                    address: self.address.clone(),
-                    action,
-                    exit,
-                    stderr,
-                });
+                return Err(self.remote_error(action, exit, stderr));
             }
         };
         Ok(bytes)
@@ -526,25 +514,24 @@ impl Session {
         })?;
         let exit = exit?;
         if !exit.success() && exit != Exit::Closed {
-            return Err(ConnectError::Remote {
-                id: self.id.clone(),
-                address: self.address.clone(),
-                action,
-                exit,
-                stderr,
-            });
+            return Err(self.remote_error(action, exit, stderr));
         }
         let bytes = unpacked.map_err(|e| self.tree_error(&action, e))?;
         if !exit.success() {
-            return Err(ConnectError::Remote {
-                id: self.id.clone(),
-                address: self.address.clone(),
-                action,
-                exit,
-                stderr,
-            });
+            return Err(self.remote_error(action, exit, stderr));
         }
         Ok(bytes)
+    }
+
+    /// A remote command of a transfer that failed.
+    fn remote_error(&self, action: String, exit: Exit, stderr: String) -> ConnectError {
+        ConnectError::Remote {
+            id: self.id.clone(),
+            address: self.address.clone(),
+            action,
+            exit,
+            stderr,
+        }
     }
 
     /// Ends the session: tells the server and waits (5 s at most) for the connection to end.
