@@ -727,16 +727,20 @@ struct Shared {
 }
 
 impl Shared {
-    /// Writes the state file when state storage is on and the records changed.
+    /// Writes the state file when state storage is on and the records changed (not
+    /// after shutdown: the file keeps what the scaler left).
     fn persist(&self) {
+        self.write_state(false);
+    }
+
+    fn write_state(&self, at_shutdown: bool) {
         let (file, state) = {
             let core = self.lock();
-            // After shutdown the file keeps what the scaler left.
             let Some(storage) = core
                 .config
                 .state_storage
                 .as_ref()
-                .filter(|_| !core.shutting_down)
+                .filter(|_| at_shutdown || !core.shutting_down)
             else {
                 return;
             };
@@ -924,7 +928,8 @@ impl Taskscaler {
         }
     }
 
-    /// Stops scaling; with `delete_instances_on_shutdown` deletes every instance and
+    /// Stops scaling (carrying out the removals due now, such as an instance whose last
+    /// use just ended); with `delete_instances_on_shutdown` deletes every instance and
     /// waits (per `shutdown_deletion_interval`/`_retries`) for them to go; then calls
     /// the plugin's `Shutdown`. Returns the group (to stop a plugin process).
     pub async fn shutdown(self) -> Arc<dyn InstanceGroup> {
@@ -933,6 +938,17 @@ impl Taskscaler {
         shared.shutdown.send_replace(true);
         shared.slots_changed.notify_waiters();
         let _ = self.task.await;
+        // Removals the loop had no tick left for (a used-up instance released just
+        // now must not serve again after a restart); no scaling up any more.
+        let removals = {
+            let mut core = shared.lock();
+            let policy = shared.policy(&core);
+            core.plan(Instant::now(), &policy).remove
+        };
+        if !removals.is_empty() {
+            remove(&shared, removals).await;
+        }
+        shared.write_state(true);
         let (delete, interval, retries) = {
             let core = shared.lock();
             (

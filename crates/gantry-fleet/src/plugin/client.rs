@@ -319,18 +319,18 @@ impl PluginClient {
 
     /// The error for a failed RPC: a died plugin, or what the plugin answered.
     async fn failure(&self, status: &Status) -> ProviderError {
+        if let Some(exited) = *self.exit.borrow() {
+            return self.died(exited);
+        }
+        // A connection that broke because the process died (a local transport error
+        // carries its cause as a source; an answer from the plugin never does): the exit
+        // may be reaped a moment after the socket closed.
         let broken = matches!(
             status.code(),
-            Code::Unavailable | Code::Cancelled | Code::Internal | Code::Unknown
-        );
+            Code::Unavailable | Code::Cancelled | Code::Internal
+        ) || std::error::Error::source(status).is_some();
         if broken {
-            // A connection that broke because the process died: the exit may be
-            // reaped a moment after the socket closed.
-            let wait = if status.code() == Code::Unknown {
-                Duration::ZERO
-            } else {
-                Duration::from_secs(1)
-            };
+            let wait = Duration::from_secs(1);
             let mut exit = self.exit.clone();
             if let Ok(Ok(exited)) = timeout(wait, exit.wait_for(Option::is_some)).await {
                 if let Some(status) = *exited {
