@@ -61,7 +61,7 @@ use crate::config::{CustomConfig, CustomProgram, ShellKind};
 use crate::shell::process::{self, Captured, Ended, Sink, Stop};
 use crate::shell::{
     CancelReason, ShellError, Stage, StageOutcome, clear_script, format_duration, stage_script,
-    write_stage_script,
+    warn_on_timeout, write_stage_script,
 };
 use crate::trace::Trace;
 
@@ -709,11 +709,7 @@ impl CustomExecutor {
                 error: error.into(),
             },
             Exit::TimedOut => {
-                trace.warning(&format!(
-                    "{stage} could not run to completion because the timeout of {} was exceeded",
-                    format_duration(timeout)
-                ));
-                StageOutcome::Timeout { after: timeout }
+                warn_on_timeout(trace, stage, StageOutcome::Timeout { after: timeout })
             }
             Exit::Canceled(reason) => StageOutcome::Canceled { reason },
         }

@@ -33,7 +33,7 @@ use gantry_fleet::connector::{ConnectError, Exit, Session, Stream};
 use gantry_fleet::taskscaler::Acquisition;
 
 use crate::config::ShellKind;
-use crate::shell::{CancelReason, Stage, StageOutcome, format_duration, quote, stage_script};
+use crate::shell::{CancelReason, Stage, StageOutcome, quote, stage_script, warn_on_timeout};
 use crate::trace::Trace;
 use gantry_protocol::StreamKind;
 
@@ -206,14 +206,7 @@ impl InstanceExecutor {
         };
         out.finish();
         err.finish();
-        if let StageOutcome::Timeout { after } = outcome {
-            trace.warning(&format!(
-                "{} could not run to completion because the timeout of {} was exceeded",
-                stage.name,
-                format_duration(after)
-            ));
-        }
-        outcome
+        warn_on_timeout(trace, stage.name, outcome)
     }
 
     fn pid_file(&self) -> String {

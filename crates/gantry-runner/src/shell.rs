@@ -424,14 +424,7 @@ impl ShellExecutor {
             }
         };
         running.finish(self.kill_grace).await;
-        if let StageOutcome::Timeout { after } = outcome {
-            trace.warning(&format!(
-                "{} could not run to completion because the timeout of {} was exceeded",
-                stage.name,
-                format_duration(after)
-            ));
-        }
-        outcome
+        warn_on_timeout(trace, stage.name, outcome)
     }
 
     fn exit_outcome(&self, ended: process::Ended) -> StageOutcome {
@@ -458,6 +451,18 @@ impl ShellExecutor {
 
 /// The script of `stage` for `shell`; the problems met preparing its variables are
 /// written to `trace` as warnings first.
+/// Says in the log that `stage` was stopped by its timeout, when `outcome` is one
+/// (every executor's wording); returns `outcome`.
+pub(crate) fn warn_on_timeout(trace: &Trace, stage: &str, outcome: StageOutcome) -> StageOutcome {
+    if let StageOutcome::Timeout { after } = outcome {
+        trace.warning(&format!(
+            "{stage} could not run to completion because the timeout of {} was exceeded",
+            format_duration(after)
+        ));
+    }
+    outcome
+}
+
 pub(crate) fn stage_script(shell: ShellKind, stage: &Stage<'_>, trace: &Trace) -> String {
     for warning in stage.variables.warnings() {
         trace.warning(warning);

@@ -31,7 +31,7 @@ use super::services::{
     ServicePlan, ServiceTarget, StartedService, exposed_tcp_ports, start_service, wait_for_services,
 };
 use crate::config::DockerConfig;
-use crate::shell::{CancelReason, Stage, StageOutcome, format_duration, quote, stage_script};
+use crate::shell::{CancelReason, Stage, StageOutcome, quote, stage_script, warn_on_timeout};
 use crate::trace::Trace;
 
 /// Run by `sh -c` as the container's command: the first bash found, else sh, reading
@@ -360,14 +360,7 @@ impl DockerExecutor {
             Err(outcome) => return outcome,
         };
         let outcome = self.run_in(&id, &input, stage, trace, cancel).await;
-        if let StageOutcome::Timeout { after } = outcome {
-            trace.warning(&format!(
-                "{} could not run to completion because the timeout of {} was exceeded",
-                stage.name,
-                format_duration(after)
-            ));
-        }
-        outcome
+        warn_on_timeout(trace, stage.name, outcome)
     }
 
     /// The job's build container: made for the first stage and started again for each
