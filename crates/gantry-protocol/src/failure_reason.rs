@@ -167,6 +167,23 @@ impl FailureReason {
         Self::UnknownFailure
     }
 
+    /// Whether GitLab's server stores this reason (`Enums::Ci::CommitStatus.failure_reasons`,
+    /// the list a coordinator sends in `features.failure_reasons`, §3.6): every value but
+    /// `image_pull_failure`.
+    pub const fn is_stored_by_server(self) -> bool {
+        !matches!(self, Self::ImagePullFailure)
+    }
+
+    /// What a coordinator records for a reason a runner reported: the reason itself, or
+    /// `unknown_failure` for one the server does not store (§4.3).
+    pub const fn as_stored(self) -> Self {
+        if self.is_stored_by_server() {
+            self
+        } else {
+            Self::UnknownFailure
+        }
+    }
+
     /// Rails' reading of a received value: unknown values are stored as
     /// `unknown_failure` (§4.3). Empty means no reason.
     pub fn from_wire_lenient(value: &str) -> Option<Self> {

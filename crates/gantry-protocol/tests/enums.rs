@@ -68,6 +68,12 @@ fn failure_reasons_are_the_servers_list_plus_image_pull_failure() {
     let (last, rest) = FailureReason::NAMES.split_last().expect("non-empty");
     assert_eq!(rest, server.as_slice());
     assert_eq!(*last, "image_pull_failure");
+    let stored: Vec<&str> = FailureReason::ALL
+        .iter()
+        .filter(|r| r.is_stored_by_server())
+        .map(|r| r.as_str())
+        .collect();
+    assert_eq!(stored, server);
     assert_eq!(
         FailureReason::RunnerSystemFailure.to_string(),
         "runner_system_failure"
@@ -209,6 +215,16 @@ fn received_failure_reasons_are_read_as_rails_does() {
     assert_eq!(
         FailureReason::from_wire_lenient("from_the_future"),
         Some(FailureReason::UnknownFailure)
+    );
+    // What a coordinator records: GitLab's values as they are, the runner-only one as
+    // `unknown_failure`.
+    assert_eq!(
+        FailureReason::ScriptFailure.as_stored(),
+        FailureReason::ScriptFailure
+    );
+    assert_eq!(
+        FailureReason::ImagePullFailure.as_stored(),
+        FailureReason::UnknownFailure
     );
 }
 

@@ -1142,9 +1142,7 @@ impl Run {
             }
             "fail" => {
                 let reason = match opt_arg("reason") {
-                    Some(r) => {
-                        FailureReason::parse(r).ok_or_else(|| format!("unknown reason {r}"))?
-                    }
+                    Some(r) => r.parse::<FailureReason>().map_err(|e| e.to_string())?,
                     None => FailureReason::ScriptFailure,
                 };
                 let exit_code = match opt_arg("exit") {

@@ -129,7 +129,7 @@ impl Coordinator {
                 let success = req.state == WireState::Success;
                 let reason = req
                     .failure_reason
-                    .map(|r| FailureReason::from_runner(r.as_str()))
+                    .map(FailureReason::as_stored)
                     .unwrap_or(FailureReason::ScriptFailure);
                 let exit_code = (req.exit_code != 0).then_some(req.exit_code);
                 let status = self

@@ -806,6 +806,7 @@ impl Coordinator {
                 trace_sections: true,
                 failure_reasons: FailureReason::ALL
                     .iter()
+                    .filter(|r| r.is_stored_by_server())
                     .map(|r| r.as_str().to_owned())
                     .collect(),
                 token_mask_prefixes: None,

@@ -10,9 +10,7 @@ use std::sync::Arc;
 
 use gantry_store::{Job, JobUpdate, NewJob, Pipeline, PipelineChange};
 
-use crate::processor::{
-    FailureReason, JobId, JobState, PipelineState, Status, Timestamp, pipeline_status,
-};
+use crate::processor::{JobId, JobState, PipelineState, Status, Timestamp, pipeline_status};
 
 use super::error::{CoordinatorError, Result};
 use super::spec::StoredSpec;
@@ -55,7 +53,7 @@ impl Loaded {
             j.retried = row.retried;
             j.enqueue_immediately = spec.enqueue_immediately && status == Status::Created;
             j.exit_code = row.exit_code;
-            j.failure_reason = row.failure_reason.as_deref().and_then(FailureReason::parse);
+            j.failure_reason = row.failure_reason.as_deref().and_then(|r| r.parse().ok());
             j.graceful_cancel = graceful.contains(&row.id);
             j.effective_timeout = row.timeout_secs.and_then(|t| u64::try_from(t).ok());
             j.queued_at = ts(row.queued_at);

@@ -9,7 +9,7 @@ use std::collections::HashSet;
 
 use serde::Serialize;
 
-use super::failure::FailureReason;
+use super::FailureReason;
 use super::process::enqueue_target;
 use super::state::{JobId, JobState, OnJobFailure, PipelineState, Timestamp};
 use super::status::Status;

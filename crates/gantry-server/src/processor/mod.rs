@@ -14,7 +14,6 @@
 mod cancel;
 mod composite;
 mod events;
-mod failure;
 mod process;
 mod retry;
 mod state;
@@ -25,7 +24,9 @@ mod transition;
 pub use cancel::{AUTO_CANCEL_MAX_AGE, PipelineFacts, on_new_commit};
 pub use composite::{Mode, Summary, composite};
 pub use events::{CancelScope, Event, Rejected, apply};
-pub use failure::FailureReason;
+/// Why a job failed: GitLab's `failure_reason` values, the protocol crate's one list
+/// ([`FailureReason::is_stored_by_server`] tells the ones the coordinator records).
+pub use gantry_protocol::FailureReason;
 pub use process::{process, valid_prev};
 pub use retry::{RetryPolicy, RetryWhen, never_retried};
 pub use state::{

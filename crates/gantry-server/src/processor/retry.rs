@@ -14,7 +14,7 @@
 use gantry_pipeline::Retry;
 use serde::{Deserialize, Serialize};
 
-use super::failure::FailureReason;
+use super::FailureReason;
 
 /// One `retry:when` value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -49,7 +49,7 @@ impl RetryPolicy {
                     if w == "always" {
                         Some(RetryWhen::Always)
                     } else {
-                        FailureReason::parse(w).map(RetryWhen::Reason)
+                        w.parse().ok().map(RetryWhen::Reason)
                     }
                 })
                 .collect(),

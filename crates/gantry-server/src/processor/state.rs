@@ -8,8 +8,8 @@ use std::fmt;
 use gantry_pipeline::{Job, Pipeline, When};
 use serde::{Deserialize, Serialize};
 
+use super::FailureReason;
 use super::composite::{Mode, Summary, composite};
-use super::failure::FailureReason;
 use super::retry::RetryPolicy;
 use super::status::Status;
 

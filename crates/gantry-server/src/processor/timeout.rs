@@ -4,8 +4,8 @@
 
 use serde::Serialize;
 
+use super::FailureReason;
 use super::events::Event;
-use super::failure::FailureReason;
 use super::state::{PipelineState, Timestamp};
 use super::status::Status;
 

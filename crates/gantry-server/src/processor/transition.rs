@@ -7,7 +7,7 @@ use std::fmt;
 
 use serde::Serialize;
 
-use super::failure::FailureReason;
+use super::FailureReason;
 use super::state::{JobId, JobState, PipelineState, Timestamp};
 use super::status::Status;
 
