@@ -126,6 +126,7 @@ impl Coordinator {
                     }
                 }
                 self.runtime().pending_final.remove(&job_id);
+                self.sync_trace(job_id).await?;
                 let success = req.state == WireState::Success;
                 let reason = req
                     .failure_reason

@@ -116,7 +116,8 @@ pub struct CoordinatorConfig {
     /// the key in `data_dir/db_key`, made on first start.
     pub db_key: Option<secrets::DbKey>,
     /// Whether blobs (artifact archives) are `fsync`ed before the commit that makes
-    /// them visible (see `coordinator/blob.rs`); off for `gantry run`'s temporary store.
+    /// them visible (see `coordinator/blob.rs`), and a job's log before its final state
+    /// (see `trace_files.rs`); off for `gantry run`'s temporary store.
     pub durable_blobs: bool,
 }
 

@@ -13,7 +13,11 @@
 //! `synchronous = NORMAL`), and as nothing orders the two on disk, the database may keep
 //! a size whose last bytes the file lost: a reader then gets fewer bytes than
 //! `trace_size` and the job's next append leaves zeros in the gap. No `fsync` per patch:
-//! it would cost more than the patch.
+//! it would cost more than the patch. One per job instead: when the runner reports the
+//! job's final state, its file is `fsync`ed before that state is committed
+//! ([`TraceFiles::sync`]; on coordinators that keep blobs durable,
+//! `CoordinatorConfig::durable_blobs`), so a finished job's log is on disk before the job
+//! is shown finished.
 //!
 //! Methods are blocking; the coordinator calls them from blocking tasks. Appends to one
 //! job are serialized by [`TraceFiles::lock`].
@@ -78,6 +82,16 @@ impl TraceFiles {
         Ok(file)
     }
 
+    /// Flushes the job's file to disk (nothing to do when it has none: an empty log or
+    /// one kept in the database).
+    pub(crate) fn sync(&self, job_id: i64) -> io::Result<()> {
+        match File::open(self.path(job_id)) {
+            Ok(file) => file.sync_all(),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
     /// The job's file opened for reading its first `size` bytes (the caller stops there;
     /// the file has fewer only if it lost bytes the database committed: a machine crash,
     /// see the module docs); `None` when there is nothing to read.
@@ -132,5 +146,9 @@ mod tests {
         );
         assert_eq!(files.read(7, 11).expect("read"), b"hello world");
         assert_eq!(files.read(8, 0).expect("read"), b"");
+        files.sync(7).expect("sync");
+        files
+            .sync(8)
+            .expect("a job without a file has nothing to sync");
     }
 }

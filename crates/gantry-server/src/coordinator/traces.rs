@@ -169,6 +169,26 @@ impl Coordinator {
             None => TraceSource::Bytes(Vec::new()),
         })
     }
+
+    /// Flushes the job's log file to disk, when the coordinator keeps its blobs durable:
+    /// once per job, before its final state is committed (see `trace_files.rs`).
+    pub(super) async fn sync_trace(
+        &self,
+        job_id: i64,
+    ) -> std::result::Result<(), CoordinatorError> {
+        if !self.inner.cfg.durable_blobs {
+            return Ok(());
+        }
+        let this = self.clone();
+        tokio::task::spawn_blocking(move || this.inner.traces.sync(job_id))
+            .await
+            .map_err(|e| {
+                CoordinatorError::Io(io::Error::other(format!(
+                    "sync the trace of job {job_id}: the task stopped: {e}"
+                )))
+            })?
+            .map_err(CoordinatorError::Io)
+    }
 }
 
 /// A job's log to read ([`Coordinator::trace_source`]).
