@@ -35,6 +35,19 @@ pub(crate) const GANTRY_DB_KEY: &str = "GANTRY_DB_KEY";
 /// `sqlite://…`); default: `gantry.db` in the data directory.
 pub(crate) const GANTRY_DATABASE_URL: &str = "GANTRY_DATABASE_URL";
 
+/// A per-user base directory of the XDG layout: `$XDG_CACHE_HOME` (`xdg`) if set, else
+/// `~/.cache` (`fallback` under `$HOME`); `None` without either.
+pub(crate) fn user_dir(xdg: &str, fallback: &str) -> Option<std::path::PathBuf> {
+    std::env::var_os(xdg)
+        .filter(|d| !d.is_empty())
+        .map(std::path::PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .filter(|d| !d.is_empty())
+                .map(|h| std::path::PathBuf::from(h).join(fallback))
+        })
+}
+
 /// The value of a declared variable; unset and empty are the same.
 pub(crate) fn var(name: &str) -> Option<String> {
     std::env::var(name)

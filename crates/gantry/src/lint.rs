@@ -27,7 +27,8 @@ pub(crate) struct LintArgs {
     #[arg(long = "var", value_name = "KEY=VALUE", value_parser = parse_var)]
     vars: Vec<(String, String)>,
     /// The project's CI/CD variables, as a YAML file (the format of `gantry run
-    /// --variables-file`): rules see them below --var. Repeatable, as for `gantry run`.
+    /// --variables-file`): rules see them below --var. Repeatable, and read after the
+    /// same default files, as for `gantry run`.
     #[arg(long = "variables-file", value_name = "PATH")]
     variables_files: Vec<PathBuf>,
     /// A changed file for rules:changes (repeatable). Without any, changes are unknown
@@ -126,7 +127,10 @@ pub(crate) fn run(args: &LintArgs) -> u8 {
     } else {
         Some(args.changed.clone())
     };
-    let project_vars = match variables_file::read_all(&args.variables_files) {
+    let project_vars = match variables_file::read_all(&variables_file::with_defaults(
+        &root,
+        &args.variables_files,
+    )) {
         Ok(vars) => vars,
         Err(e) => return usage(&e, ""),
     };

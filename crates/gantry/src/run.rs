@@ -11,7 +11,8 @@
 //! * the cache directory persists between runs of the same checkout:
 //!   `$XDG_CACHE_HOME/gantry/run/<hash of the checkout path>/cache` (or
 //!   `~/.cache/gantry/…`; `GANTRY_CACHE_DIR` overrides it);
-//! * project CI/CD variables: `--variables-file` (see [`crate::variables_file`]);
+//! * project CI/CD variables: `~/.config/gantry/variables.yml`, `.gantry/variables.yml`,
+//!   `--variables-file` (see [`crate::variables_file`]);
 //! * selection: `JOB...` keeps only those jobs (`--needs` adds what they wait for) and
 //!   plays them when they are manual; `--manual NAME` plays other manual jobs;
 //! * the terminal: prefixed log lines, a live view, a summary, `--json-report`.
@@ -75,7 +76,8 @@ pub(crate) struct RunArgs {
     /// The project's CI/CD variables, as a YAML file (`KEY: value`, or `KEY: {value, type:
     /// file, masked, protected, raw, environment_scope}`): below --var, above the YAML's
     /// variables, as GitLab's project variables. Repeatable: a later file replaces an
-    /// earlier one's variable of the same key and scope.
+    /// earlier one's variable of the same key and scope. Read after
+    /// ~/.config/gantry/variables.yml and .gantry/variables.yml, when those exist.
     #[arg(long = "variables-file", value_name = "PATH")]
     variables_files: Vec<PathBuf>,
     /// Where jobs run: `auto` runs jobs with an `image:` in Docker when an engine is
@@ -405,15 +407,7 @@ fn cache_dir(root: &Path) -> PathBuf {
     if let Some(dir) = env::var(env::GANTRY_CACHE_DIR) {
         return PathBuf::from(dir);
     }
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .filter(|d| !d.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .filter(|d| !d.is_empty())
-                .map(|h| PathBuf::from(h).join(".cache"))
-        })
-        .unwrap_or_else(std::env::temp_dir);
+    let base = env::user_dir("XDG_CACHE_HOME", ".cache").unwrap_or_else(std::env::temp_dir);
     let digest = {
         use std::hash::{Hash, Hasher};
         // FNV-1a: stable across Rust versions (DefaultHasher is not).
@@ -479,7 +473,12 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
     // Remote includes are fetched once: the check and the coordinator compile the same
     // text.
     let fetched = RemoteFetches::default();
-    let project_vars = variables_file::read_all(&args.variables_files).map_err(usage)?;
+    let defaults = variables_file::default_files(&s.root);
+    let project_vars = variables_file::read_all(&variables_file::with_defaults(
+        &s.root,
+        &args.variables_files,
+    ))
+    .map_err(usage)?;
     let uses_images = check_configuration(
         &s,
         args,
@@ -565,6 +564,10 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
     let builds = s.tmp.join("builds");
     let cache = cache_dir(&s.root);
     let mut display = Display::new(color, live);
+    if !defaults.is_empty() {
+        let shown: Vec<String> = defaults.iter().map(|p| p.display().to_string()).collect();
+        display.message(&format!("project variables from {}", shown.join(", ")));
+    }
     let executors = executors(args.executor, &mut display, uses_images).await?;
     let config_text = runner_config(&url, &runner_token, &builds, &cache, concurrency, executors);
     let (config, _) = Config::from_toml(&config_text, Path::new("<gantry run>"))

@@ -156,9 +156,7 @@ fn run_step(args: &StepRunArgs) -> u8 {
 /// Git steps are cached per user (`$XDG_CACHE_HOME/gantry/steps`, else
 /// `~/.cache/gantry/steps`); without a home, in the run's scratch directory.
 fn step_cache_dir(scratch: &std::path::Path) -> PathBuf {
-    std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+    crate::env::user_dir("XDG_CACHE_HOME", ".cache")
         .map(|c| c.join("gantry").join("steps"))
         .unwrap_or_else(|| scratch.join("cache"))
 }

@@ -20,6 +20,12 @@
 //!   - { value: "postgres://prod", environment_scope: "production" }
 //! ```
 //!
+//! Besides the files given, a run reads two when they exist, first: yours,
+//! `$XDG_CONFIG_HOME/gantry/variables.yml` (else `~/.config/gantry/variables.yml`: tokens
+//! every project of yours uses), then the checkout's `.gantry/variables.yml` (the
+//! project's; `.gantry/` stays out of the jobs' copy of the tree). `--variables-file`s
+//! come after them, so they win.
+//!
 //! Limits: the file is at most 2 MiB of YAML (the pipeline loader's limit); each variable
 //! follows the coordinator's rules (`gantry_server::coordinator::variables`). Every error
 //! names `file:line:column` and the key.
@@ -43,6 +49,24 @@ pub(crate) fn creation_context(
 ) -> Context {
     let protected = !info.is_tag && info.ref_name == info.default_branch;
     ctx.with_project_variables(&for_creation(vars, protected))
+}
+
+/// The variables files read without being named (see the module docs), those that exist,
+/// in the order they are read.
+pub(crate) fn default_files(root: &Path) -> Vec<PathBuf> {
+    let user = crate::env::user_dir("XDG_CONFIG_HOME", ".config")
+        .map(|dir| dir.join("gantry").join("variables.yml"));
+    user.into_iter()
+        .chain([root.join(".gantry").join("variables.yml")])
+        .filter(|path| path.is_file())
+        .collect()
+}
+
+/// The default files, then `given`: every variables file a run or lint reads, in order.
+pub(crate) fn with_defaults(root: &Path, given: &[PathBuf]) -> Vec<PathBuf> {
+    let mut paths = default_files(root);
+    paths.extend(given.iter().cloned());
+    paths
 }
 
 /// Reads and checks variables files in order: a later file's variable replaces an earlier

@@ -47,6 +47,8 @@ impl Repo {
             .current_dir(self.path())
             .arg("lint")
             .args(args)
+            // Your own ~/.config/gantry/variables.yml stays out of the tests.
+            .env("XDG_CONFIG_HOME", self.path().join(".git/no-config"))
             .output()
             .expect("gantry runs")
     }
@@ -241,17 +243,30 @@ fn a_variables_file_feeds_rules_below_pipeline_variables() {
     let vars = repo.path().join("vars.yml");
     std::fs::write(&vars, "TARGET: prod\nTOKEN: {value: t, protected: true}\n").expect("write");
     let file = vars.to_str().expect("utf-8 path");
-    let names = |args: &[&str]| {
-        let out = repo.lint(&[&["--format", "json", "--variables-file", file], args].concat());
+    let lint_names = |args: &[&str]| {
+        let out = repo.lint(&[&["--format", "json"], args].concat());
         json_names(&json(&out))
             .into_iter()
             .map(str::to_owned)
             .collect::<Vec<_>>()
     };
+    let names = |args: &[&str]| lint_names(&[&["--variables-file", file], args].concat());
     assert_eq!(names(&[]), ["deploy"]);
     assert_eq!(names(&["--var", "TARGET=staging"]), Vec::<String>::new());
     // Protected variables are for the default branch only.
     assert_eq!(names(&["--ref", "feature"]), Vec::<String>::new());
+    // The checkout's .gantry/variables.yml is read without being named, before the files
+    // given.
+    assert_eq!(lint_names(&[]), Vec::<String>::new());
+    std::fs::create_dir_all(repo.path().join(".gantry")).expect("mkdir");
+    std::fs::write(
+        repo.path().join(".gantry/variables.yml"),
+        "TARGET: prod\nTOKEN: t\n",
+    )
+    .expect("write");
+    assert_eq!(lint_names(&[]), ["deploy"]);
+    std::fs::write(&vars, "TARGET: staging\n").expect("write");
+    assert_eq!(names(&[]), Vec::<String>::new());
 
     std::fs::write(&vars, "TARGET: [prod\n").expect("write");
     let out = repo.lint(&["--variables-file", file]);

@@ -102,6 +102,7 @@ impl Checkout {
             .env("HOME", self.home.path())
             .env("GANTRY_CACHE_DIR", self.cache.path())
             .env_remove("XDG_CACHE_HOME")
+            .env_remove("XDG_CONFIG_HOME")
             .env_remove("CI")
             .env_remove("GITLAB_CI")
             .stdin(Stdio::null());
@@ -519,6 +520,62 @@ URL:
     assert_eq!(r.code, 2, "{}", r.explain());
     assert!(
         r.stderr.contains("cannot read the variables file"),
+        "{}",
+        r.explain()
+    );
+}
+
+#[test]
+fn your_variables_file_and_the_checkouts_are_read_without_being_named() {
+    // ~/.config/gantry/variables.yml, then .gantry/variables.yml, then --variables-file,
+    // then --var: each later one wins for the same key.
+    let c = Checkout::new(
+        "job:
+  script:
+    - echo \"a=$A b=$B c=$C d=$D\"
+    - ls -a
+",
+    );
+    c.commit();
+    let user = c.home.path().join(".config/gantry/variables.yml");
+    std::fs::create_dir_all(user.parent().unwrap()).unwrap();
+    std::fs::write(&user, "A: user\nB: user\nC: user\nD: user\n").unwrap();
+    let r = c.run(&[]);
+    assert_eq!(r.code, 0, "{}", r.explain());
+    assert!(
+        r.logged("job", "a=user b=user c=user d=user"),
+        "{}",
+        r.explain()
+    );
+    assert!(
+        r.stdout
+            .contains(&format!("project variables from {}", user.display())),
+        "{}",
+        r.explain()
+    );
+
+    // The checkout's file is not part of the job's copy of the tree.
+    c.write(
+        ".gantry/variables.yml",
+        "B: project\nC: project\nD: project\n",
+    );
+    let mine = c.home.path().join("mine.yml");
+    std::fs::write(&mine, "C: given\nD: given\n").unwrap();
+    let r = c.run(&["--variables-file", mine.to_str().unwrap(), "--var", "D=cli"]);
+    assert_eq!(r.code, 0, "{}", r.explain());
+    assert!(
+        r.logged("job", "a=user b=project c=given d=cli"),
+        "{}",
+        r.explain()
+    );
+    assert!(!r.logged("job", ".gantry"), "{}", r.explain());
+
+    // A mistake in a default file stops the run and names it.
+    c.write(".gantry/variables.yml", "B: {value: x, colour: red}\n");
+    let r = c.run(&[]);
+    assert_eq!(r.code, 2, "{}", r.explain());
+    assert!(
+        r.stderr.contains(".gantry/variables.yml:1:"),
         "{}",
         r.explain()
     );
