@@ -347,7 +347,7 @@ impl Session {
             let key = russh::keys::decode_secret_key(text, None).map_err(|e| {
                 credentials_error(format!(
                     "cannot read the private key: {e}\n\
-                     expected an unencrypted OpenSSH or PEM private key (ed25519 or ecdsa)"
+                     expected an unencrypted OpenSSH or PEM private key (ed25519, ecdsa or rsa)"
                 ))
             })?;
             credentials.push(Credential::Key(Arc::new(key)));

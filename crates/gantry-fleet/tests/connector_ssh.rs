@@ -519,3 +519,37 @@ async fn sessions_and_their_futures_can_move_across_tasks() {
             .unwrap();
     assert_eq!(exit, Exit::Code(4));
 }
+
+#[tokio::test]
+async fn rsa_and_ecdsa_keys_authenticate_in_openssh_and_pem_formats() {
+    // Keys as users have them: `ssh-keygen`'s default OpenSSH format and the older PEM
+    // (`-m PEM`), RSA (signed with SHA-2, as OpenSSH servers require) and ECDSA.
+    let dir = tempfile::tempdir().unwrap();
+    let cases: [(&str, &[&str]); 4] = [
+        ("id_rsa", &["-t", "rsa", "-b", "3072"]),
+        ("id_rsa_pem", &["-t", "rsa", "-b", "2048", "-m", "PEM"]),
+        ("id_ecdsa", &["-t", "ecdsa", "-b", "256"]),
+        ("id_ecdsa_pem", &["-t", "ecdsa", "-b", "384", "-m", "PEM"]),
+    ];
+    for (name, args) in cases {
+        let key = dir.path().join(name);
+        let status = std::process::Command::new("ssh-keygen")
+            .args(args)
+            .args(["-q", "-N", "", "-C", name, "-f"])
+            .arg(&key)
+            .status()
+            .unwrap();
+        assert!(status.success(), "ssh-keygen {args:?}");
+        let public = std::fs::read_to_string(key.with_extension("pub")).unwrap();
+        let sshd = LocalSshd::start(&dir.path().join(format!("sshd-{name}")), &public)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let info = connect_info(&sshd.address(), sshd.user(), std::fs::read(&key).unwrap());
+        let session = Session::connect(&info, false)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}\nsshd log:\n{}", sshd.log()));
+        let (out, _, exit) = capture(&session, "echo signed-in", b"").await;
+        assert_eq!((out.as_slice(), exit), (&b"signed-in\n"[..], Exit::Code(0)), "{name}");
+        sshd.stop().await.unwrap();
+    }
+}
