@@ -231,6 +231,9 @@ pub struct Context {
     /// Project variables of other environment scopes, `(scope, key, value)`, the most
     /// specific scope last: they reach the rules of jobs whose environment matches.
     pub project_scoped: Vec<(String, String, String)>,
+    /// Instance CI/CD variables (Admin Area): below project variables, above YAML
+    /// variables. Empty unless set with [`Context::with_instance_variables`].
+    pub instance: IndexMap<String, String>,
     /// Files changed by the push; `None` when unknown (new branch, tag, web, API, ...), in
     /// which case `rules:changes` is true, as on GitLab.
     pub changed_files: Option<Vec<String>>,
@@ -247,6 +250,7 @@ impl Context {
             pipeline: pipeline_variables.iter().cloned().collect(),
             project: IndexMap::new(),
             project_scoped: Vec::new(),
+            instance: IndexMap::new(),
             changed_files,
         }
     }
@@ -267,6 +271,14 @@ impl Context {
         self
     }
 
+    /// The instance CI/CD variables this pipeline sees, `(key, value)` (the caller has
+    /// dropped what the pipeline may not see, such as protected variables).
+    #[must_use]
+    pub fn with_instance_variables(mut self, vars: &[(String, String)]) -> Self {
+        self.instance.extend(vars.iter().cloned());
+        self
+    }
+
     /// A project variable scoped to the environment `environment` (the most specific
     /// matching scope), else one of scope `*`.
     pub fn project_var_for(&self, name: &str, environment: Option<&str>) -> Option<String> {
@@ -282,16 +294,17 @@ impl Context {
     }
 
     /// A variable set by a user outside the YAML: a pipeline variable, else a project
-    /// variable.
+    /// variable, else an instance variable.
     pub fn user_var(&self, name: &str) -> Option<String> {
         self.pipeline
             .get(name)
             .or_else(|| self.project.get(name))
+            .or_else(|| self.instance.get(name))
             .cloned()
     }
 
-    /// A variable of the pre-pipeline context (pipeline, then project variables win over
-    /// predefined ones).
+    /// A variable of the pre-pipeline context (pipeline, then project, then instance
+    /// variables win over predefined ones).
     pub fn var(&self, name: &str) -> Option<String> {
         self.user_var(name)
             .or_else(|| self.predefined.get(name).cloned())
@@ -334,6 +347,42 @@ mod tests {
         assert!(!scope_matches("p*d*x", "production"));
         assert!(scope_matches("a*a", "aa"));
         assert!(!scope_matches("a*a", "a"));
+    }
+
+    #[test]
+    fn instance_variables_rank_below_project_and_pipeline_variables() {
+        let pair = |k: &str, v: &str| (k.to_owned(), v.to_owned());
+        let info = PipelineInfo::default();
+        let ctx = Context::new(&info, &[pair("A", "pipeline")], None)
+            .with_project_variables(&[
+                ("B".into(), "project".into(), "*".into()),
+                ("C".into(), "scoped".into(), "production".into()),
+            ])
+            .with_instance_variables(&[
+                pair("A", "instance"),
+                pair("B", "instance"),
+                pair("C", "instance"),
+                pair("D", "instance"),
+                pair("CI_PROJECT_ID", "instance"),
+            ]);
+        let got = |k: &str| ctx.var(k).unwrap_or_default();
+        assert_eq!(got("A"), "pipeline");
+        assert_eq!(got("B"), "project");
+        assert_eq!(
+            got("C"),
+            "instance",
+            "a scoped project variable needs its environment"
+        );
+        assert_eq!(
+            ctx.project_var_for("C", Some("production")).as_deref(),
+            Some("scoped")
+        );
+        assert_eq!(got("D"), "instance");
+        assert_eq!(
+            got("CI_PROJECT_ID"),
+            "instance",
+            "above predefined variables"
+        );
     }
 
     #[test]

@@ -245,3 +245,169 @@ async fn a_new_commit_cancels_older_pipelines_that_did_not_start() {
     assert_eq!(e.status(new.id).await, "running");
     assert_eq!(e.status(newest.id).await, "pending");
 }
+
+/// Instance CI/CD variables in the payload and at creation (`ci-yaml.md` §6.1): above
+/// YAML (global and job) and dotenv variables, below project and pipeline variables;
+/// protected ones only on protected refs; masked, file and raw reach the runner; rules
+/// and environment names see them when the pipeline is created.
+#[tokio::test]
+async fn instance_variables_rank_between_dotenv_and_project_variables() {
+    use gantry_store::{InstanceVariable, ProjectVariable};
+    let e = env(r#"
+variables:
+  GLOBAL_SHADOW: from-global-yaml
+stages: [build, test]
+build:
+  stage: build
+  rules:
+    - if: $INSTANCE_GATE == "x"
+  variables: {JOB_SHADOW: from-job-yaml}
+  script: [make]
+  artifacts:
+    reports: {dotenv: build.env}
+gated_off:
+  stage: build
+  rules:
+    - if: $INSTANCE_GATE == "y"
+  script: [never]
+protected_only:
+  stage: build
+  rules:
+    - if: $PROTECTED_TOKEN
+  script: [deploy]
+project_gate:
+  stage: build
+  rules:
+    - if: $GATE == "project"
+  environment: $TARGET_ENV
+  script: [echo]
+test:
+  stage: test
+  dependencies: [build]
+  script: [make test]
+"#)
+    .await;
+    git(&e.repo, &["branch", "feature"]);
+    let project = e.project().await;
+    let instance = |key: &str, value: &str| InstanceVariable::new(key, value);
+    for v in [
+        instance("INSTANCE_GATE", "x"),
+        instance("PLAIN", "instance-plain"),
+        instance("GLOBAL_SHADOW", "from-instance"),
+        instance("JOB_SHADOW", "from-instance"),
+        instance("DOTENV_SHADOW", "from-instance"),
+        instance("PROJECT_SHADOW", "from-instance"),
+        instance("PIPELINE_SHADOW", "from-instance"),
+        instance("GATE", "instance"),
+        instance("TARGET_ENV", "staging"),
+        InstanceVariable {
+            masked: true,
+            ..instance("SECRET", "s3cr3t-instance")
+        },
+        InstanceVariable {
+            variable_type: "file".into(),
+            ..instance("CERT", "-----BEGIN CERT-----\nabc\n")
+        },
+        InstanceVariable {
+            raw: true,
+            ..instance("RAW", "$PLAIN")
+        },
+        InstanceVariable {
+            protected: true,
+            ..instance("PROTECTED_TOKEN", "pr0tected")
+        },
+    ] {
+        e.coord.create_instance_variable(&v).await.unwrap();
+    }
+    for (key, value) in [("PROJECT_SHADOW", "from-project"), ("GATE", "project")] {
+        e.coord
+            .create_project_variable(project, &ProjectVariable::new(key, value))
+            .await
+            .unwrap();
+    }
+
+    // main: the protected default branch.
+    let p = e
+        .coord
+        .create_pipeline(
+            project,
+            "main",
+            vec![("PIPELINE_SHADOW".into(), "from-pipeline".into())],
+            gantry_pipeline::Source::Api,
+        )
+        .await
+        .unwrap();
+    let names: Vec<String> = e.statuses(p.id).await.into_keys().collect();
+    assert_eq!(
+        names,
+        ["build", "project_gate", "protected_only", "test"],
+        "rules saw the instance variables, below the project's"
+    );
+    let runner = e.any_runner().await;
+    let mut jobs = Vec::new();
+    for _ in 0..3 {
+        jobs.push(e.take_some(&runner).await);
+    }
+    let job = |name: &str| jobs.iter().find(|j| j.job_info.name == name).unwrap();
+    let build = job("build");
+    assert_eq!(var(build, "PLAIN"), Some("instance-plain"));
+    assert_eq!(var(build, "GLOBAL_SHADOW"), Some("from-instance"));
+    assert_eq!(var(build, "JOB_SHADOW"), Some("from-instance"));
+    assert_eq!(var(build, "PROJECT_SHADOW"), Some("from-project"));
+    assert_eq!(var(build, "PIPELINE_SHADOW"), Some("from-pipeline"));
+    assert_eq!(var(build, "PROTECTED_TOKEN"), Some("pr0tected"));
+    let secret = build.variable("SECRET").unwrap();
+    assert!(
+        secret.masked && !secret.public && !secret.file,
+        "{secret:?}"
+    );
+    let cert = build.variable("CERT").unwrap();
+    assert!(cert.file && !cert.masked, "{cert:?}");
+    assert_eq!(cert.value, "-----BEGIN CERT-----\nabc\n");
+    let raw = build.variable("RAW").unwrap();
+    assert!(raw.raw, "{raw:?}");
+    assert_eq!(raw.value, "$PLAIN", "a raw value is not expanded");
+    assert_eq!(
+        var(job("project_gate"), "CI_ENVIRONMENT_NAME"),
+        Some("staging"),
+        "the environment name expands with instance variables"
+    );
+
+    // A dependency's dotenv variable loses to the instance variable of its key.
+    e.coord
+        .upload_artifact(
+            build.id,
+            ArtifactUploadParams {
+                artifact_type: Some(ArtifactType::Dotenv),
+                artifact_format: Some(ArtifactFormat::Gzip),
+                expire_in: None,
+            },
+            "build.env.gz",
+            &gzip("DOTENV_SHADOW=from-dotenv\nDOTENV_ONLY=yes\n"),
+        )
+        .await
+        .unwrap();
+    for j in &jobs {
+        e.run(j, true).await;
+    }
+    let test = e.take_some(&runner).await;
+    assert_eq!(test.job_info.name, "test");
+    assert_eq!(var(&test, "DOTENV_ONLY"), Some("yes"));
+    assert_eq!(var(&test, "DOTENV_SHADOW"), Some("from-instance"));
+    e.run(&test, true).await;
+
+    // feature: unprotected, so no protected instance variable, at creation nor in jobs.
+    let p = e.pipeline(project, "feature").await;
+    let names: Vec<String> = e.statuses(p.id).await.into_keys().collect();
+    assert_eq!(names, ["build", "project_gate", "test"]);
+    let job = e.take_some(&runner).await;
+    assert_eq!(var(&job, "PROTECTED_TOKEN"), None, "{:?}", job.variables);
+    assert_eq!(var(&job, "PLAIN"), Some("instance-plain"));
+}
+
+fn gzip(text: &str) -> Vec<u8> {
+    use std::io::Write as _;
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    e.write_all(text.as_bytes()).unwrap();
+    e.finish().unwrap()
+}

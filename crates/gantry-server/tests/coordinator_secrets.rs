@@ -1,7 +1,8 @@
 //! Project variable values at rest: encrypted in the database with the data directory's
 //! key (or `CoordinatorConfig::db_key`), plain text only to jobs and the API; values
 //! stored before encryption are encrypted at start; another key cannot read them.
-//! Pipeline variables (API, trigger, `gantry run --var`) are stored encrypted the same way.
+//! Instance variable values the same way, with the same key. Pipeline variables (API,
+//! trigger, `gantry run --var`) are stored encrypted the same way.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -11,7 +12,7 @@ use coordinator_support::*;
 use gantry_pipeline::Source;
 use gantry_server::coordinator::secrets::{DbKey, KEY_FILE, PREFIX};
 use gantry_server::coordinator::{Coordinator, CoordinatorConfig};
-use gantry_store::{ProjectVariable, Store};
+use gantry_store::{InstanceVariable, ProjectVariable, Store};
 
 async fn raw_values(dir: &std::path::Path, project: i64) -> Vec<String> {
     let store = Store::open(&test_database(dir).await).await.unwrap();
@@ -232,4 +233,105 @@ async fn manual_job_variables_are_encrypted_at_rest_on_every_attempt() {
     assert!(!raw.contains("s3cr3t"), "{raw}");
     let job = e.take_some(&runner).await;
     assert_eq!(var(&job, "TARGET_KEY"), Some("s3cond-s3cr3t"));
+}
+
+async fn raw_instance_values(dir: &std::path::Path) -> Vec<String> {
+    let store = Store::open(&test_database(dir).await).await.unwrap();
+    store
+        .instance_variables()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|v| v.value)
+        .collect()
+}
+
+#[tokio::test]
+async fn instance_variable_values_are_encrypted_at_rest_with_the_same_key() {
+    let e = env("job:\n  script: [echo]\n").await;
+    let project = e.project().await;
+    e.coord
+        .create_instance_variable(&InstanceVariable::new("SHARED_TOKEN", "inst-s3cr3t-1"))
+        .await
+        .unwrap();
+    let stored = raw_instance_values(e.dir.path()).await;
+    assert_eq!(stored.len(), 1);
+    assert!(stored[0].starts_with(PREFIX), "{stored:?}");
+    assert!(!stored[0].contains("s3cr3t"), "{stored:?}");
+
+    // Jobs and the API get the value.
+    e.pipeline(project, "main").await;
+    let runner = e.any_runner().await;
+    let job = e.take_some(&runner).await;
+    assert_eq!(var(&job, "SHARED_TOKEN"), Some("inst-s3cr3t-1"));
+    assert_eq!(
+        e.coord.instance_variables().await.unwrap()[0].value,
+        "inst-s3cr3t-1"
+    );
+
+    // An update is encrypted too, and read back after a restart.
+    e.coord
+        .update_instance_variable(
+            "SHARED_TOKEN",
+            &InstanceVariable::new("SHARED_TOKEN", "inst-s3cr3t-2"),
+        )
+        .await
+        .unwrap();
+    let stored = raw_instance_values(e.dir.path()).await;
+    assert!(
+        stored[0].starts_with(PREFIX) && !stored[0].contains("s3cr3t"),
+        "{stored:?}"
+    );
+    let again = open_coordinator(e.dir.path()).await;
+    assert_eq!(
+        again.instance_variables().await.unwrap()[0].value,
+        "inst-s3cr3t-2"
+    );
+
+    // Another key cannot read them, nor create a pipeline, and says which variable.
+    let store = Store::open(&test_database(e.dir.path()).await)
+        .await
+        .unwrap();
+    let mut cfg = CoordinatorConfig::new(e.dir.path().join("data"), "http://127.0.0.1:8080");
+    cfg.db_key = Some(DbKey::random());
+    let stranger = Coordinator::open(store, cfg).await.unwrap();
+    let refused = stranger.instance_variables().await.unwrap_err().to_string();
+    assert!(
+        refused.contains("instance variable `SHARED_TOKEN`") && refused.contains("restore the key"),
+        "{refused}"
+    );
+    let not_created = stranger
+        .create_pipeline(project, "main", Vec::new(), Source::Api)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        not_created.contains("instance variable `SHARED_TOKEN`"),
+        "{not_created}"
+    );
+}
+
+#[tokio::test]
+async fn instance_variable_values_stored_in_plain_text_are_encrypted_at_start() {
+    let e = env("job:\n  script: [echo]\n").await;
+    // Straight into the table, in plain text (as a restore from elsewhere might).
+    let store = Store::open(&test_database(e.dir.path()).await)
+        .await
+        .unwrap();
+    store
+        .create_instance_variable(&InstanceVariable::new("OLD", "plain-old-value"), 0)
+        .await
+        .unwrap();
+    assert_eq!(raw_instance_values(e.dir.path()).await, ["plain-old-value"]);
+    assert_eq!(
+        e.coord.instance_variables().await.unwrap()[0].value,
+        "plain-old-value"
+    );
+    let restarted = open_coordinator(e.dir.path()).await;
+    let stored = raw_instance_values(e.dir.path()).await;
+    assert!(stored[0].starts_with(PREFIX), "{stored:?}");
+    assert_eq!(
+        restarted.instance_variables().await.unwrap()[0].value,
+        "plain-old-value"
+    );
 }

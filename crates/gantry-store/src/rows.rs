@@ -385,7 +385,6 @@ impl Artifact {
     }
 }
 
-/// A project CI/CD variable (GitLab's `Ci::Variable`): unique per `(key,
 /// A pipeline trigger token of a project (the token itself is only hashed).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PipelineTrigger {
@@ -413,6 +412,7 @@ impl PipelineTrigger {
     }
 }
 
+/// A project CI/CD variable (GitLab's `Ci::Variable`): unique per `(key,
 /// environment_scope)` within its project.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProjectVariable {
@@ -453,6 +453,49 @@ impl ProjectVariable {
             masked: flag(r, "masked"),
             raw: flag(r, "raw"),
             environment_scope: r.get("environment_scope"),
+            description: r.get("description"),
+        }
+    }
+}
+
+/// An instance CI/CD variable (GitLab's `Ci::InstanceVariable`): every project's pipelines
+/// see it; its key is unique instance-wide, and it has no environment scope.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InstanceVariable {
+    pub key: String,
+    pub value: String,
+    /// `env_var` or `file`.
+    pub variable_type: String,
+    pub protected: bool,
+    pub masked: bool,
+    pub raw: bool,
+    pub description: Option<String>,
+}
+
+impl InstanceVariable {
+    /// A plain variable with GitLab's defaults: `env_var`, nothing set.
+    pub fn new(key: impl Into<String>, value: impl Into<String>) -> Self {
+        Self {
+            key: key.into(),
+            value: value.into(),
+            variable_type: "env_var".to_owned(),
+            protected: false,
+            masked: false,
+            raw: false,
+            description: None,
+        }
+    }
+
+    pub(crate) const COLUMNS: &'static str =
+        "key, value, variable_type, protected, masked, raw, description";
+    pub(crate) fn from_row(r: &AnyRow) -> Self {
+        Self {
+            key: r.get("key"),
+            value: r.get("value"),
+            variable_type: r.get("variable_type"),
+            protected: flag(r, "protected"),
+            masked: flag(r, "masked"),
+            raw: flag(r, "raw"),
             description: r.get("description"),
         }
     }

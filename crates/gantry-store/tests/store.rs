@@ -716,6 +716,91 @@ async fn lists_page_in_the_database(db: Db) {
     assert_eq!((total, page.len()), (10, 0));
 }
 
+/// Instance variables: one per key instance-wide, created, listed by key, updated (also
+/// renamed), their raw values replaced by compare-and-set, deleted.
+async fn instance_variables_are_unique_by_key(db: Db) {
+    let (_d, s) = open(db).await;
+    assert!(s.instance_variables().await.expect("none").is_empty());
+    let mut token = InstanceVariable::new("TOKEN", "t0ken-value");
+    token.masked = true;
+    token.protected = true;
+    token.variable_type = "file".into();
+    token.description = Some("the deploy token".into());
+    s.create_instance_variable(&token, 1).await.expect("token");
+    s.create_instance_variable(&InstanceVariable::new("API_URL", "https://x"), 2)
+        .await
+        .expect("url");
+    let err = s
+        .create_instance_variable(&InstanceVariable::new("TOKEN", "again"), 3)
+        .await
+        .expect_err("duplicate");
+    match &err {
+        StoreError::Conflict(m) => assert!(m.contains("(TOKEN) has already been taken"), "{m}"),
+        other => panic!("expected a conflict: {other}"),
+    }
+    let all = s.instance_variables().await.expect("list");
+    assert_eq!(
+        all.iter().map(|v| v.key.as_str()).collect::<Vec<_>>(),
+        ["API_URL", "TOKEN"]
+    );
+    assert_eq!(all[1], token);
+
+    // Update, rename onto a free key, onto a taken one, and a missing one.
+    let mut changed = token.clone();
+    changed.value = "other-value".into();
+    changed.masked = false;
+    s.update_instance_variable("TOKEN", &changed)
+        .await
+        .expect("update");
+    changed.key = "DEPLOY_TOKEN".into();
+    s.update_instance_variable("TOKEN", &changed)
+        .await
+        .expect("rename");
+    changed.key = "API_URL".into();
+    assert!(matches!(
+        s.update_instance_variable("DEPLOY_TOKEN", &changed).await,
+        Err(StoreError::Conflict(_))
+    ));
+    assert!(matches!(
+        s.update_instance_variable("NOPE", &changed).await,
+        Err(StoreError::NotFound(_))
+    ));
+    let all = s.instance_variables().await.expect("list");
+    assert_eq!(all[1].key, "DEPLOY_TOKEN");
+    assert_eq!(
+        (all[1].value.as_str(), all[1].masked),
+        ("other-value", false)
+    );
+
+    // Values without the prefix are found; the compare-and-set loses to a change.
+    let plain = s
+        .instance_variables_without_prefix("gantry:v1:")
+        .await
+        .expect("plain");
+    assert_eq!(plain.len(), 2);
+    s.replace_instance_variable_value("API_URL", "https://x", "gantry:v1:00")
+        .await
+        .expect("replaced");
+    s.replace_instance_variable_value("DEPLOY_TOKEN", "stale", "gantry:v1:11")
+        .await
+        .expect("no-op");
+    let plain = s
+        .instance_variables_without_prefix("gantry:v1:")
+        .await
+        .expect("plain");
+    assert_eq!(
+        plain,
+        [("DEPLOY_TOKEN".to_owned(), "other-value".to_owned())]
+    );
+
+    s.delete_instance_variable("API_URL").await.expect("delete");
+    assert!(matches!(
+        s.delete_instance_variable("API_URL").await,
+        Err(StoreError::NotFound(_))
+    ));
+    assert_eq!(s.instance_variables().await.expect("list").len(), 1);
+}
+
 on_both_backends!(
     lists_page_in_the_database,
     projects_are_unique_by_name,
@@ -725,5 +810,6 @@ on_both_backends!(
     every_pending_job_goes_to_exactly_one_runner,
     assignments_in_one_statement,
     trace_sizes_move_by_compare_and_set,
-    runners_tokens_and_artifacts
+    runners_tokens_and_artifacts,
+    instance_variables_are_unique_by_key
 );

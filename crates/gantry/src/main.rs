@@ -60,7 +60,7 @@ enum Command {
     /// Manage pipelines on a running server.
     #[command(subcommand)]
     Pipeline(pipeline::PipelineCommand),
-    /// Manage a project's CI/CD variables on a running server.
+    /// Manage a project's (or the instance's) CI/CD variables on a running server.
     #[command(subcommand)]
     Variable(variable::VariableCommand),
     /// The runner agent: register, run jobs, verify, list, unregister.

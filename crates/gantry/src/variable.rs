@@ -1,7 +1,9 @@
-//! `gantry variable list|import|delete --project NAME`: a project's CI/CD variables on a
-//! running server, through GitLab's API (`/api/v4/projects/:id/variables`). `import` reads
-//! the file format of `gantry run --variables-file` (see [`crate::variables_file`]), so one
-//! file serves a local run and the server.
+//! `gantry variable list|import|delete --project NAME` (or `--instance`): a project's CI/CD
+//! variables on a running server, through GitLab's API (`/api/v4/projects/:id/variables`),
+//! or the instance's (`/api/v4/admin/ci/variables`, which every project's pipelines see).
+//! `import` reads the file format of `gantry run --variables-file` (see
+//! [`crate::variables_file`]), so one file serves a local run and the server; instance
+//! variables have no `environment_scope`.
 
 use std::path::PathBuf;
 
@@ -13,7 +15,7 @@ use crate::variables_file;
 
 #[derive(Subcommand)]
 pub(crate) enum VariableCommand {
-    /// Print the project's variables as JSON (values included).
+    /// Print the project's (or the instance's) variables as JSON (values included).
     List(ListArgs),
     /// Create or replace every variable of a variables file (the `gantry run
     /// --variables-file` format); variables the file does not name are left alone.
@@ -22,22 +24,33 @@ pub(crate) enum VariableCommand {
     Delete(DeleteArgs),
 }
 
+/// Whose variables: a project's, or the instance's.
 #[derive(Args)]
-pub(crate) struct ListArgs {
+#[group(required = true, multiple = false)]
+pub(crate) struct OwnerArgs {
     /// The project's name (or numeric id).
     #[arg(long, value_name = "NAME")]
-    project: String,
+    project: Option<String>,
+    /// The instance's variables (Admin Area › CI/CD › Variables), which every pipeline of
+    /// every project sees, instead of a project's.
+    #[arg(long)]
+    instance: bool,
+}
+
+#[derive(Args)]
+pub(crate) struct ListArgs {
+    #[command(flatten)]
+    owner: OwnerArgs,
     #[command(flatten)]
     server: ServerArgs,
 }
 
 #[derive(Args)]
 pub(crate) struct ImportArgs {
-    /// The project's name (or numeric id).
-    #[arg(long, value_name = "NAME")]
-    project: String,
+    #[command(flatten)]
+    owner: OwnerArgs,
     /// The variables file (YAML: `KEY: value`, or `KEY: {value, type, masked, protected,
-    /// raw, environment_scope, description}`).
+    /// raw, environment_scope, description}`; no `environment_scope` with `--instance`).
     file: PathBuf,
     #[command(flatten)]
     server: ServerArgs,
@@ -45,16 +58,58 @@ pub(crate) struct ImportArgs {
 
 #[derive(Args)]
 pub(crate) struct DeleteArgs {
-    /// The project's name (or numeric id).
-    #[arg(long, value_name = "NAME")]
-    project: String,
+    #[command(flatten)]
+    owner: OwnerArgs,
     /// The variable's key.
     key: String,
-    /// Its environment scope, when the key exists for several.
-    #[arg(long, value_name = "SCOPE")]
+    /// Its environment scope, when the key exists for several (project variables only).
+    #[arg(long, value_name = "SCOPE", conflicts_with = "instance")]
     scope: Option<String>,
     #[command(flatten)]
     server: ServerArgs,
+}
+
+/// Whose variables a command is about, resolved from [`OwnerArgs`].
+enum Owner<'a> {
+    Project(&'a str),
+    Instance,
+}
+
+impl<'a> Owner<'a> {
+    fn of(args: &'a OwnerArgs) -> Self {
+        match &args.project {
+            Some(project) => Owner::Project(project),
+            None => Owner::Instance,
+        }
+    }
+
+    /// What messages call it.
+    fn label(&self) -> &str {
+        match self {
+            Owner::Project(project) => project,
+            Owner::Instance => "instance",
+        }
+    }
+
+    /// The list (and create) path.
+    fn base(&self) -> String {
+        match self {
+            Owner::Project(project) => format!("projects/{}/variables", encode_segment(project)),
+            Owner::Instance => "admin/ci/variables".to_owned(),
+        }
+    }
+
+    /// `…/variables/:key`, with `?filter[environment_scope]=<scope>` for a project's.
+    fn one(&self, key: &str, scope: Option<&str>) -> String {
+        let path = format!("{}/{}", self.base(), encode_segment(key));
+        match scope {
+            Some(scope) => format!(
+                "{path}?filter%5Benvironment_scope%5D={}",
+                encode_segment(scope)
+            ),
+            None => path,
+        }
+    }
 }
 
 pub(crate) fn run(command: &VariableCommand) -> Result<(), ClientError> {
@@ -65,73 +120,96 @@ pub(crate) fn run(command: &VariableCommand) -> Result<(), ClientError> {
     }
 }
 
-fn base(project: &str) -> String {
-    format!("projects/{}/variables", encode_segment(project))
-}
-
-/// `…/variables/:key?filter[environment_scope]=<scope>`.
-fn one(project: &str, key: &str, scope: Option<&str>) -> String {
-    let path = format!("{}/{}", base(project), encode_segment(key));
-    match scope {
-        Some(scope) => format!(
-            "{path}?filter%5Benvironment_scope%5D={}",
-            encode_segment(scope)
-        ),
-        None => path,
-    }
-}
-
 fn list(args: &ListArgs) -> Result<(), ClientError> {
     let client = ApiClient::new(&args.server)?;
-    let vars: Value = block_on(client.get(&base(&args.project)))??;
+    let vars: Value = block_on(client.get(&Owner::of(&args.owner).base()))??;
     crate::out_line(&serde_json::to_string_pretty(&vars).unwrap_or_default());
     Ok(())
 }
 
+/// A variable to send: its API body, key and (project variables) scope.
+struct Upload {
+    body: Value,
+    key: String,
+    scope: Option<String>,
+}
+
 fn import(args: &ImportArgs) -> Result<(), ClientError> {
-    let vars = variables_file::read(&args.file).map_err(ClientError::Usage)?;
+    let owner = Owner::of(&args.owner);
+    let uploads: Vec<Upload> = match owner {
+        Owner::Project(_) => variables_file::read(&args.file)
+            .map_err(ClientError::Usage)?
+            .into_iter()
+            .map(|v| Upload {
+                body: json!({
+                    "key": v.key,
+                    "value": v.value,
+                    "variable_type": v.variable_type,
+                    "protected": v.protected,
+                    "masked": v.masked,
+                    "raw": v.raw,
+                    "environment_scope": v.environment_scope,
+                    "description": v.description,
+                }),
+                key: v.key,
+                scope: Some(v.environment_scope),
+            })
+            .collect(),
+        Owner::Instance => variables_file::read_instance(&args.file)
+            .map_err(ClientError::Usage)?
+            .into_iter()
+            .map(|v| Upload {
+                body: json!({
+                    "key": v.key,
+                    "value": v.value,
+                    "variable_type": v.variable_type,
+                    "protected": v.protected,
+                    "masked": v.masked,
+                    "raw": v.raw,
+                    "description": v.description,
+                }),
+                key: v.key,
+                scope: None,
+            })
+            .collect(),
+    };
     let client = ApiClient::new(&args.server)?;
     block_on(async {
-        let existing: Value = client.get(&base(&args.project)).await?;
-        let exists = |key: &str, scope: &str| {
+        let existing: Value = client.get(&owner.base()).await?;
+        let exists = |u: &Upload| {
             existing.as_array().is_some_and(|all| {
-                all.iter()
-                    .any(|v| v["key"] == key && v["environment_scope"] == scope)
+                all.iter().any(|v| {
+                    v["key"] == u.key.as_str()
+                        && u.scope
+                            .as_ref()
+                            .is_none_or(|s| v["environment_scope"] == s.as_str())
+                })
             })
         };
         let (mut created, mut updated) = (0, 0);
-        for v in &vars {
-            let body = json!({
-                "key": v.key,
-                "value": v.value,
-                "variable_type": v.variable_type,
-                "protected": v.protected,
-                "masked": v.masked,
-                "raw": v.raw,
-                "environment_scope": v.environment_scope,
-                "description": v.description,
-            });
-            if exists(&v.key, &v.environment_scope) {
-                let path = one(&args.project, &v.key, Some(&v.environment_scope));
-                let _: Value = client.put(&path, &body).await?;
+        for u in &uploads {
+            if exists(u) {
+                let _: Value = client
+                    .put(&owner.one(&u.key, u.scope.as_deref()), &u.body)
+                    .await?;
                 updated += 1;
             } else {
-                let _: Value = client.post(&base(&args.project), &body).await?;
+                let _: Value = client.post(&owner.base(), &u.body).await?;
                 created += 1;
             }
         }
         eprintln!(
             "{}: {created} variable(s) created, {updated} replaced",
-            args.project
+            owner.label()
         );
         Ok(())
     })?
 }
 
 fn delete(args: &DeleteArgs) -> Result<(), ClientError> {
+    let owner = Owner::of(&args.owner);
     let client = ApiClient::new(&args.server)?;
-    let path = one(&args.project, &args.key, args.scope.as_deref());
-    block_on(client.delete(&path))??;
-    eprintln!("{}: deleted `{}`", args.project, args.key);
+    block_on(client.delete(&owner.one(&args.key, args.scope.as_deref())))??;
+    eprintln!("{}: deleted `{}`", owner.label(), args.key);
     Ok(())
 }

@@ -26,6 +26,10 @@
 //! project's; `.gantry/` stays out of the jobs' copy of the tree). `--variables-file`s
 //! come after them, so they win.
 //!
+//! `gantry variable import --instance` reads the same format for the server's instance
+//! variables, which have no `environment_scope` (an attribute or a list of values for one
+//! key is an error there).
+//!
 //! Limits: the file is at most 2 MiB of YAML (the pipeline loader's limit); each variable
 //! follows the coordinator's rules (`gantry_server::coordinator::variables`). Every error
 //! names `file:line:column` and the key.
@@ -35,10 +39,12 @@ use std::path::{Path, PathBuf};
 use gantry_pipeline::yaml::{FileId, Limits, Node, Value, parse_documents};
 use gantry_pipeline::{Context, PipelineInfo};
 use gantry_server::coordinator::variables::{for_creation, validate};
-use gantry_store::ProjectVariable;
+use gantry_store::{InstanceVariable, ProjectVariable};
 
 const ATTRIBUTES: &str =
     "value, type (env_var or file), masked, protected, raw, environment_scope, description";
+const INSTANCE_ATTRIBUTES: &str =
+    "value, type (env_var or file), masked, protected, raw, description";
 
 /// `ctx` with the variables pipeline creation sees (`rules`, `include`): scope `*`, and
 /// protected ones only on the protected ref (the default branch, as the coordinator has it).
@@ -90,12 +96,42 @@ pub(crate) fn read_all(paths: &[PathBuf]) -> Result<Vec<ProjectVariable>, String
 /// Reads and checks a variables file.
 pub(crate) fn read(path: &Path) -> Result<Vec<ProjectVariable>, String> {
     let shown = path.display().to_string();
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read the variables file {shown}: {e}"))?;
-    parse(&text, &shown)
+    parse(&read_text(path)?, &shown, Owner::Project)
 }
 
-fn parse(text: &str, file: &str) -> Result<Vec<ProjectVariable>, String> {
+/// Reads and checks a variables file of instance variables (`gantry variable import
+/// --instance`): the same format without environment scopes (an instance variable has
+/// none: one value per key).
+pub(crate) fn read_instance(path: &Path) -> Result<Vec<InstanceVariable>, String> {
+    let shown = path.display().to_string();
+    let vars = parse(&read_text(path)?, &shown, Owner::Instance)?;
+    Ok(vars
+        .into_iter()
+        .map(|v| InstanceVariable {
+            key: v.key,
+            value: v.value,
+            variable_type: v.variable_type,
+            protected: v.protected,
+            masked: v.masked,
+            raw: v.raw,
+            description: v.description,
+        })
+        .collect())
+}
+
+fn read_text(path: &Path) -> Result<String, String> {
+    std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read the variables file {}: {e}", path.display()))
+}
+
+/// Whose variables a file holds: a project's may have environment scopes, the instance's not.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Owner {
+    Project,
+    Instance,
+}
+
+fn parse(text: &str, file: &str, owner: Owner) -> Result<Vec<ProjectVariable>, String> {
     let at = |node: &Node| format!("{file}:{}:{}", node.pos.line, node.pos.col);
     let documents = parse_documents(text, FileId(0), Limits::default()).map_err(|e| {
         format!(
@@ -123,12 +159,18 @@ fn parse(text: &str, file: &str) -> Result<Vec<ProjectVariable>, String> {
     let mut out = Vec::new();
     for (key, node) in map.iter() {
         match &node.value {
+            Value::Seq(_) if owner == Owner::Instance => {
+                return Err(format!(
+                    "{}: `{key}`: an instance variable has one value (no environment scopes): give it as `{key}: value` or a mapping of {INSTANCE_ATTRIBUTES}",
+                    at(node)
+                ));
+            }
             Value::Seq(items) => {
                 for item in items.iter() {
-                    out.push(variable(key, item, &at)?);
+                    out.push(variable(key, item, &at, owner)?);
                 }
             }
-            _ => out.push(variable(key, node, &at)?),
+            _ => out.push(variable(key, node, &at, owner)?),
         }
     }
     let mut seen = std::collections::HashSet::new();
@@ -147,6 +189,7 @@ fn variable(
     key: &str,
     node: &Node,
     at: &dyn Fn(&Node) -> String,
+    owner: Owner,
 ) -> Result<ProjectVariable, String> {
     let mut v = ProjectVariable::new(key, "");
     if let Some(map) = node.as_map() {
@@ -172,11 +215,21 @@ fn variable(
                 "protected" => v.protected = flag()?,
                 "raw" => v.raw = flag()?,
                 "expand" => v.raw = !flag()?,
+                "environment_scope" if owner == Owner::Instance => {
+                    return Err(format!(
+                        "{}: `{key}`: an instance variable has no environment_scope: remove it (every job of every project gets an instance variable; scope a project variable instead)",
+                        at(value)
+                    ));
+                }
                 "environment_scope" => v.environment_scope = text()?,
                 "description" => v.description = Some(text()?),
                 other => {
+                    let known = match owner {
+                        Owner::Project => ATTRIBUTES,
+                        Owner::Instance => INSTANCE_ATTRIBUTES,
+                    };
                     return Err(format!(
-                        "{}: `{key}`: unknown attribute `{other}`: use {ATTRIBUTES}",
+                        "{}: `{key}`: unknown attribute `{other}`: use {known}",
                         at(value)
                     ));
                 }
@@ -209,6 +262,7 @@ mod tests {
         let vars = parse(
             "A: one\nN: 42\nB: true\nK:\n  value: secret-value-1\n  type: file\n  masked: true\n  protected: true\n  expand: false\nS:\n  - {value: s, environment_scope: staging}\n  - {value: p, environment_scope: production}\n",
             "vars.yml",
+            Owner::Project,
         )
         .unwrap();
         let got: Vec<_> = vars
@@ -236,7 +290,7 @@ mod tests {
                 ("S", "p", "env_var", false, false, false, "production"),
             ]
         );
-        assert!(parse("", "v.yml").unwrap().is_empty());
+        assert!(parse("", "v.yml", Owner::Project).unwrap().is_empty());
     }
 
     #[test]
@@ -270,7 +324,7 @@ mod tests {
 
     #[test]
     fn errors_name_the_place_and_the_fix() {
-        let err = |text: &str| parse(text, "v.yml").unwrap_err();
+        let err = |text: &str| parse(text, "v.yml", Owner::Project).unwrap_err();
         assert_eq!(
             err("A:\n  valu: x\n"),
             "v.yml:2:9: `A`: unknown attribute `valu`: use value, type (env_var or file), masked, protected, raw, environment_scope, description"
@@ -293,6 +347,54 @@ mod tests {
         assert_eq!(
             err("A:\n  value: x\n  masked: yes please\n"),
             "v.yml:3:11: `A`: masked must be true or false"
+        );
+    }
+
+    #[test]
+    fn instance_variables_have_no_environment_scope() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("instance.yml");
+        let read = |text: &str| {
+            std::fs::write(&file, text).unwrap();
+            read_instance(&file)
+        };
+        let vars = read("A: one\nK: {value: secret-value-1, type: file, masked: true, protected: true, raw: true, description: d}\n").unwrap();
+        assert_eq!(
+            vars,
+            [
+                InstanceVariable::new("A", "one"),
+                InstanceVariable {
+                    variable_type: "file".into(),
+                    masked: true,
+                    protected: true,
+                    raw: true,
+                    description: Some("d".into()),
+                    ..InstanceVariable::new("K", "secret-value-1")
+                }
+            ]
+        );
+        let shown = file.display().to_string();
+        assert_eq!(
+            read("A:\n  value: x\n  environment_scope: production\n").unwrap_err(),
+            format!(
+                "{shown}:3:22: `A`: an instance variable has no environment_scope: remove it (every job of every project gets an instance variable; scope a project variable instead)"
+            )
+        );
+        assert_eq!(
+            read("A:\n  - {value: x}\n").unwrap_err(),
+            format!(
+                "{shown}:2:3: `A`: an instance variable has one value (no environment scopes): give it as `A: value` or a mapping of value, type (env_var or file), masked, protected, raw, description"
+            )
+        );
+        assert!(
+            read("A:\n  valu: x\n")
+                .unwrap_err()
+                .ends_with("unknown attribute `valu`: use value, type (env_var or file), masked, protected, raw, description")
+        );
+        assert!(
+            read("A:\n  value: short\n  masked: true\n")
+                .unwrap_err()
+                .contains("cannot be masked")
         );
     }
 }

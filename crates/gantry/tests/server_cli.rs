@@ -612,6 +612,147 @@ fn variables_are_imported_from_a_run_variables_file_listed_and_deleted() {
     );
 }
 
+/// `gantry variable … --instance`: the instance's variables from a variables file (no
+/// environment scopes), listed, deleted, and in the jobs of the server's projects.
+#[test]
+fn instance_variables_are_imported_listed_deleted_and_reach_jobs() {
+    let data = tempfile::tempdir().expect("dir");
+    let server = Server::start(&data.path().join("data"));
+    let admin = server.token("glpat-").expect("admin token");
+    let registration = server.token("GR1348941").expect("registration token");
+    let env = [
+        ("GANTRY_URL", server.url.as_str()),
+        ("GANTRY_TOKEN", admin.as_str()),
+    ];
+    let repo = repo();
+    create_project(&env, "demo", repo.path());
+
+    let file = data.path().join("instance.yml");
+    std::fs::write(
+        &file,
+        "GREETING: hello\nTOKEN: {value: s3cr3t-t0ken, masked: true, type: file}\n",
+    )
+    .expect("write");
+    let file = file.display().to_string();
+    let import =
+        |env: &[(&str, &str)]| gantry(&["variable", "import", "--instance", file.as_str()], env);
+    let first = import(&env);
+    assert_eq!(first.status.code(), Some(0), "{}", text(&first.stderr));
+    assert!(
+        text(&first.stderr).contains("instance: 2 variable(s) created, 0 replaced"),
+        "{}",
+        text(&first.stderr)
+    );
+    std::fs::write(&file, "GREETING: bonjour\n").expect("write");
+    let second = import(&env);
+    assert!(
+        text(&second.stderr).contains("instance: 0 variable(s) created, 1 replaced"),
+        "{}",
+        text(&second.stderr)
+    );
+
+    let listed = gantry(&["variable", "list", "--instance"], &env);
+    assert_eq!(listed.status.code(), Some(0), "{}", text(&listed.stderr));
+    let vars: serde_json::Value = serde_json::from_slice(&listed.stdout).expect("JSON");
+    assert_eq!(
+        vars,
+        serde_json::json!([
+            {"variable_type": "env_var", "key": "GREETING", "value": "bonjour", "protected": false,
+             "masked": false, "raw": false, "description": null},
+            {"variable_type": "file", "key": "TOKEN", "value": "s3cr3t-t0ken", "protected": false,
+             "masked": true, "raw": false, "description": null},
+        ])
+    );
+
+    // A job of the project gets them.
+    create_pipeline(&env, "demo");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let job = runtime.block_on(async {
+        let http = reqwest::Client::new();
+        let api = |path: &str| format!("{}/api/v4/{path}", server.url);
+        let runner: serde_json::Value = http
+            .post(api("runners"))
+            .json(&serde_json::json!({ "token": registration }))
+            .send()
+            .await
+            .expect("register")
+            .json()
+            .await
+            .expect("runner JSON");
+        http.post(api("jobs/request"))
+            .json(&serde_json::json!({ "token": runner["token"] }))
+            .send()
+            .await
+            .expect("request")
+            .json::<serde_json::Value>()
+            .await
+            .expect("job JSON")
+    });
+    let variable = |key: &str| {
+        job["variables"]
+            .as_array()
+            .and_then(|all| all.iter().find(|v| v["key"] == key))
+            .cloned()
+            .unwrap_or_default()
+    };
+    assert_eq!(variable("GREETING")["value"], "bonjour", "{job}");
+    assert_eq!(
+        (&variable("TOKEN")["masked"], &variable("TOKEN")["file"]),
+        (&serde_json::json!(true), &serde_json::json!(true))
+    );
+
+    // Usage errors, before anything is sent: a scope in the file, both owners or none,
+    // a scope to delete.
+    std::fs::write(&file, "A:\n  value: x\n  environment_scope: production\n").expect("write");
+    let scoped = import(&env);
+    assert_eq!(scoped.status.code(), Some(2));
+    assert!(
+        text(&scoped.stderr).contains(":3:22: `A`: an instance variable has no environment_scope"),
+        "{}",
+        text(&scoped.stderr)
+    );
+    for args in [
+        &["variable", "list", "--instance", "--project", "demo"][..],
+        &["variable", "list"][..],
+        &[
+            "variable",
+            "delete",
+            "--instance",
+            "GREETING",
+            "--scope",
+            "production",
+        ][..],
+    ] {
+        let refused = gantry(args, &env);
+        assert_eq!(
+            refused.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            text(&refused.stderr)
+        );
+    }
+
+    let deleted = gantry(&["variable", "delete", "--instance", "GREETING"], &env);
+    assert_eq!(deleted.status.code(), Some(0), "{}", text(&deleted.stderr));
+    assert!(text(&deleted.stderr).contains("instance: deleted `GREETING`"));
+    let again = gantry(&["variable", "delete", "--instance", "GREETING"], &env);
+    assert_eq!(again.status.code(), Some(3));
+    assert!(
+        text(&again.stderr).contains("InstanceVariable Not Found"),
+        "{}",
+        text(&again.stderr)
+    );
+    let listed = gantry(&["variable", "list", "--instance"], &env);
+    let vars: serde_json::Value = serde_json::from_slice(&listed.stdout).expect("JSON");
+    assert_eq!(vars.as_array().map(Vec::len), Some(1));
+    // The project's variables are another list.
+    let project = gantry(&["variable", "list", "--project", "demo"], &env);
+    assert_eq!(text(&project.stdout).trim(), "[]");
+}
+
 #[test]
 fn max_artifacts_size_bounds_uploads() {
     let data = tempfile::tempdir().expect("dir");

@@ -24,6 +24,7 @@ mod environment;
 mod error;
 mod git;
 mod includes;
+pub mod instance_variables;
 mod jobs;
 mod payload;
 mod pipelines;
@@ -255,11 +256,12 @@ impl Coordinator {
         }
         let coordinator = Self::with_blobs(store, cfg, Arc::new(blobs));
         coordinator.encrypt_stored_variables().await?;
+        coordinator.encrypt_stored_instance_variables().await?;
         Ok(coordinator)
     }
 
     /// Start the coordinator with another blob store (object storage). Without
-    /// `cfg.db_key`, project variables are encrypted with a key of this process only.
+    /// `cfg.db_key`, project and instance variables are encrypted with a key of this process only.
     pub fn with_blobs(store: Store, cfg: CoordinatorConfig, blobs: Arc<dyn BlobStore>) -> Self {
         let (queue, _) = watch::channel(0u64);
         let boot = {

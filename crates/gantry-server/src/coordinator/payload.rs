@@ -5,8 +5,9 @@
 //! `CI_JOB_TOKEN`, `CI_REPOSITORY_URL`, `CI_PIPELINE_ID`, …) → job predefined
 //! (`CI_JOB_NAME`, `CI_NODE_*`, `CI_ENVIRONMENT_*`, …) → project and pipeline predefined
 //! (what the YAML was compiled with) → runner (`CI_RUNNER_*`) → global then job YAML
-//! variables → `GITLAB_USER_*` → dotenv reports of the job's dependencies → project CI/CD
-//! variables (`variables.rs`) → pipeline variables → manual job variables. Values are then pre-expanded as GitLab does
+//! variables → `GITLAB_USER_*` → dotenv reports of the job's dependencies → instance CI/CD
+//! variables (`instance_variables.rs`) → project CI/CD variables (`variables.rs`) →
+//! pipeline variables → manual job variables. Values are then pre-expanded as GitLab does
 //! (nested, `$$` kept, unknown references kept for the runner, raw variables untouched).
 //!
 //! Not sent, on purpose: `CI_PROJECT_DIR`, `CI_BUILDS_DIR` and the other runner-set
@@ -41,8 +42,8 @@ use super::spec::{
     ArtifactsModel, ImageModel, JobModel, ServiceModel, StoredSpec, VariableModel, WhenModel,
 };
 use super::time::iso8601;
-use super::variables;
 use super::views::Runner;
+use super::{instance_variables, variables};
 
 /// A job just assigned, with what was read to assign it.
 pub(crate) struct Assigned<'a> {
@@ -78,6 +79,14 @@ impl Vars {
             raw,
         };
         self.map.insert(key.to_owned(), v);
+    }
+    /// A CI/CD variable of the settings (instance or project): not public, with its
+    /// attributes.
+    fn setting(&mut self, key: &str, value: &str, masked: bool, file: bool, raw: bool) {
+        self.set(key, value, false, masked, raw);
+        if let Some(v) = self.map.get_mut(key) {
+            v.file = file;
+        }
     }
     fn public(&mut self, key: &str, value: impl Into<String>) {
         self.set(key, value, true, false, false);
@@ -616,23 +625,19 @@ impl Coordinator {
         for (k, v) in &dotenv {
             vars.public(k, v.clone());
         }
+        let instance_vars = self.instance_variables().await?;
         let project_vars = self.stored_project_variables(project.id).await?;
+        for v in instance_variables::for_job(&instance_vars, pipeline.protected) {
+            let file = v.variable_type == variables::FILE;
+            vars.setting(&v.key, &v.value, v.masked, file, v.raw);
+        }
         for v in variables::for_job(
             &project_vars,
             pipeline.protected,
             environment_name.as_deref(),
         ) {
-            vars.map.insert(
-                v.key.clone(),
-                JobVariable {
-                    key: v.key.clone(),
-                    value: v.value.clone(),
-                    public: false,
-                    masked: v.masked,
-                    file: v.variable_type == variables::FILE,
-                    raw: v.raw,
-                },
-            );
+            let file = v.variable_type == variables::FILE;
+            vars.setting(&v.key, &v.value, v.masked, file, v.raw);
         }
         for (k, v) in pipeline_vars {
             vars.set(&k, v, false, false, false);

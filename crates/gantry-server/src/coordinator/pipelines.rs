@@ -512,16 +512,24 @@ impl Coordinator {
             child,
         };
         let includes = self.include_sources(&project).await?;
+        let instance_vars =
+            super::instance_variables::for_creation(&self.instance_variables().await?, protected);
         let project_vars = super::variables::for_creation(
             &self.stored_project_variables(project_id).await?,
             protected,
         );
-        // Environment names are expanded with the project variables of scope `*` too (as
-        // the job's rules saw them), below the pipeline variables.
-        let environment_vars: Vec<(String, String)> = project_vars
+        // Environment names are expanded with the instance variables and the project
+        // variables of scope `*` too (as the job's rules saw them), in that order, below
+        // the pipeline variables.
+        let environment_vars: Vec<(String, String)> = instance_vars
             .iter()
-            .filter(|(_, _, scope)| scope == "*")
-            .map(|(k, v, _)| (k.clone(), v.clone()))
+            .cloned()
+            .chain(
+                project_vars
+                    .iter()
+                    .filter(|(_, _, scope)| scope == "*")
+                    .map(|(k, v, _)| (k.clone(), v.clone())),
+            )
             .chain(variables.iter().cloned())
             .collect();
         let vars = variables.clone();
@@ -543,7 +551,9 @@ impl Coordinator {
                     )]);
                 }
             }
-            let ctx = Context::new(&info, &vars, None).with_project_variables(&project_vars);
+            let ctx = Context::new(&info, &vars, None)
+                .with_project_variables(&project_vars)
+                .with_instance_variables(&instance_vars);
             let loader = IncludeLoader {
                 files: &loader,
                 sources: &includes,

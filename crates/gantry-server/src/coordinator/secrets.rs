@@ -1,4 +1,4 @@
-//! Secrets at rest: project CI/CD variable values are stored encrypted (AES-256-GCM, a
+//! Secrets at rest: project and instance CI/CD variable values are stored encrypted (AES-256-GCM, a
 //! random 96-bit nonce per value), as GitLab stores them (`attr_encrypted` with its
 //! `db_key_base`). The key is `CoordinatorConfig::db_key` (`gantry server` reads
 //! `GANTRY_DB_KEY`, 64 hex digits) or, without one, `data_dir/db_key`, made with a random

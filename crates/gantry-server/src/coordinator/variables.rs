@@ -35,47 +35,51 @@ pub const FILE: &str = "file";
 
 /// Checks a variable before it is stored; the message names the field and the fix.
 pub fn validate(v: &ProjectVariable) -> Result<(), CoordinatorError> {
+    validate_attributes(&v.key, &v.value, &v.variable_type, v.masked)?;
+    if v.environment_scope.is_empty() || v.environment_scope.chars().count() > MAX_KEY_CHARS {
+        return Err(CoordinatorError::Invalid(format!(
+            "environment_scope of `{}`: must be `*`, an environment name or a pattern with `*`, of at most {MAX_KEY_CHARS} characters",
+            v.key
+        )));
+    }
+    Ok(())
+}
+
+/// The rules every CI/CD variable follows, project or instance (GitLab's `Ci::HasVariable`
+/// and `Ci::Maskable`): key, value length, type, and a maskable value when masked.
+pub(crate) fn validate_attributes(
+    key: &str,
+    value: &str,
+    variable_type: &str,
+    masked: bool,
+) -> Result<(), CoordinatorError> {
     let invalid = |m: String| Err(CoordinatorError::Invalid(m));
-    if v.key.is_empty() {
+    if key.is_empty() {
         return invalid("key: is missing: give the variable a name".to_owned());
     }
-    if v.key.chars().count() > MAX_KEY_CHARS {
+    if key.chars().count() > MAX_KEY_CHARS {
         return invalid(format!(
             "key: is too long (maximum is {MAX_KEY_CHARS} characters)"
         ));
     }
-    if !v
-        .key
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || b == b'_')
-    {
+    if !key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
         return invalid(format!(
-            "key: `{}` can contain only letters, digits and '_'",
-            v.key
+            "key: `{key}` can contain only letters, digits and '_'"
         ));
     }
-    if v.value.chars().count() > MAX_VALUE_CHARS {
+    if value.chars().count() > MAX_VALUE_CHARS {
         return invalid(format!(
-            "value of `{}`: is too long (maximum is {MAX_VALUE_CHARS} characters)",
-            v.key
+            "value of `{key}`: is too long (maximum is {MAX_VALUE_CHARS} characters)"
         ));
     }
-    if v.variable_type != ENV_VAR && v.variable_type != FILE {
+    if variable_type != ENV_VAR && variable_type != FILE {
         return invalid(format!(
-            "variable_type of `{}`: `{}` is not a valid value: use `env_var` or `file`",
-            v.key, v.variable_type
+            "variable_type of `{key}`: `{variable_type}` is not a valid value: use `env_var` or `file`"
         ));
     }
-    if v.environment_scope.is_empty() || v.environment_scope.chars().count() > MAX_KEY_CHARS {
+    if masked && !maskable(value) {
         return invalid(format!(
-            "environment_scope of `{}`: must be `*`, an environment name or a pattern with `*`, of at most {MAX_KEY_CHARS} characters",
-            v.key
-        ));
-    }
-    if v.masked && !maskable(&v.value) {
-        return invalid(format!(
-            "value of `{}`: cannot be masked: a masked value must be at least 8 characters of letters, digits and `_+=/@:.~-` (no spaces or newlines); unmask the variable or change its value",
-            v.key
+            "value of `{key}`: cannot be masked: a masked value must be at least 8 characters of letters, digits and `_+=/@:.~-` (no spaces or newlines); unmask the variable or change its value"
         ));
     }
     Ok(())
@@ -284,7 +288,7 @@ impl Coordinator {
 }
 
 /// A duplicate key is a `400` on GitLab (a validation error), not a conflict.
-fn taken(e: gantry_store::StoreError) -> CoordinatorError {
+pub(crate) fn taken(e: gantry_store::StoreError) -> CoordinatorError {
     match e {
         gantry_store::StoreError::Conflict(m) => CoordinatorError::Invalid(m),
         other => other.into(),

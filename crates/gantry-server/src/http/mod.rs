@@ -8,8 +8,8 @@
 //!
 //! Files: `runners.rs` (runner registration, verify, delete), `job_request.rs` (long
 //! polling), `job_update.rs` (`PUT /jobs/:id`, `PATCH /jobs/:id/trace`), `artifacts.rs`
-//! (runner uploads and downloads), `projects.rs`, `variables.rs`, `jobs.rs` and `user_runners.rs`
-//! (user API), `git.rs` + `git_backend.rs` (clones), `auth.rs` (who is calling),
+//! (runner uploads and downloads), `projects.rs`, `variables.rs`, `instance_variables.rs`,
+//! `jobs.rs` and `user_runners.rs` (user API), `git.rs` + `git_backend.rs` (clones), `auth.rs` (who is calling),
 //! `extract.rs` (bodies, tokens), `error.rs`.
 
 mod artifacts;
@@ -18,6 +18,7 @@ mod error;
 mod extract;
 mod git;
 mod git_backend;
+mod instance_variables;
 mod job_request;
 mod job_update;
 mod jobs;
@@ -288,6 +289,16 @@ fn build(coordinator: Coordinator, shutdown: watch::Receiver<bool>) -> Router {
         .route(
             "/projects/{project}/jobs/artifacts/{ref}/raw/{*path}",
             get(jobs::latest_artifact_file),
+        )
+        .route(
+            "/admin/ci/variables",
+            get(instance_variables::list).post(instance_variables::create),
+        )
+        .route(
+            "/admin/ci/variables/{key}",
+            get(instance_variables::show)
+                .put(instance_variables::update)
+                .delete(instance_variables::delete),
         )
         .route("/user/runners", post(user_runners::create))
         .route("/runners/all", get(user_runners::list))
