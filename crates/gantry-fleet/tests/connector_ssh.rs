@@ -549,7 +549,11 @@ async fn rsa_and_ecdsa_keys_authenticate_in_openssh_and_pem_formats() {
             .await
             .unwrap_or_else(|e| panic!("{name}: {e}\nsshd log:\n{}", sshd.log()));
         let (out, _, exit) = capture(&session, "echo signed-in", b"").await;
-        assert_eq!((out.as_slice(), exit), (&b"signed-in\n"[..], Exit::Code(0)), "{name}");
+        assert_eq!(
+            (out.as_slice(), exit),
+            (&b"signed-in\n"[..], Exit::Code(0)),
+            "{name}"
+        );
         sshd.stop().await.unwrap();
     }
 }

@@ -333,3 +333,93 @@ async fn jobs_receive_the_variables_that_apply_to_them() {
     assert!(var(&payload, "PROTECTED").is_none(), "{payload}");
     assert_eq!(var(&payload, "GREETING").unwrap()["value"], "from-project");
 }
+
+#[tokio::test]
+async fn a_hidden_variable_is_never_shown_again_but_reaches_jobs_masked() {
+    // GitLab's `masked_and_hidden`: masked, the value absent (`null`) from every answer,
+    // chosen at creation only.
+    let server = TestServer::start().await;
+    let repo = Repo::new(&[(".gitlab-ci.yml", "build:\n  script: [make]\n")]);
+    let project = server.create_project("group/hidden", &repo).await;
+    let pid = project["id"].as_i64().unwrap();
+    let path = format!("projects/{pid}/variables");
+    let (status, created) = server
+        .admin(
+            Method::POST,
+            &path,
+            Some(json!({"key": "DEPLOY_TOKEN", "value": "hidden-value-1", "masked_and_hidden": true})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    assert_eq!(
+        (&created["value"], &created["masked"], &created["hidden"]),
+        (&Value::Null, &json!(true), &json!(true))
+    );
+    let (_, listed) = server.admin(Method::GET, &path, None).await;
+    assert_eq!(listed[0]["value"], Value::Null, "{listed}");
+    assert!(!listed.to_string().contains("hidden-value-1"), "{listed}");
+    let one = format!("{path}/DEPLOY_TOKEN");
+    let (_, shown) = server.admin(Method::GET, &one, None).await;
+    assert_eq!(
+        (&shown["value"], &shown["hidden"]),
+        (&Value::Null, &json!(true))
+    );
+
+    // The value may change; hidden and masked may not.
+    let (status, updated) = server
+        .admin(Method::PUT, &one, Some(json!({"value": "hidden-value-2"})))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{updated}");
+    assert_eq!(
+        (&updated["value"], &updated["hidden"]),
+        (&Value::Null, &json!(true))
+    );
+    let (status, refused) = server
+        .admin(Method::PUT, &one, Some(json!({"masked": false})))
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
+    assert!(
+        refused["message"]
+            .as_str()
+            .unwrap()
+            .contains("a hidden variable stays masked"),
+        "{refused}"
+    );
+    let (status, refused) = server
+        .admin(Method::PUT, &one, Some(json!({"masked_and_hidden": false})))
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
+    // A value that cannot be masked cannot be hidden either.
+    let (status, refused) = server
+        .admin(
+            Method::POST,
+            &path,
+            Some(json!({"key": "SHORT", "value": "short", "masked_and_hidden": true})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
+    assert!(
+        refused["message"]
+            .as_str()
+            .unwrap()
+            .contains("cannot be masked"),
+        "{refused}"
+    );
+
+    // The job gets the value, masked.
+    let (_, runner) = server.create_runner(json!({})).await;
+    let (status, pipeline) = server
+        .admin(
+            Method::POST,
+            &format!("projects/{pid}/pipeline"),
+            Some(json!({"ref": "main"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{pipeline}");
+    let payload = server.take_job(&runner).await.2;
+    let token = var(&payload, "DEPLOY_TOKEN").unwrap();
+    assert_eq!(
+        (&token["value"], &token["masked"]),
+        (&json!("hidden-value-2"), &json!(true))
+    );
+}

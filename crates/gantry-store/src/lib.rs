@@ -378,8 +378,8 @@ impl Store {
         now: i64,
     ) -> Result<()> {
         sqlx::query(
-            "INSERT INTO project_variables (project_id, key, value, variable_type, protected, masked, raw, environment_scope, description, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+            "INSERT INTO project_variables (project_id, key, value, variable_type, protected, masked, raw, environment_scope, description, created_at, hidden) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
         )
         .bind(project_id)
         .bind(&v.key)
@@ -391,6 +391,7 @@ impl Store {
         .bind(&v.environment_scope)
         .bind(v.description.clone())
         .bind(now)
+        .bind(b(v.hidden))
         .execute(&self.writer)
         .await
         .map_err(|e| taken(e, v))?;
@@ -398,8 +399,8 @@ impl Store {
     }
 
     /// Replaces the variable `key` of environment scope `scope` with `v` (which may
-    /// change the scope); `NotFound` when there is none, `Conflict` when the new key and
-    /// scope belong to another variable.
+    /// change the scope; `hidden` is kept: it is set at creation only); `NotFound` when
+    /// there is none, `Conflict` when the new key and scope belong to another variable.
     pub async fn update_project_variable(
         &self,
         project_id: i64,

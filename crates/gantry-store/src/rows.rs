@@ -422,6 +422,9 @@ pub struct ProjectVariable {
     pub variable_type: String,
     pub protected: bool,
     pub masked: bool,
+    /// Masked and never shown again by the API (GitLab's `masked_and_hidden`); set only
+    /// at creation.
+    pub hidden: bool,
     pub raw: bool,
     pub environment_scope: String,
     pub description: Option<String>,
@@ -436,6 +439,7 @@ impl ProjectVariable {
             variable_type: "env_var".to_owned(),
             protected: false,
             masked: false,
+            hidden: false,
             raw: false,
             environment_scope: "*".to_owned(),
             description: None,
@@ -443,7 +447,7 @@ impl ProjectVariable {
     }
 
     pub(crate) const COLUMNS: &'static str =
-        "key, value, variable_type, protected, masked, raw, environment_scope, description";
+        "key, value, variable_type, protected, masked, hidden, raw, environment_scope, description";
     pub(crate) fn from_row(r: &AnyRow) -> Self {
         Self {
             key: r.get("key"),
@@ -451,6 +455,7 @@ impl ProjectVariable {
             variable_type: r.get("variable_type"),
             protected: flag(r, "protected"),
             masked: flag(r, "masked"),
+            hidden: flag(r, "hidden"),
             raw: flag(r, "raw"),
             environment_scope: r.get("environment_scope"),
             description: r.get("description"),

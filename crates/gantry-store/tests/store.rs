@@ -801,7 +801,40 @@ async fn instance_variables_are_unique_by_key(db: Db) {
     assert_eq!(s.instance_variables().await.expect("list").len(), 1);
 }
 
+/// A hidden project variable stays hidden (and masked) through an update that does not
+/// mention it: `hidden` is set at creation only.
+async fn hidden_project_variables_stay_hidden(db: Db) {
+    let (_d, s) = open(db).await;
+    let p = s
+        .create_project(&project("demo"), 1)
+        .await
+        .expect("project");
+    let mut secret = ProjectVariable::new("SECRET", "s3cr3t-value");
+    secret.masked = true;
+    secret.hidden = true;
+    s.create_project_variable(p.id, &secret, 1)
+        .await
+        .expect("created");
+    s.create_project_variable(p.id, &ProjectVariable::new("PLAIN", "x"), 1)
+        .await
+        .expect("created");
+    let all = s.project_variables(p.id).await.expect("list");
+    assert_eq!(all, [ProjectVariable::new("PLAIN", "x"), secret.clone()]);
+    let mut changed = secret.clone();
+    changed.value = "other-value".into();
+    changed.hidden = false;
+    s.update_project_variable(p.id, "SECRET", "*", &changed)
+        .await
+        .expect("updated");
+    let all = s.project_variables(p.id).await.expect("list");
+    assert_eq!(
+        (all[1].value.as_str(), all[1].hidden),
+        ("other-value", true)
+    );
+}
+
 on_both_backends!(
+    hidden_project_variables_stay_hidden,
     lists_page_in_the_database,
     projects_are_unique_by_name,
     pipelines_get_per_project_iids_and_their_jobs,

@@ -127,11 +127,13 @@ fn list(args: &ListArgs) -> Result<(), ClientError> {
     Ok(())
 }
 
-/// A variable to send: its API body, key and (project variables) scope.
+/// A variable to send: its API body, key, (project variables) scope and whether it is
+/// hidden (set when it is created: `masked_and_hidden`).
 struct Upload {
     body: Value,
     key: String,
     scope: Option<String>,
+    hidden: bool,
 }
 
 fn import(args: &ImportArgs) -> Result<(), ClientError> {
@@ -153,6 +155,7 @@ fn import(args: &ImportArgs) -> Result<(), ClientError> {
                 }),
                 key: v.key,
                 scope: Some(v.environment_scope),
+                hidden: v.hidden,
             })
             .collect(),
         Owner::Instance => variables_file::read_instance(&args.file)
@@ -170,15 +173,16 @@ fn import(args: &ImportArgs) -> Result<(), ClientError> {
                 }),
                 key: v.key,
                 scope: None,
+                hidden: false,
             })
             .collect(),
     };
     let client = ApiClient::new(&args.server)?;
     block_on(async {
         let existing: Value = client.get(&owner.base()).await?;
-        let exists = |u: &Upload| {
-            existing.as_array().is_some_and(|all| {
-                all.iter().any(|v| {
+        let current = |u: &Upload| {
+            existing.as_array().and_then(|all| {
+                all.iter().find(|v| {
                     v["key"] == u.key.as_str()
                         && u.scope
                             .as_ref()
@@ -188,13 +192,26 @@ fn import(args: &ImportArgs) -> Result<(), ClientError> {
         };
         let (mut created, mut updated) = (0, 0);
         for u in &uploads {
-            if exists(u) {
+            if let Some(current) = current(u) {
+                if current["hidden"].as_bool().unwrap_or(false) != u.hidden {
+                    return Err(ClientError::Usage(format!(
+                        "`{}` is {} on the server but {} in {}: whether a variable is hidden is chosen when it is created; delete it (gantry variable delete) and import again",
+                        u.key,
+                        if u.hidden { "not hidden" } else { "hidden" },
+                        if u.hidden { "hidden" } else { "not hidden" },
+                        args.file.display()
+                    )));
+                }
                 let _: Value = client
                     .put(&owner.one(&u.key, u.scope.as_deref()), &u.body)
                     .await?;
                 updated += 1;
             } else {
-                let _: Value = client.post(&owner.base(), &u.body).await?;
+                let mut body = u.body.clone();
+                if u.hidden {
+                    body["masked_and_hidden"] = Value::Bool(true);
+                }
+                let _: Value = client.post(&owner.base(), &body).await?;
                 created += 1;
             }
         }

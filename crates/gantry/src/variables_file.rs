@@ -11,6 +11,7 @@
 //!   value: "-----BEGIN OPENSSH PRIVATE KEY-----..."
 //!   type: file                                # env_var (default) or file
 //!   masked: false
+//!   hidden: false                             # true (with masked): the server never shows the value again
 //!   protected: false                          # true: only in pipelines of protected refs (the default branch)
 //!   raw: false                                # true: `$` is not expanded
 //!   environment_scope: "*"                    # or `production`, `review/*`
@@ -42,7 +43,7 @@ use gantry_server::coordinator::variables::{for_creation, validate};
 use gantry_store::{InstanceVariable, ProjectVariable};
 
 const ATTRIBUTES: &str =
-    "value, type (env_var or file), masked, protected, raw, environment_scope, description";
+    "value, type (env_var or file), masked, hidden, protected, raw, environment_scope, description";
 const INSTANCE_ATTRIBUTES: &str =
     "value, type (env_var or file), masked, protected, raw, description";
 
@@ -212,6 +213,7 @@ fn variable(
                 }
                 "type" | "variable_type" => v.variable_type = text()?,
                 "masked" => v.masked = flag()?,
+                "hidden" if owner == Owner::Project => v.hidden = flag()?,
                 "protected" => v.protected = flag()?,
                 "raw" => v.raw = flag()?,
                 "expand" => v.raw = !flag()?,
@@ -291,6 +293,32 @@ mod tests {
             ]
         );
         assert!(parse("", "v.yml", Owner::Project).unwrap().is_empty());
+        // `hidden` (project variables only, with masked).
+        let hidden = parse(
+            "H: {value: secret-value-1, masked: true, hidden: true}\n",
+            "v.yml",
+            Owner::Project,
+        )
+        .unwrap();
+        assert!(hidden[0].hidden && hidden[0].masked);
+        assert!(
+            parse(
+                "H: {value: secret-value-1, hidden: true}\n",
+                "v.yml",
+                Owner::Project
+            )
+            .unwrap_err()
+            .contains("a hidden variable is masked too"),
+        );
+        assert!(
+            parse(
+                "H: {value: secret-value-1, masked: true, hidden: true}\n",
+                "v.yml",
+                Owner::Instance
+            )
+            .unwrap_err()
+            .contains("unknown attribute `hidden`"),
+        );
     }
 
     #[test]
@@ -327,7 +355,7 @@ mod tests {
         let err = |text: &str| parse(text, "v.yml", Owner::Project).unwrap_err();
         assert_eq!(
             err("A:\n  valu: x\n"),
-            "v.yml:2:9: `A`: unknown attribute `valu`: use value, type (env_var or file), masked, protected, raw, environment_scope, description"
+            "v.yml:2:9: `A`: unknown attribute `valu`: use value, type (env_var or file), masked, hidden, protected, raw, environment_scope, description"
         );
         assert_eq!(
             err("A:\n  masked: true\n"),

@@ -601,6 +601,40 @@ fn variables_are_imported_from_a_run_variables_file_listed_and_deleted() {
     let vars: serde_json::Value = serde_json::from_slice(&listed.stdout).expect("JSON");
     assert_eq!(vars.as_array().map(Vec::len), Some(3));
 
+    // A hidden variable: created hidden, listed without its value, imported again as it
+    // is; the file cannot unhide it.
+    std::fs::write(
+        &file,
+        "DEPLOY: {value: hidden-value-1, masked: true, hidden: true}\n",
+    )
+    .expect("write");
+    let hidden = import(&env);
+    assert_eq!(hidden.status.code(), Some(0), "{}", text(&hidden.stderr));
+    let again = import(&env);
+    assert!(
+        text(&again.stderr).contains("0 variable(s) created, 1 replaced"),
+        "{}",
+        text(&again.stderr)
+    );
+    let listed = gantry(&["variable", "list", "--project", "demo"], &env);
+    let vars: serde_json::Value = serde_json::from_slice(&listed.stdout).expect("JSON");
+    let deploy = vars
+        .as_array()
+        .and_then(|all| all.iter().find(|v| v["key"] == "DEPLOY"))
+        .expect("DEPLOY listed");
+    assert_eq!(
+        (&deploy["value"], &deploy["hidden"]),
+        (&serde_json::Value::Null, &serde_json::json!(true))
+    );
+    std::fs::write(&file, "DEPLOY: {value: hidden-value-1, masked: true}\n").expect("write");
+    let unhide = import(&env);
+    assert_ne!(unhide.status.code(), Some(0));
+    assert!(
+        text(&unhide.stderr).contains("`DEPLOY` is hidden on the server but not hidden in"),
+        "{}",
+        text(&unhide.stderr)
+    );
+
     // A bad file is a usage error before anything is sent.
     std::fs::write(&file, "A-B: x\n").expect("write");
     let bad = import(&env);

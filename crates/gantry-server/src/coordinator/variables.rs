@@ -36,6 +36,12 @@ pub const FILE: &str = "file";
 /// Checks a variable before it is stored; the message names the field and the fix.
 pub fn validate(v: &ProjectVariable) -> Result<(), CoordinatorError> {
     validate_attributes(&v.key, &v.value, &v.variable_type, v.masked)?;
+    if v.hidden && !v.masked {
+        return Err(CoordinatorError::Invalid(format!(
+            "masked of `{}`: a hidden variable is masked too: set masked as well (the API's masked_and_hidden sets both)",
+            v.key
+        )));
+    }
     if v.environment_scope.is_empty() || v.environment_scope.chars().count() > MAX_KEY_CHARS {
         return Err(CoordinatorError::Invalid(format!(
             "environment_scope of `{}`: must be `*`, an environment name or a pattern with `*`, of at most {MAX_KEY_CHARS} characters",
@@ -256,7 +262,9 @@ impl Coordinator {
             .map_err(taken)
     }
 
-    /// Replaces the variable `key` of scope `scope` (`NotFound` when there is none).
+    /// Replaces the variable `key` of scope `scope` (`NotFound` when there is none). A
+    /// hidden variable stays hidden and masked (GitLab's rule: `hidden` is chosen at
+    /// creation, with `masked_and_hidden`); `v` may not change either.
     pub async fn update_project_variable(
         &self,
         project_id: i64,
@@ -264,6 +272,24 @@ impl Coordinator {
         scope: &str,
         v: &ProjectVariable,
     ) -> Result<(), CoordinatorError> {
+        let current = self
+            .inner
+            .store
+            .project_variables(project_id)
+            .await?
+            .into_iter()
+            .find(|c| c.key == key && c.environment_scope == scope)
+            .ok_or(CoordinatorError::NotFound("variable"))?;
+        if current.hidden && !v.masked {
+            return Err(CoordinatorError::Invalid(format!(
+                "masked of `{key}`: a hidden variable stays masked; to unmask it, delete it and create it again"
+            )));
+        }
+        if current.hidden != v.hidden {
+            return Err(CoordinatorError::Invalid(format!(
+                "hidden of `{key}`: is chosen when a variable is created (masked_and_hidden); delete it and create it again"
+            )));
+        }
         validate(v)?;
         self.inner
             .store

@@ -14,12 +14,12 @@ use super::extract::{self, Body};
 use super::projects::find_project;
 use super::{AppState, auth, json_response};
 
-/// A variable as GitLab's API shows it.
+/// A variable as GitLab's API shows it: a hidden one without its value (`null`).
 #[derive(Debug, Serialize)]
 struct VariableView {
     variable_type: String,
     key: String,
-    value: String,
+    value: Option<String>,
     protected: bool,
     masked: bool,
     hidden: bool,
@@ -33,10 +33,10 @@ impl From<ProjectVariable> for VariableView {
         Self {
             variable_type: v.variable_type,
             key: v.key,
-            value: v.value,
+            value: (!v.hidden).then_some(v.value),
             protected: v.protected,
             masked: v.masked,
-            hidden: false,
+            hidden: v.hidden,
             raw: v.raw,
             environment_scope: v.environment_scope,
             description: v.description,
@@ -54,6 +54,8 @@ struct VariableParams {
     variable_type: Option<String>,
     protected: Option<bool>,
     masked: Option<bool>,
+    /// At creation only: masked, and the value never shown again.
+    masked_and_hidden: Option<bool>,
     raw: Option<bool>,
     environment_scope: Option<String>,
     description: Option<String>,
@@ -120,7 +122,12 @@ pub(crate) async fn create(
     if params.value.is_none() {
         return Err(ApiError::param("value is missing"));
     }
-    let v = params.apply(ProjectVariable::new("", ""));
+    let hidden = params.masked_and_hidden == Some(true);
+    let mut v = params.apply(ProjectVariable::new("", ""));
+    if hidden {
+        v.masked = true;
+        v.hidden = true;
+    }
     state
         .coordinator
         .create_project_variable(project.id, &v)
@@ -180,6 +187,11 @@ pub(crate) async fn update(
 ) -> ApiResult<Response> {
     auth::require_admin(&state.coordinator, &headers).await?;
     let params: VariableParams = extract::params(&headers, &body)?;
+    if params.masked_and_hidden.is_some() {
+        return Err(ApiError::param(
+            "masked_and_hidden: is chosen when a variable is created, not on updates; delete the variable and create it again",
+        ));
+    }
     let project = find_project(&state, &project).await?;
     let current = find(&state, project.id, &key, &filter).await?;
     let scope = current.environment_scope.clone();
