@@ -110,17 +110,24 @@ async fn variables_are_created_listed_updated_and_deleted() {
         .admin(
             Method::PUT,
             &scoped,
-            Some(json!({"value": "prod-2", "variable_type": "file"})),
+            Some(json!({"value": "prod-2", "variable_type": "file", "key": "RENAMED"})),
         )
         .await;
     assert_eq!(status, StatusCode::OK, "{updated}");
+    // A `key` in the body does not rename the variable (GitLab ignores it).
     assert_eq!(
         (
+            &updated["key"],
             &updated["value"],
             &updated["variable_type"],
             &updated["environment_scope"]
         ),
-        (&json!("prod-2"), &json!("file"), &json!("production"))
+        (
+            &json!("TOKEN"),
+            &json!("prod-2"),
+            &json!("file"),
+            &json!("production")
+        )
     );
 
     let (status, _) = server.admin(Method::DELETE, &scoped, None).await;
@@ -385,10 +392,15 @@ async fn a_hidden_variable_is_never_shown_again_but_reaches_jobs_masked() {
             .contains("a hidden variable stays masked"),
         "{refused}"
     );
-    let (status, refused) = server
+    // `masked_and_hidden` is a creation parameter: an update ignores it, as GitLab does.
+    let (status, ignored) = server
         .admin(Method::PUT, &one, Some(json!({"masked_and_hidden": false})))
         .await;
-    assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
+    assert_eq!(status, StatusCode::OK, "{ignored}");
+    assert_eq!(
+        (&ignored["hidden"], &ignored["masked"]),
+        (&json!(true), &json!(true))
+    );
     // A value that cannot be masked cannot be hidden either.
     let (status, refused) = server
         .admin(

@@ -1,7 +1,8 @@
 //! Project CI/CD variables, GitLab's API shapes: `GET/POST /projects/:id/variables`,
 //! `GET/PUT/DELETE /projects/:id/variables/:key`. A key that exists for several environment
 //! scopes is addressed with `filter[environment_scope]=<scope>`. Every call needs the admin
-//! token. Rules and limits: `coordinator::variables`.
+//! token. `PUT` changes the fields given but never the key nor whether the variable is
+//! hidden (`key` and `masked_and_hidden` in its body are ignored, as GitLab ignores them). Rules and limits: `coordinator::variables`.
 
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -187,15 +188,18 @@ pub(crate) async fn update(
 ) -> ApiResult<Response> {
     auth::require_admin(&state.coordinator, &headers).await?;
     let params: VariableParams = extract::params(&headers, &body)?;
-    if params.masked_and_hidden.is_some() {
-        return Err(ApiError::param(
-            "masked_and_hidden: is chosen when a variable is created, not on updates; delete the variable and create it again",
-        ));
-    }
     let project = find_project(&state, &project).await?;
     let current = find(&state, project.id, &key, &filter).await?;
     let scope = current.environment_scope.clone();
-    let v = params.apply(current);
+    // GitLab updates with `declared_params.except(:key, :filter)`, and `PUT` declares no
+    // `masked_and_hidden`: a `key` in the body never renames the variable, and whether it
+    // is hidden stays as created.
+    let v = VariableParams {
+        key: None,
+        masked_and_hidden: None,
+        ..params
+    }
+    .apply(current);
     state
         .coordinator
         .update_project_variable(project.id, &key, &scope, &v)
