@@ -10,6 +10,7 @@ use crate::context::Context;
 use crate::diagnostic::{Diagnostic, SourceMap};
 use crate::expand::job_name_slug;
 use crate::include::{Files, Loader, Loading};
+use crate::inputs::PipelineInputs;
 use crate::keyword::{self, Inherit, InheritSet, Parallel, VarLevel};
 use crate::model::*;
 use crate::rules::{self, Policy, Rule, RuleTarget, Scope};
@@ -107,6 +108,8 @@ pub struct Options {
     /// references to jobs, stages or files outside the file are not errors.
     pub fragment: bool,
     pub limits: Limits,
+    /// The pipeline's inputs, for the root file's `spec:inputs`.
+    pub inputs: PipelineInputs,
 }
 
 impl Default for Options {
@@ -115,6 +118,7 @@ impl Default for Options {
             config_path: ".gitlab-ci.yml".into(),
             fragment: false,
             limits: Limits::default(),
+            inputs: PipelineInputs::default(),
         }
     }
 }
@@ -168,7 +172,13 @@ pub fn compile(opts: &Options, ctx: &Context, loader: &dyn Loader) -> Compiled {
             files: &files,
             origin: crate::include::Origin::Pipeline,
         };
-        let root = loading.parse_file(&opts.config_path, text, None, None, None);
+        let root = loading.parse_file(
+            &opts.config_path,
+            text,
+            crate::inputs::Given::Pipeline(&opts.inputs),
+            None,
+            None,
+        );
         match root {
             Some(root) => {
                 let root = loading.expand_includes(root, 0, opts.fragment);

@@ -341,7 +341,7 @@ impl<'a> Loading<'a> {
         &mut self,
         name: &str,
         text: String,
-        given_inputs: Option<&Node>,
+        given_inputs: inputs::Given<'_>,
         included_as: Option<&str>,
         component: Option<&ComponentInfo>,
     ) -> Option<Map> {
@@ -483,7 +483,9 @@ impl<'a> Loading<'a> {
                 let Some(body) = self.parse_file(
                     &f.name,
                     f.text,
-                    given.as_ref(),
+                    given
+                        .as_ref()
+                        .map_or(inputs::Given::Nothing, inputs::Given::Include),
                     Some(&f.location),
                     f.component.as_ref(),
                 ) else {

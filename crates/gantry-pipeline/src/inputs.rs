@@ -34,10 +34,190 @@ struct Spec {
     regex: Option<String>,
 }
 
+/// At most this many inputs are given to one pipeline (GitLab's runbook for CI inputs:
+/// "Maximum 20 inputs per pipeline").
+pub const MAX_PIPELINE_INPUTS: usize = 20;
+/// At most this many bytes of input values (as JSON) are given to one pipeline (GitLab:
+/// "Total input content limited to 1 MB").
+pub const MAX_PIPELINE_INPUT_BYTES: usize = 1024 * 1024;
+
+/// A pipeline's inputs: values for the `spec:inputs` of its root configuration file,
+/// given when the pipeline is created (GitLab's `inputs` of the pipeline and trigger
+/// APIs, `trigger:inputs` of a multi-project trigger job, `gantry run --input`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PipelineInputs {
+    values: IndexMap<String, InputValue>,
+}
+
+/// One given input value.
+#[derive(Clone, Debug, PartialEq)]
+pub enum InputValue {
+    /// A typed value (a JSON body, a YAML `trigger:inputs` mapping): used as it is.
+    Json(serde_json::Value),
+    /// Text from a command line or a form field: read as the input's declared type
+    /// (`3` for a number, `true`/`false` for a boolean, `[a, b]` for an array).
+    Text(String),
+}
+
+impl PipelineInputs {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A JSON object's members, typed. Anything but an object (or `null`: none) is an
+    /// error naming the fix.
+    pub fn from_json(value: &serde_json::Value) -> Result<Self, String> {
+        match value {
+            serde_json::Value::Null => Ok(Self::new()),
+            serde_json::Value::Object(o) => {
+                let mut inputs = Self::new();
+                for (k, v) in o {
+                    inputs.insert(k.clone(), InputValue::Json(v.clone()));
+                }
+                inputs.check()?;
+                Ok(inputs)
+            }
+            other => Err(format!(
+                "inputs must be an object of input names and values, like {{\"environment\": \"staging\"}}; got {}",
+                json_type(other)
+            )),
+        }
+    }
+
+    /// Adds or replaces an input.
+    pub fn insert(&mut self, name: impl Into<String>, value: InputValue) {
+        self.values.insert(name.into(), value);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &InputValue)> {
+        self.values.iter().map(|(k, v)| (k.as_str(), v))
+    }
+
+    /// The limits ([`MAX_PIPELINE_INPUTS`], [`MAX_PIPELINE_INPUT_BYTES`]) and names.
+    pub fn check(&self) -> Result<(), String> {
+        if self.values.len() > MAX_PIPELINE_INPUTS {
+            return Err(format!(
+                "{} inputs given: a pipeline takes at most {MAX_PIPELINE_INPUTS}",
+                self.values.len()
+            ));
+        }
+        if let Some(name) = self.values.keys().find(|k| k.trim().is_empty()) {
+            return Err(format!("input name `{name}` is empty"));
+        }
+        let bytes: usize = self
+            .values
+            .iter()
+            .map(|(k, v)| {
+                k.len()
+                    + match v {
+                        InputValue::Json(j) => j.to_string().len(),
+                        InputValue::Text(t) => t.len(),
+                    }
+            })
+            .sum();
+        if bytes > MAX_PIPELINE_INPUT_BYTES {
+            return Err(format!(
+                "the inputs take {bytes} bytes: a pipeline's inputs take at most {MAX_PIPELINE_INPUT_BYTES} bytes"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Typed JSON (text read as a string).
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::Value::Object(
+            self.values
+                .iter()
+                .map(|(k, v)| {
+                    let v = match v {
+                        InputValue::Json(j) => j.clone(),
+                        InputValue::Text(t) => serde_json::Value::String(t.clone()),
+                    };
+                    (k.clone(), v)
+                })
+                .collect(),
+        )
+    }
+
+    /// The mapping an includer would have written, each text value read as the type
+    /// its input declares.
+    fn to_node(&self, specs: &IndexMap<String, Spec>, pos: crate::yaml::Pos) -> Node {
+        let mut m = Map::new();
+        for (name, value) in &self.values {
+            let node = match value {
+                InputValue::Json(j) => Node::from_json(j, pos),
+                InputValue::Text(t) => read_text(t, specs.get(name).map(|s| s.kind), pos),
+            };
+            m.insert_node(name.clone(), node);
+        }
+        Node::new(Value::Map(m), pos)
+    }
+}
+
+fn json_type(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
+}
+
+/// Text as the declared type; text that is not one stays a string, so the type check
+/// reports it (`provided value is not a number`).
+fn read_text(text: &str, kind: Option<InputType>, pos: crate::yaml::Pos) -> Node {
+    let parsed = match kind {
+        Some(InputType::Number) => {
+            let t = text.trim();
+            t.parse::<i64>().ok().map(Value::Int).or_else(|| {
+                t.parse::<f64>()
+                    .ok()
+                    .filter(|f| f.is_finite() && !t.is_empty())
+                    .map(Value::Float)
+            })
+        }
+        Some(InputType::Boolean) => match text.trim() {
+            "true" => Some(Value::Bool(true)),
+            "false" => Some(Value::Bool(false)),
+            _ => None,
+        },
+        Some(InputType::Array) => {
+            crate::yaml::parse_documents(text, pos.file, crate::yaml::Limits::default())
+                .ok()
+                .and_then(|docs| docs.into_iter().next())
+                .filter(|d| matches!(d.value, Value::Seq(_)))
+                .map(|d| Node::from_json(&d.to_json(), pos).value)
+        }
+        Some(InputType::String) | None => None,
+    };
+    Node::new(parsed.unwrap_or_else(|| Value::Str(text.to_owned())), pos)
+}
+
+/// What the file's inputs are given by.
+#[derive(Clone, Copy)]
+pub(crate) enum Given<'a> {
+    /// Nothing (a root file of a pipeline created without inputs).
+    Nothing,
+    /// The `inputs:` of an `include` item (or of a child pipeline's trigger include).
+    Include(&'a Node),
+    /// A pipeline's inputs, for its root file.
+    Pipeline(&'a PipelineInputs),
+}
+
 /// Interpolate `body` with the inputs declared in `header` and given by the includer.
 pub(crate) fn interpolate(
     header: Option<&Node>,
-    given: Option<&Node>,
+    given: Given<'_>,
     body: &mut Node,
     ctx: &Context,
     cx: &mut Cx,
@@ -48,27 +228,41 @@ pub(crate) fn interpolate(
         Some(f) => format!("`{f}`: {m}"),
         None => m,
     };
-    let given_map = match given {
-        None => None,
-        Some(g) => match g.as_map() {
-            Some(m) => Some(m),
+    let (given_node, given_empty) = match given {
+        Given::Nothing => (None, true),
+        Given::Include(g) => match g.as_map() {
+            Some(m) => (Some(g), m.is_empty()),
             None => {
                 cx.raw(prefix("inputs config should be a hash".into()), Some(g.pos));
                 return;
             }
         },
+        Given::Pipeline(p) => (None, p.is_empty()),
     };
     let Some(header) = header else {
-        if given_map.is_some_and(|m| !m.is_empty()) {
+        if !given_empty {
+            let message = match given {
+                Given::Pipeline(_) => "Given inputs not defined in the `spec` section of the configuration file: the pipeline's configuration declares no `spec:inputs` header".to_owned(),
+                _ => "Given inputs not defined in the `spec` section of the included configuration file".to_owned(),
+            };
             cx.raw(
-                prefix("Given inputs not defined in the `spec` section of the included configuration file".into()),
-                given.map(|g| g.pos),
+                prefix(message),
+                given_node.map(|g| g.pos).or(Some(body.pos)),
             );
         }
         return;
     };
     let Some((specs, declared)) = parse_header(header, cx, &prefix) else {
         return;
+    };
+    let owned;
+    let given_map = match given {
+        Given::Nothing => None,
+        Given::Include(g) => g.as_map(),
+        Given::Pipeline(p) => {
+            owned = p.to_node(&specs, header.pos);
+            owned.as_map()
+        }
     };
     let mut errors = Vec::new();
     if let Some(g) = given_map {

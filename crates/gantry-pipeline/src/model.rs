@@ -222,6 +222,10 @@ pub struct Trigger {
     pub strategy: Option<String>,
     pub forward_yaml_variables: bool,
     pub forward_pipeline_variables: bool,
+    /// `trigger:inputs` of a multi-project trigger: the downstream pipeline's inputs
+    /// (a JSON object).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inputs: Option<serde_json::Value>,
 }
 
 /// A job after every merge, expansion and rule: one row of the pipeline.

@@ -364,6 +364,31 @@ impl Node {
             _ => 0,
         }
     }
+    /// The node for a JSON value (every node at `pos`): a number without a fraction
+    /// that fits `i64` is an integer, as YAML would read it.
+    pub fn from_json(value: &serde_json::Value, pos: Pos) -> Node {
+        use serde_json::Value as J;
+        let value = match value {
+            J::Null => Value::Null,
+            J::Bool(b) => Value::Bool(*b),
+            J::Number(n) => match n.as_i64() {
+                Some(i) => Value::Int(i),
+                None => Value::Float(n.as_f64().unwrap_or(f64::NAN)),
+            },
+            J::String(s) => Value::Str(s.clone()),
+            J::Array(items) => Value::Seq(Rc::new(
+                items.iter().map(|i| Node::from_json(i, pos)).collect(),
+            )),
+            J::Object(o) => {
+                let mut m = Map::new();
+                for (k, v) in o {
+                    m.insert_node(k.clone(), Node::from_json(v, pos));
+                }
+                Value::Map(m)
+            }
+        };
+        Node::new(value, pos)
+    }
     /// A JSON view of the node (references rendered as `{"!reference": [...]}`).
     pub fn to_json(&self) -> serde_json::Value {
         use serde_json::Value as J;

@@ -492,6 +492,52 @@ nowhere:
 }
 
 #[tokio::test]
+async fn trigger_inputs_are_the_downstream_pipelines_inputs() {
+    let e = env(r"
+spec:
+  inputs:
+    target: {default: staging}
+---
+deploy:
+  trigger:
+    project: gantry/downstream
+    inputs:
+      environment: $[[ inputs.target ]]
+      replicas: 3
+wrong:
+  trigger:
+    project: gantry/downstream
+    inputs:
+      environment: qa
+      replicas: 3
+")
+    .await;
+    let project = e.project().await;
+    second_project(
+        &e,
+        "downstream",
+        "spec:\n  inputs:\n    environment: {options: [staging, production]}\n    replicas: {type: number}\n---\nrollout:\n  script: [\"echo $[[ inputs.environment ]] x$[[ inputs.replicas ]]\"]\n",
+    )
+    .await;
+    let p = e.pipeline(project, "main").await;
+    // A value the downstream configuration refuses fails that trigger job, saying why.
+    let wrong = wait_job(&e, p.id, "wrong", "failed").await;
+    assert_eq!(
+        wrong.failure_reason.as_deref(),
+        Some("downstream_pipeline_creation_failed")
+    );
+    let log = String::from_utf8(e.coord.trace(wrong.id).await.unwrap()).unwrap();
+    assert!(
+        log.contains("`environment` input: `qa` cannot be used because it is not in the list of allowed options"),
+        "{log}"
+    );
+    let runner = e.any_runner().await;
+    let down = e.take_some(&runner).await;
+    let steps = down.steps.as_ref().unwrap();
+    assert_eq!(steps[0].script, ["echo staging x3"]);
+}
+
+#[tokio::test]
 async fn after_a_restart_a_running_trigger_job_creates_the_pipeline_it_had_not_stored() {
     let e = env("parent:\n  trigger:\n    include: child.yml\n    strategy: depend\n").await;
     commit(&e.repo, &[("child.yml", "inner: {script: [a]}\n")], "child");

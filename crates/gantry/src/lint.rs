@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
 use gantry_pipeline::report::{LintReport, render_text};
-use gantry_pipeline::{Context, Loader, Options, PipelineInfo, Source};
+use gantry_pipeline::{Context, InputValue, Loader, Options, PipelineInfo, PipelineInputs, Source};
 
 use crate::{exit, git, includes, variables_file};
 use gantry_server::coordinator::IncludeLoader;
@@ -26,6 +26,11 @@ pub(crate) struct LintArgs {
     /// A pipeline variable, as given when running a pipeline (highest precedence).
     #[arg(long = "var", value_name = "KEY=VALUE", value_parser = parse_var)]
     vars: Vec<(String, String)>,
+    /// A value for the configuration's `spec:inputs` (repeatable), read as the type the
+    /// input declares: `--input replicas=3`, `--input dry_run=true`, `--input
+    /// 'targets=[linux, mac]'`.
+    #[arg(long = "input", value_name = "NAME=VALUE", value_parser = parse_input)]
+    inputs: Vec<(String, String)>,
     /// The project's CI/CD variables, as a YAML file (the format of `gantry run
     /// --variables-file`): rules see them below --var. Repeatable, and read after the
     /// same default files, as for `gantry run`.
@@ -58,6 +63,26 @@ fn parse_source(s: &str) -> Result<Source, String> {
             all.join(", ")
         )
     })
+}
+
+pub(crate) fn parse_input(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.trim().is_empty() => Ok((k.to_owned(), v.to_owned())),
+        _ => Err(format!(
+            "`{s}` is not NAME=VALUE (an input of the configuration's `spec:inputs`)"
+        )),
+    }
+}
+
+/// The pipeline's inputs from `--input NAME=VALUE` options (a later one replaces an
+/// earlier one of the same name), within GitLab's limits.
+pub(crate) fn pipeline_inputs(pairs: &[(String, String)]) -> Result<PipelineInputs, String> {
+    let mut inputs = PipelineInputs::new();
+    for (name, value) in pairs {
+        inputs.insert(name.clone(), InputValue::Text(value.clone()));
+    }
+    inputs.check().map_err(|e| format!("--input: {e}"))?;
+    Ok(inputs)
 }
 
 pub(crate) fn parse_var(s: &str) -> Result<(String, String), String> {
@@ -139,9 +164,14 @@ pub(crate) fn run(args: &LintArgs) -> u8 {
         &info,
         &project_vars,
     );
+    let inputs = match pipeline_inputs(&args.inputs) {
+        Ok(inputs) => inputs,
+        Err(e) => return usage(&e, ""),
+    };
     let opts = Options {
         config_path,
         fragment: args.fragment,
+        inputs,
         ..Options::default()
     };
     let git_dir = git::git(&root, &["rev-parse", "--absolute-git-dir"])

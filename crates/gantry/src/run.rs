@@ -73,6 +73,11 @@ pub(crate) struct RunArgs {
     /// A pipeline variable (highest precedence, like variables of a triggered pipeline).
     #[arg(long = "var", value_name = "KEY=VALUE", value_parser = lint::parse_var)]
     vars: Vec<(String, String)>,
+    /// A value for the configuration's `spec:inputs` (repeatable), read as the type the
+    /// input declares: `--input replicas=3`, `--input dry_run=true`, `--input
+    /// 'targets=[linux, mac]'` (GitLab's pipeline inputs).
+    #[arg(long = "input", value_name = "NAME=VALUE", value_parser = lint::parse_input)]
+    inputs: Vec<(String, String)>,
     /// The project's CI/CD variables, as a YAML file (`KEY: value`, or `KEY: {value, type:
     /// file, masked, protected, raw, environment_scope}`): below --var, above the YAML's
     /// variables, as GitLab's project variables. Repeatable: a later file replaces an
@@ -285,6 +290,7 @@ fn check_configuration(
     );
     let opts = Options {
         config_path: s.config_path.clone(),
+        inputs: lint::pipeline_inputs(&args.inputs).map_err(usage)?,
         ..Options::default()
     };
     // The coordinator's project repository is the snapshot's: the same sources it uses.
@@ -473,6 +479,7 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
     // Remote includes are fetched once: the check and the coordinator compile the same
     // text.
     let fetched = RemoteFetches::default();
+    let inputs = lint::pipeline_inputs(&args.inputs).map_err(usage)?;
     let defaults = variables_file::default_files(&s.root);
     let project_vars = variables_file::read_all(&variables_file::with_defaults(
         &s.root,
@@ -616,6 +623,7 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
             names: args.jobs.clone(),
             with_needs: args.needs,
         }),
+        inputs: inputs.clone(),
     };
     let created = coordinator.create_pipeline_with(project.id, request).await;
     let pipeline = match created {

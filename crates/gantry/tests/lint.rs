@@ -412,3 +412,27 @@ fn components_of_the_checkout_s_own_project_resolve() {
         "component 'gitlab.com/group/tools/my-component@main' - content not found"
     );
 }
+
+#[test]
+fn input_options_give_the_root_files_spec_inputs() {
+    let repo = Repo::new(&[(
+        ".gitlab-ci.yml",
+        "spec:\n  inputs:\n    deploy:\n      type: boolean\n---\nbuild:\n  script: make\ndeploy:\n  script: deploy\n  rules:\n    - if: '\"$[[ inputs.deploy ]]\" == \"true\"'\n",
+    )]);
+    let names = |args: &[&str]| {
+        let out = repo.lint(&[&["--format", "json"], args].concat());
+        json_names(&json(&out))
+            .into_iter()
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(names(&["--input", "deploy=true"]), ["build", "deploy"]);
+    assert_eq!(names(&["--input", "deploy=false"]), ["build"]);
+    let out = repo.lint(&[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("`deploy` input: required value has not been provided"),
+        "{}",
+        stdout(&out)
+    );
+}

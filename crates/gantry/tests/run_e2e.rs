@@ -438,6 +438,58 @@ job:
 }
 
 #[test]
+fn input_options_give_the_pipelines_inputs_read_as_their_declared_types() {
+    // GitLab's pipeline inputs (the `inputs` of the pipeline API): values for the root
+    // file's `spec:inputs`, checked against each declaration before any job runs.
+    let c = Checkout::new(
+        "spec:
+  inputs:
+    environment: {options: [staging, production], default: staging}
+    replicas: {type: number}
+    targets: {type: array, default: [linux]}
+---
+deploy:
+  script: ['echo \"env=$[[ inputs.environment ]] n=$[[ inputs.replicas ]] t=$[[ inputs.targets ]]\"']
+",
+    );
+    let r = c.run(&[
+        "--input",
+        "replicas=3",
+        "--input",
+        "targets=[linux, mac]",
+        "--input",
+        "environment=production",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.explain());
+    assert!(
+        r.logged("deploy", "env=production n=3 t=[linux,mac]"),
+        "{}",
+        r.explain()
+    );
+    // A missing or mistyped input is a configuration error: exit 2, the input named.
+    let r = c.run(&[]);
+    assert_eq!(r.code, 2, "{}", r.explain());
+    assert!(
+        r.stderr
+            .contains("`replicas` input: required value has not been provided"),
+        "{}",
+        r.explain()
+    );
+    let r = c.run(&["--input", "replicas=lots", "--input", "colour=red"]);
+    assert_eq!(r.code, 2, "{}", r.explain());
+    assert!(
+        r.stderr.contains(
+            "unknown input arguments: colour, `replicas` input: provided value is not a number"
+        ),
+        "{}",
+        r.explain()
+    );
+    let r = c.run(&["--input", "novalue"]);
+    assert_eq!(r.code, 2, "{}", r.explain());
+    assert!(r.stderr.contains("is not NAME=VALUE"), "{}", r.explain());
+}
+
+#[test]
 fn a_variables_file_gives_the_project_ci_cd_variables() {
     // GitLab's project variables: above YAML, below --var; rules see them; file, masked,
     // raw, protected (default branch only) and environment scopes as on the server.

@@ -58,6 +58,7 @@ pub(crate) fn trigger(node: &Node, path: &str, cx: &mut Cx) -> Option<Trigger> {
                 strategy: None,
                 forward_yaml_variables: true,
                 forward_pipeline_variables: false,
+                inputs: None,
             })
         }
         Value::Map(map) if map.contains_key("include") => child(map, node, path, cx),
@@ -101,7 +102,8 @@ fn cross_project(map: &Map, node: &Node, path: &str, cx: &mut Cx) -> Option<Trig
         None
     });
     let forward = forward(map, path, cx);
-    if let Some(i) = map.get("inputs").filter(|n| !n.is_null()) {
+    let inputs = map.get("inputs").filter(|n| !n.is_null());
+    if let Some(i) = inputs {
         if i.as_map().is_none() {
             cx.config(&join(path, "inputs"), "should be a hash", i.pos);
             ok = false;
@@ -118,6 +120,7 @@ fn cross_project(map: &Map, node: &Node, path: &str, cx: &mut Cx) -> Option<Trig
         strategy,
         forward_yaml_variables: yaml,
         forward_pipeline_variables: pipeline,
+        inputs: inputs.map(Node::to_json),
     })
 }
 
@@ -143,6 +146,7 @@ fn child(map: &Map, node: &Node, path: &str, cx: &mut Cx) -> Option<Trigger> {
         strategy,
         forward_yaml_variables: yaml,
         forward_pipeline_variables: pipeline,
+        inputs: None,
     })
 }
 

@@ -31,7 +31,7 @@
 
 use std::collections::HashMap;
 
-use gantry_pipeline::{ArtifactError, Source};
+use gantry_pipeline::{ArtifactError, PipelineInputs, Source};
 use serde::Deserialize;
 
 use crate::processor::{Event, FailureReason, Status};
@@ -67,6 +67,7 @@ struct TriggerModel {
     strategy: Option<String>,
     forward_yaml_variables: bool,
     forward_pipeline_variables: bool,
+    inputs: Option<serde_json::Value>,
 }
 
 /// Why no downstream pipeline was created: the bridge's failure reason and the messages
@@ -302,6 +303,16 @@ impl Coordinator {
                     )));
                 };
                 let protected = !r.tag && r.name == target.default_branch;
+                // `trigger:inputs`: the downstream configuration's `spec:inputs`.
+                let inputs = match &trigger.inputs {
+                    None => PipelineInputs::default(),
+                    Some(json) => PipelineInputs::from_json(json).map_err(|e| {
+                        NotCreatedOr::NotCreated(NotCreated::new(
+                            FailureReason::DownstreamPipelineCreationFailed,
+                            format!("trigger:inputs: {e}"),
+                        ))
+                    })?,
+                };
                 Creation {
                     project: target,
                     mirror,
@@ -314,6 +325,7 @@ impl Coordinator {
                     selection: None,
                     parent_job_id: Some(job.id),
                     child: None,
+                    inputs,
                 }
             }
             None => {
@@ -338,6 +350,7 @@ impl Coordinator {
                     source: Source::ParentPipeline,
                     selection: None,
                     parent_job_id: Some(job.id),
+                    inputs: PipelineInputs::default(),
                     child: Some(ChildConfig {
                         root: (format!("jobs:{}:trigger:include", job.name), root_text),
                         artifacts,

@@ -4,7 +4,9 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use gantry_pipeline::{ArtifactError, Context, Loader as _, Options, PipelineInfo, Source};
+use gantry_pipeline::{
+    ArtifactError, Context, Loader as _, Options, PipelineInfo, PipelineInputs, Source,
+};
 use gantry_store::{NewJob, NewPipeline, NewProject, PipelineChange};
 
 use crate::processor::{
@@ -111,6 +113,8 @@ pub struct PipelineRequest {
     pub source: Source,
     /// Only some jobs (`gantry run JOB...`); `None` = the whole pipeline.
     pub jobs: Option<JobSelection>,
+    /// Values for the configuration's `spec:inputs`.
+    pub inputs: PipelineInputs,
 }
 
 /// Everything a pipeline is created from, once its commit is known.
@@ -128,6 +132,8 @@ pub(crate) struct Creation {
     pub selection: Option<JobSelection>,
     /// The trigger job of a downstream pipeline.
     pub parent_job_id: Option<i64>,
+    /// Values for the root configuration's `spec:inputs`.
+    pub inputs: PipelineInputs,
     /// A child pipeline's configuration (`None`: the project's configuration file).
     pub child: Option<ChildConfig>,
 }
@@ -408,6 +414,7 @@ impl Coordinator {
                 file_variables: Vec::new(),
                 source,
                 jobs: None,
+                inputs: PipelineInputs::default(),
             },
         )
         .await
@@ -427,6 +434,7 @@ impl Coordinator {
             file_variables,
             source,
             jobs: selection,
+            inputs,
         } = request;
         let ref_name = ref_name.as_str();
         let project = self.inner.store.project(project_id).await?;
@@ -451,6 +459,7 @@ impl Coordinator {
             selection,
             parent_job_id: None,
             child: None,
+            inputs,
         })
         .await
     }
@@ -474,6 +483,7 @@ impl Coordinator {
             selection,
             parent_job_id,
             child,
+            inputs,
         } = c;
         let store = &self.inner.store;
         let project_id = project.id;
@@ -540,6 +550,7 @@ impl Coordinator {
         let compiled = tokio::task::spawn_blocking(move || {
             let opts = Options {
                 config_path,
+                inputs,
                 ..Options::default()
             };
             match loader.read(&opts.config_path) {

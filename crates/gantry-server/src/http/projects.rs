@@ -6,7 +6,7 @@
 use axum::extract::{Path, Query, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
-use gantry_pipeline::Source;
+use gantry_pipeline::{PipelineInputs, Source};
 use serde::Deserialize;
 
 use crate::coordinator::{CoordinatorError, PipelineRequest, PipelineView, Project};
@@ -106,9 +106,11 @@ struct CreatePipeline {
     #[serde(rename = "ref")]
     ref_name: Option<String>,
     variables: Vec<KeyValue>,
+    /// `{"NAME": value}`: the configuration's `spec:inputs`, typed as JSON.
+    inputs: Option<serde_json::Value>,
 }
 
-/// `POST /api/v4/projects/:id/pipeline?ref=REF` (or `{"ref", "variables"}` in the body)
+/// `POST /api/v4/projects/:id/pipeline?ref=REF` (or `{"ref", "variables", "inputs"}` in the body)
 /// → `201` with the pipeline. A configuration error still creates a (failed) pipeline;
 /// an unknown ref or a pipeline `workflow:rules` filters out is `400`.
 pub(crate) async fn create_pipeline(
@@ -126,6 +128,12 @@ pub(crate) async fn create_pipeline(
         .or(req.ref_name)
         .filter(|r| !r.trim().is_empty())
         .ok_or_else(|| ApiError::param("ref is missing"))?;
+    let inputs = match &req.inputs {
+        Some(json) => {
+            PipelineInputs::from_json(json).map_err(|e| ApiError::param(format!("inputs: {e}")))?
+        }
+        None => PipelineInputs::default(),
+    };
     let mut variables = Vec::with_capacity(req.variables.len());
     let mut file_variables = Vec::new();
     for KeyValue {
@@ -160,6 +168,7 @@ pub(crate) async fn create_pipeline(
                 file_variables,
                 source: Source::Api,
                 jobs: None,
+                inputs,
             },
         )
         .await

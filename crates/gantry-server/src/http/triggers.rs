@@ -2,13 +2,15 @@
 //! `DELETE /projects/:id/triggers/:trigger_id` (admin token), and
 //! `POST /projects/:id/trigger/pipeline` (the trigger token is the credential), also as the
 //! webhook form `POST /projects/:id/ref/:ref/trigger/pipeline?token=…`. Parameters come
-//! from the query, a form (`-F token=… -F ref=main -F "variables[KEY]=value"`, multipart
-//! or URL-encoded) or JSON (`{"token", "ref", "variables": {"KEY": "value"}}`).
+//! from the query, a form (`-F token=… -F ref=main -F "variables[KEY]=value"
+//! -F "inputs[NAME]=value"`, multipart or URL-encoded) or JSON (`{"token", "ref",
+//! "variables": {"KEY": "value"}, "inputs": {"NAME": value}}`). Form inputs are text, read
+//! as the type each `spec:inputs` entry declares; JSON inputs are typed.
 
 use axum::extract::{FromRequest, Multipart, Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use gantry_pipeline::Source;
+use gantry_pipeline::{InputValue, PipelineInputs, Source};
 use serde::Deserialize;
 
 use super::error::{ApiError, ApiResult};
@@ -105,7 +107,8 @@ async fn run(
             .map_err(|e| ApiError::param(format!("decode the query parameters: {e}")))?,
         None => Vec::new(),
     };
-    pairs.extend(body_pairs(headers, body).await?);
+    let (body, json_inputs) = body_pairs(headers, body).await?;
+    pairs.extend(body);
     let last = |name: &str| {
         pairs
             .iter()
@@ -134,6 +137,25 @@ async fn run(
         variables.retain(|(k, _)| k != key);
         variables.push((key.to_owned(), value.clone()));
     }
+    // `inputs[NAME]=value` form fields are text, read as each input's declared type; a
+    // JSON body's `inputs` object is typed.
+    let mut inputs = match &json_inputs {
+        Some(json) => {
+            PipelineInputs::from_json(json).map_err(|e| ApiError::param(format!("inputs: {e}")))?
+        }
+        None => PipelineInputs::default(),
+    };
+    for (name, value) in &pairs {
+        if let Some(key) = name
+            .strip_prefix("inputs[")
+            .and_then(|rest| rest.strip_suffix(']'))
+        {
+            inputs.insert(key, InputValue::Text(value.clone()));
+        }
+    }
+    inputs
+        .check()
+        .map_err(|e| ApiError::param(format!("inputs: {e}")))?;
     let project = find_project(state, project).await?;
     let pipeline = state
         .coordinator
@@ -146,6 +168,7 @@ async fn run(
                 file_variables: Vec::new(),
                 source: Source::Trigger,
                 jobs: None,
+                inputs,
             },
         )
         .await
@@ -154,11 +177,12 @@ async fn run(
 }
 
 /// The body's parameters as `(name, value)` pairs: a form (multipart or URL-encoded)
-/// as it is, JSON with `variables` as an object turned into `variables[KEY]` pairs.
+/// as it is, JSON with `variables` as an object turned into `variables[KEY]` pairs; and a
+/// JSON body's `inputs`, as they are.
 async fn body_pairs(
     headers: &HeaderMap,
     body: axum::body::Bytes,
-) -> ApiResult<Vec<(String, String)>> {
+) -> ApiResult<(Vec<(String, String)>, Option<serde_json::Value>)> {
     let content_type = extract::header_str(headers, "content-type")
         .unwrap_or("")
         .to_ascii_lowercase();
@@ -183,14 +207,15 @@ async fn body_pairs(
                 .map_err(|e| ApiError::param(format!("decode the form field `{name}`: {e}")))?;
             pairs.push((name, value));
         }
-        return Ok(pairs);
+        return Ok((pairs, None));
     }
     if content_type.starts_with("application/x-www-form-urlencoded") {
         return serde_urlencoded::from_bytes(&body)
+            .map(|pairs| (pairs, None))
             .map_err(|e| ApiError::param(format!("decode the form parameters: {e}")));
     }
     if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), None));
     }
     let value: serde_json::Value = extract::json(&body)?;
     let Some(object) = value.as_object() else {
@@ -203,8 +228,10 @@ async fn body_pairs(
         other => other.to_string(),
     };
     let mut pairs = Vec::new();
+    let mut inputs = None;
     for (name, value) in object {
         match (name.as_str(), value) {
+            ("inputs", value) => inputs = Some(value.clone()),
             ("variables", serde_json::Value::Object(vars)) => {
                 pairs.extend(
                     vars.iter()
@@ -219,5 +246,5 @@ async fn body_pairs(
             _ => pairs.push((name.clone(), text(value))),
         }
     }
-    Ok(pairs)
+    Ok((pairs, inputs))
 }
