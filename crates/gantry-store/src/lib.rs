@@ -52,6 +52,24 @@ impl Backend {
 }
 
 static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
+
+/// A short name for the set of SQLite migrations (their versions and checksums): a
+/// template database made by one set is not used by another.
+fn migrations_key() -> String {
+    let mut folded = [0u8; 8];
+    for (i, m) in SQLITE_MIGRATIONS.iter().enumerate() {
+        let bytes = m
+            .version
+            .to_le_bytes()
+            .into_iter()
+            .chain(m.checksum.iter().copied());
+        for (j, b) in bytes.enumerate() {
+            let k = (i * 7 + j) % folded.len();
+            folded[k] = folded[k].rotate_left(3) ^ b;
+        }
+    }
+    folded.iter().map(|b| format!("{b:02x}")).collect()
+}
 static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
 
 /// `url` without its password, for messages.
@@ -174,6 +192,59 @@ impl Store {
             writer,
             backend,
         })
+    }
+
+    /// Create a new SQLite database at `path` for a store that lives as long as one run
+    /// (`gantry run`'s): a copy of an empty, migrated database kept in `cache_dir` (made by
+    /// the first such run of this set of migrations), so the run does not apply every
+    /// migration again. Whatever goes wrong with the copy (none yet, a damaged one, a
+    /// read-only cache) falls back to [`Store::open_with_readers`] on a new file.
+    pub async fn create_sqlite_from_template(
+        path: &std::path::Path,
+        readers: u32,
+        cache_dir: &std::path::Path,
+    ) -> Result<Self> {
+        let url = format!("sqlite://{}", path.display());
+        let template = cache_dir.join(format!("store-sqlite-{}.db", migrations_key()));
+        // A file that does not start as an SQLite database would make the pool retry
+        // until its acquire timeout: such a template is not used (and is made again).
+        let looks_right = std::fs::File::open(&template).is_ok_and(|mut f| {
+            use std::io::Read as _;
+            let mut head = [0u8; 16];
+            f.read_exact(&mut head).is_ok() && &head == b"SQLite format 3\0"
+        });
+        if looks_right && std::fs::copy(&template, path).is_ok() {
+            match Self::open_with_readers(&url, readers).await {
+                Ok(store) => return Ok(store),
+                Err(_) => {
+                    // A damaged template: made again below.
+                    let _ = std::fs::remove_file(&template);
+                    for suffix in ["", "-wal", "-shm"] {
+                        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+                    }
+                }
+            }
+        }
+        let store = Self::open_with_readers(&url, readers).await?;
+        // The template: written beside, then renamed, so a concurrent run copies either
+        // none or a whole one.
+        if std::fs::create_dir_all(cache_dir).is_ok() {
+            let staged = cache_dir.join(format!(
+                ".store-sqlite-{}.{}.tmp",
+                migrations_key(),
+                std::process::id()
+            ));
+            let _ = std::fs::remove_file(&staged);
+            let made = sqlx::query("VACUUM INTO $1")
+                .bind(staged.to_string_lossy().into_owned())
+                .execute(&store.writer)
+                .await
+                .is_ok();
+            if !made || std::fs::rename(&staged, &template).is_err() {
+                let _ = std::fs::remove_file(&staged);
+            }
+        }
+        Ok(store)
     }
 
     pub fn backend(&self) -> Backend {

@@ -846,3 +846,67 @@ on_both_backends!(
     runners_tokens_and_artifacts,
     instance_variables_are_unique_by_key
 );
+
+/// `gantry run`'s store: the first run makes a template of the empty migrated database in
+/// the cache directory, later runs copy it; each store starts empty (the template never
+/// holds a run's rows), and a damaged template is replaced, not an error.
+#[tokio::test]
+async fn a_run_store_starts_from_a_template_of_the_migrated_database() {
+    let cache = tempfile::tempdir().expect("temp dir");
+    let templates = || -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(cache.path())
+            .map(|d| d.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default()
+    };
+    let runs = tempfile::tempdir().expect("temp dir");
+    let new_store = |n: usize| {
+        let path = runs.path().join(format!("run{n}.db"));
+        let cache = cache.path().to_owned();
+        async move {
+            Store::create_sqlite_from_template(&path, 1, &cache.join("gantry"))
+                .await
+                .expect("store opens")
+        }
+    };
+    let first = new_store(1).await;
+    assert!(first.init_setting("db_key", "run one").await.unwrap());
+    let made: Vec<_> = std::fs::read_dir(cache.path().join("gantry"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(made.len(), 1, "{made:?}");
+    assert!(
+        made[0].starts_with("store-sqlite-") && made[0].ends_with(".db"),
+        "{made:?}"
+    );
+    assert_eq!(templates().len(), 1);
+
+    // A copy: migrated (a setting can be written), and empty.
+    let second = new_store(2).await;
+    assert_eq!(second.setting("db_key").await.unwrap(), None);
+    assert!(second.init_setting("db_key", "run two").await.unwrap());
+    assert_eq!(
+        first.setting("db_key").await.unwrap().as_deref(),
+        Some("run one")
+    );
+
+    // A damaged template: the run still gets a good store, and the template is made again.
+    let template = cache.path().join("gantry").join(&made[0]);
+    std::fs::write(&template, b"not a database").unwrap();
+    let third = new_store(3).await;
+    assert_eq!(third.setting("db_key").await.unwrap(), None);
+    assert!(third.init_setting("db_key", "run three").await.unwrap());
+    assert_ne!(std::fs::read(&template).unwrap(), b"not a database");
+    let fourth = new_store(4).await;
+    assert_eq!(fourth.setting("db_key").await.unwrap(), None);
+
+    // A cache directory that cannot be written: no template, the store all the same.
+    let blocked = cache.path().join("file");
+    std::fs::write(&blocked, b"").unwrap();
+    let path = runs.path().join("run5.db");
+    let fifth = Store::create_sqlite_from_template(&path, 1, &blocked.join("gantry"))
+        .await
+        .expect("store opens");
+    assert!(fifth.init_setting("db_key", "run five").await.unwrap());
+}

@@ -512,12 +512,14 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
         .map_err(|e| failed(format!("failed to read the loopback address: {e}")))?;
     let url = format!("http://{addr}");
     // Two readers: the run loop and the coordinator seldom read at once.
-    let store = Store::open_with_readers(
-        &format!("sqlite://{}", data_dir.join("gantry.db").display()),
-        2,
-    )
-    .await
-    .map_err(|e| failed(format!("failed to open the temporary database: {e}")))?;
+    // A copy of an empty migrated database from the user's cache directory (made by the
+    // first run): applying every migration to a new file took ≈ 8 ms of each run.
+    let templates = env::user_dir("XDG_CACHE_HOME", ".cache")
+        .unwrap_or_else(std::env::temp_dir)
+        .join("gantry");
+    let store = Store::create_sqlite_from_template(&data_dir.join("gantry.db"), 2, &templates)
+        .await
+        .map_err(|e| failed(format!("failed to open the temporary database: {e}")))?;
     let mut cfg = CoordinatorConfig::new(&data_dir, server_url);
     cfg.local_repos_in_place = true;
     cfg.user = pipeline_user(&s.checkout);
