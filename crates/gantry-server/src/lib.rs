@@ -9,6 +9,7 @@
 pub mod coordinator;
 pub mod http;
 pub mod processor;
+pub mod testing;
 
 pub use processor::{
     Event, JobId, JobState, JobStatus, PipelineState, PipelineStatus, Status, Timestamp,

@@ -233,7 +233,7 @@ dag:
         .await
         .unwrap_err();
     assert!(matches!(err, CoordinatorError::Invalid(_)), "{err}");
-    let staging = e.dir.path().join("data/blobs/.staging");
+    let staging = e.coord.blob_staging_dir().to_owned();
     assert_eq!(
         std::fs::read_dir(&staging).unwrap().count(),
         0,

@@ -276,7 +276,7 @@ async fn oversized_bodies_are_413() {
     );
     assert_eq!(job["artifacts_file"], serde_json::Value::Null);
     // Nothing of the refused uploads is left on disk.
-    let staging = s.data_dir().join("blobs/.staging");
+    let staging = s.coordinator.blob_staging_dir().to_owned();
     let left: Vec<_> = std::fs::read_dir(&staging)
         .map(|d| d.filter_map(Result::ok).map(|e| e.file_name()).collect())
         .unwrap_or_default();

@@ -34,6 +34,8 @@ pub(crate) const GANTRY_DB_KEY: &str = "GANTRY_DB_KEY";
 /// `gantry server`'s database when `--database-url` is not given (`postgres://…` or
 /// `sqlite://…`); default: `gantry.db` in the data directory.
 pub(crate) const GANTRY_DATABASE_URL: &str = "GANTRY_DATABASE_URL";
+/// `gantry server --blobs-url`.
+pub(crate) const GANTRY_BLOBS_URL: &str = "GANTRY_BLOBS_URL";
 
 /// A per-user base directory of the XDG layout: `$XDG_CACHE_HOME` (`xdg`) if set, else
 /// `~/.cache` (`fallback` under `$HOME`); `None` without either.

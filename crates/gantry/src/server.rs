@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use clap::Args;
-use gantry_server::coordinator::{Bootstrap, Coordinator, CoordinatorConfig};
+use gantry_server::coordinator::{Bootstrap, Coordinator, CoordinatorConfig, ObjectBlobs};
 use gantry_store::Store;
 
 use crate::{env, exit};
@@ -24,6 +24,13 @@ pub(crate) struct ServerArgs {
     /// logs and mirrors stay in the data directory either way.
     #[arg(long, value_name = "URL")]
     database_url: Option<String>,
+    /// Keep artifacts in S3-compatible object storage, `s3://BUCKET[/PREFIX]`, instead of
+    /// the data directory [default: $GANTRY_BLOBS_URL]. Credentials, region and endpoint
+    /// come from the AWS_* environment variables (AWS_ACCESS_KEY_ID,
+    /// AWS_SECRET_ACCESS_KEY, AWS_REGION; AWS_ENDPOINT_URL for MinIO and other
+    /// S3-compatible servers, with AWS_ALLOW_HTTP=true for a plain-HTTP one).
+    #[arg(long, value_name = "URL")]
+    blobs_url: Option<String>,
     /// How runners and users reach this server (clone URLs, CI_SERVER_URL, web URLs)
     /// [default: http://<listen address>].
     #[arg(long, value_name = "URL")]
@@ -156,9 +163,24 @@ async fn serve(args: &ServerArgs) -> Result<(), StartError> {
             gantry_store::redact_url(&url)
         )),
     })?;
-    let coordinator = Coordinator::open(store, cfg)
-        .await
-        .map_err(|e| failed(format!("failed to start the coordinator: {e}")))?;
+    let blobs_url = args
+        .blobs_url
+        .clone()
+        .or_else(|| crate::env::var(crate::env::GANTRY_BLOBS_URL));
+    let coordinator = match &blobs_url {
+        None => Coordinator::open(store, cfg).await,
+        Some(url) => {
+            let blobs = ObjectBlobs::from_url(url, data_dir.join("blob-staging"))
+                .map_err(|e| usage(format!("--blobs-url: {e}")))?;
+            blobs.check().await.map_err(|e| {
+                failed(format!(
+                    "{e}\n  hint: check the bucket and the AWS_* credentials (AWS_ENDPOINT_URL for an S3-compatible server)"
+                ))
+            })?;
+            Coordinator::open_with_blobs(store, cfg, std::sync::Arc::new(blobs)).await
+        }
+    }
+    .map_err(|e| failed(format!("failed to start the coordinator: {e}")))?;
     let tokens = coordinator
         .bootstrap()
         .await
@@ -170,8 +192,12 @@ async fn serve(args: &ServerArgs) -> Result<(), StartError> {
     })?;
     let timers = coordinator.spawn_background();
     eprintln!(
-        "gantry server: listening on {external_url} (bound to {local}), data in {}",
-        data_dir.display()
+        "gantry server: listening on {external_url} (bound to {local}), data in {}{}",
+        data_dir.display(),
+        blobs_url
+            .as_deref()
+            .map(|u| format!(", artifacts in {u}"))
+            .unwrap_or_default()
     );
     print_first_start(&tokens, &external_url);
     let served = gantry_server::http::serve(listener, coordinator, shutdown_signal()).await;

@@ -1000,3 +1000,140 @@ fn a_server_on_postgresql_keeps_its_data_across_a_restart() {
     );
     assert!(!said.contains("hunter2"), "{said}");
 }
+
+/// `--blobs-url s3://…`: artifacts go to S3-compatible object storage (the test server of
+/// `scripts/test-s3.sh`), not the data directory, and a restarted server serves them from
+/// there; a bucket that does not answer stops the start with the hint.
+#[test]
+fn blobs_url_keeps_artifacts_in_object_storage_across_restarts() {
+    let bucket = std::env::var("GANTRY_TEST_S3_URL").unwrap_or_else(|_| {
+        panic!("GANTRY_TEST_S3_URL is not set: start the test S3 server with `eval \"$(scripts/test-s3.sh start)\"` (scripts/test does)")
+    });
+    let data = tempfile::tempdir().expect("dir");
+    let prefix = format!(
+        "{bucket}/server-cli/{}",
+        data.path()
+            .file_name()
+            .expect("name")
+            .to_string_lossy()
+            .trim_start_matches('.')
+    );
+    let missing = Command::new(env!("CARGO_BIN_EXE_gantry"))
+        .args(["server", "--listen", "127.0.0.1:0", "--blobs-url"])
+        .arg(format!("{bucket}-missing"))
+        .arg("--data-dir")
+        .arg(data.path().join("other"))
+        .stdin(Stdio::null())
+        .output()
+        .expect("gantry server");
+    assert_eq!(missing.status.code(), Some(3), "{}", text(&missing.stderr));
+    assert!(
+        text(&missing.stderr).contains("hint: check the bucket and the AWS_* credentials"),
+        "{}",
+        text(&missing.stderr)
+    );
+
+    let data_dir = data.path().join("data");
+    let mut server = Server::start_with_args(&data_dir, &[], &["--blobs-url", &prefix]);
+    let admin = server.token("glpat-").expect("admin token");
+    let registration = server.token("GR1348941").expect("registration token");
+    let repo = repo();
+    let env = [
+        ("GANTRY_URL", server.url.as_str()),
+        ("GANTRY_TOKEN", admin.as_str()),
+    ];
+    create_project(&env, "demo", repo.path());
+    create_pipeline(&env, "demo");
+    let archive: Vec<u8> = (0..200_000u32).map(|i| (i % 253) as u8).collect();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let url = server.url.clone();
+    let (job_id, job_token) = runtime.block_on(async {
+        let http = reqwest::Client::new();
+        let api = |path: &str| format!("{url}/api/v4/{path}");
+        let runner: serde_json::Value = http
+            .post(api("runners"))
+            .json(&serde_json::json!({ "token": registration }))
+            .send()
+            .await
+            .expect("register")
+            .json()
+            .await
+            .expect("runner JSON");
+        let job: serde_json::Value = http
+            .post(api("jobs/request"))
+            .json(&serde_json::json!({ "token": runner["token"] }))
+            .send()
+            .await
+            .expect("request")
+            .json()
+            .await
+            .expect("job JSON");
+        let (id, token) = (
+            job["id"].as_i64().expect("a job"),
+            job["token"].as_str().expect("token").to_owned(),
+        );
+        let form = reqwest::multipart::Form::new().part(
+            "file",
+            reqwest::multipart::Part::bytes(archive.clone()).file_name("artifacts.zip"),
+        );
+        let stored = http
+            .post(api(&format!(
+                "jobs/{id}/artifacts?artifact_type=archive&artifact_format=zip"
+            )))
+            .header("JOB-TOKEN", &token)
+            .multipart(form)
+            .send()
+            .await
+            .expect("upload");
+        assert_eq!(stored.status().as_u16(), 201);
+        (id, token)
+    });
+    // Nothing of it in the data directory.
+    let local: Vec<_> = walk(&data_dir)
+        .into_iter()
+        .filter(|p| std::fs::read(p).is_ok_and(|b| b == archive))
+        .collect();
+    assert!(local.is_empty(), "the archive is on local disk: {local:?}");
+    let lines = server.stop();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains(&format!("artifacts in {prefix}"))),
+        "{lines:?}"
+    );
+
+    server = Server::start_with_args(&data_dir, &[], &["--blobs-url", &prefix]);
+    let url = server.url.clone();
+    runtime.block_on(async {
+        let downloaded = reqwest::Client::new()
+            .get(format!("{url}/api/v4/jobs/{job_id}/artifacts"))
+            .header("JOB-TOKEN", &job_token)
+            .send()
+            .await
+            .expect("download");
+        assert_eq!(downloaded.status().as_u16(), 200);
+        let body = downloaded.bytes().await.expect("body");
+        assert!(body.as_ref() == archive.as_slice(), "the archive differs");
+    });
+    server.stop();
+}
+
+/// Every file under `dir`.
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                todo.push(path);
+            } else {
+                out.push(path);
+            }
+        }
+    }
+    out
+}

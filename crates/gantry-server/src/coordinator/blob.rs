@@ -58,23 +58,29 @@ impl LocalDir {
     }
 
     fn path(&self, key: &str) -> io::Result<PathBuf> {
-        let valid = !key.is_empty()
-            && key.split('/').all(|seg| {
-                !seg.is_empty()
-                    && seg != "."
-                    && seg != ".."
-                    && seg
-                        .bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
-            });
-        if valid {
-            Ok(self.root.join(key))
-        } else {
-            Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("blob key `{key}` is not a safe relative path"),
-            ))
-        }
+        check_key(key).map(|key| self.root.join(key))
+    }
+}
+
+/// `key` when it is a safe relative key (`/`-separated `[A-Za-z0-9._-]` segments, never
+/// `.` or `..`), for every store.
+pub(crate) fn check_key(key: &str) -> io::Result<&str> {
+    let valid = !key.is_empty()
+        && key.split('/').all(|seg| {
+            !seg.is_empty()
+                && seg != "."
+                && seg != ".."
+                && seg
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+        });
+    if valid {
+        Ok(key)
+    } else {
+        Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("blob key `{key}` is not a safe relative path"),
+        ))
     }
 }
 

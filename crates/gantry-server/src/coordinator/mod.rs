@@ -26,6 +26,7 @@ mod git;
 mod includes;
 pub mod instance_variables;
 mod jobs;
+pub mod object_blob;
 mod payload;
 mod pipelines;
 mod queue;
@@ -62,6 +63,7 @@ pub use includes::{
     REMOTE_CONNECT_TIMEOUT, REMOTE_MAX_BYTES, REMOTE_TIMEOUT, RemoteFetches, RemoteLimits,
     UrlRewrite, block_on_side, fetch_remote,
 };
+pub use object_blob::ObjectBlobs;
 pub use pipelines::{JobSelection, PipelineRequest, ProjectRequest};
 pub use queue::RequestInfo;
 pub use time::iso8601;
@@ -244,6 +246,15 @@ impl Coordinator {
     ) -> std::result::Result<Self, CoordinatorError> {
         let blobs = LocalDir::new(cfg.data_dir.join("blobs")).durable(cfg.durable_blobs);
         tokio::fs::create_dir_all(blobs.root()).await?;
+        Self::open_with_blobs(store, cfg, Arc::new(blobs)).await
+    }
+
+    /// [`Coordinator::open`] with blobs in another store (object storage: [`ObjectBlobs`]).
+    pub async fn open_with_blobs(
+        store: Store,
+        cfg: CoordinatorConfig,
+        blobs: Arc<dyn BlobStore>,
+    ) -> std::result::Result<Self, CoordinatorError> {
         tokio::fs::create_dir_all(cfg.data_dir.join("repos")).await?;
         let mut cfg = cfg;
         if cfg.db_key.is_none() {
@@ -254,7 +265,7 @@ impl Coordinator {
                     .map_err(|e| std::io::Error::other(e.to_string()))??,
             );
         }
-        let coordinator = Self::with_blobs(store, cfg, Arc::new(blobs));
+        let coordinator = Self::with_blobs(store, cfg, blobs);
         coordinator.encrypt_stored_variables().await?;
         coordinator.encrypt_stored_instance_variables().await?;
         Ok(coordinator)
@@ -290,6 +301,12 @@ impl Coordinator {
 
     pub fn config(&self) -> &CoordinatorConfig {
         &self.inner.cfg
+    }
+
+    /// Where uploads are written before they are stored (a local directory, also in
+    /// front of object storage).
+    pub fn blob_staging_dir(&self) -> &std::path::Path {
+        self.inner.blobs.staging_dir()
     }
 
     /// Thresholds of the timers ([`Coordinator::tick`]): job timeouts' grace, stuck jobs,

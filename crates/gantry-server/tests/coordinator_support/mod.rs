@@ -70,7 +70,7 @@ pub async fn open_coordinator(dir: &Path) -> Coordinator {
     cfg.trace_limit = 64 * 1024;
     cfg.trace_body_idle_timeout = std::time::Duration::from_millis(500);
     cfg.artifact_limit = 1024 * 1024;
-    Coordinator::open(store, cfg)
+    gantry_server::testing::open_coordinator(store, cfg)
         .await
         .expect("coordinator opens")
 }

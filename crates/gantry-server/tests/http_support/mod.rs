@@ -74,7 +74,7 @@ impl TestServer {
         config.long_poll = options.long_poll;
         config.trace_limit = options.trace_limit;
         config.artifact_limit = options.artifact_limit;
-        let coordinator = Coordinator::open(store, config)
+        let coordinator = gantry_server::testing::open_coordinator(store, config)
             .await
             .expect("open the coordinator");
         let tokens = coordinator.bootstrap().await.expect("bootstrap");
