@@ -54,6 +54,17 @@ impl Repo {
     }
 }
 
+impl Repo {
+    /// The names of the jobs `gantry lint --format json ARGS` finds.
+    fn job_names(&self, args: &[&str]) -> Vec<String> {
+        let out = self.lint(&[&["--format", "json"], args].concat());
+        json_names(&json(&out))
+            .into_iter()
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
 fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
@@ -243,13 +254,7 @@ fn a_variables_file_feeds_rules_below_pipeline_variables() {
     let vars = repo.path().join("vars.yml");
     std::fs::write(&vars, "TARGET: prod\nTOKEN: {value: t, protected: true}\n").expect("write");
     let file = vars.to_str().expect("utf-8 path");
-    let lint_names = |args: &[&str]| {
-        let out = repo.lint(&[&["--format", "json"], args].concat());
-        json_names(&json(&out))
-            .into_iter()
-            .map(str::to_owned)
-            .collect::<Vec<_>>()
-    };
+    let lint_names = |args: &[&str]| repo.job_names(args);
     let names = |args: &[&str]| lint_names(&[&["--variables-file", file], args].concat());
     assert_eq!(names(&[]), ["deploy"]);
     assert_eq!(names(&["--var", "TARGET=staging"]), Vec::<String>::new());
@@ -281,13 +286,7 @@ fn variables_source_and_changes_feed_rules() {
         ".gitlab-ci.yml",
         "docs:\n  script: make docs\n  rules:\n    - changes: [docs/**/*]\nnightly:\n  script: make nightly\n  rules:\n    - if: $CI_PIPELINE_SOURCE == \"schedule\" && $FLAVOUR == \"full\"\n",
     )]);
-    let names = |args: &[&str]| {
-        let out = repo.lint(&[&["--format", "json"], args].concat());
-        json_names(&json(&out))
-            .into_iter()
-            .map(str::to_owned)
-            .collect::<Vec<_>>()
-    };
+    let names = |args: &[&str]| repo.job_names(args);
     assert_eq!(names(&[]), ["docs"]);
     assert_eq!(names(&["--changed", "src/main.rs"]), Vec::<String>::new());
     assert_eq!(names(&["--changed", "docs/guide/intro.md"]), ["docs"]);
@@ -419,13 +418,7 @@ fn input_options_give_the_root_files_spec_inputs() {
         ".gitlab-ci.yml",
         "spec:\n  inputs:\n    deploy:\n      type: boolean\n---\nbuild:\n  script: make\ndeploy:\n  script: deploy\n  rules:\n    - if: '\"$[[ inputs.deploy ]]\" == \"true\"'\n",
     )]);
-    let names = |args: &[&str]| {
-        let out = repo.lint(&[&["--format", "json"], args].concat());
-        json_names(&json(&out))
-            .into_iter()
-            .map(str::to_owned)
-            .collect::<Vec<_>>()
-    };
+    let names = |args: &[&str]| repo.job_names(args);
     assert_eq!(names(&["--input", "deploy=true"]), ["build", "deploy"]);
     assert_eq!(names(&["--input", "deploy=false"]), ["build"]);
     let out = repo.lint(&[]);

@@ -833,28 +833,7 @@ fn max_artifacts_size_bounds_uploads() {
     runtime.block_on(async {
         let http = reqwest::Client::new();
         let api = |path: &str| format!("{url}/api/v4/{path}");
-        let runner: serde_json::Value = http
-            .post(api("runners"))
-            .json(&serde_json::json!({ "token": registration }))
-            .send()
-            .await
-            .expect("register")
-            .json()
-            .await
-            .expect("runner JSON");
-        let job: serde_json::Value = http
-            .post(api("jobs/request"))
-            .json(&serde_json::json!({ "token": runner["token"] }))
-            .send()
-            .await
-            .expect("request")
-            .json()
-            .await
-            .expect("job JSON");
-        let (id, token) = (
-            job["id"].as_i64().expect("a job"),
-            job["token"].as_str().expect("token").to_owned(),
-        );
+        let (id, token) = take_job(&http, &url, &registration).await;
         let upload = |bytes: usize| {
             let form = reqwest::multipart::Form::new().part(
                 "file",
@@ -1053,28 +1032,7 @@ fn blobs_url_keeps_artifacts_in_object_storage_across_restarts() {
     let (job_id, job_token) = runtime.block_on(async {
         let http = reqwest::Client::new();
         let api = |path: &str| format!("{url}/api/v4/{path}");
-        let runner: serde_json::Value = http
-            .post(api("runners"))
-            .json(&serde_json::json!({ "token": registration }))
-            .send()
-            .await
-            .expect("register")
-            .json()
-            .await
-            .expect("runner JSON");
-        let job: serde_json::Value = http
-            .post(api("jobs/request"))
-            .json(&serde_json::json!({ "token": runner["token"] }))
-            .send()
-            .await
-            .expect("request")
-            .json()
-            .await
-            .expect("job JSON");
-        let (id, token) = (
-            job["id"].as_i64().expect("a job"),
-            job["token"].as_str().expect("token").to_owned(),
-        );
+        let (id, token) = take_job(&http, &url, &registration).await;
         let form = reqwest::multipart::Form::new().part(
             "file",
             reqwest::multipart::Part::bytes(archive.clone()).file_name("artifacts.zip"),
@@ -1119,6 +1077,33 @@ fn blobs_url_keeps_artifacts_in_object_storage_across_restarts() {
         assert!(body.as_ref() == archive.as_slice(), "the archive differs");
     });
     server.stop();
+}
+
+/// Registers a runner with the legacy registration token and takes the queued job: its
+/// id and token.
+async fn take_job(http: &reqwest::Client, url: &str, registration: &str) -> (i64, String) {
+    let runner: serde_json::Value = http
+        .post(format!("{url}/api/v4/runners"))
+        .json(&serde_json::json!({ "token": registration }))
+        .send()
+        .await
+        .expect("register")
+        .json()
+        .await
+        .expect("runner JSON");
+    let job: serde_json::Value = http
+        .post(format!("{url}/api/v4/jobs/request"))
+        .json(&serde_json::json!({ "token": runner["token"] }))
+        .send()
+        .await
+        .expect("request")
+        .json()
+        .await
+        .expect("job JSON");
+    (
+        job["id"].as_i64().expect("a job"),
+        job["token"].as_str().expect("token").to_owned(),
+    )
 }
 
 /// Every file under `dir`.
