@@ -175,3 +175,71 @@ async fn the_trigger_api_reads_form_inputs_as_their_declared_types() {
     let refused: Value = response.json().await.unwrap();
     assert!(refused.to_string().contains("got a string"), "{refused}");
 }
+
+#[tokio::test]
+async fn the_pipeline_api_reads_a_form_as_rack_does() {
+    let server = TestServer::start().await;
+    let repo = Repo::new(&[(".gitlab-ci.yml", CI)]);
+    let project = server.create_project("app", &repo).await["id"]
+        .as_i64()
+        .unwrap();
+    let (_, runner) = server.create_runner(json!({})).await;
+    // `curl --data ref=main --data "variables[][key]=A" …`: a repeated field starts the
+    // next variable; `inputs[NAME]` are text, read as the declared types.
+    let form = [
+        ("ref", "main"),
+        ("variables[][key]", "A"),
+        ("variables[][value]", "1"),
+        ("variables[][key]", "CONF"),
+        ("variables[][variable_type]", "file"),
+        ("variables[][value]", "x=y"),
+        ("variables[][key]", "EMPTY"),
+        ("variables[][value]", ""),
+        ("inputs[replicas]", "4"),
+        ("inputs[canary]", "true"),
+    ];
+    let response = server
+        .http
+        .post(server.api(&format!("projects/{project}/pipeline")))
+        .header("PRIVATE-TOKEN", &server.admin)
+        .form(&form)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::CREATED);
+    let (_, _, payload) = server.take_job(&runner).await;
+    assert_eq!(script(&payload), "echo staging x4 canary=true");
+    let var = |key: &str| {
+        payload["variables"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["key"] == key)
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
+    assert_eq!(var("A")["value"], "1");
+    assert_eq!(var("CONF")["value"], "x=y");
+    assert_eq!(var("CONF")["file"], true);
+    assert_eq!(var("EMPTY")["value"], "");
+
+    // Too many inputs in a form: refused before any pipeline exists.
+    let many: Vec<(String, String)> = (0..21)
+        .map(|i| (format!("inputs[i{i}]"), "1".to_owned()))
+        .chain([("ref".to_owned(), "main".to_owned())])
+        .collect();
+    let response = server
+        .http
+        .post(server.api(&format!("projects/{project}/pipeline")))
+        .header("PRIVATE-TOKEN", &server.admin)
+        .form(&many)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    let refused: Value = response.json().await.unwrap();
+    assert!(
+        refused.to_string().contains("a pipeline takes at most 20"),
+        "{refused}"
+    );
+}

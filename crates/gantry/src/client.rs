@@ -88,6 +88,16 @@ impl ApiClient {
         self.send(request).await
     }
 
+    /// `POST /api/v4/<path>` with a form-encoded body (`name=value&…`, in order).
+    pub(crate) async fn post_form<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        fields: &[(String, String)],
+    ) -> Result<T, ClientError> {
+        let request = self.http.post(self.url(path)).form(fields);
+        self.send(request).await
+    }
+
     /// `PUT /api/v4/<path>` with a JSON body.
     pub(crate) async fn put<T: DeserializeOwned>(
         &self,

@@ -833,7 +833,11 @@ fn max_artifacts_size_bounds_uploads() {
     runtime.block_on(async {
         let http = reqwest::Client::new();
         let api = |path: &str| format!("{url}/api/v4/{path}");
-        let (id, token) = take_job(&http, &url, &registration).await;
+        let job = take_job(&http, &url, &registration).await;
+        let (id, token) = (
+            job["id"].as_i64().expect("a job"),
+            job["token"].as_str().expect("token").to_owned(),
+        );
         let upload = |bytes: usize| {
             let form = reqwest::multipart::Form::new().part(
                 "file",
@@ -1032,7 +1036,11 @@ fn blobs_url_keeps_artifacts_in_object_storage_across_restarts() {
     let (job_id, job_token) = runtime.block_on(async {
         let http = reqwest::Client::new();
         let api = |path: &str| format!("{url}/api/v4/{path}");
-        let (id, token) = take_job(&http, &url, &registration).await;
+        let job = take_job(&http, &url, &registration).await;
+        let (id, token) = (
+            job["id"].as_i64().expect("a job"),
+            job["token"].as_str().expect("token").to_owned(),
+        );
         let form = reqwest::multipart::Form::new().part(
             "file",
             reqwest::multipart::Part::bytes(archive.clone()).file_name("artifacts.zip"),
@@ -1080,8 +1088,8 @@ fn blobs_url_keeps_artifacts_in_object_storage_across_restarts() {
 }
 
 /// Registers a runner with the legacy registration token and takes the queued job: its
-/// id and token.
-async fn take_job(http: &reqwest::Client, url: &str, registration: &str) -> (i64, String) {
+/// payload.
+async fn take_job(http: &reqwest::Client, url: &str, registration: &str) -> serde_json::Value {
     let runner: serde_json::Value = http
         .post(format!("{url}/api/v4/runners"))
         .json(&serde_json::json!({ "token": registration }))
@@ -1091,19 +1099,14 @@ async fn take_job(http: &reqwest::Client, url: &str, registration: &str) -> (i64
         .json()
         .await
         .expect("runner JSON");
-    let job: serde_json::Value = http
-        .post(format!("{url}/api/v4/jobs/request"))
+    http.post(format!("{url}/api/v4/jobs/request"))
         .json(&serde_json::json!({ "token": runner["token"] }))
         .send()
         .await
         .expect("request")
         .json()
         .await
-        .expect("job JSON");
-    (
-        job["id"].as_i64().expect("a job"),
-        job["token"].as_str().expect("token").to_owned(),
-    )
+        .expect("job JSON")
 }
 
 /// Every file under `dir`.
@@ -1121,4 +1124,95 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
         }
     }
     out
+}
+
+/// `gantry pipeline create --input NAME=VALUE --var K=V`: the form GitLab's API takes
+/// (`inputs[NAME]`, `variables[][key]`/`[value]`); the server reads each input as its
+/// declared type, and every variable reaches the job.
+#[test]
+fn pipeline_create_passes_inputs_and_variables() {
+    let data = tempfile::tempdir().expect("dir");
+    let server = Server::start(&data.path().join("data"));
+    let admin = server.token("glpat-").expect("admin token");
+    let registration = server.token("GR1348941").expect("registration token");
+    let repo = repo();
+    std::fs::write(
+        repo.path().join(".gitlab-ci.yml"),
+        "spec:\n  inputs:\n    replicas: {type: number}\n    canary: {type: boolean, default: false}\n---\nbuild:\n  script: [\"echo n$[[ inputs.replicas ]] c$[[ inputs.canary ]] $GREETING\"]\n",
+    )
+    .expect("write");
+    let commit = Command::new("git")
+        .current_dir(repo.path())
+        .args(["commit", "-qam", "inputs"])
+        .status()
+        .expect("git");
+    assert!(commit.success());
+    let env = [
+        ("GANTRY_URL", server.url.as_str()),
+        ("GANTRY_TOKEN", admin.as_str()),
+    ];
+    create_project(&env, "demo", repo.path());
+    let created = gantry(
+        &[
+            "pipeline",
+            "create",
+            "--project",
+            "demo",
+            "--ref",
+            "main",
+            "--input",
+            "replicas=3",
+            "--var",
+            "GREETING=hi",
+            "--input",
+            "canary=true",
+            "--var",
+            "EMPTY=",
+            "--var",
+            "OTHER=x",
+        ],
+        &env,
+    );
+    assert_eq!(created.status.code(), Some(0), "{}", text(&created.stderr));
+    let pipeline: serde_json::Value = serde_json::from_slice(&created.stdout).expect("JSON");
+    assert_eq!(pipeline["status"], "pending", "{pipeline}");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let url = server.url.clone();
+    let job = runtime.block_on(take_job(&reqwest::Client::new(), &url, &registration));
+    assert_eq!(job["steps"][0]["script"][0], "echo n3 ctrue $GREETING");
+    let var = |key: &str| {
+        job["variables"]
+            .as_array()
+            .and_then(|vars| vars.iter().find(|v| v["key"] == key))
+            .map(|v| v["value"].clone())
+    };
+    assert_eq!(var("GREETING"), Some(serde_json::json!("hi")));
+    assert_eq!(var("EMPTY"), Some(serde_json::json!("")));
+    assert_eq!(var("OTHER"), Some(serde_json::json!("x")));
+
+    // A value that is not the declared type: the pipeline is created failed, saying why.
+    let wrong = gantry(
+        &[
+            "pipeline",
+            "create",
+            "--project",
+            "demo",
+            "--ref",
+            "main",
+            "--input",
+            "replicas=many",
+        ],
+        &env,
+    );
+    assert_eq!(wrong.status.code(), Some(0), "{}", text(&wrong.stderr));
+    let pipeline: serde_json::Value = serde_json::from_slice(&wrong.stdout).expect("JSON");
+    assert_eq!(pipeline["status"], "failed", "{pipeline}");
+    assert_eq!(
+        pipeline["yaml_errors"],
+        "`replicas` input: provided value is not a number"
+    );
+    server.stop();
 }

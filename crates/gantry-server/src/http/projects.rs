@@ -6,7 +6,7 @@
 use axum::extract::{Path, Query, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
-use gantry_pipeline::{PipelineInputs, Source};
+use gantry_pipeline::{InputValue, PipelineInputs, Source};
 use serde::Deserialize;
 
 use crate::coordinator::{CoordinatorError, PipelineRequest, PipelineView, Project};
@@ -98,6 +98,9 @@ pub(crate) struct KeyValue {
     pub(crate) key: String,
     pub(crate) value: String,
     pub(crate) variable_type: Option<String>,
+    /// A form gave `value` (an empty one counts).
+    #[serde(skip)]
+    pub(crate) value_given: bool,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -108,6 +111,58 @@ struct CreatePipeline {
     variables: Vec<KeyValue>,
     /// `{"NAME": value}`: the configuration's `spec:inputs`, typed as JSON.
     inputs: Option<serde_json::Value>,
+}
+
+/// A form-encoded pipeline request, as Rack reads GitLab's: `ref=main`,
+/// `variables[][key]=K&variables[][value]=V[&variables[][variable_type]=file]` (a repeated
+/// field starts the next variable) and `inputs[NAME]=value` (text, read as each input's
+/// declared type).
+fn create_pipeline_form(body: &[u8]) -> Result<(CreatePipeline, PipelineInputs), ApiError> {
+    let pairs: Vec<(String, String)> = serde_urlencoded::from_bytes(body)
+        .map_err(|e| ApiError::param(format!("decode the form parameters: {e}")))?;
+    let mut req = CreatePipeline::default();
+    let mut inputs = PipelineInputs::default();
+    for (name, value) in pairs {
+        if name == "ref" {
+            req.ref_name = Some(value);
+        } else if let Some(field) = name
+            .strip_prefix("variables[][")
+            .and_then(|f| f.strip_suffix(']'))
+        {
+            let starts_next = match req.variables.last() {
+                None => true,
+                Some(last) => match field {
+                    "key" => !last.key.is_empty(),
+                    "value" => last.value_given,
+                    "variable_type" => last.variable_type.is_some(),
+                    _ => false,
+                },
+            };
+            if starts_next {
+                req.variables.push(KeyValue::default());
+            }
+            if let Some(last) = req.variables.last_mut() {
+                match field {
+                    "key" => last.key = value,
+                    "value" => {
+                        last.value = value;
+                        last.value_given = true;
+                    }
+                    "variable_type" => last.variable_type = Some(value),
+                    _ => {}
+                }
+            }
+        } else if let Some(key) = name
+            .strip_prefix("inputs[")
+            .and_then(|rest| rest.strip_suffix(']'))
+        {
+            inputs.insert(key, InputValue::Text(value));
+        }
+    }
+    inputs
+        .check()
+        .map_err(|e| ApiError::param(format!("inputs: {e}")))?;
+    Ok((req, inputs))
 }
 
 /// `POST /api/v4/projects/:id/pipeline?ref=REF` (or `{"ref", "variables", "inputs"}` in the body)
@@ -121,7 +176,18 @@ pub(crate) async fn create_pipeline(
     Body(body): Body,
 ) -> ApiResult<Response> {
     auth::require_admin(&state.coordinator, &headers).await?;
-    let req: CreatePipeline = extract::params(&headers, &body)?;
+    let is_form = extract::header_str(&headers, "content-type").is_some_and(|ct| {
+        ct.to_ascii_lowercase()
+            .starts_with("application/x-www-form-urlencoded")
+    });
+    let (req, form_inputs) = if is_form {
+        create_pipeline_form(&body)?
+    } else {
+        (
+            extract::json::<CreatePipeline>(&body)?,
+            PipelineInputs::default(),
+        )
+    };
     let project = find_project(&state, &project).await?;
     let ref_name = query
         .ref_name
@@ -132,7 +198,7 @@ pub(crate) async fn create_pipeline(
         Some(json) => {
             PipelineInputs::from_json(json).map_err(|e| ApiError::param(format!("inputs: {e}")))?
         }
-        None => PipelineInputs::default(),
+        None => form_inputs,
     };
     let mut variables = Vec::with_capacity(req.variables.len());
     let mut file_variables = Vec::new();
@@ -140,6 +206,7 @@ pub(crate) async fn create_pipeline(
         key,
         value,
         variable_type,
+        ..
     } in req.variables
     {
         if key.is_empty() || !key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
