@@ -50,12 +50,43 @@ mod archive;
 mod key;
 mod local;
 mod policy;
+mod remote;
 
 pub use key::{KeyError, default_key, sanitize_key};
 pub use local::{
-    ARCHIVE_FILE, CacheContext, CacheError, CacheSpec, LocalCache, RestoreOutcome, RestoreReport,
-    SaveOutcome, SaveReport, SkipReason,
+    ARCHIVE_FILE, CacheContext, CacheError, CacheSpec, LocalCache, RemoteArchives, RestoreOutcome,
+    RestoreReport, SaveOutcome, SaveReport, SkipReason,
 };
+pub use remote::S3Archives;
+
+/// The job's cache: the local folder of its project, mirroring the shared S3 cache when
+/// the runner has one (`[runners.cache] Type = "s3"`). `Err`: why not (a message).
+/// Types Gantry does not support yet (`gcs`, `azure`) use the local cache; `warn` says so.
+pub fn for_job(
+    cache_dir: &std::path::Path,
+    project_path: &str,
+    runner: &crate::config::RunnerConfig,
+    project_id: i64,
+    warn: &dyn Fn(&str),
+) -> Result<LocalCache, String> {
+    let local = LocalCache::new(cache_dir, project_path).map_err(|e| e.to_string())?;
+    match runner.cache.kind {
+        None => Ok(local),
+        Some(crate::config::CacheType::S3) => {
+            let short = crate::job::short_token(&runner.token);
+            let remote = S3Archives::new(&runner.cache, &short, project_id)?;
+            Ok(local.with_remote(std::sync::Arc::new(remote)))
+        }
+        Some(kind) => {
+            warn(&format!(
+                "[runners.cache] Type = \"{}\" is not supported yet; using the local cache in {}",
+                kind.as_str(),
+                cache_dir.display()
+            ));
+            Ok(local)
+        }
+    }
+}
 pub use policy::resolve_policy;
 
 pub(crate) use archive::write_tar_zstd;

@@ -168,10 +168,31 @@ pub struct SaveReport {
     pub notes: Vec<Note>,
 }
 
-/// The cache folder of one project: `<cache_dir>/<project path>`.
-#[derive(Debug, Clone)]
+/// A shared store of cache archives (`[runners.cache] Type = "s3"`): the local folder
+/// mirrors it. Calls block (caches are restored and saved on blocking threads).
+pub trait RemoteArchives: Send + Sync {
+    /// Downloads the archive of `key` into `dest` (replacing it, atomically); `false`
+    /// when the store has none.
+    fn fetch(&self, key: &str, dest: &Path) -> Result<bool, String>;
+    /// Uploads `archive` as the archive of `key`.
+    fn store(&self, key: &str, archive: &Path) -> Result<(), String>;
+}
+
+/// The cache folder of one project: `<cache_dir>/<project path>`, mirroring a
+/// [`RemoteArchives`] store when the runner has one.
+#[derive(Clone)]
 pub struct LocalCache {
     dir: PathBuf,
+    remote: Option<std::sync::Arc<dyn RemoteArchives>>,
+}
+
+impl std::fmt::Debug for LocalCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalCache")
+            .field("dir", &self.dir)
+            .field("remote", &self.remote.is_some())
+            .finish()
+    }
 }
 
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -194,7 +215,14 @@ impl LocalCache {
                 part => dir.push(part),
             }
         }
-        Ok(Self { dir })
+        Ok(Self { dir, remote: None })
+    }
+
+    /// Keys are looked up in `remote` first (its archive, or its lack of one, wins over
+    /// the local copy) and saved archives are uploaded to it.
+    pub fn with_remote(mut self, remote: std::sync::Arc<dyn RemoteArchives>) -> Self {
+        self.remote = Some(remote);
+        self
     }
 
     /// `<cache_dir>/<project path>`.
@@ -291,6 +319,18 @@ impl LocalCache {
             }
             notes.push(Note::Info(format!("Checking cache for {candidate}...")));
             let archive = self.archive_path(candidate);
+            if let Some(remote) = &self.remote {
+                match remote.fetch(candidate, &archive) {
+                    Ok(true) => {}
+                    // The shared cache has none: neither has this runner.
+                    Ok(false) => {
+                        let _ = fs::remove_file(&archive);
+                    }
+                    Err(error) => notes.push(Note::Warning(format!(
+                        "Failed to download cache {candidate}: {error}"
+                    ))),
+                }
+            }
             if !archive.is_file() {
                 notes.push(Note::Warning(format!("Cache not found for {candidate}")));
                 continue;
@@ -407,6 +447,19 @@ impl LocalCache {
             write_tar_zstd(build_dir, &collected.entries, temp)
         }) {
             Ok(archive_bytes) => {
+                if let Some(remote) = &self.remote {
+                    if let Err(error) = remote.store(&key, &archive) {
+                        notes.push(Note::Warning(format!(
+                            "Failed to upload cache {key}: {error}"
+                        )));
+                        return Ok(save_report(
+                            Some(key.clone()),
+                            SaveOutcome::Failed { key, error },
+                            notes,
+                        ));
+                    }
+                    notes.push(Note::Info(format!("Uploaded cache {key}")));
+                }
                 notes.push(Note::Info("Created cache".to_owned()));
                 let outcome = SaveOutcome::Saved {
                     key: key.clone(),

@@ -778,14 +778,13 @@ impl<'a> Lifecycle<'a> {
     }
 
     fn local_cache(&self) -> Result<LocalCache, String> {
-        if let Some(kind) = self.cx.runner.cache.kind {
-            self.trace.warning(&format!(
-                "[runners.cache] Type = \"{}\" is not supported yet; using the local cache in {}",
-                kind.as_str(),
-                self.cache_dir.display()
-            ));
-        }
-        LocalCache::new(&self.cache_dir, &self.dirs.cache_path).map_err(|e| e.to_string())
+        crate::cache::for_job(
+            &self.cache_dir,
+            &self.dirs.cache_path,
+            &self.cx.runner,
+            self.job.job_info.project_id,
+            &|w| self.trace.warning(w),
+        )
     }
 
     async fn restore_cache(&self) -> Result<(), JobEnding> {

@@ -40,7 +40,13 @@ impl Lifecycle<'_> {
         } else {
             self.section("archive_cache_on_failure", "Saving cache for failed job")
         };
-        let cache = match crate::cache::LocalCache::new(&self.cx.cache_dir, &self.dirs.cache_path) {
+        let cache = match crate::cache::for_job(
+            &self.cx.cache_dir,
+            &self.dirs.cache_path,
+            &self.cx.runner,
+            self.job.job_info.project_id,
+            &|_| {},
+        ) {
             Ok(cache) => cache,
             Err(error) => {
                 self.trace
