@@ -15,18 +15,18 @@
 //! object into an unlinked file in the staging directory, so a reader never holds an
 //! archive in memory.
 
-use std::io::{self, Read as _, Seek as _, Write as _};
+use std::io::{self, Seek as _, Write as _};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use futures_util::StreamExt as _;
 use object_store::path::Path as ObjectPath;
-use object_store::{ObjectStore, PutPayload, WriteMultipart};
+use object_store::{ObjectStore, PutPayload};
 
 use super::blob::{BlobStore, check_key};
 
 /// Largest upload sent in one `PUT` (S3 takes up to 5 GiB; parts keep memory bounded).
-pub const SINGLE_PUT_MAX: u64 = 16 * 1024 * 1024;
+pub const SINGLE_PUT_MAX: u64 = PART_SIZE as u64;
 /// Size of each part of a larger upload (S3's minimum is 5 MiB).
 pub const PART_SIZE: usize = 16 * 1024 * 1024;
 /// Parts in flight at once for one upload.
@@ -133,44 +133,29 @@ impl ObjectBlobs {
     }
 
     async fn upload(&self, path: &ObjectPath, staged: &Path) -> io::Result<()> {
-        let len = std::fs::metadata(staged)?.len();
-        if len <= SINGLE_PUT_MAX {
-            let data = std::fs::read(staged)?;
-            self.store
-                .put(path, PutPayload::from(data))
+        use tokio::io::AsyncWriteExt as _;
+        let mut file = tokio::fs::File::open(staged).await?;
+        // One request up to SINGLE_PUT_MAX, a multipart upload in PART_SIZE parts above
+        // (object_store's BufWriter, as the runner's cache uploads).
+        let mut writer = object_store::buffered::BufWriter::with_capacity(
+            Arc::clone(&self.store),
+            path.clone(),
+            PART_SIZE,
+        )
+        .with_max_concurrency(PARTS_IN_FLIGHT);
+        match tokio::io::copy(&mut file, &mut writer).await {
+            Ok(_) => writer
+                .shutdown()
                 .await
-                .map_err(|e| self.error("upload", &e))?;
-            return Ok(());
-        }
-        let upload = self
-            .store
-            .put_multipart(path)
-            .await
-            .map_err(|e| self.error("start a multipart upload", &e))?;
-        let mut writer = WriteMultipart::new_with_chunk_size(upload, PART_SIZE);
-        let mut file = std::fs::File::open(staged)?;
-        let mut buf = vec![0u8; 1024 * 1024];
-        loop {
-            let n = match file.read(&mut buf) {
-                Ok(0) => break,
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    let _ = writer.abort().await;
-                    return Err(e);
-                }
-            };
-            if let Err(e) = writer.wait_for_capacity(PARTS_IN_FLIGHT).await {
+                .map_err(|e| io::Error::other(format!("object storage {}: upload: {e}", self.url))),
+            Err(e) => {
                 let _ = writer.abort().await;
-                return Err(self.error("upload a part", &e));
+                Err(io::Error::other(format!(
+                    "object storage {}: upload: {e}",
+                    self.url
+                )))
             }
-            writer.write(&buf[..n]);
         }
-        writer
-            .finish()
-            .await
-            .map(|_| ())
-            .map_err(|e| self.error("finish a multipart upload", &e))
     }
 }
 
