@@ -267,7 +267,54 @@ impl client::Handler for Client {
     }
 }
 
-/// One authenticated SSH connection to an instance.
+/// A byte stream through the session ([`Session::dial_run`], [`Session::dial_unix`]);
+/// dropping it closes its channel.
+pub struct Tunnel(russh::ChannelStream<Msg>);
+
+impl fmt::Debug for Tunnel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Tunnel")
+    }
+}
+
+impl tokio::io::AsyncRead for Tunnel {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for Tunnel {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.0).poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_shutdown(cx)
+    }
+}
+
+/// One authenticated SSH connection to an instance. Clones share the connection (the
+/// docker-autoscaler executor's Docker client dials through it while the job's directory
+/// moves over it).
+#[derive(Clone)]
 pub struct Session {
     /// Shared with the tasks that open channels (see [`Session::open_channel`]).
     handle: Arc<Handle<Client>>,
@@ -443,6 +490,59 @@ impl Session {
     ) -> Result<Exit, ConnectError> {
         self.exec(command, Input::Bytes(stdin), &mut Output::Callback(output))
             .await
+    }
+
+    /// Runs `command` on the instance and gives its standard input and output as one
+    /// byte stream (fleeting's `DialRun`): what is written goes to its stdin, what it
+    /// prints is read; its stderr is dropped. The docker-autoscaler executor speaks the
+    /// Docker Engine API this way, through `docker system dial-stdio`. Dropping the
+    /// stream closes the channel, which ends the command's stdin.
+    pub async fn dial_run(&self, command: &str) -> Result<Tunnel, ConnectError> {
+        let channel = self
+            .open_channel()
+            .await
+            .map_err(|e| self.ssh_error(format!("open a channel to run {command:?}"), e))?;
+        let mut channel = channel;
+        channel
+            .exec(true, command)
+            .await
+            .map_err(|e| self.ssh_error(format!("run {command:?}"), e))?;
+        // The server answers the exec request before any output: a refusal (no shell,
+        // session limit) is reported here rather than as an empty stream.
+        loop {
+            match channel.wait().await {
+                Some(ChannelMsg::Success) => break,
+                Some(ChannelMsg::Failure) => {
+                    return Err(ConnectError::ExecRefused {
+                        id: self.id.clone(),
+                        address: self.address.clone(),
+                        command: command.to_string(),
+                    });
+                }
+                Some(ChannelMsg::WindowAdjusted { .. }) => {}
+                Some(_) => break,
+                None => {
+                    return Err(ConnectError::Disconnected {
+                        id: self.id.clone(),
+                        address: self.address.clone(),
+                        command: command.to_string(),
+                    });
+                }
+            }
+        }
+        Ok(Tunnel(channel.into_stream()))
+    }
+
+    /// A byte stream to the Unix socket `path` on the instance (fleeting's `Dial("unix",
+    /// path)`, OpenSSH's `direct-streamlocal@openssh.com` forwarding; sshd must allow
+    /// `AllowStreamLocalForwarding`, its default).
+    pub async fn dial_unix(&self, path: &str) -> Result<Tunnel, ConnectError> {
+        let channel = self
+            .handle
+            .channel_open_direct_streamlocal(path)
+            .await
+            .map_err(|e| self.ssh_error(format!("forward to the socket {path}"), e))?;
+        Ok(Tunnel(channel.into_stream()))
     }
 
     /// Replaces the remote directory `remote` (relative paths: from the login user's home)

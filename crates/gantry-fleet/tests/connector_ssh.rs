@@ -557,3 +557,94 @@ async fn rsa_and_ecdsa_keys_authenticate_in_openssh_and_pem_formats() {
         sshd.stop().await.unwrap();
     }
 }
+
+#[tokio::test]
+async fn dial_run_is_a_byte_stream_to_a_remote_command() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let fixture = fixture().await;
+    let session = connect(&fixture).await;
+    // `sed` answers line by line: a request/response exchange over one stream.
+    let mut tunnel = session
+        .dial_run("exec sed -u 's/^/echo: /'")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    for line in ["one", "two"] {
+        tunnel
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .unwrap();
+        tunnel.flush().await.unwrap();
+        let mut answer = vec![0u8; format!("echo: {line}\n").len()];
+        tokio::time::timeout(Duration::from_secs(10), tunnel.read_exact(&mut answer))
+            .await
+            .expect("the answer arrives")
+            .unwrap();
+        assert_eq!(
+            String::from_utf8(answer).unwrap(),
+            format!("echo: {line}\n")
+        );
+    }
+    // Closing our side ends the command's input: it exits and the stream ends.
+    tunnel.shutdown().await.unwrap();
+    let mut rest = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), tunnel.read_to_end(&mut rest))
+        .await
+        .expect("the stream ends")
+        .unwrap();
+    assert!(rest.is_empty(), "{rest:?}");
+
+    // Several tunnels share the session with ordinary runs.
+    let (a, b) = tokio::join!(session.dial_run("cat"), session.dial_run("cat"));
+    let (mut a, mut b) = (a.unwrap(), b.unwrap());
+    a.write_all(b"a").await.unwrap();
+    b.write_all(b"b").await.unwrap();
+    let (mut x, mut y) = ([0u8; 1], [0u8; 1]);
+    a.read_exact(&mut x).await.unwrap();
+    b.read_exact(&mut y).await.unwrap();
+    assert_eq!((&x, &y), (b"a", b"b"));
+    let (out, _, exit) = capture(&session, "echo still here", b"").await;
+    assert_eq!(
+        (out.as_slice(), exit),
+        (&b"still here\n"[..], Exit::Code(0))
+    );
+}
+
+#[tokio::test]
+async fn dial_unix_reaches_a_socket_on_the_instance() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let fixture = fixture().await;
+    let path = fixture.dir.path().join("echo.sock");
+    let listener = tokio::net::UnixListener::bind(&path).unwrap();
+    let server = tokio::spawn(async move {
+        let (mut stream, _) = listener.accept().await.unwrap();
+        let mut request = [0u8; 4];
+        stream.read_exact(&mut request).await.unwrap();
+        stream.write_all(b"pong").await.unwrap();
+        request
+    });
+    let session = connect(&fixture).await;
+    let mut tunnel = session
+        .dial_unix(path.to_str().unwrap())
+        .await
+        .unwrap_or_else(|e| panic!("{e}\nsshd log:\n{}", fixture.sshd.log()));
+    tunnel.write_all(b"ping").await.unwrap();
+    let mut answer = [0u8; 4];
+    tokio::time::timeout(Duration::from_secs(10), tunnel.read_exact(&mut answer))
+        .await
+        .expect("the answer arrives")
+        .unwrap();
+    assert_eq!(&answer, b"pong");
+    assert_eq!(&server.await.unwrap(), b"ping");
+
+    // A socket nobody listens on: the server refuses the forward, named in the error.
+    let missing = fixture.dir.path().join("missing.sock");
+    let error = session
+        .dial_unix(missing.to_str().unwrap())
+        .await
+        .expect_err("nothing listens there");
+    let message = error.to_string();
+    assert!(
+        message.contains("forward to the socket") && message.contains("missing.sock"),
+        "{message}"
+    );
+}

@@ -59,7 +59,10 @@ pub mod policy;
 mod services;
 mod umask;
 
-pub use client::{connect, connect_to, docker_available, docker_available_at, docker_host};
+pub use client::{
+    EngineRoute, connect, connect_through, connect_to, docker_available, docker_available_at,
+    docker_host,
+};
 pub use error::DockerError;
 pub use leftovers::{Removed, remove_leftovers};
 

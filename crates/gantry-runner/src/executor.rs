@@ -10,6 +10,7 @@
 //! | docker | `executor = "docker"` | in the job's build container, made from its image once and started again per stage ([`crate::docker`]) |
 //! | custom | `executor = "custom"` | by the `[runners.custom]` driver's `run_exec`, in the environment its `prepare_exec` made ([`crate::custom`]) |
 //! | instance | `executor = "instance"` | over SSH on an instance of the `[runners.autoscaler]` fleet, the build directory moved there and back ([`crate::instance`]) |
+//! | docker-autoscaler | `executor = "docker-autoscaler"` | in the job's build container on the Docker engine of an instance of the fleet, reached through the SSH session; the build directory moved as for `instance` ([`crate::docker_autoscaler`]) |
 
 use std::future::Future;
 use std::path::Path;
@@ -19,6 +20,7 @@ use gantry_protocol::JobResponse;
 use crate::config::{ExecutorKind, RunnerConfig};
 use crate::custom::CustomExecutor;
 use crate::docker::DockerExecutor;
+use crate::docker_autoscaler::DockerAutoscalerExecutor;
 use crate::instance::InstanceExecutor;
 use crate::shell::{CancelReason, ShellExecutor, Stage, StageOutcome};
 use crate::trace::Trace;
@@ -34,6 +36,8 @@ pub enum ExecutorChoice {
     Custom,
     /// On an instance of the entry's fleet.
     Instance,
+    /// In Docker containers on an instance of the entry's fleet.
+    DockerAutoscaler,
 }
 
 impl ExecutorChoice {
@@ -59,6 +63,7 @@ impl ExecutorChoice {
             }
             ExecutorKind::Custom => Self::Custom,
             ExecutorKind::Instance => Self::Instance,
+            ExecutorKind::DockerAutoscaler => Self::DockerAutoscaler,
         }
     }
 
@@ -69,6 +74,7 @@ impl ExecutorChoice {
             Self::Docker => "docker",
             Self::Custom => "custom",
             Self::Instance => "instance",
+            Self::DockerAutoscaler => "docker-autoscaler",
         }
     }
 }
@@ -79,6 +85,7 @@ pub(crate) enum Executor {
     Docker(Box<DockerExecutor>),
     Custom(Box<CustomExecutor>),
     Instance(Box<InstanceExecutor>),
+    DockerAutoscaler(Box<DockerAutoscalerExecutor>),
 }
 
 impl Executor {
@@ -95,15 +102,17 @@ impl Executor {
             Self::Docker(docker) => docker.run(stage, trace, cancel).await,
             Self::Custom(custom) => custom.run(stage, trace, cancel).await,
             Self::Instance(instance) => instance.run(stage, trace, cancel).await,
+            Self::DockerAutoscaler(docker) => docker.run(stage, trace, cancel).await,
         }
     }
 
     /// Makes the build directory here current before the runner works on it (cache,
-    /// artifacts): the instance executor brings back what its stages changed. The
-    /// others run where the directory is.
+    /// artifacts): the executors on fleet instances bring back what their stages
+    /// changed. The others run where the directory is.
     pub(crate) async fn to_host(&self) -> Result<(), String> {
         match self {
             Self::Instance(instance) => instance.to_host().await.map_err(|e| e.to_string()),
+            Self::DockerAutoscaler(docker) => docker.to_host().await.map_err(|e| e.to_string()),
             Self::Shell(_) | Self::Docker(_) | Self::Custom(_) => Ok(()),
         }
     }
@@ -114,7 +123,9 @@ impl Executor {
     pub(crate) fn prepare_checkout(&self, project_dir: &Path) -> std::io::Result<()> {
         match self {
             Self::Shell(_) | Self::Custom(_) | Self::Instance(_) => Ok(()),
-            Self::Docker(_) => crate::docker::share_owner_bits(project_dir),
+            Self::Docker(_) | Self::DockerAutoscaler(_) => {
+                crate::docker::share_owner_bits(project_dir)
+            }
         }
     }
 
@@ -125,19 +136,13 @@ impl Executor {
         match self {
             Self::Shell(_) => {}
             Self::Instance(instance) => instance.cleanup(trace).await,
+            Self::DockerAutoscaler(docker) => docker.cleanup(trace).await,
             Self::Custom(custom) => {
                 if let Err(error) = custom.cleanup(trace, driver_log).await {
                     trace.warning(&format!("Cleanup script failed: {error}"));
                 }
             }
-            Self::Docker(docker) => match docker.cleanup().await {
-                Ok(removed) => {
-                    for failure in &removed.failures {
-                        trace.warning(&format!("cleaning up: {failure}"));
-                    }
-                }
-                Err(error) => trace.warning(&format!("cleaning up: failed to {error}")),
-            },
+            Self::Docker(docker) => docker.cleanup_logged(trace).await,
         }
     }
 }

@@ -68,66 +68,57 @@ pub enum InstanceError {
     },
 }
 
-/// A prepared instance executor (see the module docs).
-pub(crate) struct InstanceExecutor {
+/// The job's slot directory here and its copy on an instance, moved over the SSH
+/// session as tar streams when the other side needs the newer copy. Shared by the
+/// instance and docker-autoscaler executors.
+pub(crate) struct RemoteSlot {
     session: Session,
-    acquisition: Acquisition,
-    shell: ShellKind,
     /// The slot directory here.
-    local_slot: PathBuf,
+    local: PathBuf,
     /// The slot directory on the instance.
-    remote_slot: String,
+    remote: String,
     /// Whether the instance's copy of the slot directory is the newer one.
     remote_current: AtomicBool,
     /// Serializes moves of the slot directory.
     sync: tokio::sync::Mutex<()>,
-    kill_grace: Duration,
     /// Bytes moved each way, for the log at the end.
     moved: Mutex<(u64, u64)>,
 }
 
-impl InstanceExecutor {
-    /// An executor on the acquired instance with an open session.
-    pub(crate) fn new(
-        session: Session,
-        acquisition: Acquisition,
-        shell: ShellKind,
-        local_slot: PathBuf,
-        remote_slot: String,
-        kill_grace: Duration,
-    ) -> Self {
+impl RemoteSlot {
+    /// The slot directory `local` here, `remote` on the instance `session` reaches.
+    pub(crate) fn new(session: Session, local: PathBuf, remote: String) -> Self {
         Self {
             session,
-            acquisition,
-            shell,
-            local_slot,
-            remote_slot,
+            local,
+            remote,
             remote_current: AtomicBool::new(false),
             sync: tokio::sync::Mutex::new(()),
-            kill_grace,
             moved: Mutex::new((0, 0)),
         }
     }
 
-    /// The instance's id.
-    pub(crate) fn instance_id(&self) -> &str {
-        self.acquisition.instance_id()
+    /// The session to the instance.
+    pub(crate) fn session(&self) -> &Session {
+        &self.session
+    }
+
+    /// The slot directory on the instance.
+    pub(crate) fn remote(&self) -> &str {
+        &self.remote
     }
 
     /// Copies the slot directory to the instance unless it has the newer copy.
-    async fn to_instance(&self) -> Result<(), InstanceError> {
+    pub(crate) async fn to_instance(&self) -> Result<(), InstanceError> {
         let _guard = self.sync.lock().await;
         if self.remote_current.load(Ordering::SeqCst) {
             return Ok(());
         }
-        std::fs::create_dir_all(&self.local_slot).map_err(|source| InstanceError::Local {
-            path: self.local_slot.clone(),
+        std::fs::create_dir_all(&self.local).map_err(|source| InstanceError::Local {
+            path: self.local.clone(),
             source,
         })?;
-        let bytes = self
-            .session
-            .upload_dir(&self.local_slot, &self.remote_slot)
-            .await?;
+        let bytes = self.session.upload_dir(&self.local, &self.remote).await?;
         self.moved
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -143,16 +134,76 @@ impl InstanceExecutor {
         if !self.remote_current.load(Ordering::SeqCst) {
             return Ok(());
         }
-        let bytes = self
-            .session
-            .download_dir(&self.remote_slot, &self.local_slot)
-            .await?;
+        let bytes = self.session.download_dir(&self.remote, &self.local).await?;
         self.moved
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .1 += bytes;
         self.remote_current.store(false, Ordering::SeqCst);
         Ok(())
+    }
+
+    /// Removes the slot directory (and `also`) from the instance and logs how much
+    /// moved. Problems become warnings.
+    pub(crate) async fn cleanup(&self, also: &[&str], trace: &Trace) {
+        let mut script = format!("rm -rf -- {}", quote(&self.remote));
+        for path in also {
+            script.push(' ');
+            script.push_str(&quote(path));
+        }
+        let id = self.session.instance_id();
+        match self.session.run(&script, b"", &mut |_, _| {}).await {
+            Ok(Exit::Code(0)) => {}
+            Ok(exit) => trace.warning(&format!(
+                "cleaning up: removing {} from instance {id} ended with {exit}",
+                self.remote
+            )),
+            Err(error) => trace.warning(&format!("cleaning up: failed to {error}")),
+        }
+        let (up, down) = *self
+            .moved
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        trace.runner_line(&format!(
+            "Moved the build directory: {} to instance {id}, {} back",
+            human_bytes(up),
+            human_bytes(down)
+        ));
+    }
+}
+
+/// A prepared instance executor (see the module docs).
+pub(crate) struct InstanceExecutor {
+    slot: RemoteSlot,
+    acquisition: Acquisition,
+    shell: ShellKind,
+    kill_grace: Duration,
+}
+
+impl InstanceExecutor {
+    /// An executor on the acquired instance with an open session.
+    pub(crate) fn new(
+        slot: RemoteSlot,
+        acquisition: Acquisition,
+        shell: ShellKind,
+        kill_grace: Duration,
+    ) -> Self {
+        Self {
+            slot,
+            acquisition,
+            shell,
+            kill_grace,
+        }
+    }
+
+    /// The instance's id.
+    pub(crate) fn instance_id(&self) -> &str {
+        self.acquisition.instance_id()
+    }
+
+    /// Copies the slot directory back here when the instance has the newer copy.
+    pub(crate) async fn to_host(&self) -> Result<(), InstanceError> {
+        self.slot.to_host().await
     }
 
     /// Runs `stage` on the instance (see the module docs).
@@ -162,7 +213,7 @@ impl InstanceExecutor {
         trace: &Trace,
         cancel: impl Future<Output = CancelReason>,
     ) -> StageOutcome {
-        if let Err(error) = self.to_instance().await {
+        if let Err(error) = self.slot.to_instance().await {
             return StageOutcome::SystemFailure {
                 error: error.into(),
             };
@@ -184,7 +235,10 @@ impl InstanceExecutor {
                 Stream::Stdout => out.write(bytes),
                 Stream::Stderr => err.write(bytes),
             };
-            let running = self.session.run(&command, input.as_bytes(), &mut sink);
+            let running = self
+                .slot
+                .session()
+                .run(&command, input.as_bytes(), &mut sink);
             tokio::pin!(running);
             tokio::select! {
                 exit = &mut running => Ok(exit),
@@ -210,7 +264,7 @@ impl InstanceExecutor {
     }
 
     fn pid_file(&self) -> String {
-        format!("{}.stage.pid", self.remote_slot.trim_end_matches('/'))
+        format!("{}.stage.pid", self.slot.remote().trim_end_matches('/'))
     }
 
     /// SIGTERM to the process group of the stage on the instance, SIGKILL after the
@@ -225,38 +279,15 @@ impl InstanceExecutor {
         );
         let _ = tokio::time::timeout(
             self.kill_grace + Duration::from_secs(10),
-            self.session.run(&script, b"", &mut |_, _| {}),
+            self.slot.session().run(&script, b"", &mut |_, _| {}),
         )
         .await;
     }
 
-    /// Removes the job's directory from the instance, closes the session and releases
-    /// the slot. Problems become warnings.
+    /// Removes the job's directory from the instance; the session closes and the slot
+    /// is released when the executor is dropped. Problems become warnings.
     pub(crate) async fn cleanup(&self, trace: &Trace) {
-        let script = format!(
-            "rm -rf -- {} {}",
-            quote(&self.remote_slot),
-            quote(&self.pid_file())
-        );
-        match self.session.run(&script, b"", &mut |_, _| {}).await {
-            Ok(Exit::Code(0)) => {}
-            Ok(exit) => trace.warning(&format!(
-                "cleaning up: removing {} from instance {} ended with {exit}",
-                self.remote_slot,
-                self.instance_id()
-            )),
-            Err(error) => trace.warning(&format!("cleaning up: failed to {error}")),
-        }
-        let (up, down) = *self
-            .moved
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        trace.runner_line(&format!(
-            "Moved the build directory: {} to instance {}, {} back",
-            human_bytes(up),
-            self.instance_id(),
-            human_bytes(down)
-        ));
+        self.slot.cleanup(&[&self.pid_file()], trace).await;
     }
 }
 

@@ -309,7 +309,8 @@ pub async fn run_job(job: JobResponse, cx: JobContext) -> JobReport {
     };
     // In containers the job sees gitlab-runner's Docker paths (`/builds/…`).
     let layout = match crate::executor::ExecutorChoice::for_job(&runner, &job) {
-        crate::executor::ExecutorChoice::Docker => Layout::Container,
+        crate::executor::ExecutorChoice::Docker
+        | crate::executor::ExecutorChoice::DockerAutoscaler => Layout::Container,
         _ => Layout::Shared,
     };
     let (dirs, variables) = placement.place(&cx.builds_dir, layout);

@@ -9,6 +9,7 @@ pub mod client;
 pub mod config;
 pub mod custom;
 pub mod docker;
+pub mod docker_autoscaler;
 pub mod executor;
 pub mod fleet;
 pub mod instance;

@@ -352,17 +352,20 @@ impl Poller {
     /// Before the first job: removes the containers, networks and volumes a previous
     /// (crashed) run of each Docker entry left behind, found by their runner label.
     async fn remove_docker_leftovers(&self) {
-        let tokens: Vec<(String, String)> = {
+        let tokens: Vec<(String, Option<String>, String)> = {
             let state = self.shared.lock();
             state
                 .entries
                 .iter()
                 .filter(|entry| entry.config.executor == ExecutorKind::Docker)
-                .map(|entry| (entry.name.clone(), short_token(&entry.config.token)))
+                .map(|entry| {
+                    let host = entry.config.docker.as_ref().and_then(|d| d.host.clone());
+                    (entry.name.clone(), host, short_token(&entry.config.token))
+                })
                 .collect()
         };
-        for (runner, token) in tokens {
-            let result = crate::docker::remove_leftovers(&token)
+        for (runner, host, token) in tokens {
+            let result = crate::docker::remove_leftovers(host.as_deref(), &token)
                 .await
                 .map_err(|error| error.to_string());
             match result {
@@ -736,13 +739,14 @@ async fn fleet_lease(
         let entry = &state.entries[index];
         (Arc::clone(&entry.config), entry.name.clone())
     };
-    if config.executor != ExecutorKind::Instance {
+    if !config.executor.uses_fleet() {
         return Ok(None);
     }
     let Some(autoscaler) = &config.autoscaler else {
-        return Err(Some(
-            "the instance executor needs a [runners.autoscaler] section".to_owned(),
-        ));
+        return Err(Some(format!(
+            "the {} executor needs a [runners.autoscaler] section",
+            config.executor
+        )));
     };
     let cell = Arc::clone(
         shared

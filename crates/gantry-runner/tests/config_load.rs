@@ -295,6 +295,61 @@ fn an_instance_runner_gets_its_autoscaler() {
 }
 
 #[test]
+fn a_docker_autoscaler_runner_takes_both_sections() {
+    let text = r#"
+[[runners]]
+url = "https://gitlab.example.com/"
+token = "glrt-t1_abc"
+executor = "docker-autoscaler"
+[runners.docker]
+image = "debian:bookworm"
+host = "unix:///run/user/1000/docker.sock"
+pull_policy = ["if-not-present"]
+[runners.autoscaler]
+plugin = "aws"
+capacity_per_instance = 4
+"#;
+    let (config, warnings) = load(text).unwrap();
+    assert_eq!(warnings, Vec::<String>::new());
+    let runner = &config.runners[0];
+    assert_eq!(runner.executor, ExecutorKind::DockerAutoscaler);
+    assert!(runner.executor.uses_fleet() && runner.executor.uses_docker());
+    let docker = runner.docker.as_ref().unwrap();
+    assert_eq!(docker.image.as_deref(), Some("debian:bookworm"));
+    assert_eq!(
+        docker.host.as_deref(),
+        Some("unix:///run/user/1000/docker.sock")
+    );
+    assert_eq!(runner.autoscaler.as_ref().unwrap().plugin, "aws");
+
+    // Saved and loaded again: the same sections.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.toml");
+    config.save(&path).unwrap();
+    let (again, _) = Config::load(&path).unwrap();
+    assert_eq!(again.runners[0].docker, runner.docker);
+    assert_eq!(again.runners[0].autoscaler, runner.autoscaler);
+}
+
+#[test]
+fn a_docker_autoscaler_runner_needs_a_fleet_and_a_reachable_host() {
+    let text = r#"
+[[runners]]
+url = "https://gitlab.example.com/"
+token = "glrt-t1_abc"
+executor = "docker-autoscaler"
+[runners.docker]
+host = "ssh://ci@builder"
+"#;
+    insta::assert_snapshot!(error(text), @r#"
+    load runner configuration `/etc/gantry/config.toml`: 2 invalid values
+      `runners[0].autoscaler` (line 2, column 1): missing; the docker-autoscaler executor needs a `[runners.autoscaler]` section with `plugin`
+      `runners[0].docker.host` (line 7, column 1): "ssh://ci@builder" is not an engine address Gantry can reach; use unix:///path/to/docker.sock or tcp://host:port
+    fix the file and try again
+    "#);
+}
+
+#[test]
 fn bad_autoscaler_values_name_their_keys() {
     let text = r#"
 [[runners]]
@@ -364,7 +419,7 @@ executor = "custom"
       `listen_address` (line 4, column 1): expected `host:port` (e.g. `:9252` or `127.0.0.1:9252`), found "nope"
       `runners[0].token` (line 6, column 1): missing; register the runner with `gantry runner register` to obtain one
       `runners[0].url` (line 7, column 1): expected an `http://` or `https://` URL, found "ftp://gitlab.example.com"
-      `runners[0].executor` (line 8, column 1): unsupported executor "kubernetes" (a gitlab-runner executor gantry does not provide); expected `shell`, `docker`, `custom` or `instance`
+      `runners[0].executor` (line 8, column 1): unsupported executor "kubernetes" (a gitlab-runner executor gantry does not provide); expected `shell`, `docker`, `custom`, `instance` or `docker-autoscaler`
       `runners[0].shell` (line 9, column 1): unsupported shell "pwsh"; expected `bash` or `sh` (the shell executor runs POSIX shells)
       `runners[0].limit` (line 10, column 1): expected a number of jobs ≥ 0 (0 = no limit), found -1
       `runners[0].environment[1]` (line 11, column 24): expected `NAME=value`, found "NOEQUALS"

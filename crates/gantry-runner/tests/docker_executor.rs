@@ -636,3 +636,65 @@ async fn an_unreachable_engine_is_explained() {
         "{error}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_configured_host_is_the_engine_used() {
+    require_docker().await;
+    let ci = r#"
+job:
+  image: gantry-test/busybox:latest
+  script: [echo ran on the configured engine]
+"#;
+    let repo = Repo::new(&[(".gitlab-ci.yml", ci)]);
+    let server = TestServer::start().await;
+    let (project, _) = server.project_with_pipeline(&repo).await;
+    let token = server.runner_token().await;
+
+    // An engine address where nothing listens: the job fails naming it, not DOCKER_HOST.
+    let runner = Runner::new(
+        &server,
+        &token,
+        "pull_policy = \"never\"\nhost = \"unix:///nonexistent/gantry-docker.sock\"",
+    );
+    let summary = runner.run(1, LIMIT).await;
+    let report = &summary.jobs[0];
+    let trace = server.trace(project, report.job_id).await;
+    assert!(
+        matches!(report.ending, JobEnding::SystemFailure { .. }),
+        "{:?}\n{trace}",
+        report.ending
+    );
+    assert!(
+        trace.contains("unix:///nonexistent/gantry-docker.sock"),
+        "{trace}"
+    );
+    assert!(!trace.contains("ran on the configured engine\n"), "{trace}");
+
+    // The engine's real socket named as `host`: the job of a second pipeline runs there.
+    let (status, pipeline) = server
+        .admin(
+            reqwest::Method::POST,
+            &format!("projects/{project}/pipeline?ref=main"),
+            None,
+        )
+        .await;
+    assert_eq!(status, reqwest::StatusCode::CREATED, "{pipeline}");
+    let runner = Runner::new(
+        &server,
+        &token,
+        &format!(
+            "pull_policy = \"never\"\nhost = \"{}\"",
+            gantry_runner::docker::docker_host()
+        ),
+    );
+    let summary = runner.run(1, LIMIT).await;
+    let report = &summary.jobs[0];
+    let trace = server.trace(project, report.job_id).await;
+    assert!(
+        matches!(report.ending, JobEnding::Success),
+        "{:?}\n{trace}",
+        report.ending
+    );
+    assert!(trace.contains("ran on the configured engine\n"), "{trace}");
+    assert_no_leftovers(&token);
+}

@@ -65,10 +65,11 @@ pub(crate) struct RegisterArgs {
     /// `POST /user/runners`) or a legacy registration token.
     #[arg(long, value_name = "TOKEN")]
     token: String,
-    /// How jobs run: `shell`, `docker` or `custom`.
+    /// How jobs run: `shell`, `docker`, `custom`, `instance` or `docker-autoscaler`.
     #[arg(long, default_value = "shell", value_name = "EXECUTOR")]
     executor: String,
-    /// `docker`: the image of jobs that name none (`[runners.docker] image`).
+    /// `docker`, `docker-autoscaler`: the image of jobs that name none (`[runners.docker]
+    /// image`).
     #[arg(long, value_name = "IMAGE")]
     docker_image: Option<String>,
     /// `custom`: the program that runs each stage's script (`[runners.custom]
@@ -84,8 +85,8 @@ pub(crate) struct RegisterArgs {
     /// `custom`: the program that removes it (`cleanup_exec`).
     #[arg(long, value_name = "PATH")]
     custom_cleanup_exec: Option<String>,
-    /// `instance`: the fleeting plugin of its `[runners.autoscaler]` (a path, or NAME found
-    /// as `fleeting-plugin-NAME` on PATH).
+    /// `instance`, `docker-autoscaler`: the fleeting plugin of its `[runners.autoscaler]`
+    /// (a path, or NAME found as `fleeting-plugin-NAME` on PATH).
     #[arg(long, value_name = "PLUGIN")]
     autoscaler_plugin: Option<String>,
     /// A name for this runner [default: the host name].
@@ -275,7 +276,7 @@ fn executor_sections(args: &RegisterArgs, runner: &mut RunnerConfig) -> Result<(
             runner.executor
         ))
     };
-    if runner.executor != ExecutorKind::Docker && args.docker_image.is_some() {
+    if !runner.executor.uses_docker() && args.docker_image.is_some() {
         return Err(misplaced("--docker-image", "docker"));
     }
     if runner.executor != ExecutorKind::Custom
@@ -283,17 +284,29 @@ fn executor_sections(args: &RegisterArgs, runner: &mut RunnerConfig) -> Result<(
     {
         return Err(misplaced(flag, "custom"));
     }
-    if runner.executor != ExecutorKind::Instance && args.autoscaler_plugin.is_some() {
+    if !runner.executor.uses_fleet() && args.autoscaler_plugin.is_some() {
         return Err(misplaced("--autoscaler-plugin", "instance"));
     }
+    if runner.executor.uses_docker() {
+        runner.docker = Some(DockerConfig {
+            image: args.docker_image.clone(),
+            ..DockerConfig::default()
+        });
+    }
+    if runner.executor.uses_fleet() {
+        let plugin = args.autoscaler_plugin.clone().ok_or_else(|| {
+            usage(format!(
+                "--executor {} needs --autoscaler-plugin PLUGIN: the fleeting plugin that manages its instances (e.g. fleeting-plugin-local); tune [runners.autoscaler] in the file afterwards",
+                runner.executor
+            ))
+        })?;
+        runner.autoscaler = Some(gantry_runner::config::AutoscalerConfig::with_plugin(plugin));
+    }
     match runner.executor {
-        ExecutorKind::Shell => {}
-        ExecutorKind::Docker => {
-            runner.docker = Some(DockerConfig {
-                image: args.docker_image.clone(),
-                ..DockerConfig::default()
-            });
-        }
+        ExecutorKind::Shell
+        | ExecutorKind::Docker
+        | ExecutorKind::Instance
+        | ExecutorKind::DockerAutoscaler => {}
         ExecutorKind::Custom => {
             let program = |exec: &Option<String>| {
                 exec.clone().map(|exec| CustomProgram {
@@ -315,14 +328,6 @@ fn executor_sections(args: &RegisterArgs, runner: &mut RunnerConfig) -> Result<(
                 graceful_kill_timeout: DEFAULT_CUSTOM_KILL_TIMEOUT,
                 force_kill_timeout: DEFAULT_CUSTOM_KILL_TIMEOUT,
             });
-        }
-        ExecutorKind::Instance => {
-            let plugin = args.autoscaler_plugin.clone().ok_or_else(|| {
-                usage(
-                    "--executor instance needs --autoscaler-plugin PLUGIN: the fleeting plugin that manages its instances (e.g. fleeting-plugin-local); tune [runners.autoscaler] in the file afterwards",
-                )
-            })?;
-            runner.autoscaler = Some(gantry_runner::config::AutoscalerConfig::with_plugin(plugin));
         }
     }
     Ok(())

@@ -358,22 +358,22 @@ fn resolve_runner(cx: &mut Cx, at: &KeyPath, file: &RunnerFile) -> RunnerConfig 
     let autoscaler = match &file.autoscaler {
         Some(autoscaler) => resolve_autoscaler(cx, &at.key("autoscaler"), autoscaler),
         None => {
-            if executor == ExecutorKind::Instance {
+            if executor.uses_fleet() {
                 cx.problem(
                     at.key("autoscaler"),
-                    "missing; the instance executor needs a `[runners.autoscaler]` section with `plugin`",
+                    format!("missing; the {executor} executor needs a `[runners.autoscaler]` section with `plugin`"),
                 );
             }
             None
         }
     };
-    if executor != ExecutorKind::Instance && file.autoscaler.is_some() {
+    if !executor.uses_fleet() && file.autoscaler.is_some() {
         cx.notice(
             at.key("autoscaler"),
             format!("the {executor} executor does not use this section"),
         );
     }
-    if executor != ExecutorKind::Docker && file.docker.is_some() {
+    if !executor.uses_docker() && file.docker.is_some() {
         cx.notice(
             at.key("docker"),
             format!("the {executor} executor does not use this section"),
@@ -524,6 +524,18 @@ fn resolve_docker(cx: &mut Cx, at: &KeyPath, file: &DockerFile) -> DockerConfig 
             }
         }
     }
+    if let Some(host) = file
+        .host
+        .as_deref()
+        .map(str::trim)
+        .filter(|h| !h.is_empty())
+        && !(host.starts_with("unix://") || host.starts_with("tcp://"))
+    {
+        cx.problem(
+            at.key("host"),
+            format!("{host:?} is not an engine address Gantry can reach; use unix:///path/to/docker.sock or tcp://host:port"),
+        );
+    }
     for (i, volume) in file.volumes.iter().flatten().enumerate() {
         if let Err(message) = check_volume(volume) {
             cx.problem(at.key("volumes").index(i), message);
@@ -552,6 +564,12 @@ fn resolve_docker(cx: &mut Cx, at: &KeyPath, file: &DockerFile) -> DockerConfig 
         wait_for_services_timeout,
         user: file.user.clone().filter(|user| !user.is_empty()),
         shell_without_image: file.shell_without_image.unwrap_or(false),
+        host: file
+            .host
+            .as_deref()
+            .map(str::trim)
+            .filter(|host| !host.is_empty())
+            .map(str::to_owned),
     }
 }
 
@@ -1021,6 +1039,7 @@ fn docker_to_file(docker: &DockerConfig) -> DockerFile {
         ),
         user: docker.user.clone(),
         shell_without_image: docker.shell_without_image.then_some(true),
+        host: docker.host.clone(),
     }
 }
 

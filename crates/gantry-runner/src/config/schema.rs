@@ -298,6 +298,11 @@ pub struct DockerFile {
     /// the default image (default false, gitlab-runner's behaviour).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shell_without_image: Option<bool>,
+    /// The engine's address (`unix:///path` or `tcp://host:port`; default
+    /// `DOCKER_HOST`, else the default socket). For docker-autoscaler: the engine's
+    /// address on the instance.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
 }
 
 /// `[runners.custom]`: the custom executor's programs.

@@ -261,11 +261,15 @@ pub enum ExecutorKind {
     Custom,
     /// Scripts run over SSH on an instance of the `[runners.autoscaler]` fleet.
     Instance,
+    /// Scripts run in Docker containers on the engine of an instance of the
+    /// `[runners.autoscaler]` fleet, reached over SSH.
+    DockerAutoscaler,
 }
 
 impl ExecutorKind {
     /// Every value, as written in the file.
-    pub const NAMES: &'static [&'static str] = &["shell", "docker", "custom", "instance"];
+    pub const NAMES: &'static [&'static str] =
+        &["shell", "docker", "custom", "instance", "docker-autoscaler"];
 
     /// The file spelling.
     pub fn as_str(self) -> &'static str {
@@ -274,7 +278,18 @@ impl ExecutorKind {
             Self::Docker => "docker",
             Self::Custom => "custom",
             Self::Instance => "instance",
+            Self::DockerAutoscaler => "docker-autoscaler",
         }
+    }
+
+    /// Whether jobs run on instances of a `[runners.autoscaler]` fleet.
+    pub fn uses_fleet(self) -> bool {
+        matches!(self, Self::Instance | Self::DockerAutoscaler)
+    }
+
+    /// Whether jobs run in Docker containers (`[runners.docker]` applies).
+    pub fn uses_docker(self) -> bool {
+        matches!(self, Self::Docker | Self::DockerAutoscaler)
     }
 
     /// The executor named `value` (`shell`, `docker`, `custom`).
@@ -284,6 +299,7 @@ impl ExecutorKind {
             "docker" => Self::Docker,
             "custom" => Self::Custom,
             "instance" => Self::Instance,
+            "docker-autoscaler" => Self::DockerAutoscaler,
             _ => return None,
         })
     }
@@ -428,6 +444,9 @@ pub struct DockerConfig {
     /// executor (`false`, the default, is gitlab-runner's behaviour: the default
     /// `image`, or an error when there is none).
     pub shell_without_image: bool,
+    /// The engine's address (`None`: `DOCKER_HOST`, else the default socket; for
+    /// docker-autoscaler, the instance's default engine).
+    pub host: Option<String>,
 }
 
 impl Default for DockerConfig {
@@ -450,6 +469,7 @@ impl Default for DockerConfig {
             wait_for_services_timeout: Some(DEFAULT_WAIT_FOR_SERVICES_TIMEOUT),
             user: None,
             shell_without_image: false,
+            host: None,
         }
     }
 }

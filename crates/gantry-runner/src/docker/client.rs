@@ -83,3 +83,209 @@ fn unavailable(host: &str, reason: &str) -> DockerError {
         hint: hint.to_owned(),
     }
 }
+
+/// How the docker-autoscaler executor reaches an instance's engine through the SSH
+/// session (spec `fleet.md` §5.1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EngineRoute {
+    /// Run this command on the instance (`docker system dial-stdio`, or `docker -H
+    /// <host> system dial-stdio`) and speak the API over its standard input and output:
+    /// gitlab-runner's default (`FF_USE_DOCKER_AUTOSCALER_DIAL_STDIO`).
+    DialStdio(String),
+    /// Forward to the engine's Unix socket on the instance.
+    Socket(String),
+}
+
+impl EngineRoute {
+    /// The route for `[runners.docker] host` (`None`: the instance's default engine),
+    /// with `dial_stdio` as the feature flag says. Without dial-stdio only a Unix socket
+    /// can be forwarded: a `tcp://` host is still reached through `docker -H`.
+    pub fn new(host: Option<&str>, dial_stdio: bool) -> Self {
+        let host = host.map(str::trim).filter(|h| !h.is_empty());
+        if !dial_stdio {
+            match host {
+                None => return Self::Socket("/var/run/docker.sock".to_owned()),
+                Some(host) => {
+                    if let Some(path) = host.strip_prefix("unix://") {
+                        return Self::Socket(path.to_owned());
+                    }
+                }
+            }
+        }
+        Self::DialStdio(match host {
+            Some(host) => format!("docker -H {} system dial-stdio", crate::shell::quote(host)),
+            None => "docker system dial-stdio".to_owned(),
+        })
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            Self::DialStdio(command) => format!("`{command}` over SSH"),
+            Self::Socket(path) => format!("unix://{path} over SSH"),
+        }
+    }
+}
+
+/// The placeholder address gitlab-runner's client uses for a tunnelled engine.
+const TUNNEL_ADDRESS: &str = "http://internal.tunnel.invalid";
+
+/// Connects to the engine on an instance through `session`: every HTTP connection the
+/// client opens is a new channel of the session (a `dial-stdio` process, or a socket
+/// forward), kept for reuse while idle. The API version is negotiated as for a local
+/// engine.
+pub async fn connect_through(
+    session: &gantry_fleet::connector::Session,
+    route: &EngineRoute,
+) -> Result<Docker, DockerError> {
+    let connector = TunnelConnector {
+        session: session.clone(),
+        route: std::sync::Arc::new(route.clone()),
+    };
+    let client = std::sync::Arc::new(
+        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .build(connector),
+    );
+    let host = format!("{} on instance {}", route.describe(), session.instance_id());
+    let docker = Docker::connect_with_custom_transport(
+        move |request: bollard::BollardRequest| {
+            let client = std::sync::Arc::clone(&client);
+            async move {
+                client
+                    .request(request)
+                    .await
+                    .map_err(bollard::errors::Error::from)
+            }
+        },
+        Some(TUNNEL_ADDRESS),
+        REQUEST_TIMEOUT.as_secs(),
+        bollard::API_DEFAULT_VERSION,
+    )
+    .map_err(|error| tunnel_unavailable(&host, &describe(&error)))?;
+    let docker = docker
+        .with_timeout(CONNECT_TIMEOUT)
+        .negotiate_version()
+        .await
+        .map_err(|error| tunnel_unavailable(&host, &describe(&error)))?;
+    Ok(docker.with_timeout(REQUEST_TIMEOUT))
+}
+
+fn tunnel_unavailable(host: &str, reason: &str) -> DockerError {
+    DockerError::Unavailable {
+        host: host.to_owned(),
+        reason: reason.to_owned(),
+        hint: "the instance's image needs Docker Engine installed and running, with the docker CLI on PATH, and the connector's user allowed to use it (a member of the `docker` group)".to_owned(),
+    }
+}
+
+/// Opens channels to the engine for the HTTP client (a `tower` connector).
+#[derive(Clone)]
+struct TunnelConnector {
+    session: gantry_fleet::connector::Session,
+    route: std::sync::Arc<EngineRoute>,
+}
+
+type Dialing = std::pin::Pin<
+    Box<
+        dyn std::future::Future<
+                Output = Result<hyper_util::rt::TokioIo<EngineStream>, std::io::Error>,
+            > + Send,
+    >,
+>;
+
+impl tower::Service<http::Uri> for TunnelConnector {
+    type Response = hyper_util::rt::TokioIo<EngineStream>;
+    type Error = std::io::Error;
+    type Future = Dialing;
+
+    fn poll_ready(
+        &mut self,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _uri: http::Uri) -> Self::Future {
+        let session = self.session.clone();
+        let route = std::sync::Arc::clone(&self.route);
+        Box::pin(async move {
+            let tunnel = match &*route {
+                EngineRoute::DialStdio(command) => session.dial_run(command).await,
+                EngineRoute::Socket(path) => session.dial_unix(path).await,
+            }
+            .map_err(std::io::Error::other)?;
+            Ok(hyper_util::rt::TokioIo::new(EngineStream(tunnel)))
+        })
+    }
+}
+
+/// One connection to the engine through the session.
+struct EngineStream(gantry_fleet::connector::Tunnel);
+
+impl hyper_util::client::legacy::connect::Connection for EngineStream {
+    fn connected(&self) -> hyper_util::client::legacy::connect::Connected {
+        hyper_util::client::legacy::connect::Connected::new()
+    }
+}
+
+impl tokio::io::AsyncRead for EngineStream {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for EngineStream {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.0).poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes_follow_gitlab_runner() {
+        assert_eq!(
+            EngineRoute::new(None, true),
+            EngineRoute::DialStdio("docker system dial-stdio".to_owned())
+        );
+        assert_eq!(
+            EngineRoute::new(Some("tcp://10.0.0.2:2375"), true),
+            EngineRoute::DialStdio("docker -H tcp://10.0.0.2:2375 system dial-stdio".to_owned())
+        );
+        assert_eq!(
+            EngineRoute::new(None, false),
+            EngineRoute::Socket("/var/run/docker.sock".to_owned())
+        );
+        assert_eq!(
+            EngineRoute::new(Some("unix:///run/user/1000/docker.sock"), false),
+            EngineRoute::Socket("/run/user/1000/docker.sock".to_owned())
+        );
+        assert_eq!(
+            EngineRoute::new(Some("tcp://10.0.0.2:2375"), false),
+            EngineRoute::DialStdio("docker -H tcp://10.0.0.2:2375 system dial-stdio".to_owned())
+        );
+    }
+}

@@ -21,7 +21,7 @@ use gantry_pipeline::expand::expand_runner;
 use gantry_protocol::{JobResponse, JobVariable, Service, StreamKind};
 use tokio::io::AsyncWriteExt;
 
-use super::client::connect;
+use super::client::{connect, connect_to};
 use super::error::{DockerError, describe};
 use super::image::ensure_image;
 use super::leftovers::{Removed, remove_labelled};
@@ -91,15 +91,30 @@ pub(crate) struct DockerExecutor {
 }
 
 impl DockerExecutor {
-    /// Connects to the engine; nothing is created yet.
+    /// Connects to the engine at `host` (`None`: `DOCKER_HOST`, else the default
+    /// socket); nothing is created yet.
     pub(crate) async fn connect(
+        host: Option<&str>,
         short_token: &str,
         job_id: i64,
         kill_grace: Duration,
     ) -> Result<Self, DockerError> {
-        let docker = connect().await?;
+        let docker = match host {
+            Some(host) => connect_to(host).await?,
+            None => connect().await?,
+        };
+        Ok(Self::with_engine(docker, short_token, job_id, kill_grace))
+    }
+
+    /// An executor on the engine `docker` is connected to; nothing is created yet.
+    pub(crate) fn with_engine(
+        docker: Docker,
+        short_token: &str,
+        job_id: i64,
+        kill_grace: Duration,
+    ) -> Self {
         let instance = nonce();
-        Ok(Self {
+        Self {
             docker,
             labels: job_labels(short_token, job_id, &instance),
             prefix: sanitize(&format!("gantry-{short_token}-{job_id}-{instance}")),
@@ -110,7 +125,7 @@ impl DockerExecutor {
             container: std::sync::Mutex::new(None),
             network: None,
             services: Vec::new(),
-        })
+        }
     }
 
     /// `prepare_executor`: checks what the job asks for against the configuration
@@ -580,6 +595,18 @@ impl DockerExecutor {
     /// Removes every container, network and volume of this job run.
     pub(crate) async fn cleanup(&self) -> Result<Removed, DockerError> {
         remove_labelled(&self.docker, LABEL_INSTANCE, &self.instance).await
+    }
+
+    /// [`DockerExecutor::cleanup`], its problems as warnings in the job's log.
+    pub(crate) async fn cleanup_logged(&self, trace: &Trace) {
+        match self.cleanup().await {
+            Ok(removed) => {
+                for failure in &removed.failures {
+                    trace.warning(&format!("cleaning up: {failure}"));
+                }
+            }
+            Err(error) => trace.warning(&format!("cleaning up: failed to {error}")),
+        }
     }
 }
 

@@ -37,8 +37,14 @@ impl Removed {
 /// Removes every container, network and volume labelled
 /// `com.gantry.runner=<short_token>`: call it before a runner takes jobs, when no job
 /// of that runner can be running.
-pub async fn remove_leftovers(short_token: &str) -> Result<Removed, DockerError> {
-    let docker = connect().await?;
+pub async fn remove_leftovers(
+    host: Option<&str>,
+    short_token: &str,
+) -> Result<Removed, DockerError> {
+    let docker = match host {
+        Some(host) => super::client::connect_to(host).await?,
+        None => connect().await?,
+    };
     remove_labelled(&docker, LABEL_RUNNER, short_token).await
 }
 

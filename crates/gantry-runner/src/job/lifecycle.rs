@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use super::dependencies::{DEFAULT_DOWNLOAD_ATTEMPTS, download_dependencies};
 use super::dirs::BuildDirs;
 use super::go_duration::parse_go_duration;
-use super::variables::get;
+use super::variables::{get, get_bool};
 use super::{JobContext, JobEnding, JobEvent, Layout, Placement, StopRequest, StopSignal};
 use crate::cache::{CacheContext, CacheSpec, LocalCache, RestoreOutcome};
 use crate::config::{DockerConfig, ExecutorKind};
@@ -29,6 +29,15 @@ use crate::sources::{
     GitSettings, GitStrategy, SourcesError, SourcesJob, clone_url_repository, get_sources,
 };
 use crate::trace::{ANSI_BOLD_CYAN, ANSI_RESET, Trace};
+
+/// What the executors on fleet instances start from: the acquired slot, the job's
+/// slot directory here and there (over the session), and the job's directories as
+/// they lie on the instance.
+struct OnInstance {
+    acquisition: gantry_fleet::taskscaler::Acquisition,
+    slot: crate::instance::RemoteSlot,
+    dirs: BuildDirs,
+}
 
 /// One job's run through its stages.
 pub(crate) struct Lifecycle<'a> {
@@ -192,25 +201,30 @@ impl<'a> Lifecycle<'a> {
             ExecutorChoice::Docker => self.prepare_docker().await,
             ExecutorChoice::Custom => self.prepare_custom().await,
             ExecutorChoice::Instance => self.prepare_instance().await,
+            ExecutorChoice::DockerAutoscaler => self.prepare_docker_autoscaler().await,
         }
     }
 
-    /// The instance executor: a slot on an instance of the entry's fleet, an SSH
-    /// session to it, and the job's directories under `$HOME/builds` there (see
-    /// [`crate::instance`]).
-    async fn prepare_instance(&mut self) -> Result<(), JobEnding> {
+    /// A slot on an instance of the entry's fleet and an SSH session to it (for the
+    /// executors on fleet instances), logged as gitlab-runner logs it.
+    async fn acquire_instance(&mut self, executor: &str) -> Result<OnInstance, JobEnding> {
         let failed = |message: String| JobEnding::SystemFailure {
             stage: "prepare_executor",
             message,
         };
         let lease = self.cx.fleet.as_ref().ok_or_else(|| {
-            failed(
-                "the instance executor runs jobs only under `gantry runner`, which starts the entry's [runners.autoscaler] fleet".to_owned(),
-            )
+            failed(format!(
+                "the {executor} executor runs jobs only under `gantry runner`, which starts the entry's [runners.autoscaler] fleet"
+            ))
         })?;
         let config = lease.fleet.config();
+        let what = if executor == "instance" {
+            "Instance"
+        } else {
+            "Docker Autoscaler"
+        };
         self.trace.runner_line(&format!(
-            "Using Instance executor with fleeting plugin {}...",
+            "Using {what} executor with fleeting plugin {}...",
             config.plugin
         ));
         self.trace.runner_line("Preparing instance...");
@@ -282,27 +296,97 @@ impl<'a> Lifecycle<'a> {
             }
             Err(error) => return Err(failed(error.to_string())),
         };
+        // The slot directory's place on the instance: `$HOME/builds`, laid out as here.
         let (dirs, _) = self.placement.place(&self.dirs.builds_dir, Layout::Shared);
-        let dirs = dirs.on_instance(Path::new(&format!("{home}/builds")));
-        let variables = self.placement.variables(&dirs);
-        self.replace_placement(dirs, variables)
-            .map_err(|variable| failed(format!("the masked variable {variable} uses the job's directories, which are different on the instance; it cannot be masked any more")))?;
-        let remote_slot = self.dirs.seen_slot_dir().to_string_lossy().into_owned();
+        let on_instance = dirs.on_instance(Path::new(&format!("{home}/builds")));
+        let remote_slot = on_instance.seen_slot_dir().to_string_lossy().into_owned();
         self.trace.runner_line(&format!(
             "Running on instance {id} ({}) in {remote_slot}",
             info.address(config.use_external_addr)
         ));
+        Ok(OnInstance {
+            acquisition,
+            slot: crate::instance::RemoteSlot::new(session, self.dirs.slot_dir(), remote_slot),
+            dirs: on_instance,
+        })
+    }
+
+    /// The instance executor: a slot on an instance of the entry's fleet, an SSH
+    /// session to it, and the job's directories under `$HOME/builds` there (see
+    /// [`crate::instance`]).
+    async fn prepare_instance(&mut self) -> Result<(), JobEnding> {
+        let on = self.acquire_instance("instance").await?;
+        let variables = self.placement.variables(&on.dirs);
+        self.replace_placement(on.dirs, variables)
+            .map_err(|variable| JobEnding::SystemFailure {
+                stage: "prepare_executor",
+                message: format!("the masked variable {variable} uses the job's directories, which are different on the instance; it cannot be masked any more"),
+            })?;
         self.executor = Some(Executor::Instance(Box::new(
             crate::instance::InstanceExecutor::new(
-                session,
-                acquisition,
+                on.slot,
+                on.acquisition,
                 self.cx.runner.shell,
-                self.dirs.slot_dir(),
-                remote_slot,
                 self.cx.kill_grace,
             ),
         )));
         Ok(())
+    }
+
+    /// The docker-autoscaler executor: a slot on an instance of the entry's fleet, an
+    /// SSH session to it, the instance's Docker engine through that session, and the
+    /// Docker executor's preparation there (see [`crate::docker_autoscaler`]). The job
+    /// keeps its container paths (`/builds/…`).
+    async fn prepare_docker_autoscaler(&mut self) -> Result<(), JobEnding> {
+        let on = self.acquire_instance("docker-autoscaler").await?;
+        let default_config = DockerConfig::default();
+        let config = self.cx.runner.docker.as_ref().unwrap_or(&default_config);
+        let dial_stdio =
+            get_bool(&self.variables, "FF_USE_DOCKER_AUTOSCALER_DIAL_STDIO").unwrap_or(true);
+        let route = crate::docker::EngineRoute::new(config.host.as_deref(), dial_stdio);
+        let session = on.slot.session().clone();
+        let engine = self
+            .guarded(async {
+                crate::docker::connect_through(&session, &route)
+                    .await
+                    .map_err(docker_ending)
+            })
+            .await;
+        let engine = match engine {
+            Ok(engine) => engine,
+            Err(ending) => {
+                // The slot directory was never sent; nothing else to remove.
+                return Err(ending);
+            }
+        };
+        let short = super::short_token(&self.cx.runner.token);
+        let mut docker =
+            DockerExecutor::with_engine(engine, &short, self.job.id, self.cx.kill_grace);
+        // The slot directory on the instance at /builds, as the Docker executor mounts
+        // its local one.
+        let binds = vec![format!(
+            "{}:{}",
+            on.slot.remote(),
+            self.dirs.seen.builds_dir.to_string_lossy()
+        )];
+        let spec = DockerJobSpec {
+            config,
+            job: self.job,
+            variables: &self.variables,
+            binds,
+        };
+        let trace = self.trace;
+        let result = self
+            .guarded(async { docker.prepare(&spec, trace).await.map_err(docker_ending) })
+            .await;
+        self.executor = Some(Executor::DockerAutoscaler(Box::new(
+            crate::docker_autoscaler::DockerAutoscalerExecutor::new(
+                docker,
+                on.slot,
+                on.acquisition,
+            ),
+        )));
+        result
     }
 
     /// Brings the build directory here up to date before the runner works on it
@@ -343,9 +427,14 @@ impl<'a> Lifecycle<'a> {
         let short = super::short_token(&self.cx.runner.token);
         let mut docker = self
             .guarded(async {
-                DockerExecutor::connect(&short, self.job.id, self.cx.kill_grace)
-                    .await
-                    .map_err(docker_ending)
+                DockerExecutor::connect(
+                    config.host.as_deref(),
+                    &short,
+                    self.job.id,
+                    self.cx.kill_grace,
+                )
+                .await
+                .map_err(docker_ending)
             })
             .await?;
         let failed = |message: String| JobEnding::SystemFailure {

@@ -53,7 +53,7 @@ pub const DOCKER_FEATURES: &[Feature] = &[
 /// executor and shell for `POST /runners`, as gitlab-runner sends it).
 pub fn version_info(executor: Option<(ExecutorKind, ShellKind)>) -> VersionInfo {
     let mut features = FEATURES.to_vec();
-    if matches!(executor, Some((ExecutorKind::Docker, _))) {
+    if executor.is_some_and(|(kind, _)| kind.uses_docker()) {
         features.extend_from_slice(DOCKER_FEATURES);
     }
     let (executor, shell) = match executor {
