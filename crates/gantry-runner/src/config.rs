@@ -70,7 +70,6 @@ const UNSUPPORTED_RUNNER: &[&str] = &[
     "referees",
     "unhealthy_requests_limit",
     "unhealthy_interval",
-    "feature_flags",
     "custom_build_dir",
     "labels",
     "kubernetes",

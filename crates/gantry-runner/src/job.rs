@@ -220,7 +220,8 @@ fn masks(
     variables: &[gantry_protocol::JobVariable],
     runner_token: &str,
 ) -> MaskSetBuilder {
-    MaskSetBuilder::for_job(job)
+    let all_default_tokens = get_bool(variables, "FF_MASK_ALL_DEFAULT_TOKENS").unwrap_or(false);
+    MaskSetBuilder::for_job(job, all_default_tokens)
         .values(variables.iter().filter(|v| v.masked).map(|v| &v.value))
         .value(runner_token)
         .values(job.dependencies.iter().map(|d| &d.token))
@@ -276,6 +277,7 @@ impl Placement<'_> {
                 arch: &arch,
                 short_token: &self.short_token,
                 job_timeout_secs: self.job_timeout_secs,
+                feature_flags: &self.runner.feature_flags,
             },
             &self.runner.environment,
             &self.job.variables,

@@ -350,6 +350,50 @@ host = "ssh://ci@builder"
 }
 
 #[test]
+fn feature_flags_are_booleans_with_ff_names() {
+    let text = r#"
+[[runners]]
+url = "https://gitlab.example.com/"
+token = "glrt-t1_abc"
+executor = "shell"
+[runners.feature_flags]
+FF_TIMESTAMPS = true
+FF_NETWORK_PER_BUILD = false
+"#;
+    let (config, warnings) = load(text).unwrap();
+    assert_eq!(warnings, Vec::<String>::new());
+    let flags = &config.runners[0].feature_flags;
+    assert_eq!(
+        flags
+            .iter()
+            .map(|(k, v)| (k.as_str(), *v))
+            .collect::<Vec<_>>(),
+        [("FF_NETWORK_PER_BUILD", false), ("FF_TIMESTAMPS", true)]
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.toml");
+    config.save(&path).unwrap();
+    let (again, _) = Config::load(&path).unwrap();
+    assert_eq!(&again.runners[0].feature_flags, flags);
+
+    let bad = r#"
+[[runners]]
+url = "https://gitlab.example.com/"
+token = "glrt-t1_abc"
+executor = "shell"
+[runners.feature_flags]
+FF_TIMESTAMPS = "yes"
+timestamps = true
+"#;
+    insta::assert_snapshot!(error(bad), @r#"
+    load runner configuration `/etc/gantry/config.toml`: 2 invalid values
+      `runners[0].feature_flags.FF_TIMESTAMPS` (line 7, column 1): expected true or false, found "yes"
+      `runners[0].feature_flags.timestamps` (line 8, column 1): "timestamps" is not a feature flag name; they read FF_NAME in capitals, such as FF_TIMESTAMPS
+    fix the file and try again
+    "#);
+}
+
+#[test]
 fn bad_autoscaler_values_name_their_keys() {
     let text = r#"
 [[runners]]

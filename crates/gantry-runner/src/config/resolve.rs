@@ -332,6 +332,28 @@ fn resolve_runner(cx: &mut Cx, at: &KeyPath, file: &RunnerFile) -> RunnerConfig 
         pre_build: script("pre_build_script", "", &file.pre_build_script, &None),
         post_build: script("post_build_script", "", &file.post_build_script, &None),
     };
+    let mut feature_flags = std::collections::BTreeMap::new();
+    for (name, value) in file.feature_flags.iter().flatten() {
+        let key = at.key("feature_flags").key(name);
+        let well_named = name.len() > 3
+            && name.starts_with("FF_")
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_');
+        if !well_named {
+            cx.problem(
+                key,
+                format!("{name:?} is not a feature flag name; they read FF_NAME in capitals, such as FF_TIMESTAMPS"),
+            );
+            continue;
+        }
+        match value {
+            toml::Value::Boolean(on) => {
+                feature_flags.insert(name.clone(), *on);
+            }
+            other => cx.problem(key, format!("expected true or false, found {other}")),
+        }
+    }
     let builds_dir = non_empty_path(cx, at.key("builds_dir"), &file.builds_dir);
     let cache_dir = non_empty_path(cx, at.key("cache_dir"), &file.cache_dir);
     let cache = file
@@ -399,6 +421,7 @@ fn resolve_runner(cx: &mut Cx, at: &KeyPath, file: &RunnerFile) -> RunnerConfig 
         builds_dir,
         cache_dir,
         environment,
+        feature_flags,
         output_limit_kib,
         shell,
         debug_trace_disabled: file.debug_trace_disabled.unwrap_or(false),
@@ -985,6 +1008,13 @@ fn runner_to_file(runner: &RunnerConfig) -> RunnerFile {
                 .collect()
         }),
         output_limit: i64::try_from(runner.output_limit_kib).ok(),
+        feature_flags: (!runner.feature_flags.is_empty()).then(|| {
+            runner
+                .feature_flags
+                .iter()
+                .map(|(name, on)| (name.clone(), toml::Value::Boolean(*on)))
+                .collect()
+        }),
         shell: Some(runner.shell.as_str().to_owned()),
         debug_trace_disabled: runner.debug_trace_disabled.then_some(true),
         clone_url: runner.clone_url.clone(),

@@ -119,6 +119,9 @@ pub struct RunnerFile {
     /// `[runners.autoscaler]`: the fleet of the `instance` executor.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub autoscaler: Option<AutoscalerFile>,
+    /// `[runners.feature_flags]`: `FF_NAME = true|false`, over the jobs' variables.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub feature_flags: Option<std::collections::BTreeMap<String, toml::Value>>,
 }
 
 /// `[runners.cache]` (gitlab-runner spells these keys in CamelCase).

@@ -179,6 +179,9 @@ pub struct RunnerConfig {
     pub cache_dir: Option<PathBuf>,
     /// Extra job variables from `environment`, in file order.
     pub environment: Vec<EnvVar>,
+    /// `[runners.feature_flags]`: each job sees these values, whatever its own variables
+    /// say (gitlab-runner gives the configuration precedence).
+    pub feature_flags: std::collections::BTreeMap<String, bool>,
     /// Job log limit in KiB.
     pub output_limit_kib: u64,
     /// The shell the shell executor runs scripts with.
@@ -216,6 +219,7 @@ impl RunnerConfig {
             builds_dir: None,
             cache_dir: None,
             environment: Vec::new(),
+            feature_flags: std::collections::BTreeMap::new(),
             output_limit_kib: DEFAULT_OUTPUT_LIMIT_KIB,
             shell: ShellKind::Bash,
             debug_trace_disabled: false,

@@ -31,6 +31,8 @@ pub(crate) struct RunnerFacts<'a> {
     pub(crate) arch: &'a str,
     pub(crate) short_token: &'a str,
     pub(crate) job_timeout_secs: u64,
+    /// `[runners.feature_flags]`: each wins over the job's variable of that name.
+    pub(crate) feature_flags: &'a std::collections::BTreeMap<String, bool>,
 }
 
 /// Where the job runs, for the last group.
@@ -73,6 +75,18 @@ pub(crate) fn job_variables(
             .map(|env| public(&env.name, env.value.clone())),
     );
     all.extend(payload.iter().cloned());
+    // A feature flag set in the runner's configuration takes precedence over the job's
+    // variables (gitlab-runner's `IsFeatureFlagOn`), and the job sees it once, with the
+    // value in force.
+    if !facts.feature_flags.is_empty() {
+        all.retain(|variable| !facts.feature_flags.contains_key(&variable.key));
+        all.extend(
+            facts
+                .feature_flags
+                .iter()
+                .map(|(name, on)| public(name, on.to_string())),
+        );
+    }
     all.push(public("CI_BUILDS_DIR", dirs.builds_dir));
     all.push(public("CI_PROJECT_DIR", dirs.project_dir));
     all.push(public("CI_CONCURRENT_ID", dirs.concurrent_id.to_string()));
@@ -147,6 +161,7 @@ mod tests {
             arch: "linux/amd64",
             short_token: "short",
             job_timeout_secs: 3600,
+            feature_flags: &Default::default(),
         };
         let environment = [EnvVar {
             name: "FROM_CONFIG".to_owned(),
@@ -177,5 +192,45 @@ mod tests {
         assert_eq!(get(&all, "CI_PROJECT_DIR"), Some("/builds/short/0/p"));
         assert_eq!(get(&all, "MONEY"), Some("$5"));
         assert_eq!(get(&all, "CI_SERVER"), Some("yes"));
+    }
+
+    #[test]
+    fn feature_flags_of_the_configuration_win_and_appear_once() {
+        let flags = std::collections::BTreeMap::from([
+            ("FF_TIMESTAMPS".to_owned(), false),
+            ("FF_NETWORK_PER_BUILD".to_owned(), true),
+        ]);
+        let facts = RunnerFacts {
+            version: "0.1.0",
+            revision: "abc",
+            arch: "linux/amd64",
+            short_token: "short",
+            job_timeout_secs: 3600,
+            feature_flags: &flags,
+        };
+        let environment = [EnvVar {
+            name: "FF_TIMESTAMPS".to_owned(),
+            value: "true".to_owned(),
+        }];
+        let payload = [
+            var("FF_TIMESTAMPS", "true", false),
+            var("FF_USE_FASTZIP", "true", false),
+        ];
+        let dirs = DirFacts {
+            builds_dir: "/builds",
+            project_dir: "/builds/short/0/p",
+            concurrent_id: 0,
+            concurrent_project_id: 0,
+        };
+        let all = job_variables(&facts, &environment, &payload, &dirs);
+        assert_eq!(get_bool(&all, "FF_TIMESTAMPS"), Some(false));
+        assert_eq!(get_bool(&all, "FF_NETWORK_PER_BUILD"), Some(true));
+        // Flags the configuration does not set stay the job's.
+        assert_eq!(get_bool(&all, "FF_USE_FASTZIP"), Some(true));
+        assert_eq!(
+            all.iter().filter(|v| v.key == "FF_TIMESTAMPS").count(),
+            1,
+            "{all:?}"
+        );
     }
 }

@@ -154,14 +154,11 @@ impl MaskSetBuilder {
     }
 
     /// Everything gitlab-runner masks for `job`: masked variables, the job token,
-    /// `glpat-` tokens (all default prefixes when `FF_MASK_ALL_DEFAULT_TOKENS` is
-    /// true), the server's `features.token_mask_prefixes`, and sensitive URL
-    /// parameters.
-    pub fn for_job(job: &gantry_protocol::JobResponse) -> Self {
-        let all_prefixes = job
-            .variable("FF_MASK_ALL_DEFAULT_TOKENS")
-            .is_some_and(|v| matches!(v.value.as_str(), "true" | "1"));
-        let prefixes = if all_prefixes {
+    /// `glpat-` tokens (all default prefixes when `all_default_tokens`, the job's
+    /// `FF_MASK_ALL_DEFAULT_TOKENS` in force), the server's
+    /// `features.token_mask_prefixes`, and sensitive URL parameters.
+    pub fn for_job(job: &gantry_protocol::JobResponse, all_default_tokens: bool) -> Self {
+        let prefixes = if all_default_tokens {
             ALL_DEFAULT_TOKEN_PREFIXES
         } else {
             DEFAULT_TOKEN_PREFIXES
