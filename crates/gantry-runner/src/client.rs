@@ -5,6 +5,8 @@
 
 use std::time::Duration;
 
+use crate::config::TlsFiles;
+
 use gantry_protocol::{
     ArtifactUploadParams, JobRequest, JobResponse, PatchTraceParams, PatchTraceResponse,
     RegisterRunnerRequest, RegisterRunnerResponse, RunnerTokenRequest, UnregisterManagerRequest,
@@ -38,6 +40,12 @@ pub enum ClientError {
         #[source]
         source: std::io::Error,
     },
+    #[error("use {key} `{}`: {reason}", path.display())]
+    Tls {
+        key: &'static str,
+        path: std::path::PathBuf,
+        reason: String,
+    },
 }
 
 /// What went wrong, down to the root cause: reqwest's own message ("error sending
@@ -64,7 +72,10 @@ impl ClientError {
             ClientError::Refused { status, .. } => {
                 *status >= 500 || *status == 429 || *status == 409
             }
-            ClientError::Protocol(_) | ClientError::Build(_) | ClientError::File { .. } => false,
+            ClientError::Protocol(_)
+            | ClientError::Build(_)
+            | ClientError::File { .. }
+            | ClientError::Tls { .. } => false,
         }
     }
 }
@@ -119,12 +130,48 @@ impl Client {
     /// A client for the server at `url` (`https://gitlab.example.com` or with a trailing
     /// `/`; the `/api/v4` prefix is added here).
     pub fn new(url: &str, info: VersionInfo) -> Result<Self, ClientError> {
-        let http = reqwest::Client::builder()
+        Self::with_tls(url, info, &TlsFiles::default())
+    }
+
+    /// [`Client::new`] trusting `tls.ca_file`'s certificates besides the system's roots
+    /// and showing `tls.cert_file` + `tls.key_file` to a server that asks for a client
+    /// certificate (gitlab-runner's `tls-ca-file`, `tls-cert-file`, `tls-key-file`).
+    pub fn with_tls(url: &str, info: VersionInfo, tls: &TlsFiles) -> Result<Self, ClientError> {
+        let mut builder = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
             .timeout(long_poll::RUNNER_RESPONSE_HEADER_TIMEOUT)
-            .user_agent(format!("gantry-runner {}", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(ClientError::Build)?;
+            .user_agent(format!("gantry-runner {}", env!("CARGO_PKG_VERSION")));
+        let read = |key: &'static str, path: &std::path::Path| {
+            std::fs::read(path).map_err(|error| ClientError::Tls {
+                key,
+                path: path.to_owned(),
+                reason: error.to_string(),
+            })
+        };
+        if let Some(path) = &tls.ca_file {
+            let pem = read("tls-ca-file", path)?;
+            let certificates =
+                reqwest::Certificate::from_pem_bundle(&pem).map_err(|error| ClientError::Tls {
+                    key: "tls-ca-file",
+                    path: path.clone(),
+                    reason: format!("not PEM certificates: {error}"),
+                })?;
+            for certificate in certificates {
+                builder = builder.add_root_certificate(certificate);
+            }
+        }
+        if let (Some(cert), Some(key)) = (&tls.cert_file, &tls.key_file) {
+            let mut pem = read("tls-cert-file", cert)?;
+            pem.push(b'\n');
+            pem.extend(read("tls-key-file", key)?);
+            let identity = reqwest::Identity::from_pem(&pem).map_err(|error| ClientError::Tls {
+                key: "tls-cert-file",
+                path: cert.clone(),
+                reason: format!("not a PEM certificate with its private key: {error}"),
+            })?;
+            builder = builder.identity(identity);
+        }
+        let http = builder.build().map_err(ClientError::Build)?;
         Ok(Self {
             http,
             base: format!("{}/api/v4", url.trim_end_matches('/')),

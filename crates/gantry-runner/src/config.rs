@@ -64,9 +64,6 @@ const UNSUPPORTED_TOP_LEVEL: &[&str] = &[
     "experimental",
 ];
 const UNSUPPORTED_RUNNER: &[&str] = &[
-    "tls-ca-file",
-    "tls-cert-file",
-    "tls-key-file",
     "referees",
     "unhealthy_requests_limit",
     "unhealthy_interval",

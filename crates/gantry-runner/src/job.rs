@@ -270,7 +270,7 @@ impl Placement<'_> {
         let builds = dirs.seen.builds_dir.to_string_lossy().into_owned();
         let project = dirs.seen.project_dir.to_string_lossy().into_owned();
         let arch = platform();
-        job_variables(
+        let mut variables = job_variables(
             &RunnerFacts {
                 version: env!("CARGO_PKG_VERSION"),
                 revision: option_env!("GANTRY_REVISION").unwrap_or("unknown"),
@@ -287,7 +287,28 @@ impl Placement<'_> {
                 concurrent_id: self.concurrent_id,
                 concurrent_project_id: self.concurrent_project_id,
             },
-        )
+        );
+        // gitlab-runner hands the entry's TLS files to the job as file variables, so
+        // its own calls to the server (git, the API) can use them.
+        let tls = &self.runner.tls;
+        for (key, path) in [
+            ("CI_SERVER_TLS_CA_FILE", &tls.ca_file),
+            ("CI_SERVER_TLS_CERT_FILE", &tls.cert_file),
+            ("CI_SERVER_TLS_KEY_FILE", &tls.key_file),
+        ] {
+            if let Some(content) = path.as_ref().and_then(|p| std::fs::read_to_string(p).ok()) {
+                variables.retain(|v| v.key != key);
+                variables.push(gantry_protocol::JobVariable {
+                    key: key.to_owned(),
+                    value: content,
+                    public: true,
+                    file: true,
+                    raw: true,
+                    ..gantry_protocol::JobVariable::default()
+                });
+            }
+        }
+        variables
     }
 }
 

@@ -276,9 +276,10 @@ fn new_entry(
     check_interval: Duration,
 ) -> Result<Entry, PollError> {
     let name = runner_name(runner);
-    let client = Client::new(
+    let client = Client::with_tls(
         &runner.url,
         version_info(Some((runner.executor, runner.shell))),
+        &runner.tls,
     )
     .map_err(|source| PollError::Client {
         index,

@@ -394,6 +394,56 @@ timestamps = true
 }
 
 #[test]
+fn tls_files_are_read_when_the_configuration_loads() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    std::fs::write(
+        &ca,
+        "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n",
+    )
+    .unwrap();
+    let not_pem = dir.path().join("key.der");
+    std::fs::write(&not_pem, [0x30, 0x82, 0x01]).unwrap();
+    let text = format!(
+        r#"
+[[runners]]
+url = "https://gitlab.example.com/"
+token = "glrt-t1_abc"
+executor = "shell"
+tls-ca-file = "{ca}"
+"#,
+        ca = ca.display()
+    );
+    let (config, warnings) = load(&text).unwrap();
+    assert_eq!(warnings, Vec::<String>::new());
+    assert_eq!(config.runners[0].tls.ca_file.as_deref(), Some(ca.as_path()));
+    let saved = dir.path().join("config.toml");
+    config.save(&saved).unwrap();
+    let (again, _) = Config::load(&saved).unwrap();
+    assert_eq!(again.runners[0].tls, config.runners[0].tls);
+
+    let bad = format!(
+        r#"
+[[runners]]
+url = "https://gitlab.example.com/"
+token = "glrt-t1_abc"
+executor = "shell"
+tls-ca-file = "/nonexistent/ca.pem"
+tls-key-file = "{key}"
+"#,
+        key = not_pem.display()
+    );
+    let message = error(&bad).replace(&dir.path().display().to_string(), "<dir>");
+    insta::assert_snapshot!(message, @r"
+    load runner configuration `/etc/gantry/config.toml`: 3 invalid values
+      `runners[0].tls-ca-file` (line 6, column 1): cannot read `/nonexistent/ca.pem`: No such file or directory (os error 2)
+      `runners[0].tls-key-file` (line 7, column 1): `<dir>/key.der` holds no private key (expected PEM: a `PRIVATE KEY-----` block)
+      `runners[0].tls-key-file` (line 7, column 1): a private key needs its certificate: set tls-cert-file too
+    fix the file and try again
+    ");
+}
+
+#[test]
 fn bad_autoscaler_values_name_their_keys() {
     let text = r#"
 [[runners]]

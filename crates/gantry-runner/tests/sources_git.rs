@@ -131,6 +131,7 @@ fn run(info: &GitInfo, vars: &[(&str, &str)], project_dir: &Path) -> Run {
         env: &env,
         user_agent: "gantry-runner test",
         snapshot: None,
+        tls: &gantry_runner::config::TlsFiles::default(),
     };
     let mut lines = Vec::new();
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -708,6 +709,7 @@ fn dropping_the_stage_kills_git_and_its_helpers() {
         env: &[],
         user_agent: "gantry-runner test",
         snapshot: None,
+        tls: &gantry_runner::config::TlsFiles::default(),
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

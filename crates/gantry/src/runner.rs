@@ -89,6 +89,16 @@ pub(crate) struct RegisterArgs {
     /// (a path, or NAME found as `fleeting-plugin-NAME` on PATH).
     #[arg(long, value_name = "PLUGIN")]
     autoscaler_plugin: Option<String>,
+    /// PEM certificates to trust for the server besides the system's (`tls-ca-file`).
+    #[arg(long, value_name = "PATH")]
+    tls_ca_file: Option<std::path::PathBuf>,
+    /// A client certificate for a server that asks for one (`tls-cert-file`; with
+    /// --tls-key-file).
+    #[arg(long, value_name = "PATH")]
+    tls_cert_file: Option<std::path::PathBuf>,
+    /// The client certificate's private key (`tls-key-file`).
+    #[arg(long, value_name = "PATH")]
+    tls_key_file: Option<std::path::PathBuf>,
     /// A name for this runner [default: the host name].
     #[arg(long, value_name = "NAME")]
     name: Option<String>,
@@ -362,6 +372,11 @@ async fn register(args: &RegisterArgs) -> Result<u8, Failure> {
     let name = args.name.clone().unwrap_or_else(hostname);
     let mut runner = RunnerConfig::new(args.url.trim(), "placeholder", executor);
     runner.name = Some(name.clone());
+    runner.tls = gantry_runner::config::TlsFiles {
+        ca_file: args.tls_ca_file.clone(),
+        cert_file: args.tls_cert_file.clone(),
+        key_file: args.tls_key_file.clone(),
+    };
     executor_sections(args, &mut runner)?;
     // Check the URL (and everything else) the way `run` will, before any request.
     let mut candidate = config.clone();
@@ -376,15 +391,19 @@ async fn register(args: &RegisterArgs) -> Result<u8, Failure> {
                 "--tag-list cannot be used with a glrt- runner authentication token: the runner's tags are set where it was created (UI or POST /user/runners)",
             ));
         }
-        let client = Client::new(&runner.url, version_info(Some((executor, ShellKind::Bash))))
-            .map_err(|error| server(error.to_string()))?;
+        let client = Client::with_tls(
+            &runner.url,
+            version_info(Some((executor, ShellKind::Bash))),
+            &runner.tls,
+        )
+        .map_err(|error| server(error.to_string()))?;
         let details = client
             .verify(&args.token, &system_id)
             .await
             .map_err(|error| server(format!("failed to {}", describe_refusal(&error))))?;
         (details.id, args.token.clone(), details.token_expires_at)
     } else {
-        let client = Client::new(&runner.url, version_info(None))
+        let client = Client::with_tls(&runner.url, version_info(None), &runner.tls)
             .map_err(|error| server(error.to_string()))?;
         let request = RegisterRunnerRequest {
             token: args.token.clone(),
@@ -523,9 +542,10 @@ async fn verify(args: &VerifyArgs) -> Result<u8, Failure> {
     let system_id = system_id(&path)?;
     let mut code = exit::OK;
     for runner in selected(&config, args.name.as_deref())? {
-        let client = Client::new(
+        let client = Client::with_tls(
             &runner.url,
             version_info(Some((runner.executor, runner.shell))),
+            &runner.tls,
         )
         .map_err(|error| server(error.to_string()))?;
         let who = format!("{} ({})", runner_name(runner), short_token(&runner.token));
@@ -573,7 +593,7 @@ async fn unregister(args: &UnregisterArgs) -> Result<u8, Failure> {
             .collect();
     let mut code = exit::OK;
     for runner in chosen {
-        let client = Client::new(&runner.url, version_info(None))
+        let client = Client::with_tls(&runner.url, version_info(None), &runner.tls)
             .map_err(|error| server(error.to_string()))?;
         let who = format!("{} ({})", runner_name(&runner), short_token(&runner.token));
         // A `glrt-` runner belongs to the UI/API: only this machine's manager goes (§2.5).

@@ -153,6 +153,70 @@ fn is_http_url(url: &str) -> bool {
     })
 }
 
+/// `tls-ca-file`, `tls-cert-file`, `tls-key-file`: each read now, so a missing or
+/// unreadable file is an error naming its key (not a failed request later); the
+/// certificate and its key go together.
+fn resolve_tls(cx: &mut Cx, at: &KeyPath, file: &RunnerFile) -> TlsFiles {
+    let mut check = |key: &str, value: &Option<String>, marker: &str, what: &str| {
+        let path = value.as_deref()?;
+        let key = at.key(key);
+        if path.is_empty() {
+            cx.problem(key, "expected a file path, found an empty string");
+            return None;
+        }
+        match std::fs::read(path) {
+            Ok(bytes) if bytes.windows(marker.len()).any(|w| w == marker.as_bytes()) => {
+                Some(PathBuf::from(path))
+            }
+            Ok(_) => {
+                cx.problem(
+                    key,
+                    format!("`{path}` holds no {what} (expected PEM: a `{marker}` block)"),
+                );
+                None
+            }
+            Err(error) => {
+                cx.problem(key, format!("cannot read `{path}`: {error}"));
+                None
+            }
+        }
+    };
+    let ca_file = check(
+        "tls-ca-file",
+        &file.tls_ca_file,
+        "-----BEGIN CERTIFICATE-----",
+        "certificate",
+    );
+    let cert_file = check(
+        "tls-cert-file",
+        &file.tls_cert_file,
+        "-----BEGIN CERTIFICATE-----",
+        "certificate",
+    );
+    let key_file = check(
+        "tls-key-file",
+        &file.tls_key_file,
+        "PRIVATE KEY-----",
+        "private key",
+    );
+    match (&file.tls_cert_file, &file.tls_key_file) {
+        (Some(_), None) => cx.problem(
+            at.key("tls-cert-file"),
+            "a client certificate needs its private key: set tls-key-file too",
+        ),
+        (None, Some(_)) => cx.problem(
+            at.key("tls-key-file"),
+            "a private key needs its certificate: set tls-cert-file too",
+        ),
+        _ => {}
+    }
+    TlsFiles {
+        ca_file,
+        cert_file,
+        key_file,
+    }
+}
+
 fn resolve_runner(cx: &mut Cx, at: &KeyPath, file: &RunnerFile) -> RunnerConfig {
     let url = match file.url.as_deref().map(str::trim) {
         None | Some("") => {
@@ -332,6 +396,7 @@ fn resolve_runner(cx: &mut Cx, at: &KeyPath, file: &RunnerFile) -> RunnerConfig 
         pre_build: script("pre_build_script", "", &file.pre_build_script, &None),
         post_build: script("post_build_script", "", &file.post_build_script, &None),
     };
+    let tls = resolve_tls(cx, at, file);
     let mut feature_flags = std::collections::BTreeMap::new();
     for (name, value) in file.feature_flags.iter().flatten() {
         let key = at.key("feature_flags").key(name);
@@ -420,6 +485,7 @@ fn resolve_runner(cx: &mut Cx, at: &KeyPath, file: &RunnerFile) -> RunnerConfig 
         request_concurrency,
         builds_dir,
         cache_dir,
+        tls,
         environment,
         feature_flags,
         output_limit_kib,
@@ -983,6 +1049,21 @@ fn runner_to_file(runner: &RunnerConfig) -> RunnerFile {
         url: Some(runner.url.clone()),
         id: runner.id,
         token: Some(runner.token.clone()),
+        tls_ca_file: runner
+            .tls
+            .ca_file
+            .as_ref()
+            .map(|p| p.to_string_lossy().into_owned()),
+        tls_cert_file: runner
+            .tls
+            .cert_file
+            .as_ref()
+            .map(|p| p.to_string_lossy().into_owned()),
+        tls_key_file: runner
+            .tls
+            .key_file
+            .as_ref()
+            .map(|p| p.to_string_lossy().into_owned()),
         token_obtained_at: datetime(&runner.token_obtained_at),
         token_expires_at: datetime(&runner.token_expires_at),
         executor: Some(runner.executor.as_str().to_owned()),

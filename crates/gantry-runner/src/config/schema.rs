@@ -50,6 +50,15 @@ pub struct RunnerFile {
     /// Runner authentication token.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub token: Option<String>,
+    /// PEM certificates trusted for the server's TLS certificate, besides the system's.
+    #[serde(rename = "tls-ca-file", skip_serializing_if = "Option::is_none")]
+    pub tls_ca_file: Option<String>,
+    /// PEM client certificate (chain) for servers that ask for one.
+    #[serde(rename = "tls-cert-file", skip_serializing_if = "Option::is_none")]
+    pub tls_cert_file: Option<String>,
+    /// The PEM private key of `tls-cert-file`.
+    #[serde(rename = "tls-key-file", skip_serializing_if = "Option::is_none")]
+    pub tls_key_file: Option<String>,
     /// When the token was obtained (written by `register`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub token_obtained_at: Option<toml::value::Datetime>,

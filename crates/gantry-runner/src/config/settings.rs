@@ -177,6 +177,8 @@ pub struct RunnerConfig {
     pub builds_dir: Option<PathBuf>,
     /// Where the local cache lives; `None` = the executor's default.
     pub cache_dir: Option<PathBuf>,
+    /// `tls-ca-file`, `tls-cert-file`, `tls-key-file`.
+    pub tls: TlsFiles,
     /// Extra job variables from `environment`, in file order.
     pub environment: Vec<EnvVar>,
     /// `[runners.feature_flags]`: each job sees these values, whatever its own variables
@@ -218,6 +220,7 @@ impl RunnerConfig {
             request_concurrency: NonZeroUsize::MIN,
             builds_dir: None,
             cache_dir: None,
+            tls: TlsFiles::default(),
             environment: Vec::new(),
             feature_flags: std::collections::BTreeMap::new(),
             output_limit_kib: DEFAULT_OUTPUT_LIMIT_KIB,
@@ -252,6 +255,18 @@ pub struct RunnerScripts {
     pub pre_build: Option<String>,
     /// Last in each job script stage (after `script`; not in `after_script`).
     pub post_build: Option<String>,
+}
+
+/// gitlab-runner's TLS files of an entry: what the runner trusts and shows when it talks
+/// to the server (API calls, artifacts, cache through the server, git).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// `tls-ca-file`: PEM certificates trusted besides the system's roots.
+    pub ca_file: Option<PathBuf>,
+    /// `tls-cert-file`: the client certificate (chain), PEM.
+    pub cert_file: Option<PathBuf>,
+    /// `tls-key-file`: its private key, PEM.
+    pub key_file: Option<PathBuf>,
 }
 
 /// `executor`: resolved once when the configuration is loaded.

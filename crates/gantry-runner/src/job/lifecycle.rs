@@ -827,6 +827,7 @@ impl<'a> Lifecycle<'a> {
             env: prepared.exports(),
             user_agent: &user_agent,
             snapshot: self.cx.snapshot.as_deref(),
+            tls: &self.cx.runner.tls,
         };
         let trace = self.trace.clone();
         let mut output = move |line: &str| trace.runner_line(line);

@@ -26,6 +26,8 @@ pub struct SourcesJob<'a> {
     pub user_agent: &'a str,
     /// A prepared directory to copy instead of fetching with git (see the module docs).
     pub snapshot: Option<&'a Path>,
+    /// The entry's TLS files: git trusts and shows them to the repository's server.
+    pub tls: &'a crate::config::TlsFiles,
 }
 
 /// Why `get_sources` failed (the job fails with `runner_system_failure`… or, for a
@@ -89,7 +91,7 @@ pub async fn get_sources(job: &SourcesJob<'_>, output: Output<'_>) -> Result<(),
     let settings = job.settings;
     let dir = job.project_dir;
     let repo = RepoUrl::parse(&job.git_info.repo_url);
-    let git = Git::new(job.env, &repo, !settings.lfs_disabled);
+    let git = Git::new(job.env, &repo, !settings.lfs_disabled, job.tls);
     match settings.strategy {
         GitStrategy::None => {
             output("Skipping Git repository setup");

@@ -23,8 +23,14 @@ pub(crate) type Output<'a> = &'a mut (dyn FnMut(&str) + Send);
 impl Git {
     /// `job_env` is exported to every git process (the job's variables, as
     /// gitlab-runner's shell does); the credentials of `repo` are added as an
-    /// environment-only `http.<origin>.extraHeader`.
-    pub(crate) fn new(job_env: &[(String, String)], repo: &RepoUrl, lfs_smudge_off: bool) -> Self {
+    /// environment-only `http.<origin>.extraHeader`, and the entry's TLS files as
+    /// `GIT_SSL_CAINFO`, `GIT_SSL_CERT` and `GIT_SSL_KEY`.
+    pub(crate) fn new(
+        job_env: &[(String, String)],
+        repo: &RepoUrl,
+        lfs_smudge_off: bool,
+        tls: &crate::config::TlsFiles,
+    ) -> Self {
         let mut env: Vec<(String, String)> = job_env
             .iter()
             .filter(|(key, _)| {
@@ -62,6 +68,19 @@ impl Git {
                 format!("http.{origin}.extraHeader"),
                 format!("Authorization: {header}"),
             );
+        }
+        // The TLS files go in git's environment: `http.<url>.sslCAInfo` in the
+        // configuration is not honoured by every build of git (Debian's git 2.47 with
+        // GnuTLS ignores it), `GIT_SSL_CAINFO` is. It replaces the CA file for every host
+        // of the checkout (submodules too); the system's CA directory still applies.
+        for (name, path) in [
+            ("GIT_SSL_CAINFO", &tls.ca_file),
+            ("GIT_SSL_CERT", &tls.cert_file),
+            ("GIT_SSL_KEY", &tls.key_file),
+        ] {
+            if let Some(path) = path {
+                env.push((name.to_owned(), path.to_string_lossy().into_owned()));
+            }
         }
         env.push(("GIT_CONFIG_COUNT".to_owned(), count.to_string()));
         env.push(("GIT_TERMINAL_PROMPT".to_owned(), "0".to_owned()));
