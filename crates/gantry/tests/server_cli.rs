@@ -986,7 +986,8 @@ fn a_server_on_postgresql_keeps_its_data_across_a_restart() {
 
 /// `--blobs-url s3://…`: artifacts go to S3-compatible object storage (the test server of
 /// `scripts/test-s3.sh`), not the data directory, and a restarted server serves them from
-/// there; a bucket that does not answer stops the start with the hint.
+/// there; so does a finished job's log, archived there, when the data directory lost it
+/// (another coordinator); a bucket that does not answer stops the start with the hint.
 #[test]
 fn blobs_url_keeps_artifacts_in_object_storage_across_restarts() {
     let bucket = std::env::var("GANTRY_TEST_S3_URL").unwrap_or_else(|_| {
@@ -1033,7 +1034,8 @@ fn blobs_url_keeps_artifacts_in_object_storage_across_restarts() {
         .build()
         .expect("runtime");
     let url = server.url.clone();
-    let (job_id, job_token) = runtime.block_on(async {
+    let log = "line one\nline two of the log\n".repeat(100);
+    let (job_id, _job_token, project_id) = runtime.block_on(async {
         let http = reqwest::Client::new();
         let api = |path: &str| format!("{url}/api/v4/{path}");
         let job = take_job(&http, &url, &registration).await;
@@ -1041,6 +1043,7 @@ fn blobs_url_keeps_artifacts_in_object_storage_across_restarts() {
             job["id"].as_i64().expect("a job"),
             job["token"].as_str().expect("token").to_owned(),
         );
+        let project_id = job["job_info"]["project_id"].as_i64().expect("project id");
         let form = reqwest::multipart::Form::new().part(
             "file",
             reqwest::multipart::Part::bytes(archive.clone()).file_name("artifacts.zip"),
@@ -1055,7 +1058,28 @@ fn blobs_url_keeps_artifacts_in_object_storage_across_restarts() {
             .await
             .expect("upload");
         assert_eq!(stored.status().as_u16(), 201);
-        (id, token)
+        // The job's log, then its final state: the log is archived with the artifacts.
+        let patched = http
+            .patch(api(&format!("jobs/{id}/trace")))
+            .header("JOB-TOKEN", &token)
+            .header("Content-Range", format!("0-{}", log.len() - 1))
+            .body(log.clone())
+            .send()
+            .await
+            .expect("trace");
+        assert_eq!(patched.status().as_u16(), 202);
+        let finished = http
+            .put(api(&format!("jobs/{id}")))
+            .json(&serde_json::json!({
+                "token": token,
+                "state": "success",
+                "output": {"bytesize": log.len()},
+            }))
+            .send()
+            .await
+            .expect("final update");
+        assert_eq!(finished.status().as_u16(), 200);
+        (id, token, project_id)
     });
     // Nothing of it in the data directory.
     let local: Vec<_> = walk(&data_dir)
@@ -1071,12 +1095,28 @@ fn blobs_url_keeps_artifacts_in_object_storage_across_restarts() {
         "{lines:?}"
     );
 
+    // The logs this coordinator kept are gone (as on another coordinator of the
+    // deployment): the archive serves the finished job's log.
+    std::fs::remove_dir_all(data_dir.join("traces")).expect("the job's log was on disk");
     server = Server::start_with_args(&data_dir, &[], &["--blobs-url", &prefix]);
     let url = server.url.clone();
     runtime.block_on(async {
+        let trace = reqwest::Client::new()
+            .get(format!(
+                "{url}/api/v4/projects/{project_id}/jobs/{job_id}/trace"
+            ))
+            .header("PRIVATE-TOKEN", &admin)
+            .send()
+            .await
+            .expect("trace");
+        assert_eq!(trace.status().as_u16(), 200);
+        assert_eq!(trace.text().await.expect("body"), log);
+        // The job is finished: its token is spent, the user API serves the archive.
         let downloaded = reqwest::Client::new()
-            .get(format!("{url}/api/v4/jobs/{job_id}/artifacts"))
-            .header("JOB-TOKEN", &job_token)
+            .get(format!(
+                "{url}/api/v4/projects/{project_id}/jobs/{job_id}/artifacts"
+            ))
+            .header("PRIVATE-TOKEN", &admin)
             .send()
             .await
             .expect("download");

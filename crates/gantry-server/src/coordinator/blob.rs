@@ -25,6 +25,12 @@ pub trait BlobStore: Send + Sync + 'static {
     fn open(&self, key: &str) -> io::Result<Option<(std::fs::File, u64)>>;
     /// Remove the blob (no error when absent).
     fn delete(&self, key: &str) -> io::Result<()>;
+    /// Whether the blobs live outside this coordinator's data directory (object storage,
+    /// shared by every coordinator of the deployment). Finished jobs' logs are archived
+    /// into such a store.
+    fn is_shared(&self) -> bool {
+        false
+    }
 }
 
 /// Blobs as files in a directory.

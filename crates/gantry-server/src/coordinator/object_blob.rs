@@ -160,6 +160,10 @@ impl ObjectBlobs {
 }
 
 impl BlobStore for ObjectBlobs {
+    fn is_shared(&self) -> bool {
+        true
+    }
+
     fn put(&self, key: &str, data: &[u8]) -> io::Result<()> {
         let path = self.path(key)?;
         self.block_on(self.store.put(&path, PutPayload::from(data.to_vec())))

@@ -3,6 +3,12 @@
 //! size in the store: append = write the bytes at the committed size, then commit the
 //! new size; read = exactly the committed size.
 //!
+//! With blobs in object storage (shared by every coordinator), a job's log is archived
+//! there when the runner reports its final state, before that state is committed
+//! ([`Coordinator::sync_trace`]); a coordinator without the local file reads the archive.
+//! Logs of jobs that end otherwise (canceled, timed out by the coordinator) stay in the
+//! data directory of the coordinator that received them.
+//!
 //! A patch is checked before its body is read ([`Coordinator::begin_trace_append`]: the
 //! job runs, the offset is the end, a declared length fits the limit), then its body is
 //! written to the file as it arrives ([`TraceAppend::write`]), so receiving the bytes and
@@ -32,6 +38,11 @@ fn task_failed(job_id: i64, e: tokio::task::JoinError) -> CoordinatorError {
     CoordinatorError::Io(io::Error::other(format!(
         "append to the trace of job {job_id}: the task stopped: {e}"
     )))
+}
+
+/// The blob key of a finished job's archived log.
+fn archive_key(job_id: i64) -> String {
+    format!("traces/{job_id}.log")
 }
 
 fn to_u64(size: i64) -> u64 {
@@ -164,30 +175,83 @@ impl Coordinator {
                 )))
             })?
             .map_err(CoordinatorError::Io)?;
-        Ok(match file {
-            Some(file) => TraceSource::File { file, len },
-            None => TraceSource::Bytes(Vec::new()),
-        })
+        if let Some(file) = file {
+            return Ok(TraceSource::File { file, len });
+        }
+        if len > 0 && self.inner.blobs.is_shared() {
+            let this = self.clone();
+            let archived =
+                tokio::task::spawn_blocking(move || this.inner.blobs.open(&archive_key(job_id)))
+                    .await
+                    .map_err(|e| {
+                        CoordinatorError::Io(io::Error::other(format!(
+                            "read the archived trace of job {job_id}: the task stopped: {e}"
+                        )))
+                    })?
+                    .map_err(CoordinatorError::Io)?;
+            if let Some((file, archived_len)) = archived {
+                return Ok(TraceSource::File {
+                    file,
+                    len: len.min(archived_len),
+                });
+            }
+        }
+        Ok(TraceSource::Bytes(Vec::new()))
     }
 
-    /// Flushes the job's log file to disk, when the coordinator keeps its blobs durable:
-    /// once per job, before its final state is committed (see `trace_files.rs`).
+    /// Makes the job's log safe before its final state is committed: its file flushed
+    /// to disk when the coordinator keeps its blobs durable (see `trace_files.rs`), and
+    /// archived into the blob store when that is shared (object storage), so any
+    /// coordinator can serve it. Once per job; no patch is accepted afterwards.
     pub(super) async fn sync_trace(
         &self,
         job_id: i64,
     ) -> std::result::Result<(), CoordinatorError> {
-        if !self.inner.cfg.durable_blobs {
+        let archive = self.inner.blobs.is_shared();
+        if !self.inner.cfg.durable_blobs && !archive {
             return Ok(());
         }
+        let len = if archive {
+            to_u64(self.inner.store.trace_snapshot(job_id).await?.size)
+        } else {
+            0
+        };
         let this = self.clone();
-        tokio::task::spawn_blocking(move || this.inner.traces.sync(job_id))
-            .await
-            .map_err(|e| {
-                CoordinatorError::Io(io::Error::other(format!(
-                    "sync the trace of job {job_id}: the task stopped: {e}"
-                )))
-            })?
-            .map_err(CoordinatorError::Io)
+        tokio::task::spawn_blocking(move || {
+            if this.inner.cfg.durable_blobs {
+                this.inner.traces.sync(job_id)?;
+            }
+            if archive && len > 0 {
+                this.archive_trace(job_id, len)?;
+            }
+            Ok::<(), io::Error>(())
+        })
+        .await
+        .map_err(|e| {
+            CoordinatorError::Io(io::Error::other(format!(
+                "sync the trace of job {job_id}: the task stopped: {e}"
+            )))
+        })?
+        .map_err(CoordinatorError::Io)
+    }
+
+    /// Copies the first `len` bytes of the job's log file into the blob store (blocking).
+    fn archive_trace(&self, job_id: i64, len: u64) -> io::Result<()> {
+        let Some(file) = self.inner.traces.open(job_id, len)? else {
+            return Ok(());
+        };
+        let dir = self.inner.blobs.staging_dir();
+        std::fs::create_dir_all(dir)?;
+        let path = dir.join(format!("trace-{job_id}-{}", super::token::new_token("")));
+        let stored = std::fs::File::create(&path)
+            .and_then(|mut staged| io::copy(&mut io::Read::take(file, len), &mut staged))
+            .and_then(|_| self.inner.blobs.put_file(&archive_key(job_id), &path));
+        if stored.is_err() {
+            let _ = std::fs::remove_file(&path);
+        }
+        stored.map_err(|e| {
+            io::Error::new(e.kind(), format!("archive the trace of job {job_id}: {e}"))
+        })
     }
 }
 
