@@ -468,6 +468,45 @@ fn print_event(log_level: LogLevel, event: &PollEvent) {
     eprintln!("{prefix}: {event}");
 }
 
+/// Serves `GET /metrics` on `listen_address` (gitlab-runner's metrics server) until the
+/// returned task is aborted; says where on stderr.
+async fn serve_metrics(
+    address: &gantry_runner::config::ListenAddress,
+    metrics: Arc<gantry_runner::metrics::RunnerMetrics>,
+) -> Result<tokio::task::JoinHandle<()>, Failure> {
+    let listener = tokio::net::TcpListener::bind((address.bind_host(), address.port))
+        .await
+        .map_err(|error| {
+            server(format!(
+                "failed to listen on {address} (listen_address, for the metrics): {error}"
+            ))
+        })?;
+    let bound = listener
+        .local_addr()
+        .map_err(|error| server(format!("failed to listen on {address}: {error}")))?;
+    eprintln!("info: metrics at http://{bound}/metrics");
+    let app = axum::Router::new().route(
+        "/metrics",
+        axum::routing::get(move || {
+            let metrics = Arc::clone(&metrics);
+            async move {
+                (
+                    [(
+                        axum::http::header::CONTENT_TYPE,
+                        gantry_runner::metrics::CONTENT_TYPE,
+                    )],
+                    metrics.encode(),
+                )
+            }
+        }),
+    );
+    Ok(tokio::spawn(async move {
+        if let Err(error) = axum::serve(listener, app).await {
+            eprintln!("error: the metrics server stopped: {error}");
+        }
+    }))
+}
+
 async fn run_runner(arg: &ConfigArg) -> Result<u8, Failure> {
     use tokio::signal::unix::{SignalKind, signal};
 
@@ -476,8 +515,17 @@ async fn run_runner(arg: &ConfigArg) -> Result<u8, Failure> {
     check_config(&config).map_err(|error| usage(format!("failed to {error}")))?;
     let system_id = system_id(&path)?;
     let log_level = config.log_level;
+    let metrics = Arc::new(gantry_runner::metrics::RunnerMetrics::new());
+    let metrics_server = match &config.listen_address {
+        Some(address) => Some(serve_metrics(address, Arc::clone(&metrics)).await?),
+        None => None,
+    };
     let mut options = PollOptions::new(system_id);
-    options.events = Arc::new(move |event: &PollEvent| print_event(log_level, event));
+    let observed = Arc::clone(&metrics);
+    options.events = Arc::new(move |event: &PollEvent| {
+        observed.observe(event);
+        print_event(log_level, event);
+    });
     let (poller, handle) =
         Poller::new(config, options).map_err(|error| usage(format!("failed to {error}")))?;
 
@@ -518,6 +566,9 @@ async fn run_runner(arg: &ConfigArg) -> Result<u8, Failure> {
     });
     poller.run().await;
     signals.abort();
+    if let Some(metrics_server) = metrics_server {
+        metrics_server.abort();
+    }
     Ok(exit::OK)
 }
 

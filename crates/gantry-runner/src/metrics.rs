@@ -1,0 +1,277 @@
+//! The runner's Prometheus metrics: what `gantry runner run` serves at `GET /metrics` on
+//! `listen_address`, under gitlab-runner's metric names so its dashboards and alerts keep
+//! working. They are derived from the poll loop's events ([`RunnerMetrics::observe`]),
+//! so the loop itself knows nothing about them.
+//!
+//! | metric | type | labels | what |
+//! |---|---|---|---|
+//! | `gitlab_runner_version_info` | gauge (1) | `name`, `version`, `revision`, `os`, `architecture` | this binary |
+//! | `gitlab_runner_concurrent` | gauge | | `concurrent` in force |
+//! | `gitlab_runner_jobs` | gauge | `runner` | jobs running now (gitlab-runner adds `state`/`stage` labels; Gantry does not) |
+//! | `gantry_runner_jobs_received_total` | counter | `runner` | jobs received (gitlab-runner's `gitlab_runner_jobs_total`, renamed: OpenMetrics forbids a counter and a gauge of one base name) |
+//! | `gitlab_runner_failed_jobs_total` | counter | `runner`, `failure_reason` | jobs that ended failed |
+//! | `gitlab_runner_job_duration_seconds` | histogram | `runner` | how long jobs ran, received to reported |
+//! | `gitlab_runner_errors_total` | counter | `level` (`warning`, `error`) | problems the runner logged |
+//! | `gantry_runner_job_request_failures_total` | counter | `runner` | job requests that failed (the entry backs off) |
+//!
+//! `runner` is the entry's `name`, else its short token, as in the log.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Instant;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+use crate::job::JobEvent;
+use crate::poll::{Level, PollEvent};
+
+/// gitlab-runner's buckets for `gitlab_runner_job_duration_seconds` (seconds).
+const DURATION_BUCKETS: [f64; 9] = [
+    30.0, 60.0, 300.0, 600.0, 1800.0, 3600.0, 7200.0, 10800.0, 18000.0,
+];
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RunnerLabel {
+    runner: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FailedLabels {
+    runner: String,
+    failure_reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LevelLabel {
+    level: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct VersionLabels {
+    name: String,
+    version: String,
+    revision: String,
+    os: String,
+    architecture: String,
+}
+
+type DurationFamily = Family<RunnerLabel, Histogram, fn() -> Histogram>;
+
+/// A runner process's metrics (see the module docs).
+pub struct RunnerMetrics {
+    registry: Registry,
+    concurrent: Gauge,
+    jobs: Family<RunnerLabel, Gauge>,
+    jobs_total: Family<RunnerLabel, Counter>,
+    failed: Family<FailedLabels, Counter>,
+    duration: DurationFamily,
+    errors: Family<LevelLabel, Counter>,
+    request_failures: Family<RunnerLabel, Counter>,
+    /// When each running job was received, by id.
+    started: Mutex<HashMap<i64, Instant>>,
+}
+
+impl Default for RunnerMetrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl std::fmt::Debug for RunnerMetrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunnerMetrics").finish_non_exhaustive()
+    }
+}
+
+impl RunnerMetrics {
+    /// Every metric registered, at zero.
+    pub fn new() -> Self {
+        let mut registry = Registry::default();
+        let version = Family::<VersionLabels, Gauge>::default();
+        version
+            .get_or_create(&VersionLabels {
+                name: "gantry-runner".to_owned(),
+                version: env!("CARGO_PKG_VERSION").to_owned(),
+                revision: option_env!("GANTRY_REVISION")
+                    .unwrap_or("unknown")
+                    .to_owned(),
+                os: std::env::consts::OS.to_owned(),
+                architecture: std::env::consts::ARCH.to_owned(),
+            })
+            .set(1);
+        registry.register(
+            "gitlab_runner_version_info",
+            "A metric with a constant '1' value labeled by different build stats fields.",
+            version,
+        );
+        let concurrent = Gauge::default();
+        registry.register(
+            "gitlab_runner_concurrent",
+            "The current value of concurrent setting",
+            concurrent.clone(),
+        );
+        let jobs = Family::<RunnerLabel, Gauge>::default();
+        registry.register(
+            "gitlab_runner_jobs",
+            "The current number of running builds.",
+            jobs.clone(),
+        );
+        let jobs_total = Family::<RunnerLabel, Counter>::default();
+        // prometheus-client adds the `_total` suffix of a counter.
+        registry.register(
+            "gantry_runner_jobs_received",
+            "Total number of handled jobs",
+            jobs_total.clone(),
+        );
+        let failed = Family::<FailedLabels, Counter>::default();
+        registry.register(
+            "gitlab_runner_failed_jobs",
+            "Total number of failed jobs",
+            failed.clone(),
+        );
+        let duration: DurationFamily =
+            Family::new_with_constructor(|| Histogram::new(DURATION_BUCKETS.iter().copied()));
+        registry.register(
+            "gitlab_runner_job_duration_seconds",
+            "Histogram of job durations",
+            duration.clone(),
+        );
+        let errors = Family::<LevelLabel, Counter>::default();
+        registry.register(
+            "gitlab_runner_errors",
+            "The number of caught errors.",
+            errors.clone(),
+        );
+        let request_failures = Family::<RunnerLabel, Counter>::default();
+        registry.register(
+            "gantry_runner_job_request_failures",
+            "Job requests that failed; the entry backs off before asking again",
+            request_failures.clone(),
+        );
+        Self {
+            registry,
+            concurrent,
+            jobs,
+            jobs_total,
+            failed,
+            duration,
+            errors,
+            request_failures,
+            started: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Counts what `event` says happened.
+    pub fn observe(&self, event: &PollEvent) {
+        match event.level() {
+            Level::Warn => self.count_error("warning"),
+            Level::Error => self.count_error("error"),
+            Level::Debug | Level::Info => {}
+        }
+        match event {
+            PollEvent::Started { concurrent, .. } | PollEvent::Reloaded { concurrent, .. } => {
+                self.concurrent
+                    .set(i64::try_from(*concurrent).unwrap_or(i64::MAX));
+            }
+            PollEvent::JobReceived { runner, job_id, .. } => {
+                let label = RunnerLabel {
+                    runner: runner.clone(),
+                };
+                self.jobs.get_or_create(&label).inc();
+                self.jobs_total.get_or_create(&label).inc();
+                self.started
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .insert(*job_id, Instant::now());
+            }
+            PollEvent::Job {
+                runner,
+                event: JobEvent::Finished { job_id, ending, .. },
+            } => {
+                let label = RunnerLabel {
+                    runner: runner.clone(),
+                };
+                let started = self
+                    .started
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .remove(job_id);
+                if let Some(started) = started {
+                    self.jobs.get_or_create(&label).dec();
+                    self.duration
+                        .get_or_create(&label)
+                        .observe(started.elapsed().as_secs_f64());
+                }
+                if let Some(reason) = ending.failure_reason() {
+                    self.failed
+                        .get_or_create(&FailedLabels {
+                            runner: runner.clone(),
+                            failure_reason: reason.as_str().to_owned(),
+                        })
+                        .inc();
+                }
+            }
+            PollEvent::RequestFailed { runner, .. } => {
+                self.request_failures
+                    .get_or_create(&RunnerLabel {
+                        runner: runner.clone(),
+                    })
+                    .inc();
+            }
+            _ => {}
+        }
+    }
+
+    fn count_error(&self, level: &str) {
+        self.errors
+            .get_or_create(&LevelLabel {
+                level: level.to_owned(),
+            })
+            .inc();
+    }
+
+    /// The metrics in Prometheus' text exposition format (OpenMetrics).
+    pub fn encode(&self) -> String {
+        let mut text = String::new();
+        // Writing to a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
+        text
+    }
+}
+
+/// The `Content-Type` of [`RunnerMetrics::encode`]'s text.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failed_requests_and_logged_problems_are_counted() {
+        let metrics = RunnerMetrics::new();
+        for _ in 0..2 {
+            metrics.observe(&PollEvent::RequestFailed {
+                runner: "a".to_owned(),
+                error: "reach the server: connection refused".to_owned(),
+                retry_in: std::time::Duration::from_secs(1),
+            });
+        }
+        metrics.observe(&PollEvent::ReloadRejected {
+            error: "bad file".to_owned(),
+        });
+        let text = metrics.encode();
+        for needle in [
+            "gantry_runner_job_request_failures_total{runner=\"a\"} 2",
+            "gitlab_runner_errors_total{level=\"warning\"} 2",
+            "gitlab_runner_errors_total{level=\"error\"} 1",
+            "gitlab_runner_concurrent 0",
+        ] {
+            assert!(text.contains(needle), "missing {needle:?}:\n{text}");
+        }
+    }
+}
