@@ -1105,6 +1105,33 @@ impl Store {
         Ok(rows.iter().map(QueuedJob::from_row).collect())
     }
 
+    /// `(status, jobs)` for the statuses a job passes through before it ends (what the
+    /// coordinator's metrics show); counted on the `jobs_by_status` index.
+    pub async fn active_job_counts(&self) -> Result<Vec<(String, i64)>> {
+        let rows = sqlx::query(
+            "SELECT status, COUNT(*) FROM jobs \
+             WHERE status IN ('created', 'waiting_for_resource', 'preparing', 'pending', 'running', 'canceling') \
+             GROUP BY status",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(|r| (r.get::<String, _>(0), r.get::<i64, _>(1)))
+            .collect())
+    }
+
+    /// How many runners contacted the coordinator at or after `since` (Unix ms).
+    pub async fn runners_contacted_since(&self, since: i64) -> Result<i64> {
+        Ok(
+            sqlx::query("SELECT COUNT(*) FROM runners WHERE contacted_at >= $1")
+                .bind(since)
+                .fetch_one(&self.pool)
+                .await?
+                .get::<i64, _>(0),
+        )
+    }
+
     /// `(project id, running jobs)` for every project with running jobs (fair share).
     pub async fn running_jobs_per_project(&self) -> Result<Vec<(i64, i64)>> {
         let rows = sqlx::query(

@@ -26,6 +26,7 @@ mod git;
 mod includes;
 pub mod instance_variables;
 mod jobs;
+mod metrics;
 pub mod object_blob;
 mod payload;
 mod pipelines;
@@ -63,6 +64,7 @@ pub use includes::{
     REMOTE_CONNECT_TIMEOUT, REMOTE_MAX_BYTES, REMOTE_TIMEOUT, RemoteFetches, RemoteLimits,
     UrlRewrite, block_on_side, fetch_remote,
 };
+pub use metrics::CONTENT_TYPE as METRICS_CONTENT_TYPE;
 pub use object_blob::ObjectBlobs;
 pub use pipelines::{JobSelection, PipelineRequest, ProjectRequest};
 pub use queue::RequestInfo;
@@ -198,6 +200,8 @@ struct Inner {
     /// Assignments waiting for the gate; its holder commits them all (group commit).
     assign_queue: Mutex<Vec<queue::WaitingAssignment>>,
     runtime: Mutex<Runtime>,
+    /// This process's counters (`metrics.rs`).
+    counters: metrics::Counters,
 }
 
 /// In-memory facts the store has no column for (lost on restart, with safe defaults).
@@ -295,6 +299,7 @@ impl Coordinator {
                 assign_gate: tokio::sync::Mutex::new(()),
                 assign_queue: Mutex::new(Vec::new()),
                 runtime: Mutex::new(Runtime::default()),
+                counters: metrics::Counters::default(),
             }),
         }
     }

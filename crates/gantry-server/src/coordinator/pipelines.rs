@@ -471,6 +471,17 @@ impl Coordinator {
         &self,
         c: Creation,
     ) -> std::result::Result<PipelineView, CoordinatorError> {
+        let created = self.persist_creation(c).await;
+        if created.is_ok() {
+            self.inner.counters.pipeline_created();
+        }
+        created
+    }
+
+    async fn persist_creation(
+        &self,
+        c: Creation,
+    ) -> std::result::Result<PipelineView, CoordinatorError> {
         let Creation {
             project,
             mirror,

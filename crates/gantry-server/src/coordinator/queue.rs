@@ -121,6 +121,22 @@ impl Coordinator {
         wait: Duration,
         info: &RequestInfo,
     ) -> std::result::Result<Option<JobResponse>, CoordinatorError> {
+        let answer = self
+            .answer_job_request(runner, last_update, wait, info)
+            .await;
+        if let Ok(job) = &answer {
+            self.inner.counters.job_request(job.is_some());
+        }
+        answer
+    }
+
+    async fn answer_job_request(
+        &self,
+        runner: &Runner,
+        last_update: Option<&str>,
+        wait: Duration,
+        info: &RequestInfo,
+    ) -> std::result::Result<Option<JobResponse>, CoordinatorError> {
         let deadline = Instant::now() + wait;
         let now = now_ms();
         if runner

@@ -22,6 +22,7 @@ mod instance_variables;
 mod job_request;
 mod job_update;
 mod jobs;
+mod metrics;
 mod projects;
 mod runners;
 mod triggers;
@@ -309,6 +310,7 @@ fn build(coordinator: Coordinator, shutdown: watch::Receiver<bool>) -> Router {
         .layer(DefaultBodyLimit::max(MAX_JSON_BODY));
     Router::new()
         .nest("/api/v4", runner_api.merge(user_api))
+        .route("/-/metrics", get(metrics::metrics))
         .fallback(git::fallback)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn(guard_panics))
