@@ -268,8 +268,15 @@ impl client::Handler for Client {
 }
 
 /// A byte stream through the session ([`Session::dial_run`], [`Session::dial_unix`]);
-/// dropping it closes its channel.
+/// dropping it closes its channel. An HTTP client can use it as a connection (the
+/// docker-autoscaler executor's Docker client does).
 pub struct Tunnel(russh::ChannelStream<Msg>);
+
+impl hyper_util::client::legacy::connect::Connection for Tunnel {
+    fn connected(&self) -> hyper_util::client::legacy::connect::Connected {
+        hyper_util::client::legacy::connect::Connected::new()
+    }
+}
 
 impl fmt::Debug for Tunnel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -187,13 +187,16 @@ struct TunnelConnector {
 type Dialing = std::pin::Pin<
     Box<
         dyn std::future::Future<
-                Output = Result<hyper_util::rt::TokioIo<EngineStream>, std::io::Error>,
+                Output = Result<
+                    hyper_util::rt::TokioIo<gantry_fleet::connector::Tunnel>,
+                    std::io::Error,
+                >,
             > + Send,
     >,
 >;
 
 impl tower::Service<http::Uri> for TunnelConnector {
-    type Response = hyper_util::rt::TokioIo<EngineStream>;
+    type Response = hyper_util::rt::TokioIo<gantry_fleet::connector::Tunnel>;
     type Error = std::io::Error;
     type Future = Dialing;
 
@@ -213,51 +216,8 @@ impl tower::Service<http::Uri> for TunnelConnector {
                 EngineRoute::Socket(path) => session.dial_unix(path).await,
             }
             .map_err(std::io::Error::other)?;
-            Ok(hyper_util::rt::TokioIo::new(EngineStream(tunnel)))
+            Ok(hyper_util::rt::TokioIo::new(tunnel))
         })
-    }
-}
-
-/// One connection to the engine through the session.
-struct EngineStream(gantry_fleet::connector::Tunnel);
-
-impl hyper_util::client::legacy::connect::Connection for EngineStream {
-    fn connected(&self) -> hyper_util::client::legacy::connect::Connected {
-        hyper_util::client::legacy::connect::Connected::new()
-    }
-}
-
-impl tokio::io::AsyncRead for EngineStream {
-    fn poll_read(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &mut tokio::io::ReadBuf<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.0).poll_read(cx, buf)
-    }
-}
-
-impl tokio::io::AsyncWrite for EngineStream {
-    fn poll_write(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &[u8],
-    ) -> std::task::Poll<std::io::Result<usize>> {
-        std::pin::Pin::new(&mut self.0).poll_write(cx, buf)
-    }
-
-    fn poll_flush(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.0).poll_flush(cx)
-    }
-
-    fn poll_shutdown(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.0).poll_shutdown(cx)
     }
 }
 

@@ -369,16 +369,7 @@ impl<'a> Lifecycle<'a> {
             on.slot.remote(),
             self.dirs.seen.builds_dir.to_string_lossy()
         )];
-        let spec = DockerJobSpec {
-            config,
-            job: self.job,
-            variables: &self.variables,
-            binds,
-        };
-        let trace = self.trace;
-        let result = self
-            .guarded(async { docker.prepare(&spec, trace).await.map_err(docker_ending) })
-            .await;
+        let result = self.prepare_containers(&mut docker, config, binds).await;
         self.executor = Some(Executor::DockerAutoscaler(Box::new(
             crate::docker_autoscaler::DockerAutoscalerExecutor::new(
                 docker,
@@ -462,6 +453,19 @@ impl<'a> Lifecycle<'a> {
                 seen.to_string_lossy()
             ));
         }
+        let result = self.prepare_containers(&mut docker, config, binds).await;
+        self.executor = Some(Executor::Docker(Box::new(docker)));
+        result
+    }
+
+    /// The Docker executor's preparation (images, network, volumes, services) of this
+    /// job on `docker`'s engine, with the build directories bound as `binds`.
+    async fn prepare_containers(
+        &self,
+        docker: &mut DockerExecutor,
+        config: &DockerConfig,
+        binds: Vec<String>,
+    ) -> Result<(), JobEnding> {
         let spec = DockerJobSpec {
             config,
             job: self.job,
@@ -469,11 +473,8 @@ impl<'a> Lifecycle<'a> {
             binds,
         };
         let trace = self.trace;
-        let result = self
-            .guarded(async { docker.prepare(&spec, trace).await.map_err(docker_ending) })
-            .await;
-        self.executor = Some(Executor::Docker(Box::new(docker)));
-        result
+        self.guarded(async { docker.prepare(&spec, trace).await.map_err(docker_ending) })
+            .await
     }
 
     fn prepare_shell(&mut self) -> Result<(), JobEnding> {
