@@ -1081,6 +1081,61 @@ fn blobs_url_keeps_artifacts_in_object_storage_across_restarts() {
         assert_eq!(finished.status().as_u16(), 200);
         (id, token, project_id)
     });
+    // A second job, canceled while it runs: its log is archived once it ended.
+    create_pipeline(&env, "demo");
+    let canceled_log = "working…\ncanceled in the middle\n".repeat(50);
+    let canceled_id = runtime.block_on(async {
+        let http = reqwest::Client::new();
+        let api = |path: &str| format!("{url}/api/v4/{path}");
+        let job = take_job(&http, &url, &registration).await;
+        let id = job["id"].as_i64().expect("a job");
+        let token = job["token"].as_str().expect("token").to_owned();
+        let patched = http
+            .patch(api(&format!("jobs/{id}/trace")))
+            .header("JOB-TOKEN", &token)
+            .header("Content-Range", format!("0-{}", canceled_log.len() - 1))
+            .body(canceled_log.clone())
+            .send()
+            .await
+            .expect("trace");
+        assert_eq!(patched.status().as_u16(), 202);
+        let canceled = http
+            .post(api(&format!("projects/{project_id}/jobs/{id}/cancel")))
+            .header("PRIVATE-TOKEN", &admin)
+            .send()
+            .await
+            .expect("cancel");
+        assert_eq!(canceled.status().as_u16(), 201);
+        id
+    });
+    // The archive appears in the bucket in the background.
+    let staging = tempfile::tempdir().expect("dir");
+    let archived = runtime.block_on(async {
+        let blobs = std::sync::Arc::new(
+            gantry_server::coordinator::ObjectBlobs::from_url(&prefix, staging.path().to_owned())
+                .expect("the bucket"),
+        );
+        let key = format!("traces/{canceled_id}.log");
+        for _ in 0..100 {
+            let (blobs, key) = (std::sync::Arc::clone(&blobs), key.clone());
+            let found = tokio::task::spawn_blocking(move || {
+                gantry_server::coordinator::BlobStore::get(blobs.as_ref(), &key)
+            })
+            .await
+            .expect("task")
+            .expect("read the bucket");
+            if let Some(bytes) = found {
+                return bytes;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        Vec::new()
+    });
+    assert_eq!(
+        String::from_utf8_lossy(&archived),
+        canceled_log,
+        "the canceled job's log was archived"
+    );
     // Nothing of it in the data directory.
     let local: Vec<_> = walk(&data_dir)
         .into_iter()
@@ -1101,6 +1156,15 @@ fn blobs_url_keeps_artifacts_in_object_storage_across_restarts() {
     server = Server::start_with_args(&data_dir, &[], &["--blobs-url", &prefix]);
     let url = server.url.clone();
     runtime.block_on(async {
+        let canceled = reqwest::Client::new()
+            .get(format!(
+                "{url}/api/v4/projects/{project_id}/jobs/{canceled_id}/trace"
+            ))
+            .header("PRIVATE-TOKEN", &admin)
+            .send()
+            .await
+            .expect("trace");
+        assert_eq!(canceled.text().await.expect("body"), canceled_log);
         let trace = reqwest::Client::new()
             .get(format!(
                 "{url}/api/v4/projects/{project_id}/jobs/{job_id}/trace"

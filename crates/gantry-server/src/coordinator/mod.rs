@@ -209,6 +209,9 @@ struct Inner {
 struct Runtime {
     /// Jobs whose runner advertised `cancel_gracefully` (after a restart: hard cancel).
     graceful: HashSet<i64>,
+    /// Jobs whose log `sync_trace` archived before their final state, with the length
+    /// archived (not archived again when they end at that length).
+    archived: HashMap<i64, u64>,
     /// First final update of a job whose trace was still incomplete (§4.4), Unix ms.
     pending_final: HashMap<i64, i64>,
     /// Token hash of each job handed out, until it ends.
@@ -644,6 +647,8 @@ impl Coordinator {
                     rt.ended.insert(hash, *id);
                 }
             }
+            drop(rt);
+            self.spawn_archive_traces(ended);
         }
         if wake {
             self.bump_queue();

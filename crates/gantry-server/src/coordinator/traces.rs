@@ -6,8 +6,9 @@
 //! With blobs in object storage (shared by every coordinator), a job's log is archived
 //! there when the runner reports its final state, before that state is committed
 //! ([`Coordinator::sync_trace`]); a coordinator without the local file reads the archive.
-//! Logs of jobs that end otherwise (canceled, timed out by the coordinator) stay in the
-//! data directory of the coordinator that received them.
+//! Logs of jobs that end otherwise (canceled, timed out by the coordinator, lost) are
+//! archived in the background once they ended ([`Coordinator::spawn_archive_traces`],
+//! from the state change).
 //!
 //! A patch is checked before its body is read ([`Coordinator::begin_trace_append`]: the
 //! job runs, the offset is the end, a declared length fits the limit), then its body is
@@ -223,6 +224,7 @@ impl Coordinator {
             }
             if archive && len > 0 {
                 this.archive_trace(job_id, len)?;
+                this.runtime().archived.insert(job_id, len);
             }
             Ok::<(), io::Error>(())
         })
@@ -233,6 +235,42 @@ impl Coordinator {
             )))
         })?
         .map_err(CoordinatorError::Io)
+    }
+
+    /// Archives the logs of `jobs`, which just ended, in the background, when the blobs
+    /// are shared: those that ended without the runner's final update (canceled, timed
+    /// out, lost) or grew after it was archived. Each waits for a patch in flight; a
+    /// failure is logged (the log stays on this coordinator's disk).
+    pub(super) fn spawn_archive_traces(&self, jobs: Vec<i64>) {
+        if jobs.is_empty() || !self.inner.blobs.is_shared() {
+            return;
+        }
+        let this = self.clone();
+        tokio::spawn(async move {
+            for job_id in jobs {
+                if let Err(error) = this.archive_ended_trace(job_id).await {
+                    eprintln!("gantry: failed to archive the log of job {job_id}: {error}");
+                }
+            }
+        });
+    }
+
+    async fn archive_ended_trace(&self, job_id: i64) -> std::result::Result<(), CoordinatorError> {
+        let _lock = self.inner.traces.lock(job_id).await;
+        let len = to_u64(self.inner.store.trace_snapshot(job_id).await?.size);
+        let archived = self.runtime().archived.remove(&job_id);
+        if len == 0 || archived == Some(len) {
+            return Ok(());
+        }
+        let this = self.clone();
+        tokio::task::spawn_blocking(move || this.archive_trace(job_id, len))
+            .await
+            .map_err(|e| {
+                CoordinatorError::Io(io::Error::other(format!(
+                    "archive the trace of job {job_id}: the task stopped: {e}"
+                )))
+            })?
+            .map_err(CoordinatorError::Io)
     }
 
     /// Copies the first `len` bytes of the job's log file into the blob store (blocking).
