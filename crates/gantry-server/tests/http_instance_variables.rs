@@ -340,6 +340,38 @@ async fn refusals_name_the_field_and_the_fix() {
     let (status, answer) = expect_client_error(response, "the 26th").await;
     let _ = writeln!(table, "the 26th: {} {answer}", status.as_u16());
     insta::assert_snapshot!(table);
+
+    // 25 variables: two pages of GitLab's default 20, with its pagination headers.
+    let page = |query: &'static str| {
+        let request = server
+            .http
+            .get(format!("{}{query}", server.api(PATH)))
+            .header("PRIVATE-TOKEN", &server.admin);
+        async move {
+            let response = request.send().await.unwrap();
+            let header = |name: &str| response.headers()[name].to_str().unwrap().to_owned();
+            let headers = [
+                header("x-page"),
+                header("x-per-page"),
+                header("x-next-page"),
+                header("x-total"),
+            ];
+            let body: Value = response.json().await.unwrap();
+            (headers, body.as_array().unwrap().len())
+        }
+    };
+    assert_eq!(
+        page("").await,
+        (["1", "20", "2", "25"].map(String::from), 20)
+    );
+    assert_eq!(
+        page("?page=2").await,
+        (["2", "20", "", "25"].map(String::from), 5)
+    );
+    assert_eq!(
+        page("?per_page=100").await,
+        (["1", "100", "", "25"].map(String::from), 25)
+    );
 }
 
 /// Any project's jobs get them, below the project's own variables and the pipeline's,

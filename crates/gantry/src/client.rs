@@ -118,10 +118,41 @@ impl ApiClient {
         format!("{}/api/v4/{}", self.base, path.trim_start_matches('/'))
     }
 
+    /// `GET /api/v4/<path>` of a paginated list: every page (100 items each), followed
+    /// through GitLab's `X-Next-Page` header.
+    pub(crate) async fn get_all(&self, path: &str) -> Result<Vec<Value>, ClientError> {
+        let mut all = Vec::new();
+        let mut page: u64 = 1;
+        loop {
+            let request = self
+                .http
+                .get(self.url(path))
+                .query(&[("per_page", "100".to_owned()), ("page", page.to_string())]);
+            let (headers, items): (reqwest::header::HeaderMap, Vec<Value>) =
+                self.send_with_headers(request).await?;
+            all.extend(items);
+            let next = headers
+                .get("x-next-page")
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<u64>().ok());
+            match next {
+                Some(next) if next > page => page = next,
+                _ => return Ok(all),
+            }
+        }
+    }
+
     async fn send<T: DeserializeOwned>(
         &self,
         request: reqwest::RequestBuilder,
     ) -> Result<T, ClientError> {
+        self.send_with_headers(request).await.map(|(_, body)| body)
+    }
+
+    async fn send_with_headers<T: DeserializeOwned>(
+        &self,
+        request: reqwest::RequestBuilder,
+    ) -> Result<(reqwest::header::HeaderMap, T), ClientError> {
         let response = request
             .header("PRIVATE-TOKEN", &self.token)
             .send()
@@ -136,6 +167,7 @@ impl ApiClient {
             })?;
         let status = response.status();
         let url = response.url().path().to_owned();
+        let headers = response.headers().clone();
         let bytes = response
             .bytes()
             .await
@@ -165,9 +197,10 @@ impl ApiClient {
         } else {
             &bytes
         };
-        serde_json::from_slice(bytes).map_err(|e| {
+        let body = serde_json::from_slice(bytes).map_err(|e| {
             ClientError::Server(format!("the answer to {url} is not the expected JSON: {e}"))
-        })
+        })?;
+        Ok((headers, body))
     }
 }
 

@@ -122,7 +122,7 @@ pub(crate) fn run(command: &VariableCommand) -> Result<(), ClientError> {
 
 fn list(args: &ListArgs) -> Result<(), ClientError> {
     let client = ApiClient::new(&args.server)?;
-    let vars: Value = block_on(client.get(&Owner::of(&args.owner).base()))??;
+    let vars = Value::Array(block_on(client.get_all(&Owner::of(&args.owner).base()))??);
     crate::out_line(&serde_json::to_string_pretty(&vars).unwrap_or_default());
     Ok(())
 }
@@ -179,7 +179,7 @@ fn import(args: &ImportArgs) -> Result<(), ClientError> {
     };
     let client = ApiClient::new(&args.server)?;
     block_on(async {
-        let existing: Value = client.get(&owner.base()).await?;
+        let existing = Value::Array(client.get_all(&owner.base()).await?);
         let current = |u: &Upload| {
             existing.as_array().and_then(|all| {
                 all.iter().find(|v| {

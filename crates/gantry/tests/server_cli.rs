@@ -635,6 +635,26 @@ fn variables_are_imported_from_a_run_variables_file_listed_and_deleted() {
         text(&unhide.stderr)
     );
 
+    // More variables than one page of the API (100 at most): import and list read every
+    // page, so a second import replaces them all and the list shows them all.
+    let many: String = (1..=105).map(|i| format!("MANY_{i}: v{i}\n")).collect();
+    std::fs::write(&file, &many).expect("write");
+    let first = import(&env);
+    assert!(
+        text(&first.stderr).contains("105 variable(s) created, 0 replaced"),
+        "{}",
+        text(&first.stderr)
+    );
+    let again = import(&env);
+    assert!(
+        text(&again.stderr).contains("0 variable(s) created, 105 replaced"),
+        "{}",
+        text(&again.stderr)
+    );
+    let listed = gantry(&["variable", "list", "--project", "demo"], &env);
+    let vars: serde_json::Value = serde_json::from_slice(&listed.stdout).expect("JSON");
+    assert_eq!(vars.as_array().map(Vec::len), Some(3 + 1 + 105));
+
     // A bad file is a usage error before anything is sent.
     std::fs::write(&file, "A-B: x\n").expect("write");
     let bad = import(&env);

@@ -5,7 +5,7 @@
 //! is; `PUT` never renames (GitLab drops `key` from its body). Rules and limits:
 //! `coordinator::instance_variables`.
 
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use gantry_store::InstanceVariable;
@@ -100,13 +100,18 @@ fn gone(e: CoordinatorError) -> ApiError {
     }
 }
 
-/// `GET /api/v4/admin/ci/variables`.
-pub(crate) async fn list(State(state): State<AppState>, headers: HeaderMap) -> ApiResult<Response> {
+/// `GET /api/v4/admin/ci/variables[?page=&per_page=]`: a page (20 by default) with GitLab's
+/// `X-Page`, `X-Per-Page`, `X-Next-Page` and `X-Total` headers.
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    Query(page): Query<super::projects::Page>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
     auth::require_admin(&state.coordinator, &headers).await?;
     let vars = state.coordinator.instance_variables().await?;
     let views: Vec<InstanceVariableView> =
         vars.into_iter().map(InstanceVariableView::from).collect();
-    Ok(json_response(StatusCode::OK, &views))
+    Ok(super::projects::page_of(views, &page))
 }
 
 /// `POST /api/v4/admin/ci/variables` → `201` with the variable.

@@ -394,6 +394,19 @@ impl Page {
     }
 }
 
+/// Page `page` of a whole list held in memory (lists with a small limit: variables),
+/// answered as [`paged`] does.
+pub(crate) fn page_of<T: serde::Serialize>(all: Vec<T>, page: &Page) -> Response {
+    let (offset, limit) = page.window();
+    let total = i64::try_from(all.len()).unwrap_or(i64::MAX);
+    let shown: Vec<T> = all
+        .into_iter()
+        .skip(usize::try_from(offset).unwrap_or(usize::MAX))
+        .take(usize::try_from(limit).unwrap_or(20))
+        .collect();
+    paged(shown, total, page)
+}
+
 /// One page of a list as GitLab answers it: the JSON array `shown` (page `page.page`,
 /// from 1, of `page.per_page` items: 20 by default, at most 100) of `total` items, with
 /// `X-Page`, `X-Per-Page`, `X-Next-Page` (empty on the last page) and `X-Total`.

@@ -94,17 +94,19 @@ pub(crate) struct ScopeFilter {
     environment_scope: Option<String>,
 }
 
-/// `GET /api/v4/projects/:id/variables`.
+/// `GET /api/v4/projects/:id/variables[?page=&per_page=]`: a page (20 by default) with
+/// GitLab's `X-Page`, `X-Per-Page`, `X-Next-Page` and `X-Total` headers.
 pub(crate) async fn list(
     State(state): State<AppState>,
     Path(project): Path<String>,
+    Query(page): Query<super::projects::Page>,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     auth::require_admin(&state.coordinator, &headers).await?;
     let project = find_project(&state, &project).await?;
     let vars = state.coordinator.project_variables(project.id).await?;
     let views: Vec<VariableView> = vars.into_iter().map(VariableView::from).collect();
-    Ok(json_response(StatusCode::OK, &views))
+    Ok(super::projects::page_of(views, &page))
 }
 
 /// `POST /api/v4/projects/:id/variables` → `201` with the variable.
