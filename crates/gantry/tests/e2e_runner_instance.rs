@@ -45,50 +45,19 @@ slow:
     - sleep 61
 "#;
 
-fn config(url: &str, token: &str, dir: &std::path::Path) -> String {
-    format!(
-        r#"concurrent = 3
-check_interval = 1
-shutdown_timeout = 30
-
-[[runners]]
-name = "fleet"
-url = "{url}"
-token = "{token}"
-executor = "instance"
-builds_dir = "{builds}"
-cache_dir = "{cache}"
-
-[runners.autoscaler]
-plugin = "{plugin}"
-capacity_per_instance = 1
-max_use_count = 1
-max_instances = 3
-instance_ready_command = "test -d \"$HOME\""
-update_interval = "1s"
-update_interval_when_expecting = "100ms"
-log_internal_ip = true
-
-[runners.autoscaler.plugin_config]
-name = "e2e"
-boot_delay_ms = 200
-
-[[runners.autoscaler.policy]]
-idle_count = 0
-idle_time = "0s"
-"#,
-        builds = dir.join("builds").display(),
-        cache = dir.join("cache").display(),
-        plugin = env!("CARGO_BIN_EXE_fleeting-plugin-local"),
-    )
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn instance_jobs_run_over_ssh_on_autoscaled_instances() {
     let setup = Setup::new(PIPELINE, &[("input.txt", "from git\n")]).await;
     let server = &setup.server;
     let dir = tempfile::tempdir().unwrap();
-    let toml = config(&server.url, &setup.runner_token, dir.path());
+    let toml = local_fleet_config(
+        &server.url,
+        &setup.runner_token,
+        dir.path(),
+        "instance",
+        "test -d \"$HOME\"",
+        "",
+    );
     let runner = Runner::from_text(dir, &toml);
     let pipeline = server.create_pipeline(setup.project).await;
     let done = server

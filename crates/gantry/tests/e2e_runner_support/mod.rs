@@ -756,3 +756,58 @@ pub fn runner_command(config: &Path, args: &[&str]) -> std::process::Output {
 pub fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
+
+/// A `config.toml` whose one entry (`executor`, named after it) runs jobs on a
+/// `fleeting-plugin-local` fleet: three instances at most, each removed after its job,
+/// made as jobs come, ready when `ready_command` succeeds there. `sections` (such as
+/// `[runners.docker]`) go before `[runners.autoscaler]`.
+pub fn local_fleet_config(
+    url: &str,
+    token: &str,
+    dir: &Path,
+    executor: &str,
+    ready_command: &str,
+    sections: &str,
+) -> String {
+    format!(
+        r#"concurrent = 3
+check_interval = 1
+shutdown_timeout = 30
+
+[[runners]]
+name = "{executor}"
+url = "{url}"
+token = "{token}"
+executor = "{executor}"
+builds_dir = "{builds}"
+cache_dir = "{cache}"
+{sections}
+[runners.autoscaler]
+plugin = "{plugin}"
+capacity_per_instance = 1
+max_use_count = 1
+max_instances = 3
+instance_ready_command = {ready}
+update_interval = "1s"
+update_interval_when_expecting = "100ms"
+log_internal_ip = true
+
+[runners.autoscaler.plugin_config]
+name = "e2e-{executor}"
+boot_delay_ms = 200
+
+[[runners.autoscaler.policy]]
+idle_count = 0
+idle_time = "0s"
+"#,
+        builds = dir.join("builds").display(),
+        cache = dir.join("cache").display(),
+        plugin = env!("CARGO_BIN_EXE_fleeting-plugin-local"),
+        ready = toml_string(ready_command),
+    )
+}
+
+/// `text` as a TOML basic string.
+fn toml_string(text: &str) -> String {
+    format!("\"{}\"", text.replace('\\', "\\\\").replace('"', "\\\""))
+}
