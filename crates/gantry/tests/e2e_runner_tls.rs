@@ -3,8 +3,8 @@
 //! comes from a private CA and which asks every client for a certificate of that CA.
 //! The runner's API calls, git fetch, artifact upload and download all go through it;
 //! the job sees the CA as `CI_SERVER_TLS_CA_FILE`. Without the CA the runner is refused
-//! with the TLS error. Certificates are made with the `openssl` CLI (Debian's
-//! `ca-certificates` depends on it).
+//! with the TLS error. Certificates are made with the `openssl` CLI (`scripts/test`
+//! installs it when missing).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
