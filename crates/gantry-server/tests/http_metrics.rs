@@ -60,7 +60,7 @@ async fn metrics_show_the_queue_runners_and_requests_to_an_admin() {
         .create_pipeline(project["id"].as_i64().unwrap(), "main")
         .await;
     let (_, runner) = server.create_runner(serde_json::json!({})).await;
-    server.take_job(&runner).await;
+    let (first, first_token, _) = server.take_job(&runner).await;
 
     let (_, _, text) = scrape(&server, Some(&server.admin)).await;
     for needle in [
@@ -71,6 +71,18 @@ async fn metrics_show_the_queue_runners_and_requests_to_an_admin() {
         "gantry_job_requests_total{result=\"none\"} 0",
         "gantry_pipelines_created_total 1",
         "gantry_build_info{version=",
+        "gantry_jobs_finished_total{status=\"success\"} 0",
+    ] {
+        assert!(text.contains(needle), "missing {needle:?}:\n{text}");
+    }
+
+    // The job ends: it leaves the running ones and counts as finished.
+    server.end_job(first, &first_token, "failed").await;
+    let (_, _, text) = scrape(&server, Some(&server.admin)).await;
+    for needle in [
+        "gantry_jobs{status=\"running\"} 0",
+        "gantry_jobs_finished_total{status=\"failed\"} 1",
+        "gantry_jobs_finished_total{status=\"success\"} 0",
     ] {
         assert!(text.contains(needle), "missing {needle:?}:\n{text}");
     }

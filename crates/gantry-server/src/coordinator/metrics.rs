@@ -8,6 +8,7 @@
 //! | `gantry_runners_online` | gauge | | runners that asked for jobs in the last 2 hours (GitLab's "online") |
 //! | `gantry_job_requests_total` | counter | `result` (`job`, `none`) | job requests answered by this process, with a job or without |
 //! | `gantry_pipelines_created_total` | counter | | pipelines this process created |
+//! | `gantry_jobs_finished_total` | counter | `status` (`success`, `failed`, `canceled`, `skipped`) | jobs whose end this process decided |
 //! | `gantry_build_info` | gauge (1) | `version` | this binary |
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -25,12 +26,22 @@ use super::time::now_ms;
 /// GitLab counts a runner online when it made contact within the last 2 hours.
 const ONLINE_WINDOW_MS: i64 = 2 * 60 * 60 * 1000;
 
+/// The statuses a job ends in, as `gantry_jobs_finished_total` labels them.
+const FINISHED: [crate::processor::Status; 4] = [
+    crate::processor::Status::Success,
+    crate::processor::Status::Failed,
+    crate::processor::Status::Canceled,
+    crate::processor::Status::Skipped,
+];
+
 /// What this process counted since it started.
 #[derive(Debug, Default)]
 pub(super) struct Counters {
     requests_with_job: AtomicU64,
     requests_without_job: AtomicU64,
     pipelines_created: AtomicU64,
+    /// By the index of the status in [`FINISHED`].
+    finished: [AtomicU64; 4],
 }
 
 impl Counters {
@@ -45,6 +56,19 @@ impl Counters {
 
     pub(super) fn pipeline_created(&self) {
         self.pipelines_created.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A job went from `from` to `to`: counted when that ended it.
+    pub(super) fn job_changed(
+        &self,
+        from: Option<crate::processor::Status>,
+        to: crate::processor::Status,
+    ) {
+        if from.is_some_and(|from| !from.is_completed())
+            && let Some(index) = FINISHED.iter().position(|s| *s == to)
+        {
+            self.finished[index].fetch_add(1, Ordering::Relaxed);
+        }
     }
 }
 
@@ -132,6 +156,19 @@ impl Coordinator {
             "gantry_pipelines_created",
             "Pipelines created by this process",
             created,
+        );
+        let finished = Family::<StatusLabel, Counter>::default();
+        for (status, counter) in FINISHED.iter().zip(&counters.finished) {
+            finished
+                .get_or_create(&StatusLabel {
+                    status: status.as_str().to_owned(),
+                })
+                .inc_by(counter.load(Ordering::Relaxed));
+        }
+        registry.register(
+            "gantry_jobs_finished",
+            "Jobs whose end this process decided, by final status",
+            finished,
         );
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &registry).map_err(|e| {

@@ -625,6 +625,7 @@ impl Coordinator {
         let mut resources = false;
         let mut ended = Vec::new();
         for c in changes {
+            self.inner.counters.job_changed(c.from, c.to);
             wake |= c.to == crate::processor::Status::Pending;
             resources |= c.resource_group
                 && (c.to == crate::processor::Status::WaitingForResource || c.to.is_completed());
