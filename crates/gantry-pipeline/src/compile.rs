@@ -570,7 +570,9 @@ fn process(
             lookup: &global_lookup,
             files,
         };
-        match rules::first_match(rules, &scope) {
+        // A rule that cannot be evaluated filters the pipeline out without a word, as
+        // GitLab's `EvaluateWorkflowRules` does (its result is `never`).
+        match rules::first_match(rules, &scope).ok().flatten() {
             Some(r) if r.when.as_deref() != Some("never") => {
                 if let Some(v) = &r.variables {
                     for (k, val) in v {
@@ -1748,7 +1750,16 @@ fn seed(
     let mut interruptible = def.interruptible;
     let mut rule_vars = Variables::new();
     if let Some(rules) = &def.rules {
-        let rule = rules::first_match(rules, &scope)?;
+        let rule = match rules::first_match(rules, &scope) {
+            Ok(rule) => rule?,
+            Err(e) => {
+                cx.raw(
+                    format!("Failed to parse rule for {}: {e}", inst.name),
+                    Some(def.pos),
+                );
+                return None;
+            }
+        };
         if rule.when.as_deref() == Some("never") {
             return None;
         }

@@ -86,6 +86,30 @@ pub trait Loader {
         let _ = (job, path);
         Err(ArtifactError::NotChild)
     }
+    /// The paths that differ between the merge base of `compare_to` (a branch, tag or
+    /// commit of the pipeline's project; variables already expanded) and the pipeline's
+    /// commit, for `rules:changes:compare_to` (GitLab's `modified_paths_since`: a renamed
+    /// file counts under both names). The default cannot compare
+    /// ([`CompareError::Unsupported`]): the clause then reads the pipeline's own changed
+    /// files, [`crate::Context::changed_files`].
+    fn changed_since(&self, compare_to: &str) -> Result<Vec<String>, CompareError> {
+        let _ = compare_to;
+        Err(CompareError::Unsupported)
+    }
+}
+
+/// Why [`Loader::changed_since`] gave no paths.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CompareError {
+    /// This reader of the configuration has no repository to compare in.
+    #[error("no repository to compare in")]
+    Unsupported,
+    /// `compare_to` names no commit of the project (GitLab's message).
+    #[error("rules:changes:compare_to is not a valid ref")]
+    InvalidRef,
+    /// Comparing failed; the description.
+    #[error("rules:changes:compare_to could not be compared: {0}")]
+    Io(String),
 }
 
 /// Why `include:artifact` gave no file (GitLab's `File::Artifact` and
@@ -261,13 +285,19 @@ impl Loader for MemoryLoader {
 pub(crate) struct Files<'a> {
     loader: &'a dyn Loader,
     list: std::cell::OnceCell<Vec<String>>,
+    /// `rules:changes:compare_to` diffs already asked for, by expanded ref.
+    compared: std::cell::RefCell<Vec<(String, Compared)>>,
 }
+
+/// One [`Loader::changed_since`] answer: the paths (sorted), or why there are none.
+type Compared = Result<std::rc::Rc<[String]>, CompareError>;
 
 impl<'a> Files<'a> {
     pub fn new(loader: &'a dyn Loader) -> Self {
         Files {
             loader,
             list: std::cell::OnceCell::new(),
+            compared: std::cell::RefCell::default(),
         }
     }
 
@@ -277,6 +307,7 @@ impl<'a> Files<'a> {
         Files {
             loader,
             list: std::cell::OnceCell::from(list),
+            compared: std::cell::RefCell::default(),
         }
     }
 
@@ -286,6 +317,28 @@ impl<'a> Files<'a> {
             files.sort();
             files
         })
+    }
+
+    /// The paths changed since `compare_to` ([`Loader::changed_since`]), asked once per
+    /// ref and configuration.
+    pub fn changed_since(&self, compare_to: &str) -> Compared {
+        if let Some((_, known)) = self
+            .compared
+            .borrow()
+            .iter()
+            .find(|(to, _)| to == compare_to)
+        {
+            return known.clone();
+        }
+        let answer = self.loader.changed_since(compare_to).map(|mut paths| {
+            paths.sort();
+            paths.dedup();
+            std::rc::Rc::from(paths)
+        });
+        self.compared
+            .borrow_mut()
+            .push((compare_to.to_owned(), answer.clone()));
+        answer
     }
 }
 
@@ -619,8 +672,13 @@ impl<'a> Loading<'a> {
                             }
                             None => self.files,
                         };
-                        if !rules::include_matches(&rules, self.ctx, files) {
-                            continue;
+                        match rules::include_matches(&rules, self.ctx, files) {
+                            Ok(true) => {}
+                            Ok(false) => continue,
+                            Err(e) => {
+                                self.cx.raw(format!("include:{e}"), Some(item.pos));
+                                continue;
+                            }
                         }
                     }
                     out.push(item.clone());

@@ -25,7 +25,9 @@ pub mod yaml;
 pub use compile::{Compiled, Options, compile};
 pub use context::{Context, PipelineInfo, Source};
 pub use diagnostic::{Diagnostic, Location, SourceMap};
-pub use include::{ArtifactError, Loader, MemoryLoader, ProjectError, RemoteError, remote_message};
+pub use include::{
+    ArtifactError, CompareError, Loader, MemoryLoader, ProjectError, RemoteError, remote_message,
+};
 pub use inputs::{InputValue, MAX_PIPELINE_INPUTS, PipelineInputs};
 pub use model::*;
 pub use select::{SelectError, select_jobs};

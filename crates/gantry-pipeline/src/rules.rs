@@ -6,7 +6,7 @@ use globset::{GlobBuilder, GlobMatcher};
 use crate::context::Context;
 use crate::expand::{Unknown, expand_server};
 use crate::expr::{Expression, parse_regex_literal};
-use crate::include::Files;
+use crate::include::{CompareError, Files};
 use crate::keyword::{self, VarLevel};
 use crate::model::Variables;
 use crate::validate::{Cx, flatten_nodes, join};
@@ -27,9 +27,8 @@ pub(crate) enum RuleTarget {
 #[derive(Clone, Debug)]
 pub(crate) struct Changes {
     pub paths: Vec<String>,
-    /// Validated; the diff against it is the caller's changed-file set (a pure library
-    /// cannot run `git diff`), so `compare_to` evaluates like `changes` without it.
-    #[allow(dead_code)]
+    /// The ref the changed paths are taken against (variables expanded at evaluation);
+    /// the diff comes from [`crate::Loader::changed_since`].
     pub compare_to: Option<String>,
 }
 
@@ -335,24 +334,40 @@ fn glob(pattern: &str) -> Option<GlobMatcher> {
 }
 
 impl Rule {
-    /// Whether every clause of the rule holds.
-    pub fn matches(&self, scope: &Scope<'_>) -> bool {
+    /// Whether every clause of the rule holds; `Err` with GitLab's message when a clause
+    /// cannot be evaluated (`rules:changes:compare_to is not a valid ref`).
+    pub fn matches(&self, scope: &Scope<'_>) -> Result<bool, String> {
         if let Some(e) = &self.if_ {
             if !e.evaluate(scope.lookup, &|_| None) {
-                return false;
+                return Ok(false);
             }
         }
         if let Some(c) = &self.changes {
-            if !changes_match(&c.paths, scope) {
-                return false;
+            if !c.matches(scope)? {
+                return Ok(false);
             }
         }
         if let Some(paths) = &self.exists {
             if !exists_match(paths, scope) {
-                return false;
+                return Ok(false);
             }
         }
-        true
+        Ok(true)
+    }
+}
+
+impl Changes {
+    /// Against the paths changed since `compare_to` when it is given and the loader can
+    /// compare, else against the pipeline's changed files.
+    fn matches(&self, scope: &Scope<'_>) -> Result<bool, String> {
+        let Some(to) = &self.compare_to else {
+            return Ok(changes_match(&self.paths, scope));
+        };
+        match scope.files.changed_since(&expand_path(to, scope)) {
+            Ok(changed) => Ok(paths_match(&self.paths, &changed, scope)),
+            Err(CompareError::Unsupported) => Ok(changes_match(&self.paths, scope)),
+            Err(e) => Err(e.to_string()),
+        }
     }
 }
 
@@ -360,10 +375,15 @@ fn expand_path(p: &str, scope: &Scope<'_>) -> String {
     expand_server(p, scope.lookup, Unknown::Keep)
 }
 
+/// Against the pipeline's changed files: true when they are unknown, as on GitLab.
 pub(crate) fn changes_match(paths: &[String], scope: &Scope<'_>) -> bool {
-    let Some(changed) = &scope.ctx.changed_files else {
-        return true;
-    };
+    match &scope.ctx.changed_files {
+        Some(changed) => paths_match(paths, changed, scope),
+        None => true,
+    }
+}
+
+fn paths_match(paths: &[String], changed: &[String], scope: &Scope<'_>) -> bool {
     let mut comparisons = 0usize;
     for p in paths {
         let Some(m) = glob(&expand_path(p, scope)) else {
@@ -414,22 +434,32 @@ pub(crate) fn exists_match(paths: &[String], scope: &Scope<'_>) -> bool {
 }
 
 /// `include:rules`: included when the first matching rule is not `when: never`.
-pub(crate) fn include_matches(rules: &[Rule], ctx: &Context, files: &Files<'_>) -> bool {
+pub(crate) fn include_matches(
+    rules: &[Rule],
+    ctx: &Context,
+    files: &Files<'_>,
+) -> Result<bool, String> {
     let lookup = |n: &str| ctx.var(n);
     let scope = Scope {
         ctx,
         lookup: &lookup,
         files,
     };
-    match rules.iter().find(|r| r.matches(&scope)) {
-        Some(r) => r.when.as_deref() != Some("never"),
-        None => false,
-    }
+    Ok(first_match(rules, &scope)?.is_some_and(|r| r.when.as_deref() != Some("never")))
 }
 
-/// The first matching rule, if any.
-pub(crate) fn first_match<'r>(rules: &'r [Rule], scope: &Scope<'_>) -> Option<&'r Rule> {
-    rules.iter().find(|r| r.matches(scope))
+/// The first matching rule, if any; the first clause that cannot be evaluated ends the
+/// search with its message, as GitLab's `Rules#evaluate` does.
+pub(crate) fn first_match<'r>(
+    rules: &'r [Rule],
+    scope: &Scope<'_>,
+) -> Result<Option<&'r Rule>, String> {
+    for rule in rules {
+        if rule.matches(scope)? {
+            return Ok(Some(rule));
+        }
+    }
+    Ok(None)
 }
 
 /// Legacy `only`/`except`.

@@ -339,6 +339,74 @@ impl Store {
             .ok_or(StoreError::NotFound("project"))
     }
 
+    /// The branches and tags of a project as last recorded (`refs/…` → commit), sorted;
+    /// `None` when they never were ([`Store::record_refs`]).
+    pub async fn project_refs(&self, project_id: i64) -> Result<Option<Vec<(String, String)>>> {
+        let seen: Option<i64> = sqlx::query("SELECT refs_seen_at FROM projects WHERE id = $1")
+            .bind(project_id)
+            .fetch_optional(&self.pool)
+            .await?
+            .ok_or(StoreError::NotFound("project"))?
+            .get(0);
+        if seen.is_none() {
+            return Ok(None);
+        }
+        let rows = sqlx::query(
+            "SELECT ref_name, sha FROM project_refs WHERE project_id = $1 ORDER BY ref_name",
+        )
+        .bind(project_id)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(Some(
+            rows.iter()
+                .map(|r| (r.get::<String, _>(0), r.get::<String, _>(1)))
+                .collect(),
+        ))
+    }
+
+    /// Record a project's refs for the first time (no pipelines: what was there before is
+    /// no push). `false` when they were recorded already (by another coordinator).
+    pub async fn record_refs(
+        &self,
+        project_id: i64,
+        refs: &[(String, String)],
+        now: i64,
+    ) -> Result<bool> {
+        let mut tx = self.begin_write().await?;
+        let first = sqlx::query(
+            "UPDATE projects SET refs_seen_at = $1 WHERE id = $2 AND refs_seen_at IS NULL",
+        )
+        .bind(now)
+        .bind(project_id)
+        .execute(&mut *tx)
+        .await?;
+        if first.rows_affected() == 0 {
+            return Ok(false);
+        }
+        for (name, sha) in refs {
+            sqlx::query("INSERT INTO project_refs (project_id, ref_name, sha) VALUES ($1, $2, $3)")
+                .bind(project_id)
+                .bind(name)
+                .bind(sha)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    /// Record a ref's change that creates no pipeline (a deletion, a change over the
+    /// push limit, a configuration that creates none); `false` when the ref had moved
+    /// meanwhile (another coordinator took the change).
+    pub async fn move_ref(&self, project_id: i64, change: &RefChange) -> Result<bool> {
+        let mut tx = self.begin_write().await?;
+        let moved = move_ref(&mut tx, project_id, change).await?;
+        if moved {
+            tx.commit().await?;
+        }
+        Ok(moved)
+    }
+
     pub async fn project_by_name(&self, name: &str) -> Result<Project> {
         let row = sqlx::query(&format!(
             "SELECT {} FROM projects WHERE name = $1",
@@ -809,6 +877,11 @@ impl Store {
         let pipeline_id: i64 = res.get(0);
         for j in jobs {
             insert_job(&mut tx, pipeline_id, p.project_id, j, now).await?;
+        }
+        if let Some(change) = &p.push {
+            if !move_ref(&mut tx, p.project_id, change).await? {
+                return Err(StoreError::Stale);
+            }
         }
         tx.commit().await?;
         let pipeline = self.pipeline(pipeline_id).await?;
@@ -1308,6 +1381,48 @@ impl Store {
         .await?;
         Ok(rows.iter().map(Artifact::from_row).collect())
     }
+}
+
+/// Move a recorded ref from `change.from` to `change.to` if it is still at `from`.
+async fn move_ref(
+    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    project_id: i64,
+    change: &RefChange,
+) -> Result<bool> {
+    let done = match (&change.from, &change.to) {
+        (None, Some(to)) => {
+            sqlx::query(
+                "INSERT INTO project_refs (project_id, ref_name, sha) VALUES ($1, $2, $3) \
+                 ON CONFLICT (project_id, ref_name) DO NOTHING",
+            )
+            .bind(project_id)
+            .bind(&change.ref_name)
+            .bind(to)
+            .execute(&mut **tx)
+            .await?
+        }
+        (Some(from), Some(to)) => sqlx::query(
+            "UPDATE project_refs SET sha = $1 WHERE project_id = $2 AND ref_name = $3 AND sha = $4",
+        )
+        .bind(to)
+        .bind(project_id)
+        .bind(&change.ref_name)
+        .bind(from)
+        .execute(&mut **tx)
+        .await?,
+        (Some(from), None) => {
+            sqlx::query(
+                "DELETE FROM project_refs WHERE project_id = $1 AND ref_name = $2 AND sha = $3",
+            )
+            .bind(project_id)
+            .bind(&change.ref_name)
+            .bind(from)
+            .execute(&mut **tx)
+            .await?
+        }
+        (None, None) => return Ok(true),
+    };
+    Ok(done.rows_affected() == 1)
 }
 
 async fn insert_job(

@@ -117,6 +117,21 @@ pub struct NewPipeline {
     /// The trigger job that creates this pipeline (a downstream pipeline); `None` for a
     /// pipeline created from a ref.
     pub parent_job_id: Option<i64>,
+    /// A push pipeline's change of a ref, recorded with the pipeline: if the ref has
+    /// moved meanwhile the pipeline is not created ([`crate::StoreError::Stale`]).
+    pub push: Option<RefChange>,
+}
+
+/// A branch or tag moving in a project's repository (push pipelines): from the commit the
+/// coordinator last saw to the one it sees now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RefChange {
+    /// `refs/heads/…` or `refs/tags/…`.
+    pub ref_name: String,
+    /// `None`: the ref is new.
+    pub from: Option<String>,
+    /// `None`: the ref was deleted.
+    pub to: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

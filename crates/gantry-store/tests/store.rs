@@ -97,6 +97,7 @@ fn pipeline(project_id: i64) -> NewPipeline {
         variables: "{}".into(),
         protected: true,
         parent_job_id: None,
+        push: None,
     }
 }
 

@@ -112,6 +112,13 @@ impl Loader for WorkTree {
     fn files(&self) -> Vec<String> {
         git::files(&self.root)
     }
+    /// Against the commit checked out (`HEAD`): uncommitted changes are not compared.
+    fn changed_since(
+        &self,
+        compare_to: &str,
+    ) -> Result<Vec<String>, gantry_pipeline::CompareError> {
+        gantry_server::coordinator::changes_since(&self.root, &[], "HEAD", compare_to)
+    }
 }
 
 fn usage(msg: &str, hint: &str) -> u8 {

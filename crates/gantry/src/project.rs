@@ -1,12 +1,13 @@
 //! `gantry project create NAME --repo PATH_OR_URL`: register a repository with a
 //! running server (`POST /api/v4/projects`). Prints the project as JSON on stdout.
+//! `gantry project pull NAME`: look for pushes now (`POST …/mirror/pull`).
 
 use std::path::Path;
 
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 
-use crate::client::{ApiClient, ClientError, ServerArgs, block_on};
+use crate::client::{ApiClient, ClientError, ServerArgs, block_on, encode_segment};
 
 #[derive(Subcommand)]
 pub(crate) enum ProjectCommand {
@@ -14,6 +15,17 @@ pub(crate) enum ProjectCommand {
     Create(CreateArgs),
     /// List the server's projects.
     List(ListArgs),
+    /// Fetch a project's repository now and create a push pipeline for each branch or
+    /// tag that moved (what the server also does every --poll-interval).
+    Pull(PullArgs),
+}
+
+#[derive(Args)]
+pub(crate) struct PullArgs {
+    /// Project name or id.
+    name: String,
+    #[command(flatten)]
+    server: ServerArgs,
 }
 
 #[derive(Args)]
@@ -38,7 +50,28 @@ pub(crate) fn run(command: &ProjectCommand) -> Result<(), ClientError> {
     match command {
         ProjectCommand::Create(args) => create(args),
         ProjectCommand::List(args) => list(args),
+        ProjectCommand::Pull(args) => pull(args),
     }
+}
+
+fn pull(args: &PullArgs) -> Result<(), ClientError> {
+    let client = ApiClient::new(&args.server)?;
+    let path = format!("projects/{}/mirror/pull", encode_segment(&args.name));
+    let pushed: Value = block_on(client.post(&path, &json!({})))??;
+    let refs = pushed.as_array().map(Vec::as_slice).unwrap_or_default();
+    if refs.is_empty() {
+        eprintln!("nothing moved in {}", args.name);
+    }
+    for r in refs {
+        let name = r["ref"].as_str().unwrap_or_default();
+        match (r["pipeline_id"].as_i64(), r["reason"].as_str()) {
+            (Some(id), _) => eprintln!("{name}: pipeline {id}"),
+            (None, Some(reason)) => eprintln!("{name}: no pipeline: {reason}"),
+            (None, None) => eprintln!("{name}: no pipeline"),
+        }
+    }
+    crate::out_line(&serde_json::to_string_pretty(&pushed).unwrap_or_default());
+    Ok(())
 }
 
 fn create(args: &CreateArgs) -> Result<(), ClientError> {

@@ -231,6 +231,11 @@ fn setup(args: &RunArgs) -> Result<Setup, Stop> {
 /// Reads configuration files from the snapshot (exactly what the coordinator reads).
 struct SnapshotFiles<'a> {
     dir: &'a Path,
+    /// The snapshot's repository and commit, and the checkout whose refs
+    /// `rules:changes:compare_to` names (as the coordinator compares).
+    repo: &'a Path,
+    sha: &'a str,
+    checkout: &'a Path,
 }
 
 impl Loader for SnapshotFiles<'_> {
@@ -253,6 +258,18 @@ impl Loader for SnapshotFiles<'_> {
 
     fn files(&self) -> Vec<String> {
         git::files(self.dir)
+    }
+
+    fn changed_since(
+        &self,
+        compare_to: &str,
+    ) -> Result<Vec<String>, gantry_pipeline::CompareError> {
+        gantry_server::coordinator::changes_since(
+            self.repo,
+            &[self.checkout.to_path_buf()],
+            self.sha,
+            compare_to,
+        )
     }
 }
 
@@ -306,6 +323,9 @@ fn check_configuration(
     let loader = IncludeLoader {
         files: &SnapshotFiles {
             dir: &s.snapshot.dir,
+            repo: &s.snapshot.repo,
+            sha: &s.snapshot.sha,
+            checkout: &s.root,
         },
         sources: &sources,
     };
@@ -522,6 +542,8 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
         .map_err(|e| failed(format!("failed to open the temporary database: {e}")))?;
     let mut cfg = CoordinatorConfig::new(&data_dir, server_url);
     cfg.local_repos_in_place = true;
+    // `compare_to: main` names the checkout's branch; the snapshot holds only the run's.
+    cfg.compare_refs = vec![s.root.clone()];
     cfg.user = pipeline_user(&s.checkout);
     cfg.trace_update_interval = Some(Duration::from_secs(1));
     cfg.include_cache = Some(include_cache);

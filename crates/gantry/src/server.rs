@@ -40,6 +40,12 @@ pub(crate) struct ServerArgs {
     #[arg(long, value_name = "MB", default_value_t = 100,
           value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
     max_artifacts_size: u64,
+    /// How often every project's repository is fetched to look for pushes, in seconds:
+    /// each branch or tag that moved gets a `push` pipeline (0: never; `POST
+    /// /api/v4/projects/:id/mirror/pull` looks at once, for a forge's push webhook).
+    #[arg(long, value_name = "SECONDS", default_value_t = 60,
+          value_parser = clap::value_parser!(u64).range(0..=86_400))]
+    poll_interval: u64,
 }
 
 pub(crate) fn run(args: &ServerArgs) -> u8 {
@@ -191,6 +197,8 @@ async fn serve(args: &ServerArgs) -> Result<(), StartError> {
         ))
     })?;
     let timers = coordinator.spawn_background();
+    let poller = (args.poll_interval > 0)
+        .then(|| coordinator.spawn_push_poller(std::time::Duration::from_secs(args.poll_interval)));
     eprintln!(
         "gantry server: listening on {external_url} (bound to {local}), data in {}{}",
         data_dir.display(),
@@ -202,6 +210,9 @@ async fn serve(args: &ServerArgs) -> Result<(), StartError> {
     print_first_start(&tokens, &external_url);
     let served = gantry_server::http::serve(listener, coordinator, shutdown_signal()).await;
     timers.abort();
+    if let Some(poller) = poller {
+        poller.abort();
+    }
     served.map_err(|e| failed(format!("the server stopped: {e}")))?;
     eprintln!("gantry server: stopped");
     Ok(())

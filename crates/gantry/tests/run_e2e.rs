@@ -1275,3 +1275,55 @@ exec:
     );
     assert_eq!(r.status(), "success", "exit code 4 is allowed to fail");
 }
+
+/// `rules:changes:compare_to` names the checkout's branches: the paths changed on this
+/// branch since it left `main`, uncommitted changes included (`--committed`: without them).
+#[test]
+fn compare_to_selects_jobs_by_what_the_branch_changed_since_main() {
+    let c = Checkout::new(
+        "
+docs:
+  script: [echo docs]
+  rules:
+    - changes: {paths: ['docs/**/*'], compare_to: main}
+code:
+  script: [echo code]
+  rules:
+    - changes: {paths: ['src/**/*'], compare_to: refs/heads/main}
+tests:
+  script: [echo tests]
+  rules:
+    - changes: {paths: ['tests/**/*'], compare_to: main}
+",
+    );
+    git(c.path(), &["checkout", "-q", "-b", "feature"]);
+    c.write("docs/guide.md", "guide\n");
+    c.commit();
+    // main moves on: its change is not the branch's.
+    git(c.path(), &["checkout", "-q", "main"]);
+    c.write("tests/t.sh", "true\n");
+    c.commit();
+    git(c.path(), &["checkout", "-q", "feature"]);
+    c.write("src/lib.rs", "// not committed\n");
+
+    let r = c.run(&[]);
+    assert_eq!(r.code, 0, "{}", r.explain());
+    assert_eq!(r.jobs(), jobs(&[("code", "success"), ("docs", "success")]));
+    let r = c.run(&["--committed"]);
+    assert_eq!(r.code, 0, "{}", r.explain());
+    assert_eq!(r.jobs(), jobs(&[("docs", "success")]));
+
+    // A ref the checkout does not have: GitLab's error, with the job's place.
+    c.write(
+        ".gitlab-ci.yml",
+        "job:\n  script: [echo]\n  rules:\n    - changes: {paths: [a], compare_to: nowhere}\n",
+    );
+    let r = c.run(&[]);
+    assert_eq!(r.code, 2, "{}", r.explain());
+    assert!(
+        r.stderr
+            .contains("Failed to parse rule for job: rules:changes:compare_to is not a valid ref"),
+        "{}",
+        r.explain()
+    );
+}

@@ -1340,3 +1340,103 @@ fn pipeline_create_passes_inputs_and_variables() {
     );
     server.stop();
 }
+
+/// Commits `file` in `repo`.
+fn commit_file(repo: &Path, file: &str, message: &str) {
+    std::fs::write(repo.join(file), message).expect("write");
+    for args in [&["add", "-A"][..], &["commit", "-q", "-m", message]] {
+        let status = Command::new("git")
+            .current_dir(repo)
+            .args(args)
+            .status()
+            .expect("git");
+        assert!(status.success(), "git {args:?}");
+    }
+}
+
+/// The project's pipelines as `(source, status)`, newest first.
+async fn pipelines(http: &reqwest::Client, url: &str, admin: &str) -> Vec<(String, String)> {
+    let list: serde_json::Value = http
+        .get(format!("{url}/api/v4/projects/gantry%2Fdemo/pipelines"))
+        .header("PRIVATE-TOKEN", admin)
+        .send()
+        .await
+        .expect("list")
+        .json()
+        .await
+        .expect("pipelines JSON");
+    list.as_array()
+        .expect("a list")
+        .iter()
+        .map(|p| {
+            (
+                p["source"].as_str().unwrap_or_default().to_owned(),
+                p["status"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn pushes_create_pipelines_when_the_server_looks_and_when_asked() {
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let http = reqwest::Client::new();
+    let repo = repo();
+
+    // Asked: `gantry project pull` (the server itself never looks with --poll-interval 0).
+    let data = tempfile::tempdir().expect("dir");
+    let server = Server::start_with_args(&data.path().join("data"), &[], &["--poll-interval", "0"]);
+    let admin = server.token("glpat-").expect("admin token");
+    let env = [
+        ("GANTRY_URL", server.url.as_str()),
+        ("GANTRY_TOKEN", admin.as_str()),
+    ];
+    create_project(&env, "demo", repo.path());
+    commit_file(repo.path(), "a.txt", "second [skip ci]");
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(rt.block_on(pipelines(&http, &server.url, &admin)), []);
+    let pulled = gantry(&["project", "pull", "demo"], &env);
+    assert_eq!(pulled.status.code(), Some(0), "{}", text(&pulled.stderr));
+    assert!(
+        text(&pulled.stderr).starts_with("refs/heads/main: pipeline "),
+        "{}",
+        text(&pulled.stderr)
+    );
+    assert_eq!(
+        rt.block_on(pipelines(&http, &server.url, &admin)),
+        [("push".to_owned(), "skipped".to_owned())]
+    );
+    let again = gantry(&["project", "pull", "demo"], &env);
+    assert_eq!(text(&again.stderr).trim(), "nothing moved in demo");
+    // The webhook form: the token in the query; without one, 401.
+    let hook = format!("{}/api/v4/projects/gantry%2Fdemo/mirror/pull", server.url);
+    let refused = rt.block_on(http.post(&hook).send()).expect("post");
+    assert_eq!(refused.status().as_u16(), 401);
+    let hooked = rt
+        .block_on(http.post(format!("{hook}?private_token={admin}")).send())
+        .expect("post");
+    assert_eq!(hooked.status().as_u16(), 200);
+    server.stop();
+
+    // Looking every second: a commit becomes a pipeline without anybody asking.
+    let data = tempfile::tempdir().expect("dir");
+    let server = Server::start_with_args(&data.path().join("data"), &[], &["--poll-interval", "1"]);
+    let admin = server.token("glpat-").expect("admin token");
+    let env = [
+        ("GANTRY_URL", server.url.as_str()),
+        ("GANTRY_TOKEN", admin.as_str()),
+    ];
+    create_project(&env, "demo", repo.path());
+    commit_file(repo.path(), "b.txt", "third");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let seen = rt.block_on(pipelines(&http, &server.url, &admin));
+        if !seen.is_empty() {
+            assert_eq!(seen, [("push".to_owned(), "pending".to_owned())]);
+            break;
+        }
+        assert!(Instant::now() < deadline, "no push pipeline within 20 s");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    server.stop();
+}

@@ -326,6 +326,7 @@ impl Coordinator {
                     parent_job_id: Some(job.id),
                     child: None,
                     inputs,
+                    push: None,
                 }
             }
             None => {
@@ -351,6 +352,7 @@ impl Coordinator {
                     selection: None,
                     parent_job_id: Some(job.id),
                     inputs: PipelineInputs::default(),
+                    push: None,
                     child: Some(ChildConfig {
                         root: (format!("jobs:{}:trigger:include", job.name), root_text),
                         artifacts,

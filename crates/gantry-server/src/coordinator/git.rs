@@ -61,6 +61,118 @@ pub(crate) async fn default_branch(repo: &str) -> Result<String> {
     Ok("main".to_owned())
 }
 
+/// The branches and tags of a repository (a URL or path git can read), `(refs/…,
+/// commit)` sorted by name: an annotated tag by the commit it names (`git ls-remote`).
+pub(crate) async fn list_refs(repo: &str) -> Result<Vec<(String, String)>> {
+    let out = text(git(None, &["ls-remote", "--heads", "--tags", "--", repo]).await?);
+    let mut refs = std::collections::BTreeMap::new();
+    for line in out.lines() {
+        let Some((sha, name)) = line.split_once('\t') else {
+            continue;
+        };
+        match name.strip_suffix("^{}") {
+            // The peeled line follows its tag's: the commit wins over the tag object.
+            Some(tag) => {
+                refs.insert(tag.to_owned(), sha.to_owned());
+            }
+            None => {
+                refs.entry(name.to_owned())
+                    .or_insert_with(|| sha.to_owned());
+            }
+        }
+    }
+    Ok(refs.into_iter().collect())
+}
+
+/// The commit `rev` (a branch, tag, `refs/…` name or commit) names in `repo`; `None` when
+/// it names none. Blocking.
+pub(crate) fn resolve_commit(
+    repo: &Path,
+    rev: &str,
+) -> std::result::Result<Option<String>, String> {
+    if rev.is_empty() || rev.starts_with('-') || rev.contains(['\0', '\n']) {
+        return Ok(None);
+    }
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(["rev-parse", "--verify", "--quiet", "--end-of-options"])
+        .arg(format!("{rev}^{{commit}}"))
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .map_err(|e| format!("run git rev-parse: {e}"))?;
+    Ok(out
+        .status
+        .success()
+        .then(|| text(out.stdout))
+        .filter(|sha| !sha.is_empty()))
+}
+
+/// The paths that differ between the merge base of `base` and `sha`, and `sha` (git's
+/// `diff --merge-base`; without common history, between the two commits); a renamed
+/// file counts under both names, as GitLab's `diff_stats(…).paths`. Blocking.
+pub(crate) fn changed_paths(
+    repo: &Path,
+    base: &str,
+    sha: &str,
+) -> std::result::Result<Vec<String>, String> {
+    let diff = |merge_base: bool| {
+        let mut cmd = std::process::Command::new("git");
+        cmd.arg("-C").arg(repo).args([
+            "diff",
+            "--name-only",
+            "--no-renames",
+            "--no-ext-diff",
+            "-z",
+        ]);
+        if merge_base {
+            cmd.arg("--merge-base");
+        }
+        cmd.args([base, sha, "--"])
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("run git diff: {e}"))
+    };
+    let mut out = diff(true)?;
+    if !out.status.success() {
+        out = diff(false)?;
+    }
+    if !out.status.success() {
+        return Err(format!(
+            "git diff {base} {sha}: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .split('\0')
+        .filter(|p| !p.is_empty())
+        .map(str::to_owned)
+        .collect())
+}
+
+/// `rules:changes:compare_to` ([`gantry_pipeline::Loader::changed_since`]) for commit
+/// `sha` of `repo`: `compare_to` resolved in `repo`, else in the repositories of `also`
+/// (which must share their objects with `repo`), then the paths changed since the merge
+/// base ([`changed_paths`]). Blocking.
+pub fn changes_since(
+    repo: &Path,
+    also: &[PathBuf],
+    sha: &str,
+    compare_to: &str,
+) -> std::result::Result<Vec<String>, gantry_pipeline::CompareError> {
+    use gantry_pipeline::CompareError;
+    let mut base = None;
+    for r in std::iter::once(repo).chain(also.iter().map(PathBuf::as_path)) {
+        base = resolve_commit(r, compare_to).map_err(CompareError::Io)?;
+        if base.is_some() {
+            break;
+        }
+    }
+    let base = base.ok_or(CompareError::InvalidRef)?;
+    changed_paths(repo, &base, sha).map_err(CompareError::Io)
+}
+
 /// A resolved ref.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct ResolvedRef {
@@ -255,6 +367,9 @@ pub(crate) struct CommitLoader {
     repo: PathBuf,
     sha: String,
     batch: std::sync::Mutex<Option<CatFile>>,
+    /// Repositories whose refs `rules:changes:compare_to` also resolves in when `repo`
+    /// lacks them (`gantry run`: the checkout, whose objects the snapshot borrows).
+    compare_refs: Vec<PathBuf>,
 }
 
 /// What `git cat-file --batch` answers for a name: `(object id, type, content)`, the
@@ -344,7 +459,14 @@ impl CommitLoader {
             repo,
             sha,
             batch: std::sync::Mutex::new(None),
+            compare_refs: Vec::new(),
         }
+    }
+
+    /// Resolve `compare_to` in these repositories too (see [`CommitLoader::compare_refs`]).
+    pub(crate) fn comparing_in(mut self, repos: Vec<PathBuf>) -> Self {
+        self.compare_refs = repos;
+        self
     }
 
     fn git(&self, args: &[&str]) -> std::result::Result<std::process::Output, String> {
@@ -390,6 +512,13 @@ impl gantry_pipeline::Loader for CommitLoader {
                 Err(format!("read {path} with git cat-file: {e}"))
             }
         }
+    }
+
+    fn changed_since(
+        &self,
+        compare_to: &str,
+    ) -> std::result::Result<Vec<String>, gantry_pipeline::CompareError> {
+        changes_since(&self.repo, &self.compare_refs, &self.sha, compare_to)
     }
 
     fn files(&self) -> Vec<String> {

@@ -339,6 +339,13 @@ impl Loader for IncludeLoader<'_> {
         self.files.files()
     }
 
+    fn changed_since(
+        &self,
+        compare_to: &str,
+    ) -> Result<Vec<String>, gantry_pipeline::CompareError> {
+        self.files.changed_since(compare_to)
+    }
+
     fn remote(&self, url: &str) -> Result<String, RemoteError> {
         if let Some(path) = self.sources.cached_remote(url) {
             match read_cached(&path) {

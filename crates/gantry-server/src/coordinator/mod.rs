@@ -30,6 +30,7 @@ mod metrics;
 pub mod object_blob;
 mod payload;
 mod pipelines;
+mod pushes;
 mod queue;
 mod runners;
 pub mod secrets;
@@ -59,6 +60,7 @@ pub use artifacts::{ArtifactBlob, StageError, StagedUpload};
 pub use blob::{BlobStore, LocalDir};
 pub use environment::JobEnvironment;
 pub use error::CoordinatorError;
+pub use git::changes_since;
 pub use includes::{
     GITLAB_TEMPLATES_URL, IncludeCache, IncludeLoader, IncludeSources, ProjectRepo,
     REMOTE_CONNECT_TIMEOUT, REMOTE_MAX_BYTES, REMOTE_TIMEOUT, RemoteFetches, RemoteLimits,
@@ -67,6 +69,7 @@ pub use includes::{
 pub use metrics::CONTENT_TYPE as METRICS_CONTENT_TYPE;
 pub use object_blob::ObjectBlobs;
 pub use pipelines::{JobSelection, PipelineRequest, ProjectRequest};
+pub use pushes::{PUSH_PIPELINE_LIMIT, PushedRef};
 pub use queue::RequestInfo;
 pub use time::iso8601;
 pub use traces::{TraceAppend, TraceSource};
@@ -124,6 +127,10 @@ pub struct CoordinatorConfig {
     /// them visible (see `coordinator/blob.rs`), and a job's log before its final state
     /// (see `trace_files.rs`); off for `gantry run`'s temporary store.
     pub durable_blobs: bool,
+    /// Repositories whose refs `rules:changes:compare_to` also resolves in when the
+    /// project's repository lacks them: `gantry run`'s checkout (its snapshot repository
+    /// holds one branch and borrows the checkout's objects). Empty on a server.
+    pub compare_refs: Vec<PathBuf>,
 }
 
 /// Who pipelines are attributed to: the `GITLAB_USER_*` variables.
@@ -165,6 +172,7 @@ impl CoordinatorConfig {
             remote_fetches: None,
             db_key: None,
             durable_blobs: true,
+            compare_refs: Vec::new(),
         }
     }
 }
@@ -193,6 +201,8 @@ struct Inner {
     boot: u64,
     pipeline_locks: Vec<tokio::sync::Mutex<()>>,
     repo_locks: Vec<tokio::sync::Mutex<()>>,
+    /// One look for pushes at a time per project (`pushes.rs`).
+    push_locks: Vec<tokio::sync::Mutex<()>>,
     /// Pending jobs as last read (see `queue.rs`).
     queue_cache: tokio::sync::Mutex<queue::Snapshot>,
     /// Serializes this process's job assignments (one database writer at a time).
@@ -298,6 +308,7 @@ impl Coordinator {
                 boot,
                 pipeline_locks: (0..STRIPES).map(|_| tokio::sync::Mutex::new(())).collect(),
                 repo_locks: (0..STRIPES).map(|_| tokio::sync::Mutex::new(())).collect(),
+                push_locks: (0..STRIPES).map(|_| tokio::sync::Mutex::new(())).collect(),
                 queue_cache: tokio::sync::Mutex::new(queue::Snapshot::default()),
                 assign_gate: tokio::sync::Mutex::new(()),
                 assign_queue: Mutex::new(Vec::new()),

@@ -63,7 +63,7 @@ fn valid_project_name(name: &str) -> bool {
 }
 
 /// A local path (not a URL nor `host:path` scp syntax).
-fn is_local_path(repo: &str) -> bool {
+pub(crate) fn is_local_path(repo: &str) -> bool {
     if repo.contains("://") {
         return false;
     }
@@ -83,6 +83,9 @@ enum Compiled {
     NotCreated(String),
     /// A job selection named a job the pipeline does not have.
     Selection(String),
+    /// A push of a commit whose message asks to skip CI (`[skip ci]`): persisted as a
+    /// `skipped` pipeline without jobs, as GitLab's `Chain::Skip` does.
+    Skipped,
     Pipeline(gantry_pipeline::Pipeline),
 }
 
@@ -136,6 +139,28 @@ pub(crate) struct Creation {
     pub inputs: PipelineInputs,
     /// A child pipeline's configuration (`None`: the project's configuration file).
     pub child: Option<ChildConfig>,
+    /// A push pipeline's ref change (recorded with the pipeline) and changed files.
+    pub push: Option<PushFacts>,
+}
+
+/// What a push pipeline is created from beyond its commit (see `pushes.rs`).
+pub(crate) struct PushFacts {
+    pub change: gantry_store::RefChange,
+    /// The paths the push changed, for `rules:changes` (a branch that moved); `None`
+    /// for a new branch or a tag: unknown, so `rules:changes` holds, as on GitLab.
+    pub changed_files: Option<Vec<String>>,
+}
+
+/// GitLab's `Chain::Skip::SKIP_PATTERN`: `[ci skip]`, `[skip ci]`, `[ci-skip]`, `[skip_ci]`,
+/// … in any case, anywhere in the commit message.
+pub(crate) fn skips_ci(message: &str) -> bool {
+    let lower = message.to_ascii_lowercase();
+    ["ci", "skip"].iter().any(|first| {
+        let second = if *first == "ci" { "skip" } else { "ci" };
+        [' ', '_', '-']
+            .iter()
+            .any(|sep| lower.contains(&format!("[{first}{sep}{second}]")))
+    })
 }
 
 /// The configuration of a child pipeline: its trigger job's `include:` as the root file,
@@ -164,6 +189,13 @@ impl gantry_pipeline::Loader for ChildFiles {
 
     fn files(&self) -> Vec<String> {
         self.commit.files()
+    }
+
+    fn changed_since(
+        &self,
+        compare_to: &str,
+    ) -> std::result::Result<Vec<String>, gantry_pipeline::CompareError> {
+        self.commit.changed_since(compare_to)
     }
 
     fn artifact(&self, job: &str, path: &str) -> std::result::Result<String, ArtifactError> {
@@ -322,6 +354,11 @@ impl Coordinator {
                 now_ms(),
             )
             .await?;
+        // Pushes from now on create pipelines. Should the repository not answer now,
+        // the first look records what it holds then.
+        if let Err(e) = self.record_first_refs(&p).await {
+            eprintln!("gantry: project {name}: could not record its branches and tags yet: {e}");
+        }
         Ok(self.project_view(&p))
     }
 
@@ -460,6 +497,7 @@ impl Coordinator {
             parent_job_id: None,
             child: None,
             inputs,
+            push: None,
         })
         .await
     }
@@ -495,6 +533,7 @@ impl Coordinator {
             parent_job_id,
             child,
             inputs,
+            push,
         } = c;
         let store = &self.inner.store;
         let project_id = project.id;
@@ -504,12 +543,19 @@ impl Coordinator {
             .first()
             .map_or(1, |p| p.iid + 1);
         let (namespace, path) = project_path(&project.name);
+        // A branch that moved has the commit it moved from; a new branch or a tag has none.
+        let before_sha = push
+            .as_ref()
+            .filter(|_| !r.tag)
+            .and_then(|p| p.change.from.clone());
+        let skip_ci = push.is_some() && skips_ci(&commit.message);
+        let changed_files = push.as_ref().and_then(|p| p.changed_files.clone());
         let info = PipelineInfo {
             ref_name: r.name.clone(),
             is_tag: r.tag,
             source,
             sha: r.sha.clone(),
-            before_sha: None,
+            before_sha: before_sha.clone(),
             default_branch: project.default_branch.clone(),
             ref_protected: protected,
             commit_message: commit.message,
@@ -529,7 +575,8 @@ impl Coordinator {
         };
         let predefined = info.predefined();
         let loader = ChildFiles {
-            commit: CommitLoader::new(mirror.path.clone(), r.sha.clone()),
+            commit: CommitLoader::new(mirror.path.clone(), r.sha.clone())
+                .comparing_in(self.inner.cfg.compare_refs.clone()),
             child,
         };
         let includes = self.include_sources(&project).await?;
@@ -573,7 +620,10 @@ impl Coordinator {
                     )]);
                 }
             }
-            let ctx = Context::new(&info, &vars, None)
+            if skip_ci {
+                return Compiled::Skipped;
+            }
+            let ctx = Context::new(&info, &vars, changed_files)
                 .with_project_variables(&project_vars)
                 .with_instance_variables(&instance_vars);
             let loader = IncludeLoader {
@@ -614,7 +664,7 @@ impl Coordinator {
             ref_name: r.name.clone(),
             tag: r.tag,
             sha: r.sha.clone(),
-            before_sha: "0".repeat(r.sha.len().max(40)),
+            before_sha: before_sha.unwrap_or_else(|| "0".repeat(r.sha.len().max(40))),
             source: source.as_str().to_owned(),
             status: Status::Created.as_str().to_owned(),
             failure_reason: None,
@@ -622,6 +672,7 @@ impl Coordinator {
             variables: self.seal_variables(pipeline_variables_json(&variables, &file_variables)),
             protected,
             parent_job_id,
+            push: push.map(|p| p.change),
         };
         let pipeline = match compiled {
             Compiled::Missing(m) => {
@@ -630,19 +681,16 @@ impl Coordinator {
             Compiled::NotCreated(m) | Compiled::Selection(m) => {
                 return Err(CoordinatorError::Invalid(m));
             }
+            Compiled::Skipped => {
+                new.status = Status::Skipped.as_str().to_owned();
+                return self.persist_ended(&new, now).await;
+            }
             Compiled::Errors(errors) => {
                 new.status = Status::Failed.as_str().to_owned();
                 new.failure_reason = Some("config_error".to_owned());
                 new.yaml_errors =
                     Some(serde_json::to_string(&errors).unwrap_or_else(|_| "[]".into()));
-                let (p, _) = store.create_pipeline(&new, &[], now).await?;
-                let finish = PipelineChange {
-                    status: new.status.clone(),
-                    finished_at: Some(now),
-                    ..PipelineChange::default()
-                };
-                store.apply(p.id, p.lock_version, &finish, now).await?;
-                return self.pipeline(p.id).await;
+                return self.persist_ended(&new, now).await;
             }
             Compiled::Pipeline(p) => p,
         };
@@ -694,6 +742,24 @@ impl Coordinator {
             self.auto_cancel_redundant(&p).await?;
         }
         self.mutate(p.id, now_ms(), |_, _, _| Ok(())).await?;
+        self.pipeline(p.id).await
+    }
+
+    /// Persist a pipeline without jobs that ends as it is created (`new.status`: a
+    /// configuration error, a skipped push).
+    async fn persist_ended(
+        &self,
+        new: &NewPipeline,
+        now: i64,
+    ) -> std::result::Result<PipelineView, CoordinatorError> {
+        let store = &self.inner.store;
+        let (p, _) = store.create_pipeline(new, &[], now).await?;
+        let finish = PipelineChange {
+            status: new.status.clone(),
+            finished_at: Some(now),
+            ..PipelineChange::default()
+        };
+        store.apply(p.id, p.lock_version, &finish, now).await?;
         self.pipeline(p.id).await
     }
 

@@ -8,7 +8,7 @@
 //!
 //! Files: `runners.rs` (runner registration, verify, delete), `job_request.rs` (long
 //! polling), `job_update.rs` (`PUT /jobs/:id`, `PATCH /jobs/:id/trace`), `artifacts.rs`
-//! (runner uploads and downloads), `projects.rs`, `variables.rs`, `instance_variables.rs`,
+//! (runner uploads and downloads), `projects.rs`, `mirror.rs` (pushes on demand), `variables.rs`, `instance_variables.rs`,
 //! `jobs.rs` and `user_runners.rs` (user API), `git.rs` + `git_backend.rs` (clones), `auth.rs` (who is calling),
 //! `extract.rs` (bodies, tokens), `error.rs`.
 
@@ -23,6 +23,7 @@ mod job_request;
 mod job_update;
 mod jobs;
 mod metrics;
+mod mirror;
 mod projects;
 mod runners;
 mod triggers;
@@ -215,6 +216,7 @@ fn build(coordinator: Coordinator, shutdown: watch::Receiver<bool>) -> Router {
             post(projects::create_pipeline),
         )
         .route("/projects/{project}/pipelines", get(projects::pipelines))
+        .route("/projects/{project}/mirror/pull", post(mirror::pull))
         .route(
             "/projects/{project}/triggers",
             post(triggers::create).get(triggers::list),
