@@ -35,10 +35,11 @@
 //! **Choices where GitLab's behaviour is unconfirmed** (spec §4.4, §4.5): reservations
 //! do not count as demand for scale-up (a long poll does not create an instance; the
 //! job it brings does) but do hold capacity against scale-down; a deletion the next
-//! `Update` shows had no effect is asked again after `deletion_retry_interval`;
-//! policies' `periods` are evaluated in UTC (only `UTC` is accepted as `timezone`).
+//! `Update` shows had no effect is asked again after `deletion_retry_interval`.
+//! Policies' `periods` are read on the wall clock of the policy's `timezone` (default: the
+//! host's, as gitlab-runner's), by `gantry-cron`, the cron of pipeline schedules too.
 
-pub mod cron;
+pub use gantry_cron as cron;
 
 use std::collections::HashSet;
 use std::future::Future;
@@ -63,6 +64,8 @@ pub const INIT_TIMEOUT: Duration = Duration::from_secs(60);
 pub struct Policy {
     /// When the policy applies (empty: always).
     pub periods: Vec<Cron>,
+    /// The zone whose wall clock `periods` are read on.
+    pub timezone: cron::TimeZone,
     /// Free slots to keep ready.
     pub idle_count: u32,
     /// How long an instance may stay idle before it can be removed.
@@ -79,6 +82,7 @@ impl Default for Policy {
     fn default() -> Self {
         Self {
             periods: Vec::new(),
+            timezone: cron::TimeZone::UTC,
             idle_count: 0,
             idle_time: Duration::ZERO,
             scale_factor: 0.0,
@@ -112,7 +116,11 @@ impl Policy {
     }
 
     fn active_at(&self, unix_seconds: i64) -> bool {
-        self.periods.is_empty() || self.periods.iter().any(|p| p.matches(unix_seconds))
+        self.periods.is_empty()
+            || self
+                .periods
+                .iter()
+                .any(|p| p.matches(unix_seconds.saturating_mul(1000), &self.timezone))
     }
 }
 

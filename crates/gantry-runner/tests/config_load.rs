@@ -215,7 +215,7 @@ idle_count = 2
 idle_time = "20m"
 [[runners.autoscaler.policy]]
 periods = ["* 7-19 * * mon-fri"]
-timezone = "UTC"
+timezone = "Europe/Berlin"
 idle_count = 8
 scale_factor = 0.5
 scale_factor_limit = 16
@@ -269,6 +269,10 @@ fn an_instance_runner_gets_its_autoscaler() {
         scaler.policies[1].periods[0].to_string(),
         "* 7-19 * * mon-fri"
     );
+    // Friday 2026-11-27, 06:30 UTC is 07:30 in Berlin: office hours there, not in UTC.
+    let friday = 1_795_737_600;
+    assert_eq!(scaler.policy_at(friday + 6 * 3600 + 1800).idle_count, 8);
+    assert_eq!(scaler.policy_at(friday + 5 * 3600 + 1800).idle_count, 2);
     assert_eq!(
         autoscaler.plugin_config,
         serde_json::json!({"name": "ci", "server_type": ["cpx42", "cpx52"], "labels": {"team": "infra"}})
@@ -458,7 +462,7 @@ protocol = "winrm"
 protocol_port = 70000
 [[runners.autoscaler.policy]]
 periods = ["* 25 * * *"]
-timezone = "Europe/Berlin"
+timezone = "Mars/Olympus"
 idle_count = -1
 
 [[runners]]
@@ -473,8 +477,8 @@ executor = "instance"
       `runners[0].autoscaler.instance_acquire_timeout` (line 8, column 1): expected a duration such as "90s", "15m" or "1h30m", found "ten minutes"
       `runners[0].autoscaler.connector_config.protocol` (line 10, column 1): "winrm" is not supported; gantry connects to instances with "ssh"
       `runners[0].autoscaler.connector_config.protocol_port` (line 11, column 1): expected a port number (0-65535), found 70000
-      `runners[0].autoscaler.policy[0].periods[0]` (line 13, column 12): period "* 25 * * *": hour: 25 is outside 0-23
-      `runners[0].autoscaler.policy[0].timezone` (line 14, column 1): "Europe/Berlin" is not supported; gantry evaluates periods in UTC: write them in UTC and set timezone = "UTC" (or leave it out)
+      `runners[0].autoscaler.policy[0].periods[0]` (line 13, column 12): cron `* 25 * * *` is invalid syntax: hour `25`: 25 is outside 0-23
+      `runners[0].autoscaler.policy[0].timezone` (line 14, column 1): "Mars/Olympus" is no time zone: give an IANA name such as "UTC" or "Europe/Berlin"
       `runners[0].autoscaler.policy[0].idle_count` (line 15, column 1): expected a whole number of at least 0, found -1
       `runners[1].autoscaler` (line 17, column 1): missing; the instance executor needs a `[runners.autoscaler]` section with `plugin`
     fix the file and try again

@@ -9,10 +9,7 @@
 mod coordinator_support;
 
 use coordinator_support::*;
-use gantry_server::coordinator::{
-    Coordinator, CoordinatorConfig, CoordinatorError, PUSH_PIPELINE_LIMIT, PushedRef,
-};
-use gantry_store::Store;
+use gantry_server::coordinator::{CoordinatorError, PUSH_PIPELINE_LIMIT, PushedRef};
 
 const CI: &str = r"
 always:
@@ -185,13 +182,7 @@ build:
 async fn two_coordinators_looking_at_once_create_one_pipeline() {
     let env = env(CI).await;
     let project = env.project().await;
-    // A second coordinator on the same database, with its own data directory (mirror).
-    let url = test_database(env.dir.path()).await;
-    let store = Store::open(&url).await.expect("store opens");
-    let cfg = CoordinatorConfig::new(env.dir.path().join("other"), "http://127.0.0.1:8080");
-    let other: Coordinator = gantry_server::testing::open_coordinator(store, cfg)
-        .await
-        .expect("second coordinator");
+    let other = second_coordinator(&env).await;
     for round in 0..3 {
         commit(&env.repo, &[("src/x.rs", &round.to_string())], "change");
         let (a, b) = tokio::join!(env.coord.pull_mirror(project), other.pull_mirror(project));

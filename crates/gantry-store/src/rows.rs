@@ -120,6 +120,56 @@ pub struct NewPipeline {
     /// A push pipeline's change of a ref, recorded with the pipeline: if the ref has
     /// moved meanwhile the pipeline is not created ([`crate::StoreError::Stale`]).
     pub push: Option<RefChange>,
+    /// The pipeline schedule this pipeline runs for.
+    pub schedule: Option<ScheduleRun>,
+}
+
+/// A pipeline schedule's run: with `due`, a timed run that moves the schedule's
+/// `next_run_at` from `due` to `next` with the pipeline (else [`crate::StoreError::Stale`]:
+/// another coordinator ran it); without, a run asked for (`play`), which moves nothing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScheduleRun {
+    pub schedule_id: i64,
+    pub due: Option<i64>,
+    pub next: Option<i64>,
+}
+
+/// A pipeline schedule (GitLab's `Ci::PipelineSchedule`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PipelineSchedule {
+    pub id: i64,
+    pub project_id: i64,
+    pub description: String,
+    /// `refs/heads/…` or `refs/tags/…`.
+    pub ref_name: String,
+    pub cron: String,
+    pub cron_timezone: String,
+    pub active: bool,
+    /// Unix ms; `None` while inactive.
+    pub next_run_at: Option<i64>,
+    /// The variables, sealed (the coordinator seals and opens them).
+    pub variables: String,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+impl PipelineSchedule {
+    pub(crate) const COLUMNS: &'static str = "id, project_id, description, ref_name, cron, cron_timezone, active, next_run_at, variables, created_at, updated_at";
+    pub(crate) fn from_row(r: &AnyRow) -> Self {
+        Self {
+            id: r.get("id"),
+            project_id: r.get("project_id"),
+            description: r.get("description"),
+            ref_name: r.get("ref_name"),
+            cron: r.get("cron"),
+            cron_timezone: r.get("cron_timezone"),
+            active: flag(r, "active"),
+            next_run_at: r.get("next_run_at"),
+            variables: r.get("variables"),
+            created_at: r.get("created_at"),
+            updated_at: r.get("updated_at"),
+        }
+    }
 }
 
 /// A branch or tag moving in a project's repository (push pipelines): from the commit the

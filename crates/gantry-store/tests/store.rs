@@ -98,6 +98,7 @@ fn pipeline(project_id: i64) -> NewPipeline {
         protected: true,
         parent_job_id: None,
         push: None,
+        schedule: None,
     }
 }
 
@@ -834,7 +835,105 @@ async fn hidden_project_variables_stay_hidden(db: Db) {
     );
 }
 
+/// Pipeline schedules: the per-project limit, due ones earliest first, and a run that
+/// moves `next_run_at` with its pipeline only from where it was (once, among racers).
+async fn schedules_are_limited_and_run_once(db: Db) {
+    let (_d, s) = open(db).await;
+    let p = s
+        .create_project(&project("demo"), 1)
+        .await
+        .expect("project");
+    let schedule = |next: Option<i64>| PipelineSchedule {
+        id: 0,
+        project_id: p.id,
+        description: "nightly".into(),
+        ref_name: "refs/heads/main".into(),
+        cron: "0 3 * * *".into(),
+        cron_timezone: "UTC".into(),
+        active: next.is_some(),
+        next_run_at: next,
+        variables: "{}".into(),
+        created_at: 1,
+        updated_at: 1,
+    };
+    let a = s
+        .create_pipeline_schedule(&schedule(Some(200)), 2)
+        .await
+        .expect("a");
+    let b = s
+        .create_pipeline_schedule(&schedule(Some(100)), 2)
+        .await
+        .expect("b");
+    let over = s.create_pipeline_schedule(&schedule(None), 2).await;
+    assert!(
+        matches!(&over, Err(StoreError::Conflict(m)) if m.contains("at most 2")),
+        "{over:?}"
+    );
+    let due: Vec<i64> = s
+        .due_pipeline_schedules(150, 10)
+        .await
+        .unwrap()
+        .iter()
+        .map(|x| x.id)
+        .collect();
+    assert_eq!(due, [b.id]);
+    let due: Vec<i64> = s
+        .due_pipeline_schedules(250, 10)
+        .await
+        .unwrap()
+        .iter()
+        .map(|x| x.id)
+        .collect();
+    assert_eq!(due, [b.id, a.id]);
+
+    let run = NewPipeline {
+        source: "schedule".into(),
+        schedule: Some(ScheduleRun {
+            schedule_id: b.id,
+            due: Some(100),
+            next: Some(1_000),
+        }),
+        ..pipeline(p.id)
+    };
+    let (created, _) = s.create_pipeline(&run, &[], 150).await.expect("the run");
+    // The same run again (another coordinator that saw it due): nothing is stored.
+    let again = s.create_pipeline(&run, &[], 151).await;
+    assert!(matches!(again, Err(StoreError::Stale)), "{again:?}");
+    assert_eq!(s.pipelines(p.id).await.unwrap().len(), 1);
+    assert_eq!(
+        s.pipeline_schedule(p.id, b.id).await.unwrap().next_run_at,
+        Some(1_000)
+    );
+    let ran: Vec<i64> = s
+        .schedule_pipelines(b.id, 10)
+        .await
+        .unwrap()
+        .iter()
+        .map(|x| x.id)
+        .collect();
+    assert_eq!(ran, [created.id]);
+    // Without a pipeline (its ref was gone): moved once.
+    assert!(
+        s.move_pipeline_schedule(a.id, 200, Some(2_000), 250)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !s.move_pipeline_schedule(a.id, 200, Some(2_000), 250)
+            .await
+            .unwrap()
+    );
+    s.delete_pipeline_schedule(p.id, a.id)
+        .await
+        .expect("deleted");
+    assert!(matches!(
+        s.delete_pipeline_schedule(p.id, a.id).await,
+        Err(StoreError::NotFound("pipeline schedule"))
+    ));
+}
+
 on_both_backends!(
+    schedules_are_limited_and_run_once,
     hidden_project_variables_stay_hidden,
     lists_page_in_the_database,
     projects_are_unique_by_name,

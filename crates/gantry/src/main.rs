@@ -11,6 +11,7 @@ mod pipeline;
 mod project;
 mod run;
 mod runner;
+mod schedule;
 mod server;
 mod step;
 mod variable;
@@ -60,6 +61,9 @@ enum Command {
     /// Manage pipelines on a running server.
     #[command(subcommand)]
     Pipeline(pipeline::PipelineCommand),
+    /// Manage a project's pipeline schedules on a running server.
+    #[command(subcommand)]
+    Schedule(schedule::ScheduleCommand),
     /// Manage a project's (or the instance's) CI/CD variables on a running server.
     #[command(subcommand)]
     Variable(variable::VariableCommand),
@@ -90,6 +94,7 @@ fn main() -> ExitCode {
         Command::Project(command) => client::exit_code(project::run(&command)),
         Command::Pipeline(command) => client::exit_code(pipeline::run(&command)),
         Command::Variable(command) => client::exit_code(variable::run(&command)),
+        Command::Schedule(command) => client::exit_code(schedule::run(&command)),
         Command::Runner(command) => runner::run(&command),
         Command::Step(command) => step::run(&command),
         Command::Bench(command) => bench::run(&command),

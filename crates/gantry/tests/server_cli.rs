@@ -1440,3 +1440,84 @@ fn pushes_create_pipelines_when_the_server_looks_and_when_asked() {
     }
     server.stop();
 }
+
+#[test]
+fn schedules_are_created_listed_played_and_deleted_from_the_command_line() {
+    let repo = repo();
+    let data = tempfile::tempdir().expect("dir");
+    let server = Server::start_with_args(&data.path().join("data"), &[], &["--poll-interval", "0"]);
+    let admin = server.token("glpat-").expect("admin token");
+    let env = [
+        ("GANTRY_URL", server.url.as_str()),
+        ("GANTRY_TOKEN", admin.as_str()),
+    ];
+    create_project(&env, "demo", repo.path());
+    let created = gantry(
+        &[
+            "schedule",
+            "create",
+            "--project",
+            "demo",
+            "--ref",
+            "main",
+            "--cron",
+            "0 4 * * *",
+            "--timezone",
+            "Asia/Tokyo",
+            "--description",
+            "nightly",
+            "--var",
+            "GREETING=hi",
+        ],
+        &env,
+    );
+    assert_eq!(created.status.code(), Some(0), "{}", text(&created.stderr));
+    let schedule: serde_json::Value = serde_json::from_slice(&created.stdout).expect("JSON");
+    assert_eq!(schedule["ref"], "refs/heads/main");
+    // 04:00 in Tokyo is 19:00 UTC.
+    assert!(
+        schedule["next_run_at"]
+            .as_str()
+            .is_some_and(|t| t.ends_with("T19:00:00.000Z")),
+        "{schedule}"
+    );
+    let id = schedule["id"].to_string();
+    let listed = gantry(&["schedule", "list", "--project", "demo"], &env);
+    let list: serde_json::Value = serde_json::from_slice(&listed.stdout).expect("JSON");
+    assert_eq!(list[0]["description"], "nightly");
+    let played = gantry(&["schedule", "play", &id, "--project", "demo"], &env);
+    assert_eq!(played.status.code(), Some(0), "{}", text(&played.stderr));
+    assert!(text(&played.stderr).starts_with(&format!("schedule {id}: pipeline ")));
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let http = reqwest::Client::new();
+    assert_eq!(
+        rt.block_on(pipelines(&http, &server.url, &admin)),
+        [("schedule".to_owned(), "pending".to_owned())]
+    );
+    let bad = gantry(
+        &[
+            "schedule",
+            "create",
+            "--project",
+            "demo",
+            "--ref",
+            "main",
+            "--cron",
+            "0 4 * *",
+            "--description",
+            "broken",
+        ],
+        &env,
+    );
+    assert_ne!(bad.status.code(), Some(0));
+    assert!(
+        text(&bad.stderr).contains("4 fields where there are 5"),
+        "{}",
+        text(&bad.stderr)
+    );
+    let deleted = gantry(&["schedule", "delete", &id, "--project", "demo"], &env);
+    assert_eq!(deleted.status.code(), Some(0), "{}", text(&deleted.stderr));
+    let listed = gantry(&["schedule", "list", "--project", "demo"], &env);
+    assert_eq!(text(&listed.stdout).trim(), "[]");
+    server.stop();
+}

@@ -746,7 +746,7 @@ fn resolve_autoscaler(
     at: &KeyPath,
     file: &AutoscalerFile,
 ) -> Option<AutoscalerConfig> {
-    use gantry_fleet::taskscaler::{Policy, ScalerConfig, cron::Cron};
+    use gantry_fleet::taskscaler::{Policy, ScalerConfig, cron, cron::Cron};
 
     let defaults = ScalerConfig::default();
     let plugin = match file.plugin.as_deref().map(str::trim) {
@@ -762,13 +762,17 @@ fn resolve_autoscaler(
     let mut policies = Vec::new();
     for (index, policy) in file.policy.iter().flatten().enumerate() {
         let at = at.key("policy").index(index);
-        match policy.timezone.as_deref() {
-            None | Some("" | "UTC" | "Etc/UTC") => {}
-            Some(zone) => cx.problem(
-                at.key("timezone"),
-                format!("{zone:?} is not supported; gantry evaluates periods in UTC: write them in UTC and set timezone = \"UTC\" (or leave it out)"),
-            ),
-        }
+        let timezone = match policy.timezone.as_deref() {
+            // gitlab-runner's default: the host's zone.
+            None | Some("") => cron::TimeZone::system(),
+            Some(name) => cron::zone(name).unwrap_or_else(|| {
+                cx.problem(
+                    at.key("timezone"),
+                    format!("{name:?} is no time zone: give an IANA name such as \"UTC\" or \"Europe/Berlin\""),
+                );
+                cron::TimeZone::UTC
+            }),
+        };
         let mut periods = Vec::new();
         for (i, text) in policy.periods.iter().flatten().enumerate() {
             match Cron::parse(text) {
@@ -785,6 +789,7 @@ fn resolve_autoscaler(
         }
         policies.push(Policy {
             periods,
+            timezone,
             idle_count: count(cx, at.key("idle_count"), policy.idle_count, 0, 0),
             idle_time: go_duration(cx, at.key("idle_time"), &policy.idle_time, Duration::ZERO),
             scale_factor: scale_factor.max(0.0),

@@ -327,6 +327,7 @@ impl Coordinator {
                     child: None,
                     inputs,
                     push: None,
+                    schedule: None,
                 }
             }
             None => {
@@ -353,6 +354,7 @@ impl Coordinator {
                     parent_job_id: Some(job.id),
                     inputs: PipelineInputs::default(),
                     push: None,
+                    schedule: None,
                     child: Some(ChildConfig {
                         root: (format!("jobs:{}:trigger:include", job.name), root_text),
                         artifacts,

@@ -33,6 +33,7 @@ mod pipelines;
 mod pushes;
 mod queue;
 mod runners;
+mod schedules;
 pub mod secrets;
 mod spec;
 mod state;
@@ -71,6 +72,10 @@ pub use object_blob::ObjectBlobs;
 pub use pipelines::{JobSelection, PipelineRequest, ProjectRequest};
 pub use pushes::{PUSH_PIPELINE_LIMIT, PushedRef};
 pub use queue::RequestInfo;
+pub use schedules::{
+    LastPipeline, MAX_SCHEDULE_VARIABLES, MAX_SCHEDULES_PER_PROJECT, ScheduleOwner,
+    ScheduleRequest, ScheduleVariable, ScheduleView,
+};
 pub use time::iso8601;
 pub use traces::{TraceAppend, TraceSource};
 pub use triggers::TRIGGER_TOKEN_PREFIX;
@@ -203,6 +208,8 @@ struct Inner {
     repo_locks: Vec<tokio::sync::Mutex<()>>,
     /// One look for pushes at a time per project (`pushes.rs`).
     push_locks: Vec<tokio::sync::Mutex<()>>,
+    /// A pass over the due pipeline schedules is under way (`timers.rs`).
+    schedules_running: std::sync::atomic::AtomicBool,
     /// Pending jobs as last read (see `queue.rs`).
     queue_cache: tokio::sync::Mutex<queue::Snapshot>,
     /// Serializes this process's job assignments (one database writer at a time).
@@ -309,6 +316,7 @@ impl Coordinator {
                 pipeline_locks: (0..STRIPES).map(|_| tokio::sync::Mutex::new(())).collect(),
                 repo_locks: (0..STRIPES).map(|_| tokio::sync::Mutex::new(())).collect(),
                 push_locks: (0..STRIPES).map(|_| tokio::sync::Mutex::new(())).collect(),
+                schedules_running: std::sync::atomic::AtomicBool::new(false),
                 queue_cache: tokio::sync::Mutex::new(queue::Snapshot::default()),
                 assign_gate: tokio::sync::Mutex::new(()),
                 assign_queue: Mutex::new(Vec::new()),

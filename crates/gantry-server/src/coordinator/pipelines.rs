@@ -141,6 +141,8 @@ pub(crate) struct Creation {
     pub child: Option<ChildConfig>,
     /// A push pipeline's ref change (recorded with the pipeline) and changed files.
     pub push: Option<PushFacts>,
+    /// The schedule a `schedule` pipeline runs for (its next run moved with the pipeline).
+    pub schedule: Option<gantry_store::ScheduleRun>,
 }
 
 /// What a push pipeline is created from beyond its commit (see `pushes.rs`).
@@ -498,6 +500,7 @@ impl Coordinator {
             child: None,
             inputs,
             push: None,
+            schedule: None,
         })
         .await
     }
@@ -534,6 +537,7 @@ impl Coordinator {
             child,
             inputs,
             push,
+            schedule,
         } = c;
         let store = &self.inner.store;
         let project_id = project.id;
@@ -673,6 +677,7 @@ impl Coordinator {
             protected,
             parent_job_id,
             push: push.map(|p| p.change),
+            schedule,
         };
         let pipeline = match compiled {
             Compiled::Missing(m) => {

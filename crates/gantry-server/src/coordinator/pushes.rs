@@ -176,6 +176,7 @@ impl Coordinator {
                     change,
                     changed_files,
                 }),
+                schedule: None,
             })
             .await;
         match created {

@@ -67,7 +67,8 @@ impl Coordinator {
         first_error.map_or(Ok(()), Err)
     }
 
-    /// Call [`Coordinator::tick`] every second until the returned task is aborted.
+    /// Call [`Coordinator::tick`] every second, and start the pipeline schedules that
+    /// are due, until the returned task is aborted.
     pub fn spawn_background(&self) -> tokio::task::JoinHandle<()> {
         let this = self.clone();
         tokio::spawn(async move {
@@ -78,8 +79,25 @@ impl Coordinator {
                 if let Err(e) = this.tick(now_ms()).await {
                     eprintln!("gantry: failed to run the coordinator's timers: {e}");
                 }
+                this.spawn_due_schedules();
             }
         })
+    }
+
+    /// [`Coordinator::run_due_schedules`] in a task of its own (creating a pipeline
+    /// fetches a repository: the timers do not wait for it), one pass at a time.
+    fn spawn_due_schedules(&self) {
+        use std::sync::atomic::Ordering;
+        if self.inner.schedules_running.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let this = self.clone();
+        tokio::spawn(async move {
+            if let Err(e) = this.run_due_schedules(now_ms()).await {
+                eprintln!("gantry: failed to run the pipeline schedules: {e}");
+            }
+            this.inner.schedules_running.store(false, Ordering::SeqCst);
+        });
     }
 
     /// After a restart: process every active pipeline again (jobs whose turn came while

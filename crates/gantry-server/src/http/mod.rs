@@ -8,7 +8,7 @@
 //!
 //! Files: `runners.rs` (runner registration, verify, delete), `job_request.rs` (long
 //! polling), `job_update.rs` (`PUT /jobs/:id`, `PATCH /jobs/:id/trace`), `artifacts.rs`
-//! (runner uploads and downloads), `projects.rs`, `mirror.rs` (pushes on demand), `variables.rs`, `instance_variables.rs`,
+//! (runner uploads and downloads), `projects.rs`, `mirror.rs` (pushes on demand), `schedules.rs`, `variables.rs`, `instance_variables.rs`,
 //! `jobs.rs` and `user_runners.rs` (user API), `git.rs` + `git_backend.rs` (clones), `auth.rs` (who is calling),
 //! `extract.rs` (bodies, tokens), `error.rs`.
 
@@ -26,6 +26,7 @@ mod metrics;
 mod mirror;
 mod projects;
 mod runners;
+mod schedules;
 mod triggers;
 mod user_runners;
 mod variables;
@@ -217,6 +218,32 @@ fn build(coordinator: Coordinator, shutdown: watch::Receiver<bool>) -> Router {
         )
         .route("/projects/{project}/pipelines", get(projects::pipelines))
         .route("/projects/{project}/mirror/pull", post(mirror::pull))
+        .route(
+            "/projects/{project}/pipeline_schedules",
+            get(schedules::list).post(schedules::create),
+        )
+        .route(
+            "/projects/{project}/pipeline_schedules/{schedule}",
+            get(schedules::show)
+                .put(schedules::update)
+                .delete(schedules::delete),
+        )
+        .route(
+            "/projects/{project}/pipeline_schedules/{schedule}/pipelines",
+            get(schedules::pipelines),
+        )
+        .route(
+            "/projects/{project}/pipeline_schedules/{schedule}/play",
+            post(schedules::play),
+        )
+        .route(
+            "/projects/{project}/pipeline_schedules/{schedule}/variables",
+            post(schedules::create_variable),
+        )
+        .route(
+            "/projects/{project}/pipeline_schedules/{schedule}/variables/{key}",
+            put(schedules::update_variable).delete(schedules::delete_variable),
+        )
         .route(
             "/projects/{project}/triggers",
             post(triggers::create).get(triggers::list),

@@ -75,6 +75,17 @@ pub async fn open_coordinator(dir: &Path) -> Coordinator {
         .expect("coordinator opens")
 }
 
+/// Another coordinator on `env`'s database, with a data directory (mirrors) of its own:
+/// what a second replica of the server is.
+pub async fn second_coordinator(env: &Env) -> Coordinator {
+    let url = test_database(env.dir.path()).await;
+    let store = Store::open(&url).await.expect("store opens");
+    let cfg = CoordinatorConfig::new(env.dir.path().join("other"), "http://127.0.0.1:8080");
+    gantry_server::testing::open_coordinator(store, cfg)
+        .await
+        .expect("second coordinator")
+}
+
 /// A coordinator and a repository on branch `main` holding `ci` as `.gitlab-ci.yml`.
 pub async fn env(ci: &str) -> Env {
     let dir = tempfile::tempdir().expect("temp dir");
