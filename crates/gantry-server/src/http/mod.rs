@@ -28,6 +28,7 @@ mod projects;
 mod runners;
 mod schedules;
 mod triggers;
+mod ui;
 mod user_runners;
 mod variables;
 
@@ -366,12 +367,13 @@ async fn guard_panics(request: Request, next: Next) -> Response {
         }
     };
     let status = response.status();
-    let is_json = response
+    // JSON, and the web UI's pages (HTML for a browser), are answers already.
+    let is_answer = response
         .headers()
         .get(axum::http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/json"));
-    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        .is_some_and(|v| v.starts_with("application/json") || v.starts_with("text/html"));
+    if !(status.is_client_error() || status.is_server_error()) || is_answer {
         return response;
     }
     let (parts, body) = response.into_parts();

@@ -1,0 +1,214 @@
+//! The web UI over HTTP: the API's `web_url`s open pages once signed in with the admin
+//! token (a cookie), pages show projects, pipelines by stage, jobs and their logs
+//! (escaped, without ANSI escapes), buttons cancel and retry, and nothing is shown or done
+//! without the token; git clones and the API keep their own answers.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod http_support;
+
+use http_support::*;
+use reqwest::{Method, StatusCode, header};
+use serde_json::json;
+
+const CI: &str = "
+stages: [build, test]
+compile:
+  stage: build
+  script: [make]
+unit:
+  stage: test
+  script: [make test]
+";
+
+/// A client that keeps no cookies and follows no redirects: each step is visible.
+fn browser() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+}
+
+async fn sign_in(server: &TestServer, http: &reqwest::Client) -> String {
+    let answer = http
+        .post(format!("{}/-/login", server.url))
+        .form(&[("token", server.admin.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), StatusCode::SEE_OTHER);
+    assert_eq!(answer.headers()[header::LOCATION], "/");
+    let cookie = answer.headers()[header::SET_COOKIE]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
+    cookie.split(';').next().unwrap().to_owned()
+}
+
+async fn get(http: &reqwest::Client, url: &str, cookie: &str) -> (StatusCode, String) {
+    let answer = http
+        .get(url)
+        .header(header::COOKIE, cookie)
+        .send()
+        .await
+        .unwrap();
+    let status = answer.status();
+    (status, answer.text().await.unwrap())
+}
+
+#[tokio::test]
+async fn pages_show_projects_pipelines_jobs_and_logs_once_signed_in() {
+    let server = TestServer::start().await;
+    let repo = Repo::new(&[(".gitlab-ci.yml", CI)]);
+    let project = server.create_project("acme/app", &repo).await;
+    let project_id = project["id"].as_i64().unwrap();
+    let pipeline = server.create_pipeline(project_id, "main").await;
+    let pipeline_id = pipeline["id"].as_i64().unwrap();
+    let http = browser();
+
+    // Without the token: the sign-in page, and nothing else.
+    let web_url = pipeline["web_url"].as_str().unwrap().to_owned();
+    let (status, body) = get(&http, &web_url, "").await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert!(body.contains("name=\"token\""), "{body}");
+    assert!(!body.contains("compile"));
+    let wrong = http
+        .post(format!("{}/-/login", server.url))
+        .form(&[("token", "glpat-wrong")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong.status(), StatusCode::UNAUTHORIZED);
+    assert!(wrong.text().await.unwrap().contains("not the admin token"));
+
+    let cookie = sign_in(&server, &http).await;
+    let (status, body) = get(&http, &format!("{}/", server.url), &cookie).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(body.contains("href=\"/acme/app\""), "{body}");
+    assert!(body.contains(&format!("#{pipeline_id}")), "{body}");
+    let (status, body) = get(&http, project["web_url"].as_str().unwrap(), &cookie).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        body.contains(&format!("/acme/app/-/pipelines/{pipeline_id}")),
+        "{body}"
+    );
+
+    // The pipeline's page: stages in order, its jobs, and it reloads while it runs.
+    let (status, body) = get(&http, &web_url, &cookie).await;
+    assert_eq!(status, StatusCode::OK);
+    let (build, test) = (body.find(">build<").unwrap(), body.find(">test<").unwrap());
+    assert!(build < test, "{body}");
+    assert!(body.contains("http-equiv=\"refresh\""));
+    assert!(
+        body.contains(">compile</a>") && body.contains(">unit</a>"),
+        "{body}"
+    );
+
+    // A job's log: escaped, without ANSI escapes or section markers.
+    let (_, runner_token) = server.create_runner(json!({})).await;
+    let (job_id, job_token, _) = server.take_job(&runner_token).await;
+    let trace = "\x1b[0Ksection_start:1700000000:step_script\r\x1b[0K\x1b[32;1m$ make\x1b[0;m\n<script>alert(1)</script>\n";
+    let patched = server
+        .http
+        .patch(server.api(&format!("jobs/{job_id}/trace")))
+        .header("JOB-TOKEN", &job_token)
+        .header("Content-Range", format!("0-{}", trace.len() - 1))
+        .body(trace)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(patched.status(), StatusCode::ACCEPTED);
+    let job = server.job(project_id, job_id).await;
+    let (status, body) = get(&http, job["web_url"].as_str().unwrap(), &cookie).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        body.contains("<pre>$ make\n&lt;script&gt;alert(1)&lt;/script&gt;</pre>"),
+        "{body}"
+    );
+    assert!(!body.contains("<script>"));
+    assert!(!body.contains('\u{1b}'));
+
+    // Cancel from the page: the pipeline is canceled, the browser comes back to it.
+    let canceled = http
+        .post(format!("{web_url}/cancel"))
+        .header(header::COOKIE, &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(canceled.status(), StatusCode::SEE_OTHER);
+    let (_, p) = server
+        .admin(
+            Method::GET,
+            &format!("projects/{project_id}/pipelines/{pipeline_id}"),
+            None,
+        )
+        .await;
+    assert!(
+        matches!(p["status"].as_str(), Some("canceled" | "canceling")),
+        "{p}"
+    );
+    // And retried: the failed and canceled jobs get new attempts.
+    let retried = http
+        .post(format!("{web_url}/retry"))
+        .header(header::COOKIE, &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(retried.status(), StatusCode::SEE_OTHER);
+
+    // A post without the cookie does nothing.
+    let forged = http.post(format!("{web_url}/cancel")).send().await.unwrap();
+    assert_eq!(forged.status(), StatusCode::UNAUTHORIZED);
+    // Another project's pipeline number under this project: not found.
+    let (status, _) = get(
+        &http,
+        &format!("{}/acme/other/-/pipelines/{pipeline_id}", server.url),
+        &cookie,
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    // Signing out forgets the cookie.
+    let out = http
+        .get(format!("{}/-/logout", server.url))
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        out.headers()[header::SET_COOKIE]
+            .to_str()
+            .unwrap()
+            .contains("Max-Age=0")
+    );
+}
+
+#[tokio::test]
+async fn the_api_and_git_keep_their_answers_beside_the_pages() {
+    let server = TestServer::start().await;
+    let repo = Repo::new(&[(".gitlab-ci.yml", CI)]);
+    server.create_project("app", &repo).await;
+    let http = browser();
+    // An unknown API route is still the API's JSON 404.
+    let api = http.get(server.api("no/such/route")).send().await.unwrap();
+    assert_eq!(api.status(), StatusCode::NOT_FOUND);
+    assert!(
+        api.headers()[header::CONTENT_TYPE]
+            .to_str()
+            .unwrap()
+            .contains("json")
+    );
+    // Git's clone address is git's: a challenge for credentials, not a page.
+    let git = http
+        .get(format!(
+            "{}/gantry/app.git/info/refs?service=git-upload-pack",
+            server.url
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(git.status(), StatusCode::UNAUTHORIZED);
+    assert!(git.headers().contains_key(header::WWW_AUTHENTICATE));
+}
