@@ -212,3 +212,90 @@ async fn the_api_and_git_keep_their_answers_beside_the_pages() {
     assert_eq!(git.status(), StatusCode::UNAUTHORIZED);
     assert!(git.headers().contains_key(header::WWW_AUTHENTICATE));
 }
+
+#[tokio::test]
+async fn the_run_pipeline_form_starts_a_web_pipeline_with_variables() {
+    let server = TestServer::start().await;
+    let ci =
+        "deploy:\n  rules:\n    - if: $CI_PIPELINE_SOURCE == \"web\"\n  script: [echo $TARGET]\n";
+    let repo = Repo::new(&[(".gitlab-ci.yml", ci)]);
+    let project = server.create_project("app", &repo).await["id"]
+        .as_i64()
+        .unwrap();
+    let http = browser();
+    let cookie = sign_in(&server, &http).await;
+    let form_url = format!("{}/gantry/app/-/pipelines/new", server.url);
+    let (status, body) = get(&http, &form_url, &cookie).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(body.contains("name=\"ref\" value=\"main\""), "{body}");
+    let (_, list) = get(&http, &format!("{}/gantry/app", server.url), &cookie).await;
+    assert!(
+        list.contains("href=\"/gantry/app/-/pipelines/new\""),
+        "{list}"
+    );
+
+    // A line that is no assignment: the form again, as entered, saying which line.
+    let refused = http
+        .post(&form_url)
+        .header(header::COOKIE, &cookie)
+        .form(&[("ref", "main"), ("variables", "TARGET=staging\n<oops>")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), StatusCode::BAD_REQUEST);
+    let body = refused.text().await.unwrap();
+    assert!(
+        body.contains("variables, line 2: `&lt;oops&gt;` is not KEY=value"),
+        "{body}"
+    );
+    assert!(
+        body.contains("TARGET=staging\n&lt;oops&gt;</textarea>"),
+        "{body}"
+    );
+    // A ref the repository lacks: GitLab's message on the form.
+    let missing = http
+        .post(&form_url)
+        .header(header::COOKIE, &cookie)
+        .form(&[("ref", "nope"), ("variables", "")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), StatusCode::BAD_REQUEST);
+    assert!(
+        missing
+            .text()
+            .await
+            .unwrap()
+            .contains("Reference not found")
+    );
+
+    let created = http
+        .post(&form_url)
+        .header(header::COOKIE, &cookie)
+        .form(&[("ref", "main"), ("variables", "TARGET=staging\r\n")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), StatusCode::SEE_OTHER);
+    let location = created.headers()[header::LOCATION]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        location.starts_with("/gantry/app/-/pipelines/"),
+        "{location}"
+    );
+    let (_, pipelines) = server
+        .admin(Method::GET, &format!("projects/{project}/pipelines"), None)
+        .await;
+    assert_eq!(pipelines[0]["source"], "web");
+    let (_, runner) = server.create_runner(json!({})).await;
+    let (_, _, payload) = server.take_job(&runner).await;
+    let target = payload["variables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["key"] == "TARGET")
+        .map(|v| v["value"].clone());
+    assert_eq!(target, Some(json!("staging")));
+}

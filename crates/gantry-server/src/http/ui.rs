@@ -1,8 +1,10 @@
 //! The web UI: server-rendered HTML pages at the addresses the API's `web_url`s name, as
 //! GitLab's: `/` (projects), `/{project}` and `/{project}/-/pipelines` (its pipelines),
 //! `/{project}/-/pipelines/{id}` (stages and jobs), `/{project}/-/jobs/{id}` (a job and
-//! its log). Pages of something still running reload themselves every 3 seconds. Buttons
-//! post to the same addresses plus `/cancel`, `/retry` or `/play` and come back.
+//! its log), `/{project}/-/pipelines/new` (GitLab's "Run pipeline" form: a ref, variables
+//! and inputs; source `web`). Pages of something still running reload themselves every 3
+//! seconds. Buttons post to the same addresses plus `/cancel`, `/retry` or `/play` and
+//! come back.
 //!
 //! Sign-in: the admin token, given once on `/-/login` and kept in an `HttpOnly`,
 //! `SameSite=Strict` cookie (`Secure` when the external URL is `https`), so another site
@@ -30,8 +32,8 @@ const COOKIE: &str = "gantry_token";
 pub const MAX_LOG_SHOWN: usize = 1024 * 1024;
 /// Pipelines per page of a project's list.
 const PER_PAGE: i64 = 50;
-/// The largest form a page posts (the sign-in form).
-const MAX_FORM: usize = 16 * 1024;
+/// The largest form a page posts (a new pipeline's variables).
+const MAX_FORM: usize = 256 * 1024;
 
 /// What a path of the UI names.
 #[derive(Debug, PartialEq, Eq)]
@@ -40,6 +42,7 @@ enum Page<'a> {
     Login,
     Logout,
     Pipelines(&'a str),
+    NewPipeline(&'a str),
     Pipeline(&'a str, i64, Option<&'a str>),
     Job(&'a str, i64, Option<&'a str>),
 }
@@ -65,6 +68,7 @@ fn page(path: &str) -> Option<Page<'_>> {
     let id = |s: &str| s.parse::<i64>().ok();
     match parts[..] {
         ["pipelines"] => Some(Page::Pipelines(project)),
+        ["pipelines", "new"] => Some(Page::NewPipeline(project)),
         ["pipelines", n] => Some(Page::Pipeline(project, id(n)?, None)),
         ["pipelines", n, action @ ("cancel" | "retry")] => {
             Some(Page::Pipeline(project, id(n)?, Some(action)))
@@ -93,16 +97,20 @@ pub(crate) async fn serve(state: &AppState, request: Request) -> Option<Response
     }
     let headers = request.headers().clone();
     let query = request.uri().query().unwrap_or_default().to_owned();
+    let body = if method == Method::POST {
+        axum::body::to_bytes(request.into_body(), MAX_FORM)
+            .await
+            .unwrap_or_default()
+    } else {
+        axum::body::Bytes::new()
+    };
     let secure = state
         .coordinator
         .config()
         .external_url
         .starts_with("https://");
     let answer = match page {
-        Page::Login if method == Method::POST => {
-            let body = axum::body::to_bytes(request.into_body(), MAX_FORM).await;
-            login(state, body.ok().as_deref().unwrap_or_default(), secure).await
-        }
+        Page::Login if method == Method::POST => login(state, &body, secure).await,
         Page::Login => Ok(login_page(StatusCode::OK, None)),
         Page::Logout => Ok(redirect("/-/login", Some(cookie("", secure, 0)))),
         _ => match signed_in(state, &headers).await {
@@ -111,6 +119,8 @@ pub(crate) async fn serve(state: &AppState, request: Request) -> Option<Response
             Ok(true) => match (page, method == Method::POST) {
                 (Page::Projects, _) => projects(state).await,
                 (Page::Pipelines(p), _) => pipelines(state, p, &query).await,
+                (Page::NewPipeline(p), false) => new_pipeline_page(state, p).await,
+                (Page::NewPipeline(p), true) => run_pipeline(state, p, &body).await,
                 (Page::Pipeline(p, id, Some(action)), true) => {
                     pipeline_action(state, p, id, action).await
                 }
@@ -465,12 +475,143 @@ async fn pipelines(state: &AppState, path: &str, query: &str) -> Result<Response
         &project.path_with_namespace,
         refresh,
         &format!(
-            "<h1>{}</h1><p>{total} pipelines · clone <code>{}</code></p>\
+            "<h1>{}</h1><p>{total} pipelines · clone <code>{}</code> · <a href=\"/{}/-/pipelines/new\">Run pipeline</a></p>\
              <table><tr><th>Pipeline</th><th>Status</th><th>Ref</th><th>Commit</th><th>Source</th><th>Created (UTC)</th><th>Duration</th></tr>{rows}</table><p>{pager}</p>",
             escape(&project.path_with_namespace),
             escape(&project.http_url_to_repo),
+            escape(&project.path_with_namespace),
         ),
     ))
+}
+
+/// The "Run pipeline" form, with what was entered and why it was refused.
+fn new_pipeline_form(
+    project: &Project,
+    status: StatusCode,
+    fields: &[(String, String)],
+    error: Option<&str>,
+) -> Response {
+    let field = |name: &str| {
+        fields
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| escape(v))
+            .unwrap_or_default()
+    };
+    let ref_name = match field("ref") {
+        r if r.is_empty() => escape(&project.default_branch),
+        r => r,
+    };
+    let error = error
+        .map(|e| format!("<p class=\"error\">{}</p>", escape(e)))
+        .unwrap_or_default();
+    html(
+        status,
+        "Run pipeline",
+        false,
+        &format!(
+            "<p>{}</p><h1>Run pipeline</h1>{error}<form method=\"post\">\
+             <p><label>Branch or tag<br><input name=\"ref\" value=\"{ref_name}\" size=\"40\"></label></p>\
+             <p><label>Variables, one <code>KEY=value</code> a line<br><textarea name=\"variables\" rows=\"5\" cols=\"60\">{}</textarea></label></p>\
+             <p><label>Inputs, one <code>name=value</code> a line (read as the type <code>spec:inputs</code> declares)<br><textarea name=\"inputs\" rows=\"3\" cols=\"60\">{}</textarea></label></p>\
+             <button type=\"submit\">Run pipeline</button></form>",
+            project_link(project),
+            field("variables"),
+            field("inputs"),
+        ),
+    )
+}
+
+async fn new_pipeline_page(state: &AppState, path: &str) -> Result<Response, ApiError> {
+    let Some(project) = project_at(state, path).await? else {
+        return Ok(not_found());
+    };
+    Ok(new_pipeline_form(&project, StatusCode::OK, &[], None))
+}
+
+/// `KEY=value` lines (blank lines skipped); the error names the line.
+fn assignments(text: &str, what: &str) -> Result<Vec<(String, String)>, String> {
+    let mut out = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim_end_matches('\r');
+        if line.trim().is_empty() {
+            continue;
+        }
+        match line.split_once('=') {
+            Some((k, v)) if !k.trim().is_empty() => out.push((k.trim().to_owned(), v.to_owned())),
+            _ => {
+                return Err(format!(
+                    "{what}, line {}: `{line}` is not {}=value",
+                    n + 1,
+                    if what == "variables" { "KEY" } else { "name" }
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Creates the pipeline the form asks for (source `web`, as GitLab's form) and shows it;
+/// a mistake shows the form again with what was entered.
+async fn run_pipeline(state: &AppState, path: &str, body: &[u8]) -> Result<Response, ApiError> {
+    let Some(project) = project_at(state, path).await? else {
+        return Ok(not_found());
+    };
+    let fields: Vec<(String, String)> = serde_urlencoded::from_bytes(body).unwrap_or_default();
+    let get = |name: &str| {
+        fields
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default()
+    };
+    let refused = |m: &str| {
+        Ok(new_pipeline_form(
+            &project,
+            StatusCode::BAD_REQUEST,
+            &fields,
+            Some(m),
+        ))
+    };
+    let ref_name = match get("ref").trim() {
+        "" => project.default_branch.clone(),
+        r => r.to_owned(),
+    };
+    let variables = match assignments(&get("variables"), "variables") {
+        Ok(v) => v,
+        Err(m) => return refused(&m),
+    };
+    let mut inputs = gantry_pipeline::PipelineInputs::default();
+    match assignments(&get("inputs"), "inputs") {
+        Ok(list) => {
+            for (name, value) in list {
+                inputs.insert(name, gantry_pipeline::InputValue::Text(value));
+            }
+        }
+        Err(m) => return refused(&m),
+    }
+    let created = state
+        .coordinator
+        .create_pipeline_with(
+            project.id,
+            crate::coordinator::PipelineRequest {
+                ref_name,
+                variables,
+                file_variables: Vec::new(),
+                source: gantry_pipeline::Source::Web,
+                jobs: None,
+                inputs,
+            },
+        )
+        .await;
+    match created {
+        Ok(p) => Ok(redirect(
+            &format!("/{}/-/pipelines/{}", project.path_with_namespace, p.id),
+            None,
+        )),
+        Err(CoordinatorError::Invalid(m)) => refused(&m),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// The pipeline `id` when it belongs to the project at `path`.
@@ -671,6 +812,7 @@ mod tests {
             page("/g/d/-/jobs/9/play"),
             Some(Page::Job("g/d", 9, Some("play")))
         );
+        assert_eq!(page("/g/d/-/pipelines/new"), Some(Page::NewPipeline("g/d")));
         assert_eq!(page("/g/d.git/info/refs"), None);
         assert_eq!(page("/favicon.ico"), None);
         assert_eq!(page("/api/v4/projects"), None);
