@@ -171,3 +171,111 @@ fn parse_options(list: &str) -> Option<Vec<(String, String)>> {
         })
         .collect()
 }
+
+/// `text` without its `section_start:…\r\x1b[0K` / `section_end:…\r\x1b[0K` markers
+/// (what a reader of the log is shown).
+pub fn strip_section_markers(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("section_") {
+        let tail = &rest[at..];
+        if tail.starts_with("section_start:") || tail.starts_with("section_end:") {
+            out.push_str(&rest[..at]);
+            match tail.find("\r\x1b[0K") {
+                Some(end) => rest = &tail[end + "\r\x1b[0K".len()..],
+                None => {
+                    rest = "";
+                }
+            }
+        } else {
+            out.push_str(&rest[..at + "section_".len()]);
+            rest = &tail["section_".len()..];
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// `text` without ANSI escape sequences (CSI, such as colours, and OSC, such as links).
+pub fn strip_ansi(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '\x1b' {
+            out.push(c);
+            continue;
+        }
+        match chars.peek() {
+            Some('[') => {
+                chars.next();
+                for c in chars.by_ref() {
+                    if ('@'..='~').contains(&c) {
+                        break;
+                    }
+                }
+            }
+            Some(']') => {
+                chars.next();
+                while let Some(c) = chars.next() {
+                    if c == '\x07' {
+                        break;
+                    }
+                    if c == '\x1b' && chars.peek() == Some(&'\\') {
+                        chars.next();
+                        break;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// One line of a log as plain text, as a reader sees it: without section markers and ANSI
+/// escapes, and of a line rewritten with `\r`, what was written last; `None` for a line
+/// that held only section markers (no line of the log).
+pub fn plain_line(line: &str) -> Option<String> {
+    let unmarked = strip_section_markers(line);
+    if unmarked.trim().is_empty() && !line.trim().is_empty() {
+        return None;
+    }
+    let shown = unmarked.rsplit('\r').find(|s| !s.is_empty()).unwrap_or("");
+    Some(strip_ansi(shown))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_lines_are_what_a_reader_sees() {
+        assert_eq!(plain_line("section_end:1:x\r\x1b[0K"), None);
+        assert_eq!(
+            plain_line("progress 10%\rprogress \x1b[32m100%\x1b[0m").as_deref(),
+            Some("progress 100%")
+        );
+        assert_eq!(plain_line("").as_deref(), Some(""));
+    }
+
+    #[test]
+    fn markers_and_colours_are_removed() {
+        let raw = "section_start:1700000000:step_script\r\x1b[0K\x1b[0;36m\x1b[1mExecuting \"step_script\" stage\x1b[0;m";
+        assert_eq!(
+            strip_ansi(&strip_section_markers(raw)),
+            "Executing \"step_script\" stage"
+        );
+        assert_eq!(
+            strip_section_markers("section_end:1700000000:step_script\r\x1b[0K"),
+            ""
+        );
+        assert_eq!(
+            strip_section_markers("my section_x stays"),
+            "my section_x stays"
+        );
+        assert_eq!(
+            strip_ansi("\x1b]8;;http://x\x07link\x1b]8;;\x07 \x1b[31mred\x1b[0m"),
+            "link red"
+        );
+    }
+}

@@ -20,6 +20,8 @@ use axum::extract::Request;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
+use gantry_protocol::trace::section;
+
 use crate::coordinator::{CoordinatorError, JobView, PipelineView, Project};
 
 use super::AppState;
@@ -204,51 +206,12 @@ pub(crate) fn escape(text: &str) -> String {
     out
 }
 
-/// A log as text: without ANSI escape sequences and GitLab's `section_start`/`section_end`
-/// markers; of a line rewritten with `\r`, what was written last.
+/// A log as text: each line as a reader sees it ([`section::plain_line`]: no ANSI escapes,
+/// no section markers, the last write of a line rewritten with `\r`).
 pub(crate) fn plain_log(raw: &[u8]) -> String {
     let text = String::from_utf8_lossy(raw);
-    let mut without_escapes = String::with_capacity(text.len());
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c != '\u{1b}' {
-            without_escapes.push(c);
-            continue;
-        }
-        match chars.peek() {
-            // CSI: parameters and intermediates, then one final byte in @–~.
-            Some('[') => {
-                chars.next();
-                for c in chars.by_ref() {
-                    if ('@'..='~').contains(&c) {
-                        break;
-                    }
-                }
-            }
-            Some(_) => {
-                chars.next();
-            }
-            None => {}
-        }
-    }
-    let mut out = String::with_capacity(without_escapes.len());
-    for line in without_escapes.split('\n') {
-        let mut shown = "";
-        let mut marker = false;
-        for part in line.split('\r') {
-            let text = strip_section_marker(part);
-            marker |= text.len() != part.len();
-            if !text.is_empty() {
-                shown = text;
-            }
-        }
-        // A line of section markers only is no line of the log.
-        if marker && shown.is_empty() {
-            continue;
-        }
-        out.push_str(shown);
-        out.push('\n');
-    }
+    let lines: Vec<String> = text.split('\n').filter_map(section::plain_line).collect();
+    let mut out = lines.join("\n");
     out.truncate(out.trim_end_matches('\n').len());
     out
 }
@@ -266,22 +229,6 @@ fn shown_log(raw: &[u8], project_id: i64, job_id: i64) -> String {
     }
     log.push_str(&plain_log(&raw[cut..]));
     log
-}
-
-fn strip_section_marker(part: &str) -> &str {
-    for marker in ["section_start:", "section_end:"] {
-        if let Some(rest) = part.strip_prefix(marker) {
-            // `section_start:<unix time>:<name>[<options>]`: nothing of it is shown.
-            if rest
-                .split(':')
-                .next()
-                .is_some_and(|t| t.bytes().all(|b| b.is_ascii_digit()))
-            {
-                return "";
-            }
-        }
-    }
-    part
 }
 
 const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:0;color:#1f1e24}\

@@ -11,6 +11,8 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 use std::time::Instant;
 
+use gantry_protocol::trace::section;
+
 /// One job as the display knows it.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct JobLine {
@@ -155,7 +157,7 @@ impl Display {
         let mut text: &str = &text;
         let owned;
         if text.contains("section_") {
-            owned = strip_section_markers(text);
+            owned = section::strip_section_markers(text);
             if owned.trim().is_empty() && !text.trim().is_empty() {
                 return None;
             }
@@ -165,7 +167,7 @@ impl Display {
         let text = if self.color {
             text.to_owned()
         } else {
-            strip_ansi(text)
+            section::strip_ansi(text)
         };
         Some(text.trim_end().to_owned())
     }
@@ -259,89 +261,9 @@ fn status_symbol(status: &str) -> (&'static str, &'static str) {
     }
 }
 
-/// Removes `section_start:…\r\x1b[0K` / `section_end:…\r\x1b[0K` markers.
-pub(crate) fn strip_section_markers(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(at) = rest.find("section_") {
-        let tail = &rest[at..];
-        if tail.starts_with("section_start:") || tail.starts_with("section_end:") {
-            out.push_str(&rest[..at]);
-            match tail.find("\r\x1b[0K") {
-                Some(end) => rest = &tail[end + "\r\x1b[0K".len()..],
-                None => {
-                    rest = "";
-                }
-            }
-        } else {
-            out.push_str(&rest[..at + "section_".len()]);
-            rest = &tail["section_".len()..];
-        }
-    }
-    out.push_str(rest);
-    out
-}
-
-/// Removes ANSI escape sequences (CSI and OSC).
-pub(crate) fn strip_ansi(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c != '\x1b' {
-            out.push(c);
-            continue;
-        }
-        match chars.peek() {
-            Some('[') => {
-                chars.next();
-                for c in chars.by_ref() {
-                    if ('@'..='~').contains(&c) {
-                        break;
-                    }
-                }
-            }
-            Some(']') => {
-                chars.next();
-                while let Some(c) = chars.next() {
-                    if c == '\x07' {
-                        break;
-                    }
-                    if c == '\x1b' && chars.peek() == Some(&'\\') {
-                        chars.next();
-                        break;
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn markers_and_colours_are_removed() {
-        let raw = "section_start:1700000000:step_script\r\x1b[0K\x1b[0;36m\x1b[1mExecuting \"step_script\" stage\x1b[0;m";
-        assert_eq!(
-            strip_ansi(&strip_section_markers(raw)),
-            "Executing \"step_script\" stage"
-        );
-        assert_eq!(
-            strip_section_markers("section_end:1700000000:step_script\r\x1b[0K"),
-            ""
-        );
-        assert_eq!(
-            strip_section_markers("my section_x stays"),
-            "my section_x stays"
-        );
-        assert_eq!(
-            strip_ansi("\x1b]8;;http://x\x07link\x1b]8;;\x07 \x1b[31mred\x1b[0m"),
-            "link red"
-        );
-    }
 
     #[test]
     fn lines_are_cleaned_without_colour() {
