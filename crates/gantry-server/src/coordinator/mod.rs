@@ -136,6 +136,9 @@ pub struct CoordinatorConfig {
     /// project's repository lacks them: `gantry run`'s checkout (its snapshot repository
     /// holds one branch and borrows the checkout's objects). Empty on a server.
     pub compare_refs: Vec<PathBuf>,
+    /// Whether the background timers start due pipeline schedules (see `schedules.rs`);
+    /// off for `gantry run`, whose temporary store has none.
+    pub run_schedules: bool,
 }
 
 /// Who pipelines are attributed to: the `GITLAB_USER_*` variables.
@@ -178,6 +181,7 @@ impl CoordinatorConfig {
             db_key: None,
             durable_blobs: true,
             compare_refs: Vec::new(),
+            run_schedules: true,
         }
     }
 }

@@ -79,7 +79,9 @@ impl Coordinator {
                 if let Err(e) = this.tick(now_ms()).await {
                     eprintln!("gantry: failed to run the coordinator's timers: {e}");
                 }
-                this.spawn_due_schedules();
+                if this.inner.cfg.run_schedules {
+                    this.spawn_due_schedules();
+                }
             }
         })
     }
