@@ -160,6 +160,20 @@ async fn pages_show_projects_pipelines_jobs_and_logs_once_signed_in() {
         .unwrap();
     assert_eq!(retried.status(), StatusCode::SEE_OTHER);
 
+    // A button the coordinator refuses (the job is no manual job): a page saying why.
+    let refused = http
+        .post(format!("{}/play", job["web_url"].as_str().unwrap()))
+        .header(header::COOKIE, &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), StatusCode::BAD_REQUEST);
+    let page = refused.text().await.unwrap();
+    assert!(
+        page.contains("<h1>Not done</h1>") && page.contains("Back</a>"),
+        "{page}"
+    );
+
     // A post without the cookie does nothing.
     let forged = http.post(format!("{web_url}/cancel")).send().await.unwrap();
     assert_eq!(forged.status(), StatusCode::UNAUTHORIZED);

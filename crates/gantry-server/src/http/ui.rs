@@ -658,12 +658,38 @@ async fn pipeline_action(
     if pipeline_of(state, path, id).await?.is_none() {
         return Ok(not_found());
     }
+    let back = format!("/{path}/-/pipelines/{id}");
     let done = match action {
         "cancel" => state.coordinator.cancel_pipeline(id).await,
         _ => state.coordinator.retry_pipeline(id).await,
     };
-    done?;
-    Ok(redirect(&format!("/{path}/-/pipelines/{id}"), None))
+    match done {
+        Ok(_) => Ok(redirect(&back, None)),
+        Err(e) => refused_action(e, &back),
+    }
+}
+
+/// A button whose action the coordinator refused (a job that is not manual, a pipeline
+/// with nothing to retry, …): a page saying why, with the way back; other errors as the
+/// API answers them.
+fn refused_action(e: CoordinatorError, back: &str) -> Result<Response, ApiError> {
+    let status = match &e {
+        CoordinatorError::Invalid(_) => StatusCode::BAD_REQUEST,
+        CoordinatorError::Forbidden(_) => StatusCode::FORBIDDEN,
+        CoordinatorError::Conflict(_) => StatusCode::CONFLICT,
+        CoordinatorError::NotFound(_) => StatusCode::NOT_FOUND,
+        _ => return Err(e.into()),
+    };
+    Ok(html(
+        status,
+        "Not done",
+        false,
+        &format!(
+            "<h1>Not done</h1><p class=\"error\">{}</p><p><a href=\"{}\">Back</a></p>",
+            escape(&e.to_string()),
+            escape(back)
+        ),
+    ))
 }
 
 async fn job_of(
@@ -730,12 +756,15 @@ async fn job_action(
     if job_of(state, path, id).await?.is_none() {
         return Ok(not_found());
     }
-    let to = match action {
-        "cancel" => state.coordinator.cancel_job(id).await?.id,
-        "play" => state.coordinator.play_job(id, Vec::new()).await?.id,
-        _ => state.coordinator.retry_job(id).await?.id,
+    let done = match action {
+        "cancel" => state.coordinator.cancel_job(id).await,
+        "play" => state.coordinator.play_job(id, Vec::new()).await,
+        _ => state.coordinator.retry_job(id).await,
     };
-    Ok(redirect(&format!("/{path}/-/jobs/{to}"), None))
+    match done {
+        Ok(job) => Ok(redirect(&format!("/{path}/-/jobs/{}", job.id), None)),
+        Err(e) => refused_action(e, &format!("/{path}/-/jobs/{id}")),
+    }
 }
 
 #[cfg(test)]
