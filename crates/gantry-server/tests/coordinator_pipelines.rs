@@ -383,8 +383,11 @@ async fn filtered_or_empty_pipelines_and_bad_refs_are_not_created() {
     let p = e.pipeline(project, "v1.0").await;
     assert!(p.tag);
     assert!(!p.protected);
+    // The pipelines that were not created gave their iid back.
+    assert_eq!(p.iid, 1);
     let runner = e.any_runner().await;
     let job = e.take_some(&runner).await;
+    assert_eq!(var(&job, "CI_PIPELINE_IID"), Some("1"));
     assert_eq!(var(&job, "CI_COMMIT_TAG"), Some("v1.0"));
     assert_eq!(var(&job, "CI_COMMIT_TAG_MESSAGE"), Some("release one"));
     assert_eq!(job.git_info.ref_type, gantry_protocol::RefType::Tag);
@@ -427,6 +430,26 @@ async fn filtered_or_empty_pipelines_and_bad_refs_are_not_created() {
         (Some("api"), Some("web"))
     );
     assert!(job.variable("X").is_some_and(|v| !v.public));
+    e.run(&job, true).await;
+
+    // Rules see the pipeline's own CI_PIPELINE_IID, the one it is stored with.
+    commit(
+        &e.repo,
+        &[(
+            ".gitlab-ci.yml",
+            "odd:\n  script: [make]\n  rules:\n    - if: $CI_PIPELINE_IID =~ /[13579]$/\n\
+             even:\n  script: [make]\n  rules:\n    - if: $CI_PIPELINE_IID =~ /[02468]$/\n",
+        )],
+        "iid rules",
+    );
+    for iid in [3, 4] {
+        let p = e.pipeline(project, "main").await;
+        assert_eq!(p.iid, iid);
+        let job = e.take_some(&runner).await;
+        assert_eq!(job.job_info.name, if iid == 3 { "odd" } else { "even" });
+        assert_eq!(var(&job, "CI_PIPELINE_IID"), Some(iid.to_string().as_str()));
+        e.run(&job, true).await;
+    }
 }
 
 #[tokio::test]

@@ -976,8 +976,38 @@ impl Store {
 
     // ---- pipelines and jobs ----
 
-    /// Persist a pipeline and all its jobs in one transaction; the pipeline's `iid` is the
-    /// project's next counter value.
+    /// The project's next pipeline `iid` (its `pipeline_counter`, moved on), taken before
+    /// the pipeline is compiled so that `CI_PIPELINE_IID` is known to its rules — GitLab's
+    /// `ensure_project_iid!`, also outside the creation's transaction. A creation that
+    /// does not happen leaves a gap, as on GitLab.
+    pub async fn allocate_pipeline_iid(&self, project_id: i64) -> Result<i64> {
+        let row = sqlx::query(
+            "UPDATE projects SET pipeline_counter = pipeline_counter + 1 WHERE id = $1 RETURNING pipeline_counter",
+        )
+        .bind(project_id)
+        .fetch_optional(&self.writer)
+        .await?
+        .ok_or(StoreError::NotFound("project"))?;
+        Ok(row.get(0))
+    }
+
+    /// Give back an `iid` no pipeline got (the configuration created none): the counter
+    /// moves back only when no later `iid` was taken meanwhile, so `iid`s stay unique.
+    pub async fn release_pipeline_iid(&self, project_id: i64, iid: i64) -> Result<()> {
+        sqlx::query(
+            "UPDATE projects SET pipeline_counter = pipeline_counter - 1 WHERE id = $1 AND pipeline_counter = $2",
+        )
+        .bind(project_id)
+        .bind(iid)
+        .execute(&self.writer)
+        .await?;
+        Ok(())
+    }
+
+    /// Persist a pipeline and all its jobs in one transaction, with the `iid` taken by
+    /// [`Store::allocate_pipeline_iid`]. A push's ref move and a timed schedule run are
+    /// checked first: when another coordinator took them, nothing is written
+    /// ([`StoreError::Stale`]).
     pub async fn create_pipeline(
         &self,
         p: &NewPipeline,
@@ -985,22 +1015,27 @@ impl Store {
         now: i64,
     ) -> Result<(Pipeline, Vec<Job>)> {
         let mut tx = self.begin_write().await?;
-        sqlx::query("UPDATE projects SET pipeline_counter = pipeline_counter + 1 WHERE id = $1")
-            .bind(p.project_id)
-            .execute(&mut *tx)
-            .await?;
-        let iid: i64 = sqlx::query("SELECT pipeline_counter FROM projects WHERE id = $1")
-            .bind(p.project_id)
-            .fetch_optional(&mut *tx)
-            .await?
-            .ok_or(StoreError::NotFound("project"))?
-            .get(0);
+        if let Some(change) = &p.push {
+            if !move_ref(&mut tx, p.project_id, change).await? {
+                return Err(StoreError::Stale);
+            }
+        }
+        if let Some(ScheduleRun {
+            schedule_id,
+            due: Some(due),
+            next,
+        }) = &p.schedule
+        {
+            if !move_schedule(&mut tx, *schedule_id, *due, *next, now).await? {
+                return Err(StoreError::Stale);
+            }
+        }
         let res = sqlx::query(
             "INSERT INTO pipelines (project_id, iid, ref_name, tag, sha, before_sha, source, status, failure_reason, yaml_errors, variables, protected, created_at, updated_at, parent_job_id, schedule_id) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) RETURNING id",
         )
         .bind(p.project_id)
-        .bind(iid)
+        .bind(p.iid)
         .bind(&p.ref_name)
         .bind(b(p.tag))
         .bind(&p.sha)
@@ -1020,30 +1055,17 @@ impl Store {
         .map_err(|e| {
             StoreError::conflict_or(
                 e,
-                format!(
-                    "the trigger job {} already created its downstream pipeline",
-                    p.parent_job_id.unwrap_or_default()
-                ),
+                match p.parent_job_id {
+                    Some(job) => {
+                        format!("the trigger job {job} already created its downstream pipeline")
+                    }
+                    None => format!("the project already has a pipeline #{}", p.iid),
+                },
             )
         })?;
         let pipeline_id: i64 = res.get(0);
         for j in jobs {
             insert_job(&mut tx, pipeline_id, p.project_id, j, now).await?;
-        }
-        if let Some(change) = &p.push {
-            if !move_ref(&mut tx, p.project_id, change).await? {
-                return Err(StoreError::Stale);
-            }
-        }
-        if let Some(ScheduleRun {
-            schedule_id,
-            due: Some(due),
-            next,
-        }) = &p.schedule
-        {
-            if !move_schedule(&mut tx, *schedule_id, *due, *next, now).await? {
-                return Err(StoreError::Stale);
-            }
         }
         tx.commit().await?;
         let pipeline = self.pipeline(pipeline_id).await?;

@@ -102,6 +102,8 @@ impl Runner {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NewPipeline {
     pub project_id: i64,
+    /// From [`crate::Store::allocate_pipeline_iid`].
+    pub iid: i64,
     pub ref_name: String,
     pub tag: bool,
     pub sha: String,

@@ -86,6 +86,7 @@ fn job(name: &str, status: &str) -> NewJob {
 fn pipeline(project_id: i64) -> NewPipeline {
     NewPipeline {
         project_id,
+        iid: 0, // `create` takes one
         ref_name: "main".into(),
         tag: false,
         sha: "a".repeat(40),
@@ -100,6 +101,18 @@ fn pipeline(project_id: i64) -> NewPipeline {
         push: None,
         schedule: None,
     }
+}
+
+/// Create `p` with the project's next `iid`, as the coordinator does.
+async fn create(
+    s: &Store,
+    p: &NewPipeline,
+    jobs: &[NewJob],
+    now: i64,
+) -> gantry_store::Result<(Pipeline, Vec<Job>)> {
+    let iid = s.allocate_pipeline_iid(p.project_id).await?;
+    s.create_pipeline(&NewPipeline { iid, ..p.clone() }, jobs, now)
+        .await
 }
 
 async fn projects_are_unique_by_name(db: Db) {
@@ -124,22 +137,16 @@ async fn pipelines_get_per_project_iids_and_their_jobs(db: Db) {
     let (_d, s) = open(db).await;
     let a = s.create_project(&project("a"), 1).await.expect("a");
     let b = s.create_project(&project("b"), 1).await.expect("b");
-    let (p1, jobs) = s
-        .create_pipeline(
-            &pipeline(a.id),
-            &[job("build", "created"), job("test", "created")],
-            10,
-        )
-        .await
-        .expect("p1");
-    let (p2, _) = s
-        .create_pipeline(&pipeline(a.id), &[], 11)
-        .await
-        .expect("p2");
-    let (p3, _) = s
-        .create_pipeline(&pipeline(b.id), &[], 12)
-        .await
-        .expect("p3");
+    let (p1, jobs) = create(
+        &s,
+        &pipeline(a.id),
+        &[job("build", "created"), job("test", "created")],
+        10,
+    )
+    .await
+    .expect("p1");
+    let (p2, _) = create(&s, &pipeline(a.id), &[], 11).await.expect("p2");
+    let (p3, _) = create(&s, &pipeline(b.id), &[], 12).await.expect("p3");
     assert_eq!((p1.iid, p2.iid, p3.iid), (1, 2, 1));
     assert_eq!(
         jobs.iter().map(|j| j.name.as_str()).collect::<Vec<_>>(),
@@ -148,13 +155,30 @@ async fn pipelines_get_per_project_iids_and_their_jobs(db: Db) {
     assert_eq!(jobs[0].tags, ["linux"]);
     assert_eq!(s.pipelines(a.id).await.expect("list").len(), 2);
     assert_eq!(s.active_pipelines().await.expect("active").len(), 3);
+
+    // An iid no pipeline got is given back, unless a later one was taken meanwhile.
+    let unused = s.allocate_pipeline_iid(a.id).await.expect("allocate");
+    assert_eq!(unused, 3);
+    s.release_pipeline_iid(a.id, unused).await.expect("release");
+    assert_eq!(s.allocate_pipeline_iid(a.id).await.expect("again"), 3);
+    let later = s.allocate_pipeline_iid(a.id).await.expect("later");
+    s.release_pipeline_iid(a.id, 3)
+        .await
+        .expect("release an older one");
+    assert_eq!(
+        s.allocate_pipeline_iid(a.id).await.expect("next"),
+        later + 1
+    );
+    assert!(matches!(
+        s.allocate_pipeline_iid(999).await,
+        Err(StoreError::NotFound("project"))
+    ));
 }
 
 async fn a_trigger_job_creates_one_downstream_pipeline_at_most(db: Db) {
     let (_d, s) = open(db).await;
     let a = s.create_project(&project("a"), 1).await.expect("a");
-    let (parent, jobs) = s
-        .create_pipeline(&pipeline(a.id), &[job("trigger", "running")], 1)
+    let (parent, jobs) = create(&s, &pipeline(a.id), &[job("trigger", "running")], 1)
         .await
         .expect("parent");
     let child = NewPipeline {
@@ -162,8 +186,7 @@ async fn a_trigger_job_creates_one_downstream_pipeline_at_most(db: Db) {
         source: "parent_pipeline".into(),
         ..pipeline(a.id)
     };
-    let (created, _) = s
-        .create_pipeline(&child, &[job("inner", "created")], 2)
+    let (created, _) = create(&s, &child, &[job("inner", "created")], 2)
         .await
         .expect("child");
     assert_eq!(created.parent_job_id, Some(jobs[0].id));
@@ -171,10 +194,7 @@ async fn a_trigger_job_creates_one_downstream_pipeline_at_most(db: Db) {
         s.pipeline(parent.id).await.expect("read").parent_job_id,
         None
     );
-    match s
-        .create_pipeline(&child, &[job("inner", "created")], 3)
-        .await
-    {
+    match create(&s, &child, &[job("inner", "created")], 3).await {
         Err(StoreError::Conflict(m)) => assert!(m.contains("already created"), "{m}"),
         other => panic!("a second child of one trigger job: {other:?}"),
     }
@@ -203,8 +223,7 @@ async fn apply_is_atomic_and_optimistically_locked(db: Db) {
         .create_project(&project("demo"), 1)
         .await
         .expect("project");
-    let (pl, jobs) = s
-        .create_pipeline(&pipeline(p.id), &[job("build", "created")], 1)
+    let (pl, jobs) = create(&s, &pipeline(p.id), &[job("build", "created")], 1)
         .await
         .expect("pipeline");
     let change = PipelineChange {
@@ -270,8 +289,7 @@ async fn every_pending_job_goes_to_exactly_one_runner(db: Db) {
     let jobs: Vec<NewJob> = (0..n_jobs)
         .map(|i| job(&format!("job{i}"), "pending"))
         .collect();
-    let (_, created) = s
-        .create_pipeline(&pipeline(p.id), &jobs, 1)
+    let (_, created) = create(&s, &pipeline(p.id), &jobs, 1)
         .await
         .expect("pipeline");
     let mut runner_ids = Vec::new();
@@ -334,8 +352,7 @@ async fn assignments_in_one_statement(db: Db) {
         job("b", "pending"),
         job("c", "created"),
     ];
-    let (pl, created) = s
-        .create_pipeline(&pipeline(p.id), &jobs, 1)
+    let (pl, created) = create(&s, &pipeline(p.id), &jobs, 1)
         .await
         .expect("pipeline");
     let (a, b, c) = (created[0].id, created[1].id, created[2].id);
@@ -418,8 +435,7 @@ async fn trace_sizes_move_by_compare_and_set(db: Db) {
         .create_project(&project("demo"), 1)
         .await
         .expect("project");
-    let (_, jobs) = s
-        .create_pipeline(&pipeline(p.id), &[job("build", "running")], 1)
+    let (_, jobs) = create(&s, &pipeline(p.id), &[job("build", "running")], 1)
         .await
         .expect("pipeline");
     let id = jobs[0].id;
@@ -613,8 +629,7 @@ async fn runners_tokens_and_artifacts(db: Db) {
         .create_project(&project("demo"), 1)
         .await
         .expect("project");
-    let (_, jobs) = s
-        .create_pipeline(&pipeline(p.id), &[job("build", "running")], 1)
+    let (_, jobs) = create(&s, &pipeline(p.id), &[job("build", "running")], 1)
         .await
         .expect("pipeline");
     let a = NewArtifact {
@@ -684,9 +699,7 @@ async fn lists_page_in_the_database(db: Db) {
                 ..job("deploy", "success")
             },
         ];
-        s.create_pipeline(&new, &jobs, 10 + i)
-            .await
-            .expect("pipeline");
+        create(&s, &new, &jobs, 10 + i).await.expect("pipeline");
     }
     let (page, total) = s
         .pipelines_page(p.id, None, None, 1, 2)
@@ -895,9 +908,9 @@ async fn schedules_are_limited_and_run_once(db: Db) {
         }),
         ..pipeline(p.id)
     };
-    let (created, _) = s.create_pipeline(&run, &[], 150).await.expect("the run");
+    let (created, _) = create(&s, &run, &[], 150).await.expect("the run");
     // The same run again (another coordinator that saw it due): nothing is stored.
-    let again = s.create_pipeline(&run, &[], 151).await;
+    let again = create(&s, &run, &[], 151).await;
     assert!(matches!(again, Err(StoreError::Stale)), "{again:?}");
     assert_eq!(s.pipelines(p.id).await.unwrap().len(), 1);
     assert_eq!(

@@ -541,11 +541,9 @@ impl Coordinator {
         } = c;
         let store = &self.inner.store;
         let project_id = project.id;
-        let iid = store
-            .pipelines(project_id)
-            .await?
-            .first()
-            .map_or(1, |p| p.iid + 1);
+        // Taken before compiling, so rules see CI_PIPELINE_IID (GitLab's
+        // `ensure_project_iid!`); given back when no pipeline is created.
+        let iid = store.allocate_pipeline_iid(project_id).await?;
         let (namespace, path) = project_path(&project.name);
         // A branch that moved has the commit it moved from; a new branch or a tag has none.
         let before_sha = push
@@ -665,6 +663,7 @@ impl Coordinator {
         let now = now_ms();
         let mut new = NewPipeline {
             project_id,
+            iid,
             ref_name: r.name.clone(),
             tag: r.tag,
             sha: r.sha.clone(),
@@ -681,9 +680,11 @@ impl Coordinator {
         };
         let pipeline = match compiled {
             Compiled::Missing(m) => {
+                store.release_pipeline_iid(project_id, iid).await?;
                 return Err(CoordinatorError::Invalid(format!("create a pipeline: {m}")));
             }
             Compiled::NotCreated(m) | Compiled::Selection(m) => {
+                store.release_pipeline_iid(project_id, iid).await?;
                 return Err(CoordinatorError::Invalid(m));
             }
             Compiled::Skipped => {
