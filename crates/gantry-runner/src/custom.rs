@@ -58,6 +58,7 @@ use serde::{Deserialize, Serialize};
 use tokio::process::Command;
 
 use crate::config::{CustomConfig, CustomProgram, ShellKind};
+use crate::journal::RunningJob;
 use crate::shell::process::{self, Captured, Ended, Sink, Stop};
 use crate::shell::{
     CancelReason, ShellError, Stage, StageOutcome, clear_script, format_duration, stage_script,
@@ -330,6 +331,7 @@ pub struct CustomExecutor {
     exit_code_file: PathBuf,
     job_env: BTreeMap<String, String>,
     custom_env: Vec<(String, String)>,
+    journal: Option<Arc<RunningJob>>,
 }
 
 impl std::fmt::Debug for CustomExecutor {
@@ -378,7 +380,14 @@ impl CustomExecutor {
             exit_code_file,
             job_env: BTreeMap::new(),
             custom_env: Vec::new(),
+            journal: None,
         })
+    }
+
+    /// Name each running program's process group in the job's record
+    /// ([`crate::journal`]).
+    pub fn set_journal(&mut self, job: Option<Arc<RunningJob>>) {
+        self.journal = job;
     }
 
     /// The job's variables (expanded, as the job sees them) and services, given to
@@ -462,7 +471,10 @@ impl CustomExecutor {
         let _ = std::fs::remove_file(&self.exit_code_file);
         let command = self.command(program, extra);
         let mut running = match process::spawn_command(command, stdout, stderr) {
-            Ok(running) => running,
+            Ok(mut running) => {
+                running.record_in(self.journal.as_ref());
+                running
+            }
             Err(source) => {
                 return Exit::Failed(CustomError::Spawn {
                     stage: stage.to_owned(),

@@ -140,6 +140,9 @@ pub struct JobContext {
     /// The entry's fleet and the reservation taken for this job (the instance
     /// executor's; set by the poll loop).
     pub fleet: Option<crate::fleet::FleetLease>,
+    /// The job's record in the runner's journal ([`crate::journal`]): its stages'
+    /// process groups are written there while they run.
+    pub journal: Option<Arc<crate::journal::RunningJob>>,
 }
 
 /// Receives a job's log bytes as they are appended: `(job id, bytes)`. Called with the
@@ -170,6 +173,7 @@ impl JobContext {
             trace_tap: None,
             login_shell: true,
             fleet: None,
+            journal: None,
         }
     }
 }

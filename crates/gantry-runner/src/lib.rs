@@ -14,6 +14,7 @@ pub mod executor;
 pub mod fleet;
 pub mod instance;
 pub mod job;
+pub mod journal;
 pub mod metrics;
 pub mod poll;
 pub mod shell;

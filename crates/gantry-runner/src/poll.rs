@@ -76,6 +76,7 @@ use crate::job::{
     Backoff, JobContext, JobReport, StopRequest, StopSignal, fail_undecodable_job, run_job,
     short_token,
 };
+use crate::journal::{JobRecord, Journal, LostJobEnd, end_lost_job, kill_lost_groups};
 use crate::shell::DEFAULT_KILL_GRACE;
 use slots::{Decision, EntryKey, Slots};
 
@@ -106,6 +107,10 @@ pub struct PollOptions {
     pub trace_tap: Option<crate::job::TraceTap>,
     /// Shell executor scripts in a login shell (default true; see [`JobContext`]).
     pub login_shell: bool,
+    /// Where running jobs are recorded, so that a later start ends the jobs of a runner
+    /// process that died ([`crate::journal`]). `None` (the default; `gantry run`, whose
+    /// coordinator dies with it) keeps no records.
+    pub journal: Option<Journal>,
 }
 
 impl PollOptions {
@@ -121,6 +126,7 @@ impl PollOptions {
             snapshot: None,
             trace_tap: None,
             login_shell: true,
+            journal: None,
         }
     }
 }
@@ -378,12 +384,57 @@ impl Poller {
         }
     }
 
+    /// Before the first job: ends the jobs a previous runner process lost (see
+    /// [`crate::journal`]). Their processes are killed now, before a new job can be given
+    /// their build directory; the coordinator is told in the background, trying again
+    /// with back-off while it cannot be reached.
+    fn end_lost_jobs(&self) {
+        let Some(journal) = &self.shared.options.journal else {
+            return;
+        };
+        let crate::journal::LostJobs { lost, unreadable } = journal.lost();
+        for (path, error) in unreadable {
+            self.shared
+                .emit(PollEvent::LostJobUnreadable { path, error });
+        }
+        for (path, record) in lost {
+            let killed = kill_lost_groups(&record);
+            let (runner, client) = {
+                let state = self.shared.lock();
+                match state.entries.iter().find(|e| e.config.url == record.url) {
+                    Some(entry) => (entry.name.clone(), Ok(entry.client.clone())),
+                    None => (
+                        record.url.clone(),
+                        Client::new(&record.url, version_info(None)),
+                    ),
+                }
+            };
+            let shared = Arc::clone(&self.shared);
+            tokio::spawn(async move {
+                let result = match client {
+                    Ok(client) => tell_lost_job(&shared, &client, &runner, &record).await,
+                    Err(error) => Err(error.to_string()),
+                };
+                if result.is_ok() {
+                    let _ = std::fs::remove_file(&path);
+                }
+                shared.emit(PollEvent::LostJob {
+                    runner,
+                    job_id: record.job_id,
+                    killed,
+                    result,
+                });
+            });
+        }
+    }
+
     /// Polls until stopped (see the module docs); returns every job's report.
     pub async fn run(mut self) -> PollSummary {
         let (count, concurrent) = {
             let state = self.shared.lock();
             (state.slots.entries.len(), state.slots.concurrent)
         };
+        self.end_lost_jobs();
         self.remove_docker_leftovers().await;
         for index in 0..count {
             tokio::spawn(schedule(Arc::clone(&self.shared), index));
@@ -781,6 +832,32 @@ async fn fleet_lease(
     }
 }
 
+/// Ends a lost job on the coordinator, trying again with back-off while the error is
+/// transient (the network, `5xx`, `429`); a refusal is the answer.
+async fn tell_lost_job(
+    shared: &Shared,
+    client: &Client,
+    runner: &str,
+    record: &JobRecord,
+) -> Result<LostJobEnd, String> {
+    let mut backoff = Backoff::new(Duration::from_secs(1), MAX_REQUEST_BACKOFF);
+    loop {
+        match end_lost_job(client, record, &shared.options.system_id).await {
+            Ok(end) => return Ok(end),
+            Err(error) if error.is_transient() => {
+                let retry_in = backoff.next_delay();
+                shared.emit(PollEvent::RequestFailed {
+                    runner: runner.to_owned(),
+                    error: format!("end the lost job {}: {error}", record.job_id),
+                    retry_in,
+                });
+                tokio::time::sleep(retry_in).await;
+            }
+            Err(error) => return Err(error.to_string()),
+        }
+    }
+}
+
 async fn run_received(
     shared: Arc<Shared>,
     index: usize,
@@ -816,6 +893,19 @@ async fn run_received(
                 })
             })
         };
+        let journal = shared.options.journal.as_ref().and_then(|journal| {
+            match journal.start(&entry.config.url, job_id, &job.token) {
+                Ok(record) => Some(Arc::new(record)),
+                Err(error) => {
+                    shared.emit(PollEvent::JournalFailed {
+                        runner: name.clone(),
+                        job_id,
+                        error: format!("{}: {error}", journal.dir().display()),
+                    });
+                    None
+                }
+            }
+        });
         let cx = JobContext {
             client: entry.client.clone(),
             runner: Arc::clone(&entry.config),
@@ -831,6 +921,7 @@ async fn run_received(
             trace_tap: shared.options.trace_tap.clone(),
             login_shell: shared.options.login_shell,
             fleet: lease,
+            journal,
         };
         (cx, name, slot, stopped_taking)
     };
@@ -851,7 +942,11 @@ async fn run_received(
             requesting,
         });
     }
+    let journal = cx.journal.clone();
     let report = run_job(job, cx).await;
+    if let Some(record) = journal {
+        record.finish();
+    }
     {
         let mut state = shared.lock();
         state.slots.job_finished(index, job_id);

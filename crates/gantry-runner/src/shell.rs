@@ -28,11 +28,13 @@ use std::ffi::OsStr;
 use std::fmt;
 use std::future::Future;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use gantry_protocol::FailureReason;
 
 use crate::config::ShellKind;
+use crate::journal::RunningJob;
 use crate::trace::Trace;
 
 pub use quote::{is_variable_name, quote};
@@ -328,6 +330,7 @@ pub struct ShellExecutor {
     script_dir: PathBuf,
     login: bool,
     kill_grace: Duration,
+    journal: Option<Arc<RunningJob>>,
 }
 
 impl ShellExecutor {
@@ -340,7 +343,15 @@ impl ShellExecutor {
             script_dir: script_dir.into(),
             login: true,
             kill_grace: DEFAULT_KILL_GRACE,
+            journal: None,
         }
+    }
+
+    /// Name each stage's process group in the job's record while it runs
+    /// ([`crate::journal`]).
+    pub fn journal(mut self, job: Option<Arc<RunningJob>>) -> Self {
+        self.journal = job;
+        self
     }
 
     /// Whether to run a login shell (default true).
@@ -396,7 +407,10 @@ impl ShellExecutor {
         }
         args.push(script_path.as_os_str());
         let mut running = match process::spawn(&self.shell.path, &args, stage.work_dir, trace) {
-            Ok(running) => running,
+            Ok(mut running) => {
+                running.record_in(self.journal.as_ref());
+                running
+            }
             Err(source) => {
                 return StageOutcome::SystemFailure {
                     error: ShellError::Spawn {

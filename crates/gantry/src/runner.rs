@@ -22,6 +22,7 @@ use gantry_runner::config::{
     DEFAULT_CUSTOM_KILL_TIMEOUT, DockerConfig, ExecutorKind, LogLevel, RunnerConfig, ShellKind,
 };
 use gantry_runner::job::short_token;
+use gantry_runner::journal::{Journal, journal_dir};
 use gantry_runner::poll::{
     Level, PollEvent, PollOptions, Poller, check_config, load_or_create_system_id, runner_name,
     system_id_path, version_info,
@@ -521,6 +522,12 @@ async fn run_runner(arg: &ConfigArg) -> Result<u8, Failure> {
         None => None,
     };
     let mut options = PollOptions::new(system_id);
+    let journal = Journal::open(journal_dir(&path)).map_err(|error| {
+        usage(format!(
+            "failed to {error}\nmake the configuration's directory writable"
+        ))
+    })?;
+    options.journal = Some(journal);
     let observed = Arc::clone(&metrics);
     options.events = Arc::new(move |event: &PollEvent| {
         observed.observe(event);

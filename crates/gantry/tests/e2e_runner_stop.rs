@@ -13,17 +13,6 @@ use std::time::{Duration, Instant};
 use e2e_runner_support::*;
 use gantry_runner::job::{Delivery, JobEnding};
 
-/// Whether the process `pid` still runs (a zombie waiting for its reaper does not).
-fn alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat
-            .rsplit_once(") ")
-            .and_then(|(_, rest)| rest.chars().next())
-            .is_some_and(|state| state != 'Z' && state != 'X'),
-        Err(_) => false,
-    }
-}
-
 /// The pid the script printed as `background pid <pid>`.
 fn background_pid(log: &str) -> u32 {
     let line = log

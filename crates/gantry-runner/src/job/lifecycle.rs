@@ -497,7 +497,8 @@ impl<'a> Lifecycle<'a> {
         self.executor = Some(Executor::Shell(
             ShellExecutor::new(shell, self.dirs.tmp_dir.clone())
                 .kill_grace(self.cx.kill_grace)
-                .login(self.cx.login_shell),
+                .login(self.cx.login_shell)
+                .journal(self.cx.journal.clone()),
         ));
         Ok(())
     }
@@ -605,6 +606,7 @@ impl<'a> Lifecycle<'a> {
                     message: error.to_string(),
                 })?;
             custom.set_variables(&self.variables, &self.job.services);
+            custom.set_journal(self.cx.journal.clone());
             let result = self.prepare_custom_once(&mut custom).await;
             match result {
                 Err(PrepareFailure::System(error))

@@ -118,6 +118,36 @@ pub enum PollEvent {
         /// What was removed, or why the engine could not be asked.
         result: Result<crate::docker::Removed, String>,
     },
+    /// Before polling: a job a previous runner process was running when it died
+    /// ([`crate::journal`]): its processes still running were killed, and the coordinator
+    /// was told (or could not be).
+    LostJob {
+        /// The entry of the job's coordinator (its URL when no entry has it any more).
+        runner: String,
+        /// The job id.
+        job_id: i64,
+        /// Process groups of the job that still ran, killed.
+        killed: usize,
+        /// What the coordinator did, or why it could not be told.
+        result: Result<crate::journal::LostJobEnd, String>,
+    },
+    /// A file in the journal directory that is not a readable job record (left in place).
+    LostJobUnreadable {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        error: String,
+    },
+    /// A job could not be recorded in the journal: it runs, but a crash of this process
+    /// would leave it `running` on the coordinator.
+    JournalFailed {
+        /// The entry.
+        runner: String,
+        /// The job id.
+        job_id: i64,
+        /// Why.
+        error: String,
+    },
     /// The fleet of an `instance` entry (its plugin's log, scaling decisions).
     Fleet {
         /// The entry.
@@ -156,6 +186,9 @@ impl PollEvent {
                 _ => Level::Warn,
             },
             Self::UndecodableJob { .. } => Level::Error,
+            Self::LostJob { .. } | Self::LostJobUnreadable { .. } | Self::JournalFailed { .. } => {
+                Level::Warn
+            }
             Self::Fleet { level, .. } => *level,
             Self::ShutdownTimeout { .. } | Self::Forced { .. } | Self::ReloadRejected { .. } => {
                 Level::Error
@@ -272,6 +305,48 @@ impl fmt::Display for PollEvent {
                     "runner {runner}: could not look for leftover containers: failed to {error}"
                 ),
             },
+            Self::LostJob {
+                runner,
+                job_id,
+                killed,
+                result,
+            } => {
+                write!(
+                    f,
+                    "runner {runner}: job {job_id} was running when this runner last stopped"
+                )?;
+                if *killed > 0 {
+                    write!(f, "; killed {killed} process group(s) it left running")?;
+                }
+                match result {
+                    Ok(crate::journal::LostJobEnd::Failed) => {
+                        write!(f, "; failed it (runner_system_failure)")
+                    }
+                    Ok(crate::journal::LostJobEnd::Canceled) => {
+                        write!(f, "; it was being canceled: ended it as canceled")
+                    }
+                    Ok(crate::journal::LostJobEnd::AlreadyEnded) => {
+                        write!(f, "; the coordinator had already ended it")
+                    }
+                    Err(error) => write!(
+                        f,
+                        "; could not fail it on the coordinator: {error} (its record stays, to try again at the next start)"
+                    ),
+                }
+            }
+            Self::LostJobUnreadable { path, error } => write!(
+                f,
+                "`{}` is not a job record ({error}); left in place, remove it if nothing needs it",
+                path.display()
+            ),
+            Self::JournalFailed {
+                runner,
+                job_id,
+                error,
+            } => write!(
+                f,
+                "runner {runner}: job {job_id} runs without a record ({error}): if this runner dies, the job stays running on the coordinator until its stuck-job timeout\nmake the journal directory writable"
+            ),
             Self::Fleet {
                 runner, message, ..
             } => write!(f, "runner {runner}: fleet: {message}"),

@@ -13,6 +13,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::{Child, Command};
 use tokio::task::JoinHandle;
 
+use crate::journal::RunningJob;
 use crate::trace::{Trace, TraceWriter};
 
 /// After the group is SIGKILLed, how long to wait for the pipes to close before giving
@@ -24,6 +25,21 @@ pub(crate) struct Running {
     child: Child,
     group: Option<Group>,
     pumps: Vec<JoinHandle<()>>,
+    /// The group's entry in the job's record, cleared when this is dropped (after
+    /// [`Running::finish`] or [`Running::release`]).
+    recorded: Option<Recorded>,
+}
+
+/// A process group named in a job's record ([`crate::journal`]) while it runs.
+struct Recorded {
+    job: Arc<RunningJob>,
+    pid: u32,
+}
+
+impl Drop for Recorded {
+    fn drop(&mut self) {
+        self.job.group_ended(self.pid);
+    }
 }
 
 /// How the shell ended.
@@ -125,6 +141,7 @@ pub(crate) fn spawn_command(
         child,
         group,
         pumps,
+        recorded: None,
     })
 }
 
@@ -181,6 +198,19 @@ pub(crate) enum Stop {
 }
 
 impl Running {
+    /// Names the process group in `job`'s record while it runs, so that a runner that
+    /// dies meanwhile kills it when it starts again.
+    pub(crate) fn record_in(&mut self, job: Option<&Arc<RunningJob>>) {
+        let (Some(job), Some(pid)) = (job, self.child.id()) else {
+            return;
+        };
+        job.group_started(pid);
+        self.recorded = Some(Recorded {
+            job: Arc::clone(job),
+            pid,
+        });
+    }
+
     /// Waits for the process to exit, `timeout` to pass or `cancel` to complete.
     pub(crate) async fn wait_until(
         &mut self,

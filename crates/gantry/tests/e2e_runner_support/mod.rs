@@ -713,6 +713,17 @@ impl Drop for Child {
 
 // ---- checks ---------------------------------------------------------------------------
 
+/// Whether the process `pid` still runs (a zombie waiting for its reaper does not).
+pub fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .and_then(|(_, rest)| rest.chars().next())
+            .is_some_and(|state| state != 'Z' && state != 'X'),
+        Err(_) => false,
+    }
+}
+
 /// The names of the sections the log opens (`section_start:<time>:<name>`), in order.
 pub fn sections(log: &str) -> Vec<String> {
     log.split("section_start:")

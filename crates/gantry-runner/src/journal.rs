@@ -1,0 +1,496 @@
+//! Job records: what `gantry runner run` keeps on disk about each job while it runs, so
+//! that a runner that died with jobs running (SIGKILL, the OOM killer, a crash, the
+//! machine rebooting) ends them when it starts again.
+//!
+//! Without it, such a job stays `running` on the coordinator until the stuck-job timer
+//! fails it an hour later (GitLab's behaviour), and the job's processes — a shell
+//! executor's script, a deploy waiting on something — go on running with nobody
+//! watching, possibly in the build directory the next job is given.
+//!
+//! A record is a JSON file per job in the journal directory (`.runner_jobs/` next to
+//! the configuration file, mode 0700; the file holds the job token, mode 0600). It is
+//! written, and synced to disk, when the job is received, names the process groups of
+//! the job's stages while they run, and is removed when the job's task ends (after the
+//! final update, or when the coordinator ended the job). When the runner starts, every
+//! record it finds is a job a previous runner process lost:
+//!
+//! 1. its process groups still running are killed — only processes proven to be the
+//!    same ones: same boot (`/proc/sys/kernel/random/boot_id`) and the same start time
+//!    (`/proc/<pid>/stat`), so a reused pid is never signalled;
+//! 2. the coordinator is told: a line at the end of the job's log, then the final update
+//!    `failed` with `runner_system_failure` (so `retry: {when: runner_system_failure}`
+//!    retries it at once);
+//! 3. the record is removed (also when the coordinator had already ended the job).
+//!
+//! A record whose runner process is still alive (another `gantry runner run` with the
+//! same configuration) is left alone. Docker containers are removed by their runner
+//! label ([`crate::docker::remove_leftovers`]); processes a job started on a fleet
+//! instance end with the instance.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use gantry_protocol::{
+    FailureReason, JobState, PatchOutcome, PatchTraceParams, UpdateJobRequest, UpdateOutcome,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::client::{Client, ClientError};
+
+/// The journal's directory, next to the configuration file.
+pub const JOURNAL_DIR: &str = ".runner_jobs";
+
+/// Records larger than this are not read (a record is well under 1 KiB plus its groups).
+const MAX_RECORD_BYTES: u64 = 64 * 1024;
+
+/// Process groups one record names at most (a job runs one stage at a time; services and
+/// helpers add a few).
+const MAX_GROUPS: usize = 64;
+
+/// The journal directory at `config_path`'s side.
+pub fn journal_dir(config_path: &Path) -> PathBuf {
+    match config_path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir.join(JOURNAL_DIR),
+        _ => PathBuf::from(JOURNAL_DIR),
+    }
+}
+
+/// A process, identified beyond its pid: the boot it runs in and when it started.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessStamp {
+    /// The pid (for a process group: its leader, whose pid is the group id).
+    pub pid: i32,
+    /// Start time in clock ticks after boot (`/proc/<pid>/stat`, field 22).
+    pub start: u64,
+    /// `/proc/sys/kernel/random/boot_id` when it was recorded.
+    pub boot: String,
+}
+
+impl ProcessStamp {
+    /// The stamp of the running process `pid`, if it can be read.
+    pub fn of(pid: i32) -> Option<Self> {
+        Some(Self {
+            pid,
+            start: start_ticks(pid)?,
+            boot: boot_id()?,
+        })
+    }
+
+    /// Whether this very process still runs: same boot, same pid, same start time.
+    pub fn alive(&self) -> bool {
+        boot_id().as_deref() == Some(self.boot.as_str())
+            && start_ticks(self.pid) == Some(self.start)
+    }
+}
+
+fn boot_id() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .ok()
+        .map(|id| id.trim().to_owned())
+        .filter(|id| !id.is_empty())
+}
+
+/// Field 22 of `/proc/<pid>/stat`, counted after the command name (which may hold
+/// spaces and parentheses: it ends at the last `)`).
+fn start_ticks(pid: i32) -> Option<u64> {
+    if pid <= 0 {
+        return None;
+    }
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_start_ticks(&stat)
+}
+
+fn parse_start_ticks(stat: &str) -> Option<u64> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    // After the name: state (3), ppid (4), … starttime (22): the 20th field here.
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// What is kept about one job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobRecord {
+    /// The coordinator's URL (the `[[runners]]` entry's `url`).
+    pub url: String,
+    /// The job id.
+    pub job_id: i64,
+    /// The job token (to end the job).
+    pub token: String,
+    /// The runner process running the job.
+    pub runner: ProcessStamp,
+    /// The process groups of the job's stages running now.
+    #[serde(default)]
+    pub groups: Vec<ProcessStamp>,
+}
+
+/// What [`Journal::lost`] found.
+#[derive(Debug, Default)]
+pub struct LostJobs {
+    /// The records of lost jobs, with their files.
+    pub lost: Vec<(PathBuf, JobRecord)>,
+    /// Files that are not readable records, and why.
+    pub unreadable: Vec<(PathBuf, String)>,
+}
+
+/// The journal directory.
+#[derive(Debug, Clone)]
+pub struct Journal {
+    dir: PathBuf,
+}
+
+/// Why the journal cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[error("keep job records in `{}`: {source}", dir.display())]
+pub struct JournalError {
+    dir: PathBuf,
+    #[source]
+    source: std::io::Error,
+}
+
+impl Journal {
+    /// The journal at `dir`, created (mode 0700) when missing.
+    pub fn open(dir: impl Into<PathBuf>) -> Result<Self, JournalError> {
+        use std::os::unix::fs::DirBuilderExt;
+        let dir = dir.into();
+        let created = std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir);
+        match created {
+            Ok(()) => Ok(Self { dir }),
+            Err(source) => Err(JournalError { dir, source }),
+        }
+    }
+
+    /// Where the journal is.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Records a job this process starts running; the record is on disk when this
+    /// returns.
+    pub fn start(&self, url: &str, job_id: i64, token: &str) -> std::io::Result<RunningJob> {
+        let runner = ProcessStamp::of(i32::try_from(std::process::id()).unwrap_or(0))
+            .ok_or_else(|| std::io::Error::other("this process's start time is unreadable"))?;
+        let record = JobRecord {
+            url: url.to_owned(),
+            job_id,
+            token: token.to_owned(),
+            runner,
+            groups: Vec::new(),
+        };
+        let path = self.dir.join(record_name(url, job_id));
+        write_record(&path, &record, true)?;
+        Ok(RunningJob {
+            path,
+            record: Mutex::new(record),
+        })
+    }
+
+    /// The records left by runner processes that are gone, oldest job first, with the
+    /// files that could not be read (and why).
+    pub fn lost(&self) -> LostJobs {
+        let mut lost = Vec::new();
+        let mut unreadable = Vec::new();
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return LostJobs { lost, unreadable };
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.extension().is_none_or(|e| e != "json") {
+                continue;
+            }
+            match read_record(&path) {
+                Ok(record) if record.runner.alive() => {}
+                Ok(record) => lost.push((path, record)),
+                Err(error) => unreadable.push((path, error)),
+            }
+        }
+        lost.sort_by_key(|(_, r)| r.job_id);
+        LostJobs { lost, unreadable }
+    }
+}
+
+/// `job-<id>-<8 hex digits of the URL's hash>.json`: job ids are unique per coordinator.
+fn record_name(url: &str, job_id: i64) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(url.as_bytes());
+    let hex: String = digest.iter().take(4).map(|b| format!("{b:02x}")).collect();
+    format!("job-{job_id}-{hex}.json")
+}
+
+fn read_record(path: &Path) -> Result<JobRecord, String> {
+    let size = std::fs::metadata(path).map_err(|e| e.to_string())?.len();
+    if size > MAX_RECORD_BYTES {
+        return Err(format!(
+            "{size} bytes, more than a record holds ({MAX_RECORD_BYTES})"
+        ));
+    }
+    let text = std::fs::read(path).map_err(|e| e.to_string())?;
+    serde_json::from_slice(&text).map_err(|e| format!("not a job record: {e}"))
+}
+
+/// Writes `record` to a temporary file and renames it over `path` (a reader never sees
+/// half a record); with `sync`, the file and the directory are synced first.
+fn write_record(path: &Path, record: &JobRecord, sync: bool) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let json = serde_json::to_vec(record).map_err(std::io::Error::other)?;
+    let tmp = path.with_extension("json.tmp");
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    file.write_all(&json)?;
+    if sync {
+        file.sync_all()?;
+    }
+    drop(file);
+    std::fs::rename(&tmp, path)?;
+    if sync {
+        if let Some(dir) = path.parent() {
+            std::fs::File::open(dir)?.sync_all()?;
+        }
+    }
+    Ok(())
+}
+
+/// The record of a job this process runs. Dropping it keeps the file (a job whose task
+/// was abandoned is still a lost job); [`RunningJob::finish`] removes it.
+#[derive(Debug)]
+pub struct RunningJob {
+    path: PathBuf,
+    record: Mutex<JobRecord>,
+}
+
+impl RunningJob {
+    /// A stage's process group started (its leader is `pid`).
+    pub(crate) fn group_started(&self, pid: u32) {
+        let Some(stamp) = i32::try_from(pid).ok().and_then(ProcessStamp::of) else {
+            return;
+        };
+        self.update(|record| {
+            if record.groups.len() < MAX_GROUPS {
+                record.groups.push(stamp);
+            }
+        });
+    }
+
+    /// The process group led by `pid` is over (killed, or its leader exited and the
+    /// group was ended).
+    pub(crate) fn group_ended(&self, pid: u32) {
+        let Ok(pid) = i32::try_from(pid) else { return };
+        self.update(|record| record.groups.retain(|g| g.pid != pid));
+    }
+
+    /// The job's task is over: the record is removed.
+    pub fn finish(&self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+
+    fn update(&self, change: impl FnOnce(&mut JobRecord)) {
+        let mut record = self.record.lock().unwrap_or_else(PoisonError::into_inner);
+        change(&mut record);
+        // Not synced: after a reboot the groups are gone anyway, and a crash of this
+        // process alone leaves the page cache to the kernel.
+        let _ = write_record(&self.path, &record, false);
+    }
+}
+
+/// What became of a lost job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LostJobEnd {
+    /// The log says why, and the job failed with `runner_system_failure`.
+    Failed,
+    /// The job was being canceled (`canceling`, waiting for its runner): the log says
+    /// why, and the final update made it `canceled`.
+    Canceled,
+    /// The coordinator had ended the job already (canceled, timed out, or failed as
+    /// stuck); nothing was changed.
+    AlreadyEnded,
+}
+
+/// The line added to a lost job's log.
+pub fn lost_job_message(system_id: &str) -> String {
+    format!(
+        "\n\x1b[31;1mERROR: The runner (system ID {system_id}) stopped while this job ran \
+         (killed, crashed, or its machine restarted). It found the job when it started \
+         again, ended what was left of it and failed it (runner_system_failure).\x1b[0m\n"
+    )
+}
+
+/// Kills the process groups of `record` still running (the same processes, see
+/// [`ProcessStamp::alive`]); returns how many were.
+pub fn kill_lost_groups(record: &JobRecord) -> usize {
+    use nix::sys::signal::{Signal, killpg};
+    use nix::unistd::Pid;
+    record
+        .groups
+        .iter()
+        .filter(|group| group.alive())
+        .filter(|group| killpg(Pid::from_raw(group.pid), Signal::SIGKILL).is_ok())
+        .count()
+}
+
+/// How many times a `202` (final state stored, trace not yet finalised) is waited out.
+const ACCEPTED_RETRIES: usize = 10;
+
+/// Tells the coordinator that `record`'s job was lost: [`lost_job_message`] at the end
+/// of its log, then `failed` with `runner_system_failure`. An error is the network or
+/// an answer worth trying again later.
+pub async fn end_lost_job(
+    client: &Client,
+    record: &JobRecord,
+    system_id: &str,
+) -> Result<LostJobEnd, ClientError> {
+    let message = lost_job_message(system_id).into_bytes();
+    let params = PatchTraceParams::default();
+    // The coordinator's log size is unknown: a patch at 0 is answered with it (416).
+    let mut start = 0;
+    let mut canceling = false;
+    for _ in 0..2 {
+        let answer = client
+            .patch_trace(record.job_id, &record.token, params, start, message.clone())
+            .await?;
+        canceling |= answer.cancel_requested;
+        match answer.outcome {
+            PatchOutcome::RangeMismatch { resume_at } if resume_at != start => {
+                start = resume_at;
+            }
+            PatchOutcome::Aborted => return Ok(LostJobEnd::AlreadyEnded),
+            _ => break,
+        }
+    }
+    let mut update = UpdateJobRequest::new(&record.token, JobState::Failed, client.info().clone());
+    update.failure_reason = Some(FailureReason::RunnerSystemFailure);
+    let ended = if canceling {
+        LostJobEnd::Canceled
+    } else {
+        LostJobEnd::Failed
+    };
+    for _ in 0..ACCEPTED_RETRIES {
+        let answer = client.update_job(record.job_id, &update).await?;
+        if answer.status == 200 {
+            // Its `Job-Status` is the state the update made (failed, canceled).
+            return Ok(ended);
+        }
+        match answer.response.outcome {
+            UpdateOutcome::Succeeded => return Ok(ended),
+            UpdateOutcome::Aborted => return Ok(LostJobEnd::AlreadyEnded),
+            UpdateOutcome::AcceptedButNotCompleted | UpdateOutcome::TraceValidationFailed => {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            UpdateOutcome::Failed => {
+                return Err(ClientError::Refused {
+                    what: "end a lost job",
+                    status: answer.status,
+                    body: String::new(),
+                });
+            }
+        }
+    }
+    Ok(ended)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_start_time_is_read_past_a_name_with_spaces_and_parentheses() {
+        let stat =
+            "4242 (a (b) c) S 1 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 10";
+        assert_eq!(parse_start_ticks(stat), Some(987_654));
+        assert_eq!(parse_start_ticks("4242 (x) S 1"), None);
+        assert_eq!(parse_start_ticks("no parenthesis"), None);
+    }
+
+    #[test]
+    fn this_process_is_alive_and_a_changed_stamp_is_not() {
+        let me = ProcessStamp::of(i32::try_from(std::process::id()).unwrap()).unwrap();
+        assert!(me.alive());
+        assert!(
+            !ProcessStamp {
+                start: me.start + 1,
+                ..me.clone()
+            }
+            .alive()
+        );
+        assert!(
+            !ProcessStamp {
+                boot: "another-boot".into(),
+                ..me.clone()
+            }
+            .alive()
+        );
+        assert!(ProcessStamp::of(-1).is_none());
+    }
+
+    #[test]
+    fn records_are_kept_until_finished_and_only_lost_ones_are_listed() {
+        let dir = tempfile::tempdir().unwrap();
+        let journal = Journal::open(dir.path().join("j")).unwrap();
+        let running = journal
+            .start("http://c.example/", 7, "glcbt-secret")
+            .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(journal.dir()), 0o700);
+        assert_eq!(mode(&running.path), 0o600);
+        // This process owns it: not lost.
+        assert!(journal.lost().lost.is_empty());
+
+        // A record of a process that is gone.
+        let mut gone = running.record.lock().unwrap().clone();
+        gone.job_id = 3;
+        gone.runner.start += 1;
+        write_record(&dir.path().join("j/job-3-x.json"), &gone, false).unwrap();
+        std::fs::write(dir.path().join("j/job-4-x.json"), "{").unwrap();
+        std::fs::write(dir.path().join("j/other.txt"), "ignored").unwrap();
+        let LostJobs { lost, unreadable } = journal.lost();
+        assert_eq!(lost.len(), 1);
+        assert_eq!(lost[0].1, gone);
+        assert_eq!(unreadable.len(), 1);
+        assert!(
+            unreadable[0].1.contains("not a job record"),
+            "{unreadable:?}"
+        );
+
+        running.group_started(std::process::id());
+        assert_eq!(read_record(&running.path).unwrap().groups.len(), 1);
+        running.group_ended(std::process::id());
+        assert!(read_record(&running.path).unwrap().groups.is_empty());
+        drop(running);
+        let names = |d: &Path| {
+            let mut n: Vec<_> = std::fs::read_dir(d)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .collect();
+            n.sort();
+            n
+        };
+        assert_eq!(names(journal.dir()).len(), 4, "dropping keeps the record");
+        let again = journal
+            .start("http://c.example/", 7, "glcbt-secret")
+            .unwrap();
+        again.finish();
+        assert_eq!(
+            names(journal.dir()),
+            ["job-3-x.json", "job-4-x.json", "other.txt"]
+        );
+    }
+
+    #[test]
+    fn oversized_records_are_not_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("job-1-x.json");
+        std::fs::write(&path, vec![b' '; 70 * 1024]).unwrap();
+        assert!(
+            read_record(&path)
+                .unwrap_err()
+                .contains("more than a record holds")
+        );
+    }
+}

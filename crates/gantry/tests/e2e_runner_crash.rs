@@ -1,0 +1,268 @@
+//! A runner process that dies with a job running (SIGKILL: the OOM killer, a crash) and is
+//! started again: the job's processes, which outlived it, are killed; the job fails with
+//! `runner_system_failure` at once, its log saying why, instead of staying `running`
+//! for the coordinator's stuck-job hour; `retry: {when: runner_system_failure}` runs it
+//! again.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod e2e_runner_support;
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use e2e_runner_support::*;
+use nix::sys::signal::Signal;
+
+/// `gantry runner run --config CONFIG` in `dir`, its stderr kept.
+fn start_run(config: &Path, dir: &Path) -> Child {
+    let child = gantry()
+        .args(["runner", "run", "--config"])
+        .arg(config)
+        .current_dir(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("gantry runs");
+    Child(child)
+}
+
+/// The pid the script printed as `first attempt pid <pid>`.
+fn script_pid(log: &str) -> u32 {
+    let line = log
+        .lines()
+        .find_map(|l| l.strip_prefix("first attempt pid "))
+        .unwrap_or_else(|| panic!("no pid in:\n{log}"));
+    line.trim().parse().unwrap()
+}
+
+fn records(journal: &Path) -> Vec<String> {
+    std::fs::read_dir(journal)
+        .map(|entries| {
+            entries
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+async fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !done() {
+        assert!(Instant::now() < deadline, "{what} within {limit:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_job_of_a_killed_runner_is_failed_and_its_processes_ended_when_the_runner_starts_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let mark = dir.path().join("first-attempt-ran");
+    let pipeline = format!(
+        r#"
+lost:
+  variables:
+    GIT_STRATEGY: none
+  retry:
+    max: 1
+    when: runner_system_failure
+  script:
+    - |
+      if [ -e "{mark}" ]; then
+        echo "second attempt"
+      else
+        touch "{mark}"
+        echo "first attempt pid $$"
+        sleep 300
+      fi
+"#,
+        mark = mark.display()
+    );
+    let setup = Setup::new(&pipeline, &[]).await;
+    let server = &setup.server;
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        config_text(&server.url, &setup.runner_token, dir.path(), "", ""),
+    )
+    .unwrap();
+    let journal = dir.path().join(".runner_jobs");
+
+    let pipeline = server.create_pipeline(setup.project).await;
+    let runner = start_run(&config, dir.path());
+    let first = server
+        .wait_job_status(
+            setup.project,
+            pipeline,
+            "lost",
+            "running",
+            Duration::from_secs(60),
+        )
+        .await;
+    let first = first["id"].as_i64().unwrap();
+    let log = server
+        .wait_trace(
+            setup.project,
+            first,
+            "first attempt pid",
+            Duration::from_secs(30),
+        )
+        .await;
+    let pid = script_pid(&log);
+    assert_eq!(records(&journal).len(), 1, "the running job is recorded");
+
+    // The runner dies; the script's shell (and its sleep) outlive it, unwatched.
+    runner.signal(Signal::SIGKILL);
+    let _ = runner.wait(Duration::from_secs(10));
+    assert!(alive(pid), "the job's shell outlived the runner");
+    assert_eq!(
+        server.job(setup.project, first).await["status"],
+        "running",
+        "the coordinator does not know"
+    );
+    assert_eq!(records(&journal).len(), 1, "the record stays");
+
+    // Started again, the runner ends the lost job before taking any.
+    let runner = start_run(&config, dir.path());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let failed = loop {
+        let job = server.job(setup.project, first).await;
+        if job["status"] != "running" {
+            break job;
+        }
+        assert!(Instant::now() < deadline, "the lost job stays running");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(failed["status"], "failed", "{failed}");
+    assert_eq!(
+        failed["failure_reason"], "runner_system_failure",
+        "{failed}"
+    );
+    let log = server.trace(setup.project, first).await;
+    assert!(
+        log.contains("first attempt pid") && log.contains("stopped while this job ran"),
+        "{log}"
+    );
+    wait_until(
+        "the orphaned shell is killed",
+        Duration::from_secs(10),
+        || !alive(pid),
+    )
+    .await;
+
+    // The retry runs on the same runner, and the record of the lost job is gone.
+    let done = server
+        .wait_pipeline(setup.project, pipeline, Duration::from_secs(60))
+        .await;
+    assert_eq!(done["status"], "success", "{done}");
+    let jobs = server.jobs(setup.project, pipeline).await;
+    let retry = jobs
+        .iter()
+        .find(|j| j["id"].as_i64() != Some(first))
+        .expect("the retry");
+    let retry_log = server
+        .trace(setup.project, retry["id"].as_i64().unwrap())
+        .await;
+    assert!(retry_log.contains("second attempt"), "{retry_log}");
+    wait_until("the records are removed", Duration::from_secs(10), || {
+        records(&journal).is_empty()
+    })
+    .await;
+
+    runner.signal(Signal::SIGQUIT);
+    let (code, stderr) = runner.wait(Duration::from_secs(30));
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "job {first} was running when this runner last stopped; killed 1 process group(s) it left running; failed it (runner_system_failure)"
+        )),
+        "{stderr}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_live_runners_record_is_kept_and_a_lost_job_being_canceled_ends_canceled() {
+    let setup = Setup::new(
+        "slow:\n  variables: {GIT_STRATEGY: none}\n  script: [echo started, sleep 300]\n",
+        &[],
+    )
+    .await;
+    let server = &setup.server;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        config_text(&server.url, &setup.runner_token, dir.path(), "", ""),
+    )
+    .unwrap();
+    let journal = dir.path().join(".runner_jobs");
+    let pipeline = server.create_pipeline(setup.project).await;
+    let runner = start_run(&config, dir.path());
+    let job = server
+        .wait_job_status(
+            setup.project,
+            pipeline,
+            "slow",
+            "running",
+            Duration::from_secs(60),
+        )
+        .await;
+    let job = job["id"].as_i64().unwrap();
+    server
+        .wait_trace(setup.project, job, "started", Duration::from_secs(30))
+        .await;
+
+    // A second runner process on the same configuration while the first one lives: the
+    // first one's record is not a lost job.
+    let second = start_run(&config, dir.path());
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    second.signal(Signal::SIGQUIT);
+    let (_, stderr) = second.wait(Duration::from_secs(30));
+    assert!(!stderr.contains("was running when"), "{stderr}");
+    assert_eq!(server.job(setup.project, job).await["status"], "running");
+    assert_eq!(records(&journal).len(), 1);
+
+    // The first dies; the job is canceled meanwhile (no runner to tell it to).
+    runner.signal(Signal::SIGKILL);
+    let _ = runner.wait(Duration::from_secs(10));
+    server.cancel_job(setup.project, job).await;
+    let [record] = records(&journal).try_into().unwrap();
+    let saved = std::fs::read(journal.join(&record)).unwrap();
+    let runner = start_run(&config, dir.path());
+    wait_until("the record is dropped", Duration::from_secs(30), || {
+        records(&journal).is_empty()
+    })
+    .await;
+    runner.signal(Signal::SIGQUIT);
+    let (code, stderr) = runner.wait(Duration::from_secs(30));
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "job {job} was running when this runner last stopped; killed 1 process group(s) it left running; it was being canceled: ended it as canceled"
+        )),
+        "{stderr}"
+    );
+    assert_eq!(server.job(setup.project, job).await["status"], "canceled");
+    let log = server.trace(setup.project, job).await;
+    assert!(log.contains("stopped while this job ran"), "{log}");
+
+    // The same record again (a runner that died before removing it): the job has
+    // ended, its processes are gone; the record is dropped and nothing changes.
+    std::fs::write(journal.join(&record), saved).unwrap();
+    let runner = start_run(&config, dir.path());
+    wait_until("the record is dropped", Duration::from_secs(30), || {
+        records(&journal).is_empty()
+    })
+    .await;
+    runner.signal(Signal::SIGQUIT);
+    let (code, stderr) = runner.wait(Duration::from_secs(30));
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "job {job} was running when this runner last stopped; the coordinator had already ended it"
+        )),
+        "{stderr}"
+    );
+    assert_eq!(server.trace(setup.project, job).await, log);
+}
