@@ -28,19 +28,6 @@ fn local_dirs(config: &Path, dir: &Path) {
     loaded.save(config).unwrap();
 }
 
-/// `gantry runner run` in the background, its stderr kept.
-fn start_run(config: &Path, dir: &Path) -> Child {
-    let child = gantry()
-        .args(["runner", "run", "--config"])
-        .arg(config)
-        .current_dir(dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("gantry runs");
-    Child(child)
-}
-
 const PIPELINE: &str = r#"
 stages: [first, second]
 
@@ -120,22 +107,8 @@ async fn register_verify_list_run_and_unregister_against_the_coordinator() {
     // run: the binary takes both jobs; SIGQUIT during the slow one lets it finish.
     let pipeline = server.create_pipeline(setup.project).await;
     let runner = start_run(&config, dir.path());
-    let slow = server
-        .wait_job_status(
-            setup.project,
-            pipeline,
-            "slow",
-            "running",
-            Duration::from_secs(60),
-        )
-        .await;
-    server
-        .wait_trace(
-            setup.project,
-            slow["id"].as_i64().unwrap(),
-            "slow job started",
-            Duration::from_secs(30),
-        )
+    let (slow, _) = server
+        .wait_running(setup.project, pipeline, "slow", "slow job started")
         .await;
     runner.signal(Signal::SIGQUIT);
     let (code, stderr) = runner.wait(Duration::from_secs(60));
@@ -151,9 +124,7 @@ async fn register_verify_list_run_and_unregister_against_the_coordinator() {
         "{log}"
     );
     assert!(log.contains("quick job on e2e"), "{log}");
-    let log = server
-        .trace(setup.project, slow["id"].as_i64().unwrap())
-        .await;
+    let log = server.trace(setup.project, slow).await;
     assert!(
         log.contains("slow job done") && log.contains("Job succeeded"),
         "{log}"
@@ -229,23 +200,8 @@ tagged:
 
     let pipeline = server.create_pipeline(setup.project).await;
     let runner = start_run(&config, dir.path());
-    let job = server
-        .wait_job_status(
-            setup.project,
-            pipeline,
-            "tagged",
-            "running",
-            Duration::from_secs(60),
-        )
-        .await;
-    let id = job["id"].as_i64().unwrap();
-    server
-        .wait_trace(
-            setup.project,
-            id,
-            "tagged job started",
-            Duration::from_secs(30),
-        )
+    let (id, _) = server
+        .wait_running(setup.project, pipeline, "tagged", "tagged job started")
         .await;
     let interrupted_at = Instant::now();
     runner.signal(Signal::SIGTERM);

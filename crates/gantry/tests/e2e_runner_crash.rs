@@ -8,25 +8,11 @@
 
 mod e2e_runner_support;
 
-use std::path::Path;
-use std::process::Stdio;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use e2e_runner_support::*;
 use nix::sys::signal::Signal;
-
-/// `gantry runner run --config CONFIG` in `dir`, its stderr kept.
-fn start_run(config: &Path, dir: &Path) -> Child {
-    let child = gantry()
-        .args(["runner", "run", "--config"])
-        .arg(config)
-        .current_dir(dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("gantry runs");
-    Child(child)
-}
 
 /// The pid the script printed as `first attempt pid <pid>`.
 fn script_pid(log: &str) -> u32 {
@@ -35,6 +21,18 @@ fn script_pid(log: &str) -> u32 {
         .find_map(|l| l.strip_prefix("first attempt pid "))
         .unwrap_or_else(|| panic!("no pid in:\n{log}"));
     line.trim().parse().unwrap()
+}
+
+/// A `config.toml` for one shell runner of `setup`'s coordinator in `dir`, and where its
+/// journal is kept.
+fn write_config(setup: &Setup, dir: &Path) -> (PathBuf, PathBuf) {
+    let config = dir.join("config.toml");
+    std::fs::write(
+        &config,
+        config_text(&setup.server.url, &setup.runner_token, dir, "", ""),
+    )
+    .unwrap();
+    (config, dir.join(".runner_jobs"))
 }
 
 fn records(journal: &Path) -> Vec<String> {
@@ -81,33 +79,11 @@ lost:
     );
     let setup = Setup::new(&pipeline, &[]).await;
     let server = &setup.server;
-    let config = dir.path().join("config.toml");
-    std::fs::write(
-        &config,
-        config_text(&server.url, &setup.runner_token, dir.path(), "", ""),
-    )
-    .unwrap();
-    let journal = dir.path().join(".runner_jobs");
-
+    let (config, journal) = write_config(&setup, dir.path());
     let pipeline = server.create_pipeline(setup.project).await;
     let runner = start_run(&config, dir.path());
-    let first = server
-        .wait_job_status(
-            setup.project,
-            pipeline,
-            "lost",
-            "running",
-            Duration::from_secs(60),
-        )
-        .await;
-    let first = first["id"].as_i64().unwrap();
-    let log = server
-        .wait_trace(
-            setup.project,
-            first,
-            "first attempt pid",
-            Duration::from_secs(30),
-        )
+    let (first, log) = server
+        .wait_running(setup.project, pipeline, "lost", "first attempt pid")
         .await;
     let pid = script_pid(&log);
     assert_eq!(records(&journal).len(), 1, "the running job is recorded");
@@ -190,27 +166,11 @@ async fn a_live_runners_record_is_kept_and_a_lost_job_being_canceled_ends_cancel
     .await;
     let server = &setup.server;
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("config.toml");
-    std::fs::write(
-        &config,
-        config_text(&server.url, &setup.runner_token, dir.path(), "", ""),
-    )
-    .unwrap();
-    let journal = dir.path().join(".runner_jobs");
+    let (config, journal) = write_config(&setup, dir.path());
     let pipeline = server.create_pipeline(setup.project).await;
     let runner = start_run(&config, dir.path());
-    let job = server
-        .wait_job_status(
-            setup.project,
-            pipeline,
-            "slow",
-            "running",
-            Duration::from_secs(60),
-        )
-        .await;
-    let job = job["id"].as_i64().unwrap();
-    server
-        .wait_trace(setup.project, job, "started", Duration::from_secs(30))
+    let (job, _) = server
+        .wait_running(setup.project, pipeline, "slow", "started")
         .await;
 
     // A second runner process on the same configuration while the first one lives: the

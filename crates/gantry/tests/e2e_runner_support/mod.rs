@@ -459,6 +459,25 @@ impl Server {
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
     }
+
+    /// Waits until the job `name` of `pipeline` runs and its log shows `line`: its id
+    /// and the log.
+    pub async fn wait_running(
+        &self,
+        project: i64,
+        pipeline: i64,
+        name: &str,
+        line: &str,
+    ) -> (i64, String) {
+        let job = self
+            .wait_job_status(project, pipeline, name, "running", Duration::from_secs(60))
+            .await;
+        let id = job["id"].as_i64().expect("a job id");
+        let log = self
+            .wait_trace(project, id, line, Duration::from_secs(30))
+            .await;
+        (id, log)
+    }
 }
 
 impl Drop for Server {
@@ -667,6 +686,19 @@ pub fn gantry() -> Command {
         command.env_remove(name);
     }
     command
+}
+
+/// `gantry runner run --config CONFIG` in `dir`, in the background, its stderr kept.
+pub fn start_run(config: &Path, dir: &Path) -> Child {
+    let child = gantry()
+        .args(["runner", "run", "--config"])
+        .arg(config)
+        .current_dir(dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("gantry runs");
+    Child(child)
 }
 
 /// A child process killed (SIGKILL) and reaped on drop.
