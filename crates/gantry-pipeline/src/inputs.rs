@@ -32,6 +32,37 @@ struct Spec {
     default: Option<Node>,
     options: Option<Vec<Node>>,
     regex: Option<String>,
+    /// `rules` (GitLab 18.7's conditional inputs): the first rule whose `if` holds — or
+    /// the fallback rule without one — gives the input its `options` and `default`.
+    rules: Option<Vec<InputRule>>,
+}
+
+/// How deep inputs' rules may read inputs with rules (`a`'s rule reads `b`, whose rule
+/// reads `c`, …): resolving is recursive, so the depth is bounded.
+const MAX_RULE_DEPTH: usize = 32;
+
+/// One of an input's `rules`.
+struct InputRule {
+    /// `if`: an expression over other inputs (`$[[ inputs.x ]] == 'aws'`).
+    cond: Option<crate::expr::Expression>,
+    /// The inputs `cond` reads, resolved before it is evaluated.
+    reads: Vec<String>,
+    options: Option<Vec<Node>>,
+    /// `default`: `Some(None)` for `default: null` (the value must be given).
+    default: Option<Option<Node>>,
+}
+
+/// The input names an `if` of `spec:inputs:rules` reads (`$[[ inputs.name ]]`).
+fn input_names(text: &str) -> Vec<String> {
+    static PATTERN: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"\$\[\[\s*inputs\.(\w+)\s*\]\]").expect("a valid pattern")
+    });
+    let mut names: Vec<String> = PATTERN
+        .captures_iter(text)
+        .map(|c| c[1].to_owned())
+        .collect();
+    names.dedup();
+    names
 }
 
 /// At most this many inputs are given to one pipeline (GitLab's runbook for CI inputs:
@@ -271,23 +302,22 @@ pub(crate) fn interpolate(
             errors.push(format!("unknown input arguments: {}", unknown.join(", ")));
         }
     }
-    let mut values: IndexMap<String, Node> = IndexMap::new();
-    for (name, spec) in &specs {
-        let value = given_map
-            .and_then(|g| g.get(name))
-            .or(spec.default.as_ref());
-        let Some(value) = value else {
-            errors.push(format!(
-                "`{name}` input: required value has not been provided"
-            ));
-            continue;
-        };
-        if let Some(e) = check_value(name, spec, value) {
-            errors.push(e);
-            continue;
-        }
-        values.insert(name.clone(), value.clone());
+    let mut resolver = Resolver {
+        specs: &specs,
+        given: given_map,
+        pos: header.pos,
+        done: IndexMap::new(),
+        stack: Vec::new(),
+        errors: &mut errors,
+    };
+    for name in specs.keys() {
+        resolver.resolve(name);
     }
+    let values: IndexMap<String, Node> = resolver
+        .done
+        .into_iter()
+        .filter_map(|(name, value)| value.map(|v| (name, v)))
+        .collect();
     if !errors.is_empty() {
         errors.truncate(3);
         cx.raw(prefix(errors.join(", ")), Some(header.pos));
@@ -306,6 +336,99 @@ pub(crate) fn interpolate(
     state.node(body);
     if let Some(e) = state.error {
         cx.raw(prefix(e), Some(body.pos));
+    }
+}
+
+/// Gives each input its value: the given one, else its default — for an input with
+/// `rules`, the `options` and `default` of the first rule that holds, which reads the
+/// values of the inputs its `if` names (resolved first; a cycle is an error).
+struct Resolver<'a, 'e> {
+    specs: &'a IndexMap<String, Spec>,
+    given: Option<&'a crate::yaml::Map>,
+    pos: crate::yaml::Pos,
+    /// Resolved inputs; `None` for one that has an error.
+    done: IndexMap<String, Option<Node>>,
+    /// Inputs being resolved (to find cycles).
+    stack: Vec<String>,
+    errors: &'e mut Vec<String>,
+}
+
+impl Resolver<'_, '_> {
+    fn resolve(&mut self, name: &str) -> Option<Node> {
+        if let Some(done) = self.done.get(name) {
+            return done.clone();
+        }
+        // An `if` may name an input the header does not declare: it reads as null.
+        let specs = self.specs;
+        let spec = specs.get(name)?;
+        if let Some(at) = self.stack.iter().position(|n| n == name) {
+            let cycle = self.stack[at..].join(" -> ");
+            self.errors.push(format!(
+                "`{name}` input: its rules depend on each other in a cycle: {cycle} -> {name}"
+            ));
+            return None;
+        }
+        if self.stack.len() > MAX_RULE_DEPTH {
+            self.errors.push(format!(
+                "`{name}` input: its rules read inputs whose rules read inputs more than {MAX_RULE_DEPTH} deep"
+            ));
+            self.done.insert(name.to_owned(), None);
+            return None;
+        }
+        self.stack.push(name.to_owned());
+        let (options, default) = match &spec.rules {
+            None => (spec.options.clone(), spec.default.clone()),
+            Some(rules) => match self.first_rule(rules) {
+                Some(rule) => (rule.options.clone(), rule.default.clone().flatten()),
+                // No rule holds and there is no fallback: GitLab gives the empty string.
+                None => (None, Some(Node::str("", self.pos))),
+            },
+        };
+        self.stack.pop();
+        let value = self.given.and_then(|g| g.get(name)).cloned().or(default);
+        let checked = match value {
+            None => Err(format!(
+                "`{name}` input: required value has not been provided"
+            )),
+            Some(value) => {
+                let effective = Spec {
+                    kind: spec.kind,
+                    default: None,
+                    options,
+                    regex: spec.regex.clone(),
+                    rules: None,
+                };
+                match check_value(name, &effective, &value) {
+                    Some(e) => Err(e),
+                    None => Ok(value),
+                }
+            }
+        };
+        let value = checked.map_err(|e| self.errors.push(e)).ok();
+        self.done.insert(name.to_owned(), value.clone());
+        value
+    }
+
+    fn first_rule<'r>(&mut self, rules: &'r [InputRule]) -> Option<&'r InputRule> {
+        for rule in rules {
+            let Some(cond) = &rule.cond else {
+                return Some(rule);
+            };
+            let read: Vec<(&str, Option<String>)> = rule
+                .reads
+                .iter()
+                .map(|n| (n.as_str(), self.resolve(n).map(|v| render(&v))))
+                .collect();
+            let input = |n: &str| {
+                read.iter()
+                    .find(|(k, _)| *k == n)
+                    .and_then(|(_, v)| v.clone())
+            };
+            if cond.evaluate(&|_| None, &input) {
+                return Some(rule);
+            }
+        }
+        None
     }
 }
 
@@ -395,6 +518,7 @@ fn parse_header(
             default: None,
             options: None,
             regex: None,
+            rules: None,
         };
         match &def.value {
             Value::Null => {}
@@ -452,6 +576,7 @@ fn parse_header(
                     let Some(items) = r.as_seq() else {
                         return bad(cx, &format!("{path} config should be an array"), r);
                     };
+                    let mut rules = Vec::new();
                     for rule in items {
                         let Some(rm) = rule.as_map() else {
                             return bad(cx, &format!("{path}:rule config should be a hash"), rule);
@@ -466,25 +591,75 @@ fn parse_header(
                                 rule,
                             );
                         }
-                        if !rm.contains_key("default") {
-                            return bad(cx, &format!("{path}:rule default can't be blank"), rule);
-                        }
-                        if let Some(Value::Str(e)) = rm.get("if").map(|n| &n.value) {
-                            if crate::expr::Expression::parse(e).is_err() {
+                        let (cond, reads) = match rm.get("if").map(|n| &n.value) {
+                            None | Some(Value::Null) => (None, Vec::new()),
+                            Some(Value::Str(e)) => match crate::expr::Expression::parse(e) {
+                                Ok(cond) => (Some(cond), input_names(e)),
+                                Err(_) => {
+                                    return bad(
+                                        cx,
+                                        &format!("{path}:rule if invalid expression syntax"),
+                                        rule,
+                                    );
+                                }
+                            },
+                            Some(_) => {
                                 return bad(
                                     cx,
-                                    &format!("{path}:rule if invalid expression syntax"),
+                                    &format!("{path}:rule if should be a string"),
                                     rule,
                                 );
                             }
+                        };
+                        let options = match rm.get("options") {
+                            None => None,
+                            Some(o) => match o.as_seq() {
+                                Some(items) if items.len() > MAX_OPTIONS => {
+                                    return bad(
+                                        cx,
+                                        &format!(
+                                            "{path}:rule config cannot define more than {MAX_OPTIONS} options"
+                                        ),
+                                        o,
+                                    );
+                                }
+                                Some(items) => Some(items.to_vec()),
+                                None => {
+                                    return bad(
+                                        cx,
+                                        &format!("{path}:rule options should be an array"),
+                                        o,
+                                    );
+                                }
+                            },
+                        };
+                        let default = rm
+                            .get("default")
+                            .map(|d| (!matches!(d.value, Value::Null)).then(|| d.clone()));
+                        if cond.is_some() && options.is_none() && default.is_none() {
+                            return bad(
+                                cx,
+                                &format!(
+                                    "{path}:rule config rule with 'if' must define 'options' or 'default'"
+                                ),
+                                rule,
+                            );
                         }
+                        if cond.is_none() && options.is_none() {
+                            return bad(
+                                cx,
+                                &format!("{path}:rule config fallback rule must define 'options'"),
+                                rule,
+                            );
+                        }
+                        rules.push(InputRule {
+                            cond,
+                            reads,
+                            options,
+                            default,
+                        });
                     }
-                    // The first rule's default stands in until rules are evaluated per pipeline.
-                    spec.default = items
-                        .first()
-                        .and_then(|r| r.as_map())
-                        .and_then(|m| m.get("default"))
-                        .cloned();
+                    spec.rules = Some(rules);
                 }
                 if let Some(o) = m.get("options") {
                     let Some(items) = o.as_seq() else {
