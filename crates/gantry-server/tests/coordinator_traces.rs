@@ -2,7 +2,8 @@
 //! the database. A log survives a restart; bytes a crash left past the committed size
 //! are never shown and are overwritten by the next append; logs written by a version
 //! that kept them in the database stay readable and move to a file when appended to;
-//! concurrent copies of one patch store it once.
+//! concurrent copies of one patch store it once. (Coordinators that share their blobs keep
+//! running logs in the database instead: `coordinator_shared_traces.rs`.)
 
 #![allow(clippy::unwrap_used, clippy::panic)]
 
@@ -18,7 +19,7 @@ fn log_file(e: &Env, job_id: i64) -> std::path::PathBuf {
 
 #[tokio::test]
 async fn a_log_survives_a_restart_and_a_torn_append_stays_invisible() {
-    let e = env("job: {script: [make]}\n").await;
+    let e = env_with_local_blobs("job: {script: [make]}\n").await;
     let project = e.project().await;
     e.pipeline(project, "main").await;
     let runner = e.any_runner().await;
@@ -36,7 +37,7 @@ async fn a_log_survives_a_restart_and_a_torn_append_stays_invisible() {
     torn.extend_from_slice(b"half of a patch that was never comm");
     std::fs::write(&path, &torn).unwrap();
 
-    let restarted = open_coordinator(e.dir.path()).await;
+    let restarted = open_coordinator_with_local_blobs(e.dir.path()).await;
     assert_eq!(restarted.trace(job.id).await.unwrap(), b"hello world\n");
     assert_eq!(restarted.job(job.id).await.unwrap().status, "running");
     // The runner resends from the committed size; the torn bytes are overwritten.
@@ -58,7 +59,7 @@ async fn a_log_survives_a_restart_and_a_torn_append_stays_invisible() {
 
 #[tokio::test]
 async fn a_log_kept_in_the_database_is_read_there_and_moved_by_the_next_append() {
-    let e = env("job: {script: [make]}\n").await;
+    let e = env_with_local_blobs("job: {script: [make]}\n").await;
     let project = e.project().await;
     e.pipeline(project, "main").await;
     let runner = e.any_runner().await;
@@ -112,7 +113,7 @@ async fn a_log_kept_in_the_database_is_read_there_and_moved_by_the_next_append()
 
 #[tokio::test]
 async fn copies_of_one_patch_sent_at_once_are_stored_once() {
-    let e = env("job: {script: [make]}\n").await;
+    let e = env_with_local_blobs("job: {script: [make]}\n").await;
     let project = e.project().await;
     e.pipeline(project, "main").await;
     let runner = e.any_runner().await;
@@ -142,7 +143,7 @@ async fn copies_of_one_patch_sent_at_once_are_stored_once() {
 
 #[tokio::test]
 async fn a_patch_past_the_limit_writes_nothing() {
-    let e = env("job: {script: [make]}\n").await;
+    let e = env_with_local_blobs("job: {script: [make]}\n").await;
     let project = e.project().await;
     e.pipeline(project, "main").await;
     let runner = e.any_runner().await;
@@ -170,7 +171,7 @@ async fn a_patch_past_the_limit_writes_nothing() {
 /// 30 s by default): nothing is committed and the job's next patch is not blocked behind it.
 #[tokio::test]
 async fn a_patch_whose_body_stalls_is_given_up() {
-    let e = env("job: {script: [make]}\n").await;
+    let e = env_with_local_blobs("job: {script: [make]}\n").await;
     let project = e.project().await;
     e.pipeline(project, "main").await;
     let runner = e.any_runner().await;

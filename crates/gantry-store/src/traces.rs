@@ -10,6 +10,12 @@
 //! Logs written before migration 0004 are still in `trace_chunks` (`trace_in_db = 1`):
 //! they are read from there ([`Store::trace_snapshot`]) and moved to the file by the
 //! job's next append, if any (the commit clears the flag and deletes the chunks).
+//!
+//! Coordinators that share their blobs (several replicas behind one address) keep a
+//! running job's log in `trace_chunks` instead, so that any of them can take the next
+//! patch and serve the log: [`Store::append_trace_chunks`] writes a patch's bytes and
+//! commits the size in one transaction, and [`Store::drop_trace_chunks`] removes them
+//! once the finished log is archived in the shared blobs.
 
 use sqlx::Row;
 
@@ -110,6 +116,79 @@ impl Store {
         }
         let mut tx = self.begin_write().await?;
         if update.execute(&mut *tx).await?.rows_affected() != 1 {
+            return Ok(false);
+        }
+        sqlx::query("DELETE FROM trace_chunks WHERE job_id = $1")
+            .bind(job_id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+}
+
+impl Store {
+    /// Append `data` (in order) to a log kept in `trace_chunks`, committing its size
+    /// `from` → `to` and the runner's contact at `now`, in one transaction. A
+    /// compare-and-set like [`Store::commit_trace_size`]: false, nothing written, when the
+    /// size is no longer `from`.
+    pub async fn append_trace_chunks(
+        &self,
+        job_id: i64,
+        from: i64,
+        to: i64,
+        data: &[Vec<u8>],
+        now: i64,
+    ) -> Result<bool> {
+        if to < from {
+            return Err(StoreError::Conflict(format!(
+                "shrink the trace of job {job_id} from {from} to {to} bytes"
+            )));
+        }
+        let mut tx = self.begin_write().await?;
+        let moved = sqlx::query(
+            "UPDATE jobs SET trace_size = $1, last_contact_at = $2, trace_in_db = 1 \
+             WHERE id = $3 AND trace_size = $4",
+        )
+        .bind(to)
+        .bind(now)
+        .bind(job_id)
+        .bind(from)
+        .execute(&mut *tx)
+        .await?;
+        if moved.rows_affected() != 1 {
+            return Ok(false);
+        }
+        let next: i64 =
+            sqlx::query("SELECT COALESCE(MAX(seq), -1) + 1 FROM trace_chunks WHERE job_id = $1")
+                .bind(job_id)
+                .fetch_one(&mut *tx)
+                .await?
+                .get(0);
+        for (seq, chunk) in (next..).zip(data.iter().filter(|c| !c.is_empty())) {
+            sqlx::query("INSERT INTO trace_chunks (job_id, seq, data) VALUES ($1, $2, $3)")
+                .bind(job_id)
+                .bind(seq)
+                .bind(chunk.as_slice())
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    /// After a finished log of `size` bytes was archived: its chunks are deleted and the
+    /// log is no longer read from the database — unless it changed meanwhile.
+    pub async fn drop_trace_chunks(&self, job_id: i64, size: i64) -> Result<bool> {
+        let mut tx = self.begin_write().await?;
+        let cleared = sqlx::query(
+            "UPDATE jobs SET trace_in_db = 0 WHERE id = $1 AND trace_size = $2 AND trace_in_db = 1",
+        )
+        .bind(job_id)
+        .bind(size)
+        .execute(&mut *tx)
+        .await?;
+        if cleared.rows_affected() != 1 {
             return Ok(false);
         }
         sqlx::query("DELETE FROM trace_chunks WHERE job_id = $1")

@@ -473,8 +473,8 @@ async fn trace_sizes_move_by_compare_and_set(db: Db) {
         s.commit_trace_size(id, 12, 3, false, 9).await,
         Err(StoreError::Conflict(_))
     ));
-    let job = s.job(id).await.expect("job");
-    assert_eq!((job.trace_size, job.last_contact_at), (12, Some(8)));
+    let stored = s.job(id).await.expect("job");
+    assert_eq!((stored.trace_size, stored.last_contact_at), (12, Some(8)));
     assert_eq!(
         s.trace_snapshot(id).await.expect("snapshot"),
         TraceSnapshot {
@@ -486,6 +486,51 @@ async fn trace_sizes_move_by_compare_and_set(db: Db) {
         s.trace_state(id + 100).await,
         Err(StoreError::NotFound("job"))
     ));
+
+    // A shared log: bytes and size in one transaction, by compare-and-set.
+    let (_, jobs) = create(&s, &pipeline(p.id), &[job("shared", "running")], 1)
+        .await
+        .expect("pipeline");
+    let shared = jobs[0].id;
+    let rows = [b"one ".to_vec(), Vec::new(), b"two ".to_vec()];
+    assert!(
+        s.append_trace_chunks(shared, 0, 8, &rows, 10)
+            .await
+            .expect("append")
+    );
+    assert!(
+        !s.append_trace_chunks(shared, 4, 9, &[b"x".to_vec()], 11)
+            .await
+            .expect("stale append"),
+        "another replica moved the size: nothing is written"
+    );
+    assert!(
+        s.append_trace_chunks(shared, 8, 14, &[b"three\n".to_vec()], 12)
+            .await
+            .expect("append")
+    );
+    assert!(matches!(
+        s.append_trace_chunks(shared, 14, 2, &[], 13).await,
+        Err(StoreError::Conflict(_))
+    ));
+    assert_eq!(
+        s.trace_snapshot(shared).await.expect("snapshot"),
+        TraceSnapshot {
+            size: 14,
+            in_db: Some(b"one two three\n".to_vec())
+        }
+    );
+    // Dropped once archived — not when the log moved meanwhile.
+    assert!(!s.drop_trace_chunks(shared, 8).await.expect("stale drop"));
+    assert!(s.drop_trace_chunks(shared, 14).await.expect("drop"));
+    assert_eq!(
+        s.trace_snapshot(shared).await.expect("snapshot"),
+        TraceSnapshot {
+            size: 14,
+            in_db: None
+        }
+    );
+    assert!(!s.drop_trace_chunks(shared, 14).await.expect("nothing left"));
 }
 
 /// A database from before migration 0004 kept its logs in `trace_chunks`: they stay

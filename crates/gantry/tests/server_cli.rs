@@ -1170,9 +1170,15 @@ fn blobs_url_keeps_artifacts_in_object_storage_across_restarts() {
         "{lines:?}"
     );
 
-    // The logs this coordinator kept are gone (as on another coordinator of the
-    // deployment): the archive serves the finished job's log.
-    std::fs::remove_dir_all(data_dir.join("traces")).expect("the job's log was on disk");
+    // No log is on this coordinator's disk: a running log is in the database (any
+    // replica of the deployment takes its patches), a finished one in the archive, which
+    // serves it after a restart.
+    let traces = data_dir.join("traces");
+    assert!(
+        !traces.exists() || walk(&traces).is_empty(),
+        "logs on local disk: {:?}",
+        walk(&traces)
+    );
     server = Server::start_with_args(&data_dir, &[], &["--blobs-url", &prefix]);
     let url = server.url.clone();
     runtime.block_on(async {

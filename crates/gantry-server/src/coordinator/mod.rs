@@ -77,7 +77,7 @@ pub use schedules::{
     ScheduleRequest, ScheduleVariable, ScheduleView,
 };
 pub use time::iso8601;
-pub use traces::{TraceAppend, TraceSource};
+pub use traces::{SHARED_PATCH_LIMIT, TraceAppend, TraceSource};
 pub use triggers::TRIGGER_TOKEN_PREFIX;
 pub use views::{
     Artifact, ArtifactsFile, Bootstrap, JobPipeline, JobProgress, JobView, PipelineView, Project,

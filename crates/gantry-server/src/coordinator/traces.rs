@@ -14,11 +14,16 @@
 //! job runs, the offset is the end, a declared length fits the limit), then its body is
 //! written to the file as it arrives ([`TraceAppend::write`]), so receiving the bytes and
 //! writing them overlap and no patch is held whole in memory.
+//!
+//! Coordinators that share their blobs are replicas behind one address: a job's patches
+//! may reach any of them. They keep a running job's log in the database instead
+//! (`trace_chunks`, each patch's bytes written with the new size in one transaction), so
+//! any replica takes the next patch and serves the log; once the log is archived the
+//! rows go ([`gantry_store::Store::drop_trace_chunks`]).
 
 use std::convert::Infallible;
 use std::fmt::Display;
 use std::io::{self, Write as _};
-use std::pin::pin;
 
 use futures_util::{Stream, StreamExt as _};
 use gantry_store::TraceState;
@@ -212,10 +217,11 @@ impl Coordinator {
         if !self.inner.cfg.durable_blobs && !archive {
             return Ok(());
         }
-        let len = if archive {
-            to_u64(self.inner.store.trace_snapshot(job_id).await?.size)
+        let (len, source) = if archive {
+            let snapshot = self.inner.store.trace_snapshot(job_id).await?;
+            (to_u64(snapshot.size), snapshot.in_db)
         } else {
-            0
+            (0, None)
         };
         let this = self.clone();
         tokio::task::spawn_blocking(move || {
@@ -223,7 +229,7 @@ impl Coordinator {
                 this.inner.traces.sync(job_id)?;
             }
             if archive && len > 0 {
-                this.archive_trace(job_id, len)?;
+                this.archive_trace(job_id, len, source)?;
                 this.runtime().archived.insert(job_id, len);
             }
             Ok::<(), io::Error>(())
@@ -234,7 +240,50 @@ impl Coordinator {
                 "sync the trace of job {job_id}: the task stopped: {e}"
             )))
         })?
-        .map_err(CoordinatorError::Io)
+        .map_err(CoordinatorError::Io)?;
+        if archive && len > 0 {
+            self.drop_archived_chunks(job_id, len).await;
+        }
+        Ok(())
+    }
+
+    /// A log kept in the database (coordinators sharing their logs) that is archived now:
+    /// its rows go. A failure only leaves them (the archive is what is read once the job
+    /// ended; the rows are read while it runs).
+    async fn drop_archived_chunks(&self, job_id: i64, len: u64) {
+        let size = i64::try_from(len).unwrap_or(i64::MAX);
+        if let Err(error) = self.inner.store.drop_trace_chunks(job_id, size).await {
+            eprintln!(
+                "gantry: failed to drop the database copy of job {job_id}'s archived log: {error}"
+            );
+        }
+    }
+
+    /// The first `size` bytes of the job's log file (a log this coordinator began before
+    /// its blobs were shared).
+    async fn read_trace_file(
+        &self,
+        job_id: i64,
+        size: i64,
+    ) -> std::result::Result<Vec<u8>, CoordinatorError> {
+        let len = to_u64(size);
+        let this = self.clone();
+        let bytes = tokio::task::spawn_blocking(move || -> io::Result<Vec<u8>> {
+            let mut out = Vec::new();
+            if let Some(file) = this.inner.traces.open(job_id, len)? {
+                io::Read::read_to_end(&mut io::Read::take(file, len), &mut out)?;
+            }
+            Ok(out)
+        })
+        .await
+        .map_err(|e| task_failed(job_id, e))?
+        .map_err(CoordinatorError::Io)?;
+        if to_u64(i64::try_from(bytes.len()).unwrap_or(0)) != len {
+            return Err(CoordinatorError::Io(io::Error::other(format!(
+                "append to the trace of job {job_id}: its first {len} bytes are not on this coordinator's disk (they were written before its blobs were shared, by another coordinator)"
+            ))));
+        }
+        Ok(bytes)
     }
 
     /// Archives the logs of `jobs`, which just ended, in the background, when the blobs
@@ -257,32 +306,40 @@ impl Coordinator {
 
     async fn archive_ended_trace(&self, job_id: i64) -> std::result::Result<(), CoordinatorError> {
         let _lock = self.inner.traces.lock(job_id).await;
-        let len = to_u64(self.inner.store.trace_snapshot(job_id).await?.size);
+        let snapshot = self.inner.store.trace_snapshot(job_id).await?;
+        let len = to_u64(snapshot.size);
         let archived = self.runtime().archived.remove(&job_id);
         if len == 0 || archived == Some(len) {
             return Ok(());
         }
         let this = self.clone();
-        tokio::task::spawn_blocking(move || this.archive_trace(job_id, len))
+        tokio::task::spawn_blocking(move || this.archive_trace(job_id, len, snapshot.in_db))
             .await
             .map_err(|e| {
                 CoordinatorError::Io(io::Error::other(format!(
                     "archive the trace of job {job_id}: the task stopped: {e}"
                 )))
             })?
-            .map_err(CoordinatorError::Io)
+            .map_err(CoordinatorError::Io)?;
+        self.drop_archived_chunks(job_id, len).await;
+        Ok(())
     }
 
-    /// Copies the first `len` bytes of the job's log file into the blob store (blocking).
-    fn archive_trace(&self, job_id: i64, len: u64) -> io::Result<()> {
-        let Some(file) = self.inner.traces.open(job_id, len)? else {
-            return Ok(());
+    /// Copies the first `len` bytes of the job's log — `in_db`, the bytes the database
+    /// holds, else its file — into the blob store (blocking).
+    fn archive_trace(&self, job_id: i64, len: u64, in_db: Option<Vec<u8>>) -> io::Result<()> {
+        let mut source: Box<dyn io::Read> = match in_db {
+            Some(bytes) => Box::new(io::Cursor::new(bytes)),
+            None => match self.inner.traces.open(job_id, len)? {
+                Some(file) => Box::new(file),
+                None => return Ok(()),
+            },
         };
         let dir = self.inner.blobs.staging_dir();
         std::fs::create_dir_all(dir)?;
         let path = dir.join(format!("trace-{job_id}-{}", super::token::new_token("")));
         let stored = std::fs::File::create(&path)
-            .and_then(|mut staged| io::copy(&mut io::Read::take(file, len), &mut staged))
+            .and_then(|mut staged| io::copy(&mut io::Read::take(&mut source, len), &mut staged))
             .and_then(|_| self.inner.blobs.put_file(&archive_key(job_id), &path));
         if stored.is_err() {
             let _ = std::fs::remove_file(&path);
@@ -336,6 +393,9 @@ impl TraceAppend {
         D: AsRef<[u8]> + Send + 'static,
         E: Display + Send + 'static,
     {
+        if self.coordinator.inner.blobs.is_shared() {
+            return self.write_to_store(body).await;
+        }
         let (job_id, size) = (self.job_id, self.state.size);
         let store = &self.coordinator.inner.store;
         // A log from before trace files (migration 0004) moves to its file now.
@@ -373,41 +433,29 @@ impl TraceAppend {
             .cfg
             .trace_limit
             .saturating_sub(to_u64(size));
-        let mut body = pin!(body);
-        let (mut received, mut batch, mut batched) = (0u64, Vec::new(), 0usize);
-        let mut stop = None;
         // The job's append lock is held while the body arrives: without a limit, a runner
         // whose host vanished mid-patch (a connection that never closes) would block the
         // job's log, and the jobs sharing its lock stripe, for good.
         let idle = self.coordinator.inner.cfg.trace_body_idle_timeout;
-        loop {
-            let chunk = match tokio::time::timeout(idle, body.next()).await {
-                Ok(None) => break,
-                Ok(Some(Ok(chunk))) => chunk,
-                Ok(Some(Err(e))) => {
-                    stop = Some(Stop::Body(e.to_string()));
-                    break;
+        let (mut batch, mut batched) = (Vec::new(), 0usize);
+        let mut reader = BodyReader::new(body, room, idle);
+        let stop = loop {
+            match reader.next().await {
+                Ok(Some(chunk)) => {
+                    batched += chunk.as_ref().len();
+                    batch.push(chunk);
+                    if batched >= WRITE_BATCH {
+                        batched = 0;
+                        if batches.send(std::mem::take(&mut batch)).await.is_err() {
+                            break None; // the writer failed: its error follows
+                        }
+                    }
                 }
-                Err(_) => {
-                    stop = Some(Stop::Body(format!("nothing arrived for {idle:?}")));
-                    break;
-                }
-            };
-            let len = chunk.as_ref().len();
-            received = received.saturating_add(len as u64);
-            if received > room {
-                stop = Some(Stop::TooLarge);
-                break;
+                Ok(None) => break None,
+                Err(stop) => break Some(stop),
             }
-            batch.push(chunk);
-            batched += len;
-            if batched >= WRITE_BATCH {
-                batched = 0;
-                if batches.send(std::mem::take(&mut batch)).await.is_err() {
-                    break; // the writer failed: its error follows
-                }
-            }
-        }
+        };
+        let received = reader.received;
         if stop.is_none() && !batch.is_empty() {
             let _ = batches.send(batch).await;
         }
@@ -436,5 +484,128 @@ impl TraceAppend {
             let size = store.trace_state(job_id).await?.size;
             Err(CoordinatorError::RangeMismatch { size: to_u64(size) })
         }
+    }
+}
+
+impl TraceAppend {
+    /// [`TraceAppend::write`] for coordinators that share their blobs: the patch's bytes
+    /// go into the database with the new size, in one transaction, so the next patch and
+    /// every reader may be another coordinator. A patch is held in memory, up to
+    /// [`SHARED_PATCH_LIMIT`].
+    async fn write_to_store<S, D, E>(self, body: S) -> std::result::Result<u64, CoordinatorError>
+    where
+        S: Stream<Item = Result<D, E>> + Send + 'static,
+        D: AsRef<[u8]> + Send + 'static,
+        E: Display + Send + 'static,
+    {
+        let (job_id, size) = (self.job_id, self.state.size);
+        let coordinator = &self.coordinator;
+        let mut parts: Vec<Vec<u8>> = Vec::new();
+        if !self.state.in_db && size > 0 {
+            // Begun in this coordinator's file before its blobs were shared: the log
+            // moves into the database with this patch.
+            parts.push(coordinator.read_trace_file(job_id, size).await?);
+        }
+        let trace_room = coordinator
+            .inner
+            .cfg
+            .trace_limit
+            .saturating_sub(to_u64(size));
+        let room = trace_room.min(SHARED_PATCH_LIMIT as u64);
+        let idle = coordinator.inner.cfg.trace_body_idle_timeout;
+        let mut current: Vec<u8> = Vec::new();
+        let mut reader = BodyReader::new(body, room, idle);
+        let stop = loop {
+            match reader.next().await {
+                Ok(Some(chunk)) => {
+                    for piece in chunk.as_ref().chunks(CHUNK_BYTES) {
+                        if current.len() + piece.len() > CHUNK_BYTES {
+                            parts.push(std::mem::take(&mut current));
+                        }
+                        current.extend_from_slice(piece);
+                    }
+                }
+                Ok(None) => break None,
+                Err(stop) => break Some(stop),
+            }
+        };
+        let received = reader.received;
+        parts.push(current);
+        match stop {
+            Some(Stop::TooLarge) if received <= trace_room => {
+                return Err(CoordinatorError::Invalid(format!(
+                    "append to the trace of job {job_id}: a patch holds at most {SHARED_PATCH_LIMIT} bytes when coordinators share their logs (gitlab-runner sends at most {} at a time)",
+                    gantry_protocol::trace::patch::MAX_PATCH_BYTES
+                )));
+            }
+            Some(Stop::TooLarge) => return Err(coordinator.trace_size_exceeded(job_id).await),
+            Some(Stop::Body(why)) => {
+                return Err(CoordinatorError::Invalid(format!(
+                    "append to the trace of job {job_id}: the patch could not be read: {why}"
+                )));
+            }
+            None => {}
+        }
+        let store = &coordinator.inner.store;
+        let new_size = size.saturating_add(i64::try_from(received).unwrap_or(i64::MAX));
+        if store
+            .append_trace_chunks(job_id, size, new_size, &parts, now_ms())
+            .await?
+        {
+            Ok(to_u64(new_size))
+        } else {
+            let size = store.trace_state(job_id).await?.size;
+            Err(CoordinatorError::RangeMismatch { size: to_u64(size) })
+        }
+    }
+}
+
+/// The most a patch may hold when coordinators share their logs (it is held in memory
+/// until its transaction): 8 times the most gitlab-runner sends.
+pub const SHARED_PATCH_LIMIT: usize = 8 * gantry_protocol::trace::patch::MAX_PATCH_BYTES;
+
+/// Bytes per database row of a shared log.
+const CHUNK_BYTES: usize = 1024 * 1024;
+
+/// A patch's body, read a piece at a time: stops past `room` bytes, on a body error, or
+/// after `idle` without a piece.
+struct BodyReader<S> {
+    body: std::pin::Pin<Box<S>>,
+    room: u64,
+    idle: std::time::Duration,
+    /// Bytes received so far.
+    received: u64,
+}
+
+impl<S, D, E> BodyReader<S>
+where
+    S: Stream<Item = Result<D, E>>,
+    D: AsRef<[u8]>,
+    E: Display,
+{
+    fn new(body: S, room: u64, idle: std::time::Duration) -> Self {
+        Self {
+            body: Box::pin(body),
+            room,
+            idle,
+            received: 0,
+        }
+    }
+
+    /// The next piece; `Ok(None)` at the end.
+    async fn next(&mut self) -> Result<Option<D>, Stop> {
+        let chunk = match tokio::time::timeout(self.idle, self.body.next()).await {
+            Ok(None) => return Ok(None),
+            Ok(Some(Ok(chunk))) => chunk,
+            Ok(Some(Err(e))) => return Err(Stop::Body(e.to_string())),
+            Err(_) => {
+                return Err(Stop::Body(format!("nothing arrived for {:?}", self.idle)));
+            }
+        };
+        self.received = self.received.saturating_add(chunk.as_ref().len() as u64);
+        if self.received > self.room {
+            return Err(Stop::TooLarge);
+        }
+        Ok(Some(chunk))
     }
 }

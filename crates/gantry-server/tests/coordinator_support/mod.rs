@@ -64,15 +64,30 @@ pub async fn test_database(dir: &Path) -> String {
 }
 
 pub async fn open_coordinator(dir: &Path) -> Coordinator {
+    let (store, cfg) = test_setup(dir).await;
+    gantry_server::testing::open_coordinator(store, cfg)
+        .await
+        .expect("coordinator opens")
+}
+
+/// [`open_coordinator`] with its blobs in `dir/data/blobs` whatever `GANTRY_TEST_BLOBS`
+/// says: for tests of what a coordinator that shares nothing keeps on its own disk.
+pub async fn open_coordinator_with_local_blobs(dir: &Path) -> Coordinator {
+    let (store, cfg) = test_setup(dir).await;
+    let blobs = gantry_server::coordinator::LocalDir::new(cfg.data_dir.join("blobs"));
+    Coordinator::open_with_blobs(store, cfg, std::sync::Arc::new(blobs))
+        .await
+        .expect("coordinator opens")
+}
+
+async fn test_setup(dir: &Path) -> (Store, CoordinatorConfig) {
     let url = test_database(dir).await;
     let store = Store::open(&url).await.expect("store opens");
     let mut cfg = CoordinatorConfig::new(dir.join("data"), "http://127.0.0.1:8080");
     cfg.trace_limit = 64 * 1024;
     cfg.trace_body_idle_timeout = std::time::Duration::from_millis(500);
     cfg.artifact_limit = 1024 * 1024;
-    gantry_server::testing::open_coordinator(store, cfg)
-        .await
-        .expect("coordinator opens")
+    (store, cfg)
 }
 
 /// Another coordinator on `env`'s database, with a data directory (mirrors) of its own:
@@ -84,6 +99,13 @@ pub async fn second_coordinator(env: &Env) -> Coordinator {
     gantry_server::testing::open_coordinator(store, cfg)
         .await
         .expect("second coordinator")
+}
+
+/// [`env`] with [`open_coordinator_with_local_blobs`].
+pub async fn env_with_local_blobs(ci: &str) -> Env {
+    let mut e = env(ci).await;
+    e.coord = open_coordinator_with_local_blobs(e.dir.path()).await;
+    e
 }
 
 /// A coordinator and a repository on branch `main` holding `ci` as `.gitlab-ci.yml`.
