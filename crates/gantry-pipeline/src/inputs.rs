@@ -52,16 +52,28 @@ struct InputRule {
     default: Option<Option<Node>>,
 }
 
-/// The input names an `if` of `spec:inputs:rules` reads (`$[[ inputs.name ]]`).
+/// The input names an `if` of `spec:inputs:rules` reads (`$[[ inputs.name ]]`, name of
+/// word characters, spaces allowed inside the brackets: GitLab's input lexeme).
 fn input_names(text: &str) -> Vec<String> {
-    static PATTERN: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
-        regex::Regex::new(r"\$\[\[\s*inputs\.(\w+)\s*\]\]").expect("a valid pattern")
-    });
-    let mut names: Vec<String> = PATTERN
-        .captures_iter(text)
-        .map(|c| c[1].to_owned())
-        .collect();
-    names.dedup();
+    let mut names: Vec<String> = Vec::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("$[[") {
+        rest = &rest[at + 3..];
+        let inner = rest.trim_start();
+        let Some(after) = inner.strip_prefix("inputs.") else {
+            continue;
+        };
+        let end = after
+            .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .unwrap_or(after.len());
+        let (name, tail) = after.split_at(end);
+        if !name.is_empty()
+            && tail.trim_start().starts_with("]]")
+            && !names.iter().any(|n| n == name)
+        {
+            names.push(name.to_owned());
+        }
+    }
     names
 }
 
@@ -957,4 +969,17 @@ fn posix_escape(s: &str) -> String {
         out.push(c);
     }
     out
+}
+
+#[cfg(test)]
+mod input_name_tests {
+    #[test]
+    fn names_are_read_from_input_lexemes_only() {
+        assert_eq!(
+            super::input_names(
+                "$[[ inputs.a ]] == 'x' && $[[inputs.b_2]] || $[[ inputs.a ]] == $[[ inputs.c-d ]] $[[ x.y ]]"
+            ),
+            ["a", "b_2"]
+        );
+    }
 }

@@ -118,12 +118,7 @@ impl Store {
         if update.execute(&mut *tx).await?.rows_affected() != 1 {
             return Ok(false);
         }
-        sqlx::query("DELETE FROM trace_chunks WHERE job_id = $1")
-            .bind(job_id)
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        Ok(true)
+        delete_chunks_and_commit(tx, job_id).await
     }
 }
 
@@ -191,13 +186,22 @@ impl Store {
         if cleared.rows_affected() != 1 {
             return Ok(false);
         }
-        sqlx::query("DELETE FROM trace_chunks WHERE job_id = $1")
-            .bind(job_id)
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        Ok(true)
+        delete_chunks_and_commit(tx, job_id).await
     }
+}
+
+/// Deletes the job's `trace_chunks` rows and commits `tx` (whose update made them
+/// unread); true.
+async fn delete_chunks_and_commit(
+    mut tx: sqlx::Transaction<'static, sqlx::Any>,
+    job_id: i64,
+) -> Result<bool> {
+    sqlx::query("DELETE FROM trace_chunks WHERE job_id = $1")
+        .bind(job_id)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(true)
 }
 
 async fn read_chunks(conn: &mut sqlx::AnyConnection, job_id: i64) -> Result<Vec<u8>> {
