@@ -1702,7 +1702,7 @@ fn seed(
             job_predefined.insert("CI_ENVIRONMENT_TIER", t.clone());
         }
     }
-    // Without project variables scoped to an environment: what the environment's name is
+    // Without group or project variables scoped to an environment: what the environment's name is
     // expanded with (GitLab's `simple_variables`).
     let unscoped = |n: &str| -> Option<String> {
         ctx.user_var(n)
@@ -1717,7 +1717,7 @@ fn seed(
             .or_else(|| ctx.predefined.get(n).cloned())
     };
     let environment = match &def.environment {
-        Some(env) if !ctx.project_scoped.is_empty() => Some(crate::expand::expand_server(
+        Some(env) if ctx.has_scoped_variables() => Some(crate::expand::expand_server(
             &env.name,
             &unscoped,
             crate::expand::Unknown::Empty,

@@ -224,13 +224,14 @@ pub struct Context {
     pub predefined: IndexMap<String, String>,
     /// Pipeline variables (trigger, API, `--var`): above every other variable.
     pub pipeline: IndexMap<String, String>,
-    /// Project CI/CD variables of environment scope `*` (settings): below pipeline
-    /// variables, above YAML variables. Empty unless set with
-    /// [`Context::with_project_variables`].
+    /// Group and project CI/CD variables of environment scope `*` (settings), the one that
+    /// applies for each key: below pipeline variables, above YAML variables. Empty unless
+    /// set with [`Context::with_settings_variables`].
     pub project: IndexMap<String, String>,
-    /// Project variables of other environment scopes, `(scope, key, value)`, the most
-    /// specific scope last: they reach the rules of jobs whose environment matches.
-    pub project_scoped: Vec<(String, String, String)>,
+    /// Every group and project CI/CD variable the pipeline may see, in the order they
+    /// apply: a job's rules see the ones whose scope matches its environment
+    /// ([`Context::project_var_for`]).
+    pub settings: Vec<SettingsVariable>,
     /// Instance CI/CD variables (Admin Area): below project variables, above YAML
     /// variables. Empty unless set with [`Context::with_instance_variables`].
     pub instance: IndexMap<String, String>,
@@ -249,26 +250,25 @@ impl Context {
             predefined: info.predefined(),
             pipeline: pipeline_variables.iter().cloned().collect(),
             project: IndexMap::new(),
-            project_scoped: Vec::new(),
+            settings: Vec::new(),
             instance: IndexMap::new(),
             changed_files,
         }
     }
 
-    /// The project CI/CD variables this pipeline sees, `(key, value, environment scope)`
-    /// in the order they apply (a later one of a key replaces an earlier one; the caller
-    /// has dropped what the pipeline may not see, such as protected variables).
+    /// The group and project CI/CD variables this pipeline sees, in the order they apply
+    /// (the caller has dropped what the pipeline may not see, such as protected
+    /// variables; see [`SettingsVariable::layer`]).
     #[must_use]
-    pub fn with_project_variables(mut self, vars: &[(String, String, String)]) -> Self {
-        for (key, value, scope) in vars {
-            if scope == "*" {
-                self.project.insert(key.clone(), value.clone());
-            } else {
-                self.project_scoped
-                    .push((scope.clone(), key.clone(), value.clone()));
-            }
-        }
+    pub fn with_settings_variables(mut self, vars: &[SettingsVariable]) -> Self {
+        self.project.extend(unscoped_in_order(vars));
+        self.settings.extend(vars.iter().cloned());
         self
+    }
+
+    /// Whether some settings variable has an environment scope other than `*`.
+    pub fn has_scoped_variables(&self) -> bool {
+        self.settings.iter().any(|v| v.scope != "*")
     }
 
     /// The instance CI/CD variables this pipeline sees, `(key, value)` (the caller has
@@ -279,18 +279,19 @@ impl Context {
         self
     }
 
-    /// A project variable scoped to the environment `environment` (the most specific
-    /// matching scope), else one of scope `*`.
+    /// The group or project variable `name` that applies in the environment
+    /// `environment` (`None`: scope `*` only): of those whose scope matches, the one of
+    /// the nearest owner (project, then the nearest group), there the most specific scope
+    /// ([`scope_rank`]).
     pub fn project_var_for(&self, name: &str, environment: Option<&str>) -> Option<String> {
-        environment
-            .and_then(|env| {
-                self.project_scoped
-                    .iter()
-                    .rev()
-                    .find(|(scope, key, _)| key == name && scope_matches(scope, env))
-                    .map(|(_, _, value)| value.clone())
-            })
-            .or_else(|| self.project.get(name).cloned())
+        let Some(env) = environment else {
+            return self.project.get(name).cloned();
+        };
+        self.settings
+            .iter()
+            .filter(|v| v.key == name && scope_matches(&v.scope, env))
+            .max_by_key(|v| (v.layer, scope_rank(&v.scope, env)))
+            .map(|v| v.value.clone())
     }
 
     /// A variable set by a user outside the YAML: a pipeline variable, else a project
@@ -308,6 +309,44 @@ impl Context {
     pub fn var(&self, name: &str) -> Option<String> {
         self.user_var(name)
             .or_else(|| self.predefined.get(name).cloned())
+    }
+}
+
+/// A CI/CD variable set in a group's or the project's settings, as pipeline creation
+/// sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SettingsVariable {
+    /// Its owner's place in the order variables apply: the outermost group 0, each
+    /// subgroup one more, the project last (the highest). A higher layer wins whatever the
+    /// scopes (GitLab applies group variables, then project variables).
+    pub layer: usize,
+    pub key: String,
+    pub value: String,
+    /// Its environment scope: `*`, a name, or a pattern with `*`.
+    pub scope: String,
+}
+
+/// `(key, value)` of the settings variables of scope `*`, in the order they apply (the
+/// outermost owner first; a later one of a key replaces an earlier one).
+pub fn unscoped_in_order(vars: &[SettingsVariable]) -> Vec<(String, String)> {
+    let mut unscoped: Vec<&SettingsVariable> = vars.iter().filter(|v| v.scope == "*").collect();
+    unscoped.sort_by_key(|v| v.layer);
+    unscoped
+        .into_iter()
+        .map(|v| (v.key.clone(), v.value.clone()))
+        .collect()
+}
+
+/// Of one owner's variables of one key matching environment `environment`, which
+/// applies: the highest rank (GitLab's `on_environment` order: `*` first, then patterns,
+/// the exact name last).
+pub fn scope_rank(scope: &str, environment: &str) -> u8 {
+    if scope == environment {
+        2
+    } else if scope == "*" {
+        0
+    } else {
+        1
     }
 }
 
@@ -349,14 +388,52 @@ mod tests {
         assert!(!scope_matches("a*a", "a"));
     }
 
+    fn settings(layer: usize, key: &str, value: &str, scope: &str) -> SettingsVariable {
+        SettingsVariable {
+            layer,
+            key: key.to_owned(),
+            value: value.to_owned(),
+            scope: scope.to_owned(),
+        }
+    }
+
+    #[test]
+    fn the_nearest_owner_wins_then_the_most_specific_scope() {
+        let info = PipelineInfo::default();
+        let ctx = Context::new(&info, &[], None).with_settings_variables(&[
+            settings(0, "A", "group *", "*"),
+            settings(0, "A", "group production", "production"),
+            settings(1, "A", "subgroup review", "review/*"),
+            settings(2, "A", "project *", "*"),
+            settings(0, "B", "group *", "*"),
+            settings(1, "B", "subgroup prod*", "prod*"),
+            settings(1, "B", "subgroup production", "production"),
+            settings(1, "B", "subgroup *", "*"),
+        ]);
+        let get = |k: &str, env: Option<&str>| ctx.project_var_for(k, env).unwrap_or_default();
+        assert_eq!(get("A", None), "project *");
+        assert_eq!(
+            get("A", Some("production")),
+            "project *",
+            "project above group"
+        );
+        assert_eq!(get("A", Some("review/x")), "project *");
+        assert_eq!(get("B", None), "subgroup *");
+        assert_eq!(get("B", Some("production")), "subgroup production");
+        assert_eq!(get("B", Some("prod-eu")), "subgroup prod*");
+        assert_eq!(get("B", Some("staging")), "subgroup *");
+        assert_eq!(ctx.var("B").as_deref(), Some("subgroup *"));
+        assert!(ctx.has_scoped_variables());
+    }
+
     #[test]
     fn instance_variables_rank_below_project_and_pipeline_variables() {
         let pair = |k: &str, v: &str| (k.to_owned(), v.to_owned());
         let info = PipelineInfo::default();
         let ctx = Context::new(&info, &[pair("A", "pipeline")], None)
-            .with_project_variables(&[
-                ("B".into(), "project".into(), "*".into()),
-                ("C".into(), "scoped".into(), "production".into()),
+            .with_settings_variables(&[
+                settings(1, "B", "project", "*"),
+                settings(1, "C", "scoped", "production"),
             ])
             .with_instance_variables(&[
                 pair("A", "instance"),

@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use coordinator_support::*;
 use gantry_protocol::{ArtifactFormat, ArtifactType, ArtifactUploadParams, CachePolicy, HookName};
+use gantry_server::coordinator::CoordinatorError;
+use gantry_store::{ProjectVariable, VariableOwner};
 
 /// `environment:` is expanded when the pipeline is created, with the job's own variables
 /// and job-level predefined ones (GitLab's `expanded_environment_name`); the job view shows
@@ -252,7 +254,7 @@ async fn a_new_commit_cancels_older_pipelines_that_did_not_start() {
 /// and environment names see them when the pipeline is created.
 #[tokio::test]
 async fn instance_variables_rank_between_dotenv_and_project_variables() {
-    use gantry_store::{InstanceVariable, ProjectVariable};
+    use gantry_store::InstanceVariable;
     let e = env(r#"
 variables:
   GLOBAL_SHADOW: from-global-yaml
@@ -321,7 +323,10 @@ test:
     }
     for (key, value) in [("PROJECT_SHADOW", "from-project"), ("GATE", "project")] {
         e.coord
-            .create_project_variable(project, &ProjectVariable::new(key, value))
+            .create_variable(
+                &VariableOwner::Project(project),
+                &ProjectVariable::new(key, value),
+            )
             .await
             .unwrap();
     }
@@ -403,6 +408,123 @@ test:
     let job = e.take_some(&runner).await;
     assert_eq!(var(&job, "PROTECTED_TOKEN"), None, "{:?}", job.variables);
     assert_eq!(var(&job, "PLAIN"), Some("instance-plain"));
+}
+
+#[tokio::test]
+async fn group_variables_rank_below_the_project_the_nearest_group_first() {
+    let e = env(r#"
+deploy:
+  rules:
+    - if: $GROUP_GATE == "subgroup"
+  environment: production
+  script: [deploy]
+review:
+  rules:
+    - if: $GROUP_GATE == "root"
+  script: [never]
+check:
+  rules:
+    - if: $ROOT_ONLY == null
+  script: [check]
+"#)
+    .await;
+    let project = e
+        .coord
+        .create_project("acme/platform/widget", e.repo.to_str().unwrap())
+        .await
+        .unwrap()
+        .id;
+    let other = e
+        .coord
+        .create_project("other/app", e.repo.to_str().unwrap())
+        .await
+        .unwrap()
+        .id;
+    let group = |path: &str| VariableOwner::Group(path.to_owned());
+    let scoped = |key: &str, value: &str, scope: &str| ProjectVariable {
+        environment_scope: scope.to_owned(),
+        ..ProjectVariable::new(key, value)
+    };
+    for (owner, v) in [
+        (group("acme"), ProjectVariable::new("GROUP_GATE", "root")),
+        (
+            group("acme/platform"),
+            ProjectVariable::new("GROUP_GATE", "subgroup"),
+        ),
+        (group("acme"), ProjectVariable::new("ROOT_ONLY", "root")),
+        (
+            group("acme"),
+            scoped("URL", "root-production", "production"),
+        ),
+        (
+            group("acme/platform"),
+            scoped("URL", "subgroup-prod", "prod*"),
+        ),
+        (
+            group("acme/platform"),
+            ProjectVariable::new("SHADOW", "subgroup"),
+        ),
+        (
+            VariableOwner::Project(project),
+            ProjectVariable::new("SHADOW", "project"),
+        ),
+        (
+            group("acme"),
+            ProjectVariable {
+                protected: true,
+                ..ProjectVariable::new("DEPLOY_KEY", "k3y-for-main")
+            },
+        ),
+    ] {
+        e.coord.create_variable(&owner, &v).await.unwrap();
+    }
+    // A group no project is in does not exist.
+    let missing = e
+        .coord
+        .create_variable(&group("nobody"), &ProjectVariable::new("A", "b"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(missing, CoordinatorError::NotFound("group")),
+        "{missing:?}"
+    );
+    let taken = e
+        .coord
+        .create_variable(&group("acme"), &ProjectVariable::new("ROOT_ONLY", "again"))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        taken.contains("the group has a variable `ROOT_ONLY`"),
+        "{taken}"
+    );
+
+    let p = e.pipeline(project, "main").await;
+    let names: Vec<String> = e.statuses(p.id).await.into_keys().collect();
+    assert_eq!(
+        names,
+        ["deploy"],
+        "rules saw the nearest group's GROUP_GATE"
+    );
+    let runner = e.any_runner().await;
+    let deploy = e.take_some(&runner).await;
+    assert_eq!(var(&deploy, "ROOT_ONLY"), Some("root"));
+    assert_eq!(var(&deploy, "SHADOW"), Some("project"));
+    assert_eq!(
+        var(&deploy, "URL"),
+        Some("subgroup-prod"),
+        "the subgroup's pattern beats the root group's exact scope"
+    );
+    assert_eq!(var(&deploy, "DEPLOY_KEY"), Some("k3y-for-main"));
+    e.run(&deploy, true).await;
+
+    // Another namespace sees none of them.
+    let p = e.pipeline(other, "main").await;
+    let names: Vec<String> = e.statuses(p.id).await.into_keys().collect();
+    assert_eq!(names, ["check"]);
+    let check = e.take_some(&runner).await;
+    assert_eq!(var(&check, "SHADOW"), None);
+    assert_eq!(var(&check, "URL"), None);
 }
 
 fn gzip(text: &str) -> Vec<u8> {

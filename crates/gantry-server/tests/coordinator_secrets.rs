@@ -12,12 +12,12 @@ use coordinator_support::*;
 use gantry_pipeline::Source;
 use gantry_server::coordinator::secrets::{DbKey, KEY_FILE, PREFIX};
 use gantry_server::coordinator::{Coordinator, CoordinatorConfig};
-use gantry_store::{InstanceVariable, ProjectVariable, Store};
+use gantry_store::{InstanceVariable, ProjectVariable, Store, VariableOwner};
 
 async fn raw_values(dir: &std::path::Path, project: i64) -> Vec<String> {
     let store = Store::open(&test_database(dir).await).await.unwrap();
     store
-        .project_variables(project)
+        .variables(&VariableOwner::Project(project))
         .await
         .unwrap()
         .into_iter()
@@ -30,7 +30,10 @@ async fn values_are_encrypted_at_rest_and_read_back_with_the_same_key_only() {
     let e = env("job:\n  script: [echo]\n").await;
     let project = e.project().await;
     e.coord
-        .create_project_variable(project, &ProjectVariable::new("API_TOKEN", "tok-s3cr3t-1"))
+        .create_variable(
+            &VariableOwner::Project(project),
+            &ProjectVariable::new("API_TOKEN", "tok-s3cr3t-1"),
+        )
         .await
         .unwrap();
     let stored = raw_values(e.dir.path(), project).await;
@@ -50,14 +53,18 @@ async fn values_are_encrypted_at_rest_and_read_back_with_the_same_key_only() {
         "{:?}",
         job.variables
     );
-    let listed = e.coord.project_variables(project).await.unwrap();
+    let listed = e
+        .coord
+        .variables(&VariableOwner::Project(project))
+        .await
+        .unwrap();
     assert_eq!(listed[0].value, "tok-s3cr3t-1");
 
     // An update is encrypted too.
     let mut changed = ProjectVariable::new("API_TOKEN", "tok-s3cr3t-2");
     changed.masked = true;
     e.coord
-        .update_project_variable(project, "API_TOKEN", "*", &changed)
+        .update_variable(&VariableOwner::Project(project), "API_TOKEN", "*", &changed)
         .await
         .unwrap();
     assert!(!raw_values(e.dir.path(), project).await[0].contains("s3cr3t"));
@@ -65,7 +72,11 @@ async fn values_are_encrypted_at_rest_and_read_back_with_the_same_key_only() {
     // The same data directory (its key file) reads them after a restart.
     let again = open_coordinator(e.dir.path()).await;
     assert_eq!(
-        again.project_variables(project).await.unwrap()[0].value,
+        again
+            .variables(&VariableOwner::Project(project))
+            .await
+            .unwrap()[0]
+            .value,
         "tok-s3cr3t-2"
     );
 
@@ -77,7 +88,7 @@ async fn values_are_encrypted_at_rest_and_read_back_with_the_same_key_only() {
     cfg.db_key = Some(DbKey::random());
     let stranger = Coordinator::open(store, cfg).await.unwrap();
     let refused = stranger
-        .project_variables(project)
+        .variables(&VariableOwner::Project(project))
         .await
         .unwrap_err()
         .to_string();
@@ -130,21 +141,49 @@ async fn values_stored_before_encryption_are_encrypted_at_start() {
         .await
         .unwrap();
     store
-        .create_project_variable(project, &ProjectVariable::new("OLD", "plain-old-value"), 0)
+        .create_variable(
+            &VariableOwner::Project(project),
+            &ProjectVariable::new("OLD", "plain-old-value"),
+            0,
+        )
         .await
         .unwrap();
     assert_eq!(raw_values(e.dir.path(), project).await, ["plain-old-value"]);
     // Readable at once, encrypted at the next start.
     assert_eq!(
-        e.coord.project_variables(project).await.unwrap()[0].value,
+        e.coord
+            .variables(&VariableOwner::Project(project))
+            .await
+            .unwrap()[0]
+            .value,
         "plain-old-value"
     );
+    // A group's too (the project `demo` is in the default namespace `gantry`).
+    let group = VariableOwner::Group("gantry".to_owned());
+    store
+        .create_variable(
+            &group,
+            &ProjectVariable::new("GROUP_OLD", "plain-group-value"),
+            0,
+        )
+        .await
+        .unwrap();
     let restarted = open_coordinator(e.dir.path()).await;
     let stored = raw_values(e.dir.path(), project).await;
     assert!(stored[0].starts_with(PREFIX), "{stored:?}");
     assert_eq!(
-        restarted.project_variables(project).await.unwrap()[0].value,
+        restarted
+            .variables(&VariableOwner::Project(project))
+            .await
+            .unwrap()[0]
+            .value,
         "plain-old-value"
+    );
+    let stored = store.variables(&group).await.unwrap();
+    assert!(stored[0].value.starts_with(PREFIX), "{stored:?}");
+    assert_eq!(
+        restarted.variables(&group).await.unwrap()[0].value,
+        "plain-group-value"
     );
 }
 

@@ -14,6 +14,7 @@ mod error;
 mod rows;
 pub mod testing;
 mod traces;
+mod variables;
 
 use std::collections::{HashMap, HashSet};
 use std::str::FromStr;
@@ -25,6 +26,7 @@ use sqlx::{AnyPool, Row};
 pub use error::StoreError;
 pub use rows::*;
 pub use traces::{TraceSnapshot, TraceState};
+pub use variables::{PlainVariable, VariableOwner};
 
 pub type Result<T> = std::result::Result<T, StoreError>;
 
@@ -644,150 +646,6 @@ impl Store {
             .await?;
         if done.rows_affected() == 0 {
             return Err(StoreError::NotFound("pipeline trigger"));
-        }
-        Ok(())
-    }
-
-    /// A project's variables, by key, then environment scope.
-    pub async fn project_variables(&self, project_id: i64) -> Result<Vec<ProjectVariable>> {
-        let rows = sqlx::query(&format!(
-            "SELECT {} FROM project_variables WHERE project_id = $1 ORDER BY key, environment_scope",
-            ProjectVariable::COLUMNS
-        ))
-        .bind(project_id)
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(rows.iter().map(ProjectVariable::from_row).collect())
-    }
-
-    /// Adds a variable; `Conflict` when the project has one of that key and scope.
-    pub async fn create_project_variable(
-        &self,
-        project_id: i64,
-        v: &ProjectVariable,
-        now: i64,
-    ) -> Result<()> {
-        sqlx::query(
-            "INSERT INTO project_variables (project_id, key, value, variable_type, protected, masked, raw, environment_scope, description, created_at, hidden) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
-        )
-        .bind(project_id)
-        .bind(&v.key)
-        .bind(&v.value)
-        .bind(&v.variable_type)
-        .bind(b(v.protected))
-        .bind(b(v.masked))
-        .bind(b(v.raw))
-        .bind(&v.environment_scope)
-        .bind(v.description.clone())
-        .bind(now)
-        .bind(b(v.hidden))
-        .execute(&self.writer)
-        .await
-        .map_err(|e| taken(e, v))?;
-        Ok(())
-    }
-
-    /// Replaces the variable `key` of environment scope `scope` with `v` (which may
-    /// change the scope; `hidden` is kept: it is set at creation only); `NotFound` when
-    /// there is none, `Conflict` when the new key and scope belong to another variable.
-    pub async fn update_project_variable(
-        &self,
-        project_id: i64,
-        key: &str,
-        scope: &str,
-        v: &ProjectVariable,
-    ) -> Result<()> {
-        let done = sqlx::query(
-            "UPDATE project_variables SET key = $1, value = $2, variable_type = $3, protected = $4, masked = $5, raw = $6, environment_scope = $7, description = $8 \
-             WHERE project_id = $9 AND key = $10 AND environment_scope = $11",
-        )
-        .bind(&v.key)
-        .bind(&v.value)
-        .bind(&v.variable_type)
-        .bind(b(v.protected))
-        .bind(b(v.masked))
-        .bind(b(v.raw))
-        .bind(&v.environment_scope)
-        .bind(v.description.clone())
-        .bind(project_id)
-        .bind(key)
-        .bind(scope)
-        .execute(&self.writer)
-        .await
-        .map_err(|e| taken(e, v))?;
-        if done.rows_affected() == 0 {
-            return Err(StoreError::NotFound("variable"));
-        }
-        Ok(())
-    }
-
-    /// Every project's variables whose stored value does not start with `prefix`:
-    /// `(project id, key, environment scope, value)` (values written before they were
-    /// encrypted, `prefix` marking encrypted ones).
-    pub async fn project_variables_without_prefix(
-        &self,
-        prefix: &str,
-    ) -> Result<Vec<(i64, String, String, String)>> {
-        let rows = sqlx::query(&format!(
-            "SELECT project_id, key, environment_scope, value FROM project_variables WHERE substr(value, 1, {}) <> $1",
-            prefix.chars().count()
-        ))
-        .bind(prefix)
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter()
-            .map(|r| {
-                Ok((
-                    r.try_get("project_id")?,
-                    r.try_get("key")?,
-                    r.try_get("environment_scope")?,
-                    r.try_get("value")?,
-                ))
-            })
-            .collect()
-    }
-
-    /// Sets the stored value of the variable `key` of scope `scope`, if it still holds
-    /// `old` (a concurrent update wins).
-    pub async fn replace_project_variable_value(
-        &self,
-        project_id: i64,
-        key: &str,
-        scope: &str,
-        old: &str,
-        value: &str,
-    ) -> Result<()> {
-        sqlx::query(
-            "UPDATE project_variables SET value = $1 WHERE project_id = $2 AND key = $3 AND environment_scope = $4 AND value = $5",
-        )
-        .bind(value)
-        .bind(project_id)
-        .bind(key)
-        .bind(scope)
-        .bind(old)
-        .execute(&self.writer)
-        .await?;
-        Ok(())
-    }
-
-    /// Removes the variable `key` of environment scope `scope`; `NotFound` when there is none.
-    pub async fn delete_project_variable(
-        &self,
-        project_id: i64,
-        key: &str,
-        scope: &str,
-    ) -> Result<()> {
-        let done = sqlx::query(
-            "DELETE FROM project_variables WHERE project_id = $1 AND key = $2 AND environment_scope = $3",
-        )
-        .bind(project_id)
-        .bind(key)
-        .bind(scope)
-        .execute(&self.writer)
-        .await?;
-        if done.rows_affected() == 0 {
-            return Err(StoreError::NotFound("variable"));
         }
         Ok(())
     }
@@ -1693,17 +1551,6 @@ async fn update_job(tx: &mut sqlx::Transaction<'_, sqlx::Any>, u: &JobUpdate) ->
     .execute(&mut **tx)
     .await?;
     Ok(())
-}
-
-/// A variable of that key and scope exists already (GitLab's validation message).
-fn taken(e: sqlx::Error, v: &ProjectVariable) -> StoreError {
-    StoreError::conflict_or(
-        e,
-        format!(
-            "({}) has already been taken: the project has a variable `{}` for environment scope `{}`",
-            v.key, v.key, v.environment_scope
-        ),
-    )
 }
 
 /// An instance variable of that key exists already (GitLab's validation message).

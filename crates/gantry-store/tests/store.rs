@@ -861,6 +861,116 @@ async fn instance_variables_are_unique_by_key(db: Db) {
     assert_eq!(s.instance_variables().await.expect("list").len(), 1);
 }
 
+/// Group variables: unique per group, key and scope; read for all of a project's groups in
+/// one query; found with the project's when stored in plain text; updated and deleted by
+/// their group only.
+async fn group_variables_are_kept_per_group(db: Db) {
+    let (_d, s) = open(db).await;
+    let acme = VariableOwner::Group("acme".into());
+    let platform = VariableOwner::Group("acme/platform".into());
+    let other = VariableOwner::Group("other".into());
+    let scoped = |key: &str, value: &str, scope: &str| ProjectVariable {
+        environment_scope: scope.into(),
+        ..ProjectVariable::new(key, value)
+    };
+    for (owner, v) in [
+        (&acme, ProjectVariable::new("TEAM", "acme")),
+        (&acme, scoped("TEAM", "acme-prod", "production")),
+        (&platform, ProjectVariable::new("TEAM", "platform")),
+        (&other, ProjectVariable::new("TEAM", "other")),
+    ] {
+        s.create_variable(owner, &v, 1).await.expect("created");
+    }
+    assert!(matches!(
+        s.create_variable(&platform, &ProjectVariable::new("TEAM", "again"), 1).await,
+        Err(StoreError::Conflict(m)) if m.contains("the group has a variable `TEAM`")
+    ));
+    let of = s
+        .group_variables_of(&["acme".into(), "acme/platform".into()])
+        .await
+        .expect("of");
+    let got: Vec<(&str, &str)> = of
+        .iter()
+        .map(|(g, v)| (g.as_str(), v.value.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("acme", "acme"),
+            ("acme", "acme-prod"),
+            ("acme/platform", "platform")
+        ]
+    );
+    assert!(s.group_variables_of(&[]).await.expect("none").is_empty());
+
+    // A project's variable of the same key is another row.
+    let p = s
+        .create_project(&project("acme/widget"), 1)
+        .await
+        .expect("project");
+    let widget = VariableOwner::Project(p.id);
+    s.create_variable(&widget, &ProjectVariable::new("TEAM", "widget"), 1)
+        .await
+        .expect("created");
+    let plain = s
+        .variables_without_prefix("gantry:v1:")
+        .await
+        .expect("plain");
+    assert_eq!(plain.len(), 5);
+    assert!(
+        plain
+            .iter()
+            .any(|v| v.owner == widget && v.value == "widget")
+    );
+    s.replace_variable_value(&platform, "TEAM", "*", "platform", "gantry:v1:00")
+        .await
+        .expect("replaced");
+    s.replace_variable_value(&acme, "TEAM", "*", "stale", "gantry:v1:11")
+        .await
+        .expect("no-op");
+    let plain = s
+        .variables_without_prefix("gantry:v1:")
+        .await
+        .expect("plain");
+    assert_eq!(plain.len(), 4);
+    assert!(!plain.iter().any(|v| v.owner == platform));
+
+    s.update_variable(
+        &acme,
+        "TEAM",
+        "production",
+        &scoped("TEAM", "acme-live", "live"),
+    )
+    .await
+    .expect("updated");
+    assert!(matches!(
+        s.update_variable(
+            &other,
+            "TEAM",
+            "production",
+            &ProjectVariable::new("TEAM", "x")
+        )
+        .await,
+        Err(StoreError::NotFound(_))
+    ));
+    let scopes: Vec<String> = s
+        .variables(&acme)
+        .await
+        .expect("list")
+        .into_iter()
+        .map(|v| format!("{}={}", v.environment_scope, v.value))
+        .collect();
+    assert_eq!(scopes, ["*=acme", "live=acme-live"]);
+    s.delete_variable(&other, "TEAM", "*")
+        .await
+        .expect("deleted");
+    assert!(matches!(
+        s.delete_variable(&other, "TEAM", "*").await,
+        Err(StoreError::NotFound(_))
+    ));
+    assert_eq!(s.variables(&acme).await.expect("list").len(), 2);
+}
+
 /// A hidden project variable stays hidden (and masked) through an update that does not
 /// mention it: `hidden` is set at creation only.
 async fn hidden_project_variables_stay_hidden(db: Db) {
@@ -872,21 +982,31 @@ async fn hidden_project_variables_stay_hidden(db: Db) {
     let mut secret = ProjectVariable::new("SECRET", "s3cr3t-value");
     secret.masked = true;
     secret.hidden = true;
-    s.create_project_variable(p.id, &secret, 1)
+    s.create_variable(&VariableOwner::Project(p.id), &secret, 1)
         .await
         .expect("created");
-    s.create_project_variable(p.id, &ProjectVariable::new("PLAIN", "x"), 1)
+    s.create_variable(
+        &VariableOwner::Project(p.id),
+        &ProjectVariable::new("PLAIN", "x"),
+        1,
+    )
+    .await
+    .expect("created");
+    let all = s
+        .variables(&VariableOwner::Project(p.id))
         .await
-        .expect("created");
-    let all = s.project_variables(p.id).await.expect("list");
+        .expect("list");
     assert_eq!(all, [ProjectVariable::new("PLAIN", "x"), secret.clone()]);
     let mut changed = secret.clone();
     changed.value = "other-value".into();
     changed.hidden = false;
-    s.update_project_variable(p.id, "SECRET", "*", &changed)
+    s.update_variable(&VariableOwner::Project(p.id), "SECRET", "*", &changed)
         .await
         .expect("updated");
-    let all = s.project_variables(p.id).await.expect("list");
+    let all = s
+        .variables(&VariableOwner::Project(p.id))
+        .await
+        .expect("list");
     assert_eq!(
         (all[1].value.as_str(), all[1].hidden),
         ("other-value", true)
@@ -991,6 +1111,7 @@ async fn schedules_are_limited_and_run_once(db: Db) {
 }
 
 on_both_backends!(
+    group_variables_are_kept_per_group,
     schedules_are_limited_and_run_once,
     hidden_project_variables_stay_hidden,
     lists_page_in_the_database,

@@ -39,7 +39,7 @@ use gantry_server::coordinator::{
     Coordinator, CoordinatorConfig, IncludeLoader, JobSelection, PipelineRequest, PipelineUser,
     ProjectRequest, RemoteFetches, RunnerOptions,
 };
-use gantry_store::{ProjectVariable, Store};
+use gantry_store::{ProjectVariable, Store, VariableOwner};
 use tokio::sync::mpsc;
 
 use crate::{env, exit, git, includes, lint, variables_file};
@@ -569,7 +569,7 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
         .map_err(|e| failed(format!("failed to {e}")))?;
     for v in &project_vars {
         coordinator
-            .create_project_variable(project.id, v)
+            .create_variable(&VariableOwner::Project(project.id), v)
             .await
             .map_err(|e| usage(format!("the variables file: {e}")))?;
     }

@@ -1,9 +1,11 @@
-//! `gantry variable list|import|delete --project NAME` (or `--instance`): a project's CI/CD
-//! variables on a running server, through GitLab's API (`/api/v4/projects/:id/variables`),
-//! or the instance's (`/api/v4/admin/ci/variables`, which every project's pipelines see).
-//! `import` reads the file format of `gantry run --variables-file` (see
-//! [`crate::variables_file`]), so one file serves a local run and the server; instance
-//! variables have no `environment_scope`.
+//! `gantry variable list|import|delete --project NAME` (or `--group PATH`, `--instance`): a
+//! project's CI/CD variables on a running server, through GitLab's API
+//! (`/api/v4/projects/:id/variables`), a group's (`/api/v4/groups/:id/variables`, which
+//! the pipelines of every project in the group and its subgroups see) or the instance's
+//! (`/api/v4/admin/ci/variables`, which every project's pipelines see). `import` reads the
+//! file format of `gantry run --variables-file` (see [`crate::variables_file`]), so one
+//! file serves a local run and the server; instance variables have no
+//! `environment_scope`.
 
 use std::path::PathBuf;
 
@@ -15,7 +17,8 @@ use crate::variables_file;
 
 #[derive(Subcommand)]
 pub(crate) enum VariableCommand {
-    /// Print the project's (or the instance's) variables as JSON (values included).
+    /// Print the project's (or the group's, or the instance's) variables as JSON (values
+    /// included, except hidden ones).
     List(ListArgs),
     /// Create or replace every variable of a variables file (the `gantry run
     /// --variables-file` format); variables the file does not name are left alone.
@@ -24,13 +27,17 @@ pub(crate) enum VariableCommand {
     Delete(DeleteArgs),
 }
 
-/// Whose variables: a project's, or the instance's.
+/// Whose variables: a project's, a group's, or the instance's.
 #[derive(Args)]
 #[group(required = true, multiple = false)]
 pub(crate) struct OwnerArgs {
     /// The project's name (or numeric id).
     #[arg(long, value_name = "NAME")]
     project: Option<String>,
+    /// A group's full path (`acme`, `acme/platform`): a namespace of projects, whose
+    /// pipelines (and those of its subgroups' projects) see its variables.
+    #[arg(long, value_name = "PATH")]
+    group: Option<String>,
     /// The instance's variables (Admin Area › CI/CD › Variables), which every pipeline of
     /// every project sees, instead of a project's.
     #[arg(long)]
@@ -62,7 +69,8 @@ pub(crate) struct DeleteArgs {
     owner: OwnerArgs,
     /// The variable's key.
     key: String,
-    /// Its environment scope, when the key exists for several (project variables only).
+    /// Its environment scope, when the key exists for several (project and group
+    /// variables only).
     #[arg(long, value_name = "SCOPE", conflicts_with = "instance")]
     scope: Option<String>,
     #[command(flatten)]
@@ -72,22 +80,25 @@ pub(crate) struct DeleteArgs {
 /// Whose variables a command is about, resolved from [`OwnerArgs`].
 enum Owner<'a> {
     Project(&'a str),
+    Group(&'a str),
     Instance,
 }
 
 impl<'a> Owner<'a> {
     fn of(args: &'a OwnerArgs) -> Self {
-        match &args.project {
-            Some(project) => Owner::Project(project),
-            None => Owner::Instance,
+        match (&args.project, &args.group) {
+            (Some(project), _) => Owner::Project(project),
+            (None, Some(group)) => Owner::Group(group),
+            (None, None) => Owner::Instance,
         }
     }
 
     /// What messages call it.
-    fn label(&self) -> &str {
+    fn label(&self) -> String {
         match self {
-            Owner::Project(project) => project,
-            Owner::Instance => "instance",
+            Owner::Project(project) => (*project).to_owned(),
+            Owner::Group(group) => format!("group {group}"),
+            Owner::Instance => "instance".to_owned(),
         }
     }
 
@@ -95,11 +106,16 @@ impl<'a> Owner<'a> {
     fn base(&self) -> String {
         match self {
             Owner::Project(project) => format!("projects/{}/variables", encode_segment(project)),
+            Owner::Group(group) => format!(
+                "groups/{}/variables",
+                encode_segment(group.trim_matches('/'))
+            ),
             Owner::Instance => "admin/ci/variables".to_owned(),
         }
     }
 
-    /// `…/variables/:key`, with `?filter[environment_scope]=<scope>` for a project's.
+    /// `…/variables/:key`, with `?filter[environment_scope]=<scope>` for a project's or
+    /// group's.
     fn one(&self, key: &str, scope: Option<&str>) -> String {
         let path = format!("{}/{}", self.base(), encode_segment(key));
         match scope {
@@ -139,7 +155,7 @@ struct Upload {
 fn import(args: &ImportArgs) -> Result<(), ClientError> {
     let owner = Owner::of(&args.owner);
     let uploads: Vec<Upload> = match owner {
-        Owner::Project(_) => variables_file::read(&args.file)
+        Owner::Project(_) | Owner::Group(_) => variables_file::read(&args.file)
             .map_err(ClientError::Usage)?
             .into_iter()
             .map(|v| Upload {

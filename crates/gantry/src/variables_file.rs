@@ -55,7 +55,8 @@ pub(crate) fn creation_context(
     vars: &[ProjectVariable],
 ) -> Context {
     let protected = !info.is_tag && info.ref_name == info.default_branch;
-    ctx.with_project_variables(&for_creation(vars, protected))
+    let layered: Vec<(usize, ProjectVariable)> = vars.iter().map(|v| (0, v.clone())).collect();
+    ctx.with_settings_variables(&for_creation(&layered, protected))
 }
 
 /// The variables files read without being named (see the module docs), those that exist,

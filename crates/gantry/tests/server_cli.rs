@@ -807,6 +807,111 @@ fn instance_variables_are_imported_listed_deleted_and_reach_jobs() {
     assert_eq!(text(&project.stdout).trim(), "[]");
 }
 
+/// `gantry variable … --group PATH`: a group's variables from a variables file (scopes
+/// allowed), listed, deleted, and in the jobs of the group's projects.
+#[test]
+fn group_variables_are_imported_listed_deleted_and_reach_jobs() {
+    let data = tempfile::tempdir().expect("dir");
+    let server = Server::start(&data.path().join("data"));
+    let admin = server.token("glpat-").expect("admin token");
+    let registration = server.token("GR1348941").expect("registration token");
+    let env = [
+        ("GANTRY_URL", server.url.as_str()),
+        ("GANTRY_TOKEN", admin.as_str()),
+    ];
+    let repo = repo();
+    create_project(&env, "acme/platform/widget", repo.path());
+
+    let file = data.path().join("group.yml");
+    std::fs::write(
+        &file,
+        "GREETING: hello\nURL:\n  - {value: any}\n  - {value: prod, environment_scope: production}\n",
+    )
+    .expect("write");
+    let file = file.display().to_string();
+    let import = gantry(
+        &["variable", "import", "--group", "acme", file.as_str()],
+        &env,
+    );
+    assert_eq!(import.status.code(), Some(0), "{}", text(&import.stderr));
+    assert!(
+        text(&import.stderr).contains("group acme: 3 variable(s) created, 0 replaced"),
+        "{}",
+        text(&import.stderr)
+    );
+    std::fs::write(&file, "GREETING: nearer\n").expect("write");
+    let sub = gantry(
+        &[
+            "variable",
+            "import",
+            "--group",
+            "acme/platform",
+            file.as_str(),
+        ],
+        &env,
+    );
+    assert_eq!(sub.status.code(), Some(0), "{}", text(&sub.stderr));
+
+    let listed = gantry(&["variable", "list", "--group", "acme"], &env);
+    assert_eq!(listed.status.code(), Some(0), "{}", text(&listed.stderr));
+    let vars: serde_json::Value = serde_json::from_slice(&listed.stdout).expect("JSON");
+    let scopes: Vec<String> = vars
+        .as_array()
+        .expect("list")
+        .iter()
+        .map(|v| format!("{}@{}", v["key"], v["environment_scope"]))
+        .collect();
+    assert_eq!(
+        scopes,
+        [r#""GREETING"@"*""#, r#""URL"@"*""#, r#""URL"@"production""#]
+    );
+
+    // A job of the project gets the nearest group's value.
+    create_pipeline(&env, "acme/platform/widget");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let job = runtime.block_on(take_job(
+        &reqwest::Client::new(),
+        &server.url,
+        &registration,
+    ));
+    let value = |key: &str| {
+        job["variables"]
+            .as_array()
+            .and_then(|all| all.iter().find(|v| v["key"] == key))
+            .map(|v| v["value"].clone())
+            .unwrap_or_default()
+    };
+    assert_eq!(value("GREETING"), "nearer", "{job}");
+    assert_eq!(value("URL"), "any");
+
+    let deleted = gantry(
+        &[
+            "variable",
+            "delete",
+            "--group",
+            "acme",
+            "URL",
+            "--scope",
+            "production",
+        ],
+        &env,
+    );
+    assert_eq!(deleted.status.code(), Some(0), "{}", text(&deleted.stderr));
+    assert!(text(&deleted.stderr).contains("group acme: deleted `URL`"));
+    let missing = gantry(&["variable", "list", "--group", "nobody"], &env);
+    assert_eq!(missing.status.code(), Some(3));
+    assert!(
+        text(&missing.stderr).contains("Group Not Found"),
+        "{}",
+        text(&missing.stderr)
+    );
+    let both = gantry(&["variable", "list", "--group", "acme", "--instance"], &env);
+    assert_eq!(both.status.code(), Some(2), "{}", text(&both.stderr));
+}
+
 #[test]
 fn max_artifacts_size_bounds_uploads() {
     let data = tempfile::tempdir().expect("dir");

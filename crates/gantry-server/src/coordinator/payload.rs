@@ -626,13 +626,13 @@ impl Coordinator {
             vars.public(k, v.clone());
         }
         let instance_vars = self.instance_variables().await?;
-        let project_vars = self.stored_project_variables(project.id).await?;
+        let settings_vars = self.settings_variables(project.id, &project.name).await?;
         for v in instance_variables::for_job(&instance_vars, pipeline.protected) {
             let file = v.variable_type == variables::FILE;
             vars.setting(&v.key, &v.value, v.masked, file, v.raw);
         }
         for v in variables::for_job(
-            &project_vars,
+            &settings_vars,
             pipeline.protected,
             environment_name.as_deref(),
         ) {

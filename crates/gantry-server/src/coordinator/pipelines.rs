@@ -584,22 +584,17 @@ impl Coordinator {
         let includes = self.include_sources(&project).await?;
         let instance_vars =
             super::instance_variables::for_creation(&self.instance_variables().await?, protected);
-        let project_vars = super::variables::for_creation(
-            &self.stored_project_variables(project_id).await?,
+        let settings_vars = super::variables::for_creation(
+            &self.settings_variables(project_id, &project.name).await?,
             protected,
         );
-        // Environment names are expanded with the instance variables and the project
-        // variables of scope `*` too (as the job's rules saw them), in that order, below
-        // the pipeline variables.
+        // Environment names are expanded with the instance variables and the group and
+        // project variables of scope `*` too (as the job's rules saw them), in that order,
+        // below the pipeline variables.
         let environment_vars: Vec<(String, String)> = instance_vars
             .iter()
             .cloned()
-            .chain(
-                project_vars
-                    .iter()
-                    .filter(|(_, _, scope)| scope == "*")
-                    .map(|(k, v, _)| (k.clone(), v.clone())),
-            )
+            .chain(gantry_pipeline::context::unscoped_in_order(&settings_vars))
             .chain(variables.iter().cloned())
             .collect();
         let vars = variables.clone();
@@ -626,7 +621,7 @@ impl Coordinator {
                 return Compiled::Skipped;
             }
             let ctx = Context::new(&info, &vars, changed_files)
-                .with_project_variables(&project_vars)
+                .with_settings_variables(&settings_vars)
                 .with_instance_variables(&instance_vars);
             let loader = IncludeLoader {
                 files: &loader,

@@ -16,8 +16,8 @@
 //! A masked value must be at least 8 characters of `[a-zA-Z0-9_+=/@:.~-]` (GitLab's
 //! `Ci::Maskable`), so the runner can find it in the log.
 
-use gantry_pipeline::context::scope_matches;
-use gantry_store::ProjectVariable;
+use gantry_pipeline::context::{SettingsVariable, scope_matches, scope_rank};
+use gantry_store::{ProjectVariable, VariableOwner};
 
 use super::Coordinator;
 use super::error::CoordinatorError;
@@ -27,6 +27,8 @@ use super::time::now_ms;
 pub const MAX_VALUE_CHARS: usize = 10_000;
 /// Variables per project (GitLab's default plan limit `project_ci_variables`).
 pub const MAX_PER_PROJECT: usize = 8_000;
+/// Variables per group (GitLab's default plan limit `group_ci_variables`).
+pub const MAX_PER_GROUP: usize = 30_000;
 const MAX_KEY_CHARS: usize = 255;
 
 /// `ENV_VAR` / `FILE` as GitLab's API spells them.
@@ -99,41 +101,43 @@ fn maskable(value: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b"_+=/@:.~-".contains(&b))
 }
 
-/// The variables a job of a pipeline gets, in the order they are applied (a later one of
-/// the same key replaces an earlier one): `environment` is the job's expanded environment
+/// The settings variables a job of a pipeline gets, in the order they are applied (a
+/// later one of the same key replaces an earlier one): `vars` are
+/// [`Coordinator::settings_variables`]; `environment` is the job's expanded environment
 /// name, `None` without one; `protected` says whether the pipeline's ref is protected.
+/// Of one key, the nearest owner's wins, there the most specific scope (`scope_rank`).
 pub fn for_job<'a>(
-    vars: &'a [ProjectVariable],
+    vars: &'a [(usize, ProjectVariable)],
     protected: bool,
     environment: Option<&str>,
 ) -> Vec<&'a ProjectVariable> {
-    let mut out: Vec<&ProjectVariable> = vars
+    let mut out: Vec<&(usize, ProjectVariable)> = vars
         .iter()
-        .filter(|v| protected || !v.protected)
-        .filter(|v| {
+        .filter(|(_, v)| protected || !v.protected)
+        .filter(|(_, v)| {
             v.environment_scope == "*"
                 || environment.is_some_and(|e| scope_matches(&v.environment_scope, e))
         })
         .collect();
-    out.sort_by(|a, b| scope_order(a).cmp(&scope_order(b)));
-    out
+    out.sort_by_key(|(layer, v)| {
+        let rank = environment.map_or(0, |e| scope_rank(&v.environment_scope, e));
+        (*layer, rank)
+    });
+    out.into_iter().map(|(_, v)| v).collect()
 }
 
-/// `(key, value, environment scope)` of the variables pipeline creation sees, in the
-/// order they apply (see `Context::with_project_variables`): all but the protected ones
-/// on an unprotected ref.
-pub fn for_creation(vars: &[ProjectVariable], protected: bool) -> Vec<(String, String, String)> {
-    let mut out: Vec<&ProjectVariable> =
-        vars.iter().filter(|v| protected || !v.protected).collect();
-    out.sort_by(|a, b| scope_order(a).cmp(&scope_order(b)));
-    out.into_iter()
-        .map(|v| (v.key.clone(), v.value.clone(), v.environment_scope.clone()))
+/// The settings variables pipeline creation sees (see `Context::with_settings_variables`):
+/// all but the protected ones on an unprotected ref.
+pub fn for_creation(vars: &[(usize, ProjectVariable)], protected: bool) -> Vec<SettingsVariable> {
+    vars.iter()
+        .filter(|(_, v)| protected || !v.protected)
+        .map(|(layer, v)| SettingsVariable {
+            layer: *layer,
+            key: v.key.clone(),
+            value: v.value.clone(),
+            scope: v.environment_scope.clone(),
+        })
         .collect()
-}
-
-/// `*` first, then the other scopes by name: the more specific scope applies last.
-fn scope_order(v: &ProjectVariable) -> (bool, &str) {
-    (v.environment_scope != "*", &v.environment_scope)
 }
 
 /// A pipeline's variables, opened.
@@ -145,30 +149,89 @@ pub(crate) struct PipelineVariables {
 }
 
 impl Coordinator {
-    /// A project's CI/CD variables.
-    pub async fn project_variables(
+    /// The CI/CD variables of a project or a group (`NotFound` when there is no such
+    /// project, or no project in that group).
+    pub async fn variables(
         &self,
-        project_id: i64,
+        owner: &VariableOwner,
     ) -> Result<Vec<ProjectVariable>, CoordinatorError> {
-        self.inner.store.project(project_id).await?;
-        self.stored_project_variables(project_id).await
+        self.ensure_owner(owner).await?;
+        self.stored_variables(owner).await
     }
 
-    /// A project's variables as stored, values decrypted.
-    pub(crate) async fn stored_project_variables(
+    /// Fails with `NotFound` unless `owner` exists: a project, or a group some project
+    /// is in (Gantry keeps no group rows: a group is a namespace of projects).
+    pub(crate) async fn ensure_owner(&self, owner: &VariableOwner) -> Result<(), CoordinatorError> {
+        match owner {
+            VariableOwner::Project(id) => {
+                self.inner.store.project(*id).await?;
+            }
+            VariableOwner::Group(path) => {
+                let prefix = format!("{path}/");
+                let projects = self.inner.store.projects().await?;
+                if !projects
+                    .iter()
+                    .any(|p| super::pipelines::full_path(&p.name).starts_with(&prefix))
+                {
+                    return Err(CoordinatorError::NotFound("group"));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// An owner's variables as stored, values decrypted.
+    pub(crate) async fn stored_variables(
         &self,
-        project_id: i64,
+        owner: &VariableOwner,
     ) -> Result<Vec<ProjectVariable>, CoordinatorError> {
-        let mut vars = self.inner.store.project_variables(project_id).await?;
+        let mut vars = self.inner.store.variables(owner).await?;
         for v in &mut vars {
-            v.value = self.inner.db_key.decrypt(&v.value).map_err(|e| {
-                CoordinatorError::corrupt(format!(
-                    "the value of project variable `{}` (scope `{}`): {e}",
-                    v.key, v.environment_scope
-                ))
-            })?;
+            v.value = self.open_value(owner, v)?;
         }
         Ok(vars)
+    }
+
+    fn open_value(
+        &self,
+        owner: &VariableOwner,
+        v: &ProjectVariable,
+    ) -> Result<String, CoordinatorError> {
+        self.inner.db_key.decrypt(&v.value).map_err(|e| {
+            let whose = match owner {
+                VariableOwner::Project(_) => "project".to_owned(),
+                VariableOwner::Group(path) => format!("group `{path}`"),
+            };
+            CoordinatorError::corrupt(format!(
+                "the value of {whose} variable `{}` (scope `{}`): {e}",
+                v.key, v.environment_scope
+            ))
+        })
+    }
+
+    /// The settings variables a pipeline of project `project_name` sees, each with its
+    /// layer (`SettingsVariable::layer`: its groups from the outermost, 0, then the
+    /// project): project above group, the nearest subgroup above its parents
+    /// (`ci-yaml.md` §6.1). One query for all the groups.
+    pub(crate) async fn settings_variables(
+        &self,
+        project_id: i64,
+        project_name: &str,
+    ) -> Result<Vec<(usize, ProjectVariable)>, CoordinatorError> {
+        let groups = group_paths(project_name);
+        let mut out = Vec::new();
+        for (path, mut v) in self.inner.store.group_variables_of(&groups).await? {
+            let layer = groups.iter().position(|g| *g == path).unwrap_or(0);
+            v.value = self.open_value(&VariableOwner::Group(path), &v)?;
+            out.push((layer, v));
+        }
+        for v in self
+            .stored_variables(&VariableOwner::Project(project_id))
+            .await?
+        {
+            out.push((groups.len(), v));
+        }
+        Ok(out)
     }
 
     /// Pipeline or manual-job variables as stored (the JSON of `pipeline_variables_json`):
@@ -227,37 +290,48 @@ impl Coordinator {
         }
     }
 
-    /// Encrypts the values stored before values were encrypted (at start).
+    /// Encrypts the project and group variable values stored before values were
+    /// encrypted (at start).
     pub(crate) async fn encrypt_stored_variables(&self) -> Result<(), CoordinatorError> {
         let store = &self.inner.store;
-        for (project, key, scope, value) in store
-            .project_variables_without_prefix(super::secrets::PREFIX)
+        for plain in store
+            .variables_without_prefix(super::secrets::PREFIX)
             .await?
         {
-            let sealed = self.inner.db_key.encrypt(&value);
+            let sealed = self.inner.db_key.encrypt(&plain.value);
             store
-                .replace_project_variable_value(project, &key, &scope, &value, &sealed)
+                .replace_variable_value(
+                    &plain.owner,
+                    &plain.key,
+                    &plain.environment_scope,
+                    &plain.value,
+                    &sealed,
+                )
                 .await?;
         }
         Ok(())
     }
 
-    /// Adds a variable (`Invalid` when it breaks a rule of [`validate`] or the project
-    /// has one of that key and scope).
-    pub async fn create_project_variable(
+    /// Adds a variable (`Invalid` when it breaks a rule of [`validate`], the owner has
+    /// one of that key and scope, or has as many variables as it may).
+    pub async fn create_variable(
         &self,
-        project_id: i64,
+        owner: &VariableOwner,
         v: &ProjectVariable,
     ) -> Result<(), CoordinatorError> {
         validate(v)?;
-        if self.project_variables(project_id).await?.len() >= MAX_PER_PROJECT {
+        let (most, whose) = match owner {
+            VariableOwner::Project(_) => (MAX_PER_PROJECT, "the project"),
+            VariableOwner::Group(_) => (MAX_PER_GROUP, "the group"),
+        };
+        if self.variables(owner).await?.len() >= most {
             return Err(CoordinatorError::Invalid(format!(
-                "the project has {MAX_PER_PROJECT} variables, the most it may have: delete one first"
+                "{whose} has {most} variables, the most it may have: delete one first"
             )));
         }
         self.inner
             .store
-            .create_project_variable(project_id, &self.sealed(v), now_ms())
+            .create_variable(owner, &self.sealed(v), now_ms())
             .await
             .map_err(taken)
     }
@@ -265,9 +339,9 @@ impl Coordinator {
     /// Replaces the variable `key` of scope `scope` (`NotFound` when there is none). A
     /// hidden variable stays hidden and masked (GitLab's rule: `hidden` is chosen at
     /// creation, with `masked_and_hidden`); `v` may not change either.
-    pub async fn update_project_variable(
+    pub async fn update_variable(
         &self,
-        project_id: i64,
+        owner: &VariableOwner,
         key: &str,
         scope: &str,
         v: &ProjectVariable,
@@ -275,7 +349,7 @@ impl Coordinator {
         let current = self
             .inner
             .store
-            .project_variables(project_id)
+            .variables(owner)
             .await?
             .into_iter()
             .find(|c| c.key == key && c.environment_scope == scope)
@@ -293,24 +367,34 @@ impl Coordinator {
         validate(v)?;
         self.inner
             .store
-            .update_project_variable(project_id, key, scope, &self.sealed(v))
+            .update_variable(owner, key, scope, &self.sealed(v))
             .await
             .map_err(taken)
     }
 
     /// Removes the variable `key` of scope `scope` (`NotFound` when there is none).
-    pub async fn delete_project_variable(
+    pub async fn delete_variable(
         &self,
-        project_id: i64,
+        owner: &VariableOwner,
         key: &str,
         scope: &str,
     ) -> Result<(), CoordinatorError> {
-        Ok(self
-            .inner
-            .store
-            .delete_project_variable(project_id, key, scope)
-            .await?)
+        Ok(self.inner.store.delete_variable(owner, key, scope).await?)
     }
+}
+
+/// The groups a project is in, outermost first: `acme/platform/widget` →
+/// `acme`, `acme/platform`; a name without `/` is in the default namespace.
+pub fn group_paths(project_name: &str) -> Vec<String> {
+    let (namespace, _) = super::pipelines::project_path(project_name);
+    let mut out = Vec::new();
+    let mut end = 0;
+    for segment in namespace.split('/') {
+        end += segment.len();
+        out.push(namespace[..end].to_owned());
+        end += 1;
+    }
+    out
 }
 
 /// A duplicate key is a `400` on GitLab (a validation error), not a conflict.
@@ -336,10 +420,11 @@ mod tests {
     #[test]
     fn a_job_gets_protected_and_scoped_variables_only_where_they_apply() {
         let vars = vec![
-            var("TOKEN", "*", true),
-            var("URL", "*", false),
-            var("URL", "review/*", false),
-            var("URL", "production", false),
+            (1, var("TOKEN", "*", true)),
+            (1, var("URL", "*", false)),
+            (1, var("URL", "production", false)),
+            (1, var("URL", "prod*", false)),
+            (1, var("URL", "review/*", false)),
         ];
         let got = |protected, env| -> Vec<String> {
             for_job(&vars, protected, env)
@@ -349,26 +434,39 @@ mod tests {
         };
         assert_eq!(got(false, None), ["URL@*"]);
         assert_eq!(got(true, None), ["TOKEN@*", "URL@*"]);
-        // The specific scope comes last, so it replaces `*`.
-        assert_eq!(got(false, Some("production")), ["URL@*", "URL@production"]);
-        assert_eq!(got(false, Some("review/x")), ["URL@*", "URL@review/*"]);
-        let keys = |protected| -> Vec<(String, String)> {
-            for_creation(&vars, protected)
-                .into_iter()
-                .map(|(k, _, scope)| (k, scope))
-                .collect()
-        };
-        let pair = |k: &str, s: &str| (k.to_owned(), s.to_owned());
+        // The exact name comes last, after patterns, so it replaces them.
         assert_eq!(
-            keys(true),
-            [
-                pair("TOKEN", "*"),
-                pair("URL", "*"),
-                pair("URL", "production"),
-                pair("URL", "review/*")
-            ]
+            got(false, Some("production")),
+            ["URL@*", "URL@prod*", "URL@production"]
         );
-        assert_eq!(keys(false).len(), 3);
+        assert_eq!(got(false, Some("review/x")), ["URL@*", "URL@review/*"]);
+        assert_eq!(for_creation(&vars, true).len(), 5);
+        assert_eq!(for_creation(&vars, false).len(), 4);
+    }
+
+    #[test]
+    fn the_project_wins_over_its_groups_whatever_the_scopes() {
+        let vars = vec![
+            (2, var("URL", "*", false)),
+            (0, var("URL", "production", false)),
+            (1, var("URL", "prod*", false)),
+            (0, var("TEAM", "*", false)),
+            (1, var("TEAM", "*", false)),
+        ];
+        let got: Vec<String> = for_job(&vars, false, Some("production"))
+            .into_iter()
+            .map(|v| v.value.clone())
+            .collect();
+        // Applied in this order, a later one of a key replacing an earlier one.
+        assert_eq!(
+            got,
+            ["TEAM@*", "URL@production", "TEAM@*", "URL@prod*", "URL@*"]
+        );
+        assert_eq!(
+            group_paths("acme/platform/widget"),
+            ["acme", "acme/platform"]
+        );
+        assert_eq!(group_paths("widget"), ["gantry"]);
     }
 
     #[test]

@@ -322,6 +322,16 @@ fn build(coordinator: Coordinator, shutdown: watch::Receiver<bool>) -> Router {
             get(jobs::latest_artifact_file),
         )
         .route(
+            "/groups/{group}/variables",
+            get(variables::list).post(variables::create),
+        )
+        .route(
+            "/groups/{group}/variables/{key}",
+            get(variables::show)
+                .put(variables::update)
+                .delete(variables::delete),
+        )
+        .route(
             "/admin/ci/variables",
             get(instance_variables::list).post(instance_variables::create),
         )

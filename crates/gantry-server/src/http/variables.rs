@@ -1,5 +1,8 @@
-//! Project CI/CD variables, GitLab's API shapes: `GET/POST /projects/:id/variables`,
-//! `GET/PUT/DELETE /projects/:id/variables/:key`. A key that exists for several environment
+//! Project and group CI/CD variables, GitLab's API shapes: `GET/POST /projects/:id/variables`,
+//! `GET/PUT/DELETE /projects/:id/variables/:key`, and the same under `/groups/:id`, where
+//! `:id` is the group's URL-encoded full path (`acme%2Fplatform`; Gantry keeps no group
+//! rows, so groups have no numeric ids: a group is a namespace some project is in, else
+//! `404 Group Not Found`). One set of handlers serves both. A key that exists for several environment
 //! scopes is addressed with `filter[environment_scope]=<scope>`. Every call needs the admin
 //! token. `PUT` changes the fields given but never the key nor whether the variable is
 //! hidden (`key` and `masked_and_hidden` in its body are ignored, as GitLab ignores them). Rules and limits: `coordinator::variables`.
@@ -7,13 +10,16 @@
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use gantry_store::ProjectVariable;
+use std::collections::HashMap;
+
+use gantry_store::{ProjectVariable, VariableOwner};
 use serde::{Deserialize, Serialize};
 
 use super::error::{ApiError, ApiResult};
 use super::extract::{self, Body};
 use super::projects::find_project;
 use super::{AppState, auth, json_response};
+use crate::coordinator::CoordinatorError;
 
 /// A variable as GitLab's API shows it: a hidden one without its value (`null`).
 #[derive(Debug, Serialize)]
@@ -94,60 +100,81 @@ pub(crate) struct ScopeFilter {
     environment_scope: Option<String>,
 }
 
-/// `GET /api/v4/projects/:id/variables[?page=&per_page=]`: a page (20 by default) with
-/// GitLab's `X-Page`, `X-Per-Page`, `X-Next-Page` and `X-Total` headers.
+/// Whose variables a route names: `{project}` (id or path) or `{group}` (full path),
+/// and `{key}` on the routes of one variable.
+async fn owner(
+    state: &AppState,
+    params: &HashMap<String, String>,
+) -> Result<VariableOwner, ApiError> {
+    if let Some(project) = params.get("project") {
+        return Ok(VariableOwner::Project(
+            find_project(state, project).await?.id,
+        ));
+    }
+    let path = params.get("group").map(String::as_str).unwrap_or_default();
+    let owner = VariableOwner::Group(path.trim_matches('/').to_owned());
+    match state.coordinator.ensure_owner(&owner).await {
+        Ok(()) => Ok(owner),
+        Err(CoordinatorError::NotFound(_)) => Err(ApiError::not_found("Group")),
+        Err(other) => Err(other.into()),
+    }
+}
+
+fn key(params: &HashMap<String, String>) -> &str {
+    params.get("key").map(String::as_str).unwrap_or_default()
+}
+
+/// `GET /api/v4/{projects,groups}/:id/variables[?page=&per_page=]`: a page (20 by
+/// default) with GitLab's `X-Page`, `X-Per-Page`, `X-Next-Page` and `X-Total` headers.
 pub(crate) async fn list(
     State(state): State<AppState>,
-    Path(project): Path<String>,
+    Path(params): Path<HashMap<String, String>>,
     Query(page): Query<super::projects::Page>,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     auth::require_admin(&state.coordinator, &headers).await?;
-    let project = find_project(&state, &project).await?;
-    let vars = state.coordinator.project_variables(project.id).await?;
+    let owner = owner(&state, &params).await?;
+    let vars = state.coordinator.variables(&owner).await?;
     let views: Vec<VariableView> = vars.into_iter().map(VariableView::from).collect();
     Ok(super::projects::page_of(views, &page))
 }
 
-/// `POST /api/v4/projects/:id/variables` → `201` with the variable.
+/// `POST /api/v4/{projects,groups}/:id/variables` → `201` with the variable.
 pub(crate) async fn create(
     State(state): State<AppState>,
-    Path(project): Path<String>,
+    Path(params): Path<HashMap<String, String>>,
     headers: HeaderMap,
     Body(body): Body,
 ) -> ApiResult<Response> {
     auth::require_admin(&state.coordinator, &headers).await?;
-    let params: VariableParams = extract::params(&headers, &body)?;
-    let project = find_project(&state, &project).await?;
-    if params.key.is_none() {
+    let request: VariableParams = extract::params(&headers, &body)?;
+    let owner = owner(&state, &params).await?;
+    if request.key.is_none() {
         return Err(ApiError::param("key is missing"));
     }
-    if params.value.is_none() {
+    if request.value.is_none() {
         return Err(ApiError::param("value is missing"));
     }
-    let hidden = params.masked_and_hidden == Some(true);
-    let mut v = params.apply(ProjectVariable::new("", ""));
+    let hidden = request.masked_and_hidden == Some(true);
+    let mut v = request.apply(ProjectVariable::new("", ""));
     if hidden {
         v.masked = true;
         v.hidden = true;
     }
-    state
-        .coordinator
-        .create_project_variable(project.id, &v)
-        .await?;
+    state.coordinator.create_variable(&owner, &v).await?;
     Ok(json_response(StatusCode::CREATED, &VariableView::from(v)))
 }
 
 /// The one variable `key` names (with the scope filter when several scopes have it).
 async fn find(
     state: &AppState,
-    project_id: i64,
+    owner: &VariableOwner,
     key: &str,
     filter: &ScopeFilter,
 ) -> Result<ProjectVariable, ApiError> {
     let mut found: Vec<ProjectVariable> = state
         .coordinator
-        .project_variables(project_id)
+        .variables(owner)
         .await?
         .into_iter()
         .filter(|v| v.key == key)
@@ -167,31 +194,32 @@ async fn find(
     }
 }
 
-/// `GET /api/v4/projects/:id/variables/:key`.
+/// `GET /api/v4/{projects,groups}/:id/variables/:key`.
 pub(crate) async fn show(
     State(state): State<AppState>,
-    Path((project, key)): Path<(String, String)>,
+    Path(params): Path<HashMap<String, String>>,
     Query(filter): Query<ScopeFilter>,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     auth::require_admin(&state.coordinator, &headers).await?;
-    let project = find_project(&state, &project).await?;
-    let v = find(&state, project.id, &key, &filter).await?;
+    let owner = owner(&state, &params).await?;
+    let v = find(&state, &owner, key(&params), &filter).await?;
     Ok(json_response(StatusCode::OK, &VariableView::from(v)))
 }
 
-/// `PUT /api/v4/projects/:id/variables/:key` → `200` with the variable.
+/// `PUT /api/v4/{projects,groups}/:id/variables/:key` → `200` with the variable.
 pub(crate) async fn update(
     State(state): State<AppState>,
-    Path((project, key)): Path<(String, String)>,
+    Path(params): Path<HashMap<String, String>>,
     Query(filter): Query<ScopeFilter>,
     headers: HeaderMap,
     Body(body): Body,
 ) -> ApiResult<Response> {
     auth::require_admin(&state.coordinator, &headers).await?;
-    let params: VariableParams = extract::params(&headers, &body)?;
-    let project = find_project(&state, &project).await?;
-    let current = find(&state, project.id, &key, &filter).await?;
+    let request: VariableParams = extract::params(&headers, &body)?;
+    let owner = owner(&state, &params).await?;
+    let key = key(&params);
+    let current = find(&state, &owner, key, &filter).await?;
     let scope = current.environment_scope.clone();
     // GitLab updates with `declared_params.except(:key, :filter)`, and `PUT` declares no
     // `masked_and_hidden`: a `key` in the body never renames the variable, and whether it
@@ -199,29 +227,30 @@ pub(crate) async fn update(
     let v = VariableParams {
         key: None,
         masked_and_hidden: None,
-        ..params
+        ..request
     }
     .apply(current);
     state
         .coordinator
-        .update_project_variable(project.id, &key, &scope, &v)
+        .update_variable(&owner, key, &scope, &v)
         .await?;
     Ok(json_response(StatusCode::OK, &VariableView::from(v)))
 }
 
-/// `DELETE /api/v4/projects/:id/variables/:key` → `204`.
+/// `DELETE /api/v4/{projects,groups}/:id/variables/:key` → `204`.
 pub(crate) async fn delete(
     State(state): State<AppState>,
-    Path((project, key)): Path<(String, String)>,
+    Path(params): Path<HashMap<String, String>>,
     Query(filter): Query<ScopeFilter>,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     auth::require_admin(&state.coordinator, &headers).await?;
-    let project = find_project(&state, &project).await?;
-    let current = find(&state, project.id, &key, &filter).await?;
+    let owner = owner(&state, &params).await?;
+    let key = key(&params);
+    let current = find(&state, &owner, key, &filter).await?;
     state
         .coordinator
-        .delete_project_variable(project.id, &key, &current.environment_scope)
+        .delete_variable(&owner, key, &current.environment_scope)
         .await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }

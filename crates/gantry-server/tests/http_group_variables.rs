@@ -1,0 +1,180 @@
+//! Group CI/CD variables over the user API (`/groups/:id/variables`, GitLab's shapes, a
+//! group named by its URL-encoded full path) and what the jobs of the projects in the
+//! group and its subgroups receive: the project above its groups, the nearest subgroup
+//! above its parents, scopes and protection as for project variables.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod http_support;
+
+use http_support::{Repo, TestServer};
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+const PIPELINE: &str = r#"
+build:
+  rules:
+    - if: $TEAM == "platform"
+  script: [make]
+deploy:
+  environment: production
+  script: [deploy]
+"#;
+
+fn var<'a>(payload: &'a Value, key: &str) -> Option<&'a str> {
+    payload["variables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["key"] == key)
+        .and_then(|v| v["value"].as_str())
+}
+
+#[tokio::test]
+async fn group_variables_are_managed_by_path_and_reach_the_groups_projects() {
+    let server = TestServer::start().await;
+    let repo = Repo::new(&[(".gitlab-ci.yml", PIPELINE)]);
+    let project = server.create_project("acme/platform/widget", &repo).await;
+    let pid = project["id"].as_i64().unwrap();
+    let root = "groups/acme/variables";
+    let sub = "groups/acme%2Fplatform/variables";
+
+    for (path, body) in [
+        (root, json!({"key": "TEAM", "value": "everyone"})),
+        (sub, json!({"key": "TEAM", "value": "platform"})),
+        (
+            root,
+            json!({"key": "REGISTRY", "value": "registry.acme.test"}),
+        ),
+        (
+            root,
+            json!({"key": "URL", "value": "root-prod", "environment_scope": "production"}),
+        ),
+        (sub, json!({"key": "URL", "value": "sub-any"})),
+        (
+            root,
+            json!({"key": "DEPLOY_TOKEN", "value": "t0ken-for-main", "masked": true, "protected": true}),
+        ),
+        (sub, json!({"key": "SHADOW", "value": "from-subgroup"})),
+    ] {
+        let (status, answer) = server.admin(Method::POST, path, Some(body)).await;
+        assert_eq!(status, StatusCode::CREATED, "{path}: {answer}");
+    }
+    let (status, _) = server
+        .admin(
+            Method::POST,
+            &format!("projects/{pid}/variables"),
+            Some(json!({"key": "SHADOW", "value": "from-project"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+
+    // GitLab's shapes: list, show, update (no rename), the same key taken, delete.
+    let (status, list) = server.admin(Method::GET, sub, None).await;
+    assert_eq!(status, StatusCode::OK);
+    let keys: Vec<&str> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["key"].as_str().unwrap())
+        .collect();
+    assert_eq!(keys, ["SHADOW", "TEAM", "URL"]);
+    let (status, shown) = server
+        .admin(Method::GET, &format!("{root}/DEPLOY_TOKEN"), None)
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        shown,
+        json!({"variable_type": "env_var", "key": "DEPLOY_TOKEN", "value": "t0ken-for-main",
+               "protected": true, "masked": true, "hidden": false, "raw": false,
+               "environment_scope": "*", "description": null})
+    );
+    let (status, body) = server
+        .admin(
+            Method::POST,
+            root,
+            Some(json!({"key": "TEAM", "value": "twice"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(
+        body.to_string()
+            .contains("(TEAM) has already been taken: the group has a variable `TEAM`"),
+        "{body}"
+    );
+    let (status, updated) = server
+        .admin(
+            Method::PUT,
+            &format!("{root}/REGISTRY"),
+            Some(json!({"value": "registry.acme.example", "key": "RENAMED"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{updated}");
+    assert_eq!(
+        (&updated["key"], &updated["value"]),
+        (&json!("REGISTRY"), &json!("registry.acme.example"))
+    );
+    let (status, _) = server
+        .admin(
+            Method::POST,
+            root,
+            Some(json!({"key": "GONE", "value": "x"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (status, _) = server
+        .admin(Method::DELETE, &format!("{root}/GONE"), None)
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, _) = server
+        .admin(Method::DELETE, &format!("{root}/GONE"), None)
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
+    // A group no project is in, and a part of a name, are no groups.
+    for missing in ["groups/nobody/variables", "groups/acm/variables"] {
+        let (status, body) = server.admin(Method::GET, missing, None).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{missing}");
+        assert_eq!(body, json!({"message": "404 Group Not Found"}), "{missing}");
+    }
+    let (status, body) = server
+        .admin(
+            Method::POST,
+            sub,
+            Some(json!({"key": "BAD-KEY", "value": "x"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(
+        body.to_string().contains("can contain only letters"),
+        "{body}"
+    );
+
+    // The jobs of the project on its protected default branch.
+    let (_, runner) = server.create_runner(json!({})).await;
+    let pipeline = server.create_pipeline(pid, "main").await;
+    let jobs = server
+        .pipeline_jobs(pid, pipeline["id"].as_i64().unwrap())
+        .await;
+    let mut names: Vec<&str> = jobs.iter().map(|j| j["name"].as_str().unwrap()).collect();
+    names.sort_unstable();
+    assert_eq!(names, ["build", "deploy"], "rules saw the subgroup's TEAM");
+    let mut payloads = Vec::new();
+    for _ in 0..2 {
+        payloads.push(server.take_job(&runner).await.2);
+    }
+    let job = |name: &str| {
+        payloads
+            .iter()
+            .find(|p| p["job_info"]["name"] == name)
+            .unwrap()
+    };
+    let build = job("build");
+    assert_eq!(var(build, "TEAM"), Some("platform"));
+    assert_eq!(var(build, "REGISTRY"), Some("registry.acme.example"));
+    assert_eq!(var(build, "SHADOW"), Some("from-project"));
+    assert_eq!(var(build, "URL"), Some("sub-any"));
+    assert_eq!(var(build, "DEPLOY_TOKEN"), Some("t0ken-for-main"));
+    // The subgroup's `*` beats the root group's exact scope: the nearer group wins.
+    assert_eq!(var(job("deploy"), "URL"), Some("sub-any"));
+}

@@ -1,0 +1,268 @@
+//! CI/CD variables set in settings: a project's (`project_variables`) and a group's
+//! (`group_variables`). Both have GitLab's shape, [`ProjectVariable`], and the same
+//! rules: a key is unique per environment scope in its owner. One implementation serves
+//! both tables, chosen by [`VariableOwner`]. Instance variables have no scope and live
+//! in the store's root module.
+
+use sqlx::Row;
+use sqlx::any::AnyArguments;
+use sqlx::query::Query;
+
+use crate::{ProjectVariable, Result, Store, StoreError, b};
+
+/// Whose variables: a project's, or a group's. Gantry keeps no group rows: a group is a
+/// project namespace, named by its full path (`acme`, `acme/platform`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum VariableOwner {
+    Project(i64),
+    Group(String),
+}
+
+impl VariableOwner {
+    fn table(&self) -> &'static str {
+        match self {
+            Self::Project(_) => "project_variables",
+            Self::Group(_) => "group_variables",
+        }
+    }
+
+    fn column(&self) -> &'static str {
+        match self {
+            Self::Project(_) => "project_id",
+            Self::Group(_) => "group_path",
+        }
+    }
+
+    /// `the project` / `the group`, for messages.
+    fn noun(&self) -> &'static str {
+        match self {
+            Self::Project(_) => "the project",
+            Self::Group(_) => "the group",
+        }
+    }
+
+    /// Binds the owner as the query's next parameter.
+    fn bind<'q>(
+        &self,
+        query: Query<'q, sqlx::Any, AnyArguments<'q>>,
+    ) -> Query<'q, sqlx::Any, AnyArguments<'q>> {
+        match self {
+            Self::Project(id) => query.bind(*id),
+            Self::Group(path) => query.bind(path.clone()),
+        }
+    }
+}
+
+/// A value stored without the encryption prefix (see
+/// [`Store::variables_without_prefix`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlainVariable {
+    pub owner: VariableOwner,
+    pub key: String,
+    pub environment_scope: String,
+    pub value: String,
+}
+
+impl Store {
+    /// An owner's variables, by key, then environment scope.
+    pub async fn variables(&self, owner: &VariableOwner) -> Result<Vec<ProjectVariable>> {
+        let sql = format!(
+            "SELECT {} FROM {} WHERE {} = $1 ORDER BY key, environment_scope",
+            ProjectVariable::COLUMNS,
+            owner.table(),
+            owner.column()
+        );
+        let rows = owner.bind(sqlx::query(&sql)).fetch_all(&self.pool).await?;
+        Ok(rows.iter().map(ProjectVariable::from_row).collect())
+    }
+
+    /// The variables of the groups `paths`, `(group path, variable)`, by path, key and
+    /// environment scope: one query for all the groups a project is in.
+    pub async fn group_variables_of(
+        &self,
+        paths: &[String],
+    ) -> Result<Vec<(String, ProjectVariable)>> {
+        if paths.is_empty() {
+            return Ok(Vec::new());
+        }
+        let params: Vec<String> = (1..=paths.len()).map(|i| format!("${i}")).collect();
+        let sql = format!(
+            "SELECT group_path, {} FROM group_variables WHERE group_path IN ({}) ORDER BY group_path, key, environment_scope",
+            ProjectVariable::COLUMNS,
+            params.join(", ")
+        );
+        let mut query = sqlx::query(&sql);
+        for path in paths {
+            query = query.bind(path.clone());
+        }
+        let rows = query.fetch_all(&self.pool).await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get("group_path")?, ProjectVariable::from_row(r))))
+            .collect()
+    }
+
+    /// Adds a variable; `Conflict` when the owner has one of that key and scope.
+    pub async fn create_variable(
+        &self,
+        owner: &VariableOwner,
+        v: &ProjectVariable,
+        now: i64,
+    ) -> Result<()> {
+        let sql = format!(
+            "INSERT INTO {} ({}, key, value, variable_type, protected, masked, raw, environment_scope, description, created_at, hidden) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+            owner.table(),
+            owner.column()
+        );
+        owner
+            .bind(sqlx::query(&sql))
+            .bind(&v.key)
+            .bind(&v.value)
+            .bind(&v.variable_type)
+            .bind(b(v.protected))
+            .bind(b(v.masked))
+            .bind(b(v.raw))
+            .bind(&v.environment_scope)
+            .bind(v.description.clone())
+            .bind(now)
+            .bind(b(v.hidden))
+            .execute(&self.writer)
+            .await
+            .map_err(|e| taken(e, owner, v))?;
+        Ok(())
+    }
+
+    /// Replaces the variable `key` of environment scope `scope` with `v` (which may
+    /// change the scope; `hidden` is kept: it is set at creation only); `NotFound` when
+    /// there is none, `Conflict` when the new key and scope belong to another variable.
+    pub async fn update_variable(
+        &self,
+        owner: &VariableOwner,
+        key: &str,
+        scope: &str,
+        v: &ProjectVariable,
+    ) -> Result<()> {
+        let sql = format!(
+            "UPDATE {} SET key = $1, value = $2, variable_type = $3, protected = $4, masked = $5, raw = $6, environment_scope = $7, description = $8 \
+             WHERE {} = $9 AND key = $10 AND environment_scope = $11",
+            owner.table(),
+            owner.column()
+        );
+        let query = sqlx::query(&sql)
+            .bind(&v.key)
+            .bind(&v.value)
+            .bind(&v.variable_type)
+            .bind(b(v.protected))
+            .bind(b(v.masked))
+            .bind(b(v.raw))
+            .bind(&v.environment_scope)
+            .bind(v.description.clone());
+        let done = owner
+            .bind(query)
+            .bind(key)
+            .bind(scope)
+            .execute(&self.writer)
+            .await
+            .map_err(|e| taken(e, owner, v))?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::NotFound("variable"));
+        }
+        Ok(())
+    }
+
+    /// Every project's and group's variables whose stored value does not start with
+    /// `prefix` (values written before they were encrypted, `prefix` marking encrypted
+    /// ones).
+    pub async fn variables_without_prefix(&self, prefix: &str) -> Result<Vec<PlainVariable>> {
+        let len = prefix.chars().count();
+        let mut out = Vec::new();
+        for kind in [
+            VariableOwner::Project(0),
+            VariableOwner::Group(String::new()),
+        ] {
+            let (table, column) = (kind.table(), kind.column());
+            let rows = sqlx::query(&format!(
+                "SELECT {column}, key, environment_scope, value FROM {table} WHERE substr(value, 1, {len}) <> $1",
+            ))
+            .bind(prefix)
+            .fetch_all(&self.pool)
+            .await?;
+            for r in &rows {
+                out.push(PlainVariable {
+                    owner: match kind {
+                        VariableOwner::Project(_) => VariableOwner::Project(r.try_get(column)?),
+                        VariableOwner::Group(_) => VariableOwner::Group(r.try_get(column)?),
+                    },
+                    key: r.try_get("key")?,
+                    environment_scope: r.try_get("environment_scope")?,
+                    value: r.try_get("value")?,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// Sets the stored value of the variable `key` of scope `scope`, if it still holds
+    /// `old` (a concurrent update wins).
+    pub async fn replace_variable_value(
+        &self,
+        owner: &VariableOwner,
+        key: &str,
+        scope: &str,
+        old: &str,
+        value: &str,
+    ) -> Result<()> {
+        let sql = format!(
+            "UPDATE {} SET value = $1 WHERE {} = $2 AND key = $3 AND environment_scope = $4 AND value = $5",
+            owner.table(),
+            owner.column()
+        );
+        owner
+            .bind(sqlx::query(&sql).bind(value))
+            .bind(key)
+            .bind(scope)
+            .bind(old)
+            .execute(&self.writer)
+            .await?;
+        Ok(())
+    }
+
+    /// Removes the variable `key` of environment scope `scope`; `NotFound` when there is
+    /// none.
+    pub async fn delete_variable(
+        &self,
+        owner: &VariableOwner,
+        key: &str,
+        scope: &str,
+    ) -> Result<()> {
+        let sql = format!(
+            "DELETE FROM {} WHERE {} = $1 AND key = $2 AND environment_scope = $3",
+            owner.table(),
+            owner.column()
+        );
+        let done = owner
+            .bind(sqlx::query(&sql))
+            .bind(key)
+            .bind(scope)
+            .execute(&self.writer)
+            .await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::NotFound("variable"));
+        }
+        Ok(())
+    }
+}
+
+/// A variable of that key and scope exists already (GitLab's validation message).
+fn taken(e: sqlx::Error, owner: &VariableOwner, v: &ProjectVariable) -> StoreError {
+    StoreError::conflict_or(
+        e,
+        format!(
+            "({}) has already been taken: {} has a variable `{}` for environment scope `{}`",
+            v.key,
+            owner.noun(),
+            v.key,
+            v.environment_scope
+        ),
+    )
+}
