@@ -312,7 +312,9 @@ impl Store {
 
     // ---- projects ----
 
+    /// Adds a project and its first protected branches, in one transaction.
     pub async fn create_project(&self, p: &NewProject, now: i64) -> Result<Project> {
+        let mut tx = self.begin_write().await?;
         let r = sqlx::query(
             "INSERT INTO projects (name, repo_url, default_branch, timeout_secs, created_at, ci_config_path) VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
         )
@@ -322,11 +324,57 @@ impl Store {
         .bind(p.timeout_secs)
         .bind(now)
         .bind(&p.ci_config_path)
-        .fetch_one(&self.writer)
+        .fetch_one(&mut *tx)
         .await
         .map_err(|e| StoreError::conflict_or(e, format!("a project named `{}` already exists", p.name)))?;
         let id: i64 = r.get(0);
+        for name in &p.protected_branches {
+            insert_protected_ref(&mut tx, id, RefKind::Branch, name, now).await?;
+        }
+        tx.commit().await?;
         self.project(id).await
+    }
+
+    /// A project's protected branches and tags, branches first, by name.
+    pub async fn protected_refs(&self, project_id: i64) -> Result<Vec<ProtectedRef>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {} FROM protected_refs WHERE project_id = $1 ORDER BY kind, name",
+            ProtectedRef::COLUMNS
+        ))
+        .bind(project_id)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(ProtectedRef::from_row).collect())
+    }
+
+    /// Protects a branch or tag name or pattern; `Conflict` when it is protected already.
+    pub async fn protect_ref(
+        &self,
+        project_id: i64,
+        kind: RefKind,
+        name: &str,
+        now: i64,
+    ) -> Result<ProtectedRef> {
+        let mut tx = self.begin_write().await?;
+        let protected = insert_protected_ref(&mut tx, project_id, kind, name, now).await?;
+        tx.commit().await?;
+        Ok(protected)
+    }
+
+    /// Removes a protection; `NotFound` when there is none of that kind and name.
+    pub async fn unprotect_ref(&self, project_id: i64, kind: RefKind, name: &str) -> Result<()> {
+        let done = sqlx::query(
+            "DELETE FROM protected_refs WHERE project_id = $1 AND kind = $2 AND name = $3",
+        )
+        .bind(project_id)
+        .bind(kind.as_str())
+        .bind(name)
+        .execute(&self.writer)
+        .await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::NotFound("protected ref"));
+        }
+        Ok(())
     }
 
     pub async fn project(&self, id: i64) -> Result<Project> {
@@ -1551,6 +1599,29 @@ async fn update_job(tx: &mut sqlx::Transaction<'_, sqlx::Any>, u: &JobUpdate) ->
     .execute(&mut **tx)
     .await?;
     Ok(())
+}
+
+async fn insert_protected_ref(
+    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    project_id: i64,
+    kind: RefKind,
+    name: &str,
+    now: i64,
+) -> Result<ProtectedRef> {
+    let row = sqlx::query(&format!(
+        "INSERT INTO protected_refs (project_id, kind, name, created_at) VALUES ($1, $2, $3, $4) RETURNING {}",
+        ProtectedRef::COLUMNS
+    ))
+    .bind(project_id)
+    .bind(kind.as_str())
+    .bind(name)
+    .bind(now)
+    .fetch_one(&mut **tx)
+    .await
+    .map_err(|e| {
+        StoreError::conflict_or(e, format!("the {} `{name}` is protected already", kind.as_str()))
+    })?;
+    Ok(ProtectedRef::from_row(&row))
 }
 
 /// An instance variable of that key exists already (GitLab's validation message).

@@ -21,6 +21,9 @@ pub struct NewProject {
     pub timeout_secs: i64,
     /// The configuration file's path in the repository (GitLab's `ci_config_path`).
     pub ci_config_path: String,
+    /// Branch names or patterns protected from the start (GitLab protects the default
+    /// branch); stored with the project, in one transaction.
+    pub protected_branches: Vec<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -569,6 +572,48 @@ impl InstanceVariable {
             masked: flag(r, "masked"),
             raw: flag(r, "raw"),
             description: r.get("description"),
+        }
+    }
+}
+
+/// Protected branches and protected tags are kept apart, as on GitLab.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RefKind {
+    Branch,
+    Tag,
+}
+
+impl RefKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Branch => "branch",
+            Self::Tag => "tag",
+        }
+    }
+}
+
+/// A protected branch or tag: a name, or a pattern with `*` wildcards.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProtectedRef {
+    pub id: i64,
+    pub kind: RefKind,
+    pub name: String,
+    pub created_at: i64,
+}
+
+impl ProtectedRef {
+    pub(crate) const COLUMNS: &'static str = "id, kind, name, created_at";
+    pub(crate) fn from_row(r: &AnyRow) -> Self {
+        let kind: String = r.get("kind");
+        Self {
+            id: r.get("id"),
+            kind: if kind == "tag" {
+                RefKind::Tag
+            } else {
+                RefKind::Branch
+            },
+            name: r.get("name"),
+            created_at: r.get("created_at"),
         }
     }
 }

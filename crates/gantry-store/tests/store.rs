@@ -65,6 +65,7 @@ fn project(name: &str) -> NewProject {
         default_branch: "main".into(),
         timeout_secs: 3600,
         ci_config_path: ".gitlab-ci.yml".into(),
+        protected_branches: vec!["main".into()],
     }
 }
 
@@ -861,6 +862,65 @@ async fn instance_variables_are_unique_by_key(db: Db) {
     assert_eq!(s.instance_variables().await.expect("list").len(), 1);
 }
 
+/// Protected branches and tags: the project's first ones stored with it; one row per kind
+/// and name; removed by kind and name; gone with their project's other data.
+async fn protected_refs_are_kept_per_kind(db: Db) {
+    let (_d, s) = open(db).await;
+    let p = s
+        .create_project(&project("demo"), 1)
+        .await
+        .expect("project");
+    let names = |refs: Vec<ProtectedRef>| -> Vec<String> {
+        refs.into_iter()
+            .map(|r| format!("{}:{}", r.kind.as_str(), r.name))
+            .collect()
+    };
+    assert_eq!(
+        names(s.protected_refs(p.id).await.expect("list")),
+        ["branch:main"]
+    );
+    s.protect_ref(p.id, RefKind::Branch, "release/*", 2)
+        .await
+        .expect("protect");
+    let tag = s
+        .protect_ref(p.id, RefKind::Tag, "main", 3)
+        .await
+        .expect("tag");
+    assert_eq!(
+        (tag.kind, tag.name.as_str(), tag.created_at),
+        (RefKind::Tag, "main", 3)
+    );
+    assert!(matches!(
+        s.protect_ref(p.id, RefKind::Branch, "release/*", 4).await,
+        Err(StoreError::Conflict(m)) if m.contains("the branch `release/*` is protected already")
+    ));
+    assert_eq!(
+        names(s.protected_refs(p.id).await.expect("list")),
+        ["branch:main", "branch:release/*", "tag:main"]
+    );
+    s.unprotect_ref(p.id, RefKind::Branch, "main")
+        .await
+        .expect("unprotect");
+    assert!(matches!(
+        s.unprotect_ref(p.id, RefKind::Branch, "main").await,
+        Err(StoreError::NotFound(_))
+    ));
+    assert_eq!(
+        names(s.protected_refs(p.id).await.expect("list")),
+        ["branch:release/*", "tag:main"]
+    );
+    // A project whose name is taken stores none of its protections.
+    assert!(s.create_project(&project("demo"), 5).await.is_err());
+    let other = s
+        .create_project(&project("other"), 5)
+        .await
+        .expect("project");
+    assert_eq!(
+        names(s.protected_refs(other.id).await.expect("list")),
+        ["branch:main"]
+    );
+}
+
 /// Group variables: unique per group, key and scope; read for all of a project's groups in
 /// one query; found with the project's when stored in plain text; updated and deleted by
 /// their group only.
@@ -1111,6 +1171,7 @@ async fn schedules_are_limited_and_run_once(db: Db) {
 }
 
 on_both_backends!(
+    protected_refs_are_kept_per_kind,
     group_variables_are_kept_per_group,
     schedules_are_limited_and_run_once,
     hidden_project_variables_stay_hidden,
@@ -1188,4 +1249,49 @@ async fn a_run_store_starts_from_a_template_of_the_migrated_database() {
         .await
         .expect("store opens");
     assert!(fifth.init_setting("db_key", "run five").await.unwrap());
+}
+
+/// Migration 0014 protects the default branch of every project made before it, as new
+/// projects get it: its backfill statement, run on projects without protections.
+#[tokio::test]
+async fn the_protected_refs_migration_protects_existing_default_branches() {
+    let (dir, s) = open(Db::Sqlite).await;
+    let mut develop = project("develop-first");
+    develop.default_branch = "develop".into();
+    let a = s.create_project(&develop, 7).await.expect("project");
+    let b = s
+        .create_project(&project("other"), 8)
+        .await
+        .expect("project");
+    let url = format!("sqlite://{}", dir.path().join("gantry.db").display());
+    let pool = sqlx::AnyPool::connect(&url).await.expect("pool");
+    sqlx::query("DELETE FROM protected_refs")
+        .execute(&pool)
+        .await
+        .expect("delete");
+    let migration = include_str!("../migrations/sqlite/0014_protected_refs.sql");
+    let backfill = &migration[migration.find("INSERT INTO").expect("backfill")..];
+    sqlx::query(backfill)
+        .execute(&pool)
+        .await
+        .expect("backfill");
+    let got = |refs: Vec<ProtectedRef>| -> Vec<(RefKind, String, i64)> {
+        refs.into_iter()
+            .map(|r| (r.kind, r.name, r.created_at))
+            .collect()
+    };
+    assert_eq!(
+        got(s.protected_refs(a.id).await.expect("list")),
+        [(RefKind::Branch, "develop".to_owned(), 7)]
+    );
+    assert_eq!(
+        got(s.protected_refs(b.id).await.expect("list")),
+        [(RefKind::Branch, "main".to_owned(), 8)]
+    );
+    let postgres = include_str!("../migrations/postgres/0014_protected_refs.sql");
+    assert_eq!(
+        &postgres[postgres.find("INSERT INTO").expect("backfill")..],
+        backfill,
+        "both databases backfill alike"
+    );
 }

@@ -302,7 +302,10 @@ impl Coordinator {
                         ),
                     )));
                 };
-                let protected = !r.tag && r.name == target.default_branch;
+                let protected = self
+                    .ref_protected(target.id, &r)
+                    .await
+                    .map_err(NotCreatedOr::Store)?;
                 // `trigger:inputs`: the downstream configuration's `spec:inputs`.
                 let inputs = match &trigger.inputs {
                     None => PipelineInputs::default(),

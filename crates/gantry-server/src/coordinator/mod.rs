@@ -30,6 +30,7 @@ mod metrics;
 pub mod object_blob;
 mod payload;
 mod pipelines;
+pub mod protected;
 mod pushes;
 mod queue;
 mod runners;

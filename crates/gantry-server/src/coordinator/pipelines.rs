@@ -349,6 +349,8 @@ impl Coordinator {
                 &NewProject {
                     name: name.to_owned(),
                     repo_url,
+                    // GitLab's default branch protection: the default branch starts protected.
+                    protected_branches: vec![default_branch.clone()],
                     default_branch,
                     timeout_secs: DEFAULT_PROJECT_TIMEOUT,
                     ci_config_path,
@@ -485,7 +487,7 @@ impl Coordinator {
             )));
         };
         self.remember_commit(project_id, &r, &commit);
-        let protected = !r.tag && r.name == project.default_branch;
+        let protected = self.ref_protected(project_id, &r).await?;
         self.create_at(Creation {
             project,
             mirror,

@@ -157,7 +157,7 @@ impl Coordinator {
             }
             _ => None,
         };
-        let protected = !r.tag && r.name == project.default_branch;
+        let protected = self.ref_protected(project.id, &r).await?;
         let created = self
             .create_at(Creation {
                 project: project.clone(),

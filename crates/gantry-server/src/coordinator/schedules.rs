@@ -470,7 +470,7 @@ impl Coordinator {
             )));
         };
         self.remember_commit(project.id, &r, &commit);
-        let protected = !r.tag && r.name == project.default_branch;
+        let protected = self.ref_protected(project.id, &r).await?;
         self.create_at(Creation {
             project,
             mirror,

@@ -8,7 +8,7 @@
 //!
 //! Files: `runners.rs` (runner registration, verify, delete), `job_request.rs` (long
 //! polling), `job_update.rs` (`PUT /jobs/:id`, `PATCH /jobs/:id/trace`), `artifacts.rs`
-//! (runner uploads and downloads), `projects.rs`, `mirror.rs` (pushes on demand), `schedules.rs`, `variables.rs`, `instance_variables.rs`,
+//! (runner uploads and downloads), `projects.rs`, `protected.rs` (protected branches and tags), `mirror.rs` (pushes on demand), `schedules.rs`, `variables.rs`, `instance_variables.rs`,
 //! `jobs.rs` and `user_runners.rs` (user API), `git.rs` + `git_backend.rs` (clones), `auth.rs` (who is calling),
 //! `extract.rs` (bodies, tokens), `error.rs`.
 
@@ -25,6 +25,7 @@ mod jobs;
 mod metrics;
 mod mirror;
 mod projects;
+mod protected;
 mod runners;
 mod schedules;
 mod triggers;
@@ -320,6 +321,22 @@ fn build(coordinator: Coordinator, shutdown: watch::Receiver<bool>) -> Router {
         .route(
             "/projects/{project}/jobs/artifacts/{ref}/raw/{*path}",
             get(jobs::latest_artifact_file),
+        )
+        .route(
+            "/projects/{project}/protected_branches",
+            get(protected::list).post(protected::create),
+        )
+        .route(
+            "/projects/{project}/protected_branches/{name}",
+            get(protected::show).delete(protected::delete),
+        )
+        .route(
+            "/projects/{project}/protected_tags",
+            get(protected::list).post(protected::create),
+        )
+        .route(
+            "/projects/{project}/protected_tags/{name}",
+            get(protected::show).delete(protected::delete),
         )
         .route(
             "/groups/{group}/variables",
