@@ -168,6 +168,15 @@ pub enum CustomError {
     /// The job's temporary directory could not be made.
     #[error("create the custom executor's temporary directory: {0}")]
     TempDir(#[source] std::io::Error),
+    /// The environment a lost job's programs got could not be read back
+    /// ([`CustomExecutor::after_crash`]).
+    #[error("read the environment of the lost job's driver programs from `{}`: {detail}", path.display())]
+    SavedEnvironment {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        detail: String,
+    },
     /// `JOB_RESPONSE_FILE` could not be written.
     #[error("write the job response file `{}`: {source}", path.display())]
     ResponseFile {
@@ -326,13 +335,47 @@ enum Exit {
 pub struct CustomExecutor {
     config: CustomConfig,
     shell: ShellKind,
-    temp: tempfile::TempDir,
+    temp: JobTemp,
     response_file: PathBuf,
     exit_code_file: PathBuf,
     job_env: BTreeMap<String, String>,
     custom_env: Vec<(String, String)>,
     journal: Option<Arc<RunningJob>>,
+    /// The entry's short token, for the job's record.
+    runner: String,
 }
+
+/// The job's temporary directory, removed with everything in it when the executor is
+/// dropped (a runner that dies leaves it to [`CustomExecutor::after_crash`]).
+struct JobTemp {
+    path: PathBuf,
+}
+
+impl JobTemp {
+    fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for JobTemp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+/// The environment the driver programs get, saved in the job's temporary directory for
+/// a `cleanup_exec` after a crash.
+#[derive(Serialize, serde::Deserialize)]
+struct SavedEnvironment {
+    job_env: BTreeMap<String, String>,
+    custom_env: Vec<(String, String)>,
+}
+
+/// The saved environment's file in the job's temporary directory.
+const SAVED_ENVIRONMENT: &str = "cleanup-environment.json";
+/// The largest saved environment read back (the job's variables are bounded well
+/// below this by the coordinator).
+const MAX_SAVED_ENVIRONMENT: u64 = 64 * 1024 * 1024;
 
 impl std::fmt::Debug for CustomExecutor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -360,10 +403,13 @@ impl CustomExecutor {
         shell: ShellKind,
         job: &JobResponse,
     ) -> Result<Self, CustomError> {
-        let temp = tempfile::Builder::new()
-            .prefix("custom-executor")
-            .tempdir()
-            .map_err(CustomError::TempDir)?;
+        let temp = JobTemp {
+            path: tempfile::Builder::new()
+                .prefix("custom-executor")
+                .tempdir()
+                .map_err(CustomError::TempDir)?
+                .keep(),
+        };
         let response_file = temp.path().join("response.json");
         write_private(&response_file, &serde_json::to_vec(job).unwrap_or_default()).map_err(
             |source| CustomError::ResponseFile {
@@ -381,13 +427,80 @@ impl CustomExecutor {
             job_env: BTreeMap::new(),
             custom_env: Vec::new(),
             journal: None,
+            runner: String::new(),
+        })
+    }
+
+    /// The executor of a job a runner that died left (its record in the journal named
+    /// `temp_dir`), only to run `cleanup_exec` there with the environment the job's
+    /// programs got. The directory is removed when this is dropped; when its saved
+    /// environment cannot be read, it is left as it is and the error says why.
+    pub fn after_crash(
+        config: CustomConfig,
+        shell: ShellKind,
+        temp_dir: &Path,
+    ) -> Result<Self, CustomError> {
+        use std::io::Read as _;
+        // Read first: a directory whose environment cannot be read is left as it is.
+        let path = temp_dir.join(SAVED_ENVIRONMENT);
+        let unreadable = |detail: String| CustomError::SavedEnvironment {
+            path: path.clone(),
+            detail,
+        };
+        let mut text = Vec::new();
+        std::fs::File::open(&path)
+            .and_then(|file| file.take(MAX_SAVED_ENVIRONMENT + 1).read_to_end(&mut text))
+            .map_err(|e| unreadable(e.to_string()))?;
+        if text.len() as u64 > MAX_SAVED_ENVIRONMENT {
+            return Err(unreadable(format!(
+                "more than {MAX_SAVED_ENVIRONMENT} bytes"
+            )));
+        }
+        let saved: SavedEnvironment =
+            serde_json::from_slice(&text).map_err(|e| unreadable(e.to_string()))?;
+        let temp = JobTemp {
+            path: temp_dir.to_owned(),
+        };
+        Ok(Self {
+            config,
+            shell,
+            response_file: temp.path().join("response.json"),
+            exit_code_file: temp.path().join("build_exit_code"),
+            temp,
+            job_env: saved.job_env,
+            custom_env: saved.custom_env,
+            journal: None,
+            runner: String::new(),
         })
     }
 
     /// Name each running program's process group in the job's record
-    /// ([`crate::journal`]).
-    pub fn set_journal(&mut self, job: Option<Arc<RunningJob>>) {
+    /// ([`crate::journal`]), and the environment `cleanup_exec` needs once
+    /// `prepare_exec` starts (`runner`: the entry's short token).
+    pub fn set_journal(&mut self, job: Option<Arc<RunningJob>>, runner: String) {
         self.journal = job;
+        self.runner = runner;
+    }
+
+    /// Before the driver may make anything: saves the programs' environment in the
+    /// temporary directory and names the directory in the job's record, so that a
+    /// runner that finds the job lost can run `cleanup_exec` (when there is one).
+    fn record_for_cleanup(&self) {
+        let Some(job) = &self.journal else { return };
+        if self.config.cleanup.is_none() {
+            return;
+        }
+        let saved = SavedEnvironment {
+            job_env: self.job_env.clone(),
+            custom_env: self.custom_env.clone(),
+        };
+        let json = serde_json::to_vec(&saved).unwrap_or_default();
+        if write_private(&self.temp.path().join(SAVED_ENVIRONMENT), &json).is_ok() {
+            job.custom_prepared(crate::journal::CustomRecord {
+                runner: self.runner.clone(),
+                temp_dir: self.temp.path().to_owned(),
+            });
+        }
     }
 
     /// The job's variables (expanded, as the job sees them) and services, given to
@@ -639,6 +752,7 @@ impl CustomExecutor {
         remaining: Duration,
         cancel: impl Future<Output = CancelReason>,
     ) -> Result<(), PrepareFailure> {
+        self.record_for_cleanup();
         let Some(program) = &self.config.prepare else {
             return Ok(());
         };
@@ -746,10 +860,13 @@ impl CustomExecutor {
             sinks,
             timeout: program.timeout,
         };
-        match self
+        let exit = self
             .execute(call, std::future::pending(), Some(trace))
-            .await
-        {
+            .await;
+        if let Some(job) = &self.journal {
+            job.custom_cleaned();
+        }
+        match exit {
             Exit::Success => Ok(()),
             Exit::BuildFailure { exit_code } => Err(CustomError::UnknownExit {
                 stage: "cleanup_exec".to_owned(),
@@ -798,6 +915,42 @@ fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lost_jobs_directory_without_its_environment_is_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = CustomConfig {
+            run: CustomProgram {
+                exec: "run".into(),
+                args: Vec::new(),
+                timeout: Duration::from_secs(1),
+            },
+            config: None,
+            prepare: None,
+            cleanup: None,
+            graceful_kill_timeout: Duration::from_secs(1),
+            force_kill_timeout: Duration::from_secs(1),
+        };
+        let error = CustomExecutor::after_crash(config.clone(), ShellKind::Bash, dir.path())
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("cleanup-environment.json"), "{error}");
+        assert!(dir.path().is_dir());
+        std::fs::write(dir.path().join(SAVED_ENVIRONMENT), "{not json").unwrap();
+        assert!(CustomExecutor::after_crash(config.clone(), ShellKind::Bash, dir.path()).is_err());
+        std::fs::write(
+            dir.path().join(SAVED_ENVIRONMENT),
+            r#"{"job_env": {"A": "1"}, "custom_env": [["CUSTOM_ENV_B", "2"]]}"#,
+        )
+        .unwrap();
+        let executor = CustomExecutor::after_crash(config, ShellKind::Bash, dir.path()).unwrap();
+        assert_eq!(
+            executor.custom_env,
+            [("CUSTOM_ENV_B".to_owned(), "2".to_owned())]
+        );
+        drop(executor);
+        assert!(!dir.path().exists(), "removed with the executor");
+    }
 
     #[test]
     fn config_output_reads_gitlab_runner_s_keys() {

@@ -122,6 +122,21 @@ pub struct JobRecord {
     /// The process groups of the job's stages running now.
     #[serde(default)]
     pub groups: Vec<ProcessStamp>,
+    /// The custom executor's environment, from the start of `prepare_exec` until
+    /// `cleanup_exec` ran: a runner that finds the job lost runs `cleanup_exec` there.
+    #[serde(default)]
+    pub custom: Option<CustomRecord>,
+}
+
+/// What a lost job's `cleanup_exec` needs (`[runners.custom]`, see
+/// `CustomExecutor::after_crash`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CustomRecord {
+    /// The `[[runners]]` entry, by its short token (`short_token`).
+    pub runner: String,
+    /// The job's temporary directory: the driver programs' working directory, with the
+    /// job payload and the environment the programs got.
+    pub temp_dir: PathBuf,
 }
 
 /// What [`Journal::lost`] found.
@@ -179,6 +194,7 @@ impl Journal {
             token: token.to_owned(),
             runner,
             groups: Vec::new(),
+            custom: None,
         };
         let path = self.dir.join(record_name(url, job_id));
         write_record(&path, &record, true)?;
@@ -285,6 +301,16 @@ impl RunningJob {
         self.update(|record| record.groups.retain(|g| g.pid != pid));
     }
 
+    /// The custom executor's environment is about to be made (`prepare_exec`).
+    pub(crate) fn custom_prepared(&self, custom: CustomRecord) {
+        self.update(|record| record.custom = Some(custom));
+    }
+
+    /// The custom executor's `cleanup_exec` ran.
+    pub(crate) fn custom_cleaned(&self) {
+        self.update(|record| record.custom = None);
+    }
+
     /// The job's task is over: the record is removed.
     pub fn finish(&self) {
         let _ = std::fs::remove_file(&self.path);
@@ -297,6 +323,16 @@ impl RunningJob {
         // process alone leaves the page cache to the kernel.
         let _ = write_record(&self.path, &record, false);
     }
+}
+
+/// Rewrites the lost job's record at `path` without its custom executor environment
+/// (its `cleanup_exec` ran), so that it is not run twice.
+pub fn forget_custom(path: &Path, record: &JobRecord) -> std::io::Result<()> {
+    let record = JobRecord {
+        custom: None,
+        ..record.clone()
+    };
+    write_record(path, &record, true)
 }
 
 /// What became of a lost job.

@@ -399,18 +399,47 @@ impl Poller {
         }
         for (path, record) in lost {
             let killed = kill_lost_groups(&record);
-            let (runner, client) = {
+            let (runner, client, custom) = {
                 let state = self.shared.lock();
+                let custom = record.custom.as_ref().map(|c| {
+                    state
+                        .entries
+                        .iter()
+                        .find(|e| {
+                            e.config.url == record.url && short_token(&e.config.token) == c.runner
+                        })
+                        .and_then(|e| e.config.custom.clone().map(|cfg| (cfg, e.config.shell)))
+                        .map(|(config, shell)| (config, shell, c.temp_dir.clone()))
+                        .ok_or_else(|| {
+                            format!(
+                                "no [[runners]] entry of this configuration has its token and a [runners.custom] section any more; its directory `{}` is left as it was",
+                                c.temp_dir.display()
+                            )
+                        })
+                });
                 match state.entries.iter().find(|e| e.config.url == record.url) {
-                    Some(entry) => (entry.name.clone(), Ok(entry.client.clone())),
+                    Some(entry) => (entry.name.clone(), Ok(entry.client.clone()), custom),
                     None => (
                         record.url.clone(),
                         Client::new(&record.url, version_info(None)),
+                        custom,
                     ),
                 }
             };
             let shared = Arc::clone(&self.shared);
             tokio::spawn(async move {
+                let cleanup = match custom {
+                    None => None,
+                    Some(Err(error)) => Some(Err(error)),
+                    Some(Ok((config, shell, dir))) => {
+                        let result =
+                            clean_up_lost_job(&shared, &runner, record.job_id, config, shell, &dir)
+                                .await;
+                        // Not twice: the directory is gone, whatever the program said.
+                        let _ = crate::journal::forget_custom(&path, &record);
+                        Some(result)
+                    }
+                };
                 let result = match client {
                     Ok(client) => tell_lost_job(&shared, &client, &runner, &record).await,
                     Err(error) => Err(error.to_string()),
@@ -422,6 +451,7 @@ impl Poller {
                     runner,
                     job_id: record.job_id,
                     killed,
+                    cleanup,
                     result,
                 });
             });
@@ -834,6 +864,38 @@ async fn fleet_lease(
 
 /// Ends a lost job on the coordinator, trying again with back-off while the error is
 /// transient (the network, `5xx`, `429`); a refusal is the answer.
+/// Runs the custom executor's `cleanup_exec` of a lost job in the directory its record
+/// names, with the environment its programs got; its lines become events.
+async fn clean_up_lost_job(
+    shared: &Arc<Shared>,
+    runner: &str,
+    job_id: i64,
+    config: crate::config::CustomConfig,
+    shell: crate::config::ShellKind,
+    dir: &std::path::Path,
+) -> Result<(), String> {
+    let executor = crate::custom::CustomExecutor::after_crash(config, shell, dir)
+        .map_err(|e| e.to_string())?;
+    let (events, runner) = (Arc::clone(shared), runner.to_owned());
+    let log: crate::custom::DriverLog = Arc::new(move |stream, line| {
+        events.emit(PollEvent::LostJobCleanupLine {
+            runner: runner.clone(),
+            job_id,
+            stream: stream.to_owned(),
+            line: line.to_owned(),
+        });
+    });
+    // The job's log is the coordinator's; what the program says goes to the runner's.
+    let unused = crate::trace::Trace::new(
+        crate::trace::MaskSet::empty(),
+        crate::trace::TraceOptions::default(),
+    );
+    executor
+        .cleanup(&unused, log)
+        .await
+        .map_err(|e| e.to_string())
+}
+
 async fn tell_lost_job(
     shared: &Shared,
     client: &Client,

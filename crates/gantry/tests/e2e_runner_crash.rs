@@ -226,3 +226,107 @@ async fn a_live_runners_record_is_kept_and_a_lost_job_being_canceled_ends_cancel
     );
     assert_eq!(server.trace(setup.project, job).await, log);
 }
+
+/// A custom executor's job whose runner dies: at the next start, `cleanup_exec` runs in
+/// the environment the job's `prepare_exec` made (its `CUSTOM_ENV_*` variables and
+/// `job_env`), once, and the job's temporary directory is removed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_lost_custom_executor_job_is_cleaned_up_by_its_driver() {
+    use std::os::unix::fs::PermissionsExt;
+    let setup = Setup::new(
+        "vm:\n  variables: {GIT_STRATEGY: none, VM_NAME: build-vm-7}\n  script: [echo started, sleep 300]\n",
+        &[],
+    )
+    .await;
+    let server = &setup.server;
+    let dir = tempfile::tempdir().unwrap();
+    let marks = dir.path().join("marks");
+    std::fs::create_dir_all(&marks).unwrap();
+    let programs = [
+        (
+            "config.sh",
+            "printf '{\"job_env\": {\"DRIVER_STATE\": \"from-config\"}}'\n".to_owned(),
+        ),
+        (
+            "prepare.sh",
+            format!(
+                "echo \"$CUSTOM_ENV_VM_NAME\" > {marks}/created\n",
+                marks = marks.display()
+            ),
+        ),
+        ("run.sh", "bash \"$1\"\n".to_owned()),
+        (
+            "cleanup.sh",
+            format!(
+                "echo \"removing $CUSTOM_ENV_VM_NAME\"\n\
+                 echo \"$CUSTOM_ENV_VM_NAME $CUSTOM_ENV_CI_JOB_ID $DRIVER_STATE $(basename \"$PWD\")\" >> {marks}/cleaned\n",
+                marks = marks.display()
+            ),
+        ),
+    ];
+    for (name, body) in programs {
+        let path = dir.path().join(name);
+        std::fs::write(&path, format!("#!/usr/bin/env bash\n{body}")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let program = |name: &str| dir.path().join(name).display().to_string();
+    let text = config_text(&setup.server.url, &setup.runner_token, dir.path(), "", "")
+        .replace("executor = \"shell\"", "executor = \"custom\"")
+        + &format!(
+            "[runners.custom]\nconfig_exec = \"{}\"\nprepare_exec = \"{}\"\nrun_exec = \"{}\"\ncleanup_exec = \"{}\"\n",
+            program("config.sh"),
+            program("prepare.sh"),
+            program("run.sh"),
+            program("cleanup.sh"),
+        );
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, text).unwrap();
+    let journal = dir.path().join(".runner_jobs");
+
+    let pipeline = server.create_pipeline(setup.project).await;
+    let runner = start_run(&config, dir.path());
+    let (job, _) = server
+        .wait_running(setup.project, pipeline, "vm", "started")
+        .await;
+    assert_eq!(
+        std::fs::read_to_string(marks.join("created")).unwrap(),
+        "build-vm-7\n"
+    );
+    let [record] = records(&journal).try_into().unwrap();
+    let saved: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(journal.join(&record)).unwrap()).unwrap();
+    let temp_dir = PathBuf::from(saved["custom"]["temp_dir"].as_str().expect("recorded"));
+    assert!(temp_dir.is_dir());
+
+    runner.signal(Signal::SIGKILL);
+    let _ = runner.wait(Duration::from_secs(10));
+    assert!(!marks.join("cleaned").exists());
+    assert!(temp_dir.is_dir(), "a killed runner leaves the directory");
+
+    let runner = start_run(&config, dir.path());
+    wait_until("the record is dropped", Duration::from_secs(30), || {
+        records(&journal).is_empty()
+    })
+    .await;
+    let failed = server.job(setup.project, job).await;
+    assert_eq!(
+        failed["failure_reason"], "runner_system_failure",
+        "{failed}"
+    );
+    let temp_name = temp_dir.file_name().unwrap().to_string_lossy().into_owned();
+    assert_eq!(
+        std::fs::read_to_string(marks.join("cleaned")).unwrap(),
+        format!("build-vm-7 {job} from-config {temp_name}\n"),
+        "cleanup_exec ran once, where and as the job's programs ran"
+    );
+    assert!(!temp_dir.exists(), "the job's directory is removed");
+    runner.signal(Signal::SIGQUIT);
+    let (code, stderr) = runner.wait(Duration::from_secs(30));
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "job {job} was running when this runner last stopped; killed 1 process group(s) it left running; ran the custom executor's cleanup_exec; failed it (runner_system_failure)"
+        )),
+        "{stderr}"
+    );
+}

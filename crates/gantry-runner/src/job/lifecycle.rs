@@ -606,7 +606,10 @@ impl<'a> Lifecycle<'a> {
                     message: error.to_string(),
                 })?;
             custom.set_variables(&self.variables, &self.job.services);
-            custom.set_journal(self.cx.journal.clone());
+            custom.set_journal(
+                self.cx.journal.clone(),
+                super::short_token(&self.cx.runner.token),
+            );
             let result = self.prepare_custom_once(&mut custom).await;
             match result {
                 Err(PrepareFailure::System(error))

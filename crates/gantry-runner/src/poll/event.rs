@@ -128,8 +128,22 @@ pub enum PollEvent {
         job_id: i64,
         /// Process groups of the job that still ran, killed.
         killed: usize,
+        /// The custom executor's `cleanup_exec`, run in the environment the job's
+        /// `prepare_exec` had begun to make (`None`: there was none to clean up).
+        cleanup: Option<Result<(), String>>,
         /// What the coordinator did, or why it could not be told.
         result: Result<crate::journal::LostJobEnd, String>,
+    },
+    /// A line the `cleanup_exec` of a lost job printed.
+    LostJobCleanupLine {
+        /// The entry.
+        runner: String,
+        /// The job id.
+        job_id: i64,
+        /// `stdout` or `stderr`.
+        stream: String,
+        /// The line.
+        line: String,
     },
     /// A file in the journal directory that is not a readable job record (left in place).
     LostJobUnreadable {
@@ -186,6 +200,8 @@ impl PollEvent {
                 _ => Level::Warn,
             },
             Self::UndecodableJob { .. } => Level::Error,
+            Self::LostJobCleanupLine { stream, .. } if stream == "stdout" => Level::Debug,
+            Self::LostJobCleanupLine { .. } => Level::Warn,
             Self::LostJob { .. } | Self::LostJobUnreadable { .. } | Self::JournalFailed { .. } => {
                 Level::Warn
             }
@@ -309,6 +325,7 @@ impl fmt::Display for PollEvent {
                 runner,
                 job_id,
                 killed,
+                cleanup,
                 result,
             } => {
                 write!(
@@ -317,6 +334,11 @@ impl fmt::Display for PollEvent {
                 )?;
                 if *killed > 0 {
                     write!(f, "; killed {killed} process group(s) it left running")?;
+                }
+                match cleanup {
+                    None => {}
+                    Some(Ok(())) => write!(f, "; ran the custom executor's cleanup_exec")?,
+                    Some(Err(error)) => write!(f, "; cleanup_exec failed: {error}")?,
                 }
                 match result {
                     Ok(crate::journal::LostJobEnd::Failed) => {
@@ -334,6 +356,15 @@ impl fmt::Display for PollEvent {
                     ),
                 }
             }
+            Self::LostJobCleanupLine {
+                runner,
+                job_id,
+                stream,
+                line,
+            } => write!(
+                f,
+                "runner {runner}: lost job {job_id}: cleanup_exec ({stream}): {line}"
+            ),
             Self::LostJobUnreadable { path, error } => write!(
                 f,
                 "`{}` is not a job record ({error}); left in place, remove it if nothing needs it",
