@@ -76,28 +76,42 @@ impl Store {
         Ok(rows.iter().map(ProjectVariable::from_row).collect())
     }
 
-    /// The variables of the groups `paths`, `(group path, variable)`, by path, key and
-    /// environment scope: one query for all the groups a project is in.
-    pub async fn group_variables_of(
+    /// The variables of project `project_id` and of the groups `paths`, each with its
+    /// owner, by key and environment scope: one query for all that a project's pipelines
+    /// see (so a job's payload costs no more queries with groups than without).
+    pub async fn settings_variables(
         &self,
+        project_id: i64,
         paths: &[String],
-    ) -> Result<Vec<(String, ProjectVariable)>> {
-        if paths.is_empty() {
-            return Ok(Vec::new());
-        }
+    ) -> Result<Vec<(VariableOwner, ProjectVariable)>> {
         let params: Vec<String> = (1..=paths.len()).map(|i| format!("${i}")).collect();
+        let groups = if paths.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "SELECT group_path, {} FROM group_variables WHERE group_path IN ({}) UNION ALL ",
+                ProjectVariable::COLUMNS,
+                params.join(", ")
+            )
+        };
         let sql = format!(
-            "SELECT group_path, {} FROM group_variables WHERE group_path IN ({}) ORDER BY group_path, key, environment_scope",
+            "{groups}SELECT NULL AS group_path, {} FROM project_variables WHERE project_id = ${} ORDER BY key, environment_scope",
             ProjectVariable::COLUMNS,
-            params.join(", ")
+            paths.len() + 1
         );
         let mut query = sqlx::query(&sql);
         for path in paths {
             query = query.bind(path.clone());
         }
-        let rows = query.fetch_all(&self.pool).await?;
+        let rows = query.bind(project_id).fetch_all(&self.pool).await?;
         rows.iter()
-            .map(|r| Ok((r.try_get("group_path")?, ProjectVariable::from_row(r))))
+            .map(|r| {
+                let owner = match r.try_get::<Option<String>, _>("group_path")? {
+                    Some(path) => VariableOwner::Group(path),
+                    None => VariableOwner::Project(project_id),
+                };
+                Ok((owner, ProjectVariable::from_row(r)))
+            })
             .collect()
     }
 

@@ -945,24 +945,6 @@ async fn group_variables_are_kept_per_group(db: Db) {
         s.create_variable(&platform, &ProjectVariable::new("TEAM", "again"), 1).await,
         Err(StoreError::Conflict(m)) if m.contains("the group has a variable `TEAM`")
     ));
-    let of = s
-        .group_variables_of(&["acme".into(), "acme/platform".into()])
-        .await
-        .expect("of");
-    let got: Vec<(&str, &str)> = of
-        .iter()
-        .map(|(g, v)| (g.as_str(), v.value.as_str()))
-        .collect();
-    assert_eq!(
-        got,
-        [
-            ("acme", "acme"),
-            ("acme", "acme-prod"),
-            ("acme/platform", "platform")
-        ]
-    );
-    assert!(s.group_variables_of(&[]).await.expect("none").is_empty());
-
     // A project's variable of the same key is another row.
     let p = s
         .create_project(&project("acme/widget"), 1)

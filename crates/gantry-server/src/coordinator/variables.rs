@@ -212,7 +212,7 @@ impl Coordinator {
     /// The settings variables a pipeline of project `project_name` sees, each with its
     /// layer (`SettingsVariable::layer`: its groups from the outermost, 0, then the
     /// project): project above group, the nearest subgroup above its parents
-    /// (`ci-yaml.md` §6.1). One query for all the groups.
+    /// (`ci-yaml.md` §6.1). One query for the project and all its groups.
     pub(crate) async fn settings_variables(
         &self,
         project_id: i64,
@@ -220,16 +220,18 @@ impl Coordinator {
     ) -> Result<Vec<(usize, ProjectVariable)>, CoordinatorError> {
         let groups = group_paths(project_name);
         let mut out = Vec::new();
-        for (path, mut v) in self.inner.store.group_variables_of(&groups).await? {
-            let layer = groups.iter().position(|g| *g == path).unwrap_or(0);
-            v.value = self.open_value(&VariableOwner::Group(path), &v)?;
-            out.push((layer, v));
-        }
-        for v in self
-            .stored_variables(&VariableOwner::Project(project_id))
+        for (owner, mut v) in self
+            .inner
+            .store
+            .settings_variables(project_id, &groups)
             .await?
         {
-            out.push((groups.len(), v));
+            let layer = match &owner {
+                VariableOwner::Group(path) => groups.iter().position(|g| g == path).unwrap_or(0),
+                VariableOwner::Project(_) => groups.len(),
+            };
+            v.value = self.open_value(&owner, &v)?;
+            out.push((layer, v));
         }
         Ok(out)
     }
