@@ -1414,6 +1414,32 @@ impl Store {
 
     // ---- artifacts ----
 
+    /// Removes up to `limit` artifact rows that expired by `now`, of jobs that no longer
+    /// run (a running job may still upload one of the same key), soonest expired first;
+    /// returns `(job id, file type, blob key)` of each, for their blobs to be deleted.
+    /// Two coordinators doing this at once take disjoint rows.
+    pub async fn take_expired_artifacts(
+        &self,
+        now: i64,
+        limit: i64,
+    ) -> Result<Vec<(i64, String, String)>> {
+        let rows = sqlx::query(
+            "DELETE FROM artifacts WHERE id IN (\
+                SELECT a.id FROM artifacts a JOIN jobs j ON j.id = a.job_id \
+                WHERE a.expire_at IS NOT NULL AND a.expire_at <= $1 \
+                AND j.status NOT IN ('created', 'waiting_for_resource', 'preparing', 'pending', 'running', 'canceling') \
+                ORDER BY a.expire_at, a.id LIMIT $2) \
+             RETURNING job_id, file_type, blob_key",
+        )
+        .bind(now)
+        .bind(limit)
+        .fetch_all(&self.writer)
+        .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)))
+            .collect()
+    }
+
     /// Record an artifact (replacing an earlier one of the same type for the job).
     pub async fn put_artifact(&self, a: &NewArtifact, now: i64) -> Result<Artifact> {
         let mut tx = self.begin_write().await?;

@@ -545,6 +545,7 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
     // `compare_to: main` names the checkout's branch; the snapshot holds only the run's.
     cfg.compare_refs = vec![s.root.clone()];
     cfg.run_schedules = false;
+    cfg.remove_expired_artifacts = false;
     cfg.user = pipeline_user(&s.checkout);
     cfg.trace_update_interval = Some(Duration::from_secs(1));
     cfg.include_cache = Some(include_cache);

@@ -92,6 +92,20 @@ pub(crate) fn parse_dotenv(data: &[u8]) -> std::result::Result<Vec<(String, Stri
     Ok(vars.into_iter().collect())
 }
 
+/// Expired artifacts removed per pass of [`Coordinator::remove_expired_artifacts`].
+pub const EXPIRED_PER_PASS: usize = 10_000;
+/// Rows taken per statement.
+const EXPIRED_BATCH: i64 = 500;
+
+/// What a pass of [`Coordinator::remove_expired_artifacts`] did.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct RemovedArtifacts {
+    /// Artifacts removed from the database.
+    pub artifacts: usize,
+    /// Blobs that could not be deleted (key, why): storage left over, nothing lost.
+    pub left_over: Vec<(String, String)>,
+}
+
 impl Coordinator {
     async fn blob_put(&self, key: String, data: Vec<u8>) -> Result<()> {
         let blobs = Arc::clone(&self.inner.blobs);
@@ -99,6 +113,53 @@ impl Coordinator {
             .await
             .map_err(|e| CoordinatorError::Io(std::io::Error::other(e.to_string())))??;
         Ok(())
+    }
+
+    /// Deletes blobs `keys`; returns the keys that could not be deleted, with why (a
+    /// missing blob is deleted already).
+    async fn blob_delete(&self, keys: Vec<String>) -> Result<Vec<(String, String)>> {
+        let blobs = Arc::clone(&self.inner.blobs);
+        tokio::task::spawn_blocking(move || {
+            keys.into_iter()
+                .filter_map(|key| match blobs.delete(&key) {
+                    Ok(()) => None,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+                    Err(e) => Some((key, e.to_string())),
+                })
+                .collect()
+        })
+        .await
+        .map_err(|e| CoordinatorError::Io(std::io::Error::other(e.to_string())))
+    }
+
+    /// Removes artifacts that expired by `now_ms` (`artifacts:expire_in`) from the
+    /// database and from the blobs, as GitLab's expired-artifact removal does: an expired
+    /// artifact is gone for downloads, dependencies and reports already, this reclaims
+    /// its storage. Artifacts of jobs still running wait until the job ends. At most
+    /// [`EXPIRED_PER_PASS`] a pass, in batches; the rows go first, so a blob that cannot
+    /// be deleted is left over (and reported), never an artifact without its blob.
+    pub async fn remove_expired_artifacts(&self, now_ms: i64) -> Result<RemovedArtifacts> {
+        let mut removed = RemovedArtifacts::default();
+        while removed.artifacts < EXPIRED_PER_PASS {
+            let batch = self
+                .inner
+                .store
+                .take_expired_artifacts(now_ms, EXPIRED_BATCH)
+                .await?;
+            if batch.is_empty() {
+                break;
+            }
+            removed.artifacts += batch.len();
+            let mut keys = Vec::with_capacity(batch.len());
+            for (job_id, file_type, key) in batch {
+                if file_type == ArtifactType::Dotenv.as_str() {
+                    keys.push(dotenv_key(job_id));
+                }
+                keys.push(key);
+            }
+            removed.left_over.extend(self.blob_delete(keys).await?);
+        }
+        Ok(removed)
     }
 
     pub(crate) async fn blob_get(&self, key: String) -> Result<Option<Vec<u8>>> {

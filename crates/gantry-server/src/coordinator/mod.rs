@@ -58,7 +58,7 @@ use tokio::sync::watch;
 
 use crate::processor::{PipelineState, Status, Watchdog};
 
-pub use artifacts::{ArtifactBlob, StageError, StagedUpload};
+pub use artifacts::{ArtifactBlob, EXPIRED_PER_PASS, RemovedArtifacts, StageError, StagedUpload};
 pub use blob::{BlobStore, LocalDir};
 pub use environment::JobEnvironment;
 pub use error::CoordinatorError;
@@ -140,6 +140,10 @@ pub struct CoordinatorConfig {
     /// Whether the background timers start due pipeline schedules (see `schedules.rs`);
     /// off for `gantry run`, whose temporary store has none.
     pub run_schedules: bool,
+    /// Whether the background timers remove expired artifacts every minute
+    /// (`Coordinator::remove_expired_artifacts`); off for `gantry run`, whose store is
+    /// thrown away.
+    pub remove_expired_artifacts: bool,
 }
 
 /// Who pipelines are attributed to: the `GITLAB_USER_*` variables.
@@ -183,6 +187,7 @@ impl CoordinatorConfig {
             durable_blobs: true,
             compare_refs: Vec::new(),
             run_schedules: true,
+            remove_expired_artifacts: true,
         }
     }
 }
@@ -215,6 +220,8 @@ struct Inner {
     push_locks: Vec<tokio::sync::Mutex<()>>,
     /// A pass over the due pipeline schedules is under way (`timers.rs`).
     schedules_running: std::sync::atomic::AtomicBool,
+    /// A pass of expired artifact removal is running.
+    artifacts_removal_running: std::sync::atomic::AtomicBool,
     /// Pending jobs as last read (see `queue.rs`).
     queue_cache: tokio::sync::Mutex<queue::Snapshot>,
     /// Serializes this process's job assignments (one database writer at a time).
@@ -322,6 +329,7 @@ impl Coordinator {
                 repo_locks: (0..STRIPES).map(|_| tokio::sync::Mutex::new(())).collect(),
                 push_locks: (0..STRIPES).map(|_| tokio::sync::Mutex::new(())).collect(),
                 schedules_running: std::sync::atomic::AtomicBool::new(false),
+                artifacts_removal_running: std::sync::atomic::AtomicBool::new(false),
                 queue_cache: tokio::sync::Mutex::new(queue::Snapshot::default()),
                 assign_gate: tokio::sync::Mutex::new(()),
                 assign_queue: Mutex::new(Vec::new()),

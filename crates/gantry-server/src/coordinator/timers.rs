@@ -1,7 +1,8 @@
 //! Time and restarts: [`Coordinator::tick`] turns the passing of time into events (delayed
 //! jobs due, job timeouts, jobs without updates, stale schedules), resource groups hand
 //! out their resource, and [`Coordinator::resume`] re-processes every active pipeline
-//! after a restart.
+//! after a restart. The background task also starts due schedules and, every minute,
+//! removes expired artifacts.
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -15,6 +16,9 @@ use super::time::{now_ms, to_ts};
 
 /// How often the background task ticks.
 pub(crate) const TICK_INTERVAL: Duration = Duration::from_secs(1);
+/// Expired artifacts are removed every this many ticks (a minute), the first time at the
+/// first tick.
+const EXPIRED_ARTIFACTS_EVERY_TICKS: u64 = 60;
 
 impl Coordinator {
     /// Apply what time makes due at `now_ms` (Unix ms): delayed jobs start, running jobs
@@ -73,6 +77,7 @@ impl Coordinator {
         let this = self.clone();
         tokio::spawn(async move {
             let mut interval = tokio::time::interval(TICK_INTERVAL);
+            let mut ticks: u64 = 0;
             interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 interval.tick().await;
@@ -82,8 +87,43 @@ impl Coordinator {
                 if this.inner.cfg.run_schedules {
                     this.spawn_due_schedules();
                 }
+                ticks += 1;
+                if this.inner.cfg.remove_expired_artifacts
+                    && ticks % EXPIRED_ARTIFACTS_EVERY_TICKS == 1
+                {
+                    this.spawn_expired_artifacts_removal();
+                }
             }
         })
+    }
+
+    /// [`Coordinator::remove_expired_artifacts`] in a task of its own (deleting blobs may
+    /// take a while), one pass at a time.
+    fn spawn_expired_artifacts_removal(&self) {
+        use std::sync::atomic::Ordering;
+        if self
+            .inner
+            .artifacts_removal_running
+            .swap(true, Ordering::SeqCst)
+        {
+            return;
+        }
+        let this = self.clone();
+        tokio::spawn(async move {
+            match this.remove_expired_artifacts(now_ms()).await {
+                Ok(removed) => {
+                    for (key, error) in &removed.left_over {
+                        eprintln!(
+                            "gantry: expired artifact blob `{key}` could not be deleted (its artifact is gone; the blob is left over): {error}"
+                        );
+                    }
+                }
+                Err(e) => eprintln!("gantry: failed to remove expired artifacts: {e}"),
+            }
+            this.inner
+                .artifacts_removal_running
+                .store(false, Ordering::SeqCst);
+        });
     }
 
     /// [`Coordinator::run_due_schedules`] in a task of its own (creating a pipeline

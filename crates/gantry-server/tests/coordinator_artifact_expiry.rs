@@ -1,0 +1,153 @@
+//! Expired artifacts leave the database and the blobs (`remove_expired_artifacts`, run by
+//! the background timers every minute): the archive and the dotenv report with its parsed
+//! variables, of finished jobs only; artifacts that have not expired, or never expire, stay.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod coordinator_support;
+
+use coordinator_support::*;
+use gantry_protocol::{ArtifactFormat, ArtifactType, ArtifactUploadParams};
+
+const HOUR_MS: i64 = 3_600_000;
+
+fn params(kind: ArtifactType, format: ArtifactFormat, expire_in: &str) -> ArtifactUploadParams {
+    ArtifactUploadParams {
+        artifact_type: Some(kind),
+        artifact_format: Some(format),
+        expire_in: Some(expire_in.to_owned()),
+    }
+}
+
+fn gzip(text: &str) -> Vec<u8> {
+    use std::io::Write as _;
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    e.write_all(text.as_bytes()).unwrap();
+    e.finish().unwrap()
+}
+
+/// A zip archive holding one file.
+fn zip_archive() -> Vec<u8> {
+    use std::io::Write as _;
+    let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    zip.start_file("out.txt", zip::write::SimpleFileOptions::default())
+        .unwrap();
+    zip.write_all(b"built\n").unwrap();
+    zip.finish().unwrap().into_inner()
+}
+
+#[tokio::test]
+async fn expired_artifacts_of_finished_jobs_are_removed_with_their_blobs() {
+    let e = env_with_local_blobs(
+        "build:\n  script: [make]\nkeep:\n  script: [make]\nslow:\n  script: [make]\n",
+    )
+    .await;
+    let project = e.project().await;
+    e.pipeline(project, "main").await;
+    let runner = e.any_runner().await;
+    let mut jobs = Vec::new();
+    for _ in 0..3 {
+        jobs.push(e.take_some(&runner).await);
+    }
+    let id = |name: &str| {
+        jobs.iter()
+            .find(|j| j.job_info.name == name)
+            .map(|j| j.id)
+            .unwrap()
+    };
+    let (build, keep, slow) = (id("build"), id("keep"), id("slow"));
+    let upload =
+        |job: i64, kind, format, expire_in: &'static str, name: &'static str, bytes: Vec<u8>| {
+            let coord = e.coord.clone();
+            async move {
+                coord
+                    .upload_artifact(job, params(kind, format, expire_in), name, &bytes)
+                    .await
+                    .unwrap();
+            }
+        };
+    upload(
+        build,
+        ArtifactType::Archive,
+        ArtifactFormat::Zip,
+        "1 hour",
+        "artifacts.zip",
+        zip_archive(),
+    )
+    .await;
+    upload(
+        build,
+        ArtifactType::Dotenv,
+        ArtifactFormat::Gzip,
+        "1 hour",
+        "build.env.gz",
+        gzip("A=1\n"),
+    )
+    .await;
+    upload(
+        keep,
+        ArtifactType::Archive,
+        ArtifactFormat::Zip,
+        "never",
+        "artifacts.zip",
+        zip_archive(),
+    )
+    .await;
+    upload(
+        slow,
+        ArtifactType::Archive,
+        ArtifactFormat::Zip,
+        "1 hour",
+        "artifacts.zip",
+        zip_archive(),
+    )
+    .await;
+    let blobs = e.dir.path().join("data").join("blobs");
+    let archive = |job: i64| blobs.join(format!("artifacts/{job}/archive"));
+    let dotenv = blobs.join(format!("dotenv/{build}.json"));
+    assert!(archive(build).is_file() && dotenv.is_file() && archive(slow).is_file());
+    for job in [&jobs[0], &jobs[1], &jobs[2]] {
+        if job.id != slow {
+            e.run(job, true).await;
+        }
+    }
+
+    // Not expired yet: nothing goes.
+    let now = i64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis(),
+    )
+    .unwrap();
+    let removed = e.coord.remove_expired_artifacts(now).await.unwrap();
+    assert_eq!(removed.artifacts, 0);
+
+    // Two hours later: the finished job's archive and dotenv report go, the running
+    // job's stays until it ends, the one that never expires stays.
+    let later = now + 2 * HOUR_MS;
+    let removed = e.coord.remove_expired_artifacts(later).await.unwrap();
+    assert_eq!(removed.artifacts, 2, "{removed:?}");
+    assert!(removed.left_over.is_empty(), "{removed:?}");
+    assert!(!archive(build).exists() && !dotenv.exists());
+    assert!(archive(keep).is_file(), "`never` never expires");
+    assert!(archive(slow).is_file(), "the job still runs");
+    let view = e.coord.job(build).await.unwrap();
+    assert!(view.artifacts.is_empty(), "{:?}", view.artifacts);
+    assert_eq!(e.coord.job(keep).await.unwrap().artifacts.len(), 1);
+
+    let slow_job = jobs.iter().find(|j| j.id == slow).unwrap();
+    e.run(slow_job, true).await;
+    let removed = e.coord.remove_expired_artifacts(later).await.unwrap();
+    assert_eq!(removed.artifacts, 1);
+    assert!(!archive(slow).exists());
+    assert_eq!(
+        e.coord
+            .remove_expired_artifacts(later)
+            .await
+            .unwrap()
+            .artifacts,
+        0,
+        "each artifact once"
+    );
+}
