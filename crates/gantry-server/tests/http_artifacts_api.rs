@@ -171,3 +171,87 @@ async fn the_latest_successful_archive_of_a_ref_and_single_files_are_served() {
         .unwrap();
     assert_eq!(anonymous.status(), StatusCode::UNAUTHORIZED);
 }
+
+/// `POST …/jobs/:id/artifacts/keep`, `DELETE …/jobs/:id/artifacts` and
+/// `DELETE /projects/:id/artifacts`, GitLab's answers: a kept artifact loses its expiry, a
+/// deleted one is gone (the log stays), a running job keeps its own (`409`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn artifacts_are_kept_and_deleted_by_job_and_by_project() {
+    let server = TestServer::start().await;
+    let ci = "build:\n  script: [make]\n  artifacts:\n    paths: [out/]\n    expire_in: 1 hour\n";
+    let repo = Repo::new(&[(".gitlab-ci.yml", ci)]);
+    let project = server.create_project("app", &repo).await["id"]
+        .as_i64()
+        .unwrap();
+    let (_, runner) = server.create_runner(json!({})).await;
+    let archive = zip_of(&[("out/app.bin", "built")]);
+    let mut built = Vec::new();
+    for _ in 0..3 {
+        server.create_pipeline(project, "main").await;
+        built.push(run_build(&server, &runner, archive.clone(), "success").await);
+    }
+    let job_path = |id: i64| format!("projects/{project}/jobs/{id}");
+
+    // Keep: the expiry goes, the job is answered.
+    let (status, job) = server
+        .admin(
+            reqwest::Method::POST,
+            &format!("{}/artifacts/keep", job_path(built[0])),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{job}");
+    assert_eq!(job["id"], built[0]);
+    assert_eq!(job["artifacts_expire_at"], serde_json::Value::Null, "{job}");
+    let (_, other) = server
+        .admin(reqwest::Method::GET, &job_path(built[1]), None)
+        .await;
+    assert!(other["artifacts_expire_at"].is_string(), "{other}");
+
+    // Delete one job's: its archive is gone, its log is not.
+    let (status, _) = server
+        .admin(
+            reqwest::Method::DELETE,
+            &format!("{}/artifacts", job_path(built[1])),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, _) = get(&server, &format!("{}/artifacts", job_path(built[1]))).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _) = get(&server, &format!("{}/trace", job_path(built[1]))).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _) = get(&server, &format!("{}/artifacts", job_path(built[0]))).await;
+    assert_eq!(status, StatusCode::OK);
+
+    // A running job keeps its artifacts.
+    server.create_pipeline(project, "main").await;
+    let (running, _, _) = server.take_job(&runner).await;
+    let (status, body) = server
+        .admin(
+            reqwest::Method::DELETE,
+            &format!("{}/artifacts", job_path(running)),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert!(body.to_string().contains("once it has finished"), "{body}");
+
+    // The whole project's: every finished job's archive goes.
+    let (status, _) = server
+        .admin(
+            reqwest::Method::DELETE,
+            &format!("projects/{project}/artifacts"),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    for id in [built[0], built[2]] {
+        let (status, _) = get(&server, &format!("{}/artifacts", job_path(id))).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "job {id}");
+    }
+    let (status, _) = server
+        .admin(reqwest::Method::DELETE, "projects/999/artifacts", None)
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}

@@ -1414,30 +1414,46 @@ impl Store {
 
     // ---- artifacts ----
 
-    /// Removes up to `limit` artifact rows that expired by `now`, of jobs that no longer
-    /// run (a running job may still upload one of the same key), soonest expired first;
-    /// returns `(job id, file type, blob key)` of each, for their blobs to be deleted.
-    /// Two coordinators doing this at once take disjoint rows.
-    pub async fn take_expired_artifacts(
+    /// Removes up to `limit` artifact rows of `which`, of jobs that no longer run (a
+    /// running job may still upload one of the same key), soonest expired first; returns
+    /// `(job id, file type, blob key)` of each, for their blobs to be deleted. Two
+    /// coordinators doing this at once take disjoint rows.
+    pub async fn take_artifacts(
         &self,
-        now: i64,
+        which: ArtifactSelection,
         limit: i64,
     ) -> Result<Vec<(i64, String, String)>> {
-        let rows = sqlx::query(
+        let (condition, value) = match which {
+            ArtifactSelection::ExpiredBy(now) => {
+                ("a.expire_at IS NOT NULL AND a.expire_at <= $1", now)
+            }
+            ArtifactSelection::OfJob(job_id) => ("a.job_id = $1", job_id),
+            ArtifactSelection::OfProject(project_id) => ("j.project_id = $1", project_id),
+        };
+        let rows = sqlx::query(&format!(
             "DELETE FROM artifacts WHERE id IN (\
                 SELECT a.id FROM artifacts a JOIN jobs j ON j.id = a.job_id \
-                WHERE a.expire_at IS NOT NULL AND a.expire_at <= $1 \
+                WHERE {condition} \
                 AND j.status NOT IN ('created', 'waiting_for_resource', 'preparing', 'pending', 'running', 'canceling') \
                 ORDER BY a.expire_at, a.id LIMIT $2) \
              RETURNING job_id, file_type, blob_key",
-        )
-        .bind(now)
+        ))
+        .bind(value)
         .bind(limit)
         .fetch_all(&self.writer)
         .await?;
         rows.iter()
             .map(|r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)))
             .collect()
+    }
+
+    /// Makes a job's artifacts never expire (GitLab's "keep"); returns how many it has.
+    pub async fn keep_artifacts(&self, job_id: i64) -> Result<u64> {
+        let done = sqlx::query("UPDATE artifacts SET expire_at = NULL WHERE job_id = $1")
+            .bind(job_id)
+            .execute(&self.writer)
+            .await?;
+        Ok(done.rows_affected())
     }
 
     /// Record an artifact (replacing an earlier one of the same type for the job).

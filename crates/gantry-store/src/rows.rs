@@ -617,3 +617,14 @@ impl ProtectedRef {
         }
     }
 }
+
+/// Which artifacts [`crate::Store::take_artifacts`] removes (always of finished jobs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ArtifactSelection {
+    /// Those that expired by this time (Unix ms).
+    ExpiredBy(i64),
+    /// Those of one job.
+    OfJob(i64),
+    /// Those of every job of one project.
+    OfProject(i64),
+}

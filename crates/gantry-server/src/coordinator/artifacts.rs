@@ -9,7 +9,7 @@ use std::io::Read as _;
 use std::sync::Arc;
 
 use gantry_protocol::{ArtifactType, ArtifactUploadParams};
-use gantry_store::NewArtifact;
+use gantry_store::{ArtifactSelection, NewArtifact};
 
 use super::error::{CoordinatorError, Result};
 use super::time::now_ms;
@@ -94,7 +94,7 @@ pub(crate) fn parse_dotenv(data: &[u8]) -> std::result::Result<Vec<(String, Stri
 
 /// Expired artifacts removed per pass of [`Coordinator::remove_expired_artifacts`].
 pub const EXPIRED_PER_PASS: usize = 10_000;
-/// Rows taken per statement.
+/// Artifact rows taken per statement.
 const EXPIRED_BATCH: i64 = 500;
 
 /// What a pass of [`Coordinator::remove_expired_artifacts`] did.
@@ -104,6 +104,17 @@ pub struct RemovedArtifacts {
     pub artifacts: usize,
     /// Blobs that could not be deleted (key, why): storage left over, nothing lost.
     pub left_over: Vec<(String, String)>,
+}
+
+impl RemovedArtifacts {
+    /// Tells the server's log about the blobs left over.
+    pub fn report_left_over(&self) {
+        for (key, error) in &self.left_over {
+            eprintln!(
+                "gantry: artifact blob `{key}` could not be deleted (its artifact is gone; the blob is left over): {error}"
+            );
+        }
+    }
 }
 
 impl Coordinator {
@@ -139,12 +150,51 @@ impl Coordinator {
     /// [`EXPIRED_PER_PASS`] a pass, in batches; the rows go first, so a blob that cannot
     /// be deleted is left over (and reported), never an artifact without its blob.
     pub async fn remove_expired_artifacts(&self, now_ms: i64) -> Result<RemovedArtifacts> {
+        self.remove_artifacts(ArtifactSelection::ExpiredBy(now_ms), EXPIRED_PER_PASS)
+            .await
+    }
+
+    /// Deletes a finished job's artifacts (GitLab's `DELETE …/jobs/:id/artifacts`; its
+    /// log stays). `Conflict` while the job runs: it may still upload them.
+    pub async fn delete_job_artifacts(&self, job_id: i64) -> Result<RemovedArtifacts> {
+        let job = self.inner.store.job(job_id).await?;
+        if crate::processor::Status::parse(&job.status).is_some_and(|s| !s.is_completed()) {
+            return Err(CoordinatorError::Conflict(format!(
+                "job {job_id} is {}: delete its artifacts once it has finished",
+                job.status
+            )));
+        }
+        self.remove_artifacts(ArtifactSelection::OfJob(job_id), usize::MAX)
+            .await
+    }
+
+    /// Deletes the artifacts of every finished job of a project (GitLab's
+    /// `DELETE /projects/:id/artifacts`); running jobs keep theirs.
+    pub async fn delete_project_artifacts(&self, project_id: i64) -> Result<RemovedArtifacts> {
+        self.inner.store.project(project_id).await?;
+        self.remove_artifacts(ArtifactSelection::OfProject(project_id), usize::MAX)
+            .await
+    }
+
+    /// Makes a job's artifacts never expire (GitLab's `POST …/artifacts/keep`).
+    pub async fn keep_artifacts(&self, job_id: i64) -> Result<()> {
+        self.inner.store.job(job_id).await?;
+        self.inner.store.keep_artifacts(job_id).await?;
+        Ok(())
+    }
+
+    /// Takes `which` artifacts in batches, up to `most`, rows first, then their blobs.
+    async fn remove_artifacts(
+        &self,
+        which: ArtifactSelection,
+        most: usize,
+    ) -> Result<RemovedArtifacts> {
         let mut removed = RemovedArtifacts::default();
-        while removed.artifacts < EXPIRED_PER_PASS {
+        while removed.artifacts < most {
             let batch = self
                 .inner
                 .store
-                .take_expired_artifacts(now_ms, EXPIRED_BATCH)
+                .take_artifacts(which, EXPIRED_BATCH)
                 .await?;
             if batch.is_empty() {
                 break;

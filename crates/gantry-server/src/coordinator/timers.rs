@@ -111,13 +111,7 @@ impl Coordinator {
         let this = self.clone();
         tokio::spawn(async move {
             match this.remove_expired_artifacts(now_ms()).await {
-                Ok(removed) => {
-                    for (key, error) in &removed.left_over {
-                        eprintln!(
-                            "gantry: expired artifact blob `{key}` could not be deleted (its artifact is gone; the blob is left over): {error}"
-                        );
-                    }
-                }
+                Ok(removed) => removed.report_left_over(),
                 Err(e) => eprintln!("gantry: failed to remove expired artifacts: {e}"),
             }
             this.inner

@@ -183,6 +183,53 @@ pub(crate) async fn artifacts(
     Ok(file_response(&artifact, blob))
 }
 
+/// `POST /api/v4/projects/:id/jobs/:job_id/artifacts/keep` → `200` with the job: its
+/// artifacts never expire.
+pub(crate) async fn keep_artifacts(
+    State(state): State<AppState>,
+    Path((project, job)): Path<(String, i64)>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    auth::require_admin(&state.coordinator, &headers).await?;
+    let job = find_job(&state, &project, job).await?;
+    state.coordinator.keep_artifacts(job.id).await?;
+    Ok(json_response(
+        StatusCode::OK,
+        &state.coordinator.job(job.id).await?,
+    ))
+}
+
+/// `DELETE /api/v4/projects/:id/jobs/:job_id/artifacts` → `204`: the finished job's
+/// artifacts are gone (its log stays); `409` while it runs.
+pub(crate) async fn delete_artifacts(
+    State(state): State<AppState>,
+    Path((project, job)): Path<(String, i64)>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    auth::require_admin(&state.coordinator, &headers).await?;
+    let job = find_job(&state, &project, job).await?;
+    let removed = state.coordinator.delete_job_artifacts(job.id).await?;
+    removed.report_left_over();
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// `DELETE /api/v4/projects/:id/artifacts` → `202` (GitLab's answer; Gantry has done it
+/// when it answers): the artifacts of every finished job of the project are gone.
+pub(crate) async fn delete_project_artifacts(
+    State(state): State<AppState>,
+    Path(project): Path<String>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    auth::require_admin(&state.coordinator, &headers).await?;
+    let project = find_project(&state, &project).await?;
+    let removed = state
+        .coordinator
+        .delete_project_artifacts(project.id)
+        .await?;
+    removed.report_left_over();
+    Ok(StatusCode::ACCEPTED.into_response())
+}
+
 /// `GET /api/v4/projects/:id/jobs/:job_id/artifacts/*artifact_path`: one file of the
 /// job's (zip) archive.
 pub(crate) async fn artifact_file(

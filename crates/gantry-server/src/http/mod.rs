@@ -308,7 +308,15 @@ fn build(coordinator: Coordinator, shutdown: watch::Receiver<bool>) -> Router {
         .route("/projects/{project}/jobs/{job}/play", post(jobs::play))
         .route(
             "/projects/{project}/jobs/{job}/artifacts",
-            get(jobs::artifacts),
+            get(jobs::artifacts).delete(jobs::delete_artifacts),
+        )
+        .route(
+            "/projects/{project}/jobs/{job}/artifacts/keep",
+            post(jobs::keep_artifacts),
+        )
+        .route(
+            "/projects/{project}/artifacts",
+            delete(jobs::delete_project_artifacts),
         )
         .route(
             "/projects/{project}/jobs/{job}/artifacts/{*path}",
