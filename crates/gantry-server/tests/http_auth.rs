@@ -398,6 +398,14 @@ async fn every_endpoint_checks_its_caller() {
             &admin,
         ),
         Row::new(
+            "GET /projects/:id/pipelines/:pipeline_id/variables",
+            Method::GET,
+            format!("projects/{a}/pipelines/{pipeline_a}/variables"),
+            Private,
+            Value::Null,
+            &admin,
+        ),
+        Row::new(
             "POST /projects/:id/jobs/:job_id/artifacts/keep",
             Method::POST,
             format!("projects/{a}/jobs/{job_a}/artifacts/keep"),

@@ -258,6 +258,20 @@ async fn jobs_receive_the_variables_that_apply_to_them() {
         )
         .await;
     assert_eq!(status, StatusCode::CREATED, "{pipeline}");
+    // The variables it was created with, as GitLab lists them.
+    let (status, created_with) = server
+        .admin(
+            Method::GET,
+            &format!("projects/{pid}/pipelines/{}/variables", pipeline["id"]),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        created_with,
+        json!([{"key": "GREETING", "variable_type": "env_var", "value": "from-pipeline"},
+               {"key": "CERT", "variable_type": "file", "value": "pem"}])
+    );
     let jobs = server
         .pipeline_jobs(pid, pipeline["id"].as_i64().unwrap())
         .await;
@@ -329,6 +343,14 @@ async fn jobs_receive_the_variables_that_apply_to_them() {
 
     // An unprotected branch: no protected variables, at creation nor in jobs.
     let pipeline = server.create_pipeline(pid, "feature").await;
+    let (_, none) = server
+        .admin(
+            Method::GET,
+            &format!("projects/{pid}/pipelines/{}/variables", pipeline["id"]),
+            None,
+        )
+        .await;
+    assert_eq!(none, json!([]));
     let jobs = server
         .pipeline_jobs(pid, pipeline["id"].as_i64().unwrap())
         .await;

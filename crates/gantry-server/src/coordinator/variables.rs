@@ -266,6 +266,29 @@ impl Coordinator {
         Ok(super::state::parse_variables(&json))
     }
 
+    /// The variables pipeline `id` was created with (API, trigger, schedule, web form,
+    /// `--var`, an upstream pipeline's): `(key, value, variable_type)`, as GitLab's
+    /// `GET …/pipelines/:id/variables` lists them.
+    pub async fn created_with_variables(
+        &self,
+        id: i64,
+    ) -> Result<Vec<(String, String, &'static str)>, CoordinatorError> {
+        let pipeline = self.inner.store.pipeline(id).await?;
+        let vars = self.pipeline_variables(&pipeline)?;
+        Ok(vars
+            .values
+            .into_iter()
+            .map(|(key, value)| {
+                let kind = if vars.files.contains(&key) {
+                    FILE
+                } else {
+                    ENV_VAR
+                };
+                (key, value, kind)
+            })
+            .collect())
+    }
+
     /// A pipeline's variables. Pipelines stored before encryption are read as they are.
     pub(crate) fn pipeline_variables(
         &self,

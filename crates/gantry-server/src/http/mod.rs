@@ -271,6 +271,10 @@ fn build(coordinator: Coordinator, shutdown: watch::Receiver<bool>) -> Router {
             get(projects::pipeline_jobs),
         )
         .route(
+            "/projects/{project}/pipelines/{pipeline}/variables",
+            get(projects::pipeline_variables),
+        )
+        .route(
             "/projects/{project}/pipelines/{pipeline}/bridges",
             get(projects::pipeline_bridges),
         )

@@ -448,6 +448,27 @@ pub(crate) async fn pipeline_jobs(
     .await
 }
 
+/// `GET /api/v4/projects/:id/pipelines/:pipeline_id/variables`: the variables the
+/// pipeline was created with, `[{"key", "variable_type", "value"}]` in the order given.
+pub(crate) async fn pipeline_variables(
+    State(state): State<AppState>,
+    Path((project, pipeline)): Path<(String, i64)>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    auth::require_admin(&state.coordinator, &headers).await?;
+    let pipeline = find_pipeline(&state, &project, pipeline).await?;
+    let vars: Vec<serde_json::Value> = state
+        .coordinator
+        .created_with_variables(pipeline.id)
+        .await?
+        .into_iter()
+        .map(|(key, value, kind)| {
+            serde_json::json!({"key": key, "variable_type": kind, "value": value})
+        })
+        .collect();
+    Ok(json_response(StatusCode::OK, &vars))
+}
+
 /// `GET /api/v4/projects/:id/pipelines/:pipeline_id/bridges`: the trigger jobs, each with
 /// its `downstream_pipeline` once created.
 pub(crate) async fn pipeline_bridges(
