@@ -109,6 +109,26 @@ async fn a_running_log_is_written_and_read_through_any_replica() {
         "the rows went once the log was archived"
     );
     assert_eq!(snapshot.size, log.len() as i64);
+
+    // Deleting the pipeline through either replica deletes the archived log too.
+    let key = format!("traces/{}.log", job.id);
+    let url = gantry_server::testing::s3_url(e.dir.path()).unwrap_or_else(|e| panic!("{e}"));
+    let blobs = Arc::new(ObjectBlobs::from_url(&url, e.dir.path().join("check")).unwrap());
+    let archived = |blobs: Arc<ObjectBlobs>, key: String| async move {
+        tokio::task::spawn_blocking(move || {
+            gantry_server::coordinator::BlobStore::get(blobs.as_ref(), &key)
+        })
+        .await
+        .unwrap()
+        .unwrap()
+    };
+    assert!(archived(Arc::clone(&blobs), key.clone()).await.is_some());
+    a.delete_pipeline(pipeline.id).await.expect("deleted");
+    assert!(
+        archived(blobs, key).await.is_none(),
+        "the archived log is gone"
+    );
+    assert!(b.trace(job.id).await.is_err());
 }
 
 #[tokio::test]

@@ -254,4 +254,19 @@ async fn artifacts_are_kept_and_deleted_by_job_and_by_project() {
         .admin(reqwest::Method::DELETE, "projects/999/artifacts", None)
         .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
+
+    // A deleted pipeline takes its jobs along.
+    let (_, job) = server
+        .admin(reqwest::Method::GET, &job_path(built[0]), None)
+        .await;
+    let pipeline = format!("projects/{project}/pipelines/{}", job["pipeline"]["id"]);
+    let (status, _) = server.admin(reqwest::Method::DELETE, &pipeline, None).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    for path in [pipeline.clone(), job_path(built[0])] {
+        let (status, _) = server.admin(reqwest::Method::GET, &path, None).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{path}");
+    }
+    let (status, body) = server.admin(reqwest::Method::DELETE, &pipeline, None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(body, json!({"message": "404 Pipeline Not Found"}));
 }

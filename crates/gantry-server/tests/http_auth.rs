@@ -167,6 +167,17 @@ async fn every_endpoint_checks_its_caller() {
     } else {
         (second, second_token, first_token)
     };
+    // A pipeline to delete, whose job no runner here takes.
+    let repo_c = Repo::new(&[(
+        ".gitlab-ci.yml",
+        "untaken:\n  tags: [no-such-runner]\n  script: [echo]\n",
+    )]);
+    let c = server.create_project("doomed", &repo_c).await["id"]
+        .as_i64()
+        .expect("id");
+    let doomed_pipeline = server.create_pipeline(c, "main").await["id"]
+        .as_i64()
+        .expect("id");
     let deploy_a = server
         .pipeline_jobs(a, pipeline_a)
         .await
@@ -393,6 +404,14 @@ async fn every_endpoint_checks_its_caller() {
             "DELETE /projects/:id/protected_tags/:name",
             Method::DELETE,
             format!("projects/{a}/protected_tags/auth-*"),
+            Private,
+            Value::Null,
+            &admin,
+        ),
+        Row::new(
+            "DELETE /projects/:id/pipelines/:pipeline_id",
+            Method::DELETE,
+            format!("projects/{c}/pipelines/{doomed_pipeline}"),
             Private,
             Value::Null,
             &admin,

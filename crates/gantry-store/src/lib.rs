@@ -1447,6 +1447,47 @@ impl Store {
             .collect()
     }
 
+    /// Deletes pipeline `id` with its jobs, their artifact rows and log chunks, in one
+    /// transaction; pipelines it triggered stay (their `parent_job_id` is cleared).
+    /// Returns the deleted jobs' ids and `(job id, file type, blob key)` of their
+    /// artifacts, for the files and blobs to be removed; `NotFound` without the pipeline.
+    pub async fn delete_pipeline(&self, id: i64) -> Result<DeletedPipeline> {
+        let mut tx = self.begin_write().await?;
+        let jobs: Vec<i64> = sqlx::query("SELECT id FROM jobs WHERE pipeline_id = $1")
+            .bind(id)
+            .fetch_all(&mut *tx)
+            .await?
+            .iter()
+            .map(|r| r.try_get(0))
+            .collect::<std::result::Result<_, _>>()?;
+        let of_jobs = "SELECT id FROM jobs WHERE pipeline_id = $1";
+        let artifacts = sqlx::query(&format!(
+            "DELETE FROM artifacts WHERE job_id IN ({of_jobs}) RETURNING job_id, file_type, blob_key"
+        ))
+        .bind(id)
+        .fetch_all(&mut *tx)
+        .await?
+        .iter()
+        .map(|r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)))
+        .collect::<Result<Vec<_>>>()?;
+        for statement in [
+            format!("DELETE FROM trace_chunks WHERE job_id IN ({of_jobs})"),
+            format!("UPDATE pipelines SET parent_job_id = NULL WHERE parent_job_id IN ({of_jobs})"),
+            "DELETE FROM jobs WHERE pipeline_id = $1".to_owned(),
+        ] {
+            sqlx::query(&statement).bind(id).execute(&mut *tx).await?;
+        }
+        let done = sqlx::query("DELETE FROM pipelines WHERE id = $1")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::NotFound("pipeline"));
+        }
+        tx.commit().await?;
+        Ok(DeletedPipeline { jobs, artifacts })
+    }
+
     /// Makes a job's artifacts never expire (GitLab's "keep"); returns how many it has.
     pub async fn keep_artifacts(&self, job_id: i64) -> Result<u64> {
         let done = sqlx::query("UPDATE artifacts SET expire_at = NULL WHERE job_id = $1")

@@ -628,3 +628,12 @@ pub enum ArtifactSelection {
     /// Those of every job of one project.
     OfProject(i64),
 }
+
+/// What [`crate::Store::delete_pipeline`] deleted.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DeletedPipeline {
+    /// Its jobs' ids.
+    pub jobs: Vec<i64>,
+    /// `(job id, file type, blob key)` of their artifacts.
+    pub artifacts: Vec<(i64, String, String)>,
+}

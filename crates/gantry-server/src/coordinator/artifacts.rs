@@ -200,16 +200,30 @@ impl Coordinator {
                 break;
             }
             removed.artifacts += batch.len();
-            let mut keys = Vec::with_capacity(batch.len());
-            for (job_id, file_type, key) in batch {
-                if file_type == ArtifactType::Dotenv.as_str() {
-                    keys.push(dotenv_key(job_id));
-                }
-                keys.push(key);
-            }
-            removed.left_over.extend(self.blob_delete(keys).await?);
+            removed
+                .left_over
+                .extend(self.delete_blobs_of(batch, &[]).await?);
         }
         Ok(removed)
+    }
+
+    /// Deletes the blobs of artifact rows already removed (`(job id, file type, blob
+    /// key)`: the archive or report, and a dotenv report's parsed variables) and the
+    /// archived logs of `jobs_gone`; returns the keys left over, with why.
+    pub(super) async fn delete_blobs_of(
+        &self,
+        artifacts: Vec<(i64, String, String)>,
+        jobs_gone: &[i64],
+    ) -> Result<Vec<(String, String)>> {
+        let mut keys = Vec::with_capacity(artifacts.len() + jobs_gone.len());
+        for (job_id, file_type, key) in artifacts {
+            if file_type == ArtifactType::Dotenv.as_str() {
+                keys.push(dotenv_key(job_id));
+            }
+            keys.push(key);
+        }
+        keys.extend(jobs_gone.iter().map(|&job| super::traces::archive_key(job)));
+        self.blob_delete(keys).await
     }
 
     pub(crate) async fn blob_get(&self, key: String) -> Result<Option<Vec<u8>>> {

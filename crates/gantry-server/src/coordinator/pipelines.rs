@@ -1194,6 +1194,33 @@ impl Coordinator {
         self.pipeline(id).await
     }
 
+    /// Deletes a pipeline (GitLab's `DELETE /projects/:id/pipelines/:pipeline_id`): an
+    /// active one is canceled first (its downstream pipelines too); then its row, jobs,
+    /// artifact rows and log chunks go in one transaction, and after it their artifact
+    /// blobs, archived logs and log files. Pipelines it triggered stay. A blob that
+    /// cannot be deleted is reported in the server's log and left over.
+    pub async fn delete_pipeline(&self, id: i64) -> std::result::Result<(), CoordinatorError> {
+        let pipeline = self.inner.store.pipeline(id).await?;
+        if Status::parse(&pipeline.status).is_some_and(|s| !s.is_completed()) {
+            self.cancel_pipeline(id).await?;
+        }
+        let deleted = self.inner.store.delete_pipeline(id).await?;
+        let left_over = self
+            .delete_blobs_of(deleted.artifacts, &deleted.jobs)
+            .await?;
+        super::RemovedArtifacts {
+            artifacts: 0,
+            left_over,
+        }
+        .report_left_over();
+        for job in &deleted.jobs {
+            if let Err(e) = self.inner.traces.remove(*job) {
+                eprintln!("gantry: the log file of deleted job {job} is left over: {e}");
+            }
+        }
+        Ok(())
+    }
+
     /// Retry every failed or canceled job (skipped ones are re-evaluated). Nothing to
     /// retry returns the pipeline unchanged.
     pub async fn retry_pipeline(

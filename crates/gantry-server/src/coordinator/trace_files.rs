@@ -56,6 +56,14 @@ impl TraceFiles {
         self.dir.join(format!("{job_id}.log"))
     }
 
+    /// Removes the job's file (a deleted job's log); a missing file is removed already.
+    pub(crate) fn remove(&self, job_id: i64) -> io::Result<()> {
+        match std::fs::remove_file(self.path(job_id)) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
+    }
+
     /// The job's file, ready to append at `offset`: created with its directory if
     /// needed, cut at `offset` (bytes past it were never committed: an append that
     /// crashed or failed before its commit), positioned there.

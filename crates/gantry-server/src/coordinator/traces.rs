@@ -47,7 +47,7 @@ fn task_failed(job_id: i64, e: tokio::task::JoinError) -> CoordinatorError {
 }
 
 /// The blob key of a finished job's archived log.
-fn archive_key(job_id: i64) -> String {
+pub(super) fn archive_key(job_id: i64) -> String {
     format!("traces/{job_id}.log")
 }
 

@@ -264,7 +264,7 @@ fn build(coordinator: Coordinator, shutdown: watch::Receiver<bool>) -> Router {
         )
         .route(
             "/projects/{project}/pipelines/{pipeline}",
-            get(projects::pipeline),
+            get(projects::pipeline).delete(projects::delete_pipeline),
         )
         .route(
             "/projects/{project}/pipelines/{pipeline}/jobs",

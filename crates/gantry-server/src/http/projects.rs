@@ -448,6 +448,21 @@ pub(crate) async fn pipeline_jobs(
     .await
 }
 
+/// `DELETE /api/v4/projects/:id/pipelines/:pipeline_id` → `204`: the pipeline, its jobs,
+/// logs and artifacts are gone (an active pipeline is canceled first).
+pub(crate) async fn delete_pipeline(
+    State(state): State<AppState>,
+    Path((project, pipeline)): Path<(String, i64)>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    auth::require_admin(&state.coordinator, &headers).await?;
+    let pipeline = find_pipeline(&state, &project, pipeline).await?;
+    state.coordinator.delete_pipeline(pipeline.id).await?;
+    Ok(axum::response::IntoResponse::into_response(
+        StatusCode::NO_CONTENT,
+    ))
+}
+
 /// `GET /api/v4/projects/:id/pipelines/:pipeline_id/variables`: the variables the
 /// pipeline was created with, `[{"key", "variable_type", "value"}]` in the order given.
 pub(crate) async fn pipeline_variables(

@@ -1,6 +1,8 @@
-//! Expired artifacts leave the database and the blobs (`remove_expired_artifacts`, run by
-//! the background timers every minute): the archive and the dotenv report with its parsed
-//! variables, of finished jobs only; artifacts that have not expired, or never expire, stay.
+//! What leaves the database and the blobs together: expired artifacts
+//! (`remove_expired_artifacts`, run by the background timers every minute — the archive and
+//! the dotenv report with its parsed variables, of finished jobs only; artifacts that have
+//! not expired, or never expire, stay) and deleted pipelines (`delete_pipeline`: jobs,
+//! logs, artifacts; the pipelines they triggered stay).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -150,4 +152,65 @@ async fn expired_artifacts_of_finished_jobs_are_removed_with_their_blobs() {
         0,
         "each artifact once"
     );
+}
+
+#[tokio::test]
+async fn a_deleted_pipeline_takes_its_jobs_logs_and_artifacts_along() {
+    let e = env_with_local_blobs(
+        "stages: [build, test]\nbuild:\n  stage: build\n  script: [make]\ntest:\n  stage: test\n  script: [make test]\n",
+    )
+    .await;
+    let project = e.project().await;
+    let doomed = e.pipeline(project, "main").await;
+    let kept = e.pipeline(project, "main").await;
+    let runner = e.any_runner().await;
+    let first = e.take_some(&runner).await;
+    assert_eq!(first.job_info.pipeline_id, doomed.id);
+    e.coord
+        .upload_artifact(
+            first.id,
+            params(ArtifactType::Dotenv, ArtifactFormat::Gzip, "never"),
+            "build.env.gz",
+            &gzip("A=1\n"),
+        )
+        .await
+        .unwrap();
+    e.coord
+        .upload_artifact(
+            first.id,
+            params(ArtifactType::Archive, ArtifactFormat::Zip, "never"),
+            "artifacts.zip",
+            &zip_archive(),
+        )
+        .await
+        .unwrap();
+    e.run(&first, true).await;
+    let other = e.take_some(&runner).await;
+    assert_eq!(other.job_info.pipeline_id, kept.id);
+    let data = e.dir.path().join("data");
+    let files = [
+        data.join(format!("blobs/artifacts/{}/archive", first.id)),
+        data.join(format!("blobs/dotenv/{}.json", first.id)),
+        data.join(format!("traces/{}.log", first.id)),
+    ];
+    for file in &files {
+        assert!(file.is_file(), "{}", file.display());
+    }
+    // (Local blobs: the log stays in its file. With shared blobs it is archived as
+    // `traces/<job>.log` and that blob is deleted the same way.)
+
+    // Still active (its test job is waiting): canceled, then deleted.
+    e.coord.delete_pipeline(doomed.id).await.unwrap();
+    for file in &files {
+        assert!(!file.exists(), "{} is left", file.display());
+    }
+    assert!(e.coord.pipeline(doomed.id).await.is_err());
+    assert!(e.coord.job(first.id).await.is_err());
+    assert!(matches!(
+        e.coord.delete_pipeline(doomed.id).await,
+        Err(gantry_server::coordinator::CoordinatorError::NotFound(_))
+    ));
+    // The other pipeline, and its running job, are untouched.
+    assert_eq!(e.coord.pipeline(kept.id).await.unwrap().status, "running");
+    e.run(&other, true).await;
 }
