@@ -3,6 +3,7 @@
 //! decision functions. Works against our coordinator and against GitLab-compatible
 //! servers.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::TlsFiles;
@@ -112,12 +113,27 @@ pub enum JobRequestOutcome {
     },
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Client {
     http: reqwest::Client,
     base: String,
     info: VersionInfo,
+    observer: Option<ApiObserver>,
 }
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("base", &self.base)
+            .field("info", &self.info)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Told of every request a [`Client`] sends: its endpoint (gitlab-runner's names:
+/// `request_job`, `update_job`, `patch_trace`, …) and the answer's HTTP status, `None` when
+/// no answer came (the network). The runner's metrics count them.
+pub type ApiObserver = Arc<dyn Fn(&'static str, Option<u16>) + Send + Sync>;
 
 fn header_str(r: &reqwest::Response, name: &str) -> Option<String> {
     r.headers()
@@ -176,7 +192,28 @@ impl Client {
             http,
             base: format!("{}/api/v4", url.trim_end_matches('/')),
             info,
+            observer: None,
         })
+    }
+
+    /// This client, telling `observer` of every request it sends.
+    #[must_use]
+    pub fn observed_by(mut self, observer: ApiObserver) -> Self {
+        self.observer = Some(observer);
+        self
+    }
+
+    /// Sends `request` (to `endpoint`, for the observer).
+    async fn send(
+        &self,
+        endpoint: &'static str,
+        request: reqwest::RequestBuilder,
+    ) -> Result<reqwest::Response, ClientError> {
+        let sent = request.send().await;
+        if let Some(observer) = &self.observer {
+            observer(endpoint, sent.as_ref().ok().map(|r| r.status().as_u16()));
+        }
+        sent.map_err(|e| self.unreachable(e))
     }
 
     /// The `info` object this client sends (§2.8).
@@ -217,12 +254,11 @@ impl Client {
     ) -> Result<RegisterRunnerResponse, ClientError> {
         req.info = self.info.clone();
         let r = self
-            .http
-            .post(self.url("/runners"))
-            .json(&req)
-            .send()
-            .await
-            .map_err(|e| self.unreachable(e))?;
+            .send(
+                "register_runner",
+                self.http.post(self.url("/runners")).json(&req),
+            )
+            .await?;
         if r.status().as_u16() != 201 {
             return Err(Self::refused("register the runner", r).await);
         }
@@ -242,12 +278,11 @@ impl Client {
             info: self.info.clone(),
         };
         let r = self
-            .http
-            .post(self.url("/runners/verify"))
-            .json(&req)
-            .send()
-            .await
-            .map_err(|e| self.unreachable(e))?;
+            .send(
+                "verify_runner",
+                self.http.post(self.url("/runners/verify")).json(&req),
+            )
+            .await?;
         if r.status().as_u16() != 200 {
             return Err(Self::refused("verify the runner token", r).await);
         }
@@ -264,12 +299,11 @@ impl Client {
             token: token.to_owned(),
         };
         let r = self
-            .http
-            .delete(self.url("/runners"))
-            .json(&req)
-            .send()
-            .await
-            .map_err(|e| self.unreachable(e))?;
+            .send(
+                "unregister_runner",
+                self.http.delete(self.url("/runners")).json(&req),
+            )
+            .await?;
         if r.status().as_u16() != 204 {
             return Err(Self::refused("unregister the runner", r).await);
         }
@@ -288,12 +322,11 @@ impl Client {
             system_id: system_id.to_owned(),
         };
         let r = self
-            .http
-            .delete(self.url("/runners/managers"))
-            .json(&req)
-            .send()
-            .await
-            .map_err(|e| self.unreachable(e))?;
+            .send(
+                "unregister_runner_manager",
+                self.http.delete(self.url("/runners/managers")).json(&req),
+            )
+            .await?;
         if r.status().as_u16() != 204 {
             return Err(Self::refused("unregister the runner manager", r).await);
         }
@@ -315,12 +348,11 @@ impl Client {
             session: None,
         };
         let r = self
-            .http
-            .post(self.url("/jobs/request"))
-            .json(&req)
-            .send()
-            .await
-            .map_err(|e| self.unreachable(e))?;
+            .send(
+                "request_job",
+                self.http.post(self.url("/jobs/request")).json(&req),
+            )
+            .await?;
         match r.status().as_u16() {
             201 => {
                 let bytes = r.bytes().await.map_err(|e| self.unreachable(e))?;
@@ -351,12 +383,13 @@ impl Client {
         req: &UpdateJobRequest,
     ) -> Result<UpdateAnswer, ClientError> {
         let r = self
-            .http
-            .put(self.url(&format!("/jobs/{job_id}")))
-            .json(req)
-            .send()
-            .await
-            .map_err(|e| self.unreachable(e))?;
+            .send(
+                "update_job",
+                self.http
+                    .put(self.url(&format!("/jobs/{job_id}")))
+                    .json(req),
+            )
+            .await?;
         let status = r.status().as_u16();
         Ok(UpdateAnswer {
             status,
@@ -382,19 +415,20 @@ impl Client {
             .map(|r| r.to_string())
             .unwrap_or_else(|| format!("{start}-{start}"));
         let r = self
-            .http
-            .patch(format!(
-                "{}?{}",
-                self.url(&format!("/jobs/{job_id}/trace")),
-                params.to_query()
-            ))
-            .header(header::JOB_TOKEN, job_token)
-            .header(header::CONTENT_RANGE, range)
-            .header("content-type", "text/plain")
-            .body(data)
-            .send()
-            .await
-            .map_err(|e| self.unreachable(e))?;
+            .send(
+                "patch_trace",
+                self.http
+                    .patch(format!(
+                        "{}?{}",
+                        self.url(&format!("/jobs/{job_id}/trace")),
+                        params.to_query()
+                    ))
+                    .header(header::JOB_TOKEN, job_token)
+                    .header(header::CONTENT_RANGE, range)
+                    .header("content-type", "text/plain")
+                    .body(data),
+            )
+            .await?;
         Ok(PatchTraceResponse::classify(
             r.status().as_u16(),
             header_str(&r, header::JOB_STATUS).as_deref(),
@@ -434,17 +468,18 @@ impl Client {
         }
         let form = form.part("file", part);
         let r = self
-            .http
-            .post(format!(
-                "{}?{}",
-                self.url(&format!("/jobs/{job_id}/artifacts")),
-                params.to_query()
-            ))
-            .header(header::JOB_TOKEN, job_token)
-            .multipart(form)
-            .send()
-            .await
-            .map_err(|e| self.unreachable(e))?;
+            .send(
+                "upload_artifacts",
+                self.http
+                    .post(format!(
+                        "{}?{}",
+                        self.url(&format!("/jobs/{job_id}/artifacts")),
+                        params.to_query()
+                    ))
+                    .header(header::JOB_TOKEN, job_token)
+                    .multipart(form),
+            )
+            .await?;
         if r.status().as_u16() != 201 {
             return Err(Self::refused("upload artifacts", r).await);
         }
@@ -461,12 +496,13 @@ impl Client {
         dest: &std::path::Path,
     ) -> Result<u64, ClientError> {
         let r = self
-            .http
-            .get(self.url(&format!("/jobs/{job_id}/artifacts")))
-            .header(header::JOB_TOKEN, job_token)
-            .send()
-            .await
-            .map_err(|e| self.unreachable(e))?;
+            .send(
+                "download_artifacts",
+                self.http
+                    .get(self.url(&format!("/jobs/{job_id}/artifacts")))
+                    .header(header::JOB_TOKEN, job_token),
+            )
+            .await?;
         if r.status().as_u16() != 200 {
             return Err(Self::refused("download artifacts", r).await);
         }

@@ -13,6 +13,7 @@
 //! | `gitlab_runner_job_duration_seconds` | histogram | `runner` | how long jobs ran, received to reported |
 //! | `gitlab_runner_errors_total` | counter | `level` (`warning`, `error`) | problems the runner logged |
 //! | `gantry_runner_job_request_failures_total` | counter | `runner` | job requests that failed (the entry backs off) |
+//! | `gitlab_runner_api_request_statuses_total` | counter | `runner`, `endpoint`, `status` | requests to the coordinator by endpoint (`request_job`, `update_job`, `patch_trace`, `upload_artifacts`, `download_artifacts`, `verify_runner`, …) and HTTP status (`error`: no answer), fed by [`RunnerMetrics::observe_api`] |
 //!
 //! `runner` is the entry's `name`, else its short token, as in the log.
 
@@ -47,6 +48,13 @@ struct FailedLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ApiLabels {
+    runner: String,
+    endpoint: String,
+    status: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct LevelLabel {
     level: String,
 }
@@ -72,6 +80,7 @@ pub struct RunnerMetrics {
     duration: DurationFamily,
     errors: Family<LevelLabel, Counter>,
     request_failures: Family<RunnerLabel, Counter>,
+    api_requests: Family<ApiLabels, Counter>,
     /// When each running job was received, by id.
     started: Mutex<HashMap<i64, Instant>>,
 }
@@ -153,6 +162,12 @@ impl RunnerMetrics {
             "Job requests that failed; the entry backs off before asking again",
             request_failures.clone(),
         );
+        let api_requests = Family::<ApiLabels, Counter>::default();
+        registry.register(
+            "gitlab_runner_api_request_statuses",
+            "The number of API requests to the coordinator, by endpoint and status",
+            api_requests.clone(),
+        );
         Self {
             registry,
             concurrent,
@@ -162,8 +177,21 @@ impl RunnerMetrics {
             duration,
             errors,
             request_failures,
+            api_requests,
             started: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Counts one request of entry `runner` to `endpoint`, answered with `status` (`None`:
+    /// no answer). Plug it into the poll loop with `PollOptions::api_observer`.
+    pub fn observe_api(&self, runner: &str, endpoint: &str, status: Option<u16>) {
+        self.api_requests
+            .get_or_create(&ApiLabels {
+                runner: runner.to_owned(),
+                endpoint: endpoint.to_owned(),
+                status: status.map_or_else(|| "error".to_owned(), |s| s.to_string()),
+            })
+            .inc();
     }
 
     /// Counts what `event` says happened.
@@ -250,6 +278,21 @@ pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; cha
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn api_requests_are_counted_by_endpoint_and_status() {
+        let metrics = RunnerMetrics::new();
+        metrics.observe_api("a", "request_job", Some(204));
+        metrics.observe_api("a", "request_job", Some(204));
+        metrics.observe_api("a", "patch_trace", None);
+        let text = metrics.encode();
+        for needle in [
+            "gitlab_runner_api_request_statuses_total{runner=\"a\",endpoint=\"request_job\",status=\"204\"} 2",
+            "gitlab_runner_api_request_statuses_total{runner=\"a\",endpoint=\"patch_trace\",status=\"error\"} 1",
+        ] {
+            assert!(text.contains(needle), "missing {needle:?}:\n{text}");
+        }
+    }
 
     #[test]
     fn failed_requests_and_logged_problems_are_counted() {

@@ -70,6 +70,9 @@ pub use identity::{
 };
 
 use crate::client::{Client, ClientError, JobRequestOutcome};
+
+/// `(entry name, endpoint, HTTP status)` of each request ([`PollOptions::api_observer`]).
+pub type ApiRequests = Arc<dyn Fn(&str, &'static str, Option<u16>) + Send + Sync>;
 use crate::config::{Config, ExecutorKind, RunnerConfig};
 use crate::fleet::{Fleet, FleetLease};
 use crate::job::{
@@ -111,6 +114,9 @@ pub struct PollOptions {
     /// process that died ([`crate::journal`]). `None` (the default; `gantry run`, whose
     /// coordinator dies with it) keeps no records.
     pub journal: Option<Journal>,
+    /// Told of every request the entries' clients send: `(entry name, endpoint, status)`
+    /// (the runner's metrics; see `crate::client::ApiObserver`).
+    pub api_observer: Option<ApiRequests>,
 }
 
 impl PollOptions {
@@ -127,6 +133,7 @@ impl PollOptions {
             trace_tap: None,
             login_shell: true,
             journal: None,
+            api_observer: None,
         }
     }
 }
@@ -292,6 +299,15 @@ fn new_entry(
         name: name.clone(),
         source,
     })?;
+    let client = match &options.api_observer {
+        Some(observer) => {
+            let (observer, runner) = (Arc::clone(observer), name.clone());
+            client.observed_by(Arc::new(move |endpoint, status| {
+                observer(&runner, endpoint, status)
+            }))
+        }
+        None => client,
+    };
     Ok(Entry {
         name,
         config: Arc::new(runner.clone()),

@@ -528,6 +528,10 @@ async fn run_runner(arg: &ConfigArg) -> Result<u8, Failure> {
         ))
     })?;
     options.journal = Some(journal);
+    let counted = Arc::clone(&metrics);
+    options.api_observer = Some(Arc::new(move |runner, endpoint, status| {
+        counted.observe_api(runner, endpoint, status);
+    }));
     let observed = Arc::clone(&metrics);
     options.events = Arc::new(move |event: &PollEvent| {
         observed.observe(event);

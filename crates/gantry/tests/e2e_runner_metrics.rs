@@ -113,6 +113,10 @@ cache_dir = "{cache}"
         "gantry_runner_jobs_received_total{runner=\"metered\"} 2",
         "gitlab_runner_failed_jobs_total{runner=\"metered\",failure_reason=\"script_failure\"} 1",
         "gitlab_runner_job_duration_seconds_count{runner=\"metered\"} 2",
+        // Both jobs were received and accepted (`201`, `200`) and their logs sent.
+        "gitlab_runner_api_request_statuses_total{runner=\"metered\",endpoint=\"request_job\",status=\"201\"} 2",
+        "gitlab_runner_api_request_statuses_total{runner=\"metered\",endpoint=\"update_job\",status=\"200\"}",
+        "gitlab_runner_api_request_statuses_total{runner=\"metered\",endpoint=\"patch_trace\",status=\"202\"}",
         "# EOF",
     ] {
         assert!(text.contains(needle), "missing {needle:?}:\n{text}");
