@@ -1,6 +1,9 @@
 //! `gantry project create NAME --repo PATH_OR_URL`: register a repository with a
 //! running server (`POST /api/v4/projects`). Prints the project as JSON on stdout.
 //! `gantry project pull NAME`: look for pushes now (`POST …/mirror/pull`).
+//! `gantry project protect|unprotect NAME PATTERN [--tag]` and `gantry project protected
+//! NAME`: the project's protected branches and tags (`…/protected_branches`,
+//! `…/protected_tags`).
 
 use std::path::Path;
 
@@ -18,6 +21,26 @@ pub(crate) enum ProjectCommand {
     /// Fetch a project's repository now and create a push pipeline for each branch or
     /// tag that moved (what the server also does every --poll-interval).
     Pull(PullArgs),
+    /// Protect a branch (or, with --tag, a tag) name or `*` pattern: its pipelines see
+    /// protected variables and run on `ref_protected` runners.
+    Protect(ProtectArgs),
+    /// Remove a protection (the default branch's too).
+    Unprotect(ProtectArgs),
+    /// List the project's protected branches and tags as JSON.
+    Protected(PullArgs),
+}
+
+#[derive(Args)]
+pub(crate) struct ProtectArgs {
+    /// Project name or id.
+    name: String,
+    /// A branch or tag name, or a pattern with `*` (`release/*`, `v*`).
+    pattern: String,
+    /// A tag name or pattern instead of a branch.
+    #[arg(long)]
+    tag: bool,
+    #[command(flatten)]
+    server: ServerArgs,
 }
 
 #[derive(Args)]
@@ -51,7 +74,49 @@ pub(crate) fn run(command: &ProjectCommand) -> Result<(), ClientError> {
         ProjectCommand::Create(args) => create(args),
         ProjectCommand::List(args) => list(args),
         ProjectCommand::Pull(args) => pull(args),
+        ProjectCommand::Protect(args) => protect(args, true),
+        ProjectCommand::Unprotect(args) => protect(args, false),
+        ProjectCommand::Protected(args) => protected(args),
     }
+}
+
+/// `…/protected_branches` or `…/protected_tags` of project `name`.
+fn protections(name: &str, tag: bool) -> String {
+    format!(
+        "projects/{}/protected_{}",
+        encode_segment(name),
+        if tag { "tags" } else { "branches" }
+    )
+}
+
+fn protect(args: &ProtectArgs, on: bool) -> Result<(), ClientError> {
+    let client = ApiClient::new(&args.server)?;
+    let base = protections(&args.name, args.tag);
+    let kind = if args.tag { "tag" } else { "branch" };
+    if on {
+        let body = json!({ "name": args.pattern });
+        let created: Value = block_on(client.post(&base, &body))??;
+        eprintln!("{}: protected {kind} `{}`", args.name, args.pattern);
+        crate::out_line(&serde_json::to_string_pretty(&created).unwrap_or_default());
+    } else {
+        let path = format!("{base}/{}", encode_segment(&args.pattern));
+        block_on(client.delete(&path))??;
+        eprintln!("{}: unprotected {kind} `{}`", args.name, args.pattern);
+    }
+    Ok(())
+}
+
+fn protected(args: &PullArgs) -> Result<(), ClientError> {
+    let client = ApiClient::new(&args.server)?;
+    let (branches, tags): (Value, Value) = block_on(async {
+        Ok::<_, ClientError>((
+            client.get(&protections(&args.name, false)).await?,
+            client.get(&protections(&args.name, true)).await?,
+        ))
+    })??;
+    let out = json!({ "branches": branches, "tags": tags });
+    crate::out_line(&serde_json::to_string_pretty(&out).unwrap_or_default());
+    Ok(())
 }
 
 fn pull(args: &PullArgs) -> Result<(), ClientError> {

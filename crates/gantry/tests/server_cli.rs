@@ -808,9 +808,10 @@ fn instance_variables_are_imported_listed_deleted_and_reach_jobs() {
 }
 
 /// `gantry variable … --group PATH`: a group's variables from a variables file (scopes
-/// allowed), listed, deleted, and in the jobs of the group's projects.
+/// allowed), listed, deleted, and in the jobs of the group's projects; then `gantry project
+/// protect|unprotect|protected` on one of its projects.
 #[test]
-fn group_variables_are_imported_listed_deleted_and_reach_jobs() {
+fn group_variables_and_protected_refs_from_the_command_line() {
     let data = tempfile::tempdir().expect("dir");
     let server = Server::start(&data.path().join("data"));
     let admin = server.token("glpat-").expect("admin token");
@@ -910,6 +911,35 @@ fn group_variables_are_imported_listed_deleted_and_reach_jobs() {
     );
     let both = gantry(&["variable", "list", "--group", "acme", "--instance"], &env);
     assert_eq!(both.status.code(), Some(2), "{}", text(&both.stderr));
+
+    // Protected branches and tags of the project, from the command line.
+    let project = "acme/platform/widget";
+    for args in [
+        &["project", "protect", project, "release/*"][..],
+        &["project", "protect", project, "v*", "--tag"][..],
+        &["project", "unprotect", project, "main"][..],
+    ] {
+        let done = gantry(args, &env);
+        assert_eq!(
+            done.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            text(&done.stderr)
+        );
+    }
+    let listed = gantry(&["project", "protected", project], &env);
+    assert_eq!(listed.status.code(), Some(0), "{}", text(&listed.stderr));
+    let listed: serde_json::Value = serde_json::from_slice(&listed.stdout).expect("JSON");
+    assert_eq!(listed["branches"][0]["name"], "release/*", "{listed}");
+    assert_eq!(listed["branches"].as_array().map(Vec::len), Some(1));
+    assert_eq!(listed["tags"][0]["name"], "v*", "{listed}");
+    let twice = gantry(&["project", "protect", project, "release/*"], &env);
+    assert_eq!(twice.status.code(), Some(3), "{}", text(&twice.stderr));
+    assert!(
+        text(&twice.stderr).contains("is protected already"),
+        "{}",
+        text(&twice.stderr)
+    );
 }
 
 #[test]
