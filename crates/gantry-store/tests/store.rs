@@ -1203,6 +1203,10 @@ async fn a_run_store_starts_from_a_template_of_the_migrated_database() {
         "{made:?}"
     );
     assert_eq!(templates().len(), 1);
+    // In WAL mode already (bytes 18 and 19 of the header), so no copy has to switch.
+    let template = cache.path().join("gantry").join(&made[0]);
+    let header = std::fs::read(&template).unwrap();
+    assert_eq!(&header[18..20], &[2, 2], "the template is in WAL mode");
 
     // A copy: migrated (a setting can be written), and empty.
     let second = new_store(2).await;
@@ -1213,8 +1217,15 @@ async fn a_run_store_starts_from_a_template_of_the_migrated_database() {
         Some("run one")
     );
 
+    // A template in rollback-journal mode (made by an earlier version): made again.
+    let mut rollback = header.clone();
+    rollback[18..20].copy_from_slice(&[1, 1]);
+    std::fs::write(&template, &rollback).unwrap();
+    let copied = new_store(6).await;
+    assert_eq!(copied.setting("db_key").await.unwrap(), None);
+    assert_eq!(&std::fs::read(&template).unwrap()[18..20], &[2, 2]);
+
     // A damaged template: the run still gets a good store, and the template is made again.
-    let template = cache.path().join("gantry").join(&made[0]);
     std::fs::write(&template, b"not a database").unwrap();
     let third = new_store(3).await;
     assert_eq!(third.setting("db_key").await.unwrap(), None);
