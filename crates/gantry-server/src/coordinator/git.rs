@@ -190,16 +190,69 @@ pub(crate) struct CommitInfo {
     pub tag_message: Option<String>,
 }
 
-/// A project's bare mirror.
+/// A project's bare mirror. A value lives for one task (a pipeline's creation, a push):
+/// its reads and the [`CommitLoader`]s made from it ([`CommitLoader::of`]) share one
+/// `git cat-file --batch` ([`ObjectReader`]), which ends with the last of them.
 #[derive(Clone, Debug)]
 pub(crate) struct Mirror {
     pub path: PathBuf,
+    reader: ObjectReader,
+}
+
+/// A `git cat-file --batch` started on the first read, shared by clones (each process
+/// costs a millisecond or two to start); a reader that failed is not reused.
+#[derive(Clone, Default)]
+struct ObjectReader(std::sync::Arc<std::sync::Mutex<Option<CatFile>>>);
+
+impl std::fmt::Debug for ObjectReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ObjectReader")
+    }
+}
+
+impl ObjectReader {
+    /// `object` read from `repo` by the shared process (started now if there is none).
+    fn get(
+        &self,
+        repo: &Path,
+        object: &str,
+        limit: u64,
+    ) -> std::result::Result<Option<CatObject>, String> {
+        let mut batch = self
+            .0
+            .lock()
+            .map_err(|_| "the git reader failed earlier".to_owned())?;
+        let cat = match batch.as_mut() {
+            Some(cat) => cat,
+            None => batch.insert(CatFile::start(repo)?),
+        };
+        cat.get(object, limit).map_err(|e| {
+            *batch = None;
+            e.to_string()
+        })
+    }
+
+    /// Ends the process (the next read starts another).
+    fn reset(&self) {
+        if let Ok(mut batch) = self.0.lock() {
+            *batch = None;
+        }
+    }
 }
 
 impl Mirror {
+    pub fn new(path: PathBuf) -> Self {
+        Mirror {
+            path,
+            reader: ObjectReader::default(),
+        }
+    }
+
     /// Create the mirror if needed and fetch branches and tags from `remote`. Pipeline
     /// refs (`refs/pipelines/*`) are outside the fetched refspecs, so `--prune` keeps them.
     pub async fn sync(&self, remote: &str) -> Result<()> {
+        // A reader started before the fetch could answer from what it read then.
+        self.reader.reset();
         if !self.path.join("HEAD").exists() {
             if let Some(parent) = self.path.parent() {
                 tokio::fs::create_dir_all(parent).await?;
@@ -257,18 +310,18 @@ impl Mirror {
         .map(|_| ())
     }
 
-    /// Objects by name (`<rev>`, `<rev>^{commit}`, …), read by one `git cat-file --batch`
-    /// ([`CatFile`], as configuration files are): `(object id, type, content)` for each,
-    /// `None` for a name that names nothing (or an object over 1 MiB: commits and tags).
+    /// Objects by name (`<rev>`, `<rev>^{commit}`, …), read by the mirror's `git cat-file
+    /// --batch` ([`ObjectReader`], which configuration files are read by too): `(object
+    /// id, type, content)` for each, `None` for a name that names nothing (or an object
+    /// over 1 MiB: commits and tags).
     async fn objects(&self, names: &[String]) -> Result<Vec<Option<(String, String, Vec<u8>)>>> {
         const LIMIT: u64 = 1 << 20;
-        let (path, names) = (self.path.clone(), names.to_vec());
+        let (path, names, reader) = (self.path.clone(), names.to_vec(), self.reader.clone());
         tokio::task::spawn_blocking(move || {
-            let mut cat = CatFile::start(&path).map_err(CoordinatorError::Git)?;
             names
                 .iter()
                 .map(|name| {
-                    let found = cat.get(name, LIMIT).map_err(|e| {
+                    let found = reader.get(&path, name, LIMIT).map_err(|e| {
                         CoordinatorError::Git(format!("read {name} with git cat-file: {e}"))
                     })?;
                     Ok(found.and_then(|(oid, kind, content)| Some((oid, kind, content?))))
@@ -361,12 +414,13 @@ impl Mirror {
 
 /// Reads configuration files of one commit of a mirror (a [`gantry_pipeline::Loader`]).
 /// Synchronous, as the loader trait is: call it from a blocking task. Files are read
-/// through one `git cat-file --batch` process, started on the first read and ended when
-/// the loader is dropped (a pipeline with includes reads many files).
+/// through one `git cat-file --batch` process, started on the first read (or the
+/// mirror's, [`CommitLoader::of`]) and ended when the loader is dropped (a pipeline with
+/// includes reads many files).
 pub(crate) struct CommitLoader {
     repo: PathBuf,
     sha: String,
-    batch: std::sync::Mutex<Option<CatFile>>,
+    batch: ObjectReader,
     /// Repositories whose refs `rules:changes:compare_to` also resolves in when `repo`
     /// lacks them (`gantry run`: the checkout, whose objects the snapshot borrows).
     compare_refs: Vec<PathBuf>,
@@ -458,7 +512,18 @@ impl CommitLoader {
         CommitLoader {
             repo,
             sha,
-            batch: std::sync::Mutex::new(None),
+            batch: ObjectReader::default(),
+            compare_refs: Vec::new(),
+        }
+    }
+
+    /// A loader of `mirror`'s commit `sha` that reads through the mirror's reader (the
+    /// one that resolved the ref: no second process).
+    pub(crate) fn of(mirror: &Mirror, sha: String) -> Self {
+        CommitLoader {
+            repo: mirror.path.clone(),
+            sha,
+            batch: mirror.reader.clone(),
             compare_refs: Vec::new(),
         }
     }
@@ -480,24 +545,22 @@ impl CommitLoader {
     }
 }
 
+/// The reader ends with the loader (in the blocking task that dropped it), also when it
+/// is the mirror's.
+impl Drop for CommitLoader {
+    fn drop(&mut self) {
+        self.batch.reset();
+    }
+}
+
 impl gantry_pipeline::Loader for CommitLoader {
     fn read(&self, path: &str) -> std::result::Result<Option<String>, String> {
         let object = format!("{}:{}", self.sha, path.trim_start_matches('/'));
-        let mut batch = self
-            .batch
-            .lock()
-            .map_err(|_| "the git reader failed earlier".to_owned())?;
-        if batch.is_none() {
-            *batch = Some(CatFile::start(&self.repo)?);
-        }
-        let Some(cat) = batch.as_mut() else {
-            return Err("run git cat-file".to_owned());
-        };
         // Larger than every configuration file together may be: the compiler reports
         // the size limit itself.
         let limit =
             u64::try_from(gantry_pipeline::include::MAX_TOTAL_BYTES).unwrap_or(u64::MAX) + 1;
-        match cat.get(&object, limit) {
+        match self.batch.get(&self.repo, &object, limit) {
             Ok(Some((_, kind, Some(bytes)))) if kind == "blob" => String::from_utf8(bytes)
                 .map(Some)
                 .map_err(|_| format!("{path} is not valid UTF-8")),
@@ -506,11 +569,8 @@ impl gantry_pipeline::Loader for CommitLoader {
                 gantry_pipeline::include::MAX_TOTAL_BYTES
             )),
             Ok(_) => Ok(None),
-            Err(e) => {
-                // A broken reader is not reused.
-                *batch = None;
-                Err(format!("read {path} with git cat-file: {e}"))
-            }
+            // A broken reader is not reused (ObjectReader::get ended it).
+            Err(e) => Err(format!("read {path} with git cat-file: {e}")),
         }
     }
 
@@ -623,9 +683,7 @@ mod tests {
         git(d, &["commit", "-qm", "subject\n\nbody line\n"]);
         git(d, &["tag", "-a", "v1", "-m", "release one\n\nnotes"]);
         git(d, &["tag", "light"]);
-        let mirror = Mirror {
-            path: d.join(".git"),
-        };
+        let mirror = Mirror::new(d.join(".git"));
         let show = |rev: &str| git(d, &["show", "-s", "--format=%an <%ae>%x00%aI%x00%B", rev]);
         let expected = show("HEAD");
         let mut parts = expected.splitn(3, '\0');
@@ -664,6 +722,28 @@ mod tests {
         assert!(mirror.resolve("nope").await.unwrap().is_none());
         assert!(mirror.resolve("main\nHEAD").await.unwrap().is_none());
         assert!(mirror.resolve("-x").await.unwrap().is_none());
+
+        // A loader of the mirror reads through the process that resolved the ref, and
+        // ends it when dropped; the mirror then starts another.
+        let (r, _) = mirror.resolve("main").await.unwrap().unwrap();
+        let pid = |m: &Mirror| {
+            m.reader
+                .0
+                .lock()
+                .unwrap()
+                .as_ref()
+                .map(|cat| cat.child.id())
+        };
+        let resolving = pid(&mirror).expect("a reader after resolving");
+        let loader = CommitLoader::of(&mirror, r.sha.clone());
+        use gantry_pipeline::Loader as _;
+        assert_eq!(loader.read("a").unwrap().as_deref(), Some("a"));
+        assert_eq!(loader.read("missing").unwrap(), None);
+        assert_eq!(pid(&mirror), Some(resolving), "one process for both");
+        drop(loader);
+        assert_eq!(pid(&mirror), None);
+        assert!(mirror.resolve("main").await.unwrap().is_some());
+        assert_ne!(pid(&mirror), Some(resolving));
     }
 
     #[test]

@@ -204,9 +204,7 @@ impl IncludeSources {
             return Ok(found.clone());
         }
         if let Some(remote) = &repo.sync_from {
-            let mirror = Mirror {
-                path: repo.git_dir.clone(),
-            };
+            let mirror = Mirror::new(repo.git_dir.clone());
             let synced =
                 block_on_side(async { mirror.sync(remote).await.map_err(|e| e.to_string()) })
                     .and_then(|r| r);

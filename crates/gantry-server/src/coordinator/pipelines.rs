@@ -226,14 +226,13 @@ pub struct JobSelection {
 
 impl Coordinator {
     pub(crate) fn mirror(&self, project_id: i64) -> Mirror {
-        Mirror {
-            path: self
-                .inner
+        Mirror::new(
+            self.inner
                 .cfg
                 .data_dir
                 .join("repos")
                 .join(format!("{project_id}.git")),
-        }
+        )
     }
 
     /// The bare repository runners clone for `project` (`namespace/name`, with or without
@@ -579,7 +578,7 @@ impl Coordinator {
         };
         let predefined = info.predefined();
         let loader = ChildFiles {
-            commit: CommitLoader::new(mirror.path.clone(), r.sha.clone())
+            commit: CommitLoader::of(&mirror, r.sha.clone())
                 .comparing_in(self.inner.cfg.compare_refs.clone()),
             child,
         };
