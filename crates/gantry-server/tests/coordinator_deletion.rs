@@ -1,7 +1,8 @@
 //! What leaves the database and the blobs together: expired artifacts
 //! (`remove_expired_artifacts`, run by the background timers every minute — the archive and
 //! the dotenv report with its parsed variables, of finished jobs only; artifacts that have
-//! not expired, or never expire, stay) and deleted pipelines (`delete_pipeline`: jobs,
+//! not expired, never expire, or belong to the newest or newest successful pipeline of
+//! their ref, stay) and deleted pipelines (`delete_pipeline`: jobs,
 //! logs, artifacts; the pipelines they triggered stay).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -124,10 +125,17 @@ async fn expired_artifacts_of_finished_jobs_are_removed_with_their_blobs() {
     .unwrap();
     let removed = e.coord.remove_expired_artifacts(now).await.unwrap();
     assert_eq!(removed.artifacts, 0);
+    // Expired, but the newest pipeline of `main` keeps its artifacts ...
+    let later = now + 2 * HOUR_MS;
+    let removed = e.coord.remove_expired_artifacts(later).await.unwrap();
+    assert_eq!(removed.artifacts, 0, "{removed:?}");
+    // ... until a newer pipeline of the ref ends (this one, still running, is no
+    // successful one either).
+    let newer = e.pipeline(project, "main").await;
+    e.coord.cancel_pipeline(newer.id).await.unwrap();
 
     // Two hours later: the finished job's archive and dotenv report go, the running
     // job's stays until it ends, the one that never expires stays.
-    let later = now + 2 * HOUR_MS;
     let removed = e.coord.remove_expired_artifacts(later).await.unwrap();
     assert_eq!(removed.artifacts, 2, "{removed:?}");
     assert!(removed.left_over.is_empty(), "{removed:?}");

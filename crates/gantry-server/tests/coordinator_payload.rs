@@ -180,6 +180,10 @@ test: {stage: test, script: [make test]}
         .await
         .unwrap();
     e.run(&build, true).await;
+    // A newer pipeline of the ref ended (canceled): this one, neither the newest nor a
+    // successful one, no longer keeps its artifacts past their expiry.
+    let newer = e.pipeline(project, "main").await;
+    e.coord.cancel_pipeline(newer.id).await.unwrap();
     tokio::time::sleep(Duration::from_millis(1100)).await;
     assert!(
         e.take(&runner).await.is_none(),
@@ -201,6 +205,47 @@ test: {stage: test, script: [make test]}
         e.coord.job_artifact(build.id).await,
         Err(gantry_server::coordinator::CoordinatorError::NotFound(_))
     ));
+}
+
+/// GitLab's "keep artifacts from the most recent successful jobs": the newest pipeline of
+/// a ref keeps its artifacts past `expire_in`, as dependencies and for download.
+#[tokio::test]
+async fn the_newest_pipeline_of_a_ref_keeps_expired_artifacts() {
+    let e = env(r"
+build: {stage: build, script: [make], artifacts: {paths: [out]}}
+test: {stage: test, script: [make test]}
+")
+    .await;
+    let project = e.project().await;
+    e.pipeline(project, "main").await;
+    let runner = e.any_runner().await;
+    let build = e.take_some(&runner).await;
+    let params = ArtifactUploadParams {
+        artifact_type: Some(ArtifactType::Archive),
+        artifact_format: Some(ArtifactFormat::Zip),
+        expire_in: Some("1 second".into()),
+    };
+    e.coord
+        .upload_artifact(build.id, params, "artifacts.zip", b"PK zip")
+        .await
+        .unwrap();
+    e.run(&build, true).await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let test = e.take(&runner).await.expect("the job is handed out");
+    assert_eq!(test.job_info.name, "test");
+    let dependency = &test.dependencies[0];
+    assert_eq!(dependency.name, "build");
+    assert_eq!(
+        dependency
+            .artifacts_file
+            .as_ref()
+            .map(|f| f.filename.as_str()),
+        Some("artifacts.zip")
+    );
+    let (artifact, _) = e.coord.job_artifact(build.id).await.unwrap();
+    assert!(artifact.expire_at.is_some() && artifact.locked);
+    let view = e.coord.job(build.id).await.unwrap();
+    assert!(view.artifacts_file.is_some(), "{view:?}");
 }
 
 #[tokio::test]

@@ -2,7 +2,7 @@
 //! ref (`GET /projects/:id/jobs/artifacts/:ref/download?job=`), one file of a job's
 //! archive (`GET /projects/:id/jobs/:job_id/artifacts/*path`) and of the latest one
 //! (`…/jobs/artifacts/:ref/raw/*path?job=`), with the admin token or a job token of the
-//! same project.
+//! same project; past `expire_in`, only the latest pipelines' of a ref.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -30,11 +30,25 @@ fn zip_of(files: &[(&str, &str)]) -> Vec<u8> {
 
 /// Runs the project's next job: uploads `archive`, ends it in `state`; returns its id.
 async fn run_build(server: &TestServer, runner: &str, archive: Vec<u8>, state: &str) -> i64 {
+    run_build_expiring(server, runner, archive, state, None).await
+}
+
+/// [`run_build`] with the archive's `expire_in` (else the job's `artifacts:expire_in`).
+async fn run_build_expiring(
+    server: &TestServer,
+    runner: &str,
+    archive: Vec<u8>,
+    state: &str,
+    expire_in: Option<&str>,
+) -> i64 {
     let (id, token, _) = server.take_job(runner).await;
+    let expire_in = expire_in
+        .map(|e| format!("&expire_in={e}"))
+        .unwrap_or_default();
     let uploaded = server
         .http
         .post(server.api(&format!(
-            "jobs/{id}/artifacts?artifact_format=zip&artifact_type=archive"
+            "jobs/{id}/artifacts?artifact_format=zip&artifact_type=archive{expire_in}"
         )))
         .header("JOB-TOKEN", &token)
         .multipart(Form::new().part("file", Part::bytes(archive).file_name("artifacts.zip")))
@@ -170,6 +184,51 @@ async fn the_latest_successful_archive_of_a_ref_and_single_files_are_served() {
         .await
         .unwrap();
     assert_eq!(anonymous.status(), StatusCode::UNAUTHORIZED);
+}
+
+/// GitLab's "keep artifacts from the most recent successful jobs": past `expire_in`, the
+/// newest pipeline of a ref and its newest successful one still serve their archives, until
+/// a newer pipeline of the ref ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_latest_archives_of_a_ref_outlive_their_expiry() {
+    let server = TestServer::start().await;
+    let repo = Repo::new(&[(".gitlab-ci.yml", CI)]);
+    let project = server.create_project("app", &repo).await["id"]
+        .as_i64()
+        .unwrap();
+    let (_, runner) = server.create_runner(json!({})).await;
+    let build = |content: &'static str, state: &'static str| {
+        let (server, runner) = (&server, &runner);
+        async move {
+            server.create_pipeline(project, "main").await;
+            let archive = zip_of(&[("out/app.bin", content)]);
+            let id = run_build_expiring(server, runner, archive.clone(), state, Some("1%20second"))
+                .await;
+            (id, archive)
+        }
+    };
+    let job_archive = |job: i64| {
+        let server = &server;
+        async move { get(server, &format!("projects/{project}/jobs/{job}/artifacts")).await }
+    };
+    let latest = format!("projects/{project}/jobs/artifacts/main/download?job=build");
+
+    let (good, good_archive) = build("one", "success").await;
+    let (broken, broken_archive) = build("broken", "failed").await;
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    assert_eq!(get(&server, &latest).await, (StatusCode::OK, good_archive));
+    assert_eq!(job_archive(broken).await, (StatusCode::OK, broken_archive));
+
+    let (newest, newest_archive) = build("two", "success").await;
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    assert_eq!(
+        get(&server, &latest).await,
+        (StatusCode::OK, newest_archive)
+    );
+    for job in [good, broken] {
+        assert_eq!(job_archive(job).await.0, StatusCode::NOT_FOUND, "job {job}");
+    }
+    assert_eq!(job_archive(newest).await.0, StatusCode::OK);
 }
 
 /// `POST …/jobs/:id/artifacts/keep`, `DELETE …/jobs/:id/artifacts` and

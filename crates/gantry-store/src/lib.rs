@@ -953,8 +953,10 @@ impl Store {
             }
         }
         let res = sqlx::query(
-            "INSERT INTO pipelines (project_id, iid, ref_name, tag, sha, before_sha, source, status, failure_reason, yaml_errors, variables, protected, created_at, updated_at, parent_job_id, schedule_id) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) RETURNING id",
+            "INSERT INTO pipelines (project_id, iid, ref_name, tag, sha, before_sha, source, status, failure_reason, yaml_errors, variables, protected, created_at, updated_at, parent_job_id, schedule_id, root_id) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, \
+             (SELECT COALESCE(pp.root_id, pp.id) FROM jobs pj JOIN pipelines pp ON pp.id = pj.pipeline_id \
+              WHERE pj.id = $15 AND pp.project_id = $1)) RETURNING id",
         )
         .bind(p.project_id)
         .bind(p.iid)
@@ -1235,6 +1237,9 @@ impl Store {
         if r.rows_affected() != 1 {
             return Err(StoreError::Stale);
         }
+        if change.ended {
+            unlock_older_artifacts(&mut tx, pipeline_id).await?;
+        }
         for u in &change.jobs {
             update_job(&mut tx, u).await?;
         }
@@ -1440,9 +1445,12 @@ impl Store {
         limit: i64,
     ) -> Result<Vec<(i64, String, String)>> {
         let (condition, value) = match which {
-            ArtifactSelection::ExpiredBy(now) => {
-                ("a.expire_at IS NOT NULL AND a.expire_at <= $1", now)
-            }
+            // Locked ones stay (Artifact::expired).
+            ArtifactSelection::ExpiredBy(now) => (
+                "a.expire_at IS NOT NULL AND a.expire_at <= $1 \
+                 AND NOT EXISTS (SELECT 1 FROM pipelines p WHERE p.id = j.pipeline_id AND p.locked = 1)",
+                now,
+            ),
             ArtifactSelection::OfJob(job_id) => ("a.job_id = $1", job_id),
             ArtifactSelection::OfProject(project_id) => ("j.project_id = $1", project_id),
         };
@@ -1620,6 +1628,27 @@ async fn move_ref(
         .execute(&mut **tx)
         .await?,
         (Some(from), None) => {
+            // A deleted branch or tag keeps no artifacts past their expiry (GitLab's
+            // unlock on ref deletion).
+            let (name, tag) = match change.ref_name.strip_prefix("refs/tags/") {
+                Some(tag) => (tag, true),
+                None => (
+                    change
+                        .ref_name
+                        .strip_prefix("refs/heads/")
+                        .unwrap_or(&change.ref_name),
+                    false,
+                ),
+            };
+            sqlx::query(
+                "UPDATE pipelines SET locked = 0 \
+                 WHERE project_id = $1 AND ref_name = $2 AND tag = $3 AND locked = 1",
+            )
+            .bind(project_id)
+            .bind(name)
+            .bind(b(tag))
+            .execute(&mut **tx)
+            .await?;
             sqlx::query(
                 "DELETE FROM project_refs WHERE project_id = $1 AND ref_name = $2 AND sha = $3",
             )
@@ -1632,6 +1661,38 @@ async fn move_ref(
         (None, None) => return Ok(true),
     };
     Ok(done.rows_affected() == 1)
+}
+
+/// After pipeline `pipeline_id` ended: unlocks the artifacts of the older pipeline
+/// families of its ref (their root is older than its root), but for the newest
+/// successful family (migration 0015).
+async fn unlock_older_artifacts(
+    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    pipeline_id: i64,
+) -> Result<()> {
+    let row = sqlx::query(
+        "SELECT project_id, ref_name, tag, COALESCE(root_id, id) FROM pipelines WHERE id = $1",
+    )
+    .bind(pipeline_id)
+    .fetch_one(&mut **tx)
+    .await?;
+    let (project_id, ref_name, tag, root): (i64, String, i64, i64) =
+        (row.get(0), row.get(1), row.get(2), row.get(3));
+    sqlx::query(
+        "UPDATE pipelines SET locked = 0 \
+         WHERE project_id = $1 AND ref_name = $2 AND tag = $3 AND locked = 1 \
+         AND COALESCE(root_id, id) < $4 \
+         AND COALESCE(root_id, id) <> COALESCE((SELECT MAX(s.id) FROM pipelines s \
+             WHERE s.project_id = $1 AND s.ref_name = $2 AND s.tag = $3 \
+             AND s.root_id IS NULL AND s.status = 'success'), 0)",
+    )
+    .bind(project_id)
+    .bind(ref_name)
+    .bind(tag)
+    .bind(root)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
 }
 
 async fn insert_job(

@@ -409,6 +409,10 @@ pub struct PipelineChange {
     pub finished_at: Option<i64>,
     pub jobs: Vec<JobUpdate>,
     pub new_jobs: Vec<NewJob>,
+    /// The pipeline enters an end state (success, failed, canceled, skipped, or manual:
+    /// blocked): the older pipeline families of its ref give up their artifact lock, but
+    /// for the newest successful one (GitLab's unlock on pipeline stop).
+    pub ended: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -435,10 +439,23 @@ pub struct Artifact {
     pub blob_key: String,
     pub expire_at: Option<i64>,
     pub created_at: i64,
+    /// Its pipeline's family is the newest of its ref or the newest successful one:
+    /// kept past `expire_at` (GitLab's "keep artifacts from the most recent successful
+    /// jobs"), see migration 0015.
+    pub locked: bool,
 }
 
 impl Artifact {
-    pub(crate) const COLUMNS: &'static str = "id, job_id, file_type, file_format, filename, size, sha256, blob_key, expire_at, created_at";
+    pub(crate) const COLUMNS: &'static str = "id, job_id, file_type, file_format, filename, size, sha256, blob_key, expire_at, created_at, \
+        (SELECT p.locked FROM jobs j JOIN pipelines p ON p.id = j.pipeline_id WHERE j.id = artifacts.job_id) AS locked";
+
+    /// Expired at `now_ms` and not locked: then neither downloadable nor a dependency,
+    /// and removed by the next expiry pass (GitLab's `valid_dependency?` and
+    /// `available_artifacts?`).
+    pub fn expired(&self, now_ms: i64) -> bool {
+        !self.locked && self.expire_at.is_some_and(|t| t <= now_ms)
+    }
+
     pub(crate) fn from_row(r: &AnyRow) -> Self {
         Self {
             id: r.get("id"),
@@ -451,6 +468,7 @@ impl Artifact {
             blob_key: r.get("blob_key"),
             expire_at: r.get("expire_at"),
             created_at: r.get("created_at"),
+            locked: r.get::<Option<i64>, _>("locked").is_some_and(|l| l != 0),
         }
     }
 }

@@ -238,6 +238,7 @@ async fn apply_is_atomic_and_optimistically_locked(db: Db) {
             ..JobUpdate::default()
         }],
         new_jobs: vec![],
+        ended: false,
     };
     s.apply(pl.id, pl.lock_version, &change, 5)
         .await
@@ -1166,7 +1167,8 @@ on_both_backends!(
     assignments_in_one_statement,
     trace_sizes_move_by_compare_and_set,
     runners_tokens_and_artifacts,
-    instance_variables_are_unique_by_key
+    instance_variables_are_unique_by_key,
+    the_latest_pipelines_of_a_ref_keep_their_artifacts
 );
 
 /// `gantry run`'s store: the first run makes a template of the empty migrated database in
@@ -1242,6 +1244,197 @@ async fn a_run_store_starts_from_a_template_of_the_migrated_database() {
         .await
         .expect("store opens");
     assert!(fifth.init_setting("db_key", "run five").await.unwrap());
+}
+
+/// GitLab's "keep artifacts from the most recent successful jobs" (migration 0015): a
+/// pipeline is created locked; when one ends, the older families of its ref are unlocked
+/// but for the newest successful one; a child pipeline goes with its family; deleting the
+/// ref unlocks the rest. Expiry removal takes only unlocked artifacts.
+async fn the_latest_pipelines_of_a_ref_keep_their_artifacts(db: Db) {
+    let (_d, s) = open(db).await;
+    let p = s
+        .create_project(&project("demo"), 1)
+        .await
+        .expect("project");
+    // Each pipeline: one job with an archive that expired at 5.
+    let run = |ref_name: &'static str, parent_job: Option<i64>| {
+        let s = &s;
+        async move {
+            let new = NewPipeline {
+                ref_name: ref_name.into(),
+                parent_job_id: parent_job,
+                ..pipeline(p.id)
+            };
+            let (pl, jobs) = create(s, &new, &[job("build", "success")], 1)
+                .await
+                .expect("pipeline");
+            s.put_artifact(
+                &NewArtifact {
+                    job_id: jobs[0].id,
+                    file_type: "archive".into(),
+                    file_format: "zip".into(),
+                    filename: "artifacts.zip".into(),
+                    size: 10,
+                    sha256: "ab".into(),
+                    blob_key: format!("artifacts/{}/archive", jobs[0].id),
+                    expire_at: Some(5),
+                },
+                2,
+            )
+            .await
+            .expect("artifact");
+            (pl.id, jobs[0].id)
+        }
+    };
+    let end = |pipeline: i64, status: &'static str| {
+        let s = &s;
+        async move {
+            let pl = s.pipeline(pipeline).await.expect("pipeline");
+            let change = PipelineChange {
+                status: status.into(),
+                finished_at: Some(9),
+                ended: true,
+                ..PipelineChange::default()
+            };
+            s.apply(pipeline, pl.lock_version, &change, 9)
+                .await
+                .expect("ended");
+        }
+    };
+    let locked = |job: i64| {
+        let s = &s;
+        async move {
+            let a = &s.artifacts(job).await.expect("artifacts")[0];
+            assert_eq!(a.expired(10), !a.locked);
+            a.locked
+        }
+    };
+
+    let (first, first_job) = run("main", None).await;
+    assert!(locked(first_job).await, "a new pipeline is locked");
+    end(first, "success").await;
+    assert!(
+        locked(first_job).await,
+        "the newest, and the newest successful"
+    );
+
+    // A child pipeline of a newer pipeline belongs to that family.
+    let (second, second_job) = run("main", None).await;
+    let (child, child_job) = run("main", Some(second_job)).await;
+    let (other_ref, other_job) = run("feature", None).await;
+    end(child, "failed").await;
+    end(second, "failed").await;
+    assert!(
+        locked(second_job).await && locked(child_job).await,
+        "the newest family"
+    );
+    assert!(locked(first_job).await, "the newest successful one stays");
+    end(other_ref, "success").await;
+
+    let (third, third_job) = run("main", None).await;
+    end(third, "success").await;
+    assert!(!locked(first_job).await && !locked(second_job).await && !locked(child_job).await);
+    assert!(
+        locked(third_job).await && locked(other_job).await,
+        "another ref is its own"
+    );
+
+    // Only unlocked expired artifacts are removed.
+    let mut taken: Vec<i64> = s
+        .take_artifacts(ArtifactSelection::ExpiredBy(10), 100)
+        .await
+        .expect("removal")
+        .into_iter()
+        .map(|(job, _, _)| job)
+        .collect();
+    taken.sort_unstable();
+    assert_eq!(taken, [first_job, second_job, child_job]);
+
+    // Deleting a ref unlocks its pipelines.
+    let deleted = RefChange {
+        ref_name: "refs/heads/feature".into(),
+        from: Some("a".repeat(40)),
+        to: None,
+    };
+    s.record_refs(
+        p.id,
+        &[("refs/heads/feature".to_owned(), "a".repeat(40))],
+        1,
+    )
+    .await
+    .expect("refs");
+    assert!(s.move_ref(p.id, &deleted).await.expect("deleted"));
+    assert!(!locked(other_job).await);
+    assert!(locked(third_job).await);
+}
+
+/// Migration 0015's backfill locks the newest family and the newest successful family of
+/// each ref among the pipelines made before it, and gives children their root.
+#[tokio::test]
+async fn the_artifact_locks_migration_locks_the_latest_families_of_each_ref() {
+    let (dir, s) = open(Db::Sqlite).await;
+    let p = s
+        .create_project(&project("demo"), 1)
+        .await
+        .expect("project");
+    let mut made = Vec::new();
+    for (ref_name, status) in [
+        ("main", "success"),
+        ("main", "success"),
+        ("main", "failed"),
+        ("feature", "failed"),
+    ] {
+        let new = NewPipeline {
+            ref_name: ref_name.into(),
+            status: status.into(),
+            ..pipeline(p.id)
+        };
+        let (pl, jobs) = create(&s, &new, &[job("trigger", "success")], 1)
+            .await
+            .expect("pipeline");
+        made.push((pl.id, jobs[0].id));
+    }
+    let child = NewPipeline {
+        parent_job_id: Some(made[1].1),
+        status: "success".into(),
+        ..pipeline(p.id)
+    };
+    let (child, _) = create(&s, &child, &[], 1).await.expect("child");
+    let url = format!("sqlite://{}", dir.path().join("gantry.db").display());
+    let pool = sqlx::AnyPool::connect(&url).await.expect("pool");
+    sqlx::query("UPDATE pipelines SET root_id = NULL, locked = 1")
+        .execute(&pool)
+        .await
+        .expect("as before the migration");
+    let migration = include_str!("../migrations/sqlite/0015_artifact_locks.sql");
+    let backfill = &migration[migration.find("UPDATE pipelines").expect("backfill")..];
+    sqlx::query(backfill)
+        .execute(&pool)
+        .await
+        .expect("backfill");
+    let rows: Vec<(i64, Option<i64>, i64)> =
+        sqlx::query("SELECT id, root_id, locked FROM pipelines ORDER BY id")
+            .fetch_all(&pool)
+            .await
+            .expect("read")
+            .iter()
+            .map(|r| {
+                use sqlx::Row as _;
+                (r.get(0), r.get(1), r.get(2))
+            })
+            .collect();
+    assert_eq!(
+        rows,
+        [
+            (made[0].0, None, 0),
+            (made[1].0, None, 1),
+            (made[2].0, None, 1),
+            (made[3].0, None, 1),
+            (child.id, Some(made[1].0), 1),
+        ]
+    );
+    let postgres = include_str!("../migrations/postgres/0015_artifact_locks.sql");
+    assert_eq!(postgres, migration, "both databases migrate alike");
 }
 
 /// Migration 0014 protects the default branch of every project made before it, as new

@@ -707,11 +707,9 @@ impl Coordinator {
                 .iter()
                 .filter(|r| r.name == job)
                 .filter_map(|r| {
-                    artifacts.iter().find(|a| {
-                        a.job_id == r.id
-                            && a.file_type == "archive"
-                            && a.expire_at.is_none_or(|t| t > now)
-                    })
+                    artifacts
+                        .iter()
+                        .find(|a| a.job_id == r.id && a.file_type == "archive" && !a.expired(now))
                 })
                 .max_by_key(|a| a.job_id);
             let file = match archive {

@@ -503,13 +503,13 @@ impl Coordinator {
             let arts = by_job.get(id).map_or(&[][..], Vec::as_slice);
             if arts
                 .iter()
-                .any(|a| a.file_type == "archive" && a.expire_at.is_some_and(|t| t <= now))
+                .any(|a| a.file_type == "archive" && a.expired(now))
             {
                 return Ok(Err(format!("the artifacts of `{name}` expired")));
             }
             let archive = arts
                 .iter()
-                .find(|a| a.file_type == "archive" && a.expire_at.is_none_or(|t| t > now));
+                .find(|a| a.file_type == "archive" && !a.expired(now));
             dependencies.push(Dependency {
                 id: *id,
                 name: name.clone(),
@@ -521,7 +521,7 @@ impl Coordinator {
             });
             if arts
                 .iter()
-                .any(|a| a.file_type == "dotenv" && a.expire_at.is_none_or(|t| t > now))
+                .any(|a| a.file_type == "dotenv" && !a.expired(now))
             {
                 dotenv.extend(self.dotenv_variables(*id).await?);
             }

@@ -759,6 +759,7 @@ impl Coordinator {
         let finish = PipelineChange {
             status: new.status.clone(),
             finished_at: Some(now),
+            ended: true,
             ..PipelineChange::default()
         };
         store.apply(p.id, p.lock_version, &finish, now).await?;

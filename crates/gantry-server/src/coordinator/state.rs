@@ -249,6 +249,7 @@ pub(crate) fn diff(
     }
     let status = pipeline_status(state).status;
     change.status = status.as_str().to_owned();
+    change.ended = status.is_stopped() && loaded.pipeline.status != change.status;
     let started = status == Status::Running || state.current_jobs().any(|j| j.started_at.is_some());
     change.started_at = started.then(|| loaded.pipeline.started_at.unwrap_or(now_ms));
     change.finished_at = status

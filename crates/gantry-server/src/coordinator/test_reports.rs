@@ -551,9 +551,7 @@ impl Coordinator {
         let mut report = TestReport::default();
         for job in jobs.iter().filter(|j| !j.retried) {
             let Some(junit) = artifacts.iter().find(|a| {
-                a.job_id == job.id
-                    && a.file_type == ArtifactType::Junit.as_str()
-                    && a.expire_at.is_none_or(|t| t > now)
+                a.job_id == job.id && a.file_type == ArtifactType::Junit.as_str() && !a.expired(now)
             }) else {
                 continue;
             };

@@ -200,6 +200,10 @@ pub struct Artifact {
     pub expire_at: Option<i64>,
     #[serde(serialize_with = "iso")]
     pub created_at: i64,
+    /// Kept past `expire_at` (see [`gantry_store::Artifact::locked`]); GitLab's job JSON
+    /// does not show it.
+    #[serde(skip)]
+    pub locked: bool,
 }
 
 impl Artifact {
@@ -213,12 +217,13 @@ impl Artifact {
             sha256: a.sha256.clone(),
             expire_at: a.expire_at,
             created_at: a.created_at,
+            locked: a.locked,
         }
     }
 
-    /// Expired at `now_ms` (then neither downloadable nor a dependency).
+    /// Expired at `now_ms` and not locked (then neither downloadable nor a dependency).
     pub fn expired(&self, now_ms: i64) -> bool {
-        self.expire_at.is_some_and(|t| t <= now_ms)
+        !self.locked && self.expire_at.is_some_and(|t| t <= now_ms)
     }
 }
 
