@@ -159,8 +159,15 @@ job:
     assert_eq!(json["artifacts"], serde_json::Value::Null);
 }
 
-#[tokio::test]
-async fn a_job_whose_dependency_expired_fails_missing_dependency() {
+/// A pipeline of `build` (which uploads an archive that expires in a second, and
+/// succeeds) and `test`, which needs it: the env, project, pipeline, runner and `build`.
+async fn built_with_an_expiring_archive() -> (
+    Env,
+    i64,
+    gantry_server::coordinator::PipelineView,
+    gantry_server::coordinator::Runner,
+    gantry_protocol::JobResponse,
+) {
     let e = env(r"
 build: {stage: build, script: [make], artifacts: {paths: [out]}}
 test: {stage: test, script: [make test]}
@@ -180,6 +187,12 @@ test: {stage: test, script: [make test]}
         .await
         .unwrap();
     e.run(&build, true).await;
+    (e, project, p, runner, build)
+}
+
+#[tokio::test]
+async fn a_job_whose_dependency_expired_fails_missing_dependency() {
+    let (e, project, p, runner, build) = built_with_an_expiring_archive().await;
     // A newer pipeline of the ref ended (canceled): this one, neither the newest nor a
     // successful one, no longer keeps its artifacts past their expiry.
     let newer = e.pipeline(project, "main").await;
@@ -211,25 +224,7 @@ test: {stage: test, script: [make test]}
 /// a ref keeps its artifacts past `expire_in`, as dependencies and for download.
 #[tokio::test]
 async fn the_newest_pipeline_of_a_ref_keeps_expired_artifacts() {
-    let e = env(r"
-build: {stage: build, script: [make], artifacts: {paths: [out]}}
-test: {stage: test, script: [make test]}
-")
-    .await;
-    let project = e.project().await;
-    e.pipeline(project, "main").await;
-    let runner = e.any_runner().await;
-    let build = e.take_some(&runner).await;
-    let params = ArtifactUploadParams {
-        artifact_type: Some(ArtifactType::Archive),
-        artifact_format: Some(ArtifactFormat::Zip),
-        expire_in: Some("1 second".into()),
-    };
-    e.coord
-        .upload_artifact(build.id, params, "artifacts.zip", b"PK zip")
-        .await
-        .unwrap();
-    e.run(&build, true).await;
+    let (e, _, _, runner, build) = built_with_an_expiring_archive().await;
     tokio::time::sleep(Duration::from_millis(1100)).await;
     let test = e.take(&runner).await.expect("the job is handed out");
     assert_eq!(test.job_info.name, "test");

@@ -1368,6 +1368,27 @@ async fn the_latest_pipelines_of_a_ref_keep_their_artifacts(db: Db) {
     assert!(locked(third_job).await);
 }
 
+/// Runs a migration's backfill (its text from `from` on) on the SQLite store in `dir`,
+/// after `before` (which undoes what the migration did to the rows made since).
+async fn backfill(
+    dir: &std::path::Path,
+    before: &str,
+    migration: &str,
+    from: &str,
+) -> sqlx::AnyPool {
+    let url = format!("sqlite://{}", dir.join("gantry.db").display());
+    let pool = sqlx::AnyPool::connect(&url).await.expect("pool");
+    sqlx::query(before)
+        .execute(&pool)
+        .await
+        .expect("as before the migration");
+    sqlx::query(&migration[migration.find(from).expect("backfill")..])
+        .execute(&pool)
+        .await
+        .expect("backfill");
+    pool
+}
+
 /// Migration 0015's backfill locks the newest family and the newest successful family of
 /// each ref among the pipelines made before it, and gives children their root.
 #[tokio::test]
@@ -1400,18 +1421,14 @@ async fn the_artifact_locks_migration_locks_the_latest_families_of_each_ref() {
         ..pipeline(p.id)
     };
     let (child, _) = create(&s, &child, &[], 1).await.expect("child");
-    let url = format!("sqlite://{}", dir.path().join("gantry.db").display());
-    let pool = sqlx::AnyPool::connect(&url).await.expect("pool");
-    sqlx::query("UPDATE pipelines SET root_id = NULL, locked = 1")
-        .execute(&pool)
-        .await
-        .expect("as before the migration");
     let migration = include_str!("../migrations/sqlite/0015_artifact_locks.sql");
-    let backfill = &migration[migration.find("UPDATE pipelines").expect("backfill")..];
-    sqlx::query(backfill)
-        .execute(&pool)
-        .await
-        .expect("backfill");
+    let pool = backfill(
+        dir.path(),
+        "UPDATE pipelines SET root_id = NULL, locked = 1",
+        migration,
+        "UPDATE pipelines",
+    )
+    .await;
     let rows: Vec<(i64, Option<i64>, i64)> =
         sqlx::query("SELECT id, root_id, locked FROM pipelines ORDER BY id")
             .fetch_all(&pool)
@@ -1449,18 +1466,15 @@ async fn the_protected_refs_migration_protects_existing_default_branches() {
         .create_project(&project("other"), 8)
         .await
         .expect("project");
-    let url = format!("sqlite://{}", dir.path().join("gantry.db").display());
-    let pool = sqlx::AnyPool::connect(&url).await.expect("pool");
-    sqlx::query("DELETE FROM protected_refs")
-        .execute(&pool)
-        .await
-        .expect("delete");
     let migration = include_str!("../migrations/sqlite/0014_protected_refs.sql");
+    backfill(
+        dir.path(),
+        "DELETE FROM protected_refs",
+        migration,
+        "INSERT INTO",
+    )
+    .await;
     let backfill = &migration[migration.find("INSERT INTO").expect("backfill")..];
-    sqlx::query(backfill)
-        .execute(&pool)
-        .await
-        .expect("backfill");
     let got = |refs: Vec<ProtectedRef>| -> Vec<(RefKind, String, i64)> {
         refs.into_iter()
             .map(|r| (r.kind, r.name, r.created_at))
