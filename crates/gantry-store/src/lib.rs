@@ -112,6 +112,14 @@ pub struct Store {
     backend: Backend,
 }
 
+/// Whether a store's commits must reach the disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Durability {
+    Durable,
+    /// The database is deleted when its process ends ([`Store::create_sqlite_from_template`]).
+    Throwaway,
+}
+
 fn b(v: bool) -> i64 {
     i64::from(v)
 }
@@ -127,6 +135,14 @@ impl Store {
     /// writer): fewer for a short-lived process, where opening a connection and preparing
     /// its statements costs more than waiting for one.
     pub async fn open_with_readers(url: &str, readers: u32) -> Result<Self> {
+        Self::open_sqlite_or_postgres(url, readers, Durability::Durable).await
+    }
+
+    async fn open_sqlite_or_postgres(
+        url: &str,
+        readers: u32,
+        durability: Durability,
+    ) -> Result<Self> {
         sqlx::any::install_default_drivers();
         let backend = Backend::from_url(url)?;
         let url = match backend {
@@ -159,9 +175,15 @@ impl Store {
                             sqlx::query("PRAGMA foreign_keys = ON")
                                 .execute(&mut *conn)
                                 .await?;
-                            sqlx::query("PRAGMA synchronous = NORMAL")
-                                .execute(&mut *conn)
-                                .await?;
+                            // NORMAL: a commit survives a crash of this process, and is
+                            // on disk after the next checkpoint. A throwaway store needs
+                            // neither, so it never waits for the disk.
+                            sqlx::query(match durability {
+                                Durability::Durable => "PRAGMA synchronous = NORMAL",
+                                Durability::Throwaway => "PRAGMA synchronous = OFF",
+                            })
+                            .execute(&mut *conn)
+                            .await?;
                             // Readers map the file instead of reading pages with a system call
                             // each (their page caches start over after every commit).
                             sqlx::query("PRAGMA mmap_size = 268435456")
@@ -211,7 +233,8 @@ impl Store {
     /// (`gantry run`'s): a copy of an empty, migrated database kept in `cache_dir` (made by
     /// the first such run of this set of migrations), so the run does not apply every
     /// migration again. Whatever goes wrong with the copy (none yet, a damaged one, a
-    /// read-only cache) falls back to [`Store::open_with_readers`] on a new file.
+    /// read-only cache) falls back to migrating a new file. Its commits are never synced to
+    /// the disk (`synchronous = OFF`): a crash loses the run, and the file, anyway.
     pub async fn create_sqlite_from_template(
         path: &std::path::Path,
         readers: u32,
@@ -231,7 +254,7 @@ impl Store {
                 && head[18..20] == [2, 2]
         });
         if looks_right && std::fs::copy(&template, path).is_ok() {
-            match Self::open_with_readers(&url, readers).await {
+            match Self::open_sqlite_or_postgres(&url, readers, Durability::Throwaway).await {
                 Ok(store) => return Ok(store),
                 Err(_) => {
                     // A damaged template: made again below.
@@ -242,7 +265,7 @@ impl Store {
                 }
             }
         }
-        let store = Self::open_with_readers(&url, readers).await?;
+        let store = Self::open_sqlite_or_postgres(&url, readers, Durability::Throwaway).await?;
         // The template: written beside, then renamed, so a concurrent run copies either
         // none or a whole one.
         if std::fs::create_dir_all(cache_dir).is_ok() {
@@ -263,6 +286,20 @@ impl Store {
             }
         }
         Ok(store)
+    }
+
+    /// Whether this store's commits wait for the disk (on SQLite, `synchronous` above
+    /// `OFF`: in WAL mode a checkpoint syncs; PostgreSQL is left to its server's settings).
+    pub async fn syncs_to_disk(&self) -> Result<bool> {
+        match self.backend {
+            Backend::Postgres => Ok(true),
+            Backend::Sqlite => {
+                let level: i64 = sqlx::query_scalar("PRAGMA synchronous")
+                    .fetch_one(&self.writer)
+                    .await?;
+                Ok(level > 0)
+            }
+        }
     }
 
     pub fn backend(&self) -> Backend {
@@ -1186,17 +1223,17 @@ impl Store {
             .ok_or(StoreError::NotFound("job"))
     }
 
-    /// `(id, status)` of the job holding this token hash: what authorising a runner's
-    /// call needs, without the row's large columns.
-    pub async fn job_status_by_token_hash(
-        &self,
-        token_hash: &str,
-    ) -> Result<Option<(i64, String)>> {
-        let row = sqlx::query("SELECT id, status FROM jobs WHERE token_hash = $1")
-            .bind(token_hash)
-            .fetch_optional(&self.pool)
-            .await?;
-        Ok(row.map(|r| (r.get("id"), r.get("status"))))
+    /// The job holding this token hash, without its `spec` ([`Store::job_without_spec`]):
+    /// authorising a runner's call and the call itself read the row once.
+    pub async fn job_by_token_hash(&self, token_hash: &str) -> Result<Option<Job>> {
+        let row = sqlx::query(&format!(
+            "SELECT {} FROM jobs WHERE token_hash = $1",
+            Job::COLUMNS_WITHOUT_SPEC
+        ))
+        .bind(token_hash)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.map(|r| Job::from_row(&r)))
     }
 
     /// A job's status.

@@ -411,14 +411,20 @@ async fn assignments_in_one_statement(db: Db) {
         ),
         ("running", Some(runners[0]), Some(42), Some(600))
     );
+    let by_token = s
+        .job_by_token_hash("t-a0")
+        .await
+        .expect("lookup")
+        .expect("a's token");
     assert_eq!(
-        s.job_status_by_token_hash("t-a0").await.expect("lookup"),
-        Some((a, "running".to_owned()))
+        (
+            by_token.id,
+            by_token.status.as_str(),
+            by_token.spec.as_str()
+        ),
+        (a, "running", "")
     );
-    assert_eq!(
-        s.job_status_by_token_hash("t-a1").await.expect("lookup"),
-        None
-    );
+    assert!(s.job_by_token_hash("t-a1").await.expect("lookup").is_none());
     assert_eq!(s.job(b).await.expect("b").runner_id, Some(runners[1]));
     assert_eq!(s.job_status(c).await.expect("c"), "created");
     // Taken jobs are not taken again; an empty batch is nothing.
@@ -1194,6 +1200,8 @@ async fn a_run_store_starts_from_a_template_of_the_migrated_database() {
     };
     let first = new_store(1).await;
     assert!(first.init_setting("db_key", "run one").await.unwrap());
+    // Thrown away with its run, so its commits never wait for the disk.
+    assert!(!first.syncs_to_disk().await.unwrap());
     let made: Vec<_> = std::fs::read_dir(cache.path().join("gantry"))
         .unwrap()
         .flatten()
@@ -1213,6 +1221,7 @@ async fn a_run_store_starts_from_a_template_of_the_migrated_database() {
     // A copy: migrated (a setting can be written), and empty.
     let second = new_store(2).await;
     assert_eq!(second.setting("db_key").await.unwrap(), None);
+    assert!(!second.syncs_to_disk().await.unwrap());
     assert!(second.init_setting("db_key", "run two").await.unwrap());
     assert_eq!(
         first.setting("db_key").await.unwrap().as_deref(),
@@ -1244,6 +1253,16 @@ async fn a_run_store_starts_from_a_template_of_the_migrated_database() {
         .await
         .expect("store opens");
     assert!(fifth.init_setting("db_key", "run five").await.unwrap());
+    assert!(!fifth.syncs_to_disk().await.unwrap());
+
+    // A server's store keeps what it committed.
+    let kept = Store::open(&format!(
+        "sqlite://{}",
+        runs.path().join("kept.db").display()
+    ))
+    .await
+    .expect("store opens");
+    assert!(kept.syncs_to_disk().await.unwrap());
 }
 
 /// GitLab's "keep artifacts from the most recent successful jobs" (migration 0015): a

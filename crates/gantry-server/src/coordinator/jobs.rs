@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use gantry_protocol::update::{PENDING_STATE_TIMEOUT, accept_backoff};
 use gantry_protocol::{JobState as WireState, UpdateJobRequest};
+use gantry_store::Job;
 
 use crate::processor::{Event, FailureReason, Status};
 
@@ -28,29 +29,30 @@ impl Coordinator {
         token: &str,
     ) -> std::result::Result<Option<JobView>, CoordinatorError> {
         match self.executing_job_by_token(token).await? {
-            Some((id, _)) => Ok(Some(self.job(id).await?)),
+            Some(job) => Ok(Some(self.job(job.id).await?)),
             None => Ok(None),
         }
     }
 
-    /// `(id, status)` of the job a job token belongs to, while the job runs: what
-    /// authorising a runner's call needs ([`Coordinator::job_by_token`] for the whole job).
+    /// The row (without its `spec`) of the job a job token belongs to, while the job
+    /// runs: what authorising a runner's call needs, and what [`Coordinator::update_job_as`]
+    /// takes ([`Coordinator::job_by_token`] for the whole job).
     pub async fn executing_job_by_token(
         &self,
         token: &str,
-    ) -> std::result::Result<Option<(i64, String)>, CoordinatorError> {
+    ) -> std::result::Result<Option<Job>, CoordinatorError> {
         if !token.starts_with(token::JOB_TOKEN_PREFIX) {
             return Ok(None);
         }
         let hash = token::hash(token);
-        let Some((id, status)) = self.inner.store.job_status_by_token_hash(&hash).await? else {
+        let Some(job) = self.inner.store.job_by_token_hash(&hash).await? else {
             return Ok(None);
         };
-        if !executing(&status) {
+        if !executing(&job.status) {
             return Ok(None);
         }
-        self.runtime().issued.entry(id).or_insert(hash);
-        Ok(Some((id, status)))
+        self.runtime().issued.entry(job.id).or_insert(hash);
+        Ok(Some(job))
     }
 
     /// For a `403` answer: the id and status of the job a token belonged to, also after the
@@ -61,8 +63,8 @@ impl Coordinator {
         token: &str,
     ) -> std::result::Result<Option<(i64, String)>, CoordinatorError> {
         let hash = token::hash(token);
-        let id = match self.inner.store.job_status_by_token_hash(&hash).await? {
-            Some(found) => return Ok(Some(found)),
+        let id = match self.inner.store.job_by_token_hash(&hash).await? {
+            Some(job) => return Ok(Some((job.id, job.status))),
             None => self.runtime().ended.get(&hash).copied(),
         };
         match id {
@@ -88,8 +90,20 @@ impl Coordinator {
         job_id: i64,
         req: UpdateJobRequest,
     ) -> std::result::Result<UpdateResult, CoordinatorError> {
+        let job = self.inner.store.job_without_spec(job_id).await?;
+        self.update_job_as(job, req).await
+    }
+
+    /// [`Coordinator::update_job`] with the job's row as its token's check just read it
+    /// ([`Coordinator::executing_job_by_token`]): the final state is applied in a
+    /// transaction that checks the job's status again.
+    pub async fn update_job_as(
+        &self,
+        job: Job,
+        req: UpdateJobRequest,
+    ) -> std::result::Result<UpdateResult, CoordinatorError> {
         let store = &self.inner.store;
-        let job = store.job_without_spec(job_id).await?;
+        let job_id = job.id;
         if !executing(&job.status) {
             return Err(CoordinatorError::Forbidden(format!(
                 "update job {job_id}: it is {}",

@@ -45,8 +45,9 @@ pub(crate) async fn require_runner(
 /// `Job-Status` when the token was this job's and the job ended, plain `403` else.
 /// The job a runner's call is about, as its job token proved.
 pub(crate) struct TokenJob {
-    /// Its status when the call came (`running` or `canceling`).
-    pub status: String,
+    /// Its row (without `spec`) when the call came: its status is `running` or
+    /// `canceling`.
+    pub row: gantry_store::Job,
 }
 
 pub(crate) async fn require_job(
@@ -58,9 +59,9 @@ pub(crate) async fn require_job(
         ensure_job_exists(coordinator, job_id).await?;
         return Err(ApiError::forbidden_because("the job token is missing"));
     };
-    if let Some((id, status)) = coordinator.executing_job_by_token(token).await? {
-        if id == job_id {
-            return Ok(TokenJob { status });
+    if let Some(row) = coordinator.executing_job_by_token(token).await? {
+        if row.id == job_id {
+            return Ok(TokenJob { row });
         }
         ensure_job_exists(coordinator, job_id).await?;
         return Err(ApiError::forbidden_because(

@@ -59,8 +59,8 @@ pub(crate) async fn update(
 ) -> ApiResult<Response> {
     let req: UpdateJobRequest = extract::json(&body)?;
     let token = extract::job_token(Some(req.token.as_str()), &headers);
-    auth::require_job(&state.coordinator, job_id, token).await?;
-    let result = match state.coordinator.update_job(job_id, req).await {
+    let job = auth::require_job(&state.coordinator, job_id, token).await?;
+    let result = match state.coordinator.update_job_as(job.row, req).await {
         Ok(result) => result,
         Err(CoordinatorError::Forbidden(why)) => {
             return Err(auth::forbidden_with_status(&state.coordinator, job_id, why).await);
@@ -147,7 +147,7 @@ async fn append_patch(
                 "Range Not Satisfiable",
             )
             .with_header(header::RANGE, TraceRange { length: size }.to_string())
-            .with_job_status(&job.status));
+            .with_job_status(&job.row.status));
         }
         Err(other) => return Err(other.into()),
     };
@@ -155,7 +155,7 @@ async fn append_patch(
     Ok(with_headers(
         status_body(StatusCode::ACCEPTED),
         &[
-            (header::JOB_STATUS, job.status),
+            (header::JOB_STATUS, job.row.status),
             (header::RANGE, TraceRange { length: size }.to_string()),
             (
                 header::TRACE_UPDATE_INTERVAL,
