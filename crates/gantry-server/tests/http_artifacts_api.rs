@@ -231,6 +231,64 @@ async fn the_latest_archives_of_a_ref_outlive_their_expiry() {
     assert_eq!(job_archive(newest).await.0, StatusCode::OK);
 }
 
+/// The project setting `keep_latest_artifact` (`PUT /projects/:id`, here as a form): while
+/// it is off, new pipelines lock nothing and their latest archive expires like any other;
+/// turned on again, the next pipeline's archive outlives its expiry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_keep_latest_artifact_the_latest_archive_expires() {
+    let server = TestServer::start().await;
+    let repo = Repo::new(&[(".gitlab-ci.yml", CI)]);
+    let project = server.create_project("app", &repo).await["id"]
+        .as_i64()
+        .unwrap();
+    let (_, runner) = server.create_runner(json!({})).await;
+    let keep = |on: bool| {
+        let server = &server;
+        async move {
+            let response = server
+                .http
+                .put(server.api(&format!("projects/{project}")))
+                .header("PRIVATE-TOKEN", &server.admin)
+                .form(&[("keep_latest_artifact", on.to_string())])
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(response.status(), StatusCode::OK);
+            let body: serde_json::Value = response.json().await.unwrap();
+            assert_eq!(body["keep_latest_artifact"], on, "{body}");
+        }
+    };
+    let build = |content: &'static str| {
+        let (server, runner) = (&server, &runner);
+        async move {
+            server.create_pipeline(project, "main").await;
+            let archive = zip_of(&[("out/app.bin", content)]);
+            let id = run_build_expiring(
+                server,
+                runner,
+                archive.clone(),
+                "success",
+                Some("1%20second"),
+            )
+            .await;
+            (id, archive)
+        }
+    };
+    let latest = format!("projects/{project}/jobs/artifacts/main/download?job=build");
+
+    keep(false).await;
+    let (off, _) = build("off").await;
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    assert_eq!(get(&server, &latest).await.0, StatusCode::NOT_FOUND);
+    let job_archive = format!("projects/{project}/jobs/{off}/artifacts");
+    assert_eq!(get(&server, &job_archive).await.0, StatusCode::NOT_FOUND);
+
+    keep(true).await;
+    let (_, on_archive) = build("on").await;
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    assert_eq!(get(&server, &latest).await, (StatusCode::OK, on_archive));
+}
+
 /// `POST …/jobs/:id/artifacts/keep`, `DELETE …/jobs/:id/artifacts` and
 /// `DELETE /projects/:id/artifacts`, GitLab's answers: a kept artifact loses its expiry, a
 /// deleted one is gone (the log stays), a running job keeps its own (`409`).

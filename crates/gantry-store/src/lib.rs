@@ -430,6 +430,39 @@ impl Store {
         Ok(())
     }
 
+    /// Change a project's settings (those `changes` names) and return it.
+    pub async fn update_project(&self, id: i64, changes: &ProjectChanges) -> Result<Project> {
+        let mut tx = self.begin_write().await?;
+        let found = sqlx::query(
+            "UPDATE projects SET \
+             default_branch = COALESCE($2, default_branch), \
+             ci_config_path = COALESCE($3, ci_config_path), \
+             timeout_secs = COALESCE($4, timeout_secs), \
+             keep_latest_artifact = COALESCE($5, keep_latest_artifact) \
+             WHERE id = $1",
+        )
+        .bind(id)
+        .bind(&changes.default_branch)
+        .bind(&changes.ci_config_path)
+        .bind(changes.timeout_secs)
+        .bind(changes.keep_latest_artifact.map(b))
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        if found == 0 {
+            return Err(StoreError::NotFound("project"));
+        }
+        let row = sqlx::query(&format!(
+            "SELECT {} FROM projects WHERE id = $1",
+            Project::COLUMNS
+        ))
+        .bind(id)
+        .fetch_one(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(Project::from_row(&row))
+    }
+
     pub async fn project(&self, id: i64) -> Result<Project> {
         let row = sqlx::query(&format!(
             "SELECT {} FROM projects WHERE id = $1",
@@ -990,10 +1023,11 @@ impl Store {
             }
         }
         let res = sqlx::query(
-            "INSERT INTO pipelines (project_id, iid, ref_name, tag, sha, before_sha, source, status, failure_reason, yaml_errors, variables, protected, created_at, updated_at, parent_job_id, schedule_id, root_id) \
+            "INSERT INTO pipelines (project_id, iid, ref_name, tag, sha, before_sha, source, status, failure_reason, yaml_errors, variables, protected, created_at, updated_at, parent_job_id, schedule_id, root_id, locked) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, \
              (SELECT COALESCE(pp.root_id, pp.id) FROM jobs pj JOIN pipelines pp ON pp.id = pj.pipeline_id \
-              WHERE pj.id = $15 AND pp.project_id = $1)) RETURNING id",
+              WHERE pj.id = $15 AND pp.project_id = $1), \
+             (SELECT keep_latest_artifact FROM projects WHERE id = $1)) RETURNING id",
         )
         .bind(p.project_id)
         .bind(p.iid)

@@ -26,6 +26,15 @@ pub struct NewProject {
     pub protected_branches: Vec<String>,
 }
 
+/// What [`crate::Store::update_project`] changes: `None` leaves a setting as it is.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProjectChanges {
+    pub default_branch: Option<String>,
+    pub ci_config_path: Option<String>,
+    pub timeout_secs: Option<i64>,
+    pub keep_latest_artifact: Option<bool>,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Project {
     pub id: i64,
@@ -36,11 +45,13 @@ pub struct Project {
     pub created_at: i64,
     /// The configuration file's path in the repository (GitLab's `ci_config_path`).
     pub ci_config_path: String,
+    /// GitLab's `keep_latest_artifact`: pipelines are created with their artifacts locked
+    /// (migration 0016).
+    pub keep_latest_artifact: bool,
 }
 
 impl Project {
-    pub(crate) const COLUMNS: &'static str =
-        "id, name, repo_url, default_branch, timeout_secs, created_at, ci_config_path";
+    pub(crate) const COLUMNS: &'static str = "id, name, repo_url, default_branch, timeout_secs, created_at, ci_config_path, keep_latest_artifact";
     pub(crate) fn from_row(r: &AnyRow) -> Self {
         Self {
             id: r.get("id"),
@@ -50,6 +61,7 @@ impl Project {
             timeout_secs: r.get("timeout_secs"),
             created_at: r.get("created_at"),
             ci_config_path: r.get("ci_config_path"),
+            keep_latest_artifact: flag(r, "keep_latest_artifact"),
         }
     }
 }

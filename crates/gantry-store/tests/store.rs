@@ -1174,7 +1174,8 @@ on_both_backends!(
     trace_sizes_move_by_compare_and_set,
     runners_tokens_and_artifacts,
     instance_variables_are_unique_by_key,
-    the_latest_pipelines_of_a_ref_keep_their_artifacts
+    the_latest_pipelines_of_a_ref_keep_their_artifacts,
+    project_settings_change_one_at_a_time
 );
 
 /// `gantry run`'s store: the first run makes a template of the empty migrated database in
@@ -1385,6 +1386,82 @@ async fn the_latest_pipelines_of_a_ref_keep_their_artifacts(db: Db) {
     assert!(s.move_ref(p.id, &deleted).await.expect("deleted"));
     assert!(!locked(other_job).await);
     assert!(locked(third_job).await);
+
+    // With `keep_latest_artifact` off (migration 0016) a new pipeline is not locked, and
+    // those locked before stay so until a newer pipeline of their ref ends.
+    let off = s
+        .update_project(
+            p.id,
+            &ProjectChanges {
+                keep_latest_artifact: Some(false),
+                ..ProjectChanges::default()
+            },
+        )
+        .await
+        .expect("setting");
+    assert!(!off.keep_latest_artifact);
+    let (fourth, fourth_job) = run("main", None).await;
+    assert!(!locked(fourth_job).await, "created unlocked");
+    assert!(locked(third_job).await);
+    end(fourth, "success").await;
+    assert!(!locked(fourth_job).await && !locked(third_job).await);
+}
+
+/// `update_project` changes the settings it names, and only those; an unknown project is
+/// `NotFound`.
+async fn project_settings_change_one_at_a_time(db: Db) {
+    let (_d, s) = open(db).await;
+    let p = s
+        .create_project(&project("demo"), 1)
+        .await
+        .expect("project");
+    assert!(p.keep_latest_artifact, "on by default");
+    let changed = s
+        .update_project(
+            p.id,
+            &ProjectChanges {
+                default_branch: Some("stable".into()),
+                timeout_secs: Some(900),
+                ..ProjectChanges::default()
+            },
+        )
+        .await
+        .expect("update");
+    assert_eq!(
+        changed,
+        Project {
+            default_branch: "stable".into(),
+            timeout_secs: 900,
+            ..p.clone()
+        }
+    );
+    assert_eq!(s.project(p.id).await.expect("read"), changed);
+    let changed = s
+        .update_project(
+            p.id,
+            &ProjectChanges {
+                ci_config_path: Some("ci/main.yml".into()),
+                keep_latest_artifact: Some(false),
+                ..ProjectChanges::default()
+            },
+        )
+        .await
+        .expect("update");
+    assert_eq!(
+        changed,
+        Project {
+            default_branch: "stable".into(),
+            timeout_secs: 900,
+            ci_config_path: "ci/main.yml".into(),
+            keep_latest_artifact: false,
+            ..p.clone()
+        }
+    );
+    assert!(matches!(
+        s.update_project(p.id + 100, &ProjectChanges::default())
+            .await,
+        Err(StoreError::NotFound("project"))
+    ));
 }
 
 /// Runs a migration's backfill (its text from `from` on) on the SQLite store in `dir`,

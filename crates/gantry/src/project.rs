@@ -28,6 +28,29 @@ pub(crate) enum ProjectCommand {
     Unprotect(ProtectArgs),
     /// List the project's protected branches and tags as JSON.
     Protected(PullArgs),
+    /// Change a project's settings (GitLab's `PUT /projects/:id`); prints the project.
+    Update(UpdateArgs),
+}
+
+#[derive(Args)]
+pub(crate) struct UpdateArgs {
+    /// Project name or id.
+    name: String,
+    /// The default branch (a branch of the repository): `CI_DEFAULT_BRANCH`, and the
+    /// branch `include:project` reads without `ref`.
+    #[arg(long, value_name = "BRANCH")]
+    default_branch: Option<String>,
+    /// The CI configuration file's path in the repository (empty: `.gitlab-ci.yml`).
+    #[arg(long, value_name = "PATH")]
+    ci_config_path: Option<String>,
+    /// The default job timeout in seconds (600 to 2629745), for jobs without `timeout:`.
+    #[arg(long, value_name = "SECONDS")]
+    build_timeout: Option<i64>,
+    /// Whether new pipelines keep the artifacts of a ref's latest jobs past `expire_in`.
+    #[arg(long, value_name = "BOOL", action = clap::ArgAction::Set)]
+    keep_latest_artifact: Option<bool>,
+    #[command(flatten)]
+    server: ServerArgs,
 }
 
 #[derive(Args)]
@@ -77,7 +100,35 @@ pub(crate) fn run(command: &ProjectCommand) -> Result<(), ClientError> {
         ProjectCommand::Protect(args) => protect(args, true),
         ProjectCommand::Unprotect(args) => protect(args, false),
         ProjectCommand::Protected(args) => protected(args),
+        ProjectCommand::Update(args) => update(args),
     }
+}
+
+fn update(args: &UpdateArgs) -> Result<(), ClientError> {
+    let mut body = serde_json::Map::new();
+    if let Some(branch) = &args.default_branch {
+        body.insert("default_branch".into(), json!(branch));
+    }
+    if let Some(path) = &args.ci_config_path {
+        body.insert("ci_config_path".into(), json!(path));
+    }
+    if let Some(secs) = args.build_timeout {
+        body.insert("build_timeout".into(), json!(secs));
+    }
+    if let Some(keep) = args.keep_latest_artifact {
+        body.insert("keep_latest_artifact".into(), json!(keep));
+    }
+    if body.is_empty() {
+        return Err(ClientError::Usage(
+            "nothing to change\n  hint: pass --default-branch, --ci-config-path, --build-timeout or --keep-latest-artifact".to_owned(),
+        ));
+    }
+    let client = ApiClient::new(&args.server)?;
+    let path = format!("projects/{}", encode_segment(&args.name));
+    let project: Value = block_on(client.put(&path, &Value::Object(body)))??;
+    eprintln!("updated project `{}`", args.name);
+    crate::out_line(&serde_json::to_string_pretty(&project).unwrap_or_default());
+    Ok(())
 }
 
 /// `…/protected_branches` or `…/protected_tags` of project `name`.

@@ -811,7 +811,7 @@ fn instance_variables_are_imported_listed_deleted_and_reach_jobs() {
 /// allowed), listed, deleted, and in the jobs of the group's projects; then `gantry project
 /// protect|unprotect|protected` on one of its projects.
 #[test]
-fn group_variables_and_protected_refs_from_the_command_line() {
+fn group_variables_protected_refs_and_settings_from_the_command_line() {
     let data = tempfile::tempdir().expect("dir");
     let server = Server::start(&data.path().join("data"));
     let admin = server.token("glpat-").expect("admin token");
@@ -940,6 +940,40 @@ fn group_variables_and_protected_refs_from_the_command_line() {
         "{}",
         text(&twice.stderr)
     );
+
+    // Its settings.
+    let updated = gantry(
+        &[
+            "project",
+            "update",
+            project,
+            "--build-timeout",
+            "1200",
+            "--keep-latest-artifact",
+            "false",
+        ],
+        &env,
+    );
+    assert_eq!(updated.status.code(), Some(0), "{}", text(&updated.stderr));
+    let updated: serde_json::Value = serde_json::from_slice(&updated.stdout).expect("JSON");
+    assert_eq!(
+        (&updated["build_timeout"], &updated["keep_latest_artifact"]),
+        (&serde_json::json!(1200), &serde_json::json!(false)),
+        "{updated}"
+    );
+    let refused = gantry(
+        &["project", "update", project, "--build-timeout", "60"],
+        &env,
+    );
+    assert_eq!(refused.status.code(), Some(3), "{}", text(&refused.stderr));
+    assert!(
+        text(&refused.stderr).contains("build_timeout needs to be between 10 minutes and 1 month"),
+        "{}",
+        text(&refused.stderr)
+    );
+    let nothing = gantry(&["project", "update", project], &env);
+    assert_eq!(nothing.status.code(), Some(2), "{}", text(&nothing.stderr));
+    assert!(text(&nothing.stderr).contains("nothing to change"));
 }
 
 #[test]

@@ -70,7 +70,7 @@ pub use includes::{
 };
 pub use metrics::CONTENT_TYPE as METRICS_CONTENT_TYPE;
 pub use object_blob::ObjectBlobs;
-pub use pipelines::{JobSelection, PipelineRequest, ProjectRequest};
+pub use pipelines::{JobSelection, PipelineRequest, ProjectRequest, ProjectSettings};
 pub use pushes::{PUSH_PIPELINE_LIMIT, PushedRef};
 pub use queue::RequestInfo;
 pub use schedules::{
@@ -249,7 +249,8 @@ struct Runtime {
     ended: HashMap<String, i64>,
     /// Commit facts for predefined variables, by `project:sha:ref`.
     commits: HashMap<String, git::CommitInfo>,
-    /// Project rows (projects are never updated; read again after [`CACHE_TTL`]).
+    /// Project rows, read again after [`CACHE_TTL`] (a change of settings is seen at once
+    /// by the process that made it, by other replicas within [`CACHE_TTL`]).
     projects: HashMap<i64, (std::time::Instant, gantry_store::Project)>,
     /// Pipeline rows for job payloads: what a payload reads of them (ref, commit,
     /// variables, …) never changes; their status and times are not to be trusted.
@@ -409,6 +410,11 @@ impl Coordinator {
     /// A job became pending: wake every waiting job request.
     fn bump_queue(&self) {
         self.inner.queue.send_modify(|v| *v = v.wrapping_add(1));
+    }
+
+    /// This process's cached row of a project that changed.
+    fn forget_project_row(&self, id: i64) {
+        self.runtime().projects.remove(&id);
     }
 
     /// A project row, cached.

@@ -89,6 +89,39 @@ enum Compiled {
     Pipeline(gantry_pipeline::Pipeline),
 }
 
+/// Settings of a project to change ([`Coordinator::update_project`]); `None` leaves one
+/// as it is.
+#[derive(Clone, Debug, Default)]
+pub struct ProjectSettings {
+    pub default_branch: Option<String>,
+    /// Empty: back to `.gitlab-ci.yml`.
+    pub ci_config_path: Option<String>,
+    /// The default job timeout, seconds.
+    pub build_timeout: Option<i64>,
+    pub keep_latest_artifact: Option<bool>,
+}
+
+/// GitLab's bounds of a project's job timeout: at least 10 minutes, under a month
+/// (Rails' `1.month`).
+const MIN_BUILD_TIMEOUT: i64 = 600;
+const MAX_BUILD_TIMEOUT: i64 = 2_629_746;
+
+/// A project's CI configuration path: relative to the repository root, `.gitlab-ci.yml`
+/// when not given or empty.
+fn config_path(path: Option<&str>) -> std::result::Result<String, String> {
+    match path {
+        None | Some("") => Ok(".gitlab-ci.yml".to_owned()),
+        Some(path) if path.starts_with('/') || path.split('/').any(|part| part == "..") => Err(
+            format!("the CI configuration path `{path}` must be relative to the repository root"),
+        ),
+        Some(path) if path.len() > 255 => Err(format!(
+            "the CI configuration path is {} bytes long; at most 255 are allowed",
+            path.len()
+        )),
+        Some(path) => Ok(path.to_owned()),
+    }
+}
+
 /// A project to create.
 #[derive(Clone, Debug, Default)]
 pub struct ProjectRequest {
@@ -284,6 +317,8 @@ impl Coordinator {
             web_url: format!("{base}/{full}"),
             repo_url: p.repo_url.clone(),
             build_timeout: p.timeout_secs,
+            ci_config_path: p.ci_config_path.clone(),
+            keep_latest_artifact: p.keep_latest_artifact,
             created_at: p.created_at,
         }
     }
@@ -314,15 +349,8 @@ impl Coordinator {
                 "create project `{name}`: a name is 1-255 characters of letters, digits, `.`, `_`, `-`, in `/`-separated parts (not ending in `.git`)"
             )));
         }
-        let ci_config_path = match request.ci_config_path.as_deref() {
-            None | Some("") => ".gitlab-ci.yml".to_owned(),
-            Some(path) if path.starts_with('/') || path.split('/').any(|part| part == "..") => {
-                return Err(CoordinatorError::Invalid(format!(
-                    "create project `{name}`: the CI configuration path `{path}` must be relative to the repository root"
-                )));
-            }
-            Some(path) => path.to_owned(),
-        };
+        let ci_config_path = config_path(request.ci_config_path.as_deref())
+            .map_err(|e| CoordinatorError::Invalid(format!("create project `{name}`: {e}")))?;
         let repo_url = if is_local_path(repo) {
             let abs = std::fs::canonicalize(repo).map_err(|e| {
                 CoordinatorError::Invalid(format!(
@@ -362,6 +390,62 @@ impl Coordinator {
         if let Err(e) = self.record_first_refs(&p).await {
             eprintln!("gantry: project {name}: could not record its branches and tags yet: {e}");
         }
+        Ok(self.project_view(&p))
+    }
+
+    /// Change a project's settings (GitLab's `PUT /projects/:id`): the default branch (a
+    /// branch of its repository), the CI configuration path (empty: `.gitlab-ci.yml`), the
+    /// default job timeout (10 minutes to under a month, as GitLab allows) and whether new
+    /// pipelines keep their latest artifacts. What is not given stays; nothing changes when
+    /// one setting is refused.
+    pub async fn update_project(
+        &self,
+        id: i64,
+        settings: &ProjectSettings,
+    ) -> std::result::Result<Project, CoordinatorError> {
+        let project = self.inner.store.project(id).await?;
+        let name = &project.name;
+        let invalid =
+            |e: String| CoordinatorError::Invalid(format!("update project `{name}`: {e}"));
+        let ci_config_path = match settings.ci_config_path.as_deref() {
+            Some(path) => Some(config_path(Some(path)).map_err(invalid)?),
+            None => None,
+        };
+        if let Some(secs) = settings.build_timeout
+            && !(MIN_BUILD_TIMEOUT..MAX_BUILD_TIMEOUT).contains(&secs)
+        {
+            return Err(invalid(format!(
+                "build_timeout needs to be between 10 minutes and 1 month ({MIN_BUILD_TIMEOUT} to {} seconds), not {secs}",
+                MAX_BUILD_TIMEOUT - 1
+            )));
+        }
+        if let Some(branch) = &settings.default_branch {
+            let mirror = self.sync_mirror(&project).await?;
+            let found = match branch.as_str() {
+                "" => None,
+                b => mirror.resolve(&format!("refs/heads/{b}")).await?,
+            };
+            if found.is_none() {
+                return Err(invalid(format!(
+                    "the default branch `{branch}` is no branch of {}",
+                    project.repo_url
+                )));
+            }
+        }
+        let p = self
+            .inner
+            .store
+            .update_project(
+                id,
+                &gantry_store::ProjectChanges {
+                    default_branch: settings.default_branch.clone(),
+                    ci_config_path,
+                    timeout_secs: settings.build_timeout,
+                    keep_latest_artifact: settings.keep_latest_artifact,
+                },
+            )
+            .await?;
+        self.forget_project_row(id);
         Ok(self.project_view(&p))
     }
 

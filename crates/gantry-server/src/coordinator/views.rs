@@ -43,6 +43,10 @@ pub struct Project {
     pub repo_url: String,
     /// Default job timeout, seconds.
     pub build_timeout: i64,
+    /// The CI configuration file's path in the repository.
+    pub ci_config_path: String,
+    /// New pipelines keep their latest artifacts past `expire_in`.
+    pub keep_latest_artifact: bool,
     #[serde(serialize_with = "iso")]
     pub created_at: i64,
 }

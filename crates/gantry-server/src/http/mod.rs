@@ -213,7 +213,10 @@ fn build(coordinator: Coordinator, shutdown: watch::Receiver<bool>) -> Router {
         );
     let user_api = Router::new()
         .route("/projects", post(projects::create).get(projects::list))
-        .route("/projects/{project}", get(projects::show))
+        .route(
+            "/projects/{project}",
+            get(projects::show).put(projects::update),
+        )
         .route(
             "/projects/{project}/pipeline",
             post(projects::create_pipeline),

@@ -9,7 +9,9 @@ use axum::response::Response;
 use gantry_pipeline::{InputValue, PipelineInputs, Source};
 use serde::Deserialize;
 
-use crate::coordinator::{CoordinatorError, PipelineRequest, PipelineView, Project};
+use crate::coordinator::{
+    CoordinatorError, PipelineRequest, PipelineView, Project, ProjectRequest, ProjectSettings,
+};
 
 use super::error::{ApiError, ApiResult};
 use super::extract::{self, Body};
@@ -27,13 +29,16 @@ pub(crate) async fn find_project(state: &AppState, project: &str) -> Result<Proj
     })
 }
 
-/// Body of `POST /projects`: GitLab's `name` and `import_url`, or Gantry's `repo_url`.
+/// Body of `POST /projects`: GitLab's `name` and `import_url`, or Gantry's `repo_url`;
+/// GitLab's `default_branch` (else the repository's `HEAD`) and `ci_config_path`.
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 struct CreateProject {
     name: Option<String>,
     repo_url: Option<String>,
     import_url: Option<String>,
+    default_branch: Option<String>,
+    ci_config_path: Option<String>,
 }
 
 /// `POST /api/v4/projects` → `201` with the project.
@@ -55,7 +60,12 @@ pub(crate) async fn create(
         .ok_or_else(|| ApiError::param("repo_url is missing"))?;
     let project = state
         .coordinator
-        .create_project(&name, &repo)
+        .create_project_with(&ProjectRequest {
+            name,
+            repo,
+            default_branch: req.default_branch.filter(|b| !b.trim().is_empty()),
+            ci_config_path: req.ci_config_path,
+        })
         .await
         .map_err(ApiError::from_git_input)?;
     Ok(json_response(StatusCode::CREATED, &project))
@@ -81,6 +91,42 @@ pub(crate) async fn show(
         StatusCode::OK,
         &find_project(&state, &project).await?,
     ))
+}
+
+/// Body of `PUT /projects/:id`: the GitLab settings Gantry has; others are ignored.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct UpdateProject {
+    default_branch: Option<String>,
+    ci_config_path: Option<String>,
+    build_timeout: Option<i64>,
+    keep_latest_artifact: Option<bool>,
+}
+
+/// `PUT /api/v4/projects/:id` → `200` with the project as it now is; `400` naming the
+/// setting refused (nothing changes then).
+pub(crate) async fn update(
+    State(state): State<AppState>,
+    Path(project): Path<String>,
+    headers: HeaderMap,
+    Body(body): Body,
+) -> ApiResult<Response> {
+    auth::require_admin(&state.coordinator, &headers).await?;
+    let req: UpdateProject = extract::params(&headers, &body)?;
+    let project = find_project(&state, &project).await?;
+    let updated = state
+        .coordinator
+        .update_project(
+            project.id,
+            &ProjectSettings {
+                default_branch: req.default_branch,
+                ci_config_path: req.ci_config_path,
+                build_timeout: req.build_timeout,
+                keep_latest_artifact: req.keep_latest_artifact,
+            },
+        )
+        .await?;
+    Ok(json_response(StatusCode::OK, &updated))
 }
 
 #[derive(Debug, Default, Deserialize)]

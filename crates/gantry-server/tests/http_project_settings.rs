@@ -1,0 +1,230 @@
+//! A project's settings over the user API (`PUT /projects/:id`, and `POST /projects` with
+//! `default_branch` and `ci_config_path`, GitLab's names) and what each one changes: the
+//! file a pipeline reads, `CI_DEFAULT_BRANCH`, the job timeout a runner gets.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod http_support;
+
+use http_support::{Repo, TestServer};
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+fn var<'a>(payload: &'a Value, key: &str) -> Option<&'a str> {
+    payload["variables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["key"] == key)
+        .and_then(|v| v["value"].as_str())
+}
+
+const MAIN_CI: &str = "from-main-file:\n  script: [echo]\n";
+const OTHER_CI: &str = "from-other-file:\n  script: [echo]\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settings_change_what_the_next_pipelines_get() {
+    let server = TestServer::start().await;
+    let repo = Repo::new(&[(".gitlab-ci.yml", MAIN_CI), ("ci/other.yml", OTHER_CI)]);
+    repo.git(&["branch", "stable"]);
+    let project = server.create_project("acme/app", &repo).await;
+    let pid = project["id"].as_i64().unwrap();
+    assert_eq!(
+        (
+            &project["default_branch"],
+            &project["ci_config_path"],
+            &project["build_timeout"],
+            &project["keep_latest_artifact"]
+        ),
+        (
+            &json!("main"),
+            &json!(".gitlab-ci.yml"),
+            &json!(3600),
+            &json!(true)
+        )
+    );
+    let (_, runner) = server.create_runner(json!({})).await;
+
+    let (status, updated) = server
+        .admin(
+            Method::PUT,
+            &format!("projects/{pid}"),
+            Some(json!({
+                "default_branch": "stable",
+                "ci_config_path": "ci/other.yml",
+                "build_timeout": 900,
+                "keep_latest_artifact": false,
+                "description": "ignored: a GitLab setting Gantry does not have",
+            })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{updated}");
+    assert_eq!(
+        (
+            &updated["default_branch"],
+            &updated["ci_config_path"],
+            &updated["build_timeout"],
+            &updated["keep_latest_artifact"]
+        ),
+        (
+            &json!("stable"),
+            &json!("ci/other.yml"),
+            &json!(900),
+            &json!(false)
+        )
+    );
+    // The project as read again, by id and by path, is the one the update answered.
+    for path in [format!("projects/{pid}"), "projects/acme%2Fapp".to_owned()] {
+        let (status, read) = server.admin(Method::GET, &path, None).await;
+        assert_eq!((status, &read), (StatusCode::OK, &updated), "{path}");
+    }
+
+    let pipeline = server.create_pipeline(pid, "main").await;
+    let jobs = server
+        .pipeline_jobs(pid, pipeline["id"].as_i64().unwrap())
+        .await;
+    let names: Vec<&str> = jobs.iter().map(|j| j["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["from-other-file"]);
+    let (_, _, payload) = server.take_job(&runner).await;
+    assert_eq!(var(&payload, "CI_DEFAULT_BRANCH"), Some("stable"));
+    assert_eq!(var(&payload, "CI_CONFIG_PATH"), Some("ci/other.yml"));
+    assert_eq!(payload["runner_info"]["timeout"], 900);
+
+    // An empty configuration path is the default one again; what is not named stays.
+    let (status, reset) = server
+        .admin(
+            Method::PUT,
+            &format!("projects/{pid}"),
+            Some(json!({"ci_config_path": ""})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{reset}");
+    assert_eq!(reset["ci_config_path"], ".gitlab-ci.yml");
+    assert_eq!(reset["default_branch"], "stable");
+    assert_eq!(reset["build_timeout"], 900);
+    let pipeline = server.create_pipeline(pid, "main").await;
+    let jobs = server
+        .pipeline_jobs(pid, pipeline["id"].as_i64().unwrap())
+        .await;
+    assert_eq!(jobs[0]["name"], "from-main-file");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_setting_names_itself_and_changes_nothing() {
+    let server = TestServer::start().await;
+    let repo = Repo::new(&[(".gitlab-ci.yml", MAIN_CI)]);
+    let pid = server.create_project("app", &repo).await["id"]
+        .as_i64()
+        .unwrap();
+    let path = format!("projects/{pid}");
+    let (_, before) = server.admin(Method::GET, &path, None).await;
+
+    for (body, says) in [
+        (
+            json!({"ci_config_path": "ci/other.yml", "build_timeout": 599}),
+            "build_timeout needs to be between 10 minutes and 1 month",
+        ),
+        (
+            json!({"build_timeout": 2_629_746}),
+            "build_timeout needs to be between 10 minutes and 1 month",
+        ),
+        (
+            json!({"ci_config_path": "../elsewhere.yml"}),
+            "must be relative to the repository root",
+        ),
+        (
+            json!({"ci_config_path": "/abs.yml"}),
+            "must be relative to the repository root",
+        ),
+        (
+            json!({"ci_config_path": "x".repeat(256)}),
+            "at most 255 are allowed",
+        ),
+        (
+            json!({"build_timeout": 900, "default_branch": "nope"}),
+            "the default branch `nope` is no branch of",
+        ),
+        (
+            json!({"default_branch": ""}),
+            "the default branch `` is no branch of",
+        ),
+        (
+            json!({"keep_latest_artifact": "maybe"}),
+            "keep_latest_artifact",
+        ),
+    ] {
+        let (status, answer) = server.admin(Method::PUT, &path, Some(body.clone())).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}: {answer}");
+        assert!(answer.to_string().contains(says), "{body}: {answer}");
+        let (_, now) = server.admin(Method::GET, &path, None).await;
+        assert_eq!(now, before, "{body} changed the project");
+    }
+
+    // Forms, as GitLab's documentation sends them (`curl --data`).
+    let response = server
+        .http
+        .put(server.api(&path))
+        .header("PRIVATE-TOKEN", &server.admin)
+        .form(&[("build_timeout", "7200"), ("keep_latest_artifact", "false")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(
+        (&body["build_timeout"], &body["keep_latest_artifact"]),
+        (&json!(7200), &json!(false))
+    );
+
+    // Who may, and which project.
+    let anonymous = server
+        .http
+        .put(server.api(&path))
+        .json(&json!({"build_timeout": 900}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anonymous.status(), StatusCode::UNAUTHORIZED);
+    let (status, _) = server
+        .admin(
+            Method::PUT,
+            "projects/4242",
+            Some(json!({"build_timeout": 900})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+/// `POST /projects` takes GitLab's `default_branch` and `ci_config_path` too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_project_is_created_with_its_configuration_path_and_default_branch() {
+    let server = TestServer::start().await;
+    let repo = Repo::new(&[(".gitlab-ci.yml", MAIN_CI), ("ci/other.yml", OTHER_CI)]);
+    repo.git(&["branch", "stable"]);
+    let (status, project) = server
+        .admin(
+            Method::POST,
+            "projects",
+            Some(json!({"name": "app", "repo_url": repo.path(),
+                        "default_branch": "stable", "ci_config_path": "ci/other.yml"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{project}");
+    assert_eq!(project["default_branch"], "stable");
+    assert_eq!(project["ci_config_path"], "ci/other.yml");
+    let pid = project["id"].as_i64().unwrap();
+    let pipeline = server.create_pipeline(pid, "main").await;
+    let jobs = server
+        .pipeline_jobs(pid, pipeline["id"].as_i64().unwrap())
+        .await;
+    assert_eq!(jobs[0]["name"], "from-other-file");
+
+    let (status, refused) = server
+        .admin(
+            Method::POST,
+            "projects",
+            Some(json!({"name": "bad", "repo_url": repo.path(), "ci_config_path": "../x.yml"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
+}
