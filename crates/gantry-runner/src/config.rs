@@ -67,7 +67,6 @@ const UNSUPPORTED_RUNNER: &[&str] = &[
     "referees",
     "unhealthy_requests_limit",
     "unhealthy_interval",
-    "custom_build_dir",
     "labels",
     "kubernetes",
     "machine",

@@ -165,6 +165,9 @@ fn is_env_name(name: &str) -> bool {
 /// Why a driver program failed the job (a system failure).
 #[derive(Debug, thiserror::Error)]
 pub enum CustomError {
+    /// The job's `GIT_CLONE_PATH` cannot be used with `config_exec`'s builds directory.
+    #[error("{0}")]
+    CloneDir(String),
     /// The job's temporary directory could not be made.
     #[error("create the custom executor's temporary directory: {0}")]
     TempDir(#[source] std::io::Error),

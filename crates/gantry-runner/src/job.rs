@@ -268,6 +268,43 @@ impl Placement<'_> {
         (dirs, variables)
     }
 
+    /// The job's checkout moved to its `GIT_CLONE_PATH` (in `variables`, expanded), when it
+    /// sets one: `Ok(None)` when it does not, an error (why the job cannot run) when the
+    /// entry does not allow it (`[runners.custom_build_dir]`), it is not below
+    /// `$CI_BUILDS_DIR`, or the job runs on a fleet instance (not built yet).
+    pub(crate) fn clone_path(
+        &self,
+        dirs: &BuildDirs,
+        variables: &[gantry_protocol::JobVariable],
+        choice: crate::executor::ExecutorChoice,
+    ) -> Result<Option<BuildDirs>, String> {
+        use crate::executor::ExecutorChoice;
+        let Some(path) = variables::get(variables, "GIT_CLONE_PATH").filter(|p| !p.is_empty())
+        else {
+            return Ok(None);
+        };
+        let in_docker = matches!(
+            choice,
+            ExecutorChoice::Docker | ExecutorChoice::DockerAutoscaler
+        );
+        if !self.runner.custom_build_dir_enabled(in_docker) {
+            return Err(
+                "setting GIT_CLONE_PATH is not allowed, enable `custom_build_dir` feature"
+                    .to_owned(),
+            );
+        }
+        if matches!(
+            choice,
+            ExecutorChoice::Instance | ExecutorChoice::DockerAutoscaler
+        ) {
+            return Err(format!(
+                "GIT_CLONE_PATH is not supported by gantry's {} executor yet",
+                choice.name()
+            ));
+        }
+        dirs.clone().with_clone_path(path).map(Some)
+    }
+
     /// The job's variables for `dirs` (`CI_BUILDS_DIR`, `CI_PROJECT_DIR` as its scripts
     /// see them).
     pub(crate) fn variables(&self, dirs: &BuildDirs) -> Vec<gantry_protocol::JobVariable> {
@@ -335,12 +372,22 @@ pub async fn run_job(job: JobResponse, cx: JobContext) -> JobReport {
         concurrent_project_id: cx.concurrent_project_id,
     };
     // In containers the job sees gitlab-runner's Docker paths (`/builds/…`).
-    let layout = match crate::executor::ExecutorChoice::for_job(&runner, &job) {
+    let choice = crate::executor::ExecutorChoice::for_job(&runner, &job);
+    let layout = match choice {
         crate::executor::ExecutorChoice::Docker
         | crate::executor::ExecutorChoice::DockerAutoscaler => Layout::Container,
         _ => Layout::Shared,
     };
-    let (dirs, variables) = placement.place(&cx.builds_dir, layout);
+    let (mut dirs, mut variables) = placement.place(&cx.builds_dir, layout);
+    let clone_path_error = match placement.clone_path(&dirs, &variables, choice) {
+        Ok(None) => None,
+        Ok(Some(moved)) => {
+            variables = placement.variables(&moved);
+            dirs = moved;
+            None
+        }
+        Err(message) => Some(message),
+    };
     let project_dir = dirs.seen.project_dir.to_string_lossy().into_owned();
     let (mask_set, mask_error) = match masks(&job, &variables, &runner.token).build() {
         Ok(set) => (set, None),
@@ -394,12 +441,13 @@ pub async fn run_job(job: JobResponse, cx: JobContext) -> JobReport {
                 cx.system_id
             ));
             let streaming = uplink.stream();
-            let ending = match mask_error {
-                Some(message) => JobEnding::SystemFailure {
+            let ending = match (mask_error, clone_path_error) {
+                (Some(message), _) => JobEnding::SystemFailure {
                     stage: "prepare_executor",
                     message,
                 },
-                None => {
+                (None, Some(message)) => JobEnding::ConfigurationError { message },
+                (None, None) => {
                     if debug_requested && !debug_trace {
                         trace.warning("CI_DEBUG_TRACE: usage is disabled on this runner (debug_trace_disabled = true)");
                     }

@@ -1161,6 +1161,10 @@ fn runner_config(
             "executor = \"docker\"\n[runners.docker]\npull_policy = [\"if-not-present\"]\nshell_without_image = {shell_without_image}\n"
         )),
     }
+    // `GIT_CLONE_PATH` works in every executor here (gitlab-runner allows it by default in
+    // Docker only): a pipeline that sets it for its Docker runners runs as it is, and the
+    // run's builds directory is its own.
+    text.push_str("[runners.custom_build_dir]\nenabled = true\n");
     text
 }
 

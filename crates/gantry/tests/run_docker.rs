@@ -196,6 +196,49 @@ use:
     assert!(second.logged("build", "cache-hit"), "{}", second.explain());
 }
 
+/// `GIT_CLONE_PATH` (gantry run allows it in every executor): in a container the checkout
+/// lies where the path says below `/builds`; on the host below the run's builds directory.
+#[test]
+fn git_clone_path_moves_the_checkout_in_containers_and_on_the_host() {
+    require_docker();
+    let (dir, cache) = checkout(
+        "variables: {GIT_CLONE_PATH: '$CI_BUILDS_DIR/go/src/$CI_CONCURRENT_ID/app'}
+boxed:
+  image: gantry-test/busybox:latest
+  script:
+    - 'echo \"dir=$CI_PROJECT_DIR pwd=$(pwd) $(cat input.txt)\"'
+host:
+  script:
+    - 'test \"$(pwd)\" = \"$CI_BUILDS_DIR/go/src/$CI_CONCURRENT_ID/app\" && echo host-moved'
+    - cat input.txt
+outside:
+  variables: {GIT_CLONE_PATH: /tmp/elsewhere}
+  script: [echo never]
+",
+    );
+    let r = run_in(dir.path(), cache.path(), &[]);
+    assert_eq!(r.code, 1, "{}", r.explain());
+    let moved = (0..4).any(|id| {
+        r.logged(
+            "boxed",
+            &format!("dir=/builds/go/src/{id}/app pwd=/builds/go/src/{id}/app from the checkout"),
+        )
+    });
+    assert!(moved, "{}", r.explain());
+    assert!(r.logged("host", "host-moved"), "{}", r.explain());
+    assert!(r.logged("host", "from the checkout"), "{}", r.explain());
+    assert!(
+        r.logged(
+            "outside",
+            "the GIT_CLONE_PATH=\"/tmp/elsewhere\" has to be within"
+        ),
+        "{}",
+        r.explain()
+    );
+    assert!(!r.logged("outside", "never"), "{}", r.explain());
+    assert!(leftovers(&r).is_empty(), "{:?}", leftovers(&r));
+}
+
 #[test]
 fn auto_runs_jobs_without_an_image_in_the_shell_and_the_others_in_docker() {
     require_docker();

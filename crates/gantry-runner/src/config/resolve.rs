@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use super::key_path::KeyPath;
 use super::schema::{
-    AutoscalerFile, CacheFile, ConfigFile, ConnectorFile, CustomFile, DockerFile, RunnerFile,
+    AutoscalerFile, CacheFile, ConfigFile, ConnectorFile, CustomBuildDirFile, CustomFile,
+    DockerFile, RunnerFile,
 };
 use super::settings::*;
 
@@ -497,6 +498,7 @@ fn resolve_runner(cx: &mut Cx, at: &KeyPath, file: &RunnerFile) -> RunnerConfig 
         docker,
         custom,
         autoscaler,
+        custom_build_dir: file.custom_build_dir.as_ref().and_then(|c| c.enabled),
     }
 }
 
@@ -1126,6 +1128,9 @@ fn runner_to_file(runner: &RunnerConfig) -> RunnerFile {
         docker: runner.docker.as_ref().map(docker_to_file),
         custom: runner.custom.as_ref().map(custom_to_file),
         autoscaler: runner.autoscaler.as_ref().map(|a| a.file.clone()),
+        custom_build_dir: runner.custom_build_dir.map(|enabled| CustomBuildDirFile {
+            enabled: Some(enabled),
+        }),
     }
 }
 

@@ -131,6 +131,19 @@ pub struct RunnerFile {
     /// `[runners.feature_flags]`: `FF_NAME = true|false`, over the jobs' variables.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub feature_flags: Option<std::collections::BTreeMap<String, toml::Value>>,
+    /// `[runners.custom_build_dir]`: whether jobs may set `GIT_CLONE_PATH`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub custom_build_dir: Option<CustomBuildDirFile>,
+}
+
+/// `[runners.custom_build_dir]`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CustomBuildDirFile {
+    /// Jobs may set `GIT_CLONE_PATH` (default: on for the Docker executors, off for the
+    /// others, as gitlab-runner has it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
 }
 
 /// `[runners.cache]` (gitlab-runner spells these keys in CamelCase).

@@ -203,6 +203,9 @@ pub struct RunnerConfig {
     pub custom: Option<CustomConfig>,
     /// `[runners.autoscaler]`, if present (required by the instance executor).
     pub autoscaler: Option<AutoscalerConfig>,
+    /// `[runners.custom_build_dir] enabled`; `None`: the executor's default
+    /// ([`RunnerConfig::custom_build_dir_enabled`]).
+    pub custom_build_dir: Option<bool>,
 }
 
 impl RunnerConfig {
@@ -232,7 +235,15 @@ impl RunnerConfig {
             docker: None,
             custom: None,
             autoscaler: None,
+            custom_build_dir: None,
         }
+    }
+
+    /// Whether a job may set `GIT_CLONE_PATH` (`in_docker`: it runs in containers): as
+    /// configured, else gitlab-runner's default (on in containers, where each slot has its
+    /// own `/builds`; off for the shell, custom and instance executors).
+    pub fn custom_build_dir_enabled(&self, in_docker: bool) -> bool {
+        self.custom_build_dir.unwrap_or(in_docker)
     }
 
     /// `output_limit` in bytes (what the trace buffer enforces).

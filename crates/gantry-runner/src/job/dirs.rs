@@ -101,6 +101,10 @@ pub struct BuildDirs {
     pub project_path: String,
     /// The project's folder in the local cache (`gitlab.example.com/acme/widget`).
     pub cache_path: String,
+    /// `<builds_dir>/<short token>/<concurrent id>` (`builds_dir` in the unshared layout):
+    /// the directory holding the project and its `.tmp` sibling (what the Docker executor
+    /// mounts).
+    slot: PathBuf,
     /// The same directories as the job's scripts see them: `$CI_BUILDS_DIR`,
     /// `$CI_PROJECT_DIR`, file variables' paths, the scripts' working directory.
     pub seen: SeenDirs,
@@ -116,6 +120,8 @@ pub struct SeenDirs {
     pub project_dir: PathBuf,
     /// `<project dir>.tmp`.
     pub tmp_dir: PathBuf,
+    /// The slot directory.
+    slot: PathBuf,
 }
 
 impl BuildDirs {
@@ -139,10 +145,10 @@ impl BuildDirs {
         } else {
             format!("{host}/{project_path}")
         };
-        let project_dir = builds_dir
+        let slot = builds_dir
             .join(short_token(runner_token))
-            .join(concurrent_id.to_string())
-            .join(&project_path);
+            .join(concurrent_id.to_string());
+        let project_dir = slot.join(&project_path);
         let tmp_dir = tmp_sibling(&project_dir);
         Self {
             builds_dir: builds_dir.to_owned(),
@@ -150,7 +156,9 @@ impl BuildDirs {
                 builds_dir: builds_dir.to_owned(),
                 project_dir: project_dir.clone(),
                 tmp_dir: tmp_dir.clone(),
+                slot: slot.clone(),
             },
+            slot,
             project_dir,
             tmp_dir,
             project_path,
@@ -166,9 +174,43 @@ impl BuildDirs {
         self.seen = SeenDirs {
             tmp_dir: tmp_sibling(&project_dir),
             project_dir,
+            slot: builds_dir.clone(),
             builds_dir,
         };
         self
+    }
+
+    /// gitlab-runner's `GIT_CLONE_PATH` (allowed by `[runners.custom_build_dir]`): the
+    /// checkout at `path` as the job sees it, which must lie below `$CI_BUILDS_DIR` (as
+    /// gitlab-runner requires; the builds directory itself is refused too, as the checkout
+    /// is emptied between jobs). In containers it lies in the mounted slot directory.
+    pub fn with_clone_path(self, path: &str) -> Result<Self, String> {
+        let outside = || {
+            format!(
+                "the GIT_CLONE_PATH=\"{path}\" has to be within \"{}\"",
+                self.seen.builds_dir.display()
+            )
+        };
+        let relative = below(&self.seen.builds_dir, Path::new(path)).ok_or_else(outside)?;
+        // The directory the job sees as `$CI_BUILDS_DIR`, on this machine: the slot where
+        // the job sees its slot as the builds directory (containers, the unshared layout).
+        let root = if self.seen.slot == self.seen.builds_dir {
+            self.slot.clone()
+        } else {
+            self.builds_dir.clone()
+        };
+        let project_dir = root.join(&relative);
+        let seen_project_dir = self.seen.builds_dir.join(&relative);
+        Ok(Self {
+            tmp_dir: tmp_sibling(&project_dir),
+            project_dir,
+            seen: SeenDirs {
+                tmp_dir: tmp_sibling(&seen_project_dir),
+                project_dir: seen_project_dir,
+                ..self.seen
+            },
+            ..self
+        })
     }
 }
 
@@ -176,14 +218,13 @@ impl BuildDirs {
     /// The same job on a fleet instance: the slot directory's layout under
     /// `remote_builds_dir` (`$HOME/builds` on the instance), as its scripts see it.
     pub fn on_instance(mut self, remote_builds_dir: &Path) -> Self {
-        let relative = self
-            .project_dir
-            .strip_prefix(&self.builds_dir)
-            .map_or_else(|_| PathBuf::from(&self.project_path), Path::to_path_buf);
-        let project_dir = remote_builds_dir.join(relative);
+        let remote =
+            |dir: &Path| remote_builds_dir.join(dir.strip_prefix(&self.builds_dir).unwrap_or(dir));
+        let project_dir = remote(&self.project_dir);
         self.seen = SeenDirs {
             tmp_dir: tmp_sibling(&project_dir),
             project_dir,
+            slot: remote(&self.slot),
             builds_dir: remote_builds_dir.to_owned(),
         };
         self
@@ -191,13 +232,30 @@ impl BuildDirs {
 
     /// [`BuildDirs::slot_dir`] as the job sees it.
     pub fn seen_slot_dir(&self) -> PathBuf {
-        let depth = self.project_path.split('/').count();
-        self.seen
-            .project_dir
-            .ancestors()
-            .nth(depth)
-            .map_or_else(|| self.seen.builds_dir.clone(), Path::to_path_buf)
+        self.seen.slot.clone()
     }
+}
+
+/// `path` relative to `root` when it lies below it, `.` and `..` resolved by name (as
+/// gitlab-runner's `filepath.Rel` does): `None` for a relative path, `root` itself or a
+/// path outside.
+fn below(root: &Path, path: &Path) -> Option<PathBuf> {
+    use std::path::Component;
+    if !path.is_absolute() {
+        return None;
+    }
+    let mut clean = PathBuf::new();
+    for part in path.components() {
+        match part {
+            Component::ParentDir => {
+                clean.pop();
+            }
+            Component::CurDir => {}
+            other => clean.push(other),
+        }
+    }
+    let relative = clean.strip_prefix(root).ok()?;
+    (!relative.as_os_str().is_empty()).then(|| relative.to_path_buf())
 }
 
 /// `<dir>.tmp`.
@@ -217,21 +275,20 @@ impl BuildDirs {
                 builds_dir: self.builds_dir.clone(),
                 project_dir: project_dir.clone(),
                 tmp_dir: tmp_dir.clone(),
+                slot: self.builds_dir.clone(),
             },
+            slot: self.builds_dir.clone(),
             project_dir,
             tmp_dir,
             ..self
         }
     }
 
-    /// `<builds_dir>/<short token>/<concurrent id>`: the directory holding the project
-    /// and its `.tmp` sibling (what the Docker executor mounts).
+    /// `<builds_dir>/<short token>/<concurrent id>` (`builds_dir` in the unshared layout):
+    /// the directory holding the project and its `.tmp` sibling (what the Docker executor
+    /// mounts).
     pub fn slot_dir(&self) -> PathBuf {
-        let depth = self.project_path.split('/').count();
-        self.project_dir
-            .ancestors()
-            .nth(depth)
-            .map_or_else(|| self.builds_dir.clone(), Path::to_path_buf)
+        self.slot.clone()
     }
 }
 
@@ -300,6 +357,57 @@ mod tests {
         let sneaky = BuildDirs::new(Path::new("/b"), "t", 0, "https://h/a/../../etc.git", 7);
         assert_eq!(sneaky.project_path, "project-7");
         assert_eq!(dirs.seen.project_dir, dirs.project_dir);
+    }
+
+    #[test]
+    fn git_clone_path_moves_the_checkout_within_the_builds_dir() {
+        let shared = BuildDirs::new(
+            Path::new("/b"),
+            "glrt-t1_abcdefghijk",
+            1,
+            "https://h/g/p.git",
+            7,
+        );
+        let moved = shared
+            .clone()
+            .with_clone_path("/b/1/./mine/../custom/p")
+            .unwrap();
+        assert_eq!(moved.project_dir, Path::new("/b/1/custom/p"));
+        assert_eq!(moved.tmp_dir, Path::new("/b/1/custom/p.tmp"));
+        assert_eq!(moved.seen.project_dir, moved.project_dir);
+        assert_eq!(moved.seen.builds_dir, Path::new("/b"));
+        assert_eq!(moved.slot_dir(), shared.slot_dir());
+        for refused in [
+            "/elsewhere/p",
+            "/b/../etc",
+            "/b",
+            "/b/x/../",
+            "relative/p",
+            "",
+        ] {
+            let error = shared.clone().with_clone_path(refused).unwrap_err();
+            assert_eq!(
+                error,
+                format!("the GIT_CLONE_PATH=\"{refused}\" has to be within \"/b\"")
+            );
+        }
+
+        // In containers `/builds` is the mounted slot directory.
+        let container = shared.clone().in_container();
+        let moved = container
+            .clone()
+            .with_clone_path("/builds/go/src/p")
+            .unwrap();
+        assert_eq!(moved.seen.project_dir, Path::new("/builds/go/src/p"));
+        assert_eq!(moved.project_dir, Path::new("/b/abcdefghi/1/go/src/p"));
+        assert_eq!(moved.slot_dir(), Path::new("/b/abcdefghi/1"));
+        assert_eq!(moved.seen_slot_dir(), Path::new("/builds"));
+        assert!(container.with_clone_path("/b/abcdefghi/1/p").is_err());
+
+        // The unshared layout's builds directory is its own.
+        let unshared = shared.unshared().with_clone_path("/b/x/p").unwrap();
+        assert_eq!(unshared.project_dir, Path::new("/b/x/p"));
+        assert_eq!(unshared.slot_dir(), Path::new("/b"));
     }
 
     #[test]

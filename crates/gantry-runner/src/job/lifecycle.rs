@@ -674,7 +674,15 @@ impl<'a> Lifecycle<'a> {
             Some(false) => Layout::Unshared,
             _ => Layout::Shared,
         };
-        let (dirs, variables) = self.placement.place(&builds_dir, layout);
+        let (mut dirs, mut variables) = self.placement.place(&builds_dir, layout);
+        if let Some(moved) = self
+            .placement
+            .clone_path(&dirs, &variables, ExecutorChoice::Custom)
+            .map_err(crate::custom::CustomError::CloneDir)?
+        {
+            variables = self.placement.variables(&moved);
+            dirs = moved;
+        }
         self.replace_placement(dirs, variables).map_err(|variable| {
             crate::custom::CustomError::UnmaskableVariable {
                 program: self
