@@ -7,9 +7,9 @@
 
 mod http_support;
 
-use http_support::{Repo, TestServer};
+use http_support::{Repo, TestServer, job_variable_value as var};
 use reqwest::{Method, StatusCode};
-use serde_json::{Value, json};
+use serde_json::json;
 
 const PIPELINE: &str = r#"
 build:
@@ -20,15 +20,6 @@ deploy:
   environment: production
   script: [deploy]
 "#;
-
-fn var<'a>(payload: &'a Value, key: &str) -> Option<&'a str> {
-    payload["variables"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|v| v["key"] == key)
-        .and_then(|v| v["value"].as_str())
-}
 
 #[tokio::test]
 async fn group_variables_are_managed_by_path_and_reach_the_groups_projects() {

@@ -8,19 +8,11 @@ mod http_support;
 
 use std::fmt::Write as _;
 
-use http_support::{Repo, TestServer, expect_client_error};
+use http_support::{Repo, TestServer, expect_client_error, job_variable as var};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
 const PATH: &str = "admin/ci/variables";
-
-fn var<'a>(payload: &'a Value, key: &str) -> Option<&'a Value> {
-    payload["variables"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|v| v["key"] == key)
-}
 
 #[tokio::test]
 async fn variables_are_created_listed_shown_updated_and_deleted() {

@@ -6,7 +6,7 @@
 
 mod http_support;
 
-use http_support::{Repo, TestServer};
+use http_support::{Repo, TestServer, job_variable as var};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
@@ -31,14 +31,6 @@ ship:
     - if: $SHIP_ENABLED == "yes"
   script: [ship]
 "#;
-
-fn var<'a>(payload: &'a Value, key: &str) -> Option<&'a Value> {
-    payload["variables"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|v| v["key"] == key)
-}
 
 #[tokio::test]
 async fn variables_are_created_listed_updated_and_deleted() {

@@ -6,18 +6,9 @@
 
 mod http_support;
 
-use http_support::{Repo, TestServer};
+use http_support::{Repo, TestServer, job_variable_value as var};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
-
-fn var<'a>(payload: &'a Value, key: &str) -> Option<&'a str> {
-    payload["variables"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|v| v["key"] == key)
-        .and_then(|v| v["value"].as_str())
-}
 
 fn names(list: &Value) -> Vec<&str> {
     list.as_array()

@@ -342,3 +342,15 @@ test:
   stage: test
   script: [make test]
 "#;
+
+/// The entry of `key` in a job payload's `variables`.
+pub fn job_variable<'a>(payload: &'a Value, key: &str) -> Option<&'a Value> {
+    payload["variables"]
+        .as_array()
+        .and_then(|all| all.iter().find(|v| v["key"] == key))
+}
+
+/// The value of `key` in a job payload's `variables`.
+pub fn job_variable_value<'a>(payload: &'a Value, key: &str) -> Option<&'a str> {
+    job_variable(payload, key).and_then(|v| v["value"].as_str())
+}
