@@ -151,6 +151,20 @@ async fn a_refused_setting_names_itself_and_changes_nothing() {
         assert_eq!(now, before, "{body} changed the project");
     }
 
+    // Typed as GitLab's API reads them: numbers and booleans as JSON strings too.
+    let (status, body) = server
+        .admin(
+            Method::PUT,
+            &path,
+            Some(json!({"build_timeout": "1800", "keep_latest_artifact": "no"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        (&body["build_timeout"], &body["keep_latest_artifact"]),
+        (&json!(1800), &json!(false))
+    );
+
     // Forms, as GitLab's documentation sends them (`curl --data`).
     let response = server
         .http

@@ -162,6 +162,35 @@ async fn a_form_encoded_request_creates_a_variable_as_curl_data_does() {
         ),
         (&json!(true), &json!(true), &json!("file"))
     );
+
+    // Grape reads a Boolean from more words than `true`/`false`, in forms and JSON strings.
+    let response = server
+        .http
+        .post(server.api(&format!("projects/{}/variables", project["id"])))
+        .header("PRIVATE-TOKEN", &server.admin)
+        .header("Content-Type", "application/x-www-form-urlencoded")
+        .body("key=OTHER&value=s3cr3t-v4lue&masked=1&protected=yes&raw=t")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::CREATED);
+    let created: Value = response.json().await.unwrap();
+    assert_eq!(
+        (&created["masked"], &created["protected"], &created["raw"]),
+        (&json!(true), &json!(true), &json!(true))
+    );
+    let (status, updated) = server
+        .admin(
+            reqwest::Method::PUT,
+            &format!("projects/{}/variables/OTHER", project["id"]),
+            Some(json!({"protected": "false", "masked": 0})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{updated}");
+    assert_eq!(
+        (&updated["masked"], &updated["protected"]),
+        (&json!(false), &json!(false))
+    );
 }
 
 #[tokio::test]

@@ -51,8 +51,11 @@ struct InstanceVariableParams {
     key: Option<String>,
     value: Option<String>,
     variable_type: Option<String>,
+    #[serde(deserialize_with = "extract::grape::opt_bool")]
     protected: Option<bool>,
+    #[serde(deserialize_with = "extract::grape::opt_bool")]
     masked: Option<bool>,
+    #[serde(deserialize_with = "extract::grape::opt_bool")]
     raw: Option<bool>,
     description: Option<String>,
 }

@@ -99,7 +99,9 @@ pub(crate) async fn show(
 struct UpdateProject {
     default_branch: Option<String>,
     ci_config_path: Option<String>,
+    #[serde(deserialize_with = "extract::grape::opt_i64")]
     build_timeout: Option<i64>,
+    #[serde(deserialize_with = "extract::grape::opt_bool")]
     keep_latest_artifact: Option<bool>,
 }
 

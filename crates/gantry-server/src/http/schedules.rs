@@ -24,6 +24,7 @@ struct ScheduleParams {
     ref_name: Option<String>,
     cron: Option<String>,
     cron_timezone: Option<String>,
+    #[serde(deserialize_with = "extract::grape::opt_bool")]
     active: Option<bool>,
 }
 

@@ -59,10 +59,14 @@ struct VariableParams {
     key: Option<String>,
     value: Option<String>,
     variable_type: Option<String>,
+    #[serde(deserialize_with = "extract::grape::opt_bool")]
     protected: Option<bool>,
+    #[serde(deserialize_with = "extract::grape::opt_bool")]
     masked: Option<bool>,
     /// At creation only: masked, and the value never shown again.
+    #[serde(deserialize_with = "extract::grape::opt_bool")]
     masked_and_hidden: Option<bool>,
+    #[serde(deserialize_with = "extract::grape::opt_bool")]
     raw: Option<bool>,
     environment_scope: Option<String>,
     description: Option<String>,
