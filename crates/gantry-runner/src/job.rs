@@ -246,12 +246,16 @@ pub(crate) struct Placement<'a> {
 }
 
 impl Placement<'_> {
-    /// The job's directories under `builds_dir` and its variables.
+    /// The job's directories under `builds_dir` and its variables, moved to the job's
+    /// `GIT_CLONE_PATH` where it sets one ([`Placement::clone_path`]; `choice` runs the
+    /// job). The third value says why that path cannot be used (the directories are then
+    /// the default ones, and the job must not run).
     pub(crate) fn place(
         &self,
         builds_dir: &std::path::Path,
         layout: Layout,
-    ) -> (BuildDirs, Vec<gantry_protocol::JobVariable>) {
+        choice: crate::executor::ExecutorChoice,
+    ) -> (BuildDirs, Vec<gantry_protocol::JobVariable>, Option<String>) {
         let dirs = BuildDirs::new(
             builds_dir,
             &self.runner.token,
@@ -265,14 +269,21 @@ impl Placement<'_> {
             Layout::Container => dirs.in_container(),
         };
         let variables = self.variables(&dirs);
-        (dirs, variables)
+        match self.clone_path(&dirs, &variables, choice) {
+            Ok(None) => (dirs, variables, None),
+            Ok(Some(moved)) => {
+                let variables = self.variables(&moved);
+                (moved, variables, None)
+            }
+            Err(refused) => (dirs, variables, Some(refused)),
+        }
     }
 
     /// The job's checkout moved to its `GIT_CLONE_PATH` (in `variables`, expanded), when it
     /// sets one: `Ok(None)` when it does not, an error (why the job cannot run) when the
     /// entry does not allow it (`[runners.custom_build_dir]`), it is not below
     /// `$CI_BUILDS_DIR`, or the job runs on a fleet instance (not built yet).
-    pub(crate) fn clone_path(
+    fn clone_path(
         &self,
         dirs: &BuildDirs,
         variables: &[gantry_protocol::JobVariable],
@@ -378,16 +389,7 @@ pub async fn run_job(job: JobResponse, cx: JobContext) -> JobReport {
         | crate::executor::ExecutorChoice::DockerAutoscaler => Layout::Container,
         _ => Layout::Shared,
     };
-    let (mut dirs, mut variables) = placement.place(&cx.builds_dir, layout);
-    let clone_path_error = match placement.clone_path(&dirs, &variables, choice) {
-        Ok(None) => None,
-        Ok(Some(moved)) => {
-            variables = placement.variables(&moved);
-            dirs = moved;
-            None
-        }
-        Err(message) => Some(message),
-    };
+    let (dirs, variables, clone_path_error) = placement.place(&cx.builds_dir, layout, choice);
     let project_dir = dirs.seen.project_dir.to_string_lossy().into_owned();
     let (mask_set, mask_error) = match masks(&job, &variables, &runner.token).build() {
         Ok(set) => (set, None),

@@ -297,7 +297,12 @@ impl<'a> Lifecycle<'a> {
             Err(error) => return Err(failed(error.to_string())),
         };
         // The slot directory's place on the instance: `$HOME/builds`, laid out as here.
-        let (dirs, _) = self.placement.place(&self.dirs.builds_dir, Layout::Shared);
+        // (A job with `GIT_CLONE_PATH` does not get here: fleet instances refuse it.)
+        let (dirs, _, _) = self.placement.place(
+            &self.dirs.builds_dir,
+            Layout::Shared,
+            ExecutorChoice::Instance,
+        );
         let on_instance = dirs.on_instance(Path::new(&format!("{home}/builds")));
         let remote_slot = on_instance.seen_slot_dir().to_string_lossy().into_owned();
         self.trace.runner_line(&format!(
@@ -674,14 +679,11 @@ impl<'a> Lifecycle<'a> {
             Some(false) => Layout::Unshared,
             _ => Layout::Shared,
         };
-        let (mut dirs, mut variables) = self.placement.place(&builds_dir, layout);
-        if let Some(moved) = self
-            .placement
-            .clone_path(&dirs, &variables, ExecutorChoice::Custom)
-            .map_err(crate::custom::CustomError::CloneDir)?
-        {
-            variables = self.placement.variables(&moved);
-            dirs = moved;
+        let (dirs, variables, refused) =
+            self.placement
+                .place(&builds_dir, layout, ExecutorChoice::Custom);
+        if let Some(refused) = refused {
+            return Err(crate::custom::CustomError::CloneDir(refused));
         }
         self.replace_placement(dirs, variables).map_err(|variable| {
             crate::custom::CustomError::UnmaskableVariable {
