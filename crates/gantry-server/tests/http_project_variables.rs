@@ -143,17 +143,26 @@ async fn a_form_encoded_request_creates_a_variable_as_curl_data_does() {
     let server = TestServer::start().await;
     let repo = Repo::new(&[(".gitlab-ci.yml", PIPELINE)]);
     let project = server.create_project("group/form", &repo).await;
-    let response = server
-        .http
-        .post(server.api(&format!("projects/{}/variables", project["id"])))
-        .header("PRIVATE-TOKEN", &server.admin)
-        .header("Content-Type", "application/x-www-form-urlencoded")
-        .body("key=DEPLOY_TOKEN&value=s3cr3t-t0ken&masked=true&protected=true&variable_type=file")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), StatusCode::CREATED);
-    let created: Value = response.json().await.unwrap();
+    let post_form = |body: &'static str| {
+        let (server, project) = (&server, &project);
+        async move {
+            let response = server
+                .http
+                .post(server.api(&format!("projects/{}/variables", project["id"])))
+                .header("PRIVATE-TOKEN", &server.admin)
+                .header("Content-Type", "application/x-www-form-urlencoded")
+                .body(body)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(response.status(), StatusCode::CREATED, "{body}");
+            response.json::<Value>().await.unwrap()
+        }
+    };
+    let created = post_form(
+        "key=DEPLOY_TOKEN&value=s3cr3t-t0ken&masked=true&protected=true&variable_type=file",
+    )
+    .await;
     assert_eq!(
         (
             &created["masked"],
@@ -164,17 +173,7 @@ async fn a_form_encoded_request_creates_a_variable_as_curl_data_does() {
     );
 
     // Grape reads a Boolean from more words than `true`/`false`, in forms and JSON strings.
-    let response = server
-        .http
-        .post(server.api(&format!("projects/{}/variables", project["id"])))
-        .header("PRIVATE-TOKEN", &server.admin)
-        .header("Content-Type", "application/x-www-form-urlencoded")
-        .body("key=OTHER&value=s3cr3t-v4lue&masked=1&protected=yes&raw=t")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), StatusCode::CREATED);
-    let created: Value = response.json().await.unwrap();
+    let created = post_form("key=OTHER&value=s3cr3t-v4lue&masked=1&protected=yes&raw=t").await;
     assert_eq!(
         (&created["masked"], &created["protected"], &created["raw"]),
         (&json!(true), &json!(true), &json!(true))
