@@ -165,9 +165,6 @@ fn is_env_name(name: &str) -> bool {
 /// Why a driver program failed the job (a system failure).
 #[derive(Debug, thiserror::Error)]
 pub enum CustomError {
-    /// The job's `GIT_CLONE_PATH` cannot be used with `config_exec`'s builds directory.
-    #[error("{0}")]
-    CloneDir(String),
     /// The job's temporary directory could not be made.
     #[error("create the custom executor's temporary directory: {0}")]
     TempDir(#[source] std::io::Error),
@@ -303,6 +300,10 @@ pub enum PrepareFailure {
     },
     /// A system failure (retried).
     System(CustomError),
+    /// The job cannot run with the runner's configuration as `config_exec` left it (its
+    /// `GIT_CLONE_PATH` is not allowed below the driver's builds directory): fails the job
+    /// `runner_configuration_error`, at once.
+    Configuration(String),
     /// The job's own timeout passed.
     JobTimeout,
     /// The job was canceled or the runner is stopping.

@@ -351,15 +351,33 @@ async fn driver_failures_are_system_failures_and_preparation_is_retried() {
             ("TOKEN_PATH", "$CI_PROJECT_DIR/s3cr3t-t0ken", true),
         ],
     );
+    // A GIT_CLONE_PATH below the runner's builds_dir but not below the one config_exec
+    // chose: refused once config_exec has moved the job, a configuration error.
+    let clone_path = format!("{}/app", dir.path().join("builds").display());
+    let moved_away = enqueue(
+        &mock,
+        "moved-away",
+        &["echo never"],
+        &[],
+        &[
+            ("JOB", "moved-away", false),
+            ("MODE", "ok", false),
+            ("GIT_CLONE_PATH", &clone_path, false),
+        ],
+    );
 
     let (summary, _) = run_jobs(
-        driver.config(front.url(), dir.path(), ""),
+        driver.config(
+            front.url(),
+            dir.path(),
+            "[runners.custom_build_dir]\nenabled = true\n",
+        ),
         dir.path(),
-        6,
+        7,
         Duration::from_secs(120),
     )
     .await;
-    assert_eq!(summary.jobs.len(), 6, "{summary:?}");
+    assert_eq!(summary.jobs.len(), 7, "{summary:?}");
 
     let log = log_text(&system);
     assert_eq!(
@@ -466,6 +484,21 @@ async fn driver_failures_are_system_failures_and_preparation_is_retried() {
     );
     assert!(!log.contains("Preparation failed"), "not retried: {log}");
     assert!(!log.contains("s3cr3t-t0ken"), "{log}");
+
+    let log = log_text(&moved_away);
+    assert_eq!(
+        front.final_update(moved_away.id())["failure_reason"],
+        "runner_configuration_error",
+        "{log}"
+    );
+    assert!(
+        log.contains(&format!(
+            "the GIT_CLONE_PATH={clone_path:?} has to be within {:?}",
+            driver.builds().display().to_string()
+        )),
+        "{log}"
+    );
+    assert_eq!(driver.calls("moved-away"), ["config", "cleanup"], "{log}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -651,7 +651,7 @@ impl<'a> Lifecycle<'a> {
             .configure(self.trace, remaining, self.cancel())
             .await?;
         if let Some(driver) = &driver {
-            self.relocate(driver).map_err(PrepareFailure::System)?;
+            self.relocate(driver)?;
             custom.set_job_env(driver.job_env.clone().unwrap_or_default());
             custom.set_variables(&self.variables, &self.job.services);
         }
@@ -663,8 +663,10 @@ impl<'a> Lifecycle<'a> {
 
     /// Applies `config_exec`'s `builds_dir`, `builds_dir_is_shared` and `cache_dir`.
     /// A masked variable whose value would change with the new directories (it uses
-    /// `$CI_PROJECT_DIR`) cannot be masked any more: that fails the job.
-    fn relocate(&mut self, driver: &DriverConfig) -> Result<(), crate::custom::CustomError> {
+    /// `$CI_PROJECT_DIR`) cannot be masked any more: that fails the job, and so does a
+    /// `GIT_CLONE_PATH` outside the new builds directory (a configuration error, as when
+    /// gitlab-runner's build starts in the directory `config_exec` chose).
+    fn relocate(&mut self, driver: &DriverConfig) -> Result<(), PrepareFailure> {
         if let Some(cache_dir) = &driver.cache_dir {
             self.cache_dir = PathBuf::from(cache_dir);
         }
@@ -683,10 +685,10 @@ impl<'a> Lifecycle<'a> {
             self.placement
                 .place(&builds_dir, layout, ExecutorChoice::Custom);
         if let Some(refused) = refused {
-            return Err(crate::custom::CustomError::CloneDir(refused));
+            return Err(PrepareFailure::Configuration(refused));
         }
         self.replace_placement(dirs, variables).map_err(|variable| {
-            crate::custom::CustomError::UnmaskableVariable {
+            PrepareFailure::System(crate::custom::CustomError::UnmaskableVariable {
                 program: self
                     .cx
                     .runner
@@ -696,7 +698,7 @@ impl<'a> Lifecycle<'a> {
                     .map(|p| p.exec.clone())
                     .unwrap_or_default(),
                 variable,
-            }
+            })
         })
     }
 
@@ -707,6 +709,7 @@ impl<'a> Lifecycle<'a> {
                 stage: "prepare_executor",
                 message: error.to_string(),
             },
+            PrepareFailure::Configuration(message) => JobEnding::ConfigurationError { message },
             PrepareFailure::JobTimeout => JobEnding::Timeout {
                 after: self.timeout,
             },
