@@ -33,6 +33,7 @@ pub mod error;
 pub mod error_body;
 pub mod failure_reason;
 pub mod features;
+pub mod grape;
 pub mod header;
 pub mod info;
 pub mod job_request;

@@ -110,7 +110,7 @@ impl<'de> Deserialize<'de> for TagList {
 }
 
 /// Body of `POST /api/v4/runners`: register with a (deprecated) registration token
-/// (§2.1). `run_untagged`, `locked` and `paused` are always sent by gitlab-runner; when
+/// (§2.1). Booleans and integers are read as Grape reads them ([`crate::grape`]). `run_untagged`, `locked` and `paused` are always sent by gitlab-runner; when
 /// absent Rails uses its defaults (`run_untagged` true, `locked` true for the CLI,
 /// `paused` false), hence `Option`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -134,19 +134,31 @@ pub struct RegisterRunnerRequest {
     #[serde(skip_serializing_if = "TagList::is_empty")]
     pub tag_list: TagList,
     /// The runner forces `true` when `tag_list` is empty.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::grape::opt_bool"
+    )]
     pub run_untagged: Option<bool>,
     /// CLI default `true`.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::grape::opt_bool"
+    )]
     pub locked: Option<bool>,
     /// Omitted when unset.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub access_level: Option<AccessLevel>,
     /// Seconds; omitted when 0. Rails validates ≥ 600.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::grape::opt_i64"
+    )]
     pub maximum_timeout: Option<i64>,
     /// Whether the runner starts paused.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::grape::opt_bool"
+    )]
     pub paused: Option<bool>,
     /// Built without executor/shell on this call.
     #[serde(deserialize_with = "zero_if_null")]
@@ -157,7 +169,8 @@ pub struct RegisterRunnerRequest {
 }
 
 /// Body of `POST /api/v4/user/runners` (§2.2), sent by a user or automation with
-/// `PRIVATE-TOKEN`, never by the runner.
+/// `PRIVATE-TOKEN`, never by the runner; a form or JSON, its booleans and integers read as
+/// Grape reads them ([`crate::grape`]).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct CreateRunnerRequest {
@@ -165,10 +178,16 @@ pub struct CreateRunnerRequest {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub runner_type: Option<RunnerType>,
     /// Required for `group_type`.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::grape::opt_i64"
+    )]
     pub group_id: Option<i64>,
     /// Required for `project_type`.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::grape::opt_i64"
+    )]
     pub project_id: Option<i64>,
     /// Free text.
     #[serde(
@@ -183,22 +202,34 @@ pub struct CreateRunnerRequest {
     )]
     pub maintenance_note: String,
     /// Default `false`.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::grape::opt_bool"
+    )]
     pub paused: Option<bool>,
     /// Default `false`.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::grape::opt_bool"
+    )]
     pub locked: Option<bool>,
     /// Default `not_protected`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub access_level: Option<AccessLevel>,
     /// Default `true`.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::grape::opt_bool"
+    )]
     pub run_untagged: Option<bool>,
     /// Array or comma-separated string.
     #[serde(skip_serializing_if = "TagList::is_empty")]
     pub tag_list: TagList,
     /// Seconds.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::grape::opt_i64"
+    )]
     pub maximum_timeout: Option<i64>,
 }
 

@@ -139,6 +139,26 @@ fn register_request_matches_gitlab_runner() {
         decoded.run_untagged, None,
         "absent: the server applies its default"
     );
+    // Booleans and integers as Grape reads them, from what a script might send.
+    let typed: RegisterRunnerRequest = parse_json(
+        br#"{"token": "t", "run_untagged": "false", "locked": 0, "paused": "yes", "maximum_timeout": "900"}"#,
+    )
+    .expect("decodes");
+    assert_eq!(
+        (
+            typed.run_untagged,
+            typed.locked,
+            typed.paused,
+            typed.maximum_timeout
+        ),
+        (Some(false), Some(false), Some(true), Some(900))
+    );
+    let error = parse_json::<RegisterRunnerRequest>(br#"{"paused": "perhaps"}"#)
+        .expect_err("not a boolean");
+    assert!(
+        error.to_string().contains("at `paused`") && error.to_string().contains("a boolean"),
+        "{error}"
+    );
     let tags: RegisterRunnerRequest = parse_json(br#"{"tag_list": "a, b,,c"}"#).expect("decodes");
     assert_eq!(tags.tag_list.0, ["a", "b", "c"]);
     let error = parse_json::<RegisterRunnerRequest>(br#"{"access_level": "everyone"}"#)

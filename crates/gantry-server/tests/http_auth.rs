@@ -657,6 +657,14 @@ async fn every_endpoint_checks_its_caller() {
             &admin,
         ),
         Row::new(
+            "PUT /runners/:id",
+            Method::PUT,
+            format!("runners/{runner_id}"),
+            Private,
+            json!({ "description": "renamed" }),
+            &admin,
+        ),
+        Row::new(
             "POST /projects",
             Method::POST,
             "projects".into(),

@@ -126,3 +126,46 @@ async fn project_jobs_are_listed_newest_first_by_scope_and_page() {
         "{error}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pipelines_retried_jobs_are_listed_when_asked_in_any_of_grapes_words() {
+    let server = TestServer::start().await;
+    let repo = Repo::new(&[(".gitlab-ci.yml", CI)]);
+    let project = server.create_project("app", &repo).await["id"]
+        .as_i64()
+        .unwrap();
+    let (_, runner) = server.create_runner(json!({})).await;
+    let pipeline = server.create_pipeline(project, "main").await["id"]
+        .as_i64()
+        .unwrap();
+    let failed = end(&server, &runner, "failed").await;
+    let (status, _) = server
+        .admin(
+            reqwest::Method::POST,
+            &format!("projects/{project}/jobs/{failed}/retry"),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let jobs = format!("projects/{project}/pipelines/{pipeline}/jobs");
+    let (_, _, current) = list(&server, &jobs).await;
+    assert_eq!(ids(&current).len(), 2);
+    assert!(!ids(&current).contains(&failed), "{current}");
+    for word in ["true", "1", "yes", "t", "on"] {
+        let (status, _, all) = list(&server, &format!("{jobs}?include_retried={word}")).await;
+        assert_eq!(status, StatusCode::OK, "{word}: {all}");
+        assert_eq!(ids(&all).len(), 3, "{word}: {all}");
+        assert!(ids(&all).contains(&failed), "{word}: {all}");
+    }
+    for word in ["false", "0", "no"] {
+        let (_, _, listed) = list(&server, &format!("{jobs}?include_retried={word}")).await;
+        assert_eq!(ids(&listed), ids(&current), "{word}");
+    }
+    let (status, _, error) = list(&server, &format!("{jobs}?include_retried=perhaps")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let error = error.to_string();
+    assert!(
+        error.contains("include_retried") && error.contains("expected a boolean"),
+        "{error}"
+    );
+}

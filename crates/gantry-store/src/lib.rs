@@ -891,8 +891,8 @@ impl Store {
     pub async fn create_runner(&self, r: &NewRunner, now: i64) -> Result<Runner> {
         let tags = serde_json::to_string(&r.tags).unwrap_or_else(|_| "[]".into());
         let res = sqlx::query(
-            "INSERT INTO runners (token_hash, description, tags, run_untagged, locked, protected_only, project_id, maximum_timeout, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id",
+            "INSERT INTO runners (token_hash, description, tags, run_untagged, locked, protected_only, project_id, maximum_timeout, created_at, paused) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id",
         )
         .bind(&r.token_hash)
         .bind(&r.description)
@@ -903,10 +903,55 @@ impl Store {
         .bind(r.project_id)
         .bind(r.maximum_timeout)
         .bind(now)
+        .bind(b(r.paused))
         .fetch_one(&self.writer)
         .await?;
         let id: i64 = res.get(0);
         self.runner(id).await
+    }
+
+    /// Changes a runner's settings in one statement. A runner that would be left without
+    /// tags and not running untagged jobs (it could run nothing) is not changed:
+    /// `Conflict`, as GitLab's validation refuses it. `NotFound` when there is no runner
+    /// `id`.
+    pub async fn update_runner(&self, id: i64, changes: &RunnerChanges) -> Result<Runner> {
+        let tags = match &changes.tags {
+            Some(tags) => Some(
+                serde_json::to_string(tags)
+                    .map_err(|e| StoreError::Conflict(format!("encode the runner's tags: {e}")))?,
+            ),
+            None => None,
+        };
+        let changed = sqlx::query(
+            "UPDATE runners SET \
+             description = COALESCE($2, description), \
+             tags = COALESCE($3, tags), \
+             run_untagged = COALESCE($4, run_untagged), \
+             locked = COALESCE($5, locked), \
+             protected_only = COALESCE($6, protected_only), \
+             maximum_timeout = COALESCE($7, maximum_timeout), \
+             paused = COALESCE($8, paused) \
+             WHERE id = $1 AND (COALESCE($4, run_untagged) <> 0 OR COALESCE($3, tags) <> '[]')",
+        )
+        .bind(id)
+        .bind(&changes.description)
+        .bind(tags)
+        .bind(changes.run_untagged.map(b))
+        .bind(changes.locked.map(b))
+        .bind(changes.protected_only.map(b))
+        .bind(changes.maximum_timeout)
+        .bind(changes.paused.map(b))
+        .execute(&self.writer)
+        .await?
+        .rows_affected();
+        let runner = self.runner(id).await?;
+        if changed == 0 {
+            return Err(StoreError::Conflict(
+                "tags_list can not be empty when runner is not allowed to pick untagged jobs"
+                    .to_owned(),
+            ));
+        }
+        Ok(runner)
     }
 
     pub async fn runner(&self, id: i64) -> Result<Runner> {

@@ -78,6 +78,21 @@ pub struct NewRunner {
     /// `Some` for a project runner, `None` for an instance runner.
     pub project_id: Option<i64>,
     pub maximum_timeout: Option<i64>,
+    /// Created paused: it gets no jobs until resumed.
+    pub paused: bool,
+}
+
+/// A change of a runner's settings ([`crate::Store::update_runner`]); `None` keeps what is
+/// stored.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RunnerChanges {
+    pub description: Option<String>,
+    pub tags: Option<Vec<String>>,
+    pub run_untagged: Option<bool>,
+    pub locked: Option<bool>,
+    pub protected_only: Option<bool>,
+    pub maximum_timeout: Option<i64>,
+    pub paused: Option<bool>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

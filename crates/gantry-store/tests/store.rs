@@ -307,6 +307,7 @@ async fn every_pending_job_goes_to_exactly_one_runner(db: Db) {
                     protected_only: false,
                     project_id: None,
                     maximum_timeout: None,
+                    paused: false,
                 },
                 1,
             )
@@ -371,6 +372,7 @@ async fn assignments_in_one_statement(db: Db) {
                     protected_only: false,
                     project_id: None,
                     maximum_timeout: None,
+                    paused: false,
                 },
                 1,
             )
@@ -644,6 +646,7 @@ async fn runners_tokens_and_artifacts(db: Db) {
                 protected_only: true,
                 project_id: None,
                 maximum_timeout: Some(600),
+                paused: false,
             },
             1,
         )
@@ -1175,7 +1178,8 @@ on_both_backends!(
     runners_tokens_and_artifacts,
     instance_variables_are_unique_by_key,
     the_latest_pipelines_of_a_ref_keep_their_artifacts,
-    project_settings_change_one_at_a_time
+    project_settings_change_one_at_a_time,
+    runner_settings_change_and_leave_it_able_to_run_something
 );
 
 /// `gantry run`'s store: the first run makes a template of the empty migrated database in
@@ -1461,6 +1465,83 @@ async fn project_settings_change_one_at_a_time(db: Db) {
         s.update_project(p.id + 100, &ProjectChanges::default())
             .await,
         Err(StoreError::NotFound("project"))
+    ));
+}
+
+async fn runner_settings_change_and_leave_it_able_to_run_something(db: Db) {
+    let (_d, s) = open(db).await;
+    let r = s
+        .create_runner(
+            &NewRunner {
+                token_hash: "hash".into(),
+                description: "builder".into(),
+                tags: vec!["docker".into()],
+                run_untagged: false,
+                locked: false,
+                protected_only: false,
+                project_id: None,
+                maximum_timeout: None,
+                paused: true,
+            },
+            1,
+        )
+        .await
+        .expect("runner");
+    assert!(r.paused, "created paused");
+    let changed = s
+        .update_runner(
+            r.id,
+            &RunnerChanges {
+                paused: Some(false),
+                description: Some("renamed".into()),
+                maximum_timeout: Some(3600),
+                ..RunnerChanges::default()
+            },
+        )
+        .await
+        .expect("update");
+    assert_eq!(
+        changed,
+        Runner {
+            paused: false,
+            description: "renamed".into(),
+            maximum_timeout: Some(3600),
+            ..r.clone()
+        }
+    );
+    assert_eq!(s.runner(r.id).await.expect("read"), changed);
+    // No tags and no untagged jobs: refused, and nothing of the change is kept.
+    let refused = s
+        .update_runner(
+            r.id,
+            &RunnerChanges {
+                tags: Some(vec![]),
+                locked: Some(true),
+                ..RunnerChanges::default()
+            },
+        )
+        .await;
+    assert!(
+        matches!(&refused, Err(StoreError::Conflict(m)) if m.contains("tags_list can not be empty")),
+        "{refused:?}"
+    );
+    assert_eq!(s.runner(r.id).await.expect("read"), changed);
+    let changed = s
+        .update_runner(
+            r.id,
+            &RunnerChanges {
+                tags: Some(vec![]),
+                run_untagged: Some(true),
+                protected_only: Some(true),
+                ..RunnerChanges::default()
+            },
+        )
+        .await
+        .expect("update");
+    assert!(changed.tags.is_empty() && changed.run_untagged && changed.protected_only);
+    assert!(matches!(
+        s.update_runner(r.id + 100, &RunnerChanges::default()).await,
+        Err(StoreError::NotFound("runner"))
     ));
 }
 

@@ -82,7 +82,7 @@ pub use traces::{SHARED_PATCH_LIMIT, TraceAppend, TraceSource};
 pub use triggers::TRIGGER_TOKEN_PREFIX;
 pub use views::{
     Artifact, ArtifactsFile, Bootstrap, JobPipeline, JobProgress, JobView, PipelineView, Project,
-    Runner, RunnerOptions, TriggerView, UpdateResult,
+    Runner, RunnerOptions, RunnerUpdate, TriggerView, UpdateResult,
 };
 
 use error::Result;

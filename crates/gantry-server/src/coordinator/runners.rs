@@ -2,13 +2,13 @@
 //! `glrtr-` tokens), lookup by token, deletion. Tokens are random (160 bits) and stored
 //! only as SHA-256 hashes.
 
-use gantry_store::NewRunner;
+use gantry_store::{NewRunner, RunnerChanges};
 
 use crate::processor::{Event, Status};
 
 use super::error::{CoordinatorError, Result};
 use super::time::now_ms;
-use super::views::{Runner, RunnerOptions};
+use super::views::{Runner, RunnerOptions, RunnerUpdate};
 use super::{Coordinator, token};
 
 /// GitLab's lower bound for `maximum_timeout`.
@@ -20,22 +20,11 @@ impl Coordinator {
         opts: RunnerOptions,
         plaintext: String,
     ) -> Result<(Runner, String)> {
-        if let Some(max) = opts.maximum_timeout {
-            if max < MIN_MAXIMUM_TIMEOUT {
-                return Err(CoordinatorError::Invalid(format!(
-                    "create the runner: maximum_timeout must be at least {MIN_MAXIMUM_TIMEOUT} seconds, not {max}"
-                )));
-            }
-        }
+        check_maximum_timeout("create the runner", opts.maximum_timeout)?;
         if let Some(p) = opts.project_id {
             self.inner.store.project(p).await?;
         }
-        let mut tags: Vec<String> = Vec::new();
-        for t in opts.tags.iter().map(|t| t.trim()).filter(|t| !t.is_empty()) {
-            if !tags.iter().any(|x| x == t) {
-                tags.push(t.to_owned());
-            }
-        }
+        let tags = normalized_tags(&opts.tags);
         let row = self
             .inner
             .store
@@ -50,6 +39,7 @@ impl Coordinator {
                     protected_only: opts.protected_only,
                     project_id: opts.project_id,
                     maximum_timeout: opts.maximum_timeout,
+                    paused: opts.paused,
                 },
                 now_ms(),
             )
@@ -103,6 +93,34 @@ impl Coordinator {
             .map(Runner::from_row))
     }
 
+    /// Change a runner's settings (GitLab's `PUT /runners/:id`): what is given changes,
+    /// in one statement; a refused value changes nothing. A runner left with no tags
+    /// must run untagged jobs. Pausing takes effect at the runner's next job request.
+    pub async fn update_runner(
+        &self,
+        id: i64,
+        update: &RunnerUpdate,
+    ) -> std::result::Result<Runner, CoordinatorError> {
+        let what = format!("update runner {id}");
+        check_maximum_timeout(&what, update.maximum_timeout)?;
+        let changes = RunnerChanges {
+            description: update.description.clone(),
+            tags: update.tags.as_deref().map(normalized_tags),
+            run_untagged: update.run_untagged,
+            locked: update.locked,
+            protected_only: update.protected_only,
+            maximum_timeout: update.maximum_timeout,
+            paused: update.paused,
+        };
+        match self.inner.store.update_runner(id, &changes).await {
+            Ok(row) => Ok(Runner::from_row(&row)),
+            Err(gantry_store::StoreError::Conflict(why)) => {
+                Err(CoordinatorError::Invalid(format!("{what}: {why}")))
+            }
+            Err(other) => Err(other.into()),
+        }
+    }
+
     pub async fn runner(&self, id: i64) -> std::result::Result<Runner, CoordinatorError> {
         Ok(Runner::from_row(&self.inner.store.runner(id).await?))
     }
@@ -147,4 +165,25 @@ impl Coordinator {
             Err(CoordinatorError::NotFound("runner"))
         }
     }
+}
+
+/// GitLab's lower bound on a runner's `maximum_timeout`.
+fn check_maximum_timeout(what: &str, maximum_timeout: Option<i64>) -> Result<()> {
+    match maximum_timeout {
+        Some(max) if max < MIN_MAXIMUM_TIMEOUT => Err(CoordinatorError::Invalid(format!(
+            "{what}: maximum_timeout must be at least {MIN_MAXIMUM_TIMEOUT} seconds, not {max}"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// Tags trimmed, without empty ones and repeats, in their order.
+fn normalized_tags(given: &[String]) -> Vec<String> {
+    let mut tags: Vec<String> = Vec::new();
+    for t in given.iter().map(|t| t.trim()).filter(|t| !t.is_empty()) {
+        if !tags.iter().any(|x| x == t) {
+            tags.push(t.to_owned());
+        }
+    }
+    tags
 }

@@ -10,6 +10,9 @@ use serde::de::DeserializeOwned;
 
 use super::error::ApiError;
 
+/// Grape's coercion of typed parameters; see [`gantry_protocol::grape`].
+pub(crate) use gantry_protocol::grape;
+
 /// The raw request body, within the route's `DefaultBodyLimit`; an oversized body is a
 /// JSON `413`.
 pub(crate) struct Body(pub(crate) Bytes);
@@ -44,20 +47,56 @@ pub(crate) fn json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
     gantry_protocol::parse_json(body).map_err(|error| ApiError::param(error.to_string()))
 }
 
-/// Decodes a user API body the way Grape reads parameters: form-encoded
-/// (`curl --data key=value`, as GitLab's documentation shows) when the content type says
-/// so, JSON otherwise.
-pub(crate) fn params<T: DeserializeOwned>(headers: &HeaderMap, body: &[u8]) -> Result<T, ApiError> {
-    let form = header_str(headers, "content-type").is_some_and(|ct| {
-        ct.to_ascii_lowercase()
-            .starts_with("application/x-www-form-urlencoded")
-    });
-    if form {
+/// Decodes a user API body the way Grape reads parameters: a form — URL-encoded
+/// (`curl --data key=value`) or multipart (`curl --form key=value`, as GitLab's
+/// documentation shows) — when the content type says so, JSON otherwise.
+pub(crate) async fn params<T: DeserializeOwned>(
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Result<T, ApiError> {
+    let content_type = header_str(headers, "content-type")
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    if content_type.starts_with("application/x-www-form-urlencoded") {
         serde_urlencoded::from_bytes(body)
+            .map_err(|e| ApiError::param(format!("decode the form parameters: {e}")))
+    } else if content_type.starts_with("multipart/form-data") {
+        let pairs = multipart_pairs(headers, body.clone()).await?;
+        let encoded = serde_urlencoded::to_string(&pairs)
+            .map_err(|e| ApiError::param(format!("decode the form: {e}")))?;
+        serde_urlencoded::from_str(&encoded)
             .map_err(|e| ApiError::param(format!("decode the form parameters: {e}")))
     } else {
         json(body)
     }
+}
+
+/// A `multipart/form-data` body's fields as `(name, text)` pairs, in order.
+pub(crate) async fn multipart_pairs(
+    headers: &HeaderMap,
+    body: Bytes,
+) -> Result<Vec<(String, String)>, ApiError> {
+    let mut request = axum::http::Request::new(axum::body::Body::from(body));
+    if let Some(value) = headers.get("content-type") {
+        request.headers_mut().insert("content-type", value.clone());
+    }
+    let mut form = axum::extract::Multipart::from_request(request, &())
+        .await
+        .map_err(|e| ApiError::param(format!("decode the form: {e}")))?;
+    let mut pairs = Vec::new();
+    while let Some(field) = form
+        .next_field()
+        .await
+        .map_err(|e| ApiError::param(format!("decode the form: {e}")))?
+    {
+        let name = field.name().unwrap_or_default().to_owned();
+        let value = field
+            .text()
+            .await
+            .map_err(|e| ApiError::param(format!("decode the form field `{name}`: {e}")))?;
+        pairs.push((name, value));
+    }
+    Ok(pairs)
 }
 
 /// The value of a header as text, `None` when absent, empty or not visible ASCII.
@@ -151,159 +190,5 @@ mod tests {
         assert_eq!(private_token(&headers), Some("abc"));
         headers.insert("private-token", "xyz".parse().unwrap());
         assert_eq!(private_token(&headers), Some("xyz"));
-    }
-}
-
-/// Grape's coercion of typed parameters (GitLab declares them `Boolean` or `Integer`):
-/// a JSON string or a form value reads as the type, as it does on GitLab, so
-/// `{"masked": "true"}`, `-d masked=1` and `{"build_timeout": "900"}` are what they say.
-/// For `#[serde(default, deserialize_with = "…")]` on `Option` fields.
-pub(crate) mod grape {
-    use serde::Deserializer;
-    use serde::de::{Error, Unexpected, Visitor};
-
-    /// dry-types' `Params::Bool` (what Grape uses): these words, any case as written
-    /// there; JSON `true`/`false`, and the numbers 1 and 0.
-    const TRUE: &[&str] = &["1", "on", "t", "true", "y", "yes"];
-    const FALSE: &[&str] = &["0", "off", "f", "false", "n", "no"];
-    const BOOL: &str =
-        "a boolean: true or false (also 1/0, yes/no, on/off, t/f, y/n, as GitLab reads them)";
-
-    struct Bool;
-
-    impl<'de> Visitor<'de> for Bool {
-        type Value = Option<bool>;
-
-        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str(BOOL)
-        }
-        fn visit_bool<E: Error>(self, v: bool) -> Result<Self::Value, E> {
-            Ok(Some(v))
-        }
-        fn visit_u64<E: Error>(self, v: u64) -> Result<Self::Value, E> {
-            match v {
-                0 => Ok(Some(false)),
-                1 => Ok(Some(true)),
-                _ => Err(E::invalid_value(Unexpected::Unsigned(v), &BOOL)),
-            }
-        }
-        fn visit_i64<E: Error>(self, v: i64) -> Result<Self::Value, E> {
-            match u64::try_from(v) {
-                Ok(v) => self.visit_u64(v),
-                Err(_) => Err(E::invalid_value(Unexpected::Signed(v), &BOOL)),
-            }
-        }
-        fn visit_str<E: Error>(self, v: &str) -> Result<Self::Value, E> {
-            let word = v.trim().to_ascii_lowercase();
-            if TRUE.contains(&word.as_str()) {
-                Ok(Some(true))
-            } else if FALSE.contains(&word.as_str()) {
-                Ok(Some(false))
-            } else {
-                Err(E::invalid_value(Unexpected::Str(v), &BOOL))
-            }
-        }
-        fn visit_unit<E: Error>(self) -> Result<Self::Value, E> {
-            Ok(None)
-        }
-        fn visit_none<E: Error>(self) -> Result<Self::Value, E> {
-            Ok(None)
-        }
-        fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-            d.deserialize_any(Bool)
-        }
-    }
-
-    /// A `Boolean` parameter (`null`: not given).
-    pub(crate) fn opt_bool<'de, D: Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Error> {
-        d.deserialize_any(Bool)
-    }
-
-    struct Int;
-
-    impl<'de> Visitor<'de> for Int {
-        type Value = Option<i64>;
-
-        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str("an integer")
-        }
-        fn visit_i64<E: Error>(self, v: i64) -> Result<Self::Value, E> {
-            Ok(Some(v))
-        }
-        fn visit_u64<E: Error>(self, v: u64) -> Result<Self::Value, E> {
-            i64::try_from(v)
-                .map(Some)
-                .map_err(|_| E::invalid_value(Unexpected::Unsigned(v), &"an integer"))
-        }
-        fn visit_str<E: Error>(self, v: &str) -> Result<Self::Value, E> {
-            v.trim()
-                .parse()
-                .map(Some)
-                .map_err(|_| E::invalid_value(Unexpected::Str(v), &"an integer"))
-        }
-        fn visit_unit<E: Error>(self) -> Result<Self::Value, E> {
-            Ok(None)
-        }
-        fn visit_none<E: Error>(self) -> Result<Self::Value, E> {
-            Ok(None)
-        }
-        fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-            d.deserialize_any(Int)
-        }
-    }
-
-    /// An `Integer` parameter (`null`: not given).
-    pub(crate) fn opt_i64<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
-        d.deserialize_any(Int)
-    }
-
-    #[cfg(test)]
-    mod tests {
-        use serde::Deserialize;
-
-        #[derive(Debug, Default, Deserialize, PartialEq)]
-        #[serde(default)]
-        struct Params {
-            #[serde(deserialize_with = "super::opt_bool")]
-            on: Option<bool>,
-            #[serde(deserialize_with = "super::opt_i64")]
-            n: Option<i64>,
-        }
-
-        fn json(text: &str) -> Result<Params, String> {
-            serde_json::from_str(text).map_err(|e| e.to_string())
-        }
-
-        fn form(text: &str) -> Result<Params, String> {
-            serde_urlencoded::from_str(text).map_err(|e| e.to_string())
-        }
-
-        #[test]
-        fn json_and_forms_read_as_grape_reads_them() {
-            let p = |on, n| Ok(Params { on, n });
-            assert_eq!(json(r#"{"on": true, "n": 900}"#), p(Some(true), Some(900)));
-            assert_eq!(
-                json(r#"{"on": "false", "n": "900"}"#),
-                p(Some(false), Some(900))
-            );
-            assert_eq!(
-                json(r#"{"on": "YES", "n": " -5 "}"#),
-                p(Some(true), Some(-5))
-            );
-            assert_eq!(json(r#"{"on": 0}"#), p(Some(false), None));
-            assert_eq!(json(r#"{"on": null, "n": null}"#), p(None, None));
-            assert_eq!(json("{}"), p(None, None));
-            assert_eq!(form("on=1&n=7200"), p(Some(true), Some(7200)));
-            assert_eq!(form("on=off"), p(Some(false), None));
-            for bad in [r#"{"on": "maybe"}"#, r#"{"on": 2}"#, r#"{"on": []}"#] {
-                let e = json(bad).unwrap_err();
-                assert!(e.contains("expected a boolean"), "{bad}: {e}");
-            }
-            for bad in [r#"{"n": "9.5"}"#, r#"{"n": true}"#, r#"{"n": 1.5}"#] {
-                let e = json(bad).unwrap_err();
-                assert!(e.contains("expected an integer"), "{bad}: {e}");
-            }
-            assert!(form("on=maybe").is_err());
-        }
     }
 }

@@ -124,7 +124,7 @@ pub(crate) async fn create(
     Body(body): Body,
 ) -> ApiResult<Response> {
     auth::require_admin(&state.coordinator, &headers).await?;
-    let mut params: InstanceVariableParams = extract::params(&headers, &body)?;
+    let mut params: InstanceVariableParams = extract::params(&headers, &body).await?;
     let Some(key) = params.key.take() else {
         return Err(ApiError::param("key is missing"));
     };
@@ -161,7 +161,7 @@ pub(crate) async fn update(
     Body(body): Body,
 ) -> ApiResult<Response> {
     auth::require_admin(&state.coordinator, &headers).await?;
-    let params: InstanceVariableParams = extract::params(&headers, &body)?;
+    let params: InstanceVariableParams = extract::params(&headers, &body).await?;
     let v = params.apply(find(&state, &key).await?);
     state
         .coordinator

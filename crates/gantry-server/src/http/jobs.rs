@@ -112,7 +112,7 @@ pub(crate) async fn play(
     Body(body): Body,
 ) -> ApiResult<Response> {
     auth::require_admin(&state.coordinator, &headers).await?;
-    let req: PlayJob = extract::params(&headers, &body)?;
+    let req: PlayJob = extract::params(&headers, &body).await?;
     let job = find_job(&state, &project, job).await?;
     let variables = req
         .job_variables_attributes

@@ -377,7 +377,9 @@ fn build(coordinator: Coordinator, shutdown: watch::Receiver<bool>) -> Router {
         .route("/runners/all", get(user_runners::list))
         .route(
             "/runners/{runner}",
-            get(user_runners::show).delete(user_runners::delete),
+            get(user_runners::show)
+                .put(user_runners::update)
+                .delete(user_runners::delete),
         )
         .layer(DefaultBodyLimit::max(MAX_JSON_BODY));
     Router::new()

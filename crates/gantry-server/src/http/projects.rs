@@ -48,7 +48,7 @@ pub(crate) async fn create(
     Body(body): Body,
 ) -> ApiResult<Response> {
     auth::require_admin(&state.coordinator, &headers).await?;
-    let req: CreateProject = extract::params(&headers, &body)?;
+    let req: CreateProject = extract::params(&headers, &body).await?;
     let name = req
         .name
         .filter(|n| !n.trim().is_empty())
@@ -114,7 +114,7 @@ pub(crate) async fn update(
     Body(body): Body,
 ) -> ApiResult<Response> {
     auth::require_admin(&state.coordinator, &headers).await?;
-    let req: UpdateProject = extract::params(&headers, &body)?;
+    let req: UpdateProject = extract::params(&headers, &body).await?;
     let project = find_project(&state, &project).await?;
     let updated = state
         .coordinator
@@ -354,7 +354,9 @@ pub(crate) async fn pipeline(
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 pub(crate) struct JobsFilter {
-    include_retried: bool,
+    /// Read as Grape reads a boolean (`true`, `1`, `yes`, …).
+    #[serde(deserialize_with = "extract::grape::opt_bool")]
+    include_retried: Option<bool>,
 }
 
 /// `scope` / `scope[]` (repeatable): the job statuses asked for (none: all).
@@ -562,7 +564,7 @@ async fn list_jobs(
         .pipeline_jobs(pipeline.id)
         .await?
         .into_iter()
-        .filter(|j| (filter.include_retried || !j.retried) && j.bridge == bridges)
+        .filter(|j| (filter.include_retried == Some(true) || !j.retried) && j.bridge == bridges)
         .filter(|j| scopes.is_empty() || scopes.contains(&j.status))
         .collect();
     Ok(json_response(StatusCode::OK, &jobs))

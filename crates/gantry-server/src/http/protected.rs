@@ -92,7 +92,7 @@ pub(crate) async fn create(
     Body(body): Body,
 ) -> ApiResult<Response> {
     auth::require_admin(&state.coordinator, &headers).await?;
-    let from_body: NameParam = extract::params(&headers, &body)?;
+    let from_body: NameParam = extract::params(&headers, &body).await?;
     let Some(name) = query.name.or(from_body.name) else {
         return Err(ApiError::param("name is missing"));
     };

@@ -40,6 +40,7 @@ pub(crate) async fn register(
         protected_only: req.access_level == Some(AccessLevel::RefProtected),
         project_id: None,
         maximum_timeout: req.maximum_timeout,
+        paused: req.paused.unwrap_or(false),
     };
     let (runner, token) = state.coordinator.register_runner(&req.token, opts).await?;
     Ok(json_response(

@@ -95,7 +95,7 @@ pub(crate) async fn create(
     Body(body): Body,
 ) -> ApiResult<Response> {
     let project = project_id(&state, &headers, &project).await?;
-    let params: ScheduleParams = extract::params(&headers, &body)?;
+    let params: ScheduleParams = extract::params(&headers, &body).await?;
     let created = state
         .coordinator
         .create_pipeline_schedule(project, params.into())
@@ -122,7 +122,7 @@ pub(crate) async fn update(
     Body(body): Body,
 ) -> ApiResult<Response> {
     let project = project_id(&state, &headers, &project).await?;
-    let params: ScheduleParams = extract::params(&headers, &body)?;
+    let params: ScheduleParams = extract::params(&headers, &body).await?;
     let updated = state
         .coordinator
         .update_pipeline_schedule(project, id, params.into())
@@ -195,7 +195,7 @@ pub(crate) async fn create_variable(
     Body(body): Body,
 ) -> ApiResult<Response> {
     let project = project_id(&state, &headers, &project).await?;
-    let params: VariableParams = extract::params(&headers, &body)?;
+    let params: VariableParams = extract::params(&headers, &body).await?;
     let v = state
         .coordinator
         .set_schedule_variable(project, id, variable(params, None)?, true)
@@ -211,7 +211,7 @@ pub(crate) async fn update_variable(
     Body(body): Body,
 ) -> ApiResult<Response> {
     let project = project_id(&state, &headers, &project).await?;
-    let params: VariableParams = extract::params(&headers, &body)?;
+    let params: VariableParams = extract::params(&headers, &body).await?;
     let v = state
         .coordinator
         .set_schedule_variable(project, id, variable(params, Some(key))?, false)

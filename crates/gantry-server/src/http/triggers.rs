@@ -7,7 +7,7 @@
 //! "variables": {"KEY": "value"}, "inputs": {"NAME": value}}`). Form inputs are text, read
 //! as the type each `spec:inputs` entry declares; JSON inputs are typed.
 
-use axum::extract::{FromRequest, Multipart, Path, RawQuery, State};
+use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use gantry_pipeline::{InputValue, PipelineInputs, Source};
@@ -33,7 +33,7 @@ pub(crate) async fn create(
     Body(body): Body,
 ) -> ApiResult<Response> {
     auth::require_admin(&state.coordinator, &headers).await?;
-    let req: NewTrigger = extract::params(&headers, &body)?;
+    let req: NewTrigger = extract::params(&headers, &body).await?;
     let project = find_project(&state, &project).await?;
     let description = req
         .description
@@ -187,27 +187,7 @@ async fn body_pairs(
         .unwrap_or("")
         .to_ascii_lowercase();
     if content_type.starts_with("multipart/form-data") {
-        let mut request = axum::http::Request::new(axum::body::Body::from(body));
-        if let Some(value) = headers.get("content-type") {
-            request.headers_mut().insert("content-type", value.clone());
-        }
-        let mut form = Multipart::from_request(request, &())
-            .await
-            .map_err(|e| ApiError::param(format!("decode the form: {e}")))?;
-        let mut pairs = Vec::new();
-        while let Some(field) = form
-            .next_field()
-            .await
-            .map_err(|e| ApiError::param(format!("decode the form: {e}")))?
-        {
-            let name = field.name().unwrap_or_default().to_owned();
-            let value = field
-                .text()
-                .await
-                .map_err(|e| ApiError::param(format!("decode the form field `{name}`: {e}")))?;
-            pairs.push((name, value));
-        }
-        return Ok((pairs, None));
+        return Ok((extract::multipart_pairs(headers, body).await?, None));
     }
     if content_type.starts_with("application/x-www-form-urlencoded") {
         return serde_urlencoded::from_bytes(&body)

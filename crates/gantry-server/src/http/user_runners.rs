@@ -1,12 +1,15 @@
 //! User API, runners: `POST /user/runners` (create → `glrt-` token, `runner-api.md`
-//! §2.2), `GET /runners/all`, `GET /runners/:id`, `DELETE /runners/:id`. Admin token.
+//! §2.2), `GET /runners/all`, `GET /runners/:id`, `PUT /runners/:id` (settings, pause and
+//! resume), `DELETE /runners/:id`. Admin token.
 
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
+use gantry_protocol::registration::TagList;
 use gantry_protocol::{AccessLevel, CreateRunnerRequest, RunnerRegistrationDetails, RunnerType};
+use serde::Deserialize;
 
-use crate::coordinator::{CoordinatorError, RunnerOptions};
+use crate::coordinator::{CoordinatorError, RunnerOptions, RunnerUpdate};
 
 use super::error::{ApiError, ApiResult};
 use super::extract::{self, Body};
@@ -20,7 +23,7 @@ pub(crate) async fn create(
     Body(body): Body,
 ) -> ApiResult<Response> {
     auth::require_admin(&state.coordinator, &headers).await?;
-    let req: CreateRunnerRequest = extract::params(&headers, &body)?;
+    let req: CreateRunnerRequest = extract::params(&headers, &body).await?;
     let project_id = match req.runner_type {
         None => return Err(ApiError::param("runner_type is missing")),
         Some(RunnerType::InstanceType) => None,
@@ -42,6 +45,7 @@ pub(crate) async fn create(
         protected_only: req.access_level == Some(AccessLevel::RefProtected),
         project_id,
         maximum_timeout: req.maximum_timeout,
+        paused: req.paused.unwrap_or(false),
     };
     let (runner, token) = state
         .coordinator
@@ -80,6 +84,61 @@ pub(crate) async fn show(
     Ok(json_response(
         StatusCode::OK,
         &state.coordinator.runner(id).await?,
+    ))
+}
+
+/// The parameters of `PUT /runners/:id`, as GitLab names them (`active` is GitLab's
+/// deprecated inverse of `paused`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct UpdateParams {
+    description: Option<String>,
+    #[serde(deserialize_with = "extract::grape::opt_bool")]
+    paused: Option<bool>,
+    #[serde(deserialize_with = "extract::grape::opt_bool")]
+    active: Option<bool>,
+    tag_list: Option<TagList>,
+    #[serde(deserialize_with = "extract::grape::opt_bool")]
+    run_untagged: Option<bool>,
+    #[serde(deserialize_with = "extract::grape::opt_bool")]
+    locked: Option<bool>,
+    access_level: Option<AccessLevel>,
+    #[serde(deserialize_with = "extract::grape::opt_i64")]
+    maximum_timeout: Option<i64>,
+}
+
+/// `PUT /api/v4/runners/:id` → `200` and the runner: change its description, tags,
+/// `run_untagged`, `locked`, `access_level`, `maximum_timeout`, or pause and resume it
+/// (`paused`, or the deprecated `active`). JSON or a form; at least one parameter.
+pub(crate) async fn update(
+    State(state): State<AppState>,
+    Path(id): Path<i64>,
+    headers: HeaderMap,
+    Body(body): Body,
+) -> ApiResult<Response> {
+    auth::require_admin(&state.coordinator, &headers).await?;
+    let p: UpdateParams = extract::params(&headers, &body).await?;
+    let paused = match (p.paused, p.active) {
+        (Some(_), Some(_)) => return Err(ApiError::param("active, paused are mutually exclusive")),
+        (paused, active) => paused.or(active.map(|active| !active)),
+    };
+    let update = RunnerUpdate {
+        description: p.description,
+        tags: p.tag_list.map(|tags| tags.0),
+        run_untagged: p.run_untagged,
+        locked: p.locked,
+        protected_only: p.access_level.map(|a| a == AccessLevel::RefProtected),
+        maximum_timeout: p.maximum_timeout,
+        paused,
+    };
+    if update == RunnerUpdate::default() {
+        return Err(ApiError::param(
+            "description, active, paused, tag_list, run_untagged, locked, access_level, maximum_timeout are missing, at least one parameter must be provided",
+        ));
+    }
+    Ok(json_response(
+        StatusCode::OK,
+        &state.coordinator.update_runner(id, &update).await?,
     ))
 }
 

@@ -151,7 +151,7 @@ pub(crate) async fn create(
     Body(body): Body,
 ) -> ApiResult<Response> {
     auth::require_admin(&state.coordinator, &headers).await?;
-    let request: VariableParams = extract::params(&headers, &body)?;
+    let request: VariableParams = extract::params(&headers, &body).await?;
     let owner = owner(&state, &params).await?;
     if request.key.is_none() {
         return Err(ApiError::param("key is missing"));
@@ -220,7 +220,7 @@ pub(crate) async fn update(
     Body(body): Body,
 ) -> ApiResult<Response> {
     auth::require_admin(&state.coordinator, &headers).await?;
-    let request: VariableParams = extract::params(&headers, &body)?;
+    let request: VariableParams = extract::params(&headers, &body).await?;
     let owner = owner(&state, &params).await?;
     let key = key(&params);
     let current = find(&state, &owner, key, &filter).await?;

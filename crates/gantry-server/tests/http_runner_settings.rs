@@ -1,0 +1,204 @@
+//! `PUT /api/v4/runners/:id`: a runner's settings change (tags, `run_untagged`,
+//! `access_level`, `maximum_timeout`, description), and it is paused and resumed, with
+//! the effect on which jobs its next requests get. Parameters come as JSON, a URL-encoded
+//! form or a multipart form (`curl --form`, as GitLab's documentation shows), typed as
+//! Grape reads them; `POST /user/runners` takes `paused` too.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod http_support;
+
+use http_support::*;
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+const CI: &str = "build:\n  tags: [gpu]\n  script: [make]\n";
+
+/// `PUT runners/:id` with a multipart form of `fields`.
+async fn put_form(server: &TestServer, id: i64, fields: &[(&str, &str)]) -> (StatusCode, Value) {
+    let mut form = reqwest::multipart::Form::new();
+    for (name, value) in fields {
+        form = form.text(name.to_string(), value.to_string());
+    }
+    let response = server
+        .http
+        .put(server.api(&format!("runners/{id}")))
+        .header("PRIVATE-TOKEN", &server.admin)
+        .multipart(form)
+        .send()
+        .await
+        .unwrap();
+    (
+        response.status(),
+        response.json().await.unwrap_or(Value::Null),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_runner_gets_no_jobs_until_resumed_and_new_tags_pick_new_jobs() {
+    let server = TestServer::start().await;
+    let repo = Repo::new(&[(".gitlab-ci.yml", CI)]);
+    let project = server.create_project("app", &repo).await["id"]
+        .as_i64()
+        .unwrap();
+    // Created paused, as a URL-encoded form with Grape's words for its booleans.
+    let response = server
+        .http
+        .post(server.api("user/runners"))
+        .header("PRIVATE-TOKEN", &server.admin)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body("runner_type=instance_type&paused=yes&run_untagged=0&tag_list=docker,linux")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::CREATED);
+    let created: Value = response.json().await.unwrap();
+    let (id, token) = (
+        created["id"].as_i64().unwrap(),
+        created["token"].as_str().unwrap().to_owned(),
+    );
+    let (_, shown) = server
+        .admin(Method::GET, &format!("runners/{id}"), None)
+        .await;
+    assert_eq!(
+        (&shown["paused"], &shown["active"], &shown["run_untagged"]),
+        (&json!(true), &json!(false), &json!(false)),
+        "{shown}"
+    );
+    assert_eq!(shown["tag_list"], json!(["docker", "linux"]));
+
+    server.create_pipeline(project, "main").await;
+    // Paused: no job. Resumed, but without the job's tag: still none.
+    let no_job = async || {
+        let status = server.request_job(&token, None).await.status();
+        status == StatusCode::NO_CONTENT
+    };
+    assert!(no_job().await, "paused");
+    let (status, resumed) = put_form(&server, id, &[("paused", "false")]).await;
+    assert_eq!(status, StatusCode::OK, "{resumed}");
+    assert_eq!(
+        (&resumed["paused"], &resumed["active"]),
+        (&json!(false), &json!(true))
+    );
+    assert_eq!(resumed["tag_list"], shown["tag_list"], "the rest stays");
+    assert!(no_job().await, "not tagged gpu");
+
+    // The job's tag: the next request gets it.
+    let (status, tagged) = put_form(
+        &server,
+        id,
+        &[("tag_list", "gpu, linux"), ("description", "the gpu box")],
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{tagged}");
+    assert_eq!(tagged["tag_list"], json!(["gpu", "linux"]));
+    assert_eq!(tagged["description"], "the gpu box");
+    let (job, job_token, _) = server.take_job(&token).await;
+    server.end_job(job, &job_token, "success").await;
+
+    // GitLab's deprecated `active`, as JSON; and the integer as a JSON string.
+    let (status, paused) = server
+        .admin(
+            Method::PUT,
+            &format!("runners/{id}"),
+            Some(json!({ "active": false, "maximum_timeout": "3600" })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{paused}");
+    assert_eq!(
+        (&paused["paused"], &paused["maximum_timeout"]),
+        (&json!(true), &json!(3600))
+    );
+    repo.git(&["branch", "feature"]);
+    server.create_pipeline(project, "feature").await;
+    assert!(no_job().await, "paused again");
+    let (status, _) = server
+        .admin(
+            Method::PUT,
+            &format!("runners/{id}"),
+            Some(json!({ "paused": false, "access_level": "ref_protected" })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    // `feature` is not protected: a ref_protected runner does not take its job; it takes
+    // the job of `main`, the default branch, protected as on GitLab.
+    assert!(no_job().await, "feature is not protected");
+    server.create_pipeline(project, "main").await;
+    let (job, _, _) = server.take_job(&token).await;
+    let (_, shown) = server
+        .admin(Method::GET, &format!("projects/{project}/jobs/{job}"), None)
+        .await;
+    assert_eq!(shown["ref"], "main", "{shown}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_runner_settings_change_nothing() {
+    let server = TestServer::start().await;
+    let (id, _) = server
+        .create_runner(json!({ "tag_list": ["docker"], "run_untagged": false }))
+        .await;
+    let (_, before) = server
+        .admin(Method::GET, &format!("runners/{id}"), None)
+        .await;
+    let path = format!("runners/{id}");
+    let cases: [(Value, StatusCode, &str); 6] = [
+        (
+            json!({ "tag_list": "", "description": "renamed" }),
+            StatusCode::BAD_REQUEST,
+            "tags_list can not be empty when runner is not allowed to pick untagged jobs",
+        ),
+        (
+            json!({}),
+            StatusCode::BAD_REQUEST,
+            "at least one parameter must be provided",
+        ),
+        (
+            json!({ "paused": true, "active": true }),
+            StatusCode::BAD_REQUEST,
+            "active, paused are mutually exclusive",
+        ),
+        (
+            json!({ "maximum_timeout": 300 }),
+            StatusCode::BAD_REQUEST,
+            "maximum_timeout must be at least 600 seconds, not 300",
+        ),
+        (
+            json!({ "paused": "perhaps" }),
+            StatusCode::BAD_REQUEST,
+            "expected a boolean",
+        ),
+        (
+            json!({ "access_level": "everything" }),
+            StatusCode::BAD_REQUEST,
+            "access_level",
+        ),
+    ];
+    for (body, code, says) in cases {
+        let response = server
+            .http
+            .put(server.api(&path))
+            .header("PRIVATE-TOKEN", &server.admin)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let (status, error) = expect_client_error(response, &body.to_string()).await;
+        assert_eq!(status, code, "{body}: {error}");
+        assert!(error.to_string().contains(says), "{body}: {error}");
+    }
+    let (_, after) = server.admin(Method::GET, &path, None).await;
+    assert_eq!(after, before);
+
+    let (status, _) = server
+        .admin(Method::PUT, "runners/9999", Some(json!({ "paused": true })))
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let response = server
+        .http
+        .put(server.api(&path))
+        .json(&json!({ "paused": true }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+}
