@@ -200,7 +200,8 @@ async fn a_refused_setting_names_itself_and_changes_nothing() {
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
 
-/// `POST /projects` takes GitLab's `default_branch` and `ci_config_path` too.
+/// `POST /projects` takes GitLab's `default_branch` (a branch of the repository, when it
+/// has any) and `ci_config_path` too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_project_is_created_with_its_configuration_path_and_default_branch() {
     let server = TestServer::start().await;
@@ -232,4 +233,36 @@ async fn a_project_is_created_with_its_configuration_path_and_default_branch() {
         )
         .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
+    // A default branch the repository does not have: refused, and no project is made.
+    let (status, refused) = server
+        .admin(
+            Method::POST,
+            "projects",
+            Some(json!({"name": "typo", "repo_url": repo.path(), "default_branch": "stabel"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
+    assert!(
+        refused.to_string().contains("the default branch `stabel` is no branch of"),
+        "{refused}"
+    );
+    let (status, _) = server.admin(Method::GET, "projects/typo", None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    // A repository without branches yet takes any name: its first push makes the branch.
+    let empty = tempfile::tempdir().unwrap();
+    let init = std::process::Command::new("git")
+        .args(["init", "-q"])
+        .arg(empty.path())
+        .status()
+        .unwrap();
+    assert!(init.success());
+    let (status, project) = server
+        .admin(
+            Method::POST,
+            "projects",
+            Some(json!({"name": "fresh", "repo_url": empty.path(), "default_branch": "trunk"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{project}");
+    assert_eq!(project["default_branch"], "trunk");
 }

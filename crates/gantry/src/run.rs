@@ -36,8 +36,8 @@ use gantry_runner::config::Config;
 use gantry_runner::job::JobEvent;
 use gantry_runner::poll::{PollEvent, PollOptions, Poller};
 use gantry_server::coordinator::{
-    Coordinator, CoordinatorConfig, IncludeLoader, JobSelection, PipelineRequest, PipelineUser,
-    ProjectRequest, RemoteFetches, RunnerOptions,
+    Coordinator, CoordinatorConfig, DefaultBranch, IncludeLoader, JobSelection, PipelineRequest,
+    PipelineUser, ProjectRequest, RemoteFetches, RunnerOptions,
 };
 use gantry_store::{ProjectVariable, Store, VariableOwner};
 use tokio::sync::mpsc;
@@ -563,7 +563,7 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
         .create_project_with(&ProjectRequest {
             name: project_name.clone(),
             repo: s.snapshot.repo.to_string_lossy().into_owned(),
-            default_branch: Some(s.default_branch.clone()),
+            default_branch: DefaultBranch::Declared(s.default_branch.clone()),
             ci_config_path: Some(s.config_path.clone()),
         })
         .await

@@ -70,7 +70,9 @@ pub use includes::{
 };
 pub use metrics::CONTENT_TYPE as METRICS_CONTENT_TYPE;
 pub use object_blob::ObjectBlobs;
-pub use pipelines::{JobSelection, PipelineRequest, ProjectRequest, ProjectSettings};
+pub use pipelines::{
+    DefaultBranch, JobSelection, PipelineRequest, ProjectRequest, ProjectSettings,
+};
 pub use pushes::{PUSH_PIPELINE_LIMIT, PushedRef};
 pub use queue::RequestInfo;
 pub use schedules::{

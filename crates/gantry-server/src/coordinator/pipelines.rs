@@ -122,6 +122,20 @@ fn config_path(path: Option<&str>) -> std::result::Result<String, String> {
     }
 }
 
+/// The default branch of a project to create.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum DefaultBranch {
+    /// The repository's `HEAD` (`main` when it has none).
+    #[default]
+    Head,
+    /// This branch, which must be one of the repository's when it has branches (a
+    /// repository without any may get its first branch pushed later).
+    Branch(String),
+    /// This branch, not checked: the repository holds only some of the project's refs
+    /// (`gantry run`'s snapshot of one ref).
+    Declared(String),
+}
+
 /// A project to create.
 #[derive(Clone, Debug, Default)]
 pub struct ProjectRequest {
@@ -129,8 +143,8 @@ pub struct ProjectRequest {
     pub name: String,
     /// A local path or a URL git can fetch.
     pub repo: String,
-    /// The default branch; read from the repository's `HEAD` when `None`.
-    pub default_branch: Option<String>,
+    /// The default branch.
+    pub default_branch: DefaultBranch,
     /// The configuration file's path in the repository; `.gitlab-ci.yml` when `None`.
     pub ci_config_path: Option<String>,
 }
@@ -361,13 +375,29 @@ impl Coordinator {
         } else {
             repo.to_owned()
         };
+        let unreadable = |e: CoordinatorError| {
+            CoordinatorError::Invalid(format!(
+                "create project `{name}`: {repo} is not a git repository git can read ({e})"
+            ))
+        };
         let default_branch = match &request.default_branch {
-            Some(branch) => branch.clone(),
-            None => super::git::default_branch(&repo_url).await.map_err(|e| {
-                CoordinatorError::Invalid(format!(
-                    "create project `{name}`: {repo} is not a git repository git can read ({e})"
-                ))
-            })?,
+            DefaultBranch::Declared(branch) => branch.clone(),
+            DefaultBranch::Head => super::git::default_branch(&repo_url)
+                .await
+                .map_err(unreadable)?,
+            DefaultBranch::Branch(branch) => {
+                let refs = super::git::list_refs(&repo_url).await.map_err(unreadable)?;
+                let branches: Vec<&str> = refs
+                    .iter()
+                    .filter_map(|(r, _)| r.strip_prefix("refs/heads/"))
+                    .collect();
+                if !branches.is_empty() && !branches.contains(&branch.as_str()) {
+                    return Err(CoordinatorError::Invalid(format!(
+                        "create project `{name}`: the default branch `{branch}` is no branch of {repo}"
+                    )));
+                }
+                branch.clone()
+            }
         };
         let p = self
             .inner

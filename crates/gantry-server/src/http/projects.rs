@@ -10,7 +10,8 @@ use gantry_pipeline::{InputValue, PipelineInputs, Source};
 use serde::Deserialize;
 
 use crate::coordinator::{
-    CoordinatorError, PipelineRequest, PipelineView, Project, ProjectRequest, ProjectSettings,
+    CoordinatorError, DefaultBranch, PipelineRequest, PipelineView, Project, ProjectRequest,
+    ProjectSettings,
 };
 
 use super::error::{ApiError, ApiResult};
@@ -63,7 +64,10 @@ pub(crate) async fn create(
         .create_project_with(&ProjectRequest {
             name,
             repo,
-            default_branch: req.default_branch.filter(|b| !b.trim().is_empty()),
+            default_branch: match req.default_branch.filter(|b| !b.trim().is_empty()) {
+                Some(branch) => DefaultBranch::Branch(branch),
+                None => DefaultBranch::Head,
+            },
             ci_config_path: req.ci_config_path,
         })
         .await
