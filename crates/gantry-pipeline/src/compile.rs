@@ -110,6 +110,8 @@ pub struct Options {
     pub limits: Limits,
     /// The pipeline's inputs, for the root file's `spec:inputs`.
     pub inputs: PipelineInputs,
+    /// Keep the configuration as merged ([`Compiled::merged`]), for the CI Lint API.
+    pub keep_merged: bool,
 }
 
 impl Default for Options {
@@ -119,6 +121,7 @@ impl Default for Options {
             fragment: false,
             limits: Limits::default(),
             inputs: PipelineInputs::default(),
+            keep_merged: false,
         }
     }
 }
@@ -131,6 +134,21 @@ pub struct Compiled {
     pub warnings: Vec<Diagnostic>,
     /// Present when the configuration is valid.
     pub pipeline: Option<Pipeline>,
+    /// The files `include:` brought in, in the order they were read.
+    pub includes: Vec<Included>,
+    /// With [`Options::keep_merged`], the configuration after `include:`, `extends:` and
+    /// `!reference` (GitLab's `merged_yaml`), when those resolved without errors.
+    pub merged: Option<serde_json::Value>,
+}
+
+/// One file an `include:` read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Included {
+    /// GitLab's name for the kind: `local`, `file` (another project's), `remote`,
+    /// `template` or `component`.
+    pub kind: &'static str,
+    /// The file as the configuration named it.
+    pub location: String,
 }
 
 /// Compile the project's configuration.
@@ -147,7 +165,7 @@ pub fn compile(opts: &Options, ctx: &Context, loader: &dyn Loader) -> Compiled {
                 ),
                 None,
             );
-            return finish(sources, cx, None);
+            return finish(sources, cx, None, Vec::new(), None);
         }
         Err(e) => {
             cx.raw(
@@ -157,10 +175,12 @@ pub fn compile(opts: &Options, ctx: &Context, loader: &dyn Loader) -> Compiled {
                 ),
                 None,
             );
-            return finish(sources, cx, None);
+            return finish(sources, cx, None, Vec::new(), None);
         }
     };
     let files = Files::new(loader);
+    let mut included = Vec::new();
+    let mut merged = None;
     let pipeline = {
         let mut loading = Loading {
             loader,
@@ -171,6 +191,7 @@ pub fn compile(opts: &Options, ctx: &Context, loader: &dyn Loader) -> Compiled {
             includes: 0,
             files: &files,
             origin: crate::include::Origin::Pipeline,
+            included: &mut included,
         };
         let root = loading.parse_file(
             &opts.config_path,
@@ -185,22 +206,30 @@ pub fn compile(opts: &Options, ctx: &Context, loader: &dyn Loader) -> Compiled {
                 if cx.has_errors() {
                     None
                 } else {
-                    process(root, opts, ctx, &files, &mut cx)
+                    process(root, opts, ctx, &files, &mut cx, &mut merged)
                 }
             }
             None => None,
         }
     };
-    finish(sources, cx, pipeline)
+    finish(sources, cx, pipeline, included, merged)
 }
 
-fn finish(sources: SourceMap, cx: Cx, pipeline: Option<Pipeline>) -> Compiled {
+fn finish(
+    sources: SourceMap,
+    cx: Cx,
+    pipeline: Option<Pipeline>,
+    includes: Vec<Included>,
+    merged: Option<serde_json::Value>,
+) -> Compiled {
     let valid = cx.errors.is_empty();
     Compiled {
         sources,
         errors: cx.errors,
         warnings: cx.warnings,
         pipeline: if valid { pipeline } else { None },
+        includes,
+        merged,
     }
 }
 
@@ -325,6 +354,7 @@ fn process(
     ctx: &Context,
     files: &Files<'_>,
     cx: &mut Cx,
+    merged: &mut Option<serde_json::Value>,
 ) -> Option<Pipeline> {
     // Most configurations hold no `!reference`: then the pass is skipped.
     let has_references = resolve::has_references(&root);
@@ -345,6 +375,13 @@ fn process(
     }
     if cx.has_errors() {
         return None;
+    }
+    if opts.keep_merged {
+        *merged = Some(serde_json::Value::Object(
+            root.iter()
+                .map(|(k, v)| (k.to_owned(), v.to_json()))
+                .collect(),
+        ));
     }
 
     let stages = parse_stages(&root, cx);

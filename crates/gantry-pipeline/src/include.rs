@@ -352,6 +352,8 @@ pub(crate) struct Loading<'a> {
     pub files: &'a Files<'a>,
     /// The project of the file whose includes are being resolved.
     pub origin: Origin,
+    /// The files read so far ([`crate::compile::Compiled::includes`]).
+    pub included: &'a mut Vec<crate::compile::Included>,
 }
 
 /// One file an include item names.
@@ -532,6 +534,10 @@ impl<'a> Loading<'a> {
                     );
                     return map;
                 }
+                self.included.push(crate::compile::Included {
+                    kind: include_kind(&f.item),
+                    location: f.location.clone(),
+                });
                 let given = f.item.as_map().and_then(|m| m.get("inputs")).cloned();
                 let Some(body) = self.parse_file(
                     &f.name,
@@ -1405,3 +1411,19 @@ pub(crate) fn deep_merge_shared(acc: &mut Map, right: &Map) {
 
 #[cfg(test)]
 mod tests;
+
+/// GitLab's name for the kind of an include item (`file` for another project's files).
+fn include_kind(item: &Node) -> &'static str {
+    let has = |key| item.as_map().is_some_and(|m| m.contains_key(key));
+    if has("component") {
+        "component"
+    } else if has("remote") {
+        "remote"
+    } else if has("template") {
+        "template"
+    } else if has("project") {
+        "file"
+    } else {
+        "local"
+    }
+}

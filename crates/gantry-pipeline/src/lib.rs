@@ -9,6 +9,7 @@ pub mod compile;
 pub mod context;
 pub mod diagnostic;
 pub mod duration;
+pub mod emit;
 pub mod expand;
 pub mod expr;
 pub mod include;

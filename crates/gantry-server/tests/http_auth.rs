@@ -657,6 +657,22 @@ async fn every_endpoint_checks_its_caller() {
             &admin,
         ),
         Row::new(
+            "GET /projects/:id/ci/lint",
+            Method::GET,
+            format!("projects/{a}/ci/lint"),
+            Private,
+            Value::Null,
+            &admin,
+        ),
+        Row::new(
+            "POST /projects/:id/ci/lint",
+            Method::POST,
+            format!("projects/{a}/ci/lint"),
+            Private,
+            json!({ "content": "x:\n  script: [a]\n" }),
+            &admin,
+        ),
+        Row::new(
             "PUT /runners/:id",
             Method::PUT,
             format!("runners/{runner_id}"),

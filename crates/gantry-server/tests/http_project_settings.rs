@@ -243,7 +243,9 @@ async fn a_project_is_created_with_its_configuration_path_and_default_branch() {
         .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
     assert!(
-        refused.to_string().contains("the default branch `stabel` is no branch of"),
+        refused
+            .to_string()
+            .contains("the default branch `stabel` is no branch of"),
         "{refused}"
     );
     let (status, _) = server.admin(Method::GET, "projects/typo", None).await;

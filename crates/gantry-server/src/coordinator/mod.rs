@@ -26,6 +26,7 @@ mod git;
 mod includes;
 pub mod instance_variables;
 mod jobs;
+mod lint;
 mod metrics;
 pub mod object_blob;
 mod payload;
@@ -68,6 +69,7 @@ pub use includes::{
     REMOTE_CONNECT_TIMEOUT, REMOTE_MAX_BYTES, REMOTE_TIMEOUT, RemoteFetches, RemoteLimits,
     UrlRewrite, block_on_side, fetch_remote,
 };
+pub use lint::{LintInclude, LintJob, LintNeed, LintRequest, LintResult};
 pub use metrics::CONTENT_TYPE as METRICS_CONTENT_TYPE;
 pub use object_blob::ObjectBlobs;
 pub use pipelines::{

@@ -221,11 +221,19 @@ pub(crate) struct ChildConfig {
     pub artifacts: HashMap<(String, String), std::result::Result<String, ArtifactError>>,
 }
 
+/// See [`Coordinator::compile_scope`].
+pub(crate) struct CompileScope {
+    pub info: PipelineInfo,
+    pub settings_vars: Vec<gantry_pipeline::context::SettingsVariable>,
+    pub instance_vars: Vec<(String, String)>,
+    pub includes: IncludeSources,
+}
+
 /// The project's files at the pipeline's commit; for a child pipeline also its root file
 /// and its `include:artifact` files.
-struct ChildFiles {
-    commit: CommitLoader,
-    child: Option<ChildConfig>,
+pub(crate) struct ChildFiles {
+    pub commit: CommitLoader,
+    pub child: Option<ChildConfig>,
 }
 
 impl gantry_pipeline::Loader for ChildFiles {
@@ -634,6 +642,60 @@ impl Coordinator {
         created
     }
 
+    /// What compiling the project's configuration at `r` sees besides its files: the
+    /// pipeline's predefined facts, and the instance, group and project variables its
+    /// rules read; the repositories `include:` may read. `iid`: the pipeline's, when one
+    /// is being created (a lint's dry run has none).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn compile_scope(
+        &self,
+        project: &gantry_store::Project,
+        r: &ResolvedRef,
+        commit: CommitInfo,
+        protected: bool,
+        source: Source,
+        before_sha: Option<String>,
+        iid: Option<i64>,
+    ) -> std::result::Result<CompileScope, CoordinatorError> {
+        let (namespace, path) = project_path(&project.name);
+        let info = PipelineInfo {
+            ref_name: r.name.clone(),
+            is_tag: r.tag,
+            source,
+            sha: r.sha.clone(),
+            before_sha,
+            default_branch: project.default_branch.clone(),
+            ref_protected: protected,
+            commit_message: commit.message,
+            commit_author: commit.author,
+            commit_timestamp: commit.timestamp,
+            tag_message: commit.tag_message,
+            project_name: path,
+            project_namespace: namespace,
+            project_id: u64::try_from(project.id).unwrap_or(0),
+            server_url: self.external_url().to_owned(),
+            config_path: project.ci_config_path.clone(),
+            user_login: self.inner.cfg.user.login.clone(),
+            user_name: self.inner.cfg.user.name.clone(),
+            user_email: self.inner.cfg.user.email.clone(),
+            user_id: self.inner.cfg.user.id,
+            pipeline_iid: iid.and_then(|iid| u64::try_from(iid).ok()).unwrap_or(0),
+        };
+        let includes = self.include_sources(project).await?;
+        let instance_vars =
+            super::instance_variables::for_creation(&self.instance_variables().await?, protected);
+        let settings_vars = super::variables::for_creation(
+            &self.settings_variables(project.id, &project.name).await?,
+            protected,
+        );
+        Ok(CompileScope {
+            info,
+            settings_vars,
+            instance_vars,
+            includes,
+        })
+    }
+
     async fn persist_creation(
         &self,
         c: Creation,
@@ -659,7 +721,6 @@ impl Coordinator {
         // Taken before compiling, so rules see CI_PIPELINE_IID (GitLab's
         // `ensure_project_iid!`); given back when no pipeline is created.
         let iid = store.allocate_pipeline_iid(project_id).await?;
-        let (namespace, path) = project_path(&project.name);
         // A branch that moved has the commit it moved from; a new branch or a tag has none.
         let before_sha = push
             .as_ref()
@@ -667,42 +728,28 @@ impl Coordinator {
             .and_then(|p| p.change.from.clone());
         let skip_ci = push.is_some() && skips_ci(&commit.message);
         let changed_files = push.as_ref().and_then(|p| p.changed_files.clone());
-        let info = PipelineInfo {
-            ref_name: r.name.clone(),
-            is_tag: r.tag,
-            source,
-            sha: r.sha.clone(),
-            before_sha: before_sha.clone(),
-            default_branch: project.default_branch.clone(),
-            ref_protected: protected,
-            commit_message: commit.message,
-            commit_author: commit.author,
-            commit_timestamp: commit.timestamp,
-            tag_message: commit.tag_message,
-            project_name: path,
-            project_namespace: namespace,
-            project_id: u64::try_from(project.id).unwrap_or(0),
-            server_url: self.external_url().to_owned(),
-            config_path: project.ci_config_path.clone(),
-            user_login: self.inner.cfg.user.login.clone(),
-            user_name: self.inner.cfg.user.name.clone(),
-            user_email: self.inner.cfg.user.email.clone(),
-            user_id: self.inner.cfg.user.id,
-            pipeline_iid: u64::try_from(iid).unwrap_or(1),
-        };
+        let CompileScope {
+            info,
+            settings_vars,
+            instance_vars,
+            includes,
+        } = self
+            .compile_scope(
+                &project,
+                &r,
+                commit,
+                protected,
+                source,
+                before_sha.clone(),
+                Some(iid),
+            )
+            .await?;
         let predefined = info.predefined();
         let loader = ChildFiles {
             commit: CommitLoader::of(&mirror, r.sha.clone())
                 .comparing_in(self.inner.cfg.compare_refs.clone()),
             child,
         };
-        let includes = self.include_sources(&project).await?;
-        let instance_vars =
-            super::instance_variables::for_creation(&self.instance_variables().await?, protected);
-        let settings_vars = super::variables::for_creation(
-            &self.settings_variables(project_id, &project.name).await?,
-            protected,
-        );
         // Environment names are expanded with the instance variables and the group and
         // project variables of scope `*` too (as the job's rules saw them), in that order,
         // below the pipeline variables.

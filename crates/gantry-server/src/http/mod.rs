@@ -22,6 +22,7 @@ mod instance_variables;
 mod job_request;
 mod job_update;
 mod jobs;
+mod lint;
 mod metrics;
 mod mirror;
 mod projects;
@@ -223,6 +224,10 @@ fn build(coordinator: Coordinator, shutdown: watch::Receiver<bool>) -> Router {
         )
         .route("/projects/{project}/pipelines", get(projects::pipelines))
         .route("/projects/{project}/mirror/pull", post(mirror::pull))
+        .route(
+            "/projects/{project}/ci/lint",
+            get(lint::lint_project).post(lint::lint_content),
+        )
         .route(
             "/projects/{project}/pipeline_schedules",
             get(schedules::list).post(schedules::create),
