@@ -673,6 +673,14 @@ async fn every_endpoint_checks_its_caller() {
             &admin,
         ),
         Row::new(
+            "GET /runners/:id/jobs",
+            Method::GET,
+            format!("runners/{runner_id}/jobs"),
+            Private,
+            Value::Null,
+            &admin,
+        ),
+        Row::new(
             "PUT /runners/:id",
             Method::PUT,
             format!("runners/{runner_id}"),

@@ -202,3 +202,81 @@ async fn refused_runner_settings_change_nothing() {
         .unwrap();
     assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
 }
+
+/// `GET /runners/all` filtered by `type`, `paused`, `tag_list` and `status` and paged;
+/// `GET /runners/:id/jobs` lists what a runner took, newest first, by `status`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runners_are_listed_by_type_state_and_tags_with_the_jobs_they_took() {
+    let server = TestServer::start().await;
+    let repo = Repo::new(&[(".gitlab-ci.yml", "a:\n  script: [a]\nb:\n  script: [b]\n")]);
+    let project = server.create_project("app", &repo).await["id"]
+        .as_i64()
+        .unwrap();
+    let (docker, token) = server.create_runner(json!({"tag_list": ["docker"]})).await;
+    let (paused, _) = server
+        .create_runner(json!({"tag_list": ["docker", "linux"], "paused": true}))
+        .await;
+    let (own, _) = server
+        .create_runner(json!({"runner_type": "project_type", "project_id": project}))
+        .await;
+    let ids = |runners: &Value| -> Vec<i64> {
+        runners
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["id"].as_i64().unwrap())
+            .collect()
+    };
+    let list = async |query: &str| {
+        let (status, body) = server
+            .admin(Method::GET, &format!("runners/all{query}"), None)
+            .await;
+        assert_eq!(status, StatusCode::OK, "{query}: {body}");
+        body
+    };
+    let all = list("").await;
+    assert_eq!(ids(&all), [docker, paused, own]);
+    assert!(
+        all.as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["status"] == "never_contacted" && r["online"] == false),
+        "{all}"
+    );
+    assert_eq!(ids(&list("?type=project_type").await), [own]);
+    assert_eq!(ids(&list("?paused=true").await), [paused]);
+    assert_eq!(ids(&list("?status=paused").await), [paused]);
+    assert_eq!(ids(&list("?tag_list=linux,docker").await), [paused]);
+    assert_eq!(ids(&list("?per_page=1&page=2").await), [paused]);
+    for bad in ["?type=group", "?status=busy", "?paused=perhaps"] {
+        let (status, body) = server
+            .admin(Method::GET, &format!("runners/all{bad}"), None)
+            .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}: {body}");
+    }
+
+    // The docker runner asks for jobs: online; it finishes one and still runs the other.
+    server.create_pipeline(project, "main").await;
+    let (first, first_token, _) = server.take_job(&token).await;
+    server.end_job(first, &first_token, "success").await;
+    let (second, _, _) = server.take_job(&token).await;
+    assert_eq!(ids(&list("?status=online").await), [docker]);
+    let jobs = async |query: &str| {
+        server
+            .admin(Method::GET, &format!("runners/{docker}/jobs{query}"), None)
+            .await
+    };
+    let (status, taken) = jobs("").await;
+    assert_eq!(status, StatusCode::OK, "{taken}");
+    assert_eq!(ids(&taken), [second, first], "newest first");
+    assert_eq!(taken[0]["pipeline"]["project_id"], project, "{taken}");
+    assert_eq!(ids(&jobs("?status=running").await.1), [second]);
+    assert_eq!(ids(&jobs("?status=success").await.1), [first]);
+    assert_eq!(jobs("?status=pending").await.0, StatusCode::BAD_REQUEST);
+    let (status, none) = server
+        .admin(Method::GET, &format!("runners/{own}/jobs"), None)
+        .await;
+    assert_eq!((status, none), (StatusCode::OK, json!([])));
+    let (status, _) = server.admin(Method::GET, "runners/9999/jobs", None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}

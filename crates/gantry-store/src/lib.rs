@@ -1178,22 +1178,25 @@ impl Store {
         Ok((rows.iter().map(Pipeline::from_row).collect(), total))
     }
 
-    /// One page of a project's jobs (every attempt, trigger jobs left out), newest first,
-    /// those in `statuses` when it is not empty; and how many match in all.
-    pub async fn project_jobs_page(
+    /// One page of a project's or a runner's jobs (every attempt, trigger jobs left out),
+    /// newest first, those in `statuses` when it is not empty; and how many match in all.
+    pub async fn jobs_page(
         &self,
-        project_id: i64,
+        of: JobsOf,
         statuses: &[String],
         offset: i64,
         limit: i64,
     ) -> Result<(Vec<Job>, i64)> {
-        let mut filter = "project_id = $1 AND bridge = 0".to_owned();
+        let (mut filter, owner_id) = match of {
+            JobsOf::Project(id) => ("project_id = $1 AND bridge = 0".to_owned(), id),
+            JobsOf::Runner(id) => ("runner_id = $1 AND bridge = 0".to_owned(), id),
+        };
         if !statuses.is_empty() {
             let list: Vec<String> = (0..statuses.len()).map(|i| format!("${}", i + 2)).collect();
             filter.push_str(&format!(" AND status IN ({})", list.join(", ")));
         }
         let count = format!("SELECT COUNT(*) FROM jobs WHERE {filter}");
-        let total: i64 = filtered(&count, project_id, statuses)
+        let total: i64 = filtered(&count, owner_id, statuses)
             .fetch_one(&self.pool)
             .await?
             .get(0);
@@ -1204,7 +1207,7 @@ impl Store {
             n + 1,
             n + 2
         );
-        let rows = filtered(&sql, project_id, statuses)
+        let rows = filtered(&sql, owner_id, statuses)
             .bind(limit)
             .bind(offset)
             .fetch_all(&self.pool)
@@ -1844,10 +1847,10 @@ async fn insert_job(
 /// `sql` with `$1` = `project_id` and `$2…` = `values`.
 fn filtered<'q>(
     sql: &'q str,
-    project_id: i64,
+    owner_id: i64,
     values: &[String],
 ) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>> {
-    let mut q = sqlx::query(sql).bind(project_id);
+    let mut q = sqlx::query(sql).bind(owner_id);
     for value in values {
         q = q.bind(value.clone());
     }

@@ -82,6 +82,15 @@ pub struct NewRunner {
     pub paused: bool,
 }
 
+/// Whose jobs [`crate::Store::jobs_page`] lists (trigger jobs never).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JobsOf {
+    /// Every job of the project.
+    Project(i64),
+    /// The jobs the runner took (every project's).
+    Runner(i64),
+}
+
 /// A change of a runner's settings ([`crate::Store::update_runner`]); `None` keeps what is
 /// stored.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -769,22 +769,70 @@ async fn lists_page_in_the_database(db: Db) {
         .expect("filtered");
     assert_eq!(total, 2);
     assert!(page.iter().all(|p| p.ref_name == "dev"));
-    let (page, total) = s.project_jobs_page(p.id, &[], 0, 3).await.expect("jobs");
+    let (page, total) = s
+        .jobs_page(JobsOf::Project(p.id), &[], 0, 3)
+        .await
+        .expect("jobs");
     assert_eq!(total, 10, "trigger jobs are left out");
     assert_eq!(page.len(), 3);
     assert!(page.windows(2).all(|w| w[0].id > w[1].id), "newest first");
     assert!(page.iter().all(|j| j.name != "deploy"));
     let (page, total) = s
-        .project_jobs_page(p.id, &["failed".to_owned(), "canceled".to_owned()], 0, 20)
+        .jobs_page(
+            JobsOf::Project(p.id),
+            &["failed".to_owned(), "canceled".to_owned()],
+            0,
+            20,
+        )
         .await
         .expect("scoped");
     assert_eq!((total, page.len()), (1, 1));
     assert_eq!(page[0].name, "test");
     let (page, total) = s
-        .project_jobs_page(p.id, &[], 100, 20)
+        .jobs_page(JobsOf::Project(p.id), &[], 100, 20)
         .await
         .expect("past the end");
     assert_eq!((total, page.len()), (10, 0));
+
+    // A runner's jobs: those it took.
+    let r = s
+        .create_runner(
+            &NewRunner {
+                token_hash: "lists-runner".into(),
+                description: "r".into(),
+                tags: vec![],
+                run_untagged: true,
+                locked: false,
+                protected_only: false,
+                project_id: None,
+                maximum_timeout: None,
+                paused: false,
+            },
+            1,
+        )
+        .await
+        .expect("runner");
+    let (_, pending) = create(
+        &s,
+        &pipeline(p.id),
+        &[job("a", "pending"), job("b", "pending")],
+        20,
+    )
+    .await
+    .expect("pipeline");
+    s.assign_job(pending[1].id, r.id, "tok-b", 3600, 21)
+        .await
+        .expect("assign")
+        .expect("won");
+    let (page, total) = s
+        .jobs_page(JobsOf::Runner(r.id), &[], 0, 20)
+        .await
+        .expect("runner's jobs");
+    assert_eq!(total, 1);
+    assert_eq!(
+        page.iter().map(|j| j.id).collect::<Vec<_>>(),
+        [pending[1].id]
+    );
 }
 
 /// Instance variables: one per key instance-wide, created, listed by key, updated (also

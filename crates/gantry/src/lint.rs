@@ -49,10 +49,15 @@ pub(crate) struct LintArgs {
     format: Format,
 }
 
-#[derive(Clone, Copy, ValueEnum)]
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Format {
+    /// The stages and jobs, or the errors with their lines.
     Text,
+    /// The report as JSON (a stable contract).
     Json,
+    /// The configuration after `include:`, `extends:` and `!reference`, as YAML
+    /// (GitLab's `merged_yaml`); errors as with `text`.
+    Merged,
 }
 
 fn parse_source(s: &str) -> Result<Source, String> {
@@ -179,6 +184,7 @@ pub(crate) fn run(args: &LintArgs) -> u8 {
         config_path,
         fragment: args.fragment,
         inputs,
+        keep_merged: args.format == Format::Merged,
         ..Options::default()
     };
     let git_dir = git::git(&root, &["rev-parse", "--absolute-git-dir"])
@@ -204,6 +210,10 @@ pub(crate) fn run(args: &LintArgs) -> u8 {
         Format::Json => serde_json::to_string_pretty(&LintReport::new(&compiled))
             .map_err(std::io::Error::other)
             .and_then(|s| writeln!(stdout, "{s}")),
+        Format::Merged => match (&compiled.merged, compiled.errors.is_empty()) {
+            (Some(merged), true) => write!(stdout, "{}", gantry_pipeline::emit::to_yaml(merged)),
+            _ => write!(stdout, "{}", render_text(&compiled)),
+        },
         Format::Text => write!(stdout, "{}", render_text(&compiled)),
     };
     if written.is_err() {

@@ -157,6 +157,26 @@ fn text_output_lists_stages_and_jobs() {
     insta::assert_snapshot!(stdout(&out));
 }
 
+/// `--format merged`: the configuration after includes, `extends` and `!reference`, as
+/// YAML (GitLab's `merged_yaml`); an invalid one gets its errors, as with `text`.
+#[test]
+fn merged_output_is_the_configuration_after_extends_and_references() {
+    let repo = Repo::new(&[(".gitlab-ci.yml", PIPELINE)]);
+    let out = repo.lint(&["--format", "merged"]);
+    assert_eq!(out.status.code(), Some(0));
+    insta::assert_snapshot!(stdout(&out));
+    let broken = Repo::new(&[(
+        ".gitlab-ci.yml",
+        "build:
+  script: make
+  when: sometimes
+",
+    )]);
+    let out = broken.lint(&["--format", "merged"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stdout(&out).contains("error: "), "{}", stdout(&out));
+}
+
 #[test]
 fn invalid_pipeline_names_the_place() {
     let repo = Repo::new(&[(

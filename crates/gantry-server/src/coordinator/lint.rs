@@ -7,12 +7,11 @@
 
 use serde::Serialize;
 
-use gantry_pipeline::{Compiled, Context, Options, Source};
+use gantry_pipeline::{Compiled, Options, Source};
 
 use super::error::CoordinatorError;
 use super::git::{CommitInfo, ResolvedRef};
-use super::includes::IncludeLoader;
-use super::pipelines::{ChildConfig, ChildFiles, CompileScope};
+use super::pipelines::{ChildConfig, ChildFiles};
 use super::{Coordinator, git::CommitLoader};
 
 /// What to check.
@@ -132,12 +131,7 @@ impl Coordinator {
             }
         };
         let protected = self.ref_protected(project_id, &r).await?;
-        let CompileScope {
-            info,
-            settings_vars,
-            instance_vars,
-            includes,
-        } = self
+        let scope = self
             .compile_scope(&project, &r, commit, protected, Source::Push, None, None)
             .await?;
         let config_path = project.ci_config_path.clone();
@@ -156,14 +150,7 @@ impl Coordinator {
                 keep_merged: true,
                 ..Options::default()
             };
-            let ctx = Context::new(&info, &[], None)
-                .with_settings_variables(&settings_vars)
-                .with_instance_variables(&instance_vars);
-            let loader = IncludeLoader {
-                files: &files,
-                sources: &includes,
-            };
-            let compiled = gantry_pipeline::compile(&opts, &ctx, &loader);
+            let compiled = scope.compile(&opts, &[], None, &files);
             result(&compiled, dry_run, include_jobs)
         })
         .await

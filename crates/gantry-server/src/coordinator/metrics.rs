@@ -24,7 +24,7 @@ use super::error::CoordinatorError;
 use super::time::now_ms;
 
 /// GitLab counts a runner online when it made contact within the last 2 hours.
-const ONLINE_WINDOW_MS: i64 = 2 * 60 * 60 * 1000;
+pub(crate) const ONLINE_WINDOW_MS: i64 = 2 * 60 * 60 * 1000;
 
 /// The statuses a job ends in, as `gantry_jobs_finished_total` labels them.
 const FINISHED: [crate::processor::Status; 4] = [

@@ -417,15 +417,40 @@ impl Coordinator {
             sha: pipeline.sha.clone(),
         };
         let commit = self.commit_facts(project.id, &r).await;
+        self.predefined_info(
+            project,
+            &r,
+            commit,
+            pipeline.protected,
+            Source::parse(&pipeline.source).unwrap_or(Source::Api),
+            Some(pipeline.before_sha.clone()),
+            u64::try_from(pipeline.iid).unwrap_or(1),
+        )
+    }
+
+    /// The facts a pipeline of `project` at `r` is compiled and run with (its predefined
+    /// variables): one place for pipeline creation, the CI lint, and the payloads of the
+    /// pipeline's jobs.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn predefined_info(
+        &self,
+        project: &gantry_store::Project,
+        r: &ResolvedRef,
+        commit: CommitInfo,
+        protected: bool,
+        source: Source,
+        before_sha: Option<String>,
+        iid: u64,
+    ) -> PipelineInfo {
         let (namespace, path) = project_path(&project.name);
         PipelineInfo {
-            ref_name: pipeline.ref_name.clone(),
-            is_tag: pipeline.tag,
-            source: Source::parse(&pipeline.source).unwrap_or(Source::Api),
-            sha: pipeline.sha.clone(),
-            before_sha: Some(pipeline.before_sha.clone()),
+            ref_name: r.name.clone(),
+            is_tag: r.tag,
+            source,
+            sha: r.sha.clone(),
+            before_sha,
             default_branch: project.default_branch.clone(),
-            ref_protected: pipeline.protected,
+            ref_protected: protected,
             commit_message: commit.message,
             commit_author: commit.author,
             commit_timestamp: commit.timestamp,
@@ -439,7 +464,7 @@ impl Coordinator {
             user_name: self.inner.cfg.user.name.clone(),
             user_email: self.inner.cfg.user.email.clone(),
             user_id: self.inner.cfg.user.id,
-            pipeline_iid: u64::try_from(pipeline.iid).unwrap_or(1),
+            pipeline_iid: iid,
         }
     }
 

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use gantry_pipeline::{
     ArtifactError, Context, Loader as _, Options, PipelineInfo, PipelineInputs, Source,
 };
-use gantry_store::{NewJob, NewPipeline, NewProject, PipelineChange};
+use gantry_store::{JobsOf, NewJob, NewPipeline, NewProject, PipelineChange};
 
 use crate::processor::{
     CancelCause, CancelScope, Event, PipelineFacts, Rejected, Status, apply, on_new_commit,
@@ -227,6 +227,27 @@ pub(crate) struct CompileScope {
     pub settings_vars: Vec<gantry_pipeline::context::SettingsVariable>,
     pub instance_vars: Vec<(String, String)>,
     pub includes: IncludeSources,
+}
+
+impl CompileScope {
+    /// Compile the configuration `files` hold, with the pipeline `variables` (highest
+    /// precedence) and the paths a push changed (`None`: unknown).
+    pub(crate) fn compile(
+        &self,
+        opts: &Options,
+        variables: &[(String, String)],
+        changed_files: Option<Vec<String>>,
+        files: &dyn gantry_pipeline::Loader,
+    ) -> gantry_pipeline::Compiled {
+        let ctx = Context::new(&self.info, variables, changed_files)
+            .with_settings_variables(&self.settings_vars)
+            .with_instance_variables(&self.instance_vars);
+        let loader = IncludeLoader {
+            files,
+            sources: &self.includes,
+        };
+        gantry_pipeline::compile(opts, &ctx, &loader)
+    }
 }
 
 /// The project's files at the pipeline's commit; for a child pipeline also its root file
@@ -657,30 +678,15 @@ impl Coordinator {
         before_sha: Option<String>,
         iid: Option<i64>,
     ) -> std::result::Result<CompileScope, CoordinatorError> {
-        let (namespace, path) = project_path(&project.name);
-        let info = PipelineInfo {
-            ref_name: r.name.clone(),
-            is_tag: r.tag,
+        let info = self.predefined_info(
+            project,
+            r,
+            commit,
+            protected,
             source,
-            sha: r.sha.clone(),
             before_sha,
-            default_branch: project.default_branch.clone(),
-            ref_protected: protected,
-            commit_message: commit.message,
-            commit_author: commit.author,
-            commit_timestamp: commit.timestamp,
-            tag_message: commit.tag_message,
-            project_name: path,
-            project_namespace: namespace,
-            project_id: u64::try_from(project.id).unwrap_or(0),
-            server_url: self.external_url().to_owned(),
-            config_path: project.ci_config_path.clone(),
-            user_login: self.inner.cfg.user.login.clone(),
-            user_name: self.inner.cfg.user.name.clone(),
-            user_email: self.inner.cfg.user.email.clone(),
-            user_id: self.inner.cfg.user.id,
-            pipeline_iid: iid.and_then(|iid| u64::try_from(iid).ok()).unwrap_or(0),
-        };
+            iid.and_then(|iid| u64::try_from(iid).ok()).unwrap_or(0),
+        );
         let includes = self.include_sources(project).await?;
         let instance_vars =
             super::instance_variables::for_creation(&self.instance_variables().await?, protected);
@@ -728,12 +734,7 @@ impl Coordinator {
             .and_then(|p| p.change.from.clone());
         let skip_ci = push.is_some() && skips_ci(&commit.message);
         let changed_files = push.as_ref().and_then(|p| p.changed_files.clone());
-        let CompileScope {
-            info,
-            settings_vars,
-            instance_vars,
-            includes,
-        } = self
+        let scope = self
             .compile_scope(
                 &project,
                 &r,
@@ -744,7 +745,7 @@ impl Coordinator {
                 Some(iid),
             )
             .await?;
-        let predefined = info.predefined();
+        let predefined = scope.info.predefined();
         let loader = ChildFiles {
             commit: CommitLoader::of(&mirror, r.sha.clone())
                 .comparing_in(self.inner.cfg.compare_refs.clone()),
@@ -753,10 +754,13 @@ impl Coordinator {
         // Environment names are expanded with the instance variables and the group and
         // project variables of scope `*` too (as the job's rules saw them), in that order,
         // below the pipeline variables.
-        let environment_vars: Vec<(String, String)> = instance_vars
+        let environment_vars: Vec<(String, String)> = scope
+            .instance_vars
             .iter()
             .cloned()
-            .chain(gantry_pipeline::context::unscoped_in_order(&settings_vars))
+            .chain(gantry_pipeline::context::unscoped_in_order(
+                &scope.settings_vars,
+            ))
             .chain(variables.iter().cloned())
             .collect();
         let vars = variables.clone();
@@ -782,14 +786,7 @@ impl Coordinator {
             if skip_ci {
                 return Compiled::Skipped;
             }
-            let ctx = Context::new(&info, &vars, changed_files)
-                .with_settings_variables(&settings_vars)
-                .with_instance_variables(&instance_vars);
-            let loader = IncludeLoader {
-                files: &loader,
-                sources: &includes,
-            };
-            let c = gantry_pipeline::compile(&opts, &ctx, &loader);
+            let c = scope.compile(&opts, &vars, changed_files, &loader);
             if !c.errors.is_empty() {
                 return Compiled::Errors(c.errors.iter().map(|d| d.message.clone()).collect());
             }
@@ -1095,8 +1092,7 @@ impl Coordinator {
         Ok((out, total))
     }
 
-    /// One page of a project's jobs (every attempt, no trigger jobs, newest first, in
-    /// `statuses` when not empty) and how many match.
+    /// One page of a project's jobs (see [`gantry_store::Store::jobs_page`]) as views.
     pub async fn project_jobs_page(
         &self,
         project_id: i64,
@@ -1104,25 +1100,52 @@ impl Coordinator {
         offset: i64,
         limit: i64,
     ) -> std::result::Result<(Vec<JobView>, i64), CoordinatorError> {
-        let project = self.inner.store.project(project_id).await?;
-        let (rows, total) = self
-            .inner
-            .store
-            .project_jobs_page(project_id, statuses, offset, limit)
-            .await?;
+        self.inner.store.project(project_id).await?;
+        self.jobs_page(JobsOf::Project(project_id), statuses, offset, limit)
+            .await
+    }
+
+    /// One page of the jobs runner `runner_id` took (GitLab's `GET /runners/:id/jobs`),
+    /// newest first, of every project.
+    pub async fn runner_jobs_page(
+        &self,
+        runner_id: i64,
+        statuses: &[String],
+        offset: i64,
+        limit: i64,
+    ) -> std::result::Result<(Vec<JobView>, i64), CoordinatorError> {
+        self.inner.store.runner(runner_id).await?;
+        self.jobs_page(JobsOf::Runner(runner_id), statuses, offset, limit)
+            .await
+    }
+
+    async fn jobs_page(
+        &self,
+        of: JobsOf,
+        statuses: &[String],
+        offset: i64,
+        limit: i64,
+    ) -> std::result::Result<(Vec<JobView>, i64), CoordinatorError> {
+        let store = &self.inner.store;
+        let (rows, total) = store.jobs_page(of, statuses, offset, limit).await?;
         let mut pipelines: HashMap<i64, gantry_store::Pipeline> = HashMap::new();
+        let mut projects: HashMap<i64, gantry_store::Project> = HashMap::new();
         let mut out = Vec::with_capacity(rows.len());
         for j in &rows {
-            let p = match pipelines.get(&j.pipeline_id) {
-                Some(p) => p.clone(),
-                None => {
-                    let p = self.inner.store.pipeline(j.pipeline_id).await?;
-                    pipelines.insert(j.pipeline_id, p.clone());
-                    p
+            let p = match pipelines.entry(j.pipeline_id) {
+                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    e.insert(store.pipeline(j.pipeline_id).await?)
                 }
             };
-            let artifacts = self.inner.store.artifacts(j.id).await?;
-            out.push(self.job_view(j, &p, &project, &artifacts));
+            let project = match projects.entry(j.project_id) {
+                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    e.insert(store.project(j.project_id).await?)
+                }
+            };
+            let artifacts = store.artifacts(j.id).await?;
+            out.push(self.job_view(j, p, project, &artifacts));
         }
         Ok((out, total))
     }

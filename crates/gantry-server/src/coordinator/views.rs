@@ -94,6 +94,11 @@ pub struct Runner {
     pub is_shared: bool,
     pub active: bool,
     pub paused: bool,
+    /// GitLab's: `online` (contact in the last 2 hours), `offline`, `stale` (no contact
+    /// for 7 days, or never in the 7 days since it was created) or `never_contacted`.
+    pub status: &'static str,
+    /// `status == "online"`.
+    pub online: bool,
     pub tag_list: Vec<String>,
     pub run_untagged: bool,
     pub locked: bool,
@@ -109,6 +114,7 @@ pub struct Runner {
 
 impl Runner {
     pub(crate) fn from_row(r: &gantry_store::Runner) -> Runner {
+        let status = runner_status(r.contacted_at, r.created_at, super::time::now_ms());
         Runner {
             id: r.id,
             description: r.description.clone(),
@@ -120,6 +126,8 @@ impl Runner {
             is_shared: r.project_id.is_none(),
             active: !r.paused,
             paused: r.paused,
+            status,
+            online: status == "online",
             tag_list: r.tags.clone(),
             run_untagged: r.run_untagged,
             locked: r.locked,
@@ -137,6 +145,34 @@ impl Runner {
 
     pub fn protected_only(&self) -> bool {
         self.access_level == "ref_protected"
+    }
+}
+
+/// GitLab's runner status at `now` (see [`Runner::status`]); all times in ms.
+pub(crate) fn runner_status(contacted_at: Option<i64>, created_at: i64, now: i64) -> &'static str {
+    const STALE_MS: i64 = 7 * 24 * 60 * 60 * 1000;
+    match contacted_at {
+        Some(t) if now - t < super::metrics::ONLINE_WINDOW_MS => "online",
+        Some(t) if now - t >= STALE_MS => "stale",
+        Some(_) => "offline",
+        None if now - created_at >= STALE_MS => "stale",
+        None => "never_contacted",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::runner_status;
+
+    #[test]
+    fn a_runner_is_online_for_two_hours_after_contact_and_stale_after_a_week() {
+        let hour = 60 * 60 * 1000;
+        let now = 1_000 * hour;
+        assert_eq!(runner_status(Some(now - hour), 0, now), "online");
+        assert_eq!(runner_status(Some(now - 2 * hour), 0, now), "offline");
+        assert_eq!(runner_status(Some(now - 7 * 24 * hour), 0, now), "stale");
+        assert_eq!(runner_status(None, now - hour, now), "never_contacted");
+        assert_eq!(runner_status(None, now - 7 * 24 * hour, now), "stale");
     }
 }
 

@@ -380,6 +380,7 @@ fn build(coordinator: Coordinator, shutdown: watch::Receiver<bool>) -> Router {
         )
         .route("/user/runners", post(user_runners::create))
         .route("/runners/all", get(user_runners::list))
+        .route("/runners/{runner}/jobs", get(user_runners::jobs))
         .route(
             "/runners/{runner}",
             get(user_runners::show)

@@ -438,7 +438,7 @@ impl Page {
     }
 
     /// The page as (offset, limit) rows.
-    fn window(&self) -> (i64, i64) {
+    pub(crate) fn window(&self) -> (i64, i64) {
         let (number, per_page) = self.numbers();
         let offset = (number - 1).saturating_mul(per_page);
         (
@@ -464,7 +464,7 @@ pub(crate) fn page_of<T: serde::Serialize>(all: Vec<T>, page: &Page) -> Response
 /// One page of a list as GitLab answers it: the JSON array `shown` (page `page.page`,
 /// from 1, of `page.per_page` items: 20 by default, at most 100) of `total` items, with
 /// `X-Page`, `X-Per-Page`, `X-Next-Page` (empty on the last page) and `X-Total`.
-fn paged<T: serde::Serialize>(shown: Vec<T>, total: i64, page: &Page) -> Response {
+pub(crate) fn paged<T: serde::Serialize>(shown: Vec<T>, total: i64, page: &Page) -> Response {
     let (number, per_page) = page.numbers();
     let total = usize::try_from(total).unwrap_or(0);
     let next = if number.saturating_mul(per_page) < total {

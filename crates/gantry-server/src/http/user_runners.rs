@@ -1,8 +1,9 @@
 //! User API, runners: `POST /user/runners` (create → `glrt-` token, `runner-api.md`
-//! §2.2), `GET /runners/all`, `GET /runners/:id`, `PUT /runners/:id` (settings, pause and
-//! resume), `DELETE /runners/:id`. Admin token.
+//! §2.2), `GET /runners/all` (filtered, paged), `GET /runners/:id`, `PUT /runners/:id`
+//! (settings, pause and resume), `GET /runners/:id/jobs`, `DELETE /runners/:id`. Admin
+//! token.
 
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use gantry_protocol::registration::TagList;
@@ -13,6 +14,7 @@ use crate::coordinator::{CoordinatorError, RunnerOptions, RunnerUpdate};
 
 use super::error::{ApiError, ApiResult};
 use super::extract::{self, Body};
+use super::projects::{Page, page_of, paged};
 use super::{AppState, auth, json_response};
 
 /// `POST /api/v4/user/runners` → `201 {"id", "token", "token_expires_at"}`. Instance and
@@ -65,13 +67,98 @@ pub(crate) async fn create(
     ))
 }
 
-/// `GET /api/v4/runners/all`.
-pub(crate) async fn list(State(state): State<AppState>, headers: HeaderMap) -> ApiResult<Response> {
+/// `GET /runners/all`'s filters (GitLab's), and its page.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct ListFilter {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    #[serde(deserialize_with = "extract::grape::opt_bool")]
+    paused: Option<bool>,
+    /// Runners with every one of these tags (comma-separated).
+    tag_list: Option<TagList>,
+    status: Option<String>,
+}
+
+const RUNNER_TYPES: [&str; 3] = ["instance_type", "group_type", "project_type"];
+const RUNNER_STATUSES: [&str; 6] = [
+    "online",
+    "offline",
+    "stale",
+    "never_contacted",
+    "active",
+    "paused",
+];
+
+/// `GET /api/v4/runners/all[?type=&paused=&tag_list=&status=&page=&per_page=]`: every
+/// runner, oldest first, filtered and paged as GitLab does (`status` also takes GitLab's
+/// deprecated `active` and `paused`).
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    Query(filter): Query<ListFilter>,
+    Query(page): Query<Page>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
     auth::require_admin(&state.coordinator, &headers).await?;
-    Ok(json_response(
-        StatusCode::OK,
-        &state.coordinator.runners().await?,
-    ))
+    let kind = filter.kind.filter(|k| !k.is_empty());
+    if kind.as_deref().is_some_and(|k| !RUNNER_TYPES.contains(&k)) {
+        return Err(ApiError::param("type does not have a valid value"));
+    }
+    let status = filter.status.filter(|s| !s.is_empty());
+    if status
+        .as_deref()
+        .is_some_and(|s| !RUNNER_STATUSES.contains(&s))
+    {
+        return Err(ApiError::param("status does not have a valid value"));
+    }
+    let tags = filter.tag_list.map(|t| t.0).unwrap_or_default();
+    let runners: Vec<_> = state
+        .coordinator
+        .runners()
+        .await?
+        .into_iter()
+        .filter(|r| kind.as_deref().is_none_or(|k| r.runner_type == k))
+        .filter(|r| filter.paused.is_none_or(|p| r.paused == p))
+        .filter(|r| tags.iter().all(|t| r.tag_list.contains(t)))
+        .filter(|r| match status.as_deref() {
+            None => true,
+            Some("active") => !r.paused,
+            Some("paused") => r.paused,
+            Some(s) => r.status == s,
+        })
+        .collect();
+    Ok(page_of(runners, &page))
+}
+
+/// `GET /runners/:id/jobs`'s `status`: one of GitLab's.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct RunnerJobsFilter {
+    status: Option<String>,
+}
+
+/// `GET /api/v4/runners/:id/jobs[?status=running&page=&per_page=]`: the jobs the runner
+/// took, of every project, newest first, paged.
+pub(crate) async fn jobs(
+    State(state): State<AppState>,
+    Path(id): Path<i64>,
+    Query(filter): Query<RunnerJobsFilter>,
+    Query(page): Query<Page>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    auth::require_admin(&state.coordinator, &headers).await?;
+    const STATUSES: [&str; 4] = ["running", "success", "failed", "canceled"];
+    let statuses: Vec<String> = match filter.status.filter(|s| !s.is_empty()) {
+        Some(s) if STATUSES.contains(&s.as_str()) => vec![s],
+        Some(_) => return Err(ApiError::param("status does not have a valid value")),
+        None => Vec::new(),
+    };
+    let (offset, limit) = page.window();
+    let (jobs, total) = state
+        .coordinator
+        .runner_jobs_page(id, &statuses, offset, limit)
+        .await?;
+    Ok(paged(jobs, total, &page))
 }
 
 /// `GET /api/v4/runners/:id`.
