@@ -65,9 +65,6 @@ const UNSUPPORTED_TOP_LEVEL: &[&str] = &[
 ];
 const UNSUPPORTED_RUNNER: &[&str] = &[
     "referees",
-    "unhealthy_requests_limit",
-    "unhealthy_interval",
-    "labels",
     "kubernetes",
     "machine",
     "ssh",

@@ -235,6 +235,39 @@ struct Entry {
     cache_dir: PathBuf,
     last_update: Option<String>,
     backoff: Backoff,
+    /// Job requests that failed in a row (for `unhealthy_requests_limit`).
+    failures: u32,
+}
+
+impl Entry {
+    /// A job request was answered (a job, none, or `409`): the backoff and the failure
+    /// count start again.
+    fn request_answered(&mut self) {
+        self.backoff.reset();
+        self.failures = 0;
+    }
+
+    /// A job request failed: how long to wait before the next, and, when this failure
+    /// made the entry unhealthy (`unhealthy_requests_limit` in a row), the event that
+    /// says so. The wait is then `unhealthy_interval`, after which the count starts again
+    /// (gitlab-runner's health check).
+    fn request_failed(&mut self) -> (Duration, Option<PollEvent>) {
+        self.failures = self.failures.saturating_add(1);
+        match self.config.unhealthy {
+            Some(u) if self.failures >= u.requests_limit => {
+                let failures = self.failures;
+                self.failures = 0;
+                self.backoff.reset();
+                let event = PollEvent::RunnerUnhealthy {
+                    runner: self.name.clone(),
+                    failures,
+                    disabled_for: u.interval,
+                };
+                (u.interval, Some(event))
+            }
+            _ => (self.backoff.next_delay(), None),
+        }
+    }
 }
 
 struct State {
@@ -285,20 +318,19 @@ fn resolve_dir(work_dir: &Path, configured: Option<&Path>, default: &str) -> Pat
 fn new_entry(
     index: usize,
     runner: &RunnerConfig,
+    config: &Config,
     options: &PollOptions,
-    check_interval: Duration,
 ) -> Result<Entry, PollError> {
+    let check_interval = config.check_interval;
     let name = runner_name(runner);
-    let client = Client::with_tls(
-        &runner.url,
-        version_info(Some((runner.executor, runner.shell))),
-        &runner.tls,
-    )
-    .map_err(|source| PollError::Client {
-        index,
-        name: name.clone(),
-        source,
-    })?;
+    let mut info = version_info(Some((runner.executor, runner.shell)));
+    info.labels = config.labels_of(runner);
+    let client =
+        Client::with_tls(&runner.url, info, &runner.tls).map_err(|source| PollError::Client {
+            index,
+            name: name.clone(),
+            source,
+        })?;
     let client = match &options.api_observer {
         Some(observer) => {
             let (observer, runner) = (Arc::clone(observer), name.clone());
@@ -319,6 +351,7 @@ fn new_entry(
             check_interval.max(Duration::from_secs(1)),
             MAX_REQUEST_BACKOFF,
         ),
+        failures: 0,
     })
 }
 
@@ -341,7 +374,7 @@ impl Poller {
         );
         let mut entries = Vec::new();
         for (index, runner) in config.runners.iter().enumerate() {
-            let entry = new_entry(index, runner, &options, config.check_interval)?;
+            let entry = new_entry(index, runner, &config, &options)?;
             let (position, new) = slots.upsert(
                 key(runner),
                 runner.limit.map(|l| l.get()),
@@ -620,7 +653,7 @@ impl Poller {
         }
         let mut fresh = Vec::new();
         for (index, runner) in config.runners.iter().enumerate() {
-            match new_entry(index, runner, &self.shared.options, config.check_interval) {
+            match new_entry(index, runner, &config, &self.shared.options) {
                 Ok(entry) => fresh.push((runner, entry)),
                 Err(error) => {
                     self.shared.emit(PollEvent::ReloadRejected {
@@ -735,19 +768,24 @@ async fn request(shared: Arc<Shared>, index: usize) {
             return;
         }
         Err(Some(error)) => {
-            let event = {
+            let events = {
                 let mut state = shared.lock();
                 let name = state.entries[index].name.clone();
-                let retry_in = state.entries[index].backoff.next_delay();
+                let (retry_in, unhealthy) = state.entries[index].request_failed();
                 state.slots.failed(index, Instant::now(), retry_in);
-                PollEvent::RequestFailed {
-                    runner: name,
-                    error,
-                    retry_in,
-                }
+                [
+                    Some(PollEvent::RequestFailed {
+                        runner: name,
+                        error,
+                        retry_in,
+                    }),
+                    unhealthy,
+                ]
             };
             shared.changed();
-            shared.emit(event);
+            for event in events.into_iter().flatten() {
+                shared.emit(event);
+            }
             return;
         }
     };
@@ -796,31 +834,36 @@ async fn request(shared: Arc<Shared>, index: usize) {
                 if let Some(value) = last_update.filter(|v| !v.is_empty()) {
                     entry.last_update = Some(value);
                 }
-                entry.backoff.reset();
+                entry.request_answered();
                 state.slots.no_job(index);
             }
             shared.changed();
         }
         Err(error) => {
-            let event = {
+            let events = {
                 let mut state = shared.lock();
                 let name = state.entries[index].name.clone();
                 if matches!(error, ClientError::Refused { status: 409, .. }) {
-                    state.entries[index].backoff.reset();
+                    state.entries[index].request_answered();
                     state.slots.no_job(index);
-                    PollEvent::RequestConflict { runner: name }
+                    [Some(PollEvent::RequestConflict { runner: name }), None]
                 } else {
-                    let retry_in = state.entries[index].backoff.next_delay();
+                    let (retry_in, unhealthy) = state.entries[index].request_failed();
                     state.slots.failed(index, Instant::now(), retry_in);
-                    PollEvent::RequestFailed {
-                        runner: name,
-                        error: describe(&error),
-                        retry_in,
-                    }
+                    [
+                        Some(PollEvent::RequestFailed {
+                            runner: name,
+                            error: describe(&error),
+                            retry_in,
+                        }),
+                        unhealthy,
+                    ]
                 }
             };
             shared.changed();
-            shared.emit(event);
+            for event in events.into_iter().flatten() {
+                shared.emit(event);
+            }
         }
     }
 }
@@ -959,7 +1002,7 @@ async fn run_received(
                 .max_jobs
                 .is_some_and(|m| state.slots.received == m);
         let entry = &mut state.entries[index];
-        entry.backoff.reset();
+        entry.request_answered();
         let name = entry.name.clone();
         let events = {
             let shared = Arc::clone(&shared);

@@ -5,7 +5,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use gantry_runner::config::{
-    Config, ConfigError, ExecutorKind, LogLevel, PullPolicy, RunnerConfig, ShellKind, WarningKind,
+    Config, ConfigError, ExecutorKind, LogLevel, PullPolicy, RunnerConfig, ShellKind, Unhealthy,
+    WarningKind,
 };
 
 fn load(text: &str) -> Result<(Config, Vec<String>), ConfigError> {
@@ -141,7 +142,7 @@ url = "https://gitlab.example.com/"
 token = "glrt-x"
 executor = "shell"
 limmit = 2
-unhealthy_requests_limit = 3
+referees = 3
 [runners.cache]
 Typo = "s3"
 [runners.custom]
@@ -152,7 +153,7 @@ run_exec = "/bin/run"
     insta::assert_snapshot!(warnings.join("\n"), @r"
     unknown key `concurrency` (line 2, column 1) is ignored
     unknown key `runners[0].limmit` (line 7, column 1) is ignored
-    `runners[0].unhealthy_requests_limit` (line 8, column 1) is a gitlab-runner setting gantry does not support; it is ignored
+    `runners[0].referees` (line 8, column 1) is a gitlab-runner setting gantry does not support; it is ignored
     unknown key `runners[0].cache.Typo` (line 10, column 1) is ignored
     `runners[0].custom` (line 11, column 10): the shell executor does not use this section
     ");
@@ -617,6 +618,8 @@ builds_dir = "/builds"
 cache_dir = "/cache"
 clone_url = "https://git.internal/mirror"
 debug_trace_disabled = true
+unhealthy_requests_limit = 5
+unhealthy_interval = "10m"
 pre_get_sources_script = "git config --global http.sslVerify true"
 post_get_sources_script = "git log -1"
 pre_build_script = """
@@ -665,6 +668,91 @@ prepare_exec_timeout = 60
         Some("https://git.internal/mirror")
     );
     assert!(again.runners[0].debug_trace_disabled);
+    assert_eq!(
+        again.runners[0].unhealthy,
+        Some(Unhealthy {
+            requests_limit: 5,
+            interval: Duration::from_secs(600)
+        })
+    );
+    assert_eq!(again.runners[1].unhealthy, None, "Gantry's backoff");
+}
+
+/// `labels`, global and per entry (the entry's own win when requests are made), checked
+/// by GitLab's rules when the file loads.
+#[test]
+fn labels_merge_and_break_no_rule() {
+    let text = |global: &str, own: &str| {
+        format!(
+            "{global}\n[[runners]]\nurl = \"https://gitlab.example.com/\"\ntoken = \"glrt-x\"\nexecutor = \"shell\"\n{own}\n"
+        )
+    };
+    let (config, warnings) = load(&text(
+        "labels = { zone = \"eu-1\", team = \"ci\" }",
+        "labels = { zone = \"us-2\" }",
+    ))
+    .unwrap();
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let labels = config.labels_of(&config.runners[0]);
+    assert_eq!(
+        labels.into_iter().collect::<Vec<_>>(),
+        [
+            ("team".to_owned(), "ci".to_owned()),
+            ("zone".to_owned(), "us-2".to_owned())
+        ]
+    );
+    let saved = config.to_toml().unwrap();
+    let (again, _) = Config::from_toml(&saved, Path::new("saved.toml")).unwrap();
+    assert_eq!(again, config);
+
+    let message = error(&text("", "labels = { \"-bad\" = \"x\" }"));
+    assert!(
+        message.contains("runners[0].labels") && message.contains("validate runner label `-bad`"),
+        "{message}"
+    );
+    let many: String = (0..20).map(|i| format!("k{i:02} = \"v\", ")).collect();
+    let more: String = (20..40).map(|i| format!("k{i:02} = \"v\", ")).collect();
+    let message = error(&text(
+        &format!("labels = {{ {} }}", many.trim_end_matches(", ")),
+        &format!("labels = {{ {} }}", more.trim_end_matches(", ")),
+    ));
+    assert!(message.contains("at most 32 labels"), "{message}");
+}
+
+/// gitlab-runner's health check: either key turns it on, the other taking
+/// gitlab-runner's default; a bad value names its key.
+#[test]
+fn unhealthy_settings_take_gitlab_runners_defaults_and_name_bad_values() {
+    let entry = |keys: &str| {
+        format!(
+            "[[runners]]\nurl = \"https://gitlab.example.com/\"\ntoken = \"glrt-x\"\nexecutor = \"shell\"\n{keys}\n"
+        )
+    };
+    let unhealthy = |keys: &str| load(&entry(keys)).unwrap().0.runners[0].unhealthy;
+    assert_eq!(
+        unhealthy("unhealthy_requests_limit = 10"),
+        Some(Unhealthy {
+            requests_limit: 10,
+            interval: Unhealthy::DEFAULT_INTERVAL
+        })
+    );
+    assert_eq!(
+        unhealthy("unhealthy_interval = \"90s\""),
+        Some(Unhealthy {
+            requests_limit: Unhealthy::DEFAULT_REQUESTS_LIMIT,
+            interval: Duration::from_secs(90)
+        })
+    );
+    let message = error(&entry(
+        "unhealthy_requests_limit = 0\nunhealthy_interval = \"soon\"",
+    ));
+    assert!(
+        message.contains("runners[0].unhealthy_requests_limit")
+            && message.contains("expected a whole number of at least 1, found 0")
+            && message.contains("runners[0].unhealthy_interval")
+            && message.contains("\"soon\""),
+        "{message}"
+    );
 }
 
 #[test]

@@ -21,12 +21,19 @@ fn job_requests(front: &Front) -> Vec<serde_json::Value> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn an_idle_runner_asks_once_per_check_interval_and_echoes_last_update() {
+async fn an_idle_runner_asks_once_per_check_interval_and_echoes_last_update_and_labels() {
     let dir = tempfile::tempdir().unwrap();
     let (mock, front) = mock_and_front().await;
     front.set_last_update("queue-version-1");
     let (options, events) = options(dir.path(), None);
-    let (handle, task) = start(config(front.url(), dir.path(), "", ""), options);
+    // Labels: the global ones, the entry's own over them.
+    let config = config(
+        front.url(),
+        dir.path(),
+        "labels = { zone = \"eu-1\", team = \"ci\" }",
+        "labels = { zone = \"us-2\" }",
+    );
+    let (handle, task) = start(config, options);
     tokio::time::sleep(Duration::from_millis(3500)).await;
     handle.stop_taking_jobs();
     tokio::time::timeout(Duration::from_secs(10), task)
@@ -47,6 +54,10 @@ async fn an_idle_runner_asks_once_per_check_interval_and_echoes_last_update() {
     assert_eq!(first["info"]["executor"], "shell");
     assert_eq!(first["info"]["features"]["refspecs"], true);
     assert_eq!(first["info"]["features"]["image"], false);
+    assert_eq!(
+        first["info"]["labels"],
+        serde_json::json!({"team": "ci", "zone": "us-2"})
+    );
     assert!(first.get("last_update").is_none());
     assert!(
         requests[1..]
@@ -189,6 +200,66 @@ async fn failed_requests_back_off_with_jitter_and_recover() {
     // 1 s, 2 s, 4 s (each ±25 %): three or four failures in 8 s, growing.
     assert!((2..=5).contains(&delays.len()), "{delays:?}");
     assert!(delays.windows(2).all(|w| w[1] > w[0]), "{delays:?}");
+}
+
+/// gitlab-runner's health check: after `unhealthy_requests_limit` failed requests in a
+/// row the entry waits `unhealthy_interval`, then counts again from zero.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_unhealthy_runner_waits_the_unhealthy_interval_then_counts_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mock, front) = mock_and_front().await;
+    front.set_down(true);
+    let job = enqueue(&mock, "after-outage", &["echo ran"], &[], &[]);
+    let (options, events) = options(dir.path(), Some(1));
+    let entry = "unhealthy_requests_limit = 2\nunhealthy_interval = \"4s\"\n";
+    let (_handle, task) = start(config(front.url(), dir.path(), "", entry), options);
+    let unhealthy = || {
+        events
+            .all()
+            .iter()
+            .filter(|e| matches!(e, PollEvent::RunnerUnhealthy { .. }))
+            .count()
+    };
+    wait_for(
+        Duration::from_secs(10),
+        "the runner to turn unhealthy",
+        || unhealthy() == 1,
+    )
+    .await;
+    // Down for the whole interval: a check after it fails, and the count starts again.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    front.set_down(false);
+    tokio::time::timeout(Duration::from_secs(60), task)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(job.state(), MockJobState::Success);
+
+    let all = events.all();
+    let failed: Vec<Duration> = all
+        .iter()
+        .filter_map(|e| match e {
+            PollEvent::RequestFailed { retry_in, .. } => Some(*retry_in),
+            _ => None,
+        })
+        .collect();
+    // 1 s (±25 %), then the limit: 4 s; after it, 1 s again.
+    assert!(failed.len() >= 3, "{failed:?}");
+    assert!(failed[0] < Duration::from_secs(2), "{failed:?}");
+    assert_eq!(failed[1], Duration::from_secs(4), "{failed:?}");
+    assert!(
+        failed[2] < Duration::from_secs(2),
+        "counted again: {failed:?}"
+    );
+    let text = events
+        .texts()
+        .into_iter()
+        .find(|t| t.contains("is not healthy"))
+        .unwrap();
+    assert!(
+        text.contains("will be disabled for 4s: 2 job requests failed in a row"),
+        "{text}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -97,12 +97,23 @@ pub(crate) fn resolve(file: &ConfigFile) -> Result<(Config, Vec<RawNotice>), Vec
     });
     let shutdown_timeout = seconds_or_default(file.shutdown_timeout, DEFAULT_SHUTDOWN_TIMEOUT);
 
-    let runners = file
+    let labels = file.labels.clone().unwrap_or_default();
+    if let Err(e) = gantry_protocol::validate_labels(&labels) {
+        cx.problem(root.key("labels"), e.to_string());
+    }
+    let runners: Vec<RunnerConfig> = file
         .runners
         .iter()
         .enumerate()
         .map(|(i, runner)| resolve_runner(&mut cx, &root.key("runners").index(i), runner))
         .collect();
+    for (i, runner) in runners.iter().enumerate() {
+        let mut all = labels.clone();
+        all.extend(runner.labels.clone());
+        if let Err(e) = gantry_protocol::validate_labels(&all) {
+            cx.problem(root.key("runners").index(i).key("labels"), e.to_string());
+        }
+    }
 
     if !cx.problems.is_empty() {
         return Err(cx.problems);
@@ -114,6 +125,7 @@ pub(crate) fn resolve(file: &ConfigFile) -> Result<(Config, Vec<RawNotice>), Vec
             log_level,
             listen_address,
             shutdown_timeout,
+            labels,
             runners,
         },
         cx.notices,
@@ -492,6 +504,23 @@ fn resolve_runner(cx: &mut Cx, at: &KeyPath, file: &RunnerFile) -> RunnerConfig 
         output_limit_kib,
         shell,
         debug_trace_disabled: file.debug_trace_disabled.unwrap_or(false),
+        labels: file.labels.clone().unwrap_or_default(),
+        unhealthy: (file.unhealthy_requests_limit.is_some() || file.unhealthy_interval.is_some())
+            .then(|| Unhealthy {
+                requests_limit: count(
+                    cx,
+                    at.key("unhealthy_requests_limit"),
+                    file.unhealthy_requests_limit,
+                    Unhealthy::DEFAULT_REQUESTS_LIMIT,
+                    1,
+                ),
+                interval: go_duration(
+                    cx,
+                    at.key("unhealthy_interval"),
+                    &file.unhealthy_interval,
+                    Unhealthy::DEFAULT_INTERVAL,
+                ),
+            }),
         clone_url,
         scripts,
         cache,
@@ -723,6 +752,15 @@ fn go_duration(cx: &mut Cx, key: KeyPath, value: &Option<String>, default: Durat
             );
             default
         }),
+    }
+}
+
+/// `d` as a Go duration that [`go_duration`] reads back (`"3600s"`, `"1500ms"`).
+fn go_duration_text(d: Duration) -> String {
+    if d.subsec_millis() == 0 {
+        format!("{}s", d.as_secs())
+    } else {
+        format!("{}ms", d.as_millis())
     }
 }
 
@@ -1046,6 +1084,7 @@ pub(crate) fn to_file(config: &Config) -> ConfigFile {
         log_level: Some(config.log_level.as_str().to_owned()),
         listen_address: config.listen_address.as_ref().map(ToString::to_string),
         shutdown_timeout: secs(config.shutdown_timeout),
+        labels: (!config.labels.is_empty()).then(|| config.labels.clone()),
         runners: config.runners.iter().map(runner_to_file).collect(),
     }
 }
@@ -1105,6 +1144,9 @@ fn runner_to_file(runner: &RunnerConfig) -> RunnerFile {
         }),
         shell: Some(runner.shell.as_str().to_owned()),
         debug_trace_disabled: runner.debug_trace_disabled.then_some(true),
+        unhealthy_requests_limit: runner.unhealthy.map(|u| i64::from(u.requests_limit)),
+        unhealthy_interval: runner.unhealthy.map(|u| go_duration_text(u.interval)),
+        labels: (!runner.labels.is_empty()).then(|| runner.labels.clone()),
         clone_url: runner.clone_url.clone(),
         pre_get_sources_script: runner.scripts.pre_get_sources.clone(),
         post_get_sources_script: runner.scripts.post_get_sources.clone(),

@@ -29,6 +29,9 @@ pub struct ConfigFile {
     /// Seconds a graceful shutdown may take before jobs are forcefully canceled.
     #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "int")]
     pub shutdown_timeout: Option<i64>,
+    /// Labels every entry sends with its requests (an entry's own win).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub labels: Option<std::collections::BTreeMap<String, String>>,
     /// `[[runners]]`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub runners: Vec<RunnerFile>,
@@ -95,6 +98,16 @@ pub struct RunnerFile {
     /// Ignore `CI_DEBUG_TRACE` (no shell tracing in this entry's jobs).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub debug_trace_disabled: Option<bool>,
+    /// Failed job requests in a row after which the entry stops asking for
+    /// `unhealthy_interval` (gitlab-runner's health check).
+    #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "int")]
+    pub unhealthy_requests_limit: Option<i64>,
+    /// How long an unhealthy entry stops asking, a Go duration (`"1h"`, `"90s"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unhealthy_interval: Option<String>,
+    /// Labels this entry sends with its requests (`info.labels`), over the global ones.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub labels: Option<std::collections::BTreeMap<String, String>>,
     /// The URL git clones from instead of the one in the job (its host and path prefix).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub clone_url: Option<String>,

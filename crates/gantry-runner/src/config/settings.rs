@@ -36,8 +36,20 @@ pub struct Config {
     pub listen_address: Option<ListenAddress>,
     /// How long a graceful shutdown may take.
     pub shutdown_timeout: Duration,
+    /// Global `labels`: sent by every entry (see [`Config::labels_of`]).
+    pub labels: std::collections::BTreeMap<String, String>,
     /// `[[runners]]`, in file order.
     pub runners: Vec<RunnerConfig>,
+}
+
+impl Config {
+    /// The labels entry `runner` sends with its requests (`info.labels`): the global
+    /// ones, and its own over them.
+    pub fn labels_of(&self, runner: &RunnerConfig) -> std::collections::BTreeMap<String, String> {
+        let mut labels = self.labels.clone();
+        labels.extend(runner.labels.clone());
+        labels
+    }
 }
 
 impl Default for Config {
@@ -48,6 +60,7 @@ impl Default for Config {
             log_level: LogLevel::Info,
             listen_address: None,
             shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
+            labels: std::collections::BTreeMap::new(),
             runners: Vec::new(),
         }
     }
@@ -190,6 +203,11 @@ pub struct RunnerConfig {
     pub shell: ShellKind,
     /// `debug_trace_disabled`: `CI_DEBUG_TRACE` is ignored (with a warning in the log).
     pub debug_trace_disabled: bool,
+    /// `unhealthy_requests_limit` / `unhealthy_interval`; `None` (neither given): failed
+    /// job requests are retried with a backoff of up to a minute.
+    pub unhealthy: Option<Unhealthy>,
+    /// This entry's own `labels` (the global ones are added when requests are made).
+    pub labels: std::collections::BTreeMap<String, String>,
     /// `clone_url`: where git clones from instead of the job's repository URL (scheme,
     /// host and path prefix; the project's path is appended).
     pub clone_url: Option<String>,
@@ -229,6 +247,8 @@ impl RunnerConfig {
             output_limit_kib: DEFAULT_OUTPUT_LIMIT_KIB,
             shell: ShellKind::Bash,
             debug_trace_disabled: false,
+            unhealthy: None,
+            labels: std::collections::BTreeMap::new(),
             clone_url: None,
             scripts: RunnerScripts::default(),
             cache: CacheConfig::default(),
@@ -683,4 +703,18 @@ impl AutoscalerConfig {
             },
         }
     }
+}
+
+/// gitlab-runner's health check of an entry: after `requests_limit` failed job requests
+/// in a row, the entry asks no more for `interval`, then counts again from zero.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Unhealthy {
+    pub requests_limit: u32,
+    pub interval: Duration,
+}
+
+impl Unhealthy {
+    /// gitlab-runner's defaults, for the key not given.
+    pub const DEFAULT_REQUESTS_LIMIT: u32 = 3;
+    pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(60 * 60);
 }

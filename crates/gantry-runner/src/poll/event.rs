@@ -39,6 +39,16 @@ pub enum PollEvent {
         /// When the entry asks again.
         retry_in: Duration,
     },
+    /// `unhealthy_requests_limit` job requests failed in a row: the entry asks no more
+    /// for `disabled_for` (`unhealthy_interval`), then counts again.
+    RunnerUnhealthy {
+        /// The entry.
+        runner: String,
+        /// The failures in a row.
+        failures: u32,
+        /// How long it asks no more.
+        disabled_for: Duration,
+    },
     /// A job request was answered `409` (another runner won the race); asked again
     /// after `check_interval`.
     RequestConflict {
@@ -195,6 +205,7 @@ impl PollEvent {
                 _ => Level::Info,
             },
             Self::RequestFailed { .. } | Self::Interrupting { .. } => Level::Warn,
+            Self::RunnerUnhealthy { .. } => Level::Error,
             Self::DockerLeftovers { result, .. } => match result {
                 Ok(removed) if removed.failures.is_empty() => Level::Info,
                 _ => Level::Warn,
@@ -232,6 +243,15 @@ impl fmt::Display for PollEvent {
                 f,
                 "runner {runner}: job request failed: {error}; asking again in {:.1}s",
                 retry_in.as_secs_f64()
+            ),
+            Self::RunnerUnhealthy {
+                runner,
+                failures,
+                disabled_for,
+            } => write!(
+                f,
+                "runner {runner} is not healthy and will be disabled for {}: {failures} job requests failed in a row (unhealthy_requests_limit); it is checked again after unhealthy_interval",
+                crate::shell::format_duration(*disabled_for)
             ),
             Self::RequestConflict { runner } => {
                 write!(
