@@ -20,6 +20,18 @@ fn job_requests(front: &Front) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// The waits the failed job requests announced, in order.
+fn request_delays(events: &Events) -> Vec<Duration> {
+    events
+        .all()
+        .iter()
+        .filter_map(|e| match e {
+            PollEvent::RequestFailed { retry_in, .. } => Some(*retry_in),
+            _ => None,
+        })
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_idle_runner_asks_once_per_check_interval_and_echoes_last_update_and_labels() {
     let dir = tempfile::tempdir().unwrap();
@@ -189,14 +201,7 @@ async fn failed_requests_back_off_with_jitter_and_recover() {
         .unwrap();
 
     assert_eq!(job.state(), MockJobState::Success);
-    let delays: Vec<Duration> = events
-        .all()
-        .iter()
-        .filter_map(|e| match e {
-            PollEvent::RequestFailed { retry_in, .. } => Some(*retry_in),
-            _ => None,
-        })
-        .collect();
+    let delays = request_delays(&events);
     // 1 s, 2 s, 4 s (each ±25 %): three or four failures in 8 s, growing.
     assert!((2..=5).contains(&delays.len()), "{delays:?}");
     assert!(delays.windows(2).all(|w| w[1] > w[0]), "{delays:?}");
@@ -235,14 +240,7 @@ async fn an_unhealthy_runner_waits_the_unhealthy_interval_then_counts_again() {
         .unwrap();
     assert_eq!(job.state(), MockJobState::Success);
 
-    let all = events.all();
-    let failed: Vec<Duration> = all
-        .iter()
-        .filter_map(|e| match e {
-            PollEvent::RequestFailed { retry_in, .. } => Some(*retry_in),
-            _ => None,
-        })
-        .collect();
+    let failed = request_delays(&events);
     // 1 s (±25 %), then the limit: 4 s; after it, 1 s again.
     assert!(failed.len() >= 3, "{failed:?}");
     assert!(failed[0] < Duration::from_secs(2), "{failed:?}");

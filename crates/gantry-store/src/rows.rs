@@ -99,8 +99,11 @@ pub struct RunnerChanges {
     pub tags: Option<Vec<String>>,
     pub run_untagged: Option<bool>,
     pub locked: Option<bool>,
+    /// `access_level`: `ref_protected` (`true`) or `not_protected`.
     pub protected_only: Option<bool>,
+    /// Seconds (the coordinator requires ≥ 600).
     pub maximum_timeout: Option<i64>,
+    /// A paused runner's job requests get no job.
     pub paused: Option<bool>,
 }
 

@@ -58,6 +58,21 @@ macro_rules! on_both_backends {
     };
 }
 
+/// An instance runner (untagged jobs, no limits) with this token hash; description `builder`.
+fn runner(token_hash: &str) -> NewRunner {
+    NewRunner {
+        token_hash: token_hash.to_owned(),
+        description: "builder".into(),
+        tags: vec![],
+        run_untagged: true,
+        locked: false,
+        protected_only: false,
+        project_id: None,
+        maximum_timeout: None,
+        paused: false,
+    }
+}
+
 fn project(name: &str) -> NewProject {
     NewProject {
         name: name.into(),
@@ -297,20 +312,7 @@ async fn every_pending_job_goes_to_exactly_one_runner(db: Db) {
     let mut runner_ids = Vec::new();
     for i in 0..16 {
         let r = s
-            .create_runner(
-                &NewRunner {
-                    token_hash: format!("runner-{i}"),
-                    description: format!("r{i}"),
-                    tags: vec![],
-                    run_untagged: true,
-                    locked: false,
-                    protected_only: false,
-                    project_id: None,
-                    maximum_timeout: None,
-                    paused: false,
-                },
-                1,
-            )
+            .create_runner(&runner(&format!("runner-{i}")), 1)
             .await
             .expect("runner");
         runner_ids.push(r.id);
@@ -362,20 +364,7 @@ async fn assignments_in_one_statement(db: Db) {
     let mut runners = Vec::new();
     for i in 0..2 {
         let r = s
-            .create_runner(
-                &NewRunner {
-                    token_hash: format!("runner-{i}"),
-                    description: format!("r{i}"),
-                    tags: vec![],
-                    run_untagged: true,
-                    locked: false,
-                    protected_only: false,
-                    project_id: None,
-                    maximum_timeout: None,
-                    paused: false,
-                },
-                1,
-            )
+            .create_runner(&runner(&format!("runner-{i}")), 1)
             .await
             .expect("runner");
         runners.push(r.id);
@@ -638,15 +627,12 @@ async fn runners_tokens_and_artifacts(db: Db) {
     let r = s
         .create_runner(
             &NewRunner {
-                token_hash: "hash1".into(),
-                description: "builder".into(),
                 tags: vec!["docker".into(), "linux".into()],
                 run_untagged: false,
                 locked: true,
                 protected_only: true,
-                project_id: None,
                 maximum_timeout: Some(600),
-                paused: false,
+                ..runner("hash1")
             },
             1,
         )
@@ -796,20 +782,7 @@ async fn lists_page_in_the_database(db: Db) {
 
     // A runner's jobs: those it took.
     let r = s
-        .create_runner(
-            &NewRunner {
-                token_hash: "lists-runner".into(),
-                description: "r".into(),
-                tags: vec![],
-                run_untagged: true,
-                locked: false,
-                protected_only: false,
-                project_id: None,
-                maximum_timeout: None,
-                paused: false,
-            },
-            1,
-        )
+        .create_runner(&runner("lists-runner"), 1)
         .await
         .expect("runner");
     let (_, pending) = create(
@@ -1521,15 +1494,10 @@ async fn runner_settings_change_and_leave_it_able_to_run_something(db: Db) {
     let r = s
         .create_runner(
             &NewRunner {
-                token_hash: "hash".into(),
-                description: "builder".into(),
                 tags: vec!["docker".into()],
                 run_untagged: false,
-                locked: false,
-                protected_only: false,
-                project_id: None,
-                maximum_timeout: None,
                 paused: true,
+                ..runner("hash")
             },
             1,
         )

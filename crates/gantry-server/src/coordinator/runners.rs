@@ -104,13 +104,8 @@ impl Coordinator {
         let what = format!("update runner {id}");
         check_maximum_timeout(&what, update.maximum_timeout)?;
         let changes = RunnerChanges {
-            description: update.description.clone(),
             tags: update.tags.as_deref().map(normalized_tags),
-            run_untagged: update.run_untagged,
-            locked: update.locked,
-            protected_only: update.protected_only,
-            maximum_timeout: update.maximum_timeout,
-            paused: update.paused,
+            ..update.clone()
         };
         match self.inner.store.update_runner(id, &changes).await {
             Ok(row) => Ok(Runner::from_row(&row)),

@@ -69,20 +69,9 @@ pub struct RunnerOptions {
     pub paused: bool,
 }
 
-/// What to change of a runner (GitLab's `PUT /runners/:id`); `None` keeps it.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct RunnerUpdate {
-    pub description: Option<String>,
-    pub tags: Option<Vec<String>>,
-    pub run_untagged: Option<bool>,
-    pub locked: Option<bool>,
-    /// `access_level`: `ref_protected` (`true`) or `not_protected`.
-    pub protected_only: Option<bool>,
-    /// Seconds, ≥ 600.
-    pub maximum_timeout: Option<i64>,
-    /// A paused runner's job requests get no job (`204`).
-    pub paused: Option<bool>,
-}
+/// What to change of a runner (GitLab's `PUT /runners/:id`); `None` keeps it. The
+/// store's type: the coordinator only checks and normalizes it.
+pub use gantry_store::RunnerChanges as RunnerUpdate;
 
 /// A runner (GitLab `GET /runners/:id` subset, plus what job selection needs).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
