@@ -123,6 +123,8 @@ impl Coordinator {
                 .resolve(&name)
                 .await?
                 .ok_or_else(|| not_found("branch or tag", &name))?
+        } else if content_ref == project.default_branch {
+            (files_at.clone(), files_commit.clone())
         } else {
             match mirror.resolve(&project.default_branch).await? {
                 Some(found) => found,
