@@ -313,3 +313,64 @@ async fn the_run_pipeline_form_starts_a_web_pipeline_with_variables() {
         .map(|v| v["value"].clone());
     assert_eq!(target, Some(json!("staging")));
 }
+
+/// `/-/runners`: every runner with its status and tags, and Pause / Resume, which the
+/// runner's next job request obeys.
+#[tokio::test]
+async fn the_runners_page_pauses_and_resumes_runners() {
+    let server = TestServer::start().await;
+    let http = browser();
+    let (id, _) = server
+        .create_runner(json!({"description": "<b>box</b>", "tag_list": ["docker"]}))
+        .await;
+    let runners = format!("{}/-/runners", server.url);
+    let (status, _) = get(&http, &runners, "").await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let cookie = sign_in(&server, &http).await;
+    let (status, page) = get(&http, &runners, &cookie).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        page.contains("&lt;b&gt;box&lt;/b&gt;")
+            && page.contains("never_contacted")
+            && page.contains("docker"),
+        "{page}"
+    );
+    assert!(page.contains(&format!("/-/runners/{id}/pause")), "{page}");
+
+    let post = async |action: &str, cookie: &str| {
+        http.post(format!("{runners}/{id}/{action}"))
+            .header(header::COOKIE, cookie)
+            .send()
+            .await
+            .unwrap()
+    };
+    assert_eq!(post("pause", "").await.status(), StatusCode::UNAUTHORIZED);
+    let paused = post("pause", &cookie).await;
+    assert_eq!(paused.status(), StatusCode::SEE_OTHER);
+    assert_eq!(paused.headers()[header::LOCATION], "/-/runners");
+    let (_, shown) = server
+        .admin(Method::GET, &format!("runners/{id}"), None)
+        .await;
+    assert_eq!(shown["paused"], true, "{shown}");
+    let (_, page) = get(&http, &runners, &cookie).await;
+    assert!(
+        page.contains("(paused)") && page.contains(&format!("/-/runners/{id}/resume")),
+        "{page}"
+    );
+    assert_eq!(
+        post("resume", &cookie).await.status(),
+        StatusCode::SEE_OTHER
+    );
+    let (_, shown) = server
+        .admin(Method::GET, &format!("runners/{id}"), None)
+        .await;
+    assert_eq!(shown["paused"], false, "{shown}");
+    // No such runner: a page saying so.
+    let missing = http
+        .post(format!("{runners}/9999/pause"))
+        .header(header::COOKIE, &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), StatusCode::NOT_FOUND);
+}

@@ -47,6 +47,9 @@ enum Page<'a> {
     NewPipeline(&'a str),
     Pipeline(&'a str, i64, Option<&'a str>),
     Job(&'a str, i64, Option<&'a str>),
+    Runners,
+    /// `pause` or `resume` runner `id`.
+    RunnerAction(i64, &'a str),
 }
 
 fn page(path: &str) -> Option<Page<'_>> {
@@ -54,7 +57,16 @@ fn page(path: &str) -> Option<Page<'_>> {
         "/" => return Some(Page::Projects),
         "/-/login" => return Some(Page::Login),
         "/-/logout" => return Some(Page::Logout),
+        "/-/runners" => return Some(Page::Runners),
         _ => {}
+    }
+    if let Some(rest) = path.strip_prefix("/-/runners/") {
+        return match rest.split('/').collect::<Vec<_>>()[..] {
+            [id, action @ ("pause" | "resume")] => {
+                Some(Page::RunnerAction(id.parse().ok()?, action))
+            }
+            _ => None,
+        };
     }
     // The API's and the server's own addresses are never pages.
     if path.starts_with("/api/") || path.starts_with("/-/") {
@@ -129,6 +141,8 @@ pub(crate) async fn serve(state: &AppState, request: Request) -> Option<Response
                 (Page::Pipeline(p, id, _), _) => pipeline(state, p, id).await,
                 (Page::Job(p, id, Some(action)), true) => job_action(state, p, id, action).await,
                 (Page::Job(p, id, _), _) => job(state, p, id).await,
+                (Page::Runners, _) => runners(state).await,
+                (Page::RunnerAction(id, action), true) => runner_action(state, id, action).await,
                 _ => Ok(not_found()),
             },
         },
@@ -249,7 +263,7 @@ fn html(status: StatusCode, title: &str, refresh: bool, body: &str) -> Response 
     };
     let page = format!(
         "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>{} · Gantry</title>{refresh}<style>{STYLE}</style></head>\
-         <body><header><a href=\"/\"><b>Gantry</b></a><a href=\"/\">Projects</a><a href=\"/-/logout\">Sign out</a></header><main>{body}</main></body></html>",
+         <body><header><a href=\"/\"><b>Gantry</b></a><a href=\"/\">Projects</a><a href=\"/-/runners\">Runners</a><a href=\"/-/logout\">Sign out</a></header><main>{body}</main></body></html>",
         escape(title)
     );
     let mut response = (status, page).into_response();
@@ -377,6 +391,52 @@ async fn projects(state: &AppState) -> Result<Response, ApiError> {
             "<h1>Projects</h1><table><tr><th>Project</th><th>Default branch</th><th>Latest pipeline</th></tr>{rows}</table>"
         ),
     ))
+}
+
+/// `/-/runners`: every runner with its status, tags and last contact, and Pause or
+/// Resume.
+async fn runners(state: &AppState) -> Result<Response, ApiError> {
+    let mut rows = String::new();
+    for r in state.coordinator.runners().await? {
+        let action = if r.paused {
+            button(&format!("/-/runners/{}/resume", r.id), "Resume")
+        } else {
+            button(&format!("/-/runners/{}/pause", r.id), "Pause")
+        };
+        let _ = write!(
+            rows,
+            "<tr><td>#{}</td><td>{}</td><td>{}{}</td><td>{}</td><td>{}</td><td>{}</td><td>{action}</td></tr>",
+            r.id,
+            escape(&r.description),
+            escape(r.status),
+            if r.paused { " (paused)" } else { "" },
+            escape(r.runner_type),
+            escape(&r.tag_list.join(", ")),
+            when(r.contacted_at),
+        );
+    }
+    if rows.is_empty() {
+        rows = "<tr><td colspan=\"7\">No runners: <code>POST /api/v4/user/runners</code> creates one, <code>gantry runner register</code> uses it.</td></tr>".to_owned();
+    }
+    Ok(html(
+        StatusCode::OK,
+        "Runners",
+        false,
+        &format!(
+            "<h1>Runners</h1><table><tr><th>Runner</th><th>Description</th><th>Status</th><th>Type</th><th>Tags</th><th>Last contact</th><th></th></tr>{rows}</table>"
+        ),
+    ))
+}
+
+async fn runner_action(state: &AppState, id: i64, action: &str) -> Result<Response, ApiError> {
+    let update = crate::coordinator::RunnerUpdate {
+        paused: Some(action == "pause"),
+        ..Default::default()
+    };
+    match state.coordinator.update_runner(id, &update).await {
+        Ok(_) => Ok(redirect("/-/runners", None)),
+        Err(e) => refused_action(e, "/-/runners"),
+    }
 }
 
 fn pipeline_row(project: &Project, p: &PipelineView) -> String {
