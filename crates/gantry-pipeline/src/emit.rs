@@ -113,11 +113,14 @@ fn string(out: &mut String, s: &str, indent: usize) {
 /// trailing spaces or tabs and no control characters.
 fn literal_block(s: &str, indent: usize) -> Option<String> {
     let body = s.strip_suffix('\n').unwrap_or(s);
+    // The first line with text sets the block's indentation: it may not start with a space.
+    let first_text = body.split('\n').find(|l| !l.is_empty());
     if !body.contains('\n')
         || body.ends_with('\n')
-        || s.starts_with([' ', '\t'])
-        || s.chars().any(|c| c.is_control() && c != '\n')
-        || body.lines().any(|l| l.ends_with([' ', '\t']))
+        || first_text.is_some_and(|l| l.starts_with([' ', '\t']))
+        || s.chars()
+            .any(|c| (c.is_control() && c != '\n') || unusual(c))
+        || body.split('\n').any(|l| l.ends_with([' ', '\t']))
     {
         return None;
     }
@@ -144,6 +147,11 @@ fn quoted_if_needed(s: &str) -> String {
     }
 }
 
+/// Characters some YAML readers take for line breaks or a byte-order mark: quoted.
+fn unusual(c: char) -> bool {
+    matches!(c, '\u{2028}' | '\u{2029}' | '\u{feff}')
+}
+
 fn plain_is_safe(s: &str) -> bool {
     let Some(first) = s.chars().next() else {
         return false;
@@ -154,7 +162,7 @@ fn plain_is_safe(s: &str) -> bool {
     if s.ends_with([' ', '\t', ':'])
         || s.contains(": ")
         || s.contains(" #")
-        || s.chars().any(|c| c.is_control())
+        || s.chars().any(|c| c.is_control() || unusual(c))
     {
         return false;
     }
@@ -211,6 +219,43 @@ mod tests {
         insta::assert_snapshot!(text);
     }
 
+    /// Strings made of what trips YAML writers: indicators, spaces at either end, line
+    /// breaks, quotes, words and numbers of other types, non-ASCII.
+    fn tricky_string() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        let pieces = prop::sample::select(vec![
+            "a", "Z9", " ", "  ", "\t", "\n", "\r\n", ":", ": ", "#", " #", "-", "- ", "?", "[",
+            "]", "{", "}", ",", "&", "*", "!", "|", ">", "'", "\"", "%", "@", "`", "~", "yes",
+            "No", "null", "true", "1", "0x1F", "1e3", ".5", "é", "✓", "\u{2028}", "\\",
+        ]);
+        prop::collection::vec(pieces, 0..8).prop_map(|parts| parts.concat())
+    }
+
+    fn tricky_value() -> impl proptest::strategy::Strategy<Value = serde_json::Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            tricky_string().prop_map(serde_json::Value::String),
+            any::<i32>().prop_map(|n| json!(n)),
+            any::<bool>().prop_map(|b| json!(b)),
+            Just(serde_json::Value::Null),
+        ];
+        leaf.prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(serde_json::Value::Array),
+                prop::collection::btree_map(tricky_string(), inner, 0..4)
+                    .prop_map(|m| serde_json::Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::test_runner::Config::with_cases(512))]
+        #[test]
+        fn any_value_reads_back_as_itself(value in tricky_value()) {
+            reads_back(&value);
+        }
+    }
+
     #[test]
     fn scalars_and_empty_documents() {
         for v in [
@@ -226,5 +271,12 @@ mod tests {
         reads_back(
             &json!({"multi": "a\n\nb\n", "blank_lines": "\n\nx", "crlf": "a\r\nb", "only_newline": "\n", "trailing": "a\nb \n"}),
         );
+        reads_back(&json!({
+            "indented_after_blank": "\n  indented\nnext",
+            "kept_newlines": "a\nb\n\n",
+            "separator": "a\u{2028}b\nc",
+            "bom": "\u{feff}x",
+            "unicode": "héllo\nwörld ✓"
+        }));
     }
 }
