@@ -252,3 +252,77 @@ build:
         ["Failed to parse rule for build: rules:changes:compare_to is not a valid ref"]
     );
 }
+
+/// GitLab's review apps: deleting a branch stops the environments it deployed last, by
+/// playing their stop jobs; an environment last deployed from another branch stays.
+#[tokio::test]
+async fn a_deleted_branch_stops_the_environments_it_deployed() {
+    let ci = r"
+deploy:
+  script: [deploy]
+  environment:
+    name: review/$CI_COMMIT_REF_SLUG
+    on_stop: stop
+stop:
+  script: [teardown]
+  when: manual
+  environment:
+    name: review/$CI_COMMIT_REF_SLUG
+    action: stop
+";
+    let env = env(ci).await;
+    let project = env.project().await;
+    let runner = env.any_runner().await;
+    assert_eq!(pull(&env, project).await, []);
+    git(&env.repo, &["checkout", "-q", "-b", "feature"]);
+    commit(&env.repo, &[("README", "r")], "readme");
+    git(&env.repo, &["checkout", "-q", "main"]);
+    commit(&env.repo, &[("NEWS", "n")], "news");
+    let pushed = pull(&env, project).await;
+    assert_eq!(pushed.len(), 2, "{pushed:?}");
+    for _ in &pushed {
+        let job = env.take_some(&runner).await;
+        assert_eq!(job.job_info.name, "deploy");
+        env.run(&job, true).await;
+    }
+    let states = || async {
+        let (envs, _) = env
+            .coord
+            .environments_page(project, &gantry_store::EnvironmentFilter::default(), 0, 10)
+            .await
+            .unwrap();
+        envs.into_iter()
+            .map(|e| (e.name, e.state))
+            .collect::<Vec<_>>()
+    };
+    let pair = |n: &str, s: &str| (n.to_owned(), s.to_owned());
+    assert_eq!(
+        states().await,
+        [
+            pair("review/feature", "available"),
+            pair("review/main", "available")
+        ]
+    );
+
+    git(&env.repo, &["branch", "-q", "-D", "feature"]);
+    let pushed = pull(&env, project).await;
+    assert_eq!(pushed[0].reason.as_deref(), Some("the ref was deleted"));
+    assert_eq!(
+        states().await,
+        [
+            pair("review/feature", "stopping"),
+            pair("review/main", "available")
+        ]
+    );
+    let stop = env.take_some(&runner).await;
+    assert_eq!(stop.job_info.name, "stop");
+    assert_eq!(stop.git_info.git_ref, "feature");
+    env.run(&stop, true).await;
+    assert_eq!(
+        states().await,
+        [
+            pair("review/feature", "stopped"),
+            pair("review/main", "available")
+        ]
+    );
+}

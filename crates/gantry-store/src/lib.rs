@@ -10,6 +10,7 @@
 //! happen in one transaction, and pipeline-wide changes are guarded by an optimistic
 //! `lock_version`, so two coordinators (or two requests) cannot interleave half-writes.
 
+mod environments;
 mod error;
 mod rows;
 pub mod testing;
@@ -23,6 +24,10 @@ use std::time::Duration;
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::{AnyPool, Row};
 
+pub use environments::{
+    DeleteEnvironment, Deployment, DeploymentFilter, Environment, EnvironmentChanges,
+    EnvironmentEvent, EnvironmentFilter, NewEnvironment, NewJobEnvironment,
+};
 pub use error::StoreError;
 pub use rows::*;
 pub use traces::{TraceSnapshot, TraceState};
@@ -1360,7 +1365,7 @@ impl Store {
             unlock_older_artifacts(&mut tx, pipeline_id).await?;
         }
         for u in &change.jobs {
-            update_job(&mut tx, u).await?;
+            update_job(&mut tx, u, now).await?;
         }
         if !change.new_jobs.is_empty() {
             let project_id: i64 = sqlx::query("SELECT project_id FROM pipelines WHERE id = $1")
@@ -1613,6 +1618,7 @@ impl Store {
         .iter()
         .map(|r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)))
         .collect::<Result<Vec<_>>>()?;
+        environments::detach_deployments(&mut tx, id).await?;
         for statement in [
             format!("DELETE FROM trace_chunks WHERE job_id IN ({of_jobs})"),
             format!("UPDATE pipelines SET parent_job_id = NULL WHERE parent_job_id IN ({of_jobs})"),
@@ -1822,9 +1828,9 @@ async fn insert_job(
     now: i64,
 ) -> Result<()> {
     let tags = serde_json::to_string(&j.tags).unwrap_or_else(|_| "[]".into());
-    sqlx::query(
-        "INSERT INTO jobs (pipeline_id, project_id, name, stage, stage_idx, status, attempt, allow_failure, spec, tags, protected, created_at, bridge) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+    let id: i64 = sqlx::query(
+        "INSERT INTO jobs (pipeline_id, project_id, name, stage, stage_idx, status, attempt, allow_failure, spec, tags, protected, created_at, bridge, failure_reason, finished_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, CASE WHEN $14 IS NULL THEN NULL ELSE $12 END) RETURNING id",
     )
     .bind(pipeline_id)
     .bind(project_id)
@@ -1839,8 +1845,13 @@ async fn insert_job(
     .bind(b(j.protected))
     .bind(now)
     .bind(b(j.bridge))
-    .execute(&mut **tx)
-    .await?;
+    .bind(&j.failure_reason)
+    .fetch_one(&mut **tx)
+    .await?
+    .get(0);
+    if let Some(e) = &j.environment {
+        environments::insert_job_environment(tx, pipeline_id, project_id, id, e, now).await?;
+    }
     Ok(())
 }
 
@@ -1857,7 +1868,11 @@ fn filtered<'q>(
     q
 }
 
-async fn update_job(tx: &mut sqlx::Transaction<'_, sqlx::Any>, u: &JobUpdate) -> Result<()> {
+async fn update_job(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    u: &JobUpdate,
+    now: i64,
+) -> Result<()> {
     sqlx::query(
         "UPDATE jobs SET status = $1, retried = $2, allow_failure = $3, exit_code = COALESCE($4, exit_code), failure_reason = COALESCE($5, failure_reason), \
          queued_at = COALESCE($6, queued_at), scheduled_at = $7, started_at = COALESCE($8, started_at), finished_at = COALESCE($9, finished_at), \
@@ -1877,6 +1892,9 @@ async fn update_job(tx: &mut sqlx::Transaction<'_, sqlx::Any>, u: &JobUpdate) ->
     .bind(u.id)
     .execute(&mut **tx)
     .await?;
+    if let Some(event) = u.environment_event {
+        environments::apply_environment_event(tx, u.id, event, now).await?;
+    }
     Ok(())
 }
 

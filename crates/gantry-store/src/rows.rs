@@ -294,6 +294,10 @@ pub struct NewJob {
     pub protected: bool,
     /// A trigger job (no runner runs it); lists of a project's jobs leave these out.
     pub bridge: bool,
+    /// Why a job created `failed` failed (GitLab's `environment_creation_failure`).
+    pub failure_reason: Option<String>,
+    /// The job's `environment:`: its environment is found or created with the row.
+    pub environment: Option<crate::NewJobEnvironment>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -326,17 +330,21 @@ pub struct Job {
     pub trace_checksum: Option<String>,
     /// Percentage found by the job's `coverage` regex in its log, once it finished.
     pub coverage: Option<f64>,
+    /// The environment the job names (`None`: none, or it could not be created).
+    pub environment_id: Option<i64>,
+    /// The job's `environment:action` when it names an environment.
+    pub environment_action: Option<String>,
 }
 
 impl Job {
     pub(crate) const COLUMNS: &'static str = "id, pipeline_id, project_id, name, stage, stage_idx, status, attempt, retried, allow_failure, spec, tags, \
          protected, runner_id, exit_code, failure_reason, manual_variables, created_at, queued_at, scheduled_at, started_at, finished_at, \
-         last_contact_at, timeout_secs, trace_size, trace_checksum, coverage";
+         last_contact_at, timeout_secs, trace_size, trace_checksum, coverage, environment_id, environment_action";
     /// [`Job::COLUMNS`] with an empty `spec` (the large column), for callers that cache
     /// parsed specs.
     pub(crate) const COLUMNS_WITHOUT_SPEC: &'static str = "id, pipeline_id, project_id, name, stage, stage_idx, status, attempt, retried, allow_failure, '' AS spec, tags, \
          protected, runner_id, exit_code, failure_reason, manual_variables, created_at, queued_at, scheduled_at, started_at, finished_at, \
-         last_contact_at, timeout_secs, trace_size, trace_checksum, coverage";
+         last_contact_at, timeout_secs, trace_size, trace_checksum, coverage, environment_id, environment_action";
     pub(crate) fn from_row(r: &AnyRow) -> Self {
         Self {
             id: r.get("id"),
@@ -366,6 +374,8 @@ impl Job {
             trace_size: r.get("trace_size"),
             trace_checksum: r.get("trace_checksum"),
             coverage: r.get("coverage"),
+            environment_id: r.get("environment_id"),
+            environment_action: r.get("environment_action"),
         }
     }
 }
@@ -387,10 +397,11 @@ pub struct QueuedJob {
     pub manual_variables: Option<String>,
     pub created_at: i64,
     pub queued_at: Option<i64>,
+    pub environment_id: Option<i64>,
 }
 
 impl QueuedJob {
-    pub(crate) const COLUMNS: &'static str = "id, pipeline_id, project_id, name, stage, stage_idx, attempt, allow_failure, tags, protected, manual_variables, created_at, queued_at";
+    pub(crate) const COLUMNS: &'static str = "id, pipeline_id, project_id, name, stage, stage_idx, attempt, allow_failure, tags, protected, manual_variables, created_at, queued_at, environment_id";
     pub(crate) fn from_row(r: &AnyRow) -> Self {
         Self {
             id: r.get("id"),
@@ -406,6 +417,7 @@ impl QueuedJob {
             manual_variables: r.get("manual_variables"),
             created_at: r.get("created_at"),
             queued_at: r.get("queued_at"),
+            environment_id: r.get("environment_id"),
         }
     }
 }
@@ -438,6 +450,8 @@ pub struct JobUpdate {
     pub started_at: Option<i64>,
     pub finished_at: Option<i64>,
     pub manual_variables: Option<String>,
+    /// What the job's new status does to its environment.
+    pub environment_event: Option<crate::EnvironmentEvent>,
 }
 
 /// Everything decided for one pipeline in one step.

@@ -96,6 +96,25 @@ fn job(name: &str, status: &str) -> NewJob {
         tags: vec!["linux".into()],
         protected: false,
         bridge: false,
+        failure_reason: None,
+        environment: None,
+    }
+}
+
+/// A job of `name` with an environment (`action`), its URL `https://<env>.example.com`.
+fn env_job(name: &str, env: &str, action: &str, on_stop: Option<&str>) -> NewJob {
+    NewJob {
+        environment: Some(NewJobEnvironment {
+            name: env.into(),
+            slug: env.replace('/', "-"),
+            action: action.into(),
+            initial_tier: "development".into(),
+            declared_tier: None,
+            url: Some(format!("https://{}.example.com", env.replace('/', "-"))),
+            auto_stop_in: Some(60_000),
+            on_stop: on_stop.map(str::to_owned),
+        }),
+        ..job(name, "created")
     }
 }
 
@@ -1200,7 +1219,9 @@ on_both_backends!(
     instance_variables_are_unique_by_key,
     the_latest_pipelines_of_a_ref_keep_their_artifacts,
     project_settings_change_one_at_a_time,
-    runner_settings_change_and_leave_it_able_to_run_something
+    runner_settings_change_and_leave_it_able_to_run_something,
+    environments_follow_their_jobs,
+    environments_list_change_and_delete,
 );
 
 /// `gantry run`'s store: the first run makes a template of the empty migrated database in
@@ -1486,6 +1507,358 @@ async fn project_settings_change_one_at_a_time(db: Db) {
         s.update_project(p.id + 100, &ProjectChanges::default())
             .await,
         Err(StoreError::NotFound("project"))
+    ));
+}
+
+/// A status change of job `id`, with what it does to the job's environment.
+fn status_change(id: i64, status: &str, event: Option<EnvironmentEvent>) -> JobUpdate {
+    JobUpdate {
+        id,
+        status: status.into(),
+        environment_event: event,
+        ..JobUpdate::default()
+    }
+}
+
+async fn apply_jobs(s: &Store, pipeline_id: i64, jobs: Vec<JobUpdate>, now: i64) {
+    let lock = s
+        .pipeline(pipeline_id)
+        .await
+        .expect("pipeline")
+        .lock_version;
+    let change = PipelineChange {
+        status: "running".into(),
+        jobs,
+        ..PipelineChange::default()
+    };
+    s.apply(pipeline_id, lock, &change, now)
+        .await
+        .expect("apply");
+}
+
+async fn environments_follow_their_jobs(db: Db) {
+    let (_d, s) = open(db).await;
+    let p = s
+        .create_project(&project("demo"), 1)
+        .await
+        .expect("project");
+    let jobs = [
+        env_job("deploy", "review/a", "start", Some("stop")),
+        env_job("stop", "review/a", "stop", None),
+        env_job("prepare", "review/b", "prepare", None),
+        job("test", "created"),
+    ];
+    let (pl, rows) = create(&s, &pipeline(p.id), &jobs, 1_000)
+        .await
+        .expect("pipeline");
+    // Both environments exist, available, with the job's tier and auto-stop time.
+    let (envs, total) = s
+        .environments_page(p.id, &EnvironmentFilter::default(), 0, 10)
+        .await
+        .expect("list");
+    assert_eq!(total, 2);
+    assert_eq!(envs[0].name, "review/a");
+    assert_eq!(envs[0].state, "available");
+    assert_eq!(envs[0].tier, "development");
+    assert_eq!(envs[0].auto_stop_at, Some(61_000));
+    assert_eq!(
+        envs[0].external_url, None,
+        "the URL comes with a successful deployment"
+    );
+    assert_eq!(rows[0].environment_id, Some(envs[0].id));
+    assert_eq!(rows[1].environment_action.as_deref(), Some("stop"));
+    assert_eq!(rows[3].environment_id, None);
+    // Only the `start` job is a deployment; its status is its job's.
+    let d = s
+        .job_deployment(rows[0].id)
+        .await
+        .expect("read")
+        .expect("deployment");
+    assert_eq!((d.iid, d.status.as_str()), (1, "created"));
+    assert_eq!(d.ref_name, "main");
+    assert!(s.job_deployment(rows[1].id).await.expect("read").is_none());
+    for (status, shown) in [
+        ("manual", "blocked"),
+        ("running", "running"),
+        ("canceling", "running"),
+    ] {
+        apply_jobs(
+            &s,
+            pl.id,
+            vec![status_change(rows[0].id, status, None)],
+            2_000,
+        )
+        .await;
+        let d = s
+            .job_deployment(rows[0].id)
+            .await
+            .expect("read")
+            .expect("deployment");
+        assert_eq!(d.status, shown, "job {status}");
+    }
+    assert_eq!(s.last_deployment(envs[0].id).await.expect("read"), None);
+    assert!(
+        s.last_finished_deployment_group(envs[0].id)
+            .await
+            .expect("read")
+            .is_empty()
+    );
+    // Success: the environment takes the job's URL and a new auto-stop time.
+    let deployed = JobUpdate {
+        finished_at: Some(5_000),
+        ..status_change(rows[0].id, "success", Some(EnvironmentEvent::Deployed))
+    };
+    apply_jobs(&s, pl.id, vec![deployed], 5_000).await;
+    let e = s.environment(p.id, envs[0].id).await.expect("env");
+    assert_eq!(
+        e.external_url.as_deref(),
+        Some("https://review-a.example.com")
+    );
+    assert_eq!(e.auto_stop_at, Some(65_000));
+    let last = s.last_deployment(e.id).await.expect("read").expect("last");
+    assert_eq!(
+        (last.status.as_str(), last.finished_at),
+        ("success", Some(5_000))
+    );
+    let group = s.last_finished_deployment_group(e.id).await.expect("group");
+    assert_eq!(group.len(), 1);
+    assert_eq!(group[0].on_stop.as_deref(), Some("stop"));
+    // Stopping waits for the stop job: its failure gives the environment back, its
+    // success stops it.
+    assert!(
+        s.move_environment(e.id, &["available"], "stopping", 6_000)
+            .await
+            .expect("move")
+    );
+    assert!(
+        !s.move_environment(e.id, &["available"], "stopped", 6_000)
+            .await
+            .expect("move")
+    );
+    apply_jobs(
+        &s,
+        pl.id,
+        vec![status_change(
+            rows[1].id,
+            "failed",
+            Some(EnvironmentEvent::StopFailed),
+        )],
+        7_000,
+    )
+    .await;
+    assert_eq!(
+        s.environment(p.id, e.id).await.expect("env").state,
+        "available"
+    );
+    assert!(
+        s.move_environment(e.id, &["available"], "stopping", 8_000)
+            .await
+            .expect("move")
+    );
+    apply_jobs(
+        &s,
+        pl.id,
+        vec![status_change(
+            rows[1].id,
+            "success",
+            Some(EnvironmentEvent::StopComplete),
+        )],
+        9_000,
+    )
+    .await;
+    let e = s.environment(p.id, e.id).await.expect("env");
+    assert_eq!((e.state.as_str(), e.auto_stop_at), ("stopped", None));
+    // A retry is a new deployment to the same environment, with the next iid; a new
+    // successful deployment makes the stopped environment available again.
+    let lock = s.pipeline(pl.id).await.expect("pipeline").lock_version;
+    let retry = PipelineChange {
+        status: "running".into(),
+        jobs: vec![JobUpdate {
+            retried: true,
+            ..status_change(rows[0].id, "success", None)
+        }],
+        new_jobs: vec![NewJob {
+            attempt: 2,
+            ..env_job("deploy", "review/a", "start", Some("stop"))
+        }],
+        ..PipelineChange::default()
+    };
+    s.apply(pl.id, lock, &retry, 10_000).await.expect("retry");
+    let second = s
+        .pipeline_jobs(pl.id)
+        .await
+        .expect("jobs")
+        .into_iter()
+        .last()
+        .expect("new attempt");
+    let d2 = s
+        .job_deployment(second.id)
+        .await
+        .expect("read")
+        .expect("deployment");
+    assert_eq!(d2.iid, 2);
+    apply_jobs(
+        &s,
+        pl.id,
+        vec![status_change(
+            second.id,
+            "success",
+            Some(EnvironmentEvent::Deployed),
+        )],
+        11_000,
+    )
+    .await;
+    assert_eq!(
+        s.environment(p.id, e.id).await.expect("env").state,
+        "available"
+    );
+    // Only the due, available environments are auto-stoppable, the longest due first.
+    let due = s
+        .auto_stoppable_environments(200_000, 10)
+        .await
+        .expect("due");
+    assert_eq!(
+        due.iter().map(|e| e.name.as_str()).collect::<Vec<_>>(),
+        ["review/b", "review/a"]
+    );
+    assert!(
+        s.auto_stoppable_environments(1_000, 10)
+            .await
+            .expect("due")
+            .is_empty()
+    );
+    // Deleting the pipeline keeps its deployments, with the status they had.
+    s.delete_pipeline(pl.id).await.expect("delete");
+    let kept = s.deployment(p.id, d2.id).await.expect("kept");
+    assert_eq!((kept.job_id, kept.status.as_str()), (None, "success"));
+    let filter = DeploymentFilter {
+        environment: Some("review/a".into()),
+        order_by: "iid".into(),
+        ..DeploymentFilter::default()
+    };
+    let (all, total) = s
+        .deployments_page(p.id, &filter, 0, 10)
+        .await
+        .expect("page");
+    assert_eq!(total, 2);
+    assert_eq!(all.iter().map(|d| d.iid).collect::<Vec<_>>(), [2, 1]);
+}
+
+async fn environments_list_change_and_delete(db: Db) {
+    let (_d, s) = open(db).await;
+    let p = s
+        .create_project(&project("demo"), 1)
+        .await
+        .expect("project");
+    let new = |name: &str| NewEnvironment {
+        name: name.into(),
+        slug: name.into(),
+        external_url: None,
+        tier: "other".into(),
+    };
+    for name in ["production", "staging", "review_1", "review%2"] {
+        s.create_environment(p.id, &new(name), 1)
+            .await
+            .expect("create");
+    }
+    assert!(matches!(
+        s.create_environment(p.id, &new("staging"), 2).await,
+        Err(StoreError::Conflict(_))
+    ));
+    let names = |envs: Vec<Environment>| envs.into_iter().map(|e| e.name).collect::<Vec<_>>();
+    let search = |text: &str| EnvironmentFilter {
+        search: Some(text.into()),
+        ..EnvironmentFilter::default()
+    };
+    let (found, _) = s
+        .environments_page(p.id, &search("REVIEW"), 0, 10)
+        .await
+        .expect("search");
+    assert_eq!(names(found), ["review%2", "review_1"]);
+    // `%` and `_` match themselves.
+    let (found, _) = s
+        .environments_page(p.id, &search("w%"), 0, 10)
+        .await
+        .expect("search");
+    assert_eq!(names(found), ["review%2"]);
+    let (found, total) = s
+        .environments_page(p.id, &EnvironmentFilter::default(), 1, 2)
+        .await
+        .expect("page");
+    assert_eq!(
+        (names(found), total),
+        (vec!["review%2".to_owned(), "review_1".to_owned()], 4)
+    );
+    let prod = s
+        .environments_page(
+            p.id,
+            &EnvironmentFilter {
+                name: Some("production".into()),
+                ..EnvironmentFilter::default()
+            },
+            0,
+            10,
+        )
+        .await
+        .expect("by name")
+        .0
+        .remove(0);
+    let changed = s
+        .update_environment(
+            p.id,
+            prod.id,
+            &EnvironmentChanges {
+                external_url: Some(Some("https://example.com".into())),
+                tier: Some("production".into()),
+            },
+            5,
+        )
+        .await
+        .expect("update");
+    assert_eq!(
+        (
+            changed.external_url.as_deref(),
+            changed.tier.as_str(),
+            changed.updated_at
+        ),
+        (Some("https://example.com"), "production", 5)
+    );
+    let cleared = s
+        .update_environment(
+            p.id,
+            prod.id,
+            &EnvironmentChanges {
+                external_url: Some(None),
+                tier: None,
+            },
+            6,
+        )
+        .await
+        .expect("update");
+    assert_eq!(
+        (cleared.external_url, cleared.tier.as_str()),
+        (None, "production")
+    );
+    assert_eq!(
+        s.delete_environment(p.id, prod.id).await.expect("delete"),
+        DeleteEnvironment::NotStopped
+    );
+    assert!(
+        s.move_environment(prod.id, &["available", "stopping"], "stopped", 7)
+            .await
+            .expect("stop")
+    );
+    assert_eq!(
+        s.delete_environment(p.id, prod.id).await.expect("delete"),
+        DeleteEnvironment::Deleted
+    );
+    assert!(matches!(
+        s.environment(p.id, prod.id).await,
+        Err(StoreError::NotFound("environment"))
+    ));
+    assert!(matches!(
+        s.delete_environment(p.id, prod.id).await,
+        Err(StoreError::NotFound("environment"))
     ));
 }
 

@@ -1,34 +1,133 @@
-//! A job's `environment:` as GitLab persists it at pipeline creation: the name and URL
-//! expanded with the job's variables (`Ci::Build#expanded_environment_name`), and the
-//! environment slug (`Gitlab::Slug::Environment`).
+//! A job's `environment:` as GitLab persists it at pipeline creation: the name, URL and
+//! `auto_stop_in` expanded with the job's variables (`Ci::Build#expanded_environment_name`),
+//! the environment slug (`Gitlab::Slug::Environment`), the tier guessed from a name, and
+//! what a job's end does to its environment. The service over environments (stop, auto
+//! stop) is in `environments.rs`.
 
 use std::collections::HashMap;
 
 use gantry_pipeline::expand::{Unknown, expand_server};
+use gantry_store::{EnvironmentEvent, NewJobEnvironment};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::spec::EnvironmentModel;
+use crate::processor::Status;
+
+/// The longest environment name (GitLab's `length: { maximum: 255 }`).
+pub(crate) const MAX_NAME_LEN: usize = 255;
 
 /// The environment of one job, expanded.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JobEnvironment {
     pub name: String,
     pub url: Option<String>,
+    /// `auto_stop_in:` in ms (`None`: not given, `never`, or not a duration).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_stop_in: Option<i64>,
 }
 
 impl JobEnvironment {
-    /// `env`'s name and URL with `$VAR` references replaced from `variables` (already
-    /// expanded values; unknown references become empty, as GitLab's `ExpandVariables`).
+    /// `env`'s name, URL and `auto_stop_in` with `$VAR` references replaced from
+    /// `variables` (already expanded values; unknown references become empty, as
+    /// GitLab's `ExpandVariables`).
     pub(crate) fn expand(env: &EnvironmentModel, variables: &HashMap<String, String>) -> Self {
         let lookup = |n: &str| variables.get(n).cloned();
+        let expand = |text: &String| expand_server(text, &lookup, Unknown::Empty);
         JobEnvironment {
-            name: expand_server(&env.name, &lookup, Unknown::Empty),
-            url: env
-                .url
+            name: expand(&env.name),
+            url: env.url.as_ref().map(expand),
+            auto_stop_in: env
+                .auto_stop_in
                 .as_ref()
-                .map(|u| expand_server(u, &lookup, Unknown::Empty)),
+                .map(expand)
+                .filter(|d| !d.trim().eq_ignore_ascii_case("never"))
+                .and_then(|d| gantry_pipeline::duration::parse_duration(&d))
+                .and_then(|secs| i64::try_from(secs).ok())
+                .map(|secs| secs.saturating_mul(1000)),
         }
+    }
+
+    /// What the store keeps for the job: its environment, found or created by name.
+    /// `Err` is why GitLab cannot create it (the job then fails
+    /// `environment_creation_failure`).
+    pub(crate) fn to_new(&self, env: &EnvironmentModel) -> Result<NewJobEnvironment, String> {
+        check_name(&self.name)?;
+        Ok(NewJobEnvironment {
+            name: self.name.clone(),
+            slug: slug(&self.name),
+            action: env.action().to_owned(),
+            initial_tier: env
+                .deployment_tier
+                .clone()
+                .unwrap_or_else(|| guess_tier(&self.name).to_owned()),
+            declared_tier: env.deployment_tier.clone(),
+            url: self.url.clone().filter(|u| !u.is_empty()),
+            auto_stop_in: self.auto_stop_in,
+            on_stop: env.on_stop.clone(),
+        })
+    }
+}
+
+/// GitLab's rule for an environment's name: letters, digits, spaces and `- _ / $ { } .`,
+/// not starting or ending with `/`, at most 255 characters.
+pub(crate) fn check_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("the environment name is empty".to_owned());
+    }
+    if name.chars().count() > MAX_NAME_LEN {
+        return Err(format!(
+            "the environment name is longer than {MAX_NAME_LEN} characters"
+        ));
+    }
+    let allowed = |c: char| c.is_ascii_alphanumeric() || " -_/${}.".contains(c);
+    if !name.chars().all(allowed) || name.starts_with('/') || name.ends_with('/') {
+        return Err(format!(
+            "the environment name `{name}` can contain only letters, digits, '-', '_', '/', '$', '{{', '}}', '.', and spaces, but it cannot start or end with '/'"
+        ));
+    }
+    Ok(())
+}
+
+/// The tier GitLab gives an environment whose job declares none, from words in its name
+/// (`Environment#guess_tier`).
+pub(crate) fn guess_tier(name: &str) -> &'static str {
+    let name = name.to_ascii_lowercase();
+    let any = |words: &[&str]| words.iter().any(|w| name.contains(w));
+    if any(&["dev", "review", "trunk"]) {
+        "development"
+    } else if any(&[
+        "test", "tst", "int", "acpt", "accept", "qa", "qc", "control", "quality",
+    ]) {
+        "testing"
+    } else if any(&["stag", "stg", "model", "modl", "pre", "demo", "non"]) {
+        "staging"
+    } else if any(&["prod", "prd", "live"]) {
+        "production"
+    } else {
+        "other"
+    }
+}
+
+/// The tiers an environment can have.
+pub(crate) const TIERS: [&str; 5] = ["production", "staging", "testing", "development", "other"];
+
+/// What a job's status change does to its environment: a deployment (`start`) that
+/// succeeds updates it, a stop job that succeeds stops it, one that fails gives an
+/// environment waiting for it back.
+pub(crate) fn event_for(
+    action: Option<&str>,
+    from: Status,
+    to: Status,
+) -> Option<EnvironmentEvent> {
+    if from == to {
+        return None;
+    }
+    match (action?, to) {
+        ("start", Status::Success) => Some(EnvironmentEvent::Deployed),
+        ("stop", Status::Success) => Some(EnvironmentEvent::StopComplete),
+        ("stop", Status::Failed) => Some(EnvironmentEvent::StopFailed),
+        _ => None,
     }
 }
 
@@ -130,8 +229,75 @@ mod tests {
             JobEnvironment::expand(&env, &vars),
             JobEnvironment {
                 name: "review/test/web".into(),
-                url: Some("https://web.example.com".into())
+                url: Some("https://web.example.com".into()),
+                auto_stop_in: None,
             }
         );
+    }
+
+    #[test]
+    fn auto_stop_in_is_expanded_and_read_as_a_duration() {
+        let vars: HashMap<String, String> = [("DAYS".to_owned(), "2 days".to_owned())].into();
+        let with = |text: &str| {
+            let env = EnvironmentModel {
+                name: "review".into(),
+                auto_stop_in: Some(text.into()),
+                ..EnvironmentModel::default()
+            };
+            JobEnvironment::expand(&env, &vars).auto_stop_in
+        };
+        assert_eq!(with("1 hour"), Some(3_600_000));
+        assert_eq!(with("$DAYS"), Some(172_800_000));
+        assert_eq!(with("never"), None);
+        assert_eq!(with("soon"), None);
+    }
+
+    #[test]
+    fn names_are_checked_as_gitlab_checks_them() {
+        assert!(check_name("review/feature-1 ${X}.v2").is_ok());
+        for bad in ["", "/review", "review/", "a|b", "ümlaut"] {
+            assert!(check_name(bad).is_err(), "{bad:?}");
+        }
+        assert!(check_name(&"a".repeat(255)).is_ok());
+        assert!(check_name(&"a".repeat(256)).is_err());
+    }
+
+    #[test]
+    fn tiers_are_guessed_from_names() {
+        for (name, tier) in [
+            ("production", "production"),
+            ("Live", "production"),
+            ("staging", "staging"),
+            ("pre-prod", "staging"),
+            ("review/feature", "development"),
+            ("dev", "development"),
+            ("test", "testing"),
+            ("QA", "testing"),
+            ("sandbox", "other"),
+        ] {
+            assert_eq!(guess_tier(name), tier, "{name}");
+        }
+    }
+
+    #[test]
+    fn job_ends_move_environments() {
+        use EnvironmentEvent::*;
+        let ev = |a, from, to| event_for(Some(a), from, to);
+        assert_eq!(
+            ev("start", Status::Running, Status::Success),
+            Some(Deployed)
+        );
+        assert_eq!(ev("start", Status::Success, Status::Success), None);
+        assert_eq!(ev("start", Status::Running, Status::Failed), None);
+        assert_eq!(
+            ev("stop", Status::Running, Status::Success),
+            Some(StopComplete)
+        );
+        assert_eq!(
+            ev("stop", Status::Running, Status::Failed),
+            Some(StopFailed)
+        );
+        assert_eq!(ev("prepare", Status::Running, Status::Success), None);
+        assert_eq!(event_for(None, Status::Running, Status::Success), None);
     }
 }

@@ -21,6 +21,7 @@ mod blob;
 mod coverage;
 mod downstream;
 mod environment;
+mod environments;
 mod error;
 mod git;
 mod includes;
@@ -62,6 +63,9 @@ use crate::processor::{PipelineState, Status, Watchdog};
 pub use artifacts::{ArtifactBlob, EXPIRED_PER_PASS, RemovedArtifacts, StageError, StagedUpload};
 pub use blob::{BlobStore, LocalDir};
 pub use environment::JobEnvironment;
+pub use environments::{
+    AUTO_STOP_BATCH, DeploymentView, EnvironmentBasic, EnvironmentRequest, EnvironmentView,
+};
 pub use error::CoordinatorError;
 pub use git::changes_since;
 pub use includes::{
@@ -73,7 +77,8 @@ pub use lint::{LintInclude, LintJob, LintNeed, LintRequest, LintResult};
 pub use metrics::CONTENT_TYPE as METRICS_CONTENT_TYPE;
 pub use object_blob::ObjectBlobs;
 pub use pipelines::{
-    DefaultBranch, JobSelection, PipelineRequest, ProjectRequest, ProjectSettings,
+    DefaultBranch, JobSelection, MAX_DEPLOYMENTS_PER_PIPELINE, PipelineRequest, ProjectRequest,
+    ProjectSettings,
 };
 pub use pushes::{PUSH_PIPELINE_LIMIT, PushedRef};
 pub use queue::RequestInfo;

@@ -609,6 +609,12 @@ impl Coordinator {
             files: pipeline_files,
         } = self.pipeline_variables(pipeline)?;
         let mut environment_name = None;
+        // The environment row (GitLab's `persisted_environment`): its id, slug and tier,
+        // and its URL when the job gives none.
+        let persisted = match job.environment_id.filter(|_| m.environment.is_some()) {
+            Some(id) => store.environments_by_id(&[id]).await?.pop(),
+            None => None,
+        };
         if let Some(env) = &m.environment {
             // Expanded when the pipeline was created (older rows: now, the same way).
             let expanded = spec.environment.clone().unwrap_or_else(|| {
@@ -618,21 +624,21 @@ impl Coordinator {
             environment_name = Some(expanded.name.clone());
             vars.public("CI_ENVIRONMENT_NAME", expanded.name.clone());
             vars.public("CI_ENVIRONMENT_SLUG", environment::slug(&expanded.name));
-            vars.public(
-                "CI_ENVIRONMENT_ACTION",
-                if env.action.is_empty() {
-                    "start".to_owned()
-                } else {
-                    env.action.clone()
-                },
-            );
-            vars.public(
-                "CI_ENVIRONMENT_TIER",
-                env.deployment_tier
-                    .clone()
-                    .unwrap_or_else(|| "other".to_owned()),
-            );
-            if let Some(url) = expanded.url {
+            vars.public("CI_ENVIRONMENT_ACTION", env.action().to_owned());
+            let tier = env.deployment_tier.clone().unwrap_or_else(|| {
+                persisted.as_ref().map_or_else(
+                    || environment::guess_tier(&expanded.name).to_owned(),
+                    |p| p.tier.clone(),
+                )
+            });
+            vars.public("CI_ENVIRONMENT_TIER", tier);
+            if let Some(p) = &persisted {
+                vars.public("CI_ENVIRONMENT_ID", p.id.to_string());
+            }
+            if let Some(url) = expanded
+                .url
+                .or_else(|| persisted.as_ref()?.external_url.clone())
+            {
                 vars.public("CI_ENVIRONMENT_URL", url);
             }
         }

@@ -10,7 +10,8 @@ use gantry_pipeline::{
 use gantry_store::{JobsOf, NewJob, NewPipeline, NewProject, PipelineChange};
 
 use crate::processor::{
-    CancelCause, CancelScope, Event, PipelineFacts, Rejected, Status, apply, on_new_commit,
+    CancelCause, CancelScope, Event, FailureReason, PipelineFacts, Rejected, Status, apply,
+    on_new_commit,
 };
 
 use super::environment::JobEnvironment;
@@ -299,6 +300,11 @@ pub struct JobSelection {
     /// Also keep what the named jobs wait for, transitively.
     pub with_needs: bool,
 }
+
+/// The most jobs of one pipeline that deploy (`environment:` with action `start`): GitLab's
+/// `ci_pipeline_deployments` plan limit, 500 by default. A pipeline with more fails
+/// `deployments_limit_exceeded`.
+pub const MAX_DEPLOYMENTS_PER_PIPELINE: usize = 500;
 
 impl Coordinator {
     pub(crate) fn mirror(&self, project_id: i64) -> Mirror {
@@ -854,6 +860,23 @@ impl Coordinator {
             }
             Compiled::Pipeline(p) => p,
         };
+        let deployments = pipeline
+            .jobs
+            .iter()
+            .filter_map(|j| j.environment.as_ref())
+            .filter(|e| e.action.is_empty() || e.action == "start")
+            .count();
+        if deployments > MAX_DEPLOYMENTS_PER_PIPELINE {
+            new.status = Status::Failed.as_str().to_owned();
+            new.failure_reason = Some("deployments_limit_exceeded".to_owned());
+            new.yaml_errors = Some(
+                serde_json::to_string(&[format!(
+                    "Pipeline has too many deployments! Requested {deployments}, but the limit is {MAX_DEPLOYMENTS_PER_PIPELINE}."
+                )])
+                .unwrap_or_else(|_| "[]".into()),
+            );
+            return self.persist_ended(&new, now).await;
+        }
         let auto_cancel = StoredAutoCancel {
             on_new_commit: pipeline.auto_cancel.on_new_commit.clone(),
             on_job_failure: pipeline.auto_cancel.on_job_failure.clone(),
@@ -871,6 +894,24 @@ impl Coordinator {
                     &creation_variables(&model, &predefined, &environment_vars),
                 )
             });
+            // GitLab creates a job whose environment cannot be created as failed.
+            let persisted = match (&model.environment, &environment) {
+                (Some(model), Some(expanded)) => Some(expanded.to_new(model)),
+                _ => None,
+            };
+            let (status, failure_reason, persisted) = match persisted {
+                Some(Err(_)) => (
+                    Status::Failed,
+                    Some(
+                        FailureReason::EnvironmentCreationFailure
+                            .as_str()
+                            .to_owned(),
+                    ),
+                    None,
+                ),
+                Some(Ok(e)) => (Status::Created, None, Some(e)),
+                None => (Status::Created, None, None),
+            };
             let spec = StoredSpec {
                 environment,
                 job: model,
@@ -886,13 +927,15 @@ impl Coordinator {
                 name: job.name.clone(),
                 stage: job.stage.clone(),
                 stage_idx: i64::try_from(job.stage_idx).unwrap_or(0),
-                status: Status::Created.as_str().to_owned(),
+                status: status.as_str().to_owned(),
                 attempt: 1,
                 allow_failure: job.allow_failure,
                 spec: spec.to_json(),
                 tags: job.tags.clone(),
                 protected,
                 bridge: job.trigger.is_some(),
+                failure_reason,
+                environment: persisted,
             });
         }
         let (p, _) = store.create_pipeline(&new, &jobs, now).await?;
@@ -1218,7 +1261,7 @@ impl Coordinator {
         }
     }
 
-    async fn job_view_by_id(&self, id: i64) -> Result<JobView> {
+    pub(crate) async fn job_view_by_id(&self, id: i64) -> Result<JobView> {
         let j = self.inner.store.job(id).await?;
         let p = self.inner.store.pipeline(j.pipeline_id).await?;
         let project = self.inner.store.project(p.project_id).await?;

@@ -9,7 +9,8 @@
 //! - a moved branch's pipeline has the previous head as `CI_COMMIT_BEFORE_SHA` and the
 //!   paths changed between the two commits for `rules:changes`; a new branch or a tag
 //!   has `CI_COMMIT_BEFORE_SHA` of zeros and unknown changes (`rules:changes` holds);
-//! - a deleted branch or tag creates nothing;
+//! - a deleted branch or tag creates nothing; a deleted branch stops the environments it
+//!   deployed last (with their stop jobs);
 //! - a commit message with `[skip ci]` / `[ci skip]` (any case, ` `, `_` or `-`) creates a
 //!   `skipped` pipeline without jobs when the configuration file exists;
 //! - at most [`PUSH_PIPELINE_LIMIT`] pipelines per push (GitLab's
@@ -122,6 +123,11 @@ impl Coordinator {
                     pushed.reason = Some("another coordinator took this change".to_owned());
                 } else {
                     pushed.reason = Some(reason);
+                    if change.to.is_none() {
+                        if let Some(branch) = change.ref_name.strip_prefix("refs/heads/") {
+                            self.stop_environments_of_branch(project_id, branch).await?;
+                        }
+                    }
                 }
             }
             out.push(pushed);

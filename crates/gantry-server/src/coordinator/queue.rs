@@ -397,6 +397,8 @@ impl Coordinator {
                 trace_size: 0,
                 trace_checksum: None,
                 coverage: None,
+                environment_id: q.environment_id,
+                environment_action: spec.job.environment.as_ref().map(|e| e.action().to_owned()),
             };
             return Ok(Some((job, spec)));
         }

@@ -70,6 +70,12 @@ impl StoredAutoCancel {
 }
 
 impl StoredSpec {
+    /// The environment the store keeps for a new attempt of this job, as at creation.
+    pub fn new_job_environment(&self) -> Option<gantry_store::NewJobEnvironment> {
+        let model = self.job.environment.as_ref()?;
+        self.environment.as_ref()?.to_new(model).ok()
+    }
+
     pub fn parse(text: &str) -> Result<StoredSpec> {
         serde_json::from_str(text).map_err(|e| CoordinatorError::corrupt(format!("job spec: {e}")))
     }
@@ -252,7 +258,20 @@ pub(crate) struct EnvironmentModel {
     pub name: String,
     pub url: Option<String>,
     pub action: String,
+    pub on_stop: Option<String>,
+    pub auto_stop_in: Option<String>,
     pub deployment_tier: Option<String>,
+}
+
+impl EnvironmentModel {
+    /// `action:`, `start` when not given.
+    pub fn action(&self) -> &str {
+        if self.action.is_empty() {
+            "start"
+        } else {
+            &self.action
+        }
+    }
 }
 
 /// The readable part of a serialized `gantry_pipeline::Job`.

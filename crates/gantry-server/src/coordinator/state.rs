@@ -216,6 +216,11 @@ pub(crate) fn diff(
             started_at: conv(new.started_at, old.started_at, row.started_at),
             finished_at: conv(new.finished_at, old.finished_at, row.finished_at),
             manual_variables: manual.map(str::to_owned),
+            environment_event: super::environment::event_for(
+                row.environment_action.as_deref(),
+                old.status,
+                new.status,
+            ),
         });
     }
     for new in state.jobs().iter().skip(loaded.rows.len()) {
@@ -245,6 +250,9 @@ pub(crate) fn diff(
             tags: row.tags.clone(),
             protected: row.protected,
             bridge: spec.is_bridge(),
+            failure_reason: None,
+            // A new attempt is a new deployment to the environment (as on GitLab).
+            environment: spec.new_job_environment(),
         });
     }
     let status = pipeline_status(state).status;

@@ -20,6 +20,10 @@ pub(crate) const TICK_INTERVAL: Duration = Duration::from_secs(1);
 /// first tick.
 const EXPIRED_ARTIFACTS_EVERY_TICKS: u64 = 60;
 
+/// Environments whose `auto_stop_in` has passed are stopped every this many ticks (a
+/// minute; GitLab's worker runs hourly), from the first tick.
+const AUTO_STOP_EVERY_TICKS: u64 = 60;
+
 impl Coordinator {
     /// Apply what time makes due at `now_ms` (Unix ms): delayed jobs start, running jobs
     /// past their timeout (+ grace) fail `job_execution_timeout`, running jobs without
@@ -92,6 +96,13 @@ impl Coordinator {
                     && ticks % EXPIRED_ARTIFACTS_EVERY_TICKS == 1
                 {
                     this.spawn_expired_artifacts_removal();
+                }
+                if ticks % AUTO_STOP_EVERY_TICKS == 1 {
+                    if let Err(e) = this.stop_due_environments(now_ms()).await {
+                        eprintln!(
+                            "gantry: failed to stop environments whose auto_stop_in passed: {e}"
+                        );
+                    }
                 }
             }
         })

@@ -14,6 +14,7 @@
 
 mod artifacts;
 mod auth;
+mod environments;
 mod error;
 mod extract;
 mod git;
@@ -311,6 +312,28 @@ fn build(coordinator: Coordinator, shutdown: watch::Receiver<bool>) -> Router {
             get(variables::show)
                 .put(variables::update)
                 .delete(variables::delete),
+        )
+        .route(
+            "/projects/{project}/environments",
+            get(environments::list).post(environments::create),
+        )
+        .route(
+            "/projects/{project}/environments/{environment}",
+            get(environments::show)
+                .put(environments::update)
+                .delete(environments::delete),
+        )
+        .route(
+            "/projects/{project}/environments/{environment}/stop",
+            post(environments::stop),
+        )
+        .route(
+            "/projects/{project}/deployments",
+            get(environments::deployments),
+        )
+        .route(
+            "/projects/{project}/deployments/{deployment}",
+            get(environments::deployment),
         )
         .route("/projects/{project}/jobs", get(projects::project_jobs))
         .route("/projects/{project}/jobs/{job}", get(jobs::show))

@@ -19,6 +19,16 @@ use super::extract::{self, Body};
 use super::{AppState, auth, json_response};
 
 /// The project `:project` names: a numeric id or a path/name.
+/// The id of the project named by `project` (id or path), for a caller with the admin token.
+pub(crate) async fn admin_project_id(
+    state: &AppState,
+    headers: &HeaderMap,
+    project: &str,
+) -> ApiResult<i64> {
+    auth::require_admin(&state.coordinator, headers).await?;
+    Ok(find_project(state, project).await?.id)
+}
+
 pub(crate) async fn find_project(state: &AppState, project: &str) -> Result<Project, ApiError> {
     let found = match project.parse::<i64>() {
         Ok(id) => state.coordinator.project(id).await,

@@ -12,8 +12,8 @@ use serde::Deserialize;
 
 use super::error::{ApiError, ApiResult};
 use super::extract::{self, Body};
-use super::projects::find_project;
-use super::{AppState, auth, json_response};
+use super::projects::admin_project_id as project_id;
+use super::{AppState, json_response};
 use crate::coordinator::{ScheduleRequest, ScheduleVariable};
 
 #[derive(Debug, Default, Deserialize)]
@@ -52,11 +52,6 @@ struct VariableParams {
     key: Option<String>,
     value: Option<String>,
     variable_type: Option<String>,
-}
-
-async fn project_id(state: &AppState, headers: &HeaderMap, project: &str) -> ApiResult<i64> {
-    auth::require_admin(&state.coordinator, headers).await?;
-    Ok(find_project(state, project).await?.id)
 }
 
 /// `GET /projects/:id/pipeline_schedules`.

@@ -1,0 +1,444 @@
+//! Environments and deployments over HTTP, GitLab's API shapes: a review app deployed by
+//! a pipeline and stopped by its `on_stop` job, the variables its jobs get, the
+//! deployments API with its filters, environments made and changed through the API,
+//! `auto_stop_in`, and the refusals (`400` naming the field, `403`, `404`).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod http_support;
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use http_support::*;
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+const REVIEW_APP: &str = r#"
+stages: [deploy, cleanup]
+deploy_review:
+  stage: deploy
+  script: [deploy]
+  environment:
+    name: review/$CI_COMMIT_REF_SLUG
+    url: https://$CI_COMMIT_REF_SLUG.example.com
+    on_stop: stop_review
+    auto_stop_in: 1 week
+stop_review:
+  stage: cleanup
+  script: [teardown]
+  when: manual
+  environment:
+    name: review/$CI_COMMIT_REF_SLUG
+    action: stop
+production:
+  stage: deploy
+  script: [ship]
+  allow_failure: true
+  environment: production
+unnamed:
+  stage: deploy
+  script: [never runs]
+  allow_failure: true
+  environment:
+    name: $NOT_SET
+"#;
+
+fn now_ms() -> i64 {
+    let since = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+    i64::try_from(since.as_millis()).unwrap()
+}
+
+/// The project's environments by name.
+async fn environments(server: &TestServer, project: i64) -> Vec<Value> {
+    let (status, body) = server
+        .admin(
+            Method::GET,
+            &format!("projects/{project}/environments"),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    body.as_array().cloned().unwrap()
+}
+
+async fn environment_named(server: &TestServer, project: i64, name: &str) -> Value {
+    let list = environments(server, project).await;
+    let found = list.iter().find(|e| e["name"] == name);
+    let id = found.unwrap_or_else(|| panic!("no {name} in {list:?}"))["id"]
+        .as_i64()
+        .unwrap();
+    let (status, body) = server
+        .admin(
+            Method::GET,
+            &format!("projects/{project}/environments/{id}"),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    body
+}
+
+/// Takes the next job, which must be `name`: `(id, token, payload)`.
+async fn take(server: &TestServer, runner: &str, name: &str) -> (i64, String, Value) {
+    let (id, token, payload) = server.take_job(runner).await;
+    assert_eq!(payload["job_info"]["name"], name, "{payload}");
+    (id, token, payload)
+}
+
+#[tokio::test]
+async fn a_review_app_is_deployed_and_stopped_by_its_stop_job() {
+    let server = TestServer::start().await;
+    let repo = Repo::new(&[(".gitlab-ci.yml", REVIEW_APP)]);
+    let project = server.create_project("app", &repo).await["id"]
+        .as_i64()
+        .unwrap();
+    let (_, runner) = server.create_runner(json!({})).await;
+    let pipeline = server.create_pipeline(project, "main").await;
+    let pipeline_id = pipeline["id"].as_i64().unwrap();
+
+    // The environments exist as soon as the pipeline does; a name that expands to
+    // nothing fails its job instead.
+    let names: Vec<Value> = environments(&server, project)
+        .await
+        .iter()
+        .map(|e| e["name"].clone())
+        .collect();
+    assert_eq!(names, [json!("production"), json!("review/main")]);
+    let jobs = server.pipeline_jobs(project, pipeline_id).await;
+    let unnamed = jobs.iter().find(|j| j["name"] == "unnamed").unwrap();
+    assert_eq!(unnamed["status"], "failed");
+    assert_eq!(unnamed["failure_reason"], "environment_creation_failure");
+    let review = environment_named(&server, project, "review/main").await;
+    assert_eq!(review["state"], "available");
+    assert_eq!(review["tier"], "development", "guessed from the name");
+    assert_eq!(review["slug"], "review-main-yi2y9f");
+    assert_eq!(review["external_url"], Value::Null);
+    assert!(review["auto_stop_at"].is_string(), "{review}");
+    assert_eq!(review.get("last_deployment"), None);
+
+    // The deploying jobs get the environment's id, slug, tier and URL.
+    let (first, first_token, payload) = server.take_job(&runner).await;
+    let (second, second_token, other) = server.take_job(&runner).await;
+    let (deploy, prod) = if payload["job_info"]["name"] == "deploy_review" {
+        ((first, first_token, payload), (second, second_token, other))
+    } else {
+        ((second, second_token, other), (first, first_token, payload))
+    };
+    let review_id = review["id"].as_i64().unwrap();
+    assert_eq!(
+        job_variable_value(&deploy.2, "CI_ENVIRONMENT_ID"),
+        Some(review_id.to_string().as_str())
+    );
+    for (key, value) in [
+        ("CI_ENVIRONMENT_NAME", "review/main"),
+        ("CI_ENVIRONMENT_SLUG", "review-main-yi2y9f"),
+        ("CI_ENVIRONMENT_TIER", "development"),
+        ("CI_ENVIRONMENT_ACTION", "start"),
+        ("CI_ENVIRONMENT_URL", "https://main.example.com"),
+    ] {
+        assert_eq!(job_variable_value(&deploy.2, key), Some(value), "{key}");
+    }
+    assert_eq!(
+        job_variable_value(&prod.2, "CI_ENVIRONMENT_TIER"),
+        Some("production")
+    );
+    assert_eq!(job_variable_value(&prod.2, "CI_ENVIRONMENT_URL"), None);
+
+    // Deployments follow their jobs.
+    let (status, deployments) = server
+        .admin(
+            Method::GET,
+            &format!("projects/{project}/deployments"),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{deployments}");
+    let statuses: Vec<(Value, Value)> = deployments
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| (d["iid"].clone(), d["status"].clone()))
+        .collect();
+    assert_eq!(
+        statuses,
+        [(json!(1), json!("running")), (json!(2), json!("running"))]
+    );
+    server.end_job(deploy.0, &deploy.1, "success").await;
+    server.end_job(prod.0, &prod.1, "failed").await;
+
+    let review = environment_named(&server, project, "review/main").await;
+    assert_eq!(review["external_url"], "https://main.example.com");
+    let last = &review["last_deployment"];
+    assert_eq!(last["status"], "success");
+    assert_eq!(last["ref"], "main");
+    assert_eq!(last["deployable"]["name"], "deploy_review");
+    assert_eq!(last["environment"]["name"], "review/main");
+    let production = environment_named(&server, project, "production").await;
+    assert_eq!(production.get("last_deployment"), None, "it failed");
+
+    let query = |q: &str| format!("projects/{project}/deployments?{q}");
+    let (_, successful) = server
+        .admin(Method::GET, &query("status=success"), None)
+        .await;
+    assert_eq!(successful.as_array().unwrap().len(), 1);
+    assert_eq!(successful[0]["environment"]["name"], "review/main");
+    let (_, of_production) = server
+        .admin(
+            Method::GET,
+            &query("environment=production&order_by=iid&sort=desc"),
+            None,
+        )
+        .await;
+    assert_eq!(of_production[0]["status"], "failed");
+    let (_, later) = server
+        .admin(
+            Method::GET,
+            &query("updated_after=2999-01-01T00:00:00Z"),
+            None,
+        )
+        .await;
+    assert_eq!(later, json!([]));
+    let id = successful[0]["id"].as_i64().unwrap();
+    let (status, one) = server
+        .admin(
+            Method::GET,
+            &format!("projects/{project}/deployments/{id}"),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{one}");
+    assert_eq!(one["deployable"]["id"], deploy.0);
+
+    // Stopping plays the stop job (a manual job of the deployment's pipeline); the
+    // environment is stopped when it succeeds.
+    let stop_url = format!("projects/{project}/environments/{review_id}/stop");
+    let (status, stopping) = server.admin(Method::POST, &stop_url, None).await;
+    assert_eq!(status, StatusCode::OK, "{stopping}");
+    assert_eq!(stopping["state"], "stopping");
+    let (stop_id, stop_token, stop_payload) = take(&server, &runner, "stop_review").await;
+    assert_eq!(
+        job_variable_value(&stop_payload, "CI_ENVIRONMENT_ACTION"),
+        Some("stop")
+    );
+    assert_eq!(
+        job_variable_value(&stop_payload, "CI_ENVIRONMENT_URL"),
+        Some("https://main.example.com"),
+        "a job without a URL gets its environment's"
+    );
+    server.end_job(stop_id, &stop_token, "success").await;
+    let review = environment_named(&server, project, "review/main").await;
+    assert_eq!(review["state"], "stopped");
+    assert_eq!(review["auto_stop_at"], Value::Null);
+    let again = server
+        .http
+        .post(server.api(&stop_url))
+        .header("PRIVATE-TOKEN", &server.admin)
+        .send()
+        .await
+        .unwrap();
+    let (status, body) = expect_client_error(again, "stop a stopped environment").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+
+    // Only a stopped environment can be deleted; one without a stop job stops at once.
+    let production_id = production["id"].as_i64().unwrap();
+    let env_url = format!("projects/{project}/environments/{production_id}");
+    let (status, body) = server.admin(Method::DELETE, &env_url, None).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    let (status, stopped) = server
+        .admin(Method::POST, &format!("{env_url}/stop"), None)
+        .await;
+    assert_eq!(
+        (status, &stopped["state"]),
+        (StatusCode::OK, &json!("stopped"))
+    );
+    let (status, _) = server.admin(Method::DELETE, &env_url, None).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, _) = server.admin(Method::GET, &env_url, None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (_, of_production) = server
+        .admin(Method::GET, &query("environment=production"), None)
+        .await;
+    assert_eq!(of_production, json!([]), "its deployments went with it");
+}
+
+#[tokio::test]
+async fn environments_are_made_and_changed_through_the_api() {
+    let server = TestServer::start().await;
+    let repo = Repo::new(&[(".gitlab-ci.yml", "job:\n  script: [true]\n")]);
+    let project = server.create_project("app", &repo).await["id"]
+        .as_i64()
+        .unwrap();
+    let base = format!("projects/{project}/environments");
+    let (status, created) = server
+        .admin(
+            Method::POST,
+            &base,
+            Some(json!({"name": "staging", "external_url": "https://staging.example.com"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    assert_eq!(created["tier"], "staging");
+    assert_eq!(created["slug"], "staging");
+    assert_eq!(created["state"], "available");
+    // A form, as `curl --form` sends it.
+    let form = server
+        .http
+        .post(server.api(&base))
+        .header("PRIVATE-TOKEN", &server.admin)
+        .form(&[("name", "Stage Domain"), ("tier", "other")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(form.status(), StatusCode::CREATED);
+    let domain: Value = form.json().await.unwrap();
+    assert_eq!(domain["slug"], "stage-domain-ip33nk");
+
+    for (body, what) in [
+        (json!({"name": "staging"}), "has already been taken"),
+        (json!({"name": "/staging"}), "cannot start or end with '/'"),
+        (json!({}), "name is missing"),
+        (json!({"name": "qa", "tier": "moon"}), "not a tier"),
+        (
+            json!({"name": "qa", "external_url": "javascript:alert(1)"}),
+            "http(s)",
+        ),
+    ] {
+        let response = server
+            .http
+            .post(server.api(&base))
+            .header("PRIVATE-TOKEN", &server.admin)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let (status, answer) = expect_client_error(response, what).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}: {answer}");
+        assert!(answer.to_string().contains(what), "{body}: {answer}");
+    }
+
+    let id = created["id"].as_i64().unwrap();
+    let (status, changed) = server
+        .admin(
+            Method::PUT,
+            &format!("{base}/{id}"),
+            Some(json!({"tier": "production", "external_url": ""})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{changed}");
+    assert_eq!(changed["tier"], "production");
+    assert_eq!(changed["external_url"], Value::Null);
+    let (status, body) = server
+        .admin(
+            Method::PUT,
+            &format!("{base}/{id}"),
+            Some(json!({"name": "other"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+
+    let (_, found) = server
+        .admin(Method::GET, &format!("{base}?search=STAG"), None)
+        .await;
+    assert_eq!(found.as_array().unwrap().len(), 2, "{found}");
+    let (_, found) = server
+        .admin(
+            Method::GET,
+            &format!("{base}?name=staging&states=available"),
+            None,
+        )
+        .await;
+    assert_eq!(found.as_array().unwrap().len(), 1, "{found}");
+    for (path, status) in [
+        (format!("{base}?states=gone"), StatusCode::BAD_REQUEST),
+        (format!("{base}?name=a&search=b"), StatusCode::BAD_REQUEST),
+        (format!("{base}/999"), StatusCode::NOT_FOUND),
+        (
+            format!("projects/{project}/deployments?status=done"),
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            format!("projects/{project}/deployments?order_by=name"),
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            format!("projects/{project}/deployments?updated_after=yesterday"),
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            format!("projects/{project}/deployments/999"),
+            StatusCode::NOT_FOUND,
+        ),
+    ] {
+        let (got, body) = server.admin(Method::GET, &path, None).await;
+        assert_eq!(got, status, "{path}: {body}");
+    }
+    let anonymous = server.http.get(server.api(&base)).send().await.unwrap();
+    assert_eq!(anonymous.status(), StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn environments_stop_when_their_auto_stop_in_has_passed() {
+    let server = TestServer::start().await;
+    let ci = r#"
+deploy:
+  script: [deploy]
+  environment:
+    name: review/$CI_COMMIT_REF_NAME
+    on_stop: teardown
+    auto_stop_in: 1 hour
+teardown:
+  script: [teardown]
+  when: manual
+  environment:
+    name: review/$CI_COMMIT_REF_NAME
+    action: stop
+preview:
+  script: [preview]
+  environment:
+    name: preview
+    auto_stop_in: 2 hours
+"#;
+    let repo = Repo::new(&[(".gitlab-ci.yml", ci)]);
+    let project = server.create_project("app", &repo).await["id"]
+        .as_i64()
+        .unwrap();
+    let (_, runner) = server.create_runner(json!({})).await;
+    server.create_pipeline(project, "main").await;
+    for _ in 0..2 {
+        let (id, token, _) = server.take_job(&runner).await;
+        server.end_job(id, &token, "success").await;
+    }
+    let in_90_minutes = now_ms() + 90 * 60 * 1000;
+    let stopped = server
+        .coordinator
+        .stop_due_environments(in_90_minutes)
+        .await
+        .unwrap();
+    assert_eq!(stopped, 1);
+    let review = environment_named(&server, project, "review/main").await;
+    assert_eq!(review["state"], "stopping");
+    let preview = environment_named(&server, project, "preview").await;
+    assert_eq!(preview["state"], "available");
+    let (id, token, _) = take(&server, &runner, "teardown").await;
+    server.end_job(id, &token, "success").await;
+    let review = environment_named(&server, project, "review/main").await;
+    assert_eq!(review["state"], "stopped");
+
+    // Without a stop job the environment stops at once.
+    let stopped = server
+        .coordinator
+        .stop_due_environments(in_90_minutes + 60 * 60 * 1000)
+        .await
+        .unwrap();
+    assert_eq!(stopped, 1);
+    let preview = environment_named(&server, project, "preview").await;
+    assert_eq!(preview["state"], "stopped");
+    assert_eq!(
+        server
+            .coordinator
+            .stop_due_environments(in_90_minutes * 2)
+            .await
+            .unwrap(),
+        0
+    );
+}
