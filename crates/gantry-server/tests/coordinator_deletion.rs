@@ -2,7 +2,8 @@
 //! (`remove_expired_artifacts`, run by the background timers every minute — the archive and
 //! the dotenv report with its parsed variables, of finished jobs only; artifacts that have
 //! not expired, never expire, or belong to the newest or newest successful pipeline of
-//! their ref, stay) and deleted pipelines (`delete_pipeline`: jobs,
+//! their ref, stay), deleted projects (`delete_project`: everything they own) and deleted
+//! pipelines (`delete_pipeline`: jobs,
 //! logs, artifacts; the pipelines they triggered stay).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -11,6 +12,7 @@ mod coordinator_support;
 
 use coordinator_support::*;
 use gantry_protocol::{ArtifactFormat, ArtifactType, ArtifactUploadParams};
+use gantry_server::coordinator::RunnerOptions;
 
 const HOUR_MS: i64 = 3_600_000;
 
@@ -221,4 +223,96 @@ async fn a_deleted_pipeline_takes_its_jobs_logs_and_artifacts_along() {
     // The other pipeline, and its running job, are untouched.
     assert_eq!(e.coord.pipeline(kept.id).await.unwrap().status, "running");
     e.run(&other, true).await;
+}
+
+/// `DELETE /projects/:id`: the project's pipelines (canceled first), jobs, logs,
+/// artifacts, environments, deployments, trigger tokens, project runners and mirror go;
+/// another project, and its running job, stay.
+#[tokio::test]
+async fn a_deleted_project_takes_everything_it_owns_along() {
+    let e = env_with_local_blobs(
+        "stages: [build, deploy]\nbuild:\n  stage: build\n  script: [make]\ndeploy:\n  stage: deploy\n  script: [ship]\n  environment: production\n",
+    )
+    .await;
+    let project = e.project().await;
+    let other = e
+        .coord
+        .create_project("other", e.repo.to_str().unwrap())
+        .await
+        .unwrap()
+        .id;
+    let doomed = e.pipeline(project, "main").await;
+    let kept = e.pipeline(other, "main").await;
+    let runner = e.any_runner().await;
+    let project_runner = e
+        .runner(RunnerOptions {
+            description: "own".into(),
+            run_untagged: true,
+            project_id: Some(project),
+            ..RunnerOptions::default()
+        })
+        .await;
+    e.coord
+        .create_pipeline_trigger(project, "deploys")
+        .await
+        .unwrap();
+    let first = e.take_some(&runner).await;
+    assert_eq!(first.job_info.pipeline_id, doomed.id);
+    e.coord
+        .upload_artifact(
+            first.id,
+            params(ArtifactType::Archive, ArtifactFormat::Zip, "never"),
+            "artifacts.zip",
+            &zip_archive(),
+        )
+        .await
+        .unwrap();
+    e.run(&first, true).await;
+    let other_job = e.take_some(&runner).await;
+    assert_eq!(other_job.job_info.pipeline_id, kept.id);
+    let data = e.dir.path().join("data");
+    let files = [
+        data.join(format!("blobs/artifacts/{}/archive", first.id)),
+        data.join(format!("traces/{}.log", first.id)),
+        data.join(format!("repos/{project}.git")),
+    ];
+    for file in &files {
+        assert!(file.exists(), "{}", file.display());
+    }
+    let filter = gantry_store::EnvironmentFilter::default();
+    let (envs, _) = e
+        .coord
+        .environments_page(project, &filter, 0, 10)
+        .await
+        .unwrap();
+    assert_eq!(envs.len(), 1);
+
+    // Its deploy job is still waiting: the pipeline is canceled, then everything goes.
+    e.coord.delete_project(project).await.unwrap();
+    for file in &files {
+        assert!(!file.exists(), "{} is left", file.display());
+    }
+    use gantry_server::coordinator::CoordinatorError::NotFound;
+    assert!(matches!(e.coord.project(project).await, Err(NotFound(_))));
+    assert!(matches!(
+        e.coord.pipeline(doomed.id).await,
+        Err(NotFound(_))
+    ));
+    assert!(matches!(e.coord.job(first.id).await, Err(NotFound(_))));
+    assert!(matches!(
+        e.coord.runner(project_runner.id).await,
+        Err(NotFound(_))
+    ));
+    assert!(matches!(
+        e.coord.environments_page(project, &filter, 0, 10).await,
+        Err(NotFound(_))
+    ));
+    assert!(matches!(
+        e.coord.delete_project(project).await,
+        Err(NotFound(_))
+    ));
+    // The other project, and its running job, are untouched; the instance runner stays.
+    assert_eq!(e.coord.pipeline(kept.id).await.unwrap().status, "running");
+    e.run(&other_job, true).await;
+    assert!(e.coord.runner(runner.id).await.is_ok());
 }

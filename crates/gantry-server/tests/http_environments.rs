@@ -442,3 +442,143 @@ preview:
         0
     );
 }
+
+/// A job whose environment cannot be created fails at once, and so does its retry
+/// when a runner asks for work: no runner ever gets it.
+#[tokio::test]
+async fn a_job_whose_environment_cannot_be_created_never_runs() {
+    let server = TestServer::start().await;
+    let ci = "unnamed:\n  script: [deploy]\n  environment:\n    name: review/$NOT_SET\n";
+    let repo = Repo::new(&[(".gitlab-ci.yml", ci)]);
+    let project = server.create_project("app", &repo).await["id"]
+        .as_i64()
+        .unwrap();
+    let (_, runner) = server.create_runner(json!({})).await;
+    let pipeline = server.create_pipeline(project, "main").await;
+    assert_eq!(pipeline["status"], "failed", "{pipeline}");
+    let jobs = server
+        .pipeline_jobs(project, pipeline["id"].as_i64().unwrap())
+        .await;
+    assert_eq!(jobs[0]["failure_reason"], "environment_creation_failure");
+    assert_eq!(environments(&server, project).await, Vec::<Value>::new());
+    let id = jobs[0]["id"].as_i64().unwrap();
+    let (status, retried) = server
+        .admin(
+            Method::POST,
+            &format!("projects/{project}/jobs/{id}/retry"),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{retried}");
+    assert_eq!(retried["status"], "pending");
+    let answer = server.request_job(&runner, None).await;
+    assert_eq!(answer.status(), StatusCode::NO_CONTENT);
+    let again = server.job(project, retried["id"].as_i64().unwrap()).await;
+    assert_eq!(again["status"], "failed");
+    assert_eq!(again["failure_reason"], "environment_creation_failure");
+}
+
+/// Deployments made outside pipelines (a deploy tool reporting to Gantry): the
+/// environment is created by name, the status moves by GitLab's rules, and a job's
+/// deployment cannot be moved through the API.
+#[tokio::test]
+async fn deployments_made_outside_pipelines_are_recorded_and_moved() {
+    let server = TestServer::start().await;
+    let ci = "deploy:\n  script: [deploy]\n  environment: staging\n";
+    let repo = Repo::new(&[(".gitlab-ci.yml", ci)]);
+    let project = server.create_project("app", &repo).await["id"]
+        .as_i64()
+        .unwrap();
+    let base = format!("projects/{project}/deployments");
+    let sha = "0123456789abcdef0123456789abcdef01234567";
+    let (status, created) = server
+        .admin(
+            Method::POST,
+            &base,
+            Some(json!({"environment": "production", "sha": sha, "ref": "main", "tag": false, "status": "running"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    assert_eq!(created["iid"], 1);
+    assert_eq!(created["status"], "running");
+    assert_eq!(created["deployable"], Value::Null);
+    assert_eq!(created["environment"]["name"], "production");
+    let production = environment_named(&server, project, "production").await;
+    assert_eq!(production["tier"], "production");
+    assert_eq!(production.get("last_deployment"), None);
+
+    let id = created["id"].as_i64().unwrap();
+    let (status, done) = server
+        .admin(
+            Method::PUT,
+            &format!("{base}/{id}"),
+            Some(json!({"status": "success"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{done}");
+    assert_eq!(done["status"], "success");
+    assert!(done["finished_at"].is_string(), "{done}");
+    let production = environment_named(&server, project, "production").await;
+    assert_eq!(production["last_deployment"]["id"], id);
+    // `running` follows `created` only.
+    let (status, body) = server
+        .admin(
+            Method::PUT,
+            &format!("{base}/{id}"),
+            Some(json!({"status": "running"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+
+    // A job's deployment is its job's.
+    server.create_pipeline(project, "main").await;
+    let (_, jobs) = server
+        .admin(Method::GET, &format!("{base}?environment=staging"), None)
+        .await;
+    let job_deployment = jobs[0]["id"].as_i64().unwrap();
+    assert_eq!(jobs[0]["iid"], 2);
+    let (status, body) = server
+        .admin(
+            Method::PUT,
+            &format!("{base}/{job_deployment}"),
+            Some(json!({"status": "success"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(body.to_string().contains("can not be updated"), "{body}");
+
+    for (body, what) in [
+        (
+            json!({"sha": sha, "ref": "main", "tag": false, "status": "success"}),
+            "environment is missing",
+        ),
+        (
+            json!({"environment": "qa", "sha": "xyz", "ref": "main", "tag": false, "status": "success"}),
+            "not a commit SHA",
+        ),
+        (
+            json!({"environment": "qa", "sha": sha, "ref": "main", "status": "success"}),
+            "tag is missing",
+        ),
+        (
+            json!({"environment": "qa", "sha": sha, "ref": "main", "tag": false, "status": "created"}),
+            "not a status",
+        ),
+        (
+            json!({"environment": "qa/", "sha": sha, "ref": "main", "tag": false, "status": "success"}),
+            "cannot start or end",
+        ),
+    ] {
+        let (status, answer) = server.admin(Method::POST, &base, Some(body.clone())).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}: {answer}");
+        assert!(answer.to_string().contains(what), "{body}: {answer}");
+    }
+    let (status, _) = server
+        .admin(
+            Method::PUT,
+            &format!("{base}/999"),
+            Some(json!({"status": "success"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}

@@ -268,3 +268,39 @@ async fn a_project_is_created_with_its_configuration_path_and_default_branch() {
     assert_eq!(status, StatusCode::CREATED, "{project}");
     assert_eq!(project["default_branch"], "trunk");
 }
+
+/// `DELETE /projects/:id`: `202` as on GitLab, by id or path; then the project and its
+/// pipelines are gone (`404`), and its name can be taken again.
+#[tokio::test]
+async fn a_project_is_deleted_by_id_or_path() {
+    let server = TestServer::start().await;
+    let repo = Repo::new(&[(".gitlab-ci.yml", MAIN_CI)]);
+    let project = server.create_project("acme/app", &repo).await;
+    let id = project["id"].as_i64().unwrap();
+    let pipeline = server.create_pipeline(id, "main").await;
+    let anonymous = server
+        .http
+        .delete(server.api(&format!("projects/{id}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anonymous.status(), StatusCode::UNAUTHORIZED);
+    let (status, body) = server
+        .admin(Method::DELETE, "projects/acme%2Fapp", None)
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    assert_eq!(body, json!({"message": "202 Accepted"}));
+    for path in [
+        format!("projects/{id}"),
+        format!("projects/{id}/pipelines/{}", pipeline["id"]),
+    ] {
+        let (status, body) = server.admin(Method::GET, &path, None).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{path}: {body}");
+    }
+    let (status, _) = server
+        .admin(Method::DELETE, &format!("projects/{id}"), None)
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let again = server.create_project("acme/app", &repo).await;
+    assert_ne!(again["id"], id);
+}

@@ -374,3 +374,86 @@ async fn the_runners_page_pauses_and_resumes_runners() {
         .unwrap();
     assert_eq!(missing.status(), StatusCode::NOT_FOUND);
 }
+
+/// `/{project}/-/environments`: each environment with its state, URL and last deployment,
+/// and Stop, which plays its stop job.
+#[tokio::test]
+async fn the_environments_page_shows_deployments_and_stops_environments() {
+    let server = TestServer::start().await;
+    let http = browser();
+    let ci = r#"
+deploy:
+  script: [deploy]
+  environment:
+    name: review/$CI_COMMIT_REF_SLUG
+    url: https://<i>$CI_COMMIT_REF_SLUG</i>.example.com
+    on_stop: teardown
+teardown:
+  script: [teardown]
+  when: manual
+  environment:
+    name: review/$CI_COMMIT_REF_SLUG
+    action: stop
+"#;
+    let repo = Repo::new(&[(".gitlab-ci.yml", ci)]);
+    let project = server.create_project("gantry/app", &repo).await;
+    let project_id = project["id"].as_i64().unwrap();
+    let (_, runner) = server.create_runner(json!({})).await;
+    server.create_pipeline(project_id, "main").await;
+    let (id, token, _) = server.take_job(&runner).await;
+    server.end_job(id, &token, "success").await;
+
+    let page_url = format!("{}/gantry/app/-/environments", server.url);
+    let (status, _) = get(&http, &page_url, "").await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let cookie = sign_in(&server, &http).await;
+    let (_, list) = get(&http, &format!("{}/gantry/app", server.url), &cookie).await;
+    assert!(list.contains("/gantry/app/-/environments"), "{list}");
+    let (status, page) = get(&http, &page_url, &cookie).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        page.contains("review/main")
+            && page.contains("available")
+            && page.contains("development")
+            && page.contains("https://&lt;i&gt;main&lt;/i&gt;.example.com")
+            && page.contains(&format!("/gantry/app/-/jobs/{id}")),
+        "{page}"
+    );
+    let (_, envs) = server
+        .admin(
+            Method::GET,
+            &format!("projects/{project_id}/environments"),
+            None,
+        )
+        .await;
+    let env_id = envs[0]["id"].as_i64().unwrap();
+    let stop = format!("{page_url}/{env_id}/stop");
+    assert!(
+        page.contains(&format!("/gantry/app/-/environments/{env_id}/stop")),
+        "{page}"
+    );
+    let answer = http
+        .post(&stop)
+        .header(header::COOKIE, &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), StatusCode::SEE_OTHER);
+    assert_eq!(
+        answer.headers()[header::LOCATION],
+        "/gantry/app/-/environments"
+    );
+    let (_, page) = get(&http, &page_url, &cookie).await;
+    assert!(
+        page.contains("stopping") && !page.contains("/stop\""),
+        "{page}"
+    );
+    // Stopping one that is not available says why.
+    let again = http
+        .post(&stop)
+        .header(header::COOKIE, &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), StatusCode::BAD_REQUEST);
+}

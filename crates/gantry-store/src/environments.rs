@@ -184,6 +184,31 @@ pub struct DeploymentFilter {
     pub ascending: bool,
 }
 
+/// A deployment made outside pipelines (GitLab's `POST /projects/:id/deployments`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewDeployment {
+    /// The environment, found by name or created with this slug and tier.
+    pub environment: String,
+    pub slug: String,
+    pub tier: String,
+    pub ref_name: String,
+    pub tag: bool,
+    pub sha: String,
+    pub status: String,
+}
+
+/// Why a deployment's status did not change.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DeploymentUpdate {
+    Updated(Deployment),
+    /// A job deploys it: its status is the job's.
+    MadeByJob,
+    /// GitLab's state machine has no such step (`running` only follows `created`).
+    CannotMove {
+        from: String,
+    },
+}
+
 /// Why an environment was not deleted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DeleteEnvironment {
@@ -488,6 +513,101 @@ impl Store {
         Ok((rows.iter().map(Deployment::from_row).collect(), total))
     }
 
+    /// Records a deployment made outside pipelines (no job): its environment is found
+    /// or created, and a `success` makes it available (GitLab's
+    /// `Deployments::CreateService`).
+    pub async fn create_deployment(
+        &self,
+        project_id: i64,
+        d: &NewDeployment,
+        now: i64,
+    ) -> Result<Deployment> {
+        let mut tx = self.begin_write().await?;
+        let environment_id = find_or_create_environment(
+            &mut tx,
+            project_id,
+            &d.environment,
+            &d.slug,
+            &d.tier,
+            None,
+            now,
+        )
+        .await?;
+        let iid = next_deployment_iid(&mut tx, project_id).await?;
+        let finished = finished_status(&d.status).then_some(now);
+        let id: i64 = sqlx::query(
+            "INSERT INTO deployments (project_id, iid, environment_id, job_id, pipeline_id, ref_name, tag, sha, status, created_at, updated_at, finished_at) \
+             VALUES ($1, $2, $3, NULL, NULL, $4, $5, $6, $7, $8, $8, $9) RETURNING id",
+        )
+        .bind(project_id)
+        .bind(iid)
+        .bind(environment_id)
+        .bind(&d.ref_name)
+        .bind(b(d.tag))
+        .bind(&d.sha)
+        .bind(&d.status)
+        .bind(now)
+        .bind(finished)
+        .fetch_one(&mut *tx)
+        .await?
+        .get(0);
+        if d.status == "success" {
+            start_environment(&mut tx, environment_id, now).await?;
+        }
+        tx.commit().await?;
+        self.deployment(project_id, id).await
+    }
+
+    /// Moves a deployment made outside pipelines to `status` (GitLab's
+    /// `Deployments::UpdateService`): `running` from `created` only, the end states from
+    /// any other; a `success` makes its environment available.
+    pub async fn update_deployment_status(
+        &self,
+        project_id: i64,
+        id: i64,
+        status: &str,
+        now: i64,
+    ) -> Result<DeploymentUpdate> {
+        let mut tx = self.begin_write().await?;
+        let row = sqlx::query(
+            "SELECT job_id, status, environment_id FROM deployments WHERE id = $1 AND project_id = $2",
+        )
+        .bind(id)
+        .bind(project_id)
+        .fetch_optional(&mut *tx)
+        .await?
+        .ok_or(StoreError::NotFound("deployment"))?;
+        let job_id: Option<i64> = row.get(0);
+        let from: String = row.get(1);
+        let environment_id: i64 = row.get(2);
+        if job_id.is_some() {
+            return Ok(DeploymentUpdate::MadeByJob);
+        }
+        let allowed = match status {
+            "running" => from == "created",
+            _ => from != status,
+        };
+        if !allowed {
+            return Ok(DeploymentUpdate::CannotMove { from });
+        }
+        sqlx::query(
+            "UPDATE deployments SET status = $1, updated_at = $2, finished_at = $3 WHERE id = $4",
+        )
+        .bind(status)
+        .bind(now)
+        .bind(finished_status(status).then_some(now))
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+        if status == "success" {
+            start_environment(&mut tx, environment_id, now).await?;
+        }
+        tx.commit().await?;
+        Ok(DeploymentUpdate::Updated(
+            self.deployment(project_id, id).await?,
+        ))
+    }
+
     /// A project's deployment.
     pub async fn deployment(&self, project_id: i64, id: i64) -> Result<Deployment> {
         let row = sqlx::query(&format!(
@@ -545,7 +665,7 @@ fn like_escaped(text: &str) -> String {
 
 /// The environment of a new job row: found or created (GitLab's `find_or_create_by`
 /// name; a new one takes the job's tier and `auto_stop_in`), and the job's deployment
-/// when its action is `start`. Returns the environment's id.
+/// when its action is `start`.
 pub(crate) async fn insert_job_environment(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
     pipeline_id: i64,
@@ -554,25 +674,17 @@ pub(crate) async fn insert_job_environment(
     e: &NewJobEnvironment,
     now: i64,
 ) -> Result<()> {
-    sqlx::query(
-        "INSERT INTO environments (project_id, name, slug, external_url, state, tier, auto_stop_at, created_at, updated_at) \
-         VALUES ($1, $2, $3, NULL, 'available', $4, $5, $6, $6) ON CONFLICT (project_id, name) DO NOTHING",
+    let auto_stop_at = e.auto_stop_in.map(|ms| now.saturating_add(ms));
+    let environment_id = find_or_create_environment(
+        tx,
+        project_id,
+        &e.name,
+        &e.slug,
+        &e.initial_tier,
+        auto_stop_at,
+        now,
     )
-    .bind(project_id)
-    .bind(&e.name)
-    .bind(&e.slug)
-    .bind(&e.initial_tier)
-    .bind(e.auto_stop_in.map(|ms| now.saturating_add(ms)))
-    .bind(now)
-    .execute(&mut **tx)
     .await?;
-    let environment_id: i64 =
-        sqlx::query("SELECT id FROM environments WHERE project_id = $1 AND name = $2")
-            .bind(project_id)
-            .bind(&e.name)
-            .fetch_one(&mut **tx)
-            .await?
-            .get(0);
     sqlx::query("UPDATE jobs SET environment_id = $1, environment_action = $2 WHERE id = $3")
         .bind(environment_id)
         .bind(&e.action)
@@ -582,13 +694,7 @@ pub(crate) async fn insert_job_environment(
     if e.action != "start" {
         return Ok(());
     }
-    let iid: i64 = sqlx::query(
-        "UPDATE projects SET deployment_iid = deployment_iid + 1 WHERE id = $1 RETURNING deployment_iid",
-    )
-    .bind(project_id)
-    .fetch_one(&mut **tx)
-    .await?
-    .get(0);
+    let iid = next_deployment_iid(tx, project_id).await?;
     sqlx::query(
         "INSERT INTO deployments (project_id, iid, environment_id, job_id, pipeline_id, ref_name, tag, sha, status, on_stop, url, tier, auto_stop_in, created_at, updated_at) \
          SELECT $1, $2, $3, $4, id, ref_name, tag, sha, 'created', $5, $6, $7, $8, $9, $9 FROM pipelines WHERE id = $10",
@@ -606,6 +712,72 @@ pub(crate) async fn insert_job_environment(
     .execute(&mut **tx)
     .await?;
     Ok(())
+}
+
+/// The id of the project's environment `name`, created (`available`, with this slug,
+/// tier and `auto_stop_at`) if it does not exist (GitLab's `find_or_create_by` name).
+async fn find_or_create_environment(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    project_id: i64,
+    name: &str,
+    slug: &str,
+    tier: &str,
+    auto_stop_at: Option<i64>,
+    now: i64,
+) -> Result<i64> {
+    sqlx::query(
+        "INSERT INTO environments (project_id, name, slug, external_url, state, tier, auto_stop_at, created_at, updated_at) \
+         VALUES ($1, $2, $3, NULL, 'available', $4, $5, $6, $6) ON CONFLICT (project_id, name) DO NOTHING",
+    )
+    .bind(project_id)
+    .bind(name)
+    .bind(slug)
+    .bind(tier)
+    .bind(auto_stop_at)
+    .bind(now)
+    .execute(&mut **tx)
+    .await?;
+    Ok(
+        sqlx::query("SELECT id FROM environments WHERE project_id = $1 AND name = $2")
+            .bind(project_id)
+            .bind(name)
+            .fetch_one(&mut **tx)
+            .await?
+            .get(0),
+    )
+}
+
+/// The project's next deployment `iid` (the row lock keeps concurrent writers apart).
+async fn next_deployment_iid(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    project_id: i64,
+) -> Result<i64> {
+    Ok(sqlx::query(
+        "UPDATE projects SET deployment_iid = deployment_iid + 1 WHERE id = $1 RETURNING deployment_iid",
+    )
+    .bind(project_id)
+    .fetch_one(&mut **tx)
+    .await?
+    .get(0))
+}
+
+/// A successful deployment without a job makes its environment available.
+async fn start_environment(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    environment_id: i64,
+    now: i64,
+) -> Result<()> {
+    sqlx::query("UPDATE environments SET state = 'available', updated_at = $1 WHERE id = $2")
+        .bind(now)
+        .bind(environment_id)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+/// Whether a deployment in `status` has finished.
+fn finished_status(status: &str) -> bool {
+    matches!(status, "success" | "failed" | "canceled" | "skipped")
 }
 
 /// Applies `event` of job `job_id` to the job's environment (GitLab's

@@ -25,8 +25,9 @@ use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::{AnyPool, Row};
 
 pub use environments::{
-    DeleteEnvironment, Deployment, DeploymentFilter, Environment, EnvironmentChanges,
-    EnvironmentEvent, EnvironmentFilter, NewEnvironment, NewJobEnvironment,
+    DeleteEnvironment, Deployment, DeploymentFilter, DeploymentUpdate, Environment,
+    EnvironmentChanges, EnvironmentEvent, EnvironmentFilter, NewDeployment, NewEnvironment,
+    NewJobEnvironment,
 };
 pub use error::StoreError;
 pub use rows::*;
@@ -433,6 +434,57 @@ impl Store {
             return Err(StoreError::NotFound("protected ref"));
         }
         Ok(())
+    }
+
+    /// Deletes a project and everything it owns, in one transaction: its pipelines, jobs
+    /// (their log chunks and artifact rows), environments and deployments, variables,
+    /// trigger tokens, schedules, protected refs, recorded refs and project runners.
+    /// Pipelines of other projects that its trigger jobs created stay, without their
+    /// link. Returns the deleted jobs and artifacts, whose files the caller removes.
+    pub async fn delete_project(&self, id: i64) -> Result<DeletedPipeline> {
+        let mut tx = self.begin_write().await?;
+        let jobs: Vec<i64> = sqlx::query("SELECT id FROM jobs WHERE project_id = $1")
+            .bind(id)
+            .fetch_all(&mut *tx)
+            .await?
+            .iter()
+            .map(|r| r.try_get(0))
+            .collect::<std::result::Result<_, _>>()?;
+        let of_jobs = "SELECT id FROM jobs WHERE project_id = $1";
+        let artifacts = sqlx::query(&format!(
+            "DELETE FROM artifacts WHERE job_id IN ({of_jobs}) RETURNING job_id, file_type, blob_key"
+        ))
+        .bind(id)
+        .fetch_all(&mut *tx)
+        .await?
+        .iter()
+        .map(|r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)))
+        .collect::<Result<Vec<_>>>()?;
+        for statement in [
+            format!("DELETE FROM trace_chunks WHERE job_id IN ({of_jobs})"),
+            format!("UPDATE pipelines SET parent_job_id = NULL WHERE parent_job_id IN ({of_jobs})"),
+            "DELETE FROM deployments WHERE project_id = $1".to_owned(),
+            "DELETE FROM jobs WHERE project_id = $1".to_owned(),
+            "DELETE FROM pipelines WHERE project_id = $1".to_owned(),
+            "DELETE FROM environments WHERE project_id = $1".to_owned(),
+            "DELETE FROM project_variables WHERE project_id = $1".to_owned(),
+            "DELETE FROM pipeline_triggers WHERE project_id = $1".to_owned(),
+            "DELETE FROM pipeline_schedules WHERE project_id = $1".to_owned(),
+            "DELETE FROM protected_refs WHERE project_id = $1".to_owned(),
+            "DELETE FROM project_refs WHERE project_id = $1".to_owned(),
+            "DELETE FROM runners WHERE project_id = $1".to_owned(),
+        ] {
+            sqlx::query(&statement).bind(id).execute(&mut *tx).await?;
+        }
+        let done = sqlx::query("DELETE FROM projects WHERE id = $1")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::NotFound("project"));
+        }
+        tx.commit().await?;
+        Ok(DeletedPipeline { jobs, artifacts })
     }
 
     /// Change a project's settings (those `changes` names) and return it.

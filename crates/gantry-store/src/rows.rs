@@ -700,7 +700,7 @@ pub enum ArtifactSelection {
     OfProject(i64),
 }
 
-/// What [`crate::Store::delete_pipeline`] deleted.
+/// What [`crate::Store::delete_pipeline`] or [`crate::Store::delete_project`] deleted.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct DeletedPipeline {
     /// Its jobs' ids.

@@ -1,6 +1,7 @@
 //! `gantry project create NAME --repo PATH_OR_URL`: register a repository with a
 //! running server (`POST /api/v4/projects`). Prints the project as JSON on stdout.
 //! `gantry project pull NAME`: look for pushes now (`POST …/mirror/pull`).
+//! `gantry project delete NAME --yes`: delete it and all it owns (`DELETE /projects/:id`).
 //! `gantry project protect|unprotect NAME PATTERN [--tag]` and `gantry project protected
 //! NAME`: the project's protected branches and tags (`…/protected_branches`,
 //! `…/protected_tags`).
@@ -30,6 +31,20 @@ pub(crate) enum ProjectCommand {
     Protected(PullArgs),
     /// Change a project's settings (GitLab's `PUT /projects/:id`); prints the project.
     Update(UpdateArgs),
+    /// Delete a project with its pipelines, jobs, logs, artifacts, environments, variables,
+    /// schedules, trigger tokens and project runners (GitLab's `DELETE /projects/:id`).
+    Delete(DeleteArgs),
+}
+
+#[derive(Args)]
+pub(crate) struct DeleteArgs {
+    /// Project name or id.
+    name: String,
+    /// Yes, delete it: nothing of it can be restored.
+    #[arg(long)]
+    yes: bool,
+    #[command(flatten)]
+    server: ServerArgs,
 }
 
 #[derive(Args)]
@@ -101,7 +116,21 @@ pub(crate) fn run(command: &ProjectCommand) -> Result<(), ClientError> {
         ProjectCommand::Unprotect(args) => protect(args, false),
         ProjectCommand::Protected(args) => protected(args),
         ProjectCommand::Update(args) => update(args),
+        ProjectCommand::Delete(args) => delete(args),
     }
+}
+
+fn delete(args: &DeleteArgs) -> Result<(), ClientError> {
+    if !args.yes {
+        return Err(ClientError::Usage(format!(
+            "deleting project `{}` deletes its pipelines, jobs, logs, artifacts, environments and settings for good\n  hint: add --yes to delete it",
+            args.name
+        )));
+    }
+    let client = ApiClient::new(&args.server)?;
+    block_on(client.delete(&format!("projects/{}", encode_segment(&args.name))))??;
+    eprintln!("deleted project `{}`", args.name);
+    Ok(())
 }
 
 fn update(args: &UpdateArgs) -> Result<(), ClientError> {

@@ -372,6 +372,19 @@ fn serve_create_a_project_and_a_pipeline_then_restart() {
     assert_eq!(listed.status.code(), Some(0), "{}", text(&listed.stderr));
     let projects: serde_json::Value = serde_json::from_slice(&listed.stdout).expect("JSON");
     assert_eq!(projects[0]["name"], "demo");
+    // Deleting asks for --yes first.
+    let unsure = gantry(&["project", "delete", "demo"], &env);
+    assert_eq!(unsure.status.code(), Some(2), "{}", text(&unsure.stderr));
+    assert!(
+        text(&unsure.stderr).contains("--yes"),
+        "{}",
+        text(&unsure.stderr)
+    );
+    let deleted = gantry(&["project", "delete", "demo", "--yes"], &env);
+    assert_eq!(deleted.status.code(), Some(0), "{}", text(&deleted.stderr));
+    let listed = gantry(&["project", "list"], &env);
+    let projects: serde_json::Value = serde_json::from_slice(&listed.stdout).expect("JSON");
+    assert_eq!(projects, serde_json::json!([]));
     server.stop();
 }
 

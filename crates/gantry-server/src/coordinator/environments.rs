@@ -1,5 +1,5 @@
 //! The service over a project's environments and deployments: GitLab's environments and
-//! deployments APIs, stopping an environment (its `on_stop` jobs run, or it stops at
+//! deployments APIs (deployments made outside pipelines too), stopping an environment (its `on_stop` jobs run, or it stops at
 //! once), and stopping environments whose `auto_stop_in` has passed.
 //!
 //! Environments are created with the pipelines that name them and move with their jobs
@@ -7,8 +7,8 @@
 //! is what users and time do to them.
 
 use gantry_store::{
-    DeleteEnvironment, Deployment, DeploymentFilter, Environment, EnvironmentChanges,
-    EnvironmentFilter, NewEnvironment,
+    DeleteEnvironment, Deployment, DeploymentFilter, DeploymentUpdate, Environment,
+    EnvironmentChanges, EnvironmentFilter, NewDeployment, NewEnvironment,
 };
 use serde::Serialize;
 
@@ -82,6 +82,30 @@ pub struct EnvironmentRequest {
     pub name: Option<String>,
     pub external_url: Option<String>,
     pub tier: Option<String>,
+}
+
+/// `POST …/deployments`: the fields GitLab requires.
+#[derive(Clone, Debug, Default)]
+pub struct DeploymentRequest {
+    pub environment: Option<String>,
+    pub sha: Option<String>,
+    pub ref_name: Option<String>,
+    pub tag: Option<bool>,
+    pub status: Option<String>,
+}
+
+/// What `POST …/deployments` needs, for its messages.
+const DEPLOYMENT_PARAMS: &str = "give environment, sha, ref, tag (true or false) and status (running, success, failed or canceled)";
+
+/// The statuses the API sets (GitLab's `values`).
+fn check_api_status(status: &str) -> Result<()> {
+    if ["running", "success", "failed", "canceled"].contains(&status) {
+        Ok(())
+    } else {
+        Err(invalid(format!(
+            "status: `{status}` is not a status the API sets: give running, success, failed or canceled"
+        )))
+    }
 }
 
 fn invalid(m: impl Into<String>) -> CoordinatorError {
@@ -414,6 +438,75 @@ impl Coordinator {
             out.push(self.deployment_view(d, None).await?);
         }
         Ok((out, total))
+    }
+
+    /// Records a deployment made outside pipelines (GitLab's `POST …/deployments`): its
+    /// environment is found by name or created.
+    pub async fn create_deployment(
+        &self,
+        project_id: i64,
+        request: DeploymentRequest,
+    ) -> std::result::Result<DeploymentView, CoordinatorError> {
+        self.inner.store.project(project_id).await?;
+        let missing = |what: &str| invalid(format!("{what} is missing: {}", DEPLOYMENT_PARAMS));
+        let environment = request.environment.ok_or_else(|| missing("environment"))?;
+        check_name(&environment).map_err(|m| invalid(format!("environment: {m}")))?;
+        let sha = request.sha.ok_or_else(|| missing("sha"))?;
+        if !(7..=64).contains(&sha.len()) || !sha.chars().all(|c| c.is_ascii_hexdigit()) {
+            return Err(invalid(format!(
+                "sha: `{sha}` is not a commit SHA: give the deployed commit's hexadecimal SHA"
+            )));
+        }
+        let ref_name = request
+            .ref_name
+            .filter(|r| !r.is_empty())
+            .ok_or_else(|| missing("ref"))?;
+        let tag = request.tag.ok_or_else(|| missing("tag"))?;
+        let status = request.status.ok_or_else(|| missing("status"))?;
+        check_api_status(&status)?;
+        let new = NewDeployment {
+            slug: slug(&environment),
+            tier: guess_tier(&environment).to_owned(),
+            environment,
+            ref_name,
+            tag,
+            sha,
+            status,
+        };
+        let d = self
+            .inner
+            .store
+            .create_deployment(project_id, &new, now_ms())
+            .await?;
+        self.deployment_view(&d, None).await
+    }
+
+    /// Moves a deployment made outside pipelines to `status` (GitLab's `PUT
+    /// …/deployments/:id`); a job's deployment follows its job and cannot be moved.
+    pub async fn update_deployment(
+        &self,
+        project_id: i64,
+        id: i64,
+        status: Option<String>,
+    ) -> std::result::Result<DeploymentView, CoordinatorError> {
+        let status = status.ok_or_else(|| {
+            invalid("status is missing: give running, success, failed or canceled")
+        })?;
+        check_api_status(&status)?;
+        match self
+            .inner
+            .store
+            .update_deployment_status(project_id, id, &status, now_ms())
+            .await?
+        {
+            DeploymentUpdate::Updated(d) => self.deployment_view(&d, None).await,
+            DeploymentUpdate::MadeByJob => Err(invalid(
+                "Deployments created using GitLab CI can not be updated using the API: its status is its job's",
+            )),
+            DeploymentUpdate::CannotMove { from } => Err(invalid(format!(
+                "status: the deployment is {from}: it cannot become {status} (running follows created only)"
+            ))),
+        }
     }
 
     /// A project's deployment.

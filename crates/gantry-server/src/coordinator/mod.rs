@@ -64,7 +64,8 @@ pub use artifacts::{ArtifactBlob, EXPIRED_PER_PASS, RemovedArtifacts, StageError
 pub use blob::{BlobStore, LocalDir};
 pub use environment::JobEnvironment;
 pub use environments::{
-    AUTO_STOP_BATCH, DeploymentView, EnvironmentBasic, EnvironmentRequest, EnvironmentView,
+    AUTO_STOP_BATCH, DeploymentRequest, DeploymentView, EnvironmentBasic, EnvironmentRequest,
+    EnvironmentView,
 };
 pub use error::CoordinatorError;
 pub use git::changes_since;

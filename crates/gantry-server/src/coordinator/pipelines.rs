@@ -1432,6 +1432,37 @@ impl Coordinator {
             self.cancel_pipeline(id).await?;
         }
         let deleted = self.inner.store.delete_pipeline(id).await?;
+        self.remove_files_of(deleted).await
+    }
+
+    /// Deletes a project (GitLab's `DELETE /projects/:id`): its active pipelines are
+    /// canceled first, then its rows go in one transaction (`Store::delete_project`), and
+    /// after it their artifact blobs, archived logs, log files and the project's mirror.
+    /// Pipelines of other projects that it triggered stay.
+    pub async fn delete_project(&self, id: i64) -> std::result::Result<(), CoordinatorError> {
+        self.inner.store.project(id).await?;
+        for p in self.inner.store.active_pipelines().await? {
+            if p.project_id == id {
+                self.cancel_pipeline(p.id).await?;
+            }
+        }
+        let deleted = self.inner.store.delete_project(id).await?;
+        self.forget_project_row(id);
+        let mirror = self.mirror(id).path;
+        if let Err(e) = tokio::fs::remove_dir_all(&mirror).await {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                eprintln!(
+                    "gantry: the mirror {} of deleted project {id} is left over: {e}",
+                    mirror.display()
+                );
+            }
+        }
+        self.remove_files_of(deleted).await
+    }
+
+    /// After deleted rows: their artifact blobs, archived logs and log files. A file that
+    /// cannot be deleted is reported in the server's log and left over.
+    async fn remove_files_of(&self, deleted: gantry_store::DeletedPipeline) -> Result<()> {
         let left_over = self
             .delete_blobs_of(deleted.artifacts, &deleted.jobs)
             .await?;

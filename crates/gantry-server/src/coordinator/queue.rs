@@ -337,6 +337,19 @@ impl Coordinator {
                     exit_code: None,
                 })
             };
+            // A new attempt of a job whose environment could not be created fails again,
+            // as its first attempt did (GitLab creates the environment for each attempt).
+            let unnamed = spec
+                .environment
+                .as_ref()
+                .filter(|_| job.environment_id.is_none())
+                .and_then(|e| super::environment::check_name(&e.name).err());
+            if let Some(why) = unnamed {
+                self.note_on_job(job.id, &format!("ERROR: the job could not start: {why}\n"))
+                    .await;
+                let _ = fail(FailureReason::EnvironmentCreationFailure).await;
+                continue;
+            }
             match self.build_payload(&assigned, runner, now).await {
                 Ok(Ok(p)) => return Ok(Some(p)),
                 // §3.4: a dependency's artifacts expired; the search goes on.

@@ -3,7 +3,8 @@
 //! `GET/PUT/DELETE …/environments/:environment_id`, `POST …/:environment_id/stop`
 //! (`force`), `GET /projects/:id/deployments` (`?environment=`, `?status=`,
 //! `?updated_after=`, `?updated_before=`, `?finished_after=`, `?finished_before=`,
-//! `?order_by=`, `?sort=`, paged) and `GET …/deployments/:deployment_id`. Parameters come
+//! `?order_by=`, `?sort=`, paged), `GET …/deployments/:deployment_id`, and deployments made
+//! outside pipelines: `POST …/deployments`, `PUT …/deployments/:deployment_id` (`status`). Parameters come
 //! as JSON or a form. Rules: `coordinator/environments.rs`.
 
 use axum::extract::{Path, Query, State};
@@ -16,7 +17,7 @@ use super::error::{ApiError, ApiResult};
 use super::extract::{self, Body};
 use super::projects::{Page, admin_project_id, paged};
 use super::{AppState, json_response};
-use crate::coordinator::EnvironmentRequest;
+use crate::coordinator::{DeploymentRequest, EnvironmentRequest};
 
 /// GitLab's deployment statuses.
 const DEPLOYMENT_STATUSES: [&str; 7] = [
@@ -206,6 +207,57 @@ pub(crate) async fn deployment(
     let project = admin_project_id(&state, &headers, &project).await?;
     let deployment = state.coordinator.deployment(project, id).await?;
     Ok(json_response(StatusCode::OK, &deployment))
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct DeploymentParams {
+    environment: Option<String>,
+    sha: Option<String>,
+    #[serde(rename = "ref")]
+    ref_name: Option<String>,
+    #[serde(deserialize_with = "extract::grape::opt_bool")]
+    tag: Option<bool>,
+    status: Option<String>,
+}
+
+/// `POST /projects/:id/deployments` → `201`: a deployment made outside pipelines.
+pub(crate) async fn create_deployment(
+    State(state): State<AppState>,
+    Path(project): Path<String>,
+    headers: HeaderMap,
+    Body(body): Body,
+) -> ApiResult<Response> {
+    let project = admin_project_id(&state, &headers, &project).await?;
+    let p: DeploymentParams = extract::params(&headers, &body).await?;
+    let request = DeploymentRequest {
+        environment: p.environment,
+        sha: p.sha,
+        ref_name: p.ref_name,
+        tag: p.tag,
+        status: p.status,
+    };
+    let created = state
+        .coordinator
+        .create_deployment(project, request)
+        .await?;
+    Ok(json_response(StatusCode::CREATED, &created))
+}
+
+/// `PUT /projects/:id/deployments/:deployment_id`: `status`.
+pub(crate) async fn update_deployment(
+    State(state): State<AppState>,
+    Path((project, id)): Path<(String, i64)>,
+    headers: HeaderMap,
+    Body(body): Body,
+) -> ApiResult<Response> {
+    let project = admin_project_id(&state, &headers, &project).await?;
+    let p: DeploymentParams = extract::params(&headers, &body).await?;
+    let updated = state
+        .coordinator
+        .update_deployment(project, id, p.status)
+        .await?;
+    Ok(json_response(StatusCode::OK, &updated))
 }
 
 fn deployment_filter(q: DeploymentQuery) -> ApiResult<DeploymentFilter> {

@@ -217,7 +217,9 @@ fn build(coordinator: Coordinator, shutdown: watch::Receiver<bool>) -> Router {
         .route("/projects", post(projects::create).get(projects::list))
         .route(
             "/projects/{project}",
-            get(projects::show).put(projects::update),
+            get(projects::show)
+                .put(projects::update)
+                .delete(projects::delete),
         )
         .route(
             "/projects/{project}/pipeline",
@@ -329,11 +331,11 @@ fn build(coordinator: Coordinator, shutdown: watch::Receiver<bool>) -> Router {
         )
         .route(
             "/projects/{project}/deployments",
-            get(environments::deployments),
+            get(environments::deployments).post(environments::create_deployment),
         )
         .route(
             "/projects/{project}/deployments/{deployment}",
-            get(environments::deployment),
+            get(environments::deployment).put(environments::update_deployment),
         )
         .route("/projects/{project}/jobs", get(projects::project_jobs))
         .route("/projects/{project}/jobs/{job}", get(jobs::show))

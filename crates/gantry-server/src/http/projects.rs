@@ -1,5 +1,5 @@
 //! User API, projects and pipelines (GitLab API v4 shapes): `POST/GET /projects`,
-//! `GET /projects/:id`, `POST /projects/:id/pipeline`, `GET /projects/:id/pipelines[/:pid[/jobs]]`,
+//! `GET/PUT/DELETE /projects/:id`, `POST /projects/:id/pipeline`, `GET /projects/:id/pipelines[/:pid[/jobs]]`,
 //! `POST …/pipelines/:pid/cancel|retry`. Every call needs the admin token. A project is
 //! addressed by id or by its URL-encoded path (`gantry%2Fdemo`), as in GitLab.
 
@@ -143,6 +143,21 @@ pub(crate) async fn update(
         )
         .await?;
     Ok(json_response(StatusCode::OK, &updated))
+}
+
+/// `DELETE /api/v4/projects/:id` → `202` (GitLab's answer; the deletion is done when it
+/// comes): the project, its pipelines, jobs, artifacts, logs, environments and settings.
+pub(crate) async fn delete(
+    State(state): State<AppState>,
+    Path(project): Path<String>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    let id = admin_project_id(&state, &headers, &project).await?;
+    state.coordinator.delete_project(id).await?;
+    Ok(json_response(
+        StatusCode::ACCEPTED,
+        &serde_json::json!({"message": "202 Accepted"}),
+    ))
 }
 
 #[derive(Debug, Default, Deserialize)]

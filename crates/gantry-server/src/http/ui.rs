@@ -2,7 +2,8 @@
 //! GitLab's: `/` (projects), `/{project}` and `/{project}/-/pipelines` (its pipelines),
 //! `/{project}/-/pipelines/{id}` (stages and jobs), `/{project}/-/jobs/{id}` (a job and
 //! its log), `/{project}/-/pipelines/new` (GitLab's "Run pipeline" form: a ref, variables
-//! and inputs; source `web`). Pages of something still running reload themselves every 3
+//! and inputs; source `web`), `/{project}/-/environments` (each environment's state and
+//! last deployment, with Stop). Pages of something still running reload themselves every 3
 //! seconds. Buttons post to the same addresses plus `/cancel`, `/retry` or `/play` and
 //! come back.
 //!
@@ -47,6 +48,9 @@ enum Page<'a> {
     NewPipeline(&'a str),
     Pipeline(&'a str, i64, Option<&'a str>),
     Job(&'a str, i64, Option<&'a str>),
+    Environments(&'a str),
+    /// Stop environment `id` of a project.
+    StopEnvironment(&'a str, i64),
     Runners,
     /// `pause` or `resume` runner `id`.
     RunnerAction(i64, &'a str),
@@ -88,6 +92,8 @@ fn page(path: &str) -> Option<Page<'_>> {
             Some(Page::Pipeline(project, id(n)?, Some(action)))
         }
         ["jobs", n] => Some(Page::Job(project, id(n)?, None)),
+        ["environments"] => Some(Page::Environments(project)),
+        ["environments", n, "stop"] => Some(Page::StopEnvironment(project, id(n)?)),
         ["jobs", n, action @ ("cancel" | "retry" | "play")] => {
             Some(Page::Job(project, id(n)?, Some(action)))
         }
@@ -141,6 +147,8 @@ pub(crate) async fn serve(state: &AppState, request: Request) -> Option<Response
                 (Page::Pipeline(p, id, _), _) => pipeline(state, p, id).await,
                 (Page::Job(p, id, Some(action)), true) => job_action(state, p, id, action).await,
                 (Page::Job(p, id, _), _) => job(state, p, id).await,
+                (Page::Environments(p), _) => environments(state, p).await,
+                (Page::StopEnvironment(p, id), true) => stop_environment(state, p, id).await,
                 (Page::Runners, _) => runners(state).await,
                 (Page::RunnerAction(id, action), true) => runner_action(state, id, action).await,
                 _ => Ok(not_found()),
@@ -395,6 +403,89 @@ async fn projects(state: &AppState) -> Result<Response, ApiError> {
 
 /// `/-/runners`: every runner with its status, tags and last contact, and Pause or
 /// Resume.
+async fn environments(state: &AppState, path: &str) -> Result<Response, ApiError> {
+    let Some(project) = project_at(state, path).await? else {
+        return Ok(not_found());
+    };
+    let base = format!("/{}/-", project.path_with_namespace);
+    let (list, total) = state
+        .coordinator
+        .environments_page(project.id, &Default::default(), 0, PER_PAGE)
+        .await?;
+    let mut rows = String::new();
+    for e in &list {
+        let shown = state.coordinator.environment(project.id, e.id).await?;
+        let url = e.external_url.as_deref().map_or_else(String::new, |u| {
+            format!(
+                "<a href=\"{}\" rel=\"noopener\">{}</a>",
+                escape(u),
+                escape(u)
+            )
+        });
+        let last = shown.last_deployment.as_ref().map_or_else(
+            || "—".to_owned(),
+            |d| {
+                let job = d.deployable.as_ref().map_or_else(String::new, |j| {
+                    format!(
+                        " <a href=\"{}/jobs/{}\">{}</a>",
+                        escape(&base),
+                        j.id,
+                        escape(&j.name)
+                    )
+                });
+                format!(
+                    "#{} {}{job} {}",
+                    d.iid,
+                    escape(&d.ref_name),
+                    escape(&d.created_at)
+                )
+            },
+        );
+        let stop = if e.state == "available" {
+            button(&format!("{base}/environments/{}/stop", e.id), "Stop")
+        } else {
+            String::new()
+        };
+        let _ = write!(
+            rows,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{url}</td><td>{last}</td><td>{}</td><td>{stop}</td></tr>",
+            escape(&e.name),
+            escape(&e.state),
+            escape(&e.tier),
+            escape(e.auto_stop_at.as_deref().unwrap_or("")),
+        );
+    }
+    if rows.is_empty() {
+        rows = "<tr><td colspan=\"7\">No environments: a job with <code>environment:</code> makes one.</td></tr>".to_owned();
+    }
+    Ok(html(
+        StatusCode::OK,
+        "Environments",
+        list.iter().any(|e| e.state == "stopping"),
+        &format!(
+            "<h1>{} · environments</h1><p>{total} environments · <a href=\"{}/pipelines\">pipelines</a></p>\
+             <table><tr><th>Environment</th><th>State</th><th>Tier</th><th>URL</th><th>Last deployment</th><th>Stops at (UTC)</th><th></th></tr>{rows}</table>",
+            escape(&project.path_with_namespace),
+            escape(&base),
+        ),
+    ))
+}
+
+async fn stop_environment(state: &AppState, path: &str, id: i64) -> Result<Response, ApiError> {
+    let Some(project) = project_at(state, path).await? else {
+        return Ok(not_found());
+    };
+    let back = format!("/{}/-/environments", project.path_with_namespace);
+    match state
+        .coordinator
+        .stop_environment(project.id, id, false)
+        .await
+    {
+        Ok(_) => Ok(redirect(&back, None)),
+        Err(e) => refused_action(e, &back),
+    }
+}
+
 async fn runners(state: &AppState) -> Result<Response, ApiError> {
     let mut rows = String::new();
     for r in state.coordinator.runners().await? {
@@ -482,7 +573,7 @@ async fn pipelines(state: &AppState, path: &str, query: &str) -> Result<Response
         &project.path_with_namespace,
         refresh,
         &format!(
-            "<h1>{}</h1><p>{total} pipelines · clone <code>{}</code> · <a href=\"/{}/-/pipelines/new\">Run pipeline</a></p>\
+            "<h1>{}</h1><p>{total} pipelines · clone <code>{}</code> · <a href=\"/{}/-/pipelines/new\">Run pipeline</a> · <a href=\"/{2}/-/environments\">Environments</a></p>\
              <table><tr><th>Pipeline</th><th>Status</th><th>Ref</th><th>Commit</th><th>Source</th><th>Created (UTC)</th><th>Duration</th></tr>{rows}</table><p>{pager}</p>",
             escape(&project.path_with_namespace),
             escape(&project.http_url_to_repo),
