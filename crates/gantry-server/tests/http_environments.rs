@@ -582,3 +582,124 @@ async fn deployments_made_outside_pipelines_are_recorded_and_moved() {
         .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
+
+/// `POST …/environments/stop_stale`: `before` must lie between ten years and a week ago;
+/// environments used since stay available.
+#[tokio::test]
+async fn stale_environments_are_stopped_on_request() {
+    let server = TestServer::start().await;
+    let repo = Repo::new(&[(".gitlab-ci.yml", "job:\n  script: [true]\n")]);
+    let project = server.create_project("app", &repo).await["id"]
+        .as_i64()
+        .unwrap();
+    let (status, _) = server
+        .admin(
+            Method::POST,
+            &format!("projects/{project}/environments"),
+            Some(json!({"name": "review/fresh"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let url = format!("projects/{project}/environments/stop_stale");
+    let (status, body) = server
+        .admin(
+            Method::POST,
+            &url,
+            Some(json!({"before": "2026-01-01T00:00:00Z"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        body["message"],
+        "Successfully requested stop for all stale environments"
+    );
+    let fresh = environment_named(&server, project, "review/fresh").await;
+    assert_eq!(fresh["state"], "available");
+    // As a query parameter, as some clients send it.
+    let (status, body) = server
+        .admin(Method::POST, &format!("{url}?before=2025-06-01"), None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let yesterday = jiff::Timestamp::now() - jiff::SignedDuration::from_hours(24);
+    for body in [
+        json!({}),
+        json!({"before": "last year"}),
+        json!({"before": yesterday.to_string()}),
+        json!({"before": "1990-01-01T00:00:00Z"}),
+    ] {
+        let (status, answer) = server.admin(Method::POST, &url, Some(body.clone())).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}: {answer}");
+    }
+}
+
+/// `GET /job`: a script asks about its own job with `$CI_JOB_TOKEN`; the token works
+/// while the job runs only.
+#[tokio::test]
+async fn a_running_job_reads_itself_with_its_token() {
+    let server = TestServer::start().await;
+    let repo = Repo::new(&[(".gitlab-ci.yml", "build:\n  script: [make]\n")]);
+    let project = server.create_project("app", &repo).await["id"]
+        .as_i64()
+        .unwrap();
+    let (_, runner) = server.create_runner(json!({})).await;
+    server.create_pipeline(project, "main").await;
+    let (id, token, _) = server.take_job(&runner).await;
+    let ask = |header: Option<&str>, query: &str| {
+        let mut request = server.http.get(format!("{}{query}", server.api("job")));
+        if let Some(t) = header {
+            request = request.header("JOB-TOKEN", t);
+        }
+        request.send()
+    };
+    let mine = ask(Some(&token), "").await.unwrap();
+    assert_eq!(mine.status(), StatusCode::OK);
+    let mine: Value = mine.json().await.unwrap();
+    assert_eq!(
+        (mine["id"].as_i64(), &mine["name"]),
+        (Some(id), &json!("build"))
+    );
+    let by_param = ask(None, &format!("?job_token={token}")).await.unwrap();
+    assert_eq!(by_param.status(), StatusCode::OK);
+    assert_eq!(
+        ask(None, "").await.unwrap().status(),
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(
+        ask(Some("glcbt-nonsense"), "").await.unwrap().status(),
+        StatusCode::UNAUTHORIZED
+    );
+    server.end_job(id, &token, "success").await;
+    assert_eq!(
+        ask(Some(&token), "").await.unwrap().status(),
+        StatusCode::UNAUTHORIZED,
+        "the token died with the job"
+    );
+}
+
+/// `GET …/pipelines/latest`: the newest pipeline of a ref, the default branch's without one.
+#[tokio::test]
+async fn the_latest_pipeline_of_a_ref() {
+    let server = TestServer::start().await;
+    let repo = Repo::new(&[(".gitlab-ci.yml", "build:\n  script: [make]\n")]);
+    repo.git(&["branch", "topic"]);
+    let project = server.create_project("app", &repo).await["id"]
+        .as_i64()
+        .unwrap();
+    let url = format!("projects/{project}/pipelines/latest");
+    let (status, _) = server.admin(Method::GET, &url, None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    server.create_pipeline(project, "main").await;
+    let second = server.create_pipeline(project, "main").await;
+    let topic = server.create_pipeline(project, "topic").await;
+    let (status, latest) = server.admin(Method::GET, &url, None).await;
+    assert_eq!(status, StatusCode::OK, "{latest}");
+    assert_eq!(latest["id"], second["id"]);
+    let (_, latest) = server
+        .admin(Method::GET, &format!("{url}?ref=topic"), None)
+        .await;
+    assert_eq!(latest["id"], topic["id"]);
+    let (status, _) = server
+        .admin(Method::GET, &format!("{url}?ref=nothing"), None)
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}

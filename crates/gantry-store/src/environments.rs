@@ -400,6 +400,33 @@ impl Store {
         Ok(rows.iter().map(Environment::from_row).collect())
     }
 
+    /// A project's available environments neither changed nor deployed to since `before`
+    /// (GitLab's `deployed_and_updated_before`), at most `limit`, oldest first.
+    pub async fn stale_environments(
+        &self,
+        project_id: i64,
+        before: i64,
+        limit: i64,
+    ) -> Result<Vec<Environment>> {
+        let columns: Vec<String> = Environment::COLUMNS
+            .split(", ")
+            .map(|c| format!("e.{c}"))
+            .collect();
+        let rows = sqlx::query(&format!(
+            "SELECT {} FROM environments e WHERE e.project_id = $1 AND e.state = 'available' \
+             AND e.updated_at < $2 AND NOT EXISTS (SELECT 1 FROM {} WHERE dd.environment_id = e.id \
+             AND COALESCE(dd.finished_at, dd.updated_at) >= $2) ORDER BY e.updated_at, e.id LIMIT $3",
+            columns.join(", "),
+            deployments_table()
+        ))
+        .bind(project_id)
+        .bind(before)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(Environment::from_row).collect())
+    }
+
     /// The environment's last successful deployment (GitLab's `last_deployment`).
     pub async fn last_deployment(&self, environment_id: i64) -> Result<Option<Deployment>> {
         let row = sqlx::query(&format!(

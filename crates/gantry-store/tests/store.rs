@@ -1727,6 +1727,21 @@ async fn environments_follow_their_jobs(db: Db) {
             .expect("due")
             .is_empty()
     );
+    // Stale: neither changed nor deployed to since.
+    let stale = |before| {
+        let s = &s;
+        async move {
+            s.stale_environments(p.id, before, 10)
+                .await
+                .expect("stale")
+                .into_iter()
+                .map(|e| e.name)
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(stale(10_500).await, ["review/b"]);
+    assert_eq!(stale(20_000).await, ["review/b", "review/a"]);
+    assert_eq!(stale(500).await, Vec::<String>::new());
     // Deleting the pipeline keeps its deployments, with the status they had.
     s.delete_pipeline(pl.id).await.expect("delete");
     let kept = s.deployment(p.id, d2.id).await.expect("kept");

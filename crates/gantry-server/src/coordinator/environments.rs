@@ -419,6 +419,45 @@ impl Coordinator {
         Ok(stopped)
     }
 
+    /// Stops a project's available environments neither changed nor deployed to since
+    /// `before` (Unix ms), with their stop jobs (GitLab's `POST …/environments/stop_stale`);
+    /// `before` must be a week ago at least and ten years ago at most. Returns how many
+    /// were stopped or are stopping.
+    pub async fn stop_stale_environments(
+        &self,
+        project_id: i64,
+        before: i64,
+    ) -> std::result::Result<usize, CoordinatorError> {
+        const WEEK_MS: i64 = 7 * 24 * 3_600_000;
+        const TEN_YEARS_MS: i64 = 3_652 * 24 * 3_600_000;
+        self.inner.store.project(project_id).await?;
+        let now = now_ms();
+        if before > now - WEEK_MS || before < now - TEN_YEARS_MS {
+            return Err(invalid(
+                "Invalid Date: before must lie between ten years and one week ago",
+            ));
+        }
+        let mut stopped = 0;
+        loop {
+            let stale = self
+                .inner
+                .store
+                .stale_environments(project_id, before, AUTO_STOP_BATCH)
+                .await?;
+            let mut moved = 0;
+            for e in &stale {
+                if self.stop_with_actions(e).await? {
+                    moved += 1;
+                }
+            }
+            stopped += moved;
+            // A batch that moved nothing would be read again: stop there.
+            if stale.len() < usize::try_from(AUTO_STOP_BATCH).unwrap_or(100) || moved == 0 {
+                return Ok(stopped);
+            }
+        }
+    }
+
     /// One page of a project's deployments and how many match.
     pub async fn deployments_page(
         &self,

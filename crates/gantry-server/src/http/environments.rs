@@ -1,7 +1,7 @@
 //! Environments and deployments, GitLab's API shapes (admin token):
 //! `GET/POST /projects/:id/environments` (`?name=`, `?search=`, `?states=`, paged),
 //! `GET/PUT/DELETE …/environments/:environment_id`, `POST …/:environment_id/stop`
-//! (`force`), `GET /projects/:id/deployments` (`?environment=`, `?status=`,
+//! (`force`), `POST …/environments/stop_stale` (`before`), `GET /projects/:id/deployments` (`?environment=`, `?status=`,
 //! `?updated_after=`, `?updated_before=`, `?finished_after=`, `?finished_before=`,
 //! `?order_by=`, `?sort=`, paged), `GET …/deployments/:deployment_id`, and deployments made
 //! outside pipelines: `POST …/deployments`, `PUT …/deployments/:deployment_id` (`status`). Parameters come
@@ -178,6 +178,37 @@ pub(crate) async fn stop(
         .stop_environment(project, id, params.force.unwrap_or(false))
         .await?;
     Ok(json_response(StatusCode::OK, &environment))
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct StaleParams {
+    before: Option<String>,
+}
+
+/// `POST /projects/:id/environments/stop_stale` (`before`: an ISO 8601 time between ten
+/// years and one week ago): stops the environments neither changed nor deployed to since.
+pub(crate) async fn stop_stale(
+    State(state): State<AppState>,
+    Path(project): Path<String>,
+    Query(query): Query<StaleParams>,
+    headers: HeaderMap,
+    Body(body): Body,
+) -> ApiResult<Response> {
+    let project = admin_project_id(&state, &headers, &project).await?;
+    let params: StaleParams = extract::params(&headers, &body).await?;
+    let before = params.before.or(query.before).ok_or_else(|| {
+        ApiError::param("before is missing: give an ISO 8601 time such as 2019-03-15T08:00:00Z")
+    })?;
+    let before = timestamp_ms("before", &before)?;
+    state
+        .coordinator
+        .stop_stale_environments(project, before)
+        .await?;
+    Ok(json_response(
+        StatusCode::OK,
+        &serde_json::json!({"message": "Successfully requested stop for all stale environments"}),
+    ))
 }
 
 /// `GET /projects/:id/deployments` (oldest first unless `sort=desc`, as GitLab).

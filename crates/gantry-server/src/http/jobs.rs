@@ -1,5 +1,6 @@
 //! User API, jobs (GitLab API v4 shapes): `GET /projects/:id/jobs/:job_id`, its `trace`
-//! and `artifacts`, and `POST …/retry|cancel|play`. The admin token is required; the
+//! and `artifacts`, and `POST …/retry|cancel|play`; `GET /job` (a running job's own, by its
+//! token). The admin token is required; the
 //! artifacts download also takes the `JOB-TOKEN` of a running job of the same project,
 //! as GitLab allows `CI_JOB_TOKEN` there.
 
@@ -24,6 +25,34 @@ async fn find_job(state: &AppState, project: &str, job: i64) -> Result<JobView, 
         Ok(_) | Err(CoordinatorError::NotFound(_)) => Err(ApiError::not_found("Job")),
         Err(other) => Err(other.into()),
     }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct TokenQuery {
+    job_token: Option<String>,
+    token: Option<String>,
+}
+
+/// `GET /api/v4/job`: the running job whose token is given (`JOB-TOKEN`, or `job_token` /
+/// `token`), as GitLab answers a script asking about its own job with `$CI_JOB_TOKEN`;
+/// `401` for a token of no running job.
+pub(crate) async fn current(
+    State(state): State<AppState>,
+    Query(query): Query<TokenQuery>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    let param = query.job_token.as_deref().or(query.token.as_deref());
+    let Some(token) = extract::job_token(param, &headers) else {
+        return Err(ApiError::unauthorized());
+    };
+    let Some(job) = state.coordinator.executing_job_by_token(token).await? else {
+        return Err(ApiError::unauthorized());
+    };
+    Ok(json_response(
+        StatusCode::OK,
+        &state.coordinator.job(job.id).await?,
+    ))
 }
 
 /// `GET /api/v4/projects/:id/jobs/:job_id`.

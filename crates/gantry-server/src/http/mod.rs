@@ -226,6 +226,11 @@ fn build(coordinator: Coordinator, shutdown: watch::Receiver<bool>) -> Router {
             post(projects::create_pipeline),
         )
         .route("/projects/{project}/pipelines", get(projects::pipelines))
+        .route(
+            "/projects/{project}/pipelines/latest",
+            get(projects::latest_pipeline),
+        )
+        .route("/job", get(jobs::current))
         .route("/projects/{project}/mirror/pull", post(mirror::pull))
         .route(
             "/projects/{project}/ci/lint",
@@ -324,6 +329,10 @@ fn build(coordinator: Coordinator, shutdown: watch::Receiver<bool>) -> Router {
             get(environments::show)
                 .put(environments::update)
                 .delete(environments::delete),
+        )
+        .route(
+            "/projects/{project}/environments/stop_stale",
+            post(environments::stop_stale),
         )
         .route(
             "/projects/{project}/environments/{environment}/stop",

@@ -380,6 +380,30 @@ pub(crate) async fn pipeline(
     ))
 }
 
+/// `GET /api/v4/projects/:id/pipelines/latest[?ref=…]`: the newest pipeline of the ref
+/// (the default branch when not given); `404` when it has none.
+pub(crate) async fn latest_pipeline(
+    State(state): State<AppState>,
+    Path(project): Path<String>,
+    Query(filter): Query<PipelineFilter>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    auth::require_admin(&state.coordinator, &headers).await?;
+    let project = find_project(&state, &project).await?;
+    let ref_name = filter
+        .ref_name
+        .filter(|r| !r.is_empty())
+        .unwrap_or_else(|| project.default_branch.clone());
+    let (mut newest, _) = state
+        .coordinator
+        .pipelines_page(project.id, Some(&ref_name), None, 0, 1)
+        .await?;
+    match newest.pop() {
+        Some(p) => Ok(json_response(StatusCode::OK, &p)),
+        None => Err(ApiError::not_found("Pipeline")),
+    }
+}
+
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 pub(crate) struct JobsFilter {
