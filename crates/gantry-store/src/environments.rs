@@ -62,6 +62,15 @@ pub struct Environment {
 
 impl Environment {
     const COLUMNS: &'static str = "id, project_id, name, slug, external_url, state, tier, auto_stop_at, created_at, updated_at";
+
+    /// [`Environment::COLUMNS`] of the table aliased `alias`.
+    fn columns_of(alias: &str) -> String {
+        let columns: Vec<String> = Self::COLUMNS
+            .split(", ")
+            .map(|c| format!("{alias}.{c}"))
+            .collect();
+        columns.join(", ")
+    }
     fn from_row(r: &AnyRow) -> Self {
         Self {
             id: r.get("id"),
@@ -408,15 +417,11 @@ impl Store {
         before: i64,
         limit: i64,
     ) -> Result<Vec<Environment>> {
-        let columns: Vec<String> = Environment::COLUMNS
-            .split(", ")
-            .map(|c| format!("e.{c}"))
-            .collect();
         let rows = sqlx::query(&format!(
             "SELECT {} FROM environments e WHERE e.project_id = $1 AND e.state = 'available' \
              AND e.updated_at < $2 AND NOT EXISTS (SELECT 1 FROM {} WHERE dd.environment_id = e.id \
              AND COALESCE(dd.finished_at, dd.updated_at) >= $2) ORDER BY e.updated_at, e.id LIMIT $3",
-            columns.join(", "),
+            Environment::columns_of("e"),
             deployments_table()
         ))
         .bind(project_id)
@@ -465,16 +470,12 @@ impl Store {
         project_id: i64,
         branch: &str,
     ) -> Result<Vec<Environment>> {
-        let columns: Vec<String> = Environment::COLUMNS
-            .split(", ")
-            .map(|c| format!("e.{c}"))
-            .collect();
         let rows = sqlx::query(&format!(
             "SELECT {} FROM environments e WHERE e.project_id = $1 AND e.state = 'available' AND $2 = \
              (SELECT CASE WHEN d.tag = 0 THEN d.ref_name END FROM deployments d LEFT JOIN jobs j ON j.id = d.job_id \
               WHERE d.environment_id = e.id AND (CASE WHEN j.id IS NULL THEN d.status ELSE {DEPLOYMENT_STATUS} END) = 'success' \
               ORDER BY d.id DESC LIMIT 1) ORDER BY e.name",
-            columns.join(", ")
+            Environment::columns_of("e")
         ))
         .bind(project_id)
         .bind(branch)

@@ -443,38 +443,21 @@ impl Store {
     /// link. Returns the deleted jobs and artifacts, whose files the caller removes.
     pub async fn delete_project(&self, id: i64) -> Result<DeletedPipeline> {
         let mut tx = self.begin_write().await?;
-        let jobs: Vec<i64> = sqlx::query("SELECT id FROM jobs WHERE project_id = $1")
-            .bind(id)
-            .fetch_all(&mut *tx)
-            .await?
-            .iter()
-            .map(|r| r.try_get(0))
-            .collect::<std::result::Result<_, _>>()?;
-        let of_jobs = "SELECT id FROM jobs WHERE project_id = $1";
-        let artifacts = sqlx::query(&format!(
-            "DELETE FROM artifacts WHERE job_id IN ({of_jobs}) RETURNING job_id, file_type, blob_key"
-        ))
-        .bind(id)
-        .fetch_all(&mut *tx)
-        .await?
-        .iter()
-        .map(|r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)))
-        .collect::<Result<Vec<_>>>()?;
+        let deleted =
+            delete_job_data(&mut tx, "SELECT id FROM jobs WHERE project_id = $1", id).await?;
         for statement in [
-            format!("DELETE FROM trace_chunks WHERE job_id IN ({of_jobs})"),
-            format!("UPDATE pipelines SET parent_job_id = NULL WHERE parent_job_id IN ({of_jobs})"),
-            "DELETE FROM deployments WHERE project_id = $1".to_owned(),
-            "DELETE FROM jobs WHERE project_id = $1".to_owned(),
-            "DELETE FROM pipelines WHERE project_id = $1".to_owned(),
-            "DELETE FROM environments WHERE project_id = $1".to_owned(),
-            "DELETE FROM project_variables WHERE project_id = $1".to_owned(),
-            "DELETE FROM pipeline_triggers WHERE project_id = $1".to_owned(),
-            "DELETE FROM pipeline_schedules WHERE project_id = $1".to_owned(),
-            "DELETE FROM protected_refs WHERE project_id = $1".to_owned(),
-            "DELETE FROM project_refs WHERE project_id = $1".to_owned(),
-            "DELETE FROM runners WHERE project_id = $1".to_owned(),
+            "DELETE FROM deployments WHERE project_id = $1",
+            "DELETE FROM jobs WHERE project_id = $1",
+            "DELETE FROM pipelines WHERE project_id = $1",
+            "DELETE FROM environments WHERE project_id = $1",
+            "DELETE FROM project_variables WHERE project_id = $1",
+            "DELETE FROM pipeline_triggers WHERE project_id = $1",
+            "DELETE FROM pipeline_schedules WHERE project_id = $1",
+            "DELETE FROM protected_refs WHERE project_id = $1",
+            "DELETE FROM project_refs WHERE project_id = $1",
+            "DELETE FROM runners WHERE project_id = $1",
         ] {
-            sqlx::query(&statement).bind(id).execute(&mut *tx).await?;
+            sqlx::query(statement).bind(id).execute(&mut *tx).await?;
         }
         let done = sqlx::query("DELETE FROM projects WHERE id = $1")
             .bind(id)
@@ -484,7 +467,7 @@ impl Store {
             return Err(StoreError::NotFound("project"));
         }
         tx.commit().await?;
-        Ok(DeletedPipeline { jobs, artifacts })
+        Ok(deleted)
     }
 
     /// Change a project's settings (those `changes` names) and return it.
@@ -1653,31 +1636,13 @@ impl Store {
     /// artifacts, for the files and blobs to be removed; `NotFound` without the pipeline.
     pub async fn delete_pipeline(&self, id: i64) -> Result<DeletedPipeline> {
         let mut tx = self.begin_write().await?;
-        let jobs: Vec<i64> = sqlx::query("SELECT id FROM jobs WHERE pipeline_id = $1")
-            .bind(id)
-            .fetch_all(&mut *tx)
-            .await?
-            .iter()
-            .map(|r| r.try_get(0))
-            .collect::<std::result::Result<_, _>>()?;
-        let of_jobs = "SELECT id FROM jobs WHERE pipeline_id = $1";
-        let artifacts = sqlx::query(&format!(
-            "DELETE FROM artifacts WHERE job_id IN ({of_jobs}) RETURNING job_id, file_type, blob_key"
-        ))
-        .bind(id)
-        .fetch_all(&mut *tx)
-        .await?
-        .iter()
-        .map(|r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)))
-        .collect::<Result<Vec<_>>>()?;
         environments::detach_deployments(&mut tx, id).await?;
-        for statement in [
-            format!("DELETE FROM trace_chunks WHERE job_id IN ({of_jobs})"),
-            format!("UPDATE pipelines SET parent_job_id = NULL WHERE parent_job_id IN ({of_jobs})"),
-            "DELETE FROM jobs WHERE pipeline_id = $1".to_owned(),
-        ] {
-            sqlx::query(&statement).bind(id).execute(&mut *tx).await?;
-        }
+        let deleted =
+            delete_job_data(&mut tx, "SELECT id FROM jobs WHERE pipeline_id = $1", id).await?;
+        sqlx::query("DELETE FROM jobs WHERE pipeline_id = $1")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
         let done = sqlx::query("DELETE FROM pipelines WHERE id = $1")
             .bind(id)
             .execute(&mut *tx)
@@ -1686,7 +1651,7 @@ impl Store {
             return Err(StoreError::NotFound("pipeline"));
         }
         tx.commit().await?;
-        Ok(DeletedPipeline { jobs, artifacts })
+        Ok(deleted)
     }
 
     /// Makes a job's artifacts never expire (GitLab's "keep"); returns how many it has.
@@ -1870,6 +1835,39 @@ async fn unlock_older_artifacts(
     .execute(&mut **tx)
     .await?;
     Ok(())
+}
+
+/// Deletes the artifact rows and log chunks of the jobs `of_jobs` selects (`$1` = `id`)
+/// and unlinks the pipelines they triggered; returns the jobs and artifacts, whose files
+/// the caller removes once the transaction commits.
+async fn delete_job_data(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    of_jobs: &str,
+    id: i64,
+) -> Result<DeletedPipeline> {
+    let jobs: Vec<i64> = sqlx::query(of_jobs)
+        .bind(id)
+        .fetch_all(&mut **tx)
+        .await?
+        .iter()
+        .map(|r| r.try_get(0))
+        .collect::<std::result::Result<_, _>>()?;
+    let artifacts = sqlx::query(&format!(
+        "DELETE FROM artifacts WHERE job_id IN ({of_jobs}) RETURNING job_id, file_type, blob_key"
+    ))
+    .bind(id)
+    .fetch_all(&mut **tx)
+    .await?
+    .iter()
+    .map(|r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)))
+    .collect::<Result<Vec<_>>>()?;
+    for statement in [
+        format!("DELETE FROM trace_chunks WHERE job_id IN ({of_jobs})"),
+        format!("UPDATE pipelines SET parent_job_id = NULL WHERE parent_job_id IN ({of_jobs})"),
+    ] {
+        sqlx::query(&statement).bind(id).execute(&mut **tx).await?;
+    }
+    Ok(DeletedPipeline { jobs, artifacts })
 }
 
 async fn insert_job(
