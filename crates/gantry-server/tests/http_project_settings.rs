@@ -304,3 +304,144 @@ async fn a_project_is_deleted_by_id_or_path() {
     let again = server.create_project("acme/app", &repo).await;
     assert_ne!(again["id"], id);
 }
+
+/// The git strategy and depth, separated caches and auto-cancel settings: what the next
+/// job payloads and pipelines get, and the refusals.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn git_cache_and_auto_cancel_settings_reach_jobs_and_pipelines() {
+    let server = TestServer::start().await;
+    let ci = "workflow:\n  auto_cancel:\n    on_new_commit: interruptible\nbuild:\n  script: [make]\n  interruptible: true\n  cache:\n    key: deps\n    paths: [vendor]\n";
+    let repo = Repo::new(&[(".gitlab-ci.yml", ci)]);
+    let project = server.create_project("app", &repo).await;
+    let pid = project["id"].as_i64().unwrap();
+    assert_eq!(project["build_git_strategy"], "fetch");
+    assert_eq!(project["ci_default_git_depth"], Value::Null);
+    assert_eq!(project["auto_cancel_pending_pipelines"], "enabled");
+    assert_eq!(project["ci_separated_caches"], true);
+    assert_eq!(project["ci_forward_deployment_enabled"], true);
+    let (_, runner) = server.create_runner(json!({})).await;
+    server.create_pipeline(pid, "main").await;
+    let (id, token, payload) = server.take_job(&runner).await;
+    assert_eq!(payload["allow_git_fetch"], true);
+    assert_eq!(payload["git_info"]["depth"], 0);
+    assert_eq!(
+        payload["cache"][0]["key"], "deps-protected",
+        "main is protected"
+    );
+    server.end_job(id, &token, "success").await;
+
+    let (status, updated) = server
+        .admin(
+            Method::PUT,
+            &format!("projects/{pid}"),
+            Some(json!({
+                "build_git_strategy": "clone",
+                "ci_default_git_depth": 5,
+                "ci_separated_caches": false,
+                "auto_cancel_pending_pipelines": "disabled",
+            })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{updated}");
+    assert_eq!(updated["auto_cancel_pending_pipelines"], "disabled");
+    let first = server.create_pipeline(pid, "main").await;
+    let (_, _, payload) = server.take_job(&runner).await;
+    assert_eq!(payload["allow_git_fetch"], false);
+    assert_eq!(payload["git_info"]["depth"], 5);
+    assert_eq!(var(&payload, "GIT_DEPTH"), Some("5"));
+    assert_eq!(payload["cache"][0]["key"], "deps");
+    // A new commit does not cancel the running pipeline now.
+    std::fs::write(repo.path().join("README"), "more").unwrap();
+    repo.git(&["add", "-A"]);
+    repo.git(&["commit", "-q", "-m", "more"]);
+    server.create_pipeline(pid, "main").await;
+    let (_, first) = server
+        .admin(
+            Method::GET,
+            &format!("projects/{pid}/pipelines/{}", first["id"]),
+            None,
+        )
+        .await;
+    assert_eq!(first["status"], "running", "{first}");
+
+    for (body, what) in [
+        (json!({"build_git_strategy": "copy"}), "fetch or clone"),
+        (json!({"ci_default_git_depth": 1001}), "between 0 and 1000"),
+        (
+            json!({"auto_cancel_pending_pipelines": "maybe"}),
+            "enabled or disabled",
+        ),
+    ] {
+        let (status, answer) = server
+            .admin(Method::PUT, &format!("projects/{pid}"), Some(body.clone()))
+            .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}: {answer}");
+        assert!(answer.to_string().contains(what), "{body}: {answer}");
+    }
+}
+
+/// "Prevent outdated deployment jobs" (on by default): a deployment created before the
+/// environment's last successful one, of another commit, fails instead of deploying;
+/// with the setting off it deploys.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outdated_deployment_jobs_fail_unless_the_project_allows_them() {
+    let server = TestServer::start().await;
+    let ci = "deploy:\n  script: [deploy]\n  when: manual\n  environment: production\n";
+    let repo = Repo::new(&[(".gitlab-ci.yml", ci)]);
+    repo.git(&["tag", "v1"]);
+    std::fs::write(repo.path().join("README"), "v2").unwrap();
+    repo.git(&["add", "-A"]);
+    repo.git(&["commit", "-q", "-m", "v2"]);
+    let pid = server.create_project("app", &repo).await["id"]
+        .as_i64()
+        .unwrap();
+    let (_, runner) = server.create_runner(json!({})).await;
+    let deploy_job = |pipeline: &Value| {
+        let pipeline = pipeline["id"].as_i64().unwrap();
+        let server = &server;
+        async move {
+            server.pipeline_jobs(pid, pipeline).await[0]["id"]
+                .as_i64()
+                .unwrap()
+        }
+    };
+    let old_a = deploy_job(&server.create_pipeline(pid, "v1").await).await;
+    let old_b = deploy_job(&server.create_pipeline(pid, "v1").await).await;
+    let new = deploy_job(&server.create_pipeline(pid, "main").await).await;
+    let play = |job: i64| {
+        let server = &server;
+        async move {
+            let (status, body) = server
+                .admin(
+                    Method::POST,
+                    &format!("projects/{pid}/jobs/{job}/play"),
+                    None,
+                )
+                .await;
+            assert_eq!(status, StatusCode::OK, "{body}");
+        }
+    };
+    play(new).await;
+    let (id, token, _) = server.take_job(&runner).await;
+    assert_eq!(id, new);
+    server.end_job(id, &token, "success").await;
+
+    play(old_a).await;
+    let answer = server.request_job(&runner, None).await;
+    assert_eq!(answer.status(), StatusCode::NO_CONTENT);
+    let dropped = server.job(pid, old_a).await;
+    assert_eq!(dropped["status"], "failed");
+    assert_eq!(dropped["failure_reason"], "failed_outdated_deployment_job");
+
+    let (status, _) = server
+        .admin(
+            Method::PUT,
+            &format!("projects/{pid}"),
+            Some(json!({"ci_forward_deployment_enabled": false})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    play(old_b).await;
+    let (id, _, _) = server.take_job(&runner).await;
+    assert_eq!(id, old_b, "a rollback, allowed now");
+}

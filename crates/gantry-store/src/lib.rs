@@ -478,7 +478,12 @@ impl Store {
              default_branch = COALESCE($2, default_branch), \
              ci_config_path = COALESCE($3, ci_config_path), \
              timeout_secs = COALESCE($4, timeout_secs), \
-             keep_latest_artifact = COALESCE($5, keep_latest_artifact) \
+             keep_latest_artifact = COALESCE($5, keep_latest_artifact), \
+             build_git_strategy = COALESCE($6, build_git_strategy), \
+             ci_default_git_depth = CASE WHEN $7 = 1 THEN $8 ELSE ci_default_git_depth END, \
+             auto_cancel_pending_pipelines = COALESCE($9, auto_cancel_pending_pipelines), \
+             ci_separated_caches = COALESCE($10, ci_separated_caches), \
+             ci_forward_deployment_enabled = COALESCE($11, ci_forward_deployment_enabled) \
              WHERE id = $1",
         )
         .bind(id)
@@ -486,6 +491,12 @@ impl Store {
         .bind(&changes.ci_config_path)
         .bind(changes.timeout_secs)
         .bind(changes.keep_latest_artifact.map(b))
+        .bind(&changes.build_git_strategy)
+        .bind(b(changes.ci_default_git_depth.is_some()))
+        .bind(changes.ci_default_git_depth.flatten())
+        .bind(changes.auto_cancel_pending_pipelines.map(b))
+        .bind(changes.ci_separated_caches.map(b))
+        .bind(changes.ci_forward_deployment_enabled.map(b))
         .execute(&mut *tx)
         .await?
         .rows_affected();

@@ -33,6 +33,12 @@ pub struct ProjectChanges {
     pub ci_config_path: Option<String>,
     pub timeout_secs: Option<i64>,
     pub keep_latest_artifact: Option<bool>,
+    pub build_git_strategy: Option<String>,
+    /// `Some(None)` unsets it.
+    pub ci_default_git_depth: Option<Option<i64>>,
+    pub auto_cancel_pending_pipelines: Option<bool>,
+    pub ci_separated_caches: Option<bool>,
+    pub ci_forward_deployment_enabled: Option<bool>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -48,10 +54,17 @@ pub struct Project {
     /// GitLab's `keep_latest_artifact`: pipelines are created with their artifacts locked
     /// (migration 0016).
     pub keep_latest_artifact: bool,
+    /// `fetch` or `clone`.
+    pub build_git_strategy: String,
+    pub ci_default_git_depth: Option<i64>,
+    pub auto_cancel_pending_pipelines: bool,
+    pub ci_separated_caches: bool,
+    pub ci_forward_deployment_enabled: bool,
 }
 
 impl Project {
-    pub(crate) const COLUMNS: &'static str = "id, name, repo_url, default_branch, timeout_secs, created_at, ci_config_path, keep_latest_artifact";
+    pub(crate) const COLUMNS: &'static str = "id, name, repo_url, default_branch, timeout_secs, created_at, ci_config_path, keep_latest_artifact, \
+         build_git_strategy, ci_default_git_depth, auto_cancel_pending_pipelines, ci_separated_caches, ci_forward_deployment_enabled";
     pub(crate) fn from_row(r: &AnyRow) -> Self {
         Self {
             id: r.get("id"),
@@ -62,6 +75,11 @@ impl Project {
             created_at: r.get("created_at"),
             ci_config_path: r.get("ci_config_path"),
             keep_latest_artifact: flag(r, "keep_latest_artifact"),
+            build_git_strategy: r.get("build_git_strategy"),
+            ci_default_git_depth: r.get("ci_default_git_depth"),
+            auto_cancel_pending_pipelines: flag(r, "auto_cancel_pending_pipelines"),
+            ci_separated_caches: flag(r, "ci_separated_caches"),
+            ci_forward_deployment_enabled: flag(r, "ci_forward_deployment_enabled"),
         }
     }
 }

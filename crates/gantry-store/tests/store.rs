@@ -1462,6 +1462,17 @@ async fn project_settings_change_one_at_a_time(db: Db) {
         .await
         .expect("project");
     assert!(p.keep_latest_artifact, "on by default");
+    assert_eq!(
+        (
+            p.build_git_strategy.as_str(),
+            p.ci_default_git_depth,
+            p.auto_cancel_pending_pipelines,
+            p.ci_separated_caches,
+            p.ci_forward_deployment_enabled
+        ),
+        ("fetch", None, true, true, true),
+        "GitLab's defaults"
+    );
     let changed = s
         .update_project(
             p.id,
@@ -1488,6 +1499,11 @@ async fn project_settings_change_one_at_a_time(db: Db) {
             &ProjectChanges {
                 ci_config_path: Some("ci/main.yml".into()),
                 keep_latest_artifact: Some(false),
+                build_git_strategy: Some("clone".into()),
+                ci_default_git_depth: Some(Some(20)),
+                auto_cancel_pending_pipelines: Some(false),
+                ci_separated_caches: Some(false),
+                ci_forward_deployment_enabled: Some(false),
                 ..ProjectChanges::default()
             },
         )
@@ -1500,9 +1516,26 @@ async fn project_settings_change_one_at_a_time(db: Db) {
             timeout_secs: 900,
             ci_config_path: "ci/main.yml".into(),
             keep_latest_artifact: false,
+            build_git_strategy: "clone".into(),
+            ci_default_git_depth: Some(20),
+            auto_cancel_pending_pipelines: false,
+            ci_separated_caches: false,
+            ci_forward_deployment_enabled: false,
             ..p.clone()
         }
     );
+    let unset = s
+        .update_project(
+            p.id,
+            &ProjectChanges {
+                ci_default_git_depth: Some(None),
+                ..ProjectChanges::default()
+            },
+        )
+        .await
+        .expect("update");
+    assert_eq!(unset.ci_default_git_depth, None);
+    assert_eq!(unset.build_git_strategy, "clone", "the others stay");
     assert!(matches!(
         s.update_project(p.id + 100, &ProjectChanges::default())
             .await,

@@ -64,6 +64,21 @@ pub(crate) struct UpdateArgs {
     /// Whether new pipelines keep the artifacts of a ref's latest jobs past `expire_in`.
     #[arg(long, value_name = "BOOL", action = clap::ArgAction::Set)]
     keep_latest_artifact: Option<bool>,
+    /// What runners do without `GIT_STRATEGY`: `fetch` (reuse the last checkout) or `clone`.
+    #[arg(long, value_name = "fetch|clone")]
+    git_strategy: Option<String>,
+    /// The project's `GIT_DEPTH` (0 to 1000; 0 clones everything).
+    #[arg(long, value_name = "COMMITS")]
+    git_depth: Option<i64>,
+    /// Auto-cancel redundant pipelines (`workflow:auto_cancel:on_new_commit`).
+    #[arg(long, value_name = "enabled|disabled")]
+    auto_cancel: Option<String>,
+    /// Keep the caches of protected and other refs apart.
+    #[arg(long, value_name = "BOOL", action = clap::ArgAction::Set)]
+    separated_caches: Option<bool>,
+    /// Fail deployment jobs older than the environment's last successful deployment.
+    #[arg(long, value_name = "BOOL", action = clap::ArgAction::Set)]
+    forward_deployment: Option<bool>,
     #[command(flatten)]
     server: ServerArgs,
 }
@@ -147,9 +162,24 @@ fn update(args: &UpdateArgs) -> Result<(), ClientError> {
     if let Some(keep) = args.keep_latest_artifact {
         body.insert("keep_latest_artifact".into(), json!(keep));
     }
+    if let Some(strategy) = &args.git_strategy {
+        body.insert("build_git_strategy".into(), json!(strategy));
+    }
+    if let Some(depth) = args.git_depth {
+        body.insert("ci_default_git_depth".into(), json!(depth));
+    }
+    if let Some(auto_cancel) = &args.auto_cancel {
+        body.insert("auto_cancel_pending_pipelines".into(), json!(auto_cancel));
+    }
+    if let Some(separated) = args.separated_caches {
+        body.insert("ci_separated_caches".into(), json!(separated));
+    }
+    if let Some(forward) = args.forward_deployment {
+        body.insert("ci_forward_deployment_enabled".into(), json!(forward));
+    }
     if body.is_empty() {
         return Err(ClientError::Usage(
-            "nothing to change\n  hint: pass --default-branch, --ci-config-path, --build-timeout or --keep-latest-artifact".to_owned(),
+            "nothing to change\n  hint: pass --default-branch, --ci-config-path, --build-timeout, --keep-latest-artifact, --git-strategy, --git-depth, --auto-cancel, --separated-caches or --forward-deployment".to_owned(),
         ));
     }
     let client = ApiClient::new(&args.server)?;

@@ -964,6 +964,16 @@ fn group_variables_protected_refs_and_settings_from_the_command_line() {
             "1200",
             "--keep-latest-artifact",
             "false",
+            "--git-strategy",
+            "clone",
+            "--git-depth",
+            "10",
+            "--auto-cancel",
+            "disabled",
+            "--separated-caches",
+            "false",
+            "--forward-deployment",
+            "false",
         ],
         &env,
     );
@@ -972,6 +982,23 @@ fn group_variables_protected_refs_and_settings_from_the_command_line() {
     assert_eq!(
         (&updated["build_timeout"], &updated["keep_latest_artifact"]),
         (&serde_json::json!(1200), &serde_json::json!(false)),
+        "{updated}"
+    );
+    assert_eq!(
+        [
+            &updated["build_git_strategy"],
+            &updated["ci_default_git_depth"],
+            &updated["auto_cancel_pending_pipelines"],
+            &updated["ci_separated_caches"],
+            &updated["ci_forward_deployment_enabled"],
+        ],
+        [
+            &serde_json::json!("clone"),
+            &serde_json::json!(10),
+            &serde_json::json!("disabled"),
+            &serde_json::json!(false),
+            &serde_json::json!(false),
+        ],
         "{updated}"
     );
     let refused = gantry(

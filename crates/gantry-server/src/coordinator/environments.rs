@@ -458,6 +458,41 @@ impl Coordinator {
         }
     }
 
+    /// GitLab's "Prevent outdated deployment jobs" (on by default): why a deployment job
+    /// must not start — its environment's last successful deployment is newer and of
+    /// another commit. A retry may deploy an older commit again (a rollback, as GitLab's
+    /// default allows).
+    pub(crate) async fn outdated_deployment(
+        &self,
+        job: &gantry_store::Job,
+        project: &gantry_store::Project,
+    ) -> Result<Option<String>> {
+        if !project.ci_forward_deployment_enabled
+            || job.attempt > 1
+            || job.environment_action.as_deref() != Some("start")
+        {
+            return Ok(None);
+        }
+        let Some(environment) = job.environment_id else {
+            return Ok(None);
+        };
+        let store = &self.inner.store;
+        let (Some(mine), Some(last)) = (
+            store.job_deployment(job.id).await?,
+            store.last_deployment(environment).await?,
+        ) else {
+            return Ok(None);
+        };
+        if last.id <= mine.id || last.sha == mine.sha {
+            return Ok(None);
+        }
+        Ok(Some(format!(
+            "the environment has a newer successful deployment (#{}, commit {}): this job would deploy an older commit over it (Settings › CI/CD › Prevent outdated deployment jobs, `ci_forward_deployment_enabled`)",
+            last.iid,
+            &last.sha[..last.sha.len().min(8)]
+        )))
+    }
+
     /// One page of a project's deployments and how many match.
     pub async fn deployments_page(
         &self,

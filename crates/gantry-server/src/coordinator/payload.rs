@@ -17,7 +17,7 @@
 //! `git_info.repo_url` is `{scheme}://gitlab-ci-token:<job token>@{host}/{namespace}/{name}.git`
 //! under the external URL: the http layer serves the project's mirror
 //! ([`Coordinator::git_repo_path`]). `depth` is 0 (a full clone, which dumb HTTP can
-//! serve too) unless the job sets `GIT_DEPTH`.
+//! serve too) unless the job or the project's `ci_default_git_depth` sets `GIT_DEPTH`.
 
 use std::collections::{HashMap, HashSet};
 
@@ -604,6 +604,10 @@ impl Coordinator {
                 vars.public(k, v.clone());
             }
         }
+        // The project's "Git shallow clone" setting, below the job's own `GIT_DEPTH`.
+        if let Some(depth) = project.ci_default_git_depth {
+            vars.public("GIT_DEPTH", depth.to_string());
+        }
         let super::variables::PipelineVariables {
             values: pipeline_vars,
             files: pipeline_files,
@@ -723,8 +727,11 @@ impl Coordinator {
         };
 
         // Cache keys and fallback keys: `-protected` / `-non_protected` unless
-        // `unprotect` (GitLab's `Ci::Build#cache`).
-        let suffix = if pipeline.protected {
+        // `unprotect` or the project's `ci_separated_caches` is off (GitLab's
+        // `Ci::Build#cache`).
+        let suffix = if !project.ci_separated_caches {
+            ""
+        } else if pipeline.protected {
             "protected"
         } else {
             "non_protected"
@@ -740,7 +747,7 @@ impl Coordinator {
                     .cloned()
                     .unwrap_or_else(|| "default".to_owned());
                 let suffixed = |key: &str| {
-                    if c.unprotect {
+                    if c.unprotect || suffix.is_empty() {
                         key.to_owned()
                     } else {
                         format!("{key}-{suffix}")
@@ -779,7 +786,7 @@ impl Coordinator {
         Ok(Ok(JobResponse {
             id: job.id,
             token: job_token.to_owned(),
-            allow_git_fetch: true,
+            allow_git_fetch: project.build_git_strategy != "clone",
             job_info: JobInfo {
                 id: job.id,
                 name: job.name.clone(),

@@ -100,7 +100,20 @@ pub struct ProjectSettings {
     /// The default job timeout, seconds.
     pub build_timeout: Option<i64>,
     pub keep_latest_artifact: Option<bool>,
+    /// `fetch` or `clone`: what runners do without `GIT_STRATEGY`.
+    pub build_git_strategy: Option<String>,
+    /// The project's `GIT_DEPTH` (0 to 1000); `Some(None)` unsets it.
+    pub ci_default_git_depth: Option<Option<i64>>,
+    /// Auto-cancel redundant pipelines (`workflow:auto_cancel:on_new_commit`).
+    pub auto_cancel_pending_pipelines: Option<bool>,
+    /// Cache keys of protected and other refs kept apart.
+    pub ci_separated_caches: Option<bool>,
+    /// Outdated deployment jobs fail instead of deploying.
+    pub ci_forward_deployment_enabled: Option<bool>,
 }
+
+/// GitLab's bounds of a project's default clone depth.
+const MAX_GIT_DEPTH: i64 = 1000;
 
 /// GitLab's bounds of a project's job timeout: at least 10 minutes, under a month
 /// (Rails' `1.month`).
@@ -368,6 +381,15 @@ impl Coordinator {
             build_timeout: p.timeout_secs,
             ci_config_path: p.ci_config_path.clone(),
             keep_latest_artifact: p.keep_latest_artifact,
+            build_git_strategy: p.build_git_strategy.clone(),
+            ci_default_git_depth: p.ci_default_git_depth,
+            auto_cancel_pending_pipelines: if p.auto_cancel_pending_pipelines {
+                "enabled"
+            } else {
+                "disabled"
+            },
+            ci_separated_caches: p.ci_separated_caches,
+            ci_forward_deployment_enabled: p.ci_forward_deployment_enabled,
             created_at: p.created_at,
         }
     }
@@ -460,9 +482,10 @@ impl Coordinator {
 
     /// Change a project's settings (GitLab's `PUT /projects/:id`): the default branch (a
     /// branch of its repository), the CI configuration path (empty: `.gitlab-ci.yml`), the
-    /// default job timeout (10 minutes to under a month, as GitLab allows) and whether new
-    /// pipelines keep their latest artifacts. What is not given stays; nothing changes when
-    /// one setting is refused.
+    /// default job timeout (10 minutes to under a month, as GitLab allows), whether new
+    /// pipelines keep their latest artifacts, the git strategy and depth, auto-cancel,
+    /// separated caches and forward deployments. What is not given stays; nothing changes
+    /// when one setting is refused.
     pub async fn update_project(
         &self,
         id: i64,
@@ -482,6 +505,20 @@ impl Coordinator {
             return Err(invalid(format!(
                 "build_timeout needs to be between 10 minutes and 1 month ({MIN_BUILD_TIMEOUT} to {} seconds), not {secs}",
                 MAX_BUILD_TIMEOUT - 1
+            )));
+        }
+        if let Some(strategy) = &settings.build_git_strategy
+            && !matches!(strategy.as_str(), "fetch" | "clone")
+        {
+            return Err(invalid(format!(
+                "build_git_strategy does not have a valid value: give fetch or clone, not `{strategy}`"
+            )));
+        }
+        if let Some(Some(depth)) = settings.ci_default_git_depth
+            && !(0..=MAX_GIT_DEPTH).contains(&depth)
+        {
+            return Err(invalid(format!(
+                "ci_default_git_depth must be between 0 and {MAX_GIT_DEPTH}, not {depth}"
             )));
         }
         if let Some(branch) = &settings.default_branch {
@@ -507,6 +544,11 @@ impl Coordinator {
                     ci_config_path,
                     timeout_secs: settings.build_timeout,
                     keep_latest_artifact: settings.keep_latest_artifact,
+                    build_git_strategy: settings.build_git_strategy.clone(),
+                    ci_default_git_depth: settings.ci_default_git_depth,
+                    auto_cancel_pending_pipelines: settings.auto_cancel_pending_pipelines,
+                    ci_separated_caches: settings.ci_separated_caches,
+                    ci_forward_deployment_enabled: settings.ci_forward_deployment_enabled,
                 },
             )
             .await?;
@@ -1000,6 +1042,14 @@ impl Coordinator {
 
     /// `workflow:auto_cancel:on_new_commit` for older pipelines of the same ref (§5.11).
     async fn auto_cancel_redundant(&self, new: &gantry_store::Pipeline) -> Result<()> {
+        // GitLab's "Auto-cancel redundant pipelines" project setting.
+        if !self
+            .project_row(new.project_id)
+            .await?
+            .auto_cancel_pending_pipelines
+        {
+            return Ok(());
+        }
         let now = now_ms();
         for old in self.inner.store.pipelines(new.project_id).await? {
             // Child pipelines are canceled with their parent, not on their own.

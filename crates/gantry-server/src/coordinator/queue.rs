@@ -350,6 +350,13 @@ impl Coordinator {
                 let _ = fail(FailureReason::EnvironmentCreationFailure).await;
                 continue;
             }
+            // GitLab's "Prevent outdated deployment jobs" (`ci_forward_deployment_enabled`).
+            if let Some(why) = self.outdated_deployment(&job, &project).await? {
+                self.note_on_job(job.id, &format!("ERROR: the job could not start: {why}\n"))
+                    .await;
+                let _ = fail(FailureReason::FailedOutdatedDeploymentJob).await;
+                continue;
+            }
             match self.build_payload(&assigned, runner, now).await {
                 Ok(Ok(p)) => return Ok(Some(p)),
                 // §3.4: a dependency's artifacts expired; the search goes on.

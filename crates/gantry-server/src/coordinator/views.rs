@@ -47,6 +47,14 @@ pub struct Project {
     pub ci_config_path: String,
     /// New pipelines keep their latest artifacts past `expire_in`.
     pub keep_latest_artifact: bool,
+    /// `fetch` or `clone`: what runners do without `GIT_STRATEGY`.
+    pub build_git_strategy: String,
+    /// The project's `GIT_DEPTH`, when set.
+    pub ci_default_git_depth: Option<i64>,
+    /// `enabled` or `disabled` (GitLab's words).
+    pub auto_cancel_pending_pipelines: &'static str,
+    pub ci_separated_caches: bool,
+    pub ci_forward_deployment_enabled: bool,
     #[serde(serialize_with = "iso")]
     pub created_at: i64,
 }

@@ -117,6 +117,15 @@ struct UpdateProject {
     build_timeout: Option<i64>,
     #[serde(deserialize_with = "extract::grape::opt_bool")]
     keep_latest_artifact: Option<bool>,
+    build_git_strategy: Option<String>,
+    #[serde(deserialize_with = "extract::grape::opt_i64")]
+    ci_default_git_depth: Option<i64>,
+    /// `enabled` or `disabled`.
+    auto_cancel_pending_pipelines: Option<String>,
+    #[serde(deserialize_with = "extract::grape::opt_bool")]
+    ci_separated_caches: Option<bool>,
+    #[serde(deserialize_with = "extract::grape::opt_bool")]
+    ci_forward_deployment_enabled: Option<bool>,
 }
 
 /// `PUT /api/v4/projects/:id` → `200` with the project as it now is; `400` naming the
@@ -130,6 +139,16 @@ pub(crate) async fn update(
     auth::require_admin(&state.coordinator, &headers).await?;
     let req: UpdateProject = extract::params(&headers, &body).await?;
     let project = find_project(&state, &project).await?;
+    let auto_cancel = match req.auto_cancel_pending_pipelines.as_deref() {
+        None => None,
+        Some("enabled") => Some(true),
+        Some("disabled") => Some(false),
+        Some(other) => {
+            return Err(ApiError::param(format!(
+                "auto_cancel_pending_pipelines does not have a valid value: give enabled or disabled, not `{other}`"
+            )));
+        }
+    };
     let updated = state
         .coordinator
         .update_project(
@@ -139,6 +158,11 @@ pub(crate) async fn update(
                 ci_config_path: req.ci_config_path,
                 build_timeout: req.build_timeout,
                 keep_latest_artifact: req.keep_latest_artifact,
+                build_git_strategy: req.build_git_strategy,
+                ci_default_git_depth: req.ci_default_git_depth.map(Some),
+                auto_cancel_pending_pipelines: auto_cancel,
+                ci_separated_caches: req.ci_separated_caches,
+                ci_forward_deployment_enabled: req.ci_forward_deployment_enabled,
             },
         )
         .await?;
