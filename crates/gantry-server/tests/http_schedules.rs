@@ -189,3 +189,29 @@ async fn bad_schedules_are_refused_with_the_field_and_the_fix() {
         .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
+
+/// A Rails time zone name, as GitLab's schedule form sends some, is read as its IANA zone
+/// and kept as given.
+#[tokio::test]
+async fn a_rails_time_zone_name_is_taken_as_gitlab_takes_it() {
+    let server = TestServer::start().await;
+    let repo = Repo::new(&[(".gitlab-ci.yml", CI)]);
+    let project = server.create_project("app", &repo).await["id"]
+        .as_i64()
+        .unwrap();
+    let (status, created) = server
+        .admin(
+            Method::POST,
+            &format!("projects/{project}/pipeline_schedules"),
+            Some(json!({"description": "standup", "ref": "main", "cron": "0 9 * * *", "cron_timezone": "Pacific Time (US & Canada)"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    assert_eq!(created["cron_timezone"], "Pacific Time (US & Canada)");
+    // 09:00 in Los Angeles: 16:00 or 17:00 UTC.
+    let next = created["next_run_at"].as_str().unwrap();
+    assert!(
+        next.ends_with("T17:00:00.000Z") || next.ends_with("T16:00:00.000Z"),
+        "{next}"
+    );
+}

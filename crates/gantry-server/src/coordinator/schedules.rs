@@ -101,7 +101,7 @@ fn next_run(cron: &str, timezone: &str, after: i64) -> Result<i64> {
     let parsed = Cron::parse(cron).map_err(|e| invalid(format!("cron: {e}")))?;
     let tz = zone(timezone).ok_or_else(|| {
         invalid(format!(
-            "cron_timezone: `{timezone}` is no time zone: give an IANA name such as `UTC`, `Europe/Berlin` or `America/New_York`"
+            "cron_timezone: `{timezone}` is no time zone: give an IANA name such as `UTC`, `Europe/Berlin` or `America/New_York`, or a Rails name such as `Pacific Time (US & Canada)`"
         ))
     })?;
     parsed.next_after(after, &tz).ok_or_else(|| {
