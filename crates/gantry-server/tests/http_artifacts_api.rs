@@ -387,3 +387,71 @@ async fn artifacts_are_kept_and_deleted_by_job_and_by_project() {
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert_eq!(body, json!({"message": "404 Pipeline Not Found"}));
 }
+
+/// `POST /projects/:id/jobs/:job_id/erase`: a finished job's log and artifacts go,
+/// `erased_at` is set; a running job, or one with nothing left, is not erasable (`403`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finished_job_is_erased_with_its_log_and_artifacts() {
+    let server = TestServer::start().await;
+    let repo = Repo::new(&[(".gitlab-ci.yml", CI)]);
+    let project = server.create_project("app", &repo).await["id"]
+        .as_i64()
+        .unwrap();
+    let (_, runner) = server.create_runner(json!({})).await;
+    server.create_pipeline(project, "main").await;
+    let (id, token, _) = server.take_job(&runner).await;
+    let log = "building\n";
+    let patched = server
+        .http
+        .patch(server.api(&format!("jobs/{id}/trace")))
+        .header("JOB-TOKEN", &token)
+        .header("Content-Range", format!("0-{}", log.len() - 1))
+        .body(log)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(patched.status(), StatusCode::ACCEPTED);
+    let erase = |job: i64| {
+        server
+            .http
+            .post(server.api(&format!("projects/{project}/jobs/{job}/erase")))
+            .header("PRIVATE-TOKEN", &server.admin)
+            .send()
+    };
+    let (status, body) = expect_client_error(erase(id).await.unwrap(), "erase a running job").await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    let uploaded = server
+        .http
+        .post(server.api(&format!(
+            "jobs/{id}/artifacts?artifact_format=zip&artifact_type=archive"
+        )))
+        .header("JOB-TOKEN", &token)
+        .multipart(Form::new().part(
+            "file",
+            Part::bytes(zip_of(&[("out/a.txt", "a")])).file_name("artifacts.zip"),
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(uploaded.status(), StatusCode::CREATED);
+    server.end_job(id, &token, "success").await;
+    let (status, log_now) = get(&server, &format!("projects/{project}/jobs/{id}/trace")).await;
+    assert_eq!(
+        (status, log_now.as_slice()),
+        (StatusCode::OK, log.as_bytes())
+    );
+
+    let erased = erase(id).await.unwrap();
+    assert_eq!(erased.status(), StatusCode::CREATED);
+    let erased: serde_json::Value = erased.json().await.unwrap();
+    assert!(erased["erased_at"].is_string(), "{erased}");
+    assert_eq!(erased["artifacts"], json!([]));
+    let (status, log_now) = get(&server, &format!("projects/{project}/jobs/{id}/trace")).await;
+    assert_eq!((status, log_now.len()), (StatusCode::OK, 0));
+    let (status, _) = get(&server, &format!("projects/{project}/jobs/{id}/artifacts")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let log_file = server.data_dir().join(format!("traces/{id}.log"));
+    assert!(!log_file.exists(), "{}", log_file.display());
+    let (status, body) = expect_client_error(erase(id).await.unwrap(), "erase twice").await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+}

@@ -169,3 +169,76 @@ async fn a_pipelines_retried_jobs_are_listed_when_asked_in_any_of_grapes_words()
         "{error}"
     );
 }
+
+/// `GET /projects/:id/pipelines` with GitLab's filters: `scope`, `source`, `sha`,
+/// `yaml_errors`, times, `order_by` and `sort`; a value GitLab refuses is `400`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipelines_are_filtered_and_ordered_as_on_gitlab() {
+    let server = TestServer::start().await;
+    let repo = Repo::new(&[(".gitlab-ci.yml", "build:\n  script: [make]\n")]);
+    repo.git(&["branch", "topic"]);
+    repo.git(&["tag", "v1"]);
+    let project = server.create_project("app", &repo).await["id"]
+        .as_i64()
+        .unwrap();
+    let main_1 = server.create_pipeline(project, "main").await;
+    let topic = server.create_pipeline(project, "topic").await;
+    let tag = server.create_pipeline(project, "v1").await;
+    let main_2 = server.create_pipeline(project, "main").await;
+    let ids = |path: String| {
+        let server = &server;
+        async move {
+            let (status, _, body) = list(server, &path).await;
+            assert_eq!(status, StatusCode::OK, "{path}: {body}");
+            body.as_array()
+                .unwrap()
+                .iter()
+                .map(|p| p["id"].clone())
+                .collect::<Vec<_>>()
+        }
+    };
+    let base = format!("projects/{project}/pipelines");
+    assert_eq!(
+        ids(format!("{base}?scope=branches")).await,
+        [main_2["id"].clone(), topic["id"].clone()]
+    );
+    assert_eq!(ids(format!("{base}?scope=tags")).await, [tag["id"].clone()]);
+    assert_eq!(
+        ids(format!("{base}?ref=main&sort=asc")).await,
+        [main_1["id"].clone(), main_2["id"].clone()]
+    );
+    assert_eq!(
+        ids(format!("{base}?source=push")).await,
+        Vec::<Value>::new()
+    );
+    assert_eq!(ids(format!("{base}?source=api")).await.len(), 4);
+    let sha = main_1["sha"].as_str().unwrap();
+    assert_eq!(ids(format!("{base}?sha={sha}")).await.len(), 4);
+    assert_eq!(
+        ids(format!("{base}?yaml_errors=true")).await,
+        Vec::<Value>::new()
+    );
+    assert_eq!(
+        ids(format!("{base}?created_after=2999-01-01T00:00:00Z")).await,
+        Vec::<Value>::new()
+    );
+    assert_eq!(
+        ids(format!("{base}?updated_before=2999-01-01")).await.len(),
+        4
+    );
+    assert_eq!(
+        ids(format!("{base}?order_by=ref&sort=desc")).await[0],
+        tag["id"].clone(),
+        "v1 sorts after topic and main"
+    );
+    for query in [
+        "scope=done",
+        "status=great",
+        "order_by=name",
+        "sort=up",
+        "created_after=yesterday",
+    ] {
+        let (status, _, body) = list(&server, &format!("{base}?{query}")).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{query}: {body}");
+    }
+}

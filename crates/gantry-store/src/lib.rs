@@ -1192,36 +1192,72 @@ impl Store {
     pub async fn pipelines_page(
         &self,
         project_id: i64,
-        ref_name: Option<&str>,
-        status: Option<&str>,
+        filter: &PipelineFilter,
         offset: i64,
         limit: i64,
     ) -> Result<(Vec<Pipeline>, i64)> {
-        let mut filter = "project_id = $1".to_owned();
-        let mut n = 1;
-        for (column, value) in [("ref_name", ref_name), ("status", status)] {
-            if value.is_some() {
-                n += 1;
-                filter.push_str(&format!(" AND {column} = ${n}"));
+        let mut sql = "project_id = $1".to_owned();
+        let mut values: Vec<String> = Vec::new();
+        for (column, value) in [
+            ("ref_name", &filter.ref_name),
+            ("status", &filter.status),
+            ("sha", &filter.sha),
+            ("source", &filter.source),
+        ] {
+            if let Some(v) = value {
+                values.push(v.clone());
+                sql.push_str(&format!(" AND {column} = ${}", values.len() + 1));
             }
         }
-        let values: Vec<String> = [ref_name, status]
-            .into_iter()
-            .flatten()
-            .map(str::to_owned)
-            .collect();
-        let count = format!("SELECT COUNT(*) FROM pipelines WHERE {filter}");
+        // Times are numbers the caller parsed: written into the SQL, not bound as text.
+        for (column, op, value) in [
+            ("created_at", ">=", filter.created_after),
+            ("created_at", "<=", filter.created_before),
+            ("updated_at", ">=", filter.updated_after),
+            ("updated_at", "<=", filter.updated_before),
+        ] {
+            if let Some(v) = value {
+                sql.push_str(&format!(" AND {column} {op} {v}"));
+            }
+        }
+        match filter.yaml_errors {
+            Some(true) => sql.push_str(" AND yaml_errors IS NOT NULL"),
+            Some(false) => sql.push_str(" AND yaml_errors IS NULL"),
+            None => {}
+        }
+        match filter.scope {
+            Some(PipelineScope::Running) => sql.push_str(" AND status = 'running'"),
+            Some(PipelineScope::Pending) => sql.push_str(" AND status = 'pending'"),
+            Some(PipelineScope::Finished) => {
+                sql.push_str(" AND status IN ('success', 'failed', 'canceled', 'skipped')")
+            }
+            Some(scope @ (PipelineScope::Branches | PipelineScope::Tags)) => {
+                let tag = i64::from(scope == PipelineScope::Tags);
+                sql.push_str(&format!(
+                    " AND id IN (SELECT MAX(id) FROM pipelines WHERE project_id = $1 AND tag = {tag} GROUP BY ref_name)"
+                ));
+            }
+            None => {}
+        }
+        let count = format!("SELECT COUNT(*) FROM pipelines WHERE {sql}");
         let total: i64 = filtered(&count, project_id, &values)
             .fetch_one(&self.pool)
             .await?
             .get(0);
-        let sql = format!(
-            "SELECT {} FROM pipelines WHERE {filter} ORDER BY id DESC LIMIT ${} OFFSET ${}",
+        let order = match filter.order {
+            PipelineOrder::Id => "id",
+            PipelineOrder::Status => "status",
+            PipelineOrder::Ref => "ref_name",
+            PipelineOrder::UpdatedAt => "updated_at",
+        };
+        let direction = if filter.ascending { "ASC" } else { "DESC" };
+        let select = format!(
+            "SELECT {} FROM pipelines WHERE {sql} ORDER BY {order} {direction}, id {direction} LIMIT ${} OFFSET ${}",
             Pipeline::COLUMNS,
-            n + 1,
-            n + 2
+            values.len() + 2,
+            values.len() + 3
         );
-        let rows = filtered(&sql, project_id, &values)
+        let rows = filtered(&select, project_id, &values)
             .bind(limit)
             .bind(offset)
             .fetch_all(&self.pool)
@@ -1663,6 +1699,30 @@ impl Store {
         }
         tx.commit().await?;
         Ok(deleted)
+    }
+
+    /// Erases a finished job's log (GitLab's `erase`): its size goes to 0 (readers then
+    /// see nothing of the file, which the caller removes), its chunks in the database go,
+    /// and `erased_at` is set. `false` when the job has not finished.
+    pub async fn erase_job_log(&self, job_id: i64, now: i64) -> Result<bool> {
+        let mut tx = self.begin_write().await?;
+        let done = sqlx::query(
+            "UPDATE jobs SET trace_size = 0, trace_checksum = NULL, trace_in_db = 0, erased_at = $1 \
+             WHERE id = $2 AND status IN ('success', 'failed', 'canceled', 'skipped')",
+        )
+        .bind(now)
+        .bind(job_id)
+        .execute(&mut *tx)
+        .await?;
+        if done.rows_affected() == 0 {
+            return Ok(false);
+        }
+        sqlx::query("DELETE FROM trace_chunks WHERE job_id = $1")
+            .bind(job_id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(true)
     }
 
     /// Makes a job's artifacts never expire (GitLab's "keep"); returns how many it has.

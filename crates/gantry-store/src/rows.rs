@@ -352,17 +352,19 @@ pub struct Job {
     pub environment_id: Option<i64>,
     /// The job's `environment:action` when it names an environment.
     pub environment_action: Option<String>,
+    /// When its log and artifacts were erased (Unix ms).
+    pub erased_at: Option<i64>,
 }
 
 impl Job {
     pub(crate) const COLUMNS: &'static str = "id, pipeline_id, project_id, name, stage, stage_idx, status, attempt, retried, allow_failure, spec, tags, \
          protected, runner_id, exit_code, failure_reason, manual_variables, created_at, queued_at, scheduled_at, started_at, finished_at, \
-         last_contact_at, timeout_secs, trace_size, trace_checksum, coverage, environment_id, environment_action";
+         last_contact_at, timeout_secs, trace_size, trace_checksum, coverage, environment_id, environment_action, erased_at";
     /// [`Job::COLUMNS`] with an empty `spec` (the large column), for callers that cache
     /// parsed specs.
     pub(crate) const COLUMNS_WITHOUT_SPEC: &'static str = "id, pipeline_id, project_id, name, stage, stage_idx, status, attempt, retried, allow_failure, '' AS spec, tags, \
          protected, runner_id, exit_code, failure_reason, manual_variables, created_at, queued_at, scheduled_at, started_at, finished_at, \
-         last_contact_at, timeout_secs, trace_size, trace_checksum, coverage, environment_id, environment_action";
+         last_contact_at, timeout_secs, trace_size, trace_checksum, coverage, environment_id, environment_action, erased_at";
     pub(crate) fn from_row(r: &AnyRow) -> Self {
         Self {
             id: r.get("id"),
@@ -394,6 +396,7 @@ impl Job {
             coverage: r.get("coverage"),
             environment_id: r.get("environment_id"),
             environment_action: r.get("environment_action"),
+            erased_at: r.get("erased_at"),
         }
     }
 }
@@ -716,6 +719,50 @@ pub enum ArtifactSelection {
     OfJob(i64),
     /// Those of every job of one project.
     OfProject(i64),
+}
+
+/// Which of a project's pipelines to list, and in which order (GitLab's
+/// `GET /projects/:id/pipelines` parameters; `Default`: all, newest first).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PipelineFilter {
+    /// The branch or tag name.
+    pub ref_name: Option<String>,
+    pub status: Option<String>,
+    pub sha: Option<String>,
+    pub source: Option<String>,
+    pub scope: Option<PipelineScope>,
+    /// `true`: only pipelines with configuration errors; `false`: only those without.
+    pub yaml_errors: Option<bool>,
+    /// Unix ms, inclusive bounds.
+    pub created_after: Option<i64>,
+    pub created_before: Option<i64>,
+    pub updated_after: Option<i64>,
+    pub updated_before: Option<i64>,
+    pub order: PipelineOrder,
+    pub ascending: bool,
+}
+
+/// GitLab's pipeline `scope`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PipelineScope {
+    Running,
+    Pending,
+    /// Success, failed, canceled or skipped.
+    Finished,
+    /// The newest pipeline of each branch.
+    Branches,
+    /// The newest pipeline of each tag.
+    Tags,
+}
+
+/// GitLab's pipeline `order_by` (`user_id` is `id`: Gantry has one user).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PipelineOrder {
+    #[default]
+    Id,
+    Status,
+    Ref,
+    UpdatedAt,
 }
 
 /// What [`crate::Store::delete_pipeline`] or [`crate::Store::delete_project`] deleted.

@@ -763,17 +763,70 @@ async fn lists_page_in_the_database(db: Db) {
         create(&s, &new, &jobs, 10 + i).await.expect("pipeline");
     }
     let (page, total) = s
-        .pipelines_page(p.id, None, None, 1, 2)
+        .pipelines_page(p.id, &PipelineFilter::default(), 1, 2)
         .await
         .expect("page");
     assert_eq!(total, 5);
     assert_eq!(page.iter().map(|p| p.iid).collect::<Vec<_>>(), [4, 3]);
     let (page, total) = s
-        .pipelines_page(p.id, Some("dev"), Some("created"), 0, 10)
+        .pipelines_page(
+            p.id,
+            &PipelineFilter {
+                ref_name: Some("dev".into()),
+                status: Some("created".into()),
+                ..PipelineFilter::default()
+            },
+            0,
+            10,
+        )
         .await
         .expect("filtered");
     assert_eq!(total, 2);
     assert!(page.iter().all(|p| p.ref_name == "dev"));
+    let iids = |filter: PipelineFilter| {
+        let s = &s;
+        async move {
+            let (page, total) = s.pipelines_page(p.id, &filter, 0, 10).await.expect("page");
+            (page.iter().map(|p| p.iid).collect::<Vec<_>>(), total)
+        }
+    };
+    assert_eq!(
+        iids(PipelineFilter {
+            scope: Some(PipelineScope::Branches),
+            ..PipelineFilter::default()
+        })
+        .await,
+        (vec![5, 4], 2),
+        "the newest of each branch"
+    );
+    assert_eq!(
+        iids(PipelineFilter {
+            scope: Some(PipelineScope::Tags),
+            ..PipelineFilter::default()
+        })
+        .await,
+        (vec![], 0)
+    );
+    assert_eq!(
+        iids(PipelineFilter {
+            created_after: Some(13),
+            ascending: true,
+            ..PipelineFilter::default()
+        })
+        .await,
+        (vec![4, 5], 2)
+    );
+    assert_eq!(
+        iids(PipelineFilter {
+            order: PipelineOrder::Ref,
+            ascending: true,
+            yaml_errors: Some(false),
+            ..PipelineFilter::default()
+        })
+        .await,
+        (vec![2, 4, 1, 3, 5], 5),
+        "by ref, then id"
+    );
     let (page, total) = s
         .jobs_page(JobsOf::Project(p.id), &[], 0, 3)
         .await

@@ -13,7 +13,7 @@ use gantry_store::{ArtifactSelection, NewArtifact};
 
 use super::error::{CoordinatorError, Result};
 use super::time::now_ms;
-use super::views::Artifact;
+use super::views::{Artifact, JobView};
 use super::{Coordinator, token};
 use sha2::{Digest as _, Sha256};
 
@@ -166,6 +166,41 @@ impl Coordinator {
         }
         self.remove_artifacts(ArtifactSelection::OfJob(job_id), usize::MAX)
             .await
+    }
+
+    /// Erases a finished job's log and artifacts (GitLab's `POST …/jobs/:id/erase`);
+    /// returns the job as it now is. `Forbidden` when it has not finished or has nothing
+    /// to erase (GitLab's "Job is not erasable!").
+    pub async fn erase_job(&self, job_id: i64) -> Result<JobView> {
+        let job = self.inner.store.job(job_id).await?;
+        let finished =
+            crate::processor::Status::parse(&job.status).is_some_and(|s| s.is_completed());
+        let has_artifacts = !self.inner.store.artifacts(job_id).await?.is_empty();
+        if !finished || (job.trace_size == 0 && !has_artifacts) {
+            return Err(CoordinatorError::Forbidden(format!(
+                "Job is not erasable!: job {job_id} is {} and {}",
+                job.status,
+                if finished {
+                    "has neither a log nor artifacts"
+                } else {
+                    "has not finished"
+                }
+            )));
+        }
+        self.remove_artifacts(ArtifactSelection::OfJob(job_id), usize::MAX)
+            .await?
+            .report_left_over();
+        if self.inner.store.erase_job_log(job_id, now_ms()).await? {
+            if let Err(e) = self.inner.traces.remove(job_id) {
+                eprintln!("gantry: the log file of erased job {job_id} is left over: {e}");
+            }
+            super::RemovedArtifacts {
+                artifacts: 0,
+                left_over: self.delete_blobs_of(Vec::new(), &[job_id]).await?,
+            }
+            .report_left_over();
+        }
+        self.job_view_by_id(job_id).await
     }
 
     /// Deletes the artifacts of every finished job of a project (GitLab's

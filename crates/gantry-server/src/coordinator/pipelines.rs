@@ -1167,8 +1167,7 @@ impl Coordinator {
     pub async fn pipelines_page(
         &self,
         project_id: i64,
-        ref_name: Option<&str>,
-        status: Option<&str>,
+        filter: &gantry_store::PipelineFilter,
         offset: i64,
         limit: i64,
     ) -> std::result::Result<(Vec<PipelineView>, i64), CoordinatorError> {
@@ -1176,7 +1175,7 @@ impl Coordinator {
         let (rows, total) = self
             .inner
             .store
-            .pipelines_page(project_id, ref_name, status, offset, limit)
+            .pipelines_page(project_id, filter, offset, limit)
             .await?;
         let mut out = Vec::with_capacity(rows.len());
         for p in &rows {
@@ -1299,6 +1298,7 @@ impl Coordinator {
             artifacts_expire_at: archive.and_then(|a| a.expire_at),
             artifacts,
             coverage: j.coverage,
+            erased_at: j.erased_at,
             environment: spec.and_then(|s| s.environment),
             web_url: format!(
                 "{}/{}/-/jobs/{}",

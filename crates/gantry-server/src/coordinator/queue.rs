@@ -419,6 +419,7 @@ impl Coordinator {
                 coverage: None,
                 environment_id: q.environment_id,
                 environment_action: spec.job.environment.as_ref().map(|e| e.action().to_owned()),
+                erased_at: None,
             };
             return Ok(Some((job, spec)));
         }

@@ -342,6 +342,9 @@ pub struct JobView {
     pub artifacts_expire_at: Option<i64>,
     /// Percentage found by the job's `coverage` regex in its log, once it finished.
     pub coverage: Option<f64>,
+    /// When its log and artifacts were erased.
+    #[serde(serialize_with = "iso_opt")]
+    pub erased_at: Option<i64>,
     /// The job's `environment:`, expanded at creation (name and URL).
     pub environment: Option<JobEnvironment>,
     pub web_url: String,

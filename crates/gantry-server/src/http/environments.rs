@@ -200,7 +200,7 @@ pub(crate) async fn stop_stale(
     let before = params.before.or(query.before).ok_or_else(|| {
         ApiError::param("before is missing: give an ISO 8601 time such as 2019-03-15T08:00:00Z")
     })?;
-    let before = timestamp_ms("before", &before)?;
+    let before = extract::time_ms("before", &before)?;
     state
         .coordinator
         .stop_stale_environments(project, before)
@@ -317,7 +317,7 @@ fn deployment_filter(q: DeploymentQuery) -> ApiResult<DeploymentFilter> {
         }
     };
     let time = |name: &str, value: Option<String>| -> ApiResult<Option<i64>> {
-        value.map(|v| timestamp_ms(name, &v)).transpose()
+        value.map(|v| extract::time_ms(name, &v)).transpose()
     };
     Ok(DeploymentFilter {
         environment: q.environment,
@@ -328,31 +328,5 @@ fn deployment_filter(q: DeploymentQuery) -> ApiResult<DeploymentFilter> {
         finished_before: time("finished_before", q.finished_before)?,
         order_by,
         ascending,
-    })
-}
-
-/// An ISO 8601 time (`2019-03-15T08:00:00Z`; without an offset, or a date alone, in UTC)
-/// as Unix ms.
-fn timestamp_ms(name: &str, value: &str) -> ApiResult<i64> {
-    let parsed = value
-        .parse::<jiff::Timestamp>()
-        .ok()
-        .or_else(|| {
-            let civil = value.parse::<jiff::civil::DateTime>().ok()?;
-            civil
-                .to_zoned(jiff::tz::TimeZone::UTC)
-                .ok()
-                .map(|z| z.timestamp())
-        })
-        .or_else(|| {
-            let date = value.parse::<jiff::civil::Date>().ok()?;
-            date.to_zoned(jiff::tz::TimeZone::UTC)
-                .ok()
-                .map(|z| z.timestamp())
-        });
-    parsed.map(|t| t.as_millisecond()).ok_or_else(|| {
-        ApiError::param(format!(
-            "{name} is invalid: `{value}` is not an ISO 8601 time such as 2019-03-15T08:00:00Z"
-        ))
     })
 }

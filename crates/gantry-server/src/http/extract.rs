@@ -169,6 +169,32 @@ fn base64_decode(text: &str) -> Option<Vec<u8>> {
     Some(out)
 }
 
+/// An ISO 8601 time (`2019-03-15T08:00:00Z`; without an offset, or a date alone, in UTC)
+/// as Unix ms.
+pub(crate) fn time_ms(name: &str, value: &str) -> Result<i64, ApiError> {
+    let parsed = value
+        .parse::<jiff::Timestamp>()
+        .ok()
+        .or_else(|| {
+            let civil = value.parse::<jiff::civil::DateTime>().ok()?;
+            civil
+                .to_zoned(jiff::tz::TimeZone::UTC)
+                .ok()
+                .map(|z| z.timestamp())
+        })
+        .or_else(|| {
+            let date = value.parse::<jiff::civil::Date>().ok()?;
+            date.to_zoned(jiff::tz::TimeZone::UTC)
+                .ok()
+                .map(|z| z.timestamp())
+        });
+    parsed.map(|t| t.as_millisecond()).ok_or_else(|| {
+        ApiError::param(format!(
+            "{name} is invalid: `{value}` is not an ISO 8601 time such as 2019-03-15T08:00:00Z"
+        ))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,5 +1,5 @@
 //! User API, jobs (GitLab API v4 shapes): `GET /projects/:id/jobs/:job_id`, its `trace`
-//! and `artifacts`, and `POST …/retry|cancel|play`; `GET /job` (a running job's own, by its
+//! and `artifacts`, and `POST …/retry|cancel|play|erase`; `GET /job` (a running job's own, by its
 //! token). The admin token is required; the
 //! artifacts download also takes the `JOB-TOKEN` of a running job of the same project,
 //! as GitLab allows `CI_JOB_TOKEN` there.
@@ -240,6 +240,20 @@ pub(crate) async fn delete_artifacts(
     let removed = state.coordinator.delete_job_artifacts(job.id).await?;
     removed.report_left_over();
     Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// `POST /api/v4/projects/:id/jobs/:job_id/erase` → `201` with the job: its log and
+/// artifacts are gone (`erased_at` set); `403` for a job that has not finished or has
+/// nothing to erase.
+pub(crate) async fn erase(
+    State(state): State<AppState>,
+    Path((project, job)): Path<(String, i64)>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    auth::require_admin(&state.coordinator, &headers).await?;
+    let job = find_job(&state, &project, job).await?;
+    let erased = state.coordinator.erase_job(job.id).await?;
+    Ok(json_response(StatusCode::CREATED, &erased))
 }
 
 /// `DELETE /api/v4/projects/:id/artifacts` → `202` (GitLab's answer; Gantry has done it

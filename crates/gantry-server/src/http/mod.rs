@@ -352,6 +352,7 @@ fn build(coordinator: Coordinator, shutdown: watch::Receiver<bool>) -> Router {
         .route("/projects/{project}/jobs/{job}/retry", post(jobs::retry))
         .route("/projects/{project}/jobs/{job}/cancel", post(jobs::cancel))
         .route("/projects/{project}/jobs/{job}/play", post(jobs::play))
+        .route("/projects/{project}/jobs/{job}/erase", post(jobs::erase))
         .route(
             "/projects/{project}/jobs/{job}/artifacts",
             get(jobs::artifacts).delete(jobs::delete_artifacts),

@@ -350,10 +350,108 @@ pub(crate) struct PipelineFilter {
     #[serde(rename = "ref")]
     ref_name: Option<String>,
     status: Option<String>,
+    sha: Option<String>,
+    source: Option<String>,
+    scope: Option<String>,
+    #[serde(deserialize_with = "extract::grape::opt_bool")]
+    yaml_errors: Option<bool>,
+    created_after: Option<String>,
+    created_before: Option<String>,
+    updated_after: Option<String>,
+    updated_before: Option<String>,
+    order_by: Option<String>,
+    sort: Option<String>,
 }
 
-/// `GET /api/v4/projects/:id/pipelines[?ref=…&status=…&page=…&per_page=…]`, newest
-/// first, a page at a time (see [`paged`]).
+/// GitLab's pipeline statuses (the `status` filter).
+const PIPELINE_STATUSES: [&str; 12] = [
+    "created",
+    "waiting_for_resource",
+    "preparing",
+    "pending",
+    "running",
+    "success",
+    "failed",
+    "canceled",
+    "skipped",
+    "manual",
+    "scheduled",
+    "canceling",
+];
+
+impl PipelineFilter {
+    /// The store's filter; `400` naming a parameter GitLab would refuse.
+    fn to_store(&self) -> ApiResult<gantry_store::PipelineFilter> {
+        use gantry_store::{PipelineOrder, PipelineScope};
+        let scope = match self.scope.as_deref() {
+            None => None,
+            Some("running") => Some(PipelineScope::Running),
+            Some("pending") => Some(PipelineScope::Pending),
+            Some("finished") => Some(PipelineScope::Finished),
+            Some("branches") => Some(PipelineScope::Branches),
+            Some("tags") => Some(PipelineScope::Tags),
+            Some(other) => {
+                return Err(ApiError::param(format!(
+                    "scope does not have a valid value: give running, pending, finished, branches or tags, not `{other}`"
+                )));
+            }
+        };
+        if let Some(status) = &self.status
+            && !PIPELINE_STATUSES.contains(&status.as_str())
+        {
+            return Err(ApiError::param(format!(
+                "status does not have a valid value: give one of {}",
+                PIPELINE_STATUSES.join(", ")
+            )));
+        }
+        let order = match self.order_by.as_deref() {
+            None | Some("id" | "user_id") => PipelineOrder::Id,
+            Some("status") => PipelineOrder::Status,
+            Some("ref") => PipelineOrder::Ref,
+            Some("updated_at") => PipelineOrder::UpdatedAt,
+            Some(other) => {
+                return Err(ApiError::param(format!(
+                    "order_by does not have a valid value: give id, status, ref, updated_at or user_id, not `{other}`"
+                )));
+            }
+        };
+        let ascending = match self.sort.as_deref() {
+            None | Some("desc") => false,
+            Some("asc") => true,
+            Some(other) => {
+                return Err(ApiError::param(format!(
+                    "sort does not have a valid value: give asc or desc, not `{other}`"
+                )));
+            }
+        };
+        let time = |name: &str, value: &Option<String>| -> ApiResult<Option<i64>> {
+            value
+                .as_deref()
+                .map(|v| extract::time_ms(name, v))
+                .transpose()
+        };
+        Ok(gantry_store::PipelineFilter {
+            ref_name: self.ref_name.clone(),
+            status: self.status.clone(),
+            sha: self.sha.clone(),
+            source: self.source.clone(),
+            scope,
+            yaml_errors: self.yaml_errors,
+            created_after: time("created_after", &self.created_after)?,
+            created_before: time("created_before", &self.created_before)?,
+            updated_after: time("updated_after", &self.updated_after)?,
+            updated_before: time("updated_before", &self.updated_before)?,
+            order,
+            ascending,
+        })
+    }
+}
+
+/// `GET /api/v4/projects/:id/pipelines`, newest first unless asked otherwise, a page at a
+/// time (see [`paged`]), with GitLab's filters: `ref`, `status`, `sha`, `source`, `scope`
+/// (`running`, `pending`, `finished`, `branches`, `tags`), `yaml_errors`,
+/// `created_after|before`, `updated_after|before`, `order_by` (`id`, `status`, `ref`,
+/// `updated_at`, `user_id`) and `sort`.
 pub(crate) async fn pipelines(
     State(state): State<AppState>,
     Path(project): Path<String>,
@@ -363,16 +461,11 @@ pub(crate) async fn pipelines(
 ) -> ApiResult<Response> {
     auth::require_admin(&state.coordinator, &headers).await?;
     let project = find_project(&state, &project).await?;
+    let filter = filter.to_store()?;
     let (offset, limit) = page.window();
     let (pipelines, total) = state
         .coordinator
-        .pipelines_page(
-            project.id,
-            filter.ref_name.as_deref(),
-            filter.status.as_deref(),
-            offset,
-            limit,
-        )
+        .pipelines_page(project.id, &filter, offset, limit)
         .await?;
     Ok(paged(pipelines, total, &page))
 }
@@ -418,9 +511,13 @@ pub(crate) async fn latest_pipeline(
         .ref_name
         .filter(|r| !r.is_empty())
         .unwrap_or_else(|| project.default_branch.clone());
+    let newest_of_ref = gantry_store::PipelineFilter {
+        ref_name: Some(ref_name),
+        ..gantry_store::PipelineFilter::default()
+    };
     let (mut newest, _) = state
         .coordinator
-        .pipelines_page(project.id, Some(&ref_name), None, 0, 1)
+        .pipelines_page(project.id, &newest_of_ref, 0, 1)
         .await?;
     match newest.pop() {
         Some(p) => Ok(json_response(StatusCode::OK, &p)),

@@ -366,7 +366,7 @@ async fn projects(state: &AppState) -> Result<Response, ApiError> {
     for p in state.coordinator.projects().await? {
         let (latest, _) = state
             .coordinator
-            .pipelines_page(p.id, None, None, 0, 1)
+            .pipelines_page(p.id, &Default::default(), 0, 1)
             .await?;
         let latest = latest
             .first()
@@ -557,7 +557,12 @@ async fn pipelines(state: &AppState, path: &str, query: &str) -> Result<Response
         .unwrap_or(1);
     let (list, total) = state
         .coordinator
-        .pipelines_page(project.id, None, None, (page - 1) * PER_PAGE, PER_PAGE)
+        .pipelines_page(
+            project.id,
+            &Default::default(),
+            (page - 1) * PER_PAGE,
+            PER_PAGE,
+        )
         .await?;
     let rows: String = list.iter().map(|p| pipeline_row(&project, p)).collect();
     let refresh = list.iter().any(|p| active(&p.status));
