@@ -77,7 +77,7 @@ pub use payload::step::{Hook, HookName, Step, StepName};
 pub use payload::variable::JobVariable;
 pub use payload::when::When;
 pub use registration::{
-    AccessLevel, CreateRunnerRequest, RegisterRunnerRequest, RegisterRunnerResponse,
+    AccessLevel, CreateRunnerRequest, GroupRef, RegisterRunnerRequest, RegisterRunnerResponse,
     ResetTokenResponse, RouterDiscoveryResponse, RunnerRegistrationDetails, RunnerTokenRequest,
     RunnerType, TagList, UnregisterManagerRequest, VerifyRunnerRequest, VerifyRunnerResponse,
 };

@@ -168,6 +168,52 @@ pub struct RegisterRunnerRequest {
     pub token: String,
 }
 
+/// `group_id` of `POST /user/runners`: GitLab's numeric id (a number, or its digits as
+/// text), or a group's path (`acme/platform`), which servers whose groups have no ids
+/// (Gantry) take instead.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GroupRef {
+    Id(i64),
+    Path(String),
+}
+
+impl Serialize for GroupRef {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Self::Id(id) => s.serialize_i64(*id),
+            Self::Path(path) => s.serialize_str(path),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for GroupRef {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = GroupRef;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a group id or a group path")
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<GroupRef, E> {
+                Ok(GroupRef::Id(v))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<GroupRef, E> {
+                i64::try_from(v)
+                    .map(GroupRef::Id)
+                    .map_err(|_| E::custom("the group id is too large"))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<GroupRef, E> {
+                let v = v.trim();
+                Ok(match v.parse::<i64>() {
+                    Ok(id) => GroupRef::Id(id),
+                    Err(_) => GroupRef::Path(v.to_owned()),
+                })
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
 /// Body of `POST /api/v4/user/runners` (§2.2), sent by a user or automation with
 /// `PRIVATE-TOKEN`, never by the runner; a form or JSON, its booleans and integers read as
 /// Grape reads them ([`crate::grape`]).
@@ -178,11 +224,8 @@ pub struct CreateRunnerRequest {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub runner_type: Option<RunnerType>,
     /// Required for `group_type`.
-    #[serde(
-        skip_serializing_if = "Option::is_none",
-        deserialize_with = "crate::grape::opt_i64"
-    )]
-    pub group_id: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub group_id: Option<GroupRef>,
     /// Required for `project_type`.
     #[serde(
         skip_serializing_if = "Option::is_none",

@@ -280,3 +280,71 @@ async fn runners_are_listed_by_type_state_and_tags_with_the_jobs_they_took() {
     let (status, _) = server.admin(Method::GET, "runners/9999/jobs", None).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
+
+/// A group runner (`runner_type: group_type`, `group_id` the group's path) takes the jobs
+/// of the group's projects and its subgroups', not others'; a numeric `group_id` is `400`
+/// (Gantry's groups have no ids).
+#[tokio::test]
+async fn a_group_runner_runs_the_jobs_of_its_groups_projects() {
+    let server = TestServer::start().await;
+    let repo = Repo::new(&[(".gitlab-ci.yml", "build:\n  script: [make]\n")]);
+    let mut projects = Vec::new();
+    for name in ["acme/app", "acme/platform/svc", "acmecorp/app", "other/app"] {
+        let id = server.create_project(name, &repo).await["id"]
+            .as_i64()
+            .unwrap();
+        server.create_pipeline(id, "main").await;
+        projects.push((name, id));
+    }
+    let (status, created) = server
+        .admin(
+            Method::POST,
+            "user/runners",
+            Some(json!({"runner_type": "group_type", "group_id": "acme", "description": "acme's"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let token = created["token"].as_str().unwrap().to_owned();
+    let (_, shown) = server
+        .admin(Method::GET, &format!("runners/{}", created["id"]), None)
+        .await;
+    assert_eq!(shown["runner_type"], "group_type");
+    assert_eq!(shown["is_shared"], false);
+    assert_eq!(
+        shown["groups"],
+        json!([{"name": "acme", "full_path": "acme"}])
+    );
+    let mut taken = Vec::new();
+    for _ in 0..2 {
+        let (_, _, payload) = server.take_job(&token).await;
+        taken.push(
+            payload["job_info"]["project_name"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+        );
+    }
+    taken.sort();
+    assert_eq!(taken, ["app", "svc"]);
+    let none = server.request_job(&token, None).await;
+    assert_eq!(
+        none.status(),
+        StatusCode::NO_CONTENT,
+        "acmecorp and other are not acme"
+    );
+    let (_, listed) = server
+        .admin(Method::GET, "runners/all?type=group_type", None)
+        .await;
+    assert_eq!(listed.as_array().unwrap().len(), 1);
+
+    for body in [
+        json!({"runner_type": "group_type", "group_id": 12}),
+        json!({"runner_type": "group_type"}),
+        json!({"runner_type": "group_type", "group_id": "acme//x"}),
+    ] {
+        let (status, answer) = server
+            .admin(Method::POST, "user/runners", Some(body.clone()))
+            .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}: {answer}");
+    }
+}

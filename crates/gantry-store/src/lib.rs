@@ -942,8 +942,8 @@ impl Store {
     pub async fn create_runner(&self, r: &NewRunner, now: i64) -> Result<Runner> {
         let tags = serde_json::to_string(&r.tags).unwrap_or_else(|_| "[]".into());
         let res = sqlx::query(
-            "INSERT INTO runners (token_hash, description, tags, run_untagged, locked, protected_only, project_id, maximum_timeout, created_at, paused) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id",
+            "INSERT INTO runners (token_hash, description, tags, run_untagged, locked, protected_only, project_id, maximum_timeout, created_at, paused, group_path) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING id",
         )
         .bind(&r.token_hash)
         .bind(&r.description)
@@ -955,6 +955,7 @@ impl Store {
         .bind(r.maximum_timeout)
         .bind(now)
         .bind(b(r.paused))
+        .bind(&r.group_path)
         .fetch_one(&self.writer)
         .await?;
         let id: i64 = res.get(0);

@@ -93,8 +93,10 @@ pub struct NewRunner {
     pub locked: bool,
     /// Only runs jobs of protected refs (`access_level: ref_protected`).
     pub protected_only: bool,
-    /// `Some` for a project runner, `None` for an instance runner.
+    /// `Some` for a project runner, `None` for an instance or group runner.
     pub project_id: Option<i64>,
+    /// `Some` for a group runner: the group's path (`acme`, `acme/platform`).
+    pub group_path: Option<String>,
     pub maximum_timeout: Option<i64>,
     /// Created paused: it gets no jobs until resumed.
     pub paused: bool,
@@ -138,10 +140,12 @@ pub struct Runner {
     pub paused: bool,
     pub contacted_at: Option<i64>,
     pub created_at: i64,
+    /// A group runner's group path.
+    pub group_path: Option<String>,
 }
 
 impl Runner {
-    pub(crate) const COLUMNS: &'static str = "id, description, tags, run_untagged, locked, protected_only, project_id, maximum_timeout, paused, contacted_at, created_at";
+    pub(crate) const COLUMNS: &'static str = "id, description, tags, run_untagged, locked, protected_only, project_id, maximum_timeout, paused, contacted_at, created_at, group_path";
     pub(crate) fn from_row(r: &AnyRow) -> Self {
         Self {
             id: r.get("id"),
@@ -155,6 +159,7 @@ impl Runner {
             paused: flag(r, "paused"),
             contacted_at: r.get("contacted_at"),
             created_at: r.get("created_at"),
+            group_path: r.get("group_path"),
         }
     }
 }
@@ -419,10 +424,14 @@ pub struct QueuedJob {
     pub created_at: i64,
     pub queued_at: Option<i64>,
     pub environment_id: Option<i64>,
+    /// The project's name (its path, or its path under the default namespace), for
+    /// group runners.
+    pub project_name: String,
 }
 
 impl QueuedJob {
-    pub(crate) const COLUMNS: &'static str = "id, pipeline_id, project_id, name, stage, stage_idx, attempt, allow_failure, tags, protected, manual_variables, created_at, queued_at, environment_id";
+    pub(crate) const COLUMNS: &'static str = "id, pipeline_id, project_id, name, stage, stage_idx, attempt, allow_failure, tags, protected, manual_variables, created_at, queued_at, environment_id, \
+         (SELECT p.name FROM projects p WHERE p.id = jobs.project_id) AS project_name";
     pub(crate) fn from_row(r: &AnyRow) -> Self {
         Self {
             id: r.get("id"),
@@ -439,6 +448,7 @@ impl QueuedJob {
             created_at: r.get("created_at"),
             queued_at: r.get("queued_at"),
             environment_id: r.get("environment_id"),
+            project_name: r.try_get("project_name").unwrap_or_default(),
         }
     }
 }

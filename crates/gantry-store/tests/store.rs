@@ -68,6 +68,7 @@ fn runner(token_hash: &str) -> NewRunner {
         locked: false,
         protected_only: false,
         project_id: None,
+        group_path: None,
         maximum_timeout: None,
         paused: false,
     }
@@ -651,12 +652,14 @@ async fn runners_tokens_and_artifacts(db: Db) {
                 locked: true,
                 protected_only: true,
                 maximum_timeout: Some(600),
+                group_path: Some("acme/platform".into()),
                 ..runner("hash1")
             },
             1,
         )
         .await
         .expect("runner");
+    assert_eq!(r.group_path.as_deref(), Some("acme/platform"));
     assert_eq!(
         s.runner_by_token_hash("hash1").await.expect("lookup"),
         Some(r.clone())

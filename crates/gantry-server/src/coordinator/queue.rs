@@ -476,6 +476,15 @@ pub(crate) fn runner_may_run(runner: &Runner, job: &QueuedJob) -> bool {
     if runner.project_id.is_some_and(|p| p != job.project_id) {
         return false;
     }
+    if let Some(group) = runner.groups.first() {
+        let project = super::pipelines::full_path(&job.project_name);
+        let in_group = project
+            .strip_prefix(group.full_path.as_str())
+            .is_some_and(|rest| rest.starts_with('/'));
+        if !in_group {
+            return false;
+        }
+    }
     if runner.protected_only() && !job.protected {
         return false;
     }

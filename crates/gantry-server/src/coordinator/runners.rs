@@ -24,6 +24,9 @@ impl Coordinator {
         if let Some(p) = opts.project_id {
             self.inner.store.project(p).await?;
         }
+        if let Some(group) = &opts.group_path {
+            check_group_path(group)?;
+        }
         let tags = normalized_tags(&opts.tags);
         let row = self
             .inner
@@ -38,6 +41,7 @@ impl Coordinator {
                     locked: opts.locked,
                     protected_only: opts.protected_only,
                     project_id: opts.project_id,
+                    group_path: opts.group_path,
                     maximum_timeout: opts.maximum_timeout,
                     paused: opts.paused,
                 },
@@ -181,4 +185,25 @@ fn normalized_tags(given: &[String]) -> Vec<String> {
         }
     }
     tags
+}
+
+/// A group runner's group: a namespace path (`acme`, `acme/platform`), segments as in a
+/// project's path. Gantry's groups are namespaces of project paths; the group need not
+/// have projects yet.
+fn check_group_path(group: &str) -> Result<()> {
+    let valid = !group.is_empty()
+        && group.len() <= 255
+        && group.split('/').all(|seg| {
+            !seg.is_empty()
+                && seg
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        });
+    if valid {
+        Ok(())
+    } else {
+        Err(CoordinatorError::Invalid(format!(
+            "group_id: `{group}` is no group path: give a namespace such as `acme` or `acme/platform`"
+        )))
+    }
 }

@@ -75,6 +75,9 @@ pub struct RunnerOptions {
     pub maximum_timeout: Option<i64>,
     /// Created paused: it gets no jobs until resumed.
     pub paused: bool,
+    /// `Some` for a group runner: the group's path (`acme`, `acme/platform`); it runs the
+    /// jobs of every project under it.
+    pub group_path: Option<String>,
 }
 
 /// What to change of a runner (GitLab's `PUT /runners/:id`); `None` keeps it. The
@@ -86,7 +89,7 @@ pub use gantry_store::RunnerChanges as RunnerUpdate;
 pub struct Runner {
     pub id: i64,
     pub description: String,
-    /// `instance_type` or `project_type`.
+    /// `instance_type`, `group_type` or `project_type`.
     pub runner_type: &'static str,
     pub is_shared: bool,
     pub active: bool,
@@ -103,10 +106,20 @@ pub struct Runner {
     pub access_level: &'static str,
     pub maximum_timeout: Option<i64>,
     pub project_id: Option<i64>,
+    /// A group runner's group (GitLab's `groups`, by path: Gantry's groups have no ids).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<RunnerGroup>,
     #[serde(serialize_with = "iso_opt")]
     pub contacted_at: Option<i64>,
     #[serde(serialize_with = "iso")]
     pub created_at: i64,
+}
+
+/// A group of a group runner.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RunnerGroup {
+    pub name: String,
+    pub full_path: String,
 }
 
 impl Runner {
@@ -117,10 +130,12 @@ impl Runner {
             description: r.description.clone(),
             runner_type: if r.project_id.is_some() {
                 "project_type"
+            } else if r.group_path.is_some() {
+                "group_type"
             } else {
                 "instance_type"
             },
-            is_shared: r.project_id.is_none(),
+            is_shared: r.project_id.is_none() && r.group_path.is_none(),
             active: !r.paused,
             paused: r.paused,
             status,
@@ -135,6 +150,14 @@ impl Runner {
             },
             maximum_timeout: r.maximum_timeout,
             project_id: r.project_id,
+            groups: r
+                .group_path
+                .iter()
+                .map(|g| RunnerGroup {
+                    name: g.rsplit('/').next().unwrap_or(g).to_owned(),
+                    full_path: g.clone(),
+                })
+                .collect(),
             contacted_at: r.contacted_at,
             created_at: r.created_at,
         }

@@ -39,6 +39,7 @@ pub(crate) async fn register(
         locked: req.locked.unwrap_or(true),
         protected_only: req.access_level == Some(AccessLevel::RefProtected),
         project_id: None,
+        group_path: None,
         maximum_timeout: req.maximum_timeout,
         paused: req.paused.unwrap_or(false),
     };

@@ -7,7 +7,9 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use gantry_protocol::registration::TagList;
-use gantry_protocol::{AccessLevel, CreateRunnerRequest, RunnerRegistrationDetails, RunnerType};
+use gantry_protocol::{
+    AccessLevel, CreateRunnerRequest, GroupRef, RunnerRegistrationDetails, RunnerType,
+};
 use serde::Deserialize;
 
 use crate::coordinator::{CoordinatorError, RunnerOptions, RunnerUpdate};
@@ -17,8 +19,9 @@ use super::extract::{self, Body};
 use super::projects::{Page, page_of, paged};
 use super::{AppState, auth, json_response};
 
-/// `POST /api/v4/user/runners` → `201 {"id", "token", "token_expires_at"}`. Instance and
-/// project runners; groups do not exist here (`400`).
+/// `POST /api/v4/user/runners` → `201 {"id", "token", "token_expires_at"}`. Instance,
+/// group and project runners; a group runner's `group_id` is the group's path (Gantry's
+/// groups are namespaces without numeric ids: a number is `400`).
 pub(crate) async fn create(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -26,17 +29,24 @@ pub(crate) async fn create(
 ) -> ApiResult<Response> {
     auth::require_admin(&state.coordinator, &headers).await?;
     let req: CreateRunnerRequest = extract::params(&headers, &body).await?;
-    let project_id = match req.runner_type {
+    let (project_id, group_path) = match req.runner_type {
         None => return Err(ApiError::param("runner_type is missing")),
-        Some(RunnerType::InstanceType) => None,
-        Some(RunnerType::GroupType) => {
-            return Err(ApiError::bad_request(
-                "group runners are not supported: Gantry has no groups",
-            ));
-        }
-        Some(RunnerType::ProjectType) => Some(
-            req.project_id
-                .ok_or_else(|| ApiError::param("project_id is missing"))?,
+        Some(RunnerType::InstanceType) => (None, None),
+        Some(RunnerType::GroupType) => match req.group_id {
+            None => return Err(ApiError::param("group_id is missing")),
+            Some(GroupRef::Id(id)) => {
+                return Err(ApiError::param(format!(
+                    "group_id {id}: Gantry's groups have no numeric ids: give the group's path, e.g. `acme` or `acme/platform`"
+                )));
+            }
+            Some(GroupRef::Path(path)) => (None, Some(path.trim_matches('/').to_owned())),
+        },
+        Some(RunnerType::ProjectType) => (
+            Some(
+                req.project_id
+                    .ok_or_else(|| ApiError::param("project_id is missing"))?,
+            ),
+            None,
         ),
     };
     let opts = RunnerOptions {
@@ -46,6 +56,7 @@ pub(crate) async fn create(
         locked: req.locked.unwrap_or(false),
         protected_only: req.access_level == Some(AccessLevel::RefProtected),
         project_id,
+        group_path,
         maximum_timeout: req.maximum_timeout,
         paused: req.paused.unwrap_or(false),
     };
