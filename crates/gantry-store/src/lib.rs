@@ -12,6 +12,7 @@
 
 mod environments;
 mod error;
+mod resource_groups;
 mod rows;
 pub mod testing;
 mod traces;
@@ -30,6 +31,7 @@ pub use environments::{
     NewJobEnvironment,
 };
 pub use error::StoreError;
+pub use resource_groups::{DEFAULT_PROCESS_MODE, ResourceGroup};
 pub use rows::*;
 pub use traces::{TraceSnapshot, TraceState};
 pub use variables::{PlainVariable, VariableOwner};
@@ -450,6 +452,7 @@ impl Store {
             "DELETE FROM jobs WHERE project_id = $1",
             "DELETE FROM pipelines WHERE project_id = $1",
             "DELETE FROM environments WHERE project_id = $1",
+            "DELETE FROM resource_groups WHERE project_id = $1",
             "DELETE FROM project_variables WHERE project_id = $1",
             "DELETE FROM pipeline_triggers WHERE project_id = $1",
             "DELETE FROM pipeline_schedules WHERE project_id = $1",
@@ -1973,6 +1976,9 @@ async fn insert_job(
     .get(0);
     if let Some(e) = &j.environment {
         environments::insert_job_environment(tx, pipeline_id, project_id, id, e, now).await?;
+    }
+    if let Some(key) = &j.resource_group {
+        resource_groups::ensure_resource_group(tx, project_id, key, now).await?;
     }
     Ok(())
 }

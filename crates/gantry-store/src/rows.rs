@@ -321,6 +321,8 @@ pub struct NewJob {
     pub failure_reason: Option<String>,
     /// The job's `environment:`: its environment is found or created with the row.
     pub environment: Option<crate::NewJobEnvironment>,
+    /// The job's resource group key (expanded): the group is made with the row.
+    pub resource_group: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq)]

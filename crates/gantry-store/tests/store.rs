@@ -99,6 +99,7 @@ fn job(name: &str, status: &str) -> NewJob {
         bridge: false,
         failure_reason: None,
         environment: None,
+        resource_group: None,
     }
 }
 

@@ -35,6 +35,7 @@ mod pipelines;
 pub mod protected;
 mod pushes;
 mod queue;
+mod resource_groups;
 mod runners;
 mod schedules;
 pub mod secrets;
@@ -83,6 +84,7 @@ pub use pipelines::{
 };
 pub use pushes::{PUSH_PIPELINE_LIMIT, PushedRef};
 pub use queue::RequestInfo;
+pub use resource_groups::{PROCESS_MODES, ResourceGroupView};
 pub use schedules::{
     LastPipeline, MAX_SCHEDULE_VARIABLES, MAX_SCHEDULES_PER_PROJECT, ScheduleOwner,
     ScheduleRequest, ScheduleVariable, ScheduleView,

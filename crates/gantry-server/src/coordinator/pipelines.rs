@@ -925,17 +925,25 @@ impl Coordinator {
         };
         let mut jobs = Vec::with_capacity(pipeline.jobs.len());
         for job in &pipeline.jobs {
-            let model = JobModel::from_compiled(job)?;
+            let mut model = JobModel::from_compiled(job)?;
             let mut cache_keys = Vec::with_capacity(model.caches.len());
             for c in &model.caches {
                 cache_keys.push(self.cache_key(&mirror, &r.sha, &c.key).await);
             }
-            let environment = model.environment.as_ref().map(|env| {
-                JobEnvironment::expand(
-                    env,
-                    &creation_variables(&model, &predefined, &environment_vars),
-                )
-            });
+            let mut scope = creation_variables(&model, &predefined, &environment_vars);
+            let environment = model
+                .environment
+                .as_ref()
+                .map(|env| JobEnvironment::expand(env, &scope));
+            // The resource group's key, expanded as GitLab expands it (the environment's
+            // name among the variables).
+            if let Some(env) = &environment {
+                scope.insert("CI_ENVIRONMENT_NAME".to_owned(), env.name.clone());
+            }
+            model.resource_group = model
+                .resource_group
+                .take()
+                .and_then(|key| super::resource_groups::expand_key(&key, &scope));
             // GitLab creates a job whose environment cannot be created as failed.
             let persisted = match (&model.environment, &environment) {
                 (Some(model), Some(expanded)) => Some(expanded.to_new(model)),
@@ -978,6 +986,7 @@ impl Coordinator {
                 bridge: job.trigger.is_some(),
                 failure_reason,
                 environment: persisted,
+                resource_group: spec.job.resource_group.clone(),
             });
         }
         let (p, _) = store.create_pipeline(&new, &jobs, now).await?;

@@ -253,6 +253,7 @@ pub(crate) fn diff(
             failure_reason: None,
             // A new attempt is a new deployment to the environment (as on GitLab).
             environment: spec.new_job_environment(),
+            resource_group: spec.job.resource_group.clone(),
         });
     }
     let status = pipeline_status(state).status;

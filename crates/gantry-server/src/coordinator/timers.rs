@@ -11,7 +11,6 @@ use crate::processor::{Event, Status, apply, due_events};
 
 use super::Coordinator;
 use super::error::{CoordinatorError, Result};
-use super::spec::StoredSpec;
 use super::time::{now_ms, to_ts};
 
 /// How often the background task ticks.
@@ -179,47 +178,20 @@ impl Coordinator {
         first_error.map_or(ticked, Err)
     }
 
-    /// Resource groups (`ci-yaml.md` §5.10, `unordered` process mode): a group of a project
-    /// is free when none of its jobs is pending, running or canceling; then its oldest
-    /// waiting job (lowest pipeline, then job id) gets the resource.
+    /// Resource groups (`ci-yaml.md` §5.10): a group of a project is free when none of its
+    /// jobs is pending, running or canceling; then its first waiting job in the group's
+    /// `process_mode` order (`resource_groups::order_waiting`) gets the resource.
     pub(crate) async fn assign_resources(&self, project_id: i64) -> Result<()> {
-        let store = &self.inner.store;
-        let mut held: HashSet<String> = HashSet::new();
-        let mut waiting: Vec<(String, i64, i64)> = Vec::new(); // (group, pipeline, job)
-        for p in store
-            .active_pipelines()
+        let (mut waiting, mut held) = self.resource_use(project_id).await?;
+        let modes: std::collections::HashMap<String, String> = self
+            .inner
+            .store
+            .resource_groups(project_id)
             .await?
             .into_iter()
-            .filter(|p| p.project_id == project_id)
-        {
-            for j in store.pipeline_jobs(p.id).await? {
-                let Some(status) = Status::parse(&j.status) else {
-                    continue;
-                };
-                if !(status == Status::WaitingForResource
-                    || matches!(
-                        status,
-                        Status::Pending | Status::Running | Status::Canceling
-                    ))
-                {
-                    continue;
-                }
-                let Some(group) = StoredSpec::parse(&j.spec)
-                    .ok()
-                    .and_then(|s| s.job.resource_group)
-                else {
-                    continue;
-                };
-                if status == Status::WaitingForResource {
-                    if !j.retried {
-                        waiting.push((group, p.id, j.id));
-                    }
-                } else {
-                    held.insert(group);
-                }
-            }
-        }
-        waiting.sort_by_key(|(_, p, j)| (*p, *j));
+            .map(|g| (g.key, g.process_mode))
+            .collect();
+        super::resource_groups::order_waiting(&mut waiting, &modes);
         let now = now_ms();
         for (group, _, job_id) in waiting {
             if held.contains(&group) {

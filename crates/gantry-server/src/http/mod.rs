@@ -28,6 +28,7 @@ mod metrics;
 mod mirror;
 mod projects;
 mod protected;
+mod resource_groups;
 mod runners;
 mod schedules;
 mod triggers;
@@ -345,6 +346,18 @@ fn build(coordinator: Coordinator, shutdown: watch::Receiver<bool>) -> Router {
         .route(
             "/projects/{project}/deployments/{deployment}",
             get(environments::deployment).put(environments::update_deployment),
+        )
+        .route(
+            "/projects/{project}/resource_groups",
+            get(resource_groups::list),
+        )
+        .route(
+            "/projects/{project}/resource_groups/{key}",
+            get(resource_groups::show).put(resource_groups::update),
+        )
+        .route(
+            "/projects/{project}/resource_groups/{key}/upcoming_jobs",
+            get(resource_groups::upcoming_jobs),
         )
         .route("/projects/{project}/jobs", get(projects::project_jobs))
         .route("/projects/{project}/jobs/{job}", get(jobs::show))
