@@ -166,7 +166,11 @@ fn plain_is_safe(s: &str) -> bool {
     {
         return false;
     }
-    // Words and numbers a YAML 1.1 or 1.2 reader takes for another type.
+    // What our own (Psych's) reader types as something else (`0x1F,` is 31 in YAML 1.1).
+    if !matches!(crate::yaml::psych_plain(s), crate::yaml::Value::Str(ref t) if t == s) {
+        return false;
+    }
+    // Words and numbers another YAML 1.1 or 1.2 reader takes for another type.
     let lower = s.to_ascii_lowercase();
     const WORDS: &[&str] = &[
         "null", "true", "false", "yes", "no", "on", "off", "y", "n", ".inf", "-.inf", ".nan",
@@ -253,6 +257,15 @@ mod tests {
         #[test]
         fn any_value_reads_back_as_itself(value in tricky_value()) {
             reads_back(&value);
+        }
+    }
+
+    #[test]
+    fn strings_psych_reads_as_numbers_are_quoted() {
+        // Found by the property test: YAML 1.1 integers may hold `,` and `_`.
+        for s in ["0x1F,", "1_000", "0b1_0", "0o17", "1,000", "0777"] {
+            let text = reads_back(&json!({ s: s }));
+            assert!(text.contains(&format!("\"{s}\"")), "{s} is quoted: {text}");
         }
     }
 
