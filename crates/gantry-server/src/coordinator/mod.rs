@@ -24,6 +24,7 @@ mod environment;
 mod environments;
 mod error;
 mod git;
+mod id_tokens;
 mod includes;
 pub mod instance_variables;
 mod jobs;
@@ -243,6 +244,8 @@ struct Inner {
     runtime: Mutex<Runtime>,
     /// This process's counters (`metrics.rs`).
     counters: metrics::Counters,
+    /// The key ID tokens are signed with, once read or made (`id_tokens.rs`).
+    oidc_key: tokio::sync::OnceCell<Arc<id_tokens::SigningKey>>,
 }
 
 /// In-memory facts the store has no column for (lost on restart, with safe defaults).
@@ -348,6 +351,7 @@ impl Coordinator {
                 assign_queue: Mutex::new(Vec::new()),
                 runtime: Mutex::new(Runtime::default()),
                 counters: metrics::Counters::default(),
+                oidc_key: tokio::sync::OnceCell::new(),
             }),
         }
     }

@@ -21,7 +21,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use gantry_pipeline::expand::{Unknown, expand_nested, ref_slug};
+use gantry_pipeline::expand::{Unknown, expand_nested, expand_server, ref_slug};
 use gantry_pipeline::{PipelineInfo, Source};
 use gantry_protocol::payload::executor_opts::{DockerExecutorOptions, ImageUser};
 use gantry_protocol::{
@@ -692,7 +692,50 @@ impl Coordinator {
             .and_then(|v| v.value.trim().parse::<i64>().ok())
             .unwrap_or(0)
             .max(0);
-        let variables = vars.expand();
+        let mut variables = vars.expand();
+        // `id_tokens:` (GitLab adds them last, masked): JWTs signed with the instance's key.
+        if let Some(tokens) = &m.id_tokens {
+            let values: HashMap<String, String> = variables
+                .iter()
+                .map(|v| (v.key.clone(), v.value.clone()))
+                .collect();
+            let expand =
+                |text: &str| expand_server(text, &|n: &str| values.get(n).cloned(), Unknown::Empty);
+            let (namespace, _) = super::pipelines::project_path(&project.name);
+            let env = m.environment.as_ref().zip(environment_name.as_deref());
+            let tier = values
+                .get("CI_ENVIRONMENT_TIER")
+                .cloned()
+                .unwrap_or_default();
+            let claims = super::id_tokens::JobClaims {
+                namespace_path: &namespace,
+                project_path: &path,
+                project_id: project.id,
+                pipeline_id: pipeline.id,
+                pipeline_source: &pipeline.source,
+                job_id: job.id,
+                ref_name: &pipeline.ref_name,
+                tag: pipeline.tag,
+                ref_protected: pipeline.protected,
+                sha: &pipeline.sha,
+                runner_id: runner.id,
+                ci_config_path: &project.ci_config_path,
+                environment: env.map(|(e, name)| (name, e.action(), tier.as_str())),
+                timeout_secs: timeout,
+                now_secs: now.div_euclid(1000),
+            };
+            for (key, token) in self.id_tokens(tokens, &claims, &expand).await? {
+                variables.retain(|v| v.key != key);
+                variables.push(JobVariable {
+                    key,
+                    value: token,
+                    public: false,
+                    masked: true,
+                    file: false,
+                    raw: true,
+                });
+            }
+        }
 
         // Steps and hooks.
         // A `run:` job has no script step: the runner runs its steps instead.

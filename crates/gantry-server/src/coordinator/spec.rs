@@ -305,6 +305,8 @@ pub(crate) struct JobModel {
     pub interruptible: Option<bool>,
     pub coverage: Option<String>,
     pub environment: Option<EnvironmentModel>,
+    /// `id_tokens:`: variable name → `{aud: string | [string]}`.
+    pub id_tokens: Option<serde_json::Value>,
     pub resource_group: Option<String>,
     pub trigger: Option<serde_json::Value>,
     /// `run:` steps (older rows have none).

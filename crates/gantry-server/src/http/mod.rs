@@ -26,6 +26,7 @@ mod jobs;
 mod lint;
 mod metrics;
 mod mirror;
+mod oidc;
 mod projects;
 mod protected;
 mod resource_groups;
@@ -439,6 +440,12 @@ fn build(coordinator: Coordinator, shutdown: watch::Receiver<bool>) -> Router {
     Router::new()
         .nest("/api/v4", runner_api.merge(user_api))
         .route("/-/metrics", get(metrics::metrics))
+        .route(
+            "/.well-known/openid-configuration",
+            get(oidc::configuration),
+        )
+        .route("/oauth/discovery/keys", get(oidc::keys))
+        .route("/-/jwks", get(oidc::keys))
         .fallback(git::fallback)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn(guard_panics))
