@@ -123,9 +123,15 @@ impl Coordinator {
                     pushed.reason = Some("another coordinator took this change".to_owned());
                 } else {
                     pushed.reason = Some(reason);
-                    if change.to.is_none() {
-                        if let Some(branch) = change.ref_name.strip_prefix("refs/heads/") {
-                            self.stop_environments_of_branch(project_id, branch).await?;
+                    if let (None, Some(branch)) =
+                        (&change.to, change.ref_name.strip_prefix("refs/heads/"))
+                    {
+                        // The push is recorded; stopping what the branch deployed follows
+                        // it and does not undo it.
+                        if let Err(e) = self.stop_environments_of_branch(project_id, branch).await {
+                            eprintln!(
+                                "gantry: project {project_id}: the environments of deleted branch `{branch}` were not stopped: {e}"
+                            );
                         }
                     }
                 }
