@@ -169,3 +169,70 @@ async fn group_variables_are_managed_by_path_and_reach_the_groups_projects() {
     // The subgroup's `*` beats the root group's exact scope: the nearer group wins.
     assert_eq!(var(job("deploy"), "URL"), Some("sub-any"));
 }
+
+/// Groups have GitLab's numeric ids: `GET /groups` lists the namespaces of the projects,
+/// `GET /groups/:id` takes the id or the path, and the ids work wherever GitLab takes
+/// one (group variables, a group runner's `group_id`).
+#[tokio::test]
+async fn groups_have_ids_that_the_group_apis_take() {
+    let server = TestServer::start().await;
+    let repo = Repo::new(&[(".gitlab-ci.yml", "build:\n  script: [make]\n")]);
+    for name in ["acme/app", "acme/platform/svc", "solo"] {
+        server.create_project(name, &repo).await;
+    }
+    let (status, groups) = server.admin(Method::GET, "groups", None).await;
+    assert_eq!(status, StatusCode::OK, "{groups}");
+    let paths: Vec<&str> = groups
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["full_path"].as_str().unwrap())
+        .collect();
+    assert_eq!(paths, ["acme", "acme/platform", "gantry"]);
+    let acme = groups[0]["id"].as_i64().unwrap();
+    let platform = &groups[1];
+    assert_eq!(platform["parent_id"], acme);
+    assert_eq!(platform["name"], "platform");
+    let id = platform["id"].as_i64().unwrap();
+    let (status, by_id) = server
+        .admin(Method::GET, &format!("groups/{id}"), None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{by_id}");
+    let (_, by_path) = server
+        .admin(Method::GET, "groups/acme%2Fplatform", None)
+        .await;
+    assert_eq!(by_id, by_path);
+    let (_, again) = server.admin(Method::GET, "groups", None).await;
+    assert_eq!(again, groups, "ids are kept");
+
+    // The id where GitLab takes one.
+    let (status, created) = server
+        .admin(
+            Method::POST,
+            &format!("groups/{acme}/variables"),
+            Some(json!({"key": "REGION", "value": "eu"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let (_, listed) = server
+        .admin(Method::GET, "groups/acme/variables", None)
+        .await;
+    assert_eq!(listed[0]["key"], "REGION");
+    let (status, runner) = server
+        .admin(
+            Method::POST,
+            "user/runners",
+            Some(json!({"runner_type": "group_type", "group_id": id})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{runner}");
+    let (_, shown) = server
+        .admin(Method::GET, &format!("runners/{}", runner["id"]), None)
+        .await;
+    assert_eq!(shown["groups"][0]["full_path"], "acme/platform");
+
+    for path in ["groups/99999", "groups/nobody", "groups/99999/variables"] {
+        let (status, body) = server.admin(Method::GET, path, None).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{path}: {body}");
+    }
+}

@@ -10,8 +10,8 @@ use sqlx::query::Query;
 
 use crate::{ProjectVariable, Result, Store, StoreError, b};
 
-/// Whose variables: a project's, or a group's. Gantry keeps no group rows: a group is a
-/// project namespace, named by its full path (`acme`, `acme/platform`).
+/// Whose variables: a project's, or a group's. A group is a project namespace, named by
+/// its full path (`acme`, `acme/platform`); its numeric id is in `group_ids`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum VariableOwner {
     Project(i64),
@@ -279,4 +279,39 @@ fn taken(e: sqlx::Error, owner: &VariableOwner, v: &ProjectVariable) -> StoreErr
             v.environment_scope
         ),
     )
+}
+
+impl Store {
+    /// The ids of group `paths`, given to those that have none yet (in one transaction),
+    /// as `(path, id)` in the order of `paths`.
+    pub async fn group_ids(&self, paths: &[String], now: i64) -> Result<Vec<(String, i64)>> {
+        let mut tx = self.begin_write().await?;
+        let mut out = Vec::with_capacity(paths.len());
+        for path in paths {
+            sqlx::query(
+                "INSERT INTO group_ids (path, created_at) VALUES ($1, $2) ON CONFLICT (path) DO NOTHING",
+            )
+            .bind(path)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+            let id: i64 = sqlx::query("SELECT id FROM group_ids WHERE path = $1")
+                .bind(path)
+                .fetch_one(&mut *tx)
+                .await?
+                .get(0);
+            out.push((path.clone(), id));
+        }
+        tx.commit().await?;
+        Ok(out)
+    }
+
+    /// The path of the group with this id, if one has it.
+    pub async fn group_path(&self, id: i64) -> Result<Option<String>> {
+        let row = sqlx::query("SELECT path FROM group_ids WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.map(|r| r.get(0)))
+    }
 }

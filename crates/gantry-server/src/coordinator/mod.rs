@@ -24,6 +24,7 @@ mod environment;
 mod environments;
 mod error;
 mod git;
+mod groups;
 mod id_tokens;
 mod includes;
 pub mod instance_variables;
@@ -71,6 +72,7 @@ pub use environments::{
 };
 pub use error::CoordinatorError;
 pub use git::changes_since;
+pub use groups::GroupView;
 pub use includes::{
     GITLAB_TEMPLATES_URL, IncludeCache, IncludeLoader, IncludeSources, ProjectRepo,
     REMOTE_CONNECT_TIMEOUT, REMOTE_MAX_BYTES, REMOTE_TIMEOUT, RemoteFetches, RemoteLimits,

@@ -160,7 +160,7 @@ impl Coordinator {
     }
 
     /// Fails with `NotFound` unless `owner` exists: a project, or a group some project
-    /// is in (Gantry keeps no group rows: a group is a namespace of projects).
+    /// is in (a group is a namespace of projects: `groups.rs`).
     pub(crate) async fn ensure_owner(&self, owner: &VariableOwner) -> Result<(), CoordinatorError> {
         match owner {
             VariableOwner::Project(id) => {

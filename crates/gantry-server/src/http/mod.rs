@@ -19,6 +19,7 @@ mod error;
 mod extract;
 mod git;
 mod git_backend;
+mod groups;
 mod instance_variables;
 mod job_request;
 mod job_update;
@@ -407,6 +408,8 @@ fn build(coordinator: Coordinator, shutdown: watch::Receiver<bool>) -> Router {
             "/projects/{project}/protected_tags/{name}",
             get(protected::show).delete(protected::delete),
         )
+        .route("/groups", get(groups::list))
+        .route("/groups/{group}", get(groups::show))
         .route(
             "/groups/{group}/variables",
             get(variables::list).post(variables::create),

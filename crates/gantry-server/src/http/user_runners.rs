@@ -20,8 +20,8 @@ use super::projects::{Page, page_of, paged};
 use super::{AppState, auth, json_response};
 
 /// `POST /api/v4/user/runners` → `201 {"id", "token", "token_expires_at"}`. Instance,
-/// group and project runners; a group runner's `group_id` is the group's path (Gantry's
-/// groups are namespaces without numeric ids: a number is `400`).
+/// group and project runners; a group runner's `group_id` is the group's id or full path
+/// (a group some project is in, else `400`).
 pub(crate) async fn create(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -34,12 +34,21 @@ pub(crate) async fn create(
         Some(RunnerType::InstanceType) => (None, None),
         Some(RunnerType::GroupType) => match req.group_id {
             None => return Err(ApiError::param("group_id is missing")),
-            Some(GroupRef::Id(id)) => {
-                return Err(ApiError::param(format!(
-                    "group_id {id}: Gantry's groups have no numeric ids: give the group's path, e.g. `acme` or `acme/platform`"
-                )));
+            Some(named) => {
+                let named = match named {
+                    GroupRef::Id(id) => id.to_string(),
+                    GroupRef::Path(path) => path,
+                };
+                match state.coordinator.group_path(&named).await {
+                    Ok(path) => (None, Some(path)),
+                    Err(CoordinatorError::NotFound(_)) => {
+                        return Err(ApiError::param(format!(
+                            "group_id `{named}` names no group: give the id or full path of a group some project is in"
+                        )));
+                    }
+                    Err(other) => return Err(other.into()),
+                }
             }
-            Some(GroupRef::Path(path)) => (None, Some(path.trim_matches('/').to_owned())),
         },
         Some(RunnerType::ProjectType) => (
             Some(

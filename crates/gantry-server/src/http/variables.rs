@@ -1,8 +1,7 @@
 //! Project and group CI/CD variables, GitLab's API shapes: `GET/POST /projects/:id/variables`,
 //! `GET/PUT/DELETE /projects/:id/variables/:key`, and the same under `/groups/:id`, where
-//! `:id` is the group's URL-encoded full path (`acme%2Fplatform`; Gantry keeps no group
-//! rows, so groups have no numeric ids: a group is a namespace some project is in, else
-//! `404 Group Not Found`). One set of handlers serves both. A key that exists for several environment
+//! `:id` is the group's id or URL-encoded full path (`acme%2Fplatform`; a group is a
+//! namespace some project is in, else `404 Group Not Found`: `coordinator/groups.rs`). One set of handlers serves both. A key that exists for several environment
 //! scopes is addressed with `filter[environment_scope]=<scope>`. Every call needs the admin
 //! token. `PUT` changes the fields given but never the key nor whether the variable is
 //! hidden (`key` and `masked_and_hidden` in its body are ignored, as GitLab ignores them). Rules and limits: `coordinator::variables`.
@@ -115,10 +114,9 @@ async fn owner(
             find_project(state, project).await?.id,
         ));
     }
-    let path = params.get("group").map(String::as_str).unwrap_or_default();
-    let owner = VariableOwner::Group(path.trim_matches('/').to_owned());
-    match state.coordinator.ensure_owner(&owner).await {
-        Ok(()) => Ok(owner),
+    let named = params.get("group").map(String::as_str).unwrap_or_default();
+    match state.coordinator.group_path(named).await {
+        Ok(path) => Ok(VariableOwner::Group(path)),
         Err(CoordinatorError::NotFound(_)) => Err(ApiError::not_found("Group")),
         Err(other) => Err(other.into()),
     }
