@@ -177,8 +177,9 @@ async fn group_variables_are_managed_by_path_and_reach_the_groups_projects() {
 async fn groups_have_ids_that_the_group_apis_take() {
     let server = TestServer::start().await;
     let repo = Repo::new(&[(".gitlab-ci.yml", "build:\n  script: [make]\n")]);
+    let mut projects = Vec::new();
     for name in ["acme/app", "acme/platform/svc", "solo"] {
-        server.create_project(name, &repo).await;
+        projects.push(server.create_project(name, &repo).await);
     }
     let (status, groups) = server.admin(Method::GET, "groups", None).await;
     assert_eq!(status, StatusCode::OK, "{groups}");
@@ -204,6 +205,11 @@ async fn groups_have_ids_that_the_group_apis_take() {
     assert_eq!(by_id, by_path);
     let (_, again) = server.admin(Method::GET, "groups", None).await;
     assert_eq!(again, groups, "ids are kept");
+    // A project shows its group as GitLab's `namespace`.
+    assert_eq!(projects[1]["namespace"]["id"], id);
+    assert_eq!(projects[1]["namespace"]["full_path"], "acme/platform");
+    assert_eq!(projects[2]["namespace"]["full_path"], "gantry");
+    assert_eq!(projects[2]["namespace"]["kind"], "group");
 
     // The id where GitLab takes one.
     let (status, created) = server

@@ -601,7 +601,7 @@ async fn user_api_mistakes_are_4xx() {
         (
             Method::POST,
             "user/runners".into(),
-            Some(json!({ "runner_type": "group_type", "group_id": 1 })),
+            Some(json!({ "runner_type": "group_type", "group_id": 99999 })),
             StatusCode::BAD_REQUEST,
         ),
         (

@@ -96,8 +96,8 @@ pub use time::iso8601;
 pub use traces::{SHARED_PATCH_LIMIT, TraceAppend, TraceSource};
 pub use triggers::TRIGGER_TOKEN_PREFIX;
 pub use views::{
-    Artifact, ArtifactsFile, Bootstrap, JobPipeline, JobProgress, JobView, PipelineView, Project,
-    Runner, RunnerOptions, RunnerUpdate, TriggerView, UpdateResult,
+    Artifact, ArtifactsFile, Bootstrap, JobPipeline, JobProgress, JobView, Namespace, PipelineView,
+    Project, Runner, RunnerOptions, RunnerUpdate, TriggerView, UpdateResult,
 };
 
 use error::Result;
@@ -262,6 +262,8 @@ struct Runtime {
     pending_final: HashMap<i64, i64>,
     /// Token hash of each job handed out, until it ends.
     issued: HashMap<i64, String>,
+    /// Group paths → their ids (ids never change once given).
+    group_ids: HashMap<String, i64>,
     /// Token hashes of ended jobs → job id, to answer `Job-Status` (bounded).
     ended: HashMap<String, i64>,
     /// Commit facts for predefined variables, by `project:sha:ref`.

@@ -23,7 +23,7 @@ use super::spec::{CacheKeyModel, JobModel, StoredAutoCancel, StoredSpec};
 use super::state::pipeline_variables_json;
 use super::time::{now_ms, to_ts};
 use super::views::{
-    Artifact, ArtifactsFile, JobPipeline, JobProgress, JobView, PipelineView, Project,
+    Artifact, ArtifactsFile, JobPipeline, JobProgress, JobView, Namespace, PipelineView, Project,
 };
 use super::{Coordinator, stripe, token};
 
@@ -366,13 +366,23 @@ impl Coordinator {
         }
     }
 
-    pub(crate) fn project_view(&self, p: &gantry_store::Project) -> Project {
+    pub(crate) async fn project_view(&self, p: &gantry_store::Project) -> Result<Project> {
         let full = full_path(&p.name);
         let base = self.external_url();
-        Project {
+        let (ns, path) = project_path(&p.name);
+        let namespace = Namespace {
+            id: self.group_id(&ns).await?,
+            name: ns.rsplit('/').next().unwrap_or(&ns).to_owned(),
+            path: ns.rsplit('/').next().unwrap_or(&ns).to_owned(),
+            kind: "group",
+            web_url: format!("{base}/groups/{ns}"),
+            full_path: ns,
+        };
+        Ok(Project {
+            namespace,
             id: p.id,
             name: p.name.clone(),
-            path: project_path(&p.name).1,
+            path,
             path_with_namespace: full.clone(),
             default_branch: p.default_branch.clone(),
             http_url_to_repo: format!("{base}/{full}.git"),
@@ -391,7 +401,7 @@ impl Coordinator {
             ci_separated_caches: p.ci_separated_caches,
             ci_forward_deployment_enabled: p.ci_forward_deployment_enabled,
             created_at: p.created_at,
-        }
+        })
     }
 
     /// Create a project that mirrors `repo` (a local path or a URL git can fetch). The
@@ -477,7 +487,7 @@ impl Coordinator {
         if let Err(e) = self.record_first_refs(&p).await {
             eprintln!("gantry: project {name}: could not record its branches and tags yet: {e}");
         }
-        Ok(self.project_view(&p))
+        self.project_view(&p).await
     }
 
     /// Change a project's settings (GitLab's `PUT /projects/:id`): the default branch (a
@@ -553,29 +563,29 @@ impl Coordinator {
             )
             .await?;
         self.forget_project_row(id);
-        Ok(self.project_view(&p))
+        self.project_view(&p).await
     }
 
     pub async fn project(&self, id: i64) -> std::result::Result<Project, CoordinatorError> {
-        Ok(self.project_view(&self.inner.store.project(id).await?))
+        self.project_view(&self.inner.store.project(id).await?)
+            .await
     }
 
     pub async fn project_by_name(
         &self,
         name: &str,
     ) -> std::result::Result<Project, CoordinatorError> {
-        Ok(self.project_view(&self.inner.store.project_by_name(name).await?))
+        self.project_view(&self.inner.store.project_by_name(name).await?)
+            .await
     }
 
     pub async fn projects(&self) -> std::result::Result<Vec<Project>, CoordinatorError> {
-        Ok(self
-            .inner
-            .store
-            .projects()
-            .await?
-            .iter()
-            .map(|p| self.project_view(p))
-            .collect())
+        let rows = self.inner.store.projects().await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for p in &rows {
+            out.push(self.project_view(p).await?);
+        }
+        Ok(out)
     }
 
     /// Fetch the project's repository into its mirror (serialized per project).

@@ -30,6 +30,8 @@ fn joined_or_null<S: Serializer>(errors: &[String], s: S) -> Result<S::Ok, S::Er
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Project {
     pub id: i64,
+    /// The group it is in (GitLab's `namespace`).
+    pub namespace: Namespace,
     pub name: String,
     /// Last path component.
     pub path: String,
@@ -57,6 +59,18 @@ pub struct Project {
     pub ci_forward_deployment_enabled: bool,
     #[serde(serialize_with = "iso")]
     pub created_at: i64,
+}
+
+/// A project's group, as GitLab's project shows its `namespace`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Namespace {
+    pub id: i64,
+    pub name: String,
+    pub path: String,
+    /// Always `group` (Gantry has no user namespaces).
+    pub kind: &'static str,
+    pub full_path: String,
+    pub web_url: String,
 }
 
 /// What to create a runner with.
