@@ -367,7 +367,40 @@ impl Placement<'_> {
 /// Runs `job` through its lifecycle and reports the final status (see the module docs).
 /// Never panics on any payload; every problem ends in a [`JobEnding`].
 pub async fn run_job(job: JobResponse, cx: JobContext) -> JobReport {
-    let started = Instant::now();
+    run(job, cx, None).await
+}
+
+/// A job a runner process that died left running in a detached stage, taken over by
+/// this one ([`crate::shell::detached`]).
+#[derive(Debug, Clone)]
+pub struct Takeover {
+    /// The stage to watch again.
+    pub stage: crate::journal::DetachedStage,
+    /// The coordinator's log: its length and, when known, its CRC-32.
+    pub log: (u64, Option<u32>),
+    /// When the job was received (Unix time, ms).
+    pub received_unix_ms: u64,
+    /// The coordinator asked for the job to be canceled.
+    pub cancel_requested: bool,
+}
+
+/// Goes on with the job `takeover` describes, from its detached stage to the final
+/// status, as [`run_job`] would have.
+pub async fn resume_job(job: JobResponse, cx: JobContext, takeover: Takeover) -> JobReport {
+    run(job, cx, Some(takeover)).await
+}
+
+async fn run(job: JobResponse, cx: JobContext, takeover: Option<Takeover>) -> JobReport {
+    let started = match &takeover {
+        None => Instant::now(),
+        Some(takeover) => {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default();
+            let ago = now.saturating_sub(Duration::from_millis(takeover.received_unix_ms));
+            Instant::now().checked_sub(ago).unwrap_or_else(Instant::now)
+        }
+    };
     let runner = Arc::clone(&cx.runner);
     let timeout_secs = u64::try_from(job.runner_info.effective_timeout_secs())
         .unwrap_or(1)
@@ -404,6 +437,7 @@ pub async fn run_job(job: JobResponse, cx: JobContext) -> JobReport {
                 let (tap, job_id) = (Arc::clone(tap), job.id);
                 Arc::new(move |bytes: &[u8]| tap(job_id, bytes)) as crate::trace::Tap
             }),
+            continues: takeover.as_ref().map(|t| t.log),
             ..TraceOptions::default()
         },
     );
@@ -422,7 +456,16 @@ pub async fn run_job(job: JobResponse, cx: JobContext) -> JobReport {
         Arc::clone(&cx.events),
     ));
 
-    let ending = match uplink.accept().await {
+    let acceptance = match &takeover {
+        None => uplink.accept().await,
+        Some(takeover) => {
+            if takeover.cancel_requested {
+                cx.stop.request(StopRequest::Cancel);
+            }
+            Acceptance::Run
+        }
+    };
+    let ending = match acceptance {
         Acceptance::Dropped => JobEnding::Aborted,
         Acceptance::Canceled => JobEnding::Canceled,
         Acceptance::Run => {
@@ -430,18 +473,9 @@ pub async fn run_job(job: JobResponse, cx: JobContext) -> JobReport {
                 job_id: job.id,
                 project_dir: project_dir.clone(),
             });
-            trace.runner_line(&match option_env!("GANTRY_REVISION") {
-                Some(revision) => format!(
-                    "Running with gantry-runner {} ({revision})",
-                    env!("CARGO_PKG_VERSION")
-                ),
-                None => format!("Running with gantry-runner {}", env!("CARGO_PKG_VERSION")),
-            });
-            trace.runner_line(&format!(
-                "  on {} {short}, system ID: {}",
-                runner.name.as_deref().unwrap_or("gantry-runner"),
-                cx.system_id
-            ));
+            if takeover.is_none() {
+                header(&trace, &runner, &short, &cx.system_id);
+            }
             let streaming = uplink.stream();
             let ending = match (mask_error, clone_path_error) {
                 (Some(message), _) => JobEnding::SystemFailure {
@@ -467,7 +501,10 @@ pub async fn run_job(job: JobResponse, cx: JobContext) -> JobReport {
                         executor: None,
                         prepared: None,
                     };
-                    lifecycle.run().await
+                    match takeover {
+                        None => lifecycle.run().await,
+                        Some(takeover) => lifecycle.resume(takeover.stage).await,
+                    }
                 }
             };
             write_ending(&trace, &ending);
@@ -499,6 +536,21 @@ pub async fn run_job(job: JobResponse, cx: JobContext) -> JobReport {
         output_limit_exceeded: exceeded,
         dropped_bytes: dropped,
     }
+}
+
+/// The log's first lines: the runner and its version.
+fn header(trace: &Trace, runner: &RunnerConfig, short: &str, system_id: &str) {
+    trace.runner_line(&match option_env!("GANTRY_REVISION") {
+        Some(revision) => format!(
+            "Running with gantry-runner {} ({revision})",
+            env!("CARGO_PKG_VERSION")
+        ),
+        None => format!("Running with gantry-runner {}", env!("CARGO_PKG_VERSION")),
+    });
+    trace.runner_line(&format!(
+        "  on {} {short}, system ID: {system_id}",
+        runner.name.as_deref().unwrap_or("gantry-runner"),
+    ));
 }
 
 /// Fails a job whose payload could not be decoded (the coordinator assigned it to this

@@ -45,6 +45,10 @@ pub const JOURNAL_DIR: &str = ".runner_jobs";
 /// Records larger than this are not read (a record is well under 1 KiB plus its groups).
 const MAX_RECORD_BYTES: u64 = 64 * 1024;
 
+/// Payloads larger than this are not read back (a payload with its variables,
+/// dependencies and steps is rarely above a few hundred KiB).
+const MAX_PAYLOAD_BYTES: u64 = 64 * 1024 * 1024;
+
 /// Process groups one record names at most (a job runs one stage at a time; services and
 /// helpers add a few).
 const MAX_GROUPS: usize = 64;
@@ -83,6 +87,21 @@ impl ProcessStamp {
         boot_id().as_deref() == Some(self.boot.as_str())
             && start_ticks(self.pid) == Some(self.start)
     }
+
+    /// Whether this very process still runs and has not exited (an exited process
+    /// its parent has not reaped yet is [alive](Self::alive), as a zombie).
+    pub fn running(&self) -> bool {
+        self.alive()
+            && std::fs::read_to_string(format!("/proc/{}/stat", self.pid))
+                .ok()
+                .and_then(|stat| parse_state(&stat))
+                .is_some_and(|state| !matches!(state, 'Z' | 'X' | 'x'))
+    }
+}
+
+/// Field 3 of `/proc/<pid>/stat`: the process state.
+fn parse_state(stat: &str) -> Option<char> {
+    stat[stat.rfind(')')? + 1..].trim_start().chars().next()
 }
 
 fn boot_id() -> Option<String> {
@@ -126,6 +145,141 @@ pub struct JobRecord {
     /// `cleanup_exec` ran: a runner that finds the job lost runs `cleanup_exec` there.
     #[serde(default)]
     pub custom: Option<CustomRecord>,
+    /// What a restarted runner needs to take the job over (shell executor jobs; the
+    /// payload is kept beside the record, [`payload_path`]).
+    #[serde(default)]
+    pub resume: Option<ResumeRecord>,
+    /// The script stage running detached from the runner process now: a restarted
+    /// runner reattaches to it.
+    #[serde(default)]
+    pub stage: Option<DetachedStage>,
+}
+
+/// The job's place among its entry's jobs, kept so that a restarted runner gives it
+/// the same slot ([`crate::poll`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResumeRecord {
+    /// The `[[runners]]` entry, by its short token.
+    pub runner: String,
+    /// `CI_CONCURRENT_ID`.
+    pub concurrent_id: usize,
+    /// `CI_CONCURRENT_PROJECT_ID`.
+    pub concurrent_project_id: usize,
+    /// When the job was received (Unix time, ms): its timeout counts from there.
+    pub received_unix_ms: u64,
+}
+
+/// Which script stage runs detached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StageAt {
+    /// The job's step at this index (`script`, `release`, … in payload order, without
+    /// `after_script`).
+    Step(usize),
+    /// `after_script`.
+    AfterScript,
+}
+
+/// How the job stood before the detached stage: the steps' ending so far, or for
+/// `after_script` the ending it reports as `CI_JOB_STATUS`. Mirrors
+/// [`crate::job::JobEnding`] (whose `Aborted` never reaches a detached stage).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum RecordedEnding {
+    /// Success.
+    Success,
+    /// A script failure.
+    ScriptFailure {
+        /// Its exit code.
+        exit_code: i32,
+    },
+    /// A timeout.
+    Timeout {
+        /// The limit, in seconds.
+        after_secs: u64,
+    },
+    /// A cancel.
+    Canceled,
+    /// A runner shutdown.
+    Interrupted,
+    /// A system failure.
+    SystemFailure {
+        /// The stage.
+        stage: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// An image pull failure.
+    ImagePullFailure {
+        /// What went wrong.
+        message: String,
+    },
+    /// A configuration error.
+    ConfigurationError {
+        /// What is wrong.
+        message: String,
+    },
+    /// A missing feature.
+    Unsupported {
+        /// What is missing.
+        message: String,
+    },
+}
+
+/// Where a detached stage is and how far its output reached the coordinator.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StagePlace {
+    /// Which stage.
+    pub at: StageAt,
+    /// Its section name (`step_script`, `after_script`, …).
+    pub name: String,
+    /// How the job stood before it.
+    pub before: RecordedEnding,
+    /// When its time is up (Unix time, ms).
+    pub deadline_unix_ms: u64,
+    /// The limit a timeout reports, in seconds.
+    pub limit_secs: u64,
+}
+
+/// A script stage running detached: its shell's output goes to files and its exit
+/// code to a third one, so it runs on when the runner process dies, and a restarted
+/// runner reads on where the coordinator's log ends.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DetachedStage {
+    /// Which stage.
+    pub place: StagePlace,
+    /// The group's leader (the wrapper shell writing the exit code).
+    pub group: ProcessStamp,
+    /// The files: stdout, stderr, exit code.
+    pub files: StageFiles,
+    /// The output the coordinator holds for sure.
+    #[serde(default)]
+    pub checkpoint: Option<LogCheckpoint>,
+}
+
+/// A detached stage's files (in the job's temporary directory).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StageFiles {
+    /// The script's standard output.
+    pub out: PathBuf,
+    /// Its standard error.
+    pub err: PathBuf,
+    /// Its exit code, written when it ends.
+    pub status: PathBuf,
+}
+
+/// A point up to which a detached stage's output is in the coordinator's log: the
+/// files' offsets (at line ends) and the log's length and CRC-32 at that moment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogCheckpoint {
+    /// Bytes of standard output in the log.
+    pub out: u64,
+    /// Bytes of standard error in the log.
+    pub err: u64,
+    /// The log's length then.
+    pub log_len: u64,
+    /// Its CRC-32, when known.
+    pub crc: Option<u32>,
 }
 
 /// What a lost job's `cleanup_exec` needs (`[runners.custom]`, see
@@ -186,6 +340,38 @@ impl Journal {
     /// Records a job this process starts running; the record is on disk when this
     /// returns.
     pub fn start(&self, url: &str, job_id: i64, token: &str) -> std::io::Result<RunningJob> {
+        self.start_with(url, job_id, token, None)
+    }
+
+    /// [`start`](Self::start), keeping what a restarted runner needs to take the job
+    /// over: `job` beside the record, `resume` in it. Its script stages then run
+    /// detached ([`crate::shell::detached`]).
+    pub fn start_resumable(
+        &self,
+        url: &str,
+        job: &gantry_protocol::JobResponse,
+        resume: ResumeRecord,
+    ) -> std::io::Result<RunningJob> {
+        self.start_with(url, job.id, &job.token, Some((job, resume)))
+    }
+
+    fn start_with(
+        &self,
+        url: &str,
+        job_id: i64,
+        token: &str,
+        resumable: Option<(&gantry_protocol::JobResponse, ResumeRecord)>,
+    ) -> std::io::Result<RunningJob> {
+        let path = self.dir.join(record_name(url, job_id));
+        let resume = match resumable {
+            Some((job, resume)) => {
+                let payload = serde_json::to_vec(job).map_err(std::io::Error::other)?;
+                // Synced with the record's directory below.
+                write_file(&payload_path(&path), &payload, false)?;
+                Some(resume)
+            }
+            None => None,
+        };
         let runner = ProcessStamp::of(i32::try_from(std::process::id()).unwrap_or(0))
             .ok_or_else(|| std::io::Error::other("this process's start time is unreadable"))?;
         let record = JobRecord {
@@ -195,13 +381,49 @@ impl Journal {
             runner,
             groups: Vec::new(),
             custom: None,
+            resume,
+            stage: None,
         };
-        let path = self.dir.join(record_name(url, job_id));
+        if record.resume.is_some() {
+            std::fs::File::open(payload_path(&path))?.sync_all()?;
+        }
         write_record(&path, &record, true)?;
         Ok(RunningJob {
             path,
             record: Mutex::new(record),
         })
+    }
+
+    /// Takes over the lost job recorded at `path`: the record now names this process,
+    /// and is on disk when this returns. Returns it with the job's payload.
+    pub fn take_over(
+        &self,
+        path: &Path,
+        record: &JobRecord,
+    ) -> std::io::Result<(RunningJob, gantry_protocol::JobResponse)> {
+        let payload = payload_path(path);
+        let size = std::fs::metadata(&payload)?.len();
+        if size > MAX_PAYLOAD_BYTES {
+            return Err(std::io::Error::other(format!(
+                "the job's payload has {size} bytes, more than {MAX_PAYLOAD_BYTES}"
+            )));
+        }
+        let job: gantry_protocol::JobResponse =
+            serde_json::from_slice(&std::fs::read(&payload)?).map_err(std::io::Error::other)?;
+        let runner = ProcessStamp::of(i32::try_from(std::process::id()).unwrap_or(0))
+            .ok_or_else(|| std::io::Error::other("this process's start time is unreadable"))?;
+        let record = JobRecord {
+            runner,
+            ..record.clone()
+        };
+        write_record(path, &record, true)?;
+        Ok((
+            RunningJob {
+                path: path.to_owned(),
+                record: Mutex::new(record),
+            },
+            job,
+        ))
     }
 
     /// The records left by runner processes that are gone, oldest job first, with the
@@ -228,6 +450,17 @@ impl Journal {
     }
 }
 
+/// Where the payload of the job recorded at `record` is kept (`job-….payload`, 0600).
+pub fn payload_path(record: &Path) -> PathBuf {
+    record.with_extension("payload")
+}
+
+/// Removes the record at `path` and the payload beside it.
+pub fn remove_record(path: &Path) {
+    let _ = std::fs::remove_file(payload_path(path));
+    let _ = std::fs::remove_file(path);
+}
+
 /// `job-<id>-<8 hex digits of the URL's hash>.json`: job ids are unique per coordinator.
 fn record_name(url: &str, job_id: i64) -> String {
     use sha2::{Digest, Sha256};
@@ -250,16 +483,23 @@ fn read_record(path: &Path) -> Result<JobRecord, String> {
 /// Writes `record` to a temporary file and renames it over `path` (a reader never sees
 /// half a record); with `sync`, the file and the directory are synced first.
 fn write_record(path: &Path, record: &JobRecord, sync: bool) -> std::io::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
     let json = serde_json::to_vec(record).map_err(std::io::Error::other)?;
-    let tmp = path.with_extension("json.tmp");
+    write_file(path, &json, sync)
+}
+
+/// Writes `bytes` to `path` (mode 0600) through a temporary file and a rename.
+fn write_file(path: &Path, json: &[u8], sync: bool) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
     let mut file = std::fs::OpenOptions::new()
         .write(true)
         .create(true)
         .truncate(true)
         .mode(0o600)
         .open(&tmp)?;
-    file.write_all(&json)?;
+    file.write_all(json)?;
     if sync {
         file.sync_all()?;
     }
@@ -311,9 +551,41 @@ impl RunningJob {
         self.update(|record| record.custom = None);
     }
 
-    /// The job's task is over: the record is removed.
+    /// Whether a restarted runner could take the job over (see
+    /// [`Journal::start_resumable`]): script stages then run detached.
+    pub(crate) fn resumable(&self) -> bool {
+        self.record
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .resume
+            .is_some()
+    }
+
+    /// A script stage now runs detached (synced: from now on a restarted runner
+    /// reattaches instead of killing it).
+    pub(crate) fn stage_detached(&self, stage: DetachedStage) {
+        let mut record = self.record.lock().unwrap_or_else(PoisonError::into_inner);
+        record.stage = Some(stage);
+        let _ = write_record(&self.path, &record, true);
+    }
+
+    /// The detached stage's output reached the coordinator up to `checkpoint`.
+    pub(crate) fn checkpoint(&self, checkpoint: LogCheckpoint) {
+        self.update(|record| {
+            if let Some(stage) = &mut record.stage {
+                stage.checkpoint = Some(checkpoint);
+            }
+        });
+    }
+
+    /// The detached stage is over (its outcome is the lifecycle's now).
+    pub(crate) fn stage_over(&self) {
+        self.update(|record| record.stage = None);
+    }
+
+    /// The job's task is over: the record (and the payload) are removed.
     pub fn finish(&self) {
-        let _ = std::fs::remove_file(&self.path);
+        remove_record(&self.path);
     }
 
     fn update(&self, change: impl FnOnce(&mut JobRecord)) {
@@ -370,6 +642,55 @@ pub fn kill_lost_groups(record: &JobRecord) -> usize {
         .count()
 }
 
+/// Where [`append_to_log`] put its bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Appended {
+    /// The log's length before them.
+    pub at: u64,
+    /// The coordinator asked for the job to be canceled (`canceling`).
+    pub cancel_requested: bool,
+}
+
+/// Appends `bytes` to the coordinator's log of `record`'s job, whose length this
+/// process does not know: a patch at 0 is answered with it (`416`), and the bytes go
+/// there. `None`: the coordinator has ended the job.
+pub async fn append_to_log(
+    client: &Client,
+    record: &JobRecord,
+    bytes: &[u8],
+) -> Result<Option<Appended>, ClientError> {
+    let params = PatchTraceParams::default();
+    let mut start = 0;
+    let mut cancel_requested = false;
+    for _ in 0..2 {
+        let answer = client
+            .patch_trace(record.job_id, &record.token, params, start, bytes.to_vec())
+            .await?;
+        cancel_requested |= answer.cancel_requested;
+        match answer.outcome {
+            PatchOutcome::RangeMismatch { resume_at } if resume_at != start => {
+                start = resume_at;
+            }
+            PatchOutcome::Aborted => return Ok(None),
+            _ => break,
+        }
+    }
+    Ok(Some(Appended {
+        at: start,
+        cancel_requested,
+    }))
+}
+
+/// The line a restarted runner adds to the log of a job it takes over.
+pub fn takeover_message(system_id: &str, stage: &str) -> String {
+    format!(
+        "\n\x1b[33;1mWARNING: The runner (system ID {system_id}) stopped while this job ran \
+         (killed, crashed, or restarted) and was started again: it found the job's \
+         {stage} still running on its own and took it over. Output written since the \
+         runner's last checkpoint may appear twice.\x1b[0m\n"
+    )
+}
+
 /// How many times a `202` (final state stored, trace not yet finalised) is waited out.
 const ACCEPTED_RETRIES: usize = 10;
 
@@ -382,23 +703,10 @@ pub async fn end_lost_job(
     system_id: &str,
 ) -> Result<LostJobEnd, ClientError> {
     let message = lost_job_message(system_id).into_bytes();
-    let params = PatchTraceParams::default();
-    // The coordinator's log size is unknown: a patch at 0 is answered with it (416).
-    let mut start = 0;
-    let mut canceling = false;
-    for _ in 0..2 {
-        let answer = client
-            .patch_trace(record.job_id, &record.token, params, start, message.clone())
-            .await?;
-        canceling |= answer.cancel_requested;
-        match answer.outcome {
-            PatchOutcome::RangeMismatch { resume_at } if resume_at != start => {
-                start = resume_at;
-            }
-            PatchOutcome::Aborted => return Ok(LostJobEnd::AlreadyEnded),
-            _ => break,
-        }
-    }
+    let Some(appended) = append_to_log(client, record, &message).await? else {
+        return Ok(LostJobEnd::AlreadyEnded);
+    };
+    let canceling = appended.cancel_requested;
     let mut update = UpdateJobRequest::new(&record.token, JobState::Failed, client.info().clone());
     update.failure_reason = Some(FailureReason::RunnerSystemFailure);
     let ended = if canceling {
@@ -516,6 +824,80 @@ mod tests {
             names(journal.dir()),
             ["job-3-x.json", "job-4-x.json", "other.txt"]
         );
+    }
+
+    #[test]
+    fn a_resumable_job_keeps_its_payload_and_is_taken_over_by_another_process() {
+        let dir = tempfile::tempdir().unwrap();
+        let journal = Journal::open(dir.path().join("j")).unwrap();
+        let job = gantry_protocol::JobResponse {
+            id: 12,
+            token: "glcbt-12".into(),
+            ..Default::default()
+        };
+        let resume = ResumeRecord {
+            runner: "abc".into(),
+            concurrent_id: 2,
+            concurrent_project_id: 1,
+            received_unix_ms: 1_000,
+        };
+        let running = journal
+            .start_resumable("http://c.example/", &job, resume.clone())
+            .unwrap();
+        assert!(running.resumable());
+        let payload = payload_path(&running.path);
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(&payload).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        let place = StagePlace {
+            at: StageAt::Step(0),
+            name: "step_script".into(),
+            before: RecordedEnding::Success,
+            deadline_unix_ms: 5_000,
+            limit_secs: 4,
+        };
+        running.stage_detached(DetachedStage {
+            place: place.clone(),
+            group: ProcessStamp::of(i32::try_from(std::process::id()).unwrap()).unwrap(),
+            files: StageFiles {
+                out: "o".into(),
+                err: "e".into(),
+                status: "s".into(),
+            },
+            checkpoint: None,
+        });
+        let checkpoint = LogCheckpoint {
+            out: 10,
+            err: 0,
+            log_len: 300,
+            crc: Some(7),
+        };
+        running.checkpoint(checkpoint);
+        let mut record = read_record(&running.path).unwrap();
+        assert_eq!(record.resume, Some(resume));
+        assert_eq!(record.stage.as_ref().unwrap().place, place);
+        assert_eq!(record.stage.as_ref().unwrap().checkpoint, Some(checkpoint));
+
+        // Another process takes it over: the record names it, the payload comes back.
+        record.runner.start += 1;
+        let (again, back) = journal.take_over(&running.path, &record).unwrap();
+        assert_eq!(back, job);
+        assert!(read_record(&again.path).unwrap().runner.alive());
+        again.stage_over();
+        assert_eq!(read_record(&again.path).unwrap().stage, None);
+        again.finish();
+        assert!(!payload.exists() && !again.path.exists());
+    }
+
+    #[test]
+    fn a_process_state_is_read_past_its_name() {
+        assert_eq!(parse_state("42 (a) b) Z 1 2"), Some('Z'));
+        assert_eq!(parse_state("42 (sh) S 1"), Some('S'));
+        assert_eq!(parse_state("garbage"), None);
+        let me = ProcessStamp::of(i32::try_from(std::process::id()).unwrap()).unwrap();
+        assert!(me.running());
     }
 
     #[test]

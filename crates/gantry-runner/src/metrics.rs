@@ -217,6 +217,16 @@ impl RunnerMetrics {
                     .unwrap_or_else(std::sync::PoisonError::into_inner)
                     .insert(*job_id, Instant::now());
             }
+            PollEvent::JobTakenOver { runner, job_id, .. } => {
+                let label = RunnerLabel {
+                    runner: runner.clone(),
+                };
+                self.jobs.get_or_create(&label).inc();
+                self.started
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .insert(*job_id, Instant::now());
+            }
             PollEvent::Job {
                 runner,
                 event: JobEvent::Finished { job_id, ending, .. },

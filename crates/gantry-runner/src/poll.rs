@@ -447,6 +447,9 @@ impl Poller {
                 .emit(PollEvent::LostJobUnreadable { path, error });
         }
         for (path, record) in lost {
+            if self.take_over(&path, &record) {
+                continue;
+            }
             let killed = kill_lost_groups(&record);
             let (runner, client, custom) = {
                 let state = self.shared.lock();
@@ -494,7 +497,7 @@ impl Poller {
                     Err(error) => Err(error.to_string()),
                 };
                 if result.is_ok() {
-                    let _ = std::fs::remove_file(&path);
+                    crate::journal::remove_record(&path);
                 }
                 shared.emit(PollEvent::LostJob {
                     runner,
@@ -505,6 +508,72 @@ impl Poller {
                 });
             });
         }
+    }
+
+    /// Takes over the lost job recorded at `path` when it can go on: its record names
+    /// a detached script stage that still runs (or ended, its exit code kept), and its
+    /// `[[runners]]` entry is still configured. The job keeps its slot and goes on in
+    /// its own task. Returns false when it cannot (the job is then ended as lost).
+    fn take_over(&self, path: &std::path::Path, record: &JobRecord) -> bool {
+        let (Some(journal), Some(resume), Some(stage)) =
+            (&self.shared.options.journal, &record.resume, &record.stage)
+        else {
+            return false;
+        };
+        let ended = stage.files.status.exists();
+        if !ended && !stage.group.running() {
+            return false;
+        }
+        let mut state = self.shared.lock();
+        let Some(index) = state.entries.iter().position(|e| {
+            e.config.url == record.url && short_token(&e.config.token) == resume.runner
+        }) else {
+            return false;
+        };
+        let Ok((running, job)) = journal.take_over(path, record) else {
+            return false;
+        };
+        let shell = crate::executor::ExecutorChoice::for_job(&state.entries[index].config, &job)
+            == crate::executor::ExecutorChoice::Shell;
+        if !shell || job.id != record.job_id {
+            return false;
+        }
+        let slot = slots::RunningJob {
+            job_id: job.id,
+            project_id: job.job_info.project_id,
+            concurrent_id: resume.concurrent_id,
+            concurrent_project_id: resume.concurrent_project_id,
+        };
+        state.slots.job_resumed(index, slot);
+        let stop = StopSignal::new();
+        state.jobs.insert(job.id, stop.clone());
+        let entry = &state.entries[index];
+        let name = entry.name.clone();
+        let cx = job_context(
+            &self.shared,
+            entry,
+            &slot,
+            stop,
+            job_events(&self.shared, &name),
+            None,
+            Some(Arc::new(running)),
+        );
+        drop(state);
+        self.shared.emit(PollEvent::JobTakenOver {
+            runner: name.clone(),
+            job_id: job.id,
+            stage: stage.place.name.clone(),
+            ended,
+        });
+        tokio::spawn(resume_lost_job(
+            Arc::clone(&self.shared),
+            index,
+            name,
+            record.clone(),
+            job,
+            cx,
+        ));
+        true
     }
 
     /// Polls until stopped (see the module docs); returns every job's report.
@@ -979,6 +1048,141 @@ async fn tell_lost_job(
     }
 }
 
+/// Milliseconds since the Unix epoch.
+fn unix_ms() -> u64 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    u64::try_from(now.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// What a job of `entry` in `slot` runs with.
+fn job_context(
+    shared: &Shared,
+    entry: &Entry,
+    slot: &slots::RunningJob,
+    stop: StopSignal,
+    events: crate::job::JobEvents,
+    fleet: Option<FleetLease>,
+    journal: Option<Arc<crate::journal::RunningJob>>,
+) -> JobContext {
+    JobContext {
+        client: entry.client.clone(),
+        runner: Arc::clone(&entry.config),
+        system_id: shared.options.system_id.clone(),
+        concurrent_id: slot.concurrent_id,
+        concurrent_project_id: slot.concurrent_project_id,
+        builds_dir: entry.builds_dir.clone(),
+        cache_dir: entry.cache_dir.clone(),
+        stop,
+        events,
+        kill_grace: shared.options.kill_grace,
+        snapshot: shared.options.snapshot.clone(),
+        trace_tap: shared.options.trace_tap.clone(),
+        login_shell: shared.options.login_shell,
+        fleet,
+        journal,
+    }
+}
+
+/// The events of jobs of the entry named `name`, as poll events.
+fn job_events(shared: &Arc<Shared>, name: &str) -> crate::job::JobEvents {
+    let (shared, name) = (Arc::clone(shared), name.to_owned());
+    Arc::new(move |event| {
+        shared.emit(PollEvent::Job {
+            runner: name.clone(),
+            event,
+        })
+    })
+}
+
+/// Goes on with a lost job [`Poller::take_over`] took: the log says so, then the job
+/// runs on from its detached stage ([`crate::job::resume_job`]).
+async fn resume_lost_job(
+    shared: Arc<Shared>,
+    index: usize,
+    runner: String,
+    record: JobRecord,
+    job: JobResponse,
+    cx: JobContext,
+) {
+    let job_id = job.id;
+    let journal = cx.journal.clone();
+    let report = match continue_log(&shared, &runner, &record, &cx).await {
+        Some(takeover) => Some(crate::job::resume_job(job, cx, takeover).await),
+        None => {
+            // The coordinator ended the job, or will not hear of it: nothing of it
+            // runs on.
+            let killed = kill_lost_groups(&record);
+            shared.emit(PollEvent::LostJob {
+                runner,
+                job_id,
+                killed,
+                cleanup: None,
+                result: Ok(LostJobEnd::AlreadyEnded),
+            });
+            None
+        }
+    };
+    if let Some(record) = journal {
+        record.finish();
+    }
+    {
+        let mut state = shared.lock();
+        state.slots.job_finished(index, job_id);
+        state.jobs.remove(&job_id);
+        state.reports.extend(report);
+    }
+    shared.changed();
+}
+
+/// Adds the takeover line to the coordinator's log of `record`'s job and says where
+/// the log goes on; `None` when the coordinator has ended the job or refuses it.
+async fn continue_log(
+    shared: &Shared,
+    runner: &str,
+    record: &JobRecord,
+    cx: &JobContext,
+) -> Option<crate::job::Takeover> {
+    let stage = record.stage.clone()?;
+    let received_unix_ms = record.resume.as_ref()?.received_unix_ms;
+    let message = crate::journal::takeover_message(&shared.options.system_id, &stage.place.name);
+    let mut backoff = Backoff::new(Duration::from_secs(1), MAX_REQUEST_BACKOFF);
+    let appended = loop {
+        match crate::journal::append_to_log(&cx.client, record, message.as_bytes()).await {
+            Ok(appended) => break appended?,
+            Err(error) if error.is_transient() => {
+                let retry_in = backoff.next_delay();
+                shared.emit(PollEvent::RequestFailed {
+                    runner: runner.to_owned(),
+                    error: format!("take over the job {}: {error}", record.job_id),
+                    retry_in,
+                });
+                tokio::time::sleep(retry_in).await;
+            }
+            Err(_) => return None,
+        }
+    };
+    let message = message.as_bytes();
+    // The log's CRC is known when the coordinator holds exactly what the last
+    // checkpoint says it held.
+    let crc = stage
+        .checkpoint
+        .filter(|c| c.log_len == appended.at)
+        .and_then(|c| c.crc)
+        .map(|crc| {
+            let mut hasher = crc32fast::Hasher::new_with_initial_len(crc, appended.at);
+            hasher.update(message);
+            hasher.finalize()
+        });
+    Some(crate::job::Takeover {
+        stage,
+        log: (appended.at + message.len() as u64, crc),
+        received_unix_ms,
+        cancel_requested: appended.cancel_requested,
+    })
+}
+
 async fn run_received(
     shared: Arc<Shared>,
     index: usize,
@@ -1004,18 +1208,22 @@ async fn run_received(
         let entry = &mut state.entries[index];
         entry.request_answered();
         let name = entry.name.clone();
-        let events = {
-            let shared = Arc::clone(&shared);
-            let name = name.clone();
-            Arc::new(move |event| {
-                shared.emit(PollEvent::Job {
-                    runner: name.clone(),
-                    event,
-                })
-            })
-        };
+        let events = job_events(&shared, &name);
         let journal = shared.options.journal.as_ref().and_then(|journal| {
-            match journal.start(&entry.config.url, job_id, &job.token) {
+            let shell = crate::executor::ExecutorChoice::for_job(&entry.config, &job)
+                == crate::executor::ExecutorChoice::Shell;
+            let started = if shell {
+                let resume = crate::journal::ResumeRecord {
+                    runner: short_token(&entry.config.token),
+                    concurrent_id: slot.concurrent_id,
+                    concurrent_project_id: slot.concurrent_project_id,
+                    received_unix_ms: unix_ms(),
+                };
+                journal.start_resumable(&entry.config.url, &job, resume)
+            } else {
+                journal.start(&entry.config.url, job_id, &job.token)
+            };
+            match started {
                 Ok(record) => Some(Arc::new(record)),
                 Err(error) => {
                     shared.emit(PollEvent::JournalFailed {
@@ -1027,23 +1235,7 @@ async fn run_received(
                 }
             }
         });
-        let cx = JobContext {
-            client: entry.client.clone(),
-            runner: Arc::clone(&entry.config),
-            system_id: shared.options.system_id.clone(),
-            concurrent_id: slot.concurrent_id,
-            concurrent_project_id: slot.concurrent_project_id,
-            builds_dir: entry.builds_dir.clone(),
-            cache_dir: entry.cache_dir.clone(),
-            stop,
-            events,
-            kill_grace: shared.options.kill_grace,
-            snapshot: shared.options.snapshot.clone(),
-            trace_tap: shared.options.trace_tap.clone(),
-            login_shell: shared.options.login_shell,
-            fleet: lease,
-            journal,
-        };
+        let cx = job_context(&shared, entry, &slot, stop, events, lease, journal);
         (cx, name, slot, stopped_taking)
     };
     shared.changed();

@@ -19,6 +19,7 @@
 //! `after_script` as another with its own timeout ([`DEFAULT_AFTER_SCRIPT_TIMEOUT`])
 //! and `job_status` from the first outcome.
 
+pub(crate) mod detached;
 pub(crate) mod process;
 mod quote;
 mod script;
@@ -36,6 +37,7 @@ use gantry_protocol::FailureReason;
 use crate::config::ShellKind;
 use crate::journal::RunningJob;
 use crate::trace::Trace;
+use detached::Detached;
 
 pub use quote::{is_variable_name, quote};
 pub use script::generate_script;
@@ -91,6 +93,12 @@ pub enum ShellError {
         /// Why.
         #[source]
         source: std::io::Error,
+    },
+    /// A detached stage cannot be watched ([`detached`]).
+    #[error("{message}")]
+    Detached {
+        /// What went wrong.
+        message: String,
     },
     /// Waiting for the shell failed.
     #[error("wait for `{}`: {source}", shell.display())]
@@ -259,6 +267,10 @@ pub struct Stage<'a> {
     /// Print each command (`$ make test`) before running it, as job scripts do; off for
     /// the programs of `run:` steps, which the step runner announces itself.
     pub echo: bool,
+    /// Run detached from the runner process, as this place of the job, when the job's
+    /// record lets a restarted runner take it over (the shell executor only; see
+    /// [`detached`]).
+    pub detach: Option<&'a crate::journal::StagePlace>,
 }
 
 /// A shell found on this machine.
@@ -406,6 +418,36 @@ impl ShellExecutor {
             args.push(OsStr::new("-l"));
         }
         args.push(script_path.as_os_str());
+        let detach = self
+            .journal
+            .as_ref()
+            .filter(|job| job.resumable())
+            .zip(stage.detach.cloned());
+        if let Some((job, place)) = detach {
+            let files = detached::stage_files(&self.script_dir, stage.name);
+            return match Detached::spawn(
+                &self.shell.path,
+                &args,
+                stage.work_dir,
+                files,
+                place,
+                trace,
+                job,
+            ) {
+                Ok(running) => {
+                    self.watch_detached(running, stage.name, stage.timeout, trace, cancel)
+                        .await
+                }
+                Err(source) => StageOutcome::SystemFailure {
+                    error: ShellError::Spawn {
+                        shell: self.shell.path.clone(),
+                        work_dir: stage.work_dir.to_owned(),
+                        source,
+                    }
+                    .into(),
+                },
+            };
+        }
         let mut running = match process::spawn(&self.shell.path, &args, stage.work_dir, trace) {
             Ok(mut running) => {
                 running.record_in(self.journal.as_ref());
@@ -439,6 +481,58 @@ impl ShellExecutor {
         };
         running.finish(self.kill_grace).await;
         warn_on_timeout(trace, stage.name, outcome)
+    }
+
+    /// Reattaches to the detached stage a runner process that died left running (or
+    /// ended meanwhile, its exit code kept): its output goes on into `trace` from the
+    /// last checkpoint, until it ends, its deadline passes or `cancel` completes.
+    pub(crate) async fn reattach(
+        &self,
+        stage: &crate::journal::DetachedStage,
+        trace: &Trace,
+        cancel: impl Future<Output = CancelReason>,
+    ) -> StageOutcome {
+        let Some(job) = &self.journal else {
+            return StageOutcome::SystemFailure {
+                error: ShellError::Detached {
+                    message: "a detached stage needs the job's record".to_owned(),
+                }
+                .into(),
+            };
+        };
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        let timeout = Duration::from_millis(stage.place.deadline_unix_ms).saturating_sub(now);
+        let running = Detached::reattach(stage, trace, job);
+        let outcome = self
+            .watch_detached(running, &stage.place.name, timeout, trace, cancel)
+            .await;
+        clear_script(&script_path(&self.script_dir, &stage.place.name));
+        outcome
+    }
+
+    async fn watch_detached(
+        &self,
+        mut running: Detached,
+        name: &str,
+        timeout: Duration,
+        trace: &Trace,
+        cancel: impl Future<Output = CancelReason>,
+    ) -> StageOutcome {
+        let outcome = match running.wait_until(timeout, cancel).await {
+            process::Stop::Ended(ended) => self.exit_outcome(ended),
+            process::Stop::Timeout => {
+                running.terminate(self.kill_grace).await;
+                StageOutcome::Timeout { after: timeout }
+            }
+            process::Stop::Canceled(reason) => {
+                running.terminate(self.kill_grace).await;
+                StageOutcome::Canceled { reason }
+            }
+        };
+        running.finish(self.kill_grace).await;
+        warn_on_timeout(trace, name, outcome)
     }
 
     fn exit_outcome(&self, ended: process::Ended) -> StageOutcome {
@@ -491,16 +585,8 @@ pub(crate) fn stage_script(shell: ShellKind, stage: &Stage<'_>, trace: &Trace) -
     )
 }
 
-/// Writes a stage's script as `script_<stage>.sh` (mode 0700) into `dir` (created,
-/// mode 0700, when needed).
-pub(crate) fn write_stage_script(
-    dir: &Path,
-    stage: &str,
-    script: &str,
-) -> Result<PathBuf, ShellError> {
-    use std::io::Write;
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-
+/// Where stage `stage`'s script is written in `dir`: `script_<stage>.sh`.
+fn script_path(dir: &Path, stage: &str) -> PathBuf {
     let name: String = stage
         .chars()
         .map(|c| {
@@ -511,7 +597,20 @@ pub(crate) fn write_stage_script(
             }
         })
         .collect();
-    let path = dir.join(format!("script_{name}.sh"));
+    dir.join(format!("script_{name}.sh"))
+}
+
+/// Writes a stage's script as `script_<stage>.sh` (mode 0700) into `dir` (created,
+/// mode 0700, when needed).
+pub(crate) fn write_stage_script(
+    dir: &Path,
+    stage: &str,
+    script: &str,
+) -> Result<PathBuf, ShellError> {
+    use std::io::Write;
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+
+    let path = script_path(dir, stage);
     let failed = |source| ShellError::WriteScript {
         path: path.clone(),
         source,

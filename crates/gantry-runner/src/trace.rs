@@ -73,6 +73,10 @@ pub struct TraceOptions {
     pub clock: Clock,
     /// Sees every byte appended to the log (live output of `gantry run`).
     pub tap: Option<Tap>,
+    /// The log continues one the coordinator holds: its length and, when known, the
+    /// CRC-32 of those bytes ([`TraceBuffer::continuing`]; a job taken over after a
+    /// runner restart).
+    pub continues: Option<(u64, Option<u32>)>,
 }
 
 impl Default for TraceOptions {
@@ -82,6 +86,7 @@ impl Default for TraceOptions {
             timestamps: false,
             clock: system_clock(),
             tap: None,
+            continues: None,
         }
     }
 }
@@ -126,7 +131,10 @@ impl fmt::Debug for Trace {
 impl Trace {
     /// A new, empty log.
     pub fn new(masks: MaskSet, options: TraceOptions) -> Self {
-        let mut buffer = TraceBuffer::new(options.output_limit);
+        let mut buffer = match options.continues {
+            Some((base, crc)) => TraceBuffer::continuing(options.output_limit, base, crc),
+            None => TraceBuffer::new(options.output_limit),
+        };
         if options.timestamps {
             buffer = buffer.with_line_headers(Arc::clone(&options.clock));
         }

@@ -80,6 +80,7 @@ async fn run_with(
         timeout: Duration::from_secs(30),
         job_status: status,
         echo: true,
+        detach: None,
     };
     job.executor(shell).run(&stage, trace, never()).await
 }
@@ -425,6 +426,7 @@ async fn timeout_kills_the_whole_process_group() {
         timeout: Duration::from_millis(1500),
         job_status: CiJobStatus::Running,
         echo: true,
+        detach: None,
     };
     let started = Instant::now();
     let outcome = job
@@ -473,6 +475,7 @@ async fn cancel_kills_the_whole_process_group() {
         timeout: Duration::from_secs(60),
         job_status: CiJobStatus::Running,
         echo: true,
+        detach: None,
     };
     let (cancel_tx, cancel_rx) = tokio::sync::oneshot::channel::<CancelReason>();
     let cancel = async move { cancel_rx.await.unwrap_or(CancelReason::JobCanceled) };
@@ -521,6 +524,7 @@ async fn background_jobs_do_not_outlive_a_successful_stage() {
         timeout: Duration::from_secs(60),
         job_status: CiJobStatus::Running,
         echo: true,
+        detach: None,
     };
     let started = Instant::now();
     let outcome = job
@@ -550,6 +554,7 @@ async fn a_missing_work_dir_is_a_system_failure() {
         timeout: Duration::from_secs(5),
         job_status: CiJobStatus::Running,
         echo: true,
+        detach: None,
     };
     let outcome = job
         .executor(ShellKind::Bash)

@@ -17,6 +17,7 @@ fn options(limit: u64) -> TraceOptions {
         timestamps: false,
         clock: fixed_clock(),
         tap: None,
+        continues: None,
     }
 }
 

@@ -1,8 +1,9 @@
 //! A runner process that dies with a job running (SIGKILL: the OOM killer, a crash) and is
-//! started again: the job's processes, which outlived it, are killed; the job fails with
-//! `runner_system_failure` at once, its log saying why, instead of staying `running`
-//! for the coordinator's stuck-job hour; `retry: {when: runner_system_failure}` runs it
-//! again.
+//! started again, when the job cannot go on (here: it was in a `hooks:` script, which
+//! does not run detached; see `e2e_runner_takeover.rs` for jobs that go on): the job's
+//! processes, which outlived it, are killed; the job fails with `runner_system_failure`
+//! at once, its log saying why, instead of staying `running` for the coordinator's
+//! stuck-job hour; `retry: {when: runner_system_failure}` runs it again.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -35,11 +36,13 @@ fn write_config(setup: &Setup, dir: &Path) -> (PathBuf, PathBuf) {
     (config, dir.join(".runner_jobs"))
 }
 
+/// The job records (`.json`; a shell job's payload is kept beside its record).
 fn records(journal: &Path) -> Vec<String> {
     std::fs::read_dir(journal)
         .map(|entries| {
             entries
                 .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .filter(|name| name.ends_with(".json"))
                 .collect()
         })
         .unwrap_or_default()
@@ -66,6 +69,9 @@ lost:
     max: 1
     when: runner_system_failure
   script:
+    - echo done
+  hooks:
+    pre_get_sources_script:
     - |
       if [ -e "{mark}" ]; then
         echo "second attempt"
@@ -160,7 +166,7 @@ lost:
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_live_runners_record_is_kept_and_a_lost_job_being_canceled_ends_canceled() {
     let setup = Setup::new(
-        "slow:\n  variables: {GIT_STRATEGY: none}\n  script: [echo started, sleep 300]\n",
+        "slow:\n  variables: {GIT_STRATEGY: none}\n  hooks:\n    pre_get_sources_script: [echo started, sleep 300]\n  script: [echo done]\n",
         &[],
     )
     .await;

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use gantry_protocol::{FailureReason, JobState};
 
+use crate::journal::RecordedEnding;
 use crate::shell::{CiJobStatus, format_duration};
 
 /// How a job ended. Each case maps to GitLab's final `state` and `failure_reason`
@@ -64,7 +65,88 @@ pub enum JobEnding {
     Aborted,
 }
 
+/// The stage names a [`JobEnding::SystemFailure`] may carry, for reading one back from
+/// a job record.
+const STAGES: &[&str] = &[
+    "prepare_executor",
+    "prepare_script",
+    "get_sources",
+    "restore_cache",
+    "download_artifacts",
+    "step_script",
+    "step_release",
+    "step_run",
+    "after_script",
+    "archive_cache",
+    "upload_artifacts_on_success",
+    "upload_artifacts_on_failure",
+    "config_exec",
+    "prepare_exec",
+    "cleanup_exec",
+];
+
 impl JobEnding {
+    /// The ending as a job record keeps it (`None` for [`JobEnding::Aborted`]).
+    pub(crate) fn to_record(&self) -> Option<RecordedEnding> {
+        Some(match self {
+            Self::Success => RecordedEnding::Success,
+            Self::ScriptFailure { exit_code } => RecordedEnding::ScriptFailure {
+                exit_code: *exit_code,
+            },
+            Self::Timeout { after } => RecordedEnding::Timeout {
+                after_secs: after.as_secs(),
+            },
+            Self::Canceled => RecordedEnding::Canceled,
+            Self::Interrupted => RecordedEnding::Interrupted,
+            Self::SystemFailure { stage, message } => RecordedEnding::SystemFailure {
+                stage: (*stage).to_owned(),
+                message: message.clone(),
+            },
+            Self::ImagePullFailure { message } => RecordedEnding::ImagePullFailure {
+                message: message.clone(),
+            },
+            Self::ConfigurationError { message } => RecordedEnding::ConfigurationError {
+                message: message.clone(),
+            },
+            Self::Unsupported { message } => RecordedEnding::Unsupported {
+                message: message.clone(),
+            },
+            Self::Aborted => return None,
+        })
+    }
+
+    /// The ending a job record kept.
+    pub(crate) fn from_record(record: &RecordedEnding) -> Self {
+        match record {
+            RecordedEnding::Success => Self::Success,
+            RecordedEnding::ScriptFailure { exit_code } => Self::ScriptFailure {
+                exit_code: *exit_code,
+            },
+            RecordedEnding::Timeout { after_secs } => Self::Timeout {
+                after: Duration::from_secs(*after_secs),
+            },
+            RecordedEnding::Canceled => Self::Canceled,
+            RecordedEnding::Interrupted => Self::Interrupted,
+            RecordedEnding::SystemFailure { stage, message } => Self::SystemFailure {
+                stage: STAGES
+                    .iter()
+                    .find(|name| **name == stage.as_str())
+                    .copied()
+                    .unwrap_or("step_script"),
+                message: message.clone(),
+            },
+            RecordedEnding::ImagePullFailure { message } => Self::ImagePullFailure {
+                message: message.clone(),
+            },
+            RecordedEnding::ConfigurationError { message } => Self::ConfigurationError {
+                message: message.clone(),
+            },
+            RecordedEnding::Unsupported { message } => Self::Unsupported {
+                message: message.clone(),
+            },
+        }
+    }
+
     /// Whether the job succeeded.
     pub fn is_success(&self) -> bool {
         matches!(self, Self::Success)
@@ -142,6 +224,39 @@ impl fmt::Display for JobEnding {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn endings_survive_a_job_record() {
+        let endings = [
+            JobEnding::Success,
+            JobEnding::ScriptFailure { exit_code: 3 },
+            JobEnding::Timeout {
+                after: Duration::from_secs(90),
+            },
+            JobEnding::Canceled,
+            JobEnding::Interrupted,
+            JobEnding::SystemFailure {
+                stage: "download_artifacts",
+                message: "gone".into(),
+            },
+            JobEnding::ImagePullFailure {
+                message: "m".into(),
+            },
+            JobEnding::ConfigurationError {
+                message: "c".into(),
+            },
+            JobEnding::Unsupported {
+                message: "u".into(),
+            },
+        ];
+        for ending in endings {
+            let record = ending.to_record().unwrap();
+            let json = serde_json::to_string(&record).unwrap();
+            let back: RecordedEnding = serde_json::from_str(&json).unwrap();
+            assert_eq!(JobEnding::from_record(&back), ending, "{json}");
+        }
+        assert_eq!(JobEnding::Aborted.to_record(), None);
+    }
 
     #[test]
     fn endings_map_to_failure_reasons() {

@@ -68,6 +68,7 @@ impl Launcher for ExecutorLauncher<'_, '_> {
             timeout: self.deadline.saturating_duration_since(Instant::now()),
             job_status: CiJobStatus::Running,
             echo: false,
+            detach: None,
         };
         let mut outcome = self
             .executor

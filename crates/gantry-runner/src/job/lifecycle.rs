@@ -105,6 +105,15 @@ impl<'a> Lifecycle<'a> {
         }
     }
 
+    /// The section a runner process that died opened: only its end is written here.
+    pub(crate) fn section_resumed(&self, name: &'static str) -> Section<'a> {
+        Section {
+            trace: self.trace,
+            name,
+            markers: self.job.features.trace_sections,
+        }
+    }
+
     fn lookup(&self) -> impl Fn(&str) -> Option<String> + '_ {
         |name| get(&self.variables, name).map(str::to_owned)
     }
@@ -139,17 +148,109 @@ impl<'a> Lifecycle<'a> {
     pub(crate) async fn run(&mut self) -> JobEnding {
         let before = self.before_script().await;
         let script_ran = before.is_ok();
-        let mut ending = match before {
-            Ok(()) => self.steps().await,
+        let ending = match before {
+            Ok(()) => self.steps(0, JobEnding::Success, None).await,
             Err(ending) => ending,
         };
+        self.after_steps(ending, script_ran, None).await
+    }
+
+    /// The job a runner process that died left in `stage` (see
+    /// [`crate::shell::detached`]): the stage is watched again, and the job goes on
+    /// from there as if nothing had happened.
+    pub(crate) async fn resume(&mut self, stage: crate::journal::DetachedStage) -> JobEnding {
+        if let Err(ending) = self.prepare_resumed() {
+            return self.after_steps(ending, false, None).await;
+        }
+        let before = JobEnding::from_record(&stage.place.before);
+        match stage.place.at {
+            crate::journal::StageAt::Step(index) => {
+                let ending = self.steps(index, before, Some(&stage)).await;
+                self.after_steps(ending, true, None).await
+            }
+            crate::journal::StageAt::AfterScript => {
+                self.after_steps(before, true, Some(&stage)).await
+            }
+        }
+    }
+
+    /// The shell executor and the prepared variables of a job taken over after a
+    /// runner restart (the directories, sources and files are there already).
+    fn prepare_resumed(&mut self) -> Result<(), JobEnding> {
+        let failed =
+            |stage: &'static str, message: String| JobEnding::SystemFailure { stage, message };
+        let (shell, _) = detect_shell(self.cx.runner.shell)
+            .map_err(|error| failed("prepare_executor", error.to_string()))?;
+        self.executor = Some(Executor::Shell(
+            ShellExecutor::new(shell, self.dirs.tmp_dir.clone())
+                .kill_grace(self.cx.kill_grace)
+                .login(self.cx.login_shell)
+                .journal(self.cx.journal.clone()),
+        ));
+        let prepared = prepare_variables_seen_at(
+            &self.variables,
+            &self.dirs.tmp_dir.join("variables"),
+            &self.dirs.seen.tmp_dir.join("variables"),
+        )
+        .map_err(|e| failed("prepare_script", e.to_string()))?;
+        self.prepared = Some(prepared.with_debug_trace(self.debug_trace));
+        Ok(())
+    }
+
+    /// Where a script stage runs when it may run detached: the job's record lets a
+    /// restarted runner take it over ([`crate::shell::detached`]).
+    fn detach(
+        &self,
+        at: crate::journal::StageAt,
+        name: &str,
+        before: &JobEnding,
+        timeout: Duration,
+        limit: Duration,
+    ) -> Option<crate::journal::StagePlace> {
+        self.cx.journal.as_ref()?;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        Some(crate::journal::StagePlace {
+            at,
+            name: name.to_owned(),
+            before: before.to_record()?,
+            deadline_unix_ms: u64::try_from((now + timeout).as_millis()).unwrap_or(u64::MAX),
+            limit_secs: limit.as_secs(),
+        })
+    }
+
+    /// Runs a script stage, or reattaches to it when `reattach` names it.
+    async fn run_stage(
+        &self,
+        executor: &Executor,
+        stage: &Stage<'_>,
+        reattach: Option<&crate::journal::DetachedStage>,
+        cancel: impl Future<Output = CancelReason>,
+    ) -> StageOutcome {
+        match (reattach, executor) {
+            (Some(detached), Executor::Shell(shell)) => {
+                shell.reattach(detached, self.trace, cancel).await
+            }
+            _ => executor.run(stage, self.trace, cancel).await,
+        }
+    }
+
+    /// `after_script` (when due), cache, artifacts and clean-up, after the steps ended
+    /// with `ending`; `reattach` names a detached `after_script` to watch again.
+    async fn after_steps(
+        &mut self,
+        mut ending: JobEnding,
+        script_ran: bool,
+        reattach: Option<&crate::journal::DetachedStage>,
+    ) -> JobEnding {
         let after_script = match &ending {
             // gitlab-runner: not after a timeout (by default), never after an abort.
             JobEnding::Timeout { .. } | JobEnding::Aborted => false,
             _ => script_ran,
         };
         if after_script {
-            self.after_script(&ending).await;
+            self.after_script(&ending, reattach).await;
         }
         if self.stop().current() == StopRequest::Abort {
             ending = JobEnding::Aborted;
@@ -773,6 +874,7 @@ impl<'a> Lifecycle<'a> {
             timeout: self.deadline.saturating_duration_since(Instant::now()),
             job_status: CiJobStatus::Running,
             echo: true,
+            detach: None,
         };
         let outcome = executor
             .run(&stage, self.trace, std::future::pending::<CancelReason>())
@@ -994,7 +1096,14 @@ impl<'a> Lifecycle<'a> {
         }
     }
 
-    async fn steps(&self) -> JobEnding {
+    /// The job's steps from the one at `first` on, the job standing at `ending`;
+    /// `reattach` names the detached stage of step `first` to watch again.
+    async fn steps(
+        &self,
+        first: usize,
+        mut ending: JobEnding,
+        mut reattach: Option<&crate::journal::DetachedStage>,
+    ) -> JobEnding {
         let steps: Vec<_> = self
             .job
             .steps
@@ -1013,8 +1122,8 @@ impl<'a> Lifecycle<'a> {
             }
         }
         let script_timeout = self.script_timeout();
-        let mut ending = JobEnding::Success;
-        for step in &steps {
+        for (index, step) in steps.iter().enumerate().skip(first) {
+            let reattached = reattach.take().filter(|_| index == first);
             if matches!(
                 ending,
                 JobEnding::Canceled
@@ -1029,7 +1138,7 @@ impl<'a> Lifecycle<'a> {
                 When::OnFailure => !ending.is_success(),
                 When::Always => true,
             };
-            if !due {
+            if !due && reattached.is_none() {
                 continue;
             }
             let (executor, prepared) = match self.executor() {
@@ -1042,10 +1151,13 @@ impl<'a> Lifecycle<'a> {
                 StepName::Run => "step_run",
                 StepName::AfterScript => continue,
             };
-            let _section = self.section(
-                name,
-                &format!("Executing \"{name}\" stage of the job script"),
-            );
+            let _section = match reattached {
+                Some(_) => self.section_resumed(name),
+                None => self.section(
+                    name,
+                    &format!("Executing \"{name}\" stage of the job script"),
+                ),
+            };
             let remaining = self.deadline.saturating_duration_since(Instant::now());
             let (timeout, limit) = match script_timeout {
                 Some(script) if script < remaining => (script, script),
@@ -1061,6 +1173,13 @@ impl<'a> Lifecycle<'a> {
                 .chain(&scripts.post_build)
                 .cloned()
                 .collect();
+            let place = self.detach(
+                crate::journal::StageAt::Step(index),
+                name,
+                &ending,
+                timeout,
+                limit,
+            );
             let stage = Stage {
                 name,
                 commands: &commands,
@@ -1069,8 +1188,15 @@ impl<'a> Lifecycle<'a> {
                 timeout,
                 job_status: CiJobStatus::Running,
                 echo: true,
+                detach: place.as_ref(),
             };
-            let outcome = executor.run(&stage, self.trace, self.cancel()).await;
+            let limit = match reattached {
+                Some(detached) => Duration::from_secs(detached.place.limit_secs),
+                None => limit,
+            };
+            let outcome = self
+                .run_stage(executor, &stage, reattached, self.cancel())
+                .await;
             if let Err(step_ending) = self.stage_result(name, outcome, limit) {
                 if step.allow_failure && matches!(step_ending, JobEnding::ScriptFailure { .. }) {
                     self.trace.warning(&format!(
@@ -1102,7 +1228,11 @@ impl<'a> Lifecycle<'a> {
 
     /// `after_script`: its own shell, its own timeout, `CI_JOB_STATUS` from the script's
     /// ending; only an abort stops it. Its failure never changes the job's ending.
-    async fn after_script(&self, ending: &JobEnding) {
+    async fn after_script(
+        &self,
+        ending: &JobEnding,
+        reattach: Option<&crate::journal::DetachedStage>,
+    ) {
         let Some(step) = self
             .job
             .steps
@@ -1115,23 +1245,38 @@ impl<'a> Lifecycle<'a> {
         let Ok((executor, prepared)) = self.executor() else {
             return;
         };
-        let _section = self.section("after_script", "Running after_script");
-        self.trace.runner_line("Running after script...");
+        let _section = match reattach {
+            Some(_) => self.section_resumed("after_script"),
+            None => {
+                let section = self.section("after_script", "Running after_script");
+                self.trace.runner_line("Running after script...");
+                section
+            }
+        };
+        let timeout = self.after_script_timeout();
+        let place = self.detach(
+            crate::journal::StageAt::AfterScript,
+            "after_script",
+            ending,
+            timeout,
+            timeout,
+        );
         let stage = Stage {
             name: "after_script",
             commands: &step.script,
             variables: prepared,
             work_dir: &self.dirs.seen.project_dir,
-            timeout: self.after_script_timeout(),
+            timeout,
             job_status: ending.ci_job_status(),
             echo: true,
+            detach: place.as_ref(),
         };
         let stop = self.stop().clone();
         let cancel = async move {
             stop.reached(StopRequest::Abort).await;
             CancelReason::JobCanceled
         };
-        match executor.run(&stage, self.trace, cancel).await {
+        match self.run_stage(executor, &stage, reattach, cancel).await {
             StageOutcome::Success
             | StageOutcome::Canceled { .. }
             | StageOutcome::Timeout { .. } => {}

@@ -144,6 +144,18 @@ pub enum PollEvent {
         /// What the coordinator did, or why it could not be told.
         result: Result<crate::journal::LostJobEnd, String>,
     },
+    /// A job a runner process that died left running in a detached script stage, taken
+    /// over by this one ([`crate::shell::detached`]).
+    JobTakenOver {
+        /// The entry.
+        runner: String,
+        /// The job id.
+        job_id: i64,
+        /// The stage (`step_script`, `after_script`, …).
+        stage: String,
+        /// Whether the stage had ended meanwhile (its exit code was kept).
+        ended: bool,
+    },
     /// A line the `cleanup_exec` of a lost job printed.
     LostJobCleanupLine {
         /// The entry.
@@ -213,9 +225,10 @@ impl PollEvent {
             Self::UndecodableJob { .. } => Level::Error,
             Self::LostJobCleanupLine { stream, .. } if stream == "stdout" => Level::Debug,
             Self::LostJobCleanupLine { .. } => Level::Warn,
-            Self::LostJob { .. } | Self::LostJobUnreadable { .. } | Self::JournalFailed { .. } => {
-                Level::Warn
-            }
+            Self::LostJob { .. }
+            | Self::JobTakenOver { .. }
+            | Self::LostJobUnreadable { .. }
+            | Self::JournalFailed { .. } => Level::Warn,
             Self::Fleet { level, .. } => *level,
             Self::ShutdownTimeout { .. } | Self::Forced { .. } | Self::ReloadRejected { .. } => {
                 Level::Error
@@ -376,6 +389,20 @@ impl fmt::Display for PollEvent {
                     ),
                 }
             }
+            Self::JobTakenOver {
+                runner,
+                job_id,
+                stage,
+                ended,
+            } => write!(
+                f,
+                "runner {runner}: job {job_id} was running when this runner last stopped; its {stage} {}: took the job over",
+                if *ended {
+                    "ended meanwhile"
+                } else {
+                    "still runs"
+                }
+            ),
             Self::LostJobCleanupLine {
                 runner,
                 job_id,

@@ -214,6 +214,15 @@ impl Slots {
         job
     }
 
+    /// A job a runner process that died was running, taken over with its slot: it
+    /// counts as running, in the slot it had.
+    pub(crate) fn job_resumed(&mut self, index: usize, job: RunningJob) {
+        self.running += 1;
+        if let Some(entry) = self.entries.get_mut(index) {
+            entry.running.push(job);
+        }
+    }
+
     /// A job ended.
     pub(crate) fn job_finished(&mut self, index: usize, job_id: i64) {
         if let Some(entry) = self.entries.get_mut(index)

@@ -90,6 +90,12 @@ pub struct TraceBuffer {
     dropped: u64,
     reserve_left: u64,
     sent: u64,
+    /// Bytes of the log before this buffer, held by the coordinator only (a job a
+    /// restarted runner took over, see [`TraceBuffer::continuing`]).
+    base: u64,
+    /// Whether `crc` covers the whole log (false when the CRC of the bytes before
+    /// `base` is unknown: the checksum is then left out of the final update).
+    crc_known: bool,
     line_headers: Option<Clock>,
     tap: Option<Tap>,
 }
@@ -103,6 +109,7 @@ impl std::fmt::Debug for TraceBuffer {
             .field("limit_exceeded", &self.limit_exceeded)
             .field("dropped", &self.dropped)
             .field("sent", &self.sent)
+            .field("base", &self.base)
             .field("line_headers", &self.line_headers.is_some())
             .field("tap", &self.tap.is_some())
             .finish()
@@ -145,9 +152,24 @@ impl TraceBuffer {
             dropped: 0,
             reserve_left: RUNNER_MESSAGE_RESERVE,
             sent: 0,
+            base: 0,
+            crc_known: true,
             line_headers: None,
             tap: None,
         }
+    }
+
+    /// A log whose first `base` bytes the coordinator already holds (written by a
+    /// runner process that died; this one continues the job). `crc` is the CRC-32 of
+    /// those bytes when known; without it the log's checksum is unknown and
+    /// [`checksum`](Self::checksum) is empty (the final update leaves it out).
+    pub fn continuing(limit: u64, base: u64, crc: Option<u32>) -> Self {
+        let mut buffer = Self::new(limit);
+        buffer.base = base;
+        buffer.sent = base;
+        buffer.crc_known = crc.is_some();
+        buffer.crc = crc32fast::Hasher::new_with_initial_len(crc.unwrap_or(0), base);
+        buffer
     }
 
     /// `tap` sees every byte appended to the log, in order.
@@ -282,10 +304,14 @@ impl TraceBuffer {
     }
 
     /// Reads `len` bytes at `offset` of the log (from the spool file, then memory).
+    /// Bytes before `base` are not here: the read starts at `base` at the earliest.
     fn read(&self, offset: u64, len: usize) -> std::io::Result<Vec<u8>> {
         let mut out = Vec::with_capacity(len);
         let spooled = self.spooled();
-        let end = offset.saturating_add(len as u64).min(self.len());
+        let offset = offset.max(self.base) - self.base;
+        let end = offset
+            .saturating_add(len as u64)
+            .min(self.len() - self.base);
         if offset < spooled {
             let from_spool = end.min(spooled) - offset;
             out.resize(usize::try_from(from_spool).unwrap_or(usize::MAX), 0);
@@ -311,14 +337,18 @@ impl TraceBuffer {
         self.dropped
     }
 
-    /// A copy of the whole log (read back from the spool file when it has one).
+    /// A copy of the whole log (read back from the spool file when it has one); for a
+    /// [continuing](Self::continuing) log, the part after its base.
     pub fn contents(&self) -> std::io::Result<Vec<u8>> {
-        self.read(0, usize::try_from(self.len()).unwrap_or(usize::MAX))
+        self.read(
+            self.base,
+            usize::try_from(self.len() - self.base).unwrap_or(usize::MAX),
+        )
     }
 
     /// Log size in bytes (`output.bytesize`).
     pub fn len(&self) -> u64 {
-        self.spooled() + self.log.len() as u64
+        self.base + self.spooled() + self.log.len() as u64
     }
 
     /// Whether nothing was written.
@@ -331,9 +361,19 @@ impl TraceBuffer {
         self.crc.clone().finalize()
     }
 
-    /// `crc32:%08x` (`output.checksum`).
+    /// CRC-32 (IEEE) of the log, when known (see [`continuing`](Self::continuing)).
+    pub fn known_crc32(&self) -> Option<u32> {
+        self.crc_known.then(|| self.crc32())
+    }
+
+    /// `crc32:%08x` (`output.checksum`); empty when the CRC of the part before a
+    /// [continuing](Self::continuing) log's base is unknown.
     pub fn checksum(&self) -> String {
-        format_checksum(self.crc32())
+        if self.crc_known {
+            format_checksum(self.crc32())
+        } else {
+            String::new()
+        }
     }
 
     /// The `output` object of a job update.
@@ -384,7 +424,7 @@ impl TraceBuffer {
     /// The server holds `server_length` bytes (`416` + `Range: 0-<length>`): continue
     /// from there, re-sending what it lacks or skipping what it has.
     pub fn rewind(&mut self, server_length: u64) {
-        self.sent = server_length.min(self.len());
+        self.sent = server_length.clamp(self.base, self.len());
     }
 }
 
@@ -401,6 +441,33 @@ mod tests {
         reference.update(b"hello world\n");
         assert_eq!(buffer.checksum(), reference.to_wire());
         assert_eq!(buffer.len(), 12);
+    }
+
+    #[test]
+    fn a_continuing_log_sends_from_its_base_and_keeps_the_whole_checksum() {
+        let mut whole = gantry_protocol::TraceChecksum::new();
+        whole.update(b"before the crash\nafter\n");
+        let mut prefix = crc32fast::Hasher::new();
+        prefix.update(b"before the crash\n");
+        let mut buffer = TraceBuffer::continuing(1024, 17, Some(prefix.finalize()));
+        assert!(buffer.fully_sent());
+        assert!(buffer.next_chunk(100).is_none());
+        buffer.append(b"after\n");
+        assert_eq!(buffer.len(), 23);
+        let chunk = buffer.next_chunk(100).unwrap();
+        assert_eq!(chunk.content_range().unwrap().to_string(), "17-22");
+        assert_eq!(chunk.data, b"after\n");
+        assert_eq!(buffer.checksum(), whole.to_wire());
+        assert_eq!(buffer.contents().unwrap(), b"after\n");
+        // The coordinator cannot hold less than the base: a rewind stops there.
+        buffer.rewind(3);
+        assert_eq!(buffer.sent_offset(), 17);
+
+        // Without the CRC of the part before, the checksum is left out.
+        let mut unknown = TraceBuffer::continuing(1024, 40, None);
+        unknown.append(b"x");
+        assert_eq!(unknown.checksum(), "");
+        assert_eq!(unknown.output().bytesize, 41);
     }
 
     #[test]

@@ -1,0 +1,415 @@
+//! Script stages that outlive the runner process (`gantry runner run`, shell executor).
+//!
+//! With a job record kept ([`crate::journal`]), the shell of a script stage
+//! (`step_script`, `after_script`, …) does not write into pipes held by the runner: a
+//! small `/bin/sh` wrapper, the leader of the stage's process group, runs it with its
+//! standard output and error appended to two files in the job's temporary directory,
+//! then writes its exit code to a third. The runner copies the files into the log as
+//! they grow ([`tail`]). If the runner process dies, the stage goes on: nothing it
+//! writes to breaks, and its exit code is kept. A restarted runner finds the stage in
+//! the job's record, [reattaches](Detached::reattach) to it — reading on from the last
+//! point whose output the coordinator is known to hold ([`LogCheckpoint`]) — and the
+//! job goes on from there.
+//!
+//! What a reattached stage's log may show twice: the output the coordinator received
+//! after the last checkpoint (written at line ends once the coordinator acknowledged
+//! them, so at most an update interval's worth). Nothing is lost.
+
+use std::os::unix::fs::FileExt;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::process::{Child, Command};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use super::process::Ended;
+use crate::journal::{DetachedStage, LogCheckpoint, ProcessStamp, RunningJob, StageFiles};
+use crate::trace::{Trace, TraceWriter};
+
+/// The wrapper: runs `"$@"` with its output appended to `$1` and `$2`, then writes its
+/// exit code to `$3` (through a rename, so a reader never sees half of it).
+const WRAPPER: &str = r#"out=$1 err=$2 status=$3
+shift 3
+"$@" >>"$out" 2>>"$err" </dev/null
+code=$?
+printf '%s\n' "$code" >"$status.part" && mv -f "$status.part" "$status"
+exit "$code"
+"#;
+
+/// How often the files are read while the stage prints nothing, and how often a
+/// reattached stage's exit code is looked for.
+const POLL: Duration = Duration::from_millis(50);
+
+/// Bytes read from a file at a time.
+const READ_CHUNK: usize = 64 * 1024;
+
+/// A detached script stage this runner watches.
+pub(crate) struct Detached {
+    /// The wrapper, when this process started it (`None` after a reattach).
+    child: Option<Child>,
+    leader: ProcessStamp,
+    files: StageFiles,
+    done: watch::Sender<bool>,
+    tail: Option<JoinHandle<()>>,
+    job: Arc<RunningJob>,
+    /// Kill the group when dropped (cleared by [`Detached::finish`]).
+    armed: bool,
+}
+
+/// The files of stage `name` in `dir`.
+pub(crate) fn stage_files(dir: &Path, name: &str) -> StageFiles {
+    let name: String = name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    StageFiles {
+        out: dir.join(format!("stage_{name}.out")),
+        err: dir.join(format!("stage_{name}.err")),
+        status: dir.join(format!("stage_{name}.status")),
+    }
+}
+
+impl Detached {
+    /// Starts `shell args…` in `work_dir` through the wrapper, alone in a new process
+    /// group, and records it in `job` as `stage` (the record is synced first).
+    pub(crate) fn spawn(
+        shell: &Path,
+        args: &[&std::ffi::OsStr],
+        work_dir: &Path,
+        files: StageFiles,
+        place: crate::journal::StagePlace,
+        trace: &Trace,
+        job: &Arc<RunningJob>,
+    ) -> std::io::Result<Self> {
+        use std::os::unix::fs::OpenOptionsExt;
+        for path in [&files.out, &files.err] {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(path)?;
+        }
+        match std::fs::remove_file(&files.status) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+        let mut command = Command::new("/bin/sh");
+        command
+            .arg("-c")
+            .arg(WRAPPER)
+            .arg("gantry-stage")
+            .arg(&files.out)
+            .arg(&files.err)
+            .arg(&files.status)
+            .arg(shell)
+            .args(args)
+            .current_dir(work_dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .kill_on_drop(true);
+        let child = command.spawn()?;
+        let pid = child.id().unwrap_or(0);
+        let Some(leader) = i32::try_from(pid).ok().and_then(ProcessStamp::of) else {
+            return Err(std::io::Error::other(
+                "the stage's process cannot be identified in /proc",
+            ));
+        };
+        job.group_started(pid);
+        job.stage_detached(DetachedStage {
+            place,
+            group: leader.clone(),
+            files: files.clone(),
+            checkpoint: None,
+        });
+        // No checkpoint yet: the first one (nothing of the stage printed) is taken at
+        // once, so the log's CRC is known even if the runner dies before it prints.
+        Ok(Self::watch(
+            Some(child),
+            leader,
+            files,
+            ([0, 0], [u64::MAX; 2]),
+            trace,
+            job,
+        ))
+    }
+
+    /// Watches again the stage a runner process that died recorded in `stage`: reads
+    /// its output on from the last checkpoint.
+    pub(crate) fn reattach(stage: &DetachedStage, trace: &Trace, job: &Arc<RunningJob>) -> Self {
+        let from = stage.checkpoint.map_or([0, 0], |c| [c.out, c.err]);
+        Self::watch(
+            None,
+            stage.group.clone(),
+            stage.files.clone(),
+            (from, from),
+            trace,
+            job,
+        )
+    }
+
+    fn watch(
+        child: Option<Child>,
+        leader: ProcessStamp,
+        files: StageFiles,
+        (from, committed): ([u64; 2], [u64; 2]),
+        trace: &Trace,
+        job: &Arc<RunningJob>,
+    ) -> Self {
+        let (done, watching) = watch::channel(false);
+        let writers = [
+            trace.writer(gantry_protocol::StreamKind::Stdout),
+            trace.writer(gantry_protocol::StreamKind::Stderr),
+        ];
+        let checkpoints = Checkpoints {
+            job: Arc::clone(job),
+            trace: trace.clone(),
+            pending: None,
+            committed,
+        };
+        let tail = tokio::spawn(tail(
+            [files.out.clone(), files.err.clone()],
+            from,
+            writers,
+            watching,
+            checkpoints,
+        ));
+        Self {
+            child,
+            leader,
+            files,
+            done,
+            tail: Some(tail),
+            job: Arc::clone(job),
+            armed: true,
+        }
+    }
+
+    /// Waits for the stage's shell to end.
+    pub(crate) async fn wait(&mut self) -> Ended {
+        if let Some(child) = &mut self.child {
+            return match child.wait().await {
+                Ok(status) => Ended::Exited(status),
+                Err(error) => Ended::Failed(error),
+            };
+        }
+        loop {
+            if let Some(code) = read_status(&self.files.status) {
+                return Ended::Exited(ExitStatus::from_raw((code & 0xff) << 8));
+            }
+            if !self.leader.running() {
+                // It may have written the code just before exiting.
+                return match read_status(&self.files.status) {
+                    Some(code) => Ended::Exited(ExitStatus::from_raw((code & 0xff) << 8)),
+                    None => Ended::Failed(std::io::Error::other(
+                        "the stage's shell ended without leaving its exit code (it was killed while no runner watched it)",
+                    )),
+                };
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    /// Waits for the shell to exit, `timeout` to pass or `cancel` to complete.
+    pub(crate) async fn wait_until(
+        &mut self,
+        timeout: Duration,
+        cancel: impl std::future::Future<Output = super::CancelReason>,
+    ) -> super::process::Stop {
+        let cancel = std::pin::pin!(cancel);
+        tokio::select! {
+            ended = self.wait() => super::process::Stop::Ended(ended),
+            () = tokio::time::sleep(timeout) => super::process::Stop::Timeout,
+            reason = cancel => super::process::Stop::Canceled(reason),
+        }
+    }
+
+    /// Signals the group — only while its leader is the recorded process, or this
+    /// process's own child (whose pid cannot be reused before it is reaped).
+    fn signal(&self, signal: Signal) -> bool {
+        if self.child.is_none() && !self.leader.alive() {
+            return false;
+        }
+        killpg(Pid::from_raw(self.leader.pid), signal).is_ok()
+    }
+
+    /// SIGTERM to the group, up to `grace` for the shell to end, then SIGKILL.
+    pub(crate) async fn terminate(&mut self, grace: Duration) {
+        self.signal(Signal::SIGTERM);
+        if tokio::time::timeout(grace, self.wait()).await.is_err() {
+            self.signal(Signal::SIGKILL);
+            let _ = tokio::time::timeout(grace, self.wait()).await;
+        }
+    }
+
+    /// After the shell ended: ends what is left of its group, reads the rest of the
+    /// output into the log, removes the files and takes the stage out of the record.
+    pub(crate) async fn finish(mut self, grace: Duration) {
+        if self.signal(Signal::SIGTERM) {
+            tokio::time::sleep(grace.min(Duration::from_millis(200))).await;
+            self.signal(Signal::SIGKILL);
+        }
+        self.armed = false;
+        let _ = self.done.send(true);
+        if let Some(tail) = self.tail.take() {
+            let _ = tail.await;
+        }
+        for path in [&self.files.out, &self.files.err, &self.files.status] {
+            let _ = std::fs::remove_file(path);
+        }
+        self.job.stage_over();
+        self.job
+            .group_ended(u32::try_from(self.leader.pid).unwrap_or(0));
+    }
+}
+
+impl Drop for Detached {
+    fn drop(&mut self) {
+        if self.armed {
+            // The future running the stage was dropped: nothing of the job survives.
+            self.signal(Signal::SIGKILL);
+            if let Some(tail) = &self.tail {
+                tail.abort();
+            }
+        }
+    }
+}
+
+/// The exit code in a status file, once it is there.
+fn read_status(path: &Path) -> Option<i32> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+/// Commits checkpoints to the job's record: a point (line ends in both files) becomes
+/// one once the coordinator has accepted the log up to where it was then.
+struct Checkpoints {
+    job: Arc<RunningJob>,
+    trace: Trace,
+    pending: Option<LogCheckpoint>,
+    committed: [u64; 2],
+}
+
+impl Checkpoints {
+    fn tick(&mut self, clean: [u64; 2]) {
+        let (sent, len, crc) = {
+            let buffer = self.trace.buffer();
+            (buffer.sent_offset(), buffer.len(), buffer.known_crc32())
+        };
+        if let Some(pending) = self.pending {
+            if sent < pending.log_len {
+                return;
+            }
+            self.job.checkpoint(pending);
+            self.committed = [pending.out, pending.err];
+            self.pending = None;
+        }
+        if clean != self.committed {
+            self.pending = Some(LogCheckpoint {
+                out: clean[0],
+                err: clean[1],
+                log_len: len,
+                crc,
+            });
+        }
+    }
+}
+
+/// Copies what is appended to `files` (from `offsets`) into `writers` until `done`
+/// says the stage is over; then reads to the end once more and flushes the writers.
+async fn tail(
+    files: [PathBuf; 2],
+    mut offsets: [u64; 2],
+    mut writers: [TraceWriter; 2],
+    mut done: watch::Receiver<bool>,
+    mut checkpoints: Checkpoints,
+) {
+    let mut open: [Option<std::fs::File>; 2] = [None, None];
+    // Offsets just past the last line end given to the log (the writers were flushed
+    // there): what a checkpoint may name.
+    let mut clean = offsets;
+    let mut buf = vec![0u8; READ_CHUNK];
+    loop {
+        let last_pass = *done.borrow_and_update();
+        let mut got = false;
+        for i in 0..2 {
+            if open[i].is_none() {
+                open[i] = std::fs::File::open(&files[i]).ok();
+            }
+            let Some(file) = &open[i] else { continue };
+            loop {
+                let n = match file.read_at(&mut buf, offsets[i]) {
+                    Ok(n) => n,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(_) => 0,
+                };
+                if n == 0 {
+                    break;
+                }
+                got = true;
+                let data = &buf[..n];
+                match data.iter().rposition(|&b| b == b'\n') {
+                    Some(end) => {
+                        writers[i].write(&data[..=end]);
+                        writers[i].finish();
+                        clean[i] = offsets[i] + end as u64 + 1;
+                        writers[i].write(&data[end + 1..]);
+                    }
+                    None => writers[i].write(data),
+                }
+                offsets[i] += n as u64;
+                if n < buf.len() {
+                    break;
+                }
+            }
+        }
+        checkpoints.tick(clean);
+        if last_pass {
+            break;
+        }
+        if !got {
+            tokio::select! {
+                () = tokio::time::sleep(POLL) => {}
+                _ = done.changed() => {}
+            }
+        }
+    }
+    for writer in &mut writers {
+        writer.finish();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stage_files_are_named_after_the_stage() {
+        let files = stage_files(Path::new("/b/p.tmp"), "step_script");
+        assert_eq!(files.out, Path::new("/b/p.tmp/stage_step_script.out"));
+        assert_eq!(files.err, Path::new("/b/p.tmp/stage_step_script.err"));
+        assert_eq!(files.status, Path::new("/b/p.tmp/stage_step_script.status"));
+        assert_eq!(
+            stage_files(Path::new("/t"), "a b/c").out,
+            Path::new("/t/stage_a_b_c.out")
+        );
+    }
+
+    #[test]
+    fn a_status_file_is_read_once_complete() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        assert_eq!(read_status(&path), None);
+        std::fs::write(&path, "").unwrap();
+        assert_eq!(read_status(&path), None);
+        std::fs::write(&path, "3\n").unwrap();
+        assert_eq!(read_status(&path), Some(3));
+    }
+}

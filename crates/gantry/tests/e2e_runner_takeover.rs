@@ -1,0 +1,301 @@
+//! A runner process that dies while a shell executor job's script runs (SIGKILL: the OOM
+//! killer, a crash, an upgrade gone wrong) and is started again: the script was never
+//! tied to it — it runs on, detached, its output kept in files — and the new runner
+//! process takes the job over where it stands. GitLab's runner cannot reconnect to a
+//! running job; here the job ends as if nothing had happened, plus one warning line.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod e2e_runner_support;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use e2e_runner_support::*;
+use nix::sys::signal::Signal;
+
+fn write_config(setup: &Setup, dir: &Path) -> (PathBuf, PathBuf) {
+    let config = dir.join("config.toml");
+    std::fs::write(
+        &config,
+        config_text(&setup.server.url, &setup.runner_token, dir, "", ""),
+    )
+    .unwrap();
+    (config, dir.join(".runner_jobs"))
+}
+
+fn records(journal: &Path) -> Vec<String> {
+    std::fs::read_dir(journal)
+        .map(|entries| {
+            entries
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The job's id once it has ended (not `running`).
+async fn wait_ended(server: &Server, project: i64, job: i64) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let value = server.job(project, job).await;
+        if !matches!(
+            value["status"].as_str(),
+            Some("running" | "pending" | "canceling")
+        ) {
+            return value;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "job {job} still {}",
+            value["status"]
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Files in the archive (a zip), by name.
+fn archive_names(zip: &[u8]) -> Vec<String> {
+    let mut archive = zip::ZipArchive::new(std::io::Cursor::new(zip)).unwrap();
+    (0..archive.len())
+        .map(|i| archive.by_index(i).unwrap().name().to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_killed_runners_running_script_is_taken_over_and_the_job_ends_as_it_would_have() {
+    let dir = tempfile::tempdir().unwrap();
+    let go = dir.path().join("go");
+    let pipeline = format!(
+        r#"
+build:
+  variables:
+    GIT_STRATEGY: none
+  script:
+    - echo "before the crash"
+    - while [ ! -e "{go}" ]; do sleep 0.1; done
+    - echo "after the crash"
+    - echo "on stderr" >&2
+    - mkdir -p out && echo made > out/result.txt
+  after_script:
+    - echo "after_script sees $CI_JOB_STATUS"
+  artifacts:
+    paths: [out/]
+"#,
+        go = go.display()
+    );
+    let setup = Setup::new(&pipeline, &[]).await;
+    let server = &setup.server;
+    let (config, journal) = write_config(&setup, dir.path());
+    let pipeline = server.create_pipeline(setup.project).await;
+    let runner = start_run(&config, dir.path());
+    let (job, _) = server
+        .wait_running(setup.project, pipeline, "build", "before the crash")
+        .await;
+
+    runner.signal(Signal::SIGKILL);
+    let _ = runner.wait(Duration::from_secs(10));
+    assert_eq!(
+        records(&journal).len(),
+        2,
+        "the record and the payload stay"
+    );
+
+    // Started again, the runner takes the job over while its script still waits.
+    let runner = start_run(&config, dir.path());
+    server
+        .wait_trace(setup.project, job, "took it over", Duration::from_secs(30))
+        .await;
+    assert_eq!(server.job(setup.project, job).await["status"], "running");
+    std::fs::write(&go, "").unwrap();
+
+    let done = wait_ended(server, setup.project, job).await;
+    assert_eq!(done["status"], "success", "{done}");
+    let log = server.trace(setup.project, job).await;
+    for line in [
+        "before the crash",
+        "found the job's step_script still running on its own and took it over",
+        "after the crash",
+        "on stderr",
+        "after_script sees success",
+        "Uploading artifacts",
+        "Job succeeded",
+    ] {
+        assert!(log.contains(line), "no {line:?} in:\n{log}");
+    }
+    // The section the first process opened is closed by the second, once.
+    let ends = log.matches("section_end:").count();
+    let starts = log.matches("section_start:").count();
+    assert_eq!(starts, ends, "{log}");
+    let zip = server.artifacts_archive(setup.project, job).await;
+    assert!(
+        archive_names(&zip).iter().any(|n| n == "out/result.txt"),
+        "{:?}",
+        archive_names(&zip)
+    );
+    wait_for(Duration::from_secs(10), "the records are removed", || {
+        records(&journal).is_empty()
+    })
+    .await;
+
+    runner.signal(Signal::SIGQUIT);
+    let (code, stderr) = runner.wait(Duration::from_secs(30));
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "job {job} was running when this runner last stopped; its step_script still runs: took the job over"
+        )),
+        "{stderr}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_script_that_ended_while_no_runner_ran_keeps_its_exit_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let release = dir.path().join("release");
+    let setup = Setup::new(
+        &format!(
+            r#"
+fails:
+  variables: {{GIT_STRATEGY: none}}
+  script:
+    - echo started
+    - while [ ! -e "{release}" ]; do sleep 0.1; done
+    - echo "ended alone"
+    - exit 3
+  after_script:
+    - echo "after_script sees $CI_JOB_STATUS"
+"#,
+            release = release.display()
+        ),
+        &[],
+    )
+    .await;
+    let server = &setup.server;
+    let (config, journal) = write_config(&setup, dir.path());
+    let pipeline = server.create_pipeline(setup.project).await;
+    let runner = start_run(&config, dir.path());
+    let (job, _) = server
+        .wait_running(setup.project, pipeline, "fails", "started")
+        .await;
+    runner.signal(Signal::SIGKILL);
+    let _ = runner.wait(Duration::from_secs(10));
+
+    // The script ends with nobody watching; its exit code is kept.
+    std::fs::write(&release, "").unwrap();
+    let status = wait_for_file(dir.path(), "stage_step_script.status").await;
+    assert_eq!(std::fs::read_to_string(&status).unwrap().trim(), "3");
+
+    let runner = start_run(&config, dir.path());
+    let done = wait_ended(server, setup.project, job).await;
+    assert_eq!(done["status"], "failed", "{done}");
+    assert_eq!(done["failure_reason"], "script_failure", "{done}");
+    let log = server.trace(setup.project, job).await;
+    for line in [
+        "ended alone",
+        "took it over",
+        "exit code 3",
+        "after_script sees failed",
+    ] {
+        assert!(log.contains(line), "no {line:?} in:\n{log}");
+    }
+    wait_for(Duration::from_secs(10), "the records are removed", || {
+        records(&journal).is_empty()
+    })
+    .await;
+    runner.signal(Signal::SIGQUIT);
+    let (code, stderr) = runner.wait(Duration::from_secs(30));
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stderr.contains("its step_script ended meanwhile: took the job over"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_job_canceled_while_no_runner_ran_is_canceled_by_the_runner_that_takes_it_over() {
+    let setup = Setup::new(
+        r#"
+slow:
+  variables: {GIT_STRATEGY: none}
+  script:
+    - echo "started pid $$"
+    - sleep 300
+  after_script:
+    - echo "after_script sees $CI_JOB_STATUS"
+"#,
+        &[],
+    )
+    .await;
+    let server = &setup.server;
+    let dir = tempfile::tempdir().unwrap();
+    let (config, journal) = write_config(&setup, dir.path());
+    let pipeline = server.create_pipeline(setup.project).await;
+    let runner = start_run(&config, dir.path());
+    let (job, log) = server
+        .wait_running(setup.project, pipeline, "slow", "started pid")
+        .await;
+    let pid: u32 = log
+        .lines()
+        .find_map(|l| l.strip_prefix("started pid "))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    runner.signal(Signal::SIGKILL);
+    let _ = runner.wait(Duration::from_secs(10));
+    assert!(alive(pid), "the script outlived the runner");
+    server.cancel_job(setup.project, job).await;
+
+    let runner = start_run(&config, dir.path());
+    let done = wait_ended(server, setup.project, job).await;
+    assert_eq!(done["status"], "canceled", "{done}");
+    let log = server.trace(setup.project, job).await;
+    assert!(log.contains("after_script sees canceled"), "{log}");
+    wait_for(Duration::from_secs(10), "the script is ended", || {
+        !alive(pid)
+    })
+    .await;
+    wait_for(Duration::from_secs(10), "the records are removed", || {
+        records(&journal).is_empty()
+    })
+    .await;
+    runner.signal(Signal::SIGQUIT);
+    let (code, stderr) = runner.wait(Duration::from_secs(30));
+    assert_eq!(code, Some(0), "{stderr}");
+}
+
+/// Waits for a file named `name` somewhere below `dir`; returns its path.
+async fn wait_for_file(dir: &Path, name: &str) -> PathBuf {
+    fn find(dir: &Path, name: &str) -> Option<PathBuf> {
+        for entry in std::fs::read_dir(dir).ok()?.flatten() {
+            let path = entry.path();
+            if path.file_name().is_some_and(|n| n == name) {
+                return Some(path);
+            }
+            if entry.file_type().ok()?.is_dir()
+                && let Some(found) = find(&path, name)
+            {
+                return Some(found);
+            }
+        }
+        None
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(path) = find(dir, name) {
+            return path;
+        }
+        if Instant::now() > deadline {
+            let tree = std::process::Command::new("find")
+                .arg(dir)
+                .output()
+                .unwrap();
+            panic!(
+                "no {name} below:\n{}",
+                String::from_utf8_lossy(&tree.stdout)
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
