@@ -265,6 +265,56 @@ slow:
     assert_eq!(code, Some(0), "{stderr}");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_busy_scripts_output_is_all_in_the_log_after_a_takeover() {
+    let setup = Setup::new(
+        r#"
+chatty:
+  variables: {GIT_STRATEGY: none}
+  script:
+    - for i in $(seq 1 300); do echo "line $i"; echo "err $i" >&2; sleep 0.03; done
+"#,
+        &[],
+    )
+    .await;
+    let server = &setup.server;
+    let dir = tempfile::tempdir().unwrap();
+    let (config, _) = write_config(&setup, dir.path());
+    let pipeline = server.create_pipeline(setup.project).await;
+    let runner = start_run(&config, dir.path());
+    // The log is sent every 3 s once watched: the runner dies with a checkpoint
+    // behind it and output it had read but not sent.
+    let (job, _) = server
+        .wait_running(setup.project, pipeline, "chatty", "line 3\n")
+        .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    runner.signal(Signal::SIGKILL);
+    let _ = runner.wait(Duration::from_secs(10));
+
+    let runner = start_run(&config, dir.path());
+    let done = wait_ended(server, setup.project, job).await;
+    assert_eq!(done["status"], "success", "{done}");
+    let log = server.trace(setup.project, job).await;
+    assert!(log.contains("took it over"), "{log}");
+    // Every line is there, in order; lines may repeat only across the takeover.
+    for stream in ["line", "err"] {
+        let numbers: Vec<u32> = log
+            .lines()
+            .filter_map(|l| l.strip_prefix(&format!("{stream} ")))
+            .map(|n| n.trim().parse().unwrap())
+            .collect();
+        let mut seen = numbers.clone();
+        seen.sort_unstable();
+        seen.dedup();
+        assert_eq!(seen, (1..=300).collect::<Vec<_>>(), "{stream}: {numbers:?}");
+        let restarts = numbers.windows(2).filter(|w| w[1] <= w[0]).count();
+        assert!(restarts <= 1, "{stream} goes back more than once: {numbers:?}");
+    }
+    runner.signal(Signal::SIGQUIT);
+    let (code, stderr) = runner.wait(Duration::from_secs(30));
+    assert_eq!(code, Some(0), "{stderr}");
+}
+
 /// Waits for a file named `name` somewhere below `dir`; returns its path.
 async fn wait_for_file(dir: &Path, name: &str) -> PathBuf {
     fn find(dir: &Path, name: &str) -> Option<PathBuf> {
