@@ -308,7 +308,10 @@ chatty:
         seen.dedup();
         assert_eq!(seen, (1..=300).collect::<Vec<_>>(), "{stream}: {numbers:?}");
         let restarts = numbers.windows(2).filter(|w| w[1] <= w[0]).count();
-        assert!(restarts <= 1, "{stream} goes back more than once: {numbers:?}");
+        assert!(
+            restarts <= 1,
+            "{stream} goes back more than once: {numbers:?}"
+        );
     }
     runner.signal(Signal::SIGQUIT);
     let (code, stderr) = runner.wait(Duration::from_secs(30));

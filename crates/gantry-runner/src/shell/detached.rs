@@ -298,17 +298,20 @@ struct Checkpoints {
 }
 
 impl Checkpoints {
-    fn tick(&mut self, clean: [u64; 2]) {
+    /// Looks at the log; returns the offsets of a checkpoint it just committed.
+    fn tick(&mut self, clean: [u64; 2]) -> Option<[u64; 2]> {
         let (sent, len, crc) = {
             let buffer = self.trace.buffer();
             (buffer.sent_offset(), buffer.len(), buffer.known_crc32())
         };
+        let mut committed = None;
         if let Some(pending) = self.pending {
             if sent < pending.log_len {
-                return;
+                return None;
             }
             self.job.checkpoint(pending);
             self.committed = [pending.out, pending.err];
+            committed = Some(self.committed);
             self.pending = None;
         }
         if clean != self.committed {
@@ -319,7 +322,28 @@ impl Checkpoints {
                 crc,
             });
         }
+        committed
     }
+}
+
+/// Gives the disk blocks of `file` before `upto` back (a hole: reads there return
+/// zeros, the size and later offsets stay): output the coordinator holds is not kept
+/// twice, so a stage that prints gigabytes does not fill the disk. File systems without
+/// holes keep the bytes.
+fn release(file: &std::fs::File, upto: u64) {
+    use nix::fcntl::{FallocateFlags, fallocate};
+    const BLOCK: u64 = 64 * 1024;
+    let end = upto / BLOCK * BLOCK;
+    if end == 0 {
+        return;
+    }
+    let Ok(len) = i64::try_from(end) else { return };
+    let _ = fallocate(
+        file,
+        FallocateFlags::FALLOC_FL_PUNCH_HOLE | FallocateFlags::FALLOC_FL_KEEP_SIZE,
+        0,
+        len,
+    );
 }
 
 /// Copies what is appended to `files` (from `offsets`) into `writers` until `done`
@@ -341,7 +365,12 @@ async fn tail(
         let mut got = false;
         for i in 0..2 {
             if open[i].is_none() {
-                open[i] = std::fs::File::open(&files[i]).ok();
+                // Writable only to give read blocks back (`release`).
+                open[i] = std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .open(&files[i])
+                    .ok();
             }
             let Some(file) = &open[i] else { continue };
             loop {
@@ -370,7 +399,13 @@ async fn tail(
                 }
             }
         }
-        checkpoints.tick(clean);
+        if let Some(committed) = checkpoints.tick(clean) {
+            for (file, upto) in open.iter().zip(committed) {
+                if let Some(file) = file {
+                    release(file, upto);
+                }
+            }
+        }
         if last_pass {
             break;
         }
@@ -400,6 +435,34 @@ mod tests {
             stage_files(Path::new("/t"), "a b/c").out,
             Path::new("/t/stage_a_b_c.out")
         );
+    }
+
+    #[test]
+    fn read_output_gives_its_disk_blocks_back_and_later_bytes_stay() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out");
+        let data: Vec<u8> = (0..1_000_000u32).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&path, &data).unwrap();
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .unwrap();
+        let before = std::fs::metadata(&path).unwrap().blocks();
+        release(&file, 800_000);
+        let after = std::fs::metadata(&path).unwrap();
+        assert_eq!(after.len(), 1_000_000, "the size stays");
+        assert!(
+            after.blocks() < before,
+            "blocks {before} → {}",
+            after.blocks()
+        );
+        let mut tail = vec![0u8; 200_000];
+        file.read_exact_at(&mut tail, 800_000).unwrap();
+        assert_eq!(tail, data[800_000..]);
+        // Less than a block: nothing to give back.
+        release(&file, 10);
     }
 
     #[test]
