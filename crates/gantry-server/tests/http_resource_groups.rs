@@ -89,3 +89,99 @@ async fn waiting_jobs_get_the_resource_in_the_groups_process_mode() {
         .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
+
+const STAGED: &str = r#"
+workflow:
+  auto_cancel:
+    on_new_commit: none
+stages: [build, deploy]
+build:
+  stage: build
+  script: [make]
+deploy:
+  stage: deploy
+  script: [deploy]
+  resource_group: production
+"#;
+
+/// `(build, deploy)` job ids of `pipeline`.
+async fn build_and_deploy(server: &TestServer, project: i64, pipeline: i64) -> (i64, i64) {
+    let jobs = server.pipeline_jobs(project, pipeline).await;
+    let id = |name: &str| {
+        jobs.iter()
+            .find(|j| j["name"] == name)
+            .and_then(|j| j["id"].as_i64())
+            .unwrap()
+    };
+    (id("build"), id("deploy"))
+}
+
+/// GitLab's `oldest_first` and `newest_first` count the jobs still to come (`created`):
+/// an older pipeline whose deploy is not ready yet keeps the resource from a newer
+/// one's ready deploy. `newest_ready_first` (and `unordered`) look at ready jobs only.
+#[tokio::test]
+async fn ordered_modes_wait_for_upcoming_jobs_and_newest_ready_first_does_not() {
+    for (mode, newer_goes_first) in [("oldest_first", false), ("newest_ready_first", true)] {
+        let server = TestServer::start().await;
+        let repo = Repo::new(&[(".gitlab-ci.yml", STAGED)]);
+        let project = server.create_project("app", &repo).await["id"]
+            .as_i64()
+            .unwrap();
+        let (_, runner) = server.create_runner(json!({})).await;
+        let older = server.create_pipeline(project, "main").await["id"]
+            .as_i64()
+            .unwrap();
+        let group = format!("projects/{project}/resource_groups/production");
+        let (status, body) = server
+            .admin(Method::PUT, &group, Some(json!({ "process_mode": mode })))
+            .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let newer = server.create_pipeline(project, "main").await["id"]
+            .as_i64()
+            .unwrap();
+        let (older_build, older_deploy) = build_and_deploy(&server, project, older).await;
+        let (newer_build, newer_deploy) = build_and_deploy(&server, project, newer).await;
+
+        // Both builds run; the newer one ends first: its deploy is ready, the older
+        // pipeline's deploy is still to come.
+        let (a, a_token, _) = server.take_job(&runner).await;
+        let (b, b_token, _) = server.take_job(&runner).await;
+        let tokens: std::collections::HashMap<i64, String> = [(a, a_token), (b, b_token)].into();
+        server
+            .end_job(newer_build, &tokens[&newer_build], "success")
+            .await;
+        let (_, upcoming) = server
+            .admin(Method::GET, &format!("{group}/upcoming_jobs"), None)
+            .await;
+        let status = server.job(project, newer_deploy).await["status"].clone();
+        if newer_goes_first {
+            assert_eq!(status, "pending", "{mode}: the ready deploy goes");
+            assert!(ids(&upcoming).is_empty(), "{mode}: {upcoming}");
+            let (deploy, token, _) = server.take_job(&runner).await;
+            assert_eq!(deploy, newer_deploy);
+            server.end_job(deploy, &token, "success").await;
+            server
+                .end_job(older_build, &tokens[&older_build], "success")
+                .await;
+            let (deploy, _, _) = server.take_job(&runner).await;
+            assert_eq!(deploy, older_deploy, "{mode}");
+        } else {
+            assert_eq!(status, "waiting_for_resource", "{mode}: it waits its turn");
+            assert_eq!(
+                ids(&upcoming),
+                [older_deploy, newer_deploy],
+                "{mode}: the older pipeline's deploy is first in line"
+            );
+            let queued = server.request_job(&runner, None).await;
+            assert_eq!(queued.status(), StatusCode::NO_CONTENT, "{mode}");
+            server
+                .end_job(older_build, &tokens[&older_build], "success")
+                .await;
+            let (deploy, token, _) = server.take_job(&runner).await;
+            assert_eq!(deploy, older_deploy, "{mode}");
+            server.end_job(deploy, &token, "success").await;
+            let (deploy, _, _) = server.take_job(&runner).await;
+            assert_eq!(deploy, newer_deploy, "{mode}");
+        }
+    }
+}

@@ -1,6 +1,6 @@
 //! Resource groups (`resource_group:`; GitLab's `/projects/:id/resource_groups`): the key
 //! expanded at pipeline creation (GitLab's `expanded_resource_group_key`), the groups'
-//! `process_mode`, the order waiting jobs get a resource in ([`order_waiting`], used by
+//! `process_mode`, the order waiting jobs get a resource in ([`order_candidates`], used by
 //! `assign_resources`), and the API's views.
 
 use std::collections::HashMap;
@@ -50,25 +50,54 @@ pub(crate) fn expand_key(key: &str, variables: &HashMap<String, String>) -> Opti
     (!expanded.is_empty()).then_some(expanded)
 }
 
-/// Sorts waiting jobs `(group, pipeline id, job id)` into the order they get their
-/// resource: `newest_first` and `newest_ready_first` take newer pipelines first,
-/// `oldest_first` and `unordered` (GitLab promises no order) older ones; within a
-/// pipeline, jobs in the order they were made.
-pub(crate) fn order_waiting(waiting: &mut [(String, i64, i64)], modes: &HashMap<String, String>) {
-    let newest_first = |group: &str| {
-        matches!(
-            modes.get(group).map(String::as_str),
-            Some("newest_first" | "newest_ready_first")
-        )
-    };
-    waiting.sort_by(|(ga, pa, ja), (gb, pb, jb)| {
-        let pipelines = if newest_first(ga) && ga == gb {
-            pb.cmp(pa)
+/// A job of a resource group that is not done with it: waiting for the resource
+/// (`ready`), or upcoming (`created` or `scheduled`: its pipeline has not reached it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Candidate {
+    pub(crate) group: String,
+    pub(crate) pipeline: i64,
+    pub(crate) job: i64,
+    pub(crate) ready: bool,
+}
+
+/// Whether `mode` counts upcoming jobs in its order (GitLab's
+/// `waiting_for_resource_or_upcoming`): `oldest_first` and `newest_first` do, so a
+/// pipeline ahead in line holds the resource back until its job is ready;
+/// `unordered` and `newest_ready_first` look at ready jobs only.
+fn counts_upcoming(mode: Option<&str>) -> bool {
+    matches!(mode, Some("oldest_first" | "newest_first"))
+}
+
+/// GitLab's `upcoming_processables`: the candidates each group's `process_mode` looks
+/// at, in its order — `newest_first` and `newest_ready_first` take newer pipelines
+/// first, `oldest_first` and `unordered` (GitLab promises no order) older ones; within
+/// a pipeline, ready jobs first, then in the order they were made. The first of a group
+/// gets the resource when it is free, if it is ready; an upcoming one first in line
+/// keeps it for itself.
+pub(crate) fn order_candidates(
+    candidates: Vec<Candidate>,
+    modes: &HashMap<String, String>,
+) -> Vec<Candidate> {
+    let mode = |group: &str| modes.get(group).map(String::as_str);
+    let newest_first =
+        |group: &str| matches!(mode(group), Some("newest_first" | "newest_ready_first"));
+    let mut kept: Vec<Candidate> = candidates
+        .into_iter()
+        .filter(|c| c.ready || counts_upcoming(mode(&c.group)))
+        .collect();
+    kept.sort_by(|a, b| {
+        let pipelines = if newest_first(&a.group) && a.group == b.group {
+            b.pipeline.cmp(&a.pipeline)
         } else {
-            pa.cmp(pb)
+            a.pipeline.cmp(&b.pipeline)
         };
-        ga.cmp(gb).then(pipelines).then(ja.cmp(jb))
+        a.group
+            .cmp(&b.group)
+            .then(pipelines)
+            .then(b.ready.cmp(&a.ready))
+            .then(a.job.cmp(&b.job))
     });
+    kept
 }
 
 impl Coordinator {
@@ -125,38 +154,40 @@ impl Coordinator {
     }
 
     /// The jobs waiting for a resource group, in the order they will get it (GitLab's
-    /// `upcoming_jobs`).
+    /// `upcoming_jobs`; for `oldest_first` and `newest_first` with the upcoming jobs
+    /// the order waits for).
     pub async fn upcoming_jobs(
         &self,
         project_id: i64,
         key: &str,
     ) -> std::result::Result<Vec<JobView>, CoordinatorError> {
         let group = self.inner.store.resource_group(project_id, key).await?;
-        let (waiting, _) = self.resource_use(project_id).await?;
-        let mut waiting: Vec<_> = waiting
+        let (candidates, _) = self.resource_use(project_id).await?;
+        let candidates = candidates
             .into_iter()
-            .filter(|(g, _, _)| *g == group.key)
+            .filter(|c| c.group == group.key)
             .collect();
-        order_waiting(
-            &mut waiting,
+        let ordered = order_candidates(
+            candidates,
             &HashMap::from([(group.key.clone(), group.process_mode.clone())]),
         );
-        let mut out = Vec::with_capacity(waiting.len());
-        for (_, _, job) in waiting {
-            out.push(self.job_view_by_id(job).await?);
+        let mut out = Vec::with_capacity(ordered.len());
+        for candidate in ordered {
+            out.push(self.job_view_by_id(candidate.job).await?);
         }
         Ok(out)
     }
 
-    /// A project's jobs waiting for a resource `(group, pipeline, job)`, and the groups
-    /// whose resource a job holds (pending, running or canceling).
+    /// A project's jobs of resource groups that wait for their resource or are still to
+    /// come ([`Candidate`]), and the groups whose resource a job holds (pending, running
+    /// or canceling).
     pub(crate) async fn resource_use(
         &self,
         project_id: i64,
-    ) -> Result<(Vec<(String, i64, i64)>, std::collections::HashSet<String>)> {
+    ) -> Result<(Vec<Candidate>, std::collections::HashSet<String>)> {
         let store = &self.inner.store;
         let mut held = std::collections::HashSet::new();
-        let mut waiting = Vec::new();
+        let mut candidates = Vec::new();
         for p in store
             .active_pipelines()
             .await?
@@ -170,6 +201,8 @@ impl Coordinator {
                 if !matches!(
                     status,
                     Status::WaitingForResource
+                        | Status::Created
+                        | Status::Scheduled
                         | Status::Pending
                         | Status::Running
                         | Status::Canceling
@@ -182,16 +215,24 @@ impl Coordinator {
                 else {
                     continue;
                 };
-                if status == Status::WaitingForResource {
-                    if !j.retried {
-                        waiting.push((group, p.id, j.id));
+                match status {
+                    Status::WaitingForResource | Status::Created | Status::Scheduled => {
+                        if !j.retried {
+                            candidates.push(Candidate {
+                                group,
+                                pipeline: p.id,
+                                job: j.id,
+                                ready: status == Status::WaitingForResource,
+                            });
+                        }
                     }
-                } else {
-                    held.insert(group);
+                    _ => {
+                        held.insert(group);
+                    }
                 }
             }
         }
-        Ok((waiting, held))
+        Ok((candidates, held))
     }
 }
 
@@ -212,21 +253,37 @@ mod tests {
     }
 
     #[test]
-    fn waiting_jobs_are_ordered_by_their_groups_mode() {
+    fn candidates_are_ordered_by_their_groups_mode() {
         let modes: HashMap<String, String> = [
             ("new".to_owned(), "newest_first".to_owned()),
             ("old".to_owned(), "oldest_first".to_owned()),
+            ("ready".to_owned(), "newest_ready_first".to_owned()),
         ]
         .into();
-        let mut waiting = vec![
-            ("new".to_owned(), 1, 10),
-            ("old".to_owned(), 2, 21),
-            ("new".to_owned(), 3, 30),
-            ("old".to_owned(), 1, 11),
-            ("new".to_owned(), 3, 29),
+        let c = |group: &str, pipeline, job, ready| Candidate {
+            group: group.to_owned(),
+            pipeline,
+            job,
+            ready,
+        };
+        let candidates = vec![
+            c("new", 1, 10, true),
+            c("old", 2, 21, true),
+            c("new", 3, 30, true),
+            c("old", 1, 11, false),
+            c("new", 3, 29, true),
+            c("new", 3, 28, false),
+            c("ready", 1, 40, true),
+            c("ready", 2, 41, false),
+            c("free", 1, 50, false),
+            c("free", 2, 51, true),
         ];
-        order_waiting(&mut waiting, &modes);
-        let jobs: Vec<i64> = waiting.iter().map(|w| w.2).collect();
-        assert_eq!(jobs, [29, 30, 10, 11, 21]);
+        let jobs: Vec<i64> = order_candidates(candidates, &modes)
+            .iter()
+            .map(|c| c.job)
+            .collect();
+        // `free` (unordered) and `ready` (newest_ready_first) leave upcoming jobs out;
+        // ready jobs come before upcoming ones of the same pipeline.
+        assert_eq!(jobs, [51, 29, 30, 28, 10, 11, 21, 40]);
     }
 }

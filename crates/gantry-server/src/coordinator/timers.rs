@@ -179,10 +179,12 @@ impl Coordinator {
     }
 
     /// Resource groups (`ci-yaml.md` §5.10): a group of a project is free when none of its
-    /// jobs is pending, running or canceling; then its first waiting job in the group's
-    /// `process_mode` order (`resource_groups::order_waiting`) gets the resource.
+    /// jobs is pending, running or canceling; then the first job in the group's
+    /// `process_mode` order (`resource_groups::order_candidates`) gets the resource if it
+    /// is waiting for it — an upcoming job first in line (`oldest_first`,
+    /// `newest_first`) keeps it free until it is ready, as on GitLab.
     pub(crate) async fn assign_resources(&self, project_id: i64) -> Result<()> {
-        let (mut waiting, mut held) = self.resource_use(project_id).await?;
+        let (candidates, mut held) = self.resource_use(project_id).await?;
         let modes: std::collections::HashMap<String, String> = self
             .inner
             .store
@@ -191,15 +193,13 @@ impl Coordinator {
             .into_iter()
             .map(|g| (g.key, g.process_mode))
             .collect();
-        super::resource_groups::order_waiting(&mut waiting, &modes);
         let now = now_ms();
-        for (group, _, job_id) in waiting {
-            if held.contains(&group) {
+        for candidate in super::resource_groups::order_candidates(candidates, &modes) {
+            if !held.insert(candidate.group) || !candidate.ready {
                 continue;
             }
-            held.insert(group);
             let _ = self
-                .job_event(job_id, now, |job| Event::ResourceAssigned { job })
+                .job_event(candidate.job, now, |job| Event::ResourceAssigned { job })
                 .await;
         }
         Ok(())
