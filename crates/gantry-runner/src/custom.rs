@@ -59,6 +59,7 @@ use tokio::process::Command;
 
 use crate::config::{CustomConfig, CustomProgram, ShellKind};
 use crate::journal::RunningJob;
+use crate::shell::detached::Detached;
 use crate::shell::process::{self, Captured, Ended, Sink, Stop};
 use crate::shell::{
     CancelReason, ShellError, Stage, StageOutcome, clear_script, format_duration, stage_script,
@@ -347,6 +348,8 @@ pub struct CustomExecutor {
     journal: Option<Arc<RunningJob>>,
     /// The entry's short token, for the job's record.
     runner: String,
+    /// Where `config_exec` moved the job.
+    relocation: Option<Relocation>,
 }
 
 /// The job's temporary directory, removed with everything in it when the executor is
@@ -373,6 +376,17 @@ impl Drop for JobTemp {
 struct SavedEnvironment {
     job_env: BTreeMap<String, String>,
     custom_env: Vec<(String, String)>,
+    /// Where `config_exec` moved the job, for a runner that takes the job over.
+    #[serde(default)]
+    relocation: Option<Relocation>,
+}
+
+/// The directories `config_exec` gave (the keys of [`DriverConfig`] that move a job).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct Relocation {
+    builds_dir: Option<String>,
+    builds_dir_is_shared: Option<bool>,
+    cache_dir: Option<String>,
 }
 
 /// The saved environment's file in the job's temporary directory.
@@ -432,6 +446,7 @@ impl CustomExecutor {
             custom_env: Vec::new(),
             journal: None,
             runner: String::new(),
+            relocation: None,
         })
     }
 
@@ -475,7 +490,28 @@ impl CustomExecutor {
             custom_env: saved.custom_env,
             journal: None,
             runner: String::new(),
+            relocation: saved.relocation,
         })
+    }
+
+    /// Where `config_exec` had moved the job (a job taken over after a crash: see
+    /// [`CustomExecutor::after_crash`]).
+    pub fn relocation(&self) -> Option<DriverConfig> {
+        self.relocation.as_ref().map(|r| DriverConfig {
+            builds_dir: r.builds_dir.clone(),
+            builds_dir_is_shared: r.builds_dir_is_shared,
+            cache_dir: r.cache_dir.clone(),
+            ..DriverConfig::default()
+        })
+    }
+
+    /// `config_exec`'s answer, kept for a runner that takes the job over.
+    pub fn set_relocation(&mut self, driver: &DriverConfig) {
+        self.relocation = Some(Relocation {
+            builds_dir: driver.builds_dir.clone(),
+            builds_dir_is_shared: driver.builds_dir_is_shared,
+            cache_dir: driver.cache_dir.clone(),
+        });
     }
 
     /// Name each running program's process group in the job's record
@@ -491,12 +527,13 @@ impl CustomExecutor {
     /// runner that finds the job lost can run `cleanup_exec` (when there is one).
     fn record_for_cleanup(&self) {
         let Some(job) = &self.journal else { return };
-        if self.config.cleanup.is_none() {
+        if self.config.cleanup.is_none() && !job.resumable() {
             return;
         }
         let saved = SavedEnvironment {
             job_env: self.job_env.clone(),
             custom_env: self.custom_env.clone(),
+            relocation: self.relocation.clone(),
         };
         let json = serde_json::to_vec(&saved).unwrap_or_default();
         if write_private(&self.temp.path().join(SAVED_ENVIRONMENT), &json).is_ok() {
@@ -780,8 +817,86 @@ impl CustomExecutor {
         cancel: impl Future<Output = CancelReason>,
     ) -> StageOutcome {
         let script = stage_script(self.shell, stage, trace);
-        self.run_script(stage.name, &script, trace, stage.timeout, cancel)
-            .await
+        self.run_script(
+            stage.name,
+            &script,
+            trace,
+            stage.timeout,
+            stage.detach,
+            cancel,
+        )
+        .await
+    }
+
+    /// Reattaches to the detached `run_exec` a runner process that died left running
+    /// (or ended meanwhile): see [`crate::shell::detached`].
+    pub async fn reattach(
+        &self,
+        stage: &crate::journal::DetachedStage,
+        trace: &Trace,
+        cancel: impl Future<Output = CancelReason>,
+    ) -> StageOutcome {
+        let Some(job) = &self.journal else {
+            return StageOutcome::SystemFailure {
+                error: crate::shell::ShellError::Detached {
+                    message: "a detached stage needs the job's record".to_owned(),
+                }
+                .into(),
+            };
+        };
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        let timeout = Duration::from_millis(stage.place.deadline_unix_ms).saturating_sub(now);
+        let running = Detached::reattach(stage, trace, job);
+        let name = driver_stage_name(&stage.place.name);
+        let label = format!("run_exec ({name})");
+        let exit = self
+            .watch_detached(running, &label, &self.config.run, timeout, cancel)
+            .await;
+        clear_script(&crate::shell::script_path(
+            self.temp.path(),
+            &stage.place.name,
+        ));
+        self.outcome(&stage.place.name, exit, trace, timeout)
+    }
+
+    /// Watches a detached program until it ends, `timeout` passes or `cancel` completes.
+    async fn watch_detached(
+        &self,
+        mut running: Detached,
+        label: &str,
+        program: &CustomProgram,
+        timeout: Duration,
+        cancel: impl Future<Output = CancelReason>,
+    ) -> Exit {
+        let (exit, end_group) = match running.wait_until(timeout, cancel).await {
+            Stop::Ended(ended) => (self.exit(label, program, ended), false),
+            Stop::Timeout => {
+                running.terminate(self.config.graceful_kill_timeout).await;
+                (Exit::TimedOut, true)
+            }
+            Stop::Canceled(reason) => {
+                running.terminate(self.config.graceful_kill_timeout).await;
+                (Exit::Canceled(reason), true)
+            }
+        };
+        running.finish(OUTPUT_DRAIN, end_group).await;
+        exit
+    }
+
+    fn outcome(&self, stage: &str, exit: Exit, trace: &Trace, timeout: Duration) -> StageOutcome {
+        match exit {
+            Exit::Success => StageOutcome::Success,
+            Exit::BuildFailure { exit_code } => StageOutcome::ScriptFailure { exit_code },
+            Exit::Failed(error) => StageOutcome::SystemFailure {
+                error: error.into(),
+            },
+            Exit::TimedOut => {
+                warn_on_timeout(trace, stage, StageOutcome::Timeout { after: timeout })
+            }
+            Exit::Canceled(reason) => StageOutcome::Canceled { reason },
+        }
     }
 
     /// gitlab-runner's `prepare_script` stage: a script printing where the job runs
@@ -800,7 +915,7 @@ impl CustomExecutor {
         };
         let via = crate::shell::quote(&format!(" via {runner_host}..."));
         let script = format!("{shebang}\n\necho \"Running on $(hostname)\"{via}\n");
-        self.run_script("prepare_script", &script, trace, timeout, cancel)
+        self.run_script("prepare_script", &script, trace, timeout, None, cancel)
             .await
     }
 
@@ -810,6 +925,7 @@ impl CustomExecutor {
         script: &str,
         trace: &Trace,
         timeout: Duration,
+        detach: Option<&crate::journal::StagePlace>,
         cancel: impl Future<Output = CancelReason>,
     ) -> StageOutcome {
         let path = match write_stage_script(self.temp.path(), stage, script) {
@@ -823,26 +939,41 @@ impl CustomExecutor {
         let name = driver_stage_name(stage);
         let label = format!("run_exec ({name})");
         let args = [path.as_os_str(), OsStr::new(name)];
-        let call = Call {
-            stage: &label,
-            program: &self.config.run,
-            extra: &args,
-            sinks: trace_sinks(trace),
-            timeout,
-        };
-        let exit = self.execute(call, cancel, Some(trace)).await;
-        clear_script(&path);
-        match exit {
-            Exit::Success => StageOutcome::Success,
-            Exit::BuildFailure { exit_code } => StageOutcome::ScriptFailure { exit_code },
-            Exit::Failed(error) => StageOutcome::SystemFailure {
-                error: error.into(),
-            },
-            Exit::TimedOut => {
-                warn_on_timeout(trace, stage, StageOutcome::Timeout { after: timeout })
+        let detach = self
+            .journal
+            .as_ref()
+            .filter(|job| job.resumable())
+            .zip(detach.cloned());
+        let exit = match detach {
+            Some((job, place)) => {
+                let _ = std::fs::remove_file(&self.exit_code_file);
+                let command = self.command(&self.config.run, &args);
+                let files = crate::shell::detached::stage_files(self.temp.path(), stage);
+                match Detached::spawn(command.as_std(), files, place, trace, job) {
+                    Ok(running) => {
+                        self.watch_detached(running, &label, &self.config.run, timeout, cancel)
+                            .await
+                    }
+                    Err(source) => Exit::Failed(CustomError::Spawn {
+                        stage: label.clone(),
+                        program: self.config.run.exec.clone(),
+                        source,
+                    }),
+                }
             }
-            Exit::Canceled(reason) => StageOutcome::Canceled { reason },
-        }
+            None => {
+                let call = Call {
+                    stage: &label,
+                    program: &self.config.run,
+                    extra: &args,
+                    sinks: trace_sinks(trace),
+                    timeout,
+                };
+                self.execute(call, cancel, Some(trace)).await
+            }
+        };
+        clear_script(&path);
+        self.outcome(stage, exit, trace, timeout)
     }
 
     /// The cleanup stage: runs `cleanup_exec` (when configured) with its own timeout;

@@ -561,6 +561,16 @@ impl RunningJob {
             .is_some()
     }
 
+    /// The custom executor's temporary directory named in the record.
+    pub(crate) fn custom_dir(&self) -> Option<PathBuf> {
+        self.record
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .custom
+            .as_ref()
+            .map(|c| c.temp_dir.clone())
+    }
+
     /// A script stage now runs detached (synced: from now on a restarted runner
     /// reattaches instead of killing it).
     pub(crate) fn stage_detached(&self, stage: DetachedStage) {

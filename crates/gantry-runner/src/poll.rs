@@ -483,6 +483,12 @@ impl Poller {
                 let cleanup = match custom {
                     None => None,
                     Some(Err(error)) => Some(Err(error)),
+                    Some(Ok((config, _, dir))) if config.cleanup.is_none() => {
+                        // Recorded for a takeover only: nothing to run, the directory goes.
+                        let _ = std::fs::remove_dir_all(&dir);
+                        let _ = crate::journal::forget_custom(&path, &record);
+                        None
+                    }
                     Some(Ok((config, shell, dir))) => {
                         let result =
                             clean_up_lost_job(&shared, &runner, record.job_id, config, shell, &dir)
@@ -533,9 +539,7 @@ impl Poller {
         let Ok((running, job)) = journal.take_over(path, record) else {
             return false;
         };
-        let shell = crate::executor::ExecutorChoice::for_job(&state.entries[index].config, &job)
-            == crate::executor::ExecutorChoice::Shell;
-        if !shell || job.id != record.job_id {
+        if !resumable(&state.entries[index].config, &job) || job.id != record.job_id {
             return false;
         }
         let slot = slots::RunningJob {
@@ -1048,6 +1052,17 @@ async fn tell_lost_job(
     }
 }
 
+/// Whether a job of `runner` may be taken over after a runner restart: its script
+/// stages run detached on this machine (the shell executor, and the custom executor's
+/// `run_exec`; see [`crate::shell::detached`]).
+fn resumable(runner: &RunnerConfig, job: &JobResponse) -> bool {
+    use crate::executor::ExecutorChoice;
+    matches!(
+        ExecutorChoice::for_job(runner, job),
+        ExecutorChoice::Shell | ExecutorChoice::Custom
+    )
+}
+
 /// Milliseconds since the Unix epoch.
 fn unix_ms() -> u64 {
     let now = std::time::SystemTime::now()
@@ -1210,9 +1225,7 @@ async fn run_received(
         let name = entry.name.clone();
         let events = job_events(&shared, &name);
         let journal = shared.options.journal.as_ref().and_then(|journal| {
-            let shell = crate::executor::ExecutorChoice::for_job(&entry.config, &job)
-                == crate::executor::ExecutorChoice::Shell;
-            let started = if shell {
+            let started = if resumable(&entry.config, &job) {
                 let resume = crate::journal::ResumeRecord {
                     runner: short_token(&entry.config.token),
                     concurrent_id: slot.concurrent_id,

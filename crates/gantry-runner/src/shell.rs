@@ -425,15 +425,9 @@ impl ShellExecutor {
             .zip(stage.detach.cloned());
         if let Some((job, place)) = detach {
             let files = detached::stage_files(&self.script_dir, stage.name);
-            return match Detached::spawn(
-                &self.shell.path,
-                &args,
-                stage.work_dir,
-                files,
-                place,
-                trace,
-                job,
-            ) {
+            let mut command = std::process::Command::new(&self.shell.path);
+            command.args(&args).current_dir(stage.work_dir);
+            return match Detached::spawn(&command, files, place, trace, job) {
                 Ok(running) => {
                     self.watch_detached(running, stage.name, stage.timeout, trace, cancel)
                         .await
@@ -531,7 +525,7 @@ impl ShellExecutor {
                 StageOutcome::Canceled { reason }
             }
         };
-        running.finish(self.kill_grace).await;
+        running.finish(self.kill_grace, true).await;
         warn_on_timeout(trace, name, outcome)
     }
 
@@ -586,7 +580,7 @@ pub(crate) fn stage_script(shell: ShellKind, stage: &Stage<'_>, trace: &Trace) -
 }
 
 /// Where stage `stage`'s script is written in `dir`: `script_<stage>.sh`.
-fn script_path(dir: &Path, stage: &str) -> PathBuf {
+pub(crate) fn script_path(dir: &Path, stage: &str) -> PathBuf {
     let name: String = stage
         .chars()
         .map(|c| {

@@ -240,7 +240,7 @@ async fn a_live_runners_record_is_kept_and_a_lost_job_being_canceled_ends_cancel
 async fn a_lost_custom_executor_job_is_cleaned_up_by_its_driver() {
     use std::os::unix::fs::PermissionsExt;
     let setup = Setup::new(
-        "vm:\n  variables: {GIT_STRATEGY: none, VM_NAME: build-vm-7}\n  script: [echo started, sleep 300]\n",
+        "vm:\n  variables: {GIT_STRATEGY: none, VM_NAME: build-vm-7}\n  hooks:\n    pre_get_sources_script: [echo started, sleep 300]\n  script: [echo done]\n",
         &[],
     )
     .await;

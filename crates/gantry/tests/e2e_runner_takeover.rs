@@ -318,6 +318,140 @@ chatty:
     assert_eq!(code, Some(0), "{stderr}");
 }
 
+/// The custom executor's `run_exec` runs detached too: a job whose driver made a VM
+/// goes on in it, and `cleanup_exec` runs once, at the end of the job.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_custom_executor_job_is_taken_over_and_cleaned_up_once_at_its_end() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let go = dir.path().join("go");
+    let setup = Setup::new(
+        &format!(
+            r#"
+vm:
+  variables: {{GIT_STRATEGY: none, VM_NAME: build-vm-7}}
+  script:
+    - echo "before the crash in $VM_NAME"
+    - while [ ! -e "{go}" ]; do sleep 0.1; done
+    - echo "after the crash in $VM_NAME"
+  after_script:
+    - echo "after_script sees $CI_JOB_STATUS"
+    - echo "after_script in $CI_PROJECT_DIR"
+"#,
+            go = go.display()
+        ),
+        &[],
+    )
+    .await;
+    let server = &setup.server;
+    let marks = dir.path().join("marks");
+    std::fs::create_dir_all(&marks).unwrap();
+    let builds = dir.path().join("vm-builds");
+    let programs = [
+        (
+            "config.sh",
+            format!(
+                "printf '{{\"builds_dir\": \"{builds}\", \"job_env\": {{\"DRIVER_STATE\": \"from-config\"}}}}'\n",
+                builds = builds.display()
+            ),
+        ),
+        (
+            "prepare.sh",
+            format!(
+                "echo \"$CUSTOM_ENV_VM_NAME\" >> {marks}/created\n",
+                marks = marks.display()
+            ),
+        ),
+        (
+            "run.sh",
+            format!(
+                "echo \"$2 $DRIVER_STATE\" >> {marks}/runs\nbash \"$1\"\n",
+                marks = marks.display()
+            ),
+        ),
+        (
+            "cleanup.sh",
+            format!(
+                "echo \"$CUSTOM_ENV_VM_NAME $DRIVER_STATE\" >> {marks}/cleaned\n",
+                marks = marks.display()
+            ),
+        ),
+    ];
+    for (name, body) in programs {
+        let path = dir.path().join(name);
+        std::fs::write(&path, format!("#!/usr/bin/env bash\n{body}")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let program = |name: &str| dir.path().join(name).display().to_string();
+    let text = config_text(&setup.server.url, &setup.runner_token, dir.path(), "", "")
+        .replace("executor = \"shell\"", "executor = \"custom\"")
+        + &format!(
+            "[runners.custom]\nconfig_exec = \"{}\"\nprepare_exec = \"{}\"\nrun_exec = \"{}\"\ncleanup_exec = \"{}\"\n",
+            program("config.sh"),
+            program("prepare.sh"),
+            program("run.sh"),
+            program("cleanup.sh"),
+        );
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, text).unwrap();
+    let journal = dir.path().join(".runner_jobs");
+
+    let pipeline = server.create_pipeline(setup.project).await;
+    let runner = start_run(&config, dir.path());
+    let (job, _) = server
+        .wait_running(
+            setup.project,
+            pipeline,
+            "vm",
+            "before the crash in build-vm-7",
+        )
+        .await;
+    runner.signal(Signal::SIGKILL);
+    let _ = runner.wait(Duration::from_secs(10));
+
+    let runner = start_run(&config, dir.path());
+    server
+        .wait_trace(setup.project, job, "took it over", Duration::from_secs(30))
+        .await;
+    std::fs::write(&go, "").unwrap();
+    let done = wait_ended(server, setup.project, job).await;
+    assert_eq!(done["status"], "success", "{done}");
+    let log = server.trace(setup.project, job).await;
+    for line in [
+        "after the crash in build-vm-7",
+        "after_script sees success",
+        "Job succeeded",
+    ] {
+        assert!(log.contains(line), "no {line:?} in:\n{log}");
+    }
+    let read = |name: &str| std::fs::read_to_string(marks.join(name)).unwrap_or_default();
+    assert_eq!(read("created"), "build-vm-7\n", "prepared once");
+    assert_eq!(
+        read("cleaned"),
+        "build-vm-7 from-config\n",
+        "cleaned up once, at the end"
+    );
+    // The driver's programs kept the environment config_exec gave, before and after.
+    assert!(
+        read("runs").lines().all(|l| l.ends_with(" from-config")),
+        "{}",
+        read("runs")
+    );
+    assert!(read("runs").contains("after_script"), "{}", read("runs"));
+    // config_exec's builds_dir still applies to the taken-over job.
+    assert!(
+        log.contains(&format!("after_script in {}/", builds.display())),
+        "{log}"
+    );
+    wait_for(Duration::from_secs(10), "the records are removed", || {
+        records(&journal).is_empty()
+    })
+    .await;
+    runner.signal(Signal::SIGQUIT);
+    let (code, stderr) = runner.wait(Duration::from_secs(30));
+    assert_eq!(code, Some(0), "{stderr}");
+}
+
 /// Waits for a file named `name` somewhere below `dir`; returns its path.
 async fn wait_for_file(dir: &Path, name: &str) -> PathBuf {
     fn find(dir: &Path, name: &str) -> Option<PathBuf> {

@@ -179,14 +179,40 @@ impl<'a> Lifecycle<'a> {
     fn prepare_resumed(&mut self) -> Result<(), JobEnding> {
         let failed =
             |stage: &'static str, message: String| JobEnding::SystemFailure { stage, message };
-        let (shell, _) = detect_shell(self.cx.runner.shell)
-            .map_err(|error| failed("prepare_executor", error.to_string()))?;
-        self.executor = Some(Executor::Shell(
-            ShellExecutor::new(shell, self.dirs.tmp_dir.clone())
-                .kill_grace(self.cx.kill_grace)
-                .login(self.cx.login_shell)
-                .journal(self.cx.journal.clone()),
-        ));
+        match ExecutorChoice::for_job(&self.cx.runner, self.job) {
+            ExecutorChoice::Custom => {
+                let (Some(config), Some(dir)) = (
+                    self.cx.runner.custom.clone(),
+                    self.cx.journal.as_ref().and_then(|j| j.custom_dir()),
+                ) else {
+                    return Err(failed(
+                        "prepare_executor",
+                        "the custom executor's environment of this job was not recorded".to_owned(),
+                    ));
+                };
+                let mut custom = CustomExecutor::after_crash(config, self.cx.runner.shell, &dir)
+                    .map_err(|error| failed("prepare_executor", error.to_string()))?;
+                if let Some(driver) = custom.relocation() {
+                    self.relocate(&driver)
+                        .map_err(|failure| self.prepare_ending(failure))?;
+                }
+                custom.set_journal(
+                    self.cx.journal.clone(),
+                    super::short_token(&self.cx.runner.token),
+                );
+                self.executor = Some(Executor::Custom(Box::new(custom)));
+            }
+            _ => {
+                let (shell, _) = detect_shell(self.cx.runner.shell)
+                    .map_err(|error| failed("prepare_executor", error.to_string()))?;
+                self.executor = Some(Executor::Shell(
+                    ShellExecutor::new(shell, self.dirs.tmp_dir.clone())
+                        .kill_grace(self.cx.kill_grace)
+                        .login(self.cx.login_shell)
+                        .journal(self.cx.journal.clone()),
+                ));
+            }
+        }
         let prepared = prepare_variables_seen_at(
             &self.variables,
             &self.dirs.tmp_dir.join("variables"),
@@ -231,6 +257,9 @@ impl<'a> Lifecycle<'a> {
         match (reattach, executor) {
             (Some(detached), Executor::Shell(shell)) => {
                 shell.reattach(detached, self.trace, cancel).await
+            }
+            (Some(detached), Executor::Custom(custom)) => {
+                custom.reattach(detached, self.trace, cancel).await
             }
             _ => executor.run(stage, self.trace, cancel).await,
         }
@@ -752,6 +781,7 @@ impl<'a> Lifecycle<'a> {
             .configure(self.trace, remaining, self.cancel())
             .await?;
         if let Some(driver) = &driver {
+            custom.set_relocation(driver);
             self.relocate(driver)?;
             custom.set_job_env(driver.job_env.clone().unwrap_or_default());
             custom.set_variables(&self.variables, &self.job.services);

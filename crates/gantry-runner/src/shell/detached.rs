@@ -76,12 +76,11 @@ pub(crate) fn stage_files(dir: &Path, name: &str) -> StageFiles {
 }
 
 impl Detached {
-    /// Starts `shell args…` in `work_dir` through the wrapper, alone in a new process
-    /// group, and records it in `job` as `stage` (the record is synced first).
+    /// Starts `program` (its arguments, directory and environment) through the
+    /// wrapper, alone in a new process group, and records it in `job` as `stage` (the
+    /// record is synced first).
     pub(crate) fn spawn(
-        shell: &Path,
-        args: &[&std::ffi::OsStr],
-        work_dir: &Path,
+        program: &std::process::Command,
         files: StageFiles,
         place: crate::journal::StagePlace,
         trace: &Trace,
@@ -108,14 +107,22 @@ impl Detached {
             .arg(&files.out)
             .arg(&files.err)
             .arg(&files.status)
-            .arg(shell)
-            .args(args)
-            .current_dir(work_dir)
+            .arg(program.get_program())
+            .args(program.get_args())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .process_group(0)
             .kill_on_drop(true);
+        if let Some(dir) = program.get_current_dir() {
+            command.current_dir(dir);
+        }
+        for (key, value) in program.get_envs() {
+            match value {
+                Some(value) => command.env(key, value),
+                None => command.env_remove(key),
+            };
+        }
         let child = command.spawn()?;
         let pid = child.id().unwrap_or(0);
         let Some(leader) = i32::try_from(pid).ok().and_then(ProcessStamp::of) else {
@@ -250,10 +257,12 @@ impl Detached {
         }
     }
 
-    /// After the shell ended: ends what is left of its group, reads the rest of the
-    /// output into the log, removes the files and takes the stage out of the record.
-    pub(crate) async fn finish(mut self, grace: Duration) {
-        if self.signal(Signal::SIGTERM) {
+    /// After the shell ended: ends what is left of its group (with `end_group`; the
+    /// custom executor's driver may leave a VM running for later stages), reads the rest
+    /// of the output into the log, removes the files and takes the stage out of the
+    /// record.
+    pub(crate) async fn finish(mut self, grace: Duration, end_group: bool) {
+        if end_group && self.signal(Signal::SIGTERM) {
             tokio::time::sleep(grace.min(Duration::from_millis(200))).await;
             self.signal(Signal::SIGKILL);
         }
