@@ -486,19 +486,11 @@ impl ShellExecutor {
         trace: &Trace,
         cancel: impl Future<Output = CancelReason>,
     ) -> StageOutcome {
-        let Some(job) = &self.journal else {
-            return StageOutcome::SystemFailure {
-                error: ShellError::Detached {
-                    message: "a detached stage needs the job's record".to_owned(),
-                }
-                .into(),
-            };
+        let (running, timeout) = match Detached::reattach_with(stage, trace, self.journal.as_ref())
+        {
+            Ok(reattached) => reattached,
+            Err(outcome) => return outcome,
         };
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default();
-        let timeout = Duration::from_millis(stage.place.deadline_unix_ms).saturating_sub(now);
-        let running = Detached::reattach(stage, trace, job);
         let outcome = self
             .watch_detached(running, &stage.place.name, timeout, trace, cancel)
             .await;

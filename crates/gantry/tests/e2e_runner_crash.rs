@@ -238,7 +238,6 @@ async fn a_live_runners_record_is_kept_and_a_lost_job_being_canceled_ends_cancel
 /// `job_env`), once, and the job's temporary directory is removed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_lost_custom_executor_job_is_cleaned_up_by_its_driver() {
-    use std::os::unix::fs::PermissionsExt;
     let setup = Setup::new(
         "vm:\n  variables: {GIT_STRATEGY: none, VM_NAME: build-vm-7}\n  hooks:\n    pre_get_sources_script: [echo started, sleep 300]\n  script: [echo done]\n",
         &[],
@@ -270,23 +269,7 @@ async fn a_lost_custom_executor_job_is_cleaned_up_by_its_driver() {
             ),
         ),
     ];
-    for (name, body) in programs {
-        let path = dir.path().join(name);
-        std::fs::write(&path, format!("#!/usr/bin/env bash\n{body}")).unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
-    let program = |name: &str| dir.path().join(name).display().to_string();
-    let text = config_text(&setup.server.url, &setup.runner_token, dir.path(), "", "")
-        .replace("executor = \"shell\"", "executor = \"custom\"")
-        + &format!(
-            "[runners.custom]\nconfig_exec = \"{}\"\nprepare_exec = \"{}\"\nrun_exec = \"{}\"\ncleanup_exec = \"{}\"\n",
-            program("config.sh"),
-            program("prepare.sh"),
-            program("run.sh"),
-            program("cleanup.sh"),
-        );
-    let config = dir.path().join("config.toml");
-    std::fs::write(&config, text).unwrap();
+    let config = custom_driver_config(&setup, dir.path(), &programs);
     let journal = dir.path().join(".runner_jobs");
 
     let pipeline = server.create_pipeline(setup.project).await;

@@ -322,7 +322,6 @@ chatty:
 /// goes on in it, and `cleanup_exec` runs once, at the end of the job.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_custom_executor_job_is_taken_over_and_cleaned_up_once_at_its_end() {
-    use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
     let go = dir.path().join("go");
     let setup = Setup::new(
@@ -377,23 +376,7 @@ vm:
             ),
         ),
     ];
-    for (name, body) in programs {
-        let path = dir.path().join(name);
-        std::fs::write(&path, format!("#!/usr/bin/env bash\n{body}")).unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
-    let program = |name: &str| dir.path().join(name).display().to_string();
-    let text = config_text(&setup.server.url, &setup.runner_token, dir.path(), "", "")
-        .replace("executor = \"shell\"", "executor = \"custom\"")
-        + &format!(
-            "[runners.custom]\nconfig_exec = \"{}\"\nprepare_exec = \"{}\"\nrun_exec = \"{}\"\ncleanup_exec = \"{}\"\n",
-            program("config.sh"),
-            program("prepare.sh"),
-            program("run.sh"),
-            program("cleanup.sh"),
-        );
-    let config = dir.path().join("config.toml");
-    std::fs::write(&config, text).unwrap();
+    let config = custom_driver_config(&setup, dir.path(), &programs);
     let journal = dir.path().join(".runner_jobs");
 
     let pipeline = server.create_pipeline(setup.project).await;

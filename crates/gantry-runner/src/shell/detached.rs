@@ -149,6 +149,28 @@ impl Detached {
         ))
     }
 
+    /// [`reattach`](Self::reattach) with the job's record (which a reattach needs), and
+    /// the time left until the stage's deadline.
+    pub(crate) fn reattach_with(
+        stage: &DetachedStage,
+        trace: &Trace,
+        job: Option<&Arc<RunningJob>>,
+    ) -> Result<(Self, Duration), super::StageOutcome> {
+        let Some(job) = job else {
+            return Err(super::StageOutcome::SystemFailure {
+                error: super::ShellError::Detached {
+                    message: "a detached stage needs the job's record".to_owned(),
+                }
+                .into(),
+            });
+        };
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        let left = Duration::from_millis(stage.place.deadline_unix_ms).saturating_sub(now);
+        Ok((Self::reattach(stage, trace, job), left))
+    }
+
     /// Watches again the stage a runner process that died recorded in `stage`: reads
     /// its output on from the last checkpoint.
     pub(crate) fn reattach(stage: &DetachedStage, trace: &Trace, job: &Arc<RunningJob>) -> Self {

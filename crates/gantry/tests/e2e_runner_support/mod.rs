@@ -614,6 +614,31 @@ pub fn config_text(url: &str, token: &str, dir: &Path, global: &str, extra: &str
     )
 }
 
+/// Writes a custom executor's driver programs — `config.sh`, `prepare.sh`, `run.sh` and
+/// `cleanup.sh`, each `(name, bash body)` — into `dir`, and a `config.toml` there for
+/// one custom runner of `setup` that uses them; returns the configuration's path.
+pub fn custom_driver_config(setup: &Setup, dir: &Path, programs: &[(&str, String)]) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    for (name, body) in programs {
+        let path = dir.join(name);
+        std::fs::write(&path, format!("#!/usr/bin/env bash\n{body}")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let program = |name: &str| dir.join(name).display().to_string();
+    let text = config_text(&setup.server.url, &setup.runner_token, dir, "", "")
+        .replace("executor = \"shell\"", "executor = \"custom\"")
+        + &format!(
+            "[runners.custom]\nconfig_exec = \"{}\"\nprepare_exec = \"{}\"\nrun_exec = \"{}\"\ncleanup_exec = \"{}\"\n",
+            program("config.sh"),
+            program("prepare.sh"),
+            program("run.sh"),
+            program("cleanup.sh"),
+        );
+    let config = dir.join("config.toml");
+    std::fs::write(&config, text).unwrap();
+    config
+}
+
 /// Our runner's poll loop, in this process, with builds and cache in its own temp dir.
 pub struct Runner {
     pub dir: tempfile::TempDir,
