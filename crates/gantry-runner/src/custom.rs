@@ -356,6 +356,9 @@ pub struct CustomExecutor {
 /// dropped (a runner that dies leaves it to [`CustomExecutor::after_crash`]).
 struct JobTemp {
     path: PathBuf,
+    /// The job's record: a job handed over to the next runner process keeps its
+    /// directory ([`crate::journal::Journal::hand_over`]).
+    journal: Option<Arc<RunningJob>>,
 }
 
 impl JobTemp {
@@ -366,6 +369,9 @@ impl JobTemp {
 
 impl Drop for JobTemp {
     fn drop(&mut self) {
+        if self.journal.as_ref().is_some_and(|job| job.handing_over()) {
+            return;
+        }
         let _ = std::fs::remove_dir_all(&self.path);
     }
 }
@@ -422,6 +428,7 @@ impl CustomExecutor {
         job: &JobResponse,
     ) -> Result<Self, CustomError> {
         let temp = JobTemp {
+            journal: None,
             path: tempfile::Builder::new()
                 .prefix("custom-executor")
                 .tempdir()
@@ -479,6 +486,7 @@ impl CustomExecutor {
             serde_json::from_slice(&text).map_err(|e| unreadable(e.to_string()))?;
         let temp = JobTemp {
             path: temp_dir.to_owned(),
+            journal: None,
         };
         Ok(Self {
             config,
@@ -518,6 +526,7 @@ impl CustomExecutor {
     /// ([`crate::journal`]), and the environment `cleanup_exec` needs once
     /// `prepare_exec` starts (`runner`: the entry's short token).
     pub fn set_journal(&mut self, job: Option<Arc<RunningJob>>, runner: String) {
+        self.temp.journal = job.clone();
         self.journal = job;
         self.runner = runner;
     }

@@ -29,7 +29,8 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, PoisonError};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use gantry_protocol::{
@@ -306,6 +307,15 @@ pub struct LostJobs {
 #[derive(Debug, Clone)]
 pub struct Journal {
     dir: PathBuf,
+    hand_over: Arc<HandOver>,
+}
+
+/// Raised when this runner process hands its jobs over to the next one
+/// ([`Journal::hand_over`]).
+#[derive(Debug, Default)]
+struct HandOver {
+    raised: AtomicBool,
+    notify: tokio::sync::Notify,
 }
 
 /// Why the journal cannot be used.
@@ -327,9 +337,21 @@ impl Journal {
             .mode(0o700)
             .create(&dir);
         match created {
-            Ok(()) => Ok(Self { dir }),
+            Ok(()) => Ok(Self {
+                dir,
+                hand_over: Arc::default(),
+            }),
             Err(source) => Err(JournalError { dir, source }),
         }
+    }
+
+    /// This process hands its jobs over to the next runner process: from now on the
+    /// detached stages of its jobs are left running when they end or this process
+    /// exits, watched no more (their jobs stay in their stage), for the next process to
+    /// take over ([`crate::shell::detached`]).
+    pub fn hand_over(&self) {
+        self.hand_over.raised.store(true, Ordering::SeqCst);
+        self.hand_over.notify.notify_waiters();
     }
 
     /// Where the journal is.
@@ -391,6 +413,7 @@ impl Journal {
         Ok(RunningJob {
             path,
             record: Mutex::new(record),
+            hand_over: Arc::clone(&self.hand_over),
         })
     }
 
@@ -421,6 +444,7 @@ impl Journal {
             RunningJob {
                 path: path.to_owned(),
                 record: Mutex::new(record),
+                hand_over: Arc::clone(&self.hand_over),
             },
             job,
         ))
@@ -519,9 +543,37 @@ fn write_file(path: &Path, json: &[u8], sync: bool) -> std::io::Result<()> {
 pub struct RunningJob {
     path: PathBuf,
     record: Mutex<JobRecord>,
+    hand_over: Arc<HandOver>,
 }
 
 impl RunningJob {
+    /// Whether this process is handing its jobs over ([`Journal::hand_over`]).
+    pub(crate) fn handing_over(&self) -> bool {
+        self.hand_over.raised.load(Ordering::SeqCst)
+    }
+
+    /// Completes once this process hands its jobs over.
+    pub(crate) async fn handed_over(&self) {
+        loop {
+            let notified = self.hand_over.notify.notified();
+            let mut notified = std::pin::pin!(notified);
+            notified.as_mut().enable();
+            if self.handing_over() {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    /// Whether a detached stage of the job runs now (a job that can be handed over).
+    pub(crate) fn in_detached_stage(&self) -> bool {
+        self.record
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .stage
+            .is_some()
+    }
+
     /// A stage's process group started (its leader is `pid`).
     pub(crate) fn group_started(&self, pid: u32) {
         let Some(stamp) = i32::try_from(pid).ok().and_then(ProcessStamp::of) else {

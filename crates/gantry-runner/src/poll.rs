@@ -83,6 +83,10 @@ use crate::journal::{JobRecord, Journal, LostJobEnd, end_lost_job, kill_lost_gro
 use crate::shell::DEFAULT_KILL_GRACE;
 use slots::{Decision, EntryKey, Slots};
 
+/// How often a runner handing its jobs over looks whether they all are in a detached
+/// stage.
+const HAND_OVER_CHECK: Duration = Duration::from_millis(100);
+
 /// Longest wait between job requests of an entry whose requests fail.
 const MAX_REQUEST_BACKOFF: Duration = Duration::from_secs(60);
 
@@ -200,6 +204,7 @@ enum Command {
     StopTakingJobs,
     Interrupt,
     Reload(Box<Config>),
+    HandOver,
 }
 
 /// Controls a running [`Poller`] (the binary maps signals onto it).
@@ -223,6 +228,15 @@ impl PollHandle {
     /// SIGHUP: use `config` for everything new.
     pub fn reload(&self, config: Config) {
         let _ = self.commands.send(Command::Reload(Box::new(config)));
+    }
+
+    /// SIGUSR2: hand the running jobs over to the next runner process (an upgrade, a
+    /// restart) instead of waiting for them: take no new jobs, and stop as soon as
+    /// every running job is in a detached stage ([`crate::shell::detached`]) — those
+    /// are left running, for the next `gantry runner run` to take over. Jobs that
+    /// cannot be handed over (other executors, other stages) are waited for first.
+    pub fn hand_over(&self) {
+        let _ = self.commands.send(Command::HandOver);
     }
 }
 
@@ -274,6 +288,10 @@ struct State {
     slots: Slots,
     entries: Vec<Entry>,
     jobs: HashMap<i64, StopSignal>,
+    /// The records of the running jobs that have one.
+    records: HashMap<i64, Arc<crate::journal::RunningJob>>,
+    /// Handing the jobs over ([`PollHandle::hand_over`]).
+    handing_over: bool,
     reports: Vec<JobReport>,
     interrupted: bool,
     shutdown_timeout: Duration,
@@ -393,6 +411,8 @@ impl Poller {
                 slots,
                 entries,
                 jobs: HashMap::new(),
+                records: HashMap::new(),
+                handing_over: false,
                 reports: Vec::new(),
                 interrupted: false,
                 shutdown_timeout: config.shutdown_timeout,
@@ -551,6 +571,8 @@ impl Poller {
         state.slots.job_resumed(index, slot);
         let stop = StopSignal::new();
         state.jobs.insert(job.id, stop.clone());
+        let running = Arc::new(running);
+        state.records.insert(job.id, Arc::clone(&running));
         let entry = &state.entries[index];
         let name = entry.name.clone();
         let cx = job_context(
@@ -560,7 +582,7 @@ impl Poller {
             stop,
             job_events(&self.shared, &name),
             None,
-            Some(Arc::new(running)),
+            Some(running),
         );
         drop(state);
         self.shared.emit(PollEvent::JobTakenOver {
@@ -604,10 +626,17 @@ impl Poller {
             if self.shared.lock().slots.idle() {
                 break;
             }
+            if let Some(jobs) = self.ready_to_hand_over() {
+                self.shared.emit(PollEvent::HandedOver { jobs });
+                let reports = std::mem::take(&mut self.shared.lock().reports);
+                return PollSummary { jobs: reports };
+            }
+            let handing_over = self.shared.lock().handing_over;
             tokio::select! {
                 command = self.commands.recv(), if commands_open => match command {
                     None => commands_open = false,
                     Some(Command::StopTakingJobs) => self.stop_taking_jobs(),
+                    Some(Command::HandOver) => self.hand_over(),
                     Some(Command::Interrupt) => {
                         if deadline.is_some() {
                             let killed = self.abort_all();
@@ -620,6 +649,8 @@ impl Poller {
                     Some(Command::Reload(config)) => self.reload(*config),
                 },
                 () = &mut notified => {}
+                // Jobs enter their detached stages without a notification.
+                () = tokio::time::sleep(HAND_OVER_CHECK), if handing_over => {}
                 () = sleep_until_some(deadline) => {
                     let abandoned = self.abort_all();
                     self.shared.emit(PollEvent::ShutdownTimeout { abandoned });
@@ -634,6 +665,40 @@ impl Poller {
             jobs: reports.len(),
         });
         PollSummary { jobs: reports }
+    }
+
+    /// Starts handing the jobs over: no new jobs; detached stages are left running.
+    fn hand_over(&self) {
+        let Some(journal) = &self.shared.options.journal else {
+            // Without records nothing can be taken over: the jobs are finished.
+            self.stop_taking_jobs();
+            return;
+        };
+        journal.hand_over();
+        let running = {
+            let mut state = self.shared.lock();
+            state.handing_over = true;
+            state.slots.taking_jobs = false;
+            state.slots.running
+        };
+        self.shared.changed();
+        self.shared.emit(PollEvent::HandingOver { running });
+    }
+
+    /// While handing over: the number of running jobs once every one is in a detached
+    /// stage (and no job request is in flight).
+    fn ready_to_hand_over(&self) -> Option<usize> {
+        let state = self.shared.lock();
+        if !state.handing_over || state.slots.requesting > 0 {
+            return None;
+        }
+        let ready = state.jobs.keys().all(|id| {
+            state
+                .records
+                .get(id)
+                .is_some_and(|record| record.in_detached_stage())
+        });
+        ready.then_some(state.jobs.len())
     }
 
     /// Shuts down the fleets the entries started (their jobs have ended).
@@ -1146,6 +1211,7 @@ async fn resume_lost_job(
         let mut state = shared.lock();
         state.slots.job_finished(index, job_id);
         state.jobs.remove(&job_id);
+        state.records.remove(&job_id);
         state.reports.extend(report);
     }
     shared.changed();
@@ -1248,6 +1314,10 @@ async fn run_received(
                 }
             }
         });
+        if let Some(record) = &journal {
+            state.records.insert(job_id, Arc::clone(record));
+        }
+        let entry = &state.entries[index];
         let cx = job_context(&shared, entry, &slot, stop, events, lease, journal);
         (cx, name, slot, stopped_taking)
     };
@@ -1277,6 +1347,7 @@ async fn run_received(
         let mut state = shared.lock();
         state.slots.job_finished(index, job_id);
         state.jobs.remove(&job_id);
+        state.records.remove(&job_id);
         state.reports.push(report);
     }
     shared.changed();

@@ -47,7 +47,8 @@ pub(crate) enum RunnerCommand {
     Register(Box<RegisterArgs>),
     /// Poll for jobs and run them until stopped. SIGQUIT: finish running jobs, take no
     /// new ones. SIGTERM/SIGINT: interrupt running jobs (after_script still runs), twice
-    /// to stop at once. SIGHUP: reload the configuration.
+    /// to stop at once. SIGHUP: reload the configuration. SIGUSR2: hand the running
+    /// jobs over to the next `gantry runner run` (stop without stopping them).
     Run(RunArgs),
     /// Check every configured runner's token with its server.
     Verify(VerifyArgs),
@@ -546,12 +547,13 @@ async fn run_runner(arg: &ConfigArg) -> Result<u8, Failure> {
         SignalKind::interrupt(),
         SignalKind::quit(),
         SignalKind::hangup(),
+        SignalKind::user_defined2(),
     ] {
         let stream = signal(kind)
             .map_err(|error| server(format!("failed to listen for signals: {error}")))?;
         signals.push(stream);
     }
-    let [mut term, mut int, mut quit, mut hup] = match <[_; 4]>::try_from(signals) {
+    let [mut term, mut int, mut quit, mut hup, mut usr2] = match <[_; 5]>::try_from(signals) {
         Ok(streams) => streams,
         Err(_) => return Err(server("failed to listen for signals")),
     };
@@ -562,6 +564,7 @@ async fn run_runner(arg: &ConfigArg) -> Result<u8, Failure> {
                 Some(()) = term.recv() => handle.interrupt(),
                 Some(()) = int.recv() => handle.interrupt(),
                 Some(()) = quit.recv() => handle.stop_taking_jobs(),
+                Some(()) = usr2.recv() => handle.hand_over(),
                 Some(()) = hup.recv() => match Config::load(&reload_path) {
                     Ok((config, warnings)) => {
                         for warning in warnings {

@@ -435,6 +435,71 @@ vm:
     assert_eq!(code, Some(0), "{stderr}");
 }
 
+/// SIGUSR2 (an upgrade): the runner stops at once without stopping its jobs, and the
+/// next runner process takes them over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_runner_hands_its_jobs_over_to_the_next_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let go = dir.path().join("go");
+    let setup = Setup::new(
+        &format!(
+            r#"
+build:
+  variables: {{GIT_STRATEGY: none}}
+  script:
+    - echo "started pid $$"
+    - while [ ! -e "{go}" ]; do sleep 0.1; done
+    - echo "finished by the next runner"
+"#,
+            go = go.display()
+        ),
+        &[],
+    )
+    .await;
+    let server = &setup.server;
+    let (config, journal) = write_config(&setup, dir.path());
+    let pipeline = server.create_pipeline(setup.project).await;
+    let runner = start_run(&config, dir.path());
+    let (job, log) = server
+        .wait_running(setup.project, pipeline, "build", "started pid")
+        .await;
+    let pid: u32 = log
+        .lines()
+        .find_map(|l| l.strip_prefix("started pid "))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+
+    runner.signal(Signal::SIGUSR2);
+    let (code, stderr) = runner.wait(Duration::from_secs(30));
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stderr.contains("1 job(s) left running for the next `gantry runner run` to take over"),
+        "{stderr}"
+    );
+    assert!(alive(pid), "the script runs on");
+    assert_eq!(server.job(setup.project, job).await["status"], "running");
+    assert_eq!(
+        records(&journal).len(),
+        2,
+        "the record and the payload stay"
+    );
+
+    let runner = start_run(&config, dir.path());
+    server
+        .wait_trace(setup.project, job, "took it over", Duration::from_secs(30))
+        .await;
+    std::fs::write(&go, "").unwrap();
+    let done = wait_ended(server, setup.project, job).await;
+    assert_eq!(done["status"], "success", "{done}");
+    let log = server.trace(setup.project, job).await;
+    assert!(log.contains("finished by the next runner"), "{log}");
+    runner.signal(Signal::SIGQUIT);
+    let (code, stderr) = runner.wait(Duration::from_secs(30));
+    assert_eq!(code, Some(0), "{stderr}");
+}
+
 /// Waits for a file named `name` somewhere below `dir`; returns its path.
 async fn wait_for_file(dir: &Path, name: &str) -> PathBuf {
     fn find(dir: &Path, name: &str) -> Option<PathBuf> {

@@ -156,6 +156,18 @@ pub enum PollEvent {
         /// Whether the stage had ended meanwhile (its exit code was kept).
         ended: bool,
     },
+    /// The runner hands its jobs over to the next runner process (SIGUSR2): it takes
+    /// no new jobs and stops once every running job is in a detached stage.
+    HandingOver {
+        /// Jobs running now.
+        running: usize,
+    },
+    /// The runner stops, leaving these jobs' detached stages running for the next
+    /// runner process to take over.
+    HandedOver {
+        /// Jobs left.
+        jobs: usize,
+    },
     /// A line the `cleanup_exec` of a lost job printed.
     LostJobCleanupLine {
         /// The entry.
@@ -209,6 +221,8 @@ impl PollEvent {
             | Self::JobReceived { .. }
             | Self::StopTakingJobs { .. }
             | Self::Reloaded { .. }
+            | Self::HandingOver { .. }
+            | Self::HandedOver { .. }
             | Self::Stopped { .. } => Level::Info,
             Self::Job { event, .. } => match event {
                 JobEvent::CoordinatorUnreachable { .. } => Level::Warn,
@@ -389,6 +403,14 @@ impl fmt::Display for PollEvent {
                     ),
                 }
             }
+            Self::HandingOver { running } => write!(
+                f,
+                "handing {running} running job(s) over to the next runner process: taking no new jobs; stopping once each is in a script stage that runs on its own"
+            ),
+            Self::HandedOver { jobs } => write!(
+                f,
+                "stopping: {jobs} job(s) left running for the next `gantry runner run` to take over"
+            ),
             Self::JobTakenOver {
                 runner,
                 job_id,

@@ -112,8 +112,8 @@ impl Detached {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
-            .process_group(0)
-            .kill_on_drop(true);
+            // Killed by `Drop` below unless the job is handed over.
+            .process_group(0);
         if let Some(dir) = program.get_current_dir() {
             command.current_dir(dir);
         }
@@ -254,10 +254,14 @@ impl Detached {
         cancel: impl std::future::Future<Output = super::CancelReason>,
     ) -> super::process::Stop {
         let cancel = std::pin::pin!(cancel);
+        let job = Arc::clone(&self.job);
         tokio::select! {
             ended = self.wait() => super::process::Stop::Ended(ended),
             () = tokio::time::sleep(timeout) => super::process::Stop::Timeout,
             reason = cancel => super::process::Stop::Canceled(reason),
+            // Handed over: the job stays in this stage until the process exits, for the
+            // next runner process to take it over.
+            () = job.handed_over() => std::future::pending().await,
         }
     }
 
@@ -304,7 +308,7 @@ impl Detached {
 
 impl Drop for Detached {
     fn drop(&mut self) {
-        if self.armed {
+        if self.armed && !self.job.handing_over() {
             // The future running the stage was dropped: nothing of the job survives.
             self.signal(Signal::SIGKILL);
             if let Some(tail) = &self.tail {
