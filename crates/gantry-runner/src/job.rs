@@ -538,6 +538,11 @@ async fn run(job: JobResponse, cx: JobContext, takeover: Option<Takeover>) -> Jo
     }
 }
 
+/// Whether `job`'s log has per-line timestamps (`FF_TIMESTAMPS`).
+pub(crate) fn timestamps(job: &JobResponse) -> bool {
+    get_bool(&job.variables, "FF_TIMESTAMPS").unwrap_or(false)
+}
+
 /// The log's first lines: the runner and its version.
 fn header(trace: &Trace, runner: &RunnerConfig, short: &str, system_id: &str) {
     trace.runner_line(&match option_env!("GANTRY_REVISION") {

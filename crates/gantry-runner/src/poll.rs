@@ -1188,7 +1188,7 @@ async fn resume_lost_job(
 ) {
     let job_id = job.id;
     let journal = cx.journal.clone();
-    let report = match continue_log(&shared, &runner, &record, &cx).await {
+    let report = match continue_log(&shared, &runner, &record, &job, &cx).await {
         Some(takeover) => Some(crate::job::resume_job(job, cx, takeover).await),
         None => {
             // The coordinator ended the job, or will not hear of it: nothing of it
@@ -1223,14 +1223,25 @@ async fn continue_log(
     shared: &Shared,
     runner: &str,
     record: &JobRecord,
+    job: &JobResponse,
     cx: &JobContext,
 ) -> Option<crate::job::Takeover> {
     let stage = record.stage.clone()?;
     let received_unix_ms = record.resume.as_ref()?.received_unix_ms;
-    let message = crate::journal::takeover_message(&shared.options.system_id, &stage.place.name);
+    let text = crate::journal::takeover_message(&shared.options.system_id, &stage.place.name);
+    // Written as the job's log writes runner lines (with their timestamps, if any).
+    let written = crate::trace::Trace::new(
+        crate::trace::MaskSet::empty(),
+        crate::trace::TraceOptions {
+            timestamps: crate::job::timestamps(job),
+            ..crate::trace::TraceOptions::default()
+        },
+    );
+    written.runner_raw(&text);
+    let message = written.contents();
     let mut backoff = Backoff::new(Duration::from_secs(1), MAX_REQUEST_BACKOFF);
     let appended = loop {
-        match crate::journal::append_to_log(&cx.client, record, message.as_bytes()).await {
+        match crate::journal::append_to_log(&cx.client, record, &message).await {
             Ok(appended) => break appended?,
             Err(error) if error.is_transient() => {
                 let retry_in = backoff.next_delay();
@@ -1244,7 +1255,7 @@ async fn continue_log(
             Err(_) => return None,
         }
     };
-    let message = message.as_bytes();
+    let message = message.as_slice();
     // The log's CRC is known when the coordinator holds exactly what the last
     // checkpoint says it held.
     let crc = stage

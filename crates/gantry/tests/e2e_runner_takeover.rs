@@ -157,7 +157,7 @@ async fn a_script_that_ended_while_no_runner_ran_keeps_its_exit_code() {
         &format!(
             r#"
 fails:
-  variables: {{GIT_STRATEGY: none}}
+  variables: {{GIT_STRATEGY: none, FF_TIMESTAMPS: "true"}}
   script:
     - echo started
     - while [ ! -e "{release}" ]; do sleep 0.1; done
@@ -199,6 +199,9 @@ fails:
     ] {
         assert!(log.contains(line), "no {line:?} in:\n{log}");
     }
+    // With FF_TIMESTAMPS, the takeover line has its timestamp like every other line.
+    let line = log.lines().find(|l| l.contains("took it over")).unwrap();
+    assert!(line.starts_with("20") && line.contains("Z 00O"), "{line}");
     wait_for(Duration::from_secs(10), "the records are removed", || {
         records(&journal).is_empty()
     })
