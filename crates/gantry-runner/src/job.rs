@@ -374,14 +374,23 @@ pub async fn run_job(job: JobResponse, cx: JobContext) -> JobReport {
 /// this one ([`crate::shell::detached`]).
 #[derive(Debug, Clone)]
 pub struct Takeover {
-    /// The stage to watch again.
-    pub stage: crate::journal::DetachedStage,
+    /// Where the job goes on.
+    pub at: TakeoverAt,
     /// The coordinator's log: its length and, when known, its CRC-32.
     pub log: (u64, Option<u32>),
     /// When the job was received (Unix time, ms).
     pub received_unix_ms: u64,
     /// The coordinator asked for the job to be canceled.
     pub cancel_requested: bool,
+}
+
+/// Where a taken-over job goes on.
+#[derive(Debug, Clone)]
+pub enum TakeoverAt {
+    /// In its detached script stage, watched again.
+    Stage(crate::journal::DetachedStage),
+    /// Past its steps: `after_script` (when still due), cache, artifacts, clean-up.
+    AfterSteps(crate::journal::AfterSteps),
 }
 
 /// Goes on with the job `takeover` describes, from its detached stage to the final
@@ -503,7 +512,7 @@ async fn run(job: JobResponse, cx: JobContext, takeover: Option<Takeover>) -> Jo
                     };
                     match takeover {
                         None => lifecycle.run().await,
-                        Some(takeover) => lifecycle.resume(takeover.stage).await,
+                        Some(takeover) => lifecycle.resume(takeover.at).await,
                     }
                 }
             };

@@ -154,6 +154,19 @@ pub struct JobRecord {
     /// runner reattaches to it.
     #[serde(default)]
     pub stage: Option<DetachedStage>,
+    /// The job is past its steps (`after_script`, cache, artifacts): a restarted runner
+    /// goes on from there.
+    #[serde(default)]
+    pub after: Option<AfterSteps>,
+}
+
+/// How a job stood once its steps were over.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AfterSteps {
+    /// The steps' ending.
+    pub ending: RecordedEnding,
+    /// Whether `after_script` is still due.
+    pub after_script_due: bool,
 }
 
 /// The job's place among its entry's jobs, kept so that a restarted runner gives it
@@ -405,6 +418,7 @@ impl Journal {
             custom: None,
             resume,
             stage: None,
+            after: None,
         };
         if record.resume.is_some() {
             std::fs::File::open(payload_path(&path))?.sync_all()?;
@@ -640,6 +654,21 @@ impl RunningJob {
         });
     }
 
+    /// The job's steps are over: `after_script` (when `after_script_due`), cache and
+    /// artifacts follow.
+    pub(crate) fn steps_ended(&self, after: AfterSteps) {
+        self.update(|record| record.after = Some(after));
+    }
+
+    /// `after_script` ran (or was not due).
+    pub(crate) fn after_script_done(&self) {
+        self.update(|record| {
+            if let Some(after) = &mut record.after {
+                after.after_script_due = false;
+            }
+        });
+    }
+
     /// The detached stage is over (its outcome is the lifecycle's now).
     pub(crate) fn stage_over(&self) {
         self.update(|record| record.stage = None);
@@ -744,12 +773,10 @@ pub async fn append_to_log(
 }
 
 /// The line a restarted runner adds to the log of a job it takes over.
-pub fn takeover_message(system_id: &str, stage: &str) -> String {
+pub fn takeover_message(system_id: &str, found: &str) -> String {
     format!(
         "\n\x1b[33;1mWARNING: The runner (system ID {system_id}) stopped while this job ran \
-         (killed, crashed, or restarted) and was started again: it found the job's \
-         {stage} still running on its own and took it over. Output written since the \
-         runner's last checkpoint may appear twice.\x1b[0m\n"
+         (killed, crashed, or restarted) and was started again: {found}\x1b[0m\n"
     )
 }
 

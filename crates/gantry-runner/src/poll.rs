@@ -541,15 +541,28 @@ impl Poller {
     /// `[[runners]]` entry is still configured. The job keeps its slot and goes on in
     /// its own task. Returns false when it cannot (the job is then ended as lost).
     fn take_over(&self, path: &std::path::Path, record: &JobRecord) -> bool {
-        let (Some(journal), Some(resume), Some(stage)) =
-            (&self.shared.options.journal, &record.resume, &record.stage)
-        else {
+        let (Some(journal), Some(resume)) = (&self.shared.options.journal, &record.resume) else {
             return false;
         };
-        let ended = stage.files.status.exists();
-        if !ended && !stage.group.running() {
-            return false;
-        }
+        let (at, found) = match (&record.stage, &record.after) {
+            (Some(stage), _) => {
+                let name = &stage.place.name;
+                let found = if stage.files.status.exists() {
+                    format!("its {name} ended meanwhile")
+                } else if stage.group.running() {
+                    format!("its {name} still runs")
+                } else {
+                    // Gone without its exit code (the machine restarted?).
+                    return false;
+                };
+                (crate::job::TakeoverAt::Stage(stage.clone()), found)
+            }
+            (None, Some(after)) => (
+                crate::job::TakeoverAt::AfterSteps(after.clone()),
+                "it was past its script".to_owned(),
+            ),
+            (None, None) => return false,
+        };
         let mut state = self.shared.lock();
         let Some(index) = state.entries.iter().position(|e| {
             e.config.url == record.url && short_token(&e.config.token) == resume.runner
@@ -588,14 +601,13 @@ impl Poller {
         self.shared.emit(PollEvent::JobTakenOver {
             runner: name.clone(),
             job_id: job.id,
-            stage: stage.place.name.clone(),
-            ended,
+            found,
         });
         tokio::spawn(resume_lost_job(
             Arc::clone(&self.shared),
             index,
             name,
-            record.clone(),
+            (record.clone(), at),
             job,
             cx,
         ));
@@ -1182,13 +1194,13 @@ async fn resume_lost_job(
     shared: Arc<Shared>,
     index: usize,
     runner: String,
-    record: JobRecord,
+    (record, at): (JobRecord, crate::job::TakeoverAt),
     job: JobResponse,
     cx: JobContext,
 ) {
     let job_id = job.id;
     let journal = cx.journal.clone();
-    let report = match continue_log(&shared, &runner, &record, &job, &cx).await {
+    let report = match continue_log(&shared, &runner, &record, at, &job, &cx).await {
         Some(takeover) => Some(crate::job::resume_job(job, cx, takeover).await),
         None => {
             // The coordinator ended the job, or will not hear of it: nothing of it
@@ -1223,12 +1235,25 @@ async fn continue_log(
     shared: &Shared,
     runner: &str,
     record: &JobRecord,
+    at: crate::job::TakeoverAt,
     job: &JobResponse,
     cx: &JobContext,
 ) -> Option<crate::job::Takeover> {
-    let stage = record.stage.clone()?;
     let received_unix_ms = record.resume.as_ref()?.received_unix_ms;
-    let text = crate::journal::takeover_message(&shared.options.system_id, &stage.place.name);
+    let (found, checkpoint) = match &at {
+        crate::job::TakeoverAt::Stage(stage) => (
+            format!(
+                "it found the job's {} still running on its own and took it over. Output written since the runner's last checkpoint may appear twice.",
+                stage.place.name
+            ),
+            stage.checkpoint,
+        ),
+        crate::job::TakeoverAt::AfterSteps(_) => (
+            "the job's script stages were over; it took the job over from there (after_script if it had not run, then cache and artifacts).".to_owned(),
+            None,
+        ),
+    };
+    let text = crate::journal::takeover_message(&shared.options.system_id, &found);
     // Written as the job's log writes runner lines (with their timestamps, if any).
     let written = crate::trace::Trace::new(
         crate::trace::MaskSet::empty(),
@@ -1258,8 +1283,7 @@ async fn continue_log(
     let message = message.as_slice();
     // The log's CRC is known when the coordinator holds exactly what the last
     // checkpoint says it held.
-    let crc = stage
-        .checkpoint
+    let crc = checkpoint
         .filter(|c| c.log_len == appended.at)
         .and_then(|c| c.crc)
         .map(|crc| {
@@ -1268,7 +1292,7 @@ async fn continue_log(
             hasher.finalize()
         });
     Some(crate::job::Takeover {
-        stage,
+        at,
         log: (appended.at + message.len() as u64, crc),
         received_unix_ms,
         cancel_requested: appended.cancel_requested,

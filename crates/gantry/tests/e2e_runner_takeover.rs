@@ -503,6 +503,80 @@ build:
     assert_eq!(code, Some(0), "{stderr}");
 }
 
+/// A runner that dies past the script (here while uploading artifacts to a
+/// coordinator that is away): the next runner process goes on from there — the
+/// artifacts are uploaded and the job ends as it would have.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_job_past_its_script_is_taken_over_for_its_artifacts() {
+    let dir = tempfile::tempdir().unwrap();
+    let go = dir.path().join("go");
+    let mut setup = Setup::new(
+        &format!(
+            r#"
+build:
+  variables: {{GIT_STRATEGY: none}}
+  script:
+    - echo started
+    - while [ ! -e "{go}" ]; do sleep 0.1; done
+    - mkdir -p out && echo made > out/result.txt
+  artifacts:
+    paths: [out/]
+"#,
+            go = go.display()
+        ),
+        &[],
+    )
+    .await;
+    let (config, journal) = write_config(&setup, dir.path());
+    let pipeline = setup.server.create_pipeline(setup.project).await;
+    let runner = start_run(&config, dir.path());
+    let (job, _) = setup
+        .server
+        .wait_running(setup.project, pipeline, "build", "started")
+        .await;
+
+    // The coordinator goes away; the script ends; the runner is stuck past it.
+    setup.server.stop().await;
+    std::fs::write(&go, "").unwrap();
+    let record = |journal: &Path| -> Option<serde_json::Value> {
+        let name = records(journal)
+            .into_iter()
+            .find(|n| n.ends_with(".json"))?;
+        serde_json::from_slice(&std::fs::read(journal.join(name)).ok()?).ok()
+    };
+    wait_for(
+        Duration::from_secs(30),
+        "the record says the steps are over",
+        || record(&journal).is_some_and(|r| r["after"].is_object() && r["stage"].is_null()),
+    )
+    .await;
+    let after = record(&journal).unwrap()["after"].clone();
+    assert_eq!(after["ending"]["kind"], "success", "{after}");
+    runner.signal(Signal::SIGKILL);
+    let _ = runner.wait(Duration::from_secs(10));
+
+    setup.server.restart().await;
+    let server = &setup.server;
+    let runner = start_run(&config, dir.path());
+    let done = wait_ended(server, setup.project, job).await;
+    assert_eq!(done["status"], "success", "{done}");
+    let log = server.trace(setup.project, job).await;
+    assert!(log.contains("the job's script stages were over"), "{log}");
+    let zip = server.artifacts_archive(setup.project, job).await;
+    assert!(
+        archive_names(&zip).iter().any(|n| n == "out/result.txt"),
+        "{:?}",
+        archive_names(&zip)
+    );
+    runner.signal(Signal::SIGQUIT);
+    let (code, stderr) = runner.wait(Duration::from_secs(30));
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stderr.contains("it was past its script: took the job over"),
+        "{stderr}"
+    );
+}
+
 /// Waits for a file named `name` somewhere below `dir`; returns its path.
 async fn wait_for_file(dir: &Path, name: &str) -> PathBuf {
     fn find(dir: &Path, name: &str) -> Option<PathBuf> {

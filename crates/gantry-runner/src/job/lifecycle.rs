@@ -158,10 +158,17 @@ impl<'a> Lifecycle<'a> {
     /// The job a runner process that died left in `stage` (see
     /// [`crate::shell::detached`]): the stage is watched again, and the job goes on
     /// from there as if nothing had happened.
-    pub(crate) async fn resume(&mut self, stage: crate::journal::DetachedStage) -> JobEnding {
+    pub(crate) async fn resume(&mut self, at: super::TakeoverAt) -> JobEnding {
         if let Err(ending) = self.prepare_resumed() {
             return self.after_steps(ending, false, None).await;
         }
+        let stage = match at {
+            super::TakeoverAt::Stage(stage) => stage,
+            super::TakeoverAt::AfterSteps(after) => {
+                let ending = JobEnding::from_record(&after.ending);
+                return self.after_steps(ending, after.after_script_due, None).await;
+            }
+        };
         let before = JobEnding::from_record(&stage.place.before);
         match stage.place.at {
             crate::journal::StageAt::Step(index) => {
@@ -172,6 +179,11 @@ impl<'a> Lifecycle<'a> {
                 self.after_steps(before, true, Some(&stage)).await
             }
         }
+    }
+
+    /// The job's record, when a restarted runner could take the job over.
+    fn resumable_record(&self) -> Option<&Arc<crate::journal::RunningJob>> {
+        self.cx.journal.as_ref().filter(|job| job.resumable())
     }
 
     /// The shell executor and the prepared variables of a job taken over after a
@@ -278,8 +290,17 @@ impl<'a> Lifecycle<'a> {
             JobEnding::Timeout { .. } | JobEnding::Aborted => false,
             _ => script_ran,
         };
+        if let (Some(job), Some(recorded)) = (self.resumable_record(), ending.to_record()) {
+            job.steps_ended(crate::journal::AfterSteps {
+                ending: recorded,
+                after_script_due: after_script,
+            });
+        }
         if after_script {
             self.after_script(&ending, reattach).await;
+            if let Some(job) = self.resumable_record() {
+                job.after_script_done();
+            }
         }
         if self.stop().current() == StopRequest::Abort {
             ending = JobEnding::Aborted;

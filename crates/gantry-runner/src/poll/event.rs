@@ -151,10 +151,8 @@ pub enum PollEvent {
         runner: String,
         /// The job id.
         job_id: i64,
-        /// The stage (`step_script`, `after_script`, …).
-        stage: String,
-        /// Whether the stage had ended meanwhile (its exit code was kept).
-        ended: bool,
+        /// Where the job stood (`its step_script still runs`, …).
+        found: String,
     },
     /// The runner hands its jobs over to the next runner process (SIGUSR2): it takes
     /// no new jobs and stops once every running job is in a detached stage.
@@ -414,16 +412,10 @@ impl fmt::Display for PollEvent {
             Self::JobTakenOver {
                 runner,
                 job_id,
-                stage,
-                ended,
+                found,
             } => write!(
                 f,
-                "runner {runner}: job {job_id} was running when this runner last stopped; its {stage} {}: took the job over",
-                if *ended {
-                    "ended meanwhile"
-                } else {
-                    "still runs"
-                }
+                "runner {runner}: job {job_id} was running when this runner last stopped; {found}: took the job over"
             ),
             Self::LostJobCleanupLine {
                 runner,
