@@ -242,3 +242,104 @@ async fn groups_have_ids_that_the_group_apis_take() {
         assert_eq!(status, StatusCode::NOT_FOUND, "{path}: {body}");
     }
 }
+
+/// `POST /groups` makes a group that exists without projects (a subgroup with
+/// `parent_id`); its name and description are its own; a taken path is refused;
+/// `DELETE /groups/:id` removes an empty one and refuses one with projects.
+#[tokio::test]
+async fn groups_are_made_and_deleted_through_the_api() {
+    let server = TestServer::start().await;
+    let (status, acme) = server
+        .admin(
+            Method::POST,
+            "groups",
+            Some(json!({"name": "Acme Corp", "path": "acme", "description": "All of Acme"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{acme}");
+    assert_eq!(acme["full_path"], "acme");
+    assert_eq!(acme["name"], "Acme Corp");
+    assert_eq!(acme["description"], "All of Acme");
+    assert!(acme["parent_id"].is_null(), "{acme}");
+    let acme_id = acme["id"].as_i64().unwrap();
+
+    let (status, platform) = server
+        .admin(
+            Method::POST,
+            "groups",
+            Some(json!({"name": "Platform", "path": "platform", "parent_id": acme_id})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{platform}");
+    assert_eq!(platform["full_path"], "acme/platform");
+    assert_eq!(platform["full_name"], "Acme Corp / Platform");
+    assert_eq!(platform["parent_id"], acme_id);
+    let (_, listed) = server.admin(Method::GET, "groups", None).await;
+    let paths: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["full_path"].as_str().unwrap())
+        .collect();
+    assert_eq!(paths, ["acme", "acme/platform"], "{listed}");
+    // Group variables work on a group without projects.
+    let (status, variable) = server
+        .admin(
+            Method::POST,
+            "groups/acme%2Fplatform/variables",
+            Some(json!({"key": "REGION", "value": "eu"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{variable}");
+
+    for (body, want) in [
+        (
+            json!({"name": "Again", "path": "acme"}),
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            json!({"name": "Bad", "path": "a b"}),
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            json!({"name": "", "path": "empty-name"}),
+            StatusCode::BAD_REQUEST,
+        ),
+        (json!({"path": "no-name"}), StatusCode::BAD_REQUEST),
+        (
+            json!({"name": "Orphan", "path": "orphan", "parent_id": 987_654}),
+            StatusCode::NOT_FOUND,
+        ),
+    ] {
+        let (status, answer) = server
+            .admin(Method::POST, "groups", Some(body.clone()))
+            .await;
+        assert_eq!(status, want, "{body} → {answer}");
+    }
+
+    // A project in the group: the group cannot be deleted while it is there.
+    let repo = Repo::new(&[(".gitlab-ci.yml", "job:\n  script: [true]\n")]);
+    server.create_project("acme/platform/app", &repo).await;
+    let (status, refused) = server
+        .admin(Method::DELETE, &format!("groups/{acme_id}"), None)
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
+    let (status, _) = server.admin(Method::GET, "groups/acme", None).await;
+    assert_eq!(status, StatusCode::OK);
+
+    // An empty group goes.
+    let (status, made) = server
+        .admin(
+            Method::POST,
+            "groups",
+            Some(json!({"name": "Tmp", "path": "tmp"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{made}");
+    let (status, _) = server
+        .admin(Method::DELETE, &format!("groups/{}", made["id"]), None)
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    let (status, _) = server.admin(Method::GET, "groups/tmp", None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}

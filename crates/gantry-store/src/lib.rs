@@ -34,7 +34,7 @@ pub use error::StoreError;
 pub use resource_groups::{DEFAULT_PROCESS_MODE, ResourceGroup};
 pub use rows::*;
 pub use traces::{TraceSnapshot, TraceState};
-pub use variables::{PlainVariable, VariableOwner};
+pub use variables::{CreatedGroup, PlainVariable, VariableOwner};
 
 pub type Result<T> = std::result::Result<T, StoreError>;
 

@@ -281,6 +281,19 @@ fn taken(e: sqlx::Error, owner: &VariableOwner, v: &ProjectVariable) -> StoreErr
     )
 }
 
+/// A group made with `POST /groups`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreatedGroup {
+    /// Its full path.
+    pub path: String,
+    /// Its id.
+    pub id: i64,
+    /// Its name.
+    pub name: String,
+    /// Its description.
+    pub description: String,
+}
+
 impl Store {
     /// The ids of group `paths`, given to those that have none yet (in one transaction),
     /// as `(path, id)` in the order of `paths`.
@@ -304,6 +317,74 @@ impl Store {
         }
         tx.commit().await?;
         Ok(out)
+    }
+
+    /// Makes group `path` (`POST /groups`): its row is marked as made, with `name` and
+    /// `description`; returns its id. `Ok(None)` when it was made already.
+    pub async fn create_group(
+        &self,
+        path: &str,
+        name: &str,
+        description: &str,
+        now: i64,
+    ) -> Result<Option<i64>> {
+        let mut tx = self.begin_write().await?;
+        sqlx::query(
+            "INSERT INTO group_ids (path, created_at) VALUES ($1, $2) ON CONFLICT (path) DO NOTHING",
+        )
+        .bind(path)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        let made = sqlx::query(
+            "UPDATE group_ids SET created = TRUE, name = $2, description = $3 WHERE path = $1 AND NOT created",
+        )
+        .bind(path)
+        .bind(name)
+        .bind(description)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        if made == 0 {
+            return Ok(None);
+        }
+        let id: i64 = sqlx::query("SELECT id FROM group_ids WHERE path = $1")
+            .bind(path)
+            .fetch_one(&mut *tx)
+            .await?
+            .get(0);
+        tx.commit().await?;
+        Ok(Some(id))
+    }
+
+    /// The groups made with `POST /groups`: `(path, id, name, description)`, by path.
+    pub async fn created_groups(&self) -> Result<Vec<CreatedGroup>> {
+        let rows = sqlx::query(
+            "SELECT path, id, name, description FROM group_ids WHERE created ORDER BY path",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(|r| CreatedGroup {
+                path: r.get(0),
+                id: r.get(1),
+                name: r.get::<Option<String>, _>(2).unwrap_or_default(),
+                description: r.get(3),
+            })
+            .collect())
+    }
+
+    /// Group `path` is no longer a made group (its id stays with its path). Returns
+    /// whether it was one.
+    pub async fn uncreate_group(&self, path: &str) -> Result<bool> {
+        let done = sqlx::query(
+            "UPDATE group_ids SET created = FALSE, name = NULL, description = '' WHERE path = $1 AND created",
+        )
+        .bind(path)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() > 0)
     }
 
     /// The path of the group with this id, if one has it.

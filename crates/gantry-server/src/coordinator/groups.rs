@@ -1,8 +1,9 @@
 //! Groups: the namespaces of project paths (`acme/platform/app` is in `acme` and
-//! `acme/platform`; a name without `/` is in the default namespace), with GitLab's numeric
-//! ids. A group exists while a project is under it; its path gets an id the first time the
-//! API shows or names it (`group_ids`), and keeps it. `/groups/:id` takes the id or the
-//! URL-encoded full path.
+//! `acme/platform`; a name without `/` is in the default namespace), and the groups made
+//! with `POST /groups` (which exist without projects), with GitLab's numeric ids. A
+//! namespace is a group while a project is under it; its path gets an id the first time
+//! the API shows or names it (`group_ids`), and keeps it. `/groups/:id` takes the id or
+//! the URL-encoded full path.
 
 use std::collections::BTreeSet;
 
@@ -34,27 +35,104 @@ fn namespaces_of(project_path: &str) -> Vec<String> {
 }
 
 impl Coordinator {
-    /// The groups of the server's projects, by full path.
-    async fn group_paths(&self) -> std::result::Result<BTreeSet<String>, CoordinatorError> {
-        Ok(self
+    /// The groups: the namespaces of the server's projects and the groups made with
+    /// `POST /groups`, by full path.
+    pub(crate) async fn group_paths(
+        &self,
+    ) -> std::result::Result<BTreeSet<String>, CoordinatorError> {
+        let mut paths: BTreeSet<String> = self
             .inner
             .store
             .projects()
             .await?
             .iter()
             .flat_map(|p| namespaces_of(&full_path(&p.name)))
-            .collect())
+            .collect();
+        for group in self.inner.store.created_groups().await? {
+            paths.extend(namespaces_of(&format!("{}/x", group.path)));
+        }
+        Ok(paths)
     }
 
     /// Every group, by full path.
     pub async fn groups(&self) -> std::result::Result<Vec<GroupView>, CoordinatorError> {
         let paths: Vec<String> = self.group_paths().await?.into_iter().collect();
         let ids = self.inner.store.group_ids(&paths, now_ms()).await?;
+        let created = self.inner.store.created_groups().await?;
         let id_of = |path: &str| ids.iter().find(|(p, _)| p == path).map(|(_, id)| *id);
         Ok(ids
             .iter()
-            .map(|(path, id)| self.group_view(path, *id, &id_of))
+            .map(|(path, id)| self.group_view(path, *id, &id_of, &created))
             .collect())
+    }
+
+    /// Makes a group (`POST /groups`): `path` (GitLab's path rules) under the group
+    /// `parent` (an id or a path) or at the top, named `name`. A path a group or a
+    /// project has already is refused.
+    pub async fn create_group(
+        &self,
+        name: &str,
+        path: &str,
+        parent: Option<&str>,
+        description: &str,
+    ) -> std::result::Result<GroupView, CoordinatorError> {
+        if name.trim().is_empty() {
+            return Err(CoordinatorError::Invalid("name is missing".to_owned()));
+        }
+        check_group_path(path)?;
+        let full = match parent {
+            Some(parent) => {
+                let parent = self.group_path(parent).await.map_err(|error| match error {
+                    CoordinatorError::NotFound(_) => CoordinatorError::NotFound("parent group"),
+                    other => other,
+                })?;
+                format!("{parent}/{path}")
+            }
+            None => path.to_owned(),
+        };
+        let taken = || {
+            CoordinatorError::Invalid(format!(
+                "Failed to save group {{:path=>[\"has already been taken\"]}}: `{full}` is a group or a project already"
+            ))
+        };
+        if self.group_paths().await?.contains(&full)
+            || self
+                .inner
+                .store
+                .projects()
+                .await?
+                .iter()
+                .any(|p| full_path(&p.name) == full)
+        {
+            return Err(taken());
+        }
+        self.inner
+            .store
+            .create_group(&full, name.trim(), description, now_ms())
+            .await?
+            .ok_or_else(taken)?;
+        self.group(&full).await
+    }
+
+    /// Deletes a group made with `POST /groups`. Gantry deletes no projects with it: a
+    /// group with projects or subgroups under it is refused (GitLab would delete them).
+    pub async fn delete_group(
+        &self,
+        id_or_path: &str,
+    ) -> std::result::Result<(), CoordinatorError> {
+        let path = self.group_path(id_or_path).await?;
+        let inside = |p: &str| p.starts_with(&format!("{path}/"));
+        let projects = self.inner.store.projects().await?;
+        let created = self.inner.store.created_groups().await?;
+        if projects.iter().any(|p| inside(&full_path(&p.name)))
+            || created.iter().any(|g| inside(&g.path))
+        {
+            return Err(CoordinatorError::Invalid(format!(
+                "group `{path}` has projects or subgroups: Gantry deletes a group only when it is empty; delete or move them first"
+            )));
+        }
+        self.inner.store.uncreate_group(&path).await?;
+        Ok(())
     }
 
     /// A group by id or full path; `NotFound` when no project is under it.
@@ -68,7 +146,8 @@ impl Coordinator {
         let ids = self.inner.store.group_ids(&chain, now_ms()).await?;
         let id_of = |p: &str| ids.iter().find(|(q, _)| q == p).map(|(_, id)| *id);
         let id = id_of(&path).ok_or(CoordinatorError::NotFound("group"))?;
-        Ok(self.group_view(&path, id, &id_of))
+        let created = self.inner.store.created_groups().await?;
+        Ok(self.group_view(&path, id, &id_of, &created))
     }
 
     /// The full path of the group `id_or_path` names (a number is an id); `NotFound` when
@@ -111,31 +190,85 @@ impl Coordinator {
         Ok(id)
     }
 
-    fn group_view(&self, path: &str, id: i64, id_of: &dyn Fn(&str) -> Option<i64>) -> GroupView {
-        let (parent, name) = match path.rsplit_once('/') {
-            Some((parent, name)) => (Some(parent), name),
+    fn group_view(
+        &self,
+        path: &str,
+        id: i64,
+        id_of: &dyn Fn(&str) -> Option<i64>,
+        created: &[gantry_store::CreatedGroup],
+    ) -> GroupView {
+        let (parent, segment) = match path.rsplit_once('/') {
+            Some((parent, segment)) => (Some(parent), segment),
             None => (None, path),
         };
+        let made = created.iter().find(|g| g.path == path);
+        let name_of = |full: &str| {
+            created
+                .iter()
+                .find(|g| g.path == full)
+                .map(|g| g.name.clone())
+                .unwrap_or_else(|| full.rsplit('/').next().unwrap_or(full).to_owned())
+        };
+        let full_name = namespaces_of(&format!("{path}/x"))
+            .iter()
+            .map(|p| name_of(p))
+            .collect::<Vec<_>>()
+            .join(" / ");
         GroupView {
             id,
-            name: name.to_owned(),
-            path: name.to_owned(),
+            name: name_of(path),
+            path: segment.to_owned(),
             full_path: path.to_owned(),
-            full_name: path.replace('/', " / "),
+            full_name,
             parent_id: parent.and_then(id_of),
             web_url: format!(
                 "{}/groups/{path}",
                 self.external_url().trim_end_matches('/')
             ),
             visibility: "private",
-            description: String::new(),
+            description: made.map(|g| g.description.clone()).unwrap_or_default(),
         }
     }
 }
 
+/// GitLab's rules for a group's path: letters, digits, `_`, `-` and `.`; not starting
+/// with `-` or `.`, not ending with `.git` or `.atom`; at most 255 characters.
+fn check_group_path(path: &str) -> std::result::Result<(), CoordinatorError> {
+    let bad = |why: &str| CoordinatorError::Invalid(format!("path `{path}` {why}"));
+    if path.is_empty() {
+        return Err(bad("is missing"));
+    }
+    if path.len() > 255 {
+        return Err(bad("is longer than 255 characters"));
+    }
+    if !path
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+    {
+        return Err(bad("can contain only letters, digits, '_', '-' and '.'"));
+    }
+    if path.starts_with(['-', '.']) || path.ends_with(".git") || path.ends_with(".atom") {
+        return Err(bad(
+            "cannot start with '-' or '.', or end in '.git' or '.atom'",
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
-    use super::namespaces_of;
+    use super::{check_group_path, namespaces_of};
+
+    #[test]
+    fn group_paths_follow_gitlab_s_rules() {
+        for good in ["acme", "a.b_c-d", "Team2"] {
+            assert!(check_group_path(good).is_ok(), "{good}");
+        }
+        for bad in ["", "-x", ".x", "a/b", "a b", "x.git", "x.atom", "é"] {
+            assert!(check_group_path(bad).is_err(), "{bad:?}");
+        }
+        assert!(check_group_path(&"a".repeat(256)).is_err());
+    }
 
     #[test]
     fn a_projects_namespaces_are_its_path_prefixes() {

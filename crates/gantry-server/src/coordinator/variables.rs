@@ -159,20 +159,14 @@ impl Coordinator {
         self.stored_variables(owner).await
     }
 
-    /// Fails with `NotFound` unless `owner` exists: a project, or a group some project
-    /// is in (a group is a namespace of projects: `groups.rs`).
+    /// Fails with `NotFound` unless `owner` exists: a project, or a group (`groups.rs`).
     pub(crate) async fn ensure_owner(&self, owner: &VariableOwner) -> Result<(), CoordinatorError> {
         match owner {
             VariableOwner::Project(id) => {
                 self.inner.store.project(*id).await?;
             }
             VariableOwner::Group(path) => {
-                let prefix = format!("{path}/");
-                let projects = self.inner.store.projects().await?;
-                if !projects
-                    .iter()
-                    .any(|p| super::pipelines::full_path(&p.name).starts_with(&prefix))
-                {
+                if !self.group_paths().await?.contains(path) {
                     return Err(CoordinatorError::NotFound("group"));
                 }
             }

@@ -408,8 +408,8 @@ fn build(coordinator: Coordinator, shutdown: watch::Receiver<bool>) -> Router {
             "/projects/{project}/protected_tags/{name}",
             get(protected::show).delete(protected::delete),
         )
-        .route("/groups", get(groups::list))
-        .route("/groups/{group}", get(groups::show))
+        .route("/groups", get(groups::list).post(groups::create))
+        .route("/groups/{group}", get(groups::show).delete(groups::delete))
         .route(
             "/groups/{group}/variables",
             get(variables::list).post(variables::create),
