@@ -656,22 +656,22 @@ impl RunningJob {
 
     /// The job's steps are over: `after_script` (when `after_script_due`), cache and
     /// artifacts follow.
+    /// The stage before is replaced in the same write.
     pub(crate) fn steps_ended(&self, after: AfterSteps) {
-        self.update(|record| record.after = Some(after));
+        self.update(|record| {
+            record.after = Some(after);
+            record.stage = None;
+        });
     }
 
-    /// `after_script` ran (or was not due).
+    /// `after_script` ran (or was not due); its stage leaves the record.
     pub(crate) fn after_script_done(&self) {
         self.update(|record| {
             if let Some(after) = &mut record.after {
                 after.after_script_due = false;
             }
+            record.stage = None;
         });
-    }
-
-    /// The detached stage is over (its outcome is the lifecycle's now).
-    pub(crate) fn stage_over(&self) {
-        self.update(|record| record.stage = None);
     }
 
     /// The job's task is over: the record (and the payload) are removed.
@@ -974,8 +974,13 @@ mod tests {
         let (again, back) = journal.take_over(&running.path, &record).unwrap();
         assert_eq!(back, job);
         assert!(read_record(&again.path).unwrap().runner.alive());
-        again.stage_over();
-        assert_eq!(read_record(&again.path).unwrap().stage, None);
+        again.steps_ended(AfterSteps {
+            ending: RecordedEnding::Success,
+            after_script_due: true,
+        });
+        let record = read_record(&again.path).unwrap();
+        assert_eq!(record.stage, None, "replaced in the same write");
+        assert!(record.after.is_some());
         again.finish();
         assert!(!payload.exists() && !again.path.exists());
     }

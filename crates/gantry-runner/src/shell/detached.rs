@@ -14,6 +14,10 @@
 //! What a reattached stage's log may show twice: the output the coordinator received
 //! after the last checkpoint (written at line ends once the coordinator acknowledged
 //! them, so at most an update interval's worth). Nothing is lost.
+//!
+//! A stage stays in the job's record after it ended, until the record's next change
+//! replaces it in the same write (the next stage, or the end of the steps), so the
+//! record always names a point the job can go on from.
 
 use std::os::unix::fs::FileExt;
 use std::os::unix::process::ExitStatusExt;
@@ -284,9 +288,11 @@ impl Detached {
     }
 
     /// After the shell ended: ends what is left of its group (with `end_group`; the
-    /// custom executor's driver may leave a VM running for later stages), reads the rest
-    /// of the output into the log, removes the files and takes the stage out of the
-    /// record.
+    /// custom executor's driver may leave a VM running for later stages) and reads the
+    /// rest of the output into the log. The stage stays in the job's record, its files
+    /// in place, until the record's next change replaces it (the next stage, the end of
+    /// the steps): whatever moment the runner dies at, the record names a point the job
+    /// can go on from. The files go with the job's temporary directory.
     pub(crate) async fn finish(mut self, grace: Duration, end_group: bool) {
         if end_group && self.signal(Signal::SIGTERM) {
             tokio::time::sleep(grace.min(Duration::from_millis(200))).await;
@@ -297,10 +303,6 @@ impl Detached {
         if let Some(tail) = self.tail.take() {
             let _ = tail.await;
         }
-        for path in [&self.files.out, &self.files.err, &self.files.status] {
-            let _ = std::fs::remove_file(path);
-        }
-        self.job.stage_over();
         self.job
             .group_ended(u32::try_from(self.leader.pid).unwrap_or(0));
     }
