@@ -1216,6 +1216,17 @@ async fn resume_lost_job(
             None
         }
     };
+    job_ended(&shared, index, job_id, journal, report);
+}
+
+/// A job's task is over: its record goes, its slot is free, its report is kept.
+fn job_ended(
+    shared: &Shared,
+    index: usize,
+    job_id: i64,
+    journal: Option<Arc<crate::journal::RunningJob>>,
+    report: Option<JobReport>,
+) {
     if let Some(record) = journal {
         record.finish();
     }
@@ -1375,15 +1386,5 @@ async fn run_received(
     }
     let journal = cx.journal.clone();
     let report = run_job(job, cx).await;
-    if let Some(record) = journal {
-        record.finish();
-    }
-    {
-        let mut state = shared.lock();
-        state.slots.job_finished(index, job_id);
-        state.jobs.remove(&job_id);
-        state.records.remove(&job_id);
-        state.reports.push(report);
-    }
-    shared.changed();
+    job_ended(&shared, index, job_id, journal, Some(report));
 }
