@@ -14,9 +14,10 @@ use super::common::check_cache_key;
 pub(crate) const MAX_CACHES: usize = 4;
 /// `cache:fallback_keys` limit.
 pub(crate) const MAX_FALLBACK_KEYS: usize = 5;
-/// `cache:key:files` limit with GitLab's `increase_ci_cache_key_files_limit` (the editor
-/// schema and its fixtures allow 10; without the flag GitLab allows 2).
-pub(crate) const MAX_KEY_FILES: usize = 10;
+/// `cache:key:files` limit: GitLab's backend allows 2. Its `increase_ci_cache_key_files_limit`
+/// flag (beta, off by default; gitlab-org/gitlab!257060) raises it to 10, which the editor's
+/// schema already accepts; Gantry follows the default.
+pub(crate) const MAX_KEY_FILES: usize = 2;
 /// `cache:key:files_commits` limit.
 pub(crate) const MAX_KEY_FILES_COMMITS: usize = 2;
 

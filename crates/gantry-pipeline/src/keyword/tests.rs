@@ -236,7 +236,7 @@ fn cache_messages() {
     );
     let mut cx = Cx::default();
     let n = node(
-        "j:\n  cache: {key: {files: [a, b, c], files_commits: [x]}}\n",
+        "j:\n  cache: {key: {files: [a, b], files_commits: [x]}}\n",
         "j",
         "cache",
     );
@@ -244,6 +244,14 @@ fn cache_messages() {
     assert_eq!(
         messages(&cx),
         ["jobs:j:cache:cache:key config these keys cannot be used together: files, files_commits"]
+    );
+    // GitLab's default limit (without `increase_ci_cache_key_files_limit`).
+    let mut cx = Cx::default();
+    let n = node("j:\n  cache: {key: {files: [a, b, c]}}\n", "j", "cache");
+    assert!(caches(&n, "jobs:j:cache", &mut cx).is_none());
+    assert_eq!(
+        messages(&cx),
+        ["jobs:j:cache:cache:key:files config has too many items (maximum is 2)"]
     );
 }
 
@@ -1081,7 +1089,7 @@ fn fixture_positives_inline() {
         "a:\n  artifacts:\n    reports:\n      browser_performance: foo\n      cyclonedx: ['./foo', 'bar/*.baz']\n      coverage_report: null\n      annotations: upload_report.json\nb:\n  artifacts:\n    reports:\n      coverage_report: {coverage_format: cobertura, path: c.xml}\nc:\n  artifacts: {access: none}\nd:\n  artifacts: {when: on_failure, paths: [binaries/]}\n",
     );
     accepts(
-        "a:\n  cache: {key: random-..string}\nb:\n  cache: {key: .random-string}\nc:\n  cache: {key: $CI_COMMIT_REF_SLUG}\nd:\n  cache:\n    key: {files: [f1, f2, f3, f4, f5, f6, f7, f8, f9, f10]}\ne:\n  cache:\n    key: {files_commits: [Gemfile], prefix: test-cache}\nf:\n  cache:\n    - when: on_success\n    - when: on_failure\n    - when: always\n",
+        "a:\n  cache: {key: random-..string}\nb:\n  cache: {key: .random-string}\nc:\n  cache: {key: $CI_COMMIT_REF_SLUG}\nd:\n  cache:\n    key: {files: [f1, f2]}\ne:\n  cache:\n    key: {files_commits: [Gemfile], prefix: test-cache}\nf:\n  cache:\n    - when: on_success\n    - when: on_failure\n    - when: always\n",
     );
     accepts(
         "a:\n  image:\n    name: ubuntu\n    kubernetes: {user: 1001:1001}\nb:\n  image:\n    name: ubuntu\n    kubernetes: {user: '1001'}\nc:\n  image:\n    name: alpine\n    docker: {platform: linux/amd64}\n    pull_policy: if-not-present\n",
@@ -1162,6 +1170,8 @@ const REJECTED_POSITIVES: &[(&str, &str)] = &[
     // `expose_as` with `paths: [..., "target/*.war"]`: GitLab's backend rejects it
     // ("can't contain '*' when used with 'expose_as'"); only the editor schema allows it.
     ("json-positive/gitlab-ci.json", "default"),
+    // Ten `cache:key:files` need GitLab's `increase_ci_cache_key_files_limit` (off by default).
+    ("positive/cache.yml", "cache-key-files-ten"),
 ];
 
 /// Negative fixture files whose cases are about the keywords of this module.
