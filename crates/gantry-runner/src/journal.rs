@@ -98,6 +98,56 @@ impl ProcessStamp {
                 .and_then(|stat| parse_state(&stat))
                 .is_some_and(|state| !matches!(state, 'Z' | 'X' | 'x'))
     }
+
+    /// Sends `signal` to the process group this process leads, while it is that group:
+    /// the leader still runs (or is a zombie), or it exited and processes it left in
+    /// its group (started after it, in this boot) still hold the group id — which the
+    /// kernel does not give to a new process while they do, so the group cannot be
+    /// somebody else's. Returns whether a group was signaled.
+    pub fn signal_group(&self, signal: nix::sys::signal::Signal) -> bool {
+        use nix::sys::signal::killpg;
+        use nix::unistd::Pid;
+        if !self.alive() {
+            // The pid runs another process (reused), or the group has no member left
+            // that this leader could have started.
+            if boot_id().as_deref() != Some(self.boot.as_str())
+                || start_ticks(self.pid).is_some()
+                || !group_members(self.pid).any(|start| start >= self.start)
+            {
+                return false;
+            }
+        }
+        killpg(Pid::from_raw(self.pid), signal).is_ok()
+    }
+}
+
+/// The start times of the processes in group `pgid` that have not exited.
+fn group_members(pgid: i32) -> impl Iterator<Item = u64> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .filter(|entry| {
+            entry
+                .file_name()
+                .to_str()
+                .is_some_and(|name| name.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .filter_map(move |entry| {
+            let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+            let (state, group, start) = parse_group_and_start(&stat)?;
+            (group == pgid && !matches!(state, 'Z' | 'X' | 'x')).then_some(start)
+        })
+}
+
+/// The state (field 3), process group (field 5) and start time (field 22) of a
+/// `/proc/<pid>/stat` line.
+fn parse_group_and_start(stat: &str) -> Option<(char, i32, u64)> {
+    let mut fields = stat[stat.rfind(')')? + 1..].split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let group = fields.nth(1)?.parse().ok()?;
+    let start = fields.nth(16)?.parse().ok()?;
+    Some((state, group, start))
 }
 
 /// Field 3 of `/proc/<pid>/stat`: the process state.
@@ -720,16 +770,14 @@ pub fn lost_job_message(system_id: &str) -> String {
     )
 }
 
-/// Kills the process groups of `record` still running (the same processes, see
-/// [`ProcessStamp::alive`]); returns how many were.
+/// Kills the process groups of `record` still there (the same processes, or ones they
+/// left: see [`ProcessStamp::signal_group`]); returns how many were.
 pub fn kill_lost_groups(record: &JobRecord) -> usize {
-    use nix::sys::signal::{Signal, killpg};
-    use nix::unistd::Pid;
+    use nix::sys::signal::Signal;
     record
         .groups
         .iter()
-        .filter(|group| group.alive())
-        .filter(|group| killpg(Pid::from_raw(group.pid), Signal::SIGKILL).is_ok())
+        .filter(|group| group.signal_group(Signal::SIGKILL))
         .count()
 }
 
@@ -983,6 +1031,63 @@ mod tests {
         assert!(record.after.is_some());
         again.finish();
         assert!(!payload.exists() && !again.path.exists());
+    }
+
+    #[test]
+    fn group_and_start_are_read_past_the_name() {
+        let stat =
+            "4242 (a (b) c) S 1 4240 4239 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 10";
+        assert_eq!(parse_group_and_start(stat), Some(('S', 4240, 987_654)));
+        assert_eq!(parse_group_and_start("4242 (x) S 1 4240"), None);
+        assert_eq!(parse_group_and_start("4242 (x) S 1 pg 1"), None);
+    }
+
+    /// A group whose leader exited is still signaled while processes it left are in
+    /// it; a stamp that is not the leader's signals nothing.
+    #[test]
+    fn a_group_is_signaled_after_its_leader_exited_while_its_processes_are_left() {
+        use std::os::unix::process::CommandExt;
+        let dir = tempfile::tempdir().unwrap();
+        let left = dir.path().join("left");
+        let mut leader = std::process::Command::new("/bin/sh")
+            .arg("-c")
+            .arg(r#"sleep 60 & echo $! > "$1.part" && mv "$1.part" "$1""#)
+            .arg("sh")
+            .arg(&left)
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let pid = i32::try_from(leader.id()).unwrap();
+        let stamp = ProcessStamp::of(pid).unwrap();
+        assert!(leader.wait().unwrap().success());
+        let sleeper: i32 = std::fs::read_to_string(&left)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let sleeper = ProcessStamp::of(sleeper).unwrap();
+        assert!(sleeper.running() && !stamp.alive());
+        assert_eq!(group_members(pid).count(), 1);
+
+        // Another leader's stamp (a later start) is not this group's.
+        let later = ProcessStamp {
+            start: sleeper.start + 1,
+            ..stamp.clone()
+        };
+        assert!(!later.signal_group(nix::sys::signal::Signal::SIGKILL));
+        assert!(sleeper.running());
+
+        assert!(stamp.signal_group(nix::sys::signal::Signal::SIGKILL));
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while sleeper.running() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the left process still runs"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // Nothing is left: nothing is signaled.
+        assert!(!stamp.signal_group(nix::sys::signal::Signal::SIGKILL));
     }
 
     #[test]

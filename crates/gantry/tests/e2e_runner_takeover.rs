@@ -34,6 +34,17 @@ fn records(journal: &Path) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The pid of the detached stage's shell in the one job record in `journal`.
+fn recorded_stage_leader(journal: &Path) -> i32 {
+    let name = records(journal)
+        .into_iter()
+        .find(|name| name.ends_with(".json"))
+        .unwrap();
+    let record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(journal.join(name)).unwrap()).unwrap();
+    i32::try_from(record["stage"]["group"]["pid"].as_i64().unwrap()).unwrap()
+}
+
 /// The job's id once it has ended (not `running`).
 async fn wait_ended(server: &Server, project: i64, job: i64) -> serde_json::Value {
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -153,6 +164,7 @@ build:
 async fn a_script_that_ended_while_no_runner_ran_keeps_its_exit_code() {
     let dir = tempfile::tempdir().unwrap();
     let release = dir.path().join("release");
+    let background = dir.path().join("background");
     let setup = Setup::new(
         &format!(
             r#"
@@ -160,19 +172,24 @@ fails:
   variables: {{GIT_STRATEGY: none, FF_TIMESTAMPS: "true"}}
   script:
     - echo started
+    - sleep 300 & echo $! > "{background}"
     - while [ ! -e "{release}" ]; do sleep 0.1; done
     - echo "ended alone"
     - exit 3
   after_script:
     - echo "after_script sees $CI_JOB_STATUS"
 "#,
-            release = release.display()
+            release = release.display(),
+            background = background.display()
         ),
         &[],
     )
     .await;
     let server = &setup.server;
     let (config, journal) = write_config(&setup, dir.path());
+    // The killed runner's stage becomes this process's child (it is the test's own
+    // process under nextest).
+    nix::sys::prctl::set_child_subreaper(true).unwrap();
     let pipeline = server.create_pipeline(setup.project).await;
     let runner = start_run(&config, dir.path());
     let (job, _) = server
@@ -185,6 +202,11 @@ fails:
     std::fs::write(&release, "").unwrap();
     let status = wait_for_file(dir.path(), "stage_step_script.status").await;
     assert_eq!(std::fs::read_to_string(&status).unwrap().trim(), "3");
+    // Where init reaps orphans, the stage's shell is gone by now, its background
+    // process left in its group: this test process is the orphans' subreaper (set
+    // below), and reaps the shell as such an init would.
+    let shell = recorded_stage_leader(&journal);
+    nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(shell), None).unwrap();
 
     let runner = start_run(&config, dir.path());
     let done = wait_ended(server, setup.project, job).await;
@@ -202,6 +224,29 @@ fails:
     // With FF_TIMESTAMPS, the takeover line has its timestamp like every other line.
     let line = log.lines().find(|l| l.contains("took it over")).unwrap();
     assert!(line.starts_with("20") && line.contains("Z 00O"), "{line}");
+    // What the script left running ended with its stage, though the stage's shell had
+    // exited before the runner came back.
+    let left: i32 = std::fs::read_to_string(&background)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let state = || {
+        std::fs::read_to_string(format!("/proc/{left}/stat"))
+            .ok()
+            .and_then(|stat| {
+                stat[stat.rfind(')')? + 1..]
+                    .split_whitespace()
+                    .next()
+                    .map(str::to_owned)
+            })
+    };
+    wait_for(
+        Duration::from_secs(10),
+        "the script's background process ends",
+        || state().is_none_or(|s| s == "Z"),
+    )
+    .await;
     wait_for(Duration::from_secs(10), "the records are removed", || {
         records(&journal).is_empty()
     })

@@ -26,8 +26,7 @@ use std::process::{ExitStatus, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
+use nix::sys::signal::Signal;
 use tokio::process::{Child, Command};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -269,13 +268,11 @@ impl Detached {
         }
     }
 
-    /// Signals the group — only while its leader is the recorded process, or this
-    /// process's own child (whose pid cannot be reused before it is reaped).
+    /// Signals the group while it is the stage's: its leader runs, or processes the
+    /// leader left hold the group id ([`ProcessStamp::signal_group`]) — after a
+    /// reattach too, so a script's background processes end with the stage.
     fn signal(&self, signal: Signal) -> bool {
-        if self.child.is_none() && !self.leader.alive() {
-            return false;
-        }
-        killpg(Pid::from_raw(self.leader.pid), signal).is_ok()
+        self.leader.signal_group(signal)
     }
 
     /// SIGTERM to the group, up to `grace` for the shell to end, then SIGKILL.
