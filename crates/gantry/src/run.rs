@@ -275,7 +275,7 @@ impl Loader for SnapshotFiles<'_> {
 
 /// Compiles the configuration first, to report errors with their file:line:column
 /// (the coordinator stores messages only) and stop with exit status 2. Returns whether a
-/// job names an image.
+/// job names an image or a service, or triggers a pipeline (whose jobs may).
 fn check_configuration(
     s: &Setup,
     args: &RunArgs,
@@ -333,10 +333,12 @@ fn check_configuration(
     // thread of its own (`block_on_side`).
     let compiled = gantry_pipeline::compile(&opts, &ctx, &loader);
     if compiled.errors.is_empty() {
+        // A child pipeline's jobs are known only once it is created: a trigger job
+        // may bring images.
         return Ok(compiled.pipeline.is_some_and(|p| {
             p.jobs
                 .iter()
-                .any(|j| j.image.is_some() || !j.services.is_empty())
+                .any(|j| j.image.is_some() || !j.services.is_empty() || j.trigger.is_some())
         }));
     }
     Err(usage(format!(
@@ -1106,7 +1108,8 @@ enum Executors {
 }
 
 /// `--executor` against what this machine has: `auto` uses Docker when an engine
-/// answers (saying so when it does not and a job names an image).
+/// answers (saying so when it does not and a job names an image); a pipeline without
+/// images does not ask the engine.
 async fn executors(
     choice: ExecutorChoice,
     display: &mut Display,
@@ -1114,6 +1117,7 @@ async fn executors(
 ) -> Result<Executors, Stop> {
     match choice {
         ExecutorChoice::Shell => Ok(Executors::Shell),
+        ExecutorChoice::Auto if !uses_images => Ok(Executors::Shell),
         ExecutorChoice::Docker => match gantry_runner::docker::docker_available().await {
             Ok(()) => Ok(Executors::Docker {
                 shell_without_image: false,

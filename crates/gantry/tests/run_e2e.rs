@@ -89,13 +89,18 @@ impl Checkout {
     }
 
     fn command(&self, args: &[&str]) -> (Command, PathBuf) {
+        self.command_with("shell", args)
+    }
+
+    /// [`Checkout::command`] with `--executor executor`.
+    fn command_with(&self, executor: &str, args: &[&str]) -> (Command, PathBuf) {
         let report = self
             .home
             .path()
             .join(format!("report-{}.json", std::process::id()));
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_gantry"));
         cmd.arg("run")
-            .args(["--executor", "shell", "--no-color", "--json-report"])
+            .args(["--executor", executor, "--no-color", "--json-report"])
             .arg(&report)
             .args(args)
             .current_dir(self.path())
@@ -948,6 +953,68 @@ fn a_closed_stdout_does_not_fail_the_run() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     let report: Value = serde_json::from_str(&std::fs::read_to_string(report).unwrap()).unwrap();
     assert_eq!(report["status"], "success");
+}
+
+/// `--executor auto` asks the Docker engine only when a job may use an image: a
+/// socket standing in for the engine counts who connects.
+#[test]
+fn auto_asks_the_docker_engine_only_when_a_job_may_use_an_image() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let home = tempfile::tempdir().unwrap();
+    let socket = home.path().join("docker.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let connections = Arc::new(AtomicUsize::new(0));
+    {
+        let connections = Arc::clone(&connections);
+        // Accepts and hangs up: not an engine.
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                connections.fetch_add(1, Ordering::SeqCst);
+                drop(stream);
+            }
+        });
+    }
+    let run = |c: &Checkout| {
+        let (mut cmd, report) = c.command_with("auto", &[]);
+        let output = cmd
+            .env("DOCKER_HOST", format!("unix://{}", socket.display()))
+            .output()
+            .unwrap();
+        Run::new(output, &report)
+    };
+
+    let c = Checkout::new("a:\n  script: [echo plain]\n");
+    let r = run(&c);
+    assert_eq!(r.status(), "success", "{}", r.explain());
+    assert_eq!(connections.load(Ordering::SeqCst), 0, "{}", r.explain());
+
+    let c = Checkout::new("a:\n  image: busybox\n  script: [echo in the shell]\n");
+    let r = run(&c);
+    assert_eq!(r.status(), "success", "{}", r.explain());
+    assert!(r.logged("a", "in the shell"), "{}", r.explain());
+    let asked = connections.load(Ordering::SeqCst);
+    assert!(asked > 0, "{}", r.explain());
+    assert!(
+        r.stderr
+            .contains("jobs with an image run in the shell on this machine")
+            || r.stdout
+                .contains("jobs with an image run in the shell on this machine"),
+        "{}",
+        r.explain()
+    );
+
+    // A child pipeline's jobs are not known up front: a trigger job is asked for too.
+    let c = Checkout::new("up:\n  trigger: {include: child.yml}\n");
+    c.write("child.yml", "down:\n  script: [echo child]\n");
+    c.commit();
+    let r = run(&c);
+    assert_eq!(r.status(), "success", "{}", r.explain());
+    assert!(
+        connections.load(Ordering::SeqCst) > asked,
+        "{}",
+        r.explain()
+    );
 }
 
 #[test]
