@@ -366,6 +366,44 @@ chatty:
     assert_eq!(code, Some(0), "{stderr}");
 }
 
+/// A detached stage's output and error lines reach the log in the order the script
+/// wrote them (its two files are read as soon as one is written), as from pipes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_detached_stage_keeps_its_output_and_error_lines_in_order() {
+    let setup = Setup::new(
+        r#"
+mixed:
+  variables: {GIT_STRATEGY: none}
+  script:
+    - for i in $(seq 1 12); do echo "out $i"; sleep 0.025; echo "err $i" >&2; sleep 0.025; done
+"#,
+        &[],
+    )
+    .await;
+    let server = &setup.server;
+    let dir = tempfile::tempdir().unwrap();
+    let (config, _) = write_config(&setup, dir.path());
+    let pipeline = server.create_pipeline(setup.project).await;
+    let runner = start_run(&config, dir.path());
+    let (job, _) = server
+        .wait_running(setup.project, pipeline, "mixed", "out 1\n")
+        .await;
+    let done = wait_ended(server, setup.project, job).await;
+    assert_eq!(done["status"], "success", "{done}");
+    let log = server.trace(setup.project, job).await;
+    let lines: Vec<&str> = log
+        .lines()
+        .filter(|l| l.starts_with("out ") || l.starts_with("err "))
+        .collect();
+    let wanted: Vec<String> = (1..=12)
+        .flat_map(|i| [format!("out {i}"), format!("err {i}")])
+        .collect();
+    assert_eq!(lines, wanted, "{log}");
+    runner.signal(Signal::SIGQUIT);
+    let (code, stderr) = runner.wait(Duration::from_secs(30));
+    assert_eq!(code, Some(0), "{stderr}");
+}
+
 /// The custom executor's `run_exec` runs detached too: a job whose driver made a VM
 /// goes on in it, and `cleanup_exec` runs once, at the end of the job.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

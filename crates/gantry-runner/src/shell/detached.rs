@@ -45,8 +45,8 @@ printf '%s\n' "$code" >"$status.part" && mv -f "$status.part" "$status"
 exit "$code"
 "#;
 
-/// How often the files are read while the stage prints nothing, and how often a
-/// reattached stage's exit code is looked for.
+/// How often a reattached stage's exit code is looked for, and the files are read while
+/// the stage prints nothing (they are read at once when written, see [`Wake`]).
 const POLL: Duration = Duration::from_millis(50);
 
 /// Bytes read from a file at a time.
@@ -380,6 +380,76 @@ fn release(file: &std::fs::File, upto: u64) {
     );
 }
 
+/// Wakes the copy of a stage's output when one of its files is written (inotify, read
+/// by a thread of its own), so output and error lines reach the log in the order they
+/// were written, as they do from pipes — unless both files were written since the last
+/// read. Without inotify (no instance or watch left), the files are read every
+/// [`POLL`].
+struct Wake {
+    written: Arc<tokio::sync::Notify>,
+    /// Ends the thread (within [`POLL`]) when this is dropped.
+    stop: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Wake {
+    fn new(files: &[PathBuf; 2]) -> Self {
+        use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
+        let written = Arc::new(tokio::sync::Notify::new());
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)
+            .ok()
+            .filter(|inotify| {
+                files
+                    .iter()
+                    .all(|file| inotify.add_watch(file, AddWatchFlags::IN_MODIFY).is_ok())
+            });
+        if let Some(inotify) = inotify {
+            let (written, stop) = (Arc::clone(&written), Arc::clone(&stop));
+            let _ = std::thread::Builder::new()
+                .name("gantry-stage-watch".to_owned())
+                .spawn(move || watch_writes(&inotify, &written, &stop));
+        }
+        Self { written, stop }
+    }
+
+    /// Until a file is written (or was since the last call), or [`POLL`] passed.
+    async fn written(&self) {
+        tokio::select! {
+            () = self.written.notified() => {}
+            () = tokio::time::sleep(POLL) => {}
+        }
+    }
+}
+
+impl Drop for Wake {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Tells `written` about each batch of `inotify`'s events until `stop`.
+fn watch_writes(
+    inotify: &nix::sys::inotify::Inotify,
+    written: &tokio::sync::Notify,
+    stop: &std::sync::atomic::AtomicBool,
+) {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    use std::os::fd::AsFd;
+    let timeout = PollTimeout::try_from(POLL).unwrap_or(PollTimeout::NONE);
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        let mut fds = [PollFd::new(inotify.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, timeout) {
+            Ok(0) | Err(nix::errno::Errno::EINTR) => {}
+            Ok(_) => {
+                // The events only say "read again".
+                while inotify.read_events().is_ok_and(|events| !events.is_empty()) {}
+                written.notify_one();
+            }
+            Err(_) => return,
+        }
+    }
+}
+
 /// Copies what is appended to `files` (from `offsets`) into `writers` until `done`
 /// says the stage is over; then reads to the end once more and flushes the writers.
 async fn tail(
@@ -389,6 +459,7 @@ async fn tail(
     mut done: watch::Receiver<bool>,
     mut checkpoints: Checkpoints,
 ) {
+    let wake = Wake::new(&files);
     let mut open: [Option<std::fs::File>; 2] = [None, None];
     // Offsets just past the last line end given to the log (the writers were flushed
     // there): what a checkpoint may name.
@@ -445,7 +516,7 @@ async fn tail(
         }
         if !got {
             tokio::select! {
-                () = tokio::time::sleep(POLL) => {}
+                () = wake.written() => {}
                 _ = done.changed() => {}
             }
         }
