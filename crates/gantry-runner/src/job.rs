@@ -387,6 +387,10 @@ pub struct Takeover {
 /// Where a taken-over job goes on.
 #[derive(Debug, Clone)]
 pub enum TakeoverAt {
+    /// From its beginning (a shell executor job that had not reached its script:
+    /// preparing, sources, cache, artifacts, `hooks:`), as GitLab's `*_ATTEMPTS`
+    /// retries run those stages again; the log goes on, without a second header.
+    Start,
     /// In its detached script stage, watched again.
     Stage(crate::journal::DetachedStage),
     /// Past its steps: `after_script` (when still due), cache, artifacts, clean-up.

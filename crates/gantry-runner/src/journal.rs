@@ -657,6 +657,11 @@ impl RunningJob {
         self.update(|record| record.groups.retain(|g| g.pid != pid));
     }
 
+    /// The process groups a dead runner left were ended (a job started again).
+    pub(crate) fn groups_ended(&self) {
+        self.update(|record| record.groups.clear());
+    }
+
     /// The custom executor's environment is about to be made (`prepare_exec`).
     pub(crate) fn custom_prepared(&self, custom: CustomRecord) {
         self.update(|record| record.custom = Some(custom));

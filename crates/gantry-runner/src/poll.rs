@@ -74,6 +74,7 @@ use crate::client::{Client, ClientError, JobRequestOutcome};
 /// `(entry name, endpoint, HTTP status)` of each request ([`PollOptions::api_observer`]).
 pub type ApiRequests = Arc<dyn Fn(&str, &'static str, Option<u16>) + Send + Sync>;
 use crate::config::{Config, ExecutorKind, RunnerConfig};
+use crate::executor::ExecutorChoice;
 use crate::fleet::{Fleet, FleetLease};
 use crate::job::{
     Backoff, JobContext, JobReport, StopRequest, StopSignal, fail_undecodable_job, run_job,
@@ -537,7 +538,8 @@ impl Poller {
     }
 
     /// Takes over the lost job recorded at `path` when it can go on: its record names
-    /// a detached script stage that still runs (or ended, its exit code kept), and its
+    /// a detached script stage that still runs (or ended, its exit code kept), the end
+    /// of its steps, or nothing yet (a shell executor job then starts again), and its
     /// `[[runners]]` entry is still configured. The job keeps its slot and goes on in
     /// its own task. Returns false when it cannot (the job is then ended as lost).
     fn take_over(&self, path: &std::path::Path, record: &JobRecord) -> bool {
@@ -561,7 +563,11 @@ impl Poller {
                 crate::job::TakeoverAt::AfterSteps(after.clone()),
                 "it was past its script".to_owned(),
             ),
-            (None, None) => return false,
+            // Before its script: a shell executor job starts again (checked below).
+            (None, None) => (
+                crate::job::TakeoverAt::Start,
+                "it had not reached its script, started it again".to_owned(),
+            ),
         };
         let mut state = self.shared.lock();
         let Some(index) = state.entries.iter().position(|e| {
@@ -575,6 +581,14 @@ impl Poller {
         if !resumable(&state.entries[index].config, &job) || job.id != record.job_id {
             return false;
         }
+        if let crate::job::TakeoverAt::Start = at {
+            // The custom executor's driver may have made what a new start would make
+            // again: such a job is ended as lost (its `cleanup_exec` runs).
+            if ExecutorChoice::for_job(&state.entries[index].config, &job) != ExecutorChoice::Shell
+            {
+                return false;
+            }
+        }
         let slot = slots::RunningJob {
             job_id: job.id,
             project_id: job.job_info.project_id,
@@ -586,6 +600,11 @@ impl Poller {
         state.jobs.insert(job.id, stop.clone());
         let running = Arc::new(running);
         state.records.insert(job.id, Arc::clone(&running));
+        if let crate::job::TakeoverAt::Start = at {
+            // What the dead runner had started (a fetch, a `hooks:` script) ends first.
+            kill_lost_groups(record);
+            running.groups_ended();
+        }
         let entry = &state.entries[index];
         let name = entry.name.clone();
         let cx = job_context(
@@ -1133,7 +1152,6 @@ async fn tell_lost_job(
 /// stages run detached on this machine (the shell executor, and the custom executor's
 /// `run_exec`; see [`crate::shell::detached`]).
 fn resumable(runner: &RunnerConfig, job: &JobResponse) -> bool {
-    use crate::executor::ExecutorChoice;
     matches!(
         ExecutorChoice::for_job(runner, job),
         ExecutorChoice::Shell | ExecutorChoice::Custom
@@ -1261,6 +1279,10 @@ async fn continue_log(
         ),
         crate::job::TakeoverAt::AfterSteps(_) => (
             "the job's script stages were over; it took the job over from there (after_script if it had not run, then cache and artifacts).".to_owned(),
+            None,
+        ),
+        crate::job::TakeoverAt::Start => (
+            "the job had not reached its script; it ended what was left of it and started the job again (preparing the executor, sources, cache, artifacts).".to_owned(),
             None,
         ),
     };

@@ -1,9 +1,10 @@
 //! A runner process that dies with a job running (SIGKILL: the OOM killer, a crash) and is
-//! started again, when the job cannot go on (here: it was in a `hooks:` script, which
-//! does not run detached; see `e2e_runner_takeover.rs` for jobs that go on): the job's
-//! processes, which outlived it, are killed; the job fails with `runner_system_failure`
-//! at once, its log saying why, instead of staying `running` for the coordinator's
-//! stuck-job hour; `retry: {when: runner_system_failure}` runs it again.
+//! started again, when the job cannot go on (here: a custom executor job in a `hooks:`
+//! script, before its script — its driver may have made what a new start would make
+//! again; see `e2e_runner_takeover.rs` for jobs that go on): the job's processes, which
+//! outlived it, are killed; the job fails with `runner_system_failure` at once, its log
+//! saying why, instead of staying `running` for the coordinator's stuck-job hour;
+//! `retry: {when: runner_system_failure}` runs it again.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -24,18 +25,6 @@ fn script_pid(log: &str) -> u32 {
     line.trim().parse().unwrap()
 }
 
-/// A `config.toml` for one shell runner of `setup`'s coordinator in `dir`, and where its
-/// journal is kept.
-fn write_config(setup: &Setup, dir: &Path) -> (PathBuf, PathBuf) {
-    let config = dir.join("config.toml");
-    std::fs::write(
-        &config,
-        config_text(&setup.server.url, &setup.runner_token, dir, "", ""),
-    )
-    .unwrap();
-    (config, dir.join(".runner_jobs"))
-}
-
 /// The job records (`.json`; a shell job's payload is kept beside its record).
 fn records(journal: &Path) -> Vec<String> {
     std::fs::read_dir(journal)
@@ -46,6 +35,21 @@ fn records(journal: &Path) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// A `config.toml` for one custom executor runner of `setup`'s coordinator in `dir`
+/// whose driver runs the job's scripts on this machine, and where its journal is kept.
+fn write_custom_config(setup: &Setup, dir: &Path) -> (PathBuf, PathBuf) {
+    let programs = [
+        ("config.sh", "printf '{}'\n".to_owned()),
+        ("prepare.sh", "true\n".to_owned()),
+        ("run.sh", "bash \"$1\"\n".to_owned()),
+        ("cleanup.sh", "true\n".to_owned()),
+    ];
+    (
+        custom_driver_config(setup, dir, &programs),
+        dir.join(".runner_jobs"),
+    )
 }
 
 async fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
@@ -85,7 +89,7 @@ lost:
     );
     let setup = Setup::new(&pipeline, &[]).await;
     let server = &setup.server;
-    let (config, journal) = write_config(&setup, dir.path());
+    let (config, journal) = write_custom_config(&setup, dir.path());
     let pipeline = server.create_pipeline(setup.project).await;
     let runner = start_run(&config, dir.path());
     let (first, log) = server
@@ -157,7 +161,7 @@ lost:
     assert_eq!(code, Some(0), "{stderr}");
     assert!(
         stderr.contains(&format!(
-            "job {first} was running when this runner last stopped; killed 1 process group(s) it left running; failed it (runner_system_failure)"
+            "job {first} was running when this runner last stopped; killed 1 process group(s) it left running; ran the custom executor's cleanup_exec; failed it (runner_system_failure)"
         )),
         "{stderr}"
     );
@@ -172,7 +176,7 @@ async fn a_live_runners_record_is_kept_and_a_lost_job_being_canceled_ends_cancel
     .await;
     let server = &setup.server;
     let dir = tempfile::tempdir().unwrap();
-    let (config, journal) = write_config(&setup, dir.path());
+    let (config, journal) = write_custom_config(&setup, dir.path());
     let pipeline = server.create_pipeline(setup.project).await;
     let runner = start_run(&config, dir.path());
     let (job, _) = server
@@ -205,7 +209,7 @@ async fn a_live_runners_record_is_kept_and_a_lost_job_being_canceled_ends_cancel
     assert_eq!(code, Some(0), "{stderr}");
     assert!(
         stderr.contains(&format!(
-            "job {job} was running when this runner last stopped; killed 1 process group(s) it left running; it was being canceled: ended it as canceled"
+            "job {job} was running when this runner last stopped; killed 1 process group(s) it left running; ran the custom executor's cleanup_exec; it was being canceled: ended it as canceled"
         )),
         "{stderr}"
     );
@@ -214,7 +218,8 @@ async fn a_live_runners_record_is_kept_and_a_lost_job_being_canceled_ends_cancel
     assert!(log.contains("stopped while this job ran"), "{log}");
 
     // The same record again (a runner that died before removing it): the job has
-    // ended, its processes are gone; the record is dropped and nothing changes.
+    // ended, its processes are gone; the record is dropped and nothing changes (the
+    // driver's directory is gone too: `cleanup_exec` cannot run again, and says so).
     std::fs::write(journal.join(&record), saved).unwrap();
     let runner = start_run(&config, dir.path());
     wait_until("the record is dropped", Duration::from_secs(30), || {
@@ -226,8 +231,8 @@ async fn a_live_runners_record_is_kept_and_a_lost_job_being_canceled_ends_cancel
     assert_eq!(code, Some(0), "{stderr}");
     assert!(
         stderr.contains(&format!(
-            "job {job} was running when this runner last stopped; the coordinator had already ended it"
-        )),
+            "job {job} was running when this runner last stopped; cleanup_exec failed: read the environment of the lost job's driver programs"
+        )) && stderr.contains("No such file or directory (os error 2); the coordinator had already ended it"),
         "{stderr}"
     );
     assert_eq!(server.trace(setup.project, job).await, log);

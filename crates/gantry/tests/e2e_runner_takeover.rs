@@ -366,6 +366,103 @@ chatty:
     assert_eq!(code, Some(0), "{stderr}");
 }
 
+/// A shell job whose runner died before its script (here in a `hooks:` script) starts
+/// again from its beginning when the runner comes back: what the dead runner started
+/// is ended first, the log goes on, and the same job succeeds (no retry job).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_job_that_had_not_reached_its_script_starts_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let mark = dir.path().join("first-attempt-ran");
+    let setup = Setup::new(
+        &format!(
+            r#"
+early:
+  variables: {{GIT_STRATEGY: none}}
+  hooks:
+    pre_get_sources_script:
+    - |
+      if [ -e "{mark}" ]; then
+        echo "second attempt"
+      else
+        touch "{mark}"
+        echo "first attempt pid $$"
+        sleep 300
+      fi
+  script:
+    - echo "script ran"
+"#,
+            mark = mark.display()
+        ),
+        &[],
+    )
+    .await;
+    let server = &setup.server;
+    let (config, journal) = write_config(&setup, dir.path());
+    let pipeline = server.create_pipeline(setup.project).await;
+    let runner = start_run(&config, dir.path());
+    let (job, log) = server
+        .wait_running(setup.project, pipeline, "early", "first attempt pid")
+        .await;
+    let pid: u32 = log
+        .lines()
+        .find_map(|l| l.strip_prefix("first attempt pid "))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    runner.signal(Signal::SIGKILL);
+    let _ = runner.wait(Duration::from_secs(10));
+    assert!(alive(pid), "the hook's shell outlived the runner");
+
+    let runner = start_run(&config, dir.path());
+    let done = wait_ended(server, setup.project, job).await;
+    assert_eq!(done["status"], "success", "{done}");
+    let log = server.trace(setup.project, job).await;
+    let order = [
+        "first attempt pid",
+        "had not reached its script",
+        "second attempt",
+        "script ran",
+    ];
+    let at: Vec<usize> = order
+        .iter()
+        .map(|line| {
+            log.find(line)
+                .unwrap_or_else(|| panic!("no {line:?} in:\n{log}"))
+        })
+        .collect();
+    assert!(at.windows(2).all(|w| w[0] < w[1]), "{log}");
+    assert_eq!(
+        log.matches("Running with gantry-runner").count(),
+        1,
+        "one header: {log}"
+    );
+    wait_for(
+        Duration::from_secs(10),
+        "the first attempt's shell is ended",
+        || !alive(pid),
+    )
+    .await;
+    assert_eq!(
+        server.jobs(setup.project, pipeline).await.len(),
+        1,
+        "no retry"
+    );
+    wait_for(Duration::from_secs(10), "the records are removed", || {
+        records(&journal).is_empty()
+    })
+    .await;
+    runner.signal(Signal::SIGQUIT);
+    let (code, stderr) = runner.wait(Duration::from_secs(30));
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "job {job} was running when this runner last stopped; it had not reached its script, started it again: took the job over"
+        )),
+        "{stderr}"
+    );
+}
+
 /// A detached stage's output and error lines reach the log in the order the script
 /// wrote them (its two files are read as soon as one is written), as from pipes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

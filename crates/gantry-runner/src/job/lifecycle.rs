@@ -155,20 +155,26 @@ impl<'a> Lifecycle<'a> {
         self.after_steps(ending, script_ran, None).await
     }
 
-    /// The job a runner process that died left in `stage` (see
-    /// [`crate::shell::detached`]): the stage is watched again, and the job goes on
-    /// from there as if nothing had happened.
+    /// The job a runner process that died left at `at`: in a detached stage (see
+    /// [`crate::shell::detached`]) the stage is watched again, and the job goes on from
+    /// there as if nothing had happened; before its script, it starts again.
     pub(crate) async fn resume(&mut self, at: super::TakeoverAt) -> JobEnding {
+        let stage = match at {
+            super::TakeoverAt::Start => return self.run().await,
+            super::TakeoverAt::Stage(stage) => stage,
+            super::TakeoverAt::AfterSteps(after) => {
+                return match self.prepare_resumed() {
+                    Ok(()) => {
+                        let ending = JobEnding::from_record(&after.ending);
+                        self.after_steps(ending, after.after_script_due, None).await
+                    }
+                    Err(ending) => self.after_steps(ending, false, None).await,
+                };
+            }
+        };
         if let Err(ending) = self.prepare_resumed() {
             return self.after_steps(ending, false, None).await;
         }
-        let stage = match at {
-            super::TakeoverAt::Stage(stage) => stage,
-            super::TakeoverAt::AfterSteps(after) => {
-                let ending = JobEnding::from_record(&after.ending);
-                return self.after_steps(ending, after.after_script_due, None).await;
-            }
-        };
         let before = JobEnding::from_record(&stage.place.before);
         match stage.place.at {
             crate::journal::StageAt::Step(index) => {
