@@ -547,6 +547,8 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
     // `compare_to: main` names the checkout's branch; the snapshot holds only the run's.
     cfg.compare_refs = vec![s.root.clone()];
     cfg.run_schedules = false;
+    // The runner copies the snapshot: no refspec is fetched.
+    cfg.pipeline_refs = false;
     cfg.remove_expired_artifacts = false;
     cfg.user = pipeline_user(&s.checkout);
     cfg.trace_update_interval = Some(Duration::from_secs(1));
@@ -576,6 +578,29 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
             .await
             .map_err(|e| usage(format!("the variables file: {e}")))?;
     }
+    // The pipeline is created while the runner is set up (its compilation and git
+    // reads overlap the runner's start).
+    let creating = {
+        let coordinator = coordinator.clone();
+        let request = PipelineRequest {
+            ref_name: s.run_ref.name().to_owned(),
+            variables: args.vars.clone(),
+            file_variables: Vec::new(),
+            source: Source::Push,
+            jobs: (!args.jobs.is_empty()).then(|| JobSelection {
+                names: args.jobs.clone(),
+                with_needs: args.needs,
+            }),
+            inputs: inputs.clone(),
+        };
+        let project_id = project.id;
+        tokio::spawn(async move {
+            coordinator
+                .create_pipeline_with(project_id, request)
+                .await
+                .map_err(|e| e.to_string())
+        })
+    };
     let (_, runner_token) = coordinator
         .create_runner(RunnerOptions {
             description: "gantry run".to_owned(),
@@ -642,23 +667,13 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
     }
 
     // The pipeline.
-    let request = PipelineRequest {
-        ref_name: s.run_ref.name().to_owned(),
-        variables: args.vars.clone(),
-        file_variables: Vec::new(),
-        source: Source::Push,
-        jobs: (!args.jobs.is_empty()).then(|| JobSelection {
-            names: args.jobs.clone(),
-            with_needs: args.needs,
-        }),
-        inputs: inputs.clone(),
-    };
-    let created = coordinator.create_pipeline_with(project.id, request).await;
+    let created = creating
+        .await
+        .unwrap_or_else(|e| Err(format!("create a pipeline: {e}")));
     let pipeline = match created {
         Ok(p) => p,
-        Err(e) => {
+        Err(message) => {
             shutdown(&handle, stop_server, polling, server, timers, false).await;
-            let message = e.to_string();
             return Err(if message.contains("select jobs") {
                 usage(message)
             } else {

@@ -155,6 +155,10 @@ pub struct CoordinatorConfig {
     /// Whether the background timers start due pipeline schedules (see `schedules.rs`);
     /// off for `gantry run`, whose temporary store has none.
     pub run_schedules: bool,
+    /// Whether each pipeline gets its persistent ref `refs/pipelines/<id>` (what a
+    /// runner's first refspec fetches); off for `gantry run`, whose runner copies the
+    /// snapshot and fetches nothing (one `git update-ref` less per pipeline).
+    pub pipeline_refs: bool,
     /// Whether the background timers remove expired artifacts every minute
     /// (`Coordinator::remove_expired_artifacts`); off for `gantry run`, whose store is
     /// thrown away.
@@ -202,6 +206,7 @@ impl CoordinatorConfig {
             durable_blobs: true,
             compare_refs: Vec::new(),
             run_schedules: true,
+            pipeline_refs: true,
             remove_expired_artifacts: true,
         }
     }

@@ -1000,7 +1000,9 @@ impl Coordinator {
             });
         }
         let (p, _) = store.create_pipeline(&new, &jobs, now).await?;
-        mirror.create_pipeline_ref(p.id, &r.sha).await?;
+        if self.inner.cfg.pipeline_refs {
+            mirror.create_pipeline_ref(p.id, &r.sha).await?;
+        }
         // A child pipeline never auto-cancels (§5.11): it runs the parent's commit.
         if p.parent_job_id.is_none() {
             self.auto_cancel_redundant(&p).await?;
