@@ -156,9 +156,7 @@ lost:
     })
     .await;
 
-    runner.signal(Signal::SIGQUIT);
-    let (code, stderr) = runner.wait(Duration::from_secs(30));
-    assert_eq!(code, Some(0), "{stderr}");
+    let stderr = runner.quit();
     assert!(
         stderr.contains(&format!(
             "job {first} was running when this runner last stopped; killed 1 process group(s) it left running; ran the custom executor's cleanup_exec; failed it (runner_system_failure)"
@@ -204,9 +202,7 @@ async fn a_live_runners_record_is_kept_and_a_lost_job_being_canceled_ends_cancel
         records(&journal).is_empty()
     })
     .await;
-    runner.signal(Signal::SIGQUIT);
-    let (code, stderr) = runner.wait(Duration::from_secs(30));
-    assert_eq!(code, Some(0), "{stderr}");
+    let stderr = runner.quit();
     assert!(
         stderr.contains(&format!(
             "job {job} was running when this runner last stopped; killed 1 process group(s) it left running; ran the custom executor's cleanup_exec; it was being canceled: ended it as canceled"
@@ -226,9 +222,7 @@ async fn a_live_runners_record_is_kept_and_a_lost_job_being_canceled_ends_cancel
         records(&journal).is_empty()
     })
     .await;
-    runner.signal(Signal::SIGQUIT);
-    let (code, stderr) = runner.wait(Duration::from_secs(30));
-    assert_eq!(code, Some(0), "{stderr}");
+    let stderr = runner.quit();
     assert!(
         stderr.contains(&format!(
             "job {job} was running when this runner last stopped; cleanup_exec failed: read the environment of the lost job's driver programs"
@@ -314,9 +308,7 @@ async fn a_lost_custom_executor_job_is_cleaned_up_by_its_driver() {
         "cleanup_exec ran once, where and as the job's programs ran"
     );
     assert!(!temp_dir.exists(), "the job's directory is removed");
-    runner.signal(Signal::SIGQUIT);
-    let (code, stderr) = runner.wait(Duration::from_secs(30));
-    assert_eq!(code, Some(0), "{stderr}");
+    let stderr = runner.quit();
     assert!(
         stderr.contains(&format!(
             "job {job} was running when this runner last stopped; killed 1 process group(s) it left running; ran the custom executor's cleanup_exec; failed it (runner_system_failure)"

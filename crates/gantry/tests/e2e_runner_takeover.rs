@@ -45,6 +45,40 @@ fn recorded_stage_leader(journal: &Path) -> i32 {
     i32::try_from(record["stage"]["group"]["pid"].as_i64().unwrap()).unwrap()
 }
 
+/// Once `journal` holds no record (every job ended), stops `runner` ([`Child::quit`]).
+async fn stop_once_done(runner: Child, journal: &Path) -> String {
+    wait_for(Duration::from_secs(10), "the records are removed", || {
+        records(journal).is_empty()
+    })
+    .await;
+    runner.quit()
+}
+
+/// Starts a runner on `config` (in `dir`), waits for job `name` of `pipeline` to print
+/// `<prefix><pid>`, kills the runner (SIGKILL) and checks that the process `pid`
+/// outlived it; returns the job's id and `pid`.
+async fn kill_runner_once_printed(
+    server: &Server,
+    (project, pipeline): (i64, i64),
+    (config, dir): (&Path, &Path),
+    name: &str,
+    prefix: &str,
+) -> (i64, u32) {
+    let runner = start_run(config, dir);
+    let (job, log) = server.wait_running(project, pipeline, name, prefix).await;
+    let pid: u32 = log
+        .lines()
+        .find_map(|l| l.strip_prefix(prefix))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    runner.signal(Signal::SIGKILL);
+    let _ = runner.wait(Duration::from_secs(10));
+    assert!(alive(pid), "{pid} outlived the runner");
+    (job, pid)
+}
+
 /// The job's id once it has ended (not `running`).
 async fn wait_ended(server: &Server, project: i64, job: i64) -> serde_json::Value {
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -144,14 +178,7 @@ build:
         "{:?}",
         archive_names(&zip)
     );
-    wait_for(Duration::from_secs(10), "the records are removed", || {
-        records(&journal).is_empty()
-    })
-    .await;
-
-    runner.signal(Signal::SIGQUIT);
-    let (code, stderr) = runner.wait(Duration::from_secs(30));
-    assert_eq!(code, Some(0), "{stderr}");
+    let stderr = stop_once_done(runner, &journal).await;
     assert!(
         stderr.contains(&format!(
             "job {job} was running when this runner last stopped; its step_script still runs: took the job over"
@@ -247,13 +274,7 @@ fails:
         || state().is_none_or(|s| s == "Z"),
     )
     .await;
-    wait_for(Duration::from_secs(10), "the records are removed", || {
-        records(&journal).is_empty()
-    })
-    .await;
-    runner.signal(Signal::SIGQUIT);
-    let (code, stderr) = runner.wait(Duration::from_secs(30));
-    assert_eq!(code, Some(0), "{stderr}");
+    let stderr = stop_once_done(runner, &journal).await;
     assert!(
         stderr.contains("its step_script ended meanwhile: took the job over"),
         "{stderr}"
@@ -279,20 +300,14 @@ slow:
     let dir = tempfile::tempdir().unwrap();
     let (config, journal) = write_config(&setup, dir.path());
     let pipeline = server.create_pipeline(setup.project).await;
-    let runner = start_run(&config, dir.path());
-    let (job, log) = server
-        .wait_running(setup.project, pipeline, "slow", "started pid")
-        .await;
-    let pid: u32 = log
-        .lines()
-        .find_map(|l| l.strip_prefix("started pid "))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    runner.signal(Signal::SIGKILL);
-    let _ = runner.wait(Duration::from_secs(10));
-    assert!(alive(pid), "the script outlived the runner");
+    let (job, pid) = kill_runner_once_printed(
+        server,
+        (setup.project, pipeline),
+        (&config, dir.path()),
+        "slow",
+        "started pid ",
+    )
+    .await;
     server.cancel_job(setup.project, job).await;
 
     let runner = start_run(&config, dir.path());
@@ -304,13 +319,7 @@ slow:
         !alive(pid)
     })
     .await;
-    wait_for(Duration::from_secs(10), "the records are removed", || {
-        records(&journal).is_empty()
-    })
-    .await;
-    runner.signal(Signal::SIGQUIT);
-    let (code, stderr) = runner.wait(Duration::from_secs(30));
-    assert_eq!(code, Some(0), "{stderr}");
+    stop_once_done(runner, &journal).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -361,9 +370,7 @@ chatty:
             "{stream} goes back more than once: {numbers:?}"
         );
     }
-    runner.signal(Signal::SIGQUIT);
-    let (code, stderr) = runner.wait(Duration::from_secs(30));
-    assert_eq!(code, Some(0), "{stderr}");
+    runner.quit();
 }
 
 /// A shell job whose runner died before its script (here in a `hooks:` script) starts
@@ -399,20 +406,14 @@ early:
     let server = &setup.server;
     let (config, journal) = write_config(&setup, dir.path());
     let pipeline = server.create_pipeline(setup.project).await;
-    let runner = start_run(&config, dir.path());
-    let (job, log) = server
-        .wait_running(setup.project, pipeline, "early", "first attempt pid")
-        .await;
-    let pid: u32 = log
-        .lines()
-        .find_map(|l| l.strip_prefix("first attempt pid "))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    runner.signal(Signal::SIGKILL);
-    let _ = runner.wait(Duration::from_secs(10));
-    assert!(alive(pid), "the hook's shell outlived the runner");
+    let (job, pid) = kill_runner_once_printed(
+        server,
+        (setup.project, pipeline),
+        (&config, dir.path()),
+        "early",
+        "first attempt pid ",
+    )
+    .await;
 
     let runner = start_run(&config, dir.path());
     let done = wait_ended(server, setup.project, job).await;
@@ -448,13 +449,7 @@ early:
         1,
         "no retry"
     );
-    wait_for(Duration::from_secs(10), "the records are removed", || {
-        records(&journal).is_empty()
-    })
-    .await;
-    runner.signal(Signal::SIGQUIT);
-    let (code, stderr) = runner.wait(Duration::from_secs(30));
-    assert_eq!(code, Some(0), "{stderr}");
+    let stderr = stop_once_done(runner, &journal).await;
     assert!(
         stderr.contains(&format!(
             "job {job} was running when this runner last stopped; it had not reached its script, started it again: took the job over"
@@ -496,9 +491,7 @@ mixed:
         .flat_map(|i| [format!("out {i}"), format!("err {i}")])
         .collect();
     assert_eq!(lines, wanted, "{log}");
-    runner.signal(Signal::SIGQUIT);
-    let (code, stderr) = runner.wait(Duration::from_secs(30));
-    assert_eq!(code, Some(0), "{stderr}");
+    runner.quit();
 }
 
 /// The custom executor's `run_exec` runs detached too: a job whose driver made a VM
@@ -609,13 +602,7 @@ vm:
         log.contains(&format!("after_script in {}/", builds.display())),
         "{log}"
     );
-    wait_for(Duration::from_secs(10), "the records are removed", || {
-        records(&journal).is_empty()
-    })
-    .await;
-    runner.signal(Signal::SIGQUIT);
-    let (code, stderr) = runner.wait(Duration::from_secs(30));
-    assert_eq!(code, Some(0), "{stderr}");
+    stop_once_done(runner, &journal).await;
 }
 
 /// SIGUSR2 (an upgrade): the runner stops at once without stopping its jobs, and the
@@ -678,9 +665,7 @@ build:
     assert_eq!(done["status"], "success", "{done}");
     let log = server.trace(setup.project, job).await;
     assert!(log.contains("finished by the next runner"), "{log}");
-    runner.signal(Signal::SIGQUIT);
-    let (code, stderr) = runner.wait(Duration::from_secs(30));
-    assert_eq!(code, Some(0), "{stderr}");
+    runner.quit();
 }
 
 /// A runner that dies past the script (here while uploading artifacts to a
@@ -748,9 +733,7 @@ build:
         "{:?}",
         archive_names(&zip)
     );
-    runner.signal(Signal::SIGQUIT);
-    let (code, stderr) = runner.wait(Duration::from_secs(30));
-    assert_eq!(code, Some(0), "{stderr}");
+    let stderr = runner.quit();
     assert!(
         stderr.contains("it was past its script: took the job over"),
         "{stderr}"

@@ -739,6 +739,15 @@ impl Child {
         nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.id()), signal).expect("signal");
     }
 
+    /// Stops a `gantry runner run` (SIGQUIT) and checks that it exits cleanly within
+    /// 30 s; returns everything it wrote to stderr.
+    pub fn quit(self) -> String {
+        self.signal(nix::sys::signal::Signal::SIGQUIT);
+        let (code, stderr) = self.wait(Duration::from_secs(30));
+        assert_eq!(code, Some(0), "{stderr}");
+        stderr
+    }
+
     /// Waits for the exit (at most `limit`); the status code and everything written
     /// to stderr.
     pub fn wait(mut self, limit: Duration) -> (Option<i32>, String) {
