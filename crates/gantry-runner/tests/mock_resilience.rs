@@ -34,7 +34,7 @@ async fn a_10_second_outage_mid_job_loses_nothing() {
         || log_text(&job).contains("line 20 "),
     )
     .await;
-    front.set_down(true);
+    front.set_down(true).await;
     let down_at = Instant::now();
     let down_unix = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -44,7 +44,7 @@ async fn a_10_second_outage_mid_job_loses_nothing() {
     tokio::time::sleep(Duration::from_secs(10)).await;
     // Nothing got through, and the job kept printing.
     assert_eq!(job.log().len(), stored_before);
-    front.set_down(false);
+    front.set_down(false).await;
     let summary = tokio::time::timeout(Duration::from_secs(90), task)
         .await
         .unwrap()
@@ -136,14 +136,14 @@ async fn a_job_that_ends_during_an_outage_delivers_its_final_status_afterwards()
         job.state() == MockJobState::Running
     })
     .await;
-    front.set_down(true);
+    front.set_down(true).await;
     tokio::time::sleep(Duration::from_secs(6)).await;
     assert_eq!(
         job.state(),
         MockJobState::Running,
         "nothing can have arrived"
     );
-    front.set_down(false);
+    front.set_down(false).await;
     let summary = tokio::time::timeout(Duration::from_secs(90), task)
         .await
         .unwrap()

@@ -189,12 +189,12 @@ async fn limit_bounds_an_entry_below_concurrent() {
 async fn failed_requests_back_off_with_jitter_and_recover() {
     let dir = tempfile::tempdir().unwrap();
     let (mock, front) = mock_and_front().await;
-    front.set_down(true);
+    front.set_down(true).await;
     let job = enqueue(&mock, "after-outage", &["echo ran"], &[], &[]);
     let (options, events) = options(dir.path(), Some(1));
     let (_handle, task) = start(config(front.url(), dir.path(), "", ""), options);
     tokio::time::sleep(Duration::from_secs(8)).await;
-    front.set_down(false);
+    front.set_down(false).await;
     tokio::time::timeout(Duration::from_secs(60), task)
         .await
         .unwrap()
@@ -213,7 +213,7 @@ async fn failed_requests_back_off_with_jitter_and_recover() {
 async fn an_unhealthy_runner_waits_the_unhealthy_interval_then_counts_again() {
     let dir = tempfile::tempdir().unwrap();
     let (mock, front) = mock_and_front().await;
-    front.set_down(true);
+    front.set_down(true).await;
     let job = enqueue(&mock, "after-outage", &["echo ran"], &[], &[]);
     let (options, events) = options(dir.path(), Some(1));
     let entry = "unhealthy_requests_limit = 2\nunhealthy_interval = \"4s\"\n";
@@ -233,7 +233,7 @@ async fn an_unhealthy_runner_waits_the_unhealthy_interval_then_counts_again() {
     .await;
     // Down for the whole interval: a check after it fails, and the count starts again.
     tokio::time::sleep(Duration::from_secs(5)).await;
-    front.set_down(false);
+    front.set_down(false).await;
     tokio::time::timeout(Duration::from_secs(60), task)
         .await
         .unwrap()

@@ -5,7 +5,9 @@
 //!
 //! * **outages**: while [`Front::set_down`] is on, every new connection is accepted and
 //!   closed at once (every answer carries `Connection: close`, so each request needs a
-//!   new connection and an exchange is either whole or never forwarded);
+//!   new connection and an exchange is either whole or never forwarded; turning the
+//!   outage on waits for the exchanges already under way, so what the mock stored is
+//!   settled when it returns);
 //! * `Job-Status: canceling` on trace and update answers (graceful cancellation, which
 //!   the mock lacks);
 //! * `202` to final updates (the accept protocol, §4.4);
@@ -89,22 +91,77 @@ struct FrontState {
 pub struct Front {
     url: String,
     down: Arc<AtomicBool>,
+    open: Arc<AtomicU32>,
     state: Arc<FrontState>,
 }
 
 struct OutageListener {
     inner: tokio::net::TcpListener,
     down: Arc<AtomicBool>,
+    open: Arc<AtomicU32>,
+}
+
+/// A connection the front accepted, counted in `open` until it is closed.
+struct Counted {
+    stream: tokio::net::TcpStream,
+    open: Arc<AtomicU32>,
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.open.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl tokio::io::AsyncRead for Counted {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.stream).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for Counted {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.stream).poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
 }
 
 impl axum::serve::Listener for OutageListener {
-    type Io = tokio::net::TcpStream;
+    type Io = Counted;
     type Addr = std::net::SocketAddr;
 
     async fn accept(&mut self) -> (Self::Io, Self::Addr) {
         loop {
             match self.inner.accept().await {
                 Ok((stream, addr)) => {
+                    // Counted before the flag is read: `set_down` stores the flag, then
+                    // waits for the count, so a connection is either refused or waited for.
+                    self.open.fetch_add(1, Ordering::SeqCst);
+                    let stream = Counted {
+                        stream,
+                        open: Arc::clone(&self.open),
+                    };
                     if self.down.load(Ordering::SeqCst) {
                         drop(stream);
                         continue;
@@ -127,6 +184,7 @@ impl Front {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let down = Arc::new(AtomicBool::new(false));
+        let open = Arc::new(AtomicU32::new(0));
         let state = Arc::new(FrontState {
             upstream: upstream.trim_end_matches('/').to_owned(),
             http: reqwest::Client::builder().no_proxy().build().unwrap(),
@@ -142,20 +200,34 @@ impl Front {
         let listener = OutageListener {
             inner: listener,
             down: Arc::clone(&down),
+            open: Arc::clone(&open),
         };
         tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
-        Self { url, down, state }
+        Self {
+            url,
+            down,
+            open,
+            state,
+        }
     }
 
     pub fn url(&self) -> &str {
         &self.url
     }
 
-    /// Drop every new connection while `down`.
-    pub fn set_down(&self, down: bool) {
+    /// Drop every new connection while `down`. Going down returns once the connections
+    /// accepted before have closed: their exchanges are whole, what the mock stored for
+    /// them is stored, and nothing more gets through until the outage ends.
+    pub async fn set_down(&self, down: bool) {
         self.down.store(down, Ordering::SeqCst);
+        if down {
+            wait_for(Duration::from_secs(30), "the open exchanges to end", || {
+                self.open.load(Ordering::SeqCst) == 0
+            })
+            .await;
+        }
     }
 
     /// Add `Job-Status: canceling` to trace and update answers from now on.
