@@ -758,6 +758,10 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
                 };
             }
         }
+        // Written once the events at hand are handled.
+        if rx.is_empty() {
+            display.flush();
+        }
         tokio::select! {
             event = rx.recv() => match event {
                 Some(Event::Log(job_id, bytes)) => display.log(job_id, &bytes),

@@ -1043,6 +1043,61 @@ deploy: {script: [echo deploying], when: manual}
     assert_eq!(r.jobs(), jobs(&[("deploy", "success")]), "{}", r.explain());
 }
 
+/// On a terminal (`script(1)` gives the run one): each job's lines with its name, a live
+/// view of the stages below them, redrawn as jobs change, and gone before the summary.
+#[test]
+fn on_a_terminal_a_live_view_follows_the_log_and_leaves_before_the_summary() {
+    let c = Checkout::new(
+        "stages: [build, test]
+compile: {stage: build, script: ['for i in $(seq 1 200); do echo \"line $i\"; done']}
+check: {stage: test, script: [echo checked]}
+",
+    );
+    let (cmd, report) = c.command(&[]);
+    let quote = |s: &std::ffi::OsStr| format!("'{}'", s.to_string_lossy().replace('\'', "'\\''"));
+    let line = std::iter::once(cmd.get_program())
+        .chain(cmd.get_args())
+        .map(quote)
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut tty = Command::new("script");
+    tty.args(["-q", "-e", "-c", &line, "/dev/null"])
+        .current_dir(c.path())
+        .stdin(Stdio::null());
+    for (key, value) in cmd.get_envs() {
+        match value {
+            Some(value) => tty.env(key, value),
+            None => tty.env_remove(key),
+        };
+    }
+    let output = tty.output().unwrap();
+    let r = Run::new(output, &report);
+    assert_eq!(r.code, 0, "{}", r.explain());
+    assert_eq!(
+        r.jobs(),
+        jobs(&[("compile", "success"), ("check", "success")])
+    );
+    // The terminal turns each line break into CR LF.
+    let screen = r.stdout.replace("\r\n", "\n");
+    let mut last = 0;
+    for i in 1..=200 {
+        let at = screen
+            .find(&format!("compile | line {i}\n"))
+            .unwrap_or_else(|| panic!("line {i} missing: {}", r.explain()));
+        assert!(at > last, "line {i} out of order");
+        last = at;
+    }
+    assert!(screen.contains("check   | checked\n"), "{}", r.explain());
+    // The view: a line per stage with its jobs, and the time since the start.
+    assert!(screen.contains("✔ compile"), "{}", r.explain());
+    assert!(screen.contains("elapsed"), "{}", r.explain());
+    // Erased (cursor up over its lines, clear to the end) before the summary.
+    let erased = screen.rfind("\x1b[0J").expect("the view is erased");
+    let summary = screen.find("pipeline: success").expect("the summary");
+    assert!(erased < summary, "{}", r.explain());
+    assert!(!screen[summary..].contains("elapsed"), "{}", r.explain());
+}
+
 #[test]
 fn named_jobs_run_alone_or_with_what_they_need() {
     let c = Checkout::new(

@@ -5,6 +5,10 @@
 //! with GitLab's section markers removed; without colour (`--no-color`, `NO_COLOR`, or
 //! not a terminal) ANSI sequences are removed too. Without a terminal there is no live
 //! view: job starts and ends are printed as prefixed lines instead.
+//!
+//! Output is gathered and written by [`Display::flush`] once the events at hand are
+//! handled (or [`FLUSH_AT`] bytes wait): a job printing fast costs one write, and one
+//! redraw of the live view, per batch instead of per line.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -32,6 +36,8 @@ const BOLD: &str = "\x1b[1m";
 const DIM: &str = "\x1b[2m";
 /// Longest name padding; longer names are not padded further.
 const MAX_PAD: usize = 30;
+/// Output waiting past this many bytes is written at once.
+const FLUSH_AT: usize = 64 * 1024;
 
 pub(crate) struct Display {
     color: bool,
@@ -46,11 +52,20 @@ pub(crate) struct Display {
     jobs: Vec<JobLine>,
     stages: Vec<String>,
     started: Instant,
-    out: std::io::Stdout,
+    out: Box<dyn std::io::Write + Send>,
+    /// Text printed since the last [`Display::flush`].
+    pending: String,
+    /// The live view changed since it was drawn.
+    redraw: bool,
 }
 
 impl Display {
     pub(crate) fn new(color: bool, live: bool) -> Self {
+        Self::to(color, live, Box::new(std::io::stdout()))
+    }
+
+    /// A display writing to `out`.
+    fn to(color: bool, live: bool, out: Box<dyn std::io::Write + Send>) -> Self {
         Display {
             color,
             live,
@@ -61,7 +76,9 @@ impl Display {
             jobs: Vec::new(),
             stages: Vec::new(),
             started: Instant::now(),
-            out: std::io::stdout(),
+            out,
+            pending: String::new(),
+            redraw: false,
         }
     }
 
@@ -178,9 +195,7 @@ impl Display {
             return;
         }
         self.jobs = jobs;
-        if self.live {
-            self.print("");
-        }
+        self.redraw |= self.live;
     }
 
     fn footer_text(&self) -> String {
@@ -214,36 +229,62 @@ impl Display {
         out
     }
 
-    /// Prints `text` above the live view (which is redrawn).
+    /// Prints `text` above the live view, at the next [`Display::flush`].
     fn print(&mut self, text: &str) {
+        self.pending.push_str(text);
+        self.redraw |= self.live;
+        if self.pending.len() >= FLUSH_AT {
+            self.flush();
+        }
+    }
+
+    /// Writes what was printed since the last flush, above the live view (redrawn).
+    pub(crate) fn flush(&mut self) {
+        if self.pending.is_empty() && !self.redraw {
+            return;
+        }
         let mut buf = String::new();
         if self.live && self.footer > 0 {
             let _ = write!(buf, "\x1b[{}F\x1b[0J", self.footer);
         }
-        buf.push_str(text);
+        buf.push_str(&self.pending);
+        self.pending.clear();
         if self.live {
             let footer = self.footer_text();
             self.footer = footer.lines().count();
             buf.push_str(&footer);
         }
-        let mut out = self.out.lock();
-        let _ = out.write_all(buf.as_bytes());
-        let _ = out.flush();
+        self.redraw = false;
+        let _ = self.out.write_all(buf.as_bytes());
+        let _ = self.out.flush();
     }
 
-    /// Removes the live view before the summary.
+    /// Writes what is left and removes the live view (before the summary).
     pub(crate) fn finish(&mut self) {
+        let mut buf = String::new();
         if self.live && self.footer > 0 {
-            let mut out = self.out.lock();
-            let _ = write!(out, "\x1b[{}F\x1b[0J", self.footer);
-            let _ = out.flush();
+            let _ = write!(buf, "\x1b[{}F\x1b[0J", self.footer);
         }
+        buf.push_str(&self.pending);
+        self.pending.clear();
         self.live = false;
+        self.redraw = false;
         self.footer = 0;
+        if !buf.is_empty() {
+            let _ = self.out.write_all(buf.as_bytes());
+            let _ = self.out.flush();
+        }
     }
 
     pub(crate) fn color(&self) -> bool {
         self.color
+    }
+}
+
+impl Drop for Display {
+    /// A run that stops early (an error) still shows what it printed.
+    fn drop(&mut self) {
+        self.finish();
     }
 }
 
@@ -275,5 +316,97 @@ mod tests {
         );
         assert_eq!(d.clean(b"\x1b[32mok\x1b[0m  ").as_deref(), Some("ok"));
         assert_eq!(d.clean(b"").as_deref(), Some(""));
+    }
+
+    /// Every write the display makes, kept apart.
+    #[derive(Clone, Default)]
+    struct Writes(std::sync::Arc<std::sync::Mutex<Vec<Vec<u8>>>>);
+
+    impl std::io::Write for Writes {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().push(buf.to_vec());
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Writes {
+        fn texts(&self) -> Vec<String> {
+            let writes = self.0.lock().unwrap();
+            writes
+                .iter()
+                .map(|w| String::from_utf8_lossy(w).into_owned())
+                .collect()
+        }
+    }
+
+    fn job(id: i64, name: &str, status: &str) -> JobLine {
+        JobLine {
+            id,
+            name: name.to_owned(),
+            stage: "test".to_owned(),
+            status: status.to_owned(),
+            duration: None,
+        }
+    }
+
+    #[test]
+    fn a_batch_of_log_lines_is_one_write_and_one_redraw_of_the_live_view() {
+        let writes = Writes::default();
+        let mut d = Display::to(false, true, Box::new(writes.clone()));
+        d.set_stages(vec!["test".to_owned()]);
+        d.job_name(1, "fast");
+        d.update_jobs(vec![job(1, "fast", "running")]);
+        d.flush();
+        assert_eq!(writes.texts().len(), 1, "the first view");
+        for i in 0..500 {
+            d.log(1, format!("line {i}\n").as_bytes());
+        }
+        d.update_jobs(vec![job(1, "fast", "success")]);
+        assert_eq!(writes.texts().len(), 1, "nothing written before the flush");
+        d.flush();
+        let texts = writes.texts();
+        assert_eq!(texts.len(), 2, "{texts:?}");
+        let batch = &texts[1];
+        // The view on screen is erased once, the lines follow in order, the view once.
+        assert!(batch.starts_with("\x1b[2F\x1b[0J"), "{batch:?}");
+        assert_eq!(batch.matches("\x1b[0J").count(), 1);
+        assert_eq!(batch.matches("fast | line ").count(), 500);
+        assert!(batch.find("fast | line 0\n") < batch.find("fast | line 499\n"));
+        assert!(
+            batch.contains("✔ fast") && batch.ends_with("s\x1b[0m\n"),
+            "{batch:?}"
+        );
+        // Nothing new: nothing written.
+        d.flush();
+        assert_eq!(writes.texts().len(), 2);
+    }
+
+    #[test]
+    fn output_past_the_flush_size_is_written_without_waiting() {
+        let writes = Writes::default();
+        let mut d = Display::to(false, false, Box::new(writes.clone()));
+        d.job_name(1, "loud");
+        let line = format!("{}\n", "x".repeat(1000));
+        for _ in 0..(FLUSH_AT / 1000 + 1) {
+            d.log(1, line.as_bytes());
+        }
+        assert_eq!(writes.texts().len(), 1);
+        assert!(writes.texts()[0].len() >= FLUSH_AT);
+    }
+
+    #[test]
+    fn what_was_printed_is_written_when_the_display_goes() {
+        let writes = Writes::default();
+        {
+            let mut d = Display::to(false, false, Box::new(writes.clone()));
+            d.message("project variables from .gantry/variables.yml");
+        }
+        assert_eq!(
+            writes.texts(),
+            vec!["project variables from .gantry/variables.yml\n".to_owned()]
+        );
     }
 }
