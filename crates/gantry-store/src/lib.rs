@@ -1159,9 +1159,7 @@ impl Store {
             )
         })?;
         let pipeline_id: i64 = res.get(0);
-        for j in jobs {
-            insert_job(&mut tx, pipeline_id, p.project_id, j, now).await?;
-        }
+        insert_jobs(&mut tx, pipeline_id, p.project_id, jobs, now).await?;
         tx.commit().await?;
         let pipeline = self.pipeline(pipeline_id).await?;
         let jobs = self.pipeline_jobs(pipeline_id).await?;
@@ -1459,9 +1457,7 @@ impl Store {
                 .fetch_one(&mut *tx)
                 .await?
                 .get(0);
-            for j in &change.new_jobs {
-                insert_job(&mut tx, pipeline_id, project_id, j, now).await?;
-            }
+            insert_jobs(&mut tx, pipeline_id, project_id, &change.new_jobs, now).await?;
         }
         tx.commit().await?;
         Ok(())
@@ -1945,35 +1941,126 @@ async fn delete_job_data(
     Ok(DeletedPipeline { jobs, artifacts })
 }
 
-async fn insert_job(
+/// Jobs inserted per statement: 14 parameters each, well within SQLite's 32 766 and
+/// PostgreSQL's 65 535.
+const JOB_INSERT_BATCH: usize = 100;
+
+/// Inserts `jobs` into the pipeline, [`JOB_INSERT_BATCH`] rows a statement (a statement
+/// is a round trip to the database's thread or server), then what each job brings along
+/// (its environment, its resource group).
+async fn insert_jobs(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
     pipeline_id: i64,
     project_id: i64,
+    jobs: &[NewJob],
+    now: i64,
+) -> Result<()> {
+    for chunk in jobs.chunks(JOB_INSERT_BATCH) {
+        // Rows come back in no promised order: each is known by its name, which must
+        // be unique in the batch (it is in a new pipeline); else one row at a time.
+        let names: HashSet<&str> = chunk.iter().map(|j| j.name.as_str()).collect();
+        if names.len() != chunk.len() {
+            for j in chunk {
+                let id: i64 =
+                    insert_job_rows(tx, pipeline_id, project_id, std::slice::from_ref(j), now)
+                        .await?
+                        .first()
+                        .map(|(id, _)| *id)
+                        .ok_or(StoreError::NotFound("inserted job"))?;
+                insert_job_extras(tx, pipeline_id, project_id, id, j, now).await?;
+            }
+            continue;
+        }
+        let ids: HashMap<String, i64> = insert_job_rows(tx, pipeline_id, project_id, chunk, now)
+            .await?
+            .into_iter()
+            .map(|(id, name)| (name, id))
+            .collect();
+        for j in chunk {
+            if j.environment.is_none() && j.resource_group.is_none() {
+                continue;
+            }
+            let id = *ids
+                .get(&j.name)
+                .ok_or(StoreError::NotFound("inserted job"))?;
+            insert_job_extras(tx, pipeline_id, project_id, id, j, now).await?;
+        }
+    }
+    Ok(())
+}
+
+/// One `INSERT` of `jobs`' rows; their ids and names.
+async fn insert_job_rows(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    pipeline_id: i64,
+    project_id: i64,
+    jobs: &[NewJob],
+    now: i64,
+) -> Result<Vec<(i64, String)>> {
+    use std::fmt::Write as _;
+    let mut sql = String::from(
+        "INSERT INTO jobs (pipeline_id, project_id, name, stage, stage_idx, status, attempt, allow_failure, spec, tags, protected, created_at, bridge, failure_reason, finished_at) VALUES ",
+    );
+    for i in 0..jobs.len() {
+        let p = |n: usize| i * 14 + n;
+        let _ = write!(
+            sql,
+            "{}(${}, ${}, ${}, ${}, ${}, ${}, ${}, ${}, ${}, ${}, ${}, ${}, ${}, ${}, CASE WHEN ${} IS NULL THEN NULL ELSE ${} END)",
+            if i == 0 { "" } else { ", " },
+            p(1),
+            p(2),
+            p(3),
+            p(4),
+            p(5),
+            p(6),
+            p(7),
+            p(8),
+            p(9),
+            p(10),
+            p(11),
+            p(12),
+            p(13),
+            p(14),
+            p(14),
+            p(12)
+        );
+    }
+    sql.push_str(" RETURNING id, name");
+    let mut q = sqlx::query(&sql);
+    for j in jobs {
+        let tags = serde_json::to_string(&j.tags).unwrap_or_else(|_| "[]".into());
+        q = q
+            .bind(pipeline_id)
+            .bind(project_id)
+            .bind(j.name.clone())
+            .bind(j.stage.clone())
+            .bind(j.stage_idx)
+            .bind(j.status.clone())
+            .bind(j.attempt)
+            .bind(b(j.allow_failure))
+            .bind(j.spec.clone())
+            .bind(tags)
+            .bind(b(j.protected))
+            .bind(now)
+            .bind(b(j.bridge))
+            .bind(j.failure_reason.clone());
+    }
+    q.fetch_all(&mut **tx)
+        .await?
+        .iter()
+        .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+        .collect()
+}
+
+/// What a new job brings along: its environment's deployment, its resource group.
+async fn insert_job_extras(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    pipeline_id: i64,
+    project_id: i64,
+    id: i64,
     j: &NewJob,
     now: i64,
 ) -> Result<()> {
-    let tags = serde_json::to_string(&j.tags).unwrap_or_else(|_| "[]".into());
-    let id: i64 = sqlx::query(
-        "INSERT INTO jobs (pipeline_id, project_id, name, stage, stage_idx, status, attempt, allow_failure, spec, tags, protected, created_at, bridge, failure_reason, finished_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, CASE WHEN $14 IS NULL THEN NULL ELSE $12 END) RETURNING id",
-    )
-    .bind(pipeline_id)
-    .bind(project_id)
-    .bind(&j.name)
-    .bind(&j.stage)
-    .bind(j.stage_idx)
-    .bind(&j.status)
-    .bind(j.attempt)
-    .bind(b(j.allow_failure))
-    .bind(&j.spec)
-    .bind(tags)
-    .bind(b(j.protected))
-    .bind(now)
-    .bind(b(j.bridge))
-    .bind(&j.failure_reason)
-    .fetch_one(&mut **tx)
-    .await?
-    .get(0);
     if let Some(e) = &j.environment {
         environments::insert_job_environment(tx, pipeline_id, project_id, id, e, now).await?;
     }

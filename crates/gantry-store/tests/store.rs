@@ -212,6 +212,72 @@ async fn pipelines_get_per_project_iids_and_their_jobs(db: Db) {
     ));
 }
 
+/// A pipeline's jobs go in by the hundred per statement: each keeps its own row and
+/// what it brings along (its environment, its resource group), across the batches.
+async fn a_large_pipeline_keeps_each_jobs_row_environment_and_resource_group(db: Db) {
+    let (_d, s) = open(db).await;
+    let a = s.create_project(&project("a"), 1).await.expect("a");
+    let jobs: Vec<NewJob> = (0..250)
+        .map(|i| {
+            let name = format!("job {i}");
+            match i % 50 {
+                7 => env_job(&name, &format!("review/{i}"), "start", None),
+                8 => NewJob {
+                    resource_group: Some(format!("group-{i}")),
+                    ..job(&name, "created")
+                },
+                _ => NewJob {
+                    stage_idx: i,
+                    allow_failure: i % 2 == 0,
+                    ..job(&name, "created")
+                },
+            }
+        })
+        .collect();
+    let (p, rows) = create(&s, &pipeline(a.id), &jobs, 1)
+        .await
+        .expect("pipeline");
+    assert_eq!(rows.len(), 250);
+    let names: Vec<String> = (0..250).map(|i| format!("job {i}")).collect();
+    assert_eq!(
+        rows.iter().map(|j| j.name.clone()).collect::<Vec<_>>(),
+        names
+    );
+    assert!(rows.windows(2).all(|w| w[0].id < w[1].id), "ids in order");
+    let envs = s
+        .environments_page(a.id, &EnvironmentFilter::default(), 0, 10)
+        .await
+        .expect("environments")
+        .0;
+    assert_eq!(envs.len(), 5);
+    for (i, row) in rows.iter().enumerate() {
+        assert_eq!(row.pipeline_id, p.id);
+        match i % 50 {
+            7 => {
+                let env = envs
+                    .iter()
+                    .find(|e| e.name == format!("review/{i}"))
+                    .expect("its environment");
+                assert_eq!(row.environment_id, Some(env.id), "{}", row.name);
+                let deployment = s.job_deployment(row.id).await.expect("read").expect("one");
+                assert_eq!(deployment.job_id, Some(row.id));
+            }
+            8 => {
+                assert_eq!(row.environment_id, None);
+                s.resource_group(a.id, &format!("group-{i}"))
+                    .await
+                    .expect("its resource group");
+            }
+            _ => {
+                assert_eq!(row.environment_id, None);
+                assert_eq!(row.stage_idx, i64::try_from(i).unwrap());
+                assert_eq!(row.allow_failure, i % 2 == 0);
+            }
+        }
+    }
+    assert_eq!(s.resource_groups(a.id).await.expect("groups").len(), 5);
+}
+
 async fn a_trigger_job_creates_one_downstream_pipeline_at_most(db: Db) {
     let (_d, s) = open(db).await;
     let a = s.create_project(&project("a"), 1).await.expect("a");
@@ -1267,6 +1333,7 @@ on_both_backends!(
     lists_page_in_the_database,
     projects_are_unique_by_name,
     pipelines_get_per_project_iids_and_their_jobs,
+    a_large_pipeline_keeps_each_jobs_row_environment_and_resource_group,
     a_trigger_job_creates_one_downstream_pipeline_at_most,
     apply_is_atomic_and_optimistically_locked,
     every_pending_job_goes_to_exactly_one_runner,
