@@ -240,36 +240,33 @@ impl Display {
 
     /// Writes what was printed since the last flush, above the live view (redrawn).
     pub(crate) fn flush(&mut self) {
-        if self.pending.is_empty() && !self.redraw {
-            return;
+        if !self.pending.is_empty() || self.redraw {
+            self.write_out(self.live);
         }
+    }
+
+    /// Writes what is left and removes the live view (before the summary).
+    pub(crate) fn finish(&mut self) {
+        self.write_out(false);
+        self.live = false;
+    }
+
+    /// Erases the live view on screen, writes the pending text, and draws the view
+    /// again when `view`.
+    fn write_out(&mut self, view: bool) {
         let mut buf = String::new();
         if self.live && self.footer > 0 {
             let _ = write!(buf, "\x1b[{}F\x1b[0J", self.footer);
         }
         buf.push_str(&self.pending);
         self.pending.clear();
-        if self.live {
+        self.footer = 0;
+        if view {
             let footer = self.footer_text();
             self.footer = footer.lines().count();
             buf.push_str(&footer);
         }
         self.redraw = false;
-        let _ = self.out.write_all(buf.as_bytes());
-        let _ = self.out.flush();
-    }
-
-    /// Writes what is left and removes the live view (before the summary).
-    pub(crate) fn finish(&mut self) {
-        let mut buf = String::new();
-        if self.live && self.footer > 0 {
-            let _ = write!(buf, "\x1b[{}F\x1b[0J", self.footer);
-        }
-        buf.push_str(&self.pending);
-        self.pending.clear();
-        self.live = false;
-        self.redraw = false;
-        self.footer = 0;
         if !buf.is_empty() {
             let _ = self.out.write_all(buf.as_bytes());
             let _ = self.out.flush();
