@@ -1448,9 +1448,7 @@ impl Store {
         if change.ended {
             unlock_older_artifacts(&mut tx, pipeline_id).await?;
         }
-        for u in &change.jobs {
-            update_job(&mut tx, u, now).await?;
-        }
+        update_jobs(&mut tx, &change.jobs, now).await?;
         if !change.new_jobs.is_empty() {
             let project_id: i64 = sqlx::query("SELECT project_id FROM pipelines WHERE id = $1")
                 .bind(pipeline_id)
@@ -2083,33 +2081,88 @@ fn filtered<'q>(
     q
 }
 
-async fn update_job(
+/// Jobs updated per statement: 11 parameters each.
+const JOB_UPDATE_BATCH: usize = 100;
+
+/// Applies `updates`, [`JOB_UPDATE_BATCH`] rows a statement (a pipeline's stage that
+/// starts moves all of its jobs at once), then what each new status does to its job's
+/// environment. A job that stops executing loses its token. A batch naming a job twice
+/// goes one row at a time, in order, as a joined update would apply only one of them.
+async fn update_jobs(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
-    u: &JobUpdate,
+    updates: &[JobUpdate],
     now: i64,
 ) -> Result<()> {
-    sqlx::query(
-        "UPDATE jobs SET status = $1, retried = $2, allow_failure = $3, exit_code = COALESCE($4, exit_code), failure_reason = COALESCE($5, failure_reason), \
-         queued_at = COALESCE($6, queued_at), scheduled_at = $7, started_at = COALESCE($8, started_at), finished_at = COALESCE($9, finished_at), \
-         manual_variables = COALESCE($10, manual_variables), \
-         token_hash = CASE WHEN $1 IN ('running', 'canceling') THEN token_hash ELSE NULL END WHERE id = $11",
-    )
-    .bind(&u.status)
-    .bind(b(u.retried))
-    .bind(b(u.allow_failure))
-    .bind(u.exit_code)
-    .bind(&u.failure_reason)
-    .bind(u.queued_at)
-    .bind(u.scheduled_at)
-    .bind(u.started_at)
-    .bind(u.finished_at)
-    .bind(&u.manual_variables)
-    .bind(u.id)
-    .execute(&mut **tx)
-    .await?;
-    if let Some(event) = u.environment_event {
-        environments::apply_environment_event(tx, u.id, event, now).await?;
+    for chunk in updates.chunks(JOB_UPDATE_BATCH) {
+        let ids: HashSet<i64> = chunk.iter().map(|u| u.id).collect();
+        if ids.len() == chunk.len() {
+            update_job_rows(tx, chunk).await?;
+        } else {
+            for u in chunk {
+                update_job_rows(tx, std::slice::from_ref(u)).await?;
+            }
+        }
     }
+    for u in updates {
+        if let Some(event) = u.environment_event {
+            environments::apply_environment_event(tx, u.id, event, now).await?;
+        }
+    }
+    Ok(())
+}
+
+/// One `UPDATE` of the jobs in `updates` (ids distinct), joined to their new values. The
+/// values are cast to the columns' types, which PostgreSQL cannot infer inside `VALUES`.
+async fn update_job_rows(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    updates: &[JobUpdate],
+) -> Result<()> {
+    use std::fmt::Write as _;
+    const TYPES: [&str; 11] = [
+        "BIGINT", "TEXT", "BIGINT", "BIGINT", "BIGINT", "TEXT", "BIGINT", "BIGINT", "BIGINT",
+        "BIGINT", "TEXT",
+    ];
+    let mut sql = String::from(
+        "WITH v (id, status, retried, allow_failure, exit_code, failure_reason, queued_at, scheduled_at, \
+         started_at, finished_at, manual_variables) AS (VALUES ",
+    );
+    for row in 0..updates.len() {
+        sql.push_str(if row == 0 { "(" } else { ", (" });
+        for (column, ty) in TYPES.iter().enumerate() {
+            let sep = if column == 0 { "" } else { ", " };
+            let _ = write!(
+                sql,
+                "{sep}CAST(${} AS {ty})",
+                row * TYPES.len() + column + 1
+            );
+        }
+        sql.push(')');
+    }
+    sql.push_str(
+        ") UPDATE jobs SET status = v.status, retried = v.retried, allow_failure = v.allow_failure, \
+         exit_code = COALESCE(v.exit_code, jobs.exit_code), failure_reason = COALESCE(v.failure_reason, jobs.failure_reason), \
+         queued_at = COALESCE(v.queued_at, jobs.queued_at), scheduled_at = v.scheduled_at, \
+         started_at = COALESCE(v.started_at, jobs.started_at), finished_at = COALESCE(v.finished_at, jobs.finished_at), \
+         manual_variables = COALESCE(v.manual_variables, jobs.manual_variables), \
+         token_hash = CASE WHEN v.status IN ('running', 'canceling') THEN jobs.token_hash ELSE NULL END \
+         FROM v WHERE jobs.id = v.id",
+    );
+    let mut q = sqlx::query(&sql);
+    for u in updates {
+        q = q
+            .bind(u.id)
+            .bind(u.status.clone())
+            .bind(b(u.retried))
+            .bind(b(u.allow_failure))
+            .bind(u.exit_code)
+            .bind(u.failure_reason.clone())
+            .bind(u.queued_at)
+            .bind(u.scheduled_at)
+            .bind(u.started_at)
+            .bind(u.finished_at)
+            .bind(u.manual_variables.clone());
+    }
+    q.execute(&mut **tx).await?;
     Ok(())
 }
 

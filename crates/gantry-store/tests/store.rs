@@ -383,6 +383,154 @@ async fn apply_is_atomic_and_optimistically_locked(db: Db) {
     assert!(all[0].retried && !all[1].retried && all[1].attempt == 2);
 }
 
+/// A change that moves more jobs than one statement updates (a stage of 250 jobs): every
+/// row gets its own values, an absent exit code, failure reason, time or manual variables
+/// keeps what the row had, a job that stops executing loses its token while one that is
+/// `canceling` keeps it, and a job named twice ends as its last update says.
+async fn a_change_to_many_jobs_updates_each_row(db: Db) {
+    let (_d, s) = open(db).await;
+    let p = s.create_project(&project("a"), 1).await.expect("a");
+    let jobs: Vec<NewJob> = (0..250)
+        .map(|i| job(&format!("job {i}"), "created"))
+        .collect();
+    let (pl, rows) = create(&s, &pipeline(p.id), &jobs, 1)
+        .await
+        .expect("pipeline");
+    let queue = PipelineChange {
+        status: "pending".into(),
+        jobs: rows
+            .iter()
+            .enumerate()
+            .map(|(i, j)| JobUpdate {
+                id: j.id,
+                status: "pending".into(),
+                allow_failure: i % 3 == 0,
+                queued_at: Some(1000 + i64::try_from(i).unwrap()),
+                scheduled_at: Some(7),
+                manual_variables: (i == 5).then(|| "[{\"key\":\"A\"}]".to_owned()),
+                ..JobUpdate::default()
+            })
+            .collect(),
+        ..PipelineChange::default()
+    };
+    s.apply(pl.id, pl.lock_version, &queue, 2)
+        .await
+        .expect("queued");
+    let runner = s.create_runner(&runner("r"), 1).await.expect("runner");
+    for i in [3, 150, 249] {
+        assert!(
+            s.assign_job(rows[i].id, runner.id, &format!("tok-{i}"), 3600, 3)
+                .await
+                .expect("assign")
+                .is_some()
+        );
+    }
+    let mut updates: Vec<JobUpdate> = rows
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| ![3, 150, 249].contains(i))
+        .map(|(i, j)| JobUpdate {
+            id: j.id,
+            status: if i < 100 { "skipped" } else { "pending" }.into(),
+            retried: i == 200,
+            allow_failure: i % 3 == 0,
+            failure_reason: (i == 120).then(|| "unknown_failure".to_owned()),
+            ..JobUpdate::default()
+        })
+        .collect();
+    updates.push(JobUpdate {
+        id: rows[3].id,
+        status: "success".into(),
+        allow_failure: true,
+        exit_code: Some(0),
+        finished_at: Some(9),
+        ..JobUpdate::default()
+    });
+    updates.push(JobUpdate {
+        id: rows[150].id,
+        status: "canceling".into(),
+        allow_failure: true,
+        ..JobUpdate::default()
+    });
+    // Named twice, within one batch of a hundred: the last update wins. (Jobs 3, 150
+    // and 249 are among those allowed to fail.)
+    updates.push(JobUpdate {
+        id: rows[249].id,
+        status: "running".into(),
+        allow_failure: true,
+        ..JobUpdate::default()
+    });
+    updates.push(JobUpdate {
+        id: rows[249].id,
+        status: "failed".into(),
+        allow_failure: true,
+        exit_code: Some(3),
+        failure_reason: Some("script_failure".into()),
+        finished_at: Some(10),
+        ..JobUpdate::default()
+    });
+    let pl = s.pipeline(pl.id).await.expect("pipeline");
+    let change = PipelineChange {
+        status: "running".into(),
+        jobs: updates,
+        ..PipelineChange::default()
+    };
+    s.apply(pl.id, pl.lock_version, &change, 4)
+        .await
+        .expect("applied");
+    for (i, row) in s
+        .pipeline_jobs(pl.id)
+        .await
+        .expect("jobs")
+        .iter()
+        .enumerate()
+    {
+        assert_eq!(row.id, rows[i].id);
+        let want = match i {
+            3 => "success",
+            150 => "canceling",
+            249 => "failed",
+            0..100 => "skipped",
+            _ => "pending",
+        };
+        assert_eq!(row.status, want, "{}", row.name);
+        assert_eq!(
+            row.queued_at,
+            Some(1000 + i64::try_from(i).unwrap()),
+            "{}",
+            row.name
+        );
+        assert_eq!(row.scheduled_at, None, "{}", row.name);
+        assert_eq!(row.allow_failure, i % 3 == 0, "{}", row.name);
+        assert_eq!(row.retried, i == 200, "{}", row.name);
+        let (exit_code, reason, finished) = match i {
+            3 => (Some(0), None, Some(9)),
+            249 => (Some(3), Some("script_failure"), Some(10)),
+            120 => (None, Some("unknown_failure"), None),
+            _ => (None, None, None),
+        };
+        assert_eq!(row.exit_code, exit_code, "{}", row.name);
+        assert_eq!(row.failure_reason.as_deref(), reason, "{}", row.name);
+        assert_eq!(row.finished_at, finished, "{}", row.name);
+        assert_eq!(
+            row.started_at,
+            [3, 150, 249].contains(&i).then_some(3),
+            "{}",
+            row.name
+        );
+        assert_eq!(row.manual_variables.is_some(), i == 5, "{}", row.name);
+    }
+    // The job still canceling answers to its token; the ended ones do not.
+    for (i, holds) in [(3, false), (150, true), (249, false)] {
+        let found = s
+            .job_by_token_hash(&format!("tok-{i}"))
+            .await
+            .expect("read")
+            .map(|j| j.id);
+        assert_eq!(found, holds.then_some(rows[i].id), "job {i}");
+    }
+}
+
 async fn every_pending_job_goes_to_exactly_one_runner(db: Db) {
     let (_d, s) = open(db).await;
     let p = s
@@ -1336,6 +1484,7 @@ on_both_backends!(
     a_large_pipeline_keeps_each_jobs_row_environment_and_resource_group,
     a_trigger_job_creates_one_downstream_pipeline_at_most,
     apply_is_atomic_and_optimistically_locked,
+    a_change_to_many_jobs_updates_each_row,
     every_pending_job_goes_to_exactly_one_runner,
     assignments_in_one_statement,
     trace_sizes_move_by_compare_and_set,

@@ -93,6 +93,9 @@ struct Report {
     latencies_ms: Vec<f64>,
     jobs: usize,
     burst_secs: f64,
+    /// How long `POST …/pipeline` of the throughput pipeline took: compiling it, storing
+    /// its jobs and making them all pending.
+    create_secs: f64,
 }
 
 impl Report {
@@ -122,6 +125,12 @@ impl std::fmt::Display for Report {
             f,
             "assignment throughput ({} jobs pending at once): {rate:.0} jobs/s ({:.3} s from pending to the last one held)",
             self.jobs, self.burst_secs
+        )?;
+        writeln!(
+            f,
+            "pipeline creation ({} jobs, compiled, stored and all pending before the API answers): {:.1} ms",
+            self.jobs,
+            self.create_secs * 1000.0
         )?;
         writeln!(
             f,
@@ -411,7 +420,9 @@ async fn measure(server: &Server, args: &DispatchArgs) -> anyhow::Result<Report>
         eprintln!("throughput: {} jobs at once", args.jobs);
         shared.finish.store(false, Ordering::SeqCst);
         let before = shared.picked().len();
+        let started = Instant::now();
         let pipeline = server.create_pipeline(burst_project).await?;
+        let create_secs = started.elapsed().as_secs_f64();
         let queued = wait_for(server, &shared, pipeline, before, args.jobs, &pollers).await?;
         let picks = shared.picked();
         let burst: Vec<&Pick> = picks[before..]
@@ -426,6 +437,7 @@ async fn measure(server: &Server, args: &DispatchArgs) -> anyhow::Result<Report>
             latencies_ms,
             jobs: args.jobs,
             burst_secs,
+            create_secs,
         })
     }
     .await;
