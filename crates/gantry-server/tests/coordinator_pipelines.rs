@@ -354,6 +354,36 @@ async fn configuration_errors_fail_the_pipeline_with_the_errors() {
     assert_eq!(e.coord.pipelines(project).await.unwrap()[0].id, p.id);
 }
 
+/// `workflow:name`, expanded, names the pipeline in its view and in the project's list;
+/// a pipeline without it, or without jobs, has no name.
+#[tokio::test]
+async fn workflow_name_names_the_pipeline() {
+    let e = env("workflow:\n  name: 'Nightly $CI_COMMIT_BRANCH'\nbuild: {script: [make]}\ntest: {script: [make test]}\n").await;
+    let project = e.project().await;
+    let p = e.pipeline(project, "main").await;
+    assert_eq!(p.name.as_deref(), Some("Nightly main"));
+    assert_eq!(
+        e.coord.pipeline(p.id).await.unwrap().name.as_deref(),
+        Some("Nightly main")
+    );
+    assert_eq!(
+        serde_json::to_value(&p).unwrap()["name"],
+        serde_json::json!("Nightly main")
+    );
+    assert_eq!(
+        e.coord.pipelines(project).await.unwrap()[0].name.as_deref(),
+        Some("Nightly main")
+    );
+    let unnamed = env("build: {script: [make]}\n").await;
+    let project = unnamed.project().await;
+    let p = unnamed.pipeline(project, "main").await;
+    assert_eq!(p.name, None);
+    let broken = env("build:\n  script: 12\n").await;
+    let project = broken.project().await;
+    let p = broken.pipeline(project, "main").await;
+    assert_eq!((p.status.as_str(), p.name), ("failed", None));
+}
+
 #[tokio::test]
 async fn filtered_or_empty_pipelines_and_bad_refs_are_not_created() {
     let e = env("workflow:\n  rules:\n    - if: $CI_COMMIT_TAG\nbuild: {script: [make]}\n").await;

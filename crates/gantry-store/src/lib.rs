@@ -1099,13 +1099,14 @@ impl Store {
     /// Persist a pipeline and all its jobs in one transaction, with the `iid` taken by
     /// [`Store::allocate_pipeline_iid`]. A push's ref move and a timed schedule run are
     /// checked first: when another coordinator took them, nothing is written
-    /// ([`StoreError::Stale`]).
+    /// ([`StoreError::Stale`]). Returns the pipeline's row as inserted; its jobs are not
+    /// read back (a large pipeline's specs are megabytes): [`Store::pipeline_jobs`].
     pub async fn create_pipeline(
         &self,
         p: &NewPipeline,
         jobs: &[NewJob],
         now: i64,
-    ) -> Result<(Pipeline, Vec<Job>)> {
+    ) -> Result<Pipeline> {
         let mut tx = self.begin_write().await?;
         if let Some(change) = &p.push {
             if !move_ref(&mut tx, p.project_id, change).await? {
@@ -1122,13 +1123,14 @@ impl Store {
                 return Err(StoreError::Stale);
             }
         }
-        let res = sqlx::query(
+        let row = sqlx::query(&format!(
             "INSERT INTO pipelines (project_id, iid, ref_name, tag, sha, before_sha, source, status, failure_reason, yaml_errors, variables, protected, created_at, updated_at, parent_job_id, schedule_id, root_id, locked) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, \
              (SELECT COALESCE(pp.root_id, pp.id) FROM jobs pj JOIN pipelines pp ON pp.id = pj.pipeline_id \
               WHERE pj.id = $15 AND pp.project_id = $1), \
-             (SELECT keep_latest_artifact FROM projects WHERE id = $1)) RETURNING id",
-        )
+             (SELECT keep_latest_artifact FROM projects WHERE id = $1)) RETURNING {}",
+            Pipeline::COLUMNS
+        ))
         .bind(p.project_id)
         .bind(p.iid)
         .bind(&p.ref_name)
@@ -1158,12 +1160,10 @@ impl Store {
                 },
             )
         })?;
-        let pipeline_id: i64 = res.get(0);
-        insert_jobs(&mut tx, pipeline_id, p.project_id, jobs, now).await?;
+        let pipeline = Pipeline::from_row(&row);
+        insert_jobs(&mut tx, pipeline.id, p.project_id, jobs, now).await?;
         tx.commit().await?;
-        let pipeline = self.pipeline(pipeline_id).await?;
-        let jobs = self.pipeline_jobs(pipeline_id).await?;
-        Ok((pipeline, jobs))
+        Ok(pipeline)
     }
 
     pub async fn pipeline(&self, id: i64) -> Result<Pipeline> {
@@ -1361,6 +1361,16 @@ impl Store {
         .fetch_all(&self.pool)
         .await?;
         Ok(rows.iter().map(Job::from_row).collect())
+    }
+
+    /// The spec of a pipeline's first job (what the whole configuration set for the
+    /// pipeline, such as `workflow:name`, is read from); `None` for a pipeline without jobs.
+    pub async fn first_job_spec(&self, pipeline_id: i64) -> Result<Option<String>> {
+        let row = sqlx::query("SELECT spec FROM jobs WHERE pipeline_id = $1 ORDER BY id LIMIT 1")
+            .bind(pipeline_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.map(|r| r.get(0)))
     }
 
     /// `(job id, spec)` of a pipeline's jobs, in id order.

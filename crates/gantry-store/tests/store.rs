@@ -148,8 +148,11 @@ async fn create(
     now: i64,
 ) -> gantry_store::Result<(Pipeline, Vec<Job>)> {
     let iid = s.allocate_pipeline_iid(p.project_id).await?;
-    s.create_pipeline(&NewPipeline { iid, ..p.clone() }, jobs, now)
-        .await
+    let pipeline = s
+        .create_pipeline(&NewPipeline { iid, ..p.clone() }, jobs, now)
+        .await?;
+    let jobs = s.pipeline_jobs(pipeline.id).await?;
+    Ok((pipeline, jobs))
 }
 
 async fn projects_are_unique_by_name(db: Db) {

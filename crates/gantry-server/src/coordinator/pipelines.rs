@@ -999,7 +999,7 @@ impl Coordinator {
                 resource_group: spec.job.resource_group.clone(),
             });
         }
-        let (p, _) = store.create_pipeline(&new, &jobs, now).await?;
+        let p = store.create_pipeline(&new, &jobs, now).await?;
         if self.inner.cfg.pipeline_refs {
             mirror.create_pipeline_ref(p.id, &r.sha).await?;
         }
@@ -1019,7 +1019,7 @@ impl Coordinator {
         now: i64,
     ) -> std::result::Result<PipelineView, CoordinatorError> {
         let store = &self.inner.store;
-        let (p, _) = store.create_pipeline(new, &[], now).await?;
+        let p = store.create_pipeline(new, &[], now).await?;
         let finish = PipelineChange {
             status: new.status.clone(),
             finished_at: Some(now),
@@ -1121,10 +1121,14 @@ impl Coordinator {
 
     pub(crate) async fn pipeline_view(&self, p: &gantry_store::Pipeline) -> Result<PipelineView> {
         let project = self.inner.store.project(p.project_id).await?;
-        let jobs = self.inner.store.pipeline_jobs(p.id).await?;
-        let name = jobs
-            .first()
-            .and_then(|j| StoredSpec::parse(&j.spec).ok())
+        // `workflow:name`, as every job's spec carries it: one job's spec is read, not
+        // the whole pipeline's (a page of pipelines builds a view of each).
+        let name = self
+            .inner
+            .store
+            .first_job_spec(p.id)
+            .await?
+            .and_then(|spec| StoredSpec::parse(&spec).ok())
             .and_then(|s| s.pipeline_name);
         let yaml_errors = p
             .yaml_errors

@@ -143,7 +143,7 @@ impl Coordinator {
         let now = now_ms();
         for p in store.active_pipelines().await? {
             let lost: Vec<i64> = store
-                .pipeline_jobs(p.id)
+                .pipeline_jobs_without_spec(p.id)
                 .await?
                 .into_iter()
                 .filter(|j| {
