@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use super::environment::{TIERS, check_name, guess_tier, slug};
 use super::error::{CoordinatorError, Result};
-use super::spec::{StoredSpec, WhenModel};
+use super::spec::WhenModel;
 use super::time::now_ms;
 use super::views::JobView;
 use super::{Coordinator, iso8601};
@@ -376,17 +376,17 @@ impl Coordinator {
             let (Some(on_stop), Some(pipeline_id)) = (&d.on_stop, d.pipeline_id) else {
                 continue;
             };
-            let Some(job) = store
-                .pipeline_jobs(pipeline_id)
-                .await?
-                .into_iter()
-                .filter(|j| &j.name == on_stop && !j.retried)
-                .max_by_key(|j| (j.attempt, j.id))
+            // The specs come from the coordinator's cache (parsed once per job).
+            let (rows, specs) = self.rows_with_specs(pipeline_id).await?;
+            let Some((job, spec)) = rows
+                .iter()
+                .zip(&specs)
+                .filter(|(j, _)| &j.name == on_stop && !j.retried)
+                .max_by_key(|(j, _)| (j.attempt, j.id))
             else {
                 continue;
             };
-            let manual =
-                StoredSpec::parse(&job.spec).is_ok_and(|s| matches!(s.job.when, WhenModel::Manual));
+            let manual = matches!(spec.job.when, WhenModel::Manual);
             let playable = matches!(
                 Status::parse(&job.status),
                 Some(Status::Manual | Status::Success | Status::Failed | Status::Canceled)

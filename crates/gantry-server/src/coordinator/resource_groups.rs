@@ -194,7 +194,9 @@ impl Coordinator {
             .into_iter()
             .filter(|p| p.project_id == project_id)
         {
-            for j in store.pipeline_jobs(p.id).await? {
+            // The specs come from the coordinator's cache (parsed once per job).
+            let (rows, specs) = self.rows_with_specs(p.id).await?;
+            for (j, spec) in rows.iter().zip(&specs) {
                 let Some(status) = Status::parse(&j.status) else {
                     continue;
                 };
@@ -209,10 +211,7 @@ impl Coordinator {
                 ) {
                     continue;
                 }
-                let Some(group) = super::spec::StoredSpec::parse(&j.spec)
-                    .ok()
-                    .and_then(|s| s.job.resource_group)
-                else {
+                let Some(group) = spec.job.resource_group.clone() else {
                     continue;
                 };
                 match status {
