@@ -1120,7 +1120,8 @@ impl Coordinator {
     }
 
     pub(crate) async fn pipeline_view(&self, p: &gantry_store::Pipeline) -> Result<PipelineView> {
-        let project = self.inner.store.project(p.project_id).await?;
+        // Cached: a page of a project's pipelines reads its project once.
+        let project = self.project_row(p.project_id).await?;
         // `workflow:name`, as every job's spec carries it: one job's spec is read, not
         // the whole pipeline's (a page of pipelines builds a view of each).
         let name = self
