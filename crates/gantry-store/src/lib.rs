@@ -2,7 +2,8 @@
 //!
 //! One [`Store`] over sqlx's `Any` driver: the backend is chosen once, from the URL, in
 //! [`Backend::from_url`]; every query in this crate is portable SQL (positional `$N`
-//! parameters in increasing order, no dialect functions, integers as `BIGINT`), so
+//! parameters in increasing order — `?` on SQLite in the statements of many rows,
+//! [`Backend::batch_param`] — no dialect functions, integers as `BIGINT`), so
 //! PostgreSQL is a second migration folder (`migrations/postgres`, the same versions as
 //! `migrations/sqlite`), not a second implementation. The store's tests run against both.
 //!
@@ -46,6 +47,22 @@ pub enum Backend {
 }
 
 impl Backend {
+    /// Parameter `n` (from 1) of a statement of many rows: `$n` on PostgreSQL, an
+    /// anonymous `?` on SQLite. A statement written with it uses every parameter once, in
+    /// increasing order, so both bind the same values in the same order.
+    ///
+    /// SQLite finds a named parameter (`$n`) by walking the statement's list of names
+    /// (`sqlite3VListNumToName`), once when it parses the statement and once more for each
+    /// parameter sqlx binds, which asks every parameter's name: a statement of N named
+    /// parameters costs N² steps each time it runs. A hundred job rows are 1,100–1,500
+    /// parameters; anonymous ones have no names to walk.
+    fn batch_param(self, n: usize) -> String {
+        match self {
+            Backend::Sqlite => "?".to_owned(),
+            Backend::Postgres => format!("${n}"),
+        }
+    }
+
     /// The one place a backend is chosen.
     pub fn from_url(url: &str) -> Result<Self> {
         if url.starts_with("sqlite:") {
@@ -1161,7 +1178,7 @@ impl Store {
             )
         })?;
         let pipeline = Pipeline::from_row(&row);
-        insert_jobs(&mut tx, pipeline.id, p.project_id, jobs, now).await?;
+        insert_jobs(&mut tx, self.backend, pipeline.id, p.project_id, jobs, now).await?;
         tx.commit().await?;
         Ok(pipeline)
     }
@@ -1458,14 +1475,22 @@ impl Store {
         if change.ended {
             unlock_older_artifacts(&mut tx, pipeline_id).await?;
         }
-        update_jobs(&mut tx, &change.jobs, now).await?;
+        update_jobs(&mut tx, self.backend, &change.jobs, now).await?;
         if !change.new_jobs.is_empty() {
             let project_id: i64 = sqlx::query("SELECT project_id FROM pipelines WHERE id = $1")
                 .bind(pipeline_id)
                 .fetch_one(&mut *tx)
                 .await?
                 .get(0);
-            insert_jobs(&mut tx, pipeline_id, project_id, &change.new_jobs, now).await?;
+            insert_jobs(
+                &mut tx,
+                self.backend,
+                pipeline_id,
+                project_id,
+                &change.new_jobs,
+                now,
+            )
+            .await?;
         }
         tx.commit().await?;
         Ok(())
@@ -1949,7 +1974,7 @@ async fn delete_job_data(
     Ok(DeletedPipeline { jobs, artifacts })
 }
 
-/// Jobs inserted per statement: 14 parameters each, well within SQLite's 32 766 and
+/// Jobs inserted per statement: 15 parameters each, well within SQLite's 32 766 and
 /// PostgreSQL's 65 535.
 const JOB_INSERT_BATCH: usize = 100;
 
@@ -1958,6 +1983,7 @@ const JOB_INSERT_BATCH: usize = 100;
 /// (its environment, its resource group).
 async fn insert_jobs(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    backend: Backend,
     pipeline_id: i64,
     project_id: i64,
     jobs: &[NewJob],
@@ -1969,21 +1995,28 @@ async fn insert_jobs(
         let names: HashSet<&str> = chunk.iter().map(|j| j.name.as_str()).collect();
         if names.len() != chunk.len() {
             for j in chunk {
-                let id: i64 =
-                    insert_job_rows(tx, pipeline_id, project_id, std::slice::from_ref(j), now)
-                        .await?
-                        .first()
-                        .map(|(id, _)| *id)
-                        .ok_or(StoreError::NotFound("inserted job"))?;
+                let id: i64 = insert_job_rows(
+                    tx,
+                    backend,
+                    pipeline_id,
+                    project_id,
+                    std::slice::from_ref(j),
+                    now,
+                )
+                .await?
+                .first()
+                .map(|(id, _)| *id)
+                .ok_or(StoreError::NotFound("inserted job"))?;
                 insert_job_extras(tx, pipeline_id, project_id, id, j, now).await?;
             }
             continue;
         }
-        let ids: HashMap<String, i64> = insert_job_rows(tx, pipeline_id, project_id, chunk, now)
-            .await?
-            .into_iter()
-            .map(|(id, name)| (name, id))
-            .collect();
+        let ids: HashMap<String, i64> =
+            insert_job_rows(tx, backend, pipeline_id, project_id, chunk, now)
+                .await?
+                .into_iter()
+                .map(|(id, name)| (name, id))
+                .collect();
         for j in chunk {
             if j.environment.is_none() && j.resource_group.is_none() {
                 continue;
@@ -1997,41 +2030,29 @@ async fn insert_jobs(
     Ok(())
 }
 
-/// One `INSERT` of `jobs`' rows; their ids and names.
+/// One `INSERT` of `jobs`' rows; their ids and names. A job that is created failed
+/// (`failure_reason`) is finished when it is created.
 async fn insert_job_rows(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    backend: Backend,
     pipeline_id: i64,
     project_id: i64,
     jobs: &[NewJob],
     now: i64,
 ) -> Result<Vec<(i64, String)>> {
-    use std::fmt::Write as _;
+    const COLUMNS: usize = 15;
     let mut sql = String::from(
         "INSERT INTO jobs (pipeline_id, project_id, name, stage, stage_idx, status, attempt, allow_failure, spec, tags, protected, created_at, bridge, failure_reason, finished_at) VALUES ",
     );
     for i in 0..jobs.len() {
-        let p = |n: usize| i * 14 + n;
-        let _ = write!(
-            sql,
-            "{}(${}, ${}, ${}, ${}, ${}, ${}, ${}, ${}, ${}, ${}, ${}, ${}, ${}, ${}, CASE WHEN ${} IS NULL THEN NULL ELSE ${} END)",
-            if i == 0 { "" } else { ", " },
-            p(1),
-            p(2),
-            p(3),
-            p(4),
-            p(5),
-            p(6),
-            p(7),
-            p(8),
-            p(9),
-            p(10),
-            p(11),
-            p(12),
-            p(13),
-            p(14),
-            p(14),
-            p(12)
-        );
+        sql.push_str(if i == 0 { "(" } else { ", (" });
+        for column in 0..COLUMNS {
+            if column > 0 {
+                sql.push_str(", ");
+            }
+            sql.push_str(&backend.batch_param(i * COLUMNS + column + 1));
+        }
+        sql.push(')');
     }
     sql.push_str(" RETURNING id, name");
     let mut q = sqlx::query(&sql);
@@ -2051,7 +2072,8 @@ async fn insert_job_rows(
             .bind(b(j.protected))
             .bind(now)
             .bind(b(j.bridge))
-            .bind(j.failure_reason.clone());
+            .bind(j.failure_reason.clone())
+            .bind(j.failure_reason.as_ref().map(|_| now));
     }
     q.fetch_all(&mut **tx)
         .await?
@@ -2100,16 +2122,17 @@ const JOB_UPDATE_BATCH: usize = 100;
 /// goes one row at a time, in order, as a joined update would apply only one of them.
 async fn update_jobs(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    backend: Backend,
     updates: &[JobUpdate],
     now: i64,
 ) -> Result<()> {
     for chunk in updates.chunks(JOB_UPDATE_BATCH) {
         let ids: HashSet<i64> = chunk.iter().map(|u| u.id).collect();
         if ids.len() == chunk.len() {
-            update_job_rows(tx, chunk).await?;
+            update_job_rows(tx, backend, chunk).await?;
         } else {
             for u in chunk {
-                update_job_rows(tx, std::slice::from_ref(u)).await?;
+                update_job_rows(tx, backend, std::slice::from_ref(u)).await?;
             }
         }
     }
@@ -2125,6 +2148,7 @@ async fn update_jobs(
 /// values are cast to the columns' types, which PostgreSQL cannot infer inside `VALUES`.
 async fn update_job_rows(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    backend: Backend,
     updates: &[JobUpdate],
 ) -> Result<()> {
     use std::fmt::Write as _;
@@ -2142,8 +2166,8 @@ async fn update_job_rows(
             let sep = if column == 0 { "" } else { ", " };
             let _ = write!(
                 sql,
-                "{sep}CAST(${} AS {ty})",
-                row * TYPES.len() + column + 1
+                "{sep}CAST({} AS {ty})",
+                backend.batch_param(row * TYPES.len() + column + 1)
             );
         }
         sql.push(')');

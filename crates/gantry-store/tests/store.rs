@@ -229,6 +229,10 @@ async fn a_large_pipeline_keeps_each_jobs_row_environment_and_resource_group(db:
                     resource_group: Some(format!("group-{i}")),
                     ..job(&name, "created")
                 },
+                9 => NewJob {
+                    failure_reason: Some("unmet_prerequisites".into()),
+                    ..job(&name, "failed")
+                },
                 _ => NewJob {
                     stage_idx: i,
                     allow_failure: i % 2 == 0,
@@ -271,7 +275,14 @@ async fn a_large_pipeline_keeps_each_jobs_row_environment_and_resource_group(db:
                     .await
                     .expect("its resource group");
             }
+            9 => {
+                // Created failed: finished when it is created.
+                assert_eq!(row.status, "failed");
+                assert_eq!(row.failure_reason.as_deref(), Some("unmet_prerequisites"));
+                assert_eq!(row.finished_at, Some(1), "{}", row.name);
+            }
             _ => {
+                assert_eq!(row.finished_at, None, "{}", row.name);
                 assert_eq!(row.environment_id, None);
                 assert_eq!(row.stage_idx, i64::try_from(i).unwrap());
                 assert_eq!(row.allow_failure, i % 2 == 0);
