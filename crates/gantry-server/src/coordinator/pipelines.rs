@@ -940,7 +940,14 @@ impl Coordinator {
             for c in &model.caches {
                 cache_keys.push(self.cache_key(&mirror, &r.sha, &c.key).await);
             }
-            let mut scope = creation_variables(&model, &predefined, &environment_vars);
+            // What the job's environment and resource group are expanded with: every
+            // variable of the job, expanded. Most jobs have neither, and making it for
+            // each of 2,000 jobs took about 90 ms.
+            let mut scope = if model.environment.is_some() || model.resource_group.is_some() {
+                creation_variables(&model, &predefined, &environment_vars)
+            } else {
+                HashMap::new()
+            };
             let environment = model
                 .environment
                 .as_ref()
