@@ -147,6 +147,10 @@ impl Coordinator {
                     .map(FailureReason::as_stored)
                     .unwrap_or(FailureReason::ScriptFailure);
                 let exit_code = (req.exit_code != 0).then_some(req.exit_code);
+                // Before the job ends: whoever sees it finished sees its coverage too
+                // (`gantry run` reads the jobs once the pipeline ended, which may be before
+                // this update returns).
+                self.record_coverage(job_id).await?;
                 let status = self
                     .job_event_in(job.pipeline_id, job_id, now, |job| {
                         if success {
@@ -164,7 +168,6 @@ impl Coordinator {
                         CoordinatorError::Conflict(m) => CoordinatorError::Forbidden(m),
                         other => other,
                     })?;
-                self.record_coverage(job_id).await?;
                 Ok(UpdateResult {
                     accepted: true,
                     job_status: status.to_owned(),
