@@ -71,7 +71,7 @@ fn sync_dir(from: &Path, to: &Path, depth: usize, stats: &mut CopyStats) -> io::
             from.display()
         )));
     }
-    prepare_dir(to)?;
+    let mode_before = prepare_dir(to)?;
     let mut wanted: HashMap<OsString, Kind> = HashMap::new();
     for entry in fs::read_dir(from)? {
         let entry = entry?;
@@ -98,45 +98,54 @@ fn sync_dir(from: &Path, to: &Path, depth: usize, stats: &mut CopyStats) -> io::
             Kind::Link => copy_link(&source, &target)?,
         }
     }
-    // The directory's own mode (e.g. a read-only directory) after its content is in.
+    // The directory's own mode (e.g. a read-only directory) after its content is in;
+    // left alone when it already is (a change of mode is an inode write, which a disk
+    // file system journals).
     let mode = fs::metadata(from)?.permissions();
-    fs::set_permissions(to, mode)?;
+    if mode_before.as_ref() != Some(&mode) {
+        fs::set_permissions(to, mode)?;
+    }
     Ok(())
 }
 
 /// `to` as a directory we can write into: created when missing, a non-directory in its
 /// place removed, a directory an earlier copy (or job) made read-only opened up again.
-fn prepare_dir(to: &Path) -> io::Result<()> {
+/// Returns the mode of a directory that was there and needed no opening up (`None`: a
+/// new or changed directory, whose mode is to be set).
+fn prepare_dir(to: &Path) -> io::Result<Option<fs::Permissions>> {
     match fs::symlink_metadata(to) {
         Ok(meta) if meta.is_dir() => make_writable(to, &meta),
         Ok(_) => {
             fs::remove_file(to)?;
-            fs::create_dir(to)
+            fs::create_dir(to).map(|()| None)
         }
-        Err(error) if error.kind() == io::ErrorKind::NotFound => fs::create_dir(to),
+        Err(error) if error.kind() == io::ErrorKind::NotFound => fs::create_dir(to).map(|()| None),
         Err(error) => Err(error),
     }
 }
 
+/// Opens `dir` up for its owner; returns its mode when that needed no change.
 #[cfg(unix)]
-fn make_writable(dir: &Path, meta: &fs::Metadata) -> io::Result<()> {
+fn make_writable(dir: &Path, meta: &fs::Metadata) -> io::Result<Option<fs::Permissions>> {
     use std::os::unix::fs::PermissionsExt;
     let mode = meta.permissions().mode();
     if mode & 0o700 != 0o700 {
         fs::set_permissions(dir, fs::Permissions::from_mode(mode | 0o700))?;
+        return Ok(None);
     }
-    Ok(())
+    Ok(Some(meta.permissions()))
 }
 
 #[cfg(not(unix))]
-fn make_writable(dir: &Path, meta: &fs::Metadata) -> io::Result<()> {
+fn make_writable(dir: &Path, meta: &fs::Metadata) -> io::Result<Option<fs::Permissions>> {
     let mut permissions = meta.permissions();
     if permissions.readonly() {
         #[allow(clippy::permissions_set_readonly_false)]
         permissions.set_readonly(false);
         fs::set_permissions(dir, permissions)?;
+        return Ok(None);
     }
-    Ok(())
+    Ok(Some(permissions))
 }
 
 /// Removes a file, link or whole directory, opening up read-only directories on the way
