@@ -11,6 +11,13 @@
 //! * the cache directory persists between runs of the same checkout:
 //!   `$XDG_CACHE_HOME/gantry/run/<hash of the checkout path>/cache` (or
 //!   `~/.cache/gantry/…`; `GANTRY_CACHE_DIR` overrides it);
+//! * the job directories of a run that ended normally are kept beside it, in
+//!   `…/<hash>/builds`, and the next run of the checkout takes them over (as a runner
+//!   reuses its builds directory: every job still gets an exact copy of the snapshot),
+//!   when it can move them into its temporary directory (the same file system); so are
+//!   its job log files, emptied (`…/<hash>/traces`), which the next run's jobs of the
+//!   same ids write into: files reused instead of created and deleted (see
+//!   [`take_kept`]);
 //! * project CI/CD variables: `~/.config/gantry/variables.yml`, `.gantry/variables.yml`,
 //!   `--variables-file` (see [`crate::variables_file`]);
 //! * selection: `JOB...` keeps only those jobs (`--needs` adds what they wait for) and
@@ -167,7 +174,15 @@ struct Setup {
     checkout: Checkout,
 }
 
-fn setup(args: &RunArgs) -> Result<Setup, Stop> {
+/// The run's temporary directory (its snapshot, job directories and store).
+fn temporary_dir() -> Result<tempfile::TempDir, Stop> {
+    tempfile::Builder::new()
+        .prefix("gantry-run-")
+        .tempdir()
+        .map_err(|e| failed(format!("failed to create a temporary directory: {e}")))
+}
+
+fn setup(args: &RunArgs, tmp: tempfile::TempDir) -> Result<Setup, Stop> {
     let cwd = std::env::current_dir()
         .map_err(|e| usage(format!("cannot read the current directory: {e}")))?;
     let not_a_checkout = || {
@@ -195,10 +210,6 @@ fn setup(args: &RunArgs) -> Result<Setup, Stop> {
         })?),
     };
     let default_branch = checkout.default_branch();
-    let tmp = tempfile::Builder::new()
-        .prefix("gantry-run-")
-        .tempdir()
-        .map_err(|e| failed(format!("failed to create a temporary directory: {e}")))?;
     let tmp_path = tmp.path().to_owned();
     let snapshot =
         snapshot::prepare(&checkout, &tmp_path, &run_ref, args.committed).map_err(|e| match e {
@@ -435,6 +446,17 @@ fn cache_dir(root: &Path) -> PathBuf {
     if let Some(dir) = env::var(env::GANTRY_CACHE_DIR) {
         return PathBuf::from(dir);
     }
+    checkout_state_dir(root).join("cache")
+}
+
+/// Where `name` (`builds`, `traces`) of this checkout's last run waits for the next
+/// (see the module docs).
+fn kept_dir(root: &Path, name: &str) -> PathBuf {
+    checkout_state_dir(root).join(name)
+}
+
+/// `$XDG_CACHE_HOME/gantry/run/<hash of the checkout path>`.
+fn checkout_state_dir(root: &Path) -> PathBuf {
     let base = env::user_dir("XDG_CACHE_HOME", ".cache").unwrap_or_else(std::env::temp_dir);
     let digest = {
         use std::hash::{Hash, Hasher};
@@ -457,7 +479,57 @@ fn cache_dir(root: &Path) -> PathBuf {
     base.join("gantry")
         .join("run")
         .join(format!("{digest:016x}"))
-        .join("cache")
+}
+
+/// Takes over what the checkout's last run kept at `kept` (its job directories, its log
+/// files) as `into`: the directories and files are reused, as a runner reuses its builds
+/// directory (each job's sources are still synced to an exact copy of the snapshot, and a
+/// log file is cut where its job's log starts). On a disk file system that spares most of
+/// the files a run would otherwise create and delete: ext4 without a journal scans past
+/// every inode deleted in the last minute when it allocates one. A rename moves the whole
+/// tree at once, so of two runs of one checkout at the same time one gets it and the
+/// other starts empty. Nothing kept, or another file system (`EXDEV`): `into` is made
+/// as before.
+fn take_kept(kept: &Path, into: &Path) {
+    if let Some(parent) = into.parent() {
+        if std::fs::create_dir_all(parent).is_ok() {
+            let _ = std::fs::rename(kept, into);
+        }
+    }
+}
+
+/// Hands `dir` to the next run of the checkout (see [`take_kept`]); it stays in the
+/// run's temporary directory, which goes, when it cannot be moved (another run kept its
+/// own first, another file system).
+fn keep(dir: &Path, kept: &Path) {
+    if !dir.is_dir() {
+        return;
+    }
+    if let Some(parent) = kept.parent() {
+        if std::fs::create_dir_all(parent).is_ok() {
+            let _ = std::fs::rename(dir, kept);
+        }
+    }
+}
+
+/// [`keep`] for the job logs: every file emptied first (the inodes are what the next run
+/// reuses; no log outlives its run).
+fn keep_logs(dir: &Path, kept: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries {
+        let emptied = entry.and_then(|e| {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(e.path())
+                .and_then(|f| f.set_len(0))
+        });
+        if emptied.is_err() {
+            return;
+        }
+    }
+    keep(dir, kept);
 }
 
 fn concurrency(args: &RunArgs) -> usize {
@@ -494,7 +566,33 @@ enum Event {
 }
 
 async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
-    let s = setup(args)?;
+    // The store is made (a copy of an empty migrated database from the user's cache
+    // directory: applying every migration took ≈ 8 ms) while the checkout is read and
+    // its snapshot laid out, which wait for git processes.
+    let tmp = temporary_dir()?;
+    let data_dir = tmp.path().join("data");
+    let opening = {
+        let data_dir = data_dir.clone();
+        tokio::spawn(async move {
+            std::fs::create_dir_all(&data_dir)
+                .map_err(|e| failed(format!("failed to create {}: {e}", data_dir.display())))?;
+            let templates = env::user_dir("XDG_CACHE_HOME", ".cache")
+                .unwrap_or_else(std::env::temp_dir)
+                .join("gantry");
+            // Two readers: the run loop and the coordinator seldom read at once.
+            Store::create_sqlite_from_template(&data_dir.join("gantry.db"), 2, &templates)
+                .await
+                .map_err(|e| failed(format!("failed to open the temporary database: {e}")))
+        })
+    };
+    let s = match setup(args, tmp) {
+        Ok(s) => s,
+        Err(stop) => {
+            // Its files are in the directory about to be removed.
+            let _ = opening.await;
+            return Err(stop);
+        }
+    };
     let (server_url, project_name) = origin(&s.root, s.checkout.origin_url.as_deref());
     let (include_cache, rewrites) =
         includes::cache_and_rewrites(&s.root, &server_url).map_err(usage)?;
@@ -523,9 +621,6 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
     let live = std::io::stdout().is_terminal();
 
     // The coordinator, on a temporary database, over loopback HTTP.
-    let data_dir = s.tmp.join("data");
-    std::fs::create_dir_all(&data_dir)
-        .map_err(|e| failed(format!("failed to create {}: {e}", data_dir.display())))?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .map_err(|e| failed(format!("failed to listen on a loopback port: {e}")))?;
@@ -533,15 +628,13 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
         .local_addr()
         .map_err(|e| failed(format!("failed to read the loopback address: {e}")))?;
     let url = format!("http://{addr}");
-    // Two readers: the run loop and the coordinator seldom read at once.
-    // A copy of an empty migrated database from the user's cache directory (made by the
-    // first run): applying every migration to a new file took ≈ 8 ms of each run.
-    let templates = env::user_dir("XDG_CACHE_HOME", ".cache")
-        .unwrap_or_else(std::env::temp_dir)
-        .join("gantry");
-    let store = Store::create_sqlite_from_template(&data_dir.join("gantry.db"), 2, &templates)
+    let store = opening
         .await
-        .map_err(|e| failed(format!("failed to open the temporary database: {e}")))?;
+        .map_err(|e| failed(format!("failed to open the temporary database: {e}")))??;
+    // The store is new, so its jobs' ids start at 1 again: the last run's log files (its
+    // `data/traces/<job id>.log`, emptied) serve jobs of the same ids.
+    let traces = data_dir.join("traces");
+    take_kept(&kept_dir(&s.root, "traces"), &traces);
     let mut cfg = CoordinatorConfig::new(&data_dir, server_url);
     cfg.local_repos_in_place = true;
     // `compare_to: main` names the checkout's branch; the snapshot holds only the run's.
@@ -609,6 +702,9 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
         })
         .await
         .map_err(|e| failed(format!("failed to create the runner: {e}")))?;
+    let builds = s.tmp.join("builds");
+    let runner_dir = builds.join(gantry_runner::job::short_token(&runner_token));
+    take_kept(&kept_dir(&s.root, "builds"), &runner_dir);
     let (stop_server, server_stopped) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(gantry_server::http::serve(
         listener,
@@ -621,7 +717,6 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
 
     // The runner, in-process.
     let concurrency = concurrency(args);
-    let builds = s.tmp.join("builds");
     let cache = cache_dir(&s.root);
     let mut display = Display::new(color, live);
     if !defaults.is_empty() {
@@ -695,8 +790,24 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
     let mut ticker = tokio::time::interval(Duration::from_millis(100));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut check = true;
+    // Whether the pipeline's status alone tells that the run goes on: no live view, no
+    // manual job to play, no downstream pipeline (its jobs and names were read once).
+    let mut status_tells = false;
     let mut ctrl_c = Box::pin(tokio::signal::ctrl_c());
     let status = loop {
+        if check && status_tells && interrupts == 0 {
+            let status = coordinator
+                .pipeline_status(pipeline.id)
+                .await
+                .map_err(|e| failed(format!("failed to read the pipeline: {e}")))?;
+            // A pipeline without downstream pipelines settles only in these states.
+            if !matches!(
+                status.as_str(),
+                "success" | "failed" | "canceled" | "skipped" | "manual"
+            ) {
+                check = false;
+            }
+        }
         if check {
             check = false;
             // Light reads while the pipelines run (status, then job states: never a job
@@ -746,6 +857,10 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
                 .map(|n| n.status.clone())
                 .unwrap_or_default();
             let active = tree.current_jobs().any(|(_, j)| is_active(&j.status));
+            status_tells = !live
+                && play.is_empty()
+                && tree.nodes.len() == 1
+                && !tree.current_jobs().any(|(_, j)| j.bridge);
             // The run ends when every pipeline of the tree ended (a child pipeline may
             // run on after its parent finished) or waits for nothing but manual jobs.
             if tree.settled(0) || (interrupts > 0 && !active) {
@@ -860,6 +975,11 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
         interrupts > 1,
     )
     .await;
+    // Every job ended (a canceled run may leave one stopping).
+    if interrupts == 0 {
+        keep(&runner_dir, &kept_dir(&s.root, "builds"));
+        keep_logs(&traces, &kept_dir(&s.root, "traces"));
+    }
 
     let status = if interrupts > 0 && status != "success" {
         "canceled".to_owned()

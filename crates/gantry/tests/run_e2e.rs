@@ -799,6 +799,58 @@ fn each_job_gets_a_clean_copy_even_in_a_reused_build_directory() {
     assert!(!r.logged("check", "changed"), "{}", r.explain());
 }
 
+/// A run's job directories (and its emptied log files) are kept beside the checkout's
+/// cache and taken over by the next run: the same files (inodes) serve it, and each job
+/// still starts clean.
+#[test]
+fn the_next_run_reuses_the_job_directories_of_the_last_one() {
+    let c = Checkout::new(concat!(
+        "job:\n",
+        "  script:\n",
+        "    - 'test ! -e leftover.txt && echo no-leftovers'\n",
+        "    - echo left > leftover.txt\n",
+        "    - echo \"inode $(stat -c %i README.md)\"\n",
+        "    - echo \"dir $CI_PROJECT_DIR\"\n",
+    ));
+    c.write("README.md", "readme\n");
+    c.commit();
+    let inode = |r: &Run| {
+        r.log("job")
+            .iter()
+            .find_map(|l| l.strip_prefix("inode ").map(str::to_owned))
+            .unwrap_or_else(|| panic!("no inode line: {}", r.explain()))
+    };
+    let first = c.run(&["--concurrency", "1"]);
+    assert_eq!(first.code, 0, "{}", first.explain());
+    assert!(first.logged("job", "no-leftovers"), "{}", first.explain());
+    // Kept under $HOME/.cache/gantry/run/<hash>/builds (XDG_CACHE_HOME is unset).
+    let run_dir = c.home.path().join(".cache/gantry/run");
+    let kept: Vec<PathBuf> = std::fs::read_dir(&run_dir)
+        .unwrap()
+        .map(|e| e.unwrap().path().join("builds"))
+        .filter(|p| p.is_dir())
+        .collect();
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    // The log files are kept too, emptied: no log outlives its run.
+    let logs: Vec<u64> = std::fs::read_dir(kept[0].with_file_name("traces"))
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .collect();
+    assert_eq!(logs, [0], "one emptied log file");
+    let second = c.run(&["--concurrency", "1"]);
+    assert_eq!(second.code, 0, "{}", second.explain());
+    assert!(second.logged("job", "no-leftovers"), "{}", second.explain());
+    assert_eq!(inode(&first), inode(&second), "{}", second.explain());
+    // The job ran in the run's temporary directory, not in the kept one.
+    let dir = second
+        .log("job")
+        .iter()
+        .find_map(|l| l.strip_prefix("dir ").map(str::to_owned))
+        .unwrap();
+    assert!(!Path::new(&dir).starts_with(&run_dir), "{dir}");
+    assert!(kept[0].is_dir(), "kept again after the second run");
+}
+
 /// `--artifacts-dir`: each job's archive extracted under its name after the run,
 /// replacing what an earlier run left there; jobs without artifacts get nothing.
 #[test]

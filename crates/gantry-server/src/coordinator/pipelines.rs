@@ -1417,6 +1417,15 @@ impl Coordinator {
         Ok(out)
     }
 
+    /// A pipeline's status alone (one row): what a watcher that knows the jobs asks while
+    /// the pipeline runs.
+    pub async fn pipeline_status(
+        &self,
+        pipeline_id: i64,
+    ) -> std::result::Result<String, CoordinatorError> {
+        Ok(self.inner.store.pipeline(pipeline_id).await?.status)
+    }
+
     /// A pipeline's status and its jobs' states, in two light queries (no job
     /// specifications, no artifacts): for views that follow a running pipeline. The
     /// status is read first: it is stored with the job changes that made it, so the jobs
