@@ -16,8 +16,9 @@
 //!   reuses its builds directory: every job still gets an exact copy of the snapshot),
 //!   when it can move them into its temporary directory (the same file system); so are
 //!   its job log files, emptied (`…/<hash>/traces`), which the next run's jobs of the
-//!   same ids write into: files reused instead of created and deleted (see
-//!   [`take_kept`]);
+//!   same ids write into, and the snapshot directory (`…/<hash>/snapshot`), which the
+//!   next run's `git read-tree -u` brings to its commit: files reused instead of created
+//!   and deleted (see [`take_kept`]);
 //! * project CI/CD variables: `~/.config/gantry/variables.yml`, `.gantry/variables.yml`,
 //!   `--variables-file` (see [`crate::variables_file`]);
 //! * selection: `JOB...` keeps only those jobs (`--needs` adds what they wait for) and
@@ -211,11 +212,21 @@ fn setup(args: &RunArgs, tmp: tempfile::TempDir) -> Result<Setup, Stop> {
     };
     let default_branch = checkout.default_branch();
     let tmp_path = tmp.path().to_owned();
-    let snapshot =
-        snapshot::prepare(&checkout, &tmp_path, &run_ref, args.committed).map_err(|e| match e {
-            snapshot::SnapshotError::Usage(m) => usage(m),
-            other => failed(format!("failed to snapshot the working tree: {other}")),
-        })?;
+    // The last run's snapshot directory, when kept: `git read-tree -u` brings it to this
+    // run's commit, rewriting only what differs (see `take_kept`).
+    let reused = take_kept(&kept_dir(&root, "snapshot"), &tmp_path.join("snapshot"));
+    let prepared = match snapshot::prepare(&checkout, &tmp_path, &run_ref, args.committed) {
+        // Whatever a kept directory did to it, a new one is made.
+        Err(e) if reused && !matches!(e, snapshot::SnapshotError::Usage(_)) => {
+            let _ = std::fs::remove_dir_all(tmp_path.join("snapshot"));
+            snapshot::prepare(&checkout, &tmp_path, &run_ref, args.committed)
+        }
+        other => other,
+    };
+    let snapshot = prepared.map_err(|e| match e {
+        snapshot::SnapshotError::Usage(m) => usage(m),
+        other => failed(format!("failed to snapshot the working tree: {other}")),
+    })?;
     if !snapshot.dir.join(&config_path).is_file() {
         return Err(usage(format!(
             "{config_path} does not exist in {}{}\n  hint: create it, or name another file with --file PATH",
@@ -449,7 +460,7 @@ fn cache_dir(root: &Path) -> PathBuf {
     checkout_state_dir(root).join("cache")
 }
 
-/// Where `name` (`builds`, `traces`) of this checkout's last run waits for the next
+/// Where `name` (`builds`, `traces`, `snapshot`) of this checkout's last run waits for the next
 /// (see the module docs).
 fn kept_dir(root: &Path, name: &str) -> PathBuf {
     checkout_state_dir(root).join(name)
@@ -482,20 +493,19 @@ fn checkout_state_dir(root: &Path) -> PathBuf {
 }
 
 /// Takes over what the checkout's last run kept at `kept` (its job directories, its log
-/// files) as `into`: the directories and files are reused, as a runner reuses its builds
-/// directory (each job's sources are still synced to an exact copy of the snapshot, and a
-/// log file is cut where its job's log starts). On a disk file system that spares most of
+/// files, its snapshot directory) as `into`, and says whether it did: the directories
+/// and files are reused, as a runner reuses its builds directory (each job's sources are
+/// still synced to an exact copy of the snapshot, a log file is cut where its job's log
+/// starts, the snapshot is checked out anew by `git read-tree -u`). On a disk file system that spares most of
 /// the files a run would otherwise create and delete: ext4 without a journal scans past
 /// every inode deleted in the last minute when it allocates one. A rename moves the whole
 /// tree at once, so of two runs of one checkout at the same time one gets it and the
 /// other starts empty. Nothing kept, or another file system (`EXDEV`): `into` is made
 /// as before.
-fn take_kept(kept: &Path, into: &Path) {
-    if let Some(parent) = into.parent() {
-        if std::fs::create_dir_all(parent).is_ok() {
-            let _ = std::fs::rename(kept, into);
-        }
-    }
+fn take_kept(kept: &Path, into: &Path) -> bool {
+    into.parent()
+        .is_some_and(|parent| std::fs::create_dir_all(parent).is_ok())
+        && std::fs::rename(kept, into).is_ok()
 }
 
 /// Hands `dir` to the next run of the checkout (see [`take_kept`]); it stays in the
@@ -634,7 +644,7 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
     // The store is new, so its jobs' ids start at 1 again: the last run's log files (its
     // `data/traces/<job id>.log`, emptied) serve jobs of the same ids.
     let traces = data_dir.join("traces");
-    take_kept(&kept_dir(&s.root, "traces"), &traces);
+    let _ = take_kept(&kept_dir(&s.root, "traces"), &traces);
     let mut cfg = CoordinatorConfig::new(&data_dir, server_url);
     cfg.local_repos_in_place = true;
     // `compare_to: main` names the checkout's branch; the snapshot holds only the run's.
@@ -704,7 +714,7 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
         .map_err(|e| failed(format!("failed to create the runner: {e}")))?;
     let builds = s.tmp.join("builds");
     let runner_dir = builds.join(gantry_runner::job::short_token(&runner_token));
-    take_kept(&kept_dir(&s.root, "builds"), &runner_dir);
+    let _ = take_kept(&kept_dir(&s.root, "builds"), &runner_dir);
     let (stop_server, server_stopped) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(gantry_server::http::serve(
         listener,
@@ -979,6 +989,7 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
     if interrupts == 0 {
         keep(&runner_dir, &kept_dir(&s.root, "builds"));
         keep_logs(&traces, &kept_dir(&s.root, "traces"));
+        keep(&s.snapshot.dir, &kept_dir(&s.root, "snapshot"));
     }
 
     let status = if interrupts > 0 && status != "success" {

@@ -799,9 +799,9 @@ fn each_job_gets_a_clean_copy_even_in_a_reused_build_directory() {
     assert!(!r.logged("check", "changed"), "{}", r.explain());
 }
 
-/// A run's job directories (and its emptied log files) are kept beside the checkout's
-/// cache and taken over by the next run: the same files (inodes) serve it, and each job
-/// still starts clean.
+/// A run's job directories (and its snapshot and emptied log files) are kept beside the
+/// checkout's cache and taken over by the next run: the same files (inodes) serve it, and
+/// each job still starts from a clean copy of the working tree as it is now.
 #[test]
 fn the_next_run_reuses_the_job_directories_of_the_last_one() {
     let c = Checkout::new(concat!(
@@ -811,6 +811,7 @@ fn the_next_run_reuses_the_job_directories_of_the_last_one() {
         "    - echo left > leftover.txt\n",
         "    - echo \"inode $(stat -c %i README.md)\"\n",
         "    - echo \"dir $CI_PROJECT_DIR\"\n",
+        "    - echo \"readme $(cat README.md)\"\n",
     ));
     c.write("README.md", "readme\n");
     c.commit();
@@ -837,9 +838,17 @@ fn the_next_run_reuses_the_job_directories_of_the_last_one() {
         .map(|e| e.unwrap().metadata().unwrap().len())
         .collect();
     assert_eq!(logs, [0], "one emptied log file");
+    // The kept snapshot is brought to the working tree as it is now.
+    c.write("README.md", "changed\n");
     let second = c.run(&["--concurrency", "1"]);
     assert_eq!(second.code, 0, "{}", second.explain());
     assert!(second.logged("job", "no-leftovers"), "{}", second.explain());
+    assert!(first.logged("job", "readme readme"), "{}", first.explain());
+    assert!(
+        second.logged("job", "readme changed"),
+        "{}",
+        second.explain()
+    );
     assert_eq!(inode(&first), inode(&second), "{}", second.explain());
     // The job ran in the run's temporary directory, not in the kept one.
     let dir = second

@@ -519,7 +519,8 @@ pub(crate) fn prepare(
     }
 
     // The directory each job copies: a checkout of the commit with a minimal .git that
-    // borrows every object.
+    // borrows every object. It may be an earlier run's, kept: `read-tree --reset -u`
+    // brings its files to this commit (what differs rewritten, what it lacks removed).
     let dir = tmp.join("snapshot");
     let git_dir = dir.join(".git");
     lay_out(
@@ -529,11 +530,14 @@ pub(crate) fn prepare(
         &[&own_objects, objects],
         &sha,
     )?;
+    let packed = git_dir.join("packed-refs");
     if let RunRef::Branch(branch) = run_ref {
         // A packed ref: one file instead of two directories and a file.
-        let packed = git_dir.join("packed-refs");
         std::fs::write(&packed, format!("# pack-refs with: peeled fully-peeled sorted \n{sha} refs/remotes/origin/{branch}\n"))
             .map_err(io("write", &packed))?;
+    } else if packed.exists() {
+        // The refs of an earlier run's snapshot (a kept directory, see `run.rs`) go.
+        std::fs::remove_file(&packed).map_err(io("remove", &packed))?;
     }
     Git::in_dir(&dir).run(&["read-tree", "--reset", "-u", &sha])?;
     Ok(Snapshot {
@@ -570,6 +574,58 @@ mod tests {
         git(dir.path(), &["add", "."]);
         git(dir.path(), &["commit", "-qm", "init"]);
         dir
+    }
+
+    #[test]
+    fn an_earlier_runs_snapshot_directory_is_brought_to_the_new_commit() {
+        let repo = repo();
+        std::fs::write(repo.path().join("gone.txt"), "soon gone\n").unwrap();
+        git(repo.path(), &["add", "."]);
+        git(repo.path(), &["commit", "-qm", "two"]);
+        let tmp = tempfile::tempdir().unwrap();
+        let main = RunRef::Branch("main".into());
+        let first = prepare(&checkout(repo.path()), tmp.path(), &main, false).unwrap();
+        let inode = |p: &Path| {
+            use std::os::unix::fs::MetadataExt;
+            std::fs::metadata(p).unwrap().ino()
+        };
+        let same_before = inode(&first.dir.join(".gitignore"));
+        // Uncommitted changes, a deleted file, a new one; then a tag.
+        std::fs::write(repo.path().join("a.txt"), "changed\n").unwrap();
+        std::fs::remove_file(repo.path().join("gone.txt")).unwrap();
+        std::fs::write(repo.path().join("new.txt"), "new\n").unwrap();
+        let second = prepare(&checkout(repo.path()), tmp.path(), &main, false).unwrap();
+        assert!(second.uncommitted);
+        assert_eq!(
+            std::fs::read_to_string(second.dir.join("a.txt")).unwrap(),
+            "changed\n"
+        );
+        assert!(!second.dir.join("gone.txt").exists());
+        assert_eq!(
+            std::fs::read_to_string(second.dir.join("new.txt")).unwrap(),
+            "new\n"
+        );
+        assert_eq!(git(&second.dir, &["rev-parse", "HEAD"]), second.sha);
+        assert_eq!(git(&second.dir, &["status", "--porcelain"]), "");
+        // What did not change is the same file.
+        assert_eq!(inode(&second.dir.join(".gitignore")), same_before);
+        git(repo.path(), &["tag", "v1"]);
+        let tagged = prepare(
+            &Checkout::read(repo.path(), Some("v1")).unwrap().unwrap(),
+            tmp.path(),
+            &RunRef::Tag("v1".into()),
+            true,
+        )
+        .unwrap();
+        assert_eq!(
+            std::fs::read_to_string(tagged.dir.join("a.txt")).unwrap(),
+            "committed\n"
+        );
+        assert!(tagged.dir.join("gone.txt").exists());
+        assert!(!tagged.dir.join("new.txt").exists());
+        // No remote ref of the branch runs is left.
+        assert!(!tagged.dir.join(".git/packed-refs").exists());
+        assert_eq!(git(&tagged.dir, &["status", "--porcelain"]), "");
     }
 
     #[test]
