@@ -11,8 +11,9 @@
 //! * the cache directory persists between runs of the same checkout:
 //!   `$XDG_CACHE_HOME/gantry/run/<hash of the checkout path>/cache` (or
 //!   `~/.cache/gantry/…`; `GANTRY_CACHE_DIR` overrides it);
-//! * the job directories of a run that ended normally are kept beside it, in
-//!   `…/<hash>/builds`, and the next run of the checkout takes them over (as a runner
+//! * the job directories of a run that ended normally, every job in the shell, are kept
+//!   beside it, in `…/<hash>/builds`, and the next run of the checkout takes them over
+//!   (as a runner
 //!   reuses its builds directory: every job still gets an exact copy of the snapshot),
 //!   when it can move them into its temporary directory (the same file system); so are
 //!   its job log files, emptied (`…/<hash>/traces`), which the next run's jobs of the
@@ -714,7 +715,6 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
         .map_err(|e| failed(format!("failed to create the runner: {e}")))?;
     let builds = s.tmp.join("builds");
     let runner_dir = builds.join(gantry_runner::job::short_token(&runner_token));
-    let _ = take_kept(&kept_dir(&s.root, "builds"), &runner_dir);
     let (stop_server, server_stopped) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(gantry_server::http::serve(
         listener,
@@ -734,6 +734,12 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
         display.message(&format!("project variables from {}", shown.join(", ")));
     }
     let executors = executors(args.executor, &mut display, uses_images).await?;
+    // Jobs in containers may leave files this user cannot remove (a container's root
+    // owns them): their directories are not handed to the next run.
+    let keep_job_dirs = executors == Executors::Shell;
+    if keep_job_dirs {
+        let _ = take_kept(&kept_dir(&s.root, "builds"), &runner_dir);
+    }
     let config_text = runner_config(&url, &runner_token, &builds, &cache, concurrency, executors);
     let (config, _) = Config::from_toml(&config_text, Path::new("<gantry run>"))
         .map_err(|e| failed(format!("failed to configure the runner: {e}")))?;
@@ -987,7 +993,9 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
     .await;
     // Every job ended (a canceled run may leave one stopping).
     if interrupts == 0 {
-        keep(&runner_dir, &kept_dir(&s.root, "builds"));
+        if keep_job_dirs {
+            keep(&runner_dir, &kept_dir(&s.root, "builds"));
+        }
         keep_logs(&traces, &kept_dir(&s.root, "traces"));
         keep(&s.snapshot.dir, &kept_dir(&s.root, "snapshot"));
     }
