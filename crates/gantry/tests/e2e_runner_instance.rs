@@ -42,12 +42,20 @@ slow:
   timeout: 5s
   script:
     - echo "sleeping on the instance"
-    - sleep 61
+    - sleep SLEEP
 "#;
+
+/// The slow job's `sleep` argument: 61 seconds and a fraction unique to this test process,
+/// so that looking for a leftover `sleep` finds only this run's (another test run on the
+/// machine has its own).
+fn sleep_arg() -> String {
+    format!("61.{:06}", std::process::id() % 1_000_000)
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn instance_jobs_run_over_ssh_on_autoscaled_instances() {
-    let setup = Setup::new(PIPELINE, &[("input.txt", "from git\n")]).await;
+    let yaml = PIPELINE.replace("SLEEP", &sleep_arg());
+    let setup = Setup::new(&yaml, &[("input.txt", "from git\n")]).await;
     let server = &setup.server;
     let dir = tempfile::tempdir().unwrap();
     let toml = local_fleet_config(
@@ -110,7 +118,7 @@ async fn instance_jobs_run_over_ssh_on_autoscaled_instances() {
     assert_eq!(slow["status"], "failed", "{slow}");
     assert_eq!(slow["failure_reason"], "job_execution_timeout", "{slow}");
     let still_sleeping = std::process::Command::new("pgrep")
-        .args(["-f", "sleep 61"])
+        .args(["-f", &format!("sleep {}", sleep_arg())])
         .output()
         .unwrap();
     assert!(
