@@ -13,10 +13,9 @@
 //!   `~/.cache/gantry/…`; `GANTRY_CACHE_DIR` overrides it);
 //! * the job directories of a run that ended normally, every job in the shell, are kept
 //!   beside it, in `…/<hash>/builds`, and the next run of the checkout takes them over
-//!   (as a runner
-//!   reuses its builds directory: every job still gets an exact copy of the snapshot),
-//!   when it can move them into its temporary directory (the same file system); so are
-//!   its job log files, emptied (`…/<hash>/traces`), which the next run's jobs of the
+//!   (as a runner reuses its builds directory: every job still gets an exact copy of the
+//!   snapshot), when it can move them into its temporary directory (the same file
+//!   system); so are its job log files, emptied (`…/<hash>/traces`), which the next run's jobs of the
 //!   same ids write into, and the snapshot directory (`…/<hash>/snapshot`), which the
 //!   next run's `git read-tree -u` brings to its commit: files reused instead of created
 //!   and deleted (see [`take_kept`]);
@@ -461,8 +460,8 @@ fn cache_dir(root: &Path) -> PathBuf {
     checkout_state_dir(root).join("cache")
 }
 
-/// Where `name` (`builds`, `traces`, `snapshot`) of this checkout's last run waits for the next
-/// (see the module docs).
+/// Where `name` (`builds`, `traces`, `snapshot`) of this checkout's last run waits for
+/// the next (see the module docs).
 fn kept_dir(root: &Path, name: &str) -> PathBuf {
     checkout_state_dir(root).join(name)
 }
@@ -497,9 +496,10 @@ fn checkout_state_dir(root: &Path) -> PathBuf {
 /// files, its snapshot directory) as `into`, and says whether it did: the directories
 /// and files are reused, as a runner reuses its builds directory (each job's sources are
 /// still synced to an exact copy of the snapshot, a log file is cut where its job's log
-/// starts, the snapshot is checked out anew by `git read-tree -u`). On a disk file system that spares most of
-/// the files a run would otherwise create and delete: ext4 without a journal scans past
-/// every inode deleted in the last minute when it allocates one. A rename moves the whole
+/// starts, the snapshot is checked out anew by `git read-tree -u`). On a disk file
+/// system that spares most of the files a run would otherwise create and delete: ext4
+/// without a journal scans past every inode deleted in the last minute when it
+/// allocates one. A rename moves the whole
 /// tree at once, so of two runs of one checkout at the same time one gets it and the
 /// other starts empty. Nothing kept, or another file system (`EXDEV`): `into` is made
 /// as before.
@@ -513,13 +513,8 @@ fn take_kept(kept: &Path, into: &Path) -> bool {
 /// run's temporary directory, which goes, when it cannot be moved (another run kept its
 /// own first, another file system).
 fn keep(dir: &Path, kept: &Path) {
-    if !dir.is_dir() {
-        return;
-    }
-    if let Some(parent) = kept.parent() {
-        if std::fs::create_dir_all(parent).is_ok() {
-            let _ = std::fs::rename(dir, kept);
-        }
+    if dir.is_dir() {
+        let _ = take_kept(dir, kept);
     }
 }
 
