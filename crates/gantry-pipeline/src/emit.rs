@@ -143,7 +143,23 @@ fn quoted_if_needed(s: &str) -> String {
     if plain_is_safe(s) {
         s.to_owned()
     } else {
-        serde_json::to_string(s).unwrap_or_else(|_| "\"\"".to_owned())
+        // JSON leaves NEL, LS, PS and BOM as they are; libyaml reads the first three as line
+        // breaks even inside double quotes (folding them), so they are escaped.
+        let json = serde_json::to_string(s).unwrap_or_else(|_| "\"\"".to_owned());
+        if json.contains(['\u{85}', '\u{2028}', '\u{2029}', '\u{feff}']) {
+            json.chars()
+                .fold(String::with_capacity(json.len() + 8), |mut out, c| {
+                    match c {
+                        '\u{85}' | '\u{2028}' | '\u{2029}' | '\u{feff}' => {
+                            out.push_str(&format!("\\u{:04x}", u32::from(c)));
+                        }
+                        c => out.push(c),
+                    }
+                    out
+                })
+        } else {
+            json
+        }
     }
 }
 
@@ -230,7 +246,7 @@ mod tests {
         let pieces = prop::sample::select(vec![
             "a", "Z9", " ", "  ", "\t", "\n", "\r\n", ":", ": ", "#", " #", "-", "- ", "?", "[",
             "]", "{", "}", ",", "&", "*", "!", "|", ">", "'", "\"", "%", "@", "`", "~", "yes",
-            "No", "null", "true", "1", "0x1F", "1e3", ".5", "é", "✓", "\u{2028}", "\\",
+            "No", "null", "true", "1", "0x1F", "1e3", ".5", "é", "✓", "\u{2028}", "\u{85}", "\\",
         ]);
         prop::collection::vec(pieces, 0..8).prop_map(|parts| parts.concat())
     }

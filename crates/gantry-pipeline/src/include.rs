@@ -416,15 +416,7 @@ impl<'a> Loading<'a> {
         let docs = match yaml::parse_documents(text, file, self.limits) {
             Ok(d) => d,
             Err(e) => {
-                let msg = if e.message == yaml::TOO_BIG {
-                    e.message.clone()
-                } else {
-                    format!(
-                        "({name}): {} at line {} column {}",
-                        e.message, e.pos.line, e.pos.col
-                    )
-                };
-                self.cx.raw(prefix(msg), Some(e.pos));
+                self.cx.raw(prefix(e.gitlab_message()), Some(e.pos));
                 return None;
             }
         };

@@ -11,13 +11,12 @@
 //! alias bomb stops at the budget instead of exhausting memory) and nest at most
 //! [`Limits::max_depth`] levels.
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
 use std::rc::Rc;
 
+use gantry_libyaml::{EventData, Parser, ScalarStyle};
 use indexmap::IndexMap;
-use saphyr_parser::{Event, Parser, ScalarStyle, Tag};
 
 use crate::expand::ruby_float_to_string;
 
@@ -451,10 +450,42 @@ impl Default for Limits {
     }
 }
 
+/// Why a file did not load. The [`YamlError::message`] is the text of the exception Psych
+/// would raise; [`YamlError::gitlab_message`] is the message GitLab shows for it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct YamlError {
+    pub kind: YamlErrorKind,
     pub message: String,
     pub pos: Pos,
+}
+
+/// The families of load failures, as GitLab tells them apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum YamlErrorKind {
+    /// libyaml's scanner, parser or reader stopped (`Psych::SyntaxError`): the message is
+    /// libyaml's problem and context, the position Psych's (the context mark).
+    Syntax,
+    /// A stated limit: bytes, nodes or depth ([`TOO_BIG`], GitLab's message).
+    TooBig,
+    /// The text parsed, but its tree cannot be built: an alias to an anchor not defined
+    /// before it (Psych's `AnchorNotDefined`), an unknown or misused tag, a collection as a
+    /// mapping key.
+    Load,
+}
+
+impl YamlError {
+    /// The message GitLab shows for this failure: `(<unknown>): … at line L column C` for a
+    /// syntax error (Psych names no file: GitLab loads from a string), the bare message
+    /// otherwise.
+    pub fn gitlab_message(&self) -> String {
+        match self.kind {
+            YamlErrorKind::Syntax => format!(
+                "(<unknown>): {} at line {} column {}",
+                self.message, self.pos.line, self.pos.col
+            ),
+            YamlErrorKind::TooBig | YamlErrorKind::Load => self.message.clone(),
+        }
+    }
 }
 
 impl fmt::Display for YamlError {
@@ -469,7 +500,36 @@ impl fmt::Display for YamlError {
 
 pub const TOO_BIG: &str = "The parsed YAML is too big";
 
-/// Parse every document of `text`.
+/// A libyaml error as Psych reports it: `problem context` (either may be missing), at the
+/// context mark. libyaml leaves the context mark of a parser error without context at its
+/// initial value, so Psych reports those (and reader errors) at line 1 column 1; a scanner
+/// error without context is raised with the problem's mark as its context mark.
+fn syntax_error(e: &gantry_libyaml::Error, file: FileId) -> YamlError {
+    let message = match e.context() {
+        Some(context) if !e.problem().is_empty() => format!("{} {}", e.problem(), context),
+        Some(context) => context.to_owned(),
+        None => e.problem().to_owned(),
+    };
+    let mark = match (e.context_mark(), e.kind()) {
+        (Some(m), _) => Some(m),
+        (None, gantry_libyaml::ErrorKind::Scanner) => e.problem_mark(),
+        (None, _) => None,
+    };
+    let (line, col) = mark.map_or((1, 1), |m| (m.line + 1, m.column + 1));
+    YamlError {
+        kind: YamlErrorKind::Syntax,
+        message,
+        pos: Pos {
+            file,
+            line: u32::try_from(line).unwrap_or(u32::MAX),
+            col: u32::try_from(col).unwrap_or(u32::MAX),
+        },
+    }
+}
+
+/// Parse every document of `text`, as libyaml does (the `libyaml-safer` port: the same
+/// scanner and parser, so what libyaml accepts loads and what it rejects fails with its
+/// problem and position).
 pub fn parse_documents(text: &str, file: FileId, limits: Limits) -> Result<Vec<Node>, YamlError> {
     let start = Pos {
         file,
@@ -478,6 +538,7 @@ pub fn parse_documents(text: &str, file: FileId, limits: Limits) -> Result<Vec<N
     };
     if text.len() > limits.max_bytes {
         return Err(YamlError {
+            kind: YamlErrorKind::TooBig,
             message: TOO_BIG.into(),
             pos: start,
         });
@@ -489,43 +550,151 @@ pub fn parse_documents(text: &str, file: FileId, limits: Limits) -> Result<Vec<N
         stack: Vec::new(),
         docs: Vec::new(),
     };
-    for item in Parser::new_from_str(text) {
-        match item {
-            Ok((event, span)) => {
-                let pos = Pos {
-                    file,
-                    line: u32::try_from(span.start.line()).unwrap_or(u32::MAX),
-                    col: u32::try_from(span.start.col() + 1).unwrap_or(u32::MAX),
-                };
-                b.event(event, pos)?;
+    let mut input = text.as_bytes();
+    let mut parser = Parser::new();
+    parser.set_input_string(&mut input);
+    // Psych parses the whole stream before it builds anything, so a syntax error anywhere
+    // wins over a tree that cannot be built (an unknown alias, a limit): once building
+    // fails, the rest is only parsed (no nodes are made, so an alias bomb costs nothing).
+    // One exception: nesting deeper than the limit stops at once. libyaml's scanner checks
+    // every open flow level's possible key at each token, so its time grows with the
+    // square of the nesting (Psych takes seconds for 40,000 `[`); a file that deep is
+    // reported too big without reading further.
+    let mut failed: Option<YamlError> = None;
+    let mut depth = 0usize;
+    loop {
+        let event = parser.parse().map_err(|e| syntax_error(&e, file))?;
+        let pos = Pos {
+            file,
+            line: u32::try_from(event.start_mark.line + 1).unwrap_or(u32::MAX),
+            col: u32::try_from(event.start_mark.column + 1).unwrap_or(u32::MAX),
+        };
+        match event.data {
+            EventData::StreamEnd => break,
+            EventData::SequenceStart { .. } | EventData::MappingStart { .. } => {
+                depth += 1;
+                if depth > limits.max_depth {
+                    return Err(failed.unwrap_or_else(|| too_big(pos)));
+                }
             }
-            // The parser repeats its error forever: stop at the first one.
-            Err(e) => {
-                return Err(YamlError {
-                    message: e.info().to_owned(),
-                    pos: Pos {
-                        file,
-                        line: u32::try_from(e.marker().line()).unwrap_or(u32::MAX),
-                        col: u32::try_from(e.marker().col() + 1).unwrap_or(u32::MAX),
-                    },
-                });
-            }
+            EventData::SequenceEnd | EventData::MappingEnd => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        if failed.is_some() {
+            continue;
+        }
+        if let Err(e) = b.event(event.data, pos) {
+            failed = Some(e);
         }
     }
-    Ok(b.docs)
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(b.docs),
+    }
+}
+
+/// libyaml's event stream of `text`, one line per event, each with its 1-based start
+/// line and column (`+DOC`/`-DOC` with `---`/`...` when explicit; `=VAL` with the scalar's
+/// style `:` plain, `'` single, `"` double, `|` literal, `>` folded and its value escaped;
+/// anchors `&a`, tags `<t>`, aliases `*a`), then `ERR` and Psych's message when libyaml
+/// stops. It is the contract of the differential test against libyaml itself
+/// (`tests/libyaml_differential.rs` compares it with what Ruby's Psych reports for the same
+/// text), so what it prints is what [`parse_documents`] builds from.
+#[doc(hidden)]
+pub fn libyaml_events(text: &str) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let mut input = text.as_bytes();
+    let mut parser = Parser::new();
+    parser.set_input_string(&mut input);
+    let props = |anchor: &Option<String>, tag: &Option<String>| {
+        let mut p = String::new();
+        if let Some(a) = anchor {
+            p.push_str(" &");
+            p.push_str(a);
+        }
+        if let Some(t) = tag {
+            p.push_str(" <");
+            p.push_str(t);
+            p.push('>');
+        }
+        p
+    };
+    loop {
+        let event = match parser.parse() {
+            Ok(e) => e,
+            Err(e) => {
+                let _ = writeln!(out, "ERR {}", syntax_error(&e, FileId(0)).gitlab_message());
+                break;
+            }
+        };
+        let at = format!(
+            "{}:{}",
+            event.start_mark.line + 1,
+            event.start_mark.column + 1
+        );
+        let line = match &event.data {
+            EventData::StreamStart { .. } => "+STR".to_owned(),
+            EventData::StreamEnd => "-STR".to_owned(),
+            EventData::DocumentStart { implicit, .. } => {
+                if *implicit {
+                    "+DOC".to_owned()
+                } else {
+                    "+DOC ---".to_owned()
+                }
+            }
+            EventData::DocumentEnd { implicit } => {
+                if *implicit {
+                    "-DOC".to_owned()
+                } else {
+                    "-DOC ...".to_owned()
+                }
+            }
+            EventData::Alias { anchor } => format!("=ALI *{anchor}"),
+            EventData::Scalar {
+                anchor,
+                tag,
+                value,
+                style,
+                ..
+            } => {
+                let style = match style {
+                    ScalarStyle::SingleQuoted => '\'',
+                    ScalarStyle::DoubleQuoted => '"',
+                    ScalarStyle::Literal => '|',
+                    ScalarStyle::Folded => '>',
+                    _ => ':',
+                };
+                format!(
+                    "=VAL{} {style}{}",
+                    props(anchor, tag),
+                    value.escape_default()
+                )
+            }
+            EventData::SequenceStart { anchor, tag, .. } => format!("+SEQ{}", props(anchor, tag)),
+            EventData::SequenceEnd => "-SEQ".to_owned(),
+            EventData::MappingStart { anchor, tag, .. } => format!("+MAP{}", props(anchor, tag)),
+            EventData::MappingEnd => "-MAP".to_owned(),
+        };
+        let _ = writeln!(out, "{at} {line}");
+        if matches!(event.data, EventData::StreamEnd) {
+            break;
+        }
+    }
+    out
 }
 
 enum Frame {
     Seq {
         items: Vec<Node>,
         pos: Pos,
-        anchor: usize,
+        anchor: Option<String>,
         reference: bool,
     },
     Map {
         map: Map,
         pos: Pos,
-        anchor: usize,
+        anchor: Option<String>,
         key: Option<PendingKey>,
     },
 }
@@ -540,7 +709,7 @@ struct PendingKey {
 struct Builder {
     limits: Limits,
     nodes: usize,
-    anchors: HashMap<usize, (Node, usize, usize)>,
+    anchors: HashMap<String, (Node, usize, usize)>,
     stack: Vec<Frame>,
     docs: Vec<Node>,
 }
@@ -548,6 +717,7 @@ struct Builder {
 impl Builder {
     fn err(&self, message: impl Into<String>, pos: Pos) -> YamlError {
         YamlError {
+            kind: YamlErrorKind::Load,
             message: message.into(),
             pos,
         }
@@ -556,52 +726,63 @@ impl Builder {
     fn count(&mut self, n: usize, pos: Pos) -> Result<(), YamlError> {
         self.nodes = self.nodes.saturating_add(n);
         if self.nodes > self.limits.max_nodes {
-            return Err(self.err(TOO_BIG, pos));
+            return Err(too_big(pos));
         }
         Ok(())
     }
 
-    fn event(&mut self, event: Event<'_>, pos: Pos) -> Result<(), YamlError> {
+    fn event(&mut self, event: EventData, pos: Pos) -> Result<(), YamlError> {
         match event {
-            Event::Nothing
-            | Event::StreamStart
-            | Event::StreamEnd
-            | Event::DocumentStart(_)
-            | Event::DocumentEnd => Ok(()),
-            Event::Alias(id) => {
-                let Some((_, size, depth)) = self.anchors.get(&id) else {
-                    return Err(self.err("unknown alias", pos));
+            EventData::StreamStart { .. }
+            | EventData::StreamEnd
+            | EventData::DocumentStart { .. }
+            | EventData::DocumentEnd { .. } => Ok(()),
+            EventData::Alias { anchor } => {
+                let Some((_, size, depth)) = self.anchors.get(&anchor) else {
+                    // Psych's `AnchorNotDefined` (libyaml itself does not check aliases).
+                    return Err(self.err(
+                        format!("An alias referenced an unknown anchor: {anchor}"),
+                        pos,
+                    ));
                 };
                 let (size, depth) = (*size, *depth);
                 if self.stack.len() + depth > self.limits.max_depth {
-                    return Err(self.err(TOO_BIG, pos));
+                    return Err(too_big(pos));
                 }
                 // Charge the budget before copying, so a bomb stops before it costs anything.
                 self.count(size, pos)?;
                 // The copy keeps the positions where the anchored content is written.
                 let node = self
                     .anchors
-                    .get(&id)
+                    .get(&anchor)
                     .map(|(n, _, _)| n.clone())
                     .unwrap_or(Node::null(pos));
                 self.push_value(node, KeyKind::Str, false)
             }
-            Event::Scalar(text, style, anchor, tag) => {
+            EventData::Scalar {
+                anchor,
+                tag,
+                value,
+                style,
+                quoted_implicit,
+                ..
+            } => {
                 self.count(1, pos)?;
                 let (value, kind, plain_merge) =
-                    resolve_scalar(text, style, tag.as_deref()).map_err(|m| self.err(m, pos))?;
+                    resolve_scalar(value, style, quoted_implicit, tag.as_deref())
+                        .map_err(|m| self.err(m, pos))?;
                 let node = Node::new(value, pos);
-                if anchor > 0 {
+                if let Some(anchor) = anchor {
                     self.anchors.insert(anchor, (node.clone(), 1, 0));
                 }
                 self.push_value(node, kind, plain_merge)
             }
-            Event::SequenceStart(anchor, tag) => {
+            EventData::SequenceStart { anchor, tag, .. } => {
                 self.count(1, pos)?;
                 let reference = match tag.as_deref() {
                     None => false,
-                    Some(t) if is_reference_tag(t) => true,
-                    Some(t) if t.is_yaml_core_schema() && t.suffix == "seq" => false,
+                    Some(REFERENCE_TAG) => true,
+                    Some(t) if core_tag(t) == Some("seq") => false,
                     Some(t) => return Err(self.err(unknown_tag(t), pos)),
                 };
                 self.open(Frame::Seq {
@@ -611,12 +792,12 @@ impl Builder {
                     reference,
                 })
             }
-            Event::MappingStart(anchor, tag) => {
+            EventData::MappingStart { anchor, tag, .. } => {
                 self.count(1, pos)?;
                 match tag.as_deref() {
                     None => {}
-                    Some(t) if t.is_yaml_core_schema() && t.suffix == "map" => {}
-                    Some(t) if is_reference_tag(t) => {
+                    Some(t) if core_tag(t) == Some("map") => {}
+                    Some(REFERENCE_TAG) => {
                         return Err(self.err("!reference [..] is not valid", pos));
                     }
                     Some(t) => return Err(self.err(unknown_tag(t), pos)),
@@ -628,7 +809,7 @@ impl Builder {
                     key: None,
                 })
             }
-            Event::SequenceEnd => {
+            EventData::SequenceEnd => {
                 let Some(Frame::Seq {
                     items,
                     pos,
@@ -645,7 +826,7 @@ impl Builder {
                 };
                 self.close(Node::new(value, pos), anchor)
             }
-            Event::MappingEnd => {
+            EventData::MappingEnd => {
                 let Some(Frame::Map {
                     map, pos, anchor, ..
                 }) = self.stack.pop()
@@ -662,7 +843,7 @@ impl Builder {
             Frame::Seq { pos, .. } | Frame::Map { pos, .. } => *pos,
         };
         if self.stack.len() >= self.limits.max_depth {
-            return Err(self.err(TOO_BIG, pos));
+            return Err(too_big(pos));
         }
         // A collection used as a mapping key is not something GitLab can symbolize.
         if let Some(Frame::Map { key: None, .. }) = self.stack.last() {
@@ -672,8 +853,8 @@ impl Builder {
         Ok(())
     }
 
-    fn close(&mut self, node: Node, anchor: usize) -> Result<(), YamlError> {
-        if anchor > 0 {
+    fn close(&mut self, node: Node, anchor: Option<String>) -> Result<(), YamlError> {
+        if let Some(anchor) = anchor {
             let size = node.size();
             self.anchors
                 .insert(anchor, (node.clone(), size, depth_of(&node)));
@@ -705,6 +886,7 @@ impl Builder {
                     };
                     let Some(name) = name else {
                         return Err(YamlError {
+                            kind: YamlErrorKind::Load,
                             message: "mapping keys must be scalars".into(),
                             pos,
                         });
@@ -787,34 +969,50 @@ fn depth_of(node: &Node) -> usize {
     }
 }
 
-fn is_reference_tag(t: &Tag) -> bool {
-    t.handle == "!" && t.suffix == "reference"
+/// GitLab's custom tag, as libyaml resolves `!reference` (the primary handle `!`).
+const REFERENCE_TAG: &str = "!reference";
+
+/// The YAML core schema's prefix, what libyaml resolves the `!!` handle to.
+const CORE_PREFIX: &str = "tag:yaml.org,2002:";
+
+/// The suffix of a core-schema tag (`!!str` → `str`).
+fn core_tag(tag: &str) -> Option<&str> {
+    tag.strip_prefix(CORE_PREFIX)
 }
 
-fn unknown_tag(t: &Tag) -> String {
-    if t.handle == "!" {
-        format!("unknown tag `!{}`", t.suffix)
-    } else {
-        format!("unknown tag `{}{}`", t.handle, t.suffix)
+fn unknown_tag(tag: &str) -> String {
+    match core_tag(tag) {
+        Some(suffix) => format!("unknown tag `!!{suffix}`"),
+        None => format!("unknown tag `{tag}`"),
+    }
+}
+
+fn too_big(pos: Pos) -> YamlError {
+    YamlError {
+        kind: YamlErrorKind::TooBig,
+        message: TOO_BIG.into(),
+        pos,
     }
 }
 
 /// Resolve a scalar as Psych does. Returns the value, the key kind it would have as a
-/// mapping key, and whether it is a plain (untagged, unquoted) scalar.
+/// mapping key, and whether it is a plain (untagged, unquoted) scalar. A quoted scalar
+/// without a tag is a string (Psych's `o.quoted`, libyaml's `quoted_implicit`).
 fn resolve_scalar(
-    text: Cow<'_, str>,
+    text: String,
     style: ScalarStyle,
-    tag: Option<&Tag>,
+    quoted_implicit: bool,
+    tag: Option<&str>,
 ) -> Result<(Value, KeyKind, bool), String> {
     if let Some(t) = tag {
-        if is_reference_tag(t) {
+        if t == REFERENCE_TAG {
             return Err("!reference [..] is not valid".into());
         }
-        if !t.is_yaml_core_schema() {
+        let Some(suffix) = core_tag(t) else {
             return Err(unknown_tag(t));
-        }
-        let v = match t.suffix.as_str() {
-            "str" => Value::Str(text.into_owned()),
+        };
+        let v = match suffix {
+            "str" => Value::Str(text),
             "null" => Value::Null,
             "bool" => match psych_plain(&text) {
                 v @ Value::Bool(_) => v,
@@ -838,12 +1036,12 @@ fn resolve_scalar(
         };
         return Ok((v, kind, false));
     }
-    if style != ScalarStyle::Plain {
-        return Ok((Value::Str(text.into_owned()), KeyKind::Str, false));
+    if quoted_implicit || style != ScalarStyle::Plain {
+        return Ok((Value::Str(text), KeyKind::Str, false));
     }
     Ok(match plain_typed(&text) {
         Some(v) => (v, KeyKind::Other, true),
-        None => (Value::Str(text.into_owned()), KeyKind::Str, true),
+        None => (Value::Str(text), KeyKind::Str, true),
     })
 }
 
@@ -1138,7 +1336,8 @@ mod tests {
     fn unknown_tag_is_an_error() {
         let e = parse_documents("a: !foo bar\n", FileId(0), Limits::default()).unwrap_err();
         assert_eq!(e.message, "unknown tag `!foo`");
-        assert_eq!((e.pos.line, e.pos.col), (1, 9));
+        // The node starts at its tag, as libyaml marks it.
+        assert_eq!((e.pos.line, e.pos.col), (1, 4));
     }
 
     #[test]
@@ -1156,8 +1355,25 @@ mod tests {
 
     #[test]
     fn syntax_error_stops() {
+        // libyaml's problem, then its context, at the context's mark (Psych's message).
         let e = parse_documents("a: [b\nc: d", FileId(0), Limits::default()).unwrap_err();
-        assert_eq!(e.pos.line, 2);
+        assert_eq!(
+            e.gitlab_message(),
+            "(<unknown>): did not find expected ',' or ']' while parsing a flow sequence \
+             at line 1 column 4"
+        );
+        assert_eq!(e.kind, YamlErrorKind::Syntax);
+        let e = parse_documents("a: b: c\n", FileId(0), Limits::default()).unwrap_err();
+        assert_eq!(
+            e.gitlab_message(),
+            "(<unknown>): mapping values are not allowed in this context at line 1 column 5"
+        );
+        let e = parse_documents("a:\n  b: 1\n c: 2\n", FileId(0), Limits::default()).unwrap_err();
+        assert_eq!(
+            e.gitlab_message(),
+            "(<unknown>): did not find expected key while parsing a block mapping \
+             at line 1 column 1"
+        );
     }
 
     #[test]
@@ -1208,6 +1424,30 @@ mod tests {
         )
         .expect("ok");
         assert_eq!(docs.len(), 2);
+    }
+
+    #[test]
+    fn what_libyaml_accepts_loads() {
+        // GitLab's own rules file: a single-quoted scalar continued on a line indented like
+        // its key (YAML 1.2 wants it indented more; libyaml takes it).
+        let text = "rules:\n  - if: '$A == \"1\" &&\n  $B'\n    when: never\n";
+        assert_eq!(
+            json(text),
+            r#"{"rules":[{"if":"$A == \"1\" && $B","when":"never"}]}"#
+        );
+        // A flow sequence whose closing bracket is indented less than its key.
+        let text = "job:\n  script: [\n    a,\n    b\n]\n";
+        assert_eq!(json(text), r#"{"job":{"script":["a","b"]}}"#);
+    }
+
+    #[test]
+    fn an_unknown_alias_is_psychs_error() {
+        let e = parse_documents("a: *nope\n", FileId(0), Limits::default()).unwrap_err();
+        assert_eq!(
+            e.gitlab_message(),
+            "An alias referenced an unknown anchor: nope"
+        );
+        assert_eq!(e.kind, YamlErrorKind::Load);
     }
 
     #[test]

@@ -233,15 +233,11 @@ fn yaml_nesting_100_is_accepted_101_is_too_big() {
 #[test]
 fn very_deep_nesting_is_rejected_quickly() {
     // 500,000 open brackets (1 MB): stopped early, not after building the tree.
-    // Note: for flow collections this deep, saphyr-parser's own recursion limit (its
-    // scanner runs ahead of the events) fires before the depth-100 check, so the message
-    // is the parser's, not README's "The parsed YAML is too big".
+    // Nesting past the limit stops the parser at once: libyaml's scanner is quadratic in
+    // flow depth, so reading on to the end (as Psych does) would take minutes.
     let (c, took) = run_within(&format!("job: {}", "[".repeat(500_000)), &[], false, FAST);
     let msgs = messages(&c);
-    assert!(
-        msgs.len() == 1 && (msgs[0] == TOO_BIG || msgs[0].contains("recursion limit exceeded")),
-        "{msgs:?}"
-    );
+    assert!(msgs == [TOO_BIG], "{msgs:?}");
     assert!(took < FAST, "{took:?}");
     for text in [
         format!("job: {}", "{a: ".repeat(200_000)),
