@@ -199,7 +199,9 @@ async fn a_failure_skips_later_stages_and_retry_recovers() {
     assert_ne!(again.id, build.id);
     assert_eq!((again.attempt, again.status.as_str()), (2, "pending"));
     assert!(e.coord.job(build.id).await.unwrap().retried);
-    assert_eq!(e.status(p.id).await, "pending");
+    // A failed pipeline that runs again is `running`, not `pending` (GitLab's pipeline
+    // state machine: `enqueue` from `failed`).
+    assert_eq!(e.status(p.id).await, "running");
     let retried = e.take_some(&runner).await;
     assert_eq!(retried.id, again.id);
     e.run(&retried, true).await;

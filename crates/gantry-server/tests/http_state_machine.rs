@@ -150,7 +150,7 @@ deploy: {stage: deploy, script: [x]}
     script: r#"
 take flaky
 fail flaky exit=1
-expect pipeline=pending flaky=failed flaky.allow_failure=true deploy=pending
+expect pipeline=running flaky=failed flaky.allow_failure=true deploy=pending # it was running
 pass deploy
 expect pipeline=success flaky=failed deploy=success
 "#,
@@ -181,10 +181,10 @@ const RETRY_MAX: Case = Case {
     script: r#"
 take flaky
 fail flaky
-expect pipeline=pending flaky=failed,pending
+expect pipeline=running flaky=failed,pending # it was running
 take flaky
 fail flaky
-expect pipeline=pending flaky=failed,failed,pending flaky@2.reason=script_failure
+expect pipeline=running flaky=failed,failed,pending flaky@2.reason=script_failure
 take flaky
 fail flaky
 expect pipeline=failed flaky=failed,failed,failed
@@ -242,7 +242,7 @@ take build
 fail build
 expect pipeline=failed build=failed test=skipped
 retry build
-expect pipeline=pending build=failed,pending test=created
+expect pipeline=running build=failed,pending test=created # it has run before (GitLab's state machine)
 pass build
 expect pipeline=running build=failed,success test=pending
 take test
@@ -454,7 +454,7 @@ silent: {script: [x], retry: {max: 1, when: [stuck_or_timeout_failure]}}
 "#,
     script: r#"
 take silent
-await pipeline=pending silent=failed,pending silent@1.reason=stuck_or_timeout_failure silent.reason=none
+await pipeline=running silent=failed,pending silent@1.reason=stuck_or_timeout_failure silent.reason=none
 ok silent => 403 failed
 take silent
 alive silent

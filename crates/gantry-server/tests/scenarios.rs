@@ -27,8 +27,13 @@
 //!
 //! `SCENARIO=<substring>` runs only matching scenarios. New snapshot:
 //! `INSTA_UPDATE=always cargo test -p gantry-server --test scenarios`, then read it.
+//!
+//! [`gitlab_processing`] runs GitLab's own processing test cases (its YAML files,
+//! unchanged) through the same processor.
 
 #![allow(clippy::panic, clippy::unwrap_used)]
+
+mod gitlab_processing;
 
 use std::collections::BTreeMap;
 
@@ -98,6 +103,9 @@ const RULES: &[(&str, &str)] = &[
     ("composite-canceling", "5.6 canceling ⇒ canceling"),
     ("composite-scheduled", "5.6 scheduled ⇒ scheduled"),
     ("composite-waiting", "5.6 waiting_for_resource ⇒ waiting_for_resource"),
+    ("pipeline-enqueue-again", "5.6 pipeline machine: a finished pipeline queued again is running"),
+    ("pipeline-running-stays", "5.6 pipeline machine: a running pipeline whose jobs are all queued stays running"),
+    ("pipeline-moves-when-processed", "5.6 pipeline machine: the pipeline status moves only in a processing pass"),
     ("retried-excluded", "5.1 retried jobs are excluded from every status"),
     ("retry-max", "5.7 auto-retry up to retry:max"),
     ("retry-when", "5.7 retry:when filters failure reasons"),
@@ -445,20 +453,48 @@ expect pipeline=success+warnings
     },
     Scenario {
         name: "created-plus-terminal-is-running",
-        rules: "composite-created-terminal",
+        rules: "composite-created-terminal pipeline-moves-when-processed",
         yaml: r"
 stages: [build, test]
-build: {stage: build, script: b}
+slow: {stage: build, script: s}
+quick: {stage: test, script: q, needs: []}
+late: {stage: test, script: l, needs: [slow]}
+",
+        script: r"
+start slow
+pass quick
+expect quick=success late=created stage:test=running
+hold ok slow
+expect slow=success stage:build=running # not processed yet: stages and pipeline stay
+process
+expect late=pending stage:build=success stage:test=running pipeline=running
+",
+        snapshot: false,
+    },
+    Scenario {
+        name: "pipeline-state-machine",
+        rules: "pipeline-enqueue-again pipeline-running-stays",
+        yaml: r"
+stages: [build, test]
+lint: {stage: build, script: l, allow_failure: true}
 test: {stage: test, script: t}
 ",
         script: r"
-start build
-hold ok build
-expect build=success test=created pipeline=running
-process
-expect test=pending
+expect pipeline=pending
+start lint
+expect pipeline=running
+fail lint              # composite pending (a warning, a queued job); it was running
+expect test=pending stage:build=success+warnings pipeline=running
+fail test
+expect pipeline=failed
+retry test             # composite pending again; enqueue from failed is running
+expect test=pending pipeline=running
+pass test
+expect pipeline=success+warnings
+reject cancel-pipeline # nothing to cancel
+expect pipeline=success+warnings
 ",
-        snapshot: false,
+        snapshot: true,
     },
     Scenario {
         name: "optional-manual",
@@ -532,7 +568,7 @@ fail deploy
 expect deploy=failed pipeline=success+warnings
 retry deploy
 # the manual gate is not asked again
-expect deploy#1=failed deploy=pending deploy.attempts=2 pipeline=pending
+expect deploy#1=failed deploy=pending deploy.attempts=2 pipeline=running # it ran before
 pass deploy
 expect pipeline=success
 play deploy
@@ -602,7 +638,7 @@ test: {script: t, retry: 2}
         script: r"
 start test
 fail test
-expect test#1=failed test=pending test.attempts=2 pipeline=pending
+expect test#1=failed test=pending test.attempts=2 pipeline=running # it stays running
 start test
 fail test
 expect test#2=failed test=pending test.attempts=3
@@ -693,7 +729,7 @@ start build
 fail build
 expect test=skipped pipeline=failed
 retry build
-expect build#1=failed build=pending test=created pipeline=pending
+expect build#1=failed build=pending test=created pipeline=running # failed, then queued again
 reject fail build#1
 start build
 reject retry build
@@ -740,7 +776,7 @@ fail a
 cancel b
 expect a=failed b=canceled test=skipped deploy=skipped pipeline=failed
 retry-pipeline
-expect a=pending b=pending test=created deploy=created a.attempts=2 b.attempts=2 pipeline=pending
+expect a=pending b=pending test=created deploy=created a.attempts=2 b.attempts=2 pipeline=running # failed, then queued
 reject retry-pipeline
 ",
         snapshot: true,
@@ -920,10 +956,10 @@ a: {script: a}
 start a graceful
 cancel a
 retry a
-expect a#1=canceling a=pending a.attempts=2 pipeline=pending
+expect a#1=canceling a=pending a.attempts=2 pipeline=running # canceling, then queued
 touch a#1
 ok a#1
-expect a#1=canceled a=pending pipeline=pending
+expect a#1=canceled a=pending pipeline=running
 reject cancel a#1
 ",
         snapshot: false,

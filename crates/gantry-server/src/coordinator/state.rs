@@ -75,7 +75,13 @@ impl Loaded {
         while stages.len() < needed {
             stages.push(format!("stage-{}", stages.len()));
         }
-        let state = PipelineState::from_parts(stages, jobs, auto_cancel)
+        let status = Status::parse(&pipeline.status).ok_or_else(|| {
+            CoordinatorError::corrupt(format!(
+                "pipeline {} has status `{}`",
+                pipeline.id, pipeline.status
+            ))
+        })?;
+        let state = PipelineState::from_parts(stages, jobs, auto_cancel, status)
             .map_err(CoordinatorError::corrupt)?;
         Ok(Loaded {
             pipeline,
@@ -256,6 +262,8 @@ pub(crate) fn diff(
             resource_group: spec.job.resource_group.clone(),
         });
     }
+    // The pipeline's state machine moved it in the processing passes of this decision
+    // (`PipelineState::advance`); none ran (a retry's new rows) ⇒ it stays.
     let status = pipeline_status(state).status;
     change.status = status.as_str().to_owned();
     change.ended = status.is_stopped() && loaded.pipeline.status != change.status;

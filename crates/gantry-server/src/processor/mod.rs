@@ -4,9 +4,14 @@
 //! [`Transition`]s in one transaction, and commits them to its copy.
 //!
 //! - [`process`] — the processing loop: enqueue / actionize / schedule / skip `created`
-//!   jobs (§5.3–§5.5). [`PipelineState::advance`] = process + commit.
+//!   jobs (§5.3–§5.5). [`PipelineState::advance`] = process + commit + the statuses'
+//!   state machines.
 //! - [`apply`] — an [`Event`] from a runner, a user or a timer (§5.2, §5.7, §5.11, §5.13).
-//! - [`pipeline_status`], [`PipelineState::stage_status`], [`composite`] — COMPOSITE (§5.6).
+//! - [`composite`], [`PipelineState::composite_status`], [`PipelineState::stage_composite`]
+//!   — COMPOSITE (§5.6).
+//! - [`pipeline_status`], [`PipelineState::stage_status`], [`next_pipeline_status`],
+//!   [`next_stage_status`] — the pipeline's and the stages' own state machines (GitLab
+//!   `Ci::Pipeline`, `Ci::Stage`): from the previous status to the COMPOSITE, once per pass.
 //! - [`RetryPolicy`] — automatic retry decisions (§5.7).
 //! - [`due_events`], [`effective_timeout`] — what time makes due; job timeouts.
 //! - [`on_new_commit`] — auto-cancel of redundant pipelines (§5.11).
@@ -14,6 +19,7 @@
 mod cancel;
 mod composite;
 mod events;
+mod pipeline_machine;
 mod process;
 mod retry;
 mod state;
@@ -27,6 +33,7 @@ pub use events::{CancelScope, Event, Rejected, apply};
 /// Why a job failed: GitLab's `failure_reason` values, the protocol crate's one list
 /// ([`FailureReason::is_stored_by_server`] tells the ones the coordinator records).
 pub use gantry_protocol::FailureReason;
+pub use pipeline_machine::{next_pipeline_status, next_stage_status};
 pub use process::{process, valid_prev};
 pub use retry::{RetryPolicy, RetryWhen, never_retried};
 pub use state::{

@@ -38,8 +38,9 @@ pub fn valid_prev(when: When, prev: Status, mode: Mode) -> bool {
     }
 }
 
-/// One pass of the processing loop. Pure: the caller commits the result
-/// ([`PipelineState::commit_all`]) and persists it.
+/// One pass of the processing loop. Pure: the caller commits the result and persists it;
+/// [`PipelineState::advance`] does both the commit and the pass's end (the pipeline and
+/// stage statuses move), so callers use it rather than [`PipelineState::commit_all`].
 pub fn process(state: &PipelineState, now: Timestamp) -> Vec<Transition> {
     let jobs = state.jobs();
     let mut snapshot: Vec<Status> = jobs.iter().map(|j| j.status).collect();
@@ -156,10 +157,13 @@ fn stage_order(jobs: &[JobState], stage_idx: usize, by_name: &HashMap<&str, usiz
 }
 
 impl PipelineState {
-    /// Run one processing pass and commit it; returns what to persist.
+    /// Run one processing pass and commit it, then move the pipeline status as GitLab's
+    /// `update_pipeline!` does ([`super::next_pipeline_status`]); returns the job
+    /// transitions to persist (the status is [`super::pipeline_status`]).
     pub fn advance(&mut self, now: Timestamp) -> Vec<Transition> {
         let ts = process(self, now);
         self.commit_all(&ts);
+        self.settle_status();
         ts
     }
 }

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::FailureReason;
 use super::composite::{Mode, Summary, composite};
+use super::pipeline_machine::{next_pipeline_status, next_stage_status};
 use super::retry::RetryPolicy;
 use super::status::Status;
 
@@ -245,16 +246,22 @@ pub enum InvalidState {
     },
 }
 
-/// A pipeline: stages in order and every job row.
+/// A pipeline: stages in order, every job row, and the pipeline's own status.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct PipelineState {
     stages: Vec<String>,
     jobs: Vec<JobState>,
     auto_cancel: AutoCancel,
+    /// The pipeline status as the last processing pass left it (GitLab's stored
+    /// `ci_pipelines.status`): the memory of [`next_pipeline_status`].
+    status: Status,
+    /// Each stage's status as the last pass left it (GitLab's `ci_stages.status`), by
+    /// stage index: the memory of [`next_stage_status`].
+    stage_statuses: Vec<Status>,
 }
 
 impl PipelineState {
-    /// A new pipeline: every job `created`, numbered from 1 in definition order.
+    /// A new pipeline, `created`: every job `created`, numbered from 1 in definition order.
     pub fn from_pipeline(p: &Pipeline) -> PipelineState {
         let jobs = p
             .jobs
@@ -266,15 +273,19 @@ impl PipelineState {
             stages: p.stages.clone(),
             jobs,
             auto_cancel: AutoCancel::from_model(&p.auto_cancel),
+            status: Status::Created,
+            stage_statuses: vec![Status::Created; p.stages.len()],
         }
     }
 
-    /// A pipeline loaded from rows. Rows keep the order given (it breaks ties when
-    /// processing); ids must be unique, and so must the names of current jobs.
+    /// A pipeline loaded from rows, with its stored status. Rows keep the order given (it
+    /// breaks ties when processing); ids must be unique, and so must the names of current
+    /// jobs. Stage statuses are not stored: each stage starts at its jobs' COMPOSITE.
     pub fn from_parts(
         stages: Vec<String>,
         jobs: Vec<JobState>,
         auto_cancel: AutoCancel,
+        status: Status,
     ) -> Result<PipelineState, InvalidState> {
         let mut ids = HashSet::new();
         let mut names = HashSet::new();
@@ -293,11 +304,19 @@ impl PipelineState {
                 });
             }
         }
-        Ok(PipelineState {
+        let mut state = PipelineState {
+            stage_statuses: Vec::new(),
             stages,
             jobs,
             auto_cancel,
-        })
+            status,
+        };
+        state.stage_statuses = state
+            .stage_composites()
+            .into_iter()
+            .map(|c| c.map_or(Status::Created, |c| c.status))
+            .collect();
+        Ok(state)
     }
 
     pub fn stages(&self) -> &[String] {
@@ -350,8 +369,50 @@ impl PipelineState {
         self.jobs.push(job);
     }
 
-    /// Status of stage `stage_idx`: COMPOSITE of its current jobs (`None` if it has none).
-    pub fn stage_status(&self, stage_idx: usize) -> Option<Summary> {
+    /// The pipeline status as the last processing pass left it (see [`pipeline_status`]).
+    pub fn status(&self) -> Status {
+        self.status
+    }
+
+    /// COMPOSITE of all current jobs in stage mode (`None` without jobs).
+    pub fn composite_status(&self) -> Option<Summary> {
+        composite(
+            self.current_jobs().map(|j| (j.status, j.allow_failure)),
+            Mode::Stage,
+        )
+    }
+
+    /// The end of a processing pass: the pipeline and each stage follow their state
+    /// machines from where they were to their jobs' COMPOSITE ([`next_pipeline_status`],
+    /// [`next_stage_status`]). Without jobs, a status stays.
+    pub(crate) fn settle_status(&mut self) {
+        if let Some(c) = self.composite_status() {
+            self.status = next_pipeline_status(self.status, c.status);
+        }
+        let composites = self.stage_composites();
+        for (s, c) in self.stage_statuses.iter_mut().zip(composites) {
+            if let Some(c) = c {
+                *s = next_stage_status(*s, c.status);
+            }
+        }
+    }
+
+    /// COMPOSITE of each stage's current jobs, by stage index, in one pass over the rows.
+    fn stage_composites(&self) -> Vec<Option<Summary>> {
+        let mut by_stage: Vec<Vec<(Status, bool)>> = vec![Vec::new(); self.stages.len()];
+        for j in self.current_jobs() {
+            if let Some(v) = by_stage.get_mut(j.stage_idx) {
+                v.push((j.status, j.allow_failure));
+            }
+        }
+        by_stage
+            .into_iter()
+            .map(|jobs| composite(jobs, Mode::Stage))
+            .collect()
+    }
+
+    /// COMPOSITE of the current jobs of stage `stage_idx` (`None` if it has none).
+    pub fn stage_composite(&self, stage_idx: usize) -> Option<Summary> {
         composite(
             self.current_jobs()
                 .filter(|j| j.stage_idx == stage_idx)
@@ -359,19 +420,34 @@ impl PipelineState {
             Mode::Stage,
         )
     }
+
+    /// Status of stage `stage_idx` as the last processing pass left it (GitLab's stage
+    /// state machine, [`next_stage_status`]); `warnings` from its current jobs. `None` if
+    /// the stage has no current jobs.
+    pub fn stage_status(&self, stage_idx: usize) -> Option<Summary> {
+        let c = self.stage_composite(stage_idx)?;
+        Some(Summary {
+            status: self
+                .stage_statuses
+                .get(stage_idx)
+                .copied()
+                .unwrap_or(c.status),
+            warnings: c.warnings,
+        })
+    }
 }
 
-/// The pipeline status: COMPOSITE of all current jobs in stage mode. A pipeline without
-/// jobs (which the YAML processor never creates) stays `created`.
+/// The pipeline status, the one the coordinator persists: where GitLab's pipeline state
+/// machine took it at the end of the last processing pass
+/// ([`PipelineState::advance`], [`next_pipeline_status`] from the previous status to the
+/// COMPOSITE of all current jobs in stage mode). A new pipeline, and one without jobs
+/// (which the YAML processor never creates), is `created`.
 ///
-/// `warnings` is GitLab's "passed with warnings" when `status` is `success`.
+/// `warnings`: some current job failed or was canceled with `allow_failure` (GitLab's
+/// "passed with warnings" when `status` is `success`).
 pub fn pipeline_status(state: &PipelineState) -> Summary {
-    composite(
-        state.current_jobs().map(|j| (j.status, j.allow_failure)),
-        Mode::Stage,
-    )
-    .unwrap_or(Summary {
-        status: Status::Created,
-        warnings: false,
-    })
+    Summary {
+        status: state.status,
+        warnings: state.composite_status().is_some_and(|c| c.warnings),
+    }
 }
