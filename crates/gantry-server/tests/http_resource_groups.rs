@@ -45,6 +45,16 @@ async fn waiting_jobs_get_the_resource_in_the_groups_process_mode() {
                 .unwrap(),
         );
     }
+    // Why each waits (the job API's `pending_reason`): the holder for a runner that
+    // never asked yet, the others for the resource, in GitLab's words.
+    let held = server.job(project, jobs[0]).await;
+    assert_eq!(held["pending_reason"]["code"], "runners_offline", "{held}");
+    let waiting = server.job(project, jobs[1]).await;
+    assert_eq!(waiting["status"], "waiting_for_resource");
+    assert_eq!(
+        waiting["pending_reason"],
+        json!({"code": "resource_group_held", "message": "This job is waiting for resource: production-main"})
+    );
     let base = format!("projects/{project}/resource_groups");
     let (status, groups) = server.admin(Method::GET, &base, None).await;
     assert_eq!(status, StatusCode::OK, "{groups}");

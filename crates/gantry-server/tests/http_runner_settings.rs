@@ -348,3 +348,144 @@ async fn a_group_runner_runs_the_jobs_of_its_groups_projects() {
         assert_eq!(status, StatusCode::BAD_REQUEST, "{body}: {answer}");
     }
 }
+
+/// The job API's `pending_reason` (Gantry's key, `null` unless the job waits): from the
+/// same matching rules as the queue, over the runners there are, the condition that
+/// stops the runners closest to taking the job — in GitLab's words where GitLab has
+/// some — and, once runners may take it, whether they are paused, offline or busy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_job_api_says_why_a_pending_job_waits() {
+    const TAGGED: &str = "stages: [build, test]
+compile:
+  stage: build
+  tags: [docker, linux]
+  script: [make]
+lint:
+  stage: build
+  script: [make lint]
+unit:
+  stage: test
+  script: [make test]
+";
+    let server = TestServer::start().await;
+    let repo = Repo::new(&[(".gitlab-ci.yml", TAGGED)]);
+    // Not the default branch: its jobs are not protected.
+    repo.git(&["branch", "feature"]);
+    let project = server.create_project("acme/app", &repo).await["id"]
+        .as_i64()
+        .unwrap();
+    let other = server.create_project("acme/other", &repo).await["id"]
+        .as_i64()
+        .unwrap();
+    let pipeline = server.create_pipeline(project, "feature").await["id"]
+        .as_i64()
+        .unwrap();
+    let reasons = || async {
+        let jobs = server.pipeline_jobs(project, pipeline).await;
+        let of = |name: &str| {
+            jobs.iter()
+                .find(|j| j["name"] == name)
+                .map(|j| j["pending_reason"].clone())
+                .unwrap()
+        };
+        (of("compile"), of("lint"), of("unit"))
+    };
+    let code = |why: &Value| why["code"].as_str().unwrap_or("null").to_owned();
+
+    let (compile, lint, unit) = reasons().await;
+    assert_eq!(
+        compile,
+        json!({"code": "no_runner", "message": "This job is stuck because the project doesn't have any runners online assigned to it."})
+    );
+    assert_eq!(code(&lint), "no_runner");
+    assert_eq!(unit, Value::Null, "a created job does not wait");
+
+    server
+        .create_runner(json!({"tag_list": ["docker"], "run_untagged": false}))
+        .await;
+    let (compile, lint, _) = reasons().await;
+    assert_eq!(
+        compile,
+        json!({
+            "code": "no_runner_matches_tags",
+            "message": "This job is stuck because you don't have any active runners online or available with any of these tags assigned to them: docker linux"
+        })
+    );
+    assert_eq!(code(&lint), "no_runner_runs_untagged", "{lint}");
+
+    let (elsewhere, _) = server
+        .create_runner(json!({
+            "runner_type": "project_type",
+            "project_id": other,
+            "tag_list": ["docker", "linux"],
+        }))
+        .await;
+    assert_eq!(code(&reasons().await.0), "runners_locked");
+    let (status, _) = server
+        .admin(Method::DELETE, &format!("runners/{elsewhere}"), None)
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+
+    server
+        .create_runner(json!({"tag_list": ["docker", "linux"], "access_level": "ref_protected"}))
+        .await;
+    assert_eq!(code(&reasons().await.0), "ref_not_protected");
+
+    let (id, token) = server
+        .create_runner(json!({"tag_list": ["docker", "linux"], "paused": true}))
+        .await;
+    let (compile, lint, _) = reasons().await;
+    assert_eq!(code(&compile), "runners_paused");
+    assert_eq!(code(&lint), "runners_paused", "it runs untagged jobs too");
+    let (status, _) = put_form(&server, id, &[("paused", "false")]).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        code(&reasons().await.0),
+        "runners_offline",
+        "it never asked for a job"
+    );
+
+    // It asks: it takes the oldest job, and the other waits for it.
+    let (taken, _, _) = server.take_job(&token).await;
+    let job = server.job(project, taken).await;
+    assert_eq!(job["name"], "compile");
+    assert_eq!(
+        job["pending_reason"],
+        Value::Null,
+        "a running job does not wait"
+    );
+    let lint = reasons().await.1;
+    assert_eq!(
+        lint,
+        json!({
+            "code": "runners_busy",
+            "message": "This job is waiting for the runner that can run it, which is busy with other jobs."
+        })
+    );
+    let single = server
+        .job(project, lint_id(&server, project, pipeline).await)
+        .await;
+    assert_eq!(
+        single["pending_reason"], lint,
+        "the job's own answer says the same"
+    );
+    let (status, listed) = server
+        .admin(
+            Method::GET,
+            &format!("projects/{project}/jobs?scope[]=pending"),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{listed}");
+    assert_eq!(listed[0]["pending_reason"], lint, "{listed}");
+}
+
+async fn lint_id(server: &TestServer, project: i64, pipeline: i64) -> i64 {
+    server
+        .pipeline_jobs(project, pipeline)
+        .await
+        .iter()
+        .find(|j| j["name"] == "lint")
+        .and_then(|j| j["id"].as_i64())
+        .unwrap()
+}

@@ -107,6 +107,14 @@ async fn pages_show_projects_pipelines_jobs_and_logs_once_signed_in() {
         body.contains(">compile</a>") && body.contains(">unit</a>"),
         "{body}"
     );
+    // Why the pending job waits, under it and on its own page (the job API's
+    // `pending_reason`); the created one does not wait.
+    let stuck = "<p class=\"why\">This job is stuck because the project doesn&#39;t have any runners online assigned to it.</p>";
+    assert_eq!(body.matches(stuck).count(), 1, "{body}");
+    let compile = server.pipeline_jobs(project_id, pipeline_id).await[0].clone();
+    assert_eq!(compile["name"], "compile");
+    let (_, page) = get(&http, compile["web_url"].as_str().unwrap(), &cookie).await;
+    assert!(page.contains(stuck), "{page}");
 
     // A job's log: escaped, without ANSI escapes or section markers.
     let (_, runner_token) = server.create_runner(json!({})).await;

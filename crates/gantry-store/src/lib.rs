@@ -962,8 +962,8 @@ impl Store {
     pub async fn create_runner(&self, r: &NewRunner, now: i64) -> Result<Runner> {
         let tags = serde_json::to_string(&r.tags).unwrap_or_else(|_| "[]".into());
         let res = sqlx::query(
-            "INSERT INTO runners (token_hash, description, tags, run_untagged, locked, protected_only, project_id, maximum_timeout, created_at, paused, group_path) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING id",
+            "INSERT INTO runners (token_hash, description, tags, run_untagged, locked, protected_only, project_id, maximum_timeout, created_at, paused, group_path, any_tags) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING id",
         )
         .bind(&r.token_hash)
         .bind(&r.description)
@@ -976,6 +976,7 @@ impl Store {
         .bind(now)
         .bind(b(r.paused))
         .bind(&r.group_path)
+        .bind(b(r.any_tags))
         .fetch_one(&self.writer)
         .await?;
         let id: i64 = res.get(0);
@@ -1559,6 +1560,22 @@ impl Store {
     pub async fn running_jobs_per_project(&self) -> Result<Vec<(i64, i64)>> {
         let rows = sqlx::query(
             "SELECT project_id, COUNT(*) FROM jobs WHERE status = 'running' GROUP BY project_id",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(|r| (r.get::<i64, _>(0), r.get::<i64, _>(1)))
+            .collect())
+    }
+
+    /// `(runner id, jobs)` for every runner executing jobs (running or canceling): which
+    /// runners are busy, for why a job waits.
+    pub async fn executing_jobs_per_runner(&self) -> Result<Vec<(i64, i64)>> {
+        let rows = sqlx::query(
+            "SELECT runner_id, COUNT(*) FROM jobs \
+             WHERE status IN ('running', 'canceling') AND runner_id IS NOT NULL \
+             GROUP BY runner_id",
         )
         .fetch_all(&self.pool)
         .await?;

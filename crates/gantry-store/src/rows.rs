@@ -100,6 +100,8 @@ pub struct NewRunner {
     pub maximum_timeout: Option<i64>,
     /// Created paused: it gets no jobs until resumed.
     pub paused: bool,
+    /// Takes every job whatever its tags (`gantry run`'s local runner).
+    pub any_tags: bool,
 }
 
 /// Whose jobs [`crate::Store::jobs_page`] lists (trigger jobs never).
@@ -142,10 +144,12 @@ pub struct Runner {
     pub created_at: i64,
     /// A group runner's group path.
     pub group_path: Option<String>,
+    /// Takes every job whatever its tags (`gantry run`'s local runner).
+    pub any_tags: bool,
 }
 
 impl Runner {
-    pub(crate) const COLUMNS: &'static str = "id, description, tags, run_untagged, locked, protected_only, project_id, maximum_timeout, paused, contacted_at, created_at, group_path";
+    pub(crate) const COLUMNS: &'static str = "id, description, tags, run_untagged, locked, protected_only, project_id, maximum_timeout, paused, contacted_at, created_at, group_path, any_tags";
     pub(crate) fn from_row(r: &AnyRow) -> Self {
         Self {
             id: r.get("id"),
@@ -160,6 +164,7 @@ impl Runner {
             contacted_at: r.get("contacted_at"),
             created_at: r.get("created_at"),
             group_path: r.get("group_path"),
+            any_tags: flag(r, "any_tags"),
         }
     }
 }

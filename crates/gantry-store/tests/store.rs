@@ -71,6 +71,7 @@ fn runner(token_hash: &str) -> NewRunner {
         group_path: None,
         maximum_timeout: None,
         paused: false,
+        any_tags: false,
     }
 }
 
@@ -882,6 +883,7 @@ async fn runners_tokens_and_artifacts(db: Db) {
                 protected_only: true,
                 maximum_timeout: Some(600),
                 group_path: Some("acme/platform".into()),
+                any_tags: true,
                 ..runner("hash1")
             },
             1,
@@ -889,6 +891,7 @@ async fn runners_tokens_and_artifacts(db: Db) {
         .await
         .expect("runner");
     assert_eq!(r.group_path.as_deref(), Some("acme/platform"));
+    assert!(r.any_tags);
     assert_eq!(
         s.runner_by_token_hash("hash1").await.expect("lookup"),
         Some(r.clone())

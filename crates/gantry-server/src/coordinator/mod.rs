@@ -33,6 +33,7 @@ mod lint;
 mod metrics;
 pub mod object_blob;
 mod payload;
+mod pending;
 mod pipelines;
 pub mod protected;
 mod pushes;
@@ -81,6 +82,7 @@ pub use includes::{
 pub use lint::{LintInclude, LintJob, LintNeed, LintRequest, LintResult};
 pub use metrics::CONTENT_TYPE as METRICS_CONTENT_TYPE;
 pub use object_blob::ObjectBlobs;
+pub use pending::PendingReason;
 pub use pipelines::{
     DefaultBranch, JobSelection, MAX_DEPLOYMENTS_PER_PIPELINE, PipelineRequest, ProjectRequest,
     ProjectSettings,

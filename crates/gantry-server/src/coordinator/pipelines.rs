@@ -19,6 +19,7 @@ use super::error::{CoordinatorError, Result};
 use super::git::{CommitInfo, CommitLoader, Mirror, ResolvedRef};
 use super::includes::{IncludeLoader, IncludeSources, ProjectRepo};
 use super::payload::creation_variables;
+use super::pending::RunnerPool;
 use super::spec::{CacheKeyModel, JobModel, StoredAutoCancel, StoredSpec};
 use super::state::pipeline_variables_json;
 use super::time::{now_ms, to_ts};
@@ -1253,6 +1254,7 @@ impl Coordinator {
     ) -> std::result::Result<(Vec<JobView>, i64), CoordinatorError> {
         let store = &self.inner.store;
         let (rows, total) = store.jobs_page(of, statuses, offset, limit).await?;
+        let pool = self.pool_for(&rows).await?;
         let mut pipelines: HashMap<i64, gantry_store::Pipeline> = HashMap::new();
         let mut projects: HashMap<i64, gantry_store::Project> = HashMap::new();
         let mut out = Vec::with_capacity(rows.len());
@@ -1270,18 +1272,30 @@ impl Coordinator {
                 }
             };
             let artifacts = store.artifacts(j.id).await?;
-            out.push(self.job_view(j, p, project, &artifacts));
+            out.push(self.job_view(j, p, project, &artifacts, pool.as_ref()));
         }
         Ok((out, total))
     }
 
-    /// A job's view; `artifacts` are the job's artifact rows (in creation order).
+    /// The runners, when one of `rows` waits: what its [`JobView::pending_reason`] is
+    /// computed from.
+    async fn pool_for(&self, rows: &[gantry_store::Job]) -> Result<Option<RunnerPool>> {
+        if rows.iter().any(|j| super::pending::waits(&j.status)) {
+            Ok(Some(self.runner_pool().await?))
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// A job's view; `artifacts` are the job's artifact rows (in creation order), `pool`
+    /// the runners when the job waits (see [`Coordinator::pool_for`]).
     pub(crate) fn job_view(
         &self,
         j: &gantry_store::Job,
         p: &gantry_store::Pipeline,
         project: &gantry_store::Project,
         artifacts: &[gantry_store::Artifact],
+        pool: Option<&RunnerPool>,
     ) -> JobView {
         let now = now_ms();
         let spec = StoredSpec::parse(&j.spec).ok();
@@ -1304,6 +1318,7 @@ impl Coordinator {
             attempt: j.attempt,
             retried: j.retried,
             failure_reason: j.failure_reason.clone(),
+            pending_reason: pool.and_then(|pool| pool.reason(j, &project.name, spec.as_ref())),
             exit_code: j.exit_code,
             tag_list: j.tags.clone(),
             pipeline_id: j.pipeline_id,
@@ -1349,7 +1364,8 @@ impl Coordinator {
         let p = self.inner.store.pipeline(j.pipeline_id).await?;
         let project = self.inner.store.project(p.project_id).await?;
         let artifacts = self.inner.store.artifacts(j.id).await?;
-        let mut view = self.job_view(&j, &p, &project, &artifacts);
+        let pool = self.pool_for(std::slice::from_ref(&j)).await?;
+        let mut view = self.job_view(&j, &p, &project, &artifacts, pool.as_ref());
         if view.bridge {
             view.downstream_pipeline = self
                 .inner
@@ -1404,10 +1420,12 @@ impl Coordinator {
         // All the pipeline's artifacts in one query, by job in creation order.
         let artifacts = self.inner.store.pipeline_artifacts(pipeline_id).await?;
         let downstream = self.inner.store.downstream_pipelines(pipeline_id).await?;
-        for j in self.inner.store.pipeline_jobs(pipeline_id).await? {
+        let rows = self.inner.store.pipeline_jobs(pipeline_id).await?;
+        let pool = self.pool_for(&rows).await?;
+        for j in rows {
             let start = artifacts.partition_point(|a| a.job_id < j.id);
             let end = artifacts.partition_point(|a| a.job_id <= j.id);
-            let mut view = self.job_view(&j, &p, &project, &artifacts[start..end]);
+            let mut view = self.job_view(&j, &p, &project, &artifacts[start..end], pool.as_ref());
             view.downstream_pipeline = downstream
                 .iter()
                 .find(|d| d.parent_job_id == Some(j.id))

@@ -473,24 +473,68 @@ impl Coordinator {
 
 /// The runner-side conditions of §3.4 (scope, protection, tags).
 pub(crate) fn runner_may_run(runner: &Runner, job: &QueuedJob) -> bool {
-    if runner.project_id.is_some_and(|p| p != job.project_id) {
-        return false;
-    }
-    if let Some(group) = runner.groups.first() {
-        let project = super::pipelines::full_path(&job.project_name);
-        let in_group = project
-            .strip_prefix(group.full_path.as_str())
-            .is_some_and(|rest| rest.starts_with('/'));
-        if !in_group {
-            return false;
+    runner_fit(runner, &JobNeeds::of(job)).runs()
+}
+
+/// What a job asks of a runner: the facts [`runner_fit`] reads.
+pub(crate) struct JobNeeds<'a> {
+    pub(crate) project_id: i64,
+    /// The project's name (see [`QueuedJob::project_name`]).
+    pub(crate) project_name: &'a str,
+    /// Its pipeline's ref is protected.
+    pub(crate) protected: bool,
+    pub(crate) tags: &'a [String],
+}
+
+impl<'a> JobNeeds<'a> {
+    pub(crate) fn of(job: &'a QueuedJob) -> Self {
+        JobNeeds {
+            project_id: job.project_id,
+            project_name: &job.project_name,
+            protected: job.protected,
+            tags: &job.tags,
         }
     }
-    if runner.protected_only() && !job.protected {
-        return false;
+}
+
+/// Each runner-side condition of §3.4, for one runner and one job: the one
+/// implementation of the matching rules, read by job selection ([`runner_may_run`]) and
+/// by why a job waits (`pending::pending_reason`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Fit {
+    /// The runner serves the job's project: an instance runner, the project's own runner,
+    /// or a runner of a group the project is under.
+    pub(crate) scope: bool,
+    /// The job's ref is protected, or the runner runs jobs of any ref.
+    pub(crate) protection: bool,
+    /// Every job tag is among the runner's, or the job is untagged and the runner runs
+    /// untagged jobs, or the runner takes any tags.
+    pub(crate) tags: bool,
+}
+
+impl Fit {
+    pub(crate) fn runs(self) -> bool {
+        self.scope && self.protection && self.tags
     }
-    if job.tags.is_empty() {
-        runner.run_untagged
-    } else {
-        job.tags.iter().all(|t| runner.tag_list.contains(t))
+}
+
+pub(crate) fn runner_fit(runner: &Runner, job: &JobNeeds<'_>) -> Fit {
+    let scope = runner.project_id.is_none_or(|p| p == job.project_id)
+        && runner.groups.first().is_none_or(|group| {
+            super::pipelines::full_path(job.project_name)
+                .strip_prefix(group.full_path.as_str())
+                .is_some_and(|rest| rest.starts_with('/'))
+        });
+    let protection = !runner.protected_only() || job.protected;
+    let tags = runner.any_tags
+        || if job.tags.is_empty() {
+            runner.run_untagged
+        } else {
+            job.tags.iter().all(|t| runner.tag_list.contains(t))
+        };
+    Fit {
+        scope,
+        protection,
+        tags,
     }
 }

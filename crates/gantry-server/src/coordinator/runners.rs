@@ -44,6 +44,7 @@ impl Coordinator {
                     group_path: opts.group_path,
                     maximum_timeout: opts.maximum_timeout,
                     paused: opts.paused,
+                    any_tags: opts.any_tags,
                 },
                 now_ms(),
             )

@@ -92,6 +92,9 @@ pub struct RunnerOptions {
     /// `Some` for a group runner: the group's path (`acme`, `acme/platform`); it runs the
     /// jobs of every project under it.
     pub group_path: Option<String>,
+    /// Gantry's: it takes every job whatever its tags (`gantry run`'s local runner, as
+    /// gitlab-ci-local runs every job); `tags` and `run_untagged` are then not asked.
+    pub any_tags: bool,
 }
 
 /// What to change of a runner (GitLab's `PUT /runners/:id`); `None` keeps it. The
@@ -115,6 +118,10 @@ pub struct Runner {
     pub online: bool,
     pub tag_list: Vec<String>,
     pub run_untagged: bool,
+    /// Gantry's: takes every job whatever its tags ([`RunnerOptions::any_tags`]); shown
+    /// only when true (GitLab's runner JSON has no such key).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub any_tags: bool,
     pub locked: bool,
     /// `not_protected` or `ref_protected`.
     pub access_level: &'static str,
@@ -156,6 +163,7 @@ impl Runner {
             online: status == "online",
             tag_list: r.tags.clone(),
             run_untagged: r.run_untagged,
+            any_tags: r.any_tags,
             locked: r.locked,
             access_level: if r.protected_only {
                 "ref_protected"
@@ -351,6 +359,10 @@ pub struct JobView {
     pub attempt: i64,
     pub retried: bool,
     pub failure_reason: Option<String>,
+    /// Gantry's: why a `pending` or `waiting_for_resource` job waits
+    /// (`{"code", "message"}`), `null` for any other status (GitLab shows it only on
+    /// the job's page).
+    pub pending_reason: Option<super::PendingReason>,
     pub exit_code: Option<i64>,
     pub tag_list: Vec<String>,
     pub pipeline_id: i64,

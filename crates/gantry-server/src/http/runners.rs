@@ -42,6 +42,7 @@ pub(crate) async fn register(
         group_path: None,
         maximum_timeout: req.maximum_timeout,
         paused: req.paused.unwrap_or(false),
+        any_tags: false,
     };
     let (runner, token) = state.coordinator.register_runner(&req.token, opts).await?;
     Ok(json_response(

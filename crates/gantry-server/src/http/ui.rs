@@ -261,7 +261,8 @@ main{padding:1em 1.2em}table{border-collapse:collapse}td,th{padding:.3em .8em;bo
 .canceled,.canceling,.skipped,.manual,.scheduled,.created{background:#737278}\
 .stages{display:flex;gap:2em;align-items:flex-start}.stage h3{font-size:1em;text-transform:capitalize}\
 .stage div{margin:.3em 0}pre{background:#1f1e24;color:#e8e8e8;padding:1em;overflow:auto;font-size:.85em}\
-form.inline{display:inline}button{margin-right:.5em}.error{color:#dd2b0e}";
+form.inline{display:inline}button{margin-right:.5em}.error{color:#dd2b0e}\
+.why{color:#8f5a00;font-size:.85em;max-width:28em}";
 
 fn html(status: StatusCode, title: &str, refresh: bool, body: &str) -> Response {
     let refresh = if refresh {
@@ -750,12 +751,13 @@ async fn pipeline(state: &AppState, path: &str, id: i64) -> Result<Response, Api
     let mut stages: Vec<(String, String)> = Vec::new();
     for j in jobs.iter().filter(|j| !j.retried) {
         let cell = format!(
-            "<div>{} <a href=\"{}/jobs/{}\">{}</a> {}</div>",
+            "<div>{} <a href=\"{}/jobs/{}\">{}</a> {}{}</div>",
             badge(&j.status),
             escape(&base),
             j.id,
             escape(&j.name),
-            seconds(j.duration)
+            seconds(j.duration),
+            why_waiting(j),
         );
         match stages.iter_mut().find(|(s, _)| *s == j.stage) {
             Some((_, cells)) => cells.push_str(&cell),
@@ -882,13 +884,14 @@ async fn job(state: &AppState, path: &str, id: i64) -> Result<Response, ApiError
         .as_deref()
         .map(|r| format!(" · {}", escape(r)))
         .unwrap_or_default();
+    let waiting = why_waiting(&j);
     Ok(html(
         StatusCode::OK,
         &j.name,
         active(&j.status),
         &format!(
             "<p>{} · <a href=\"{}/pipelines/{}\">pipeline #{}</a></p><h1>{} {}</h1>\
-             <p>stage {} · attempt {} · {}{reason}</p>{actions}<pre>{}</pre>",
+             <p>stage {} · attempt {} · {}{reason}</p>{waiting}{actions}<pre>{}</pre>",
             project_link(&project),
             escape(&base),
             j.pipeline_id,
@@ -901,6 +904,14 @@ async fn job(state: &AppState, path: &str, id: i64) -> Result<Response, ApiError
             escape(&log),
         ),
     ))
+}
+
+/// Why a waiting job waits (its `pending_reason`), as a paragraph; empty otherwise.
+fn why_waiting(j: &JobView) -> String {
+    j.pending_reason
+        .as_ref()
+        .map(|why| format!("<p class=\"why\">{}</p>", escape(&why.to_string())))
+        .unwrap_or_default()
 }
 
 async fn job_action(

@@ -68,6 +68,7 @@ pub(crate) async fn create(
         group_path,
         maximum_timeout: req.maximum_timeout,
         paused: req.paused.unwrap_or(false),
+        any_tags: false,
     };
     let (runner, token) = state
         .coordinator
