@@ -23,16 +23,21 @@
 //!   `--variables-file` (see [`crate::variables_file`]);
 //! * selection: `JOB...` keeps only those jobs (`--needs` adds what they wait for) and
 //!   plays them when they are manual; `--manual NAME` plays other manual jobs;
-//! * the terminal: prefixed log lines, a live view, a summary, `--json-report`.
+//! * the terminal: prefixed log lines, a live view, a summary, `--json-report`;
+//! * tags: the runner takes every job whatever its tags (a runner setting of the
+//!   coordinator, `RunnerOptions::any_tags`), unless `--tags` gives it some; a pending
+//!   job no runner of the run may take (the coordinator's `PendingReason`) cancels the
+//!   run at once instead of waiting for ever.
 //!
 //! Exit status: 0 when the pipeline succeeded (warnings included) — or stopped at
 //! manual jobs or was skipped, with nothing failed —, 1 when it failed or was canceled,
-//! 2 for a configuration or usage error.
+//! 2 for a configuration or usage error, a job no runner of the run can take included.
 
 mod display;
 mod report;
 mod snapshot;
 
+use std::collections::HashMap;
 use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -44,8 +49,8 @@ use gantry_runner::config::Config;
 use gantry_runner::job::JobEvent;
 use gantry_runner::poll::{PollEvent, PollOptions, Poller};
 use gantry_server::coordinator::{
-    Coordinator, CoordinatorConfig, DefaultBranch, IncludeLoader, JobSelection, PipelineRequest,
-    PipelineUser, ProjectRequest, RemoteFetches, RunnerOptions,
+    Coordinator, CoordinatorConfig, DefaultBranch, IncludeLoader, JobSelection, PendingReason,
+    PipelineRequest, PipelineUser, ProjectRequest, RemoteFetches, RunnerOptions,
 };
 use gantry_store::{ProjectVariable, Store, VariableOwner};
 use tokio::sync::mpsc;
@@ -97,6 +102,12 @@ pub(crate) struct RunArgs {
     /// reachable and the others in the shell; `shell` runs everything on this machine.
     #[arg(long, value_enum, default_value_t = ExecutorChoice::Auto)]
     executor: ExecutorChoice,
+    /// Run as a runner with exactly these tags (comma-separated; it also runs untagged
+    /// jobs, as gitlab-runner's default): a job whose tags are not all among them can
+    /// never run, and the run ends with exit status 2 saying so. Default: the run's
+    /// runner takes every job whatever its tags, as gitlab-ci-local does.
+    #[arg(long, value_name = "TAG,...", value_delimiter = ',')]
+    tags: Option<Vec<String>>,
     /// Jobs running at once (default: the number of CPUs, at least 2).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     concurrency: Option<u16>,
@@ -703,7 +714,9 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
     let (_, runner_token) = coordinator
         .create_runner(RunnerOptions {
             description: "gantry run".to_owned(),
+            tags: runner_tags(args.tags.as_deref()),
             run_untagged: true,
+            any_tags: args.tags.is_none(),
             ..RunnerOptions::default()
         })
         .await
@@ -805,6 +818,11 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
     // manual job to play, no downstream pipeline (its jobs and names were read once).
     let mut status_tells = false;
     let mut ctrl_c = Box::pin(tokio::signal::ctrl_c());
+    // Why jobs wait, read again at most this often while one waits; the jobs no runner of
+    // the run may ever take (the run is canceled at the first).
+    let mut reasons_read: Option<std::time::Instant> = None;
+    let mut waiting: HashMap<i64, PendingReason> = HashMap::new();
+    let mut never: Vec<(String, PendingReason)> = Vec::new();
     let status = loop {
         if check && status_tells && interrupts == 0 {
             let status = coordinator
@@ -827,6 +845,50 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
             let tree = progress_tree(&coordinator, pipeline.id)
                 .await
                 .map_err(|e| failed(format!("failed to read the pipeline: {e}")))?;
+            if tree.current_jobs().any(|(_, j)| waits(&j.status)) {
+                if reasons_read.is_none_or(|at| at.elapsed() >= REASONS_EVERY) {
+                    reasons_read = Some(std::time::Instant::now());
+                    let mut now_waiting = HashMap::new();
+                    for node in &tree.nodes {
+                        // A job that stopped waiting meanwhile has no reason: harmless.
+                        if let Ok(reasons) = coordinator.pending_reasons(node.id).await {
+                            now_waiting.extend(reasons);
+                        }
+                    }
+                    for (id, why) in &now_waiting {
+                        let known = waiting.get(id).map(PendingReason::code);
+                        if known != Some(why.code()) && !live && shown_without_view(why) {
+                            display.note(*id, &format!("waiting: {why}"));
+                        }
+                    }
+                    waiting = now_waiting;
+                    let hopeless: Vec<(i64, PendingReason)> = waiting
+                        .iter()
+                        .filter(|(_, why)| why.needs_another_runner())
+                        .map(|(id, why)| (*id, why.clone()))
+                        .collect();
+                    if never.is_empty() && !hopeless.is_empty() && interrupts == 0 {
+                        for (id, why) in hopeless {
+                            let name = tree
+                                .current_jobs()
+                                .find(|(_, j)| j.id == id)
+                                .map(|(n, j)| format!("{}{}", n.prefix, j.name))
+                                .unwrap_or_else(|| format!("job {id}"));
+                            display.job_name(id, &name);
+                            display.note(id, &format!("cannot run: {why}"));
+                            never.push((name, why));
+                        }
+                        display.message(
+                            "Canceling the pipeline: no runner of this run can take a job it waits for",
+                        );
+                        let _ = coordinator.cancel_pipeline(pipeline.id).await;
+                        check = true;
+                        continue;
+                    }
+                }
+            } else {
+                waiting.clear();
+            }
             let mut stages: Vec<String> = Vec::new();
             let mut lines = Vec::new();
             for (node, j) in tree.current_jobs() {
@@ -842,6 +904,10 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
                     stage,
                     status: j.status.clone(),
                     duration: j.duration,
+                    waiting: waiting
+                        .get(&j.id)
+                        .filter(|why| shown_in_view(why))
+                        .map(ToString::to_string),
                 });
             }
             display.set_stages(stages);
@@ -1007,7 +1073,7 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
         let _ = write!(
             out,
             "\n{}{}",
-            report::summary(&jobs, &status, display.color()),
+            report::summary(&jobs, &status, display.color(), &never),
             report::tests_summary(&tests, display.color())
         );
         let _ = out.flush();
@@ -1015,10 +1081,60 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
     if let Some(path) = &args.json_report {
         write_report(path, &RunReport::new(&status, &jobs, &tests))?;
     }
+    if let Some((name, why)) = never.first() {
+        let runner = match &args.tags {
+            Some(tags) if runner_tags(Some(tags.as_slice())).is_empty() => {
+                "this run's runner has no tags (--tags '')".to_owned()
+            }
+            Some(tags) => format!(
+                "this run's runner has the tags {} (--tags)",
+                runner_tags(Some(tags.as_slice())).join(", ")
+            ),
+            None => "this run has one runner".to_owned(),
+        };
+        return Err(usage(format!(
+            "job `{name}` can never run: {why}\n  {runner}\n  hint: give --tags every tag the job names, or leave --tags out: the runner then takes every job"
+        )));
+    }
     Ok(match report::report_status(&status).as_str() {
         "success" | "manual" | "skipped" => exit::OK,
         _ => exit::INVALID,
     })
+}
+
+/// How often the reasons of waiting jobs are read while one waits: a job no runner of the
+/// run can take ends the run within about this time.
+const REASONS_EVERY: Duration = Duration::from_millis(500);
+
+/// The runner's tags from `--tags` (blank entries dropped: `--tags ''` is no tag).
+fn runner_tags(tags: Option<&[String]>) -> Vec<String> {
+    tags.unwrap_or_default()
+        .iter()
+        .map(|t| t.trim().to_owned())
+        .filter(|t| !t.is_empty())
+        .collect()
+}
+
+/// A job status that has a [`PendingReason`].
+fn waits(status: &str) -> bool {
+    matches!(status, "pending" | "waiting_for_resource")
+}
+
+/// Whether the live view shows why a job waits: a resource group, or the runner busy
+/// with `--concurrency` jobs — not when it is merely next for the runner, or the runner
+/// has not asked yet (every job is, for a moment), and the reasons no runner of the run
+/// can change end the run instead.
+fn shown_in_view(why: &PendingReason) -> bool {
+    matches!(
+        why,
+        PendingReason::ResourceGroupHeld { .. } | PendingReason::RunnersBusy { .. }
+    )
+}
+
+/// Whether a run without a live view prints why a job waits: a resource group (the
+/// others are the runner's concurrency, or end the run).
+fn shown_without_view(why: &PendingReason) -> bool {
+    matches!(why, PendingReason::ResourceGroupHeld { .. })
 }
 
 fn is_active(status: &str) -> bool {
@@ -1031,6 +1147,7 @@ fn is_active(status: &str) -> bool {
 /// A pipeline of the run: the top one, or a downstream pipeline of one of its trigger
 /// jobs (at any depth).
 struct Node {
+    id: i64,
     status: String,
     jobs: Vec<gantry_server::coordinator::JobProgress>,
     /// What its jobs' names are shown after: `""` for the top pipeline, `"<trigger> -> "`
@@ -1139,6 +1256,7 @@ async fn progress_tree(
             }
         }
         nodes.push(Node {
+            id,
             status,
             jobs,
             prefix,
@@ -1363,6 +1481,7 @@ mod tests {
         downstream: Vec<(i64, usize)>,
     ) -> Node {
         Node {
+            id: 1,
             status: status.to_owned(),
             jobs,
             prefix: String::new(),

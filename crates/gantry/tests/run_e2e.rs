@@ -114,6 +114,30 @@ impl Checkout {
         (cmd, report)
     }
 
+    /// [`Checkout::run`] on a terminal (`script(1)` gives the run one): its live view.
+    fn run_on_terminal(&self, args: &[&str]) -> Run {
+        let (cmd, report) = self.command(args);
+        let _ = std::fs::remove_file(&report);
+        let quote =
+            |s: &std::ffi::OsStr| format!("'{}'", s.to_string_lossy().replace('\'', "'\\''"));
+        let line = std::iter::once(cmd.get_program())
+            .chain(cmd.get_args())
+            .map(quote)
+            .collect::<Vec<_>>()
+            .join(" ");
+        let mut tty = Command::new("script");
+        tty.args(["-q", "-e", "-c", &line, "/dev/null"])
+            .current_dir(self.path())
+            .stdin(Stdio::null());
+        for (key, value) in cmd.get_envs() {
+            match value {
+                Some(value) => tty.env(key, value),
+                None => tty.env_remove(key),
+            };
+        }
+        Run::new(tty.output().unwrap(), &report)
+    }
+
     fn run(&self, args: &[&str]) -> Run {
         let (mut cmd, report) = self.command(args);
         let _ = std::fs::remove_file(&report);
@@ -1104,6 +1128,95 @@ deploy: {script: [echo deploying], when: manual}
     assert_eq!(r.jobs(), jobs(&[("deploy", "success")]), "{}", r.explain());
 }
 
+/// `tags:` (most real pipelines tag their jobs): the run's runner takes every job
+/// whatever its tags, as gitlab-ci-local does; `--tags a,b` makes it a runner with exactly
+/// those tags (and untagged jobs, gitlab-runner's default), and a job whose tags it lacks
+/// ends the run at once — exit 2 and GitLab's reason, never a silent wait.
+#[test]
+fn tagged_jobs_run_unless_tags_says_the_runner_lacks_theirs() {
+    let c = Checkout::new(
+        "build: {tags: [docker, linux], script: [echo built]}
+plain: {script: [echo plain]}
+",
+    );
+    let r = c.run(&[]);
+    assert_eq!(r.code, 0, "{}", r.explain());
+    assert_eq!(
+        r.jobs(),
+        jobs(&[("build", "success"), ("plain", "success")])
+    );
+    let r = c.run(&["--tags", "linux,docker,gpu"]);
+    assert_eq!(r.code, 0, "{}", r.explain());
+    assert_eq!(
+        r.jobs(),
+        jobs(&[("build", "success"), ("plain", "success")])
+    );
+
+    let started = std::time::Instant::now();
+    let r = c.run(&["build"]);
+    let runs = started.elapsed();
+    assert_eq!(r.code, 0, "{}", r.explain());
+    let started = std::time::Instant::now();
+    let r = c.run(&["--tags", "docker", "build"]);
+    let stuck = started.elapsed();
+    assert_eq!(r.code, 2, "{}", r.explain());
+    // The job would have run in `runs`: the run ends within 2 s of that.
+    assert!(
+        stuck < runs + std::time::Duration::from_secs(2),
+        "{stuck:?} against {runs:?} for a run that runs it\n{}",
+        r.explain()
+    );
+    let reason = "This job is stuck because you don't have any active runners online or available with any of these tags assigned to them: docker linux";
+    assert!(
+        r.logged("build", &format!("cannot run: {reason}")),
+        "{}",
+        r.explain()
+    );
+    assert!(
+        r.stdout.contains(&format!("can never run: {reason}")),
+        "the summary says it: {}",
+        r.explain()
+    );
+    assert!(
+        r.stderr
+            .contains(&format!("job `build` can never run: {reason}"))
+            && r.stderr
+                .contains("this run's runner has the tags docker (--tags)"),
+        "{}",
+        r.explain()
+    );
+    assert_eq!(r.status(), "canceled", "{}", r.explain());
+    assert_eq!(r.job("build"), "canceled");
+}
+
+/// A job waiting for its `resource_group` says so (the coordinator's pending reason, in
+/// GitLab's words): once, as a line of the job, without a terminal; under the stages of
+/// the live view on one.
+#[test]
+fn a_job_waiting_for_its_resource_group_says_why() {
+    let c = Checkout::new(
+        "first: {resource_group: production, script: [sleep 2]}
+second: {resource_group: production, script: [echo second]}
+",
+    );
+    let why = "This job is waiting for resource: production";
+    let r = c.run(&["--concurrency", "2"]);
+    assert_eq!(r.code, 0, "{}", r.explain());
+    assert_eq!(
+        r.stdout.matches(&format!(" | waiting: {why}\n")).count(),
+        1,
+        "{}",
+        r.explain()
+    );
+    let r = c.run_on_terminal(&["--concurrency", "2"]);
+    assert_eq!(r.code, 0, "{}", r.explain());
+    assert!(
+        r.stdout.contains(&format!(" waits: {why}")),
+        "{}",
+        r.explain()
+    );
+}
+
 /// On a terminal (`script(1)` gives the run one): each job's lines with its name, a live
 /// view of the stages below them, redrawn as jobs change, and gone before the summary.
 #[test]
@@ -1114,25 +1227,7 @@ compile: {stage: build, script: ['for i in $(seq 1 200); do echo \"line $i\"; do
 check: {stage: test, script: [echo checked]}
 ",
     );
-    let (cmd, report) = c.command(&[]);
-    let quote = |s: &std::ffi::OsStr| format!("'{}'", s.to_string_lossy().replace('\'', "'\\''"));
-    let line = std::iter::once(cmd.get_program())
-        .chain(cmd.get_args())
-        .map(quote)
-        .collect::<Vec<_>>()
-        .join(" ");
-    let mut tty = Command::new("script");
-    tty.args(["-q", "-e", "-c", &line, "/dev/null"])
-        .current_dir(c.path())
-        .stdin(Stdio::null());
-    for (key, value) in cmd.get_envs() {
-        match value {
-            Some(value) => tty.env(key, value),
-            None => tty.env_remove(key),
-        };
-    }
-    let output = tty.output().unwrap();
-    let r = Run::new(output, &report);
+    let r = c.run_on_terminal(&[]);
     assert_eq!(r.code, 0, "{}", r.explain());
     assert_eq!(
         r.jobs(),

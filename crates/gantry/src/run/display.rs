@@ -26,6 +26,9 @@ pub(crate) struct JobLine {
     pub(crate) status: String,
     /// Seconds the job ran (so far).
     pub(crate) duration: Option<f64>,
+    /// Why it waits, when that is worth a line of the live view (the coordinator's
+    /// pending reason).
+    pub(crate) waiting: Option<String>,
 }
 
 const PALETTE: [&str; 6] = [
@@ -220,6 +223,26 @@ impl Display {
             }
             out.push('\n');
         }
+        // Why jobs wait, a line per reason: the jobs it holds back, the first few named.
+        let mut reasons: Vec<(&str, Vec<&str>)> = Vec::new();
+        for job in &self.jobs {
+            let Some(why) = job.waiting.as_deref() else {
+                continue;
+            };
+            match reasons.iter_mut().find(|(w, _)| *w == why) {
+                Some((_, names)) => names.push(&job.name),
+                None => reasons.push((why, vec![&job.name])),
+            }
+        }
+        for (why, names) in reasons {
+            let shown = names.iter().take(3).copied().collect::<Vec<_>>().join(", ");
+            let more = match names.len() {
+                n if n > 3 => format!(" and {} more", n - 3),
+                _ => String::new(),
+            };
+            let verb = if names.len() == 1 { "waits" } else { "wait" };
+            let _ = writeln!(out, "{:>10}  {DIM}{shown}{more} {verb}: {why}{RESET}", "");
+        }
         let _ = writeln!(
             out,
             "{DIM}{:>10}  {:.1}s{RESET}",
@@ -346,6 +369,7 @@ mod tests {
             stage: "test".to_owned(),
             status: status.to_owned(),
             duration: None,
+            waiting: None,
         }
     }
 
@@ -379,6 +403,35 @@ mod tests {
         // Nothing new: nothing written.
         d.flush();
         assert_eq!(writes.texts().len(), 2);
+    }
+
+    #[test]
+    fn the_live_view_says_once_per_reason_which_jobs_wait_for_it() {
+        let mut d = Display::to(false, true, Box::new(Writes::default()));
+        d.set_stages(vec!["test".to_owned()]);
+        let busy = "all busy";
+        let waiting = |id, name: &str, why: &str| JobLine {
+            waiting: Some(why.to_owned()),
+            ..job(id, name, "pending")
+        };
+        d.update_jobs(vec![
+            job(1, "run", "running"),
+            waiting(2, "a", busy),
+            waiting(3, "deploy", "This job is waiting for resource: production"),
+            waiting(4, "b", busy),
+            waiting(5, "c", busy),
+            waiting(6, "d", busy),
+        ]);
+        let view = d.footer_text().replace(DIM, "").replace(RESET, "");
+        let lines: Vec<&str> = view.lines().skip(1).map(str::trim).collect();
+        assert_eq!(
+            lines[..2],
+            [
+                "a, b, c and 1 more wait: all busy",
+                "deploy waits: This job is waiting for resource: production"
+            ],
+            "{view}"
+        );
     }
 
     #[test]

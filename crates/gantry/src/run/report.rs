@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 
 use gantry_server::coordinator::test_reports::TestReport;
-use gantry_server::coordinator::{JobEnvironment, JobView, iso8601};
+use gantry_server::coordinator::{JobEnvironment, JobView, PendingReason, iso8601};
 use serde::Serialize;
 
 /// Failed and errored test cases listed after the summary table.
@@ -242,8 +242,14 @@ pub(crate) fn why_not_run(job: &JobView, pipeline_failed: bool) -> Option<String
     }
 }
 
-/// The summary table: job, stage, status, duration, and why a job was skipped.
-pub(crate) fn summary(jobs: &[JobView], pipeline_status: &str, color: bool) -> String {
+/// The summary table: job, stage, status, duration, and why a job was skipped — or
+/// never ran: `never` are the jobs no runner of the run could take (by name), and why.
+pub(crate) fn summary(
+    jobs: &[JobView],
+    pipeline_status: &str,
+    color: bool,
+    never: &[(String, PendingReason)],
+) -> String {
     let mut latest: Vec<&JobView> = jobs.iter().filter(|j| !j.retried).collect();
     latest.sort_by_key(|j| j.id);
     let failed = pipeline_status == "failed"
@@ -261,7 +267,10 @@ pub(crate) fn summary(jobs: &[JobView], pipeline_status: &str, color: bool) -> S
                 .duration
                 .map(|d| format!("{d:.2}s"))
                 .unwrap_or_else(|| "-".to_owned());
-            let mut note = why_not_run(j, failed).unwrap_or_default();
+            let mut note = match never.iter().find(|(name, _)| *name == j.name) {
+                Some((_, why)) => format!("can never run: {why}"),
+                None => why_not_run(j, failed).unwrap_or_default(),
+            };
             if j.status == "failed" {
                 note = match (j.exit_code, &j.failure_reason) {
                     (Some(code), _) => format!("exit code {code}"),
