@@ -152,6 +152,11 @@ fn gantry(args: &[&str], env: &[(&str, &str)]) -> Output {
 }
 
 fn repo() -> tempfile::TempDir {
+    repo_with("build:\n  script: [echo $GREETING]\n")
+}
+
+/// A git repository whose `.gitlab-ci.yml` is `ci`, committed on `main`.
+fn repo_with(ci: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("dir");
     let git = |args: &[&str]| {
         let status = Command::new("git")
@@ -164,11 +169,7 @@ fn repo() -> tempfile::TempDir {
     git(&["init", "-q", "-b", "main"]);
     git(&["config", "user.email", "dev@example.com"]);
     git(&["config", "user.name", "Dev"]);
-    std::fs::write(
-        dir.path().join(".gitlab-ci.yml"),
-        "build:\n  script: [echo $GREETING]\n",
-    )
-    .expect("write");
+    std::fs::write(dir.path().join(".gitlab-ci.yml"), ci).expect("write");
     git(&["add", "-A"]);
     git(&["commit", "-q", "-m", "init"]);
     dir
@@ -198,6 +199,63 @@ fn create_pipeline(env: &[(&str, &str)], name: &str) -> Output {
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// `gantry pipeline show`: the jobs of a pipeline, and why each waiting one waits —
+/// here a job whose tags the only runner (registered with `docker`) does not all have,
+/// in GitLab's words, and one no runner of the project runs (untagged jobs).
+#[test]
+fn pipeline_show_says_why_each_job_waits() {
+    let data = tempfile::tempdir().expect("dir");
+    let server = Server::start(&data.path().join("data"));
+    let admin = server.token("glpat-").expect("admin token");
+    let registration = server.token("GR1348941").expect("registration token");
+    let env = [
+        ("GANTRY_URL", server.url.as_str()),
+        ("GANTRY_TOKEN", admin.as_str()),
+    ];
+    let repo = repo_with(
+        "stages: [build, test]\n\
+         compile:\n  stage: build\n  tags: [docker, linux]\n  script: [make]\n\
+         lint:\n  stage: build\n  script: [make lint]\n\
+         unit:\n  stage: test\n  script: [make test]\n",
+    );
+    create_project(&env, "demo", repo.path());
+    let config = data.path().join("config.toml");
+    let registered = gantry(
+        &[
+            "runner",
+            "register",
+            "--url",
+            &server.url,
+            "--token",
+            &registration,
+            "--tag-list",
+            "docker",
+            "--config",
+            &config.display().to_string(),
+        ],
+        &[],
+    );
+    assert_eq!(
+        registered.status.code(),
+        Some(0),
+        "{}",
+        text(&registered.stderr)
+    );
+    let created = create_pipeline(&env, "demo");
+    let pipeline: serde_json::Value =
+        serde_json::from_slice(&created.stdout).expect("the pipeline as JSON");
+    let id = pipeline["id"].to_string();
+    let sha = pipeline["sha"].as_str().expect("sha");
+    let shown = gantry(&["pipeline", "show", "--project", "demo", &id], &env);
+    assert_eq!(shown.status.code(), Some(0), "{}", text(&shown.stderr));
+    insta::assert_snapshot!(
+        "pipeline_show",
+        text(&shown.stdout).replace(&sha[..8], "[SHA]")
+    );
+    let missing = gantry(&["pipeline", "show", "--project", "demo", "999"], &env);
+    assert_eq!(missing.status.code(), Some(3), "{}", text(&missing.stderr));
 }
 
 #[test]
