@@ -735,8 +735,13 @@ impl Builder {
         match event {
             EventData::StreamStart { .. }
             | EventData::StreamEnd
-            | EventData::DocumentStart { .. }
             | EventData::DocumentEnd { .. } => Ok(()),
+            // Anchors are the document's own: an alias in the next one to an anchor of this
+            // one is unknown (Psych: `AnchorNotDefined`).
+            EventData::DocumentStart { .. } => {
+                self.anchors.clear();
+                Ok(())
+            }
             EventData::Alias { anchor } => {
                 let Some((_, size, depth)) = self.anchors.get(&anchor) else {
                     // Psych's `AnchorNotDefined` (libyaml itself does not check aliases).
@@ -1442,6 +1447,9 @@ mod tests {
 
     #[test]
     fn an_unknown_alias_is_psychs_error() {
+        let e = parse_documents("a: &x [1]\n---\nb: *x\n", FileId(0), Limits::default())
+            .unwrap_err();
+        assert_eq!(e.gitlab_message(), "An alias referenced an unknown anchor: x");
         let e = parse_documents("a: *nope\n", FileId(0), Limits::default()).unwrap_err();
         assert_eq!(
             e.gitlab_message(),
