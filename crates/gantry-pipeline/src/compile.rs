@@ -924,6 +924,7 @@ fn parse_job(
                 format!("contains unknown keys: {}", unknown.join(", ")),
                 node.pos,
             );
+            cx.hint_last(crate::suggest::did_you_mean(&unknown, &BRIDGE_KEYS));
         }
     } else {
         cx.unknown_keys(m, &JOB_KEYS, &path, node.pos);

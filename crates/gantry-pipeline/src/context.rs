@@ -85,6 +85,66 @@ pub struct PipelineInfo {
     pub user_email: String,
     pub user_id: u64,
     pub pipeline_iid: u64,
+    /// The merge request of a merge request pipeline (`Source::MergeRequestEvent`):
+    /// `ref_name` is then its source branch, and the pipeline has no `CI_COMMIT_BRANCH`.
+    pub merge_request: Option<MergeRequestInfo>,
+}
+
+/// A merge request pipeline's merge request: what GitLab's
+/// `Gitlab::Ci::Variables::Builder::Pipeline#predefined_merge_request_variables` and
+/// `MergeRequest#predefined_variables` read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MergeRequestInfo {
+    pub id: u64,
+    pub iid: u64,
+    pub title: String,
+    pub description: String,
+    pub source_branch: String,
+    pub target_branch: String,
+    pub source_branch_protected: bool,
+    pub target_branch_protected: bool,
+    pub event_type: MergeRequestEventType,
+    /// The source branch's head, for `merged_result` and `merge_train` pipelines only
+    /// (GitLab leaves `CI_MERGE_REQUEST_SOURCE_BRANCH_SHA` empty in detached ones).
+    pub source_sha: Option<String>,
+    /// The target branch's head, for `merged_result` and `merge_train` pipelines only.
+    pub target_sha: Option<String>,
+    /// The merge request diff (`CI_MERGE_REQUEST_DIFF_ID`, `CI_MERGE_REQUEST_DIFF_BASE_SHA`:
+    /// the merge base of the source and target branches), when there is one.
+    pub diff: Option<MergeRequestDiff>,
+    pub labels: Vec<String>,
+    pub assignees: Vec<String>,
+    pub milestone: Option<String>,
+    pub squash_on_merge: bool,
+    pub draft: bool,
+}
+
+/// A merge request's diff version.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MergeRequestDiff {
+    pub id: u64,
+    pub base_sha: String,
+}
+
+/// `CI_MERGE_REQUEST_EVENT_TYPE`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MergeRequestEventType {
+    /// The source branch's head, on its own.
+    Detached,
+    /// The result of merging the source into the target branch.
+    MergedResult,
+    /// A merge train's merged result.
+    MergeTrain,
+}
+
+impl MergeRequestEventType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Detached => "detached",
+            Self::MergedResult => "merged_result",
+            Self::MergeTrain => "merge_train",
+        }
+    }
 }
 
 impl Default for PipelineInfo {
@@ -111,6 +171,7 @@ impl Default for PipelineInfo {
             user_email: "gantry@localhost".into(),
             user_id: 1,
             pipeline_iid: 1,
+            merge_request: None,
         }
     }
 }
@@ -191,7 +252,9 @@ impl PipelineInfo {
                 "CI_COMMIT_TAG_MESSAGE",
                 self.tag_message.clone().unwrap_or_default(),
             );
-        } else {
+        } else if self.merge_request.is_none() {
+            // A merge request pipeline runs for `refs/merge-requests/<iid>/head`, not a
+            // branch (GitLab's `Ci::Pipeline#branch?` is false).
             set("CI_COMMIT_BRANCH", self.ref_name.clone());
         }
         let message = self.commit_message.clone();
@@ -209,10 +272,123 @@ impl PipelineInfo {
         if self.source == Source::Trigger {
             set("CI_PIPELINE_TRIGGERED", "true".into());
         }
+        if let Some(mr) = &self.merge_request {
+            for (k, val) in mr.predefined(
+                &project_path,
+                &format!("{server}/{project_path}"),
+                self.project_id,
+            ) {
+                set(k, val);
+            }
+        }
         set("GITLAB_USER_ID", self.user_id.to_string());
         set("GITLAB_USER_LOGIN", self.user_login.clone());
         set("GITLAB_USER_NAME", self.user_name.clone());
         set("GITLAB_USER_EMAIL", self.user_email.clone());
+        v
+    }
+}
+
+/// GitLab's `MergeRequest::CI_MERGE_REQUEST_DESCRIPTION_MAX_LENGTH`: longer descriptions
+/// are cut and `CI_MERGE_REQUEST_DESCRIPTION_IS_TRUNCATED` is `true`.
+const MR_DESCRIPTION_MAX: usize = 2700;
+
+impl MergeRequestInfo {
+    /// The `CI_MERGE_REQUEST_*` variables (and `CI_OPEN_MERGE_REQUESTS`) of a pipeline for
+    /// this merge request, in GitLab's order, for a merge request of the pipeline's own
+    /// project (no forks).
+    fn predefined(
+        &self,
+        project_path: &str,
+        project_url: &str,
+        project_id: u64,
+    ) -> Vec<(&'static str, String)> {
+        let mut v = vec![
+            (
+                "CI_MERGE_REQUEST_EVENT_TYPE",
+                self.event_type.as_str().to_owned(),
+            ),
+            (
+                "CI_MERGE_REQUEST_SOURCE_BRANCH_SHA",
+                self.source_sha.clone().unwrap_or_default(),
+            ),
+            (
+                "CI_MERGE_REQUEST_TARGET_BRANCH_SHA",
+                self.target_sha.clone().unwrap_or_default(),
+            ),
+        ];
+        if let Some(diff) = &self.diff {
+            v.push(("CI_MERGE_REQUEST_DIFF_ID", diff.id.to_string()));
+            v.push(("CI_MERGE_REQUEST_DIFF_BASE_SHA", diff.base_sha.clone()));
+        }
+        let (description, truncated) = match self.description.char_indices().nth(MR_DESCRIPTION_MAX)
+        {
+            Some((at, _)) => (self.description[..at].to_owned(), true),
+            None => (self.description.clone(), false),
+        };
+        v.extend([
+            ("CI_MERGE_REQUEST_ID", self.id.to_string()),
+            ("CI_MERGE_REQUEST_IID", self.iid.to_string()),
+            (
+                "CI_MERGE_REQUEST_REF_PATH",
+                format!("refs/merge-requests/{}/head", self.iid),
+            ),
+            ("CI_MERGE_REQUEST_PROJECT_ID", project_id.to_string()),
+            ("CI_MERGE_REQUEST_PROJECT_PATH", project_path.to_owned()),
+            ("CI_MERGE_REQUEST_PROJECT_URL", project_url.to_owned()),
+            (
+                "CI_MERGE_REQUEST_TARGET_BRANCH_NAME",
+                self.target_branch.clone(),
+            ),
+            (
+                "CI_MERGE_REQUEST_TARGET_BRANCH_PROTECTED",
+                self.target_branch_protected.to_string(),
+            ),
+            ("CI_MERGE_REQUEST_TITLE", self.title.clone()),
+            ("CI_MERGE_REQUEST_DESCRIPTION", description),
+            (
+                "CI_MERGE_REQUEST_DESCRIPTION_IS_TRUNCATED",
+                truncated.to_string(),
+            ),
+            ("CI_MERGE_REQUEST_DRAFT", self.draft.to_string()),
+        ]);
+        if !self.assignees.is_empty() {
+            v.push(("CI_MERGE_REQUEST_ASSIGNEES", self.assignees.join(",")));
+        }
+        if let Some(m) = &self.milestone {
+            v.push(("CI_MERGE_REQUEST_MILESTONE", m.clone()));
+        }
+        if !self.labels.is_empty() {
+            v.push(("CI_MERGE_REQUEST_LABELS", self.labels.join(",")));
+        }
+        v.extend([
+            (
+                "CI_MERGE_REQUEST_SQUASH_ON_MERGE",
+                self.squash_on_merge.to_string(),
+            ),
+            ("CI_MERGE_REQUEST_SOURCE_PROJECT_ID", project_id.to_string()),
+            (
+                "CI_MERGE_REQUEST_SOURCE_PROJECT_PATH",
+                project_path.to_owned(),
+            ),
+            (
+                "CI_MERGE_REQUEST_SOURCE_PROJECT_URL",
+                project_url.to_owned(),
+            ),
+            (
+                "CI_MERGE_REQUEST_SOURCE_BRANCH_NAME",
+                self.source_branch.clone(),
+            ),
+            (
+                "CI_MERGE_REQUEST_SOURCE_BRANCH_PROTECTED",
+                self.source_branch_protected.to_string(),
+            ),
+            // `Ci::Pipeline#open_merge_requests_refs`: a merge request pipeline's own.
+            (
+                "CI_OPEN_MERGE_REQUESTS",
+                format!("{project_path}!{}", self.iid),
+            ),
+        ]);
         v
     }
 }
@@ -460,6 +636,149 @@ mod tests {
             "instance",
             "above predefined variables"
         );
+    }
+
+    fn merge_request() -> MergeRequestInfo {
+        MergeRequestInfo {
+            id: 1,
+            iid: 1,
+            title: "Add feature".into(),
+            description: String::new(),
+            source_branch: "feature".into(),
+            target_branch: "main".into(),
+            source_branch_protected: false,
+            target_branch_protected: true,
+            event_type: MergeRequestEventType::Detached,
+            source_sha: None,
+            target_sha: None,
+            diff: Some(MergeRequestDiff {
+                id: 1,
+                base_sha: "b".repeat(40),
+            }),
+            labels: Vec::new(),
+            assignees: Vec::new(),
+            milestone: None,
+            squash_on_merge: false,
+            draft: false,
+        }
+    }
+
+    #[test]
+    fn a_merge_request_pipeline_has_gitlabs_merge_request_variables() {
+        let info = PipelineInfo {
+            ref_name: "feature".into(),
+            source: Source::MergeRequestEvent,
+            sha: "a".repeat(40),
+            project_namespace: "group".into(),
+            project_name: "app".into(),
+            server_url: "https://gitlab.example.com".into(),
+            project_id: 7,
+            merge_request: Some(merge_request()),
+            ..PipelineInfo::default()
+        };
+        let v = info.predefined();
+        let get = |k: &str| v.get(k).map(String::as_str);
+        // Not a branch pipeline: the ref is the merge request's.
+        assert_eq!(get("CI_COMMIT_BRANCH"), None);
+        assert_eq!(get("CI_COMMIT_REF_NAME"), Some("feature"));
+        assert_eq!(get("CI_COMMIT_REF_SLUG"), Some("feature"));
+        assert_eq!(get("CI_PIPELINE_SOURCE"), Some("merge_request_event"));
+        assert_eq!(get("CI_MERGE_REQUEST_EVENT_TYPE"), Some("detached"));
+        // Set, but empty, outside merged results.
+        assert_eq!(get("CI_MERGE_REQUEST_SOURCE_BRANCH_SHA"), Some(""));
+        assert_eq!(get("CI_MERGE_REQUEST_TARGET_BRANCH_SHA"), Some(""));
+        assert_eq!(get("CI_MERGE_REQUEST_DIFF_ID"), Some("1"));
+        let base = "b".repeat(40);
+        assert_eq!(get("CI_MERGE_REQUEST_DIFF_BASE_SHA"), Some(base.as_str()));
+        assert_eq!(get("CI_MERGE_REQUEST_IID"), Some("1"));
+        assert_eq!(
+            get("CI_MERGE_REQUEST_REF_PATH"),
+            Some("refs/merge-requests/1/head")
+        );
+        assert_eq!(get("CI_MERGE_REQUEST_PROJECT_ID"), Some("7"));
+        assert_eq!(get("CI_MERGE_REQUEST_PROJECT_PATH"), Some("group/app"));
+        assert_eq!(
+            get("CI_MERGE_REQUEST_PROJECT_URL"),
+            Some("https://gitlab.example.com/group/app")
+        );
+        assert_eq!(get("CI_MERGE_REQUEST_SOURCE_BRANCH_NAME"), Some("feature"));
+        assert_eq!(get("CI_MERGE_REQUEST_TARGET_BRANCH_NAME"), Some("main"));
+        assert_eq!(
+            get("CI_MERGE_REQUEST_SOURCE_BRANCH_PROTECTED"),
+            Some("false")
+        );
+        assert_eq!(
+            get("CI_MERGE_REQUEST_TARGET_BRANCH_PROTECTED"),
+            Some("true")
+        );
+        assert_eq!(get("CI_MERGE_REQUEST_TITLE"), Some("Add feature"));
+        assert_eq!(get("CI_MERGE_REQUEST_DESCRIPTION"), Some(""));
+        assert_eq!(
+            get("CI_MERGE_REQUEST_DESCRIPTION_IS_TRUNCATED"),
+            Some("false")
+        );
+        assert_eq!(get("CI_MERGE_REQUEST_SQUASH_ON_MERGE"), Some("false"));
+        assert_eq!(
+            get("CI_MERGE_REQUEST_SOURCE_PROJECT_PATH"),
+            Some("group/app")
+        );
+        assert_eq!(get("CI_OPEN_MERGE_REQUESTS"), Some("group/app!1"));
+        // Only when set.
+        assert_eq!(get("CI_MERGE_REQUEST_LABELS"), None);
+        assert_eq!(get("CI_MERGE_REQUEST_ASSIGNEES"), None);
+        assert_eq!(get("CI_MERGE_REQUEST_MILESTONE"), None);
+        // A branch pipeline has none of them.
+        let branch = PipelineInfo {
+            merge_request: None,
+            ..info.clone()
+        }
+        .predefined();
+        assert_eq!(
+            branch.get("CI_COMMIT_BRANCH").map(String::as_str),
+            Some("feature")
+        );
+        assert!(!branch.keys().any(|k| k.starts_with("CI_MERGE_REQUEST_")));
+    }
+
+    #[test]
+    fn merged_results_carry_the_heads_and_long_descriptions_are_cut() {
+        let mr = MergeRequestInfo {
+            event_type: MergeRequestEventType::MergedResult,
+            source_sha: Some("s".into()),
+            target_sha: Some("t".into()),
+            description: "é".repeat(MR_DESCRIPTION_MAX + 5),
+            labels: vec!["bug".into(), "ui".into()],
+            diff: None,
+            ..merge_request()
+        };
+        let info = PipelineInfo {
+            merge_request: Some(mr),
+            ..PipelineInfo::default()
+        };
+        let v = info.predefined();
+        let get = |k: &str| v.get(k).cloned();
+        assert_eq!(
+            get("CI_MERGE_REQUEST_EVENT_TYPE").as_deref(),
+            Some("merged_result")
+        );
+        assert_eq!(
+            get("CI_MERGE_REQUEST_SOURCE_BRANCH_SHA").as_deref(),
+            Some("s")
+        );
+        assert_eq!(
+            get("CI_MERGE_REQUEST_TARGET_BRANCH_SHA").as_deref(),
+            Some("t")
+        );
+        assert_eq!(get("CI_MERGE_REQUEST_DIFF_BASE_SHA"), None);
+        assert_eq!(
+            get("CI_MERGE_REQUEST_DESCRIPTION").map(|d| d.chars().count()),
+            Some(MR_DESCRIPTION_MAX)
+        );
+        assert_eq!(
+            get("CI_MERGE_REQUEST_DESCRIPTION_IS_TRUNCATED").as_deref(),
+            Some("true")
+        );
+        assert_eq!(get("CI_MERGE_REQUEST_LABELS").as_deref(), Some("bug,ui"));
     }
 
     #[test]

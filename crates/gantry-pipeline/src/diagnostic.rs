@@ -12,6 +12,9 @@ pub struct Diagnostic {
     /// GitLab-style message, e.g. `jobs:build:script config should be a string or ...`.
     pub message: String,
     pub pos: Option<Pos>,
+    /// Gantry's advice beside GitLab's message (``did you mean `script`?``), when it has
+    /// some.
+    pub hint: Option<String>,
 }
 
 impl Diagnostic {
@@ -19,6 +22,7 @@ impl Diagnostic {
         Self {
             message: message.into(),
             pos,
+            hint: None,
         }
     }
 }

@@ -6,6 +6,12 @@
 //! parser, lexemes) and `Gitlab::UntrustedRegexp::RubySyntax`. RE2 patterns are
 //! translated to the `regex` crate's syntax where the two differ (ASCII-only
 //! `\d \w \s \b`, literal `[`/`&&`/`~~` inside classes, literal `{`, `\Q…\E`).
+//!
+//! Flags are GitLab's `[ismU]*`, prepended as RE2's `(?flags)`, so each has RE2's meaning:
+//! `i` case-insensitive, `m` multi-line anchors (not Ruby's `m`, which is RE2's `s`), `s`
+//! dot matches newline, `U` ungreedy. Another letter after a pattern token (`/re/x`) is left
+//! to the lexer, which finds no lexeme for it; a body of one character is not a pattern
+//! token at all (GitLab's lexeme needs two): both are "invalid expression syntax".
 
 use std::borrow::Cow;
 
@@ -1167,6 +1173,68 @@ mod tests {
         assert!(ev("'FOO' =~ /foo/ii"));
         // Boolean left operand is compared as text.
         assert!(ev("true =~ /^true$/"));
+    }
+
+    /// GitLab's `Lexeme::Pattern` (`[ismU]*`) and `RubySyntax` (`(?flags)body`, RE2's
+    /// meaning of each flag, not Ruby's).
+    #[test]
+    fn regex_flags_are_gitlabs() {
+        // The source is GitLab's `UntrustedRegexp` source: flags prepended as written.
+        let lit = |raw: &str| build_pattern(raw).unwrap();
+        assert_eq!(lit("/pattern/").source, "pattern");
+        assert_eq!(lit("/pattern/im").source, "(?im)pattern");
+        assert_eq!(lit("/a\\/b/U").source, "(?U)a/b");
+        // `==` between regexes compares those sources.
+        assert!(ev("/ab/im == /ab/im"));
+        assert!(!ev("/ab/im == /ab/mi"));
+        // `i`: case-insensitive, Unicode folding as in RE2.
+        assert!(ev("'ÉTÉ' =~ /^été$/i"));
+        // `m` is RE2's multi-line (`^`/`$` at line ends), not Ruby's `m` (dot matches
+        // newline): that is `s`.
+        assert!(ev("$TEXT =~ /^foo$/m"));
+        assert!(!ev("$TEXT =~ /^foo$/"));
+        assert!(!ev("$TEXT =~ /foo.bar/m"));
+        assert!(ev("$TEXT =~ /foo.bar/s"));
+        assert!(ev("$TEXT =~ /^FOO.BAR$/is"));
+        // `U` swaps greedy and lazy repetition.
+        let find = |raw: &str, text: &str| {
+            lit(raw)
+                .re
+                .find(text)
+                .map(|m| m.as_str().to_owned())
+                .unwrap()
+        };
+        assert_eq!(find("/a+/U", "aaa"), "a");
+        assert_eq!(find("/a+?/U", "aaa"), "aaa");
+        assert_eq!(find("/a+/", "aaa"), "aaa");
+        // Every order and repetition of the four flags.
+        for flags in ["ismU", "Umsi", "mm", "iiU", "sU"] {
+            assert!(
+                Expression::parse(&format!("$A =~ /ab/{flags}")).is_ok(),
+                "{flags}"
+            );
+        }
+        // Any other letter is left over by the pattern lexeme and no lexeme takes it:
+        // "Unknown lexeme found!" (invalid expression syntax), as in GitLab.
+        for flags in ["x", "ix", "g", "u", "o", "I", "M", "S"] {
+            assert_eq!(
+                err(&format!("$A =~ /ab/{flags}")),
+                ExprError::UnknownLexeme,
+                "{flags}"
+            );
+        }
+        // A one-character body is never a pattern token, with or without flags (GitLab's
+        // lexeme needs two characters), nor is an empty one.
+        assert_eq!(err("$VAR =~ /X/i"), ExprError::UnknownLexeme);
+        assert_eq!(err("$VAR =~ /X/"), ExprError::UnknownLexeme);
+        assert_eq!(err("$VAR =~ //i"), ExprError::UnknownLexeme);
+        assert!(ev("'X' =~ /XX|X/i"));
+        // From a variable, `RubySyntax` decides: `/re/x` is not a regex, so the
+        // string's substring test applies.
+        let vars = HashMap::from([("R", "/^AB/x"), ("S", "/^AB/i"), ("X", "ab")]);
+        assert!(eval_with("$X =~ $S", &vars));
+        assert!(!eval_with("$X =~ $R", &vars));
+        assert!(eval_with("'AB/' =~ $R", &vars));
     }
 
     #[test]

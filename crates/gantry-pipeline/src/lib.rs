@@ -20,11 +20,14 @@ pub mod report;
 pub(crate) mod resolve;
 pub(crate) mod rules;
 pub mod select;
+pub(crate) mod suggest;
 pub(crate) mod validate;
 pub mod yaml;
 
 pub use compile::{Compiled, Options, compile};
-pub use context::{Context, PipelineInfo, Source};
+pub use context::{
+    Context, MergeRequestDiff, MergeRequestEventType, MergeRequestInfo, PipelineInfo, Source,
+};
 pub use diagnostic::{Diagnostic, Location, SourceMap};
 pub use include::{
     ArtifactError, CompareError, Loader, MemoryLoader, ProjectError, RemoteError, remote_message,

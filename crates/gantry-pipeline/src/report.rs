@@ -25,6 +25,10 @@ pub struct Message {
     pub message: String,
     /// `file:line:column` of the offending value, when known.
     pub location: Option<String>,
+    /// Gantry's advice beside GitLab's message (``did you mean `script`?``); absent when
+    /// there is none, so a message without one keeps its two fields.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -57,6 +61,7 @@ fn message(d: &Diagnostic, sources: &SourceMap) -> Message {
             .pos
             .and_then(|p| sources.location(p))
             .map(|l| l.to_string()),
+        hint: d.hint.clone(),
     }
 }
 
@@ -166,6 +171,13 @@ pub fn render_text(c: &Compiled) -> String {
 
 fn render_diagnostic(out: &mut String, level: &str, d: &Diagnostic, sources: &SourceMap) {
     let _ = writeln!(out, "{level}: {}", d.message);
+    render_place(out, d, sources);
+    if let Some(hint) = &d.hint {
+        let _ = writeln!(out, "  hint: {hint}");
+    }
+}
+
+fn render_place(out: &mut String, d: &Diagnostic, sources: &SourceMap) {
     let Some(pos) = d.pos else { return };
     let Some(loc) = sources.location(pos) else {
         return;

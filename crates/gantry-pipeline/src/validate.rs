@@ -71,7 +71,15 @@ impl Cx {
             format!("contains unknown keys: {}", unknown.join(", ")),
             at,
         );
+        self.hint_last(crate::suggest::did_you_mean(&unknown, allowed));
         false
+    }
+
+    /// Attach a hint to the error pushed last.
+    pub fn hint_last(&mut self, hint: Option<String>) {
+        if let Some(last) = self.errors.last_mut() {
+            last.hint = hint;
+        }
     }
 
     /// A string value, or `<path> config should be a string`.

@@ -16,6 +16,10 @@
 //! - `variables`: pipeline variables (`--var`).
 //! - `changed`: the changed files; absent means unknown (`rules:changes` then matches).
 //! - `fragment`: lint as an included fragment.
+//! - `merge_request`: `{"source_branch": "feature", "target_branch": "main",
+//!   "diff_base_sha": "…", "source_branch_protected": false, "target_branch_protected":
+//!   true}` makes it a detached merge request pipeline (`ref` is then the source branch
+//!   and `source` defaults to `merge_request_event`).
 //!
 //! Add a case: create the folder, run
 //! `INSTA_UPDATE=always cargo test -p gantry-pipeline --test cases` (or `cargo insta test`
@@ -27,7 +31,10 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 
 use gantry_pipeline::report::LintReport;
-use gantry_pipeline::{Context, Loader, Options, PipelineInfo, Source, compile};
+use gantry_pipeline::{
+    Context, Loader, MergeRequestDiff, MergeRequestEventType, MergeRequestInfo, Options,
+    PipelineInfo, Source, compile,
+};
 
 /// Fixed commit of every case.
 const SHA: &str = "5f2d1c0e9b8a7f6e5d4c3b2a1f0e9d8c7b6a5f4e";
@@ -93,10 +100,50 @@ fn check(dir: &Path) -> String {
         Some(tag) => (tag, true),
         None => (str_arg("ref").unwrap_or_else(|| "main".into()), false),
     };
+    let merge_request = args.get("merge_request").map(|mr| {
+        let text = |k: &str, default: &str| {
+            mr.get(k)
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or(default)
+                .to_owned()
+        };
+        let flag = |k: &str| {
+            mr.get(k)
+                .and_then(serde_json::Value::as_bool)
+                .unwrap_or(false)
+        };
+        MergeRequestInfo {
+            id: 1,
+            iid: 1,
+            title: text("title", "Draft: a change"),
+            description: String::new(),
+            source_branch: text("source_branch", "feature"),
+            target_branch: text("target_branch", "main"),
+            source_branch_protected: flag("source_branch_protected"),
+            target_branch_protected: flag("target_branch_protected"),
+            event_type: MergeRequestEventType::Detached,
+            source_sha: None,
+            target_sha: None,
+            diff: Some(MergeRequestDiff {
+                id: 1,
+                base_sha: text("diff_base_sha", SHA),
+            }),
+            labels: Vec::new(),
+            assignees: Vec::new(),
+            milestone: None,
+            squash_on_merge: false,
+            draft: false,
+        }
+    });
+    let (ref_name, is_tag) = match &merge_request {
+        Some(mr) => (mr.source_branch.clone(), false),
+        None => (ref_name, is_tag),
+    };
     let source = match str_arg("source") {
         Some(s) => Source::parse(&s)
             .ok_or_else(|| format!("{}: unknown source {s}", dir.display()))
             .expect("known source"),
+        None if merge_request.is_some() => Source::MergeRequestEvent,
         None => Source::Push,
     };
     let variables: Vec<(String, String)> = args
@@ -134,6 +181,7 @@ fn check(dir: &Path) -> String {
         default_branch: "main".into(),
         project_namespace: "gantry".into(),
         project_name: "demo".into(),
+        merge_request,
         ..PipelineInfo::default()
     };
     let ctx = Context::new(&info, &variables, changed);

@@ -85,3 +85,26 @@ pub(crate) fn files(dir: &Path) -> Vec<String> {
     })
     .unwrap_or_default()
 }
+
+/// The commit a branch names: the local branch, else `origin`'s; `None` when neither exists.
+pub(crate) fn branch_commit(dir: &Path, branch: &str) -> Option<String> {
+    if branch.is_empty() || branch.starts_with('-') {
+        return None;
+    }
+    [
+        format!("refs/heads/{branch}^{{commit}}"),
+        format!("refs/remotes/origin/{branch}^{{commit}}"),
+    ]
+    .iter()
+    .find_map(|rev| {
+        git(
+            dir,
+            &["rev-parse", "--verify", "--quiet", "--end-of-options", rev],
+        )
+    })
+}
+
+/// The best common ancestor of two commits; `None` when they share no history.
+pub(crate) fn merge_base(dir: &Path, a: &str, b: &str) -> Option<String> {
+    git(dir, &["merge-base", "--end-of-options", a, b])
+}

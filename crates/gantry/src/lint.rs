@@ -5,7 +5,10 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
 use gantry_pipeline::report::{LintReport, render_text};
-use gantry_pipeline::{Context, InputValue, Loader, Options, PipelineInfo, PipelineInputs, Source};
+use gantry_pipeline::{
+    Context, InputValue, Loader, MergeRequestDiff, MergeRequestEventType, MergeRequestInfo,
+    Options, PipelineInfo, PipelineInputs, Source,
+};
 
 use crate::{exit, git, includes, variables_file};
 use gantry_server::coordinator::IncludeLoader;
@@ -20,9 +23,24 @@ pub(crate) struct LintArgs {
     /// Evaluate rules for a pipeline on this tag.
     #[arg(long, value_name = "TAG")]
     tag: Option<String>,
-    /// The pipeline source (CI_PIPELINE_SOURCE).
+    /// The pipeline source (CI_PIPELINE_SOURCE). `merge_request_event` lints a merge
+    /// request pipeline: GitLab's CI_MERGE_REQUEST_* variables, no CI_COMMIT_BRANCH, and
+    /// `rules:changes` over the merge request's diff.
     #[arg(long, default_value = "push", value_parser = parse_source)]
     source: Source,
+    /// With `--source merge_request_event`: the merge request's source branch (default:
+    /// the current branch).
+    #[arg(long, value_name = "BRANCH", conflicts_with_all = ["ref_", "tag"])]
+    source_branch: Option<String>,
+    /// With `--source merge_request_event`: the merge request's target branch (default:
+    /// the default branch).
+    #[arg(long, value_name = "BRANCH", conflicts_with = "tag")]
+    target_branch: Option<String>,
+    /// Lint as if no branch were protected. Without it the default branch is, as GitLab
+    /// protects it by default (CI_COMMIT_REF_PROTECTED, and a merge request's
+    /// CI_MERGE_REQUEST_{SOURCE,TARGET}_BRANCH_PROTECTED).
+    #[arg(long)]
+    unprotected: bool,
     /// A pipeline variable, as given when running a pipeline (highest precedence).
     #[arg(long = "var", value_name = "KEY=VALUE", value_parser = parse_var)]
     vars: Vec<(String, String)>,
@@ -158,11 +176,27 @@ pub(crate) fn run(args: &LintArgs) -> u8 {
     // The server and project the `origin` remote names, as `gantry run` has them.
     let origin_url = git::git(&root, &["remote", "get-url", "origin"]);
     let (server_url, project_path) = crate::run::origin(&root, origin_url.as_deref());
-    let info = pipeline_info(&root, args, &config_path, &server_url, &project_path);
-    let changed = if args.changed.is_empty() {
-        None
-    } else {
+    let target = match merge_request_target(&root, args) {
+        Ok(t) => t,
+        Err((msg, hint)) => return usage(&msg, &hint),
+    };
+    let info = pipeline_info(
+        &root,
+        args,
+        &config_path,
+        &server_url,
+        &project_path,
+        target.as_ref(),
+    );
+    let changed = if !args.changed.is_empty() {
         Some(args.changed.clone())
+    } else if let Some(t) = &target {
+        // A merge request pipeline's `rules:changes` read the merge request's diff: from
+        // the merge base of the two branches to the source branch (GitLab's
+        // `MergeRequest#modified_paths`).
+        gantry_server::coordinator::changes_since(&root, &[], &t.source_sha, &t.target_sha).ok()
+    } else {
+        None
     };
     let project_vars = match variables_file::read_all(&variables_file::with_defaults(
         &root,
@@ -263,18 +297,122 @@ pub(crate) fn config_path(
         })
 }
 
+/// The two branches of a merge request pipeline, resolved to commits.
+struct MergeRequestTarget {
+    source_branch: String,
+    source_sha: String,
+    target_branch: String,
+    target_sha: String,
+}
+
+/// The merge request `--source merge_request_event` lints for; `None` for other sources.
+/// The error is `(message, hint)`.
+fn merge_request_target(
+    root: &Path,
+    args: &LintArgs,
+) -> Result<Option<MergeRequestTarget>, (String, String)> {
+    if args.source != Source::MergeRequestEvent {
+        if args.source_branch.is_some() || args.target_branch.is_some() {
+            return Err((
+                "--source-branch and --target-branch describe a merge request pipeline".into(),
+                "add --source merge_request_event".into(),
+            ));
+        }
+        return Ok(None);
+    }
+    if args.tag.is_some() {
+        return Err((
+            "a merge request pipeline runs for a branch, not a tag".into(),
+            "name its branches with --source-branch and --target-branch".into(),
+        ));
+    }
+    let current = git::current_branch(root);
+    let source_branch = match args.source_branch.clone().or_else(|| args.ref_.clone()) {
+        Some(b) => b,
+        None => current.clone().ok_or_else(|| {
+            (
+                "HEAD is detached: a merge request pipeline needs its source branch".to_owned(),
+                "name it with --source-branch BRANCH".to_owned(),
+            )
+        })?,
+    };
+    // The checkout's own branch is its HEAD (what is linted is its working tree).
+    let source_sha = if current.as_deref() == Some(source_branch.as_str()) {
+        git::git(root, &["rev-parse", "--verify", "--quiet", "HEAD"])
+    } else {
+        git::branch_commit(root, &source_branch)
+    }
+    .ok_or_else(|| {
+        (
+            format!("the source branch `{source_branch}` does not exist in this repository"),
+            "name an existing branch with --source-branch".to_owned(),
+        )
+    })?;
+    let target_branch = args
+        .target_branch
+        .clone()
+        .unwrap_or_else(|| git::default_branch(root));
+    let target_sha = git::branch_commit(root, &target_branch).ok_or_else(|| {
+        (
+            format!("the target branch `{target_branch}` does not exist in this repository"),
+            format!(
+                "fetch it (`git fetch origin {target_branch}`), or name another with --target-branch"
+            ),
+        )
+    })?;
+    Ok(Some(MergeRequestTarget {
+        source_branch,
+        source_sha,
+        target_branch,
+        target_sha,
+    }))
+}
+
+/// The merge request of a merge request pipeline, as GitLab would have it for a new
+/// merge request of one commit: its title and description are the source head's, it is
+/// not a draft, and the pipeline is `detached` (merged results need the merge GitLab makes).
+fn merge_request_info(
+    root: &Path,
+    t: &MergeRequestTarget,
+    protected: &dyn Fn(&str) -> bool,
+) -> MergeRequestInfo {
+    let g = |a: &[&str]| git::git(root, a).unwrap_or_default();
+    MergeRequestInfo {
+        id: 1,
+        iid: 1,
+        title: g(&["log", "-1", "--format=%s", &t.source_sha]),
+        description: g(&["log", "-1", "--format=%b", &t.source_sha]),
+        source_branch: t.source_branch.clone(),
+        target_branch: t.target_branch.clone(),
+        source_branch_protected: protected(&t.source_branch),
+        target_branch_protected: protected(&t.target_branch),
+        event_type: MergeRequestEventType::Detached,
+        source_sha: None,
+        target_sha: None,
+        diff: git::merge_base(root, &t.target_sha, &t.source_sha)
+            .map(|base_sha| MergeRequestDiff { id: 1, base_sha }),
+        labels: Vec::new(),
+        assignees: Vec::new(),
+        milestone: None,
+        squash_on_merge: false,
+        draft: false,
+    }
+}
+
 fn pipeline_info(
     root: &Path,
     args: &LintArgs,
     config_path: &str,
     server_url: &str,
     project_path: &str,
+    merge_request: Option<&MergeRequestTarget>,
 ) -> PipelineInfo {
     let g = |a: &[&str]| git::git(root, a);
-    let (ref_name, is_tag) = match (&args.tag, &args.ref_) {
-        (Some(t), _) => (t.clone(), true),
-        (None, Some(r)) => (r.clone(), false),
-        (None, None) => (
+    let (ref_name, is_tag) = match (merge_request, &args.tag, &args.ref_) {
+        (Some(t), _, _) => (t.source_branch.clone(), false),
+        (None, Some(t), _) => (t.clone(), true),
+        (None, None, Some(r)) => (r.clone(), false),
+        (None, None, None) => (
             git::current_branch(root).unwrap_or_else(|| "HEAD".to_owned()),
             false,
         ),
@@ -282,17 +420,25 @@ fn pipeline_info(
     let (namespace, project_name) = project_path
         .rsplit_once('/')
         .map_or(("local", project_path), |(ns, name)| (ns, name));
+    let default_branch = git::default_branch(root);
+    // GitLab protects the default branch of a new project; tags are not protected.
+    let protected = |branch: &str| !args.unprotected && branch == default_branch;
+    let commit = merge_request.map_or("HEAD", |t| t.source_sha.as_str());
+    let merge_request = merge_request.map(|t| merge_request_info(root, t, &protected));
     PipelineInfo {
+        // A merge request pipeline's ref is `refs/merge-requests/<iid>/head`, which no
+        // protection covers.
+        ref_protected: !is_tag && merge_request.is_none() && protected(&ref_name),
         ref_name,
         is_tag,
         source: args.source,
-        sha: g(&["rev-parse", "--verify", "--quiet", "HEAD"]).unwrap_or_else(|| "0".repeat(40)),
+        sha: g(&["rev-parse", "--verify", "--quiet", commit]).unwrap_or_else(|| "0".repeat(40)),
         before_sha: None,
-        default_branch: git::default_branch(root),
-        ref_protected: false,
-        commit_message: g(&["log", "-1", "--format=%B"]).unwrap_or_default(),
-        commit_author: g(&["log", "-1", "--format=%an <%ae>"]).unwrap_or_default(),
-        commit_timestamp: g(&["log", "-1", "--format=%cI"]).unwrap_or_default(),
+        commit_message: g(&["log", "-1", "--format=%B", commit]).unwrap_or_default(),
+        commit_author: g(&["log", "-1", "--format=%an <%ae>", commit]).unwrap_or_default(),
+        commit_timestamp: g(&["log", "-1", "--format=%cI", commit]).unwrap_or_default(),
+        merge_request,
+        default_branch,
         tag_message: None,
         project_name: project_name.to_owned(),
         project_namespace: namespace.to_owned(),

@@ -449,3 +449,129 @@ fn input_options_give_the_root_files_spec_inputs() {
         stdout(&out)
     );
 }
+
+#[test]
+fn unknown_keys_carry_a_did_you_mean_hint() {
+    let repo = Repo::new(&[(".gitlab-ci.yml", "build:\n  scirpt: make\n  script: make\n")]);
+    let out = repo.lint(&[]);
+    assert_eq!(out.status.code(), Some(1));
+    insta::assert_snapshot!(stdout(&out));
+    let out = repo.lint(&["--format", "json"]);
+    assert_eq!(out.status.code(), Some(1));
+    // GitLab's message unchanged; the hint is a field of its own.
+    insta::assert_json_snapshot!(json(&out)["errors"]);
+}
+
+/// Jobs that show which protection and merge request variables the pipeline has.
+const REF_FACTS: &str = r#"
+protected:
+  script: x
+  rules:
+    - if: $CI_COMMIT_REF_PROTECTED == "true"
+branch:
+  script: x
+  rules:
+    - if: $CI_COMMIT_BRANCH
+merge_request:
+  script: x
+  rules:
+    - if: $CI_PIPELINE_SOURCE == "merge_request_event" && $CI_MERGE_REQUEST_EVENT_TYPE == "detached" && $CI_MERGE_REQUEST_IID == "1" && $CI_MERGE_REQUEST_REF_PATH == "refs/merge-requests/1/head"
+target_protected:
+  script: x
+  rules:
+    - if: $CI_MERGE_REQUEST_TARGET_BRANCH_PROTECTED == "true" && $CI_MERGE_REQUEST_SOURCE_BRANCH_PROTECTED == "false"
+detached_shas_empty:
+  script: x
+  rules:
+    - if: $CI_MERGE_REQUEST_SOURCE_BRANCH_SHA == "" && $CI_MERGE_REQUEST_TARGET_BRANCH_SHA == "" && $CI_MERGE_REQUEST_DIFF_BASE_SHA =~ /^[0-9a-f]{40}$/
+docs:
+  script: x
+  rules:
+    - changes: [docs/*]
+src:
+  script: x
+  rules:
+    - changes: [src/*]
+"#;
+
+#[test]
+fn the_default_branch_is_protected_unless_unprotected() {
+    let repo = Repo::new(&[(".gitlab-ci.yml", REF_FACTS)]);
+    repo.git(&["checkout", "-q", "-b", "feature"]);
+    let push = |args: &[&str]| {
+        let names = repo.job_names(&[&["--changed", "none"], args].concat());
+        names.contains(&"protected".to_owned())
+    };
+    assert!(push(&["--ref", "main"]));
+    assert!(!push(&["--ref", "main", "--unprotected"]));
+    assert!(!push(&[]), "feature is not protected");
+    assert!(!push(&["--tag", "v1"]), "tags are not protected by default");
+}
+
+#[test]
+fn a_merge_request_pipeline_has_gitlabs_variables_and_diff() {
+    let repo = Repo::new(&[(".gitlab-ci.yml", REF_FACTS), ("src/a.rs", "a\n")]);
+    repo.git(&["checkout", "-q", "-b", "feature"]);
+    repo.write("docs/guide.md", "guide\n");
+    repo.git(&["add", "-A"]);
+    repo.git(&["commit", "-q", "-m", "docs"]);
+    // main moves on after the branch: its changes are not the merge request's.
+    repo.git(&["checkout", "-q", "main"]);
+    repo.write("src/a.rs", "b\n");
+    repo.git(&["commit", "-q", "-am", "src"]);
+    repo.git(&["checkout", "-q", "feature"]);
+
+    let mr = ["--source", "merge_request_event"];
+    assert_eq!(
+        repo.job_names(&mr),
+        [
+            "merge_request",
+            "target_protected",
+            "detached_shas_empty",
+            "docs"
+        ],
+        "no CI_COMMIT_BRANCH, no protected ref, the diff from the merge base"
+    );
+    // The source branch named from another checkout, and the protection switched off.
+    repo.git(&["checkout", "-q", "main"]);
+    assert_eq!(
+        repo.job_names(&[&mr[..], &["--source-branch", "feature", "--unprotected"]].concat()),
+        ["merge_request", "detached_shas_empty", "docs"]
+    );
+    // An explicit --changed still wins.
+    assert_eq!(
+        repo.job_names(
+            &[
+                &mr[..],
+                &["--source-branch", "feature", "--changed", "src/a.rs"]
+            ]
+            .concat()
+        ),
+        [
+            "merge_request",
+            "target_protected",
+            "detached_shas_empty",
+            "src"
+        ]
+    );
+}
+
+#[test]
+fn merge_request_flags_are_checked() {
+    let repo = Repo::new(&[(".gitlab-ci.yml", REF_FACTS)]);
+    let err = |args: &[&str]| {
+        let out = repo.lint(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    assert!(err(&["--source-branch", "feature"]).contains("--source merge_request_event"));
+    assert!(
+        err(&["--source", "merge_request_event", "--target-branch", "nope"])
+            .contains("the target branch `nope` does not exist")
+    );
+    assert!(
+        err(&["--source", "merge_request_event", "--source-branch", "nope"])
+            .contains("the source branch `nope` does not exist")
+    );
+    assert!(err(&["--source", "merge_request_event", "--tag", "v1"]).contains("not a tag"));
+}

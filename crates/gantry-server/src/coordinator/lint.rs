@@ -182,6 +182,7 @@ fn result(c: &Compiled, dry_run: bool, include_jobs: bool) -> LintResult {
             error_details.push(gantry_pipeline::report::Message {
                 message: why,
                 location: None,
+                hint: None,
             });
         }
     }

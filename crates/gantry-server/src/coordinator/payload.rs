@@ -465,6 +465,8 @@ impl Coordinator {
             user_email: self.inner.cfg.user.email.clone(),
             user_id: self.inner.cfg.user.id,
             pipeline_iid: iid,
+            // No merge requests on the server yet.
+            merge_request: None,
         }
     }
 
