@@ -34,8 +34,9 @@
     clippy::unnecessary_wraps,
     clippy::match_wildcard_for_single_variants
 )]
-// Kept close to upstream: helpers of the emitter and loader left out stay unused.
-#![allow(dead_code)]
+// Kept close to upstream: helpers of the emitter and loader left out stay unused, and
+// upstream's control flow is kept as written (easier to compare with libyaml's C).
+#![allow(dead_code, clippy::manual_let_else, clippy::collapsible_if)]
 #![forbid(unsafe_code)]
 
 extern crate alloc;
