@@ -1,13 +1,18 @@
 //! Long polling of `POST /api/v4/jobs/request` (`runner-api.md` §3.3) over real HTTP: a
 //! held request is released the moment a job becomes pending, answers `204` with
-//! `X-GitLab-Last-Update` when the hold ends, and is released at once on shutdown.
+//! `X-GitLab-Last-Update` when the hold ends, and is released at once on shutdown. A job
+//! goes only to a request that can still receive it: a held request whose client hung up
+//! is never given one, and a job its runner does not acknowledge (first update) within
+//! the bound goes back to the queue, with a new token for its next runner.
 
 mod http_support;
 
 use std::time::{Duration, Instant};
 
+use gantry_server::processor::Watchdog;
 use http_support::{Options, Repo, TestServer};
 use reqwest::StatusCode;
+use tokio::io::AsyncWriteExt;
 
 const ONE_JOB: &str = "build:\n  script: [make]\n";
 
@@ -165,4 +170,139 @@ async fn shutdown_releases_held_requests() {
         .expect("server task")
         .expect("serve");
     assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+/// A held job request on a raw connection, closed (as a runner's process exit closes
+/// it) once it is held.
+async fn hang_up_held_request(server: &TestServer, runner: &str) {
+    let body = serde_json::json!({
+        "token": runner,
+        "last_update": server.coordinator.queue_version(),
+    })
+    .to_string();
+    let address = server.url.trim_start_matches("http://");
+    let mut stream = tokio::net::TcpStream::connect(address)
+        .await
+        .expect("connect");
+    let request = format!(
+        "POST /api/v4/jobs/request HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream
+        .write_all(request.as_bytes())
+        .await
+        .expect("send the request");
+    // Held: nothing comes back while the queue does not change.
+    let mut answer = [0u8; 1];
+    let read = tokio::time::timeout(
+        Duration::from_millis(500),
+        tokio::io::AsyncReadExt::read(&mut stream, &mut answer),
+    )
+    .await;
+    assert!(read.is_err(), "the request is held");
+    drop(stream);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_whose_client_hung_up_is_not_given_the_next_job() {
+    let server = TestServer::start_with(Options {
+        long_poll: Duration::from_secs(30),
+        ..Options::default()
+    })
+    .await;
+    let repo = Repo::new(&[(".gitlab-ci.yml", ONE_JOB)]);
+    let project = server.create_project("demo", &repo).await;
+    let project_id = project["id"].as_i64().expect("id");
+    let (_, runner) = server.create_runner(serde_json::json!({})).await;
+
+    hang_up_held_request(&server, &runner).await;
+    // The server reads the end of the connection and drops the request.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let pipeline = server.create_pipeline(project_id, "main").await;
+    let pipeline_id = pipeline["id"].as_i64().expect("id");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let jobs = server.pipeline_jobs(project_id, pipeline_id).await;
+    assert_eq!(jobs[0]["status"], "pending", "nobody holds it: {jobs:?}");
+
+    let started = Instant::now();
+    let (id, _, payload) = server.take_job(&runner).await;
+    assert_eq!(id, jobs[0]["id"].as_i64().expect("id"));
+    assert_eq!(payload["job_info"]["name"], "build");
+    assert!(started.elapsed() < Duration::from_secs(3));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_its_runner_never_acknowledges_goes_back_to_the_queue() {
+    let bound = Duration::from_secs(2);
+    let server = TestServer::start_with(Options {
+        long_poll: Duration::from_secs(20),
+        timers: Some(Watchdog::default()),
+        job_ack_timeout: bound,
+        ..Options::default()
+    })
+    .await;
+    let repo = Repo::new(&[(".gitlab-ci.yml", ONE_JOB)]);
+    let project = server.create_project("demo", &repo).await;
+    let project_id = project["id"].as_i64().expect("id");
+    let (_, lost) = server.create_runner(serde_json::json!({})).await;
+    let (other_id, other) = server.create_runner(serde_json::json!({})).await;
+    let pipeline = server.create_pipeline(project_id, "main").await;
+    let pipeline_id = pipeline["id"].as_i64().expect("id");
+
+    // The answer reaches nobody: no `PUT state=running` follows.
+    let (id, first_token, _) = server.take_job(&lost).await;
+    let assigned = Instant::now();
+    assert_eq!(server.job(project_id, id).await["status"], "running");
+
+    // Another runner's held request gets the job once the bound has passed.
+    let version = server.coordinator.queue_version();
+    let response = server.request_job(&other, Some(&version)).await;
+    let waited = assigned.elapsed();
+    assert_eq!(response.status(), StatusCode::CREATED);
+    let payload: serde_json::Value = response.json().await.expect("payload");
+    assert_eq!(
+        payload["id"].as_i64(),
+        Some(id),
+        "the same job, not a retry"
+    );
+    let second_token = payload["token"].as_str().expect("token").to_owned();
+    assert_ne!(second_token, first_token, "a fresh token");
+    assert!(
+        waited >= bound,
+        "put back after {waited:?}, before the bound"
+    );
+    assert!(
+        waited < bound + Duration::from_secs(4),
+        "put back only after {waited:?}"
+    );
+    let jobs = server.pipeline_jobs(project_id, pipeline_id).await;
+    assert_eq!(jobs.len(), 1, "no retry attempt: {jobs:?}");
+    assert_eq!(jobs[0]["pipeline"]["status"], "running", "{jobs:?}");
+    assert_eq!(jobs[0]["runner_id"].as_i64(), Some(other_id));
+
+    // The first runner's token is dead; the second runner acknowledges and keeps the job.
+    let late = server
+        .http
+        .put(server.api(&format!("jobs/{id}")))
+        .json(&serde_json::json!({ "token": first_token, "state": "running" }))
+        .send()
+        .await
+        .expect("update");
+    assert_eq!(late.status(), StatusCode::FORBIDDEN);
+    let ack = server
+        .http
+        .put(server.api(&format!("jobs/{id}")))
+        .json(&serde_json::json!({ "token": second_token, "state": "running" }))
+        .send()
+        .await
+        .expect("update");
+    assert_eq!(ack.status(), StatusCode::OK);
+    tokio::time::sleep(bound + Duration::from_secs(2)).await;
+    assert_eq!(
+        server.job(project_id, id).await["status"],
+        "running",
+        "an acknowledged job stays with its runner"
+    );
+    server.end_job(id, &second_token, "success").await;
+    assert_eq!(server.job(project_id, id).await["status"], "success");
 }

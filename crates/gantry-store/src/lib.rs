@@ -11,6 +11,7 @@
 //! happen in one transaction, and pipeline-wide changes are guarded by an optimistic
 //! `lock_version`, so two coordinators (or two requests) cannot interleave half-writes.
 
+mod acknowledgement;
 mod environments;
 mod error;
 mod resource_groups;
@@ -26,6 +27,7 @@ use std::time::Duration;
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::{AnyPool, Row};
 
+pub use acknowledgement::RequeuedJob;
 pub use environments::{
     DeleteEnvironment, Deployment, DeploymentFilter, DeploymentUpdate, Environment,
     EnvironmentChanges, EnvironmentEvent, EnvironmentFilter, NewDeployment, NewEnvironment,
@@ -1646,7 +1648,7 @@ impl Store {
             .map(|i| format!("${}", 2 + 4 * i))
             .collect();
         let sql = format!(
-            "UPDATE jobs SET status = 'running', runner_id = {}, token_hash = {}, timeout_secs = {}, started_at = $1, last_contact_at = $1 \
+            "UPDATE jobs SET status = 'running', runner_id = {}, token_hash = {}, timeout_secs = {}, started_at = $1, last_contact_at = NULL \
              WHERE id IN ({}) AND status = 'pending' AND runner_id IS NULL \
              RETURNING id, (SELECT status FROM pipelines WHERE pipelines.id = jobs.pipeline_id) AS pipeline_status",
             case(1),

@@ -1490,7 +1490,106 @@ async fn schedules_are_limited_and_run_once(db: Db) {
     ));
 }
 
+/// A job its runner never acknowledged goes back to the queue once, by compare-and-set,
+/// whatever the number of coordinators asking at once; an acknowledged one stays.
+async fn unacknowledged_jobs_go_back_to_the_queue_once(db: Db) {
+    let (_d, s) = open(db).await;
+    let p = s
+        .create_project(&project("demo"), 1)
+        .await
+        .expect("project");
+    let jobs = vec![
+        job("lost", "pending"),
+        job("heard", "pending"),
+        job("late", "pending"),
+    ];
+    let (pl, created) = create(&s, &pipeline(p.id), &jobs, 1)
+        .await
+        .expect("pipeline");
+    let (lost, heard, late) = (created[0].id, created[1].id, created[2].id);
+    let r = s.create_runner(&runner("runner"), 1).await.expect("runner");
+    for (id, token, at) in [
+        (lost, "t-lost", 10),
+        (heard, "t-heard", 10),
+        (late, "t-late", 50),
+    ] {
+        s.assign_job(id, r.id, token, 600, at)
+            .await
+            .expect("assign")
+            .expect("won");
+    }
+    assert_eq!(s.job(lost).await.expect("lost").last_contact_at, None);
+    // Only the token the job was handed with acknowledges it, once.
+    assert!(!s.acknowledge_job(heard, "t-lost", 11).await.expect("ack"));
+    assert!(s.acknowledge_job(heard, "t-heard", 11).await.expect("ack"));
+    assert!(!s.acknowledge_job(heard, "t-heard", 12).await.expect("ack"));
+    let before = s.pipeline(pl.id).await.expect("pipeline").lock_version;
+
+    // Four coordinators at once: `lost` goes back once; `late` is within the bound.
+    let s = Arc::new(s);
+    let mut tasks = Vec::new();
+    for _ in 0..4 {
+        let s = Arc::clone(&s);
+        tasks.push(tokio::spawn(async move {
+            s.requeue_unacknowledged(20).await.expect("requeue")
+        }));
+    }
+    let mut requeued = Vec::new();
+    for t in tasks {
+        requeued.extend(t.await.expect("task"));
+    }
+    assert_eq!(
+        requeued,
+        vec![RequeuedJob {
+            id: lost,
+            pipeline_id: pl.id,
+            runner_id: r.id,
+            assigned_at: 10,
+        }]
+    );
+    let j = s.job(lost).await.expect("lost");
+    assert_eq!(
+        (
+            j.status.as_str(),
+            j.runner_id,
+            j.started_at,
+            j.timeout_secs,
+            j.attempt
+        ),
+        ("pending", None, None, None, 1)
+    );
+    assert!(
+        s.job_by_token_hash("t-lost")
+            .await
+            .expect("lookup")
+            .is_none()
+    );
+    assert_eq!(s.job_status(heard).await.expect("heard"), "running");
+    assert_eq!(s.job_status(late).await.expect("late"), "running");
+    assert_eq!(
+        s.pipeline(pl.id).await.expect("pipeline").lock_version,
+        before + 1,
+        "decisions taken on the old state are stale"
+    );
+
+    // Put back at once by its token (an answer that never left); not twice, and not a
+    // job handed out again since.
+    let back = s.requeue_job(late, "t-late").await.expect("requeue");
+    assert_eq!(back.map(|j| j.id), Some(late));
+    assert_eq!(s.requeue_job(late, "t-late").await.expect("again"), None);
+    s.assign_job(late, r.id, "t-late-2", 600, 60)
+        .await
+        .expect("assign")
+        .expect("won again");
+    assert_eq!(
+        s.requeue_job(late, "t-late").await.expect("old token"),
+        None
+    );
+    assert_eq!(s.job_status(late).await.expect("late"), "running");
+}
+
 on_both_backends!(
+    unacknowledged_jobs_go_back_to_the_queue_once,
     protected_refs_are_kept_per_kind,
     group_variables_are_kept_per_group,
     schedules_are_limited_and_run_once,

@@ -46,6 +46,11 @@ pub(crate) struct ServerArgs {
     #[arg(long, value_name = "SECONDS", default_value_t = 60,
           value_parser = clap::value_parser!(u64).range(0..=86_400))]
     poll_interval: u64,
+    /// How long a job handed to a runner waits for the runner's first update before it
+    /// goes back to the queue (the runner died, or never received it), in seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 60,
+          value_parser = clap::value_parser!(u64).range(5..=3_600))]
+    job_ack_timeout: u64,
 }
 
 pub(crate) fn run(args: &ServerArgs) -> u8 {
@@ -130,6 +135,7 @@ async fn serve(args: &ServerArgs) -> Result<(), StartError> {
     };
     let mut cfg = CoordinatorConfig::new(&data_dir, external_url.clone());
     cfg.artifact_limit = args.max_artifacts_size * 1024 * 1024;
+    cfg.job_ack_timeout = std::time::Duration::from_secs(args.job_ack_timeout);
     if let Some(key) = crate::env::var(crate::env::GANTRY_DB_KEY) {
         cfg.db_key = Some(
             gantry_server::coordinator::secrets::DbKey::parse(&key)

@@ -75,7 +75,9 @@ impl Coordinator {
 
     /// A runner's `PUT /jobs/:id` (the caller has checked the job token).
     ///
-    /// - `running` (and two-phase `pending`): a keep-alive; `job_status` is `running`, or
+    /// - `running` (and two-phase `pending`): the first one acknowledges the job (it stays
+    ///   the runner's, see [`Coordinator::requeue_unacknowledged`]), the others are
+    ///   keep-alives; `job_status` is `running`, or
     ///   `canceling` when a user canceled the job on a runner that cancels gracefully.
     /// - `success` / `failed`: the final state. While the runner reports more trace bytes
     ///   (`output.bytesize`) than are stored, the update is not applied and `accepted` is
@@ -113,10 +115,17 @@ impl Coordinator {
         let now = now_ms();
         match req.state {
             WireState::Pending | WireState::Running => {
-                // A keep-alive: the last contact matters to the second at most (the
-                // runner was assigned the job or sent a patch just before).
-                if now - job.last_contact_at.unwrap_or(0) >= 1000 {
-                    store.touch_job(job_id, now).await?;
+                match job.last_contact_at {
+                    // The runner's first word about the job: it has it, and the job
+                    // stays its own (`requeue_unacknowledged`).
+                    None => {
+                        store
+                            .acknowledge_job(job_id, &token::hash(&req.token), now)
+                            .await?;
+                    }
+                    // A keep-alive: the last contact matters to the second at most.
+                    Some(at) if now - at >= 1000 => store.touch_job(job_id, now).await?,
+                    Some(_) => {}
                 }
                 Ok(UpdateResult {
                     accepted: true,

@@ -105,6 +105,14 @@ pub use views::{
 use error::Result;
 use state::{Extras, Loaded, StatusChange, diff};
 
+/// How long a job handed to a runner may go without the runner's first update before it
+/// is put back in the queue. The runner sends that update (`PUT state=running`, §4.6) as
+/// soon as it has the job, and retries it with back-off (1, 2, 4, 8, 16 s) when the
+/// coordinator cannot be reached: a minute leaves room for that and is half of GitLab's
+/// own bound for an unacknowledged job (`RUNNER_ACK_QUEUE_EXPIRY_TIME`, two minutes, of
+/// its two-phase commit).
+pub const DEFAULT_JOB_ACK_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// Settings the coordinator runs with.
 #[derive(Clone, Debug)]
 pub struct CoordinatorConfig {
@@ -116,6 +124,10 @@ pub struct CoordinatorConfig {
     pub external_url: String,
     /// How long a job request is held when no job is available (default 50 s).
     pub long_poll: Duration,
+    /// How long a job handed to a runner may wait for the runner's first update before
+    /// it goes back to the queue (default [`DEFAULT_JOB_ACK_TIMEOUT`]; see
+    /// `timers.rs`, [`Coordinator::requeue_unacknowledged`]).
+    pub job_ack_timeout: Duration,
     /// Largest job log, bytes (default 100 MiB); past it the job fails `trace_size_exceeded`.
     pub trace_limit: u64,
     /// How long a trace patch's body may send nothing before the patch is given up
@@ -195,6 +207,7 @@ impl CoordinatorConfig {
             data_dir: data_dir.into(),
             external_url: external_url.into(),
             long_poll: gantry_protocol::long_poll::DEFAULT_HOLD,
+            job_ack_timeout: DEFAULT_JOB_ACK_TIMEOUT,
             trace_limit: 100 * 1024 * 1024,
             trace_body_idle_timeout: Duration::from_secs(30),
             artifact_limit: 100 * 1024 * 1024,
@@ -236,6 +249,9 @@ struct Inner {
     queue: watch::Sender<u64>,
     /// Random per process, so versions of a restarted server never repeat.
     boot: u64,
+    /// When this process opened the coordinator: unacknowledged jobs are put back in
+    /// the queue only once it has been up for the acknowledgement bound.
+    opened: std::time::Instant,
     pipeline_locks: Vec<tokio::sync::Mutex<()>>,
     repo_locks: Vec<tokio::sync::Mutex<()>>,
     /// One look for pushes at a time per project (`pushes.rs`).
@@ -352,6 +368,7 @@ impl Coordinator {
                 blobs,
                 queue,
                 boot,
+                opened: std::time::Instant::now(),
                 pipeline_locks: (0..STRIPES).map(|_| tokio::sync::Mutex::new(())).collect(),
                 repo_locks: (0..STRIPES).map(|_| tokio::sync::Mutex::new(())).collect(),
                 push_locks: (0..STRIPES).map(|_| tokio::sync::Mutex::new(())).collect(),

@@ -19,13 +19,33 @@
 //! channel, no busy loop). A request whose `last_update` is the current version has seen
 //! everything and waits for the next change; any other looks at once, then waits. Each
 //! change wakes every waiting request, which looks again, until `wait` ends.
+//!
+//! A job goes only to a request that can still receive it. A waiting request is a
+//! future of the HTTP connection's task: when its runner hangs up (a restart, `SIGTERM`,
+//! `SIGKILL`, a crash — the kernel closes the socket), the server reads the end of the
+//! connection and drops the future, so it stops waiting and is never offered a job.
+//! A request dropped after winning a job but before its answer is ready puts the job
+//! back at once ([`Unsent`], and the group commit for an answer nobody awaits). What no
+//! server can see — an answer written to a connection whose peer vanished without
+//! closing it (a network drop, a machine that lost power) — is caught by the
+//! acknowledgement bound: a job whose runner has not sent its first update within
+//! [`super::CoordinatorConfig::job_ack_timeout`] (default
+//! [`super::DEFAULT_JOB_ACK_TIMEOUT`], 60 s; the runner sends it as soon as it has the
+//! job) goes back to the queue ([`Coordinator::requeue_unacknowledged`], run by the
+//! timers every second). Putting back means: the same job `pending` again, no retry
+//! attempt counted, its token revoked (a late call with it is `403`) and a fresh one
+//! issued with the next assignment — exactly once, by a compare-and-set on the job row.
+//! GitLab has the same bound only under its two-phase commit (two minutes, then the job
+//! is dropped `runner_provisioning_timeout` and retried if its `retry` allows); without
+//! it, a job its runner never received stays `running` until the stuck-job timer (an
+//! hour).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use gantry_protocol::JobResponse;
-use gantry_store::{Assignment, MAX_ASSIGN_BATCH, QueuedJob};
+use gantry_store::{Assignment, MAX_ASSIGN_BATCH, QueuedJob, RequeuedJob};
 use tokio::time::Instant;
 
 use crate::processor::{Event, FailureReason, effective_timeout};
@@ -230,7 +250,10 @@ impl Coordinator {
                     })),
                 Err(e) => Err(format!("hand the job to the runner: {e}")),
             };
-            let _ = w.reply.send(answer);
+            if let Err(Ok(Some(_))) = w.reply.send(answer) {
+                // Its request was dropped (the runner hung up) while the commit ran.
+                self.spawn_put_back(w.assignment.job_id, w.assignment.token_hash);
+            }
         }
         true
     }
@@ -292,6 +315,12 @@ impl Coordinator {
             else {
                 continue; // another runner took it, or it is no longer pending
             };
+            // From here until the payload is returned, a dropped request (its runner hung
+            // up) puts the job back in the queue.
+            let mut unsent = Unsent {
+                coordinator: self,
+                job: Some((job.id, hash.clone())),
+            };
             {
                 let mut rt = self.runtime();
                 rt.issued.insert(job.id, hash);
@@ -345,6 +374,7 @@ impl Coordinator {
                 .filter(|_| job.environment_id.is_none())
                 .and_then(|e| super::environment::check_name(&e.name).err());
             if let Some(why) = unnamed {
+                unsent.settle();
                 self.note_on_job(job.id, &format!("ERROR: the job could not start: {why}\n"))
                     .await;
                 let _ = fail(FailureReason::EnvironmentCreationFailure).await;
@@ -352,12 +382,15 @@ impl Coordinator {
             }
             // GitLab's "Prevent outdated deployment jobs" (`ci_forward_deployment_enabled`).
             if let Some(why) = self.outdated_deployment(&job, &project).await? {
+                unsent.settle();
                 self.note_on_job(job.id, &format!("ERROR: the job could not start: {why}\n"))
                     .await;
                 let _ = fail(FailureReason::FailedOutdatedDeploymentJob).await;
                 continue;
             }
-            match self.build_payload(&assigned, runner, now).await {
+            let built = self.build_payload(&assigned, runner, now).await;
+            unsent.settle();
+            match built {
                 Ok(Ok(p)) => return Ok(Some(p)),
                 // §3.4: a dependency's artifacts expired; the search goes on.
                 Ok(Err(missing)) => {
@@ -379,6 +412,88 @@ impl Coordinator {
             }
         }
         Ok(None)
+    }
+
+    /// Put back in the queue the jobs handed to a runner at least
+    /// [`super::CoordinatorConfig::job_ack_timeout`] before `now_ms` that the runner never
+    /// acknowledged (no update, no trace patch): their runner never received them or died
+    /// at once. Each becomes `pending` again — the same job, no attempt counted, its token
+    /// revoked (a new one comes with the next assignment) — exactly once whatever the
+    /// number of coordinators ([`gantry_store::Store::requeue_unacknowledged`]); its
+    /// pipeline is processed again (it stays `running`, as GitLab's pipeline machine keeps
+    /// a running pipeline whose jobs are all queued) and held requests wake. Nothing is
+    /// put back until this process has been up for the bound: runners whose first update
+    /// failed while the coordinator was away get that long to deliver it.
+    pub async fn requeue_unacknowledged(
+        &self,
+        now_ms: i64,
+    ) -> std::result::Result<Vec<RequeuedJob>, CoordinatorError> {
+        let bound = self.inner.cfg.job_ack_timeout;
+        if self.inner.opened.elapsed() < bound {
+            return Ok(Vec::new());
+        }
+        let bound_ms = i64::try_from(bound.as_millis()).unwrap_or(i64::MAX);
+        let requeued = self
+            .inner
+            .store
+            .requeue_unacknowledged(now_ms.saturating_sub(bound_ms))
+            .await?;
+        self.requeued(&requeued, now_ms).await?;
+        Ok(requeued)
+    }
+
+    /// Put a job back in the queue at once: the answer handing it over (token hash
+    /// `token_hash`) will never reach its runner, whose request was dropped.
+    async fn put_back(&self, job_id: i64, token_hash: &str) -> Result<()> {
+        if let Some(job) = self.inner.store.requeue_job(job_id, token_hash).await? {
+            self.requeued(std::slice::from_ref(&job), now_ms()).await?;
+        }
+        Ok(())
+    }
+
+    /// [`Coordinator::put_back`] from a task of its own (the request's future is gone).
+    fn spawn_put_back(&self, job_id: i64, token_hash: String) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return; // no runtime any more: the acknowledgement bound puts it back
+        };
+        let this = self.clone();
+        runtime.spawn(async move {
+            if let Err(e) = this.put_back(job_id, &token_hash).await {
+                eprintln!(
+                    "gantry: failed to put job {job_id} back in the queue after its runner hung up: {e}\nthe job goes back once the acknowledgement bound has passed"
+                );
+            }
+        });
+    }
+
+    /// What follows jobs put back in the queue: their tokens are forgotten, their
+    /// pipelines processed again, held requests woken.
+    async fn requeued(&self, jobs: &[RequeuedJob], now_ms: i64) -> Result<()> {
+        if jobs.is_empty() {
+            return Ok(());
+        }
+        {
+            let mut rt = self.runtime();
+            for job in jobs {
+                rt.graceful.remove(&job.id);
+                rt.pending_final.remove(&job.id);
+                // A late call with the old token is answered `403` with the job's status.
+                if let Some(hash) = rt.issued.remove(&job.id) {
+                    rt.ended.insert(hash, job.id);
+                }
+            }
+        }
+        let mut first_error = None;
+        let mut pipelines: Vec<i64> = jobs.iter().map(|j| j.pipeline_id).collect();
+        pipelines.sort_unstable();
+        pipelines.dedup();
+        for pipeline in pipelines {
+            if let Err(e) = self.mutate(pipeline, now_ms, |_, _, _| Ok(())).await {
+                first_error.get_or_insert(e);
+            }
+        }
+        self.bump_queue();
+        first_error.map_or(Ok(()), Err)
     }
 
     /// The row and spec of a queued job: from the snapshot and the spec cache when the
@@ -468,6 +583,29 @@ impl Coordinator {
             Ok(state.job(id).map_or("", |j| j.status.as_str()))
         })
         .await
+    }
+}
+
+/// A job assigned to a request whose answer is not ready yet: dropped unsettled (the
+/// request's future went with its connection), it puts the job back in the queue.
+struct Unsent<'a> {
+    coordinator: &'a Coordinator,
+    /// The job's id and its token's hash.
+    job: Option<(i64, String)>,
+}
+
+impl Unsent<'_> {
+    /// The job is the runner's now (its payload is ready), or ended otherwise.
+    fn settle(&mut self) {
+        self.job = None;
+    }
+}
+
+impl Drop for Unsent<'_> {
+    fn drop(&mut self) {
+        if let Some((job_id, token_hash)) = self.job.take() {
+            self.coordinator.spawn_put_back(job_id, token_hash);
+        }
     }
 }
 

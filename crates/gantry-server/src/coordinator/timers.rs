@@ -1,8 +1,9 @@
-//! Time and restarts: [`Coordinator::tick`] turns the passing of time into events (delayed
-//! jobs due, job timeouts, jobs without updates, stale schedules), resource groups hand
-//! out their resource, and [`Coordinator::resume`] re-processes every active pipeline
-//! after a restart. The background task also starts due schedules and, every minute,
-//! removes expired artifacts.
+//! Time and restarts: [`Coordinator::tick`] turns the passing of time into events (jobs
+//! their runner never acknowledged put back in the queue, delayed jobs due, job timeouts,
+//! jobs without updates, stale schedules), resource groups hand out their resource, and
+//! [`Coordinator::resume`] re-processes every active pipeline after a restart. The
+//! background task also starts due schedules and, every minute, removes expired
+//! artifacts.
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -24,7 +25,9 @@ const EXPIRED_ARTIFACTS_EVERY_TICKS: u64 = 60;
 const AUTO_STOP_EVERY_TICKS: u64 = 60;
 
 impl Coordinator {
-    /// Apply what time makes due at `now_ms` (Unix ms): delayed jobs start, running jobs
+    /// Apply what time makes due at `now_ms` (Unix ms): jobs their runner did not
+    /// acknowledge within the bound go back to the queue
+    /// ([`Coordinator::requeue_unacknowledged`]), delayed jobs start, running jobs
     /// past their timeout (+ grace) fail `job_execution_timeout`, running jobs without
     /// updates for an hour fail `stuck_or_timeout_failure` (canceling ones become
     /// canceled), jobs pending for a day fail likewise, schedules missed by an hour fail
@@ -35,6 +38,19 @@ impl Coordinator {
         let mut projects = HashSet::new();
         // One pipeline's failure does not stop the others; the first error is returned.
         let mut first_error = None;
+        match self.requeue_unacknowledged(now_ms).await {
+            Ok(requeued) => {
+                for job in requeued {
+                    eprintln!(
+                        "gantry: job {} went back to the queue: runner {} did not acknowledge it within {:?} (its request was cut, or the runner died)",
+                        job.id, job.runner_id, self.inner.cfg.job_ack_timeout
+                    );
+                }
+            }
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
         for p in self.inner.store.active_pipelines().await? {
             let loaded = match self.load(p.id).await {
                 Ok(l) => l,

@@ -1,8 +1,10 @@
 //! `POST /api/v4/jobs/request` (`runner-api.md` §3): `201` with the job payload, or
 //! `204` with `X-GitLab-Last-Update` after holding the request up to the configured
-//! long-poll duration (§3.3). Bodies over 32 KiB are `413`, as Workhorse does.
+//! long-poll duration (§3.3). Bodies over 32 KiB are `413`, as Workhorse does. A held
+//! request whose runner hangs up ends at once (`peer.rs`): it is never given a job.
 
-use axum::extract::State;
+use axum::Extension;
+use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use gantry_protocol::{Feature, JobRequest, header};
@@ -11,10 +13,12 @@ use crate::coordinator::RequestInfo;
 
 use super::error::ApiResult;
 use super::extract::{self, Body};
+use super::peer::Peer;
 use super::{AppState, auth, json_response};
 
 pub(crate) async fn request(
     State(state): State<AppState>,
+    peer: Option<Extension<ConnectInfo<Peer>>>,
     Body(body): Body,
 ) -> ApiResult<Response> {
     let req: JobRequest = extract::json(&body)?;
@@ -28,9 +32,17 @@ pub(crate) async fn request(
     let info = RequestInfo {
         cancel_gracefully: req.info.features.has(Feature::CancelGracefully),
     };
+    // A request whose runner hung up stops waiting at once: no job can reach it.
+    let hung_up = async {
+        match &peer {
+            Some(Extension(ConnectInfo(peer))) => peer.hung_up().await,
+            None => std::future::pending().await,
+        }
+    };
     let outcome = tokio::select! {
         outcome = state.coordinator.request_job_with(&runner, last_update, wait, &info) => Some(outcome?),
         () = state.shutting_down() => None,
+        () = hung_up => None,
     };
     match outcome.flatten() {
         Some(job) => Ok(json_response(StatusCode::CREATED, &job)),

@@ -28,6 +28,7 @@ mod lint;
 mod metrics;
 mod mirror;
 mod oidc;
+mod peer;
 mod projects;
 mod protected;
 mod resource_groups;
@@ -49,7 +50,6 @@ use axum::http::StatusCode;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, patch, post, put};
-use axum::serve::ListenerExt as _;
 use serde::Serialize;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -165,12 +165,10 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let (tx, rx) = watch::channel(false);
     let app = build(coordinator, rx);
-    // Without TCP_NODELAY a response written in two parts waits for the peer's delayed
-    // ACK (≈ 40 ms on Linux) before its second part leaves: every job hand-over and update
-    // would carry that delay.
-    let listener = listener.tap_io(|stream| {
-        let _ = stream.set_nodelay(true);
-    });
+    let listener = peer::Connections(listener);
+    // Every request knows its connection: a held job request ends when its client hangs
+    // up (`peer.rs`).
+    let app = app.into_make_service_with_connect_info::<peer::Peer>();
     axum::serve(listener, app)
         .with_graceful_shutdown(async move {
             shutdown.await;

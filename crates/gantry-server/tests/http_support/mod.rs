@@ -24,6 +24,8 @@ pub struct Options {
     /// `Some`: the coordinator's timers run (every second, on the real clock, as in
     /// `gantry server`) with these thresholds; `None`: no timers.
     pub timers: Option<Watchdog>,
+    /// How long an assigned job waits for its runner's first update (needs `timers`).
+    pub job_ack_timeout: Duration,
 }
 
 impl Default for Options {
@@ -33,6 +35,7 @@ impl Default for Options {
             trace_limit: 1024 * 1024,
             artifact_limit: 1024 * 1024,
             timers: None,
+            job_ack_timeout: gantry_server::coordinator::DEFAULT_JOB_ACK_TIMEOUT,
         }
     }
 }
@@ -74,6 +77,7 @@ impl TestServer {
         config.long_poll = options.long_poll;
         config.trace_limit = options.trace_limit;
         config.artifact_limit = options.artifact_limit;
+        config.job_ack_timeout = options.job_ack_timeout;
         let coordinator = gantry_server::testing::open_coordinator(store, config)
             .await
             .expect("open the coordinator");

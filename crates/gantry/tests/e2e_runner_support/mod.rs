@@ -43,6 +43,8 @@ pub struct ServerOptions {
     /// The URL the coordinator puts in job payloads (repository URL, …), when it is not
     /// the one it listens on.
     pub external_url: Option<String>,
+    /// How long an assigned job waits for its runner's first update.
+    pub job_ack_timeout: Duration,
 }
 
 impl Default for ServerOptions {
@@ -52,6 +54,7 @@ impl Default for ServerOptions {
             trace_limit: 100 * 1024 * 1024,
             artifact_limit: 20 * 1024 * 1024,
             external_url: None,
+            job_ack_timeout: gantry_server::coordinator::DEFAULT_JOB_ACK_TIMEOUT,
         }
     }
 }
@@ -109,6 +112,7 @@ async fn serve(
     config.long_poll = options.long_poll;
     config.trace_limit = options.trace_limit;
     config.artifact_limit = options.artifact_limit;
+    config.job_ack_timeout = options.job_ack_timeout;
     let coordinator = Coordinator::open(store, config)
         .await
         .expect("open the coordinator");
