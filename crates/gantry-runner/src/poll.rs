@@ -38,11 +38,12 @@
 //! * `SIGQUIT` → [`PollHandle::stop_taking_jobs`]: no new requests; requests in flight
 //!   finish (a job they bring is run); running jobs finish; then [`Poller::run`]
 //!   returns.
-//! * `SIGTERM`/`SIGINT` → [`PollHandle::interrupt`]: requests in flight are dropped,
-//!   running jobs get [`StopRequest::Interrupt`] (the script is stopped, `after_script`
-//!   runs, the final update says `runner_interrupted`), and the loop waits up to
-//!   `shutdown_timeout` for them. After that, or on a second interrupt, remaining jobs
-//!   are aborted (killed, no final update).
+//! * `SIGTERM`/`SIGINT` → [`PollHandle::interrupt`]: requests in flight are dropped
+//!   (their connections close, so a coordinator holding them gives their next job to
+//!   another runner), running jobs get [`StopRequest::Interrupt`] (the script is
+//!   stopped, `after_script` runs, the final update says `runner_interrupted`), and
+//!   the loop waits up to `shutdown_timeout` for them. After that, or on a second
+//!   interrupt, remaining jobs are aborted (killed, no final update).
 //! * `SIGHUP` → [`PollHandle::reload`] with the re-read configuration: `concurrent`,
 //!   `check_interval`, `shutdown_timeout` and the entries apply to new requests at
 //!   once (entries are matched by URL and token; removed ones stop asking, their
