@@ -304,7 +304,7 @@ async fn bench() {
         long_poll: Duration::from_secs(50),
         trace_limit: trace_bytes + 16 * 1024 * 1024,
         artifact_limit: artifact_mb * 1_000_000 + 1024 * 1024,
-        external_url: None,
+        ..ServerOptions::default()
     })
     .await;
     let repo = Repo::new(CI, &[]);
