@@ -43,9 +43,8 @@ macro_rules! AS_DIGIT {
         $buffer
             .get(0)
             .copied()
-            .expect("out of bounds buffer access")
-            .to_digit(10)
-            .expect("not in digit range")
+            .and_then(|ch| ch.to_digit(10))
+            .unwrap_or(0)
     };
 }
 
@@ -64,9 +63,8 @@ macro_rules! AS_HEX_AT {
         $buffer
             .get($offset)
             .copied()
-            .expect("out of range buffer access")
-            .to_digit(16)
-            .expect("not in digit range (hex)")
+            .and_then(|ch| ch.to_digit(16))
+            .unwrap_or(0)
     };
 }
 

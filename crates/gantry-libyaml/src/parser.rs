@@ -223,7 +223,7 @@ impl<R: BufRead> Parser<R> {
             ParserState::FlowMappingKey => self.parse_flow_mapping_key(false),
             ParserState::FlowMappingValue => self.parse_flow_mapping_value(false),
             ParserState::FlowMappingEmptyValue => self.parse_flow_mapping_value(true),
-            ParserState::End => panic!("parser end state reached unexpectedly"),
+            ParserState::End => Err(lost_state()),
         }
     }
 
@@ -334,7 +334,7 @@ impl<R: BufRead> Parser<R> {
         | TokenData::StreamEnd = &token.data
         {
             let mark = token.start_mark;
-            self.inner.state = self.inner.states.pop().unwrap();
+            self.inner.state = self.inner.pop_state()?;
             Self::process_empty_scalar(mark)
         } else {
             self.parse_node(true, false)
@@ -384,7 +384,7 @@ impl<R: BufRead> Parser<R> {
                 start_mark: token.start_mark,
                 end_mark: token.end_mark,
             };
-            self.inner.state = self.inner.states.pop().unwrap();
+            self.inner.state = self.inner.pop_state()?;
             self.scanner.skip_token();
             return Ok(event);
         }
@@ -480,7 +480,7 @@ impl<R: BufRead> Parser<R> {
                 start_mark,
                 end_mark,
             };
-            self.inner.state = self.inner.states.pop().unwrap();
+            self.inner.state = self.inner.pop_state()?;
             self.scanner.skip_token();
             Ok(event)
         } else if let TokenData::FlowSequenceStart = &token.data {
@@ -540,7 +540,7 @@ impl<R: BufRead> Parser<R> {
             };
             Ok(event)
         } else if anchor.is_some() || tag.is_some() {
-            self.inner.state = self.inner.states.pop().unwrap();
+            self.inner.state = self.inner.pop_state()?;
             let event = Event {
                 data: EventData::Scalar {
                     anchor,
@@ -595,13 +595,13 @@ impl<R: BufRead> Parser<R> {
                 start_mark: token.start_mark,
                 end_mark: token.end_mark,
             };
-            self.inner.state = self.inner.states.pop().unwrap();
+            self.inner.state = self.inner.pop_state()?;
             let _ = self.inner.marks.pop();
             self.scanner.skip_token();
             Ok(event)
         } else {
             let token_mark = token.start_mark;
-            let mark = self.inner.marks.pop().unwrap();
+            let mark = self.inner.pop_mark()?;
             Err(Error::parser(
                 "while parsing a block collection",
                 mark,
@@ -634,7 +634,7 @@ impl<R: BufRead> Parser<R> {
                 start_mark: token.start_mark,
                 end_mark: token.end_mark,
             };
-            self.inner.state = self.inner.states.pop().unwrap();
+            self.inner.state = self.inner.pop_state()?;
             Ok(event)
         }
     }
@@ -668,13 +668,13 @@ impl<R: BufRead> Parser<R> {
                 start_mark: token.start_mark,
                 end_mark: token.end_mark,
             };
-            self.inner.state = self.inner.states.pop().unwrap();
+            self.inner.state = self.inner.pop_state()?;
             _ = self.inner.marks.pop();
             self.scanner.skip_token();
             Ok(event)
         } else {
             let token_mark = token.start_mark;
-            let mark = self.inner.marks.pop().unwrap();
+            let mark = self.inner.pop_mark()?;
             Err(Error::parser(
                 "while parsing a block mapping",
                 mark,
@@ -723,7 +723,7 @@ impl<R: BufRead> Parser<R> {
                     token = self.scanner.peek()?;
                 } else {
                     let token_mark = token.start_mark;
-                    let mark = self.inner.marks.pop().unwrap();
+                    let mark = self.inner.pop_mark()?;
                     return Err(Error::parser(
                         "while parsing a flow sequence",
                         mark,
@@ -756,7 +756,7 @@ impl<R: BufRead> Parser<R> {
             start_mark: token.start_mark,
             end_mark: token.end_mark,
         };
-        self.inner.state = self.inner.states.pop().unwrap();
+        self.inner.state = self.inner.pop_state()?;
         _ = self.inner.marks.pop();
         self.scanner.skip_token();
         Ok(event)
@@ -828,7 +828,7 @@ impl<R: BufRead> Parser<R> {
                     token = self.scanner.peek()?;
                 } else {
                     let token_mark = token.start_mark;
-                    let mark = self.inner.marks.pop().unwrap();
+                    let mark = self.inner.pop_mark()?;
                     return Err(Error::parser(
                         "while parsing a flow mapping",
                         mark,
@@ -860,7 +860,7 @@ impl<R: BufRead> Parser<R> {
             start_mark: token.start_mark,
             end_mark: token.end_mark,
         };
-        self.inner.state = self.inner.states.pop().unwrap();
+        self.inner.state = self.inner.pop_state()?;
         _ = self.inner.marks.pop();
         self.scanner.skip_token();
         Ok(event)
@@ -1016,7 +1016,28 @@ impl ParserInner {
         Ok(())
     }
 
+    /// The state to return to. libyaml's stacks are balanced by construction; should one
+    /// ever be empty, that is an error, not a panic.
+    fn pop_state(&mut self) -> Result<ParserState> {
+        self.states.pop().ok_or_else(lost_state)
+    }
+
+    fn pop_mark(&mut self) -> Result<Mark> {
+        self.marks.pop().ok_or_else(lost_state)
+    }
+
     pub(crate) fn delete_aliases(&mut self) {
         self.aliases.clear();
     }
+}
+
+/// What an empty state or mark stack reports (never reached by any input the tests and the
+/// fuzzer have found; an error rather than a panic all the same).
+fn lost_state() -> Error {
+    Error::parser(
+        "",
+        Mark::default(),
+        "internal parser state lost",
+        Mark::default(),
+    )
 }

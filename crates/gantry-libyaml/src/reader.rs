@@ -285,10 +285,13 @@ pub(crate) fn yaml_parser_update_buffer<R: BufRead>(
     parser: &mut Scanner<R>,
     length: usize,
 ) -> Result<()> {
-    let reader = parser.read_handler.as_mut().expect("no read handler");
     if parser.buffer.len() >= length {
         return Ok(());
     }
+    // No input set: nothing more to read (the end of the stream).
+    let Some(reader) = parser.read_handler.as_mut() else {
+        return Ok(());
+    };
     if parser.encoding == Encoding::Any {
         if let Some(encoding) = yaml_parser_determine_encoding(reader)? {
             parser.encoding = encoding;

@@ -215,53 +215,35 @@ impl<R: BufRead> Scanner<R> {
             }
             Ok(token)
         } else {
-            unreachable!("no more tokens, but stream-end was not produced")
+            Err(lost_token())
         }
     }
 
     /// Equivalent of the libyaml `PEEK_TOKEN` macro, used by the parser.
     pub(crate) fn peek(&mut self) -> Result<&Token> {
         if self.token_available {
-            return Ok(self
-                .tokens
-                .front()
-                .expect("token_available is true, but token queue is empty"));
+            return self.tokens.front().ok_or_else(lost_token);
         }
         self.fetch_more_tokens()?;
-        assert!(
-            self.token_available,
-            "fetch_more_tokens() did not produce any tokens, nor an error"
-        );
-        Ok(self
-            .tokens
-            .front()
-            .expect("token_available is true, but token queue is empty"))
+        self.tokens.front().ok_or_else(lost_token)
     }
 
     /// Equivalent of the libyaml `PEEK_TOKEN` macro, used by the parser.
     pub(crate) fn peek_mut(&mut self) -> Result<&mut Token> {
         if self.token_available {
-            return Ok(self
-                .tokens
-                .front_mut()
-                .expect("token_available is true, but token queue is empty"));
+            return self.tokens.front_mut().ok_or_else(lost_token);
         }
         self.fetch_more_tokens()?;
-        assert!(
-            self.token_available,
-            "fetch_more_tokens() did not produce any tokens, nor an error"
-        );
-        Ok(self
-            .tokens
-            .front_mut()
-            .expect("token_available is true, but token queue is empty"))
+        self.tokens.front_mut().ok_or_else(lost_token)
     }
 
     /// Equivalent of the libyaml `SKIP_TOKEN` macro, used by the parser.
     pub(crate) fn skip_token(&mut self) {
         self.token_available = false;
         self.tokens_parsed = self.tokens_parsed.wrapping_add(1);
-        let skipped = self.tokens.pop_front().expect("SKIP_TOKEN but EOF");
+        let Some(skipped) = self.tokens.pop_front() else {
+            return;
+        };
         self.stream_end_produced = matches!(
             skipped,
             Token {
@@ -445,13 +427,17 @@ impl<R: BufRead> Scanner<R> {
                 mark: self.mark,
             };
             self.remove_simple_key()?;
-            *self.simple_keys.last_mut().unwrap() = simple_key;
+            if let Some(last) = self.simple_keys.last_mut() {
+                *last = simple_key;
+            }
         }
         Ok(())
     }
 
     fn remove_simple_key(&mut self) -> Result<()> {
-        let simple_key: &mut SimpleKey = self.simple_keys.last_mut().unwrap();
+        let Some(simple_key) = self.simple_keys.last_mut() else {
+            return Err(lost_token());
+        };
         if simple_key.possible {
             let mark = simple_key.mark;
             if simple_key.required {
@@ -527,7 +513,7 @@ impl<R: BufRead> Scanner<R> {
                 end_mark: self.mark,
             };
             self.tokens.push_back(token);
-            self.indent = self.indents.pop().unwrap();
+            self.indent = self.indents.pop().unwrap_or(-1);
         }
     }
 
@@ -709,7 +695,9 @@ impl<R: BufRead> Scanner<R> {
     }
 
     fn fetch_value(&mut self) -> Result<()> {
-        let simple_key: &mut SimpleKey = self.simple_keys.last_mut().unwrap();
+        let Some(simple_key) = self.simple_keys.last_mut() else {
+            return Err(lost_token());
+        };
         if simple_key.possible {
             let token = Token {
                 data: TokenData::Key,
@@ -1875,3 +1863,14 @@ impl<R: BufRead> Iterator for Scanner<R> {
 }
 
 impl<R: BufRead> core::iter::FusedIterator for Scanner<R> {}
+
+/// What an empty token queue or key stack reports where the port assumed one (an error
+/// rather than a panic; no input the tests and the fuzzer tried reaches it).
+fn lost_token() -> Error {
+    Error::scanner(
+        "",
+        Mark::default(),
+        "internal scanner state lost",
+        Mark::default(),
+    )
+}
