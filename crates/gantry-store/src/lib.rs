@@ -1609,18 +1609,23 @@ impl Store {
                 now,
             )
             .await?;
-        Ok(won.remove(&job_id))
+        Ok(won.remove(&job_id).map(|a| a.pipeline_status))
     }
 
-    /// [`Store::assign_job`] for many jobs in one statement (one commit, however many
-    /// runners asked at once). Returns `job id → its pipeline's status` for the jobs now
-    /// held by the runner named for them; a job named twice goes to its first assignment
-    /// only. At most [`MAX_ASSIGN_BATCH`] assignments.
+    /// [`Store::assign_job`] for many jobs in one transaction (one commit, however many
+    /// runners asked at once). Returns the jobs now held by the runner named for them; a
+    /// job named twice goes to its first assignment only. At most [`MAX_ASSIGN_BATCH`]
+    /// assignments.
+    ///
+    /// The pipelines of the jobs still pending have their `lock_version` moved first
+    /// (pipeline rows before job rows, the order [`Store::apply`] locks them in): a
+    /// decision made over rows read before the assignment fails [`StoreError::Stale`],
+    /// and a copy of the rows stays valid by applying [`Assigned`].
     pub async fn assign_jobs(
         &self,
         batch: &[Assignment],
         now: i64,
-    ) -> Result<HashMap<i64, String>> {
+    ) -> Result<HashMap<i64, Assigned>> {
         let mut seen = HashSet::new();
         let batch: Vec<&Assignment> = batch
             .iter()
@@ -1647,10 +1652,35 @@ impl Store {
         let ids: Vec<String> = (0..batch.len())
             .map(|i| format!("${}", 2 + 4 * i))
             .collect();
+        let mut tx = self.begin_write().await?;
+        // $1.. = the job ids.
+        let bump = format!(
+            "UPDATE pipelines SET lock_version = lock_version + 1 \
+             WHERE id IN (SELECT pipeline_id FROM jobs WHERE id IN ({}) AND status = 'pending' AND runner_id IS NULL) \
+             RETURNING id, status, lock_version",
+            (1..=batch.len())
+                .map(|i| format!("${i}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        let mut query = sqlx::query(&bump);
+        for a in &batch {
+            query = query.bind(a.job_id);
+        }
+        let pipelines: HashMap<i64, (String, i64)> = query
+            .fetch_all(&mut *tx)
+            .await?
+            .iter()
+            .map(|r| (r.get("id"), (r.get("status"), r.get("lock_version"))))
+            .collect();
+        if pipelines.is_empty() {
+            tx.rollback().await?;
+            return Ok(HashMap::new());
+        }
         let sql = format!(
             "UPDATE jobs SET status = 'running', runner_id = {}, token_hash = {}, timeout_secs = {}, started_at = $1, last_contact_at = NULL \
              WHERE id IN ({}) AND status = 'pending' AND runner_id IS NULL \
-             RETURNING id, (SELECT status FROM pipelines WHERE pipelines.id = jobs.pipeline_id) AS pipeline_status",
+             RETURNING id, pipeline_id",
             case(1),
             case(2),
             case(3),
@@ -1664,10 +1694,22 @@ impl Store {
                 .bind(a.token_hash.as_str())
                 .bind(a.timeout_secs);
         }
-        let rows = query.fetch_all(&self.writer).await?;
+        let rows = query.fetch_all(&mut *tx).await?;
+        tx.commit().await?;
         Ok(rows
             .iter()
-            .map(|r| (r.get("id"), r.get("pipeline_status")))
+            .filter_map(|r| {
+                let pipeline_id: i64 = r.get("pipeline_id");
+                let (status, lock_version) = pipelines.get(&pipeline_id)?;
+                Some((
+                    r.get("id"),
+                    Assigned {
+                        pipeline_id,
+                        pipeline_status: status.clone(),
+                        lock_version: *lock_version,
+                    },
+                ))
+            })
             .collect())
     }
 

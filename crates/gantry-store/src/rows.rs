@@ -470,6 +470,20 @@ pub struct Assignment {
     pub timeout_secs: i64,
 }
 
+/// A job [`crate::Store::assign_jobs`] handed to its runner, and its pipeline as the
+/// same transaction left it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Assigned {
+    pub pipeline_id: i64,
+    /// The pipeline's status (the assignment does not change it).
+    pub pipeline_status: String,
+    /// The pipeline's `lock_version` after the assignment moved it (one step per
+    /// pipeline per batch, whatever the number of its jobs assigned): whoever holds the
+    /// pipeline's rows as of one step before holds them as of now once it applies the
+    /// batch's assignments of this pipeline.
+    pub lock_version: i64,
+}
+
 /// Most assignments [`crate::Store::assign_jobs`] makes in one statement (4 bound values
 /// each, well within SQLite's limit of 32,766).
 pub const MAX_ASSIGN_BATCH: usize = 256;

@@ -641,7 +641,21 @@ async fn assignments_in_one_statement(db: Db) {
     let mut ids: Vec<i64> = won.keys().copied().collect();
     ids.sort_unstable();
     assert_eq!(ids, vec![a, b]);
-    assert!(won.values().all(|status| *status == pl.status), "{won:?}");
+    assert!(
+        won.values()
+            .all(|w| w.pipeline_status == pl.status && w.pipeline_id == pl.id),
+        "{won:?}"
+    );
+    // One step of the pipeline's lock for the batch, however many of its jobs it holds:
+    // a decision over rows read before it is stale.
+    let after = s.pipeline(pl.id).await.expect("pipeline");
+    assert_eq!(after.lock_version, pl.lock_version + 1);
+    assert!(won.values().all(|w| w.lock_version == after.lock_version));
+    assert!(matches!(
+        s.apply(pl.id, pl.lock_version, &PipelineChange::default(), 42)
+            .await,
+        Err(StoreError::Stale)
+    ));
     let ja = s.job(a).await.expect("a");
     assert_eq!(
         (

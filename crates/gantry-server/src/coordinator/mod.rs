@@ -3,12 +3,16 @@
 //! traces and artifacts. No HTTP here (that is [`crate::http`]); the clock is read only
 //! here, at the edge, and passed into the processor.
 //!
-//! Every state change takes one path ([`state`]): load the pipeline's rows, build a
-//! [`PipelineState`](crate::processor::PipelineState), let the processor decide (an
-//! event, then a processing pass), and persist the difference with `store.apply` under
-//! the pipeline's optimistic lock, retrying when another writer got there first. Job
-//! assignment is the exception the store makes atomic by itself (`assign_job`: pending →
-//! running exactly once), followed by the same path for the pipeline's status.
+//! Every state change takes one path ([`state`]): take the pipeline's
+//! [`PipelineState`](crate::processor::PipelineState) (this process's copy when its
+//! `lock_version` is the store's, else built from the rows), let the processor decide (an
+//! event, then a processing pass over what changed), and persist the jobs it changed with
+//! `store.apply` under the pipeline's optimistic lock, retrying when another writer got
+//! there first. Job assignment is the exception the store makes atomic by itself
+//! (`assign_jobs`: pending → running exactly once, moving the pipeline's lock; the
+//! assigning process applies it to its copy), followed by the same path for the
+//! pipeline's status. Cost per event: O(jobs it changes + their dependents + stages²);
+//! O(jobs) only when a copy is read (first decision, another process's change, a retry).
 //!
 //! Files: `pipelines.rs` (create, cancel, retry, play), `queue.rs` (job selection, long
 //! polling), `payload.rs` (the §3.5 job payload), `jobs.rs` (updates), `traces.rs` (job
@@ -302,10 +306,50 @@ struct Runtime {
     dep_rows: HashMap<i64, (std::time::Instant, Arc<Vec<payload::DepRow>>)>,
     /// Parsed job specs by job id (a row's spec never changes).
     specs: HashMap<i64, Arc<spec::StoredSpec>>,
+    /// Pipelines as last decided over, by id ([`Loaded`]: valid while their
+    /// `lock_version` is the store's); a decision takes its pipeline's copy out and puts
+    /// it back once stored, so an event costs work in proportion to what it changes.
+    /// At most [`MAX_ACTIVE_JOBS`] job rows in all.
+    active: HashMap<i64, Loaded>,
+    /// Job rows in `active`.
+    active_jobs: usize,
     watchdog: Watchdog,
 }
 
 const MAX_CACHED_SPECS: usize = 100_000;
+
+/// Most job rows of active pipelines kept decided in memory (about 2 KiB each with their
+/// index; the specs are shared with [`Runtime::specs`]). Past it the copies are dropped
+/// and read again on their next decision.
+const MAX_ACTIVE_JOBS: usize = 200_000;
+
+impl Runtime {
+    /// Keep a pipeline as decided over for the next decision (not once it ended: events
+    /// are rare then).
+    fn keep_active(&mut self, loaded: Loaded) {
+        let ended = crate::processor::Status::parse(&loaded.pipeline.status)
+            .is_some_and(crate::processor::Status::is_completed);
+        self.forget_active(loaded.pipeline.id);
+        if ended {
+            return;
+        }
+        if self.active_jobs + loaded.rows.len() > MAX_ACTIVE_JOBS {
+            self.active.clear();
+            self.active_jobs = 0;
+        }
+        self.active_jobs += loaded.rows.len();
+        self.active.insert(loaded.pipeline.id, loaded);
+    }
+
+    /// Drop this process's copy of a pipeline (read again at its next decision).
+    fn forget_active(&mut self, pipeline_id: i64) -> Option<Loaded> {
+        let gone = self.active.remove(&pipeline_id);
+        if let Some(l) = &gone {
+            self.active_jobs = self.active_jobs.saturating_sub(l.rows.len());
+        }
+        gone
+    }
+}
 
 /// Longest a cached row is trusted (rows other processes may change).
 const CACHE_TTL: Duration = Duration::from_secs(60);
@@ -533,11 +577,38 @@ impl Coordinator {
 
     // ---- the decision path ----
 
+    /// A pipeline as the store holds it now, read whole. O(jobs).
     async fn load(&self, pipeline_id: i64) -> Result<Loaded> {
         let pipeline = self.inner.store.pipeline(pipeline_id).await?;
-        let (rows, specs) = self.rows_with_specs(pipeline_id).await?;
-        let graceful = self.runtime().graceful.clone();
+        self.load_rows(pipeline).await
+    }
+
+    /// [`Coordinator::load`] once the pipeline's row is read (before its job rows: they
+    /// are then at least as new as its `lock_version`).
+    async fn load_rows(&self, pipeline: gantry_store::Pipeline) -> Result<Loaded> {
+        let (rows, specs) = self.rows_with_specs(pipeline.id).await?;
+        let graceful: HashSet<i64> = {
+            let rt = self.runtime();
+            rows.iter()
+                .map(|r| r.id)
+                .filter(|id| rt.graceful.contains(id))
+                .collect()
+        };
         Loaded::build(pipeline, rows, specs, &graceful)
+    }
+
+    /// A pipeline to decide over, taken out of the active-pipeline cache when the copy
+    /// there is current (one read of the pipeline's row), else read whole.
+    async fn load_current(&self, pipeline_id: i64) -> Result<Loaded> {
+        let pipeline = self.inner.store.pipeline(pipeline_id).await?;
+        let cached = self.runtime().forget_active(pipeline_id);
+        if let Some(mut loaded) = cached {
+            if loaded.pipeline.lock_version == pipeline.lock_version {
+                loaded.pipeline = pipeline;
+                return Ok(loaded);
+            }
+        }
+        self.load_rows(pipeline).await
     }
 
     /// A pipeline's job rows (in id order) and their parsed specs. The specs are large
@@ -646,10 +717,20 @@ impl Coordinator {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let loaded = self.load(pipeline_id).await?;
-            let mut state = loaded.state.clone();
+            let mut loaded = self.load_current(pipeline_id).await?;
+            let mut state = std::mem::replace(&mut loaded.state, PipelineState::empty());
             let mut extras = Extras::default();
-            let out = f(&mut state, &loaded, &mut extras)?;
+            let out = match f(&mut state, &loaded, &mut extras) {
+                Ok(out) => out,
+                Err(e) => {
+                    // A refused event changes nothing: the copy stays good.
+                    if !state.has_changes() {
+                        loaded.state = state;
+                        self.runtime().keep_active(loaded);
+                    }
+                    return Err(e);
+                }
+            };
             if loaded.rows.is_empty() {
                 return Ok((out, false, None));
             }
@@ -659,11 +740,15 @@ impl Coordinator {
                 state.advance(now);
                 bridges = start_bridges(&mut state, &loaded, now);
             }
-            let (change, changes) = diff(&loaded, &state, now_ms, &extras);
+            let originals = state.take_originals();
+            let (change, changes, positions) = diff(&loaded, &state, &originals, now_ms, &extras);
             if change.jobs.is_empty()
                 && change.new_jobs.is_empty()
                 && change.status == loaded.pipeline.status
             {
+                loaded.state = state;
+                loaded.fresh = false;
+                self.runtime().keep_active(loaded);
                 return Ok((out, false, None));
             }
             match self
@@ -673,21 +758,22 @@ impl Coordinator {
                 .await
             {
                 Ok(()) => {
+                    let project_id = loaded.pipeline.project_id;
+                    let completed = |s: &str| Status::parse(s).is_some_and(Status::is_completed);
+                    let sync_parent = loaded.pipeline.parent_job_id.is_some()
+                        && completed(&change.status)
+                        && !completed(&loaded.pipeline.status);
+                    if let Some(next) = loaded.applied(state, &change, &positions, now_ms) {
+                        self.runtime().keep_active(next);
+                    }
                     if !change.new_jobs.is_empty() {
                         self.runtime().dep_rows.remove(&pipeline_id);
                     }
                     self.spawn_triggers(bridges);
-                    let completed = |s: &str| Status::parse(s).is_some_and(Status::is_completed);
-                    if loaded.pipeline.parent_job_id.is_some()
-                        && completed(&change.status)
-                        && !completed(&loaded.pipeline.status)
-                    {
+                    if sync_parent {
                         self.spawn_sync_bridge(pipeline_id);
                     }
-                    let resources = self
-                        .after_change(&changes)
-                        .await
-                        .then_some(loaded.pipeline.project_id);
+                    let resources = self.after_change(&changes).await.then_some(project_id);
                     return Ok((out, has_new, resources));
                 }
                 Err(gantry_store::StoreError::Stale) if attempt < 50 => {
@@ -748,9 +834,17 @@ fn start_bridges(
     loaded: &Loaded,
     now: crate::processor::Timestamp,
 ) -> Vec<i64> {
-    let bridges: Vec<_> = state
-        .current_jobs()
-        .filter(|j| j.status == Status::Pending)
+    // Jobs that became pending in this decision (every pending one when the rows were
+    // just read: a bridge left pending by a crash starts too).
+    let candidates: Vec<usize> = if loaded.fresh {
+        (0..state.jobs().len()).collect()
+    } else {
+        state.changed_positions().collect()
+    };
+    let bridges: Vec<_> = candidates
+        .into_iter()
+        .filter_map(|i| state.jobs().get(i))
+        .filter(|j| !j.retried && j.status == Status::Pending)
         .filter(|j| loaded.spec_of(j).is_some_and(spec::StoredSpec::is_bridge))
         .filter_map(|j| Some((j.id, loaded.row(j.id)?.id)))
         .collect();

@@ -52,6 +52,7 @@ use crate::processor::{Event, FailureReason, effective_timeout};
 
 use super::error::{CoordinatorError, Result};
 use super::spec::StoredSpec;
+use super::state::AssignedJob;
 use super::time::{now_ms, to_ts};
 use super::views::Runner;
 use super::{Coordinator, token};
@@ -76,6 +77,8 @@ pub struct RequestInfo {
 /// An assignment waiting for the next group commit ([`Coordinator::assign`]).
 pub(crate) struct WaitingAssignment {
     assignment: Assignment,
+    /// The runner cancels gracefully (`canceling` applies to the job).
+    graceful: bool,
     reply: tokio::sync::oneshot::Sender<std::result::Result<Option<Won>, String>>,
 }
 
@@ -191,13 +194,17 @@ impl Coordinator {
     /// takes one writer at a time: the request holding the gate commits every assignment
     /// queued behind it in one statement, so a burst of requests costs a few commits,
     /// not one each.
-    async fn assign(&self, assignment: Assignment) -> Result<Option<Won>> {
+    async fn assign(&self, assignment: Assignment, graceful: bool) -> Result<Option<Won>> {
         let (reply, mut answer) = tokio::sync::oneshot::channel();
         self.inner
             .assign_queue
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .push(WaitingAssignment { assignment, reply });
+            .push(WaitingAssignment {
+                assignment,
+                graceful,
+                reply,
+            });
         let lost = || CoordinatorError::Batch("hand the job to the runner: no answer".into());
         // Another request's commit may answer this one first.
         let gate = tokio::select! {
@@ -237,6 +244,9 @@ impl Coordinator {
         let batch: Vec<Assignment> = waiting.iter().map(|w| w.assignment.clone()).collect();
         let at = now_ms();
         let outcome = self.inner.store.assign_jobs(&batch, at).await;
+        if let Ok(won) = &outcome {
+            self.note_assigned(&waiting, won, at);
+        }
         let mut granted = std::collections::HashSet::new();
         for w in waiting {
             let answer = match &outcome {
@@ -244,8 +254,8 @@ impl Coordinator {
                 Ok(won) => Ok(won
                     .get(&w.assignment.job_id)
                     .filter(|_| granted.insert(w.assignment.job_id))
-                    .map(|status| Won {
-                        pipeline_status: status.clone(),
+                    .map(|a| Won {
+                        pipeline_status: a.pipeline_status.clone(),
                         at,
                     })),
                 Err(e) => Err(format!("hand the job to the runner: {e}")),
@@ -256,6 +266,48 @@ impl Coordinator {
             }
         }
         true
+    }
+
+    /// Bring this process's copies of the pipelines of assigned jobs up to the store
+    /// (`state::Loaded::assigned`; a copy that was not current is dropped). O(jobs
+    /// assigned).
+    fn note_assigned(
+        &self,
+        waiting: &[WaitingAssignment],
+        won: &HashMap<i64, gantry_store::Assigned>,
+        at: i64,
+    ) {
+        let mut by_pipeline: HashMap<i64, (i64, Vec<AssignedJob>)> = HashMap::new();
+        let mut seen = std::collections::HashSet::new();
+        for w in waiting {
+            let a = &w.assignment;
+            let Some(got) = won.get(&a.job_id) else {
+                continue;
+            };
+            if !seen.insert(a.job_id) {
+                continue;
+            }
+            by_pipeline
+                .entry(got.pipeline_id)
+                .or_insert_with(|| (got.lock_version, Vec::new()))
+                .1
+                .push(AssignedJob {
+                    job_id: a.job_id,
+                    runner_id: a.runner_id,
+                    timeout_secs: a.timeout_secs,
+                    graceful: w.graceful,
+                });
+        }
+        let mut rt = self.runtime();
+        for (pipeline_id, (lock_version, jobs)) in by_pipeline {
+            let current = rt
+                .active
+                .get_mut(&pipeline_id)
+                .is_some_and(|l| l.assigned(lock_version, &jobs, at));
+            if !current {
+                rt.forget_active(pipeline_id);
+            }
+        }
     }
 
     /// Take the next candidate for `runner` out of the (fresh enough) snapshot.
@@ -311,7 +363,7 @@ impl Coordinator {
             let Some(Won {
                 pipeline_status,
                 at: now,
-            }) = self.assign(assignment).await?
+            }) = self.assign(assignment, info.cancel_gracefully).await?
             else {
                 continue; // another runner took it, or it is no longer pending
             };

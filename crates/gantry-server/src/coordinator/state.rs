@@ -1,11 +1,14 @@
-//! The one path every state change takes: load rows → [`PipelineState`] → processor
-//! decision → `store.apply` (optimistic lock; retried when stale). [`Loaded`] is a pipeline
-//! as read; [`diff`] turns the decided state back into the store's [`PipelineChange`].
+//! The one path every state change takes: a pipeline's rows → [`PipelineState`] →
+//! processor decision → `store.apply` (optimistic lock; retried when stale). [`Loaded`]
+//! is a pipeline as read — and as kept between decisions: the coordinator holds each
+//! active pipeline's copy while its `lock_version` is the store's, so a decision reads
+//! one row (the pipeline's) and costs work in proportion to the jobs it changes;
+//! [`diff`] turns the jobs the decision changed back into the store's [`PipelineChange`].
 //!
 //! Processor job ids are row positions (`JobId(i + 1)` is `rows[i]`); rows the processor
 //! adds (retries) come after them and become new rows.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use gantry_store::{Job, JobUpdate, NewJob, Pipeline, PipelineChange};
@@ -15,13 +18,24 @@ use crate::processor::{JobId, JobState, PipelineState, Status, Timestamp, pipeli
 use super::error::{CoordinatorError, Result};
 use super::spec::StoredSpec;
 
-/// A pipeline as read from the store.
+/// A pipeline as read from the store: its row, its job rows with their parsed specs, and
+/// the processor's state built from them. Kept between decisions by the coordinator's
+/// active-pipeline cache ([`super::Coordinator`]'s `decide`), valid while the
+/// pipeline's `lock_version` is the one in [`Loaded::pipeline`]: every decision moves it
+/// ([`gantry_store::Store::apply`]), and so does an assignment
+/// ([`gantry_store::Store::assign_jobs`]); a holder of the copy applies its own changes
+/// to it ([`Loaded::applied`], [`Loaded::assigned`]).
 #[derive(Clone, Debug)]
 pub(crate) struct Loaded {
     pub pipeline: Pipeline,
     pub rows: Vec<Job>,
     pub specs: Vec<Arc<StoredSpec>>,
     pub state: PipelineState,
+    /// Row position of each job id.
+    by_id: HashMap<i64, usize>,
+    /// Built from the store, not yet decided over (a decision then looks at every row,
+    /// not only at the ones it changed).
+    pub fresh: bool,
 }
 
 pub(crate) fn job_id(index: usize) -> JobId {
@@ -30,6 +44,34 @@ pub(crate) fn job_id(index: usize) -> JobId {
 
 fn ts(ms: Option<i64>) -> Option<Timestamp> {
     ms.map(super::time::to_ts)
+}
+
+/// The processor's view of row `i`.
+fn job_state(i: usize, row: &Job, spec: &StoredSpec, graceful: bool) -> Result<JobState> {
+    let status = Status::parse(&row.status).ok_or_else(|| {
+        CoordinatorError::corrupt(format!("job {} has status `{}`", row.id, row.status))
+    })?;
+    let mut j = spec.job.job_state(job_id(i), status);
+    j.name = row.name.clone();
+    j.stage_idx = usize::try_from(row.stage_idx).unwrap_or(0);
+    j.allow_failure = row.allow_failure;
+    j.attempt = u32::try_from(row.attempt).unwrap_or(1);
+    j.retried = row.retried;
+    j.enqueue_immediately = spec.enqueue_immediately && status == Status::Created;
+    j.exit_code = row.exit_code;
+    j.failure_reason = row.failure_reason.as_deref().and_then(|r| r.parse().ok());
+    j.graceful_cancel = graceful;
+    j.effective_timeout = row.timeout_secs.and_then(|t| u64::try_from(t).ok());
+    j.queued_at = ts(row.queued_at);
+    j.scheduled_at = ts(row.scheduled_at);
+    j.started_at = ts(row.started_at);
+    j.finished_at = ts(row.finished_at);
+    j.updated_at = ts(row
+        .last_contact_at
+        .or(row.finished_at)
+        .or(row.started_at)
+        .or(row.queued_at));
+    Ok(j)
 }
 
 impl Loaded {
@@ -42,30 +84,7 @@ impl Loaded {
     ) -> Result<Loaded> {
         let mut jobs = Vec::with_capacity(rows.len());
         for (i, (row, spec)) in rows.iter().zip(&specs).enumerate() {
-            let status = Status::parse(&row.status).ok_or_else(|| {
-                CoordinatorError::corrupt(format!("job {} has status `{}`", row.id, row.status))
-            })?;
-            let mut j = spec.job.job_state(job_id(i), status);
-            j.name = row.name.clone();
-            j.stage_idx = usize::try_from(row.stage_idx).unwrap_or(0);
-            j.allow_failure = row.allow_failure;
-            j.attempt = u32::try_from(row.attempt).unwrap_or(1);
-            j.retried = row.retried;
-            j.enqueue_immediately = spec.enqueue_immediately && status == Status::Created;
-            j.exit_code = row.exit_code;
-            j.failure_reason = row.failure_reason.as_deref().and_then(|r| r.parse().ok());
-            j.graceful_cancel = graceful.contains(&row.id);
-            j.effective_timeout = row.timeout_secs.and_then(|t| u64::try_from(t).ok());
-            j.queued_at = ts(row.queued_at);
-            j.scheduled_at = ts(row.scheduled_at);
-            j.started_at = ts(row.started_at);
-            j.finished_at = ts(row.finished_at);
-            j.updated_at = ts(row
-                .last_contact_at
-                .or(row.finished_at)
-                .or(row.started_at)
-                .or(row.queued_at));
-            jobs.push(j);
+            jobs.push(job_state(i, row, spec, graceful.contains(&row.id))?);
         }
         let (mut stages, auto_cancel) = match specs.first() {
             Some(s) => (s.stages.clone(), s.auto_cancel.to_processor()),
@@ -83,17 +102,20 @@ impl Loaded {
         })?;
         let state = PipelineState::from_parts(stages, jobs, auto_cancel, status)
             .map_err(CoordinatorError::corrupt)?;
+        let by_id = rows.iter().enumerate().map(|(i, r)| (r.id, i)).collect();
         Ok(Loaded {
             pipeline,
             rows,
             specs,
             state,
+            by_id,
+            fresh: true,
         })
     }
 
     /// The processor id of the row with database id `db_id`.
     pub fn job_id(&self, db_id: i64) -> Option<JobId> {
-        self.rows.iter().position(|r| r.id == db_id).map(job_id)
+        self.by_id.get(&db_id).copied().map(job_id)
     }
 
     /// The row of processor job `id` (`None` for rows not persisted yet).
@@ -122,6 +144,81 @@ impl Loaded {
         };
         i.and_then(|i| self.specs.get(i)).map(|s| &**s)
     }
+
+    /// The store applied `change` (decided over this copy, whose state is now `state`):
+    /// the copy becomes what the store holds, as [`gantry_store::Store::apply`] writes
+    /// it. `None` when the change added rows (the store numbers them: read again).
+    pub fn applied(
+        mut self,
+        state: PipelineState,
+        change: &PipelineChange,
+        positions: &[usize],
+        now_ms: i64,
+    ) -> Option<Loaded> {
+        if !change.new_jobs.is_empty() {
+            return None;
+        }
+        let p = &mut self.pipeline;
+        p.lock_version += 1;
+        p.status.clone_from(&change.status);
+        p.started_at = p.started_at.or(change.started_at);
+        p.finished_at = change.finished_at;
+        p.updated_at = now_ms;
+        for (u, &i) in change.jobs.iter().zip(positions) {
+            let row = self.rows.get_mut(i)?;
+            row.status.clone_from(&u.status);
+            row.retried = u.retried;
+            row.allow_failure = u.allow_failure;
+            row.exit_code = u.exit_code.or(row.exit_code);
+            row.failure_reason = u.failure_reason.clone().or(row.failure_reason.take());
+            row.queued_at = u.queued_at.or(row.queued_at);
+            row.scheduled_at = u.scheduled_at;
+            row.started_at = u.started_at.or(row.started_at);
+            row.finished_at = u.finished_at.or(row.finished_at);
+            if u.manual_variables.is_some() {
+                row.manual_variables.clone_from(&u.manual_variables);
+            }
+        }
+        self.state = state;
+        self.fresh = false;
+        Some(self)
+    }
+
+    /// The store assigned jobs of this pipeline to runners ([`gantry_store::Store::assign_jobs`],
+    /// which moved the pipeline's lock to `lock_version`) at `now_ms`. False when this
+    /// copy was not as of just before (then it is to be read again).
+    pub fn assigned(&mut self, lock_version: i64, jobs: &[AssignedJob], now_ms: i64) -> bool {
+        if self.pipeline.lock_version + 1 != lock_version {
+            return false;
+        }
+        for a in jobs {
+            let Some(&i) = self.by_id.get(&a.job_id) else {
+                return false;
+            };
+            let row = &mut self.rows[i];
+            row.status = Status::Running.as_str().to_owned();
+            row.runner_id = Some(a.runner_id);
+            row.timeout_secs = Some(a.timeout_secs);
+            row.started_at = Some(now_ms);
+            row.last_contact_at = None;
+            match job_state(i, &self.rows[i], &self.specs[i], a.graceful) {
+                Ok(j) => self.state.refresh(j),
+                Err(_) => return false,
+            }
+        }
+        self.pipeline.lock_version = lock_version;
+        true
+    }
+}
+
+/// A job the store handed to a runner, as [`Loaded::assigned`] applies it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct AssignedJob {
+    pub job_id: i64,
+    pub runner_id: i64,
+    pub timeout_secs: i64,
+    /// The runner cancels gracefully.
+    pub graceful: bool,
 }
 
 /// Side data of one decision that the processor does not model.
@@ -153,13 +250,16 @@ pub(crate) struct StatusChange {
     pub resource_group: bool,
 }
 
-/// Turn the decided state into the store's change.
+/// Turn the decided state into the store's change: the rows of the jobs changed since
+/// `originals` were taken ([`PipelineState::take_originals`], each job as it was), and the
+/// new ones. Also returns the row position of each of `change.jobs`. O(jobs changed).
 pub(crate) fn diff(
     loaded: &Loaded,
     state: &PipelineState,
+    originals: &[(usize, JobState)],
     now_ms: i64,
     extras: &Extras,
-) -> (PipelineChange, Vec<StatusChange>) {
+) -> (PipelineChange, Vec<StatusChange>, Vec<usize>) {
     let now_s = now_ms.div_euclid(1000);
     let conv = |new: Option<Timestamp>, old: Option<Timestamp>, row: Option<i64>| -> Option<i64> {
         if new == old {
@@ -176,9 +276,9 @@ pub(crate) fn diff(
     };
     let mut change = PipelineChange::default();
     let mut changes = Vec::new();
-    for (i, row) in loaded.rows.iter().enumerate() {
-        let id = job_id(i);
-        let (Some(old), Some(new)) = (loaded.state.job(id), state.job(id)) else {
+    let mut positions = Vec::new();
+    for (i, old) in originals {
+        let (Some(row), Some(new)) = (loaded.rows.get(*i), state.jobs().get(*i)) else {
             continue;
         };
         let started_now =
@@ -210,6 +310,7 @@ pub(crate) fn diff(
                 resource_group: new.resource_group.is_some(),
             });
         }
+        positions.push(*i);
         change.jobs.push(JobUpdate {
             id: row.id,
             status: new.status.as_str().to_owned(),
@@ -267,12 +368,14 @@ pub(crate) fn diff(
     let status = pipeline_status(state).status;
     change.status = status.as_str().to_owned();
     change.ended = status.is_stopped() && loaded.pipeline.status != change.status;
-    let started = status == Status::Running || state.current_jobs().any(|j| j.started_at.is_some());
+    let started = loaded.pipeline.started_at.is_some()
+        || status == Status::Running
+        || state.current_jobs().any(|j| j.started_at.is_some());
     change.started_at = started.then(|| loaded.pipeline.started_at.unwrap_or(now_ms));
     change.finished_at = status
         .is_completed()
         .then(|| loaded.pipeline.finished_at.unwrap_or(now_ms));
-    (change, changes)
+    (change, changes, positions)
 }
 
 /// Pipeline or manual variables as stored: a JSON object in order.

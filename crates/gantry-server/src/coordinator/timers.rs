@@ -52,24 +52,36 @@ impl Coordinator {
             }
         }
         for p in self.inner.store.active_pipelines().await? {
-            let loaded = match self.load(p.id).await {
-                Ok(l) => l,
-                Err(e) => {
-                    first_error.get_or_insert(e);
-                    continue;
-                }
+            // This process's copy when current (`Runtime::active`), else the rows, read
+            // whole and kept as the copy.
+            let cached = self.runtime().forget_active(p.id);
+            let loaded = match cached.filter(|l| l.pipeline.lock_version == p.lock_version) {
+                Some(l) => l,
+                None => match self.load(p.id).await {
+                    Ok(l) => l,
+                    Err(e) => {
+                        first_error.get_or_insert(e);
+                        continue;
+                    }
+                },
             };
             if loaded
                 .state
                 .jobs()
                 .iter()
-                .any(|j| j.status == Status::WaitingForResource)
+                .any(|j| !j.retried && j.status == Status::WaitingForResource)
             {
                 projects.insert(p.project_id);
             }
-            if due(&loaded.state, &loaded, now, &watchdog).is_empty() {
+            let due_now = !due(&loaded.state, &loaded, now, &watchdog).is_empty();
+            if !due_now {
+                self.runtime().keep_active(loaded);
                 continue;
             }
+            // Decided over the rows as stored: the copy's times of a runner's last
+            // contact may be older than the store's (trace patches do not move the
+            // pipeline's lock), and a job must not be taken for silent on their word.
+            drop(loaded);
             let done = self
                 .mutate(p.id, now_ms, |state, loaded, _| {
                     for event in due(state, loaded, now, &watchdog) {

@@ -45,10 +45,14 @@ impl Key {
     }
 
     fn bit(self) -> u16 {
+        1 << self.slot()
+    }
+
+    fn slot(self) -> usize {
         match self {
-            Key::Status(s) => 1 << (s as u16),
-            Key::SuccessWithWarnings => 1 << 13,
-            Key::Ignored => 1 << 14,
+            Key::Status(s) => s as usize,
+            Key::SuccessWithWarnings => 13,
+            Key::Ignored => 14,
         }
     }
 }
@@ -84,6 +88,50 @@ pub fn composite(jobs: impl IntoIterator<Item = (Status, bool)>, mode: Mode) -> 
     for (status, allow_failure) in jobs {
         set.0 |= Key::of(status, allow_failure).bit();
     }
+    of_set(set, mode)
+}
+
+/// How many distinct keys COMPOSITE maps jobs to (the slots of a [`KeyCounts`]).
+const KEYS: usize = 15;
+
+/// The jobs of a set counted by the key COMPOSITE maps each to: COMPOSITE of the set is a
+/// function of which counts are non-zero, so a set kept counted answers it in O(keys)
+/// whatever its size (how [`super::PipelineState`] keeps stage and pipeline statuses
+/// current without visiting every job).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct KeyCounts([u32; KEYS]);
+
+impl KeyCounts {
+    pub(crate) fn add(&mut self, status: Status, allow_failure: bool) {
+        let k = Key::of(status, allow_failure).slot();
+        self.0[k] = self.0[k].saturating_add(1);
+    }
+
+    pub(crate) fn remove(&mut self, status: Status, allow_failure: bool) {
+        let k = Key::of(status, allow_failure).slot();
+        self.0[k] = self.0[k].saturating_sub(1);
+    }
+
+    /// Add every count of `other`.
+    pub(crate) fn absorb(&mut self, other: &KeyCounts) {
+        for (a, b) in self.0.iter_mut().zip(other.0) {
+            *a = a.saturating_add(b);
+        }
+    }
+
+    /// COMPOSITE of the counted jobs (`None` for none), as [`composite`] of them.
+    pub(crate) fn composite(&self, mode: Mode) -> Option<Summary> {
+        let mut set = Set::default();
+        for (slot, n) in self.0.iter().enumerate() {
+            if *n > 0 {
+                set.0 |= 1 << slot;
+            }
+        }
+        of_set(set, mode)
+    }
+}
+
+fn of_set(set: Set, mode: Mode) -> Option<Summary> {
     if set.0 == 0 {
         return None;
     }

@@ -4,8 +4,10 @@
 //! [`Transition`]s in one transaction, and commits them to its copy.
 //!
 //! - [`process`] — the processing loop: enqueue / actionize / schedule / skip `created`
-//!   jobs (§5.3–§5.5). [`PipelineState::advance`] = process + commit + the statuses'
-//!   state machines.
+//!   jobs (§5.3–§5.5). [`PipelineState::advance`] = a pass over what changed since the
+//!   last one (deciding what a full [`process`] would) + commit + the statuses' state
+//!   machines. The state keeps an index (dependents, per-stage COMPOSITE key counts) so a
+//!   pass costs O(jobs it decides + their dependents + stages²), not O(stages × jobs).
 //! - [`apply`] — an [`Event`] from a runner, a user or a timer (§5.2, §5.7, §5.11, §5.13).
 //! - [`composite`], [`PipelineState::composite_status`], [`PipelineState::stage_composite`]
 //!   — COMPOSITE (§5.6).

@@ -2,15 +2,16 @@
 //! (current attempts and retried ones), built from a compiled [`Pipeline`] or loaded by the
 //! store with [`PipelineState::from_parts`].
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 
 use gantry_pipeline::{Job, Pipeline, When};
 use serde::{Deserialize, Serialize};
 
 use super::FailureReason;
-use super::composite::{Mode, Summary, composite};
+use super::composite::{KeyCounts, Mode, Summary};
 use super::pipeline_machine::{next_pipeline_status, next_stage_status};
+use super::process::stage_order;
 use super::retry::RetryPolicy;
 use super::status::Status;
 
@@ -247,7 +248,16 @@ pub enum InvalidState {
 }
 
 /// A pipeline: stages in order, every job row, and the pipeline's own status.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+///
+/// Besides the rows it keeps an index (derived from them, never persisted) so that an
+/// event costs work in proportion to the jobs it touches, not to the pipeline: jobs by
+/// position and current name, each job's dependents, each stage's processing order, and
+/// each stage's jobs counted by COMPOSITE key (stage and pipeline statuses in O(keys)).
+/// Every change of a job goes through [`PipelineState::modify`], which keeps the index
+/// current and journals the change: the next processing pass starts from the changed jobs
+/// ([`PipelineState::advance`]), and the coordinator persists only them
+/// ([`PipelineState::take_originals`]).
+#[derive(Clone, Debug, Serialize)]
 pub struct PipelineState {
     stages: Vec<String>,
     jobs: Vec<JobState>,
@@ -258,7 +268,60 @@ pub struct PipelineState {
     /// Each stage's status as the last pass left it (GitLab's `ci_stages.status`), by
     /// stage index: the memory of [`next_stage_status`].
     stage_statuses: Vec<Status>,
+    #[serde(skip)]
+    index: Index,
+    #[serde(skip)]
+    journal: Journal,
 }
+
+/// Equal rows and statuses (the index and the journal are derived).
+impl PartialEq for PipelineState {
+    fn eq(&self, other: &Self) -> bool {
+        self.stages == other.stages
+            && self.jobs == other.jobs
+            && self.auto_cancel == other.auto_cancel
+            && self.status == other.status
+            && self.stage_statuses == other.stage_statuses
+    }
+}
+
+/// What [`PipelineState`] derives from its rows (positions are indexes into `jobs`).
+/// Rebuilt whole ([`PipelineState::reindex`], O(jobs)) only when the set of current jobs
+/// changes (a new attempt); kept current per change otherwise.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Index {
+    /// The position of the current job of each name.
+    pub(crate) current: HashMap<String, usize>,
+    /// Per position (of a current job): the current jobs that `need` it.
+    pub(crate) dependents: Vec<Vec<usize>>,
+    /// Per stage: its current jobs in processing order (needed jobs of the same stage
+    /// first, row order otherwise).
+    pub(crate) stage_jobs: Vec<Vec<usize>>,
+    /// Per position (of a current job): its place in its stage's processing order.
+    pub(crate) place: Vec<usize>,
+    /// Per stage: its current jobs counted by COMPOSITE key.
+    pub(crate) counts: Vec<KeyCounts>,
+    /// Per stage: its current `created` jobs without `needs` (processed in stage mode).
+    pub(crate) created_in_stage_mode: Vec<u32>,
+}
+
+/// Changes since the last processing pass and since the last [`PipelineState::take_originals`].
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Journal {
+    /// Positions changed since the last processing pass: where the next one starts.
+    pub(crate) dirty: Vec<usize>,
+    /// The next pass considers every `created` job (a state not processed here yet, or
+    /// whose set of current jobs changed).
+    pub(crate) all: bool,
+    /// Each changed job as it was before its first change since the last
+    /// [`PipelineState::take_originals`].
+    originals: Vec<(usize, JobState)>,
+    /// Per position: [`DIRTY`] and [`JOURNALED`] bits.
+    marks: Vec<u8>,
+}
+
+const DIRTY: u8 = 1;
+const JOURNALED: u8 = 2;
 
 impl PipelineState {
     /// A new pipeline, `created`: every job `created`, numbered from 1 in definition order.
@@ -269,13 +332,17 @@ impl PipelineState {
             .zip(1u32..)
             .map(|(job, n)| JobState::from_model(JobId(n), job))
             .collect();
-        PipelineState {
+        let mut state = PipelineState {
             stages: p.stages.clone(),
             jobs,
             auto_cancel: AutoCancel::from_model(&p.auto_cancel),
             status: Status::Created,
             stage_statuses: vec![Status::Created; p.stages.len()],
-        }
+            index: Index::default(),
+            journal: Journal::default(),
+        };
+        state.reindex();
+        state
     }
 
     /// A pipeline loaded from rows, with its stored status. Rows keep the order given (it
@@ -310,13 +377,193 @@ impl PipelineState {
             jobs,
             auto_cancel,
             status,
+            index: Index::default(),
+            journal: Journal::default(),
         };
+        state.reindex();
         state.stage_statuses = state
             .stage_composites()
             .into_iter()
             .map(|c| c.map_or(Status::Created, |c| c.status))
             .collect();
         Ok(state)
+    }
+
+    /// Rebuild the index from the rows (O(jobs + needs)); the next processing pass then
+    /// considers every `created` job.
+    fn reindex(&mut self) {
+        let stages = self.stages.len();
+        let n = self.jobs.len();
+        let mut index = Index {
+            current: HashMap::with_capacity(n),
+            dependents: vec![Vec::new(); n],
+            stage_jobs: vec![Vec::new(); stages],
+            place: vec![0; n],
+            counts: vec![KeyCounts::default(); stages],
+            created_in_stage_mode: vec![0; stages],
+        };
+        for (i, j) in self.jobs.iter().enumerate() {
+            if !j.retried {
+                index.current.insert(j.name.clone(), i);
+            }
+        }
+        for (i, j) in self.jobs.iter().enumerate() {
+            if j.retried {
+                continue;
+            }
+            for need in j.needs.iter().flatten() {
+                if let Some(&k) = index.current.get(need.as_str()) {
+                    if k != i && !index.dependents[k].contains(&i) {
+                        index.dependents[k].push(i);
+                    }
+                }
+            }
+        }
+        for stage_idx in 0..stages {
+            let order = stage_order(&self.jobs, stage_idx, &index.current);
+            for (place, &i) in order.iter().enumerate() {
+                index.place[i] = place;
+            }
+            index.stage_jobs[stage_idx] = order;
+        }
+        self.index = index;
+        for i in 0..n {
+            self.count(i, true);
+        }
+        self.journal.marks.resize(n, 0);
+        self.journal.all = true;
+    }
+
+    /// Count job `i` into (or out of) its stage's counts.
+    fn count(&mut self, i: usize, add: bool) {
+        let j = &self.jobs[i];
+        if j.retried {
+            return;
+        }
+        let Some(counts) = self.index.counts.get_mut(j.stage_idx) else {
+            return;
+        };
+        if add {
+            counts.add(j.status, j.allow_failure);
+        } else {
+            counts.remove(j.status, j.allow_failure);
+        }
+        if j.status == Status::Created && j.needs.is_none() {
+            let n = &mut self.index.created_in_stage_mode[j.stage_idx];
+            *n = if add {
+                n.saturating_add(1)
+            } else {
+                n.saturating_sub(1)
+            };
+        }
+    }
+
+    /// The position of job `id` (O(1) when ids are positions + 1, as the coordinator and
+    /// [`PipelineState::from_pipeline`] number them).
+    pub(crate) fn position(&self, id: JobId) -> Option<usize> {
+        let guess = usize::try_from(id.0).ok().and_then(|n| n.checked_sub(1));
+        match guess.and_then(|i| self.jobs.get(i).map(|j| (i, j))) {
+            Some((i, j)) if j.id == id => Some(i),
+            _ => self.jobs.iter().position(|j| j.id == id),
+        }
+    }
+
+    /// Change job `id` with `f`, keeping the index current and journaling the change
+    /// (O(1), or O(jobs) when the job stops or starts being current). The only way jobs
+    /// change after construction.
+    pub(crate) fn modify(&mut self, id: JobId, f: impl FnOnce(&mut JobState)) {
+        let Some(i) = self.position(id) else { return };
+        let marks = &mut self.journal.marks[i];
+        if *marks & JOURNALED == 0 {
+            *marks |= JOURNALED;
+            self.journal.originals.push((i, self.jobs[i].clone()));
+        }
+        if *marks & DIRTY == 0 {
+            *marks |= DIRTY;
+            self.journal.dirty.push(i);
+        }
+        let retried = self.jobs[i].retried;
+        self.count(i, false);
+        f(&mut self.jobs[i]);
+        self.count(i, true);
+        if self.jobs[i].retried != retried {
+            self.reindex();
+        }
+    }
+
+    /// Replace job `id` with what the database now says of it (a change made outside
+    /// this state, e.g. an assignment): indexed as [`PipelineState::modify`], but not
+    /// journaled as a change to persist.
+    pub(crate) fn refresh(&mut self, job: JobState) {
+        let Some(i) = self.position(job.id) else {
+            return;
+        };
+        let retried = self.jobs[i].retried;
+        self.count(i, false);
+        let marks = &mut self.journal.marks[i];
+        if *marks & DIRTY == 0 {
+            *marks |= DIRTY;
+            self.journal.dirty.push(i);
+        }
+        self.jobs[i] = job;
+        self.count(i, true);
+        if self.jobs[i].retried != retried {
+            self.reindex();
+        }
+    }
+
+    /// The jobs changed since the last call, each with what it was before (positions
+    /// into [`PipelineState::jobs`]); new rows (beyond the ones there were) are not
+    /// listed: they are all new.
+    pub fn take_originals(&mut self) -> Vec<(usize, JobState)> {
+        let originals = std::mem::take(&mut self.journal.originals);
+        for (i, _) in &originals {
+            if let Some(m) = self.journal.marks.get_mut(*i) {
+                *m &= !JOURNALED;
+            }
+        }
+        originals
+    }
+
+    /// A processing pass is done: nothing changed since.
+    pub(crate) fn end_pass(&mut self) {
+        for i in std::mem::take(&mut self.journal.dirty) {
+            if let Some(m) = self.journal.marks.get_mut(i) {
+                *m &= !DIRTY;
+            }
+        }
+        self.journal.all = false;
+    }
+
+    /// Whether a job changed since the last [`PipelineState::take_originals`].
+    pub fn has_changes(&self) -> bool {
+        !self.journal.originals.is_empty()
+    }
+
+    /// Positions of the jobs changed since the last [`PipelineState::take_originals`].
+    pub fn changed_positions(&self) -> impl Iterator<Item = usize> + '_ {
+        self.journal.originals.iter().map(|(i, _)| *i)
+    }
+
+    /// A state without stages or jobs (a placeholder while the real one is borrowed out).
+    pub(crate) fn empty() -> PipelineState {
+        PipelineState {
+            stages: Vec::new(),
+            jobs: Vec::new(),
+            auto_cancel: AutoCancel::default(),
+            status: Status::Created,
+            stage_statuses: Vec::new(),
+            index: Index::default(),
+            journal: Journal::default(),
+        }
+    }
+
+    pub(crate) fn index(&self) -> &Index {
+        &self.index
+    }
+
+    pub(crate) fn journal(&self) -> &Journal {
+        &self.journal
     }
 
     pub fn stages(&self) -> &[String] {
@@ -334,16 +581,12 @@ impl PipelineState {
     }
 
     pub fn job(&self, id: JobId) -> Option<&JobState> {
-        self.jobs.iter().find(|j| j.id == id)
-    }
-
-    pub(crate) fn job_mut(&mut self, id: JobId) -> Option<&mut JobState> {
-        self.jobs.iter_mut().find(|j| j.id == id)
+        self.position(id).map(|i| &self.jobs[i])
     }
 
     /// The current attempt of the job called `name`.
     pub fn current(&self, name: &str) -> Option<&JobState> {
-        self.current_jobs().find(|j| j.name == name)
+        self.index.current.get(name).map(|&i| &self.jobs[i])
     }
 
     pub fn auto_cancel(&self) -> AutoCancel {
@@ -365,8 +608,10 @@ impl PipelineState {
         JobId(self.jobs.iter().map(|j| j.id.0).max().unwrap_or(0) + 1)
     }
 
+    /// Add a row (a new attempt): the index is rebuilt.
     pub(crate) fn push(&mut self, job: JobState) {
         self.jobs.push(job);
+        self.reindex();
     }
 
     /// The pipeline status as the last processing pass left it (see [`pipeline_status`]).
@@ -374,12 +619,13 @@ impl PipelineState {
         self.status
     }
 
-    /// COMPOSITE of all current jobs in stage mode (`None` without jobs).
+    /// COMPOSITE of all current jobs in stage mode (`None` without jobs); O(stages).
     pub fn composite_status(&self) -> Option<Summary> {
-        composite(
-            self.current_jobs().map(|j| (j.status, j.allow_failure)),
-            Mode::Stage,
-        )
+        let mut all = KeyCounts::default();
+        for c in &self.index.counts {
+            all.absorb(c);
+        }
+        all.composite(Mode::Stage)
     }
 
     /// The end of a processing pass: the pipeline and each stage follow their state
@@ -397,28 +643,18 @@ impl PipelineState {
         }
     }
 
-    /// COMPOSITE of each stage's current jobs, by stage index, in one pass over the rows.
+    /// COMPOSITE of each stage's current jobs, by stage index.
     fn stage_composites(&self) -> Vec<Option<Summary>> {
-        let mut by_stage: Vec<Vec<(Status, bool)>> = vec![Vec::new(); self.stages.len()];
-        for j in self.current_jobs() {
-            if let Some(v) = by_stage.get_mut(j.stage_idx) {
-                v.push((j.status, j.allow_failure));
-            }
-        }
-        by_stage
-            .into_iter()
-            .map(|jobs| composite(jobs, Mode::Stage))
+        self.index
+            .counts
+            .iter()
+            .map(|c| c.composite(Mode::Stage))
             .collect()
     }
 
     /// COMPOSITE of the current jobs of stage `stage_idx` (`None` if it has none).
     pub fn stage_composite(&self, stage_idx: usize) -> Option<Summary> {
-        composite(
-            self.current_jobs()
-                .filter(|j| j.stage_idx == stage_idx)
-                .map(|j| (j.status, j.allow_failure)),
-            Mode::Stage,
-        )
+        self.index.counts.get(stage_idx)?.composite(Mode::Stage)
     }
 
     /// Status of stage `stage_idx` as the last processing pass left it (GitLab's stage

@@ -202,8 +202,7 @@ impl PipelineState {
     /// [`super::apply`] for this same state; one about an unknown job is ignored.
     pub fn commit(&mut self, t: &Transition) {
         match t {
-            Transition::Status(c) => {
-                let Some(j) = self.job_mut(c.job) else { return };
+            Transition::Status(c) => self.modify(c.job, |j| {
                 j.status = c.to;
                 j.updated_at = Some(c.at);
                 if c.from == Status::Scheduled && c.to != Status::Scheduled {
@@ -248,18 +247,12 @@ impl PipelineState {
                     | JobEvent::Skip
                     | JobEvent::Reset => {}
                 }
-            }
+            }),
             Transition::Retry(a) => {
-                if let Some(old) = self.job_mut(a.old) {
-                    old.retried = true;
-                }
+                self.modify(a.old, |old| old.retried = true);
                 self.push(a.new.clone());
             }
-            Transition::Touch { job, at } => {
-                if let Some(j) = self.job_mut(*job) {
-                    j.updated_at = Some(*at);
-                }
-            }
+            Transition::Touch { job, at } => self.modify(*job, |j| j.updated_at = Some(*at)),
         }
     }
 
