@@ -59,14 +59,15 @@ impl Store {
         .bind(assigned_before)
         .fetch_all(&mut *tx)
         .await?;
+        let candidates: Vec<RequeuedJob> = candidates.iter().map(RequeuedJob::from_row).collect();
+        // Pipeline rows before job rows, the order `Store::apply` locks them in.
+        bump_pipelines(&mut tx, &candidates).await?;
         let mut jobs = Vec::new();
-        for row in &candidates {
-            let job = RequeuedJob::from_row(row);
+        for job in candidates {
             if put_back(&mut tx, &job).await? {
                 jobs.push(job);
             }
         }
-        bump_pipelines(&mut tx, &jobs).await?;
         tx.commit().await?;
         Ok(jobs)
     }
@@ -90,10 +91,10 @@ impl Store {
             return Ok(None);
         };
         let job = RequeuedJob::from_row(&row);
+        bump_pipelines(&mut tx, std::slice::from_ref(&job)).await?;
         if !put_back(&mut tx, &job).await? {
             return Ok(None);
         }
-        bump_pipelines(&mut tx, std::slice::from_ref(&job)).await?;
         tx.commit().await?;
         Ok(Some(job))
     }

@@ -1531,6 +1531,29 @@ impl Store {
         Ok(rows.iter().map(QueuedJob::from_row).collect())
     }
 
+    /// Pending jobs queued after `after` (`(queued_at, id)`) in queue order: what joined
+    /// the queue since a [`Store::pending_queue`] read that ended there. O(jobs returned)
+    /// on the `jobs_by_status` index. (A job put back in the queue keeps its older
+    /// `queued_at`: a reader learns of it by reading the queue whole.)
+    pub async fn pending_queue_after(
+        &self,
+        after: (i64, i64),
+        limit: i64,
+    ) -> Result<Vec<QueuedJob>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {} FROM jobs WHERE status = 'pending' \
+             AND (queued_at > $1 OR (queued_at = $1 AND id > $2)) \
+             ORDER BY queued_at, id LIMIT $3",
+            QueuedJob::COLUMNS
+        ))
+        .bind(after.0)
+        .bind(after.1)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(QueuedJob::from_row).collect())
+    }
+
     /// `(status, jobs)` for the statuses a job passes through before it ends (what the
     /// coordinator's metrics show); counted on the `jobs_by_status` index.
     pub async fn active_job_counts(&self) -> Result<Vec<(String, i64)>> {

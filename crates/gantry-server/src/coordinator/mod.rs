@@ -266,6 +266,8 @@ struct Inner {
     artifacts_removal_running: std::sync::atomic::AtomicBool,
     /// Pending jobs as last read (see `queue.rs`).
     queue_cache: tokio::sync::Mutex<queue::Snapshot>,
+    /// A job went back to the queue at its old place: the snapshot is read whole next.
+    queue_reread: std::sync::atomic::AtomicBool,
     /// Serializes this process's job assignments (one database writer at a time).
     assign_gate: tokio::sync::Mutex<()>,
     /// Assignments waiting for the gate; its holder commits them all (group commit).
@@ -419,6 +421,7 @@ impl Coordinator {
                 schedules_running: std::sync::atomic::AtomicBool::new(false),
                 artifacts_removal_running: std::sync::atomic::AtomicBool::new(false),
                 queue_cache: tokio::sync::Mutex::new(queue::Snapshot::default()),
+                queue_reread: std::sync::atomic::AtomicBool::new(false),
                 assign_gate: tokio::sync::Mutex::new(()),
                 assign_queue: Mutex::new(Vec::new()),
                 runtime: Mutex::new(Runtime::default()),

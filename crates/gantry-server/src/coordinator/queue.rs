@@ -10,9 +10,10 @@
 //! requests or processes); a job another runner took meanwhile is skipped.
 //!
 //! The pending jobs are read into a [`Snapshot`] shared by every request of this process:
-//! reloaded when the queue version changes (a job became pending), after
-//! [`SNAPSHOT_TTL`] (jobs queued by another process), or when a truncated snapshot runs
-//! dry. A request takes its candidate out of the snapshot before asking the store, so
+//! extended when the queue version changes (a job became pending: only the jobs queued
+//! since the latest one read are read, O(new jobs) on the `(status, queued_at, id)`
+//! index), read whole after [`SNAPSHOT_TTL`] (jobs queued by another process), after a
+//! job was put back (it keeps its place), or when a truncated snapshot runs dry. A request takes its candidate out of the snapshot before asking the store, so
 //! concurrent requests do not fight over one job.
 //!
 //! Long polling: the queue version changes whenever a job becomes pending (`watch`
@@ -42,6 +43,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use gantry_protocol::JobResponse;
@@ -97,6 +99,9 @@ pub(crate) struct Snapshot {
     truncated: bool,
     jobs: Vec<QueuedJob>,
     running: HashMap<i64, i64>,
+    /// The latest `queued_at` read: a change of the queue version reads only the jobs
+    /// queued since (at or after it), not the queue whole.
+    high: Option<i64>,
 }
 
 impl Snapshot {
@@ -314,23 +319,49 @@ impl Coordinator {
     async fn next_candidate(&self, runner: &Runner) -> Result<Option<(QueuedJob, i64, i64)>> {
         let mut snap = self.inner.queue_cache.lock().await;
         let version = *self.inner.queue.borrow();
-        let stale = snap.version != Some(version)
-            || snap.loaded.is_none_or(|t| t.elapsed() > SNAPSHOT_TTL)
-            || (snap.truncated && snap.eligible(runner) == 0);
-        if stale {
+        let behind = snap.version != Some(version);
+        let whole = snap.loaded.is_none_or(|t| t.elapsed() > SNAPSHOT_TTL)
+            || (snap.truncated && snap.eligible(runner) == 0)
+            || self.inner.queue_reread.swap(false, Ordering::SeqCst)
+            || (behind && (snap.truncated || snap.high.is_none()));
+        if whole {
             let jobs = self.inner.store.pending_queue(QUEUE_DEPTH).await?;
-            let running = self
+            snap.truncated = i64::try_from(jobs.len()).unwrap_or(i64::MAX) >= QUEUE_DEPTH;
+            snap.high = jobs.last().and_then(|j| j.queued_at);
+            snap.jobs = jobs;
+            snap.loaded = Some(Instant::now());
+        } else if behind {
+            // What joined the queue since: O(jobs new), whatever the queue's length.
+            let room = QUEUE_DEPTH.saturating_sub(i64::try_from(snap.jobs.len()).unwrap_or(0));
+            let since = snap.high.unwrap_or(0);
+            let new = self
+                .inner
+                .store
+                .pending_queue_after((since, -1), room.max(1))
+                .await?;
+            snap.truncated = i64::try_from(new.len()).unwrap_or(i64::MAX) >= room.max(1);
+            let held: std::collections::HashSet<i64> = snap
+                .jobs
+                .iter()
+                .rev()
+                .take_while(|j| j.queued_at >= Some(since))
+                .map(|j| j.id)
+                .collect();
+            if let Some(last) = new.last().and_then(|j| j.queued_at) {
+                snap.high = Some(last);
+            }
+            snap.jobs
+                .extend(new.into_iter().filter(|j| !held.contains(&j.id)));
+        }
+        if whole || behind {
+            snap.running = self
                 .inner
                 .store
                 .running_jobs_per_project()
                 .await?
                 .into_iter()
                 .collect();
-            snap.truncated = i64::try_from(jobs.len()).unwrap_or(i64::MAX) >= QUEUE_DEPTH;
-            snap.jobs = jobs;
-            snap.running = running;
             snap.version = Some(version);
-            snap.loaded = Some(Instant::now());
         }
         let size = i64::try_from(snap.eligible(runner)).unwrap_or(i64::MAX);
         Ok(snap.claim(runner).map(|j| (j, size, 1)))
@@ -524,6 +555,8 @@ impl Coordinator {
         if jobs.is_empty() {
             return Ok(());
         }
+        // They keep their place (their `queued_at`): the queue is read whole next.
+        self.inner.queue_reread.store(true, Ordering::SeqCst);
         {
             let mut rt = self.runtime();
             for job in jobs {
