@@ -1348,6 +1348,49 @@ impl Store {
         Ok(rows.iter().map(Pipeline::from_row).collect())
     }
 
+    /// What time may have made due at `now` (Unix ms), read on the jobs' status index
+    /// instead of visiting every active pipeline: the pipelines with a running or
+    /// canceling job silent since `silent_before` or past its timeout plus
+    /// `timeout_grace_secs`, a delayed job whose time has come, or a job pending since
+    /// `pending_before`; and the projects with jobs waiting for a resource. A superset by
+    /// up to a second (times are compared in milliseconds, the processor's in whole
+    /// seconds): the caller decides over the pipeline's rows. O(executing + scheduled +
+    /// waiting jobs + those returned).
+    pub async fn timer_candidates(
+        &self,
+        now: i64,
+        timeout_grace_secs: i64,
+        silent_before: i64,
+        pending_before: i64,
+    ) -> Result<TimerCandidates> {
+        let slack = 999;
+        let rows = sqlx::query(
+            "SELECT pipeline_id, project_id, status FROM jobs WHERE status IN ('running', 'canceling') \
+               AND (COALESCE(last_contact_at, finished_at, started_at, queued_at) <= $1 \
+                    OR (status = 'running' AND timeout_secs IS NOT NULL AND started_at IS NOT NULL \
+                        AND started_at + (timeout_secs + $2) * 1000 <= $3)) \
+             UNION ALL SELECT pipeline_id, project_id, status FROM jobs WHERE status = 'scheduled' AND scheduled_at <= $3 \
+             UNION ALL SELECT pipeline_id, project_id, status FROM jobs WHERE status = 'pending' AND queued_at <= $4 \
+             UNION ALL SELECT pipeline_id, project_id, status FROM jobs WHERE status = 'waiting_for_resource'",
+        )
+        .bind(silent_before.saturating_add(slack))
+        .bind(timeout_grace_secs)
+        .bind(now.saturating_add(slack))
+        .bind(pending_before.saturating_add(slack))
+        .fetch_all(&self.pool)
+        .await?;
+        let mut out = TimerCandidates::default();
+        for r in &rows {
+            let status: String = r.get("status");
+            if status == "waiting_for_resource" {
+                out.resource_projects.insert(r.get("project_id"));
+            } else {
+                out.pipelines.insert(r.get("pipeline_id"));
+            }
+        }
+        Ok(out)
+    }
+
     /// Pipelines not yet in a final status (for re-processing after a restart).
     pub async fn active_pipelines(&self) -> Result<Vec<Pipeline>> {
         let rows = sqlx::query(&format!(

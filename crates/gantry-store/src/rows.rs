@@ -470,6 +470,15 @@ pub struct Assignment {
     pub timeout_secs: i64,
 }
 
+/// What [`crate::Store::timer_candidates`] found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TimerCandidates {
+    /// Pipelines with a job time may have made due.
+    pub pipelines: std::collections::BTreeSet<i64>,
+    /// Projects with jobs waiting for a resource.
+    pub resource_projects: std::collections::BTreeSet<i64>,
+}
+
 /// A job [`crate::Store::assign_jobs`] handed to its runner, and its pipeline as the
 /// same transaction left it.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -5,7 +5,6 @@
 //! background task also starts due schedules and, every minute, removes expired
 //! artifacts.
 
-use std::collections::HashSet;
 use std::time::Duration;
 
 use crate::processor::{Event, Status, apply, due_events};
@@ -35,7 +34,6 @@ impl Coordinator {
     pub async fn tick(&self, now_ms: i64) -> std::result::Result<(), CoordinatorError> {
         let watchdog = self.runtime().watchdog;
         let now = to_ts(now_ms);
-        let mut projects = HashSet::new();
         // One pipeline's failure does not stop the others; the first error is returned.
         let mut first_error = None;
         match self.requeue_unacknowledged(now_ms).await {
@@ -51,39 +49,28 @@ impl Coordinator {
                 first_error.get_or_insert(e);
             }
         }
-        for p in self.inner.store.active_pipelines().await? {
-            // This process's copy when current (`Runtime::active`), else the rows, read
-            // whole and kept as the copy.
-            let cached = self.runtime().forget_active(p.id);
-            let loaded = match cached.filter(|l| l.pipeline.lock_version == p.lock_version) {
-                Some(l) => l,
-                None => match self.load(p.id).await {
-                    Ok(l) => l,
-                    Err(e) => {
-                        first_error.get_or_insert(e);
-                        continue;
-                    }
-                },
-            };
-            if loaded
-                .state
-                .jobs()
-                .iter()
-                .any(|j| !j.retried && j.status == Status::WaitingForResource)
-            {
-                projects.insert(p.project_id);
-            }
-            let due_now = !due(&loaded.state, &loaded, now, &watchdog).is_empty();
-            if !due_now {
-                self.runtime().keep_active(loaded);
-                continue;
-            }
-            // Decided over the rows as stored: the copy's times of a runner's last
-            // contact may be older than the store's (trace patches do not move the
-            // pipeline's lock), and a job must not be taken for silent on their word.
-            drop(loaded);
+        // What may be due, from the jobs' status index: no visit of every active
+        // pipeline (see `Store::timer_candidates`).
+        let secs = |s: u64| i64::try_from(s).unwrap_or(i64::MAX);
+        let ms = |s: u64| secs(s).saturating_mul(1000);
+        let candidates = self
+            .inner
+            .store
+            .timer_candidates(
+                now_ms,
+                secs(watchdog.timeout_grace),
+                now_ms.saturating_sub(ms(watchdog.running_without_update)),
+                now_ms.saturating_sub(ms(watchdog.pending_outdated)),
+            )
+            .await?;
+        let projects = candidates.resource_projects;
+        for pipeline in candidates.pipelines {
+            // Decided over the rows as stored: this process's copy may hold a runner's
+            // last contact older than the store's (trace patches do not move the
+            // pipeline's lock), and a job must not be taken for silent on its word.
+            self.runtime().forget_active(pipeline);
             let done = self
-                .mutate(p.id, now_ms, |state, loaded, _| {
+                .mutate(pipeline, now_ms, |state, loaded, _| {
                     for event in due(state, loaded, now, &watchdog) {
                         let _ = apply(state, &event, now);
                     }
