@@ -305,7 +305,7 @@ struct Runtime {
     pipelines: HashMap<i64, (std::time::Instant, Arc<gantry_store::Pipeline>)>,
     /// What dependency resolution needs of a pipeline's rows; dropped when the pipeline
     /// gets new rows, read again after [`CACHE_TTL`].
-    dep_rows: HashMap<i64, (std::time::Instant, Arc<Vec<payload::DepRow>>)>,
+    dep_rows: HashMap<i64, (std::time::Instant, Arc<payload::DepRows>)>,
     /// Parsed job specs by job id (a row's spec never changes).
     specs: HashMap<i64, Arc<spec::StoredSpec>>,
     /// Pipelines as last decided over, by id ([`Loaded`]: valid while their
@@ -544,7 +544,7 @@ impl Coordinator {
     }
 
     /// The dependency facts of a pipeline's rows, cached.
-    async fn dep_rows(&self, pipeline_id: i64) -> Result<Arc<Vec<payload::DepRow>>> {
+    async fn dep_rows(&self, pipeline_id: i64) -> Result<Arc<payload::DepRows>> {
         let fresh = |coordinator: &Self| {
             coordinator
                 .runtime()
@@ -563,12 +563,12 @@ impl Coordinator {
             return Ok(rows);
         }
         let (rows, specs) = self.rows_with_specs(pipeline_id).await?;
-        let rows: Arc<Vec<payload::DepRow>> = Arc::new(
+        let rows = Arc::new(payload::DepRows::new(
             rows.iter()
                 .zip(&specs)
                 .map(|(row, spec)| payload::DepRow::new(row, spec))
                 .collect(),
-        );
+        ));
         let mut rt = self.runtime();
         if rt.dep_rows.len() >= MAX_CACHED {
             rt.dep_rows.clear();

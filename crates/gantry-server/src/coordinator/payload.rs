@@ -345,6 +345,26 @@ impl DepRow {
     }
 }
 
+/// A pipeline's [`DepRow`]s, with the current attempt of each name indexed (a DAG job's
+/// dependencies are found in O(needs), not O(jobs)).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct DepRows {
+    rows: Vec<DepRow>,
+    current: std::collections::HashMap<String, usize>,
+}
+
+impl DepRows {
+    pub fn new(rows: Vec<DepRow>) -> DepRows {
+        let current = rows
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| !r.retried)
+            .map(|(i, r)| (r.name.clone(), i))
+            .collect();
+        DepRows { rows, current }
+    }
+}
+
 /// The jobs whose artifacts (and dotenv variables) this job receives (`ci-yaml.md` §5.8):
 /// none with `dependencies: []`; the needed jobs with `artifacts: true` for a DAG job,
 /// else every job of earlier stages; narrowed to `dependencies` when listed. Current
@@ -352,20 +372,22 @@ impl DepRow {
 pub(crate) fn dependency_rows<'a>(
     spec: &StoredSpec,
     job: &gantry_store::Job,
-    rows: &'a [DepRow],
+    rows: &'a DepRows,
 ) -> Vec<&'a DepRow> {
     if spec.job.dependencies.as_ref().is_some_and(Vec::is_empty) {
         return Vec::new();
     }
     let current = || {
-        rows.iter()
+        rows.rows
+            .iter()
             .filter(|r| !r.retried && !r.bridge && r.id != job.id)
     };
     let candidates: Vec<&DepRow> = match &spec.job.needs {
         Some(needs) => needs
             .iter()
             .filter(|n| n.artifacts)
-            .filter_map(|n| current().find(|r| r.name == n.job))
+            .filter_map(|n| rows.current.get(&n.job).map(|&i| &rows.rows[i]))
+            .filter(|r| !r.bridge && r.id != job.id)
             .collect(),
         None => current().filter(|r| r.stage_idx < job.stage_idx).collect(),
     };
