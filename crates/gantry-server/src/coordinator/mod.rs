@@ -57,6 +57,7 @@ mod traces;
 mod triggers;
 pub mod variables;
 mod views;
+mod waiters;
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -266,6 +267,8 @@ struct Inner {
     artifacts_removal_running: std::sync::atomic::AtomicBool,
     /// Pending jobs as last read (see `queue.rs`).
     queue_cache: tokio::sync::Mutex<queue::Snapshot>,
+    /// The job requests waiting in this process, by what their runners can take.
+    waiters: waiters::Waiters,
     /// A job went back to the queue at its old place: the snapshot is read whole next.
     queue_reread: std::sync::atomic::AtomicBool,
     /// Serializes this process's job assignments (one database writer at a time).
@@ -422,6 +425,7 @@ impl Coordinator {
                 artifacts_removal_running: std::sync::atomic::AtomicBool::new(false),
                 queue_cache: tokio::sync::Mutex::new(queue::Snapshot::default()),
                 queue_reread: std::sync::atomic::AtomicBool::new(false),
+                waiters: waiters::Waiters::default(),
                 assign_gate: tokio::sync::Mutex::new(()),
                 assign_queue: Mutex::new(Vec::new()),
                 runtime: Mutex::new(Runtime::default()),
@@ -498,9 +502,29 @@ impl Coordinator {
         format!("{:016x}{v:016x}", self.inner.boot)
     }
 
-    /// A job became pending: wake every waiting job request.
+    /// Jobs became pending, which ones is not known here (a job put back, a restart):
+    /// a new queue version, and every waiting job request wakes.
     fn bump_queue(&self) {
         self.inner.queue.send_modify(|v| *v = v.wrapping_add(1));
+        self.inner.waiters.wake_all();
+    }
+
+    /// `jobs` became pending: a new queue version, and only requests whose runners can
+    /// take one of them wake (`waiters.rs`).
+    fn bump_queue_for(&self, jobs: &[waiters::NewPending]) {
+        self.inner.queue.send_modify(|v| *v = v.wrapping_add(1));
+        self.inner.waiters.wake_for(jobs);
+    }
+
+    /// The project's name as job matching reads it ([`gantry_store::QueuedJob::project_name`])
+    /// when this process has its row cached; empty otherwise (waking then treats group
+    /// runners as fitting).
+    fn project_name(&self, id: i64) -> String {
+        self.runtime()
+            .projects
+            .get(&id)
+            .map(|(_, p)| p.name.clone())
+            .unwrap_or_default()
     }
 
     /// This process's cached row of a project that changed.
@@ -762,6 +786,7 @@ impl Coordinator {
             {
                 Ok(()) => {
                     let project_id = loaded.pipeline.project_id;
+                    let pending = new_pending(&loaded, &changes, &self.project_name(project_id));
                     let completed = |s: &str| Status::parse(s).is_some_and(Status::is_completed);
                     let sync_parent = loaded.pipeline.parent_job_id.is_some()
                         && completed(&change.status)
@@ -776,7 +801,10 @@ impl Coordinator {
                     if sync_parent {
                         self.spawn_sync_bridge(pipeline_id);
                     }
-                    let resources = self.after_change(&changes).await.then_some(project_id);
+                    let resources = self
+                        .after_change(&changes, &pending)
+                        .await
+                        .then_some(project_id);
                     return Ok((out, has_new, resources));
                 }
                 Err(gantry_store::StoreError::Stale) if attempt < 50 => {
@@ -791,7 +819,11 @@ impl Coordinator {
     /// Consequences outside the pipeline's rows: wake job requests, forget per-job runtime
     /// facts (the issued tokens) of jobs that stopped executing. Returns whether a
     /// resource group may need an assignment.
-    async fn after_change(&self, changes: &[StatusChange]) -> bool {
+    async fn after_change(
+        &self,
+        changes: &[StatusChange],
+        pending: &[waiters::NewPending],
+    ) -> bool {
         let mut wake = false;
         let mut resources = false;
         let mut ended = Vec::new();
@@ -823,10 +855,41 @@ impl Coordinator {
             self.spawn_archive_traces(ended);
         }
         if wake {
-            self.bump_queue();
+            // Every job that became pending is described, unless one is a new row.
+            if pending.len()
+                == changes
+                    .iter()
+                    .filter(|c| c.to == crate::processor::Status::Pending)
+                    .count()
+            {
+                self.bump_queue_for(pending);
+            } else {
+                self.bump_queue();
+            }
         }
         resources
     }
+}
+
+/// What waking needs of the existing jobs that became pending in a decision.
+fn new_pending(
+    loaded: &Loaded,
+    changes: &[StatusChange],
+    project_name: &str,
+) -> Vec<waiters::NewPending> {
+    changes
+        .iter()
+        .filter(|c| c.to == Status::Pending)
+        .filter_map(|c| {
+            let row = loaded.row(loaded.job_id(c.db_id?)?)?;
+            Some(waiters::NewPending {
+                project_id: row.project_id,
+                project_name: project_name.to_owned(),
+                protected: row.protected,
+                tags: row.tags.clone(),
+            })
+        })
+        .collect()
 }
 
 /// Trigger (bridge) jobs that became pending start at once (no runner takes them):

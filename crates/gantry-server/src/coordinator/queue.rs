@@ -176,21 +176,31 @@ impl Coordinator {
         if runner.paused {
             return Ok(None);
         }
-        let mut rx = self.inner.queue.subscribe();
-        let current = self.version_string(*rx.borrow_and_update());
+        // Registered before the version is read and the queue looked at: a job that
+        // becomes pending meanwhile wakes this request (`waiters.rs`).
+        let mut ticket = self.inner.waiters.register(runner);
+        let current = self.queue_version();
         let mut look_now = last_update != Some(current.as_str());
         loop {
             if look_now {
-                rx.borrow_and_update();
-                if let Some(job) = self.try_assign(runner, info).await? {
+                // A wake not used because this request went away is handed on.
+                let mut woken = self.inner.waiters.woken(runner);
+                let job = self.try_assign(runner, info).await?;
+                woken.used();
+                if let Some(job) = job {
                     return Ok(Some(job));
                 }
             }
             look_now = true;
-            match tokio::time::timeout_at(deadline, rx.changed()).await {
-                Ok(Ok(())) => {}
-                Ok(Err(_)) | Err(_) => return Ok(None),
+            if tokio::time::timeout_at(deadline, ticket.woken())
+                .await
+                .is_err()
+            {
+                return Ok(None);
             }
+            // Woken: the ticket has left the waiters; wait again on a new one, taken
+            // before looking.
+            ticket = self.inner.waiters.register(runner);
         }
     }
 

@@ -34,6 +34,9 @@ impl Coordinator {
     pub async fn tick(&self, now_ms: i64) -> std::result::Result<(), CoordinatorError> {
         let watchdog = self.runtime().watchdog;
         let now = to_ts(now_ms);
+        // Jobs queued by another process (whose wakes do not reach this one), or left by
+        // a lost wake: the oldest waiter of each group looks once a second.
+        self.inner.waiters.wake_each_group();
         // One pipeline's failure does not stop the others; the first error is returned.
         let mut first_error = None;
         match self.requeue_unacknowledged(now_ms).await {
