@@ -7,6 +7,8 @@
 //! credential are answered with JSON and closed, connection caps hold, and the admin is
 //! answered meanwhile.
 
+#![allow(clippy::panic)]
+
 mod http_support;
 
 use http_support::{Options, Repo, TestServer, expect_client_error};
@@ -1103,4 +1105,44 @@ async fn no_body_is_read_before_its_credential_is_known() {
         )
         .await;
     assert_ne!(status, StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_hyper_cannot_read_are_answered_with_json() {
+    let server = TestServer::start().await;
+    let many_headers: String = (0..200).map(|i| format!("X-H{i}: v\r\n")).collect();
+    let long_url = format!("GET /{} HTTP/1.1\r\nHost: g\r\n\r\n", "a".repeat(1 << 20));
+    let cases = [
+        (
+            "POST /api/v4/projects HTTP/1.1\r\nHost: g\r\nContent-Length: ten\r\n\r\n".to_owned(),
+            400,
+        ),
+        (
+            format!("GET /api/v4/projects HTTP/1.1\r\nHost: g\r\n{many_headers}\r\n"),
+            431,
+        ),
+        (long_url, 414),
+    ];
+    for (request, want) in cases {
+        let mut stream = connect_from(&server, 1).await;
+        // hyper may answer before the whole request is written.
+        let _ = stream.write_all(request.as_bytes()).await;
+        let raw = read_to_close(&mut stream, Duration::from_secs(5)).await;
+        let (status, body) = parse_answer(&raw);
+        assert!(
+            status == want || (want == 414 && status == 431),
+            "{status} for {}: {body}",
+            &request[..40]
+        );
+        assert!(
+            body["message"]
+                .as_str()
+                .unwrap_or("")
+                .starts_with(&status.to_string()),
+            "{body}"
+        );
+    }
+    // The connection layer's rewriting leaves ordinary answers alone.
+    let (status, _) = server.admin(Method::GET, "projects", None).await;
+    assert_eq!(status, StatusCode::OK);
 }

@@ -11,7 +11,9 @@
 //! - **Request head**: [`Limits::header_timeout`] from its first byte; then `408` (JSON)
 //!   and the connection is closed. A connection idle between requests is closed after
 //!   [`Limits::keepalive_timeout`] without a byte. hyper's own `header_read_timeout` is
-//!   set to their sum as a backstop.
+//!   set to their sum as a backstop. A request hyper cannot read (a malformed request
+//!   line, header or `Content-Length`, too many or too long headers, an overlong URL)
+//!   gets hyper's status with a JSON body ([`Watched`] rewrites hyper's empty one).
 //! - **Request body**: a read that waits [`Limits::body_timeout`] for the client's next
 //!   bytes fails ([`StalledBody`]: the handler answers with an error and the connection
 //!   closes); so does a response write the client does not take for as long.
@@ -180,12 +182,18 @@ fn is_per_connection(e: &io::Error) -> bool {
     )
 }
 
-/// Answer an over-cap connection `503` without reading its request, and close it.
+/// Answer an over-cap connection `503` without reading its request, and close it. What
+/// the client sent is read and dropped until it closes its end (for at most
+/// [`REFUSAL_WRITE`]): closing a socket with unread bytes resets it, and the reset could
+/// reach the client before the answer does.
 async fn refuse(mut stream: TcpStream, message: &str) {
+    use tokio::io::AsyncReadExt as _;
     let response = json_answer(503, "Service Unavailable", message, &[("Retry-After", "1")]);
     let _ = tokio::time::timeout(REFUSAL_WRITE, async {
         let _ = stream.write_all(&response).await;
         let _ = stream.shutdown().await;
+        let mut sink = [0u8; 4096];
+        while let Ok(1..) = stream.read(&mut sink).await {}
     })
     .await;
 }
@@ -223,6 +231,7 @@ async fn serve_one(
         conn: conn.clone(),
         write_stall: limits.body_timeout,
         write_timer: None,
+        rewrite: None,
     };
     let service = {
         let conn = conn.clone();
@@ -258,6 +267,14 @@ async fn serve_one(
     let mut draining = false;
     loop {
         if conn.evicted.load(Ordering::Acquire) && !conn.phase().is_busy() {
+            if let Phase::Head { .. } = conn.phase() {
+                peer.answer_and_close(&json_answer(
+                    503,
+                    "Service Unavailable",
+                    "Service Unavailable - the server is at its connection limit (--max-connections) and this connection had sent no whole request",
+                    &[("Retry-After", "1")],
+                ));
+            }
             return;
         }
         let deadline = if draining {
@@ -312,11 +329,13 @@ enum Phase {
     Head { since: Instant },
     /// Requests being answered.
     Busy { requests: usize },
+    /// The last answer is complete but may not be flushed to the socket yet.
+    Finishing,
 }
 
 impl Phase {
     fn is_busy(self) -> bool {
-        matches!(self, Phase::Busy { .. })
+        matches!(self, Phase::Busy { .. } | Phase::Finishing)
     }
 
     /// When the connection times out unless something happens first.
@@ -324,7 +343,7 @@ impl Phase {
         match self {
             Phase::Idle { since } => Some(since + limits.keepalive_timeout),
             Phase::Head { since } => Some(since + limits.header_timeout),
-            Phase::Busy { .. } => None,
+            Phase::Busy { .. } | Phase::Finishing => None,
         }
     }
 
@@ -332,7 +351,7 @@ impl Phase {
     fn waiting_since(self) -> Option<Instant> {
         match self {
             Phase::Idle { since } | Phase::Head { since } => Some(since),
-            Phase::Busy { .. } => None,
+            Phase::Busy { .. } | Phase::Finishing => None,
         }
     }
 }
@@ -362,6 +381,25 @@ impl Conn {
     fn set(&self, phase: Phase) {
         *self.lock() = phase;
         self.changed.notify_one();
+    }
+
+    /// Everything written so far reached the socket: a finished answer is out, and the
+    /// connection is idle.
+    fn flushed(&self) {
+        let mut phase = self.lock();
+        if let Phase::Finishing = *phase {
+            *phase = Phase::Idle {
+                since: Instant::now(),
+            };
+            drop(phase);
+            self.changed.notify_one();
+        }
+    }
+
+    /// Whether what is written now is hyper's own answer to a request it could not read
+    /// (no handler runs, no answer of one is being sent).
+    fn between_requests(&self) -> bool {
+        matches!(self.phase(), Phase::Idle { .. } | Phase::Head { .. })
     }
 
     /// Bytes arrived: an idle connection begins a request head.
@@ -397,9 +435,7 @@ impl Drop for InFlight {
             Phase::Busy { requests } if requests > 1 => Phase::Busy {
                 requests: requests - 1,
             },
-            _ => Phase::Idle {
-                since: Instant::now(),
-            },
+            _ => Phase::Finishing,
         };
         self.0.set(next);
     }
@@ -499,13 +535,18 @@ impl Drop for Registered {
     }
 }
 
-/// The connection's socket: notes the first byte of each request head, and fails a
-/// write the client has not taken for `write_stall`.
+/// The connection's socket: notes the first byte of each request head and when an
+/// answer is out, fails a write the client has not taken for `write_stall`, and turns
+/// hyper's own answers to requests it could not read (`400`, `414`, `431`, sent with an
+/// empty body) into JSON ones.
 struct Watched {
     inner: TcpStream,
     conn: Arc<Conn>,
     write_stall: Duration,
     write_timer: Option<Pin<Box<Sleep>>>,
+    /// hyper's own answer, rewritten: the bytes to send and how many are sent. hyper's
+    /// bytes are taken and dropped meanwhile.
+    rewrite: Option<(Vec<u8>, usize)>,
 }
 
 impl Watched {
@@ -543,6 +584,51 @@ impl Watched {
             Poll::Pending => self.stalled(cx),
         }
     }
+
+    /// hyper writes `hyper_bytes` between requests: its own error answer. Send the JSON
+    /// one instead; `hyper_len` is what hyper is told was written.
+    fn write_rewritten(
+        &mut self,
+        cx: &mut Context<'_>,
+        hyper_bytes: &[u8],
+        hyper_len: usize,
+    ) -> Poll<io::Result<usize>> {
+        let (bytes, sent) = self
+            .rewrite
+            .get_or_insert_with(|| (json_for_hyper_answer(hyper_bytes), 0));
+        while *sent < bytes.len() {
+            match Pin::new(&mut self.inner).poll_write(cx, &bytes[*sent..]) {
+                Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
+                Poll::Ready(Ok(n)) => *sent += n,
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return self.stalled(cx),
+            }
+        }
+        self.write_timer = None;
+        Poll::Ready(Ok(hyper_len))
+    }
+}
+
+/// The JSON answer in place of hyper's own (`HTTP/1.1 431 Request Header Fields Too
+/// Large` and an empty body, for a request it could not read); other bytes unchanged.
+fn json_for_hyper_answer(hyper_bytes: &[u8]) -> Vec<u8> {
+    let code = hyper_bytes
+        .strip_prefix(b"HTTP/1.1 ")
+        .and_then(|rest| rest.get(..3))
+        .and_then(|code| std::str::from_utf8(code).ok())
+        .and_then(|code| code.parse::<u16>().ok())
+        .and_then(|code| axum::http::StatusCode::from_u16(code).ok());
+    let Some(code) = code else {
+        return hyper_bytes.to_vec();
+    };
+    let reason = code.canonical_reason().unwrap_or("Error");
+    let text = match code.as_u16() {
+        400 => "Bad Request - the request could not be read: its request line, a header or its Content-Length is malformed".to_owned(),
+        414 => "URI Too Long - the request's URL is longer than the server reads".to_owned(),
+        431 => "Request Header Fields Too Large - the request's headers are more or longer than the server reads".to_owned(),
+        _ => reason.to_owned(),
+    };
+    json_answer(code.as_u16(), reason, &text, &[])
 }
 
 impl AsyncRead for Watched {
@@ -568,6 +654,9 @@ impl AsyncWrite for Watched {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
+        if this.rewrite.is_some() || this.conn.between_requests() {
+            return this.write_rewritten(cx, buf, buf.len());
+        }
         let result = Pin::new(&mut this.inner).poll_write(cx, buf);
         this.progressed(result, cx)
     }
@@ -578,6 +667,10 @@ impl AsyncWrite for Watched {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
+        if this.rewrite.is_some() || this.conn.between_requests() {
+            let joined: Vec<u8> = bufs.iter().flat_map(|b| b.iter().copied()).collect();
+            return this.write_rewritten(cx, &joined, joined.len());
+        }
         let result = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
         this.progressed(result, cx)
     }
@@ -589,6 +682,9 @@ impl AsyncWrite for Watched {
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         let result = Pin::new(&mut this.inner).poll_flush(cx);
+        if matches!(result, Poll::Ready(Ok(()))) {
+            this.conn.flushed();
+        }
         this.progressed(result, cx)
     }
 

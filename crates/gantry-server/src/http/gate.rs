@@ -73,17 +73,23 @@ fn too_large() -> ApiError {
 /// JSON, a trigger token in a form, the admin token on the UI's sign-in page).
 fn token_in_body(method: &Method, path: &str) -> bool {
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
-    match (method, segments.as_slice()) {
+    matches!(
+        (method, segments.as_slice()),
         (&Method::POST | &Method::DELETE, ["api", "v4", "runners"])
-        | (&Method::POST, ["api", "v4", "runners", "verify"])
-        | (&Method::DELETE, ["api", "v4", "runners", "managers"])
-        | (&Method::POST, ["api", "v4", "jobs", "request"])
-        | (&Method::PUT, ["api", "v4", "jobs", _])
-        | (&Method::POST, ["api", "v4", "projects", _, "trigger", "pipeline"])
-        | (&Method::POST, ["api", "v4", "projects", _, "ref", _, "trigger", "pipeline"])
-        | (&Method::POST, ["-", "login"]) => true,
-        _ => false,
-    }
+            | (&Method::POST, ["api", "v4", "runners", "verify"])
+            | (&Method::DELETE, ["api", "v4", "runners", "managers"])
+            | (&Method::POST, ["api", "v4", "jobs", "request"])
+            | (&Method::PUT, ["api", "v4", "jobs", _])
+            | (
+                &Method::POST,
+                ["api", "v4", "projects", _, "trigger", "pipeline"]
+            )
+            | (
+                &Method::POST,
+                ["api", "v4", "projects", _, "ref", _, "trigger", "pipeline"]
+            )
+            | (&Method::POST, ["-", "login"])
+    )
 }
 
 /// Whether one of `tokens` (from [`candidates`]) is a credential the server issued:
