@@ -953,6 +953,7 @@ async fn slow_heads_and_stalled_anonymous_uploads_leave_the_admin_answered() {
             .await;
         assert_eq!(status, StatusCode::OK);
         let took = started.elapsed();
+        eprintln!("admin round {round}: {took:?}");
         assert!(took < Duration::from_secs(1), "round {round}: {took:?}");
     }
     for (job, stream) in &mut uploads {
@@ -1012,6 +1013,24 @@ async fn stalled_heads_bodies_and_idle_connections_are_closed_with_json() {
         "the answer says which limit: {answer}"
     );
 
+    // A keep-alive connection is closed after the keep-alive timeout once its answers
+    // are out: small and large (the job list, the 404 of a missing route).
+    for path in ["/api/v4/projects", "/api/v4/nothing-here"] {
+        let mut used = connect_from(&server, 1).await;
+        let request = format!(
+            "GET {path} HTTP/1.1\r\nHost: g\r\nPRIVATE-TOKEN: {}\r\n\r\n",
+            server.admin
+        );
+        used.write_all(request.as_bytes()).await.expect("write");
+        let started = Instant::now();
+        let raw = read_to_close(&mut used, Duration::from_secs(5)).await;
+        assert!(raw.starts_with("HTTP/1.1 "), "{raw}");
+        let took = started.elapsed();
+        assert!(
+            took >= Duration::from_millis(900) && took < Duration::from_secs(3),
+            "closed {took:?} after the request"
+        );
+    }
     // A keep-alive connection that is used is not cut by those timeouts.
     let (status, _) = server.admin(Method::GET, "projects", None).await;
     assert_eq!(status, StatusCode::OK);
