@@ -105,6 +105,8 @@ pub(crate) async fn serve(
     let refusals = Arc::new(Semaphore::new(REFUSALS_IN_FLIGHT));
     let mut connections = JoinSet::new();
     let mut shutdown = std::pin::pin!(shutdown);
+    // Said once per run of failures, not every retry.
+    let mut accept_failing = false;
     loop {
         while connections.try_join_next().is_some() {}
         let accepted = tokio::select! {
@@ -113,11 +115,19 @@ pub(crate) async fn serve(
             accepted = listener.accept() => accepted,
         };
         let (stream, addr) = match accepted {
-            Ok(accepted) => accepted,
+            Ok(accepted) => {
+                accept_failing = false;
+                accepted
+            }
             Err(e) if is_per_connection(&e) => continue,
             Err(e) => {
                 // Out of file descriptors (or memory): what is open must close first.
-                eprintln!("gantry server: accepting a connection failed: {e}");
+                if !accept_failing {
+                    eprintln!(
+                        "gantry server: accepting a connection failed: {e}\n  hint: raise the open-file limit or lower --max-connections; retrying"
+                    );
+                    accept_failing = true;
+                }
                 tokio::time::sleep(ACCEPT_BACKOFF).await;
                 continue;
             }
