@@ -898,11 +898,20 @@ fn edge_limits() -> gantry_server::http::Limits {
     }
 }
 
-/// Files in the blob store's staging directory (uploads not yet moved in).
+/// Files in the blob store's staging directory (uploads not yet moved in): the local
+/// store's, or object storage's (`GANTRY_TEST_BLOBS`).
 fn staged_files(server: &TestServer) -> usize {
-    std::fs::read_dir(server.data_dir().join("blobs").join(".staging"))
-        .map(|entries| entries.count())
-        .unwrap_or(0)
+    [
+        server.data_dir().join("blobs").join(".staging"),
+        server.data_dir().join("blob-staging"),
+    ]
+    .iter()
+    .map(|dir| {
+        std::fs::read_dir(dir)
+            .map(|entries| entries.count())
+            .unwrap_or(0)
+    })
+    .sum()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
