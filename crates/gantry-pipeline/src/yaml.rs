@@ -1447,12 +1447,9 @@ mod tests {
 
     #[test]
     fn an_unknown_alias_is_psychs_error() {
-        let e =
-            parse_documents("a: &x [1]\n---\nb: *x\n", FileId(0), Limits::default()).unwrap_err();
-        assert_eq!(
-            e.gitlab_message(),
-            "An alias referenced an unknown anchor: x"
-        );
+        let e = parse_documents("a: &x [1]\n---\nb: *x\n", FileId(0), Limits::default())
+            .unwrap_err();
+        assert_eq!(e.gitlab_message(), "An alias referenced an unknown anchor: x");
         let e = parse_documents("a: *nope\n", FileId(0), Limits::default()).unwrap_err();
         assert_eq!(
             e.gitlab_message(),
