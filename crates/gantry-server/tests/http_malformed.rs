@@ -1,6 +1,13 @@
 //! Malformed requests over real HTTP: bad JSON, wrong types, oversized bodies, wrong
 //! `Content-Range`, bad multipart, unknown routes. Each gets a 4xx with a JSON error
 //! (never a 5xx, a panic or a dropped connection), and nothing is half-written.
+//!
+//! Hostile and stalled clients at the connection layer (`http/edge.rs`, `http/gate.rs`):
+//! unfinished heads, stalled bodies, idle connections and bodies sent without a
+//! credential are answered with JSON and closed, connection caps hold, and the admin is
+//! answered meanwhile.
+
+#![allow(clippy::panic)]
 
 mod http_support;
 
@@ -810,4 +817,360 @@ async fn garbage_on_every_route_is_never_a_5xx() {
             );
         }
     }
+}
+
+// ---- The connection layer: timeouts, caps, credentials before bodies ----
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpSocket, TcpStream};
+
+/// A connection to `server` from the loopback address `127.0.0.<from>`.
+async fn connect_from(server: &TestServer, from: u8) -> TcpStream {
+    let addr: SocketAddr = server
+        .url
+        .trim_start_matches("http://")
+        .parse()
+        .expect("server address");
+    let socket = TcpSocket::new_v4().expect("socket");
+    socket
+        .bind(SocketAddr::new(
+            IpAddr::V4(Ipv4Addr::new(127, 0, 0, from)),
+            0,
+        ))
+        .expect("bind a loopback source address");
+    socket.connect(addr).await.expect("connect")
+}
+
+/// Everything the server sends until it closes the connection (at most `wait`).
+async fn read_to_close(stream: &mut TcpStream, wait: Duration) -> String {
+    let mut out = Vec::new();
+    let read = tokio::time::timeout(wait, stream.read_to_end(&mut out)).await;
+    assert!(
+        read.is_ok(),
+        "the server kept the connection open past {wait:?}; it sent: {}",
+        String::from_utf8_lossy(&out)
+    );
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The status code and JSON body of a raw HTTP/1.1 answer.
+fn parse_answer(raw: &str) -> (u16, serde_json::Value) {
+    let status = raw
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or_else(|| panic!("not an HTTP answer: {raw:?}"));
+    let (head, body) = raw
+        .split_once("\r\n\r\n")
+        .unwrap_or_else(|| panic!("no body in {raw:?}"));
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("content-type: application/json"),
+        "not JSON: {raw}"
+    );
+    let body = serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {raw}"));
+    (status, body)
+}
+
+/// Raise the open-file limit of this test process to what `wanted` needs (sockets on
+/// both ends live in it).
+fn raise_open_files(wanted: u64) {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).expect("getrlimit");
+    if soft < wanted {
+        assert!(
+            hard >= wanted,
+            "this test needs {wanted} open files; the hard limit is {hard}"
+        );
+        setrlimit(Resource::RLIMIT_NOFILE, wanted, hard).expect("setrlimit");
+    }
+}
+
+fn edge_limits() -> gantry_server::http::Limits {
+    gantry_server::http::Limits {
+        header_timeout: Duration::from_secs(1),
+        body_timeout: Duration::from_secs(1),
+        keepalive_timeout: Duration::from_secs(1),
+        ..gantry_server::http::Limits::default()
+    }
+}
+
+/// Files in the blob store's staging directory (uploads not yet moved in): the local
+/// store's, or object storage's (`GANTRY_TEST_BLOBS`).
+fn staged_files(server: &TestServer) -> usize {
+    [
+        server.data_dir().join("blobs").join(".staging"),
+        server.data_dir().join("blob-staging"),
+    ]
+    .iter()
+    .map(|dir| {
+        std::fs::read_dir(dir)
+            .map(|entries| entries.count())
+            .unwrap_or(0)
+    })
+    .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_heads_and_stalled_anonymous_uploads_leave_the_admin_answered() {
+    raise_open_files(8192);
+    let f = fixture().await;
+    let s = &f.server;
+    // 1,000 connections that never finish their request head, from ten addresses.
+    let mut slow = Vec::new();
+    for i in 0..1000u16 {
+        let mut stream = connect_from(s, 2 + u8::try_from(i % 10).unwrap_or(0)).await;
+        stream
+            .write_all(b"GET /api/v4/projects HTTP/1.1\r\nHost: gantry\r\nX-Slow: ")
+            .await
+            .expect("write");
+        slow.push(stream);
+    }
+    // 100 anonymous uploads that announce 10 MiB and stall after 64 KiB: each is
+    // refused before a byte of it is read, let alone staged.
+    let mut uploads = Vec::new();
+    for i in 0..100 {
+        let mut stream = connect_from(s, 20).await;
+        let job = if i % 2 == 0 { 999_999 } else { f.job_id };
+        let head = format!(
+            "POST /api/v4/jobs/{job}/artifacts?artifact_type=archive HTTP/1.1\r\nHost: gantry\r\n\
+             Content-Type: multipart/form-data; boundary=XX\r\nContent-Length: 10485760\r\n\r\n"
+        );
+        stream.write_all(head.as_bytes()).await.expect("write");
+        let mut part =
+            b"--XX\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.zip\"\r\n\r\n"
+                .to_vec();
+        part.resize(64 * 1024, b'z');
+        // The server may answer and close before the part is written.
+        let _ = stream.write_all(&part).await;
+        uploads.push((job, stream));
+    }
+    // The admin is answered within a second, every time.
+    for round in 0..5 {
+        let started = Instant::now();
+        let (status, _) = s.admin(Method::GET, "projects", None).await;
+        assert_eq!(status, StatusCode::OK);
+        let (status, _) = s
+            .admin(
+                Method::GET,
+                &format!("projects/{}/jobs", f.project_id),
+                None,
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK);
+        let took = started.elapsed();
+        eprintln!("admin round {round}: {took:?}");
+        assert!(took < Duration::from_secs(1), "round {round}: {took:?}");
+    }
+    for (job, stream) in &mut uploads {
+        let raw = read_to_close(stream, Duration::from_secs(5)).await;
+        let (status, body) = parse_answer(&raw);
+        let want = if *job == 999_999 { 404 } else { 403 };
+        assert_eq!(status, want, "{body}");
+    }
+    assert_eq!(staged_files(s), 0, "an anonymous upload was staged");
+    drop(slow);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_heads_bodies_and_idle_connections_are_closed_with_json() {
+    let server = TestServer::start_with(Options {
+        limits: edge_limits(),
+        ..Options::default()
+    })
+    .await;
+
+    // An unfinished head: 408 after the header timeout, then the connection closes.
+    let mut head = connect_from(&server, 1).await;
+    head.write_all(b"GET /api/v4/projects HTTP/1.1\r\nHost: g")
+        .await
+        .expect("write");
+    let started = Instant::now();
+    let raw = read_to_close(&mut head, Duration::from_secs(5)).await;
+    let (status, body) = parse_answer(&raw);
+    assert_eq!(status, 408, "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("--header-timeout"),
+        "{body}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(3));
+
+    // A connection that sends nothing is closed after the keep-alive timeout.
+    let mut idle = connect_from(&server, 1).await;
+    let raw = read_to_close(&mut idle, Duration::from_secs(5)).await;
+    assert_eq!(raw, "", "an idle connection is closed without an answer");
+
+    // A body that stalls: the request fails with JSON once the body timeout passes.
+    let mut body = connect_from(&server, 1).await;
+    let request = format!(
+        "POST /api/v4/projects HTTP/1.1\r\nHost: g\r\nPRIVATE-TOKEN: {}\r\n\
+         Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{{\"name\":",
+        server.admin
+    );
+    body.write_all(request.as_bytes()).await.expect("write");
+    let raw = read_to_close(&mut body, Duration::from_secs(5)).await;
+    let (status, answer) = parse_answer(&raw);
+    assert!((400..500).contains(&status), "{status} {answer}");
+    assert!(
+        answer.to_string().contains("--body-timeout"),
+        "the answer says which limit: {answer}"
+    );
+
+    // A keep-alive connection is closed after the keep-alive timeout once its answers
+    // are out: small and large (the job list, the 404 of a missing route).
+    for path in ["/api/v4/projects", "/api/v4/nothing-here"] {
+        let mut used = connect_from(&server, 1).await;
+        let request = format!(
+            "GET {path} HTTP/1.1\r\nHost: g\r\nPRIVATE-TOKEN: {}\r\n\r\n",
+            server.admin
+        );
+        used.write_all(request.as_bytes()).await.expect("write");
+        let started = Instant::now();
+        let raw = read_to_close(&mut used, Duration::from_secs(5)).await;
+        assert!(raw.starts_with("HTTP/1.1 "), "{raw}");
+        let took = started.elapsed();
+        assert!(
+            took >= Duration::from_millis(900) && took < Duration::from_secs(3),
+            "closed {took:?} after the request"
+        );
+    }
+    // A keep-alive connection that is used is not cut by those timeouts.
+    let (status, _) = server.admin(Method::GET, "projects", None).await;
+    assert_eq!(status, StatusCode::OK);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connection_caps_refuse_with_json_and_make_room_for_the_admin() {
+    let server = TestServer::start_with(Options {
+        limits: gantry_server::http::Limits {
+            max_connections: 6,
+            max_connections_per_ip: 3,
+            ..gantry_server::http::Limits::default()
+        },
+        ..Options::default()
+    })
+    .await;
+    // Three idle connections from one address; the fourth is refused.
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        held.push(connect_from(&server, 7).await);
+    }
+    let mut fourth = connect_from(&server, 7).await;
+    let raw = read_to_close(&mut fourth, Duration::from_secs(5)).await;
+    let (status, body) = parse_answer(&raw);
+    assert_eq!(status, 503, "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("--max-connections-per-ip"),
+        "{body}"
+    );
+    // Six held in all, from two addresses: the admin still gets in, in place of the
+    // connection that waited longest without a request.
+    for _ in 0..3 {
+        held.push(connect_from(&server, 8).await);
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let started = Instant::now();
+    let (status, _) = server.admin(Method::GET, "projects", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(started.elapsed() < Duration::from_secs(1));
+    let raw = read_to_close(&mut held[0], Duration::from_secs(5)).await;
+    assert_eq!(raw, "", "the oldest idle connection made room");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_body_is_read_before_its_credential_is_known() {
+    let f = fixture().await;
+    let s = &f.server;
+    // The user API without a token: 401 at once, while the 1 MiB body is not sent.
+    for (token, want) in [(None, 401), (Some("glpat-unknown"), 401)] {
+        let mut stream = connect_from(s, 1).await;
+        let mut head = String::from(
+            "POST /api/v4/projects HTTP/1.1\r\nHost: g\r\nContent-Type: application/json\r\nContent-Length: 1048576\r\n",
+        );
+        if let Some(token) = token {
+            head.push_str(&format!("PRIVATE-TOKEN: {token}\r\n"));
+        }
+        head.push_str("\r\n");
+        stream.write_all(head.as_bytes()).await.expect("write");
+        let raw = read_to_close(&mut stream, Duration::from_secs(5)).await;
+        let (status, body) = parse_answer(&raw);
+        assert_eq!(status, want, "{body}");
+    }
+    // A runner API route whose token is in the body reads a small body only.
+    let mut stream = connect_from(s, 1).await;
+    stream
+        .write_all(
+            b"POST /api/v4/runners/verify HTTP/1.1\r\nHost: g\r\nContent-Type: application/json\r\nContent-Length: 1048576\r\n\r\n",
+        )
+        .await
+        .expect("write");
+    let raw = read_to_close(&mut stream, Duration::from_secs(5)).await;
+    let (status, body) = parse_answer(&raw);
+    assert_eq!(status, 413, "{body}");
+    // The same routes with their credentials still work.
+    let verified = s
+        .http
+        .post(s.api("runners/verify"))
+        .json(&json!({ "token": f.runner }))
+        .send()
+        .await
+        .expect("verify");
+    assert_eq!(verified.status(), StatusCode::OK);
+    let (status, _) = s
+        .admin(
+            Method::POST,
+            "projects",
+            Some(json!({ "name": "other", "repo_url": "/nonexistent" })),
+        )
+        .await;
+    assert_ne!(status, StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_hyper_cannot_read_are_answered_with_json() {
+    let server = TestServer::start().await;
+    let many_headers: String = (0..200).map(|i| format!("X-H{i}: v\r\n")).collect();
+    let long_url = format!("GET /{} HTTP/1.1\r\nHost: g\r\n\r\n", "a".repeat(1 << 20));
+    let cases = [
+        (
+            "POST /api/v4/projects HTTP/1.1\r\nHost: g\r\nContent-Length: ten\r\n\r\n".to_owned(),
+            400,
+        ),
+        (
+            format!("GET /api/v4/projects HTTP/1.1\r\nHost: g\r\n{many_headers}\r\n"),
+            431,
+        ),
+        (long_url, 414),
+    ];
+    for (request, want) in cases {
+        let mut stream = connect_from(&server, 1).await;
+        // hyper may answer before the whole request is written.
+        let _ = stream.write_all(request.as_bytes()).await;
+        let raw = read_to_close(&mut stream, Duration::from_secs(5)).await;
+        let (status, body) = parse_answer(&raw);
+        assert!(
+            status == want || (want == 414 && status == 431),
+            "{status} for {}: {body}",
+            &request[..40]
+        );
+        assert!(
+            body["message"]
+                .as_str()
+                .unwrap_or("")
+                .starts_with(&status.to_string()),
+            "{body}"
+        );
+    }
+    // The connection layer's rewriting leaves ordinary answers alone.
+    let (status, _) = server.admin(Method::GET, "projects", None).await;
+    assert_eq!(status, StatusCode::OK);
 }

@@ -204,3 +204,173 @@ async fn a_trigger_token_starts_pipelines_with_variables_until_it_is_deleted() {
         .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
+
+/// Files made unwritable for this process, even as root (`chattr +i`; `chmod a-w`
+/// otherwise), and writable again when dropped.
+struct Unwritable(Vec<std::path::PathBuf>);
+
+impl Unwritable {
+    fn new(paths: &[std::path::PathBuf]) -> Self {
+        for path in paths {
+            // Immutable files hold against root too; chmod serves any other user.
+            let run = |program: &str, flag: &str| {
+                std::process::Command::new(program)
+                    .arg("-R")
+                    .arg(flag)
+                    .arg(path)
+                    .stderr(std::process::Stdio::null())
+                    .status()
+                    .is_ok_and(|s| s.success())
+            };
+            let status = run("chattr", "+i") || run("chmod", "a-w");
+            assert!(
+                status,
+                "this test makes {} unwritable with `chattr +i` (root) or `chmod a-w`: install e2fsprogs, or run on a file system with immutable files",
+                path.display()
+            );
+        }
+        Self(paths.to_vec())
+    }
+}
+
+impl Drop for Unwritable {
+    fn drop(&mut self) {
+        for path in &self.0 {
+            let _ = std::process::Command::new("chattr")
+                .arg("-R")
+                .arg("-i")
+                .arg(path)
+                .status();
+            let _ = std::process::Command::new("chmod")
+                .arg("-R")
+                .arg("u+w")
+                .arg(path)
+                .status();
+        }
+    }
+}
+
+/// Issue 35: a pipeline creation that cannot write the project's mirror (a read-only
+/// `repos` directory, or a ref write failing after the pipeline was stored) leaves no
+/// pipeline, answers `500`, and tells a trigger token's holder no server path. GitLab
+/// has no idempotency key on pipeline creation: each request that succeeds creates one
+/// pipeline, and one that fails creates none, so a retry after a failure yields one.
+#[tokio::test]
+async fn a_pipeline_whose_ref_cannot_be_written_is_not_created() {
+    let server = TestServer::start().await;
+    let repo = Repo::new(&[(".gitlab-ci.yml", "build:\n  script: [make]\n")]);
+    let project = server.create_project("app", &repo).await["id"]
+        .as_i64()
+        .unwrap();
+    let (_, created) = server
+        .admin(
+            Method::POST,
+            &format!("projects/{project}/triggers"),
+            Some(json!({"description": "ci"})),
+        )
+        .await;
+    let token = created["token"].as_str().unwrap().to_owned();
+    let data_dir = server.data_dir().display().to_string();
+    let create = || async {
+        server
+            .admin(
+                Method::POST,
+                &format!("projects/{project}/pipeline"),
+                Some(json!({"ref": "main"})),
+            )
+            .await
+    };
+    let trigger = || async {
+        let response = server
+            .http
+            .post(server.api(&format!("projects/{project}/trigger/pipeline")))
+            .json(&json!({"token": token, "ref": "main"}))
+            .send()
+            .await
+            .unwrap();
+        let status = response.status();
+        (status, response.json::<Value>().await.unwrap())
+    };
+    let pipelines = || async {
+        let (status, list) = server
+            .admin(Method::GET, &format!("projects/{project}/pipelines"), None)
+            .await;
+        assert_eq!(status, StatusCode::OK);
+        list.as_array().unwrap().len()
+    };
+
+    // The ref write itself fails after the pipeline was stored: the trial write passes,
+    // the pipeline's own ref cannot be replaced.
+    let refs = server
+        .data_dir()
+        .join("repos")
+        .join(format!("{project}.git"))
+        .join("refs")
+        .join("pipelines");
+    std::fs::create_dir_all(&refs).unwrap();
+    let sha = repo_head(&repo, "HEAD");
+    // Another object than the commit, so that git has to replace the file.
+    let tree = repo_head(&repo, "HEAD^{tree}");
+    let blocked: Vec<_> = (1..=10)
+        .map(|id| {
+            let path = refs.join(id.to_string());
+            std::fs::write(&path, format!("{tree}\n")).unwrap();
+            path
+        })
+        .collect();
+    {
+        let _ro = Unwritable::new(&blocked);
+        let (status, body) = create().await;
+        assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR, "{body}");
+        let (status, body) = trigger().await;
+        assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR, "{body}");
+        assert!(!body.to_string().contains(&data_dir), "{body}");
+        assert_eq!(
+            pipelines().await,
+            0,
+            "the stored pipeline was removed again"
+        );
+    }
+    for path in &blocked {
+        std::fs::remove_file(path).unwrap();
+    }
+
+    // The whole `repos` directory read-only, the project's mirror in it.
+    {
+        let _ro = Unwritable::new(&[server.data_dir().join("repos")]);
+        let (status, body) = create().await;
+        assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR, "{body}");
+        assert!(
+            body["message"]
+                .as_str()
+                .unwrap()
+                .contains("no pipeline was created"),
+            "the admin is told why: {body}"
+        );
+        let (status, body) = trigger().await;
+        assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR, "{body}");
+        assert!(
+            !body.to_string().contains(&data_dir) && !body.to_string().contains("repos"),
+            "a trigger token's holder sees no server path: {body}"
+        );
+        assert_eq!(pipelines().await, 0);
+    }
+
+    // Writable again: a retry creates one pipeline, with its ref.
+    let (status, body) = create().await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    assert_eq!(pipelines().await, 1);
+    let id = body["id"].as_i64().unwrap();
+    let written = std::fs::read_to_string(refs.join(id.to_string())).unwrap();
+    assert_eq!(written.trim(), sha);
+}
+
+fn repo_head(repo: &Repo, rev: &str) -> String {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(repo.path())
+        .args(["rev-parse", rev])
+        .output()
+        .unwrap();
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}

@@ -304,9 +304,17 @@ async fn dispatch(args: &DispatchArgs) -> anyhow::Result<Report> {
         .ok_or_else(|| anyhow!("a fresh database has no admin token"))?;
     let timers = coordinator.spawn_background();
     let (stop_server, stopped) = tokio::sync::oneshot::channel::<()>();
-    let serving = tokio::spawn(gantry_server::http::serve(
+    // Every poller connects from this machine: the caps must not count them against it.
+    let connections = args.pollers.saturating_mul(2).saturating_add(64);
+    let limits = gantry_server::http::Limits {
+        max_connections: connections.max(1024),
+        max_connections_per_ip: connections,
+        ..gantry_server::http::Limits::default()
+    };
+    let serving = tokio::spawn(gantry_server::http::serve_with(
         listener,
         coordinator,
+        limits,
         async move {
             let _ = stopped.await;
         },

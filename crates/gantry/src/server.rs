@@ -51,6 +51,84 @@ pub(crate) struct ServerArgs {
     #[arg(long, value_name = "SECONDS", default_value_t = 60,
           value_parser = clap::value_parser!(u64).range(5..=3_600))]
     job_ack_timeout: u64,
+    /// How long a client has to send a whole request head, from its first byte, in
+    /// seconds; then `408` and the connection is closed.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30,
+          value_parser = clap::value_parser!(u64).range(1..=3_600))]
+    header_timeout: u64,
+    /// How long a request body read, or a response write, waits for the client, in
+    /// seconds; then the request fails and the connection is closed.
+    #[arg(long, value_name = "SECONDS", default_value_t = 60,
+          value_parser = clap::value_parser!(u64).range(1..=3_600))]
+    body_timeout: u64,
+    /// How long a connection may stay open without a request, in seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 65,
+          value_parser = clap::value_parser!(u64).range(1..=3_600))]
+    keepalive_timeout: u64,
+    /// Open connections in all. At the cap, the connection waiting longest without a
+    /// request is closed to make room; lowered to what the open-file limit allows.
+    #[arg(long, value_name = "N", default_value_t = 1024,
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    max_connections: u64,
+    /// Open connections from one client address; past it, `503`.
+    #[arg(long, value_name = "N", default_value_t = 256,
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    max_connections_per_ip: u64,
+    /// On SIGTERM or Ctrl-C, how long requests in flight may take to finish, in seconds;
+    /// then the connections still open are closed and the server exits.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30,
+          value_parser = clap::value_parser!(u64).range(0..=3_600))]
+    shutdown_timeout: u64,
+}
+
+/// File descriptors kept for the database, blobs, logs and `git` besides the
+/// connections (each connection takes two: its socket and `http/peer.rs`'s duplicate).
+const RESERVED_FDS: u64 = 256;
+
+impl ServerArgs {
+    /// The HTTP limits, with the connection cap fitted to the open-file limit (raised to
+    /// its hard maximum first, as Go programs such as gitlab-runner do).
+    fn limits(&self) -> gantry_server::http::Limits {
+        use std::time::Duration;
+        let mut max_connections = self.max_connections;
+        let wanted = max_connections
+            .saturating_mul(2)
+            .saturating_add(RESERVED_FDS);
+        match raise_open_files(wanted) {
+            Ok(have) if have < wanted => {
+                let fits = have.saturating_sub(RESERVED_FDS) / 2;
+                eprintln!(
+                    "warning: the open-file limit ({have}) allows {fits} connections, not --max-connections {max_connections}: serving at most {fits}\n\
+                     raise the limit (LimitNOFILE= in a systemd unit, ulimit -n) to serve more"
+                );
+                max_connections = fits.max(1);
+            }
+            Ok(_) => {}
+            Err(e) => eprintln!("warning: failed to read the open-file limit: {e}"),
+        }
+        gantry_server::http::Limits {
+            header_timeout: Duration::from_secs(self.header_timeout),
+            body_timeout: Duration::from_secs(self.body_timeout),
+            keepalive_timeout: Duration::from_secs(self.keepalive_timeout),
+            max_connections: usize::try_from(max_connections).unwrap_or(usize::MAX),
+            max_connections_per_ip: usize::try_from(self.max_connections_per_ip)
+                .unwrap_or(usize::MAX),
+            shutdown_timeout: Duration::from_secs(self.shutdown_timeout),
+        }
+    }
+}
+
+/// Raise the soft open-file limit towards `wanted` (at most the hard limit); the soft
+/// limit now in force.
+fn raise_open_files(wanted: u64) -> nix::Result<u64> {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE)?;
+    if soft >= wanted {
+        return Ok(soft);
+    }
+    let target = wanted.min(hard);
+    setrlimit(Resource::RLIMIT_NOFILE, target, hard)?;
+    Ok(target)
 }
 
 pub(crate) fn run(args: &ServerArgs) -> u8 {
@@ -64,7 +142,11 @@ pub(crate) fn run(args: &ServerArgs) -> u8 {
             return exit::FAILED;
         }
     };
-    match runtime.block_on(serve(args)) {
+    let served = runtime.block_on(serve(args));
+    // Blocking work still running (a `git` process, a blob copy) may not hold the exit
+    // past the shutdown deadline.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    match served {
         Ok(()) => exit::OK,
         Err(StartError { message, code }) => {
             eprintln!("error: {message}");
@@ -214,7 +296,9 @@ async fn serve(args: &ServerArgs) -> Result<(), StartError> {
             .unwrap_or_default()
     );
     print_first_start(&tokens, &external_url);
-    let served = gantry_server::http::serve(listener, coordinator, shutdown_signal()).await;
+    let limits = args.limits();
+    let served =
+        gantry_server::http::serve_with(listener, coordinator, limits, shutdown_signal()).await;
     timers.abort();
     if let Some(poller) = poller {
         poller.abort();

@@ -1795,3 +1795,186 @@ fn schedules_are_created_listed_played_and_deleted_from_the_command_line() {
     assert_eq!(text(&listed.stdout).trim(), "[]");
     server.stop();
 }
+
+/// `SIGTERM` while clients stall in every way a client can: an unfinished request head,
+/// a body that stops, an anonymous upload, an authenticated upload that stops, a large
+/// download nobody reads, and a held job request. The held request is answered `204` at
+/// once; the server exits 0 within its `--shutdown-timeout`.
+#[test]
+fn sigterm_with_stalled_clients_exits_within_the_shutdown_timeout() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+    const DEADLINE: u64 = 2;
+    let data = tempfile::tempdir().expect("dir");
+    let mut server = Server::start_with_args(
+        &data.path().join("data"),
+        &[],
+        &[
+            "--shutdown-timeout",
+            &DEADLINE.to_string(),
+            "--max-artifacts-size",
+            "64",
+        ],
+    );
+    let admin = server.token("glpat-").expect("admin token");
+    let registration = server.token("GR1348941").expect("registration token");
+    let url = server.url.clone();
+    let addr = url.trim_start_matches("http://").to_owned();
+    let repo = repo();
+    let env = [
+        ("GANTRY_URL", url.as_str()),
+        ("GANTRY_TOKEN", admin.as_str()),
+    ];
+    create_project(&env, "demo", repo.path());
+    create_pipeline(&env, "demo");
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let http = reqwest::Client::new();
+        let api = |path: &str| format!("{url}/api/v4/{path}");
+        let job = take_job(&http, &url, &registration).await;
+        let (id, token) = (
+            job["id"].as_i64().expect("a job"),
+            job["token"].as_str().expect("token").to_owned(),
+        );
+        // A 48 MiB archive to download.
+        let form = reqwest::multipart::Form::new().part(
+            "file",
+            reqwest::multipart::Part::bytes(vec![7u8; 48 << 20]).file_name("artifacts.zip"),
+        );
+        let uploaded = http
+            .post(api(&format!(
+                "jobs/{id}/artifacts?artifact_type=archive&artifact_format=zip"
+            )))
+            .header("JOB-TOKEN", &token)
+            .multipart(form)
+            .send()
+            .await
+            .expect("upload");
+        assert_eq!(uploaded.status().as_u16(), 201);
+        let runner: serde_json::Value = http
+            .post(api("runners"))
+            .json(&serde_json::json!({ "token": registration }))
+            .send()
+            .await
+            .expect("register")
+            .json()
+            .await
+            .expect("runner JSON");
+
+        let connect = || tokio::net::TcpStream::connect(addr.clone());
+        let mut stalled = Vec::new();
+        // An unfinished head.
+        let mut head = connect().await.expect("connect");
+        head.write_all(b"GET /api/v4/projects HTTP/1.1\r\nHost: g\r\n")
+            .await
+            .expect("write");
+        stalled.push(head);
+        // A user API body that stops.
+        let mut body = connect().await.expect("connect");
+        body.write_all(
+            format!(
+                "POST /api/v4/projects HTTP/1.1\r\nHost: g\r\nPRIVATE-TOKEN: {admin}\r\n\
+                 Content-Type: application/json\r\nContent-Length: 1048576\r\n\r\n{{\"name\":"
+            )
+            .as_bytes(),
+        )
+        .await
+        .expect("write");
+        stalled.push(body);
+        // Uploads that stop after 64 KiB: anonymous, and with the job's token.
+        for token in [None, Some(token.as_str())] {
+            let mut upload = connect().await.expect("connect");
+            let mut head = format!(
+                "POST /api/v4/jobs/{id}/artifacts?artifact_type=archive HTTP/1.1\r\nHost: g\r\n\
+                 Content-Type: multipart/form-data; boundary=XX\r\nContent-Length: 10485760\r\n"
+            );
+            if let Some(token) = token {
+                head.push_str(&format!("JOB-TOKEN: {token}\r\n"));
+            }
+            head.push_str("\r\n");
+            let mut bytes = head.into_bytes();
+            bytes.extend_from_slice(
+                b"--XX\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.zip\"\r\n\r\n",
+            );
+            bytes.resize(bytes.len() + 64 * 1024, b'z');
+            let _ = upload.write_all(&bytes).await;
+            stalled.push(upload);
+        }
+        // A 48 MiB download of which only the first bytes are read.
+        let mut download = connect().await.expect("connect");
+        download
+            .write_all(
+                format!(
+                    "GET /api/v4/projects/demo/jobs/{id}/artifacts HTTP/1.1\r\nHost: g\r\nPRIVATE-TOKEN: {admin}\r\n\r\n"
+                )
+                .as_bytes(),
+            )
+            .await
+            .expect("write");
+        let mut first = [0u8; 1024];
+        let n = download.read(&mut first).await.expect("read");
+        assert!(
+            String::from_utf8_lossy(&first[..n]).starts_with("HTTP/1.1 200"),
+            "{}",
+            String::from_utf8_lossy(&first[..n])
+        );
+        stalled.push(download);
+        // A held job request.
+        let held = {
+            let http = http.clone();
+            let url = api("jobs/request");
+            let token = runner["token"].as_str().expect("runner token").to_owned();
+            tokio::spawn(async move {
+                let response = http
+                    .post(url)
+                    .json(&serde_json::json!({ "token": token }))
+                    .send()
+                    .await
+                    .expect("job request");
+                (response.status().as_u16(), Instant::now())
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(500)).await;
+
+        let pid = server.child.id().to_string();
+        let signalled = Instant::now();
+        let status = Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("kill runs");
+        assert!(status.success());
+        let (code, answered) = held.await.expect("held request");
+        assert_eq!(code, 204, "a held job request is answered at shutdown");
+        assert!(
+            answered.duration_since(signalled) < Duration::from_secs(1),
+            "the held request was answered {:?} after SIGTERM",
+            answered.duration_since(signalled)
+        );
+        let exited = loop {
+            if let Some(status) = server.child.try_wait().expect("wait") {
+                break status;
+            }
+            assert!(
+                signalled.elapsed() < Duration::from_secs(DEADLINE + 3),
+                "gantry server did not exit within {DEADLINE} s of SIGTERM (+3 s)"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        let took = signalled.elapsed();
+        assert!(exited.success(), "exit status {exited}");
+        eprintln!("gantry server exited {took:?} after SIGTERM");
+        drop(stalled);
+    });
+    server.drain(Duration::from_millis(200));
+    let said = server.stderr.join("\n");
+    assert!(
+        said.contains("still open after the shutdown timeout"),
+        "the server says it closed what was left:\n{said}"
+    );
+    assert!(said.contains("gantry server: stopped"), "{said}");
+}

@@ -400,6 +400,47 @@ impl Mirror {
         .map(|_| ())
     }
 
+    /// Whether a pipeline ref can be written now: one `git update-ref --stdin`
+    /// transaction takes the lock of a ref under `refs/pipelines/` (a name of its own, so
+    /// concurrent creations do not collide) and gives it up, so a read-only or
+    /// unwritable mirror fails here, before a pipeline is stored, and nothing is left.
+    pub async fn check_pipeline_refs(&self, sha: &str) -> Result<()> {
+        let trial = format!("refs/pipelines/trial-{:016x}", rand::random::<u64>());
+        use tokio::io::AsyncWriteExt as _;
+        let args = ["update-ref", "--stdin"];
+        let mut child = tokio::process::Command::new("git")
+            .arg("-C")
+            .arg(&self.path)
+            .args(args)
+            .env("GIT_TERMINAL_PROMPT", "0")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| {
+                CoordinatorError::Git(format!(
+                    "run `{}`: {e} (is git installed and on PATH?)",
+                    describe(&args)
+                ))
+            })?;
+        if let Some(mut stdin) = child.stdin.take() {
+            let script = format!("start\nupdate {trial} {sha}\nprepare\nabort\n");
+            // A git that exits early closes its stdin; its status says why.
+            let _ = stdin.write_all(script.as_bytes()).await;
+        }
+        let out = child.wait_with_output().await?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(CoordinatorError::Git(format!(
+                "run `{}` (a trial write of {trial}): {}",
+                describe(&args),
+                String::from_utf8_lossy(&out.stderr).trim()
+            )))
+        }
+    }
+
     /// The last commit at `sha` that touched `path` (for `cache:key:files`).
     pub async fn last_commit_for(&self, sha: &str, path: &str) -> Option<String> {
         let out = git(

@@ -1007,9 +1007,24 @@ impl Coordinator {
                 resource_group: spec.job.resource_group.clone(),
             });
         }
+        // All or nothing: a pipeline whose ref cannot be written is not created. The
+        // mirror is tried first (a read-only or unwritable mirror fails before anything is
+        // stored, so a push or a schedule is taken again next time); a write that fails
+        // after the pipeline is stored (a full disk) removes the pipeline again.
+        if self.inner.cfg.pipeline_refs {
+            if let Err(e) = mirror.check_pipeline_refs(&r.sha).await {
+                store.release_pipeline_iid(project_id, iid).await?;
+                return Err(e);
+            }
+        }
         let p = store.create_pipeline(&new, &jobs, now).await?;
         if self.inner.cfg.pipeline_refs {
-            mirror.create_pipeline_ref(p.id, &r.sha).await?;
+            if let Err(e) = mirror.create_pipeline_ref(p.id, &r.sha).await {
+                let deleted = store.delete_pipeline(p.id).await?;
+                store.release_pipeline_iid(project_id, iid).await?;
+                self.remove_files_of(deleted).await?;
+                return Err(e);
+            }
         }
         // A child pipeline never auto-cancels (§5.11): it runs the parent's commit.
         if p.parent_job_id.is_none() {

@@ -83,11 +83,12 @@ pub(crate) async fn upload(
     headers: HeaderMap,
     multipart: Result<Multipart, MultipartRejection>,
 ) -> ApiResult<Response> {
-    // Authenticate before reading the body when the token came with the headers.
-    let early = extract::job_token(params.token.as_deref(), &headers).map(str::to_owned);
-    if early.is_some() {
-        auth::require_job(&state.coordinator, job_id, early.as_deref()).await?;
-    }
+    // The token comes with the headers or the query, and is checked before a byte of
+    // the body is read or staged: GitLab's Workhorse authorizes an upload the same way
+    // (its `…/artifacts/authorize` call carries the request's headers and query, not its
+    // body), so a token only in the form is refused there too.
+    let token = extract::job_token(params.token.as_deref(), &headers);
+    auth::require_job(&state.coordinator, job_id, token).await?;
     let mut multipart = multipart
         .map_err(|rejection| multipart_error(rejection.status(), rejection.body_text()))?;
     let mut file: Option<(String, StagedUpload)> = None;
@@ -135,10 +136,6 @@ pub(crate) async fn upload(
                 .map_err(|e| multipart_error(e.status(), e.body_text()))?;
             params.set(&name, value);
         }
-    }
-    if early.is_none() {
-        let token = extract::job_token(params.token.as_deref(), &headers);
-        auth::require_job(&state.coordinator, job_id, token).await?;
     }
     let upload = params.params()?;
     let Some((filename, staged)) = file else {

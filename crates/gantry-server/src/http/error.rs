@@ -144,6 +144,25 @@ impl ApiError {
     }
 }
 
+impl ApiError {
+    /// A coordinator error of a pipeline creation: a failing `git` command there is the
+    /// server's own (its mirror of the project, its disk), so `500`. `admin` callers are
+    /// told the cause; others (a trigger token) only that the server failed, since the
+    /// cause names the server's paths. Either way it goes to the server's log.
+    pub(crate) fn from_creation(error: CoordinatorError, admin: bool) -> Self {
+        match error {
+            CoordinatorError::Git(cause) if admin => {
+                eprintln!("gantry server: creating a pipeline failed: {cause}");
+                Self::message(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    format!("Internal Server Error - no pipeline was created: {cause}"),
+                )
+            }
+            other => other.into(),
+        }
+    }
+}
+
 impl From<CoordinatorError> for ApiError {
     fn from(error: CoordinatorError) -> Self {
         match error {

@@ -10,13 +10,17 @@
 //! polling), `job_update.rs` (`PUT /jobs/:id`, `PATCH /jobs/:id/trace`), `artifacts.rs`
 //! (runner uploads and downloads), `projects.rs`, `protected.rs` (protected branches and tags), `mirror.rs` (pushes on demand), `schedules.rs`, `variables.rs`, `instance_variables.rs`,
 //! `jobs.rs` and `user_runners.rs` (user API), `git.rs` + `git_backend.rs` (clones), `auth.rs` (who is calling),
-//! `extract.rs` (bodies, tokens), `error.rs`.
+//! `extract.rs` (bodies, tokens), `gate.rs` (no body read before a credential is
+//! known), `error.rs`, `edge.rs` (connections: timeouts, caps,
+//! the shutdown deadline), `peer.rs` (whether a request's client is still there).
 
 mod artifacts;
 mod auth;
+mod edge;
 mod environments;
 mod error;
 mod extract;
+mod gate;
 mod git;
 mod git_backend;
 mod groups;
@@ -55,6 +59,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::coordinator::Coordinator;
+pub use edge::Limits;
 use error::ApiError;
 
 /// Largest JSON body of the user API and of job updates.
@@ -156,25 +161,28 @@ pub fn router(coordinator: Coordinator) -> Router {
     build(coordinator, rx)
 }
 
-/// Serve `coordinator` on `listener` until `shutdown` resolves; then held job requests
-/// are answered `204`, in-flight requests finish, and the function returns.
+/// Serve `coordinator` on `listener` until `shutdown` resolves, under the default
+/// [`Limits`]; see [`serve_with`].
 pub async fn serve(
     listener: TcpListener,
     coordinator: Coordinator,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    serve_with(listener, coordinator, Limits::default(), shutdown).await
+}
+
+/// Serve `coordinator` on `listener` under `limits` (`edge.rs`) until `shutdown`
+/// resolves; then held job requests are answered `204`, requests in flight get
+/// `limits.shutdown_timeout` to finish, and the function returns.
+pub async fn serve_with(
+    listener: TcpListener,
+    coordinator: Coordinator,
+    limits: Limits,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
     let (tx, rx) = watch::channel(false);
     let app = build(coordinator, rx);
-    let listener = peer::Connections(listener);
-    // Every request knows its connection: a held job request ends when its client hangs
-    // up (`peer.rs`).
-    let app = app.into_make_service_with_connect_info::<peer::Peer>();
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            let _ = tx.send(true);
-        })
-        .await
+    edge::serve(listener, app, limits, shutdown, tx).await
 }
 
 fn build(coordinator: Coordinator, shutdown: watch::Receiver<bool>) -> Router {
@@ -449,6 +457,10 @@ fn build(coordinator: Coordinator, shutdown: watch::Receiver<bool>) -> Router {
         .route("/-/jwks", get(oidc::keys))
         .fallback(git::fallback)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            gate::credentials_first,
+        ))
         .layer(middleware::from_fn(guard_panics))
         .with_state(state)
 }

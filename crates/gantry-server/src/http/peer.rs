@@ -8,15 +8,13 @@
 //! `ConnectInfo`); [`Peer::hung_up`] waits on that duplicate for the end of the stream
 //! without reading a byte (`peek`): a client's close (its process exiting, however it
 //! died) or a reset ends the wait. The duplicate is closed with the connection.
+//! The same duplicate carries the connection layer's own answers (`edge.rs`).
 
-use std::net::SocketAddr;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::connect_info::Connected;
-use axum::serve::{IncomingStream, Listener};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 
 /// While bytes the server has not read yet wait on the socket (a pipelined request),
 /// how often to look again.
@@ -30,35 +28,30 @@ pub(crate) struct Peer {
     socket: Option<Arc<OwnedFd>>,
 }
 
-impl Connected<IncomingStream<'_, Connections>> for Peer {
-    fn connect_info(stream: IncomingStream<'_, Connections>) -> Self {
+impl Peer {
+    /// The peer of an accepted connection.
+    pub(crate) fn of(stream: &TcpStream) -> Self {
         Peer {
-            socket: stream.io().as_fd().try_clone_to_owned().ok().map(Arc::new),
+            socket: stream.as_fd().try_clone_to_owned().ok().map(Arc::new),
         }
     }
-}
 
-/// The server's listener: accepted connections with `TCP_NODELAY` (without it a response
-/// written in two parts waits for the peer's delayed ACK, ≈ 40 ms on Linux, before its
-/// second part leaves: every job hand-over and update would carry that delay).
-pub(crate) struct Connections(pub(crate) TcpListener);
-
-impl Listener for Connections {
-    type Io = TcpStream;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (TcpStream, SocketAddr) {
-        let (stream, addr) = Listener::accept(&mut self.0).await;
-        let _ = stream.set_nodelay(true);
-        (stream, addr)
+    /// Send `answer` (a whole HTTP response, small enough for the socket's buffer) and
+    /// close the connection: for the connection layer's own answers while hyper is not
+    /// writing (a request head that took too long). Best effort: a client that is gone
+    /// gets nothing.
+    pub(crate) fn answer_and_close(&self, answer: &[u8]) {
+        use std::io::Write as _;
+        let Some(fd) = self.socket.as_ref().and_then(|s| s.try_clone().ok()) else {
+            return;
+        };
+        let mut stream = std::net::TcpStream::from(fd);
+        if stream.set_nonblocking(true).is_ok() {
+            let _ = stream.write_all(answer);
+        }
+        let _ = stream.shutdown(std::net::Shutdown::Write);
     }
 
-    fn local_addr(&self) -> std::io::Result<SocketAddr> {
-        self.0.local_addr()
-    }
-}
-
-impl Peer {
     /// Resolves when the client has closed or reset the connection; never while it is
     /// open.
     pub(crate) async fn hung_up(&self) {

@@ -340,7 +340,7 @@ pub(crate) async fn create_pipeline(
             },
         )
         .await
-        .map_err(ApiError::from_git_input)?;
+        .map_err(|e| ApiError::from_creation(e, true))?;
     Ok(json_response(StatusCode::CREATED, &pipeline))
 }
 

@@ -172,7 +172,7 @@ async fn run(
             },
         )
         .await
-        .map_err(ApiError::from_git_input)?;
+        .map_err(|e| ApiError::from_creation(e, false))?;
     Ok(json_response(StatusCode::CREATED, &pipeline))
 }
 

@@ -26,6 +26,8 @@ pub struct Options {
     pub timers: Option<Watchdog>,
     /// How long an assigned job waits for its runner's first update (needs `timers`).
     pub job_ack_timeout: Duration,
+    /// The HTTP server's timeouts and connection caps.
+    pub limits: gantry_server::http::Limits,
 }
 
 impl Default for Options {
@@ -36,6 +38,7 @@ impl Default for Options {
             artifact_limit: 1024 * 1024,
             timers: None,
             job_ack_timeout: gantry_server::coordinator::DEFAULT_JOB_ACK_TIMEOUT,
+            limits: gantry_server::http::Limits::default(),
         }
     }
 }
@@ -87,9 +90,10 @@ impl TestServer {
             coordinator.spawn_background()
         });
         let (tx, rx) = oneshot::channel::<()>();
-        let task = tokio::spawn(gantry_server::http::serve(
+        let task = tokio::spawn(gantry_server::http::serve_with(
             listener,
             coordinator.clone(),
+            options.limits.clone(),
             async move {
                 let _ = rx.await;
             },

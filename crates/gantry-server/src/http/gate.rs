@@ -1,0 +1,203 @@
+//! Credentials before bodies: no request body is read for a client the server does not
+//! know. Runs before every handler (`build` in `mod.rs`).
+//!
+//! A request with a body is let through whole when a credential in its headers or query
+//! string is one the server issued ([`known_credential`]: the admin token, a job's
+//! token — the handler still decides what it may do). Otherwise:
+//! - on the routes whose credential travels in the body ([`token_in_body`]: the runner
+//!   API's JSON, trigger forms, the UI's sign-in) the body is read only up to
+//!   [`SMALL_BODY`], enough for the token; a longer one is `413`;
+//! - everywhere else the handler gets an empty body in its place, so it answers with
+//!   its own `401`/`403`/`404` before a byte of the body is read (hyper then closes the
+//!   connection rather than read the rest).
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, Method};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use gantry_protocol::header;
+
+use super::AppState;
+use super::error::ApiError;
+use super::extract;
+
+/// How much of a body is read, before its token is known, on a route whose token is in
+/// the body. The runner API's JSON bodies are a few KiB (`POST /jobs/request` allows 32
+/// KiB, as Workhorse does).
+pub(crate) const SMALL_BODY: usize = 64 * 1024;
+
+/// The UI's cookie holding the admin token (`ui.rs`).
+const UI_COOKIE: &str = "gantry_token";
+
+pub(crate) async fn credentials_first(
+    State(state): State<AppState>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if http_body::Body::is_end_stream(request.body()) {
+        return next.run(request).await;
+    }
+    let tokens = candidates(request.headers(), request.uri().query());
+    let known = match known_credential(&state, tokens).await {
+        Ok(known) => known,
+        Err(error) => return error.into_response(),
+    };
+    if known {
+        return next.run(request).await;
+    }
+    if token_in_body(request.method(), request.uri().path()) {
+        let declared = request
+            .headers()
+            .get(axum::http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok());
+        if declared.is_some_and(|n| n > SMALL_BODY as u64) {
+            return too_large().into_response();
+        }
+        let (parts, body) = request.into_parts();
+        let body = axum::body::Body::new(http_body_util::Limited::new(body, SMALL_BODY));
+        return next.run(Request::from_parts(parts, body)).await;
+    }
+    let (parts, _unread) = request.into_parts();
+    next.run(Request::from_parts(parts, axum::body::Body::empty()))
+        .await
+}
+
+fn too_large() -> ApiError {
+    ApiError::too_large(format!(
+        "Request Entity Too Large - a request without a credential in its headers may send at most {SMALL_BODY} bytes"
+    ))
+}
+
+/// Whether the route takes its credential from the body (the token in the runner API's
+/// JSON, a trigger token in a form, the admin token on the UI's sign-in page).
+fn token_in_body(method: &Method, path: &str) -> bool {
+    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+    matches!(
+        (method, segments.as_slice()),
+        (&Method::POST | &Method::DELETE, ["api", "v4", "runners"])
+            | (&Method::POST, ["api", "v4", "runners", "verify"])
+            | (&Method::DELETE, ["api", "v4", "runners", "managers"])
+            | (&Method::POST, ["api", "v4", "jobs", "request"])
+            | (&Method::PUT, ["api", "v4", "jobs", _])
+            | (
+                &Method::POST,
+                ["api", "v4", "projects", _, "trigger", "pipeline"]
+            )
+            | (
+                &Method::POST,
+                ["api", "v4", "projects", _, "ref", _, "trigger", "pipeline"]
+            )
+            | (&Method::POST, ["-", "login"])
+    )
+}
+
+/// Whether one of `tokens` (from [`candidates`]) is a credential the server issued:
+/// the admin token, or the token of a running job.
+async fn known_credential(state: &AppState, tokens: Vec<String>) -> Result<bool, ApiError> {
+    for token in tokens {
+        if state.coordinator.is_admin(&token).await? {
+            return Ok(true);
+        }
+        if state
+            .coordinator
+            .executing_job_by_token(&token)
+            .await?
+            .is_some()
+        {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// At most this many credentials of one request are looked up.
+const MAX_CANDIDATES: usize = 4;
+
+/// The tokens a request carries outside its body, where GitLab reads them:
+/// `PRIVATE-TOKEN`, `Authorization: Bearer` or `Basic` (git), `JOB-TOKEN`, the UI's
+/// cookie, and the `private_token`, `job_token` and `token` query parameters.
+fn candidates(headers: &HeaderMap, query: Option<&str>) -> Vec<String> {
+    let mut found: Vec<String> = Vec::new();
+    let mut add = |token: &str| {
+        let token = token.trim();
+        if !token.is_empty() && found.len() < MAX_CANDIDATES && !found.iter().any(|t| t == token) {
+            found.push(token.to_owned());
+        }
+    };
+    if let Some(token) = extract::private_token(headers) {
+        add(token);
+    }
+    if let Some(token) = extract::header_str(headers, header::JOB_TOKEN) {
+        add(token);
+    }
+    if let Some((_, password)) = extract::basic_auth(headers) {
+        add(&password);
+    }
+    for cookie in headers
+        .get_all(axum::http::header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+    {
+        if let Some((UI_COOKIE, value)) = cookie.trim().split_once('=') {
+            add(value);
+        }
+    }
+    if let Some(query) = query {
+        for (name, value) in
+            serde_urlencoded::from_str::<Vec<(String, String)>>(query).unwrap_or_default()
+        {
+            if matches!(name.as_str(), "private_token" | "job_token" | "token") {
+                add(&value);
+            }
+        }
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes_whose_token_is_in_the_body() {
+        for (method, path) in [
+            (Method::POST, "/api/v4/runners"),
+            (Method::DELETE, "/api/v4/runners"),
+            (Method::POST, "/api/v4/runners/verify"),
+            (Method::DELETE, "/api/v4/runners/managers"),
+            (Method::POST, "/api/v4/jobs/request"),
+            (Method::PUT, "/api/v4/jobs/12"),
+            (Method::POST, "/api/v4/projects/7/trigger/pipeline"),
+            (
+                Method::POST,
+                "/api/v4/projects/g%2Fp/ref/main/trigger/pipeline",
+            ),
+            (Method::POST, "/-/login"),
+        ] {
+            assert!(token_in_body(&method, path), "{method} {path}");
+        }
+        for (method, path) in [
+            (Method::POST, "/api/v4/jobs/12/artifacts"),
+            (Method::PATCH, "/api/v4/jobs/12/trace"),
+            (Method::POST, "/api/v4/projects"),
+            (Method::POST, "/api/v4/projects/7/pipeline"),
+            (Method::PUT, "/api/v4/jobs/12/extra"),
+            (Method::POST, "/demo.git/git-upload-pack"),
+        ] {
+            assert!(!token_in_body(&method, path), "{method} {path}");
+        }
+    }
+
+    #[test]
+    fn credentials_come_from_headers_cookie_and_query() {
+        let mut headers = HeaderMap::new();
+        headers.insert("private-token", "a".parse().unwrap());
+        headers.insert("job-token", "b".parse().unwrap());
+        headers.insert("cookie", "x=1; gantry_token=c".parse().unwrap());
+        let found = candidates(&headers, Some("ref=main&token=d&private_token=a"));
+        assert_eq!(found, ["a", "b", "c", "d"]);
+        assert!(candidates(&HeaderMap::new(), Some("ref=main")).is_empty());
+    }
+}
