@@ -73,7 +73,8 @@ enum Command {
     /// Run a step (GitLab Functions) on this machine, as a `run:` job would.
     #[command(subcommand)]
     Step(step::StepCommand),
-    /// Measure Gantry: `bench dispatch` times job pick-up and assignment.
+    /// Measure Gantry: `bench dispatch` times job pick-up and assignment, `bench scale`
+    /// the cost of large pipelines, `bench idle-runners` many waiting runners.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
 }

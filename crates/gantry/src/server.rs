@@ -309,7 +309,7 @@ async fn serve(args: &ServerArgs) -> Result<(), StartError> {
 }
 
 /// `sqlite:///abs/path/gantry.db`.
-fn database_url(data_dir: &Path) -> String {
+pub(crate) fn database_url(data_dir: &Path) -> String {
     format!("sqlite://{}", data_dir.join("gantry.db").display())
 }
 
