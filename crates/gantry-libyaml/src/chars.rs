@@ -84,6 +84,11 @@ impl CharQueue {
     pub(crate) fn push_back(&mut self, ch: char) {
         self.chars.push(ch);
     }
+
+    /// Append every byte of `ascii` (ASCII only) as a character.
+    pub(crate) fn extend_ascii(&mut self, ascii: &str) {
+        self.chars.extend(ascii.bytes().map(char::from));
+    }
 }
 
 impl core::ops::Index<usize> for CharQueue {

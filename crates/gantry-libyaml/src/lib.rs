@@ -22,7 +22,8 @@
 //!   decoding;
 //! - the scalar scanners read a run of characters that cannot end or change the scalar
 //!   in one go (`read_run`), and reuse their buffers from one scalar to the next, copying
-//!   each value out at its length.
+//!   each value out at its length; indentation and comments are skipped a run at a time
+//!   (`skip_run`).
 //!
 //! The emitter and the document loader are left out (Gantry builds its own tree from the
 //! events). The differential test against libyaml itself is

@@ -258,19 +258,22 @@ fn is_utf16_surrogate(value: u16) -> bool {
 
 /// [`push_char`] of every character of `s`, `offset` counting their bytes.
 fn push_str(out: &mut CharQueue, s: &str, offset: &mut usize) -> Result<()> {
-    // Printable ASCII, tabs and breaks (most of any YAML file) need no decoding.
-    if s.bytes()
-        .all(|b| matches!(b, b'\t' | b'\n' | b'\r' | b'\x20'..=b'\x7e'))
-    {
-        for b in s.bytes() {
-            out.push_back(char::from(b));
+    let mut rest = s;
+    while !rest.is_empty() {
+        // Printable ASCII, tabs and breaks (most of any YAML file) need no decoding.
+        let ascii = rest
+            .bytes()
+            .position(|b| !matches!(b, b'\t' | b'\n' | b'\r' | b'\x20'..=b'\x7e'))
+            .unwrap_or(rest.len());
+        let (plain, tail) = rest.split_at(ascii);
+        out.extend_ascii(plain);
+        *offset += plain.len();
+        let mut chars = tail.chars();
+        if let Some(ch) = chars.next() {
+            push_char(out, ch, *offset)?;
+            *offset += ch.len_utf8();
         }
-        *offset += s.len();
-        return Ok(());
-    }
-    for ch in s.chars() {
-        push_char(out, ch, *offset)?;
-        *offset += ch.len_utf8();
+        rest = chars.as_str();
     }
     Ok(())
 }

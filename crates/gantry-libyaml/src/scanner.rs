@@ -210,6 +210,21 @@ impl<R: BufRead> Scanner<R> {
         self.mark.column += n as u64;
     }
 
+    /// `SKIP` of every next character `ordinary` accepts, as far as the buffer goes (see
+    /// [`Scanner::read_run`]).
+    #[inline]
+    fn skip_run(&mut self, ordinary: impl Fn(char) -> bool) {
+        let rest = self.buffer.as_slice();
+        let n = rest
+            .iter()
+            .position(|&c| !ordinary(c))
+            .unwrap_or(rest.len());
+        let bytes: usize = rest[..n].iter().map(|c| c.len_utf8()).sum();
+        self.buffer.skip(n);
+        self.mark.index += bytes as u64;
+        self.mark.column += n as u64;
+    }
+
     /// Equivalent to the libyaml macro `READ_LINE`.
     fn read_line_break(&mut self, string: &mut String) {
         // C's `READ_LINE` on the terminating NUL reads nothing.
@@ -844,15 +859,16 @@ impl<R: BufRead> Scanner<R> {
                 self.skip_char();
             }
             self.cache(1)?;
-            while CHECK!(self.buffer, ' ')
-                || (self.flow_level != 0 || !self.simple_key_allowed) && CHECK!(self.buffer, '\t')
-            {
+            let tabs = self.flow_level != 0 || !self.simple_key_allowed;
+            while CHECK!(self.buffer, ' ') || tabs && CHECK!(self.buffer, '\t') {
                 self.skip_char();
+                self.skip_run(|ch| ch == ' ' || tabs && ch == '\t');
                 self.cache(1)?;
             }
             if CHECK!(self.buffer, '#') {
                 while !IS_BREAKZ!(self.buffer) {
                     self.skip_char();
+                    self.skip_run(|ch| !is_breakz(ch));
                     self.cache(1)?;
                 }
             }
