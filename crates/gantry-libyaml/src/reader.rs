@@ -1,7 +1,6 @@
 use std::io::BufRead;
 
-use alloc::collections::VecDeque;
-
+use crate::chars::CharQueue;
 use crate::{scanner::Scanner, Encoding, Error, Result};
 
 const BOM_UTF8: [u8; 3] = [0xef, 0xbb, 0xbf];
@@ -49,7 +48,7 @@ fn yaml_parser_determine_encoding(reader: &mut dyn BufRead) -> Result<Option<Enc
 
 fn read_utf8_buffered(
     reader: &mut dyn BufRead,
-    out: &mut VecDeque<char>,
+    out: &mut CharQueue,
     offset: &mut usize,
 ) -> Result<bool> {
     let available = loop {
@@ -65,10 +64,8 @@ fn read_utf8_buffered(
         Ok(valid) => {
             let used = valid.len();
             // The entire contents of the input buffer was valid UTF-8.
-            for ch in valid.chars() {
-                push_char(out, ch, *offset)?;
-                *offset += ch.len_utf8();
-            }
+            out.reserve(used);
+            push_str(out, valid, offset)?;
             reader.consume(used);
             Ok(true)
         }
@@ -79,10 +76,8 @@ fn read_utf8_buffered(
             // output.
             // Checked again (upstream skipped the check with `unsafe`; this crate has none).
             let valid = core::str::from_utf8(&available[..valid_bytes]).unwrap_or_default();
-            for ch in valid.chars() {
-                push_char(out, ch, *offset)?;
-                *offset += ch.len_utf8();
-            }
+            out.reserve(valid.len());
+            push_str(out, valid, offset)?;
 
             match err.error_len() {
                 Some(_invalid_len) => Err(Error::reader(
@@ -116,7 +111,7 @@ fn read_utf8_buffered(
 
 fn read_utf8_char_unbuffered(
     reader: &mut dyn BufRead,
-    out: &mut VecDeque<char>,
+    out: &mut CharQueue,
     initial: u8,
     offset: &mut usize,
 ) -> Result<()> {
@@ -141,7 +136,7 @@ fn read_utf8_char_unbuffered(
 
 fn read_utf16_buffered<const BIG_ENDIAN: bool>(
     reader: &mut dyn BufRead,
-    out: &mut VecDeque<char>,
+    out: &mut CharQueue,
     offset: &mut usize,
 ) -> Result<bool> {
     let available = loop {
@@ -199,7 +194,7 @@ fn read_utf16_buffered<const BIG_ENDIAN: bool>(
 
 fn read_utf16_char_unbuffered<const BIG_ENDIAN: bool>(
     reader: &mut dyn BufRead,
-    out: &mut VecDeque<char>,
+    out: &mut CharQueue,
     offset: &mut usize,
 ) -> Result<()> {
     let mut buffer = [0; 2];
@@ -261,7 +256,29 @@ fn is_utf16_surrogate(value: u16) -> bool {
     matches!(value, 0xD800..=0xDFFF)
 }
 
-fn push_char(out: &mut VecDeque<char>, ch: char, offset: usize) -> Result<()> {
+/// [`push_char`] of every character of `s`, `offset` counting their bytes.
+fn push_str(out: &mut CharQueue, s: &str, offset: &mut usize) -> Result<()> {
+    let mut rest = s;
+    while !rest.is_empty() {
+        // Printable ASCII, tabs and breaks (most of any YAML file) need no decoding.
+        let ascii = rest
+            .bytes()
+            .position(|b| !matches!(b, b'\t' | b'\n' | b'\r' | b'\x20'..=b'\x7e'))
+            .unwrap_or(rest.len());
+        let (plain, tail) = rest.split_at(ascii);
+        out.extend_ascii(plain);
+        *offset += plain.len();
+        let mut chars = tail.chars();
+        if let Some(ch) = chars.next() {
+            push_char(out, ch, *offset)?;
+            *offset += ch.len_utf8();
+        }
+        rest = chars.as_str();
+    }
+    Ok(())
+}
+
+fn push_char(out: &mut CharQueue, ch: char, offset: usize) -> Result<()> {
     if !(ch == '\x09'
         || ch == '\x0A'
         || ch == '\x0D'

@@ -1,7 +1,9 @@
 use std::collections::VecDeque;
 use std::io::BufRead;
 
-use crate::macros::{is_blankz, is_break};
+use crate::chars::CharQueue;
+
+use crate::macros::{is_blankz, is_break, is_breakz};
 use crate::reader::yaml_parser_update_buffer;
 use crate::{
     Encoding, Error, Mark, Result, ScalarStyle, SimpleKey, Token, TokenData, INPUT_BUFFER_SIZE,
@@ -21,7 +23,7 @@ pub struct Scanner<R> {
     /// The working buffer.
     ///
     /// This always contains valid UTF-8.
-    pub(crate) buffer: VecDeque<char>,
+    pub(crate) buffer: CharQueue,
     /// The input encoding.
     pub(crate) encoding: Encoding,
     /// The offset of the current position (in bytes).
@@ -48,6 +50,30 @@ pub struct Scanner<R> {
     pub(crate) simple_key_allowed: bool,
     /// The stack of simple keys.
     pub(crate) simple_keys: Vec<SimpleKey>,
+    /// The scalar scanners' buffers, kept from one scalar to the next.
+    scalar_buffers: ScalarBuffers,
+}
+
+/// What a scalar is read into (libyaml allocates these for every scalar). Kept by the
+/// scanner so they grow once, and a scalar's value is copied out at its length.
+#[derive(Default)]
+struct ScalarBuffers {
+    string: String,
+    leading_break: String,
+    trailing_breaks: String,
+    whitespaces: String,
+}
+
+impl ScalarBuffers {
+    /// The buffers, empty, for one scalar (a scalar that fails leaves new ones behind).
+    fn take(&mut self) -> ScalarBuffers {
+        let mut taken = core::mem::take(self);
+        taken.string.clear();
+        taken.leading_break.clear();
+        taken.trailing_breaks.clear();
+        taken.whitespaces.clear();
+        taken
+    }
 }
 
 impl<'r, 'b> Scanner<&'r mut &'b [u8]> {
@@ -63,7 +89,7 @@ impl<R> Scanner<R> {
         Self {
             read_handler: None,
             eof: false,
-            buffer: VecDeque::with_capacity(INPUT_BUFFER_SIZE),
+            buffer: CharQueue::with_capacity(INPUT_BUFFER_SIZE),
             encoding: Encoding::Any,
             offset: 0,
             mark: Mark::default(),
@@ -77,6 +103,7 @@ impl<R> Scanner<R> {
             indent: 0,
             simple_key_allowed: false,
             simple_keys: Vec::with_capacity(16),
+            scalar_buffers: ScalarBuffers::default(),
         }
     }
 
@@ -141,7 +168,7 @@ impl<R: BufRead> Scanner<R> {
                 self.mark.index += 2;
                 self.mark.column = 0;
                 self.mark.line += 1;
-                self.buffer.drain(0..2);
+                self.buffer.skip(2);
             } else if is_break(front) {
                 let width = front.len_utf8();
                 self.mark.index += width as u64;
@@ -162,6 +189,42 @@ impl<R: BufRead> Scanner<R> {
         }
     }
 
+    /// `READ` of every next character `ordinary` accepts, as far as the buffer goes: what
+    /// the scalar scanners' loops do one character at a time (a check for the characters
+    /// that end or change the scalar, `READ`, `CACHE`) for a run of the characters that do
+    /// neither, at once. The caller's `CACHE` follows, as after the last `READ` of the run.
+    #[inline]
+    fn read_run(&mut self, string: &mut String, ordinary: impl Fn(char) -> bool) {
+        let rest = self.buffer.as_slice();
+        let n = rest
+            .iter()
+            .position(|&c| !ordinary(c))
+            .unwrap_or(rest.len());
+        let mut bytes = 0;
+        for &ch in &rest[..n] {
+            string.push(ch);
+            bytes += ch.len_utf8();
+        }
+        self.buffer.skip(n);
+        self.mark.index += bytes as u64;
+        self.mark.column += n as u64;
+    }
+
+    /// `SKIP` of every next character `ordinary` accepts, as far as the buffer goes (see
+    /// [`Scanner::read_run`]).
+    #[inline]
+    fn skip_run(&mut self, ordinary: impl Fn(char) -> bool) {
+        let rest = self.buffer.as_slice();
+        let n = rest
+            .iter()
+            .position(|&c| !ordinary(c))
+            .unwrap_or(rest.len());
+        let bytes: usize = rest[..n].iter().map(|c| c.len_utf8()).sum();
+        self.buffer.skip(n);
+        self.mark.index += bytes as u64;
+        self.mark.column += n as u64;
+    }
+
     /// Equivalent to the libyaml macro `READ_LINE`.
     fn read_line_break(&mut self, string: &mut String) {
         // C's `READ_LINE` on the terminating NUL reads nothing.
@@ -171,7 +234,7 @@ impl<R: BufRead> Scanner<R> {
 
         if let ('\r', Some('\n')) = (front, self.buffer.get(1).copied()) {
             string.push('\n');
-            self.buffer.drain(0..2);
+            self.buffer.skip(2);
             self.mark.index += 2;
             self.mark.column = 0;
             self.mark.line += 1;
@@ -796,15 +859,16 @@ impl<R: BufRead> Scanner<R> {
                 self.skip_char();
             }
             self.cache(1)?;
-            while CHECK!(self.buffer, ' ')
-                || (self.flow_level != 0 || !self.simple_key_allowed) && CHECK!(self.buffer, '\t')
-            {
+            let tabs = self.flow_level != 0 || !self.simple_key_allowed;
+            while CHECK!(self.buffer, ' ') || tabs && CHECK!(self.buffer, '\t') {
                 self.skip_char();
+                self.skip_run(|ch| ch == ' ' || tabs && ch == '\t');
                 self.cache(1)?;
             }
             if CHECK!(self.buffer, '#') {
                 while !IS_BREAKZ!(self.buffer) {
                     self.skip_char();
+                    self.skip_run(|ch| !is_breakz(ch));
                     self.cache(1)?;
                 }
             }
@@ -1286,9 +1350,12 @@ impl<R: BufRead> Scanner<R> {
 
     fn scan_block_scalar(&mut self, literal: bool) -> Result<Token> {
         let mut end_mark: Mark;
-        let mut string = String::new();
-        let mut leading_break = String::new();
-        let mut trailing_breaks = String::new();
+        let ScalarBuffers {
+            mut string,
+            mut leading_break,
+            mut trailing_breaks,
+            whitespaces,
+        } = self.scalar_buffers.take();
         let mut chomping: i32 = 0;
         let mut increment: i32 = 0;
         let mut indent: i32 = 0;
@@ -1402,6 +1469,7 @@ impl<R: BufRead> Scanner<R> {
             leading_blank = IS_BLANK!(self.buffer) as i32;
             while !IS_BREAKZ!(self.buffer) {
                 self.read_char(&mut string);
+                self.read_run(&mut string, |ch| !is_breakz(ch));
                 self.cache(1)?;
             }
             self.cache(2)?;
@@ -1422,9 +1490,16 @@ impl<R: BufRead> Scanner<R> {
             string.push_str(&trailing_breaks);
         }
 
+        let value = String::from(string.as_str());
+        self.scalar_buffers = ScalarBuffers {
+            string,
+            leading_break,
+            trailing_breaks,
+            whitespaces,
+        };
         Ok(Token {
             data: TokenData::Scalar {
-                value: string,
+                value,
                 style: if literal {
                     ScalarStyle::Literal
                 } else {
@@ -1481,10 +1556,12 @@ impl<R: BufRead> Scanner<R> {
     }
 
     fn scan_flow_scalar(&mut self, single: bool) -> Result<Token> {
-        let mut string = String::new();
-        let mut leading_break = String::new();
-        let mut trailing_breaks = String::new();
-        let mut whitespaces = String::new();
+        let ScalarBuffers {
+            mut string,
+            mut leading_break,
+            mut trailing_breaks,
+            mut whitespaces,
+        } = self.scalar_buffers.take();
         let mut leading_blanks;
 
         let start_mark: Mark = self.mark;
@@ -1648,6 +1725,10 @@ impl<R: BufRead> Scanner<R> {
                         }
                     } else {
                         self.read_char(&mut string);
+                        // Neither a quote, an escape nor white space.
+                        self.read_run(&mut string, |ch| {
+                            !is_blankz(ch) && !matches!(ch, '\'' | '"' | '\\')
+                        });
                     }
                 }
                 self.cache(2)?;
@@ -1699,9 +1780,16 @@ impl<R: BufRead> Scanner<R> {
 
         self.skip_char();
         let end_mark: Mark = self.mark;
+        let value = String::from(string.as_str());
+        self.scalar_buffers = ScalarBuffers {
+            string,
+            leading_break,
+            trailing_breaks,
+            whitespaces,
+        };
         Ok(Token {
             data: TokenData::Scalar {
-                value: string,
+                value,
                 style: if single {
                     ScalarStyle::SingleQuoted
                 } else {
@@ -1715,10 +1803,12 @@ impl<R: BufRead> Scanner<R> {
 
     fn scan_plain_scalar(&mut self) -> Result<Token> {
         let mut end_mark: Mark;
-        let mut string = String::new();
-        let mut leading_break = String::new();
-        let mut trailing_breaks = String::new();
-        let mut whitespaces = String::new();
+        let ScalarBuffers {
+            mut string,
+            mut leading_break,
+            mut trailing_breaks,
+            mut whitespaces,
+        } = self.scalar_buffers.take();
         let mut leading_blanks = false;
         let indent: i32 = self.indent + 1;
         end_mark = self.mark;
@@ -1789,6 +1879,13 @@ impl<R: BufRead> Scanner<R> {
                     }
                 }
                 self.read_char(&mut string);
+                // Neither white space, `:` nor (in a flow collection) a flow indicator.
+                let flow = self.flow_level != 0;
+                self.read_run(&mut string, |ch| {
+                    !is_blankz(ch)
+                        && ch != ':'
+                        && !(flow && matches!(ch, ',' | '[' | ']' | '{' | '}'))
+                });
                 end_mark = self.mark;
                 self.cache(2)?;
             }
@@ -1833,9 +1930,16 @@ impl<R: BufRead> Scanner<R> {
             self.simple_key_allowed = true;
         }
 
+        let value = String::from(string.as_str());
+        self.scalar_buffers = ScalarBuffers {
+            string,
+            leading_break,
+            trailing_breaks,
+            whitespaces,
+        };
         Ok(Token {
             data: TokenData::Scalar {
-                value: string,
+                value,
                 style: ScalarStyle::Plain,
             },
             start_mark,

@@ -2,9 +2,12 @@
 //! project's context — its `include:local` files, its variables — statically or as a dry
 //! run for a ref, answered as GitLab answers (`valid`, `errors`, `warnings`,
 //! `merged_yaml`, `includes`, `jobs`), with each error's place besides.
+//!
+//! [`gitlab_config`]: GitLab's own configuration, linted and created by a push on a server.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod gitlab_config;
 mod http_support;
 
 use http_support::*;

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use gantry_server::coordinator::{Coordinator, CoordinatorConfig};
+use gantry_server::coordinator::{Coordinator, CoordinatorConfig, IncludeCache};
 use gantry_server::processor::Watchdog;
 use gantry_store::Store;
 use reqwest::{Method, StatusCode};
@@ -28,6 +28,9 @@ pub struct Options {
     pub job_ack_timeout: Duration,
     /// The HTTP server's timeouts and connection caps.
     pub limits: gantry_server::http::Limits,
+    /// The offline include cache (`GANTRY_INCLUDE_CACHE` of `gantry server`): remote
+    /// includes and templates are read from `<dir>/<host>/<path>` before any fetch.
+    pub include_cache: Option<std::path::PathBuf>,
 }
 
 impl Default for Options {
@@ -39,6 +42,7 @@ impl Default for Options {
             timers: None,
             job_ack_timeout: gantry_server::coordinator::DEFAULT_JOB_ACK_TIMEOUT,
             limits: gantry_server::http::Limits::default(),
+            include_cache: None,
         }
     }
 }
@@ -81,6 +85,11 @@ impl TestServer {
         config.trace_limit = options.trace_limit;
         config.artifact_limit = options.artifact_limit;
         config.job_ack_timeout = options.job_ack_timeout;
+        config.include_cache = options.include_cache.map(|dir| IncludeCache {
+            dir,
+            // As `gantry server` names it: the external URL's host and port.
+            host: url.trim_start_matches("http://").to_owned(),
+        });
         let coordinator = gantry_server::testing::open_coordinator(store, config)
             .await
             .expect("open the coordinator");
@@ -278,11 +287,7 @@ pub struct Repo {
 
 impl Repo {
     pub fn new(files: &[(&str, &str)]) -> Self {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let repo = Self { dir };
-        repo.git(&["init", "-q", "-b", "main"]);
-        repo.git(&["config", "user.email", "dev@example.com"]);
-        repo.git(&["config", "user.name", "Dev Eloper"]);
+        let repo = Self::empty("main");
         for (path, text) in files {
             let p = repo.path().join(path);
             if let Some(parent) = p.parent() {
@@ -292,6 +297,16 @@ impl Repo {
         }
         repo.git(&["add", "-A"]);
         repo.git(&["commit", "-q", "-m", "initial commit"]);
+        repo
+    }
+
+    /// A repository without any commit yet; its first commit goes on `branch`.
+    pub fn empty(branch: &str) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let repo = Self { dir };
+        repo.git(&["init", "-q", "-b", branch]);
+        repo.git(&["config", "user.email", "dev@example.com"]);
+        repo.git(&["config", "user.name", "Dev Eloper"]);
         repo
     }
 
