@@ -9,8 +9,10 @@
 //! Files: `runners.rs` (runner registration, verify, delete), `job_request.rs` (long
 //! polling), `job_update.rs` (`PUT /jobs/:id`, `PATCH /jobs/:id/trace`), `artifacts.rs`
 //! (runner uploads and downloads), `projects.rs`, `protected.rs` (protected branches and tags), `mirror.rs` (pushes on demand), `schedules.rs`, `variables.rs`, `instance_variables.rs`,
-//! `jobs.rs` and `user_runners.rs` (user API), `git.rs` + `git_backend.rs` (clones), `auth.rs` (who is calling),
-//! `extract.rs` (bodies, tokens), `error.rs`.
+//! `jobs.rs` and `user_runners.rs` (user API), `users.rs` (`/user`, `/version`, personal access
+//! tokens), `git.rs` + `git_backend.rs` (clones), `auth.rs` (who is calling, what a `read_api`
+//! token may do), `extract.rs` (bodies — JSON or forms, for both APIs — and tokens), `error.rs`.
+//! API paths match with a trailing slash too, as GitLab's do.
 
 mod artifacts;
 mod auth;

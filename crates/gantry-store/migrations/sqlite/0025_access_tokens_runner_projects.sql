@@ -1,6 +1,6 @@
 -- GitLab's personal access tokens (`glpat-`): tokens of the administrator user beyond
 -- the admin token made at first start, each with a name, scopes (`api`, `read_api`, as
--- a comma list), an expiry date (`YYYY-MM-DD`, the token works through that day, UTC)
+-- a comma list), an expiry date (`YYYY-MM-DD`, UTC: the token stops working when that day starts)
 -- and a revocation flag. Kept only as a SHA-256 hash, like every other token.
 CREATE TABLE personal_access_tokens (
     id           INTEGER PRIMARY KEY AUTOINCREMENT,
