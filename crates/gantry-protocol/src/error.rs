@@ -23,6 +23,19 @@ pub enum ProtocolError {
         message: String,
     },
 
+    /// A form body (URL-encoded or multipart, [`crate::form`]) did not decode. `key` is
+    /// the form key of the offending value, as the client wrote it (`info[features][shared]`;
+    /// `.` for the form itself).
+    #[error("decode {what}: form parameter `{key}`: {message}")]
+    Form {
+        /// The message kind, e.g. `RegisterRunnerRequest`.
+        what: &'static str,
+        /// The form key.
+        key: String,
+        /// What is wrong with its value.
+        message: String,
+    },
+
     /// A string is not one of the values an enum of the protocol allows.
     #[error("parse {kind} `{value}`: expected one of {}", join_names(.expected))]
     UnknownValue {

@@ -14,6 +14,21 @@ const FALSE: &[&str] = &["0", "off", "f", "false", "n", "no"];
 const BOOL: &str =
     "a boolean: true or false (also 1/0, yes/no, on/off, t/f, y/n, as GitLab reads them)";
 
+/// A text value as dry-types reads a `Boolean` (`None`: not one of its words).
+pub(crate) fn bool_word(text: &str) -> Option<bool> {
+    let word = text.trim().to_ascii_lowercase();
+    if TRUE.contains(&word.as_str()) {
+        Some(true)
+    } else if FALSE.contains(&word.as_str()) {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+/// What a `Boolean` parameter accepts, for error messages.
+pub(crate) const BOOL_EXPECTED: &str = BOOL;
+
 struct Bool;
 
 impl<'de> Visitor<'de> for Bool {
@@ -39,13 +54,13 @@ impl<'de> Visitor<'de> for Bool {
         }
     }
     fn visit_str<E: Error>(self, v: &str) -> Result<Self::Value, E> {
-        let word = v.trim().to_ascii_lowercase();
-        if TRUE.contains(&word.as_str()) {
-            Ok(Some(true))
-        } else if FALSE.contains(&word.as_str()) {
-            Ok(Some(false))
-        } else {
-            Err(E::invalid_value(Unexpected::Str(v), &BOOL))
+        // dry-types' `Params` types read an empty value (`-d paused=`) as not given.
+        if v.trim().is_empty() {
+            return Ok(None);
+        }
+        match bool_word(v) {
+            Some(b) => Ok(Some(b)),
+            None => Err(E::invalid_value(Unexpected::Str(v), &BOOL)),
         }
     }
     fn visit_unit<E: Error>(self) -> Result<Self::Value, E> {
@@ -81,6 +96,9 @@ impl<'de> Visitor<'de> for Int {
             .map_err(|_| E::invalid_value(Unexpected::Unsigned(v), &"an integer"))
     }
     fn visit_str<E: Error>(self, v: &str) -> Result<Self::Value, E> {
+        if v.trim().is_empty() {
+            return Ok(None);
+        }
         v.trim()
             .parse()
             .map(Some)
@@ -140,6 +158,7 @@ mod tests {
         assert_eq!(json("{}"), p(None, None));
         assert_eq!(form("on=1&n=7200"), p(Some(true), Some(7200)));
         assert_eq!(form("on=off"), p(Some(false), None));
+        assert_eq!(form("on=&n="), p(None, None));
         for bad in [r#"{"on": "maybe"}"#, r#"{"on": 2}"#, r#"{"on": []}"#] {
             let e = json(bad).unwrap_err();
             assert!(e.contains("expected a boolean"), "{bad}: {e}");

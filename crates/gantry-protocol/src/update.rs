@@ -43,8 +43,10 @@ pub struct UpdateJobRequest {
     /// Job token; required by Rails (sent in the body and the header).
     #[serde(default, deserialize_with = "zero_if_null")]
     pub token: String,
-    /// Required.
-    pub state: JobState,
+    /// Optional, as GitLab declares it: an update without a state is a keep-alive (the
+    /// runner always sends one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<JobState>,
     /// Only with `failed`; omitted when empty. Decoded as Rails does: an unknown value
     /// becomes `unknown_failure` rather than an error (§4.3).
     #[serde(
@@ -70,6 +72,11 @@ pub struct UpdateJobRequest {
         deserialize_with = "zero_if_null"
     )]
     pub exit_code: i64,
+    /// The whole log so far: GitLab before 14.0 read it here (current runners never send
+    /// it; runners of that era still do, and resend the log this way after a `416`).
+    /// The coordinator appends what extends the stored log and ignores the rest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<String>,
     /// Experimental (§3.5.17); omitted when empty.
     #[serde(
         default,
@@ -85,11 +92,12 @@ impl UpdateJobRequest {
         Self {
             info,
             token: token.into(),
-            state,
+            state: Some(state),
             failure_reason: None,
             checksum: String::new(),
             output: JobTraceOutput::default(),
             exit_code: 0,
+            trace: None,
             runtime_environment_key: String::new(),
         }
     }

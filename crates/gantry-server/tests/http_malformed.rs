@@ -96,10 +96,12 @@ async fn bad_json_is_400_with_a_json_error() {
             format!("jobs/{}", f.job_id),
             format!(r#"{{"token": "{token}", "state": "exploded"}}"#),
         ),
+        // (`state` is optional, as in GitLab's API definition: without it the update is
+        // a keep-alive; `http_runner_api` tests that.)
         (
             Method::PUT,
             format!("jobs/{}", f.job_id),
-            format!(r#"{{"token": "{token}"}}"#),
+            format!(r#"{{"token": "{token}", "state": 7}}"#),
         ),
         (
             Method::PUT,

@@ -656,3 +656,165 @@ async fn the_user_api_streams_a_jobs_log_as_committed() {
     );
     assert!(log(&server).await == text);
 }
+
+/// GitLab's Grape reads the Runner API's parameters from a form as well as from JSON,
+/// matches its routes with a trailing slash, and treats `state` of `PUT /jobs/:id` as
+/// optional: a runner written against GitLab that relies on any of these works unchanged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_runner_api_takes_forms_trailing_slashes_and_updates_without_state() {
+    let server = TestServer::start().await;
+    let repo = Repo::new(&[(".gitlab-ci.yml", "build:\n  tags: [py]\n  script: [make]\n")]);
+    let project_id = server.create_project("demo", &repo).await["id"]
+        .as_i64()
+        .expect("id");
+    server.create_pipeline(project_id, "main").await;
+
+    // Register with a form (as Python's `requests.post(data=…)` sends it) at `runners/`.
+    let form = [
+        ("token", server.registration.as_str()),
+        ("description", "python runner"),
+        ("tag_list", "py,linux"),
+        ("run_untagged", "False"),
+        ("info[name]", "gitlab-python-runner"),
+        ("info[features][trace_checksum]", "true"),
+    ];
+    let registered = server
+        .http
+        .post(server.api("runners/"))
+        .form(&form)
+        .send()
+        .await
+        .expect("register");
+    assert_eq!(registered.status(), StatusCode::CREATED);
+    let body: Value = registered.json().await.expect("JSON");
+    let token = body["token"].as_str().expect("token").to_owned();
+    let (_, runner) = server
+        .admin(Method::GET, &format!("runners/{}", body["id"]), None)
+        .await;
+    assert_eq!(runner["description"], "python runner");
+    assert_eq!(runner["tag_list"], json!(["py", "linux"]));
+    assert_eq!(runner["run_untagged"], false);
+
+    // A bad form value names its key.
+    let bad = server
+        .http
+        .post(server.api("runners"))
+        .form(&[("token", server.registration.as_str()), ("locked", "maybe")])
+        .send()
+        .await
+        .expect("register");
+    let (status, error) = expect_client_error(bad, "a form with a bad boolean").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(
+        error["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("form parameter `locked`")),
+        "{error}"
+    );
+
+    let verified = server
+        .http
+        .post(server.api("runners/verify/"))
+        .form(&[("token", token.as_str())])
+        .send()
+        .await
+        .expect("verify");
+    assert_eq!(verified.status(), StatusCode::OK);
+
+    // A job request as a form, at `jobs/request/`.
+    let taken = server
+        .http
+        .post(server.api("jobs/request/"))
+        .form(&[("token", token.as_str()), ("info[name]", "py")])
+        .send()
+        .await
+        .expect("job request");
+    assert_eq!(taken.status(), StatusCode::CREATED);
+    let payload: Value = taken.json().await.expect("payload");
+    let job_id = payload["id"].as_i64().expect("id");
+    let job_token = payload["token"].as_str().expect("token").to_owned();
+
+    // Without `state`: a keep-alive that acknowledges the job, which keeps running.
+    let keep_alive = put(&server, job_id, json!({ "token": job_token })).await;
+    assert_eq!(keep_alive.status(), StatusCode::OK);
+    assert_eq!(
+        header(&keep_alive, "job-status").as_deref(),
+        Some("running")
+    );
+    let only_checksum = server
+        .http
+        .put(server.api(&format!("jobs/{job_id}/")))
+        .form(&[
+            ("token", job_token.as_str()),
+            ("output[checksum]", "crc32:00000000"),
+            ("exit_code", "0"),
+        ])
+        .send()
+        .await
+        .expect("update");
+    assert_eq!(only_checksum.status(), StatusCode::OK);
+    assert_eq!(server.job(project_id, job_id).await["status"], "running");
+
+    assert_eq!(
+        patch(&server, job_id, &job_token, 0, b"hello\n")
+            .await
+            .status(),
+        StatusCode::ACCEPTED
+    );
+    // The whole log in `trace`, as GitLab 13 read it: what extends the stored log is
+    // appended; a log that does not begin with it changes nothing.
+    for (trace, expected) in [
+        ("hello\nworld\n", "hello\nworld\n"),
+        ("another log\n", "hello\nworld\n"),
+        ("hello\n", "hello\nworld\n"),
+    ] {
+        let update = put(
+            &server,
+            job_id,
+            json!({ "token": job_token, "trace": trace }),
+        )
+        .await;
+        assert_eq!(update.status(), StatusCode::OK);
+        let log = server
+            .http
+            .get(server.api(&format!("projects/{project_id}/jobs/{job_id}/trace")))
+            .header("PRIVATE-TOKEN", &server.admin)
+            .send()
+            .await
+            .expect("log")
+            .text()
+            .await
+            .expect("text");
+        assert_eq!(log, expected, "after a trace of {trace:?}");
+    }
+    let done = server
+        .http
+        .put(server.api(&format!("jobs/{job_id}")))
+        .form(&[
+            ("token", job_token.as_str()),
+            ("state", "failed"),
+            ("failure_reason", "script_failure"),
+            ("exit_code", "3"),
+        ])
+        .send()
+        .await
+        .expect("final update");
+    assert_eq!(done.status(), StatusCode::OK);
+    let job = server.job(project_id, job_id).await;
+    assert_eq!(job["status"], "failed");
+    assert_eq!(job["failure_reason"], "script_failure");
+
+    // The user API takes a trailing slash too; the web UI and git paths are untouched.
+    let (status, projects) = server.admin(Method::GET, "projects/", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(projects.as_array().map(Vec::len), Some(1));
+
+    let unregistered = server
+        .http
+        .delete(server.api("runners/"))
+        .form(&[("token", token.as_str())])
+        .send()
+        .await
+        .expect("unregister");
+    assert_eq!(unregistered.status(), StatusCode::NO_CONTENT);
+}

@@ -11,6 +11,7 @@
 //! happen in one transaction, and pipeline-wide changes are guarded by an optimistic
 //! `lock_version`, so two coordinators (or two requests) cannot interleave half-writes.
 
+mod access;
 mod acknowledgement;
 mod environments;
 mod error;
@@ -27,6 +28,7 @@ use std::time::Duration;
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::{AnyPool, Row};
 
+pub use access::{AccessToken, NewAccessToken};
 pub use acknowledgement::RequeuedJob;
 pub use environments::{
     DeleteEnvironment, Deployment, DeploymentFilter, DeploymentUpdate, Environment,
@@ -477,6 +479,8 @@ impl Store {
             "DELETE FROM pipeline_schedules WHERE project_id = $1",
             "DELETE FROM protected_refs WHERE project_id = $1",
             "DELETE FROM project_refs WHERE project_id = $1",
+            "DELETE FROM runner_projects WHERE project_id = $1",
+            "DELETE FROM runner_projects WHERE runner_id IN (SELECT id FROM runners WHERE project_id = $1)",
             "DELETE FROM runners WHERE project_id = $1",
         ] {
             sqlx::query(statement).bind(id).execute(&mut *tx).await?;
@@ -1037,8 +1041,10 @@ impl Store {
         .bind(id)
         .fetch_optional(&self.pool)
         .await?;
-        row.map(|r| Runner::from_row(&r))
-            .ok_or(StoreError::NotFound("runner"))
+        let runner = row
+            .map(|r| Runner::from_row(&r))
+            .ok_or(StoreError::NotFound("runner"))?;
+        self.with_enabled_projects(runner).await
     }
 
     pub async fn runner_by_token_hash(&self, token_hash: &str) -> Result<Option<Runner>> {
@@ -1049,7 +1055,12 @@ impl Store {
         .bind(token_hash)
         .fetch_optional(&self.pool)
         .await?;
-        Ok(row.map(|r| Runner::from_row(&r)))
+        match row {
+            Some(row) => Ok(Some(
+                self.with_enabled_projects(Runner::from_row(&row)).await?,
+            )),
+            None => Ok(None),
+        }
     }
 
     pub async fn runners(&self) -> Result<Vec<Runner>> {
@@ -1059,12 +1070,28 @@ impl Store {
         ))
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows.iter().map(Runner::from_row).collect())
+        let mut runners: Vec<Runner> = rows.iter().map(Runner::from_row).collect();
+        let enabled = sqlx::query(
+            "SELECT runner_id, project_id FROM runner_projects ORDER BY created_at, project_id",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        for row in enabled {
+            let runner_id: i64 = row.get(0);
+            if let Some(runner) = runners.iter_mut().find(|r| r.id == runner_id) {
+                runner.enabled_projects.push(row.get(1));
+            }
+        }
+        Ok(runners)
     }
 
     /// Delete a runner; its finished jobs keep their history (runner_id cleared).
     pub async fn delete_runner(&self, id: i64) -> Result<bool> {
         let mut tx = self.begin_write().await?;
+        sqlx::query("DELETE FROM runner_projects WHERE runner_id = $1")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
         sqlx::query("UPDATE jobs SET runner_id = NULL WHERE runner_id = $1")
             .bind(id)
             .execute(&mut *tx)

@@ -5,7 +5,7 @@
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
-fn flag(r: &AnyRow, col: &str) -> bool {
+pub(crate) fn flag(r: &AnyRow, col: &str) -> bool {
     r.get::<i64, _>(col) != 0
 }
 
@@ -146,6 +146,9 @@ pub struct Runner {
     pub group_path: Option<String>,
     /// Takes every job whatever its tags (`gantry run`'s local runner).
     pub any_tags: bool,
+    /// A project runner's other projects (`runner_projects`), oldest first; empty for
+    /// other runners.
+    pub enabled_projects: Vec<i64>,
 }
 
 impl Runner {
@@ -165,6 +168,7 @@ impl Runner {
             created_at: r.get("created_at"),
             group_path: r.get("group_path"),
             any_tags: flag(r, "any_tags"),
+            enabled_projects: Vec::new(),
         }
     }
 }

@@ -1602,7 +1602,82 @@ async fn unacknowledged_jobs_go_back_to_the_queue_once(db: Db) {
     assert_eq!(s.job_status(late).await.expect("late"), "running");
 }
 
+async fn access_tokens_are_kept_as_hashes_and_revoked_once(db: Db) {
+    let (_d, s) = open(db).await;
+    let scopes = vec!["read_api".to_owned()];
+    let made = s
+        .create_access_token(
+            &NewAccessToken {
+                user_id: 1,
+                name: "dashboards",
+                token_hash: "h1",
+                scopes: &scopes,
+                expires_at: Some("2999-01-01"),
+            },
+            5,
+        )
+        .await
+        .unwrap();
+    assert_eq!(made.scopes, scopes);
+    assert_eq!(made.expires_at.as_deref(), Some("2999-01-01"));
+    assert!(!made.revoked);
+    assert_eq!(
+        s.access_token_by_hash("h1").await.unwrap(),
+        Some(made.clone())
+    );
+    assert_eq!(s.access_token_by_hash("h2").await.unwrap(), None);
+    s.revoke_access_token(made.id).await.unwrap();
+    assert!(s.access_token(made.id).await.unwrap().revoked);
+    assert!(matches!(
+        s.revoke_access_token(made.id).await,
+        Err(StoreError::NotFound(_))
+    ));
+    assert_eq!(s.access_tokens().await.unwrap().len(), 1);
+}
+
+async fn project_runners_are_enabled_for_more_projects(db: Db) {
+    let (_d, s) = open(db).await;
+    let first = s.create_project(&project("first"), 1).await.unwrap();
+    let second = s.create_project(&project("second"), 1).await.unwrap();
+    let own = s
+        .create_runner(
+            &NewRunner {
+                project_id: Some(first.id),
+                ..runner("own")
+            },
+            1,
+        )
+        .await
+        .unwrap();
+    assert!(s.enable_runner_project(own.id, second.id, 2).await.unwrap());
+    assert!(!s.enable_runner_project(own.id, second.id, 3).await.unwrap());
+    assert_eq!(
+        s.runner(own.id).await.unwrap().enabled_projects,
+        [second.id]
+    );
+    let by_token = s.runner_by_token_hash("own").await.unwrap().unwrap();
+    assert_eq!(by_token.enabled_projects, [second.id]);
+    assert_eq!(s.runners().await.unwrap()[0].enabled_projects, [second.id]);
+    assert!(s.disable_runner_project(own.id, second.id).await.unwrap());
+    assert!(!s.disable_runner_project(own.id, second.id).await.unwrap());
+    assert!(s.runner(own.id).await.unwrap().enabled_projects.is_empty());
+    // Deleting the other project drops the link; deleting the owner drops the runner.
+    assert!(s.enable_runner_project(own.id, second.id, 4).await.unwrap());
+    s.delete_project(second.id).await.unwrap();
+    assert!(s.runner(own.id).await.unwrap().enabled_projects.is_empty());
+    let third = s.create_project(&project("third"), 1).await.unwrap();
+    assert!(s.enable_runner_project(own.id, third.id, 5).await.unwrap());
+    s.delete_project(first.id).await.unwrap();
+    assert!(matches!(
+        s.runner(own.id).await,
+        Err(StoreError::NotFound(_))
+    ));
+    s.delete_project(third.id).await.unwrap();
+}
+
 on_both_backends!(
+    access_tokens_are_kept_as_hashes_and_revoked_once,
+    project_runners_are_enabled_for_more_projects,
     unacknowledged_jobs_go_back_to_the_queue_once,
     protected_refs_are_kept_per_kind,
     group_variables_are_kept_per_group,

@@ -1978,3 +1978,57 @@ fn sigterm_with_stalled_clients_exits_within_the_shutdown_timeout() {
     );
     assert!(said.contains("gantry server: stopped"), "{said}");
 }
+
+/// GitLab's own clients from PyPI, unpatched, against a real `gantry server`: python-gitlab
+/// through the calls a team makes daily, and the runner implementations
+/// gitlab-runner-api and gitlab-python-runner taking, logging and finishing jobs
+/// (`scripts/test-gitlab-clients.sh` installs them in a virtual environment and runs
+/// `scripts/gitlab_clients.py`, which prints one line per call).
+#[test]
+fn gitlab_clients_from_pypi_work_against_the_server() {
+    let data = tempfile::tempdir().expect("dir");
+    let server = Server::start(&data.path().join("data"));
+    let admin = server.token("glpat-").expect("an admin token");
+    let registration = server.token("GR1348941").expect("a registration token");
+    let repo = repo_with(
+        "runner-api:\n  tags: [runner-api]\n  script: [echo from gitlab-runner-api]\n\
+         python-runner:\n  tags: [python-runner]\n  script:\n    - echo hello from gitlab-python-runner > out.txt\n    - cat out.txt\n  artifacts:\n    paths: [out.txt]\n",
+    );
+    let work = tempfile::tempdir().expect("dir");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let output = Command::new("bash")
+        .arg(root.join("scripts/test-gitlab-clients.sh"))
+        .args([&server.url, &admin, &registration])
+        .arg(repo.path())
+        .arg(work.path())
+        .current_dir(&root)
+        .stdin(Stdio::null())
+        .output()
+        .expect("bash runs");
+    let stdout = text(&output.stdout);
+    assert!(
+        output.status.success(),
+        "the clients failed:\n{stdout}\n{}",
+        text(&output.stderr)
+    );
+    for call in [
+        "gl.auth()",
+        "gl.version()",
+        "projects.create",
+        "projects.list(search=…), simple, order_by, get",
+        "project.variables create/list/get/update/delete",
+        "personal access tokens: create, read_api, revoke",
+        "pipelines.create, list, get",
+        "gitlab-runner-api: register, request a job, stream its log, finish it",
+        "gitlab-python-runner: register, run a job with an artifact, finish it",
+        "jobs list, get, trace, artifacts",
+        "runners: runners_all.list, runners.list, project runners enable/disable",
+        "pipeline.cancel, pipeline.retry",
+    ] {
+        assert!(
+            stdout.contains(&format!("ok - {call}\n")),
+            "no `ok - {call}`:\n{stdout}"
+        );
+    }
+    assert!(stdout.contains(" passed, 0 failed"), "{stdout}");
+}

@@ -187,7 +187,7 @@ impl Uplink {
         .await
         {
             Ok(Ok(answer)) => {
-                if request.state == JobState::Running {
+                if request.state == Some(JobState::Running) {
                     self.observe(
                         answer.response.cancel_requested,
                         answer.response.update_interval,

@@ -75,10 +75,10 @@ impl Coordinator {
 
     /// A runner's `PUT /jobs/:id` (the caller has checked the job token).
     ///
-    /// - `running` (and two-phase `pending`): the first one acknowledges the job (it stays
-    ///   the runner's, see [`Coordinator::requeue_unacknowledged`]), the others are
-    ///   keep-alives; `job_status` is `running`, or
-    ///   `canceling` when a user canceled the job on a runner that cancels gracefully.
+    /// - `running` (and two-phase `pending`, and an update without a state): the first one
+    ///   acknowledges the job (it stays the runner's, see
+    ///   [`Coordinator::requeue_unacknowledged`]), the others are keep-alives; `job_status`
+    ///   is `running`, or `canceling` when a user canceled the job on a runner that cancels gracefully.
     /// - `success` / `failed`: the final state. While the runner reports more trace bytes
     ///   (`output.bytesize`) than are stored, the update is not applied and `accepted` is
     ///   false (answer `202`, retry after `update_interval`), for up to 5 minutes (§4.4).
@@ -114,7 +114,9 @@ impl Coordinator {
         }
         let now = now_ms();
         match req.state {
-            WireState::Pending | WireState::Running => {
+            // No state (GitLab's API declares it optional): a keep-alive like `running`;
+            // the checksum and exit code count with the final state.
+            None | Some(WireState::Pending | WireState::Running) => {
                 match job.last_contact_at {
                     // The runner's first word about the job: it has it, and the job
                     // stays its own (`requeue_unacknowledged`).
@@ -133,7 +135,7 @@ impl Coordinator {
                     update_interval: None,
                 })
             }
-            WireState::Success | WireState::Failed => {
+            Some(WireState::Success | WireState::Failed) => {
                 let reported = req.output.bytesize;
                 let stored = u64::try_from(job.trace_size).unwrap_or(0);
                 if reported > stored {
@@ -150,7 +152,7 @@ impl Coordinator {
                 }
                 self.runtime().pending_final.remove(&job_id);
                 self.sync_trace(job_id).await?;
-                let success = req.state == WireState::Success;
+                let success = req.state == Some(WireState::Success);
                 let reason = req
                     .failure_reason
                     .map(FailureReason::as_stored)

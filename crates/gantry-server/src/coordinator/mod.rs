@@ -20,6 +20,7 @@
 //! (tick, resume), `git.rs`, `views.rs` (what callers get), `spec.rs` (what a job row
 //! stores).
 
+mod access_tokens;
 mod artifacts;
 mod blob;
 mod coverage;
@@ -69,6 +70,7 @@ use tokio::sync::watch;
 
 use crate::processor::{PipelineState, Status, Watchdog};
 
+pub use access_tokens::{ACCESS_TOKEN_SCOPES, AccessTokenRequest, AccessTokenView, TokenAccess};
 pub use artifacts::{ArtifactBlob, EXPIRED_PER_PASS, RemovedArtifacts, StageError, StagedUpload};
 pub use blob::{BlobStore, LocalDir};
 pub use environment::JobEnvironment;

@@ -340,6 +340,7 @@ mod tests {
             access_level: "not_protected",
             maximum_timeout: None,
             project_id: None,
+            enabled_projects: Vec::new(),
             groups: Vec::new(),
             contacted_at: Some(0),
             created_at: 0,

@@ -751,13 +751,22 @@ impl Fit {
     }
 }
 
-pub(crate) fn runner_fit(runner: &Runner, job: &JobNeeds<'_>) -> Fit {
-    let scope = runner.project_id.is_none_or(|p| p == job.project_id)
+/// Whether `runner` may run jobs of the project `project_id` named `project_name`: an
+/// instance runner every project's, a group runner those under its group, a project
+/// runner its own project's and those it was enabled for.
+pub(crate) fn runner_serves(runner: &Runner, project_id: i64, project_name: &str) -> bool {
+    runner
+        .project_id
+        .is_none_or(|p| p == project_id || runner.enabled_projects.contains(&project_id))
         && runner.groups.first().is_none_or(|group| {
-            super::pipelines::full_path(job.project_name)
+            super::pipelines::full_path(project_name)
                 .strip_prefix(group.full_path.as_str())
                 .is_some_and(|rest| rest.starts_with('/'))
-        });
+        })
+}
+
+pub(crate) fn runner_fit(runner: &Runner, job: &JobNeeds<'_>) -> Fit {
+    let scope = runner_serves(runner, job.project_id, job.project_name);
     let protection = !runner.protected_only() || job.protected;
     let tags = runner.any_tags
         || if job.tags.is_empty() {

@@ -136,6 +136,78 @@ impl Coordinator {
             .collect())
     }
 
+    /// The runners that may run jobs of project `project_id` (GitLab's `GET
+    /// /projects/:id/runners`): instance runners, the runners of its groups, its own
+    /// project runners and those enabled for it; oldest first.
+    pub async fn project_runners(
+        &self,
+        project_id: i64,
+    ) -> std::result::Result<Vec<Runner>, CoordinatorError> {
+        let project = self.inner.store.project(project_id).await?;
+        Ok(self
+            .runners()
+            .await?
+            .into_iter()
+            .filter(|r| super::queue::runner_serves(r, project.id, &project.name))
+            .collect())
+    }
+
+    /// Enables the project runner `runner_id` for project `project_id` too (GitLab's
+    /// `POST /projects/:id/runners`). `Forbidden` for an instance or group runner or a
+    /// locked one, `Invalid` (GitLab's `400`) when it runs the project's jobs already.
+    pub async fn enable_project_runner(
+        &self,
+        project_id: i64,
+        runner_id: i64,
+    ) -> std::result::Result<Runner, CoordinatorError> {
+        let store = &self.inner.store;
+        store.project(project_id).await?;
+        let runner = store.runner(runner_id).await?;
+        let what = format!("enable runner {runner_id} for project {project_id}");
+        let Some(own) = runner.project_id else {
+            return Err(CoordinatorError::Forbidden(format!(
+                "{what}: it is an instance or group runner, which projects do not enable: only project runners are"
+            )));
+        };
+        if runner.locked {
+            return Err(CoordinatorError::Forbidden(format!(
+                "{what}: the runner is locked to its project; unlock it first (PUT /runners/{runner_id} with locked=false)"
+            )));
+        }
+        if own == project_id
+            || !store
+                .enable_runner_project(runner_id, project_id, now_ms())
+                .await?
+        {
+            return Err(CoordinatorError::Invalid(format!(
+                "{what}: it runs the project's jobs already"
+            )));
+        }
+        self.runner(runner_id).await
+    }
+
+    /// Disables the runner `runner_id` for project `project_id` (GitLab's `DELETE
+    /// /projects/:id/runners/:runner_id`). `NotFound` when it was not enabled there;
+    /// `Forbidden` for the runner's own project (delete the runner instead).
+    pub async fn disable_project_runner(
+        &self,
+        project_id: i64,
+        runner_id: i64,
+    ) -> std::result::Result<Runner, CoordinatorError> {
+        let store = &self.inner.store;
+        store.project(project_id).await?;
+        let runner = store.runner(runner_id).await?;
+        if runner.project_id == Some(project_id) {
+            return Err(CoordinatorError::Forbidden(format!(
+                "disable runner {runner_id} for project {project_id}: it is the runner's own project; delete the runner instead (DELETE /runners/{runner_id})"
+            )));
+        }
+        if !store.disable_runner_project(runner_id, project_id).await? {
+            return Err(CoordinatorError::NotFound("runner"));
+        }
+        Ok(Runner::from_row(&runner))
+    }
+
     /// Delete a runner. Jobs it is still executing fail with `runner_system_failure` (the
     /// runner is gone); finished jobs keep their history.
     pub async fn delete_runner(&self, id: i64) -> std::result::Result<(), CoordinatorError> {

@@ -127,6 +127,10 @@ pub struct Runner {
     pub access_level: &'static str,
     pub maximum_timeout: Option<i64>,
     pub project_id: Option<i64>,
+    /// A project runner's other projects (`POST /projects/:id/runners`), beside
+    /// `project_id`.
+    #[serde(skip)]
+    pub enabled_projects: Vec<i64>,
     /// A group runner's group (GitLab's `groups`, by path: Gantry's groups have no ids).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub groups: Vec<RunnerGroup>,
@@ -172,6 +176,7 @@ impl Runner {
             },
             maximum_timeout: r.maximum_timeout,
             project_id: r.project_id,
+            enabled_projects: r.enabled_projects.clone(),
             groups: r
                 .group_path
                 .iter()

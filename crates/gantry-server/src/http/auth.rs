@@ -1,17 +1,23 @@
-//! Who is calling (`runner-api.md` §1.2): an admin (user API), a runner (runner token in
+//! Who is calling (`runner-api.md` §1.2): the administrator (user API: the admin token or
+//! a personal access token), a runner (runner token in
 //! the body), or a running job (job token). GitLab answers job-scoped calls with `403`
 //! (never `404`) for a bad token so the runner aborts, adding `Job-Status` when the job
 //! exists but no longer runs.
 
-use axum::http::HeaderMap;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, Method};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 
-use crate::coordinator::{Coordinator, CoordinatorError, Runner};
+use crate::coordinator::{Coordinator, CoordinatorError, Runner, TokenAccess};
 
+use super::AppState;
 use super::error::ApiError;
 use super::extract;
 
-/// The user API: `PRIVATE-TOKEN` or `Authorization: Bearer` with an admin token, else
-/// `401`.
+/// The user API: `PRIVATE-TOKEN` or `Authorization: Bearer` with the admin token or a
+/// live personal access token of the administrator (the only user), else `401`. What a
+/// `read_api` token may not do is refused before the handler runs ([`read_only_scope`]).
 pub(crate) async fn require_admin(
     coordinator: &Coordinator,
     headers: &HeaderMap,
@@ -19,11 +25,37 @@ pub(crate) async fn require_admin(
     let Some(token) = extract::private_token(headers) else {
         return Err(ApiError::unauthorized());
     };
-    if coordinator.is_admin(token).await? {
-        Ok(())
-    } else {
-        Err(ApiError::unauthorized())
+    match coordinator.token_access(token).await? {
+        Some(_) => Ok(()),
+        None => Err(ApiError::unauthorized()),
     }
+}
+
+/// Middleware of the user API: a personal access token with scope `read_api` only reads
+/// (`GET`, `HEAD`); anything else it asks is `403`, as GitLab refuses it
+/// (`insufficient_scope`).
+pub(crate) async fn read_only_scope(
+    State(state): State<AppState>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let method = request.method();
+    if method == Method::GET || method == Method::HEAD {
+        return next.run(request).await;
+    }
+    if let Some(token) = extract::private_token(request.headers()) {
+        match state.coordinator.token_access(token).await {
+            Ok(Some(TokenAccess::ReadOnly)) => {
+                return ApiError::forbidden_because(
+                    "insufficient_scope: the token's scope is read_api, which only reads; use a token with scope api",
+                )
+                .into_response();
+            }
+            Ok(_) => {}
+            Err(e) => return ApiError::from(e).into_response(),
+        }
+    }
+    next.run(request).await
 }
 
 /// A runner-level call: the runner token from the body; unknown or missing is `403`.

@@ -47,9 +47,11 @@ pub(crate) fn json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
     gantry_protocol::parse_json(body).map_err(|error| ApiError::param(error.to_string()))
 }
 
-/// Decodes a user API body the way Grape reads parameters: a form — URL-encoded
-/// (`curl --data key=value`) or multipart (`curl --form key=value`, as GitLab's
-/// documentation shows) — when the content type says so, JSON otherwise.
+/// Decodes a body the way Grape reads parameters, for the user API and the Runner API
+/// alike: a form — URL-encoded (`curl --data key=value`) or multipart (`curl --form
+/// key=value`, as GitLab's documentation shows) — when the content type says so, with
+/// Rack's nested keys (`info[name]=x`, `tag_list[]=a`) and Grape's coercion of text
+/// ([`gantry_protocol::form`]); JSON otherwise.
 pub(crate) async fn params<T: DeserializeOwned>(
     headers: &HeaderMap,
     body: &Bytes,
@@ -57,18 +59,15 @@ pub(crate) async fn params<T: DeserializeOwned>(
     let content_type = header_str(headers, "content-type")
         .unwrap_or("")
         .to_ascii_lowercase();
-    if content_type.starts_with("application/x-www-form-urlencoded") {
-        serde_urlencoded::from_bytes(body)
-            .map_err(|e| ApiError::param(format!("decode the form parameters: {e}")))
+    let decoded = if content_type.starts_with("application/x-www-form-urlencoded") {
+        gantry_protocol::parse_form(body)
     } else if content_type.starts_with("multipart/form-data") {
         let pairs = multipart_pairs(headers, body.clone()).await?;
-        let encoded = serde_urlencoded::to_string(&pairs)
-            .map_err(|e| ApiError::param(format!("decode the form: {e}")))?;
-        serde_urlencoded::from_str(&encoded)
-            .map_err(|e| ApiError::param(format!("decode the form parameters: {e}")))
+        gantry_protocol::parse_form_pairs(&pairs)
     } else {
-        json(body)
-    }
+        return json(body);
+    };
+    decoded.map_err(|error| ApiError::param(error.to_string()))
 }
 
 /// A `multipart/form-data` body's fields as `(name, text)` pairs, in order.

@@ -19,9 +19,10 @@ use super::{AppState, auth, json_response};
 pub(crate) async fn request(
     State(state): State<AppState>,
     peer: Option<Extension<ConnectInfo<Peer>>>,
+    headers: axum::http::HeaderMap,
     Body(body): Body,
 ) -> ApiResult<Response> {
-    let req: JobRequest = extract::json(&body)?;
+    let req: JobRequest = extract::params(&headers, &body).await?;
     let runner = auth::require_runner(&state.coordinator, &req.token).await?;
     // The version before looking: if the queue changes while this request is held, the
     // runner's next request carries a stale version and looks again at once, so no

@@ -57,9 +57,12 @@ pub(crate) async fn update(
     headers: HeaderMap,
     Body(body): Body,
 ) -> ApiResult<Response> {
-    let req: UpdateJobRequest = extract::json(&body)?;
+    let mut req: UpdateJobRequest = extract::params(&headers, &body).await?;
     let token = extract::job_token(Some(req.token.as_str()), &headers);
     let job = auth::require_job(&state.coordinator, job_id, token).await?;
+    if let Some(full) = req.trace.take() {
+        extend_trace(&state, job_id, full.into_bytes()).await?;
+    }
     let result = match state.coordinator.update_job_as(job.row, req).await {
         Ok(result) => result,
         Err(CoordinatorError::Forbidden(why)) => {
@@ -80,6 +83,56 @@ pub(crate) async fn update(
         StatusCode::ACCEPTED
     };
     Ok(with_headers(status_body(status), &headers))
+}
+
+/// The whole log a runner of GitLab's 13.x era sends with `PUT /jobs/:id` (`trace`): the
+/// part past the stored log is appended when the stored log is its beginning; otherwise
+/// it is ignored, as is a log a concurrent patch has just extended (a log is never
+/// rewritten).
+async fn extend_trace(state: &AppState, job_id: i64, full: Vec<u8>) -> Result<(), ApiError> {
+    let stored = match state.coordinator.trace_source(job_id).await? {
+        crate::coordinator::TraceSource::Bytes(bytes) => bytes,
+        crate::coordinator::TraceSource::File { file, len } => {
+            if usize::try_from(len).is_ok_and(|len| len >= full.len()) {
+                return Ok(());
+            }
+            tokio::task::spawn_blocking(move || {
+                use std::io::Read as _;
+                let mut bytes = Vec::new();
+                file.take(len).read_to_end(&mut bytes).map(|_| bytes)
+            })
+            .await
+            .map_err(|e| ApiError::internal(&format!("read the log of job {job_id}: {e}")))?
+            .map_err(|e| ApiError::internal(&format!("read the log of job {job_id}: {e}")))?
+        }
+    };
+    if full.len() <= stored.len() || !full.starts_with(&stored) {
+        return Ok(());
+    }
+    let start = stored.len() as u64;
+    let rest = Bytes::from(full).slice(stored.len()..);
+    let length = rest.len() as u64;
+    let appended = match state
+        .coordinator
+        .begin_trace_append(job_id, start, Some(length))
+        .await
+    {
+        Ok(append) => {
+            append
+                .write(futures_util::stream::once(async move {
+                    Ok::<_, std::convert::Infallible>(rest)
+                }))
+                .await
+        }
+        Err(e) => Err(e),
+    };
+    match appended {
+        Ok(_) | Err(CoordinatorError::RangeMismatch { .. }) => Ok(()),
+        Err(CoordinatorError::Forbidden(why)) => {
+            Err(auth::forbidden_with_status(&state.coordinator, job_id, why).await)
+        }
+        Err(other) => Err(other.into()),
+    }
 }
 
 /// `PATCH /api/v4/jobs/:id/trace` (§5): append at `Content-Range` start, which must be

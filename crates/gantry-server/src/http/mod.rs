@@ -9,10 +9,12 @@
 //! Files: `runners.rs` (runner registration, verify, delete), `job_request.rs` (long
 //! polling), `job_update.rs` (`PUT /jobs/:id`, `PATCH /jobs/:id/trace`), `artifacts.rs`
 //! (runner uploads and downloads), `projects.rs`, `protected.rs` (protected branches and tags), `mirror.rs` (pushes on demand), `schedules.rs`, `variables.rs`, `instance_variables.rs`,
-//! `jobs.rs` and `user_runners.rs` (user API), `git.rs` + `git_backend.rs` (clones), `auth.rs` (who is calling),
-//! `extract.rs` (bodies, tokens), `gate.rs` (no body read before a credential is
-//! known), `error.rs`, `edge.rs` (connections: timeouts, caps,
-//! the shutdown deadline), `peer.rs` (whether a request's client is still there).
+//! `jobs.rs` and `user_runners.rs` (user API), `users.rs` (`/user`, `/version`, personal access
+//! tokens), `git.rs` + `git_backend.rs` (clones), `auth.rs` (who is calling, what a `read_api`
+//! token may do), `extract.rs` (bodies — JSON or forms, for both APIs — and tokens), `gate.rs`
+//! (no body read before a credential is known), `error.rs`, `edge.rs` (connections: timeouts,
+//! caps, the shutdown deadline), `peer.rs` (whether a request's client is still there).
+//! API paths match with a trailing slash too, as GitLab's do.
 
 mod artifacts;
 mod auth;
@@ -41,6 +43,7 @@ mod schedules;
 mod triggers;
 mod ui;
 mod user_runners;
+mod users;
 mod variables;
 
 use std::collections::HashMap;
@@ -198,9 +201,12 @@ fn build(coordinator: Coordinator, shutdown: watch::Receiver<bool>) -> Router {
         watched: Arc::new(Mutex::new(HashMap::new())),
     };
     let runner_api = Router::new()
+        // `GET /runners` is the user API's list of owned runners (admin token).
         .route(
             "/runners",
-            post(runners::register).delete(runners::unregister),
+            post(runners::register)
+                .delete(runners::unregister)
+                .get(user_runners::owned),
         )
         .route("/runners/verify", post(runners::verify))
         .route("/runners/managers", delete(runners::unregister_manager))
@@ -437,6 +443,28 @@ fn build(coordinator: Coordinator, shutdown: watch::Receiver<bool>) -> Router {
                 .delete(instance_variables::delete),
         )
         .route("/user/runners", post(user_runners::create))
+        .route("/user", get(users::current))
+        .route("/users/{user}", get(users::show))
+        .route("/version", get(users::version))
+        .route("/metadata", get(users::show_metadata))
+        .route("/user/personal_access_tokens", post(users::create_for_self))
+        .route(
+            "/users/{user}/personal_access_tokens",
+            post(users::create_for_user),
+        )
+        .route("/personal_access_tokens", get(users::list_tokens))
+        .route(
+            "/personal_access_tokens/{token}",
+            get(users::show_token).delete(users::revoke_token),
+        )
+        .route(
+            "/projects/{project}/runners",
+            get(user_runners::project_list).post(user_runners::project_enable),
+        )
+        .route(
+            "/projects/{project}/runners/{runner}",
+            delete(user_runners::project_disable),
+        )
         .route("/runners/all", get(user_runners::list))
         .route("/runners/{runner}/jobs", get(user_runners::jobs))
         .route(
@@ -445,8 +473,12 @@ fn build(coordinator: Coordinator, shutdown: watch::Receiver<bool>) -> Router {
                 .put(user_runners::update)
                 .delete(user_runners::delete),
         )
-        .layer(DefaultBodyLimit::max(MAX_JSON_BODY));
-    Router::new()
+        .layer(DefaultBodyLimit::max(MAX_JSON_BODY))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::read_only_scope,
+        ));
+    let app = Router::new()
         .nest("/api/v4", runner_api.merge(user_api))
         .route("/-/metrics", get(metrics::metrics))
         .route(
@@ -462,7 +494,33 @@ fn build(coordinator: Coordinator, shutdown: watch::Receiver<bool>) -> Router {
             gate::credentials_first,
         ))
         .layer(middleware::from_fn(guard_panics))
-        .with_state(state)
+        .with_state(state);
+    // Routing happens inside `app`, so the path is rewritten before it sees the request.
+    Router::new().fallback_service(tower::ServiceExt::map_request(app, without_trailing_slash))
+}
+
+/// GitLab's API routes match with a trailing slash too (`POST /api/v4/runners/` is
+/// `POST /api/v4/runners`): an API path's trailing slashes are dropped before routing.
+/// Other paths (git, the web UI) are left as they are.
+fn without_trailing_slash(mut request: Request) -> Request {
+    let path = request.uri().path();
+    let trimmed = path.trim_end_matches('/');
+    if !path.starts_with("/api/v4/") || trimmed.len() == path.len() || trimmed == "/api/v4" {
+        return request;
+    }
+    let rewritten = match request.uri().query() {
+        Some(query) => format!("{trimmed}?{query}"),
+        None => trimmed.to_owned(),
+    };
+    let mut parts = request.uri().clone().into_parts();
+    match rewritten.parse() {
+        Ok(path_and_query) => parts.path_and_query = Some(path_and_query),
+        Err(_) => return request,
+    }
+    if let Ok(uri) = axum::http::Uri::from_parts(parts) {
+        *request.uri_mut() = uri;
+    }
+    request
 }
 
 async fn method_not_allowed() -> ApiError {

@@ -85,13 +85,117 @@ pub(crate) async fn create(
     Ok(json_response(StatusCode::CREATED, &project))
 }
 
-/// `GET /api/v4/projects`.
-pub(crate) async fn list(State(state): State<AppState>, headers: HeaderMap) -> ApiResult<Response> {
+/// `GET /projects`' filters and order, GitLab's names.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct ProjectFilter {
+    search: Option<String>,
+    #[serde(deserialize_with = "extract::grape::opt_bool")]
+    simple: Option<bool>,
+    order_by: Option<String>,
+    sort: Option<String>,
+    #[serde(deserialize_with = "extract::grape::opt_bool")]
+    archived: Option<bool>,
+    #[serde(deserialize_with = "extract::grape::opt_bool")]
+    membership: Option<bool>,
+    #[serde(deserialize_with = "extract::grape::opt_bool")]
+    owned: Option<bool>,
+}
+
+/// The keys of GitLab's `BasicProjectDetails` (`simple=true`) that a Gantry project has.
+const SIMPLE_PROJECT_KEYS: [&str; 9] = [
+    "id",
+    "name",
+    "path",
+    "path_with_namespace",
+    "created_at",
+    "default_branch",
+    "http_url_to_repo",
+    "web_url",
+    "namespace",
+];
+
+/// `GET /api/v4/projects[?search=&simple=&order_by=&sort=&archived=&membership=&owned=&page=&per_page=]`:
+/// the projects, newest first by default, paged. `search` matches the name or path
+/// (any case); `order_by` is `id`, `name`, `path`, `created_at` (default), `updated_at`
+/// or `last_activity_at` (the last two as `created_at`: Gantry keeps neither), `sort`
+/// `asc` or `desc` (default). The administrator is a member and owner of every
+/// project, so `membership` and `owned` keep them all; no project is archived, so
+/// `archived=true` lists none.
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    Query(filter): Query<ProjectFilter>,
+    Query(page): Query<Page>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
     auth::require_admin(&state.coordinator, &headers).await?;
-    Ok(json_response(
-        StatusCode::OK,
-        &state.coordinator.projects().await?,
-    ))
+    let order_by = filter.order_by.as_deref().unwrap_or("created_at");
+    const ORDERS: [&str; 6] = [
+        "id",
+        "name",
+        "path",
+        "created_at",
+        "updated_at",
+        "last_activity_at",
+    ];
+    if !ORDERS.contains(&order_by) {
+        return Err(ApiError::param(format!(
+            "order_by does not have a valid value: give one of {}",
+            ORDERS.join(", ")
+        )));
+    }
+    let descending = match filter.sort.as_deref().unwrap_or("desc") {
+        "desc" => true,
+        "asc" => false,
+        _ => {
+            return Err(ApiError::param(
+                "sort does not have a valid value: give asc or desc",
+            ));
+        }
+    };
+    // Every project is the administrator's, none archived: these keep all or none.
+    let _ = (filter.membership, filter.owned);
+    let mut projects = if filter.archived == Some(true) {
+        Vec::new()
+    } else {
+        state.coordinator.projects().await?
+    };
+    if let Some(search) = filter
+        .search
+        .as_deref()
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+    {
+        let search = search.to_lowercase();
+        projects.retain(|p| {
+            [&p.name, &p.path, &p.path_with_namespace]
+                .iter()
+                .any(|text| text.to_lowercase().contains(&search))
+        });
+    }
+    projects.sort_by(|a, b| {
+        let order = match order_by {
+            "name" => a.name.cmp(&b.name),
+            "path" => a.path.cmp(&b.path),
+            "id" => a.id.cmp(&b.id),
+            _ => a.created_at.cmp(&b.created_at),
+        }
+        .then(a.id.cmp(&b.id));
+        if descending { order.reverse() } else { order }
+    });
+    if filter.simple != Some(true) {
+        return Ok(page_of(projects, &page));
+    }
+    let mut simple = Vec::with_capacity(projects.len());
+    for project in &projects {
+        let mut value = serde_json::to_value(project)
+            .map_err(|e| ApiError::internal(&format!("encode project {}: {e}", project.id)))?;
+        if let Some(object) = value.as_object_mut() {
+            object.retain(|key, _| SIMPLE_PROJECT_KEYS.contains(&key.as_str()));
+        }
+        simple.push(value);
+    }
+    Ok(page_of(simple, &page))
 }
 
 /// `GET /api/v4/projects/:id`.

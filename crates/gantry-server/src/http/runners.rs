@@ -18,9 +18,10 @@ use super::{AppState, auth, json_response};
 /// `POST /api/v4/runners` (§2.1): register with the registration token → `201`.
 pub(crate) async fn register(
     State(state): State<AppState>,
+    headers: HeaderMap,
     Body(body): Body,
 ) -> ApiResult<Response> {
-    let req: RegisterRunnerRequest = extract::json(&body)?;
+    let req: RegisterRunnerRequest = extract::params(&headers, &body).await?;
     if req.token.trim().is_empty() {
         return Err(ApiError::forbidden_because(
             "the registration token is missing",
@@ -57,8 +58,12 @@ pub(crate) async fn register(
 
 /// `POST /api/v4/runners/verify` (§2.3): `200` with the JSON form, `403` for an unknown
 /// token.
-pub(crate) async fn verify(State(state): State<AppState>, Body(body): Body) -> ApiResult<Response> {
-    let req: VerifyRunnerRequest = extract::json(&body)?;
+pub(crate) async fn verify(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Body(body): Body,
+) -> ApiResult<Response> {
+    let req: VerifyRunnerRequest = extract::params(&headers, &body).await?;
     let runner = auth::require_runner(&state.coordinator, &req.token).await?;
     Ok(json_response(
         StatusCode::OK,
@@ -73,9 +78,10 @@ pub(crate) async fn verify(State(state): State<AppState>, Body(body): Body) -> A
 /// `DELETE /api/v4/runners` (§2.4): delete the runner the token belongs to → `204`.
 pub(crate) async fn unregister(
     State(state): State<AppState>,
+    headers: HeaderMap,
     Body(body): Body,
 ) -> ApiResult<Response> {
-    let req: RunnerTokenRequest = extract::json(&body)?;
+    let req: RunnerTokenRequest = extract::params(&headers, &body).await?;
     let runner = auth::require_runner(&state.coordinator, &req.token).await?;
     state.coordinator.delete_runner(runner.id).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
@@ -85,9 +91,10 @@ pub(crate) async fn unregister(
 /// there is nothing to delete: `204` for a valid token and a `system_id`.
 pub(crate) async fn unregister_manager(
     State(state): State<AppState>,
+    headers: HeaderMap,
     Body(body): Body,
 ) -> ApiResult<Response> {
-    let req: UnregisterManagerRequest = extract::json(&body)?;
+    let req: UnregisterManagerRequest = extract::params(&headers, &body).await?;
     auth::require_runner(&state.coordinator, &req.token).await?;
     if req.system_id.trim().is_empty() {
         return Err(ApiError::param("system_id is missing"));

@@ -1,7 +1,8 @@
 //! User API, runners: `POST /user/runners` (create → `glrt-` token, `runner-api.md`
-//! §2.2), `GET /runners/all` (filtered, paged), `GET /runners/:id`, `PUT /runners/:id`
-//! (settings, pause and resume), `GET /runners/:id/jobs`, `DELETE /runners/:id`. Admin
-//! token.
+//! §2.2), `GET /runners/all` and `GET /runners` (filtered, paged), `GET /runners/:id`,
+//! `PUT /runners/:id` (settings, pause and resume), `GET /runners/:id/jobs`,
+//! `DELETE /runners/:id`, and a project's runners: `GET|POST /projects/:id/runners`,
+//! `DELETE /projects/:id/runners/:runner_id`. Admin token.
 
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -16,7 +17,7 @@ use crate::coordinator::{CoordinatorError, RunnerOptions, RunnerUpdate};
 
 use super::error::{ApiError, ApiResult};
 use super::extract::{self, Body};
-use super::projects::{Page, page_of, paged};
+use super::projects::{Page, admin_project_id, page_of, paged};
 use super::{AppState, auth, json_response};
 
 /// `POST /api/v4/user/runners` → `201 {"id", "token", "token_expires_at"}`. Instance,
@@ -121,6 +122,103 @@ pub(crate) async fn list(
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     auth::require_admin(&state.coordinator, &headers).await?;
+    let runners = filtered(state.coordinator.runners().await?, filter)?;
+    Ok(page_of(runners, &page))
+}
+
+/// `GET /api/v4/runners[?type=&paused=&tag_list=&status=]`: the runners the token's user
+/// owns, as GitLab lists them — project and group runners (the administrator owns every
+/// project and group); instance runners are in `GET /runners/all`.
+pub(crate) async fn owned(
+    State(state): State<AppState>,
+    Query(filter): Query<ListFilter>,
+    Query(page): Query<Page>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    auth::require_admin(&state.coordinator, &headers).await?;
+    let runners = state
+        .coordinator
+        .runners()
+        .await?
+        .into_iter()
+        .filter(|r| r.runner_type != "instance_type")
+        .collect();
+    Ok(page_of(filtered(runners, filter)?, &page))
+}
+
+/// `GET /api/v4/projects/:id/runners[?type=&paused=&tag_list=&status=]`: the runners that
+/// may run the project's jobs — instance runners, its groups' runners, its own project
+/// runners and those enabled for it.
+pub(crate) async fn project_list(
+    State(state): State<AppState>,
+    Path(project): Path<String>,
+    Query(filter): Query<ListFilter>,
+    Query(page): Query<Page>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    let project_id = admin_project_id(&state, &headers, &project).await?;
+    let runners = state.coordinator.project_runners(project_id).await?;
+    Ok(page_of(filtered(runners, filter)?, &page))
+}
+
+/// The body of `POST /projects/:id/runners`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct EnableRunner {
+    #[serde(deserialize_with = "extract::grape::opt_i64")]
+    runner_id: Option<i64>,
+}
+
+/// `POST /api/v4/projects/:id/runners` (`runner_id`) → `201` and the runner: a project
+/// runner of another project runs this project's jobs too. `403` for an instance, group
+/// or locked runner; `400` when it runs them already.
+pub(crate) async fn project_enable(
+    State(state): State<AppState>,
+    Path(project): Path<String>,
+    headers: HeaderMap,
+    Body(body): Body,
+) -> ApiResult<Response> {
+    let project_id = admin_project_id(&state, &headers, &project).await?;
+    let req: EnableRunner = extract::params(&headers, &body).await?;
+    let runner_id = req
+        .runner_id
+        .ok_or_else(|| ApiError::param("runner_id is missing"))?;
+    let runner = state
+        .coordinator
+        .enable_project_runner(project_id, runner_id)
+        .await
+        .map_err(|e| match e {
+            CoordinatorError::NotFound(_) => ApiError::not_found("Runner"),
+            other => other.into(),
+        })?;
+    Ok(json_response(StatusCode::CREATED, &runner))
+}
+
+/// `DELETE /api/v4/projects/:id/runners/:runner_id` → `204`: the runner no longer runs
+/// the project's jobs. `404` when it was not enabled there, `403` for its own project.
+pub(crate) async fn project_disable(
+    State(state): State<AppState>,
+    Path((project, runner_id)): Path<(String, i64)>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    let project_id = admin_project_id(&state, &headers, &project).await?;
+    state
+        .coordinator
+        .disable_project_runner(project_id, runner_id)
+        .await
+        .map_err(|e| match e {
+            CoordinatorError::NotFound(_) => ApiError::not_found("Runner"),
+            other => other.into(),
+        })?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// GitLab's runner filters over `runners` (in their order); a `type` or `status` that is
+/// not one of GitLab's is `400`.
+fn filtered(
+    runners: Vec<crate::coordinator::Runner>,
+    filter: ListFilter,
+) -> Result<Vec<crate::coordinator::Runner>, ApiError> {
     let kind = filter.kind.filter(|k| !k.is_empty());
     if kind.as_deref().is_some_and(|k| !RUNNER_TYPES.contains(&k)) {
         return Err(ApiError::param("type does not have a valid value"));
@@ -133,10 +231,7 @@ pub(crate) async fn list(
         return Err(ApiError::param("status does not have a valid value"));
     }
     let tags = filter.tag_list.map(|t| t.0).unwrap_or_default();
-    let runners: Vec<_> = state
-        .coordinator
-        .runners()
-        .await?
+    Ok(runners
         .into_iter()
         .filter(|r| kind.as_deref().is_none_or(|k| r.runner_type == k))
         .filter(|r| filter.paused.is_none_or(|p| r.paused == p))
@@ -147,8 +242,7 @@ pub(crate) async fn list(
             Some("paused") => r.paused,
             Some(s) => r.status == s,
         })
-        .collect();
-    Ok(page_of(runners, &page))
+        .collect())
 }
 
 /// `GET /runners/:id/jobs`'s `status`: one of GitLab's.

@@ -1,0 +1,239 @@
+"""GitLab's own clients, from PyPI and unpatched, against a running `gantry server`.
+
+Run by scripts/test-gitlab-clients.sh (which installs them) from the `gantry` crate's
+test `gitlab_clients_from_pypi_work_against_the_server`:
+
+    gitlab_clients.py URL ADMIN_TOKEN REGISTRATION_TOKEN REPOSITORY WORK_DIR
+
+- python-gitlab: the calls a team makes every day (auth, version, projects and search,
+  variables, personal access tokens, runners and project runners, pipelines create /
+  list / get / cancel / retry, jobs list / trace / artifacts).
+- gitlab-runner-api: registers (JSON, `POST /runners/` with a trailing slash), takes a
+  job, acknowledges it with a `PUT /jobs/:id` without `state`, streams its log with
+  `PATCH …/trace` and finishes it.
+- gitlab-python-runner: registers with a form body, runs a job with its shell executor
+  (clone over git HTTP, the script, an artifact upload) and finishes it.
+
+Every step prints `ok - <call>` or `FAILED - <call>: <why>`; the last line is
+`N passed, M failed` and the exit status is 1 when a step failed.
+"""
+
+import io
+import os
+import subprocess
+import sys
+import time
+import traceback
+import zipfile
+
+import gitlab
+from gitlab_runner_api import Runner as ApiRunner
+
+URL, ADMIN, REGISTRATION, REPOSITORY, WORK = sys.argv[1:6]
+PASSED = []
+FAILED = []
+
+
+def step(name):
+    def run(fn):
+        try:
+            fn()
+        except Exception as error:  # noqa: BLE001 - every failure is reported
+            FAILED.append(name)
+            print(f"FAILED - {name}: {error!r}", flush=True)
+            traceback.print_exc()
+        else:
+            PASSED.append(name)
+            print(f"ok - {name}", flush=True)
+        return fn
+
+    return run
+
+
+def expect(condition, what):
+    if not condition:
+        raise AssertionError(what)
+
+
+gl = gitlab.Gitlab(URL, private_token=ADMIN)
+state = {}
+
+
+@step("gl.auth()")
+def _():
+    gl.auth()
+    expect(gl.user.username == "root", f"user {gl.user.username}")
+    expect(gl.user.is_admin, "the admin token's user is an administrator")
+
+
+@step("gl.version()")
+def _():
+    version, revision = gl.version()
+    expect(version != "unknown" and revision != "unknown", f"{version} {revision}")
+
+
+@step("projects.create")
+def _():
+    state["project"] = gl.projects.create({"name": "clients/demo", "import_url": REPOSITORY})
+    state["other"] = gl.projects.create({"name": "clients/other", "import_url": REPOSITORY})
+
+
+@step("projects.list(search=…), simple, order_by, get")
+def _():
+    project = state["project"]
+    found = gl.projects.list(search="DEMO")
+    expect([p.id for p in found] == [project.id], f"search found {[p.path_with_namespace for p in found]}")
+    expect(gl.projects.list(search="nothing-like-this") == [], "search without a match")
+    simple = gl.projects.list(simple=True, order_by="id", sort="asc", membership=True, owned=True)
+    expect([p.id for p in simple] == [project.id, state["other"].id], "simple, ordered by id")
+    expect(gl.projects.get("clients/demo").id == project.id, "get by path")
+
+
+@step("project.variables create/list/get/update/delete")
+def _():
+    variables = state["project"].variables
+    variables.create({"key": "GREETING", "value": "hello"})
+    variables.create({"key": "SCRATCH", "value": "x", "masked": False})
+    expect({v.key for v in variables.list()} == {"GREETING", "SCRATCH"}, "listed")
+    greeting = variables.get("GREETING")
+    greeting.value = "hello from a variable"
+    greeting.save()
+    expect(variables.get("GREETING").value == "hello from a variable", "updated")
+    variables.delete("SCRATCH")
+    expect([v.key for v in variables.list()] == ["GREETING"], "deleted")
+
+
+@step("personal access tokens: create, read_api, revoke")
+def _():
+    user = gl.users.get(gl.user.id)
+    token = user.personal_access_tokens.create(
+        {"name": "dashboards", "scopes": ["read_api"], "expires_at": "2999-01-01"}
+    )
+    reader = gitlab.Gitlab(URL, private_token=token.token)
+    reader.auth()
+    expect(reader.user.username == "root", "a token's user")
+    expect(len(reader.projects.list()) == 2, "read_api reads")
+    try:
+        reader.projects.get(state["project"].id, lazy=True).pipelines.create({"ref": "main"})
+        raise AssertionError("read_api created a pipeline")
+    except gitlab.exceptions.GitlabCreateError as error:
+        expect(error.response_code == 403, f"answer {error.response_code}")
+    expect(token.id in [t.id for t in gl.personal_access_tokens.list()], "listed")
+    gl.personal_access_tokens.delete(token.id)
+    try:
+        reader.auth()
+        raise AssertionError("a revoked token still works")
+    except gitlab.exceptions.GitlabAuthenticationError:
+        pass
+
+
+@step("pipelines.create, list, get")
+def _():
+    project = state["project"]
+    pipeline = project.pipelines.create({"ref": "main"})
+    state["pipeline"] = pipeline
+    expect(pipeline.status in ("created", "pending"), pipeline.status)
+    expect(pipeline.id in [p.id for p in project.pipelines.list()], "listed")
+    expect(project.pipelines.get(pipeline.id).ref == "main", "get")
+    names = sorted(j.name for j in pipeline.jobs.list())
+    expect(names == ["python-runner", "runner-api"], f"jobs {names}")
+
+
+@step("gitlab-runner-api: register, request a job, stream its log, finish it")
+def _():
+    runner = ApiRunner.register(
+        URL,
+        REGISTRATION,
+        description="gitlab-runner-api",
+        tags=["runner-api"],
+        run_untagged=False,
+        name="gitlab-runner-api",
+    )
+    state["api_runner"] = runner.id
+    job = runner.request_job()
+    expect(job is not None, "a job")
+    expect(job.name == "runner-api", f"job {job.name}")
+    greeting = [v.value for v in job.variables if v.key == "GREETING"]
+    expect(greeting == ["hello from a variable"], f"the project variable: {greeting}")
+    job.auth()
+    job.log += "streamed by gitlab-runner-api\n"
+    job.log += "second chunk\n"
+    job.set_success()
+    state["api_job"] = job.id
+
+
+@step("gitlab-python-runner: register, run a job with an artifact, finish it")
+def _():
+    work = os.path.join(WORK, "python-runner")
+    os.makedirs(work, exist_ok=True)
+    python = sys.executable
+    subprocess.run(
+        [python, "-m", "GitlabPyRunner", "--register", URL, "--regtoken", REGISTRATION,
+         "--tag", "python-runner", "--desc", "gitlab-python-runner", "--shell", "/bin/sh"],
+        cwd=work, check=True, timeout=120,
+    )
+    subprocess.run(
+        [python, "-m", "GitlabPyRunner", "--start", "gitlab-runner.yml", "--once"],
+        cwd=work, check=True, timeout=300,
+    )
+
+
+@step("jobs list, get, trace, artifacts")
+def _():
+    project = state["project"]
+    jobs = {j.name: j for j in state["pipeline"].jobs.list()}
+    api_job = project.jobs.get(jobs["runner-api"].id)
+    expect(api_job.status == "success", f"runner-api job {api_job.status}")
+    trace = api_job.trace().decode()
+    expect("streamed by gitlab-runner-api" in trace and "second chunk" in trace, trace)
+    python_job = project.jobs.get(jobs["python-runner"].id)
+    expect(python_job.status == "success", f"python-runner job {python_job.status}")
+    # gitlab-emulator 1.1.9 writes the script's own output to the runner's stdout, not
+    # to the job log; the log has the runner's sections, the artifact the script's file.
+    trace = python_job.trace().decode()
+    expect("section_start:" in trace and "Job complete success=True" in trace, trace)
+    archive = zipfile.ZipFile(io.BytesIO(python_job.artifacts()))
+    content = archive.read("out.txt").decode().strip()
+    expect(content == "hello from gitlab-python-runner", f"out.txt holds {content!r}")
+    expect({j.name for j in project.jobs.list(scope=["success"])} >= {"runner-api", "python-runner"}, "scope")
+    for _ in range(50):
+        if project.pipelines.get(state["pipeline"].id).status == "success":
+            break
+        time.sleep(0.1)
+    expect(project.pipelines.get(state["pipeline"].id).status == "success", "the pipeline succeeded")
+
+
+@step("runners: runners_all.list, runners.list, project runners enable/disable")
+def _():
+    project, other = state["project"], state["other"]
+    every = gl.runners_all.list(type="instance_type")
+    expect(state["api_runner"] in [r.id for r in every], "the registered runner is an instance runner")
+    mine = gl.user.runners.create({"runner_type": "project_type", "project_id": project.id,
+                                   "description": "project runner", "tag_list": ["arm"]})
+    owned = gl.runners.list()
+    expect([r.id for r in owned] == [mine.id], f"owned {[r.id for r in owned]}")
+    expect([r.id for r in gl.runners.list(type="project_type", status="never_contacted", tag_list=["arm"])] == [mine.id], "filters")
+    expect(mine.id in [r.id for r in project.runners.list()], "the project's runners")
+    expect(mine.id not in [r.id for r in other.runners.list()], "not the other project's")
+    other.runners.create({"runner_id": mine.id})
+    expect(mine.id in [r.id for r in other.runners.list()], "enabled")
+    other.runners.delete(mine.id)
+    expect(mine.id not in [r.id for r in other.runners.list()], "disabled")
+
+
+@step("pipeline.cancel, pipeline.retry")
+def _():
+    project = state["project"]
+    pipeline = project.pipelines.create({"ref": "main"})
+    pipeline.cancel()
+    expect(project.pipelines.get(pipeline.id).status == "canceled", "canceled")
+    pipeline.retry()
+    # GitLab's pipeline state machine: a retried canceled pipeline is `running` again.
+    status = project.pipelines.get(pipeline.id).status
+    expect(status == "running", f"retried: {status}")
+    expect({j.status for j in pipeline.jobs.list()} == {"pending"}, "its jobs are pending again")
+    pipeline.cancel()
+
+
+print(f"{len(PASSED)} passed, {len(FAILED)} failed", flush=True)
+sys.exit(1 if FAILED else 0)
