@@ -3,7 +3,7 @@
 //! margin) as it has new jobs fitting it, oldest waiter first.
 //!
 //! Runners are grouped by the facts job matching reads ([`super::queue::runner_fit`]):
-//! scope (project or group), protected refs only, tags, `run_untagged`, any tags. A wake
+//! scope (project, enabled projects or group), protected refs only, tags, `run_untagged`, any tags. A wake
 //! checks each group once per new job (O(groups × new jobs), not O(waiters)); 10,000
 //! runners registered alike are one group.
 //!
@@ -30,6 +30,7 @@ const WAKE_MARGIN: usize = 2;
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct FitKey {
     project_id: Option<i64>,
+    enabled_projects: Vec<i64>,
     group: Option<String>,
     protected_only: bool,
     any_tags: bool,
@@ -42,8 +43,11 @@ impl FitKey {
         let mut tags = runner.tag_list.clone();
         tags.sort();
         tags.dedup();
+        let mut enabled_projects = runner.enabled_projects.clone();
+        enabled_projects.sort_unstable();
         FitKey {
             project_id: runner.project_id,
+            enabled_projects,
             group: runner.groups.first().map(|g| g.full_path.clone()),
             protected_only: runner.protected_only(),
             any_tags: runner.any_tags,
@@ -267,6 +271,7 @@ mod tests {
             access_level: "not_protected",
             maximum_timeout: None,
             project_id: None,
+            enabled_projects: Vec::new(),
             groups: Vec::new(),
             contacted_at: None,
             created_at: 0,
