@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, anyhow, bail};
 use clap::Args;
 use gantry_protocol::{JobState, UpdateJobRequest, UpdateOutcome};
-use gantry_runner::client::{Client, JobRequestOutcome};
+use gantry_runner::client::{Client, ClientError, JobRequestOutcome};
 use gantry_store::Store;
 
 use super::server_process::{ServerOptions, ServerProcess};
@@ -89,8 +89,9 @@ pub(super) struct Report {
 enum Latency {
     /// One sample a job, ms.
     Measured(Vec<f64>),
-    /// Not run: the server had no file descriptors left to create a pipeline.
-    OutOfFiles { limit: u64 },
+    /// Not run: the server had no file descriptors left to create a pipeline; it held
+    /// `connected` connections (the others could not connect).
+    OutOfFiles { limit: u64, connected: usize },
 }
 
 fn mb(bytes: u64) -> f64 {
@@ -142,10 +143,11 @@ impl std::fmt::Display for Report {
                     verdict(p99 < TARGET_P99_MS)
                 )
             }
-            Latency::OutOfFiles { limit } => {
+            Latency::OutOfFiles { limit, connected } => {
                 writeln!(
                     f,
-                    "pick-up latency: not measured, the server reached its limit of {limit} open files and cannot start git to create a pipeline"
+                    "pick-up latency: not measured, the server reached its limit of {limit} open files with {connected} of {} connections and cannot start git to create a pipeline",
+                    self.runners
                 )?;
                 writeln!(
                     f,
@@ -186,6 +188,9 @@ struct Shared {
     /// A job handed out twice.
     twice: Mutex<Option<i64>>,
     stop: AtomicBool,
+    /// Runners whose first request could not reach the server (it accepts no more
+    /// connections: out of file descriptors).
+    unconnected: std::sync::atomic::AtomicUsize,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -255,12 +260,13 @@ pub(super) async fn idle_runners(args: &IdleArgs) -> anyhow::Result<Report> {
         let deadline = Instant::now() + PHASE_TIMEOUT;
         loop {
             let open = server.connections()?;
-            if open >= args.runners {
+            let unconnected = shared.unconnected.load(Ordering::SeqCst);
+            if open + unconnected >= args.runners {
                 break;
             }
-            if let Some(ended) = pollers.try_join_next() {
+            // A runner ends early only when it could not connect (counted) or failed.
+            while let Some(ended) = pollers.try_join_next() {
                 ended.context("a runner failed")??;
-                bail!("a runner stopped");
             }
             if Instant::now() > deadline {
                 bail!(
@@ -279,12 +285,18 @@ pub(super) async fn idle_runners(args: &IdleArgs) -> anyhow::Result<Report> {
             "idle-runners: the server holds {files} open files ({:.1} per connection), its limit {limit}",
             files as f64 / args.runners as f64
         );
-        if files as u64 + FILES_TO_CREATE > limit {
+        let connected = server.connections()?;
+        if files as u64 + FILES_TO_CREATE > limit || connected < args.runners {
             eprintln!(
                 "idle-runners: the server is at its limit of open files: it cannot start git to create a pipeline, so no latency is measured\n  hint: raise the hard limit of open files (`ulimit -Hn` as root, `LimitNOFILE=` for a service) or pass fewer --runners"
             );
             let peak_rss = server.usage()?.peak_rss;
-            return anyhow::Ok((rss_open, peak_rss, files, Latency::OutOfFiles { limit }));
+            return anyhow::Ok((
+                rss_open,
+                peak_rss,
+                files,
+                Latency::OutOfFiles { limit, connected },
+            ));
         }
         eprintln!(
             "idle-runners: {} connections open, server RSS {:.0} MB; {} jobs one at a time",
@@ -302,9 +314,8 @@ pub(super) async fn idle_runners(args: &IdleArgs) -> anyhow::Result<Report> {
                 .ok_or_else(|| anyhow!("pipeline {pipeline} has no job"))?;
             let deadline = Instant::now() + PHASE_TIMEOUT;
             while !lock(&shared.finished).contains(&job) {
-                if let Some(ended) = pollers.try_join_next() {
+                while let Some(ended) = pollers.try_join_next() {
                     ended.context("a runner failed")??;
-                    bail!("a runner stopped");
                 }
                 if Instant::now() > deadline {
                     bail!(
@@ -398,12 +409,20 @@ async fn poll(
     shared: Arc<Shared>,
 ) -> anyhow::Result<()> {
     let mut last_update: Option<String> = None;
+    let mut connected = false;
     while !shared.stop.load(Ordering::SeqCst) {
-        match client
+        let answer = match client
             .request_job(&token, &system_id, last_update.as_deref())
             .await
-            .context("request a job")?
         {
+            Err(ClientError::Unreachable { .. }) if !connected => {
+                shared.unconnected.fetch_add(1, Ordering::SeqCst);
+                return Ok(());
+            }
+            answer => answer.context("request a job")?,
+        };
+        connected = true;
+        match answer {
             JobRequestOutcome::Job(job) => {
                 let at_us = now_us();
                 if lock(&shared.picks).insert(job.id, at_us).is_some() {
