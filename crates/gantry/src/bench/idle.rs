@@ -78,6 +78,8 @@ pub(super) struct Report {
     open_files_limit: u64,
     /// The server's open files with every connection open.
     server_files: usize,
+    /// Connections the server held (fewer than `runners` when it ran out of files).
+    connected: usize,
     register: Duration,
     rss_before: u64,
     rss_open: u64,
@@ -100,8 +102,9 @@ fn mb(bytes: u64) -> f64 {
 
 impl std::fmt::Display for Report {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let connected = self.connected.max(1) as f64;
         let per_connection_kb =
-            self.rss_open.saturating_sub(self.rss_before) as f64 / 1024.0 / self.runners as f64;
+            self.rss_open.saturating_sub(self.rss_before) as f64 / 1024.0 / connected;
         writeln!(
             f,
             "idle-runners: {} runners long-polling, one connection each, {}, HTTP over loopback (open files limit {})",
@@ -115,16 +118,17 @@ impl std::fmt::Display for Report {
         )?;
         writeln!(
             f,
-            "server RSS: {:.0} MB before the connections, {:.0} MB with all open ({per_connection_kb:.1} KB each), peak {:.0} MB",
+            "server RSS: {:.0} MB before the connections, {:.0} MB with {} open ({per_connection_kb:.1} KB each), peak {:.0} MB",
             mb(self.rss_before),
             mb(self.rss_open),
+            self.connected,
             mb(self.peak_rss)
         )?;
         writeln!(
             f,
-            "server open files with all connections open: {} ({:.1} per connection)",
+            "server open files with the connections open: {} ({:.1} per connection)",
             self.server_files,
-            self.server_files as f64 / self.runners as f64
+            self.server_files as f64 / connected
         )?;
         let rss = verdict(mb(self.peak_rss) <= TARGET_RSS_MB);
         match &self.latency {
@@ -283,7 +287,7 @@ pub(super) async fn idle_runners(args: &IdleArgs) -> anyhow::Result<Report> {
         let limit = server.open_files_limit()?;
         eprintln!(
             "idle-runners: the server holds {files} open files ({:.1} per connection), its limit {limit}",
-            files as f64 / args.runners as f64
+            files as f64 / server.connections()?.max(1) as f64
         );
         let connected = server.connections()?;
         if files as u64 + FILES_TO_CREATE > limit || connected < args.runners {
@@ -295,6 +299,7 @@ pub(super) async fn idle_runners(args: &IdleArgs) -> anyhow::Result<Report> {
                 rss_open,
                 peak_rss,
                 files,
+                connected,
                 Latency::OutOfFiles { limit, connected },
             ));
         }
@@ -335,12 +340,18 @@ pub(super) async fn idle_runners(args: &IdleArgs) -> anyhow::Result<Report> {
             bail!("job {job} was handed out twice");
         }
         let peak_rss = server.usage()?.peak_rss;
-        anyhow::Ok((rss_open, peak_rss, files, Latency::Measured(latencies_ms)))
+        anyhow::Ok((
+            rss_open,
+            peak_rss,
+            files,
+            connected,
+            Latency::Measured(latencies_ms),
+        ))
     }
     .await;
     shared.stop.store(true, Ordering::SeqCst);
     pollers.abort_all();
-    let (rss_open, peak_rss, server_files, latency) = outcome?;
+    let (rss_open, peak_rss, server_files, connected, latency) = outcome?;
     server.stop();
     Ok(Report {
         runners: args.runners,
@@ -355,6 +366,7 @@ pub(super) async fn idle_runners(args: &IdleArgs) -> anyhow::Result<Report> {
         rss_open,
         peak_rss,
         server_files,
+        connected,
         latency,
     })
 }
