@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, anyhow, bail};
 use clap::Args;
 use gantry_protocol::{JobState, UpdateJobRequest, UpdateOutcome};
-use gantry_runner::client::{Client, JobRequestOutcome};
+use gantry_runner::client::{Client, ClientError, JobRequestOutcome};
 use gantry_store::Store;
 
 use super::server_process::{ServerOptions, ServerProcess};
@@ -68,16 +68,32 @@ const CONNECT_BATCH: usize = 500;
 const PHASE_TIMEOUT: Duration = Duration::from_secs(300);
 /// File descriptors besides the connections: the database, logs, the runtime.
 const SPARE_FILES: u64 = 512;
+/// File descriptors the server needs free to create a pipeline (git processes and their
+/// pipes, the database).
+const FILES_TO_CREATE: u64 = 64;
 
 pub(super) struct Report {
     runners: usize,
     database: &'static str,
     open_files_limit: u64,
+    /// The server's open files with every connection open.
+    server_files: usize,
+    /// Connections the server held (fewer than `runners` when it ran out of files).
+    connected: usize,
     register: Duration,
     rss_before: u64,
     rss_open: u64,
     peak_rss: u64,
-    latencies_ms: Vec<f64>,
+    latency: Latency,
+}
+
+/// The pick-up latency phase.
+enum Latency {
+    /// One sample a job, ms.
+    Measured(Vec<f64>),
+    /// Not run: the server had no file descriptors left to create a pipeline; it held
+    /// `connected` connections (the others could not connect).
+    OutOfFiles { limit: u64, connected: usize },
 }
 
 fn mb(bytes: u64) -> f64 {
@@ -86,11 +102,9 @@ fn mb(bytes: u64) -> f64 {
 
 impl std::fmt::Display for Report {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let p50 = percentile(&self.latencies_ms, 50.0);
-        let p99 = percentile(&self.latencies_ms, 99.0);
-        let max = self.latencies_ms.iter().copied().fold(0.0, f64::max);
+        let connected = self.connected.max(1) as f64;
         let per_connection_kb =
-            self.rss_open.saturating_sub(self.rss_before) as f64 / 1024.0 / self.runners as f64;
+            self.rss_open.saturating_sub(self.rss_before) as f64 / 1024.0 / connected;
         writeln!(
             f,
             "idle-runners: {} runners long-polling, one connection each, {}, HTTP over loopback (open files limit {})",
@@ -104,22 +118,47 @@ impl std::fmt::Display for Report {
         )?;
         writeln!(
             f,
-            "server RSS: {:.0} MB before the connections, {:.0} MB with all open ({per_connection_kb:.1} KB each), peak {:.0} MB",
+            "server RSS: {:.0} MB before the connections, {:.0} MB with {} open ({per_connection_kb:.1} KB each), peak {:.0} MB",
             mb(self.rss_before),
             mb(self.rss_open),
+            self.connected,
             mb(self.peak_rss)
         )?;
         writeln!(
             f,
-            "pick-up latency ({} jobs, each pending alone while the runners wait): p50 {p50:.2} ms, p99 {p99:.2} ms, max {max:.2} ms",
-            self.latencies_ms.len()
+            "server open files with the connections open: {} ({:.1} per connection)",
+            self.server_files,
+            self.server_files as f64 / connected
         )?;
-        writeln!(
-            f,
-            "targets (10000 runners): peak RSS <= {TARGET_RSS_MB} MB {}; p99 < {TARGET_P99_MS} ms {}",
-            verdict(mb(self.peak_rss) <= TARGET_RSS_MB),
-            verdict(p99 < TARGET_P99_MS)
-        )
+        let rss = verdict(mb(self.peak_rss) <= TARGET_RSS_MB);
+        match &self.latency {
+            Latency::Measured(latencies_ms) => {
+                let p50 = percentile(latencies_ms, 50.0);
+                let p99 = percentile(latencies_ms, 99.0);
+                let max = latencies_ms.iter().copied().fold(0.0, f64::max);
+                writeln!(
+                    f,
+                    "pick-up latency ({} jobs, each pending alone while the runners wait): p50 {p50:.2} ms, p99 {p99:.2} ms, max {max:.2} ms",
+                    latencies_ms.len()
+                )?;
+                writeln!(
+                    f,
+                    "targets (10000 runners): peak RSS <= {TARGET_RSS_MB} MB {rss}; p99 < {TARGET_P99_MS} ms {}",
+                    verdict(p99 < TARGET_P99_MS)
+                )
+            }
+            Latency::OutOfFiles { limit, connected } => {
+                writeln!(
+                    f,
+                    "pick-up latency: not measured, the server reached its limit of {limit} open files with {connected} of {} connections and cannot start git to create a pipeline",
+                    self.runners
+                )?;
+                writeln!(
+                    f,
+                    "targets (10000 runners): peak RSS <= {TARGET_RSS_MB} MB {rss}; p99 < {TARGET_P99_MS} ms not measured"
+                )
+            }
+        }
     }
 }
 
@@ -153,6 +192,9 @@ struct Shared {
     /// A job handed out twice.
     twice: Mutex<Option<i64>>,
     stop: AtomicBool,
+    /// Runners whose first request could not reach the server (it accepts no more
+    /// connections: out of file descriptors).
+    unconnected: std::sync::atomic::AtomicUsize,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -202,7 +244,6 @@ pub(super) async fn idle_runners(args: &IdleArgs) -> anyhow::Result<Report> {
         register_time.as_secs_f64()
     );
     let rss_before = server.usage()?.rss;
-    let files_before = server.open_files()?;
 
     let client = Client::new(&server.url, gantry_runner::poll::version_info(None))
         .context("create the runners' HTTP client")?;
@@ -222,13 +263,14 @@ pub(super) async fn idle_runners(args: &IdleArgs) -> anyhow::Result<Report> {
     let outcome = async {
         let deadline = Instant::now() + PHASE_TIMEOUT;
         loop {
-            let open = server.open_files()?.saturating_sub(files_before);
-            if open >= args.runners {
+            let open = server.connections()?;
+            let unconnected = shared.unconnected.load(Ordering::SeqCst);
+            if open + unconnected >= args.runners {
                 break;
             }
-            if let Some(ended) = pollers.try_join_next() {
+            // A runner ends early only when it could not connect (counted) or failed.
+            while let Some(ended) = pollers.try_join_next() {
                 ended.context("a runner failed")??;
-                bail!("a runner stopped");
             }
             if Instant::now() > deadline {
                 bail!(
@@ -241,6 +283,26 @@ pub(super) async fn idle_runners(args: &IdleArgs) -> anyhow::Result<Report> {
         }
         settle(&mut server).await?;
         let rss_open = server.usage()?.rss;
+        let files = server.open_files()?;
+        let limit = server.open_files_limit()?;
+        eprintln!(
+            "idle-runners: the server holds {files} open files ({:.1} per connection), its limit {limit}",
+            files as f64 / server.connections()?.max(1) as f64
+        );
+        let connected = server.connections()?;
+        if files as u64 + FILES_TO_CREATE > limit || connected < args.runners {
+            eprintln!(
+                "idle-runners: the server is at its limit of open files: it cannot start git to create a pipeline, so no latency is measured\n  hint: raise the hard limit of open files (`ulimit -Hn` as root, `LimitNOFILE=` for a service) or pass fewer --runners"
+            );
+            let peak_rss = server.usage()?.peak_rss;
+            return anyhow::Ok((
+                rss_open,
+                peak_rss,
+                files,
+                connected,
+                Latency::OutOfFiles { limit, connected },
+            ));
+        }
         eprintln!(
             "idle-runners: {} connections open, server RSS {:.0} MB; {} jobs one at a time",
             args.runners,
@@ -257,9 +319,8 @@ pub(super) async fn idle_runners(args: &IdleArgs) -> anyhow::Result<Report> {
                 .ok_or_else(|| anyhow!("pipeline {pipeline} has no job"))?;
             let deadline = Instant::now() + PHASE_TIMEOUT;
             while !lock(&shared.finished).contains(&job) {
-                if let Some(ended) = pollers.try_join_next() {
+                while let Some(ended) = pollers.try_join_next() {
                     ended.context("a runner failed")??;
-                    bail!("a runner stopped");
                 }
                 if Instant::now() > deadline {
                     bail!(
@@ -279,12 +340,18 @@ pub(super) async fn idle_runners(args: &IdleArgs) -> anyhow::Result<Report> {
             bail!("job {job} was handed out twice");
         }
         let peak_rss = server.usage()?.peak_rss;
-        anyhow::Ok((rss_open, peak_rss, latencies_ms))
+        anyhow::Ok((
+            rss_open,
+            peak_rss,
+            files,
+            connected,
+            Latency::Measured(latencies_ms),
+        ))
     }
     .await;
     shared.stop.store(true, Ordering::SeqCst);
     pollers.abort_all();
-    let (rss_open, peak_rss, latencies_ms) = outcome?;
+    let (rss_open, peak_rss, server_files, connected, latency) = outcome?;
     server.stop();
     Ok(Report {
         runners: args.runners,
@@ -298,7 +365,9 @@ pub(super) async fn idle_runners(args: &IdleArgs) -> anyhow::Result<Report> {
         rss_before,
         rss_open,
         peak_rss,
-        latencies_ms,
+        server_files,
+        connected,
+        latency,
     })
 }
 
@@ -352,12 +421,20 @@ async fn poll(
     shared: Arc<Shared>,
 ) -> anyhow::Result<()> {
     let mut last_update: Option<String> = None;
+    let mut connected = false;
     while !shared.stop.load(Ordering::SeqCst) {
-        match client
+        let answer = match client
             .request_job(&token, &system_id, last_update.as_deref())
             .await
-            .context("request a job")?
         {
+            Err(ClientError::Unreachable { .. }) if !connected => {
+                shared.unconnected.fetch_add(1, Ordering::SeqCst);
+                return Ok(());
+            }
+            answer => answer.context("request a job")?,
+        };
+        connected = true;
+        match answer {
             JobRequestOutcome::Job(job) => {
                 let at_us = now_us();
                 if lock(&shared.picks).insert(job.id, at_us).is_some() {

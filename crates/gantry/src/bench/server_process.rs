@@ -172,6 +172,36 @@ impl ServerProcess {
             .count())
     }
 
+    /// Its limit of open files (`Max open files` of `/proc/<pid>/limits`, the soft one).
+    pub(super) fn open_files_limit(&self) -> anyhow::Result<u64> {
+        let path = format!("/proc/{}/limits", self.child.id());
+        let limits = std::fs::read_to_string(&path).with_context(|| format!("read {path}"))?;
+        limits
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("Max open files")?
+                    .split_whitespace()
+                    .next()?
+                    .parse()
+                    .ok()
+            })
+            .ok_or_else(|| anyhow!("{path}: no `Max open files` line"))
+    }
+
+    /// Established TCP connections to its port, from `/proc/<pid>/net/tcp` (IPv4: it
+    /// listens on 127.0.0.1).
+    pub(super) fn connections(&self) -> anyhow::Result<usize> {
+        let port = self
+            .url
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse::<u16>().ok())
+            .ok_or_else(|| anyhow!("no port in {}", self.url))?;
+        let path = format!("/proc/{}/net/tcp", self.child.id());
+        let table = std::fs::read_to_string(&path).with_context(|| format!("read {path}"))?;
+        Ok(established_to(&table, port))
+    }
+
     /// SIGTERM, then wait up to 10 s for it to stop (SIGKILL after that).
     pub(super) fn stop(mut self) {
         self.terminate();
@@ -212,6 +242,22 @@ fn admin_token(line: &str) -> Option<String> {
 fn last_lines(text: &str, n: usize) -> String {
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// Rows of a `/proc/net/tcp` table whose local port is `port` and whose state is
+/// `01` (established).
+fn established_to(table: &str, port: u16) -> usize {
+    let local = format!(":{port:04X}");
+    table
+        .lines()
+        .skip(1)
+        .filter(|line| {
+            let mut fields = line.split_whitespace().skip(1);
+            let address = fields.next().unwrap_or_default();
+            let state = fields.nth(1).unwrap_or_default();
+            address.ends_with(&local) && state == "01"
+        })
+        .count()
 }
 
 /// Clock ticks a second of `/proc/<pid>/stat`'s times (`sysconf(_SC_CLK_TCK)`).
@@ -278,6 +324,20 @@ mod tests {
         assert_eq!(status_kb(status, "VmHWM"), Some(51234));
         assert_eq!(status_kb(status, "VmRSS"), Some(40000));
         assert_eq!(status_kb(status, "VmSwap"), None);
+    }
+
+    #[test]
+    fn counts_established_connections_to_a_port() {
+        let table = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1 1 0000000000000000 100 0 0 10 0
+   1: 0100007F:1F90 0100007F:A000 01 00000000:00000000 00:00000000 00000000     0        0 2 1 0000000000000000 20 4 30 10 -1
+   2: 0100007F:A000 0100007F:1F90 01 00000000:00000000 00:00000000 00000000     0        0 3 1 0000000000000000 20 4 30 10 -1
+   3: 0100007F:1F90 0100007F:A001 06 00000000:00000000 00:00000000 00000000     0        0 4 1 0000000000000000 20 4 30 10 -1
+";
+        // Port 8080 = 1F90: the listener (0A) and a TIME_WAIT (06) are not counted, nor
+        // the client's end of the connection.
+        assert_eq!(established_to(table, 8080), 1);
+        assert_eq!(established_to(table, 40960), 1);
     }
 
     #[test]
