@@ -320,6 +320,14 @@ struct Runtime {
     active: HashMap<i64, Loaded>,
     /// Job rows in `active`.
     active_jobs: usize,
+    /// Pipelines whose copy a decision holds (taken out of `active`); assignments made
+    /// meanwhile wait in `assigned_meanwhile` (with the lock version they moved the
+    /// pipeline to, and their time) to be applied when the copy comes back.
+    in_use: HashSet<i64>,
+    assigned_meanwhile: HashMap<i64, Vec<(i64, Vec<state::AssignedJob>, i64)>>,
+    /// Pipelines whose next decision reads the rows as stored, not the copy (the timers:
+    /// a copy's times of a runner's last contact may be older than the store's).
+    read_fresh: HashSet<i64>,
     watchdog: Watchdog,
 }
 
@@ -333,12 +341,23 @@ const MAX_ACTIVE_JOBS: usize = 200_000;
 impl Runtime {
     /// Keep a pipeline as decided over for the next decision (not once it ended: events
     /// are rare then).
-    fn keep_active(&mut self, loaded: Loaded) {
+    fn keep_active(&mut self, mut loaded: Loaded) {
+        let id = loaded.pipeline.id;
+        let meanwhile = self.release(id);
         let ended = crate::processor::Status::parse(&loaded.pipeline.status)
             .is_some_and(crate::processor::Status::is_completed);
-        self.forget_active(loaded.pipeline.id);
+        self.forget_active(id);
         if ended {
             return;
+        }
+        for (lock_version, jobs, at) in meanwhile {
+            // Already in the copy when it was read after the assignment.
+            if lock_version <= loaded.pipeline.lock_version {
+                continue;
+            }
+            if !loaded.assigned(lock_version, &jobs, at) {
+                return;
+            }
         }
         if self.active_jobs + loaded.rows.len() > MAX_ACTIVE_JOBS {
             self.active.clear();
@@ -346,6 +365,31 @@ impl Runtime {
         }
         self.active_jobs += loaded.rows.len();
         self.active.insert(loaded.pipeline.id, loaded);
+    }
+
+    /// A decision takes the pipeline's copy (or reads one): assignments made until it
+    /// comes back ([`Runtime::keep_active`]) or is dropped ([`Runtime::release`]) are
+    /// kept for it.
+    fn take_for_decision(&mut self, pipeline_id: i64) -> Option<Loaded> {
+        self.in_use.insert(pipeline_id);
+        self.assigned_meanwhile.remove(&pipeline_id);
+        let copy = self.forget_active(pipeline_id);
+        if self.read_fresh.remove(&pipeline_id) {
+            return None;
+        }
+        copy
+    }
+
+    /// The decision holding the pipeline's copy is done with it: what was assigned
+    /// meanwhile, in lock order.
+    fn release(&mut self, pipeline_id: i64) -> Vec<(i64, Vec<state::AssignedJob>, i64)> {
+        self.in_use.remove(&pipeline_id);
+        let mut meanwhile = self
+            .assigned_meanwhile
+            .remove(&pipeline_id)
+            .unwrap_or_default();
+        meanwhile.sort_by_key(|(lock_version, _, _)| *lock_version);
+        meanwhile
     }
 
     /// Drop this process's copy of a pipeline (read again at its next decision).
@@ -628,16 +672,47 @@ impl Coordinator {
 
     /// A pipeline to decide over, taken out of the active-pipeline cache when the copy
     /// there is current (one read of the pipeline's row), else read whole.
+    /// The copy is then in use (`Runtime::take_for_decision`) until given back
+    /// (`keep_active`) or released.
     async fn load_current(&self, pipeline_id: i64) -> Result<Loaded> {
-        let pipeline = self.inner.store.pipeline(pipeline_id).await?;
-        let cached = self.runtime().forget_active(pipeline_id);
+        // Taken before the row is read: an assignment committed in between waits for
+        // this copy (`assigned_meanwhile`) instead of being missed by it.
+        let cached = self.runtime().take_for_decision(pipeline_id);
+        let pipeline = match self.inner.store.pipeline(pipeline_id).await {
+            Ok(p) => p,
+            Err(e) => {
+                self.runtime().release(pipeline_id);
+                return Err(e.into());
+            }
+        };
         if let Some(mut loaded) = cached {
-            if loaded.pipeline.lock_version == pipeline.lock_version {
+            let meanwhile = {
+                let mut rt = self.runtime();
+                let mut m = rt
+                    .assigned_meanwhile
+                    .remove(&pipeline_id)
+                    .unwrap_or_default();
+                m.sort_by_key(|(lock_version, _, _)| *lock_version);
+                m
+            };
+            let mut current = true;
+            for (lock_version, jobs, at) in meanwhile {
+                if lock_version > loaded.pipeline.lock_version
+                    && lock_version <= pipeline.lock_version
+                {
+                    current &= loaded.assigned(lock_version, &jobs, at);
+                }
+            }
+            if current && loaded.pipeline.lock_version == pipeline.lock_version {
                 loaded.pipeline = pipeline;
                 return Ok(loaded);
             }
         }
-        self.load_rows(pipeline).await
+        let loaded = self.load_rows(pipeline).await;
+        if loaded.is_err() {
+            self.runtime().release(pipeline_id);
+        }
+        loaded
     }
 
     /// A pipeline's job rows (in id order) and their parsed specs. The specs are large
@@ -748,12 +823,15 @@ impl Coordinator {
             attempt += 1;
             let mut loaded = self.load_current(pipeline_id).await?;
             let mut state = std::mem::replace(&mut loaded.state, PipelineState::empty());
+            let mark = state.mark();
             let mut extras = Extras::default();
             let out = match f(&mut state, &loaded, &mut extras) {
                 Ok(out) => out,
                 Err(e) => {
                     // A refused event changes nothing: the copy stays good.
-                    if !state.has_changes() {
+                    if state.has_changes() {
+                        self.runtime().release(pipeline_id);
+                    } else {
                         loaded.state = state;
                         self.runtime().keep_active(loaded);
                     }
@@ -761,6 +839,7 @@ impl Coordinator {
                 }
             };
             if loaded.rows.is_empty() {
+                self.runtime().release(pipeline_id);
                 return Ok((out, false, None));
             }
             let has_new = state.jobs().len() > loaded.rows.len();
@@ -793,8 +872,9 @@ impl Coordinator {
                     let sync_parent = loaded.pipeline.parent_job_id.is_some()
                         && completed(&change.status)
                         && !completed(&loaded.pipeline.status);
-                    if let Some(next) = loaded.applied(state, &change, &positions, now_ms) {
-                        self.runtime().keep_active(next);
+                    match loaded.applied(state, &change, &positions, now_ms) {
+                        Some(next) => self.runtime().keep_active(next),
+                        None => drop(self.runtime().release(pipeline_id)),
                     }
                     if !change.new_jobs.is_empty() {
                         self.runtime().dep_rows.remove(&pipeline_id);
@@ -810,10 +890,22 @@ impl Coordinator {
                     return Ok((out, has_new, resources));
                 }
                 Err(gantry_store::StoreError::Stale) if attempt < 50 => {
+                    // Most often an assignment of one of its jobs came first: undo this
+                    // decision on the copy, which then takes the assignment
+                    // (`keep_active`), and decide again over it.
+                    if state.rollback(mark, originals) {
+                        loaded.state = state;
+                        self.runtime().keep_active(loaded);
+                    } else {
+                        self.runtime().release(pipeline_id);
+                    }
                     tokio::task::yield_now().await;
                     continue;
                 }
-                Err(e) => return Err(e.into()),
+                Err(e) => {
+                    self.runtime().release(pipeline_id);
+                    return Err(e.into());
+                }
             }
         }
     }

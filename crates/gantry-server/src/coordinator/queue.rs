@@ -66,6 +66,9 @@ const QUEUE_DEPTH: i64 = 1000;
 /// Longest a snapshot is trusted (it misses jobs other processes queue).
 const SNAPSHOT_TTL: Duration = Duration::from_secs(1);
 
+/// How far back before the latest `queued_at` read an extension of the snapshot reads.
+const QUEUED_AT_SLACK_MS: i64 = 2_000;
+
 /// How often a polling runner's `contacted_at` is written.
 const CONTACT_INTERVAL_MS: i64 = 60_000;
 
@@ -100,8 +103,11 @@ pub(crate) struct Snapshot {
     jobs: Vec<QueuedJob>,
     running: HashMap<i64, i64>,
     /// The latest `queued_at` read: a change of the queue version reads only the jobs
-    /// queued since (at or after it), not the queue whole.
+    /// queued since (at or after it, less [`QUEUED_AT_SLACK_MS`]), not the queue whole.
     high: Option<i64>,
+    /// Jobs taken out of the snapshot since it was read whole (not read back in by an
+    /// extension while their assignment is under way).
+    claimed: std::collections::HashSet<i64>,
 }
 
 impl Snapshot {
@@ -115,7 +121,9 @@ impl Snapshot {
             .filter(|(_, j)| runner_may_run(runner, j))
             .min_by_key(|(i, j)| (self.running.get(&j.project_id).copied().unwrap_or(0), *i))
             .map(|(i, _)| i)?;
-        Some(self.jobs.remove(best))
+        let job = self.jobs.remove(best);
+        self.claimed.insert(job.id);
+        Some(job)
     }
 
     fn eligible(&self, runner: &Runner) -> usize {
@@ -315,6 +323,15 @@ impl Coordinator {
         }
         let mut rt = self.runtime();
         for (pipeline_id, (lock_version, jobs)) in by_pipeline {
+            if rt.in_use.contains(&pipeline_id) {
+                // A decision holds the copy: it takes these when it gives the copy back.
+                rt.assigned_meanwhile.entry(pipeline_id).or_default().push((
+                    lock_version,
+                    jobs,
+                    at,
+                ));
+                continue;
+            }
             let current = rt
                 .active
                 .get_mut(&pipeline_id)
@@ -339,11 +356,15 @@ impl Coordinator {
             snap.truncated = i64::try_from(jobs.len()).unwrap_or(i64::MAX) >= QUEUE_DEPTH;
             snap.high = jobs.last().and_then(|j| j.queued_at);
             snap.jobs = jobs;
+            snap.claimed.clear();
             snap.loaded = Some(Instant::now());
         } else if behind {
             // What joined the queue since: O(jobs new), whatever the queue's length.
             let room = QUEUE_DEPTH.saturating_sub(i64::try_from(snap.jobs.len()).unwrap_or(0));
-            let since = snap.high.unwrap_or(0);
+            // A decision's `queued_at` is its start: one that waited for its pipeline's
+            // lock may commit a time older than the latest read. Read back
+            // `QUEUED_AT_SLACK_MS` (what was read already is skipped below).
+            let since = snap.high.unwrap_or(0).saturating_sub(QUEUED_AT_SLACK_MS);
             let new = self
                 .inner
                 .store
@@ -353,15 +374,17 @@ impl Coordinator {
             let held: std::collections::HashSet<i64> = snap
                 .jobs
                 .iter()
-                .rev()
-                .take_while(|j| j.queued_at >= Some(since))
                 .map(|j| j.id)
+                .chain(snap.claimed.iter().copied())
                 .collect();
             if let Some(last) = new.last().and_then(|j| j.queued_at) {
-                snap.high = Some(last);
+                snap.high = snap.high.max(Some(last));
             }
-            snap.jobs
-                .extend(new.into_iter().filter(|j| !held.contains(&j.id)));
+            let mut fresh: Vec<QueuedJob> =
+                new.into_iter().filter(|j| !held.contains(&j.id)).collect();
+            // Older times first, as a whole read orders them.
+            snap.jobs.append(&mut fresh);
+            snap.jobs.sort_by_key(|j| (j.queued_at, j.id));
         }
         if whole || behind {
             snap.running = self

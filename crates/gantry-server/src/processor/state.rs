@@ -285,6 +285,14 @@ impl PartialEq for PipelineState {
     }
 }
 
+/// A state's statuses and row count before a decision ([`PipelineState::mark`]).
+#[derive(Clone, Debug)]
+pub struct Mark {
+    status: Status,
+    stage_statuses: Vec<Status>,
+    jobs: usize,
+}
+
 /// What [`PipelineState`] derives from its rows (positions are indexes into `jobs`).
 /// Rebuilt whole ([`PipelineState::reindex`], O(jobs)) only when the set of current jobs
 /// changes (a new attempt); kept current per change otherwise.
@@ -543,6 +551,31 @@ impl PipelineState {
     /// Positions of the jobs changed since the last [`PipelineState::take_originals`].
     pub fn changed_positions(&self) -> impl Iterator<Item = usize> + '_ {
         self.journal.originals.iter().map(|(i, _)| *i)
+    }
+
+    /// What a decision may change of the state besides its jobs: taken before it, to
+    /// undo it with [`PipelineState::rollback`].
+    pub fn mark(&self) -> Mark {
+        Mark {
+            status: self.status,
+            stage_statuses: self.stage_statuses.clone(),
+            jobs: self.jobs.len(),
+        }
+    }
+
+    /// Undo the changes since `mark`, given the jobs' originals
+    /// ([`PipelineState::take_originals`]): false (the state is then to be read again)
+    /// when rows were added meanwhile. O(jobs changed).
+    pub fn rollback(&mut self, mark: Mark, originals: Vec<(usize, JobState)>) -> bool {
+        if self.jobs.len() != mark.jobs {
+            return false;
+        }
+        for (_, job) in originals {
+            self.refresh(job);
+        }
+        self.status = mark.status;
+        self.stage_statuses = mark.stage_statuses;
+        true
     }
 
     /// A state without stages or jobs (a placeholder while the real one is borrowed out).
