@@ -12,8 +12,10 @@
 //! The pending jobs are read into a [`Snapshot`] shared by every request of this process:
 //! extended when the queue version changes (a job became pending: only the jobs queued
 //! since the latest one read are read, O(new jobs) on the `(status, queued_at, id)`
-//! index), read whole after [`SNAPSHOT_TTL`] (jobs queued by another process), after a
-//! job was put back (it keeps its place), or when a truncated snapshot runs dry. A request takes its candidate out of the snapshot before asking the store, so
+//! index; nothing when the snapshot holds [`QUEUE_DEPTH`] jobs already: new ones queue
+//! behind them), read whole after [`SNAPSHOT_TTL`] (jobs queued by another process), after
+//! a job was put back (it keeps its place), or when a truncated snapshot runs dry for a
+//! runner. A request takes its candidate out of the snapshot before asking the store, so
 //! concurrent requests do not fight over one job.
 //!
 //! Long polling: the queue version changes whenever a job becomes pending (`watch`
@@ -350,7 +352,7 @@ impl Coordinator {
         let whole = snap.loaded.is_none_or(|t| t.elapsed() > SNAPSHOT_TTL)
             || (snap.truncated && snap.eligible(runner) == 0)
             || self.inner.queue_reread.swap(false, Ordering::SeqCst)
-            || (behind && (snap.truncated || snap.high.is_none()));
+            || (behind && snap.high.is_none());
         if whole {
             let jobs = self.inner.store.pending_queue(QUEUE_DEPTH).await?;
             snap.truncated = i64::try_from(jobs.len()).unwrap_or(i64::MAX) >= QUEUE_DEPTH;
@@ -358,6 +360,9 @@ impl Coordinator {
             snap.jobs = jobs;
             snap.claimed.clear();
             snap.loaded = Some(Instant::now());
+        } else if behind && snap.truncated {
+            // New jobs queue behind the ones held, which are enough for now: they are
+            // read when the snapshot runs dry for a runner (above).
         } else if behind {
             // What joined the queue since: O(jobs new), whatever the queue's length.
             let room = QUEUE_DEPTH.saturating_sub(i64::try_from(snap.jobs.len()).unwrap_or(0));
