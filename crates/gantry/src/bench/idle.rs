@@ -209,6 +209,7 @@ pub(super) async fn idle_runners(args: &IdleArgs) -> anyhow::Result<Report> {
     let mut server = ServerProcess::start(&ServerOptions {
         data_dir: &data_dir,
         database_url: args.database_url.as_deref(),
+        connections: args.runners + 16,
     })?;
     let admin = server.admin_token.take().ok_or_else(|| {
         anyhow!(

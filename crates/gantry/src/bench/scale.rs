@@ -240,6 +240,7 @@ async fn run_size(
     let mut server = ServerProcess::start(&ServerOptions {
         data_dir: &data_dir,
         database_url: args.database_url.as_deref(),
+        connections: args.runners + 16,
     })?;
     if let Some(token) = server.admin_token.take() {
         *admin = Some(token);

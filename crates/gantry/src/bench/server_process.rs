@@ -23,6 +23,9 @@ pub(super) struct ServerOptions<'a> {
     pub(super) data_dir: &'a Path,
     /// `--database-url`; `None`: SQLite in the data directory.
     pub(super) database_url: Option<&'a str>,
+    /// Connections the bench opens (all from 127.0.0.1): the server's caps
+    /// (`--max-connections-per-ip`, `--max-connections`) are raised to let them in.
+    pub(super) connections: usize,
 }
 
 pub(super) struct ServerProcess {
@@ -53,6 +56,10 @@ impl ServerProcess {
         let mut command = Command::new(&exe);
         command
             .args(["server", "--listen", "127.0.0.1:0", "--poll-interval", "0"])
+            .arg("--max-connections-per-ip")
+            .arg((options.connections + 64).to_string())
+            .arg("--max-connections")
+            .arg((options.connections + 128).to_string())
             .arg("--data-dir")
             .arg(options.data_dir)
             .env_remove(crate::env::GANTRY_DATABASE_URL)
