@@ -1078,7 +1078,13 @@ fn parse_job(
     let services = inherited!("services", keyword::services, defaults.services).unwrap_or_default();
     let retry = inherited!("retry", keyword::retry, defaults.retry).unwrap_or_else(no_retry);
     let tags = inherited!("tags", keyword::tags, defaults.tags).unwrap_or_default();
-    let timeout = inherited!("timeout", keyword::timeout, defaults.timeout);
+    // GitLab validates `default:timeout` but never applies it: `Entry::Job#parsed_timeout`
+    // reads the job's own `timeout` (`has_timeout?` is the job's hash), not the entry
+    // inherited from `default:`. The job's own value, or the project's timeout.
+    let timeout = match m.get("timeout").filter(|n| !n.is_null()) {
+        Some(n) => keyword::timeout(n, &p("timeout"), cx),
+        None => None,
+    };
     let interruptible = inherited!(
         "interruptible",
         keyword::interruptible,

@@ -435,6 +435,10 @@ impl<'a> Loading<'a> {
             (Some(f), _) => (None, Some(f)),
             (None, _) => (None, None),
         };
+        let header = match header {
+            Some(h) => Some(self.header_includes(h, &prefix)?),
+            None => None,
+        };
         let mut body = match body {
             Some(b)
                 if matches!(b.value, Value::Map(_)) && !(included_as.is_some() && b.is_blank()) =>
@@ -493,6 +497,130 @@ impl<'a> Loading<'a> {
         }
     }
 
+    /// `header` with the inputs of its `spec:include` files (GitLab's
+    /// `External::Header::Processor`, 18.x) added before its own `spec:inputs`: each file
+    /// (`local`, `remote` or `project`, read from the current origin as the file's own
+    /// includes are) holds only `inputs:`; a name declared twice, in two files or in a
+    /// file and inline, is an error. `None`: an error was pushed. A header whose
+    /// `spec:include` is malformed is returned as it is, for `inputs::interpolate` to
+    /// report.
+    fn header_includes(&mut self, header: Node, prefix: &dyn Fn(String) -> String) -> Option<Node> {
+        let Some(spec) = header.as_map().and_then(|m| m.get("spec")) else {
+            return Some(header);
+        };
+        let Some((spec_map, include)) = spec.as_map().and_then(|m| Some((m, m.get("include")?)))
+        else {
+            return Some(header);
+        };
+        let items: Vec<Node> = match &include.value {
+            Value::Seq(items) => items.to_vec(),
+            _ => vec![include.clone()],
+        };
+        if !items.iter().all(inputs::header_include_item_ok) {
+            return Some(header);
+        }
+        let mut merged = Map::new();
+        let mut names: Vec<String> = Vec::new();
+        for item in &items {
+            let item = match &item.value {
+                Value::Str(s) => {
+                    let s = self.expand(s);
+                    let mut m = Map::new();
+                    let key = if is_url(&s) { "remote" } else { "local" };
+                    m.insert_node(key, Node::str(s, item.pos));
+                    Node::new(Value::Map(m), item.pos)
+                }
+                _ => item.clone(),
+            };
+            if let Some(m) = item.as_map() {
+                if !check_remote_options(m, "header:spec:include", self.cx) {
+                    return None;
+                }
+            }
+            let errors_before = self.cx.errors.len();
+            let fetched = self.fetch(&item);
+            if self.cx.errors.len() > errors_before {
+                return None;
+            }
+            for f in fetched {
+                let file = self.sources.add(&f.name, f.text);
+                let text = self.sources.get(file).map_or("", |f| f.text.as_str());
+                let doc = match yaml::parse_documents(text, file, self.limits) {
+                    Ok(docs) => docs.into_iter().next(),
+                    Err(e) => {
+                        self.cx.raw(prefix(e.gitlab_message()), Some(e.pos));
+                        return None;
+                    }
+                };
+                let Some(map) = doc
+                    .as_ref()
+                    .and_then(|d| d.as_map())
+                    .filter(|m| !m.is_empty())
+                else {
+                    self.cx.raw(
+                        format!(
+                            "Included file `{}` does not have valid YAML syntax!",
+                            f.location
+                        ),
+                        Some(f.item.pos),
+                    );
+                    return None;
+                };
+                let unknown: Vec<String> = map
+                    .keys()
+                    .filter(|k| *k != "inputs")
+                    .map(|k| format!(":{k}"))
+                    .collect();
+                if !unknown.is_empty() {
+                    self.cx.raw(
+                        prefix(format!(
+                            "Header include file `{}` contains unknown keys: [{}]",
+                            f.location,
+                            unknown.join(", ")
+                        )),
+                        Some(f.item.pos),
+                    );
+                    return None;
+                }
+                if let Some(declared) = map.get("inputs").and_then(|i| i.as_map()) {
+                    for (name, def) in declared.iter() {
+                        names.push(name.to_owned());
+                        merged.insert_node(name.to_owned(), def.clone());
+                    }
+                }
+            }
+        }
+        if let Some(inline) = spec_map.get("inputs").and_then(|i| i.as_map()) {
+            for (name, def) in inline.iter() {
+                names.push(name.to_owned());
+                merged.insert_node(name.to_owned(), def.clone());
+            }
+        }
+        let mut duplicates: Vec<&str> = Vec::new();
+        for (i, name) in names.iter().enumerate() {
+            if names[..i].contains(name) && !duplicates.contains(&name.as_str()) {
+                duplicates.push(name);
+            }
+        }
+        if !duplicates.is_empty() {
+            self.cx.raw(
+                prefix(format!(
+                    "Duplicate input keys found: {}. Input keys must be unique across all included files and inline specifications.",
+                    duplicates.join(", ")
+                )),
+                Some(include.pos),
+            );
+            return None;
+        }
+        let mut new_spec = spec_map.clone();
+        new_spec.insert_node("inputs", Node::new(Value::Map(merged), include.pos));
+        let Some(mut new_header) = header.as_map().cloned() else {
+            return Some(header);
+        };
+        new_header.insert_node("spec", Node::new(Value::Map(new_spec), spec.pos));
+        Some(Node::new(Value::Map(new_header), header.pos))
+    }
+
     /// Resolve `include` of `map` (a file's body) and merge: included files first, in
     /// order, then the file's own content on top.
     pub fn expand_includes(&mut self, mut map: Map, depth: usize, fragment: bool) -> Map {
@@ -531,6 +659,9 @@ impl<'a> Loading<'a> {
                     location: f.location.clone(),
                 });
                 let given = f.item.as_map().and_then(|m| m.get("inputs")).cloned();
+                // The file's origin already while its header is read: its `spec:include`
+                // files come from where its own includes do.
+                let outer = std::mem::replace(&mut self.origin, f.origin);
                 let Some(body) = self.parse_file(
                     &f.name,
                     f.text,
@@ -540,9 +671,9 @@ impl<'a> Loading<'a> {
                     Some(&f.location),
                     f.component.as_ref(),
                 ) else {
+                    self.origin = outer;
                     continue;
                 };
-                let outer = std::mem::replace(&mut self.origin, f.origin);
                 let body = self.expand_includes(body, depth + 1, false);
                 self.origin = outer;
                 deep_merge(&mut acc, body);
@@ -583,13 +714,14 @@ impl<'a> Loading<'a> {
                         "artifact",
                         "component",
                     ];
-                    const ALLOWED: [&str; 11] = [
+                    const ALLOWED: [&str; 12] = [
                         "local",
                         "project",
                         "file",
                         "ref",
                         "remote",
                         "integrity",
+                        "cache",
                         "template",
                         "component",
                         "artifact",
@@ -636,15 +768,8 @@ impl<'a> Loading<'a> {
                         );
                         continue;
                     }
-                    if let Some(i) = m.get("integrity") {
-                        if i.as_str().and_then(integrity_digest).is_none() {
-                            self.cx.config(
-                                &path,
-                                "integrity should be a SHA-256 hash written as sha256-<base64>",
-                                i.pos,
-                            );
-                            continue;
-                        }
+                    if !check_remote_options(m, &path, self.cx) {
+                        continue;
                     }
                     if m.contains_key("artifact") && !m.contains_key("job") {
                         self.cx.config(
@@ -1280,13 +1405,94 @@ fn valid_address(url: &str) -> bool {
 /// The digest of an `integrity: sha256-<base64>` value (32 bytes), `None` when malformed.
 fn integrity_digest(s: &str) -> Option<String> {
     let b64 = s.strip_prefix("sha256-")?;
-    // 32 bytes are 44 base64 characters with one `=` of padding.
-    let ok = b64.len() == 44
-        && b64.ends_with('=')
-        && b64[..43]
+    strict_base64(b64).then(|| b64.to_owned())
+}
+
+/// Ruby's `Base64.strict_decode64` accepts it: standard alphabet, length a multiple of
+/// 4, at most two `=` and only at the end. (A hash of another length than SHA-256's is
+/// accepted, as GitLab does; it then fails the integrity check.)
+fn strict_base64(text: &str) -> bool {
+    let body = text.trim_end_matches('=');
+    let padding = text.len() - body.len();
+    text.len() % 4 == 0
+        && padding <= 2
+        && body
             .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'/');
-    ok.then(|| b64.to_owned())
+            .all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'/')
+}
+
+/// `integrity` and `cache` of one `include` item, as GitLab's `BaseInclude` concern and
+/// `Ci::IncludeCacheValidator` check them (each error is reported, as GitLab collects
+/// them): both only with `remote`; `integrity` a `sha256-` prefixed strict base64 hash;
+/// `cache` `true` (one hour) or a duration of at least one minute (`false`, null and
+/// empty text are blank: no cache, accepted anywhere).
+pub(crate) fn check_remote_options(m: &Map, path: &str, cx: &mut Cx) -> bool {
+    let remote = m.get("remote").is_some_and(|r| !is_blank(r));
+    let mut ok = true;
+    if let Some(i) = m
+        .get("integrity")
+        .filter(|i| !i.is_null() && i.as_bool() != Some(false))
+    {
+        if !remote {
+            cx.config(
+                path,
+                "integrity can only be specified for remote includes",
+                i.pos,
+            );
+            ok = false;
+        }
+        match i.as_str().and_then(|t| t.strip_prefix("sha256-")) {
+            None => {
+                cx.config(path, "integrity hash must start with 'sha256-'", i.pos);
+                ok = false;
+            }
+            Some(hash) if !strict_base64(hash) => {
+                cx.config(path, "integrity hash must be base64 encoded", i.pos);
+                ok = false;
+            }
+            Some(_) => {}
+        }
+    }
+    if let Some(c) = m.get("cache").filter(|c| !is_blank(c)) {
+        if !remote {
+            cx.config(
+                path,
+                "cache can only be specified for remote includes",
+                c.pos,
+            );
+            ok = false;
+        }
+        match &c.value {
+            Value::Bool(true) => {}
+            Value::Str(text) => match crate::duration::parse_expire_in(text) {
+                None => {
+                    cx.config(path, "cache contains an invalid duration", c.pos);
+                    ok = false;
+                }
+                Some(crate::duration::ExpireIn::Seconds(secs)) if secs < 60 => {
+                    cx.config(path, "cache duration must be at least 1 minute", c.pos);
+                    ok = false;
+                }
+                Some(_) => {}
+            },
+            _ => {
+                cx.config(path, "cache must be a boolean or a duration string", c.pos);
+                ok = false;
+            }
+        }
+    }
+    ok
+}
+
+/// Rails' `blank?`: null, `false`, empty or white-space text, empty collections.
+fn is_blank(node: &Node) -> bool {
+    match &node.value {
+        Value::Null | Value::Bool(false) => true,
+        Value::Str(s) => s.trim().is_empty(),
+        Value::Seq(items) => items.is_empty(),
+        Value::Map(m) => m.is_empty(),
+        _ => false,
+    }
 }
 
 /// Standard base64 (with padding) of the SHA-256 of `bytes`.

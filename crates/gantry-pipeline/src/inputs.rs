@@ -246,6 +246,34 @@ fn read_text(text: &str, kind: Option<InputType>, pos: crate::yaml::Pos) -> Node
     Node::new(parsed.unwrap_or_else(|| Value::Str(text.to_owned())), pos)
 }
 
+/// An item of `spec:include` (GitLab's `Header::Include`): a path or URL, or a mapping
+/// with exactly one of `local`, `remote`, `project` and the common include keys.
+pub(crate) fn header_include_item_ok(item: &Node) -> bool {
+    match &item.value {
+        Value::Str(_) => true,
+        Value::Map(m) => {
+            let locations = m
+                .keys()
+                .filter(|k| ["local", "remote", "project"].contains(k))
+                .count();
+            locations == 1
+                && m.keys().all(|k| {
+                    [
+                        "local",
+                        "remote",
+                        "project",
+                        "file",
+                        "ref",
+                        "integrity",
+                        "cache",
+                    ]
+                    .contains(&k)
+                })
+        }
+        _ => false,
+    }
+}
+
 /// What the file's inputs are given by.
 #[derive(Clone, Copy)]
 pub(crate) enum Given<'a> {
@@ -465,12 +493,28 @@ fn parse_header(
         return bad(cx, "header:spec config should be a hash", spec);
     };
     for key in spec_map.keys() {
-        if !["inputs", "include", "component"].contains(&key) {
+        // `description` (GitLab 18.10): text describing the file, shown by the catalog.
+        if !["inputs", "include", "component", "description"].contains(&key) {
             return bad(
                 cx,
                 &format!("header:spec config contains unknown keys: {key}"),
                 spec,
             );
+        }
+    }
+    if let Some(d) = spec_map.get("description") {
+        match &d.value {
+            Value::Null => {}
+            // GitLab's schema: `maxLength: 256` (characters).
+            Value::Str(text) if text.chars().count() > 256 => {
+                return bad(
+                    cx,
+                    "header:spec:description is too long (maximum is 256 characters)",
+                    d,
+                );
+            }
+            Value::Str(_) => {}
+            _ => return bad(cx, "header:spec:description config should be a string", d),
         }
     }
     let mut declared = Vec::new();
@@ -494,21 +538,7 @@ fn parse_header(
             _ => vec![inc.clone()],
         };
         for item in &items {
-            let ok = match &item.value {
-                Value::Str(_) => true,
-                Value::Map(m) => {
-                    let locations = m
-                        .keys()
-                        .filter(|k| ["local", "remote", "project"].contains(k))
-                        .count();
-                    locations == 1
-                        && m.keys().all(|k| {
-                            ["local", "remote", "project", "file", "ref", "integrity"].contains(&k)
-                        })
-                }
-                _ => false,
-            };
-            if !ok {
+            if !header_include_item_ok(item) {
                 return bad(
                     cx,
                     "header:spec:include config supports only `local`, `remote` and `project` (with `file`, `ref`) items",

@@ -27,6 +27,10 @@ impl TestLoader {
         self.remote.insert(url.into(), body.map(str::to_owned));
         self
     }
+    fn file(mut self, path: &str, text: &str) -> Self {
+        self.files.insert(path.into(), text.into());
+        self
+    }
     fn project(mut self, project: &str, ref_name: Option<&str>, files: &[(&str, &str)]) -> Self {
         let files = files
             .iter()
@@ -108,6 +112,19 @@ fn jobs(loader: &dyn Loader) -> Vec<String> {
         .iter()
         .map(|j| j.name.clone())
         .collect()
+}
+
+fn scripts(loader: &dyn Loader, job: &str) -> Vec<String> {
+    let c = run(loader);
+    assert!(c.errors.is_empty(), "{:?}", c.errors);
+    c.pipeline
+        .unwrap()
+        .jobs
+        .iter()
+        .find(|j| j.name == job)
+        .unwrap()
+        .script
+        .clone()
 }
 
 fn errors(loader: &dyn Loader) -> Vec<String> {
@@ -260,8 +277,87 @@ fn integrity_is_checked() {
     ));
     assert_eq!(
         errors(&l),
-        ["include:0 config integrity should be a sha-256 hash written as sha256-<base64>"]
+        ["include:0 config integrity hash must start with 'sha256-'"]
     );
+    // GitLab's `BaseInclude`: any strict base64 after the prefix is a hash (this one
+    // then fails the check); a local include has none.
+    let l = TestLoader::new(&format!(
+        "include:\n  - remote: https://h/a.yml\n    integrity: sha256-abc123def456\n{JOB}"
+    ))
+    .remote("https://h/a.yml", Ok(body));
+    assert_eq!(
+        errors(&l),
+        ["Remote file `https://h/a.yml` failed integrity check"]
+    );
+    let l = TestLoader::new(&format!(
+        "include:\n  - local: a.yml\n    integrity: sha256-not!valid@base64\n{JOB}"
+    ));
+    assert_eq!(
+        errors(&l),
+        [
+            "include:0 config integrity can only be specified for remote includes",
+            "include:0 config integrity hash must be base64 encoded"
+        ]
+    );
+}
+
+#[test]
+fn remote_cache_is_a_boolean_or_a_duration_of_a_minute_or_more() {
+    let body = "a:\n  script: a\n";
+    for ok in ["true", "'1 day'", "1 minute", "false", "null", "''"] {
+        let l = TestLoader::new(&format!(
+            "include:\n  - remote: https://h/a.yml\n    cache: {ok}\n{JOB}"
+        ))
+        .remote("https://h/a.yml", Ok(body));
+        assert_eq!(jobs(&l), ["a", "job"], "cache: {ok}");
+    }
+    for (bad, message) in [
+        (
+            "123",
+            "include:0 config cache must be a boolean or a duration string",
+        ),
+        (
+            "invalid",
+            "include:0 config cache contains an invalid duration",
+        ),
+        (
+            "30 seconds",
+            "include:0 config cache duration must be at least 1 minute",
+        ),
+    ] {
+        let l = TestLoader::new(&format!(
+            "include:\n  - remote: https://h/a.yml\n    cache: {bad}\n{JOB}"
+        ))
+        .remote("https://h/a.yml", Ok(body));
+        assert_eq!(errors(&l), [message], "cache: {bad}");
+    }
+}
+
+#[test]
+fn spec_include_adds_the_inputs_of_its_files() {
+    let root = "spec:\n  include:\n    - local: inputs.yml\n  inputs:\n    b:\n      default: two\n---\njob:\n  script: echo $[[ inputs.a ]] $[[ inputs.b ]]\n";
+    let l = TestLoader::new(root).file("inputs.yml", "inputs:\n  a:\n    default: one\n");
+    assert_eq!(scripts(&l, "job"), ["echo one two"]);
+    // A name declared in the file and inline.
+    let l = TestLoader::new(root).file("inputs.yml", "inputs:\n  b:\n    default: one\n");
+    assert_eq!(
+        errors(&l),
+        [
+            "Duplicate input keys found: b. Input keys must be unique across all included files and inline specifications."
+        ]
+    );
+    // A file with more than inputs.
+    let l = TestLoader::new(root).file(
+        "inputs.yml",
+        "inputs:\n  a:\n    default: one\nx:\n  script: y\n",
+    );
+    assert_eq!(
+        errors(&l),
+        ["Header include file `inputs.yml` contains unknown keys: [:x]"]
+    );
+    // A missing file is the include's usual error.
+    let l = TestLoader::new(root);
+    assert_eq!(errors(&l).len(), 1);
 }
 
 #[test]

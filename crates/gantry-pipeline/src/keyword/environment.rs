@@ -18,7 +18,6 @@ const ENVIRONMENT_KEYS: &[&str] = &[
     "deployment_tier",
 ];
 pub(crate) const ACTIONS: &[&str] = &["start", "prepare", "stop", "verify", "access"];
-pub(crate) const TIERS: &[&str] = &["production", "staging", "testing", "development", "other"];
 const KUBERNETES_KEYS: &[&str] = &[
     "namespace",
     "agent",
@@ -107,17 +106,11 @@ fn environment_map(map: &Map, node: &Node, path: &str, cx: &mut Cx) -> Option<En
             ok = false;
         }
     }
-    if let Some(t) = &tier {
-        if !TIERS.contains(&t.as_str()) {
-            cx.attr(
-                path,
-                "deployment_tier",
-                format!("must be one of {}", TIERS.join(", ")),
-                pos_of(map, "deployment_tier", node),
-            );
-            ok = false;
-        }
-    }
+    // GitLab (18.x) checks only that the tier is text here (`validates :deployment_tier,
+    // type: String`): it is expanded with the job's variables when the environment is
+    // created (`Ci::Deployable#expanded_deployment_tier`), and a value that names no tier
+    // then fails the job `environment_creation_failure` (`Environment`'s `tier` enum
+    // validates). Gantry does the same (the server's `coordinator::environment`).
 
     let mut auto_stop_in = None;
     if let Some(a) = map.get("auto_stop_in").filter(|n| !n.is_null()) {
@@ -159,7 +152,7 @@ fn pos_of(map: &Map, key: &str, node: &Node) -> crate::yaml::Pos {
 }
 
 /// `ExpandVariables::VARIABLES_REGEXP`: `$NAME`, `${NAME}` or `%NAME%`.
-fn has_variable(s: &str) -> bool {
+pub(crate) fn has_variable(s: &str) -> bool {
     let b = s.as_bytes();
     let name_start = |c: u8| c.is_ascii_alphabetic() || c == b'_';
     let name_char = |c: u8| c.is_ascii_alphanumeric() || c == b'_';

@@ -139,7 +139,11 @@ pub(crate) fn pages(node: &Node, path: &str, cx: &mut Cx) -> Option<()> {
             ok &= opt_string(map, "path_prefix", path, cx).is_ok();
             ok &= opt_string(map, "publish", path, cx).is_ok();
             if let Some(e) = map.get("expire_in").filter(|n| !n.is_null()) {
-                if e.as_str().and_then(parse_expire_in).is_none() {
+                // `duration: { variable: true }`: a value holding a variable is a duration
+                // once expanded (GitLab skips it here).
+                let ok_text =
+                    |s: &str| super::environment::has_variable(s) || parse_expire_in(s).is_some();
+                if !e.as_str().is_some_and(ok_text) {
                     cx.attr(path, "expire_in", "should be a duration", e.pos);
                     ok = false;
                 }

@@ -375,7 +375,6 @@ fn environment_messages() {
         [
             "jobs:j:environment name can contain only letters, digits, '-', '_', '/', '$', '{', '}', '.', and spaces, but it cannot start or end with '/'",
             "jobs:j:environment action should be start, stop, prepare, verify, or access",
-            "jobs:j:environment deployment tier must be one of production, staging, testing, development, other",
             "jobs:j:environment auto stop in should be a duration",
         ]
     );

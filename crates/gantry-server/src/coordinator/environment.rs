@@ -25,18 +25,50 @@ pub struct JobEnvironment {
     /// `auto_stop_in:` in ms (`None`: not given, `never`, or not a duration).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auto_stop_in: Option<i64>,
+    /// `deployment_tier:` expanded (`None`: not given, or empty once expanded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tier: Option<String>,
 }
 
 impl JobEnvironment {
     /// `env`'s name, URL and `auto_stop_in` with `$VAR` references replaced from
     /// `variables` (already expanded values; unknown references become empty, as
     /// GitLab's `ExpandVariables`).
+    ///
+    /// The URL also sees the environment's own variables (`CI_ENVIRONMENT_NAME`,
+    /// `CI_ENVIRONMENT_SLUG`, `CI_ENVIRONMENT_ACTION`, `CI_ENVIRONMENT_TIER` of the
+    /// expanded name), as GitLab expands it with the persisted environment's variables:
+    /// its dynamic-environments example `url: https://$CI_ENVIRONMENT_SLUG.example.com`.
     pub(crate) fn expand(env: &EnvironmentModel, variables: &HashMap<String, String>) -> Self {
         let lookup = |n: &str| variables.get(n).cloned();
         let expand = |text: &String| expand_server(text, &lookup, Unknown::Empty);
+        let name = expand(&env.name);
+        let tier = env
+            .deployment_tier
+            .as_ref()
+            .map(expand)
+            .filter(|t| !t.is_empty());
+        let own = [
+            ("CI_ENVIRONMENT_NAME", name.clone()),
+            ("CI_ENVIRONMENT_SLUG", slug(&name)),
+            ("CI_ENVIRONMENT_ACTION", env.action().to_owned()),
+            (
+                "CI_ENVIRONMENT_TIER",
+                tier.clone().unwrap_or_else(|| guess_tier(&name).to_owned()),
+            ),
+        ];
+        let url_lookup = |n: &str| {
+            own.iter()
+                .find(|(k, _)| *k == n)
+                .map(|(_, v)| v.clone())
+                .or_else(|| variables.get(n).cloned())
+        };
         JobEnvironment {
-            name: expand(&env.name),
-            url: env.url.as_ref().map(expand),
+            url: env
+                .url
+                .as_ref()
+                .map(|u| expand_server(u, &url_lookup, Unknown::Empty)),
+            name,
             auto_stop_in: env
                 .auto_stop_in
                 .as_ref()
@@ -45,23 +77,35 @@ impl JobEnvironment {
                 .and_then(|d| gantry_pipeline::duration::parse_duration(&d))
                 .and_then(|secs| i64::try_from(secs).ok())
                 .map(|secs| secs.saturating_mul(1000)),
+            tier,
         }
     }
 
     /// What the store keeps for the job: its environment, found or created by name.
     /// `Err` is why GitLab cannot create it (the job then fails
     /// `environment_creation_failure`).
+    ///
+    /// A `deployment_tier` that names no tier once expanded is such a reason (GitLab's
+    /// `Environment` validates its `tier` enum). GitLab only meets it when it creates the
+    /// environment; Gantry checks it for every job, so a job naming an existing
+    /// environment with a bad tier fails too instead of keeping the old tier.
     pub(crate) fn to_new(&self, env: &EnvironmentModel) -> Result<NewJobEnvironment, String> {
         check_name(&self.name)?;
+        if let Some(tier) = self.tier.as_deref().filter(|t| !TIERS.contains(t)) {
+            return Err(format!(
+                "the deployment tier `{tier}` is not one of {}",
+                TIERS.join(", ")
+            ));
+        }
         Ok(NewJobEnvironment {
             name: self.name.clone(),
             slug: slug(&self.name),
             action: env.action().to_owned(),
-            initial_tier: env
-                .deployment_tier
+            initial_tier: self
+                .tier
                 .clone()
                 .unwrap_or_else(|| guess_tier(&self.name).to_owned()),
-            declared_tier: env.deployment_tier.clone(),
+            declared_tier: self.tier.clone(),
             url: self.url.clone().filter(|u| !u.is_empty()),
             auto_stop_in: self.auto_stop_in,
             on_stop: env.on_stop.clone(),
@@ -231,8 +275,40 @@ mod tests {
                 name: "review/test/web".into(),
                 url: Some("https://web.example.com".into()),
                 auto_stop_in: None,
+                tier: None,
             }
         );
+    }
+
+    /// GitLab's dynamic-environments example: the URL reads the environment's own slug.
+    #[test]
+    fn the_url_sees_the_environments_own_variables() {
+        let env = EnvironmentModel {
+            name: "review/$CI_COMMIT_REF_SLUG".into(),
+            url: Some("https://$CI_ENVIRONMENT_SLUG.example.com/$CI_ENVIRONMENT_TIER".into()),
+            deployment_tier: Some("$TIER".into()),
+            ..EnvironmentModel::default()
+        };
+        let vars: HashMap<String, String> =
+            [("CI_COMMIT_REF_SLUG", "feature-x"), ("TIER", "staging")]
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect();
+        let expanded = JobEnvironment::expand(&env, &vars);
+        assert_eq!(expanded.name, "review/feature-x");
+        // The name had to change for its slug, which then ends with a hash of the name.
+        assert_eq!(
+            expanded.url.as_deref(),
+            Some("https://review-feature-x-bjrazc.example.com/staging")
+        );
+        assert_eq!(expanded.tier.as_deref(), Some("staging"));
+        assert!(expanded.to_new(&env).is_ok());
+        // A tier that is none once expanded cannot create the environment.
+        let mut bad = vars.clone();
+        bad.insert("TIER".to_owned(), "prod".to_owned());
+        let expanded = JobEnvironment::expand(&env, &bad);
+        let err = expanded.to_new(&env).unwrap_err();
+        assert!(err.contains("`prod` is not one of"), "{err}");
     }
 
     #[test]
