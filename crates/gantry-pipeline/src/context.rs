@@ -1,6 +1,29 @@
 //! The pipeline context a configuration is evaluated in: the variables known before any
 //! YAML is read (predefined `CI_*` values and the pipeline's own variables) and the set of
 //! changed files for `rules:changes`.
+//!
+//! # Predefined variables
+//!
+//! [`PipelineInfo::predefined`] sets GitLab's pre-pipeline variables with GitLab's values
+//! (`Project#predefined_project_variables`, `#predefined_ci_server_variables`,
+//! `Gitlab::Ci::Variables::Builder::Pipeline`); the server adds the job-level ones
+//! (`coordinator::payload`: `CI_JOB_*`, `CI_ENVIRONMENT_*`, `CI_RUNNER_*`, …) and the
+//! runner its own (`CI_RUNNER_VERSION`, `CI_SHARED_ENVIRONMENT` or
+//! `CI_DISPOSABLE_ENVIRONMENT`, `CI_JOB_STATUS`, the directories).
+//!
+//! Left out of GitLab's documented list (18.x), because Gantry has nothing they describe:
+//! `CHAT_CHANNEL`/`CHAT_INPUT`/`CHAT_USER_ID` (no ChatOps), `CI_DEPENDENCY_PROXY_*` (no
+//! dependency proxy), `CI_DEPLOY_FREEZE` (no freeze periods), `CI_DEPLOY_USER`/`_PASSWORD`
+//! (no deploy tokens), `CI_EXTERNAL_PULL_REQUEST_*` and `CI_OPEN_MERGE_REQUESTS` on the
+//! server (no forge webhooks yet), `CI_GITLAB_FIPS_MODE` (set only in FIPS mode),
+//! `CI_HAS_OPEN_REQUIREMENTS`, `CI_MERGE_REQUEST_APPROVED` and
+//! `CI_PROJECT_CLASSIFICATION_LABEL` (EE features), `CI_PAGES_*` (no Pages yet),
+//! `CI_PROJECT_REPOSITORY_LANGUAGES` (no language detection), `CI_REGISTRY*` (no
+//! registry), `CI_RELEASE_DESCRIPTION` (no releases), `CI_SERVER_SHELL_SSH_*` (no Git over
+//! SSH), `CI_TRIGGER_SHORT_TOKEN` (trigger tokens are kept only as hashes), `KUBECONFIG`
+//! (no Kubernetes agent). `CI_PROJECT_DESCRIPTION` and `CI_PROJECT_TOPICS` are empty:
+//! Gantry's projects have neither. `CI_SERVER_VERSION*` name [`GITLAB_VERSION`], the
+//! GitLab release whose behaviour Gantry follows; `CI_SERVER_NAME` stays `Gantry`.
 
 use indexmap::IndexMap;
 
@@ -88,6 +111,36 @@ pub struct PipelineInfo {
     /// The merge request of a merge request pipeline (`Source::MergeRequestEvent`):
     /// `ref_name` is then its source branch, and the pipeline has no `CI_COMMIT_BRANCH`.
     pub merge_request: Option<MergeRequestInfo>,
+    /// The id of the project's group (`CI_PROJECT_NAMESPACE_ID`).
+    pub namespace_id: u64,
+    /// The pipeline schedule's description, for a scheduled pipeline
+    /// (`CI_PIPELINE_SCHEDULE_DESCRIPTION`).
+    pub schedule_description: Option<String>,
+    /// The trigger job that created this pipeline, for a downstream pipeline
+    /// (`CI_UPSTREAM_*`).
+    pub upstream: Option<Upstream>,
+}
+
+/// The GitLab version Gantry's API answers with (`GET /version`) and its jobs see as
+/// `CI_SERVER_VERSION`: the GitLab release whose behaviour Gantry follows.
+pub const GITLAB_VERSION: &str = "18.6.0";
+
+/// `CI_SERVER_REVISION` (and `GET /version`'s `revision`): Gantry's own version.
+pub fn server_revision() -> String {
+    format!("gantry-{}", env!("CARGO_PKG_VERSION"))
+}
+
+/// GitLab's `GITLAB_CI_MAX_COMMIT_MESSAGE_SIZE_IN_BYTES` default: `CI_COMMIT_MESSAGE` (and
+/// the title and description made from it) are cut to this many bytes, and
+/// `CI_COMMIT_MESSAGE_IS_TRUNCATED` says so.
+pub const MAX_COMMIT_MESSAGE_BYTES: usize = 100 * 1024;
+
+/// A downstream pipeline's trigger job (GitLab's `Ci::Sources::Pipeline`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Upstream {
+    pub pipeline_id: u64,
+    pub project_id: u64,
+    pub job_id: u64,
 }
 
 /// A merge request pipeline's merge request: what GitLab's
@@ -172,6 +225,9 @@ impl Default for PipelineInfo {
             user_id: 1,
             pipeline_iid: 1,
             merge_request: None,
+            namespace_id: 1,
+            schedule_description: None,
+            upstream: None,
         }
     }
 }
@@ -198,6 +254,9 @@ impl PipelineInfo {
                 },
             ),
         };
+        // Gantry has no licensed features (GitLab CE's empty list): templates' rules such
+        // as `$GITLAB_FEATURES =~ /\bsast_advanced\b/` read it.
+        set("GITLAB_FEATURES", String::new());
         set("CI", "true".into());
         set("GITLAB_CI", "true".into());
         set("CI_SERVER", "yes".into());
@@ -216,6 +275,16 @@ impl PipelineInfo {
             },
         );
         set("CI_SERVER_NAME", "Gantry".into());
+        set("CI_SERVER_VERSION", GITLAB_VERSION.into());
+        let mut parts = GITLAB_VERSION.split('.');
+        for key in [
+            "CI_SERVER_VERSION_MAJOR",
+            "CI_SERVER_VERSION_MINOR",
+            "CI_SERVER_VERSION_PATCH",
+        ] {
+            set(key, parts.next().unwrap_or("0").to_owned());
+        }
+        set("CI_SERVER_REVISION", server_revision());
         set("CI_API_V4_URL", format!("{server}/api/v4"));
         set("CI_API_GRAPHQL_URL", format!("{server}/api/graphql"));
         set("CI_PROJECT_ID", self.project_id.to_string());
@@ -223,7 +292,16 @@ impl PipelineInfo {
         set("CI_PROJECT_TITLE", self.project_name.clone());
         set("CI_PROJECT_PATH", project_path.clone());
         set("CI_PROJECT_PATH_SLUG", ref_slug(&project_path));
+        // Gantry's projects have no description or topics: GitLab's values for such a
+        // project.
+        set("CI_PROJECT_DESCRIPTION", String::new());
+        set("CI_PROJECT_TOPICS", String::new());
         set("CI_PROJECT_NAMESPACE", self.project_namespace.clone());
+        set(
+            "CI_PROJECT_NAMESPACE_SLUG",
+            ref_slug(&self.project_namespace),
+        );
+        set("CI_PROJECT_NAMESPACE_ID", self.namespace_id.to_string());
         set(
             "CI_PROJECT_ROOT_NAMESPACE",
             self.project_namespace
@@ -235,6 +313,7 @@ impl PipelineInfo {
         set("CI_PROJECT_URL", format!("{server}/{project_path}"));
         set("CI_PROJECT_VISIBILITY", "private".into());
         set("CI_CONFIG_PATH", self.config_path.clone());
+        set("CI_TEMPLATE_REGISTRY_HOST", "registry.gitlab.com".into());
         set("CI_DEFAULT_BRANCH", self.default_branch.clone());
         set("CI_DEFAULT_BRANCH_SLUG", ref_slug(&self.default_branch));
         set("CI_COMMIT_SHA", self.sha.clone());
@@ -257,12 +336,21 @@ impl PipelineInfo {
             // branch (GitLab's `Ci::Pipeline#branch?` is false).
             set("CI_COMMIT_BRANCH", self.ref_name.clone());
         }
-        let message = self.commit_message.clone();
+        let mut message = self.commit_message.clone();
+        let truncated = message.len() > MAX_COMMIT_MESSAGE_BYTES;
+        if truncated {
+            let mut end = MAX_COMMIT_MESSAGE_BYTES;
+            while !message.is_char_boundary(end) {
+                end -= 1;
+            }
+            message.truncate(end);
+        }
         let (title, description) = match message.split_once('\n') {
             Some((t, d)) => (t.to_owned(), d.trim_start_matches('\n').to_owned()),
             None => (message.clone(), String::new()),
         };
         set("CI_COMMIT_MESSAGE", message);
+        set("CI_COMMIT_MESSAGE_IS_TRUNCATED", truncated.to_string());
         set("CI_COMMIT_TITLE", title);
         set("CI_COMMIT_DESCRIPTION", description);
         set("CI_COMMIT_AUTHOR", self.commit_author.clone());
@@ -271,6 +359,14 @@ impl PipelineInfo {
         set("CI_PIPELINE_IID", self.pipeline_iid.to_string());
         if self.source == Source::Trigger {
             set("CI_PIPELINE_TRIGGERED", "true".into());
+        }
+        if let Some(description) = &self.schedule_description {
+            set("CI_PIPELINE_SCHEDULE_DESCRIPTION", description.clone());
+        }
+        if let Some(up) = &self.upstream {
+            set("CI_UPSTREAM_PIPELINE_ID", up.pipeline_id.to_string());
+            set("CI_UPSTREAM_PROJECT_ID", up.project_id.to_string());
+            set("CI_UPSTREAM_JOB_ID", up.job_id.to_string());
         }
         if let Some(mr) = &self.merge_request {
             for (k, val) in mr.predefined(
@@ -562,6 +658,58 @@ mod tests {
         assert!(!scope_matches("p*d*x", "production"));
         assert!(scope_matches("a*a", "aa"));
         assert!(!scope_matches("a*a", "a"));
+    }
+
+    /// GitLab's `CI_COMMIT_MESSAGE` limit (100 KB): cut on a character boundary, flagged.
+    #[test]
+    fn a_long_commit_message_is_cut_and_flagged() {
+        let short = PipelineInfo {
+            commit_message: "Title\n\nBody".into(),
+            ..PipelineInfo::default()
+        }
+        .predefined();
+        assert_eq!(short["CI_COMMIT_MESSAGE_IS_TRUNCATED"], "false");
+        assert_eq!(short["CI_COMMIT_DESCRIPTION"], "Body");
+        let long = PipelineInfo {
+            commit_message: format!("Title\n{}", "é".repeat(MAX_COMMIT_MESSAGE_BYTES)),
+            ..PipelineInfo::default()
+        }
+        .predefined();
+        assert_eq!(long["CI_COMMIT_MESSAGE_IS_TRUNCATED"], "true");
+        assert!(long["CI_COMMIT_MESSAGE"].len() <= MAX_COMMIT_MESSAGE_BYTES);
+        assert!(long["CI_COMMIT_MESSAGE"].len() > MAX_COMMIT_MESSAGE_BYTES - 2);
+        assert_eq!(long["CI_COMMIT_TITLE"], "Title");
+    }
+
+    #[test]
+    fn server_project_and_origin_variables() {
+        let info = PipelineInfo {
+            project_namespace: "Acme/Platform Team".into(),
+            namespace_id: 42,
+            schedule_description: Some("nightly".into()),
+            upstream: Some(Upstream {
+                pipeline_id: 7,
+                project_id: 3,
+                job_id: 99,
+            }),
+            ..PipelineInfo::default()
+        };
+        let v = info.predefined();
+        assert_eq!(v["CI_SERVER_VERSION"], GITLAB_VERSION);
+        let parts: Vec<&str> = GITLAB_VERSION.split('.').collect();
+        assert_eq!(v["CI_SERVER_VERSION_MAJOR"], parts[0]);
+        assert_eq!(v["CI_SERVER_VERSION_MINOR"], parts[1]);
+        assert_eq!(v["CI_SERVER_VERSION_PATCH"], parts[2]);
+        assert_eq!(v["CI_PROJECT_NAMESPACE_SLUG"], "acme-platform-team");
+        assert_eq!(v["CI_PROJECT_NAMESPACE_ID"], "42");
+        assert_eq!(v["CI_PIPELINE_SCHEDULE_DESCRIPTION"], "nightly");
+        assert_eq!(v["CI_UPSTREAM_PIPELINE_ID"], "7");
+        assert_eq!(v["CI_UPSTREAM_PROJECT_ID"], "3");
+        assert_eq!(v["CI_UPSTREAM_JOB_ID"], "99");
+        assert_eq!(v["GITLAB_FEATURES"], "");
+        let plain = PipelineInfo::default().predefined();
+        assert!(!plain.contains_key("CI_PIPELINE_SCHEDULE_DESCRIPTION"));
+        assert!(!plain.contains_key("CI_UPSTREAM_JOB_ID"));
     }
 
     fn settings(layer: usize, key: &str, value: &str, scope: &str) -> SettingsVariable {

@@ -26,7 +26,8 @@ pub mod yaml;
 
 pub use compile::{Compiled, Options, compile};
 pub use context::{
-    Context, MergeRequestDiff, MergeRequestEventType, MergeRequestInfo, PipelineInfo, Source,
+    Context, GITLAB_VERSION, MergeRequestDiff, MergeRequestEventType, MergeRequestInfo,
+    PipelineInfo, Source, Upstream,
 };
 pub use diagnostic::{Diagnostic, Location, SourceMap};
 pub use include::{

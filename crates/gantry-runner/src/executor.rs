@@ -68,6 +68,13 @@ impl ExecutorChoice {
     }
 
     /// `shell`, `docker`, …
+    /// gitlab-runner's `FeaturesInfo.Shared`: the job runs where other jobs ran and will
+    /// run (shell, custom, instance) — `CI_SHARED_ENVIRONMENT=true` — rather than in
+    /// something made for it alone (`CI_DISPOSABLE_ENVIRONMENT=true`).
+    pub fn is_shared(self) -> bool {
+        matches!(self, Self::Shell | Self::Custom | Self::Instance)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Self::Shell => "shell",

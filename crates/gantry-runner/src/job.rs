@@ -329,6 +329,7 @@ impl Placement<'_> {
                 arch: &arch,
                 short_token: &self.short_token,
                 job_timeout_secs: self.job_timeout_secs,
+                shared: crate::executor::ExecutorChoice::for_job(self.runner, self.job).is_shared(),
                 feature_flags: &self.runner.feature_flags,
             },
             &self.runner.environment,

@@ -194,6 +194,20 @@ only-for-children:
         var(child_job, "CI_PIPELINE_ID"),
         Some(child.id.to_string().as_str())
     );
+    // GitLab 18.9's `CI_UPSTREAM_*`: the trigger job, its pipeline and project.
+    assert_eq!(
+        var(child_job, "CI_UPSTREAM_JOB_ID"),
+        Some(bridge.id.to_string().as_str())
+    );
+    assert_eq!(
+        var(child_job, "CI_UPSTREAM_PIPELINE_ID"),
+        Some(p.id.to_string().as_str())
+    );
+    assert_eq!(
+        var(child_job, "CI_UPSTREAM_PROJECT_ID"),
+        var(child_job, "CI_PROJECT_ID")
+    );
+    assert_eq!(var(&build, "CI_UPSTREAM_JOB_ID"), None);
     assert_eq!(var(child_job, "GLOBAL"), Some("global value"));
     // Variables from the trigger are pipeline variables: they beat the job's own.
     assert_eq!(var(child_job, "SHARED"), Some("from the trigger"));

@@ -47,6 +47,79 @@ deploy:
     );
 }
 
+/// GitLab's dynamic-environments example (`url: https://$CI_ENVIRONMENT_SLUG…`), a tier
+/// from a variable, and the predefined variables GitLab 18 added: its version, the
+/// project's group, the job's start as a slug, a disposable-or-shared flag left to the
+/// runner.
+#[tokio::test]
+async fn the_environment_url_reads_its_slug_and_gitlab_18_variables_are_set() {
+    let e = env(r#"
+variables: {TIER: staging}
+review:
+  script: [x]
+  environment:
+    name: review/$CI_COMMIT_REF_SLUG
+    url: https://$CI_ENVIRONMENT_SLUG.example.com
+    deployment_tier: $TIER
+"#)
+    .await;
+    let project = e.project().await;
+    e.pipeline(project, "main").await;
+    let runner = e.any_runner().await;
+    let job = e.take_some(&runner).await;
+    let slug = var(&job, "CI_ENVIRONMENT_SLUG").unwrap();
+    assert!(slug.starts_with("review-main-"), "{slug}");
+    assert_eq!(
+        var(&job, "CI_ENVIRONMENT_URL"),
+        Some(format!("https://{slug}.example.com").as_str())
+    );
+    assert_eq!(var(&job, "CI_ENVIRONMENT_TIER"), Some("staging"));
+    assert_eq!(
+        var(&job, "CI_SERVER_VERSION"),
+        Some(gantry_pipeline::GITLAB_VERSION)
+    );
+    let major = gantry_pipeline::GITLAB_VERSION.split('.').next();
+    assert_eq!(var(&job, "CI_SERVER_VERSION_MAJOR"), major);
+    assert!(var(&job, "CI_SERVER_REVISION").is_some_and(|r| r.starts_with("gantry-")));
+    let namespace = var(&job, "CI_PROJECT_NAMESPACE").unwrap().to_owned();
+    assert_eq!(
+        var(&job, "CI_PROJECT_NAMESPACE_SLUG"),
+        Some(gantry_pipeline::expand::ref_slug(&namespace).as_str())
+    );
+    let namespace_id: i64 = var(&job, "CI_PROJECT_NAMESPACE_ID")
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(namespace_id > 0);
+    assert_eq!(var(&job, "CI_COMMIT_MESSAGE_IS_TRUNCATED"), Some("false"));
+    assert_eq!(var(&job, "GITLAB_FEATURES"), Some(""));
+    assert_eq!(
+        var(&job, "CI_TEMPLATE_REGISTRY_HOST"),
+        Some("registry.gitlab.com")
+    );
+    let started = var(&job, "CI_JOB_STARTED_AT").unwrap();
+    assert_eq!(
+        var(&job, "CI_JOB_STARTED_AT_SLUG"),
+        Some(gantry_pipeline::expand::ref_slug(started).as_str())
+    );
+    // A tier that names none fails the job as GitLab's environment validation does.
+    let e = env(r#"
+deploy:
+  script: [x]
+  environment: {name: production, deployment_tier: $TIER}
+  variables: {TIER: prod}
+"#)
+    .await;
+    let project = e.project().await;
+    let p = e.pipeline(project, "main").await;
+    let views = e.coord.pipeline_jobs(p.id).await.unwrap();
+    assert_eq!(views[0].status, "failed");
+    assert_eq!(
+        views[0].failure_reason.as_deref(),
+        Some("environment_creation_failure")
+    );
+}
+
 #[tokio::test]
 async fn keywords_shape_the_payload() {
     let e = env(r#"

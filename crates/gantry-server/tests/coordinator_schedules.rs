@@ -94,6 +94,10 @@ async fn a_schedule_runs_its_ref_at_its_time_with_its_variables() {
     let runner = env.any_runner().await;
     let job = env.take_some(&runner).await;
     assert_eq!(var(&job, "CI_PIPELINE_SOURCE"), Some("schedule"));
+    assert_eq!(
+        var(&job, "CI_PIPELINE_SCHEDULE_DESCRIPTION"),
+        Some(s.description.as_str())
+    );
     assert_eq!(var(&job, "TARGET"), Some("staging"));
     let config = job
         .variables

@@ -119,6 +119,36 @@ async fn a_trigger_token_starts_pipelines_with_variables_until_it_is_deleted() {
     assert_eq!(response.status(), StatusCode::CREATED);
     let (_, _, payload) = server.take_job(&runner).await;
     assert_eq!(var(&payload, "DEPLOY_TARGET"), Some("hook"));
+    // Every triggered pipeline gets the request (its token left out) as GitLab's raw file
+    // variable `TRIGGER_PAYLOAD`; a webhook's JSON body arrives as it was sent.
+    let hook_body =
+        json!({"object_kind": "push", "after": "$NOT_EXPANDED", "commits": [{"id": "abc"}]});
+    let response = server
+        .http
+        .post(server.api(&format!(
+            "projects/{project}/ref/main/trigger/pipeline?token={token}"
+        )))
+        .json(&hook_body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::CREATED);
+    let (_, _, payload) = server.take_job(&runner).await;
+    let trigger_payload = payload["variables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["key"] == "TRIGGER_PAYLOAD")
+        .expect("TRIGGER_PAYLOAD is set");
+    assert_eq!(trigger_payload["file"], true, "{trigger_payload}");
+    assert_eq!(trigger_payload["raw"], true, "{trigger_payload}");
+    let sent: Value = serde_json::from_str(trigger_payload["value"].as_str().unwrap()).unwrap();
+    assert_eq!(sent["object_kind"], "push");
+    assert_eq!(sent["after"], "$NOT_EXPANDED");
+    assert_eq!(sent["commits"][0]["id"], "abc");
+    assert_eq!(sent["ref"], "main");
+    assert_eq!(sent["id"], project.to_string());
+    assert!(sent.get("token").is_none(), "{sent}");
     let (_, listed) = server
         .admin(Method::GET, &format!("projects/{project}/triggers"), None)
         .await;

@@ -282,11 +282,13 @@ pub struct Pipeline {
     pub lock_version: i64,
     /// The trigger job that created this pipeline (downstream pipelines only).
     pub parent_job_id: Option<i64>,
+    /// The schedule that created this pipeline (scheduled pipelines only).
+    pub schedule_id: Option<i64>,
 }
 
 impl Pipeline {
     pub(crate) const COLUMNS: &'static str = "id, project_id, iid, ref_name, tag, sha, before_sha, source, status, failure_reason, yaml_errors, \
-         variables, protected, created_at, started_at, finished_at, updated_at, lock_version, parent_job_id";
+         variables, protected, created_at, started_at, finished_at, updated_at, lock_version, parent_job_id, schedule_id";
     pub(crate) fn from_row(r: &AnyRow) -> Self {
         Self {
             id: r.get("id"),
@@ -308,6 +310,7 @@ impl Pipeline {
             updated_at: r.get("updated_at"),
             lock_version: r.get("lock_version"),
             parent_job_id: r.get("parent_job_id"),
+            schedule_id: r.get("schedule_id"),
         }
     }
 }

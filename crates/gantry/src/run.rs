@@ -696,6 +696,7 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
             ref_name: s.run_ref.name().to_owned(),
             variables: args.vars.clone(),
             file_variables: Vec::new(),
+            raw_variables: Vec::new(),
             source: Source::Push,
             jobs: (!args.jobs.is_empty()).then(|| JobSelection {
                 names: args.jobs.clone(),

@@ -6,7 +6,10 @@
 //!
 //! 1. runner facts: `CI_RUNNER_VERSION`, `CI_RUNNER_REVISION`,
 //!    `CI_RUNNER_EXECUTABLE_ARCH`, `CI_RUNNER_SHORT_TOKEN`, `CI_SERVER=yes`,
-//!    `CI_SHARED_ENVIRONMENT=true` (the shell executor shares the machine),
+//!    `CI_SHARED_ENVIRONMENT=true` where the executor shares the machine with other
+//!    jobs (shell, custom, instance), `CI_DISPOSABLE_ENVIRONMENT=true` where the job
+//!    has it alone (docker, docker-autoscaler), as gitlab-runner's
+//!    `Build.GetSharedEnvVariable`,
 //!    `CI_JOB_TIMEOUT`;
 //! 2. `[[runners]] environment` entries;
 //! 3. the payload's `variables`;
@@ -31,6 +34,8 @@ pub(crate) struct RunnerFacts<'a> {
     pub(crate) arch: &'a str,
     pub(crate) short_token: &'a str,
     pub(crate) job_timeout_secs: u64,
+    /// The executor shares the machine ([`crate::executor::ExecutorChoice::is_shared`]).
+    pub(crate) shared: bool,
     /// `[runners.feature_flags]`: each wins over the job's variable of that name.
     pub(crate) feature_flags: &'a std::collections::BTreeMap<String, bool>,
 }
@@ -66,7 +71,14 @@ pub(crate) fn job_variables(
         public("CI_RUNNER_EXECUTABLE_ARCH", facts.arch),
         public("CI_RUNNER_SHORT_TOKEN", facts.short_token),
         public("CI_SERVER", "yes"),
-        public("CI_SHARED_ENVIRONMENT", "true"),
+        public(
+            if facts.shared {
+                "CI_SHARED_ENVIRONMENT"
+            } else {
+                "CI_DISPOSABLE_ENVIRONMENT"
+            },
+            "true",
+        ),
         public("CI_JOB_TIMEOUT", facts.job_timeout_secs.to_string()),
     ];
     all.extend(
@@ -161,6 +173,7 @@ mod tests {
             arch: "linux/amd64",
             short_token: "short",
             job_timeout_secs: 3600,
+            shared: true,
             feature_flags: &Default::default(),
         };
         let environment = [EnvVar {
@@ -192,6 +205,8 @@ mod tests {
         assert_eq!(get(&all, "CI_PROJECT_DIR"), Some("/builds/short/0/p"));
         assert_eq!(get(&all, "MONEY"), Some("$5"));
         assert_eq!(get(&all, "CI_SERVER"), Some("yes"));
+        assert_eq!(get(&all, "CI_SHARED_ENVIRONMENT"), Some("true"));
+        assert_eq!(get(&all, "CI_DISPOSABLE_ENVIRONMENT"), None);
     }
 
     #[test]
@@ -206,6 +221,7 @@ mod tests {
             arch: "linux/amd64",
             short_token: "short",
             job_timeout_secs: 3600,
+            shared: false,
             feature_flags: &flags,
         };
         let environment = [EnvVar {
@@ -225,6 +241,9 @@ mod tests {
         let all = job_variables(&facts, &environment, &payload, &dirs);
         assert_eq!(get_bool(&all, "FF_TIMESTAMPS"), Some(false));
         assert_eq!(get_bool(&all, "FF_NETWORK_PER_BUILD"), Some(true));
+        // A disposable executor's job (docker): GitLab's other variable.
+        assert_eq!(get(&all, "CI_DISPOSABLE_ENVIRONMENT"), Some("true"));
+        assert_eq!(get(&all, "CI_SHARED_ENVIRONMENT"), None);
         // Flags the configuration does not set stay the job's.
         assert_eq!(get_bool(&all, "FF_USE_FASTZIP"), Some(true));
         assert_eq!(

@@ -324,6 +324,7 @@ impl Coordinator {
                     protected,
                     variables,
                     file_variables: Vec::new(),
+                    raw_variables: Vec::new(),
                     source: Source::Pipeline,
                     selection: None,
                     parent_job_id: Some(job.id),
@@ -352,6 +353,7 @@ impl Coordinator {
                     variables,
                     // Forwarded variables arrive as plain ones (a file variable's value).
                     file_variables: Vec::new(),
+                    raw_variables: Vec::new(),
                     source: Source::ParentPipeline,
                     selection: None,
                     parent_job_id: Some(job.id),

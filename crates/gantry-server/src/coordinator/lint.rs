@@ -133,9 +133,11 @@ impl Coordinator {
             }
         };
         let protected = self.ref_protected(project_id, &r).await?;
-        let scope = self
+        let mut scope = self
             .compile_scope(&project, &r, commit, protected, Source::Push, None, None)
             .await?;
+        self.complete_info(&mut scope.info, &project, None, None)
+            .await;
         let config_path = project.ci_config_path.clone();
         let files = ChildFiles {
             commit: CommitLoader::of(&mirror, files_at.sha.clone())

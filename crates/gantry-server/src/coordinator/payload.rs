@@ -439,7 +439,7 @@ impl Coordinator {
             sha: pipeline.sha.clone(),
         };
         let commit = self.commit_facts(project.id, &r).await;
-        self.predefined_info(
+        let mut info = self.predefined_info(
             project,
             &r,
             commit,
@@ -447,7 +447,53 @@ impl Coordinator {
             Source::parse(&pipeline.source).unwrap_or(Source::Api),
             Some(pipeline.before_sha.clone()),
             u64::try_from(pipeline.iid).unwrap_or(1),
+        );
+        self.complete_info(
+            &mut info,
+            project,
+            pipeline.parent_job_id,
+            pipeline.schedule_id,
         )
+        .await;
+        info
+    }
+
+    /// The facts of `info` that need the store: the project's group id, and where the
+    /// pipeline comes from — the trigger job of a downstream pipeline (`CI_UPSTREAM_*`),
+    /// the schedule of a scheduled one (`CI_PIPELINE_SCHEDULE_DESCRIPTION`; none once
+    /// the schedule is deleted). A fact that cannot be read is left out.
+    pub(crate) async fn complete_info(
+        &self,
+        info: &mut PipelineInfo,
+        project: &gantry_store::Project,
+        parent_job_id: Option<i64>,
+        schedule_id: Option<i64>,
+    ) {
+        let (namespace, _) = project_path(&project.name);
+        if let Some(id) = self
+            .group_id(&namespace)
+            .await
+            .ok()
+            .and_then(|id| u64::try_from(id).ok())
+        {
+            info.namespace_id = id;
+        }
+        let store = &self.inner.store;
+        if let Some(job_id) = parent_job_id {
+            if let Ok(job) = store.job(job_id).await {
+                let id = |n: i64| u64::try_from(n).unwrap_or(0);
+                info.upstream = Some(gantry_pipeline::Upstream {
+                    pipeline_id: id(job.pipeline_id),
+                    project_id: id(job.project_id),
+                    job_id: id(job.id),
+                });
+            }
+        }
+        if let Some(schedule_id) = schedule_id {
+            if let Ok(schedule) = store.pipeline_schedule(project.id, schedule_id).await {
+                info.schedule_description = Some(schedule.description);
+            }
+        }
     }
 
     /// The facts a pipeline of `project` at `r` is compiled and run with (its predefined
@@ -489,6 +535,10 @@ impl Coordinator {
             pipeline_iid: iid,
             // No merge requests on the server yet.
             merge_request: None,
+            // From the store: `complete_info`.
+            namespace_id: 0,
+            schedule_description: None,
+            upstream: None,
         }
     }
 
@@ -584,6 +634,8 @@ impl Coordinator {
         vars.set("CI_JOB_TOKEN", job_token, false, true, false);
         if let Some(started) = job.started_at {
             vars.public("CI_JOB_STARTED_AT", iso8601(started));
+            // `Gitlab::Utils.slugify(started_at.iso8601)` (GitLab 18.7).
+            vars.public("CI_JOB_STARTED_AT_SLUG", ref_slug(&iso8601(started)));
         }
         vars.set("CI_REPOSITORY_URL", repo_url.clone(), false, false, false);
         vars.public("CI_PIPELINE_ID", pipeline.id.to_string());
@@ -635,6 +687,7 @@ impl Coordinator {
         let super::variables::PipelineVariables {
             values: pipeline_vars,
             files: pipeline_files,
+            raw: pipeline_raw,
         } = self.pipeline_variables(pipeline)?;
         let mut environment_name = None;
         // The environment row (GitLab's `persisted_environment`): its id, slug and tier,
@@ -653,7 +706,9 @@ impl Coordinator {
             vars.public("CI_ENVIRONMENT_NAME", expanded.name.clone());
             vars.public("CI_ENVIRONMENT_SLUG", environment::slug(&expanded.name));
             vars.public("CI_ENVIRONMENT_ACTION", env.action().to_owned());
-            let tier = env.deployment_tier.clone().unwrap_or_else(|| {
+            // (Rows created before the tier was expanded have the declared one only.)
+            let declared = || env.deployment_tier.clone().filter(|t| !t.contains('$'));
+            let tier = expanded.tier.clone().or_else(declared).unwrap_or_else(|| {
                 persisted.as_ref().map_or_else(
                     || environment::guess_tier(&expanded.name).to_owned(),
                     |p| p.tier.clone(),
@@ -699,7 +754,8 @@ impl Coordinator {
             vars.setting(&v.key, &v.value, v.masked, file, v.raw);
         }
         for (k, v) in pipeline_vars {
-            vars.set(&k, v, false, false, false);
+            let raw = pipeline_raw.contains(&k);
+            vars.set(&k, v, false, false, raw);
             if pipeline_files.contains(&k) {
                 if let Some(var) = vars.map.get_mut(&k) {
                     var.file = true;

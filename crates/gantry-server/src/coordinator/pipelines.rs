@@ -174,6 +174,9 @@ pub struct PipelineRequest {
     /// The keys of `variables` that are file variables (API `variable_type: file`): the
     /// runner writes the value to a file and the variable holds its path.
     pub file_variables: Vec<String>,
+    /// The keys of `variables` whose values are never expanded (GitLab's `raw`: the
+    /// trigger API's `TRIGGER_PAYLOAD`).
+    pub raw_variables: Vec<String>,
     /// `CI_PIPELINE_SOURCE`.
     pub source: Source,
     /// Only some jobs (`gantry run JOB...`); `None` = the whole pipeline.
@@ -193,6 +196,8 @@ pub(crate) struct Creation {
     pub variables: Vec<(String, String)>,
     /// The keys of `variables` that are file variables.
     pub file_variables: Vec<String>,
+    /// The keys of `variables` that are never expanded.
+    pub raw_variables: Vec<String>,
     pub source: Source,
     pub selection: Option<JobSelection>,
     /// The trigger job of a downstream pipeline.
@@ -654,6 +659,7 @@ impl Coordinator {
                 ref_name: ref_name.to_owned(),
                 variables,
                 file_variables: Vec::new(),
+                raw_variables: Vec::new(),
                 source,
                 jobs: None,
                 inputs: PipelineInputs::default(),
@@ -674,6 +680,7 @@ impl Coordinator {
             ref_name,
             variables,
             file_variables,
+            raw_variables,
             source,
             jobs: selection,
             inputs,
@@ -697,6 +704,7 @@ impl Coordinator {
             protected,
             variables,
             file_variables,
+            raw_variables,
             source,
             selection,
             parent_job_id: None,
@@ -773,6 +781,7 @@ impl Coordinator {
             protected,
             variables,
             file_variables,
+            raw_variables,
             source,
             selection,
             parent_job_id,
@@ -793,7 +802,7 @@ impl Coordinator {
             .and_then(|p| p.change.from.clone());
         let skip_ci = push.is_some() && skips_ci(&commit.message);
         let changed_files = push.as_ref().and_then(|p| p.changed_files.clone());
-        let scope = self
+        let mut scope = self
             .compile_scope(
                 &project,
                 &r,
@@ -804,6 +813,13 @@ impl Coordinator {
                 Some(iid),
             )
             .await?;
+        self.complete_info(
+            &mut scope.info,
+            &project,
+            parent_job_id,
+            schedule.as_ref().map(|s| s.schedule_id),
+        )
+        .await;
         let predefined = scope.info.predefined();
         let loader = ChildFiles {
             commit: CommitLoader::of(&mirror, r.sha.clone())
@@ -885,7 +901,11 @@ impl Coordinator {
             status: Status::Created.as_str().to_owned(),
             failure_reason: None,
             yaml_errors: None,
-            variables: self.seal_variables(pipeline_variables_json(&variables, &file_variables)),
+            variables: self.seal_variables(pipeline_variables_json(
+                &variables,
+                &file_variables,
+                &raw_variables,
+            )),
             protected,
             parent_job_id,
             push: push.map(|p| p.change),

@@ -179,6 +179,7 @@ impl Coordinator {
                 protected,
                 variables: Vec::new(),
                 file_variables: Vec::new(),
+                raw_variables: Vec::new(),
                 source: Source::Push,
                 selection: None,
                 parent_job_id: None,

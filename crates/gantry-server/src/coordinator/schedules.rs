@@ -161,7 +161,7 @@ impl Coordinator {
             .filter(|v| v.variable_type == FILE)
             .map(|v| v.key.clone())
             .collect();
-        self.seal_variables(pipeline_variables_json(&pairs, &files))
+        self.seal_variables(pipeline_variables_json(&pairs, &files, &[]))
     }
 
     /// `main`, `refs/heads/main`, `v1.0` → the full name of the branch or tag in the
@@ -482,6 +482,7 @@ impl Coordinator {
                 .filter(|v| v.variable_type == FILE)
                 .map(|v| v.key.clone())
                 .collect(),
+            raw_variables: Vec::new(),
             variables: vars.into_iter().map(|v| (v.key, v.value)).collect(),
             source: Source::Schedule,
             selection: None,

@@ -380,19 +380,27 @@ pub(crate) fn diff(
 
 /// Pipeline or manual variables as stored: a JSON object in order.
 pub(crate) fn variables_json(vars: &[(String, String)]) -> String {
-    pipeline_variables_json(vars, &[])
+    pipeline_variables_json(vars, &[], &[])
 }
 
-/// [`variables_json`] where the keys in `files` are file variables, stored as
-/// `{"value": …, "variable_type": "file"}`.
-pub(crate) fn pipeline_variables_json(vars: &[(String, String)], files: &[String]) -> String {
+/// [`variables_json`] where the keys in `files` are file variables and those in `raw`
+/// are never expanded, stored as `{"value": …, "variable_type": "file", "raw": true}`.
+pub(crate) fn pipeline_variables_json(
+    vars: &[(String, String)],
+    files: &[String],
+    raw: &[String],
+) -> String {
     let map: serde_json::Map<String, serde_json::Value> = vars
         .iter()
         .map(|(k, v)| {
-            let value = if files.contains(k) {
-                serde_json::json!({ "value": v, "variable_type": "file" })
-            } else {
-                serde_json::Value::String(v.clone())
+            let value = match (files.contains(k), raw.contains(k)) {
+                (false, false) => serde_json::Value::String(v.clone()),
+                (true, false) => serde_json::json!({ "value": v, "variable_type": "file" }),
+                (file, true) => serde_json::json!({
+                    "value": v,
+                    "variable_type": if file { "file" } else { "env_var" },
+                    "raw": true,
+                }),
             };
             (k.clone(), value)
         })
@@ -417,6 +425,18 @@ pub(crate) fn parse_variables(json: &str) -> Vec<(String, String)> {
                 };
                 (k, v)
             })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The keys of stored variables that are never expanded.
+pub(crate) fn raw_variable_keys(json: &str) -> Vec<String> {
+    match serde_json::from_str::<serde_json::Value>(json) {
+        Ok(serde_json::Value::Object(map)) => map
+            .into_iter()
+            .filter(|(_, v)| v.get("raw").and_then(serde_json::Value::as_bool) == Some(true))
+            .map(|(k, _)| k)
             .collect(),
         _ => Vec::new(),
     }

@@ -146,6 +146,8 @@ pub(crate) struct PipelineVariables {
     pub(crate) values: Vec<(String, String)>,
     /// The keys of those that are file variables.
     pub(crate) files: Vec<String>,
+    /// The keys of those that are never expanded.
+    pub(crate) raw: Vec<String>,
 }
 
 impl Coordinator {
@@ -298,6 +300,7 @@ impl Coordinator {
         Ok(PipelineVariables {
             values: super::state::parse_variables(&json),
             files: super::state::file_variable_keys(&json),
+            raw: super::state::raw_variable_keys(&json),
         })
     }
 

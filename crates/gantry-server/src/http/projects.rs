@@ -438,6 +438,7 @@ pub(crate) async fn create_pipeline(
                 ref_name,
                 variables,
                 file_variables,
+                raw_variables: Vec::new(),
                 source: Source::Api,
                 jobs: None,
                 inputs,

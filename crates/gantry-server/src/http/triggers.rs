@@ -107,7 +107,13 @@ async fn run(
             .map_err(|e| ApiError::param(format!("decode the query parameters: {e}")))?,
         None => Vec::new(),
     };
-    let (body, json_inputs) = body_pairs(headers, body).await?;
+    let query_pairs = pairs.clone();
+    let (body, json_inputs, json_body) = body_pairs(headers, body).await?;
+    let body_form = if json_body.is_none() {
+        body.clone()
+    } else {
+        Vec::new()
+    };
     pairs.extend(body);
     let last = |name: &str| {
         pairs
@@ -117,6 +123,7 @@ async fn run(
             .map(|(_, v)| v.clone())
     };
     let token = last("token").ok_or_else(|| ApiError::param("token is missing"))?;
+    let path_ref_given = path_ref.is_some();
     let ref_name = path_ref
         .or_else(|| last("ref"))
         .filter(|r| !r.trim().is_empty())
@@ -156,6 +163,15 @@ async fn run(
     inputs
         .check()
         .map_err(|e| ApiError::param(format!("inputs: {e}")))?;
+    let payload = trigger_payload(
+        project,
+        path_ref_given.then_some(ref_name.as_str()),
+        &query_pairs,
+        &body_form,
+        json_body,
+    );
+    variables.retain(|(k, _)| k != PAYLOAD_VARIABLE);
+    variables.push((PAYLOAD_VARIABLE.to_owned(), payload));
     let project = find_project(state, project).await?;
     let pipeline = state
         .coordinator
@@ -165,7 +181,8 @@ async fn run(
             PipelineRequest {
                 ref_name,
                 variables,
-                file_variables: Vec::new(),
+                file_variables: vec![PAYLOAD_VARIABLE.to_owned()],
+                raw_variables: vec![PAYLOAD_VARIABLE.to_owned()],
                 source: Source::Trigger,
                 jobs: None,
                 inputs,
@@ -176,26 +193,85 @@ async fn run(
     Ok(json_response(StatusCode::CREATED, &pipeline))
 }
 
+/// GitLab's `Ci::PipelineTriggerService::PAYLOAD_VARIABLE_KEY`: every triggered pipeline
+/// gets the request's parameters (its token left out) as this raw file variable, so a
+/// webhook's JSON body reaches the jobs.
+const PAYLOAD_VARIABLE: &str = "TRIGGER_PAYLOAD";
+
+/// `TRIGGER_PAYLOAD`'s JSON: GitLab's `params.except(:token)` — the project as given in the
+/// path (`id`), the query's and the body's parameters (`variables[K]`/`inputs[K]` form
+/// fields as objects, a JSON body's values as they are), and the path's `ref`.
+fn trigger_payload(
+    project: &str,
+    path_ref: Option<&str>,
+    query: &[(String, String)],
+    form: &[(String, String)],
+    json_body: Option<serde_json::Map<String, serde_json::Value>>,
+) -> String {
+    use serde_json::{Map, Value};
+    let mut out = Map::new();
+    out.insert("id".into(), Value::String(project.to_owned()));
+    let add_pairs = |out: &mut Map<String, Value>, pairs: &[(String, String)]| {
+        for (name, value) in pairs {
+            let nested = ["variables", "inputs"].iter().find_map(|group| {
+                let key = name
+                    .strip_prefix(group)?
+                    .strip_prefix('[')?
+                    .strip_suffix(']')?;
+                Some((*group, key))
+            });
+            match nested {
+                Some((group, key)) => {
+                    let entry = out
+                        .entry(group.to_owned())
+                        .or_insert_with(|| Value::Object(Map::new()));
+                    if let Value::Object(m) = entry {
+                        m.insert(key.to_owned(), Value::String(value.clone()));
+                    }
+                }
+                None => {
+                    out.insert(name.clone(), Value::String(value.clone()));
+                }
+            }
+        }
+    };
+    add_pairs(&mut out, query);
+    add_pairs(&mut out, form);
+    if let Some(body) = json_body {
+        out.extend(body);
+    }
+    if let Some(r) = path_ref {
+        out.insert("ref".into(), Value::String(r.to_owned()));
+    }
+    out.remove("token");
+    Value::Object(out).to_string()
+}
+
 /// The body's parameters as `(name, value)` pairs: a form (multipart or URL-encoded)
-/// as it is, JSON with `variables` as an object turned into `variables[KEY]` pairs; and a
-/// JSON body's `inputs`, as they are.
+/// as it is, JSON with `variables` as an object turned into `variables[KEY]` pairs; a
+/// JSON body's `inputs`, as they are; and a JSON body itself (for `TRIGGER_PAYLOAD`).
+#[allow(clippy::type_complexity)]
 async fn body_pairs(
     headers: &HeaderMap,
     body: axum::body::Bytes,
-) -> ApiResult<(Vec<(String, String)>, Option<serde_json::Value>)> {
+) -> ApiResult<(
+    Vec<(String, String)>,
+    Option<serde_json::Value>,
+    Option<serde_json::Map<String, serde_json::Value>>,
+)> {
     let content_type = extract::header_str(headers, "content-type")
         .unwrap_or("")
         .to_ascii_lowercase();
     if content_type.starts_with("multipart/form-data") {
-        return Ok((extract::multipart_pairs(headers, body).await?, None));
+        return Ok((extract::multipart_pairs(headers, body).await?, None, None));
     }
     if content_type.starts_with("application/x-www-form-urlencoded") {
         return serde_urlencoded::from_bytes(&body)
-            .map(|pairs| (pairs, None))
+            .map(|pairs| (pairs, None, None))
             .map_err(|e| ApiError::param(format!("decode the form parameters: {e}")));
     }
     if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok((Vec::new(), None));
+        return Ok((Vec::new(), None, None));
     }
     let value: serde_json::Value = extract::json(&body)?;
     let Some(object) = value.as_object() else {
@@ -226,5 +302,5 @@ async fn body_pairs(
             _ => pairs.push((name.clone(), text(value))),
         }
     }
-    Ok((pairs, inputs))
+    Ok((pairs, inputs, Some(object.clone())))
 }

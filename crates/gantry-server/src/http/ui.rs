@@ -702,6 +702,7 @@ async fn run_pipeline(state: &AppState, path: &str, body: &[u8]) -> Result<Respo
                 ref_name,
                 variables,
                 file_variables: Vec::new(),
+                raw_variables: Vec::new(),
                 source: gantry_pipeline::Source::Web,
                 jobs: None,
                 inputs,

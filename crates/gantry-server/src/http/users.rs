@@ -18,7 +18,7 @@ use super::{AppState, auth, json_response};
 
 /// The GitLab version whose API Gantry answers (`GET /version`): clients that check a
 /// version before a call see one that has every call Gantry serves.
-pub(crate) const GITLAB_API_VERSION: &str = "18.6.0";
+pub(crate) const GITLAB_API_VERSION: &str = gantry_pipeline::GITLAB_VERSION;
 
 /// `GET /user`'s answer: GitLab's `UserPublic` entity with `is_admin`, for the
 /// administrator.
@@ -148,7 +148,7 @@ struct Metadata {
 fn metadata() -> Metadata {
     Metadata {
         version: GITLAB_API_VERSION,
-        revision: format!("gantry-{}", env!("CARGO_PKG_VERSION")),
+        revision: gantry_pipeline::context::server_revision(),
         kas: Kas {
             enabled: false,
             external_url: None,
