@@ -45,12 +45,19 @@
 //! # Extraction (§6.4)
 //!
 //! [`extract_archive`] recognises the format by its first bytes (zip `PK`, gzip
-//! `1f 8b`, zstd `28 b5 2f fd` = tar.zst). Each entry name must be relative with no
-//! `..` segment (`\` counts as a separator); a symlink must be relative and resolve
-//! inside the build directory; a write never goes through an existing symlink that
-//! leads outside it; existing files are replaced (the link itself, never its target).
-//! Any violation stops the extraction with [`ArtifactError::UnsafeEntry`] naming the
-//! entry. A corrupt archive is an error, never a panic.
+//! `1f 8b`, zstd `28 b5 2f fd` = tar.zst); caches (`cache/`) and `gantry run`'s export
+//! go through the same code. Each entry name must be relative with no `..` segment
+//! (`\` counts as a separator). Every write resolves all components and links with
+//! `openat2(RESOLVE_BENEATH)` (or an equivalent walk over descriptors where the kernel
+//! lacks it), so nothing is written outside the build directory; existing files and
+//! links are replaced (the link itself, never its target). A symbolic link is created
+//! only when its target, resolved through what is on disk, stays inside the build
+//! directory and keeps doing so whatever later entries or archives add: relative, and
+//! a `..` only after real directories (the rule and why in `dest.rs`). Any violation
+//! stops the extraction with [`ArtifactError::UnsafeEntry`] naming the entry (control
+//! characters in names escaped). Entries other than files, directories and links (tar
+//! hard links, devices, fifos, sockets) are skipped with a warning,
+//! [`ExtractSummary::notes`]. A corrupt archive is an error, never a panic.
 
 mod collect;
 mod dest;

@@ -105,7 +105,8 @@ fn zip_round_trips_through_extraction() {
             files: 2,
             dirs: 2,
             symlinks: 1,
-            bytes: 21 + 18
+            bytes: 21 + 18,
+            notes: Vec::new(),
         }
     );
     let root = target.path();

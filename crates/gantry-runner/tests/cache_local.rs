@@ -315,7 +315,8 @@ fn policies_including_one_from_a_variable() {
                 files: 1,
                 dirs: 1,
                 symlinks: 0,
-                bytes: 1
+                bytes: 1,
+                notes: Vec::new(),
             }
         }
     );

@@ -1325,12 +1325,16 @@ async fn export_artifacts(
         }
         std::fs::create_dir_all(&target)
             .map_err(|e| failed(format!("failed to create {}: {e}", target.display())))?;
-        gantry_runner::artifacts::extract_archive(&archive, &target).map_err(|e| {
-            failed(format!(
-                "failed to extract the artifacts of {}: {e}",
-                j.name
-            ))
-        })?;
+        let summary =
+            gantry_runner::artifacts::extract_archive(&archive, &target).map_err(|e| {
+                failed(format!(
+                    "failed to extract the artifacts of {}: {e}",
+                    j.name
+                ))
+            })?;
+        for note in summary.notes.iter().filter(|note| note.is_warning()) {
+            eprintln!("warning: the artifacts of {}: {}", j.name, note.text());
+        }
         let _ = std::fs::remove_file(&archive);
     }
     Ok(())

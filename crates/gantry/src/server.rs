@@ -1,6 +1,26 @@
 //! `gantry server`: the coordinator with its HTTP API, on an embedded SQLite database
 //! and a local blob directory. Zero configuration: the first start creates the data
 //! directory, an admin token and a runner registration token, and says how to use them.
+//!
+//! # Who can read the data directory
+//!
+//! The data directory holds the database (tokens' hashes, sealed variables, the key that
+//! opens them unless `GANTRY_DB_KEY` is set), job logs, artifacts and the projects'
+//! mirrors: it is the server user's alone. The server sets its umask to `077` before it
+//! creates anything, so every directory it makes is `0700` and every file `0600` —
+//! the database and SQLite's `-wal`/`-shm` (SQLite gives them the database's mode),
+//! logs, staged uploads, blobs, and the mirrors under `repos` (git creates its files
+//! through the umask: `core.sharedRepository` defaults to `umask`). One setting covers
+//! what other programs create for the server, which explicit modes on its own `open`
+//! calls would not. The server runs no jobs, so no job sees this umask (`gantry runner`
+//! keeps its own handling, `crates/gantry-runner/src/docker/umask.rs`).
+//!
+//! A data directory that already exists with group or other permission bits (made by
+//! an earlier version, or by hand) is reported at start with the `chmod` that closes
+//! it, and left as it is: the server does not change the modes of what an
+//! administrator made (PostgreSQL, whose data directory has the same role, also checks
+//! it at start rather than changing it). A directory closed to others hides
+//! everything below it, whatever the modes there.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -132,6 +152,9 @@ fn raise_open_files(wanted: u64) -> nix::Result<u64> {
 }
 
 pub(crate) fn run(args: &ServerArgs) -> u8 {
+    // Before any thread or file exists: everything created from here on is this user's
+    // alone (module docs).
+    nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -187,6 +210,7 @@ async fn serve(args: &ServerArgs) -> Result<(), StartError> {
             args.data_dir.display()
         ))
     })?;
+    warn_if_open(&data_dir);
     let listener = tokio::net::TcpListener::bind(args.listen).await.map_err(|e| {
         usage(format!(
             "failed to listen on {}: {e}\nis another server using the port? Pass --listen ADDR:PORT",
@@ -306,6 +330,24 @@ async fn serve(args: &ServerArgs) -> Result<(), StartError> {
     served.map_err(|e| failed(format!("the server stopped: {e}")))?;
     eprintln!("gantry server: stopped");
     Ok(())
+}
+
+/// Reports a data directory other users can enter or read (module docs).
+fn warn_if_open(data_dir: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    match std::fs::metadata(data_dir) {
+        Ok(meta) if meta.permissions().mode() & 0o077 != 0 => eprintln!(
+            "warning: the data directory {dir} is open to other users (mode {mode:04o}): they may read the database, job logs and artifacts\n\
+             close it with: chmod -R go= {dir}",
+            dir = data_dir.display(),
+            mode = meta.permissions().mode() & 0o7777,
+        ),
+        Ok(_) => {}
+        Err(e) => eprintln!(
+            "warning: failed to read the mode of the data directory {}: {e}",
+            data_dir.display()
+        ),
+    }
 }
 
 /// `sqlite:///abs/path/gantry.db`.

@@ -28,11 +28,29 @@ impl Server {
     }
 
     fn start_with_args(data_dir: &Path, env: &[(&str, &str)], args: &[&str]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_gantry"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_gantry"));
+        command
             .args(["server", "--listen", "127.0.0.1:0", "--data-dir"])
             .arg(data_dir)
             .args(args)
-            .envs(env.iter().copied())
+            .envs(env.iter().copied());
+        Self::spawn(command)
+    }
+
+    /// The server started by a shell whose umask is `umask` (what it inherits).
+    fn start_under_umask(data_dir: &Path, umask: &str) -> Self {
+        let mut command = Command::new("sh");
+        command
+            .arg("-c")
+            .arg(format!("umask {umask} && exec \"$0\" \"$@\""))
+            .arg(env!("CARGO_BIN_EXE_gantry"))
+            .args(["server", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(data_dir);
+        Self::spawn(command)
+    }
+
+    fn spawn(mut command: Command) -> Self {
+        let mut child = command
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -1481,6 +1499,202 @@ fn blobs_url_keeps_artifacts_in_object_storage_across_restarts() {
         let body = downloaded.bytes().await.expect("body");
         assert!(body.as_ref() == archive.as_slice(), "the archive differs");
     });
+    server.stop();
+}
+
+/// Every directory and file under `dir` with its permission bits (links left out: their
+/// mode means nothing).
+fn modes(dir: &Path) -> Vec<(std::path::PathBuf, u32)> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        let meta = std::fs::symlink_metadata(&d).expect("stat");
+        out.push((d.clone(), meta.permissions().mode() & 0o7777));
+        for entry in std::fs::read_dir(&d).expect("list").flatten() {
+            let path = entry.path();
+            let meta = std::fs::symlink_metadata(&path).expect("stat");
+            if meta.is_dir() {
+                todo.push(path);
+            } else if !meta.file_type().is_symlink() {
+                out.push((path, meta.permissions().mode() & 0o7777));
+            }
+        }
+    }
+    out
+}
+
+/// Everything `gantry server` creates in its data directory is its user's alone — the
+/// database and its WAL, the mirror, a job's log and artifacts, staged uploads —
+/// though it was started with the usual umask 022.
+#[test]
+fn the_data_directory_is_private_to_the_server_user() {
+    let data = tempfile::tempdir().expect("dir");
+    let data_dir = data.path().join("data");
+    let server = Server::start_under_umask(&data_dir, "022");
+    assert!(
+        !server
+            .stderr
+            .iter()
+            .any(|l| l.contains("open to other users")),
+        "{:?}",
+        server.stderr
+    );
+    let admin = server.token("glpat-").expect("admin token");
+    let registration = server.token("GR1348941").expect("registration token");
+    let repo = repo();
+    let env = [
+        ("GANTRY_URL", server.url.as_str()),
+        ("GANTRY_TOKEN", admin.as_str()),
+    ];
+    create_project(&env, "demo", repo.path());
+    create_pipeline(&env, "demo");
+    let archive = {
+        let mut bytes = std::io::Cursor::new(Vec::new());
+        let mut zip = zip::ZipWriter::new(&mut bytes);
+        zip.start_file("out/report.txt", zip::write::SimpleFileOptions::default())
+            .expect("start");
+        std::io::Write::write_all(&mut zip, b"secret build output\n").expect("write");
+        zip.finish().expect("finish");
+        bytes.into_inner()
+    };
+    let log = "a line of the job's log\n".repeat(50);
+    let url = server.url.clone();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let http = reqwest::Client::new();
+        let api = |path: &str| format!("{url}/api/v4/{path}");
+        let job = take_job(&http, &url, &registration).await;
+        let id = job["id"].as_i64().expect("a job");
+        let token = job["token"].as_str().expect("token").to_owned();
+        let patched = http
+            .patch(api(&format!("jobs/{id}/trace")))
+            .header("JOB-TOKEN", &token)
+            .header("Content-Range", format!("0-{}", log.len() - 1))
+            .body(log.clone())
+            .send()
+            .await
+            .expect("trace");
+        assert_eq!(patched.status().as_u16(), 202);
+        let form = reqwest::multipart::Form::new().part(
+            "file",
+            reqwest::multipart::Part::bytes(archive.clone()).file_name("artifacts.zip"),
+        );
+        let stored = http
+            .post(api(&format!(
+                "jobs/{id}/artifacts?artifact_type=archive&artifact_format=zip"
+            )))
+            .header("JOB-TOKEN", &token)
+            .multipart(form)
+            .send()
+            .await
+            .expect("upload");
+        assert_eq!(stored.status().as_u16(), 201);
+        let finished = http
+            .put(api(&format!("jobs/{id}")))
+            .json(&serde_json::json!({
+                "token": token,
+                "state": "success",
+                "output": {"bytesize": log.len()},
+            }))
+            .send()
+            .await
+            .expect("final update");
+        assert_eq!(finished.status().as_u16(), 200);
+    });
+
+    let check = |when: &str| {
+        let all = modes(&data_dir);
+        let files = walk(&data_dir);
+        let has = |what: &str, found: bool| assert!(found, "{when}: no {what} in {files:?}");
+        has("database", data_dir.join("gantry.db").is_file());
+        has(
+            "log",
+            files
+                .iter()
+                .any(|p| std::fs::read(p).is_ok_and(|b| b == log.as_bytes())),
+        );
+        has(
+            "artifacts",
+            files
+                .iter()
+                .any(|p| std::fs::read(p).is_ok_and(|b| b == archive)),
+        );
+        has(
+            "mirror",
+            files.iter().any(|p| p.starts_with(data_dir.join("repos"))),
+        );
+        let open: Vec<_> = all.iter().filter(|(_, mode)| mode & 0o077 != 0).collect();
+        assert!(open.is_empty(), "{when}: open to others: {open:?}");
+        let dirs: Vec<_> = all
+            .iter()
+            .filter(|(path, mode)| path.is_dir() && *mode != 0o700)
+            .collect();
+        assert!(dirs.is_empty(), "{when}: directories not 0700: {dirs:?}");
+    };
+    // While it runs (the database's -wal and -shm are there), and after it stopped.
+    check("running");
+    assert!(
+        walk(&data_dir)
+            .iter()
+            .any(|p| p.to_string_lossy().ends_with("gantry.db-wal")),
+        "{:?}",
+        walk(&data_dir)
+    );
+    server.stop();
+    check("stopped");
+}
+
+/// A data directory made open by hand (or by an older version) is reported at start
+/// with the fix, and left as it is.
+#[test]
+fn an_open_data_directory_is_reported_at_start() {
+    use std::os::unix::fs::PermissionsExt;
+    let data = tempfile::tempdir().expect("dir");
+    let data_dir = data.path().join("data");
+    std::fs::create_dir(&data_dir).expect("mkdir");
+    std::fs::set_permissions(&data_dir, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let server = Server::start(&data_dir);
+    let canonical = data_dir.canonicalize().expect("resolve");
+    let said = server.stderr.join("\n");
+    assert!(
+        said.contains(&format!(
+            "warning: the data directory {dir} is open to other users (mode 0755): they may read the database, job logs and artifacts\n\
+             close it with: chmod -R go= {dir}",
+            dir = canonical.display()
+        )),
+        "{said}"
+    );
+    server.stop();
+    let mode = std::fs::metadata(&data_dir)
+        .expect("stat")
+        .permissions()
+        .mode()
+        & 0o7777;
+    assert_eq!(mode, 0o755, "the server does not change it");
+    // What the server created inside is closed all the same.
+    let db = std::fs::metadata(data_dir.join("gantry.db")).expect("database");
+    assert_eq!(db.permissions().mode() & 0o777, 0o600);
+
+    // Closed as the warning says, the next start is quiet.
+    let fixed = Command::new("chmod")
+        .args(["-R", "go="])
+        .arg(&data_dir)
+        .status()
+        .expect("chmod");
+    assert!(fixed.success());
+    let server = Server::start(&data_dir);
+    assert!(
+        !server
+            .stderr
+            .iter()
+            .any(|l| l.contains("open to other users")),
+        "{:?}",
+        server.stderr
+    );
     server.stop();
 }
 

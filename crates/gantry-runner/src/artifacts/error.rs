@@ -8,7 +8,7 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum ArtifactError {
     /// A file system operation failed.
-    #[error("{action} {}: {source}", path.display())]
+    #[error("{action} {}: {source}", shown(&path.to_string_lossy()))]
     Io {
         /// What was being done, e.g. `create archive`.
         action: &'static str,
@@ -34,7 +34,7 @@ pub enum ArtifactError {
     },
     /// An entry would be written outside the build directory (or is otherwise unsafe);
     /// nothing after it is extracted.
-    #[error("extract `{entry}`: {reason}")]
+    #[error("extract `{}`: {reason}", shown(entry))]
     UnsafeEntry {
         /// The entry name as stored in the archive.
         entry: String,
@@ -68,4 +68,18 @@ impl ArtifactError {
             reason: reason.into(),
         }
     }
+}
+
+/// `text` for a message: control characters (a newline in an entry name, say) escaped as
+/// in Rust source, so a name cannot forge lines of the job log; the rest as is.
+pub(crate) fn shown(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }

@@ -1,5 +1,12 @@
 //! Extracting downloaded archives (zip, gzip, tar.zst) into the build directory,
-//! refusing anything that would land outside it.
+//! refusing anything that would land outside it ([`Destination`] keeps the rules).
+//!
+//! Regular files, directories and symbolic links are extracted. Other entries — tar
+//! hard links, character and block devices, fifos, sockets (zip and tar) — are skipped
+//! with a warning in the job log, `File ignored: "<name>" (<kind>)`, as gitlab-runner
+//! does (its zip extractor logs `File ignored`, its tar.zst one skips them): a device
+//! or a hard link is never made, so no archive can name a file outside the directory
+//! that way.
 
 use std::fs::File;
 use std::io::{self, BufReader, Read};
@@ -7,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::ArtifactError;
+use super::Note;
 use super::dest::{Destination, entry_path};
 use super::gzip::{Member, for_each_member};
 use super::zip_archive::system_time;
@@ -23,7 +31,7 @@ pub enum ArchiveKind {
 }
 
 /// What an extraction wrote.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ExtractSummary {
     /// Regular files written.
     pub files: usize,
@@ -33,6 +41,16 @@ pub struct ExtractSummary {
     pub symlinks: usize,
     /// Bytes of file content written.
     pub bytes: u64,
+    /// Lines for the job log: a warning per entry skipped (module docs).
+    pub notes: Vec<Note>,
+}
+
+impl ExtractSummary {
+    fn skip(&mut self, name: &str, kind: &str) {
+        self.notes.push(Note::Warning(format!(
+            "File ignored: {name:?} ({kind}; only files, directories and symbolic links are extracted)"
+        )));
+    }
 }
 
 /// Detects the format of the archive at `path` from its magic bytes.
@@ -80,6 +98,21 @@ pub fn extract_archive(archive: &Path, build_dir: &Path) -> Result<ExtractSummar
 
 const S_IFMT: u32 = 0o170_000;
 const S_IFLNK: u32 = 0o120_000;
+const S_IFIFO: u32 = 0o010_000;
+const S_IFCHR: u32 = 0o020_000;
+const S_IFBLK: u32 = 0o060_000;
+const S_IFSOCK: u32 = 0o140_000;
+
+/// What a zip entry's Unix mode makes of it when it is no file, directory or link.
+fn irregular_zip_kind(mode: Option<u32>) -> Option<&'static str> {
+    match mode? & S_IFMT {
+        S_IFIFO => Some("a fifo"),
+        S_IFCHR => Some("a character device"),
+        S_IFBLK => Some("a block device"),
+        S_IFSOCK => Some("a socket"),
+        _ => None,
+    }
+}
 /// Longest symlink target we read from an archive.
 const MAX_LINK_TARGET: u64 = 4096;
 
@@ -109,6 +142,8 @@ fn extract_zip(archive: &Path, dest: &Destination) -> Result<ExtractSummary, Art
                 })?;
             dest.create_symlink(&name, &rel, &target)?;
             summary.symlinks += 1;
+        } else if let Some(kind) = irregular_zip_kind(mode) {
+            summary.skip(&name, kind);
         } else if entry.is_dir() {
             dest.create_dir(&name, &rel, mode)?;
             summary.dirs += 1;
@@ -156,7 +191,7 @@ fn extract_gzip(archive: &Path, dest: &Destination) -> Result<ExtractSummary, Ar
 }
 
 /// Extracts a tar stream (the cache format, and tar.zst downloads) into `dest`.
-/// Regular files, directories and symlinks only; hard links and devices are refused.
+/// Regular files, directories and symlinks only; other entries are skipped (module docs).
 pub(crate) fn extract_tar(
     archive: &Path,
     reader: impl Read,
@@ -190,7 +225,7 @@ pub(crate) fn extract_tar(
                 .unwrap_or_default();
             dest.create_symlink(&name, &rel, &target)?;
             summary.symlinks += 1;
-        } else if kind.is_file() {
+        } else if kind.is_file() || kind.is_contiguous() {
             let (mut out, path) = dest.create_file(&name, &rel, mode)?;
             let written = io::copy(&mut entry, &mut out).map_err(corrupt)?;
             finish_file(&out, &path, modified)?;
@@ -203,10 +238,18 @@ pub(crate) fn extract_tar(
         {
             // Metadata records; the tar crate applies them to the next entry.
         } else {
-            return Err(ArtifactError::unsafe_entry(
-                &name,
-                "only files, directories and symbolic links can be extracted",
-            ));
+            let what = if kind.is_hard_link() {
+                "a hard link"
+            } else if kind.is_character_special() {
+                "a character device"
+            } else if kind.is_block_special() {
+                "a block device"
+            } else if kind.is_fifo() {
+                "a fifo"
+            } else {
+                "an entry of an unsupported type"
+            };
+            summary.skip(&name, what);
         }
     }
     Ok(summary)

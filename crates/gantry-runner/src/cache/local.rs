@@ -337,6 +337,7 @@ impl LocalCache {
             }
             match extract_tar_zstd(&archive, build_dir) {
                 Ok(summary) => {
+                    notes.extend(summary.notes.iter().cloned());
                     notes.push(Note::Info("Successfully extracted cache".to_owned()));
                     let outcome = if index == 0 {
                         RestoreOutcome::Hit {

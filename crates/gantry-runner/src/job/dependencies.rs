@@ -105,6 +105,9 @@ pub(crate) async fn download_dependencies(
                 });
             }
         };
+        for note in &summary.notes {
+            super::lifecycle::write_note(trace, note);
+        }
         trace.runner_line(&format!(
             "Extracted {} files, {} directories, {} symlinks ({} bytes)",
             summary.files, summary.dirs, summary.symlinks, summary.bytes
