@@ -6,7 +6,7 @@ test `gitlab_clients_from_pypi_work_against_the_server`:
     gitlab_clients.py URL ADMIN_TOKEN REGISTRATION_TOKEN REPOSITORY WORK_DIR
 
 - python-gitlab: the calls a team makes every day (auth, version, projects and search,
-  variables, personal access tokens, runners and project runners, pipelines create /
+  variables, the CI/CD job token scope and its allowlists, personal access tokens, runners and project runners, pipelines create /
   list / get / cancel / retry, jobs list / trace / artifacts).
 - gitlab-runner-api: registers (JSON, `POST /runners/` with a trailing slash), takes a
   job, acknowledges it with a `PUT /jobs/:id` without `state`, streams its log with
@@ -101,6 +101,30 @@ def _():
     expect(variables.get("GREETING").value == "hello from a variable", "updated")
     variables.delete("SCRATCH")
     expect([v.key for v in variables.list()] == ["GREETING"], "deleted")
+
+
+@step("project.job_token_scope get/save, allowlist and groups_allowlist create/list/delete")
+def _():
+    project, other = state["project"], state["other"]
+    scope = project.job_token_scope.get()
+    expect((scope.inbound_enabled, scope.outbound_enabled) == (True, False), "new: limited")
+    scope.enabled = False
+    scope.save()
+    scope.refresh()
+    expect(scope.inbound_enabled is False, "turned off")
+    project.job_token_scope.update(new_data={"enabled": True})
+    scope.refresh()
+    expect(scope.inbound_enabled is True, "turned on")
+    added = scope.allowlist.create({"target_project_id": other.id})
+    expect(added.target_project_id == other.id, "created")
+    expect([p.id for p in scope.allowlist.list()] == [project.id, other.id], "listed, itself first")
+    scope.allowlist.delete(other.id)
+    expect([p.id for p in scope.allowlist.list()] == [project.id], "deleted")
+    group = gl.groups.get("clients")
+    scope.groups_allowlist.create({"target_group_id": group.id})
+    expect([g.id for g in scope.groups_allowlist.list()] == [group.id], "a group listed")
+    scope.groups_allowlist.delete(group.id)
+    expect(scope.groups_allowlist.list() == [], "the group deleted")
 
 
 @step("personal access tokens: create, read_api, revoke")

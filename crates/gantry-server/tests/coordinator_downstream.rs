@@ -789,6 +789,11 @@ stranger:
 ",
     )
     .await;
+    // `gantry/demo`, new, limits job token access to its allowlist: it names the consumer.
+    e.coord
+        .allow_job_token_project(project, consumer.id)
+        .await
+        .unwrap();
     let p = e.pipeline(consumer.id, "main").await;
     let mut taken = Vec::new();
     while let Some(job) = e.take(&runner).await {

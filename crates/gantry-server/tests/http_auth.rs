@@ -195,6 +195,8 @@ async fn every_endpoint_checks_its_caller() {
         )
         .await;
     let trigger_id = trigger["id"].as_i64().expect("trigger id");
+    let (_, namespace) = server.admin(Method::GET, "groups/gantry", None).await;
+    let namespace = namespace["id"].as_i64().expect("group id");
 
     use Transport::*;
     // In the order the right credentials run: reads and job-scoped calls first, then the
@@ -404,6 +406,70 @@ async fn every_endpoint_checks_its_caller() {
             "DELETE /projects/:id/protected_tags/:name",
             Method::DELETE,
             format!("projects/{a}/protected_tags/auth-*"),
+            Private,
+            Value::Null,
+            &admin,
+        ),
+        Row::new(
+            "GET /projects/:id/job_token_scope",
+            Method::GET,
+            format!("projects/{a}/job_token_scope"),
+            Private,
+            Value::Null,
+            &admin,
+        ),
+        Row::new(
+            "PATCH /projects/:id/job_token_scope",
+            Method::PATCH,
+            format!("projects/{a}/job_token_scope"),
+            Private,
+            json!({ "enabled": true }),
+            &admin,
+        ),
+        Row::new(
+            "POST /projects/:id/job_token_scope/allowlist",
+            Method::POST,
+            format!("projects/{a}/job_token_scope/allowlist"),
+            Private,
+            json!({ "target_project_id": b }),
+            &admin,
+        ),
+        Row::new(
+            "GET /projects/:id/job_token_scope/allowlist",
+            Method::GET,
+            format!("projects/{a}/job_token_scope/allowlist"),
+            Private,
+            Value::Null,
+            &admin,
+        ),
+        Row::new(
+            "DELETE /projects/:id/job_token_scope/allowlist/:target",
+            Method::DELETE,
+            format!("projects/{a}/job_token_scope/allowlist/{b}"),
+            Private,
+            Value::Null,
+            &admin,
+        ),
+        Row::new(
+            "POST /projects/:id/job_token_scope/groups_allowlist",
+            Method::POST,
+            format!("projects/{a}/job_token_scope/groups_allowlist"),
+            Private,
+            json!({ "target_group_id": namespace }),
+            &admin,
+        ),
+        Row::new(
+            "GET /projects/:id/job_token_scope/groups_allowlist",
+            Method::GET,
+            format!("projects/{a}/job_token_scope/groups_allowlist"),
+            Private,
+            Value::Null,
+            &admin,
+        ),
+        Row::new(
+            "DELETE /projects/:id/job_token_scope/groups_allowlist/:g",
+            Method::DELETE,
+            format!("projects/{a}/job_token_scope/groups_allowlist/{namespace}"),
             Private,
             Value::Null,
             &admin,

@@ -15,6 +15,7 @@ mod access;
 mod acknowledgement;
 mod environments;
 mod error;
+mod job_token_scope;
 mod resource_groups;
 mod rows;
 pub mod testing;
@@ -36,6 +37,7 @@ pub use environments::{
     NewJobEnvironment,
 };
 pub use error::StoreError;
+pub use job_token_scope::{JobTokenAllowlist, LinkAdded};
 pub use resource_groups::{DEFAULT_PROCESS_MODE, ResourceGroup};
 pub use rows::*;
 pub use traces::{TraceSnapshot, TraceState};
@@ -461,7 +463,8 @@ impl Store {
 
     /// Deletes a project and everything it owns, in one transaction: its pipelines, jobs
     /// (their log chunks and artifact rows), environments and deployments, variables,
-    /// trigger tokens, schedules, protected refs, recorded refs and project runners.
+    /// trigger tokens, schedules, protected refs, recorded refs, project runners and job
+    /// token allowlist entries (its own and those naming it).
     /// Pipelines of other projects that its trigger jobs created stay, without their
     /// link. Returns the deleted jobs and artifacts, whose files the caller removes.
     pub async fn delete_project(&self, id: i64) -> Result<DeletedPipeline> {
@@ -482,6 +485,9 @@ impl Store {
             "DELETE FROM runner_projects WHERE project_id = $1",
             "DELETE FROM runner_projects WHERE runner_id IN (SELECT id FROM runners WHERE project_id = $1)",
             "DELETE FROM runners WHERE project_id = $1",
+            "DELETE FROM job_token_project_links WHERE project_id = $1",
+            "DELETE FROM job_token_project_links WHERE target_project_id = $1",
+            "DELETE FROM job_token_group_links WHERE project_id = $1",
         ] {
             sqlx::query(statement).bind(id).execute(&mut *tx).await?;
         }
@@ -509,7 +515,8 @@ impl Store {
              ci_default_git_depth = CASE WHEN $7 = 1 THEN $8 ELSE ci_default_git_depth END, \
              auto_cancel_pending_pipelines = COALESCE($9, auto_cancel_pending_pipelines), \
              ci_separated_caches = COALESCE($10, ci_separated_caches), \
-             ci_forward_deployment_enabled = COALESCE($11, ci_forward_deployment_enabled) \
+             ci_forward_deployment_enabled = COALESCE($11, ci_forward_deployment_enabled), \
+             ci_inbound_job_token_scope_enabled = COALESCE($12, ci_inbound_job_token_scope_enabled) \
              WHERE id = $1",
         )
         .bind(id)
@@ -523,6 +530,7 @@ impl Store {
         .bind(changes.auto_cancel_pending_pipelines.map(b))
         .bind(changes.ci_separated_caches.map(b))
         .bind(changes.ci_forward_deployment_enabled.map(b))
+        .bind(changes.ci_inbound_job_token_scope_enabled.map(b))
         .execute(&mut *tx)
         .await?
         .rows_affected();

@@ -39,6 +39,8 @@ pub struct ProjectChanges {
     pub auto_cancel_pending_pipelines: Option<bool>,
     pub ci_separated_caches: Option<bool>,
     pub ci_forward_deployment_enabled: Option<bool>,
+    /// GitLab's "Limit access to this project" (migration 0026).
+    pub ci_inbound_job_token_scope_enabled: Option<bool>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -60,11 +62,16 @@ pub struct Project {
     pub auto_cancel_pending_pipelines: bool,
     pub ci_separated_caches: bool,
     pub ci_forward_deployment_enabled: bool,
+    /// GitLab's `ci_inbound_job_token_scope_enabled` ("Limit access to this project"):
+    /// only the projects and groups of its job token allowlist reach it with their job
+    /// tokens (migration 0026; on for new projects).
+    pub ci_inbound_job_token_scope_enabled: bool,
 }
 
 impl Project {
     pub(crate) const COLUMNS: &'static str = "id, name, repo_url, default_branch, timeout_secs, created_at, ci_config_path, keep_latest_artifact, \
-         build_git_strategy, ci_default_git_depth, auto_cancel_pending_pipelines, ci_separated_caches, ci_forward_deployment_enabled";
+         build_git_strategy, ci_default_git_depth, auto_cancel_pending_pipelines, ci_separated_caches, ci_forward_deployment_enabled, \
+         ci_inbound_job_token_scope_enabled";
     pub(crate) fn from_row(r: &AnyRow) -> Self {
         Self {
             id: r.get("id"),
@@ -80,6 +87,7 @@ impl Project {
             auto_cancel_pending_pipelines: flag(r, "auto_cancel_pending_pipelines"),
             ci_separated_caches: flag(r, "ci_separated_caches"),
             ci_forward_deployment_enabled: flag(r, "ci_forward_deployment_enabled"),
+            ci_inbound_job_token_scope_enabled: flag(r, "ci_inbound_job_token_scope_enabled"),
         }
     }
 }

@@ -1675,7 +1675,95 @@ async fn project_runners_are_enabled_for_more_projects(db: Db) {
     s.delete_project(third.id).await.unwrap();
 }
 
+/// A project's job token allowlist (migration 0026): new projects limit access, entries
+/// are unique and limited, and go with either project.
+async fn job_token_allowlists_are_limited_and_go_with_their_projects(db: Db) {
+    let (_d, s) = open(db).await;
+    let lib = s.create_project(&project("acme/lib"), 1).await.unwrap();
+    let app = s.create_project(&project("acme/app"), 1).await.unwrap();
+    let cli = s.create_project(&project("tools/cli"), 1).await.unwrap();
+    assert!(
+        lib.ci_inbound_job_token_scope_enabled,
+        "new projects limit access"
+    );
+    let off = s
+        .update_project(
+            lib.id,
+            &ProjectChanges {
+                ci_inbound_job_token_scope_enabled: Some(false),
+                ..ProjectChanges::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert!(!off.ci_inbound_job_token_scope_enabled);
+    assert_eq!(
+        off.keep_latest_artifact, lib.keep_latest_artifact,
+        "nothing else changed"
+    );
+
+    assert_eq!(
+        s.add_job_token_project(lib.id, cli.id, 2, 5).await.unwrap(),
+        LinkAdded::Added
+    );
+    assert_eq!(
+        s.add_job_token_project(lib.id, app.id, 2, 5).await.unwrap(),
+        LinkAdded::Added
+    );
+    // The limit is checked before the entry: a third is refused, a duplicate too.
+    assert_eq!(
+        s.add_job_token_project(lib.id, app.id, 3, 6).await.unwrap(),
+        LinkAdded::AlreadyThere
+    );
+    assert_eq!(
+        s.add_job_token_project(lib.id, app.id, 2, 6).await.unwrap(),
+        LinkAdded::Full
+    );
+    let groups = s
+        .group_ids(&["acme".to_owned(), "tools".to_owned()], 1)
+        .await
+        .unwrap();
+    let (acme, tools) = (groups[0].1, groups[1].1);
+    assert_eq!(
+        s.add_job_token_group(lib.id, tools, 200, 7).await.unwrap(),
+        LinkAdded::Added
+    );
+    assert_eq!(
+        s.add_job_token_group(lib.id, acme, 1, 7).await.unwrap(),
+        LinkAdded::Full
+    );
+    assert_eq!(
+        s.job_token_allowlist(lib.id).await.unwrap(),
+        JobTokenAllowlist {
+            projects: vec![app.id, cli.id],
+            groups: vec![(tools, "tools".to_owned())],
+        }
+    );
+    assert_eq!(
+        s.job_token_allowlist(app.id).await.unwrap(),
+        JobTokenAllowlist::default(),
+        "one project's entries are its own"
+    );
+    assert!(s.remove_job_token_group(lib.id, tools).await.unwrap());
+    assert!(!s.remove_job_token_group(lib.id, tools).await.unwrap());
+    assert!(s.remove_job_token_project(lib.id, cli.id).await.unwrap());
+    assert!(!s.remove_job_token_project(lib.id, cli.id).await.unwrap());
+
+    // Deleting a project removes the entries naming it and its own.
+    s.add_job_token_project(app.id, lib.id, 200, 8)
+        .await
+        .unwrap();
+    s.add_job_token_group(app.id, acme, 200, 8).await.unwrap();
+    s.delete_project(app.id).await.unwrap();
+    assert_eq!(
+        s.job_token_allowlist(lib.id).await.unwrap(),
+        JobTokenAllowlist::default()
+    );
+    s.delete_project(lib.id).await.unwrap();
+}
+
 on_both_backends!(
+    job_token_allowlists_are_limited_and_go_with_their_projects,
     access_tokens_are_kept_as_hashes_and_revoked_once,
     project_runners_are_enabled_for_more_projects,
     unacknowledged_jobs_go_back_to_the_queue_once,
@@ -2544,6 +2632,55 @@ async fn the_artifact_locks_migration_locks_the_latest_families_of_each_ref() {
     );
     let postgres = include_str!("../migrations/postgres/0015_artifact_locks.sql");
     assert_eq!(postgres, migration, "both databases migrate alike");
+}
+
+/// Migration 0026 leaves the projects made before it without the job token limit (their
+/// `needs:project` reads go on), while every project made after it has the limit on.
+#[tokio::test]
+async fn the_job_token_scope_migration_limits_only_new_projects() {
+    use sqlx::Executor as _;
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let url = format!("sqlite://{}?mode=rwc", dir.path().join("old.db").display());
+    {
+        sqlx::any::install_default_drivers();
+        let pool = sqlx::AnyPool::connect(&url).await.expect("connect");
+        let mut migrator = sqlx::migrate::Migrator::new(std::path::Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/migrations/sqlite"
+        )))
+        .await
+        .expect("migrations");
+        let before: Vec<_> = migrator
+            .migrations
+            .iter()
+            .filter(|m| m.version < 26)
+            .cloned()
+            .collect();
+        assert_eq!(before.len(), 25);
+        migrator.migrations = before.into();
+        migrator.run(&pool).await.expect("migrate to 0025");
+        pool.execute(
+            "INSERT INTO projects (id, name, repo_url, default_branch, timeout_secs, created_at) VALUES (1, 'old', '/r', 'main', 60, 1)",
+        )
+        .await
+        .expect("an old project");
+        pool.close().await;
+    }
+    let s = Store::open(&url).await.expect("open and migrate");
+    assert!(
+        !s.project(1)
+            .await
+            .unwrap()
+            .ci_inbound_job_token_scope_enabled
+    );
+    let new = s.create_project(&project("new"), 2).await.unwrap();
+    assert!(new.ci_inbound_job_token_scope_enabled);
+    assert_eq!(
+        include_str!("../migrations/postgres/0026_job_token_scope.sql"),
+        include_str!("../migrations/sqlite/0026_job_token_scope.sql"),
+        "both databases migrate alike"
+    );
 }
 
 /// Migration 0014 protects the default branch of every project made before it, as new

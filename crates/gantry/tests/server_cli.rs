@@ -2231,6 +2231,7 @@ fn gitlab_clients_from_pypi_work_against_the_server() {
         "projects.create",
         "projects.list(search=…), simple, order_by, get",
         "project.variables create/list/get/update/delete",
+        "project.job_token_scope get/save, allowlist and groups_allowlist create/list/delete",
         "personal access tokens: create, read_api, revoke",
         "pipelines.create, list, get",
         "gitlab-runner-api: register, request a job, stream its log, finish it",

@@ -12,6 +12,7 @@ use gantry_protocol::{ArtifactType, ArtifactUploadParams};
 use gantry_store::{ArtifactSelection, NewArtifact};
 
 use super::error::{CoordinatorError, Result};
+use super::job_token_scope::JobTokenUse;
 use super::time::now_ms;
 use super::views::{Artifact, JobView};
 use super::{Coordinator, token};
@@ -419,7 +420,8 @@ impl Coordinator {
 
     /// A dependent job downloads `job_id`'s archive (`GET /jobs/:id/artifacts`): the
     /// requester's token must belong to a running job of the same project (§6.4), or of a
-    /// project whose job names it with `needs:project`.
+    /// project whose job names it with `needs:project` and that `job_id`'s project's CI/CD
+    /// job token allowlist lets in (`job_token_scope.rs`).
     pub async fn download_artifact(
         &self,
         job_id: i64,
@@ -431,13 +433,25 @@ impl Coordinator {
             )));
         };
         let target = self.inner.store.job_without_spec(job_id).await?;
-        if target.project_id != requester.project_id
-            && !self.needs_from_project(requester.id, job_id).await?
-        {
-            return Err(CoordinatorError::Forbidden(format!(
-                "download artifacts of job {job_id}: job {} belongs to another project and does not name it with needs:project",
-                requester.id
-            )));
+        if target.project_id != requester.project_id {
+            if let Some(why) = self
+                .job_token_refusal(
+                    requester.project_id,
+                    target.project_id,
+                    JobTokenUse::NeedsProject,
+                )
+                .await?
+            {
+                return Err(CoordinatorError::Forbidden(format!(
+                    "download artifacts of job {job_id}: {why}"
+                )));
+            }
+            if !self.needs_from_project(requester.id, job_id).await? {
+                return Err(CoordinatorError::Forbidden(format!(
+                    "download artifacts of job {job_id}: job {} belongs to another project and does not name it with needs:project",
+                    requester.id
+                )));
+            }
         }
         self.job_artifact(job_id).await
     }

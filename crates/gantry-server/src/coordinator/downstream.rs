@@ -22,7 +22,8 @@
 //! `downstream_bridge_project_not_found`), and the messages are written to the bridge's
 //! log. A child job's `needs:pipeline:job` (artifacts and dotenv variables from another
 //! pipeline of the hierarchy) and any job's `needs:project` (from the latest successful job
-//! of a ref of another project) are resolved here too
+//! of a ref of another project, whose CI/CD job token allowlist must let the job's project
+//! in: `job_token_scope.rs`) are resolved here too
 //! ([`Coordinator::cross_pipeline_dependencies`]).
 //!
 //! A bridge creates at most one pipeline (`pipelines.parent_job_id` is unique): a trigger
@@ -38,6 +39,7 @@ use crate::processor::{Event, FailureReason, Status};
 
 use super::Coordinator;
 use super::error::{CoordinatorError, Result};
+use super::job_token_scope::JobTokenUse;
 use super::payload::{creation_variables, dependency_rows};
 use super::pipelines::{ChildConfig, Creation, full_path};
 use super::spec::{JobModel, StoredSpec};
@@ -536,7 +538,8 @@ impl Coordinator {
     /// of `job` is a dependency (artifacts and dotenv variables) when `artifacts` is true.
     /// `needs:project` (GitLab's `BuildDependencies#cross_project`): the latest successful
     /// job named `job` on `ref` of the named project (its newest
-    /// [`MAX_CROSS_PROJECT_PIPELINES`] pipelines of that ref are searched).
+    /// [`MAX_CROSS_PROJECT_PIPELINES`] pipelines of that ref are searched), when that
+    /// project's CI/CD job token allowlist lets this job's project in.
     /// `(job id, name, pipeline id)` of each; the inner `Err` is a need that names no such
     /// job (the job fails `missing_dependency_failure`).
     pub(crate) async fn cross_pipeline_dependencies(
@@ -583,6 +586,13 @@ impl Coordinator {
                 }
                 Err(e) => return Err(e),
             };
+            // The other project's CI/CD job token allowlist (`job_token_scope.rs`).
+            if let Some(why) = self
+                .job_token_refusal(project.id, other.id, JobTokenUse::NeedsProject)
+                .await?
+            {
+                return Ok(Err(format!("needs:project `{path}`: {why}")));
+            }
             match self
                 .latest_successful_job(other.id, &ref_name, &job)
                 .await?

@@ -33,6 +33,7 @@ mod groups;
 mod id_tokens;
 mod includes;
 pub mod instance_variables;
+mod job_token_scope;
 mod jobs;
 mod lint;
 mod metrics;
@@ -85,6 +86,11 @@ pub use includes::{
     GITLAB_TEMPLATES_URL, IncludeCache, IncludeLoader, IncludeSources, ProjectRepo,
     REMOTE_CONNECT_TIMEOUT, REMOTE_MAX_BYTES, REMOTE_TIMEOUT, RemoteFetches, RemoteLimits,
     UrlRewrite, block_on_side, fetch_remote,
+};
+pub(crate) use job_token_scope::JobTokenUse;
+pub use job_token_scope::{
+    AllowedGroup, GroupScopeLink, JobTokenScopeView, MAX_ALLOWLIST_GROUPS, MAX_ALLOWLIST_PROJECTS,
+    ProjectScopeLink,
 };
 pub use lint::{LintInclude, LintJob, LintNeed, LintRequest, LintResult};
 pub use metrics::CONTENT_TYPE as METRICS_CONTENT_TYPE;

@@ -565,6 +565,7 @@ impl Coordinator {
                     auto_cancel_pending_pipelines: settings.auto_cancel_pending_pipelines,
                     ci_separated_caches: settings.ci_separated_caches,
                     ci_forward_deployment_enabled: settings.ci_forward_deployment_enabled,
+                    ci_inbound_job_token_scope_enabled: None,
                 },
             )
             .await?;

@@ -160,7 +160,9 @@ pub(crate) async fn upload(
 }
 
 /// `GET /api/v4/jobs/:id/artifacts` (§6.4): the archive of job `:id`, for a running job
-/// of the same project (its token in `JOB-TOKEN` or `token`). `direct_download` is
+/// of the same project (its token in `JOB-TOKEN` or `token`) or of a project whose job
+/// names it with `needs:project` and that `:id`'s project's job token allowlist lets in
+/// (`Coordinator::download_artifact`). `direct_download` is
 /// accepted and ignored: the file is always served here.
 pub(crate) async fn download(
     State(state): State<AppState>,

@@ -4,13 +4,15 @@
 //! else is a JSON `404`.
 //!
 //! Credentials (HTTP basic): user `gitlab-ci-token` with the job token of a running job
-//! of this project (what `git_info.repo_url` embeds), or any user with the admin token.
+//! of this project (what `git_info.repo_url` embeds) or of a project this project's CI/CD
+//! job token allowlist names (`coordinator/job_token_scope.rs`), or any user with the
+//! admin token.
 
 use axum::body::Bytes;
 use axum::extract::{Request, State};
 use axum::response::{IntoResponse, Response};
 
-use crate::coordinator::CoordinatorError;
+use crate::coordinator::{CoordinatorError, JobTokenUse};
 
 use super::AppState;
 use super::error::ApiError;
@@ -56,7 +58,11 @@ async fn serve(state: &AppState, request: Request) -> Result<Response, ApiError>
     };
     let allowed = if user == JOB_TOKEN_USER {
         match state.coordinator.job_by_token(&password).await? {
-            Some(job) => job.project_id == project.id,
+            Some(job) => state
+                .coordinator
+                .job_token_refusal(job.project_id, project.id, JobTokenUse::Api)
+                .await?
+                .is_none(),
             None => state.coordinator.is_admin(&password).await?,
         }
     } else {

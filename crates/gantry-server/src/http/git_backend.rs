@@ -3,8 +3,9 @@
 //!
 //! The runner clones `http://gitlab-ci-token:<job token>@host/<path>.git`; git sends
 //! the credentials only after a `401` challenge, so an unauthenticated request gets
-//! `401` with `WWW-Authenticate: Basic`. A job token opens only its own project's
-//! repository, and only while the job runs (the coordinator revokes it after).
+//! `401` with `WWW-Authenticate: Basic`. A job token opens its own project's
+//! repository and those whose CI/CD job token allowlist names its project, and only
+//! while the job runs (the coordinator revokes it after).
 
 use std::path::Path;
 use std::process::Stdio;

@@ -1,15 +1,15 @@
 //! User API, jobs (GitLab API v4 shapes): `GET /projects/:id/jobs/:job_id`, its `trace`
 //! and `artifacts`, and `POST …/retry|cancel|play|erase`; `GET /job` (a running job's own, by its
 //! token). The admin token is required; the
-//! artifacts download also takes the `JOB-TOKEN` of a running job of the same project,
-//! as GitLab allows `CI_JOB_TOKEN` there.
+//! artifacts reads also take the `JOB-TOKEN` of a running job of the same project or of
+//! one the project's CI/CD job token allowlist names, as GitLab allows `CI_JOB_TOKEN` there.
 
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
-use crate::coordinator::{CoordinatorError, JobView, TraceSource};
+use crate::coordinator::{CoordinatorError, JobTokenUse, JobView, TraceSource};
 
 use super::artifacts::{file_response, named_file_response};
 use super::error::{ApiError, ApiResult};
@@ -162,7 +162,8 @@ pub(crate) async fn play(
 }
 
 /// The project `:project` for a reader of its artifacts: the admin token, or the job
-/// token of a running job of the same project (GitLab allows `CI_JOB_TOKEN` there).
+/// token of a running job of the same project or of one `:project`'s CI/CD job token
+/// allowlist names (GitLab allows `CI_JOB_TOKEN` there; `coordinator/job_token_scope.rs`).
 async fn artifacts_reader(
     state: &AppState,
     headers: &HeaderMap,
@@ -178,10 +179,12 @@ async fn artifacts_reader(
                 return Err(unauthorized);
             };
             let project = find_project(state, project).await?;
-            if caller.project_id != project.id {
-                return Err(ApiError::forbidden_because(
-                    "the job token belongs to another project",
-                ));
+            if let Some(why) = state
+                .coordinator
+                .job_token_refusal(caller.project_id, project.id, JobTokenUse::Api)
+                .await?
+            {
+                return Err(ApiError::forbidden_because(why));
             }
             Ok(project)
         }

@@ -8,7 +8,7 @@
 //!
 //! Files: `runners.rs` (runner registration, verify, delete), `job_request.rs` (long
 //! polling), `job_update.rs` (`PUT /jobs/:id`, `PATCH /jobs/:id/trace`), `artifacts.rs`
-//! (runner uploads and downloads), `projects.rs`, `protected.rs` (protected branches and tags), `mirror.rs` (pushes on demand), `schedules.rs`, `variables.rs`, `instance_variables.rs`,
+//! (runner uploads and downloads), `projects.rs`, `protected.rs` (protected branches and tags), `job_token_scope.rs` (a project's CI/CD job token allowlist), `mirror.rs` (pushes on demand), `schedules.rs`, `variables.rs`, `instance_variables.rs`,
 //! `jobs.rs` and `user_runners.rs` (user API), `users.rs` (`/user`, `/version`, personal access
 //! tokens), `git.rs` + `git_backend.rs` (clones), `auth.rs` (who is calling, what a `read_api`
 //! token may do), `extract.rs` (bodies — JSON or forms, for both APIs — and tokens), `gate.rs`
@@ -28,6 +28,7 @@ mod git_backend;
 mod groups;
 mod instance_variables;
 mod job_request;
+mod job_token_scope;
 mod job_update;
 mod jobs;
 mod lint;
@@ -403,6 +404,26 @@ fn build(coordinator: Coordinator, shutdown: watch::Receiver<bool>) -> Router {
         .route(
             "/projects/{project}/jobs/artifacts/{ref}/raw/{*path}",
             get(jobs::latest_artifact_file),
+        )
+        .route(
+            "/projects/{project}/job_token_scope",
+            get(job_token_scope::show).patch(job_token_scope::update),
+        )
+        .route(
+            "/projects/{project}/job_token_scope/allowlist",
+            get(job_token_scope::allowlist).post(job_token_scope::add_project),
+        )
+        .route(
+            "/projects/{project}/job_token_scope/allowlist/{target}",
+            delete(job_token_scope::remove_project),
+        )
+        .route(
+            "/projects/{project}/job_token_scope/groups_allowlist",
+            get(job_token_scope::groups_allowlist).post(job_token_scope::add_group),
+        )
+        .route(
+            "/projects/{project}/job_token_scope/groups_allowlist/{target}",
+            delete(job_token_scope::remove_group),
         )
         .route(
             "/projects/{project}/protected_branches",

@@ -186,16 +186,22 @@ pub(crate) async fn list(
     if filter.simple != Some(true) {
         return Ok(page_of(projects, &page));
     }
-    let mut simple = Vec::with_capacity(projects.len());
-    for project in &projects {
-        let mut value = serde_json::to_value(project)
-            .map_err(|e| ApiError::internal(&format!("encode project {}: {e}", project.id)))?;
-        if let Some(object) = value.as_object_mut() {
-            object.retain(|key, _| SIMPLE_PROJECT_KEYS.contains(&key.as_str()));
-        }
-        simple.push(value);
-    }
+    let simple = projects
+        .iter()
+        .map(simple_project)
+        .collect::<ApiResult<Vec<_>>>()?;
     Ok(page_of(simple, &page))
+}
+
+/// A project as GitLab's `BasicProjectDetails` shows it (`simple=true`, job token
+/// allowlists): the keys of it Gantry has.
+pub(crate) fn simple_project(project: &Project) -> ApiResult<serde_json::Value> {
+    let mut value = serde_json::to_value(project)
+        .map_err(|e| ApiError::internal(&format!("encode project {}: {e}", project.id)))?;
+    if let Some(object) = value.as_object_mut() {
+        object.retain(|key, _| SIMPLE_PROJECT_KEYS.contains(&key.as_str()));
+    }
+    Ok(value)
 }
 
 /// `GET /api/v4/projects/:id`.
