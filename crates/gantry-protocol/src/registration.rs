@@ -46,7 +46,9 @@ impl RunnerType {
 
 /// `tag_list`: Rails accepts an array or a comma-separated string (§2.1); the runner
 /// sends the string form, which is what this serializes to. Tags are trimmed and empty
-/// ones dropped when decoding.
+/// ones dropped when decoding. An array's items are split at commas too, as GitLab's
+/// `CommaSeparatedToArray` coercion does (`["a,b", "c"]` is three tags): a tag never
+/// holds a comma, so the string form carries every list.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TagList(pub Vec<String>);
 
@@ -87,11 +89,13 @@ impl<'de> Deserialize<'de> for TagList {
 
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<TagList, A::Error> {
                 let mut tags = Vec::new();
-                while let Some(tag) = seq.next_element::<String>()? {
-                    let tag = tag.trim();
-                    if !tag.is_empty() {
-                        tags.push(tag.to_owned());
-                    }
+                while let Some(item) = seq.next_element::<String>()? {
+                    tags.extend(
+                        item.split(',')
+                            .map(str::trim)
+                            .filter(|tag| !tag.is_empty())
+                            .map(str::to_owned),
+                    );
                 }
                 Ok(TagList(tags))
             }

@@ -171,6 +171,25 @@ fn register_request_matches_gitlab_runner() {
     );
 }
 
+/// Items of a list are split at commas, as GitLab's `CommaSeparatedToArray` does, so the
+/// string form the runner sends carries the same tags. Found by fuzzing (`fuzz/`, target
+/// `wire`): `tag_list[]=a,b` was one tag `a,b`, sent on as `"a,b"`, read back as two.
+#[test]
+fn tag_list_items_are_split_at_commas() {
+    let tags: RegisterRunnerRequest =
+        parse_json(br#"{"tag_list": ["a,b", " c ,", "d"]}"#).expect("decodes");
+    assert_eq!(tags.tag_list.0, ["a", "b", "c", "d"]);
+    let again: RegisterRunnerRequest =
+        parse_json(&serde_json::to_vec(&tags).expect("encodes")).expect("decodes");
+    assert_eq!(again, tags);
+    let form: RegisterRunnerRequest =
+        gantry_protocol::parse_form(b"token=x&tag_list[]=a/x,y&tag_list[]=z").expect("decodes");
+    assert_eq!(form.tag_list.0, ["a/x", "y", "z"]);
+    let again: RegisterRunnerRequest =
+        parse_json(&serde_json::to_vec(&form).expect("encodes")).expect("decodes");
+    assert_eq!(again, form);
+}
+
 #[test]
 fn registration_details_always_carry_token_expires_at() {
     let response = RegisterRunnerResponse {

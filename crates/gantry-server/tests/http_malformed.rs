@@ -34,12 +34,17 @@ async fn fixture() -> Fixture {
 
 /// [`fixture`] with another limit on a job's whole log.
 async fn fixture_with(trace_limit: u64) -> Fixture {
-    let server = TestServer::start_with(Options {
+    fixture_from(Options {
         trace_limit,
         artifact_limit: LIMIT,
         ..Options::default()
     })
-    .await;
+    .await
+}
+
+/// A server started with `options`, a project, a runner and its running job.
+async fn fixture_from(options: Options) -> Fixture {
+    let server = TestServer::start_with(options).await;
     let repo = Repo::new(&[(".gitlab-ci.yml", ONE_JOB)]);
     let project = server.create_project("demo", &repo).await;
     let project_id = project["id"].as_i64().expect("id");
@@ -1018,10 +1023,18 @@ async fn stalled_heads_bodies_and_idle_connections_are_closed_with_json() {
     body.write_all(request.as_bytes()).await.expect("write");
     let raw = read_to_close(&mut body, Duration::from_secs(5)).await;
     let (status, answer) = parse_answer(&raw);
-    assert!((400..500).contains(&status), "{status} {answer}");
+    assert_eq!(status, 408, "{answer}");
     assert!(
-        answer.to_string().contains("--body-timeout"),
+        answer["message"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("408 Request Timeout - read the request body")
+            && answer.to_string().contains("--body-timeout"),
         "the answer says which limit: {answer}"
+    );
+    assert!(
+        raw.to_ascii_lowercase().contains("connection: close"),
+        "{raw}"
     );
 
     // A keep-alive connection is closed after the keep-alive timeout once its answers
@@ -1141,38 +1154,199 @@ async fn no_body_is_read_before_its_credential_is_known() {
 async fn requests_hyper_cannot_read_are_answered_with_json() {
     let server = TestServer::start().await;
     let many_headers: String = (0..200).map(|i| format!("X-H{i}: v\r\n")).collect();
-    let long_url = format!("GET /{} HTTP/1.1\r\nHost: g\r\n\r\n", "a".repeat(1 << 20));
-    let cases = [
+    let cases: Vec<(String, u16, &str)> = vec![
         (
             "POST /api/v4/projects HTTP/1.1\r\nHost: g\r\nContent-Length: ten\r\n\r\n".to_owned(),
             400,
+            "Content-Length `ten` is not a number of bytes",
+        ),
+        (
+            "POST /api/v4/projects HTTP/1.1\r\nHost: g\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd".to_owned(),
+            400,
+            "two different Content-Lengths",
+        ),
+        (
+            "POST /api/v4/jobs/request HTTP/1.1\r\nHost: g\r\nTransfer-Encoding: gzip\r\n\r\n".to_owned(),
+            400,
+            "Transfer-Encoding `gzip`",
         ),
         (
             format!("GET /api/v4/projects HTTP/1.1\r\nHost: g\r\n{many_headers}\r\n"),
             431,
+            "more than 100 headers",
         ),
-        (long_url, 414),
+        (
+            format!(
+                "GET /api/v4/projects HTTP/1.1\r\nHost: g\r\nX-Big: {}\r\n\r\n",
+                "b".repeat(512 * 1024)
+            ),
+            431,
+            "longer than 408 KiB",
+        ),
+        (
+            format!("GET /{} HTTP/1.1\r\nHost: g\r\n\r\n", "a".repeat(1 << 20)),
+            414,
+            "URL is longer",
+        ),
+        (
+            format!("GET /{} HTTP/1.1\r\nHost: g\r\n\r\n", "a".repeat(70_000)),
+            414,
+            "URL is longer",
+        ),
+        (
+            "GET /api/v4/version\r\nHost: g\r\n\r\n".to_owned(),
+            400,
+            "the request line `GET /api/v4/version` is not `<method> <path> HTTP/1.1`",
+        ),
+        (
+            "G{T /api/v4/version HTTP/1.1\r\nHost: g\r\n\r\n".to_owned(),
+            400,
+            "method `G{T`",
+        ),
+        (
+            "GET /api/v4/version HTTP/1.1\r\nHost g\r\n\r\n".to_owned(),
+            400,
+            "header line `Host g` has no `:`",
+        ),
+        (
+            "GET /api/v4/version HTTP/2.0\r\nHost: g\r\n\r\n".to_owned(),
+            505,
+            "the request is `HTTP/2.0`; the server speaks HTTP/1.1",
+        ),
+        (
+            "GET /api/v4/version HTTP/1.2\r\nHost: g\r\n\r\n".to_owned(),
+            505,
+            "`HTTP/1.2`",
+        ),
+        // An HTTP/2 client with prior knowledge: hyper closes without a word.
+        (
+            "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_owned(),
+            505,
+            "the request is HTTP/2 (its connection preface)",
+        ),
     ];
-    for (request, want) in cases {
+    for (request, want, says) in cases {
         let mut stream = connect_from(&server, 1).await;
         // hyper may answer before the whole request is written.
         let _ = stream.write_all(request.as_bytes()).await;
         let raw = read_to_close(&mut stream, Duration::from_secs(5)).await;
         let (status, body) = parse_answer(&raw);
+        let shown = &request[..request.len().min(60)];
+        assert_eq!(status, want, "{shown:?}: {body}");
+        let message = body["message"].as_str().unwrap_or("");
         assert!(
-            status == want || (want == 414 && status == 431),
-            "{status} for {}: {body}",
-            &request[..40]
-        );
-        assert!(
-            body["message"]
-                .as_str()
-                .unwrap_or("")
-                .starts_with(&status.to_string()),
-            "{body}"
+            message.starts_with(&format!("{status} ")) && message.contains(says),
+            "{shown:?}: {body}"
         );
     }
     // The connection layer's rewriting leaves ordinary answers alone.
     let (status, _) = server.admin(Method::GET, "projects", None).await;
     assert_eq!(status, StatusCode::OK);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_trace_patches_and_uploads_are_408() {
+    let f = fixture_from(Options {
+        limits: edge_limits(),
+        artifact_limit: LIMIT,
+        ..Options::default()
+    })
+    .await;
+    let s = &f.server;
+    let requests = [
+        (
+            "trace patch",
+            format!(
+                "PATCH /api/v4/jobs/{}/trace HTTP/1.1\r\nHost: g\r\nJOB-TOKEN: {}\r\n\
+                 Content-Range: 0-99\r\nContent-Length: 100\r\n\r\nhalf a log",
+                f.job_id, f.job_token
+            ),
+        ),
+        (
+            "artifact upload",
+            format!(
+                "POST /api/v4/jobs/{}/artifacts HTTP/1.1\r\nHost: g\r\nJOB-TOKEN: {}\r\n\
+                 Content-Type: multipart/form-data; boundary=XX\r\nContent-Length: 100000\r\n\r\n\
+                 --XX\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.zip\"\r\n\r\nPK",
+                f.job_id, f.job_token
+            ),
+        ),
+        (
+            "runner registration form",
+            "POST /api/v4/runners/verify HTTP/1.1\r\nHost: g\r\n\
+             Content-Type: multipart/form-data; boundary=XX\r\nContent-Length: 1000\r\n\r\n\
+             --XX\r\nContent-Disposition: form-data; name=\"token\"\r\n\r\nglrt-"
+                .to_owned(),
+        ),
+        (
+            "git push",
+            format!(
+                "POST /demo.git/git-upload-pack HTTP/1.1\r\nHost: g\r\n\
+                 Authorization: Basic {}\r\nContent-Length: 1000\r\n\r\n0032want",
+                basic("gitlab-ci-token", &f.job_token)
+            ),
+        ),
+    ];
+    for (what, request) in requests {
+        let mut stream = connect_from(s, 1).await;
+        stream.write_all(request.as_bytes()).await.expect("write");
+        let started = Instant::now();
+        let raw = read_to_close(&mut stream, Duration::from_secs(5)).await;
+        let (status, body) = parse_answer(&raw);
+        assert_eq!(status, 408, "{what}: {body}");
+        assert!(
+            body["message"]
+                .as_str()
+                .unwrap_or("")
+                .contains("(--body-timeout)"),
+            "{what}: {body}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(4), "{what}");
+    }
+    // Nothing of the stalled patch or upload was kept.
+    let trace = s.coordinator.trace(f.job_id).await.expect("trace");
+    assert!(trace.is_empty(), "{trace:?}");
+    assert_eq!(staged_files(s), 0, "a stalled upload was left staged");
+    let job = s.job(f.project_id, f.job_id).await;
+    assert_eq!(job["status"], "running");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chunked_body_without_credentials_is_cut_at_the_small_cap() {
+    let f = fixture().await;
+    let s = &f.server;
+    // The runner API's token is in the body: without one in the headers, a chunked body
+    // (no Content-Length to refuse early) is read up to the small cap, then 413.
+    for path in ["runners", "runners/verify", "jobs/request"] {
+        let chunks = (0..20).map(|_| Ok::<_, std::io::Error>(vec![b' '; 8 * 1024]));
+        let response = s
+            .http
+            .post(s.api(path))
+            .header("content-type", "application/json")
+            .body(reqwest::Body::wrap_stream(futures_util::stream::iter(
+                chunks,
+            )))
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("POST {path}: {e}"));
+        let (status, _) = expect_client_error(response, path).await;
+        assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{path}");
+    }
+    // Within the cap the token in the body is read as always.
+    let body = format!(r#"{{"token": "{}"}}{}"#, f.runner, " ".repeat(16 * 1024));
+    let verified = s
+        .http
+        .post(s.api("runners/verify"))
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .expect("verify");
+    assert_eq!(verified.status(), StatusCode::OK);
+}
+
+/// `user:password` as an `Authorization: Basic` value.
+fn basic(user: &str, password: &str) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))
 }

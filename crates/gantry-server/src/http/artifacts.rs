@@ -5,7 +5,7 @@
 
 use std::str::FromStr;
 
-use axum::extract::multipart::MultipartRejection;
+use axum::extract::multipart::{MultipartError, MultipartRejection};
 use axum::extract::{Multipart, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -14,6 +14,7 @@ use serde::Deserialize;
 
 use crate::coordinator::{Artifact, ArtifactBlob, CoordinatorError, StageError, StagedUpload};
 
+use super::edge::StalledBody;
 use super::error::{ApiError, ApiResult};
 use super::extract;
 use super::{AppState, auth};
@@ -74,6 +75,20 @@ fn multipart_error(status: StatusCode, text: String) -> ApiError {
     }
 }
 
+/// An upload whose body failed midway: `408` when the client stalled, `413` past the
+/// limit, else `400` (axum calls a body that stopped arriving a `500`; it is the
+/// client's doing, not the server's).
+fn upload_error(error: &MultipartError) -> ApiError {
+    if let Some(stalled) = StalledBody::in_chain(error) {
+        return stalled.answer();
+    }
+    let status = error.status();
+    if status.is_server_error() {
+        return ApiError::bad_request(format!("the upload could not be read: {error}"));
+    }
+    multipart_error(status, error.body_text())
+}
+
 /// `POST /api/v4/jobs/:id/artifacts` → `201`; `400` bad parameters or type/format
 /// mismatch, `403` bad token or job not running, `413` too large.
 pub(crate) async fn upload(
@@ -93,10 +108,7 @@ pub(crate) async fn upload(
         .map_err(|rejection| multipart_error(rejection.status(), rejection.body_text()))?;
     let mut file: Option<(String, StagedUpload)> = None;
     loop {
-        let field = multipart
-            .next_field()
-            .await
-            .map_err(|e| multipart_error(e.status(), e.body_text()))?;
+        let field = multipart.next_field().await.map_err(|e| upload_error(&e))?;
         let Some(mut field) = field else { break };
         let name = field.name().unwrap_or("").to_owned();
         if name == gantry_protocol::artifact::UPLOAD_FILE_FIELD {
@@ -107,11 +119,7 @@ pub(crate) async fn upload(
             // Written to the blob store's staging directory as it arrives, never held
             // whole in memory.
             let mut staged = state.coordinator.stage_artifact().await?;
-            while let Some(chunk) = field
-                .chunk()
-                .await
-                .map_err(|e| multipart_error(e.status(), e.body_text()))?
-            {
+            while let Some(chunk) = field.chunk().await.map_err(|e| upload_error(&e))? {
                 match staged.write(&chunk).await {
                     Ok(()) => {}
                     Err(StageError::TooLarge(limit)) => {
@@ -130,10 +138,7 @@ pub(crate) async fn upload(
             }
             file = Some((filename, staged));
         } else {
-            let value = field
-                .text()
-                .await
-                .map_err(|e| multipart_error(e.status(), e.body_text()))?;
+            let value = field.text().await.map_err(|e| upload_error(&e))?;
             params.set(&name, value);
         }
     }

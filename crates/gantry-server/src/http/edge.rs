@@ -11,12 +11,22 @@
 //! - **Request head**: [`Limits::header_timeout`] from its first byte; then `408` (JSON)
 //!   and the connection is closed. A connection idle between requests is closed after
 //!   [`Limits::keepalive_timeout`] without a byte. hyper's own `header_read_timeout` is
-//!   set to their sum as a backstop. A request hyper cannot read (a malformed request
-//!   line, header or `Content-Length`, too many or too long headers, an overlong URL)
-//!   gets hyper's status with a JSON body ([`Watched`] rewrites hyper's empty one).
+//!   set to their sum as a backstop. A request hyper cannot read gets hyper's status
+//!   with a JSON body naming what is wrong ([`Watched`] rewrites hyper's empty answer
+//!   from the head's first [`HEAD_SAMPLE`] bytes, [`diagnose_bad_head`]): `400` for a
+//!   malformed request line, header, `Content-Length` or `Transfer-Encoding`; `505` for
+//!   an HTTP version other than 1.0 and 1.1 (hyper says `400`, nginx `505`), and for an
+//!   HTTP/2 connection preface, which hyper closes without a word; `414` for a URL over
+//!   64 KiB or a request line that does not end within the sample; `431` for more than
+//!   100 headers or a head over 408 KiB.
 //! - **Request body**: a read that waits [`Limits::body_timeout`] for the client's next
-//!   bytes fails ([`StalledBody`]: the handler answers with an error and the connection
-//!   closes); so does a response write the client does not take for as long.
+//!   bytes fails ([`StalledBody`]); the handler answers `408` (JSON,
+//!   [`StalledBody::answer`]) and the connection closes. So does a response write the
+//!   client does not take for as long (without an answer: it is being sent one).
+//! - **Timeouts answer `408`.** nginx, in front of GitLab, closes a connection whose
+//!   head or body timed out without an answer (it logs `408`). Gantry sends the `408`
+//!   with its JSON message first: a client that is gone loses nothing, one that is only
+//!   slow learns which limit it met (RFC 9110 §15.5.9 allows the answer).
 //! - **Shutdown**: no new connection is accepted, held job requests answer `204` at once
 //!   (`AppState::shutting_down`), idle connections and unfinished heads are closed, the
 //!   requests in flight get [`Limits::shutdown_timeout`] to finish, and what is still open
@@ -38,6 +48,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::ConnectInfo;
+use axum::http::StatusCode;
 use http_body::{Frame, SizeHint};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -48,6 +59,7 @@ use tokio::task::JoinSet;
 use tokio::time::{Instant, Sleep};
 use tower::ServiceExt as _;
 
+use super::error::ApiError;
 use super::peer::Peer;
 
 /// How long and how much a client may take; [`Default`] gives `gantry server`'s defaults.
@@ -242,6 +254,7 @@ async fn serve_one(
         write_stall: limits.body_timeout,
         write_timer: None,
         rewrite: None,
+        head: Vec::new(),
     };
     let service = {
         let conn = conn.clone();
@@ -293,7 +306,18 @@ async fn serve_one(
             conn.phase().deadline(&limits)
         };
         tokio::select! {
-            _ = connection.as_mut() => return,
+            served = connection.as_mut() => {
+                // hyper closes an HTTP/2 client's connection without a word.
+                if served.is_err_and(|e| e.is_parse_version_h2()) {
+                    peer.answer_and_close(&json_answer(
+                        505,
+                        "HTTP Version Not Supported",
+                        "HTTP Version Not Supported - the request is HTTP/2 (its connection preface); the server speaks HTTP/1.1 (and HTTP/1.0)",
+                        &[],
+                    ));
+                }
+                return;
+            }
             () = conn.changed.notified() => {}
             () = sleep_until(deadline) => match conn.phase() {
                 Phase::Head { since } if since + limits.header_timeout <= Instant::now() => {
@@ -413,16 +437,31 @@ impl Conn {
     }
 
     /// Bytes arrived: an idle connection begins a request head.
-    fn bytes_arrived(&self) {
+    fn bytes_arrived(&self) -> Arrived {
         let mut phase = self.lock();
-        if let Phase::Idle { .. } = *phase {
-            *phase = Phase::Head {
-                since: Instant::now(),
-            };
-            drop(phase);
-            self.changed.notify_one();
+        match *phase {
+            Phase::Idle { .. } => {
+                *phase = Phase::Head {
+                    since: Instant::now(),
+                };
+                drop(phase);
+                self.changed.notify_one();
+                Arrived::NewHead
+            }
+            Phase::Head { .. } => Arrived::InHead,
+            Phase::Busy { .. } | Phase::Finishing => Arrived::Busy,
         }
     }
+}
+
+/// What bytes that arrived are part of.
+enum Arrived {
+    /// The first bytes of a request head.
+    NewHead,
+    /// More of the head being read.
+    InHead,
+    /// A request body, or a request read while the last is being answered.
+    Busy,
 }
 
 /// A request between its head and the end of its answer.
@@ -557,7 +596,13 @@ struct Watched {
     /// hyper's own answer, rewritten: the bytes to send and how many are sent. hyper's
     /// bytes are taken and dropped meanwhile.
     rewrite: Option<(Vec<u8>, usize)>,
+    /// The first bytes (at most [`HEAD_SAMPLE`]) of the request head being read, as the
+    /// client sent them: what the rewritten answer says is wrong with it.
+    head: Vec<u8>,
 }
+
+/// How much of a request head [`Watched`] keeps for the answer to a head hyper refuses.
+const HEAD_SAMPLE: usize = 8 * 1024;
 
 impl Watched {
     /// `poll` made no progress: time the wait, and fail it once it lasted too long.
@@ -605,7 +650,7 @@ impl Watched {
     ) -> Poll<io::Result<usize>> {
         let (bytes, sent) = self
             .rewrite
-            .get_or_insert_with(|| (json_for_hyper_answer(hyper_bytes), 0));
+            .get_or_insert_with(|| (json_for_hyper_answer(hyper_bytes, &self.head), 0));
         while *sent < bytes.len() {
             match Pin::new(&mut self.inner).poll_write(cx, &bytes[*sent..]) {
                 Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
@@ -621,24 +666,198 @@ impl Watched {
 
 /// The JSON answer in place of hyper's own (`HTTP/1.1 431 Request Header Fields Too
 /// Large` and an empty body, for a request it could not read); other bytes unchanged.
-fn json_for_hyper_answer(hyper_bytes: &[u8]) -> Vec<u8> {
+/// `head` is the start of the request head hyper refused: the message names what is
+/// wrong with it where that can be told ([`diagnose_bad_head`]).
+fn json_for_hyper_answer(hyper_bytes: &[u8], head: &[u8]) -> Vec<u8> {
     let code = hyper_bytes
         .strip_prefix(b"HTTP/1.1 ")
         .and_then(|rest| rest.get(..3))
         .and_then(|code| std::str::from_utf8(code).ok())
         .and_then(|code| code.parse::<u16>().ok())
-        .and_then(|code| axum::http::StatusCode::from_u16(code).ok());
+        .and_then(|code| StatusCode::from_u16(code).ok());
     let Some(code) = code else {
         return hyper_bytes.to_vec();
     };
-    let reason = code.canonical_reason().unwrap_or("Error");
-    let text = match code.as_u16() {
-        400 => "Bad Request - the request could not be read: its request line, a header or its Content-Length is malformed".to_owned(),
-        414 => "URI Too Long - the request's URL is longer than the server reads".to_owned(),
-        431 => "Request Header Fields Too Large - the request's headers are more or longer than the server reads".to_owned(),
-        _ => reason.to_owned(),
+    let (code, text) = match code.as_u16() {
+        400 => diagnose_bad_head(head),
+        414 => (code, URI_TOO_LONG.to_owned()),
+        // A request line that never ended within the sample is an overlong URL (hyper
+        // counts it against the whole head's size), as nginx answers it.
+        431 if head.len() >= HEAD_SAMPLE && !head.contains(&b'\n') => {
+            (StatusCode::URI_TOO_LONG, URI_TOO_LONG.to_owned())
+        }
+        431 => (
+            code,
+            format!(
+                "Request Header Fields Too Large - the request head has more than {MAX_HEADERS} headers or is longer than {} KiB",
+                MAX_HEAD / 1024
+            ),
+        ),
+        _ => (code, code.canonical_reason().unwrap_or("Error").to_owned()),
     };
-    json_answer(code.as_u16(), reason, &text, &[])
+    json_answer(
+        code.as_u16(),
+        code.canonical_reason().unwrap_or("Error"),
+        &text,
+        &[],
+    )
+}
+
+/// hyper's limits on a request head (`http1::Builder`'s defaults): headers, bytes, and
+/// the bytes of the URL.
+const MAX_HEADERS: usize = 100;
+const MAX_HEAD: usize = 8192 + 4096 * 100;
+const MAX_URI: usize = 65_534;
+
+const URI_TOO_LONG: &str = "URI Too Long - the request's URL is longer than the server reads";
+
+/// What is wrong with a request head hyper refused with `400`: the status and the text
+/// of the answer. `head` is its start (leading empty lines included, as sent). A
+/// version other than HTTP/1.0 and 1.1 is `505`, as nginx answers; the rest is `400`
+/// naming the request line or the header that is malformed, or in general terms when
+/// the sample does not show it.
+pub(crate) fn diagnose_bad_head(head: &[u8]) -> (StatusCode, String) {
+    let bad = |text: String| (StatusCode::BAD_REQUEST, format!("Bad Request - {text}"));
+    let mut lines = head
+        .split(|&b| b == b'\n')
+        .map(|line| line.strip_suffix(b"\r").unwrap_or(line))
+        // hyper skips empty lines before a request, as RFC 9112 §2.2 allows.
+        .skip_while(|line| line.is_empty());
+    let Some(request_line) = lines.next() else {
+        return bad("the request could not be read".to_owned());
+    };
+    let parts: Vec<&[u8]> = request_line.split(|&b| b == b' ').collect();
+    if let [method, target, version] = parts.as_slice() {
+        if let Some(number) = version.strip_prefix(b"HTTP/") {
+            let known = matches!(number, b"1.0" | b"1.1");
+            let looks_like_version =
+                !number.is_empty() && number.iter().all(|b| b.is_ascii_digit() || *b == b'.');
+            if !known && looks_like_version {
+                return (
+                    StatusCode::HTTP_VERSION_NOT_SUPPORTED,
+                    format!(
+                        "HTTP Version Not Supported - the request is {}; the server speaks HTTP/1.1 (and HTTP/1.0)",
+                        shown(version)
+                    ),
+                );
+            }
+        }
+        if !matches!(*version, b"HTTP/1.0" | b"HTTP/1.1") {
+            return bad(format!(
+                "the request line ends in {} where `HTTP/1.1` belongs",
+                shown(version)
+            ));
+        }
+        if method.is_empty() || !method.iter().all(|&b| is_token(b)) {
+            return bad(format!(
+                "the request's method {} is not a word",
+                shown(method)
+            ));
+        }
+        if target.len() <= MAX_URI && axum::http::Uri::try_from(*target).is_err() {
+            return bad(format!(
+                "the request's target {} is not a path such as `/api/v4/version`",
+                shown(target)
+            ));
+        }
+    } else if lines.clone().next().is_some() || head.len() >= HEAD_SAMPLE {
+        return bad(format!(
+            "the request line {} is not `<method> <path> HTTP/1.1`",
+            shown(request_line)
+        ));
+    }
+    let http_10 = parts.last().is_some_and(|v| *v == b"HTTP/1.0");
+    let mut length: Option<u64> = None;
+    let mut coding: Option<&[u8]> = None;
+    for line in lines {
+        if line.is_empty() {
+            break;
+        }
+        let Some(colon) = line.iter().position(|&b| b == b':') else {
+            return bad(format!("the header line {} has no `:`", shown(line)));
+        };
+        let (name, value) = (&line[..colon], line[colon + 1..].trim_ascii());
+        if name.is_empty() || !name.iter().all(|&b| is_token(b)) {
+            return bad(format!("the header name {} is not a word", shown(name)));
+        }
+        if value.iter().any(|&b| (b < b' ' && b != b'\t') || b == 0x7f) {
+            return bad(format!(
+                "the value of header `{}` has a control character",
+                String::from_utf8_lossy(name)
+            ));
+        }
+        // hyper ignores Content-Length once Transfer-Encoding was given.
+        if name.eq_ignore_ascii_case(b"content-length") && coding.is_none() {
+            // `5, 5` (a list of one value) is one length.
+            let mut values = value.split(|&b| b == b',').map(|v| {
+                let v = v.trim_ascii();
+                std::str::from_utf8(v)
+                    .ok()
+                    .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+                    .and_then(|v| v.parse::<u64>().ok())
+            });
+            let Some(Some(first)) = values.next() else {
+                return bad(format!(
+                    "Content-Length {} is not a number of bytes",
+                    shown(value)
+                ));
+            };
+            for other in values {
+                match other {
+                    None => {
+                        return bad(format!(
+                            "Content-Length {} is not a number of bytes",
+                            shown(value)
+                        ));
+                    }
+                    Some(n) if n != first => {
+                        return bad("the request gives two different Content-Lengths".to_owned());
+                    }
+                    Some(_) => {}
+                }
+            }
+            if length.is_some_and(|n| n != first) {
+                return bad("the request gives two different Content-Lengths".to_owned());
+            }
+            length = Some(first);
+        }
+        if name.eq_ignore_ascii_case(b"transfer-encoding") {
+            if http_10 {
+                return bad("an HTTP/1.0 request cannot use Transfer-Encoding".to_owned());
+            }
+            coding = Some(value);
+        }
+    }
+    if let Some(value) = coding {
+        let last = value
+            .rsplit(|&b| b == b',')
+            .next()
+            .unwrap_or_default()
+            .trim_ascii();
+        if !last.eq_ignore_ascii_case(b"chunked") {
+            return bad(format!(
+                "Transfer-Encoding {} does not end in `chunked`, the only request body coding the server reads",
+                shown(value)
+            ));
+        }
+    }
+    bad("the request could not be read: its request line, a header or its Content-Length is malformed".to_owned())
+}
+
+/// A byte RFC 9110 allows in a token (a method, a header name).
+fn is_token(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+/// Client bytes in a message: quoted, at most 64 characters, control characters
+/// escaped.
+fn shown(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    let mut out: String = text.chars().take(64).flat_map(char::escape_debug).collect();
+    if text.chars().nth(64).is_some() {
+        out.push('…');
+    }
+    format!("`{out}`")
 }
 
 impl AsyncRead for Watched {
@@ -651,7 +870,18 @@ impl AsyncRead for Watched {
         let before = buf.filled().len();
         let result = Pin::new(&mut this.inner).poll_read(cx, buf);
         if matches!(result, Poll::Ready(Ok(()))) && buf.filled().len() > before {
-            this.conn.bytes_arrived();
+            match this.conn.bytes_arrived() {
+                Arrived::NewHead => this.head.clear(),
+                Arrived::InHead => {}
+                // A body, or a request hyper has begun answering: no head to sample.
+                Arrived::Busy => {
+                    this.head.clear();
+                    return result;
+                }
+            }
+            let new = &buf.filled()[before..];
+            let room = HEAD_SAMPLE.saturating_sub(this.head.len());
+            this.head.extend_from_slice(&new[..new.len().min(room)]);
         }
         result
     }
@@ -709,6 +939,34 @@ impl AsyncWrite for Watched {
 #[derive(Debug, thiserror::Error)]
 #[error("read the request body: the client sent nothing for {} s (--body-timeout)", .0.as_secs())]
 pub(crate) struct StalledBody(Duration);
+
+impl StalledBody {
+    /// The stall among `error` and its sources, if it is one: how a handler that read a
+    /// body tells a stalled client from a malformed body.
+    pub(crate) fn in_chain<'a>(
+        error: &'a (dyn std::error::Error + 'static),
+    ) -> Option<&'a StalledBody> {
+        let mut next = Some(error);
+        while let Some(error) = next {
+            if let Some(stalled) = error.downcast_ref::<StalledBody>() {
+                return Some(stalled);
+            }
+            next = error.source();
+        }
+        None
+    }
+
+    /// The answer: `408 Request Timeout` (JSON), and the connection closes (what is left
+    /// of the body is never read). nginx, in front of GitLab, closes such a connection
+    /// without an answer; a client that is only slow learns here which limit it met.
+    pub(crate) fn answer(&self) -> ApiError {
+        ApiError::message(
+            StatusCode::REQUEST_TIMEOUT,
+            format!("Request Timeout - {self}"),
+        )
+        .with_header("connection", "close")
+    }
+}
 
 /// A request body whose reads fail with [`StalledBody`] after `limit` without bytes.
 struct StallLimit {
@@ -789,5 +1047,146 @@ impl http_body::Body for Tracked {
 
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn diagnosed(head: &str) -> (u16, String) {
+        let (status, text) = diagnose_bad_head(head.as_bytes());
+        (status.as_u16(), text)
+    }
+
+    #[test]
+    fn a_refused_head_is_diagnosed_where_it_is_wrong() {
+        for (head, status, says) in [
+            ("GET / HTTP/2.0\r\nHost: g\r\n\r\n", 505, "`HTTP/2.0`"),
+            ("GET / HTTP/1.2\r\n\r\n", 505, "`HTTP/1.2`"),
+            ("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 505, "HTTP/2.0"),
+            ("GET / HTTP/x\r\n\r\n", 400, "ends in `HTTP/x`"),
+            (
+                "GET /x\r\nHost: g\r\n\r\n",
+                400,
+                "request line `GET /x` is not",
+            ),
+            (
+                "\r\n\r\nGET  /x HTTP/1.1\r\n\r\n",
+                400,
+                "request line `GET  /x HTTP/1.1`",
+            ),
+            ("G(T / HTTP/1.1\r\n\r\n", 400, "method `G(T`"),
+            ("GET a b HTTP/1.1\r\n\r\n", 400, "is not `<method> <path>"),
+            ("GET /\x01 HTTP/1.1\r\n\r\n", 400, "target `/\\u{1}`"),
+            (
+                "GET / HTTP/1.1\r\nHost g\r\n\r\n",
+                400,
+                "header line `Host g` has no `:`",
+            ),
+            ("GET / HTTP/1.1\r\nA B: c\r\n\r\n", 400, "header name `A B`"),
+            (
+                "GET / HTTP/1.1\r\nX: a\x01b\r\n\r\n",
+                400,
+                "header `X` has a control",
+            ),
+            (
+                "POST / HTTP/1.1\r\nContent-Length: ten\r\n\r\n",
+                400,
+                "Content-Length `ten` is not a number",
+            ),
+            (
+                "POST / HTTP/1.1\r\nContent-Length: 99999999999999999999\r\n\r\n",
+                400,
+                "is not a number",
+            ),
+            (
+                "POST / HTTP/1.1\r\nContent-Length: 1\r\ncontent-length: 2\r\n\r\n",
+                400,
+                "two different",
+            ),
+            (
+                "POST / HTTP/1.1\r\nContent-Length: 3, 4\r\n\r\n",
+                400,
+                "two different",
+            ),
+            (
+                "POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n",
+                400,
+                "Transfer-Encoding `gzip` does not end in `chunked`",
+            ),
+            (
+                "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n",
+                400,
+                "HTTP/1.0 request cannot use Transfer-Encoding",
+            ),
+            ("", 400, "could not be read"),
+            (
+                "GET / HTTP/1.1\r\nHost: g\r\n\r\n",
+                400,
+                "could not be read",
+            ),
+        ] {
+            let (got, text) = diagnosed(head);
+            assert_eq!(got, status, "{head:?}: {text}");
+            assert!(text.contains(says), "{head:?}: {text}");
+        }
+        // Well-formed lists and repeated equal lengths, a chunked coding after another.
+        for head in [
+            "POST / HTTP/1.1\r\nContent-Length: 5, 5\r\ncontent-length: 5\r\n\r\n",
+            "POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+            "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: x\r\n\r\n",
+        ] {
+            let (_, text) = diagnosed(head);
+            assert!(text.contains("could not be read"), "{head:?}: {text}");
+        }
+        // Client bytes are quoted, escaped and cut.
+        let (_, text) = diagnosed(&format!("{} / HTTP/1.1\r\n\r\n", "(".repeat(100)));
+        assert!(text.contains('…') && text.len() < 200, "{text}");
+    }
+
+    #[test]
+    fn hyper_answers_become_json_with_the_diagnosis() {
+        let answer = |hyper: &[u8], head: &[u8]| {
+            let raw = json_for_hyper_answer(hyper, head);
+            let raw = String::from_utf8(raw).expect("UTF-8");
+            let (head, body) = raw.split_once("\r\n\r\n").expect("a head");
+            let status: u16 = head[9..12].parse().expect("status");
+            let body: serde_json::Value = serde_json::from_str(body).expect("JSON");
+            assert!(head.contains("Content-Type: application/json"), "{head}");
+            (status, body["message"].as_str().unwrap_or("").to_owned())
+        };
+        let empty_400 = b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n";
+        let (status, message) = answer(empty_400, b"GET / HTTP/2.0\r\n\r\n");
+        assert_eq!(status, 505);
+        assert!(
+            message.starts_with("505 HTTP Version Not Supported - "),
+            "{message}"
+        );
+        let (status, message) = answer(empty_400, b"POST / HTTP/1.1\r\nContent-Length: x\r\n");
+        assert_eq!(status, 400);
+        assert!(message.contains("Content-Length `x`"), "{message}");
+        let empty_431 = b"HTTP/1.1 431 Request Header Fields Too Large\r\n\r\n";
+        let long_line = format!("GET /{}", "a".repeat(HEAD_SAMPLE));
+        let (status, message) = answer(empty_431, &long_line.as_bytes()[..HEAD_SAMPLE]);
+        assert_eq!(status, 414, "{message}");
+        let (status, message) = answer(empty_431, b"GET / HTTP/1.1\r\nA: b\r\n");
+        assert_eq!(status, 431);
+        assert!(message.contains("more than 100 headers"), "{message}");
+        // Bytes that are not a status line pass unchanged.
+        assert_eq!(json_for_hyper_answer(b"xyz", b""), b"xyz");
+    }
+
+    #[test]
+    fn a_stall_is_found_among_an_errors_sources() {
+        let stall = StalledBody(Duration::from_secs(3));
+        let wrapped = axum::Error::new(axum::Error::new(stall));
+        let found = StalledBody::in_chain(&wrapped).expect("found");
+        assert_eq!(found.0, Duration::from_secs(3));
+        let other = axum::Error::new(io::Error::other("reset"));
+        assert!(StalledBody::in_chain(&other).is_none());
+        let response = axum::response::IntoResponse::into_response(found.answer());
+        assert_eq!(response.status(), StatusCode::REQUEST_TIMEOUT);
+        assert_eq!(response.headers()["connection"], "close");
     }
 }

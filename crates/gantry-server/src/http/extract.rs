@@ -8,6 +8,7 @@ use axum::http::HeaderMap;
 use gantry_protocol::header;
 use serde::de::DeserializeOwned;
 
+use super::edge::StalledBody;
 use super::error::ApiError;
 
 /// Grape's coercion of typed parameters; see [`gantry_protocol::grape`].
@@ -25,6 +26,9 @@ impl<S: Send + Sync> FromRequest<S> for Body {
             .await
             .map(Body)
             .map_err(|rejection| {
+                if let Some(stalled) = StalledBody::in_chain(&rejection) {
+                    return stalled.answer();
+                }
                 let status = rejection.status();
                 if status == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
                     ApiError::too_large("Request Entity Too Large")
@@ -33,6 +37,25 @@ impl<S: Send + Sync> FromRequest<S> for Body {
                 }
             })
     }
+}
+
+/// A body read with [`axum::body::to_bytes`] that failed: `408` when the client
+/// stalled, `413` past `limit` bytes, else `400` (the client hung up or broke the
+/// framing). `what` names the body (`git request`).
+pub(crate) fn read_error(error: &axum::Error, what: &str, limit: usize) -> ApiError {
+    if let Some(stalled) = StalledBody::in_chain(error) {
+        return stalled.answer();
+    }
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(e) = source {
+        if e.is::<http_body_util::LengthLimitError>() {
+            return ApiError::too_large(format!(
+                "Request Entity Too Large - the {what} is larger than {limit} bytes"
+            ));
+        }
+        source = e.source();
+    }
+    ApiError::bad_request(format!("the {what} could not be read: {error}"))
 }
 
 /// Decodes a JSON body (§0.2: unknown fields ignored, `null` = zero value); a bad body
@@ -86,16 +109,31 @@ pub(crate) async fn multipart_pairs(
     while let Some(field) = form
         .next_field()
         .await
-        .map_err(|e| ApiError::param(format!("decode the form: {e}")))?
+        .map_err(|e| multipart_error(&e, "decode the form"))?
     {
         let name = field.name().unwrap_or_default().to_owned();
         let value = field
             .text()
             .await
-            .map_err(|e| ApiError::param(format!("decode the form field `{name}`: {e}")))?;
+            .map_err(|e| multipart_error(&e, &format!("decode the form field `{name}`")))?;
         pairs.push((name, value));
     }
     Ok(pairs)
+}
+
+/// A multipart body that could not be read: `408` when the client stalled
+/// ([`StalledBody`]), `413` past the route's body limit, else `400` with `what` failed.
+pub(crate) fn multipart_error(
+    error: &axum::extract::multipart::MultipartError,
+    what: &str,
+) -> ApiError {
+    if let Some(stalled) = StalledBody::in_chain(error) {
+        return stalled.answer();
+    }
+    if error.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+        return ApiError::too_large(format!("Request Entity Too Large - {what}: {error}"));
+    }
+    ApiError::param(format!("{what}: {error}"))
 }
 
 /// The value of a header as text, `None` when absent, empty or not visible ASCII.

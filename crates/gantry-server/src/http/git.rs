@@ -77,7 +77,7 @@ async fn serve(state: &AppState, request: Request) -> Result<Response, ApiError>
     let query = request.uri().query().map(str::to_owned);
     let body: Bytes = axum::body::to_bytes(request.into_body(), MAX_GIT_REQUEST)
         .await
-        .map_err(|_| ApiError::too_large("Request Entity Too Large - git request"))?;
+        .map_err(|e| extract::read_error(&e, "git request", MAX_GIT_REQUEST))?;
     let repo_path = state
         .coordinator
         .git_repo_path(&project.path_with_namespace)

@@ -2,8 +2,8 @@
 //! `PATCH /api/v4/jobs/:id/trace` (log, §5). Both need the job's token and answer with
 //! `Job-Status`, so a canceled job is noticed on the next call.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
@@ -16,6 +16,7 @@ use serde::Deserialize;
 
 use crate::coordinator::CoordinatorError;
 
+use super::edge::StalledBody;
 use super::error::{ApiError, ApiResult};
 use super::extract::{self, Body};
 use super::{AppState, MAX_TRACE_PATCH, auth};
@@ -180,10 +181,18 @@ async fn append_patch(
     {
         Ok(append) => {
             let exceeded = Arc::new(AtomicBool::new(false));
-            let frames = limited(body.take(), Arc::clone(&exceeded));
+            let stalled = Arc::new(Mutex::new(None));
+            let frames = limited(body.take(), Arc::clone(&exceeded), Arc::clone(&stalled));
             let written = append.write(frames).await;
             if exceeded.load(Ordering::Relaxed) {
                 return Err(too_large());
+            }
+            let stalled = stalled
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .take();
+            if let (Err(_), Some(stalled)) = (&written, stalled) {
+                return Err(stalled);
             }
             written
         }
@@ -218,22 +227,34 @@ async fn append_patch(
     ))
 }
 
-/// The body's frames, ending with an error (and `exceeded` set) past [`MAX_TRACE_PATCH`].
+/// The body's frames, ending with an error (and `exceeded` set) past [`MAX_TRACE_PATCH`],
+/// or with the body's own error (and `stalled` holding the `408` when the client
+/// stalled, [`StalledBody`]).
 /// Before that error the rest of the body is read and dropped (up to
 /// [`super::OVERSIZE_DRAIN`] more), as [`drain`] does for a refused patch: a chunked patch
 /// (no `Content-Length` to refuse it early) past the limit gets its `413`, not a reset.
 fn limited(
     body: Option<axum::body::Body>,
     exceeded: Arc<AtomicBool>,
+    stalled: Arc<Mutex<Option<ApiError>>>,
 ) -> impl futures_util::Stream<Item = Result<Bytes, String>> + Send + 'static {
     let frames = body.unwrap_or_default().into_data_stream();
     futures_util::stream::unfold(Some((frames, 0usize)), move |state| {
         let exceeded = Arc::clone(&exceeded);
+        let stalled = Arc::clone(&stalled);
         async move {
             let (mut frames, seen) = state?;
             let frame = match frames.next().await? {
                 Ok(frame) => frame,
-                Err(e) => return Some((Err(e.to_string()), None)),
+                Err(e) => {
+                    if let Some(stall) = StalledBody::in_chain(&e) {
+                        *stalled
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner) =
+                            Some(stall.answer());
+                    }
+                    return Some((Err(e.to_string()), None));
+                }
             };
             let seen = seen.saturating_add(frame.len());
             if seen <= MAX_TRACE_PATCH {
