@@ -8,6 +8,10 @@
 //! channel, and a run whose future is dropped closes its channel. [`Session::upload_dir`]
 //! and [`Session::download_dir`] move directory trees.
 //!
+//! Clones of a `Session` share its connection. `Session::dial_run` and `Session::dial_unix`
+//! (fleeting's `DialRun` and `Dial`) give a `Tunnel`, a byte stream over one channel (the
+//! docker-autoscaler executor's route to the instance's engine).
+//!
 //! Design decisions:
 //!
 //! * **No host key verification.** Instances are machines the fleet has just created (or

@@ -38,6 +38,12 @@
 //! `Update` shows had no effect is asked again after `deletion_retry_interval`.
 //! Policies' `periods` are read on the wall clock of the policy's `timezone` (default: the
 //! host's, as gitlab-runner's), by `gantry-cron`, the cron of pipeline schedules too.
+//!
+//! In the code: `Core` is the pure bookkeeping — `plan` (the rule above and the removals),
+//! `take_slot`, `try_reserve`, `reconcile` (an `Update` listing), `restore` (adopting what
+//! the `state_storage` file lists), `Bucket` (`scale_throttle`) — tested without clock or
+//! plugin; readiness checks are `ReadyCheck`s. `Reservation` and `Acquisition` give their
+//! capacity back on drop; `Acquisition::lost` completes when the instance vanishes.
 
 pub use gantry_cron as cron;
 

@@ -1,5 +1,11 @@
 //! The YAML processor's main line (spec §0): load → include → extends → `!reference` →
 //! entries → `parallel` → graph checks → `workflow:rules` → job rules.
+//!
+//! Job assembly applies `default:` and `inherit:`, expands `parallel` into instances,
+//! checks the graph (stages, `needs`, `dependencies`, cycles) and seeds each job. A value
+//! many jobs take from one shared node (the `rules` or `artifacts` of an `extends` base) is
+//! validated once (`NodeMemo`); only a value that validated without a diagnostic is reused,
+//! so every job still gets its own messages.
 
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;

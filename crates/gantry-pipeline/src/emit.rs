@@ -3,6 +3,8 @@
 //! else (a number, a boolean, `null`, an indicator) are double-quoted; multi-line strings
 //! are literal blocks where that keeps them exact. What this writes reads back as the
 //! same value (tested against [`crate::yaml`]'s reader).
+//!
+//! The value is `Compiled::merged`, kept only when `Options::keep_merged` asks for it.
 
 use serde_json::Value;
 

@@ -1,5 +1,10 @@
 //! `rules` (jobs, `workflow`, `include`) and legacy `only`/`except`: structure validation
 //! and evaluation against a pipeline's variables and files (spec §4.4–4.6).
+//!
+//! `Rule::matches` is a `Result`: a clause that cannot be evaluated (a `compare_to` that is
+//! not a valid ref) is GitLab's error where GitLab reports it — for a job, `Failed to parse
+//! rule for …`; in `include:rules`, an `include:…` error at the item; in `workflow:rules`,
+//! the pipeline is filtered out without a word (GitLab's `EvaluateWorkflowRules`).
 
 use globset::{GlobBuilder, GlobMatcher};
 

@@ -6,6 +6,13 @@
 //! is what aliases, `extends` and `default:` merging do to the same base values for hundreds
 //! of jobs. A mutation through `&mut` copies only the levels it touches (`Rc::make_mut`).
 //!
+//! The text is parsed by `gantry-libyaml` (libyaml's own scanner and parser), and the tree
+//! is built here from its events: what GitLab's libyaml accepts loads, and what it rejects
+//! fails with Psych's message and position. `YamlError::kind` tells a syntax error from a
+//! stated limit or a tree that cannot be built. `!reference` stays a `Value::Reference`
+//! until `resolve.rs` replaces it. A `Node` is not `Send` (`Rc`); what the crate hands out
+//! (`model`) is plain data.
+//!
 //! Limits (stated, tested): a file may hold at most [`Limits::max_bytes`] bytes of text,
 //! build at most [`Limits::max_nodes`] nodes (aliases count every node they copy, so an
 //! alias bomb stops at the budget instead of exhausting memory) and nest at most

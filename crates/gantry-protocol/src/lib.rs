@@ -9,6 +9,13 @@
 //! zero value, and a known field of the wrong type is a [`ProtocolError`] naming its
 //! JSON path ([`parse_job_response`], [`parse_json`]). No HTTP client or server here.
 //!
+//! Also no I/O and no clock; the only dependencies are serde, serde_json,
+//! serde_path_to_error and thiserror. Keys GitLab sends as `null` are `Option`s serialized
+//! as `null`, keys it omits are skipped, in GitLab's key order: the §3.6 example
+//! (`tests/fixtures/job_payload.json`) round-trips exactly. Closed value sets are enums;
+//! open ones (`features.failure_reasons`, credential `type`, `secrets`) stay strings or
+//! JSON, so a newer GitLab cannot make a payload undecodable.
+//!
 //! ```
 //! use gantry_protocol::{ContentRange, FailureReason, parse_job_response};
 //!

@@ -41,6 +41,10 @@
 //! result. Nothing to save (no `paths`, no `untracked`, or no matching files) leaves
 //! the previous archive in place.
 //!
+//! A shared cache (`[runners.cache] Type = "s3"`): `for_job` attaches a `RemoteArchives`
+//! store (`S3Archives`, `cache/remote.rs`) that the local folder then mirrors — an archive
+//! is fetched before its key is tried and uploaded after it is written.
+//!
 //! Log lines follow gitlab-runner: `Checking cache for <key>...`,
 //! `Successfully extracted cache`, `WARNING: Cache not found for <key>`,
 //! `Not downloading cache <key> due to policy`, `Creating cache <key>...`,

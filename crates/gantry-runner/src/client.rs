@@ -2,6 +2,10 @@
 //! client, every call the runner makes, each answer classified with the protocol crate's
 //! decision functions. Works against our coordinator and against GitLab-compatible
 //! servers.
+//!
+//! Every call goes through `Client::send`, which tells the client's `ApiObserver`, when it
+//! has one (the runner's metrics, `PollOptions::api_observer`), the endpoint and the
+//! status.
 
 use std::sync::Arc;
 use std::time::Duration;

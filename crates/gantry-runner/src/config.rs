@@ -18,6 +18,12 @@
 //! rename) with mode 0600, because the file holds tokens. Keys gantry does not know
 //! are not written back.
 //!
+//! Two resolved values reach far: `TlsFiles` (`tls-ca-file`, `tls-cert-file`,
+//! `tls-key-file`, read at load) go into `Client::with_tls`, git's `GIT_SSL_*` and the
+//! job's `CI_SERVER_TLS_*_FILE`; `[runners.feature_flags]` is applied in the job's
+//! variables (`job::variables::job_variables`), where each replaces the job's own `FF_*`
+//! value, so every reader of a flag sees the value in force.
+//!
 //! ```
 //! use gantry_runner::config::{Config, ExecutorKind};
 //! use std::path::Path;

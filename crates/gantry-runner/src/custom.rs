@@ -45,6 +45,13 @@
 //! one (`<builds_dir>/<short token>/<concurrent id>/<project path>`) unless `config_exec`
 //! says `"builds_dir_is_shared": false` (then `<builds_dir>/<project path>`, and the
 //! driver must give concurrent jobs different `builds_dir`s).
+//!
+//! In the code: `Lifecycle::prepare_custom` runs the config and prepare attempts; a new
+//! `builds_dir` re-places the job through `job::Placement`, the one place directories and
+//! the variables naming them are computed. Programs run through
+//! `shell::process::spawn_command` (their own process group; `Sink`s for the job log,
+//! captured stdout or the runner's log), are ended with `terminate_within(graceful,
+//! force)`, and after a normal exit `Running::release` leaves what they started alone.
 
 use std::collections::BTreeMap;
 use std::ffi::OsStr;

@@ -22,6 +22,17 @@
 //!   period. An instance that disappears under the job fails it as a system failure.
 //! * At the end the slot directory is removed from the instance, the session closed
 //!   and the slot released (with `max_use_count`, the instance may then be removed).
+//!
+//! In the code: the entry's fleet is started by its first job request (`poll::fleet_lease`,
+//! one per entry key); the request's `Reservation` becomes an `Acquisition` in
+//! `Lifecycle::prepare_instance` (its acquisition and session in
+//! `Lifecycle::acquire_instance`, shared with docker-autoscaler), and the job is re-placed
+//! with `BuildDirs::on_instance` (`Lifecycle::replace_placement`, shared with the custom
+//! executor's relocation). `RemoteSlot` moves the slot directory (`to_instance` before a
+//! stage, `to_host` before the lifecycle's host work: sources after the pre hook, cache,
+//! artifacts, each `run:` step's outputs) and knows which copy is newer (`remote_current`).
+//! A stage starts with `echo $$ > <slot>.stage.pid`, so a timeout or cancel can signal its
+//! process group.
 
 use std::future::Future;
 use std::path::PathBuf;

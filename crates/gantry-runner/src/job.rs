@@ -65,6 +65,16 @@
 //! When the log passes `output_limit` the trace says so where it happens, the last
 //! lines say how many bytes were not collected, and [`JobReport::output_limit_exceeded`]
 //! is set: never a silent truncation.
+//!
+//! # Runner scripts and the build directory
+//!
+//! An entry's own scripts (`RunnerScripts`: `pre_`/`post_get_sources_script`,
+//! `pre_`/`post_build_script`) are spliced into the job's stages by the lifecycle (`hook`,
+//! `steps`). A job's `GIT_CLONE_PATH` below `$CI_BUILDS_DIR`, where
+//! `[runners.custom_build_dir]` allows it, is checked by `Placement::place` and moved to by
+//! `BuildDirs::with_clone_path`; the slot directory is a field of `BuildDirs`, not derived
+//! from the project path. `Uplink` (the `uplink` submodule) is the job's link to the
+//! coordinator.
 
 mod backoff;
 mod dependencies;

@@ -33,6 +33,13 @@
 //! entry wait with exponential back-off with jitter (from `check_interval` doubling up
 //! to 60 s), reset by the next answer.
 //!
+//! In the code: `Entry::request_failed` gives the wait (back-off, or `unhealthy_interval`
+//! once `unhealthy_requests_limit` failures in a row are reached),
+//! `Entry::request_answered` resets it. Only `gantry runner run` keeps a job journal
+//! (`PollOptions::journal`): `Poller::run` starts by ending or taking over the jobs a dead
+//! runner process left (`end_lost_jobs`, see `crate::journal`); `gantry run` keeps none, so
+//! its stages keep their pipes.
+//!
 //! # Signals (mapped by the binary onto a [`PollHandle`])
 //!
 //! * `SIGQUIT` → [`PollHandle::stop_taking_jobs`]: no new requests; requests in flight

@@ -52,6 +52,9 @@
 //!   the token, its URL-encoded form and the Basic value are replaced wherever they
 //!   appear.
 //!
+//! An entry's `clone_url` replaces the scheme, host and port of the repository URL
+//! (`credentials::clone_url_repository`).
+//!
 //! # Output
 //!
 //! Lines (without line breaks) go to the `output` callback as they come, so the trace

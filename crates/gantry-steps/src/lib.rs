@@ -7,6 +7,11 @@
 //! [`Launcher`]: [`LocalLauncher`] here, the runner's executors in `gantry-runner`.
 //!
 //! Knows nothing about the coordinator, HTTP or executors.
+//!
+//! No input panics: expressions, step files and output files give a failure naming the step
+//! (limits in the module docs and the README). The first step that does not succeed ends
+//! its sequence; a stopped launch (timeout, cancel) stops the whole run and its reason goes
+//! back to the caller (`Engine::stopped`).
 
 pub mod definition;
 pub mod engine;

@@ -10,6 +10,37 @@
 //! The store persists decisions; it never makes scheduling decisions. Multi-row changes
 //! happen in one transaction, and pipeline-wide changes are guarded by an optimistic
 //! `lock_version`, so two coordinators (or two requests) cannot interleave half-writes.
+//!
+//! Only `begin_write` differs between the backends (`BEGIN IMMEDIATE` on SQLite, `BEGIN` on
+//! PostgreSQL). The API's lists page in the query (`pipelines_page`, `jobs_page`: `COUNT` +
+//! `LIMIT/OFFSET`; `jobs.bridge` keeps trigger jobs out without reading specs).
+//! `delete_project` removes every row a project owns in one transaction: a new table with a
+//! `project_id` must be added there.
+//!
+//! Invariants:
+//! - `Store::apply` writes a pipeline's job updates, new attempts and status in one
+//!   transaction under its `lock_version` (`StoreError::Stale` → reload and decide again).
+//!   Rows go a hundred per statement (`insert_jobs`: `INSERT … RETURNING id, name`;
+//!   `update_jobs`: `WITH v (…) AS (VALUES …) UPDATE jobs … FROM v`, values `CAST` for
+//!   PostgreSQL), one at a time when a batch names a job twice.
+//! - Exactly-once assignment: `assign_jobs` is one conditional update (`status = 'pending'
+//!   AND runner_id IS NULL`; a job named twice goes to its first assignment).
+//! - Job tokens die with the job: `Store::apply` clears `token_hash` of a job that stops
+//!   executing, in the transaction that stops it.
+//! - Each schedule time runs once (migration 0012): `next_run_at` moves only by
+//!   compare-and-set (`move_schedule`), inside `create_pipeline` for a timed run. Each push
+//!   is taken once (migration 0011): `project_refs` moves only by compare-and-set
+//!   (`move_ref`), inside `create_pipeline`; a lost race is `StoreError::Stale` and stores
+//!   nothing.
+//! - Artifact locks move with pipeline ends (migrations 0015, 0016): a pipeline is created
+//!   `locked` when its project's `keep_latest_artifact` is on, with `root_id` its family's
+//!   root; `Store::apply` of a change that ends a pipeline (`PipelineChange::ended`)
+//!   unlocks the older families of its ref but the newest successful one, in the same
+//!   transaction, and `move_ref` of a deleted ref unlocks its pipelines.
+//!   `Artifact::expired` is the one availability test every read uses; `take_artifacts`
+//!   skips locked ones.
+//! - One downstream pipeline per trigger job (migration 0005): `pipelines.parent_job_id` is
+//!   unique; a second `create_pipeline` for the same job is `StoreError::Conflict`.
 
 mod access;
 mod acknowledgement;

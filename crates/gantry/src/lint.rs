@@ -1,4 +1,10 @@
 //! `gantry lint`: compile the checkout's pipeline configuration for a ref and report.
+//!
+//! Git facts (`git.rs`, the `git` CLI) become a `PipelineInfo`; with `--source
+//! merge_request_event` the two branches' commits and merge base go into its
+//! `MergeRequestInfo` and the merge request's diff comes from `coordinator::changes_since`.
+//! The configuration's files come from the working tree (this module's `Loader`), other
+//! projects' and remote ones from `includes.rs`.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};

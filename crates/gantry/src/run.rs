@@ -29,6 +29,22 @@
 //!   job no runner of the run may take (the coordinator's `PendingReason`) cancels the
 //!   run at once instead of waiting for ever.
 //!
+//! In the code: `run/snapshot.rs` reads the checkout once (`Checkout::read`: four git
+//! processes started together); the coordinator runs with `local_repos_in_place` (the
+//! snapshot repository is the project's mirror, nothing fetched), `trace_update_interval` 1
+//! s, the git user as its `PipelineUser` and `CI_SERVER_URL` from the `origin` remote; the
+//! `Poller`'s `PollOptions::snapshot` makes every job's directory a replica of the
+//! snapshot, and its `trace_tap` feeds `run/display.rs`, written once per batch of events.
+//! The run follows the top pipeline and its downstream pipelines (`progress_tree`,
+//! `Coordinator::downstream_progress`), naming a child's jobs `<trigger> -> <job>`, and
+//! ends when all of them have. Selection is `PipelineRequest::jobs`
+//! (`gantry_pipeline::select`); manual jobs named are played through
+//! `Coordinator::play_job`; `--artifacts-dir` reads each job's archive through
+//! `Coordinator::job_artifact` and extracts it with the runner's
+//! `artifacts::extract_archive`; a job no runner can take is
+//! `PendingReason::needs_another_runner`. `gantry run` adds no pipeline, payload, artifact,
+//! cache or dotenv code of its own.
+//!
 //! Exit status: 0 when the pipeline succeeded (warnings included) — or stopped at
 //! manual jobs or was skipped, with nothing failed —, 1 when it failed or was canceled,
 //! 2 for a configuration or usage error, a job no runner of the run can take included.

@@ -34,6 +34,12 @@
 //! Limits: the file is at most 2 MiB of YAML (the pipeline loader's limit); each variable
 //! follows the coordinator's rules (`gantry_server::coordinator::variables`). Every error
 //! names `file:line:column` and the key.
+//!
+//! `default_files` are read first when they exist; every file's variables are checked by
+//! the coordinator's `variables::validate`. `gantry run` stores them through
+//! `Coordinator::create_variable`, as the server's API does; `gantry variable import` (in
+//! `variable.rs`) sends the same file to a server, to a project's or, with `--instance`,
+//! the instance's variables.
 
 use std::path::{Path, PathBuf};
 

@@ -10,6 +10,11 @@
 //! files, output and export files and fetched git steps are under `<project dir>.tmp`,
 //! which a container sees too (`PathMap`).
 //!
+//! The engine runs in the runner process; its `Launcher` is an `ExecutorLauncher` that runs
+//! each program as a `step_run` stage of the job's `Executor` (`Stage::echo` off).
+//! Sensitive step values are added to the log's masks as they appear (`Trace::mask_values`:
+//! writers made afterwards use the extended set).
+//!
 //! With `CI_STEPS_DEBUG` true the step results are written to `step-results.json` in the
 //! project directory (as `step-runner ci --write-steps-results`), where `artifacts:` can
 //! pick them up; masked variables and sensitive inputs and outputs are masked in it as in

@@ -4,6 +4,10 @@
 //! `read_api` (only reads) — an optional expiry date and can be revoked. Stored as
 //! SHA-256 hashes only; the secret is shown once, when it is made.
 //!
+//! `token_access` is the one check of a user API token (the admin token or a personal
+//! access token, giving a `TokenAccess`); the tokens are in `personal_access_tokens`
+//! (migration 0025).
+//!
 //! Gantry has one user, the administrator ([`super::PipelineUser`], id 1): tokens of
 //! other user ids do not exist.
 

@@ -7,6 +7,14 @@
 //! Large blobs (artifact archives) never pass through memory whole: an upload is written
 //! to a file in [`BlobStore::staging_dir`] as it arrives and handed over with
 //! [`BlobStore::put_file`]; a download reads the file [`BlobStore::open`] returns.
+//!
+//! The upload's file is a `StagedUpload`, hashed and size-checked as it arrives; with
+//! `LocalDir::durable` (the server's default) the file and its directory are `fsync`ed
+//! before the move, so no committed row points at a short file. A download is the open file
+//! (`ArtifactBlob`), streamed by `http/artifacts.rs`. `BlobStore::is_shared` (object
+//! storage) makes the coordinator archive a finished job's log as a blob too (`traces.rs`).
+//! `gantry server --blobs-url` chooses the store; tests choose with `crate::testing`
+//! (`GANTRY_TEST_BLOBS`).
 
 use std::io;
 use std::path::{Path, PathBuf};

@@ -1,5 +1,9 @@
 //! The `coverage` keyword: the percentage a job's regex finds in its log when it finishes
 //! (GitLab's `Gitlab::Ci::Trace::Stream#extract_coverage`).
+//!
+//! The finished log is read backwards from its file a block at a time, and the coverage is
+//! stored before the job's final state is applied (`jobs.rs`), so whoever sees the job
+//! finished sees its coverage.
 
 /// The coverage in `trace` for the job's `coverage` value (`/regex/`, RE2 syntax): the
 /// lines are read from the last one up; in the first line the regex matches, the last

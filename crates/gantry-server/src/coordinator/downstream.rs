@@ -29,6 +29,10 @@
 //! A bridge creates at most one pipeline (`pipelines.parent_job_id` is unique): a trigger
 //! that runs again (after a restart, [`Coordinator::resume`]) finds it and only brings
 //! the bridge's status up to date.
+//!
+//! A downstream pipeline is created through the same `create_at` as every other pipeline.
+//! Bridges are exempt from the timers' stuck and timeout events (`timers.rs`), and
+//! `cancel_pipeline` cascades to downstream pipelines.
 
 use std::collections::HashMap;
 

@@ -4,6 +4,12 @@
 //!
 //! The mirror is also what runners clone (served over smart HTTP by the http layer):
 //! every pipeline gets its persistent ref `refs/pipelines/<id>` there, as GitLab does.
+//!
+//! A pipeline's creation reads its configuration through one `git cat-file --batch`
+//! process, shared with the resolution of its ref through the `Mirror` value
+//! (`CommitLoader::of`). `changes_since` (`git diff --merge-base` in the pipeline's
+//! repository) is the one implementation of `rules:changes:compare_to`'s diff, for the
+//! server and for `gantry run`'s and `gantry lint`'s loaders.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;

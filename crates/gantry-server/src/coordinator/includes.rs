@@ -18,6 +18,10 @@
 //!   GitLab does; else the include cache (`<cache>/<host>/<project path>/<ref>/<file>`,
 //!   `HEAD` for no `ref`); else "not found". Every project the server holds is readable
 //!   (the server has one user, the administrator).
+//! - `include:component` needs no method of its own: the pipeline crate reads the component
+//!   with `project_file`, and `project_commit` gives `$[[ component.sha ]]`.
+//! - The offline include cache is `gantry run`'s and `gantry lint`'s `.gantry/includes`, or
+//!   `gantry server`'s `GANTRY_INCLUDE_CACHE`.
 //!
 //! The pipeline crate is synchronous and compiles in a blocking task; a fetch runs its
 //! future on a helper thread with its own small runtime ([`block_on_side`]), so it neither

@@ -4,6 +4,10 @@
 //! pipelines. A static check evaluates the configuration as a push pipeline of the
 //! default branch would; a dry run as one of the branch or tag asked for, and fails when
 //! that pipeline would not be created (workflow rules, no jobs).
+//!
+//! Pipeline creation and the lint build their facts, variables and include sources in one
+//! place (`Coordinator::compile_scope`); `ChildFiles` puts the given `content` in place of
+//! the configuration file. Nothing is persisted.
 
 use serde::Serialize;
 

@@ -2,6 +2,9 @@
 //! queue and the fleet of runners as the store has them now, read at each scrape, and
 //! this process's counters.
 //!
+//! The counters are bumped where the events happen: `request_job_with` (job requests),
+//! `create_at` (pipelines) and `after_change` (jobs finished).
+//!
 //! | metric | type | labels | what |
 //! |---|---|---|---|
 //! | `gantry_jobs` | gauge | `status` | jobs not finished yet: `created`, `waiting_for_resource`, `preparing`, `pending` (the queue), `running`, `canceling` |

@@ -5,6 +5,11 @@
 //! look, as GitLab does for a push (and for a pull mirror's update with "trigger
 //! pipelines for mirror updates").
 //!
+//! `pull_mirror` fetches the mirror, compares its refs (`git ls-remote`) with those
+//! recorded in `project_refs`, and creates each pipeline through the same `create_at` as
+//! every other (`Creation::push`: the before SHA, the pushed paths, `[skip ci]`);
+//! `spawn_push_poller` (`gantry server --poll-interval`) and `http/mirror.rs` call it.
+//!
 //! GitLab's rules for a push, kept here:
 //! - a moved branch's pipeline has the previous head as `CI_COMMIT_BEFORE_SHA` and the
 //!   paths changed between the two commits for `rules:changes`; a new branch or a tag

@@ -9,6 +9,15 @@
 //! the job over (`assign_job`: pending → running, exactly once, whatever the number of
 //! requests or processes); a job another runner took meanwhile is skipped.
 //!
+//! Every condition is answered by `runner_fit`, the one implementation of the matching
+//! rules (`pending.rs` explains a wait with it): a group runner takes the jobs of projects
+//! under its group (`runner_may_run`); a project runner also those of the projects it was
+//! enabled for (`runner_projects`, `runner_serves`: the scope half); a runner with
+//! `any_tags` (`gantry run`'s) takes every job whatever its tags. The assignments of
+//! concurrent requests are committed together (`Store::assign_jobs`, behind the
+//! coordinator's `assign_gate`), and waiting requests are grouped by what their runners can
+//! take, a new job waking only those it fits (`waiters.rs`).
+//!
 //! The pending jobs are read into a [`Snapshot`] shared by every request of this process:
 //! extended when the queue version changes (a job became pending: only the jobs queued
 //! since the latest one read are read, O(new jobs) on the `(status, queued_at, id)`

@@ -1,6 +1,9 @@
 //! Runners: creation (admin API, `glrt-` tokens), legacy registration (registration token,
 //! `glrtr-` tokens), lookup by token, deletion. Tokens are random (160 bits) and stored
 //! only as SHA-256 hashes.
+//!
+//! A project runner enabled for more projects (`POST /projects/:id/runners`) keeps them in
+//! `runner_projects` (`Runner::enabled_projects`), read by the queue's `runner_serves`.
 
 use gantry_store::{NewRunner, RunnerChanges};
 

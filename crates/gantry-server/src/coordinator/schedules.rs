@@ -10,6 +10,10 @@
 //! of several runs it. `play` runs a schedule now and leaves its next time alone, as
 //! GitLab's does.
 //!
+//! The pass is started every second by `spawn_background`'s loop (in `timers.rs`), one pass
+//! at a time, unless `CoordinatorConfig::run_schedules` is off (`gantry run`); each
+//! pipeline is created through `create_at` (`Creation::schedule`).
+//!
 //! Limits: at most [`MAX_SCHEDULES_PER_PROJECT`] schedules per project, at most
 //! [`MAX_SCHEDULE_VARIABLES`] variables per schedule (values as project variables').
 

@@ -7,6 +7,13 @@
 //!
 //! A stored value is `gantry:v1:` + hex(nonce ‖ ciphertext ‖ tag). A value without that
 //! prefix was written before encryption: it is read as it is, and encrypted at start.
+//!
+//! `DbKey` is the key. Variable values are sealed and opened in `variables.rs` (project and
+//! group variables; a pipeline's variables, one sealed JSON per pipeline row,
+//! `seal_variables`/`pipeline_variables`; a manual job's, `manual_variables`) and in
+//! `instance_variables.rs`; `schedules.rs` opens a schedule's sealed variables, and the
+//! instance's ID-token signing key (`id_tokens.rs`) is sealed with it too. Plain values of
+//! older versions are sealed at `Coordinator::open`.
 
 use std::io;
 use std::path::Path;

@@ -17,6 +17,9 @@
 //! limit; past it the suite errors), a case's `system_output` up to [`MAX_CASE_OUTPUT`]
 //! bytes and a suite's outputs up to [`MAX_SUITE_OUTPUT`] bytes in all (past them the text is
 //! cut and ends with a note), elements nested at most [`MAX_DEPTH`] deep.
+//!
+//! The XML is streamed through a `quick-xml` reader. `gantry run` prints the report after
+//! its summary.
 
 use std::io::BufRead;
 use std::sync::Arc;

@@ -4,6 +4,9 @@
 //! [`Coordinator::resume`] re-processes every active pipeline after a restart. The
 //! background task also starts due schedules and, every minute, removes expired
 //! artifacts.
+//!
+//! What may be due is read from the jobs' status index (`Store::timer_candidates`), not by
+//! visiting every active pipeline.
 
 use std::time::Duration;
 

@@ -15,6 +15,11 @@
 //! written to the file as it arrives ([`TraceAppend::write`]), so receiving the bytes and
 //! writing them overlap and no patch is held whole in memory.
 //!
+//! The body is written under the job's append lock and given up after
+//! `CoordinatorConfig::trace_body_idle_timeout` of silence. The user API streams the
+//! committed bytes from the file (`TraceSource`, through `http::file_body`), as it streams
+//! artifacts.
+//!
 //! Coordinators that share their blobs are replicas behind one address: a job's patches
 //! may reach any of them. They keep a running job's log in the database instead
 //! (`trace_chunks`, each patch's bytes written with the new size in one transaction), so

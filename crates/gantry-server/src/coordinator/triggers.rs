@@ -4,6 +4,8 @@
 //! source is `trigger` (`CI_PIPELINE_SOURCE=trigger`, `CI_PIPELINE_TRIGGERED=true`) and its
 //! variables are pipeline variables (stored encrypted). Tokens are `glptt-` + 40 hex
 //! digits and kept only as SHA-256 hashes.
+//!
+//! The pipeline is created through the same `create_pipeline_with` as the API's.
 
 use gantry_pipeline::Source;
 

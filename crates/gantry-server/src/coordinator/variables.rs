@@ -7,6 +7,13 @@
 //! ones replace it, as GitLab orders them). Precedence in the job (`ci-yaml.md` §6.1):
 //! above YAML and dotenv variables, below pipeline and manual-job variables.
 //!
+//! Groups have variables too (`VariableOwner`; a group is a namespace of project names, its
+//! id in `group_ids`, no other row): a job sees the layers outer group, subgroups, then its
+//! project, the nearer owner winning. They are read once per pipeline and once per job
+//! (`Coordinator::settings_variables`); at creation through
+//! `Context::with_settings_variables`, where a job's rules see its environment's through
+//! `Context::project_var_for` (nearest owner, then `scope_rank`).
+//!
 //! At pipeline creation, `workflow:rules` and `include` paths see the variables of scope `*`;
 //! a job's `rules` also see those scoped to its environment (its name expanded with the
 //! variables known then), as GitLab's do.

@@ -1,6 +1,11 @@
 //! Reading requests without trusting them: bodies under a size limit, JSON decoded
 //! with errors that name the field, tokens from the places GitLab reads them. Every
 //! failure is an [`ApiError`] (a JSON 4xx), never axum's plain-text rejection.
+//!
+//! `params` reads a body for the user API and the Runner API alike: JSON, a URL-encoded
+//! form or a multipart form with Rack's nested keys (`gantry_protocol::form`;
+//! `multipart_pairs` also serves `triggers.rs`), typed parameters coerced as Grape does
+//! (`gantry_protocol::grape`).
 
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};

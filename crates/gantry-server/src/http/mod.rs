@@ -15,6 +15,13 @@
 //! (no body read before a credential is known), `error.rs`, `edge.rs` (connections: timeouts,
 //! caps, the shutdown deadline), `peer.rs` (whether a request's client is still there).
 //! API paths match with a trailing slash too, as GitLab's do.
+//!
+//! Also: `lint.rs` (the CI Lint API), `triggers.rs` (trigger tokens and
+//! `trigger/pipeline`), `environments.rs`, `resource_groups.rs`, `groups.rs`, `oidc.rs`
+//! (the ID tokens' discovery document and keys), `metrics.rs` (`/-/metrics`), `ui.rs` (the
+//! web UI). Routes are set in `build`; [`router`] and [`serve`]/[`serve_with`] are the
+//! entry points. The trailing slash is dropped before routing (`without_trailing_slash`); a
+//! `read_api` token only reads (`auth::read_only_scope`).
 
 mod artifacts;
 mod auth;

@@ -7,6 +7,10 @@
 //! seconds. Buttons post to the same addresses plus `/cancel`, `/retry` or `/play` and
 //! come back.
 //!
+//! `/-/runners` lists the runners with Pause and Resume. Pages share the fallback route
+//! with git (`git.rs`): a path with `/-/` or a project's path is a page, one ending in
+//! `.git` is git's.
+//!
 //! Sign-in: the admin token, given once on `/-/login` and kept in an `HttpOnly`,
 //! `SameSite=Strict` cookie (`Secure` when the external URL is `https`), so another site
 //! can neither read it nor make the browser post with it. `/-/logout` forgets it.

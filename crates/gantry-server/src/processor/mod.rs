@@ -17,6 +17,18 @@
 //! - [`RetryPolicy`] — automatic retry decisions (§5.7).
 //! - [`due_events`], [`effective_timeout`] — what time makes due; job timeouts.
 //! - [`on_new_commit`] — auto-cancel of redundant pipelines (§5.11).
+//!
+//! Invariants: deterministic (no randomness; time is a parameter); one pass reaches a fixed
+//! point (`tests/scenarios.rs` checks it after every event) and the incremental pass
+//! decides what a full pass would (`process.rs`'s randomized lockstep test); retried rows
+//! never count for a status, and user actions apply to a name's latest attempt only; stage
+//! statuses are not stored (no API shows them). `FailureReason` is `gantry_protocol`'s: one
+//! list of GitLab's `failure_reason` values for the runner, the wire and the processor.
+//!
+//! Tests: `tests/scenarios.rs`, YAML pipelines with event scripts, each citing the §5 rules
+//! it covers (a rule without a scenario fails the suite), tricky ones as insta snapshots of
+//! the transition log; its `gitlab_processing` module runs GitLab's own 60 processing test
+//! cases, their YAML files unchanged (`tests/gitlab_processing/test_cases/`, `SOURCE.md`).
 
 mod cancel;
 mod composite;
