@@ -6,7 +6,8 @@
 //! token — the handler still decides what it may do). Otherwise:
 //! - on the routes whose credential travels in the body ([`token_in_body`]: the runner
 //!   API's JSON, trigger forms, the UI's sign-in) the body is read only up to
-//!   [`SMALL_BODY`], enough for the token; a longer one is `413`;
+//!   [`SMALL_BODY`], enough for the token; a longer one is `413`, sent after up to
+//!   [`DRAIN`] more of it is read and dropped so the client sees the answer;
 //! - everywhere else the handler gets an empty body in its place, so it answers with
 //!   its own `401`/`403`/`404` before a byte of the body is read (hyper then closes the
 //!   connection rather than read the rest).
@@ -55,12 +56,58 @@ pub(crate) async fn credentials_first(
             return too_large().into_response();
         }
         let (parts, body) = request.into_parts();
-        let body = axum::body::Body::new(http_body_util::Limited::new(body, SMALL_BODY));
-        return next.run(Request::from_parts(parts, body)).await;
+        return match read_small(body).await {
+            Ok(bytes) => {
+                next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
+                    .await
+            }
+            Err(refused) => refused.into_response(),
+        };
     }
     let (parts, _unread) = request.into_parts();
     next.run(Request::from_parts(parts, axum::body::Body::empty()))
         .await
+}
+
+/// After a body passes [`SMALL_BODY`], up to this much more of it is read and dropped
+/// before the `413` is sent: a client still writing its body when the server closes the
+/// connection with unread bytes gets it reset, often before it reads the answer. (Go's
+/// `net/http` reads up to 256 KiB of an unread body for the same reason.) A longer body
+/// is cut there; the edge's body timeout bounds the time.
+const DRAIN: usize = 256 * 1024;
+
+/// The body of a request whose token is in it, read whole while it is at most
+/// [`SMALL_BODY`]; a longer one is drained (up to [`DRAIN`] more) and refused `413`. A
+/// body that cannot be read within the cap is the read's own error (`408` when the
+/// client stalled).
+async fn read_small(mut body: axum::body::Body) -> Result<axum::body::Bytes, ApiError> {
+    use http_body_util::BodyExt as _;
+    let mut kept: Vec<u8> = Vec::new();
+    let mut dropped: Option<usize> = None;
+    while let Some(frame) = body.frame().await {
+        let frame = match (frame, dropped) {
+            (Ok(frame), _) => frame,
+            (Err(e), None) => return Err(extract::read_error(&e, "request body", SMALL_BODY)),
+            (Err(_), Some(_)) => return Err(too_large()),
+        };
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        match dropped.as_mut() {
+            None if kept.len() + data.len() <= SMALL_BODY => kept.extend_from_slice(&data),
+            None => dropped = Some(data.len()),
+            Some(n) => {
+                *n += data.len();
+                if *n > DRAIN {
+                    break;
+                }
+            }
+        }
+    }
+    match dropped {
+        None => Ok(kept.into()),
+        Some(_) => Err(too_large()),
+    }
 }
 
 fn too_large() -> ApiError {
