@@ -255,6 +255,96 @@ late:
     runner.quit();
 }
 
+/// A Docker job whose runner died before its script (here in a `hooks:` script, run
+/// in the build container) starts again: the first start's containers are removed, the
+/// log goes on, and the same job runs its stages again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_docker_job_that_had_not_reached_its_script_starts_again() {
+    require_docker();
+    let setup = Setup::new(
+        r#"
+early:
+  variables: {GIT_STRATEGY: none}
+  hooks:
+    pre_get_sources_script:
+    - |
+      if [ -e /builds/first-attempt ]; then
+        echo "second attempt"
+      else
+        touch /builds/first-attempt
+        echo "first attempt in $HOSTNAME"
+        sleep 300
+      fi
+  script:
+    - echo "script ran"
+"#,
+        &[],
+    )
+    .await;
+    let server = &setup.server;
+    let dir = tempfile::tempdir().unwrap();
+    let (config, journal) = write_config(&setup, dir.path());
+    let pipeline = server.create_pipeline(setup.project).await;
+    let runner = start_run(&config, dir.path());
+    let (job, log) = server
+        .wait_running(setup.project, pipeline, "early", "first attempt in ")
+        .await;
+    let first: String = log
+        .lines()
+        .find_map(|l| l.strip_prefix("first attempt in "))
+        .unwrap()
+        .trim()
+        .to_owned();
+    runner.signal(Signal::SIGKILL);
+    let _ = runner.wait(Duration::from_secs(10));
+    let left = containers((&setup.runner_token, job));
+    assert!(
+        left.iter()
+            .any(|(id, state)| first.starts_with(id.as_str()) && state == "running"),
+        "the hook's container runs on: {left:?} ({first})"
+    );
+
+    let runner = start_run(&config, dir.path());
+    let done = wait_ended(server, setup.project, job).await;
+    assert_eq!(done["status"], "success", "{done}");
+    let log = server.trace(setup.project, job).await;
+    let order = [
+        "first attempt in",
+        "had not reached its script",
+        "second attempt",
+        "script ran",
+    ];
+    let at: Vec<usize> = order
+        .iter()
+        .map(|line| {
+            log.find(line)
+                .unwrap_or_else(|| panic!("no {line:?} in:\n{log}"))
+        })
+        .collect();
+    assert!(at.windows(2).all(|w| w[0] < w[1]), "{log}");
+    assert_eq!(
+        log.matches("Running with gantry-runner").count(),
+        1,
+        "one header: {log}"
+    );
+    assert_eq!(
+        server.jobs(setup.project, pipeline).await.len(),
+        1,
+        "no retry"
+    );
+    wait_for(
+        Duration::from_secs(20),
+        "the job's containers are removed",
+        || containers((&setup.runner_token, job)).is_empty(),
+    )
+    .await;
+    wait_for(Duration::from_secs(10), "the record is removed", || {
+        record(&journal).is_none()
+    })
+    .await;
+    runner.quit();
+}
+
 /// The job's containers removed while no runner ran: nothing to go on in, the job
 /// fails `runner_system_failure`, as before takeovers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -304,6 +394,65 @@ gone:
     .await;
     let stderr = runner.quit();
     assert!(stderr.contains("is gone"), "{stderr}");
+}
+
+/// SIGUSR2 (an upgrade): the runner leaves its Docker job running in its container and
+/// stops; the next runner process takes it over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_runner_hands_its_docker_job_over_to_the_next_one() {
+    require_docker();
+    let dir = tempfile::tempdir().unwrap();
+    let setup = Setup::new(
+        r#"
+build:
+  variables: {GIT_STRATEGY: none}
+  script:
+    - echo "started"
+    - while [ ! -e /builds/go ]; do sleep 0.1; done
+    - echo "finished by the next runner"
+"#,
+        &[],
+    )
+    .await;
+    let server = &setup.server;
+    let (config, journal) = write_config(&setup, dir.path());
+    let pipeline = server.create_pipeline(setup.project).await;
+    let runner = start_run(&config, dir.path());
+    let (job, _) = server
+        .wait_running(setup.project, pipeline, "build", "started")
+        .await;
+
+    runner.signal(Signal::SIGUSR2);
+    let (code, stderr) = runner.wait(Duration::from_secs(30));
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stderr.contains("1 job(s) left running for the next `gantry runner run` to take over"),
+        "{stderr}"
+    );
+    let left = containers((&setup.runner_token, job));
+    assert!(
+        left.iter().any(|(_, state)| state == "running"),
+        "the build container runs on: {left:?}"
+    );
+    assert!(record(&journal).is_some(), "the record stays");
+
+    let runner = start_run(&config, dir.path());
+    server
+        .wait_trace(setup.project, job, "took it over", Duration::from_secs(30))
+        .await;
+    // `/builds` in the container: the job's slot directory here.
+    let slot = dir
+        .path()
+        .join("builds")
+        .join(gantry_runner::job::short_token(&setup.runner_token))
+        .join("0");
+    std::fs::write(slot.join("go"), "").unwrap();
+    let done = wait_ended(server, setup.project, job).await;
+    assert_eq!(done["status"], "success", "{done}");
+    let log = server.trace(setup.project, job).await;
+    assert!(log.contains("finished by the next runner"), "{log}");
+    assert_eq!(log.matches("\nstarted").count(), 1, "{log}");
+    runner.quit();
 }
 
 /// A file named `name` somewhere below `dir`.
