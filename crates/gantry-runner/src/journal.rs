@@ -355,17 +355,25 @@ pub struct DetachedStage {
 impl DetachedStage {
     /// Where the stage's output goes on when the coordinator's log has `log_len`
     /// bytes: the recorded point that ends there, with `true` (nothing is sent twice);
-    /// else the last one before, with `false` (what the log holds past it comes again).
+    /// else the last one before, with `false` (what the log holds past it comes again);
+    /// `(None, true)` when the log ends before the stage's first point (none of its
+    /// output was sent).
     pub fn resume_point(&self, log_len: u64) -> (Option<LogCheckpoint>, bool) {
         let known = self.checkpoint.iter().chain(&self.points);
         if let Some(exact) = known.clone().find(|p| p.log_len == log_len) {
             return (Some(*exact), true);
         }
         let before = known
+            .clone()
             .filter(|p| p.log_len < log_len)
             .max_by_key(|p| p.log_len)
             .copied();
-        (before, false)
+        // A log that ends before the stage's start holds none of its output.
+        let before_start = before.is_none()
+            && known
+                .min_by_key(|p| p.log_len)
+                .is_some_and(|p| p.out == 0 && p.err == 0);
+        (before, before_start)
     }
 
     /// The file a stage in a container writes when its script begins (see
@@ -1115,6 +1123,21 @@ mod tests {
         assert_eq!(stage.resume_point(300), (Some(checkpoint), true));
         assert_eq!(stage.resume_point(305), (Some(checkpoint), false));
         assert_eq!(stage.resume_point(100), (None, false));
+        let started = DetachedStage {
+            checkpoint: None,
+            points: vec![LogCheckpoint {
+                out: 0,
+                err: 0,
+                log_len: 200,
+                crc: None,
+            }],
+            ..stage.clone()
+        };
+        assert_eq!(
+            started.resume_point(150),
+            (None, true),
+            "nothing of the stage was sent"
+        );
 
         // Another process takes it over: the record names it, the payload comes back.
         record.runner.start += 1;

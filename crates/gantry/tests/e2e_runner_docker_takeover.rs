@@ -219,10 +219,14 @@ late:
     let (config, journal) = write_config(&setup, dir.path());
     let pipeline = server.create_pipeline(setup.project).await;
     let runner = start_run(&config, dir.path());
+    // The container started for the script stage: its entrypoint sleeps.
     wait_for(
         Duration::from_secs(60),
-        "the record names the script stage",
-        || record(&journal).is_some_and(|r| r["stage"]["place"]["name"] == "step_script"),
+        "the record names the script stage and its container started",
+        || {
+            record(&journal).is_some_and(|r| r["stage"]["place"]["name"] == "step_script")
+                && find_file(&dir.path().join("builds"), "first-start").is_some()
+        },
     )
     .await;
     runner.signal(Signal::SIGKILL);
