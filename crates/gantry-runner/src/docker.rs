@@ -41,13 +41,17 @@
 //!   container's environment as well, so the image's entrypoint sees them (those that
 //!   hold the job token excepted: they would show in `docker inspect`). A timeout or
 //!   cancellation sends SIGTERM to every process of the container, then SIGKILL after
-//!   the grace period ([`job`]).
+//!   the grace period ([`job`]). Under `gantry runner run` (a job record kept) the
+//!   script stages run detached: their output and exit code go to files in the build
+//!   directory, so a runner killed or restarted leaves the container running and the
+//!   next runner process takes the job over in it (`job::detached`).
 //! * the end (also after an error, a timeout, a cancellation): every container, network
 //!   and volume of the job is removed, found by its `com.gantry.job.instance` label.
 //!
 //! Everything created carries the labels of [`names`] (`com.gantry.runner=<short
 //! token>`, `com.gantry.job=<id>`); [`remove_leftovers`] removes what a crashed
-//! runner left behind when its poll loop starts.
+//! runner left behind when its poll loop starts, except the containers of the jobs it
+//! takes over (recorded in their job records, [`crate::journal::DockerRecord`]).
 
 mod client;
 mod error;
@@ -64,7 +68,7 @@ pub use client::{
     docker_host,
 };
 pub use error::DockerError;
-pub use leftovers::{Removed, remove_leftovers};
+pub use leftovers::{Removed, container_exists, remove_instance, remove_leftovers};
 
 pub(crate) use job::{DockerExecutor, DockerJobSpec};
 pub(crate) use umask::share_owner_bits;

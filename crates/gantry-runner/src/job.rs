@@ -403,7 +403,7 @@ pub enum TakeoverAt {
     /// retries run those stages again; the log goes on, without a second header.
     Start,
     /// In its detached script stage, watched again.
-    Stage(crate::journal::DetachedStage),
+    Stage(Box<crate::journal::DetachedStage>),
     /// Past its steps: `after_script` (when still due), cache, artifacts, clean-up.
     AfterSteps(crate::journal::AfterSteps),
 }

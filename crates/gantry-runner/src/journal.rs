@@ -24,8 +24,13 @@
 //!
 //! A record whose runner process is still alive (another `gantry runner run` with the
 //! same configuration) is left alone. Docker containers are removed by their runner
-//! label ([`crate::docker::remove_leftovers`]); processes a job started on a fleet
-//! instance end with the instance.
+//! label ([`crate::docker::remove_leftovers`]), except those of the jobs taken over;
+//! processes a job started on a fleet instance end with the instance.
+//!
+//! Jobs of the shell, custom and Docker executors are *taken over* instead, when they
+//! can go on (`Poller::take_over` in [`crate::poll`]): their script stages ran detached
+//! ([`crate::shell::detached`]; the Docker executor's in its build container, named in
+//! the record's [`DockerRecord`]), and the restarted runner goes on with them.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -208,6 +213,23 @@ pub struct JobRecord {
     /// goes on from there.
     #[serde(default)]
     pub after: Option<AfterSteps>,
+    /// The Docker executor's containers of the job, once it makes any.
+    #[serde(default)]
+    pub docker: Option<DockerRecord>,
+}
+
+/// What a Docker executor job made ([`crate::docker`]): a restarted runner keeps it
+/// and goes on in it, or removes it when the job starts again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DockerRecord {
+    /// The `com.gantry.job.instance` label of everything the job made.
+    pub instance: String,
+    /// The build container, once made.
+    #[serde(default)]
+    pub container: Option<String>,
+    /// Build containers made so far (names the next one).
+    #[serde(default)]
+    pub builds: usize,
 }
 
 /// How a job stood once its steps were over.
@@ -312,13 +334,59 @@ pub struct StagePlace {
 pub struct DetachedStage {
     /// Which stage.
     pub place: StagePlace,
-    /// The group's leader (the wrapper shell writing the exit code).
-    pub group: ProcessStamp,
+    /// The group's leader (the wrapper shell writing the exit code); `None` for a
+    /// stage in a container.
+    #[serde(default)]
+    pub group: Option<ProcessStamp>,
+    /// The container running the stage (the Docker executor's build container).
+    #[serde(default)]
+    pub container: Option<String>,
     /// The files: stdout, stderr, exit code.
     pub files: StageFiles,
     /// The output the coordinator holds for sure.
     #[serde(default)]
     pub checkpoint: Option<LogCheckpoint>,
+    /// Later points the log was sent up to, not yet acknowledged: the coordinator's
+    /// log ends at one of them, or at the checkpoint.
+    #[serde(default)]
+    pub points: Vec<LogCheckpoint>,
+}
+
+impl DetachedStage {
+    /// Where the stage's output goes on when the coordinator's log has `log_len`
+    /// bytes: the recorded point that ends there, with `true` (nothing is sent twice);
+    /// else the last one before, with `false` (what the log holds past it comes again);
+    /// `(None, true)` when the log ends before the stage's first point (none of its
+    /// output was sent).
+    pub fn resume_point(&self, log_len: u64) -> (Option<LogCheckpoint>, bool) {
+        let known = self.checkpoint.iter().chain(&self.points);
+        if let Some(exact) = known.clone().find(|p| p.log_len == log_len) {
+            return (Some(*exact), true);
+        }
+        let before = known
+            .clone()
+            .filter(|p| p.log_len < log_len)
+            .max_by_key(|p| p.log_len)
+            .copied();
+        // A log that ends before the stage's start holds none of its output.
+        let before_start = before.is_none()
+            && known
+                .min_by_key(|p| p.log_len)
+                .is_some_and(|p| p.out == 0 && p.err == 0);
+        (before, before_start)
+    }
+
+    /// The file a stage in a container writes when its script begins (see
+    /// [`began_path`]).
+    pub fn began_path(&self) -> PathBuf {
+        began_path(&self.files)
+    }
+}
+
+/// Where a detached stage in a container marks that its script began: the Docker
+/// executor's wrapper writes it once the whole script reached the container's shell.
+pub fn began_path(files: &StageFiles) -> PathBuf {
+    files.status.with_extension("began")
 }
 
 /// A detached stage's files (in the job's temporary directory).
@@ -469,6 +537,7 @@ impl Journal {
             resume,
             stage: None,
             after: None,
+            docker: None,
         };
         if record.resume.is_some() {
             std::fs::File::open(payload_path(&path))?.sync_all()?;
@@ -700,13 +769,34 @@ impl RunningJob {
         let _ = write_record(&self.path, &record, true);
     }
 
-    /// The detached stage's output reached the coordinator up to `checkpoint`.
-    pub(crate) fn checkpoint(&self, checkpoint: LogCheckpoint) {
+    /// The detached stage's output reached the coordinator up to `checkpoint` (when
+    /// known), and may be sent up to the last of `points`.
+    pub(crate) fn checkpoint(&self, checkpoint: Option<LogCheckpoint>, points: &[LogCheckpoint]) {
         self.update(|record| {
             if let Some(stage) = &mut record.stage {
-                stage.checkpoint = Some(checkpoint);
+                if checkpoint.is_some() {
+                    stage.checkpoint = checkpoint;
+                }
+                stage.points = points.to_vec();
             }
         });
+    }
+
+    /// The Docker executor's containers of the job (synced: a restarted runner must
+    /// know them before they run anything).
+    pub(crate) fn docker_made(&self, docker: Option<DockerRecord>) {
+        let mut record = self.record.lock().unwrap_or_else(PoisonError::into_inner);
+        record.docker = docker;
+        let _ = write_record(&self.path, &record, true);
+    }
+
+    /// The Docker executor's containers recorded for the job.
+    pub(crate) fn docker(&self) -> Option<DockerRecord> {
+        self.record
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .docker
+            .clone()
     }
 
     /// The job's steps are over: `after_script` (when `after_script_due`), cache and
@@ -1002,13 +1092,15 @@ mod tests {
         };
         running.stage_detached(DetachedStage {
             place: place.clone(),
-            group: ProcessStamp::of(i32::try_from(std::process::id()).unwrap()).unwrap(),
+            group: Some(ProcessStamp::of(i32::try_from(std::process::id()).unwrap()).unwrap()),
+            container: None,
             files: StageFiles {
                 out: "o".into(),
                 err: "e".into(),
                 status: "s".into(),
             },
             checkpoint: None,
+            points: Vec::new(),
         });
         let checkpoint = LogCheckpoint {
             out: 10,
@@ -1016,11 +1108,36 @@ mod tests {
             log_len: 300,
             crc: Some(7),
         };
-        running.checkpoint(checkpoint);
+        let later = LogCheckpoint {
+            out: 20,
+            log_len: 310,
+            ..checkpoint
+        };
+        running.checkpoint(Some(checkpoint), &[later]);
         let mut record = read_record(&running.path).unwrap();
         assert_eq!(record.resume, Some(resume));
         assert_eq!(record.stage.as_ref().unwrap().place, place);
-        assert_eq!(record.stage.as_ref().unwrap().checkpoint, Some(checkpoint));
+        let stage = record.stage.as_ref().unwrap();
+        assert_eq!(stage.checkpoint, Some(checkpoint));
+        assert_eq!(stage.resume_point(310), (Some(later), true));
+        assert_eq!(stage.resume_point(300), (Some(checkpoint), true));
+        assert_eq!(stage.resume_point(305), (Some(checkpoint), false));
+        assert_eq!(stage.resume_point(100), (None, false));
+        let started = DetachedStage {
+            checkpoint: None,
+            points: vec![LogCheckpoint {
+                out: 0,
+                err: 0,
+                log_len: 200,
+                crc: None,
+            }],
+            ..stage.clone()
+        };
+        assert_eq!(
+            started.resume_point(150),
+            (None, true),
+            "nothing of the stage was sent"
+        );
 
         // Another process takes it over: the record names it, the payload comes back.
         record.runner.start += 1;

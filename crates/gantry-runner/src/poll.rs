@@ -435,8 +435,10 @@ impl Poller {
     }
 
     /// Before the first job: removes the containers, networks and volumes a previous
-    /// (crashed) run of each Docker entry left behind, found by their runner label.
+    /// (crashed) run of each Docker entry left behind, found by their runner label —
+    /// except those of the jobs this process took over.
     async fn remove_docker_leftovers(&self) {
+        let kept: Vec<i64> = self.shared.lock().jobs.keys().copied().collect();
         let tokens: Vec<(String, Option<String>, String)> = {
             let state = self.shared.lock();
             state
@@ -450,7 +452,7 @@ impl Poller {
                 .collect()
         };
         for (runner, host, token) in tokens {
-            let result = crate::docker::remove_leftovers(host.as_deref(), &token)
+            let result = crate::docker::remove_leftovers(host.as_deref(), &token, &kept)
                 .await
                 .map_err(|error| error.to_string());
             match result {
@@ -538,6 +540,7 @@ impl Poller {
                     runner,
                     job_id: record.job_id,
                     killed,
+                    why: None,
                     cleanup,
                     result,
                 });
@@ -557,15 +560,18 @@ impl Poller {
         let (at, found) = match (&record.stage, &record.after) {
             (Some(stage), _) => {
                 let name = &stage.place.name;
-                let found = if stage.files.status.exists() {
-                    format!("its {name} ended meanwhile")
-                } else if stage.group.running() {
-                    format!("its {name} still runs")
-                } else {
+                let found = match &stage.group {
+                    _ if stage.files.status.exists() => format!("its {name} ended meanwhile"),
+                    Some(group) if group.running() => format!("its {name} still runs"),
                     // Gone without its exit code (the machine restarted?).
-                    return false;
+                    Some(_) => return false,
+                    // In a container: looked at when the job goes on.
+                    None => format!("its {name} was left in its container"),
                 };
-                (crate::job::TakeoverAt::Stage(stage.clone()), found)
+                (
+                    crate::job::TakeoverAt::Stage(Box::new(stage.clone())),
+                    found,
+                )
             }
             (None, Some(after)) => (
                 crate::job::TakeoverAt::AfterSteps(after.clone()),
@@ -591,9 +597,12 @@ impl Poller {
         }
         if let crate::job::TakeoverAt::Start = at {
             // The custom executor's driver may have made what a new start would make
-            // again: such a job is ended as lost (its `cleanup_exec` runs).
-            if ExecutorChoice::for_job(&state.entries[index].config, &job) != ExecutorChoice::Shell
-            {
+            // again: such a job is ended as lost (its `cleanup_exec` runs). A Docker
+            // job's containers are removed when it starts again.
+            if !matches!(
+                ExecutorChoice::for_job(&state.entries[index].config, &job),
+                ExecutorChoice::Shell | ExecutorChoice::Docker
+            ) {
                 return false;
             }
         }
@@ -1157,12 +1166,13 @@ async fn tell_lost_job(
 }
 
 /// Whether a job of `runner` may be taken over after a runner restart: its script
-/// stages run detached on this machine (the shell executor, and the custom executor's
-/// `run_exec`; see [`crate::shell::detached`]).
+/// stages run detached from this process, their output in files here (the shell
+/// executor, the custom executor's `run_exec`, the Docker executor's build container;
+/// see [`crate::shell::detached`]).
 fn resumable(runner: &RunnerConfig, job: &JobResponse) -> bool {
     matches!(
         ExecutorChoice::for_job(runner, job),
-        ExecutorChoice::Shell | ExecutorChoice::Custom
+        ExecutorChoice::Shell | ExecutorChoice::Custom | ExecutorChoice::Docker
     )
 }
 
@@ -1226,6 +1236,24 @@ async fn resume_lost_job(
 ) {
     let job_id = job.id;
     let journal = cx.journal.clone();
+    if let Some(gone) = docker_gone(&cx, &record, &at).await {
+        // Nothing to go on in: the job ends as a lost one.
+        let host = cx.runner.docker.as_ref().and_then(|d| d.host.clone());
+        if let Some(docker) = &record.docker {
+            let _ = crate::docker::remove_instance(host.as_deref(), &docker.instance).await;
+        }
+        let result = tell_lost_job(&shared, &cx.client, &runner, &record).await;
+        shared.emit(PollEvent::LostJob {
+            runner,
+            job_id,
+            killed: 0,
+            why: Some(gone),
+            cleanup: None,
+            result,
+        });
+        job_ended(&shared, index, job_id, journal, None);
+        return;
+    }
     let report = match continue_log(&shared, &runner, &record, at, &job, &cx).await {
         Some(takeover) => Some(crate::job::resume_job(job, cx, takeover).await),
         None => {
@@ -1236,6 +1264,7 @@ async fn resume_lost_job(
                 runner,
                 job_id,
                 killed,
+                why: None,
                 cleanup: None,
                 result: Ok(LostJobEnd::AlreadyEnded),
             });
@@ -1266,6 +1295,33 @@ fn job_ended(
     shared.changed();
 }
 
+/// Why a Docker job `record` names cannot go on at `at`: the build container it needs
+/// is gone (removed, the engine restarted without it), or the engine cannot say.
+async fn docker_gone(
+    cx: &JobContext,
+    record: &JobRecord,
+    at: &crate::job::TakeoverAt,
+) -> Option<String> {
+    let docker = record.docker.as_ref()?;
+    let needed = match at {
+        crate::job::TakeoverAt::Stage(_) => true,
+        crate::job::TakeoverAt::AfterSteps(after) => after.after_script_due,
+        crate::job::TakeoverAt::Start => false,
+    };
+    if !needed {
+        return None;
+    }
+    let Some(container) = &docker.container else {
+        return Some("the job's build container was never recorded".to_owned());
+    };
+    let host = cx.runner.docker.as_ref().and_then(|d| d.host.clone());
+    match crate::docker::container_exists(host.as_deref(), container).await {
+        Ok(true) => None,
+        Ok(false) => Some(format!("its build container {container} is gone")),
+        Err(error) => Some(format!("look for its build container {container}: {error}")),
+    }
+}
+
 /// Adds the takeover line to the coordinator's log of `record`'s job and says where
 /// the log goes on; `None` when the coordinator has ended the job or refuses it.
 async fn continue_log(
@@ -1277,25 +1333,62 @@ async fn continue_log(
     cx: &JobContext,
 ) -> Option<crate::job::Takeover> {
     let received_unix_ms = record.resume.as_ref()?.received_unix_ms;
-    let (found, checkpoint) = match &at {
-        crate::job::TakeoverAt::Stage(stage) => (
-            format!(
-                "it found the job's {} still running on its own and took it over. Output written since the runner's last checkpoint may appear twice.",
-                stage.place.name
-            ),
-            stage.checkpoint,
+    let found = match &at {
+        crate::job::TakeoverAt::Stage(stage) => format!(
+            "it found the job's {} still running on its own and took it over.",
+            stage.place.name
         ),
-        crate::job::TakeoverAt::AfterSteps(_) => (
-            "the job's script stages were over; it took the job over from there (after_script if it had not run, then cache and artifacts).".to_owned(),
-            None,
-        ),
-        crate::job::TakeoverAt::Start => (
-            "the job had not reached its script; it ended what was left of it and started the job again (preparing the executor, sources, cache, artifacts).".to_owned(),
-            None,
-        ),
+        crate::job::TakeoverAt::AfterSteps(_) => "the job's script stages were over; it took the job over from there (after_script if it had not run, then cache and artifacts).".to_owned(),
+        crate::job::TakeoverAt::Start => "the job had not reached its script; it ended what was left of it and started the job again (preparing the executor, sources, cache, artifacts).".to_owned(),
     };
+    let client = &cx.client;
     let text = crate::journal::takeover_message(&shared.options.system_id, &found);
-    // Written as the job's log writes runner lines (with their timestamps, if any).
+    let (first, message) = append_line(shared, (runner, client), record, job, &text).await?;
+    let mut cancel_requested = first.cancel_requested;
+    let mut held = first.at + message.len() as u64;
+    let (at, crc) = match at {
+        crate::job::TakeoverAt::Stage(mut stage) => {
+            // The coordinator's log ends at a recorded point, unless it was cut between
+            // two (see `crate::shell::detached`).
+            let (point, exact) = stage.resume_point(first.at);
+            let mut crc = None;
+            if exact {
+                // The log's CRC is known when the point's is.
+                crc = point.and_then(|p| p.crc).map(|crc| {
+                    let mut hasher = crc32fast::Hasher::new_with_initial_len(crc, first.at);
+                    hasher.update(&message);
+                    hasher.finalize()
+                });
+            } else {
+                let twice = "\x1b[33;1mWARNING: Output written since the runner's last checkpoint may appear twice.\x1b[0m\n";
+                let (second, line) =
+                    append_line(shared, (runner, client), record, job, twice).await?;
+                cancel_requested |= second.cancel_requested;
+                held = second.at + line.len() as u64;
+            }
+            stage.checkpoint = point;
+            stage.points.clear();
+            (crate::job::TakeoverAt::Stage(stage), crc)
+        }
+        at => (at, None),
+    };
+    Some(crate::job::Takeover {
+        at,
+        log: (held, crc),
+        received_unix_ms,
+        cancel_requested,
+    })
+}
+
+/// Appends the runner's `text` (with timestamps, if the job's lines have them) to the
+/// log of `record`'s job; returns where it went and its bytes.
+async fn append_line(
+    shared: &Shared,
+    (runner, client): (&str, &Client),
+    record: &JobRecord,
+    job: &JobResponse,
+    text: &str,
+) -> Option<(crate::journal::Appended, Vec<u8>)> {
     let written = crate::trace::Trace::new(
         crate::trace::MaskSet::empty(),
         crate::trace::TraceOptions {
@@ -1303,12 +1396,12 @@ async fn continue_log(
             ..crate::trace::TraceOptions::default()
         },
     );
-    written.runner_raw(&text);
+    written.runner_raw(text);
     let message = written.contents();
     let mut backoff = Backoff::new(Duration::from_secs(1), MAX_REQUEST_BACKOFF);
-    let appended = loop {
-        match crate::journal::append_to_log(&cx.client, record, &message).await {
-            Ok(appended) => break appended?,
+    loop {
+        match crate::journal::append_to_log(client, record, &message).await {
+            Ok(appended) => return Some((appended?, message)),
             Err(error) if error.is_transient() => {
                 let retry_in = backoff.next_delay();
                 shared.emit(PollEvent::RequestFailed {
@@ -1320,24 +1413,7 @@ async fn continue_log(
             }
             Err(_) => return None,
         }
-    };
-    let message = message.as_slice();
-    // The log's CRC is known when the coordinator holds exactly what the last
-    // checkpoint says it held.
-    let crc = checkpoint
-        .filter(|c| c.log_len == appended.at)
-        .and_then(|c| c.crc)
-        .map(|crc| {
-            let mut hasher = crc32fast::Hasher::new_with_initial_len(crc, appended.at);
-            hasher.update(message);
-            hasher.finalize()
-        });
-    Some(crate::job::Takeover {
-        at,
-        log: (appended.at + message.len() as u64, crc),
-        received_unix_ms,
-        cancel_requested: appended.cancel_requested,
-    })
+    }
 }
 
 async fn run_received(

@@ -349,6 +349,95 @@ slow:
     assert_no_leftovers(&token);
 }
 
+/// With job records kept (`gantry runner run`), stages run detached, their files
+/// written by the image's user, whoever it is; exit codes and both streams as
+/// attached.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recorded_jobs_run_their_stages_detached_as_any_user_of_the_image() {
+    require_docker().await;
+    let ci = r#"
+test:
+  image:
+    name: gantry-test/busybox:latest
+    docker: {user: nobody}
+  script:
+    - id -u
+    - echo "to stdout"
+    - echo "to stderr" >&2
+    - printf 'no line end'
+    - exit 3
+  after_script:
+    - echo "after_script as $(id -u) sees $CI_JOB_STATUS"
+"#;
+    let repo = Repo::new(&[(".gitlab-ci.yml", ci)]);
+    let server = TestServer::start().await;
+    let (project, _) = server.project_with_pipeline(&repo).await;
+    let token = server.runner_token().await;
+    let runner = Runner::new(&server, &token, RUNNER_DOCKER).with_journal();
+    let summary = runner.run(1, LIMIT).await;
+    let report = &summary.jobs[0];
+    let trace = server.trace(project, report.job_id).await;
+    assert_eq!(
+        report.ending,
+        JobEnding::ScriptFailure { exit_code: 3 },
+        "{trace}"
+    );
+    for line in [
+        "\n65534\n",
+        "\nto stdout\n",
+        "\nto stderr\n",
+        "no line end",
+        "after_script as 65534 sees failed",
+    ] {
+        assert!(trace.contains(line), "{line:?} missing: {trace}");
+    }
+    assert_no_leftovers(&token);
+    let records = std::fs::read_dir(runner.dir.path().join(".runner_jobs"))
+        .unwrap()
+        .count();
+    assert_eq!(records, 0, "the record goes with the job");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recorded_jobs_detached_stage_stops_at_its_timeout() {
+    require_docker().await;
+    let ci = r#"
+slow:
+  variables:
+    RUNNER_SCRIPT_TIMEOUT: 2s
+  script:
+    - echo sleeping
+    - sleep 300
+"#;
+    let repo = Repo::new(&[(".gitlab-ci.yml", ci)]);
+    let server = TestServer::start().await;
+    let (project, _) = server.project_with_pipeline(&repo).await;
+    let token = server.runner_token().await;
+    let runner = Runner::new(&server, &token, RUNNER_DOCKER).with_journal();
+    let started = Instant::now();
+    let summary = runner.run(1, LIMIT).await;
+    let report = &summary.jobs[0];
+    let trace = server.trace(project, report.job_id).await;
+    assert!(
+        matches!(report.ending, JobEnding::Timeout { .. }),
+        "{:?}\n{trace}",
+        report.ending
+    );
+    assert!(trace.contains("sleeping"), "{trace}");
+    assert!(
+        trace.contains(
+            "step_script could not run to completion because the timeout of 2s was exceeded"
+        ),
+        "{trace}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "the timeout took {:?}",
+        started.elapsed()
+    );
+    assert_no_leftovers(&token);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancel_leaves_no_container_behind() {
     require_docker().await;

@@ -1,5 +1,9 @@
 //! [`DockerExecutor`]: one job's containers — prepared once, one build container for every
-//! stage (started again for each), everything removed at the end.
+//! stage (started again for each), everything removed at the end. With a job record
+//! that lets a restarted runner take the job over, script stages run detached
+//! ([`detached`]).
+
+mod detached;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -88,6 +92,8 @@ pub(crate) struct DockerExecutor {
     container: std::sync::Mutex<Option<String>>,
     network: Option<String>,
     services: Vec<StartedService>,
+    /// Where detached stages keep their files ([`detached`]).
+    detach: Option<detached::Detach>,
 }
 
 impl DockerExecutor {
@@ -125,6 +131,7 @@ impl DockerExecutor {
             container: std::sync::Mutex::new(None),
             network: None,
             services: Vec::new(),
+            detach: None,
         }
     }
 
@@ -366,6 +373,11 @@ impl DockerExecutor {
                 error: DockerError::NotPrepared.into(),
             };
         };
+        if let (Some(detach), Some(place)) = (&self.detach, stage.detach) {
+            return self
+                .run_detached(detach, build, stage, place, trace, cancel)
+                .await;
+        }
         let script = stage_script(crate::config::ShellKind::Sh, stage, trace);
         // `: |` gives the script's commands an empty standard input, so a command that
         // reads it cannot eat the rest of the script (gitlab-runner does the same).
@@ -450,6 +462,7 @@ impl DockerExecutor {
             .container
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(id.clone());
+        self.record();
         Ok(id)
     }
 
@@ -461,8 +474,53 @@ impl DockerExecutor {
         trace: &Trace,
         cancel: impl Future<Output = CancelReason>,
     ) -> StageOutcome {
+        let pump = match self.start_attached(id, input, stage.name, trace).await {
+            Ok(pump) => pump,
+            Err(outcome) => return outcome,
+        };
+
+        enum Stop {
+            Exited(Result<i64, String>),
+            Timeout,
+            Canceled(CancelReason),
+        }
+        let stop = {
+            let cancel = std::pin::pin!(cancel);
+            tokio::select! {
+                exited = self.wait_exit(id) => Stop::Exited(exited),
+                () = tokio::time::sleep(stage.timeout) => Stop::Timeout,
+                reason = cancel => Stop::Canceled(reason),
+            }
+        };
+        let outcome = match stop {
+            Stop::Exited(exited) => exit_outcome(exited, stage.name),
+            Stop::Timeout => {
+                self.terminate(id).await;
+                StageOutcome::Timeout {
+                    after: stage.timeout,
+                }
+            }
+            Stop::Canceled(reason) => {
+                self.terminate(id).await;
+                StageOutcome::Canceled { reason }
+            }
+        };
+        drain(pump, stage.name, trace).await;
+        outcome
+    }
+
+    /// Attaches to the container `id`, starts it, feeds it `input` (then closes its
+    /// standard input) and copies its output into `trace` until it ends (the returned
+    /// task).
+    async fn start_attached(
+        &self,
+        id: &str,
+        input: &str,
+        stage: &str,
+        trace: &Trace,
+    ) -> Result<tokio::task::JoinHandle<()>, StageOutcome> {
         let failed = |action: &str, error: &bollard::errors::Error| StageOutcome::SystemFailure {
-            error: DockerError::api(format!("{action} of {}", stage.name), error).into(),
+            error: DockerError::api(format!("{action} of {stage}"), error).into(),
         };
         let attach = AttachContainerOptions {
             stream: true,
@@ -473,10 +531,10 @@ impl DockerExecutor {
         };
         let attached = match self.docker.attach_container(id, Some(attach)).await {
             Ok(attached) => attached,
-            Err(error) => return failed("attach to the container", &error),
+            Err(error) => return Err(failed("attach to the container", &error)),
         };
         if let Err(error) = self.docker.start_container(id, None).await {
-            return failed("start the container", &error);
+            return Err(failed("start the container", &error));
         }
         let mut stdin = attached.input;
         let mut output = attached.output;
@@ -496,68 +554,21 @@ impl DockerExecutor {
             out.finish();
             err.finish();
         });
-        let feed = async {
-            // A script that exits early closes stdin: the write error does not matter.
-            let _ = stdin.write_all(input.as_bytes()).await;
-            let _ = stdin.shutdown().await;
-        };
+        // A script that exits early closes stdin: the write error does not matter.
+        let _ = stdin.write_all(input.as_bytes()).await;
+        let _ = stdin.shutdown().await;
+        Ok(pump)
+    }
 
-        enum Stop {
-            Exited(Result<i64, String>),
-            Timeout,
-            Canceled(CancelReason),
+    /// Waits for the container `id` to stop; its exit code.
+    async fn wait_exit(&self, id: &str) -> Result<i64, String> {
+        let mut wait = self.docker.wait_container(id, None);
+        match wait.next().await {
+            Some(Ok(response)) => Ok(response.status_code),
+            Some(Err(bollard::errors::Error::DockerContainerWaitError { code, .. })) => Ok(code),
+            Some(Err(error)) => Err(describe(&error)),
+            None => Err("the engine closed the wait without an exit code".to_owned()),
         }
-        let stop = {
-            let cancel = std::pin::pin!(cancel);
-            let wait = async {
-                feed.await;
-                let mut wait = self.docker.wait_container(id, None);
-                match wait.next().await {
-                    Some(Ok(response)) => Ok(response.status_code),
-                    Some(Err(bollard::errors::Error::DockerContainerWaitError {
-                        code, ..
-                    })) => Ok(code),
-                    Some(Err(error)) => Err(describe(&error)),
-                    None => Err("the engine closed the wait without an exit code".to_owned()),
-                }
-            };
-            tokio::select! {
-                exited = wait => Stop::Exited(exited),
-                () = tokio::time::sleep(stage.timeout) => Stop::Timeout,
-                reason = cancel => Stop::Canceled(reason),
-            }
-        };
-        let outcome = match stop {
-            Stop::Exited(Ok(0)) => StageOutcome::Success,
-            Stop::Exited(Ok(code)) => StageOutcome::ScriptFailure {
-                exit_code: i32::try_from(code).unwrap_or(-1),
-            },
-            Stop::Exited(Err(reason)) => StageOutcome::SystemFailure {
-                error: DockerError::Api {
-                    action: format!("wait for the container of {}", stage.name),
-                    reason,
-                    status: None,
-                }
-                .into(),
-            },
-            Stop::Timeout => {
-                self.terminate(id).await;
-                StageOutcome::Timeout {
-                    after: stage.timeout,
-                }
-            }
-            Stop::Canceled(reason) => {
-                self.terminate(id).await;
-                StageOutcome::Canceled { reason }
-            }
-        };
-        if tokio::time::timeout(OUTPUT_DRAIN, pump).await.is_err() {
-            trace.warning(&format!(
-                "the output of {} did not end; it may be incomplete",
-                stage.name
-            ));
-        }
-        outcome
     }
 
     /// SIGTERM to every process of the container (as the shell executor signals the
@@ -607,6 +618,33 @@ impl DockerExecutor {
             }
             Err(error) => trace.warning(&format!("cleaning up: failed to {error}")),
         }
+    }
+}
+
+/// A stage's outcome from its exit code (or why it is unknown).
+fn exit_outcome(exited: Result<i64, String>, stage: &str) -> StageOutcome {
+    match exited {
+        Ok(0) => StageOutcome::Success,
+        Ok(code) => StageOutcome::ScriptFailure {
+            exit_code: i32::try_from(code).unwrap_or(-1),
+        },
+        Err(reason) => StageOutcome::SystemFailure {
+            error: DockerError::Api {
+                action: format!("wait for the container of {stage}"),
+                reason,
+                status: None,
+            }
+            .into(),
+        },
+    }
+}
+
+/// Waits (a little) for the copy of a stage's container output to end.
+async fn drain(pump: tokio::task::JoinHandle<()>, stage: &str, trace: &Trace) {
+    if tokio::time::timeout(OUTPUT_DRAIN, pump).await.is_err() {
+        trace.warning(&format!(
+            "the output of {stage} did not end; it may be incomplete"
+        ));
     }
 }
 

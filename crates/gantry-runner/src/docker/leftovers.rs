@@ -1,6 +1,6 @@
 //! Removing what the executor created, found by label: at the end of every job (its
 //! instance label) and when a runner starts (its runner label: what a crashed runner
-//! left behind).
+//! left behind, except the jobs the new runner process takes over).
 
 use std::collections::HashMap;
 
@@ -12,7 +12,7 @@ use bollard::query_parameters::{
 
 use super::client::connect;
 use super::error::{DockerError, describe};
-use super::names::LABEL_RUNNER;
+use super::names::{LABEL_INSTANCE, LABEL_JOB, LABEL_RUNNER};
 
 /// What was removed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -35,17 +35,52 @@ impl Removed {
 }
 
 /// Removes every container, network and volume labelled
-/// `com.gantry.runner=<short_token>`: call it before a runner takes jobs, when no job
-/// of that runner can be running.
+/// `com.gantry.runner=<short_token>`, except those of the jobs in `kept` (their
+/// `com.gantry.job` label: jobs this runner process took over, see
+/// [`crate::journal`]): call it before a runner takes jobs, when no other job of that
+/// runner can be running.
 pub async fn remove_leftovers(
     host: Option<&str>,
     short_token: &str,
+    kept: &[i64],
 ) -> Result<Removed, DockerError> {
-    let docker = match host {
-        Some(host) => super::client::connect_to(host).await?,
-        None => connect().await?,
+    let docker = engine(host).await?;
+    let kept: Vec<String> = kept.iter().map(ToString::to_string).collect();
+    let keep = |labels: Option<&HashMap<String, String>>| {
+        labels
+            .and_then(|l| l.get(LABEL_JOB))
+            .is_some_and(|job| kept.contains(job))
     };
-    remove_labelled(&docker, LABEL_RUNNER, short_token).await
+    remove_labelled_but(&docker, (LABEL_RUNNER, short_token), &keep).await
+}
+
+/// Removes everything one run of a job made (its `com.gantry.job.instance` label).
+pub async fn remove_instance(host: Option<&str>, instance: &str) -> Result<Removed, DockerError> {
+    let docker = engine(host).await?;
+    remove_labelled(&docker, LABEL_INSTANCE, instance).await
+}
+
+/// Whether the container `id` exists (running or not).
+pub async fn container_exists(host: Option<&str>, id: &str) -> Result<bool, DockerError> {
+    let docker = engine(host).await?;
+    match docker.inspect_container(id, None).await {
+        Ok(_) => Ok(true),
+        Err(bollard::errors::Error::DockerResponseServerError {
+            status_code: 404, ..
+        }) => Ok(false),
+        Err(error) => Err(DockerError::api(
+            format!("inspect the container {id}"),
+            &error,
+        )),
+    }
+}
+
+/// The engine at `host` (`None`: `DOCKER_HOST`, else the default socket).
+async fn engine(host: Option<&str>) -> Result<Docker, DockerError> {
+    match host {
+        Some(host) => super::client::connect_to(host).await,
+        None => connect().await,
+    }
 }
 
 /// Removes everything labelled `key=value`: containers first (killed, with their
@@ -54,6 +89,18 @@ pub(crate) async fn remove_labelled(
     docker: &Docker,
     key: &str,
     value: &str,
+) -> Result<Removed, DockerError> {
+    remove_labelled_but(docker, (key, value), &|_| false).await
+}
+
+/// Whether an object is kept, by its labels.
+type Keep<'a> = dyn Fn(Option<&HashMap<String, String>>) -> bool + Sync + 'a;
+
+/// [`remove_labelled`], leaving what `keep` says to keep (by its labels).
+async fn remove_labelled_but(
+    docker: &Docker,
+    (key, value): (&str, &str),
+    keep: &Keep<'_>,
 ) -> Result<Removed, DockerError> {
     let filters = HashMap::from([("label".to_owned(), vec![format!("{key}={value}")])]);
     let mut removed = Removed::default();
@@ -72,6 +119,7 @@ pub(crate) async fn remove_labelled(
         })?;
     let removals = containers
         .iter()
+        .filter(|c| !keep(c.labels.as_ref()))
         .filter_map(|c| c.id.as_deref())
         .map(|id| async move {
             let options = RemoveContainerOptions {
@@ -102,7 +150,7 @@ pub(crate) async fn remove_labelled(
         .map_err(|error| {
             DockerError::api(format!("list the networks labelled {key}={value}"), &error)
         })?;
-    for network in networks {
+    for network in networks.iter().filter(|n| !keep(n.labels.as_ref())) {
         let Some(id) = network.id.as_deref() else {
             continue;
         };
@@ -126,7 +174,8 @@ pub(crate) async fn remove_labelled(
         .map_err(|error| {
             DockerError::api(format!("list the volumes labelled {key}={value}"), &error)
         })?;
-    for volume in volumes.volumes.into_iter().flatten() {
+    let volumes = volumes.volumes.into_iter().flatten();
+    for volume in volumes.filter(|v| !keep(Some(&v.labels))) {
         match docker
             .remove_volume(&volume.name, Some(RemoveVolumeOptions { force: true }))
             .await

@@ -160,10 +160,27 @@ impl<'a> Lifecycle<'a> {
     /// there as if nothing had happened; before its script, it starts again.
     pub(crate) async fn resume(&mut self, at: super::TakeoverAt) -> JobEnding {
         let stage = match at {
-            super::TakeoverAt::Start => return self.run().await,
+            super::TakeoverAt::Start => {
+                // What a Docker job had made goes: it is made again.
+                let record = self.cx.journal.as_ref().and_then(|job| job.docker());
+                if let Some(docker) = record {
+                    let host = self.cx.runner.docker.as_ref().and_then(|d| d.host.clone());
+                    if let Err(error) =
+                        crate::docker::remove_instance(host.as_deref(), &docker.instance).await
+                    {
+                        self.trace.warning(&format!(
+                            "remove the containers of the first start: failed to {error}"
+                        ));
+                    }
+                    if let Some(job) = &self.cx.journal {
+                        job.docker_made(None);
+                    }
+                }
+                return self.run().await;
+            }
             super::TakeoverAt::Stage(stage) => stage,
             super::TakeoverAt::AfterSteps(after) => {
-                return match self.prepare_resumed() {
+                return match self.prepare_resumed().await {
                     Ok(()) => {
                         let ending = JobEnding::from_record(&after.ending);
                         self.after_steps(ending, after.after_script_due, None).await
@@ -172,7 +189,7 @@ impl<'a> Lifecycle<'a> {
                 };
             }
         };
-        if let Err(ending) = self.prepare_resumed() {
+        if let Err(ending) = self.prepare_resumed().await {
             return self.after_steps(ending, false, None).await;
         }
         let before = JobEnding::from_record(&stage.place.before);
@@ -194,10 +211,34 @@ impl<'a> Lifecycle<'a> {
 
     /// The shell executor and the prepared variables of a job taken over after a
     /// runner restart (the directories, sources and files are there already).
-    fn prepare_resumed(&mut self) -> Result<(), JobEnding> {
+    async fn prepare_resumed(&mut self) -> Result<(), JobEnding> {
         let failed =
             |stage: &'static str, message: String| JobEnding::SystemFailure { stage, message };
         match ExecutorChoice::for_job(&self.cx.runner, self.job) {
+            ExecutorChoice::Docker => {
+                let Some(record) = self.cx.journal.as_ref().and_then(|j| j.docker()) else {
+                    return Err(failed(
+                        "prepare_executor",
+                        "the Docker containers of this job were not recorded".to_owned(),
+                    ));
+                };
+                let host = self.cx.runner.docker.as_ref().and_then(|d| d.host.clone());
+                let short = super::short_token(&self.cx.runner.token);
+                let mut docker = DockerExecutor::resume(
+                    host.as_deref(),
+                    (&short, self.job.id),
+                    self.cx.kill_grace,
+                    &record,
+                )
+                .await
+                .map_err(|error| failed("prepare_executor", error.to_string()))?;
+                docker.detach_in(
+                    &self.dirs.tmp_dir,
+                    &self.dirs.seen.tmp_dir,
+                    self.resumable_record(),
+                );
+                self.executor = Some(Executor::Docker(Box::new(docker)));
+            }
             ExecutorChoice::Custom => {
                 let (Some(config), Some(dir)) = (
                     self.cx.runner.custom.clone(),
@@ -278,6 +319,9 @@ impl<'a> Lifecycle<'a> {
             }
             (Some(detached), Executor::Custom(custom)) => {
                 custom.reattach(detached, self.trace, cancel).await
+            }
+            (Some(detached), Executor::Docker(docker)) => {
+                docker.reattach(detached, stage, self.trace, cancel).await
             }
             _ => executor.run(stage, self.trace, cancel).await,
         }
@@ -615,6 +659,13 @@ impl<'a> Lifecycle<'a> {
                 seen.to_string_lossy()
             ));
         }
+        // Recorded before anything is made, when a restarted runner could take the job
+        // over: its script stages then run detached (`crate::docker`).
+        docker.detach_in(
+            &self.dirs.tmp_dir,
+            &self.dirs.seen.tmp_dir,
+            self.resumable_record(),
+        );
         let result = self.prepare_containers(&mut docker, config, binds).await;
         self.executor = Some(Executor::Docker(Box::new(docker)));
         result

@@ -267,7 +267,7 @@ impl Uplink {
             }
             let chunk = {
                 let buffer = self.trace.buffer();
-                let waiting = buffer.len().saturating_sub(buffer.sent_offset());
+                let waiting = buffer.unsent();
                 if whole_only && waiting < MAX_PATCH_BYTES as u64 {
                     None
                 } else {

@@ -138,6 +138,9 @@ pub enum PollEvent {
         job_id: i64,
         /// Process groups of the job that still ran, killed.
         killed: usize,
+        /// Why a job this process began to take over could not go on (its Docker
+        /// build container is gone).
+        why: Option<String>,
         /// The custom executor's `cleanup_exec`, run in the environment the job's
         /// `prepare_exec` had begun to make (`None`: there was none to clean up).
         cleanup: Option<Result<(), String>>,
@@ -370,6 +373,7 @@ impl fmt::Display for PollEvent {
                 runner,
                 job_id,
                 killed,
+                why,
                 cleanup,
                 result,
             } => {
@@ -377,6 +381,9 @@ impl fmt::Display for PollEvent {
                     f,
                     "runner {runner}: job {job_id} was running when this runner last stopped"
                 )?;
+                if let Some(why) = why {
+                    write!(f, "; it cannot go on: {why}")?;
+                }
                 if *killed > 0 {
                     write!(f, "; killed {killed} process group(s) it left running")?;
                 }

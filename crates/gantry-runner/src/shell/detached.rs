@@ -7,13 +7,19 @@
 //! then writes its exit code to a third. The runner copies the files into the log as
 //! they grow ([`tail`]). If the runner process dies, the stage goes on: nothing it
 //! writes to breaks, and its exit code is kept. A restarted runner finds the stage in
-//! the job's record, [reattaches](Detached::reattach) to it — reading on from the last
+//! the job's record, [reattaches](Detached::reattach_with) to it — reading on from the last
 //! point whose output the coordinator is known to hold ([`LogCheckpoint`]) — and the
 //! job goes on from there.
 //!
-//! What a reattached stage's log may show twice: the output the coordinator received
-//! after the last checkpoint (written at line ends once the coordinator acknowledged
-//! them, so at most an update interval's worth). Nothing is lost.
+//! No byte is lost and none is sent twice: the copy gives the log whole lines only
+//! (a line without its end goes on after [`PARTIAL_LINE_WAIT`], or at the stage's end),
+//! and after each batch it records a *point* in the job's record — how far it read each
+//! file, and the log's length then — before the log may be sent past it
+//! ([`TraceBuffer::send_until`](crate::trace::TraceBuffer::send_until)). Whatever the
+//! moment the runner dies, the coordinator's log ends at a recorded point, and the next
+//! runner reads on from exactly there ([`DetachedStage::resume_point`]). Only a log more
+//! than a patch (1 MiB) behind can be cut between points; the output after the last
+//! point before the cut then comes again, and the takeover line says so.
 //!
 //! A stage stays in the job's record after it ended, until the record's next change
 //! replaces it in the same write (the next stage, or the end of the steps), so the
@@ -34,6 +40,7 @@ use tokio::task::JoinHandle;
 use super::process::Ended;
 use crate::journal::{DetachedStage, LogCheckpoint, ProcessStamp, RunningJob, StageFiles};
 use crate::trace::{Trace, TraceWriter};
+use std::collections::VecDeque;
 
 /// The wrapper: runs `"$@"` with its output appended to `$1` and `$2`, then writes its
 /// exit code to `$3` (through a rename, so a reader never sees half of it).
@@ -52,17 +59,85 @@ const POLL: Duration = Duration::from_millis(50);
 /// Bytes read from a file at a time.
 const READ_CHUNK: usize = 64 * 1024;
 
+/// How long the start of a line waits for its end before it goes into the log.
+const PARTIAL_LINE_WAIT: Duration = Duration::from_secs(1);
+
+/// Points a record holds past its checkpoint; the log is held back while there are
+/// this many (until the coordinator acknowledges some).
+const MAX_POINTS: usize = 128;
+
 /// A detached script stage this runner watches.
 pub(crate) struct Detached {
     /// The wrapper, when this process started it (`None` after a reattach).
     child: Option<Child>,
     leader: ProcessStamp,
     files: StageFiles,
-    done: watch::Sender<bool>,
-    tail: Option<JoinHandle<()>>,
+    /// Taken by [`Detached::finish`]; dropped with the stage otherwise.
+    output: Option<StageOutput>,
     job: Arc<RunningJob>,
     /// Kill the group when dropped (cleared by [`Detached::finish`]).
     armed: bool,
+}
+
+/// The copy of a detached stage's files into the log (every executor whose stages
+/// write files: shell, custom, Docker).
+pub(crate) struct StageOutput {
+    done: watch::Sender<bool>,
+    tail: Option<JoinHandle<()>>,
+    trace: Trace,
+}
+
+impl StageOutput {
+    /// Starts copying `files` into `trace` from `from` (the stage's start when `None`),
+    /// recording points in `job`.
+    pub(crate) fn start(
+        files: &StageFiles,
+        from: Option<LogCheckpoint>,
+        trace: &Trace,
+        job: &Arc<RunningJob>,
+    ) -> Self {
+        let (done, watching) = watch::channel(false);
+        let writers = [
+            trace.writer(gantry_protocol::StreamKind::Stdout),
+            trace.writer(gantry_protocol::StreamKind::Stderr),
+        ];
+        let points = Points {
+            job: Arc::clone(job),
+            trace: trace.clone(),
+            unacked: VecDeque::new(),
+            last: None,
+        };
+        let from = from.map_or([0, 0], |c| [c.out, c.err]);
+        let tail = tokio::spawn(tail(
+            [files.out.clone(), files.err.clone()],
+            from,
+            writers,
+            watching,
+            points,
+        ));
+        Self {
+            done,
+            tail: Some(tail),
+            trace: trace.clone(),
+        }
+    }
+
+    /// Reads the files to their end into the log, which may then be sent whole.
+    pub(crate) async fn finish(mut self) {
+        let _ = self.done.send(true);
+        if let Some(tail) = self.tail.take() {
+            let _ = tail.await;
+        }
+    }
+}
+
+impl Drop for StageOutput {
+    fn drop(&mut self) {
+        if let Some(tail) = &self.tail {
+            tail.abort();
+        }
+        self.trace.buffer().send_until(None);
+    }
 }
 
 /// The files of stage `name` in `dir`.
@@ -136,20 +211,15 @@ impl Detached {
         job.group_started(pid);
         job.stage_detached(DetachedStage {
             place,
-            group: leader.clone(),
+            group: Some(leader.clone()),
+            container: None,
             files: files.clone(),
             checkpoint: None,
+            points: Vec::new(),
         });
-        // No checkpoint yet: the first one (nothing of the stage printed) is taken at
-        // once, so the log's CRC is known even if the runner dies before it prints.
-        Ok(Self::watch(
-            Some(child),
-            leader,
-            files,
-            ([0, 0], [u64::MAX; 2]),
-            trace,
-            job,
-        ))
+        // The first point (nothing of the stage printed) is taken at once, so the
+        // log's CRC is known even if the runner dies before it prints.
+        Ok(Self::watch(Some(child), leader, files, None, trace, job))
     }
 
     /// [`reattach`](Self::reattach) with the job's record (which a reattach needs), and
@@ -171,55 +241,39 @@ impl Detached {
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default();
         let left = Duration::from_millis(stage.place.deadline_unix_ms).saturating_sub(now);
-        Ok((Self::reattach(stage, trace, job), left))
-    }
-
-    /// Watches again the stage a runner process that died recorded in `stage`: reads
-    /// its output on from the last checkpoint.
-    pub(crate) fn reattach(stage: &DetachedStage, trace: &Trace, job: &Arc<RunningJob>) -> Self {
-        let from = stage.checkpoint.map_or([0, 0], |c| [c.out, c.err]);
-        Self::watch(
+        let Some(leader) = stage.group.clone() else {
+            return Err(super::StageOutcome::SystemFailure {
+                error: super::ShellError::Detached {
+                    message: "the record of the detached stage names no process group".to_owned(),
+                }
+                .into(),
+            });
+        };
+        let running = Self::watch(
             None,
-            stage.group.clone(),
+            leader,
             stage.files.clone(),
-            (from, from),
+            stage.checkpoint,
             trace,
             job,
-        )
+        );
+        Ok((running, left))
     }
 
     fn watch(
         child: Option<Child>,
         leader: ProcessStamp,
         files: StageFiles,
-        (from, committed): ([u64; 2], [u64; 2]),
+        from: Option<LogCheckpoint>,
         trace: &Trace,
         job: &Arc<RunningJob>,
     ) -> Self {
-        let (done, watching) = watch::channel(false);
-        let writers = [
-            trace.writer(gantry_protocol::StreamKind::Stdout),
-            trace.writer(gantry_protocol::StreamKind::Stderr),
-        ];
-        let checkpoints = Checkpoints {
-            job: Arc::clone(job),
-            trace: trace.clone(),
-            pending: None,
-            committed,
-        };
-        let tail = tokio::spawn(tail(
-            [files.out.clone(), files.err.clone()],
-            from,
-            writers,
-            watching,
-            checkpoints,
-        ));
+        let output = StageOutput::start(&files, from, trace, job);
         Self {
             child,
             leader,
             files,
-            done,
-            tail: Some(tail),
+            output: Some(output),
             job: Arc::clone(job),
             armed: true,
         }
@@ -296,9 +350,8 @@ impl Detached {
             self.signal(Signal::SIGKILL);
         }
         self.armed = false;
-        let _ = self.done.send(true);
-        if let Some(tail) = self.tail.take() {
-            let _ = tail.await;
+        if let Some(output) = self.output.take() {
+            output.finish().await;
         }
         self.job
             .group_ended(u32::try_from(self.leader.pid).unwrap_or(0));
@@ -310,53 +363,58 @@ impl Drop for Detached {
         if self.armed && !self.job.handing_over() {
             // The future running the stage was dropped: nothing of the job survives.
             self.signal(Signal::SIGKILL);
-            if let Some(tail) = &self.tail {
-                tail.abort();
-            }
         }
     }
 }
 
 /// The exit code in a status file, once it is there.
-fn read_status(path: &Path) -> Option<i32> {
+pub(crate) fn read_status(path: &Path) -> Option<i32> {
     std::fs::read_to_string(path).ok()?.trim().parse().ok()
 }
 
-/// Commits checkpoints to the job's record: a point (line ends in both files) becomes
-/// one once the coordinator has accepted the log up to where it was then.
-struct Checkpoints {
+/// Records points in the job's record and lets the log be sent up to the last one;
+/// a point the coordinator acknowledged becomes the stage's checkpoint.
+struct Points {
     job: Arc<RunningJob>,
     trace: Trace,
-    pending: Option<LogCheckpoint>,
-    committed: [u64; 2],
+    /// Recorded, not yet acknowledged, oldest first.
+    unacked: VecDeque<LogCheckpoint>,
+    /// The last point recorded: `(out, err, log length)`.
+    last: Option<(u64, u64, u64)>,
 }
 
-impl Checkpoints {
-    /// Looks at the log; returns the offsets of a checkpoint it just committed.
-    fn tick(&mut self, clean: [u64; 2]) -> Option<[u64; 2]> {
+impl Points {
+    /// After a pass that gave the log the files' bytes up to `consumed` (whole lines,
+    /// the writers flushed): records a point if anything changed; returns the offsets
+    /// of a point just acknowledged.
+    fn tick(&mut self, consumed: [u64; 2]) -> Option<[u64; 2]> {
         let (sent, len, crc) = {
             let buffer = self.trace.buffer();
             (buffer.sent_offset(), buffer.len(), buffer.known_crc32())
         };
-        let mut committed = None;
-        if let Some(pending) = self.pending {
-            if sent < pending.log_len {
-                return None;
-            }
-            self.job.checkpoint(pending);
-            self.committed = [pending.out, pending.err];
-            committed = Some(self.committed);
-            self.pending = None;
+        let mut acked = None;
+        while self.unacked.front().is_some_and(|p| p.log_len <= sent) {
+            acked = self.unacked.pop_front();
         }
-        if clean != self.committed {
-            self.pending = Some(LogCheckpoint {
-                out: clean[0],
-                err: clean[1],
+        let point = (consumed[0], consumed[1], len);
+        let new = self.last != Some(point) && self.unacked.len() < MAX_POINTS;
+        if new {
+            self.unacked.push_back(LogCheckpoint {
+                out: consumed[0],
+                err: consumed[1],
                 log_len: len,
                 crc,
             });
+            self.last = Some(point);
         }
-        committed
+        if new || acked.is_some() {
+            self.job.checkpoint(acked, self.unacked.make_contiguous());
+        }
+        if new {
+            // Recorded first: the coordinator never holds more than a point says.
+            self.trace.buffer().send_until(Some(len));
+        }
+        acked.map(|p| [p.out, p.err])
     }
 }
 
@@ -450,31 +508,35 @@ fn watch_writes(
     }
 }
 
-/// Copies what is appended to `files` (from `offsets`) into `writers` until `done`
-/// says the stage is over; then reads to the end once more and flushes the writers.
+/// Copies what is appended to `files` (from `offsets`) into `writers`, whole lines
+/// at a time, until `done` says the stage is over; then reads to the end once more and
+/// flushes the writers.
 async fn tail(
     files: [PathBuf; 2],
     mut offsets: [u64; 2],
     mut writers: [TraceWriter; 2],
     mut done: watch::Receiver<bool>,
-    mut checkpoints: Checkpoints,
+    mut points: Points,
 ) {
     let wake = Wake::new(&files);
     let mut open: [Option<std::fs::File>; 2] = [None, None];
-    // Offsets just past the last line end given to the log (the writers were flushed
-    // there): what a checkpoint may name.
-    let mut clean = offsets;
+    // Read, not yet in the log: the start of a line, and since when it waits.
+    let mut held: [Vec<u8>; 2] = [Vec::new(), Vec::new()];
+    let mut held_since = [tokio::time::Instant::now(); 2];
     let mut buf = vec![0u8; READ_CHUNK];
+    points.tick(offsets);
     loop {
         let last_pass = *done.borrow_and_update();
         let mut got = false;
         for i in 0..2 {
             if open[i].is_none() {
-                // Writable only to give read blocks back (`release`).
+                // Writable to give read blocks back (`release`); a file the stage
+                // made (another user's) is only read.
                 open[i] = std::fs::OpenOptions::new()
                     .read(true)
                     .write(true)
                     .open(&files[i])
+                    .or_else(|_| std::fs::File::open(&files[i]))
                     .ok();
             }
             let Some(file) = &open[i] else { continue };
@@ -489,23 +551,38 @@ async fn tail(
                 }
                 got = true;
                 let data = &buf[..n];
+                if held[i].is_empty() {
+                    held_since[i] = tokio::time::Instant::now();
+                }
                 match data.iter().rposition(|&b| b == b'\n') {
                     Some(end) => {
+                        writers[i].write(&held[i]);
                         writers[i].write(&data[..=end]);
                         writers[i].finish();
-                        clean[i] = offsets[i] + end as u64 + 1;
-                        writers[i].write(&data[end + 1..]);
+                        held[i].clear();
+                        held[i].extend_from_slice(&data[end + 1..]);
+                        held_since[i] = tokio::time::Instant::now();
                     }
-                    None => writers[i].write(data),
+                    None => held[i].extend_from_slice(data),
                 }
                 offsets[i] += n as u64;
                 if n < buf.len() {
                     break;
                 }
             }
+            let waited = held_since[i].elapsed() >= PARTIAL_LINE_WAIT;
+            if !held[i].is_empty() && (last_pass || waited || held[i].len() >= READ_CHUNK) {
+                writers[i].write(&held[i]);
+                writers[i].finish();
+                held[i].clear();
+            }
         }
-        if let Some(committed) = checkpoints.tick(clean) {
-            for (file, upto) in open.iter().zip(committed) {
+        let consumed = [
+            offsets[0] - held[0].len() as u64,
+            offsets[1] - held[1].len() as u64,
+        ];
+        if let Some(acked) = points.tick(consumed) {
+            for (file, upto) in open.iter().zip(acked) {
                 if let Some(file) = file {
                     release(file, upto);
                 }
@@ -524,6 +601,7 @@ async fn tail(
     for writer in &mut writers {
         writer.finish();
     }
+    points.trace.buffer().send_until(None);
 }
 
 #[cfg(test)]
@@ -568,6 +646,111 @@ mod tests {
         assert_eq!(tail, data[800_000..]);
         // Less than a block: nothing to give back.
         release(&file, 10);
+    }
+
+    /// The log is sent only up to a point the record names, and output read on from
+    /// the point the coordinator's log ends at comes exactly once.
+    #[tokio::test]
+    async fn the_log_is_held_to_recorded_points_and_goes_on_from_one() {
+        use crate::trace::{MaskSet, TraceOptions};
+        let dir = tempfile::tempdir().unwrap();
+        let journal = crate::journal::Journal::open(dir.path().join("j")).unwrap();
+        let payload = gantry_protocol::JobResponse {
+            id: 5,
+            token: "glcbt-5".into(),
+            ..Default::default()
+        };
+        let resume = crate::journal::ResumeRecord {
+            runner: "abc".into(),
+            concurrent_id: 0,
+            concurrent_project_id: 0,
+            received_unix_ms: 0,
+        };
+        let job = Arc::new(
+            journal
+                .start_resumable("http://c.example/", &payload, resume)
+                .unwrap(),
+        );
+        let files = stage_files(dir.path(), "step_script");
+        std::fs::write(&files.out, "one\ntwo\npart").unwrap();
+        std::fs::write(&files.err, "").unwrap();
+        job.stage_detached(DetachedStage {
+            place: crate::journal::StagePlace {
+                at: crate::journal::StageAt::Step(0),
+                name: "step_script".into(),
+                before: crate::journal::RecordedEnding::Success,
+                deadline_unix_ms: u64::MAX,
+                limit_secs: 1,
+            },
+            group: None,
+            container: None,
+            files: files.clone(),
+            checkpoint: None,
+            points: Vec::new(),
+        });
+        let trace = Trace::new(MaskSet::empty(), TraceOptions::default());
+        trace.runner_line("header");
+        let header = trace.buffer().len();
+        let output = StageOutput::start(&files, None, &trace, &job);
+        let recorded = || {
+            let record: serde_json::Value = serde_json::from_slice(
+                &std::fs::read(
+                    std::fs::read_dir(journal.dir())
+                        .unwrap()
+                        .map(|e| e.unwrap().path())
+                        .find(|p| p.extension().is_some_and(|e| e == "json"))
+                        .unwrap(),
+                )
+                .unwrap(),
+            )
+            .unwrap();
+            let stage: DetachedStage = serde_json::from_value(record["stage"].clone()).unwrap();
+            stage
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while trace.buffer().len() < header + 8 {
+            assert!(std::time::Instant::now() < deadline, "the lines are read");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        // Whole lines only; the log may be sent as far as the last point recorded.
+        assert_eq!(trace.contents()[header as usize..], *b"one\ntwo\n");
+        let stage = recorded();
+        let last = *stage.points.last().unwrap();
+        assert_eq!((last.out, last.log_len), (8, header + 8));
+        assert_eq!(
+            stage.points[0].log_len, header,
+            "the stage's start is a point"
+        );
+        assert_eq!(trace.buffer().unsent(), header + 8);
+        // Appended after the point (another writer): not sendable until the next one.
+        trace.runner_line("x");
+        assert_eq!(trace.buffer().unsent(), header + 8);
+
+        // The coordinator holds the log up to the last point: a runner taking over
+        // reads on from there, and nothing comes twice.
+        let (point, exact) = stage.resume_point(header + 8);
+        assert!(exact);
+        drop(output);
+        let len = trace.buffer().len();
+        assert_eq!(trace.buffer().unsent(), len, "released");
+        let again = Trace::new(
+            MaskSet::empty(),
+            TraceOptions {
+                continues: Some((header + 8, point.and_then(|p| p.crc))),
+                ..TraceOptions::default()
+            },
+        );
+        std::fs::write(&files.out, "one\ntwo\npartial line\nthree\n").unwrap();
+        let output = StageOutput::start(&files, point, &again, &job);
+        output.finish().await;
+        let mut whole = trace.contents()[..(header + 8) as usize].to_vec();
+        whole.extend(again.buffer().contents().unwrap());
+        assert_eq!(
+            whole[header as usize..],
+            *b"one\ntwo\npartial line\nthree\n"
+        );
+        assert!(again.buffer().known_crc32().is_some());
     }
 
     #[test]

@@ -98,6 +98,8 @@ pub struct TraceBuffer {
     crc_known: bool,
     line_headers: Option<Clock>,
     tap: Option<Tap>,
+    /// While set, nothing past this offset is sent ([`send_until`](Self::send_until)).
+    send_until: Option<u64>,
 }
 
 impl std::fmt::Debug for TraceBuffer {
@@ -156,6 +158,7 @@ impl TraceBuffer {
             crc_known: true,
             line_headers: None,
             tap: None,
+            send_until: None,
         }
     }
 
@@ -394,15 +397,38 @@ impl TraceBuffer {
         self.sent >= self.len()
     }
 
+    /// Sends nothing past `end` until called again (`None`: everything may be sent).
+    /// A detached stage holds its log back to the last point its job's record names
+    /// ([`crate::shell::detached`]): whatever length the coordinator's log has when
+    /// the runner dies, the record then says which output it holds.
+    pub fn send_until(&mut self, end: Option<u64>) {
+        self.send_until = end;
+    }
+
+    /// Where the log may be sent up to now.
+    fn sendable_end(&self) -> u64 {
+        self.send_until
+            .map_or(self.len(), |end| end.clamp(self.sent, self.len()))
+    }
+
+    /// Bytes that may be sent and are not yet accepted.
+    pub fn unsent(&self) -> u64 {
+        self.sendable_end().saturating_sub(self.sent)
+    }
+
     /// The next chunk to send, at most `max` bytes (clamped to 1..=1 MiB, gitlab-runner's
     /// patch limit); `None` when everything has been sent, or when the spool file
     /// cannot be read back (a disk failure: the final update's size then tells the
     /// coordinator what it lacks).
     pub fn next_chunk(&self, max: usize) -> Option<TraceChunk> {
-        if self.sent >= self.len() {
+        let unsent = self.unsent();
+        if unsent == 0 {
             return None;
         }
-        let data = self.read(self.sent, max.clamp(1, MAX_PATCH_BYTES)).ok()?;
+        let max = max
+            .clamp(1, MAX_PATCH_BYTES)
+            .min(usize::try_from(unsent).unwrap_or(usize::MAX));
+        let data = self.read(self.sent, max).ok()?;
         Some(TraceChunk {
             offset: self.sent,
             data,

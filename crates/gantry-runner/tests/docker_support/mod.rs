@@ -294,6 +294,9 @@ pub struct Runner {
     pub dir: tempfile::TempDir,
     pub config: Config,
     pub events: Arc<Mutex<Vec<String>>>,
+    /// Keep job records, as `gantry runner run` does (script stages then run
+    /// detached, see `gantry_runner::journal`).
+    pub journal: bool,
 }
 
 impl Runner {
@@ -314,7 +317,14 @@ impl Runner {
             dir,
             config,
             events: Arc::new(Mutex::new(Vec::new())),
+            journal: false,
         }
+    }
+
+    /// This runner with job records kept ([`Runner::journal`]).
+    pub fn with_journal(mut self) -> Self {
+        self.journal = true;
+        self
     }
 
     /// Runs the poll loop until `jobs` jobs ended (or `limit` passed).
@@ -334,6 +344,12 @@ impl Runner {
         options.max_jobs = Some(jobs);
         options.work_dir = self.dir.path().to_owned();
         options.kill_grace = Duration::from_secs(1);
+        if self.journal {
+            options.journal = Some(
+                gantry_runner::journal::Journal::open(self.dir.path().join(".runner_jobs"))
+                    .expect("a journal"),
+            );
+        }
         let events = Arc::clone(&self.events);
         options.events = Arc::new(move |event: &PollEvent| {
             events.lock().unwrap().push(event.to_string());
