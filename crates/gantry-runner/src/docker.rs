@@ -55,6 +55,7 @@
 
 mod client;
 mod error;
+pub mod gpus;
 mod image;
 mod job;
 mod leftovers;

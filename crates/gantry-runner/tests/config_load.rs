@@ -355,6 +355,40 @@ host = "ssh://ci@builder"
 }
 
 #[test]
+fn gpus_are_checked_when_read_and_saved_as_written() {
+    let text = r#"
+[[runners]]
+url = "https://gitlab.example.com/"
+token = "glrt-t1_abc"
+executor = "docker"
+[runners.docker]
+gpus = "all"
+service_gpus = '"device=0,1"'
+"#;
+    let (config, warnings) = load(text).unwrap();
+    assert_eq!(warnings, Vec::<String>::new());
+    let docker = config.runners[0].docker.as_ref().unwrap();
+    assert_eq!(docker.gpus.as_deref(), Some("all"));
+    assert_eq!(docker.service_gpus.as_deref(), Some("\"device=0,1\""));
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.toml");
+    config.save(&path).unwrap();
+    let (again, _) = Config::load(&path).unwrap();
+    assert_eq!(again.runners[0].docker, config.runners[0].docker);
+
+    let text = r#"
+[[runners]]
+url = "https://gitlab.example.com/"
+token = "glrt-t1_abc"
+executor = "docker"
+[runners.docker]
+gpus = "lots"
+service_gpus = "colour=red"
+"#;
+    insta::assert_snapshot!(error(text));
+}
+
+#[test]
 fn feature_flags_are_booleans_with_ff_names() {
     let text = r#"
 [[runners]]

@@ -787,3 +787,48 @@ job:
     assert!(trace.contains("ran on the configured engine\n"), "{trace}");
     assert_no_leftovers(&token);
 }
+
+/// `gpus` reaches the Engine as the build container's device request (gitlab-runner's
+/// `[runners.docker] gpus`, the CLI's `--gpus` syntax). This machine kind has no GPU and
+/// no NVIDIA runtime, so the Engine refuses the request with its own words, which shows
+/// the request was made; `service_gpus` is for services only, so a job without services
+/// runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gpus_become_the_containers_device_requests() {
+    require_docker().await;
+    let ci = "test:\n  image: gantry-test/busybox:latest\n  script:\n    - echo ran\n";
+    let repo = Repo::new(&[(".gitlab-ci.yml", ci)]);
+    let server = TestServer::start().await;
+    let (project, _) = server.project_with_pipeline(&repo).await;
+    let token = server.runner_token().await;
+    let runner = Runner::new(&server, &token, &format!("{RUNNER_DOCKER}\ngpus = \"all\""));
+    let summary = runner.run(1, LIMIT).await;
+    let report = &summary.jobs[0];
+    let trace = server.trace(project, report.job_id).await;
+    assert_ne!(report.ending, JobEnding::Success, "{trace}");
+    assert!(
+        trace.contains("could not select device driver") && trace.contains("[[gpu]]"),
+        "{trace}"
+    );
+    assert!(!trace.contains("\nran"), "{trace}");
+    assert_no_leftovers(&token);
+
+    let (status, _) = server
+        .admin(
+            reqwest::Method::POST,
+            &format!("projects/{project}/pipeline?ref=main"),
+            None,
+        )
+        .await;
+    assert_eq!(status, reqwest::StatusCode::CREATED);
+    let runner = Runner::new(
+        &server,
+        &token,
+        &format!("{RUNNER_DOCKER}\nservice_gpus = \"count=1,capabilities=compute\""),
+    );
+    let summary = runner.run(1, LIMIT).await;
+    let report = &summary.jobs[0];
+    let trace = server.trace(project, report.job_id).await;
+    assert_eq!(report.ending, JobEnding::Success, "{trace}");
+    assert!(trace.contains("ran"), "{trace}");
+}

@@ -661,6 +661,21 @@ fn resolve_docker(cx: &mut Cx, at: &KeyPath, file: &DockerFile) -> DockerConfig 
             cx.problem(at.key("volumes").index(i), message);
         }
     }
+    let mut gpus = |key: &str, text: &Option<String>| {
+        let text = text.as_deref().map(str::trim).filter(|t| !t.is_empty())?;
+        match crate::docker::gpus::device_request(text) {
+            Ok(_) => Some(text.to_owned()),
+            Err(error) => {
+                cx.problem(
+                    at.key(key),
+                    format!("{text:?} is not a `--gpus` request: {error}; use `all`, a count, or `\"device=0,1\"`"),
+                );
+                None
+            }
+        }
+    };
+    let build_gpus = gpus("gpus", &file.gpus);
+    let service_gpus = gpus("service_gpus", &file.service_gpus);
     let list = |values: &Option<Vec<String>>| values.clone().unwrap_or_default();
     DockerConfig {
         image: file.image.clone().filter(|image| !image.is_empty()),
@@ -681,6 +696,8 @@ fn resolve_docker(cx: &mut Cx, at: &KeyPath, file: &DockerFile) -> DockerConfig 
         dns: list(&file.dns),
         cap_add: list(&file.cap_add),
         cap_drop: list(&file.cap_drop),
+        gpus: build_gpus,
+        service_gpus,
         wait_for_services_timeout,
         user: file.user.clone().filter(|user| !user.is_empty()),
         shell_without_image: file.shell_without_image.unwrap_or(false),
@@ -1195,6 +1212,8 @@ fn docker_to_file(docker: &DockerConfig) -> DockerFile {
         dns: non_empty(&docker.dns),
         cap_add: non_empty(&docker.cap_add),
         cap_drop: non_empty(&docker.cap_drop),
+        gpus: docker.gpus.clone(),
+        service_gpus: docker.service_gpus.clone(),
         wait_for_services_timeout: Some(
             docker
                 .wait_for_services_timeout

@@ -326,6 +326,13 @@ pub struct DockerFile {
         deserialize_with = "string_list"
     )]
     pub cap_drop: Option<Vec<String>>,
+    /// GPUs for the job's containers, in the Docker CLI's `--gpus` syntax (`all`,
+    /// `"device=0,1"`, `count=2,capabilities=compute`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpus: Option<String>,
+    /// GPUs for the job's service containers, the same syntax.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub service_gpus: Option<String>,
     /// Seconds to wait for services (default 30; -1 = do not wait).
     #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "int")]
     pub wait_for_services_timeout: Option<i64>,

@@ -485,6 +485,10 @@ pub struct DockerConfig {
     pub cap_add: Vec<String>,
     /// Capabilities to drop.
     pub cap_drop: Vec<String>,
+    /// GPUs for the build container (`--gpus` syntax, checked when read).
+    pub gpus: Option<String>,
+    /// GPUs for service containers.
+    pub service_gpus: Option<String>,
     /// How long to wait for services; `None` = do not wait (`-1` in the file).
     pub wait_for_services_timeout: Option<Duration>,
     /// User the job's commands run as; `None` = the image's user (a job's
@@ -516,6 +520,8 @@ impl Default for DockerConfig {
             dns: Vec::new(),
             cap_add: Vec::new(),
             cap_drop: Vec::new(),
+            gpus: None,
+            service_gpus: None,
             wait_for_services_timeout: Some(DEFAULT_WAIT_FOR_SERVICES_TIMEOUT),
             user: None,
             shell_without_image: false,

@@ -265,6 +265,7 @@ impl DockerExecutor {
             dns: non_empty(&config.dns),
             cap_add: non_empty(&config.cap_add),
             cap_drop: non_empty(&config.cap_drop),
+            device_requests: device_requests(config.gpus.as_deref()),
             ..HostConfig::default()
         };
         for (index, volume) in config.volumes.iter().enumerate() {
@@ -327,12 +328,15 @@ impl DockerExecutor {
                         plan.ports.push(port);
                     }
                 }
+                // Services get `service_gpus`, not the build container's `gpus`.
+                let mut service_host = host_config.clone();
+                service_host.device_requests = device_requests(config.service_gpus.as_deref());
                 let target = ServiceTarget {
                     labels: &self.labels,
                     name: format!("{}-service-{index}", self.prefix),
                     network: self.network.as_deref(),
                     network_mode: config.network_mode.as_deref(),
-                    host_config: &host_config,
+                    host_config: &service_host,
                     platform: service_platform.as_deref(),
                 };
                 let started = start_service(&self.docker, plan, &target, trace).await?;
@@ -662,4 +666,11 @@ fn container_environment(variables: &[JobVariable], job_token: &str) -> Vec<Stri
         .filter(|v| crate::shell::is_variable_name(&v.key))
         .map(|v| format!("{}={}", v.key, v.value))
         .collect()
+}
+
+/// The Engine API's device requests for a `gpus` text of the configuration (checked when
+/// the configuration was read; `None` when it asks for none).
+fn device_requests(gpus: Option<&str>) -> Option<Vec<bollard::models::DeviceRequest>> {
+    let request = super::gpus::device_request(gpus?).ok()??;
+    Some(vec![request])
 }
