@@ -6,8 +6,8 @@
 //! protected refs only for a `ref_protected` runner, every job tag among the runner's
 //! tags, untagged jobs only with `run_untagged` — then fair share across projects: the
 //! project with the fewest running jobs first, FIFO within a project. The store hands
-//! the job over (`assign_job`: pending → running, exactly once, whatever the number of
-//! requests or processes); a job another runner took meanwhile is skipped.
+//! the job over (`Store::assign_jobs`: pending → running, exactly once, whatever the
+//! number of requests or processes); a job another runner took meanwhile is skipped.
 //!
 //! Every condition is answered by `runner_fit`, the one implementation of the matching
 //! rules (`pending.rs` explains a wait with it): a group runner takes the jobs of projects
@@ -29,8 +29,10 @@
 //!
 //! Long polling: the queue version changes whenever a job becomes pending (`watch`
 //! channel, no busy loop). A request whose `last_update` is the current version has seen
-//! everything and waits for the next change; any other looks at once, then waits. Each
-//! change wakes every waiting request, which looks again, until `wait` ends.
+//! everything and waits for the next change; any other looks at once, then waits. A
+//! change wakes only the waiting requests whose runners the new job fits (their group in
+//! `waiters.rs`, with a margin for jobs others take first); a woken request looks again,
+//! until `wait` ends.
 //!
 //! A job goes only to a request that can still receive it. A waiting request is a
 //! future of the HTTP connection's task: when its runner hangs up (a restart, `SIGTERM`,
