@@ -85,6 +85,7 @@ mod functions;
 mod go_duration;
 mod lifecycle;
 mod post;
+pub(crate) mod secrets;
 mod stop;
 mod uplink;
 mod variables;

@@ -310,6 +310,11 @@ pub enum RecordedEnding {
         /// What is missing.
         message: String,
     },
+    /// An external service the job needs failed.
+    ExternalDependencyFailure {
+        /// What went wrong.
+        message: String,
+    },
 }
 
 /// Where a detached stage is and how far its output reached the coordinator.

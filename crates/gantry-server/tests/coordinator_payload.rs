@@ -646,3 +646,72 @@ fn gzip(text: &str) -> Vec<u8> {
     e.write_all(text.as_bytes()).unwrap();
     e.finish().unwrap()
 }
+
+/// `secrets:` (GitLab EE): a job whose variables enable no secrets provider fails
+/// `secrets_provider_not_found` before a runner gets it, its log saying what to set; with
+/// `VAULT_SERVER_URL` (or `AWS_REGION`) the payload carries the secrets as GitLab's
+/// presenter sends them: normalized, each with its provider's server.
+#[tokio::test]
+async fn secrets_need_a_configured_provider_and_reach_the_payload_normalized() {
+    let e = env(r#"
+no_provider:
+  script: [x]
+  secrets:
+    DB: {vault: app/db/password@secret}
+vault:
+  script: [x]
+  variables: {VAULT_SERVER_URL: "http://vault.example:8200", VAULT_AUTH_ROLE: ci, AWS_REGION: eu-west-1}
+  id_tokens: {VAULT_ID_TOKEN: {aud: "https://vault.example"}}
+  secrets:
+    DB: {vault: app/db/password@secret, file: false}
+    KEY:
+      aws_secrets_manager: "ci/key#value"
+      token: $VAULT_ID_TOKEN
+"#)
+    .await;
+    let project = e.project().await;
+    let p = e.pipeline(project, "main").await;
+    let runner = e.any_runner().await;
+    let job = e.take_some(&runner).await;
+    assert_eq!(job.job_info.name, "vault");
+    let secrets = job.secrets.as_ref().expect("secrets in the payload");
+    assert_eq!(
+        secrets["DB"],
+        serde_json::json!({
+            "vault": {
+                "engine": {"name": "kv-v2", "path": "secret"},
+                "path": "app/db",
+                "field": "password",
+                "server": {
+                    "url": "http://vault.example:8200",
+                    "namespace": null,
+                    "auth": {"name": "jwt", "path": "jwt", "data": {"jwt": "$VAULT_ID_TOKEN", "role": "ci"}},
+                },
+            },
+            "file": false,
+        })
+    );
+    assert_eq!(
+        secrets["KEY"]["aws_secrets_manager"],
+        serde_json::json!({
+            "secret_id": "ci/key",
+            "field": "value",
+            "server": {"region": "eu-west-1", "jwt": "$VAULT_ID_TOKEN", "role_arn": null, "role_session_name": null},
+        })
+    );
+    assert!(
+        e.take(&runner).await.is_none(),
+        "the other job never starts"
+    );
+    let jobs = e.coord.pipeline_jobs(p.id).await.unwrap();
+    let refused = jobs.iter().find(|j| j.name == "no_provider").unwrap();
+    assert_eq!(
+        (refused.status.as_str(), refused.failure_reason.as_deref()),
+        ("failed", Some("secrets_provider_not_found"))
+    );
+    let log = String::from_utf8(e.coord.trace(refused.id).await.unwrap()).unwrap();
+    assert!(
+        log.contains("no secrets provider is configured: set `VAULT_SERVER_URL`"),
+        "{log}"
+    );
+}

@@ -60,6 +60,13 @@ pub enum JobEnding {
         /// What is missing.
         message: String,
     },
+    /// A service the job needs failed (a secrets provider's 5xx) → `failed`,
+    /// `runner_external_dependency_failure` (`runner_system_failure` on servers without
+    /// it).
+    ExternalDependencyFailure {
+        /// What went wrong.
+        message: String,
+    },
     /// The coordinator no longer wants the job (`403`, `Job-Status: canceled`/`failed`,
     /// `404`): everything was stopped at once and no final update is sent.
     Aborted,
@@ -68,6 +75,7 @@ pub enum JobEnding {
 /// The stage names a [`JobEnding::SystemFailure`] may carry, for reading one back from
 /// a job record.
 const STAGES: &[&str] = &[
+    "resolve_secrets",
     "prepare_executor",
     "prepare_script",
     "get_sources",
@@ -111,6 +119,11 @@ impl JobEnding {
             Self::Unsupported { message } => RecordedEnding::Unsupported {
                 message: message.clone(),
             },
+            Self::ExternalDependencyFailure { message } => {
+                RecordedEnding::ExternalDependencyFailure {
+                    message: message.clone(),
+                }
+            }
             Self::Aborted => return None,
         })
     }
@@ -144,6 +157,11 @@ impl JobEnding {
             RecordedEnding::Unsupported { message } => Self::Unsupported {
                 message: message.clone(),
             },
+            RecordedEnding::ExternalDependencyFailure { message } => {
+                Self::ExternalDependencyFailure {
+                    message: message.clone(),
+                }
+            }
         }
     }
 
@@ -173,6 +191,9 @@ impl JobEnding {
             Self::ImagePullFailure { .. } => Some(FailureReason::ImagePullFailure),
             Self::ConfigurationError { .. } => Some(FailureReason::RunnerConfigurationError),
             Self::Unsupported { .. } => Some(FailureReason::RunnerUnsupported),
+            Self::ExternalDependencyFailure { .. } => {
+                Some(FailureReason::RunnerExternalDependencyFailure)
+            }
         }
     }
 
@@ -216,6 +237,9 @@ impl fmt::Display for JobEnding {
                 write!(f, "runner configuration error: {message}")
             }
             Self::Unsupported { message } => write!(f, "unsupported by this runner: {message}"),
+            Self::ExternalDependencyFailure { message } => {
+                write!(f, "external dependency failure: {message}")
+            }
             Self::Aborted => f.write_str("aborted by the coordinator"),
         }
     }
@@ -247,6 +271,13 @@ mod tests {
             },
             JobEnding::Unsupported {
                 message: "u".into(),
+            },
+            JobEnding::ExternalDependencyFailure {
+                message: "e".into(),
+            },
+            JobEnding::SystemFailure {
+                stage: "resolve_secrets",
+                message: "s".into(),
             },
         ];
         for ending in endings {

@@ -212,6 +212,8 @@ impl<'a> Lifecycle<'a> {
     /// The shell executor and the prepared variables of a job taken over after a
     /// runner restart (the directories, sources and files are there already).
     async fn prepare_resumed(&mut self) -> Result<(), JobEnding> {
+        // The stages still to run need the secrets, and the log goes on masking them.
+        self.resolve_secrets(false).await?;
         let failed =
             |stage: &'static str, message: String| JobEnding::SystemFailure { stage, message };
         match ExecutorChoice::for_job(&self.cx.runner, self.job) {
@@ -381,6 +383,8 @@ impl<'a> Lifecycle<'a> {
     }
 
     async fn before_script(&mut self) -> Result<(), JobEnding> {
+        self.resolve_secrets(true).await?;
+        self.check_stop()?;
         self.prepare_executor().await?;
         self.check_stop()?;
         self.prepare_script().await?;
@@ -388,6 +392,59 @@ impl<'a> Lifecycle<'a> {
         self.guarded(self.get_sources()).await?;
         self.guarded(self.restore_cache()).await?;
         self.guarded(self.download_artifacts()).await?;
+        Ok(())
+    }
+
+    /// gitlab-runner's `resolve_secrets` stage: the job's `secrets:` become masked
+    /// variables (see [`super::secrets`]). `logged`: in its own section with
+    /// gitlab-runner's lines (a job taken over resolves them again silently).
+    async fn resolve_secrets(&mut self, logged: bool) -> Result<(), JobEnding> {
+        use super::secrets::{SecretsError, process_environment, resolve};
+        let Some(secrets) = self.job.secrets.as_ref().filter(|s| !s.is_empty()) else {
+            return Ok(());
+        };
+        let _section = logged.then(|| self.section("resolve_secrets", "Resolving secrets"));
+        let trace = self.trace;
+        let mut log = |line: &str| {
+            if logged {
+                trace.runner_line(line);
+            }
+        };
+        let resolved = self
+            .guarded(async {
+                resolve(secrets, &self.variables, &process_environment, &mut log)
+                    .await
+                    .map_err(|error| {
+                        let message = format!("resolving secrets: {error}");
+                        match error {
+                            SecretsError::Unsupported { .. } => JobEnding::Unsupported { message },
+                            SecretsError::Invalid { .. } | SecretsError::Configuration { .. } => {
+                                JobEnding::ConfigurationError { message }
+                            }
+                            SecretsError::External { .. } => {
+                                JobEnding::ExternalDependencyFailure { message }
+                            }
+                            SecretsError::System { .. } => JobEnding::SystemFailure {
+                                stage: "resolve_secrets",
+                                message,
+                            },
+                        }
+                    })
+            })
+            .await?;
+        if let Err(error) = self
+            .trace
+            .mask_values(resolved.iter().map(|v| v.value.as_str()))
+        {
+            return Err(JobEnding::SystemFailure {
+                stage: "resolve_secrets",
+                message: format!("masking the secrets: {error}"),
+            });
+        }
+        for variable in resolved {
+            self.variables.retain(|v| v.key != variable.key);
+            self.variables.push(variable);
+        }
         Ok(())
     }
 

@@ -15,7 +15,7 @@ pub const SYSTEM_ID_FILE: &str = ".runner_system_id";
 
 /// What this runner supports (§8.1): everything the shell executor and the job
 /// lifecycle implement. Not advertised: `image`, `services`, `session`, `terminal`,
-/// `proxy`, `vault_secrets`, `native_steps_integration`, `job_inputs` and the service
+/// `proxy`, `native_steps_integration`, `job_inputs` and the service
 /// options.
 pub const FEATURES: &[Feature] = &[
     Feature::Variables,
@@ -37,6 +37,8 @@ pub const FEATURES: &[Feature] = &[
     Feature::ReturnExitCode,
     Feature::CancelGracefully,
     Feature::TwoPhaseJobCommit,
+    // `secrets:` from Vault / OpenBao and AWS Secrets Manager (`job/secrets.rs`).
+    Feature::VaultSecrets,
 ];
 
 /// What the Docker executor adds to [`FEATURES`].

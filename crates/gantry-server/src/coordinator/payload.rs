@@ -45,6 +45,35 @@ use super::time::iso8601;
 use super::views::Runner;
 use super::{instance_variables, variables};
 
+/// Why an assigned job cannot start: it fails with the matching reason, its log says why.
+#[derive(Debug)]
+pub(crate) enum Refusal {
+    /// A dependency's artifacts are gone or a `needs:` cannot be resolved →
+    /// `missing_dependency_failure`.
+    MissingDependency(String),
+    /// `secrets:` without a configured provider → `secrets_provider_not_found`.
+    SecretsProviderNotFound(super::job_secrets::ProviderNotFound),
+}
+
+impl Refusal {
+    /// The job's failure reason.
+    pub(crate) fn reason(&self) -> FailureReason {
+        match self {
+            Refusal::MissingDependency(_) => FailureReason::MissingDependencyFailure,
+            Refusal::SecretsProviderNotFound(_) => FailureReason::SecretsProviderNotFound,
+        }
+    }
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refusal::MissingDependency(why) => f.write_str(why),
+            Refusal::SecretsProviderNotFound(why) => write!(f, "{why}"),
+        }
+    }
+}
+
 /// A job just assigned, with what was read to assign it.
 pub(crate) struct Assigned<'a> {
     pub job: &'a gantry_store::Job,
@@ -559,7 +588,7 @@ impl Coordinator {
         a: &Assigned<'_>,
         runner: &Runner,
         now: i64,
-    ) -> Result<std::result::Result<JobResponse, String>> {
+    ) -> Result<std::result::Result<JobResponse, Refusal>> {
         let store = &self.inner.store;
         let (job, spec, pipeline, project, job_token, queue) =
             (a.job, a.spec, a.pipeline, a.project, a.token, a.queue);
@@ -596,7 +625,7 @@ impl Coordinator {
                     deps.push((id, name));
                 }
             }
-            Err(message) => return Ok(Err(message)),
+            Err(message) => return Ok(Err(Refusal::MissingDependency(message))),
         }
         for (id, name) in &deps {
             let arts = by_job.get(id).map_or(&[][..], Vec::as_slice);
@@ -604,7 +633,9 @@ impl Coordinator {
                 .iter()
                 .any(|a| a.file_type == "archive" && a.expired(now))
             {
-                return Ok(Err(format!("the artifacts of `{name}` expired")));
+                return Ok(Err(Refusal::MissingDependency(format!(
+                    "the artifacts of `{name}` expired"
+                ))));
             }
             let archive = arts
                 .iter()
@@ -817,6 +848,29 @@ impl Coordinator {
             }
         }
 
+        // `secrets:` with their providers' servers (EE `secrets_configuration`).
+        let secrets = match &m.secrets {
+            None => None,
+            Some(declared) => {
+                let values: super::job_secrets::Values<'_> = variables
+                    .iter()
+                    .map(|v| (v.key.as_str(), v.value.as_str()))
+                    .collect();
+                let first_id_token = m
+                    .id_tokens
+                    .as_ref()
+                    .and_then(|t| t.as_object()?.keys().next().cloned());
+                match super::job_secrets::configuration(
+                    declared,
+                    &values,
+                    first_id_token.as_deref(),
+                ) {
+                    Ok(config) => Some(config).filter(|c| !c.is_empty()),
+                    Err(why) => return Ok(Err(Refusal::SecretsProviderNotFound(why))),
+                }
+            }
+        };
+
         // Steps and hooks.
         // A `run:` job has no script step: the runner runs its steps instead.
         let mut steps = Vec::new();
@@ -980,7 +1034,7 @@ impl Coordinator {
             },
             dependencies,
             run: m.run.as_ref().map(|run| run.to_string()),
-            secrets: None,
+            secrets,
             policy_options: None,
             inputs: None,
             suspend_options: None,

@@ -524,14 +524,15 @@ impl Coordinator {
             unsent.settle();
             match built {
                 Ok(Ok(p)) => return Ok(Some(p)),
-                // §3.4: a dependency's artifacts expired; the search goes on.
-                Ok(Err(missing)) => {
+                // §3.4: a dependency's artifacts expired, or (EE) no secrets provider;
+                // the search goes on.
+                Ok(Err(refusal)) => {
                     self.note_on_job(
                         job.id,
-                        &format!("ERROR: the job could not start: {missing}\n"),
+                        &format!("ERROR: the job could not start: {refusal}\n"),
                     )
                     .await;
-                    let _ = fail(FailureReason::MissingDependencyFailure).await;
+                    let _ = fail(refusal.reason()).await;
                 }
                 Err(e) => {
                     // Why, for whoever reads the job's log (e.g. a project variable that

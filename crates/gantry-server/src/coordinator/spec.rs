@@ -307,6 +307,8 @@ pub(crate) struct JobModel {
     pub environment: Option<EnvironmentModel>,
     /// `id_tokens:`: variable name → `{aud: string | [string]}`.
     pub id_tokens: Option<serde_json::Value>,
+    /// `secrets:` as written (EE; see `job_secrets.rs`).
+    pub secrets: Option<serde_json::Value>,
     pub resource_group: Option<String>,
     pub trigger: Option<serde_json::Value>,
     /// `run:` steps (older rows have none).
