@@ -18,8 +18,8 @@
 //! server (no forge webhooks yet), `CI_GITLAB_FIPS_MODE` (set only in FIPS mode),
 //! `CI_HAS_OPEN_REQUIREMENTS`, `CI_MERGE_REQUEST_APPROVED` and
 //! `CI_PROJECT_CLASSIFICATION_LABEL` (EE features), `CI_PAGES_*` (no Pages yet),
-//! `CI_PROJECT_REPOSITORY_LANGUAGES` (no language detection), `CI_REGISTRY*` (no
-//! registry), `CI_RELEASE_DESCRIPTION` (no releases), `CI_SERVER_SHELL_SSH_*` (no Git over
+//! `CI_PROJECT_REPOSITORY_LANGUAGES` (no language detection), `CI_REGISTRY_USER`/`_PASSWORD`
+//! (no registry tokens; `CI_REGISTRY` and `CI_REGISTRY_IMAGE` name `--registry-url`), `CI_RELEASE_DESCRIPTION` (no releases), `CI_SERVER_SHELL_SSH_*` (no Git over
 //! SSH), `CI_TRIGGER_SHORT_TOKEN` (trigger tokens are kept only as hashes), `KUBECONFIG`
 //! (no Kubernetes agent). `CI_PROJECT_DESCRIPTION` and `CI_PROJECT_TOPICS` are empty:
 //! Gantry's projects have neither. `CI_SERVER_VERSION*` name [`GITLAB_VERSION`], the
@@ -119,6 +119,8 @@ pub struct PipelineInfo {
     /// The trigger job that created this pipeline, for a downstream pipeline
     /// (`CI_UPSTREAM_*`).
     pub upstream: Option<Upstream>,
+    /// The container registry the server names (`host[:port]`, `CI_REGISTRY`).
+    pub registry: Option<String>,
 }
 
 /// The GitLab version Gantry's API answers with (`GET /version`) and its jobs see as
@@ -228,6 +230,7 @@ impl Default for PipelineInfo {
             namespace_id: 1,
             schedule_description: None,
             upstream: None,
+            registry: None,
         }
     }
 }
@@ -314,6 +317,15 @@ impl PipelineInfo {
         set("CI_PROJECT_VISIBILITY", "private".into());
         set("CI_CONFIG_PATH", self.config_path.clone());
         set("CI_TEMPLATE_REGISTRY_HOST", "registry.gitlab.com".into());
+        // GitLab's `Project#container_registry_variables`: the registry, and the project's
+        // image path in it (lower-cased, as registry paths are).
+        if let Some(registry) = self.registry.as_deref().filter(|r| !r.is_empty()) {
+            set("CI_REGISTRY", registry.to_owned());
+            set(
+                "CI_REGISTRY_IMAGE",
+                format!("{registry}/{}", project_path.to_lowercase()),
+            );
+        }
         set("CI_DEFAULT_BRANCH", self.default_branch.clone());
         set("CI_DEFAULT_BRANCH_SLUG", ref_slug(&self.default_branch));
         set("CI_COMMIT_SHA", self.sha.clone());
@@ -692,9 +704,16 @@ mod tests {
                 project_id: 3,
                 job_id: 99,
             }),
+            project_name: "Web-App".into(),
+            registry: Some("registry.example.com:5000".into()),
             ..PipelineInfo::default()
         };
         let v = info.predefined();
+        assert_eq!(v["CI_REGISTRY"], "registry.example.com:5000");
+        assert_eq!(
+            v["CI_REGISTRY_IMAGE"],
+            "registry.example.com:5000/acme/platform team/web-app"
+        );
         assert_eq!(v["CI_SERVER_VERSION"], GITLAB_VERSION);
         let parts: Vec<&str> = GITLAB_VERSION.split('.').collect();
         assert_eq!(v["CI_SERVER_VERSION_MAJOR"], parts[0]);
@@ -710,6 +729,7 @@ mod tests {
         let plain = PipelineInfo::default().predefined();
         assert!(!plain.contains_key("CI_PIPELINE_SCHEDULE_DESCRIPTION"));
         assert!(!plain.contains_key("CI_UPSTREAM_JOB_ID"));
+        assert!(!plain.contains_key("CI_REGISTRY"));
     }
 
     fn settings(layer: usize, key: &str, value: &str, scope: &str) -> SettingsVariable {

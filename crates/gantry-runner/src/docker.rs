@@ -53,6 +53,7 @@
 //! runner left behind when its poll loop starts, except the containers of the jobs it
 //! takes over (recorded in their job records, [`crate::journal::DockerRecord`]).
 
+pub mod auth;
 mod client;
 mod error;
 pub mod gpus;

@@ -832,3 +832,169 @@ async fn gpus_become_the_containers_device_requests() {
     assert_eq!(report.ending, JobEnding::Success, "{trace}");
     assert!(trace.contains("ran"), "{trace}");
 }
+
+/// A private registry on loopback: Debian's `docker-registry` (the CNCF Distribution
+/// registry) with htpasswd authentication, an image pushed there by the test with the
+/// Docker CLI. A job whose `DOCKER_AUTH_CONFIG` has the registry's credentials pulls it
+/// (the log says where the credentials came from); a job without them cannot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_private_image_is_pulled_with_docker_auth_config() {
+    require_docker().await;
+    let registry = PrivateRegistry::start("gantry", "s3cret-pw");
+    let image = registry.push("gantry-test/busybox:latest", "private/busybox:e2e");
+    let auth = base64_encode("gantry:s3cret-pw");
+    let ci = format!(
+        r#"
+with_credentials:
+  image: {image}
+  variables:
+    DOCKER_AUTH_CONFIG: '{{"auths": {{"{host}": {{"auth": "{auth}"}}}}}}'
+  script: [echo pulled-privately]
+without_credentials:
+  image: {image}
+  script: [echo never-runs]
+"#,
+        host = registry.host
+    );
+    let repo = Repo::new(&[(".gitlab-ci.yml", &ci)]);
+    let server = TestServer::start().await;
+    let (project, _) = server.project_with_pipeline(&repo).await;
+    let token = server.runner_token().await;
+    let runner = Runner::new(&server, &token, "pull_policy = [\"always\"]");
+    let summary = runner.run(2, LIMIT).await;
+    assert_eq!(summary.jobs.len(), 2);
+    for report in &summary.jobs {
+        let trace = server.trace(project, report.job_id).await;
+        let job = server.job(project, report.job_id).await;
+        match job["name"].as_str().unwrap() {
+            "with_credentials" => {
+                assert_eq!(report.ending, JobEnding::Success, "{trace}");
+                assert!(
+                    trace.contains("Authenticating with credentials from $DOCKER_AUTH_CONFIG"),
+                    "{trace}"
+                );
+                assert!(trace.contains("pulled-privately"), "{trace}");
+            }
+            _ => {
+                assert!(
+                    matches!(report.ending, JobEnding::ImagePullFailure { .. }),
+                    "{:?}\n{trace}",
+                    report.ending
+                );
+                assert!(!trace.contains("Authenticating with"), "{trace}");
+                assert!(!trace.contains("never-runs\n"), "{trace}");
+            }
+        }
+    }
+    let _ = std::process::Command::new("docker")
+        .args(["image", "rm", "-f", &image])
+        .output();
+    assert_no_leftovers(&token);
+}
+
+fn base64_encode(text: &str) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(text)
+}
+
+/// `docker-registry serve` on a free loopback port with htpasswd authentication, stopped
+/// when dropped.
+struct PrivateRegistry {
+    host: String,
+    user: String,
+    password: String,
+    dir: tempfile::TempDir,
+    child: std::process::Child,
+}
+
+impl PrivateRegistry {
+    fn start(user: &str, password: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let htpasswd = std::process::Command::new("htpasswd")
+            .args(["-Bbn", user, password])
+            .output()
+            .expect("htpasswd (apache2-utils; scripts/test installs it)");
+        assert!(htpasswd.status.success(), "{htpasswd:?}");
+        std::fs::write(dir.path().join("htpasswd"), &htpasswd.stdout).unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let host = format!("127.0.0.1:{port}");
+        let config = format!(
+            "version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {root}/data\nhttp:\n  addr: {host}\nauth:\n  htpasswd:\n    realm: gantry-test\n    path: {root}/htpasswd\n",
+            root = dir.path().display()
+        );
+        std::fs::write(dir.path().join("config.yml"), config).unwrap();
+        let binary = ["/usr/bin/docker-registry", "/usr/sbin/docker-registry"]
+            .into_iter()
+            .find(|p| std::path::Path::new(p).exists())
+            .expect("docker-registry (Debian's package; scripts/test installs it)");
+        let child = std::process::Command::new(binary)
+            .args([
+                "serve",
+                &dir.path().join("config.yml").display().to_string(),
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(dir.path().join("registry.log")).unwrap())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(&host).is_err() {
+            assert!(Instant::now() < deadline, "the registry did not start");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Self {
+            host,
+            user: user.to_owned(),
+            password: password.to_owned(),
+            dir,
+            child,
+        }
+    }
+
+    /// Tags the local image `local` as `<host>/<name>`, pushes it with a login kept in a
+    /// config directory of its own, and removes the tag: only the registry has it.
+    fn push(&self, local: &str, name: &str) -> String {
+        let target = format!("{}/{name}", self.host);
+        let config = self.dir.path().join("docker-config");
+        let docker = |args: &[&str], input: Option<&str>| {
+            let mut command = std::process::Command::new("docker");
+            command.arg("--config").arg(&config).args(args);
+            if input.is_some() {
+                command.stdin(std::process::Stdio::piped());
+            }
+            command
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped());
+            let mut child = command.spawn().unwrap();
+            if let Some(input) = input {
+                use std::io::Write as _;
+                child
+                    .stdin
+                    .take()
+                    .unwrap()
+                    .write_all(input.as_bytes())
+                    .unwrap();
+            }
+            let output = child.wait_with_output().unwrap();
+            assert!(output.status.success(), "docker {args:?}: {output:?}");
+        };
+        docker(
+            &["login", &self.host, "-u", &self.user, "--password-stdin"],
+            Some(&self.password),
+        );
+        docker(&["tag", local, &target], None);
+        docker(&["push", &target], None);
+        docker(&["image", "rm", &target], None);
+        target
+    }
+}
+
+impl Drop for PrivateRegistry {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

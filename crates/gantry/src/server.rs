@@ -55,6 +55,12 @@ pub(crate) struct ServerArgs {
     /// [default: http://<listen address>].
     #[arg(long, value_name = "URL")]
     external_url: Option<String>,
+    /// An external container registry the jobs use, `host[:port]` (a scheme is dropped):
+    /// jobs see it as CI_REGISTRY and their project's image as CI_REGISTRY_IMAGE
+    /// (`host/group/project`). Jobs log in with their own credentials
+    /// (DOCKER_AUTH_CONFIG); Gantry issues no registry tokens.
+    #[arg(long, value_name = "HOST")]
+    registry_url: Option<String>,
     /// Largest artifact a job may upload, in MiB (GitLab's "Maximum artifacts size";
     /// 1–1048576). Uploads are streamed to disk, so this bounds disk, not memory.
     #[arg(long, value_name = "MB", default_value_t = 100,
@@ -242,6 +248,21 @@ async fn serve(args: &ServerArgs) -> Result<(), StartError> {
     let mut cfg = CoordinatorConfig::new(&data_dir, external_url.clone());
     cfg.artifact_limit = args.max_artifacts_size * 1024 * 1024;
     cfg.job_ack_timeout = std::time::Duration::from_secs(args.job_ack_timeout);
+    cfg.registry = match args.registry_url.as_deref().map(str::trim) {
+        None | Some("") => None,
+        Some(url) => {
+            let host = url
+                .split_once("://")
+                .map_or(url, |(_, rest)| rest)
+                .trim_end_matches('/');
+            if host.is_empty() || host.contains(char::is_whitespace) {
+                return Err(usage(format!(
+                    "--registry-url `{url}`: give the registry's host[:port], e.g. registry.example.com:5000"
+                )));
+            }
+            Some(host.to_owned())
+        }
+    };
     if let Some(key) = crate::env::var(crate::env::GANTRY_DB_KEY) {
         cfg.db_key = Some(
             gantry_server::coordinator::secrets::DbKey::parse(&key)

@@ -267,7 +267,7 @@ optional:
     assert!(
         logins
             .iter()
-            .any(|c| c["job_id"] == reads["id"].to_string() && c["project_path"].is_string()),
+            .any(|c| c["job_id"].as_str() == Some(reads["id"].to_string().as_str()) && c["project_path"].is_string()),
         "{logins:?}"
     );
 

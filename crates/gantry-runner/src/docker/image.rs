@@ -1,12 +1,14 @@
 //! Having an image on the engine, per gitlab-runner's pull policies: `always` pulls,
 //! `if-not-present` pulls only when the engine lacks it, `never` only looks. With
-//! several policies the next is tried when one fails ("Attempt #2: Trying …").
+//! several policies the next is tried when one fails ("Attempt #2: Trying …"). A pull
+//! sends the registry's credentials found by [`super::auth`].
 
 use bollard::Docker;
 use bollard::models::ImageInspect;
 use bollard::query_parameters::CreateImageOptions;
 use futures_util::StreamExt;
 
+use super::auth::Registries;
 use super::error::{DockerError, describe};
 use super::names::pull_reference;
 use crate::config::PullPolicy;
@@ -18,6 +20,7 @@ pub(crate) async fn ensure_image(
     image: &str,
     policies: &[PullPolicy],
     platform: Option<&str>,
+    registries: &Registries,
     trace: &Trace,
 ) -> Result<ImageInspect, DockerError> {
     let mut reason = String::from("no pull policy to try");
@@ -29,7 +32,7 @@ pub(crate) async fn ensure_image(
                 policy.as_str()
             ));
         }
-        match try_policy(docker, image, *policy, platform, trace).await {
+        match try_policy(docker, image, *policy, platform, registries, trace).await {
             Ok(inspect) => {
                 let id = inspect.id.as_deref().unwrap_or("?");
                 trace.runner_line(&format!("Using docker image {id} for {image} ..."));
@@ -58,6 +61,7 @@ async fn try_policy(
     image: &str,
     policy: PullPolicy,
     platform: Option<&str>,
+    registries: &Registries,
     trace: &Trace,
 ) -> Result<ImageInspect, String> {
     if policy != PullPolicy::Always {
@@ -81,7 +85,7 @@ async fn try_policy(
             ));
         }
     }
-    pull(docker, image, platform, trace).await?;
+    pull(docker, image, platform, registries, trace).await?;
     docker
         .inspect_image(image)
         .await
@@ -92,8 +96,16 @@ async fn pull(
     docker: &Docker,
     image: &str,
     platform: Option<&str>,
+    registries: &Registries,
     trace: &Trace,
 ) -> Result<(), String> {
+    let credentials = registries.for_image(image).map(|found| {
+        trace.runner_line(&format!(
+            "Authenticating with credentials from {}",
+            found.source
+        ));
+        found.credentials.clone()
+    });
     let reference = pull_reference(image);
     trace.runner_line(&format!("Pulling docker image {reference} ..."));
     let options = CreateImageOptions {
@@ -101,7 +113,7 @@ async fn pull(
         platform: platform.unwrap_or_default().to_owned(),
         ..CreateImageOptions::default()
     };
-    let mut progress = docker.create_image(Some(options), None, None);
+    let mut progress = docker.create_image(Some(options), None, credentials);
     while let Some(item) = progress.next().await {
         match item {
             Ok(info) => {

@@ -25,6 +25,7 @@ use gantry_pipeline::expand::expand_runner;
 use gantry_protocol::{JobResponse, JobVariable, Service, StreamKind};
 use tokio::io::AsyncWriteExt;
 
+use super::auth::{Registries, home_dir};
 use super::client::{connect, connect_to};
 use super::error::{DockerError, describe};
 use super::image::ensure_image;
@@ -248,8 +249,23 @@ impl DockerExecutor {
         }
 
         trace.runner_line(&format!("Using Docker executor with image {image} ..."));
-        let inspect =
-            ensure_image(&self.docker, &image, &policies, platform.as_deref(), trace).await?;
+        let registries = Registries::resolve(
+            spec.variables,
+            &spec.job.credentials,
+            home_dir().as_deref(),
+            None,
+            &mut |warning| trace.warning(warning),
+        )
+        .await;
+        let inspect = ensure_image(
+            &self.docker,
+            &image,
+            &policies,
+            platform.as_deref(),
+            &registries,
+            trace,
+        )
+        .await?;
         let image_ref = inspect.id.clone().unwrap_or_else(|| image.clone());
 
         let mut host_config = HostConfig {
@@ -315,6 +331,7 @@ impl DockerExecutor {
                     &plan.image,
                     service_policies,
                     service_platform.as_deref(),
+                    &registries,
                     trace,
                 )
                 .await?;

@@ -165,6 +165,11 @@ pub struct CoordinatorConfig {
     pub include_cache: Option<IncludeCache>,
     /// Mirrors remote includes are fetched from instead of their URL.
     pub remote_include_rewrites: Vec<UrlRewrite>,
+    /// An external container registry jobs push to (`host[:port][/path]`, `gantry server
+    /// --registry-url`): `CI_REGISTRY` and `CI_REGISTRY_IMAGE` name it. Gantry issues no
+    /// registry tokens, so `CI_REGISTRY_USER`/`_PASSWORD` and the payload's registry
+    /// credentials are not set: jobs log in with their own (`DOCKER_AUTH_CONFIG`).
+    pub registry: Option<String>,
     /// Remote includes fetched once for every pipeline (`gantry run`, whose
     /// configuration check shares them); `None` on a server, which fetches anew for
     /// every pipeline, as GitLab does.
@@ -230,6 +235,7 @@ impl CoordinatorConfig {
             trace_update_interval: None,
             include_cache: None,
             remote_include_rewrites: Vec::new(),
+            registry: None,
             remote_fetches: None,
             db_key: None,
             durable_blobs: true,

@@ -568,6 +568,7 @@ impl Coordinator {
             namespace_id: 0,
             schedule_description: None,
             upstream: None,
+            registry: self.inner.cfg.registry.clone(),
         }
     }
 
