@@ -265,9 +265,10 @@ optional:
     // Vault saw the job's ID token, signed by the coordinator, for this job.
     let logins = vault.logins.lock().unwrap().clone();
     assert!(
-        logins
-            .iter()
-            .any(|c| c["job_id"].as_str() == Some(reads["id"].to_string().as_str()) && c["project_path"].is_string()),
+        logins.iter().any(
+            |c| c["job_id"].as_str() == Some(reads["id"].to_string().as_str())
+                && c["project_path"].is_string()
+        ),
         "{logins:?}"
     );
 
