@@ -332,13 +332,11 @@ pub(crate) fn watch(client: &ApiClient, project: &str, id: i64) -> Result<(), Cl
         .filter(|j| j["status"] == "failed" && j["retried"].as_bool() != Some(true))
         .filter(|j| j["allow_failure"].as_bool() != Some(true))
         .collect();
-    let mut message = format!(
-        "pipeline {id} {}",
-        match status.as_str() {
-            "manual" => "waits for a manual job to be played".to_owned(),
-            other => format!("ended {other}"),
-        }
-    );
+    let mut message = match status.as_str() {
+        "failed" => format!("pipeline {id} failed"),
+        "manual" => format!("pipeline {id} waits for a manual job to be played"),
+        other => format!("pipeline {id} was {other}"),
+    };
     for job in &failed {
         message.push_str(&format!(
             "\njob `{}` failed{}: see its log with `gantry job log --project {project} {}`",

@@ -2461,7 +2461,7 @@ fn pipeline_watch_list_cancel_retry_and_job_log_follow_a_real_runner() {
     let watched = gantry(&["pipeline", "watch", "--project", "demo", &long], &env);
     assert_eq!(watched.status.code(), Some(1), "{}", text(&watched.stderr));
     assert!(
-        text(&watched.stderr).contains(&format!("pipeline {long} ended canceled")),
+        text(&watched.stderr).contains(&format!("pipeline {long} was canceled")),
         "{}",
         text(&watched.stderr)
     );
