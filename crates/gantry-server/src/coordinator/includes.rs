@@ -623,6 +623,44 @@ mod tests {
         }
     }
 
+    /// A server without an include cache names the setting that makes one, and the
+    /// mirror setting for the URL's host; a held project needs no hint.
+    #[test]
+    fn hints_of_a_server_without_an_include_cache() {
+        let own = ProjectRepo {
+            path: "acme/app".into(),
+            git_dir: PathBuf::from("/nonexistent"),
+            default_branch: "main".into(),
+            sync_from: None,
+        };
+        let sources = IncludeSources::new(vec![own], None, Vec::new());
+        let loader = IncludeLoader {
+            files: &NoFiles,
+            sources: &sources,
+        };
+        assert_eq!(
+            loader
+                .remote_hint("https://example.com:8443/ci/jobs.yml")
+                .as_deref(),
+            Some(
+                "to read it offline, start `gantry server` with GANTRY_INCLUDE_CACHE=DIR holding it as DIR/example.com:8443/ci/jobs.yml, or fetch it from a mirror: GANTRY_REMOTE_INCLUDE_MIRROR='https://example.com:8443/=http://mirror.example/'"
+            )
+        );
+        assert_eq!(
+            loader
+                .project_hint("group/templates", Some("v1"), "build.yml")
+                .as_deref(),
+            Some(
+                "create the project on this server (`gantry project create group/templates --repo URL`), or start `gantry server` with GANTRY_INCLUDE_CACHE=DIR holding the file as DIR/<server host>/group/templates/v1/build.yml"
+            )
+        );
+        assert_eq!(loader.project_hint("ACME/app", None, "x.yml"), None);
+        assert_eq!(
+            url_origin("http://h.example/a/b.yml?x=1"),
+            "http://h.example/"
+        );
+    }
+
     #[tokio::test]
     async fn shared_fetches_get_each_url_once_for_every_compilation() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
