@@ -13,12 +13,16 @@ test `gitlab_clients_from_pypi_work_against_the_server`:
   `PATCH …/trace` and finishes it.
 - gitlab-python-runner: registers with a form body, runs a job with its shell executor
   (clone over git HTTP, the script, an artifact upload) and finishes it.
+- Debian's gitlab-cli (`/usr/bin/python-gitlab`, python-gitlab 3.12's command line) and
+  ruby-gitlab (`/usr/bin/ruby-gitlab`, the `gitlab` gem 4.17's): the current user, the
+  version, pipelines, a pipeline's jobs and a job's log, as a team reads them in a terminal.
 
 Every step prints `ok - <call>` or `FAILED - <call>: <why>`; the last line is
 `N passed, M failed` and the exit status is 1 when a step failed.
 """
 
 import io
+import json
 import os
 import subprocess
 import sys
@@ -257,6 +261,59 @@ def _():
     expect(status == "running", f"retried: {status}")
     expect({j.status for j in pipeline.jobs.list()} == {"pending"}, "its jobs are pending again")
     pipeline.cancel()
+
+
+def cli(argv, env=None):
+    """Runs a command line client; its stdout, or an error with its stderr."""
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, **(env or {})})
+    expect(done.returncode == 0, f"{argv} exited {done.returncode}: {done.stderr}{done.stdout}")
+    return done.stdout
+
+
+# Debian ships both command lines as `gitlab` upstream names them, renamed so they can be
+# installed together: gitlab-cli's /usr/bin/python-gitlab (python-gitlab 3.12's CLI,
+# Debian's own package of it) and ruby-gitlab's /usr/bin/ruby-gitlab (the `gitlab` gem).
+PYTHON_GITLAB_CLI = os.environ.get("PYTHON_GITLAB_CLI", "/usr/bin/python-gitlab")
+RUBY_GITLAB_CLI = os.environ.get("RUBY_GITLAB_CLI", "/usr/bin/ruby-gitlab")
+
+
+@step("Debian gitlab-cli: current-user, project-pipeline list/get, project-job list/trace")
+def _():
+    project = state["project"]
+    jobs = {j.name: j.id for j in state["pipeline"].jobs.list()}
+    base = [PYTHON_GITLAB_CLI, "--server-url", URL, "--private-token", ADMIN, "-o", "json"]
+    user = json.loads(cli(base + ["current-user", "get"]))
+    expect(user["username"] == "root", f"current-user {user}")
+    listed = json.loads(cli(base + ["project-pipeline", "list", "--project-id", str(project.id)]))
+    expect(state["pipeline"].id in [p["id"] for p in listed], f"pipelines {listed}")
+    one = json.loads(cli(base + ["project-pipeline", "get", "--project-id", str(project.id),
+                                 "--id", str(state["pipeline"].id)]))
+    expect(one["status"] == "success", f"pipeline {one}")
+    listed = json.loads(cli(base + ["project-job", "list", "--project-id", str(project.id)]))
+    expect(set(jobs.values()) <= {j["id"] for j in listed}, f"jobs {listed}")
+    trace = cli([PYTHON_GITLAB_CLI, "--server-url", URL, "--private-token", ADMIN,
+                 "project-job", "trace", "--project-id", str(project.id),
+                 "--id", str(jobs["runner-api"])])
+    expect("streamed by gitlab-runner-api" in trace, f"trace {trace!r}")
+
+
+@step("Debian ruby-gitlab: user, version, pipelines, pipeline_jobs, job_trace")
+def _():
+    project = state["project"]
+    env = {"GITLAB_API_ENDPOINT": f"{URL}/api/v4", "GITLAB_API_PRIVATE_TOKEN": ADMIN}
+    user = json.loads(cli([RUBY_GITLAB_CLI, "user", "--json"], env))
+    expect(user["result"]["username"] == "root", f"user {user}")
+    version = json.loads(cli([RUBY_GITLAB_CLI, "version", "--json"], env))
+    expect(version["result"]["version"], f"version {version}")
+    pipelines = json.loads(cli([RUBY_GITLAB_CLI, "pipelines", str(project.id), "--json"], env))
+    expect(state["pipeline"].id in [p["id"] for p in pipelines["result"]], f"pipelines {pipelines}")
+    jobs = json.loads(cli([RUBY_GITLAB_CLI, "pipeline_jobs", str(project.id),
+                           str(state["pipeline"].id), "--json"], env))
+    ids = {j["name"]: j["id"] for j in jobs["result"]}
+    expect(set(ids) == {"runner-api", "python-runner"}, f"jobs {jobs}")
+    trace = cli([RUBY_GITLAB_CLI, "job_trace", str(project.id), str(ids["runner-api"])], env)
+    expect("streamed by gitlab-runner-api" in trace and "second chunk" in trace, f"trace {trace!r}")
 
 
 print(f"{len(PASSED)} passed, {len(FAILED)} failed", flush=True)

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Runs GitLab's own clients from PyPI, unpatched, against a running `gantry server`:
 # python-gitlab (the calls a team makes daily), gitlab-runner-api and gitlab-python-runner
-# (third-party runners written against GitLab's Runner API). See scripts/gitlab_clients.py.
+# (third-party runners written against GitLab's Runner API), and Debian's two GitLab command
+# lines: gitlab-cli (python-gitlab's CLI, installed as /usr/bin/python-gitlab) and ruby-gitlab
+# (the `gitlab` gem's CLI, installed as /usr/bin/ruby-gitlab; upstream both are `gitlab`,
+# which is why Debian renames them). See scripts/gitlab_clients.py.
 #
 #   scripts/test-gitlab-clients.sh URL ADMIN_TOKEN REGISTRATION_TOKEN REPOSITORY WORK_DIR
 #   scripts/test-gitlab-clients.sh install    # only install them (scripts/test does, up front)
@@ -36,6 +39,14 @@ if [ ! -e "$stamp" ]; then
     "gitlab-python-runner==$GITLAB_PYTHON_RUNNER_VERSION" \
     "gitlab-emulator==$GITLAB_EMULATOR_VERSION" >&2
   touch "$stamp"
+fi
+# Debian's packages, from the distribution's archive (apt-get, as scripts/test installs git).
+if [ ! -x /usr/bin/python-gitlab ] || [ ! -x /usr/bin/ruby-gitlab ]; then
+  echo "scripts/test-gitlab-clients.sh: installing Debian's gitlab-cli and ruby-gitlab" >&2
+  sudo=""
+  if [ "$(id -u)" != 0 ]; then sudo=sudo; fi
+  $sudo apt-get update -qq >&2
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq gitlab-cli ruby-gitlab >&2
 fi
 if [ "${1:-}" = install ]; then
   exit 0

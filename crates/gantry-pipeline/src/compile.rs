@@ -118,6 +118,11 @@ pub struct Options {
     pub inputs: PipelineInputs,
     /// Keep the configuration as merged ([`Compiled::merged`]), for the CI Lint API.
     pub keep_merged: bool,
+    /// Go on after an include that cannot be read, so every such include is reported
+    /// (`gantry lint`, `gantry run`). GitLab stops at the first (the default, kept for
+    /// pipelines and the CI Lint API). Nothing past the includes is checked either way
+    /// when one failed.
+    pub every_include_error: bool,
 }
 
 impl Default for Options {
@@ -128,6 +133,7 @@ impl Default for Options {
             limits: Limits::default(),
             inputs: PipelineInputs::default(),
             keep_merged: false,
+            every_include_error: false,
         }
     }
 }
@@ -198,6 +204,7 @@ pub fn compile(opts: &Options, ctx: &Context, loader: &dyn Loader) -> Compiled {
             files: &files,
             origin: crate::include::Origin::Pipeline,
             included: &mut included,
+            every_include_error: opts.every_include_error,
         };
         let root = loading.parse_file(
             &opts.config_path,

@@ -72,6 +72,19 @@ pub trait Loader {
         let _ = (project, ref_name);
         Vec::new()
     }
+    /// What would make `include:remote` `url` readable after [`Loader::remote`] failed —
+    /// where the offline include cache would hold it, which setting names a mirror — for
+    /// the error's hint. Default: nothing to say (`None`).
+    fn remote_hint(&self, url: &str) -> Option<String> {
+        let _ = url;
+        None
+    }
+    /// The same for file `path` of project `project` at `ref_name` (`include:project`)
+    /// after [`Loader::project_file`] found no project, ref or file. Default: `None`.
+    fn project_hint(&self, project: &str, ref_name: Option<&str>, path: &str) -> Option<String> {
+        let _ = (project, ref_name, path);
+        None
+    }
     /// Where GitLab's CI template `name` (`Jobs/Build.gitlab-ci.yml`, already checked to
     /// be a template name) is read from: a URL fetched with [`Loader::remote`]. The
     /// default has no templates (`None`: `include:template` is an error).
@@ -216,6 +229,13 @@ pub(crate) enum Origin {
     Remote,
 }
 
+/// Whether a remote include failed for want of reaching it (no network, no answer, an
+/// HTTP error status): what an offline copy or a mirror would resolve, unlike a file
+/// that was read and is too large or not text.
+fn unreachable(e: &RemoteError) -> bool {
+    !matches!(e, RemoteError::TooLarge(_) | RemoteError::NotText)
+}
+
 /// GitLab's message for a failed remote include (`Remote file `…` could not be fetched
 /// because of …`); a socket or HTTP error's detail follows in parentheses.
 pub fn remote_message(url: &str, e: &RemoteError) -> String {
@@ -354,6 +374,8 @@ pub(crate) struct Loading<'a> {
     pub origin: Origin,
     /// The files read so far ([`crate::compile::Compiled::includes`]).
     pub included: &'a mut Vec<crate::compile::Included>,
+    /// [`crate::compile::Options::every_include_error`].
+    pub every_include_error: bool,
 }
 
 /// One file an include item names.
@@ -642,7 +664,7 @@ impl<'a> Loading<'a> {
         }
         let mut acc = Map::new();
         for item in self.items(&include) {
-            if self.cx.has_errors() {
+            if self.cx.has_errors() && !self.every_include_error {
                 break;
             }
             for f in self.fetch(&item) {
@@ -1073,6 +1095,9 @@ impl<'a> Loading<'a> {
             Ok(text) => text,
             Err(e) => {
                 self.cx.raw(remote_message(url, &e), Some(item.pos));
+                if unreachable(&e) {
+                    self.cx.hint_last(self.loader.remote_hint(url));
+                }
                 return None;
             }
         };
@@ -1117,6 +1142,9 @@ impl<'a> Loading<'a> {
                     ),
                     Some(item.pos),
                 );
+                if unreachable(&e) {
+                    self.cx.hint_last(self.loader.remote_hint(url));
+                }
                 return None;
             }
         };
@@ -1307,6 +1335,8 @@ impl<'a> Loading<'a> {
                     format!("Project `{shown}` file `{location}` does not exist!"),
                     Some(item.pos),
                 );
+                self.cx
+                    .hint_last(self.loader.project_hint(project, ref_name, &location));
                 return None;
             }
             Err(ProjectError::Unsupported) => {
@@ -1321,6 +1351,8 @@ impl<'a> Loading<'a> {
                     format!("Project `{shown}` not found or access denied! Make sure any includes in the pipeline configuration are correctly defined."),
                     Some(item.pos),
                 );
+                self.cx
+                    .hint_last(self.loader.project_hint(project, ref_name, &location));
                 return None;
             }
             Err(ProjectError::NoRef) => {
@@ -1331,6 +1363,8 @@ impl<'a> Loading<'a> {
                     ),
                     Some(item.pos),
                 );
+                self.cx
+                    .hint_last(self.loader.project_hint(project, ref_name, &location));
                 return None;
             }
             Err(ProjectError::Io(e)) => {

@@ -534,6 +534,44 @@ job:
     assert_no_leftovers(&token);
 }
 
+/// One of `scripts/test-images.sh`'s images: on the engine, in no registry.
+const LOCAL_IMAGE: &str = "gantry-test/busybox:latest";
+
+/// An image built on this machine under the default `pull_policy = always`: the pull
+/// fails (no registry has it), and the job's log and its ending — what the runner's log
+/// prints — say the image is here and name `pull_policy = ["if-not-present"]`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_image_under_pull_policy_always_names_if_not_present() {
+    require_docker().await;
+    let ci = format!("job:\n  image: {LOCAL_IMAGE}\n  script: [echo never runs]\n");
+    let repo = Repo::new(&[(".gitlab-ci.yml", ci.as_str())]);
+    let server = TestServer::start().await;
+    let (project, _) = server.project_with_pipeline(&repo).await;
+    let token = server.runner_token().await;
+    let runner = Runner::new(&server, &token, "pull_policy = \"always\"");
+    let summary = runner.run(1, LIMIT).await;
+    let report = &summary.jobs[0];
+    let trace = server.trace(project, report.job_id).await;
+    let fix = "set pull_policy = [\"if-not-present\"] under [runners.docker]";
+    match &report.ending {
+        JobEnding::ImagePullFailure { message } => {
+            assert!(
+                message.contains(&format!(
+                    "pull image {LOCAL_IMAGE:?} with pull policy [always]"
+                )),
+                "{message}"
+            );
+            assert!(message.contains("is on this machine"), "{message}");
+            assert!(message.contains(fix), "{message}");
+        }
+        other => panic!("expected an image pull failure, got {other:?}\n{trace}"),
+    }
+    assert!(trace.contains("WARNING: the image"), "{trace}");
+    assert!(trace.contains(fix), "{trace}");
+    assert!(!trace.contains("never runs\n"), "{trace}");
+    assert_no_leftovers(&token);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_disallowed_image_or_service_is_refused_before_anything_starts() {
     require_docker().await;

@@ -410,6 +410,29 @@ impl Store {
         Ok(())
     }
 
+    /// Adds an admin token and, when `revoke_others`, removes every other admin token, in
+    /// one transaction (`gantry server admin-token --revoke-others`).
+    pub async fn add_admin_token_only(
+        &self,
+        token_hash: &str,
+        now: i64,
+        revoke_others: bool,
+    ) -> Result<()> {
+        let mut tx = self.begin_write().await?;
+        if revoke_others {
+            sqlx::query("DELETE FROM admin_tokens")
+                .execute(&mut *tx)
+                .await?;
+        }
+        sqlx::query("INSERT INTO admin_tokens (token_hash, created_at) VALUES ($1, $2)")
+            .bind(token_hash)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
     pub async fn admin_token_count(&self) -> Result<i64> {
         Ok(sqlx::query("SELECT COUNT(*) FROM admin_tokens")
             .fetch_one(&self.pool)

@@ -25,15 +25,25 @@ pub(crate) enum ClientError {
     Usage(String),
     /// The server could not be reached or answered with an error.
     Server(String),
+    /// The command did its work and what it watched did not succeed (`gantry pipeline
+    /// watch`: the pipeline failed, was canceled, or waits for a manual job).
+    Unsuccessful(String),
 }
 
 impl std::fmt::Display for ClientError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Self::Usage(message) | Self::Server(message) => f.write_str(message),
+            Self::Usage(message) | Self::Server(message) | Self::Unsuccessful(message) => {
+                f.write_str(message)
+            }
         }
     }
 }
+
+/// How long a refused connection is tried again: a server started in the background a
+/// moment ago (`gantry server … &`, then a client command, as the README's quick start
+/// does) is not listening yet. A server that is down costs a command this long to fail.
+const CONNECT_PATIENCE: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// A connection to the user API (`/api/v4`) with the admin token.
 pub(crate) struct ApiClient {
@@ -50,6 +60,19 @@ impl ApiClient {
             .clone()
             .or_else(|| env::var(env::GANTRY_URL))
             .unwrap_or_else(|| env::DEFAULT_URL.to_owned());
+        let token = args.token.clone().or_else(|| env::var(env::GANTRY_TOKEN)).ok_or_else(|| {
+            ClientError::Usage(format!(
+                "no API token given\n\
+                 pass --token TOKEN or set {}: the admin token `gantry server` printed on its first start, or a new one from `gantry server admin-token`",
+                env::GANTRY_TOKEN
+            ))
+        })?;
+        Self::with_token(&base, token)
+    }
+
+    /// A client of the server at `base` with `token` (`gantry runner register` with a
+    /// personal access token).
+    pub(crate) fn with_token(base: &str, token: String) -> Result<Self, ClientError> {
         let base = base.trim_end_matches('/').to_owned();
         if !(base.starts_with("http://") || base.starts_with("https://")) {
             return Err(ClientError::Usage(format!(
@@ -58,13 +81,6 @@ impl ApiClient {
                 env::GANTRY_URL
             )));
         }
-        let token = args.token.clone().or_else(|| env::var(env::GANTRY_TOKEN)).ok_or_else(|| {
-            ClientError::Usage(format!(
-                "no API token given\n\
-                 pass --token TOKEN or set {}: the admin token `gantry server` printed on its first start",
-                env::GANTRY_TOKEN
-            ))
-        })?;
         let http = reqwest::Client::builder()
             .user_agent(concat!("gantry/", env!("CARGO_PKG_VERSION")))
             .build()
@@ -76,6 +92,13 @@ impl ApiClient {
     pub(crate) async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, ClientError> {
         let request = self.http.get(self.url(path));
         self.send(request).await
+    }
+
+    /// `GET /api/v4/<path>` of a text answer (a job's log), as the bytes sent.
+    pub(crate) async fn get_bytes(&self, path: &str) -> Result<Vec<u8>, ClientError> {
+        let request = self.http.get(self.url(path));
+        let (_, _, bytes) = self.send_raw(request).await?;
+        Ok(bytes)
     }
 
     /// `POST /api/v4/<path>` with a JSON body.
@@ -153,18 +176,46 @@ impl ApiClient {
         &self,
         request: reqwest::RequestBuilder,
     ) -> Result<(reqwest::header::HeaderMap, T), ClientError> {
-        let response = request
-            .header("PRIVATE-TOKEN", &self.token)
-            .send()
-            .await
-            .map_err(|e| {
-                ClientError::Server(format!(
-                    "cannot reach the Gantry server at {}: {e}\n\
-                 is `gantry server` running there? Pass --server URL or set {}",
-                    self.base,
-                    env::GANTRY_URL
-                ))
+        let (url, headers, bytes) = self.send_raw(request).await?;
+        let bytes = if bytes.is_empty() {
+            b"null".as_slice()
+        } else {
+            &bytes
+        };
+        let body = serde_json::from_slice(bytes).map_err(|e| {
+            ClientError::Server(format!("the answer to {url} is not the expected JSON: {e}"))
+        })?;
+        Ok((headers, body))
+    }
+
+    /// Sends `request` with the token; a success's path, headers and body, or the
+    /// server's error as a message.
+    async fn send_raw(
+        &self,
+        request: reqwest::RequestBuilder,
+    ) -> Result<(String, reqwest::header::HeaderMap, Vec<u8>), ClientError> {
+        let request = request.header("PRIVATE-TOKEN", &self.token);
+        let deadline = std::time::Instant::now() + CONNECT_PATIENCE;
+        let response = loop {
+            // Every body this client sends is in memory, so a request can be cloned.
+            let attempt = request.try_clone().ok_or_else(|| {
+                ClientError::Server("the request cannot be sent again".to_owned())
             })?;
+            match attempt.send().await {
+                Ok(response) => break response,
+                Err(e) if e.is_connect() && std::time::Instant::now() < deadline => {
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
+                Err(e) => {
+                    return Err(ClientError::Server(format!(
+                        "cannot reach the Gantry server at {}: {e}\n\
+                         is `gantry server` running there? Pass --server URL or set {}",
+                        self.base,
+                        env::GANTRY_URL
+                    )));
+                }
+            }
+        };
         let status = response.status();
         let url = response.url().path().to_owned();
         let headers = response.headers().clone();
@@ -184,7 +235,10 @@ impl ApiClient {
                 })
                 .unwrap_or_else(|| String::from_utf8_lossy(&bytes).into_owned());
             let hint = if status.as_u16() == 401 {
-                format!("\ncheck the token (--token or {})", env::GANTRY_TOKEN)
+                format!(
+                    "\ncheck the token (--token or {}); a lost admin token is replaced with `gantry server admin-token --data-dir DIR`",
+                    env::GANTRY_TOKEN
+                )
             } else {
                 String::new()
             };
@@ -192,15 +246,7 @@ impl ApiClient {
                 "the server answered {status} to {url}: {detail}{hint}"
             )));
         }
-        let bytes = if bytes.is_empty() {
-            b"null".as_slice()
-        } else {
-            &bytes
-        };
-        let body = serde_json::from_slice(bytes).map_err(|e| {
-            ClientError::Server(format!("the answer to {url} is not the expected JSON: {e}"))
-        })?;
-        Ok((headers, body))
+        Ok((url, headers, bytes.to_vec()))
     }
 }
 
@@ -236,6 +282,7 @@ pub(crate) fn exit_code(result: Result<(), ClientError>) -> u8 {
             match error {
                 ClientError::Usage(_) => crate::exit::USAGE,
                 ClientError::Server(_) => crate::exit::FAILED,
+                ClientError::Unsuccessful(_) => crate::exit::INVALID,
             }
         }
     }

@@ -225,6 +225,7 @@ pub(crate) fn run(args: &LintArgs) -> u8 {
         fragment: args.fragment,
         inputs,
         keep_merged: args.format == Format::Merged,
+        every_include_error: true,
         ..Options::default()
     };
     let git_dir = git::git(&root, &["rev-parse", "--absolute-git-dir"])

@@ -6,6 +6,7 @@ mod client;
 mod env;
 mod git;
 mod includes;
+mod job;
 mod lint;
 mod pipeline;
 mod project;
@@ -25,7 +26,8 @@ use clap::{Parser, Subcommand};
 pub(crate) mod exit {
     /// The command succeeded (for `lint`: the configuration is valid).
     pub const OK: u8 = 0;
-    /// The command ran and found a problem (for `lint`: the configuration is invalid).
+    /// The command ran and found a problem (for `lint`: the configuration is invalid; for
+    /// `pipeline watch`: the pipeline did not succeed).
     pub const INVALID: u8 = 1;
     /// Usage error: bad flags, not a git checkout, unreadable file, no API token, a port
     /// in use.
@@ -54,6 +56,7 @@ enum Command {
     /// Validate and expand a .gitlab-ci.yml as GitLab would for a given ref.
     Lint(lint::LintArgs),
     /// Run the coordinator: Runner API, user API and git clones over HTTP.
+    #[command(args_conflicts_with_subcommands = true)]
     Server(server::ServerArgs),
     /// Manage projects on a running server.
     #[command(subcommand)]
@@ -61,6 +64,9 @@ enum Command {
     /// Manage pipelines on a running server.
     #[command(subcommand)]
     Pipeline(pipeline::PipelineCommand),
+    /// Read jobs' logs on a running server.
+    #[command(subcommand)]
+    Job(job::JobCommand),
     /// Manage a project's pipeline schedules on a running server.
     #[command(subcommand)]
     Schedule(schedule::ScheduleCommand),
@@ -94,6 +100,7 @@ fn main() -> ExitCode {
         Command::Server(args) => server::run(&args),
         Command::Project(command) => client::exit_code(project::run(&command)),
         Command::Pipeline(command) => client::exit_code(pipeline::run(&command)),
+        Command::Job(command) => client::exit_code(job::run(&command)),
         Command::Variable(command) => client::exit_code(variable::run(&command)),
         Command::Schedule(command) => client::exit_code(schedule::run(&command)),
         Command::Runner(command) => runner::run(&command),

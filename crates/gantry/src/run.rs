@@ -49,7 +49,7 @@
 //! manual jobs or was skipped, with nothing failed —, 1 when it failed or was canceled,
 //! 2 for a configuration or usage error, a job no runner of the run can take included.
 
-mod display;
+pub(crate) mod display;
 mod report;
 mod snapshot;
 
@@ -62,7 +62,7 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 use gantry_pipeline::{Context, Loader, Options, PipelineInfo, Source};
 use gantry_runner::config::Config;
-use gantry_runner::job::JobEvent;
+use gantry_runner::job::{JobEnding, JobEvent};
 use gantry_runner::poll::{PollEvent, PollOptions, Poller};
 use gantry_server::coordinator::{
     Coordinator, CoordinatorConfig, DefaultBranch, IncludeLoader, JobSelection, PendingReason,
@@ -357,6 +357,7 @@ fn check_configuration(
     let opts = Options {
         config_path: s.config_path.clone(),
         inputs: lint::pipeline_inputs(&args.inputs).map_err(usage)?,
+        every_include_error: true,
         ..Options::default()
     };
     // The coordinator's project repository is the snapshot's: the same sources it uses.
@@ -840,6 +841,9 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
     let mut reasons_read: Option<std::time::Instant> = None;
     let mut waiting: HashMap<i64, PendingReason> = HashMap::new();
     let mut never: Vec<(String, PendingReason)> = Vec::new();
+    // Why the runner could not run a job (an image it could not pull, …), in its words:
+    // the summary says this instead of the bare failure reason.
+    let mut endings: HashMap<i64, String> = HashMap::new();
     let status = loop {
         if check && status_tells && interrupts == 0 {
             let status = coordinator
@@ -996,6 +1000,15 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
                         }
                         PollEvent::Job { event: JobEvent::Finished { job_id, ending, .. }, .. } => {
                             display.flush_job(job_id);
+                            if matches!(
+                                ending,
+                                JobEnding::ImagePullFailure { .. }
+                                    | JobEnding::SystemFailure { .. }
+                                    | JobEnding::ConfigurationError { .. }
+                                    | JobEnding::Unsupported { .. }
+                            ) {
+                                endings.insert(job_id, ending.to_string());
+                            }
                             if !live {
                                 display.note(job_id, &format!("finished: {ending}"));
                             }
@@ -1090,7 +1103,7 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
         let _ = write!(
             out,
             "\n{}{}",
-            report::summary(&jobs, &status, display.color(), &never),
+            report::summary(&jobs, &status, display.color(), &never, &endings),
             report::tests_summary(&tests, display.color())
         );
         let _ = out.flush();

@@ -19,7 +19,8 @@ use gantry_protocol::{RegisterRunnerRequest, TagList, token::is_created_runner_t
 use gantry_runner::client::{Client, ClientError};
 use gantry_runner::config::{
     Config, ConfigError, CustomConfig, CustomProgram, DEFAULT_CUSTOM_EXEC_TIMEOUT,
-    DEFAULT_CUSTOM_KILL_TIMEOUT, DockerConfig, ExecutorKind, LogLevel, RunnerConfig, ShellKind,
+    DEFAULT_CUSTOM_KILL_TIMEOUT, DockerConfig, ExecutorKind, LogLevel, PullPolicy, RunnerConfig,
+    ShellKind,
 };
 use gantry_runner::job::short_token;
 use gantry_runner::journal::{Journal, journal_dir};
@@ -64,7 +65,9 @@ pub(crate) struct RegisterArgs {
     #[arg(long, value_name = "URL")]
     url: String,
     /// A runner authentication token (`glrt-…`, created in the UI or with
-    /// `POST /user/runners`) or a legacy registration token.
+    /// `POST /user/runners`), a legacy registration token, or a personal access token
+    /// with scope `api` (`glpat-…`, the admin token): an instance runner is then created
+    /// with it (`POST /user/runners`) and registered with its new `glrt-` token.
     #[arg(long, value_name = "TOKEN")]
     token: String,
     /// How jobs run: `shell`, `docker`, `custom`, `instance` or `docker-autoscaler`.
@@ -74,6 +77,12 @@ pub(crate) struct RegisterArgs {
     /// image`).
     #[arg(long, value_name = "IMAGE")]
     docker_image: Option<String>,
+    /// `docker`, `docker-autoscaler`: when to pull a job's image (`[runners.docker]
+    /// pull_policy`; repeatable, tried in order): `always` (gitlab-runner's default),
+    /// `if-not-present` (use an image already on the engine; pull only when missing) or
+    /// `never`.
+    #[arg(long, value_name = "POLICY")]
+    docker_pull_policy: Vec<String>,
     /// `custom`: the program that runs each stage's script (`[runners.custom]
     /// run_exec`; required with `--executor custom`).
     #[arg(long, value_name = "PATH")]
@@ -101,11 +110,19 @@ pub(crate) struct RegisterArgs {
     /// The client certificate's private key (`tls-key-file`).
     #[arg(long, value_name = "PATH")]
     tls_key_file: Option<std::path::PathBuf>,
+    /// Where jobs' build directories go (`builds_dir`) [default: `builds` in the directory
+    /// `gantry runner run` starts in, as gitlab-runner's shell executor].
+    #[arg(long, value_name = "DIR")]
+    builds_dir: Option<std::path::PathBuf>,
+    /// Where the local cache goes (`cache_dir`) [default: `cache` in the directory
+    /// `gantry runner run` starts in].
+    #[arg(long, value_name = "DIR")]
+    cache_dir: Option<std::path::PathBuf>,
     /// A name for this runner [default: the host name].
     #[arg(long, value_name = "NAME")]
     name: Option<String>,
-    /// Tags, comma-separated (registration tokens only: a `glrt-` runner's tags are set
-    /// where it was created).
+    /// Tags, comma-separated (registration and personal access tokens only: a `glrt-`
+    /// runner's tags are set where it was created).
     #[arg(long, value_name = "TAGS")]
     tag_list: Option<String>,
     #[command(flatten)]
@@ -291,6 +308,19 @@ fn executor_sections(args: &RegisterArgs, runner: &mut RunnerConfig) -> Result<(
     if !runner.executor.uses_docker() && args.docker_image.is_some() {
         return Err(misplaced("--docker-image", "docker"));
     }
+    if !runner.executor.uses_docker() && !args.docker_pull_policy.is_empty() {
+        return Err(misplaced("--docker-pull-policy", "docker"));
+    }
+    let mut pull_policy = Vec::new();
+    for value in &args.docker_pull_policy {
+        let policy = PullPolicy::parse(value).ok_or_else(|| {
+            usage(format!(
+                "--docker-pull-policy {value:?} is not a pull policy; expected one of {}",
+                PullPolicy::NAMES.join(", ")
+            ))
+        })?;
+        pull_policy.push(policy);
+    }
     if runner.executor != ExecutorKind::Custom
         && let Some((flag, _)) = custom_flags.iter().find(|(_, value)| value.is_some())
     {
@@ -302,6 +332,7 @@ fn executor_sections(args: &RegisterArgs, runner: &mut RunnerConfig) -> Result<(
     if runner.executor.uses_docker() {
         runner.docker = Some(DockerConfig {
             image: args.docker_image.clone(),
+            pull_policy,
             ..DockerConfig::default()
         });
     }
@@ -345,6 +376,44 @@ fn executor_sections(args: &RegisterArgs, runner: &mut RunnerConfig) -> Result<(
     Ok(())
 }
 
+/// `register --token glpat-…`: creates an instance runner with the personal access token
+/// (`POST /api/v4/user/runners`, as GitLab's "New instance runner" page does) and returns
+/// its `glrt-` token. Tags and whether it runs untagged jobs are set here, as the page
+/// sets them.
+async fn create_runner(
+    args: &RegisterArgs,
+    runner: &RunnerConfig,
+    name: &str,
+    tags: &TagList,
+) -> Result<String, Failure> {
+    if args.tls_ca_file.is_some() || args.tls_cert_file.is_some() {
+        return Err(usage(
+            "--tls-ca-file and --tls-cert-file cannot be used with a personal access token: create the runner with POST /user/runners and register with its glrt- token",
+        ));
+    }
+    let client = crate::client::ApiClient::with_token(&runner.url, args.token.clone())
+        .map_err(|error| usage(error.to_string()))?;
+    let body = serde_json::json!({
+        "runner_type": "instance_type",
+        "description": name,
+        "tag_list": tags.0.join(","),
+        "run_untagged": tags.is_empty(),
+    });
+    let created: serde_json::Value = client
+        .post("user/runners", &body)
+        .await
+        .map_err(|error| {
+            server(format!(
+                "failed to create a runner with the personal access token: {error}\nthe token needs scope `api` on {}",
+                runner.url
+            ))
+        })?;
+    created["token"]
+        .as_str()
+        .map(str::to_owned)
+        .ok_or_else(|| server("the server's answer to POST /api/v4/user/runners has no `token`"))
+}
+
 async fn register(args: &RegisterArgs) -> Result<u8, Failure> {
     let path = config_path(&args.config);
     let executor = match ExecutorKind::parse(&args.executor) {
@@ -374,6 +443,8 @@ async fn register(args: &RegisterArgs) -> Result<u8, Failure> {
     let name = args.name.clone().unwrap_or_else(hostname);
     let mut runner = RunnerConfig::new(args.url.trim(), "placeholder", executor);
     runner.name = Some(name.clone());
+    runner.builds_dir = args.builds_dir.clone();
+    runner.cache_dir = args.cache_dir.clone();
     runner.tls = gantry_runner::config::TlsFiles {
         ca_file: args.tls_ca_file.clone(),
         cert_file: args.tls_cert_file.clone(),
@@ -387,8 +458,15 @@ async fn register(args: &RegisterArgs) -> Result<u8, Failure> {
         .map_err(|error| usage(format!("failed to {error}")))?;
 
     let system_id = system_id(&path)?;
-    let (id, token, expires_at) = if is_created_runner_token(&args.token) {
-        if !tags.is_empty() {
+    let mut runner_token = args.token.clone();
+    if args
+        .token
+        .starts_with(gantry_protocol::token::PERSONAL_ACCESS_TOKEN_PREFIX)
+    {
+        runner_token = create_runner(args, &runner, &name, &tags).await?;
+    }
+    let (id, token, expires_at) = if is_created_runner_token(&runner_token) {
+        if !tags.is_empty() && runner_token == args.token {
             return Err(usage(
                 "--tag-list cannot be used with a glrt- runner authentication token: the runner's tags are set where it was created (UI or POST /user/runners)",
             ));
@@ -400,10 +478,10 @@ async fn register(args: &RegisterArgs) -> Result<u8, Failure> {
         )
         .map_err(|error| server(error.to_string()))?;
         let details = client
-            .verify(&args.token, &system_id)
+            .verify(&runner_token, &system_id)
             .await
             .map_err(|error| server(format!("failed to {}", describe_refusal(&error))))?;
-        (details.id, args.token.clone(), details.token_expires_at)
+        (details.id, runner_token, details.token_expires_at)
     } else {
         let client = Client::with_tls(&runner.url, version_info(None), &runner.tls)
             .map_err(|error| server(error.to_string()))?;

@@ -15,6 +15,18 @@
 //! calls would not. The server runs no jobs, so no job sees this umask (`gantry runner`
 //! keeps its own handling, `crates/gantry-runner/src/docker/umask.rs`).
 //!
+//! # A lost admin token
+//!
+//! The admin token is shown once, at first start; the database keeps only its hash.
+//! `gantry server admin-token --data-dir DIR` adds a new one straight to the server's
+//! database and prints it on stdout (`--revoke-others` removes every earlier one in the
+//! same transaction). Anyone who can write the data directory (or the database) is the
+//! administrator anyway, so this asks for nothing more. The server need not be stopped:
+//! it reads admin tokens from the database on every request (SQLite's write lock and
+//! `busy_timeout` keep the two processes apart), so the new token works at once. On an
+//! empty directory it creates the database first: the quick start makes the token
+//! before or after the first start, as it likes.
+//!
 //! A data directory that already exists with group or other permission bits (made by
 //! an earlier version, or by hand) is reported at start with the `chmod` that closes
 //! it, and left as it is: the server does not change the modes of what an
@@ -25,7 +37,7 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use clap::Args;
+use clap::{Args, Subcommand};
 use gantry_server::coordinator::{Bootstrap, Coordinator, CoordinatorConfig, ObjectBlobs};
 use gantry_store::Store;
 
@@ -33,6 +45,8 @@ use crate::{env, exit};
 
 #[derive(Args)]
 pub(crate) struct ServerArgs {
+    #[command(subcommand)]
+    command: Option<ServerCommand>,
     /// Address and port to listen on.
     #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:8080")]
     listen: SocketAddr,
@@ -107,6 +121,28 @@ pub(crate) struct ServerArgs {
     shutdown_timeout: u64,
 }
 
+#[derive(Subcommand)]
+pub(crate) enum ServerCommand {
+    /// Print a new admin token for the server of a data directory (the first one is shown
+    /// only at first start). Works while the server runs; the token works at once.
+    AdminToken(AdminTokenArgs),
+}
+
+#[derive(Args)]
+pub(crate) struct AdminTokenArgs {
+    /// The server's data directory (created with its database when missing).
+    #[arg(long, value_name = "DIR", default_value = "./gantry-data")]
+    data_dir: PathBuf,
+    /// The server's database, when it is not the data directory's SQLite file
+    /// [default: $GANTRY_DATABASE_URL].
+    #[arg(long, value_name = "URL")]
+    database_url: Option<String>,
+    /// Remove every other admin token (one that may have leaked), keeping personal access
+    /// tokens.
+    #[arg(long)]
+    revoke_others: bool,
+}
+
 /// File descriptors kept for the database, blobs, logs and `git` besides the
 /// connections (each connection takes two: its socket and `http/peer.rs`'s duplicate).
 const RESERVED_FDS: u64 = 256;
@@ -171,7 +207,10 @@ pub(crate) fn run(args: &ServerArgs) -> u8 {
             return exit::FAILED;
         }
     };
-    let served = runtime.block_on(serve(args));
+    let served = match &args.command {
+        Some(ServerCommand::AdminToken(admin)) => runtime.block_on(admin_token(admin)),
+        None => runtime.block_on(serve(args)),
+    };
     // Blocking work still running (a `git` process, a blob copy) may not hold the exit
     // past the shutdown deadline.
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
@@ -203,19 +242,63 @@ fn failed(message: String) -> StartError {
     }
 }
 
-async fn serve(args: &ServerArgs) -> Result<(), StartError> {
-    std::fs::create_dir_all(&args.data_dir).map_err(|e| {
+/// The data directory, made when missing, as an absolute path.
+fn data_dir(dir: &Path) -> Result<PathBuf, StartError> {
+    std::fs::create_dir_all(dir).map_err(|e| {
         usage(format!(
             "failed to create the data directory {}: {e}\npass --data-dir with a writable directory",
-            args.data_dir.display()
+            dir.display()
         ))
     })?;
-    let data_dir = args.data_dir.canonicalize().map_err(|e| {
+    dir.canonicalize().map_err(|e| {
         usage(format!(
             "failed to resolve the data directory {}: {e}",
-            args.data_dir.display()
+            dir.display()
         ))
-    })?;
+    })
+}
+
+/// The database: `--database-url`, else `GANTRY_DATABASE_URL`, else SQLite in the data
+/// directory; opened (and migrated).
+async fn open_store(data_dir: &Path, database_url: Option<&String>) -> Result<Store, StartError> {
+    let url = database_url
+        .cloned()
+        .or_else(|| crate::env::var(crate::env::GANTRY_DATABASE_URL))
+        .unwrap_or_else(|| self::database_url(data_dir));
+    Store::open(&url).await.map_err(|e| match e {
+        gantry_store::StoreError::Open { .. } => failed(format!(
+            "failed to {e}\n  hint: check that the database server is up and the URL (--database-url, GANTRY_DATABASE_URL) is right"
+        )),
+        gantry_store::StoreError::Unsupported(_) => failed(format!("failed to {e}")),
+        other => failed(format!(
+            "failed to {other} (database {})",
+            gantry_store::redact_url(&url)
+        )),
+    })
+}
+
+/// `gantry server admin-token` (module docs): the token alone on stdout, for `$(…)`.
+async fn admin_token(args: &AdminTokenArgs) -> Result<(), StartError> {
+    let data_dir = data_dir(&args.data_dir)?;
+    let store = open_store(&data_dir, args.database_url.as_ref()).await?;
+    let token = gantry_server::coordinator::new_admin_token(&store, args.revoke_others)
+        .await
+        .map_err(|e| failed(format!("failed to add an admin token: {e}")))?;
+    eprintln!(
+        "gantry server: a new admin token for the server of {}{}; it is shown only now, and works at once (the server may be running)",
+        data_dir.display(),
+        if args.revoke_others {
+            ", every earlier admin token removed"
+        } else {
+            ""
+        }
+    );
+    crate::out_line(&token);
+    Ok(())
+}
+
+async fn serve(args: &ServerArgs) -> Result<(), StartError> {
+    let data_dir = data_dir(&args.data_dir)?;
     warn_if_open(&data_dir);
     let listener = tokio::net::TcpListener::bind(args.listen).await.map_err(|e| {
         usage(format!(
@@ -287,21 +370,7 @@ async fn serve(args: &ServerArgs) -> Result<(), StartError> {
             host: crate::includes::cache_host(&external_url),
         });
     }
-    let url = args
-        .database_url
-        .clone()
-        .or_else(|| crate::env::var(crate::env::GANTRY_DATABASE_URL))
-        .unwrap_or_else(|| database_url(&data_dir));
-    let store = Store::open(&url).await.map_err(|e| match e {
-        gantry_store::StoreError::Open { .. } => failed(format!(
-            "failed to {e}\n  hint: check that the database server is up and the URL (--database-url, GANTRY_DATABASE_URL) is right"
-        )),
-        gantry_store::StoreError::Unsupported(_) => failed(format!("failed to {e}")),
-        other => failed(format!(
-            "failed to {other} (database {})",
-            gantry_store::redact_url(&url)
-        )),
-    })?;
+    let store = open_store(&data_dir, args.database_url.as_ref()).await?;
     let blobs_url = args
         .blobs_url
         .clone()
@@ -381,7 +450,9 @@ pub(crate) fn database_url(data_dir: &Path) -> String {
 fn print_first_start(tokens: &Bootstrap, url: &str) {
     if let Some(admin) = &tokens.admin_token {
         eprintln!();
-        eprintln!("First start: created an admin token. It is shown only now; keep it:");
+        eprintln!(
+            "First start: created an admin token. It is shown only now; keep it (a lost one is replaced with `gantry server admin-token --data-dir DIR`):"
+        );
         eprintln!("    {admin}");
         eprintln!(
             "Use it with the CLI and the API (header PRIVATE-TOKEN or Authorization: Bearer):"
@@ -393,10 +464,11 @@ fn print_first_start(tokens: &Bootstrap, url: &str) {
         );
         eprintln!("    gantry project create demo --repo /path/to/git/repository");
         eprintln!("    gantry pipeline create --project demo --ref main");
-        eprintln!("Create a runner (its glrt- token goes into the runner's config.toml):");
+        eprintln!("    gantry pipeline watch --project demo");
         eprintln!(
-            "    curl -s -H \"PRIVATE-TOKEN: {admin}\" --data runner_type=instance_type {url}/api/v4/user/runners"
+            "Register a runner (the token creates an instance runner; its glrt- token goes into config.toml):"
         );
+        eprintln!("    gantry runner register --url {url} --token {admin}");
     }
     if let Some(registration) = &tokens.registration_token {
         eprintln!();

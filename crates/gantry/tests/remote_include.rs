@@ -325,6 +325,81 @@ fn the_offline_cache_serves_remote_and_project_includes() {
     insta::assert_yaml_snapshot!(messages);
 }
 
+/// Every include `gantry lint` cannot read is listed (GitLab stops at the first), each
+/// with a hint naming what would resolve it: the path in the offline include cache, the
+/// `GANTRY_REMOTE_INCLUDE_MIRROR` setting, or — with a mirror set — the mirror asked.
+#[test]
+fn lint_lists_every_unreadable_include_with_the_cache_path_or_mirror_that_resolves_it() {
+    let ci = "include:\n  - remote: http://127.0.0.1:9/ci/one.yml\n  - remote: http://127.0.0.1:9/ci/two.yml\n  - {project: group/templates, ref: v1, file: build.yml}\nown:\n  script: x\n";
+    let repo = checkout(&[(".gitlab-ci.yml", ci)]);
+    let out = lint(repo.path());
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let report = report(&out);
+    let found: Vec<(String, String)> = report["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["message"].as_str().unwrap().to_owned(),
+                e["hint"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(found.len(), 3, "one error per include: {found:#?}");
+    let cache = repo.path().canonicalize().unwrap().join(".gantry/includes");
+    for (i, file) in ["one", "two"].iter().enumerate() {
+        let (message, hint) = &found[i];
+        assert!(
+            message.contains(&format!("http://127.0.0.1:9/ci/{file}.yml")),
+            "{message}"
+        );
+        let path = cache.join(format!("127.0.0.1:9/ci/{file}.yml"));
+        assert!(
+            hint.contains(&format!(
+                "save it as {} (the offline include cache)",
+                path.display()
+            )),
+            "{hint}"
+        );
+        assert!(
+            hint.contains(
+                "GANTRY_REMOTE_INCLUDE_MIRROR='http://127.0.0.1:9/=http://mirror.example/'"
+            ),
+            "{hint}"
+        );
+    }
+    let (message, hint) = &found[2];
+    assert!(message.contains("group/templates"), "{message}");
+    let path = cache.join("gitlab.example.com/group/templates/v1/build.yml");
+    assert!(
+        hint.contains(&format!("save it as {}", path.display())),
+        "{hint}"
+    );
+
+    // With a mirror set, the hint names the mirror that was asked.
+    let out = Command::new(env!("CARGO_BIN_EXE_gantry"))
+        .current_dir(repo.path())
+        .args(["lint", "--format", "json"])
+        .env(
+            "GANTRY_REMOTE_INCLUDE_MIRROR",
+            "http://127.0.0.1:9/=http://127.0.0.1:9/mirror/",
+        )
+        .output()
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let hint = report["errors"][0]["hint"].as_str().unwrap_or_default();
+    assert!(
+        hint.contains("it was fetched from http://127.0.0.1:9/mirror/ci/one.yml, the mirror GANTRY_REMOTE_INCLUDE_MIRROR names for http://127.0.0.1:9/"),
+        "{hint}"
+    );
+}
+
 #[test]
 fn gantry_run_fetches_remote_includes_in_its_coordinator_too() {
     let server = Server::start(routes());

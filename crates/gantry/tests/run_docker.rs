@@ -272,6 +272,21 @@ slow:
         r.explain()
     );
     assert!(!r.logged("missing", "never"), "{}", r.explain());
+    // The summary names the image and why it could not be had, not only the failure
+    // reason (`image_pull_failure` or `runner_system_failure`).
+    let row = r
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("missing ") && l.contains("failed"))
+        .unwrap_or_else(|| panic!("no summary row for `missing`: {}", r.explain()));
+    assert!(
+        row.contains(
+            "image pull failure: pull image \"gantry-test/does-not-exist:1\" with pull policy [if-not-present]: "
+        ),
+        "{row}\n{}",
+        r.explain()
+    );
+    assert!(!row.trim_end().ends_with("failure"), "{row}");
     assert!(
         r.stdout.contains("job_execution_timeout") || r.logged("slow", "timed out"),
         "{}",

@@ -2239,6 +2239,8 @@ fn gitlab_clients_from_pypi_work_against_the_server() {
         "jobs list, get, trace, artifacts",
         "runners: runners_all.list, runners.list, project runners enable/disable",
         "pipeline.cancel, pipeline.retry",
+        "Debian gitlab-cli: current-user, project-pipeline list/get, project-job list/trace",
+        "Debian ruby-gitlab: user, version, pipelines, pipeline_jobs, job_trace",
     ] {
         assert!(
             stdout.contains(&format!("ok - {call}\n")),
@@ -2246,4 +2248,407 @@ fn gitlab_clients_from_pypi_work_against_the_server() {
         );
     }
     assert!(stdout.contains(" passed, 0 failed"), "{stdout}");
+}
+
+/// `GET /api/v4/<path>` over loopback with `token`: the JSON body.
+fn api_get(server: &Server, token: &str, path: &str) -> serde_json::Value {
+    use std::io::{Read, Write};
+    let addr = server.url.trim_start_matches("http://").to_owned();
+    let mut conn = std::net::TcpStream::connect(&addr).expect("connect");
+    write!(
+        conn,
+        "GET /api/v4/{path} HTTP/1.1\r\nHost: {addr}\r\nPRIVATE-TOKEN: {token}\r\nConnection: close\r\n\r\n"
+    )
+    .expect("request");
+    let mut answer = String::new();
+    conn.read_to_string(&mut answer).expect("answer");
+    let (head, body) = answer.split_once("\r\n\r\n").expect("a head and a body");
+    assert!(head.starts_with("HTTP/1.1 200"), "GET {path}: {answer}");
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("GET {path}: {e}: {body}"))
+}
+
+/// `gantry runner run --config CONFIG` in the background; killed when dropped.
+struct RunnerProcess(Child);
+
+impl RunnerProcess {
+    fn start(config: &Path) -> Self {
+        let child = Command::new(env!("CARGO_BIN_EXE_gantry"))
+            .args(["runner", "run", "--config"])
+            .arg(config)
+            .current_dir(config.parent().expect("a directory"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("gantry runner run starts");
+        Self(child)
+    }
+}
+
+impl Drop for RunnerProcess {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.0.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A server, a project `demo` of `ci`, and a shell runner registered with the admin token
+/// (`gantry runner register --token glpat-…` creates it) and running.
+fn server_with_runner(ci: &str) -> (Server, String, RunnerProcess, [tempfile::TempDir; 2]) {
+    let data = tempfile::tempdir().expect("dir");
+    let server = Server::start(&data.path().join("data"));
+    let admin = server.token("glpat-").expect("an admin token");
+    let repo = repo_with(ci);
+    let env = [
+        ("GANTRY_URL", server.url.as_str()),
+        ("GANTRY_TOKEN", admin.as_str()),
+    ];
+    create_project(&env, "demo", repo.path());
+    let config = data.path().join("runner.toml");
+    let builds = data.path().join("builds");
+    let registered = gantry(
+        &[
+            "runner",
+            "register",
+            "--url",
+            &server.url,
+            "--token",
+            &admin,
+            "--config",
+            &config.display().to_string(),
+            "--builds-dir",
+            &builds.display().to_string(),
+        ],
+        &[],
+    );
+    assert_eq!(
+        registered.status.code(),
+        Some(0),
+        "{}",
+        text(&registered.stderr)
+    );
+    let written = std::fs::read_to_string(&config).expect("the configuration");
+    assert!(written.contains("token = \"glrt-"), "{written}");
+    assert!(written.contains("builds_dir = "), "{written}");
+    let runner = RunnerProcess::start(&config);
+    (server, admin, runner, [data, repo])
+}
+
+/// `gantry job log -f` follows a running job's log to its end, its colours kept; `gantry
+/// pipeline watch` follows the pipeline to its end and exits 0 for a success; `list`
+/// shows it; a failed pipeline makes `create --watch` exit 1 naming the job and the
+/// command for its log; `cancel` and `retry` change it. A real server and `gantry runner`.
+#[test]
+fn pipeline_watch_list_cancel_retry_and_job_log_follow_a_real_runner() {
+    let ci = "stages: [build, test]\n\
+              build:\n  stage: build\n  script:\n    - printf '\\033[32mgreen line\\033[0m\\n'\n    - sleep ${PAUSE:-2}\n    - if [ \"$FAIL\" = 1 ]; then exit 3; fi\n    - echo done building\n\
+              test:\n  stage: test\n  script: [echo testing]\n";
+    let (server, admin, _runner, _dirs) = server_with_runner(ci);
+    let env = [
+        ("GANTRY_URL", server.url.as_str()),
+        ("GANTRY_TOKEN", admin.as_str()),
+    ];
+    let created = create_pipeline(&env, "demo");
+    let pipeline: serde_json::Value = serde_json::from_slice(&created.stdout).expect("JSON");
+    let id = pipeline["id"].as_i64().expect("id");
+    let sha = pipeline["sha"].as_str().expect("sha").to_owned();
+    let jobs = api_get(
+        &server,
+        &admin,
+        &format!("projects/demo/pipelines/{id}/jobs"),
+    );
+    let build = jobs
+        .as_array()
+        .expect("jobs")
+        .iter()
+        .find(|j| j["name"] == "build")
+        .expect("the build job")["id"]
+        .to_string();
+
+    // Started while the job waits or runs (it sleeps 2 s): follows it to its end.
+    let log = gantry(&["job", "log", "--project", "demo", &build, "-f"], &env);
+    assert_eq!(log.status.code(), Some(0), "{}", text(&log.stderr));
+    let followed = text(&log.stdout);
+    assert!(
+        followed.contains("\u{1b}[32mgreen line\u{1b}[0m"),
+        "the colours are kept: {followed:?}"
+    );
+    assert!(followed.contains("done building"), "{followed}");
+    assert!(followed.contains("Job succeeded"), "to the end: {followed}");
+    let once = gantry(&["job", "log", "--project", "demo", &build], &env);
+    assert_eq!(text(&once.stdout), followed, "the same log without -f");
+
+    let watched = gantry(&["pipeline", "watch", "--project", "demo"], &env);
+    assert_eq!(watched.status.code(), Some(0), "{}", text(&watched.stderr));
+    let shown: Vec<String> = text(&watched.stdout)
+        .lines()
+        .filter(|l| l.contains("success"))
+        .map(|l| l.replace(&sha[..8], "[SHA]"))
+        .collect();
+    insta::assert_snapshot!("pipeline_watch", shown.join("\n"));
+
+    // A failing pipeline: `create --watch` exits 1 and says which job, and how to see why.
+    let failing = gantry(
+        &[
+            "pipeline",
+            "create",
+            "--project",
+            "demo",
+            "--ref",
+            "main",
+            "--var",
+            "FAIL=1",
+            "--var",
+            "PAUSE=0",
+            "--watch",
+        ],
+        &env,
+    );
+    assert_eq!(failing.status.code(), Some(1), "{}", text(&failing.stderr));
+    let said = text(&failing.stderr);
+    let failed_build = id + 2;
+    assert!(
+        said.contains(&format!(
+            "job `build` failed (script_failure): see its log with `gantry job log --project demo {failed_build}`"
+        )),
+        "{said}"
+    );
+    assert!(
+        text(&failing.stdout).contains(": failed\n"),
+        "{}",
+        text(&failing.stdout)
+    );
+
+    // A long one, canceled and retried.
+    let long = gantry(
+        &[
+            "pipeline",
+            "create",
+            "--project",
+            "demo",
+            "--ref",
+            "main",
+            "--var",
+            "PAUSE=60",
+        ],
+        &env,
+    );
+    let long: serde_json::Value = serde_json::from_slice(&long.stdout).expect("JSON");
+    let long = long["id"].to_string();
+    let canceled = gantry(&["pipeline", "cancel", "--project", "demo", &long], &env);
+    assert_eq!(
+        canceled.status.code(),
+        Some(0),
+        "{}",
+        text(&canceled.stderr)
+    );
+    assert!(
+        text(&canceled.stdout).trim_end().ends_with(": canceled")
+            || text(&canceled.stdout).trim_end().ends_with(": canceling"),
+        "{}",
+        text(&canceled.stdout)
+    );
+    let watched = gantry(&["pipeline", "watch", "--project", "demo", &long], &env);
+    assert_eq!(watched.status.code(), Some(1), "{}", text(&watched.stderr));
+    assert!(
+        text(&watched.stderr).contains(&format!("pipeline {long} was canceled")),
+        "{}",
+        text(&watched.stderr)
+    );
+    let retried = gantry(&["pipeline", "retry", "--project", "demo", &long], &env);
+    assert_eq!(retried.status.code(), Some(0), "{}", text(&retried.stderr));
+    let after = text(&retried.stdout);
+    assert!(
+        after.trim_end().ends_with(": running") || after.trim_end().ends_with(": pending"),
+        "{after}"
+    );
+    let canceled = gantry(&["pipeline", "cancel", "--project", "demo", &long], &env);
+    assert_eq!(
+        canceled.status.code(),
+        Some(0),
+        "{}",
+        text(&canceled.stderr)
+    );
+    // Until its running job has stopped: `canceling`, then `canceled`.
+    let watched = gantry(&["pipeline", "watch", "--project", "demo", &long], &env);
+    assert_eq!(watched.status.code(), Some(1), "{}", text(&watched.stderr));
+
+    let listed = gantry(&["pipeline", "list", "--project", "demo"], &env);
+    assert_eq!(listed.status.code(), Some(0), "{}", text(&listed.stderr));
+    let time = regex::Regex::new(r"\d{4}-\d\d-\d\dT[0-9:.]+Z").expect("regex");
+    let listed = time
+        .replace_all(&text(&listed.stdout), "[TIME]")
+        .replace(&sha[..8], "[SHA]");
+    insta::assert_snapshot!("pipeline_list", listed);
+    let failed_only = gantry(
+        &[
+            "pipeline",
+            "list",
+            "--project",
+            "demo",
+            "--status",
+            "failed",
+        ],
+        &env,
+    );
+    assert_eq!(
+        text(&failed_only.stdout).lines().count(),
+        2,
+        "{}",
+        text(&failed_only.stdout)
+    );
+}
+
+/// The README's "A server and a runner": its commands, taken from README.md, run from
+/// nothing by `scripts/test-quickstart.sh` to a green pipeline.
+#[test]
+fn readme_quick_start_reaches_a_green_pipeline() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let output = Command::new("bash")
+        .arg(root.join("scripts/test-quickstart.sh"))
+        .arg(env!("CARGO_BIN_EXE_gantry"))
+        .current_dir(&root)
+        .stdin(Stdio::null())
+        .output()
+        .expect("bash runs");
+    assert!(
+        output.status.success(),
+        "the quick start failed:\n{}\n{}",
+        text(&output.stdout),
+        text(&output.stderr)
+    );
+    let out = text(&output.stdout);
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("pipeline 1 (#1) for `main` at ") && l.ends_with(": success")),
+        "{out}"
+    );
+}
+
+/// `gantry server admin-token`: a new admin token for a running server, usable at once;
+/// `--revoke-others` ends the earlier ones, and a client refused with one says how to get
+/// a new one.
+#[test]
+fn a_lost_admin_token_is_replaced_while_the_server_runs() {
+    let data = tempfile::tempdir().expect("dir");
+    let dir = data.path().join("data");
+    let server = Server::start(&dir);
+    let first = server.token("glpat-").expect("an admin token");
+    let dir_arg = dir.display().to_string();
+    let made = gantry(&["server", "admin-token", "--data-dir", &dir_arg], &[]);
+    assert_eq!(made.status.code(), Some(0), "{}", text(&made.stderr));
+    let second = text(&made.stdout).trim().to_owned();
+    assert!(second.starts_with("glpat-") && second != first, "{second}");
+    assert!(
+        text(&made.stderr).contains("works at once"),
+        "{}",
+        text(&made.stderr)
+    );
+    for token in [&first, &second] {
+        let listed = gantry(
+            &["project", "list"],
+            &[("GANTRY_URL", server.url.as_str()), ("GANTRY_TOKEN", token)],
+        );
+        assert_eq!(listed.status.code(), Some(0), "{}", text(&listed.stderr));
+    }
+    let revoked = gantry(
+        &[
+            "server",
+            "admin-token",
+            "--data-dir",
+            &dir_arg,
+            "--revoke-others",
+        ],
+        &[],
+    );
+    assert_eq!(revoked.status.code(), Some(0), "{}", text(&revoked.stderr));
+    let third = text(&revoked.stdout).trim().to_owned();
+    let refused = gantry(
+        &["project", "list"],
+        &[
+            ("GANTRY_URL", server.url.as_str()),
+            ("GANTRY_TOKEN", first.as_str()),
+        ],
+    );
+    assert_eq!(refused.status.code(), Some(3), "{}", text(&refused.stderr));
+    assert!(
+        text(&refused.stderr).contains("`gantry server admin-token --data-dir DIR`"),
+        "{}",
+        text(&refused.stderr)
+    );
+    let accepted = gantry(
+        &["project", "list"],
+        &[
+            ("GANTRY_URL", server.url.as_str()),
+            ("GANTRY_TOKEN", third.as_str()),
+        ],
+    );
+    assert_eq!(
+        accepted.status.code(),
+        Some(0),
+        "{}",
+        text(&accepted.stderr)
+    );
+}
+
+/// `gantry runner register --docker-pull-policy` writes `[runners.docker] pull_policy`;
+/// a policy that is not one is refused, naming the three.
+#[test]
+fn register_writes_the_docker_pull_policy() {
+    let data = tempfile::tempdir().expect("dir");
+    let server = Server::start(&data.path().join("data"));
+    let registration = server.token("GR1348941").expect("a registration token");
+    let config = data.path().join("runner.toml");
+    let config_arg = config.display().to_string();
+    let register = |policy: &str| {
+        gantry(
+            &[
+                "runner",
+                "register",
+                "--url",
+                &server.url,
+                "--token",
+                &registration,
+                "--executor",
+                "docker",
+                "--docker-pull-policy",
+                policy,
+                "--docker-pull-policy",
+                "never",
+                "--config",
+                &config_arg,
+            ],
+            &[],
+        )
+    };
+    let refused = register("sometimes");
+    assert_eq!(refused.status.code(), Some(2), "{}", text(&refused.stderr));
+    assert!(
+        text(&refused.stderr)
+            .contains("--docker-pull-policy \"sometimes\" is not a pull policy; expected one of always, never, if-not-present"),
+        "{}",
+        text(&refused.stderr)
+    );
+    let registered = register("if-not-present");
+    assert_eq!(
+        registered.status.code(),
+        Some(0),
+        "{}",
+        text(&registered.stderr)
+    );
+    let written = std::fs::read_to_string(&config).expect("the configuration");
+    assert!(
+        written.contains("pull_policy = [\"if-not-present\", \"never\"]"),
+        "{written}"
+    );
 }

@@ -554,7 +554,8 @@ impl PullPolicy {
         }
     }
 
-    pub(crate) fn parse(value: &str) -> Option<Self> {
+    /// The policy a file (or `gantry runner register --docker-pull-policy`) names.
+    pub fn parse(value: &str) -> Option<Self> {
         match value {
             "always" => Some(Self::Always),
             "never" => Some(Self::Never),

@@ -2,6 +2,14 @@
 //! `if-not-present` pulls only when the engine lacks it, `never` only looks. With
 //! several policies the next is tried when one fails ("Attempt #2: Trying …"). A pull
 //! sends the registry's credentials found by [`super::auth`].
+//!
+//! When every policy failed and one of them pulled (`always`, gitlab-runner's default)
+//! while the engine has the image (built or loaded on this machine, the usual case
+//! without a registry), the failure says so and names the fix — `pull_policy =
+//! ["if-not-present"]` under `[runners.docker]`, or `--docker-pull-policy
+//! if-not-present` at registration — in the job's log (a warning line) and in the error
+//! that ends the job, which the runner's own log prints. gitlab-runner says nothing
+//! here; the check is one `inspect_image` on a job that fails anyway.
 
 use bollard::Docker;
 use bollard::models::ImageInspect;
@@ -49,11 +57,25 @@ pub(crate) async fn ensure_image(
             }
         }
     }
+    if policies.contains(&PullPolicy::Always) && docker.inspect_image(image).await.is_ok() {
+        let hint = local_image_hint(image);
+        trace.warning(&hint);
+        reason = format!("{reason}\n{hint}");
+    }
     Err(DockerError::Pull {
         image: image.to_owned(),
         policies: policies.iter().map(|p| p.as_str().to_owned()).collect(),
         reason,
     })
+}
+
+/// What to do when `image` is on this machine and the pull policy pulled it anyway.
+fn local_image_hint(image: &str) -> String {
+    format!(
+        "the image {image:?} is on this machine, but pull policy \"always\" pulls it from its registry first; \
+         to use the local image, set pull_policy = [\"if-not-present\"] under [runners.docker] in the runner's config.toml \
+         (or register with --docker-pull-policy if-not-present)"
+    )
 }
 
 async fn try_policy(

@@ -8,6 +8,9 @@
 //! access token, giving a `TokenAccess`); the tokens are in `personal_access_tokens`
 //! (migration 0025).
 //!
+//! [`new_admin_token`] makes another admin token straight in the database, without a
+//! coordinator (`gantry server admin-token`, for a server whose first token was lost).
+//!
 //! Gantry has one user, the administrator ([`super::PipelineUser`], id 1): tokens of
 //! other user ids do not exist.
 
@@ -20,6 +23,18 @@ use super::{Coordinator, token};
 
 /// The scopes a personal access token may have, GitLab's names.
 pub const ACCESS_TOKEN_SCOPES: [&str; 2] = ["api", "read_api"];
+
+/// Adds an admin token to `store` (and with `revoke_others`, removes every other one,
+/// in the same transaction); returns the new token, which exists in plaintext only here.
+/// Safe while a server runs on the same database: tokens are read from the database on
+/// every request, so the new one works at once and revoked ones stop at once.
+pub async fn new_admin_token(store: &gantry_store::Store, revoke_others: bool) -> Result<String> {
+    let secret = token::new_token(gantry_protocol::token::PERSONAL_ACCESS_TOKEN_PREFIX);
+    store
+        .add_admin_token_only(&token::hash(&secret), now_ms(), revoke_others)
+        .await?;
+    Ok(secret)
+}
 
 /// What a token lets its holder do on the user API.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -20,6 +20,11 @@
 //!   (the server has one user, the administrator).
 //! - `include:component` needs no method of its own: the pipeline crate reads the component
 //!   with `project_file`, and `project_commit` gives `$[[ component.sha ]]`.
+//! - A remote or project include that cannot be read gets a hint
+//!   ([`Loader::remote_hint`], [`Loader::project_hint`]): the path in the offline include
+//!   cache that would hold it, or the setting that names one (`GANTRY_INCLUDE_CACHE` of
+//!   `gantry server`), and the mirror setting (`GANTRY_REMOTE_INCLUDE_MIRROR`), or the
+//!   mirror that was asked when one was.
 //! - The offline include cache is `gantry run`'s and `gantry lint`'s `.gantry/includes`, or
 //!   `gantry server`'s `GANTRY_INCLUDE_CACHE`.
 //!
@@ -279,6 +284,17 @@ impl IncludeSources {
     }
 }
 
+/// `https://host[:port]/` of a URL (the prefix a mirror rewrite replaces).
+fn url_origin(url: &str) -> String {
+    match url.split_once("://") {
+        Some((scheme, rest)) => {
+            let host = rest.split(['/', '?', '#']).next().unwrap_or_default();
+            format!("{scheme}://{host}/")
+        }
+        None => url.to_owned(),
+    }
+}
+
 /// A relative path of plain components (no `.`, `..`, empty or absolute parts).
 fn safe_relative(p: &str) -> bool {
     !p.is_empty()
@@ -373,6 +389,55 @@ impl Loader for IncludeLoader<'_> {
 
     fn template_url(&self, name: &str) -> Option<String> {
         Some(format!("{GITLAB_TEMPLATES_URL}{name}"))
+    }
+
+    fn remote_hint(&self, url: &str) -> Option<String> {
+        let target = self.sources.fetch_url(url);
+        let origin = url_origin(url);
+        if target != url {
+            let copy = match self.sources.cached_remote(url) {
+                Some(path) => format!(
+                    "or save it as {} (the offline include cache)",
+                    path.display()
+                ),
+                None => {
+                    "or keep a copy in the offline include cache (GANTRY_INCLUDE_CACHE)".to_owned()
+                }
+            };
+            return Some(format!(
+                "it was fetched from {target}, the mirror GANTRY_REMOTE_INCLUDE_MIRROR names for {origin}: check the mirror, {copy}"
+            ));
+        }
+        let mirror = format!(
+            "or fetch it from a mirror: GANTRY_REMOTE_INCLUDE_MIRROR='{origin}=http://mirror.example/'"
+        );
+        Some(match self.sources.cached_remote(url) {
+            Some(path) => format!(
+                "to read it offline, save it as {} (the offline include cache), {mirror}",
+                path.display()
+            ),
+            None => format!(
+                "to read it offline, start `gantry server` with GANTRY_INCLUDE_CACHE=DIR holding it as DIR/{}, {mirror}",
+                url.split_once("://").map_or(url, |(_, rest)| rest)
+            ),
+        })
+    }
+
+    fn project_hint(&self, project: &str, ref_name: Option<&str>, path: &str) -> Option<String> {
+        if self.sources.project(project).is_some() {
+            // A project of the server (or the checkout itself): its repository answered.
+            return None;
+        }
+        Some(match self.sources.cached_project_dir(project, ref_name) {
+            Some((_, ref_dir)) => format!(
+                "to read it offline, save it as {} (the offline include cache: <host>/<project>/<ref or HEAD>/<file>)",
+                ref_dir.join(path).display()
+            ),
+            None => format!(
+                "create the project on this server (`gantry project create {project} --repo URL`), or start `gantry server` with GANTRY_INCLUDE_CACHE=DIR holding the file as DIR/<server host>/{project}/{}/{path}",
+                ref_name.unwrap_or("HEAD")
+            ),
+        })
     }
 
     fn reads_projects(&self) -> bool {
@@ -556,6 +621,44 @@ mod tests {
         fn files(&self) -> Vec<String> {
             Vec::new()
         }
+    }
+
+    /// A server without an include cache names the setting that makes one, and the
+    /// mirror setting for the URL's host; a held project needs no hint.
+    #[test]
+    fn hints_of_a_server_without_an_include_cache() {
+        let own = ProjectRepo {
+            path: "acme/app".into(),
+            git_dir: PathBuf::from("/nonexistent"),
+            default_branch: "main".into(),
+            sync_from: None,
+        };
+        let sources = IncludeSources::new(vec![own], None, Vec::new());
+        let loader = IncludeLoader {
+            files: &NoFiles,
+            sources: &sources,
+        };
+        assert_eq!(
+            loader
+                .remote_hint("https://example.com:8443/ci/jobs.yml")
+                .as_deref(),
+            Some(
+                "to read it offline, start `gantry server` with GANTRY_INCLUDE_CACHE=DIR holding it as DIR/example.com:8443/ci/jobs.yml, or fetch it from a mirror: GANTRY_REMOTE_INCLUDE_MIRROR='https://example.com:8443/=http://mirror.example/'"
+            )
+        );
+        assert_eq!(
+            loader
+                .project_hint("group/templates", Some("v1"), "build.yml")
+                .as_deref(),
+            Some(
+                "create the project on this server (`gantry project create group/templates --repo URL`), or start `gantry server` with GANTRY_INCLUDE_CACHE=DIR holding the file as DIR/<server host>/group/templates/v1/build.yml"
+            )
+        );
+        assert_eq!(loader.project_hint("ACME/app", None, "x.yml"), None);
+        assert_eq!(
+            url_origin("http://h.example/a/b.yml?x=1"),
+            "http://h.example/"
+        );
     }
 
     #[tokio::test]

@@ -72,7 +72,9 @@ use tokio::sync::watch;
 
 use crate::processor::{PipelineState, Status, Watchdog};
 
-pub use access_tokens::{ACCESS_TOKEN_SCOPES, AccessTokenRequest, AccessTokenView, TokenAccess};
+pub use access_tokens::{
+    ACCESS_TOKEN_SCOPES, AccessTokenRequest, AccessTokenView, TokenAccess, new_admin_token,
+};
 pub use artifacts::{ArtifactBlob, EXPIRED_PER_PASS, RemovedArtifacts, StageError, StagedUpload};
 pub use blob::{BlobStore, LocalDir};
 pub use environment::JobEnvironment;

@@ -243,12 +243,15 @@ pub(crate) fn why_not_run(job: &JobView, pipeline_failed: bool) -> Option<String
 }
 
 /// The summary table: job, stage, status, duration, and why a job was skipped — or
-/// never ran: `never` are the jobs no runner of the run could take (by name), and why.
+/// never ran: `never` are the jobs no runner of the run could take (by name), and why —
+/// or failed: the exit code, else the runner's own account (`endings`, by job id: which
+/// image could not be pulled and why), else the failure reason.
 pub(crate) fn summary(
     jobs: &[JobView],
     pipeline_status: &str,
     color: bool,
     never: &[(String, PendingReason)],
+    endings: &std::collections::HashMap<i64, String>,
 ) -> String {
     let mut latest: Vec<&JobView> = jobs.iter().filter(|j| !j.retried).collect();
     latest.sort_by_key(|j| j.id);
@@ -272,10 +275,11 @@ pub(crate) fn summary(
                 None => why_not_run(j, failed).unwrap_or_default(),
             };
             if j.status == "failed" {
-                note = match (j.exit_code, &j.failure_reason) {
-                    (Some(code), _) => format!("exit code {code}"),
-                    (None, Some(reason)) => reason.clone(),
-                    (None, None) => String::new(),
+                note = match (j.exit_code, endings.get(&j.id), &j.failure_reason) {
+                    (Some(code), _, _) => format!("exit code {code}"),
+                    (None, Some(ending), _) => ending.replace('\n', "; "),
+                    (None, None, Some(reason)) => reason.clone(),
+                    (None, None, None) => String::new(),
                 };
             }
             if let Some(coverage) = j.coverage {
