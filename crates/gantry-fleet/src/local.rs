@@ -7,7 +7,11 @@
 //! really start, take time, and go away). Instances share this machine's file system
 //! and users; they are not isolation. They live as long as the plugin process (a
 //! cloud's machines would outlive it): when the runner stops the plugin, its instances
-//! stop too.
+//! stop too — unless `keep_instances` is set: then they outlive it as a cloud's machines
+//! do, listed in `<dir>/instances.json` (id, pid, port), and a plugin started later with
+//! the same `dir` finds those whose sshd still runs (and the group's key pair, kept in
+//! `<dir>/keys`). That is what a runner restarted after `kill -9` needs to take its
+//! instance jobs over ([`crate::taskscaler::Taskscaler::resume`]).
 //!
 //! Plugin configuration (`[runners.autoscaler.plugin_config]`), every key optional:
 //!
@@ -17,6 +21,7 @@
 //! | `max_size` | 8 | the most instances at a time |
 //! | `dir` | a new temporary directory | where instances keep their sshd configuration and keys |
 //! | `boot_delay_ms` | 0 | extra time an instance stays `creating` (to see scaling happen) |
+//! | `keep_instances` | false | instances outlive the plugin process (needs `dir`) |
 //!
 //! Connector settings it fills in: `username` (this user), `key` (the generated private
 //! key) unless `use_static_credentials` with a key of its own, `protocol` `ssh`.
@@ -47,6 +52,8 @@ pub struct LocalConfig {
     pub dir: Option<PathBuf>,
     /// Extra milliseconds an instance stays `creating`.
     pub boot_delay_ms: u64,
+    /// Instances outlive the plugin process; a later one with the same `dir` finds them.
+    pub keep_instances: bool,
 }
 
 impl Default for LocalConfig {
@@ -56,6 +63,7 @@ impl Default for LocalConfig {
             max_size: 8,
             dir: None,
             boot_delay_ms: 0,
+            keep_instances: false,
         }
     }
 }
@@ -109,6 +117,80 @@ impl LocalGroup {
     }
 }
 
+/// One kept instance in `<dir>/instances.json`.
+#[derive(Debug, serde::Serialize, Deserialize)]
+struct KeptInstance {
+    id: String,
+    pid: u32,
+    port: u16,
+}
+
+/// The file listing the kept instances.
+const KEPT_FILE: &str = "instances.json";
+
+impl LocalGroup {
+    /// With `keep_instances`: writes the running instances to `<dir>/instances.json`
+    /// (through a rename). Problems are ignored: the instances then are not found again.
+    fn write_kept(&self) {
+        let Ok(setup) = self.setup() else { return };
+        if !setup.config.keep_instances {
+            return;
+        }
+        let kept: Vec<KeptInstance> = self
+            .lock()
+            .instances
+            .iter()
+            .filter_map(|(id, slot)| match slot {
+                Slot::Running(sshd) => Some(KeptInstance {
+                    id: id.clone(),
+                    pid: sshd.pid(),
+                    port: sshd.port(),
+                }),
+                _ => None,
+            })
+            .collect();
+        let Ok(json) = serde_json::to_vec(&kept) else {
+            return;
+        };
+        let path = setup.dir.join(KEPT_FILE);
+        let temp = setup.dir.join(format!("{KEPT_FILE}.tmp"));
+        if std::fs::write(&temp, json).is_ok() {
+            let _ = std::fs::rename(&temp, &path);
+        }
+    }
+
+    /// The instances a plugin before this one kept in `dir` whose sshd still runs.
+    async fn find_kept(dir: &Path) -> Vec<(String, LocalSshd)> {
+        let Ok(bytes) = std::fs::read(dir.join(KEPT_FILE)) else {
+            return Vec::new();
+        };
+        let listed: Vec<KeptInstance> = serde_json::from_slice(&bytes).unwrap_or_default();
+        let mut found = Vec::new();
+        for kept in listed {
+            if let Some(mut sshd) = LocalSshd::adopt(&dir.join(&kept.id), kept.pid, kept.port).await
+            {
+                sshd.keep();
+                found.push((kept.id, sshd));
+            }
+        }
+        found
+    }
+}
+
+/// The group's key pair in `keys`: the one kept there (`keep_instances`), else a new one.
+fn key_pair(keys: &Path, keep: bool) -> Result<(PathBuf, String), ProviderError> {
+    let private = keys.join("instances");
+    if keep {
+        if let (Ok(_), Ok(public)) = (
+            std::fs::metadata(&private),
+            std::fs::read_to_string(keys.join("instances.pub")),
+        ) {
+            return Ok((private, public.trim().to_owned()));
+        }
+    }
+    generate_key(keys, "instances").map_err(|e| failed("generate the instances' key pair", e))
+}
+
 fn failed(what: &str, error: impl std::fmt::Display) -> ProviderError {
     ProviderError::Failed(format!("{what}: {error}"))
 }
@@ -125,10 +207,15 @@ impl InstanceGroup for LocalGroup {
         } else {
             serde_json::from_value(config.clone()).map_err(|error| {
                 ProviderError::Failed(format!(
-                    "plugin_config: {error} (keys: name, max_size, dir, boot_delay_ms)"
+                    "plugin_config: {error} (keys: name, max_size, dir, boot_delay_ms, keep_instances)"
                 ))
             })?
         };
+        if config.keep_instances && config.dir.is_none() {
+            return Err(ProviderError::Failed(
+                "plugin_config: keep_instances needs a dir to keep them in".to_owned(),
+            ));
+        }
         let (dir, temp) = match &config.dir {
             Some(dir) => {
                 std::fs::create_dir_all(dir)
@@ -149,8 +236,7 @@ impl InstanceGroup for LocalGroup {
             let keys = dir.join("keys");
             std::fs::create_dir_all(&keys)
                 .map_err(|e| failed(&format!("create {}", keys.display()), e))?;
-            let (private, public) = generate_key(&keys, "instances")
-                .map_err(|e| failed("generate the instances' key pair", e))?;
+            let (private, public) = key_pair(&keys, config.keep_instances)?;
             settings.key =
                 std::fs::read(&private).map_err(|e| failed("read the generated key", e))?;
             public
@@ -168,13 +254,30 @@ impl InstanceGroup for LocalGroup {
             build_info: "gantry fleeting-plugin-local (OpenSSH servers on loopback)".into(),
             capabilities: Vec::new(),
         };
-        self.lock().setup = Some(Arc::new(Setup {
-            config,
-            settings,
-            public_key,
-            dir,
-            _temp: temp,
-        }));
+        let kept = if config.keep_instances {
+            Self::find_kept(&dir).await
+        } else {
+            Vec::new()
+        };
+        {
+            let mut inner = self.lock();
+            for (id, sshd) in kept {
+                let number = id
+                    .strip_prefix("local-")
+                    .and_then(|n| n.parse::<u64>().ok())
+                    .unwrap_or(0);
+                inner.next = inner.next.max(number);
+                inner.instances.insert(id, Slot::Running(Box::new(sshd)));
+            }
+            inner.setup = Some(Arc::new(Setup {
+                config,
+                settings,
+                public_key,
+                dir,
+                _temp: temp,
+            }));
+        }
+        self.write_kept();
         Ok(info)
     }
 
@@ -247,7 +350,10 @@ impl InstanceGroup for LocalGroup {
                             inner.instances.remove(&id);
                             Some(sshd)
                         }
-                        (Some(_), Ok(sshd)) => {
+                        (Some(_), Ok(mut sshd)) => {
+                            if setup.config.keep_instances {
+                                sshd.keep();
+                            }
                             inner.instances.insert(id, Slot::Running(Box::new(sshd)));
                             None
                         }
@@ -266,6 +372,7 @@ impl InstanceGroup for LocalGroup {
                     let _ = sshd.stop().await;
                     let _ = std::fs::remove_dir_all(&dir);
                 }
+                group.write_kept();
             });
         }
         Partial {
@@ -310,10 +417,13 @@ impl InstanceGroup for LocalGroup {
                 if let Some(dir) = dir {
                     let _ = std::fs::remove_dir_all(&dir);
                 }
-                let mut inner = group.lock();
-                if matches!(inner.instances.get(&id), Some(Slot::Deleting)) {
-                    inner.instances.remove(&id);
+                {
+                    let mut inner = group.lock();
+                    if matches!(inner.instances.get(&id), Some(Slot::Deleting)) {
+                        inner.instances.remove(&id);
+                    }
                 }
+                group.write_kept();
             });
         }
         Partial::complete(ids.to_vec())

@@ -11,6 +11,10 @@
 //! listener and the per-connection sshd processes it forked; commands those connections
 //! started are not tracked (they end when their session's channels close).
 //!
+//! A server can also be [kept](LocalSshd::keep): dropping it then leaves it running, and
+//! another process [adopts](LocalSshd::adopt) it by its pid and directory (its command
+//! line names its `sshd_config`, so a reused pid is never taken for it).
+//!
 //! The binary is found as `$GANTRY_SSHD`, `/usr/sbin/sshd` or `sshd` on `PATH`;
 //! `scripts/test-sshd.sh install` installs it on Debian.
 
@@ -119,7 +123,10 @@ pub enum SshdError {
 /// A running OpenSSH server on `127.0.0.1`, killed when dropped.
 #[derive(Debug)]
 pub struct LocalSshd {
-    child: Child,
+    /// `None` for an adopted server (another process's child).
+    child: Option<Child>,
+    /// Dropping it leaves the server running.
+    kept: bool,
     pid: u32,
     port: u16,
     user: String,
@@ -188,7 +195,8 @@ impl LocalSshd {
             })?;
             let pid = child.id().unwrap_or(0);
             let mut server = LocalSshd {
-                child,
+                child: Some(child),
+                kept: false,
                 pid,
                 port,
                 user: user.clone(),
@@ -228,16 +236,39 @@ impl LocalSshd {
         })
     }
 
+    /// The server another process started in `dir` and [kept](Self::keep), listening
+    /// on `port` with pid `pid`: `None` unless that process still runs sshd with this
+    /// directory's `sshd_config`.
+    pub async fn adopt(dir: &Path, pid: u32, port: u16) -> Option<LocalSshd> {
+        if !runs_config(pid, &dir.join("sshd_config")) {
+            return None;
+        }
+        Some(LocalSshd {
+            child: None,
+            kept: false,
+            pid,
+            port,
+            user: current_user().await.ok()?,
+            dir: dir.to_path_buf(),
+        })
+    }
+
+    /// From now on dropping this server leaves it running (for another process to
+    /// [adopt](Self::adopt)); [`stop`](Self::stop) still stops it.
+    pub fn keep(&mut self) {
+        self.kept = true;
+    }
+
     async fn wait_listening(&mut self) -> Result<(), Waited> {
         let deadline = Instant::now() + START_TIMEOUT;
         loop {
-            if let Some(status) = self.child.try_wait().map_err(Waited::Io)? {
+            if let Some(status) = self.try_wait().map_err(Waited::Io)? {
                 return Err(Waited::Exited(status));
             }
             if TcpStream::connect(("127.0.0.1", self.port)).await.is_ok() {
                 // The port might be someone else's (a lost race): sshd must still be alive.
                 tokio::time::sleep(Duration::from_millis(20)).await;
-                if let Some(status) = self.child.try_wait().map_err(Waited::Io)? {
+                if let Some(status) = self.try_wait().map_err(Waited::Io)? {
                     return Err(Waited::Exited(status));
                 }
                 return Ok(());
@@ -281,7 +312,24 @@ impl LocalSshd {
 
     /// Whether the server process is still alive.
     pub fn is_running(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
+        match &mut self.child {
+            Some(child) => matches!(child.try_wait(), Ok(None)),
+            None => runs_config(self.pid, &self.dir.join("sshd_config")),
+        }
+    }
+
+    /// The child's exit status once it exited; an adopted server's is unknown (`None`
+    /// while it runs, a made-up failure once it is gone).
+    fn try_wait(&mut self) -> io::Result<Option<ExitStatus>> {
+        use std::os::unix::process::ExitStatusExt;
+        if let Some(child) = &mut self.child {
+            return child.try_wait();
+        }
+        if runs_config(self.pid, &self.dir.join("sshd_config")) {
+            Ok(None)
+        } else {
+            Ok(Some(ExitStatus::from_raw(1 << 8)))
+        }
     }
 
     /// Stops the server: SIGTERM, then SIGKILL after 5 s; waits for it to exit. The
@@ -290,25 +338,35 @@ impl LocalSshd {
         let pid = self.pid;
         self.kill_connections();
         if self
-            .child
             .try_wait()
             .map_err(|source| SshdError::Stop { pid, source })?
             .is_some()
         {
             return Ok(());
         }
-        // The pid is our child's and it has not been reaped, so it cannot have been reused.
+        // The pid is our child's and it has not been reaped, so it cannot have been
+        // reused; an adopted one's command line was checked just now.
         if let Err(errno) = signal::kill(Pid::from_raw(pid_i32(pid)), Signal::SIGTERM) {
             return Err(SshdError::Stop {
                 pid,
                 source: io::Error::from(errno),
             });
         }
-        match tokio::time::timeout(STOP_GRACE, self.child.wait()).await {
+        let Some(child) = &mut self.child else {
+            let deadline = Instant::now() + STOP_GRACE;
+            while self.is_running() {
+                if Instant::now() >= deadline {
+                    let _ = signal::kill(Pid::from_raw(pid_i32(pid)), Signal::SIGKILL);
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+            return Ok(());
+        };
+        match tokio::time::timeout(STOP_GRACE, child.wait()).await {
             Ok(Ok(_)) => Ok(()),
             Ok(Err(source)) => Err(SshdError::Stop { pid, source }),
-            Err(_elapsed) => self
-                .child
+            Err(_elapsed) => child
                 .kill()
                 .await
                 .map_err(|source| SshdError::Stop { pid, source }),
@@ -325,18 +383,45 @@ impl LocalSshd {
 
     fn kill_all(&mut self) {
         self.kill_connections();
-        let _ = self.child.start_kill();
-        // Reap it when possible so no zombie stays behind.
-        let _ = self.child.try_wait();
+        match &mut self.child {
+            Some(child) => {
+                let _ = child.start_kill();
+                // Reap it when possible so no zombie stays behind.
+                let _ = child.try_wait();
+            }
+            None => {
+                if self.is_running() {
+                    let _ = signal::kill(Pid::from_raw(pid_i32(self.pid)), Signal::SIGKILL);
+                }
+            }
+        }
     }
 }
 
 impl Drop for LocalSshd {
     fn drop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(None)) {
+        if self.kept {
+            // Not killed when its handle goes (`kill_on_drop`): it outlives this process.
+            if let Some(child) = self.child.take() {
+                std::mem::forget(child);
+            }
+            return;
+        }
+        if matches!(self.try_wait(), Ok(None)) {
             self.kill_all();
         }
     }
+}
+
+/// Whether process `pid` runs sshd with `config` (its command line names it; sshd
+/// rewrites its title, `sshd: /usr/sbin/sshd -D -e -f CONFIG [listener] …`, so the
+/// path is looked for anywhere in it).
+fn runs_config(pid: u32, config: &Path) -> bool {
+    let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+        return false;
+    };
+    let config = config.as_os_str().as_encoded_bytes();
+    !config.is_empty() && cmdline.windows(config.len()).any(|window| window == config)
 }
 
 enum Waited {

@@ -165,14 +165,19 @@ pub struct ScalerConfig {
 }
 
 /// `[runners.autoscaler.state_storage]`: the scaler's instance records on disk, so a
-/// restarted runner adopts its instances instead of deleting them (spec §4.8).
+/// restarted runner adopts its instances instead of deleting them (spec §4.8), and
+/// restores the acquisitions of the jobs it takes over.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StateStorage {
     /// The file (`<dir>/<short token>.json`); written atomically, mode 0600.
     pub file: std::path::PathBuf,
     /// Keep an instance that held jobs when the runner stopped (default: remove it; its
-    /// jobs cannot be resumed and it may be in any state).
+    /// jobs cannot be resumed and it may be in any state). Acquisitions listed in
+    /// `resume` are not such jobs: they go on.
     pub keep_instance_with_acquisitions: bool,
+    /// The keys ([`Acquisition::keep_as`]) of the acquisitions a restarted runner goes
+    /// on with: restored at start, held for [`Taskscaler::resume`].
+    pub resume: Vec<String>,
 }
 
 /// One instance as the state file keeps it.
@@ -181,6 +186,16 @@ struct StoredInstance {
     id: String,
     uses: u32,
     acquired: u32,
+    /// The acquisitions that have a key, with their slots.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    acquisitions: Vec<StoredAcquisition>,
+}
+
+/// A keyed acquisition as the state file keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+struct StoredAcquisition {
+    key: String,
+    slot: usize,
 }
 
 /// The state file.
@@ -384,6 +399,9 @@ pub enum ScalerError {
     /// The scaler is shutting down.
     #[error("the instance group is shutting down")]
     ShuttingDown,
+    /// An acquisition of a runner that stopped cannot be restored ([`Taskscaler::resume`]).
+    #[error("{0}")]
+    NotRestored(String),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -402,6 +420,11 @@ struct Record {
     state: State,
     readiness: Readiness,
     slots: Vec<bool>,
+    /// The key of each slot's acquisition, when it has one ([`Acquisition::keep_as`]).
+    keys: Vec<Option<String>>,
+    /// Held jobs of a runner that stopped which nobody resumes: no new jobs, removed
+    /// once idle.
+    drain: bool,
     uses: u32,
     idle_since: Instant,
     removing: Option<(Removal, Instant)>,
@@ -416,6 +439,8 @@ impl Record {
             state,
             readiness: Readiness::Waiting,
             slots: vec![false; capacity as usize],
+            keys: vec![None; capacity as usize],
+            drain: false,
             uses: 0,
             idle_since: now,
             removing: None,
@@ -450,6 +475,11 @@ struct Core {
     shutting_down: bool,
     /// `scale_throttle`'s tokens.
     bucket: Bucket,
+    /// Acquisitions restored from the state file, not yet resumed: key → (instance,
+    /// slot).
+    restored: std::collections::HashMap<String, (String, usize)>,
+    /// Acquisitions to resume that could not be restored: key → why.
+    unrestorable: std::collections::HashMap<String, String>,
 }
 
 /// What a tick decided.
@@ -473,6 +503,8 @@ impl Core {
                 tokens: 0.0,
                 at: None,
             },
+            restored: std::collections::HashMap::new(),
+            unrestorable: std::collections::HashMap::new(),
         }
     }
 
@@ -484,6 +516,7 @@ impl Core {
         record.state == State::Running
             && record.readiness == Readiness::Ready
             && record.removing.is_none()
+            && !record.drain
             && record.failures < self.config.failure_threshold.max(1)
     }
 
@@ -560,6 +593,7 @@ impl Core {
                 (Readiness::Failed(_), _) => Some(Removal::ReadyCommand),
                 _ if idle && max_use > 0 && record.uses >= max_use => Some(Removal::MaxUseCount),
                 _ if idle && record.failures >= threshold => Some(Removal::Unhealthy),
+                _ if idle && record.drain => Some(Removal::RestoredAcquisitions),
                 _ => None,
             };
             if let Some(reason) = reason {
@@ -578,7 +612,7 @@ impl Core {
             if record.active() {
                 active += 1;
                 let free = c.saturating_sub(record.acquired());
-                let usable = if record.failures >= threshold {
+                let usable = if record.failures >= threshold || record.drain {
                     0
                 } else if max_use > 0 {
                     free.min(max_use.saturating_sub(record.uses))
@@ -644,6 +678,7 @@ impl Core {
         let record = &mut self.records[index];
         let slot = record.slots.iter().position(|s| !*s)?;
         record.slots[slot] = true;
+        record.keys[slot] = None;
         record.uses += 1;
         Some((record.id.clone(), slot, record.lost.subscribe()))
     }
@@ -652,6 +687,9 @@ impl Core {
         if let Some(record) = self.records.iter_mut().find(|r| r.id == id) {
             if let Some(taken) = record.slots.get_mut(slot) {
                 *taken = false;
+            }
+            if let Some(key) = record.keys.get_mut(slot) {
+                *key = None;
             }
             record.idle_since = now;
         }
@@ -689,26 +727,99 @@ impl Core {
                     id: r.id.clone(),
                     uses: r.uses,
                     acquired: r.acquired(),
+                    acquisitions: r
+                        .slots
+                        .iter()
+                        .zip(&r.keys)
+                        .enumerate()
+                        .filter_map(|(slot, (taken, key))| {
+                            Some(StoredAcquisition {
+                                key: key.clone().filter(|_| *taken)?,
+                                slot,
+                            })
+                        })
+                        .collect(),
                 })
                 .collect(),
         }
     }
 
     /// Applies the state file to the first listing: its instances are adopted (their
-    /// uses kept; ready if running) instead of removed, except those that held jobs.
-    fn restore(&mut self, stored: &StoredState, keep_with_acquisitions: bool, now: Instant) {
-        for record in &mut self.records {
-            let Some(saved) = stored.instances.iter().find(|s| s.id == record.id) else {
+    /// uses kept; ready if running) instead of removed, except those that held jobs
+    /// nobody resumes (without `keep_with_acquisitions`). The acquisitions whose keys
+    /// are in `resume` are restored on their running instances, held for
+    /// [`Taskscaler::resume`]; an instance that also held other jobs then takes no new
+    /// ones and is removed once idle.
+    fn restore(
+        &mut self,
+        stored: &StoredState,
+        (keep_with_acquisitions, resume): (bool, &[String]),
+        now: Instant,
+    ) {
+        for saved in &stored.instances {
+            let resumed: Vec<&StoredAcquisition> = saved
+                .acquisitions
+                .iter()
+                .filter(|a| resume.contains(&a.key))
+                .collect();
+            let Some(record) = self.records.iter_mut().find(|r| r.id == saved.id) else {
+                for acquisition in resumed {
+                    self.unrestorable.insert(
+                        acquisition.key.clone(),
+                        format!(
+                            "instance {} (in the taskscaler's state file) is no longer in the instance group",
+                            saved.id
+                        ),
+                    );
+                }
                 continue;
             };
-            if saved.acquired > 0 && !keep_with_acquisitions {
+            let running = record.state == State::Running;
+            let resumed: Vec<&StoredAcquisition> = if running {
+                resumed
+            } else {
+                for acquisition in resumed {
+                    self.unrestorable.insert(
+                        acquisition.key.clone(),
+                        format!("instance {} is {:?}, not running", saved.id, record.state),
+                    );
+                }
+                Vec::new()
+            };
+            let stale = saved.acquired.saturating_sub(resumed.len() as u32) > 0;
+            if stale && resumed.is_empty() && !keep_with_acquisitions {
                 record.removing = Some((Removal::RestoredAcquisitions, now));
                 continue;
             }
             record.removing = None;
             record.uses = saved.uses;
-            if record.state == State::Running {
+            if running {
                 record.readiness = Readiness::Ready;
+            }
+            record.drain = stale && !keep_with_acquisitions;
+            for acquisition in resumed {
+                let slot = Some(acquisition.slot)
+                    .filter(|s| record.slots.get(*s) == Some(&false))
+                    .or_else(|| record.slots.iter().position(|taken| !*taken));
+                let Some(slot) = slot else {
+                    self.unrestorable.insert(
+                        acquisition.key.clone(),
+                        format!("instance {} has no free slot left for it", saved.id),
+                    );
+                    continue;
+                };
+                record.slots[slot] = true;
+                record.keys[slot] = Some(acquisition.key.clone());
+                self.restored
+                    .insert(acquisition.key.clone(), (record.id.clone(), slot));
+            }
+        }
+        for key in resume {
+            if !self.restored.contains_key(key) && !self.unrestorable.contains_key(key) {
+                self.unrestorable.insert(
+                    key.clone(),
+                    "the taskscaler's state file lists no acquisition of it".to_owned(),
+                );
             }
         }
     }
@@ -861,7 +972,11 @@ impl Taskscaler {
         core.reconcile(listing, now, true);
         if let Some(storage) = core.config.state_storage.clone() {
             let stored = StoredState::read(&storage.file).map_err(ScalerError::Init)?;
-            core.restore(&stored, storage.keep_instance_with_acquisitions, now);
+            core.restore(
+                &stored,
+                (storage.keep_instance_with_acquisitions, &storage.resume),
+                now,
+            );
         }
         let adopted = core.records.iter().filter(|r| r.removing.is_none()).count();
         let preexisting: Vec<(String, Removal)> = core
@@ -919,6 +1034,42 @@ impl Taskscaler {
     /// Acquires a slot for a job without a reservation.
     pub async fn acquire(&self) -> Result<Acquisition, ScalerError> {
         acquire(&self.shared).await
+    }
+
+    /// The acquisition kept as `key` ([`Acquisition::keep_as`]) by a runner that
+    /// stopped, restored from the state file at start ([`StateStorage::resume`]): the
+    /// same instance and slot, counted once. `NotRestored` says why not: state storage
+    /// is off, the instance is gone or not running, or the file does not list it.
+    pub fn resume(&self, key: &str) -> Result<Acquisition, ScalerError> {
+        let mut core = self.shared.lock();
+        if core.config.state_storage.is_none() {
+            return Err(ScalerError::NotRestored(
+                "the taskscaler keeps no state ([runners.autoscaler.state_storage] is not enabled), so the instances a restarted runner finds are removed".to_owned(),
+            ));
+        }
+        if let Some(reason) = core.unrestorable.remove(key) {
+            return Err(ScalerError::NotRestored(reason));
+        }
+        let Some((id, slot)) = core.restored.remove(key) else {
+            return Err(ScalerError::NotRestored(format!(
+                "the acquisition {key} was not restored when the runner started"
+            )));
+        };
+        let Some(record) = core.records.iter().find(|r| r.id == id) else {
+            return Err(ScalerError::NotRestored(format!(
+                "instance {id} left the instance group since the runner started"
+            )));
+        };
+        let lost = record.lost.subscribe();
+        drop(core);
+        Ok(Acquisition {
+            shared: Arc::clone(&self.shared),
+            id,
+            slot,
+            lost,
+            released: false,
+            handed_over: std::sync::atomic::AtomicBool::new(false),
+        })
     }
 
     /// The numbers now.
@@ -1055,6 +1206,7 @@ async fn acquire(shared: &Arc<Shared>) -> Result<Acquisition, ScalerError> {
                     slot,
                     lost,
                     released: false,
+                    handed_over: std::sync::atomic::AtomicBool::new(false),
                 });
             }
             if !counted {
@@ -1084,6 +1236,8 @@ pub struct Acquisition {
     slot: usize,
     lost: watch::Receiver<Option<String>>,
     released: bool,
+    /// Dropping it keeps the slot ([`Acquisition::hand_over`]).
+    handed_over: std::sync::atomic::AtomicBool,
 }
 
 impl Acquisition {
@@ -1114,6 +1268,30 @@ impl Acquisition {
         self.shared.wake.notify_one();
     }
 
+    /// Keeps this acquisition in the state file as `key` (when state storage is on), so
+    /// that a restarted runner can [resume](Taskscaler::resume) it; the file is on disk
+    /// when this returns.
+    pub fn keep_as(&self, key: &str) {
+        {
+            let mut core = self.shared.lock();
+            let slot = self.slot;
+            if let Some(record) = core.records.iter_mut().find(|r| r.id == self.id) {
+                if let Some(kept) = record.keys.get_mut(slot) {
+                    *kept = Some(key.to_owned());
+                }
+            }
+        }
+        self.shared.persist();
+    }
+
+    /// This runner process hands the job over to the next one: dropping the
+    /// acquisition from now on keeps its slot, here and in the state file, for the next
+    /// process to [resume](Taskscaler::resume).
+    pub fn hand_over(&self) {
+        self.handed_over
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
     /// Records a working connection (resets the failure count).
     pub fn report_success(&self) {
         let mut core = self.shared.lock();
@@ -1139,6 +1317,9 @@ impl Acquisition {
 
 impl Drop for Acquisition {
     fn drop(&mut self) {
+        if self.handed_over.load(std::sync::atomic::Ordering::SeqCst) {
+            return;
+        }
         if !std::mem::replace(&mut self.released, true) {
             self.shared
                 .lock()

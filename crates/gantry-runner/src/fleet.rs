@@ -12,6 +12,9 @@
 //! * Before each job request the entry takes a [`Reservation`]; no capacity means no
 //!   request this time (preemptive mode, or the group cannot grow). A job that arrives
 //!   turns it into an acquisition in the instance executor ([`crate::instance`]).
+//! * A runner restarted after it died hands the fleet the keys of the acquisitions of
+//!   the instance jobs it takes over: the taskscaler restores them from its state
+//!   file ([`Fleet::resume`]; `[runners.autoscaler.state_storage]` must be enabled).
 //! * At the end: the taskscaler shuts down (deleting instances with
 //!   `delete_instances_on_shutdown`), the plugin's `Shutdown` runs, the plugin process
 //!   is stopped.
@@ -54,6 +57,8 @@ pub struct FleetLease {
     pub(crate) fleet: Arc<Fleet>,
     /// The capacity reserved before the job request (taken by the first acquire).
     pub(crate) reservation: Arc<Mutex<Option<Reservation>>>,
+    /// The acquisition of a job taken over, restored from the state file.
+    restored: Arc<Mutex<Option<Acquisition>>>,
 }
 
 impl std::fmt::Debug for FleetLease {
@@ -70,7 +75,25 @@ impl FleetLease {
         Self {
             fleet,
             reservation: Arc::new(Mutex::new(reservation)),
+            restored: Arc::default(),
         }
+    }
+
+    /// A lease on `fleet` holding the `restored` acquisition of a job taken over.
+    pub(crate) fn restored(fleet: Arc<Fleet>, restored: Acquisition) -> Self {
+        Self {
+            fleet,
+            reservation: Arc::default(),
+            restored: Arc::new(Mutex::new(Some(restored))),
+        }
+    }
+
+    /// The restored acquisition of a job taken over (once).
+    pub(crate) fn take_restored(&self) -> Option<Acquisition> {
+        self.restored
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
     }
 
     /// A slot for the job: through the reservation when there is one.
@@ -89,11 +112,13 @@ impl FleetLease {
 
 impl Fleet {
     /// Starts the plugin and the taskscaler of `config`; a state file goes under
-    /// `work_dir`, named after the entry's `short_token`.
+    /// `work_dir`, named after the entry's `short_token`; the acquisitions kept there
+    /// as `resume` are restored.
     pub(crate) async fn start(
         config: &AutoscalerConfig,
         work_dir: &std::path::Path,
         short_token: &str,
+        resume: Vec<String>,
         log: FleetLog,
     ) -> Result<Self, String> {
         let path = gantry_fleet::plugin::resolve(&config.plugin)
@@ -154,6 +179,7 @@ impl Fleet {
             gantry_fleet::taskscaler::StateStorage {
                 file: work_dir.join(dir).join(format!("{short_token}.json")),
                 keep_instance_with_acquisitions: *keep,
+                resume: resume.clone(),
             }
         });
         let scaler = match Taskscaler::start(
@@ -182,6 +208,11 @@ impl Fleet {
     /// Reserves capacity before a job request.
     pub(crate) fn reserve(&self) -> Result<Reservation, ScalerError> {
         self.scaler.reserve()
+    }
+
+    /// The acquisition a runner that died kept as `key`, restored from the state file.
+    pub(crate) fn resume(&self, key: &str) -> Result<Acquisition, ScalerError> {
+        self.scaler.resume(key)
     }
 
     /// The entry's `[runners.autoscaler]`.

@@ -33,6 +33,16 @@
 //! artifacts, each `run:` step's outputs) and knows which copy is newer (`remote_current`).
 //! A stage starts with `echo $$ > <slot>.stage.pid`, so a timeout or cancel can signal its
 //! process group.
+//!
+//! **Takeover.** Under `gantry runner run` (a job record kept, [`crate::journal`]) the
+//! script stages run detached on the instance instead ([`detached`]), the acquisition is
+//! kept in the taskscaler's state file under the job's key
+//! ([`Acquisition::keep_as`]) and the record names it ([`crate::journal::InstanceRecord`]).
+//! A runner that died and starts again restores the acquisition from the state file
+//! (`[runners.autoscaler.state_storage]` must be enabled: without it the instances it
+//! finds are removed, and the job fails saying so), opens a new session and goes on with
+//! the stage where the coordinator's log ends (`Lifecycle::prepare_resumed`). The slot
+//! directory's copy on the instance is then the newer one.
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -42,6 +52,8 @@ use std::time::Duration;
 
 use gantry_fleet::connector::{ConnectError, Exit, Session, Stream};
 use gantry_fleet::taskscaler::Acquisition;
+
+mod detached;
 
 use crate::config::ShellKind;
 use crate::shell::{CancelReason, Stage, StageOutcome, quote, stage_script, warn_on_timeout};
@@ -107,6 +119,12 @@ impl RemoteSlot {
             sync: tokio::sync::Mutex::new(()),
             moved: Mutex::new((0, 0)),
         }
+    }
+
+    /// The instance holds the newer copy of the slot directory (a job taken over after
+    /// its stages ran there).
+    pub(crate) fn instance_is_current(&self) {
+        self.remote_current.store(true, Ordering::SeqCst);
     }
 
     /// The session to the instance.
@@ -189,6 +207,8 @@ pub(crate) struct InstanceExecutor {
     acquisition: Acquisition,
     shell: ShellKind,
     kill_grace: Duration,
+    /// Script stages run detached ([`detached`]).
+    detach: Option<detached::Detach>,
 }
 
 impl InstanceExecutor {
@@ -204,6 +224,7 @@ impl InstanceExecutor {
             acquisition,
             shell,
             kill_grace,
+            detach: None,
         }
     }
 
@@ -224,6 +245,9 @@ impl InstanceExecutor {
         trace: &Trace,
         cancel: impl Future<Output = CancelReason>,
     ) -> StageOutcome {
+        if let (Some(detach), Some(place)) = (&self.detach, stage.detach) {
+            return self.run_detached(detach, stage, place, trace, cancel).await;
+        }
         if let Err(error) = self.slot.to_instance().await {
             return StageOutcome::SystemFailure {
                 error: error.into(),
@@ -295,10 +319,12 @@ impl InstanceExecutor {
         .await;
     }
 
-    /// Removes the job's directory from the instance; the session closes and the slot
-    /// is released when the executor is dropped. Problems become warnings.
+    /// Removes the job's directory (and its detached stages') from the instance; the
+    /// session closes and the slot is released when the executor is dropped. Problems
+    /// become warnings.
     pub(crate) async fn cleanup(&self, trace: &Trace) {
-        self.slot.cleanup(&[&self.pid_file()], trace).await;
+        let stages = format!("{}.stages", self.slot.remote().trim_end_matches('/'));
+        self.slot.cleanup(&[&self.pid_file(), &stages], trace).await;
     }
 }
 

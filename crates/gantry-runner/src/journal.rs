@@ -27,10 +27,12 @@
 //! label ([`crate::docker::remove_leftovers`]), except those of the jobs taken over;
 //! processes a job started on a fleet instance end with the instance.
 //!
-//! Jobs of the shell, custom and Docker executors are *taken over* instead, when they
-//! can go on (`Poller::take_over` in [`crate::poll`]): their script stages ran detached
-//! ([`crate::shell::detached`]; the Docker executor's in its build container, named in
-//! the record's [`DockerRecord`]), and the restarted runner goes on with them.
+//! Jobs of the shell, custom, Docker and instance executors are *taken over* instead,
+//! when they can go on (`Poller::take_over` in [`crate::poll`]): their script stages ran
+//! detached ([`crate::shell::detached`]; the Docker executor's in its build container,
+//! named in the record's [`DockerRecord`]; the instance executor's on its fleet
+//! instance, whose acquisition the record's [`InstanceRecord`] names), and the restarted
+//! runner goes on with them.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -216,6 +218,19 @@ pub struct JobRecord {
     /// The Docker executor's containers of the job, once it makes any.
     #[serde(default)]
     pub docker: Option<DockerRecord>,
+    /// The fleet instance the job runs on (instance executor), once acquired.
+    #[serde(default)]
+    pub instance: Option<InstanceRecord>,
+}
+
+/// The fleet instance an instance executor job holds ([`crate::instance`]): a restarted
+/// runner restores the acquisition from the taskscaler's state storage by its key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InstanceRecord {
+    /// The instance's id.
+    pub id: String,
+    /// The acquisition's key in the taskscaler's state file.
+    pub key: String,
 }
 
 /// What a Docker executor job made ([`crate::docker`]): a restarted runner keeps it
@@ -346,6 +361,10 @@ pub struct DetachedStage {
     /// The container running the stage (the Docker executor's build container).
     #[serde(default)]
     pub container: Option<String>,
+    /// The stage's directory on the fleet instance (instance executor): its files are
+    /// there, and `files` are their copies here.
+    #[serde(default)]
+    pub remote: Option<String>,
     /// The files: stdout, stderr, exit code.
     pub files: StageFiles,
     /// The output the coordinator holds for sure.
@@ -543,6 +562,7 @@ impl Journal {
             stage: None,
             after: None,
             docker: None,
+            instance: None,
         };
         if record.resume.is_some() {
             std::fs::File::open(payload_path(&path))?.sync_all()?;
@@ -617,9 +637,16 @@ pub fn payload_path(record: &Path) -> PathBuf {
     record.with_extension("payload")
 }
 
-/// Removes the record at `path` and the payload beside it.
+/// Where the job keeps files beside its record (`job-….d`, 0700): copies of an
+/// instance stage's output.
+pub fn aside_dir(record: &Path) -> PathBuf {
+    record.with_extension("d")
+}
+
+/// Removes the record at `path`, the payload and the directory beside it.
 pub fn remove_record(path: &Path) {
     let _ = std::fs::remove_file(payload_path(path));
+    let _ = std::fs::remove_dir_all(aside_dir(path));
     let _ = std::fs::remove_file(path);
 }
 
@@ -795,6 +822,43 @@ impl RunningJob {
         let _ = write_record(&self.path, &record, true);
     }
 
+    /// The job's key among its runner's jobs (its record's name): the key of its
+    /// acquisition in the taskscaler's state file.
+    pub(crate) fn key(&self) -> String {
+        self.path
+            .file_stem()
+            .map(|stem| stem.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    }
+
+    /// The directory beside the record ([`aside_dir`]), made (0700) when missing.
+    pub(crate) fn aside(&self) -> std::io::Result<PathBuf> {
+        use std::os::unix::fs::DirBuilderExt;
+        let dir = aside_dir(&self.path);
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)?;
+        Ok(dir)
+    }
+
+    /// The fleet instance the job holds (synced: a restarted runner must know it
+    /// before the job runs anything there).
+    pub(crate) fn instance_acquired(&self, instance: InstanceRecord) {
+        let mut record = self.record.lock().unwrap_or_else(PoisonError::into_inner);
+        record.instance = Some(instance);
+        let _ = write_record(&self.path, &record, true);
+    }
+
+    /// The fleet instance recorded for the job.
+    pub(crate) fn instance(&self) -> Option<InstanceRecord> {
+        self.record
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .instance
+            .clone()
+    }
+
     /// The Docker executor's containers recorded for the job.
     pub(crate) fn docker(&self) -> Option<DockerRecord> {
         self.record
@@ -861,12 +925,16 @@ pub enum LostJobEnd {
     AlreadyEnded,
 }
 
-/// The line added to a lost job's log.
-pub fn lost_job_message(system_id: &str) -> String {
+/// The line added to a lost job's log; `why` says why it could not go on, when the
+/// runner began to take it over.
+pub fn lost_job_message(system_id: &str, why: Option<&str>) -> String {
+    let why = why
+        .map(|why| format!(" It could not go on: {why}."))
+        .unwrap_or_default();
     format!(
         "\n\x1b[31;1mERROR: The runner (system ID {system_id}) stopped while this job ran \
          (killed, crashed, or its machine restarted). It found the job when it started \
-         again, ended what was left of it and failed it (runner_system_failure).\x1b[0m\n"
+         again, ended what was left of it and failed it (runner_system_failure).{why}\x1b[0m\n"
     )
 }
 
@@ -931,15 +999,16 @@ pub fn takeover_message(system_id: &str, found: &str) -> String {
 /// How many times a `202` (final state stored, trace not yet finalised) is waited out.
 const ACCEPTED_RETRIES: usize = 10;
 
-/// Tells the coordinator that `record`'s job was lost: [`lost_job_message`] at the end
-/// of its log, then `failed` with `runner_system_failure`. An error is the network or
-/// an answer worth trying again later.
+/// Tells the coordinator that `record`'s job was lost: [`lost_job_message`] (with
+/// `why`) at the end of its log, then `failed` with `runner_system_failure`. An error
+/// is the network or an answer worth trying again later.
 pub async fn end_lost_job(
     client: &Client,
     record: &JobRecord,
     system_id: &str,
+    why: Option<&str>,
 ) -> Result<LostJobEnd, ClientError> {
-    let message = lost_job_message(system_id).into_bytes();
+    let message = lost_job_message(system_id, why).into_bytes();
     let Some(appended) = append_to_log(client, record, &message).await? else {
         return Ok(LostJobEnd::AlreadyEnded);
     };
@@ -1099,6 +1168,7 @@ mod tests {
             place: place.clone(),
             group: Some(ProcessStamp::of(i32::try_from(std::process::id()).unwrap()).unwrap()),
             container: None,
+            remote: None,
             files: StageFiles {
                 out: "o".into(),
                 err: "e".into(),

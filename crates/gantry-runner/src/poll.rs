@@ -313,6 +313,9 @@ struct Shared {
     options: PollOptions,
     /// The fleets of `instance` entries, started by their first job request.
     fleets: Mutex<HashMap<EntryKey, Arc<tokio::sync::OnceCell<Arc<Fleet>>>>>,
+    /// The acquisition keys of the instance jobs taken over at start, per entry: their
+    /// fleet restores them from its state file when it starts.
+    resuming: Mutex<HashMap<EntryKey, Vec<String>>>,
 }
 
 impl Shared {
@@ -430,6 +433,7 @@ impl Poller {
             interrupt: watch::Sender::new(false),
             options,
             fleets: Mutex::new(HashMap::new()),
+            resuming: Mutex::new(HashMap::new()),
         });
         Ok((Self { shared, commands }, PollHandle { commands: sender }))
     }
@@ -477,8 +481,10 @@ impl Poller {
             self.shared
                 .emit(PollEvent::LostJobUnreadable { path, error });
         }
+        let mut taken = Vec::new();
         for (path, record) in lost {
-            if self.take_over(&path, &record) {
+            if let Some(takeover) = self.take_over(&path, &record) {
+                taken.push(takeover);
                 continue;
             }
             let killed = kill_lost_groups(&record);
@@ -530,7 +536,7 @@ impl Poller {
                     }
                 };
                 let result = match client {
-                    Ok(client) => tell_lost_job(&shared, &client, &runner, &record).await,
+                    Ok(client) => tell_lost_job(&shared, &client, &runner, &record, None).await,
                     Err(error) => Err(error.to_string()),
                 };
                 if result.is_ok() {
@@ -546,16 +552,38 @@ impl Poller {
                 });
             });
         }
+        // The fleets restore the acquisitions of the instance jobs taken over: known
+        // before any of them starts.
+        {
+            let mut resuming = self
+                .shared
+                .resuming
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            let state = self.shared.lock();
+            for takeover in &taken {
+                if let Some(instance) = &takeover.record.instance {
+                    resuming
+                        .entry(key(&state.entries[takeover.index].config))
+                        .or_default()
+                        .push(instance.key.clone());
+                }
+            }
+        }
+        for takeover in taken {
+            tokio::spawn(resume_lost_job(Arc::clone(&self.shared), takeover));
+        }
     }
 
     /// Takes over the lost job recorded at `path` when it can go on: its record names
     /// a detached script stage that still runs (or ended, its exit code kept), the end
     /// of its steps, or nothing yet (a shell executor job then starts again), and its
-    /// `[[runners]]` entry is still configured. The job keeps its slot and goes on in
-    /// its own task. Returns false when it cannot (the job is then ended as lost).
-    fn take_over(&self, path: &std::path::Path, record: &JobRecord) -> bool {
+    /// `[[runners]]` entry is still configured. The job keeps its slot; it goes on in
+    /// its own task ([`resume_lost_job`]) once every record was looked at. `None` when it
+    /// cannot (the job is then ended as lost).
+    fn take_over(&self, path: &std::path::Path, record: &JobRecord) -> Option<TakenOver> {
         let (Some(journal), Some(resume)) = (&self.shared.options.journal, &record.resume) else {
-            return false;
+            return None;
         };
         let (at, found) = match (&record.stage, &record.after) {
             (Some(stage), _) => {
@@ -564,7 +592,11 @@ impl Poller {
                     _ if stage.files.status.exists() => format!("its {name} ended meanwhile"),
                     Some(group) if group.running() => format!("its {name} still runs"),
                     // Gone without its exit code (the machine restarted?).
-                    Some(_) => return false,
+                    Some(_) => return None,
+                    // On a fleet instance: looked at when the job goes on.
+                    None if stage.remote.is_some() => {
+                        format!("its {name} was left on its instance")
+                    }
                     // In a container: looked at when the job goes on.
                     None => format!("its {name} was left in its container"),
                 };
@@ -584,26 +616,26 @@ impl Poller {
             ),
         };
         let mut state = self.shared.lock();
-        let Some(index) = state.entries.iter().position(|e| {
+        let index = state.entries.iter().position(|e| {
             e.config.url == record.url && short_token(&e.config.token) == resume.runner
-        }) else {
-            return false;
-        };
-        let Ok((running, job)) = journal.take_over(path, record) else {
-            return false;
-        };
+        })?;
+        let (running, job) = journal.take_over(path, record).ok()?;
         if !resumable(&state.entries[index].config, &job) || job.id != record.job_id {
-            return false;
+            return None;
+        }
+        let choice = ExecutorChoice::for_job(&state.entries[index].config, &job);
+        if choice == ExecutorChoice::Instance && record.instance.is_none() {
+            // Past its start without an instance recorded: nothing to go on on.
+            if !matches!(at, crate::job::TakeoverAt::Start) {
+                return None;
+            }
         }
         if let crate::job::TakeoverAt::Start = at {
             // The custom executor's driver may have made what a new start would make
             // again: such a job is ended as lost (its `cleanup_exec` runs). A Docker
             // job's containers are removed when it starts again.
-            if !matches!(
-                ExecutorChoice::for_job(&state.entries[index].config, &job),
-                ExecutorChoice::Shell | ExecutorChoice::Docker
-            ) {
-                return false;
+            if !matches!(choice, ExecutorChoice::Shell | ExecutorChoice::Docker) {
+                return None;
             }
         }
         let slot = slots::RunningJob {
@@ -639,15 +671,14 @@ impl Poller {
             job_id: job.id,
             found,
         });
-        tokio::spawn(resume_lost_job(
-            Arc::clone(&self.shared),
+        Some(TakenOver {
             index,
-            name,
-            (record.clone(), at),
+            runner: name,
+            record: record.clone(),
+            at,
             job,
             cx,
-        ));
-        true
+        })
     }
 
     /// Polls until stopped (see the module docs); returns every job's report.
@@ -1061,19 +1092,29 @@ async fn fleet_lease(
     shared: &Arc<Shared>,
     index: usize,
 ) -> Result<Option<FleetLease>, Option<String>> {
+    let config = Arc::clone(&shared.lock().entries[index].config);
+    if !config.executor.uses_fleet() {
+        return Ok(None);
+    }
+    let fleet = fleet_of(shared, index).await.map_err(Some)?;
+    match fleet.reserve() {
+        Ok(reservation) => Ok(Some(FleetLease::new(fleet, Some(reservation)))),
+        Err(_) => Err(None),
+    }
+}
+
+/// The fleet of entry `index`, started by the first caller.
+async fn fleet_of(shared: &Arc<Shared>, index: usize) -> Result<Arc<Fleet>, String> {
     let (config, name) = {
         let state = shared.lock();
         let entry = &state.entries[index];
         (Arc::clone(&entry.config), entry.name.clone())
     };
-    if !config.executor.uses_fleet() {
-        return Ok(None);
-    }
     let Some(autoscaler) = &config.autoscaler else {
-        return Err(Some(format!(
+        return Err(format!(
             "the {} executor needs a [runners.autoscaler] section",
             config.executor
-        )));
+        ));
     };
     let cell = Arc::clone(
         shared
@@ -1095,16 +1136,20 @@ async fn fleet_lease(
                 });
             });
             let short = crate::job::short_token(&config.token);
-            Fleet::start(autoscaler, &shared.options.work_dir, &short, log)
+            let resume = shared
+                .resuming
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get(&key(&config))
+                .cloned()
+                .unwrap_or_default();
+            Fleet::start(autoscaler, &shared.options.work_dir, &short, resume, log)
                 .await
                 .map(Arc::new)
         })
         .await
-        .map_err(|error| Some(format!("the fleet could not start: {error}")))?;
-    match fleet.reserve() {
-        Ok(reservation) => Ok(Some(FleetLease::new(Arc::clone(fleet), Some(reservation)))),
-        Err(_) => Err(None),
-    }
+        .map_err(|error| format!("the fleet could not start: {error}"))?;
+    Ok(Arc::clone(fleet))
 }
 
 /// Ends a lost job on the coordinator, trying again with back-off while the error is
@@ -1146,10 +1191,11 @@ async fn tell_lost_job(
     client: &Client,
     runner: &str,
     record: &JobRecord,
+    why: Option<&str>,
 ) -> Result<LostJobEnd, String> {
     let mut backoff = Backoff::new(Duration::from_secs(1), MAX_REQUEST_BACKOFF);
     loop {
-        match end_lost_job(client, record, &shared.options.system_id).await {
+        match end_lost_job(client, record, &shared.options.system_id, why).await {
             Ok(end) => return Ok(end),
             Err(error) if error.is_transient() => {
                 let retry_in = backoff.next_delay();
@@ -1166,14 +1212,34 @@ async fn tell_lost_job(
 }
 
 /// Whether a job of `runner` may be taken over after a runner restart: its script
-/// stages run detached from this process, their output in files here (the shell
-/// executor, the custom executor's `run_exec`, the Docker executor's build container;
-/// see [`crate::shell::detached`]).
+/// stages run detached from this process, their output in files (the shell executor,
+/// the custom executor's `run_exec`, the Docker executor's build container, the
+/// instance executor's instance; see [`crate::shell::detached`]).
 fn resumable(runner: &RunnerConfig, job: &JobResponse) -> bool {
     matches!(
         ExecutorChoice::for_job(runner, job),
-        ExecutorChoice::Shell | ExecutorChoice::Custom | ExecutorChoice::Docker
+        ExecutorChoice::Shell
+            | ExecutorChoice::Custom
+            | ExecutorChoice::Docker
+            | ExecutorChoice::Instance
     )
+}
+
+/// The acquisition of the instance a taken-over job ran on, restored from the state
+/// file of its entry's fleet (started now if need be); why not, when it cannot be.
+async fn restore_instance(
+    shared: &Arc<Shared>,
+    index: usize,
+    instance: &crate::journal::InstanceRecord,
+) -> Result<FleetLease, String> {
+    let fleet = fleet_of(shared, index).await?;
+    match fleet.resume(&instance.key) {
+        Ok(acquisition) => Ok(FleetLease::restored(fleet, acquisition)),
+        Err(error) => Err(format!(
+            "the acquisition of instance {} cannot be restored from the taskscaler's state storage: {error}",
+            instance.id
+        )),
+    }
 }
 
 /// Milliseconds since the Unix epoch.
@@ -1224,25 +1290,49 @@ fn job_events(shared: &Arc<Shared>, name: &str) -> crate::job::JobEvents {
     })
 }
 
-/// Goes on with a lost job [`Poller::take_over`] took: the log says so, then the job
-/// runs on from its detached stage ([`crate::job::resume_job`]).
-async fn resume_lost_job(
-    shared: Arc<Shared>,
+/// A lost job [`Poller::take_over`] took, to go on with.
+struct TakenOver {
+    /// Its entry.
     index: usize,
+    /// The entry's name.
     runner: String,
-    (record, at): (JobRecord, crate::job::TakeoverAt),
+    record: JobRecord,
+    at: crate::job::TakeoverAt,
     job: JobResponse,
     cx: JobContext,
-) {
+}
+
+/// Goes on with a lost job [`Poller::take_over`] took: the log says so, then the job
+/// runs on from its detached stage ([`crate::job::resume_job`]). An instance job's
+/// acquisition is restored first (its fleet started if need be).
+async fn resume_lost_job(shared: Arc<Shared>, taken: TakenOver) {
+    let TakenOver {
+        index,
+        runner,
+        record,
+        at,
+        job,
+        mut cx,
+    } = taken;
     let job_id = job.id;
     let journal = cx.journal.clone();
-    if let Some(gone) = docker_gone(&cx, &record, &at).await {
+    let gone = match &record.instance {
+        Some(instance) => match restore_instance(&shared, index, instance).await {
+            Ok(lease) => {
+                cx.fleet = Some(lease);
+                None
+            }
+            Err(why) => Some(why),
+        },
+        None => docker_gone(&cx, &record, &at).await,
+    };
+    if let Some(gone) = gone {
         // Nothing to go on in: the job ends as a lost one.
         let host = cx.runner.docker.as_ref().and_then(|d| d.host.clone());
         if let Some(docker) = &record.docker {
             let _ = crate::docker::remove_instance(host.as_deref(), &docker.instance).await;
         }
-        let result = tell_lost_job(&shared, &cx.client, &runner, &record).await;
+        let result = tell_lost_job(&shared, &cx.client, &runner, &record, Some(&gone)).await;
         shared.emit(PollEvent::LostJob {
             runner,
             job_id,

@@ -592,6 +592,7 @@ async fn a_restarted_scaler_adopts_the_instances_of_its_state_file() {
             state_storage: Some(StateStorage {
                 file: file.clone(),
                 keep_instance_with_acquisitions: false,
+                resume: Vec::new(),
             }),
             policies: vec![idle(0, Duration::from_secs(600))],
             ..ScalerConfig::default()
@@ -656,6 +657,106 @@ async fn a_restarted_scaler_adopts_the_instances_of_its_state_file() {
     scaler.shutdown().await;
 }
 
+/// A runner that stopped with jobs on two instances comes back to take one of them
+/// over: that acquisition is restored (same instance and slot, counted once), the other
+/// instance's job is nobody's and the instance goes; a key the file does not list, or
+/// whose instance is gone, is refused with the reason.
+#[tokio::test]
+async fn a_restarted_scaler_restores_the_acquisitions_it_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("runner.json");
+    let group = Arc::new(DummyGroup::new());
+    let config = |resume: &[&str]| {
+        fast(ScalerConfig {
+            max_use_count: 3,
+            state_storage: Some(StateStorage {
+                file: file.clone(),
+                keep_instance_with_acquisitions: false,
+                resume: resume.iter().map(|k| (*k).to_owned()).collect(),
+            }),
+            policies: vec![idle(0, Duration::from_secs(600))],
+            ..ScalerConfig::default()
+        })
+    };
+    let (sink, _) = events();
+    let scaler = start(
+        &group,
+        config(&[]),
+        serde_json::json!({"max_size": 4}),
+        sink.clone(),
+    )
+    .await;
+    let first = scaler.acquire().await.unwrap();
+    let second = scaler.acquire().await.unwrap();
+    let third = scaler.acquire().await.unwrap();
+    first.keep_as("job-1");
+    second.keep_as("job-2");
+    let ids: Vec<String> = [&first, &second, &third]
+        .iter()
+        .map(|a| a.instance_id().to_owned())
+        .collect();
+    assert_eq!(ids, ["dummy-1", "dummy-2", "dummy-3"]);
+    let saved: serde_json::Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    assert_eq!(
+        saved["instances"][0],
+        serde_json::json!({"id": "dummy-1", "uses": 1, "acquired": 1,
+            "acquisitions": [{"key": "job-1", "slot": 0}]})
+    );
+    // The runner dies: nothing is released, the file stays as it is.
+    std::mem::forget((first, second, third));
+    scaler.shutdown().await;
+    group.set_state("dummy-2", State::Deleted);
+
+    let scaler = start(
+        &group,
+        config(&["job-1", "job-2", "job-9"]),
+        serde_json::json!({"max_size": 4}),
+        sink,
+    )
+    .await;
+    let resumed = scaler.resume("job-1").unwrap();
+    assert_eq!((resumed.instance_id(), resumed.slot()), ("dummy-1", 0));
+    let status = scaler.status();
+    let one = status.instances.iter().find(|i| i.id == "dummy-1").unwrap();
+    assert_eq!(
+        (one.acquired, one.uses, one.removing),
+        (1, 1, None),
+        "{status:?}"
+    );
+    // dummy-3's job is nobody's: the instance goes.
+    assert!(group.calls().contains(&"decrease dummy-3".to_string()));
+    let refused = |key: &str| match scaler.resume(key) {
+        Err(ScalerError::NotRestored(why)) => why,
+        Err(other) => panic!("{other}"),
+        Ok(_) => panic!("{key} resumed"),
+    };
+    assert!(refused("job-2").contains(
+        "instance dummy-2 (in the taskscaler's state file) is no longer in the instance group"
+    ),);
+    assert!(refused("job-9").contains("lists no acquisition"));
+    assert!(refused("job-1").contains("was not restored"), "not twice");
+    // Released as any acquisition: the slot is free for the next job (its second use).
+    drop(resumed);
+    let again = scaler.acquire().await.unwrap();
+    assert_eq!(again.instance_id(), "dummy-1");
+    drop(again);
+    scaler.shutdown().await;
+
+    // Without state storage nothing is restored, and the reason says so.
+    let scaler = start(
+        &group,
+        fast(ScalerConfig::default()),
+        serde_json::json!({"max_size": 4}),
+        events().0,
+    )
+    .await;
+    match scaler.resume("job-1") {
+        Err(ScalerError::NotRestored(why)) => assert!(why.contains("state_storage"), "{why}"),
+        _ => panic!("resumed without state storage"),
+    }
+    scaler.shutdown().await;
+}
+
 #[tokio::test]
 async fn an_unreadable_state_file_stops_the_start_with_what_to_do() {
     let dir = tempfile::tempdir().unwrap();
@@ -668,6 +769,7 @@ async fn an_unreadable_state_file_stops_the_start_with_what_to_do() {
             state_storage: Some(StateStorage {
                 file: file.clone(),
                 keep_instance_with_acquisitions: false,
+                resume: Vec::new(),
             }),
             ..ScalerConfig::default()
         },

@@ -241,6 +241,7 @@ impl<'a> Lifecycle<'a> {
                 );
                 self.executor = Some(Executor::Docker(Box::new(docker)));
             }
+            ExecutorChoice::Instance => self.prepare_instance().await?,
             ExecutorChoice::Custom => {
                 let (Some(config), Some(dir)) = (
                     self.cx.runner.custom.clone(),
@@ -324,6 +325,9 @@ impl<'a> Lifecycle<'a> {
             }
             (Some(detached), Executor::Docker(docker)) => {
                 docker.reattach(detached, stage, self.trace, cancel).await
+            }
+            (Some(detached), Executor::Instance(instance)) => {
+                instance.reattach(detached, stage, self.trace, cancel).await
             }
             _ => executor.run(stage, self.trace, cancel).await,
         }
@@ -486,14 +490,28 @@ impl<'a> Lifecycle<'a> {
             config.plugin
         ));
         self.trace.runner_line("Preparing instance...");
-        let acquisition = self
-            .guarded(async { lease.acquire().await.map_err(|e| failed(e.to_string())) })
-            .await?;
+        let acquisition = match lease.take_restored() {
+            Some(restored) => {
+                self.trace.runner_line(&format!(
+                    "Restored the acquisition of instance {} (slot {}) from the taskscaler's state storage",
+                    restored.instance_id(),
+                    restored.slot()
+                ));
+                restored
+            }
+            None => {
+                let acquisition = self
+                    .guarded(async { lease.acquire().await.map_err(|e| failed(e.to_string())) })
+                    .await?;
+                self.trace.runner_line(&format!(
+                    "Acquired instance {} (slot {})",
+                    acquisition.instance_id(),
+                    acquisition.slot()
+                ));
+                acquisition
+            }
+        };
         let id = acquisition.instance_id().to_owned();
-        self.trace.runner_line(&format!(
-            "Acquired instance {id} (slot {})",
-            acquisition.slot()
-        ));
         let info = self
             .guarded(async {
                 acquisition.connect_info().await.map_err(|e| {
@@ -579,20 +597,40 @@ impl<'a> Lifecycle<'a> {
     /// [`crate::instance`]).
     async fn prepare_instance(&mut self) -> Result<(), JobEnding> {
         let on = self.acquire_instance("instance").await?;
+        let restored = self
+            .cx
+            .journal
+            .as_ref()
+            .and_then(|job| job.instance())
+            .is_some();
+        if let Some(job) = self.resumable_record() {
+            // Before anything runs there: a restarted runner restores the acquisition
+            // by this key ([`crate::instance`]).
+            let key = job.key();
+            on.acquisition.keep_as(&key);
+            job.instance_acquired(crate::journal::InstanceRecord {
+                id: on.acquisition.instance_id().to_owned(),
+                key,
+            });
+        }
         let variables = self.placement.variables(&on.dirs);
         self.replace_placement(on.dirs, variables)
             .map_err(|variable| JobEnding::SystemFailure {
                 stage: "prepare_executor",
                 message: format!("the masked variable {variable} uses the job's directories, which are different on the instance; it cannot be masked any more"),
             })?;
-        self.executor = Some(Executor::Instance(Box::new(
-            crate::instance::InstanceExecutor::new(
-                on.slot,
-                on.acquisition,
-                self.cx.runner.shell,
-                self.cx.kill_grace,
-            ),
-        )));
+        if restored {
+            // Taken over: the stages ran there, the instance's copy is the newer one.
+            on.slot.instance_is_current();
+        }
+        let mut executor = crate::instance::InstanceExecutor::new(
+            on.slot,
+            on.acquisition,
+            self.cx.runner.shell,
+            self.cx.kill_grace,
+        );
+        executor.detach_in(self.resumable_record());
+        self.executor = Some(Executor::Instance(Box::new(executor)));
         Ok(())
     }
 

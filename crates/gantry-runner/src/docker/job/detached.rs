@@ -196,6 +196,7 @@ impl DockerExecutor {
             place: place.clone(),
             group: None,
             container: Some(id.clone()),
+            remote: None,
             files: files.here.clone(),
             checkpoint: None,
             points: Vec::new(),
