@@ -60,6 +60,29 @@ fn date_time(secs: i64) -> String {
     )
 }
 
+/// `2026-01-31T10:00:00Z` or `2026-01-31T10:00:00.123Z` (what [`rfc3339_millis`] and
+/// [`rfc3339_secs`] write; UTC only) → Unix milliseconds; `None` for anything else.
+pub fn parse_rfc3339_utc(text: &str) -> Option<i64> {
+    let text = text.strip_suffix('Z')?;
+    let (date, time) = text.split_once('T')?;
+    let mut d = date.splitn(3, '-');
+    let year: i64 = d.next()?.parse().ok()?;
+    let month: u32 = d.next()?.parse().ok()?;
+    let day: u32 = d.next()?.parse().ok()?;
+    let (hms, fraction) = match time.split_once('.') {
+        Some((hms, f)) if !f.is_empty() && f.bytes().all(|b| b.is_ascii_digit()) => (hms, f),
+        Some(_) => return None,
+        None => (time, "0"),
+    };
+    let mut t = hms.splitn(3, ':');
+    let hour: i64 = t.next()?.parse().ok().filter(|h| (0..24).contains(h))?;
+    let minute: i64 = t.next()?.parse().ok().filter(|m| (0..60).contains(m))?;
+    let second: i64 = t.next()?.parse().ok().filter(|s| (0..61).contains(s))?;
+    let millis: i64 = format!("{fraction:0<3}")[..3].parse().ok()?;
+    let days = days_from_civil(year, month, day)?;
+    Some(((days * 86_400 + hour * 3600 + minute * 60 + second) * 1000) + millis)
+}
+
 /// Now as Unix milliseconds (0 before the epoch).
 pub fn now_millis() -> i64 {
     std::time::SystemTime::now()
@@ -88,5 +111,30 @@ mod tests {
         }
         assert_eq!(days_from_civil(2026, 13, 1), None);
         assert_eq!(days_from_civil(2026, 1, 0), None);
+    }
+
+    #[test]
+    fn parses_what_it_writes() {
+        for ms in [0, 1_769_853_600_123, 951_782_400_000, -1000] {
+            assert_eq!(parse_rfc3339_utc(&rfc3339_millis(ms)), Some(ms));
+        }
+        assert_eq!(
+            parse_rfc3339_utc(&rfc3339_secs(1_795_788_000)),
+            Some(1_795_788_000_000)
+        );
+        assert_eq!(
+            parse_rfc3339_utc("2026-01-31T10:00:00.5Z"),
+            Some(1_769_853_600_500)
+        );
+        for bad in [
+            "",
+            "2026-01-31",
+            "2026-01-31T10:00:00+01:00",
+            "2026-13-01T00:00:00Z",
+            "2026-01-31T25:00:00Z",
+            "2026-01-31T10:00:00.Z",
+        ] {
+            assert_eq!(parse_rfc3339_utc(bad), None, "{bad}");
+        }
     }
 }

@@ -87,6 +87,7 @@ mod lifecycle;
 mod post;
 pub(crate) mod secrets;
 mod stop;
+mod telemetry;
 mod uplink;
 mod variables;
 
@@ -154,6 +155,9 @@ pub struct JobContext {
     /// The job's record in the runner's journal ([`crate::journal`]): its stages'
     /// process groups are written there while they run.
     pub journal: Option<Arc<crate::journal::RunningJob>>,
+    /// The process's tracer (`None`: tracing off): a span for the job and one for each
+    /// of its sections ([`telemetry`]).
+    pub telemetry: Option<gantry_telemetry::Telemetry>,
 }
 
 /// Receives a job's log bytes as they are appended: `(job id, bytes)`. Called with the
@@ -185,6 +189,7 @@ impl JobContext {
             login_shell: true,
             fleet: None,
             journal: None,
+            telemetry: None,
         }
     }
 }
@@ -481,6 +486,7 @@ async fn run(job: JobResponse, cx: JobContext, takeover: Option<Takeover>) -> Jo
         Arc::clone(&cx.events),
     ));
 
+    let job_span = telemetry::job_span(&cx, &job, choice, &variables);
     let acceptance = match &takeover {
         None => uplink.accept().await,
         Some(takeover) => {
@@ -513,6 +519,7 @@ async fn run(job: JobResponse, cx: JobContext, takeover: Option<Takeover>) -> Jo
                         trace.warning("CI_DEBUG_TRACE: usage is disabled on this runner (debug_trace_disabled = true)");
                     }
                     let mut lifecycle = Lifecycle {
+                        span: job_span.context(),
                         debug_trace,
                         job: &job,
                         cx: &cx,
@@ -537,6 +544,7 @@ async fn run(job: JobResponse, cx: JobContext, takeover: Option<Takeover>) -> Jo
             ending
         }
     };
+    telemetry::end_job_span(job_span, &ending);
     let delivery = uplink.finish(&ending, &job.features).await;
     let (trace_bytes, trace_checksum, exceeded, dropped) = {
         let buffer = trace.buffer();

@@ -130,6 +130,8 @@ pub struct PollOptions {
     /// Told of every request the entries' clients send: `(entry name, endpoint, status)`
     /// (the runner's metrics; see `crate::client::ApiObserver`).
     pub api_observer: Option<ApiRequests>,
+    /// The process's tracer (`None`, the default: tracing off).
+    pub telemetry: Option<gantry_telemetry::Telemetry>,
 }
 
 impl PollOptions {
@@ -147,6 +149,7 @@ impl PollOptions {
             login_shell: true,
             journal: None,
             api_observer: None,
+            telemetry: None,
         }
     }
 }
@@ -1276,6 +1279,7 @@ fn job_context(
         login_shell: shared.options.login_shell,
         fleet,
         journal,
+        telemetry: shared.options.telemetry.clone(),
     }
 }
 

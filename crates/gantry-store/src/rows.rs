@@ -206,6 +206,8 @@ pub struct NewPipeline {
     pub push: Option<RefChange>,
     /// The pipeline schedule this pipeline runs for.
     pub schedule: Option<ScheduleRun>,
+    /// Its OpenTelemetry trace id (hex), when the coordinator traces.
+    pub trace_id: Option<String>,
 }
 
 /// A pipeline schedule's run: with `due`, a timed run that moves the schedule's
@@ -292,11 +294,13 @@ pub struct Pipeline {
     pub parent_job_id: Option<i64>,
     /// The schedule that created this pipeline (scheduled pipelines only).
     pub schedule_id: Option<i64>,
+    /// Its OpenTelemetry trace id (32 hex digits); `None`: not traced.
+    pub trace_id: Option<String>,
 }
 
 impl Pipeline {
     pub(crate) const COLUMNS: &'static str = "id, project_id, iid, ref_name, tag, sha, before_sha, source, status, failure_reason, yaml_errors, \
-         variables, protected, created_at, started_at, finished_at, updated_at, lock_version, parent_job_id, schedule_id";
+         variables, protected, created_at, started_at, finished_at, updated_at, lock_version, parent_job_id, schedule_id, trace_id";
     pub(crate) fn from_row(r: &AnyRow) -> Self {
         Self {
             id: r.get("id"),
@@ -319,6 +323,7 @@ impl Pipeline {
             lock_version: r.get("lock_version"),
             parent_job_id: r.get("parent_job_id"),
             schedule_id: r.get("schedule_id"),
+            trace_id: r.get("trace_id"),
         }
     }
 }

@@ -138,6 +138,7 @@ fn pipeline(project_id: i64) -> NewPipeline {
         parent_job_id: None,
         push: None,
         schedule: None,
+        trace_id: None,
     }
 }
 
@@ -186,7 +187,17 @@ async fn pipelines_get_per_project_iids_and_their_jobs(db: Db) {
     )
     .await
     .expect("p1");
-    let (p2, _) = create(&s, &pipeline(a.id), &[], 11).await.expect("p2");
+    // A traced pipeline keeps its trace id (the coordinator derives span ids from it).
+    let traced = NewPipeline {
+        trace_id: Some("4bf92f3577b34da6a3ce929d0e0e4736".into()),
+        ..pipeline(a.id)
+    };
+    let (p2, _) = create(&s, &traced, &[], 11).await.expect("p2");
+    assert_eq!(
+        s.pipeline(p2.id).await.expect("p2").trace_id.as_deref(),
+        Some("4bf92f3577b34da6a3ce929d0e0e4736")
+    );
+    assert_eq!(p1.trace_id, None);
     let (p3, _) = create(&s, &pipeline(b.id), &[], 12).await.expect("p3");
     assert_eq!((p1.iid, p2.iid, p3.iid), (1, 2, 1));
     assert_eq!(

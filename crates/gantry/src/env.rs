@@ -37,6 +37,12 @@ pub(crate) const GANTRY_DATABASE_URL: &str = "GANTRY_DATABASE_URL";
 /// `gantry server --blobs-url`.
 pub(crate) const GANTRY_BLOBS_URL: &str = "GANTRY_BLOBS_URL";
 
+/// OpenTelemetry tracing (`gantry server`, `gantry runner run`, `gantry run`): the
+/// standard `OTEL_EXPORTER_OTLP_*`, `OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`,
+/// `OTEL_TRACES_SAMPLER` variables, read by `otel.rs`; the `--otel-*` flags win.
+#[allow(dead_code)]
+pub(crate) const OTEL_VARIABLES: &[&str] = gantry_telemetry::settings::VARIABLES;
+
 /// A per-user base directory of the XDG layout: `$XDG_CACHE_HOME` (`xdg`) if set, else
 /// `~/.cache` (`fallback` under `$HOME`); `None` without either.
 pub(crate) fn user_dir(xdg: &str, fallback: &str) -> Option<std::path::PathBuf> {

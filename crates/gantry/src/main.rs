@@ -8,6 +8,7 @@ mod git;
 mod includes;
 mod job;
 mod lint;
+mod otel;
 mod pipeline;
 mod project;
 mod run;

@@ -140,6 +140,12 @@ pub(crate) struct RunArgs {
     /// No colours.
     #[arg(long)]
     no_color: bool,
+    /// Write the run's OpenTelemetry spans (pipeline, jobs, sections) to FILE, one OTLP
+    /// JSON `ExportTraceServiceRequest` per line, without a collector.
+    #[arg(long, value_name = "FILE")]
+    trace_file: Option<PathBuf>,
+    #[command(flatten)]
+    otel: crate::otel::OtelArgs,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -181,7 +187,30 @@ pub(crate) fn run(args: &RunArgs) -> u8 {
             return exit::FAILED;
         }
     };
-    match runtime.block_on(run_pipeline(args)) {
+    // Tracing: `--trace-file` and the `--otel-*` flags over the `OTEL_*` variables.
+    let tracing = args
+        .otel
+        .settings()
+        .map(|mut flags| {
+            flags.trace_file.clone_from(&args.trace_file);
+            flags
+        })
+        .and_then(crate::otel::resolve);
+    let telemetry = match tracing.map_err(|e| e.to_string()).and_then(|settings| {
+        runtime.block_on(async { crate::otel::start(&settings, "gantry-run") })
+    }) {
+        Ok(telemetry) => telemetry,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return exit::USAGE;
+        }
+    };
+    let ran = runtime.block_on(run_pipeline(args, telemetry.clone()));
+    // Every span is written before the exit (the runtime still serves gRPC exports).
+    if let Some(telemetry) = telemetry {
+        telemetry.shutdown();
+    }
+    match ran {
         Ok(code) => code,
         Err(Stop { message, code }) => {
             eprintln!("error: {message}");
@@ -599,7 +628,10 @@ enum Event {
     Poll(PollEvent),
 }
 
-async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
+async fn run_pipeline(
+    args: &RunArgs,
+    telemetry: Option<gantry_telemetry::Telemetry>,
+) -> Result<u8, Stop> {
     // The store is made (a copy of an empty migrated database from the user's cache
     // directory: applying every migration took ≈ 8 ms) while the checkout is read and
     // its snapshot laid out, which wait for git processes.
@@ -687,6 +719,7 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
     cfg.db_key = Some(gantry_server::coordinator::secrets::DbKey::random());
     // The store is thrown away at the end: nothing to keep across a machine crash.
     cfg.durable_blobs = false;
+    cfg.telemetry = telemetry.clone();
     let coordinator = Coordinator::open(store, cfg)
         .await
         .map_err(|e| failed(format!("failed to start the coordinator: {e}")))?;
@@ -773,6 +806,7 @@ async fn run_pipeline(args: &RunArgs) -> Result<u8, Stop> {
     let system_id = gantry_runner::poll::load_or_create_system_id(&s.tmp.join(".runner_system_id"))
         .map_err(|e| failed(format!("failed to create the runner's system id: {e}")))?;
     let mut options = PollOptions::new(system_id);
+    options.telemetry = telemetry;
     options.work_dir = s.tmp.clone();
     options.snapshot = Some(s.snapshot.dir.clone());
     // Jobs inherit this process's environment, as a terminal's commands do; a login

@@ -133,6 +133,9 @@ pub(crate) struct RegisterArgs {
 pub(crate) struct RunArgs {
     #[command(flatten)]
     config: ConfigArg,
+    /// Over `[otel]` in the configuration, over the `OTEL_*` variables.
+    #[command(flatten)]
+    otel: crate::otel::OtelArgs,
 }
 
 #[derive(Args, Debug)]
@@ -172,7 +175,7 @@ pub(crate) fn run(command: &RunnerCommand) -> u8 {
     let result = runtime.block_on(async {
         match command {
             RunnerCommand::Register(args) => register(args).await,
-            RunnerCommand::Run(args) => run_runner(&args.config).await,
+            RunnerCommand::Run(args) => run_runner(args).await,
             RunnerCommand::Verify(args) => verify(args).await,
             RunnerCommand::List(args) => list(args),
             RunnerCommand::Unregister(args) => unregister(args).await,
@@ -587,10 +590,10 @@ async fn serve_metrics(
     }))
 }
 
-async fn run_runner(arg: &ConfigArg) -> Result<u8, Failure> {
+async fn run_runner(args: &RunArgs) -> Result<u8, Failure> {
     use tokio::signal::unix::{SignalKind, signal};
 
-    let path = config_path(arg);
+    let path = config_path(&args.config);
     let config = load(&path)?;
     check_config(&config).map_err(|error| usage(format!("failed to {error}")))?;
     let system_id = system_id(&path)?;
@@ -601,6 +604,15 @@ async fn run_runner(arg: &ConfigArg) -> Result<u8, Failure> {
         None => None,
     };
     let mut options = PollOptions::new(system_id);
+    // Tracing: flags over `[otel]` over `OTEL_*`; read at start (a reload keeps it).
+    let tracing = args
+        .otel
+        .settings()
+        .map(|flags| flags.over(config.telemetry.clone()))
+        .and_then(crate::otel::resolve)
+        .map_err(|error| usage(error.to_string()))?;
+    options.telemetry = crate::otel::start(&tracing, "gantry-runner").map_err(server)?;
+    let telemetry = options.telemetry.clone();
     let journal = Journal::open(journal_dir(&path)).map_err(|error| {
         usage(format!(
             "failed to {error}\nmake the configuration's directory writable"
@@ -661,6 +673,7 @@ async fn run_runner(arg: &ConfigArg) -> Result<u8, Failure> {
     if let Some(metrics_server) = metrics_server {
         metrics_server.abort();
     }
+    crate::otel::stop(telemetry).await;
     Ok(exit::OK)
 }
 

@@ -119,6 +119,8 @@ pub(crate) struct ServerArgs {
     #[arg(long, value_name = "SECONDS", default_value_t = 30,
           value_parser = clap::value_parser!(u64).range(0..=3_600))]
     shutdown_timeout: u64,
+    #[command(flatten)]
+    otel: crate::otel::OtelArgs,
 }
 
 #[derive(Subcommand)]
@@ -329,6 +331,13 @@ async fn serve(args: &ServerArgs) -> Result<(), StartError> {
         }
     };
     let mut cfg = CoordinatorConfig::new(&data_dir, external_url.clone());
+    let tracing = args
+        .otel
+        .settings()
+        .and_then(crate::otel::resolve)
+        .map_err(|e| usage(e.to_string()))?;
+    cfg.telemetry = crate::otel::start(&tracing, "gantry-server").map_err(failed)?;
+    let telemetry = cfg.telemetry.clone();
     cfg.artifact_limit = args.max_artifacts_size * 1024 * 1024;
     cfg.job_ack_timeout = std::time::Duration::from_secs(args.job_ack_timeout);
     cfg.registry = match args.registry_url.as_deref().map(str::trim) {
@@ -417,6 +426,7 @@ async fn serve(args: &ServerArgs) -> Result<(), StartError> {
     if let Some(poller) = poller {
         poller.abort();
     }
+    crate::otel::stop(telemetry).await;
     served.map_err(|e| failed(format!("the server stopped: {e}")))?;
     eprintln!("gantry server: stopped");
     Ok(())

@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::key_path::KeyPath;
 use super::schema::{
     AutoscalerFile, CacheFile, ConfigFile, ConnectorFile, CustomBuildDirFile, CustomFile,
-    DockerFile, RunnerFile,
+    DockerFile, OtelFile, RunnerFile,
 };
 use super::settings::*;
 
@@ -115,6 +115,12 @@ pub(crate) fn resolve(file: &ConfigFile) -> Result<(Config, Vec<RawNotice>), Vec
         }
     }
 
+    let telemetry = file
+        .otel
+        .as_ref()
+        .map(|otel| resolve_otel(&mut cx, &root.key("otel"), otel))
+        .unwrap_or_default();
+
     if !cx.problems.is_empty() {
         return Err(cx.problems);
     }
@@ -127,9 +133,95 @@ pub(crate) fn resolve(file: &ConfigFile) -> Result<(Config, Vec<RawNotice>), Vec
             shutdown_timeout,
             labels,
             runners,
+            telemetry,
         },
         cx.notices,
     ))
+}
+
+/// `[otel]` → tracing settings (each key as its `OTEL_*` variable reads).
+fn resolve_otel(cx: &mut Cx, at: &KeyPath, otel: &OtelFile) -> gantry_telemetry::Settings {
+    let mut settings = gantry_telemetry::Settings {
+        endpoint: otel.endpoint.clone().filter(|v| !v.is_empty()),
+        traces_endpoint: otel.traces_endpoint.clone().filter(|v| !v.is_empty()),
+        service_name: otel.service_name.clone().filter(|v| !v.is_empty()),
+        headers: otel
+            .headers
+            .iter()
+            .flatten()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+        resource_attributes: otel
+            .resource_attributes
+            .iter()
+            .flatten()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+        ..gantry_telemetry::Settings::default()
+    };
+    if let Some(value) = &otel.protocol {
+        match gantry_telemetry::Protocol::parse(value, "protocol") {
+            Ok(p) => settings.protocol = Some(p),
+            Err(e) => cx.problem(
+                at.key("protocol"),
+                format!("expected {}, found {value:?}", e.expected),
+            ),
+        }
+    }
+    if let Some(name) = &otel.sampler {
+        match gantry_telemetry::SamplerSetting::parse(name, otel.sampler_arg.as_deref(), "sampler")
+        {
+            Ok(s) => settings.sampler = Some(s),
+            Err(e) => {
+                let key = if e.place == "sampler" {
+                    "sampler"
+                } else {
+                    "sampler_arg"
+                };
+                cx.problem(
+                    at.key(key),
+                    format!("expected {}, found {:?}", e.expected, e.value),
+                );
+            }
+        }
+    }
+    settings
+}
+
+fn otel_to_file(settings: &gantry_telemetry::Settings) -> Option<OtelFile> {
+    if *settings == gantry_telemetry::Settings::default() {
+        return None;
+    }
+    let (sampler, sampler_arg) = match settings.sampler {
+        None => (None, None),
+        Some(s) => {
+            use gantry_telemetry::SamplerSetting as S;
+            use gantry_telemetry::settings::ParentRoot;
+            let (name, arg) = match s {
+                S::AlwaysOn => ("always_on", None),
+                S::AlwaysOff => ("always_off", None),
+                S::TraceIdRatio(r) => ("traceidratio", Some(r)),
+                S::ParentBased(ParentRoot::AlwaysOn) => ("parentbased_always_on", None),
+                S::ParentBased(ParentRoot::AlwaysOff) => ("parentbased_always_off", None),
+                S::ParentBased(ParentRoot::TraceIdRatio(r)) => {
+                    ("parentbased_traceidratio", Some(r))
+                }
+            };
+            (Some(name.to_owned()), arg.map(|r| r.to_string()))
+        }
+    };
+    let map =
+        |pairs: &[(String, String)]| (!pairs.is_empty()).then(|| pairs.iter().cloned().collect());
+    Some(OtelFile {
+        endpoint: settings.endpoint.clone(),
+        traces_endpoint: settings.traces_endpoint.clone(),
+        protocol: settings.protocol.map(|p| p.as_str().to_owned()),
+        service_name: settings.service_name.clone(),
+        sampler,
+        sampler_arg,
+        headers: map(&settings.headers),
+        resource_attributes: map(&settings.resource_attributes),
+    })
 }
 
 /// gitlab-runner's rule for interval-like settings: ≤ 0 means the default.
@@ -1103,6 +1195,7 @@ pub(crate) fn to_file(config: &Config) -> ConfigFile {
         shutdown_timeout: secs(config.shutdown_timeout),
         labels: (!config.labels.is_empty()).then(|| config.labels.clone()),
         runners: config.runners.iter().map(runner_to_file).collect(),
+        otel: otel_to_file(&config.telemetry),
     }
 }
 

@@ -35,6 +35,35 @@ pub struct ConfigFile {
     /// `[[runners]]`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub runners: Vec<RunnerFile>,
+    /// `[otel]`: OpenTelemetry traces of the jobs this runner runs (a Gantry key; the
+    /// `OTEL_*` variables fill what it leaves out).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub otel: Option<OtelFile>,
+}
+
+/// `[otel]`: the `OTEL_*` variables' settings, by key (`endpoint` is
+/// `OTEL_EXPORTER_OTLP_ENDPOINT`, …).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct OtelFile {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub traces_endpoint: Option<String>,
+    /// `grpc`, `http/protobuf` or `http/json`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub service_name: Option<String>,
+    /// `OTEL_TRACES_SAMPLER`'s names.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sampler: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sampler_arg: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub headers: Option<std::collections::BTreeMap<String, String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resource_attributes: Option<std::collections::BTreeMap<String, String>>,
 }
 
 /// One `[[runners]]` entry.

@@ -40,6 +40,9 @@ pub struct Config {
     pub labels: std::collections::BTreeMap<String, String>,
     /// `[[runners]]`, in file order.
     pub runners: Vec<RunnerConfig>,
+    /// `[otel]`: tracing as the file sets it (the binary puts it over the `OTEL_*`
+    /// variables).
+    pub telemetry: gantry_telemetry::Settings,
 }
 
 impl Config {
@@ -62,6 +65,7 @@ impl Default for Config {
             shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
             labels: std::collections::BTreeMap::new(),
             runners: Vec::new(),
+            telemetry: gantry_telemetry::Settings::default(),
         }
     }
 }

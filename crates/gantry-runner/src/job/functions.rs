@@ -181,6 +181,7 @@ impl Lifecycle<'_> {
             },
         );
         let result = engine.run(&steps).await;
+        super::telemetry::record_steps(self.cx, _section.span_context().as_ref(), &result);
         if let Err(ending) = self.to_host(STAGE).await {
             return ending;
         }

@@ -57,13 +57,23 @@ pub(crate) struct Lifecycle<'a> {
     pub(crate) timeout: Duration,
     pub(crate) executor: Option<Executor>,
     pub(crate) prepared: Option<PreparedVariables>,
+    /// The job execution span, the parent of each section's (`None`: tracing off).
+    pub(crate) span: Option<gantry_telemetry::SpanContext>,
 }
 
-/// A section that closes itself.
+/// A section that closes itself, and its span (ended when it is dropped).
 pub(crate) struct Section<'t> {
     trace: &'t Trace,
     name: &'static str,
     markers: bool,
+    span: gantry_telemetry::LiveSpan,
+}
+
+impl Section<'_> {
+    /// The section's span context (`None`: tracing off).
+    pub(crate) fn span_context(&self) -> Option<gantry_telemetry::SpanContext> {
+        self.span.context()
+    }
 }
 
 impl Drop for Section<'_> {
@@ -102,6 +112,7 @@ impl<'a> Lifecycle<'a> {
             trace: self.trace,
             name,
             markers,
+            span: super::telemetry::section_span(self.cx, self.span.as_ref(), name),
         }
     }
 
@@ -111,6 +122,7 @@ impl<'a> Lifecycle<'a> {
             trace: self.trace,
             name,
             markers: self.job.features.trace_sections,
+            span: super::telemetry::section_span(self.cx, self.span.as_ref(), name),
         }
     }
 

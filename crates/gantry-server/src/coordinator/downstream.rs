@@ -338,6 +338,7 @@ impl Coordinator {
                     inputs,
                     push: None,
                     schedule: None,
+                    fetched: None,
                 }
             }
             None => {
@@ -371,6 +372,7 @@ impl Coordinator {
                         artifacts,
                     }),
                     project,
+                    fetched: None,
                 }
             }
         };

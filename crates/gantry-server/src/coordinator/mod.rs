@@ -51,6 +51,7 @@ mod schedules;
 pub mod secrets;
 mod spec;
 mod state;
+mod telemetry;
 pub mod test_reports;
 mod time;
 mod timers;
@@ -198,6 +199,8 @@ pub struct CoordinatorConfig {
     /// (`Coordinator::remove_expired_artifacts`); off for `gantry run`, whose store is
     /// thrown away.
     pub remove_expired_artifacts: bool,
+    /// The process's tracer (`None`, the default: no spans; see `telemetry.rs`).
+    pub telemetry: Option<gantry_telemetry::Telemetry>,
 }
 
 /// Who pipelines are attributed to: the `GITLAB_USER_*` variables.
@@ -245,6 +248,7 @@ impl CoordinatorConfig {
             run_schedules: true,
             pipeline_refs: true,
             remove_expired_artifacts: true,
+            telemetry: None,
         }
     }
 }
@@ -881,6 +885,7 @@ impl Coordinator {
                 .await
             {
                 Ok(()) => {
+                    self.record_decision(&loaded, &change, now_ms);
                     let project_id = loaded.pipeline.project_id;
                     let pending = new_pending(&loaded, &changes, &self.project_name(project_id));
                     let completed = |s: &str| Status::parse(s).is_some_and(Status::is_completed);

@@ -664,6 +664,11 @@ impl Coordinator {
         vars.public("CI_JOB_ID", job.id.to_string());
         vars.public("CI_JOB_URL", format!("{base}/{path}/-/jobs/{}", job.id));
         vars.set("CI_JOB_TOKEN", job_token, false, true, false);
+        // The job span's W3C context (`telemetry.rs`): the runner's spans and the job's
+        // own tools continue the pipeline's trace. Only while the coordinator traces.
+        if let Some(traceparent) = self.job_traceparent(pipeline, job.id) {
+            vars.public("TRACEPARENT", traceparent);
+        }
         if let Some(started) = job.started_at {
             vars.public("CI_JOB_STARTED_AT", iso8601(started));
             // `Gitlab::Utils.slugify(started_at.iso8601)` (GitLab 18.7).

@@ -210,6 +210,8 @@ pub(crate) struct Creation {
     pub push: Option<PushFacts>,
     /// The schedule a `schedule` pipeline runs for (its next run moved with the pipeline).
     pub schedule: Option<gantry_store::ScheduleRun>,
+    /// When the commit was fetched for it (its `fetch commit` span), when the caller did.
+    pub fetched: Option<(std::time::SystemTime, std::time::SystemTime)>,
 }
 
 /// What a push pipeline is created from beyond its commit (see `pushes.rs`).
@@ -247,6 +249,9 @@ pub(crate) struct CompileScope {
     pub settings_vars: Vec<gantry_pipeline::context::SettingsVariable>,
     pub instance_vars: Vec<(String, String)>,
     pub includes: IncludeSources,
+    /// Where the files compiling reads are logged, with their times (a traced
+    /// creation's `include` spans); `None`: not logged.
+    pub reads: Option<super::telemetry::ReadLog>,
 }
 
 impl CompileScope {
@@ -266,7 +271,17 @@ impl CompileScope {
             files,
             sources: &self.includes,
         };
-        gantry_pipeline::compile(opts, &ctx, &loader)
+        match &self.reads {
+            Some(log) => gantry_pipeline::compile(
+                opts,
+                &ctx,
+                &super::telemetry::TimedLoader {
+                    inner: &loader,
+                    log,
+                },
+            ),
+            None => gantry_pipeline::compile(opts, &ctx, &loader),
+        }
     }
 }
 
@@ -688,8 +703,11 @@ impl Coordinator {
         } = request;
         let ref_name = ref_name.as_str();
         let project = self.inner.store.project(project_id).await?;
+        let fetch_started = std::time::SystemTime::now();
         let mirror = self.sync_mirror(&project).await?;
-        let Some((r, commit)) = mirror.resolve(ref_name).await? else {
+        let resolved = mirror.resolve(ref_name).await?;
+        let fetched = Some((fetch_started, std::time::SystemTime::now()));
+        let Some((r, commit)) = resolved else {
             return Err(CoordinatorError::Invalid(format!(
                 "create a pipeline: Reference not found: `{ref_name}` is no branch or tag of {}",
                 project.name
@@ -713,6 +731,7 @@ impl Coordinator {
             inputs,
             push: None,
             schedule: None,
+            fetched,
         })
         .await
     }
@@ -767,6 +786,7 @@ impl Coordinator {
             settings_vars,
             instance_vars,
             includes,
+            reads: None,
         })
     }
 
@@ -790,7 +810,10 @@ impl Coordinator {
             inputs,
             push,
             schedule,
+            fetched,
         } = c;
+        let mut times = super::telemetry::CreationTimes::starting(fetched);
+        let trace = self.new_trace();
         let store = &self.inner.store;
         let project_id = project.id;
         // Taken before compiling, so rules see CI_PIPELINE_IID (GitLab's
@@ -844,6 +867,11 @@ impl Coordinator {
             Some(c) => c.root.0.clone(),
             None => project.ci_config_path.clone(),
         };
+        if trace.is_some() {
+            scope.reads = Some(super::telemetry::ReadLog::default());
+        }
+        let reads = scope.reads.clone();
+        let compile_started = std::time::SystemTime::now();
         let compiled = tokio::task::spawn_blocking(move || {
             let opts = Options {
                 config_path,
@@ -889,6 +917,8 @@ impl Coordinator {
         .map_err(|e| {
             CoordinatorError::Io(std::io::Error::other(format!("compile the pipeline: {e}")))
         })?;
+        times.compiled = Some((compile_started, std::time::SystemTime::now()));
+        times.reads = reads.map(|log| log.take()).unwrap_or_default();
 
         let now = now_ms();
         let mut new = NewPipeline {
@@ -911,6 +941,7 @@ impl Coordinator {
             parent_job_id,
             push: push.map(|p| p.change),
             schedule,
+            trace_id: trace.map(gantry_telemetry::PipelineTrace::to_hex),
         };
         let pipeline = match compiled {
             Compiled::Missing(m) => {
@@ -923,14 +954,14 @@ impl Coordinator {
             }
             Compiled::Skipped => {
                 new.status = Status::Skipped.as_str().to_owned();
-                return self.persist_ended(&new, now).await;
+                return self.persist_ended(&new, now, &times).await;
             }
             Compiled::Errors(errors) => {
                 new.status = Status::Failed.as_str().to_owned();
                 new.failure_reason = Some("config_error".to_owned());
                 new.yaml_errors =
                     Some(serde_json::to_string(&errors).unwrap_or_else(|_| "[]".into()));
-                return self.persist_ended(&new, now).await;
+                return self.persist_ended(&new, now, &times).await;
             }
             Compiled::Pipeline(p) => p,
         };
@@ -949,7 +980,7 @@ impl Coordinator {
                 )])
                 .unwrap_or_else(|_| "[]".into()),
             );
-            return self.persist_ended(&new, now).await;
+            return self.persist_ended(&new, now, &times).await;
         }
         let auto_cancel = StoredAutoCancel {
             on_new_commit: pipeline.auto_cancel.on_new_commit.clone(),
@@ -1039,6 +1070,7 @@ impl Coordinator {
             }
         }
         let p = store.create_pipeline(&new, &jobs, now).await?;
+        self.record_creation(&p, &times);
         if self.inner.cfg.pipeline_refs {
             if let Err(e) = mirror.create_pipeline_ref(p.id, &r.sha).await {
                 let deleted = store.delete_pipeline(p.id).await?;
@@ -1061,9 +1093,11 @@ impl Coordinator {
         &self,
         new: &NewPipeline,
         now: i64,
+        times: &super::telemetry::CreationTimes,
     ) -> std::result::Result<PipelineView, CoordinatorError> {
         let store = &self.inner.store;
         let p = store.create_pipeline(new, &[], now).await?;
+        self.record_creation(&p, times);
         let finish = PipelineChange {
             status: new.status.clone(),
             finished_at: Some(now),
@@ -1071,6 +1105,7 @@ impl Coordinator {
             ..PipelineChange::default()
         };
         store.apply(p.id, p.lock_version, &finish, now).await?;
+        self.record_ended_at_creation(&p, &new.status, now);
         self.pipeline(p.id).await
     }
 

@@ -195,6 +195,7 @@ impl Coordinator {
                     changed_files,
                 }),
                 schedule: None,
+                fetched: None,
             })
             .await;
         match created {

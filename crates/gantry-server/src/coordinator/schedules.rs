@@ -495,6 +495,7 @@ impl Coordinator {
             child: None,
             push: None,
             schedule: Some(run),
+            fetched: None,
         })
         .await
     }

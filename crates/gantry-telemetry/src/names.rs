@@ -1,0 +1,129 @@
+//! Span and attribute names, and GitLab's job and pipeline statuses as the conventions'
+//! results.
+//!
+//! Names follow the OpenTelemetry CI/CD semantic conventions (v1.44.0, release
+//! candidate; `spec/telemetry.md` §1): ids are strings (the conventions' type, not the
+//! Collector GitLab receiver's integers), results are the conventions' values
+//! ([`result_of`]), the raw GitLab status rides beside them as `gitlab.*.status`. They
+//! are span attributes, not resource attributes: one tracer provider serves every
+//! pipeline of a process (a provider per run, which the conventions suggest for the
+//! `cicd.pipeline.run` resource, would cost a batch thread per pipeline).
+
+use opentelemetry::trace::Status;
+
+pub const PIPELINE_NAME: &str = "cicd.pipeline.name";
+pub const PIPELINE_RUN_ID: &str = "cicd.pipeline.run.id";
+pub const PIPELINE_RUN_URL: &str = "cicd.pipeline.run.url.full";
+pub const PIPELINE_ACTION: &str = "cicd.pipeline.action.name";
+pub const PIPELINE_RESULT: &str = "cicd.pipeline.result";
+pub const TASK_NAME: &str = "cicd.pipeline.task.name";
+pub const TASK_RUN_ID: &str = "cicd.pipeline.task.run.id";
+pub const TASK_RUN_URL: &str = "cicd.pipeline.task.run.url.full";
+pub const TASK_TYPE: &str = "cicd.pipeline.task.type";
+pub const TASK_RUN_RESULT: &str = "cicd.pipeline.task.run.result";
+pub const WORKER_ID: &str = "cicd.worker.id";
+pub const WORKER_NAME: &str = "cicd.worker.name";
+pub const SYSTEM_COMPONENT: &str = "cicd.system.component";
+pub const ERROR_TYPE: &str = "error.type";
+pub const VCS_PROVIDER: &str = "vcs.provider.name";
+pub const VCS_REPOSITORY_URL: &str = "vcs.repository.url.full";
+pub const VCS_REPOSITORY_NAME: &str = "vcs.repository.name";
+pub const VCS_OWNER: &str = "vcs.owner.name";
+pub const VCS_REF_NAME: &str = "vcs.ref.head.name";
+pub const VCS_REF_TYPE: &str = "vcs.ref.head.type";
+pub const VCS_REVISION: &str = "vcs.ref.head.revision";
+pub const GITLAB_PROJECT_PATH: &str = "gitlab.project.path";
+pub const GITLAB_PROJECT_ID: &str = "gitlab.project.id";
+pub const GITLAB_PIPELINE_ID: &str = "gitlab.pipeline.id";
+pub const GITLAB_PIPELINE_IID: &str = "gitlab.pipeline.iid";
+pub const GITLAB_PIPELINE_SOURCE: &str = "gitlab.pipeline.source";
+pub const GITLAB_PIPELINE_STATUS: &str = "gitlab.pipeline.status";
+pub const GITLAB_JOB_ID: &str = "gitlab.job.id";
+pub const GITLAB_JOB_STAGE: &str = "gitlab.job.stage";
+pub const GITLAB_JOB_STATUS: &str = "gitlab.job.status";
+pub const GITLAB_JOB_FAILURE_REASON: &str = "gitlab.job.failure_reason";
+pub const GITLAB_JOB_ALLOW_FAILURE: &str = "gitlab.job.allow_failure";
+pub const GITLAB_JOB_QUEUED_DURATION: &str = "gitlab.job.queued_duration";
+pub const GITLAB_RUNNER_ID: &str = "gitlab.runner.id";
+pub const GITLAB_RUNNER_EXECUTOR: &str = "gitlab.runner.executor";
+pub const GITLAB_SECTION: &str = "gitlab.job.section";
+pub const GITLAB_STEP_NAME: &str = "gitlab.step.name";
+
+/// Failure reasons that are the CI system's fault (`error`), not the job's
+/// (`failure`); timeouts are `timeout`.
+const SYSTEM_FAILURES: &[&str] = &[
+    "runner_system_failure",
+    "runner_unsupported",
+    "scheduler_failure",
+    "data_integrity_failure",
+    "api_failure",
+    "archived_failure",
+    "stale_schedule",
+];
+
+/// The conventions' result (`success`, `failure`, `error`, `timeout`, `cancellation`,
+/// `skip`) of a GitLab status; `None` while it has not ended.
+pub fn result_of(status: &str, failure_reason: Option<&str>) -> Option<&'static str> {
+    Some(match status {
+        "success" => "success",
+        "failed" => match failure_reason {
+            Some("job_execution_timeout" | "stuck_or_timeout_failure") => "timeout",
+            Some(r) if SYSTEM_FAILURES.contains(&r) => "error",
+            _ => "failure",
+        },
+        "canceled" | "canceling" => "cancellation",
+        "skipped" => "skip",
+        _ => return None,
+    })
+}
+
+/// The span status of a result: `Ok` for success, an error with the failure reason for
+/// a failure, an error or a timeout, unset otherwise (a cancel or a skip is no error).
+pub fn status_of(result: &str, failure_reason: Option<&str>) -> Status {
+    match result {
+        "success" => Status::Ok,
+        "failure" | "error" | "timeout" => {
+            Status::error(failure_reason.unwrap_or(result).to_owned())
+        }
+        _ => Status::Unset,
+    }
+}
+
+/// `cicd.pipeline.task.type` of a job in `stage`: the convention's `build`, `test` or
+/// `deploy` when the stage is GitLab's default of that name (or `.pre`/`.post` → none).
+pub fn task_type(stage: &str) -> Option<&'static str> {
+    match stage {
+        "build" => Some("build"),
+        "test" => Some("test"),
+        "deploy" => Some("deploy"),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gitlab_statuses_map_to_convention_results() {
+        assert_eq!(result_of("success", None), Some("success"));
+        assert_eq!(result_of("failed", Some("script_failure")), Some("failure"));
+        assert_eq!(
+            result_of("failed", Some("runner_system_failure")),
+            Some("error")
+        );
+        assert_eq!(
+            result_of("failed", Some("job_execution_timeout")),
+            Some("timeout")
+        );
+        assert_eq!(result_of("canceled", None), Some("cancellation"));
+        assert_eq!(result_of("skipped", None), Some("skip"));
+        assert_eq!(result_of("running", None), None);
+        assert_eq!(status_of("success", None), Status::Ok);
+        assert_eq!(
+            status_of("failure", Some("script_failure")),
+            Status::error("script_failure")
+        );
+        assert_eq!(status_of("cancellation", None), Status::Unset);
+    }
+}
