@@ -236,13 +236,14 @@ fn attr<'a>(span: &'a Span, key: &str) -> &'a str {
 }
 
 /// The tree of one pipeline run, wherever its spans came from: returns the trace id.
-/// `coordinator`/`runner`: the services the two sides report as.
+/// `coordinator`/`runner`: the services the two sides report as; `executor`: the runner's.
 fn check_tree(
     spans: &[Span],
     pipeline_id: &str,
     sha: &str,
     coordinator: &str,
     runner: &str,
+    executor: &str,
 ) -> String {
     // One trace: every span has the pipeline span's trace id.
     let root = spans
@@ -318,7 +319,7 @@ fn check_tree(
         assert_eq!(execution.service, runner);
         assert_eq!(attr(execution, "cicd.pipeline.task.run.id"), id);
         assert_eq!(attr(execution, "cicd.pipeline.task.run.result"), result);
-        assert_eq!(attr(execution, "gitlab.runner.executor"), "shell");
+        assert_eq!(attr(execution, "gitlab.runner.executor"), executor);
         assert_eq!(execution.status, status);
         let sections: Vec<&str> = spans
             .iter()
@@ -480,6 +481,37 @@ fn output(command: &mut Command) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_and_runner_join_one_trace_over_grpc() {
+    server_and_runner(&["--executor", "shell"], "shell").await;
+}
+
+/// The same through the Docker executor (the jobs in `gantry-test/busybox`, built by
+/// `scripts/test-images.sh`; fails loudly without an engine or the image).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_and_docker_runner_join_one_trace_over_grpc() {
+    let inspect = Command::new("docker")
+        .args(["image", "inspect", "gantry-test/busybox:latest"])
+        .output()
+        .expect("the docker CLI runs");
+    assert!(
+        inspect.status.success(),
+        "the test image gantry-test/busybox is missing (or no engine answers): run scripts/test-images.sh\n{}",
+        String::from_utf8_lossy(&inspect.stderr)
+    );
+    server_and_runner(
+        &[
+            "--executor",
+            "docker",
+            "--docker-image",
+            "gantry-test/busybox:latest",
+        ],
+        "docker",
+    )
+    .await;
+}
+
+/// A pipeline through `gantry server` and `gantry runner run`, registered with
+/// `register` (its executor), both exporting over gRPC.
+async fn server_and_runner(register: &[&str], executor: &str) {
     let (endpoint, received) = grpc_receiver().await;
     let data = tempfile::tempdir().unwrap();
     // The server by its variables, the runner by its config.toml's `[otel]`.
@@ -535,19 +567,25 @@ async fn server_and_runner_join_one_trace_over_grpc() {
     ]))
     .unwrap();
     let config = data.path().join("config.toml");
-    output(gantry().args([
-        "runner",
-        "register",
-        "--url",
-        &url,
-        "--token",
-        &registration,
-        "--executor",
-        "shell",
-        "--config",
-        &config.display().to_string(),
-    ]));
-    let mut text = std::fs::read_to_string(&config).unwrap();
+    output(
+        gantry()
+            .args([
+                "runner",
+                "register",
+                "--url",
+                &url,
+                "--token",
+                &registration,
+                "--config",
+                &config.display().to_string(),
+            ])
+            .args(register),
+    );
+    // No registry is reachable: the test image is local.
+    let mut text = std::fs::read_to_string(&config).unwrap().replace(
+        "[runners.docker]\n",
+        "[runners.docker]\npull_policy = \"if-not-present\"\n",
+    );
     text.push_str(&format!(
         "\n[otel]\nendpoint = \"{endpoint}\"\nprotocol = \"grpc\"\nservice_name = \"ci-runner\"\n"
     ));
@@ -592,16 +630,34 @@ async fn server_and_runner_join_one_trace_over_grpc() {
         if p["status"] == "success" {
             break;
         }
-        assert!(
-            Instant::now() < deadline,
-            "the pipeline did not succeed: {p}"
-        );
+        if p["status"] == "failed" || Instant::now() >= deadline {
+            let jobs: Vec<serde_json::Value> = api(format!(
+                "projects/{project_id}/pipelines/{pipeline_id}/jobs"
+            ))
+            .await
+            .json()
+            .await
+            .unwrap();
+            let mut logs = String::new();
+            for job in jobs {
+                let log = api(format!("projects/{project_id}/jobs/{}/trace", job["id"]))
+                    .await
+                    .text()
+                    .await
+                    .unwrap();
+                logs.push_str(&format!(
+                    "--- {} ({}):\n{log}\n",
+                    job["name"], job["status"]
+                ));
+            }
+            panic!("the pipeline did not succeed: {p}\n{logs}");
+        }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let spans = wait_spans(
         &received,
         &[
-            &format!("RUN gantry/demo"),
+            "RUN gantry/demo",
             "compile",
             "checks",
             "execute compile",
@@ -610,7 +666,14 @@ async fn server_and_runner_join_one_trace_over_grpc() {
     )
     .await;
     assert!(received.protocols().iter().all(|p| *p == "grpc"));
-    check_tree(&spans, &pipeline_id, &sha, "gantry-server", "ci-runner");
+    check_tree(
+        &spans,
+        &pipeline_id,
+        &sha,
+        "gantry-server",
+        "ci-runner",
+        executor,
+    );
     let compile = named(&spans, "compile");
     let log = api(format!(
         "projects/{project_id}/jobs/{}/trace",
@@ -677,7 +740,7 @@ async fn gantry_run_exports_over_http_and_writes_the_trace_file() {
     // Exported before the exit: nothing to wait for.
     let spans = received.spans();
     assert!(received.protocols().iter().all(|p| *p == "http/protobuf"));
-    let trace = check_tree(&spans, "1", &sha, "laptop", "laptop");
+    let trace = check_tree(&spans, "1", &sha, "laptop", "laptop", "shell");
     check_traceparent(&stdout, &spans);
 
     // The file: OTLP JSON, one export request a line, the same spans.
@@ -695,7 +758,10 @@ async fn gantry_run_exports_over_http_and_writes_the_trace_file() {
         );
         assert!(first["kind"].is_number(), "integer enums: {first}");
     }
-    assert_eq!(check_tree(&from_file, "1", &sha, "laptop", "laptop"), trace);
+    assert_eq!(
+        check_tree(&from_file, "1", &sha, "laptop", "laptop", "shell"),
+        trace
+    );
     let mut ids: Vec<&str> = spans.iter().map(|s| s.id.as_str()).collect();
     let mut file_ids: Vec<&str> = from_file.iter().map(|s| s.id.as_str()).collect();
     ids.sort_unstable();
@@ -722,7 +788,14 @@ async fn gantry_run_exports_otlp_json_and_is_silent_when_off() {
     .unwrap();
     assert!(stderr.contains("over http/json"), "{stderr}");
     assert!(received.protocols().iter().all(|p| *p == "http/json"));
-    check_tree(&received.spans(), "1", &sha, "gantry-run", "gantry-run");
+    check_tree(
+        &received.spans(),
+        "1",
+        &sha,
+        "gantry-run",
+        "gantry-run",
+        "shell",
+    );
 
     // Off by default: no endpoint, no spans, no TRACEPARENT, nothing said.
     let before = received.spans().len();

@@ -47,6 +47,13 @@ pub(crate) struct DispatchArgs {
     /// in a temporary directory].
     #[arg(long, value_name = "URL")]
     database_url: Option<String>,
+    /// Trace the server's pipelines and jobs into FILE (OTLP JSON lines, as `gantry run
+    /// --trace-file`): tracing's cost without a collector. The `--otel-*` flags and
+    /// `OTEL_*` variables send them to a collector instead (or as well).
+    #[arg(long, value_name = "FILE")]
+    trace_file: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    otel: crate::otel::OtelArgs,
 }
 
 /// Issue 36's targets, for 50 pollers on SQLite.
@@ -70,6 +77,8 @@ impl DispatchArgs {
 pub(super) struct Report {
     pollers: usize,
     database: &'static str,
+    /// Whether the server traced (`--trace-file`, `--otel-*`, `OTEL_*`).
+    traced: bool,
     latencies_ms: Vec<f64>,
     jobs: usize,
     burst_secs: f64,
@@ -92,8 +101,10 @@ impl std::fmt::Display for Report {
         let rate = self.jobs_per_s();
         writeln!(
             f,
-            "dispatch: {} pollers, {}, HTTP over loopback",
-            self.pollers, self.database
+            "dispatch: {} pollers, {}, HTTP over loopback{}",
+            self.pollers,
+            self.database,
+            if self.traced { ", traced" } else { "" }
         )?;
         writeln!(
             f,
@@ -160,6 +171,8 @@ impl Shared {
 struct Server {
     api: Api,
     store: Store,
+    /// Whether it traces.
+    traced: bool,
 }
 
 pub(super) async fn dispatch(args: &DispatchArgs) -> anyhow::Result<Report> {
@@ -182,12 +195,21 @@ pub(super) async fn dispatch(args: &DispatchArgs) -> anyhow::Result<Report> {
             .local_addr()
             .context("read the listening address")?
     );
-    let coordinator = Coordinator::open(
-        store.clone(),
-        CoordinatorConfig::new(&data_dir, url.clone()),
-    )
-    .await
-    .context("start the coordinator")?;
+    let tracing = args
+        .otel
+        .settings()
+        .map(|mut flags| {
+            flags.trace_file.clone_from(&args.trace_file);
+            flags
+        })
+        .and_then(crate::otel::resolve)
+        .map_err(|e| anyhow!("{e}"))?;
+    let mut cfg = CoordinatorConfig::new(&data_dir, url.clone());
+    cfg.telemetry = crate::otel::start(&tracing, "gantry-server").map_err(|e| anyhow!("{e}"))?;
+    let traced = cfg.telemetry.is_some();
+    let coordinator = Coordinator::open(store.clone(), cfg)
+        .await
+        .context("start the coordinator")?;
     let tokens = coordinator
         .bootstrap()
         .await
@@ -223,6 +245,7 @@ pub(super) async fn dispatch(args: &DispatchArgs) -> anyhow::Result<Report> {
     let server = Server {
         api: Api { url, admin, http },
         store,
+        traced,
     };
     eprintln!(
         "gantry bench dispatch: server on {}, data in {}",
@@ -339,6 +362,7 @@ async fn measure(server: &Server, args: &DispatchArgs) -> anyhow::Result<Report>
             } else {
                 "SQLite"
             },
+            traced: server.traced,
             latencies_ms,
             jobs: args.jobs,
             burst_secs,
