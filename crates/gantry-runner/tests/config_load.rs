@@ -844,3 +844,35 @@ fn nothing_panics_on_odd_input() {
         let _ = load(text);
     }
 }
+
+/// `[otel]`: the `OTEL_*` variables' settings by key (issue 37); kept by `save`, and a bad
+/// value names its key.
+#[test]
+fn the_otel_section_loads_round_trips_and_names_bad_keys() {
+    let text = format!(
+        "{MINIMAL}\n[otel]\nendpoint = \"http://collector:4317\"\nprotocol = \"grpc\"\nservice_name = \"runner-eu\"\nsampler = \"parentbased_traceidratio\"\nsampler_arg = \"0.5\"\n[otel.headers]\nx-api-key = \"k\"\n[otel.resource_attributes]\n\"deployment.environment\" = \"ci\"\n"
+    );
+    let (config, warnings) = load(&text).unwrap();
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let t = &config.telemetry;
+    assert_eq!(t.endpoint.as_deref(), Some("http://collector:4317"));
+    assert_eq!(t.protocol, Some(gantry_telemetry::Protocol::Grpc));
+    assert_eq!(t.service_name.as_deref(), Some("runner-eu"));
+    assert_eq!(t.headers, [("x-api-key".to_owned(), "k".to_owned())]);
+    assert!(t.is_on());
+    let saved = config.to_toml().unwrap();
+    let (again, _) = load(&saved).unwrap();
+    assert_eq!(again.telemetry, config.telemetry, "{saved}");
+    // Without the section: off.
+    assert!(!load(MINIMAL).unwrap().0.telemetry.is_on());
+    let bad = error(&format!("{MINIMAL}\n[otel]\nprotocol = \"udp\"\n"));
+    assert!(bad.contains("otel.protocol"), "{bad}");
+    assert!(
+        bad.contains("`grpc`, `http/protobuf` or `http/json`"),
+        "{bad}"
+    );
+    let bad = error(&format!(
+        "{MINIMAL}\n[otel]\nsampler = \"traceidratio\"\nsampler_arg = \"2\"\n"
+    ));
+    assert!(bad.contains("otel.sampler_arg"), "{bad}");
+}
