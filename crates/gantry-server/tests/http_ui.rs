@@ -1,7 +1,9 @@
 //! The web UI over HTTP: the API's `web_url`s open pages once signed in with the admin
-//! token (a cookie), pages show projects, pipelines by stage, jobs and their logs
-//! (escaped, without ANSI escapes), buttons cancel and retry, and nothing is shown or done
-//! without the token; git clones and the API keep their own answers.
+//! token (a server-side session in a cookie), pages show projects, pipelines by stage,
+//! jobs and their logs (`trace.json`: escaped lines, colours as classes), buttons cancel
+//! and retry, and nothing is shown or done without a session, or posted without its CSRF
+//! token; git clones and the API keep their own answers. (`crates/gantry/tests/browser.rs`
+//! drives the same pages in Chromium.)
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -46,7 +48,37 @@ async fn sign_in(server: &TestServer, http: &reqwest::Client) -> String {
         cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
         "{cookie}"
     );
+    // The cookie holds a session id, never the admin token.
+    assert!(!cookie.contains(&server.admin), "{cookie}");
     cookie.split(';').next().unwrap().to_owned()
+}
+
+/// The CSRF token the pages of the session `cookie` carry in their forms.
+async fn csrf(server: &TestServer, http: &reqwest::Client, cookie: &str) -> String {
+    let (_, page) = get(http, &format!("{}/", server.url), cookie).await;
+    let at = page
+        .find("name=\"authenticity_token\" value=\"")
+        .unwrap_or_else(|| panic!("no CSRF token on {page}"));
+    let rest = &page[at + "name=\"authenticity_token\" value=\"".len()..];
+    rest[..rest.find('"').unwrap()].to_owned()
+}
+
+/// A form post of the session `cookie` with its CSRF token and `fields`.
+async fn post(
+    http: &reqwest::Client,
+    url: &str,
+    cookie: &str,
+    token: &str,
+    fields: &[(&str, &str)],
+) -> reqwest::Response {
+    let mut form = vec![("authenticity_token", token)];
+    form.extend_from_slice(fields);
+    http.post(url)
+        .header(header::COOKIE, cookie)
+        .form(&form)
+        .send()
+        .await
+        .unwrap()
 }
 
 async fn get(http: &reqwest::Client, url: &str, cookie: &str) -> (StatusCode, String) {
@@ -131,23 +163,75 @@ async fn pages_show_projects_pipelines_jobs_and_logs_once_signed_in() {
         .unwrap();
     assert_eq!(patched.status(), StatusCode::ACCEPTED);
     let job = server.job(project_id, job_id).await;
-    let (status, body) = get(&http, job["web_url"].as_str().unwrap(), &cookie).await;
+    let job_url = job["web_url"].as_str().unwrap().to_owned();
+    let (status, body) = get(&http, &job_url, &cookie).await;
     assert_eq!(status, StatusCode::OK);
+    // The page loads its log through its script, from this server only.
     assert!(
-        body.contains("<pre>$ make\n&lt;script&gt;alert(1)&lt;/script&gt;</pre>"),
+        body.contains("<script src=\"/-/ui/job.js\" defer></script>")
+            && body.contains(&format!(
+                "data-trace=\"/acme/app/-/jobs/{job_id}/trace.json\""
+            )),
         "{body}"
     );
     assert!(!body.contains("<script>"));
-    assert!(!body.contains('\u{1b}'));
-
-    // Cancel from the page: the pipeline is canceled, the browser comes back to it.
-    let canceled = http
-        .post(format!("{web_url}/cancel"))
-        .header(header::COOKIE, &cookie)
+    let (status, piece) = get(&http, &format!("{job_url}/trace.json"), &cookie).await;
+    assert_eq!(status, StatusCode::OK);
+    let piece: serde_json::Value = serde_json::from_str(&piece).unwrap();
+    assert_eq!(
+        piece["lines"],
+        json!([
+            {"n": 1, "h": "<span class=\"term-fg-green term-bold\">$ make</span>",
+             "m": [{"s": "start", "name": "step_script", "ts": 1_700_000_000}], "v": true},
+            {"n": 2, "h": "&lt;script&gt;alert(1)&lt;/script&gt;", "v": true},
+        ]),
+        "{piece}"
+    );
+    assert_eq!(piece["offset"], trace.len());
+    assert_eq!(piece["complete"], false);
+    // What comes later continues at the offset, with the line number and the style.
+    let more = "\x1b[31mred\nstill red\x1b[0m\npartial";
+    let patched = server
+        .http
+        .patch(server.api(&format!("jobs/{job_id}/trace")))
+        .header("JOB-TOKEN", &job_token)
+        .header(
+            "Content-Range",
+            format!("{}-{}", trace.len(), trace.len() + more.len() - 1),
+        )
+        .body(more)
         .send()
         .await
         .unwrap();
-    assert_eq!(canceled.status(), StatusCode::SEE_OTHER);
+    assert_eq!(patched.status(), StatusCode::ACCEPTED);
+    let (_, piece) = get(
+        &http,
+        &format!("{job_url}/trace.json?offset={}&line=2&state=", trace.len()),
+        &cookie,
+    )
+    .await;
+    let piece: serde_json::Value = serde_json::from_str(&piece).unwrap();
+    assert_eq!(
+        piece["lines"],
+        json!([
+            {"n": 3, "h": "<span class=\"term-fg-red\">red</span>", "v": true},
+            {"n": 4, "h": "<span class=\"term-fg-red\">still red</span>", "v": true},
+        ]),
+        "a running job's unfinished line waits for its end: {piece}"
+    );
+    assert_eq!(piece["line"], 4);
+    let (_, raw) = get(&http, &format!("{job_url}/raw"), &cookie).await;
+    assert!(raw.ends_with("still red\x1b[0m\npartial"), "{raw}");
+
+    let token = csrf(&server, &http, &cookie).await;
+    // Cancel from the page: the pipeline is canceled, the browser comes back to it.
+    let canceled = post(&http, &format!("{web_url}/cancel"), &cookie, &token, &[]).await;
+    assert_eq!(
+        canceled.status(),
+        StatusCode::SEE_OTHER,
+        "{token} {:?}",
+        canceled.text().await
+    );
     let (_, p) = server
         .admin(
             Method::GET,
@@ -160,21 +244,11 @@ async fn pages_show_projects_pipelines_jobs_and_logs_once_signed_in() {
         "{p}"
     );
     // And retried: the failed and canceled jobs get new attempts.
-    let retried = http
-        .post(format!("{web_url}/retry"))
-        .header(header::COOKIE, &cookie)
-        .send()
-        .await
-        .unwrap();
+    let retried = post(&http, &format!("{web_url}/retry"), &cookie, &token, &[]).await;
     assert_eq!(retried.status(), StatusCode::SEE_OTHER);
 
     // A button the coordinator refuses (the job is no manual job): a page saying why.
-    let refused = http
-        .post(format!("{}/play", job["web_url"].as_str().unwrap()))
-        .header(header::COOKIE, &cookie)
-        .send()
-        .await
-        .unwrap();
+    let refused = post(&http, &format!("{job_url}/play"), &cookie, &token, &[]).await;
     assert_eq!(refused.status(), StatusCode::BAD_REQUEST);
     let page = refused.text().await.unwrap();
     assert!(
@@ -193,18 +267,201 @@ async fn pages_show_projects_pipelines_jobs_and_logs_once_signed_in() {
     )
     .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
-    // Signing out forgets the cookie.
-    let out = http
-        .get(format!("{}/-/logout", server.url))
-        .send()
-        .await
-        .unwrap();
+    // `GET /-/logout` (a link, an image) signs nobody out; the button (a post with the
+    // CSRF token) ends the session, and its cookie is dead.
+    let (status, page) = get(&http, &format!("{}/-/logout", server.url), &cookie).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(page.contains("action=\"/-/logout\""), "{page}");
+    let (status, _) = get(&http, &web_url, &cookie).await;
+    assert_eq!(status, StatusCode::OK);
+    let out = post(
+        &http,
+        &format!("{}/-/logout", server.url),
+        &cookie,
+        &token,
+        &[],
+    )
+    .await;
+    assert_eq!(out.status(), StatusCode::SEE_OTHER);
     assert!(
         out.headers()[header::SET_COOKIE]
             .to_str()
             .unwrap()
             .contains("Max-Age=0")
     );
+    let (status, _) = get(&http, &web_url, &cookie).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+}
+
+/// Every post of a session needs its CSRF token and a same-site `Origin`; the pages'
+/// policy allows scripts only from the server and no framing; the pages and their
+/// script stay small.
+#[tokio::test]
+async fn forms_need_their_csrf_token_and_origin() {
+    let server = TestServer::start().await;
+    let repo = Repo::new(&[(".gitlab-ci.yml", CI)]);
+    let project = server.create_project("acme/app", &repo).await;
+    let pipeline = server
+        .create_pipeline(project["id"].as_i64().unwrap(), "main")
+        .await;
+    let web_url = pipeline["web_url"].as_str().unwrap().to_owned();
+    let http = browser();
+    let cookie = sign_in(&server, &http).await;
+    let token = csrf(&server, &http, &cookie).await;
+    let status_of = async || {
+        let (_, p) = server
+            .admin(
+                Method::GET,
+                &format!("projects/{}/pipelines/{}", project["id"], pipeline["id"]),
+                None,
+            )
+            .await;
+        p["status"].as_str().unwrap().to_owned()
+    };
+    let cancel = format!("{web_url}/cancel");
+    let before = status_of().await;
+
+    let missing = post(&http, &cancel, &cookie, "", &[]).await;
+    assert_eq!(missing.status(), StatusCode::FORBIDDEN);
+    assert!(missing.text().await.unwrap().contains("CSRF token"));
+    let wrong = post(&http, &cancel, &cookie, &"0".repeat(64), &[]).await;
+    assert_eq!(wrong.status(), StatusCode::FORBIDDEN);
+    let cross_site = http
+        .post(&cancel)
+        .header(header::COOKIE, &cookie)
+        .header(header::ORIGIN, "https://evil.example")
+        .form(&[("authenticity_token", token.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(cross_site.status(), StatusCode::FORBIDDEN);
+    assert_eq!(status_of().await, before, "nothing was canceled");
+    let login_elsewhere = http
+        .post(format!("{}/-/login", server.url))
+        .header(header::ORIGIN, "https://evil.example")
+        .form(&[("token", server.admin.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(login_elsewhere.status(), StatusCode::FORBIDDEN);
+
+    let same_site = http
+        .post(&cancel)
+        .header(header::COOKIE, &cookie)
+        .header(header::ORIGIN, &server.url)
+        .form(&[("authenticity_token", token.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(same_site.status(), StatusCode::SEE_OTHER);
+    assert!(matches!(
+        status_of().await.as_str(),
+        "canceled" | "canceling"
+    ));
+    // The admin token in a header needs no CSRF token (no site can make a browser send it).
+    let with_header = http
+        .post(format!("{web_url}/retry"))
+        .header("PRIVATE-TOKEN", &server.admin)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(with_header.status(), StatusCode::SEE_OTHER);
+
+    // The policy, and the sizes.
+    let page = http
+        .get(&web_url)
+        .header(header::COOKIE, &cookie)
+        .send()
+        .await
+        .unwrap();
+    let csp = page.headers()[header::CONTENT_SECURITY_POLICY]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        csp.contains("script-src 'self'")
+            && csp.contains("frame-ancestors 'none'")
+            && !csp.contains("unsafe"),
+        "{csp}"
+    );
+    assert_eq!(page.headers()["x-frame-options"], "DENY");
+    assert!(page.text().await.unwrap().len() < 100 * 1024);
+    for asset in ["/-/ui/job.js", "/-/ui/app.css"] {
+        let (status, body) = get(&http, &format!("{}{asset}", server.url), "").await;
+        assert_eq!(status, StatusCode::OK, "{asset}");
+        assert!(body.len() < 100 * 1024, "{asset} is {} bytes", body.len());
+    }
+}
+
+/// A 10 MB log: the job page and its first `trace.json` (the tail, with the right line
+/// numbers) answer in well under a second; the earlier part comes on demand.
+#[tokio::test]
+async fn a_ten_megabyte_log_opens_fast() {
+    let server = TestServer::start_with(Options {
+        trace_limit: 20 * 1024 * 1024,
+        ..Options::default()
+    })
+    .await;
+    let repo = Repo::new(&[(".gitlab-ci.yml", CI)]);
+    let project_id = server.create_project("acme/app", &repo).await["id"]
+        .as_i64()
+        .unwrap();
+    server.create_pipeline(project_id, "main").await;
+    let (_, runner_token) = server.create_runner(json!({})).await;
+    let (job_id, job_token, _) = server.take_job(&runner_token).await;
+    let line = "\x1b[32mok\x1b[0m the quick brown fox jumps over the lazy dog 0123456789\n";
+    let lines_per_mib = 1024 * 1024 / line.len();
+    let chunk = line.repeat(lines_per_mib);
+    let mut offset = 0usize;
+    for _ in 0..10 {
+        let answer = server
+            .http
+            .patch(server.api(&format!("jobs/{job_id}/trace")))
+            .header("JOB-TOKEN", &job_token)
+            .header(
+                "Content-Range",
+                format!("{offset}-{}", offset + chunk.len() - 1),
+            )
+            .body(chunk.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), StatusCode::ACCEPTED);
+        offset += chunk.len();
+    }
+    let total_lines = 10 * lines_per_mib as u64;
+    let http = browser();
+    let cookie = sign_in(&server, &http).await;
+    let job = server.job(project_id, job_id).await;
+    let job_url = job["web_url"].as_str().unwrap().to_owned();
+    let started = std::time::Instant::now();
+    let (status, page) = get(&http, &job_url, &cookie).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(page.len() < 100 * 1024);
+    let (_, tail) = get(&http, &format!("{job_url}/trace.json"), &cookie).await;
+    let took = started.elapsed();
+    assert!(took < std::time::Duration::from_secs(1), "took {took:?}");
+    assert!(tail.len() < 2 * 1024 * 1024, "{} bytes", tail.len());
+    let tail: serde_json::Value = serde_json::from_str(&tail).unwrap();
+    let lines = tail["lines"].as_array().unwrap();
+    assert_eq!(lines.last().unwrap()["n"], total_lines);
+    assert_eq!(tail["offset"], offset);
+    let start = tail["start"].as_u64().unwrap();
+    assert!(start > 9 * 1024 * 1024, "only the tail: from {start}");
+    assert_eq!(
+        lines[0]["n"].as_u64().unwrap(),
+        start / line.len() as u64 + 1
+    );
+    // On demand: from an earlier offset, the server finds the next line and its number.
+    let (_, earlier) = get(
+        &http,
+        &format!("{job_url}/trace.json?offset={}", line.len() * 10 + 5),
+        &cookie,
+    )
+    .await;
+    let earlier: serde_json::Value = serde_json::from_str(&earlier).unwrap();
+    assert_eq!(earlier["start"], line.len() * 11);
+    assert_eq!(earlier["lines"][0]["n"], 12);
 }
 
 #[tokio::test]
@@ -246,6 +503,7 @@ async fn the_run_pipeline_form_starts_a_web_pipeline_with_variables() {
         .unwrap();
     let http = browser();
     let cookie = sign_in(&server, &http).await;
+    let token = csrf(&server, &http, &cookie).await;
     let form_url = format!("{}/gantry/app/-/pipelines/new", server.url);
     let (status, body) = get(&http, &form_url, &cookie).await;
     assert_eq!(status, StatusCode::OK);
@@ -257,13 +515,14 @@ async fn the_run_pipeline_form_starts_a_web_pipeline_with_variables() {
     );
 
     // A line that is no assignment: the form again, as entered, saying which line.
-    let refused = http
-        .post(&form_url)
-        .header(header::COOKIE, &cookie)
-        .form(&[("ref", "main"), ("variables", "TARGET=staging\n<oops>")])
-        .send()
-        .await
-        .unwrap();
+    let refused = post(
+        &http,
+        &form_url,
+        &cookie,
+        &token,
+        &[("ref", "main"), ("variables", "TARGET=staging\n<oops>")],
+    )
+    .await;
     assert_eq!(refused.status(), StatusCode::BAD_REQUEST);
     let body = refused.text().await.unwrap();
     assert!(
@@ -275,13 +534,14 @@ async fn the_run_pipeline_form_starts_a_web_pipeline_with_variables() {
         "{body}"
     );
     // A ref the repository lacks: GitLab's message on the form.
-    let missing = http
-        .post(&form_url)
-        .header(header::COOKIE, &cookie)
-        .form(&[("ref", "nope"), ("variables", "")])
-        .send()
-        .await
-        .unwrap();
+    let missing = post(
+        &http,
+        &form_url,
+        &cookie,
+        &token,
+        &[("ref", "nope"), ("variables", "")],
+    )
+    .await;
     assert_eq!(missing.status(), StatusCode::BAD_REQUEST);
     assert!(
         missing
@@ -291,13 +551,14 @@ async fn the_run_pipeline_form_starts_a_web_pipeline_with_variables() {
             .contains("Reference not found")
     );
 
-    let created = http
-        .post(&form_url)
-        .header(header::COOKIE, &cookie)
-        .form(&[("ref", "main"), ("variables", "TARGET=staging\r\n")])
-        .send()
-        .await
-        .unwrap();
+    let created = post(
+        &http,
+        &form_url,
+        &cookie,
+        &token,
+        &[("ref", "main"), ("variables", "TARGET=staging\r\n")],
+    )
+    .await;
     assert_eq!(created.status(), StatusCode::SEE_OTHER);
     let location = created.headers()[header::LOCATION]
         .to_str()
@@ -345,15 +606,19 @@ async fn the_runners_page_pauses_and_resumes_runners() {
     );
     assert!(page.contains(&format!("/-/runners/{id}/pause")), "{page}");
 
-    let post = async |action: &str, cookie: &str| {
-        http.post(format!("{runners}/{id}/{action}"))
-            .header(header::COOKIE, cookie)
-            .send()
-            .await
-            .unwrap()
+    let token = csrf(&server, &http, &cookie).await;
+    let act = async |action: &str, cookie: &str| {
+        post(
+            &http,
+            &format!("{runners}/{id}/{action}"),
+            cookie,
+            &token,
+            &[],
+        )
+        .await
     };
-    assert_eq!(post("pause", "").await.status(), StatusCode::UNAUTHORIZED);
-    let paused = post("pause", &cookie).await;
+    assert_eq!(act("pause", "").await.status(), StatusCode::UNAUTHORIZED);
+    let paused = act("pause", &cookie).await;
     assert_eq!(paused.status(), StatusCode::SEE_OTHER);
     assert_eq!(paused.headers()[header::LOCATION], "/-/runners");
     let (_, shown) = server
@@ -365,21 +630,20 @@ async fn the_runners_page_pauses_and_resumes_runners() {
         page.contains("(paused)") && page.contains(&format!("/-/runners/{id}/resume")),
         "{page}"
     );
-    assert_eq!(
-        post("resume", &cookie).await.status(),
-        StatusCode::SEE_OTHER
-    );
+    assert_eq!(act("resume", &cookie).await.status(), StatusCode::SEE_OTHER);
     let (_, shown) = server
         .admin(Method::GET, &format!("runners/{id}"), None)
         .await;
     assert_eq!(shown["paused"], false, "{shown}");
     // No such runner: a page saying so.
-    let missing = http
-        .post(format!("{runners}/9999/pause"))
-        .header(header::COOKIE, &cookie)
-        .send()
-        .await
-        .unwrap();
+    let missing = post(
+        &http,
+        &format!("{runners}/9999/pause"),
+        &cookie,
+        &token,
+        &[],
+    )
+    .await;
     assert_eq!(missing.status(), StatusCode::NOT_FOUND);
 }
 
@@ -440,12 +704,8 @@ teardown:
         page.contains(&format!("/gantry/app/-/environments/{env_id}/stop")),
         "{page}"
     );
-    let answer = http
-        .post(&stop)
-        .header(header::COOKIE, &cookie)
-        .send()
-        .await
-        .unwrap();
+    let token = csrf(&server, &http, &cookie).await;
+    let answer = post(&http, &stop, &cookie, &token, &[]).await;
     assert_eq!(answer.status(), StatusCode::SEE_OTHER);
     assert_eq!(
         answer.headers()[header::LOCATION],
@@ -457,11 +717,6 @@ teardown:
         "{page}"
     );
     // Stopping one that is not available says why.
-    let again = http
-        .post(&stop)
-        .header(header::COOKIE, &cookie)
-        .send()
-        .await
-        .unwrap();
+    let again = post(&http, &stop, &cookie, &token, &[]).await;
     assert_eq!(again.status(), StatusCode::BAD_REQUEST);
 }

@@ -49,6 +49,7 @@ mod error;
 mod job_token_scope;
 mod resource_groups;
 mod rows;
+mod sessions;
 pub mod testing;
 mod traces;
 mod variables;

@@ -1613,6 +1613,23 @@ async fn unacknowledged_jobs_go_back_to_the_queue_once(db: Db) {
     assert_eq!(s.job_status(late).await.expect("late"), "running");
 }
 
+/// The web UI's sessions (migration 0027): found by their hash until they expire or are
+/// deleted; making one deletes the expired ones.
+async fn ui_sessions_expire_and_end(db: Db) {
+    let (_d, s) = open(db).await;
+    s.create_ui_session("old", 1_000, 2_000).await.unwrap();
+    s.create_ui_session("live", 1_500, 9_000).await.unwrap();
+    assert_eq!(s.ui_session_expiry("live").await.unwrap(), Some(9_000));
+    assert_eq!(s.ui_session_expiry("old").await.unwrap(), Some(2_000));
+    // A later sign-in sweeps the expired session.
+    s.create_ui_session("next", 3_000, 10_000).await.unwrap();
+    assert_eq!(s.ui_session_expiry("old").await.unwrap(), None);
+    assert!(s.delete_ui_session("live").await.unwrap());
+    assert!(!s.delete_ui_session("live").await.unwrap());
+    assert_eq!(s.ui_session_expiry("live").await.unwrap(), None);
+    assert_eq!(s.ui_session_expiry("next").await.unwrap(), Some(10_000));
+}
+
 async fn access_tokens_are_kept_as_hashes_and_revoked_once(db: Db) {
     let (_d, s) = open(db).await;
     let scopes = vec!["read_api".to_owned()];
@@ -1776,6 +1793,7 @@ async fn job_token_allowlists_are_limited_and_go_with_their_projects(db: Db) {
 on_both_backends!(
     job_token_allowlists_are_limited_and_go_with_their_projects,
     access_tokens_are_kept_as_hashes_and_revoked_once,
+    ui_sessions_expire_and_end,
     project_runners_are_enabled_for_more_projects,
     unacknowledged_jobs_go_back_to_the_queue_once,
     protected_refs_are_kept_per_kind,

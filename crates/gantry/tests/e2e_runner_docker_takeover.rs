@@ -126,7 +126,7 @@ chatty:
     let (config, journal) = write_config(&setup, dir.path());
     let pipeline = server.create_pipeline(setup.project).await;
     let runner = start_run(&config, dir.path());
-    // Watched, the log is sent every 3 s: the runner dies with output sent, output
+    // Watched, the log is sent every second: the runner dies with output sent, output
     // read but not sent, and output not yet read.
     let (job, _) = server
         .wait_running(setup.project, pipeline, "chatty", "line 5\n")

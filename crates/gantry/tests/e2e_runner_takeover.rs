@@ -339,7 +339,7 @@ chatty:
     let (config, _) = write_config(&setup, dir.path());
     let pipeline = server.create_pipeline(setup.project).await;
     let runner = start_run(&config, dir.path());
-    // The log is sent every 3 s once watched: the runner dies with a checkpoint
+    // The log is sent every second once watched: the runner dies with a checkpoint
     // behind it and output it had read but not sent.
     let (job, _) = server
         .wait_running(setup.project, pipeline, "chatty", "line 3\n")

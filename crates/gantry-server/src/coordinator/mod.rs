@@ -49,6 +49,7 @@ mod resource_groups;
 mod runners;
 mod schedules;
 pub mod secrets;
+mod sessions;
 mod spec;
 mod state;
 mod telemetry;
@@ -111,8 +112,9 @@ pub use schedules::{
     LastPipeline, MAX_SCHEDULE_VARIABLES, MAX_SCHEDULES_PER_PROJECT, ScheduleOwner,
     ScheduleRequest, ScheduleVariable, ScheduleView,
 };
+pub use sessions::{SESSION_TTL, csrf_token};
 pub use time::iso8601;
-pub use traces::{SHARED_PATCH_LIMIT, TraceAppend, TraceSource};
+pub use traces::{SHARED_PATCH_LIMIT, TraceAppend, TraceSource, TraceWindow};
 pub use triggers::TRIGGER_TOKEN_PREFIX;
 pub use views::{
     Artifact, ArtifactsFile, Bootstrap, JobPipeline, JobProgress, JobView, Namespace, PipelineView,

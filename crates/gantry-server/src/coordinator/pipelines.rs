@@ -1506,6 +1506,25 @@ impl Coordinator {
         Ok(out)
     }
 
+    /// The `needs:` of each job of a pipeline (job id → the names it needs, `None`
+    /// without `needs:`), for the web UI's graph. One query; O(jobs) spec parses.
+    pub async fn pipeline_needs(
+        &self,
+        pipeline_id: i64,
+    ) -> std::result::Result<Vec<(i64, Option<Vec<String>>)>, CoordinatorError> {
+        let rows = self.inner.store.pipeline_jobs(pipeline_id).await?;
+        rows.iter()
+            .map(|j| {
+                let spec = StoredSpec::parse(&j.spec)?;
+                let needs = spec
+                    .job
+                    .needs
+                    .map(|needs| needs.into_iter().map(|n| n.job).collect());
+                Ok((j.id, needs))
+            })
+            .collect()
+    }
+
     /// A pipeline's status alone (one row): what a watcher that knows the jobs asks while
     /// the pipeline runs.
     pub async fn pipeline_status(

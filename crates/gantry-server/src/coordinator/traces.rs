@@ -165,6 +165,74 @@ impl Coordinator {
         }
     }
 
+    /// Bytes `[from, from + max)` of the job's log as stored so far (fewer at its end;
+    /// `from: None`: its last `max` bytes), with the log's length and, when
+    /// `count_lines`, the number of `\n` before the window (the web UI's line numbers).
+    /// Reads only the window, plus the prefix when lines are counted: O(window) or
+    /// O(start + window).
+    pub async fn trace_window(
+        &self,
+        job_id: i64,
+        from: Option<u64>,
+        max: u64,
+        count_lines: bool,
+    ) -> std::result::Result<TraceWindow, CoordinatorError> {
+        let (mut file, len) = match self.trace_source(job_id).await? {
+            TraceSource::Bytes(data) => {
+                let len = data.len() as u64;
+                let from = from.unwrap_or(len.saturating_sub(max));
+                let start = usize::try_from(from.min(len)).unwrap_or(data.len());
+                let end = usize::try_from(from.saturating_add(max).min(len)).unwrap_or(data.len());
+                let lines_before = count_lines
+                    .then(|| data[..start].iter().filter(|&&b| b == b'\n').count() as u64);
+                return Ok(TraceWindow {
+                    bytes: data[start..end].to_vec(),
+                    start: start as u64,
+                    len,
+                    lines_before,
+                });
+            }
+            TraceSource::File { file, len } => (file, len),
+        };
+        let from = from.unwrap_or(len.saturating_sub(max));
+        tokio::task::spawn_blocking(move || {
+            use std::io::{Read as _, Seek as _};
+            let start = from.min(len);
+            let lines_before = if count_lines {
+                let mut count = 0u64;
+                let mut buf = vec![0u8; 256 * 1024];
+                let mut prefix = io::Read::take(&mut file, start);
+                loop {
+                    let n = prefix.read(&mut buf)?;
+                    if n == 0 {
+                        break;
+                    }
+                    count += buf[..n].iter().filter(|&&b| b == b'\n').count() as u64;
+                }
+                Some(count)
+            } else {
+                None
+            };
+            file.seek(io::SeekFrom::Start(start))?;
+            let want = max.min(len - start);
+            let mut bytes = Vec::with_capacity(usize::try_from(want).unwrap_or(0));
+            io::Read::take(&mut file, want).read_to_end(&mut bytes)?;
+            Ok(TraceWindow {
+                bytes,
+                start,
+                len,
+                lines_before,
+            })
+        })
+        .await
+        .map_err(|e| {
+            CoordinatorError::Io(io::Error::other(format!(
+                "read the trace of job {job_id}: the task stopped: {e}"
+            )))
+        })?
+        .map_err(CoordinatorError::Io)
+    }
+
     /// The log as stored so far, to be streamed (the user API): the job's file, of
     /// which the first `len` bytes are the log, or the bytes a database row of an older
     /// version holds.
@@ -353,6 +421,19 @@ impl Coordinator {
             io::Error::new(e.kind(), format!("archive the trace of job {job_id}: {e}"))
         })
     }
+}
+
+/// A part of a job's log ([`Coordinator::trace_window`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TraceWindow {
+    /// The bytes read.
+    pub bytes: Vec<u8>,
+    /// Where they start in the log.
+    pub start: u64,
+    /// The log's length.
+    pub len: u64,
+    /// `\n` bytes before `start`, when asked for.
+    pub lines_before: Option<u64>,
 }
 
 /// A job's log to read ([`Coordinator::trace_source`]).

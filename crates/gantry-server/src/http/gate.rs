@@ -3,7 +3,8 @@
 //!
 //! A request with a body is let through whole when a credential in its headers or query
 //! string is one the server issued ([`known_credential`]: the admin token, a job's
-//! token — the handler still decides what it may do). Otherwise:
+//! token, a live session of the web UI — the handler still decides what it may do).
+//! Otherwise:
 //! - on the routes whose credential travels in the body ([`token_in_body`]: the runner
 //!   API's JSON, trigger forms, the UI's sign-in) the body is read only up to
 //!   [`SMALL_BODY`], enough for the token; a longer one is `413`, sent after up to
@@ -27,8 +28,7 @@ use super::extract;
 /// KiB, as Workhorse does).
 pub(crate) const SMALL_BODY: usize = 64 * 1024;
 
-/// The UI's cookie holding the admin token (`ui.rs`).
-const UI_COOKIE: &str = "gantry_token";
+use super::ui::SESSION_COOKIE;
 
 pub(crate) async fn credentials_first(
     State(state): State<AppState>,
@@ -39,7 +39,8 @@ pub(crate) async fn credentials_first(
         return next.run(request).await;
     }
     let tokens = candidates(request.headers(), request.uri().query());
-    let known = match known_credential(&state, tokens).await {
+    let session = ui_session(request.headers());
+    let known = match known_credential(&state, tokens, session).await {
         Ok(known) => known,
         Err(error) => return error.into_response(),
     };
@@ -139,9 +140,19 @@ fn token_in_body(method: &Method, path: &str) -> bool {
     )
 }
 
-/// Whether one of `tokens` (from [`candidates`]) is a credential the server issued:
-/// the admin token, or the token of a running job.
-async fn known_credential(state: &AppState, tokens: Vec<String>) -> Result<bool, ApiError> {
+/// Whether one of `tokens` (from [`candidates`]) is a credential the server issued —
+/// the admin token, or the token of a running job — or `session` is a live session of
+/// the web UI.
+async fn known_credential(
+    state: &AppState,
+    tokens: Vec<String>,
+    session: Option<&str>,
+) -> Result<bool, ApiError> {
+    if let Some(id) = session
+        && state.coordinator.ui_session_live(id).await?
+    {
+        return Ok(true);
+    }
     for token in tokens {
         if state.coordinator.is_admin(&token).await? {
             return Ok(true);
@@ -162,8 +173,8 @@ async fn known_credential(state: &AppState, tokens: Vec<String>) -> Result<bool,
 const MAX_CANDIDATES: usize = 4;
 
 /// The tokens a request carries outside its body, where GitLab reads them:
-/// `PRIVATE-TOKEN`, `Authorization: Bearer` or `Basic` (git), `JOB-TOKEN`, the UI's
-/// cookie, and the `private_token`, `job_token` and `token` query parameters.
+/// `PRIVATE-TOKEN`, `Authorization: Bearer` or `Basic` (git), `JOB-TOKEN`, and the
+/// `private_token`, `job_token` and `token` query parameters.
 fn candidates(headers: &HeaderMap, query: Option<&str>) -> Vec<String> {
     let mut found: Vec<String> = Vec::new();
     let mut add = |token: &str| {
@@ -181,16 +192,6 @@ fn candidates(headers: &HeaderMap, query: Option<&str>) -> Vec<String> {
     if let Some((_, password)) = extract::basic_auth(headers) {
         add(&password);
     }
-    for cookie in headers
-        .get_all(axum::http::header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-    {
-        if let Some((UI_COOKIE, value)) = cookie.trim().split_once('=') {
-            add(value);
-        }
-    }
     if let Some(query) = query {
         for (name, value) in
             serde_urlencoded::from_str::<Vec<(String, String)>>(query).unwrap_or_default()
@@ -201,6 +202,18 @@ fn candidates(headers: &HeaderMap, query: Option<&str>) -> Vec<String> {
         }
     }
     found
+}
+
+/// The web UI's session id, from its cookie.
+fn ui_session(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get_all(axum::http::header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|c| c.trim().split_once('='))
+        .find(|(name, value)| *name == SESSION_COOKIE && !value.is_empty())
+        .map(|(_, value)| value)
 }
 
 #[cfg(test)]
@@ -242,9 +255,10 @@ mod tests {
         let mut headers = HeaderMap::new();
         headers.insert("private-token", "a".parse().unwrap());
         headers.insert("job-token", "b".parse().unwrap());
-        headers.insert("cookie", "x=1; gantry_token=c".parse().unwrap());
+        headers.insert("cookie", "x=1; gantry_session=c".parse().unwrap());
         let found = candidates(&headers, Some("ref=main&token=d&private_token=a"));
-        assert_eq!(found, ["a", "b", "c", "d"]);
+        assert_eq!(found, ["a", "b", "d"]);
+        assert_eq!(ui_session(&headers), Some("c"));
         assert!(candidates(&HeaderMap::new(), Some("ref=main")).is_empty());
     }
 }

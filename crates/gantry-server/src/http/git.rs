@@ -1,6 +1,6 @@
 //! The runners' clone URL, `{external_url}/{namespace}/{name}.git`: every path that is
 //! not an API route lands here; read-only git smart HTTP requests are served from the
-//! project's mirror; the web UI's pages (`ui.rs`) are served from here too; anything
+//! project's mirror; the web UI's pages (`ui/`) are served from here too; anything
 //! else is a JSON `404`.
 //!
 //! Credentials (HTTP basic): user `gitlab-ci-token` with the job token of a running job

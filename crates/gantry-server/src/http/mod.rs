@@ -18,7 +18,7 @@
 //!
 //! Also: `lint.rs` (the CI Lint API), `triggers.rs` (trigger tokens and
 //! `trigger/pipeline`), `environments.rs`, `resource_groups.rs`, `groups.rs`, `oidc.rs`
-//! (the ID tokens' discovery document and keys), `metrics.rs` (`/-/metrics`), `ui.rs` (the
+//! (the ID tokens' discovery document and keys), `metrics.rs` (`/-/metrics`), `ui/` (the
 //! web UI). Routes are set in `build`; [`router`] and [`serve`]/[`serve_with`] are the
 //! entry points. The trailing slash is dropped before routing (`without_trailing_slash`); a
 //! `read_api` token only reads (`auth::read_only_scope`).
@@ -111,9 +111,25 @@ const MULTIPART_OVERHEAD: u64 = 1024 * 1024;
 /// reset; past it the connection is cut.
 pub(crate) const OVERSIZE_DRAIN: u64 = 16 * 1024 * 1024;
 
-/// How long a `GET …/trace` marks a job's log as watched (GitLab: 10 s); meanwhile trace
-/// patches are answered with the short update interval (§5.2).
+/// How long a `GET …/trace` (or the web UI's job page and its log requests) marks a job's
+/// log as watched (GitLab: 10 s); meanwhile trace patches are answered with the short
+/// update interval (§5.2).
 const WATCH_TTL: Duration = Duration::from_secs(10);
+
+/// The update interval announced for a job nobody watches: 10 s, where GitLab announces
+/// 60 s (`UNWATCHED_UPDATE_INTERVAL`). A runner learns that somebody started watching
+/// only from the answer to its next patch or keep-alive; told 60 s, it would not come
+/// back for a minute, so a reader who arrived after the first patch saw nothing new for
+/// a minute (or until a short job ended). With 10 s the first new lines reach a late
+/// reader within about 10 s, then every 3 s; the price is six patches a minute per
+/// running job instead of one.
+const UNWATCHED_INTERVAL: Duration = Duration::from_secs(10);
+
+/// The update interval announced while somebody watches a job's log: 1 s, where GitLab
+/// announces 3 s (`WATCHED_UPDATE_INTERVAL`), so a line reaches the job page within about
+/// 2 s of being printed (1 s to the coordinator, at most 0.5 s to the page's next poll).
+/// Watched jobs are few: the cost is small.
+const WATCHED_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Shared by every handler.
 #[derive(Clone)]
@@ -145,7 +161,8 @@ impl AppState {
         watched.insert(job_id, now);
     }
 
-    /// `X-GitLab-Trace-Update-Interval` for a job: 3 s while watched, else 60 s (§5.2).
+    /// `X-GitLab-Trace-Update-Interval` for a job (§5.2): [`WATCHED_INTERVAL`] while
+    /// watched, else [`UNWATCHED_INTERVAL`].
     pub(crate) fn trace_update_interval(&self, job_id: i64) -> Duration {
         if let Some(interval) = self.coordinator.config().trace_update_interval {
             return interval;
@@ -155,10 +172,8 @@ impl AppState {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         match watched.get(&job_id) {
-            Some(at) if at.elapsed() < WATCH_TTL => {
-                gantry_protocol::update_interval::WATCHED_UPDATE_INTERVAL
-            }
-            _ => gantry_protocol::update_interval::UNWATCHED_UPDATE_INTERVAL,
+            Some(at) if at.elapsed() < WATCH_TTL => WATCHED_INTERVAL,
+            _ => UNWATCHED_INTERVAL,
         }
     }
 }

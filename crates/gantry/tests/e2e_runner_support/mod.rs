@@ -442,7 +442,7 @@ impl Server {
     }
 
     /// Reads the job's log until it contains `needle` (reading it marks the job as
-    /// watched, so the runner sends its log every 3 s); returns it.
+    /// watched, so the runner sends its log every second); returns it.
     pub async fn wait_trace(
         &self,
         project: i64,

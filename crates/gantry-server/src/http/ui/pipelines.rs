@@ -1,0 +1,483 @@
+//! A project's pipelines (`/{project}`, `/{project}/-/pipelines`, 50 a page), GitLab's
+//! "Run pipeline" form (`/{project}/-/pipelines/new`: a ref, variables and inputs;
+//! source `web`) and a pipeline's page (`/{project}/-/pipelines/{id}`: stages and jobs,
+//! the `needs` edges, downstream pipelines, the parent of a child pipeline), with Cancel
+//! and Retry.
+
+use std::fmt::Write as _;
+
+use axum::http::StatusCode;
+use axum::response::Response;
+
+use crate::coordinator::{CoordinatorError, JobView, PipelineView, Project};
+
+use super::super::AppState;
+use super::super::error::ApiError;
+use super::PER_PAGE;
+use super::shell::{
+    active, badge, button, csrf_field, escape, html, not_found, page, project_at, project_link,
+    redirect, refused_action, seconds, when, why_waiting,
+};
+
+fn pipeline_row(project: &Project, p: &PipelineView) -> String {
+    format!(
+        "<tr><td><a href=\"/{path}/-/pipelines/{id}\">#{id}</a></td><td>{}</td><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td></tr>",
+        badge(&p.status),
+        escape(&p.ref_name),
+        escape(&p.sha[..p.sha.len().min(8)]),
+        escape(&p.source),
+        when(Some(p.created_at)),
+        seconds(p.duration.map(|d| d as f64)),
+        path = escape(&project.path_with_namespace),
+        id = p.id,
+    )
+}
+
+pub(super) async fn pipelines(
+    state: &AppState,
+    path: &str,
+    query: &str,
+) -> Result<Response, ApiError> {
+    let Some(project) = project_at(state, path).await? else {
+        return Ok(not_found());
+    };
+    let page: i64 = serde_urlencoded::from_str::<Vec<(String, String)>>(query)
+        .unwrap_or_default()
+        .iter()
+        .find(|(k, _)| k == "page")
+        .and_then(|(_, v)| v.parse().ok())
+        .filter(|p| *p >= 1)
+        .unwrap_or(1);
+    let (list, total) = state
+        .coordinator
+        .pipelines_page(
+            project.id,
+            &Default::default(),
+            (page - 1) * PER_PAGE,
+            PER_PAGE,
+        )
+        .await?;
+    let rows: String = list.iter().map(|p| pipeline_row(&project, p)).collect();
+    let refresh = list.iter().any(|p| active(&p.status));
+    let mut pager = String::new();
+    if page > 1 {
+        let _ = write!(pager, "<a href=\"?page={}\">newer</a> ", page - 1);
+    }
+    if page * PER_PAGE < total {
+        let _ = write!(pager, "<a href=\"?page={}\">older</a>", page + 1);
+    }
+    Ok(html(
+        StatusCode::OK,
+        &project.path_with_namespace,
+        refresh,
+        &format!(
+            "<h1>{}</h1><p>{total} pipelines · clone <code>{}</code> · <a href=\"/{}/-/pipelines/new\">Run pipeline</a> · <a href=\"/{2}/-/environments\">Environments</a></p>\
+             <table><tr><th>Pipeline</th><th>Status</th><th>Ref</th><th>Commit</th><th>Source</th><th>Created (UTC)</th><th>Duration</th></tr>{rows}</table><p>{pager}</p>",
+            escape(&project.path_with_namespace),
+            escape(&project.http_url_to_repo),
+            escape(&project.path_with_namespace),
+        ),
+    ))
+}
+
+/// The "Run pipeline" form, with what was entered and why it was refused.
+fn new_pipeline_form(
+    project: &Project,
+    status: StatusCode,
+    fields: &[(String, String)],
+    error: Option<&str>,
+) -> Response {
+    let field = |name: &str| {
+        fields
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| escape(v))
+            .unwrap_or_default()
+    };
+    let ref_name = match field("ref") {
+        r if r.is_empty() => escape(&project.default_branch),
+        r => r,
+    };
+    let error = error
+        .map(|e| format!("<p class=\"error\">{}</p>", escape(e)))
+        .unwrap_or_default();
+    html(
+        status,
+        "Run pipeline",
+        false,
+        &format!(
+            "<p>{}</p><h1>Run pipeline</h1>{error}<form method=\"post\">{}\
+             <p><label>Branch or tag<br><input name=\"ref\" value=\"{ref_name}\" size=\"40\"></label></p>\
+             <p><label>Variables, one <code>KEY=value</code> a line<br><textarea name=\"variables\" rows=\"5\" cols=\"60\">{}</textarea></label></p>\
+             <p><label>Inputs, one <code>name=value</code> a line (read as the type <code>spec:inputs</code> declares)<br><textarea name=\"inputs\" rows=\"3\" cols=\"60\">{}</textarea></label></p>\
+             <button type=\"submit\">Run pipeline</button></form>",
+            project_link(project),
+            csrf_field(),
+            field("variables"),
+            field("inputs"),
+        ),
+    )
+}
+
+pub(super) async fn new_pipeline_page(state: &AppState, path: &str) -> Result<Response, ApiError> {
+    let Some(project) = project_at(state, path).await? else {
+        return Ok(not_found());
+    };
+    Ok(new_pipeline_form(&project, StatusCode::OK, &[], None))
+}
+
+/// `KEY=value` lines (blank lines skipped); the error names the line.
+fn assignments(text: &str, what: &str) -> Result<Vec<(String, String)>, String> {
+    let mut out = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim_end_matches('\r');
+        if line.trim().is_empty() {
+            continue;
+        }
+        match line.split_once('=') {
+            Some((k, v)) if !k.trim().is_empty() => out.push((k.trim().to_owned(), v.to_owned())),
+            _ => {
+                return Err(format!(
+                    "{what}, line {}: `{line}` is not {}=value",
+                    n + 1,
+                    if what == "variables" { "KEY" } else { "name" }
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Creates the pipeline the form asks for (source `web`, as GitLab's form) and shows it;
+/// a mistake shows the form again with what was entered.
+pub(super) async fn run_pipeline(
+    state: &AppState,
+    path: &str,
+    body: &[u8],
+) -> Result<Response, ApiError> {
+    let Some(project) = project_at(state, path).await? else {
+        return Ok(not_found());
+    };
+    let fields: Vec<(String, String)> = serde_urlencoded::from_bytes(body).unwrap_or_default();
+    let get = |name: &str| {
+        fields
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default()
+    };
+    let refused = |m: &str| {
+        Ok(new_pipeline_form(
+            &project,
+            StatusCode::BAD_REQUEST,
+            &fields,
+            Some(m),
+        ))
+    };
+    let ref_name = match get("ref").trim() {
+        "" => project.default_branch.clone(),
+        r => r.to_owned(),
+    };
+    let variables = match assignments(&get("variables"), "variables") {
+        Ok(v) => v,
+        Err(m) => return refused(&m),
+    };
+    let mut inputs = gantry_pipeline::PipelineInputs::default();
+    match assignments(&get("inputs"), "inputs") {
+        Ok(list) => {
+            for (name, value) in list {
+                inputs.insert(name, gantry_pipeline::InputValue::Text(value));
+            }
+        }
+        Err(m) => return refused(&m),
+    }
+    let created = state
+        .coordinator
+        .create_pipeline_with(
+            project.id,
+            crate::coordinator::PipelineRequest {
+                ref_name,
+                variables,
+                file_variables: Vec::new(),
+                raw_variables: Vec::new(),
+                source: gantry_pipeline::Source::Web,
+                jobs: None,
+                inputs,
+            },
+        )
+        .await;
+    match created {
+        Ok(p) => Ok(redirect(
+            &format!("/{}/-/pipelines/{}", project.path_with_namespace, p.id),
+            None,
+        )),
+        Err(CoordinatorError::Invalid(m)) => refused(&m),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The pipeline `id` when it belongs to the project at `path`.
+async fn pipeline_of(
+    state: &AppState,
+    path: &str,
+    id: i64,
+) -> Result<Option<(Project, PipelineView)>, ApiError> {
+    let Some(project) = project_at(state, path).await? else {
+        return Ok(None);
+    };
+    match state.coordinator.pipeline(id).await {
+        Ok(p) if p.project_id == project.id => Ok(Some((project, p))),
+        Ok(_) | Err(CoordinatorError::NotFound(_)) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// How a pipeline's jobs are grouped: GitLab's "Group jobs by" switch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Grouping {
+    /// One column per stage.
+    Stage,
+    /// One column per depth in the `needs` graph ("job dependencies").
+    Needs,
+}
+
+/// The column of each job (by index in `jobs`) in the "job dependencies" view: 0 for a
+/// job with `needs: []`, else one more than the deepest job it needs; a job without
+/// `needs:` needs every job of the earlier stages (GitLab's default), so it goes one
+/// past their deepest. `jobs` are in stage order. O(jobs × needs).
+fn needs_layers(jobs: &[(&JobView, Option<&Vec<String>>)]) -> Vec<usize> {
+    let mut layers: Vec<usize> = Vec::with_capacity(jobs.len());
+    for (i, (job, needs)) in jobs.iter().enumerate() {
+        let layer = match needs {
+            Some(names) => names
+                .iter()
+                .filter_map(|n| jobs[..i].iter().position(|(j, _)| j.name == *n))
+                .map(|at| layers[at] + 1)
+                .max()
+                .unwrap_or(0),
+            None => jobs[..i]
+                .iter()
+                .zip(&layers)
+                .filter(|((j, _), _)| j.stage != job.stage)
+                .map(|(_, l)| l + 1)
+                .max()
+                .unwrap_or(0),
+        };
+        layers.push(layer);
+    }
+    layers
+}
+
+/// A job's status pill: an allowed failure is a warning, as GitLab shows it.
+fn job_badge(j: &JobView) -> String {
+    if j.status == "failed" && j.allow_failure {
+        "<span class=\"s warning\" title=\"failed, allowed to fail\">failed (allowed)</span>"
+            .to_owned()
+    } else {
+        badge(&j.status)
+    }
+}
+
+/// `/{project}/-/pipelines/{id}[?view=needs]`: the jobs in columns by stage (or by
+/// `needs` depth) with the `needs` edges drawn by `pipeline.js`, earlier attempts of
+/// retried jobs, downstream pipelines as cards, and for a child pipeline the way back to
+/// its parent and trigger job.
+pub(super) async fn pipeline(
+    state: &AppState,
+    path: &str,
+    id: i64,
+    query: &str,
+) -> Result<Response, ApiError> {
+    let Some((project, p)) = pipeline_of(state, path, id).await? else {
+        return Ok(not_found());
+    };
+    let grouping = if query.split('&').any(|kv| kv == "view=needs") {
+        Grouping::Needs
+    } else {
+        Grouping::Stage
+    };
+    let jobs = state.coordinator.pipeline_jobs(id).await?;
+    let needs = state.coordinator.pipeline_needs(id).await?;
+    let base = format!("/{}/-", project.path_with_namespace);
+    let current: Vec<(&JobView, Option<&Vec<String>>)> = jobs
+        .iter()
+        .filter(|j| !j.retried)
+        .map(|j| {
+            let n = needs
+                .iter()
+                .find(|(id, _)| *id == j.id)
+                .and_then(|(_, n)| n.as_ref());
+            (j, n)
+        })
+        .collect();
+    let layers = needs_layers(&current);
+    let mut columns: Vec<(String, String)> = Vec::new();
+    let mut cards = String::new();
+    for (i, (j, job_needs)) in current.iter().enumerate() {
+        let earlier: Vec<String> = jobs
+            .iter()
+            .filter(|r| r.retried && r.name == j.name)
+            .map(|r| {
+                format!(
+                    "<a href=\"{}/jobs/{}\">#{}</a> {}",
+                    escape(&base),
+                    r.id,
+                    r.id,
+                    badge(&r.status)
+                )
+            })
+            .collect();
+        let retried = if earlier.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "<details class=\"retried\"><summary>{} earlier {}</summary>{}</details>",
+                earlier.len(),
+                if earlier.len() == 1 {
+                    "attempt"
+                } else {
+                    "attempts"
+                },
+                earlier.join("<br>")
+            )
+        };
+        let needs_attr = job_needs
+            .map(|n| serde_json::to_string(n).unwrap_or_default())
+            .unwrap_or_default();
+        let cell = format!(
+            "<div class=\"job\" data-name=\"{}\" data-needs=\"{}\">{} <a href=\"{}/jobs/{}\">{}</a> {}{}{retried}</div>",
+            escape(&j.name),
+            escape(&needs_attr),
+            job_badge(j),
+            escape(&base),
+            j.id,
+            escape(&j.name),
+            seconds(j.duration),
+            why_waiting(j),
+        );
+        let column = match grouping {
+            Grouping::Stage => j.stage.clone(),
+            Grouping::Needs => format!("{}", layers[i] + 1),
+        };
+        match columns.iter_mut().find(|(c, _)| *c == column) {
+            Some((_, cells)) => cells.push_str(&cell),
+            None => columns.push((column, cell)),
+        }
+        if let Some(d) = &j.downstream_pipeline {
+            let href = match state.coordinator.pipeline(d.id).await {
+                Ok(down) => down.web_url,
+                Err(CoordinatorError::NotFound(_)) => continue,
+                Err(e) => return Err(e.into()),
+            };
+            let _ = write!(
+                cards,
+                "<a class=\"card\" href=\"{}\">{} <b>Pipeline #{}</b><br><small>triggered by {}</small></a>",
+                escape(&href),
+                badge(&d.status),
+                d.id,
+                escape(&j.name),
+            );
+        }
+    }
+    if grouping == Grouping::Needs {
+        columns.sort_by_key(|(c, _)| c.parse::<usize>().unwrap_or(0));
+    }
+    let mut columns: String = columns
+        .iter()
+        .map(|(name, cells)| {
+            let title = match grouping {
+                Grouping::Stage => escape(name),
+                Grouping::Needs => String::new(),
+            };
+            format!("<div class=\"stage\"><h3>{title}</h3>{cells}</div>")
+        })
+        .collect();
+    if !cards.is_empty() {
+        let _ = write!(
+            columns,
+            "<div class=\"stage downstream\"><h3>Downstream</h3>{cards}</div>"
+        );
+    }
+    let upstream = match p.parent_job_id {
+        Some(job_id) => match state.coordinator.job(job_id).await {
+            Ok(trigger) => {
+                let parent = state.coordinator.pipeline(trigger.pipeline_id).await?;
+                format!(
+                    "<p class=\"upstream\">Child of <a href=\"{}\">pipeline #{}</a>, triggered by <a href=\"{}\">{}</a></p>",
+                    escape(&parent.web_url),
+                    parent.id,
+                    escape(&trigger.web_url),
+                    escape(&trigger.name)
+                )
+            }
+            Err(CoordinatorError::NotFound(_)) => String::new(),
+            Err(e) => return Err(e.into()),
+        },
+        None => String::new(),
+    };
+    let errors: String = p
+        .yaml_errors
+        .iter()
+        .map(|e| format!("<p class=\"error\">{}</p>", escape(e)))
+        .collect();
+    let mut actions = String::new();
+    if active(&p.status) {
+        actions.push_str(&button(&format!("{base}/pipelines/{id}/cancel"), "Cancel"));
+    }
+    if matches!(p.status.as_str(), "failed" | "canceled") {
+        actions.push_str(&button(
+            &format!("{base}/pipelines/{id}/retry"),
+            "Retry failed jobs",
+        ));
+    }
+    let here = format!("{base}/pipelines/{id}");
+    let switch = match grouping {
+        Grouping::Stage => format!(
+            "<b>stage</b> · <a href=\"{}?view=needs\">job dependencies</a>",
+            escape(&here)
+        ),
+        Grouping::Needs => format!(
+            "<a href=\"{}\">stage</a> · <b>job dependencies</b>",
+            escape(&here)
+        ),
+    };
+    Ok(page(
+        StatusCode::OK,
+        &format!("Pipeline #{id}"),
+        active(&p.status),
+        Some("/-/ui/pipeline.js"),
+        &format!(
+            "<p>{}</p>{upstream}<h1>Pipeline #{id} {}</h1><p>{} <code>{}</code> · {} · created {} UTC{}</p>{actions}{errors}\
+             <p class=\"switch\">Group jobs by: {switch}</p><div class=\"graph\"><div class=\"stages\">{columns}</div></div>",
+            project_link(&project),
+            badge(&p.status),
+            escape(&p.ref_name),
+            escape(&p.sha),
+            escape(&p.source),
+            when(Some(p.created_at)),
+            p.duration
+                .map(|d| format!(" · {}", seconds(Some(d as f64))))
+                .unwrap_or_default(),
+        ),
+    ))
+}
+
+pub(super) async fn pipeline_action(
+    state: &AppState,
+    path: &str,
+    id: i64,
+    action: &str,
+) -> Result<Response, ApiError> {
+    if pipeline_of(state, path, id).await?.is_none() {
+        return Ok(not_found());
+    }
+    let back = format!("/{path}/-/pipelines/{id}");
+    let done = match action {
+        "cancel" => state.coordinator.cancel_pipeline(id).await,
+        _ => state.coordinator.retry_pipeline(id).await,
+    };
+    match done {
+        Ok(_) => Ok(redirect(&back, None)),
+        Err(e) => refused_action(e, &back),
+    }
+}
