@@ -216,8 +216,9 @@ async fn a_running_jobs_log_is_live_coloured_and_sectioned() {
     })
     .await;
     let printed_at = Instant::now();
+    // (The shell echoes the command first, in green: the output is the red span.)
     let red = browser
-        .wait_text("red second line", Duration::from_secs(10))
+        .wait_css("#log .term-fg-red", Duration::from_secs(10))
         .await;
     let latency = printed_at.elapsed();
     browser.shot("job-live-line").await;
