@@ -307,7 +307,7 @@ pub(crate) fn render_line(raw: &[u8], number: u64, style: &mut Style) -> Line {
         html,
         time,
         continuation,
-        visible: !(blank && !markers.is_empty()),
+        visible: !blank || markers.is_empty(),
         markers,
     }
 }

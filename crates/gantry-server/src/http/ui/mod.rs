@@ -1,5 +1,6 @@
 //! The web UI: server-rendered HTML pages at the addresses the API's `web_url`s name, as
-//! GitLab's, with one small script of this server's for what must be live (the job log).
+//! GitLab's, with small scripts of this server's for what must be live or drawn (the job
+//! log, the `needs` edges).
 //!
 //! | module | pages |
 //! |---|---|
@@ -8,7 +9,7 @@
 //! | `job` | `/{project}/-/jobs/{id}` (a job and its live log), `…/trace.json`, `…/raw` |
 //! | `runners` | `/-/runners` (with Pause and Resume) |
 //! | `session` | `/-/login`, `/-/logout`; the checks of every form post |
-//! | `shell`, `log`, `assets` | the frame, escaping and buttons; the log's lines as HTML; `/-/ui/app.css`, `/-/ui/job.js` |
+//! | `shell`, `log`, `assets` | the frame, escaping and buttons; the log's lines as HTML; `/-/ui/app.css`, `/-/ui/job.js`, `/-/ui/pipeline.js` |
 //!
 //! Pages of something still running (a pipeline, a list) reload themselves every 3
 //! seconds; the job page does not: its log comes in through `trace.json`. Buttons post

@@ -244,7 +244,7 @@ enum Grouping {
 /// The column of each job (by index in `jobs`) in the "job dependencies" view: 0 for a
 /// job with `needs: []`, else one more than the deepest job it needs; a job without
 /// `needs:` needs every job of the earlier stages (GitLab's default), so it goes one
-/// past their deepest. `jobs` are in stage order. O(jobs × needs).
+/// past their deepest. `jobs` are in stage order. O(jobs²) name look-ups.
 fn needs_layers(jobs: &[(&JobView, Option<&Vec<String>>)]) -> Vec<usize> {
     let mut layers: Vec<usize> = Vec::with_capacity(jobs.len());
     for (i, (job, needs)) in jobs.iter().enumerate() {
@@ -281,7 +281,9 @@ fn job_badge(j: &JobView) -> String {
 /// `/{project}/-/pipelines/{id}[?view=needs]`: the jobs in columns by stage (or by
 /// `needs` depth) with the `needs` edges drawn by `pipeline.js`, earlier attempts of
 /// retried jobs, downstream pipelines as cards, and for a child pipeline the way back to
-/// its parent and trigger job.
+/// its parent and trigger job. Cost: three queries (jobs, their specs' `needs`, the
+/// pipeline) plus one per downstream pipeline and one for a parent; O(jobs²) name
+/// look-ups in memory, fine for the hundreds of jobs a pipeline holds.
 pub(super) async fn pipeline(
     state: &AppState,
     path: &str,
