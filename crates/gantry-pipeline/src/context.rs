@@ -14,8 +14,7 @@
 //! Left out of GitLab's documented list (18.x), because Gantry has nothing they describe:
 //! `CHAT_CHANNEL`/`CHAT_INPUT`/`CHAT_USER_ID` (no ChatOps), `CI_DEPENDENCY_PROXY_*` (no
 //! dependency proxy), `CI_DEPLOY_FREEZE` (no freeze periods), `CI_DEPLOY_USER`/`_PASSWORD`
-//! (no deploy tokens), `CI_EXTERNAL_PULL_REQUEST_*` and `CI_OPEN_MERGE_REQUESTS` on the
-//! server (no forge webhooks yet), `CI_GITLAB_FIPS_MODE` (set only in FIPS mode),
+//! (no deploy tokens), `CI_GITLAB_FIPS_MODE` (set only in FIPS mode),
 //! `CI_HAS_OPEN_REQUIREMENTS`, `CI_MERGE_REQUEST_APPROVED` and
 //! `CI_PROJECT_CLASSIFICATION_LABEL` (EE features), `CI_PAGES_*` (no Pages yet),
 //! `CI_PROJECT_REPOSITORY_LANGUAGES` (no language detection), `CI_REGISTRY_USER`/`_PASSWORD`
@@ -121,6 +120,11 @@ pub struct PipelineInfo {
     pub upstream: Option<Upstream>,
     /// The container registry the server names (`host[:port]`, `CI_REGISTRY`).
     pub registry: Option<String>,
+    /// The open merge requests from the pipeline's branch, newest first, at most four, as
+    /// references (`group/project!3`): `CI_OPEN_MERGE_REQUESTS` when there are any
+    /// (GitLab's `Ci::Pipeline#open_merge_requests_refs`; a merge request pipeline's own
+    /// is among them).
+    pub open_merge_requests: Vec<String>,
 }
 
 /// The GitLab version Gantry's API answers with (`GET /version`) and its jobs see as
@@ -172,6 +176,55 @@ pub struct MergeRequestInfo {
     pub milestone: Option<String>,
     pub squash_on_merge: bool,
     pub draft: bool,
+    /// A forge's pull request (GitHub, Gitea/Forgejo): its `CI_EXTERNAL_PULL_REQUEST_*`
+    /// variables too (GitLab's `Ci::ExternalPullRequest#predefined_variables`).
+    pub external: Option<ExternalPullRequestInfo>,
+}
+
+/// What GitLab's `Ci::ExternalPullRequest#predefined_variables` read: a pull request of a
+/// forge that is not GitLab.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExternalPullRequestInfo {
+    /// The pull request's number on the forge.
+    pub iid: u64,
+    /// `owner/name` of the repositories.
+    pub source_repository: String,
+    pub target_repository: String,
+    /// The branches' heads the forge's event named.
+    pub source_sha: String,
+    pub target_sha: String,
+}
+
+impl ExternalPullRequestInfo {
+    fn predefined(&self, source_branch: &str, target_branch: &str) -> Vec<(&'static str, String)> {
+        vec![
+            ("CI_EXTERNAL_PULL_REQUEST_IID", self.iid.to_string()),
+            (
+                "CI_EXTERNAL_PULL_REQUEST_SOURCE_REPOSITORY",
+                self.source_repository.clone(),
+            ),
+            (
+                "CI_EXTERNAL_PULL_REQUEST_TARGET_REPOSITORY",
+                self.target_repository.clone(),
+            ),
+            (
+                "CI_EXTERNAL_PULL_REQUEST_SOURCE_BRANCH_SHA",
+                self.source_sha.clone(),
+            ),
+            (
+                "CI_EXTERNAL_PULL_REQUEST_TARGET_BRANCH_SHA",
+                self.target_sha.clone(),
+            ),
+            (
+                "CI_EXTERNAL_PULL_REQUEST_SOURCE_BRANCH_NAME",
+                source_branch.to_owned(),
+            ),
+            (
+                "CI_EXTERNAL_PULL_REQUEST_TARGET_BRANCH_NAME",
+                target_branch.to_owned(),
+            ),
+        ]
+    }
 }
 
 /// A merge request's diff version.
@@ -231,6 +284,7 @@ impl Default for PipelineInfo {
             schedule_description: None,
             upstream: None,
             registry: None,
+            open_merge_requests: Vec::new(),
         }
     }
 }
@@ -389,6 +443,16 @@ impl PipelineInfo {
                 set(k, val);
             }
         }
+        if !self.open_merge_requests.is_empty() {
+            set("CI_OPEN_MERGE_REQUESTS", self.open_merge_requests.join(","));
+        }
+        if let Some(mr) = &self.merge_request {
+            if let Some(external) = &mr.external {
+                for (k, val) in external.predefined(&mr.source_branch, &mr.target_branch) {
+                    set(k, val);
+                }
+            }
+        }
         set("GITLAB_USER_ID", self.user_id.to_string());
         set("GITLAB_USER_LOGIN", self.user_login.clone());
         set("GITLAB_USER_NAME", self.user_name.clone());
@@ -402,7 +466,7 @@ impl PipelineInfo {
 const MR_DESCRIPTION_MAX: usize = 2700;
 
 impl MergeRequestInfo {
-    /// The `CI_MERGE_REQUEST_*` variables (and `CI_OPEN_MERGE_REQUESTS`) of a pipeline for
+    /// The `CI_MERGE_REQUEST_*` variables of a pipeline for
     /// this merge request, in GitLab's order, for a merge request of the pipeline's own
     /// project (no forks).
     fn predefined(
@@ -453,12 +517,12 @@ impl MergeRequestInfo {
                 self.target_branch_protected.to_string(),
             ),
             ("CI_MERGE_REQUEST_TITLE", self.title.clone()),
+            ("CI_MERGE_REQUEST_DRAFT", self.draft.to_string()),
             ("CI_MERGE_REQUEST_DESCRIPTION", description),
             (
                 "CI_MERGE_REQUEST_DESCRIPTION_IS_TRUNCATED",
                 truncated.to_string(),
             ),
-            ("CI_MERGE_REQUEST_DRAFT", self.draft.to_string()),
         ]);
         if !self.assignees.is_empty() {
             v.push(("CI_MERGE_REQUEST_ASSIGNEES", self.assignees.join(",")));
@@ -490,11 +554,6 @@ impl MergeRequestInfo {
             (
                 "CI_MERGE_REQUEST_SOURCE_BRANCH_PROTECTED",
                 self.source_branch_protected.to_string(),
-            ),
-            // `Ci::Pipeline#open_merge_requests_refs`: a merge request pipeline's own.
-            (
-                "CI_OPEN_MERGE_REQUESTS",
-                format!("{project_path}!{}", self.iid),
             ),
         ]);
         v
@@ -828,6 +887,7 @@ mod tests {
             milestone: None,
             squash_on_merge: false,
             draft: false,
+            external: None,
         }
     }
 
@@ -842,6 +902,7 @@ mod tests {
             server_url: "https://gitlab.example.com".into(),
             project_id: 7,
             merge_request: Some(merge_request()),
+            open_merge_requests: vec!["group/app!1".into()],
             ..PipelineInfo::default()
         };
         let v = info.predefined();
@@ -891,6 +952,7 @@ mod tests {
             Some("group/app")
         );
         assert_eq!(get("CI_OPEN_MERGE_REQUESTS"), Some("group/app!1"));
+        assert_eq!(get("CI_EXTERNAL_PULL_REQUEST_IID"), None);
         // Only when set.
         assert_eq!(get("CI_MERGE_REQUEST_LABELS"), None);
         assert_eq!(get("CI_MERGE_REQUEST_ASSIGNEES"), None);
@@ -947,6 +1009,54 @@ mod tests {
             Some("true")
         );
         assert_eq!(get("CI_MERGE_REQUEST_LABELS").as_deref(), Some("bug,ui"));
+    }
+
+    /// GitHub's and Gitea's pull requests add GitLab's `CI_EXTERNAL_PULL_REQUEST_*`, in
+    /// `Ci::ExternalPullRequest#predefined_variables`' order, after
+    /// `CI_OPEN_MERGE_REQUESTS`.
+    #[test]
+    fn a_pull_request_adds_the_external_pull_request_variables() {
+        let mr = MergeRequestInfo {
+            external: Some(ExternalPullRequestInfo {
+                iid: 12,
+                source_repository: "acme/app".into(),
+                target_repository: "acme/app".into(),
+                source_sha: "s".repeat(40),
+                target_sha: "t".repeat(40),
+            }),
+            ..merge_request()
+        };
+        let info = PipelineInfo {
+            merge_request: Some(mr),
+            open_merge_requests: vec!["gantry/project!12".into()],
+            ..PipelineInfo::default()
+        };
+        let v = info.predefined();
+        let keys: Vec<&str> = v
+            .keys()
+            .map(String::as_str)
+            .filter(|k| k.starts_with("CI_EXTERNAL") || *k == "CI_OPEN_MERGE_REQUESTS")
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                "CI_OPEN_MERGE_REQUESTS",
+                "CI_EXTERNAL_PULL_REQUEST_IID",
+                "CI_EXTERNAL_PULL_REQUEST_SOURCE_REPOSITORY",
+                "CI_EXTERNAL_PULL_REQUEST_TARGET_REPOSITORY",
+                "CI_EXTERNAL_PULL_REQUEST_SOURCE_BRANCH_SHA",
+                "CI_EXTERNAL_PULL_REQUEST_TARGET_BRANCH_SHA",
+                "CI_EXTERNAL_PULL_REQUEST_SOURCE_BRANCH_NAME",
+                "CI_EXTERNAL_PULL_REQUEST_TARGET_BRANCH_NAME",
+            ]
+        );
+        assert_eq!(v["CI_EXTERNAL_PULL_REQUEST_IID"], "12");
+        assert_eq!(v["CI_EXTERNAL_PULL_REQUEST_SOURCE_BRANCH_NAME"], "feature");
+        assert_eq!(v["CI_EXTERNAL_PULL_REQUEST_TARGET_BRANCH_NAME"], "main");
+        assert_eq!(
+            v["CI_PIPELINE_SOURCE"], "push",
+            "the source is the caller's"
+        );
     }
 
     #[test]

@@ -26,8 +26,8 @@ pub mod yaml;
 
 pub use compile::{Compiled, Options, compile};
 pub use context::{
-    Context, GITLAB_VERSION, MergeRequestDiff, MergeRequestEventType, MergeRequestInfo,
-    PipelineInfo, Source, Upstream,
+    Context, ExternalPullRequestInfo, GITLAB_VERSION, MergeRequestDiff, MergeRequestEventType,
+    MergeRequestInfo, PipelineInfo, Source, Upstream,
 };
 pub use diagnostic::{Diagnostic, Location, SourceMap};
 pub use include::{

@@ -133,6 +133,7 @@ fn check(dir: &Path) -> String {
             milestone: None,
             squash_on_merge: false,
             draft: false,
+            external: None,
         }
     });
     let (ref_name, is_tag) = match &merge_request {
@@ -181,6 +182,11 @@ fn check(dir: &Path) -> String {
         default_branch: "main".into(),
         project_namespace: "gantry".into(),
         project_name: "demo".into(),
+        // A merge request pipeline's own request is open (`CI_OPEN_MERGE_REQUESTS`).
+        open_merge_requests: merge_request
+            .iter()
+            .map(|m| format!("gantry/demo!{}", m.iid))
+            .collect(),
         merge_request,
         ..PipelineInfo::default()
     };

@@ -47,6 +47,7 @@ mod acknowledgement;
 mod environments;
 mod error;
 mod job_token_scope;
+mod merge_requests;
 mod resource_groups;
 mod rows;
 mod sessions;
@@ -70,6 +71,7 @@ pub use environments::{
 };
 pub use error::StoreError;
 pub use job_token_scope::{JobTokenAllowlist, LinkAdded};
+pub use merge_requests::{MergeRequest, MergeRequestLink, NewMergeRequest};
 pub use resource_groups::{DEFAULT_PROCESS_MODE, ResourceGroup};
 pub use rows::*;
 pub use traces::{TraceSnapshot, TraceState};
@@ -518,8 +520,8 @@ impl Store {
 
     /// Deletes a project and everything it owns, in one transaction: its pipelines, jobs
     /// (their log chunks and artifact rows), environments and deployments, variables,
-    /// trigger tokens, schedules, protected refs, recorded refs, project runners and job
-    /// token allowlist entries (its own and those naming it).
+    /// trigger tokens, schedules, protected refs, recorded refs, project runners, merge
+    /// requests and job token allowlist entries (its own and those naming it).
     /// Pipelines of other projects that its trigger jobs created stay, without their
     /// link. Returns the deleted jobs and artifacts, whose files the caller removes.
     pub async fn delete_project(&self, id: i64) -> Result<DeletedPipeline> {
@@ -529,6 +531,8 @@ impl Store {
         for statement in [
             "DELETE FROM deployments WHERE project_id = $1",
             "DELETE FROM jobs WHERE project_id = $1",
+            "DELETE FROM merge_request_pipelines WHERE pipeline_id IN (SELECT id FROM pipelines WHERE project_id = $1)",
+            "DELETE FROM merge_requests WHERE project_id = $1",
             "DELETE FROM pipelines WHERE project_id = $1",
             "DELETE FROM environments WHERE project_id = $1",
             "DELETE FROM resource_groups WHERE project_id = $1",
@@ -1272,6 +1276,9 @@ impl Store {
             )
         })?;
         let pipeline = Pipeline::from_row(&row);
+        if let Some(link) = &p.merge_request {
+            merge_requests::insert_link(&mut tx, pipeline.id, link).await?;
+        }
         insert_jobs(&mut tx, self.backend, pipeline.id, p.project_id, jobs, now).await?;
         tx.commit().await?;
         Ok(pipeline)
@@ -1938,6 +1945,10 @@ impl Store {
         let deleted =
             delete_job_data(&mut tx, "SELECT id FROM jobs WHERE pipeline_id = $1", id).await?;
         sqlx::query("DELETE FROM jobs WHERE pipeline_id = $1")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("DELETE FROM merge_request_pipelines WHERE pipeline_id = $1")
             .bind(id)
             .execute(&mut *tx)
             .await?;

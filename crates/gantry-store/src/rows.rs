@@ -208,6 +208,8 @@ pub struct NewPipeline {
     pub schedule: Option<ScheduleRun>,
     /// Its OpenTelemetry trace id (hex), when the coordinator traces.
     pub trace_id: Option<String>,
+    /// A merge request pipeline's merge request (written with the pipeline).
+    pub merge_request: Option<crate::MergeRequestLink>,
 }
 
 /// A pipeline schedule's run: with `due`, a timed run that moves the schedule's

@@ -139,6 +139,7 @@ fn pipeline(project_id: i64) -> NewPipeline {
         push: None,
         schedule: None,
         trace_id: None,
+        merge_request: None,
     }
 }
 
@@ -1790,7 +1791,187 @@ async fn job_token_allowlists_are_limited_and_go_with_their_projects(db: Db) {
     s.delete_project(lib.id).await.unwrap();
 }
 
+fn merge_request(project_id: i64, iid: i64, branch: &str) -> NewMergeRequest {
+    NewMergeRequest {
+        project_id,
+        iid,
+        forge: "github".into(),
+        state: "opened".into(),
+        title: format!("Change {iid}"),
+        description: "Body".into(),
+        source_branch: branch.into(),
+        target_branch: "main".into(),
+        source_sha: "a".repeat(40),
+        target_sha: "b".repeat(40),
+        source_repository: "acme/app".into(),
+        target_repository: "acme/app".into(),
+        draft: false,
+        labels: vec!["bug".into(), "ui".into()],
+        author: "octocat".into(),
+        web_url: format!("https://github.com/acme/app/pull/{iid}"),
+    }
+}
+
+/// Merge requests are one row per `(project, iid)`, updated by later events; a merge
+/// request pipeline's link is written with it and read back; a branch's open requests
+/// are the newest few; everything goes with the pipeline or the project.
+async fn merge_requests_are_upserted_linked_and_deleted(db: Db) {
+    let (_dir, s) = open(db).await;
+    let p = s.create_project(&project("demo"), 1).await.unwrap();
+    let first = s
+        .upsert_merge_request(&merge_request(p.id, 7, "feature"), 10)
+        .await
+        .unwrap();
+    assert_eq!(first.labels, ["bug", "ui"]);
+    assert_eq!(s.next_merge_request_iid(p.id).await.unwrap(), 8);
+    let moved = NewMergeRequest {
+        source_sha: "c".repeat(40),
+        title: "Renamed".into(),
+        labels: Vec::new(),
+        ..merge_request(p.id, 7, "feature")
+    };
+    let again = s.upsert_merge_request(&moved, 20).await.unwrap();
+    assert_eq!(again.id, first.id, "the same request");
+    assert_eq!(
+        (again.title.as_str(), again.created_at, again.updated_at),
+        ("Renamed", 10, 20)
+    );
+    assert!(again.labels.is_empty());
+    let other = s
+        .upsert_merge_request(&merge_request(p.id, 9, "feature"), 30)
+        .await
+        .unwrap();
+    s.upsert_merge_request(
+        &NewMergeRequest {
+            state: "closed".into(),
+            ..merge_request(p.id, 3, "feature")
+        },
+        30,
+    )
+    .await
+    .unwrap();
+    let open: Vec<i64> = s
+        .open_merge_requests_from(p.id, "feature", 4)
+        .await
+        .unwrap()
+        .iter()
+        .map(|m| m.iid)
+        .collect();
+    assert_eq!(open, [9, 7], "open ones, newest first");
+    assert_eq!(
+        s.open_merge_requests_from(p.id, "feature", 1)
+            .await
+            .unwrap()[0]
+            .id,
+        other.id
+    );
+    assert!(
+        s.open_merge_requests_from(p.id, "main", 4)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(s.merge_requests(p.id, None).await.unwrap().len(), 3);
+    assert_eq!(
+        s.merge_requests(p.id, Some("closed")).await.unwrap().len(),
+        1
+    );
+    assert_eq!(s.merge_request_by_iid(p.id, 7).await.unwrap().id, first.id);
+
+    let link = MergeRequestLink {
+        merge_request_id: first.id,
+        event_type: "detached".into(),
+        source_sha: "c".repeat(40),
+        target_sha: "b".repeat(40),
+        base_sha: Some("d".repeat(40)),
+    };
+    let (mr_pipeline, _) = create(
+        &s,
+        &NewPipeline {
+            ref_name: "refs/merge-requests/7/head".into(),
+            source: "merge_request_event".into(),
+            merge_request: Some(link.clone()),
+            ..pipeline(p.id)
+        },
+        &[job("test", "created")],
+        40,
+    )
+    .await
+    .unwrap();
+    let (branch_pipeline, _) = create(&s, &pipeline(p.id), &[job("test", "created")], 40)
+        .await
+        .unwrap();
+    let (got, mr) = s
+        .pipeline_merge_request(mr_pipeline.id)
+        .await
+        .unwrap()
+        .expect("a merge request pipeline");
+    assert_eq!((got, mr.id), (link, first.id));
+    assert!(
+        s.pipeline_merge_request(branch_pipeline.id)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let ids: Vec<i64> = s
+        .merge_request_pipelines(first.id)
+        .await
+        .unwrap()
+        .iter()
+        .map(|p| p.id)
+        .collect();
+    assert_eq!(ids, [mr_pipeline.id]);
+    assert!(
+        s.merge_request_pipeline_exists(first.id, "detached", &"c".repeat(40))
+            .await
+            .unwrap()
+    );
+    assert!(
+        !s.merge_request_pipeline_exists(first.id, "merged_result", &"c".repeat(40))
+            .await
+            .unwrap()
+    );
+
+    assert_eq!(s.forge_hook_secret(p.id).await.unwrap(), None);
+    s.set_forge_hook_secret(p.id, Some("sealed")).await.unwrap();
+    assert_eq!(
+        s.forge_hook_secret(p.id).await.unwrap().as_deref(),
+        Some("sealed")
+    );
+
+    s.delete_pipeline(mr_pipeline.id).await.unwrap();
+    assert!(
+        s.merge_request_pipelines(first.id)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    create(
+        &s,
+        &NewPipeline {
+            merge_request: Some(MergeRequestLink {
+                merge_request_id: other.id,
+                event_type: "merged_result".into(),
+                source_sha: "a".repeat(40),
+                target_sha: "b".repeat(40),
+                base_sha: None,
+            }),
+            ..pipeline(p.id)
+        },
+        &[job("test", "created")],
+        50,
+    )
+    .await
+    .unwrap();
+    s.delete_project(p.id).await.unwrap();
+    assert!(matches!(
+        s.merge_request(first.id).await,
+        Err(StoreError::NotFound(_))
+    ));
+}
+
 on_both_backends!(
+    merge_requests_are_upserted_linked_and_deleted,
     job_token_allowlists_are_limited_and_go_with_their_projects,
     access_tokens_are_kept_as_hashes_and_revoked_once,
     ui_sessions_expire_and_end,

@@ -108,3 +108,33 @@ pub(crate) fn branch_commit(dir: &Path, branch: &str) -> Option<String> {
 pub(crate) fn merge_base(dir: &Path, a: &str, b: &str) -> Option<String> {
     git(dir, &["merge-base", "--end-of-options", a, b])
 }
+
+/// The merge of `source` into `target` as a commit (parents: the target, then the
+/// source), as a merged results pipeline runs it; `None` when they do not merge cleanly.
+/// Writes the merge's objects (unreferenced: `git gc` removes them) and nothing else.
+pub(crate) fn merge_commit(
+    dir: &Path,
+    target: &str,
+    source: &str,
+    message: &str,
+) -> Option<String> {
+    let tree = git(dir, &["merge-tree", "--write-tree", target, source])?;
+    let tree = tree.lines().next()?.trim().to_owned();
+    git(
+        dir,
+        &[
+            "-c",
+            "user.name=gantry",
+            "-c",
+            "user.email=gantry@localhost",
+            "commit-tree",
+            &tree,
+            "-p",
+            target,
+            "-p",
+            source,
+            "-m",
+            message,
+        ],
+    )
+}

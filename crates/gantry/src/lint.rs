@@ -42,6 +42,12 @@ pub(crate) struct LintArgs {
     /// the default branch).
     #[arg(long, value_name = "BRANCH", conflicts_with = "tag")]
     target_branch: Option<String>,
+    /// With `--source merge_request_event`: lint the merged result (the source branch
+    /// merged into the target, CI_MERGE_REQUEST_EVENT_TYPE=merged_result with both heads'
+    /// SHAs) instead of a `detached` pipeline. Branches that do not merge cleanly lint as
+    /// detached, as GitLab falls back.
+    #[arg(long)]
+    merged_result: bool,
     /// Lint as if no branch were protected. Without it the default branch is, as GitLab
     /// protects it by default (CI_COMMIT_REF_PROTECTED, and a merge request's
     /// CI_MERGE_REQUEST_{SOURCE,TARGET}_BRANCH_PROTECTED).
@@ -310,6 +316,8 @@ struct MergeRequestTarget {
     source_sha: String,
     target_branch: String,
     target_sha: String,
+    /// The merged result's commit (`--merged-result`, when the branches merge).
+    merged: Option<String>,
 }
 
 /// The merge request `--source merge_request_event` lints for; `None` for other sources.
@@ -319,9 +327,9 @@ fn merge_request_target(
     args: &LintArgs,
 ) -> Result<Option<MergeRequestTarget>, (String, String)> {
     if args.source != Source::MergeRequestEvent {
-        if args.source_branch.is_some() || args.target_branch.is_some() {
+        if args.source_branch.is_some() || args.target_branch.is_some() || args.merged_result {
             return Err((
-                "--source-branch and --target-branch describe a merge request pipeline".into(),
+                "--source-branch, --target-branch and --merged-result describe a merge request pipeline".into(),
                 "add --source merge_request_event".into(),
             ));
         }
@@ -367,17 +375,30 @@ fn merge_request_target(
             ),
         )
     })?;
+    let merged = if args.merged_result {
+        let message = format!("Merge branch '{source_branch}' into '{target_branch}'");
+        let merged = git::merge_commit(root, &target_sha, &source_sha, &message);
+        if merged.is_none() {
+            eprintln!(
+                "note: `{source_branch}` does not merge cleanly into `{target_branch}`: linting a detached pipeline, as GitLab runs one"
+            );
+        }
+        merged
+    } else {
+        None
+    };
     Ok(Some(MergeRequestTarget {
         source_branch,
         source_sha,
         target_branch,
         target_sha,
+        merged,
     }))
 }
 
 /// The merge request of a merge request pipeline, as GitLab would have it for a new
 /// merge request of one commit: its title and description are the source head's, it is
-/// not a draft, and the pipeline is `detached` (merged results need the merge GitLab makes).
+/// not a draft, and the pipeline is `detached`, or `merged_result` with the merge made.
 fn merge_request_info(
     root: &Path,
     t: &MergeRequestTarget,
@@ -393,9 +414,13 @@ fn merge_request_info(
         target_branch: t.target_branch.clone(),
         source_branch_protected: protected(&t.source_branch),
         target_branch_protected: protected(&t.target_branch),
-        event_type: MergeRequestEventType::Detached,
-        source_sha: None,
-        target_sha: None,
+        event_type: if t.merged.is_some() {
+            MergeRequestEventType::MergedResult
+        } else {
+            MergeRequestEventType::Detached
+        },
+        source_sha: t.merged.as_ref().map(|_| t.source_sha.clone()),
+        target_sha: t.merged.as_ref().map(|_| t.target_sha.clone()),
         diff: git::merge_base(root, &t.target_sha, &t.source_sha)
             .map(|base_sha| MergeRequestDiff { id: 1, base_sha }),
         labels: Vec::new(),
@@ -403,6 +428,7 @@ fn merge_request_info(
         milestone: None,
         squash_on_merge: false,
         draft: false,
+        external: None,
     }
 }
 
@@ -430,7 +456,8 @@ fn pipeline_info(
     let default_branch = git::default_branch(root);
     // GitLab protects the default branch of a new project; tags are not protected.
     let protected = |branch: &str| !args.unprotected && branch == default_branch;
-    let commit = merge_request.map_or("HEAD", |t| t.source_sha.as_str());
+    // A merged result runs the merge commit; a detached pipeline the source's head.
+    let commit = merge_request.map_or("HEAD", |t| t.merged.as_deref().unwrap_or(&t.source_sha));
     let merge_request = merge_request.map(|t| merge_request_info(root, t, &protected));
     PipelineInfo {
         // A merge request pipeline's ref is `refs/merge-requests/<iid>/head`, which no
@@ -444,6 +471,12 @@ fn pipeline_info(
         commit_message: g(&["log", "-1", "--format=%B", commit]).unwrap_or_default(),
         commit_author: g(&["log", "-1", "--format=%an <%ae>", commit]).unwrap_or_default(),
         commit_timestamp: g(&["log", "-1", "--format=%cI", commit]).unwrap_or_default(),
+        // The merge request linted is open (GitLab's `CI_OPEN_MERGE_REQUESTS` of its own
+        // pipeline).
+        open_merge_requests: merge_request
+            .iter()
+            .map(|m| format!("{project_path}!{}", m.iid))
+            .collect(),
         merge_request,
         default_branch,
         tag_message: None,

@@ -24,6 +24,12 @@
 //! * selection: `JOB...` keeps only those jobs (`--needs` adds what they wait for) and
 //!   plays them when they are manual; `--manual NAME` plays other manual jobs;
 //! * the terminal: prefixed log lines, a live view, a summary, `--json-report`;
+//! * merge requests: `--merge-request[=TARGET]` records merge request `!1` of the run's
+//!   branch into TARGET (its target branch written into the snapshot's repository) and
+//!   creates its pipeline through `Coordinator::create_merge_request_pipeline`, the
+//!   server's own; with `--merged-result` the coordinator makes the merge commit in the
+//!   snapshot's repository, and the snapshot directory is checked out at it
+//!   (`Snapshot::check_out`) before the runner starts;
 //! * tags: the runner takes every job whatever its tags (a runner setting of the
 //!   coordinator, `RunnerOptions::any_tags`), unless `--tags` gives it some; a pending
 //!   job no runner of the run may take (the coordinator's `PendingReason`) cancels the
@@ -60,13 +66,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
-use gantry_pipeline::{Context, Loader, Options, PipelineInfo, Source};
+use gantry_pipeline::{
+    Context, Loader, MergeRequestDiff, MergeRequestEventType, MergeRequestInfo, Options,
+    PipelineInfo, Source,
+};
 use gantry_runner::config::Config;
 use gantry_runner::job::{JobEnding, JobEvent};
 use gantry_runner::poll::{PollEvent, PollOptions, Poller};
 use gantry_server::coordinator::{
-    Coordinator, CoordinatorConfig, DefaultBranch, IncludeLoader, JobSelection, PendingReason,
-    PipelineRequest, PipelineUser, ProjectRequest, RemoteFetches, RunnerOptions,
+    Coordinator, CoordinatorConfig, DefaultBranch, IncludeLoader, JobSelection,
+    MergeRequestPipelineRequest, PendingReason, PipelineRequest, PipelineUser, ProjectRequest,
+    RemoteFetches, RunnerOptions,
 };
 use gantry_store::{ProjectVariable, Store, VariableOwner};
 use tokio::sync::mpsc;
@@ -99,6 +109,24 @@ pub(crate) struct RunArgs {
     /// Use the current commit (or the tag's) instead of the working tree.
     #[arg(long)]
     committed: bool,
+    /// Run a merge request pipeline (`merge_request_event`) of the current branch (or
+    /// --ref) into TARGET (default: the default branch), as GitLab runs one for a merge
+    /// request: its CI_MERGE_REQUEST_* variables, no CI_COMMIT_BRANCH, `rules:changes`
+    /// against the merge base. Give TARGET as `--merge-request=TARGET`.
+    #[arg(
+        long = "merge-request",
+        value_name = "TARGET",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "",
+        conflicts_with = "tag"
+    )]
+    merge_request: Option<String>,
+    /// With --merge-request: run the merged result (the source branch merged into the
+    /// target, CI_MERGE_REQUEST_EVENT_TYPE=merged_result) instead of the source branch on
+    /// its own (`detached`). Branches that do not merge cleanly run detached, as on GitLab.
+    #[arg(long, requires = "merge_request")]
+    merged_result: bool,
     /// A pipeline variable (highest precedence, like variables of a triggered pipeline).
     #[arg(long = "var", value_name = "KEY=VALUE", value_parser = lint::parse_var)]
     vars: Vec<(String, String)>,
@@ -306,6 +334,104 @@ fn setup(args: &RunArgs, tmp: tempfile::TempDir) -> Result<Setup, Stop> {
     })
 }
 
+/// The merge request `--merge-request` runs: the run's branch into `target`.
+struct MergeRequestPlan {
+    target: String,
+    target_sha: String,
+    /// The merge base of the snapshot's commit and the target's.
+    base_sha: Option<String>,
+    title: String,
+    description: String,
+}
+
+/// The merge request of `--merge-request`, its target branch written into the
+/// snapshot's repository; `None` without the flag.
+fn merge_request_plan(s: &Setup, args: &RunArgs) -> Result<Option<MergeRequestPlan>, Stop> {
+    let Some(target) = &args.merge_request else {
+        return Ok(None);
+    };
+    let target = if target.is_empty() {
+        s.default_branch.clone()
+    } else {
+        target.clone()
+    };
+    if target == s.run_ref.name() {
+        return Err(usage(format!(
+            "a merge request needs two branches, and `{target}` is both its source and its target\n  hint: run it from another branch, or name the target: --merge-request=BRANCH"
+        )));
+    }
+    let target_sha = s
+        .snapshot
+        .add_branch(&s.checkout, &target)
+        .map_err(|e| failed(format!("failed to add the target branch to the snapshot: {e}")))?
+        .ok_or_else(|| {
+            usage(format!(
+                "the target branch `{target}` does not exist in this repository\n  hint: fetch it (`git fetch origin {target}:{target}`), or name another: --merge-request=BRANCH"
+            ))
+        })?;
+    let sha = s.snapshot.sha.as_str();
+    let g = |a: &[&str]| git::git(&s.root, a).unwrap_or_default();
+    Ok(Some(MergeRequestPlan {
+        base_sha: git::merge_base(&s.root, &target_sha, sha),
+        target,
+        target_sha,
+        // GitLab's title and description of a new merge request of one commit.
+        title: g(&["log", "-1", "--format=%s", sha]),
+        description: g(&["log", "-1", "--format=%b", sha]),
+    }))
+}
+
+impl MergeRequestPlan {
+    /// What the coordinator records (iid 1: the run's store is new).
+    fn request(&self, s: &Setup, project_id: i64) -> gantry_store::NewMergeRequest {
+        gantry_store::NewMergeRequest {
+            project_id,
+            iid: 1,
+            forge: "local".to_owned(),
+            state: "opened".to_owned(),
+            title: self.title.clone(),
+            description: self.description.clone(),
+            source_branch: s.run_ref.name().to_owned(),
+            target_branch: self.target.clone(),
+            source_sha: s.snapshot.sha.clone(),
+            target_sha: self.target_sha.clone(),
+            source_repository: String::new(),
+            target_repository: String::new(),
+            draft: false,
+            labels: Vec::new(),
+            author: pipeline_user(&s.checkout).login,
+            web_url: String::new(),
+        }
+    }
+
+    /// The facts the configuration check compiles with (as the coordinator will).
+    fn info(&self, s: &Setup) -> MergeRequestInfo {
+        MergeRequestInfo {
+            id: 1,
+            iid: 1,
+            title: self.title.clone(),
+            description: self.description.clone(),
+            source_branch: s.run_ref.name().to_owned(),
+            target_branch: self.target.clone(),
+            source_branch_protected: false,
+            target_branch_protected: false,
+            event_type: MergeRequestEventType::Detached,
+            source_sha: None,
+            target_sha: None,
+            diff: self
+                .base_sha
+                .clone()
+                .map(|base_sha| MergeRequestDiff { id: 1, base_sha }),
+            labels: Vec::new(),
+            assignees: Vec::new(),
+            milestone: None,
+            squash_on_merge: false,
+            draft: false,
+            external: None,
+        }
+    }
+}
+
 /// Reads configuration files from the snapshot (exactly what the coordinator reads).
 struct SnapshotFiles<'a> {
     dir: &'a Path,
@@ -361,6 +487,7 @@ fn check_configuration(
     project_name: &str,
     server_url: &str,
     fetched: &RemoteFetches,
+    merge_request: Option<&MergeRequestPlan>,
 ) -> Result<bool, Stop> {
     let (namespace, name) = project_name
         .rsplit_once('/')
@@ -368,7 +495,12 @@ fn check_configuration(
     let info = PipelineInfo {
         ref_name: s.run_ref.name().to_owned(),
         is_tag: matches!(s.run_ref, RunRef::Tag(_)),
-        source: Source::Push,
+        source: if merge_request.is_some() {
+            Source::MergeRequestEvent
+        } else {
+            Source::Push
+        },
+        merge_request: merge_request.map(|m| m.info(s)),
         sha: s.snapshot.sha.clone(),
         default_branch: s.default_branch.clone(),
         project_name: name.to_owned(),
@@ -651,7 +783,7 @@ async fn run_pipeline(
                 .map_err(|e| failed(format!("failed to open the temporary database: {e}")))
         })
     };
-    let s = match setup(args, tmp) {
+    let mut s = match setup(args, tmp) {
         Ok(s) => s,
         Err(stop) => {
             // Its files are in the directory about to be removed.
@@ -672,6 +804,7 @@ async fn run_pipeline(
         &args.variables_files,
     ))
     .map_err(usage)?;
+    let merge_request = merge_request_plan(&s, args)?;
     let uses_images = check_configuration(
         &s,
         args,
@@ -679,6 +812,7 @@ async fn run_pipeline(
         &project_name,
         &server_url,
         &fetched,
+        merge_request.as_ref(),
     )?;
 
     let color = !args.no_color
@@ -755,12 +889,50 @@ async fn run_pipeline(
             inputs: inputs.clone(),
         };
         let project_id = project.id;
+        let merge_request = merge_request.as_ref().map(|m| m.request(&s, project_id));
+        let merged_result = args.merged_result;
         tokio::spawn(async move {
-            coordinator
-                .create_pipeline_with(project_id, request)
-                .await
-                .map_err(|e| e.to_string())
+            match merge_request {
+                None => coordinator.create_pipeline_with(project_id, request).await,
+                Some(m) => {
+                    let m = coordinator.upsert_merge_request(&m).await;
+                    match m {
+                        Ok(m) => {
+                            coordinator
+                                .create_merge_request_pipeline(
+                                    m.id,
+                                    MergeRequestPipelineRequest {
+                                        merged_result,
+                                        variables: request.variables,
+                                        jobs: request.jobs,
+                                        inputs: request.inputs,
+                                    },
+                                )
+                                .await
+                        }
+                        Err(e) => Err(e),
+                    }
+                }
+            }
+            .map_err(|e| e.to_string())
         })
+    };
+    // A merged result is a commit the coordinator makes: the snapshot every job copies
+    // is brought to it before the runner starts.
+    let creating = if merge_request.is_some() {
+        let created = creating
+            .await
+            .unwrap_or_else(|e| Err(format!("create a pipeline: {e}")));
+        if let Ok(p) = &created {
+            if p.sha != s.snapshot.sha {
+                s.snapshot
+                    .check_out(&p.sha)
+                    .map_err(|e| failed(format!("failed to check the merged result out: {e}")))?;
+            }
+        }
+        tokio::spawn(async move { created })
+    } else {
+        creating
     };
     let (_, runner_token) = coordinator
         .create_runner(RunnerOptions {

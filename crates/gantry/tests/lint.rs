@@ -556,6 +556,49 @@ fn a_merge_request_pipeline_has_gitlabs_variables_and_diff() {
     );
 }
 
+/// `--merged-result`: GitLab's merged results pipeline, with both heads' SHAs; branches
+/// that do not merge lint as detached, as GitLab falls back.
+#[test]
+fn a_merged_result_pipeline_has_both_heads() {
+    const MERGED: &str = r#"
+merged:
+  script: x
+  rules:
+    - if: $CI_MERGE_REQUEST_EVENT_TYPE == "merged_result" && $CI_MERGE_REQUEST_SOURCE_BRANCH_SHA =~ /^[0-9a-f]{40}$/ && $CI_MERGE_REQUEST_TARGET_BRANCH_SHA =~ /^[0-9a-f]{40}$/ && $CI_COMMIT_SHA != $CI_MERGE_REQUEST_SOURCE_BRANCH_SHA
+detached:
+  script: x
+  rules:
+    - if: $CI_MERGE_REQUEST_EVENT_TYPE == "detached"
+"#;
+    let repo = Repo::new(&[(".gitlab-ci.yml", MERGED), ("a.txt", "a\n")]);
+    repo.git(&["checkout", "-q", "-b", "feature"]);
+    repo.write("b.txt", "b\n");
+    repo.git(&["add", "-A"]);
+    repo.git(&["commit", "-q", "-m", "b"]);
+    repo.git(&["checkout", "-q", "main"]);
+    repo.write("c.txt", "c\n");
+    repo.git(&["add", "-A"]);
+    repo.git(&["commit", "-q", "-m", "c"]);
+    repo.git(&["checkout", "-q", "feature"]);
+    let mr = ["--source", "merge_request_event"];
+    assert_eq!(repo.job_names(&mr), ["detached"]);
+    assert_eq!(
+        repo.job_names(&[&mr[..], &["--merged-result"]].concat()),
+        ["merged"]
+    );
+    // A conflict: detached, as GitLab runs it.
+    repo.write("a.txt", "feature\n");
+    repo.git(&["commit", "-q", "-am", "a on feature"]);
+    repo.git(&["checkout", "-q", "main"]);
+    repo.write("a.txt", "main\n");
+    repo.git(&["commit", "-q", "-am", "a on main"]);
+    repo.git(&["checkout", "-q", "feature"]);
+    assert_eq!(
+        repo.job_names(&[&mr[..], &["--merged-result"]].concat()),
+        ["detached"]
+    );
+}
+
 #[test]
 fn merge_request_flags_are_checked() {
     let repo = Repo::new(&[(".gitlab-ci.yml", REF_FACTS)]);
@@ -565,6 +608,7 @@ fn merge_request_flags_are_checked() {
         String::from_utf8_lossy(&out.stderr).into_owned()
     };
     assert!(err(&["--source-branch", "feature"]).contains("--source merge_request_event"));
+    assert!(err(&["--merged-result"]).contains("--source merge_request_event"));
     assert!(
         err(&["--source", "merge_request_event", "--target-branch", "nope"])
             .contains("the target branch `nope` does not exist")

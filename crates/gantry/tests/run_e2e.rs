@@ -1605,3 +1605,87 @@ tests:
         r.explain()
     );
 }
+
+/// `gantry run --merge-request`: GitLab's merge request pipeline of the current branch
+/// (no `CI_COMMIT_BRANCH`, the `CI_MERGE_REQUEST_*` variables, `rules:changes` from the
+/// merge base), and `--merged-result`, whose jobs get the merge of the two branches.
+#[test]
+fn merge_request_pipelines_run_the_branch_as_gitlab_would() {
+    let c = Checkout::new(
+        r#"workflow:
+  rules:
+    - if: $CI_PIPELINE_SOURCE == "merge_request_event"
+    - if: $CI_COMMIT_BRANCH
+mr:
+  rules: [{if: $CI_PIPELINE_SOURCE == "merge_request_event"}]
+  script:
+    - echo "branch=${CI_COMMIT_BRANCH-unset} ref=$CI_COMMIT_REF_NAME source=$CI_PIPELINE_SOURCE"
+    - echo "mr=$CI_MERGE_REQUEST_IID src=$CI_MERGE_REQUEST_SOURCE_BRANCH_NAME dst=$CI_MERGE_REQUEST_TARGET_BRANCH_NAME type=$CI_MERGE_REQUEST_EVENT_TYPE"
+    - echo "base=$CI_MERGE_REQUEST_DIFF_BASE_SHA srcsha=$CI_MERGE_REQUEST_SOURCE_BRANCH_SHA dstsha=$CI_MERGE_REQUEST_TARGET_BRANCH_SHA"
+    - echo "open=$CI_OPEN_MERGE_REQUESTS sha=$CI_COMMIT_SHA"
+    - echo "files=$(ls | tr '\n' ' ')"
+docs:
+  rules: [{changes: ['docs/**/*']}]
+  script: [echo docs]
+branch:
+  rules: [{if: $CI_PIPELINE_SOURCE == "push"}]
+  script: [echo branch]
+"#,
+    );
+    let base = git(c.path(), &["rev-parse", "HEAD"]);
+    git(c.path(), &["checkout", "-q", "-b", "feature"]);
+    c.write("feature.txt", "feature");
+    c.commit();
+    let head = git(c.path(), &["rev-parse", "HEAD"]);
+    git(c.path(), &["checkout", "-q", "main"]);
+    c.write("main.txt", "main");
+    c.write("docs/guide.md", "guide");
+    c.commit();
+    let main = git(c.path(), &["rev-parse", "HEAD"]);
+    git(c.path(), &["checkout", "-q", "feature"]);
+
+    let r = c.run(&["--merge-request"]);
+    assert_eq!(r.code, 0, "{}", r.explain());
+    // main's docs change is not the merge request's: no `docs` job.
+    assert_eq!(r.jobs(), jobs(&[("mr", "success")]), "{}", r.explain());
+    for line in [
+        "branch=unset ref=feature source=merge_request_event".to_owned(),
+        "mr=1 src=feature dst=main type=detached".to_owned(),
+        format!("base={base} srcsha= dstsha="),
+        format!("open=acme/widget!1 sha={head}"),
+        "files=feature.txt".to_owned(),
+    ] {
+        assert!(r.logged("mr", &line), "{line}\n{}", r.explain());
+    }
+
+    let r = c.run(&["--merge-request=main", "--merged-result"]);
+    assert_eq!(r.code, 0, "{}", r.explain());
+    assert!(r.logged("mr", "type=merged_result"), "{}", r.explain());
+    assert!(
+        r.logged("mr", &format!("srcsha={head} dstsha={main}")),
+        "{}",
+        r.explain()
+    );
+    // The jobs run the merge: main's files are there too.
+    assert!(
+        r.logged("mr", "files=docs feature.txt main.txt"),
+        "{}",
+        r.explain()
+    );
+
+    let r = c.run(&["--merge-request=nope"]);
+    assert_eq!(r.code, 2, "{}", r.explain());
+    assert!(
+        r.stderr.contains("the target branch `nope` does not exist"),
+        "{}",
+        r.explain()
+    );
+    git(c.path(), &["checkout", "-q", "main"]);
+    let r = c.run(&["--merge-request"]);
+    assert_eq!(r.code, 2, "{}", r.explain());
+    assert!(
+        r.stderr.contains("both its source and its target"),
+        "{}",
+        r.explain()
+    );
+}

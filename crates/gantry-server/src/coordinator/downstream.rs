@@ -339,6 +339,7 @@ impl Coordinator {
                     push: None,
                     schedule: None,
                     fetched: None,
+                    merge_request: None,
                 }
             }
             None => {
@@ -352,6 +353,17 @@ impl Coordinator {
                 let mirror = self.mirror(project.id);
                 let artifacts = self.include_artifacts(&parent, &trigger.include).await?;
                 let root_text = serde_json::json!({ "include": trigger.include }).to_string();
+                // A child pipeline keeps its parent's merge request (GitLab's
+                // `Ci::Bridge#downstream_pipeline_params`).
+                let merge_request =
+                    store
+                        .pipeline_merge_request(parent.id)
+                        .await?
+                        .map(|(link, request)| super::merge_requests::MergeRequestFacts {
+                            link,
+                            request,
+                            changed_files: None,
+                        });
                 Creation {
                     mirror,
                     r,
@@ -373,6 +385,7 @@ impl Coordinator {
                     }),
                     project,
                     fetched: None,
+                    merge_request,
                 }
             }
         };

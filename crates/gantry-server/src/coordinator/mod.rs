@@ -28,6 +28,7 @@ mod downstream;
 mod environment;
 mod environments;
 mod error;
+mod forge_hooks;
 mod git;
 mod groups;
 mod id_tokens;
@@ -37,6 +38,7 @@ mod job_secrets;
 mod job_token_scope;
 mod jobs;
 mod lint;
+mod merge_requests;
 mod metrics;
 pub mod object_blob;
 mod payload;
@@ -85,6 +87,7 @@ pub use environments::{
     EnvironmentView,
 };
 pub use error::CoordinatorError;
+pub use forge_hooks::{ForgeHook, HookOutcome, sign as forge_hook_signature};
 pub use git::changes_since;
 pub use groups::GroupView;
 pub use includes::{
@@ -98,6 +101,10 @@ pub use job_token_scope::{
     ProjectScopeLink,
 };
 pub use lint::{LintInclude, LintJob, LintNeed, LintRequest, LintResult};
+pub use merge_requests::{
+    MAX_OPEN_MERGE_REQUESTS_REFS, MergeRequestAuthor, MergeRequestPipelineRequest,
+    MergeRequestReferences, MergeRequestView,
+};
 pub use metrics::CONTENT_TYPE as METRICS_CONTENT_TYPE;
 pub use object_blob::ObjectBlobs;
 pub use pending::PendingReason;
@@ -525,7 +532,7 @@ impl Coordinator {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    fn external_url(&self) -> &str {
+    pub(crate) fn external_url(&self) -> &str {
         self.inner.cfg.external_url.trim_end_matches('/')
     }
 

@@ -484,6 +484,19 @@ impl Coordinator {
             pipeline.schedule_id,
         )
         .await;
+        let merge_request = self
+            .inner
+            .store
+            .pipeline_merge_request(pipeline.id)
+            .await
+            .ok()
+            .flatten();
+        self.complete_merge_request_info(
+            &mut info,
+            project,
+            merge_request.as_ref().map(|(link, m)| (link, m)),
+        )
+        .await;
         info
     }
 
@@ -562,13 +575,14 @@ impl Coordinator {
             user_email: self.inner.cfg.user.email.clone(),
             user_id: self.inner.cfg.user.id,
             pipeline_iid: iid,
-            // No merge requests on the server yet.
+            // From the store: `complete_merge_request_info`.
             merge_request: None,
             // From the store: `complete_info`.
             namespace_id: 0,
             schedule_description: None,
             upstream: None,
             registry: self.inner.cfg.registry.clone(),
+            open_merge_requests: Vec::new(),
         }
     }
 
@@ -831,7 +845,9 @@ impl Coordinator {
                 pipeline_id: pipeline.id,
                 pipeline_source: &pipeline.source,
                 job_id: job.id,
-                ref_name: &pipeline.ref_name,
+                // A merge request pipeline's token names its source branch (GitLab's
+                // `source_ref`), as `CI_COMMIT_REF_NAME` does.
+                ref_name: &info.ref_name,
                 tag: pipeline.tag,
                 ref_protected: pipeline.protected,
                 sha: &pipeline.sha,
@@ -953,12 +969,18 @@ impl Coordinator {
                 "+refs/pipelines/{0}:refs/pipelines/{0}",
                 pipeline.id
             )];
+            // A merge request pipeline's ref is no branch: the pipeline ref alone, as
+            // GitLab's `BuildRunnerPresenter#refspecs` gives it.
+            let merge_request = pipeline.ref_name.starts_with("refs/merge-requests/");
             if git_depth > 0 {
-                r.push(if pipeline.tag {
-                    format!("+refs/tags/{0}:refs/tags/{0}", pipeline.ref_name)
-                } else {
-                    format!("+refs/heads/{0}:refs/remotes/origin/{0}", pipeline.ref_name)
-                });
+                if pipeline.tag {
+                    r.push(format!("+refs/tags/{0}:refs/tags/{0}", pipeline.ref_name));
+                } else if !merge_request {
+                    r.push(format!(
+                        "+refs/heads/{0}:refs/remotes/origin/{0}",
+                        pipeline.ref_name
+                    ));
+                }
             } else {
                 r.push("+refs/heads/*:refs/remotes/origin/*".to_owned());
                 r.push("+refs/tags/*:refs/tags/*".to_owned());

@@ -18,6 +18,7 @@ use super::environment::JobEnvironment;
 use super::error::{CoordinatorError, Result};
 use super::git::{CommitInfo, CommitLoader, Mirror, ResolvedRef};
 use super::includes::{IncludeLoader, IncludeSources, ProjectRepo};
+use super::merge_requests::MergeRequestFacts;
 use super::payload::creation_variables;
 use super::pending::RunnerPool;
 use super::spec::{CacheKeyModel, JobModel, StoredAutoCancel, StoredSpec};
@@ -212,6 +213,9 @@ pub(crate) struct Creation {
     pub schedule: Option<gantry_store::ScheduleRun>,
     /// When the commit was fetched for it (its `fetch commit` span), when the caller did.
     pub fetched: Option<(std::time::SystemTime, std::time::SystemTime)>,
+    /// A merge request pipeline's merge request (`merge_requests.rs`), or the one a
+    /// child pipeline's parent ran for.
+    pub merge_request: Option<MergeRequestFacts>,
 }
 
 /// What a push pipeline is created from beyond its commit (see `pushes.rs`).
@@ -732,6 +736,7 @@ impl Coordinator {
             push: None,
             schedule: None,
             fetched,
+            merge_request: None,
         })
         .await
     }
@@ -811,6 +816,7 @@ impl Coordinator {
             push,
             schedule,
             fetched,
+            merge_request,
         } = c;
         let mut times = super::telemetry::CreationTimes::starting(fetched);
         let trace = self.new_trace();
@@ -825,7 +831,11 @@ impl Coordinator {
             .filter(|_| !r.tag)
             .and_then(|p| p.change.from.clone());
         let skip_ci = push.is_some() && skips_ci(&commit.message);
-        let changed_files = push.as_ref().and_then(|p| p.changed_files.clone());
+        let changed_files = match (&push, &merge_request) {
+            (Some(p), _) => p.changed_files.clone(),
+            (None, Some(m)) => m.changed_files.clone(),
+            (None, None) => None,
+        };
         let mut scope = self
             .compile_scope(
                 &project,
@@ -842,6 +852,12 @@ impl Coordinator {
             &project,
             parent_job_id,
             schedule.as_ref().map(|s| s.schedule_id),
+        )
+        .await;
+        self.complete_merge_request_info(
+            &mut scope.info,
+            &project,
+            merge_request.as_ref().map(|m| (&m.link, &m.request)),
         )
         .await;
         let predefined = scope.info.predefined();
@@ -942,6 +958,7 @@ impl Coordinator {
             push: push.map(|p| p.change),
             schedule,
             trace_id: trace.map(gantry_telemetry::PipelineTrace::to_hex),
+            merge_request: merge_request.map(|m| m.link),
         };
         let pipeline = match compiled {
             Compiled::Missing(m) => {

@@ -21,7 +21,9 @@
 //! - at most [`PUSH_PIPELINE_LIMIT`] pipelines per push (GitLab's
 //!   `PIPELINE_PROCESS_LIMIT`): the changes of one look count as one push, branches
 //!   first, then tags, each by name;
-//! - what the project's repository held when it was first looked at creates nothing.
+//! - what the project's repository held when it was first looked at creates nothing;
+//! - a branch that moved re-runs its open merge requests (`merge_requests.rs`,
+//!   `refresh_merge_requests`), as GitLab's `MergeRequests::RefreshService` does.
 //!
 //! Each change is taken once: the pipeline and the ref's new position are one
 //! transaction (`project_refs`), so two coordinators looking at once create one
@@ -141,6 +143,14 @@ impl Coordinator {
                     }
                 }
             }
+            // The branch's open merge requests get a pipeline of its new head, whether
+            // the push made one or not (`workflow:rules` often keep only merge request
+            // pipelines).
+            if let (Some(to), Some(branch)) =
+                (&change.to, change.ref_name.strip_prefix("refs/heads/"))
+            {
+                self.refresh_merge_requests(project_id, branch, to).await;
+            }
             out.push(pushed);
         }
         Ok(out)
@@ -196,6 +206,7 @@ impl Coordinator {
                 }),
                 schedule: None,
                 fetched: None,
+                merge_request: None,
             })
             .await;
         match created {

@@ -496,6 +496,7 @@ impl Coordinator {
             push: None,
             schedule: Some(run),
             fetched: None,
+            merge_request: None,
         })
         .await
     }

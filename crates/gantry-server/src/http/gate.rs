@@ -118,7 +118,8 @@ fn too_large() -> ApiError {
 }
 
 /// Whether the route takes its credential from the body (the token in the runner API's
-/// JSON, a trigger token in a form, the admin token on the UI's sign-in page).
+/// JSON, a trigger token in a form, the admin token on the UI's sign-in page, a forge's
+/// webhook signed over its body).
 fn token_in_body(method: &Method, path: &str) -> bool {
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
     matches!(
@@ -137,6 +138,7 @@ fn token_in_body(method: &Method, path: &str) -> bool {
                 ["api", "v4", "projects", _, "ref", _, "trigger", "pipeline"]
             )
             | (&Method::POST, ["-", "login"])
+            | (&Method::POST, ["api", "v4", "projects", _, "forge_hook"])
     )
 }
 
@@ -235,6 +237,7 @@ mod tests {
                 "/api/v4/projects/g%2Fp/ref/main/trigger/pipeline",
             ),
             (Method::POST, "/-/login"),
+            (Method::POST, "/api/v4/projects/7/forge_hook"),
         ] {
             assert!(token_in_body(&method, path), "{method} {path}");
         }
@@ -245,6 +248,7 @@ mod tests {
             (Method::POST, "/api/v4/projects/7/pipeline"),
             (Method::PUT, "/api/v4/jobs/12/extra"),
             (Method::POST, "/demo.git/git-upload-pack"),
+            (Method::PUT, "/api/v4/projects/7/forge_hook"),
         ] {
             assert!(!token_in_body(&method, path), "{method} {path}");
         }

@@ -39,6 +39,7 @@ mod job_token_scope;
 mod job_update;
 mod jobs;
 mod lint;
+mod merge_requests;
 mod metrics;
 mod mirror;
 mod oidc;
@@ -270,6 +271,24 @@ fn build(coordinator: Coordinator, shutdown: watch::Receiver<bool>) -> Router {
         )
         .route("/job", get(jobs::current))
         .route("/projects/{project}/mirror/pull", post(mirror::pull))
+        .route(
+            "/projects/{project}/forge_hook",
+            post(merge_requests::receive)
+                .put(merge_requests::set_secret)
+                .delete(merge_requests::remove_secret),
+        )
+        .route(
+            "/projects/{project}/merge_requests",
+            get(merge_requests::list),
+        )
+        .route(
+            "/projects/{project}/merge_requests/{iid}",
+            get(merge_requests::show),
+        )
+        .route(
+            "/projects/{project}/merge_requests/{iid}/pipelines",
+            get(merge_requests::pipelines),
+        )
         .route(
             "/projects/{project}/ci/lint",
             get(lint::lint_project).post(lint::lint_content),

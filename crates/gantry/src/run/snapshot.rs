@@ -66,6 +66,35 @@ pub(crate) struct Snapshot {
     pub(crate) uncommitted: bool,
 }
 
+impl Snapshot {
+    /// Writes branch `name` of `checkout` into the snapshot's repository (a merge
+    /// request's target branch, which the coordinator reads there) and returns its
+    /// commit; `None` when the checkout has no such branch.
+    pub(crate) fn add_branch(
+        &self,
+        checkout: &Checkout,
+        name: &str,
+    ) -> Result<Option<String>, SnapshotError> {
+        let full = format!("refs/heads/{name}");
+        let Some(r) = checkout.find_ref(&full) else {
+            return Ok(None);
+        };
+        write_ref(&self.repo, &full, &r.object)?;
+        Ok(Some(r.object.clone()))
+    }
+
+    /// Brings the snapshot directory to commit `sha` of the snapshot's repository (a
+    /// merged result the coordinator made there): `read-tree --reset -u`, as
+    /// [`prepare`] checks a commit out.
+    pub(crate) fn check_out(&mut self, sha: &str) -> Result<(), SnapshotError> {
+        let head = self.dir.join(".git").join("HEAD");
+        std::fs::write(&head, format!("{sha}\n")).map_err(io("write", &head))?;
+        Git::in_dir(&self.dir).run(&["read-tree", "--reset", "-u", sha])?;
+        self.sha = sha.to_owned();
+        Ok(())
+    }
+}
+
 /// Why the sources could not be prepared.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum SnapshotError {
