@@ -306,3 +306,65 @@ async fn a_job_its_runner_never_acknowledges_goes_back_to_the_queue() {
     server.end_job(id, &second_token, "success").await;
     assert_eq!(server.job(project_id, id).await["status"], "success");
 }
+
+/// Open file descriptors of this process (the test and its in-process server).
+fn open_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .expect("read /proc/self/fd")
+        .count()
+}
+
+/// A held request costs the server one descriptor, its connection's socket (`peer.rs`
+/// shares it rather than duplicating it): 10,000 waiting runners fit under a limit of
+/// 20,000 open files. Here both ends are in this process: two per request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_request_costs_the_server_one_file_descriptor() {
+    const HELD: usize = 40;
+    let server = TestServer::start_with(Options {
+        long_poll: Duration::from_secs(30),
+        ..Options::default()
+    })
+    .await;
+    let (_, runner) = server.create_runner(serde_json::json!({})).await;
+    // Warm: the pools' connections and the runner's first request are open before counting.
+    let first = server.request_job(&runner, None).await;
+    assert_eq!(first.status(), StatusCode::NO_CONTENT);
+    let before = open_fds();
+    let body = serde_json::json!({
+        "token": runner,
+        "last_update": server.coordinator.queue_version(),
+    })
+    .to_string();
+    let address = server.url.trim_start_matches("http://").to_owned();
+    let mut held = Vec::new();
+    for _ in 0..HELD {
+        let mut stream = tokio::net::TcpStream::connect(&address)
+            .await
+            .expect("connect");
+        let request = format!(
+            "POST /api/v4/jobs/request HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        stream
+            .write_all(request.as_bytes())
+            .await
+            .expect("send the request");
+        held.push(stream);
+    }
+    // Every request is read and waiting (the hang-up watch is running for each).
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut answer = [0u8; 1];
+    let read = tokio::time::timeout(
+        Duration::from_millis(100),
+        tokio::io::AsyncReadExt::read(&mut held[0], &mut answer),
+    )
+    .await;
+    assert!(read.is_err(), "the requests are held");
+    let grown = open_fds() - before;
+    assert!(
+        grown <= 2 * HELD + 4,
+        "{HELD} held requests opened {grown} descriptors in this process (client and server ends: {} expected)",
+        2 * HELD
+    );
+    drop(held);
+}

@@ -78,6 +78,7 @@ use gantry_server::coordinator::{
     MergeRequestPipelineRequest, PendingReason, PipelineRequest, PipelineUser, ProjectRequest,
     RemoteFetches, RunnerOptions,
 };
+use gantry_server::Status;
 use gantry_store::{ProjectVariable, Store, VariableOwner};
 use tokio::sync::mpsc;
 
@@ -1072,7 +1073,7 @@ async fn run_pipeline(
             let tree = progress_tree(&coordinator, pipeline.id)
                 .await
                 .map_err(|e| failed(format!("failed to read the pipeline: {e}")))?;
-            if tree.current_jobs().any(|(_, j)| waits(&j.status)) {
+            if tree.current_jobs().any(|(_, j)| waits(j.status)) {
                 if reasons_read.is_none_or(|at| at.elapsed() >= REASONS_EVERY) {
                     reasons_read = Some(std::time::Instant::now());
                     let mut now_waiting = HashMap::new();
@@ -1129,7 +1130,7 @@ async fn run_pipeline(
                     id: j.id,
                     name,
                     stage,
-                    status: j.status.clone(),
+                    status: j.status.as_str().to_owned(),
                     duration: j.duration,
                     waiting: waiting
                         .get(&j.id)
@@ -1142,7 +1143,7 @@ async fn run_pipeline(
             let mut played_now = false;
             for (_, j) in tree
                 .current_jobs()
-                .filter(|(_, j)| j.status == "manual" && named(&j.name, &play))
+                .filter(|(_, j)| j.status == Status::Manual && named(&j.name, &play))
             {
                 if played.insert(j.id) {
                     match coordinator.play_job(j.id, Vec::new()).await {
@@ -1160,7 +1161,7 @@ async fn run_pipeline(
                 .first()
                 .map(|n| n.status.clone())
                 .unwrap_or_default();
-            let active = tree.current_jobs().any(|(_, j)| is_active(&j.status));
+            let active = tree.current_jobs().any(|(_, j)| j.status.is_underway());
             status_tells = !live
                 && play.is_empty()
                 && tree.nodes.len() == 1
@@ -1352,8 +1353,8 @@ fn runner_tags(tags: Option<&[String]>) -> Vec<String> {
 }
 
 /// A job status that has a [`PendingReason`].
-fn waits(status: &str) -> bool {
-    matches!(status, "pending" | "waiting_for_resource")
+fn waits(status: Status) -> bool {
+    matches!(status, Status::Pending | Status::WaitingForResource)
 }
 
 /// Whether the live view shows why a job waits: a resource group, or the runner busy
@@ -1371,13 +1372,6 @@ fn shown_in_view(why: &PendingReason) -> bool {
 /// others are the runner's concurrency, or end the run).
 fn shown_without_view(why: &PendingReason) -> bool {
     matches!(why, PendingReason::ResourceGroupHeld { .. })
-}
-
-fn is_active(status: &str) -> bool {
-    matches!(
-        status,
-        "pending" | "running" | "preparing" | "canceling" | "waiting_for_resource" | "scheduled"
-    )
 }
 
 /// A pipeline of the run: the top one, or a downstream pipeline of one of its trigger
@@ -1422,7 +1416,7 @@ impl Tree {
         };
         let below = n.downstream.iter().all(|(_, c)| self.settled(*c));
         let blocked_trigger = |j: &gantry_server::coordinator::JobProgress| {
-            j.status == "running"
+            j.status == Status::Running
                 && n.downstream.iter().any(|(bridge, c)| {
                     *bridge == j.id && self.nodes.get(*c).is_some_and(|c| c.status == "manual")
                 })
@@ -1430,7 +1424,7 @@ impl Tree {
         let mut waiting = n
             .jobs
             .iter()
-            .filter(|j| !j.retried && is_active(&j.status))
+            .filter(|j| !j.retried && j.status.is_underway())
             .peekable();
         match n.status.as_str() {
             "success" | "failed" | "canceled" | "skipped" => below,
@@ -1708,7 +1702,7 @@ mod tests {
             id,
             name: format!("job{id}"),
             stage: "test".to_owned(),
-            status: status.to_owned(),
+            status: Status::parse(status).expect("a status name"),
             retried: false,
             duration: None,
             bridge,

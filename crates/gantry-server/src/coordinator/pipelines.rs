@@ -1589,18 +1589,23 @@ impl Coordinator {
         let jobs = rows
             .into_iter()
             .zip(bridges)
-            .map(|(j, bridge)| JobProgress {
-                id: j.id,
-                duration: j
-                    .started_at
-                    .map(|s| (j.finished_at.unwrap_or(now) - s).max(0) as f64 / 1000.0),
-                name: j.name,
-                stage: j.stage,
-                status: j.status,
-                retried: j.retried,
-                bridge,
+            .map(|(j, bridge)| {
+                let status = Status::parse(&j.status).ok_or_else(|| {
+                    CoordinatorError::corrupt(format!("job {}: unknown status {:?}", j.id, j.status))
+                })?;
+                Ok(JobProgress {
+                    id: j.id,
+                    duration: j
+                        .started_at
+                        .map(|s| (j.finished_at.unwrap_or(now) - s).max(0) as f64 / 1000.0),
+                    name: j.name,
+                    stage: j.stage,
+                    status,
+                    retried: j.retried,
+                    bridge,
+                })
             })
-            .collect();
+            .collect::<std::result::Result<_, CoordinatorError>>()?;
         Ok((status, jobs))
     }
 

@@ -206,7 +206,9 @@ impl Coordinator {
             if look_now {
                 // A wake not used because this request went away is handed on.
                 let mut woken = self.inner.waiters.woken(runner);
-                let job = self.try_assign(runner, info).await?;
+                // Boxed: the assignment's future (payload included) is many kilobytes,
+                // and a held request would carry its room all the while it waits.
+                let job = Box::pin(self.try_assign(runner, info)).await?;
                 woken.used();
                 if let Some(job) = job {
                     return Ok(Some(job));

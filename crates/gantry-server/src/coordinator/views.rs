@@ -4,6 +4,7 @@
 use serde::{Serialize, Serializer};
 
 use super::environment::JobEnvironment;
+use crate::processor::Status;
 use super::time::iso8601;
 
 fn iso<S: Serializer>(ms: &i64, s: S) -> Result<S::Ok, S::Error> {
@@ -338,7 +339,7 @@ pub struct JobProgress {
     pub id: i64,
     pub name: String,
     pub stage: String,
-    pub status: String,
+    pub status: Status,
     pub retried: bool,
     /// Seconds since it started (until it finished).
     pub duration: Option<f64>,

@@ -164,6 +164,7 @@ pub(crate) async fn serve(
             registry: registry.clone(),
             conn: conn.clone(),
         };
+        let stream = Arc::new(stream);
         let peer = Peer::of(&stream);
         connections.spawn(serve_one(
             stream,
@@ -239,7 +240,7 @@ fn json_answer(code: u16, reason: &str, text: &str, headers: &[(&str, &str)]) ->
 
 /// Serve one connection to its end, its timeouts, an eviction, or the shutdown.
 async fn serve_one(
-    stream: TcpStream,
+    stream: Arc<TcpStream>,
     addr: SocketAddr,
     peer: Peer,
     app: Router,
@@ -589,7 +590,8 @@ impl Drop for Registered {
 /// hyper's own answers to requests it could not read (`400`, `414`, `431`, sent with an
 /// empty body) into JSON ones.
 struct Watched {
-    inner: TcpStream,
+    /// Shared with the connection's [`Peer`]: read and written through `&TcpStream`.
+    inner: Arc<TcpStream>,
     conn: Arc<Conn>,
     write_stall: Duration,
     write_timer: Option<Pin<Box<Sleep>>>,
@@ -652,7 +654,7 @@ impl Watched {
             .rewrite
             .get_or_insert_with(|| (json_for_hyper_answer(hyper_bytes, &self.head), 0));
         while *sent < bytes.len() {
-            match Pin::new(&mut self.inner).poll_write(cx, &bytes[*sent..]) {
+            match write_shared(&self.inner, cx, &bytes[*sent..]) {
                 Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
                 Poll::Ready(Ok(n)) => *sent += n,
                 Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
@@ -868,7 +870,7 @@ impl AsyncRead for Watched {
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         let before = buf.filled().len();
-        let result = Pin::new(&mut this.inner).poll_read(cx, buf);
+        let result = read_shared(&this.inner, cx, buf);
         if matches!(result, Poll::Ready(Ok(()))) && buf.filled().len() > before {
             match this.conn.bytes_arrived() {
                 Arrived::NewHead => this.head.clear(),
@@ -897,7 +899,7 @@ impl AsyncWrite for Watched {
         if this.rewrite.is_some() || this.conn.between_requests() {
             return this.write_rewritten(cx, buf, buf.len());
         }
-        let result = Pin::new(&mut this.inner).poll_write(cx, buf);
+        let result = write_shared(&this.inner, cx, buf);
         this.progressed(result, cx)
     }
 
@@ -911,27 +913,98 @@ impl AsyncWrite for Watched {
             let joined: Vec<u8> = bufs.iter().flat_map(|b| b.iter().copied()).collect();
             return this.write_rewritten(cx, &joined, joined.len());
         }
-        let result = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
+        let result = write_vectored_shared(&this.inner, cx, bufs);
         this.progressed(result, cx)
     }
 
     fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
+        true
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        let result = Pin::new(&mut this.inner).poll_flush(cx);
-        if matches!(result, Poll::Ready(Ok(()))) {
-            this.conn.flushed();
-        }
-        this.progressed(result, cx)
+        // A TCP socket has nothing to flush: what `write` took is the kernel's.
+        this.conn.flushed();
+        this.write_timer = None;
+        Poll::Ready(Ok(()))
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        let result = Pin::new(&mut this.inner).poll_shutdown(cx);
-        this.progressed(result, cx)
+        this.write_timer = None;
+        let _ = cx;
+        Poll::Ready(
+            match socket2::SockRef::from(&*this.inner).shutdown(std::net::Shutdown::Write) {
+                // Already shut, or the client is gone: nothing more to send either way.
+                Err(e) if e.kind() == io::ErrorKind::NotConnected => Ok(()),
+                other => other,
+            },
+        )
+    }
+}
+
+/// The most a read asks the socket for at once (the part of hyper's buffer zeroed first).
+const READ_CHUNK: usize = 64 * 1024;
+
+/// `poll_read` through `&TcpStream`: wait for readability, read what is there.
+fn read_shared(
+    stream: &TcpStream,
+    cx: &mut Context<'_>,
+    buf: &mut ReadBuf<'_>,
+) -> Poll<io::Result<()>> {
+    loop {
+        match stream.poll_read_ready(cx) {
+            Poll::Ready(Ok(())) => {}
+            Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+            Poll::Pending => return Poll::Pending,
+        }
+        let want = buf.remaining().min(READ_CHUNK);
+        let unfilled = buf.initialize_unfilled_to(want);
+        match stream.try_read(unfilled) {
+            Ok(n) => {
+                buf.advance(n);
+                return Poll::Ready(Ok(()));
+            }
+            // The readiness was stale (tokio cleared it): wait for the next.
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) => return Poll::Ready(Err(e)),
+        }
+    }
+}
+
+/// `poll_write` through `&TcpStream`.
+fn write_shared(stream: &TcpStream, cx: &mut Context<'_>, bytes: &[u8]) -> Poll<io::Result<usize>> {
+    loop {
+        match stream.poll_write_ready(cx) {
+            Poll::Ready(Ok(())) => {}
+            Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+            Poll::Pending => return Poll::Pending,
+        }
+        match stream.try_write(bytes) {
+            Ok(n) => return Poll::Ready(Ok(n)),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) => return Poll::Ready(Err(e)),
+        }
+    }
+}
+
+/// `poll_write_vectored` through `&TcpStream`.
+fn write_vectored_shared(
+    stream: &TcpStream,
+    cx: &mut Context<'_>,
+    bufs: &[io::IoSlice<'_>],
+) -> Poll<io::Result<usize>> {
+    loop {
+        match stream.poll_write_ready(cx) {
+            Poll::Ready(Ok(())) => {}
+            Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+            Poll::Pending => return Poll::Pending,
+        }
+        match stream.try_write_vectored(bufs) {
+            Ok(n) => return Poll::Ready(Ok(n)),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) => return Poll::Ready(Err(e)),
+        }
     }
 }
 

@@ -3,14 +3,18 @@
 //! hyper reads a connection only while it expects a request or a body: once a request's
 //! body is read and its handler runs, a client that hangs up goes unnoticed until the
 //! answer is written (checked: `tests/http_long_poll.rs`). A held job request must know
-//! at once, or the job it is given goes to nobody. [`Peer`] keeps a duplicate of each
-//! accepted connection's socket ([`serve`](super::serve) attaches it to every request as
-//! `ConnectInfo`); [`Peer::hung_up`] waits on that duplicate for the end of the stream
-//! without reading a byte (`peek`): a client's close (its process exiting, however it
-//! died) or a reset ends the wait. The duplicate is closed with the connection.
-//! The same duplicate carries the connection layer's own answers (`edge.rs`).
+//! at once, or the job it is given goes to nobody. [`Peer`] shares each accepted
+//! connection's socket with the connection's I/O (`edge.rs` reads and writes it through
+//! `&TcpStream`; [`serve`](super::serve) attaches the peer to every request as
+//! `ConnectInfo`); [`Peer::hung_up`] waits on it for the end of the stream without
+//! reading a byte (`peek`): a client's close (its process exiting, however it died) or a
+//! reset ends the wait. The socket is registered with the runtime once and no descriptor
+//! is duplicated: a held request costs one file descriptor, so 10,000 waiting runners fit
+//! under a 20,000-descriptor limit (`gantry bench idle-runners`). tokio keeps one waker
+//! slot per direction for `poll_*_ready` (hyper's reads) and a list for `peek`'s
+//! readiness future (this wait), so the two never take each other's wake-ups.
+//! The same socket carries the connection layer's own answers (`edge.rs`).
 
-use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,55 +27,46 @@ const UNREAD_RECHECK: Duration = Duration::from_millis(200);
 /// The connection a request came on.
 #[derive(Clone, Debug)]
 pub(crate) struct Peer {
-    /// A duplicate of the connection's socket; `None` when it could not be made (then
-    /// [`Peer::hung_up`] never resolves, as before).
-    socket: Option<Arc<OwnedFd>>,
+    /// The connection's socket, shared with its I/O; it closes when the connection and
+    /// every request of it are done.
+    socket: Arc<TcpStream>,
 }
 
 impl Peer {
     /// The peer of an accepted connection.
-    pub(crate) fn of(stream: &TcpStream) -> Self {
+    pub(crate) fn of(stream: &Arc<TcpStream>) -> Self {
         Peer {
-            socket: stream.as_fd().try_clone_to_owned().ok().map(Arc::new),
+            socket: Arc::clone(stream),
         }
     }
 
     /// Send `answer` (a whole HTTP response, small enough for the socket's buffer) and
     /// close the connection: for the connection layer's own answers while hyper is not
-    /// writing (a request head that took too long). Best effort: a client that is gone
-    /// gets nothing.
+    /// writing (a request head that took too long). Best effort: a client that is gone,
+    /// or whose buffer is full, gets what fits.
     pub(crate) fn answer_and_close(&self, answer: &[u8]) {
-        use std::io::Write as _;
-        let Some(fd) = self.socket.as_ref().and_then(|s| s.try_clone().ok()) else {
-            return;
-        };
-        let mut stream = std::net::TcpStream::from(fd);
-        if stream.set_nonblocking(true).is_ok() {
-            let _ = stream.write_all(answer);
+        // Straight to the (non-blocking) socket: tokio's `try_write` would refuse to try
+        // while its readiness does not say writable.
+        let socket = socket2::SockRef::from(&*self.socket);
+        let mut sent = 0;
+        while sent < answer.len() {
+            match socket.send(&answer[sent..]) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => sent += n,
+            }
         }
-        let _ = stream.shutdown(std::net::Shutdown::Write);
+        let _ = socket.shutdown(std::net::Shutdown::Write);
     }
 
     /// Resolves when the client has closed or reset the connection; never while it is
     /// open.
     pub(crate) async fn hung_up(&self) {
-        let Some(stream) = self.watch() else {
-            return std::future::pending().await;
-        };
         let mut byte = [0u8; 1];
         loop {
-            match stream.peek(&mut byte).await {
+            match self.socket.peek(&mut byte).await {
                 Ok(0) | Err(_) => return,
                 Ok(_) => tokio::time::sleep(UNREAD_RECHECK).await,
             }
         }
-    }
-
-    /// Another duplicate, registered with the runtime for as long as the wait lasts.
-    fn watch(&self) -> Option<tokio::net::TcpStream> {
-        let fd = self.socket.as_ref()?.try_clone().ok()?;
-        let stream = std::net::TcpStream::from(fd);
-        stream.set_nonblocking(true).ok()?;
-        tokio::net::TcpStream::from_std(stream).ok()
     }
 }

@@ -101,6 +101,12 @@ impl Status {
         }
     }
 
+    /// Moves on without a user's action: ACTIVE ∪ {canceling, scheduled} (a `created` job
+    /// waits for other jobs, a `manual` one for a user). `gantry run` runs while one is.
+    pub fn is_underway(self) -> bool {
+        self.is_active() || matches!(self, Status::Canceling | Status::Scheduled)
+    }
+
     /// COMPLETED = {success, failed, canceled, skipped}.
     pub fn is_completed(self) -> bool {
         match self {

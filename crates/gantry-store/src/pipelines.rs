@@ -1,0 +1,715 @@
+//! Pipelines and their jobs: creation (jobs a hundred a statement), reads, `apply` (a decision's writes under `lock_version`).
+
+use super::*;
+
+impl Store {
+    /// The project's next pipeline `iid` (its `pipeline_counter`, moved on), taken before
+    /// the pipeline is compiled so that `CI_PIPELINE_IID` is known to its rules — GitLab's
+    /// `ensure_project_iid!`, also outside the creation's transaction. A creation that
+    /// does not happen leaves a gap, as on GitLab.
+    pub async fn allocate_pipeline_iid(&self, project_id: i64) -> Result<i64> {
+        let row = sqlx::query(
+            "UPDATE projects SET pipeline_counter = pipeline_counter + 1 WHERE id = $1 RETURNING pipeline_counter",
+        )
+        .bind(project_id)
+        .fetch_optional(&self.writer)
+        .await?
+        .ok_or(StoreError::NotFound("project"))?;
+        Ok(row.get(0))
+    }
+
+    /// Give back an `iid` no pipeline got (the configuration created none): the counter
+    /// moves back only when no later `iid` was taken meanwhile, so `iid`s stay unique.
+    pub async fn release_pipeline_iid(&self, project_id: i64, iid: i64) -> Result<()> {
+        sqlx::query(
+            "UPDATE projects SET pipeline_counter = pipeline_counter - 1 WHERE id = $1 AND pipeline_counter = $2",
+        )
+        .bind(project_id)
+        .bind(iid)
+        .execute(&self.writer)
+        .await?;
+        Ok(())
+    }
+
+    /// Persist a pipeline and all its jobs in one transaction, with the `iid` taken by
+    /// [`Store::allocate_pipeline_iid`]. A push's ref move and a timed schedule run are
+    /// checked first: when another coordinator took them, nothing is written
+    /// ([`StoreError::Stale`]). Returns the pipeline's row as inserted; its jobs are not
+    /// read back (a large pipeline's specs are megabytes): [`Store::pipeline_jobs`].
+    pub async fn create_pipeline(
+        &self,
+        p: &NewPipeline,
+        jobs: &[NewJob],
+        now: i64,
+    ) -> Result<Pipeline> {
+        let mut tx = self.begin_write().await?;
+        if let Some(change) = &p.push {
+            if !move_ref(&mut tx, p.project_id, change).await? {
+                return Err(StoreError::Stale);
+            }
+        }
+        if let Some(ScheduleRun {
+            schedule_id,
+            due: Some(due),
+            next,
+        }) = &p.schedule
+        {
+            if !move_schedule(&mut tx, *schedule_id, *due, *next, now).await? {
+                return Err(StoreError::Stale);
+            }
+        }
+        let row = sqlx::query(&format!(
+            "INSERT INTO pipelines (project_id, iid, ref_name, tag, sha, before_sha, source, status, failure_reason, yaml_errors, variables, protected, created_at, updated_at, parent_job_id, schedule_id, trace_id, root_id, locked) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, \
+             (SELECT COALESCE(pp.root_id, pp.id) FROM jobs pj JOIN pipelines pp ON pp.id = pj.pipeline_id \
+              WHERE pj.id = $15 AND pp.project_id = $1), \
+             (SELECT keep_latest_artifact FROM projects WHERE id = $1)) RETURNING {}",
+            Pipeline::COLUMNS
+        ))
+        .bind(p.project_id)
+        .bind(p.iid)
+        .bind(&p.ref_name)
+        .bind(b(p.tag))
+        .bind(&p.sha)
+        .bind(&p.before_sha)
+        .bind(&p.source)
+        .bind(&p.status)
+        .bind(&p.failure_reason)
+        .bind(&p.yaml_errors)
+        .bind(&p.variables)
+        .bind(b(p.protected))
+        .bind(now)
+        .bind(now)
+        .bind(p.parent_job_id)
+        .bind(p.schedule.as_ref().map(|s| s.schedule_id))
+        .bind(&p.trace_id)
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(|e| {
+            StoreError::conflict_or(
+                e,
+                match p.parent_job_id {
+                    Some(job) => {
+                        format!("the trigger job {job} already created its downstream pipeline")
+                    }
+                    None => format!("the project already has a pipeline #{}", p.iid),
+                },
+            )
+        })?;
+        let pipeline = Pipeline::from_row(&row);
+        if let Some(link) = &p.merge_request {
+            merge_requests::insert_link(&mut tx, pipeline.id, link).await?;
+        }
+        insert_jobs(&mut tx, self.backend, pipeline.id, p.project_id, jobs, now).await?;
+        tx.commit().await?;
+        Ok(pipeline)
+    }
+
+    pub async fn pipeline(&self, id: i64) -> Result<Pipeline> {
+        let row = sqlx::query(&format!(
+            "SELECT {} FROM pipelines WHERE id = $1",
+            Pipeline::COLUMNS
+        ))
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(|r| Pipeline::from_row(&r))
+            .ok_or(StoreError::NotFound("pipeline"))
+    }
+
+    pub async fn pipelines(&self, project_id: i64) -> Result<Vec<Pipeline>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {} FROM pipelines WHERE project_id = $1 ORDER BY id DESC",
+            Pipeline::COLUMNS
+        ))
+        .bind(project_id)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(Pipeline::from_row).collect())
+    }
+
+    /// One page of a project's pipelines, newest first (`ref_name` and `status` when
+    /// given), and how many match in all.
+    pub async fn pipelines_page(
+        &self,
+        project_id: i64,
+        filter: &PipelineFilter,
+        offset: i64,
+        limit: i64,
+    ) -> Result<(Vec<Pipeline>, i64)> {
+        let mut sql = "project_id = $1".to_owned();
+        let mut values: Vec<String> = Vec::new();
+        for (column, value) in [
+            ("ref_name", &filter.ref_name),
+            ("status", &filter.status),
+            ("sha", &filter.sha),
+            ("source", &filter.source),
+        ] {
+            if let Some(v) = value {
+                values.push(v.clone());
+                sql.push_str(&format!(" AND {column} = ${}", values.len() + 1));
+            }
+        }
+        // Times are numbers the caller parsed: written into the SQL, not bound as text.
+        for (column, op, value) in [
+            ("created_at", ">=", filter.created_after),
+            ("created_at", "<=", filter.created_before),
+            ("updated_at", ">=", filter.updated_after),
+            ("updated_at", "<=", filter.updated_before),
+        ] {
+            if let Some(v) = value {
+                sql.push_str(&format!(" AND {column} {op} {v}"));
+            }
+        }
+        match filter.yaml_errors {
+            Some(true) => sql.push_str(" AND yaml_errors IS NOT NULL"),
+            Some(false) => sql.push_str(" AND yaml_errors IS NULL"),
+            None => {}
+        }
+        match filter.scope {
+            Some(PipelineScope::Running) => sql.push_str(" AND status = 'running'"),
+            Some(PipelineScope::Pending) => sql.push_str(" AND status = 'pending'"),
+            Some(PipelineScope::Finished) => {
+                sql.push_str(" AND status IN ('success', 'failed', 'canceled', 'skipped')")
+            }
+            Some(scope @ (PipelineScope::Branches | PipelineScope::Tags)) => {
+                let tag = i64::from(scope == PipelineScope::Tags);
+                sql.push_str(&format!(
+                    " AND id IN (SELECT MAX(id) FROM pipelines WHERE project_id = $1 AND tag = {tag} GROUP BY ref_name)"
+                ));
+            }
+            None => {}
+        }
+        let count = format!("SELECT COUNT(*) FROM pipelines WHERE {sql}");
+        let total: i64 = filtered(&count, project_id, &values)
+            .fetch_one(&self.pool)
+            .await?
+            .get(0);
+        let order = match filter.order {
+            PipelineOrder::Id => "id",
+            PipelineOrder::Status => "status",
+            PipelineOrder::Ref => "ref_name",
+            PipelineOrder::UpdatedAt => "updated_at",
+        };
+        let direction = if filter.ascending { "ASC" } else { "DESC" };
+        let select = format!(
+            "SELECT {} FROM pipelines WHERE {sql} ORDER BY {order} {direction}, id {direction} LIMIT ${} OFFSET ${}",
+            Pipeline::COLUMNS,
+            values.len() + 2,
+            values.len() + 3
+        );
+        let rows = filtered(&select, project_id, &values)
+            .bind(limit)
+            .bind(offset)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok((rows.iter().map(Pipeline::from_row).collect(), total))
+    }
+
+    /// One page of a project's or a runner's jobs (every attempt, trigger jobs left out),
+    /// newest first, those in `statuses` when it is not empty; and how many match in all.
+    pub async fn jobs_page(
+        &self,
+        of: JobsOf,
+        statuses: &[String],
+        offset: i64,
+        limit: i64,
+    ) -> Result<(Vec<Job>, i64)> {
+        let (mut filter, owner_id) = match of {
+            JobsOf::Project(id) => ("project_id = $1 AND bridge = 0".to_owned(), id),
+            JobsOf::Runner(id) => ("runner_id = $1 AND bridge = 0".to_owned(), id),
+        };
+        if !statuses.is_empty() {
+            let list: Vec<String> = (0..statuses.len()).map(|i| format!("${}", i + 2)).collect();
+            filter.push_str(&format!(" AND status IN ({})", list.join(", ")));
+        }
+        let count = format!("SELECT COUNT(*) FROM jobs WHERE {filter}");
+        let total: i64 = filtered(&count, owner_id, statuses)
+            .fetch_one(&self.pool)
+            .await?
+            .get(0);
+        let n = statuses.len() + 1;
+        let sql = format!(
+            "SELECT {} FROM jobs WHERE {filter} ORDER BY id DESC LIMIT ${} OFFSET ${}",
+            Job::COLUMNS,
+            n + 1,
+            n + 2
+        );
+        let rows = filtered(&sql, owner_id, statuses)
+            .bind(limit)
+            .bind(offset)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok((rows.iter().map(Job::from_row).collect(), total))
+    }
+
+    /// The pipeline the trigger job `job_id` created, if any.
+    pub async fn pipeline_by_parent_job(&self, job_id: i64) -> Result<Option<Pipeline>> {
+        let row = sqlx::query(&format!(
+            "SELECT {} FROM pipelines WHERE parent_job_id = $1",
+            Pipeline::COLUMNS
+        ))
+        .bind(job_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.map(|r| Pipeline::from_row(&r)))
+    }
+
+    /// The pipelines trigger jobs of `pipeline_id` created (any attempt), oldest first.
+    pub async fn downstream_pipelines(&self, pipeline_id: i64) -> Result<Vec<Pipeline>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {} FROM pipelines WHERE parent_job_id IN (SELECT id FROM jobs WHERE pipeline_id = $1) ORDER BY id",
+            Pipeline::COLUMNS
+        ))
+        .bind(pipeline_id)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(Pipeline::from_row).collect())
+    }
+
+    /// What time may have made due at `now` (Unix ms), read on the jobs' status index
+    /// instead of visiting every active pipeline: the pipelines with a running or
+    /// canceling job silent since `silent_before` or past its timeout plus
+    /// `timeout_grace_secs`, a delayed job whose time has come, or a job pending since
+    /// `pending_before`; and the projects with jobs waiting for a resource. A superset by
+    /// up to a second (times are compared in milliseconds, the processor's in whole
+    /// seconds): the caller decides over the pipeline's rows. O(executing + scheduled +
+    /// waiting jobs + those returned).
+    pub async fn timer_candidates(
+        &self,
+        now: i64,
+        timeout_grace_secs: i64,
+        silent_before: i64,
+        pending_before: i64,
+    ) -> Result<TimerCandidates> {
+        let slack = 999;
+        let rows = sqlx::query(
+            "SELECT pipeline_id, project_id, status FROM jobs WHERE status IN ('running', 'canceling') \
+               AND (COALESCE(last_contact_at, finished_at, started_at, queued_at) <= $1 \
+                    OR (status = 'running' AND timeout_secs IS NOT NULL AND started_at IS NOT NULL \
+                        AND started_at + (timeout_secs + $2) * 1000 <= $3)) \
+             UNION ALL SELECT pipeline_id, project_id, status FROM jobs WHERE status = 'scheduled' AND scheduled_at <= $3 \
+             UNION ALL SELECT pipeline_id, project_id, status FROM jobs WHERE status = 'pending' AND queued_at <= $4 \
+             UNION ALL SELECT pipeline_id, project_id, status FROM jobs WHERE status = 'waiting_for_resource'",
+        )
+        .bind(silent_before.saturating_add(slack))
+        .bind(timeout_grace_secs)
+        .bind(now.saturating_add(slack))
+        .bind(pending_before.saturating_add(slack))
+        .fetch_all(&self.pool)
+        .await?;
+        let mut out = TimerCandidates::default();
+        for r in &rows {
+            let status: String = r.get("status");
+            if status == "waiting_for_resource" {
+                out.resource_projects.insert(r.get("project_id"));
+            } else {
+                out.pipelines.insert(r.get("pipeline_id"));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Pipelines not yet in a final status (for re-processing after a restart).
+    pub async fn active_pipelines(&self) -> Result<Vec<Pipeline>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {} FROM pipelines WHERE status IN ('created', 'waiting_for_resource', 'preparing', 'pending', 'running', 'canceling', 'scheduled', 'manual') ORDER BY id",
+            Pipeline::COLUMNS
+        ))
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(Pipeline::from_row).collect())
+    }
+
+    pub async fn pipeline_jobs(&self, pipeline_id: i64) -> Result<Vec<Job>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {} FROM jobs WHERE pipeline_id = $1 ORDER BY id",
+            Job::COLUMNS
+        ))
+        .bind(pipeline_id)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(Job::from_row).collect())
+    }
+
+    /// [`Store::pipeline_jobs`] with every `spec` empty: the pipeline's state without the
+    /// large column (fetch the specs a cache lacks with [`Store::pipeline_job_specs`]).
+    pub async fn pipeline_jobs_without_spec(&self, pipeline_id: i64) -> Result<Vec<Job>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {} FROM jobs WHERE pipeline_id = $1 ORDER BY id",
+            Job::COLUMNS_WITHOUT_SPEC
+        ))
+        .bind(pipeline_id)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(Job::from_row).collect())
+    }
+
+    /// The spec of a pipeline's first job (what the whole configuration set for the
+    /// pipeline, such as `workflow:name`, is read from); `None` for a pipeline without jobs.
+    pub async fn first_job_spec(&self, pipeline_id: i64) -> Result<Option<String>> {
+        let row = sqlx::query("SELECT spec FROM jobs WHERE pipeline_id = $1 ORDER BY id LIMIT 1")
+            .bind(pipeline_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.map(|r| r.get(0)))
+    }
+
+    /// `(job id, spec)` of a pipeline's jobs, in id order.
+    pub async fn pipeline_job_specs(&self, pipeline_id: i64) -> Result<Vec<(i64, String)>> {
+        let rows = sqlx::query("SELECT id, spec FROM jobs WHERE pipeline_id = $1 ORDER BY id")
+            .bind(pipeline_id)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows.iter().map(|r| (r.get("id"), r.get("spec"))).collect())
+    }
+
+    pub async fn job(&self, id: i64) -> Result<Job> {
+        let row = sqlx::query(&format!("SELECT {} FROM jobs WHERE id = $1", Job::COLUMNS))
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|r| Job::from_row(&r))
+            .ok_or(StoreError::NotFound("job"))
+    }
+
+    /// [`Store::job`] with `spec` empty: the row without its large column.
+    pub async fn job_without_spec(&self, id: i64) -> Result<Job> {
+        let row = sqlx::query(&format!(
+            "SELECT {} FROM jobs WHERE id = $1",
+            Job::COLUMNS_WITHOUT_SPEC
+        ))
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(|r| Job::from_row(&r))
+            .ok_or(StoreError::NotFound("job"))
+    }
+
+    /// The job holding this token hash, without its `spec` ([`Store::job_without_spec`]):
+    /// authorising a runner's call and the call itself read the row once.
+    pub async fn job_by_token_hash(&self, token_hash: &str) -> Result<Option<Job>> {
+        let row = sqlx::query(&format!(
+            "SELECT {} FROM jobs WHERE token_hash = $1",
+            Job::COLUMNS_WITHOUT_SPEC
+        ))
+        .bind(token_hash)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.map(|r| Job::from_row(&r)))
+    }
+
+    /// A job's status.
+    pub async fn job_status(&self, id: i64) -> Result<String> {
+        let row = sqlx::query("SELECT status FROM jobs WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|r| r.get("status"))
+            .ok_or(StoreError::NotFound("job"))
+    }
+
+    /// Apply a batch of decisions to one pipeline atomically: job updates, new job rows
+    /// (retries), and the pipeline's own status; a job that stops executing loses its
+    /// token (the hash is cleared). Fails with [`StoreError::Stale`] when the
+    /// pipeline changed since `expected_lock_version` was read; the caller reloads and
+    /// decides again.
+    pub async fn apply(
+        &self,
+        pipeline_id: i64,
+        expected_lock_version: i64,
+        change: &PipelineChange,
+        now: i64,
+    ) -> Result<()> {
+        let mut tx = self.begin_write().await?;
+        let r = sqlx::query(
+            "UPDATE pipelines SET lock_version = lock_version + 1, status = $1, started_at = COALESCE(started_at, $2), finished_at = $3, updated_at = $4 \
+             WHERE id = $5 AND lock_version = $6",
+        )
+        .bind(&change.status)
+        .bind(change.started_at)
+        .bind(change.finished_at)
+        .bind(now)
+        .bind(pipeline_id)
+        .bind(expected_lock_version)
+        .execute(&mut *tx)
+        .await?;
+        if r.rows_affected() != 1 {
+            return Err(StoreError::Stale);
+        }
+        if change.ended {
+            unlock_older_artifacts(&mut tx, pipeline_id).await?;
+        }
+        update_jobs(&mut tx, self.backend, &change.jobs, now).await?;
+        if !change.new_jobs.is_empty() {
+            let project_id: i64 = sqlx::query("SELECT project_id FROM pipelines WHERE id = $1")
+                .bind(pipeline_id)
+                .fetch_one(&mut *tx)
+                .await?
+                .get(0);
+            insert_jobs(
+                &mut tx,
+                self.backend,
+                pipeline_id,
+                project_id,
+                &change.new_jobs,
+                now,
+            )
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+}
+
+/// After pipeline `pipeline_id` ended: unlocks the artifacts of the older pipeline
+/// families of its ref (their root is older than its root), but for the newest
+/// successful family (migration 0015).
+async fn unlock_older_artifacts(
+    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    pipeline_id: i64,
+) -> Result<()> {
+    let row = sqlx::query(
+        "SELECT project_id, ref_name, tag, COALESCE(root_id, id) FROM pipelines WHERE id = $1",
+    )
+    .bind(pipeline_id)
+    .fetch_one(&mut **tx)
+    .await?;
+    let (project_id, ref_name, tag, root): (i64, String, i64, i64) =
+        (row.get(0), row.get(1), row.get(2), row.get(3));
+    sqlx::query(
+        "UPDATE pipelines SET locked = 0 \
+         WHERE project_id = $1 AND ref_name = $2 AND tag = $3 AND locked = 1 \
+         AND COALESCE(root_id, id) < $4 \
+         AND COALESCE(root_id, id) <> COALESCE((SELECT MAX(s.id) FROM pipelines s \
+             WHERE s.project_id = $1 AND s.ref_name = $2 AND s.tag = $3 \
+             AND s.root_id IS NULL AND s.status = 'success'), 0)",
+    )
+    .bind(project_id)
+    .bind(ref_name)
+    .bind(tag)
+    .bind(root)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+
+/// Jobs inserted per statement: 15 parameters each, well within SQLite's 32 766 and
+/// PostgreSQL's 65 535.
+const JOB_INSERT_BATCH: usize = 100;
+
+
+/// Inserts `jobs` into the pipeline, [`JOB_INSERT_BATCH`] rows a statement (a statement
+/// is a round trip to the database's thread or server), then what each job brings along
+/// (its environment, its resource group).
+async fn insert_jobs(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    backend: Backend,
+    pipeline_id: i64,
+    project_id: i64,
+    jobs: &[NewJob],
+    now: i64,
+) -> Result<()> {
+    for chunk in jobs.chunks(JOB_INSERT_BATCH) {
+        // Rows come back in no promised order: each is known by its name, which must
+        // be unique in the batch (it is in a new pipeline); else one row at a time.
+        let names: HashSet<&str> = chunk.iter().map(|j| j.name.as_str()).collect();
+        if names.len() != chunk.len() {
+            for j in chunk {
+                let id: i64 = insert_job_rows(
+                    tx,
+                    backend,
+                    pipeline_id,
+                    project_id,
+                    std::slice::from_ref(j),
+                    now,
+                )
+                .await?
+                .first()
+                .map(|(id, _)| *id)
+                .ok_or(StoreError::NotFound("inserted job"))?;
+                insert_job_extras(tx, pipeline_id, project_id, id, j, now).await?;
+            }
+            continue;
+        }
+        let ids: HashMap<String, i64> =
+            insert_job_rows(tx, backend, pipeline_id, project_id, chunk, now)
+                .await?
+                .into_iter()
+                .map(|(id, name)| (name, id))
+                .collect();
+        for j in chunk {
+            if j.environment.is_none() && j.resource_group.is_none() {
+                continue;
+            }
+            let id = *ids
+                .get(&j.name)
+                .ok_or(StoreError::NotFound("inserted job"))?;
+            insert_job_extras(tx, pipeline_id, project_id, id, j, now).await?;
+        }
+    }
+    Ok(())
+}
+
+
+/// One `INSERT` of `jobs`' rows; their ids and names. A job that is created failed
+/// (`failure_reason`) is finished when it is created.
+async fn insert_job_rows(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    backend: Backend,
+    pipeline_id: i64,
+    project_id: i64,
+    jobs: &[NewJob],
+    now: i64,
+) -> Result<Vec<(i64, String)>> {
+    const COLUMNS: usize = 15;
+    let mut sql = String::from(
+        "INSERT INTO jobs (pipeline_id, project_id, name, stage, stage_idx, status, attempt, allow_failure, spec, tags, protected, created_at, bridge, failure_reason, finished_at) VALUES ",
+    );
+    for i in 0..jobs.len() {
+        sql.push_str(if i == 0 { "(" } else { ", (" });
+        for column in 0..COLUMNS {
+            if column > 0 {
+                sql.push_str(", ");
+            }
+            sql.push_str(&backend.batch_param(i * COLUMNS + column + 1));
+        }
+        sql.push(')');
+    }
+    sql.push_str(" RETURNING id, name");
+    let mut q = sqlx::query(&sql);
+    for j in jobs {
+        let tags = serde_json::to_string(&j.tags).unwrap_or_else(|_| "[]".into());
+        q = q
+            .bind(pipeline_id)
+            .bind(project_id)
+            .bind(j.name.clone())
+            .bind(j.stage.clone())
+            .bind(j.stage_idx)
+            .bind(j.status.clone())
+            .bind(j.attempt)
+            .bind(b(j.allow_failure))
+            .bind(j.spec.clone())
+            .bind(tags)
+            .bind(b(j.protected))
+            .bind(now)
+            .bind(b(j.bridge))
+            .bind(j.failure_reason.clone())
+            .bind(j.failure_reason.as_ref().map(|_| now));
+    }
+    q.fetch_all(&mut **tx)
+        .await?
+        .iter()
+        .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+        .collect()
+}
+
+
+/// What a new job brings along: its environment's deployment, its resource group.
+async fn insert_job_extras(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    pipeline_id: i64,
+    project_id: i64,
+    id: i64,
+    j: &NewJob,
+    now: i64,
+) -> Result<()> {
+    if let Some(e) = &j.environment {
+        environments::insert_job_environment(tx, pipeline_id, project_id, id, e, now).await?;
+    }
+    if let Some(key) = &j.resource_group {
+        resource_groups::ensure_resource_group(tx, project_id, key, now).await?;
+    }
+    Ok(())
+}
+
+
+/// Jobs updated per statement: 11 parameters each.
+const JOB_UPDATE_BATCH: usize = 100;
+
+
+/// Applies `updates`, [`JOB_UPDATE_BATCH`] rows a statement (a pipeline's stage that
+/// starts moves all of its jobs at once), then what each new status does to its job's
+/// environment. A job that stops executing loses its token. A batch naming a job twice
+/// goes one row at a time, in order, as a joined update would apply only one of them.
+async fn update_jobs(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    backend: Backend,
+    updates: &[JobUpdate],
+    now: i64,
+) -> Result<()> {
+    for chunk in updates.chunks(JOB_UPDATE_BATCH) {
+        let ids: HashSet<i64> = chunk.iter().map(|u| u.id).collect();
+        if ids.len() == chunk.len() {
+            update_job_rows(tx, backend, chunk).await?;
+        } else {
+            for u in chunk {
+                update_job_rows(tx, backend, std::slice::from_ref(u)).await?;
+            }
+        }
+    }
+    for u in updates {
+        if let Some(event) = u.environment_event {
+            environments::apply_environment_event(tx, u.id, event, now).await?;
+        }
+    }
+    Ok(())
+}
+
+
+/// One `UPDATE` of the jobs in `updates` (ids distinct), joined to their new values. The
+/// values are cast to the columns' types, which PostgreSQL cannot infer inside `VALUES`.
+async fn update_job_rows(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    backend: Backend,
+    updates: &[JobUpdate],
+) -> Result<()> {
+    use std::fmt::Write as _;
+    const TYPES: [&str; 11] = [
+        "BIGINT", "TEXT", "BIGINT", "BIGINT", "BIGINT", "TEXT", "BIGINT", "BIGINT", "BIGINT",
+        "BIGINT", "TEXT",
+    ];
+    let mut sql = String::from(
+        "WITH v (id, status, retried, allow_failure, exit_code, failure_reason, queued_at, scheduled_at, \
+         started_at, finished_at, manual_variables) AS (VALUES ",
+    );
+    for row in 0..updates.len() {
+        sql.push_str(if row == 0 { "(" } else { ", (" });
+        for (column, ty) in TYPES.iter().enumerate() {
+            let sep = if column == 0 { "" } else { ", " };
+            let _ = write!(
+                sql,
+                "{sep}CAST({} AS {ty})",
+                backend.batch_param(row * TYPES.len() + column + 1)
+            );
+        }
+        sql.push(')');
+    }
+    sql.push_str(
+        ") UPDATE jobs SET status = v.status, retried = v.retried, allow_failure = v.allow_failure, \
+         exit_code = COALESCE(v.exit_code, jobs.exit_code), failure_reason = COALESCE(v.failure_reason, jobs.failure_reason), \
+         queued_at = COALESCE(v.queued_at, jobs.queued_at), scheduled_at = v.scheduled_at, \
+         started_at = COALESCE(v.started_at, jobs.started_at), finished_at = COALESCE(v.finished_at, jobs.finished_at), \
+         manual_variables = COALESCE(v.manual_variables, jobs.manual_variables), \
+         token_hash = CASE WHEN v.status IN ('running', 'canceling') THEN jobs.token_hash ELSE NULL END \
+         FROM v WHERE jobs.id = v.id",
+    );
+    let mut q = sqlx::query(&sql);
+    for u in updates {
+        q = q
+            .bind(u.id)
+            .bind(u.status.clone())
+            .bind(b(u.retried))
+            .bind(b(u.allow_failure))
+            .bind(u.exit_code)
+            .bind(u.failure_reason.clone())
+            .bind(u.queued_at)
+            .bind(u.scheduled_at)
+            .bind(u.started_at)
+            .bind(u.finished_at)
+            .bind(u.manual_variables.clone());
+    }
+    q.execute(&mut **tx).await?;
+    Ok(())
+}

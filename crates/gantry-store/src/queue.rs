@@ -1,0 +1,260 @@
+//! The pending queue and assignment (`assign_jobs`: exactly once), counts the queue and metrics read.
+
+use super::*;
+
+impl Store {
+    /// Pending jobs in queue order (oldest first), with the number of running jobs of
+    /// their project, for fair-share ordering by the caller.
+    pub async fn pending_jobs(&self, limit: i64) -> Result<Vec<(Job, i64)>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {}, (SELECT COUNT(*) FROM jobs r WHERE r.project_id = jobs.project_id AND r.status = 'running') AS running \
+             FROM jobs WHERE status = 'pending' ORDER BY queued_at, id LIMIT $1",
+            Job::COLUMNS
+        ))
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(|r| (Job::from_row(r), r.get::<i64, _>("running")))
+            .collect())
+    }
+
+    /// Pending jobs in queue order (oldest first), without their specs: what job
+    /// selection reads on every request, so it stays small.
+    pub async fn pending_queue(&self, limit: i64) -> Result<Vec<QueuedJob>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {} FROM jobs WHERE status = 'pending' ORDER BY queued_at, id LIMIT $1",
+            QueuedJob::COLUMNS
+        ))
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(QueuedJob::from_row).collect())
+    }
+
+    /// Pending jobs queued after `after` (`(queued_at, id)`) in queue order: what joined
+    /// the queue since a [`Store::pending_queue`] read that ended there. O(jobs returned)
+    /// on the `jobs_by_status` index. (A job put back in the queue keeps its older
+    /// `queued_at`: a reader learns of it by reading the queue whole.)
+    pub async fn pending_queue_after(
+        &self,
+        after: (i64, i64),
+        limit: i64,
+    ) -> Result<Vec<QueuedJob>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {} FROM jobs WHERE status = 'pending' \
+             AND (queued_at > $1 OR (queued_at = $1 AND id > $2)) \
+             ORDER BY queued_at, id LIMIT $3",
+            QueuedJob::COLUMNS
+        ))
+        .bind(after.0)
+        .bind(after.1)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(QueuedJob::from_row).collect())
+    }
+
+    /// `(status, jobs)` for the statuses a job passes through before it ends (what the
+    /// coordinator's metrics show); counted on the `jobs_by_status` index.
+    pub async fn active_job_counts(&self) -> Result<Vec<(String, i64)>> {
+        let rows = sqlx::query(
+            "SELECT status, COUNT(*) FROM jobs \
+             WHERE status IN ('created', 'waiting_for_resource', 'preparing', 'pending', 'running', 'canceling') \
+             GROUP BY status",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(|r| (r.get::<String, _>(0), r.get::<i64, _>(1)))
+            .collect())
+    }
+
+    /// How many runners contacted the coordinator at or after `since` (Unix ms).
+    pub async fn runners_contacted_since(&self, since: i64) -> Result<i64> {
+        Ok(
+            sqlx::query("SELECT COUNT(*) FROM runners WHERE contacted_at >= $1")
+                .bind(since)
+                .fetch_one(&self.pool)
+                .await?
+                .get::<i64, _>(0),
+        )
+    }
+
+    /// `(project id, running jobs)` for every project with running jobs (fair share).
+    pub async fn running_jobs_per_project(&self) -> Result<Vec<(i64, i64)>> {
+        let rows = sqlx::query(
+            "SELECT project_id, COUNT(*) FROM jobs WHERE status = 'running' GROUP BY project_id",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(|r| (r.get::<i64, _>(0), r.get::<i64, _>(1)))
+            .collect())
+    }
+
+    /// `(runner id, jobs)` for every runner executing jobs (running or canceling): which
+    /// runners are busy, for why a job waits.
+    pub async fn executing_jobs_per_runner(&self) -> Result<Vec<(i64, i64)>> {
+        let rows = sqlx::query(
+            "SELECT runner_id, COUNT(*) FROM jobs \
+             WHERE status IN ('running', 'canceling') AND runner_id IS NOT NULL \
+             GROUP BY runner_id",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(|r| (r.get::<i64, _>(0), r.get::<i64, _>(1)))
+            .collect())
+    }
+
+    /// Hand a pending job to a runner. Returns the status of the job's pipeline when the
+    /// job is now the runner's; `None` when another runner got it first (the row is no
+    /// longer pending): every pending job goes to exactly one runner.
+    pub async fn assign_job(
+        &self,
+        job_id: i64,
+        runner_id: i64,
+        token_hash: &str,
+        timeout_secs: i64,
+        now: i64,
+    ) -> Result<Option<String>> {
+        let mut won = self
+            .assign_jobs(
+                &[Assignment {
+                    job_id,
+                    runner_id,
+                    token_hash: token_hash.to_owned(),
+                    timeout_secs,
+                }],
+                now,
+            )
+            .await?;
+        Ok(won.remove(&job_id).map(|a| a.pipeline_status))
+    }
+
+    /// [`Store::assign_job`] for many jobs in one transaction (one commit, however many
+    /// runners asked at once). Returns the jobs now held by the runner named for them; a
+    /// job named twice goes to its first assignment only. At most [`MAX_ASSIGN_BATCH`]
+    /// assignments.
+    ///
+    /// The pipelines of the jobs still pending have their `lock_version` moved first
+    /// (pipeline rows before job rows, the order [`Store::apply`] locks them in): a
+    /// decision made over rows read before the assignment fails [`StoreError::Stale`],
+    /// and a copy of the rows stays valid by applying [`Assigned`].
+    pub async fn assign_jobs(
+        &self,
+        batch: &[Assignment],
+        now: i64,
+    ) -> Result<HashMap<i64, Assigned>> {
+        let mut seen = HashSet::new();
+        let batch: Vec<&Assignment> = batch
+            .iter()
+            .filter(|a| seen.insert(a.job_id))
+            .take(MAX_ASSIGN_BATCH)
+            .collect();
+        if batch.is_empty() {
+            return Ok(HashMap::new());
+        }
+        // $1 = now; then per job i (from 0): $(2+4i) id, $(3+4i) runner, $(4+4i) token hash,
+        // $(5+4i) timeout.
+        let case = |column: usize| -> String {
+            let mut sql = String::from("CASE id");
+            for i in 0..batch.len() {
+                sql.push_str(&format!(
+                    " WHEN ${} THEN ${}",
+                    2 + 4 * i,
+                    2 + 4 * i + column
+                ));
+            }
+            sql.push_str(" END");
+            sql
+        };
+        let ids: Vec<String> = (0..batch.len())
+            .map(|i| format!("${}", 2 + 4 * i))
+            .collect();
+        let mut tx = self.begin_write().await?;
+        // $1.. = the job ids.
+        let bump = format!(
+            "UPDATE pipelines SET lock_version = lock_version + 1 \
+             WHERE id IN (SELECT pipeline_id FROM jobs WHERE id IN ({}) AND status = 'pending' AND runner_id IS NULL) \
+             RETURNING id, status, lock_version",
+            (1..=batch.len())
+                .map(|i| format!("${i}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        let mut query = sqlx::query(&bump);
+        for a in &batch {
+            query = query.bind(a.job_id);
+        }
+        let pipelines: HashMap<i64, (String, i64)> = query
+            .fetch_all(&mut *tx)
+            .await?
+            .iter()
+            .map(|r| (r.get("id"), (r.get("status"), r.get("lock_version"))))
+            .collect();
+        if pipelines.is_empty() {
+            tx.rollback().await?;
+            return Ok(HashMap::new());
+        }
+        let sql = format!(
+            "UPDATE jobs SET status = 'running', runner_id = {}, token_hash = {}, timeout_secs = {}, started_at = $1, last_contact_at = NULL \
+             WHERE id IN ({}) AND status = 'pending' AND runner_id IS NULL \
+             RETURNING id, pipeline_id",
+            case(1),
+            case(2),
+            case(3),
+            ids.join(", ")
+        );
+        let mut query = sqlx::query(&sql).bind(now);
+        for a in &batch {
+            query = query
+                .bind(a.job_id)
+                .bind(a.runner_id)
+                .bind(a.token_hash.as_str())
+                .bind(a.timeout_secs);
+        }
+        let rows = query.fetch_all(&mut *tx).await?;
+        tx.commit().await?;
+        Ok(rows
+            .iter()
+            .filter_map(|r| {
+                let pipeline_id: i64 = r.get("pipeline_id");
+                let (status, lock_version) = pipelines.get(&pipeline_id)?;
+                Some((
+                    r.get("id"),
+                    Assigned {
+                        pipeline_id,
+                        pipeline_status: status.clone(),
+                        lock_version: *lock_version,
+                    },
+                ))
+            })
+            .collect())
+    }
+
+    /// Record that the job's runner is alive.
+    pub async fn touch_job(&self, job_id: i64, now: i64) -> Result<()> {
+        sqlx::query("UPDATE jobs SET last_contact_at = $1 WHERE id = $2")
+            .bind(now)
+            .bind(job_id)
+            .execute(&self.writer)
+            .await?;
+        Ok(())
+    }
+
+    /// Record the coverage found in a finished job's log.
+    pub async fn set_job_coverage(&self, job_id: i64, coverage: f64) -> Result<()> {
+        sqlx::query("UPDATE jobs SET coverage = $1 WHERE id = $2")
+            .bind(coverage)
+            .bind(job_id)
+            .execute(&self.writer)
+            .await?;
+        Ok(())
+    }
+}
