@@ -24,17 +24,33 @@
 //!   instance's engine (by label), then the slot directory; the session closes and the
 //!   slot is released (with `max_use_count`, the instance may then be removed).
 //!
+//!
+//! **Takeover.** Under `gantry runner run` (a job record kept, [`crate::journal`]) the
+//! acquisition is kept in the taskscaler's state file under the job's key and the record
+//! names it ([`crate::journal::InstanceRecord`]), as for the instance executor; the
+//! script stages run detached in the build container as the Docker executor's do, their
+//! files in the build directory on the instance, followed over the session into copies
+//! beside the record (`crate::docker`'s `job/detached.rs`, [`crate::instance::follow`]).
+//! A runner that died and starts again restores the acquisition from the state file,
+//! opens a new session and reaches the instance's engine through it, finds the job's
+//! containers by the record, and reattaches to the stage where the coordinator's log
+//! ends (or starts it again, had its script not begun); the instance's copy of the slot
+//! directory is then the newer one. A job that had not reached its script, or whose
+//! acquisition cannot be restored, is ended as lost ([`crate::poll`]).
+//!
 //! Not done (gitlab-runner's remaining docker-autoscaler keys): per-slot cgroups
 //! (`use_slot_cgroups`), WinRM instances, and removing leftovers of a crashed runner from
 //! instances' engines (the fleet removes instances it finds at start unless
 //! `state_storage` keeps them).
 
 use std::future::Future;
+use std::sync::Arc;
 
 use gantry_fleet::taskscaler::Acquisition;
 
 use crate::docker::DockerExecutor;
 use crate::instance::{InstanceError, RemoteSlot};
+use crate::journal::{DetachedStage, RunningJob};
 use crate::shell::{CancelReason, Stage, StageOutcome};
 use crate::trace::Trace;
 
@@ -43,16 +59,24 @@ pub(crate) struct DockerAutoscalerExecutor {
     docker: DockerExecutor,
     slot: RemoteSlot,
     acquisition: Acquisition,
+    /// The job's record, when a restarted runner could take the job over.
+    job: Option<Arc<RunningJob>>,
 }
 
 impl DockerAutoscalerExecutor {
     /// The Docker executor `docker` (connected through the slot's session, prepared)
-    /// on the acquired instance.
-    pub(crate) fn new(docker: DockerExecutor, slot: RemoteSlot, acquisition: Acquisition) -> Self {
+    /// on the acquired instance; `job`: the job's record, when it can be taken over.
+    pub(crate) fn new(
+        docker: DockerExecutor,
+        slot: RemoteSlot,
+        acquisition: Acquisition,
+        job: Option<Arc<RunningJob>>,
+    ) -> Self {
         Self {
             docker,
             slot,
             acquisition,
+            job,
         }
     }
 
@@ -74,11 +98,45 @@ impl DockerAutoscalerExecutor {
                 error: error.into(),
             };
         }
+        let detached = stage.detach.is_some();
+        self.on_instance(detached, self.docker.run(stage, trace, cancel))
+            .await
+    }
+
+    /// Goes on with the detached stage a runner process that died recorded in
+    /// `detached` (see the module docs).
+    pub(crate) async fn reattach(
+        &self,
+        detached: &DetachedStage,
+        stage: &Stage<'_>,
+        trace: &Trace,
+        cancel: impl Future<Output = CancelReason>,
+    ) -> StageOutcome {
+        self.on_instance(true, self.docker.reattach(detached, stage, trace, cancel))
+            .await
+    }
+
+    /// `stage` while the instance is there: a lost instance fails it. A job handed over
+    /// to the next runner process in a `detached` stage keeps its acquisition for it
+    /// (the stage then never ends in this process).
+    async fn on_instance(
+        &self,
+        detached: bool,
+        stage: impl Future<Output = StageOutcome>,
+    ) -> StageOutcome {
+        let handed_over = async {
+            if let Some(job) = self.job.as_ref().filter(|_| detached) {
+                job.handed_over().await;
+                self.acquisition.hand_over();
+            }
+            std::future::pending::<()>().await;
+        };
         tokio::select! {
-            outcome = self.docker.run(stage, trace, cancel) => outcome,
+            outcome = stage => outcome,
             reason = self.acquisition.lost() => StageOutcome::SystemFailure {
                 error: InstanceError::Lost(reason).into(),
             },
+            () = handed_over => StageOutcome::Success,
         }
     }
 

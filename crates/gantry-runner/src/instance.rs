@@ -54,6 +54,7 @@ use gantry_fleet::connector::{ConnectError, Exit, Session, Stream};
 use gantry_fleet::taskscaler::Acquisition;
 
 mod detached;
+pub(crate) mod follow;
 
 use crate::config::ShellKind;
 use crate::shell::{CancelReason, Stage, StageOutcome, quote, stage_script, warn_on_timeout};

@@ -27,12 +27,13 @@
 //! label ([`crate::docker::remove_leftovers`]), except those of the jobs taken over;
 //! processes a job started on a fleet instance end with the instance.
 //!
-//! Jobs of the shell, custom, Docker and instance executors are *taken over* instead,
-//! when they can go on (`Poller::take_over` in [`crate::poll`]): their script stages ran
-//! detached ([`crate::shell::detached`]; the Docker executor's in its build container,
-//! named in the record's [`DockerRecord`]; the instance executor's on its fleet
-//! instance, whose acquisition the record's [`InstanceRecord`] names), and the restarted
-//! runner goes on with them.
+//! Jobs of the shell, custom, Docker, instance and docker-autoscaler executors are
+//! *taken over* instead, when they can go on (`Poller::take_over` in [`crate::poll`]):
+//! their script stages ran detached ([`crate::shell::detached`]; the Docker executor's in
+//! its build container, named in the record's [`DockerRecord`]; the instance executor's
+//! on its fleet instance, whose acquisition the record's [`InstanceRecord`] names; the
+//! docker-autoscaler executor's in its build container on its fleet instance, both
+//! records kept), and the restarted runner goes on with them.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -218,13 +219,15 @@ pub struct JobRecord {
     /// The Docker executor's containers of the job, once it makes any.
     #[serde(default)]
     pub docker: Option<DockerRecord>,
-    /// The fleet instance the job runs on (instance executor), once acquired.
+    /// The fleet instance the job runs on (instance and docker-autoscaler executors),
+    /// once acquired.
     #[serde(default)]
     pub instance: Option<InstanceRecord>,
 }
 
-/// The fleet instance an instance executor job holds ([`crate::instance`]): a restarted
-/// runner restores the acquisition from the taskscaler's state storage by its key.
+/// The fleet instance an instance or docker-autoscaler executor job holds
+/// ([`crate::instance`]): a restarted runner restores the acquisition from the
+/// taskscaler's state storage by its key.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InstanceRecord {
     /// The instance's id.
@@ -361,8 +364,9 @@ pub struct DetachedStage {
     /// The container running the stage (the Docker executor's build container).
     #[serde(default)]
     pub container: Option<String>,
-    /// The stage's directory on the fleet instance (instance executor): its files are
-    /// there, and `files` are their copies here.
+    /// The stage's directory on the fleet instance (instance executor; the stages'
+    /// directory for docker-autoscaler): its files are there, and `files` are their
+    /// copies here.
     #[serde(default)]
     pub remote: Option<String>,
     /// The files: stdout, stderr, exit code.

@@ -627,7 +627,11 @@ impl Poller {
             return None;
         }
         let choice = ExecutorChoice::for_job(&state.entries[index].config, &job);
-        if choice == ExecutorChoice::Instance && record.instance.is_none() {
+        let on_fleet = matches!(
+            choice,
+            ExecutorChoice::Instance | ExecutorChoice::DockerAutoscaler
+        );
+        if on_fleet && record.instance.is_none() {
             // Past its start without an instance recorded: nothing to go on on.
             if !matches!(at, crate::job::TakeoverAt::Start) {
                 return None;
@@ -1217,7 +1221,8 @@ async fn tell_lost_job(
 /// Whether a job of `runner` may be taken over after a runner restart: its script
 /// stages run detached from this process, their output in files (the shell executor,
 /// the custom executor's `run_exec`, the Docker executor's build container, the
-/// instance executor's instance; see [`crate::shell::detached`]).
+/// instance executor's instance, the docker-autoscaler executor's build container on
+/// its instance; see [`crate::shell::detached`]).
 fn resumable(runner: &RunnerConfig, job: &JobResponse) -> bool {
     matches!(
         ExecutorChoice::for_job(runner, job),
@@ -1225,6 +1230,7 @@ fn resumable(runner: &RunnerConfig, job: &JobResponse) -> bool {
             | ExecutorChoice::Custom
             | ExecutorChoice::Docker
             | ExecutorChoice::Instance
+            | ExecutorChoice::DockerAutoscaler
     )
 }
 
@@ -1331,9 +1337,10 @@ async fn resume_lost_job(shared: Arc<Shared>, taken: TakenOver) {
         None => docker_gone(&cx, &record, &at).await,
     };
     if let Some(gone) = gone {
-        // Nothing to go on in: the job ends as a lost one.
+        // Nothing to go on in: the job ends as a lost one. (A docker-autoscaler job's
+        // containers are on its instance's engine, not this machine's.)
         let host = cx.runner.docker.as_ref().and_then(|d| d.host.clone());
-        if let Some(docker) = &record.docker {
+        if let Some(docker) = record.docker.as_ref().filter(|_| record.instance.is_none()) {
             let _ = crate::docker::remove_instance(host.as_deref(), &docker.instance).await;
         }
         let result = tell_lost_job(&shared, &cx.client, &runner, &record, Some(&gone)).await;

@@ -5,8 +5,11 @@
 //! theirs), and the new runner process restores the job's acquisition from the
 //! taskscaler's state storage, opens a new SSH session and takes the job over, its log
 //! going on from exactly where the coordinator's ends. A job whose instance is gone
-//! meanwhile fails, saying why. Real processes throughout: coordinator, `gantry runner
-//! run`, the plugin over gRPC, OpenSSH servers (`scripts/test-sshd.sh install`).
+//! meanwhile fails, saying why. The same for a docker-autoscaler job, whose stage runs
+//! on in its build container on the instance's Docker engine (the local engine, reached
+//! through the instance's SSH session). Real processes throughout: coordinator, `gantry
+//! runner run`, the plugin over gRPC, OpenSSH servers (`scripts/test-sshd.sh install`),
+//! Docker with the local test images (`scripts/test-images.sh`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -32,14 +35,23 @@ chatty:
 /// whose taskscaler keeps its state; returns its path, the journal's and the plugin's
 /// directory.
 fn write_config(setup: &Setup, dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    write_fleet_config(setup, dir, ("instance", "", ""))
+}
+
+/// The same for `executor`, with its instances' ready command and more sections.
+fn write_fleet_config(
+    setup: &Setup,
+    dir: &Path,
+    (executor, ready, sections): (&str, &str, &str),
+) -> (PathBuf, PathBuf, PathBuf) {
     let plugin_dir = dir.join("instances");
     let text = local_fleet_config(
         &setup.server.url,
         &setup.runner_token,
         dir,
-        "instance",
-        "",
-        "",
+        executor,
+        ready,
+        sections,
     )
     .replace(
         "boot_delay_ms = 200\n",
@@ -332,4 +344,182 @@ build:
     );
     assert_eq!(log.matches("\nstarted").count(), 1, "{log}");
     runner.quit();
+}
+
+/// `docker ps` of job `job`'s containers (of the runner `token`): `(id, state)`.
+fn containers((token, job): (&str, i64)) -> Vec<(String, String)> {
+    let short = gantry_runner::job::short_token(token);
+    let out = std::process::Command::new("docker")
+        .args([
+            "ps",
+            "-a",
+            "--filter",
+            &format!("label=com.gantry.runner={short}"),
+            "--filter",
+            &format!("label=com.gantry.job={job}"),
+            "--format",
+            "{{.ID}} {{.State}}",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .map(|(id, state)| (id.to_owned(), state.to_owned()))
+        .collect()
+}
+
+/// Removes a job's containers (what a failed test leaves on the engine).
+struct LeftContainers<'a>(&'a str, i64);
+
+impl Drop for LeftContainers<'_> {
+    fn drop(&mut self) {
+        let ids: Vec<String> = containers((self.0, self.1))
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect();
+        if !ids.is_empty() {
+            let _ = std::process::Command::new("docker")
+                .args(["rm", "-f"])
+                .args(&ids)
+                .output();
+        }
+    }
+}
+
+/// A docker-autoscaler job whose runner is killed (SIGKILL) mid-script: its build
+/// container runs on on the instance's engine, the new runner process restores the
+/// acquisition, reaches the engine through a new session, follows the stage's files on
+/// the instance from where the copies end and finishes the job — every line once —
+/// then releases the instance (removed at its `max_use_count`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_docker_autoscaler_job_outlives_its_killed_runner_with_every_line_once() {
+    let setup = Setup::new(
+        r#"
+chatty:
+  image: gantry-test/busybox:latest
+  variables: {GIT_STRATEGY: none}
+  script:
+    - for i in $(seq 1 60); do echo "line $i"; echo "err $i" >&2; sleep 0.1; done
+    - echo "script ran in $HOSTNAME" >> /builds/runs
+  after_script:
+    - echo "after_script sees $CI_JOB_STATUS in $HOSTNAME"
+"#,
+        &[],
+    )
+    .await;
+    let server = &setup.server;
+    let dir = tempfile::tempdir().unwrap();
+    let (config, journal, plugin_dir) = write_fleet_config(
+        &setup,
+        dir.path(),
+        (
+            "docker-autoscaler",
+            "docker info > /dev/null",
+            "[runners.docker]\npull_policy = [\"if-not-present\"]\n",
+        ),
+    );
+    let _leftovers = Leftovers {
+        plugin_dir: plugin_dir.clone(),
+        stage_pid: None,
+    };
+    let pipeline = server.create_pipeline(setup.project).await;
+    let runner = start_run(&config, dir.path());
+    let (job, _) = server
+        .wait_running(setup.project, pipeline, "chatty", "line 5\n")
+        .await;
+    let _left = LeftContainers(&setup.runner_token, job);
+    let stage = record(&journal).unwrap()["stage"].clone();
+    let remote = stage["remote"].as_str().unwrap().to_owned();
+    assert!(remote.ends_with(".tmp/stages"), "{stage}");
+    // Killed with output sent, output copied but not sent, and output not yet copied
+    // from the instance.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    runner.signal(Signal::SIGKILL);
+    let _ = runner.wait(Duration::from_secs(10));
+    let left = containers((&setup.runner_token, job));
+    assert!(
+        left.iter().any(|(_, state)| state == "running"),
+        "the build container runs on: {left:?}"
+    );
+    assert!(
+        !Path::new(&remote).join("stage_step_script.status").exists(),
+        "the stage still runs"
+    );
+
+    let runner = start_run(&config, dir.path());
+    let done = wait_ended(server, setup.project, job).await;
+    let log = server.trace(setup.project, job).await;
+    if done["status"] != "success" {
+        let stderr = runner.quit();
+        panic!("{done}\n{log}\n{stderr}");
+    }
+    for needle in [
+        "found the job's step_script still running on its own and took it over",
+        "Restored the acquisition of instance local-1 (slot 0) from the taskscaler's state storage",
+        "Job succeeded",
+    ] {
+        assert!(log.contains(needle), "missing {needle:?}:\n{log}");
+    }
+    assert!(!log.contains("may appear twice"), "{log}");
+    for stream in ["line ", "err "] {
+        assert_eq!(
+            numbered(&log, stream),
+            (1..=60).collect::<Vec<_>>(),
+            "every {stream}line once, in order:\n{log}"
+        );
+    }
+    // One instance, one build container for both runner processes: after_script ran
+    // where the script did, and the script once.
+    assert_eq!(log.matches("Acquired instance").count(), 1, "{log}");
+    assert!(!log.contains("local-2"), "{log}");
+    let host = log
+        .lines()
+        .find_map(|l| l.strip_prefix("after_script sees success in "))
+        .unwrap_or_else(|| panic!("no after_script line in:\n{log}"))
+        .trim()
+        .to_owned();
+    let runs = find_file(&dir.path().join("builds"), "runs").unwrap();
+    assert_eq!(
+        std::fs::read_to_string(runs).unwrap(),
+        format!("script ran in {host}\n")
+    );
+    // The job's containers are removed from the instance's engine, then the instance
+    // is released (and removed: max_use_count = 1).
+    wait_for(
+        Duration::from_secs(20),
+        "the job's containers are removed",
+        || containers((&setup.runner_token, job)).is_empty(),
+    )
+    .await;
+    wait_for(Duration::from_secs(10), "the record is removed", || {
+        record(&journal).is_none()
+    })
+    .await;
+    let stderr = runner.quit();
+    assert!(
+        stderr.contains("its step_script was left on its instance: took the job over"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("removing instance local-1: max_use_count"),
+        "the instance is released: {stderr}"
+    );
+}
+
+/// The first file named `name` under `dir`.
+fn find_file(dir: &Path, name: &str) -> Option<PathBuf> {
+    for entry in std::fs::read_dir(dir).ok()?.flatten() {
+        let path = entry.path();
+        if path.file_name().is_some_and(|n| n == name) {
+            return Some(path);
+        }
+        if entry.file_type().ok()?.is_dir()
+            && let Some(found) = find_file(&path, name)
+        {
+            return Some(found);
+        }
+    }
+    None
 }

@@ -16,13 +16,13 @@
 //! ```
 //!
 //! The runner copies the two output files here as they grow — a second SSH command
-//! ([`FOLLOW`]) sends what was appended past the offsets it is given, on its stdout and
-//! stderr — into files beside the job's record ([`crate::journal::aside_dir`]), which
-//! only ever grow by what the instance's files hold next: at every moment each copy is
-//! a prefix of its original, byte for byte. The copies are read into the log exactly as
-//! the shell executor's detached stages are ([`StageOutput`]: whole lines, points in the
-//! job's record, nothing sent past a recorded point), so no byte is lost and none sent
-//! twice across a restart.
+//! sends what was appended past the offsets it is given ([`super::follow`], shared with
+//! the docker-autoscaler executor) — into files beside the job's record
+//! ([`crate::journal::aside_dir`]), which only ever grow by what the instance's files
+//! hold next: at every moment each copy is a prefix of its original, byte for byte. The
+//! copies are read into the log exactly as the shell executor's detached stages are
+//! ([`StageOutput`]: whole lines, points in the job's record, nothing sent past a
+//! recorded point), so no byte is lost and none sent twice across a restart.
 //!
 //! If the runner process dies, the stage runs on: nothing it writes to goes away with
 //! the SSH connection. A restarted runner restores the job's acquisition from the
@@ -40,28 +40,25 @@
 //! attached stages are stopped. The stage's directory goes with the slot directory at
 //! the end of the job.
 //!
-//! Costs: the follower asks the instance's files for their size every [`FOLLOW_POLL`]
-//! and sends only what was appended (O(new bytes) per pass); the copies here give the
+//! Costs: the follower asks the instance's files for their size every 0.1 s and sends
+//! only what was appended (O(new bytes) per pass); the copies here give the
 //! disk blocks the coordinator acknowledged back, as the shell executor's files do.
 //! The instance needs `setsid` (util-linux, busybox) to give the stage its own process
 //! group, and `head -c`/`tail -c`.
 
 use std::future::Future;
-use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use gantry_fleet::connector::{Exit, Stream};
+use gantry_fleet::connector::Exit;
 
+use super::follow::{RemoteFiles, empty_copies, follow, remote_status};
 use super::{InstanceError, InstanceExecutor};
 use crate::journal::{DetachedStage, RunningJob, StageFiles, StagePlace};
 use crate::shell::detached::{StageOutput, stage_files};
 use crate::shell::{CancelReason, Stage, StageOutcome, quote, stage_script, warn_on_timeout};
 use crate::trace::Trace;
-
-/// How often the follower looks at the stage's files on the instance.
-const FOLLOW_POLL: &str = "0.1";
 
 /// Starts a stage unless it began already. `$1` the stage's directory, `$2` the
 /// script's length in bytes (it arrives on stdin), `$3` the shell. Prints `started` or
@@ -82,27 +79,6 @@ c=$?
 printf "%s\n" "$c" >"$d/status.part" && mv -f "$d/status.part" "$d/status"
 exit "$c"' gantry-stage "$d" "$sh" </dev/null >/dev/null 2>&1 &
 echo started
-"#;
-
-/// Sends what the stage's files hold past `$2` (out, on stdout) and `$3` (err, on
-/// stderr) as it comes, until the stage ended and everything is sent (exit 0), or its
-/// process is gone without an exit code (exit 3). `$1` the stage's directory, `$4` the
-/// poll interval in seconds.
-const FOLLOW: &str = r#"d=$1 o=$2 e=$3 poll=$4 waited=0
-while :; do
-  last=0; [ -e "$d/status" ] && last=1
-  n=$(($(wc -c <"$d/out"))) || exit 4
-  if [ "$n" -gt "$o" ]; then tail -c +$((o + 1)) "$d/out" | head -c $((n - o)) || exit 4; o=$n; fi
-  n=$(($(wc -c <"$d/err"))) || exit 4
-  if [ "$n" -gt "$e" ]; then tail -c +$((e + 1)) "$d/err" | head -c $((n - e)) >&2 || exit 4; e=$n; fi
-  [ "$last" = 1 ] && exit 0
-  if p=$(cat "$d/pid" 2>/dev/null); then
-    kill -0 "$p" 2>/dev/null || [ -e "$d/status" ] || exit 3
-  else
-    waited=$((waited + 1)); [ "$waited" -gt 100 ] && exit 3
-  fi
-  sleep "$poll"
-done
 "#;
 
 /// Where the job's detached stages keep their copies here, and the job's record.
@@ -317,7 +293,8 @@ impl InstanceExecutor {
             Lost(String),
         }
         let name = stage.name;
-        let follow = self.follow(remote, files);
+        let remote_files = RemoteFiles::in_dir(remote);
+        let follow = follow(self.slot.session(), &remote_files, files);
         tokio::pin!(follow);
         let stop = {
             let cancel = std::pin::pin!(cancel);
@@ -335,7 +312,7 @@ impl InstanceExecutor {
             }
         };
         let outcome = match stop {
-            Stop::Followed(Ok(Exit::Code(0))) => match self.exit_code(remote).await {
+            Stop::Followed(Ok(Exit::Code(0))) => match self.exit_code(&remote_files.status).await {
                 Ok(code) => {
                     // Kept here too: a runner that dies now finds the stage ended.
                     let _ = std::fs::write(&files.status, format!("{code}\n"));
@@ -374,93 +351,15 @@ impl InstanceExecutor {
         warn_on_timeout(trace, name, outcome)
     }
 
-    /// Copies what the stage's files on the instance hold past the copies' ends onto
-    /// the copies, until the follower ends.
-    async fn follow(&self, remote: &str, files: &StageFiles) -> Result<Exit, InstanceError> {
-        let open = |path: &PathBuf| {
-            std::fs::OpenOptions::new()
-                .append(true)
-                .open(path)
-                .map_err(|source| InstanceError::Local {
-                    path: path.clone(),
-                    source,
-                })
-        };
-        let mut copies = [open(&files.out)?, open(&files.err)?];
-        let from = [
-            copies[0].metadata().map(|m| m.len()).unwrap_or(0),
-            copies[1].metadata().map(|m| m.len()).unwrap_or(0),
-        ];
-        let command = format!(
-            "sh -c {} gantry-follow {} {} {} {FOLLOW_POLL}",
-            quote(FOLLOW),
-            quote(remote),
-            from[0],
-            from[1]
-        );
-        let mut failed: Option<(PathBuf, std::io::Error)> = None;
-        let exit = self
-            .slot
-            .session()
-            .run(&command, b"", &mut |stream, bytes: &[u8]| {
-                let (index, path) = match stream {
-                    Stream::Stdout => (0, &files.out),
-                    Stream::Stderr => (1, &files.err),
-                };
-                if failed.is_some() {
-                    return;
-                }
-                if let Err(error) = copies[index].write_all(bytes) {
-                    failed = Some((path.clone(), error));
-                }
-            })
-            .await?;
-        if let Some((path, source)) = failed {
-            return Err(InstanceError::Local { path, source });
-        }
-        Ok(exit)
-    }
-
     /// The stage's exit code from its `status` file on the instance.
-    async fn exit_code(&self, remote: &str) -> Result<i32, String> {
-        let mut said = Vec::new();
-        let command = format!("cat {}", quote(&format!("{remote}/status")));
-        let exit = self
-            .slot
-            .session()
-            .run(&command, b"", &mut |stream, bytes: &[u8]| {
-                if stream == Stream::Stdout && said.len() < 64 {
-                    said.extend_from_slice(bytes);
-                }
-            })
-            .await
-            .map_err(|error| error.to_string())?;
-        let text = String::from_utf8_lossy(&said);
-        match (&exit, text.trim().parse::<i32>()) {
-            (Exit::Code(0), Ok(code)) => Ok(code),
-            _ => Err(format!(
-                "read the exit code of the stage in {remote} on instance {}: {exit} {:?}",
-                self.instance_id(),
-                text.trim()
+    async fn exit_code(&self, status: &str) -> Result<i32, String> {
+        match remote_status(self.slot.session(), status).await? {
+            Some(code) => Ok(code),
+            None => Err(format!(
+                "the stage ended on instance {} without its exit code in {status}",
+                self.instance_id()
             )),
         }
-    }
-}
-
-/// Empty copies of a stage's output (0600), no exit code.
-fn empty_copies(files: &StageFiles) -> std::io::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    for path in [&files.out, &files.err] {
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(path)?;
-    }
-    match std::fs::remove_file(&files.status) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
-        _ => Ok(()),
     }
 }
 
@@ -514,20 +413,8 @@ mod tests {
             std::fs::read_to_string(stage.join("out")).unwrap(),
             "one\nthree\n"
         );
-        let follow = |o: u64, e: u64| {
-            std::process::Command::new("sh")
-                .arg("-c")
-                .arg(FOLLOW)
-                .args([
-                    "gantry-follow",
-                    stage_text,
-                    &o.to_string(),
-                    &e.to_string(),
-                    "0.01",
-                ])
-                .output()
-                .unwrap()
-        };
+        let files = RemoteFiles::in_dir(stage_text);
+        let follow = |o: u64, e: u64| super::super::follow::run_follow(&files, (o, e));
         let all = follow(0, 0);
         assert_eq!(all.status.code(), Some(0));
         assert_eq!(all.stdout, b"one\nthree\n");

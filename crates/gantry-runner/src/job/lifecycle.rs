@@ -254,6 +254,7 @@ impl<'a> Lifecycle<'a> {
                 self.executor = Some(Executor::Docker(Box::new(docker)));
             }
             ExecutorChoice::Instance => self.prepare_instance().await?,
+            ExecutorChoice::DockerAutoscaler => self.resume_docker_autoscaler().await?,
             ExecutorChoice::Custom => {
                 let (Some(config), Some(dir)) = (
                     self.cx.runner.custom.clone(),
@@ -340,6 +341,9 @@ impl<'a> Lifecycle<'a> {
             }
             (Some(detached), Executor::Instance(instance)) => {
                 instance.reattach(detached, stage, self.trace, cancel).await
+            }
+            (Some(detached), Executor::DockerAutoscaler(docker)) => {
+                docker.reattach(detached, stage, self.trace, cancel).await
             }
             _ => executor.run(stage, self.trace, cancel).await,
         }
@@ -604,11 +608,11 @@ impl<'a> Lifecycle<'a> {
         })
     }
 
-    /// The instance executor: a slot on an instance of the entry's fleet, an SSH
-    /// session to it, and the job's directories under `$HOME/builds` there (see
-    /// [`crate::instance`]).
-    async fn prepare_instance(&mut self) -> Result<(), JobEnding> {
-        let on = self.acquire_instance("instance").await?;
+    /// Keeps `on`'s acquisition in the taskscaler's state file under the job's key and
+    /// names it in the job's record, when a restarted runner could take the job over;
+    /// whether it was restored (the job is taken over: the stages ran on the instance,
+    /// whose copy of the slot directory is then the newer one).
+    fn keep_acquisition(&self, on: &OnInstance) -> bool {
         let restored = self
             .cx
             .journal
@@ -625,16 +629,24 @@ impl<'a> Lifecycle<'a> {
                 key,
             });
         }
+        if restored {
+            on.slot.instance_is_current();
+        }
+        restored
+    }
+
+    /// The instance executor: a slot on an instance of the entry's fleet, an SSH
+    /// session to it, and the job's directories under `$HOME/builds` there (see
+    /// [`crate::instance`]).
+    async fn prepare_instance(&mut self) -> Result<(), JobEnding> {
+        let on = self.acquire_instance("instance").await?;
+        self.keep_acquisition(&on);
         let variables = self.placement.variables(&on.dirs);
         self.replace_placement(on.dirs, variables)
             .map_err(|variable| JobEnding::SystemFailure {
                 stage: "prepare_executor",
                 message: format!("the masked variable {variable} uses the job's directories, which are different on the instance; it cannot be masked any more"),
             })?;
-        if restored {
-            // Taken over: the stages ran there, the instance's copy is the newer one.
-            on.slot.instance_is_current();
-        }
         let mut executor = crate::instance::InstanceExecutor::new(
             on.slot,
             on.acquisition,
@@ -646,35 +658,63 @@ impl<'a> Lifecycle<'a> {
         Ok(())
     }
 
-    /// The docker-autoscaler executor: a slot on an instance of the entry's fleet, an
-    /// SSH session to it, the instance's Docker engine through that session, and the
-    /// Docker executor's preparation there (see [`crate::docker_autoscaler`]). The job
-    /// keeps its container paths (`/builds/…`).
-    async fn prepare_docker_autoscaler(&mut self) -> Result<(), JobEnding> {
+    /// A slot on an instance of the entry's fleet for the docker-autoscaler executor,
+    /// an SSH session to it and the instance's Docker engine through that session (see
+    /// [`crate::docker_autoscaler`]); the acquisition kept for a takeover.
+    async fn docker_autoscaler_engine(
+        &mut self,
+    ) -> Result<(OnInstance, bollard::Docker), JobEnding> {
         let on = self.acquire_instance("docker-autoscaler").await?;
-        let default_config = DockerConfig::default();
-        let config = self.cx.runner.docker.as_ref().unwrap_or(&default_config);
+        self.keep_acquisition(&on);
+        let host = self.cx.runner.docker.as_ref().and_then(|d| d.host.clone());
         let dial_stdio =
             get_bool(&self.variables, "FF_USE_DOCKER_AUTOSCALER_DIAL_STDIO").unwrap_or(true);
-        let route = crate::docker::EngineRoute::new(config.host.as_deref(), dial_stdio);
+        let route = crate::docker::EngineRoute::new(host.as_deref(), dial_stdio);
         let session = on.slot.session().clone();
+        // On a failure the slot directory was never sent; nothing else to remove.
         let engine = self
             .guarded(async {
                 crate::docker::connect_through(&session, &route)
                     .await
                     .map_err(docker_ending)
             })
-            .await;
-        let engine = match engine {
-            Ok(engine) => engine,
-            Err(ending) => {
-                // The slot directory was never sent; nothing else to remove.
-                return Err(ending);
-            }
-        };
+            .await?;
+        Ok((on, engine))
+    }
+
+    /// The job's `.tmp` directory on the instance: the slot directory there is the
+    /// containers' `/builds`.
+    fn tmp_on_instance(&self, on: &OnInstance) -> String {
+        let relative = self
+            .dirs
+            .seen
+            .tmp_dir
+            .strip_prefix(&self.dirs.seen.builds_dir)
+            .unwrap_or(Path::new(""));
+        Path::new(on.slot.remote())
+            .join(relative)
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    /// The docker-autoscaler executor: a slot on an instance of the entry's fleet, an
+    /// SSH session to it, the instance's Docker engine through that session, and the
+    /// Docker executor's preparation there (see [`crate::docker_autoscaler`]). The job
+    /// keeps its container paths (`/builds/…`).
+    async fn prepare_docker_autoscaler(&mut self) -> Result<(), JobEnding> {
+        let (on, engine) = self.docker_autoscaler_engine().await?;
+        let default_config = DockerConfig::default();
+        let config = self.cx.runner.docker.as_ref().unwrap_or(&default_config);
         let short = super::short_token(&self.cx.runner.token);
         let mut docker =
             DockerExecutor::with_engine(engine, &short, self.job.id, self.cx.kill_grace);
+        // Recorded before anything is made, when a restarted runner could take the job
+        // over: its script stages then run detached, their files on the instance.
+        docker.detach_on_instance(
+            (on.slot.session(), &self.tmp_on_instance(&on)),
+            &self.dirs.seen.tmp_dir,
+            self.resumable_record(),
+        );
         // The slot directory on the instance at /builds, as the Docker executor mounts
         // its local one.
         let binds = vec![format!(
@@ -688,9 +728,45 @@ impl<'a> Lifecycle<'a> {
                 docker,
                 on.slot,
                 on.acquisition,
+                self.resumable_record().cloned(),
             ),
         )));
         result
+    }
+
+    /// The docker-autoscaler executor of a job taken over: the restored acquisition, a
+    /// new session and the engine through it, and the job's containers as its record
+    /// names them (see [`crate::docker_autoscaler`]).
+    async fn resume_docker_autoscaler(&mut self) -> Result<(), JobEnding> {
+        let failed = |message: String| JobEnding::SystemFailure {
+            stage: "prepare_executor",
+            message,
+        };
+        let Some(record) = self.cx.journal.as_ref().and_then(|j| j.docker()) else {
+            return Err(failed(
+                "the Docker containers of this job were not recorded".to_owned(),
+            ));
+        };
+        let (on, engine) = self.docker_autoscaler_engine().await?;
+        let short = super::short_token(&self.cx.runner.token);
+        let mut docker =
+            DockerExecutor::resume_on(engine, (&short, self.job.id), self.cx.kill_grace, &record)
+                .await
+                .map_err(|error| failed(error.to_string()))?;
+        docker.detach_on_instance(
+            (on.slot.session(), &self.tmp_on_instance(&on)),
+            &self.dirs.seen.tmp_dir,
+            self.resumable_record(),
+        );
+        self.executor = Some(Executor::DockerAutoscaler(Box::new(
+            crate::docker_autoscaler::DockerAutoscalerExecutor::new(
+                docker,
+                on.slot,
+                on.acquisition,
+                self.resumable_record().cloned(),
+            ),
+        )));
+        Ok(())
     }
 
     /// Brings the build directory here up to date before the runner works on it

@@ -35,15 +35,33 @@
 //! itself) still comes through the attach stream while this runner watches; after a
 //! takeover it is not read again. A build container gone (removed, the engine
 //! restarted) ends a taken-over job as a lost one ([`crate::poll`]).
+//!
+//! **On a fleet instance** (the docker-autoscaler executor, [`crate::docker_autoscaler`])
+//! the build directory bound into the container is the slot directory's copy on the
+//! instance, so the files are written there. The runner makes them over the SSH session
+//! (the same modes), and follows them into copies beside the job's record as the
+//! instance executor does ([`crate::instance::follow`]); the copies are what it reads
+//! into the log and what the record names. Once the container stopped the runner makes
+//! the stage's stop file, and the follower sends the rest and ends; the exit code is
+//! read from `STATUS` on the instance (else the container's). A restarted runner checks
+//! `B` and `STATUS` on the instance, follows on from the copies' ends and reads the
+//! copies on from the point the coordinator's log ends at. Costs: one SSH channel per
+//! running stage for the follower (0.1 s passes, O(new bytes) each), a few short
+//! commands per stage; while a taken-over stage has not begun, one command per
+//! [`REMOTE_POLL`].
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use bollard::Docker;
+use gantry_fleet::connector::{Exit, Session};
+
 use super::{BuildTemplate, DockerExecutor, drain, exit_outcome};
 use crate::docker::DockerError;
 use crate::docker::client::{connect, connect_to};
+use crate::instance::follow::{RemoteFiles, any_exists, empty_copies, follow, remote_status};
 use crate::journal::{DetachedStage, DockerRecord, RunningJob, StageFiles, StagePlace};
 use crate::shell::detached::{StageOutput, read_status, stage_files};
 use crate::shell::{CancelReason, Stage, StageOutcome, quote, stage_script, warn_on_timeout};
@@ -55,26 +73,122 @@ const STAGES_DIR: &str = "stages";
 /// How often a reattached stage that has not begun is looked at.
 const POLL: Duration = Duration::from_millis(50);
 
+/// The same on a fleet instance (each look is an SSH command).
+const REMOTE_POLL: Duration = Duration::from_millis(250);
+
+/// How long the follower of a stage on an instance may take to send the rest once the
+/// container stopped.
+const FOLLOW_REST: Duration = Duration::from_secs(60);
+
 /// Where detached stages keep their files, and the job's record.
 pub(crate) struct Detach {
-    /// The job's `.tmp` directory here.
-    host: PathBuf,
-    /// The same directory in the container.
+    /// Where the files are.
+    at: FilesAt,
+    /// The job's `.tmp` directory in the container.
     seen: PathBuf,
     job: Arc<RunningJob>,
 }
 
-/// A stage's files here and as the container sees them.
+/// Where a job's detached stages keep their files.
+enum FilesAt {
+    /// In the job's `.tmp` directory here (bound into the container): read in place.
+    Here(PathBuf),
+    /// In the job's `.tmp` directory on a fleet instance (`tmp`, reached through
+    /// `session`), followed into copies here (in `copies`, beside the job's record).
+    Instance {
+        session: Session,
+        tmp: String,
+        copies: PathBuf,
+    },
+}
+
+/// A stage's files: those the runner reads into the log, as the container sees them,
+/// and on the instance (docker-autoscaler).
 struct Files {
     here: StageFiles,
     seen: StageFiles,
+    remote: Option<(Session, RemoteFiles)>,
+}
+
+impl Files {
+    /// The file the wrapper makes when the script begins, where the runner looks.
+    fn began(&self) -> String {
+        match &self.remote {
+            Some((_, remote)) => crate::journal::began_path(&remote_as_local(remote))
+                .to_string_lossy()
+                .into_owned(),
+            None => crate::journal::began_path(&self.here)
+                .to_string_lossy()
+                .into_owned(),
+        }
+    }
+
+    /// Whether the script began or ended (its `B` or `STATUS` is there).
+    async fn began_or_ended(&self) -> Result<bool, DockerError> {
+        match &self.remote {
+            Some((session, remote)) => any_exists(session, &[&self.began(), &remote.status])
+                .await
+                .map_err(|error| DockerError::Api {
+                    action: "look for the stage's files on the instance".to_owned(),
+                    reason: error.to_string(),
+                    status: None,
+                }),
+            None => Ok(Path::new(&self.began()).exists() || self.here.status.exists()),
+        }
+    }
+}
+
+/// A stage's remote files as paths (to name them as [`stage_files`] does).
+fn remote_as_local(remote: &RemoteFiles) -> StageFiles {
+    StageFiles {
+        out: PathBuf::from(&remote.out),
+        err: PathBuf::from(&remote.err),
+        status: PathBuf::from(&remote.status),
+    }
 }
 
 impl Detach {
     fn files(&self, stage: &str) -> Files {
-        Files {
-            here: stage_files(&self.host.join(STAGES_DIR), stage),
-            seen: stage_files(&self.seen.join(STAGES_DIR), stage),
+        let seen = stage_files(&self.seen.join(STAGES_DIR), stage);
+        match &self.at {
+            FilesAt::Here(host) => Files {
+                here: stage_files(&host.join(STAGES_DIR), stage),
+                seen,
+                remote: None,
+            },
+            FilesAt::Instance {
+                session,
+                tmp,
+                copies,
+            } => {
+                let remote = stage_files(&Path::new(tmp).join(STAGES_DIR), stage);
+                Files {
+                    here: stage_files(copies, stage),
+                    seen,
+                    remote: Some((session.clone(), RemoteFiles::in_container(&remote))),
+                }
+            }
+        }
+    }
+
+    /// The files of the stage a runner process that died recorded in `detached`.
+    fn files_of(&self, detached: &DetachedStage) -> Files {
+        let mut files = self.files(&detached.place.name);
+        // The record's own copies (the same, unless the job's directories moved).
+        files.here = detached.files.clone();
+        files
+    }
+
+    /// The stages' directory on the instance (for the record).
+    fn remote_dir(&self) -> Option<String> {
+        match &self.at {
+            FilesAt::Here(_) => None,
+            FilesAt::Instance { tmp, .. } => Some(
+                Path::new(tmp)
+                    .join(STAGES_DIR)
+                    .to_string_lossy()
+                    .into_owned(),
+            ),
         }
     }
 }
@@ -89,7 +203,32 @@ impl DockerExecutor {
             return;
         };
         self.detach = Some(Detach {
-            host: host.to_owned(),
+            at: FilesAt::Here(host.to_owned()),
+            seen: seen.to_owned(),
+            job: Arc::clone(job),
+        });
+        self.record();
+    }
+
+    /// The same for a job on a fleet instance (docker-autoscaler): the job's `.tmp`
+    /// directory is `tmp` on the instance `session` reaches, `seen` in the container;
+    /// the copies of the stages' output go beside the job's record.
+    pub(crate) fn detach_on_instance(
+        &mut self,
+        (session, tmp): (&Session, &str),
+        seen: &Path,
+        job: Option<&Arc<RunningJob>>,
+    ) {
+        let Some(job) = job.filter(|job| job.resumable()) else {
+            return;
+        };
+        let Ok(copies) = job.aside() else { return };
+        self.detach = Some(Detach {
+            at: FilesAt::Instance {
+                session: session.clone(),
+                tmp: tmp.to_owned(),
+                copies,
+            },
             seen: seen.to_owned(),
             job: Arc::clone(job),
         });
@@ -123,6 +262,17 @@ impl DockerExecutor {
             Some(host) => connect_to(host).await?,
             None => connect().await?,
         };
+        Self::resume_on(docker, (short_token, job_id), kill_grace, record).await
+    }
+
+    /// [`DockerExecutor::resume`] on the engine `docker` is connected to (an instance's,
+    /// for docker-autoscaler).
+    pub(crate) async fn resume_on(
+        docker: Docker,
+        (short_token, job_id): (&str, i64),
+        kill_grace: Duration,
+        record: &DockerRecord,
+    ) -> Result<Self, DockerError> {
         let mut executor = Self::with_engine(docker, short_token, job_id, kill_grace);
         executor.instance.clone_from(&record.instance);
         executor.labels = super::job_labels(short_token, job_id, &record.instance);
@@ -176,11 +326,21 @@ impl DockerExecutor {
         cancel: impl Future<Output = CancelReason>,
     ) -> StageOutcome {
         let files = detach.files(stage.name);
-        if let Err(error) = prepare_files(&files.here) {
+        let prepared = match &files.remote {
+            None => prepare_files(&files.here).map_err(|error| error.to_string()),
+            Some((session, remote)) => match empty_copies(&files.here) {
+                Ok(()) => prepare_remote_files(session, remote).await,
+                Err(error) => Err(format!(
+                    "{}: {error}",
+                    files.here.out.parent().unwrap_or(Path::new("")).display()
+                )),
+            },
+        };
+        if let Err(reason) = prepared {
             return StageOutcome::SystemFailure {
                 error: DockerError::Api {
                     action: format!("prepare the files of {}", stage.name),
-                    reason: error.to_string(),
+                    reason,
                     status: None,
                 }
                 .into(),
@@ -196,7 +356,7 @@ impl DockerExecutor {
             place: place.clone(),
             group: None,
             container: Some(id.clone()),
-            remote: None,
+            remote: detach.remote_dir(),
             files: files.here.clone(),
             checkpoint: None,
             points: Vec::new(),
@@ -211,7 +371,7 @@ impl DockerExecutor {
         };
         self.watch(
             &detach.job,
-            (&id, &files.here),
+            (&id, &files),
             (output, pump),
             stage.name,
             stage.timeout,
@@ -236,17 +396,31 @@ impl DockerExecutor {
                 error: DockerError::NotPrepared.into(),
             };
         };
-        let files = &detached.files;
-        let began = crate::journal::began_path(files);
+        let files = detach.files_of(detached);
+        let poll = if files.remote.is_some() {
+            REMOTE_POLL
+        } else {
+            POLL
+        };
+        let began = async || match files.began_or_ended().await {
+            Ok(began) => Ok(began),
+            Err(error) => Err(StageOutcome::SystemFailure {
+                error: error.into(),
+            }),
+        };
         loop {
-            if began.exists() || files.status.exists() {
-                break;
+            match began().await {
+                Ok(true) => break,
+                Ok(false) => {}
+                Err(outcome) => return outcome,
             }
             match self.docker.inspect_container(id, None).await {
                 Ok(inspect) if inspect.state.as_ref().and_then(|s| s.running) == Some(true) => {}
                 Ok(_) => {
-                    if began.exists() || files.status.exists() {
-                        break;
+                    match began().await {
+                        Ok(true) => break,
+                        Ok(false) => {}
+                        Err(outcome) => return outcome,
                     }
                     // It never ran a line: it starts again.
                     return self.run(stage, trace, cancel).await;
@@ -261,16 +435,16 @@ impl DockerExecutor {
                     };
                 }
             }
-            tokio::time::sleep(POLL).await;
+            tokio::time::sleep(poll).await;
         }
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default();
         let left = Duration::from_millis(detached.place.deadline_unix_ms).saturating_sub(now);
-        let output = StageOutput::start(files, detached.checkpoint, trace, &detach.job);
+        let output = StageOutput::start(&files.here, detached.checkpoint, trace, &detach.job);
         self.watch(
             &detach.job,
-            (id, files),
+            (id, &files),
             (output, None),
             &detached.place.name,
             left,
@@ -282,12 +456,12 @@ impl DockerExecutor {
 
     /// Waits for the stage in container `id` to end, `timeout` to pass or `cancel` to
     /// complete, then copies the rest of its output; its exit code is the one in its
-    /// status file, else the container's.
+    /// status file, else the container's. Files on an instance are followed meanwhile.
     #[allow(clippy::too_many_arguments)]
     async fn watch(
         &self,
         job: &Arc<RunningJob>,
-        (id, files): (&str, &StageFiles),
+        (id, files): (&str, &Files),
         (output, pump): (StageOutput, Option<tokio::task::JoinHandle<()>>),
         name: &str,
         timeout: Duration,
@@ -299,6 +473,13 @@ impl DockerExecutor {
             Timeout,
             Canceled(CancelReason),
         }
+        // Aborted when dropped (the job's stage given up: the instance lost).
+        let follower = files.remote.clone().map(|(session, remote)| {
+            let copies = files.here.clone();
+            AbortOnDrop(tokio::spawn(async move {
+                follow(&session, &remote, &copies).await
+            }))
+        });
         let stop = {
             let cancel = std::pin::pin!(cancel);
             tokio::select! {
@@ -310,21 +491,40 @@ impl DockerExecutor {
                 () = job.handed_over() => std::future::pending().await,
             }
         };
-        let outcome = match stop {
-            Stop::Exited(exited) => {
-                let exited = match read_status(&files.status) {
+        let exited = match stop {
+            Stop::Exited(exited) => Ok(exited),
+            Stop::Timeout => {
+                self.terminate(id).await;
+                Err(StageOutcome::Timeout { after: timeout })
+            }
+            Stop::Canceled(reason) => {
+                self.terminate(id).await;
+                Err(StageOutcome::Canceled { reason })
+            }
+        };
+        // The container stopped: what is left on the instance comes here.
+        let followed = match (&files.remote, follower) {
+            (Some((session, remote)), Some(follower)) => {
+                Some(follow_rest(session, remote, follower, name).await)
+            }
+            _ => None,
+        };
+        let outcome = match (exited, followed) {
+            (Err(stopped), _) => stopped,
+            (_, Some(Err(failure))) => failure,
+            (Ok(exited), Some(Ok(status))) => {
+                if let Some(code) = status {
+                    // Kept here too: a runner that dies now finds the stage ended.
+                    let _ = std::fs::write(&files.here.status, format!("{code}\n"));
+                }
+                exit_outcome(status.map(i64::from).map_or(exited, Ok), name)
+            }
+            (Ok(exited), None) => {
+                let exited = match read_status(&files.here.status) {
                     Some(code) => Ok(i64::from(code)),
                     None => exited,
                 };
                 exit_outcome(exited, name)
-            }
-            Stop::Timeout => {
-                self.terminate(id).await;
-                StageOutcome::Timeout { after: timeout }
-            }
-            Stop::Canceled(reason) => {
-                self.terminate(id).await;
-                StageOutcome::Canceled { reason }
             }
         };
         output.finish().await;
@@ -332,6 +532,103 @@ impl DockerExecutor {
             drain(pump, name, trace).await;
         }
         warn_on_timeout(trace, name, outcome)
+    }
+}
+
+/// A task aborted when this is dropped.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Once the stage's container stopped: makes the stage's stop file on the instance so
+/// that `follower` sends the rest and ends, waits for it, and reads the exit code there
+/// (`None`: the script wrote none, the container was stopped or killed).
+async fn follow_rest(
+    session: &Session,
+    remote: &RemoteFiles,
+    mut follower: AbortOnDrop<Result<Exit, crate::instance::InstanceError>>,
+    name: &str,
+) -> Result<Option<i32>, StageOutcome> {
+    let failed = |action: String, reason: String| StageOutcome::SystemFailure {
+        error: DockerError::Api {
+            action,
+            reason,
+            status: None,
+        }
+        .into(),
+    };
+    let instance = session.instance_id().to_owned();
+    if let Some(stop) = &remote.stop {
+        let command = format!(": > {}", quote(stop));
+        match session.run(&command, b"", &mut |_, _| {}).await {
+            Ok(Exit::Code(0)) => {}
+            Ok(exit) => {
+                return Err(failed(
+                    format!("end the follower of {name} on instance {instance}"),
+                    format!("`{command}` ended with {exit}"),
+                ));
+            }
+            Err(error) => {
+                return Err(failed(
+                    format!("end the follower of {name} on instance {instance}"),
+                    error.to_string(),
+                ));
+            }
+        }
+    }
+    let action = format!("copy the output of {name} from instance {instance}");
+    match tokio::time::timeout(FOLLOW_REST, &mut follower.0).await {
+        Ok(Ok(Ok(Exit::Code(0)))) => {}
+        Ok(Ok(Ok(exit))) => return Err(failed(action, format!("the follower ended with {exit}"))),
+        Ok(Ok(Err(error))) => return Err(failed(action, error.to_string())),
+        Ok(Err(error)) => return Err(failed(action, error.to_string())),
+        Err(_) => {
+            return Err(failed(
+                action,
+                format!("the follower did not end within {FOLLOW_REST:?}"),
+            ));
+        }
+    }
+    remote_status(session, &remote.status)
+        .await
+        .map_err(|reason| failed(format!("read the exit code of {name}"), reason))
+}
+
+/// Makes the stage's directory (0733) and empty output files (0622) on the instance,
+/// with no exit code, no mark of a beginning and no stop file (as [`prepare_files`]).
+async fn prepare_remote_files(session: &Session, remote: &RemoteFiles) -> Result<(), String> {
+    let local = remote_as_local(remote);
+    let path = |p: &Path| quote(&p.to_string_lossy());
+    let dir = local.out.parent().unwrap_or(Path::new("/"));
+    let command = format!(
+        "mkdir -p {dir} && chmod 0733 {dir} && : > {out} && : > {err} && chmod 0622 {out} {err} && rm -f {status} {began} {stop}",
+        dir = path(dir),
+        out = quote(&remote.out),
+        err = quote(&remote.err),
+        status = quote(&remote.status),
+        began = path(&crate::journal::began_path(&local)),
+        stop = quote(remote.stop.as_deref().unwrap_or("")),
+    );
+    let mut said = Vec::new();
+    match session
+        .run(&command, b"", &mut |_, bytes: &[u8]| {
+            if said.len() < 4096 {
+                said.extend_from_slice(bytes);
+            }
+        })
+        .await
+    {
+        Ok(Exit::Code(0)) => Ok(()),
+        Ok(exit) => Err(format!(
+            "on instance {}, `{command}` ended with {exit}: {}",
+            session.instance_id(),
+            String::from_utf8_lossy(&said).trim()
+        )),
+        Err(error) => Err(error.to_string()),
     }
 }
 
