@@ -48,6 +48,8 @@ mod environments;
 mod error;
 mod job_token_scope;
 mod merge_requests;
+mod pages;
+mod releases;
 mod resource_groups;
 mod rows;
 mod sessions;
@@ -72,6 +74,8 @@ pub use environments::{
 pub use error::StoreError;
 pub use job_token_scope::{JobTokenAllowlist, LinkAdded};
 pub use merge_requests::{MergeRequest, MergeRequestLink, NewMergeRequest};
+pub use pages::{NewPagesDeployment, PagesDeployment};
+pub use releases::{NewRelease, Release};
 pub use resource_groups::{DEFAULT_PROCESS_MODE, ResourceGroup};
 pub use rows::*;
 pub use traces::{TraceSnapshot, TraceState};
@@ -530,6 +534,8 @@ impl Store {
             delete_job_data(&mut tx, "SELECT id FROM jobs WHERE project_id = $1", id).await?;
         for statement in [
             "DELETE FROM deployments WHERE project_id = $1",
+            "DELETE FROM pages_deployments WHERE project_id = $1",
+            "DELETE FROM releases WHERE project_id = $1",
             "DELETE FROM jobs WHERE project_id = $1",
             "DELETE FROM merge_request_pipelines WHERE pipeline_id IN (SELECT id FROM pipelines WHERE project_id = $1)",
             "DELETE FROM merge_requests WHERE project_id = $1",
@@ -1238,8 +1244,8 @@ impl Store {
             }
         }
         let row = sqlx::query(&format!(
-            "INSERT INTO pipelines (project_id, iid, ref_name, tag, sha, before_sha, source, status, failure_reason, yaml_errors, variables, protected, created_at, updated_at, parent_job_id, schedule_id, trace_id, root_id, locked) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, \
+            "INSERT INTO pipelines (project_id, iid, ref_name, tag, sha, before_sha, source, status, failure_reason, yaml_errors, variables, protected, created_at, updated_at, parent_job_id, schedule_id, trace_id, trigger_short_token, root_id, locked) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, \
              (SELECT COALESCE(pp.root_id, pp.id) FROM jobs pj JOIN pipelines pp ON pp.id = pj.pipeline_id \
               WHERE pj.id = $15 AND pp.project_id = $1), \
              (SELECT keep_latest_artifact FROM projects WHERE id = $1)) RETURNING {}",
@@ -1262,6 +1268,7 @@ impl Store {
         .bind(p.parent_job_id)
         .bind(p.schedule.as_ref().map(|s| s.schedule_id))
         .bind(&p.trace_id)
+        .bind(&p.trigger_short_token)
         .fetch_one(&mut *tx)
         .await
         .map_err(|e| {
