@@ -590,7 +590,7 @@ async fn pages_sites_are_deployed_and_served_and_releases_created() {
         format!("{}/gantry/e2e/-/blob/{}/calc.py#L1", server.url, setup.repo.sha)
     );
 
-    // A second pipeline: the release exists (refused, logged), the site is replaced.
+    // A second pipeline (a release of its own version): the site is replaced.
     let again = server.create_pipeline(setup.project).await;
     let runner = setup.runner("", "");
     let done = server
