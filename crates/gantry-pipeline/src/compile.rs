@@ -281,6 +281,7 @@ struct JobDef {
     resource_group: Option<String>,
     trigger: Option<Trigger>,
     release: Option<serde_json::Value>,
+    pages: Option<Pages>,
     secrets: Option<serde_json::Value>,
     id_tokens: Option<serde_json::Value>,
     manual_confirmation: Option<String>,
@@ -1204,9 +1205,16 @@ fn parse_job(
         // Job inputs (GitLab 18.x): a mapping of input name to its value or specification.
         let _ = cx.map(n, &p("inputs"));
     }
-    if let Some(n) = m.get("pages") {
-        let _ = keyword::pages(n, &p("pages"), cx);
-    }
+    let pages_keyword = match m.get("pages") {
+        Some(n) => keyword::pages(n, &p("pages"), cx),
+        None => Some(keyword::PagesKeyword::Empty),
+    };
+    let publish = m.get("publish").and_then(|n| n.as_str()).map(str::to_owned);
+    let pages = pages_job(name, pages_keyword, publish);
+    let artifacts = match &pages {
+        Some(pages) => Some(Rc::new(with_publish_path(artifacts.as_deref(), &pages.publish))),
+        None => artifacts,
+    };
     if let Some(n) = m.get("dast_configuration") {
         let _ = keyword::dast_configuration(n, &p("dast_configuration"), cx);
     }
@@ -1291,8 +1299,54 @@ fn parse_job(
         secrets,
         id_tokens,
         manual_confirmation,
+        pages,
         run,
     })
+}
+
+/// `Entry::Job#pages_job?` and `#pages_publish_path`: a job is a Pages job when `pages:`
+/// is `true` or a non-empty hash, or when it is named `pages` and `pages:` is not `false`;
+/// its site is `pages:publish`, else `publish:`, else `public`.
+fn pages_job(
+    name: &str,
+    keyword: Option<keyword::PagesKeyword>,
+    publish: Option<String>,
+) -> Option<Pages> {
+    let publish = publish.unwrap_or_else(|| "public".to_owned());
+    match keyword? {
+        keyword::PagesKeyword::Off => None,
+        keyword::PagesKeyword::Empty => (name == "pages").then_some(Pages {
+            publish,
+            path_prefix: None,
+            expire_in: None,
+        }),
+        keyword::PagesKeyword::On(o) => Some(Pages {
+            publish: o.publish.unwrap_or(publish),
+            path_prefix: o.path_prefix,
+            expire_in: o.expire_in,
+        }),
+    }
+}
+
+/// `Entry::Job#artifacts_with_pages_publish_path`: a Pages job's artifacts hold its
+/// publish folder (an artifacts entry is made when the job has none).
+fn with_publish_path(artifacts: Option<&Artifacts>, publish: &str) -> Artifacts {
+    let mut a = artifacts.cloned().unwrap_or(Artifacts {
+        name: None,
+        paths: Vec::new(),
+        exclude: Vec::new(),
+        untracked: false,
+        when: ArtifactsWhen::OnSuccess,
+        expire_in: None,
+        expose_as: None,
+        access: None,
+        reports: IndexMap::new(),
+        coverage_report: None,
+    });
+    if !a.paths.iter().any(|p| p == publish) {
+        a.paths.push(publish.to_owned());
+    }
+    a
 }
 
 fn parse_needs(n: &Node, path: &str, bridge: bool, cx: &mut Cx) -> Option<NeedList> {
@@ -1946,6 +2000,7 @@ fn seed(
         secrets: def.secrets.clone(),
         id_tokens: def.id_tokens.clone(),
         manual_confirmation: def.manual_confirmation.clone(),
+        pages: def.pages.clone(),
         run: def.run.clone(),
         node_index: inst.node_index,
         node_total: inst.node_total,
@@ -2007,4 +2062,70 @@ fn needs_absent(job: &str, need: &str) -> String {
     format!(
         "'{job}' job needs '{need}' job, but '{need}' does not exist in the pipeline. This might be because of the only, except, or rules keywords. To need a job that sometimes does not exist in the pipeline, use needs:optional."
     )
+}
+
+#[cfg(test)]
+mod pages_tests {
+    use crate::context::{Context, PipelineInfo};
+    use crate::include::Loader;
+    use crate::model::Pages;
+
+    struct One(&'static str);
+    impl Loader for One {
+        fn read(&self, _: &str) -> Result<Option<String>, String> {
+            Ok(Some(self.0.to_owned()))
+        }
+        fn files(&self) -> Vec<String> {
+            vec![".gitlab-ci.yml".into()]
+        }
+    }
+
+    /// GitLab's `Entry::Job#pages_job?` and `#artifacts_with_pages_publish_path`.
+    #[test]
+    fn pages_jobs_and_their_publish_folder() {
+        let text = "pages:\n  script: [x]\nlegacy:\n  script: [x]\ndocs:\n  pages: true\n  publish: site\n  script: [x]\n  artifacts: {paths: [report.txt]}\nreview:\n  pages: {publish: dist, path_prefix: $CI_COMMIT_REF_SLUG, expire_in: 1 week}\n  script: [x]\n  artifacts: {paths: [dist]}\nnot-pages:\n  pages: {}\n  script: [x]\n";
+        let ctx = Context::new(&PipelineInfo::default(), &[], None);
+        let compiled = super::compile(&super::Options::default(), &ctx, &One(text));
+        let pipeline = compiled.pipeline.expect("valid");
+        let job = |n: &str| {
+            pipeline
+                .jobs
+                .iter()
+                .find(|j| j.name == n)
+                .unwrap_or_else(|| panic!("job {n}"))
+        };
+        let paths = |n: &str| job(n).artifacts.as_ref().map(|a| a.paths.clone());
+        assert_eq!(
+            job("pages").pages,
+            Some(Pages {
+                publish: "public".into(),
+                path_prefix: None,
+                expire_in: None
+            })
+        );
+        assert_eq!(paths("pages"), Some(vec!["public".to_owned()]));
+        assert_eq!(job("docs").pages.as_ref().map(|p| p.publish.as_str()), Some("site"));
+        assert_eq!(paths("docs"), Some(vec!["report.txt".into(), "site".into()]));
+        let review = job("review").pages.clone().expect("a pages job");
+        assert_eq!(review.publish, "dist");
+        assert_eq!(review.path_prefix.as_deref(), Some("$CI_COMMIT_REF_SLUG"));
+        assert_eq!(review.expire_in.as_deref(), Some("1 week"));
+        assert_eq!(paths("review"), Some(vec!["dist".into()]));
+        assert_eq!(job("not-pages").pages, None);
+        assert_eq!(job("not-pages").artifacts, None);
+        assert_eq!(job("legacy").pages, None);
+    }
+
+    #[test]
+    fn pages_false_turns_the_legacy_name_off() {
+        let ctx = Context::new(&PipelineInfo::default(), &[], None);
+        let compiled = super::compile(
+            &super::Options::default(),
+            &ctx,
+            &One("pages:\n  pages: false\n  script: [x]\n"),
+        );
+        let pipeline = compiled.pipeline.expect("valid");
+        assert_eq!(pipeline.jobs[0].pages, None);
+        assert_eq!(pipeline.jobs[0].artifacts, None);
+    }
 }

@@ -7,7 +7,8 @@
 //! [`PipelineInfo::predefined`] sets GitLab's pre-pipeline variables with GitLab's values
 //! (`Project#predefined_project_variables`, `#predefined_ci_server_variables`,
 //! `Gitlab::Ci::Variables::Builder::Pipeline`); the server adds the job-level ones
-//! (`coordinator::payload`: `CI_JOB_*`, `CI_ENVIRONMENT_*`, `CI_RUNNER_*`, …) and the
+//! (`coordinator::payload`: `CI_JOB_*`, `CI_ENVIRONMENT_*`, `CI_RUNNER_*`, `CI_PAGES_*`,
+//! `CI_TRIGGER_SHORT_TOKEN`, …) and the
 //! runner its own (`CI_RUNNER_VERSION`, `CI_SHARED_ENVIRONMENT` or
 //! `CI_DISPOSABLE_ENVIRONMENT`, `CI_JOB_STATUS`, the directories).
 //!
@@ -16,10 +17,10 @@
 //! dependency proxy), `CI_DEPLOY_FREEZE` (no freeze periods), `CI_DEPLOY_USER`/`_PASSWORD`
 //! (no deploy tokens), `CI_GITLAB_FIPS_MODE` (set only in FIPS mode),
 //! `CI_HAS_OPEN_REQUIREMENTS`, `CI_MERGE_REQUEST_APPROVED` and
-//! `CI_PROJECT_CLASSIFICATION_LABEL` (EE features), `CI_PAGES_*` (no Pages yet),
+//! `CI_PROJECT_CLASSIFICATION_LABEL` (EE features),
 //! `CI_PROJECT_REPOSITORY_LANGUAGES` (no language detection), `CI_REGISTRY_USER`/`_PASSWORD`
 //! (no registry tokens; `CI_REGISTRY` and `CI_REGISTRY_IMAGE` name `--registry-url`), `CI_RELEASE_DESCRIPTION` (no releases), `CI_SERVER_SHELL_SSH_*` (no Git over
-//! SSH), `CI_TRIGGER_SHORT_TOKEN` (trigger tokens are kept only as hashes), `KUBECONFIG`
+//! SSH), `KUBECONFIG`
 //! (no Kubernetes agent). `CI_PROJECT_DESCRIPTION` and `CI_PROJECT_TOPICS` are empty:
 //! Gantry's projects have neither. `CI_SERVER_VERSION*` name [`GITLAB_VERSION`], the
 //! GitLab release whose behaviour Gantry follows; `CI_SERVER_NAME` stays `Gantry`.

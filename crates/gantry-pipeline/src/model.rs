@@ -272,6 +272,9 @@ pub struct Job {
     pub secrets: Option<serde_json::Value>,
     pub id_tokens: Option<serde_json::Value>,
     pub manual_confirmation: Option<String>,
+    /// Set on a Pages job (`pages: true`/a hash, or named `pages` without `pages: false`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pages: Option<Pages>,
     /// `run:` (GitLab Functions): the validated step list, run by the runner's step
     /// runner instead of `before_script`/`script`.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -284,6 +287,19 @@ pub struct Job {
     /// Where the job is defined.
     #[serde(skip)]
     pub pos: Pos,
+}
+
+/// A Pages job's deployment (`Entry::Job#pages_job?`): the folder of its artifacts that
+/// is the site (`pages:publish`, else `publish`, else `public`; GitLab adds it to
+/// `artifacts:paths`), and `pages:path_prefix`/`pages:expire_in` as written (variables
+/// are expanded by the coordinator).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Pages {
+    pub publish: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path_prefix: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expire_in: Option<String>,
 }
 
 /// `workflow:auto_cancel` after rules.

@@ -96,6 +96,8 @@ async fn a_trigger_token_starts_pipelines_with_variables_until_it_is_deleted() {
     assert_eq!(var(&payload, "DEPLOY_TARGET"), Some("staging"));
     assert_eq!(var(&payload, "CI_PIPELINE_SOURCE"), Some("trigger"));
     assert_eq!(var(&payload, "CI_PIPELINE_TRIGGERED"), Some("true"));
+    // GitLab's `Ci::Trigger#short_token`: 4 characters after `glptt-`.
+    assert_eq!(var(&payload, "CI_TRIGGER_SHORT_TOKEN"), Some(&token[6..10]));
 
     // JSON, and the webhook form with the token in the query.
     let response = server

@@ -59,8 +59,8 @@ impl Store {
             }
         }
         let row = sqlx::query(&format!(
-            "INSERT INTO pipelines (project_id, iid, ref_name, tag, sha, before_sha, source, status, failure_reason, yaml_errors, variables, protected, created_at, updated_at, parent_job_id, schedule_id, trace_id, root_id, locked) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, \
+            "INSERT INTO pipelines (project_id, iid, ref_name, tag, sha, before_sha, source, status, failure_reason, yaml_errors, variables, protected, created_at, updated_at, parent_job_id, schedule_id, trace_id, trigger_short_token, root_id, locked) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, \
              (SELECT COALESCE(pp.root_id, pp.id) FROM jobs pj JOIN pipelines pp ON pp.id = pj.pipeline_id \
               WHERE pj.id = $15 AND pp.project_id = $1), \
              (SELECT keep_latest_artifact FROM projects WHERE id = $1)) RETURNING {}",
@@ -83,6 +83,7 @@ impl Store {
         .bind(p.parent_job_id)
         .bind(p.schedule.as_ref().map(|s| s.schedule_id))
         .bind(&p.trace_id)
+        .bind(&p.trigger_short_token)
         .fetch_one(&mut *tx)
         .await
         .map_err(|e| {

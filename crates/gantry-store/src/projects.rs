@@ -80,6 +80,8 @@ impl Store {
             delete_job_data(&mut tx, "SELECT id FROM jobs WHERE project_id = $1", id).await?;
         for statement in [
             "DELETE FROM deployments WHERE project_id = $1",
+            "DELETE FROM pages_deployments WHERE project_id = $1",
+            "DELETE FROM releases WHERE project_id = $1",
             "DELETE FROM jobs WHERE project_id = $1",
             "DELETE FROM merge_request_pipelines WHERE pipeline_id IN (SELECT id FROM pipelines WHERE project_id = $1)",
             "DELETE FROM merge_requests WHERE project_id = $1",

@@ -210,6 +210,8 @@ pub struct NewPipeline {
     pub trace_id: Option<String>,
     /// A merge request pipeline's merge request (written with the pipeline).
     pub merge_request: Option<crate::MergeRequestLink>,
+    /// A trigger token pipeline's `CI_TRIGGER_SHORT_TOKEN`.
+    pub trigger_short_token: Option<String>,
 }
 
 /// A pipeline schedule's run: with `due`, a timed run that moves the schedule's
@@ -298,11 +300,13 @@ pub struct Pipeline {
     pub schedule_id: Option<i64>,
     /// Its OpenTelemetry trace id (32 hex digits); `None`: not traced.
     pub trace_id: Option<String>,
+    /// `CI_TRIGGER_SHORT_TOKEN` of a pipeline a trigger token created.
+    pub trigger_short_token: Option<String>,
 }
 
 impl Pipeline {
     pub(crate) const COLUMNS: &'static str = "id, project_id, iid, ref_name, tag, sha, before_sha, source, status, failure_reason, yaml_errors, \
-         variables, protected, created_at, started_at, finished_at, updated_at, lock_version, parent_job_id, schedule_id, trace_id";
+         variables, protected, created_at, started_at, finished_at, updated_at, lock_version, parent_job_id, schedule_id, trace_id, trigger_short_token";
     pub(crate) fn from_row(r: &AnyRow) -> Self {
         Self {
             id: r.get("id"),
@@ -326,6 +330,7 @@ impl Pipeline {
             parent_job_id: r.get("parent_job_id"),
             schedule_id: r.get("schedule_id"),
             trace_id: r.get("trace_id"),
+            trigger_short_token: r.get("trigger_short_token"),
         }
     }
 }

@@ -139,6 +139,7 @@ fn pipeline(project_id: i64) -> NewPipeline {
         push: None,
         schedule: None,
         trace_id: None,
+        trigger_short_token: None,
         merge_request: None,
     }
 }
@@ -1970,7 +1971,75 @@ async fn merge_requests_are_upserted_linked_and_deleted(db: Db) {
     ));
 }
 
+/// Pages deployments: the newest of a project and prefix is served, a new one deactivates
+/// the older of its prefix only (their blobs handed back), expiry hides one; releases are
+/// one per tag; both go with their project.
+async fn pages_deployments_and_releases_per_project(db: Db) {
+    let (_dir, s) = open(db).await;
+    let p = s.create_project(&project("site"), 1).await.unwrap();
+    let (pipeline, _) = create(&s, &pipeline(p.id), &[job("pages", "success")], 1)
+        .await
+        .unwrap();
+    let deployment = |job_id: i64, prefix: &str, expires_at: Option<i64>| NewPagesDeployment {
+        project_id: p.id,
+        job_id,
+        pipeline_id: pipeline.id,
+        sha: "abc".into(),
+        path_prefix: prefix.into(),
+        blob_key: format!("pages/{}/{job_id}.zip", p.id),
+        file_count: 2,
+        size: 10,
+        expires_at,
+    };
+    let (first, older) = s.add_pages_deployment(&deployment(1, "", None), 10).await.unwrap();
+    assert!(older.is_empty());
+    let (review, older) = s
+        .add_pages_deployment(&deployment(2, "review", Some(100)), 11)
+        .await
+        .unwrap();
+    assert!(older.is_empty(), "another prefix stays: {older:?}");
+    let (second, older) = s.add_pages_deployment(&deployment(3, "", None), 12).await.unwrap();
+    assert_eq!(older, [first.blob_key.clone()]);
+    assert_eq!(s.active_pages_deployment(p.id, "", 50).await.unwrap(), Some(second.clone()));
+    assert_eq!(
+        s.active_pages_deployment(p.id, "review", 50).await.unwrap(),
+        Some(review.clone())
+    );
+    assert_eq!(s.active_pages_deployment(p.id, "review", 100).await.unwrap(), None);
+    assert_eq!(s.pages_deployments(p.id).await.unwrap(), [second, review]);
+    assert_eq!(s.pages_blob_keys(p.id).await.unwrap().len(), 3);
+
+    let release = |tag: &str, at: i64| NewRelease {
+        project_id: p.id,
+        tag_name: tag.into(),
+        name: tag.into(),
+        description: "notes".into(),
+        tag_message: None,
+        sha: "abc".into(),
+        job_id: Some(1),
+        pipeline_id: Some(pipeline.id),
+        milestones: "[]".into(),
+        links: "[]".into(),
+        released_at: at,
+    };
+    s.add_release(&release("v1", 5), 5).await.unwrap();
+    s.add_release(&release("v2", 9), 9).await.unwrap();
+    assert!(matches!(
+        s.add_release(&release("v1", 20), 20).await,
+        Err(StoreError::Conflict(m)) if m == "Release already exists"
+    ));
+    let tags: Vec<String> = s.releases(p.id).await.unwrap().into_iter().map(|r| r.tag_name).collect();
+    assert_eq!(tags, ["v2", "v1"]);
+    assert_eq!(s.release(p.id, "v1").await.unwrap().released_at, 5);
+    assert!(matches!(s.release(p.id, "v3").await, Err(StoreError::NotFound(_))));
+
+    s.delete_project(p.id).await.unwrap();
+    assert!(s.pages_blob_keys(p.id).await.unwrap().is_empty());
+    assert!(s.releases(p.id).await.unwrap().is_empty());
+}
+
 on_both_backends!(
+    pages_deployments_and_releases_per_project,
     merge_requests_are_upserted_linked_and_deleted,
     job_token_allowlists_are_limited_and_go_with_their_projects,
     access_tokens_are_kept_as_hashes_and_revoked_once,

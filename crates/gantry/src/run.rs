@@ -1280,6 +1280,24 @@ async fn run_pipeline(
     } else {
         Default::default()
     };
+    // Coverage and code quality reports, as the tests: an unreadable one is the job's
+    // error in the report; a store failure leaves it out.
+    let uploaded = |types: &[&str]| {
+        jobs.iter()
+            .any(|j| j.artifacts.iter().any(|a| types.contains(&a.file_type.as_str())))
+    };
+    let code_reports = report::CodeReports {
+        coverage: if uploaded(&["cobertura", "jacoco"]) {
+            coordinator.coverage_report(pipeline.id).await.ok()
+        } else {
+            None
+        },
+        codequality: if uploaded(&["codequality"]) {
+            coordinator.codequality_report(pipeline.id).await.ok()
+        } else {
+            None
+        },
+    };
     shutdown(
         &handle,
         stop_server,
@@ -1313,10 +1331,11 @@ async fn run_pipeline(
             report::summary(&jobs, &status, display.color(), &never, &endings),
             report::tests_summary(&tests, display.color())
         );
+        let _ = write!(out, "{}", report::code_reports_summary(&code_reports));
         let _ = out.flush();
     }
     if let Some(path) = &args.json_report {
-        write_report(path, &RunReport::new(&status, &jobs, &tests))?;
+        write_report(path, &RunReport::new(&status, &jobs, &tests, &code_reports))?;
     }
     if let Some((name, why)) = never.first() {
         let runner = match &args.tags {

@@ -75,6 +75,12 @@ pub(crate) struct ServerArgs {
     /// (DOCKER_AUTH_CONFIG); Gantry issues no registry tokens.
     #[arg(long, value_name = "HOST")]
     registry_url: Option<String>,
+    /// Serve GitLab Pages sites on a domain of their own, `http[s]://HOST[:PORT]`: requests
+    /// for that host are Pages requests and sites are `URL/<group>/<project>/`
+    /// (CI_PAGES_URL, CI_PAGES_DOMAIN) [default: <external URL>/-/pages]. Point the
+    /// domain at this server.
+    #[arg(long, value_name = "URL")]
+    pages_url: Option<String>,
     /// Largest artifact a job may upload, in MiB (GitLab's "Maximum artifacts size";
     /// 1–1048576). Uploads are streamed to disk, so this bounds disk, not memory.
     #[arg(long, value_name = "MB", default_value_t = 100,
@@ -353,6 +359,22 @@ async fn serve(args: &ServerArgs) -> Result<(), StartError> {
                 )));
             }
             Some(host.to_owned())
+        }
+    };
+    cfg.pages_url = match args.pages_url.as_deref().map(str::trim) {
+        None | Some("") => None,
+        Some(url) => {
+            let origin = url.trim_end_matches('/');
+            let host = origin
+                .strip_prefix("https://")
+                .or_else(|| origin.strip_prefix("http://"))
+                .unwrap_or_default();
+            if host.is_empty() || host.contains(['/', '?', '#']) || host.contains(char::is_whitespace) {
+                return Err(usage(format!(
+                    "--pages-url `{url}`: give an origin without a path, e.g. https://pages.example.com"
+                )));
+            }
+            Some(origin.to_owned())
         }
     };
     if let Some(key) = crate::env::var(crate::env::GANTRY_DB_KEY) {

@@ -377,3 +377,234 @@ job:
     }
     assert!(text.contains("no newline at the end"), "{text}");
 }
+
+const PAGES_PIPELINE: &str = r#"
+stages: [build, deploy]
+
+pages:
+  stage: deploy
+  script:
+    - mkdir -p public/docs
+    - echo "<h1>site of $CI_PROJECT_PATH at $CI_PAGES_URL</h1>" > public/index.html
+    - echo "docs index" > public/docs/index.html
+    - echo "about page" > public/about.html
+    - echo "custom not found" > public/404.html
+    - echo "outside the site" > secret.txt
+    - echo "domain=$CI_PAGES_DOMAIN hostname=$CI_PAGES_HOSTNAME"
+
+review:
+  stage: deploy
+  pages:
+    path_prefix: "Review/$CI_COMMIT_REF_NAME"
+    publish: dist
+  script:
+    - mkdir -p dist
+    - echo "review of $CI_PAGES_URL" > dist/index.html
+
+release:
+  stage: build
+  script:
+    - echo "VERSION=2.$CI_PIPELINE_IID.0" > release.env
+  artifacts:
+    reports:
+      dotenv: release.env
+
+quality:
+  stage: build
+  script: [ls reports]
+  artifacts:
+    reports:
+      coverage_report:
+        coverage_format: cobertura
+        path: reports/coverage.xml
+      codequality: reports/gl-code-quality.json
+
+publish-release:
+  stage: deploy
+  needs: [release]
+  script: [echo releasing]
+  release:
+    tag_name: v$VERSION
+    description: "Built from $CI_COMMIT_SHORT_SHA"
+    assets:
+      links:
+        - name: package
+          url: https://example.com/pkg-$VERSION.tgz
+          link_type: package
+          filepath: /pkg.tgz
+"#;
+
+/// Pages (GitLab's `pages` job): the `public/` folder of a real runner's artifacts is
+/// deployed when the job succeeds and served over HTTP under `/-/pages/<project path>/`,
+/// with GitLab Pages' file resolution; a `pages:path_prefix` job deploys beside it; and a
+/// `release:` job's release (variables from a dotenv report) is in the releases API.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn pages_sites_are_deployed_and_served_and_releases_created() {
+    let setup = Setup::new(
+        PAGES_PIPELINE,
+        &[
+            (
+                "reports/coverage.xml",
+                include_str!("fixtures/code-reports/coverage.xml"),
+            ),
+            (
+                "reports/gl-code-quality.json",
+                include_str!("fixtures/code-reports/gl-code-quality.json"),
+            ),
+        ],
+    )
+    .await;
+    let server = &setup.server;
+    let pipeline = server.create_pipeline(setup.project).await;
+    let runner = setup.runner("", "");
+    let done = server
+        .wait_pipeline(setup.project, pipeline, Duration::from_secs(120))
+        .await;
+    runner.stop(Duration::from_secs(30)).await;
+    assert_eq!(done["status"], "success", "{done}");
+
+    let base = format!("{}/-/pages/gantry/e2e", server.url);
+    let pages = server.job_named(setup.project, pipeline, "pages").await;
+    let log = server
+        .trace(setup.project, pages["id"].as_i64().unwrap())
+        .await;
+    let host = server.url.trim_start_matches("http://");
+    assert!(
+        log.contains(&format!("domain={host} hostname={host}")),
+        "{log}"
+    );
+    let http = reqwest::Client::builder()
+        .no_proxy()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let get = |path: String| {
+        let http = http.clone();
+        async move {
+            let r = http.get(&path).send().await.unwrap();
+            let status = r.status().as_u16();
+            let headers = r.headers().clone();
+            (status, headers, r.text().await.unwrap())
+        }
+    };
+    let (status, headers, body) = get(format!("{base}/")).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body.trim(),
+        format!("<h1>site of gantry/e2e at {base}</h1>")
+    );
+    assert_eq!(headers["content-type"], "text/html; charset=utf-8");
+    assert!(
+        headers["content-security-policy"]
+            .to_str()
+            .unwrap()
+            .starts_with("sandbox"),
+        "{headers:?}"
+    );
+    let (status, headers, _) = get(base.clone()).await;
+    assert_eq!((status, &headers["location"]), (302, &"/-/pages/gantry/e2e/"));
+    let (status, headers, _) = get(format!("{base}/docs")).await;
+    assert_eq!(
+        (status, &headers["location"]),
+        (302, &"/-/pages/gantry/e2e/docs/")
+    );
+    let (status, _, body) = get(format!("{base}/docs/")).await;
+    assert_eq!((status, body.trim()), (200, "docs index"));
+    let (status, _, body) = get(format!("{base}/about")).await;
+    assert_eq!((status, body.trim()), (200, "about page"));
+    let (status, _, body) = get(format!("{base}/secret.txt")).await;
+    assert_eq!((status, body.trim()), (404, "custom not found"));
+    let (status, _, _) = get(format!("{}/-/pages/gantry/nope/", server.url)).await;
+    assert_eq!(status, 404);
+
+    // The prefixed deployment: slugified prefix, its own root, the main site untouched.
+    let prefix = "review-main";
+    let (status, _, body) = get(format!("{base}/{prefix}/")).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body.trim(), format!("review of {base}/{prefix}"));
+    let settings = api_get(server, &format!("projects/{}/pages", setup.project)).await;
+    assert_eq!(settings["url"], format!("{base}/"), "{settings}");
+    let mut prefixes: Vec<String> = settings["deployments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["path_prefix"].as_str().unwrap_or("").to_owned())
+        .collect();
+    prefixes.sort();
+    assert_eq!(prefixes, ["", prefix], "{settings}");
+
+    // The release, named after the dotenv report's VERSION.
+    let iid = done["iid"].as_i64().unwrap();
+    let tag = format!("v2.{iid}.0");
+    let releases = api_get(server, &format!("projects/{}/releases", setup.project)).await;
+    assert_eq!(releases.as_array().map(Vec::len), Some(1), "{releases}");
+    let release = &releases[0];
+    assert_eq!(release["tag_name"], tag, "{release}");
+    assert_eq!(release["name"], tag);
+    let short: String = setup.repo.sha.chars().take(8).collect();
+    assert_eq!(release["description"], format!("Built from {short}"));
+    assert_eq!(release["commit"]["id"], setup.repo.sha.as_str());
+    assert_eq!(release["upcoming_release"], false);
+    let link = &release["assets"]["links"][0];
+    assert_eq!(link["url"], format!("https://example.com/pkg-2.{iid}.0.tgz"));
+    assert_eq!(link["link_type"], "package");
+    assert_eq!(
+        link["direct_asset_url"],
+        format!(
+            "{}/gantry/e2e/-/releases/{tag}/downloads/pkg.tgz",
+            server.url
+        )
+    );
+    let one = api_get(server, &format!("projects/{}/releases/{tag}", setup.project)).await;
+    assert_eq!(one["tag_name"], tag);
+
+    // coverage.py's Cobertura and ruff's Code Climate reports, uploaded by the runner.
+    let coverage = api_get(
+        server,
+        &format!("projects/{}/pipelines/{pipeline}/coverage_report", setup.project),
+    )
+    .await;
+    assert_eq!(
+        coverage["files"]["calc.py"],
+        serde_json::json!({"1": 1, "4": 1, "5": 1, "8": 1, "9": 1, "10": 0, "11": 1}),
+        "{coverage}"
+    );
+    assert_eq!(coverage["summary"]["lines"], 10, "{coverage}");
+    assert_eq!(coverage["summary"]["covered_lines"], 9);
+    assert_eq!(coverage["summary"]["percent"], 90.0);
+    assert_eq!(coverage["jobs"][0]["name"], "quality");
+    assert_eq!(coverage["jobs"][0]["error"], serde_json::Value::Null);
+    let quality = api_get(
+        server,
+        &format!("projects/{}/pipelines/{pipeline}/codequality_report", setup.project),
+    )
+    .await;
+    assert_eq!(quality["summary"]["count"], 1, "{quality}");
+    assert_eq!(quality["summary"]["major"], 1);
+    let d = &quality["degradations"][0];
+    assert_eq!(d["check_name"], "F401");
+    assert_eq!(d["path"], "calc.py");
+    assert_eq!(d["line"], 1);
+    assert_eq!(
+        d["web_url"],
+        format!("{}/gantry/e2e/-/blob/{}/calc.py#L1", server.url, setup.repo.sha)
+    );
+
+    // A second pipeline (a release of its own version): the site is replaced.
+    let again = server.create_pipeline(setup.project).await;
+    let runner = setup.runner("", "");
+    let done = server
+        .wait_pipeline(setup.project, again, Duration::from_secs(120))
+        .await;
+    runner.stop(Duration::from_secs(30)).await;
+    assert_eq!(done["status"], "success", "{done}");
+    let (status, _, body) = get(format!("{base}/")).await;
+    assert_eq!(status, 200, "{body}");
+}
+
+/// A user API `GET` with the admin token that must answer `200`: its JSON.
+async fn api_get(server: &Server, path: &str) -> serde_json::Value {
+    let (status, value) = server.call(reqwest::Method::GET, path, None).await;
+    assert_eq!(status, reqwest::StatusCode::OK, "GET {path}: {value}");
+    value
+}

@@ -125,10 +125,12 @@ pub(crate) fn interruptible(node: &Node, path: &str, cx: &mut Cx) -> Option<bool
     cx.boolean(node, path)
 }
 
-/// `pages`: a boolean or `{publish, path_prefix, expire_in}`.
-pub(crate) fn pages(node: &Node, path: &str, cx: &mut Cx) -> Option<()> {
+/// `pages`: a boolean or `{publish, path_prefix, expire_in}` (`Entry::Pages`). `true`
+/// or a hash is the value as written; `false` is `Some(PagesKeyword::Off)`.
+pub(crate) fn pages(node: &Node, path: &str, cx: &mut Cx) -> Option<PagesKeyword> {
     match &node.value {
-        Value::Bool(_) => Some(()),
+        Value::Bool(true) => Some(PagesKeyword::On(PagesOptions::default())),
+        Value::Bool(false) => Some(PagesKeyword::Off),
         Value::Map(map) => {
             let mut ok = cx.unknown_keys(
                 map,
@@ -136,8 +138,10 @@ pub(crate) fn pages(node: &Node, path: &str, cx: &mut Cx) -> Option<()> {
                 path,
                 node.pos,
             );
-            ok &= opt_string(map, "path_prefix", path, cx).is_ok();
-            ok &= opt_string(map, "publish", path, cx).is_ok();
+            let path_prefix = opt_string(map, "path_prefix", path, cx);
+            let publish = opt_string(map, "publish", path, cx);
+            ok &= path_prefix.is_ok() && publish.is_ok();
+            let mut expire_in = None;
             if let Some(e) = map.get("expire_in").filter(|n| !n.is_null()) {
                 // `duration: { variable: true }`: a value holding a variable is a duration
                 // once expanded (GitLab skips it here).
@@ -147,14 +151,45 @@ pub(crate) fn pages(node: &Node, path: &str, cx: &mut Cx) -> Option<()> {
                     cx.attr(path, "expire_in", "should be a duration", e.pos);
                     ok = false;
                 }
+                expire_in = e.as_str().map(str::to_owned);
             }
-            ok.then_some(())
+            let options = PagesOptions {
+                publish: publish.ok().flatten(),
+                path_prefix: path_prefix.ok().flatten(),
+                expire_in,
+            };
+            // `config[:pages].present?`: an empty hash is not.
+            ok.then_some(if map.is_empty() {
+                PagesKeyword::Empty
+            } else {
+                PagesKeyword::On(options)
+            })
         }
         _ => {
             cx.config(path, "should be a hash or a boolean value", node.pos);
             None
         }
     }
+}
+
+/// What a job's `pages:` says.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) enum PagesKeyword {
+    /// `pages: false`: not a Pages job, even when named `pages`.
+    Off,
+    /// `pages: {}` (or no `pages:`): a Pages job only when named `pages`.
+    #[default]
+    Empty,
+    /// `pages: true` or a non-empty hash.
+    On(PagesOptions),
+}
+
+/// The hash form's values, as written.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct PagesOptions {
+    pub publish: Option<String>,
+    pub path_prefix: Option<String>,
+    pub expire_in: Option<String>,
 }
 
 /// `dast_configuration: {site_profile, scanner_profile}` (EE).

@@ -35,7 +35,7 @@ pub(crate) use environment::environment;
 pub(crate) use image::{image, services};
 pub(crate) use inherit::{DEFAULT_KEYS, Inherit, InheritSet, inherit};
 pub(crate) use misc::{
-    allow_failure, coverage, dast_configuration, hooks, identity, interruptible, pages,
+    PagesKeyword, allow_failure, coverage, dast_configuration, hooks, identity, interruptible, pages,
     resource_group, tags, timeout,
 };
 pub(crate) use parallel::{Parallel, parallel};

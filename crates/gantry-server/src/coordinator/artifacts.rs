@@ -129,7 +129,7 @@ impl Coordinator {
 
     /// Deletes blobs `keys`; returns the keys that could not be deleted, with why (a
     /// missing blob is deleted already).
-    async fn blob_delete(&self, keys: Vec<String>) -> Result<Vec<(String, String)>> {
+    pub(super) async fn blob_delete(&self, keys: Vec<String>) -> Result<Vec<(String, String)>> {
         let blobs = Arc::clone(&self.inner.blobs);
         tokio::task::spawn_blocking(move || {
             keys.into_iter()
@@ -678,7 +678,7 @@ fn extract_one(
 }
 
 /// A new file in `dir`, already unlinked: it goes when it is closed.
-fn tempfile_in(dir: &std::path::Path) -> std::io::Result<std::fs::File> {
+pub(super) fn tempfile_in(dir: &std::path::Path) -> std::io::Result<std::fs::File> {
     let path = dir.join(format!("file-{}", super::token::new_token("")));
     let file = std::fs::OpenOptions::new()
         .read(true)

@@ -340,6 +340,7 @@ impl Coordinator {
                     schedule: None,
                     fetched: None,
                     merge_request: None,
+                    trigger_short_token: None,
                 }
             }
             None => {
@@ -386,6 +387,7 @@ impl Coordinator {
                     project,
                     fetched: None,
                     merge_request,
+                    trigger_short_token: None,
                 }
             }
         };

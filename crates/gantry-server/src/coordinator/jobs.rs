@@ -1,6 +1,7 @@
 //! What runners send about a job: status updates (§4, with the `202` accept protocol and
 //! cancellation through `Job-Status`); trace patches (§5) are in `traces.rs`.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use gantry_protocol::update::{PENDING_STATE_TIMEOUT, accept_backoff};
@@ -179,6 +180,9 @@ impl Coordinator {
                         CoordinatorError::Conflict(m) => CoordinatorError::Forbidden(m),
                         other => other,
                     })?;
+                if success && status == "success" {
+                    self.after_success(job_id).await?;
+                }
                 Ok(UpdateResult {
                     accepted: true,
                     job_status: status.to_owned(),
@@ -186,6 +190,23 @@ impl Coordinator {
                 })
             }
         }
+    }
+
+    /// What GitLab does once a job succeeded: a Pages job deploys its site (`pages.rs`),
+    /// a `release:` job creates its release (`releases.rs`). Neither changes the job's
+    /// result; a refusal is logged.
+    async fn after_success(&self, job_id: i64) -> Result<(), CoordinatorError> {
+        let cached = self.runtime().specs.get(&job_id).cloned();
+        let spec = match cached {
+            Some(spec) => spec,
+            None => match StoredSpec::parse(&self.inner.store.job(job_id).await?.spec) {
+                Ok(spec) => Arc::new(spec),
+                Err(_) => return Ok(()),
+            },
+        };
+        self.after_success_pages(job_id, &spec).await;
+        self.after_success_release(job_id, &spec).await;
+        Ok(())
     }
 
     /// A finished job's `coverage`: found in its complete log by its regex (GitLab does

@@ -386,6 +386,7 @@ impl Coordinator {
                 request: m,
                 changed_files,
             }),
+            trigger_short_token: None,
         })
         .await
     }

@@ -23,7 +23,9 @@
 mod access_tokens;
 mod artifacts;
 mod blob;
+mod codequality;
 mod coverage;
+pub mod coverage_reports;
 mod downstream;
 mod environment;
 mod environments;
@@ -40,6 +42,7 @@ mod jobs;
 mod lint;
 mod merge_requests;
 mod metrics;
+mod pages;
 pub mod object_blob;
 mod payload;
 mod pending;
@@ -47,6 +50,7 @@ mod pipelines;
 pub mod protected;
 mod pushes;
 mod queue;
+mod releases;
 mod resource_groups;
 mod runners;
 mod schedules;
@@ -107,6 +111,9 @@ pub use merge_requests::{
 };
 pub use metrics::CONTENT_TYPE as METRICS_CONTENT_TYPE;
 pub use object_blob::ObjectBlobs;
+pub use codequality::{CodequalityReport, CodequalitySummary, Degradation};
+pub use pages::{PagesAnswer, PagesDeploymentView, PagesSettings};
+pub use releases::ReleaseView;
 pub use pending::PendingReason;
 pub use pipelines::{
     DefaultBranch, JobSelection, MAX_DEPLOYMENTS_PER_PIPELINE, PipelineRequest, ProjectRequest,
@@ -210,6 +217,10 @@ pub struct CoordinatorConfig {
     pub remove_expired_artifacts: bool,
     /// The process's tracer (`None`, the default: no spans; see `telemetry.rs`).
     pub telemetry: Option<gantry_telemetry::Telemetry>,
+    /// Where Pages sites are served (`gantry server --pages-url`, e.g.
+    /// `https://pages.example.com`): requests for that host are Pages requests; `None`:
+    /// `<external_url>/-/pages` (see `pages.rs`).
+    pub pages_url: Option<String>,
 }
 
 /// Who pipelines are attributed to: the `GITLAB_USER_*` variables.
@@ -258,6 +269,7 @@ impl CoordinatorConfig {
             pipeline_refs: true,
             remove_expired_artifacts: true,
             telemetry: None,
+            pages_url: None,
         }
     }
 }

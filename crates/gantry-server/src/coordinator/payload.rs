@@ -677,6 +677,19 @@ impl Coordinator {
         let mut vars = Vars::default();
         vars.public("CI_JOB_ID", job.id.to_string());
         vars.public("CI_JOB_URL", format!("{base}/{path}/-/jobs/{}", job.id));
+        // GitLab's `Project#pages_variables` (Pages is always on) and
+        // `Ci::Build#pages_variables`: a prefixed Pages job's URL names its prefix.
+        let pages = self.pages_urls(
+            &project.name,
+            m.pages.as_ref().and_then(|p| p.path_prefix.as_deref()),
+        );
+        vars.public("CI_PAGES_DOMAIN", pages.domain.clone());
+        vars.public("CI_PAGES_HOSTNAME", pages.domain);
+        vars.public("CI_PAGES_URL", pages.url);
+        // GitLab's `Ci::Variables::Builder#predefined_variables`: a trigger token's pipeline.
+        if let Some(short) = &pipeline.trigger_short_token {
+            vars.public("CI_TRIGGER_SHORT_TOKEN", short.clone());
+        }
         vars.set("CI_JOB_TOKEN", job_token, false, true, false);
         // The job span's W3C context (`telemetry.rs`): the runner's spans and the job's
         // own tools continue the pipeline's trace. Only while the coordinator traces.

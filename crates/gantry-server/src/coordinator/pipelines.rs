@@ -216,6 +216,8 @@ pub(crate) struct Creation {
     /// A merge request pipeline's merge request (`merge_requests.rs`), or the one a
     /// child pipeline's parent ran for.
     pub merge_request: Option<MergeRequestFacts>,
+    /// `CI_TRIGGER_SHORT_TOKEN` of a trigger token pipeline (`triggers.rs`).
+    pub trigger_short_token: Option<String>,
 }
 
 /// What a push pipeline is created from beyond its commit (see `pushes.rs`).
@@ -696,6 +698,17 @@ impl Coordinator {
         project_id: i64,
         request: PipelineRequest,
     ) -> std::result::Result<PipelineView, CoordinatorError> {
+        self.create_pipeline_of(project_id, request, None).await
+    }
+
+    /// [`Coordinator::create_pipeline_with`], for a trigger token whose
+    /// `CI_TRIGGER_SHORT_TOKEN` is `trigger_short_token`.
+    pub(crate) async fn create_pipeline_of(
+        &self,
+        project_id: i64,
+        request: PipelineRequest,
+        trigger_short_token: Option<String>,
+    ) -> std::result::Result<PipelineView, CoordinatorError> {
         let PipelineRequest {
             ref_name,
             variables,
@@ -737,6 +750,7 @@ impl Coordinator {
             schedule: None,
             fetched,
             merge_request: None,
+            trigger_short_token,
         })
         .await
     }
@@ -817,6 +831,7 @@ impl Coordinator {
             schedule,
             fetched,
             merge_request,
+            trigger_short_token,
         } = c;
         let mut times = super::telemetry::CreationTimes::starting(fetched);
         let trace = self.new_trace();
@@ -959,6 +974,7 @@ impl Coordinator {
             schedule,
             trace_id: trace.map(gantry_telemetry::PipelineTrace::to_hex),
             merge_request: merge_request.map(|m| m.link),
+            trigger_short_token,
         };
         let pipeline = match compiled {
             Compiled::Missing(m) => {
@@ -1013,7 +1029,10 @@ impl Coordinator {
             // What the job's environment and resource group are expanded with: every
             // variable of the job, expanded. Most jobs have neither, and making it for
             // each of 2,000 jobs took about 90 ms.
-            let mut scope = if model.environment.is_some() || model.resource_group.is_some() {
+            let mut scope = if model.environment.is_some()
+                || model.resource_group.is_some()
+                || model.pages.is_some()
+            {
                 creation_variables(&model, &predefined, &environment_vars)
             } else {
                 HashMap::new()
@@ -1026,6 +1045,9 @@ impl Coordinator {
             // name among the variables).
             if let Some(env) = &environment {
                 scope.insert("CI_ENVIRONMENT_NAME".to_owned(), env.name.clone());
+            }
+            if let Some(pages) = &model.pages {
+                model.pages = Some(super::pages::expand_pages(pages, &scope));
             }
             model.resource_group = model
                 .resource_group
@@ -1668,7 +1690,11 @@ impl Coordinator {
                 self.cancel_pipeline(p.id).await?;
             }
         }
+        let pages = self.inner.store.pages_blob_keys(id).await?;
         let deleted = self.inner.store.delete_project(id).await?;
+        for (key, why) in self.blob_delete(pages).await? {
+            eprintln!("gantry: the pages site {key} of deleted project {id} is left over: {why}");
+        }
         self.forget_project_row(id);
         let mirror = self.mirror(id).path;
         if let Err(e) = tokio::fs::remove_dir_all(&mirror).await {

@@ -207,6 +207,7 @@ impl Coordinator {
                 schedule: None,
                 fetched: None,
                 merge_request: None,
+                trigger_short_token: None,
             })
             .await;
         match created {

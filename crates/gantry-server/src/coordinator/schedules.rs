@@ -497,6 +497,7 @@ impl Coordinator {
             schedule: Some(run),
             fetched: None,
             merge_request: None,
+            trigger_short_token: None,
         })
         .await
     }

@@ -274,6 +274,15 @@ impl EnvironmentModel {
     }
 }
 
+/// `gantry_pipeline::Pages`, readable.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub(crate) struct PagesModel {
+    pub publish: String,
+    pub path_prefix: Option<String>,
+    pub expire_in: Option<String>,
+}
+
 /// The readable part of a serialized `gantry_pipeline::Job`.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[serde(default)]
@@ -311,6 +320,11 @@ pub(crate) struct JobModel {
     pub secrets: Option<serde_json::Value>,
     pub resource_group: Option<String>,
     pub trigger: Option<serde_json::Value>,
+    /// A Pages job's site (`gantry_pipeline::Pages`), `publish` and `path_prefix`
+    /// expanded at creation (`pages.rs`).
+    pub pages: Option<PagesModel>,
+    /// `release:` as written (`releases.rs`).
+    pub release: Option<serde_json::Value>,
     /// `run:` steps (older rows have none).
     #[serde(default)]
     pub run: Option<serde_json::Value>,

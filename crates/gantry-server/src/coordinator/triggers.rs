@@ -5,7 +5,9 @@
 //! variables are pipeline variables (stored encrypted). Tokens are `glptt-` + 40 hex
 //! digits and kept only as SHA-256 hashes.
 //!
-//! The pipeline is created through the same `create_pipeline_with` as the API's.
+//! The pipeline is created through the same `create_pipeline_with` as the API's, and
+//! remembers the token's `CI_TRIGGER_SHORT_TOKEN` (GitLab's `Ci::Trigger#short_token`, the 4
+//! characters after `glptt-`), which its jobs get.
 
 use gantry_pipeline::Source;
 
@@ -32,6 +34,17 @@ fn view(t: &gantry_store::PipelineTrigger, token: String) -> TriggerView {
         updated_at: t.last_used_at.unwrap_or(t.created_at),
         last_used: t.last_used_at,
     }
+}
+
+/// GitLab's `Ci::Trigger#short_token` (`CI_TRIGGER_SHORT_TOKEN`): the token's first 4
+/// characters after `glptt-`, read from the stored beginning of the token (`glptt-abcd…`).
+fn short_token(shown: &str) -> String {
+    shown
+        .strip_prefix(TRIGGER_TOKEN_PREFIX)
+        .unwrap_or(shown)
+        .chars()
+        .take(4)
+        .collect()
 }
 
 impl Coordinator {
@@ -106,12 +119,13 @@ impl Coordinator {
         if trigger.project_id != project_id {
             return Err(CoordinatorError::NotFound("pipeline trigger"));
         }
-        self.create_pipeline_with(
+        self.create_pipeline_of(
             project_id,
             PipelineRequest {
                 source: Source::Trigger,
                 ..request
             },
+            Some(short_token(&trigger.token_prefix)),
         )
         .await
     }
@@ -126,5 +140,14 @@ impl Coordinator {
             .use_pipeline_trigger(&token::hash(secret), now_ms())
             .await?
             .ok_or(CoordinatorError::NotFound("pipeline trigger"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_short_token_is_four_characters_after_the_prefix() {
+        assert_eq!(super::short_token("glptt-1a2b…"), "1a2b");
+        assert_eq!(super::short_token("glptt-1a2b3c4d"), "1a2b");
     }
 }

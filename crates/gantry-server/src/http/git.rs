@@ -1,7 +1,7 @@
 //! The runners' clone URL, `{external_url}/{namespace}/{name}.git`: every path that is
 //! not an API route lands here; read-only git smart HTTP requests are served from the
-//! project's mirror; the web UI's pages (`ui/`) are served from here too; anything
-//! else is a JSON `404`.
+//! project's mirror; the web UI's pages (`ui/`) and Pages sites (`pages.rs`) are served
+//! from here too; anything else is a JSON `404`.
 //!
 //! Credentials (HTTP basic): user `gitlab-ci-token` with the job token of a running job
 //! of this project (what `git_info.repo_url` embeds) or of a project this project's CI/CD
@@ -23,6 +23,9 @@ use super::git_backend::{self, JOB_TOKEN_USER};
 const MAX_GIT_REQUEST: usize = 8 * 1024 * 1024;
 
 pub(crate) async fn fallback(State(state): State<AppState>, request: Request) -> Response {
+    if let Some(path) = super::pages::pages_path(&state, &request).map(str::to_owned) {
+        return super::pages::serve(&state, request, &path).await;
+    }
     if super::ui::is_page(request.uri().path()) {
         if let Some(page) = super::ui::serve(&state, request).await {
             return page;

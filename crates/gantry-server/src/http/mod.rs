@@ -43,9 +43,12 @@ mod merge_requests;
 mod metrics;
 mod mirror;
 mod oidc;
+mod pages;
 mod peer;
 mod projects;
 mod protected;
+mod releases;
+mod reports;
 mod resource_groups;
 mod runners;
 mod schedules;
@@ -360,6 +363,14 @@ fn build(coordinator: Coordinator, shutdown: watch::Receiver<bool>) -> Router {
             get(projects::test_report_summary),
         )
         .route(
+            "/projects/{project}/pipelines/{pipeline}/coverage_report",
+            get(reports::coverage_report),
+        )
+        .route(
+            "/projects/{project}/pipelines/{pipeline}/codequality_report",
+            get(reports::codequality_report),
+        )
+        .route(
             "/projects/{project}/pipelines/{pipeline}/cancel",
             post(projects::cancel_pipeline),
         )
@@ -377,6 +388,9 @@ fn build(coordinator: Coordinator, shutdown: watch::Receiver<bool>) -> Router {
                 .put(variables::update)
                 .delete(variables::delete),
         )
+        .route("/projects/{project}/pages", get(pages::settings))
+        .route("/projects/{project}/releases", get(releases::list))
+        .route("/projects/{project}/releases/{tag}", get(releases::show))
         .route(
             "/projects/{project}/environments",
             get(environments::list).post(environments::create),

@@ -582,7 +582,7 @@ pub(crate) async fn pipelines(
 }
 
 /// The pipeline `:pipeline` of the project `:project`; `404` when it belongs to another.
-async fn find_pipeline(
+pub(crate) async fn find_pipeline(
     state: &AppState,
     project: &str,
     pipeline: i64,

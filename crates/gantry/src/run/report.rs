@@ -2,7 +2,9 @@
 
 use std::fmt::Write as _;
 
+use gantry_server::coordinator::coverage_reports::CoverageReport;
 use gantry_server::coordinator::test_reports::TestReport;
+use gantry_server::coordinator::{CodequalityReport, CodequalitySummary, Degradation};
 use gantry_server::coordinator::{JobEnvironment, JobView, PendingReason, iso8601};
 use serde::Serialize;
 
@@ -19,6 +21,128 @@ pub(crate) struct RunReport {
     /// The unit test report (`artifacts:reports:junit`); only when a job uploaded one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) tests: Option<TestsReport>,
+    /// The coverage report (`artifacts:reports:coverage_report`): its totals; only when a
+    /// job uploaded one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) coverage_report: Option<CoverageTotals>,
+    /// The code quality report (`artifacts:reports:codequality`); only when a job
+    /// uploaded one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) codequality: Option<CodequalityTotals>,
+}
+
+/// A coverage report's totals (lines measured in Cobertura/JaCoCo reports).
+#[derive(Debug, Serialize)]
+pub(crate) struct CoverageTotals {
+    pub(crate) files: u64,
+    pub(crate) lines: u64,
+    pub(crate) covered_lines: u64,
+    pub(crate) percent: Option<f64>,
+    /// Reports that could not be read: `(job, error)`.
+    pub(crate) errors: Vec<(String, String)>,
+}
+
+/// A code quality report: GitLab's summary and every degradation.
+#[derive(Debug, Serialize)]
+pub(crate) struct CodequalityTotals {
+    pub(crate) summary: CodequalitySummary,
+    pub(crate) degradations: Vec<Degradation>,
+    pub(crate) errors: Vec<(String, String)>,
+}
+
+/// What the summary and the JSON report say of the code reports besides JUnit.
+#[derive(Debug, Default)]
+pub(crate) struct CodeReports {
+    pub(crate) coverage: Option<CoverageReport>,
+    pub(crate) codequality: Option<CodequalityReport>,
+}
+
+impl CodeReports {
+    fn coverage_totals(&self) -> Option<CoverageTotals> {
+        let c = self.coverage.as_ref().filter(|c| !c.jobs.is_empty())?;
+        Some(CoverageTotals {
+            files: c.summary.files,
+            lines: c.summary.lines,
+            covered_lines: c.summary.covered_lines,
+            percent: c.summary.percent,
+            errors: c
+                .jobs
+                .iter()
+                .filter_map(|j| Some((j.name.clone(), j.error.clone()?)))
+                .collect(),
+        })
+    }
+
+    fn codequality_totals(&self) -> Option<CodequalityTotals> {
+        let q = self.codequality.as_ref().filter(|q| !q.jobs.is_empty())?;
+        Some(CodequalityTotals {
+            summary: q.summary.clone(),
+            degradations: q.degradations.clone(),
+            errors: q
+                .jobs
+                .iter()
+                .filter_map(|j| Some((j.name.clone(), j.error.clone()?)))
+                .collect(),
+        })
+    }
+}
+
+/// The coverage and code quality lines after the summary; empty without reports.
+pub(crate) fn code_reports_summary(reports: &CodeReports) -> String {
+    let mut out = String::new();
+    if let Some(c) = reports.coverage_totals() {
+        let percent = c
+            .percent
+            .map_or_else(|| "no lines".to_owned(), |p| format!("{p:.2}%"));
+        let _ = writeln!(
+            out,
+            "coverage report: {percent} ({} of {} lines in {} files)",
+            c.covered_lines, c.lines, c.files
+        );
+        for (job, error) in &c.errors {
+            let _ = writeln!(out, "  error  {job}: {error}");
+        }
+    }
+    if let Some(q) = reports.codequality_totals() {
+        let s = &q.summary;
+        let parts: Vec<String> = [
+            ("blocker", s.blocker),
+            ("critical", s.critical),
+            ("major", s.major),
+            ("minor", s.minor),
+            ("info", s.info),
+            ("unknown", s.unknown),
+        ]
+        .iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(k, n)| format!("{n} {k}"))
+        .collect();
+        let detail = if parts.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", parts.join(", "))
+        };
+        let _ = writeln!(out, "code quality: {} degradations{detail}", s.count);
+        for d in q.degradations.iter().take(MAX_LISTED_FAILURES) {
+            let place = match (&d.path, d.line) {
+                (Some(p), Some(l)) => format!("{p}:{l}"),
+                (Some(p), None) => p.clone(),
+                _ => String::new(),
+            };
+            let _ = writeln!(out, "  {:<8}  {place}  {}", d.severity, d.description);
+        }
+        if q.degradations.len() > MAX_LISTED_FAILURES {
+            let _ = writeln!(
+                out,
+                "  … and {} more (all of them are in --json-report)",
+                q.degradations.len() - MAX_LISTED_FAILURES
+            );
+        }
+        for (job, error) in &q.errors {
+            let _ = writeln!(out, "  error  {job}: {error}");
+        }
+    }
+    out
 }
 
 /// The pipeline's test counts, and the cases that did not pass.
@@ -200,7 +324,12 @@ pub(crate) fn report_status(pipeline_status: &str) -> String {
 }
 
 impl RunReport {
-    pub(crate) fn new(status: &str, jobs: &[JobView], tests: &TestReport) -> Self {
+    pub(crate) fn new(
+        status: &str,
+        jobs: &[JobView],
+        tests: &TestReport,
+        code: &CodeReports,
+    ) -> Self {
         let mut jobs: Vec<&JobView> = jobs.iter().collect();
         jobs.sort_by_key(|j| j.id);
         RunReport {
@@ -221,6 +350,8 @@ impl RunReport {
                 })
                 .collect(),
             tests: TestsReport::new(tests),
+            coverage_report: code.coverage_totals(),
+            codequality: code.codequality_totals(),
         }
     }
 }

@@ -28,6 +28,7 @@ mod job;
 mod log;
 mod pipelines;
 mod projects;
+mod reports;
 mod runners;
 mod session;
 mod shell;

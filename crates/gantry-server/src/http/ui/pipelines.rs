@@ -443,6 +443,7 @@ pub(super) async fn pipeline(
             escape(&here)
         ),
     };
+    let reports = super::reports::pipeline_reports(state, project.id, id).await;
     Ok(page(
         StatusCode::OK,
         &format!("Pipeline #{id}"),
@@ -450,7 +451,7 @@ pub(super) async fn pipeline(
         Some("/-/ui/pipeline.js"),
         &format!(
             "<p>{}</p>{upstream}<h1>Pipeline #{id} {}</h1><p>{} <code>{}</code> · {} · created {} UTC{}</p>{actions}{errors}\
-             <p class=\"switch\">Group jobs by: {switch}</p><div class=\"graph\"><div class=\"stages\">{columns}</div></div>",
+             <p class=\"switch\">Group jobs by: {switch}</p><div class=\"graph\"><div class=\"stages\">{columns}</div></div>{reports}",
             project_link(&project),
             badge(&p.status),
             escape(&p.ref_name),
