@@ -50,6 +50,7 @@ mod job_token_scope;
 mod merge_requests;
 mod resource_groups;
 mod rows;
+mod runner_info;
 mod sessions;
 pub mod testing;
 mod traces;
@@ -74,6 +75,7 @@ pub use job_token_scope::{JobTokenAllowlist, LinkAdded};
 pub use merge_requests::{MergeRequest, MergeRequestLink, NewMergeRequest};
 pub use resource_groups::{DEFAULT_PROCESS_MODE, ResourceGroup};
 pub use rows::*;
+pub use runner_info::RunnerInfo;
 pub use traces::{TraceSnapshot, TraceState};
 pub use variables::{CreatedGroup, PlainVariable, VariableOwner};
 

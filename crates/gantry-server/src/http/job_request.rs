@@ -32,6 +32,18 @@ pub(crate) async fn request(
     let wait = state.coordinator.config().long_poll;
     let info = RequestInfo {
         cancel_gracefully: req.info.features.has(Feature::CancelGracefully),
+        runner: gantry_store::RunnerInfo {
+            version: req.info.version.clone(),
+            revision: req.info.revision.clone(),
+            platform: req.info.platform.clone(),
+            architecture: req.info.architecture.clone(),
+            executor: req.info.executor.clone(),
+            ip_address: peer
+                .as_ref()
+                .and_then(|Extension(ConnectInfo(p))| p.address())
+                .map(|a| a.ip().to_string())
+                .unwrap_or_default(),
+        },
     };
     // A request whose runner hung up stops waiting at once: no job can reach it.
     let hung_up = async {

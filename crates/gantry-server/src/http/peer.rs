@@ -26,6 +26,8 @@ pub(crate) struct Peer {
     /// A duplicate of the connection's socket; `None` when it could not be made (then
     /// [`Peer::hung_up`] never resolves, as before).
     socket: Option<Arc<OwnedFd>>,
+    /// The client's address (the runners page shows a runner's).
+    address: Option<std::net::SocketAddr>,
 }
 
 impl Peer {
@@ -33,6 +35,7 @@ impl Peer {
     pub(crate) fn of(stream: &TcpStream) -> Self {
         Peer {
             socket: stream.as_fd().try_clone_to_owned().ok().map(Arc::new),
+            address: stream.peer_addr().ok(),
         }
     }
 
@@ -50,6 +53,11 @@ impl Peer {
             let _ = stream.write_all(answer);
         }
         let _ = stream.shutdown(std::net::Shutdown::Write);
+    }
+
+    /// The client's address, when known.
+    pub(crate) fn address(&self) -> Option<std::net::SocketAddr> {
+        self.address
     }
 
     /// Resolves when the client has closed or reset the connection; never while it is
