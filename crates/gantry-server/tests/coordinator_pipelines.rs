@@ -311,6 +311,7 @@ async fn graceful_cancel_goes_through_canceling() {
     let runner = e.any_runner().await;
     let info = gantry_server::coordinator::RequestInfo {
         cancel_gracefully: true,
+        ..Default::default()
     };
     let job = e
         .coord

@@ -57,6 +57,7 @@ mod queue;
 mod releases;
 mod resource_groups;
 mod rows;
+mod runner_info;
 mod runners;
 mod schedules;
 mod sessions;
@@ -87,6 +88,7 @@ pub use pages::{NewPagesDeployment, PagesDeployment};
 pub use releases::{NewRelease, Release};
 pub use resource_groups::{DEFAULT_PROCESS_MODE, ResourceGroup};
 pub use rows::*;
+pub use runner_info::RunnerInfo;
 pub use traces::{TraceSnapshot, TraceState};
 pub use variables::{CreatedGroup, PlainVariable, VariableOwner};
 

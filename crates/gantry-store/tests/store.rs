@@ -1632,6 +1632,50 @@ async fn ui_sessions_expire_and_end(db: Db) {
     assert_eq!(s.ui_session_expiry("next").await.unwrap(), Some(10_000));
 }
 
+/// What a runner said about itself (migration 0034) is written with its contact; the
+/// jobs each runner runs now are counted.
+async fn runners_keep_their_info_and_count_running_jobs(db: Db) {
+    let (_d, s) = open(db).await;
+    let p = s
+        .create_project(&project("demo"), 1)
+        .await
+        .expect("project");
+    let (_, created) = create(
+        &s,
+        &pipeline(p.id),
+        &[job("a", "pending"), job("b", "pending"), job("c", "pending")],
+        1,
+    )
+    .await
+    .expect("pipeline");
+    let r = s.create_runner(&runner("busy"), 1).await.expect("runner");
+    let idle = s.create_runner(&runner("idle"), 1).await.expect("runner");
+    assert_eq!(
+        s.runner_infos().await.unwrap().get(&r.id),
+        Some(&RunnerInfo::default())
+    );
+    let info = RunnerInfo {
+        version: "18.5.0".into(),
+        revision: "abc123".into(),
+        platform: "linux".into(),
+        architecture: "amd64".into(),
+        executor: "docker".into(),
+        ip_address: "10.0.0.7".into(),
+    };
+    s.runner_heartbeat(r.id, 77, &info).await.unwrap();
+    assert_eq!(s.runner_infos().await.unwrap().get(&r.id), Some(&info));
+    assert_eq!(s.runner(r.id).await.unwrap().contacted_at, Some(77));
+    for (id, token) in [(created[0].id, "t-a"), (created[1].id, "t-b")] {
+        s.assign_job(id, r.id, token, 600, 10)
+            .await
+            .expect("assign")
+            .expect("won");
+    }
+    let running = s.running_jobs_by_runner().await.unwrap();
+    assert_eq!(running.get(&r.id), Some(&2));
+    assert_eq!(running.get(&idle.id), None);
+}
+
 async fn access_tokens_are_kept_as_hashes_and_revoked_once(db: Db) {
     let (_d, s) = open(db).await;
     let scopes = vec!["read_api".to_owned()];
@@ -2044,6 +2088,7 @@ on_both_backends!(
     job_token_allowlists_are_limited_and_go_with_their_projects,
     access_tokens_are_kept_as_hashes_and_revoked_once,
     ui_sessions_expire_and_end,
+    runners_keep_their_info_and_count_running_jobs,
     project_runners_are_enabled_for_more_projects,
     unacknowledged_jobs_go_back_to_the_queue_once,
     protected_refs_are_kept_per_kind,

@@ -496,3 +496,280 @@ child:
     );
     browser.shot("back-to-parent").await;
 }
+
+/// A pipeline whose first job leaves artifacts and a JUnit report with a failed case,
+/// whose second fails, whose third is skipped for it.
+const FACTS_CI: &str = r#"
+stages: [build, test, deploy]
+build:
+  stage: build
+  variables:
+    GREETING: "hello <world>"
+    DEPLOY_TOKEN: "job-level-secret-1"
+  script:
+    - mkdir -p out/sub
+    - echo 'report <b>one</b>' > out/sub/report.txt
+    - printf '%s' '<testsuite name="calc"><testcase classname="calc" name="adds"/><testcase classname="calc" name="divides by zero"><failure message="boom">expected 1, got 2</failure></testcase></testsuite>' > junit.xml
+  artifacts:
+    paths: [out/]
+    reports:
+      junit: junit.xml
+unit:
+  stage: test
+  script: [echo failing, exit 3]
+deploy:
+  stage: deploy
+  script: [echo never]
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn job_pages_show_artifacts_facts_and_the_test_report() {
+    let setup = Setup::new(FACTS_CI, &[]).await;
+    let server = &setup.server;
+    let project = setup.project;
+    let (status, _) = server
+        .call(
+            reqwest::Method::POST,
+            &format!("projects/{project}/variables"),
+            Some(json!({"key": "DEPLOY_TOKEN", "value": "project-secret-1", "masked": true})),
+        )
+        .await;
+    assert_eq!(status, reqwest::StatusCode::CREATED);
+    let _runner = setup.runner("", "");
+    let (status, created) = server
+        .call(
+            reqwest::Method::POST,
+            &format!("projects/{project}/pipeline"),
+            Some(json!({"ref": "main", "variables": [
+                {"key": "FROM_PIPELINE", "value": "visible-value"},
+                {"key": "LEAKS", "value": "has project-secret-1 inside"}
+            ]})),
+        )
+        .await;
+    assert_eq!(status, reqwest::StatusCode::CREATED, "{created}");
+    let pipeline = created["id"].as_i64().unwrap();
+    let done = server
+        .wait_pipeline(project, pipeline, Duration::from_secs(120))
+        .await;
+    assert_eq!(done["status"], "failed", "{done}");
+    let browser = Browser::start("job_facts").await;
+    browser.sign_in(server).await;
+
+    // The job with artifacts: its runner, durations, variables (masked hidden).
+    let build = server.job_named(project, pipeline, "build").await;
+    let build_url = build["web_url"].as_str().unwrap().to_owned();
+    browser.goto(&build_url, "job-build").await;
+    assert!(browser.html_len().await < 100 * 1024);
+    let runner = browser.wait_css("#runner a", Duration::from_secs(5)).await;
+    assert!(runner.text().await.unwrap().starts_with('#'));
+    browser.wait_css("#queued", Duration::from_secs(5)).await;
+    browser.wait_css("#duration", Duration::from_secs(5)).await;
+    browser
+        .wait_css("#variables summary", Duration::from_secs(5))
+        .await
+        .click()
+        .await
+        .unwrap();
+    browser.shot("job-build-variables").await;
+    let vars = browser
+        .wait_css("#variables table", Duration::from_secs(5))
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(vars.contains("hello <world>"), "{vars}");
+    assert!(vars.contains("DEPLOY_TOKEN"), "{vars}");
+    assert!(
+        !vars.contains("job-level-secret-1"),
+        "a masked key's value shows: {vars}"
+    );
+    assert!(vars.contains("masked"), "{vars}");
+
+    // Download the archive (a zip), browse it, open a file.
+    let download = browser
+        .wait_css("#artifacts a.download", Duration::from_secs(5))
+        .await
+        .attr("href")
+        .await
+        .unwrap()
+        .unwrap();
+    let got = browser
+        .client
+        .execute_async(
+            "var done = arguments[arguments.length - 1]; \
+             fetch(arguments[0]).then(function (r) { return r.arrayBuffer().then(function (b) { \
+               var v = new Uint8Array(b); done([r.status, r.headers.get('content-disposition'), v[0], v[1]]); }); });",
+            vec![json!(download)],
+        )
+        .await
+        .unwrap();
+    assert_eq!(got[0], 200, "{got}");
+    assert!(got[1].as_str().unwrap().starts_with("attachment"), "{got}");
+    assert_eq!(
+        (got[2].as_u64(), got[3].as_u64()),
+        (Some(b'P'.into()), Some(b'K'.into())),
+        "a zip: {got}"
+    );
+    browser
+        .wait_css("#artifacts a.browse", Duration::from_secs(5))
+        .await
+        .click()
+        .await
+        .unwrap();
+    browser
+        .wait_css("a.dir", Duration::from_secs(10))
+        .await
+        .click()
+        .await
+        .unwrap();
+    browser.shot("artifacts-out").await;
+    browser
+        .wait_css("a.dir", Duration::from_secs(10))
+        .await
+        .click()
+        .await
+        .unwrap();
+    browser
+        .wait_css("a.file", Duration::from_secs(10))
+        .await
+        .click()
+        .await
+        .unwrap();
+    let file = browser.wait_css("pre.file", Duration::from_secs(10)).await;
+    browser.shot("artifact-file").await;
+    assert_eq!(file.text().await.unwrap().trim(), "report <b>one</b>");
+    assert!(browser.html_len().await < 100 * 1024);
+
+    // The failed job says why in words; the skipped one why it did not run.
+    let unit = server.job_named(project, pipeline, "unit").await;
+    browser
+        .goto(unit["web_url"].as_str().unwrap(), "job-failed")
+        .await;
+    let failure = browser.wait_css("#failure", Duration::from_secs(5)).await;
+    let failure = failure.text().await.unwrap();
+    assert!(failure.contains("The script failed"), "{failure}");
+    assert!(failure.contains("exit code 3"), "{failure}");
+    let deploy = server.job_named(project, pipeline, "deploy").await;
+    assert_eq!(deploy["status"], "skipped");
+    browser
+        .goto(deploy["web_url"].as_str().unwrap(), "job-skipped")
+        .await;
+    let why = browser
+        .wait_css("#why-not-run", Duration::from_secs(5))
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(why.contains("unit"), "{why}");
+
+    // The pipeline's tabs: the failed test case with its output; the variables.
+    let pipeline_url = done["web_url"].as_str().unwrap().to_owned();
+    browser.goto(&pipeline_url, "pipeline").await;
+    browser
+        .wait_css(".tabs a[href$='/test_report']", Duration::from_secs(5))
+        .await
+        .click()
+        .await
+        .unwrap();
+    let case = browser
+        .wait_css("tr.case.failed", Duration::from_secs(10))
+        .await;
+    browser.shot("test-report").await;
+    assert!(case.text().await.unwrap().contains("divides by zero"));
+    browser
+        .wait_text("expected 1, got 2", Duration::from_secs(5))
+        .await;
+    assert!(browser.html_len().await < 100 * 1024);
+    browser
+        .wait_css(".tabs a[href$='/variables']", Duration::from_secs(5))
+        .await
+        .click()
+        .await
+        .unwrap();
+    let vars = browser
+        .wait_css("table.variables", Duration::from_secs(10))
+        .await
+        .text()
+        .await
+        .unwrap();
+    browser.shot("pipeline-variables").await;
+    assert!(vars.contains("visible-value"), "{vars}");
+    assert!(!vars.contains("project-secret-1"), "{vars}");
+    browser
+        .wait_css(".tabs a[href$='/builds']", Duration::from_secs(5))
+        .await
+        .click()
+        .await
+        .unwrap();
+    browser
+        .wait_css("table.jobs", Duration::from_secs(10))
+        .await;
+    browser.shot("pipeline-jobs").await;
+
+    // The list: commit title and author, filtered by status.
+    let list = pipeline_url.split("/-/").next().unwrap().to_owned();
+    browser.goto(&list, "pipelines").await;
+    let title = browser
+        .wait_css("small.title", Duration::from_secs(5))
+        .await;
+    assert!(!title.text().await.unwrap().is_empty());
+    browser
+        .goto(
+            &format!("{list}/-/pipelines?status=success"),
+            "pipelines-success",
+        )
+        .await;
+    browser
+        .wait_css("form.filters", Duration::from_secs(5))
+        .await;
+    assert!(
+        browser
+            .client
+            .find_all(Locator::Css("table.pipelines small.title"))
+            .await
+            .unwrap()
+            .is_empty(),
+        "no pipeline succeeded"
+    );
+    browser
+        .goto(&format!("{list}/-/settings/ci_cd"), "settings")
+        .await;
+    let settings = browser
+        .wait_css("table.variables", Duration::from_secs(5))
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(settings.contains("DEPLOY_TOKEN") && !settings.contains("project-secret-1"));
+
+    // The runners page: what the runner said about itself, at phone width too.
+    browser
+        .goto(&format!("{}/-/runners", server.url), "runners")
+        .await;
+    let row = browser
+        .wait_css("table.runners tr[id^='runner-']", Duration::from_secs(5))
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(row.contains("shell"), "the executor: {row}");
+    assert!(row.contains("127.0.0.1"), "the address: {row}");
+    browser.client.set_window_size(390, 844).await.unwrap();
+    browser.goto(&build_url, "job-phone").await;
+    browser
+        .goto(&format!("{}/-/runners", server.url), "runners-phone")
+        .await;
+    let overflow = browser
+        .client
+        .execute(
+            "return document.documentElement.scrollWidth <= window.innerWidth + 1;",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        overflow,
+        Value::Bool(true),
+        "the runners page is wider than a phone"
+    );
+}

@@ -511,6 +511,26 @@ impl Coordinator {
             .map_err(|e| CoordinatorError::Io(std::io::Error::other(e.to_string())))?
     }
 
+    /// The entries of a job's zip archive, for the web UI's browser: read from the
+    /// archive's central directory only (nothing is decompressed), at most
+    /// [`MAX_ARTIFACT_ENTRIES`]; the flag says the list was cut there. `Invalid` for an
+    /// archive that is not a zip. Cost: O(entries) in the central directory.
+    pub async fn artifact_entries(
+        &self,
+        job_id: i64,
+    ) -> std::result::Result<(Vec<ArtifactEntry>, bool), CoordinatorError> {
+        let (artifact, blob) = self.job_artifact(job_id).await?;
+        if artifact.file_format != "zip" {
+            return Err(CoordinatorError::Invalid(format!(
+                "the artifacts of job {job_id} are a {} archive: only zip archives can be browsed; download the archive",
+                artifact.file_format
+            )));
+        }
+        tokio::task::spawn_blocking(move || list_entries(blob))
+            .await
+            .map_err(|e| CoordinatorError::Io(std::io::Error::other(e.to_string())))?
+    }
+
     /// A job's archive (users' `GET /projects/:id/jobs/:job_id/artifacts`; the caller
     /// authorizes). `NotFound` when there is none or it expired.
     pub async fn job_artifact(
@@ -639,6 +659,40 @@ impl ArtifactBlob {
 
 /// The most a single file read out of an archive may decompress to.
 pub const MAX_ARTIFACT_FILE: u64 = 512 * 1024 * 1024;
+
+/// The most entries [`Coordinator::artifact_entries`] lists.
+pub const MAX_ARTIFACT_ENTRIES: usize = 10_000;
+
+/// One entry of a zip archive: its path in the archive (`/`-separated, a directory's
+/// ending in `/`), its size unpacked, whether it is a directory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ArtifactEntry {
+    pub path: String,
+    pub size: u64,
+    pub dir: bool,
+}
+
+/// The entries of the zip `blob` (its central directory), at most
+/// [`MAX_ARTIFACT_ENTRIES`], and whether there were more.
+fn list_entries(
+    blob: ArtifactBlob,
+) -> std::result::Result<(Vec<ArtifactEntry>, bool), CoordinatorError> {
+    let corrupt = |e: zip::result::ZipError| {
+        CoordinatorError::corrupt(format!("the artifacts archive cannot be read: {e}"))
+    };
+    let mut archive = zip::ZipArchive::new(blob.file).map_err(corrupt)?;
+    let count = archive.len();
+    let mut entries = Vec::with_capacity(count.min(MAX_ARTIFACT_ENTRIES));
+    for i in 0..count.min(MAX_ARTIFACT_ENTRIES) {
+        let entry = archive.by_index_raw(i).map_err(corrupt)?;
+        entries.push(ArtifactEntry {
+            path: entry.name().to_owned(),
+            size: entry.size(),
+            dir: entry.is_dir(),
+        });
+    }
+    Ok((entries, count > MAX_ARTIFACT_ENTRIES))
+}
 
 /// `path` out of the zip `blob`, into an unlinked file of `staging`.
 fn extract_one(

@@ -640,6 +640,49 @@ impl gantry_pipeline::Loader for CommitLoader {
     }
 }
 
+/// A commit as a list of pipelines shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CommitSummary {
+    /// The message's first line.
+    pub title: String,
+    /// The author's name (git's `%an`).
+    pub author: String,
+}
+
+impl super::Coordinator {
+    /// The title and author of each of `shas` in project `project_id`'s mirror, `None`
+    /// for one it does not hold (one `git cat-file --batch` for all: O(shas)).
+    pub async fn commit_summaries(
+        &self,
+        project_id: i64,
+        shas: &[String],
+    ) -> Result<Vec<Option<CommitSummary>>> {
+        let mirror = self.mirror(project_id);
+        if !mirror.path.exists() {
+            return Ok(vec![None; shas.len()]);
+        }
+        Ok(mirror
+            .objects(shas)
+            .await?
+            .into_iter()
+            .map(|found| {
+                let (_, kind, raw) = found?;
+                (kind == "commit").then(|| {
+                    let info = parse_commit(&raw);
+                    CommitSummary {
+                        title: info.message.lines().next().unwrap_or_default().to_owned(),
+                        author: info
+                            .author
+                            .split_once(" <")
+                            .map_or(info.author.as_str(), |(name, _)| name)
+                            .to_owned(),
+                    }
+                })
+            })
+            .collect())
+    }
+}
+
 /// What follows a commit's or tag's headers (git's `%B` / `%(contents)`), without trailing
 /// line breaks.
 fn body(raw: &[u8]) -> String {

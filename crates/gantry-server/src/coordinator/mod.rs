@@ -83,7 +83,10 @@ use crate::processor::{PipelineState, Status, Watchdog};
 pub use access_tokens::{
     ACCESS_TOKEN_SCOPES, AccessTokenRequest, AccessTokenView, TokenAccess, new_admin_token,
 };
-pub use artifacts::{ArtifactBlob, EXPIRED_PER_PASS, RemovedArtifacts, StageError, StagedUpload};
+pub use artifacts::{
+    ArtifactBlob, ArtifactEntry, EXPIRED_PER_PASS, MAX_ARTIFACT_ENTRIES, RemovedArtifacts, StageError,
+    StagedUpload,
+};
 pub use blob::{BlobStore, LocalDir};
 pub use environment::JobEnvironment;
 pub use environments::{
@@ -92,7 +95,7 @@ pub use environments::{
 };
 pub use error::CoordinatorError;
 pub use forge_hooks::{ForgeHook, HookOutcome, sign as forge_hook_signature};
-pub use git::changes_since;
+pub use git::{CommitSummary, changes_since};
 pub use groups::GroupView;
 pub use includes::{
     GITLAB_TEMPLATES_URL, IncludeCache, IncludeLoader, IncludeSources, ProjectRepo,

@@ -90,6 +90,8 @@ const CONTACT_INTERVAL_MS: i64 = 60_000;
 pub struct RequestInfo {
     /// `info.features.cancel_gracefully`: a cancel moves its running job to `canceling`.
     pub cancel_gracefully: bool,
+    /// Its version, platform, executor and address, written with `contacted_at`.
+    pub runner: gantry_store::RunnerInfo,
 }
 
 /// An assignment waiting for the next group commit ([`Coordinator::assign`]).
@@ -192,7 +194,11 @@ impl Coordinator {
             .contacted_at
             .is_none_or(|t| now - t >= CONTACT_INTERVAL_MS)
         {
-            let _ = self.inner.store.touch_runner(runner.id, now).await;
+            let _ = self
+                .inner
+                .store
+                .runner_heartbeat(runner.id, now, &info.runner)
+                .await;
         }
         if runner.paused {
             return Ok(None);

@@ -128,6 +128,24 @@ impl Coordinator {
         Ok(Runner::from_row(&self.inner.store.runner(id).await?))
     }
 
+    /// What each runner said about itself at its last contact (version, platform,
+    /// executor, address), by runner id.
+    pub async fn runner_infos(
+        &self,
+    ) -> std::result::Result<
+        std::collections::HashMap<i64, gantry_store::RunnerInfo>,
+        CoordinatorError,
+    > {
+        Ok(self.inner.store.runner_infos().await?)
+    }
+
+    /// How many jobs each runner runs now, by runner id (absent: none).
+    pub async fn running_jobs_by_runner(
+        &self,
+    ) -> std::result::Result<std::collections::HashMap<i64, i64>, CoordinatorError> {
+        Ok(self.inner.store.running_jobs_by_runner().await?)
+    }
+
     pub async fn runners(&self) -> std::result::Result<Vec<Runner>, CoordinatorError> {
         Ok(self
             .inner

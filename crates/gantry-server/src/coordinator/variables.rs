@@ -147,6 +147,16 @@ pub fn for_creation(vars: &[(usize, ProjectVariable)], protected: bool) -> Vec<S
         .collect()
 }
 
+/// A variable as a web page shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShownVariable {
+    pub key: String,
+    /// `None`: hidden (masked).
+    pub value: Option<String>,
+    /// `job` (its `variables:`), `manual` (given when played) or `pipeline`.
+    pub source: &'static str,
+}
+
 /// A pipeline's variables, opened.
 pub(crate) struct PipelineVariables {
     /// `(key, value)`, in order.
@@ -288,6 +298,75 @@ impl Coordinator {
                     ENV_VAR
                 };
                 (key, value, kind)
+            })
+            .collect())
+    }
+
+    /// The variables job `id` was created with, as its web page shows them (GitLab's job
+    /// page): its own `variables:` as written (before expansion), then those it was
+    /// played with. Values are hidden per [`Coordinator::shown_variables`]. Cost: the job,
+    /// its project and its settings variables (three queries).
+    pub async fn job_variables_shown(
+        &self,
+        id: i64,
+    ) -> Result<Vec<ShownVariable>, CoordinatorError> {
+        let job = self.inner.store.job(id).await?;
+        let spec = super::spec::StoredSpec::parse(&job.spec)?;
+        let mut vars: Vec<(String, String, &'static str)> = spec
+            .job
+            .variables
+            .iter()
+            .map(|(k, v)| (k.clone(), v.value.clone(), "job"))
+            .collect();
+        for (k, v) in self.manual_variables(&job, &spec)? {
+            vars.push((k, v, "manual"));
+        }
+        self.shown_variables(job.project_id, vars).await
+    }
+
+    /// The variables pipeline `id` was created with, as its web page shows them (values
+    /// hidden per [`Coordinator::shown_variables`]).
+    pub async fn pipeline_variables_shown(
+        &self,
+        id: i64,
+    ) -> Result<Vec<ShownVariable>, CoordinatorError> {
+        let pipeline = self.inner.store.pipeline(id).await?;
+        let vars = self
+            .pipeline_variables(&pipeline)?
+            .values
+            .into_iter()
+            .map(|(k, v)| (k, v, "pipeline"))
+            .collect();
+        self.shown_variables(pipeline.project_id, vars).await
+    }
+
+    /// `vars` of project `project_id` as a page shows them: a value is hidden when its
+    /// key is that of a masked project or group variable, or it holds a masked
+    /// variable's value (the job log masks those too). O(vars × masked variables).
+    async fn shown_variables(
+        &self,
+        project_id: i64,
+        vars: Vec<(String, String, &'static str)>,
+    ) -> Result<Vec<ShownVariable>, CoordinatorError> {
+        let project = self.inner.store.project(project_id).await?;
+        let masked: Vec<ProjectVariable> = self
+            .settings_variables(project.id, &project.name)
+            .await?
+            .into_iter()
+            .map(|(_, v)| v)
+            .filter(|v| v.masked)
+            .collect();
+        Ok(vars
+            .into_iter()
+            .map(|(key, value, source)| {
+                let hide = masked
+                    .iter()
+                    .any(|m| m.key == key || (!m.value.is_empty() && value.contains(&m.value)));
+                ShownVariable {
+                    key,
+                    value: (!hide).then_some(value),
+                    source,
+                }
             })
             .collect())
     }

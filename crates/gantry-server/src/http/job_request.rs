@@ -32,6 +32,18 @@ pub(crate) async fn request(
     let version = state.coordinator.queue_version();
     let info = RequestInfo {
         cancel_gracefully: req.info.features.has(Feature::CancelGracefully),
+        runner: gantry_store::RunnerInfo {
+            version: req.info.version.clone(),
+            revision: req.info.revision.clone(),
+            platform: req.info.platform.clone(),
+            architecture: req.info.architecture.clone(),
+            executor: req.info.executor.clone(),
+            ip_address: peer
+                .as_ref()
+                .and_then(|Extension(ConnectInfo(p))| p.address())
+                .map(|a| a.ip().to_string())
+                .unwrap_or_default(),
+        },
     };
     let last_update = Some(req.last_update).filter(|v| !v.is_empty());
     let last_update = last_update.as_deref();

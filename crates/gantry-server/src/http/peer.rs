@@ -30,6 +30,8 @@ pub(crate) struct Peer {
     /// The connection's socket, shared with its I/O; it closes when the connection and
     /// every request of it are done.
     socket: Arc<TcpStream>,
+    /// The client's address (the runners page shows a runner's).
+    address: Option<std::net::SocketAddr>,
 }
 
 impl Peer {
@@ -37,6 +39,7 @@ impl Peer {
     pub(crate) fn of(stream: &Arc<TcpStream>) -> Self {
         Peer {
             socket: Arc::clone(stream),
+            address: stream.peer_addr().ok(),
         }
     }
 
@@ -56,6 +59,11 @@ impl Peer {
             }
         }
         let _ = socket.shutdown(std::net::Shutdown::Write);
+    }
+
+    /// The client's address, when known.
+    pub(crate) fn address(&self) -> Option<std::net::SocketAddr> {
+        self.address
     }
 
     /// Resolves when the client has closed or reset the connection; never while it is

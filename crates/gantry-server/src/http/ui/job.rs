@@ -67,6 +67,7 @@ pub(super) async fn job(state: &AppState, path: &str, id: i64) -> Result<Respons
         .unwrap_or_default();
     let waiting = why_waiting(&j);
     let job_url = escape(&format!("{base}/jobs/{id}"));
+    let details = super::job_details::details(state, &base, &j).await?;
     Ok(page(
         StatusCode::OK,
         &j.name,
@@ -74,7 +75,7 @@ pub(super) async fn job(state: &AppState, path: &str, id: i64) -> Result<Respons
         Some("/-/ui/job.js"),
         &format!(
             "<p>{} · <a href=\"{}/pipelines/{}\">pipeline #{}</a></p><h1>{} <span id=\"status\">{}</span></h1>\
-             <p>stage {} · attempt {} · {}{reason} · <a href=\"{job_url}/raw\">raw log</a></p>{waiting}{actions}\
+             <p>stage {} · attempt {} · {}{reason} · <a href=\"{job_url}/raw\">raw log</a></p>{waiting}{actions}{details}\
              <div id=\"log\" class=\"log\" data-trace=\"{job_url}/trace.json\"><noscript>The live log needs JavaScript; the <a href=\"{job_url}/raw\">raw log</a> does not.</noscript></div>",
             project_link(&project),
             escape(&base),

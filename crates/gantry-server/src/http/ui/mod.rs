@@ -7,6 +7,10 @@
 //! | `projects` | `/` (projects), `/{project}/-/environments` (with Stop) |
 //! | `pipelines` | `/{project}` and `/{project}/-/pipelines` (its pipelines), `/{project}/-/pipelines/new` (GitLab's "Run pipeline" form), `/{project}/-/pipelines/{id}` (stages and jobs) |
 //! | `job` | `/{project}/-/jobs/{id}` (a job and its live log), `…/trace.json`, `…/raw` |
+//! | `job_details` | the job page's facts: runner, durations, failure reason in words, why it did not run, artifacts, variables |
+//! | `artifacts` | `/{project}/-/jobs/{id}/artifacts/download`, `…/browse[/{dir}]`, `…/file/{path}`, `…/raw/{path}` |
+//! | `pipeline_tabs` | `/{project}/-/pipelines/{id}/builds` (jobs), `…/test_report`, `…/variables` |
+//! | `settings` | `/{project}/-/settings/ci_cd` (the project's CI/CD settings, read-only) |
 //! | `runners` | `/-/runners` (with Pause and Resume) |
 //! | `session` | `/-/login`, `/-/logout`; the checks of every form post |
 //! | `shell`, `log`, `assets` | the frame, escaping and buttons; the log's lines as HTML; `/-/ui/app.css`, `/-/ui/job.js`, `/-/ui/pipeline.js` |
@@ -23,14 +27,18 @@
 //! its log is HTML-escaped; the `Content-Security-Policy` allows scripts, styles and
 //! requests only to this server and no framing (`shell.rs`).
 
+mod artifacts;
 mod assets;
 mod job;
+mod job_details;
 mod log;
+mod pipeline_tabs;
 mod pipelines;
 mod projects;
 mod reports;
 mod runners;
 mod session;
+mod settings;
 mod shell;
 
 use axum::extract::Request;
@@ -59,6 +67,12 @@ enum Page<'a> {
     NewPipeline(&'a str),
     Pipeline(&'a str, i64, Option<&'a str>),
     Job(&'a str, i64, Option<&'a str>),
+    /// A job's artifacts: the archive, a directory, a file.
+    Artifacts(&'a str, i64, artifacts::View),
+    /// A tab of a pipeline beside its graph.
+    PipelineTab(&'a str, i64, pipeline_tabs::Tab),
+    /// A project's CI/CD settings.
+    Settings(&'a str),
     /// A job's log as lines (`trace.json`) or as text (`raw`).
     Trace(&'a str, i64),
     RawTrace(&'a str, i64),
@@ -97,8 +111,19 @@ fn page(path: &str) -> Option<Page<'_>> {
         // git path has `.git` in it. `/favicon.ico` and the like are no page.
         return (path.contains('/') && !path.contains(".git")).then_some(Page::Pipelines(path));
     };
-    let parts: Vec<&str> = rest.split('/').collect();
     let id = |s: &str| s.parse::<i64>().ok();
+    if let Some((n, tail)) = rest
+        .strip_prefix("jobs/")
+        .and_then(|r| r.split_once("/artifacts/"))
+    {
+        let (kind, file) = tail.split_once('/').unwrap_or((tail, ""));
+        return Some(Page::Artifacts(
+            project,
+            id(n)?,
+            artifacts::View::parse(kind, file)?,
+        ));
+    }
+    let parts: Vec<&str> = rest.split('/').collect();
     match parts[..] {
         ["pipelines"] => Some(Page::Pipelines(project)),
         ["pipelines", "new"] => Some(Page::NewPipeline(project)),
@@ -106,6 +131,12 @@ fn page(path: &str) -> Option<Page<'_>> {
         ["pipelines", n, action @ ("cancel" | "retry")] => {
             Some(Page::Pipeline(project, id(n)?, Some(action)))
         }
+        ["pipelines", n, tab] => Some(Page::PipelineTab(
+            project,
+            id(n)?,
+            pipeline_tabs::Tab::at(tab)?,
+        )),
+        ["settings", "ci_cd"] => Some(Page::Settings(project)),
         ["jobs", n] => Some(Page::Job(project, id(n)?, None)),
         ["jobs", n, "trace.json"] => Some(Page::Trace(project, id(n)?)),
         ["jobs", n, "raw"] => Some(Page::RawTrace(project, id(n)?)),
@@ -203,6 +234,9 @@ async fn dispatch(
         (Page::Pipeline(p, id, _), _) => pipelines::pipeline(state, p, id, query).await,
         (Page::Job(p, id, Some(action)), true) => job::job_action(state, p, id, action).await,
         (Page::Job(p, id, _), _) => job::job(state, p, id).await,
+        (Page::Artifacts(p, id, view), false) => artifacts::artifacts(state, p, id, view).await,
+        (Page::PipelineTab(p, id, tab), false) => pipeline_tabs::tab(state, p, id, tab).await,
+        (Page::Settings(p), false) => settings::settings(state, p).await,
         (Page::Trace(p, id), false) => job::trace_json(state, p, id, query).await,
         (Page::RawTrace(p, id), false) => job::raw(state, p, id).await,
         (Page::Environments(p), _) => projects::environments(state, p).await,
@@ -247,5 +281,28 @@ mod tests {
         assert_eq!(page("/api/v4/projects"), None);
         assert_eq!(page("/g/d/-/jobs/x"), None);
         assert_eq!(page("/g/d/-/jobs/9/delete"), None);
+        assert_eq!(
+            page("/g/d/-/jobs/9/artifacts/file/out/a%20b.txt"),
+            Some(Page::Artifacts(
+                "g/d",
+                9,
+                artifacts::View::File("out/a b.txt".into())
+            ))
+        );
+        assert_eq!(
+            page("/g/d/-/jobs/9/artifacts/browse"),
+            Some(Page::Artifacts(
+                "g/d",
+                9,
+                artifacts::View::Browse(String::new())
+            ))
+        );
+        assert_eq!(page("/g/d/-/jobs/9/artifacts/file/../x"), None);
+        assert_eq!(
+            page("/g/d/-/pipelines/7/test_report"),
+            Some(Page::PipelineTab("g/d", 7, pipeline_tabs::Tab::Tests))
+        );
+        assert_eq!(page("/g/d/-/pipelines/7/other"), None);
+        assert_eq!(page("/g/d/-/settings/ci_cd"), Some(Page::Settings("g/d")));
     }
 }

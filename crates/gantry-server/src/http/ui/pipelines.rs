@@ -9,28 +9,152 @@ use std::fmt::Write as _;
 use axum::http::StatusCode;
 use axum::response::Response;
 
-use crate::coordinator::{CoordinatorError, JobView, PipelineView, Project};
+use crate::coordinator::{CommitSummary, CoordinatorError, JobView, PipelineView, Project};
 
 use super::super::AppState;
 use super::super::error::ApiError;
 use super::PER_PAGE;
+use super::shell::ago;
 use super::shell::{
     active, badge, button, csrf_field, escape, html, not_found, page, project_at, project_link,
     redirect, refused_action, seconds, when, why_waiting,
 };
 
-fn pipeline_row(project: &Project, p: &PipelineView) -> String {
+/// A pipeline of the list, with its commit's title and author when the mirror has it,
+/// and how long ago it was created (`now`, Unix ms).
+fn pipeline_row(
+    project: &Project,
+    p: &PipelineView,
+    commit: Option<&CommitSummary>,
+    now: i64,
+) -> String {
+    let (title, author) = commit.map_or((String::new(), String::new()), |c| {
+        (
+            format!("<br><small class=\"title\">{}</small>", escape(&c.title)),
+            format!("<br><small class=\"author\">{}</small>", escape(&c.author)),
+        )
+    });
     format!(
-        "<tr><td><a href=\"/{path}/-/pipelines/{id}\">#{id}</a></td><td>{}</td><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td></tr>",
+        "<tr><td><a href=\"/{path}/-/pipelines/{id}\">#{id}</a></td><td>{}</td><td>{}</td><td><code>{}</code>{title}{author}</td><td>{}</td><td><span title=\"{} UTC\">{}</span></td><td>{}</td></tr>",
         badge(&p.status),
         escape(&p.ref_name),
         escape(&p.sha[..p.sha.len().min(8)]),
         escape(&p.source),
         when(Some(p.created_at)),
+        ago(p.created_at, now),
         seconds(p.duration.map(|d| d as f64)),
         path = escape(&project.path_with_namespace),
         id = p.id,
     )
+}
+
+/// The filters of a list of pipelines: `status`, `ref`, `source` (GitLab's API
+/// parameters), each empty when not set.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct ListFilter {
+    status: String,
+    ref_name: String,
+    source: String,
+}
+
+impl ListFilter {
+    fn of(fields: &[(String, String)]) -> ListFilter {
+        let get = |name: &str| {
+            fields
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.trim().to_owned())
+                .unwrap_or_default()
+        };
+        ListFilter {
+            status: get("status"),
+            ref_name: get("ref"),
+            source: get("source"),
+        }
+    }
+
+    fn to_store(&self) -> gantry_store::PipelineFilter {
+        let some = |s: &str| (!s.is_empty()).then(|| s.to_owned());
+        gantry_store::PipelineFilter {
+            status: some(&self.status),
+            ref_name: some(&self.ref_name),
+            source: some(&self.source),
+            ..Default::default()
+        }
+    }
+
+    /// The query of these filters, `&`-prefixed (for the pager's links).
+    fn query(&self) -> String {
+        let pairs: Vec<(&str, &str)> = [
+            ("status", self.status.as_str()),
+            ("ref", self.ref_name.as_str()),
+            ("source", self.source.as_str()),
+        ]
+        .into_iter()
+        .filter(|(_, v)| !v.is_empty())
+        .collect();
+        if pairs.is_empty() {
+            return String::new();
+        }
+        format!(
+            "&{}",
+            serde_urlencoded::to_string(pairs).unwrap_or_default()
+        )
+    }
+
+    /// The filter form (a GET form: no CSRF token needed).
+    fn form(&self) -> String {
+        let options = |all: &str, values: &[&str], chosen: &str| {
+            let mut out = format!("<option value=\"\">{all}</option>");
+            for v in values {
+                let _ = write!(
+                    out,
+                    "<option{}>{v}</option>",
+                    if *v == chosen { " selected" } else { "" }
+                );
+            }
+            out
+        };
+        format!(
+            "<form class=\"filters\" method=\"get\"><select name=\"status\" aria-label=\"Status\">{}</select> \
+             <input name=\"ref\" value=\"{}\" placeholder=\"branch or tag\" aria-label=\"Ref\" size=\"16\"> \
+             <select name=\"source\" aria-label=\"Source\">{}</select> <button type=\"submit\">Filter</button></form>",
+            options(
+                "any status",
+                &[
+                    "created",
+                    "waiting_for_resource",
+                    "preparing",
+                    "pending",
+                    "running",
+                    "success",
+                    "failed",
+                    "canceled",
+                    "skipped",
+                    "manual",
+                    "scheduled"
+                ],
+                &self.status
+            ),
+            escape(&self.ref_name),
+            options(
+                "any source",
+                &[
+                    "push",
+                    "web",
+                    "trigger",
+                    "schedule",
+                    "api",
+                    "pipeline",
+                    "parent_pipeline",
+                    "merge_request_event",
+                    "chat",
+                    "external"
+                ],
+                &self.source
+            ),
+        )
+    }
 }
 
 pub(super) async fn pipelines(
@@ -41,8 +165,9 @@ pub(super) async fn pipelines(
     let Some(project) = project_at(state, path).await? else {
         return Ok(not_found());
     };
-    let page: i64 = serde_urlencoded::from_str::<Vec<(String, String)>>(query)
-        .unwrap_or_default()
+    let fields = serde_urlencoded::from_str::<Vec<(String, String)>>(query).unwrap_or_default();
+    let filter = ListFilter::of(&fields);
+    let page: i64 = fields
         .iter()
         .find(|(k, _)| k == "page")
         .and_then(|(_, v)| v.parse().ok())
@@ -52,30 +177,54 @@ pub(super) async fn pipelines(
         .coordinator
         .pipelines_page(
             project.id,
-            &Default::default(),
+            &filter.to_store(),
             (page - 1) * PER_PAGE,
             PER_PAGE,
         )
         .await?;
-    let rows: String = list.iter().map(|p| pipeline_row(&project, p)).collect();
+    let shas: Vec<String> = list.iter().map(|p| p.sha.clone()).collect();
+    let commits = state
+        .coordinator
+        .commit_summaries(project.id, &shas)
+        .await
+        .unwrap_or_default();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    let rows: String = list
+        .iter()
+        .enumerate()
+        .map(|(i, p)| pipeline_row(&project, p, commits.get(i).and_then(Option::as_ref), now))
+        .collect();
     let refresh = list.iter().any(|p| active(&p.status));
     let mut pager = String::new();
     if page > 1 {
-        let _ = write!(pager, "<a href=\"?page={}\">newer</a> ", page - 1);
+        let _ = write!(
+            pager,
+            "<a href=\"?page={}{}\">newer</a> ",
+            page - 1,
+            escape(&filter.query())
+        );
     }
     if page * PER_PAGE < total {
-        let _ = write!(pager, "<a href=\"?page={}\">older</a>", page + 1);
+        let _ = write!(
+            pager,
+            "<a href=\"?page={}{}\">older</a>",
+            page + 1,
+            escape(&filter.query())
+        );
     }
     Ok(html(
         StatusCode::OK,
         &project.path_with_namespace,
         refresh,
         &format!(
-            "<h1>{}</h1><p>{total} pipelines · clone <code>{}</code> · <a href=\"/{}/-/pipelines/new\">Run pipeline</a> · <a href=\"/{2}/-/environments\">Environments</a></p>\
-             <table><tr><th>Pipeline</th><th>Status</th><th>Ref</th><th>Commit</th><th>Source</th><th>Created (UTC)</th><th>Duration</th></tr>{rows}</table><p>{pager}</p>",
+            "<h1>{}</h1><p>{total} pipelines · clone <code>{}</code> · <a href=\"/{}/-/pipelines/new\">Run pipeline</a> · <a href=\"/{2}/-/environments\">Environments</a> · <a href=\"/{2}/-/settings/ci_cd\">CI/CD settings</a></p>{}\
+             <table class=\"pipelines\"><tr><th>Pipeline</th><th>Status</th><th>Ref</th><th>Commit</th><th>Source</th><th>Created</th><th>Duration</th></tr>{rows}</table><p>{pager}</p>",
             escape(&project.path_with_namespace),
             escape(&project.http_url_to_repo),
             escape(&project.path_with_namespace),
+            filter.form(),
         ),
     ))
 }
@@ -433,6 +582,7 @@ pub(super) async fn pipeline(
         ));
     }
     let here = format!("{base}/pipelines/{id}");
+    let tabs = super::pipeline_tabs::tabs(&base, id, super::pipeline_tabs::Tab::Pipeline);
     let switch = match grouping {
         Grouping::Stage => format!(
             "<b>stage</b> · <a href=\"{}?view=needs\">job dependencies</a>",
@@ -450,7 +600,7 @@ pub(super) async fn pipeline(
         active(&p.status),
         Some("/-/ui/pipeline.js"),
         &format!(
-            "<p>{}</p>{upstream}<h1>Pipeline #{id} {}</h1><p>{} <code>{}</code> · {} · created {} UTC{}</p>{actions}{errors}\
+            "<p>{}</p>{upstream}<h1>Pipeline #{id} {}</h1><p>{} <code>{}</code> · {} · created {} UTC{}</p>{actions}{errors}{tabs}\
              <p class=\"switch\">Group jobs by: {switch}</p><div class=\"graph\"><div class=\"stages\">{columns}</div></div>{reports}",
             project_link(&project),
             badge(&p.status),

@@ -222,3 +222,18 @@ pub(super) fn not_done(status: StatusCode, why: &str, back: &str) -> Response {
         ),
     )
 }
+
+/// How long before `now` the time `ms` was, for people (`just now`, `5 minutes ago`,
+/// `3 days ago`; both Unix ms), as GitLab's lists show times.
+pub(super) fn ago(ms: i64, now: i64) -> String {
+    let secs = (now - ms).max(0) / 1000;
+    let (n, unit) = match secs {
+        s if s < 60 => return "just now".to_owned(),
+        s if s < 3600 => (s / 60, "minute"),
+        s if s < 86_400 => (s / 3600, "hour"),
+        s if s < 30 * 86_400 => (s / 86_400, "day"),
+        s if s < 365 * 86_400 => (s / (30 * 86_400), "month"),
+        s => (s / (365 * 86_400), "year"),
+    };
+    format!("{n} {unit}{} ago", if n == 1 { "" } else { "s" })
+}
