@@ -46,6 +46,7 @@ mod access;
 mod acknowledgement;
 mod environments;
 mod error;
+mod job_resources;
 mod job_token_scope;
 mod merge_requests;
 mod resource_groups;
@@ -70,6 +71,7 @@ pub use environments::{
     NewJobEnvironment,
 };
 pub use error::StoreError;
+pub use job_resources::JobResourceUse;
 pub use job_token_scope::{JobTokenAllowlist, LinkAdded};
 pub use merge_requests::{MergeRequest, MergeRequestLink, NewMergeRequest};
 pub use resource_groups::{DEFAULT_PROCESS_MODE, ResourceGroup};

@@ -6,6 +6,7 @@
 //! |---|---|
 //! | `projects` | `/` (projects), `/{project}/-/environments` (with Stop) |
 //! | `pipelines` | `/{project}` and `/{project}/-/pipelines` (its pipelines), `/{project}/-/pipelines/new` (GitLab's "Run pipeline" form), `/{project}/-/pipelines/{id}` (stages and jobs) |
+//! | `timeline` | `/{project}/-/pipelines/{id}/timeline` (each job's wait, run, sections, CPU and memory over time) |
 //! | `job` | `/{project}/-/jobs/{id}` (a job and its live log), `…/trace.json`, `…/raw` |
 //! | `runners` | `/-/runners` (with Pause and Resume) |
 //! | `session` | `/-/login`, `/-/logout`; the checks of every form post |
@@ -31,6 +32,7 @@ mod projects;
 mod runners;
 mod session;
 mod shell;
+mod timeline;
 
 use axum::extract::Request;
 use axum::http::Method;
@@ -57,6 +59,8 @@ enum Page<'a> {
     Pipelines(&'a str),
     NewPipeline(&'a str),
     Pipeline(&'a str, i64, Option<&'a str>),
+    /// A pipeline's timeline.
+    Timeline(&'a str, i64),
     Job(&'a str, i64, Option<&'a str>),
     /// A job's log as lines (`trace.json`) or as text (`raw`).
     Trace(&'a str, i64),
@@ -102,6 +106,7 @@ fn page(path: &str) -> Option<Page<'_>> {
         ["pipelines"] => Some(Page::Pipelines(project)),
         ["pipelines", "new"] => Some(Page::NewPipeline(project)),
         ["pipelines", n] => Some(Page::Pipeline(project, id(n)?, None)),
+        ["pipelines", n, "timeline"] => Some(Page::Timeline(project, id(n)?)),
         ["pipelines", n, action @ ("cancel" | "retry")] => {
             Some(Page::Pipeline(project, id(n)?, Some(action)))
         }
@@ -200,6 +205,7 @@ async fn dispatch(
             pipelines::pipeline_action(state, p, id, action).await
         }
         (Page::Pipeline(p, id, _), _) => pipelines::pipeline(state, p, id, query).await,
+        (Page::Timeline(p, id), false) => timeline::timeline(state, p, id).await,
         (Page::Job(p, id, Some(action)), true) => job::job_action(state, p, id, action).await,
         (Page::Job(p, id, _), _) => job::job(state, p, id).await,
         (Page::Trace(p, id), false) => job::trace_json(state, p, id, query).await,

@@ -217,7 +217,7 @@ pub(super) async fn run_pipeline(
 }
 
 /// The pipeline `id` when it belongs to the project at `path`.
-async fn pipeline_of(
+pub(super) async fn pipeline_of(
     state: &AppState,
     path: &str,
     id: i64,
@@ -450,7 +450,7 @@ pub(super) async fn pipeline(
         Some("/-/ui/pipeline.js"),
         &format!(
             "<p>{}</p>{upstream}<h1>Pipeline #{id} {}</h1><p>{} <code>{}</code> · {} · created {} UTC{}</p>{actions}{errors}\
-             <p class=\"switch\">Group jobs by: {switch}</p><div class=\"graph\"><div class=\"stages\">{columns}</div></div>",
+             <p class=\"switch\">Group jobs by: {switch} · <a href=\"{}/timeline\">timeline</a></p><div class=\"graph\"><div class=\"stages\">{columns}</div></div>",
             project_link(&project),
             badge(&p.status),
             escape(&p.ref_name),
@@ -460,6 +460,7 @@ pub(super) async fn pipeline(
             p.duration
                 .map(|d| format!(" · {}", seconds(Some(d as f64))))
                 .unwrap_or_default(),
+            escape(&here),
         ),
     ))
 }
