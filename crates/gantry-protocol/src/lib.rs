@@ -50,6 +50,7 @@ mod json;
 pub mod long_poll;
 pub mod payload;
 pub mod registration;
+pub mod resources;
 pub mod time;
 pub mod token;
 pub mod trace;
@@ -85,6 +86,7 @@ pub use payload::runner_info::RunnerInfo;
 pub use payload::step::{Hook, HookName, Step, StepName};
 pub use payload::variable::JobVariable;
 pub use payload::when::When;
+pub use resources::JobResources;
 pub use registration::{
     AccessLevel, CreateRunnerRequest, GroupRef, RegisterRunnerRequest, RegisterRunnerResponse,
     ResetTokenResponse, RouterDiscoveryResponse, RunnerRegistrationDetails, RunnerTokenRequest,

@@ -9,6 +9,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use crate::failure_reason::FailureReason;
 use crate::info::VersionInfo;
 use crate::job_status::JobStatus;
+use crate::resources::JobResources;
 use crate::json::{is_zero_i64, is_zero_u64, zero_if_null};
 use crate::update_interval::parse_trace_update_interval;
 use crate::wire_enum::wire_enum;
@@ -84,6 +85,10 @@ pub struct UpdateJobRequest {
         deserialize_with = "zero_if_null"
     )]
     pub runtime_environment_key: String,
+    /// Gantry's extension: the job's resource use so far ([`JobResources`]); omitted when
+    /// not measured. GitLab ignores it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<JobResources>,
 }
 
 impl UpdateJobRequest {
@@ -99,6 +104,7 @@ impl UpdateJobRequest {
             exit_code: 0,
             trace: None,
             runtime_environment_key: String::new(),
+            resources: None,
         }
     }
 

@@ -63,6 +63,7 @@ mod leftovers;
 pub mod names;
 pub mod policy;
 mod services;
+mod stats;
 mod umask;
 
 pub use client::{

@@ -476,6 +476,7 @@ async fn run(job: JobResponse, cx: JobContext, takeover: Option<Takeover>) -> Jo
     let debug_requested = get_bool(&variables, "CI_DEBUG_TRACE").unwrap_or(false);
     let debug_trace = debug_requested && !runner.debug_trace_disabled;
     let params = PatchTraceParams { debug_trace };
+    let meter = crate::resources::JobMeter::default();
     let uplink = Arc::new(Uplink::new(
         cx.client.clone(),
         job.id,
@@ -484,6 +485,7 @@ async fn run(job: JobResponse, cx: JobContext, takeover: Option<Takeover>) -> Jo
         cx.stop.clone(),
         params,
         Arc::clone(&cx.events),
+        meter.clone(),
     ));
 
     let job_span = telemetry::job_span(&cx, &job, choice, &variables);
@@ -532,6 +534,7 @@ async fn run(job: JobResponse, cx: JobContext, takeover: Option<Takeover>) -> Jo
                         timeout,
                         executor: None,
                         prepared: None,
+                        meter: meter.clone(),
                     };
                     match takeover {
                         None => lifecycle.run().await,
@@ -544,7 +547,8 @@ async fn run(job: JobResponse, cx: JobContext, takeover: Option<Takeover>) -> Jo
             ending
         }
     };
-    telemetry::end_job_span(job_span, &ending);
+    let resources = meter.snapshot();
+    telemetry::end_job_span(job_span, &ending, resources.as_ref());
     let delivery = uplink.finish(&ending, &job.features).await;
     let (trace_bytes, trace_checksum, exceeded, dropped) = {
         let buffer = trace.buffer();
@@ -559,6 +563,7 @@ async fn run(job: JobResponse, cx: JobContext, takeover: Option<Takeover>) -> Jo
         job_id: job.id,
         ending: ending.clone(),
         delivery: delivery.clone(),
+        resources,
     });
     JobReport {
         job_id: job.id,
@@ -614,6 +619,7 @@ pub async fn fail_undecodable_job(
         StopSignal::new(),
         PatchTraceParams::default(),
         Arc::clone(&events),
+        crate::resources::JobMeter::default(),
     );
     let ending = match uplink.accept().await {
         Acceptance::Dropped => JobEnding::Aborted,
@@ -639,6 +645,7 @@ pub async fn fail_undecodable_job(
         job_id,
         ending: ending.clone(),
         delivery: delivery.clone(),
+        resources: None,
     });
     let buffer = trace.buffer();
     JobReport {

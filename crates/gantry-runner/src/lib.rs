@@ -17,6 +17,7 @@ pub mod job;
 pub mod journal;
 pub mod metrics;
 pub mod poll;
+pub mod resources;
 pub mod shell;
 pub mod sources;
 pub mod trace;

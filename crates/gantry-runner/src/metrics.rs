@@ -14,6 +14,9 @@
 //! | `gitlab_runner_errors_total` | counter | `level` (`warning`, `error`) | problems the runner logged |
 //! | `gantry_runner_job_request_failures_total` | counter | `runner` | job requests that failed (the entry backs off) |
 //! | `gitlab_runner_api_request_statuses_total` | counter | `runner`, `endpoint`, `status` | requests to the coordinator by endpoint (`request_job`, `update_job`, `patch_trace`, `upload_artifacts`, `download_artifacts`, `verify_runner`, …) and HTTP status (`error`: no answer), fed by [`RunnerMetrics::observe_api`] |
+//! | `gantry_runner_job_cpu_seconds_total` | counter | `runner`, `mode` (`user`, `system`) | CPU time of finished jobs ([`crate::resources`]; executors that measure) |
+//! | `gantry_runner_job_io_bytes_total` | counter | `runner`, `direction` (`read`, `written`) | storage bytes of finished jobs |
+//! | `gantry_runner_job_peak_memory_bytes` | histogram | `runner` | each finished job's peak memory |
 //!
 //! `runner` is the entry's `name`, else its short token, as in the log.
 
@@ -55,6 +58,23 @@ struct ApiLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CpuLabels {
+    runner: String,
+    mode: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct IoLabels {
+    runner: String,
+    direction: String,
+}
+
+/// Buckets of `gantry_runner_job_peak_memory_bytes`: 16 MiB × 2ⁿ up to 64 GiB.
+fn memory_buckets() -> impl Iterator<Item = f64> {
+    (0..13).map(|n| f64::from(16u32 << 20) * f64::from(1u32 << n))
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct LevelLabel {
     level: String,
 }
@@ -81,6 +101,9 @@ pub struct RunnerMetrics {
     errors: Family<LevelLabel, Counter>,
     request_failures: Family<RunnerLabel, Counter>,
     api_requests: Family<ApiLabels, Counter>,
+    cpu: Family<CpuLabels, Counter<f64, std::sync::atomic::AtomicU64>>,
+    io: Family<IoLabels, Counter>,
+    peak_memory: DurationFamily,
     /// When each running job was received, by id.
     started: Mutex<HashMap<i64, Instant>>,
 }
@@ -168,7 +191,29 @@ impl RunnerMetrics {
             "The number of API requests to the coordinator, by endpoint and status",
             api_requests.clone(),
         );
+        let cpu = Family::<CpuLabels, Counter<f64, std::sync::atomic::AtomicU64>>::default();
+        registry.register(
+            "gantry_runner_job_cpu_seconds",
+            "CPU time of finished jobs, by mode",
+            cpu.clone(),
+        );
+        let io = Family::<IoLabels, Counter>::default();
+        registry.register(
+            "gantry_runner_job_io_bytes",
+            "Storage bytes read and written by finished jobs",
+            io.clone(),
+        );
+        let peak_memory: DurationFamily =
+            Family::new_with_constructor(|| Histogram::new(memory_buckets()));
+        registry.register(
+            "gantry_runner_job_peak_memory_bytes",
+            "Peak memory of finished jobs",
+            peak_memory.clone(),
+        );
         Self {
+            cpu,
+            io,
+            peak_memory,
             registry,
             concurrent,
             jobs,
@@ -192,6 +237,33 @@ impl RunnerMetrics {
                 status: status.map_or_else(|| "error".to_owned(), |s| s.to_string()),
             })
             .inc();
+    }
+
+    fn observe_resources(&self, runner: &str, used: &crate::resources::JobResources) {
+        for (mode, seconds) in [
+            ("user", used.cpu_user_seconds),
+            ("system", used.cpu_system_seconds),
+        ] {
+            self.cpu
+                .get_or_create(&CpuLabels {
+                    runner: runner.to_owned(),
+                    mode: mode.to_owned(),
+                })
+                .inc_by(seconds);
+        }
+        for (direction, bytes) in [("read", used.read_bytes), ("written", used.written_bytes)] {
+            self.io
+                .get_or_create(&IoLabels {
+                    runner: runner.to_owned(),
+                    direction: direction.to_owned(),
+                })
+                .inc_by(bytes);
+        }
+        self.peak_memory
+            .get_or_create(&RunnerLabel {
+                runner: runner.to_owned(),
+            })
+            .observe(used.peak_memory_bytes as f64);
     }
 
     /// Counts what `event` says happened.
@@ -229,11 +301,20 @@ impl RunnerMetrics {
             }
             PollEvent::Job {
                 runner,
-                event: JobEvent::Finished { job_id, ending, .. },
+                event:
+                    JobEvent::Finished {
+                        job_id,
+                        ending,
+                        resources,
+                        ..
+                    },
             } => {
                 let label = RunnerLabel {
                     runner: runner.clone(),
                 };
+                if let Some(used) = resources {
+                    self.observe_resources(runner, used);
+                }
                 let started = self
                     .started
                     .lock()

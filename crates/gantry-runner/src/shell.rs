@@ -271,6 +271,8 @@ pub struct Stage<'a> {
     /// record lets a restarted runner take it over (the shell executor only; see
     /// [`detached`]).
     pub detach: Option<&'a crate::journal::StagePlace>,
+    /// The job's resource meter; `None`: not measured.
+    pub meter: Option<&'a crate::resources::JobMeter>,
 }
 
 /// A shell found on this machine.
@@ -428,7 +430,10 @@ impl ShellExecutor {
             let mut command = std::process::Command::new(&self.shell.path);
             command.args(&args).current_dir(stage.work_dir);
             return match Detached::spawn(&command, files, place, trace, job) {
-                Ok(running) => {
+                Ok(mut running) => {
+                    if let Some(meter) = stage.meter {
+                        running.measure(meter.stage());
+                    }
                     self.watch_detached(running, stage.name, stage.timeout, trace, cancel)
                         .await
                 }
@@ -445,6 +450,9 @@ impl ShellExecutor {
         let mut running = match process::spawn(&self.shell.path, &args, stage.work_dir, trace) {
             Ok(mut running) => {
                 running.record_in(self.journal.as_ref());
+                if let Some(meter) = stage.meter {
+                    running.measure(meter.stage());
+                }
                 running
             }
             Err(source) => {

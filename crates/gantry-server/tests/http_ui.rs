@@ -720,3 +720,126 @@ teardown:
     let again = post(&http, &stop, &cookie, &token, &[]).await;
     assert_eq!(again.status(), StatusCode::BAD_REQUEST);
 }
+
+/// A runner's `resources` reports land in the job API (an extra object on GitLab's job
+/// shape, replaced by each report) and the job page; the pipeline's timeline page draws
+/// each job's wait, run and log sections as SVG bars with its CPU and memory beside them,
+/// without any script.
+#[tokio::test]
+async fn resource_reports_show_in_the_job_api_and_the_timeline_page() {
+    let server = TestServer::start().await;
+    let repo = Repo::new(&[(".gitlab-ci.yml", CI)]);
+    let project = server.create_project("acme/app", &repo).await;
+    let project_id = project["id"].as_i64().unwrap();
+    let pipeline = server.create_pipeline(project_id, "main").await;
+    let pipeline_id = pipeline["id"].as_i64().unwrap();
+    let (_, runner_token) = server.create_runner(json!({})).await;
+    let (job_id, job_token, _) = server.take_job(&runner_token).await;
+    let update = |state: &str, cpu: f64, peak: u64| {
+        json!({
+            "token": job_token, "state": state,
+            "resources": {"cpu_user_seconds": cpu, "cpu_system_seconds": 0.25,
+                          "peak_memory_bytes": peak, "read_bytes": 4096, "written_bytes": 8192}
+        })
+    };
+    let put = |body: serde_json::Value| {
+        server
+            .http
+            .put(server.api(&format!("jobs/{job_id}")))
+            .header("JOB-TOKEN", &job_token)
+            .json(&body)
+            .send()
+    };
+    // Before any report: no `resources` at all.
+    assert!(server.job(project_id, job_id).await.get("resources").is_none());
+    assert_eq!(put(update("running", 0.5, 1 << 20)).await.unwrap().status(), 200);
+    let job = server.job(project_id, job_id).await;
+    assert_eq!(job["resources"]["cpu_user_seconds"], 0.5, "{job}");
+    assert_eq!(job["resources"]["peak_memory_bytes"], 1 << 20);
+    let trace = "\x1b[0Ksection_start:1700000000:prepare_executor\r\x1b[0Kprepare\n\
+                 \x1b[0Ksection_end:1700000001:prepare_executor\r\x1b[0K\n\
+                 \x1b[0Ksection_start:1700000001:step_script\r\x1b[0K$ make\n";
+    let patched = server
+        .http
+        .patch(server.api(&format!("jobs/{job_id}/trace")))
+        .header("JOB-TOKEN", &job_token)
+        .header("Content-Range", format!("0-{}", trace.len() - 1))
+        .body(trace)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(patched.status(), StatusCode::ACCEPTED);
+    // A later report replaces the first.
+    assert_eq!(put(update("running", 1.75, 200 << 20)).await.unwrap().status(), 200);
+    let job = server.job(project_id, job_id).await;
+    assert_eq!(
+        (
+            &job["resources"]["cpu_user_seconds"],
+            &job["resources"]["peak_memory_bytes"],
+            &job["resources"]["written_bytes"]
+        ),
+        (&json!(1.75), &json!(200 << 20), &json!(8192)),
+        "{job}"
+    );
+    let listed = server.pipeline_jobs(project_id, pipeline_id).await;
+    let listed = listed.iter().find(|j| j["id"] == job_id).unwrap();
+    assert_eq!(listed["resources"], job["resources"]);
+
+    let http = browser();
+    let cookie = sign_in(&server, &http).await;
+    let (_, page) = get(&http, job["web_url"].as_str().unwrap(), &cookie).await;
+    assert!(
+        page.contains("CPU 2.00s") && page.contains("peak memory 200.0 MiB"),
+        "{page}"
+    );
+    let web_url = pipeline["web_url"].as_str().unwrap();
+    let (_, page) = get(&http, web_url, &cookie).await;
+    let link = format!("/acme/app/-/pipelines/{pipeline_id}/timeline");
+    assert!(page.contains(&format!("href=\"{link}\"")), "{page}");
+    let answer = http
+        .get(format!("{}{link}", server.url))
+        .header(header::COOKIE, &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), StatusCode::OK);
+    let csp = answer.headers()[header::CONTENT_SECURITY_POLICY]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(csp.contains("script-src 'self'"), "{csp}");
+    let page = answer.text().await.unwrap();
+    assert!(!page.contains("<script"), "{page}");
+    // The running job: its wait, its run, both sections, its figures; the created job
+    // has no bar and no figures.
+    let row = page
+        .split("<tr>")
+        .find(|r| r.contains(">compile</a>"))
+        .unwrap_or_else(|| panic!("no compile row: {page}"));
+    for needle in [
+        "<svg viewBox=\"0 0 1000",
+        "class=\"waiting\"",
+        "class=\"running\"",
+        "<title>prepare_executor: 1.0s</title>",
+        "<title>step_script: ",
+        "2.00s <small>(1.75 user, 0.25 system)</small>",
+        "200.0 MiB",
+    ] {
+        assert!(row.contains(needle), "{needle:?} missing from {row}");
+    }
+    let unit = page
+        .split("<tr>")
+        .find(|r| r.contains(">unit</a>"))
+        .unwrap_or_else(|| panic!("no unit row: {page}"));
+    assert!(!unit.contains("class=\"running\""), "{unit}");
+    // It reloads while the pipeline runs.
+    assert!(page.contains("http-equiv=\"refresh\""));
+    // A pipeline of another project is not found there.
+    let (status, _) = get(
+        &http,
+        &format!("{}/acme/other/-/pipelines/{pipeline_id}/timeline", server.url),
+        &cookie,
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}

@@ -48,6 +48,7 @@ mod artifacts;
 mod environments;
 mod error;
 mod instance_variables;
+mod job_resources;
 mod job_token_scope;
 mod merge_requests;
 mod pages;
@@ -82,6 +83,7 @@ pub use environments::{
     NewJobEnvironment,
 };
 pub use error::StoreError;
+pub use job_resources::JobResourceUse;
 pub use job_token_scope::{JobTokenAllowlist, LinkAdded};
 pub use merge_requests::{MergeRequest, MergeRequestLink, NewMergeRequest};
 pub use pages::{NewPagesDeployment, PagesDeployment};

@@ -47,6 +47,12 @@ pub const GITLAB_JOB_QUEUED_DURATION: &str = "gitlab.job.queued_duration";
 pub const GITLAB_RUNNER_ID: &str = "gitlab.runner.id";
 pub const GITLAB_RUNNER_EXECUTOR: &str = "gitlab.runner.executor";
 pub const GITLAB_SECTION: &str = "gitlab.job.section";
+/// The job's resource use at its end (Gantry's; see `gantry_runner::resources`).
+pub const GANTRY_JOB_CPU_USER_SECONDS: &str = "gantry.job.cpu_user_seconds";
+pub const GANTRY_JOB_CPU_SYSTEM_SECONDS: &str = "gantry.job.cpu_system_seconds";
+pub const GANTRY_JOB_PEAK_MEMORY_BYTES: &str = "gantry.job.peak_memory_bytes";
+pub const GANTRY_JOB_READ_BYTES: &str = "gantry.job.read_bytes";
+pub const GANTRY_JOB_WRITTEN_BYTES: &str = "gantry.job.written_bytes";
 pub const GITLAB_STEP_NAME: &str = "gitlab.step.name";
 
 /// Failure reasons that are the CI system's fault (`error`), not the job's

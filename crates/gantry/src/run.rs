@@ -58,6 +58,7 @@
 pub(crate) mod display;
 mod report;
 mod snapshot;
+mod timeline;
 
 use std::collections::HashMap;
 use std::io::IsTerminal as _;
@@ -162,6 +163,10 @@ pub(crate) struct RunArgs {
     /// Write a JSON report of the run to this file at the end.
     #[arg(long, value_name = "PATH")]
     json_report: Option<PathBuf>,
+    /// At the end, print a timeline of the run after the summary: each job's wait for a
+    /// runner, its run and its sections over time, with its CPU time and peak memory.
+    #[arg(long)]
+    timeline: bool,
     /// At the end, extract each job's artifacts archive into DIR/<job name>/ (a job's
     /// earlier content there is replaced; artifacts otherwise live only for the run).
     #[arg(long, value_name = "DIR")]
@@ -1246,6 +1251,16 @@ async fn run_pipeline(
     let jobs = tree_jobs(&coordinator, pipeline.id)
         .await
         .map_err(|e| failed(format!("failed to read the pipeline's jobs: {e}")))?;
+    let timeline = if args.timeline {
+        Some(
+            coordinator
+                .pipeline_timeline(pipeline.id)
+                .await
+                .map_err(|e| failed(format!("failed to read the pipeline's timeline: {e}")))?,
+        )
+    } else {
+        None
+    };
     while let Ok(event) = rx.try_recv() {
         if let Event::Log(job_id, bytes) = event {
             display.log(job_id, &bytes);
@@ -1332,6 +1347,9 @@ async fn run_pipeline(
             report::tests_summary(&tests, display.color())
         );
         let _ = write!(out, "{}", report::code_reports_summary(&code_reports));
+        if let Some(timeline) = &timeline {
+            let _ = write!(out, "\n{}", timeline::render(timeline));
+        }
         let _ = out.flush();
     }
     if let Some(path) = &args.json_report {

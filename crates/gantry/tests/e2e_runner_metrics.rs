@@ -1,6 +1,8 @@
 //! `listen_address`: `gantry runner run` serves Prometheus metrics at `/metrics`, under
 //! gitlab-runner's names, counting what the runner did: jobs received, running, failed
-//! by reason, their durations, `concurrent`.
+//! by reason, their durations, `concurrent`, and what jobs used (CPU, memory, I/O); a
+//! job's resource use in the job API while it runs and at its end, on the shell and the
+//! Docker executor.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -113,6 +115,10 @@ cache_dir = "{cache}"
         "gantry_runner_jobs_received_total{runner=\"metered\"} 2",
         "gitlab_runner_failed_jobs_total{runner=\"metered\",failure_reason=\"script_failure\"} 1",
         "gitlab_runner_job_duration_seconds_count{runner=\"metered\"} 2",
+        // Each job's resource use (shell stages run detached here: a job journal).
+        "gantry_runner_job_peak_memory_bytes_count{runner=\"metered\"} 2",
+        "gantry_runner_job_cpu_seconds_total{runner=\"metered\",mode=\"user\"}",
+        "gantry_runner_job_io_bytes_total{runner=\"metered\",direction=\"written\"}",
         // Both jobs were received and accepted (`201`, `200`) and their logs sent.
         "gitlab_runner_api_request_statuses_total{runner=\"metered\",endpoint=\"request_job\",status=\"201\"} 2",
         "gitlab_runner_api_request_statuses_total{runner=\"metered\",endpoint=\"update_job\",status=\"200\"}",
@@ -133,4 +139,147 @@ cache_dir = "{cache}"
         "{}",
         log.join("\n")
     );
+}
+
+// ---- a job's resource use ------------------------------------------------------------
+
+/// About 2 s of CPU while holding 200 MiB, then a pause with the figures settled: the
+/// script prints what it used itself (`getrusage`: CPU seconds, peak RSS in bytes).
+const BURN: &str = r#"
+burn:
+  script:
+    - |
+      python3 -c "
+      import resource, time
+      block = bytearray(b'\x01') * (200 << 20)
+      start = time.process_time()
+      while time.process_time() - start < 2.0:
+          pass
+      used = resource.getrusage(resource.RUSAGE_SELF)
+      print('burned', used.ru_utime + used.ru_stime, used.ru_maxrss * 1024, flush=True)
+      time.sleep(10)
+      "
+"#;
+
+/// The job's `resources` from the job API.
+async fn resources(server: &Server, project: i64, job: i64) -> (String, serde_json::Value) {
+    let job = server.job(project, job).await;
+    (
+        job["status"].as_str().unwrap_or_default().to_owned(),
+        job["resources"].clone(),
+    )
+}
+
+fn cpu(resources: &serde_json::Value) -> f64 {
+    resources["cpu_user_seconds"].as_f64().unwrap_or(0.0)
+        + resources["cpu_system_seconds"].as_f64().unwrap_or(0.0)
+}
+
+fn peak(resources: &serde_json::Value) -> f64 {
+    resources["peak_memory_bytes"].as_f64().unwrap_or(0.0)
+}
+
+fn within(value: f64, expected: f64, what: &str) {
+    assert!(
+        (value - expected).abs() <= expected * 0.2,
+        "{what}: {value} is not within 20% of {expected}"
+    );
+}
+
+/// Waits for the `burned CPU PEAK` line, then reads the figures while the job still runs
+/// (they arrive with the runner's keep-alives, every few seconds) and once it ended.
+/// Returns (cpu, peak) the script measured.
+async fn check_figures(setup: &Setup, pipeline: i64, burned: impl Fn(&str) -> (f64, f64)) {
+    let server = &setup.server;
+    let (job, log) = server
+        .wait_running(setup.project, pipeline, "burn", "burned")
+        .await;
+    let (own_cpu, own_peak) = burned(&log);
+    assert!(own_cpu >= 1.0, "the script burned only {own_cpu}s:\n{log}");
+    // Mid-run: the job API shows the figures before the job ends.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let live = loop {
+        let (status, used) = resources(server, setup.project, job).await;
+        assert_eq!(status, "running", "the job ended before its figures arrived: {used}");
+        if cpu(&used) >= own_cpu * 0.8 && peak(&used) >= own_peak * 0.8 {
+            break used;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no figures while it ran: {used}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    within(cpu(&live), own_cpu, "CPU seconds while it runs");
+    let done = server
+        .wait_pipeline(setup.project, pipeline, Duration::from_secs(60))
+        .await;
+    assert_eq!(done["status"], "success", "{done}");
+    let (_, used) = resources(server, setup.project, job).await;
+    within(cpu(&used), own_cpu, "CPU seconds");
+    within(peak(&used), own_peak, "peak memory");
+    within(peak(&used), f64::from(200u32 << 20), "peak memory against 200 MiB");
+    assert!(used["read_bytes"].is_u64() && used["written_bytes"].is_u64(), "{used}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shell_jobs_cpu_and_peak_memory_are_reported_while_it_runs_and_at_its_end() {
+    let setup = Setup::new(BURN, &[]).await;
+    let runner = setup.runner("", "");
+    let pipeline = setup.server.create_pipeline(setup.project).await;
+    check_figures(&setup, pipeline, |log| {
+        let line = log.lines().find(|l| l.starts_with("burned")).unwrap();
+        let words: Vec<f64> = line
+            .split_whitespace()
+            .skip(1)
+            .map(|w| w.parse().unwrap())
+            .collect();
+        (words[0], words[1])
+    })
+    .await;
+    let summary = runner.stop(Duration::from_secs(30)).await;
+    assert_eq!(summary.jobs.len(), 1);
+}
+
+const IMAGE: &str = "gantry-test/busybox:latest";
+
+/// The same in a busybox container: `dd` with a 200 MiB block reads `/dev/zero` into it
+/// (system time), again and again until busybox's `time` counted 2 s of CPU.
+const BURN_DOCKER: &str = r#"
+burn:
+  script:
+    - total=0; while awk "BEGIN {exit !($total < 2.0)}"; do time -p dd if=/dev/zero of=/dev/null bs=200M count=4 2>/tmp/t; total=$(awk -v t=$total '/^(user|sys)/ {t += $2} END {print t}' /tmp/t); done; echo "burned $total"
+    - sleep 10
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_docker_jobs_cpu_and_peak_memory_are_reported_while_it_runs_and_at_its_end() {
+    let ok = std::process::Command::new("docker")
+        .args(["image", "inspect", IMAGE])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        ok,
+        "this test needs a Docker engine and the image {IMAGE}: start the engine and run scripts/test-images.sh"
+    );
+    let setup = Setup::new(BURN_DOCKER, &[]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let text = config_text(
+        &setup.server.url,
+        &setup.runner_token,
+        dir.path(),
+        "",
+        &format!("[runners.docker]\nimage = \"{IMAGE}\"\npull_policy = [\"if-not-present\"]\n"),
+    )
+    .replace("executor = \"shell\"", "executor = \"docker\"");
+    let runner = Runner::from_text(dir, &text);
+    let pipeline = setup.server.create_pipeline(setup.project).await;
+    check_figures(&setup, pipeline, |log| {
+        let line = log.lines().find(|l| l.starts_with("burned")).unwrap();
+        let cpu: f64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+        // dd's one block is the container's memory.
+        (cpu, f64::from(200u32 << 20))
+    })
+    .await;
+    runner.stop(Duration::from_secs(30)).await;
 }

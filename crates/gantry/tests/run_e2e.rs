@@ -1328,8 +1328,56 @@ test: {stage: test, script: [exit 7], allow_failure: true}
             assert!(t.ends_with('Z') && t.as_bytes()[19] == b'.', "{t}");
             job[key] = Value::String("<time>".into());
         }
+        // The shell executor measures every job: its figures vary, their shape does not.
+        let resources = job["resources"].as_object_mut().expect("resources");
+        for (key, value) in resources.iter_mut() {
+            assert!(value.is_number(), "{key}: {value}");
+            *value = Value::String("<n>".into());
+        }
     }
     insta::assert_json_snapshot!(report);
+}
+
+/// `--timeline`: after the summary, a row per job over the run's time axis and a row per
+/// section of its log; the summary and the timeline show each job's CPU time and memory.
+#[test]
+fn the_timeline_and_the_summary_show_each_jobs_run_and_resource_use() {
+    let c = Checkout::new(
+        "stages: [build, test]
+build: {stage: build, script: [echo ok]}
+test: {stage: test, script: [sleep 1]}
+",
+    );
+    let r = c.run(&["--timeline", "--no-color"]);
+    assert_eq!(r.code, 0, "{}", r.explain());
+    let out = &r.stdout;
+    let header = out
+        .lines()
+        .find(|l| l.starts_with("job "))
+        .unwrap_or_else(|| panic!("no summary: {}", r.explain()));
+    assert!(
+        header.contains("cpu") && header.contains("memory"),
+        "{header}"
+    );
+    let row = out
+        .lines()
+        .find(|l| l.starts_with("test ") && l.contains("success"))
+        .unwrap();
+    assert!(row.contains("MiB") || row.contains("KiB"), "{row}");
+    let timeline = &out[out.find("timeline: ").unwrap_or_else(|| panic!("{}", r.explain()))..];
+    let rows: Vec<&str> = timeline.lines().collect();
+    let build = rows.iter().position(|l| l.starts_with("build ")).unwrap();
+    let test = rows.iter().position(|l| l.starts_with("test ")).unwrap();
+    assert!(build < test, "{timeline}");
+    // build ran before test: its bar starts further left.
+    let first_run = |line: &str| line.find('█').unwrap_or(usize::MAX);
+    assert!(first_run(rows[build]) <= first_run(rows[test]), "{timeline}");
+    assert!(rows[test].contains("cpu ") && rows[test].contains("memory "), "{timeline}");
+    // Each job's sections beneath it.
+    assert!(
+        rows[test + 1..].iter().any(|l| l.starts_with("  step_script")),
+        "{timeline}"
+    );
 }
 
 #[cfg(unix)]

@@ -499,6 +499,7 @@ impl DockerExecutor {
             Ok(pump) => pump,
             Err(outcome) => return outcome,
         };
+        let _sampler = stage.meter.map(|meter| self.measure(meter, id));
 
         enum Stop {
             Exited(Result<i64, String>),
@@ -528,6 +529,17 @@ impl DockerExecutor {
         };
         drain(pump, stage.name, trace).await;
         outcome
+    }
+
+    /// Samples the build container `id`'s use into a new stage of `meter` until the
+    /// returned sampler is dropped (see `super::stats`); the last sample is the
+    /// stage's figure.
+    fn measure(&self, meter: &crate::resources::JobMeter, id: &str) -> crate::resources::Sampler {
+        let (docker, id) = (self.docker.clone(), id.to_owned());
+        crate::resources::sample_every(std::sync::Arc::new(meter.stage()), move || {
+            let (docker, id) = (docker.clone(), id.clone());
+            async move { super::stats::sample(&docker, &id).await }
+        })
     }
 
     /// Attaches to the container `id`, starts it, feeds it `input` (then closes its

@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::JobEnding;
 
 /// Something worth telling the runner's operator about a job.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum JobEvent {
     /// The job started (accepted by the coordinator).
     Started {
@@ -51,6 +51,8 @@ pub enum JobEvent {
         ending: JobEnding,
         /// Whether the coordinator has the final status.
         delivery: Delivery,
+        /// What the job used (`None`: its executor does not measure).
+        resources: Option<gantry_protocol::JobResources>,
     },
 }
 
@@ -84,6 +86,7 @@ impl fmt::Display for JobEvent {
                 job_id,
                 ending,
                 delivery,
+                ..
             } => {
                 write!(f, "job {job_id}: {ending}; final status {delivery}")
             }

@@ -74,6 +74,7 @@ impl Launcher for ExecutorLauncher<'_, '_> {
             job_status: CiJobStatus::Running,
             echo: false,
             detach: None,
+            meter: Some(&self.lifecycle.meter),
         };
         let mut outcome = self
             .executor

@@ -59,6 +59,8 @@ pub(crate) struct Lifecycle<'a> {
     pub(crate) prepared: Option<PreparedVariables>,
     /// The job execution span, the parent of each section's (`None`: tracing off).
     pub(crate) span: Option<gantry_telemetry::SpanContext>,
+    /// The job's resource use, fed by the executors' stages ([`crate::resources`]).
+    pub(crate) meter: crate::resources::JobMeter,
 }
 
 /// A section that closes itself, and its span (ended when it is dropped).
@@ -1166,6 +1168,7 @@ impl<'a> Lifecycle<'a> {
             job_status: CiJobStatus::Running,
             echo: true,
             detach: None,
+            meter: Some(&self.meter),
         };
         let outcome = executor
             .run(&stage, self.trace, std::future::pending::<CancelReason>())
@@ -1480,6 +1483,7 @@ impl<'a> Lifecycle<'a> {
                 job_status: CiJobStatus::Running,
                 echo: true,
                 detach: place.as_ref(),
+                meter: Some(&self.meter),
             };
             let limit = match reattached {
                 Some(detached) => Duration::from_secs(detached.place.limit_secs),
@@ -1561,6 +1565,7 @@ impl<'a> Lifecycle<'a> {
             job_status: ending.ci_job_status(),
             echo: true,
             detach: place.as_ref(),
+            meter: Some(&self.meter),
         };
         let stop = self.stop().clone();
         let cancel = async move {

@@ -30,6 +30,10 @@
 //!   final flush are followed at most [`MAX_FINAL_RANGE_MISMATCHES`] times (a server
 //!   that answers `416` without `Range` would otherwise loop forever); then the update
 //!   is sent anyway, its checksum and size telling the coordinator what it is missing.
+//! * **Resources**: the job's resource use ([`crate::resources`]) rides on the
+//!   keep-alive `PUT state=running` (sent at an update tick when the figures changed
+//!   and the last were sent at least 3 s before) and on the final update, in the
+//!   `resources` field GitLab ignores.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -65,6 +69,10 @@ pub const MAX_FINAL_RANGE_MISMATCHES: u32 = 5;
 /// How long `202` answers to the final update are followed (twice GitLab's 5-minute
 /// pending-state window).
 const ACCEPT_WINDOW: Duration = Duration::from_secs(600);
+
+/// Shortest time between two keep-alives sent for the resource figures alone (a job
+/// whose use changes gets one update every this long, on top of its trace patches).
+const RESOURCES_INTERVAL: Duration = Duration::from_secs(3);
 
 /// Attempts at the acceptance `PUT state=running` before running the job anyway.
 const ACCEPT_ATTEMPTS: u32 = 4;
@@ -112,6 +120,8 @@ pub(crate) struct Uplink {
     /// When the streaming task lost the coordinator, if it had not reached it again when
     /// it stopped: the final update reports the outage's end (`CoordinatorBack`).
     outage: Mutex<Option<Instant>>,
+    /// The job's resource use, sent with keep-alives and the final update.
+    meter: crate::resources::JobMeter,
 }
 
 /// The streaming task; [`Streaming::stop`] ends it after its current request.
@@ -146,6 +156,7 @@ impl Uplink {
         stop: StopSignal,
         params: PatchTraceParams,
         events: JobEvents,
+        meter: crate::resources::JobMeter,
     ) -> Self {
         Self {
             client,
@@ -157,6 +168,7 @@ impl Uplink {
             events,
             interval: Mutex::new(DEFAULT_UPDATE_INTERVAL),
             outage: Mutex::new(None),
+            meter,
         }
     }
 
@@ -214,8 +226,21 @@ impl Uplink {
         );
         if with_output {
             request.output = self.trace.output();
+            request.resources = self.meter.snapshot();
         }
         request
+    }
+
+    /// Whether the job's resource use changed since it was last sent
+    /// (`sent`) at least [`RESOURCES_INTERVAL`] ago: a keep-alive carries it.
+    fn resources_due(&self, sent: Option<&(Instant, gantry_protocol::JobResources)>) -> bool {
+        let Some(now) = self.meter.snapshot() else {
+            return false;
+        };
+        match sent {
+            None => true,
+            Some((at, figures)) => *figures != now && at.elapsed() >= RESOURCES_INTERVAL,
+        }
     }
 
     /// The acceptance update right after pick-up (§3.7, §4.6).
@@ -329,6 +354,7 @@ impl Uplink {
         let mut backoff = Backoff::new(Duration::from_secs(1), MAX_LIVE_BACKOFF);
         let mut last_contact = Instant::now();
         let mut outage: Option<Instant> = None;
+        let mut resources_sent: Option<(Instant, gantry_protocol::JobResources)> = None;
         let mut tick = tokio::time::Instant::now() + self.interval();
         loop {
             // Whole patches go as soon as they are waiting (not during an outage: then
@@ -359,8 +385,14 @@ impl Uplink {
             };
             let problem = match problem {
                 Some(problem) => Some(problem),
-                None if last_contact.elapsed() >= FORCE_SEND_INTERVAL => {
-                    match self.update(&self.running_update(true)).await {
+                None if last_contact.elapsed() >= FORCE_SEND_INTERVAL
+                    || self.resources_due(resources_sent.as_ref()) =>
+                {
+                    let request = self.running_update(true);
+                    if let Some(resources) = request.resources {
+                        resources_sent = Some((Instant::now(), resources));
+                    }
+                    match self.update(&request).await {
                         Ok(UpdateAnswer { response, .. }) => match response.outcome {
                             UpdateOutcome::Aborted => {
                                 self.stop.request(StopRequest::Abort);
@@ -453,6 +485,7 @@ impl Uplink {
                     request.checksum = output.checksum.clone();
                     request.output = output;
                     request.exit_code = ending.exit_code().map_or(0, i64::from);
+                    request.resources = self.meter.snapshot();
                     match self.update(&request).await {
                         // `200` means applied, whatever `Job-Status` says: after a
                         // `state=failed` update GitLab reports the job as `failed`.

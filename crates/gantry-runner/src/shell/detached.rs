@@ -77,6 +77,8 @@ pub(crate) struct Detached {
     job: Arc<RunningJob>,
     /// Kill the group when dropped (cleared by [`Detached::finish`]).
     armed: bool,
+    /// The stage's resource meter, when measured ([`Detached::measure`]).
+    measured: Option<crate::resources::ProcessMeter>,
 }
 
 /// The copy of a detached stage's files into the log (every executor whose stages
@@ -277,12 +279,25 @@ impl Detached {
             output: Some(output),
             job: Arc::clone(job),
             armed: true,
+            measured: None,
+        }
+    }
+
+    /// Measures the stage's process tree into `stage` (see
+    /// [`crate::resources::process_tree`]); the final figures are read before the
+    /// wrapper is reaped when this process started it.
+    pub(crate) fn measure(&mut self, stage: crate::resources::StageMeter) {
+        if let Ok(pid) = u32::try_from(self.leader.pid) {
+            self.measured = Some(crate::resources::ProcessMeter::start(stage, pid));
         }
     }
 
     /// Waits for the stage's shell to end.
     pub(crate) async fn wait(&mut self) -> Ended {
         if let Some(child) = &mut self.child {
+            if let Some(measured) = self.measured.take() {
+                measured.exited().await;
+            }
             return match child.wait().await {
                 Ok(status) => Ended::Exited(status),
                 Err(error) => Ended::Failed(error),

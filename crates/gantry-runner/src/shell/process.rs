@@ -28,6 +28,9 @@ pub(crate) struct Running {
     /// The group's entry in the job's record, cleared when this is dropped (after
     /// [`Running::finish`] or [`Running::release`]).
     recorded: Option<Recorded>,
+    /// The stage's resource meter: [`Running::wait`] reads the shell's final figures
+    /// before reaping it, and a sampler follows its process tree meanwhile.
+    measured: Option<crate::resources::ProcessMeter>,
 }
 
 /// A process group named in a job's record ([`crate::journal`]) while it runs.
@@ -142,6 +145,7 @@ pub(crate) fn spawn_command(
         group,
         pumps,
         recorded: None,
+        measured: None,
     })
 }
 
@@ -225,8 +229,20 @@ impl Running {
         }
     }
 
-    /// Waits for the shell to exit.
+    /// Measures the script's process tree into `stage` until it ends (see
+    /// [`crate::resources::process_tree`]).
+    pub(crate) fn measure(&mut self, stage: crate::resources::StageMeter) {
+        if let Some(pid) = self.child.id() {
+            self.measured = Some(crate::resources::ProcessMeter::start(stage, pid));
+        }
+    }
+
+    /// Waits for the shell to exit (when measured, reading its final figures before
+    /// it is reaped).
     pub(crate) async fn wait(&mut self) -> Ended {
+        if let Some(measured) = self.measured.take() {
+            measured.exited().await;
+        }
         match self.child.wait().await {
             Ok(status) => Ended::Exited(status),
             Err(error) => Ended::Failed(error),

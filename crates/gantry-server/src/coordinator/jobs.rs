@@ -114,6 +114,11 @@ impl Coordinator {
             )));
         }
         let now = now_ms();
+        if let Some(used) = &req.resources {
+            store
+                .record_job_resources(job_id, &resource_use(used, now))
+                .await?;
+        }
         match req.state {
             // No state (GitLab's API declares it optional): a keep-alive like `running`;
             // the checksum and exit code count with the final state.
@@ -236,5 +241,19 @@ impl Coordinator {
             self.inner.store.set_job_coverage(job_id, percent).await?;
         }
         Ok(())
+    }
+}
+
+/// The stored form of a runner's `resources` report (byte counts past `i64::MAX` are
+/// clamped).
+fn resource_use(used: &gantry_protocol::JobResources, now: i64) -> gantry_store::JobResourceUse {
+    let bytes = |b: u64| i64::try_from(b).unwrap_or(i64::MAX);
+    gantry_store::JobResourceUse {
+        cpu_user_seconds: used.cpu_user_seconds.max(0.0),
+        cpu_system_seconds: used.cpu_system_seconds.max(0.0),
+        peak_memory_bytes: bytes(used.peak_memory_bytes),
+        read_bytes: bytes(used.read_bytes),
+        written_bytes: bytes(used.written_bytes),
+        updated_at: now,
     }
 }

@@ -61,6 +61,7 @@ mod state;
 mod telemetry;
 pub mod test_reports;
 mod time;
+mod timeline;
 mod timers;
 mod token;
 mod trace_files;
@@ -133,9 +134,10 @@ pub use sessions::{SESSION_TTL, csrf_token};
 pub use time::iso8601;
 pub use traces::{SHARED_PATCH_LIMIT, TraceAppend, TraceSource, TraceWindow};
 pub use triggers::TRIGGER_TOKEN_PREFIX;
+pub use timeline::{Timeline, TimelineJob, TimelineSection, human_bytes};
 pub use views::{
     Artifact, ArtifactsFile, Bootstrap, JobPipeline, JobProgress, JobView, Namespace, PipelineView,
-    Project, Runner, RunnerOptions, RunnerUpdate, TriggerView, UpdateResult,
+    Project, ResourcesView, Runner, RunnerOptions, RunnerUpdate, TriggerView, UpdateResult,
 };
 
 use error::Result;

@@ -26,6 +26,7 @@ use super::state::pipeline_variables_json;
 use super::time::{now_ms, to_ts};
 use super::views::{
     Artifact, ArtifactsFile, JobPipeline, JobProgress, JobView, Namespace, PipelineView, Project,
+    ResourcesView,
 };
 use super::{Coordinator, stripe, token};
 
@@ -1382,7 +1383,13 @@ impl Coordinator {
                 }
             };
             let artifacts = store.artifacts(j.id).await?;
-            out.push(self.job_view(j, p, project, &artifacts, pool.as_ref()));
+            let mut view = self.job_view(j, p, project, &artifacts, pool.as_ref());
+            view.resources = store
+                .job_resources(j.id)
+                .await?
+                .as_ref()
+                .map(ResourcesView::from_row);
+            out.push(view);
         }
         Ok((out, total))
     }
@@ -1466,6 +1473,7 @@ impl Coordinator {
             ),
             downstream_pipeline: None,
             bridge,
+            resources: None,
         }
     }
 
@@ -1476,6 +1484,13 @@ impl Coordinator {
         let artifacts = self.inner.store.artifacts(j.id).await?;
         let pool = self.pool_for(std::slice::from_ref(&j)).await?;
         let mut view = self.job_view(&j, &p, &project, &artifacts, pool.as_ref());
+        view.resources = self
+            .inner
+            .store
+            .job_resources(j.id)
+            .await?
+            .as_ref()
+            .map(ResourcesView::from_row);
         if view.bridge {
             view.downstream_pipeline = self
                 .inner
@@ -1532,6 +1547,7 @@ impl Coordinator {
         let downstream = self.inner.store.downstream_pipelines(pipeline_id).await?;
         let rows = self.inner.store.pipeline_jobs(pipeline_id).await?;
         let pool = self.pool_for(&rows).await?;
+        let resources = self.inner.store.pipeline_job_resources(pipeline_id).await?;
         for j in rows {
             let start = artifacts.partition_point(|a| a.job_id < j.id);
             let end = artifacts.partition_point(|a| a.job_id <= j.id);
@@ -1540,6 +1556,7 @@ impl Coordinator {
                 .iter()
                 .find(|d| d.parent_job_id == Some(j.id))
                 .map(job_pipeline);
+            view.resources = resources.get(&j.id).map(ResourcesView::from_row);
             out.push(view);
         }
         Ok(out)

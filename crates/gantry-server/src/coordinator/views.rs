@@ -410,6 +410,36 @@ pub struct JobView {
     /// others under `/jobs`.
     #[serde(skip)]
     pub bridge: bool,
+    /// Gantry's: what the job used so far, as its runner last reported (absent when it
+    /// reported nothing: not started, or an executor that does not measure).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourcesView>,
+}
+
+/// A job's resource use in the job API (`resources`), from its runner's reports.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct ResourcesView {
+    pub cpu_user_seconds: f64,
+    pub cpu_system_seconds: f64,
+    pub peak_memory_bytes: i64,
+    pub read_bytes: i64,
+    pub written_bytes: i64,
+    /// When the runner reported these figures.
+    #[serde(serialize_with = "iso")]
+    pub updated_at: i64,
+}
+
+impl ResourcesView {
+    pub fn from_row(used: &gantry_store::JobResourceUse) -> Self {
+        Self {
+            cpu_user_seconds: used.cpu_user_seconds,
+            cpu_system_seconds: used.cpu_system_seconds,
+            peak_memory_bytes: used.peak_memory_bytes,
+            read_bytes: used.read_bytes,
+            written_bytes: used.written_bytes,
+            updated_at: used.updated_at,
+        }
+    }
 }
 
 /// The answer to a job update (`PUT /jobs/:id`).

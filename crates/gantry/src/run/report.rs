@@ -5,7 +5,9 @@ use std::fmt::Write as _;
 use gantry_server::coordinator::coverage_reports::CoverageReport;
 use gantry_server::coordinator::test_reports::TestReport;
 use gantry_server::coordinator::{CodequalityReport, CodequalitySummary, Degradation};
-use gantry_server::coordinator::{JobEnvironment, JobView, PendingReason, iso8601};
+use gantry_server::coordinator::{
+    JobEnvironment, JobView, PendingReason, ResourcesView, human_bytes, iso8601,
+};
 use serde::Serialize;
 
 /// Failed and errored test cases listed after the summary table.
@@ -309,7 +311,42 @@ pub(crate) struct JobReport {
     /// The percentage the job's `coverage` regex found in its log; only when it found one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) coverage: Option<f64>,
+    /// What the job used (CPU seconds, peak memory, storage bytes), as its runner
+    /// measured it; only for jobs whose executor measures (shell, docker).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) resources: Option<ResourcesReport>,
 }
+
+/// A job's `resources` in `--json-report`.
+#[derive(Debug, Serialize)]
+pub(crate) struct ResourcesReport {
+    pub(crate) cpu_user_seconds: f64,
+    pub(crate) cpu_system_seconds: f64,
+    pub(crate) peak_memory_bytes: i64,
+    pub(crate) read_bytes: i64,
+    pub(crate) written_bytes: i64,
+}
+
+impl ResourcesReport {
+    fn new(used: &ResourcesView) -> Self {
+        Self {
+            cpu_user_seconds: used.cpu_user_seconds,
+            cpu_system_seconds: used.cpu_system_seconds,
+            peak_memory_bytes: used.peak_memory_bytes,
+            read_bytes: used.read_bytes,
+            written_bytes: used.written_bytes,
+        }
+    }
+}
+
+/// `1.23s` of CPU (user + system), `-` when not measured.
+fn cpu_cell(used: Option<&ResourcesView>) -> String {
+    used.map_or_else(
+        || "-".to_owned(),
+        |u| format!("{:.2}s", u.cpu_user_seconds + u.cpu_system_seconds),
+    )
+}
+
 
 /// The pipeline status as the report names it: GitLab's, with the states a finished
 /// run can end in.
@@ -347,6 +384,7 @@ impl RunReport {
                     failure_reason: j.failure_reason.clone(),
                     environment: j.environment.clone(),
                     coverage: j.coverage,
+                    resources: j.resources.as_ref().map(ResourcesReport::new),
                 })
                 .collect(),
             tests: TestsReport::new(tests),
@@ -373,7 +411,8 @@ pub(crate) fn why_not_run(job: &JobView, pipeline_failed: bool) -> Option<String
     }
 }
 
-/// The summary table: job, stage, status, duration, and why a job was skipped — or
+/// The summary table: job, stage, status, duration, CPU time (user + system) and peak
+/// memory (`-` where the executor does not measure), and why a job was skipped — or
 /// never ran: `never` are the jobs no runner of the run could take (by name), and why —
 /// or failed: the exit code, else the runner's own account (`endings`, by job id: which
 /// image could not be pulled and why), else the failure reason.
@@ -390,7 +429,7 @@ pub(crate) fn summary(
         || jobs
             .iter()
             .any(|j| j.status == "failed" && !j.allow_failure);
-    let rows: Vec<[String; 5]> = latest
+    let rows: Vec<[String; 7]> = latest
         .iter()
         .map(|j| {
             let status = match (j.status.as_str(), j.allow_failure) {
@@ -426,10 +465,22 @@ pub(crate) fn summary(
                     if note.is_empty() { "" } else { ", " }
                 );
             }
-            [j.name.clone(), j.stage.clone(), status, duration, note]
+            let memory = j
+                .resources
+                .as_ref()
+                .map_or_else(|| "-".to_owned(), |u| human_bytes(u.peak_memory_bytes));
+            [
+                j.name.clone(),
+                j.stage.clone(),
+                status,
+                duration,
+                cpu_cell(j.resources.as_ref()),
+                memory,
+                note,
+            ]
         })
         .collect();
-    let headers = ["job", "stage", "status", "duration", ""];
+    let headers = ["job", "stage", "status", "duration", "cpu", "memory", ""];
     let mut widths = headers.map(str::len);
     for row in &rows {
         for (w, cell) in widths.iter_mut().zip(row) {
@@ -437,10 +488,10 @@ pub(crate) fn summary(
         }
     }
     let mut out = String::new();
-    let line = |cells: &[String; 5], colour: Option<&str>| {
+    let line = |cells: &[String; 7], colour: Option<&str>| {
         let mut s = String::new();
         for (i, (cell, w)) in cells.iter().zip(widths).enumerate() {
-            if i == 4 {
+            if i == 6 {
                 s.push_str(cell);
             } else if i == 2 && colour.is_some() {
                 let _ = write!(s, "{}{cell:<w$}\x1b[0m  ", colour.unwrap_or(""));

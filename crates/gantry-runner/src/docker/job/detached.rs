@@ -369,6 +369,7 @@ impl DockerExecutor {
                 return outcome;
             }
         };
+        let _sampler = stage.meter.map(|meter| self.measure(meter, &id));
         self.watch(
             &detach.job,
             (&id, &files),

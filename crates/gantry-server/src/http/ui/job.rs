@@ -65,7 +65,7 @@ pub(super) async fn job(state: &AppState, path: &str, id: i64) -> Result<Respons
         .as_deref()
         .map(|r| format!(" · {}", escape(r)))
         .unwrap_or_default();
-    let waiting = why_waiting(&j);
+    let waiting = why_waiting(&j) + &super::timeline::resources_block(j.resources.as_ref());
     let job_url = escape(&format!("{base}/jobs/{id}"));
     let details = super::job_details::details(state, &base, &j).await?;
     Ok(page(

@@ -6,6 +6,7 @@
 //! |---|---|
 //! | `projects` | `/` (projects), `/{project}/-/environments` (with Stop) |
 //! | `pipelines` | `/{project}` and `/{project}/-/pipelines` (its pipelines), `/{project}/-/pipelines/new` (GitLab's "Run pipeline" form), `/{project}/-/pipelines/{id}` (stages and jobs) |
+//! | `timeline` | `/{project}/-/pipelines/{id}/timeline` (each job's wait, run, sections, CPU and memory over time) |
 //! | `job` | `/{project}/-/jobs/{id}` (a job and its live log), `…/trace.json`, `…/raw` |
 //! | `job_details` | the job page's facts: runner, durations, failure reason in words, why it did not run, artifacts, variables |
 //! | `artifacts` | `/{project}/-/jobs/{id}/artifacts/download`, `…/browse[/{dir}]`, `…/file/{path}`, `…/raw/{path}` |
@@ -40,6 +41,7 @@ mod runners;
 mod session;
 mod settings;
 mod shell;
+mod timeline;
 
 use axum::extract::Request;
 use axum::http::Method;
@@ -66,6 +68,8 @@ enum Page<'a> {
     Pipelines(&'a str),
     NewPipeline(&'a str),
     Pipeline(&'a str, i64, Option<&'a str>),
+    /// A pipeline's timeline.
+    Timeline(&'a str, i64),
     Job(&'a str, i64, Option<&'a str>),
     /// A job's artifacts: the archive, a directory, a file.
     Artifacts(&'a str, i64, artifacts::View),
@@ -128,6 +132,7 @@ fn page(path: &str) -> Option<Page<'_>> {
         ["pipelines"] => Some(Page::Pipelines(project)),
         ["pipelines", "new"] => Some(Page::NewPipeline(project)),
         ["pipelines", n] => Some(Page::Pipeline(project, id(n)?, None)),
+        ["pipelines", n, "timeline"] => Some(Page::Timeline(project, id(n)?)),
         ["pipelines", n, action @ ("cancel" | "retry")] => {
             Some(Page::Pipeline(project, id(n)?, Some(action)))
         }
@@ -232,6 +237,7 @@ async fn dispatch(
             pipelines::pipeline_action(state, p, id, action).await
         }
         (Page::Pipeline(p, id, _), _) => pipelines::pipeline(state, p, id, query).await,
+        (Page::Timeline(p, id), false) => timeline::timeline(state, p, id).await,
         (Page::Job(p, id, Some(action)), true) => job::job_action(state, p, id, action).await,
         (Page::Job(p, id, _), _) => job::job(state, p, id).await,
         (Page::Artifacts(p, id, view), false) => artifacts::artifacts(state, p, id, view).await,

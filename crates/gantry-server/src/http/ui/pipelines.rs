@@ -366,7 +366,7 @@ pub(super) async fn run_pipeline(
 }
 
 /// The pipeline `id` when it belongs to the project at `path`.
-async fn pipeline_of(
+pub(super) async fn pipeline_of(
     state: &AppState,
     path: &str,
     id: i64,
@@ -601,7 +601,7 @@ pub(super) async fn pipeline(
         Some("/-/ui/pipeline.js"),
         &format!(
             "<p>{}</p>{upstream}<h1>Pipeline #{id} {}</h1><p>{} <code>{}</code> · {} · created {} UTC{}</p>{actions}{errors}{tabs}\
-             <p class=\"switch\">Group jobs by: {switch}</p><div class=\"graph\"><div class=\"stages\">{columns}</div></div>{reports}",
+             <p class=\"switch\">Group jobs by: {switch} · <a href=\"{}/timeline\">timeline</a></p><div class=\"graph\"><div class=\"stages\">{columns}</div></div>{reports}",
             project_link(&project),
             badge(&p.status),
             escape(&p.ref_name),
@@ -611,6 +611,7 @@ pub(super) async fn pipeline(
             p.duration
                 .map(|d| format!(" · {}", seconds(Some(d as f64))))
                 .unwrap_or_default(),
+            escape(&here),
         ),
     ))
 }
