@@ -81,6 +81,7 @@ async fn run_with(
         job_status: status,
         echo: true,
         detach: None,
+        meter: None,
     };
     job.executor(shell).run(&stage, trace, never()).await
 }
@@ -427,6 +428,7 @@ async fn timeout_kills_the_whole_process_group() {
         job_status: CiJobStatus::Running,
         echo: true,
         detach: None,
+        meter: None,
     };
     let started = Instant::now();
     let outcome = job
@@ -476,6 +478,7 @@ async fn cancel_kills_the_whole_process_group() {
         job_status: CiJobStatus::Running,
         echo: true,
         detach: None,
+        meter: None,
     };
     let (cancel_tx, cancel_rx) = tokio::sync::oneshot::channel::<CancelReason>();
     let cancel = async move { cancel_rx.await.unwrap_or(CancelReason::JobCanceled) };
@@ -525,6 +528,7 @@ async fn background_jobs_do_not_outlive_a_successful_stage() {
         job_status: CiJobStatus::Running,
         echo: true,
         detach: None,
+        meter: None,
     };
     let started = Instant::now();
     let outcome = job
@@ -555,6 +559,7 @@ async fn a_missing_work_dir_is_a_system_failure() {
         job_status: CiJobStatus::Running,
         echo: true,
         detach: None,
+        meter: None,
     };
     let outcome = job
         .executor(ShellKind::Bash)

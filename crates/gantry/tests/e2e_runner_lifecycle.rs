@@ -502,11 +502,14 @@ async fn pages_sites_are_deployed_and_served_and_releases_created() {
         "{headers:?}"
     );
     let (status, headers, _) = get(base.clone()).await;
-    assert_eq!((status, &headers["location"]), (302, &"/-/pages/gantry/e2e/"));
+    assert_eq!(
+        (status, headers["location"].to_str().unwrap()),
+        (302, "/-/pages/gantry/e2e/")
+    );
     let (status, headers, _) = get(format!("{base}/docs")).await;
     assert_eq!(
-        (status, &headers["location"]),
-        (302, &"/-/pages/gantry/e2e/docs/")
+        (status, headers["location"].to_str().unwrap()),
+        (302, "/-/pages/gantry/e2e/docs/")
     );
     let (status, _, body) = get(format!("{base}/docs/")).await;
     assert_eq!((status, body.trim()), (200, "docs index"));

@@ -206,7 +206,7 @@ pub fn parse_into(
         }
         match event {
             Event::Text(t) if in_source => {
-                let text = t.decode().map_err(|e| format!("XML parsing failed with error: {e}"))?;
+                let text = t.unescape().map_err(|e| format!("XML parsing failed with error: {e}"))?;
                 sources.push(text.trim().replace('\\', "/"));
             }
             Event::End(e) => {

@@ -33,7 +33,6 @@
 use std::io::{Read as _, Seek as _};
 use std::sync::Arc;
 
-use gantry_protocol::ArtifactType;
 use gantry_store::{NewPagesDeployment, PagesDeployment};
 
 use super::error::{CoordinatorError, Result};
@@ -162,14 +161,8 @@ impl Coordinator {
         let Some(pages) = &spec.job.pages else {
             return;
         };
-        match self.deploy_pages(job_id, pages).await {
-            Ok(d) => tracing::info!(
-                job.id = job_id,
-                project.id = d.project_id,
-                files = d.file_count,
-                "pages deployed"
-            ),
-            Err(e) => tracing::warn!(job.id = job_id, "pages:deploy failed: {e}"),
+        if let Err(e) = self.deploy_pages(job_id, pages).await {
+            eprintln!("gantry server: job {job_id}: pages:deploy failed: {e}");
         }
     }
 

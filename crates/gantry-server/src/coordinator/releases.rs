@@ -112,9 +112,8 @@ impl Coordinator {
         let Some(config) = &spec.job.release else {
             return;
         };
-        match self.create_release_of(job_id, spec, config).await {
-            Ok(r) => tracing::info!(job.id = job_id, tag = %r.tag_name, "release created"),
-            Err(e) => tracing::warn!(job.id = job_id, "release: not created: {e}"),
+        if let Err(e) = self.create_release_of(job_id, spec, config).await {
+            eprintln!("gantry server: job {job_id}: release not created: {e}");
         }
     }
 

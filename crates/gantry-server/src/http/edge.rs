@@ -921,7 +921,7 @@ impl AsyncWrite for Watched {
         true
     }
 
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         // A TCP socket has nothing to flush: what `write` took is the kernel's.
         this.conn.flushed();
