@@ -1348,7 +1348,7 @@ build: {stage: build, script: [echo ok]}
 test: {stage: test, script: [sleep 1]}
 ",
     );
-    let r = c.run(&["--timeline", "--no-color"]);
+    let r = c.run(&["--timeline"]);
     assert_eq!(r.code, 0, "{}", r.explain());
     let out = &r.stdout;
     let header = out

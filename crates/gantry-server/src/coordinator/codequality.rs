@@ -176,11 +176,29 @@ pub fn finish(degradations: IndexMap<String, Degradation>) -> (Vec<Degradation>,
     (list, summary)
 }
 
-/// The JSON documents of a runner's gzip stream (one member per report file).
+/// The JSON documents of a report: GitLab stores `codequality` raw (one file, as the
+/// runner uploaded it); a gzip stream (one member per report file) is read too.
 fn members(file: std::fs::File) -> Result<Vec<Vec<u8>>, String> {
     let mut out = Vec::new();
     let mut reader = std::io::BufReader::new(file);
     let mut total = 0_u64;
+    let gzip = std::io::BufRead::fill_buf(&mut reader)
+        .map_err(|e| format!("the report could not be read: {e}"))?
+        .starts_with(&[0x1f, 0x8b]);
+    if !gzip {
+        let mut text = Vec::new();
+        (&mut reader)
+            .take(MAX_REPORT_BYTES + 1)
+            .read_to_end(&mut text)
+            .map_err(|e| format!("the report could not be read: {e}"))?;
+        if text.len() as u64 > MAX_REPORT_BYTES {
+            return Err(format!("the report is larger than {MAX_REPORT_BYTES} bytes"));
+        }
+        if !text.iter().all(u8::is_ascii_whitespace) {
+            out.push(text);
+        }
+        return Ok(out);
+    }
     loop {
         let at_end = std::io::BufRead::fill_buf(&mut reader)
             .map_err(|e| format!("the report could not be read: {e}"))?
