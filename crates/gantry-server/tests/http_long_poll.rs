@@ -321,7 +321,7 @@ fn open_fds() -> usize {
 async fn a_held_request_costs_the_server_one_file_descriptor() {
     const HELD: usize = 40;
     let server = TestServer::start_with(Options {
-        long_poll: Duration::from_secs(30),
+        long_poll: Duration::from_secs(5),
         ..Options::default()
     })
     .await;
