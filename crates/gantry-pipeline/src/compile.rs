@@ -1212,7 +1212,10 @@ fn parse_job(
     let publish = m.get("publish").and_then(|n| n.as_str()).map(str::to_owned);
     let pages = pages_job(name, pages_keyword, publish);
     let artifacts = match &pages {
-        Some(pages) => Some(Rc::new(with_publish_path(artifacts.as_deref(), &pages.publish))),
+        Some(pages) => Some(Rc::new(with_publish_path(
+            artifacts.as_deref(),
+            &pages.publish,
+        ))),
         None => artifacts,
     };
     if let Some(n) = m.get("dast_configuration") {
@@ -2104,8 +2107,14 @@ mod pages_tests {
             })
         );
         assert_eq!(paths("pages"), Some(vec!["public".to_owned()]));
-        assert_eq!(job("docs").pages.as_ref().map(|p| p.publish.as_str()), Some("site"));
-        assert_eq!(paths("docs"), Some(vec!["report.txt".into(), "site".into()]));
+        assert_eq!(
+            job("docs").pages.as_ref().map(|p| p.publish.as_str()),
+            Some("site")
+        );
+        assert_eq!(
+            paths("docs"),
+            Some(vec!["report.txt".into(), "site".into()])
+        );
         let review = job("review").pages.clone().expect("a pages job");
         assert_eq!(review.publish, "dist");
         assert_eq!(review.path_prefix.as_deref(), Some("$CI_COMMIT_REF_SLUG"));

@@ -86,12 +86,12 @@ pub use payload::runner_info::RunnerInfo;
 pub use payload::step::{Hook, HookName, Step, StepName};
 pub use payload::variable::JobVariable;
 pub use payload::when::When;
-pub use resources::JobResources;
 pub use registration::{
     AccessLevel, CreateRunnerRequest, GroupRef, RegisterRunnerRequest, RegisterRunnerResponse,
     ResetTokenResponse, RouterDiscoveryResponse, RunnerRegistrationDetails, RunnerTokenRequest,
     RunnerType, TagList, UnregisterManagerRequest, VerifyRunnerRequest, VerifyRunnerResponse,
 };
+pub use resources::JobResources;
 pub use trace::checksum::TraceChecksum;
 pub use trace::patch::{PatchOutcome, PatchTraceParams, PatchTraceResponse};
 pub use trace::range::{ContentRange, TraceRange};

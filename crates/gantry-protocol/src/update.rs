@@ -9,8 +9,8 @@ use serde::{Deserialize, Deserializer, Serialize};
 use crate::failure_reason::FailureReason;
 use crate::info::VersionInfo;
 use crate::job_status::JobStatus;
-use crate::resources::JobResources;
 use crate::json::{is_zero_i64, is_zero_u64, zero_if_null};
+use crate::resources::JobResources;
 use crate::update_interval::parse_trace_update_interval;
 use crate::wire_enum::wire_enum;
 

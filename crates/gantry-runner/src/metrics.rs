@@ -17,6 +17,12 @@
 //! | `gantry_runner_job_cpu_seconds_total` | counter | `runner`, `mode` (`user`, `system`) | CPU time of finished jobs ([`crate::resources`]; executors that measure) |
 //! | `gantry_runner_job_io_bytes_total` | counter | `runner`, `direction` (`read`, `written`) | storage bytes of finished jobs |
 //! | `gantry_runner_job_peak_memory_bytes` | histogram | `runner` | each finished job's peak memory |
+//! | `gantry_runner_capacity_limit` | gauge | | job slots (`concurrent`); OpenTelemetry `gantry.runner.capacity.limit` |
+//! | `gantry_runner_capacity_usage` | gauge | | job slots in use (jobs running, every entry); `gantry.runner.capacity.usage` |
+//! | `cicd_system_errors_total` | counter | `cicd_system_component` (`agent`), `error_type` (a system failure reason of a job: `runner_system_failure`, `runner_unsupported`; `request_failed`: a job request failed) | the runner's own errors, not the jobs' (`cicd.system.errors`) |
+//!
+//! With an OTLP endpoint ([`RunnerMetrics::with_meters`]) the capacity gauges and
+//! `cicd.system.errors` are exported over OTLP too, under their OpenTelemetry names.
 //!
 //! `runner` is the entry's `name`, else its short token, as in the log.
 
@@ -30,6 +36,10 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
+
+use gantry_telemetry::KeyValue;
+use gantry_telemetry::metrics::{Counter as OtelCounter, Meters, ObservableGauge};
+use gantry_telemetry::names::{self as n, metric};
 
 use crate::job::JobEvent;
 use crate::poll::{Level, PollEvent};
@@ -90,6 +100,19 @@ struct VersionLabels {
 
 type DurationFamily = Family<RunnerLabel, Histogram, fn() -> Histogram>;
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SystemErrorLabels {
+    cicd_system_component: String,
+    error_type: String,
+}
+
+/// The OTLP side (see the module docs).
+struct Instruments {
+    system_errors: OtelCounter<u64>,
+    /// Kept so their callbacks stay registered.
+    _observed: Vec<ObservableGauge<i64>>,
+}
+
 /// A runner process's metrics (see the module docs).
 pub struct RunnerMetrics {
     registry: Registry,
@@ -104,6 +127,9 @@ pub struct RunnerMetrics {
     cpu: Family<CpuLabels, Counter<f64, std::sync::atomic::AtomicU64>>,
     io: Family<IoLabels, Counter>,
     peak_memory: DurationFamily,
+    capacity_usage: Gauge,
+    system_errors: Family<SystemErrorLabels, Counter>,
+    otel: Option<Instruments>,
     /// When each running job was received, by id.
     started: Mutex<HashMap<i64, Instant>>,
 }
@@ -121,8 +147,14 @@ impl std::fmt::Debug for RunnerMetrics {
 }
 
 impl RunnerMetrics {
-    /// Every metric registered, at zero.
+    /// Every metric registered, at zero; Prometheus text only.
     pub fn new() -> Self {
+        Self::with_meters(None)
+    }
+
+    /// [`RunnerMetrics::new`], with the capacity and the system errors also exported
+    /// through `meters` (OTLP) when given.
+    pub fn with_meters(meters: Option<&Meters>) -> Self {
         let mut registry = Registry::default();
         let version = Family::<VersionLabels, Gauge>::default();
         version
@@ -210,7 +242,28 @@ impl RunnerMetrics {
             "Peak memory of finished jobs",
             peak_memory.clone(),
         );
+        registry.register(
+            "gantry_runner_capacity_limit",
+            "Job slots: the concurrent setting (gantry.runner.capacity.limit)",
+            concurrent.clone(),
+        );
+        let capacity_usage = Gauge::default();
+        registry.register(
+            "gantry_runner_capacity_usage",
+            "Job slots in use: jobs running (gantry.runner.capacity.usage)",
+            capacity_usage.clone(),
+        );
+        let system_errors = Family::<SystemErrorLabels, Counter>::default();
+        registry.register(
+            "cicd_system_errors",
+            "Errors of the runner itself, not of jobs (cicd.system.errors)",
+            system_errors.clone(),
+        );
+        let otel = meters.map(|m| instruments(m, &concurrent, &capacity_usage));
         Self {
+            capacity_usage,
+            system_errors,
+            otel,
             cpu,
             io,
             peak_memory,
@@ -283,6 +336,7 @@ impl RunnerMetrics {
                     runner: runner.clone(),
                 };
                 self.jobs.get_or_create(&label).inc();
+                self.capacity_usage.inc();
                 self.jobs_total.get_or_create(&label).inc();
                 self.started
                     .lock()
@@ -294,6 +348,7 @@ impl RunnerMetrics {
                     runner: runner.clone(),
                 };
                 self.jobs.get_or_create(&label).inc();
+                self.capacity_usage.inc();
                 self.started
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -322,6 +377,7 @@ impl RunnerMetrics {
                     .remove(job_id);
                 if let Some(started) = started {
                     self.jobs.get_or_create(&label).dec();
+                    self.capacity_usage.dec();
                     self.duration
                         .get_or_create(&label)
                         .observe(started.elapsed().as_secs_f64());
@@ -333,6 +389,9 @@ impl RunnerMetrics {
                             failure_reason: reason.as_str().to_owned(),
                         })
                         .inc();
+                    if n::result_of("failed", Some(reason.as_str())) == Some("error") {
+                        self.system_error(reason.as_str());
+                    }
                 }
             }
             PollEvent::RequestFailed { runner, .. } => {
@@ -341,8 +400,27 @@ impl RunnerMetrics {
                         runner: runner.clone(),
                     })
                     .inc();
+                self.system_error("request_failed");
             }
             _ => {}
+        }
+    }
+
+    fn system_error(&self, kind: &str) {
+        self.system_errors
+            .get_or_create(&SystemErrorLabels {
+                cicd_system_component: "agent".to_owned(),
+                error_type: kind.to_owned(),
+            })
+            .inc();
+        if let Some(o) = &self.otel {
+            o.system_errors.add(
+                1,
+                &[
+                    KeyValue::new(n::SYSTEM_COMPONENT, "agent"),
+                    KeyValue::new(n::ERROR_TYPE, kind.to_owned()),
+                ],
+            );
         }
     }
 
@@ -360,6 +438,37 @@ impl RunnerMetrics {
         // Writing to a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
         text
+    }
+}
+
+fn instruments(meters: &Meters, limit: &Gauge, usage: &Gauge) -> Instruments {
+    let meter = meters.meter();
+    let gauge = |name: &'static str, what: &'static str, source: Gauge| {
+        meter
+            .i64_observable_gauge(name)
+            .with_unit("{job}")
+            .with_description(what)
+            .with_callback(move |o| o.observe(source.get(), &[]))
+            .build()
+    };
+    Instruments {
+        system_errors: meter
+            .u64_counter(metric::SYSTEM_ERRORS)
+            .with_unit("{error}")
+            .with_description("Errors of the runner itself, not of jobs")
+            .build(),
+        _observed: vec![
+            gauge(
+                metric::RUNNER_CAPACITY_LIMIT,
+                "Job slots (concurrent)",
+                limit.clone(),
+            ),
+            gauge(
+                metric::RUNNER_CAPACITY_USAGE,
+                "Job slots in use",
+                usage.clone(),
+            ),
+        ],
     }
 }
 
@@ -385,6 +494,34 @@ mod tests {
         }
     }
 
+    /// Every runner metric the example Grafana dashboard queries is one the runner
+    /// serves (the server's are checked by the server's tests).
+    #[test]
+    fn the_example_dashboard_queries_metrics_the_runner_has() {
+        let dashboard = include_str!("../../../examples/grafana/gantry-cicd.json");
+        let text = RunnerMetrics::new().encode();
+        let mut checked = 0;
+        for prefix in ["gantry_runner_", "gitlab_runner_"] {
+            for (at, _) in dashboard.match_indices(prefix) {
+                let rest = &dashboard[at..];
+                let end = rest
+                    .find(|c: char| !(c.is_ascii_lowercase() || c == '_'))
+                    .unwrap_or(rest.len());
+                let name = &rest[..end];
+                let family = ["_bucket", "_count", "_sum", "_total"]
+                    .iter()
+                    .find_map(|suffix| name.strip_suffix(suffix));
+                assert!(
+                    text.contains(&format!("# TYPE {name} "))
+                        || family.is_some_and(|f| text.contains(&format!("# TYPE {f} "))),
+                    "the dashboard queries `{name}`, which the runner does not serve:\n{text}"
+                );
+                checked += 1;
+            }
+        }
+        assert!(checked >= 4, "{checked}");
+    }
+
     #[test]
     fn failed_requests_and_logged_problems_are_counted() {
         let metrics = RunnerMetrics::new();
@@ -404,6 +541,7 @@ mod tests {
             "gitlab_runner_errors_total{level=\"warning\"} 2",
             "gitlab_runner_errors_total{level=\"error\"} 1",
             "gitlab_runner_concurrent 0",
+            "cicd_system_errors_total{cicd_system_component=\"agent\",error_type=\"request_failed\"} 2",
         ] {
             assert!(text.contains(needle), "missing {needle:?}:\n{text}");
         }

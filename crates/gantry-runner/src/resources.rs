@@ -12,12 +12,17 @@
 //! | executor | while it runs | at its end |
 //! |---|---|---|
 //! | shell | the script's process tree in `/proc` ([`process_tree`]): `utime`/`stime` plus `cutime`/`cstime` (children it reaped), `read_bytes`/`write_bytes` of `/proc/PID/io`, memory as the larger of the biggest process's `VmHWM` and the tree's summed RSS | the shell's own figures read while it is a zombie (`waitid(WNOWAIT)`), so the CPU time and I/O of everything it waited for are exact; peak memory stays the sampled one |
-//! | docker | the build container's stats from the Engine API ([`crate::docker`]): `cpu_stats.cpu_usage.usage_in_usermode`/`usage_in_kernelmode`, `memory_stats.max_usage` (cgroup v1) or the container's `memory.peak` (cgroup v2, when the runner can read it; else the highest `usage` sampled), `blkio_stats` read/write bytes | the last sample (a container's cgroup is gone once it stops, so the use of its last second can be missed) |
+//! | docker | the build container's stats from the Engine API, and each service container's (sampled from the first stage until cleanup, counted alongside the stages: CPU and I/O add up, peaks add up while both run) ([`crate::docker`]): `cpu_stats.cpu_usage.usage_in_usermode`/`usage_in_kernelmode`, `memory_stats.max_usage` (cgroup v1) or the container's `memory.peak` (cgroup v2, when the runner can read it; else the highest `usage` sampled), `blkio_stats` read/write bytes | the last sample (a container's cgroup is gone once it stops, so the use of its last second can be missed) |
 //!
 //! Stages run detached (a runner with a job journal, for takeover) are measured the
 //! same way; a stage a restarted runner reattached to is not (its figures so far are
-//! lost with the runner that died). Not measured (no figure sent): custom, instance,
-//! docker-autoscaler. Why no per-job cgroup for the shell executor: the
+//! lost with the runner that died). docker-autoscaler is the docker row on the instance's
+//! engine (no `memory.peak` file there: the highest sampled `usage`). Not measured (no
+//! figure sent): custom (the job runs wherever the driver sends it; the runner sees only
+//! the driver's processes) and instance (the job's processes are on the instance, behind
+//! SSH). A container stage shorter than its first sample's round trip may send no
+//! figure (the cgroup is gone once the container stops). Why no per-job cgroup for the
+//! shell executor: the
 //! runner would need a delegated cgroup v2 subtree with the `cpu`, `memory` and `io`
 //! controllers; hosts and containers rarely give it one (the development containers run
 //! on a hybrid hierarchy whose v2 part has no controllers), so the shell executor reads
@@ -175,8 +180,7 @@ impl ProcessMeter {
     /// Only for a child this process will reap afterwards.
     pub(crate) async fn exited(self) {
         let pid = self.pid;
-        if let Ok(Some(last)) =
-            tokio::task::spawn_blocking(move || process_tree::exited(pid)).await
+        if let Ok(Some(last)) = tokio::task::spawn_blocking(move || process_tree::exited(pid)).await
         {
             self.stage.record(last);
         }

@@ -751,8 +751,17 @@ async fn resource_reports_show_in_the_job_api_and_the_timeline_page() {
             .send()
     };
     // Before any report: no `resources` at all.
-    assert!(server.job(project_id, job_id).await.get("resources").is_none());
-    assert_eq!(put(update("running", 0.5, 1 << 20)).await.unwrap().status(), 200);
+    assert!(
+        server
+            .job(project_id, job_id)
+            .await
+            .get("resources")
+            .is_none()
+    );
+    assert_eq!(
+        put(update("running", 0.5, 1 << 20)).await.unwrap().status(),
+        200
+    );
     let job = server.job(project_id, job_id).await;
     assert_eq!(job["resources"]["cpu_user_seconds"], 0.5, "{job}");
     assert_eq!(job["resources"]["peak_memory_bytes"], 1 << 20);
@@ -770,7 +779,13 @@ async fn resource_reports_show_in_the_job_api_and_the_timeline_page() {
         .unwrap();
     assert_eq!(patched.status(), StatusCode::ACCEPTED);
     // A later report replaces the first.
-    assert_eq!(put(update("running", 1.75, 200 << 20)).await.unwrap().status(), 200);
+    assert_eq!(
+        put(update("running", 1.75, 200 << 20))
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
     let job = server.job(project_id, job_id).await;
     assert_eq!(
         (
@@ -837,7 +852,10 @@ async fn resource_reports_show_in_the_job_api_and_the_timeline_page() {
     // A pipeline of another project is not found there.
     let (status, _) = get(
         &http,
-        &format!("{}/acme/other/-/pipelines/{pipeline_id}/timeline", server.url),
+        &format!(
+            "{}/acme/other/-/pipelines/{pipeline_id}/timeline",
+            server.url
+        ),
         &cookie,
     )
     .await;

@@ -21,8 +21,7 @@ pub struct JobResourceUse {
     pub updated_at: i64,
 }
 
-const COLUMNS: &str =
-    "job_id, cpu_user_seconds, cpu_system_seconds, peak_memory_bytes, read_bytes, written_bytes, updated_at";
+const COLUMNS: &str = "job_id, cpu_user_seconds, cpu_system_seconds, peak_memory_bytes, read_bytes, written_bytes, updated_at";
 
 fn from_row(row: &sqlx::any::AnyRow) -> Result<(i64, JobResourceUse)> {
     Ok((
@@ -68,7 +67,10 @@ impl Store {
         .bind(job_id)
         .fetch_optional(&self.pool)
         .await?;
-        row.as_ref().map(from_row).transpose().map(|r| r.map(|(_, used)| used))
+        row.as_ref()
+            .map(from_row)
+            .transpose()
+            .map(|r| r.map(|(_, used)| used))
     }
 
     /// The reported use of every job of pipeline `pipeline_id` that reported one.

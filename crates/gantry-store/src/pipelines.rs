@@ -495,11 +495,9 @@ async fn unlock_older_artifacts(
     Ok(())
 }
 
-
 /// Jobs inserted per statement: 15 parameters each, well within SQLite's 32 766 and
 /// PostgreSQL's 65 535.
 const JOB_INSERT_BATCH: usize = 100;
-
 
 /// Inserts `jobs` into the pipeline, [`JOB_INSERT_BATCH`] rows a statement (a statement
 /// is a round trip to the database's thread or server), then what each job brings along
@@ -553,7 +551,6 @@ async fn insert_jobs(
     Ok(())
 }
 
-
 /// One `INSERT` of `jobs`' rows; their ids and names. A job that is created failed
 /// (`failure_reason`) is finished when it is created.
 async fn insert_job_rows(
@@ -606,7 +603,6 @@ async fn insert_job_rows(
         .collect()
 }
 
-
 /// What a new job brings along: its environment's deployment, its resource group.
 async fn insert_job_extras(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
@@ -625,10 +621,8 @@ async fn insert_job_extras(
     Ok(())
 }
 
-
 /// Jobs updated per statement: 11 parameters each.
 const JOB_UPDATE_BATCH: usize = 100;
-
 
 /// Applies `updates`, [`JOB_UPDATE_BATCH`] rows a statement (a pipeline's stage that
 /// starts moves all of its jobs at once), then what each new status does to its job's
@@ -657,7 +651,6 @@ async fn update_jobs(
     }
     Ok(())
 }
-
 
 /// One `UPDATE` of the jobs in `updates` (ids distinct), joined to their new values. The
 /// values are cast to the columns' types, which PostgreSQL cannot infer inside `VALUES`.

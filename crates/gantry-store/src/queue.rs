@@ -96,6 +96,37 @@ impl Store {
             .collect())
     }
 
+    /// `(project id, status, pipelines)` of the pipelines not finished (created,
+    /// waiting for a resource, preparing, pending, scheduled, running, canceling); a
+    /// partial index holds exactly these (migration 0035).
+    pub async fn active_pipeline_counts(&self) -> Result<Vec<(i64, String, i64)>> {
+        let rows = sqlx::query(
+            "SELECT project_id, status, COUNT(*) FROM pipelines \
+             WHERE status IN ('created', 'waiting_for_resource', 'preparing', 'pending', 'scheduled', 'running', 'canceling') \
+             GROUP BY project_id, status",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(|r| {
+                (
+                    r.get::<i64, _>(0),
+                    r.get::<String, _>(1),
+                    r.get::<i64, _>(2),
+                )
+            })
+            .collect())
+    }
+
+    /// How many runners are registered.
+    pub async fn runner_count(&self) -> Result<i64> {
+        Ok(sqlx::query("SELECT COUNT(*) FROM runners")
+            .fetch_one(&self.pool)
+            .await?
+            .get::<i64, _>(0))
+    }
+
     /// `(runner id, jobs)` for every runner executing jobs (running or canceling): which
     /// runners are busy, for why a job waits.
     pub async fn executing_jobs_per_runner(&self) -> Result<Vec<(i64, i64)>> {

@@ -120,6 +120,8 @@ impl Store {
         .bind(tag_name)
         .fetch_optional(&self.pool)
         .await?;
-        row.as_ref().map(from_row).ok_or(StoreError::NotFound("release"))
+        row.as_ref()
+            .map(from_row)
+            .ok_or(StoreError::NotFound("release"))
     }
 }

@@ -1643,7 +1643,11 @@ async fn runners_keep_their_info_and_count_running_jobs(db: Db) {
     let (_, created) = create(
         &s,
         &pipeline(p.id),
-        &[job("a", "pending"), job("b", "pending"), job("c", "pending")],
+        &[
+            job("a", "pending"),
+            job("b", "pending"),
+            job("c", "pending"),
+        ],
         1,
     )
     .await
@@ -1674,6 +1678,20 @@ async fn runners_keep_their_info_and_count_running_jobs(db: Db) {
     let running = s.running_jobs_by_runner().await.unwrap();
     assert_eq!(running.get(&r.id), Some(&2));
     assert_eq!(running.get(&idle.id), None);
+    // The metrics' counts: every runner, and the unfinished pipelines by status.
+    assert_eq!(s.runner_count().await.unwrap(), 2);
+    let (second, _) = create(&s, &pipeline(p.id), &[job("z", "created")], 2)
+        .await
+        .expect("second pipeline");
+    let status = second.status;
+    let counts = s.active_pipeline_counts().await.unwrap();
+    let total: i64 = counts
+        .iter()
+        .filter(|(pid, _, _)| *pid == p.id)
+        .map(|c| c.2)
+        .sum();
+    assert_eq!(total, 2, "{counts:?}");
+    assert!(counts.iter().any(|(_, st, _)| *st == status), "{counts:?}");
 }
 
 async fn access_tokens_are_kept_as_hashes_and_revoked_once(db: Db) {
@@ -2035,21 +2053,35 @@ async fn pages_deployments_and_releases_per_project(db: Db) {
         size: 10,
         expires_at,
     };
-    let (first, older) = s.add_pages_deployment(&deployment(1, "", None), 10).await.unwrap();
+    let (first, older) = s
+        .add_pages_deployment(&deployment(1, "", None), 10)
+        .await
+        .unwrap();
     assert!(older.is_empty());
     let (review, older) = s
         .add_pages_deployment(&deployment(2, "review", Some(100)), 11)
         .await
         .unwrap();
     assert!(older.is_empty(), "another prefix stays: {older:?}");
-    let (second, older) = s.add_pages_deployment(&deployment(3, "", None), 12).await.unwrap();
+    let (second, older) = s
+        .add_pages_deployment(&deployment(3, "", None), 12)
+        .await
+        .unwrap();
     assert_eq!(older, [first.blob_key.clone()]);
-    assert_eq!(s.active_pages_deployment(p.id, "", 50).await.unwrap(), Some(second.clone()));
+    assert_eq!(
+        s.active_pages_deployment(p.id, "", 50).await.unwrap(),
+        Some(second.clone())
+    );
     assert_eq!(
         s.active_pages_deployment(p.id, "review", 50).await.unwrap(),
         Some(review.clone())
     );
-    assert_eq!(s.active_pages_deployment(p.id, "review", 100).await.unwrap(), None);
+    assert_eq!(
+        s.active_pages_deployment(p.id, "review", 100)
+            .await
+            .unwrap(),
+        None
+    );
     assert_eq!(s.pages_deployments(p.id).await.unwrap(), [second, review]);
     assert_eq!(s.pages_blob_keys(p.id).await.unwrap().len(), 3);
 
@@ -2072,10 +2104,19 @@ async fn pages_deployments_and_releases_per_project(db: Db) {
         s.add_release(&release("v1", 20), 20).await,
         Err(StoreError::Conflict(m)) if m == "Release already exists"
     ));
-    let tags: Vec<String> = s.releases(p.id).await.unwrap().into_iter().map(|r| r.tag_name).collect();
+    let tags: Vec<String> = s
+        .releases(p.id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.tag_name)
+        .collect();
     assert_eq!(tags, ["v2", "v1"]);
     assert_eq!(s.release(p.id, "v1").await.unwrap().released_at, 5);
-    assert!(matches!(s.release(p.id, "v3").await, Err(StoreError::NotFound(_))));
+    assert!(matches!(
+        s.release(p.id, "v3").await,
+        Err(StoreError::NotFound(_))
+    ));
 
     s.delete_project(p.id).await.unwrap();
     assert!(s.pages_blob_keys(p.id).await.unwrap().is_empty());

@@ -1,4 +1,4 @@
-//! OpenTelemetry traces of pipelines, jobs and their sections, shared by `gantry
+//! OpenTelemetry traces of pipelines, jobs and their sections, and metrics, shared by `gantry
 //! server`, `gantry runner` and `gantry run` (one implementation of the concern).
 //!
 //! - [`settings`]: the standard `OTEL_*` variables and their flag / `config.toml`
@@ -7,6 +7,8 @@
 //!   protobuf or HTTP JSON; [`file`]'s OTLP JSON lines), recorded and live spans.
 //! - [`ids`]: a pipeline's stored trace id, the span ids derived from it (the choice is
 //!   written there), W3C `traceparent`.
+//! - [`metrics`]: [`Meters`], the process's meter provider (OTLP, periodic export);
+//!   the instruments are the callers'.
 //! - [`names`]: span and attribute names (OpenTelemetry CI/CD semantic conventions
 //!   v1.44, GitLab's identifiers) and GitLab status → convention result.
 //!
@@ -15,11 +17,13 @@
 
 mod file;
 pub mod ids;
+pub mod metrics;
 pub mod names;
 pub mod provider;
 pub mod settings;
 
 pub use ids::{PipelineTrace, parse_traceparent, traceparent};
+pub use metrics::Meters;
 pub use opentelemetry::KeyValue;
 pub use opentelemetry::trace::{SpanContext, SpanId, SpanKind, Status, TraceId};
 pub use provider::{LiveSpan, Recorded, Telemetry, TelemetryError};

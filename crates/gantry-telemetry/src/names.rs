@@ -54,6 +54,34 @@ pub const GANTRY_JOB_PEAK_MEMORY_BYTES: &str = "gantry.job.peak_memory_bytes";
 pub const GANTRY_JOB_READ_BYTES: &str = "gantry.job.read_bytes";
 pub const GANTRY_JOB_WRITTEN_BYTES: &str = "gantry.job.written_bytes";
 pub const GITLAB_STEP_NAME: &str = "gitlab.step.name";
+pub const PIPELINE_RUN_STATE: &str = "cicd.pipeline.run.state";
+pub const WORKER_STATE: &str = "cicd.worker.state";
+
+/// Metric names (OpenTelemetry's; the Prometheus text writes each with `.` as `_`, the
+/// unit as a suffix (`_seconds`) and `_total` on counters, as OpenTelemetry's
+/// Prometheus compatibility specification does).
+pub mod metric {
+    /// Histogram (s): each state (`pending`, `executing`) of a finished pipeline run.
+    pub const PIPELINE_RUN_DURATION: &str = "cicd.pipeline.run.duration";
+    /// Up-down counter: pipeline runs not finished, by state.
+    pub const PIPELINE_RUN_ACTIVE: &str = "cicd.pipeline.run.active";
+    /// Counter: pipeline runs that ended failed, by `error.type`.
+    pub const PIPELINE_RUN_ERRORS: &str = "cicd.pipeline.run.errors";
+    /// Counter: errors of the CI system itself, by `cicd.system.component`, `error.type`.
+    pub const SYSTEM_ERRORS: &str = "cicd.system.errors";
+    /// Up-down counter: runners by `cicd.worker.state` (`available`, `busy`, `offline`).
+    pub const WORKER_COUNT: &str = "cicd.worker.count";
+    /// Histogram (s), no convention: a job's wait in the queue, pending → picked.
+    pub const JOB_QUEUE_DURATION: &str = "gantry.job.queue.duration";
+    /// Histogram (s), no convention: a finished job's run, started → finished, by status.
+    pub const JOB_DURATION: &str = "gantry.job.duration";
+    /// Counter, no convention: jobs that failed, by `gitlab.job.failure_reason`.
+    pub const JOB_FAILURES: &str = "gantry.job.failures";
+    /// Up-down counters, no convention: a runner process's job slots (`concurrent`)
+    /// and those in use.
+    pub const RUNNER_CAPACITY_LIMIT: &str = "gantry.runner.capacity.limit";
+    pub const RUNNER_CAPACITY_USAGE: &str = "gantry.runner.capacity.usage";
+}
 
 /// Failure reasons that are the CI system's fault (`error`), not the job's
 /// (`failure`); timeouts are `timeout`.

@@ -21,7 +21,7 @@ use opentelemetry::trace::{
     TraceState, Tracer as _, TracerProvider as _,
 };
 use opentelemetry::{Context, KeyValue};
-use opentelemetry_otlp::{WithExportConfig as _, WithHttpConfig as _, WithTonicConfig as _};
+use opentelemetry_otlp::{WithExportConfig, WithHttpConfig, WithTonicConfig};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::{
     IdGenerator, RandomIdGenerator, Sampler, SamplingDecision, SdkTracer, SdkTracerProvider,
@@ -287,7 +287,7 @@ fn sampler_of(setting: Option<SamplerSetting>) -> Sampler {
     }
 }
 
-fn resource(settings: &Settings, service: &str) -> Resource {
+pub(crate) fn resource(settings: &Settings, service: &str) -> Resource {
     let mut attributes: Vec<KeyValue> = settings
         .resource_attributes
         .iter()
@@ -310,47 +310,77 @@ fn resource(settings: &Settings, service: &str) -> Resource {
 
 fn otlp_exporter(settings: &Settings) -> Result<opentelemetry_otlp::SpanExporter, TelemetryError> {
     let url = settings.url().unwrap_or_default();
-    let fail = |reason: String| TelemetryError::Exporter {
+    let built = match settings.protocol.unwrap_or(Protocol::HttpProtobuf) {
+        Protocol::Grpc => with_tonic(
+            opentelemetry_otlp::SpanExporter::builder().with_tonic(),
+            &url,
+            &settings.headers,
+        )?
+        .build(),
+        protocol @ (Protocol::HttpProtobuf | Protocol::HttpJson) => with_http(
+            opentelemetry_otlp::SpanExporter::builder().with_http(),
+            &url,
+            protocol,
+            &settings.headers,
+        )
+        .build(),
+    };
+    built.map_err(|e| TelemetryError::Exporter {
         url: url.clone(),
+        reason: e.to_string(),
+    })
+}
+
+/// An OTLP/gRPC exporter's builder (spans or metrics) sending to `url` with `headers`
+/// as metadata, over TLS with the system's roots for `https://`.
+pub(crate) fn with_tonic<B>(
+    builder: B,
+    url: &str,
+    headers: &[(String, String)],
+) -> Result<B, TelemetryError>
+where
+    B: WithTonicConfig + WithExportConfig,
+{
+    let fail = |reason: String| TelemetryError::Exporter {
+        url: url.to_owned(),
         reason,
     };
-    let built = match settings.protocol.unwrap_or(Protocol::HttpProtobuf) {
-        Protocol::Grpc => {
-            let mut metadata = opentelemetry_otlp::tonic_types::metadata::MetadataMap::new();
-            for (k, v) in &settings.headers {
-                let key = k
-                    .to_ascii_lowercase()
-                    .parse::<tonic::metadata::MetadataKey<tonic::metadata::Ascii>>()
-                    .map_err(|e| fail(format!("header `{k}`: {e}")))?;
-                let value = v
-                    .parse()
-                    .map_err(|e| fail(format!("header `{k}` value: {e}")))?;
-                metadata.insert(key, value);
-            }
-            let mut builder = opentelemetry_otlp::SpanExporter::builder()
-                .with_tonic()
-                .with_endpoint(url.clone())
-                .with_metadata(metadata);
-            if url.starts_with("https://") {
-                builder = builder.with_tls_config(
-                    opentelemetry_otlp::tonic_types::transport::ClientTlsConfig::new()
-                        .with_native_roots(),
-                );
-            }
-            builder.build()
-        }
-        protocol @ (Protocol::HttpProtobuf | Protocol::HttpJson) => {
-            opentelemetry_otlp::SpanExporter::builder()
-                .with_http()
-                .with_endpoint(url.clone())
-                .with_protocol(if protocol == Protocol::HttpJson {
-                    opentelemetry_otlp::Protocol::HttpJson
-                } else {
-                    opentelemetry_otlp::Protocol::HttpBinary
-                })
-                .with_headers(settings.headers.iter().cloned().collect::<HashMap<_, _>>())
-                .build()
-        }
-    };
-    built.map_err(|e| fail(e.to_string()))
+    let mut metadata = opentelemetry_otlp::tonic_types::metadata::MetadataMap::new();
+    for (k, v) in headers {
+        let key = k
+            .to_ascii_lowercase()
+            .parse::<tonic::metadata::MetadataKey<tonic::metadata::Ascii>>()
+            .map_err(|e| fail(format!("header `{k}`: {e}")))?;
+        let value = v
+            .parse()
+            .map_err(|e| fail(format!("header `{k}` value: {e}")))?;
+        metadata.insert(key, value);
+    }
+    let mut builder = builder.with_endpoint(url).with_metadata(metadata);
+    if url.starts_with("https://") {
+        builder = builder.with_tls_config(
+            opentelemetry_otlp::tonic_types::transport::ClientTlsConfig::new().with_native_roots(),
+        );
+    }
+    Ok(builder)
+}
+
+/// An OTLP/HTTP exporter's builder (spans or metrics) posting to `url`.
+pub(crate) fn with_http<B>(
+    builder: B,
+    url: &str,
+    protocol: Protocol,
+    headers: &[(String, String)],
+) -> B
+where
+    B: WithHttpConfig + WithExportConfig,
+{
+    builder
+        .with_endpoint(url)
+        .with_protocol(if protocol == Protocol::HttpJson {
+            opentelemetry_otlp::Protocol::HttpJson
+        } else {
+            opentelemetry_otlp::Protocol::HttpBinary
+        })
+        .with_headers(headers.iter().cloned().collect::<HashMap<_, _>>())
 }

@@ -22,6 +22,11 @@ pub const VARIABLES: &[&str] = &[
     "OTEL_TRACES_SAMPLER",
     "OTEL_TRACES_SAMPLER_ARG",
     "OTEL_TRACES_EXPORTER",
+    "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL",
+    "OTEL_EXPORTER_OTLP_METRICS_HEADERS",
+    "OTEL_METRICS_EXPORTER",
+    "OTEL_METRIC_EXPORT_INTERVAL",
     "OTEL_SDK_DISABLED",
 ];
 
@@ -139,6 +144,16 @@ pub struct Settings {
     pub trace_file: Option<PathBuf>,
     /// `OTEL_SDK_DISABLED=true` or `OTEL_TRACES_EXPORTER=none`.
     pub disabled: bool,
+    /// `OTEL_EXPORTER_OTLP_METRICS_ENDPOINT`: the metrics URL, used as it is.
+    pub metrics_endpoint: Option<String>,
+    /// `OTEL_EXPORTER_OTLP_METRICS_PROTOCOL` (`None`: [`Settings::protocol`]).
+    pub metrics_protocol: Option<Protocol>,
+    /// `OTEL_EXPORTER_OTLP_METRICS_HEADERS`, over [`Settings::headers`].
+    pub metrics_headers: Vec<(String, String)>,
+    /// `OTEL_SDK_DISABLED=true` or `OTEL_METRICS_EXPORTER=none`.
+    pub metrics_disabled: bool,
+    /// `OTEL_METRIC_EXPORT_INTERVAL` (milliseconds; `None`: 60 s, the specification's).
+    pub metric_interval: Option<std::time::Duration>,
 }
 
 impl Settings {
@@ -170,9 +185,35 @@ impl Settings {
                 )
             })
             .transpose()?;
-        let disabled = var("OTEL_SDK_DISABLED")
-            .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
-            || var("OTEL_TRACES_EXPORTER").is_some_and(|v| v.trim() == "none");
+        let sdk_disabled =
+            var("OTEL_SDK_DISABLED").is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
+        let disabled =
+            sdk_disabled || var("OTEL_TRACES_EXPORTER").is_some_and(|v| v.trim() == "none");
+        let metrics_disabled =
+            sdk_disabled || var("OTEL_METRICS_EXPORTER").is_some_and(|v| v.trim() == "none");
+        let metrics_protocol = var("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL")
+            .map(|v| Protocol::parse(&v, "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL"))
+            .transpose()?;
+        let metrics_headers = match var("OTEL_EXPORTER_OTLP_METRICS_HEADERS") {
+            Some(v) => parse_pairs(&v, "OTEL_EXPORTER_OTLP_METRICS_HEADERS")?,
+            None => Vec::new(),
+        };
+        let metric_interval = var("OTEL_METRIC_EXPORT_INTERVAL")
+            .map(|v| {
+                v.trim()
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|ms| *ms > 0)
+                    .map(std::time::Duration::from_millis)
+                    .ok_or_else(|| {
+                        SettingsError::new(
+                            "OTEL_METRIC_EXPORT_INTERVAL",
+                            &v,
+                            "a number of milliseconds above 0, such as `60000`",
+                        )
+                    })
+            })
+            .transpose()?;
         Ok(Settings {
             endpoint: var("OTEL_EXPORTER_OTLP_ENDPOINT"),
             traces_endpoint: var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"),
@@ -186,6 +227,11 @@ impl Settings {
             sampler,
             trace_file: None,
             disabled,
+            metrics_endpoint: var("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"),
+            metrics_protocol,
+            metrics_headers,
+            metrics_disabled,
+            metric_interval,
         })
     }
 
@@ -210,7 +256,53 @@ impl Settings {
             sampler: self.sampler.or(lower.sampler),
             trace_file: self.trace_file.or(lower.trace_file),
             disabled: self.disabled || lower.disabled,
+            metrics_endpoint: self.metrics_endpoint.or(lower.metrics_endpoint),
+            metrics_protocol: self.metrics_protocol.or(lower.metrics_protocol),
+            metrics_headers: if self.metrics_headers.is_empty() {
+                lower.metrics_headers
+            } else {
+                self.metrics_headers
+            },
+            metrics_disabled: self.metrics_disabled || lower.metrics_disabled,
+            metric_interval: self.metric_interval.or(lower.metric_interval),
         }
+    }
+
+    /// Whether metrics are exported over OTLP: an endpoint, and not disabled.
+    pub fn metrics_on(&self) -> bool {
+        !self.metrics_disabled && (self.endpoint.is_some() || self.metrics_endpoint.is_some())
+    }
+
+    /// How metrics travel: their own protocol, else the traces'.
+    pub(crate) fn metrics_protocol(&self) -> Protocol {
+        self.metrics_protocol
+            .or(self.protocol)
+            .unwrap_or(Protocol::HttpProtobuf)
+    }
+
+    /// The URL metrics are sent to: the metrics endpoint as it is, else the endpoint
+    /// (with `/v1/metrics` over HTTP).
+    pub(crate) fn metrics_url(&self) -> Option<String> {
+        if let Some(url) = &self.metrics_endpoint {
+            return Some(url.clone());
+        }
+        let base = self.endpoint.as_deref()?;
+        Some(match self.metrics_protocol() {
+            Protocol::Grpc => base.to_owned(),
+            Protocol::HttpProtobuf | Protocol::HttpJson => {
+                format!("{}/v1/metrics", base.trim_end_matches('/'))
+            }
+        })
+    }
+
+    /// The headers of metric exports: the metrics' own over the common ones.
+    pub(crate) fn metrics_headers(&self) -> Vec<(String, String)> {
+        let mut headers = self.headers.clone();
+        for (k, v) in &self.metrics_headers {
+            headers.retain(|(old, _)| !old.eq_ignore_ascii_case(k));
+            headers.push((k.clone(), v.clone()));
+        }
+        headers
     }
 
     /// Whether anything is exported: a collector or a file, and not disabled.
@@ -392,6 +484,50 @@ mod tests {
         .unwrap_err();
         assert_eq!(e.place, "OTEL_TRACES_SAMPLER argument");
         assert!(env(&[("OTEL_EXPORTER_OTLP_HEADERS", "novalue")]).is_err());
+    }
+
+    #[test]
+    fn metrics_have_their_own_endpoint_protocol_interval_and_switch() {
+        let s = env(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318/"),
+            ("OTEL_EXPORTER_OTLP_HEADERS", "a=1,b=2"),
+            ("OTEL_EXPORTER_OTLP_METRICS_HEADERS", "B=3"),
+            ("OTEL_METRIC_EXPORT_INTERVAL", "250"),
+        ])
+        .unwrap();
+        assert!(s.metrics_on());
+        assert_eq!(s.metrics_url().as_deref(), Some("http://c:4318/v1/metrics"));
+        assert_eq!(
+            s.metrics_headers(),
+            [
+                ("a".to_owned(), "1".to_owned()),
+                ("B".to_owned(), "3".to_owned())
+            ]
+        );
+        assert_eq!(
+            s.metric_interval,
+            Some(std::time::Duration::from_millis(250))
+        );
+        let grpc = env(&[
+            ("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "http://m:4317"),
+            ("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", "grpc"),
+            ("OTEL_TRACES_EXPORTER", "none"),
+        ])
+        .unwrap();
+        assert!(grpc.metrics_on() && !grpc.is_on());
+        assert_eq!(grpc.metrics_url().as_deref(), Some("http://m:4317"));
+        let off = env(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318"),
+            ("OTEL_METRICS_EXPORTER", "none"),
+        ])
+        .unwrap();
+        assert!(off.is_on() && !off.metrics_on());
+        assert_eq!(
+            env(&[("OTEL_METRIC_EXPORT_INTERVAL", "soon")])
+                .unwrap_err()
+                .to_string(),
+            "OTEL_METRIC_EXPORT_INTERVAL: `soon` is not valid; give a number of milliseconds above 0, such as `60000`"
+        );
     }
 
     #[test]

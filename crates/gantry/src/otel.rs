@@ -4,11 +4,11 @@
 //! Off unless an endpoint (or `gantry run --trace-file`) is given.
 
 use clap::Args;
-use gantry_telemetry::{Protocol, SamplerSetting, Settings, SettingsError, Telemetry};
+use gantry_telemetry::{Meters, Protocol, SamplerSetting, Settings, SettingsError, Telemetry};
 
 #[derive(Args, Clone, Debug, Default)]
 pub(crate) struct OtelArgs {
-    /// Send OpenTelemetry traces of pipelines and jobs to this OTLP collector
+    /// Send OpenTelemetry traces of pipelines and jobs, and metrics, to this OTLP collector
     /// (`http://host:4318`; `http://host:4317` with --otel-protocol grpc)
     /// [default: $OTEL_EXPORTER_OTLP_ENDPOINT; none: tracing off].
     #[arg(long, value_name = "URL")]
@@ -120,5 +120,30 @@ pub(crate) fn start(settings: &Settings, service: &str) -> Result<Option<Telemet
 pub(crate) async fn stop(telemetry: Option<Telemetry>) {
     if let Some(t) = telemetry {
         let _ = tokio::task::spawn_blocking(move || t.shutdown()).await;
+    }
+}
+
+/// Starts the process's meters when metrics go over OTLP (inside the tokio runtime);
+/// `Err` is the message for the user. Says where metrics go when on.
+pub(crate) fn start_meters(settings: &Settings, service: &str) -> Result<Option<Meters>, String> {
+    let meters = Meters::start(settings, service).map_err(|e| format!("failed to {e}"))?;
+    if meters.is_some() {
+        eprintln!(
+            "info: metrics to {} every {} ms",
+            settings
+                .metrics_endpoint
+                .as_deref()
+                .or(settings.endpoint.as_deref())
+                .unwrap_or_default(),
+            settings.metric_interval.map_or(60_000, |i| i.as_millis())
+        );
+    }
+    Ok(meters)
+}
+
+/// Exports the last figures and stops the meters (blocking work: off the async threads).
+pub(crate) async fn stop_meters(meters: Option<Meters>) {
+    if let Some(m) = meters {
+        let _ = tokio::task::spawn_blocking(move || m.shutdown()).await;
     }
 }

@@ -74,12 +74,12 @@ use gantry_pipeline::{
 use gantry_runner::config::Config;
 use gantry_runner::job::{JobEnding, JobEvent};
 use gantry_runner::poll::{PollEvent, PollOptions, Poller};
+use gantry_server::Status;
 use gantry_server::coordinator::{
     Coordinator, CoordinatorConfig, DefaultBranch, IncludeLoader, JobSelection,
     MergeRequestPipelineRequest, PendingReason, PipelineRequest, PipelineUser, ProjectRequest,
     RemoteFetches, RunnerOptions,
 };
-use gantry_server::Status;
 use gantry_store::{ProjectVariable, Store, VariableOwner};
 use tokio::sync::mpsc;
 
@@ -1298,8 +1298,11 @@ async fn run_pipeline(
     // Coverage and code quality reports, as the tests: an unreadable one is the job's
     // error in the report; a store failure leaves it out.
     let uploaded = |types: &[&str]| {
-        jobs.iter()
-            .any(|j| j.artifacts.iter().any(|a| types.contains(&a.file_type.as_str())))
+        jobs.iter().any(|j| {
+            j.artifacts
+                .iter()
+                .any(|a| types.contains(&a.file_type.as_str()))
+        })
     };
     let code_reports = report::CodeReports {
         coverage: if uploaded(&["cobertura", "jacoco"]) {

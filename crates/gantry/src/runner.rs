@@ -598,13 +598,9 @@ async fn run_runner(args: &RunArgs) -> Result<u8, Failure> {
     check_config(&config).map_err(|error| usage(format!("failed to {error}")))?;
     let system_id = system_id(&path)?;
     let log_level = config.log_level;
-    let metrics = Arc::new(gantry_runner::metrics::RunnerMetrics::new());
-    let metrics_server = match &config.listen_address {
-        Some(address) => Some(serve_metrics(address, Arc::clone(&metrics)).await?),
-        None => None,
-    };
     let mut options = PollOptions::new(system_id);
-    // Tracing: flags over `[otel]` over `OTEL_*`; read at start (a reload keeps it).
+    // Tracing and metrics: flags over `[otel]` over `OTEL_*`; read at start (a reload
+    // keeps them).
     let tracing = args
         .otel
         .settings()
@@ -613,6 +609,14 @@ async fn run_runner(args: &RunArgs) -> Result<u8, Failure> {
         .map_err(|error| usage(error.to_string()))?;
     options.telemetry = crate::otel::start(&tracing, "gantry-runner").map_err(server)?;
     let telemetry = options.telemetry.clone();
+    let meters = crate::otel::start_meters(&tracing, "gantry-runner").map_err(server)?;
+    let metrics = Arc::new(gantry_runner::metrics::RunnerMetrics::with_meters(
+        meters.as_ref(),
+    ));
+    let metrics_server = match &config.listen_address {
+        Some(address) => Some(serve_metrics(address, Arc::clone(&metrics)).await?),
+        None => None,
+    };
     let journal = Journal::open(journal_dir(&path)).map_err(|error| {
         usage(format!(
             "failed to {error}\nmake the configuration's directory writable"
@@ -674,6 +678,7 @@ async fn run_runner(args: &RunArgs) -> Result<u8, Failure> {
         metrics_server.abort();
     }
     crate::otel::stop(telemetry).await;
+    crate::otel::stop_meters(meters).await;
     Ok(exit::OK)
 }
 

@@ -344,6 +344,8 @@ async fn serve(args: &ServerArgs) -> Result<(), StartError> {
         .map_err(|e| usage(e.to_string()))?;
     cfg.telemetry = crate::otel::start(&tracing, "gantry-server").map_err(failed)?;
     let telemetry = cfg.telemetry.clone();
+    cfg.meters = crate::otel::start_meters(&tracing, "gantry-server").map_err(failed)?;
+    let meters = cfg.meters.clone();
     cfg.artifact_limit = args.max_artifacts_size * 1024 * 1024;
     cfg.job_ack_timeout = std::time::Duration::from_secs(args.job_ack_timeout);
     cfg.registry = match args.registry_url.as_deref().map(str::trim) {
@@ -369,7 +371,10 @@ async fn serve(args: &ServerArgs) -> Result<(), StartError> {
                 .strip_prefix("https://")
                 .or_else(|| origin.strip_prefix("http://"))
                 .unwrap_or_default();
-            if host.is_empty() || host.contains(['/', '?', '#']) || host.contains(char::is_whitespace) {
+            if host.is_empty()
+                || host.contains(['/', '?', '#'])
+                || host.contains(char::is_whitespace)
+            {
                 return Err(usage(format!(
                     "--pages-url `{url}`: give an origin without a path, e.g. https://pages.example.com"
                 )));
@@ -449,6 +454,7 @@ async fn serve(args: &ServerArgs) -> Result<(), StartError> {
         poller.abort();
     }
     crate::otel::stop(telemetry).await;
+    crate::otel::stop_meters(meters).await;
     served.map_err(|e| failed(format!("the server stopped: {e}")))?;
     eprintln!("gantry server: stopped");
     Ok(())

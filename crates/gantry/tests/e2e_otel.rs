@@ -6,6 +6,9 @@
 //! coordinator/runner boundary (pipeline → job → runner execution → sections; creation
 //! and queue spans); the CI/CD convention and GitLab attributes; span status from the
 //! result; and that a job's script sees its job span's `traceparent` in `TRACEPARENT`.
+//! The gRPC receiver also takes OTLP metrics (`MetricsService`): the server's `cicd.*`
+//! and `gantry.job.*` metrics and the runner's capacity arrive under their
+//! OpenTelemetry names, with the conventions' attributes.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -16,6 +19,12 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
+use opentelemetry_proto::tonic::collector::metrics::v1::metrics_service_server::{
+    MetricsService, MetricsServiceServer,
+};
+use opentelemetry_proto::tonic::collector::metrics::v1::{
+    ExportMetricsServiceRequest, ExportMetricsServiceResponse,
+};
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
     TraceService, TraceServiceServer,
 };
@@ -23,15 +32,26 @@ use opentelemetry_proto::tonic::collector::trace::v1::{
     ExportTraceServiceRequest, ExportTraceServiceResponse,
 };
 use opentelemetry_proto::tonic::common::v1::any_value::Value as Any;
+use opentelemetry_proto::tonic::metrics::v1::metric::Data;
+use opentelemetry_proto::tonic::metrics::v1::number_data_point::Value as Number;
 use prost::Message as _;
 
 // ---- the receivers --------------------------------------------------------------------
 
 /// Every export a receiver got, with how it came (`grpc`, `http/protobuf`, `http/json`).
 #[derive(Clone, Default)]
-struct Received(Arc<Mutex<Vec<(&'static str, ExportTraceServiceRequest)>>>);
+struct Received(
+    Arc<Mutex<Vec<(&'static str, ExportTraceServiceRequest)>>>,
+    Arc<Mutex<Vec<ExportMetricsServiceRequest>>>,
+);
 
 impl Received {
+    /// Every data point received so far, newest last.
+    fn points(&self) -> Vec<Point> {
+        let requests = self.1.lock().unwrap();
+        requests.iter().flat_map(points_of).collect()
+    }
+
     fn push(&self, how: &'static str, request: ExportTraceServiceRequest) {
         self.0.lock().unwrap().push((how, request));
     }
@@ -57,7 +77,114 @@ impl TraceService for Received {
     }
 }
 
-/// A gRPC OTLP receiver on a loopback port: `http://127.0.0.1:<port>`.
+#[tonic::async_trait]
+impl MetricsService for Received {
+    async fn export(
+        &self,
+        request: tonic::Request<ExportMetricsServiceRequest>,
+    ) -> Result<tonic::Response<ExportMetricsServiceResponse>, tonic::Status> {
+        self.1.lock().unwrap().push(request.into_inner());
+        Ok(tonic::Response::new(ExportMetricsServiceResponse::default()))
+    }
+}
+
+/// One metric data point as the checks read it: a gauge's or sum's value, a
+/// histogram's count.
+#[derive(Clone, Debug)]
+struct Point {
+    service: String,
+    name: String,
+    attributes: HashMap<String, String>,
+    value: f64,
+}
+
+fn points_of(request: &ExportMetricsServiceRequest) -> Vec<Point> {
+    let mut out = Vec::new();
+    for rm in &request.resource_metrics {
+        let service = rm
+            .resource
+            .iter()
+            .flat_map(|r| &r.attributes)
+            .find(|kv| kv.key == "service.name")
+            .map(|kv| value(kv.value.as_ref().and_then(|v| v.value.as_ref())))
+            .unwrap_or_default();
+        for sm in &rm.scope_metrics {
+            for m in &sm.metrics {
+                let attributes = |kvs: &[opentelemetry_proto::tonic::common::v1::KeyValue]| {
+                    kvs.iter()
+                        .map(|kv| {
+                            (
+                                kv.key.clone(),
+                                value(kv.value.as_ref().and_then(|v| v.value.as_ref())),
+                            )
+                        })
+                        .collect::<HashMap<_, _>>()
+                };
+                let number = |v: Option<&Number>| match v {
+                    Some(Number::AsDouble(d)) => *d,
+                    #[allow(clippy::cast_precision_loss)]
+                    Some(Number::AsInt(i)) => *i as f64,
+                    None => f64::NAN,
+                };
+                let mut push = |attributes, value| {
+                    out.push(Point {
+                        service: service.clone(),
+                        name: m.name.clone(),
+                        attributes,
+                        value,
+                    });
+                };
+                match &m.data {
+                    Some(Data::Gauge(g)) => g.data_points.iter().for_each(|p| {
+                        push(attributes(&p.attributes), number(p.value.as_ref()));
+                    }),
+                    Some(Data::Sum(sum)) => sum.data_points.iter().for_each(|p| {
+                        push(attributes(&p.attributes), number(p.value.as_ref()));
+                    }),
+                    #[allow(clippy::cast_precision_loss)]
+                    Some(Data::Histogram(h)) => h.data_points.iter().for_each(|p| {
+                        push(attributes(&p.attributes), p.count as f64);
+                    }),
+                    _ => {}
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Waits until a point of `service` named `name` with `attributes` reaches `at_least`.
+async fn wait_point(
+    received: &Received,
+    service: &str,
+    name: &str,
+    attributes: &[(&str, &str)],
+    at_least: f64,
+) -> Point {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let found = received.points().into_iter().rev().find(|p| {
+            p.service == service
+                && p.name == name
+                && p.value >= at_least
+                && attributes
+                    .iter()
+                    .all(|(k, v)| p.attributes.get(*k).map(String::as_str) == Some(*v))
+        });
+        if let Some(point) = found {
+            return point;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no {name} ≥ {at_least} with {attributes:?} from {service} within 30 s; received: {:#?}",
+            received.points()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A gRPC OTLP receiver (traces and metrics) on a loopback port:
+/// `http://127.0.0.1:<port>`.
 async fn grpc_receiver() -> (String, Received) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -66,6 +193,7 @@ async fn grpc_receiver() -> (String, Received) {
     tokio::spawn(
         tonic::transport::Server::builder()
             .add_service(service)
+            .add_service(MetricsServiceServer::new(received.clone()))
             .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
     );
     (format!("http://{addr}"), received)
@@ -528,7 +656,8 @@ async fn server_and_runner(register: &[&str], executor: &str) {
         .arg(data.path().join("data"))
         .env("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)
         .env("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
-        .env("OTEL_BSP_SCHEDULE_DELAY", "200");
+        .env("OTEL_BSP_SCHEDULE_DELAY", "200")
+        .env("OTEL_METRIC_EXPORT_INTERVAL", "300");
     let mut server = Process::spawn(command);
     let listening = server.wait_for("gantry server: listening on ");
     let url = listening
@@ -595,7 +724,8 @@ async fn server_and_runner(register: &[&str], executor: &str) {
         .args(["runner", "run", "--config"])
         .arg(&config)
         .current_dir(data.path())
-        .env("OTEL_BSP_SCHEDULE_DELAY", "200");
+        .env("OTEL_BSP_SCHEDULE_DELAY", "200")
+        .env("OTEL_METRIC_EXPORT_INTERVAL", "300");
     let runner = Process::spawn(command);
 
     let pipeline: serde_json::Value = serde_json::from_str(&client(&[
@@ -684,8 +814,71 @@ async fn server_and_runner(register: &[&str], executor: &str) {
     .await
     .unwrap();
     check_traceparent(&log, &spans);
+    check_metrics(&received).await;
     runner.stop("-TERM");
     server.stop("-TERM");
+}
+
+/// The metrics of that pipeline (`compile` succeeds, `checks` fails allowed): the run's
+/// `executing` state with its result, the jobs' queue waits and durations, the failure
+/// reason, the runners by state, the runner's capacity.
+async fn check_metrics(received: &Received) {
+    let server = "gantry-server";
+    let run = [
+        ("cicd.pipeline.name", "gantry/demo"),
+        ("cicd.pipeline.run.state", "executing"),
+        ("cicd.pipeline.result", "success"),
+    ];
+    wait_point(received, server, "cicd.pipeline.run.duration", &run, 1.0).await;
+    let pending = [
+        ("cicd.pipeline.name", "gantry/demo"),
+        ("cicd.pipeline.run.state", "pending"),
+    ];
+    let point = wait_point(
+        received,
+        server,
+        "cicd.pipeline.run.duration",
+        &pending,
+        1.0,
+    )
+    .await;
+    assert!(
+        !point.attributes.contains_key("cicd.pipeline.result"),
+        "the result is on the state it was reached in: {point:?}"
+    );
+    wait_point(received, server, "gantry.job.queue.duration", &[], 2.0).await;
+    wait_point(
+        received,
+        server,
+        "gantry.job.duration",
+        &[("gitlab.job.status", "failed")],
+        1.0,
+    )
+    .await;
+    wait_point(
+        received,
+        server,
+        "gantry.job.failures",
+        &[("gitlab.job.failure_reason", "script_failure")],
+        1.0,
+    )
+    .await;
+    wait_point(
+        received,
+        server,
+        "cicd.worker.count",
+        &[("cicd.worker.state", "available")],
+        1.0,
+    )
+    .await;
+    wait_point(
+        received,
+        "ci-runner",
+        "gantry.runner.capacity.limit",
+        &[],
+        1.0,
+    )
+    .await;
 }
 
 // ---- gantry run ---------------------------------------------------------------------

@@ -34,6 +34,7 @@ build:
     - wget -q -O service.txt http://web:8080/
     - cat input.txt > out.txt
     - echo "built in a container" >> out.txt
+    - sleep 3 # long enough for the resource samples (one a second) to arrive
   artifacts:
     paths: [out.txt, service.txt]
 
@@ -107,6 +108,14 @@ async fn docker_autoscaler_jobs_run_in_containers_on_autoscaled_instances() {
     ] {
         assert!(log.contains(needle), "missing {needle:?}:\n{log}");
     }
+    // Its resource use was measured on the instance's engine (its build container and
+    // its service's).
+    let used = &build["resources"];
+    assert!(
+        used["peak_memory_bytes"].as_u64().is_some_and(|b| b > 0)
+            && used["cpu_user_seconds"].is_number(),
+        "no resource figures: {build}"
+    );
 
     // The artifacts (one made with the service's answer) came back from the build's
     // instance and went to the test job's own instance, whose engine it reached

@@ -549,7 +549,10 @@ async fn pages_sites_are_deployed_and_served_and_releases_created() {
     assert_eq!(release["commit"]["id"], setup.repo.sha.as_str());
     assert_eq!(release["upcoming_release"], false);
     let link = &release["assets"]["links"][0];
-    assert_eq!(link["url"], format!("https://example.com/pkg-2.{iid}.0.tgz"));
+    assert_eq!(
+        link["url"],
+        format!("https://example.com/pkg-2.{iid}.0.tgz")
+    );
     assert_eq!(link["link_type"], "package");
     assert_eq!(
         link["direct_asset_url"],
@@ -558,13 +561,20 @@ async fn pages_sites_are_deployed_and_served_and_releases_created() {
             server.url
         )
     );
-    let one = api_get(server, &format!("projects/{}/releases/{tag}", setup.project)).await;
+    let one = api_get(
+        server,
+        &format!("projects/{}/releases/{tag}", setup.project),
+    )
+    .await;
     assert_eq!(one["tag_name"], tag);
 
     // coverage.py's Cobertura and ruff's Code Climate reports, uploaded by the runner.
     let coverage = api_get(
         server,
-        &format!("projects/{}/pipelines/{pipeline}/coverage_report", setup.project),
+        &format!(
+            "projects/{}/pipelines/{pipeline}/coverage_report",
+            setup.project
+        ),
     )
     .await;
     assert_eq!(
@@ -579,7 +589,10 @@ async fn pages_sites_are_deployed_and_served_and_releases_created() {
     assert_eq!(coverage["jobs"][0]["error"], serde_json::Value::Null);
     let quality = api_get(
         server,
-        &format!("projects/{}/pipelines/{pipeline}/codequality_report", setup.project),
+        &format!(
+            "projects/{}/pipelines/{pipeline}/codequality_report",
+            setup.project
+        ),
     )
     .await;
     assert_eq!(quality["summary"]["count"], 1, "{quality}");
@@ -590,7 +603,10 @@ async fn pages_sites_are_deployed_and_served_and_releases_created() {
     assert_eq!(d["line"], 1);
     assert_eq!(
         d["web_url"],
-        format!("{}/gantry/e2e/-/blob/{}/calc.py#L1", server.url, setup.repo.sha)
+        format!(
+            "{}/gantry/e2e/-/blob/{}/calc.py#L1",
+            server.url, setup.repo.sha
+        )
     );
 
     // A second pipeline (a release of its own version): the site is replaced.

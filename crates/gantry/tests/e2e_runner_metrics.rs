@@ -200,7 +200,10 @@ async fn check_figures(setup: &Setup, pipeline: i64, burned: impl Fn(&str) -> (f
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     let live = loop {
         let (status, used) = resources(server, setup.project, job).await;
-        assert_eq!(status, "running", "the job ended before its figures arrived: {used}");
+        assert_eq!(
+            status, "running",
+            "the job ended before its figures arrived: {used}"
+        );
         if cpu(&used) >= own_cpu * 0.8 && peak(&used) >= own_peak * 0.8 {
             break used;
         }
@@ -218,8 +221,15 @@ async fn check_figures(setup: &Setup, pipeline: i64, burned: impl Fn(&str) -> (f
     let (_, used) = resources(server, setup.project, job).await;
     within(cpu(&used), own_cpu, "CPU seconds");
     within(peak(&used), own_peak, "peak memory");
-    within(peak(&used), f64::from(200u32 << 20), "peak memory against 200 MiB");
-    assert!(used["read_bytes"].is_u64() && used["written_bytes"].is_u64(), "{used}");
+    within(
+        peak(&used),
+        f64::from(200u32 << 20),
+        "peak memory against 200 MiB",
+    );
+    assert!(
+        used["read_bytes"].is_u64() && used["written_bytes"].is_u64(),
+        "{used}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -281,5 +291,56 @@ async fn a_docker_jobs_cpu_and_peak_memory_are_reported_while_it_runs_and_at_its
         (cpu, f64::from(200u32 << 20))
     })
     .await;
+    runner.stop(Duration::from_secs(30)).await;
+}
+
+/// A service's use counts as the job's: the service burns about 2 s of CPU while the
+/// job's own container only sleeps.
+const BURNING_SERVICE: &str = r#"
+burn:
+  services:
+    - name: gantry-test/busybox:latest
+      alias: burner
+      command: ["sh", "-c", "timeout 2 sh -c 'while :; do :; done'; sleep 60"]
+  script:
+    - sleep 6
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_docker_jobs_services_count_in_its_resources() {
+    let ok = std::process::Command::new("docker")
+        .args(["image", "inspect", IMAGE])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        ok,
+        "this test needs a Docker engine and the image {IMAGE}: start the engine and run scripts/test-images.sh"
+    );
+    let setup = Setup::new(BURNING_SERVICE, &[]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let text = config_text(
+        &setup.server.url,
+        &setup.runner_token,
+        dir.path(),
+        "",
+        &format!("[runners.docker]\nimage = \"{IMAGE}\"\npull_policy = [\"if-not-present\"]\n"),
+    )
+    .replace("executor = \"shell\"", "executor = \"docker\"");
+    let runner = Runner::from_text(dir, &text);
+    let pipeline = setup.server.create_pipeline(setup.project).await;
+    let done = setup
+        .server
+        .wait_pipeline(setup.project, pipeline, Duration::from_secs(90))
+        .await;
+    assert_eq!(done["status"], "success", "{done}");
+    let job = setup
+        .server
+        .job_named(setup.project, pipeline, "burn")
+        .await;
+    let used = &job["resources"];
+    // At most 2 s (the service's loop), at least most of it; the build container's
+    // `sleep` adds next to nothing. A loaded machine may give the loop less.
+    let cpu = cpu(used);
+    assert!((1.0..=2.6).contains(&cpu), "{cpu} CPU seconds: {used}");
     runner.stop(Duration::from_secs(30)).await;
 }

@@ -1364,18 +1364,28 @@ test: {stage: test, script: [sleep 1]}
         .find(|l| l.starts_with("test ") && l.contains("success"))
         .unwrap();
     assert!(row.contains("MiB") || row.contains("KiB"), "{row}");
-    let timeline = &out[out.find("timeline: ").unwrap_or_else(|| panic!("{}", r.explain()))..];
+    let timeline = &out[out
+        .find("timeline: ")
+        .unwrap_or_else(|| panic!("{}", r.explain()))..];
     let rows: Vec<&str> = timeline.lines().collect();
     let build = rows.iter().position(|l| l.starts_with("build ")).unwrap();
     let test = rows.iter().position(|l| l.starts_with("test ")).unwrap();
     assert!(build < test, "{timeline}");
     // build ran before test: its bar starts further left.
     let first_run = |line: &str| line.find('█').unwrap_or(usize::MAX);
-    assert!(first_run(rows[build]) <= first_run(rows[test]), "{timeline}");
-    assert!(rows[test].contains("cpu ") && rows[test].contains("memory "), "{timeline}");
+    assert!(
+        first_run(rows[build]) <= first_run(rows[test]),
+        "{timeline}"
+    );
+    assert!(
+        rows[test].contains("cpu ") && rows[test].contains("memory "),
+        "{timeline}"
+    );
     // Each job's sections beneath it.
     assert!(
-        rows[test + 1..].iter().any(|l| l.starts_with("  step_script")),
+        rows[test + 1..]
+            .iter()
+            .any(|l| l.starts_with("  step_script")),
         "{timeline}"
     );
 }

@@ -35,8 +35,8 @@ pub(crate) use environment::environment;
 pub(crate) use image::{image, services};
 pub(crate) use inherit::{DEFAULT_KEYS, Inherit, InheritSet, inherit};
 pub(crate) use misc::{
-    PagesKeyword, allow_failure, coverage, dast_configuration, hooks, identity, interruptible, pages,
-    resource_group, tags, timeout,
+    PagesKeyword, allow_failure, coverage, dast_configuration, hooks, identity, interruptible,
+    pages, resource_group, tags, timeout,
 };
 pub(crate) use parallel::{Parallel, parallel};
 pub(crate) use release::release;

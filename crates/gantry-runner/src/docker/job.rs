@@ -93,6 +93,9 @@ pub(crate) struct DockerExecutor {
     container: std::sync::Mutex<Option<String>>,
     network: Option<String>,
     services: Vec<StartedService>,
+    /// The services' samplers, one per service for the whole job (their use is
+    /// cumulative), started with the first measured stage, stopped at cleanup.
+    service_samplers: std::sync::Mutex<Vec<crate::resources::Sampler>>,
     /// Where detached stages keep their files ([`detached`]).
     detach: Option<detached::Detach>,
 }
@@ -132,6 +135,7 @@ impl DockerExecutor {
             container: std::sync::Mutex::new(None),
             network: None,
             services: Vec::new(),
+            service_samplers: std::sync::Mutex::new(Vec::new()),
             detach: None,
         }
     }
@@ -533,8 +537,25 @@ impl DockerExecutor {
 
     /// Samples the build container `id`'s use into a new stage of `meter` until the
     /// returned sampler is dropped (see `super::stats`); the last sample is the
-    /// stage's figure.
+    /// stage's figure. The first call also starts sampling each service container into
+    /// a part of `meter` of its own, alongside the stages, until cleanup: a job's
+    /// figures are its build container's and its services' together.
     fn measure(&self, meter: &crate::resources::JobMeter, id: &str) -> crate::resources::Sampler {
+        {
+            let mut services = self
+                .service_samplers
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if services.is_empty() {
+                for service in &self.services {
+                    services.push(self.sample(meter, &service.id));
+                }
+            }
+        }
+        self.sample(meter, id)
+    }
+
+    fn sample(&self, meter: &crate::resources::JobMeter, id: &str) -> crate::resources::Sampler {
         let (docker, id) = (self.docker.clone(), id.to_owned());
         crate::resources::sample_every(std::sync::Arc::new(meter.stage()), move || {
             let (docker, id) = (docker.clone(), id.clone());
@@ -638,6 +659,11 @@ impl DockerExecutor {
 
     /// Removes every container, network and volume of this job run.
     pub(crate) async fn cleanup(&self) -> Result<Removed, DockerError> {
+        // The services' last samples become their figures before they go.
+        self.service_samplers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clear();
         remove_labelled(&self.docker, LABEL_INSTANCE, &self.instance).await
     }
 

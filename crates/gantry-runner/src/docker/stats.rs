@@ -42,9 +42,7 @@ fn from_stats(stats: &ContainerStatsResponse) -> Option<JobResources> {
     let user = usage.usage_in_usermode.unwrap_or(0);
     let system = usage.usage_in_kernelmode.unwrap_or(0);
     let memory = stats.memory_stats.as_ref();
-    let peak = memory
-        .and_then(|m| m.max_usage.or(m.usage))
-        .unwrap_or(0);
+    let peak = memory.and_then(|m| m.max_usage.or(m.usage)).unwrap_or(0);
     if usage.total_usage.unwrap_or(0) == 0 && peak == 0 {
         return None;
     }
@@ -105,8 +103,10 @@ mod tests {
 
     #[test]
     fn a_stopped_container_answers_nothing() {
-        let stats: ContainerStatsResponse =
-            serde_json::from_str(r#"{"cpu_stats": {"cpu_usage": {"total_usage": 0}}, "memory_stats": {}}"#).unwrap();
+        let stats: ContainerStatsResponse = serde_json::from_str(
+            r#"{"cpu_stats": {"cpu_usage": {"total_usage": 0}}, "memory_stats": {}}"#,
+        )
+        .unwrap();
         assert_eq!(from_stats(&stats), None);
     }
 }

@@ -72,11 +72,23 @@ pub(crate) fn end_job_span(
     }
     if let Some(r) = resources {
         let bytes = |b: u64| i64::try_from(b).unwrap_or(i64::MAX);
-        span.set_attribute(KeyValue::new(n::GANTRY_JOB_CPU_USER_SECONDS, r.cpu_user_seconds));
-        span.set_attribute(KeyValue::new(n::GANTRY_JOB_CPU_SYSTEM_SECONDS, r.cpu_system_seconds));
-        span.set_attribute(KeyValue::new(n::GANTRY_JOB_PEAK_MEMORY_BYTES, bytes(r.peak_memory_bytes)));
+        span.set_attribute(KeyValue::new(
+            n::GANTRY_JOB_CPU_USER_SECONDS,
+            r.cpu_user_seconds,
+        ));
+        span.set_attribute(KeyValue::new(
+            n::GANTRY_JOB_CPU_SYSTEM_SECONDS,
+            r.cpu_system_seconds,
+        ));
+        span.set_attribute(KeyValue::new(
+            n::GANTRY_JOB_PEAK_MEMORY_BYTES,
+            bytes(r.peak_memory_bytes),
+        ));
         span.set_attribute(KeyValue::new(n::GANTRY_JOB_READ_BYTES, bytes(r.read_bytes)));
-        span.set_attribute(KeyValue::new(n::GANTRY_JOB_WRITTEN_BYTES, bytes(r.written_bytes)));
+        span.set_attribute(KeyValue::new(
+            n::GANTRY_JOB_WRITTEN_BYTES,
+            bytes(r.written_bytes),
+        ));
     }
     let (status, reason) = match ending {
         JobEnding::Success => ("success", None),

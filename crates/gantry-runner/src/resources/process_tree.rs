@@ -97,7 +97,10 @@ fn children(pid: u32) -> Vec<u32> {
     let mut found = Vec::new();
     for task in tasks.flatten() {
         if let Ok(list) = std::fs::read_to_string(task.path().join("children")) {
-            found.extend(list.split_whitespace().filter_map(|p| p.parse::<u32>().ok()));
+            found.extend(
+                list.split_whitespace()
+                    .filter_map(|p| p.parse::<u32>().ok()),
+            );
         }
     }
     found
@@ -110,7 +113,13 @@ fn page_size() -> u64 {
     }
 }
 
-fn to_resources(user_ticks: u64, system_ticks: u64, peak: u64, read: u64, written: u64) -> JobResources {
+fn to_resources(
+    user_ticks: u64,
+    system_ticks: u64,
+    peak: u64,
+    read: u64,
+    written: u64,
+) -> JobResources {
     let hz = ticks_per_second();
     JobResources {
         cpu_user_seconds: user_ticks as f64 / hz,

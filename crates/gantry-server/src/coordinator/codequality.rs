@@ -84,7 +84,9 @@ pub struct BlobUrl<'a> {
 }
 
 fn text(v: &serde_json::Value, key: &str) -> Option<String> {
-    v.get(key).and_then(serde_json::Value::as_str).map(str::to_owned)
+    v.get(key)
+        .and_then(serde_json::Value::as_str)
+        .map(str::to_owned)
 }
 
 /// `CodequalityReports#valid_degradation?` (the `codeclimate.json` schema).
@@ -119,7 +121,10 @@ pub fn parse_into(
         if !valid(d) {
             break;
         }
-        let path = d.pointer("/location/path").and_then(|v| v.as_str()).map(str::to_owned);
+        let path = d
+            .pointer("/location/path")
+            .and_then(|v| v.as_str())
+            .map(str::to_owned);
         let line = d
             .pointer("/location/lines/begin")
             .or_else(|| d.pointer("/location/positions/begin/line"))
@@ -153,10 +158,15 @@ pub fn parse_into(
 }
 
 /// Sorted by severity, and GitLab's summary.
-pub fn finish(degradations: IndexMap<String, Degradation>) -> (Vec<Degradation>, CodequalitySummary) {
+pub fn finish(
+    degradations: IndexMap<String, Degradation>,
+) -> (Vec<Degradation>, CodequalitySummary) {
     let priority = |s: &str| {
         let s = s.to_lowercase();
-        SEVERITIES.iter().position(|p| *p == s).unwrap_or(SEVERITIES.len() - 1)
+        SEVERITIES
+            .iter()
+            .position(|p| *p == s)
+            .unwrap_or(SEVERITIES.len() - 1)
     };
     let mut list: Vec<Degradation> = degradations.into_values().collect();
     list.sort_by_key(|d| priority(&d.severity));
@@ -192,7 +202,9 @@ fn members(file: std::fs::File) -> Result<Vec<Vec<u8>>, String> {
             .read_to_end(&mut text)
             .map_err(|e| format!("the report could not be read: {e}"))?;
         if text.len() as u64 > MAX_REPORT_BYTES {
-            return Err(format!("the report is larger than {MAX_REPORT_BYTES} bytes"));
+            return Err(format!(
+                "the report is larger than {MAX_REPORT_BYTES} bytes"
+            ));
         }
         if !text.iter().all(u8::is_ascii_whitespace) {
             out.push(text);
@@ -214,7 +226,9 @@ fn members(file: std::fs::File) -> Result<Vec<Vec<u8>>, String> {
             .map_err(|e| format!("the report could not be read: {e}"))?;
         total += text.len() as u64;
         if total > MAX_REPORT_BYTES {
-            return Err(format!("the report is larger than {MAX_REPORT_BYTES} bytes unpacked"));
+            return Err(format!(
+                "the report is larger than {MAX_REPORT_BYTES} bytes unpacked"
+            ));
         }
         out.push(text);
     }
@@ -305,9 +319,16 @@ mod tests {
         assert_eq!(list[0].fingerprint, "b");
         assert_eq!(list[0].line, Some(9));
         assert_eq!(list[1].description, "again");
-        assert_eq!(list[1].web_url.as_deref(), Some("http://h/g/p/-/blob/abc/app.py#L"));
+        assert_eq!(
+            list[1].web_url.as_deref(),
+            Some("http://h/g/p/-/blob/abc/app.py#L")
+        );
         assert_eq!((summary.critical, summary.minor, summary.count), (1, 1, 2));
         let mut none = IndexMap::new();
-        assert!(parse_into(b"{", None, &mut none).unwrap_err().starts_with("JSON parsing failed:"));
+        assert!(
+            parse_into(b"{", None, &mut none)
+                .unwrap_err()
+                .starts_with("JSON parsing failed:")
+        );
     }
 }

@@ -111,7 +111,8 @@ impl CoverageReport {
             files: self.files.len() as u64,
             lines,
             covered_lines: covered,
-            percent: (lines > 0).then(|| (covered as f64 * 10_000.0 / lines as f64).round() / 100.0),
+            percent: (lines > 0)
+                .then(|| (covered as f64 * 10_000.0 / lines as f64).round() / 100.0),
         };
     }
 }
@@ -206,7 +207,9 @@ pub fn parse_into(
         }
         match event {
             Event::Text(t) if in_source => {
-                let text = t.unescape().map_err(|e| format!("XML parsing failed with error: {e}"))?;
+                let text = t
+                    .unescape()
+                    .map_err(|e| format!("XML parsing failed with error: {e}"))?;
                 sources.push(text.trim().replace('\\', "/"));
             }
             Event::End(e) => {
@@ -252,7 +255,10 @@ fn cobertura_name(filename: &str, sources: &[String], project_path: &str) -> Str
 impl Coordinator {
     /// The types of the pipeline's artifacts (`archive`, `junit`, `cobertura`, …), one
     /// per artifact: whether a report is there to read.
-    pub async fn pipeline_artifact_types(&self, pipeline_id: i64) -> Result<Vec<String>, CoordinatorError> {
+    pub async fn pipeline_artifact_types(
+        &self,
+        pipeline_id: i64,
+    ) -> Result<Vec<String>, CoordinatorError> {
         Ok(self
             .inner
             .store
@@ -265,7 +271,10 @@ impl Coordinator {
 
     /// The pipeline's coverage report: the Cobertura and JaCoCo reports of its latest
     /// jobs (expired ones are gone), merged.
-    pub async fn coverage_report(&self, pipeline_id: i64) -> Result<CoverageReport, CoordinatorError> {
+    pub async fn coverage_report(
+        &self,
+        pipeline_id: i64,
+    ) -> Result<CoverageReport, CoordinatorError> {
         let store = &self.inner.store;
         let pipeline = store.pipeline(pipeline_id).await?;
         let project = store.project(pipeline.project_id).await?;
@@ -276,7 +285,10 @@ impl Coordinator {
         jobs.sort_by_key(|j| j.id);
         let mut report = CoverageReport::default();
         for job in jobs.iter().filter(|j| !j.retried) {
-            for a in artifacts.iter().filter(|a| a.job_id == job.id && !a.expired(now)) {
+            for a in artifacts
+                .iter()
+                .filter(|a| a.job_id == job.id && !a.expired(now))
+            {
                 let format = if a.file_type == ArtifactType::Cobertura.as_str() {
                     CoverageFormat::Cobertura
                 } else if a.file_type == ArtifactType::Jacoco.as_str() {
@@ -343,7 +355,9 @@ fn parse_members(
     std::io::Read::read_to_end(&mut (&mut reader).take(MAX_REPORT_BYTES + 1), &mut text)
         .map_err(|e| format!("XML parsing failed with error: {e}"))?;
     if text.len() as u64 > MAX_REPORT_BYTES {
-        return Err(format!("the report is larger than {MAX_REPORT_BYTES} bytes unpacked"));
+        return Err(format!(
+            "the report is larger than {MAX_REPORT_BYTES} bytes unpacked"
+        ));
     }
     let starts: Vec<usize> = text
         .windows(5)
@@ -378,7 +392,13 @@ mod tests {
   </classes></package></packages>
 </coverage>"#;
         let mut r = CoverageReport::default();
-        parse_into(xml.as_bytes(), CoverageFormat::Cobertura, "gantry/demo", &mut r).unwrap();
+        parse_into(
+            xml.as_bytes(),
+            CoverageFormat::Cobertura,
+            "gantry/demo",
+            &mut r,
+        )
+        .unwrap();
         r.finish();
         assert_eq!(r.files["src/a.py"], BTreeMap::from([(1, 1), (2, 3)]));
         assert_eq!(r.summary.percent, Some(100.0));
@@ -390,9 +410,18 @@ mod tests {
 <sourcefile name="A.java"><line nr="3" mi="0" ci="2" mb="0" cb="0"/><line nr="4" mi="1" ci="0" mb="0" cb="0"/></sourcefile>
 </package></report>"#;
         let mut r = CoverageReport::default();
-        parse_into(xml.as_bytes(), CoverageFormat::Jacoco, "gantry/demo", &mut r).unwrap();
+        parse_into(
+            xml.as_bytes(),
+            CoverageFormat::Jacoco,
+            "gantry/demo",
+            &mut r,
+        )
+        .unwrap();
         r.finish();
-        assert_eq!(r.files["com/example/A.java"], BTreeMap::from([(3, 2), (4, 0)]));
+        assert_eq!(
+            r.files["com/example/A.java"],
+            BTreeMap::from([(3, 2), (4, 0)])
+        );
         assert_eq!((r.summary.lines, r.summary.covered_lines), (2, 1));
         assert_eq!(r.summary.percent, Some(50.0));
     }

@@ -42,8 +42,8 @@ mod jobs;
 mod lint;
 mod merge_requests;
 mod metrics;
-mod pages;
 pub mod object_blob;
+mod pages;
 mod payload;
 mod pending;
 mod pipelines;
@@ -85,10 +85,11 @@ pub use access_tokens::{
     ACCESS_TOKEN_SCOPES, AccessTokenRequest, AccessTokenView, TokenAccess, new_admin_token,
 };
 pub use artifacts::{
-    ArtifactBlob, ArtifactEntry, EXPIRED_PER_PASS, MAX_ARTIFACT_ENTRIES, RemovedArtifacts, StageError,
-    StagedUpload,
+    ArtifactBlob, ArtifactEntry, EXPIRED_PER_PASS, MAX_ARTIFACT_ENTRIES, RemovedArtifacts,
+    StageError, StagedUpload,
 };
 pub use blob::{BlobStore, LocalDir};
+pub use codequality::{CodequalityReport, CodequalitySummary, Degradation};
 pub use environment::JobEnvironment;
 pub use environments::{
     AUTO_STOP_BATCH, DeploymentRequest, DeploymentView, EnvironmentBasic, EnvironmentRequest,
@@ -115,9 +116,7 @@ pub use merge_requests::{
 };
 pub use metrics::CONTENT_TYPE as METRICS_CONTENT_TYPE;
 pub use object_blob::ObjectBlobs;
-pub use codequality::{CodequalityReport, CodequalitySummary, Degradation};
 pub use pages::{PagesAnswer, PagesDeploymentView, PagesSettings};
-pub use releases::ReleaseView;
 pub use pending::PendingReason;
 pub use pipelines::{
     DefaultBranch, JobSelection, MAX_DEPLOYMENTS_PER_PIPELINE, PipelineRequest, ProjectRequest,
@@ -125,6 +124,7 @@ pub use pipelines::{
 };
 pub use pushes::{PUSH_PIPELINE_LIMIT, PushedRef};
 pub use queue::RequestInfo;
+pub use releases::ReleaseView;
 pub use resource_groups::{PROCESS_MODES, ResourceGroupView};
 pub use schedules::{
     LastPipeline, MAX_SCHEDULE_VARIABLES, MAX_SCHEDULES_PER_PROJECT, ScheduleOwner,
@@ -132,9 +132,9 @@ pub use schedules::{
 };
 pub use sessions::{SESSION_TTL, csrf_token};
 pub use time::iso8601;
+pub use timeline::{Timeline, TimelineJob, TimelineSection, human_bytes};
 pub use traces::{SHARED_PATCH_LIMIT, TraceAppend, TraceSource, TraceWindow};
 pub use triggers::TRIGGER_TOKEN_PREFIX;
-pub use timeline::{Timeline, TimelineJob, TimelineSection, human_bytes};
 pub use views::{
     Artifact, ArtifactsFile, Bootstrap, JobPipeline, JobProgress, JobView, Namespace, PipelineView,
     Project, ResourcesView, Runner, RunnerOptions, RunnerUpdate, TriggerView, UpdateResult,
@@ -222,6 +222,9 @@ pub struct CoordinatorConfig {
     pub remove_expired_artifacts: bool,
     /// The process's tracer (`None`, the default: no spans; see `telemetry.rs`).
     pub telemetry: Option<gantry_telemetry::Telemetry>,
+    /// The process's meters (`None`, the default: metrics only as Prometheus text at
+    /// `/-/metrics`; see `metrics.rs`).
+    pub meters: Option<gantry_telemetry::Meters>,
     /// Where Pages sites are served (`gantry server --pages-url`, e.g.
     /// `https://pages.example.com`): requests for that host are Pages requests; `None`:
     /// `<external_url>/-/pages` (see `pages.rs`).
@@ -274,6 +277,7 @@ impl CoordinatorConfig {
             pipeline_refs: true,
             remove_expired_artifacts: true,
             telemetry: None,
+            meters: None,
             pages_url: None,
         }
     }
@@ -323,8 +327,8 @@ struct Inner {
     /// Assignments waiting for the gate; its holder commits them all (group commit).
     assign_queue: Mutex<Vec<queue::WaitingAssignment>>,
     runtime: Mutex<Runtime>,
-    /// This process's counters (`metrics.rs`).
-    counters: metrics::Counters,
+    /// This process's metrics (`metrics.rs`).
+    metrics: metrics::Metrics,
     /// The key ID tokens are signed with, once read or made (`id_tokens.rs`).
     oidc_key: tokio::sync::OnceCell<Arc<id_tokens::SigningKey>>,
 }
@@ -499,6 +503,7 @@ impl Coordinator {
             rand::rng().next_u64()
         };
         let db_key = cfg.db_key.clone().unwrap_or_else(secrets::DbKey::random);
+        let metrics = metrics::Metrics::new(cfg.meters.as_ref());
         Coordinator {
             inner: Arc::new(Inner {
                 db_key,
@@ -520,7 +525,7 @@ impl Coordinator {
                 assign_gate: tokio::sync::Mutex::new(()),
                 assign_queue: Mutex::new(Vec::new()),
                 runtime: Mutex::new(Runtime::default()),
-                counters: metrics::Counters::default(),
+                metrics,
                 oidc_key: tokio::sync::OnceCell::new(),
             }),
         }
@@ -912,6 +917,7 @@ impl Coordinator {
             {
                 Ok(()) => {
                     self.record_decision(&loaded, &change, now_ms);
+                    self.observe_decision(&loaded, &change, now_ms);
                     let project_id = loaded.pipeline.project_id;
                     let pending = new_pending(&loaded, &changes, &self.project_name(project_id));
                     let completed = |s: &str| Status::parse(s).is_some_and(Status::is_completed);
@@ -968,7 +974,7 @@ impl Coordinator {
         let mut resources = false;
         let mut ended = Vec::new();
         for c in changes {
-            self.inner.counters.job_changed(c.from, c.to);
+            self.inner.metrics.job_changed(c.from, c.to);
             wake |= c.to == crate::processor::Status::Pending;
             resources |= c.resource_group
                 && (c.to == crate::processor::Status::WaitingForResource || c.to.is_completed());

@@ -35,10 +35,10 @@ use std::sync::Arc;
 
 use gantry_store::{NewPagesDeployment, PagesDeployment};
 
+use super::Coordinator;
 use super::error::{CoordinatorError, Result};
 use super::spec::{PagesModel, StoredSpec};
 use super::time::now_ms;
-use super::Coordinator;
 
 /// Most path segments tried as a project's full path (GitLab nests groups 20 deep).
 pub(crate) const MAX_PROJECT_DEPTH: usize = 21;
@@ -173,7 +173,10 @@ impl Coordinator {
         pages: &PagesModel,
     ) -> std::result::Result<PagesDeployment, DeployError> {
         let store = &self.inner.store;
-        let job = store.job_without_spec(job_id).await.map_err(CoordinatorError::from)?;
+        let job = store
+            .job_without_spec(job_id)
+            .await
+            .map_err(CoordinatorError::from)?;
         let pipeline = store
             .pipeline(job.pipeline_id)
             .await
@@ -215,7 +218,13 @@ impl Coordinator {
             .as_deref()
             .and_then(gantry_pipeline::duration::parse_expire_in)
             .and_then(|e| e.seconds())
-            .map(|s| now.saturating_add(i64::try_from(s).unwrap_or(i64::MAX / 2).saturating_mul(1000)));
+            .map(|s| {
+                now.saturating_add(
+                    i64::try_from(s)
+                        .unwrap_or(i64::MAX / 2)
+                        .saturating_mul(1000),
+                )
+            });
         let (row, older) = store
             .add_pages_deployment(
                 &NewPagesDeployment {
@@ -238,7 +247,10 @@ impl Coordinator {
     }
 
     /// The file `path` (below the pages base) resolves to; see the module docs.
-    pub async fn pages_file(&self, path: &str) -> std::result::Result<PagesAnswer, CoordinatorError> {
+    pub async fn pages_file(
+        &self,
+        path: &str,
+    ) -> std::result::Result<PagesAnswer, CoordinatorError> {
         let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
         let mut project = None;
         for depth in 2..=segments.len().min(MAX_PROJECT_DEPTH) {
@@ -261,7 +273,10 @@ impl Coordinator {
         let mut site = format!("{full}/");
         let mut deployment = None;
         if let Some(first) = rest.first() {
-            if let Some(d) = store.active_pages_deployment(project.id, first, now).await? {
+            if let Some(d) = store
+                .active_pages_deployment(project.id, first, now)
+                .await?
+            {
                 site = format!("{full}/{first}/");
                 deployment = Some(d);
                 rest.remove(0);
@@ -296,7 +311,17 @@ impl Coordinator {
             .map_err(|e| CoordinatorError::Io(std::io::Error::other(e.to_string())))??;
         Ok(match answer {
             Resolved::Redirect(to) => PagesAnswer::Redirect(format!("{site}{to}")),
-            Resolved::File { name, file, len, status } => PagesAnswer::File { name, file, len, status },
+            Resolved::File {
+                name,
+                file,
+                len,
+                status,
+            } => PagesAnswer::File {
+                name,
+                file,
+                len,
+                status,
+            },
             Resolved::Missing => PagesAnswer::Missing,
         })
     }

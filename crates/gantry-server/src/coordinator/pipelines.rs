@@ -765,7 +765,7 @@ impl Coordinator {
     ) -> std::result::Result<PipelineView, CoordinatorError> {
         let created = self.persist_creation(c).await;
         if created.is_ok() {
-            self.inner.counters.pipeline_created();
+            self.inner.metrics.pipeline_created();
         }
         created
     }
@@ -1146,6 +1146,7 @@ impl Coordinator {
         };
         store.apply(p.id, p.lock_version, &finish, now).await?;
         self.record_ended_at_creation(&p, &new.status, now);
+        self.observe_pipeline_end(&p, &new.status, now);
         self.pipeline(p.id).await
     }
 
@@ -1630,7 +1631,10 @@ impl Coordinator {
             .zip(bridges)
             .map(|(j, bridge)| {
                 let status = Status::parse(&j.status).ok_or_else(|| {
-                    CoordinatorError::corrupt(format!("job {}: unknown status {:?}", j.id, j.status))
+                    CoordinatorError::corrupt(format!(
+                        "job {}: unknown status {:?}",
+                        j.id, j.status
+                    ))
                 })?;
                 Ok(JobProgress {
                     id: j.id,

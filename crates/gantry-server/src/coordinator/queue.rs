@@ -176,7 +176,7 @@ impl Coordinator {
             .answer_job_request(runner, last_update, wait, info)
             .await;
         if let Ok(job) = &answer {
-            self.inner.counters.job_request(job.is_some());
+            self.inner.metrics.job_request(job.is_some());
         }
         answer
     }
@@ -455,6 +455,9 @@ impl Coordinator {
             else {
                 continue; // another runner took it, or it is no longer pending
             };
+            self.inner
+                .metrics
+                .job_picked(now - job.queued_at.unwrap_or(now));
             // From here until the payload is returned, a dropped request (its runner hung
             // up) puts the job back in the queue.
             let mut unsent = Unsent {

@@ -22,11 +22,11 @@ use serde::Serialize;
 
 use gantry_store::{NewRelease, Release};
 
+use super::Coordinator;
 use super::error::{CoordinatorError, Result};
 use super::payload::{creation_variables, dependency_rows};
 use super::spec::StoredSpec;
 use super::time::{iso8601, now_ms};
-use super::Coordinator;
 
 /// GitLab's `API::Entities::Release`.
 #[derive(Clone, Debug, Serialize)]
@@ -125,7 +125,10 @@ impl Coordinator {
         config: &serde_json::Value,
     ) -> std::result::Result<Release, ReleaseError> {
         let store = &self.inner.store;
-        let job = store.job_without_spec(job_id).await.map_err(CoordinatorError::from)?;
+        let job = store
+            .job_without_spec(job_id)
+            .await
+            .map_err(CoordinatorError::from)?;
         let pipeline = store
             .pipeline(job.pipeline_id)
             .await
@@ -225,7 +228,8 @@ impl Coordinator {
                     sha,
                     job_id: Some(job_id),
                     pipeline_id: Some(pipeline.id),
-                    milestones: serde_json::to_string(&milestones).unwrap_or_else(|_| "[]".to_owned()),
+                    milestones: serde_json::to_string(&milestones)
+                        .unwrap_or_else(|_| "[]".to_owned()),
                     links: serde_json::to_string(&links).unwrap_or_else(|_| "[]".to_owned()),
                     released_at,
                 },
@@ -240,7 +244,10 @@ impl Coordinator {
     pub async fn releases(&self, project_id: i64) -> Result<Vec<ReleaseView>> {
         let project = self.inner.store.project(project_id).await?;
         let rows = self.inner.store.releases(project_id).await?;
-        Ok(rows.iter().map(|r| self.release_view(&project, r)).collect())
+        Ok(rows
+            .iter()
+            .map(|r| self.release_view(&project, r))
+            .collect())
     }
 
     /// A project's release of `tag_name`.

@@ -10,10 +10,10 @@
 use gantry_protocol::trace::section::{SectionBoundary, parse_section_marker};
 use serde::Serialize;
 
+use super::Coordinator;
 use super::error::CoordinatorError;
 use super::time::now_ms;
 use super::views::{JobView, ResourcesView};
-use super::Coordinator;
 
 /// A pipeline's jobs on its time axis (Unix ms).
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -78,8 +78,7 @@ pub fn sections_of(log: &[u8], open_end: i64) -> Vec<TimelineSection> {
                     });
                 }
                 SectionBoundary::End => {
-                    if let Some(pos) = open.iter().rposition(|&i| sections[i].name == marker.name)
-                    {
+                    if let Some(pos) = open.iter().rposition(|&i| sections[i].name == marker.name) {
                         let index = open.remove(pos);
                         sections[index].end = at_ms.max(sections[index].start);
                     }
@@ -98,7 +97,9 @@ pub fn timeline_of(start: i64, jobs: &[JobView], now: i64, logs: &[(i64, Vec<u8>
     let mut end = start;
     for job in jobs.iter().filter(|j| !j.retried && !j.bridge) {
         let job_end = job.finished_at.or(job.started_at.map(|_| now));
-        end = end.max(job_end.unwrap_or(start)).max(job.started_at.unwrap_or(start));
+        end = end
+            .max(job_end.unwrap_or(start))
+            .max(job.started_at.unwrap_or(start));
         let log = logs
             .iter()
             .find(|(id, _)| *id == job.id)

@@ -107,11 +107,15 @@ impl Coordinator {
                 interval.tick().await;
                 if let Err(e) = this.tick(now_ms()).await {
                     eprintln!("gantry: failed to run the coordinator's timers: {e}");
+                    this.inner.metrics.system_error("scheduler", "timers");
                 }
                 if this.inner.cfg.run_schedules {
                     this.spawn_due_schedules();
                 }
                 ticks += 1;
+                if ticks % super::metrics::GAUGE_REFRESH_TICKS == 1 {
+                    this.refresh_exported_gauges().await;
+                }
                 if this.inner.cfg.remove_expired_artifacts
                     && ticks % EXPIRED_ARTIFACTS_EVERY_TICKS == 1
                 {
@@ -122,6 +126,7 @@ impl Coordinator {
                         eprintln!(
                             "gantry: failed to stop environments whose auto_stop_in passed: {e}"
                         );
+                        this.inner.metrics.system_error("scheduler", "auto_stop");
                     }
                 }
             }

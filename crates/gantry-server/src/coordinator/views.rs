@@ -4,8 +4,8 @@
 use serde::{Serialize, Serializer};
 
 use super::environment::JobEnvironment;
-use crate::processor::Status;
 use super::time::iso8601;
+use crate::processor::Status;
 
 fn iso<S: Serializer>(ms: &i64, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&iso8601(*ms))

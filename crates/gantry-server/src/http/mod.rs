@@ -64,7 +64,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, Request};
+use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::StatusCode;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -569,7 +569,7 @@ fn build(coordinator: Coordinator, shutdown: watch::Receiver<bool>) -> Router {
             state.clone(),
             gate::credentials_first,
         ))
-        .layer(middleware::from_fn(guard_panics))
+        .layer(middleware::from_fn_with_state(state.clone(), guard_panics))
         .with_state(state);
     // Routing happens inside `app`, so the path is rewritten before it sees the request.
     Router::new().fallback_service(tower::ServiceExt::map_request(app, without_trailing_slash))
@@ -607,18 +607,23 @@ async fn method_not_allowed() -> ApiError {
 /// survives), and a client that disconnects does not cut a handler off halfway (a job
 /// request that assigned a job still completes its bookkeeping). Error answers that
 /// are not JSON yet (axum's own rejections: a bad path or query parameter, a malformed
-/// multipart body) are rewritten as `{"message": "<code> <text>"}`.
-async fn guard_panics(request: Request, next: Next) -> Response {
+/// multipart body) are rewritten as `{"message": "<code> <text>"}`. Every `5xx` answer
+/// is counted as the coordinator's own error (`cicd_system_errors_total`).
+async fn guard_panics(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let method = request.method().clone();
     let path = request.uri().path().to_owned();
     let response = match tokio::spawn(next.run(request)).await {
         Ok(response) => response,
         Err(error) => {
+            state.coordinator.count_server_error(500);
             return ApiError::internal(&format!("the handler of {method} {path} failed: {error}"))
                 .into_response();
         }
     };
     let status = response.status();
+    if status.is_server_error() {
+        state.coordinator.count_server_error(status.as_u16());
+    }
     // JSON, and the web UI's pages (HTML for a browser), are answers already.
     let is_answer = response
         .headers()

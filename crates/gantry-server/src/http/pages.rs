@@ -20,8 +20,7 @@ use super::projects::admin_project_id;
 use super::{AppState, json_response};
 
 /// What sandboxed sites may still do.
-const SANDBOX: &str =
-    "sandbox allow-scripts allow-forms allow-popups allow-downloads allow-modals";
+const SANDBOX: &str = "sandbox allow-scripts allow-forms allow-popups allow-downloads allow-modals";
 
 /// `GET /projects/:id/pages`.
 pub(crate) async fn settings(
@@ -97,9 +96,10 @@ pub(crate) async fn serve(state: &AppState, request: Request, path: &str) -> Res
                 .into_response()
         }
     };
-    response
-        .headers_mut()
-        .insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(SANDBOX));
+    response.headers_mut().insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(SANDBOX),
+    );
     response.headers_mut().insert(
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
@@ -140,7 +140,10 @@ fn content_type(name: &str) -> &'static str {
 mod tests {
     #[test]
     fn content_types_by_extension() {
-        assert_eq!(super::content_type("index.HTML"), "text/html; charset=utf-8");
+        assert_eq!(
+            super::content_type("index.HTML"),
+            "text/html; charset=utf-8"
+        );
         assert_eq!(super::content_type("a/b.css"), "text/css; charset=utf-8");
         assert_eq!(super::content_type("noext"), "application/octet-stream");
     }

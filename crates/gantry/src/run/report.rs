@@ -347,7 +347,6 @@ fn cpu_cell(used: Option<&ResourcesView>) -> String {
     )
 }
 
-
 /// The pipeline status as the report names it: GitLab's, with the states a finished
 /// run can end in.
 pub(crate) fn report_status(pipeline_status: &str) -> String {

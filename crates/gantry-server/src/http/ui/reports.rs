@@ -12,7 +12,11 @@ use super::shell::escape;
 const MAX_SHOWN: usize = 20;
 
 /// The block for pipeline `pipeline_id` of project `project_id`, or `""`.
-pub(super) async fn pipeline_reports(state: &AppState, project_id: i64, pipeline_id: i64) -> String {
+pub(super) async fn pipeline_reports(
+    state: &AppState,
+    project_id: i64,
+    pipeline_id: i64,
+) -> String {
     let c = &state.coordinator;
     let Ok(types) = c.pipeline_artifact_types(pipeline_id).await else {
         return String::new();
