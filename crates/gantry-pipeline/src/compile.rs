@@ -283,6 +283,7 @@ struct JobDef {
     release: Option<serde_json::Value>,
     pages: Option<Pages>,
     secrets: Option<serde_json::Value>,
+    inputs: Option<Vec<crate::model::JobInput>>,
     id_tokens: Option<serde_json::Value>,
     manual_confirmation: Option<String>,
     run: Option<serde_json::Value>,
@@ -1201,10 +1202,9 @@ fn parse_job(
             );
         }
     }
-    if let Some(n) = m.get("inputs") {
-        // Job inputs (GitLab 18.x): a mapping of input name to its value or specification.
-        let _ = cx.map(n, &p("inputs"));
-    }
+    let inputs = m
+        .get("inputs")
+        .and_then(|n| keyword::job_inputs(n, &path, cx));
     let pages_keyword = match m.get("pages") {
         Some(n) => keyword::pages(n, &p("pages"), cx),
         None => Some(keyword::PagesKeyword::Empty),
@@ -1300,6 +1300,7 @@ fn parse_job(
         trigger,
         release,
         secrets,
+        inputs,
         id_tokens,
         manual_confirmation,
         pages,
@@ -2001,6 +2002,7 @@ fn seed(
         trigger: def.trigger.clone(),
         release: def.release.clone(),
         secrets: def.secrets.clone(),
+        inputs: def.inputs.clone(),
         id_tokens: def.id_tokens.clone(),
         manual_confirmation: def.manual_confirmation.clone(),
         pages: def.pages.clone(),

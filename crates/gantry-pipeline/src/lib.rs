@@ -15,6 +15,7 @@ pub mod expr;
 pub mod include;
 pub(crate) mod inputs;
 pub(crate) mod keyword;
+pub use keyword::coerce_job_input;
 pub mod model;
 pub mod report;
 pub(crate) mod resolve;

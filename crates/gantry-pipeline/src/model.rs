@@ -271,6 +271,9 @@ pub struct Job {
     pub release: Option<serde_json::Value>,
     pub secrets: Option<serde_json::Value>,
     pub id_tokens: Option<serde_json::Value>,
+    /// `inputs:` (job inputs), in declaration order; `None` without the keyword.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inputs: Option<Vec<JobInput>>,
     pub manual_confirmation: Option<String>,
     /// Set on a Pages job (`pages: true`/a hash, or named `pages` without `pages: false`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -322,4 +325,41 @@ pub struct Pipeline {
     pub name: Option<String>,
     pub auto_cancel: AutoCancel,
     pub jobs: Vec<Job>,
+}
+
+/// One of a job's `inputs:`: its default (of its type), and what a value given when the
+/// job is run or retried must satisfy. The runner interpolates `${{ job.inputs.NAME }}`.
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
+pub struct JobInput {
+    pub name: String,
+    #[serde(rename = "type")]
+    pub kind: JobInputType,
+    pub default: serde_json::Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub options: Option<Vec<serde_json::Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub regex: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+/// A job input's `type`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JobInputType {
+    String,
+    Number,
+    Boolean,
+    Array,
+}
+
+impl JobInputType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobInputType::String => "string",
+            JobInputType::Number => "number",
+            JobInputType::Boolean => "boolean",
+            JobInputType::Array => "array",
+        }
+    }
 }

@@ -266,6 +266,7 @@ impl InstanceExecutor {
         );
         let mut out = trace.writer(StreamKind::Stdout);
         let mut err = trace.writer(StreamKind::Stderr);
+        let _sampler = stage.meter.map(|meter| self.measure(meter, &pid_file));
         let outcome = {
             let mut sink = |stream: Stream, bytes: &[u8]| match stream {
                 Stream::Stdout => out.write(bytes),
@@ -297,6 +298,31 @@ impl InstanceExecutor {
         out.finish();
         err.finish();
         warn_on_timeout(trace, stage.name, outcome)
+    }
+
+    /// Samples the stage's process tree on the instance (its shell's id is in
+    /// `pid_file` there) into a new stage of `meter`, over the job's SSH session, until
+    /// the returned sampler is dropped; the last sample is the stage's figure.
+    pub(crate) fn measure(
+        &self,
+        meter: &crate::resources::JobMeter,
+        pid_file: &str,
+    ) -> crate::resources::Sampler {
+        let session = self.slot.session().clone();
+        let command = crate::resources::process_tree::dump_command(pid_file);
+        crate::resources::sample_every(std::sync::Arc::new(meter.stage()), move || {
+            let (session, command) = (session.clone(), command.clone());
+            async move {
+                let mut dump = Vec::new();
+                let mut sink = |stream: Stream, bytes: &[u8]| {
+                    if matches!(stream, Stream::Stdout) && dump.len() < (1 << 20) {
+                        dump.extend_from_slice(bytes);
+                    }
+                };
+                session.run(&command, b"", &mut sink).await.ok()?;
+                crate::resources::process_tree::from_dump(&String::from_utf8_lossy(&dump))
+            }
+        })
     }
 
     fn pid_file(&self) -> String {

@@ -25,6 +25,8 @@ build:
     - cat input.txt > out.txt
     - echo "built on the instance" >> out.txt
     - mkdir -p bin && printf '#!/bin/sh\necho tool runs\n' > bin/tool && chmod +x bin/tool
+    - i=0; while [ $i -lt 400000 ]; do i=$((i+1)); done # some CPU on the instance
+    - sleep 2 # the resource samples (one a second) arrive
   artifacts:
     paths: [out.txt, bin/]
 
@@ -93,6 +95,14 @@ async fn instance_jobs_run_over_ssh_on_autoscaled_instances() {
     ] {
         assert!(log.contains(needle), "missing {needle:?}:\n{log}");
     }
+    // Its resource use was measured on the instance (its shell's process tree, over SSH).
+    let used = &build["resources"];
+    let cpu = used["cpu_user_seconds"].as_f64().unwrap_or(0.0)
+        + used["cpu_system_seconds"].as_f64().unwrap_or(0.0);
+    assert!(
+        cpu > 0.1 && used["peak_memory_bytes"].as_u64().is_some_and(|b| b > 0),
+        "no resource figures from the instance: {build}"
+    );
 
     // The artifact (with its executable file) came back from the build's instance and
     // went to the test job's own instance.

@@ -17,6 +17,7 @@ mod common;
 mod environment;
 mod image;
 mod inherit;
+mod job_inputs;
 mod misc;
 mod parallel;
 mod release;
@@ -34,6 +35,8 @@ pub(crate) use cache::caches;
 pub(crate) use environment::environment;
 pub(crate) use image::{image, services};
 pub(crate) use inherit::{DEFAULT_KEYS, Inherit, InheritSet, inherit};
+pub use job_inputs::coerce as coerce_job_input;
+pub(crate) use job_inputs::job_inputs;
 pub(crate) use misc::{
     PagesKeyword, allow_failure, coverage, dast_configuration, hooks, identity, interruptible,
     pages, resource_group, tags, timeout,

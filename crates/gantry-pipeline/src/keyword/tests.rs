@@ -1369,3 +1369,113 @@ fn real_world_sweep() {
     assert!(checked > 100, "only {checked} values checked");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// Job inputs (GitLab 18.10): each entry's own checks first (`jobs:J:inputs:N …`),
+/// then — only when every entry is valid — each default against its type, options and
+/// regex (``jobs:J inputs `n`: …``), lower-cased as GitLab writes them.
+#[test]
+fn job_inputs_messages_and_values() {
+    let run = |yaml: &str| {
+        let n = node(yaml, "Deploy", "inputs");
+        let mut cx = Cx::default();
+        let out = job_inputs(&n, "jobs:Deploy", &mut cx);
+        (out, messages(&cx))
+    };
+    let (ok, errors) = run(
+        "Deploy:\n  inputs:\n    env: {default: staging, options: [staging, production]}\n    replicas: {type: number, default: '3'}\n    debug: {type: boolean, default: false}\n    tags: {type: array, default: [a, b]}\n    version: {default: '', regex: '^[a-z0-9.]*$', description: the version}\n",
+    );
+    assert_eq!(errors, Vec::<String>::new());
+    let inputs = ok.expect("valid");
+    let names: Vec<&str> = inputs.iter().map(|i| i.name.as_str()).collect();
+    assert_eq!(names, ["env", "replicas", "debug", "tags", "version"]);
+    // A number given as text is stored as the number (GitLab parses it as JSON).
+    assert_eq!(inputs[1].default, serde_json::json!(3));
+    assert_eq!(inputs[1].kind, crate::model::JobInputType::Number);
+    assert_eq!(inputs[3].default, serde_json::json!(["a", "b"]));
+
+    for (yaml, expected) in [
+        (
+            "Deploy:\n  inputs: [a]\n",
+            "jobs:deploy:inputs config should be a hash",
+        ),
+        (
+            "Deploy:\n  inputs:\n    a:\n",
+            "jobs:deploy:inputs:a must have a default value",
+        ),
+        (
+            "Deploy:\n  inputs:\n    a: {default: null}\n",
+            "jobs:deploy:inputs:a must have a default value",
+        ),
+        (
+            "Deploy:\n  inputs:\n    a: 5\n",
+            "jobs:deploy:inputs:a config should be a hash",
+        ),
+        (
+            "Deploy:\n  inputs:\n    a: {default: 1, rules: []}\n",
+            "jobs:deploy:inputs:a config contains unknown keys: rules",
+        ),
+        (
+            "Deploy:\n  inputs:\n    a: {default: 1, type: Integer}\n",
+            "jobs:deploy:inputs:a input type unknown value: integer",
+        ),
+        (
+            "Deploy:\n  inputs:\n    a: {default: x, options: x}\n",
+            "jobs:deploy:inputs:a input options should be an array",
+        ),
+        (
+            "Deploy:\n  inputs:\n    a: {default: x, regex: [x]}\n",
+            "jobs:deploy:inputs:a input regex should be a string",
+        ),
+        (
+            "Deploy:\n  inputs:\n    n: {type: number, default: many}\n",
+            "jobs:deploy inputs `n`: default value is not a number",
+        ),
+        (
+            "Deploy:\n  inputs:\n    b: {type: boolean, default: 'yes'}\n",
+            "jobs:deploy inputs `b`: default value is not a boolean",
+        ),
+        (
+            "Deploy:\n  inputs:\n    l: {type: array, default: x}\n",
+            "jobs:deploy inputs `l`: default value is not an array",
+        ),
+        (
+            "Deploy:\n  inputs:\n    e: {default: Dev, options: [staging]}\n",
+            "jobs:deploy inputs `e`: `dev` cannot be used because it is not in the list of allowed options",
+        ),
+        (
+            "Deploy:\n  inputs:\n    n: {type: number, default: 4, options: [1, 2]}\n",
+            "jobs:deploy inputs `n`: `4` cannot be used because it is not in the list of the allowed options",
+        ),
+        (
+            "Deploy:\n  inputs:\n    b: {type: boolean, default: true, options: [true]}\n",
+            "jobs:deploy inputs `b`: options can only be used with string and number inputs",
+        ),
+        (
+            "Deploy:\n  inputs:\n    n: {type: number, default: 1, regex: x}\n",
+            "jobs:deploy inputs `n`: regex validation can only be used with string inputs",
+        ),
+        (
+            "Deploy:\n  inputs:\n    v: {default: 'v1', regex: '^[0-9]+$'}\n",
+            "jobs:deploy inputs `v`: default value does not match required regex pattern",
+        ),
+        (
+            "Deploy:\n  inputs:\n    v: {default: 'v1', regex: '('}\n",
+            "jobs:deploy inputs `v`: invalid regular expression",
+        ),
+    ] {
+        let (out, errors) = run(yaml);
+        assert!(out.is_none(), "{yaml}");
+        assert_eq!(errors, [expected], "{yaml}");
+    }
+    // The semantic pass waits until every entry is valid.
+    let (_, errors) = run("Deploy:\n  inputs:\n    n: {type: number, default: x}\n    m: {}\n");
+    assert_eq!(errors, ["jobs:deploy:inputs:m must have a default value"]);
+    let many: String = (0..51)
+        .map(|i| format!("    i{i}: {{default: x}}\n"))
+        .collect();
+    let (_, errors) = run(&format!("Deploy:\n  inputs:\n{many}"));
+    assert_eq!(
+        errors,
+        ["jobs:deploy inputs has too many entries (maximum 50)"]
+    );
+}

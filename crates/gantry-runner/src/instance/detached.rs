@@ -296,6 +296,9 @@ impl InstanceExecutor {
         let remote_files = RemoteFiles::in_dir(remote);
         let follow = follow(self.slot.session(), &remote_files, files);
         tokio::pin!(follow);
+        let _sampler = stage
+            .meter
+            .map(|meter| self.measure(meter, &format!("{remote}/pid")));
         let stop = {
             let cancel = std::pin::pin!(cancel);
             tokio::select! {
