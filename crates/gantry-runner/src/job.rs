@@ -83,6 +83,7 @@ mod ending;
 mod event;
 mod functions;
 mod go_duration;
+mod inputs;
 mod lifecycle;
 mod post;
 pub(crate) mod secrets;
@@ -432,6 +433,13 @@ async fn run(job: JobResponse, cx: JobContext, takeover: Option<Takeover>) -> Jo
         }
     };
     let runner = Arc::clone(&cx.runner);
+    // `${{ job.inputs.* }}` first: the image's name may hold one (`job/inputs.rs`).
+    let mut job = job;
+    let inputs_error = if inputs::enabled(&runner.feature_flags, &job.variables) {
+        inputs::interpolate(&mut job).err()
+    } else {
+        None
+    };
     let timeout_secs = u64::try_from(job.runner_info.effective_timeout_secs())
         .unwrap_or(1)
         .max(1);
@@ -510,7 +518,7 @@ async fn run(job: JobResponse, cx: JobContext, takeover: Option<Takeover>) -> Jo
                 header(&trace, &runner, &short, &cx.system_id);
             }
             let streaming = uplink.stream();
-            let ending = match (mask_error, clone_path_error) {
+            let ending = match (mask_error, clone_path_error.or(inputs_error)) {
                 (Some(message), _) => JobEnding::SystemFailure {
                     stage: "prepare_executor",
                     message,

@@ -1,7 +1,10 @@
 //! A pipeline's inputs over HTTP (GitLab's pipeline inputs): `inputs` of
 //! `POST /projects/:id/pipeline` (typed JSON) and of the trigger API (typed JSON, or
 //! `inputs[NAME]=value` form fields read as each input's declared type), reaching the
-//! job through the configuration's `spec:inputs`; and how bad inputs are refused.
+//! job through the configuration's `spec:inputs`; and how bad inputs are refused. Also
+//! job inputs (a job's `inputs:`, GitLab 18.10): values given on play and retry
+//! (`job_inputs`), checked, stored per attempt, and sent in the payload's `inputs` to a
+//! runner that announces `job_inputs` (others fail the job `runner_unsupported`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -241,5 +244,147 @@ async fn the_pipeline_api_reads_a_form_as_rack_does() {
     assert!(
         refused.to_string().contains("a pipeline takes at most 20"),
         "{refused}"
+    );
+}
+
+const JOB_INPUTS_CI: &str = r#"
+deploy:
+  when: manual
+  inputs:
+    target:
+      default: staging
+      options: [staging, production]
+    replicas:
+      type: number
+      default: 1
+  script: ['echo ${{ job.inputs.target }} x${{ job.inputs.replicas }}']
+"#;
+
+/// A job request from a runner announcing `job_inputs` (or not).
+async fn request(server: &TestServer, runner: &str, job_inputs: bool) -> reqwest::Response {
+    server
+        .http
+        .post(server.api("jobs/request"))
+        .json(&json!({"token": runner, "info": {"features": {"refspecs": true, "job_inputs": job_inputs}}}))
+        .send()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn job_inputs_are_given_on_play_and_retry_and_reach_the_runner() {
+    let server = TestServer::start().await;
+    let repo = Repo::new(&[(".gitlab-ci.yml", JOB_INPUTS_CI)]);
+    let project = server.create_project("inputs", &repo).await;
+    let pid = project["id"].as_i64().unwrap();
+    let pipeline = server.create_pipeline(pid, "main").await;
+    let (status, jobs) = server
+        .admin(
+            Method::GET,
+            &format!("projects/{pid}/pipelines/{}/jobs", pipeline["id"]),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{jobs}");
+    let job = jobs[0]["id"].as_i64().unwrap();
+    let play = |body: Value| {
+        let server = &server;
+        async move {
+            server
+                .admin(
+                    Method::POST,
+                    &format!("projects/{pid}/jobs/{job}/play"),
+                    Some(body),
+                )
+                .await
+        }
+    };
+    // Values that do not fit are refused with GitLab's messages; the job stays manual.
+    let (status, body) = play(json!({"job_inputs": {"nope": 1}})).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("Unknown input: nope"),
+        "{body}"
+    );
+    let (status, body) = play(json!({"job_inputs": {"target": "qa", "replicas": "many"}})).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    let message = body["message"].as_str().unwrap();
+    assert!(
+        message.contains(
+            "`target` input: `qa` cannot be used because it is not in the list of allowed options"
+        ) && message.contains("`replicas` input: provided value is not a number"),
+        "{body}"
+    );
+    // Played with values (a number given as text is taken as the number).
+    let (status, body) =
+        play(json!({"job_inputs": {"target": "production", "replicas": "3"}})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (_, runner) = server.create_runner(json!({})).await;
+    let response = request(&server, &runner, true).await;
+    assert_eq!(response.status(), StatusCode::CREATED);
+    let payload: Value = response.json().await.unwrap();
+    assert_eq!(
+        payload["inputs"],
+        json!([
+            {"key": "target", "value": {"type": "string", "content": "production"}},
+            {"key": "replicas", "value": {"type": "number", "content": 3}}
+        ])
+    );
+    // The runner interpolates; the script arrives as written.
+    assert_eq!(
+        payload["steps"][0]["script"][0],
+        "echo ${{ job.inputs.target }} x${{ job.inputs.replicas }}"
+    );
+    let token = payload["token"].as_str().unwrap().to_owned();
+    server.end_job(job, &token, "success").await;
+
+    // A retry without values keeps them; with values, they replace the set (an input
+    // not given goes back to its default).
+    let retry = |id: i64, body: Option<Value>| {
+        let server = &server;
+        async move {
+            server
+                .admin(
+                    Method::POST,
+                    &format!("projects/{pid}/jobs/{id}/retry"),
+                    body,
+                )
+                .await
+        }
+    };
+    let (status, second) = retry(job, None).await;
+    assert_eq!(status, StatusCode::CREATED, "{second}");
+    let payload: Value = request(&server, &runner, true).await.json().await.unwrap();
+    assert_eq!(
+        payload["inputs"][0]["value"]["content"], "production",
+        "{payload}"
+    );
+    assert_eq!(payload["inputs"][1]["value"]["content"], 3, "{payload}");
+    let second_id = payload["id"].as_i64().unwrap();
+    server
+        .end_job(second_id, payload["token"].as_str().unwrap(), "success")
+        .await;
+    let (status, third) = retry(second_id, Some(json!({"job_inputs": {"replicas": 5}}))).await;
+    assert_eq!(status, StatusCode::CREATED, "{third}");
+    // A runner without the feature cannot run it: the job fails `runner_unsupported`.
+    let response = request(&server, &runner, false).await;
+    assert_eq!(response.status(), StatusCode::NO_CONTENT);
+    let third_id = third["id"].as_i64().unwrap();
+    let third = server.job(pid, third_id).await;
+    assert_eq!(third["status"], "failed", "{third}");
+    assert_eq!(third["failure_reason"], "runner_unsupported", "{third}");
+    // Its retry (values kept from the third attempt) goes to a runner that has it.
+    let (status, fourth) = retry(third_id, None).await;
+    assert_eq!(status, StatusCode::CREATED, "{fourth}");
+    let payload: Value = request(&server, &runner, true).await.json().await.unwrap();
+    assert_eq!(
+        payload["inputs"],
+        json!([
+            {"key": "target", "value": {"type": "string", "content": "staging"}},
+            {"key": "replicas", "value": {"type": "number", "content": 5}}
+        ])
     );
 }

@@ -621,7 +621,7 @@ async fn insert_job_extras(
     Ok(())
 }
 
-/// Jobs updated per statement: 11 parameters each.
+/// Jobs updated per statement: 12 parameters each.
 const JOB_UPDATE_BATCH: usize = 100;
 
 /// Applies `updates`, [`JOB_UPDATE_BATCH`] rows a statement (a pipeline's stage that
@@ -660,13 +660,13 @@ async fn update_job_rows(
     updates: &[JobUpdate],
 ) -> Result<()> {
     use std::fmt::Write as _;
-    const TYPES: [&str; 11] = [
+    const TYPES: [&str; 12] = [
         "BIGINT", "TEXT", "BIGINT", "BIGINT", "BIGINT", "TEXT", "BIGINT", "BIGINT", "BIGINT",
-        "BIGINT", "TEXT",
+        "BIGINT", "TEXT", "TEXT",
     ];
     let mut sql = String::from(
         "WITH v (id, status, retried, allow_failure, exit_code, failure_reason, queued_at, scheduled_at, \
-         started_at, finished_at, manual_variables) AS (VALUES ",
+         started_at, finished_at, manual_variables, input_values) AS (VALUES ",
     );
     for row in 0..updates.len() {
         sql.push_str(if row == 0 { "(" } else { ", (" });
@@ -686,6 +686,7 @@ async fn update_job_rows(
          queued_at = COALESCE(v.queued_at, jobs.queued_at), scheduled_at = v.scheduled_at, \
          started_at = COALESCE(v.started_at, jobs.started_at), finished_at = COALESCE(v.finished_at, jobs.finished_at), \
          manual_variables = COALESCE(v.manual_variables, jobs.manual_variables), \
+         input_values = COALESCE(v.input_values, jobs.input_values), \
          token_hash = CASE WHEN v.status IN ('running', 'canceling') THEN jobs.token_hash ELSE NULL END \
          FROM v WHERE jobs.id = v.id",
     );
@@ -702,7 +703,8 @@ async fn update_job_rows(
             .bind(u.scheduled_at)
             .bind(u.started_at)
             .bind(u.finished_at)
-            .bind(u.manual_variables.clone());
+            .bind(u.manual_variables.clone())
+            .bind(u.input_values.clone());
     }
     q.execute(&mut **tx).await?;
     Ok(())

@@ -376,6 +376,8 @@ pub struct Job {
     pub exit_code: Option<i64>,
     pub failure_reason: Option<String>,
     pub manual_variables: Option<String>,
+    /// A played manual job's job input values (JSON; migration 0036).
+    pub input_values: Option<String>,
     pub created_at: i64,
     pub queued_at: Option<i64>,
     pub scheduled_at: Option<i64>,
@@ -397,12 +399,12 @@ pub struct Job {
 
 impl Job {
     pub(crate) const COLUMNS: &'static str = "id, pipeline_id, project_id, name, stage, stage_idx, status, attempt, retried, allow_failure, spec, tags, \
-         protected, runner_id, exit_code, failure_reason, manual_variables, created_at, queued_at, scheduled_at, started_at, finished_at, \
+         protected, runner_id, exit_code, failure_reason, manual_variables, input_values, created_at, queued_at, scheduled_at, started_at, finished_at, \
          last_contact_at, timeout_secs, trace_size, trace_checksum, coverage, environment_id, environment_action, erased_at";
     /// [`Job::COLUMNS`] with an empty `spec` (the large column), for callers that cache
     /// parsed specs.
     pub(crate) const COLUMNS_WITHOUT_SPEC: &'static str = "id, pipeline_id, project_id, name, stage, stage_idx, status, attempt, retried, allow_failure, '' AS spec, tags, \
-         protected, runner_id, exit_code, failure_reason, manual_variables, created_at, queued_at, scheduled_at, started_at, finished_at, \
+         protected, runner_id, exit_code, failure_reason, manual_variables, input_values, created_at, queued_at, scheduled_at, started_at, finished_at, \
          last_contact_at, timeout_secs, trace_size, trace_checksum, coverage, environment_id, environment_action, erased_at";
     pub(crate) fn from_row(r: &AnyRow) -> Self {
         Self {
@@ -423,6 +425,7 @@ impl Job {
             exit_code: r.get("exit_code"),
             failure_reason: r.get("failure_reason"),
             manual_variables: r.get("manual_variables"),
+            input_values: r.get("input_values"),
             created_at: r.get("created_at"),
             queued_at: r.get("queued_at"),
             scheduled_at: r.get("scheduled_at"),
@@ -455,6 +458,7 @@ pub struct QueuedJob {
     pub tags: Vec<String>,
     pub protected: bool,
     pub manual_variables: Option<String>,
+    pub input_values: Option<String>,
     pub created_at: i64,
     pub queued_at: Option<i64>,
     pub environment_id: Option<i64>,
@@ -464,7 +468,7 @@ pub struct QueuedJob {
 }
 
 impl QueuedJob {
-    pub(crate) const COLUMNS: &'static str = "id, pipeline_id, project_id, name, stage, stage_idx, attempt, allow_failure, tags, protected, manual_variables, created_at, queued_at, environment_id, \
+    pub(crate) const COLUMNS: &'static str = "id, pipeline_id, project_id, name, stage, stage_idx, attempt, allow_failure, tags, protected, manual_variables, input_values, created_at, queued_at, environment_id, \
          (SELECT p.name FROM projects p WHERE p.id = jobs.project_id) AS project_name";
     pub(crate) fn from_row(r: &AnyRow) -> Self {
         Self {
@@ -479,6 +483,7 @@ impl QueuedJob {
             tags: tags(r, "tags"),
             protected: flag(r, "protected"),
             manual_variables: r.get("manual_variables"),
+            input_values: r.get("input_values"),
             created_at: r.get("created_at"),
             queued_at: r.get("queued_at"),
             environment_id: r.get("environment_id"),
@@ -540,6 +545,8 @@ pub struct JobUpdate {
     pub manual_variables: Option<String>,
     /// What the job's new status does to its environment.
     pub environment_event: Option<crate::EnvironmentEvent>,
+    /// A played manual job's job input values (JSON); `None` keeps them.
+    pub input_values: Option<String>,
 }
 
 /// Everything decided for one pipeline in one step.

@@ -467,6 +467,45 @@ job:
 }
 
 #[test]
+fn job_inputs_are_interpolated_by_the_runner_with_their_defaults() {
+    // A job's `inputs:` (GitLab 18.10): the runner expands `${{ job.inputs.* }}` in its
+    // scripts and artifact paths before the job runs; a job without inputs keeps `${{`.
+    let c = Checkout::new(
+        "deploy:
+  inputs:
+    target: {default: staging, options: [staging, production]}
+    replicas: {type: number, default: '2'}
+    flags: {type: array, default: [a, b]}
+  script:
+    - echo \"to ${{ job.inputs.target }} x${{ job.inputs.replicas }} ${{ job.inputs.flags[1] }}\" | tee out-${{ job.inputs.target }}.txt
+  artifacts:
+    paths: ['out-${{ job.inputs.target }}.txt']
+plain:
+  script: ['echo \"kept: \\${{ job.inputs.target }}\"']
+broken:
+  stage: deploy
+  inputs:
+    a: {default: x}
+  script: ['echo ${{ job.inputs.nope }}']
+  allow_failure: true
+",
+    );
+    let r = c.run(&[]);
+    assert_eq!(r.code, 0, "{}", r.explain());
+    assert!(r.logged("deploy", "to staging x2 b"), "{}", r.explain());
+    assert!(
+        r.logged("plain", "kept: ${{ job.inputs.target }}"),
+        "{}",
+        r.explain()
+    );
+    assert!(
+        r.logged("broken", "failed to interpolate job inputs"),
+        "{}",
+        r.explain()
+    );
+}
+
+#[test]
 fn input_options_give_the_pipelines_inputs_read_as_their_declared_types() {
     // GitLab's pipeline inputs (the `inputs` of the pipeline API): values for the root
     // file's `spec:inputs`, checked against each declaration before any job runs.

@@ -15,8 +15,7 @@ pub const SYSTEM_ID_FILE: &str = ".runner_system_id";
 
 /// What this runner supports (§8.1): everything the shell executor and the job
 /// lifecycle implement. Not advertised: `image`, `services`, `session`, `terminal`,
-/// `proxy`, `native_steps_integration`, `job_inputs` and the service
-/// options.
+/// `proxy`, `native_steps_integration` and the service options.
 pub const FEATURES: &[Feature] = &[
     Feature::Variables,
     Feature::Artifacts,
@@ -39,6 +38,8 @@ pub const FEATURES: &[Feature] = &[
     Feature::TwoPhaseJobCommit,
     // `secrets:` from Vault / OpenBao and AWS Secrets Manager (`job/secrets.rs`).
     Feature::VaultSecrets,
+    // `${{ job.inputs.* }}` (`job/inputs.rs`).
+    Feature::JobInputs,
 ];
 
 /// What the Docker executor adds to [`FEATURES`].

@@ -14,6 +14,10 @@ pub enum CoordinatorError {
     /// 400: the request is malformed or does not apply.
     #[error("{0}")]
     Invalid(String),
+    /// 400: job input values (`job_inputs` of a play or retry) that do not fit the job's
+    /// `inputs:`; GitLab's message (`Unknown input: a`, …).
+    #[error("{0}")]
+    InvalidInputs(String),
     /// 409: the request conflicts with the current state (duplicate name, ...).
     #[error("{0}")]
     Conflict(String),

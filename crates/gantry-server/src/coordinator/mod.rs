@@ -36,6 +36,7 @@ mod groups;
 mod id_tokens;
 mod includes;
 pub mod instance_variables;
+mod job_inputs;
 mod job_secrets;
 mod job_token_scope;
 mod jobs;

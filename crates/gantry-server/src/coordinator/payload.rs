@@ -1077,7 +1077,13 @@ impl Coordinator {
             run: m.run.as_ref().map(|run| run.to_string()),
             secrets,
             policy_options: None,
-            inputs: None,
+            inputs: m.inputs.as_deref().filter(|i| !i.is_empty()).map(|i| {
+                // A played job's values are on its row; a retry's in its spec.
+                let played = job.input_values.as_deref().and_then(|text| {
+                    serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(text).ok()
+                });
+                super::job_inputs::payload(i, played.as_ref().or(spec.input_values.as_ref()))
+            }),
             suspend_options: None,
         }))
     }

@@ -1082,6 +1082,7 @@ impl Coordinator {
                 enqueue_immediately: false,
                 manual_variables: Vec::new(),
                 manual_variables_sealed: None,
+                input_values: None,
             };
             jobs.push(NewJob {
                 name: job.name.clone(),
@@ -1799,12 +1800,25 @@ impl Coordinator {
     /// Retry a finished job: a new attempt (returned) and re-evaluated dependents.
     /// `Forbidden` when the job is not retryable (GitLab's 403).
     pub async fn retry_job(&self, id: i64) -> std::result::Result<JobView, CoordinatorError> {
+        self.retry_job_with(id, None).await
+    }
+
+    /// [`Coordinator::retry_job`] with job input values (`job_inputs`): they replace the
+    /// previous attempt's (`None` keeps them). `Invalid` with GitLab's message when a
+    /// value does not fit its input.
+    pub async fn retry_job_with(
+        &self,
+        id: i64,
+        inputs: Option<serde_json::Map<String, serde_json::Value>>,
+    ) -> std::result::Result<JobView, CoordinatorError> {
         let j = self.inner.store.job(id).await?;
         let now = now_ms();
-        self.mutate(j.pipeline_id, now, |state, loaded, _| {
+        self.mutate(j.pipeline_id, now, |state, loaded, extras| {
             let job = loaded.job_id(id).ok_or(CoordinatorError::NotFound("job"))?;
+            let values = input_values(loaded, id, inputs.as_ref())?;
             apply(state, &Event::RetryJob { job }, to_ts(now))
                 .map_err(|e| CoordinatorError::Forbidden(e.to_string()))?;
+            extras.input_values = values.map(|v| (j.name.clone(), v));
             Ok(())
         })
         .await?;
@@ -1819,22 +1833,55 @@ impl Coordinator {
         id: i64,
         variables: Vec<(String, String)>,
     ) -> std::result::Result<JobView, CoordinatorError> {
+        self.play_job_with(id, variables, None).await
+    }
+
+    /// [`Coordinator::play_job`] with job input values (`job_inputs`; see
+    /// [`Coordinator::retry_job_with`]).
+    pub async fn play_job_with(
+        &self,
+        id: i64,
+        variables: Vec<(String, String)>,
+        inputs: Option<serde_json::Map<String, serde_json::Value>>,
+    ) -> std::result::Result<JobView, CoordinatorError> {
         let j = self.inner.store.job(id).await?;
         let now = now_ms();
         let sealed = (!variables.is_empty())
             .then(|| self.seal_variables(super::state::variables_json(&variables)));
         self.mutate(j.pipeline_id, now, |state, loaded, extras| {
             let job = loaded.job_id(id).ok_or(CoordinatorError::NotFound("job"))?;
+            let values = input_values(loaded, id, inputs.as_ref())?;
             apply(state, &Event::PlayJob { job }, to_ts(now))
                 .map_err(|e| CoordinatorError::Invalid(e.to_string()))?;
             if let Some(sealed) = &sealed {
                 extras.manual_variables = Some((j.name.clone(), sealed.clone()));
             }
+            extras.input_values = values.map(|v| (j.name.clone(), v));
             Ok(())
         })
         .await?;
         self.latest_attempt(j.pipeline_id, &j.name).await
     }
+}
+
+/// The input values to store for job row `id` of `loaded` given `inputs` (`None`:
+/// none given, keep what is stored).
+fn input_values(
+    loaded: &super::state::Loaded,
+    id: i64,
+    inputs: Option<&serde_json::Map<String, serde_json::Value>>,
+) -> std::result::Result<Option<serde_json::Map<String, serde_json::Value>>, CoordinatorError> {
+    let Some(given) = inputs else {
+        return Ok(None);
+    };
+    let spec = loaded
+        .row_index(id)
+        .and_then(|i| loaded.specs.get(i))
+        .ok_or(CoordinatorError::NotFound("job"))?;
+    let declared = spec.job.inputs.as_deref().unwrap_or_default();
+    super::job_inputs::overrides(declared, given)
+        .map(Some)
+        .map_err(CoordinatorError::InvalidInputs)
 }
 
 /// A pipeline as embedded in a job's JSON.

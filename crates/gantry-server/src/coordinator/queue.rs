@@ -90,6 +90,10 @@ const CONTACT_INTERVAL_MS: i64 = 60_000;
 pub struct RequestInfo {
     /// `info.features.cancel_gracefully`: a cancel moves its running job to `canceling`.
     pub cancel_gracefully: bool,
+    /// `info.features.job_inputs`: it interpolates `${{ job.inputs.* }}`. A job with
+    /// `inputs:` handed to a runner without it fails `runner_unsupported` (GitLab's
+    /// `Ci::Build::RUNNER_FEATURES`).
+    pub job_inputs: bool,
     /// Its version, platform, executor and address, written with `contacted_at`.
     pub runner: gantry_store::RunnerInfo,
 }
@@ -523,6 +527,17 @@ impl Coordinator {
                 let _ = fail(FailureReason::EnvironmentCreationFailure).await;
                 continue;
             }
+            if spec.job.inputs.as_ref().is_some_and(|i| !i.is_empty()) && !info.job_inputs {
+                unsent.settle();
+                self.note_on_job(
+                    job.id,
+                    "ERROR: the job could not start: its runner does not support job inputs \
+                     (`inputs:`); it needs a runner that announces the `job_inputs` feature\n",
+                )
+                .await;
+                let _ = fail(FailureReason::RunnerUnsupported).await;
+                continue;
+            }
             // GitLab's "Prevent outdated deployment jobs" (`ci_forward_deployment_enabled`).
             if let Some(why) = self.outdated_deployment(&job, &project).await? {
                 unsent.settle();
@@ -668,6 +683,7 @@ impl Coordinator {
                 exit_code: None,
                 failure_reason: None,
                 manual_variables: q.manual_variables.clone(),
+                input_values: q.input_values.clone(),
                 created_at: q.created_at,
                 queued_at: q.queued_at,
                 scheduled_at: None,

@@ -45,6 +45,9 @@ pub(crate) struct StoredSpec {
     /// `environment:` name and URL expanded at creation (GitLab persists the name).
     #[serde(default)]
     pub environment: Option<JobEnvironment>,
+    /// This attempt's job input values that differ from their defaults (`job_inputs.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_values: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -328,6 +331,9 @@ pub(crate) struct JobModel {
     /// `run:` steps (older rows have none).
     #[serde(default)]
     pub run: Option<serde_json::Value>,
+    /// `inputs:` (job inputs; older rows have none).
+    #[serde(default)]
+    pub inputs: Option<Vec<gantry_pipeline::JobInput>>,
     pub node_index: Option<u32>,
     pub node_total: Option<u32>,
     pub group_name: String,

@@ -114,6 +114,11 @@ impl Loaded {
     }
 
     /// The processor id of the row with database id `db_id`.
+    /// The position of row `db_id` in `rows` and `specs`.
+    pub fn row_index(&self, db_id: i64) -> Option<usize> {
+        self.by_id.get(&db_id).copied()
+    }
+
     pub fn job_id(&self, db_id: i64) -> Option<JobId> {
         self.by_id.get(&db_id).copied().map(job_id)
     }
@@ -178,6 +183,9 @@ impl Loaded {
             if u.manual_variables.is_some() {
                 row.manual_variables.clone_from(&u.manual_variables);
             }
+            if u.input_values.is_some() {
+                row.input_values.clone_from(&u.input_values);
+            }
         }
         self.state = state;
         self.fresh = false;
@@ -228,9 +236,19 @@ pub(crate) struct Extras {
     /// stored on whichever row of that name the decision starts (the played row, or its
     /// new attempt).
     pub manual_variables: Option<(String, String)>,
+    /// Job input values of a played or retried job, by name (`job_inputs.rs`): stored
+    /// in the spec of the row the decision starts; `None` keeps the values as they were.
+    pub input_values: Option<(String, serde_json::Map<String, serde_json::Value>)>,
 }
 
 impl Extras {
+    fn inputs_for(&self, name: &str) -> Option<&serde_json::Map<String, serde_json::Value>> {
+        self.input_values
+            .as_ref()
+            .filter(|(n, _)| n == name)
+            .map(|(_, v)| v)
+    }
+
     fn manual_for(&self, name: &str) -> Option<&str> {
         self.manual_variables
             .as_ref()
@@ -288,6 +306,11 @@ pub(crate) fn diff(
         } else {
             None
         };
+        // A played manual job's input values go on its own row.
+        let inputs = match (started_now, extras.inputs_for(&new.name)) {
+            (true, Some(values)) => Some(serde_json::Value::Object(values.clone()).to_string()),
+            _ => None,
+        };
         let same = old.status == new.status
             && old.retried == new.retried
             && old.allow_failure == new.allow_failure
@@ -297,7 +320,8 @@ pub(crate) fn diff(
             && old.scheduled_at == new.scheduled_at
             && old.started_at == new.started_at
             && old.finished_at == new.finished_at
-            && manual.is_none();
+            && manual.is_none()
+            && inputs.is_none();
         if same {
             continue;
         }
@@ -323,6 +347,7 @@ pub(crate) fn diff(
             started_at: conv(new.started_at, old.started_at, row.started_at),
             finished_at: conv(new.finished_at, old.finished_at, row.finished_at),
             manual_variables: manual.map(str::to_owned),
+            input_values: inputs,
             environment_event: super::environment::event_for(
                 row.environment_action.as_deref(),
                 old.status,
@@ -339,6 +364,13 @@ pub(crate) fn diff(
         spec.enqueue_immediately = new.enqueue_immediately;
         spec.manual_variables = Vec::new();
         spec.manual_variables_sealed = extras.manual_for(&new.name).map(str::to_owned);
+        // Values given now replace the previous attempt's; else it keeps them (those
+        // given when it was played are on its row).
+        if let Some(values) = extras.inputs_for(&new.name) {
+            spec.input_values = (!values.is_empty()).then(|| values.clone());
+        } else if let Some(played) = row.input_values.as_deref() {
+            spec.input_values = serde_json::from_str(played).ok();
+        }
         changes.push(StatusChange {
             db_id: None,
             name: new.name.clone(),

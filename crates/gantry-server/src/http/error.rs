@@ -168,7 +168,9 @@ impl From<CoordinatorError> for ApiError {
         match error {
             CoordinatorError::NotFound(what) => Self::not_found(&capitalize(what)),
             CoordinatorError::Forbidden(why) => Self::forbidden_because(why),
-            CoordinatorError::Invalid(why) => Self::bad_request(why),
+            CoordinatorError::Invalid(why) | CoordinatorError::InvalidInputs(why) => {
+                Self::bad_request(why)
+            }
             CoordinatorError::Conflict(why) => Self::conflict(why),
             CoordinatorError::TooLarge(why) => Self::too_large(why),
             CoordinatorError::RangeMismatch { size } => {

@@ -32,6 +32,7 @@ pub(crate) async fn request(
     let version = state.coordinator.queue_version();
     let info = RequestInfo {
         cancel_gracefully: req.info.features.has(Feature::CancelGracefully),
+        job_inputs: req.info.features.has(Feature::JobInputs),
         runner: gantry_store::RunnerInfo {
             version: req.info.version.clone(),
             revision: req.info.revision.clone(),

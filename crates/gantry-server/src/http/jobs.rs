@@ -102,12 +102,21 @@ pub(crate) async fn retry(
     State(state): State<AppState>,
     Path((project, job)): Path<(String, i64)>,
     headers: HeaderMap,
+    Body(body): Body,
 ) -> ApiResult<Response> {
     auth::require_admin(&state.coordinator, &headers).await?;
+    let req: RetryJob = if body.iter().all(u8::is_ascii_whitespace) {
+        RetryJob::default()
+    } else {
+        extract::params(&headers, &body).await?
+    };
     let job = find_job(&state, &project, job).await?;
     Ok(json_response(
         StatusCode::CREATED,
-        &state.coordinator.retry_job(job.id).await?,
+        &state
+            .coordinator
+            .retry_job_with(job.id, req.job_inputs.or(req.inputs))
+            .await?,
     ))
 }
 
@@ -129,6 +138,17 @@ pub(crate) async fn cancel(
 #[serde(default)]
 struct PlayJob {
     job_variables_attributes: Vec<KeyValue>,
+    /// Job input values (GitLab 18.10), name → value.
+    job_inputs: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+/// The body of a retry: job input values, as `job_inputs` (GitLab 18.10's documented
+/// name) or `inputs` (the name GitLab's API code read before).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct RetryJob {
+    job_inputs: Option<serde_json::Map<String, serde_json::Value>>,
+    inputs: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 /// `POST /api/v4/projects/:id/jobs/:job_id/play` (body
@@ -150,7 +170,7 @@ pub(crate) async fn play(
         .collect();
     let played = state
         .coordinator
-        .play_job(job.id, variables)
+        .play_job_with(job.id, variables, req.job_inputs)
         .await
         .map_err(|e| match e {
             CoordinatorError::Invalid(why) => {
