@@ -1,6 +1,7 @@
 //! Pipeline trigger tokens over HTTP, as another system's CI uses them: create one with
 //! the admin token, start pipelines with it (multipart form, JSON, the webhook form),
-//! variables reaching the job, `CI_PIPELINE_SOURCE=trigger` seen by `rules`, and every
+//! variables reaching the job, `CI_PIPELINE_SOURCE=trigger`, `CI_TRIGGER_SHORT_TOKEN` and
+//! `CI_PAGES_URL` seen by `rules`, and every
 //! way a trigger is refused.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -13,10 +14,12 @@ use reqwest::StatusCode;
 use reqwest::multipart::Form;
 use serde_json::{Value, json};
 
+/// The rule also reads `CI_TRIGGER_SHORT_TOKEN` and `CI_PAGES_URL`, which GitLab's rules
+/// see at creation: without them no job, and no pipeline, would be created.
 const CI: &str = r#"
 deploy:
   rules:
-    - if: $CI_PIPELINE_SOURCE == "trigger"
+    - if: $CI_PIPELINE_SOURCE == "trigger" && $CI_TRIGGER_SHORT_TOKEN && $CI_PAGES_URL =~ /\/gantry\/app$/
   script: [echo "deploying to $DEPLOY_TARGET"]
 "#;
 

@@ -138,6 +138,17 @@ impl Coordinator {
     }
 
     /// The URLs of project `name`'s site (or its `prefix` deployment).
+    /// `CI_PAGES_DOMAIN`, `CI_PAGES_HOSTNAME` and `CI_PAGES_URL` of a project (no
+    /// prefix), as `rules:` see them at creation.
+    pub(crate) fn pages_predefined(&self, project_name: &str) -> Vec<(String, String)> {
+        let urls = self.pages_urls(project_name, None);
+        vec![
+            ("CI_PAGES_DOMAIN".to_owned(), urls.domain.clone()),
+            ("CI_PAGES_HOSTNAME".to_owned(), urls.domain),
+            ("CI_PAGES_URL".to_owned(), urls.url),
+        ]
+    }
+
     pub(crate) fn pages_urls(&self, project_name: &str, prefix: Option<&str>) -> PagesUrls {
         let base = self.pages_base();
         let full = super::pipelines::full_path(project_name);

@@ -259,6 +259,10 @@ pub(crate) struct CompileScope {
     /// Where the files compiling reads are logged, with their times (a traced
     /// creation's `include` spans); `None`: not logged.
     pub reads: Option<super::telemetry::ReadLog>,
+    /// Predefined variables the server knows beyond [`PipelineInfo`]'s: the project's
+    /// Pages site (`CI_PAGES_*`) and a trigger token pipeline's `CI_TRIGGER_SHORT_TOKEN`,
+    /// visible to `rules:` and `workflow:rules` as on GitLab.
+    pub server_predefined: Vec<(String, String)>,
 }
 
 impl CompileScope {
@@ -271,9 +275,12 @@ impl CompileScope {
         changed_files: Option<Vec<String>>,
         files: &dyn gantry_pipeline::Loader,
     ) -> gantry_pipeline::Compiled {
-        let ctx = Context::new(&self.info, variables, changed_files)
+        let mut ctx = Context::new(&self.info, variables, changed_files)
             .with_settings_variables(&self.settings_vars)
             .with_instance_variables(&self.instance_vars);
+        for (k, v) in &self.server_predefined {
+            ctx.predefined.insert(k.clone(), v.clone());
+        }
         let loader = IncludeLoader {
             files,
             sources: &self.includes,
@@ -807,6 +814,7 @@ impl Coordinator {
             instance_vars,
             includes,
             reads: None,
+            server_predefined: self.pages_predefined(&project.name),
         })
     }
 
@@ -863,6 +871,11 @@ impl Coordinator {
                 Some(iid),
             )
             .await?;
+        if let Some(short) = &trigger_short_token {
+            scope
+                .server_predefined
+                .push(("CI_TRIGGER_SHORT_TOKEN".to_owned(), short.clone()));
+        }
         self.complete_info(
             &mut scope.info,
             &project,
