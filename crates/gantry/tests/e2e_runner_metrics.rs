@@ -262,8 +262,9 @@ burn:
     - sleep 10
 "#;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_docker_jobs_cpu_and_peak_memory_are_reported_while_it_runs_and_at_its_end() {
+/// A project with `ci` and a runner with a Docker entry (the local test image), after
+/// checking the engine has the image.
+async fn docker_setup(ci: &str) -> (Setup, Runner) {
     let ok = std::process::Command::new("docker")
         .args(["image", "inspect", IMAGE])
         .output()
@@ -272,7 +273,7 @@ async fn a_docker_jobs_cpu_and_peak_memory_are_reported_while_it_runs_and_at_its
         ok,
         "this test needs a Docker engine and the image {IMAGE}: start the engine and run scripts/test-images.sh"
     );
-    let setup = Setup::new(BURN_DOCKER, &[]).await;
+    let setup = Setup::new(ci, &[]).await;
     let dir = tempfile::tempdir().unwrap();
     let text = config_text(
         &setup.server.url,
@@ -283,6 +284,12 @@ async fn a_docker_jobs_cpu_and_peak_memory_are_reported_while_it_runs_and_at_its
     )
     .replace("executor = \"shell\"", "executor = \"docker\"");
     let runner = Runner::from_text(dir, &text);
+    (setup, runner)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_docker_jobs_cpu_and_peak_memory_are_reported_while_it_runs_and_at_its_end() {
+    let (setup, runner) = docker_setup(BURN_DOCKER).await;
     let pipeline = setup.server.create_pipeline(setup.project).await;
     check_figures(&setup, pipeline, |log| {
         let line = log.lines().find(|l| l.starts_with("burned")).unwrap();
@@ -308,25 +315,7 @@ burn:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_docker_jobs_services_count_in_its_resources() {
-    let ok = std::process::Command::new("docker")
-        .args(["image", "inspect", IMAGE])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        ok,
-        "this test needs a Docker engine and the image {IMAGE}: start the engine and run scripts/test-images.sh"
-    );
-    let setup = Setup::new(BURNING_SERVICE, &[]).await;
-    let dir = tempfile::tempdir().unwrap();
-    let text = config_text(
-        &setup.server.url,
-        &setup.runner_token,
-        dir.path(),
-        "",
-        &format!("[runners.docker]\nimage = \"{IMAGE}\"\npull_policy = [\"if-not-present\"]\n"),
-    )
-    .replace("executor = \"shell\"", "executor = \"docker\"");
-    let runner = Runner::from_text(dir, &text);
+    let (setup, runner) = docker_setup(BURNING_SERVICE).await;
     let pipeline = setup.server.create_pipeline(setup.project).await;
     let done = setup
         .server
