@@ -206,6 +206,9 @@ pub(super) async fn dispatch(args: &DispatchArgs) -> anyhow::Result<Report> {
         .map_err(|e| anyhow!("{e}"))?;
     let mut cfg = CoordinatorConfig::new(&data_dir, url.clone());
     cfg.telemetry = crate::otel::start(&tracing, "gantry-server").map_err(|e| anyhow!("{e}"))?;
+    // With a collector, the server's metrics go over OTLP too (`coordinator/metrics.rs`).
+    cfg.meters =
+        crate::otel::start_meters(&tracing, "gantry-server").map_err(|e| anyhow!("{e}"))?;
     let traced = cfg.telemetry.is_some();
     let coordinator = Coordinator::open(store.clone(), cfg)
         .await
