@@ -432,6 +432,15 @@ publish-release:
           url: https://example.com/pkg-$VERSION.tgz
           link_type: package
           filepath: /pkg.tgz
+
+# `description` naming a committed file: its text (release-cli's file form).
+publish-notes:
+  stage: deploy
+  needs: [release]
+  script: [echo notes]
+  release:
+    tag_name: notes-$VERSION
+    description: ./CHANGELOG.md
 "#;
 
 /// Pages (GitLab's `pages` job): the `public/` folder of a real runner's artifacts is
@@ -451,6 +460,7 @@ async fn pages_sites_are_deployed_and_served_and_releases_created() {
                 "reports/gl-code-quality.json",
                 include_str!("fixtures/code-reports/gl-code-quality.json"),
             ),
+            ("CHANGELOG.md", "## 2.x\n\n- Faster pages.\n"),
         ],
     )
     .await;
@@ -540,8 +550,22 @@ async fn pages_sites_are_deployed_and_served_and_releases_created() {
     let iid = done["iid"].as_i64().unwrap();
     let tag = format!("v2.{iid}.0");
     let releases = api_get(server, &format!("projects/{}/releases", setup.project)).await;
-    assert_eq!(releases.as_array().map(Vec::len), Some(1), "{releases}");
-    let release = &releases[0];
+    assert_eq!(releases.as_array().map(Vec::len), Some(2), "{releases}");
+    let release = releases
+        .as_array()
+        .and_then(|r| r.iter().find(|r| r["tag_name"] == tag.as_str()))
+        .unwrap_or_else(|| panic!("no release {tag}: {releases}"));
+    let notes = releases
+        .as_array()
+        .and_then(|r| {
+            r.iter()
+                .find(|r| r["tag_name"] == format!("notes-2.{iid}.0"))
+        })
+        .unwrap_or_else(|| panic!("no notes release: {releases}"));
+    assert_eq!(
+        notes["description"], "## 2.x\n\n- Faster pages.\n",
+        "{notes}"
+    );
     assert_eq!(release["tag_name"], tag, "{release}");
     assert_eq!(release["name"], tag);
     let short: String = setup.repo.sha.chars().take(8).collect();

@@ -8,8 +8,10 @@
 //! when that is a full SHA, else the pipeline's. No runner needs `release-cli`.
 //!
 //! Differences, written down: Gantry's repositories are mirrors, so a release whose tag
-//! does not exist is recorded without creating the tag; `description` is the text (a
-//! file path is not read: the file is in the job's workspace); milestones are kept as
+//! does not exist is recorded without creating the tag (a mirror's tags are the
+//! upstream's: a fetch prunes the others); a `description` naming a file of the project
+//! is that file's text as committed (`release-cli` reads the job's workspace, so a file
+//! the script wrote is not found and the text stays as written); milestones are kept as
 //! titles (Gantry has no milestones, so the API shows none); `assets:sources` is empty
 //! (no archive downloads). A second release of a tag is refused (GitLab's `Release
 //! already exists`) and logged. Cost: one pass over the job's dependencies' dotenv blobs
@@ -117,6 +119,30 @@ impl Coordinator {
         }
     }
 
+    /// `release-cli`'s `--description`: a path (relative to the project directory) of a
+    /// file is replaced by the file's text. The coordinator reads the file from the
+    /// pipeline's commit (`sha`), so a committed changelog works; a file the job's script
+    /// wrote does not exist there, and the text stays as written.
+    async fn description_file(&self, project_id: i64, sha: &str, description: String) -> String {
+        let path = description.trim().trim_start_matches("./").to_owned();
+        let plausible = !path.is_empty()
+            && path.len() <= 1024
+            && !path.contains('\n')
+            && !path.starts_with('/')
+            && !path.split('/').any(|part| part == "..");
+        if !plausible {
+            return description;
+        }
+        let loader = super::git::CommitLoader::of(&self.mirror(project_id), sha.to_owned());
+        let read =
+            tokio::task::spawn_blocking(move || gantry_pipeline::Loader::read(&loader, &path))
+                .await;
+        match read {
+            Ok(Ok(Some(text))) => text,
+            _ => description,
+        }
+    }
+
     /// The release job `job_id`'s `release:` (`config`, as written) describes.
     pub(crate) async fn create_release_of(
         &self,
@@ -164,6 +190,9 @@ impl Coordinator {
             .filter(|n| !n.is_empty())
             .unwrap_or_else(|| tag_name.clone());
         let description = expand(field(config, "description").unwrap_or_default());
+        let description = self
+            .description_file(job.project_id, &pipeline.sha, description)
+            .await;
         let tag_message = field(config, "tag_message").map(&expand);
         let reference = field(config, "ref").map(&expand).unwrap_or_default();
         let sha = if reference.len() == 40 && reference.bytes().all(|b| b.is_ascii_hexdigit()) {
