@@ -76,7 +76,7 @@ use gantry_runner::job::{JobEnding, JobEvent};
 use gantry_runner::poll::{PollEvent, PollOptions, Poller};
 use gantry_server::Status;
 use gantry_server::coordinator::{
-    Coordinator, CoordinatorConfig, DefaultBranch, IncludeLoader, JobSelection,
+    Coordinator, CoordinatorConfig, CoordinatorError, DefaultBranch, IncludeLoader, JobSelection,
     MergeRequestPipelineRequest, PendingReason, PipelineRequest, PipelineUser, ProjectRequest,
     RemoteFetches, RunnerOptions,
 };
@@ -920,15 +920,16 @@ async fn run_pipeline(
                     }
                 }
             }
-            .map_err(|e| e.to_string())
         })
     };
     // A merged result is a commit the coordinator makes: the snapshot every job copies
     // is brought to it before the runner starts.
     let creating = if merge_request.is_some() {
-        let created = creating
-            .await
-            .unwrap_or_else(|e| Err(format!("create a pipeline: {e}")));
+        let created = creating.await.unwrap_or_else(|e| {
+            Err(CoordinatorError::Io(std::io::Error::other(format!(
+                "create a pipeline: {e}"
+            ))))
+        });
         if let Ok(p) = &created {
             if p.sha != s.snapshot.sha {
                 s.snapshot
@@ -1016,17 +1017,19 @@ async fn run_pipeline(
     }
 
     // The pipeline.
-    let created = creating
-        .await
-        .unwrap_or_else(|e| Err(format!("create a pipeline: {e}")));
+    let created = creating.await.unwrap_or_else(|e| {
+        Err(CoordinatorError::Io(std::io::Error::other(format!(
+            "create a pipeline: {e}"
+        ))))
+    });
     let pipeline = match created {
         Ok(p) => p,
-        Err(message) => {
+        Err(error) => {
             shutdown(&handle, stop_server, polling, server, timers, false).await;
-            return Err(if message.contains("select jobs") {
-                usage(message)
-            } else {
-                failed(format!("the pipeline was not created: {message}"))
+            // A job name that is not in the pipeline is the command line's mistake.
+            return Err(match error {
+                CoordinatorError::UnknownJob(why) => usage(why.to_string()),
+                other => failed(format!("the pipeline was not created: {other}")),
             });
         }
     };

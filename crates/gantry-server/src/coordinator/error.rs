@@ -18,6 +18,10 @@ pub enum CoordinatorError {
     /// `inputs:`; GitLab's message (`Unknown input: a`, …).
     #[error("{0}")]
     InvalidInputs(String),
+    /// 400: a job selection (`gantry run JOB`, `jobs` of a creation) names a job the
+    /// pipeline does not have.
+    #[error("{0}")]
+    UnknownJob(#[from] gantry_pipeline::SelectError),
     /// 409: the request conflicts with the current state (duplicate name, ...).
     #[error("{0}")]
     Conflict(String),

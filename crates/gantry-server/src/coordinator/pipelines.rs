@@ -86,7 +86,7 @@ enum Compiled {
     /// `workflow:rules` filtered it, or no job remained (not persisted either).
     NotCreated(String),
     /// A job selection named a job the pipeline does not have.
-    Selection(String),
+    Selection(gantry_pipeline::SelectError),
     /// A push of a commit whose message asks to skip CI (`[skip ci]`): persisted as a
     /// `skipped` pipeline without jobs, as GitLab's `Chain::Skip` does.
     Skipped,
@@ -945,7 +945,7 @@ impl Coordinator {
                     if let Err(e) =
                         gantry_pipeline::select_jobs(p, &selection.names, selection.with_needs)
                     {
-                        return Compiled::Selection(e.to_string());
+                        return Compiled::Selection(e);
                     }
                 }
             }
@@ -995,9 +995,13 @@ impl Coordinator {
                 store.release_pipeline_iid(project_id, iid).await?;
                 return Err(CoordinatorError::Invalid(format!("create a pipeline: {m}")));
             }
-            Compiled::NotCreated(m) | Compiled::Selection(m) => {
+            Compiled::NotCreated(m) => {
                 store.release_pipeline_iid(project_id, iid).await?;
                 return Err(CoordinatorError::Invalid(m));
+            }
+            Compiled::Selection(e) => {
+                store.release_pipeline_iid(project_id, iid).await?;
+                return Err(CoordinatorError::UnknownJob(e));
             }
             Compiled::Skipped => {
                 new.status = Status::Skipped.as_str().to_owned();

@@ -171,6 +171,7 @@ impl From<CoordinatorError> for ApiError {
             CoordinatorError::Invalid(why) | CoordinatorError::InvalidInputs(why) => {
                 Self::bad_request(why)
             }
+            CoordinatorError::UnknownJob(why) => Self::bad_request(why.to_string()),
             CoordinatorError::Conflict(why) => Self::conflict(why),
             CoordinatorError::TooLarge(why) => Self::too_large(why),
             CoordinatorError::RangeMismatch { size } => {
