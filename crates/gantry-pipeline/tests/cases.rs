@@ -22,7 +22,7 @@
 //!   and `source` defaults to `merge_request_event`).
 //!
 //! Add a case: create the folder, run
-//! `INSTA_UPDATE=always cargo test -p gantry-pipeline --test cases` (or `cargo insta test`
+//! `INSTA_UPDATE=always cargo nextest run -p gantry-pipeline cases::` (or `cargo insta test`
 //! then `cargo insta review`), and read the new `.snap` file against the spec before
 //! committing it. `CASE=<substring>` runs only the matching cases.
 

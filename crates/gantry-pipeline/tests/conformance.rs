@@ -14,24 +14,14 @@
 //!
 //! The tests print their counts.
 
+#[path = "differential/mod.rs"]
 mod differential;
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use gantry_pipeline::yaml::{self, FileId, Limits, Node, Value};
 use gantry_pipeline::{Context, Loader, MemoryLoader, Options, PipelineInfo, compile};
-
-fn conformance_dir() -> PathBuf {
-    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let dir = here.join("../../../shared/conformance");
-    assert!(
-        dir.is_dir(),
-        "conformance corpus not found at {}: the shared/ folder must sit beside the repository",
-        dir.display()
-    );
-    dir
-}
+use gantry_test_support::corpus;
 
 /// A real-world entry: the root file plus the folder holding its stored includes.
 struct Dir {
@@ -144,24 +134,12 @@ fn lint_fragment(doc: &str) -> Vec<String> {
     c.errors.into_iter().map(|e| e.message).collect()
 }
 
-fn exceptions(name: &str) -> BTreeMap<String, String> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests")
-        .join(name);
-    let text = std::fs::read_to_string(&path).unwrap_or_default();
-    text.lines()
-        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
-        .filter_map(|l| {
-            l.split_once(" — ")
-                .map(|(k, r)| (k.trim().to_owned(), r.trim().to_owned()))
-        })
-        .collect()
-}
-
 #[test]
 fn gitlab_schema_fixtures() {
-    let dir = conformance_dir().join("gitlab-schema");
-    let exceptions = exceptions("schema-exceptions.txt");
+    let dir = corpus::shared("").join("gitlab-schema");
+    let exceptions = corpus::exceptions(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/schema-exceptions.txt"),
+    );
     let mut failures = Vec::new();
     let mut counts: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
     let mut excepted = 0;
@@ -227,7 +205,7 @@ fn gitlab_schema_fixtures() {
 
 #[test]
 fn real_world_pipelines() {
-    let dir = conformance_dir().join("real-world");
+    let dir = corpus::shared("").join("real-world");
     let mut roots: Vec<PathBuf> = std::fs::read_dir(&dir)
         .expect("real-world folder")
         .flatten()

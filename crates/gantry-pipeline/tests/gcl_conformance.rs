@@ -32,11 +32,11 @@ use gantry_pipeline::yaml::{self, FileId, Limits};
 use gantry_pipeline::{
     CacheKey, Compiled, Context, Job, Loader, Options, Pipeline, PipelineInfo, Source, compile,
 };
+use gantry_test_support::corpus::{self, gcl, gcl::REMOTE, gcl::scalar, gcl::str_list};
 use serde_json::Value as J;
 
 /// The corpus' git fixture (README, "Running a record").
 const SHA: &str = "02618988a1864b3d06cfee3bd79f8baa2dd21407";
-const REMOTE: &str = "git@gitlab.com:gcl/test-project.git";
 
 /// `expect_error` records whose error comes from running a job, not from the configuration.
 const RUNTIME_ERRORS: [&str; 3] = ["dependency-proxy#1", "dependency-proxy#2", "image#9"];
@@ -242,17 +242,6 @@ fn gitlab_phrases(id: &str) -> &'static [&'static str] {
     }
 }
 
-fn corpus_dir() -> PathBuf {
-    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let dir = here.join("../../../shared/conformance/gitlab-ci-local");
-    assert!(
-        dir.is_dir(),
-        "gitlab-ci-local corpus not found at {}: the shared/ folder must sit beside the repository",
-        dir.display()
-    );
-    dir
-}
-
 /// A case folder seen as a git checkout: paths are tree paths, so a `.` or `..` component
 /// (or an empty one) names nothing, as in a repository lookup.
 struct CaseDir {
@@ -301,23 +290,6 @@ fn walk(base: &Path, dir: &Path, out: &mut Vec<String>) {
         } else if let Ok(rel) = p.strip_prefix(base) {
             out.push(rel.to_string_lossy().replace('\\', "/"));
         }
-    }
-}
-
-/// A YAML scalar as text (`1` → "1", `true` → "true").
-fn scalar(v: &J) -> String {
-    match v {
-        J::String(s) => s.clone(),
-        J::Null => String::new(),
-        other => other.to_string(),
-    }
-}
-
-fn str_list(v: Option<&J>) -> Vec<String> {
-    match v {
-        Some(J::Array(a)) => a.iter().map(scalar).collect(),
-        Some(J::Null) | None => Vec::new(),
-        Some(other) => vec![scalar(other)],
     }
 }
 
@@ -405,7 +377,7 @@ fn run_record(rec: &J) -> (Compiled, Context) {
         .get("case")
         .and_then(J::as_str)
         .expect("record has a case");
-    let mut root = corpus_dir().join("cases").join(case);
+    let mut root = gcl::dir().join("cases").join(case);
     if let Some(dir) = rec.pointer("/run/project_dir").and_then(J::as_str) {
         root = root.join(dir);
     }
@@ -955,32 +927,11 @@ fn check_jobs_config(
     }
 }
 
-fn exceptions() -> BTreeMap<String, String> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests")
-        .join("gcl-exceptions.txt");
-    let text = std::fs::read_to_string(&path).unwrap_or_default();
-    text.lines()
-        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
-        .filter_map(|l| {
-            l.split_once(" — ")
-                .map(|(k, r)| (k.trim().to_owned(), r.trim().to_owned()))
-        })
-        .collect()
-}
-
 #[test]
 fn gitlab_ci_local_lint_records() {
-    let path = corpus_dir().join("expectations.yaml");
-    let text = std::fs::read_to_string(&path).expect("expectations.yaml readable");
-    let docs = yaml::parse_documents(&text, FileId(0), Limits::default())
-        .expect("expectations.yaml parses");
-    let root = docs.first().map(|d| d.to_json()).expect("one document");
-    let entries = root
-        .get("entries")
-        .and_then(J::as_array)
-        .expect("entries list");
-    let exceptions = exceptions();
+    let entries = &gcl::records();
+    let exceptions =
+        corpus::exceptions(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/gcl-exceptions.txt"));
     let mut selected = Vec::new();
     for rec in entries {
         if is_selected(rec) {

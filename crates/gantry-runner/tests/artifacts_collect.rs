@@ -4,7 +4,6 @@
 use std::fs;
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::Path;
-use std::process::Command;
 
 use gantry_runner::artifacts::{CollectSpec, Collected, EntryKind, collect};
 
@@ -226,18 +225,7 @@ fn links_to_the_outside_are_stored_as_links_and_never_followed() {
     );
 }
 
-fn git(dir: &Path, args: &[&str]) {
-    let status = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.com")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.com")
-        .status()
-        .expect("git runs");
-    assert!(status.success(), "git {args:?}");
-}
+use gantry_test_support::git;
 
 #[test]
 fn untracked_adds_files_git_does_not_track_including_ignored_ones() {

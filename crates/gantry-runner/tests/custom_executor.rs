@@ -6,7 +6,7 @@
 
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-mod mock_support;
+use crate::mock_support;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -5,7 +5,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod docker_support;
+use crate::docker_support;
 
 use std::time::{Duration, Instant};
 

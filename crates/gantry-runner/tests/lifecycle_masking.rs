@@ -4,7 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-mod mock_support;
+use crate::mock_support;
 
 use std::time::Duration;
 

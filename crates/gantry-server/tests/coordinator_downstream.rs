@@ -3,7 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod coordinator_support;
+use crate::coordinator_support;
 
 use std::collections::BTreeMap;
 use std::io::Write as _;

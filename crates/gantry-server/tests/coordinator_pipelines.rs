@@ -4,7 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-mod coordinator_support;
+use crate::coordinator_support;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-mod coordinator_support;
+use crate::coordinator_support;
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
@@ -302,8 +302,8 @@ async fn runner_maximum_timeout_caps_the_job_timeout() {
 
 /// Concurrent pollers drain a pipeline: every job is handed out exactly once, and the rate is
 /// printed. In CI it runs small (2 × 50 jobs, 10 pollers); for a measurement:
-/// `GROUPS=5 POLLERS=50 cargo test --release -p gantry-server --test coordinator_queue
-/// dispatch_throughput -- --nocapture`.
+/// `GROUPS=5 POLLERS=50 cargo nextest run --release -p gantry-server
+/// coordinator_queue::dispatch_throughput --no-capture`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dispatch_throughput() {
     let env_num = |k: &str, d: usize| {

@@ -6,7 +6,7 @@
 
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-mod coordinator_support;
+use crate::coordinator_support;
 
 use std::path::Path;
 use std::sync::Arc;

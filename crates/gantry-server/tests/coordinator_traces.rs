@@ -7,7 +7,7 @@
 
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-mod coordinator_support;
+use crate::coordinator_support;
 
 use coordinator_support::*;
 use gantry_protocol::JobState;

@@ -5,7 +5,7 @@
 
 #![allow(clippy::panic)]
 
-mod http_support;
+use crate::http_support;
 
 use std::fmt::Write as _;
 use std::time::Duration;

@@ -7,8 +7,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+#[path = "gitlab_config/mod.rs"]
 mod gitlab_config;
-mod http_support;
+use crate::http_support;
 
 use http_support::*;
 use reqwest::{Method, StatusCode};

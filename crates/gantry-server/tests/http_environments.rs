@@ -5,7 +5,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod http_support;
+use crate::http_support;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 

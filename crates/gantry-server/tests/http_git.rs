@@ -1,7 +1,7 @@
 //! The clone URL of the job payload works with real `git` over HTTP while the job runs
 //! (and fetches the pipeline refspecs), and stops working when the job ends.
 
-mod http_support;
+use crate::http_support;
 
 use std::path::Path;
 use std::process::{Command, Output};

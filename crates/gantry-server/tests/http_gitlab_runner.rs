@@ -5,7 +5,7 @@
 
 #![allow(clippy::panic)]
 
-mod http_support;
+use crate::http_support;
 
 use std::borrow::Cow;
 use std::io::Read as _;

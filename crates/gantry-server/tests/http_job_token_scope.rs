@@ -7,7 +7,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod http_support;
+use crate::http_support;
 
 use std::fmt::Write as _;
 use std::io::Write as _;

@@ -5,7 +5,7 @@
 //! is never given one, and a job its runner does not acknowledge (first update) within
 //! the bound goes back to the queue, with a new token for its next runner.
 
-mod http_support;
+use crate::http_support;
 
 use std::time::{Duration, Instant};
 

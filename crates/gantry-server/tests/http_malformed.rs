@@ -9,7 +9,7 @@
 
 #![allow(clippy::panic)]
 
-mod http_support;
+use crate::http_support;
 
 use http_support::{Options, Repo, TestServer, expect_client_error};
 use reqwest::multipart::{Form, Part};

@@ -4,7 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod http_support;
+use crate::http_support;
 
 use http_support::{Repo, TestServer, job_variable_value as var};
 use reqwest::{Method, StatusCode};

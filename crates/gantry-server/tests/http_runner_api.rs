@@ -3,7 +3,7 @@
 //! `Job-Status` (§4.5), dependency artifact downloads (§6.4), and exactly-once
 //! assignment under concurrent job requests.
 
-mod http_support;
+use crate::http_support;
 
 use std::collections::HashSet;
 use std::time::Duration;

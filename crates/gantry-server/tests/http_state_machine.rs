@@ -25,7 +25,7 @@
 
 #![allow(clippy::panic)]
 
-mod http_support;
+use crate::http_support;
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};

@@ -6,7 +6,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod http_support;
+use crate::http_support;
 
 use http_support::*;
 use reqwest::{Method, StatusCode};

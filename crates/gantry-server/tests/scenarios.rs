@@ -26,13 +26,14 @@
 //! that running it again decides nothing: one pass reaches the fixed point.
 //!
 //! `SCENARIO=<substring>` runs only matching scenarios. New snapshot:
-//! `INSTA_UPDATE=always cargo test -p gantry-server --test scenarios`, then read it.
+//! `INSTA_UPDATE=always cargo nextest run -p gantry-server scenarios::`, then read it.
 //!
 //! [`gitlab_processing`] runs GitLab's own processing test cases (its YAML files,
 //! unchanged) through the same processor.
 
 #![allow(clippy::panic, clippy::unwrap_used)]
 
+#[path = "gitlab_processing/mod.rs"]
 mod gitlab_processing;
 
 use std::collections::BTreeMap;

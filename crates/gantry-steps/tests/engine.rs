@@ -215,23 +215,7 @@ async fn failures_stop_the_sequence_and_say_why() {
     }
 }
 
-fn git(dir: &Path, args: &[&str]) {
-    let ok = std::process::Command::new("git")
-        .args([
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@example.com",
-            "-c",
-            "init.defaultBranch=main",
-        ])
-        .args(args)
-        .current_dir(dir)
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok, "git {args:?}");
-}
+use gantry_test_support::git;
 
 #[tokio::test]
 async fn git_references_are_fetched_pinned_and_reused() {

@@ -6,7 +6,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod e2e_runner_support;
+use crate::e2e_runner_support;
 
 use std::time::Duration;
 

@@ -38,7 +38,7 @@
 
 #![allow(clippy::panic, clippy::unwrap_used)]
 
-mod gcl_run_support;
+use crate::gcl_run_support;
 
 use std::process::Command;
 

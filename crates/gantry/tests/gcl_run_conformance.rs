@@ -11,7 +11,7 @@
 
 #![allow(clippy::panic, clippy::unwrap_used)]
 
-mod gcl_run_support;
+use crate::gcl_run_support;
 
 use gcl_run_support::{Suite, is_run_record, needs_docker, run_suite};
 

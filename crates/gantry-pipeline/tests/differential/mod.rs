@@ -208,7 +208,7 @@ fn mutate(text: &str, rng: &mut Rng) -> String {
 fn corpus() -> Vec<(String, String)> {
     let here = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files = Vec::new();
-    yaml_files(&here.join("../../../shared/conformance"), &mut files);
+    yaml_files(&gantry_test_support::corpus::shared(""), &mut files);
     let shared = files.len();
     assert!(
         shared > 100,

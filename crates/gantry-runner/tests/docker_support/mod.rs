@@ -5,7 +5,6 @@
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::path::Path;
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -240,53 +239,7 @@ impl Drop for TestServer {
     }
 }
 
-/// A real git repository in a temp dir, with one commit on `main`.
-pub struct Repo {
-    dir: tempfile::TempDir,
-}
-
-impl Repo {
-    pub fn new(files: &[(&str, &str)]) -> Self {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let repo = Self { dir };
-        repo.git(&["init", "-q", "-b", "main"]);
-        repo.git(&["config", "user.email", "dev@example.com"]);
-        repo.git(&["config", "user.name", "Dev Eloper"]);
-        for (path, text) in files {
-            let p = repo.path().join(path);
-            if let Some(parent) = p.parent() {
-                std::fs::create_dir_all(parent).expect("mkdir");
-            }
-            std::fs::write(p, text).expect("write");
-        }
-        repo.git(&["add", "-A"]);
-        repo.git(&["commit", "-q", "-m", "initial commit"]);
-        repo
-    }
-
-    pub fn path(&self) -> &Path {
-        self.dir.path()
-    }
-
-    /// Makes `path` executable, in a commit of its own.
-    pub fn make_executable(&self, path: &str) {
-        use std::os::unix::fs::PermissionsExt as _;
-        let file = self.path().join(path);
-        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-        self.git(&["add", path]);
-        self.git(&["commit", "-q", "-m", "make it executable"]);
-    }
-
-    fn git(&self, args: &[&str]) {
-        let status = Command::new("git")
-            .args(args)
-            .current_dir(self.path())
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .status()
-            .expect("run git");
-        assert!(status.success(), "git {args:?}");
-    }
-}
+pub use gantry_test_support::Repo;
 
 /// The runner side: a `config.toml` with one Docker entry, and the poll loop.
 pub struct Runner {

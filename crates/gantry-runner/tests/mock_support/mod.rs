@@ -22,7 +22,6 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -622,23 +621,7 @@ pub async fn wait_for(limit: Duration, what: &str, condition: impl Fn() -> bool)
 
 // ---- git ---------------------------------------------------------------------------
 
-pub fn git(dir: &Path, args: &[&str]) -> String {
-    let output = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_AUTHOR_NAME", "Test")
-        .env("GIT_AUTHOR_EMAIL", "test@example.com")
-        .env("GIT_COMMITTER_NAME", "Test")
-        .env("GIT_COMMITTER_EMAIL", "test@example.com")
-        .output()
-        .expect("git runs");
-    assert!(
-        output.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).trim().to_owned()
-}
+pub use gantry_test_support::git;
 
 /// A repository with `files` committed on `main`; returns its path and the commit.
 pub fn repository(dir: &Path, files: &[(&str, &str)]) -> (PathBuf, String) {

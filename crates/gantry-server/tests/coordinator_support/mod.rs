@@ -6,7 +6,6 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use gantry_pipeline::Source;
@@ -24,36 +23,7 @@ pub struct Env {
     pub coord: Coordinator,
 }
 
-pub fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "Ada")
-        .env("GIT_AUTHOR_EMAIL", "ada@example.com")
-        .env("GIT_COMMITTER_NAME", "Ada")
-        .env("GIT_COMMITTER_EMAIL", "ada@example.com")
-        .output()
-        .expect("git runs");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
-
-/// Write `files` into the repository and commit them; returns the commit SHA.
-pub fn commit(repo: &Path, files: &[(&str, &str)], message: &str) -> String {
-    for (path, text) in files {
-        let p = repo.join(path);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
-    }
-    git(repo, &["add", "-A"]);
-    git(repo, &["commit", "-q", "--allow-empty", "-m", message]);
-    git(repo, &["rev-parse", "HEAD"])
-}
+pub use gantry_test_support::{commit, git};
 
 /// The URL of the test's database (SQLite in `dir`, or the PostgreSQL database that
 /// stands for it: the same one every call).

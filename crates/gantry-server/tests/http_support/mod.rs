@@ -3,8 +3,6 @@
 
 #![allow(dead_code, clippy::panic)]
 
-use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use gantry_server::coordinator::{Coordinator, CoordinatorConfig, IncludeCache};
@@ -280,49 +278,7 @@ impl Drop for TestServer {
     }
 }
 
-/// A real git repository in a temp dir, with one commit on `main`.
-pub struct Repo {
-    dir: tempfile::TempDir,
-}
-
-impl Repo {
-    pub fn new(files: &[(&str, &str)]) -> Self {
-        let repo = Self::empty("main");
-        for (path, text) in files {
-            let p = repo.path().join(path);
-            if let Some(parent) = p.parent() {
-                std::fs::create_dir_all(parent).expect("mkdir");
-            }
-            std::fs::write(p, text).expect("write");
-        }
-        repo.git(&["add", "-A"]);
-        repo.git(&["commit", "-q", "-m", "initial commit"]);
-        repo
-    }
-
-    /// A repository without any commit yet; its first commit goes on `branch`.
-    pub fn empty(branch: &str) -> Self {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let repo = Self { dir };
-        repo.git(&["init", "-q", "-b", branch]);
-        repo.git(&["config", "user.email", "dev@example.com"]);
-        repo.git(&["config", "user.name", "Dev Eloper"]);
-        repo
-    }
-
-    pub fn path(&self) -> &Path {
-        self.dir.path()
-    }
-
-    pub fn git(&self, args: &[&str]) {
-        let status = Command::new("git")
-            .current_dir(self.path())
-            .args(args)
-            .status()
-            .expect("git runs");
-        assert!(status.success(), "git {args:?} failed");
-    }
-}
+pub use gantry_test_support::Repo;
 
 /// A 4xx answer must be JSON with a `message` or `error`, never a 5xx. Returns the
 /// status and the body.

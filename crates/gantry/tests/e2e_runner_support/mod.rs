@@ -492,51 +492,24 @@ impl Drop for Server {
 
 // ---- git ------------------------------------------------------------------------------
 
-/// A real git repository in a temp dir with one commit on `main`.
+/// A real git repository in a temp dir with one commit on `main` (`gantry_test_support`'s),
+/// and that commit.
 pub struct Repo {
-    dir: tempfile::TempDir,
+    repo: gantry_test_support::Repo,
     /// The commit.
     pub sha: String,
-}
-
-pub fn git(dir: &Path, args: &[&str]) -> String {
-    let output = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_AUTHOR_NAME", "E2E")
-        .env("GIT_AUTHOR_EMAIL", "e2e@example.com")
-        .env("GIT_COMMITTER_NAME", "E2E")
-        .env("GIT_COMMITTER_EMAIL", "e2e@example.com")
-        .output()
-        .expect("git runs");
-    assert!(
-        output.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).trim().to_owned()
 }
 
 impl Repo {
     /// `.gitlab-ci.yml` = `ci`, plus `files`.
     pub fn new(ci: &str, files: &[(&str, &str)]) -> Self {
-        let dir = tempfile::tempdir().expect("temp dir");
-        git(dir.path(), &["init", "-q", "-b", "main"]);
-        let mut all = vec![(".gitlab-ci.yml", ci)];
-        all.extend_from_slice(files);
-        for (path, text) in all {
-            let file = dir.path().join(path);
-            std::fs::create_dir_all(file.parent().expect("parent")).expect("mkdir");
-            std::fs::write(file, text).expect("write");
-        }
-        git(dir.path(), &["add", "-A"]);
-        git(dir.path(), &["commit", "-q", "-m", "initial commit"]);
-        let sha = git(dir.path(), &["rev-parse", "HEAD"]);
-        Self { dir, sha }
+        let repo = gantry_test_support::Repo::with_ci(ci, files);
+        let sha = repo.head();
+        Self { repo, sha }
     }
 
     pub fn path(&self) -> &Path {
-        self.dir.path()
+        self.repo.path()
     }
 }
 

@@ -89,12 +89,10 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use gantry_pipeline::yaml::{self, FileId, Limits};
+use gantry_test_support::corpus::{self, gcl, gcl::REMOTE, gcl::scalar, gcl::str_list};
 use regex::Regex;
 use serde_json::Value as J;
 
-/// The corpus' git fixture (README, "Running a record").
-const REMOTE: &str = "git@gitlab.com:gcl/test-project.git";
 /// Keys of `run` that make a record lint-only (checked by gantry-pipeline's harness).
 const LINT_ONLY: [&str; 8] = [
     "preview",
@@ -197,17 +195,6 @@ fn gitlab_phrases(id: &str) -> &'static [&'static str] {
     }
 }
 
-fn corpus_dir() -> PathBuf {
-    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let dir = here.join("../../../shared/conformance/gitlab-ci-local");
-    assert!(
-        dir.is_dir(),
-        "gitlab-ci-local corpus not found at {}: the shared/ folder must sit beside the repository",
-        dir.display()
-    );
-    dir
-}
-
 /// A record that runs jobs without the network: GitLab scope, not skipped, not lint-only,
 /// `needs_network: false`. Suites select among these on `needs_docker`.
 pub fn is_run_record(rec: &J) -> bool {
@@ -224,23 +211,6 @@ pub fn needs_docker(rec: &J) -> bool {
     rec.get("needs_docker")
         .and_then(J::as_bool)
         .unwrap_or(false)
-}
-
-/// A YAML scalar as text (`1` → "1", `true` → "true").
-fn scalar(v: &J) -> String {
-    match v {
-        J::String(s) => s.clone(),
-        J::Null => String::new(),
-        other => other.to_string(),
-    }
-}
-
-fn str_list(v: Option<&J>) -> Vec<String> {
-    match v {
-        Some(J::Array(a)) => a.iter().map(scalar).collect(),
-        Some(J::Null) | None => Vec::new(),
-        Some(other) => vec![scalar(other)],
-    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -503,7 +473,7 @@ fn prepare(rec: &J) -> Result<Workspace, String> {
     let (home, cache) = (tmp.path().join("home"), tmp.path().join("cache"));
     std::fs::create_dir_all(&home).map_err(|e| e.to_string())?;
     std::fs::create_dir_all(&cache).map_err(|e| e.to_string())?;
-    let mut src = corpus_dir().join("cases").join(case);
+    let mut src = gcl::dir().join("cases").join(case);
     let run = rec.get("run").cloned().unwrap_or(J::Null);
     if let Some(dir) = run.get("project_dir").and_then(J::as_str) {
         src = src.join(dir);
@@ -1347,36 +1317,13 @@ pub struct Summary {
     pub exceptions: BTreeMap<String, String>,
 }
 
-fn exceptions(file: &str) -> BTreeMap<String, String> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests")
-        .join(file);
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{} unreadable: {e}", path.display()));
-    text.lines()
-        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
-        .filter_map(|l| {
-            l.split_once(" — ")
-                .map(|(k, r)| (k.trim().to_owned(), r.trim().to_owned()))
-        })
-        .collect()
-}
-
 /// Runs the suite's records (two at a time), prints the listed exceptions, the unexpected
 /// failures and `gitlab-ci-local <name> records: N/M passed`, and fails on an unlisted
 /// failure, a listed record that passes or is not selected, a reason without one of the
 /// suite's tags, or a selection of another size. `None` when `GCL_RECORD` picked one
 /// record (nothing is asserted then).
 pub fn run_suite(suite: &Suite) -> Option<Summary> {
-    let path = corpus_dir().join("expectations.yaml");
-    let text = std::fs::read_to_string(&path).expect("expectations.yaml readable");
-    let docs = yaml::parse_documents(&text, FileId(0), Limits::default())
-        .expect("expectations.yaml parses");
-    let root = docs.first().map(|d| d.to_json()).expect("one document");
-    let entries = root
-        .get("entries")
-        .and_then(J::as_array)
-        .expect("entries list");
+    let entries = &gcl::records();
     let only = std::env::var("GCL_RECORD").ok();
     let selected: Vec<&J> = entries.iter().filter(|r| (suite.select)(r)).collect();
     let to_run: Vec<&J> = selected
@@ -1406,7 +1353,11 @@ pub fn run_suite(suite: &Suite) -> Option<Summary> {
     });
     let mut results = results.into_inner().unwrap();
     results.sort_by(|a, b| a.0.cmp(&b.0));
-    let exceptions = exceptions(suite.exceptions);
+    let exceptions = corpus::exceptions(
+        &Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests")
+            .join(suite.exceptions),
+    );
     let (mut passed, mut unexpected, mut stale, mut excepted) =
         (0, Vec::new(), Vec::new(), Vec::new());
     for (id, result) in &results {

@@ -1,0 +1,46 @@
+//! The integration tests of `gantry-runner`, one test binary (`autotests = false` in
+//! `Cargo.toml`): each file of `tests/` is a module here, and the shared harnesses
+//! (`tests/*/mod.rs`) are modules the files reach as `crate::…`. Why one binary:
+//! `gantry-test-support`'s documentation.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod artifacts_archive;
+mod artifacts_collect;
+mod artifacts_dotenv;
+mod artifacts_extract;
+mod cache_local;
+mod config_load;
+mod custom_executor;
+mod docker_executor;
+mod docker_support;
+mod lifecycle_after_script;
+mod lifecycle_artifacts;
+mod lifecycle_cache;
+mod lifecycle_cache_s3;
+mod lifecycle_cancel;
+mod lifecycle_clone_path;
+mod lifecycle_debug_trace;
+mod lifecycle_feature_flags;
+mod lifecycle_functions;
+mod lifecycle_masking;
+mod lifecycle_output_limit;
+mod lifecycle_protocol;
+mod lifecycle_timeout;
+mod mock_job_loop;
+mod mock_resilience;
+mod mock_support;
+mod poll_requests;
+mod poll_signals;
+mod shell_exec;
+mod shell_quote;
+mod sources_git;
+mod trace_masking;
+mod trace_pipeline;
+
+#[test]
+fn every_test_file_is_a_module_of_this_binary() {
+    gantry_test_support::assert_every_test_file_is_a_module(
+        env!("CARGO_MANIFEST_DIR"),
+        include_str!("it.rs"),
+    );
+}

@@ -1,0 +1,15 @@
+//! The integration tests of `gantry-steps`, one test binary (`autotests = false` in
+//! `Cargo.toml`): each file of `tests/` is a module here, and the shared harnesses
+//! (`tests/*/mod.rs`) are modules the files reach as `crate::…`. Why one binary:
+//! `gantry-test-support`'s documentation.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod engine;
+
+#[test]
+fn every_test_file_is_a_module_of_this_binary() {
+    gantry_test_support::assert_every_test_file_is_a_module(
+        env!("CARGO_MANIFEST_DIR"),
+        include_str!("it.rs"),
+    );
+}
