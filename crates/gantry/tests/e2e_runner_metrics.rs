@@ -192,7 +192,9 @@ fn within(value: f64, expected: f64, what: &str) {
 async fn check_figures(setup: &Setup, pipeline: i64, burned: impl Fn(&str) -> (f64, f64)) {
     let server = &setup.server;
     let (job, log) = server
-        .wait_running(setup.project, pipeline, "burn", "burned")
+        // The output line, not the command's echo (`$ … echo "burned $total"`), which
+        // reaches the log first.
+        .wait_running(setup.project, pipeline, "burn", "\nburned ")
         .await;
     let (own_cpu, own_peak) = burned(&log);
     assert!(own_cpu >= 1.0, "the script burned only {own_cpu}s:\n{log}");
