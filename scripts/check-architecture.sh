@@ -8,6 +8,7 @@
 # `bin/fleeting-plugin-local`). A path exists as `src/PATH.rs`, `src/PATH/mod.rs` or `src/PATH/`.
 # Every top-level module of `src/` must be listed — itself, or through its submodules, and then
 # all of them (recursively: listing `coordinator/queue` asks for every module of `coordinator/`).
+# The page stays at most 250 lines.
 # Not modules: `lib.rs`, `main.rs`, `mod.rs`, `tests.rs` (a module's unit tests) and
 # `snapshots/` (insta's). Every crate under `crates/` needs its section.
 set -euo pipefail
@@ -96,6 +97,13 @@ for dir in crates/*/; do
     check_covered "$crate" "$module"
   done < <(modules_of "crates/$crate/src")
 done
+
+# A map a newcomer reads in ten minutes: mechanism belongs in the module docs.
+max_lines=250
+lines=$(wc -l <"$doc")
+if [ "$lines" -gt "$max_lines" ]; then
+  error "$doc has $lines lines, more than $max_lines: move mechanism detail into the module docs it describes"
+fi
 
 if [ $errors -gt 0 ]; then
   echo "scripts/check-architecture.sh: $errors problem(s); $doc's module tables must match the tree" >&2

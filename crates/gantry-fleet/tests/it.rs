@@ -17,3 +17,9 @@ fn every_test_file_is_a_module_of_this_binary() {
         include_str!("it.rs"),
     );
 }
+
+/// No cycle among `src/`'s top-level modules (how it is read: `gantry_test_support::modules`).
+#[test]
+fn the_top_level_modules_form_no_cycle() {
+    gantry_test_support::assert_no_module_cycle(env!("CARGO_MANIFEST_DIR"));
+}

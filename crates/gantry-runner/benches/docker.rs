@@ -71,7 +71,9 @@ fn docker_run_true(samples: usize) -> Vec<Duration> {
 }
 
 async fn api_cycle(samples: usize) -> Vec<Duration> {
-    let docker = gantry_runner::docker::connect().await.expect("engine");
+    let docker = gantry_runner::executor::docker::connect()
+        .await
+        .expect("engine");
     let mut out = Vec::new();
     for _ in 0..samples {
         let started = Instant::now();

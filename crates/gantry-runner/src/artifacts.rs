@@ -66,6 +66,7 @@ mod error;
 mod extract;
 mod gzip;
 mod note;
+pub(crate) mod tar_zstd;
 mod upload;
 mod zip_archive;
 

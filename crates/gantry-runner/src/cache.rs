@@ -50,7 +50,6 @@
 //! `Not downloading cache <key> due to policy`, `Creating cache <key>...`,
 //! `Created cache`, `WARNING: Failed to create cache: …`.
 
-mod archive;
 mod key;
 mod local;
 mod policy;
@@ -77,7 +76,7 @@ pub fn for_job(
     match runner.cache.kind {
         None => Ok(local),
         Some(crate::config::CacheType::S3) => {
-            let short = crate::job::short_token(&runner.token);
+            let short = crate::config::short_token(&runner.token);
             let remote = S3Archives::new(&runner.cache, &short, project_id)?;
             Ok(local.with_remote(std::sync::Arc::new(remote)))
         }
@@ -92,5 +91,3 @@ pub fn for_job(
     }
 }
 pub use policy::resolve_policy;
-
-pub(crate) use archive::write_tar_zstd;

@@ -43,22 +43,27 @@
 //! assert_eq!(warnings[0].to_string(), "unknown key `runners[0].colour` (line 7, column 1) is ignored");
 //! ```
 
+mod go_duration;
+pub mod gpus;
 mod key_path;
 mod resolve;
 mod schema;
 mod settings;
+mod token;
 
 use std::fmt;
 use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
+pub(crate) use go_duration::parse_go_duration;
 pub use key_path::{KeyPath, Location, Segment};
 pub use schema::{
     AutoscalerFile, CacheFile, ConfigFile, ConnectorFile, CustomFile, DockerFile, PolicyFile,
     RunnerFile, ScaleThrottleFile, StateStorageFile,
 };
 pub use settings::*;
+pub use token::short_token;
 
 /// gitlab-runner keys gantry recognises but does not implement: the warning says so
 /// instead of calling them unknown.

@@ -7,45 +7,40 @@
 //! | executor | chosen when | stages run |
 //! |---|---|---|
 //! | shell | `executor = "shell"`; or `"docker"` with `shell_without_image = true` and a job without `image:` | in bash (or sh) on this machine, one process group per stage |
-//! | docker | `executor = "docker"` | in the job's build container, made from its image once and started again per stage ([`crate::docker`]) |
-//! | custom | `executor = "custom"` | by the `[runners.custom]` driver's `run_exec`, in the environment its `prepare_exec` made ([`crate::custom`]) |
-//! | instance | `executor = "instance"` | over SSH on an instance of the `[runners.autoscaler]` fleet, the build directory moved there and back ([`crate::instance`]) |
-//! | docker-autoscaler | `executor = "docker-autoscaler"` | in the job's build container on the Docker engine of an instance of the fleet, reached through the SSH session; the build directory moved as for `instance` ([`crate::docker_autoscaler`]) |
+//! | docker | `executor = "docker"` | in the job's build container, made from its image once and started again per stage ([`crate::executor::docker`]) |
+//! | custom | `executor = "custom"` | by the `[runners.custom]` driver's `run_exec`, in the environment its `prepare_exec` made ([`crate::executor::custom`]) |
+//! | instance | `executor = "instance"` | over SSH on an instance of the `[runners.autoscaler]` fleet, the build directory moved there and back ([`crate::executor::instance`]) |
+//! | docker-autoscaler | `executor = "docker-autoscaler"` | in the job's build container on the Docker engine of an instance of the fleet, reached through the SSH session; the build directory moved as for `instance` ([`crate::executor::docker_autoscaler`]) |
+
+pub mod custom;
+pub mod docker;
+pub mod docker_autoscaler;
+pub mod instance;
+pub mod shell;
+mod stage;
+
+pub use stage::{CancelReason, CiJobStatus, Stage, StageError, StageOutcome};
 
 use std::future::Future;
 use std::path::Path;
 
 use gantry_protocol::JobResponse;
 
+use self::custom::CustomExecutor;
+use self::docker::DockerExecutor;
+use self::docker_autoscaler::DockerAutoscalerExecutor;
+use self::instance::InstanceExecutor;
+use self::shell::ShellExecutor;
 use crate::config::{ExecutorKind, RunnerConfig};
-use crate::custom::CustomExecutor;
-use crate::docker::DockerExecutor;
-use crate::docker_autoscaler::DockerAutoscalerExecutor;
-use crate::instance::InstanceExecutor;
-use crate::shell::{CancelReason, ShellExecutor, Stage, StageOutcome};
 use crate::trace::Trace;
 
-/// Which executor a job runs in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ExecutorChoice {
-    /// On this machine.
-    Shell,
-    /// In Docker containers.
-    Docker,
-    /// Through the `[runners.custom]` driver.
-    Custom,
-    /// On an instance of the entry's fleet.
-    Instance,
-    /// In Docker containers on an instance of the entry's fleet.
-    DockerAutoscaler,
-}
-
-impl ExecutorChoice {
+/// Which executor runs a job: the entry's, except a Docker entry with
+/// `shell_without_image = true` runs a job without `image:` in the shell.
+impl ExecutorKind {
     /// The executor for `job` on `runner`: its `executor`, except that a Docker entry
     /// with `shell_without_image = true` runs jobs without `image:` in the shell.
     pub fn for_job(runner: &RunnerConfig, job: &JobResponse) -> Self {
         match runner.executor {
-            ExecutorKind::Shell => Self::Shell,
             ExecutorKind::Docker => {
                 let has_image = job
                     .image
@@ -61,28 +56,15 @@ impl ExecutorChoice {
                     Self::Docker
                 }
             }
-            ExecutorKind::Custom => Self::Custom,
-            ExecutorKind::Instance => Self::Instance,
-            ExecutorKind::DockerAutoscaler => Self::DockerAutoscaler,
+            other => other,
         }
     }
 
-    /// `shell`, `docker`, …
     /// gitlab-runner's `FeaturesInfo.Shared`: the job runs where other jobs ran and will
     /// run (shell, custom, instance) — `CI_SHARED_ENVIRONMENT=true` — rather than in
     /// something made for it alone (`CI_DISPOSABLE_ENVIRONMENT=true`).
     pub fn is_shared(self) -> bool {
         matches!(self, Self::Shell | Self::Custom | Self::Instance)
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Shell => "shell",
-            Self::Docker => "docker",
-            Self::Custom => "custom",
-            Self::Instance => "instance",
-            Self::DockerAutoscaler => "docker-autoscaler",
-        }
     }
 }
 
@@ -131,7 +113,7 @@ impl Executor {
         match self {
             Self::Shell(_) | Self::Custom(_) | Self::Instance(_) => Ok(()),
             Self::Docker(_) | Self::DockerAutoscaler(_) => {
-                crate::docker::share_owner_bits(project_dir)
+                crate::executor::docker::share_owner_bits(project_dir)
             }
         }
     }
@@ -139,7 +121,11 @@ impl Executor {
     /// Releases what the executor created (containers, networks, volumes; the custom
     /// driver's environment, whose cleanup output goes to `driver_log` as `(stream,
     /// line)`); problems become warnings in the log.
-    pub(crate) async fn cleanup(&self, trace: &Trace, driver_log: crate::custom::DriverLog) {
+    pub(crate) async fn cleanup(
+        &self,
+        trace: &Trace,
+        driver_log: crate::executor::custom::DriverLog,
+    ) {
         match self {
             Self::Shell(_) => {}
             Self::Instance(instance) => instance.cleanup(trace).await,

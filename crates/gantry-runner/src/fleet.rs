@@ -11,7 +11,7 @@
 //!   removes the instance.
 //! * Before each job request the entry takes a [`Reservation`]; no capacity means no
 //!   request this time (preemptive mode, or the group cannot grow). A job that arrives
-//!   turns it into an acquisition in the instance executor ([`crate::instance`]).
+//!   turns it into an acquisition in the instance executor ([`crate::executor::instance`]).
 //! * A runner restarted after it died hands the fleet the keys of the acquisitions of
 //!   the instance jobs it takes over: the taskscaler restores them from its state
 //!   file ([`Fleet::resume`]; `[runners.autoscaler.state_storage]` must be enabled).
@@ -29,7 +29,7 @@ use gantry_fleet::taskscaler::{
 };
 
 use crate::config::AutoscalerConfig;
-use crate::poll::Level;
+use crate::level::Level;
 
 /// Where the fleet reports: `(level, message)`.
 pub(crate) type FleetLog = Arc<dyn Fn(Level, String) + Send + Sync>;

@@ -82,7 +82,6 @@ mod dirs;
 mod ending;
 mod event;
 mod functions;
-mod go_duration;
 mod inputs;
 mod lifecycle;
 mod post;
@@ -100,16 +99,15 @@ use gantry_protocol::{JobResponse, PatchTraceParams};
 use tokio::time::Instant;
 
 pub(crate) use backoff::Backoff;
-pub use dirs::{BuildDirs, CONTAINER_BUILDS_DIR, Layout, SeenDirs, short_token};
+pub use dirs::{BuildDirs, CONTAINER_BUILDS_DIR, Layout, SeenDirs};
 pub use ending::JobEnding;
 pub use event::{Delivery, JobEvent, JobEvents, ignore_events};
-pub(crate) use go_duration::parse_go_duration;
 pub use stop::{StopRequest, StopSignal};
 pub use uplink::MAX_FINAL_RANGE_MISMATCHES;
 
 use crate::client::Client;
-use crate::config::RunnerConfig;
-use crate::shell::DEFAULT_KILL_GRACE;
+use crate::config::{RunnerConfig, short_token};
+use crate::executor::shell::DEFAULT_KILL_GRACE;
 use crate::trace::{
     ANSI_BOLD_GREEN, ANSI_BOLD_RED, ANSI_RESET, MaskSet, MaskSetBuilder, Trace, TraceOptions,
 };
@@ -271,7 +269,7 @@ impl Placement<'_> {
         &self,
         builds_dir: &std::path::Path,
         layout: Layout,
-        choice: crate::executor::ExecutorChoice,
+        choice: crate::config::ExecutorKind,
     ) -> (BuildDirs, Vec<gantry_protocol::JobVariable>, Option<String>) {
         let dirs = BuildDirs::new(
             builds_dir,
@@ -304,16 +302,16 @@ impl Placement<'_> {
         &self,
         dirs: &BuildDirs,
         variables: &[gantry_protocol::JobVariable],
-        choice: crate::executor::ExecutorChoice,
+        choice: crate::config::ExecutorKind,
     ) -> Result<Option<BuildDirs>, String> {
-        use crate::executor::ExecutorChoice;
+        use crate::config::ExecutorKind;
         let Some(path) = variables::get(variables, "GIT_CLONE_PATH").filter(|p| !p.is_empty())
         else {
             return Ok(None);
         };
         let in_docker = matches!(
             choice,
-            ExecutorChoice::Docker | ExecutorChoice::DockerAutoscaler
+            ExecutorKind::Docker | ExecutorKind::DockerAutoscaler
         );
         if !self.runner.custom_build_dir_enabled(in_docker) {
             return Err(
@@ -323,11 +321,11 @@ impl Placement<'_> {
         }
         if matches!(
             choice,
-            ExecutorChoice::Instance | ExecutorChoice::DockerAutoscaler
+            ExecutorKind::Instance | ExecutorKind::DockerAutoscaler
         ) {
             return Err(format!(
                 "GIT_CLONE_PATH is not supported by gantry's {} executor yet",
-                choice.name()
+                choice.as_str()
             ));
         }
         dirs.clone().with_clone_path(path).map(Some)
@@ -346,7 +344,7 @@ impl Placement<'_> {
                 arch: &arch,
                 short_token: &self.short_token,
                 job_timeout_secs: self.job_timeout_secs,
-                shared: crate::executor::ExecutorChoice::for_job(self.runner, self.job).is_shared(),
+                shared: crate::config::ExecutorKind::for_job(self.runner, self.job).is_shared(),
                 feature_flags: &self.runner.feature_flags,
             },
             &self.runner.environment,
@@ -389,7 +387,7 @@ pub async fn run_job(job: JobResponse, cx: JobContext) -> JobReport {
 }
 
 /// A job a runner process that died left running in a detached stage, taken over by
-/// this one ([`crate::shell::detached`]).
+/// this one ([`crate::executor::shell::detached`]).
 #[derive(Debug, Clone)]
 pub struct Takeover {
     /// Where the job goes on.
@@ -454,10 +452,11 @@ async fn run(job: JobResponse, cx: JobContext, takeover: Option<Takeover>) -> Jo
         concurrent_project_id: cx.concurrent_project_id,
     };
     // In containers the job sees gitlab-runner's Docker paths (`/builds/…`).
-    let choice = crate::executor::ExecutorChoice::for_job(&runner, &job);
+    let choice = crate::config::ExecutorKind::for_job(&runner, &job);
     let layout = match choice {
-        crate::executor::ExecutorChoice::Docker
-        | crate::executor::ExecutorChoice::DockerAutoscaler => Layout::Container,
+        crate::config::ExecutorKind::Docker | crate::config::ExecutorKind::DockerAutoscaler => {
+            Layout::Container
+        }
         _ => Layout::Shared,
     };
     let (dirs, variables, clone_path_error) = placement.place(&cx.builds_dir, layout, choice);

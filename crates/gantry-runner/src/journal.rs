@@ -24,12 +24,12 @@
 //!
 //! A record whose runner process is still alive (another `gantry runner run` with the
 //! same configuration) is left alone. Docker containers are removed by their runner
-//! label ([`crate::docker::remove_leftovers`]), except those of the jobs taken over;
+//! label ([`crate::executor::docker::remove_leftovers`]), except those of the jobs taken over;
 //! processes a job started on a fleet instance end with the instance.
 //!
 //! Jobs of the shell, custom, Docker, instance and docker-autoscaler executors are
 //! *taken over* instead, when they can go on (`Poller::take_over` in [`crate::poll`]):
-//! their script stages ran detached ([`crate::shell::detached`]; the Docker executor's in
+//! their script stages ran detached ([`crate::executor::shell::detached`]; the Docker executor's in
 //! its build container, named in the record's [`DockerRecord`]; the instance executor's
 //! on its fleet instance, whose acquisition the record's [`InstanceRecord`] names; the
 //! docker-autoscaler executor's in its build container on its fleet instance, both
@@ -226,7 +226,7 @@ pub struct JobRecord {
 }
 
 /// The fleet instance an instance or docker-autoscaler executor job holds
-/// ([`crate::instance`]): a restarted runner restores the acquisition from the
+/// ([`crate::executor::instance`]): a restarted runner restores the acquisition from the
 /// taskscaler's state storage by its key.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InstanceRecord {
@@ -236,7 +236,7 @@ pub struct InstanceRecord {
     pub key: String,
 }
 
-/// What a Docker executor job made ([`crate::docker`]): a restarted runner keeps it
+/// What a Docker executor job made ([`crate::executor::docker`]): a restarted runner keeps it
 /// and goes on in it, or removes it when the job starts again.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DockerRecord {
@@ -507,7 +507,7 @@ impl Journal {
     /// This process hands its jobs over to the next runner process: from now on the
     /// detached stages of its jobs are left running when they end or this process
     /// exits, watched no more (their jobs stay in their stage), for the next process to
-    /// take over ([`crate::shell::detached`]).
+    /// take over ([`crate::executor::shell::detached`]).
     pub fn hand_over(&self) {
         self.hand_over.raised.store(true, Ordering::SeqCst);
         self.hand_over.notify.notify_waiters();
@@ -526,7 +526,7 @@ impl Journal {
 
     /// [`start`](Self::start), keeping what a restarted runner needs to take the job
     /// over: `job` beside the record, `resume` in it. Its script stages then run
-    /// detached ([`crate::shell::detached`]).
+    /// detached ([`crate::executor::shell::detached`]).
     pub fn start_resumable(
         &self,
         url: &str,

@@ -694,7 +694,7 @@ async fn leftovers_of_a_crashed_runner_are_removed_when_polling_starts() {
     let server = TestServer::start().await;
     let (_project, _) = server.project_with_pipeline(&repo).await;
     let token = server.runner_token().await;
-    let short = gantry_runner::job::short_token(&token);
+    let short = gantry_runner::config::short_token(&token);
     // What a runner killed mid-job leaves: a running container, a network, a volume.
     let label = format!("com.gantry.runner={short}");
     for args in [
@@ -741,7 +741,7 @@ async fn leftovers_of_a_crashed_runner_are_removed_when_polling_starts() {
 async fn an_unreachable_engine_is_explained() {
     let dir = tempfile::tempdir().unwrap();
     let host = format!("unix://{}/docker.sock", dir.path().display());
-    let error = gantry_runner::docker::docker_available_at(&host)
+    let error = gantry_runner::executor::docker::docker_available_at(&host)
         .await
         .unwrap_err();
     let text = error.to_string();
@@ -753,7 +753,7 @@ async fn an_unreachable_engine_is_explained() {
         text.contains("is Docker installed and its engine running?"),
         "{text}"
     );
-    let error = gantry_runner::docker::docker_available_at("ftp://example")
+    let error = gantry_runner::executor::docker::docker_available_at("ftp://example")
         .await
         .unwrap_err();
     assert!(
@@ -811,7 +811,7 @@ job:
         &token,
         &format!(
             "pull_policy = \"never\"\nhost = \"{}\"",
-            gantry_runner::docker::docker_host()
+            gantry_runner::executor::docker::docker_host()
         ),
     );
     let summary = runner.run(1, LIMIT).await;

@@ -1,7 +1,8 @@
 //! What the crates' integration tests share, written once: real git repositories
 //! ([`git`], [`Repo`]), the conformance corpora nobody on the team wrote
-//! (`../shared/conformance`, [`corpus`]), and the check that keeps each crate's tests in
-//! one binary ([`assert_every_test_file_is_a_module`]).
+//! (`../shared/conformance`, [`corpus`]), the check that keeps each crate's tests in one
+//! binary ([`assert_every_test_file_is_a_module`]) and the one that keeps a crate's
+//! top-level modules free of cycles ([`assert_no_module_cycle`]).
 //!
 //! A dev-dependency only. Each crate's integration tests are one test binary,
 //! `tests/it.rs` (`autotests = false` and one `[[test]]` in its `Cargo.toml`): a file of
@@ -15,8 +16,10 @@
 
 pub mod corpus;
 mod git;
+pub mod modules;
 
 pub use git::{Repo, commit, git};
+pub use modules::assert_no_module_cycle;
 
 use std::collections::BTreeSet;
 use std::path::Path;

@@ -146,8 +146,8 @@ pub(crate) struct RunArgs {
     variables_files: Vec<PathBuf>,
     /// Where jobs run: `auto` runs jobs with an `image:` in Docker when an engine is
     /// reachable and the others in the shell; `shell` runs everything on this machine.
-    #[arg(long, value_enum, default_value_t = ExecutorChoice::Auto)]
-    executor: ExecutorChoice,
+    #[arg(long, value_enum, default_value_t = ExecutorFlag::Auto)]
+    executor: ExecutorFlag,
     /// Run as a runner with exactly these tags (comma-separated; it also runs untagged
     /// jobs, as gitlab-runner's default): a job whose tags are not all among them can
     /// never run, and the run ends with exit status 2 saying so. Default: the run's
@@ -182,8 +182,10 @@ pub(crate) struct RunArgs {
     otel: crate::otel::OtelArgs,
 }
 
+/// `--executor`: what the user asked for; [`executors`] resolves it against the machine
+/// into the run's [`Executors`] (`config.toml` speaks `gantry_runner`'s `ExecutorKind`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-enum ExecutorChoice {
+enum ExecutorFlag {
     Auto,
     Shell,
     Docker,
@@ -952,7 +954,7 @@ async fn run_pipeline(
         .await
         .map_err(|e| failed(format!("failed to create the runner: {e}")))?;
     let builds = s.tmp.join("builds");
-    let runner_dir = builds.join(gantry_runner::job::short_token(&runner_token));
+    let runner_dir = builds.join(gantry_runner::config::short_token(&runner_token));
     let (stop_server, server_stopped) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(gantry_server::http::serve(
         listener,
@@ -1659,20 +1661,20 @@ enum Executors {
 /// answers (saying so when it does not and a job names an image); a pipeline without
 /// images does not ask the engine.
 async fn executors(
-    choice: ExecutorChoice,
+    choice: ExecutorFlag,
     display: &mut Display,
     uses_images: bool,
 ) -> Result<Executors, Stop> {
     match choice {
-        ExecutorChoice::Shell => Ok(Executors::Shell),
-        ExecutorChoice::Auto if !uses_images => Ok(Executors::Shell),
-        ExecutorChoice::Docker => match gantry_runner::docker::docker_available().await {
+        ExecutorFlag::Shell => Ok(Executors::Shell),
+        ExecutorFlag::Auto if !uses_images => Ok(Executors::Shell),
+        ExecutorFlag::Docker => match gantry_runner::executor::docker::docker_available().await {
             Ok(()) => Ok(Executors::Docker {
                 shell_without_image: false,
             }),
             Err(e) => Err(usage(format!("--executor docker: {e}"))),
         },
-        ExecutorChoice::Auto => match gantry_runner::docker::docker_available().await {
+        ExecutorFlag::Auto => match gantry_runner::executor::docker::docker_available().await {
             Ok(()) => Ok(Executors::Docker {
                 shell_without_image: true,
             }),

@@ -17,12 +17,12 @@ use std::sync::Arc;
 use clap::{Args, Subcommand};
 use gantry_protocol::{RegisterRunnerRequest, TagList, token::is_created_runner_token};
 use gantry_runner::client::{Client, ClientError};
+use gantry_runner::config::short_token;
 use gantry_runner::config::{
     Config, ConfigError, CustomConfig, CustomProgram, DEFAULT_CUSTOM_EXEC_TIMEOUT,
     DEFAULT_CUSTOM_KILL_TIMEOUT, DockerConfig, ExecutorKind, LogLevel, PullPolicy, RunnerConfig,
     ShellKind,
 };
-use gantry_runner::job::short_token;
 use gantry_runner::journal::{Journal, journal_dir};
 use gantry_runner::poll::{
     Level, PollEvent, PollOptions, Poller, check_config, load_or_create_system_id, runner_name,

@@ -143,7 +143,7 @@ async fn docker_autoscaler_jobs_run_in_containers_on_autoscaled_instances() {
     assert_eq!(slow["failure_reason"], "job_execution_timeout", "{slow}");
 
     // Every container, network and volume of the jobs is gone from the engine.
-    let token = gantry_runner::job::short_token(&setup.runner_token);
+    let token = gantry_runner::config::short_token(&setup.runner_token);
     let label = format!("label=com.gantry.runner={token}");
     for kind in [
         &["ps", "-a", "-q", "--filter"][..],

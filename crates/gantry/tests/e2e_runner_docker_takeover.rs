@@ -55,7 +55,7 @@ fn record(journal: &Path) -> Option<serde_json::Value> {
 
 /// `docker ps` of job `job`'s containers (of the runner `token`): `(id, state)`.
 fn containers((token, job): (&str, i64)) -> Vec<(String, String)> {
-    let short = gantry_runner::job::short_token(token);
+    let short = gantry_runner::config::short_token(token);
     let out = Command::new("docker")
         .args([
             "ps",
@@ -448,7 +448,7 @@ build:
     let slot = dir
         .path()
         .join("builds")
-        .join(gantry_runner::job::short_token(&setup.runner_token))
+        .join(gantry_runner::config::short_token(&setup.runner_token))
         .join("0");
     std::fs::write(slot.join("go"), "").unwrap();
     let done = wait_ended(server, setup.project, job).await;

@@ -348,7 +348,7 @@ build:
 
 /// `docker ps` of job `job`'s containers (of the runner `token`): `(id, state)`.
 fn containers((token, job): (&str, i64)) -> Vec<(String, String)> {
-    let short = gantry_runner::job::short_token(token);
+    let short = gantry_runner::config::short_token(token);
     let out = std::process::Command::new("docker")
         .args([
             "ps",

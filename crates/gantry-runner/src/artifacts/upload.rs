@@ -137,7 +137,7 @@ pub fn prepare_upload(
         }
         ArtifactFormat::Gzip => write_gzip(build_dir, &collected.entries, &dest)?,
         ArtifactFormat::Tarzstd => {
-            crate::cache::write_tar_zstd(build_dir, &collected.entries, &dest)?
+            super::tar_zstd::write_tar_zstd(build_dir, &collected.entries, &dest)?
         }
         ArtifactFormat::Raw => {
             let files: Vec<_> = collected

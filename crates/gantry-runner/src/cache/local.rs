@@ -6,9 +6,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use gantry_protocol::{Cache, CachePolicy, When};
 
-use super::archive::{extract_tar_zstd, write_tar_zstd};
 use super::key::{default_key, sanitize_key};
 use super::policy::resolve_policy;
+use crate::artifacts::tar_zstd::{extract_tar_zstd, write_tar_zstd};
 use crate::artifacts::{ArtifactError, CollectSpec, ExtractSummary, Lookup, Note, collect, expand};
 
 /// File name of an archive inside its key folder.

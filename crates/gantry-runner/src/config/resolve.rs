@@ -755,7 +755,7 @@ fn resolve_docker(cx: &mut Cx, at: &KeyPath, file: &DockerFile) -> DockerConfig 
     }
     let mut gpus = |key: &str, text: &Option<String>| {
         let text = text.as_deref().map(str::trim).filter(|t| !t.is_empty())?;
-        match crate::docker::gpus::device_request(text) {
+        match super::gpus::device_request(text) {
             Ok(_) => Some(text.to_owned()),
             Err(error) => {
                 cx.problem(
@@ -852,7 +852,7 @@ fn check_volume(volume: &str) -> Result<(), String> {
 fn go_duration(cx: &mut Cx, key: KeyPath, value: &Option<String>, default: Duration) -> Duration {
     match value.as_deref() {
         None => default,
-        Some(text) => crate::job::parse_go_duration(text).unwrap_or_else(|| {
+        Some(text) => super::parse_go_duration(text).unwrap_or_else(|| {
             cx.problem(
                 key,
                 format!(

@@ -5,8 +5,9 @@ use std::time::Duration;
 
 use gantry_protocol::{FailureReason, JobState};
 
+use crate::executor::CiJobStatus;
+use crate::executor::shell::format_duration;
 use crate::journal::RecordedEnding;
-use crate::shell::{CiJobStatus, format_duration};
 
 /// How a job ended. Each case maps to GitLab's final `state` and `failure_reason`
 /// (§4.3); [`JobEnding::Aborted`] sends nothing, the coordinator having already

@@ -32,7 +32,8 @@ use tokio::time::Instant;
 use super::JobEnding;
 use super::lifecycle::Lifecycle;
 use crate::executor::Executor;
-use crate::shell::{CiJobStatus, PreparedVariables, Stage, StageOutcome, quote};
+use crate::executor::shell::{PreparedVariables, quote};
+use crate::executor::{CiJobStatus, Stage, StageOutcome};
 use crate::trace::Trace;
 
 /// The stage name every step program runs under.
@@ -88,7 +89,7 @@ impl Launcher for ExecutorLauncher<'_, '_> {
         ) && let Err(message) = self.executor.to_host().await
         {
             outcome = StageOutcome::SystemFailure {
-                error: crate::instance::InstanceError::Sync(message).into(),
+                error: crate::executor::instance::InstanceError::Sync(message).into(),
             };
         }
         match outcome {

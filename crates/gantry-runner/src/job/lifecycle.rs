@@ -11,20 +11,21 @@ use tokio::time::Instant;
 
 use super::dependencies::{DEFAULT_DOWNLOAD_ATTEMPTS, download_dependencies};
 use super::dirs::BuildDirs;
-use super::go_duration::parse_go_duration;
 use super::variables::{get, get_bool};
 use super::{JobContext, JobEnding, JobEvent, Layout, Placement, StopRequest, StopSignal};
 use crate::cache::{CacheContext, CacheSpec, LocalCache, RestoreOutcome};
+use crate::config::parse_go_duration;
 use crate::config::{DockerConfig, ExecutorKind};
-use crate::custom::{
+use crate::executor::Executor;
+use crate::executor::custom::{
     CustomExecutor, DriverConfig, PREPARATION_ATTEMPTS, PREPARATION_RETRY_INTERVAL, PrepareFailure,
 };
-use crate::docker::{DockerError, DockerExecutor, DockerJobSpec};
-use crate::executor::{Executor, ExecutorChoice};
-use crate::shell::{
-    CancelReason, CiJobStatus, DEFAULT_AFTER_SCRIPT_TIMEOUT, PreparedVariables, ShellExecutor,
-    Stage, StageOutcome, detect_shell, format_duration, prepare_variables_seen_at,
+use crate::executor::docker::{DockerError, DockerExecutor, DockerJobSpec};
+use crate::executor::shell::{
+    DEFAULT_AFTER_SCRIPT_TIMEOUT, PreparedVariables, ShellExecutor, detect_shell, format_duration,
+    prepare_variables_seen_at,
 };
+use crate::executor::{CancelReason, CiJobStatus, Stage, StageOutcome};
 use crate::sources::{
     GitSettings, GitStrategy, SourcesError, SourcesJob, clone_url_repository, get_sources,
 };
@@ -35,7 +36,7 @@ use crate::trace::{ANSI_BOLD_CYAN, ANSI_RESET, Trace};
 /// they lie on the instance.
 struct OnInstance {
     acquisition: gantry_fleet::taskscaler::Acquisition,
-    slot: crate::instance::RemoteSlot,
+    slot: crate::executor::instance::RemoteSlot,
     dirs: BuildDirs,
 }
 
@@ -170,7 +171,7 @@ impl<'a> Lifecycle<'a> {
     }
 
     /// The job a runner process that died left at `at`: in a detached stage (see
-    /// [`crate::shell::detached`]) the stage is watched again, and the job goes on from
+    /// [`crate::executor::shell::detached`]) the stage is watched again, and the job goes on from
     /// there as if nothing had happened; before its script, it starts again.
     pub(crate) async fn resume(&mut self, at: super::TakeoverAt) -> JobEnding {
         let stage = match at {
@@ -180,7 +181,8 @@ impl<'a> Lifecycle<'a> {
                 if let Some(docker) = record {
                     let host = self.cx.runner.docker.as_ref().and_then(|d| d.host.clone());
                     if let Err(error) =
-                        crate::docker::remove_instance(host.as_deref(), &docker.instance).await
+                        crate::executor::docker::remove_instance(host.as_deref(), &docker.instance)
+                            .await
                     {
                         self.trace.warning(&format!(
                             "remove the containers of the first start: failed to {error}"
@@ -230,8 +232,8 @@ impl<'a> Lifecycle<'a> {
         self.resolve_secrets(false).await?;
         let failed =
             |stage: &'static str, message: String| JobEnding::SystemFailure { stage, message };
-        match ExecutorChoice::for_job(&self.cx.runner, self.job) {
-            ExecutorChoice::Docker => {
+        match ExecutorKind::for_job(&self.cx.runner, self.job) {
+            ExecutorKind::Docker => {
                 let Some(record) = self.cx.journal.as_ref().and_then(|j| j.docker()) else {
                     return Err(failed(
                         "prepare_executor",
@@ -255,9 +257,9 @@ impl<'a> Lifecycle<'a> {
                 );
                 self.executor = Some(Executor::Docker(Box::new(docker)));
             }
-            ExecutorChoice::Instance => self.prepare_instance().await?,
-            ExecutorChoice::DockerAutoscaler => self.resume_docker_autoscaler().await?,
-            ExecutorChoice::Custom => {
+            ExecutorKind::Instance => self.prepare_instance().await?,
+            ExecutorKind::DockerAutoscaler => self.resume_docker_autoscaler().await?,
+            ExecutorKind::Custom => {
                 let (Some(config), Some(dir)) = (
                     self.cx.runner.custom.clone(),
                     self.cx.journal.as_ref().and_then(|j| j.custom_dir()),
@@ -301,7 +303,7 @@ impl<'a> Lifecycle<'a> {
     }
 
     /// Where a script stage runs when it may run detached: the job's record lets a
-    /// restarted runner take it over ([`crate::shell::detached`]).
+    /// restarted runner take it over ([`crate::executor::shell::detached`]).
     fn detach(
         &self,
         at: crate::journal::StageAt,
@@ -471,17 +473,17 @@ impl<'a> Lifecycle<'a> {
     }
 
     async fn prepare_executor(&mut self) -> Result<(), JobEnding> {
-        let choice = ExecutorChoice::for_job(&self.cx.runner, self.job);
+        let choice = ExecutorKind::for_job(&self.cx.runner, self.job);
         let _section = self.section(
             "prepare_executor",
-            &format!("Preparing the \"{}\" executor", choice.name()),
+            &format!("Preparing the \"{}\" executor", choice.as_str()),
         );
         match choice {
-            ExecutorChoice::Shell => self.prepare_shell(),
-            ExecutorChoice::Docker => self.prepare_docker().await,
-            ExecutorChoice::Custom => self.prepare_custom().await,
-            ExecutorChoice::Instance => self.prepare_instance().await,
-            ExecutorChoice::DockerAutoscaler => self.prepare_docker_autoscaler().await,
+            ExecutorKind::Shell => self.prepare_shell(),
+            ExecutorKind::Docker => self.prepare_docker().await,
+            ExecutorKind::Custom => self.prepare_custom().await,
+            ExecutorKind::Instance => self.prepare_instance().await,
+            ExecutorKind::DockerAutoscaler => self.prepare_docker_autoscaler().await,
         }
     }
 
@@ -595,7 +597,7 @@ impl<'a> Lifecycle<'a> {
         let (dirs, _, _) = self.placement.place(
             &self.dirs.builds_dir,
             Layout::Shared,
-            ExecutorChoice::Instance,
+            ExecutorKind::Instance,
         );
         let on_instance = dirs.on_instance(Path::new(&format!("{home}/builds")));
         let remote_slot = on_instance.seen_slot_dir().to_string_lossy().into_owned();
@@ -605,7 +607,11 @@ impl<'a> Lifecycle<'a> {
         ));
         Ok(OnInstance {
             acquisition,
-            slot: crate::instance::RemoteSlot::new(session, self.dirs.slot_dir(), remote_slot),
+            slot: crate::executor::instance::RemoteSlot::new(
+                session,
+                self.dirs.slot_dir(),
+                remote_slot,
+            ),
             dirs: on_instance,
         })
     }
@@ -623,7 +629,7 @@ impl<'a> Lifecycle<'a> {
             .is_some();
         if let Some(job) = self.resumable_record() {
             // Before anything runs there: a restarted runner restores the acquisition
-            // by this key ([`crate::instance`]).
+            // by this key ([`crate::executor::instance`]).
             let key = job.key();
             on.acquisition.keep_as(&key);
             job.instance_acquired(crate::journal::InstanceRecord {
@@ -639,7 +645,7 @@ impl<'a> Lifecycle<'a> {
 
     /// The instance executor: a slot on an instance of the entry's fleet, an SSH
     /// session to it, and the job's directories under `$HOME/builds` there (see
-    /// [`crate::instance`]).
+    /// [`crate::executor::instance`]).
     async fn prepare_instance(&mut self) -> Result<(), JobEnding> {
         let on = self.acquire_instance("instance").await?;
         self.keep_acquisition(&on);
@@ -649,7 +655,7 @@ impl<'a> Lifecycle<'a> {
                 stage: "prepare_executor",
                 message: format!("the masked variable {variable} uses the job's directories, which are different on the instance; it cannot be masked any more"),
             })?;
-        let mut executor = crate::instance::InstanceExecutor::new(
+        let mut executor = crate::executor::instance::InstanceExecutor::new(
             on.slot,
             on.acquisition,
             self.cx.runner.shell,
@@ -662,7 +668,7 @@ impl<'a> Lifecycle<'a> {
 
     /// A slot on an instance of the entry's fleet for the docker-autoscaler executor,
     /// an SSH session to it and the instance's Docker engine through that session (see
-    /// [`crate::docker_autoscaler`]); the acquisition kept for a takeover.
+    /// [`crate::executor::docker_autoscaler`]); the acquisition kept for a takeover.
     async fn docker_autoscaler_engine(
         &mut self,
     ) -> Result<(OnInstance, bollard::Docker), JobEnding> {
@@ -671,12 +677,12 @@ impl<'a> Lifecycle<'a> {
         let host = self.cx.runner.docker.as_ref().and_then(|d| d.host.clone());
         let dial_stdio =
             get_bool(&self.variables, "FF_USE_DOCKER_AUTOSCALER_DIAL_STDIO").unwrap_or(true);
-        let route = crate::docker::EngineRoute::new(host.as_deref(), dial_stdio);
+        let route = crate::executor::docker::EngineRoute::new(host.as_deref(), dial_stdio);
         let session = on.slot.session().clone();
         // On a failure the slot directory was never sent; nothing else to remove.
         let engine = self
             .guarded(async {
-                crate::docker::connect_through(&session, &route)
+                crate::executor::docker::connect_through(&session, &route)
                     .await
                     .map_err(docker_ending)
             })
@@ -701,7 +707,7 @@ impl<'a> Lifecycle<'a> {
 
     /// The docker-autoscaler executor: a slot on an instance of the entry's fleet, an
     /// SSH session to it, the instance's Docker engine through that session, and the
-    /// Docker executor's preparation there (see [`crate::docker_autoscaler`]). The job
+    /// Docker executor's preparation there (see [`crate::executor::docker_autoscaler`]). The job
     /// keeps its container paths (`/builds/…`).
     async fn prepare_docker_autoscaler(&mut self) -> Result<(), JobEnding> {
         let (on, engine) = self.docker_autoscaler_engine().await?;
@@ -726,7 +732,7 @@ impl<'a> Lifecycle<'a> {
         )];
         let result = self.prepare_containers(&mut docker, config, binds).await;
         self.executor = Some(Executor::DockerAutoscaler(Box::new(
-            crate::docker_autoscaler::DockerAutoscalerExecutor::new(
+            crate::executor::docker_autoscaler::DockerAutoscalerExecutor::new(
                 docker,
                 on.slot,
                 on.acquisition,
@@ -738,7 +744,7 @@ impl<'a> Lifecycle<'a> {
 
     /// The docker-autoscaler executor of a job taken over: the restored acquisition, a
     /// new session and the engine through it, and the job's containers as its record
-    /// names them (see [`crate::docker_autoscaler`]).
+    /// names them (see [`crate::executor::docker_autoscaler`]).
     async fn resume_docker_autoscaler(&mut self) -> Result<(), JobEnding> {
         let failed = |message: String| JobEnding::SystemFailure {
             stage: "prepare_executor",
@@ -761,7 +767,7 @@ impl<'a> Lifecycle<'a> {
             self.resumable_record(),
         );
         self.executor = Some(Executor::DockerAutoscaler(Box::new(
-            crate::docker_autoscaler::DockerAutoscalerExecutor::new(
+            crate::executor::docker_autoscaler::DockerAutoscalerExecutor::new(
                 docker,
                 on.slot,
                 on.acquisition,
@@ -845,7 +851,7 @@ impl<'a> Lifecycle<'a> {
             ));
         }
         // Recorded before anything is made, when a restarted runner could take the job
-        // over: its script stages then run detached (`crate::docker`).
+        // over: its script stages then run detached (`crate::executor::docker`).
         docker.detach_in(
             &self.dirs.tmp_dir,
             &self.dirs.seen.tmp_dir,
@@ -968,7 +974,7 @@ impl<'a> Lifecycle<'a> {
     }
 
     /// Where the custom executor's cleanup output goes: the runner's log.
-    fn driver_log(&self) -> crate::custom::DriverLog {
+    fn driver_log(&self) -> crate::executor::custom::DriverLog {
         let (events, job_id) = (Arc::clone(&self.cx.events), self.job.id);
         Arc::new(move |stream: &str, line: &str| {
             events(JobEvent::DriverCleanup {
@@ -1077,12 +1083,12 @@ impl<'a> Lifecycle<'a> {
         };
         let (dirs, variables, refused) =
             self.placement
-                .place(&builds_dir, layout, ExecutorChoice::Custom);
+                .place(&builds_dir, layout, ExecutorKind::Custom);
         if let Some(refused) = refused {
             return Err(PrepareFailure::Configuration(refused));
         }
         self.replace_placement(dirs, variables).map_err(|variable| {
-            PrepareFailure::System(crate::custom::CustomError::UnmaskableVariable {
+            PrepareFailure::System(crate::executor::custom::CustomError::UnmaskableVariable {
                 program: self
                     .cx
                     .runner

@@ -12,13 +12,13 @@ use gantry_telemetry::names::{self as n, result_of, status_of};
 use gantry_telemetry::{KeyValue, LiveSpan, SpanKind};
 
 use super::{JobContext, JobEnding, variables::get};
-use crate::executor::ExecutorChoice;
+use crate::config::ExecutorKind;
 
 /// Opens the job execution span (see the module docs).
 pub(crate) fn job_span(
     cx: &JobContext,
     job: &JobResponse,
-    choice: ExecutorChoice,
+    choice: ExecutorKind,
     variables: &[gantry_protocol::JobVariable],
 ) -> LiveSpan {
     let Some(telemetry) = &cx.telemetry else {
@@ -33,7 +33,7 @@ pub(crate) fn job_span(
         KeyValue::new(n::GITLAB_JOB_STAGE, job.job_info.stage.clone()),
         KeyValue::new(n::PIPELINE_RUN_ID, job.job_info.pipeline_id.to_string()),
         KeyValue::new(n::GITLAB_PIPELINE_ID, job.job_info.pipeline_id),
-        KeyValue::new(n::GITLAB_RUNNER_EXECUTOR, choice.name()),
+        KeyValue::new(n::GITLAB_RUNNER_EXECUTOR, choice.as_str()),
         KeyValue::new(n::SYSTEM_COMPONENT, "agent"),
         KeyValue::new(n::VCS_REF_NAME, job.git_info.git_ref.clone()),
         KeyValue::new(n::VCS_REVISION, job.git_info.sha.clone()),

@@ -34,7 +34,7 @@ pub(crate) struct RunnerFacts<'a> {
     pub(crate) arch: &'a str,
     pub(crate) short_token: &'a str,
     pub(crate) job_timeout_secs: u64,
-    /// The executor shares the machine ([`crate::executor::ExecutorChoice::is_shared`]).
+    /// The executor shares the machine ([`crate::config::ExecutorKind::is_shared`]).
     pub(crate) shared: bool,
     /// `[runners.feature_flags]`: each wins over the job's variable of that name.
     pub(crate) feature_flags: &'a std::collections::BTreeMap<String, bool>,

@@ -6,19 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::job::{JobEvent, JobReport};
-
-/// How important an event is (compared with the config's `log_level`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Level {
-    /// Details: every request outcome.
-    Debug,
-    /// Normal operation.
-    Info,
-    /// Something is wrong but handled.
-    Warn,
-    /// Something failed.
-    Error,
-}
+use crate::level::Level;
 
 /// Something the poll loop did or saw.
 #[derive(Debug, Clone)]
@@ -126,7 +114,7 @@ pub enum PollEvent {
         /// The entry.
         runner: String,
         /// What was removed, or why the engine could not be asked.
-        result: Result<crate::docker::Removed, String>,
+        result: Result<crate::executor::docker::Removed, String>,
     },
     /// Before polling: a job a previous runner process was running when it died
     /// ([`crate::journal`]): its processes still running were killed, and the coordinator
@@ -148,7 +136,7 @@ pub enum PollEvent {
         result: Result<crate::journal::LostJobEnd, String>,
     },
     /// A job a runner process that died left running in a detached script stage, taken
-    /// over by this one ([`crate::shell::detached`]).
+    /// over by this one ([`crate::executor::shell::detached`]).
     JobTakenOver {
         /// The entry.
         runner: String,
@@ -279,7 +267,7 @@ impl fmt::Display for PollEvent {
             } => write!(
                 f,
                 "runner {runner} is not healthy and will be disabled for {}: {failures} job requests failed in a row (unhealthy_requests_limit); it is checked again after unhealthy_interval",
-                crate::shell::format_duration(*disabled_for)
+                crate::executor::shell::format_duration(*disabled_for)
             ),
             Self::RequestConflict { runner } => {
                 write!(

@@ -161,11 +161,10 @@ fn total(tree: &[ProcessFigures], hz: f64) -> JobResources {
 }
 
 /// A POSIX `sh` command printing the `/proc` files of the process whose id is in
-/// `pid_file` and of its descendants, for [`from_dump`]: the same measure taken on a
+/// `pid_file` (a path already quoted for `sh`) and of its descendants, for [`from_dump`]: the same measure taken on a
 /// fleet instance over SSH (the instance executor). Prints nothing when the process is
 /// gone.
 pub(crate) fn dump_command(pid_file: &str) -> String {
-    let pid_file = crate::shell::quote(pid_file);
     format!(
         "p=$(cat {pid_file} 2>/dev/null) && [ -d /proc/\"$p\" ] || exit 0; \
          walk() {{ for c in $(cat /proc/\"$1\"/task/*/children 2>/dev/null); do echo \"$c\"; walk \"$c\"; done; }}; \
@@ -284,7 +283,9 @@ mod tests {
         std::fs::write(&pid_file, format!("{}\n", std::process::id())).unwrap();
         let out = std::process::Command::new("sh")
             .arg("-c")
-            .arg(dump_command(&pid_file.display().to_string()))
+            .arg(dump_command(&crate::executor::shell::quote(
+                &pid_file.display().to_string(),
+            )))
             .output()
             .unwrap();
         let used = from_dump(&String::from_utf8_lossy(&out.stdout)).expect("this process");
@@ -292,7 +293,9 @@ mod tests {
         std::fs::write(&pid_file, "999999999\n").unwrap();
         let out = std::process::Command::new("sh")
             .arg("-c")
-            .arg(dump_command(&pid_file.display().to_string()))
+            .arg(dump_command(&crate::executor::shell::quote(
+                &pid_file.display().to_string(),
+            )))
             .output()
             .unwrap();
         assert_eq!(from_dump(&String::from_utf8_lossy(&out.stdout)), None);

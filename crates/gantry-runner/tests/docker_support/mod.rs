@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use gantry_runner::config::Config;
-use gantry_runner::job::short_token;
+use gantry_runner::config::short_token;
 use gantry_runner::poll::{PollEvent, PollHandle, PollOptions, PollSummary, Poller};
 use gantry_server::coordinator::{Coordinator, CoordinatorConfig};
 use gantry_store::Store;
@@ -25,7 +25,7 @@ pub const HTTP: &str = "gantry-test/http:latest";
 
 /// Fails the test unless a Docker engine answers and the test images exist.
 pub async fn require_docker() {
-    if let Err(error) = gantry_runner::docker::docker_available().await {
+    if let Err(error) = gantry_runner::executor::docker::docker_available().await {
         panic!("this test needs a Docker engine, and none answers: failed to {error}");
     }
     for image in [BUSYBOX, ENTRYPOINT, HTTP] {

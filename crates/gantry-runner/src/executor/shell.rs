@@ -26,18 +26,17 @@ mod script;
 mod variables;
 
 use std::ffi::OsStr;
-use std::fmt;
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use gantry_protocol::FailureReason;
-
 use crate::config::ShellKind;
 use crate::journal::RunningJob;
 use crate::trace::Trace;
 use detached::Detached;
+
+use super::stage::{CancelReason, Stage, StageOutcome};
 
 pub use quote::{is_variable_name, quote};
 pub use script::generate_script;
@@ -118,161 +117,6 @@ pub enum ShellError {
         #[source]
         source: std::io::Error,
     },
-}
-
-/// Why a running stage was stopped from outside.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CancelReason {
-    /// The job was canceled (GitLab said `canceled`/`canceling`, §4.5).
-    JobCanceled,
-    /// The runner is shutting down (SIGTERM/SIGINT to the runner).
-    RunnerInterrupted,
-}
-
-/// How a stage ended.
-#[derive(Debug)]
-pub enum StageOutcome {
-    /// Every command succeeded.
-    Success,
-    /// A command failed; the shell exited with this code (128 + n when killed by
-    /// signal n).
-    ScriptFailure {
-        /// Exit code.
-        exit_code: i32,
-    },
-    /// The stage ran past its timeout and was killed.
-    Timeout {
-        /// The timeout.
-        after: Duration,
-    },
-    /// The stage was stopped from outside and killed.
-    Canceled {
-        /// Why.
-        reason: CancelReason,
-    },
-    /// The stage could not be run (no shell, disk full, the Docker engine failed, …).
-    SystemFailure {
-        /// What went wrong.
-        error: StageError,
-    },
-}
-
-/// Why an executor could not run a stage.
-#[derive(Debug, thiserror::Error)]
-pub enum StageError {
-    /// The shell executor's problem.
-    #[error(transparent)]
-    Shell(#[from] ShellError),
-    /// The Docker executor's problem.
-    #[error(transparent)]
-    Docker(#[from] crate::docker::DockerError),
-    /// The custom executor's problem (its driver failed, or could not be run).
-    #[error(transparent)]
-    Custom(#[from] crate::custom::CustomError),
-    /// The instance executor's problem (SSH, a lost instance).
-    #[error(transparent)]
-    Instance(#[from] crate::instance::InstanceError),
-}
-
-impl StageOutcome {
-    /// Whether every command succeeded.
-    pub fn is_success(&self) -> bool {
-        matches!(self, Self::Success)
-    }
-
-    /// The shell's exit code, when a command failed.
-    pub fn exit_code(&self) -> Option<i32> {
-        match self {
-            Self::ScriptFailure { exit_code } => Some(*exit_code),
-            _ => None,
-        }
-    }
-
-    /// GitLab's `failure_reason` (§4.3) before negotiation with the server's list;
-    /// `None` on success. A canceled job is gitlab-runner's internal `job_canceled`,
-    /// which is sent as `unknown_failure`.
-    pub fn failure_reason(&self) -> Option<FailureReason> {
-        match self {
-            Self::Success => None,
-            Self::ScriptFailure { .. } => Some(FailureReason::ScriptFailure),
-            Self::Timeout { .. } => Some(FailureReason::JobExecutionTimeout),
-            Self::Canceled {
-                reason: CancelReason::JobCanceled,
-            } => Some(FailureReason::UnknownFailure),
-            Self::Canceled {
-                reason: CancelReason::RunnerInterrupted,
-            } => Some(FailureReason::RunnerInterrupted),
-            Self::SystemFailure { .. } => Some(FailureReason::RunnerSystemFailure),
-        }
-    }
-
-    /// The `CI_JOB_STATUS` the following `after_script` sees.
-    pub fn ci_job_status(&self) -> CiJobStatus {
-        match self {
-            Self::Success => CiJobStatus::Success,
-            Self::Canceled { .. } => CiJobStatus::Canceled,
-            Self::ScriptFailure { .. } | Self::Timeout { .. } | Self::SystemFailure { .. } => {
-                CiJobStatus::Failed
-            }
-        }
-    }
-}
-
-/// `CI_JOB_STATUS`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CiJobStatus {
-    /// During `before_script` and `script`.
-    Running,
-    /// `after_script` after a successful script.
-    Success,
-    /// `after_script` after a failed (or timed-out) script.
-    Failed,
-    /// `after_script` after a graceful cancellation.
-    Canceled,
-}
-
-impl CiJobStatus {
-    /// The value of the variable.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Running => "running",
-            Self::Success => "success",
-            Self::Failed => "failed",
-            Self::Canceled => "canceled",
-        }
-    }
-}
-
-impl fmt::Display for CiJobStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// One stage to run.
-#[derive(Debug, Clone, Copy)]
-pub struct Stage<'a> {
-    /// Stage name (`step_script`, `after_script`): names the script file and messages.
-    pub name: &'a str,
-    /// Commands, in order.
-    pub commands: &'a [String],
-    /// Variables to export.
-    pub variables: &'a PreparedVariables,
-    /// Directory the commands run in (must exist).
-    pub work_dir: &'a Path,
-    /// Time the stage may take.
-    pub timeout: Duration,
-    /// `CI_JOB_STATUS` for this stage.
-    pub job_status: CiJobStatus,
-    /// Print each command (`$ make test`) before running it, as job scripts do; off for
-    /// the programs of `run:` steps, which the step runner announces itself.
-    pub echo: bool,
-    /// Run detached from the runner process, as this place of the job, when the job's
-    /// record lets a restarted runner take it over (the shell executor only; see
-    /// [`detached`]).
-    pub detach: Option<&'a crate::journal::StagePlace>,
-    /// The job's resource meter; `None`: not measured.
-    pub meter: Option<&'a crate::resources::JobMeter>,
 }
 
 /// A shell found on this machine.
@@ -664,6 +508,8 @@ pub fn format_duration(duration: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::executor::CiJobStatus;
+    use gantry_protocol::FailureReason;
 
     #[test]
     fn outcomes_map_to_failure_reasons() {

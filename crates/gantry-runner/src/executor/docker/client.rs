@@ -113,7 +113,10 @@ impl EngineRoute {
             }
         }
         Self::DialStdio(match host {
-            Some(host) => format!("docker -H {} system dial-stdio", crate::shell::quote(host)),
+            Some(host) => format!(
+                "docker -H {} system dial-stdio",
+                crate::executor::shell::quote(host)
+            ),
             None => "docker system dial-stdio".to_owned(),
         })
     }

@@ -14,7 +14,7 @@
 //! The shell runs none of it before it read all of it (an input cut short is a syntax
 //! error), and the first thing it does is write `B` (the script *began*). The runner
 //! copies the files into the log as the shell executor's detached stages do
-//! ([`crate::shell::detached`]: whole lines, points in the job's record, no byte lost or
+//! ([`crate::executor::shell::detached`]: whole lines, points in the job's record, no byte lost or
 //! sent twice). If the runner dies, the container runs on: nothing it writes to goes
 //! away, and Docker keeps it after it exits. A restarted runner finds the stage in the
 //! job's record and
@@ -36,11 +36,11 @@
 //! takeover it is not read again. A build container gone (removed, the engine
 //! restarted) ends a taken-over job as a lost one ([`crate::poll`]).
 //!
-//! **On a fleet instance** (the docker-autoscaler executor, [`crate::docker_autoscaler`])
+//! **On a fleet instance** (the docker-autoscaler executor, [`crate::executor::docker_autoscaler`])
 //! the build directory bound into the container is the slot directory's copy on the
 //! instance, so the files are written there. The runner makes them over the SSH session
 //! (the same modes), and follows them into copies beside the job's record as the
-//! instance executor does ([`crate::instance::follow`]); the copies are what it reads
+//! instance executor does ([`crate::executor::instance::follow`]); the copies are what it reads
 //! into the log and what the record names. Once the container stopped the runner makes
 //! the stage's stop file, and the follower sends the rest and ends; the exit code is
 //! read from `STATUS` on the instance (else the container's). A restarted runner checks
@@ -59,12 +59,15 @@ use bollard::Docker;
 use gantry_fleet::connector::{Exit, Session};
 
 use super::{BuildTemplate, DockerExecutor, drain, exit_outcome};
-use crate::docker::DockerError;
-use crate::docker::client::{connect, connect_to};
-use crate::instance::follow::{RemoteFiles, any_exists, empty_copies, follow, remote_status};
+use crate::executor::docker::DockerError;
+use crate::executor::docker::client::{connect, connect_to};
+use crate::executor::instance::follow::{
+    RemoteFiles, any_exists, empty_copies, follow, remote_status,
+};
+use crate::executor::shell::detached::{StageOutput, read_status, stage_files};
+use crate::executor::shell::{quote, stage_script, warn_on_timeout};
+use crate::executor::{CancelReason, Stage, StageOutcome};
 use crate::journal::{DetachedStage, DockerRecord, RunningJob, StageFiles, StagePlace};
-use crate::shell::detached::{StageOutput, read_status, stage_files};
-use crate::shell::{CancelReason, Stage, StageOutcome, quote, stage_script, warn_on_timeout};
 use crate::trace::Trace;
 
 /// The stages' directory in the job's `.tmp` directory.
@@ -551,7 +554,7 @@ impl<T> Drop for AbortOnDrop<T> {
 async fn follow_rest(
     session: &Session,
     remote: &RemoteFiles,
-    mut follower: AbortOnDrop<Result<Exit, crate::instance::InstanceError>>,
+    mut follower: AbortOnDrop<Result<Exit, crate::executor::instance::InstanceError>>,
     name: &str,
 ) -> Result<Option<i32>, StageOutcome> {
     let failed = |action: String, reason: String| StageOutcome::SystemFailure {

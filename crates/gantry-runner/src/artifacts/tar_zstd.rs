@@ -1,11 +1,11 @@
-//! The cache archive format: tar + zstd (level 1).
+//! The cache's archive format: tar + zstd (level 1).
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
 use std::time::UNIX_EPOCH;
 
-use crate::artifacts::{ArtifactError, Destination, Entry, EntryKind, ExtractSummary, extract_tar};
+use super::{ArtifactError, Destination, Entry, EntryKind, ExtractSummary, extract_tar};
 
 /// zstd level of cache archives: fast, still a good ratio for source trees.
 pub(crate) const ZSTD_LEVEL: i32 = 1;

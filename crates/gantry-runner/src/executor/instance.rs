@@ -57,7 +57,8 @@ mod detached;
 pub(crate) mod follow;
 
 use crate::config::ShellKind;
-use crate::shell::{CancelReason, Stage, StageOutcome, quote, stage_script, warn_on_timeout};
+use crate::executor::shell::{quote, stage_script, warn_on_timeout};
+use crate::executor::{CancelReason, Stage, StageOutcome};
 use crate::trace::Trace;
 use gantry_protocol::StreamKind;
 
@@ -309,7 +310,8 @@ impl InstanceExecutor {
         pid_file: &str,
     ) -> crate::resources::Sampler {
         let session = self.slot.session().clone();
-        let command = crate::resources::process_tree::dump_command(pid_file);
+        let command =
+            crate::resources::process_tree::dump_command(&crate::executor::shell::quote(pid_file));
         crate::resources::sample_every(std::sync::Arc::new(meter.stage()), move || {
             let (session, command) = (session.clone(), command.clone());
             async move {

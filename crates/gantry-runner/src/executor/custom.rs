@@ -65,13 +65,13 @@ use serde::{Deserialize, Serialize};
 use tokio::process::Command;
 
 use crate::config::{CustomConfig, CustomProgram, ShellKind};
-use crate::journal::RunningJob;
-use crate::shell::detached::Detached;
-use crate::shell::process::{self, Captured, Ended, Sink, Stop};
-use crate::shell::{
-    CancelReason, ShellError, Stage, StageOutcome, clear_script, format_duration, stage_script,
-    warn_on_timeout, write_stage_script,
+use crate::executor::shell::detached::Detached;
+use crate::executor::shell::process::{self, Captured, Ended, Sink, Stop};
+use crate::executor::shell::{
+    ShellError, clear_script, format_duration, stage_script, warn_on_timeout, write_stage_script,
 };
+use crate::executor::{CancelReason, Stage, StageOutcome};
+use crate::journal::RunningJob;
 use crate::trace::Trace;
 
 /// The exit code a driver uses when the job's script failed (gitlab-runner's value).
@@ -845,7 +845,7 @@ impl CustomExecutor {
     }
 
     /// Reattaches to the detached `run_exec` a runner process that died left running
-    /// (or ended meanwhile): see [`crate::shell::detached`].
+    /// (or ended meanwhile): see [`crate::executor::shell::detached`].
     pub async fn reattach(
         &self,
         stage: &crate::journal::DetachedStage,
@@ -862,7 +862,7 @@ impl CustomExecutor {
         let exit = self
             .watch_detached(running, &label, &self.config.run, timeout, cancel)
             .await;
-        clear_script(&crate::shell::script_path(
+        clear_script(&crate::executor::shell::script_path(
             self.temp.path(),
             &stage.place.name,
         ));
@@ -921,7 +921,7 @@ impl CustomExecutor {
             ShellKind::Bash => "#!/usr/bin/env bash",
             ShellKind::Sh => "#!/bin/sh",
         };
-        let via = crate::shell::quote(&format!(" via {runner_host}..."));
+        let via = crate::executor::shell::quote(&format!(" via {runner_host}..."));
         let script = format!("{shebang}\n\necho \"Running on $(hostname)\"{via}\n");
         self.run_script("prepare_script", &script, trace, timeout, None, cancel)
             .await
@@ -956,7 +956,7 @@ impl CustomExecutor {
             Some((job, place)) => {
                 let _ = std::fs::remove_file(&self.exit_code_file);
                 let command = self.command(&self.config.run, &args);
-                let files = crate::shell::detached::stage_files(self.temp.path(), stage);
+                let files = crate::executor::shell::detached::stage_files(self.temp.path(), stage);
                 match Detached::spawn(command.as_std(), files, place, trace, job) {
                     Ok(running) => {
                         self.watch_detached(running, &label, &self.config.run, timeout, cancel)

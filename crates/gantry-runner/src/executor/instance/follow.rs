@@ -1,7 +1,7 @@
 //! A detached stage's files on a fleet instance, followed into copies here. Shared by
 //! the two executors whose detached stages write on an instance: the instance
 //! executor's ([`super::detached`], the stage a process group there) and the
-//! docker-autoscaler executor's (`crate::docker`'s `job/detached.rs`, the stage in a
+//! docker-autoscaler executor's (`crate::executor::docker`'s `job/detached.rs`, the stage in a
 //! build container on the instance's engine, its files in the build directory bound
 //! into it).
 //!
@@ -12,7 +12,7 @@
 //! next, so at every moment each is a prefix of its original, byte for byte, and a
 //! follower started again (by a restarted runner) starts from the copies' ends: no byte
 //! is lost and none is copied twice. The copies are read into the log as the shell
-//! executor's detached files are ([`crate::shell::detached::StageOutput`]).
+//! executor's detached files are ([`crate::executor::shell::detached::StageOutput`]).
 //!
 //! The follower ends (exit 0) after its last pass once the stage's exit code is there,
 //! or — for a stage in a container, which has no process the follower can watch — once
@@ -30,8 +30,8 @@ use std::path::{Path, PathBuf};
 use gantry_fleet::connector::{Exit, Session, Stream};
 
 use super::InstanceError;
+use crate::executor::shell::quote;
 use crate::journal::StageFiles;
-use crate::shell::quote;
 
 /// How often the follower looks at the stage's files on the instance, in seconds.
 const FOLLOW_POLL: &str = "0.1";
@@ -90,7 +90,7 @@ impl RemoteFiles {
     }
 
     /// A container stage's files in `dir` on the instance, named as `files` are
-    /// ([`crate::shell::detached::stage_files`]), with a stop file beside them.
+    /// ([`crate::executor::shell::detached::stage_files`]), with a stop file beside them.
     pub(crate) fn in_container(files: &StageFiles) -> Self {
         let text = |path: &Path| path.to_string_lossy().into_owned();
         Self {
@@ -246,7 +246,7 @@ mod tests {
     #[test]
     fn a_container_stage_is_followed_until_its_status_or_stop_file() {
         let dir = tempfile::tempdir().unwrap();
-        let files = RemoteFiles::in_container(&crate::shell::detached::stage_files(
+        let files = RemoteFiles::in_container(&crate::executor::shell::detached::stage_files(
             dir.path(),
             "step_script",
         ));

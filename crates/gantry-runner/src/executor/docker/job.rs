@@ -36,7 +36,8 @@ use super::services::{
     ServicePlan, ServiceTarget, StartedService, exposed_tcp_ports, start_service, wait_for_services,
 };
 use crate::config::DockerConfig;
-use crate::shell::{CancelReason, Stage, StageOutcome, quote, stage_script, warn_on_timeout};
+use crate::executor::shell::{quote, stage_script, warn_on_timeout};
+use crate::executor::{CancelReason, Stage, StageOutcome};
 use crate::trace::Trace;
 
 /// Run by `sh -c` as the container's command: the first bash found, else sh, reading
@@ -718,7 +719,7 @@ fn container_environment(variables: &[JobVariable], job_token: &str) -> Vec<Stri
     variables
         .iter()
         .filter(|v| job_token.is_empty() || !v.value.contains(job_token))
-        .filter(|v| crate::shell::is_variable_name(&v.key))
+        .filter(|v| crate::executor::shell::is_variable_name(&v.key))
         .map(|v| format!("{}={}", v.key, v.value))
         .collect()
 }
@@ -726,6 +727,6 @@ fn container_environment(variables: &[JobVariable], job_token: &str) -> Vec<Stri
 /// The Engine API's device requests for a `gpus` text of the configuration (checked when
 /// the configuration was read; `None` when it asks for none).
 fn device_requests(gpus: Option<&str>) -> Option<Vec<bollard::models::DeviceRequest>> {
-    let request = super::gpus::device_request(gpus?).ok()??;
+    let request = crate::config::gpus::device_request(gpus?).ok()??;
     Some(vec![request])
 }

@@ -1,11 +1,11 @@
-//! The docker-autoscaler executor: the Docker executor ([`crate::docker`]) on the engine
+//! The docker-autoscaler executor: the Docker executor ([`crate::executor::docker`]) on the engine
 //! of an instance of the entry's fleet ([`crate::fleet`], `[runners.autoscaler]`), as
 //! gitlab-runner's `docker-autoscaler` does (spec `fleet.md` §5.1). Every
 //! `[runners.docker]` key applies; the job's image is the containers' image, not the
 //! instance's.
 //!
 //! * `prepare_executor`: a slot is acquired and an SSH session opened exactly as for the
-//!   instance executor ([`crate::instance`]). The Docker Engine API goes through that
+//!   instance executor ([`crate::executor::instance`]). The Docker Engine API goes through that
 //!   session: each HTTP connection of the client is `docker system dial-stdio` run on the
 //!   instance (`docker -H <host> …` with `[runners.docker] host`), or — with the job
 //!   variable `FF_USE_DOCKER_AUTOSCALER_DIAL_STDIO=false` — a forward to the engine's
@@ -30,7 +30,7 @@
 //! names it ([`crate::journal::InstanceRecord`]), as for the instance executor; the
 //! script stages run detached in the build container as the Docker executor's do, their
 //! files in the build directory on the instance, followed over the session into copies
-//! beside the record (`crate::docker`'s `job/detached.rs`, [`crate::instance::follow`]).
+//! beside the record (`crate::executor::docker`'s `job/detached.rs`, [`crate::executor::instance::follow`]).
 //! A runner that died and starts again restores the acquisition from the state file,
 //! opens a new session and reaches the instance's engine through it, finds the job's
 //! containers by the record, and reattaches to the stage where the coordinator's log
@@ -48,10 +48,10 @@ use std::sync::Arc;
 
 use gantry_fleet::taskscaler::Acquisition;
 
-use crate::docker::DockerExecutor;
-use crate::instance::{InstanceError, RemoteSlot};
+use crate::executor::docker::DockerExecutor;
+use crate::executor::instance::{InstanceError, RemoteSlot};
+use crate::executor::{CancelReason, Stage, StageOutcome};
 use crate::journal::{DetachedStage, RunningJob};
-use crate::shell::{CancelReason, Stage, StageOutcome};
 use crate::trace::Trace;
 
 /// A prepared docker-autoscaler executor (see the module docs).

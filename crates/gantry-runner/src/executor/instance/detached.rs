@@ -55,9 +55,10 @@ use gantry_fleet::connector::Exit;
 
 use super::follow::{RemoteFiles, empty_copies, follow, remote_status};
 use super::{InstanceError, InstanceExecutor};
+use crate::executor::shell::detached::{StageOutput, stage_files};
+use crate::executor::shell::{quote, stage_script, warn_on_timeout};
+use crate::executor::{CancelReason, Stage, StageOutcome};
 use crate::journal::{DetachedStage, RunningJob, StageFiles, StagePlace};
-use crate::shell::detached::{StageOutput, stage_files};
-use crate::shell::{CancelReason, Stage, StageOutcome, quote, stage_script, warn_on_timeout};
 use crate::trace::Trace;
 
 /// Starts a stage unless it began already. `$1` the stage's directory, `$2` the
@@ -368,7 +369,7 @@ impl InstanceExecutor {
 
 fn system_failure(message: String) -> StageOutcome {
     StageOutcome::SystemFailure {
-        error: crate::shell::ShellError::Detached { message }.into(),
+        error: crate::executor::shell::ShellError::Detached { message }.into(),
     }
 }
 

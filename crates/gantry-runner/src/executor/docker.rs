@@ -56,7 +56,6 @@
 pub mod auth;
 mod client;
 mod error;
-pub mod gpus;
 mod image;
 mod job;
 mod leftovers;
