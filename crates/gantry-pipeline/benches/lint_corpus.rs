@@ -26,7 +26,7 @@ use gantry_pipeline::{Compiled, Context, Loader, Options, PipelineInfo, compile}
 struct Memory(BTreeMap<String, String>);
 
 impl Loader for Memory {
-    fn read(&self, path: &str) -> Result<Option<String>, String> {
+    fn read(&self, path: &str) -> Result<Option<String>, gantry_pipeline::ReadError> {
         Ok(self.0.get(path).cloned())
     }
     fn files(&self) -> Vec<String> {

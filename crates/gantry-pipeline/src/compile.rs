@@ -15,9 +15,10 @@ use indexmap::IndexMap;
 use crate::context::Context;
 use crate::diagnostic::{Diagnostic, SourceMap};
 use crate::expand::job_name_slug;
-use crate::include::{Files, Loader, Loading};
+use crate::include::Loading;
 use crate::inputs::PipelineInputs;
 use crate::keyword::{self, Inherit, InheritSet, Parallel, VarLevel};
+use crate::loader::{Files, Loader};
 use crate::model::*;
 use crate::rules::{self, Policy, Rule, RuleTarget, Scope};
 use crate::validate::{Cx, flatten_nodes, join};
@@ -153,15 +154,7 @@ pub struct Compiled {
     pub merged: Option<serde_json::Value>,
 }
 
-/// One file an `include:` read.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Included {
-    /// GitLab's name for the kind: `local`, `file` (another project's), `remote`,
-    /// `template` or `component`.
-    pub kind: &'static str,
-    /// The file as the configuration named it.
-    pub location: String,
-}
+pub use crate::include::Included;
 
 /// Compile the project's configuration.
 pub fn compile(opts: &Options, ctx: &Context, loader: &dyn Loader) -> Compiled {
@@ -2072,12 +2065,12 @@ fn needs_absent(job: &str, need: &str) -> String {
 #[cfg(test)]
 mod pages_tests {
     use crate::context::{Context, PipelineInfo};
-    use crate::include::Loader;
+    use crate::loader::Loader;
     use crate::model::Pages;
 
     struct One(&'static str);
     impl Loader for One {
-        fn read(&self, _: &str) -> Result<Option<String>, String> {
+        fn read(&self, _: &str) -> Result<Option<String>, crate::ReadError> {
             Ok(Some(self.0.to_owned()))
         }
         fn files(&self) -> Vec<String> {

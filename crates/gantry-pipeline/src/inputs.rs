@@ -10,7 +10,6 @@ use indexmap::IndexMap;
 
 use crate::context::Context;
 use crate::expand::{Unknown, expand_server};
-use crate::include::ComponentInfo;
 use crate::validate::Cx;
 use crate::yaml::{Entry, Map, Node, Value};
 
@@ -596,7 +595,7 @@ fn parse_header(
                                 cx,
                                 &format!(
                                     "header:spec:inputs:{name} input type unknown value: {}",
-                                    crate::include::compact_json(t)
+                                    crate::yaml::compact_json(t)
                                 ),
                                 t,
                             );
@@ -1012,4 +1011,19 @@ mod input_name_tests {
             ["a", "b_2"]
         );
     }
+}
+
+/// A component as its template sees it through `$[[ component.* ]]` (declared in the
+/// template's `spec:component`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct ComponentInfo {
+    /// The component's name (`templates/<name>.yml`).
+    pub name: String,
+    /// The commit the template was read from.
+    pub sha: Option<String>,
+    /// The version as written after `@`.
+    pub reference: Option<String>,
+    /// The catalog release the reference resolves to; `None` without a CI/CD catalog (as
+    /// GitLab's for a SHA, a branch or a project that is no catalog resource).
+    pub version: Option<String>,
 }

@@ -15,6 +15,7 @@ pub mod expr;
 pub mod include;
 pub(crate) mod inputs;
 pub(crate) mod keyword;
+pub mod loader;
 pub use keyword::coerce_job_input;
 pub mod model;
 pub mod report;
@@ -31,9 +32,10 @@ pub use context::{
     MergeRequestInfo, PipelineInfo, Source, Upstream,
 };
 pub use diagnostic::{Diagnostic, Location, SourceMap};
-pub use include::{
-    ArtifactError, CompareError, Loader, MemoryLoader, ProjectError, RemoteError, remote_message,
-};
+pub use include::remote_message;
 pub use inputs::{InputValue, MAX_PIPELINE_INPUTS, PipelineInputs};
+pub use loader::{
+    ArtifactError, CompareError, Loader, MemoryLoader, ProjectError, ReadError, RemoteError,
+};
 pub use model::*;
 pub use select::{SelectError, select_jobs};

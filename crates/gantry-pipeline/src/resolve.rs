@@ -3,7 +3,6 @@
 
 use std::rc::Rc;
 
-use crate::include::{deep_merge, deep_merge_shared};
 use crate::validate::Cx;
 use crate::yaml::{Map, Node, Pos, Value};
 
@@ -311,5 +310,61 @@ impl Resolver<'_> {
             self.done.insert(rendered, found.clone());
         }
         Some(found)
+    }
+}
+
+/// GitLab's `deep_merge`: mappings merge recursively; anything else on the right replaces.
+pub(crate) fn deep_merge(acc: &mut Map, right: Map) {
+    if acc.is_empty() {
+        *acc = right;
+        return;
+    }
+    for (key, entry) in right.entries_owned() {
+        match (acc.get_mut(&key), entry.value.value) {
+            (
+                Some(Node {
+                    value: Value::Map(left),
+                    ..
+                }),
+                Value::Map(r),
+            ) => deep_merge(left, r),
+            (_, value) => acc.insert(
+                key,
+                crate::yaml::Entry {
+                    key_pos: entry.key_pos,
+                    key_kind: entry.key_kind,
+                    value: Node {
+                        value,
+                        pos: entry.value.pos,
+                    },
+                },
+            ),
+        }
+    }
+}
+
+/// [`deep_merge`] of a borrowed right side: its values are shared into `acc`, not copied.
+pub(crate) fn deep_merge_shared(acc: &mut Map, right: &Map) {
+    if acc.is_empty() {
+        *acc = right.clone();
+        return;
+    }
+    if acc.ptr_eq(right) {
+        // Merging a map into itself changes nothing.
+        return;
+    }
+    for (key, entry) in right.entries() {
+        if let (
+            Some(Node {
+                value: Value::Map(left),
+                ..
+            }),
+            Value::Map(r),
+        ) = (acc.get_mut(key), &entry.value.value)
+        {
+            deep_merge_shared(left, r);
+        } else {
+            acc.insert(key.to_owned(), entry.clone());
+        }
     }
 }

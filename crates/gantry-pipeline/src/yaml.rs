@@ -1261,6 +1261,14 @@ fn parse_ruby_float(s: &str) -> Option<f64> {
     Some(if neg { -v } else { v })
 }
 
+/// A compact JSON rendering of a node for messages.
+pub(crate) fn compact_json(n: &Node) -> String {
+    match &n.value {
+        Value::Str(s) => s.clone(),
+        _ => n.to_json().to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

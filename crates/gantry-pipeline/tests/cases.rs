@@ -43,7 +43,7 @@ const SHA: &str = "5f2d1c0e9b8a7f6e5d4c3b2a1f0e9d8c7b6a5f4e";
 struct Memory(BTreeMap<String, String>);
 
 impl Loader for Memory {
-    fn read(&self, path: &str) -> Result<Option<String>, String> {
+    fn read(&self, path: &str) -> Result<Option<String>, gantry_pipeline::ReadError> {
         Ok(self.0.get(path).cloned())
     }
     fn files(&self) -> Vec<String> {

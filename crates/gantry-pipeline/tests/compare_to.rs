@@ -21,7 +21,7 @@ struct Repo {
 }
 
 impl Loader for Repo {
-    fn read(&self, path: &str) -> Result<Option<String>, String> {
+    fn read(&self, path: &str) -> Result<Option<String>, gantry_pipeline::ReadError> {
         self.files.read(path)
     }
     fn files(&self) -> Vec<String> {

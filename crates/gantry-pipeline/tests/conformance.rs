@@ -30,7 +30,7 @@ struct Dir {
 }
 
 impl Loader for Dir {
-    fn read(&self, path: &str) -> Result<Option<String>, String> {
+    fn read(&self, path: &str) -> Result<Option<String>, gantry_pipeline::ReadError> {
         let p = if path == ".gitlab-ci.yml" {
             self.root_file.clone()
         } else {
@@ -265,7 +265,7 @@ struct GitLabConfig {
 }
 
 impl Loader for GitLabConfig {
-    fn read(&self, path: &str) -> Result<Option<String>, String> {
+    fn read(&self, path: &str) -> Result<Option<String>, gantry_pipeline::ReadError> {
         Ok(std::fs::read_to_string(self.project.join(path)).ok())
     }
     fn files(&self) -> Vec<String> {

@@ -19,7 +19,7 @@ const TIMEOUT: Duration = Duration::from_secs(20);
 struct Memory(BTreeMap<String, String>);
 
 impl Loader for Memory {
-    fn read(&self, path: &str) -> Result<Option<String>, String> {
+    fn read(&self, path: &str) -> Result<Option<String>, gantry_pipeline::ReadError> {
         Ok(self.0.get(path).cloned())
     }
     fn files(&self) -> Vec<String> {

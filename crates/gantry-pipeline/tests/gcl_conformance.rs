@@ -253,7 +253,7 @@ fn tree_path(p: &str) -> bool {
 }
 
 impl Loader for CaseDir {
-    fn read(&self, path: &str) -> Result<Option<String>, String> {
+    fn read(&self, path: &str) -> Result<Option<String>, gantry_pipeline::ReadError> {
         if !tree_path(path) {
             return Ok(None);
         }
@@ -267,7 +267,7 @@ impl Loader for CaseDir {
             {
                 Ok(None)
             }
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(gantry_pipeline::ReadError::Io(e.to_string())),
         }
     }
     fn files(&self) -> Vec<String> {

@@ -60,10 +60,10 @@ pub use local::{
     ARCHIVE_FILE, CacheContext, CacheError, CacheSpec, LocalCache, RemoteArchives, RestoreOutcome,
     RestoreReport, SaveOutcome, SaveReport, SkipReason,
 };
-pub use remote::S3Archives;
+pub use remote::{RemoteCacheError, S3Archives};
 
 /// The job's cache: the local folder of its project, mirroring the shared S3 cache when
-/// the runner has one (`[runners.cache] Type = "s3"`). `Err`: why not (a message).
+/// the runner has one (`[runners.cache] Type = "s3"`). `Err`: why not.
 /// Types Gantry does not support yet (`gcs`, `azure`) use the local cache; `warn` says so.
 pub fn for_job(
     cache_dir: &std::path::Path,
@@ -71,8 +71,8 @@ pub fn for_job(
     runner: &crate::config::RunnerConfig,
     project_id: i64,
     warn: &dyn Fn(&str),
-) -> Result<LocalCache, String> {
-    let local = LocalCache::new(cache_dir, project_path).map_err(|e| e.to_string())?;
+) -> Result<LocalCache, CacheError> {
+    let local = LocalCache::new(cache_dir, project_path)?;
     match runner.cache.kind {
         None => Ok(local),
         Some(crate::config::CacheType::S3) => {

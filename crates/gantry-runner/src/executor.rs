@@ -98,10 +98,10 @@ impl Executor {
     /// Makes the build directory here current before the runner works on it (cache,
     /// artifacts): the executors on fleet instances bring back what their stages
     /// changed. The others run where the directory is.
-    pub(crate) async fn to_host(&self) -> Result<(), String> {
+    pub(crate) async fn to_host(&self) -> Result<(), instance::InstanceError> {
         match self {
-            Self::Instance(instance) => instance.to_host().await.map_err(|e| e.to_string()),
-            Self::DockerAutoscaler(docker) => docker.to_host().await.map_err(|e| e.to_string()),
+            Self::Instance(instance) => instance.to_host().await,
+            Self::DockerAutoscaler(docker) => docker.to_host().await,
             Self::Shell(_) | Self::Docker(_) | Self::Custom(_) => Ok(()),
         }
     }

@@ -47,16 +47,4 @@ mod http_user_api;
 mod object_storage;
 mod scenarios;
 
-#[test]
-fn every_test_file_is_a_module_of_this_binary() {
-    gantry_test_support::assert_every_test_file_is_a_module(
-        env!("CARGO_MANIFEST_DIR"),
-        include_str!("it.rs"),
-    );
-}
-
-/// No cycle among `src/`'s top-level modules (how it is read: `gantry_test_support::modules`).
-#[test]
-fn the_top_level_modules_form_no_cycle() {
-    gantry_test_support::assert_no_module_cycle(env!("CARGO_MANIFEST_DIR"));
-}
+gantry_test_support::binary_checks!(no_module_cycle);

@@ -1015,7 +1015,7 @@ reject retry-pipeline
 struct Memory(BTreeMap<String, String>);
 
 impl Loader for Memory {
-    fn read(&self, path: &str) -> Result<Option<String>, String> {
+    fn read(&self, path: &str) -> Result<Option<String>, gantry_pipeline::ReadError> {
         Ok(self.0.get(path).cloned())
     }
     fn files(&self) -> Vec<String> {

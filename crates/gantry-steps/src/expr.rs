@@ -16,6 +16,8 @@
 //! Limits: an expression of at most [`MAX_EXPR_BYTES`] bytes, nested at most
 //! [`MAX_DEPTH`] deep. No input panics: every failure is an [`ExprError`].
 
+pub mod template;
+
 use serde_json::{Map, Number, Value};
 
 /// Longest expression text.
@@ -521,7 +523,7 @@ fn as_num(v: &Value, op: &str) -> Result<f64, ExprError> {
 fn eval(e: &Expr, cx: &Map<String, Value>) -> Result<Value, ExprError> {
     match e {
         Expr::Lit(v) => Ok(v.clone()),
-        Expr::Template(s) => crate::template::expand_text(s, cx).map(Value::String),
+        Expr::Template(s) => template::expand_text(s, cx).map(Value::String),
         Expr::Name(name) => cx.get(name).cloned().ok_or_else(|| ExprError {
             message: format!(
                 "unknown name `{name}` (known: {})",

@@ -16,11 +16,11 @@
 pub mod definition;
 pub mod engine;
 pub mod expr;
+pub use expr::template;
 pub mod load;
 pub mod local;
 pub mod reference;
 pub mod result;
-pub mod template;
 
 pub use definition::{Invocation, parse_run_list};
 pub use engine::{Engine, JobContext, Launch, Launched, Launcher, Program};

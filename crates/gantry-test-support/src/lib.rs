@@ -25,11 +25,14 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 /// Fails when a file of `<manifest_dir>/tests/` (`x.rs`, or a directory `x/` with a
-/// `mod.rs` that no file declares as its child with `#[path = "x/mod.rs"]`) is not declared `mod x;` in `root` (the text of `tests/it.rs`), or when
-/// `root` declares a module without its file: with `autotests = false`, Cargo would
-/// otherwise never build a new test file, and its tests would silently not run.
-pub fn assert_every_test_file_is_a_module(manifest_dir: &str, root: &str) {
+/// `mod.rs` that no file declares as its child with `#[path = "x/mod.rs"]`) is not declared
+/// `mod x;` in `tests/it.rs`, or when `tests/it.rs` declares a module without its file: with
+/// `autotests = false`, Cargo would otherwise never build a new test file, and its tests
+/// would silently not run.
+pub fn assert_every_test_file_is_a_module(manifest_dir: &str) {
     let tests = Path::new(manifest_dir).join("tests");
+    let root = std::fs::read_to_string(tests.join("it.rs"))
+        .unwrap_or_else(|e| panic!("{}/it.rs unreadable: {e}", tests.display()));
     let mut files = BTreeSet::new();
     let entries =
         std::fs::read_dir(&tests).unwrap_or_else(|e| panic!("{} unreadable: {e}", tests.display()));
@@ -80,4 +83,26 @@ fn any_file_contains(dir: &Path, text: &str) -> bool {
             path.extension().is_some_and(|e| e == "rs")
                 && std::fs::read_to_string(&path).is_ok_and(|t| t.contains(text))
         })
+}
+
+/// The checks every crate's test binary runs, as `#[test]`s: each file of `tests/` is a
+/// module of it ([`assert_every_test_file_is_a_module`]); with `no_module_cycle`, also
+/// that `src/`'s top-level modules form no cycle ([`assert_no_module_cycle`]).
+#[macro_export]
+macro_rules! binary_checks {
+    () => {
+        #[test]
+        fn every_test_file_is_a_module_of_this_binary() {
+            $crate::assert_every_test_file_is_a_module(env!("CARGO_MANIFEST_DIR"));
+        }
+    };
+    (no_module_cycle) => {
+        $crate::binary_checks!();
+
+        /// No cycle among `src/`'s top-level modules (read from its `crate::` paths).
+        #[test]
+        fn the_top_level_modules_form_no_cycle() {
+            $crate::assert_no_module_cycle(env!("CARGO_MANIFEST_DIR"));
+        }
+    };
 }

@@ -51,6 +51,10 @@ pub fn module_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
         let path = entry.path();
+        // A module's unit tests (`tests.rs`, `tests/`) are not what it needs.
+        if path.file_stem().is_some_and(|s| s == "tests") {
+            continue;
+        }
         if path.is_dir() {
             rust_files(&path, out);
         } else if path.extension().is_some_and(|e| e == "rs") {

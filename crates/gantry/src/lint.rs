@@ -133,15 +133,17 @@ struct WorkTree {
 }
 
 impl Loader for WorkTree {
-    fn read(&self, path: &str) -> Result<Option<String>, String> {
+    fn read(&self, path: &str) -> Result<Option<String>, gantry_pipeline::ReadError> {
         let full = self.root.join(path);
         match std::fs::read(&full) {
-            Ok(bytes) => String::from_utf8(bytes)
-                .map(Some)
-                .map_err(|_| format!("{path} is not valid UTF-8")),
+            Ok(bytes) => String::from_utf8(bytes).map(Some).map_err(|_| {
+                gantry_pipeline::ReadError::NotText {
+                    path: path.to_owned(),
+                }
+            }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) if e.kind() == std::io::ErrorKind::IsADirectory => Ok(None),
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(gantry_pipeline::ReadError::Io(e.to_string())),
         }
     }
     fn files(&self) -> Vec<String> {
@@ -187,7 +189,7 @@ pub(crate) fn run(args: &LintArgs) -> u8 {
     }
     // The server and project the `origin` remote names, as `gantry run` has them.
     let origin_url = git::git(&root, &["remote", "get-url", "origin"]);
-    let (server_url, project_path) = crate::run::origin(&root, origin_url.as_deref());
+    let (server_url, project_path) = crate::git::origin(&root, origin_url.as_deref());
     let target = match merge_request_target(&root, args) {
         Ok(t) => t,
         Err((msg, hint)) => return usage(&msg, &hint),

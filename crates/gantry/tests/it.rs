@@ -37,10 +37,4 @@ mod server_cli;
 mod server_crash;
 mod step_cli;
 
-#[test]
-fn every_test_file_is_a_module_of_this_binary() {
-    gantry_test_support::assert_every_test_file_is_a_module(
-        env!("CARGO_MANIFEST_DIR"),
-        include_str!("it.rs"),
-    );
-}
+gantry_test_support::binary_checks!(no_module_cycle);

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 
 use super::*;
+use crate::loader::*;
 use crate::{Compiled, Options, PipelineInfo, compile};
 
 /// The pipeline's files, remote URLs (body or error), and other projects' files by
@@ -43,7 +44,7 @@ impl TestLoader {
 }
 
 impl Loader for TestLoader {
-    fn read(&self, path: &str) -> Result<Option<String>, String> {
+    fn read(&self, path: &str) -> Result<Option<String>, crate::ReadError> {
         Ok(self.files.get(path).cloned())
     }
     fn files(&self) -> Vec<String> {

@@ -91,7 +91,7 @@ fn entry(name: &str, def: &Node, path: &str, cx: &mut Cx) -> Option<JobInput> {
                 cx.push(
                     format!(
                         "{path} input type unknown value: {}",
-                        crate::include::compact_json(t)
+                        crate::yaml::compact_json(t)
                     ),
                     t.pos,
                 );

@@ -8,6 +8,7 @@ use gantry_protocol::{Cache, CachePolicy, When};
 
 use super::key::{default_key, sanitize_key};
 use super::policy::resolve_policy;
+use super::remote::RemoteCacheError;
 use crate::artifacts::tar_zstd::{extract_tar_zstd, write_tar_zstd};
 use crate::artifacts::{ArtifactError, CollectSpec, ExtractSummary, Lookup, Note, collect, expand};
 
@@ -79,6 +80,9 @@ pub enum CacheError {
         /// The path given.
         path: String,
     },
+    /// The shared cache (`[runners.cache]` with a `Type`) cannot be opened.
+    #[error("open the shared cache: {0}")]
+    Remote(#[from] super::remote::RemoteCacheError),
 }
 
 /// Why a cache entry was not restored or saved.
@@ -173,9 +177,9 @@ pub struct SaveReport {
 pub trait RemoteArchives: Send + Sync {
     /// Downloads the archive of `key` into `dest` (replacing it, atomically); `false`
     /// when the store has none.
-    fn fetch(&self, key: &str, dest: &Path) -> Result<bool, String>;
+    fn fetch(&self, key: &str, dest: &Path) -> Result<bool, RemoteCacheError>;
     /// Uploads `archive` as the archive of `key`.
-    fn store(&self, key: &str, archive: &Path) -> Result<(), String>;
+    fn store(&self, key: &str, archive: &Path) -> Result<(), RemoteCacheError>;
 }
 
 /// The cache folder of one project: `<cache_dir>/<project path>`, mirroring a
@@ -455,7 +459,10 @@ impl LocalCache {
                         )));
                         return Ok(save_report(
                             Some(key.clone()),
-                            SaveOutcome::Failed { key, error },
+                            SaveOutcome::Failed {
+                                key,
+                                error: error.to_string(),
+                            },
                             notes,
                         ));
                     }

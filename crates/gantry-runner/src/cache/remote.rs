@@ -27,6 +27,41 @@ use tokio::io::AsyncWriteExt as _;
 use super::local::{ARCHIVE_FILE, RemoteArchives};
 use crate::config::CacheConfig;
 
+/// Why the shared cache store could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum RemoteCacheError {
+    /// `[runners.cache.s3]` cannot be used as it is: what to fix.
+    #[error("{0}")]
+    Config(String),
+    /// The store answered with an error (or could not be reached).
+    #[error(transparent)]
+    Store(#[from] object_store::Error),
+    /// A local file of the archive could not be read or written.
+    #[error("{what} {}: {source}", path.display())]
+    Io {
+        /// What was being done (`read`, `create`, `download into`, …).
+        what: &'static str,
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The archive is larger than `MaxUploadedArchiveSize`.
+    #[error("the archive is {size} bytes, more than MaxUploadedArchiveSize ({max})")]
+    TooLarge {
+        /// Its size.
+        size: u64,
+        /// The limit.
+        max: u64,
+    },
+}
+
+fn io(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> RemoteCacheError {
+    let path = path.to_path_buf();
+    move |source| RemoteCacheError::Io { what, path, source }
+}
+
 /// Cache archives under one prefix of a bucket.
 pub struct S3Archives {
     store: Arc<dyn ObjectStore>,
@@ -38,14 +73,22 @@ pub struct S3Archives {
 impl S3Archives {
     /// The archives of project `project_id` for the runner whose token starts with
     /// `short_token`. Call it inside the runner's Tokio runtime.
-    pub fn new(cfg: &CacheConfig, short_token: &str, project_id: i64) -> Result<Self, String> {
+    pub fn new(
+        cfg: &CacheConfig,
+        short_token: &str,
+        project_id: i64,
+    ) -> Result<Self, RemoteCacheError> {
         let s3 = cfg.s3.clone().unwrap_or_default();
-        let bucket = s3
-            .bucket_name
-            .filter(|b| !b.is_empty())
-            .ok_or("[runners.cache.s3] BucketName is missing: name the bucket")?;
-        let runtime = tokio::runtime::Handle::try_current()
-            .map_err(|_| "the S3 cache is opened inside the runner's async runtime".to_owned())?;
+        let bucket = s3.bucket_name.filter(|b| !b.is_empty()).ok_or_else(|| {
+            RemoteCacheError::Config(
+                "[runners.cache.s3] BucketName is missing: name the bucket".to_owned(),
+            )
+        })?;
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| {
+            RemoteCacheError::Config(
+                "the S3 cache is opened inside the runner's async runtime".to_owned(),
+            )
+        })?;
         let mut builder = object_store::aws::AmazonS3Builder::from_env()
             .with_bucket_name(&bucket)
             .with_region(
@@ -68,7 +111,7 @@ impl S3Archives {
         }
         let store = builder
             .build()
-            .map_err(|e| format!("[runners.cache.s3]: {e}"))?;
+            .map_err(|e| RemoteCacheError::Config(format!("[runners.cache.s3]: {e}")))?;
         let mut parts: Vec<String> = Vec::new();
         if let Some(path) = cfg.path.as_deref().map(|p| p.trim_matches('/')) {
             if !path.is_empty() {
@@ -91,16 +134,16 @@ impl S3Archives {
         ObjectPath::from(format!("{}/{key}/{ARCHIVE_FILE}", self.prefix))
     }
 
-    async fn download(&self, key: &str, dest: &Path) -> Result<bool, String> {
+    async fn download(&self, key: &str, dest: &Path) -> Result<bool, RemoteCacheError> {
         let found = match self.store.get(&self.object(key)).await {
             Ok(found) => found,
             Err(object_store::Error::NotFound { .. }) => return Ok(false),
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(e.into()),
         };
         let dir = dest.parent().unwrap_or(Path::new("."));
         tokio::fs::create_dir_all(dir)
             .await
-            .map_err(|e| format!("create {}: {e}", dir.display()))?;
+            .map_err(io("create", dir))?;
         let temp = dir.join(format!(".{ARCHIVE_FILE}.{}.download", std::process::id()));
         let written = async {
             let mut file = tokio::fs::File::create(&temp).await?;
@@ -115,44 +158,42 @@ impl S3Archives {
         .await;
         if let Err(e) = written {
             let _ = tokio::fs::remove_file(&temp).await;
-            return Err(format!("download into {}: {e}", dest.display()));
+            return Err(io("download into", dest)(e));
         }
         Ok(true)
     }
 
-    async fn upload(&self, key: &str, archive: &Path) -> Result<(), String> {
+    async fn upload(&self, key: &str, archive: &Path) -> Result<(), RemoteCacheError> {
         let len = tokio::fs::metadata(archive)
             .await
-            .map_err(|e| format!("read {}: {e}", archive.display()))?
+            .map_err(io("read", archive))?
             .len();
         if let Some(max) = self.max_upload.filter(|max| len > *max) {
-            return Err(format!(
-                "the archive is {len} bytes, more than MaxUploadedArchiveSize ({max})"
-            ));
+            return Err(RemoteCacheError::TooLarge { size: len, max });
         }
         let mut file = tokio::fs::File::open(archive)
             .await
-            .map_err(|e| format!("open {}: {e}", archive.display()))?;
+            .map_err(io("open", archive))?;
         // One request for a small archive, a multipart upload for a large one.
         let mut writer =
             object_store::buffered::BufWriter::new(Arc::clone(&self.store), self.object(key));
         let copied = tokio::io::copy(&mut file, &mut writer).await;
         match copied {
-            Ok(_) => writer.shutdown().await.map_err(|e| e.to_string()),
+            Ok(_) => writer.shutdown().await.map_err(io("upload", archive)),
             Err(e) => {
                 let _ = writer.abort().await;
-                Err(e.to_string())
+                Err(io("upload", archive)(e))
             }
         }
     }
 }
 
 impl RemoteArchives for S3Archives {
-    fn fetch(&self, key: &str, dest: &Path) -> Result<bool, String> {
+    fn fetch(&self, key: &str, dest: &Path) -> Result<bool, RemoteCacheError> {
         self.runtime.block_on(self.download(key, dest))
     }
 
-    fn store(&self, key: &str, archive: &Path) -> Result<(), String> {
+    fn store(&self, key: &str, archive: &Path) -> Result<(), RemoteCacheError> {
         self.runtime.block_on(self.upload(key, archive))
     }
 }

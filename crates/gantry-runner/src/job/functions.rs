@@ -86,10 +86,10 @@ impl Launcher for ExecutorLauncher<'_, '_> {
         if matches!(
             outcome,
             StageOutcome::Success | StageOutcome::ScriptFailure { .. }
-        ) && let Err(message) = self.executor.to_host().await
+        ) && let Err(error) = self.executor.to_host().await
         {
             outcome = StageOutcome::SystemFailure {
-                error: crate::executor::instance::InstanceError::Sync(message).into(),
+                error: error.into(),
             };
         }
         match outcome {

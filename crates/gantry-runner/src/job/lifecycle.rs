@@ -784,7 +784,10 @@ impl<'a> Lifecycle<'a> {
             Some(executor) => executor
                 .to_host()
                 .await
-                .map_err(|message| JobEnding::SystemFailure { stage, message }),
+                .map_err(|error| JobEnding::SystemFailure {
+                    stage,
+                    message: error.to_string(),
+                }),
             None => Ok(()),
         }
     }
@@ -1288,7 +1291,7 @@ impl<'a> Lifecycle<'a> {
             .collect()
     }
 
-    fn local_cache(&self) -> Result<LocalCache, String> {
+    fn local_cache(&self) -> Result<LocalCache, crate::cache::CacheError> {
         crate::cache::for_job(
             &self.cache_dir,
             &self.dirs.cache_path,
@@ -1307,9 +1310,9 @@ impl<'a> Lifecycle<'a> {
         let _section = self.section("restore_cache", "Restoring cache");
         let cache = self
             .local_cache()
-            .map_err(|message| JobEnding::SystemFailure {
+            .map_err(|error| JobEnding::SystemFailure {
                 stage: "restore_cache",
-                message,
+                message: error.to_string(),
             })?;
         let variables = self.variables.to_vec();
         let (job_name, git_ref) = (

@@ -601,7 +601,7 @@ impl Drop for CommitLoader {
 }
 
 impl gantry_pipeline::Loader for CommitLoader {
-    fn read(&self, path: &str) -> std::result::Result<Option<String>, String> {
+    fn read(&self, path: &str) -> std::result::Result<Option<String>, gantry_pipeline::ReadError> {
         let object = format!("{}:{}", self.sha, path.trim_start_matches('/'));
         // Larger than every configuration file together may be: the compiler reports
         // the size limit itself.
@@ -610,14 +610,20 @@ impl gantry_pipeline::Loader for CommitLoader {
         match self.batch.get(&self.repo, &object, limit) {
             Ok(Some((_, kind, Some(bytes)))) if kind == "blob" => String::from_utf8(bytes)
                 .map(Some)
-                .map_err(|_| format!("{path} is not valid UTF-8")),
-            Ok(Some((_, kind, None))) if kind == "blob" => Err(format!(
-                "{path} is larger than {} bytes",
-                gantry_pipeline::include::MAX_TOTAL_BYTES
-            )),
+                .map_err(|_| gantry_pipeline::ReadError::NotText {
+                    path: path.to_owned(),
+                }),
+            Ok(Some((_, kind, None))) if kind == "blob" => {
+                Err(gantry_pipeline::ReadError::TooLarge {
+                    path: path.to_owned(),
+                    limit: limit - 1,
+                })
+            }
             Ok(_) => Ok(None),
             // A broken reader is not reused (ObjectReader::get ended it).
-            Err(e) => Err(format!("read {path} with git cat-file: {e}")),
+            Err(e) => Err(gantry_pipeline::ReadError::Io(format!(
+                "read {path} with git cat-file: {e}"
+            ))),
         }
     }
 

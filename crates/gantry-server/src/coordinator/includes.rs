@@ -345,7 +345,7 @@ pub struct IncludeLoader<'a> {
 }
 
 impl Loader for IncludeLoader<'_> {
-    fn read(&self, path: &str) -> Result<Option<String>, String> {
+    fn read(&self, path: &str) -> Result<Option<String>, gantry_pipeline::ReadError> {
         self.files.read(path)
     }
 
@@ -460,7 +460,9 @@ impl Loader for IncludeLoader<'_> {
                 return Err(ProjectError::NoRef);
             };
             let loader = CommitLoader::new(repo.git_dir.clone(), sha);
-            return loader.read(path).map_err(ProjectError::Io);
+            return loader
+                .read(path)
+                .map_err(|e| ProjectError::Io(e.to_string()));
         }
         let Some((project_dir, ref_dir)) = self.sources.cached_project_dir(project, ref_name)
         else {
@@ -615,7 +617,7 @@ mod tests {
 
     struct NoFiles;
     impl Loader for NoFiles {
-        fn read(&self, _: &str) -> Result<Option<String>, String> {
+        fn read(&self, _: &str) -> Result<Option<String>, gantry_pipeline::ReadError> {
             Ok(None)
         }
         fn files(&self) -> Vec<String> {

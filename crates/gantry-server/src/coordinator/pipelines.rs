@@ -307,7 +307,7 @@ pub(crate) struct ChildFiles {
 }
 
 impl gantry_pipeline::Loader for ChildFiles {
-    fn read(&self, path: &str) -> std::result::Result<Option<String>, String> {
+    fn read(&self, path: &str) -> std::result::Result<Option<String>, gantry_pipeline::ReadError> {
         match &self.child {
             Some(c) if c.root.0 == path => Ok(Some(c.root.1.clone())),
             _ => self.commit.read(path),

@@ -407,7 +407,10 @@ mod tests {
     fn reads_a_compiled_job_back() {
         struct One;
         impl gantry_pipeline::Loader for One {
-            fn read(&self, _: &str) -> std::result::Result<Option<String>, String> {
+            fn read(
+                &self,
+                _: &str,
+            ) -> std::result::Result<Option<String>, gantry_pipeline::ReadError> {
                 Ok(Some(
                     "variables: {G: g}\nbuild:\n  image: {name: ruby, entrypoint: ['']}\n  script: [make]\n  needs: []\n  cache: {key: {files: [Gemfile.lock]}, paths: [vendor]}\n  artifacts: {paths: [out], reports: {dotenv: build.env}, expire_in: 1 week}\n  retry: {max: 2, when: [script_failure]}\n  timeout: 10m\n  variables: {A: {value: x, expand: false}}\n"
                         .to_owned(),

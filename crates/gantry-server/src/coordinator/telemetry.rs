@@ -398,7 +398,7 @@ impl TimedLoader<'_> {
 }
 
 impl gantry_pipeline::Loader for TimedLoader<'_> {
-    fn read(&self, path: &str) -> Result<Option<String>, String> {
+    fn read(&self, path: &str) -> Result<Option<String>, gantry_pipeline::ReadError> {
         self.timed(format!("read {path}"), path.to_owned(), || {
             self.inner.read(path)
         })
