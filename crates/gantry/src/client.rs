@@ -6,6 +6,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::env;
+use crate::exit::Failure;
 
 /// `--server` / `--token`, falling back to `GANTRY_URL` / `GANTRY_TOKEN`.
 #[derive(Args, Clone, Debug)]
@@ -16,28 +17,6 @@ pub(crate) struct ServerArgs {
     /// The admin token `gantry server` printed on first start [env: GANTRY_TOKEN].
     #[arg(long, value_name = "TOKEN")]
     token: Option<String>,
-}
-
-/// Why a client command failed; `main` maps each to an exit code.
-#[derive(Debug)]
-pub(crate) enum ClientError {
-    /// Bad or missing flags, no token: the user must change the command.
-    Usage(String),
-    /// The server could not be reached or answered with an error.
-    Server(String),
-    /// The command did its work and what it watched did not succeed (`gantry pipeline
-    /// watch`: the pipeline failed, was canceled, or waits for a manual job).
-    Unsuccessful(String),
-}
-
-impl std::fmt::Display for ClientError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Usage(message) | Self::Server(message) | Self::Unsuccessful(message) => {
-                f.write_str(message)
-            }
-        }
-    }
 }
 
 /// How long a refused connection is tried again: a server started in the background a
@@ -54,14 +33,14 @@ pub(crate) struct ApiClient {
 
 impl ApiClient {
     /// Resolves flags and environment; a missing token is a usage error naming both.
-    pub(crate) fn new(args: &ServerArgs) -> Result<Self, ClientError> {
+    pub(crate) fn new(args: &ServerArgs) -> Result<Self, Failure> {
         let base = args
             .server
             .clone()
             .or_else(|| env::var(env::GANTRY_URL))
             .unwrap_or_else(|| env::DEFAULT_URL.to_owned());
         let token = args.token.clone().or_else(|| env::var(env::GANTRY_TOKEN)).ok_or_else(|| {
-            ClientError::Usage(format!(
+            Failure::Usage(format!(
                 "no API token given\n\
                  pass --token TOKEN or set {}: the admin token `gantry server` printed on its first start, or a new one from `gantry server admin-token`",
                 env::GANTRY_TOKEN
@@ -72,10 +51,10 @@ impl ApiClient {
 
     /// A client of the server at `base` with `token` (`gantry runner register` with a
     /// personal access token).
-    pub(crate) fn with_token(base: &str, token: String) -> Result<Self, ClientError> {
+    pub(crate) fn with_token(base: &str, token: String) -> Result<Self, Failure> {
         let base = base.trim_end_matches('/').to_owned();
         if !(base.starts_with("http://") || base.starts_with("https://")) {
-            return Err(ClientError::Usage(format!(
+            return Err(Failure::Usage(format!(
                 "the server URL `{base}` is not an http:// or https:// URL\n\
                  pass --server URL or set {}",
                 env::GANTRY_URL
@@ -84,18 +63,18 @@ impl ApiClient {
         let http = reqwest::Client::builder()
             .user_agent(concat!("gantry/", env!("CARGO_PKG_VERSION")))
             .build()
-            .map_err(|e| ClientError::Server(format!("cannot set up the HTTP client: {e}")))?;
+            .map_err(|e| Failure::Failed(format!("cannot set up the HTTP client: {e}")))?;
         Ok(Self { http, base, token })
     }
 
     /// `GET /api/v4/<path>`.
-    pub(crate) async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, ClientError> {
+    pub(crate) async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, Failure> {
         let request = self.http.get(self.url(path));
         self.send(request).await
     }
 
     /// `GET /api/v4/<path>` of a text answer (a job's log), as the bytes sent.
-    pub(crate) async fn get_bytes(&self, path: &str) -> Result<Vec<u8>, ClientError> {
+    pub(crate) async fn get_bytes(&self, path: &str) -> Result<Vec<u8>, Failure> {
         let request = self.http.get(self.url(path));
         let (_, _, bytes) = self.send_raw(request).await?;
         Ok(bytes)
@@ -106,7 +85,7 @@ impl ApiClient {
         &self,
         path: &str,
         body: &Value,
-    ) -> Result<T, ClientError> {
+    ) -> Result<T, Failure> {
         let request = self.http.post(self.url(path)).json(body);
         self.send(request).await
     }
@@ -116,7 +95,7 @@ impl ApiClient {
         &self,
         path: &str,
         fields: &[(String, String)],
-    ) -> Result<T, ClientError> {
+    ) -> Result<T, Failure> {
         let request = self.http.post(self.url(path)).form(fields);
         self.send(request).await
     }
@@ -126,13 +105,13 @@ impl ApiClient {
         &self,
         path: &str,
         body: &Value,
-    ) -> Result<T, ClientError> {
+    ) -> Result<T, Failure> {
         let request = self.http.put(self.url(path)).json(body);
         self.send(request).await
     }
 
     /// `DELETE /api/v4/<path>` (an empty answer reads as `null`).
-    pub(crate) async fn delete(&self, path: &str) -> Result<Value, ClientError> {
+    pub(crate) async fn delete(&self, path: &str) -> Result<Value, Failure> {
         let request = self.http.delete(self.url(path));
         self.send(request).await
     }
@@ -143,7 +122,7 @@ impl ApiClient {
 
     /// `GET /api/v4/<path>` of a paginated list: every page (100 items each), followed
     /// through GitLab's `X-Next-Page` header.
-    pub(crate) async fn get_all(&self, path: &str) -> Result<Vec<Value>, ClientError> {
+    pub(crate) async fn get_all(&self, path: &str) -> Result<Vec<Value>, Failure> {
         let mut all = Vec::new();
         let mut page: u64 = 1;
         loop {
@@ -168,14 +147,14 @@ impl ApiClient {
     async fn send<T: DeserializeOwned>(
         &self,
         request: reqwest::RequestBuilder,
-    ) -> Result<T, ClientError> {
+    ) -> Result<T, Failure> {
         self.send_with_headers(request).await.map(|(_, body)| body)
     }
 
     async fn send_with_headers<T: DeserializeOwned>(
         &self,
         request: reqwest::RequestBuilder,
-    ) -> Result<(reqwest::header::HeaderMap, T), ClientError> {
+    ) -> Result<(reqwest::header::HeaderMap, T), Failure> {
         let (url, headers, bytes) = self.send_raw(request).await?;
         let bytes = if bytes.is_empty() {
             b"null".as_slice()
@@ -183,7 +162,7 @@ impl ApiClient {
             &bytes
         };
         let body = serde_json::from_slice(bytes).map_err(|e| {
-            ClientError::Server(format!("the answer to {url} is not the expected JSON: {e}"))
+            Failure::Failed(format!("the answer to {url} is not the expected JSON: {e}"))
         })?;
         Ok((headers, body))
     }
@@ -193,21 +172,21 @@ impl ApiClient {
     async fn send_raw(
         &self,
         request: reqwest::RequestBuilder,
-    ) -> Result<(String, reqwest::header::HeaderMap, Vec<u8>), ClientError> {
+    ) -> Result<(String, reqwest::header::HeaderMap, Vec<u8>), Failure> {
         let request = request.header("PRIVATE-TOKEN", &self.token);
         let deadline = std::time::Instant::now() + CONNECT_PATIENCE;
         let response = loop {
             // Every body this client sends is in memory, so a request can be cloned.
-            let attempt = request.try_clone().ok_or_else(|| {
-                ClientError::Server("the request cannot be sent again".to_owned())
-            })?;
+            let attempt = request
+                .try_clone()
+                .ok_or_else(|| Failure::Failed("the request cannot be sent again".to_owned()))?;
             match attempt.send().await {
                 Ok(response) => break response,
                 Err(e) if e.is_connect() && std::time::Instant::now() < deadline => {
                     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
                 }
                 Err(e) => {
-                    return Err(ClientError::Server(format!(
+                    return Err(Failure::Failed(format!(
                         "cannot reach the Gantry server at {}: {e}\n\
                          is `gantry server` running there? Pass --server URL or set {}",
                         self.base,
@@ -222,7 +201,7 @@ impl ApiClient {
         let bytes = response
             .bytes()
             .await
-            .map_err(|e| ClientError::Server(format!("read the answer to {url}: {e}")))?;
+            .map_err(|e| Failure::Failed(format!("read the answer to {url}: {e}")))?;
         if !status.is_success() {
             let detail = serde_json::from_slice::<Value>(&bytes)
                 .ok()
@@ -242,7 +221,7 @@ impl ApiClient {
             } else {
                 String::new()
             };
-            return Err(ClientError::Server(format!(
+            return Err(Failure::Failed(format!(
                 "the server answered {status} to {url}: {detail}{hint}"
             )));
         }
@@ -251,11 +230,11 @@ impl ApiClient {
 }
 
 /// Runs one client command to completion on a small runtime.
-pub(crate) fn block_on<F: std::future::Future>(future: F) -> Result<F::Output, ClientError> {
+pub(crate) fn block_on<F: std::future::Future>(future: F) -> Result<F::Output, Failure> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| ClientError::Server(format!("cannot start the async runtime: {e}")))?;
+        .map_err(|e| Failure::Failed(format!("cannot start the async runtime: {e}")))?;
     Ok(runtime.block_on(future))
 }
 
@@ -274,16 +253,6 @@ pub(crate) fn encode_segment(text: &str) -> String {
 }
 
 /// Reports a client command's failure on stderr and picks the exit code.
-pub(crate) fn exit_code(result: Result<(), ClientError>) -> u8 {
-    match result {
-        Ok(()) => crate::exit::OK,
-        Err(error) => {
-            eprintln!("error: {error}");
-            match error {
-                ClientError::Usage(_) => crate::exit::USAGE,
-                ClientError::Server(_) => crate::exit::FAILED,
-                ClientError::Unsuccessful(_) => crate::exit::INVALID,
-            }
-        }
-    }
+pub(crate) fn exit_code(result: Result<(), Failure>) -> u8 {
+    crate::exit::status(result.map(|()| crate::exit::OK))
 }

@@ -24,7 +24,8 @@ use std::io::Write as _;
 use clap::{Args, Subcommand};
 use serde_json::Value;
 
-use crate::client::{ApiClient, ClientError, ServerArgs, block_on, encode_segment};
+use crate::client::{ApiClient, ServerArgs, block_on, encode_segment};
+use crate::exit::Failure;
 use crate::pipeline::POLL;
 
 #[derive(Subcommand)]
@@ -47,7 +48,7 @@ pub(crate) struct LogArgs {
     server: ServerArgs,
 }
 
-pub(crate) fn run(command: &JobCommand) -> Result<(), ClientError> {
+pub(crate) fn run(command: &JobCommand) -> Result<(), Failure> {
     match command {
         JobCommand::Log(args) => log(args),
     }
@@ -61,7 +62,7 @@ fn job_ended(status: &str) -> bool {
     )
 }
 
-fn log(args: &LogArgs) -> Result<(), ClientError> {
+fn log(args: &LogArgs) -> Result<(), Failure> {
     let client = ApiClient::new(&args.server)?;
     let base = format!(
         "projects/{}/jobs/{}",

@@ -158,12 +158,14 @@ impl Loader for WorkTree {
     }
 }
 
+/// A usage failure with its hint on a line of its own, reported.
 fn usage(msg: &str, hint: &str) -> u8 {
-    eprintln!("error: {msg}");
-    if !hint.is_empty() {
-        eprintln!("  hint: {hint}");
-    }
-    exit::USAGE
+    let message = if hint.is_empty() {
+        msg.to_owned()
+    } else {
+        format!("{msg}\n  hint: {hint}")
+    };
+    crate::exit::Failure::usage(message).report()
 }
 
 pub(crate) fn run(args: &LintArgs) -> u8 {

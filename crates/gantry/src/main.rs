@@ -36,6 +36,77 @@ pub(crate) mod exit {
     /// The command could not do its work: the server failed, or it answered a client
     /// command with an error.
     pub const FAILED: u8 = 3;
+
+    /// Why a command stopped: the binary's one error type at its edge. [`Failure::report`]
+    /// prints `error: …` on standard error and gives the status documented above; no status
+    /// is chosen from a message's text.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub(crate) enum Failure {
+        /// Bad or missing flags, an unusable file or directory, no token: the user must
+        /// change the command ([`USAGE`]).
+        Usage(String),
+        /// The command did its work and what it checked or watched did not succeed
+        /// ([`INVALID`]).
+        Invalid(String),
+        /// The command could not do its work: a server, the network, the system
+        /// ([`FAILED`]).
+        Failed(String),
+    }
+
+    impl Failure {
+        pub(crate) fn usage(message: impl Into<String>) -> Self {
+            Self::Usage(message.into())
+        }
+
+        pub(crate) fn invalid(message: impl Into<String>) -> Self {
+            Self::Invalid(message.into())
+        }
+
+        pub(crate) fn failed(message: impl Into<String>) -> Self {
+            Self::Failed(message.into())
+        }
+
+        /// The exit status.
+        pub(crate) fn code(&self) -> u8 {
+            match self {
+                Self::Usage(_) => USAGE,
+                Self::Invalid(_) => INVALID,
+                Self::Failed(_) => FAILED,
+            }
+        }
+
+        /// Prints the message (`error: …`) and returns the exit status.
+        pub(crate) fn report(self) -> u8 {
+            eprintln!("error: {self}");
+            self.code()
+        }
+    }
+
+    impl std::fmt::Display for Failure {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            match self {
+                Self::Usage(message) | Self::Invalid(message) | Self::Failed(message) => {
+                    f.write_str(message)
+                }
+            }
+        }
+    }
+
+    /// A Tokio runtime from `builder` (with I/O and timers); failing to start one is
+    /// [`Failure::Failed`].
+    pub(crate) fn runtime(
+        builder: &mut tokio::runtime::Builder,
+    ) -> Result<tokio::runtime::Runtime, Failure> {
+        builder
+            .enable_all()
+            .build()
+            .map_err(|e| Failure::failed(format!("failed to start the async runtime: {e}")))
+    }
+
+    /// The exit status of a command's result, its failure reported.
+    pub(crate) fn status(result: Result<u8, Failure>) -> u8 {
+        result.unwrap_or_else(Failure::report)
+    }
 }
 
 #[derive(Parser)]
@@ -109,4 +180,20 @@ fn main() -> ExitCode {
         Command::Bench(command) => bench::run(&command),
     };
     ExitCode::from(code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::exit::{FAILED, Failure, INVALID, OK, USAGE, status};
+
+    #[test]
+    fn each_failure_has_its_documented_status() {
+        assert_eq!(Failure::usage("bad flag").code(), USAGE);
+        assert_eq!(Failure::invalid("the pipeline failed").code(), INVALID);
+        assert_eq!(Failure::failed("the server answered 500").code(), FAILED);
+        assert_eq!(status(Ok(OK)), OK);
+        assert_eq!(status(Ok(INVALID)), INVALID);
+        assert_eq!(status(Err(Failure::usage("bad flag"))), USAGE);
+        assert_eq!(Failure::failed("boom").to_string(), "boom");
+    }
 }

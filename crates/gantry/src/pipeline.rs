@@ -27,7 +27,8 @@
 use clap::{Args, Subcommand};
 use serde_json::Value;
 
-use crate::client::{ApiClient, ClientError, ServerArgs, block_on, encode_segment};
+use crate::client::{ApiClient, ServerArgs, block_on, encode_segment};
+use crate::exit::Failure;
 use crate::lint::{parse_input, parse_var};
 use crate::run::display::{Display, JobLine};
 
@@ -119,7 +120,7 @@ pub(crate) struct CreateArgs {
     server: ServerArgs,
 }
 
-pub(crate) fn run(command: &PipelineCommand) -> Result<(), ClientError> {
+pub(crate) fn run(command: &PipelineCommand) -> Result<(), Failure> {
     match command {
         PipelineCommand::Create(args) => create(args),
         PipelineCommand::List(args) => list(args),
@@ -139,7 +140,7 @@ pub(crate) fn run(command: &PipelineCommand) -> Result<(), ClientError> {
                     };
                     let latest: Value = block_on(client.get(&path))??;
                     latest["id"].as_i64().ok_or_else(|| {
-                        ClientError::Server(format!("the answer to {path} has no pipeline id"))
+                        Failure::Failed(format!("the answer to {path} has no pipeline id"))
                     })?
                 }
             };
@@ -150,7 +151,7 @@ pub(crate) fn run(command: &PipelineCommand) -> Result<(), ClientError> {
     }
 }
 
-fn list(args: &ListArgs) -> Result<(), ClientError> {
+fn list(args: &ListArgs) -> Result<(), Failure> {
     let client = ApiClient::new(&args.server)?;
     let mut path = format!(
         "projects/{}/pipelines?per_page={}",
@@ -231,7 +232,7 @@ fn headline(pipeline: &Value) -> String {
 }
 
 /// `cancel` or `retry`: the pipeline's line after it.
-fn act(args: &ShowArgs, action: &str) -> Result<(), ClientError> {
+fn act(args: &ShowArgs, action: &str) -> Result<(), Failure> {
     let client = ApiClient::new(&args.server)?;
     let path = format!(
         "projects/{}/pipelines/{}/{action}",
@@ -253,7 +254,7 @@ fn pipeline_ended(status: &str) -> bool {
 }
 
 /// A pipeline's jobs and trigger jobs, in creation order.
-async fn pipeline_jobs(client: &ApiClient, base: &str) -> Result<Vec<Value>, ClientError> {
+async fn pipeline_jobs(client: &ApiClient, base: &str) -> Result<Vec<Value>, Failure> {
     let mut jobs = client.get_all(&format!("{base}/jobs")).await?;
     jobs.extend(client.get_all(&format!("{base}/bridges")).await?);
     jobs.sort_by_key(|j| j["id"].as_i64().unwrap_or(0));
@@ -262,7 +263,7 @@ async fn pipeline_jobs(client: &ApiClient, base: &str) -> Result<Vec<Value>, Cli
 
 /// Follows pipeline `id` until it ends (module docs); `Unsuccessful` when it did not
 /// succeed.
-pub(crate) fn watch(client: &ApiClient, project: &str, id: i64) -> Result<(), ClientError> {
+pub(crate) fn watch(client: &ApiClient, project: &str, id: i64) -> Result<(), Failure> {
     use std::io::IsTerminal as _;
     let base = format!("projects/{}/pipelines/{id}", encode_segment(project));
     let terminal = std::io::stdout().is_terminal();
@@ -316,7 +317,7 @@ pub(crate) fn watch(client: &ApiClient, project: &str, id: i64) -> Result<(), Cl
             display.update_jobs(lines);
             display.flush();
             if pipeline_ended(pipeline["status"].as_str().unwrap_or("")) {
-                return Ok::<_, ClientError>((pipeline, jobs));
+                return Ok::<_, Failure>((pipeline, jobs));
             }
         }
     })??;
@@ -348,10 +349,10 @@ pub(crate) fn watch(client: &ApiClient, project: &str, id: i64) -> Result<(), Cl
             job["id"],
         ));
     }
-    Err(ClientError::Unsuccessful(message))
+    Err(Failure::Invalid(message))
 }
 
-fn show(args: &ShowArgs) -> Result<(), ClientError> {
+fn show(args: &ShowArgs) -> Result<(), Failure> {
     let client = ApiClient::new(&args.server)?;
     let base = format!(
         "projects/{}/pipelines/{}",
@@ -361,7 +362,7 @@ fn show(args: &ShowArgs) -> Result<(), ClientError> {
     let (pipeline, jobs) = block_on(async {
         let pipeline: Value = client.get(&base).await?;
         let jobs = pipeline_jobs(&client, &base).await?;
-        Ok::<_, ClientError>((pipeline, jobs))
+        Ok::<_, Failure>((pipeline, jobs))
     })??;
     crate::out_line(render(&pipeline, &jobs).trim_end());
     Ok(())
@@ -390,7 +391,7 @@ fn render(pipeline: &Value, jobs: &[Value]) -> String {
     format!("{}\n{}", headline(pipeline), table(&headers, &rows))
 }
 
-fn create(args: &CreateArgs) -> Result<(), ClientError> {
+fn create(args: &CreateArgs) -> Result<(), Failure> {
     let client = ApiClient::new(&args.server)?;
     let mut fields = vec![("ref".to_owned(), args.ref_.clone())];
     for (key, value) in &args.vars {
@@ -418,7 +419,7 @@ fn create(args: &CreateArgs) -> Result<(), ClientError> {
     match (args.watch, pipeline["id"].as_i64()) {
         (false, _) => Ok(()),
         (true, Some(id)) => watch(&client, &args.project, id),
-        (true, None) => Err(ClientError::Server(format!(
+        (true, None) => Err(Failure::Failed(format!(
             "the answer to {path} has no pipeline id to watch"
         ))),
     }

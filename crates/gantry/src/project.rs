@@ -11,7 +11,8 @@ use std::path::Path;
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 
-use crate::client::{ApiClient, ClientError, ServerArgs, block_on, encode_segment};
+use crate::client::{ApiClient, ServerArgs, block_on, encode_segment};
+use crate::exit::Failure;
 
 #[derive(Subcommand)]
 pub(crate) enum ProjectCommand {
@@ -122,7 +123,7 @@ pub(crate) struct ListArgs {
     server: ServerArgs,
 }
 
-pub(crate) fn run(command: &ProjectCommand) -> Result<(), ClientError> {
+pub(crate) fn run(command: &ProjectCommand) -> Result<(), Failure> {
     match command {
         ProjectCommand::Create(args) => create(args),
         ProjectCommand::List(args) => list(args),
@@ -135,9 +136,9 @@ pub(crate) fn run(command: &ProjectCommand) -> Result<(), ClientError> {
     }
 }
 
-fn delete(args: &DeleteArgs) -> Result<(), ClientError> {
+fn delete(args: &DeleteArgs) -> Result<(), Failure> {
     if !args.yes {
-        return Err(ClientError::Usage(format!(
+        return Err(Failure::Usage(format!(
             "deleting project `{}` deletes its pipelines, jobs, logs, artifacts, environments and settings for good\n  hint: add --yes to delete it",
             args.name
         )));
@@ -148,7 +149,7 @@ fn delete(args: &DeleteArgs) -> Result<(), ClientError> {
     Ok(())
 }
 
-fn update(args: &UpdateArgs) -> Result<(), ClientError> {
+fn update(args: &UpdateArgs) -> Result<(), Failure> {
     let mut body = serde_json::Map::new();
     if let Some(branch) = &args.default_branch {
         body.insert("default_branch".into(), json!(branch));
@@ -178,7 +179,7 @@ fn update(args: &UpdateArgs) -> Result<(), ClientError> {
         body.insert("ci_forward_deployment_enabled".into(), json!(forward));
     }
     if body.is_empty() {
-        return Err(ClientError::Usage(
+        return Err(Failure::Usage(
             "nothing to change\n  hint: pass --default-branch, --ci-config-path, --build-timeout, --keep-latest-artifact, --git-strategy, --git-depth, --auto-cancel, --separated-caches or --forward-deployment".to_owned(),
         ));
     }
@@ -199,7 +200,7 @@ fn protections(name: &str, tag: bool) -> String {
     )
 }
 
-fn protect(args: &ProtectArgs, on: bool) -> Result<(), ClientError> {
+fn protect(args: &ProtectArgs, on: bool) -> Result<(), Failure> {
     let client = ApiClient::new(&args.server)?;
     let base = protections(&args.name, args.tag);
     let kind = if args.tag { "tag" } else { "branch" };
@@ -216,10 +217,10 @@ fn protect(args: &ProtectArgs, on: bool) -> Result<(), ClientError> {
     Ok(())
 }
 
-fn protected(args: &PullArgs) -> Result<(), ClientError> {
+fn protected(args: &PullArgs) -> Result<(), Failure> {
     let client = ApiClient::new(&args.server)?;
     let (branches, tags): (Value, Value) = block_on(async {
-        Ok::<_, ClientError>((
+        Ok::<_, Failure>((
             client.get(&protections(&args.name, false)).await?,
             client.get(&protections(&args.name, true)).await?,
         ))
@@ -229,7 +230,7 @@ fn protected(args: &PullArgs) -> Result<(), ClientError> {
     Ok(())
 }
 
-fn pull(args: &PullArgs) -> Result<(), ClientError> {
+fn pull(args: &PullArgs) -> Result<(), Failure> {
     let client = ApiClient::new(&args.server)?;
     let path = format!("projects/{}/mirror/pull", encode_segment(&args.name));
     let pushed: Value = block_on(client.post(&path, &json!({})))??;
@@ -249,7 +250,7 @@ fn pull(args: &PullArgs) -> Result<(), ClientError> {
     Ok(())
 }
 
-fn create(args: &CreateArgs) -> Result<(), ClientError> {
+fn create(args: &CreateArgs) -> Result<(), Failure> {
     let repo = resolve_repo(&args.repo)?;
     let client = ApiClient::new(&args.server)?;
     let body = json!({ "name": args.name, "repo_url": repo });
@@ -268,7 +269,7 @@ fn create(args: &CreateArgs) -> Result<(), ClientError> {
     Ok(())
 }
 
-fn list(args: &ListArgs) -> Result<(), ClientError> {
+fn list(args: &ListArgs) -> Result<(), Failure> {
     let client = ApiClient::new(&args.server)?;
     let projects: Value = block_on(client.get("projects"))??;
     crate::out_line(&serde_json::to_string_pretty(&projects).unwrap_or_default());
@@ -278,13 +279,13 @@ fn list(args: &ListArgs) -> Result<(), ClientError> {
 /// A URL (`scheme://…` or scp-like `user@host:path`) is passed on as is; anything else
 /// is a local path, which must exist and is made absolute so the server finds it
 /// whatever its working directory.
-fn resolve_repo(repo: &str) -> Result<String, ClientError> {
+fn resolve_repo(repo: &str) -> Result<String, Failure> {
     if repo.contains("://") || looks_like_scp(repo) {
         return Ok(repo.to_owned());
     }
     let path = Path::new(repo);
     let absolute = path.canonicalize().map_err(|e| {
-        ClientError::Usage(format!(
+        Failure::Usage(format!(
             "the repository `{repo}` is neither a URL nor an existing directory: {e}\n\
              pass --repo with a git URL or the path of a local git repository"
         ))

@@ -83,6 +83,7 @@ use gantry_server::coordinator::{
 use gantry_store::{ProjectVariable, Store, VariableOwner};
 use tokio::sync::mpsc;
 
+use crate::exit::Failure;
 use crate::{env, exit, git, includes, lint, variables_file};
 use display::{Display, JobLine};
 use report::RunReport;
@@ -191,38 +192,12 @@ enum ExecutorFlag {
     Docker,
 }
 
-/// An error that ends the run before the pipeline ran, with its exit status.
-struct Stop {
-    message: String,
-    code: u8,
-}
-
-fn usage(message: impl Into<String>) -> Stop {
-    Stop {
-        message: message.into(),
-        code: exit::USAGE,
-    }
-}
-
-fn failed(message: impl Into<String>) -> Stop {
-    Stop {
-        message: message.into(),
-        code: exit::INVALID,
-    }
-}
-
 pub(crate) fn run(args: &RunArgs) -> u8 {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(e) => {
-            eprintln!("error: failed to start the async runtime: {e}");
-            return exit::FAILED;
-        }
-    };
+    let runtime =
+        match crate::exit::runtime(tokio::runtime::Builder::new_multi_thread().worker_threads(2)) {
+            Ok(runtime) => runtime,
+            Err(failure) => return failure.report(),
+        };
     // Tracing: `--trace-file` and the `--otel-*` flags over the `OTEL_*` variables.
     let tracing = args
         .otel
@@ -236,10 +211,7 @@ pub(crate) fn run(args: &RunArgs) -> u8 {
         runtime.block_on(async { crate::otel::start(&settings, "gantry-run") })
     }) {
         Ok(telemetry) => telemetry,
-        Err(message) => {
-            eprintln!("error: {message}");
-            return exit::USAGE;
-        }
+        Err(message) => return Failure::usage(message).report(),
     };
     let ran = runtime.block_on(run_pipeline(args, telemetry.clone()));
     // Every span is written before the exit (the runtime still serves gRPC exports).
@@ -248,10 +220,7 @@ pub(crate) fn run(args: &RunArgs) -> u8 {
     }
     match ran {
         Ok(code) => code,
-        Err(Stop { message, code }) => {
-            eprintln!("error: {message}");
-            code
-        }
+        Err(failure) => failure.report(),
     }
 }
 
@@ -268,28 +237,28 @@ struct Setup {
 }
 
 /// The run's temporary directory (its snapshot, job directories and store).
-fn temporary_dir() -> Result<tempfile::TempDir, Stop> {
+fn temporary_dir() -> Result<tempfile::TempDir, Failure> {
     tempfile::Builder::new()
         .prefix("gantry-run-")
         .tempdir()
-        .map_err(|e| failed(format!("failed to create a temporary directory: {e}")))
+        .map_err(|e| Failure::invalid(format!("failed to create a temporary directory: {e}")))
 }
 
-fn setup(args: &RunArgs, tmp: tempfile::TempDir) -> Result<Setup, Stop> {
+fn setup(args: &RunArgs, tmp: tempfile::TempDir) -> Result<Setup, Failure> {
     let cwd = std::env::current_dir()
-        .map_err(|e| usage(format!("cannot read the current directory: {e}")))?;
+        .map_err(|e| Failure::usage(format!("cannot read the current directory: {e}")))?;
     let not_a_checkout = || {
-        usage(
+        Failure::usage(
             "not inside a git checkout\n  hint: run `gantry run` from a git repository (`git init` creates one)",
         )
     };
     let checkout = Checkout::read(&cwd, args.tag.as_deref())
-        .map_err(|e| failed(format!("failed to read the git checkout: {e}")))?
+        .map_err(|e| Failure::invalid(format!("failed to read the git checkout: {e}")))?
         .ok_or_else(not_a_checkout)?;
     let root = checkout.root.clone();
     let config_path =
         lint::config_path(&root, &cwd, args.file.as_deref()).map_err(|(msg, hint)| {
-            usage(if hint.is_empty() {
+            Failure::usage(if hint.is_empty() {
                 msg
             } else {
                 format!("{msg}\n  hint: {hint}")
@@ -299,7 +268,7 @@ fn setup(args: &RunArgs, tmp: tempfile::TempDir) -> Result<Setup, Stop> {
         (Some(tag), _) => RunRef::Tag(tag.clone()),
         (None, Some(branch)) => RunRef::Branch(branch.clone()),
         (None, None) => RunRef::Branch(checkout.branch.clone().ok_or_else(|| {
-            usage("HEAD is detached, so there is no current branch to run the pipeline for\n  hint: pass --ref BRANCH (or --tag TAG)")
+            Failure::usage("HEAD is detached, so there is no current branch to run the pipeline for\n  hint: pass --ref BRANCH (or --tag TAG)")
         })?),
     };
     let default_branch = checkout.default_branch();
@@ -316,11 +285,11 @@ fn setup(args: &RunArgs, tmp: tempfile::TempDir) -> Result<Setup, Stop> {
         other => other,
     };
     let snapshot = prepared.map_err(|e| match e {
-        snapshot::SnapshotError::Usage(m) => usage(m),
-        other => failed(format!("failed to snapshot the working tree: {other}")),
+        snapshot::SnapshotError::Usage(m) => Failure::usage(m),
+        other => Failure::invalid(format!("failed to snapshot the working tree: {other}")),
     })?;
     if !snapshot.dir.join(&config_path).is_file() {
-        return Err(usage(format!(
+        return Err(Failure::usage(format!(
             "{config_path} does not exist in {}{}\n  hint: create it, or name another file with --file PATH",
             root.display(),
             if args.committed {
@@ -354,7 +323,7 @@ struct MergeRequestPlan {
 
 /// The merge request of `--merge-request`, its target branch written into the
 /// snapshot's repository; `None` without the flag.
-fn merge_request_plan(s: &Setup, args: &RunArgs) -> Result<Option<MergeRequestPlan>, Stop> {
+fn merge_request_plan(s: &Setup, args: &RunArgs) -> Result<Option<MergeRequestPlan>, Failure> {
     let Some(target) = &args.merge_request else {
         return Ok(None);
     };
@@ -364,16 +333,16 @@ fn merge_request_plan(s: &Setup, args: &RunArgs) -> Result<Option<MergeRequestPl
         target.clone()
     };
     if target == s.run_ref.name() {
-        return Err(usage(format!(
+        return Err(Failure::usage(format!(
             "a merge request needs two branches, and `{target}` is both its source and its target\n  hint: run it from another branch, or name the target: --merge-request=BRANCH"
         )));
     }
     let target_sha = s
         .snapshot
         .add_branch(&s.checkout, &target)
-        .map_err(|e| failed(format!("failed to add the target branch to the snapshot: {e}")))?
+        .map_err(|e| Failure::invalid(format!("failed to add the target branch to the snapshot: {e}")))?
         .ok_or_else(|| {
-            usage(format!(
+            Failure::usage(format!(
                 "the target branch `{target}` does not exist in this repository\n  hint: fetch it (`git fetch origin {target}:{target}`), or name another: --merge-request=BRANCH"
             ))
         })?;
@@ -498,7 +467,7 @@ fn check_configuration(
     server_url: &str,
     fetched: &RemoteFetches,
     merge_request: Option<&MergeRequestPlan>,
-) -> Result<bool, Stop> {
+) -> Result<bool, Failure> {
     let (namespace, name) = project_name
         .rsplit_once('/')
         .unwrap_or(("local", project_name));
@@ -527,7 +496,7 @@ fn check_configuration(
     );
     let opts = Options {
         config_path: s.config_path.clone(),
-        inputs: lint::pipeline_inputs(&args.inputs).map_err(usage)?,
+        inputs: lint::pipeline_inputs(&args.inputs).map_err(Failure::usage)?,
         every_include_error: true,
         ..Options::default()
     };
@@ -540,7 +509,7 @@ fn check_configuration(
         &s.default_branch,
         Some(fetched.clone()),
     )
-    .map_err(usage)?;
+    .map_err(Failure::usage)?;
     let loader = IncludeLoader {
         files: &SnapshotFiles {
             dir: &s.snapshot.dir,
@@ -562,7 +531,7 @@ fn check_configuration(
                 .any(|j| j.image.is_some() || !j.services.is_empty() || j.trigger.is_some())
         }));
     }
-    Err(usage(format!(
+    Err(Failure::usage(format!(
         "the pipeline configuration is invalid:\n{}",
         gantry_pipeline::report::render_text(&compiled).trim_end()
     )))
@@ -706,7 +675,7 @@ enum Event {
 async fn run_pipeline(
     args: &RunArgs,
     telemetry: Option<gantry_telemetry::Telemetry>,
-) -> Result<u8, Stop> {
+) -> Result<u8, Failure> {
     // The store is made (a copy of an empty migrated database from the user's cache
     // directory: applying every migration took ≈ 8 ms) while the checkout is read and
     // its snapshot laid out, which wait for git processes.
@@ -715,15 +684,18 @@ async fn run_pipeline(
     let opening = {
         let data_dir = data_dir.clone();
         tokio::spawn(async move {
-            std::fs::create_dir_all(&data_dir)
-                .map_err(|e| failed(format!("failed to create {}: {e}", data_dir.display())))?;
+            std::fs::create_dir_all(&data_dir).map_err(|e| {
+                Failure::invalid(format!("failed to create {}: {e}", data_dir.display()))
+            })?;
             let templates = env::user_dir("XDG_CACHE_HOME", ".cache")
                 .unwrap_or_else(std::env::temp_dir)
                 .join("gantry");
             // Two readers: the run loop and the coordinator seldom read at once.
             Store::create_sqlite_from_template(&data_dir.join("gantry.db"), 2, &templates)
                 .await
-                .map_err(|e| failed(format!("failed to open the temporary database: {e}")))
+                .map_err(|e| {
+                    Failure::invalid(format!("failed to open the temporary database: {e}"))
+                })
         })
     };
     let mut s = match setup(args, tmp) {
@@ -736,17 +708,17 @@ async fn run_pipeline(
     };
     let (server_url, project_name) = crate::git::origin(&s.root, s.checkout.origin_url.as_deref());
     let (include_cache, rewrites) =
-        includes::cache_and_rewrites(&s.root, &server_url).map_err(usage)?;
+        includes::cache_and_rewrites(&s.root, &server_url).map_err(Failure::usage)?;
     // Remote includes are fetched once: the check and the coordinator compile the same
     // text.
     let fetched = RemoteFetches::default();
-    let inputs = lint::pipeline_inputs(&args.inputs).map_err(usage)?;
+    let inputs = lint::pipeline_inputs(&args.inputs).map_err(Failure::usage)?;
     let defaults = variables_file::default_files(&s.root);
     let project_vars = variables_file::read_all(&variables_file::with_defaults(
         &s.root,
         &args.variables_files,
     ))
-    .map_err(usage)?;
+    .map_err(Failure::usage)?;
     let merge_request = merge_request_plan(&s, args)?;
     let uses_images = check_configuration(
         &s,
@@ -766,14 +738,14 @@ async fn run_pipeline(
     // The coordinator, on a temporary database, over loopback HTTP.
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
-        .map_err(|e| failed(format!("failed to listen on a loopback port: {e}")))?;
+        .map_err(|e| Failure::invalid(format!("failed to listen on a loopback port: {e}")))?;
     let addr = listener
         .local_addr()
-        .map_err(|e| failed(format!("failed to read the loopback address: {e}")))?;
+        .map_err(|e| Failure::invalid(format!("failed to read the loopback address: {e}")))?;
     let url = format!("http://{addr}");
     let store = opening
         .await
-        .map_err(|e| failed(format!("failed to open the temporary database: {e}")))??;
+        .map_err(|e| Failure::invalid(format!("failed to open the temporary database: {e}")))??;
     // The store is new, so its jobs' ids start at 1 again: the last run's log files (its
     // `data/traces/<job id>.log`, emptied) serve jobs of the same ids.
     let traces = data_dir.join("traces");
@@ -799,7 +771,7 @@ async fn run_pipeline(
     cfg.telemetry = telemetry.clone();
     let coordinator = Coordinator::open(store, cfg)
         .await
-        .map_err(|e| failed(format!("failed to start the coordinator: {e}")))?;
+        .map_err(|e| Failure::invalid(format!("failed to start the coordinator: {e}")))?;
     let project = coordinator
         .create_project_with(&ProjectRequest {
             name: project_name.clone(),
@@ -808,12 +780,12 @@ async fn run_pipeline(
             ci_config_path: Some(s.config_path.clone()),
         })
         .await
-        .map_err(|e| failed(format!("failed to {e}")))?;
+        .map_err(|e| Failure::invalid(format!("failed to {e}")))?;
     for v in &project_vars {
         coordinator
             .create_variable(&VariableOwner::Project(project.id), v)
             .await
-            .map_err(|e| usage(format!("the variables file: {e}")))?;
+            .map_err(|e| Failure::usage(format!("the variables file: {e}")))?;
     }
     // The pipeline is created while the runner is set up (its compilation and git
     // reads overlap the runner's start).
@@ -869,9 +841,9 @@ async fn run_pipeline(
         });
         if let Ok(p) = &created {
             if p.sha != s.snapshot.sha {
-                s.snapshot
-                    .check_out(&p.sha)
-                    .map_err(|e| failed(format!("failed to check the merged result out: {e}")))?;
+                s.snapshot.check_out(&p.sha).map_err(|e| {
+                    Failure::invalid(format!("failed to check the merged result out: {e}"))
+                })?;
             }
         }
         tokio::spawn(async move { created })
@@ -887,7 +859,7 @@ async fn run_pipeline(
             ..RunnerOptions::default()
         })
         .await
-        .map_err(|e| failed(format!("failed to create the runner: {e}")))?;
+        .map_err(|e| Failure::invalid(format!("failed to create the runner: {e}")))?;
     let builds = s.tmp.join("builds");
     let runner_dir = builds.join(gantry_runner::config::short_token(&runner_token));
     let (stop_server, server_stopped) = tokio::sync::oneshot::channel::<()>();
@@ -917,10 +889,10 @@ async fn run_pipeline(
     }
     let config_text = runner_config(&url, &runner_token, &builds, &cache, concurrency, executors);
     let (config, _) = Config::from_toml(&config_text, Path::new("<gantry run>"))
-        .map_err(|e| failed(format!("failed to configure the runner: {e}")))?;
+        .map_err(|e| Failure::invalid(format!("failed to configure the runner: {e}")))?;
     let (tx, mut rx) = mpsc::unbounded_channel::<Event>();
     let system_id = gantry_runner::poll::load_or_create_system_id(&s.tmp.join(".runner_system_id"))
-        .map_err(|e| failed(format!("failed to create the runner's system id: {e}")))?;
+        .map_err(|e| Failure::invalid(format!("failed to create the runner's system id: {e}")))?;
     let mut options = PollOptions::new(system_id);
     options.telemetry = telemetry;
     options.work_dir = s.tmp.clone();
@@ -942,7 +914,7 @@ async fn run_pipeline(
     };
     drop(tx);
     let (poller, handle) =
-        Poller::new(config, options).map_err(|e| failed(format!("failed to {e}")))?;
+        Poller::new(config, options).map_err(|e| Failure::invalid(format!("failed to {e}")))?;
     let polling = tokio::spawn(poller.run());
 
     if s.snapshot.uncommitted {
@@ -965,14 +937,14 @@ async fn run_pipeline(
             shutdown(&handle, stop_server, polling, server, timers, false).await;
             // A job name that is not in the pipeline is the command line's mistake.
             return Err(match error {
-                CoordinatorError::UnknownJob(why) => usage(why.to_string()),
-                other => failed(format!("the pipeline was not created: {other}")),
+                CoordinatorError::UnknownJob(why) => Failure::usage(why.to_string()),
+                other => Failure::invalid(format!("the pipeline was not created: {other}")),
             });
         }
     };
     if !pipeline.yaml_errors.is_empty() {
         shutdown(&handle, stop_server, polling, server, timers, false).await;
-        return Err(usage(format!(
+        return Err(Failure::usage(format!(
             "the pipeline configuration is invalid:\n{}",
             pipeline.yaml_errors.join("\n")
         )));
@@ -1001,7 +973,7 @@ async fn run_pipeline(
             let status = coordinator
                 .pipeline_status(pipeline.id)
                 .await
-                .map_err(|e| failed(format!("failed to read the pipeline: {e}")))?;
+                .map_err(|e| Failure::invalid(format!("failed to read the pipeline: {e}")))?;
             // A pipeline without downstream pipelines settles only in these states.
             if !matches!(
                 status.as_str(),
@@ -1017,7 +989,7 @@ async fn run_pipeline(
             // at the end.
             let tree = progress_tree(&coordinator, pipeline.id)
                 .await
-                .map_err(|e| failed(format!("failed to read the pipeline: {e}")))?;
+                .map_err(|e| Failure::invalid(format!("failed to read the pipeline: {e}")))?;
             if tree.current_jobs().any(|(_, j)| waits(j.status)) {
                 if reasons_read.is_none_or(|at| at.elapsed() >= REASONS_EVERY) {
                     reasons_read = Some(std::time::Instant::now());
@@ -1190,13 +1162,15 @@ async fn run_pipeline(
     };
     let jobs = tree_jobs(&coordinator, pipeline.id)
         .await
-        .map_err(|e| failed(format!("failed to read the pipeline's jobs: {e}")))?;
+        .map_err(|e| Failure::invalid(format!("failed to read the pipeline's jobs: {e}")))?;
     let timeline = if args.timeline {
         Some(
             coordinator
                 .pipeline_timeline(pipeline.id)
                 .await
-                .map_err(|e| failed(format!("failed to read the pipeline's timeline: {e}")))?,
+                .map_err(|e| {
+                    Failure::invalid(format!("failed to read the pipeline's timeline: {e}"))
+                })?,
         )
     } else {
         None
@@ -1309,7 +1283,7 @@ async fn run_pipeline(
             ),
             None => "this run has one runner".to_owned(),
         };
-        return Err(usage(format!(
+        return Err(Failure::usage(format!(
             "job `{name}` can never run: {why}\n  {runner}\n  hint: give --tags every tag the job names, or leave --tags out: the runner then takes every job"
         )));
     }
@@ -1513,30 +1487,34 @@ async fn export_artifacts(
     jobs: &[gantry_server::coordinator::JobView],
     dir: &Path,
     tmp: &Path,
-) -> Result<(), Stop> {
+) -> Result<(), Failure> {
     for j in jobs
         .iter()
         .filter(|j| !j.retried && j.artifacts_file.is_some())
     {
-        let (_, mut blob) = coordinator
-            .job_artifact(j.id)
-            .await
-            .map_err(|e| failed(format!("failed to read the artifacts of {}: {e}", j.name)))?;
+        let (_, mut blob) = coordinator.job_artifact(j.id).await.map_err(|e| {
+            Failure::invalid(format!("failed to read the artifacts of {}: {e}", j.name))
+        })?;
         let archive = tmp.join(format!("export-{}.archive", j.id));
         std::fs::File::create(&archive)
             .and_then(|mut out| std::io::copy(&mut blob.file, &mut out))
-            .map_err(|e| failed(format!("failed to write {}: {e}", archive.display())))?;
+            .map_err(|e| Failure::invalid(format!("failed to write {}: {e}", archive.display())))?;
         let target = dir.join(j.name.replace('/', "_"));
         match std::fs::remove_dir_all(&target) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(failed(format!("failed to empty {}: {e}", target.display()))),
+            Err(e) => {
+                return Err(Failure::invalid(format!(
+                    "failed to empty {}: {e}",
+                    target.display()
+                )));
+            }
         }
         std::fs::create_dir_all(&target)
-            .map_err(|e| failed(format!("failed to create {}: {e}", target.display())))?;
+            .map_err(|e| Failure::invalid(format!("failed to create {}: {e}", target.display())))?;
         let summary =
             gantry_runner::artifacts::extract_archive(&archive, &target).map_err(|e| {
-                failed(format!(
+                Failure::invalid(format!(
                     "failed to extract the artifacts of {}: {e}",
                     j.name
                 ))
@@ -1549,11 +1527,11 @@ async fn export_artifacts(
     Ok(())
 }
 
-fn write_report(path: &Path, report: &RunReport) -> Result<(), Stop> {
+fn write_report(path: &Path, report: &RunReport) -> Result<(), Failure> {
     let text = serde_json::to_string_pretty(report)
-        .map_err(|e| failed(format!("failed to write the JSON report: {e}")))?;
+        .map_err(|e| Failure::invalid(format!("failed to write the JSON report: {e}")))?;
     std::fs::write(path, format!("{text}\n")).map_err(|e| {
-        failed(format!(
+        Failure::invalid(format!(
             "failed to write the JSON report to {}: {e}",
             path.display()
         ))
@@ -1599,7 +1577,7 @@ async fn executors(
     choice: ExecutorFlag,
     display: &mut Display,
     uses_images: bool,
-) -> Result<Executors, Stop> {
+) -> Result<Executors, Failure> {
     match choice {
         ExecutorFlag::Shell => Ok(Executors::Shell),
         ExecutorFlag::Auto if !uses_images => Ok(Executors::Shell),
@@ -1607,7 +1585,7 @@ async fn executors(
             Ok(()) => Ok(Executors::Docker {
                 shell_without_image: false,
             }),
-            Err(e) => Err(usage(format!("--executor docker: {e}"))),
+            Err(e) => Err(Failure::usage(format!("--executor docker: {e}"))),
         },
         ExecutorFlag::Auto => match gantry_runner::executor::docker::docker_available().await {
             Ok(()) => Ok(Executors::Docker {

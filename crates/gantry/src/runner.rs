@@ -29,6 +29,7 @@ use gantry_runner::poll::{
     system_id_path, version_info,
 };
 
+use crate::exit::Failure;
 use crate::{env, exit};
 
 /// Where the configuration is, for every subcommand.
@@ -162,15 +163,9 @@ pub(crate) struct UnregisterArgs {
 
 /// Runs a `gantry runner` command; returns the exit status.
 pub(crate) fn run(command: &RunnerCommand) -> u8 {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match crate::exit::runtime(&mut tokio::runtime::Builder::new_multi_thread()) {
         Ok(runtime) => runtime,
-        Err(error) => {
-            eprintln!("error: failed to start the async runtime: {error}");
-            return exit::FAILED;
-        }
+        Err(failure) => return failure.report(),
     };
     let result = runtime.block_on(async {
         match command {
@@ -185,30 +180,7 @@ pub(crate) fn run(command: &RunnerCommand) -> u8 {
     runtime.shutdown_timeout(std::time::Duration::from_secs(5));
     match result {
         Ok(code) => code,
-        Err(Failure { code, message }) => {
-            eprintln!("error: {message}");
-            code
-        }
-    }
-}
-
-/// An error with its exit status.
-struct Failure {
-    code: u8,
-    message: String,
-}
-
-fn usage(message: impl Into<String>) -> Failure {
-    Failure {
-        code: exit::USAGE,
-        message: message.into(),
-    }
-}
-
-fn server(message: impl Into<String>) -> Failure {
-    Failure {
-        code: exit::FAILED,
-        message: message.into(),
+        Err(failure) => failure.report(),
     }
 }
 
@@ -249,17 +221,17 @@ fn load(path: &Path) -> Result<Config, Failure> {
             }
             Ok(config)
         }
-        Err(error @ ConfigError::Read { .. }) => Err(usage(format!(
+        Err(error @ ConfigError::Read { .. }) => Err(Failure::usage(format!(
             "failed to {error}\nregister a runner with `gantry runner register --url URL --token TOKEN`, or pass --config PATH"
         ))),
-        Err(error) => Err(usage(format!("failed to {error}"))),
+        Err(error) => Err(Failure::usage(format!("failed to {error}"))),
     }
 }
 
 fn system_id(path: &Path) -> Result<String, Failure> {
     let at = system_id_path(path);
     load_or_create_system_id(&at).map_err(|error| {
-        usage(format!(
+        Failure::usage(format!(
             "failed to keep the runner's system id in `{}`: {error}\nmake the configuration's directory writable",
             at.display()
         ))
@@ -303,7 +275,7 @@ fn executor_sections(args: &RegisterArgs, runner: &mut RunnerConfig) -> Result<(
         ("--custom-cleanup-exec", &args.custom_cleanup_exec),
     ];
     let misplaced = |flag: &str, executor: &str| {
-        usage(format!(
+        Failure::usage(format!(
             "{flag} is for --executor {executor}; this runner uses --executor {}",
             runner.executor
         ))
@@ -317,7 +289,7 @@ fn executor_sections(args: &RegisterArgs, runner: &mut RunnerConfig) -> Result<(
     let mut pull_policy = Vec::new();
     for value in &args.docker_pull_policy {
         let policy = PullPolicy::parse(value).ok_or_else(|| {
-            usage(format!(
+            Failure::usage(format!(
                 "--docker-pull-policy {value:?} is not a pull policy; expected one of {}",
                 PullPolicy::NAMES.join(", ")
             ))
@@ -341,7 +313,7 @@ fn executor_sections(args: &RegisterArgs, runner: &mut RunnerConfig) -> Result<(
     }
     if runner.executor.uses_fleet() {
         let plugin = args.autoscaler_plugin.clone().ok_or_else(|| {
-            usage(format!(
+            Failure::usage(format!(
                 "--executor {} needs --autoscaler-plugin PLUGIN: the fleeting plugin that manages its instances (e.g. fleeting-plugin-local); tune [runners.autoscaler] in the file afterwards",
                 runner.executor
             ))
@@ -362,7 +334,7 @@ fn executor_sections(args: &RegisterArgs, runner: &mut RunnerConfig) -> Result<(
                 })
             };
             let run = program(&args.custom_run_exec).ok_or_else(|| {
-                usage(
+                Failure::usage(
                     "--executor custom needs --custom-run-exec PATH: the program that runs each stage's script",
                 )
             })?;
@@ -390,12 +362,12 @@ async fn create_runner(
     tags: &TagList,
 ) -> Result<String, Failure> {
     if args.tls_ca_file.is_some() || args.tls_cert_file.is_some() {
-        return Err(usage(
+        return Err(Failure::usage(
             "--tls-ca-file and --tls-cert-file cannot be used with a personal access token: create the runner with POST /user/runners and register with its glrt- token",
         ));
     }
     let client = crate::client::ApiClient::with_token(&runner.url, args.token.clone())
-        .map_err(|error| usage(error.to_string()))?;
+        .map_err(|error| Failure::usage(error.to_string()))?;
     let body = serde_json::json!({
         "runner_type": "instance_type",
         "description": name,
@@ -406,15 +378,14 @@ async fn create_runner(
         .post("user/runners", &body)
         .await
         .map_err(|error| {
-            server(format!(
+            Failure::failed(format!(
                 "failed to create a runner with the personal access token: {error}\nthe token needs scope `api` on {}",
                 runner.url
             ))
         })?;
-    created["token"]
-        .as_str()
-        .map(str::to_owned)
-        .ok_or_else(|| server("the server's answer to POST /api/v4/user/runners has no `token`"))
+    created["token"].as_str().map(str::to_owned).ok_or_else(|| {
+        Failure::failed("the server's answer to POST /api/v4/user/runners has no `token`")
+    })
 }
 
 async fn register(args: &RegisterArgs) -> Result<u8, Failure> {
@@ -422,7 +393,7 @@ async fn register(args: &RegisterArgs) -> Result<u8, Failure> {
     let executor = match ExecutorKind::parse(&args.executor) {
         Some(executor) => executor,
         None => {
-            return Err(usage(format!(
+            return Err(Failure::usage(format!(
                 "--executor {:?} is not an executor; expected one of {}",
                 args.executor,
                 ExecutorKind::NAMES.join(", ")
@@ -458,7 +429,7 @@ async fn register(args: &RegisterArgs) -> Result<u8, Failure> {
     let mut candidate = config.clone();
     candidate.runners.push(runner.clone());
     Config::from_file_layer(&candidate.to_file(), "", &path)
-        .map_err(|error| usage(format!("failed to {error}")))?;
+        .map_err(|error| Failure::usage(format!("failed to {error}")))?;
 
     let system_id = system_id(&path)?;
     let mut runner_token = args.token.clone();
@@ -470,7 +441,7 @@ async fn register(args: &RegisterArgs) -> Result<u8, Failure> {
     }
     let (id, token, expires_at) = if is_created_runner_token(&runner_token) {
         if !tags.is_empty() && runner_token == args.token {
-            return Err(usage(
+            return Err(Failure::usage(
                 "--tag-list cannot be used with a glrt- runner authentication token: the runner's tags are set where it was created (UI or POST /user/runners)",
             ));
         }
@@ -479,15 +450,15 @@ async fn register(args: &RegisterArgs) -> Result<u8, Failure> {
             version_info(Some((executor, ShellKind::Bash))),
             &runner.tls,
         )
-        .map_err(|error| server(error.to_string()))?;
+        .map_err(|error| Failure::failed(error.to_string()))?;
         let details = client
             .verify(&runner_token, &system_id)
             .await
-            .map_err(|error| server(format!("failed to {}", describe_refusal(&error))))?;
+            .map_err(|error| Failure::failed(format!("failed to {}", describe_refusal(&error))))?;
         (details.id, runner_token, details.token_expires_at)
     } else {
         let client = Client::with_tls(&runner.url, version_info(None), &runner.tls)
-            .map_err(|error| server(error.to_string()))?;
+            .map_err(|error| Failure::failed(error.to_string()))?;
         let request = RegisterRunnerRequest {
             token: args.token.clone(),
             description: name.clone(),
@@ -500,7 +471,7 @@ async fn register(args: &RegisterArgs) -> Result<u8, Failure> {
         let details = client
             .register(request)
             .await
-            .map_err(|error| server(format!("failed to {}", describe_refusal(&error))))?;
+            .map_err(|error| Failure::failed(format!("failed to {}", describe_refusal(&error))))?;
         (details.id, details.token, details.token_expires_at)
     };
     runner.id = (id != 0).then_some(id);
@@ -513,7 +484,7 @@ async fn register(args: &RegisterArgs) -> Result<u8, Failure> {
     config.runners.push(runner.clone());
     config
         .save(&path)
-        .map_err(|error| usage(format!("failed to {error}")))?;
+        .map_err(|error| Failure::usage(format!("failed to {error}")))?;
     eprintln!(
         "Runner {name} ({}) registered with {}; configuration saved to {}",
         short_token(&runner.token),
@@ -560,13 +531,13 @@ async fn serve_metrics(
     let listener = tokio::net::TcpListener::bind((address.bind_host(), address.port))
         .await
         .map_err(|error| {
-            server(format!(
+            Failure::failed(format!(
                 "failed to listen on {address} (listen_address, for the metrics): {error}"
             ))
         })?;
     let bound = listener
         .local_addr()
-        .map_err(|error| server(format!("failed to listen on {address}: {error}")))?;
+        .map_err(|error| Failure::failed(format!("failed to listen on {address}: {error}")))?;
     eprintln!("info: metrics at http://{bound}/metrics");
     let app = axum::Router::new().route(
         "/metrics",
@@ -595,7 +566,7 @@ async fn run_runner(args: &RunArgs) -> Result<u8, Failure> {
 
     let path = config_path(&args.config);
     let config = load(&path)?;
-    check_config(&config).map_err(|error| usage(format!("failed to {error}")))?;
+    check_config(&config).map_err(|error| Failure::usage(format!("failed to {error}")))?;
     let system_id = system_id(&path)?;
     let log_level = config.log_level;
     let mut options = PollOptions::new(system_id);
@@ -606,10 +577,10 @@ async fn run_runner(args: &RunArgs) -> Result<u8, Failure> {
         .settings()
         .map(|flags| flags.over(config.telemetry.clone()))
         .and_then(crate::otel::resolve)
-        .map_err(|error| usage(error.to_string()))?;
-    options.telemetry = crate::otel::start(&tracing, "gantry-runner").map_err(server)?;
+        .map_err(|error| Failure::usage(error.to_string()))?;
+    options.telemetry = crate::otel::start(&tracing, "gantry-runner").map_err(Failure::failed)?;
     let telemetry = options.telemetry.clone();
-    let meters = crate::otel::start_meters(&tracing, "gantry-runner").map_err(server)?;
+    let meters = crate::otel::start_meters(&tracing, "gantry-runner").map_err(Failure::failed)?;
     let metrics = Arc::new(gantry_runner::metrics::RunnerMetrics::with_meters(
         meters.as_ref(),
     ));
@@ -618,7 +589,7 @@ async fn run_runner(args: &RunArgs) -> Result<u8, Failure> {
         None => None,
     };
     let journal = Journal::open(journal_dir(&path)).map_err(|error| {
-        usage(format!(
+        Failure::usage(format!(
             "failed to {error}\nmake the configuration's directory writable"
         ))
     })?;
@@ -632,8 +603,8 @@ async fn run_runner(args: &RunArgs) -> Result<u8, Failure> {
         observed.observe(event);
         print_event(log_level, event);
     });
-    let (poller, handle) =
-        Poller::new(config, options).map_err(|error| usage(format!("failed to {error}")))?;
+    let (poller, handle) = Poller::new(config, options)
+        .map_err(|error| Failure::usage(format!("failed to {error}")))?;
 
     let mut signals = Vec::new();
     for kind in [
@@ -644,12 +615,12 @@ async fn run_runner(args: &RunArgs) -> Result<u8, Failure> {
         SignalKind::user_defined2(),
     ] {
         let stream = signal(kind)
-            .map_err(|error| server(format!("failed to listen for signals: {error}")))?;
+            .map_err(|error| Failure::failed(format!("failed to listen for signals: {error}")))?;
         signals.push(stream);
     }
     let [mut term, mut int, mut quit, mut hup, mut usr2] = match <[_; 5]>::try_from(signals) {
         Ok(streams) => streams,
-        Err(_) => return Err(server("failed to listen for signals")),
+        Err(_) => return Err(Failure::failed("failed to listen for signals")),
     };
     let reload_path = path.clone();
     let signals = tokio::spawn(async move {
@@ -689,10 +660,10 @@ fn selected<'a>(config: &'a Config, name: Option<&str>) -> Result<Vec<&'a Runner
         .filter(|runner| name.is_none_or(|name| runner.name.as_deref() == Some(name)))
         .collect();
     match (runners.is_empty(), name) {
-        (true, Some(name)) => Err(usage(format!(
+        (true, Some(name)) => Err(Failure::usage(format!(
             "no runner named {name:?} in the configuration"
         ))),
-        (true, None) => Err(usage("the configuration has no runners")),
+        (true, None) => Err(Failure::usage("the configuration has no runners")),
         _ => Ok(runners),
     }
 }
@@ -708,7 +679,7 @@ async fn verify(args: &VerifyArgs) -> Result<u8, Failure> {
             version_info(Some((runner.executor, runner.shell))),
             &runner.tls,
         )
-        .map_err(|error| server(error.to_string()))?;
+        .map_err(|error| Failure::failed(error.to_string()))?;
         let who = format!("{} ({})", runner_name(runner), short_token(&runner.token));
         match client.verify(&runner.token, &system_id).await {
             Ok(_) => crate::out_line(&format!("{who} is valid")),
@@ -755,7 +726,7 @@ async fn unregister(args: &UnregisterArgs) -> Result<u8, Failure> {
     let mut code = exit::OK;
     for runner in chosen {
         let client = Client::with_tls(&runner.url, version_info(None), &runner.tls)
-            .map_err(|error| server(error.to_string()))?;
+            .map_err(|error| Failure::failed(error.to_string()))?;
         let who = format!("{} ({})", runner_name(&runner), short_token(&runner.token));
         // A `glrt-` runner belongs to the UI/API: only this machine's manager goes (§2.5).
         let result = if is_created_runner_token(&runner.token) {
@@ -784,7 +755,7 @@ async fn unregister(args: &UnregisterArgs) -> Result<u8, Failure> {
     }
     config
         .save(&path)
-        .map_err(|error| usage(format!("failed to {error}")))?;
+        .map_err(|error| Failure::usage(format!("failed to {error}")))?;
     Ok(code)
 }
 

@@ -5,7 +5,8 @@
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 
-use crate::client::{ApiClient, ClientError, ServerArgs, block_on, encode_segment};
+use crate::client::{ApiClient, ServerArgs, block_on, encode_segment};
+use crate::exit::Failure;
 
 #[derive(Subcommand)]
 pub(crate) enum ScheduleCommand {
@@ -66,7 +67,7 @@ pub(crate) struct IdArgs {
     server: ServerArgs,
 }
 
-pub(crate) fn run(command: &ScheduleCommand) -> Result<(), ClientError> {
+pub(crate) fn run(command: &ScheduleCommand) -> Result<(), Failure> {
     match command {
         ScheduleCommand::Create(args) => create(args),
         ScheduleCommand::List(args) => {
@@ -104,7 +105,7 @@ fn schedule_path(args: &IdArgs) -> String {
     )
 }
 
-fn create(args: &CreateArgs) -> Result<(), ClientError> {
+fn create(args: &CreateArgs) -> Result<(), Failure> {
     let client = ApiClient::new(&args.server)?;
     let path = format!(
         "projects/{}/pipeline_schedules",

@@ -41,6 +41,7 @@ use clap::{Args, Subcommand};
 use gantry_server::coordinator::{Bootstrap, Coordinator, CoordinatorConfig, ObjectBlobs};
 use gantry_store::Store;
 
+use crate::exit::Failure;
 use crate::{env, exit};
 
 #[derive(Args)]
@@ -205,15 +206,9 @@ pub(crate) fn run(args: &ServerArgs) -> u8 {
     // Before any thread or file exists: everything created from here on is this user's
     // alone (module docs).
     nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match crate::exit::runtime(&mut tokio::runtime::Builder::new_multi_thread()) {
         Ok(runtime) => runtime,
-        Err(e) => {
-            eprintln!("error: failed to start the async runtime: {e}");
-            return exit::FAILED;
-        }
+        Err(failure) => return failure.report(),
     };
     let served = match &args.command {
         Some(ServerCommand::AdminToken(admin)) => runtime.block_on(admin_token(admin)),
@@ -224,42 +219,20 @@ pub(crate) fn run(args: &ServerArgs) -> u8 {
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
     match served {
         Ok(()) => exit::OK,
-        Err(StartError { message, code }) => {
-            eprintln!("error: {message}");
-            code
-        }
-    }
-}
-
-struct StartError {
-    message: String,
-    code: u8,
-}
-
-fn usage(message: String) -> StartError {
-    StartError {
-        message,
-        code: exit::USAGE,
-    }
-}
-
-fn failed(message: String) -> StartError {
-    StartError {
-        message,
-        code: exit::FAILED,
+        Err(failure) => failure.report(),
     }
 }
 
 /// The data directory, made when missing, as an absolute path.
-fn data_dir(dir: &Path) -> Result<PathBuf, StartError> {
+fn data_dir(dir: &Path) -> Result<PathBuf, Failure> {
     std::fs::create_dir_all(dir).map_err(|e| {
-        usage(format!(
+        Failure::usage(format!(
             "failed to create the data directory {}: {e}\npass --data-dir with a writable directory",
             dir.display()
         ))
     })?;
     dir.canonicalize().map_err(|e| {
-        usage(format!(
+        Failure::usage(format!(
             "failed to resolve the data directory {}: {e}",
             dir.display()
         ))
@@ -268,17 +241,17 @@ fn data_dir(dir: &Path) -> Result<PathBuf, StartError> {
 
 /// The database: `--database-url`, else `GANTRY_DATABASE_URL`, else SQLite in the data
 /// directory; opened (and migrated).
-async fn open_store(data_dir: &Path, database_url: Option<&String>) -> Result<Store, StartError> {
+async fn open_store(data_dir: &Path, database_url: Option<&String>) -> Result<Store, Failure> {
     let url = database_url
         .cloned()
         .or_else(|| crate::env::var(crate::env::GANTRY_DATABASE_URL))
         .unwrap_or_else(|| self::database_url(data_dir));
     Store::open(&url).await.map_err(|e| match e {
-        gantry_store::StoreError::Open { .. } => failed(format!(
+        gantry_store::StoreError::Open { .. } => Failure::failed(format!(
             "failed to {e}\n  hint: check that the database server is up and the URL (--database-url, GANTRY_DATABASE_URL) is right"
         )),
-        gantry_store::StoreError::Unsupported(_) => failed(format!("failed to {e}")),
-        other => failed(format!(
+        gantry_store::StoreError::Unsupported(_) => Failure::failed(format!("failed to {e}")),
+        other => Failure::failed(format!(
             "failed to {other} (database {})",
             gantry_store::redact_url(&url)
         )),
@@ -286,12 +259,12 @@ async fn open_store(data_dir: &Path, database_url: Option<&String>) -> Result<St
 }
 
 /// `gantry server admin-token` (module docs): the token alone on stdout, for `$(…)`.
-async fn admin_token(args: &AdminTokenArgs) -> Result<(), StartError> {
+async fn admin_token(args: &AdminTokenArgs) -> Result<(), Failure> {
     let data_dir = data_dir(&args.data_dir)?;
     let store = open_store(&data_dir, args.database_url.as_ref()).await?;
     let token = gantry_server::coordinator::new_admin_token(&store, args.revoke_others)
         .await
-        .map_err(|e| failed(format!("failed to add an admin token: {e}")))?;
+        .map_err(|e| Failure::failed(format!("failed to add an admin token: {e}")))?;
     eprintln!(
         "gantry server: a new admin token for the server of {}{}; it is shown only now, and works at once (the server may be running)",
         data_dir.display(),
@@ -305,24 +278,24 @@ async fn admin_token(args: &AdminTokenArgs) -> Result<(), StartError> {
     Ok(())
 }
 
-async fn serve(args: &ServerArgs) -> Result<(), StartError> {
+async fn serve(args: &ServerArgs) -> Result<(), Failure> {
     let data_dir = data_dir(&args.data_dir)?;
     warn_if_open(&data_dir);
     let listener = tokio::net::TcpListener::bind(args.listen).await.map_err(|e| {
-        usage(format!(
+        Failure::usage(format!(
             "failed to listen on {}: {e}\nis another server using the port? Pass --listen ADDR:PORT",
             args.listen
         ))
     })?;
     let local = listener
         .local_addr()
-        .map_err(|e| failed(format!("failed to read the listening address: {e}")))?;
+        .map_err(|e| Failure::failed(format!("failed to read the listening address: {e}")))?;
     let external_url = match &args.external_url {
         Some(url) if url.starts_with("http://") || url.starts_with("https://") => {
             url.trim_end_matches('/').to_owned()
         }
         Some(url) => {
-            return Err(usage(format!(
+            return Err(Failure::usage(format!(
                 "--external-url `{url}` is not an http:// or https:// URL"
             )));
         }
@@ -341,10 +314,10 @@ async fn serve(args: &ServerArgs) -> Result<(), StartError> {
         .otel
         .settings()
         .and_then(crate::otel::resolve)
-        .map_err(|e| usage(e.to_string()))?;
-    cfg.telemetry = crate::otel::start(&tracing, "gantry-server").map_err(failed)?;
+        .map_err(|e| Failure::usage(e.to_string()))?;
+    cfg.telemetry = crate::otel::start(&tracing, "gantry-server").map_err(Failure::failed)?;
     let telemetry = cfg.telemetry.clone();
-    cfg.meters = crate::otel::start_meters(&tracing, "gantry-server").map_err(failed)?;
+    cfg.meters = crate::otel::start_meters(&tracing, "gantry-server").map_err(Failure::failed)?;
     let meters = cfg.meters.clone();
     cfg.artifact_limit = args.max_artifacts_size * 1024 * 1024;
     cfg.job_ack_timeout = std::time::Duration::from_secs(args.job_ack_timeout);
@@ -356,7 +329,7 @@ async fn serve(args: &ServerArgs) -> Result<(), StartError> {
                 .map_or(url, |(_, rest)| rest)
                 .trim_end_matches('/');
             if host.is_empty() || host.contains(char::is_whitespace) {
-                return Err(usage(format!(
+                return Err(Failure::usage(format!(
                     "--registry-url `{url}`: give the registry's host[:port], e.g. registry.example.com:5000"
                 )));
             }
@@ -375,7 +348,7 @@ async fn serve(args: &ServerArgs) -> Result<(), StartError> {
                 || host.contains(['/', '?', '#'])
                 || host.contains(char::is_whitespace)
             {
-                return Err(usage(format!(
+                return Err(Failure::usage(format!(
                     "--pages-url `{url}`: give an origin without a path, e.g. https://pages.example.com"
                 )));
             }
@@ -385,17 +358,19 @@ async fn serve(args: &ServerArgs) -> Result<(), StartError> {
     if let Some(key) = crate::env::var(crate::env::GANTRY_DB_KEY) {
         cfg.db_key = Some(
             gantry_server::coordinator::secrets::DbKey::parse(&key)
-                .map_err(|e| usage(format!("{}: {e}", crate::env::GANTRY_DB_KEY)))?,
+                .map_err(|e| Failure::usage(format!("{}: {e}", crate::env::GANTRY_DB_KEY)))?,
         );
     }
     if let Some(v) = crate::env::var(crate::env::GANTRY_REMOTE_INCLUDE_MIRROR) {
         cfg.remote_include_rewrites = gantry_server::coordinator::UrlRewrite::parse_list(&v)
-            .map_err(|e| usage(format!("{}: {e}", crate::env::GANTRY_REMOTE_INCLUDE_MIRROR)))?;
+            .map_err(|e| {
+                Failure::usage(format!("{}: {e}", crate::env::GANTRY_REMOTE_INCLUDE_MIRROR))
+            })?;
     }
     if let Some(dir) = crate::env::var(crate::env::GANTRY_INCLUDE_CACHE) {
         let dir = PathBuf::from(dir);
         if !dir.is_dir() {
-            return Err(usage(format!(
+            return Err(Failure::usage(format!(
                 "{}: `{}` is not a directory: create it (laid out as `.gantry/includes`), or unset the variable",
                 crate::env::GANTRY_INCLUDE_CACHE,
                 dir.display()
@@ -415,22 +390,22 @@ async fn serve(args: &ServerArgs) -> Result<(), StartError> {
         None => Coordinator::open(store, cfg).await,
         Some(url) => {
             let blobs = ObjectBlobs::from_url(url, data_dir.join("blob-staging"))
-                .map_err(|e| usage(format!("--blobs-url: {e}")))?;
+                .map_err(|e| Failure::usage(format!("--blobs-url: {e}")))?;
             blobs.check().await.map_err(|e| {
-                failed(format!(
+                Failure::failed(format!(
                     "{e}\n  hint: check the bucket and the AWS_* credentials (AWS_ENDPOINT_URL for an S3-compatible server)"
                 ))
             })?;
             Coordinator::open_with_blobs(store, cfg, std::sync::Arc::new(blobs)).await
         }
     }
-    .map_err(|e| failed(format!("failed to start the coordinator: {e}")))?;
+    .map_err(|e| Failure::failed(format!("failed to start the coordinator: {e}")))?;
     let tokens = coordinator
         .bootstrap()
         .await
-        .map_err(|e| failed(format!("failed to create the first tokens: {e}")))?;
+        .map_err(|e| Failure::failed(format!("failed to create the first tokens: {e}")))?;
     coordinator.resume().await.map_err(|e| {
-        failed(format!(
+        Failure::failed(format!(
             "failed to resume the pipelines that were active: {e}"
         ))
     })?;
@@ -455,7 +430,7 @@ async fn serve(args: &ServerArgs) -> Result<(), StartError> {
     }
     crate::otel::stop(telemetry).await;
     crate::otel::stop_meters(meters).await;
-    served.map_err(|e| failed(format!("the server stopped: {e}")))?;
+    served.map_err(|e| Failure::failed(format!("the server stopped: {e}")))?;
     eprintln!("gantry server: stopped");
     Ok(())
 }

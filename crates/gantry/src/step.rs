@@ -9,6 +9,7 @@ use indexmap::IndexMap;
 use serde_json::{Map, Value};
 
 use crate::exit;
+use crate::exit::Failure;
 use crate::lint::parse_var;
 
 #[derive(Subcommand)]
@@ -43,15 +44,12 @@ pub(crate) fn run(command: &StepCommand) -> u8 {
     }
 }
 
-fn usage(msg: &str) -> u8 {
-    eprintln!("error: {msg}");
-    exit::USAGE
-}
-
 fn run_step(args: &StepRunArgs) -> u8 {
     let cwd = match std::env::current_dir() {
         Ok(d) => d,
-        Err(e) => return usage(&format!("cannot read the current directory: {e}")),
+        Err(e) => {
+            return Failure::usage(format!("cannot read the current directory: {e}")).report();
+        }
     };
     let mut inputs = Map::new();
     for (k, v) in &args.inputs {
@@ -75,10 +73,8 @@ fn run_step(args: &StepRunArgs) -> u8 {
     let steps = match gantry_steps::parse_run_list(&Value::Array(vec![Value::Object(item)]), "") {
         Ok(steps) => steps,
         Err(problems) => {
-            for p in problems {
-                eprintln!("error: {}", p.message);
-            }
-            return exit::USAGE;
+            let messages: Vec<&str> = problems.iter().map(|p| p.message.as_str()).collect();
+            return Failure::usage(messages.join("\nerror: ")).report();
         }
     };
     // The environment as `step-runner run` passes it: this process's, without CI_,
@@ -92,7 +88,7 @@ fn run_step(args: &StepRunArgs) -> u8 {
         .collect();
     let scratch = match tempfile::Builder::new().prefix("gantry-step-").tempdir() {
         Ok(dir) => dir,
-        Err(e) => return usage(&format!("create a temporary directory: {e}")),
+        Err(e) => return Failure::usage(format!("create a temporary directory: {e}")).report(),
     };
     let launcher = LocalLauncher::new(true);
     let runtime = match tokio::runtime::Builder::new_current_thread()
@@ -100,7 +96,7 @@ fn run_step(args: &StepRunArgs) -> u8 {
         .build()
     {
         Ok(rt) => rt,
-        Err(e) => return usage(&format!("start the runtime: {e}")),
+        Err(e) => return Failure::usage(format!("start the runtime: {e}")).report(),
     };
     let result = runtime.block_on(async {
         let engine = Engine::new(
@@ -127,8 +123,7 @@ fn run_step(args: &StepRunArgs) -> u8 {
             .map_err(std::io::Error::other)
             .and_then(|json| std::fs::write(path, json));
         if let Err(e) = written {
-            eprintln!("error: write {}: {e}", path.display());
-            return exit::FAILED;
+            return Failure::failed(format!("write {}: {e}", path.display())).report();
         }
     }
     let outputs = result

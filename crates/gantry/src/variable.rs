@@ -12,7 +12,8 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 
-use crate::client::{ApiClient, ClientError, ServerArgs, block_on, encode_segment};
+use crate::client::{ApiClient, ServerArgs, block_on, encode_segment};
+use crate::exit::Failure;
 use crate::variables_file;
 
 #[derive(Subcommand)]
@@ -128,7 +129,7 @@ impl<'a> Owner<'a> {
     }
 }
 
-pub(crate) fn run(command: &VariableCommand) -> Result<(), ClientError> {
+pub(crate) fn run(command: &VariableCommand) -> Result<(), Failure> {
     match command {
         VariableCommand::List(args) => list(args),
         VariableCommand::Import(args) => import(args),
@@ -136,7 +137,7 @@ pub(crate) fn run(command: &VariableCommand) -> Result<(), ClientError> {
     }
 }
 
-fn list(args: &ListArgs) -> Result<(), ClientError> {
+fn list(args: &ListArgs) -> Result<(), Failure> {
     let client = ApiClient::new(&args.server)?;
     let vars = Value::Array(block_on(client.get_all(&Owner::of(&args.owner).base()))??);
     crate::out_line(&serde_json::to_string_pretty(&vars).unwrap_or_default());
@@ -152,11 +153,11 @@ struct Upload {
     hidden: bool,
 }
 
-fn import(args: &ImportArgs) -> Result<(), ClientError> {
+fn import(args: &ImportArgs) -> Result<(), Failure> {
     let owner = Owner::of(&args.owner);
     let uploads: Vec<Upload> = match owner {
         Owner::Project(_) | Owner::Group(_) => variables_file::read(&args.file)
-            .map_err(ClientError::Usage)?
+            .map_err(Failure::Usage)?
             .into_iter()
             .map(|v| Upload {
                 body: json!({
@@ -175,7 +176,7 @@ fn import(args: &ImportArgs) -> Result<(), ClientError> {
             })
             .collect(),
         Owner::Instance => variables_file::read_instance(&args.file)
-            .map_err(ClientError::Usage)?
+            .map_err(Failure::Usage)?
             .into_iter()
             .map(|v| Upload {
                 body: json!({
@@ -210,7 +211,7 @@ fn import(args: &ImportArgs) -> Result<(), ClientError> {
         for u in &uploads {
             if let Some(current) = current(u) {
                 if current["hidden"].as_bool().unwrap_or(false) != u.hidden {
-                    return Err(ClientError::Usage(format!(
+                    return Err(Failure::Usage(format!(
                         "`{}` is {} on the server but {} in {}: whether a variable is hidden is chosen when it is created; delete it (gantry variable delete) and import again",
                         u.key,
                         if u.hidden { "not hidden" } else { "hidden" },
@@ -239,7 +240,7 @@ fn import(args: &ImportArgs) -> Result<(), ClientError> {
     })?
 }
 
-fn delete(args: &DeleteArgs) -> Result<(), ClientError> {
+fn delete(args: &DeleteArgs) -> Result<(), Failure> {
     let owner = Owner::of(&args.owner);
     let client = ApiClient::new(&args.server)?;
     block_on(client.delete(&owner.one(&args.key, args.scope.as_deref())))??;

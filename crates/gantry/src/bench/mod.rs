@@ -30,6 +30,7 @@ use gantry_store::Store;
 use serde_json::{Value, json};
 
 use crate::exit;
+use crate::exit::Failure;
 
 #[derive(Subcommand)]
 pub(crate) enum BenchCommand {
@@ -50,18 +51,11 @@ pub(crate) fn run(command: &BenchCommand) -> u8 {
         BenchCommand::IdleRunners(args) => args.check(),
     };
     if let Err(message) = usage {
-        eprintln!("error: {message}");
-        return exit::USAGE;
+        return Failure::usage(message).report();
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match crate::exit::runtime(&mut tokio::runtime::Builder::new_multi_thread()) {
         Ok(runtime) => runtime,
-        Err(e) => {
-            eprintln!("error: failed to start the async runtime: {e}");
-            return exit::FAILED;
-        }
+        Err(failure) => return failure.report(),
     };
     let report = runtime.block_on(async {
         match command {
@@ -79,10 +73,7 @@ pub(crate) fn run(command: &BenchCommand) -> u8 {
             print!("{report}");
             exit::OK
         }
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            exit::FAILED
-        }
+        Err(e) => Failure::failed(format!("{e:#}")).report(),
     }
 }
 
