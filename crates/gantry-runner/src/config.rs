@@ -56,7 +56,7 @@ use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-pub(crate) use go_duration::parse_go_duration;
+pub(crate) use go_duration::{format_duration, parse_go_duration};
 pub use key_path::{KeyPath, Location, Segment};
 pub use schema::{
     AutoscalerFile, CacheFile, ConfigFile, ConnectorFile, CustomFile, DockerFile, PolicyFile,

@@ -1,8 +1,11 @@
-//! [`Executor`]: where a job's scripts run, chosen per job. The job lifecycle prepares
-//! one in `prepare_executor`, runs every script stage through [`Executor::run`] (hooks,
-//! `step_script`, `after_script`) and calls [`Executor::cleanup`] at the end, whatever
-//! happened. Everything else (sources, cache, artifacts) the lifecycle does on the
-//! host, for every executor.
+//! [`Executor`]: where a job's scripts run, chosen per job. The job lifecycle asks the
+//! executor of the job's kind to prepare itself in `prepare_executor`
+//! ([`Executor::prepare`], [`Executor::resume`] for a job taken over; the seam is in
+//! the `prepare` submodule), runs every script stage through [`Executor::run`] (hooks,
+//! `step_script`, `after_script`; [`Executor::reattach`] for a detached stage a dead
+//! runner left) and calls [`Executor::cleanup`] at the end, whatever happened. It
+//! knows no executor's internals. Everything else (sources, cache, artifacts) the
+//! lifecycle does on the host, for every executor.
 //!
 //! | executor | chosen when | stages run |
 //! |---|---|---|
@@ -16,13 +19,22 @@ pub mod custom;
 pub mod docker;
 pub mod docker_autoscaler;
 pub mod instance;
+pub(crate) mod prepare;
+mod quote;
 pub mod shell;
 mod stage;
+mod variables;
 
-pub use stage::{CancelReason, CiJobStatus, Stage, StageError, StageOutcome};
+pub use prepare::DriverLog;
+pub(crate) use prepare::{CancelSource, Placer, Preparation, PrepareError, Prepared};
+pub use quote::{is_variable_name, quote};
+pub use stage::{CancelReason, CiJobStatus, DEFAULT_KILL_GRACE, Stage, StageError, StageOutcome};
+pub use variables::{PreparedVariables, prepare_variables, prepare_variables_seen_at};
+pub(crate) use variables::{variable, variable_flag};
 
 use std::future::Future;
 use std::path::Path;
+use std::sync::Arc;
 
 use gantry_protocol::JobResponse;
 
@@ -32,6 +44,7 @@ use self::docker_autoscaler::DockerAutoscalerExecutor;
 use self::instance::InstanceExecutor;
 use self::shell::ShellExecutor;
 use crate::config::{ExecutorKind, RunnerConfig};
+use crate::journal::{DetachedStage, RunningJob};
 use crate::trace::Trace;
 
 /// Which executor runs a job: the entry's, except a Docker entry with
@@ -95,6 +108,64 @@ impl Executor {
         }
     }
 
+    /// Watches again the detached stage `detached` a runner process that died left
+    /// running (`stage`: how it was started), until it ends as [`Executor::run`] would.
+    pub(crate) async fn reattach(
+        &self,
+        detached: &DetachedStage,
+        stage: &Stage<'_>,
+        trace: &Trace,
+        cancel: impl Future<Output = CancelReason>,
+    ) -> StageOutcome {
+        match self {
+            Self::Shell(shell) => shell.reattach(detached, trace, cancel).await,
+            Self::Custom(custom) => custom.reattach(detached, trace, cancel).await,
+            Self::Docker(docker) => docker.reattach(detached, stage, trace, cancel).await,
+            Self::Instance(instance) => instance.reattach(detached, stage, trace, cancel).await,
+            Self::DockerAutoscaler(docker) => docker.reattach(detached, stage, trace, cancel).await,
+        }
+    }
+
+    /// Whether the executor's environment says where the job runs in the
+    /// `prepare_script` stage ([`Executor::prepare_script`]: the custom driver's does);
+    /// for the others the lifecycle names this machine.
+    pub(crate) fn names_its_host(&self) -> bool {
+        matches!(self, Self::Custom(_))
+    }
+
+    /// The executor's part of gitlab-runner's `prepare_script` stage: the custom
+    /// driver's environment runs a script printing where it is (`Running on <its host>
+    /// via <runner_host>...`), which also shows it can run a script at all; the others
+    /// have nothing to do.
+    pub(crate) async fn prepare_script(
+        &self,
+        runner_host: &str,
+        trace: &Trace,
+        timeout: std::time::Duration,
+        cancel: impl Future<Output = CancelReason>,
+    ) -> StageOutcome {
+        match self {
+            Self::Custom(custom) => {
+                custom
+                    .run_prepare_script(runner_host, trace, timeout, cancel)
+                    .await
+            }
+            Self::Shell(_) | Self::Docker(_) | Self::Instance(_) | Self::DockerAutoscaler(_) => {
+                StageOutcome::Success
+            }
+        }
+    }
+
+    /// Releases what a job taken over before its script had made at its first start
+    /// (the Docker executor's containers), as the job starts again from the beginning.
+    pub(crate) async fn forget_first_start(
+        runner: &RunnerConfig,
+        journal: Option<&Arc<RunningJob>>,
+        trace: &Trace,
+    ) {
+        docker::forget_first_start(runner, journal, trace).await;
+    }
+
     /// Makes the build directory here current before the runner works on it (cache,
     /// artifacts): the executors on fleet instances bring back what their stages
     /// changed. The others run where the directory is.
@@ -121,11 +192,7 @@ impl Executor {
     /// Releases what the executor created (containers, networks, volumes; the custom
     /// driver's environment, whose cleanup output goes to `driver_log` as `(stream,
     /// line)`); problems become warnings in the log.
-    pub(crate) async fn cleanup(
-        &self,
-        trace: &Trace,
-        driver_log: crate::executor::custom::DriverLog,
-    ) {
+    pub(crate) async fn cleanup(&self, trace: &Trace, driver_log: DriverLog) {
         match self {
             Self::Shell(_) => {}
             Self::Instance(instance) => instance.cleanup(trace).await,

@@ -1,11 +1,11 @@
 //! The job lifecycle: from a job payload (§3.5) to a final status on the coordinator.
 //!
-//! [`run_job`] takes one job picked by the poll loop and runs it in the shell executor,
+//! [`run_job`] takes one job picked by the poll loop and runs it in its executor,
 //! with gitlab-runner's stage and section names:
 //!
 //! | section | what happens | a failure ends the job as |
 //! |---|---|---|
-//! | `prepare_executor` | find bash (or sh) | `runner_system_failure` |
+//! | `prepare_executor` | the job's executor prepares itself (`Executor::prepare`: bash or sh; the image, services; the custom driver's `config_exec`/`prepare_exec`; a fleet instance) | `runner_system_failure` (`image_pull_failure`, `runner_configuration_error`, `script_failure` as the executor says) |
 //! | `prepare_script` | create the directories, write file-type variables | `runner_system_failure` |
 //! | `get_sources` | `pre_get_sources_script`, git fetch/checkout ([`crate::sources`]), `post_get_sources_script` | `runner_system_failure` (`runner_configuration_error` for a bad `GIT_STRATEGY`; `script_failure` for a failing hook) |
 //! | `restore_cache` | local cache, key then fallbacks ([`crate::cache`]) | `runner_configuration_error` (bad policy) |
@@ -78,7 +78,6 @@
 
 mod backoff;
 mod dependencies;
-mod dirs;
 mod ending;
 mod event;
 mod functions;
@@ -99,7 +98,6 @@ use gantry_protocol::{JobResponse, PatchTraceParams};
 use tokio::time::Instant;
 
 pub(crate) use backoff::Backoff;
-pub use dirs::{BuildDirs, CONTAINER_BUILDS_DIR, Layout, SeenDirs};
 pub use ending::JobEnding;
 pub use event::{Delivery, JobEvent, JobEvents, ignore_events};
 pub use stop::{StopRequest, StopSignal};
@@ -107,7 +105,8 @@ pub use uplink::MAX_FINAL_RANGE_MISMATCHES;
 
 use crate::client::Client;
 use crate::config::{RunnerConfig, short_token};
-use crate::executor::shell::DEFAULT_KILL_GRACE;
+use crate::dirs::{BuildDirs, Layout};
+use crate::executor::DEFAULT_KILL_GRACE;
 use crate::trace::{
     ANSI_BOLD_GREEN, ANSI_BOLD_RED, ANSI_RESET, MaskSet, MaskSetBuilder, Trace, TraceOptions,
 };
@@ -377,6 +376,24 @@ impl Placement<'_> {
             }
         }
         variables
+    }
+}
+
+impl crate::executor::Placer for Placement<'_> {
+    fn place(
+        &self,
+        builds_dir: &std::path::Path,
+        layout: Layout,
+    ) -> Result<(BuildDirs, Vec<gantry_protocol::JobVariable>), String> {
+        let kind = crate::config::ExecutorKind::for_job(self.runner, self.job);
+        match Placement::place(self, builds_dir, layout, kind) {
+            (dirs, variables, None) => Ok((dirs, variables)),
+            (_, _, Some(refused)) => Err(refused),
+        }
+    }
+
+    fn variables(&self, dirs: &BuildDirs) -> Vec<gantry_protocol::JobVariable> {
+        Placement::variables(self, dirs)
     }
 }
 

@@ -7,6 +7,7 @@ pub mod artifacts;
 pub mod cache;
 pub mod client;
 pub mod config;
+pub mod dirs;
 pub mod executor;
 pub mod fleet;
 pub mod job;

@@ -84,7 +84,7 @@ use crate::client::{Client, ClientError, JobRequestOutcome};
 /// `(entry name, endpoint, HTTP status)` of each request ([`PollOptions::api_observer`]).
 pub type ApiRequests = Arc<dyn Fn(&str, &'static str, Option<u16>) + Send + Sync>;
 use crate::config::{Config, ExecutorKind, RunnerConfig, short_token};
-use crate::executor::shell::DEFAULT_KILL_GRACE;
+use crate::executor::DEFAULT_KILL_GRACE;
 use crate::fleet::{Fleet, FleetLease};
 use crate::job::{
     Backoff, JobContext, JobReport, StopRequest, StopSignal, fail_undecodable_job, run_job,

@@ -38,3 +38,15 @@ mod trace_masking;
 mod trace_pipeline;
 
 gantry_test_support::binary_checks!(no_module_cycle);
+
+/// The job lifecycle knows no executor's internals: it reaches the executors only
+/// through `executor`'s top (`Executor::prepare`/`resume`/`run`/`reattach`/`cleanup`
+/// and the stage vocabulary), never `crate::executor::{shell, docker, custom, …}`.
+#[test]
+fn the_lifecycle_reaches_executors_only_through_their_seam() {
+    gantry_test_support::assert_only_through_the_top_of(
+        env!("CARGO_MANIFEST_DIR"),
+        "job",
+        "executor",
+    );
+}

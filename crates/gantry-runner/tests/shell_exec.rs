@@ -8,10 +8,10 @@ use std::time::{Duration, Instant};
 
 use gantry_protocol::JobVariable;
 use gantry_runner::config::ShellKind;
-use gantry_runner::executor::shell::{
-    PreparedVariables, ShellExecutor, detect_shell, prepare_variables,
+use gantry_runner::executor::shell::{ShellExecutor, detect_shell};
+use gantry_runner::executor::{
+    CancelReason, CiJobStatus, PreparedVariables, Stage, StageOutcome, prepare_variables,
 };
-use gantry_runner::executor::{CancelReason, CiJobStatus, Stage, StageOutcome};
 use gantry_runner::trace::{MaskSet, Trace, TraceOptions};
 
 struct Job {
@@ -311,7 +311,7 @@ fn file_variables_hold_the_path_the_job_sees() {
     let job = Job::new();
     let mut file = var("CONFIG_FILE", "text");
     file.file = true;
-    let variables = gantry_runner::executor::shell::prepare_variables_seen_at(
+    let variables = gantry_runner::executor::prepare_variables_seen_at(
         &[file],
         &job.tmp_dir().join("variables"),
         Path::new("/builds/acme/widget.tmp/variables"),

@@ -6,7 +6,8 @@ use std::path::Path;
 use std::process::Command;
 
 use gantry_runner::config::ShellKind;
-use gantry_runner::executor::shell::{PreparedVariables, detect_shell, generate_script, quote};
+use gantry_runner::executor::shell::{detect_shell, generate_script};
+use gantry_runner::executor::{PreparedVariables, quote};
 use proptest::prelude::*;
 
 fn printed_by(shell: &Path, value: &str) -> Vec<u8> {

@@ -19,7 +19,7 @@ mod git;
 pub mod modules;
 
 pub use git::{Repo, commit, git};
-pub use modules::assert_no_module_cycle;
+pub use modules::{assert_no_module_cycle, assert_only_through_the_top_of};
 
 use std::collections::BTreeSet;
 use std::path::Path;

@@ -5,6 +5,9 @@
 //! when code of `a` names `crate::b` (a path, or an item of a `use crate::{…}` group).
 //! Comment lines (`//`, `//!`, `///`, so intra-doc links) and the unit tests (from a
 //! `#[cfg(test)]` line on) are not read: a dependency is what the compiled code needs.
+//!
+//! The same reading checks a seam: [`assert_only_through_the_top_of`] fails when a
+//! module names another's submodules (the runner's job lifecycle and its executors).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -63,9 +66,9 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The first segment after each `crate::` of the code (not the comments, not the unit
-/// tests), including each item of `crate::{a, b::c}`.
-fn crate_paths(text: &str) -> Vec<String> {
+/// The code of a file: its lines up to its unit tests (a `#[cfg(test)]` line followed by
+/// `mod …`), comment lines left out.
+fn code(text: &str) -> String {
     let lines: Vec<&str> = text.lines().collect();
     let tests = (0..lines.len())
         .find(|&i| {
@@ -75,16 +78,35 @@ fn crate_paths(text: &str) -> Vec<String> {
                     .is_some_and(|next| next.trim_start().starts_with("mod "))
         })
         .unwrap_or(lines.len());
-    let code: String = lines[..tests]
+    lines[..tests]
         .iter()
         .filter(|l| !l.trim_start().starts_with("//"))
-        .map(|l| format!("{l}\n"))
-        .collect();
+        .map(|l| format!("{}\n", without_trailing_comment(l)))
+        .collect()
+}
+
+/// `line` up to a trailing ` // comment` outside string literals (an even number of `"`
+/// before it).
+fn without_trailing_comment(line: &str) -> &str {
+    let mut from = 0;
+    while let Some(at) = line[from..].find(" //").map(|i| i + from) {
+        if line[..at].matches('"').count() % 2 == 0 {
+            return &line[..at];
+        }
+        from = at + 3;
+    }
+    line
+}
+
+/// The first segment after each `prefix` (such as `crate::`) of the code (not the
+/// comments, not the unit tests), including each item of `prefix{a, b::c}`.
+fn segments_after(text: &str, prefix: &str) -> Vec<String> {
+    let code = code(text);
     let mut out = Vec::new();
     let mut rest = code.as_str();
-    while let Some(at) = rest.find("crate::") {
+    while let Some(at) = rest.find(prefix) {
         let before = rest[..at].chars().next_back();
-        rest = &rest[at + "crate::".len()..];
+        rest = &rest[at + prefix.len()..];
         if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$') {
             continue; // `$crate::`, `my_crate::`
         }
@@ -111,6 +133,55 @@ fn crate_paths(text: &str) -> Vec<String> {
         }
     }
     out
+}
+
+/// The first segment after each `crate::` of the code.
+fn crate_paths(text: &str) -> Vec<String> {
+    segments_after(text, "crate::")
+}
+
+/// Fails, naming the files and paths, when the code of top-level module `from` names a
+/// visible submodule of top-level module `to` (`crate::to::sub…`, where `src/to.rs`
+/// declares `pub mod sub;` or `pub(crate) mod sub;`): `from` reaches `to` only through
+/// what `to` offers at its top, its seam. (Private submodules the compiler keeps out.)
+pub fn assert_only_through_the_top_of(manifest_dir: &str, from: &str, to: &str) {
+    let src = Path::new(manifest_dir).join("src");
+    let top = src.join(format!("{to}.rs"));
+    let text = std::fs::read_to_string(&top)
+        .unwrap_or_else(|e| panic!("{} unreadable: {e}", top.display()));
+    let submodules: BTreeSet<String> = code(&text)
+        .lines()
+        .filter_map(|line| {
+            let line = line.trim_start();
+            let rest = line
+                .strip_prefix("pub mod ")
+                .or_else(|| line.strip_prefix("pub(crate) mod "))
+                .or_else(|| line.strip_prefix("pub(super) mod "))?;
+            Some(ident(rest))
+        })
+        .collect();
+    assert!(
+        !submodules.is_empty(),
+        "{} declares no visible submodule: the check has nothing to check",
+        top.display()
+    );
+    let mut files = vec![src.join(format!("{from}.rs"))];
+    rust_files(&src.join(from), &mut files);
+    let mut found = Vec::new();
+    for path in files.iter().filter(|p| p.exists()) {
+        let text = std::fs::read_to_string(path)
+            .unwrap_or_else(|e| panic!("{} unreadable: {e}", path.display()));
+        for item in segments_after(&text, &format!("crate::{to}::")) {
+            if submodules.contains(&item) {
+                found.push(format!("  {}: crate::{to}::{item}", path.display()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "`{from}` reaches into `{to}`'s submodules; use (or add) what `{to}` offers at its top:\n{}",
+        found.join("\n")
+    );
 }
 
 fn ident(text: &str) -> String {
@@ -214,6 +285,39 @@ mod tests {
     fn paths_groups_and_not_comments_or_tests() {
         let text = "//! [`crate::docs`]\nuse crate::{a, b::{C, D}, c as e};\nfn f() { crate::d::g(); $crate::no; my_crate::no; }\n/// crate::doc\n#[cfg(test)]\nmod tests { use crate::t; }\n";
         assert_eq!(crate_paths(text), ["a", "b", "c", "d"]);
+    }
+
+    #[test]
+    fn a_seam_is_crossed_only_at_its_top() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("src");
+        std::fs::create_dir_all(src.join("to")).unwrap();
+        std::fs::create_dir_all(src.join("from")).unwrap();
+        std::fs::write(
+            src.join("to.rs"),
+            "pub mod inner;\nmod private;\npub use inner::Seam;\npub use private::private;",
+        )
+        .unwrap();
+        std::fs::write(src.join("to/inner.rs"), "pub struct Seam;").unwrap();
+        std::fs::write(
+            src.join("from.rs"),
+            "use crate::to::{private, Seam}; // crate::to::inner\nconst URL: &str = \"a // b\"; fn f() { crate::to::private(); }",
+        )
+        .unwrap();
+        let manifest = dir.path().to_str().unwrap();
+        assert_only_through_the_top_of(manifest, "from", "to");
+        std::fs::write(
+            src.join("from/deep.rs"),
+            "use crate::to::{Seam, inner::Seam as S};",
+        )
+        .unwrap();
+        let refused =
+            std::panic::catch_unwind(|| assert_only_through_the_top_of(manifest, "from", "to"));
+        let message = *refused.unwrap_err().downcast::<String>().unwrap();
+        assert!(
+            message.contains("from/deep.rs: crate::to::inner"),
+            "{message}"
+        );
     }
 
     #[test]

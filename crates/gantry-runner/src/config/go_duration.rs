@@ -1,6 +1,7 @@
 //! Go's `time.ParseDuration`, for the duration variables gitlab-runner reads
 //! (`RUNNER_SCRIPT_TIMEOUT`, `RUNNER_AFTER_SCRIPT_TIMEOUT`): `90s`, `1h30m`, `1.5m`,
-//! `250ms`. Negative values and overflow are refused.
+//! `250ms`. Negative values and overflow are refused. And the other way: durations
+//! printed as gitlab-runner prints them (`1h2m3s`).
 
 use std::time::Duration;
 
@@ -43,6 +44,26 @@ pub(crate) fn parse_go_duration(text: &str) -> Option<Duration> {
     Duration::try_from_secs_f64(total).ok()
 }
 
+/// `1h2m3s` style, as gitlab-runner prints durations.
+pub(crate) fn format_duration(duration: Duration) -> String {
+    let secs = duration.as_secs();
+    let (h, m, s) = (secs / 3600, secs / 60 % 60, secs % 60);
+    let millis = duration.subsec_millis();
+    let mut out = String::new();
+    if h > 0 {
+        out.push_str(&format!("{h}h"));
+    }
+    if h > 0 || m > 0 {
+        out.push_str(&format!("{m}m"));
+    }
+    if millis > 0 && h == 0 && m == 0 {
+        out.push_str(&format!("{s}.{millis:03}s"));
+    } else {
+        out.push_str(&format!("{s}s"));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -58,5 +79,12 @@ mod tests {
         assert_eq!(parse_go_duration("-1s"), None);
         assert_eq!(parse_go_duration("5 minutes"), None);
         assert_eq!(parse_go_duration(""), None);
+    }
+
+    #[test]
+    fn durations_read_like_gitlab_runner_s() {
+        assert_eq!(format_duration(Duration::from_secs(3723)), "1h2m3s");
+        assert_eq!(format_duration(Duration::from_secs(60)), "1m0s");
+        assert_eq!(format_duration(Duration::from_millis(1500)), "1.500s");
     }
 }

@@ -46,9 +46,9 @@
 //! says `"builds_dir_is_shared": false` (then `<builds_dir>/<project path>`, and the
 //! driver must give concurrent jobs different `builds_dir`s).
 //!
-//! In the code: `Lifecycle::prepare_custom` runs the config and prepare attempts; a new
-//! `builds_dir` re-places the job through `job::Placement`, the one place directories and
-//! the variables naming them are computed. Programs run through
+//! In the code: `preparation.rs` runs the config and prepare attempts; a new `builds_dir`
+//! re-places the job through the lifecycle's `Placer` (`job::Placement`, the one place
+//! directories and the variables naming them are computed). Programs run through
 //! `shell::process::spawn_command` (their own process group; `Sink`s for the job log,
 //! captured stdout or the runner's log), are ended with `terminate_within(graceful,
 //! force)`, and after a normal exit `Running::release` leaves what they started alone.
@@ -64,13 +64,18 @@ use gantry_protocol::{JobResponse, JobVariable, Service};
 use serde::{Deserialize, Serialize};
 use tokio::process::Command;
 
+mod preparation;
+
+pub(crate) use preparation::{prepare, resume};
+
+use crate::config::format_duration;
 use crate::config::{CustomConfig, CustomProgram, ShellKind};
 use crate::executor::shell::detached::Detached;
 use crate::executor::shell::process::{self, Captured, Ended, Sink, Stop};
 use crate::executor::shell::{
-    ShellError, clear_script, format_duration, stage_script, warn_on_timeout, write_stage_script,
+    ShellError, clear_script, stage_script, warn_on_timeout, write_stage_script,
 };
-use crate::executor::{CancelReason, Stage, StageOutcome};
+use crate::executor::{CancelReason, DriverLog, Stage, StageOutcome};
 use crate::journal::RunningJob;
 use crate::trace::Trace;
 
@@ -317,9 +322,6 @@ pub enum PrepareFailure {
     /// The job was canceled or the runner is stopping.
     Canceled(CancelReason),
 }
-
-/// Where the cleanup program's output lines go: `(stream, line)`.
-pub type DriverLog = Arc<dyn Fn(&str, &str) + Send + Sync>;
 
 /// One run of a driver program.
 struct Call<'a> {
@@ -921,7 +923,7 @@ impl CustomExecutor {
             ShellKind::Bash => "#!/usr/bin/env bash",
             ShellKind::Sh => "#!/bin/sh",
         };
-        let via = crate::executor::shell::quote(&format!(" via {runner_host}..."));
+        let via = crate::executor::quote(&format!(" via {runner_host}..."));
         let script = format!("{shebang}\n\necho \"Running on $(hostname)\"{via}\n");
         self.run_script("prepare_script", &script, trace, timeout, None, cancel)
             .await

@@ -48,11 +48,112 @@ use std::sync::Arc;
 
 use gantry_fleet::taskscaler::Acquisition;
 
-use crate::executor::docker::DockerExecutor;
-use crate::executor::instance::{InstanceError, RemoteSlot};
-use crate::executor::{CancelReason, Stage, StageOutcome};
+use crate::config::{DockerConfig, ExecutorKind};
+use crate::executor::docker::{DockerExecutor, EngineRoute, connect_through, prepare_containers};
+use crate::executor::instance::{InstanceError, OnInstance, RemoteSlot, acquire, keep_acquisition};
+use crate::executor::prepare::{Preparation, PrepareError, Prepared};
+use crate::executor::{CancelReason, Executor, Stage, StageOutcome};
 use crate::journal::{DetachedStage, RunningJob};
 use crate::trace::Trace;
+
+/// The docker-autoscaler executor of a new job: a slot on an instance of the entry's
+/// fleet, an SSH session to it, the instance's Docker engine through that session, and
+/// the Docker executor's preparation there. The job keeps its container paths
+/// (`/builds/…`); what was made before a failure is removed at the end.
+pub(crate) async fn prepare(prep: &Preparation<'_>) -> Prepared {
+    let (on, engine) = match engine(prep).await {
+        Ok(found) => found,
+        Err(error) => return Prepared::failed(error),
+    };
+    let default_config = DockerConfig::default();
+    let config = prep.runner.docker.as_ref().unwrap_or(&default_config);
+    let short = prep.short_token();
+    let mut docker = DockerExecutor::with_engine(engine, &short, prep.job.id, prep.kill_grace);
+    // Recorded before anything is made, when a restarted runner could take the job
+    // over: its script stages then run detached, their files on the instance.
+    docker.detach_on_instance(
+        (on.slot.session(), &tmp_on_instance(prep, &on)),
+        &prep.dirs.seen.tmp_dir,
+        prep.resumable(),
+    );
+    // The slot directory on the instance at /builds, as the Docker executor mounts its
+    // local one.
+    let binds = vec![format!(
+        "{}:{}",
+        on.slot.remote(),
+        prep.dirs.seen.builds_dir.to_string_lossy()
+    )];
+    let result = prepare_containers(&mut docker, prep, config, binds).await;
+    let executor =
+        DockerAutoscalerExecutor::new(docker, on.slot, on.acquisition, prep.resumable().cloned());
+    Prepared::made(Executor::DockerAutoscaler(Box::new(executor)), result)
+}
+
+/// The docker-autoscaler executor of a job taken over: the restored acquisition, a new
+/// session and the engine through it, and the job's containers as its record names
+/// them.
+pub(crate) async fn resume(prep: &Preparation<'_>) -> Prepared {
+    let Some(record) = prep.journal.and_then(|job| job.docker()) else {
+        return Prepared::failed(PrepareError::System(
+            "the Docker containers of this job were not recorded".to_owned(),
+        ));
+    };
+    let (on, engine) = match engine(prep).await {
+        Ok(found) => found,
+        Err(error) => return Prepared::failed(error),
+    };
+    let short = prep.short_token();
+    let resumed =
+        DockerExecutor::resume_on(engine, (&short, prep.job.id), prep.kill_grace, &record).await;
+    let mut docker = match resumed {
+        Ok(docker) => docker,
+        Err(error) => return Prepared::failed(PrepareError::System(error.to_string())),
+    };
+    docker.detach_on_instance(
+        (on.slot.session(), &tmp_on_instance(prep, &on)),
+        &prep.dirs.seen.tmp_dir,
+        prep.resumable(),
+    );
+    let executor =
+        DockerAutoscalerExecutor::new(docker, on.slot, on.acquisition, prep.resumable().cloned());
+    Prepared::ready(Executor::DockerAutoscaler(Box::new(executor)))
+}
+
+/// A slot on an instance, an SSH session to it and the instance's Docker engine
+/// through that session; the acquisition kept for a takeover.
+async fn engine(prep: &Preparation<'_>) -> Result<(OnInstance, bollard::Docker), PrepareError> {
+    let on = acquire(prep, ExecutorKind::DockerAutoscaler).await?;
+    keep_acquisition(prep, &on);
+    let host = prep.runner.docker.as_ref().and_then(|d| d.host.clone());
+    let dial_stdio =
+        crate::executor::variable_flag(prep.variables, "FF_USE_DOCKER_AUTOSCALER_DIAL_STDIO")
+            .unwrap_or(true);
+    let route = EngineRoute::new(host.as_deref(), dial_stdio);
+    let session = on.slot.session().clone();
+    // On a failure the slot directory was never sent; nothing else to remove.
+    prep.guarded(async {
+        connect_through(&session, &route)
+            .await
+            .map_err(PrepareError::from)
+    })
+    .await
+    .map(|engine| (on, engine))
+}
+
+/// The job's `.tmp` directory on the instance: the slot directory there is the
+/// containers' `/builds`.
+fn tmp_on_instance(prep: &Preparation<'_>, on: &OnInstance) -> String {
+    let relative = prep
+        .dirs
+        .seen
+        .tmp_dir
+        .strip_prefix(&prep.dirs.seen.builds_dir)
+        .unwrap_or(std::path::Path::new(""));
+    std::path::Path::new(on.slot.remote())
+        .join(relative)
+        .to_string_lossy()
+        .into_owned()
+}
 
 /// A prepared docker-autoscaler executor (see the module docs).
 pub(crate) struct DockerAutoscalerExecutor {

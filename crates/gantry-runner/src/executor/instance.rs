@@ -25,10 +25,9 @@
 //!
 //! In the code: the entry's fleet is started by its first job request (`poll::fleet_lease`,
 //! one per entry key); the request's `Reservation` becomes an `Acquisition` in
-//! `Lifecycle::prepare_instance` (its acquisition and session in
-//! `Lifecycle::acquire_instance`, shared with docker-autoscaler), and the job is re-placed
-//! with `BuildDirs::on_instance` (`Lifecycle::replace_placement`, shared with the custom
-//! executor's relocation). `RemoteSlot` moves the slot directory (`to_instance` before a
+//! `acquire.rs` (with the session, shared with docker-autoscaler), and the job is
+//! re-placed with `BuildDirs::on_instance` and the lifecycle's `Placer`
+//! ([`crate::executor::prepare`], as the custom executor's relocation is). `RemoteSlot` moves the slot directory (`to_instance` before a
 //! stage, `to_host` before the lifecycle's host work: sources after the pre hook, cache,
 //! artifacts, each `run:` step's outputs) and knows which copy is newer (`remote_current`).
 //! A stage starts with `echo $$ > <slot>.stage.pid`, so a timeout or cancel can signal its
@@ -41,7 +40,7 @@
 //! A runner that died and starts again restores the acquisition from the state file
 //! (`[runners.autoscaler.state_storage]` must be enabled: without it the instances it
 //! finds are removed, and the job fails saying so), opens a new session and goes on with
-//! the stage where the coordinator's log ends (`Lifecycle::prepare_resumed`). The slot
+//! the stage where the coordinator's log ends (`Executor::resume`). The slot
 //! directory's copy on the instance is then the newer one.
 
 use std::future::Future;
@@ -53,11 +52,15 @@ use std::time::Duration;
 use gantry_fleet::connector::{ConnectError, Exit, Session, Stream};
 use gantry_fleet::taskscaler::Acquisition;
 
+mod acquire;
 mod detached;
 pub(crate) mod follow;
 
+pub(crate) use acquire::{OnInstance, acquire, keep_acquisition, prepare};
+
 use crate::config::ShellKind;
-use crate::executor::shell::{quote, stage_script, warn_on_timeout};
+use crate::executor::quote;
+use crate::executor::shell::{stage_script, warn_on_timeout};
 use crate::executor::{CancelReason, Stage, StageOutcome};
 use crate::trace::Trace;
 use gantry_protocol::StreamKind;
@@ -311,7 +314,7 @@ impl InstanceExecutor {
     ) -> crate::resources::Sampler {
         let session = self.slot.session().clone();
         let command =
-            crate::resources::process_tree::dump_command(&crate::executor::shell::quote(pid_file));
+            crate::resources::process_tree::dump_command(&crate::executor::quote(pid_file));
         crate::resources::sample_every(std::sync::Arc::new(meter.stage()), move || {
             let (session, command) = (session.clone(), command.clone());
             async move {

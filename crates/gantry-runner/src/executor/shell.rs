@@ -16,14 +16,12 @@
 //!   the `after_script` stage sees ([`StageOutcome::ci_job_status`]).
 //!
 //! The job lifecycle runs `before_script` + `script` as one stage (`step_script`) and
-//! `after_script` as another with its own timeout ([`DEFAULT_AFTER_SCRIPT_TIMEOUT`])
+//! `after_script` as another with its own timeout (`RUNNER_AFTER_SCRIPT_TIMEOUT`)
 //! and `job_status` from the first outcome.
 
 pub(crate) mod detached;
 pub(crate) mod process;
-mod quote;
 mod script;
-mod variables;
 
 use std::ffi::OsStr;
 use std::future::Future;
@@ -31,22 +29,16 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::config::ShellKind;
+use crate::config::{ExecutorKind, ShellKind};
 use crate::journal::RunningJob;
 use crate::trace::Trace;
 use detached::Detached;
 
-use super::stage::{CancelReason, Stage, StageOutcome};
+use super::Executor;
+use super::prepare::{Preparation, PrepareError, Prepared};
+use super::stage::{CancelReason, DEFAULT_KILL_GRACE, Stage, StageOutcome};
 
-pub use quote::{is_variable_name, quote};
 pub use script::generate_script;
-pub use variables::{PreparedVariables, prepare_variables, prepare_variables_seen_at};
-
-/// gitlab-runner's default `RUNNER_AFTER_SCRIPT_TIMEOUT`.
-pub const DEFAULT_AFTER_SCRIPT_TIMEOUT: Duration = Duration::from_secs(5 * 60);
-
-/// Default time between SIGTERM and SIGKILL.
-pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(10);
 
 /// Where bash and sh are looked for first (gitlab-runner's detection order), before
 /// `PATH`.
@@ -403,7 +395,7 @@ pub(crate) fn warn_on_timeout(trace: &Trace, stage: &str, outcome: StageOutcome)
     if let StageOutcome::Timeout { after } = outcome {
         trace.warning(&format!(
             "{stage} could not run to completion because the timeout of {} was exceeded",
-            format_duration(after)
+            crate::config::format_duration(after)
         ));
     }
     outcome
@@ -485,24 +477,43 @@ pub(crate) fn clear_script(path: &Path) {
     }
 }
 
-/// `1h2m3s` style, as gitlab-runner prints durations.
-pub fn format_duration(duration: Duration) -> String {
-    let secs = duration.as_secs();
-    let (h, m, s) = (secs / 3600, secs / 60 % 60, secs % 60);
-    let millis = duration.subsec_millis();
-    let mut out = String::new();
-    if h > 0 {
-        out.push_str(&format!("{h}h"));
+/// The shell executor of a new job: bash, else sh, on this machine.
+pub(crate) fn prepare(prep: &Preparation<'_>) -> Prepared {
+    if prep.runner.executor == ExecutorKind::Docker {
+        prep.trace.runner_line(
+            "The job has no image: running it on this machine ([runners.docker] shell_without_image = true)",
+        );
     }
-    if h > 0 || m > 0 {
-        out.push_str(&format!("{m}m"));
+    let (shell, note) = match detect_shell(prep.runner.shell) {
+        Ok(found) => found,
+        Err(error) => return Prepared::failed(PrepareError::System(error.to_string())),
+    };
+    if let Some(note) = note {
+        prep.trace.warning(&note);
     }
-    if millis > 0 && h == 0 && m == 0 {
-        out.push_str(&format!("{s}.{millis:03}s"));
-    } else {
-        out.push_str(&format!("{s}s"));
+    prep.trace.runner_line(&format!(
+        "Using Shell ({}) executor...",
+        shell.kind.as_str()
+    ));
+    Prepared::ready(Executor::Shell(ShellExecutor::for_job(shell, prep)))
+}
+
+/// The shell executor of a job taken over (nothing to say: the log has it).
+pub(crate) fn resume(prep: &Preparation<'_>) -> Prepared {
+    match detect_shell(prep.runner.shell) {
+        Ok((shell, _)) => Prepared::ready(Executor::Shell(ShellExecutor::for_job(shell, prep))),
+        Err(error) => Prepared::failed(PrepareError::System(error.to_string())),
     }
-    out
+}
+
+impl ShellExecutor {
+    /// The executor of the job `prep` describes, running `shell`.
+    fn for_job(shell: ResolvedShell, prep: &Preparation<'_>) -> Self {
+        Self::new(shell, prep.dirs.tmp_dir.clone())
+            .kill_grace(prep.kill_grace)
+            .login(prep.login_shell)
+            .journal(prep.journal.cloned())
+    }
 }
 
 #[cfg(test)]
@@ -539,12 +550,5 @@ mod tests {
             .ci_job_status(),
             CiJobStatus::Canceled
         );
-    }
-
-    #[test]
-    fn durations_read_like_gitlab_runner_s() {
-        assert_eq!(format_duration(Duration::from_secs(3723)), "1h2m3s");
-        assert_eq!(format_duration(Duration::from_secs(60)), "1m0s");
-        assert_eq!(format_duration(Duration::from_millis(1500)), "1.500s");
     }
 }

@@ -9,7 +9,11 @@ use std::time::Duration;
 
 use gantry_protocol::FailureReason;
 
-use super::shell::{PreparedVariables, ShellError};
+/// Default time between SIGTERM and SIGKILL when a stage is stopped.
+pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(10);
+
+use super::shell::ShellError;
+use super::variables::PreparedVariables;
 
 /// Why a running stage was stopped from outside.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

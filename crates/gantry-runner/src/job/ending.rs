@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use gantry_protocol::{FailureReason, JobState};
 
+use crate::config::format_duration;
 use crate::executor::CiJobStatus;
-use crate::executor::shell::format_duration;
 use crate::journal::RecordedEnding;
 
 /// How a job ended. Each case maps to GitLab's final `state` and `failure_reason`

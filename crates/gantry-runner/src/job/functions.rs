@@ -32,8 +32,8 @@ use tokio::time::Instant;
 use super::JobEnding;
 use super::lifecycle::Lifecycle;
 use crate::executor::Executor;
-use crate::executor::shell::{PreparedVariables, quote};
 use crate::executor::{CiJobStatus, Stage, StageOutcome};
+use crate::executor::{PreparedVariables, quote};
 use crate::trace::Trace;
 
 /// The stage name every step program runs under.

@@ -10,42 +10,29 @@ use gantry_protocol::{HookName, JobResponse, JobVariable, SectionOptions, StepNa
 use tokio::time::Instant;
 
 use super::dependencies::{DEFAULT_DOWNLOAD_ATTEMPTS, download_dependencies};
-use super::dirs::BuildDirs;
-use super::variables::{get, get_bool};
-use super::{JobContext, JobEnding, JobEvent, Layout, Placement, StopRequest, StopSignal};
+use super::variables::get;
+use super::{JobContext, JobEnding, JobEvent, Placement, StopRequest, StopSignal};
 use crate::cache::{CacheContext, CacheSpec, LocalCache, RestoreOutcome};
-use crate::config::parse_go_duration;
-use crate::config::{DockerConfig, ExecutorKind};
-use crate::executor::Executor;
-use crate::executor::custom::{
-    CustomExecutor, DriverConfig, PREPARATION_ATTEMPTS, PREPARATION_RETRY_INTERVAL, PrepareFailure,
+use crate::config::{ExecutorKind, format_duration, parse_go_duration};
+use crate::dirs::BuildDirs;
+use crate::executor::{
+    CancelReason, CancelSource, CiJobStatus, DriverLog, Executor, Preparation, PrepareError,
+    Prepared, PreparedVariables, Stage, StageOutcome, prepare_variables_seen_at,
 };
-use crate::executor::docker::{DockerError, DockerExecutor, DockerJobSpec};
-use crate::executor::shell::{
-    DEFAULT_AFTER_SCRIPT_TIMEOUT, PreparedVariables, ShellExecutor, detect_shell, format_duration,
-    prepare_variables_seen_at,
-};
-use crate::executor::{CancelReason, CiJobStatus, Stage, StageOutcome};
 use crate::sources::{
     GitSettings, GitStrategy, SourcesError, SourcesJob, clone_url_repository, get_sources,
 };
 use crate::trace::{ANSI_BOLD_CYAN, ANSI_RESET, Trace};
 
-/// What the executors on fleet instances start from: the acquired slot, the job's
-/// slot directory here and there (over the session), and the job's directories as
-/// they lie on the instance.
-struct OnInstance {
-    acquisition: gantry_fleet::taskscaler::Acquisition,
-    slot: crate::executor::instance::RemoteSlot,
-    dirs: BuildDirs,
-}
+/// gitlab-runner's default `RUNNER_AFTER_SCRIPT_TIMEOUT`.
+pub(crate) const DEFAULT_AFTER_SCRIPT_TIMEOUT: Duration = Duration::from_secs(5 * 60);
 
 /// One job's run through its stages.
 pub(crate) struct Lifecycle<'a> {
     pub(crate) job: &'a JobResponse,
     pub(crate) cx: &'a JobContext,
     pub(crate) trace: &'a Trace,
-    /// Places the job again when the custom executor's `config_exec` moves it.
+    /// Places the job again when its executor moves it ([`crate::executor::Placer`]).
     pub(crate) placement: &'a Placement<'a>,
     pub(crate) dirs: BuildDirs,
     /// Expanded job variables.
@@ -176,22 +163,9 @@ impl<'a> Lifecycle<'a> {
     pub(crate) async fn resume(&mut self, at: super::TakeoverAt) -> JobEnding {
         let stage = match at {
             super::TakeoverAt::Start => {
-                // What a Docker job had made goes: it is made again.
-                let record = self.cx.journal.as_ref().and_then(|job| job.docker());
-                if let Some(docker) = record {
-                    let host = self.cx.runner.docker.as_ref().and_then(|d| d.host.clone());
-                    if let Err(error) =
-                        crate::executor::docker::remove_instance(host.as_deref(), &docker.instance)
-                            .await
-                    {
-                        self.trace.warning(&format!(
-                            "remove the containers of the first start: failed to {error}"
-                        ));
-                    }
-                    if let Some(job) = &self.cx.journal {
-                        job.docker_made(None);
-                    }
-                }
+                // What the first start had made goes: it is made again.
+                Executor::forget_first_start(&self.cx.runner, self.cx.journal.as_ref(), self.trace)
+                    .await;
                 return self.run().await;
             }
             super::TakeoverAt::Stage(stage) => stage,
@@ -225,79 +199,23 @@ impl<'a> Lifecycle<'a> {
         self.cx.journal.as_ref().filter(|job| job.resumable())
     }
 
-    /// The shell executor and the prepared variables of a job taken over after a
-    /// runner restart (the directories, sources and files are there already).
+    /// The executor and the prepared variables of a job taken over after a runner
+    /// restart (the directories, sources and files are there already).
     async fn prepare_resumed(&mut self) -> Result<(), JobEnding> {
         // The stages still to run need the secrets, and the log goes on masking them.
         self.resolve_secrets(false).await?;
-        let failed =
-            |stage: &'static str, message: String| JobEnding::SystemFailure { stage, message };
-        match ExecutorKind::for_job(&self.cx.runner, self.job) {
-            ExecutorKind::Docker => {
-                let Some(record) = self.cx.journal.as_ref().and_then(|j| j.docker()) else {
-                    return Err(failed(
-                        "prepare_executor",
-                        "the Docker containers of this job were not recorded".to_owned(),
-                    ));
-                };
-                let host = self.cx.runner.docker.as_ref().and_then(|d| d.host.clone());
-                let short = super::short_token(&self.cx.runner.token);
-                let mut docker = DockerExecutor::resume(
-                    host.as_deref(),
-                    (&short, self.job.id),
-                    self.cx.kill_grace,
-                    &record,
-                )
-                .await
-                .map_err(|error| failed("prepare_executor", error.to_string()))?;
-                docker.detach_in(
-                    &self.dirs.tmp_dir,
-                    &self.dirs.seen.tmp_dir,
-                    self.resumable_record(),
-                );
-                self.executor = Some(Executor::Docker(Box::new(docker)));
-            }
-            ExecutorKind::Instance => self.prepare_instance().await?,
-            ExecutorKind::DockerAutoscaler => self.resume_docker_autoscaler().await?,
-            ExecutorKind::Custom => {
-                let (Some(config), Some(dir)) = (
-                    self.cx.runner.custom.clone(),
-                    self.cx.journal.as_ref().and_then(|j| j.custom_dir()),
-                ) else {
-                    return Err(failed(
-                        "prepare_executor",
-                        "the custom executor's environment of this job was not recorded".to_owned(),
-                    ));
-                };
-                let mut custom = CustomExecutor::after_crash(config, self.cx.runner.shell, &dir)
-                    .map_err(|error| failed("prepare_executor", error.to_string()))?;
-                if let Some(driver) = custom.relocation() {
-                    self.relocate(&driver)
-                        .map_err(|failure| self.prepare_ending(failure))?;
-                }
-                custom.set_journal(
-                    self.cx.journal.clone(),
-                    super::short_token(&self.cx.runner.token),
-                );
-                self.executor = Some(Executor::Custom(Box::new(custom)));
-            }
-            _ => {
-                let (shell, _) = detect_shell(self.cx.runner.shell)
-                    .map_err(|error| failed("prepare_executor", error.to_string()))?;
-                self.executor = Some(Executor::Shell(
-                    ShellExecutor::new(shell, self.dirs.tmp_dir.clone())
-                        .kill_grace(self.cx.kill_grace)
-                        .login(self.cx.login_shell)
-                        .journal(self.cx.journal.clone()),
-                ));
-            }
-        }
+        let kind = ExecutorKind::for_job(&self.cx.runner, self.job);
+        let prepared = Executor::resume(kind, &self.preparation()).await;
+        self.adopt(prepared)?;
         let prepared = prepare_variables_seen_at(
             &self.variables,
             &self.dirs.tmp_dir.join("variables"),
             &self.dirs.seen.tmp_dir.join("variables"),
         )
-        .map_err(|e| failed("prepare_script", e.to_string()))?;
+        .map_err(|e| JobEnding::SystemFailure {
+            stage: "prepare_script",
+            message: e.to_string(),
+        })?;
         self.prepared = Some(prepared.with_debug_trace(self.debug_trace));
         Ok(())
     }
@@ -333,23 +251,9 @@ impl<'a> Lifecycle<'a> {
         reattach: Option<&crate::journal::DetachedStage>,
         cancel: impl Future<Output = CancelReason>,
     ) -> StageOutcome {
-        match (reattach, executor) {
-            (Some(detached), Executor::Shell(shell)) => {
-                shell.reattach(detached, self.trace, cancel).await
-            }
-            (Some(detached), Executor::Custom(custom)) => {
-                custom.reattach(detached, self.trace, cancel).await
-            }
-            (Some(detached), Executor::Docker(docker)) => {
-                docker.reattach(detached, stage, self.trace, cancel).await
-            }
-            (Some(detached), Executor::Instance(instance)) => {
-                instance.reattach(detached, stage, self.trace, cancel).await
-            }
-            (Some(detached), Executor::DockerAutoscaler(docker)) => {
-                docker.reattach(detached, stage, self.trace, cancel).await
-            }
-            _ => executor.run(stage, self.trace, cancel).await,
+        match reattach {
+            Some(detached) => executor.reattach(detached, stage, self.trace, cancel).await,
+            None => executor.run(stage, self.trace, cancel).await,
         }
     }
 
@@ -473,308 +377,45 @@ impl<'a> Lifecycle<'a> {
     }
 
     async fn prepare_executor(&mut self) -> Result<(), JobEnding> {
-        let choice = ExecutorKind::for_job(&self.cx.runner, self.job);
+        let kind = ExecutorKind::for_job(&self.cx.runner, self.job);
         let _section = self.section(
             "prepare_executor",
-            &format!("Preparing the \"{}\" executor", choice.as_str()),
+            &format!("Preparing the \"{}\" executor", kind.as_str()),
         );
-        match choice {
-            ExecutorKind::Shell => self.prepare_shell(),
-            ExecutorKind::Docker => self.prepare_docker().await,
-            ExecutorKind::Custom => self.prepare_custom().await,
-            ExecutorKind::Instance => self.prepare_instance().await,
-            ExecutorKind::DockerAutoscaler => self.prepare_docker_autoscaler().await,
+        let prepared = Executor::prepare(kind, &self.preparation()).await;
+        self.adopt(prepared)
+    }
+
+    /// What the executor needs from the job to prepare itself.
+    fn preparation(&self) -> Preparation<'_> {
+        Preparation {
+            runner: &self.cx.runner,
+            job: self.job,
+            trace: self.trace,
+            dirs: &self.dirs,
+            variables: &self.variables,
+            cache_dir: &self.cache_dir,
+            kill_grace: self.cx.kill_grace,
+            login_shell: self.cx.login_shell,
+            journal: self.cx.journal.as_ref(),
+            fleet: self.cx.fleet.as_ref(),
+            deadline: self.deadline,
+            cancel: self.cancel_source(),
+            placer: self.placement,
+            driver_log: self.driver_log(),
         }
     }
 
-    /// A slot on an instance of the entry's fleet and an SSH session to it (for the
-    /// executors on fleet instances), logged as gitlab-runner logs it.
-    async fn acquire_instance(&mut self, executor: &str) -> Result<OnInstance, JobEnding> {
-        let failed = |message: String| JobEnding::SystemFailure {
-            stage: "prepare_executor",
-            message,
-        };
-        let lease = self.cx.fleet.as_ref().ok_or_else(|| {
-            failed(format!(
-                "the {executor} executor runs jobs only under `gantry runner`, which starts the entry's [runners.autoscaler] fleet"
-            ))
-        })?;
-        let config = lease.fleet.config();
-        let what = if executor == "instance" {
-            "Instance"
-        } else {
-            "Docker Autoscaler"
-        };
-        self.trace.runner_line(&format!(
-            "Using {what} executor with fleeting plugin {}...",
-            config.plugin
-        ));
-        self.trace.runner_line("Preparing instance...");
-        let acquisition = match lease.take_restored() {
-            Some(restored) => {
-                self.trace.runner_line(&format!(
-                    "Restored the acquisition of instance {} (slot {}) from the taskscaler's state storage",
-                    restored.instance_id(),
-                    restored.slot()
-                ));
-                restored
-            }
-            None => {
-                let acquisition = self
-                    .guarded(async { lease.acquire().await.map_err(|e| failed(e.to_string())) })
-                    .await?;
-                self.trace.runner_line(&format!(
-                    "Acquired instance {} (slot {})",
-                    acquisition.instance_id(),
-                    acquisition.slot()
-                ));
-                acquisition
-            }
-        };
-        let id = acquisition.instance_id().to_owned();
-        let info = self
-            .guarded(async {
-                acquisition.connect_info().await.map_err(|e| {
-                    failed(format!(
-                        "ask the plugin how to connect to instance {id}: {e}"
-                    ))
-                })
-            })
-            .await?;
-        if config.log_internal_ip && !info.internal_addr.is_empty() {
-            self.trace.runner_line(&format!(
-                "Instance {id} internal address: {}",
-                info.internal_addr
-            ));
+    /// Keeps the executor preparing made (also after a failure: its cleanup releases
+    /// what it made) and the place it moved the job to.
+    fn adopt(&mut self, prepared: Prepared) -> Result<(), JobEnding> {
+        if let Some(placed) = prepared.placed {
+            self.dirs = placed.dirs;
+            self.variables = placed.variables;
+            self.cache_dir = placed.cache_dir;
         }
-        if config.log_external_ip && !info.external_addr.is_empty() {
-            self.trace.runner_line(&format!(
-                "Instance {id} external address: {}",
-                info.external_addr
-            ));
-        }
-        let connected = self
-            .guarded(async {
-                gantry_fleet::connector::Session::connect(&info, config.use_external_addr)
-                    .await
-                    .map_err(|e| failed(e.to_string()))
-            })
-            .await;
-        let session = match connected {
-            Ok(session) => {
-                acquisition.report_success();
-                session
-            }
-            Err(ending) => {
-                if matches!(ending, JobEnding::SystemFailure { .. }) {
-                    acquisition.report_failure();
-                }
-                return Err(ending);
-            }
-        };
-        let mut home = Vec::new();
-        let asked = session
-            .run("printf '%s' \"$HOME\"", b"", &mut |stream, bytes: &[u8]| {
-                if stream == gantry_fleet::connector::Stream::Stdout {
-                    home.extend_from_slice(bytes);
-                }
-            })
-            .await;
-        let home = match asked {
-            Ok(exit) if exit.success() && home.starts_with(b"/") => String::from_utf8_lossy(&home)
-                .trim_end_matches('/')
-                .to_owned(),
-            Ok(exit) => {
-                return Err(failed(format!(
-                    "find the login user's home directory on instance {id}: `printf $HOME` ended with {exit} and printed {:?}",
-                    String::from_utf8_lossy(&home)
-                )));
-            }
-            Err(error) => return Err(failed(error.to_string())),
-        };
-        // The slot directory's place on the instance: `$HOME/builds`, laid out as here.
-        // (A job with `GIT_CLONE_PATH` does not get here: fleet instances refuse it.)
-        let (dirs, _, _) = self.placement.place(
-            &self.dirs.builds_dir,
-            Layout::Shared,
-            ExecutorKind::Instance,
-        );
-        let on_instance = dirs.on_instance(Path::new(&format!("{home}/builds")));
-        let remote_slot = on_instance.seen_slot_dir().to_string_lossy().into_owned();
-        self.trace.runner_line(&format!(
-            "Running on instance {id} ({}) in {remote_slot}",
-            info.address(config.use_external_addr)
-        ));
-        Ok(OnInstance {
-            acquisition,
-            slot: crate::executor::instance::RemoteSlot::new(
-                session,
-                self.dirs.slot_dir(),
-                remote_slot,
-            ),
-            dirs: on_instance,
-        })
-    }
-
-    /// Keeps `on`'s acquisition in the taskscaler's state file under the job's key and
-    /// names it in the job's record, when a restarted runner could take the job over;
-    /// whether it was restored (the job is taken over: the stages ran on the instance,
-    /// whose copy of the slot directory is then the newer one).
-    fn keep_acquisition(&self, on: &OnInstance) -> bool {
-        let restored = self
-            .cx
-            .journal
-            .as_ref()
-            .and_then(|job| job.instance())
-            .is_some();
-        if let Some(job) = self.resumable_record() {
-            // Before anything runs there: a restarted runner restores the acquisition
-            // by this key ([`crate::executor::instance`]).
-            let key = job.key();
-            on.acquisition.keep_as(&key);
-            job.instance_acquired(crate::journal::InstanceRecord {
-                id: on.acquisition.instance_id().to_owned(),
-                key,
-            });
-        }
-        if restored {
-            on.slot.instance_is_current();
-        }
-        restored
-    }
-
-    /// The instance executor: a slot on an instance of the entry's fleet, an SSH
-    /// session to it, and the job's directories under `$HOME/builds` there (see
-    /// [`crate::executor::instance`]).
-    async fn prepare_instance(&mut self) -> Result<(), JobEnding> {
-        let on = self.acquire_instance("instance").await?;
-        self.keep_acquisition(&on);
-        let variables = self.placement.variables(&on.dirs);
-        self.replace_placement(on.dirs, variables)
-            .map_err(|variable| JobEnding::SystemFailure {
-                stage: "prepare_executor",
-                message: format!("the masked variable {variable} uses the job's directories, which are different on the instance; it cannot be masked any more"),
-            })?;
-        let mut executor = crate::executor::instance::InstanceExecutor::new(
-            on.slot,
-            on.acquisition,
-            self.cx.runner.shell,
-            self.cx.kill_grace,
-        );
-        executor.detach_in(self.resumable_record());
-        self.executor = Some(Executor::Instance(Box::new(executor)));
-        Ok(())
-    }
-
-    /// A slot on an instance of the entry's fleet for the docker-autoscaler executor,
-    /// an SSH session to it and the instance's Docker engine through that session (see
-    /// [`crate::executor::docker_autoscaler`]); the acquisition kept for a takeover.
-    async fn docker_autoscaler_engine(
-        &mut self,
-    ) -> Result<(OnInstance, bollard::Docker), JobEnding> {
-        let on = self.acquire_instance("docker-autoscaler").await?;
-        self.keep_acquisition(&on);
-        let host = self.cx.runner.docker.as_ref().and_then(|d| d.host.clone());
-        let dial_stdio =
-            get_bool(&self.variables, "FF_USE_DOCKER_AUTOSCALER_DIAL_STDIO").unwrap_or(true);
-        let route = crate::executor::docker::EngineRoute::new(host.as_deref(), dial_stdio);
-        let session = on.slot.session().clone();
-        // On a failure the slot directory was never sent; nothing else to remove.
-        let engine = self
-            .guarded(async {
-                crate::executor::docker::connect_through(&session, &route)
-                    .await
-                    .map_err(docker_ending)
-            })
-            .await?;
-        Ok((on, engine))
-    }
-
-    /// The job's `.tmp` directory on the instance: the slot directory there is the
-    /// containers' `/builds`.
-    fn tmp_on_instance(&self, on: &OnInstance) -> String {
-        let relative = self
-            .dirs
-            .seen
-            .tmp_dir
-            .strip_prefix(&self.dirs.seen.builds_dir)
-            .unwrap_or(Path::new(""));
-        Path::new(on.slot.remote())
-            .join(relative)
-            .to_string_lossy()
-            .into_owned()
-    }
-
-    /// The docker-autoscaler executor: a slot on an instance of the entry's fleet, an
-    /// SSH session to it, the instance's Docker engine through that session, and the
-    /// Docker executor's preparation there (see [`crate::executor::docker_autoscaler`]). The job
-    /// keeps its container paths (`/builds/…`).
-    async fn prepare_docker_autoscaler(&mut self) -> Result<(), JobEnding> {
-        let (on, engine) = self.docker_autoscaler_engine().await?;
-        let default_config = DockerConfig::default();
-        let config = self.cx.runner.docker.as_ref().unwrap_or(&default_config);
-        let short = super::short_token(&self.cx.runner.token);
-        let mut docker =
-            DockerExecutor::with_engine(engine, &short, self.job.id, self.cx.kill_grace);
-        // Recorded before anything is made, when a restarted runner could take the job
-        // over: its script stages then run detached, their files on the instance.
-        docker.detach_on_instance(
-            (on.slot.session(), &self.tmp_on_instance(&on)),
-            &self.dirs.seen.tmp_dir,
-            self.resumable_record(),
-        );
-        // The slot directory on the instance at /builds, as the Docker executor mounts
-        // its local one.
-        let binds = vec![format!(
-            "{}:{}",
-            on.slot.remote(),
-            self.dirs.seen.builds_dir.to_string_lossy()
-        )];
-        let result = self.prepare_containers(&mut docker, config, binds).await;
-        self.executor = Some(Executor::DockerAutoscaler(Box::new(
-            crate::executor::docker_autoscaler::DockerAutoscalerExecutor::new(
-                docker,
-                on.slot,
-                on.acquisition,
-                self.resumable_record().cloned(),
-            ),
-        )));
-        result
-    }
-
-    /// The docker-autoscaler executor of a job taken over: the restored acquisition, a
-    /// new session and the engine through it, and the job's containers as its record
-    /// names them (see [`crate::executor::docker_autoscaler`]).
-    async fn resume_docker_autoscaler(&mut self) -> Result<(), JobEnding> {
-        let failed = |message: String| JobEnding::SystemFailure {
-            stage: "prepare_executor",
-            message,
-        };
-        let Some(record) = self.cx.journal.as_ref().and_then(|j| j.docker()) else {
-            return Err(failed(
-                "the Docker containers of this job were not recorded".to_owned(),
-            ));
-        };
-        let (on, engine) = self.docker_autoscaler_engine().await?;
-        let short = super::short_token(&self.cx.runner.token);
-        let mut docker =
-            DockerExecutor::resume_on(engine, (&short, self.job.id), self.cx.kill_grace, &record)
-                .await
-                .map_err(|error| failed(error.to_string()))?;
-        docker.detach_on_instance(
-            (on.slot.session(), &self.tmp_on_instance(&on)),
-            &self.dirs.seen.tmp_dir,
-            self.resumable_record(),
-        );
-        self.executor = Some(Executor::DockerAutoscaler(Box::new(
-            crate::executor::docker_autoscaler::DockerAutoscalerExecutor::new(
-                docker,
-                on.slot,
-                on.acquisition,
-                self.resumable_record().cloned(),
-            ),
-        )));
-        Ok(())
+        self.executor = prepared.executor;
+        prepared.result.map_err(|error| self.prepare_ending(error))
     }
 
     /// Brings the build directory here up to date before the runner works on it
@@ -792,128 +433,10 @@ impl<'a> Lifecycle<'a> {
         }
     }
 
-    /// Moves the job to `dirs` with `variables`; refused (naming the variable) when a
-    /// masked variable's value would change, since the log is masked with the old one.
-    fn replace_placement(
-        &mut self,
-        dirs: BuildDirs,
-        variables: Vec<JobVariable>,
-    ) -> Result<(), String> {
-        for variable in variables.iter().filter(|v| v.masked) {
-            if get(&self.variables, &variable.key) != Some(variable.value.as_str()) {
-                return Err(variable.key.clone());
-            }
-        }
-        self.dirs = dirs;
-        self.variables = variables;
-        Ok(())
-    }
-
-    /// The Docker executor: connect, check the job's images against the configuration,
-    /// pull, start services. What was created before a failure is still removed at the
-    /// end (the executor is kept).
-    async fn prepare_docker(&mut self) -> Result<(), JobEnding> {
-        let default_config = DockerConfig::default();
-        let config = self.cx.runner.docker.as_ref().unwrap_or(&default_config);
-        let short = super::short_token(&self.cx.runner.token);
-        let mut docker = self
-            .guarded(async {
-                DockerExecutor::connect(
-                    config.host.as_deref(),
-                    &short,
-                    self.job.id,
-                    self.cx.kill_grace,
-                )
-                .await
-                .map_err(docker_ending)
-            })
-            .await?;
-        let failed = |message: String| JobEnding::SystemFailure {
-            stage: "prepare_executor",
-            message,
-        };
-        // The slot directory at /builds (the job sees gitlab-runner's Docker paths, see
-        // `BuildDirs::in_container`); the local cache at its own path.
-        let mut binds = Vec::new();
-        for (dir, seen) in [
-            (
-                self.dirs.slot_dir(),
-                Some(self.dirs.seen.builds_dir.clone()),
-            ),
-            (self.cache_dir.clone(), None),
-        ] {
-            std::fs::create_dir_all(&dir)
-                .map_err(|e| failed(format!("create `{}`: {e}", dir.display())))?;
-            let dir = std::path::absolute(&dir)
-                .map_err(|e| failed(format!("resolve `{}`: {e}", dir.display())))?;
-            let seen = seen.unwrap_or_else(|| dir.clone());
-            binds.push(format!(
-                "{}:{}",
-                dir.to_string_lossy(),
-                seen.to_string_lossy()
-            ));
-        }
-        // Recorded before anything is made, when a restarted runner could take the job
-        // over: its script stages then run detached (`crate::executor::docker`).
-        docker.detach_in(
-            &self.dirs.tmp_dir,
-            &self.dirs.seen.tmp_dir,
-            self.resumable_record(),
-        );
-        let result = self.prepare_containers(&mut docker, config, binds).await;
-        self.executor = Some(Executor::Docker(Box::new(docker)));
-        result
-    }
-
-    /// The Docker executor's preparation (images, network, volumes, services) of this
-    /// job on `docker`'s engine, with the build directories bound as `binds`.
-    async fn prepare_containers(
-        &self,
-        docker: &mut DockerExecutor,
-        config: &DockerConfig,
-        binds: Vec<String>,
-    ) -> Result<(), JobEnding> {
-        let spec = DockerJobSpec {
-            config,
-            job: self.job,
-            variables: &self.variables,
-            binds,
-        };
-        let trace = self.trace;
-        self.guarded(async { docker.prepare(&spec, trace).await.map_err(docker_ending) })
-            .await
-    }
-
-    fn prepare_shell(&mut self) -> Result<(), JobEnding> {
-        if self.cx.runner.executor == ExecutorKind::Docker {
-            self.trace
-                .runner_line("The job has no image: running it on this machine ([runners.docker] shell_without_image = true)");
-        }
-        let (shell, note) =
-            detect_shell(self.cx.runner.shell).map_err(|error| JobEnding::SystemFailure {
-                stage: "prepare_executor",
-                message: error.to_string(),
-            })?;
-        if let Some(note) = note {
-            self.trace.warning(&note);
-        }
-        self.trace.runner_line(&format!(
-            "Using Shell ({}) executor...",
-            shell.kind.as_str()
-        ));
-        self.executor = Some(Executor::Shell(
-            ShellExecutor::new(shell, self.dirs.tmp_dir.clone())
-                .kill_grace(self.cx.kill_grace)
-                .login(self.cx.login_shell)
-                .journal(self.cx.journal.clone()),
-        ));
-        Ok(())
-    }
-
     async fn prepare_script(&mut self) -> Result<(), JobEnding> {
         let _section = self.section("prepare_script", "Preparing environment");
-        let custom = matches!(self.executor, Some(Executor::Custom(_)));
-        if !custom {
+        let names_its_host = self.executor.as_ref().is_some_and(Executor::names_its_host);
+        if !names_its_host {
             self.trace
                 .runner_line(&format!("Running on {}...", hostname()));
         }
@@ -936,22 +459,21 @@ impl<'a> Lifecycle<'a> {
         )
         .map_err(|e| failed(e.to_string()))?;
         self.prepared = Some(prepared.with_debug_trace(self.debug_trace));
-        if custom {
-            // The environment says where it is, and shows it can run a script at all.
-            self.custom_prepare_script().await?;
-        }
-        Ok(())
+        // The custom driver's environment says where it is, and shows it can run a
+        // script at all.
+        self.executor_prepare_script().await
     }
 
-    /// gitlab-runner's `prepare_script` stage, through the driver's `run_exec`: a
-    /// failure is the environment's, not the job's (a system failure).
-    async fn custom_prepare_script(&self) -> Result<(), JobEnding> {
-        let Some(Executor::Custom(custom)) = &self.executor else {
+    /// The executor's part of gitlab-runner's `prepare_script` stage (the custom
+    /// driver's `run_exec`): a failure is the environment's, not the job's (a system
+    /// failure).
+    async fn executor_prepare_script(&self) -> Result<(), JobEnding> {
+        let Some(executor) = &self.executor else {
             return Ok(());
         };
         let timeout = self.deadline.saturating_duration_since(Instant::now());
-        let outcome = custom
-            .run_prepare_script(&hostname(), self.trace, timeout, self.cancel())
+        let outcome = executor
+            .prepare_script(&hostname(), self.trace, timeout, self.cancel())
             .await;
         match outcome {
             StageOutcome::ScriptFailure { exit_code } => Err(JobEnding::SystemFailure {
@@ -976,8 +498,22 @@ impl<'a> Lifecycle<'a> {
         }
     }
 
+    /// Makes [`Lifecycle::cancel`]'s futures, for a [`Preparation`].
+    fn cancel_source(&self) -> CancelSource {
+        let stop = self.stop().clone();
+        Arc::new(move || {
+            let stop = stop.clone();
+            Box::pin(async move {
+                match stop.reached(StopRequest::Cancel).await {
+                    StopRequest::Interrupt => CancelReason::RunnerInterrupted,
+                    _ => CancelReason::JobCanceled,
+                }
+            })
+        })
+    }
+
     /// Where the custom executor's cleanup output goes: the runner's log.
-    fn driver_log(&self) -> crate::executor::custom::DriverLog {
+    fn driver_log(&self) -> DriverLog {
         let (events, job_id) = (Arc::clone(&self.cx.events), self.job.id);
         Arc::new(move |stream: &str, line: &str| {
             events(JobEvent::DriverCleanup {
@@ -988,135 +524,20 @@ impl<'a> Lifecycle<'a> {
         })
     }
 
-    /// The custom executor: the driver's config stage (which may move the job) and
-    /// prepare stage, tried up to [`PREPARATION_ATTEMPTS`] times on a system failure,
-    /// with the cleanup stage between tries. What the last try made is cleaned up at the
-    /// end of the job (the executor is kept).
-    async fn prepare_custom(&mut self) -> Result<(), JobEnding> {
-        let Some(config) = self.cx.runner.custom.clone() else {
-            return Err(JobEnding::ConfigurationError {
-                message: "executor = \"custom\" needs a [runners.custom] section with run_exec"
-                    .to_owned(),
-            });
-        };
-        let start = (
-            self.dirs.clone(),
-            self.variables.clone(),
-            self.cache_dir.clone(),
-        );
-        let mut attempt = 1;
-        loop {
-            (self.dirs, self.variables, self.cache_dir) = start.clone();
-            let mut custom = CustomExecutor::new(config.clone(), self.cx.runner.shell, self.job)
-                .map_err(|error| JobEnding::SystemFailure {
-                    stage: "prepare_executor",
-                    message: error.to_string(),
-                })?;
-            custom.set_variables(&self.variables, &self.job.services);
-            custom.set_journal(
-                self.cx.journal.clone(),
-                super::short_token(&self.cx.runner.token),
-            );
-            let result = self.prepare_custom_once(&mut custom).await;
-            match result {
-                Err(PrepareFailure::System(error))
-                    if attempt < PREPARATION_ATTEMPTS && error.is_retryable() =>
-                {
-                    self.trace.warning(&format!("Preparation failed: {error}"));
-                    let executor = Executor::Custom(Box::new(custom));
-                    executor.cleanup(self.trace, self.driver_log()).await;
-                    self.trace.runner_line(&format!(
-                        "Will be retried in {} ...",
-                        format_duration(PREPARATION_RETRY_INTERVAL)
-                    ));
-                    self.guarded(async {
-                        tokio::time::sleep(PREPARATION_RETRY_INTERVAL).await;
-                        Ok(())
-                    })
-                    .await?;
-                    attempt += 1;
-                }
-                result => {
-                    self.executor = Some(Executor::Custom(Box::new(custom)));
-                    return result.map_err(|failure| self.prepare_ending(failure));
-                }
-            }
-        }
-    }
-
-    async fn prepare_custom_once(
-        &mut self,
-        custom: &mut CustomExecutor,
-    ) -> Result<(), PrepareFailure> {
-        let remaining = self.deadline.saturating_duration_since(Instant::now());
-        let driver = custom
-            .configure(self.trace, remaining, self.cancel())
-            .await?;
-        if let Some(driver) = &driver {
-            custom.set_relocation(driver);
-            self.relocate(driver)?;
-            custom.set_job_env(driver.job_env.clone().unwrap_or_default());
-            custom.set_variables(&self.variables, &self.job.services);
-        }
-        self.trace
-            .runner_line(&DriverConfig::startup_message(driver.as_ref()));
-        let remaining = self.deadline.saturating_duration_since(Instant::now());
-        custom.prepare(self.trace, remaining, self.cancel()).await
-    }
-
-    /// Applies `config_exec`'s `builds_dir`, `builds_dir_is_shared` and `cache_dir`.
-    /// A masked variable whose value would change with the new directories (it uses
-    /// `$CI_PROJECT_DIR`) cannot be masked any more: that fails the job, and so does a
-    /// `GIT_CLONE_PATH` outside the new builds directory (a configuration error, as when
-    /// gitlab-runner's build starts in the directory `config_exec` chose).
-    fn relocate(&mut self, driver: &DriverConfig) -> Result<(), PrepareFailure> {
-        if let Some(cache_dir) = &driver.cache_dir {
-            self.cache_dir = PathBuf::from(cache_dir);
-        }
-        if driver.builds_dir.is_none() && driver.builds_dir_is_shared.is_none() {
-            return Ok(());
-        }
-        let builds_dir = driver
-            .builds_dir
-            .as_ref()
-            .map_or_else(|| self.dirs.builds_dir.clone(), PathBuf::from);
-        let layout = match driver.builds_dir_is_shared {
-            Some(false) => Layout::Unshared,
-            _ => Layout::Shared,
-        };
-        let (dirs, variables, refused) =
-            self.placement
-                .place(&builds_dir, layout, ExecutorKind::Custom);
-        if let Some(refused) = refused {
-            return Err(PrepareFailure::Configuration(refused));
-        }
-        self.replace_placement(dirs, variables).map_err(|variable| {
-            PrepareFailure::System(crate::executor::custom::CustomError::UnmaskableVariable {
-                program: self
-                    .cx
-                    .runner
-                    .custom
-                    .as_ref()
-                    .and_then(|c| c.config.as_ref())
-                    .map(|p| p.exec.clone())
-                    .unwrap_or_default(),
-                variable,
-            })
-        })
-    }
-
-    fn prepare_ending(&self, failure: PrepareFailure) -> JobEnding {
-        match failure {
-            PrepareFailure::Build { exit_code } => JobEnding::ScriptFailure { exit_code },
-            PrepareFailure::System(error) => JobEnding::SystemFailure {
+    /// How a failed preparation ends the job.
+    fn prepare_ending(&self, error: PrepareError) -> JobEnding {
+        match error {
+            PrepareError::Build { exit_code } => JobEnding::ScriptFailure { exit_code },
+            PrepareError::System(message) => JobEnding::SystemFailure {
                 stage: "prepare_executor",
-                message: error.to_string(),
+                message,
             },
-            PrepareFailure::Configuration(message) => JobEnding::ConfigurationError { message },
-            PrepareFailure::JobTimeout => JobEnding::Timeout {
+            PrepareError::Configuration(message) => JobEnding::ConfigurationError { message },
+            PrepareError::ImagePull(message) => JobEnding::ImagePullFailure { message },
+            PrepareError::Timeout => JobEnding::Timeout {
                 after: self.timeout,
             },
-            PrepareFailure::Canceled(reason) => self.canceled_ending(reason),
+            PrepareError::Canceled(reason) => self.canceled_ending(reason),
         }
     }
 
@@ -1647,26 +1068,6 @@ fn clear_tmp_dir(dir: &Path) -> std::io::Result<()> {
         }
     }
     Ok(())
-}
-
-/// How a Docker problem ends the job: a pull failure is `image_pull_failure`, a
-/// refusal by the configuration `runner_configuration_error`, anything else
-/// `runner_system_failure`.
-fn docker_ending(error: DockerError) -> JobEnding {
-    if error.is_pull_failure() {
-        JobEnding::ImagePullFailure {
-            message: error.to_string(),
-        }
-    } else if error.is_configuration() {
-        JobEnding::ConfigurationError {
-            message: error.to_string(),
-        }
-    } else {
-        JobEnding::SystemFailure {
-            stage: "prepare_executor",
-            message: error.to_string(),
-        }
-    }
 }
 
 /// Writes an artifacts/cache note (warnings with gitlab-runner's `WARNING: `).

@@ -26,6 +26,8 @@ use gantry_protocol::JobVariable;
 
 use crate::config::EnvVar;
 
+pub(crate) use crate::executor::{variable as get, variable_flag as get_bool};
+
 /// Runner facts for the first group.
 #[derive(Debug, Clone)]
 pub(crate) struct RunnerFacts<'a> {
@@ -132,24 +134,6 @@ pub(crate) fn expand_all(variables: Vec<JobVariable>) -> Vec<JobVariable> {
         })
         .collect();
     expanded
-}
-
-/// The value of `name` (the last definition), if any.
-pub(crate) fn get<'a>(variables: &'a [JobVariable], name: &str) -> Option<&'a str> {
-    variables
-        .iter()
-        .rev()
-        .find(|variable| variable.key == name)
-        .map(|variable| variable.value.as_str())
-}
-
-/// A boolean variable in Go's `strconv.ParseBool` spelling (`1`, `t`, `true`, …).
-pub(crate) fn get_bool(variables: &[JobVariable], name: &str) -> Option<bool> {
-    match get(variables, name)?.trim() {
-        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
-        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
-        _ => None,
-    }
 }
 
 #[cfg(test)]

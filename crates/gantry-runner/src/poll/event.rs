@@ -267,7 +267,7 @@ impl fmt::Display for PollEvent {
             } => write!(
                 f,
                 "runner {runner} is not healthy and will be disabled for {}: {failures} job requests failed in a row (unhealthy_requests_limit); it is checked again after unhealthy_interval",
-                crate::executor::shell::format_duration(*disabled_for)
+                crate::config::format_duration(*disabled_for)
             ),
             Self::RequestConflict { runner } => {
                 write!(

@@ -272,7 +272,7 @@ async fn clean_up_lost_job(
     let executor = crate::executor::custom::CustomExecutor::after_crash(config, shell, dir)
         .map_err(|e| e.to_string())?;
     let (events, runner) = (Arc::clone(shared), runner.to_owned());
-    let log: crate::executor::custom::DriverLog = Arc::new(move |stream, line| {
+    let log: crate::executor::DriverLog = Arc::new(move |stream, line| {
         events.emit(PollEvent::LostJobCleanupLine {
             runner: runner.clone(),
             job_id,

@@ -283,7 +283,7 @@ mod tests {
         std::fs::write(&pid_file, format!("{}\n", std::process::id())).unwrap();
         let out = std::process::Command::new("sh")
             .arg("-c")
-            .arg(dump_command(&crate::executor::shell::quote(
+            .arg(dump_command(&crate::executor::quote(
                 &pid_file.display().to_string(),
             )))
             .output()
@@ -293,7 +293,7 @@ mod tests {
         std::fs::write(&pid_file, "999999999\n").unwrap();
         let out = std::process::Command::new("sh")
             .arg("-c")
-            .arg(dump_command(&crate::executor::shell::quote(
+            .arg(dump_command(&crate::executor::quote(
                 &pid_file.display().to_string(),
             )))
             .output()

@@ -115,7 +115,7 @@ impl EngineRoute {
         Self::DialStdio(match host {
             Some(host) => format!(
                 "docker -H {} system dial-stdio",
-                crate::executor::shell::quote(host)
+                crate::executor::quote(host)
             ),
             None => "docker system dial-stdio".to_owned(),
         })

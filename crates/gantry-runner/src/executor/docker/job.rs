@@ -36,7 +36,8 @@ use super::services::{
     ServicePlan, ServiceTarget, StartedService, exposed_tcp_ports, start_service, wait_for_services,
 };
 use crate::config::DockerConfig;
-use crate::executor::shell::{quote, stage_script, warn_on_timeout};
+use crate::executor::quote;
+use crate::executor::shell::{stage_script, warn_on_timeout};
 use crate::executor::{CancelReason, Stage, StageOutcome};
 use crate::trace::Trace;
 
@@ -719,7 +720,7 @@ fn container_environment(variables: &[JobVariable], job_token: &str) -> Vec<Stri
     variables
         .iter()
         .filter(|v| job_token.is_empty() || !v.value.contains(job_token))
-        .filter(|v| crate::executor::shell::is_variable_name(&v.key))
+        .filter(|v| crate::executor::is_variable_name(&v.key))
         .map(|v| format!("{}={}", v.key, v.value))
         .collect()
 }

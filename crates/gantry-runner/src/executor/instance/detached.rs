@@ -55,8 +55,9 @@ use gantry_fleet::connector::Exit;
 
 use super::follow::{RemoteFiles, empty_copies, follow, remote_status};
 use super::{InstanceError, InstanceExecutor};
+use crate::executor::quote;
 use crate::executor::shell::detached::{StageOutput, stage_files};
-use crate::executor::shell::{quote, stage_script, warn_on_timeout};
+use crate::executor::shell::{stage_script, warn_on_timeout};
 use crate::executor::{CancelReason, Stage, StageOutcome};
 use crate::journal::{DetachedStage, RunningJob, StageFiles, StagePlace};
 use crate::trace::Trace;

@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 use gantry_fleet::connector::{Exit, Session, Stream};
 
 use super::InstanceError;
-use crate::executor::shell::quote;
+use crate::executor::quote;
 use crate::journal::StageFiles;
 
 /// How often the follower looks at the stage's files on the instance, in seconds.

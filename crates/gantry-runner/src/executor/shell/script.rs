@@ -20,9 +20,8 @@
 
 use std::path::Path;
 
-use super::quote::quote;
-use super::variables::PreparedVariables;
 use crate::config::ShellKind;
+use crate::executor::{PreparedVariables, quote};
 use crate::trace::{ANSI_BOLD_GREEN, ANSI_RESET};
 
 /// Writes the script for `commands`, exporting `variables` (and `CI_JOB_STATUS` =

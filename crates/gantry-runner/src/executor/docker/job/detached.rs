@@ -64,8 +64,9 @@ use crate::executor::docker::client::{connect, connect_to};
 use crate::executor::instance::follow::{
     RemoteFiles, any_exists, empty_copies, follow, remote_status,
 };
+use crate::executor::quote;
 use crate::executor::shell::detached::{StageOutput, read_status, stage_files};
-use crate::executor::shell::{quote, stage_script, warn_on_timeout};
+use crate::executor::shell::{stage_script, warn_on_timeout};
 use crate::executor::{CancelReason, Stage, StageOutcome};
 use crate::journal::{DetachedStage, DockerRecord, RunningJob, StageFiles, StagePlace};
 use crate::trace::Trace;

@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 
 use gantry_protocol::JobVariable;
 
-use super::ShellError;
 use super::quote::{contains_nul, is_variable_name};
+use super::shell::ShellError;
 
 /// Variables ready to be exported by a job script.
 ///
@@ -174,5 +174,22 @@ impl PreparedVariables {
             }
         }
         first_error.map_or(Ok(()), Err)
+    }
+}
+/// The value of `name` (the last definition), if any.
+pub(crate) fn variable<'a>(variables: &'a [JobVariable], name: &str) -> Option<&'a str> {
+    variables
+        .iter()
+        .rev()
+        .find(|variable| variable.key == name)
+        .map(|variable| variable.value.as_str())
+}
+
+/// A boolean variable in Go's `strconv.ParseBool` spelling (`1`, `t`, `true`, …).
+pub(crate) fn variable_flag(variables: &[JobVariable], name: &str) -> Option<bool> {
+    match variable(variables, name)?.trim() {
+        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
+        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
+        _ => None,
     }
 }
