@@ -97,6 +97,7 @@ use std::time::Duration;
 use gantry_protocol::{JobResponse, PatchTraceParams};
 use tokio::time::Instant;
 
+pub use crate::journal::TakeoverAt;
 pub(crate) use backoff::Backoff;
 pub use ending::JobEnding;
 pub use event::{Delivery, JobEvent, JobEvents, ignore_events};
@@ -415,19 +416,6 @@ pub struct Takeover {
     pub received_unix_ms: u64,
     /// The coordinator asked for the job to be canceled.
     pub cancel_requested: bool,
-}
-
-/// Where a taken-over job goes on.
-#[derive(Debug, Clone)]
-pub enum TakeoverAt {
-    /// From its beginning (a shell executor job that had not reached its script:
-    /// preparing, sources, cache, artifacts, `hooks:`), as GitLab's `*_ATTEMPTS`
-    /// retries run those stages again; the log goes on, without a second header.
-    Start,
-    /// In its detached script stage, watched again.
-    Stage(Box<crate::journal::DetachedStage>),
-    /// Past its steps: `after_script` (when still due), cache, artifacts, clean-up.
-    AfterSteps(crate::journal::AfterSteps),
 }
 
 /// Goes on with the job `takeover` describes, from its detached stage to the final

@@ -28,7 +28,8 @@
 //! processes a job started on a fleet instance end with the instance.
 //!
 //! Jobs of the shell, custom, Docker, instance and docker-autoscaler executors are
-//! *taken over* instead, when they can go on (`Poller::take_over` in [`crate::poll`]):
+//! *taken over* instead, when they can go on ([`takeover_point`], [`goes_on`]; applied by
+//! `Poller::take_over` in [`crate::poll`]):
 //! their script stages ran detached ([`crate::executor::shell::detached`]; the Docker executor's in
 //! its build container, named in the record's [`DockerRecord`]; the instance executor's
 //! on its fleet instance, whose acquisition the record's [`InstanceRecord`] names; the
@@ -39,14 +40,15 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
 
-use gantry_protocol::{
-    FailureReason, JobState, PatchOutcome, PatchTraceParams, UpdateJobRequest, UpdateOutcome,
-};
 use serde::{Deserialize, Serialize};
 
-use crate::client::{Client, ClientError};
+mod recovery;
+
+pub use recovery::{
+    Appended, LostJobEnd, TakeoverAt, append_to_log, end_lost_job, goes_on, kill_lost_groups,
+    lost_job_message, takeover_message, takeover_point,
+};
 
 /// The journal's directory, next to the configuration file.
 pub const JOURNAL_DIR: &str = ".runner_jobs";
@@ -916,141 +918,10 @@ pub fn forget_custom(path: &Path, record: &JobRecord) -> std::io::Result<()> {
     write_record(path, &record, true)
 }
 
-/// What became of a lost job.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum LostJobEnd {
-    /// The log says why, and the job failed with `runner_system_failure`.
-    Failed,
-    /// The job was being canceled (`canceling`, waiting for its runner): the log says
-    /// why, and the final update made it `canceled`.
-    Canceled,
-    /// The coordinator had ended the job already (canceled, timed out, or failed as
-    /// stuck); nothing was changed.
-    AlreadyEnded,
-}
-
-/// The line added to a lost job's log; `why` says why it could not go on, when the
-/// runner began to take it over.
-pub fn lost_job_message(system_id: &str, why: Option<&str>) -> String {
-    let why = why
-        .map(|why| format!(" It could not go on: {why}."))
-        .unwrap_or_default();
-    format!(
-        "\n\x1b[31;1mERROR: The runner (system ID {system_id}) stopped while this job ran \
-         (killed, crashed, or its machine restarted). It found the job when it started \
-         again, ended what was left of it and failed it (runner_system_failure).{why}\x1b[0m\n"
-    )
-}
-
-/// Kills the process groups of `record` still there (the same processes, or ones they
-/// left: see [`ProcessStamp::signal_group`]); returns how many were.
-pub fn kill_lost_groups(record: &JobRecord) -> usize {
-    use nix::sys::signal::Signal;
-    record
-        .groups
-        .iter()
-        .filter(|group| group.signal_group(Signal::SIGKILL))
-        .count()
-}
-
-/// Where [`append_to_log`] put its bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Appended {
-    /// The log's length before them.
-    pub at: u64,
-    /// The coordinator asked for the job to be canceled (`canceling`).
-    pub cancel_requested: bool,
-}
-
-/// Appends `bytes` to the coordinator's log of `record`'s job, whose length this
-/// process does not know: a patch at 0 is answered with it (`416`), and the bytes go
-/// there. `None`: the coordinator has ended the job.
-pub async fn append_to_log(
-    client: &Client,
-    record: &JobRecord,
-    bytes: &[u8],
-) -> Result<Option<Appended>, ClientError> {
-    let params = PatchTraceParams::default();
-    let mut start = 0;
-    let mut cancel_requested = false;
-    for _ in 0..2 {
-        let answer = client
-            .patch_trace(record.job_id, &record.token, params, start, bytes.to_vec())
-            .await?;
-        cancel_requested |= answer.cancel_requested;
-        match answer.outcome {
-            PatchOutcome::RangeMismatch { resume_at } if resume_at != start => {
-                start = resume_at;
-            }
-            PatchOutcome::Aborted => return Ok(None),
-            _ => break,
-        }
-    }
-    Ok(Some(Appended {
-        at: start,
-        cancel_requested,
-    }))
-}
-
-/// The line a restarted runner adds to the log of a job it takes over.
-pub fn takeover_message(system_id: &str, found: &str) -> String {
-    format!(
-        "\n\x1b[33;1mWARNING: The runner (system ID {system_id}) stopped while this job ran \
-         (killed, crashed, or restarted) and was started again: {found}\x1b[0m\n"
-    )
-}
-
-/// How many times a `202` (final state stored, trace not yet finalised) is waited out.
-const ACCEPTED_RETRIES: usize = 10;
-
-/// Tells the coordinator that `record`'s job was lost: [`lost_job_message`] (with
-/// `why`) at the end of its log, then `failed` with `runner_system_failure`. An error
-/// is the network or an answer worth trying again later.
-pub async fn end_lost_job(
-    client: &Client,
-    record: &JobRecord,
-    system_id: &str,
-    why: Option<&str>,
-) -> Result<LostJobEnd, ClientError> {
-    let message = lost_job_message(system_id, why).into_bytes();
-    let Some(appended) = append_to_log(client, record, &message).await? else {
-        return Ok(LostJobEnd::AlreadyEnded);
-    };
-    let canceling = appended.cancel_requested;
-    let mut update = UpdateJobRequest::new(&record.token, JobState::Failed, client.info().clone());
-    update.failure_reason = Some(FailureReason::RunnerSystemFailure);
-    let ended = if canceling {
-        LostJobEnd::Canceled
-    } else {
-        LostJobEnd::Failed
-    };
-    for _ in 0..ACCEPTED_RETRIES {
-        let answer = client.update_job(record.job_id, &update).await?;
-        if answer.status == 200 {
-            // Its `Job-Status` is the state the update made (failed, canceled).
-            return Ok(ended);
-        }
-        match answer.response.outcome {
-            UpdateOutcome::Succeeded => return Ok(ended),
-            UpdateOutcome::Aborted => return Ok(LostJobEnd::AlreadyEnded),
-            UpdateOutcome::AcceptedButNotCompleted | UpdateOutcome::TraceValidationFailed => {
-                tokio::time::sleep(Duration::from_secs(1)).await;
-            }
-            UpdateOutcome::Failed => {
-                return Err(ClientError::Refused {
-                    what: "end a lost job",
-                    status: answer.status,
-                    body: String::new(),
-                });
-            }
-        }
-    }
-    Ok(ended)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn the_start_time_is_read_past_a_name_with_spaces_and_parentheses() {

@@ -1,5 +1,6 @@
-//! Crash recovery at start: what a dead runner process left behind is found in the job
-//! records ([`crate::journal`]) and either taken over — a job whose script stages can go on
+//! Crash recovery at start, applied: what a dead runner process left behind is found in
+//! the job records ([`crate::journal`], whose `recovery` submodule decides where a lost
+//! job can go on and ends it on the coordinator) and either taken over — a job whose script stages can go on
 //! here ([`Poller::take_over`], `resume_lost_job`: its log continued where the coordinator's
 //! ends, its detached stage followed or started) — or ended (`end_lost_job`: its processes
 //! killed, the coordinator told, a custom driver's `cleanup_exec` run); Docker objects of
@@ -156,36 +157,7 @@ impl Poller {
         let (Some(journal), Some(resume)) = (&self.shared.options.journal, &record.resume) else {
             return None;
         };
-        let (at, found) = match (&record.stage, &record.after) {
-            (Some(stage), _) => {
-                let name = &stage.place.name;
-                let found = match &stage.group {
-                    _ if stage.files.status.exists() => format!("its {name} ended meanwhile"),
-                    Some(group) if group.running() => format!("its {name} still runs"),
-                    // Gone without its exit code (the machine restarted?).
-                    Some(_) => return None,
-                    // On a fleet instance: looked at when the job goes on.
-                    None if stage.remote.is_some() => {
-                        format!("its {name} was left on its instance")
-                    }
-                    // In a container: looked at when the job goes on.
-                    None => format!("its {name} was left in its container"),
-                };
-                (
-                    crate::job::TakeoverAt::Stage(Box::new(stage.clone())),
-                    found,
-                )
-            }
-            (None, Some(after)) => (
-                crate::job::TakeoverAt::AfterSteps(after.clone()),
-                "it was past its script".to_owned(),
-            ),
-            // Before its script: a shell executor job starts again (checked below).
-            (None, None) => (
-                crate::job::TakeoverAt::Start,
-                "it had not reached its script, started it again".to_owned(),
-            ),
-        };
+        let (at, found) = crate::journal::takeover_point(record)?;
         let mut state = self.shared.lock();
         let index = state.entries.iter().position(|e| {
             e.config.url == record.url && short_token(&e.config.token) == resume.runner
@@ -194,24 +166,9 @@ impl Poller {
         if !resumable(&state.entries[index].config, &job) || job.id != record.job_id {
             return None;
         }
-        let choice = ExecutorKind::for_job(&state.entries[index].config, &job);
-        let on_fleet = matches!(
-            choice,
-            ExecutorKind::Instance | ExecutorKind::DockerAutoscaler
-        );
-        if on_fleet && record.instance.is_none() {
-            // Past its start without an instance recorded: nothing to go on on.
-            if !matches!(at, crate::job::TakeoverAt::Start) {
-                return None;
-            }
-        }
-        if let crate::job::TakeoverAt::Start = at {
-            // The custom executor's driver may have made what a new start would make
-            // again: such a job is ended as lost (its `cleanup_exec` runs). A Docker
-            // job's containers are removed when it starts again.
-            if !matches!(choice, ExecutorKind::Shell | ExecutorKind::Docker) {
-                return None;
-            }
+        let kind = ExecutorKind::for_job(&state.entries[index].config, &job);
+        if !crate::journal::goes_on(kind, &at, record) {
+            return None;
         }
         let slot = slots::RunningJob {
             job_id: job.id,
@@ -224,7 +181,7 @@ impl Poller {
         state.jobs.insert(job.id, stop.clone());
         let running = Arc::new(running);
         state.records.insert(job.id, Arc::clone(&running));
-        if let crate::job::TakeoverAt::Start = at {
+        if let crate::journal::TakeoverAt::Start = at {
             // What the dead runner had started (a fetch, a `hooks:` script) ends first.
             kill_lost_groups(record);
             running.groups_ended();
@@ -356,7 +313,7 @@ struct TakenOver {
     /// The entry's name.
     runner: String,
     record: JobRecord,
-    at: crate::job::TakeoverAt,
+    at: crate::journal::TakeoverAt,
     job: JobResponse,
     cx: JobContext,
 }
@@ -430,13 +387,13 @@ async fn resume_lost_job(shared: Arc<Shared>, taken: TakenOver) {
 async fn docker_gone(
     cx: &JobContext,
     record: &JobRecord,
-    at: &crate::job::TakeoverAt,
+    at: &crate::journal::TakeoverAt,
 ) -> Option<String> {
     let docker = record.docker.as_ref()?;
     let needed = match at {
-        crate::job::TakeoverAt::Stage(_) => true,
-        crate::job::TakeoverAt::AfterSteps(after) => after.after_script_due,
-        crate::job::TakeoverAt::Start => false,
+        crate::journal::TakeoverAt::Stage(_) => true,
+        crate::journal::TakeoverAt::AfterSteps(after) => after.after_script_due,
+        crate::journal::TakeoverAt::Start => false,
     };
     if !needed {
         return None;
@@ -458,18 +415,18 @@ async fn continue_log(
     shared: &Shared,
     runner: &str,
     record: &JobRecord,
-    at: crate::job::TakeoverAt,
+    at: crate::journal::TakeoverAt,
     job: &JobResponse,
     cx: &JobContext,
 ) -> Option<crate::job::Takeover> {
     let received_unix_ms = record.resume.as_ref()?.received_unix_ms;
     let found = match &at {
-        crate::job::TakeoverAt::Stage(stage) => format!(
+        crate::journal::TakeoverAt::Stage(stage) => format!(
             "it found the job's {} still running on its own and took it over.",
             stage.place.name
         ),
-        crate::job::TakeoverAt::AfterSteps(_) => "the job's script stages were over; it took the job over from there (after_script if it had not run, then cache and artifacts).".to_owned(),
-        crate::job::TakeoverAt::Start => "the job had not reached its script; it ended what was left of it and started the job again (preparing the executor, sources, cache, artifacts).".to_owned(),
+        crate::journal::TakeoverAt::AfterSteps(_) => "the job's script stages were over; it took the job over from there (after_script if it had not run, then cache and artifacts).".to_owned(),
+        crate::journal::TakeoverAt::Start => "the job had not reached its script; it ended what was left of it and started the job again (preparing the executor, sources, cache, artifacts).".to_owned(),
     };
     let client = &cx.client;
     let text = crate::journal::takeover_message(&shared.options.system_id, &found);
@@ -477,7 +434,7 @@ async fn continue_log(
     let mut cancel_requested = first.cancel_requested;
     let mut held = first.at + message.len() as u64;
     let (at, crc) = match at {
-        crate::job::TakeoverAt::Stage(mut stage) => {
+        crate::journal::TakeoverAt::Stage(mut stage) => {
             // The coordinator's log ends at a recorded point, unless it was cut between
             // two (see `crate::executor::shell::detached`).
             let (point, exact) = stage.resume_point(first.at);
@@ -498,7 +455,7 @@ async fn continue_log(
             }
             stage.checkpoint = point;
             stage.points.clear();
-            (crate::job::TakeoverAt::Stage(stage), crc)
+            (crate::journal::TakeoverAt::Stage(stage), crc)
         }
         at => (at, None),
     };
