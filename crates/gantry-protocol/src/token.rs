@@ -48,6 +48,11 @@ pub const ALL_DEFAULT_MASKED_TOKEN_PREFIXES: &[&str] = &[
     "gltok-",
 ];
 
+/// Whether `token` has the job token's prefix (`glcbt-`).
+pub fn is_job_token(token: &str) -> bool {
+    token.starts_with(JOB_TOKEN_PREFIX)
+}
+
 /// Whether a runner token was created through the UI/API (`glrt-`), which selects the
 /// `POST /runners/verify` registration flow and manager-only unregistration (§2.2, §2.4).
 pub fn is_created_runner_token(token: &str) -> bool {

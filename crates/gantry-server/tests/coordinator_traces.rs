@@ -11,7 +11,7 @@ use crate::coordinator_support;
 
 use coordinator_support::*;
 use gantry_protocol::JobState;
-use gantry_server::coordinator::CoordinatorError;
+use gantry_server::coordinator::{AppendError, CoordinatorError};
 
 fn log_file(e: &Env, job_id: i64) -> std::path::PathBuf {
     e.dir.path().join(format!("data/traces/{job_id}.log"))
@@ -186,12 +186,22 @@ async fn a_patch_whose_body_stalls_is_given_up() {
     let first =
         futures_util::stream::iter([Ok::<_, std::convert::Infallible>(b"half of a".to_vec())]);
     let body = futures_util::StreamExt::chain(first, futures_util::stream::pending());
-    let err = stalled.write(body).await.unwrap_err();
+    let err = stalled.write(body).await.unwrap_err().into_refusal();
     assert!(matches!(err, CoordinatorError::Invalid(_)), "{err}");
     assert_eq!(e.coord.trace(job.id).await.unwrap(), b"hello\n");
     assert_eq!(
         e.coord.append_trace(job.id, 6, b"world\n").await.unwrap(),
         12
     );
+    assert_eq!(e.coord.trace(job.id).await.unwrap(), b"hello\nworld\n");
+
+    // A body that fails with its own error gets it back as it is (the HTTP layer answers
+    // a stalled client 408, an oversized patch 413), and nothing is committed.
+    let failing = e.coord.begin_trace_append(job.id, 12, None).await.unwrap();
+    let body = futures_util::stream::iter([Ok(b"lost".to_vec()), Err(7_u8)]);
+    assert!(matches!(
+        failing.write(body).await,
+        Err(AppendError::Body(7))
+    ));
     assert_eq!(e.coord.trace(job.id).await.unwrap(), b"hello\nworld\n");
 }

@@ -143,6 +143,46 @@ async fn one_running_job() -> (TestServer, i64, i64, String) {
     (server, project_id, job_id, token)
 }
 
+/// A runner's call proves its job token with one lookup: the HTTP gate's (a token in
+/// the headers) is passed on to the handler, which would otherwise look it up again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runner_call_looks_its_job_token_up_once() {
+    let (server, _, job_id, token) = one_running_job().await;
+    let lookups = || server.coordinator.job_token_lookups();
+    let before = lookups();
+    assert_eq!(
+        patch(&server, job_id, &token, 0, b"hello").await.status(),
+        StatusCode::ACCEPTED
+    );
+    assert_eq!(lookups() - before, 1, "a trace patch");
+    let before = lookups();
+    let body = json!({ "token": token, "state": "running" });
+    assert_eq!(
+        put(&server, job_id, body.clone()).await.status(),
+        StatusCode::OK
+    );
+    assert_eq!(
+        lookups() - before,
+        1,
+        "an update with its token in the body"
+    );
+    let before = lookups();
+    let with_header = server
+        .http
+        .put(server.api(&format!("jobs/{job_id}")))
+        .header("JOB-TOKEN", &token)
+        .json(&body)
+        .send()
+        .await
+        .expect("update");
+    assert_eq!(with_header.status(), StatusCode::OK);
+    assert_eq!(
+        lookups() - before,
+        1,
+        "an update with its token in a header too"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_final_update_waits_for_the_whole_trace() {
     let (server, project_id, job_id, token) = one_running_job().await;

@@ -192,6 +192,8 @@ pub struct Store {
     pool: AnyPool,
     writer: AnyPool,
     backend: Backend,
+    /// How many times a job was looked up by its token ([`Store::token_lookups`]).
+    token_lookups: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// Whether a store's commits must reach the disk.
@@ -308,6 +310,7 @@ impl Store {
             pool,
             writer,
             backend,
+            token_lookups: std::sync::Arc::default(),
         })
     }
 

@@ -390,6 +390,8 @@ impl Store {
     /// The job holding this token hash, without its `spec` ([`Store::job_without_spec`]):
     /// authorising a runner's call and the call itself read the row once.
     pub async fn job_by_token_hash(&self, token_hash: &str) -> Result<Option<Job>> {
+        self.token_lookups
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let row = sqlx::query(&format!(
             "SELECT {} FROM jobs WHERE token_hash = $1",
             Job::COLUMNS_WITHOUT_SPEC
@@ -398,6 +400,13 @@ impl Store {
         .fetch_optional(&self.pool)
         .await?;
         Ok(row.map(|r| Job::from_row(&r)))
+    }
+
+    /// How many times this store (and its clones) looked a job up by its token: the cost
+    /// a runner's call pays to prove itself, which the server keeps at one per request.
+    pub fn token_lookups(&self) -> u64 {
+        self.token_lookups
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// A job's status.

@@ -56,6 +56,12 @@ impl Coordinator {
         Ok(Some(job))
     }
 
+    /// How many times this coordinator looked a job up by its token (a runner's call
+    /// costs one: the HTTP gate's lookup is passed on to the handler).
+    pub fn job_token_lookups(&self) -> u64 {
+        self.inner.store.token_lookups()
+    }
+
     /// For a `403` answer: the id and status of the job a token belonged to, also after the
     /// job ended (remembered in memory since this process issued or saw it), so the
     /// answer can carry `Job-Status` (§4.2, §4.5).

@@ -134,7 +134,7 @@ pub use schedules::{
 pub use sessions::{SESSION_TTL, csrf_token};
 pub use time::iso8601;
 pub use timeline::{Timeline, TimelineJob, TimelineSection, human_bytes};
-pub use traces::{SHARED_PATCH_LIMIT, TraceAppend, TraceSource, TraceWindow};
+pub use traces::{AppendError, SHARED_PATCH_LIMIT, TraceAppend, TraceSource, TraceWindow};
 pub use triggers::TRIGGER_TOKEN_PREFIX;
 pub use views::{
     Artifact, ArtifactsFile, Bootstrap, JobPipeline, JobProgress, JobView, Namespace, PipelineView,

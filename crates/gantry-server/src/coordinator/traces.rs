@@ -27,7 +27,6 @@
 //! rows go ([`gantry_store::Store::drop_trace_chunks`]).
 
 use std::convert::Infallible;
-use std::fmt::Display;
 use std::io::{self, Write as _};
 
 use futures_util::{Stream, StreamExt as _};
@@ -89,6 +88,7 @@ impl Coordinator {
                 Ok::<D, Infallible>(data)
             }))
             .await
+            .map_err(AppendError::into_refusal)
     }
 
     /// Checks a trace patch before its body is read: the job runs (else `Forbidden`),
@@ -446,9 +446,58 @@ pub enum TraceSource {
 }
 
 /// Why reading a patch's body stopped early.
-enum Stop {
+enum Stop<E> {
     TooLarge,
-    Body(String),
+    /// The body's own error.
+    Body(E),
+    /// Nothing arrived for this long.
+    Idle(std::time::Duration),
+}
+
+/// How a trace append failed: the patch's body (its stream's own error, for the caller
+/// to answer as it knows best), or the coordinator refused or failed it.
+#[derive(Debug)]
+pub enum AppendError<E> {
+    /// The body failed.
+    Body(E),
+    /// The append was refused (`Forbidden`, `RangeMismatch`, an unreadable or idle
+    /// body, …) or the store failed.
+    Refused(CoordinatorError),
+}
+
+impl<E> From<CoordinatorError> for AppendError<E> {
+    fn from(error: CoordinatorError) -> Self {
+        Self::Refused(error)
+    }
+}
+
+impl<E> From<gantry_store::StoreError> for AppendError<E> {
+    fn from(error: gantry_store::StoreError) -> Self {
+        Self::Refused(error.into())
+    }
+}
+
+impl<E> From<io::Error> for AppendError<E> {
+    fn from(error: io::Error) -> Self {
+        Self::Refused(error.into())
+    }
+}
+
+impl AppendError<Infallible> {
+    /// The coordinator's error (a body that cannot fail cannot be the reason).
+    pub fn into_refusal(self) -> CoordinatorError {
+        match self {
+            Self::Body(never) => match never {},
+            Self::Refused(error) => error,
+        }
+    }
+}
+
+/// The refusal of a patch whose body sent nothing for `after`.
+fn idle_body(job_id: i64, after: std::time::Duration) -> CoordinatorError {
+    CoordinatorError::Invalid(format!(
+        "append to the trace of job {job_id}: the patch could not be read: nothing arrived for {after:?}"
+    ))
 }
 
 impl TraceAppend {
@@ -461,11 +510,11 @@ impl TraceAppend {
     /// Runs to its end in a task of its own even when the caller stops waiting (a
     /// runner that hung up), so no file write outlives the job's lock; a body that
     /// sends nothing for `trace_body_idle_timeout` fails the patch.
-    pub async fn write<S, D, E>(self, body: S) -> std::result::Result<u64, CoordinatorError>
+    pub async fn write<S, D, E>(self, body: S) -> std::result::Result<u64, AppendError<E>>
     where
         S: Stream<Item = Result<D, E>> + Send + 'static,
         D: AsRef<[u8]> + Send + 'static,
-        E: Display + Send + 'static,
+        E: Send + 'static,
     {
         let job_id = self.job_id;
         tokio::spawn(self.write_now(body))
@@ -473,11 +522,11 @@ impl TraceAppend {
             .map_err(|e| task_failed(job_id, e))?
     }
 
-    async fn write_now<S, D, E>(self, body: S) -> std::result::Result<u64, CoordinatorError>
+    async fn write_now<S, D, E>(self, body: S) -> std::result::Result<u64, AppendError<E>>
     where
         S: Stream<Item = Result<D, E>> + Send + 'static,
         D: AsRef<[u8]> + Send + 'static,
-        E: Display + Send + 'static,
+        E: Send + 'static,
     {
         if self.coordinator.inner.blobs.is_shared() {
             return self.write_to_store(body).await;
@@ -549,13 +598,10 @@ impl TraceAppend {
         let written = writer.await.map_err(|e| task_failed(job_id, e))?;
         match stop {
             Some(Stop::TooLarge) => {
-                return Err(self.coordinator.trace_size_exceeded(job_id).await);
+                return Err(self.coordinator.trace_size_exceeded(job_id).await.into());
             }
-            Some(Stop::Body(why)) => {
-                return Err(CoordinatorError::Invalid(format!(
-                    "append to the trace of job {job_id}: the patch could not be read: {why}"
-                )));
-            }
+            Some(Stop::Body(error)) => return Err(AppendError::Body(error)),
+            Some(Stop::Idle(after)) => return Err(idle_body(job_id, after).into()),
             None => written?,
         }
         let new_size = size.saturating_add(i64::try_from(received).unwrap_or(i64::MAX));
@@ -568,7 +614,7 @@ impl TraceAppend {
             // Another process appended meanwhile (the same runner's retry: the same
             // bytes at the same offset); this patch was not taken.
             let size = store.trace_state(job_id).await?.size;
-            Err(CoordinatorError::RangeMismatch { size: to_u64(size) })
+            Err(CoordinatorError::RangeMismatch { size: to_u64(size) }.into())
         }
     }
 }
@@ -578,11 +624,11 @@ impl TraceAppend {
     /// go into the database with the new size, in one transaction, so the next patch and
     /// every reader may be another coordinator. A patch is held in memory, up to
     /// [`SHARED_PATCH_LIMIT`].
-    async fn write_to_store<S, D, E>(self, body: S) -> std::result::Result<u64, CoordinatorError>
+    async fn write_to_store<S, D, E>(self, body: S) -> std::result::Result<u64, AppendError<E>>
     where
         S: Stream<Item = Result<D, E>> + Send + 'static,
         D: AsRef<[u8]> + Send + 'static,
-        E: Display + Send + 'static,
+        E: Send + 'static,
     {
         let (job_id, size) = (self.job_id, self.state.size);
         let coordinator = &self.coordinator;
@@ -619,17 +665,16 @@ impl TraceAppend {
         parts.push(current);
         match stop {
             Some(Stop::TooLarge) if received <= trace_room => {
-                return Err(CoordinatorError::Invalid(format!(
+                return Err(AppendError::Refused(CoordinatorError::Invalid(format!(
                     "append to the trace of job {job_id}: a patch holds at most {SHARED_PATCH_LIMIT} bytes when coordinators share their logs (gitlab-runner sends at most {} at a time)",
                     gantry_protocol::trace::patch::MAX_PATCH_BYTES
-                )));
+                ))));
             }
-            Some(Stop::TooLarge) => return Err(coordinator.trace_size_exceeded(job_id).await),
-            Some(Stop::Body(why)) => {
-                return Err(CoordinatorError::Invalid(format!(
-                    "append to the trace of job {job_id}: the patch could not be read: {why}"
-                )));
+            Some(Stop::TooLarge) => {
+                return Err(coordinator.trace_size_exceeded(job_id).await.into());
             }
+            Some(Stop::Body(error)) => return Err(AppendError::Body(error)),
+            Some(Stop::Idle(after)) => return Err(idle_body(job_id, after).into()),
             None => {}
         }
         let store = &coordinator.inner.store;
@@ -641,7 +686,7 @@ impl TraceAppend {
             Ok(to_u64(new_size))
         } else {
             let size = store.trace_state(job_id).await?.size;
-            Err(CoordinatorError::RangeMismatch { size: to_u64(size) })
+            Err(CoordinatorError::RangeMismatch { size: to_u64(size) }.into())
         }
     }
 }
@@ -667,7 +712,6 @@ impl<S, D, E> BodyReader<S>
 where
     S: Stream<Item = Result<D, E>>,
     D: AsRef<[u8]>,
-    E: Display,
 {
     fn new(body: S, room: u64, idle: std::time::Duration) -> Self {
         Self {
@@ -679,14 +723,12 @@ where
     }
 
     /// The next piece; `Ok(None)` at the end.
-    async fn next(&mut self) -> Result<Option<D>, Stop> {
+    async fn next(&mut self) -> Result<Option<D>, Stop<E>> {
         let chunk = match tokio::time::timeout(self.idle, self.body.next()).await {
             Ok(None) => return Ok(None),
             Ok(Some(Ok(chunk))) => chunk,
-            Ok(Some(Err(e))) => return Err(Stop::Body(e.to_string())),
-            Err(_) => {
-                return Err(Stop::Body(format!("nothing arrived for {:?}", self.idle)));
-            }
+            Ok(Some(Err(e))) => return Err(Stop::Body(e)),
+            Err(_) => return Err(Stop::Idle(self.idle)),
         };
         self.received = self.received.saturating_add(chunk.as_ref().len() as u64);
         if self.received > self.room {

@@ -5,6 +5,7 @@
 
 use std::str::FromStr;
 
+use axum::Extension;
 use axum::extract::multipart::{MultipartError, MultipartRejection};
 use axum::extract::{Multipart, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -17,6 +18,7 @@ use crate::coordinator::{Artifact, ArtifactBlob, CoordinatorError, StageError, S
 use super::edge::StalledBody;
 use super::error::{ApiError, ApiResult};
 use super::extract;
+use super::gate::VerifiedJob;
 use super::{AppState, auth};
 
 /// Parameters GitLab reads from the query string (the runner) or the form (others).
@@ -95,6 +97,7 @@ pub(crate) async fn upload(
     State(state): State<AppState>,
     Path(job_id): Path<i64>,
     Query(mut params): Query<ArtifactQuery>,
+    verified: Option<Extension<VerifiedJob>>,
     headers: HeaderMap,
     multipart: Result<Multipart, MultipartRejection>,
 ) -> ApiResult<Response> {
@@ -103,7 +106,8 @@ pub(crate) async fn upload(
     // (its `…/artifacts/authorize` call carries the request's headers and query, not its
     // body), so a token only in the form is refused there too.
     let token = extract::job_token(params.token.as_deref(), &headers);
-    auth::require_job(&state.coordinator, job_id, token).await?;
+    let verified = verified.as_ref().map(|Extension(v)| v);
+    auth::require_job(&state.coordinator, job_id, token, verified).await?;
     let mut multipart = multipart
         .map_err(|rejection| multipart_error(rejection.status(), rejection.body_text()))?;
     let mut file: Option<(String, StagedUpload)> = None;

@@ -72,9 +72,6 @@ pub(crate) async fn require_runner(
         .ok_or_else(ApiError::forbidden)
 }
 
-/// A job-level call on job `job_id` with `token` (§1.2). The token must belong to this
-/// job while it runs. Otherwise: `404` when the job does not exist, `403` with
-/// `Job-Status` when the token was this job's and the job ended, plain `403` else.
 /// The job a runner's call is about, as its job token proved.
 pub(crate) struct TokenJob {
     /// Its row (without `spec`) when the call came: its status is `running` or
@@ -82,16 +79,28 @@ pub(crate) struct TokenJob {
     pub row: gantry_store::Job,
 }
 
+/// A job-level call on job `job_id` with `token` (§1.2). The token must belong to this
+/// job while it runs. Otherwise: `404` when the job does not exist, `403` with
+/// `Job-Status` when the token was this job's and the job ended, plain `403` else.
+/// `verified`: what the gate found for this request's token (not looked up again).
+
 pub(crate) async fn require_job(
     coordinator: &Coordinator,
     job_id: i64,
     token: Option<&str>,
+    verified: Option<&super::gate::VerifiedJob>,
 ) -> Result<TokenJob, ApiError> {
     let Some(token) = token else {
         ensure_job_exists(coordinator, job_id).await?;
         return Err(ApiError::forbidden_because("the job token is missing"));
     };
-    if let Some(row) = coordinator.executing_job_by_token(token).await? {
+    // The gate looked this token up for this request already.
+    let known = verified.filter(|v| v.token == token).map(|v| v.row.clone());
+    let row = match known {
+        Some(row) => Some(row),
+        None => coordinator.executing_job_by_token(token).await?,
+    };
+    if let Some(row) = row {
         if row.id == job_id {
             return Ok(TokenJob { row });
         }

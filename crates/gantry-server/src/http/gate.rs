@@ -4,6 +4,8 @@
 //! A request with a body is let through whole when a credential in its headers or query
 //! string is one the server issued ([`known_credential`]: the admin token, a job's
 //! token, a live session of the web UI — the handler still decides what it may do).
+//! A job token found here travels on with the request as [`VerifiedJob`], so the
+//! handler does not look it up again: one lookup per request.
 //! Otherwise:
 //! - on the routes whose credential travels in the body ([`token_in_body`]: the runner
 //!   API's JSON, trigger forms, the UI's sign-in) the body is read only up to
@@ -30,9 +32,25 @@ pub(crate) const SMALL_BODY: usize = 64 * 1024;
 
 use super::ui::SESSION_COOKIE;
 
+/// A job token of the request the gate found to be a running job's, and that job's row
+/// when the request came (a request extension: [`super::auth::require_job`] takes it
+/// instead of looking the token up again).
+#[derive(Clone, Debug)]
+pub(crate) struct VerifiedJob {
+    pub(crate) token: String,
+    pub(crate) row: gantry_store::Job,
+}
+
+/// What the gate made of a request's credentials.
+enum Credential {
+    Unknown,
+    Known,
+    Job(VerifiedJob),
+}
+
 pub(crate) async fn credentials_first(
     State(state): State<AppState>,
-    request: Request,
+    mut request: Request,
     next: Next,
 ) -> Response {
     if http_body::Body::is_end_stream(request.body()) {
@@ -44,8 +62,13 @@ pub(crate) async fn credentials_first(
         Ok(known) => known,
         Err(error) => return error.into_response(),
     };
-    if known {
-        return next.run(request).await;
+    match known {
+        Credential::Unknown => {}
+        Credential::Known => return next.run(request).await,
+        Credential::Job(job) => {
+            request.extensions_mut().insert(job);
+            return next.run(request).await;
+        }
     }
     if token_in_body(request.method(), request.uri().path()) {
         let declared = request
@@ -145,30 +168,28 @@ fn token_in_body(method: &Method, path: &str) -> bool {
 /// Whether one of `tokens` (from [`candidates`]) is a credential the server issued —
 /// the admin token, or the token of a running job — or `session` is a live session of
 /// the web UI.
+/// A job token (by its prefix) is looked up as one first, then as the admin token.
 async fn known_credential(
     state: &AppState,
     tokens: Vec<String>,
     session: Option<&str>,
-) -> Result<bool, ApiError> {
+) -> Result<Credential, ApiError> {
     if let Some(id) = session
         && state.coordinator.ui_session_live(id).await?
     {
-        return Ok(true);
+        return Ok(Credential::Known);
     }
     for token in tokens {
-        if state.coordinator.is_admin(&token).await? {
-            return Ok(true);
-        }
-        if state
-            .coordinator
-            .executing_job_by_token(&token)
-            .await?
-            .is_some()
+        if gantry_protocol::token::is_job_token(&token)
+            && let Some(row) = state.coordinator.executing_job_by_token(&token).await?
         {
-            return Ok(true);
+            return Ok(Credential::Job(VerifiedJob { token, row }));
+        }
+        if state.coordinator.is_admin(&token).await? {
+            return Ok(Credential::Known);
         }
     }
-    Ok(false)
+    Ok(Credential::Unknown)
 }
 
 /// At most this many credentials of one request are looked up.

@@ -2,9 +2,7 @@
 //! `PATCH /api/v4/jobs/:id/trace` (log, §5). Both need the job's token and answer with
 //! `Job-Status`, so a canceled job is noticed on the next call.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-
+use axum::Extension;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
@@ -14,11 +12,12 @@ use gantry_protocol::update_interval::format_trace_update_interval;
 use gantry_protocol::{TraceRange, UpdateJobRequest, header};
 use serde::Deserialize;
 
-use crate::coordinator::CoordinatorError;
+use crate::coordinator::{AppendError, CoordinatorError};
 
 use super::edge::StalledBody;
 use super::error::{ApiError, ApiResult};
 use super::extract::{self, Body};
+use super::gate::VerifiedJob;
 use super::{AppState, MAX_TRACE_PATCH, auth};
 
 /// `token` (and `debug_trace`) as query parameters.
@@ -55,12 +54,14 @@ fn status_body(status: StatusCode) -> Response {
 pub(crate) async fn update(
     State(state): State<AppState>,
     Path(job_id): Path<i64>,
+    verified: Option<Extension<VerifiedJob>>,
     headers: HeaderMap,
     Body(body): Body,
 ) -> ApiResult<Response> {
     let mut req: UpdateJobRequest = extract::params(&headers, &body).await?;
     let token = extract::job_token(Some(req.token.as_str()), &headers);
-    let job = auth::require_job(&state.coordinator, job_id, token).await?;
+    let verified = verified.as_ref().map(|Extension(v)| v);
+    let job = auth::require_job(&state.coordinator, job_id, token, verified).await?;
     if let Some(full) = req.trace.take() {
         extend_trace(&state, job_id, full.into_bytes()).await?;
     }
@@ -118,13 +119,12 @@ async fn extend_trace(state: &AppState, job_id: i64, full: Vec<u8>) -> Result<()
         .begin_trace_append(job_id, start, Some(length))
         .await
     {
-        Ok(append) => {
-            append
-                .write(futures_util::stream::once(async move {
-                    Ok::<_, std::convert::Infallible>(rest)
-                }))
-                .await
-        }
+        Ok(append) => append
+            .write(futures_util::stream::once(async move {
+                Ok::<_, std::convert::Infallible>(rest)
+            }))
+            .await
+            .map_err(AppendError::into_refusal),
         Err(e) => Err(e),
     };
     match appended {
@@ -148,11 +148,14 @@ pub(crate) async fn patch_trace(
     State(state): State<AppState>,
     Path(job_id): Path<i64>,
     Query(query): Query<TokenQuery>,
+    verified: Option<Extension<VerifiedJob>>,
     headers: HeaderMap,
     body: axum::body::Body,
 ) -> ApiResult<Response> {
     let mut body = Some(body);
-    let answer = append_patch(&state, job_id, query.token.as_deref(), &headers, &mut body).await;
+    let token = query.token.as_deref();
+    let verified = verified.as_ref().map(|Extension(v)| v);
+    let answer = append_patch(&state, job_id, (token, verified), &headers, &mut body).await;
     if let Some(unread) = body {
         drain(unread).await;
     }
@@ -162,7 +165,7 @@ pub(crate) async fn patch_trace(
 async fn append_patch(
     state: &AppState,
     job_id: i64,
-    token: Option<&str>,
+    (token, verified): (Option<&str>, Option<&VerifiedJob>),
     headers: &HeaderMap,
     body: &mut Option<axum::body::Body>,
 ) -> ApiResult<Response> {
@@ -172,30 +175,24 @@ async fn append_patch(
         return Err(too_large());
     }
     let token = extract::job_token(token, headers);
-    let job = auth::require_job(&state.coordinator, job_id, token).await?;
+    let job = auth::require_job(&state.coordinator, job_id, token, verified).await?;
     let start = content_range_start(headers)?;
     let appended = match state
         .coordinator
         .begin_trace_append(job_id, start, length)
         .await
     {
-        Ok(append) => {
-            let exceeded = Arc::new(AtomicBool::new(false));
-            let stalled = Arc::new(Mutex::new(None));
-            let frames = limited(body.take(), Arc::clone(&exceeded), Arc::clone(&stalled));
-            let written = append.write(frames).await;
-            if exceeded.load(Ordering::Relaxed) {
-                return Err(too_large());
+        Ok(append) => match append.write(limited(body.take())).await {
+            Ok(size) => Ok(size),
+            Err(AppendError::Refused(refused)) => Err(refused),
+            Err(AppendError::Body(PatchBodyError::TooLarge)) => return Err(too_large()),
+            Err(AppendError::Body(PatchBodyError::Stalled(answer))) => return Err(answer),
+            Err(AppendError::Body(PatchBodyError::Unreadable(why))) => {
+                Err(CoordinatorError::Invalid(format!(
+                    "append to the trace of job {job_id}: the patch could not be read: {why}"
+                )))
             }
-            let stalled = stalled
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .take();
-            if let (Err(_), Some(stalled)) = (&written, stalled) {
-                return Err(stalled);
-            }
-            written
-        }
+        },
         Err(e) => Err(e),
     };
     let size = match appended {
@@ -227,46 +224,44 @@ async fn append_patch(
     ))
 }
 
-/// The body's frames, ending with an error (and `exceeded` set) past [`MAX_TRACE_PATCH`],
-/// or with the body's own error (and `stalled` holding the `408` when the client
-/// stalled, [`StalledBody`]).
-/// Before that error the rest of the body is read and dropped (up to
-/// [`super::OVERSIZE_DRAIN`] more), as [`drain`] does for a refused patch: a chunked patch
-/// (no `Content-Length` to refuse it early) past the limit gets its `413`, not a reset.
+/// How a trace patch's body failed, and so how the patch is answered.
+#[derive(Debug)]
+enum PatchBodyError {
+    /// Past [`MAX_TRACE_PATCH`]: `413`.
+    TooLarge,
+    /// The client stopped sending ([`StalledBody`]): its `408`.
+    Stalled(ApiError),
+    /// The body could not be read (why): `400`.
+    Unreadable(String),
+}
+
+/// The body's frames, ending with [`PatchBodyError::TooLarge`] past [`MAX_TRACE_PATCH`]
+/// or with the body's own error. Before `TooLarge` the rest of the body is read and
+/// dropped (up to [`super::OVERSIZE_DRAIN`] more), as [`drain`] does for a refused
+/// patch: a chunked patch (no `Content-Length` to refuse it early) past the limit gets
+/// its `413`, not a reset.
 fn limited(
     body: Option<axum::body::Body>,
-    exceeded: Arc<AtomicBool>,
-    stalled: Arc<Mutex<Option<ApiError>>>,
-) -> impl futures_util::Stream<Item = Result<Bytes, String>> + Send + 'static {
+) -> impl futures_util::Stream<Item = Result<Bytes, PatchBodyError>> + Send + 'static {
     let frames = body.unwrap_or_default().into_data_stream();
-    futures_util::stream::unfold(Some((frames, 0usize)), move |state| {
-        let exceeded = Arc::clone(&exceeded);
-        let stalled = Arc::clone(&stalled);
-        async move {
-            let (mut frames, seen) = state?;
-            let frame = match frames.next().await? {
-                Ok(frame) => frame,
-                Err(e) => {
-                    if let Some(stall) = StalledBody::in_chain(&e) {
-                        *stalled
-                            .lock()
-                            .unwrap_or_else(std::sync::PoisonError::into_inner) =
-                            Some(stall.answer());
-                    }
-                    return Some((Err(e.to_string()), None));
-                }
-            };
-            let seen = seen.saturating_add(frame.len());
-            if seen <= MAX_TRACE_PATCH {
-                return Some((Ok(frame), Some((frames, seen))));
+    futures_util::stream::unfold(Some((frames, 0usize)), move |state| async move {
+        let (mut frames, seen) = state?;
+        let frame = match frames.next().await? {
+            Ok(frame) => frame,
+            Err(e) => {
+                let error = match StalledBody::in_chain(&e) {
+                    Some(stall) => PatchBodyError::Stalled(stall.answer()),
+                    None => PatchBodyError::Unreadable(e.to_string()),
+                };
+                return Some((Err(error), None));
             }
-            exceeded.store(true, Ordering::Relaxed);
-            drain_frames(&mut frames, seen).await;
-            Some((
-                Err(format!("the patch is larger than {MAX_TRACE_PATCH} bytes")),
-                None,
-            ))
+        };
+        let seen = seen.saturating_add(frame.len());
+        if seen <= MAX_TRACE_PATCH {
+            return Some((Ok(frame), Some((frames, seen))));
         }
+        drain_frames(&mut frames, seen).await;
+        Some((Err(PatchBodyError::TooLarge), None))
     })
 }
 
