@@ -739,13 +739,13 @@ async fn request(shared: Arc<Shared>, index: usize) {
     let mut interrupted = shared.interrupt.subscribe();
     let lease = match fleet_lease(&shared, index).await {
         Ok(lease) => lease,
-        Err(None) => {
+        Err(NoLease::NoCapacity) => {
             // No capacity for another job now: ask again after check_interval.
             shared.lock().slots.no_job(index);
             shared.changed();
             return;
         }
-        Err(Some(error)) => {
+        Err(NoLease::Unavailable(error)) => {
             let events = {
                 let mut state = shared.lock();
                 let name = state.entries[index].name.clone();
@@ -846,21 +846,28 @@ async fn request(shared: Arc<Shared>, index: usize) {
     }
 }
 
-/// The entry's fleet and a reservation on it, for an `instance` entry (`Ok(None)` for
-/// others): the fleet is started by the first request. `Err(None)`: no capacity now;
-/// `Err(Some(why))`: the fleet cannot start.
-async fn fleet_lease(
-    shared: &Arc<Shared>,
-    index: usize,
-) -> Result<Option<FleetLease>, Option<String>> {
+/// Why a job request of a fleet entry took no lease.
+enum NoLease {
+    /// No free capacity now: the entry asks again after `check_interval`.
+    NoCapacity,
+    /// The fleet cannot start (why): a failed request, tried again with back-off.
+    Unavailable(String),
+}
+
+/// The entry's fleet and a reservation on it, for an `instance` or
+/// `docker-autoscaler` entry (`Ok(None)` for others): the fleet is started by the
+/// first request.
+async fn fleet_lease(shared: &Arc<Shared>, index: usize) -> Result<Option<FleetLease>, NoLease> {
     let config = Arc::clone(&shared.lock().entries[index].config);
     if !config.executor.uses_fleet() {
         return Ok(None);
     }
-    let fleet = fleet_of(shared, index).await.map_err(Some)?;
+    let fleet = fleet_of(shared, index)
+        .await
+        .map_err(NoLease::Unavailable)?;
     match fleet.reserve() {
         Ok(reservation) => Ok(Some(FleetLease::new(fleet, Some(reservation)))),
-        Err(_) => Err(None),
+        Err(_) => Err(NoLease::NoCapacity),
     }
 }
 

@@ -753,6 +753,19 @@ async fn an_unreachable_engine_is_explained() {
         text.contains("is Docker installed and its engine running?"),
         "{text}"
     );
+    // A socket nobody listens on any more: refused, read from the I/O error's kind.
+    let stale = dir.path().join("stale.sock");
+    drop(std::os::unix::net::UnixListener::bind(&stale).unwrap());
+    let error = gantry_runner::executor::docker::docker_available_at(&format!(
+        "unix://{}",
+        stale.display()
+    ))
+    .await
+    .unwrap_err();
+    assert!(
+        error.to_string().contains("nothing listens there"),
+        "{error}"
+    );
     let error = gantry_runner::executor::docker::docker_available_at("ftp://example")
         .await
         .unwrap_err();

@@ -30,13 +30,12 @@ pub async fn connect() -> Result<Docker, DockerError> {
 
 /// Connects to the engine at `host` (`unix:///path` or `tcp://host:port`).
 pub async fn connect_to(host: &str) -> Result<Docker, DockerError> {
-    let docker =
-        Docker::connect_with_host(host).map_err(|error| unavailable(host, &describe(&error)))?;
+    let docker = Docker::connect_with_host(host).map_err(|error| unavailable(host, &error))?;
     let docker = docker
         .with_timeout(CONNECT_TIMEOUT)
         .negotiate_version()
         .await
-        .map_err(|error| unavailable(host, &describe(&error)))?;
+        .map_err(|error| unavailable(host, &error))?;
     Ok(docker.with_timeout(REQUEST_TIMEOUT))
 }
 
@@ -62,25 +61,75 @@ pub async fn docker_available_at(host: &str) -> Result<(), DockerError> {
     Ok(())
 }
 
-fn unavailable(host: &str, reason: &str) -> DockerError {
-    let lower = reason.to_ascii_lowercase();
-    let hint = if lower.contains("no such file") || lower.contains("socket not found") {
-        "is Docker installed and its engine running? (`systemctl start docker`), or point DOCKER_HOST at an engine"
-    } else if lower.contains("permission denied") {
-        "this user may not use the Docker socket: add it to the `docker` group, or run the runner as root"
-    } else if lower.contains("connection refused") {
-        "nothing listens there: start the Docker engine (`systemctl start docker`), or fix DOCKER_HOST"
-    } else if lower.contains("scheme") {
-        "gantry-runner speaks to unix:// and tcp:// engines; set DOCKER_HOST to one of those"
-    } else if lower.contains("timeout") {
-        "the engine did not answer in time; check `docker info`"
-    } else {
-        "check that `docker info` works for this user"
-    };
+/// The engine at `host` could not be reached because of `error`: its text, and a hint
+/// chosen from what failed (the error's kind, or an I/O error's in its chain).
+fn unavailable(host: &str, error: &bollard::errors::Error) -> DockerError {
     DockerError::Unavailable {
         host: host.to_owned(),
-        reason: reason.to_owned(),
-        hint: hint.to_owned(),
+        reason: describe(error),
+        hint: Unreachable::of(error).hint().to_owned(),
+    }
+}
+
+/// Why an engine could not be reached, as far as the error says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unreachable {
+    NoSocket,
+    NotPermitted,
+    NothingListens,
+    UnsupportedScheme,
+    TimedOut,
+    Unknown,
+}
+
+impl Unreachable {
+    fn of(error: &bollard::errors::Error) -> Self {
+        use bollard::errors::Error as E;
+        match error {
+            E::SocketNotFoundError(_) => return Self::NoSocket,
+            E::UnsupportedURISchemeError { .. } => return Self::UnsupportedScheme,
+            E::RequestTimeoutError => return Self::TimedOut,
+            // Transparent: its `source()` skips the I/O error itself.
+            E::IOError { err } => return Self::of_io(err).unwrap_or(Self::Unknown),
+            _ => {}
+        }
+        let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+        while let Some(cause) = source {
+            if let Some(kind) = cause.downcast_ref::<std::io::Error>().and_then(Self::of_io) {
+                return kind;
+            }
+            source = cause.source();
+        }
+        Self::Unknown
+    }
+
+    fn of_io(error: &std::io::Error) -> Option<Self> {
+        match error.kind() {
+            std::io::ErrorKind::NotFound => Some(Self::NoSocket),
+            std::io::ErrorKind::PermissionDenied => Some(Self::NotPermitted),
+            std::io::ErrorKind::ConnectionRefused => Some(Self::NothingListens),
+            std::io::ErrorKind::TimedOut => Some(Self::TimedOut),
+            _ => None,
+        }
+    }
+
+    fn hint(self) -> &'static str {
+        match self {
+            Self::NoSocket => {
+                "is Docker installed and its engine running? (`systemctl start docker`), or point DOCKER_HOST at an engine"
+            }
+            Self::NotPermitted => {
+                "this user may not use the Docker socket: add it to the `docker` group, or run the runner as root"
+            }
+            Self::NothingListens => {
+                "nothing listens there: start the Docker engine (`systemctl start docker`), or fix DOCKER_HOST"
+            }
+            Self::UnsupportedScheme => {
+                "gantry-runner speaks to unix:// and tcp:// engines; set DOCKER_HOST to one of those"
+            }
+            Self::TimedOut => "the engine did not answer in time; check `docker info`",
+            Self::Unknown => "check that `docker info` works for this user",
+        }
     }
 }
 
@@ -227,6 +276,42 @@ impl tower::Service<http::Uri> for TunnelConnector {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_hint_follows_what_failed_not_the_message() {
+        use bollard::errors::Error as E;
+        use std::io::{Error, ErrorKind};
+        let io = |kind: ErrorKind| E::IOError {
+            err: Error::new(kind, "some words"),
+        };
+        assert_eq!(
+            Unreachable::of(&io(ErrorKind::NotFound)),
+            Unreachable::NoSocket
+        );
+        assert_eq!(
+            Unreachable::of(&io(ErrorKind::PermissionDenied)),
+            Unreachable::NotPermitted
+        );
+        assert_eq!(
+            Unreachable::of(&io(ErrorKind::ConnectionRefused)),
+            Unreachable::NothingListens
+        );
+        assert_eq!(Unreachable::of(&io(ErrorKind::Other)), Unreachable::Unknown);
+        assert_eq!(
+            Unreachable::of(&E::SocketNotFoundError("/x".to_owned())),
+            Unreachable::NoSocket
+        );
+        assert_eq!(
+            Unreachable::of(&E::RequestTimeoutError),
+            Unreachable::TimedOut
+        );
+        // A message that merely mentions a reason does not choose the hint.
+        let server = E::DockerResponseServerError {
+            status_code: 500,
+            message: "permission denied".to_owned(),
+        };
+        assert_eq!(Unreachable::of(&server), Unreachable::Unknown);
+    }
 
     #[test]
     fn routes_follow_gitlab_runner() {
