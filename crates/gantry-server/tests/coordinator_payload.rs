@@ -715,3 +715,82 @@ vault:
         "{log}"
     );
 }
+
+/// Settings variables are read once and kept (`variables::SettingsCache`): a change made
+/// through the coordinator — an instance, group or project variable updated, created or
+/// deleted — reaches the very next job's payload, as GitLab reads them per job.
+#[tokio::test]
+async fn a_changed_variable_reaches_the_next_job_at_once() {
+    let e = env(r#"
+first:
+  stage: build
+  script: [a]
+second:
+  stage: test
+  script: [b]
+third:
+  stage: deploy
+  script: [c]
+"#)
+    .await;
+    let project = e
+        .coord
+        .create_project("acme/app", e.repo.to_str().unwrap())
+        .await
+        .unwrap()
+        .id;
+    let owner = VariableOwner::Project(project);
+    let group = VariableOwner::Group("acme".to_owned());
+    let instance = |value: &str| gantry_store::InstanceVariable::new("FROM_INSTANCE", value);
+    e.coord
+        .create_instance_variable(&instance("one"))
+        .await
+        .unwrap();
+    e.coord
+        .create_variable(&owner, &ProjectVariable::new("FROM_PROJECT", "one"))
+        .await
+        .unwrap();
+    e.pipeline(project, "main").await;
+    let runner = e.any_runner().await;
+    let first = e.take_some(&runner).await;
+    assert_eq!(var(&first, "FROM_INSTANCE"), Some("one"));
+    assert_eq!(var(&first, "FROM_PROJECT"), Some("one"));
+    assert_eq!(var(&first, "FROM_GROUP"), None);
+
+    e.coord
+        .update_instance_variable("FROM_INSTANCE", &instance("two"))
+        .await
+        .unwrap();
+    e.coord
+        .update_variable(
+            &owner,
+            "FROM_PROJECT",
+            "*",
+            &ProjectVariable::new("FROM_PROJECT", "two"),
+        )
+        .await
+        .unwrap();
+    e.coord
+        .create_variable(&group, &ProjectVariable::new("FROM_GROUP", "new"))
+        .await
+        .unwrap();
+    e.run(&first, true).await;
+    let second = e.take_some(&runner).await;
+    assert_eq!(var(&second, "FROM_INSTANCE"), Some("two"));
+    assert_eq!(var(&second, "FROM_PROJECT"), Some("two"));
+    assert_eq!(var(&second, "FROM_GROUP"), Some("new"));
+
+    e.coord
+        .delete_variable(&owner, "FROM_PROJECT", "*")
+        .await
+        .unwrap();
+    e.coord
+        .delete_instance_variable("FROM_INSTANCE")
+        .await
+        .unwrap();
+    e.run(&second, true).await;
+    let third = e.take_some(&runner).await;
+    assert_eq!(var(&third, "FROM_INSTANCE"), None);
+    assert_eq!(var(&third, "FROM_PROJECT"), None);
+    assert_eq!(var(&third, "FROM_GROUP"), Some("new"));
+}

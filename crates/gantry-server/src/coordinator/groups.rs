@@ -132,6 +132,7 @@ impl Coordinator {
             )));
         }
         self.inner.store.uncreate_group(&path).await?;
+        self.inner.settings_cache.changed();
         Ok(())
     }
 

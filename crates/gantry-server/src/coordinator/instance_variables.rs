@@ -12,6 +12,8 @@
 //! [`MAX_INSTANCE_VARIABLES`] variables (GitLab's default plan limit
 //! `ci_instance_level_variables`).
 
+use std::sync::Arc;
+
 use gantry_store::InstanceVariable;
 
 use super::Coordinator;
@@ -48,6 +50,25 @@ pub fn for_creation(vars: &[InstanceVariable], protected: bool) -> Vec<(String, 
 impl Coordinator {
     /// The instance's CI/CD variables, by key, values decrypted.
     pub async fn instance_variables(&self) -> Result<Vec<InstanceVariable>, CoordinatorError> {
+        Ok(self.kept_instance_variables().await?.as_ref().clone())
+    }
+
+    /// [`Coordinator::instance_variables`], kept (see `variables::SettingsCache`): what a
+    /// job's payload and a pipeline's creation read.
+    pub(crate) async fn kept_instance_variables(
+        &self,
+    ) -> Result<Arc<Vec<InstanceVariable>>, CoordinatorError> {
+        let cache = &self.inner.settings_cache;
+        if let Some(kept) = cache.instance() {
+            return Ok(kept);
+        }
+        let generation = cache.generation();
+        let read = Arc::new(self.read_instance_variables().await?);
+        cache.keep_instance(generation, Arc::clone(&read));
+        Ok(read)
+    }
+
+    async fn read_instance_variables(&self) -> Result<Vec<InstanceVariable>, CoordinatorError> {
         let mut vars = self.inner.store.instance_variables().await?;
         for v in &mut vars {
             v.value = self.inner.db_key.decrypt(&v.value).map_err(|e| {
@@ -72,11 +93,14 @@ impl Coordinator {
                 "the instance has {MAX_INSTANCE_VARIABLES} variables, the most it may have (GitLab's `ci_instance_level_variables`): delete one first"
             )));
         }
-        self.inner
+        let created = self
+            .inner
             .store
             .create_instance_variable(&self.sealed_instance(v), now_ms())
             .await
-            .map_err(taken)
+            .map_err(taken);
+        self.inner.settings_cache.changed();
+        created
     }
 
     /// Replaces the instance variable `key` with `v` (`NotFound` when there is none).
@@ -86,16 +110,21 @@ impl Coordinator {
         v: &InstanceVariable,
     ) -> Result<(), CoordinatorError> {
         validate(v)?;
-        self.inner
+        let updated = self
+            .inner
             .store
             .update_instance_variable(key, &self.sealed_instance(v))
             .await
-            .map_err(taken)
+            .map_err(taken);
+        self.inner.settings_cache.changed();
+        updated
     }
 
     /// Removes the instance variable `key` (`NotFound` when there is none).
     pub async fn delete_instance_variable(&self, key: &str) -> Result<(), CoordinatorError> {
-        Ok(self.inner.store.delete_instance_variable(key).await?)
+        let deleted = self.inner.store.delete_instance_variable(key).await;
+        self.inner.settings_cache.changed();
+        Ok(deleted?)
     }
 
     /// `v` as stored: its value encrypted.

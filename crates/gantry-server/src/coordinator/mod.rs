@@ -332,6 +332,8 @@ struct Inner {
     metrics: metrics::Metrics,
     /// The key ID tokens are signed with, once read or made (`id_tokens.rs`).
     oidc_key: tokio::sync::OnceCell<Arc<id_tokens::SigningKey>>,
+    /// Settings variables as last read (`variables.rs`).
+    settings_cache: variables::SettingsCache,
 }
 
 /// In-memory facts the store has no column for (lost on restart, with safe defaults).
@@ -528,6 +530,7 @@ impl Coordinator {
                 runtime: Mutex::new(Runtime::default()),
                 metrics,
                 oidc_key: tokio::sync::OnceCell::new(),
+                settings_cache: variables::SettingsCache::default(),
             }),
         }
     }

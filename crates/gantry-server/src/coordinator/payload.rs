@@ -803,7 +803,7 @@ impl Coordinator {
         for (k, v) in &dotenv {
             vars.public(k, v.clone());
         }
-        let instance_vars = self.instance_variables().await?;
+        let instance_vars = self.kept_instance_variables().await?;
         let settings_vars = self.settings_variables(project.id, &project.name).await?;
         for v in instance_variables::for_job(&instance_vars, pipeline.protected) {
             let file = v.variable_type == variables::FILE;

@@ -802,8 +802,10 @@ impl Coordinator {
             iid.and_then(|iid| u64::try_from(iid).ok()).unwrap_or(0),
         );
         let includes = self.include_sources(project).await?;
-        let instance_vars =
-            super::instance_variables::for_creation(&self.instance_variables().await?, protected);
+        let instance_vars = super::instance_variables::for_creation(
+            &self.kept_instance_variables().await?,
+            protected,
+        );
         let settings_vars = super::variables::for_creation(
             &self.settings_variables(project.id, &project.name).await?,
             protected,
@@ -1731,6 +1733,7 @@ impl Coordinator {
         }
         let pages = self.inner.store.pages_blob_keys(id).await?;
         let deleted = self.inner.store.delete_project(id).await?;
+        self.inner.settings_cache.changed();
         for (key, why) in self.blob_delete(pages).await? {
             eprintln!("gantry: the pages site {key} of deleted project {id} is left over: {why}");
         }

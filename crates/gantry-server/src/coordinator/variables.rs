@@ -9,8 +9,11 @@
 //!
 //! Groups have variables too (`VariableOwner`; a group is a namespace of project names, its
 //! id in `group_ids`, no other row): a job sees the layers outer group, subgroups, then its
-//! project, the nearer owner winning. They are read once per pipeline and once per job
-//! (`Coordinator::settings_variables`); at creation through
+//! project, the nearer owner winning. They and the instance's are read from the store once
+//! and kept, decrypted, in a [`SettingsCache`]: a job's payload does not read them again. A
+//! change through this coordinator (a variable of the instance, a group or a project; a group
+//! or project deleted) drops what is kept; a change through another replica is seen within
+//! [`SETTINGS_TTL`]. At creation they reach the pipeline through
 //! `Context::with_settings_variables`, where a job's rules see its environment's through
 //! `Context::project_var_for` (nearest owner, then `scope_rank`).
 //!
@@ -23,8 +26,12 @@
 //! A masked value must be at least 8 characters of `[a-zA-Z0-9_+=/@:.~-]` (GitLab's
 //! `Ci::Maskable`), so the runner can find it in the log.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
 use gantry_pipeline::context::{SettingsVariable, scope_matches, scope_rank};
-use gantry_store::{ProjectVariable, VariableOwner};
+use gantry_store::{InstanceVariable, ProjectVariable, VariableOwner};
 
 use super::Coordinator;
 use super::error::CoordinatorError;
@@ -41,6 +48,85 @@ const MAX_KEY_CHARS: usize = 255;
 /// `ENV_VAR` / `FILE` as GitLab's API spells them.
 pub const ENV_VAR: &str = "env_var";
 pub const FILE: &str = "file";
+
+/// How long kept settings variables are used without reading them again: the bound on
+/// seeing a change made through another replica (changes through this one drop them at
+/// once).
+pub const SETTINGS_TTL: Duration = Duration::from_secs(5);
+
+/// Kept projects at most; past it the cache starts again empty.
+const MAX_KEPT_PROJECTS: usize = 4_096;
+
+/// A project's settings variables: `(layer, variable)` as
+/// [`Coordinator::settings_variables`] returns them.
+pub(crate) type Layered = Arc<Vec<(usize, ProjectVariable)>>;
+
+/// The settings variables read from the store, decrypted: the instance's, and each
+/// project's with its groups' (by project id and name, since the name says the groups).
+/// Every entry is used for [`SETTINGS_TTL`]; [`SettingsCache::changed`] drops them all. A read
+/// that began before a change does not keep its answer (the generation moved). Cost: a
+/// lookup is one hash probe under a mutex; memory is bounded by [`MAX_KEPT_PROJECTS`].
+#[derive(Default)]
+pub(crate) struct SettingsCache {
+    kept: Mutex<Kept>,
+}
+
+#[derive(Default)]
+struct Kept {
+    generation: u64,
+    instance: Option<(Instant, Arc<Vec<InstanceVariable>>)>,
+    projects: HashMap<(i64, String), (Instant, Layered)>,
+}
+
+impl SettingsCache {
+    fn kept(&self) -> std::sync::MutexGuard<'_, Kept> {
+        self.kept.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The generation now, to hand back with what is then read.
+    pub(crate) fn generation(&self) -> u64 {
+        self.kept().generation
+    }
+
+    /// Variables changed: nothing kept is used again.
+    pub(crate) fn changed(&self) {
+        let mut kept = self.kept();
+        kept.generation = kept.generation.wrapping_add(1);
+        kept.instance = None;
+        kept.projects.clear();
+    }
+
+    pub(crate) fn instance(&self) -> Option<Arc<Vec<InstanceVariable>>> {
+        let kept = self.kept();
+        let (at, vars) = kept.instance.as_ref()?;
+        (at.elapsed() < SETTINGS_TTL).then(|| Arc::clone(vars))
+    }
+
+    pub(crate) fn keep_instance(&self, generation: u64, vars: Arc<Vec<InstanceVariable>>) {
+        let mut kept = self.kept();
+        if kept.generation == generation {
+            kept.instance = Some((Instant::now(), vars));
+        }
+    }
+
+    pub(crate) fn project(&self, id: i64, name: &str) -> Option<Layered> {
+        let kept = self.kept();
+        let (at, vars) = kept.projects.get(&(id, name.to_owned()))?;
+        (at.elapsed() < SETTINGS_TTL).then(|| Arc::clone(vars))
+    }
+
+    pub(crate) fn keep_project(&self, generation: u64, id: i64, name: &str, vars: Layered) {
+        let mut kept = self.kept();
+        if kept.generation != generation {
+            return;
+        }
+        if kept.projects.len() >= MAX_KEPT_PROJECTS {
+            kept.projects.clear();
+        }
+        kept.projects
+            .insert((id, name.to_owned()), (Instant::now(), vars));
+    }
+}
 
 /// Checks a variable before it is stored; the message names the field and the fix.
 pub fn validate(v: &ProjectVariable) -> Result<(), CoordinatorError> {
@@ -230,6 +316,25 @@ impl Coordinator {
         &self,
         project_id: i64,
         project_name: &str,
+    ) -> Result<Layered, CoordinatorError> {
+        let cache = &self.inner.settings_cache;
+        if let Some(kept) = cache.project(project_id, project_name) {
+            return Ok(kept);
+        }
+        let generation = cache.generation();
+        let read = Arc::new(
+            self.read_settings_variables(project_id, project_name)
+                .await?,
+        );
+        cache.keep_project(generation, project_id, project_name, Arc::clone(&read));
+        Ok(read)
+    }
+
+    /// [`Coordinator::settings_variables`] from the store.
+    async fn read_settings_variables(
+        &self,
+        project_id: i64,
+        project_name: &str,
     ) -> Result<Vec<(usize, ProjectVariable)>, CoordinatorError> {
         let groups = group_paths(project_name);
         let mut out = Vec::new();
@@ -352,9 +457,10 @@ impl Coordinator {
         let masked: Vec<ProjectVariable> = self
             .settings_variables(project.id, &project.name)
             .await?
-            .into_iter()
+            .iter()
             .map(|(_, v)| v)
             .filter(|v| v.masked)
+            .cloned()
             .collect();
         Ok(vars
             .into_iter()
@@ -437,11 +543,14 @@ impl Coordinator {
                 "{whose} has {most} variables, the most it may have: delete one first"
             )));
         }
-        self.inner
+        let created = self
+            .inner
             .store
             .create_variable(owner, &self.sealed(v), now_ms())
             .await
-            .map_err(taken)
+            .map_err(taken);
+        self.inner.settings_cache.changed();
+        created
     }
 
     /// Replaces the variable `key` of scope `scope` (`NotFound` when there is none). A
@@ -473,11 +582,14 @@ impl Coordinator {
             )));
         }
         validate(v)?;
-        self.inner
+        let updated = self
+            .inner
             .store
             .update_variable(owner, key, scope, &self.sealed(v))
             .await
-            .map_err(taken)
+            .map_err(taken);
+        self.inner.settings_cache.changed();
+        updated
     }
 
     /// Removes the variable `key` of scope `scope` (`NotFound` when there is none).
@@ -487,7 +599,9 @@ impl Coordinator {
         key: &str,
         scope: &str,
     ) -> Result<(), CoordinatorError> {
-        Ok(self.inner.store.delete_variable(owner, key, scope).await?)
+        let deleted = self.inner.store.delete_variable(owner, key, scope).await;
+        self.inner.settings_cache.changed();
+        Ok(deleted?)
     }
 }
 
@@ -523,6 +637,34 @@ mod tests {
             environment_scope: scope.to_owned(),
             ..ProjectVariable::new(key, format!("{key}@{scope}"))
         }
+    }
+
+    #[test]
+    fn kept_settings_are_dropped_by_a_change_and_not_kept_by_a_read_from_before_it() {
+        let cache = SettingsCache::default();
+        let vars: Layered = Arc::new(vec![(0, var("A", "*", false))]);
+        assert!(cache.project(1, "acme/app").is_none());
+        let before = cache.generation();
+        cache.keep_project(before, 1, "acme/app", Arc::clone(&vars));
+        assert!(cache.project(1, "acme/app").is_some());
+        // Another name is other groups.
+        assert!(cache.project(1, "other/app").is_none());
+        cache.changed();
+        assert!(cache.project(1, "acme/app").is_none());
+        // A read that began before the change keeps nothing.
+        cache.keep_project(before, 1, "acme/app", Arc::clone(&vars));
+        assert!(cache.project(1, "acme/app").is_none());
+        let instance = Arc::new(vec![InstanceVariable::new("I", "v")]);
+        cache.keep_instance(before, Arc::clone(&instance));
+        assert!(cache.instance().is_none());
+        cache.keep_instance(cache.generation(), instance);
+        assert!(cache.instance().is_some());
+        // Bounded: past the most kept, it starts again.
+        let now = cache.generation();
+        for id in 0..=i64::try_from(MAX_KEPT_PROJECTS).unwrap() {
+            cache.keep_project(now, id, "p", Arc::clone(&vars));
+        }
+        assert!(cache.kept().projects.len() <= MAX_KEPT_PROJECTS);
     }
 
     #[test]
