@@ -44,7 +44,7 @@ pub fn blobs(cfg: &CoordinatorConfig) -> Result<Arc<dyn BlobStore>, String> {
         Ok("local") | Err(_) => {
             let dir = cfg.data_dir.join("blobs");
             std::fs::create_dir_all(&dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
-            Ok(Arc::new(LocalDir::new(dir).durable(cfg.durable_blobs)))
+            Ok(Arc::new(LocalDir::new(dir).durable(cfg.durable_blobs())))
         }
         Ok(other) => Err(format!("{TEST_BLOBS}={other}: expected local or s3")),
     }

@@ -36,9 +36,9 @@
 //!   run at once instead of waiting for ever.
 //!
 //! In the code: `run/snapshot.rs` reads the checkout once (`Checkout::read`: four git
-//! processes started together); the coordinator runs with `local_repos_in_place` (the
-//! snapshot repository is the project's mirror, nothing fetched), `trace_update_interval` 1
-//! s, the git user as its `PipelineUser` and `CI_SERVER_URL` from the `origin` remote; the
+//! processes started together); the coordinator runs with the `Profile::LocalRun` profile
+//! (the snapshot repository is the project's mirror, nothing fetched, log updates every
+//! second, nothing fsynced, no timers), the git user as its `PipelineUser` and `CI_SERVER_URL` from the `origin` remote; the
 //! `Poller`'s `PollOptions::snapshot` makes every job's directory a replica of the
 //! snapshot, and its `trace_tap` feeds `run/display.rs`, written once per batch of events.
 //! The run follows the top pipeline and its downstream pipelines (`progress_tree`,
@@ -77,8 +77,8 @@ use gantry_runner::poll::{PollEvent, PollOptions, Poller};
 use gantry_server::Status;
 use gantry_server::coordinator::{
     Coordinator, CoordinatorConfig, CoordinatorError, DefaultBranch, IncludeLoader, JobSelection,
-    MergeRequestPipelineRequest, PendingReason, PipelineRequest, PipelineUser, ProjectRequest,
-    RemoteFetches, RunnerOptions,
+    LocalRun, MergeRequestPipelineRequest, PendingReason, PipelineRequest, PipelineUser, Profile,
+    ProjectRequest, RemoteFetches, RunnerOptions,
 };
 use gantry_store::{ProjectVariable, Store, VariableOwner};
 use tokio::sync::mpsc;
@@ -751,23 +751,18 @@ async fn run_pipeline(
     let traces = data_dir.join("traces");
     let _ = take_kept(&kept_dir(&s.root, "traces"), &traces);
     let mut cfg = CoordinatorConfig::new(&data_dir, server_url);
-    cfg.local_repos_in_place = true;
-    // `compare_to: main` names the checkout's branch; the snapshot holds only the run's.
-    cfg.compare_refs = vec![s.root.clone()];
-    cfg.run_schedules = false;
-    // The runner copies the snapshot: no refspec is fetched.
-    cfg.pipeline_refs = false;
-    cfg.remove_expired_artifacts = false;
+    // The snapshot is its own mirror, `compare_to: main` names the checkout's branch (the
+    // snapshot holds only the run's), and the store is thrown away at the end.
+    cfg.profile = Profile::LocalRun(LocalRun {
+        checkout: s.root.clone(),
+        remote_fetches: fetched,
+    });
     cfg.user = pipeline_user(&s.checkout);
-    cfg.trace_update_interval = Some(Duration::from_secs(1));
     cfg.include_cache = Some(include_cache);
     cfg.remote_include_rewrites = rewrites;
-    cfg.remote_fetches = Some(fetched);
     // The store lives for this run only: its variables need no key that outlives it (and
     // writing a key file would cost an fsync per run).
     cfg.db_key = Some(gantry_server::coordinator::secrets::DbKey::random());
-    // The store is thrown away at the end: nothing to keep across a machine crash.
-    cfg.durable_blobs = false;
     cfg.telemetry = telemetry.clone();
     let coordinator = Coordinator::open(store, cfg)
         .await

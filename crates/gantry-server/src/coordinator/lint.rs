@@ -145,7 +145,7 @@ impl Coordinator {
         let config_path = project.ci_config_path.clone();
         let files = ChildFiles {
             commit: CommitLoader::of(&mirror, files_at.sha.clone())
-                .comparing_in(self.inner.cfg.compare_refs.clone()),
+                .comparing_in(self.inner.cfg.compare_refs()),
             child: request.content.clone().map(|text| ChildConfig {
                 root: (config_path.clone(), text),
                 artifacts: Default::default(),

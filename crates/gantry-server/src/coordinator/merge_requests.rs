@@ -246,7 +246,7 @@ impl Coordinator {
         let store = &self.inner.store;
         let m = store.merge_request(merge_request_id).await?;
         let project = store.project(m.project_id).await?;
-        let mirror = if self.inner.cfg.local_repos_in_place && is_local_path(&project.repo_url) {
+        let mirror = if self.inner.cfg.local_repos_in_place() && is_local_path(&project.repo_url) {
             self.sync_mirror(&project).await?
         } else {
             self.mirror(project.id)

@@ -174,17 +174,8 @@ pub struct CoordinatorConfig {
     pub trace_body_idle_timeout: Duration,
     /// Largest artifact upload, bytes (default 100 MiB).
     pub artifact_limit: u64,
-    /// A project whose repository is a local path is its own mirror: the mirror's path
-    /// is a symbolic link to it, nothing is fetched or copied, and pipeline refs are
-    /// written into it. Only for repositories made for the coordinator (`gantry run`'s
-    /// snapshot, which lives for one run); off by default.
-    pub local_repos_in_place: bool,
     /// Who pipelines are attributed to (`GITLAB_USER_*`).
     pub user: PipelineUser,
-    /// `X-GitLab-Trace-Update-Interval` for every job; `None` = GitLab's (3 s while
-    /// somebody reads the log, else 60 s). `gantry run` asks for 1 s so a cancel reaches
-    /// the runner at once.
-    pub trace_update_interval: Option<Duration>,
     /// The offline include cache for `include:project` and `include:remote` (`gantry
     /// run`); `None` on a server.
     pub include_cache: Option<IncludeCache>,
@@ -195,32 +186,11 @@ pub struct CoordinatorConfig {
     /// registry tokens, so `CI_REGISTRY_USER`/`_PASSWORD` and the payload's registry
     /// credentials are not set: jobs log in with their own (`DOCKER_AUTH_CONFIG`).
     pub registry: Option<String>,
-    /// Remote includes fetched once for every pipeline (`gantry run`, whose
-    /// configuration check shares them); `None` on a server, which fetches anew for
-    /// every pipeline, as GitLab does.
-    pub remote_fetches: Option<RemoteFetches>,
     /// The key project variable values are encrypted with (see [`secrets`]); `None`:
     /// the key in `data_dir/db_key`, made on first start.
     pub db_key: Option<secrets::DbKey>,
-    /// Whether blobs (artifact archives) are `fsync`ed before the commit that makes
-    /// them visible (see `coordinator/blob.rs`), and a job's log before its final state
-    /// (see `trace_files.rs`); off for `gantry run`'s temporary store.
-    pub durable_blobs: bool,
-    /// Repositories whose refs `rules:changes:compare_to` also resolves in when the
-    /// project's repository lacks them: `gantry run`'s checkout (its snapshot repository
-    /// holds one branch and borrows the checkout's objects). Empty on a server.
-    pub compare_refs: Vec<PathBuf>,
-    /// Whether the background timers start due pipeline schedules (see `schedules.rs`);
-    /// off for `gantry run`, whose temporary store has none.
-    pub run_schedules: bool,
-    /// Whether each pipeline gets its persistent ref `refs/pipelines/<id>` (what a
-    /// runner's first refspec fetches); off for `gantry run`, whose runner copies the
-    /// snapshot and fetches nothing (one `git update-ref` less per pipeline).
-    pub pipeline_refs: bool,
-    /// Whether the background timers remove expired artifacts every minute
-    /// (`Coordinator::remove_expired_artifacts`); off for `gantry run`, whose store is
-    /// thrown away.
-    pub remove_expired_artifacts: bool,
+    /// A server (the default), or `gantry run`'s engine for one run on a checkout.
+    pub profile: Profile,
     /// The process's tracer (`None`, the default: no spans; see `telemetry.rs`).
     pub telemetry: Option<gantry_telemetry::Telemetry>,
     /// The process's meters (`None`, the default: metrics only as Prometheus text at
@@ -230,6 +200,93 @@ pub struct CoordinatorConfig {
     /// `https://pages.example.com`): requests for that host are Pages requests; `None`:
     /// `<external_url>/-/pages` (see `pages.rs`).
     pub pages_url: Option<String>,
+}
+
+/// How a coordinator is used: what differs between a server and `gantry run`'s engine,
+/// in one place.
+#[derive(Clone, Debug, Default)]
+pub enum Profile {
+    /// A server: every pipeline gets its persistent ref, timers run schedules and remove
+    /// expired artifacts, blobs and logs are `fsync`ed before the commits that make
+    /// them visible, log update intervals are GitLab's.
+    #[default]
+    Server,
+    /// `gantry run`: one run on a checkout, with a store thrown away at its end.
+    LocalRun(LocalRun),
+}
+
+/// What `gantry run`'s engine needs beyond a server's settings.
+#[derive(Clone, Debug)]
+pub struct LocalRun {
+    /// The checkout: the refs `rules:changes:compare_to` also resolves in when the
+    /// project's repository (the run's snapshot, one branch borrowing the checkout's
+    /// objects) lacks them.
+    pub checkout: PathBuf,
+    /// Remote includes fetched once for the run (its configuration check shares them);
+    /// a server fetches anew for every pipeline, as GitLab does.
+    pub remote_fetches: RemoteFetches,
+}
+
+impl CoordinatorConfig {
+    fn local_run(&self) -> Option<&LocalRun> {
+        match &self.profile {
+            Profile::Server => None,
+            Profile::LocalRun(run) => Some(run),
+        }
+    }
+
+    /// A project whose repository is a local path is its own mirror (a symbolic link to
+    /// it, nothing fetched or copied, pipeline refs written into it): `gantry run`'s
+    /// snapshot, made for the coordinator and living for one run.
+    pub fn local_repos_in_place(&self) -> bool {
+        self.local_run().is_some()
+    }
+
+    /// `X-GitLab-Trace-Update-Interval` for every job; `None` = GitLab's (3 s while
+    /// somebody reads the log, else 60 s). `gantry run` asks for 1 s so a cancel
+    /// reaches the runner at once.
+    pub fn trace_update_interval(&self) -> Option<Duration> {
+        self.local_run().map(|_| Duration::from_secs(1))
+    }
+
+    /// Remote includes fetched once for every pipeline (`gantry run`).
+    pub fn remote_fetches(&self) -> Option<&RemoteFetches> {
+        self.local_run().map(|run| &run.remote_fetches)
+    }
+
+    /// Whether blobs (artifact archives) are `fsync`ed before the commit that makes
+    /// them visible (`coordinator/blob.rs`), and a job's log before its final state
+    /// (`trace_files.rs`): not for `gantry run`'s store, thrown away at its end.
+    pub fn durable_blobs(&self) -> bool {
+        self.local_run().is_none()
+    }
+
+    /// Repositories whose refs `rules:changes:compare_to` also resolves in: `gantry
+    /// run`'s checkout; none on a server.
+    pub fn compare_refs(&self) -> Vec<PathBuf> {
+        self.local_run()
+            .map(|run| vec![run.checkout.clone()])
+            .unwrap_or_default()
+    }
+
+    /// Whether the timers start due pipeline schedules (`schedules.rs`); `gantry run`'s
+    /// store has none.
+    pub fn run_schedules(&self) -> bool {
+        self.local_run().is_none()
+    }
+
+    /// Whether each pipeline gets its persistent ref `refs/pipelines/<id>` (what a
+    /// runner's first refspec fetches); `gantry run`'s runner copies the snapshot and
+    /// fetches nothing (one `git update-ref` less per pipeline).
+    pub fn pipeline_refs(&self) -> bool {
+        self.local_run().is_none()
+    }
+
+    /// Whether the timers remove expired artifacts every minute
+    /// (`Coordinator::remove_expired_artifacts`); `gantry run`'s store is thrown away.
+    pub fn remove_expired_artifacts(&self) -> bool {
+        self.local_run().is_none()
+    }
 }
 
 /// Who pipelines are attributed to: the `GITLAB_USER_*` variables.
@@ -264,19 +321,12 @@ impl CoordinatorConfig {
             trace_limit: 100 * 1024 * 1024,
             trace_body_idle_timeout: Duration::from_secs(30),
             artifact_limit: 100 * 1024 * 1024,
-            local_repos_in_place: false,
             user: PipelineUser::default(),
-            trace_update_interval: None,
             include_cache: None,
             remote_include_rewrites: Vec::new(),
             registry: None,
-            remote_fetches: None,
             db_key: None,
-            durable_blobs: true,
-            compare_refs: Vec::new(),
-            run_schedules: true,
-            pipeline_refs: true,
-            remove_expired_artifacts: true,
+            profile: Profile::Server,
             telemetry: None,
             meters: None,
             pages_url: None,
@@ -470,7 +520,7 @@ impl Coordinator {
         store: Store,
         cfg: CoordinatorConfig,
     ) -> std::result::Result<Self, CoordinatorError> {
-        let blobs = LocalDir::new(cfg.data_dir.join("blobs")).durable(cfg.durable_blobs);
+        let blobs = LocalDir::new(cfg.data_dir.join("blobs")).durable(cfg.durable_blobs());
         tokio::fs::create_dir_all(blobs.root()).await?;
         Self::open_with_blobs(store, cfg, Arc::new(blobs)).await
     }

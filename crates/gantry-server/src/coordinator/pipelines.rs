@@ -628,7 +628,7 @@ impl Coordinator {
     pub(crate) async fn sync_mirror(&self, project: &gantry_store::Project) -> Result<Mirror> {
         let mirror = self.mirror(project.id);
         let _g = self.inner.repo_locks[stripe(project.id)].lock().await;
-        if self.inner.cfg.local_repos_in_place && is_local_path(&project.repo_url) {
+        if self.inner.cfg.local_repos_in_place() && is_local_path(&project.repo_url) {
             mirror.link_to(Path::new(&project.repo_url)).await?;
             return Ok(mirror);
         }
@@ -649,7 +649,7 @@ impl Coordinator {
             .into_iter()
             .map(|p| {
                 // A repository used in place is read where it is, never fetched.
-                let in_place = self.inner.cfg.local_repos_in_place && is_local_path(&p.repo_url);
+                let in_place = self.inner.cfg.local_repos_in_place() && is_local_path(&p.repo_url);
                 ProjectRepo {
                     path: full_path(&p.name),
                     git_dir: if in_place {
@@ -667,7 +667,7 @@ impl Coordinator {
             self.inner.cfg.include_cache.clone(),
             self.inner.cfg.remote_include_rewrites.clone(),
         )
-        .sharing(self.inner.cfg.remote_fetches.clone()))
+        .sharing(self.inner.cfg.remote_fetches().cloned()))
     }
 
     /// Create a pipeline for `ref_name` (a branch or tag) of the project: resolve the ref
@@ -894,7 +894,7 @@ impl Coordinator {
         let predefined = scope.info.predefined();
         let loader = ChildFiles {
             commit: CommitLoader::of(&mirror, r.sha.clone())
-                .comparing_in(self.inner.cfg.compare_refs.clone()),
+                .comparing_in(self.inner.cfg.compare_refs()),
             child,
         };
         // Environment names are expanded with the instance variables and the group and
@@ -1123,7 +1123,7 @@ impl Coordinator {
         // mirror is tried first (a read-only or unwritable mirror fails before anything is
         // stored, so a push or a schedule is taken again next time); a write that fails
         // after the pipeline is stored (a full disk) removes the pipeline again.
-        if self.inner.cfg.pipeline_refs {
+        if self.inner.cfg.pipeline_refs() {
             if let Err(e) = mirror.check_pipeline_refs(&r.sha).await {
                 store.release_pipeline_iid(project_id, iid).await?;
                 return Err(e);
@@ -1131,7 +1131,7 @@ impl Coordinator {
         }
         let p = store.create_pipeline(&new, &jobs, now).await?;
         self.record_creation(&p, &times);
-        if self.inner.cfg.pipeline_refs {
+        if self.inner.cfg.pipeline_refs() {
             if let Err(e) = mirror.create_pipeline_ref(p.id, &r.sha).await {
                 let deleted = store.delete_pipeline(p.id).await?;
                 store.release_pipeline_iid(project_id, iid).await?;

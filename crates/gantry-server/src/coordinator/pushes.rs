@@ -69,7 +69,7 @@ impl Coordinator {
         project_id: i64,
     ) -> std::result::Result<Vec<PushedRef>, CoordinatorError> {
         let project = self.inner.store.project(project_id).await?;
-        if self.inner.cfg.local_repos_in_place && is_local_path(&project.repo_url) {
+        if self.inner.cfg.local_repos_in_place() && is_local_path(&project.repo_url) {
             return Ok(Vec::new());
         }
         // One look at a time per project in this process; other processes are kept apart
@@ -247,7 +247,7 @@ impl Coordinator {
     /// Record what a new project's repository holds, so that the first push after its
     /// creation already creates a pipeline. Not for a repository used in place.
     pub(crate) async fn record_first_refs(&self, project: &gantry_store::Project) -> Result<()> {
-        if self.inner.cfg.local_repos_in_place && is_local_path(&project.repo_url) {
+        if self.inner.cfg.local_repos_in_place() && is_local_path(&project.repo_url) {
             return Ok(());
         }
         let refs = list_refs(&project.repo_url).await?;

@@ -109,14 +109,14 @@ impl Coordinator {
                     eprintln!("gantry: failed to run the coordinator's timers: {e}");
                     this.inner.metrics.system_error("scheduler", "timers");
                 }
-                if this.inner.cfg.run_schedules {
+                if this.inner.cfg.run_schedules() {
                     this.spawn_due_schedules();
                 }
                 ticks += 1;
                 if ticks % super::metrics::GAUGE_REFRESH_TICKS == 1 {
                     this.refresh_exported_gauges().await;
                 }
-                if this.inner.cfg.remove_expired_artifacts
+                if this.inner.cfg.remove_expired_artifacts()
                     && ticks % EXPIRED_ARTIFACTS_EVERY_TICKS == 1
                 {
                     this.spawn_expired_artifacts_removal();

@@ -287,7 +287,7 @@ impl Coordinator {
         job_id: i64,
     ) -> std::result::Result<(), CoordinatorError> {
         let archive = self.inner.blobs.is_shared();
-        if !self.inner.cfg.durable_blobs && !archive {
+        if !self.inner.cfg.durable_blobs() && !archive {
             return Ok(());
         }
         let (len, source) = if archive {
@@ -298,7 +298,7 @@ impl Coordinator {
         };
         let this = self.clone();
         tokio::task::spawn_blocking(move || {
-            if this.inner.cfg.durable_blobs {
+            if this.inner.cfg.durable_blobs() {
                 this.inner.traces.sync(job_id)?;
             }
             if archive && len > 0 {

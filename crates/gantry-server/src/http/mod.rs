@@ -168,7 +168,7 @@ impl AppState {
     /// `X-GitLab-Trace-Update-Interval` for a job (§5.2): [`WATCHED_INTERVAL`] while
     /// watched, else [`UNWATCHED_INTERVAL`].
     pub(crate) fn trace_update_interval(&self, job_id: i64) -> Duration {
-        if let Some(interval) = self.coordinator.config().trace_update_interval {
+        if let Some(interval) = self.coordinator.config().trace_update_interval() {
             return interval;
         }
         let watched = self
