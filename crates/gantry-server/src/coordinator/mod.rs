@@ -384,6 +384,8 @@ struct Inner {
     oidc_key: tokio::sync::OnceCell<Arc<id_tokens::SigningKey>>,
     /// Settings variables as last read (`variables.rs`).
     settings_cache: variables::SettingsCache,
+    /// Pipelines read whole from the store for a decision ([`Coordinator::pipelines_read_whole`]).
+    pipelines_read_whole: std::sync::atomic::AtomicU64,
 }
 
 /// In-memory facts the store has no column for (lost on restart, with safe defaults).
@@ -494,6 +496,17 @@ impl Runtime {
         meanwhile
     }
 
+    /// What was assigned since the decision holding the pipeline's copy took it, in lock
+    /// order (the copy stays in use).
+    fn release_meanwhile(&mut self, pipeline_id: i64) -> Vec<(i64, Vec<state::AssignedJob>, i64)> {
+        let mut meanwhile = self
+            .assigned_meanwhile
+            .remove(&pipeline_id)
+            .unwrap_or_default();
+        meanwhile.sort_by_key(|(lock_version, _, _)| *lock_version);
+        meanwhile
+    }
+
     /// Drop this process's copy of a pipeline (read again at its next decision).
     fn forget_active(&mut self, pipeline_id: i64) -> Option<Loaded> {
         let gone = self.active.remove(&pipeline_id);
@@ -502,6 +515,29 @@ impl Runtime {
         }
         gone
     }
+}
+
+/// Applies to `loaded` the assignments `meanwhile` (in lock order) that the store's
+/// `lock_version` as read (`stored`) already holds; false when one cannot be applied (the
+/// copy missed a change: it is read again). Those committed after the row was read are
+/// left in `later`, for [`Runtime::keep_active`] to apply when the copy comes back:
+/// dropping them would leave the copy behind the store, and the next decision would read
+/// the whole pipeline again.
+fn catch_up(
+    loaded: &mut Loaded,
+    meanwhile: Vec<(i64, Vec<state::AssignedJob>, i64)>,
+    stored: i64,
+    later: &mut Vec<(i64, Vec<state::AssignedJob>, i64)>,
+) -> bool {
+    let mut current = true;
+    for (lock_version, jobs, at) in meanwhile {
+        if lock_version > stored {
+            later.push((lock_version, jobs, at));
+        } else if lock_version > loaded.pipeline.lock_version {
+            current &= loaded.assigned(lock_version, &jobs, at);
+        }
+    }
+    current
 }
 
 /// Longest a cached row is trusted (rows other processes may change).
@@ -581,6 +617,7 @@ impl Coordinator {
                 metrics,
                 oidc_key: tokio::sync::OnceCell::new(),
                 settings_cache: variables::SettingsCache::default(),
+                pipelines_read_whole: std::sync::atomic::AtomicU64::new(0),
             }),
         }
     }
@@ -754,6 +791,15 @@ impl Coordinator {
 
     // ---- the decision path ----
 
+    /// How many times a decision read its pipeline whole from the store (O(jobs) each)
+    /// instead of taking the copy kept in memory: once per active pipeline, then only
+    /// when another replica changed it.
+    pub fn pipelines_read_whole(&self) -> u64 {
+        self.inner
+            .pipelines_read_whole
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// A pipeline as the store holds it now, read whole. O(jobs).
     async fn load(&self, pipeline_id: i64) -> Result<Loaded> {
         let pipeline = self.inner.store.pipeline(pipeline_id).await?;
@@ -763,6 +809,9 @@ impl Coordinator {
     /// [`Coordinator::load`] once the pipeline's row is read (before its job rows: they
     /// are then at least as new as its `lock_version`).
     async fn load_rows(&self, pipeline: gantry_store::Pipeline) -> Result<Loaded> {
+        self.inner
+            .pipelines_read_whole
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let (rows, specs) = self.rows_with_specs(pipeline.id).await?;
         let graceful: HashSet<i64> = {
             let rt = self.runtime();
@@ -790,24 +839,24 @@ impl Coordinator {
             }
         };
         if let Some(mut loaded) = cached {
-            let meanwhile = {
-                let mut rt = self.runtime();
-                let mut m = rt
-                    .assigned_meanwhile
-                    .remove(&pipeline_id)
-                    .unwrap_or_default();
-                m.sort_by_key(|(lock_version, _, _)| *lock_version);
-                m
-            };
-            let mut current = true;
-            for (lock_version, jobs, at) in meanwhile {
-                if lock_version > loaded.pipeline.lock_version
-                    && lock_version <= pipeline.lock_version
-                {
-                    current &= loaded.assigned(lock_version, &jobs, at);
-                }
+            let meanwhile = self.runtime().release_meanwhile(pipeline_id);
+            let mut later = Vec::new();
+            let mut current = catch_up(&mut loaded, meanwhile, pipeline.lock_version, &mut later);
+            if current && loaded.pipeline.lock_version < pipeline.lock_version {
+                // An assignment this process committed is noted on the copies after its
+                // commit, under the assignment gate: once the gate is free, what it
+                // assigned is in `assigned_meanwhile` (the copy is in use). Without this
+                // wait a decision reading the row in between read the whole pipeline.
+                let _noted = self.inner.assign_gate.lock().await;
+                let meanwhile = self.runtime().release_meanwhile(pipeline_id);
+                current = catch_up(&mut loaded, meanwhile, pipeline.lock_version, &mut later);
             }
             if current && loaded.pipeline.lock_version == pipeline.lock_version {
+                if !later.is_empty() {
+                    let mut rt = self.runtime();
+                    let kept = rt.assigned_meanwhile.entry(pipeline_id).or_default();
+                    kept.extend(later);
+                }
                 loaded.pipeline = pipeline;
                 return Ok(loaded);
             }
