@@ -488,12 +488,7 @@ impl Runtime {
     /// meanwhile, in lock order.
     fn release(&mut self, pipeline_id: i64) -> Vec<(i64, Vec<state::AssignedJob>, i64)> {
         self.in_use.remove(&pipeline_id);
-        let mut meanwhile = self
-            .assigned_meanwhile
-            .remove(&pipeline_id)
-            .unwrap_or_default();
-        meanwhile.sort_by_key(|(lock_version, _, _)| *lock_version);
-        meanwhile
+        self.release_meanwhile(pipeline_id)
     }
 
     /// What was assigned since the decision holding the pipeline's copy took it, in lock
