@@ -1,20 +1,26 @@
 //! The compiled pipeline: what the YAML processor hands to the coordinator and to
 //! `gantry lint`. Every value here is validated; nothing refers back to YAML nodes.
+//!
+//! The types read back what they serialize: the coordinator stores each compiled [`Job`] as
+//! JSON (its `jobs.spec`) and reads it as this same type. A field an older row lacks takes
+//! its default (`#[serde(default)]`; `expand` and `artifacts` default to true, as written
+//! YAML does); [`Job::pos`] is not stored.
 
 use indexmap::IndexMap;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::yaml::Pos;
 
 /// A YAML variable after stringification (`VAR: 012` is `"10"`, as GitLab does).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Variable {
     pub value: String,
     /// `expand: false` makes the variable raw (never expanded).
+    #[serde(default = "yes")]
     pub expand: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub options: Vec<String>,
 }
 
@@ -31,10 +37,15 @@ impl Variable {
 
 pub type Variables = IndexMap<String, Variable>;
 
+fn yes() -> bool {
+    true
+}
+
 /// Job-level `when`, after rules.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum When {
+    #[default]
     OnSuccess,
     OnFailure,
     Always,
@@ -64,16 +75,19 @@ impl When {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Need {
     pub job: String,
+    #[serde(default = "yes")]
     pub artifacts: bool,
+    #[serde(default)]
     pub optional: bool,
 }
 
 /// `needs` entries that refer to other pipelines or projects. Kept for the coordinator; a
 /// local pipeline cannot satisfy them.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(default)]
 pub struct CrossNeed {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub project: Option<String>,
@@ -84,10 +98,12 @@ pub struct CrossNeed {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[serde(rename = "ref")]
     pub ref_: Option<String>,
+    #[serde(default = "yes")]
     pub artifacts: bool,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(default)]
 pub struct Image {
     pub name: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -100,7 +116,8 @@ pub struct Image {
     pub pull_policy: Vec<String>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(default)]
 pub struct Service {
     pub name: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -119,15 +136,17 @@ pub struct Service {
     pub pull_policy: Vec<String>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum ArtifactsWhen {
+    #[default]
     OnSuccess,
     OnFailure,
     Always,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(default)]
 pub struct Artifacts {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
@@ -151,13 +170,13 @@ pub struct Artifacts {
     pub coverage_report: Option<CoverageReport>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CoverageReport {
     pub coverage_format: String,
     pub path: String,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CacheKey {
     /// A literal key (variables expanded by the runner).
@@ -174,7 +193,15 @@ pub enum CacheKey {
     },
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+impl Default for CacheKey {
+    /// GitLab's key when none is given.
+    fn default() -> Self {
+        CacheKey::Literal("default".to_owned())
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(default)]
 pub struct Cache {
     pub key: CacheKey,
     pub paths: Vec<String>,
@@ -186,7 +213,8 @@ pub struct Cache {
     pub fallback_keys: Vec<String>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(default)]
 pub struct Retry {
     pub max: u8,
     /// Failure reasons (or `always`) that allow a retry.
@@ -194,7 +222,8 @@ pub struct Retry {
     pub exit_codes: Vec<i64>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(default)]
 pub struct Environment {
     pub name: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -208,8 +237,20 @@ pub struct Environment {
     pub deployment_tier: Option<String>,
 }
 
+impl Environment {
+    /// `action:`, `start` when not given.
+    pub fn action(&self) -> &str {
+        if self.action.is_empty() {
+            "start"
+        } else {
+            &self.action
+        }
+    }
+}
+
 /// Downstream pipeline trigger (bridge job). The coordinator creates the downstream pipeline.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
 pub struct Trigger {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub project: Option<String>,
@@ -229,7 +270,8 @@ pub struct Trigger {
 }
 
 /// A job after every merge, expansion and rule: one row of the pipeline.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
 pub struct Job {
     pub name: String,
     pub stage: String,
@@ -296,7 +338,8 @@ pub struct Job {
 /// is the site (`pages:publish`, else `publish`, else `public`; GitLab adds it to
 /// `artifacts:paths`), and `pages:path_prefix`/`pages:expire_in` as written (variables
 /// are expanded by the coordinator).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(default)]
 pub struct Pages {
     pub publish: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -306,13 +349,13 @@ pub struct Pages {
 }
 
 /// `workflow:auto_cancel` after rules.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AutoCancel {
     pub on_new_commit: String,
     pub on_job_failure: String,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Pipeline {
     /// False when `workflow:rules` filtered the pipeline or no job remained.
     pub created: bool,
@@ -329,7 +372,7 @@ pub struct Pipeline {
 
 /// One of a job's `inputs:`: its default (of its type), and what a value given when the
 /// job is run or retried must satisfy. The runner interpolates `${{ job.inputs.NAME }}`.
-#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct JobInput {
     pub name: String,
     #[serde(rename = "type")]
@@ -344,7 +387,7 @@ pub struct JobInput {
 }
 
 /// A job input's `type`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum JobInputType {
     String,

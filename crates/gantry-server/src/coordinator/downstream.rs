@@ -37,7 +37,6 @@
 use std::collections::HashMap;
 
 use gantry_pipeline::{ArtifactError, PipelineInputs, Source};
-use serde::Deserialize;
 
 use crate::processor::{Event, FailureReason, Status};
 
@@ -46,7 +45,7 @@ use super::error::{CoordinatorError, Result};
 use super::job_token_scope::JobTokenUse;
 use super::payload::{creation_variables, dependency_rows};
 use super::pipelines::{ChildConfig, Creation, full_path};
-use super::spec::{JobModel, StoredSpec};
+use super::spec::StoredSpec;
 use super::time::now_ms;
 
 /// Child pipelines below the root: a grandchild may not trigger another level (GitLab's
@@ -62,19 +61,6 @@ pub const MAX_CROSS_PROJECT_PIPELINES: usize = 100;
 /// Largest artifacts archive an `include:artifact` is read from (GitLab's
 /// `ArtifactFileReader::MAX_ARCHIVE_SIZE`).
 pub const MAX_ARTIFACT_ARCHIVE: u64 = 5 * 1024 * 1024;
-
-/// `gantry_pipeline::Trigger` as stored in a job's spec.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(default)]
-struct TriggerModel {
-    project: Option<String>,
-    branch: Option<String>,
-    include: Vec<serde_json::Value>,
-    strategy: Option<String>,
-    forward_yaml_variables: bool,
-    forward_pipeline_variables: bool,
-    inputs: Option<serde_json::Value>,
-}
 
 /// Why no downstream pipeline was created: the bridge's failure reason and the messages
 /// for its log.
@@ -137,13 +123,10 @@ impl Coordinator {
             return self.settle_bridge(bridge_id, &child, false).await;
         }
         let spec = StoredSpec::parse(&job.spec)?;
-        let trigger: TriggerModel = match &spec.job.trigger {
-            Some(t) => serde_json::from_value(t.clone()).map_err(|e| {
-                CoordinatorError::corrupt(format!("trigger of job {bridge_id}: {e}"))
-            })?,
-            None => return Ok(()),
+        let Some(trigger) = &spec.job.trigger else {
+            return Ok(());
         };
-        match self.create_downstream(&job, &spec, &trigger).await {
+        match self.create_downstream(&job, &spec, trigger).await {
             Ok(child) => self.settle_bridge(bridge_id, &child, true).await,
             Err(NotCreatedOr::Store(e)) => Err(e),
             Err(NotCreatedOr::NotCreated(n)) => self.fail_bridge(bridge_id, n).await,
@@ -178,8 +161,7 @@ impl Coordinator {
             .job
             .trigger
             .as_ref()
-            .and_then(|t| t.get("strategy"))
-            .is_some_and(|s| !s.is_null());
+            .is_some_and(|t| t.strategy.is_some());
         if just_created {
             self.note_on_job(
                 bridge_id,
@@ -276,7 +258,7 @@ impl Coordinator {
         &self,
         job: &gantry_store::Job,
         spec: &StoredSpec,
-        trigger: &TriggerModel,
+        trigger: &gantry_pipeline::Trigger,
     ) -> std::result::Result<gantry_store::Pipeline, NotCreatedOr> {
         let store = &self.inner.store;
         let parent = store.pipeline(job.pipeline_id).await?;
@@ -480,7 +462,7 @@ impl Coordinator {
         project: &gantry_store::Project,
         pipeline: &gantry_store::Pipeline,
         job_id: i64,
-        m: &JobModel,
+        m: &gantry_pipeline::Job,
     ) -> Result<HashMap<String, String>> {
         let mut predefined = self.pipeline_info(project, pipeline).await.predefined();
         let base = format!("{}/{}", self.external_url(), full_path(&project.name));
@@ -506,11 +488,11 @@ impl Coordinator {
         &self,
         job: &gantry_store::Job,
         spec: &StoredSpec,
-        trigger: &TriggerModel,
+        trigger: &gantry_pipeline::Trigger,
         parent: &gantry_store::Pipeline,
         project: &gantry_store::Project,
     ) -> Result<Vec<(String, String)>> {
-        let m: &JobModel = &spec.job;
+        let m: &gantry_pipeline::Job = &spec.job;
         let pipeline_variables = self.pipeline_variables(parent)?.values;
         let dotenv = if trigger.forward_pipeline_variables {
             let rows = self.dep_rows(parent.id).await?;

@@ -11,7 +11,6 @@ use gantry_store::{EnvironmentEvent, NewJobEnvironment};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::spec::EnvironmentModel;
 use crate::processor::Status;
 
 /// The longest environment name (GitLab's `length: { maximum: 255 }`).
@@ -39,7 +38,10 @@ impl JobEnvironment {
     /// `CI_ENVIRONMENT_SLUG`, `CI_ENVIRONMENT_ACTION`, `CI_ENVIRONMENT_TIER` of the
     /// expanded name), as GitLab expands it with the persisted environment's variables:
     /// its dynamic-environments example `url: https://$CI_ENVIRONMENT_SLUG.example.com`.
-    pub(crate) fn expand(env: &EnvironmentModel, variables: &HashMap<String, String>) -> Self {
+    pub(crate) fn expand(
+        env: &gantry_pipeline::Environment,
+        variables: &HashMap<String, String>,
+    ) -> Self {
         let lookup = |n: &str| variables.get(n).cloned();
         let expand = |text: &String| expand_server(text, &lookup, Unknown::Empty);
         let name = expand(&env.name);
@@ -89,7 +91,10 @@ impl JobEnvironment {
     /// `Environment` validates its `tier` enum). GitLab only meets it when it creates the
     /// environment; Gantry checks it for every job, so a job naming an existing
     /// environment with a bad tier fails too instead of keeping the old tier.
-    pub(crate) fn to_new(&self, env: &EnvironmentModel) -> Result<NewJobEnvironment, String> {
+    pub(crate) fn to_new(
+        &self,
+        env: &gantry_pipeline::Environment,
+    ) -> Result<NewJobEnvironment, String> {
         check_name(&self.name)?;
         if let Some(tier) = self.tier.as_deref().filter(|t| !TIERS.contains(t)) {
             return Err(format!(
@@ -260,10 +265,10 @@ mod tests {
 
     #[test]
     fn names_and_urls_are_expanded_with_the_jobs_variables() {
-        let env = EnvironmentModel {
+        let env = gantry_pipeline::Environment {
             name: "review/$CI_JOB_STAGE/${APP}".into(),
             url: Some("https://$APP.example.com$MISSING".into()),
-            ..EnvironmentModel::default()
+            ..gantry_pipeline::Environment::default()
         };
         let vars: HashMap<String, String> = [("CI_JOB_STAGE", "test"), ("APP", "web")]
             .iter()
@@ -283,11 +288,11 @@ mod tests {
     /// GitLab's dynamic-environments example: the URL reads the environment's own slug.
     #[test]
     fn the_url_sees_the_environments_own_variables() {
-        let env = EnvironmentModel {
+        let env = gantry_pipeline::Environment {
             name: "review/$CI_COMMIT_REF_SLUG".into(),
             url: Some("https://$CI_ENVIRONMENT_SLUG.example.com/$CI_ENVIRONMENT_TIER".into()),
             deployment_tier: Some("$TIER".into()),
-            ..EnvironmentModel::default()
+            ..gantry_pipeline::Environment::default()
         };
         let vars: HashMap<String, String> =
             [("CI_COMMIT_REF_SLUG", "feature-x"), ("TIER", "staging")]
@@ -315,10 +320,10 @@ mod tests {
     fn auto_stop_in_is_expanded_and_read_as_a_duration() {
         let vars: HashMap<String, String> = [("DAYS".to_owned(), "2 days".to_owned())].into();
         let with = |text: &str| {
-            let env = EnvironmentModel {
+            let env = gantry_pipeline::Environment {
                 name: "review".into(),
                 auto_stop_in: Some(text.into()),
-                ..EnvironmentModel::default()
+                ..gantry_pipeline::Environment::default()
             };
             JobEnvironment::expand(&env, &vars).auto_stop_in
         };

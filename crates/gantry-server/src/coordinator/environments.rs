@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use super::environment::{TIERS, check_name, guess_tier, slug};
 use super::error::{CoordinatorError, Result};
-use super::spec::WhenModel;
+
 use super::time::now_ms;
 use super::views::JobView;
 use super::{Coordinator, iso8601};
@@ -386,7 +386,7 @@ impl Coordinator {
             else {
                 continue;
             };
-            let manual = matches!(spec.job.when, WhenModel::Manual);
+            let manual = matches!(spec.job.when, gantry_pipeline::When::Manual);
             let playable = matches!(
                 Status::parse(&job.status),
                 Some(Status::Manual | Status::Success | Status::Failed | Status::Canceled)

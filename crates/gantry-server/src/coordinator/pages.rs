@@ -37,7 +37,7 @@ use gantry_store::{NewPagesDeployment, PagesDeployment};
 
 use super::Coordinator;
 use super::error::{CoordinatorError, Result};
-use super::spec::{PagesModel, StoredSpec};
+use super::spec::StoredSpec;
 use super::time::now_ms;
 
 /// Most path segments tried as a project's full path (GitLab nests groups 20 deep).
@@ -89,15 +89,15 @@ pub(crate) fn slugify_prefix(s: &str) -> String {
 
 /// A Pages job's `publish` and `path_prefix` expanded with its creation variables.
 pub(crate) fn expand_pages(
-    pages: &PagesModel,
+    pages: &gantry_pipeline::Pages,
     variables: &std::collections::HashMap<String, String>,
-) -> PagesModel {
+) -> gantry_pipeline::Pages {
     // `ExpandVariables.expand`: an unknown variable expands to nothing.
     let lookup = |k: &str| variables.get(k).cloned();
     let expand = |s: &str| {
         gantry_pipeline::expand::expand_server(s, &lookup, gantry_pipeline::expand::Unknown::Empty)
     };
-    PagesModel {
+    gantry_pipeline::Pages {
         publish: expand(&pages.publish),
         path_prefix: pages
             .path_prefix
@@ -181,7 +181,7 @@ impl Coordinator {
     pub(crate) async fn deploy_pages(
         &self,
         job_id: i64,
-        pages: &PagesModel,
+        pages: &gantry_pipeline::Pages,
     ) -> std::result::Result<PagesDeployment, DeployError> {
         let store = &self.inner.store;
         let job = store

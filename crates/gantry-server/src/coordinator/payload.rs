@@ -38,9 +38,7 @@ use super::environment::{self, JobEnvironment};
 use super::error::Result;
 use super::git::{CommitInfo, ResolvedRef};
 use super::pipelines::{full_path, project_path};
-use super::spec::{
-    ArtifactsModel, ImageModel, JobModel, ServiceModel, StoredSpec, VariableModel, WhenModel,
-};
+use super::spec::StoredSpec;
 use super::time::iso8601;
 use super::views::Runner;
 use super::{instance_variables, variables};
@@ -120,7 +118,7 @@ impl Vars {
     fn public(&mut self, key: &str, value: impl Into<String>) {
         self.set(key, value, true, false, false);
     }
-    fn yaml(&mut self, vars: &IndexMap<String, VariableModel>) {
+    fn yaml(&mut self, vars: &gantry_pipeline::Variables) {
         for (k, v) in vars {
             self.set(k, v.value.clone(), true, false, !v.expand);
         }
@@ -155,7 +153,7 @@ impl Vars {
 /// (GitLab's `simple_variables`): job and pipeline predefined variables, YAML variables and
 /// pipeline variables, expanded; no dotenv variables (no job has run yet).
 pub(crate) fn creation_variables(
-    m: &JobModel,
+    m: &gantry_pipeline::Job,
     predefined: &IndexMap<String, String>,
     pipeline_variables: &[(String, String)],
 ) -> HashMap<String, String> {
@@ -258,7 +256,7 @@ fn report_file_name(t: ArtifactType) -> Option<&'static str> {
     })
 }
 
-fn artifacts(a: &ArtifactsModel) -> Vec<JobArtifact> {
+fn artifacts(a: &gantry_pipeline::Artifacts) -> Vec<JobArtifact> {
     let mut out = Vec::new();
     if !a.paths.is_empty() || a.untracked {
         out.push(JobArtifact {
@@ -266,7 +264,7 @@ fn artifacts(a: &ArtifactsModel) -> Vec<JobArtifact> {
             untracked: Some(a.untracked),
             paths: a.paths.clone(),
             exclude: a.exclude.clone(),
-            when: Some(a.when.to_wire()),
+            when: Some(artifacts_when(a.when)),
             expire_in: a.expire_in.clone(),
             artifact_type: ArtifactType::Archive,
             artifact_format: ArtifactFormat::Zip,
@@ -298,6 +296,15 @@ fn artifacts(a: &ArtifactsModel) -> Vec<JobArtifact> {
     out
 }
 
+/// `artifacts:when` and `cache:when` on the wire.
+fn artifacts_when(when: gantry_pipeline::ArtifactsWhen) -> gantry_protocol::When {
+    match when {
+        gantry_pipeline::ArtifactsWhen::OnSuccess => gantry_protocol::When::OnSuccess,
+        gantry_pipeline::ArtifactsWhen::OnFailure => gantry_protocol::When::OnFailure,
+        gantry_pipeline::ArtifactsWhen::Always => gantry_protocol::When::Always,
+    }
+}
+
 fn pull_policy(p: &[String]) -> Option<Vec<PullPolicy>> {
     let v: Vec<PullPolicy> = p.iter().filter_map(|s| s.parse().ok()).collect();
     (!v.is_empty()).then_some(v)
@@ -317,7 +324,7 @@ fn executor_opts(user: &Option<String>, platform: &Option<String>) -> ExecutorOp
     }
 }
 
-fn image(i: &ImageModel) -> Image {
+fn image(i: &gantry_pipeline::Image) -> Image {
     Image {
         name: i.name.clone(),
         entrypoint: i.entrypoint.clone(),
@@ -327,7 +334,7 @@ fn image(i: &ImageModel) -> Image {
     }
 }
 
-fn service(s: &ServiceModel) -> Service {
+fn service(s: &gantry_pipeline::Service) -> Service {
     Service {
         name: s.name.clone(),
         entrypoint: s.entrypoint.clone(),
@@ -719,7 +726,10 @@ impl Coordinator {
                 m.group_name.clone()
             },
         );
-        if matches!(m.when, WhenModel::Manual | WhenModel::Delayed) {
+        if matches!(
+            m.when,
+            gantry_pipeline::When::Manual | gantry_pipeline::When::Delayed
+        ) {
             vars.public("CI_JOB_MANUAL", "true");
         }
         if let Some(i) = m.node_index {
@@ -971,7 +981,7 @@ impl Coordinator {
                     paths: c.paths.clone(),
                     // A `$VARIABLE` policy goes as is; the runner expands it (GitLab).
                     policy: c.policy.parse().unwrap_or(CachePolicy::PullPush),
-                    when: c.when.to_wire(),
+                    when: artifacts_when(c.when),
                     fallback_keys: c.fallback_keys.iter().map(|k| suffixed(k)).collect(),
                 }
             })

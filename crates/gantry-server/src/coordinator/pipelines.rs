@@ -21,7 +21,7 @@ use super::includes::{IncludeLoader, IncludeSources, ProjectRepo};
 use super::merge_requests::MergeRequestFacts;
 use super::payload::creation_variables;
 use super::pending::RunnerPool;
-use super::spec::{CacheKeyModel, JobModel, StoredAutoCancel, StoredSpec};
+use super::spec::{StoredAutoCancel, StoredSpec};
 use super::state::pipeline_variables_json;
 use super::time::{now_ms, to_ts};
 use super::views::{
@@ -1041,7 +1041,7 @@ impl Coordinator {
         };
         let mut jobs = Vec::with_capacity(pipeline.jobs.len());
         for job in &pipeline.jobs {
-            let mut model = JobModel::from_compiled(job)?;
+            let mut model = job.clone();
             let mut cache_keys = Vec::with_capacity(model.caches.len());
             for c in &model.caches {
                 cache_keys.push(self.cache_key(&mirror, &r.sha, &c.key).await);
@@ -1172,17 +1172,22 @@ impl Coordinator {
 
     /// GitLab's `key:files` cache key: a digest of the last commits touching the files,
     /// `prefix-digest` with a prefix; `default` when none of the files exists.
-    async fn cache_key(&self, mirror: &Mirror, sha: &str, key: &CacheKeyModel) -> String {
+    async fn cache_key(
+        &self,
+        mirror: &Mirror,
+        sha: &str,
+        key: &gantry_pipeline::CacheKey,
+    ) -> String {
         let (files, prefix) = match key {
-            CacheKeyModel::Literal(k) => {
+            gantry_pipeline::CacheKey::Literal(k) => {
                 return if k.is_empty() {
                     "default".to_owned()
                 } else {
                     k.clone()
                 };
             }
-            CacheKeyModel::Files { files, prefix }
-            | CacheKeyModel::FilesCommits { files, prefix } => (files, prefix),
+            gantry_pipeline::CacheKey::Files { files, prefix }
+            | gantry_pipeline::CacheKey::FilesCommits { files, prefix } => (files, prefix),
         };
         let mut commits = Vec::new();
         for f in files {

@@ -1,13 +1,12 @@
 //! What the coordinator stores per job row (`jobs.spec`): the compiled
-//! [`gantry_pipeline::Job`] as JSON, read back through [`JobModel`] (the pipeline model is
-//! serialize-only), plus what the pipeline row has no column for: the stage list and
+//! [`gantry_pipeline::Job`] as JSON, read back as the same type (no mirror, no JSON round
+//! trip at creation), plus what the pipeline row has no column for: the stage list and
 //! `workflow:auto_cancel` of the pipeline the job belongs to, resolved cache keys,
 //! GitLab's "enqueue immediately" flag of a retried or played actionable job, and the
 //! variables a user gave when playing a finished manual job again (a new row).
 //!
 //! The format is the coordinator's alone; the store treats it as text.
 
-use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 
 use super::environment::JobEnvironment;
@@ -22,7 +21,7 @@ use super::error::{CoordinatorError, Result};
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub(crate) struct StoredSpec {
     /// The compiled job, as `gantry_pipeline::Job` serializes it.
-    pub job: JobModel,
+    pub job: gantry_pipeline::Job,
     /// Declared stages of the pipeline, in order.
     pub stages: Vec<String>,
     pub auto_cancel: StoredAutoCancel,
@@ -91,298 +90,34 @@ impl StoredSpec {
     pub fn is_bridge(&self) -> bool {
         self.job.trigger.is_some()
     }
-}
-
-/// `gantry_pipeline::When`, readable.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub(crate) enum WhenModel {
-    #[default]
-    OnSuccess,
-    OnFailure,
-    Always,
-    Manual,
-    Delayed,
-}
-
-impl WhenModel {
-    pub fn to_model(self) -> gantry_pipeline::When {
-        match self {
-            WhenModel::OnSuccess => gantry_pipeline::When::OnSuccess,
-            WhenModel::OnFailure => gantry_pipeline::When::OnFailure,
-            WhenModel::Always => gantry_pipeline::When::Always,
-            WhenModel::Manual => gantry_pipeline::When::Manual,
-            WhenModel::Delayed => gantry_pipeline::When::Delayed,
-        }
-    }
-    pub fn as_str(self) -> &'static str {
-        self.to_model().as_str()
-    }
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub(crate) struct VariableModel {
-    pub value: String,
-    #[serde(default = "yes")]
-    pub expand: bool,
-}
-
-fn yes() -> bool {
-    true
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub(crate) struct NeedModel {
-    pub job: String,
-    #[serde(default = "yes")]
-    pub artifacts: bool,
-    #[serde(default)]
-    pub optional: bool,
-}
-
-/// `gantry_pipeline::CrossNeed`, readable.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-#[serde(default)]
-pub(crate) struct CrossNeedModel {
-    pub project: Option<String>,
-    pub pipeline: Option<String>,
-    pub job: Option<String>,
-    /// `needs:project:ref`.
-    #[serde(rename = "ref")]
-    pub ref_: Option<String>,
-    #[serde(default = "yes")]
-    pub artifacts: bool,
-}
-
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-#[serde(default)]
-pub(crate) struct ImageModel {
-    pub name: String,
-    pub entrypoint: Option<Vec<String>>,
-    pub docker_user: Option<String>,
-    pub docker_platform: Option<String>,
-    pub pull_policy: Vec<String>,
-}
-
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-#[serde(default)]
-pub(crate) struct ServiceModel {
-    pub name: String,
-    pub alias: Option<String>,
-    pub entrypoint: Option<Vec<String>>,
-    pub command: Option<Vec<String>>,
-    pub variables: IndexMap<String, VariableModel>,
-    pub docker_user: Option<String>,
-    pub docker_platform: Option<String>,
-    pub pull_policy: Vec<String>,
-}
-
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub(crate) enum ArtifactsWhenModel {
-    #[default]
-    OnSuccess,
-    OnFailure,
-    Always,
-}
-
-impl ArtifactsWhenModel {
-    pub fn to_wire(self) -> gantry_protocol::When {
-        match self {
-            ArtifactsWhenModel::OnSuccess => gantry_protocol::When::OnSuccess,
-            ArtifactsWhenModel::OnFailure => gantry_protocol::When::OnFailure,
-            ArtifactsWhenModel::Always => gantry_protocol::When::Always,
-        }
-    }
-}
-
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-#[serde(default)]
-pub(crate) struct ArtifactsModel {
-    pub name: Option<String>,
-    pub paths: Vec<String>,
-    pub exclude: Vec<String>,
-    pub untracked: bool,
-    pub when: ArtifactsWhenModel,
-    pub expire_in: Option<String>,
-    pub reports: IndexMap<String, Vec<String>>,
-    pub coverage_report: Option<CoverageReportModel>,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub(crate) struct CoverageReportModel {
-    pub coverage_format: String,
-    pub path: String,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub(crate) enum CacheKeyModel {
-    Literal(String),
-    Files {
-        files: Vec<String>,
-        prefix: Option<String>,
-    },
-    FilesCommits {
-        files: Vec<String>,
-        prefix: Option<String>,
-    },
-}
-
-impl Default for CacheKeyModel {
-    fn default() -> Self {
-        CacheKeyModel::Literal("default".to_owned())
-    }
-}
-
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-#[serde(default)]
-pub(crate) struct CacheModel {
-    pub key: CacheKeyModel,
-    pub paths: Vec<String>,
-    pub untracked: bool,
-    pub unprotect: bool,
-    pub policy: String,
-    pub when: ArtifactsWhenModel,
-    pub fallback_keys: Vec<String>,
-}
-
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-#[serde(default)]
-pub(crate) struct RetryModel {
-    pub max: u8,
-    pub when: Vec<String>,
-    pub exit_codes: Vec<i64>,
-}
-
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-#[serde(default)]
-pub(crate) struct EnvironmentModel {
-    pub name: String,
-    pub url: Option<String>,
-    pub action: String,
-    pub on_stop: Option<String>,
-    pub auto_stop_in: Option<String>,
-    pub deployment_tier: Option<String>,
-}
-
-impl EnvironmentModel {
-    /// `action:`, `start` when not given.
-    pub fn action(&self) -> &str {
-        if self.action.is_empty() {
-            "start"
-        } else {
-            &self.action
-        }
-    }
-}
-
-/// `gantry_pipeline::Pages`, readable.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
-pub(crate) struct PagesModel {
-    pub publish: String,
-    pub path_prefix: Option<String>,
-    pub expire_in: Option<String>,
-}
-
-/// The readable part of a serialized `gantry_pipeline::Job`.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-#[serde(default)]
-pub(crate) struct JobModel {
-    pub name: String,
-    pub stage: String,
-    pub stage_idx: usize,
-    pub when: WhenModel,
-    pub allow_failure: bool,
-    pub allow_failure_exit_codes: Vec<i64>,
-    pub needs: Option<Vec<NeedModel>>,
-    /// `needs:pipeline:job` and `needs:project`.
-    pub cross_needs: Vec<CrossNeedModel>,
-    pub dependencies: Option<Vec<String>>,
-    pub before_script: Vec<String>,
-    pub script: Vec<String>,
-    pub after_script: Vec<String>,
-    pub pre_get_sources_script: Vec<String>,
-    pub variables: IndexMap<String, VariableModel>,
-    pub inherited_variables: IndexMap<String, VariableModel>,
-    pub tags: Vec<String>,
-    pub image: Option<ImageModel>,
-    pub services: Vec<ServiceModel>,
-    pub artifacts: Option<ArtifactsModel>,
-    pub caches: Vec<CacheModel>,
-    pub retry: RetryModel,
-    pub start_in: Option<String>,
-    pub timeout: Option<u64>,
-    pub interruptible: Option<bool>,
-    pub coverage: Option<String>,
-    pub environment: Option<EnvironmentModel>,
-    /// `id_tokens:`: variable name → `{aud: string | [string]}`.
-    pub id_tokens: Option<serde_json::Value>,
-    /// `secrets:` as written (EE; see `job_secrets.rs`).
-    pub secrets: Option<serde_json::Value>,
-    pub resource_group: Option<String>,
-    pub trigger: Option<serde_json::Value>,
-    /// A Pages job's site (`gantry_pipeline::Pages`), `publish` and `path_prefix`
-    /// expanded at creation (`pages.rs`).
-    pub pages: Option<PagesModel>,
-    /// `release:` as written (`releases.rs`).
-    pub release: Option<serde_json::Value>,
-    /// `run:` steps (older rows have none).
-    #[serde(default)]
-    pub run: Option<serde_json::Value>,
-    /// `inputs:` (job inputs; older rows have none).
-    #[serde(default)]
-    pub inputs: Option<Vec<gantry_pipeline::JobInput>>,
-    pub node_index: Option<u32>,
-    pub node_total: Option<u32>,
-    pub group_name: String,
-}
-
-impl JobModel {
-    /// From the compiled job, through its JSON (the only way in: the model is
-    /// serialize-only).
-    pub fn from_compiled(job: &gantry_pipeline::Job) -> Result<JobModel> {
-        let value = serde_json::to_value(job)
-            .map_err(|e| CoordinatorError::corrupt(format!("compiled job: {e}")))?;
-        serde_json::from_value(value)
-            .map_err(|e| CoordinatorError::corrupt(format!("compiled job: {e}")))
-    }
-
-    pub fn retry_policy(&self) -> RetryPolicy {
-        RetryPolicy::from_model(&gantry_pipeline::Retry {
-            max: self.retry.max,
-            when: self.retry.when.clone(),
-            exit_codes: self.retry.exit_codes.clone(),
-        })
-    }
 
     /// The configuration part of a processor job row; runtime fields are the caller's.
     pub fn job_state(&self, id: JobId, status: Status) -> JobState {
+        let job = &self.job;
         JobState {
             id,
-            name: self.name.clone(),
-            stage_idx: self.stage_idx,
+            name: job.name.clone(),
+            stage_idx: job.stage_idx,
             status,
-            when: self.when.to_model(),
-            allow_failure: self.allow_failure,
-            allow_failure_exit_codes: if self.allow_failure {
+            when: job.when,
+            allow_failure: job.allow_failure,
+            allow_failure_exit_codes: if job.allow_failure {
                 Vec::new()
             } else {
-                self.allow_failure_exit_codes.clone()
+                job.allow_failure_exit_codes.clone()
             },
-            needs: self
+            needs: job
                 .needs
                 .as_ref()
                 .map(|ns| ns.iter().map(|n| n.job.clone()).collect()),
-            retry: self.retry_policy(),
-            start_in: self
+            retry: RetryPolicy::from_model(&job.retry),
+            start_in: job
                 .start_in
                 .as_deref()
                 .and_then(gantry_pipeline::duration::parse_duration),
-            timeout: self.timeout,
-            interruptible: self.interruptible.unwrap_or(false),
-            resource_group: self.resource_group.clone(),
+            timeout: job.timeout,
+            interruptible: job.interruptible.unwrap_or(false),
+            resource_group: job.resource_group.clone(),
             attempt: 1,
             retried: false,
             enqueue_immediately: false,
@@ -424,7 +159,29 @@ mod tests {
             gantry_pipeline::Context::new(&gantry_pipeline::PipelineInfo::default(), &[], None);
         let compiled = gantry_pipeline::compile(&gantry_pipeline::Options::default(), &ctx, &One);
         let job = &compiled.pipeline.as_ref().expect("valid").jobs[0];
-        let m = JobModel::from_compiled(job).expect("readable");
+        let text = StoredSpec {
+            job: job.clone(),
+            stages: Vec::new(),
+            auto_cancel: StoredAutoCancel {
+                on_new_commit: "conservative".into(),
+                on_job_failure: "none".into(),
+            },
+            pipeline_name: None,
+            cache_keys: Vec::new(),
+            enqueue_immediately: false,
+            manual_variables: Vec::new(),
+            manual_variables_sealed: None,
+            environment: None,
+            input_values: None,
+        }
+        .to_json();
+        let back = StoredSpec::parse(&text).expect("readable");
+        let m = &back.job;
+        assert_eq!(&back.job, &{
+            let mut j = job.clone();
+            j.pos = Default::default();
+            j
+        });
         assert_eq!(m.name, "build");
         assert_eq!(m.script, ["make"]);
         assert_eq!(m.timeout, Some(600));
@@ -432,7 +189,7 @@ mod tests {
         assert!(!m.variables["A"].expand);
         assert_eq!(m.inherited_variables["G"].value, "g");
         assert!(
-            matches!(&m.caches[0].key, CacheKeyModel::Files { files, .. } if files == &["Gemfile.lock"])
+            matches!(&m.caches[0].key, gantry_pipeline::CacheKey::Files { files, .. } if files == &["Gemfile.lock"])
         );
         let a = m.artifacts.as_ref().expect("artifacts");
         assert_eq!(a.reports["dotenv"], ["build.env"]);
@@ -442,5 +199,32 @@ mod tests {
             m.image.as_ref().and_then(|i| i.entrypoint.clone()),
             Some(vec![String::new()])
         );
+    }
+
+    #[test]
+    fn reads_a_row_an_older_gantry_wrote() {
+        // Fields added since are missing; `expand` and a need's `artifacts` default to
+        // true, as the YAML does.
+        let text = r#"{"job":{"name":"deploy","stage":"test","stage_idx":1,"when":"manual",
+            "variables":{"A":{"value":"x"}},"needs":[{"job":"build"}],
+            "trigger":{"include":[{"local":"child.yml"}],"strategy":"depend"},
+            "artifacts":{"paths":["out"],"when":"always"},"retry":{"max":1}},
+            "stages":["build","test"],
+            "auto_cancel":{"on_new_commit":"conservative","on_job_failure":"none"}}"#;
+        let spec = StoredSpec::parse(text).expect("readable");
+        let job = &spec.job;
+        assert_eq!(job.when, gantry_pipeline::When::Manual);
+        assert!(job.variables["A"].expand);
+        let needs = job.needs.as_ref().expect("needs");
+        assert!(needs[0].artifacts && !needs[0].optional);
+        let trigger = job.trigger.as_ref().expect("a bridge");
+        assert_eq!(trigger.strategy.as_deref(), Some("depend"));
+        assert!(!trigger.forward_pipeline_variables);
+        let artifacts = job.artifacts.as_ref().expect("artifacts");
+        assert_eq!(artifacts.when, gantry_pipeline::ArtifactsWhen::Always);
+        assert!(artifacts.exclude.is_empty());
+        assert_eq!(job.retry.max, 1);
+        assert!(job.caches.is_empty() && job.manual_confirmation.is_none());
+        assert!(spec.is_bridge());
     }
 }

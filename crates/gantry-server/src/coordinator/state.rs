@@ -51,7 +51,7 @@ fn job_state(i: usize, row: &Job, spec: &StoredSpec, graceful: bool) -> Result<J
     let status = Status::parse(&row.status).ok_or_else(|| {
         CoordinatorError::corrupt(format!("job {} has status `{}`", row.id, row.status))
     })?;
-    let mut j = spec.job.job_state(job_id(i), status);
+    let mut j = spec.job_state(job_id(i), status);
     j.name = row.name.clone();
     j.stage_idx = usize::try_from(row.stage_idx).unwrap_or(0);
     j.allow_failure = row.allow_failure;
