@@ -83,7 +83,6 @@ pub(crate) struct TokenJob {
 /// job while it runs. Otherwise: `404` when the job does not exist, `403` with
 /// `Job-Status` when the token was this job's and the job ended, plain `403` else.
 /// `verified`: what the gate found for this request's token (not looked up again).
-
 pub(crate) async fn require_job(
     coordinator: &Coordinator,
     job_id: i64,

@@ -45,7 +45,7 @@ pub(crate) struct VerifiedJob {
 enum Credential {
     Unknown,
     Known,
-    Job(VerifiedJob),
+    Job(Box<VerifiedJob>),
 }
 
 pub(crate) async fn credentials_first(
@@ -66,7 +66,7 @@ pub(crate) async fn credentials_first(
         Credential::Unknown => {}
         Credential::Known => return next.run(request).await,
         Credential::Job(job) => {
-            request.extensions_mut().insert(job);
+            request.extensions_mut().insert(*job);
             return next.run(request).await;
         }
     }
@@ -183,7 +183,7 @@ async fn known_credential(
         if gantry_protocol::token::is_job_token(&token)
             && let Some(row) = state.coordinator.executing_job_by_token(&token).await?
         {
-            return Ok(Credential::Job(VerifiedJob { token, row }));
+            return Ok(Credential::Job(Box::new(VerifiedJob { token, row })));
         }
         if state.coordinator.is_admin(&token).await? {
             return Ok(Credential::Known);
