@@ -221,7 +221,10 @@ async fn a_deleted_pipeline_takes_its_jobs_logs_and_artifacts_along() {
         Err(gantry_server::coordinator::CoordinatorError::NotFound(_))
     ));
     // The other pipeline, and its running job, are untouched.
-    assert_eq!(e.coord.pipeline(kept.id).await.unwrap().status, "running");
+    assert_eq!(
+        e.coord.pipeline(kept.id).await.unwrap().status.as_str(),
+        "running"
+    );
     e.run(&other, true).await;
 }
 
@@ -312,7 +315,10 @@ async fn a_deleted_project_takes_everything_it_owns_along() {
         Err(NotFound(_))
     ));
     // The other project, and its running job, are untouched; the instance runner stays.
-    assert_eq!(e.coord.pipeline(kept.id).await.unwrap().status, "running");
+    assert_eq!(
+        e.coord.pipeline(kept.id).await.unwrap().status.as_str(),
+        "running"
+    );
     e.run(&other_job, true).await;
     assert!(e.coord.runner(runner.id).await.is_ok());
 }

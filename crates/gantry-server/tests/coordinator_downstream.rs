@@ -50,7 +50,7 @@ async fn child_of(e: &Env, pipeline: i64) -> PipelineView {
             .await
             .unwrap()
             .iter()
-            .any(|p| p.status != "created")
+            .any(|p| p.status.as_str() != "created")
     })
     .await;
     let mut list = e.coord.downstream_pipelines(pipeline).await.unwrap();
@@ -69,7 +69,7 @@ async fn wait_job(e: &Env, pipeline: i64, name: &str, want: &str) -> JobView {
     let jobs = format!("{:?}", e.statuses(pipeline).await);
     eventually(
         &format!("job {name} to be {want} ({jobs} at the start)"),
-        || async { job(e, pipeline, name).await.status == want },
+        || async { job(e, pipeline, name).await.status.as_str() == want },
     )
     .await;
     job(e, pipeline, name).await
@@ -265,20 +265,20 @@ after: {stage: deploy, script: [echo]}
     let child = child_of(&e, p.id).await;
     let runner = e.any_runner().await;
     let c1 = e.take_some(&runner).await;
-    assert_eq!(job(&e, p.id, "parent").await.status, "running");
+    assert_eq!(job(&e, p.id, "parent").await.status.as_str(), "running");
     assert_eq!(e.status(p.id).await, "running");
     e.run(&c1, false).await;
     wait_status(&e, child.id, "failed").await;
     let bridge = wait_job(&e, p.id, "parent", "failed").await;
     assert_eq!(bridge.failure_reason.as_deref(), Some("unknown_failure"));
     wait_status(&e, p.id, "failed").await;
-    assert_eq!(job(&e, p.id, "after").await.status, "skipped");
+    assert_eq!(job(&e, p.id, "after").await.status.as_str(), "skipped");
 
     // Retrying the trigger job creates a new child pipeline; its success is the job's.
     e.coord.retry_job(bridge.id).await.unwrap();
     eventually("a second child", || async {
         let list = e.coord.downstream_pipelines(p.id).await.unwrap();
-        list.len() == 2 && list[1].status != "created"
+        list.len() == 2 && list[1].status.as_str() != "created"
     })
     .await;
     let second = e.coord.downstream_pipelines(p.id).await.unwrap().remove(1);
@@ -341,7 +341,7 @@ missing-file:
         job(&e, p.id, "dynamic")
             .await
             .downstream_pipeline
-            .is_some_and(|d| d.status != "created")
+            .is_some_and(|d| d.status.as_str() != "created")
     })
     .await;
     let child_id = job(&e, p.id, "dynamic")
@@ -406,7 +406,7 @@ async fn an_invalid_child_configuration_fails_the_trigger_job_with_the_errors_in
     wait_status(&e, p.id, "failed").await;
     // The child was created as GitLab does with a configuration error: failed, with them.
     let child = child_of(&e, p.id).await;
-    assert_eq!(child.status, "failed");
+    assert_eq!(child.status.as_str(), "failed");
     assert!(!child.yaml_errors.is_empty());
 
     // A file that does not exist: same reason, GitLab's message.
@@ -469,8 +469,8 @@ async fn canceling_a_pipeline_cancels_its_child_pipelines() {
         .await;
     e.coord.cancel_pipeline(p.id).await.unwrap();
     wait_status(&e, child.id, "canceled").await;
-    assert_eq!(job(&e, child.id, "slow").await.status, "canceled");
-    assert_eq!(job(&e, p.id, "parent").await.status, "canceled");
+    assert_eq!(job(&e, child.id, "slow").await.status.as_str(), "canceled");
+    assert_eq!(job(&e, p.id, "parent").await.status.as_str(), "canceled");
     wait_status(&e, p.id, "canceled").await;
 }
 
@@ -569,7 +569,7 @@ async fn after_a_restart_a_running_trigger_job_creates_the_pipeline_it_had_not_s
         sqlx::query(q).bind(child.id).execute(&pool).await.unwrap();
     }
     pool.close().await;
-    assert_eq!(job(&e, p.id, "parent").await.status, "running");
+    assert_eq!(job(&e, p.id, "parent").await.status.as_str(), "running");
     assert!(e.coord.downstream_pipelines(p.id).await.unwrap().is_empty());
 
     let restarted = coordinator_support::open_coordinator(e.dir.path()).await;

@@ -113,7 +113,7 @@ deploy:
     let project = e.project().await;
     let p = e.pipeline(project, "main").await;
     let views = e.coord.pipeline_jobs(p.id).await.unwrap();
-    assert_eq!(views[0].status, "failed");
+    assert_eq!(views[0].status.as_str(), "failed");
     assert_eq!(
         views[0].failure_reason.as_deref(),
         Some("environment_creation_failure")

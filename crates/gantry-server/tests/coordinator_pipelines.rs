@@ -148,9 +148,9 @@ async fn stages_run_in_order_through_a_runner() {
     e.run(&b, true).await;
     let deploy = e.take_some(&runner).await;
     let done = e.run(&deploy, true).await;
-    assert_eq!(done.job_status, "success");
+    assert_eq!(done.job_status.as_str(), "success");
     let p = e.coord.pipeline(p.id).await.unwrap();
-    assert_eq!(p.status, "success");
+    assert_eq!(p.status.as_str(), "success");
     assert!(p.finished_at.is_some() && p.started_at.is_some());
     let json = serde_json::to_value(&p).unwrap();
     assert_eq!(json["ref"], "main");
@@ -166,7 +166,7 @@ async fn a_failure_skips_later_stages_and_retry_recovers() {
     let runner = e.any_runner().await;
     let build = e.take_some(&runner).await;
     let done = e.run(&build, false).await;
-    assert_eq!(done.job_status, "failed");
+    assert_eq!(done.job_status.as_str(), "failed");
     assert_eq!(e.status(p.id).await, "failed");
     assert_eq!(
         e.statuses(p.id).await,
@@ -186,7 +186,7 @@ async fn a_failure_skips_later_stages_and_retry_recovers() {
     assert!(e.coord.job_by_token(&build.token).await.unwrap().is_none());
     assert_eq!(
         e.coord.job_status_for_token(&build.token).await.unwrap(),
-        Some((build.id, "failed".to_owned()))
+        Some((build.id, gantry_server::Status::Failed))
     );
     let err = e
         .coord
@@ -270,7 +270,7 @@ after: {stage: .post, script: [notify]}
     // Cancel while it runs: no graceful-cancel runner, so canceled at once; the runner's
     // next update is refused and the skipped .post job never runs.
     let canceled = e.coord.cancel_pipeline(p.id).await.unwrap();
-    assert_eq!(canceled.status, "canceled");
+    assert_eq!(canceled.status.as_str(), "canceled");
     assert_eq!(e.statuses(p.id).await["deploy"], "canceled");
     assert_eq!(e.statuses(p.id).await["after"], "canceled");
     let refused = e
@@ -291,16 +291,16 @@ after: {stage: .post, script: [notify]}
             .await
             .unwrap()
             .map(|s| s.1),
-        Some("canceled".into())
+        Some(gantry_server::Status::Canceled)
     );
     // Canceling a finished pipeline changes nothing.
     assert_eq!(
-        e.coord.cancel_pipeline(p.id).await.unwrap().status,
+        e.coord.cancel_pipeline(p.id).await.unwrap().status.as_str(),
         "canceled"
     );
     // Retrying the pipeline brings back canceled jobs.
     let retried = e.coord.retry_pipeline(p.id).await.unwrap();
-    assert_eq!(retried.status, "manual");
+    assert_eq!(retried.status.as_str(), "manual");
 }
 
 #[tokio::test]
@@ -324,7 +324,8 @@ async fn graceful_cancel_goes_through_canceling() {
     e.coord.cancel_job(job.id).await.unwrap();
     let r = e.update(&job, JobState::Running, None).await;
     assert_eq!(
-        r.job_status, "canceling",
+        r.job_status.as_str(),
+        "canceling",
         "the runner learns about the cancel on its next update"
     );
     assert!(
@@ -332,7 +333,7 @@ async fn graceful_cancel_goes_through_canceling() {
         "a canceling job still reports"
     );
     let r = e.update(&job, JobState::Failed, None).await;
-    assert_eq!(r.job_status, "canceled");
+    assert_eq!(r.job_status.as_str(), "canceled");
     assert_eq!(e.status(p.id).await, "canceled");
 }
 
@@ -341,7 +342,7 @@ async fn configuration_errors_fail_the_pipeline_with_the_errors() {
     let e = env("build:\n  script: 12\n  stage: nope\n").await;
     let project = e.project().await;
     let p = e.pipeline(project, "main").await;
-    assert_eq!(p.status, "failed");
+    assert_eq!(p.status.as_str(), "failed");
     assert_eq!(p.failure_reason.as_deref(), Some("config_error"));
     assert!(!p.yaml_errors.is_empty());
     assert!(
@@ -569,7 +570,7 @@ async fn project_includes_are_read_from_the_servers_other_projects() {
         "missing",
     );
     let p = e.pipeline(project, "main").await;
-    assert_eq!(p.status, "failed");
+    assert_eq!(p.status.as_str(), "failed");
     let errors = p.yaml_errors.clone();
     assert_eq!(
         errors,
@@ -596,7 +597,10 @@ later: {script: [echo], when: delayed, start_in: 30 seconds, stage: test}
     let started = e.coord.job(slow.id).await.unwrap().started_at.unwrap();
     // Not yet: within the timeout plus the 5-minute grace.
     e.coord.tick(started + 600_000).await.unwrap();
-    assert_eq!(e.coord.job(slow.id).await.unwrap().status, "running");
+    assert_eq!(
+        e.coord.job(slow.id).await.unwrap().status.as_str(),
+        "running"
+    );
     e.coord.tick(started + 901_000).await.unwrap();
     let timed_out = e.coord.job(slow.id).await.unwrap();
     assert_eq!(
@@ -671,7 +675,10 @@ async fn jobs_without_updates_are_dropped_as_stuck() {
     let started = e.coord.job(job.id).await.unwrap().started_at.unwrap();
     e.coord.append_trace(job.id, 0, b"alive\n").await.unwrap();
     e.coord.tick(started + 30 * 60_000).await.unwrap();
-    assert_eq!(e.coord.job(job.id).await.unwrap().status, "running");
+    assert_eq!(
+        e.coord.job(job.id).await.unwrap().status.as_str(),
+        "running"
+    );
     // An hour without a trace patch or keep-alive: the runner is gone.
     e.coord.tick(started + 62 * 60_000).await.unwrap();
     let j = e.coord.job(job.id).await.unwrap();

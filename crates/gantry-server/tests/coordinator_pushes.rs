@@ -126,7 +126,7 @@ async fn skip_ci_in_the_message_makes_a_skipped_pipeline_without_jobs() {
     let pushed = pull(&env, project).await;
     let id = pushed[0].pipeline_id.expect("a pipeline");
     let p = env.coord.pipeline(id).await.unwrap();
-    assert_eq!(p.status, "skipped");
+    assert_eq!(p.status.as_str(), "skipped");
     assert!(env.statuses(id).await.is_empty());
     // A pipeline created through the API ignores the message, as GitLab's does.
     let api = env.pipeline(project, "main").await;
@@ -246,7 +246,7 @@ build:
     .await;
     let project = env.project().await;
     let p = env.pipeline(project, "main").await;
-    assert_eq!(p.status, "failed");
+    assert_eq!(p.status.as_str(), "failed");
     assert_eq!(
         p.yaml_errors,
         ["Failed to parse rule for build: rules:changes:compare_to is not a valid ref"]

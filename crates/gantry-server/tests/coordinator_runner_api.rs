@@ -56,9 +56,12 @@ async fn traces_append_only_at_the_end_and_final_updates_wait_for_them() {
     full.update(b"hello world\nthe end\n");
     let r = e.update(&job, JobState::Success, Some(full.output())).await;
     assert!(!r.accepted);
-    assert_eq!(r.job_status, "running");
+    assert_eq!(r.job_status.as_str(), "running");
     assert_eq!(r.update_interval, Some(std::time::Duration::from_secs(1)));
-    assert_eq!(e.coord.job(job.id).await.unwrap().status, "running");
+    assert_eq!(
+        e.coord.job(job.id).await.unwrap().status.as_str(),
+        "running"
+    );
     // The rest arrives; the same final update is then applied.
     e.coord
         .append_trace(job.id, 12, b"the end\n")
@@ -66,7 +69,7 @@ async fn traces_append_only_at_the_end_and_final_updates_wait_for_them() {
         .unwrap();
     let r = e.update(&job, JobState::Success, Some(full.output())).await;
     assert!(r.accepted);
-    assert_eq!(r.job_status, "success");
+    assert_eq!(r.job_status.as_str(), "success");
     let err = e.coord.append_trace(job.id, 20, b"late").await.unwrap_err();
     assert!(matches!(err, CoordinatorError::Forbidden(_)), "{err}");
 }
@@ -383,5 +386,8 @@ async fn a_final_update_waits_while_trace_bytes_are_missing() {
         )
         .await;
     assert!(!r.accepted, "still inside the window");
-    assert_eq!(e.coord.job(job.id).await.unwrap().status, "running");
+    assert_eq!(
+        e.coord.job(job.id).await.unwrap().status.as_str(),
+        "running"
+    );
 }

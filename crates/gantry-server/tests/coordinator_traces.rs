@@ -39,7 +39,10 @@ async fn a_log_survives_a_restart_and_a_torn_append_stays_invisible() {
 
     let restarted = open_coordinator_with_local_blobs(e.dir.path()).await;
     assert_eq!(restarted.trace(job.id).await.unwrap(), b"hello world\n");
-    assert_eq!(restarted.job(job.id).await.unwrap().status, "running");
+    assert_eq!(
+        restarted.job(job.id).await.unwrap().status.as_str(),
+        "running"
+    );
     // The runner resends from the committed size; the torn bytes are overwritten.
     let err = restarted.append_trace(job.id, 47, b"x").await.unwrap_err();
     assert!(

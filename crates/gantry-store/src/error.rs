@@ -19,6 +19,10 @@ pub enum StoreError {
     Stale,
     #[error("use the database: {0}")]
     Unsupported(String),
+    /// A row holds what Gantry never writes (e.g. an unknown status): `table.column` and
+    /// the value.
+    #[error("read {column}: it holds {value:?}, which is not a known value")]
+    Unreadable { column: &'static str, value: String },
 }
 
 impl StoreError {

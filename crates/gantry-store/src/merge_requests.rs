@@ -286,7 +286,7 @@ impl Store {
         .bind(merge_request_id)
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows.iter().map(Pipeline::from_row).collect())
+        rows.iter().map(Pipeline::from_row).collect()
     }
 
     /// Whether the merge request has a pipeline of `event_type` for source head

@@ -73,7 +73,7 @@ impl Store {
         .bind(&p.sha)
         .bind(&p.before_sha)
         .bind(&p.source)
-        .bind(&p.status)
+        .bind(p.status.as_str())
         .bind(&p.failure_reason)
         .bind(&p.yaml_errors)
         .bind(&p.variables)
@@ -97,7 +97,7 @@ impl Store {
                 },
             )
         })?;
-        let pipeline = Pipeline::from_row(&row);
+        let pipeline = Pipeline::from_row(&row)?;
         if let Some(link) = &p.merge_request {
             merge_requests::insert_link(&mut tx, pipeline.id, link).await?;
         }
@@ -115,7 +115,7 @@ impl Store {
         .fetch_optional(&self.pool)
         .await?;
         row.map(|r| Pipeline::from_row(&r))
-            .ok_or(StoreError::NotFound("pipeline"))
+            .ok_or(StoreError::NotFound("pipeline"))?
     }
 
     pub async fn pipelines(&self, project_id: i64) -> Result<Vec<Pipeline>> {
@@ -126,7 +126,7 @@ impl Store {
         .bind(project_id)
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows.iter().map(Pipeline::from_row).collect())
+        rows.iter().map(Pipeline::from_row).collect()
     }
 
     /// One page of a project's pipelines, newest first (`ref_name` and `status` when
@@ -140,9 +140,10 @@ impl Store {
     ) -> Result<(Vec<Pipeline>, i64)> {
         let mut sql = "project_id = $1".to_owned();
         let mut values: Vec<String> = Vec::new();
+        let status = filter.status.map(|s| s.as_str().to_owned());
         for (column, value) in [
             ("ref_name", &filter.ref_name),
-            ("status", &filter.status),
+            ("status", &status),
             ("sha", &filter.sha),
             ("source", &filter.source),
         ] {
@@ -204,7 +205,10 @@ impl Store {
             .bind(offset)
             .fetch_all(&self.pool)
             .await?;
-        Ok((rows.iter().map(Pipeline::from_row).collect(), total))
+        Ok((
+            rows.iter().map(Pipeline::from_row).collect::<Result<_>>()?,
+            total,
+        ))
     }
 
     /// One page of a project's or a runner's jobs (every attempt, trigger jobs left out),
@@ -241,7 +245,10 @@ impl Store {
             .bind(offset)
             .fetch_all(&self.pool)
             .await?;
-        Ok((rows.iter().map(Job::from_row).collect(), total))
+        Ok((
+            rows.iter().map(Job::from_row).collect::<Result<_>>()?,
+            total,
+        ))
     }
 
     /// The pipeline the trigger job `job_id` created, if any.
@@ -253,7 +260,7 @@ impl Store {
         .bind(job_id)
         .fetch_optional(&self.pool)
         .await?;
-        Ok(row.map(|r| Pipeline::from_row(&r)))
+        row.map(|r| Pipeline::from_row(&r)).transpose()
     }
 
     /// The pipelines trigger jobs of `pipeline_id` created (any attempt), oldest first.
@@ -265,7 +272,7 @@ impl Store {
         .bind(pipeline_id)
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows.iter().map(Pipeline::from_row).collect())
+        rows.iter().map(Pipeline::from_row).collect()
     }
 
     /// What time may have made due at `now` (Unix ms), read on the jobs' status index
@@ -319,7 +326,7 @@ impl Store {
         ))
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows.iter().map(Pipeline::from_row).collect())
+        rows.iter().map(Pipeline::from_row).collect()
     }
 
     pub async fn pipeline_jobs(&self, pipeline_id: i64) -> Result<Vec<Job>> {
@@ -330,7 +337,7 @@ impl Store {
         .bind(pipeline_id)
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows.iter().map(Job::from_row).collect())
+        rows.iter().map(Job::from_row).collect()
     }
 
     /// [`Store::pipeline_jobs`] with every `spec` empty: the pipeline's state without the
@@ -343,7 +350,7 @@ impl Store {
         .bind(pipeline_id)
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows.iter().map(Job::from_row).collect())
+        rows.iter().map(Job::from_row).collect()
     }
 
     /// The spec of a pipeline's first job (what the whole configuration set for the
@@ -371,7 +378,7 @@ impl Store {
             .fetch_optional(&self.pool)
             .await?;
         row.map(|r| Job::from_row(&r))
-            .ok_or(StoreError::NotFound("job"))
+            .ok_or(StoreError::NotFound("job"))?
     }
 
     /// [`Store::job`] with `spec` empty: the row without its large column.
@@ -384,7 +391,7 @@ impl Store {
         .fetch_optional(&self.pool)
         .await?;
         row.map(|r| Job::from_row(&r))
-            .ok_or(StoreError::NotFound("job"))
+            .ok_or(StoreError::NotFound("job"))?
     }
 
     /// The job holding this token hash, without its `spec` ([`Store::job_without_spec`]):
@@ -399,7 +406,7 @@ impl Store {
         .bind(token_hash)
         .fetch_optional(&self.pool)
         .await?;
-        Ok(row.map(|r| Job::from_row(&r)))
+        row.map(|r| Job::from_row(&r)).transpose()
     }
 
     /// How many times this store (and its clones) looked a job up by its token: the cost
@@ -410,13 +417,13 @@ impl Store {
     }
 
     /// A job's status.
-    pub async fn job_status(&self, id: i64) -> Result<String> {
+    pub async fn job_status(&self, id: i64) -> Result<JobStatus> {
         let row = sqlx::query("SELECT status FROM jobs WHERE id = $1")
             .bind(id)
             .fetch_optional(&self.pool)
-            .await?;
-        row.map(|r| r.get("status"))
-            .ok_or(StoreError::NotFound("job"))
+            .await?
+            .ok_or(StoreError::NotFound("job"))?;
+        crate::rows::status(&row, "jobs.status", "status")
     }
 
     /// Apply a batch of decisions to one pipeline atomically: job updates, new job rows
@@ -436,7 +443,7 @@ impl Store {
             "UPDATE pipelines SET lock_version = lock_version + 1, status = $1, started_at = COALESCE(started_at, $2), finished_at = $3, updated_at = $4 \
              WHERE id = $5 AND lock_version = $6",
         )
-        .bind(&change.status)
+        .bind(change.status.as_str())
         .bind(change.started_at)
         .bind(change.finished_at)
         .bind(now)
@@ -594,7 +601,7 @@ async fn insert_job_rows(
             .bind(j.name.clone())
             .bind(j.stage.clone())
             .bind(j.stage_idx)
-            .bind(j.status.clone())
+            .bind(j.status.as_str())
             .bind(j.attempt)
             .bind(b(j.allow_failure))
             .bind(j.spec.clone())
@@ -703,7 +710,7 @@ async fn update_job_rows(
     for u in updates {
         q = q
             .bind(u.id)
-            .bind(u.status.clone())
+            .bind(u.status.as_str())
             .bind(b(u.retried))
             .bind(b(u.allow_failure))
             .bind(u.exit_code)

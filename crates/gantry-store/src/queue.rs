@@ -16,8 +16,8 @@ impl Store {
         .await?;
         Ok(rows
             .iter()
-            .map(|r| (Job::from_row(r), r.get::<i64, _>("running")))
-            .collect())
+            .map(|r| Ok((Job::from_row(r)?, r.get::<i64, _>("running"))))
+            .collect::<Result<_>>()?)
     }
 
     /// Pending jobs in queue order (oldest first), without their specs: what job
@@ -153,7 +153,7 @@ impl Store {
         token_hash: &str,
         timeout_secs: i64,
         now: i64,
-    ) -> Result<Option<String>> {
+    ) -> Result<Option<JobStatus>> {
         let mut won = self
             .assign_jobs(
                 &[Assignment {
@@ -223,12 +223,15 @@ impl Store {
         for a in &batch {
             query = query.bind(a.job_id);
         }
-        let pipelines: HashMap<i64, (String, i64)> = query
+        let pipelines: HashMap<i64, (JobStatus, i64)> = query
             .fetch_all(&mut *tx)
             .await?
             .iter()
-            .map(|r| (r.get("id"), (r.get("status"), r.get("lock_version"))))
-            .collect();
+            .map(|r| {
+                let status = crate::rows::status(r, "pipelines.status", "status")?;
+                Ok((r.get("id"), (status, r.get("lock_version"))))
+            })
+            .collect::<Result<_>>()?;
         if pipelines.is_empty() {
             tx.rollback().await?;
             return Ok(HashMap::new());
@@ -261,7 +264,7 @@ impl Store {
                     r.get("id"),
                     Assigned {
                         pipeline_id,
-                        pipeline_status: status.clone(),
+                        pipeline_status: *status,
                         lock_version: *lock_version,
                     },
                 ))

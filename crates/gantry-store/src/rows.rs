@@ -1,9 +1,21 @@
 //! Row types: what the database holds, not the API's or the config file's shape.
-//! Times are Unix milliseconds; statuses are GitLab's status strings (the server maps
-//! them to its enums).
+//! Times are Unix milliseconds; a job's or pipeline's status is [`JobStatus`] (GitLab's
+//! status strings in the database); a deployment's is its own string.
 
+pub use gantry_protocol::JobStatus;
 use sqlx::Row;
 use sqlx::any::AnyRow;
+
+use crate::StoreError;
+
+/// The status in column `col` (`table` names it in the error).
+pub(crate) fn status(r: &AnyRow, table: &'static str, col: &str) -> Result<JobStatus, StoreError> {
+    let value: String = r.get(col);
+    JobStatus::parse(&value).ok_or(StoreError::Unreadable {
+        column: table,
+        value,
+    })
+}
 
 pub(crate) fn flag(r: &AnyRow, col: &str) -> bool {
     r.get::<i64, _>(col) != 0
@@ -191,7 +203,7 @@ pub struct NewPipeline {
     pub sha: String,
     pub before_sha: String,
     pub source: String,
-    pub status: String,
+    pub status: JobStatus,
     pub failure_reason: Option<String>,
     /// Configuration errors (JSON array of messages) of a pipeline that failed to compile.
     pub yaml_errors: Option<String>,
@@ -284,7 +296,7 @@ pub struct Pipeline {
     pub sha: String,
     pub before_sha: String,
     pub source: String,
-    pub status: String,
+    pub status: JobStatus,
     pub failure_reason: Option<String>,
     pub yaml_errors: Option<String>,
     pub variables: String,
@@ -307,8 +319,8 @@ pub struct Pipeline {
 impl Pipeline {
     pub(crate) const COLUMNS: &'static str = "id, project_id, iid, ref_name, tag, sha, before_sha, source, status, failure_reason, yaml_errors, \
          variables, protected, created_at, started_at, finished_at, updated_at, lock_version, parent_job_id, schedule_id, trace_id, trigger_short_token";
-    pub(crate) fn from_row(r: &AnyRow) -> Self {
-        Self {
+    pub(crate) fn from_row(r: &AnyRow) -> Result<Self, StoreError> {
+        Ok(Self {
             id: r.get("id"),
             project_id: r.get("project_id"),
             iid: r.get("iid"),
@@ -317,7 +329,7 @@ impl Pipeline {
             sha: r.get("sha"),
             before_sha: r.get("before_sha"),
             source: r.get("source"),
-            status: r.get("status"),
+            status: status(r, "pipelines.status", "status")?,
             failure_reason: r.get("failure_reason"),
             yaml_errors: r.get("yaml_errors"),
             variables: r.get("variables"),
@@ -331,7 +343,7 @@ impl Pipeline {
             schedule_id: r.get("schedule_id"),
             trace_id: r.get("trace_id"),
             trigger_short_token: r.get("trigger_short_token"),
-        }
+        })
     }
 }
 
@@ -340,7 +352,7 @@ pub struct NewJob {
     pub name: String,
     pub stage: String,
     pub stage_idx: i64,
-    pub status: String,
+    pub status: JobStatus,
     pub attempt: i64,
     pub allow_failure: bool,
     /// The compiled job (JSON of `gantry_pipeline::Job`).
@@ -365,7 +377,7 @@ pub struct Job {
     pub name: String,
     pub stage: String,
     pub stage_idx: i64,
-    pub status: String,
+    pub status: JobStatus,
     pub attempt: i64,
     pub retried: bool,
     pub allow_failure: bool,
@@ -406,15 +418,15 @@ impl Job {
     pub(crate) const COLUMNS_WITHOUT_SPEC: &'static str = "id, pipeline_id, project_id, name, stage, stage_idx, status, attempt, retried, allow_failure, '' AS spec, tags, \
          protected, runner_id, exit_code, failure_reason, manual_variables, input_values, created_at, queued_at, scheduled_at, started_at, finished_at, \
          last_contact_at, timeout_secs, trace_size, trace_checksum, coverage, environment_id, environment_action, erased_at";
-    pub(crate) fn from_row(r: &AnyRow) -> Self {
-        Self {
+    pub(crate) fn from_row(r: &AnyRow) -> Result<Self, StoreError> {
+        Ok(Self {
             id: r.get("id"),
             pipeline_id: r.get("pipeline_id"),
             project_id: r.get("project_id"),
             name: r.get("name"),
             stage: r.get("stage"),
             stage_idx: r.get("stage_idx"),
-            status: r.get("status"),
+            status: status(r, "jobs.status", "status")?,
             attempt: r.get("attempt"),
             retried: flag(r, "retried"),
             allow_failure: flag(r, "allow_failure"),
@@ -439,7 +451,7 @@ impl Job {
             environment_id: r.get("environment_id"),
             environment_action: r.get("environment_action"),
             erased_at: r.get("erased_at"),
-        }
+        })
     }
 }
 
@@ -517,7 +529,7 @@ pub struct TimerCandidates {
 pub struct Assigned {
     pub pipeline_id: i64,
     /// The pipeline's status (the assignment does not change it).
-    pub pipeline_status: String,
+    pub pipeline_status: JobStatus,
     /// The pipeline's `lock_version` after the assignment moved it (one step per
     /// pipeline per batch, whatever the number of its jobs assigned): whoever holds the
     /// pipeline's rows as of one step before holds them as of now once it applies the
@@ -533,7 +545,7 @@ pub const MAX_ASSIGN_BATCH: usize = 256;
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct JobUpdate {
     pub id: i64,
-    pub status: String,
+    pub status: JobStatus,
     pub retried: bool,
     pub allow_failure: bool,
     pub exit_code: Option<i64>,
@@ -552,7 +564,7 @@ pub struct JobUpdate {
 /// Everything decided for one pipeline in one step.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PipelineChange {
-    pub status: String,
+    pub status: JobStatus,
     pub started_at: Option<i64>,
     pub finished_at: Option<i64>,
     pub jobs: Vec<JobUpdate>,
@@ -801,7 +813,7 @@ pub enum ArtifactSelection {
 pub struct PipelineFilter {
     /// The branch or tag name.
     pub ref_name: Option<String>,
-    pub status: Option<String>,
+    pub status: Option<JobStatus>,
     pub sha: Option<String>,
     pub source: Option<String>,
     pub scope: Option<PipelineScope>,

@@ -149,6 +149,6 @@ impl Store {
         .bind(limit)
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows.iter().map(Pipeline::from_row).collect())
+        rows.iter().map(Pipeline::from_row).collect()
     }
 }

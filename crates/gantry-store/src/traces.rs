@@ -25,7 +25,7 @@ use crate::{Result, Store, StoreError};
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TraceState {
     /// The job's status (appends are for running jobs only; the caller decides).
-    pub status: String,
+    pub status: crate::JobStatus,
     /// Committed length of the log, bytes: the truth.
     pub size: i64,
     /// The log's bytes are in `trace_chunks` (written before migration 0004), not in a
@@ -51,7 +51,7 @@ impl Store {
             .await?
             .ok_or(StoreError::NotFound("job"))?;
         Ok(TraceState {
-            status: row.get(0),
+            status: crate::rows::status(&row, "jobs.status", "status")?,
             size: row.get(1),
             in_db: row.get::<i64, _>(2) != 0,
         })

@@ -91,7 +91,7 @@ fn job(name: &str, status: &str) -> NewJob {
         name: name.into(),
         stage: "test".into(),
         stage_idx: 2,
-        status: status.into(),
+        status: st(status),
         attempt: 1,
         allow_failure: false,
         spec: "{}".into(),
@@ -130,7 +130,7 @@ fn pipeline(project_id: i64) -> NewPipeline {
         sha: "a".repeat(40),
         before_sha: "0".repeat(40),
         source: "push".into(),
-        status: "created".into(),
+        status: st("created"),
         failure_reason: None,
         yaml_errors: None,
         variables: "{}".into(),
@@ -291,7 +291,7 @@ async fn a_large_pipeline_keeps_each_jobs_row_environment_and_resource_group(db:
             }
             9 => {
                 // Created failed: finished when it is created.
-                assert_eq!(row.status, "failed");
+                assert_eq!(row.status.as_str(), "failed");
                 assert_eq!(row.failure_reason.as_deref(), Some("unmet_prerequisites"));
                 assert_eq!(row.finished_at, Some(1), "{}", row.name);
             }
@@ -358,12 +358,12 @@ async fn apply_is_atomic_and_optimistically_locked(db: Db) {
         .await
         .expect("pipeline");
     let change = PipelineChange {
-        status: "pending".into(),
+        status: st("pending"),
         started_at: None,
         finished_at: None,
         jobs: vec![JobUpdate {
             id: jobs[0].id,
-            status: "pending".into(),
+            status: st("pending"),
             queued_at: Some(5),
             ..JobUpdate::default()
         }],
@@ -387,13 +387,16 @@ async fn apply_is_atomic_and_optimistically_locked(db: Db) {
     // A failing statement rolls the whole change back (job id that violates nothing but a
     // new job row with a unique token is fine; force failure with a bad pipeline id).
     assert!(s.apply(9999, 0, &change, 7).await.is_err());
-    assert_eq!(s.job(jobs[0].id).await.expect("job").status, "pending");
+    assert_eq!(
+        s.job(jobs[0].id).await.expect("job").status.as_str(),
+        "pending"
+    );
     // Retry: old attempt flagged, new row inserted, in one step.
     let retry = PipelineChange {
-        status: "running".into(),
+        status: st("running"),
         jobs: vec![JobUpdate {
             id: jobs[0].id,
-            status: "failed".into(),
+            status: st("failed"),
             retried: true,
             ..JobUpdate::default()
         }],
@@ -425,13 +428,13 @@ async fn a_change_to_many_jobs_updates_each_row(db: Db) {
         .await
         .expect("pipeline");
     let queue = PipelineChange {
-        status: "pending".into(),
+        status: st("pending"),
         jobs: rows
             .iter()
             .enumerate()
             .map(|(i, j)| JobUpdate {
                 id: j.id,
-                status: "pending".into(),
+                status: st("pending"),
                 allow_failure: i % 3 == 0,
                 queued_at: Some(1000 + i64::try_from(i).unwrap()),
                 scheduled_at: Some(7),
@@ -459,7 +462,7 @@ async fn a_change_to_many_jobs_updates_each_row(db: Db) {
         .filter(|(i, _)| ![3, 150, 249].contains(i))
         .map(|(i, j)| JobUpdate {
             id: j.id,
-            status: if i < 100 { "skipped" } else { "pending" }.into(),
+            status: st(if i < 100 { "skipped" } else { "pending" }),
             retried: i == 200,
             allow_failure: i % 3 == 0,
             failure_reason: (i == 120).then(|| "unknown_failure".to_owned()),
@@ -468,7 +471,7 @@ async fn a_change_to_many_jobs_updates_each_row(db: Db) {
         .collect();
     updates.push(JobUpdate {
         id: rows[3].id,
-        status: "success".into(),
+        status: st("success"),
         allow_failure: true,
         exit_code: Some(0),
         finished_at: Some(9),
@@ -476,7 +479,7 @@ async fn a_change_to_many_jobs_updates_each_row(db: Db) {
     });
     updates.push(JobUpdate {
         id: rows[150].id,
-        status: "canceling".into(),
+        status: st("canceling"),
         allow_failure: true,
         ..JobUpdate::default()
     });
@@ -484,13 +487,13 @@ async fn a_change_to_many_jobs_updates_each_row(db: Db) {
     // and 249 are among those allowed to fail.)
     updates.push(JobUpdate {
         id: rows[249].id,
-        status: "running".into(),
+        status: st("running"),
         allow_failure: true,
         ..JobUpdate::default()
     });
     updates.push(JobUpdate {
         id: rows[249].id,
-        status: "failed".into(),
+        status: st("failed"),
         allow_failure: true,
         exit_code: Some(3),
         failure_reason: Some("script_failure".into()),
@@ -499,7 +502,7 @@ async fn a_change_to_many_jobs_updates_each_row(db: Db) {
     });
     let pl = s.pipeline(pl.id).await.expect("pipeline");
     let change = PipelineChange {
-        status: "running".into(),
+        status: st("running"),
         jobs: updates,
         ..PipelineChange::default()
     };
@@ -521,7 +524,7 @@ async fn a_change_to_many_jobs_updates_each_row(db: Db) {
             0..100 => "skipped",
             _ => "pending",
         };
-        assert_eq!(row.status, want, "{}", row.name);
+        assert_eq!(row.status.as_str(), want, "{}", row.name);
         assert_eq!(
             row.queued_at,
             Some(1000 + i64::try_from(i).unwrap()),
@@ -694,7 +697,7 @@ async fn assignments_in_one_statement(db: Db) {
     );
     assert!(s.job_by_token_hash("t-a1").await.expect("lookup").is_none());
     assert_eq!(s.job(b).await.expect("b").runner_id, Some(runners[1]));
-    assert_eq!(s.job_status(c).await.expect("c"), "created");
+    assert_eq!(s.job_status(c).await.expect("c").as_str(), "created");
     // Taken jobs are not taken again; an empty batch is nothing.
     assert_eq!(
         s.assign_job(a, runners[1], "t-a2", 600, 43)
@@ -719,7 +722,7 @@ async fn trace_sizes_move_by_compare_and_set(db: Db) {
     assert_eq!(
         state,
         TraceState {
-            status: "running".into(),
+            status: st("running"),
             size: 0,
             in_db: false
         }
@@ -860,7 +863,7 @@ async fn logs_stored_in_the_database_before_0004_stay_readable() {
     assert_eq!(
         s.trace_state(2).await.expect("running"),
         TraceState {
-            status: "running".into(),
+            status: st("running"),
             size: 4,
             in_db: true
         }
@@ -883,7 +886,7 @@ async fn logs_stored_in_the_database_before_0004_stay_readable() {
     assert_eq!(
         s.trace_state(2).await.expect("moved"),
         TraceState {
-            status: "running".into(),
+            status: st("running"),
             size: 9,
             in_db: false
         }
@@ -1001,6 +1004,59 @@ async fn reopening_keeps_data_and_rejects_other_backends() {
     );
 }
 
+/// A status Gantry never writes (a hand-edited row, a newer version's) is an error that
+/// names the column and the value, for that row only: no panic, no guess.
+#[tokio::test]
+async fn an_unknown_status_in_a_row_is_an_error_naming_it() {
+    use sqlx::Executor as _;
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let url = format!("sqlite://{}", dir.path().join("g.db").display());
+    let s = Store::open(&url).await.expect("open");
+    let p = s.create_project(&project("odd"), 1).await.expect("project");
+    let (pipeline, jobs) = create(
+        &s,
+        &pipeline(p.id),
+        &[job("a", "created"), job("b", "created")],
+        1,
+    )
+    .await
+    .expect("pipeline");
+    let raw = sqlx::AnyPool::connect(&url).await.expect("connect");
+    raw.execute(
+        format!(
+            "UPDATE jobs SET status = 'blocked' WHERE id = {}",
+            jobs[0].id
+        )
+        .as_str(),
+    )
+    .await
+    .expect("edit the row");
+    match s.job(jobs[0].id).await {
+        Err(StoreError::Unreadable { column, value }) => {
+            assert_eq!((column, value.as_str()), ("jobs.status", "blocked"));
+        }
+        other => panic!("expected Unreadable, got {other:?}"),
+    }
+    let message = s
+        .pipeline_jobs(pipeline.id)
+        .await
+        .expect_err("a job is unreadable")
+        .to_string();
+    assert_eq!(
+        message,
+        "read jobs.status: it holds \"blocked\", which is not a known value"
+    );
+    assert_eq!(
+        s.job(jobs[1].id).await.expect("the other job").status,
+        st("created")
+    );
+    assert_eq!(
+        s.pipeline(pipeline.id).await.expect("the pipeline").status,
+        st("created")
+    );
+}
+
 /// The API's lists page in SQL: newest first, filters and totals in the query, trigger
 /// jobs left out of a project's jobs.
 async fn lists_page_in_the_database(db: Db) {
@@ -1035,7 +1091,7 @@ async fn lists_page_in_the_database(db: Db) {
             p.id,
             &PipelineFilter {
                 ref_name: Some("dev".into()),
-                status: Some("created".into()),
+                status: Some(st("created")),
                 ..PipelineFilter::default()
             },
             0,
@@ -1591,8 +1647,11 @@ async fn unacknowledged_jobs_go_back_to_the_queue_once(db: Db) {
             .expect("lookup")
             .is_none()
     );
-    assert_eq!(s.job_status(heard).await.expect("heard"), "running");
-    assert_eq!(s.job_status(late).await.expect("late"), "running");
+    assert_eq!(
+        s.job_status(heard).await.expect("heard").as_str(),
+        "running"
+    );
+    assert_eq!(s.job_status(late).await.expect("late").as_str(), "running");
     assert_eq!(
         s.pipeline(pl.id).await.expect("pipeline").lock_version,
         before + 1,
@@ -1612,7 +1671,7 @@ async fn unacknowledged_jobs_go_back_to_the_queue_once(db: Db) {
         s.requeue_job(late, "t-late").await.expect("old token"),
         None
     );
-    assert_eq!(s.job_status(late).await.expect("late"), "running");
+    assert_eq!(s.job_status(late).await.expect("late").as_str(), "running");
 }
 
 /// The web UI's sessions (migration 0027): found by their hash until they expire or are
@@ -1691,7 +1750,10 @@ async fn runners_keep_their_info_and_count_running_jobs(db: Db) {
         .map(|c| c.2)
         .sum();
     assert_eq!(total, 2, "{counts:?}");
-    assert!(counts.iter().any(|(_, st, _)| *st == status), "{counts:?}");
+    assert!(
+        counts.iter().any(|(_, st, _)| *st == status.as_str()),
+        "{counts:?}"
+    );
 }
 
 async fn access_tokens_are_kept_as_hashes_and_revoked_once(db: Db) {
@@ -2288,7 +2350,7 @@ async fn the_latest_pipelines_of_a_ref_keep_their_artifacts(db: Db) {
         async move {
             let pl = s.pipeline(pipeline).await.expect("pipeline");
             let change = PipelineChange {
-                status: status.into(),
+                status: st(status),
                 finished_at: Some(9),
                 ended: true,
                 ..PipelineChange::default()
@@ -2478,7 +2540,7 @@ async fn project_settings_change_one_at_a_time(db: Db) {
 fn status_change(id: i64, status: &str, event: Option<EnvironmentEvent>) -> JobUpdate {
     JobUpdate {
         id,
-        status: status.into(),
+        status: st(status),
         environment_event: event,
         ..JobUpdate::default()
     }
@@ -2491,7 +2553,7 @@ async fn apply_jobs(s: &Store, pipeline_id: i64, jobs: Vec<JobUpdate>, now: i64)
         .expect("pipeline")
         .lock_version;
     let change = PipelineChange {
-        status: "running".into(),
+        status: st("running"),
         jobs,
         ..PipelineChange::default()
     };
@@ -2636,7 +2698,7 @@ async fn environments_follow_their_jobs(db: Db) {
     // successful deployment makes the stopped environment available again.
     let lock = s.pipeline(pl.id).await.expect("pipeline").lock_version;
     let retry = PipelineChange {
-        status: "running".into(),
+        status: st("running"),
         jobs: vec![JobUpdate {
             retried: true,
             ..status_change(rows[0].id, "success", None)
@@ -2952,7 +3014,7 @@ async fn the_artifact_locks_migration_locks_the_latest_families_of_each_ref() {
     ] {
         let new = NewPipeline {
             ref_name: ref_name.into(),
-            status: status.into(),
+            status: st(status),
             ..pipeline(p.id)
         };
         let (pl, jobs) = create(&s, &new, &[job("trigger", "success")], 1)
@@ -2962,7 +3024,7 @@ async fn the_artifact_locks_migration_locks_the_latest_families_of_each_ref() {
     }
     let child = NewPipeline {
         parent_job_id: Some(made[1].1),
-        status: "success".into(),
+        status: st("success"),
         ..pipeline(p.id)
     };
     let (child, _) = create(&s, &child, &[], 1).await.expect("child");
@@ -3088,4 +3150,9 @@ async fn the_protected_refs_migration_protects_existing_default_branches() {
         backfill,
         "both databases backfill alike"
     );
+}
+
+/// The status named `name`.
+fn st(name: &str) -> gantry_store::JobStatus {
+    gantry_store::JobStatus::parse(name).expect("a status")
 }

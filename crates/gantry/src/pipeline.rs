@@ -25,6 +25,7 @@
 //! requests per second, each O(jobs of the pipeline) on both sides.
 
 use clap::{Args, Subcommand};
+use gantry_server::Status;
 use serde_json::Value;
 
 use crate::client::{ApiClient, ServerArgs, block_on, encode_segment};
@@ -246,11 +247,8 @@ fn act(args: &ShowArgs, action: &str) -> Result<(), Failure> {
 
 /// Whether a pipeline in `status` has ended: nothing more happens without someone
 /// acting (a `manual` pipeline waits for a person to play a job).
-fn pipeline_ended(status: &str) -> bool {
-    matches!(
-        status,
-        "success" | "failed" | "canceled" | "skipped" | "manual"
-    )
+fn pipeline_ended(status: Status) -> bool {
+    status.is_completed() || status == Status::Manual
 }
 
 /// A pipeline's jobs and trigger jobs, in creation order.
@@ -269,7 +267,7 @@ pub(crate) fn watch(client: &ApiClient, project: &str, id: i64) -> Result<(), Fa
     let terminal = std::io::stdout().is_terminal();
     let color = terminal && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     let mut display = Display::new(color, terminal);
-    let mut seen: std::collections::HashMap<i64, String> = std::collections::HashMap::new();
+    let mut seen: std::collections::HashMap<i64, Status> = std::collections::HashMap::new();
     let (pipeline, jobs) = block_on(async {
         let mut first = true;
         loop {
@@ -285,21 +283,25 @@ pub(crate) fn watch(client: &ApiClient, project: &str, id: i64) -> Result<(), Fa
                 let job_id = job["id"].as_i64().unwrap_or(0);
                 let name = text(&job["name"]);
                 let stage = text(&job["stage"]);
-                let status = text(&job["status"]);
+                // GitLab's thirteen statuses; one this client does not know shows as
+                // `created` (nothing has happened yet that it can name).
+                let status = Status::parse(&text(&job["status"])).unwrap_or_default();
                 if !stages.contains(&stage) {
                     stages.push(stage.clone());
                 }
                 display.job_name(job_id, &name);
-                let waiting = (status == "pending")
+                let waiting = (status == Status::Pending)
                     .then(|| job["pending_reason"]["message"].as_str().map(str::to_owned))
                     .flatten();
                 if seen.get(&job_id) != Some(&status) {
                     let first_sight = !seen.contains_key(&job_id);
-                    seen.insert(job_id, status.clone());
-                    if !(first_sight && status == "created") {
+                    seen.insert(job_id, status);
+                    if !(first_sight && status == Status::Created) {
                         let note = match job["failure_reason"].as_str() {
-                            Some(reason) if status == "failed" => format!("{status} ({reason})"),
-                            _ => status.clone(),
+                            Some(reason) if status == Status::Failed => {
+                                format!("{status} ({reason})")
+                            }
+                            _ => status.to_string(),
                         };
                         display.note(job_id, &note);
                     }
@@ -316,7 +318,8 @@ pub(crate) fn watch(client: &ApiClient, project: &str, id: i64) -> Result<(), Fa
             display.set_stages(stages);
             display.update_jobs(lines);
             display.flush();
-            if pipeline_ended(pipeline["status"].as_str().unwrap_or("")) {
+            if Status::parse(pipeline["status"].as_str().unwrap_or("")).is_some_and(pipeline_ended)
+            {
                 return Ok::<_, Failure>((pipeline, jobs));
             }
         }

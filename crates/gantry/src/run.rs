@@ -1042,7 +1042,7 @@ async fn run_pipeline(
                     id: j.id,
                     name,
                     stage,
-                    status: j.status.as_str().to_owned(),
+                    status: j.status,
                     duration: j.duration,
                     waiting: waiting
                         .get(&j.id)
@@ -1068,11 +1068,7 @@ async fn run_pipeline(
                 check = true;
                 continue;
             }
-            let p_status = tree
-                .nodes
-                .first()
-                .map(|n| n.status.clone())
-                .unwrap_or_default();
+            let p_status = tree.nodes.first().map(|n| n.status).unwrap_or_default();
             let active = tree.current_jobs().any(|(_, j)| j.status.is_underway());
             status_tells = !live
                 && play.is_empty()
@@ -1083,9 +1079,13 @@ async fn run_pipeline(
             if tree.settled(0) || (interrupts > 0 && !active) {
                 // A pipeline still running here waits for a `strategy: depend` trigger
                 // job whose child is blocked at a manual job: blocked, as `manual` is.
-                break match p_status.as_str() {
-                    "success" | "failed" | "canceled" | "skipped" | "manual" => p_status,
-                    _ if interrupts == 0 => "manual".to_owned(),
+                break match p_status {
+                    Status::Success
+                    | Status::Failed
+                    | Status::Canceled
+                    | Status::Skipped
+                    | Status::Manual => p_status,
+                    _ if interrupts == 0 => Status::Manual,
                     _ => p_status,
                 };
             }
@@ -1149,7 +1149,7 @@ async fn run_pipeline(
                     display.message("Stopping at once");
                     handle.interrupt();
                     handle.interrupt();
-                    break "canceled".to_owned();
+                    break Status::Canceled;
                 }
                 check = true;
             }
@@ -1180,7 +1180,7 @@ async fn run_pipeline(
         // of a job that failed before a runner saw it (a missing dependency: the coordinator
         // fails it at assignment; runners never report that reason).
         let unseen = j.bridge || j.failure_reason.as_deref() == Some("missing_dependency_failure");
-        if unseen && j.status == "failed" && !j.retried {
+        if unseen && j.status.as_str() == "failed" && !j.retried {
             if let Ok(log) = coordinator.trace(j.id).await {
                 display.job_name(j.id, &j.name);
                 display.log(j.id, &log);
@@ -1243,8 +1243,8 @@ async fn run_pipeline(
         keep(&s.snapshot.dir, &kept_dir(&s.root, "snapshot"));
     }
 
-    let status = if interrupts > 0 && status != "success" {
-        "canceled".to_owned()
+    let status = if interrupts > 0 && status != Status::Success {
+        Status::Canceled
     } else {
         status
     };
@@ -1255,7 +1255,7 @@ async fn run_pipeline(
         let _ = write!(
             out,
             "\n{}{}",
-            report::summary(&jobs, &status, display.color(), &never, &endings),
+            report::summary(&jobs, status, display.color(), &never, &endings),
             report::tests_summary(&tests, display.color())
         );
         let _ = write!(out, "{}", report::code_reports_summary(&code_reports));
@@ -1265,7 +1265,7 @@ async fn run_pipeline(
         let _ = out.flush();
     }
     if let Some(path) = &args.json_report {
-        write_report(path, &RunReport::new(&status, &jobs, &tests, &code_reports))?;
+        write_report(path, &RunReport::new(status, &jobs, &tests, &code_reports))?;
     }
     if let Some((name, why)) = never.first() {
         let runner = match &args.tags {
@@ -1282,8 +1282,8 @@ async fn run_pipeline(
             "job `{name}` can never run: {why}\n  {runner}\n  hint: give --tags every tag the job names, or leave --tags out: the runner then takes every job"
         )));
     }
-    Ok(match report::report_status(&status).as_str() {
-        "success" | "manual" | "skipped" => exit::OK,
+    Ok(match report::report_status(status) {
+        Status::Success | Status::Manual | Status::Skipped => exit::OK,
         _ => exit::INVALID,
     })
 }
@@ -1327,7 +1327,7 @@ fn shown_without_view(why: &PendingReason) -> bool {
 /// jobs (at any depth).
 struct Node {
     id: i64,
-    status: String,
+    status: Status,
     jobs: Vec<gantry_server::coordinator::JobProgress>,
     /// What its jobs' names are shown after: `""` for the top pipeline, `"<trigger> -> "`
     /// for a child (`"<trigger> -> <trigger> -> "` for a grandchild).
@@ -1367,7 +1367,11 @@ impl Tree {
         let blocked_trigger = |j: &gantry_server::coordinator::JobProgress| {
             j.status == Status::Running
                 && n.downstream.iter().any(|(bridge, c)| {
-                    *bridge == j.id && self.nodes.get(*c).is_some_and(|c| c.status == "manual")
+                    *bridge == j.id
+                        && self
+                            .nodes
+                            .get(*c)
+                            .is_some_and(|c| c.status == Status::Manual)
                 })
         };
         let mut waiting = n
@@ -1375,10 +1379,10 @@ impl Tree {
             .iter()
             .filter(|j| !j.retried && j.status.is_underway())
             .peekable();
-        match n.status.as_str() {
-            "success" | "failed" | "canceled" | "skipped" => below,
-            "manual" => below && waiting.all(blocked_trigger),
-            "created" => false,
+        match n.status {
+            Status::Success | Status::Failed | Status::Canceled | Status::Skipped => below,
+            Status::Manual => below && waiting.all(blocked_trigger),
+            Status::Created => false,
             _ => below && waiting.peek().is_some() && waiting.all(blocked_trigger),
         }
     }
@@ -1669,7 +1673,7 @@ mod tests {
     ) -> Node {
         Node {
             id: 1,
-            status: status.to_owned(),
+            status: Status::parse(status).expect("a status name"),
             jobs,
             prefix: String::new(),
             downstream,

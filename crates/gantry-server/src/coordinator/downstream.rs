@@ -116,7 +116,7 @@ impl Coordinator {
     pub(crate) async fn trigger_downstream(&self, bridge_id: i64) -> Result<()> {
         let store = &self.inner.store;
         let job = store.job(bridge_id).await?;
-        if job.status != Status::Running.as_str() {
+        if job.status != Status::Running {
             return Ok(());
         }
         if let Some(child) = store.pipeline_by_parent_job(bridge_id).await? {
@@ -184,7 +184,7 @@ impl Coordinator {
         let Some(bridge_id) = child.parent_job_id else {
             return Ok(());
         };
-        match Status::parse(&child.status) {
+        match Some(child.status) {
             Some(Status::Success) => {
                 self.bridge_event(bridge_id, |job| Event::JobSucceeded { job })
                     .await
@@ -213,7 +213,7 @@ impl Coordinator {
         event: impl Fn(crate::processor::JobId) -> Event,
     ) -> Result<()> {
         let job = self.inner.store.job_without_spec(bridge_id).await?;
-        if job.status != Status::Running.as_str() {
+        if job.status != Status::Running {
             return Ok(());
         }
         match self
@@ -682,7 +682,7 @@ impl Coordinator {
                 .pipeline_jobs_without_spec(p.id)
                 .await?
                 .into_iter()
-                .filter(|r| r.name == job && r.status == Status::Success.as_str())
+                .filter(|r| r.name == job && r.status == Status::Success)
                 .max_by_key(|r| r.id);
             if let Some(r) = found {
                 return Ok(Some((r.id, p.id)));

@@ -388,8 +388,8 @@ impl Coordinator {
             };
             let manual = matches!(spec.job.when, gantry_pipeline::When::Manual);
             let playable = matches!(
-                Status::parse(&job.status),
-                Some(Status::Manual | Status::Success | Status::Failed | Status::Canceled)
+                job.status,
+                Status::Manual | Status::Success | Status::Failed | Status::Canceled
             );
             if manual && playable && !actions.contains(&job.id) {
                 actions.push(job.id);

@@ -17,11 +17,6 @@ use super::time::now_ms;
 use super::views::{JobView, UpdateResult};
 use super::{Coordinator, token};
 
-/// The job runs (`running` or `canceling`): its runner may update it and patch its log.
-pub(super) fn executing(status: &str) -> bool {
-    Status::parse(status).is_some_and(Status::is_executing)
-}
-
 impl Coordinator {
     /// The job a job token belongs to, while the job runs (`running` or `canceling`);
     /// `None` for unknown tokens and ended jobs (the token is revoked when the job ends).
@@ -49,7 +44,7 @@ impl Coordinator {
         let Some(job) = self.inner.store.job_by_token_hash(&hash).await? else {
             return Ok(None);
         };
-        if !executing(&job.status) {
+        if !job.status.is_executing() {
             return Ok(None);
         }
         self.runtime().issued.entry(job.id).or_insert(hash);
@@ -68,7 +63,7 @@ impl Coordinator {
     pub async fn job_status_for_token(
         &self,
         token: &str,
-    ) -> std::result::Result<Option<(i64, String)>, CoordinatorError> {
+    ) -> std::result::Result<Option<(i64, Status)>, CoordinatorError> {
         let hash = token::hash(token);
         let id = match self.inner.store.job_by_token_hash(&hash).await? {
             Some(job) => return Ok(Some((job.id, job.status))),
@@ -113,7 +108,7 @@ impl Coordinator {
     ) -> std::result::Result<UpdateResult, CoordinatorError> {
         let store = &self.inner.store;
         let job_id = job.id;
-        if !executing(&job.status) {
+        if !job.status.is_executing() {
             return Err(CoordinatorError::Forbidden(format!(
                 "update job {job_id}: it is {}",
                 job.status
@@ -191,12 +186,13 @@ impl Coordinator {
                         CoordinatorError::Conflict(m) => CoordinatorError::Forbidden(m),
                         other => other,
                     })?;
-                if success && status == "success" {
+                let status = status.ok_or(CoordinatorError::NotFound("job"))?;
+                if success && status == Status::Success {
                     self.after_success(job_id).await?;
                 }
                 Ok(UpdateResult {
                     accepted: true,
-                    job_status: status.to_owned(),
+                    job_status: status,
                     update_interval: None,
                 })
             }

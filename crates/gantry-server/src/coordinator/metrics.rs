@@ -532,22 +532,21 @@ impl Coordinator {
     /// it ended, and the pipeline when it ended. `loaded` is the pipeline as it was
     /// before `change`. O(jobs in `change`).
     pub(crate) fn observe_decision(&self, loaded: &Loaded, change: &PipelineChange, now_ms: i64) {
-        let completed = |s: &str| Status::parse(s).is_some_and(Status::is_completed);
         let ended = change
             .jobs
             .iter()
-            .filter(|u| completed(&u.status))
+            .filter(|u| u.status.is_completed())
             .filter_map(|u| Some((u, loaded.row(loaded.job_id(u.id)?)?)))
-            .filter(|(_, row)| !completed(&row.status));
+            .filter(|(_, row)| !row.status.is_completed());
         for (update, row) in ended {
             self.observe_job_end(update, row, now_ms);
         }
-        if completed(&change.status) && !completed(&loaded.pipeline.status) {
+        if change.status.is_completed() && !loaded.pipeline.status.is_completed() {
             let mut pipeline = loaded.pipeline.clone();
             pipeline.started_at = change.started_at.or(pipeline.started_at);
             self.observe_pipeline_end(
                 &pipeline,
-                &change.status,
+                change.status,
                 change.finished_at.unwrap_or(now_ms),
             );
         }
@@ -557,14 +556,19 @@ impl Coordinator {
         let finished = update.finished_at.or(row.finished_at).unwrap_or(now_ms);
         let started = update.started_at.or(row.started_at);
         self.metrics().job_ended(
-            &update.status,
+            update.status.as_str(),
             update.failure_reason.as_deref(),
             started.map(|s| finished - s),
         );
     }
 
     /// A pipeline that ended: at creation (a configuration error) or by a decision.
-    pub(crate) fn observe_pipeline_end(&self, pipeline: &Pipeline, status: &str, finished_ms: i64) {
+    pub(crate) fn observe_pipeline_end(
+        &self,
+        pipeline: &Pipeline,
+        status: crate::processor::Status,
+        finished_ms: i64,
+    ) {
         let project = self.project_name(pipeline.project_id);
         let name = if project.is_empty() {
             pipeline.project_id.to_string()
@@ -577,7 +581,7 @@ impl Coordinator {
             failure_reason: pipeline.failure_reason.as_deref(),
         };
         self.metrics()
-            .pipeline_ended(&name, &run, status, finished_ms);
+            .pipeline_ended(&name, &run, status.as_str(), finished_ms);
     }
 
     /// The gauges as the store has them now: four grouped queries.

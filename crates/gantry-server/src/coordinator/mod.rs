@@ -448,8 +448,7 @@ impl Runtime {
     fn keep_active(&mut self, mut loaded: Loaded) {
         let id = loaded.pipeline.id;
         let meanwhile = self.release(id);
-        let ended = crate::processor::Status::parse(&loaded.pipeline.status)
-            .is_some_and(crate::processor::Status::is_completed);
+        let ended = loaded.pipeline.status.is_completed();
         self.forget_active(id);
         if ended {
             return;
@@ -917,7 +916,7 @@ impl Coordinator {
     async fn refresh_running(&self, pipeline_id: i64, now_ms: i64) -> Result<()> {
         let guard = self.inner.pipeline_locks[stripe(pipeline_id)].lock().await;
         let p = self.inner.store.pipeline(pipeline_id).await?;
-        if p.status == crate::processor::Status::Running.as_str() {
+        if p.status == crate::processor::Status::Running {
             return Ok(());
         }
         let (_, _, resources) = self
@@ -1018,10 +1017,9 @@ impl Coordinator {
                     self.observe_decision(&loaded, &change, now_ms);
                     let project_id = loaded.pipeline.project_id;
                     let pending = new_pending(&loaded, &changes, &self.project_name(project_id));
-                    let completed = |s: &str| Status::parse(s).is_some_and(Status::is_completed);
                     let sync_parent = loaded.pipeline.parent_job_id.is_some()
-                        && completed(&change.status)
-                        && !completed(&loaded.pipeline.status);
+                        && change.status.is_completed()
+                        && !loaded.pipeline.status.is_completed();
                     match loaded.applied(state, &change, &positions, now_ms) {
                         Some(next) => self.runtime().keep_active(next),
                         None => drop(self.runtime().release(pipeline_id)),

@@ -240,7 +240,7 @@ impl RunnerPool {
         if spec.is_some_and(StoredSpec::is_bridge) {
             return None;
         }
-        match Status::parse(&job.status)? {
+        match job.status {
             Status::Pending => Some(pending_reason(
                 &JobNeeds {
                     project_id: job.project_id,
@@ -262,11 +262,8 @@ impl RunnerPool {
 }
 
 /// Whether a job of this status has a [`PendingReason`].
-pub(crate) fn waits(status: &str) -> bool {
-    matches!(
-        Status::parse(status),
-        Some(Status::Pending | Status::WaitingForResource)
-    )
+pub(crate) fn waits(status: Status) -> bool {
+    matches!(status, Status::Pending | Status::WaitingForResource)
 }
 
 impl Coordinator {
@@ -299,7 +296,7 @@ impl Coordinator {
         let waiting: Vec<(&gantry_store::Job, &Arc<StoredSpec>)> = rows
             .iter()
             .zip(&specs)
-            .filter(|(j, _)| !j.retried && waits(&j.status))
+            .filter(|(j, _)| !j.retried && waits(j.status))
             .collect();
         let Some((first, _)) = waiting.first() else {
             return Ok(Vec::new());

@@ -976,7 +976,7 @@ impl Coordinator {
             sha: r.sha.clone(),
             before_sha: before_sha.unwrap_or_else(|| "0".repeat(r.sha.len().max(40))),
             source: source.as_str().to_owned(),
-            status: Status::Created.as_str().to_owned(),
+            status: Status::Created,
             failure_reason: None,
             yaml_errors: None,
             variables: self.seal_variables(pipeline_variables_json(
@@ -1006,11 +1006,11 @@ impl Coordinator {
                 return Err(CoordinatorError::UnknownJob(e));
             }
             Compiled::Skipped => {
-                new.status = Status::Skipped.as_str().to_owned();
+                new.status = Status::Skipped;
                 return self.persist_ended(&new, now, &times).await;
             }
             Compiled::Errors(errors) => {
-                new.status = Status::Failed.as_str().to_owned();
+                new.status = Status::Failed;
                 new.failure_reason = Some("config_error".to_owned());
                 new.yaml_errors =
                     Some(serde_json::to_string(&errors).unwrap_or_else(|_| "[]".into()));
@@ -1025,7 +1025,7 @@ impl Coordinator {
             .filter(|e| e.action.is_empty() || e.action == "start")
             .count();
         if deployments > MAX_DEPLOYMENTS_PER_PIPELINE {
-            new.status = Status::Failed.as_str().to_owned();
+            new.status = Status::Failed;
             new.failure_reason = Some("deployments_limit_exceeded".to_owned());
             new.yaml_errors = Some(
                 serde_json::to_string(&[format!(
@@ -1107,7 +1107,7 @@ impl Coordinator {
                 name: job.name.clone(),
                 stage: job.stage.clone(),
                 stage_idx: i64::try_from(job.stage_idx).unwrap_or(0),
-                status: status.as_str().to_owned(),
+                status,
                 attempt: 1,
                 allow_failure: job.allow_failure,
                 spec: spec.to_json(),
@@ -1165,8 +1165,8 @@ impl Coordinator {
             ..PipelineChange::default()
         };
         store.apply(p.id, p.lock_version, &finish, now).await?;
-        self.record_ended_at_creation(&p, &new.status, now);
-        self.observe_pipeline_end(&p, &new.status, now);
+        self.record_ended_at_creation(&p, new.status, now);
+        self.observe_pipeline_end(&p, new.status, now);
         self.pipeline(p.id).await
     }
 
@@ -1232,7 +1232,10 @@ impl Coordinator {
                 sha: new.sha.clone(),
                 ci_source: true,
             };
-            if Status::parse(&old.status).is_none_or(|s| s.is_completed()) {
+            if {
+                let s = old.status;
+                s.is_completed()
+            } {
                 continue;
             }
             let loaded = self.load(old.id).await?;
@@ -1423,7 +1426,7 @@ impl Coordinator {
     /// The runners, when one of `rows` waits: what its [`JobView::pending_reason`] is
     /// computed from.
     async fn pool_for(&self, rows: &[gantry_store::Job]) -> Result<Option<RunnerPool>> {
-        if rows.iter().any(|j| super::pending::waits(&j.status)) {
+        if rows.iter().any(|j| super::pending::waits(j.status)) {
             Ok(Some(self.runner_pool().await?))
         } else {
             Ok(None)
@@ -1548,7 +1551,7 @@ impl Coordinator {
     pub async fn downstream_progress(
         &self,
         pipeline_id: i64,
-    ) -> std::result::Result<Vec<(i64, i64, String)>, CoordinatorError> {
+    ) -> std::result::Result<Vec<(i64, i64, Status)>, CoordinatorError> {
         Ok(self
             .inner
             .store
@@ -1612,7 +1615,7 @@ impl Coordinator {
     pub async fn pipeline_status(
         &self,
         pipeline_id: i64,
-    ) -> std::result::Result<String, CoordinatorError> {
+    ) -> std::result::Result<Status, CoordinatorError> {
         Ok(self.inner.store.pipeline(pipeline_id).await?.status)
     }
 
@@ -1623,7 +1626,7 @@ impl Coordinator {
     pub async fn pipeline_progress(
         &self,
         pipeline_id: i64,
-    ) -> std::result::Result<(String, Vec<JobProgress>), CoordinatorError> {
+    ) -> std::result::Result<(Status, Vec<JobProgress>), CoordinatorError> {
         let status = self.inner.store.pipeline(pipeline_id).await?.status;
         let now = now_ms();
         let rows = self
@@ -1655,12 +1658,7 @@ impl Coordinator {
             .into_iter()
             .zip(bridges)
             .map(|(j, bridge)| {
-                let status = Status::parse(&j.status).ok_or_else(|| {
-                    CoordinatorError::corrupt(format!(
-                        "job {}: unknown status {:?}",
-                        j.id, j.status
-                    ))
-                })?;
+                let status = j.status;
                 Ok(JobProgress {
                     id: j.id,
                     duration: j
@@ -1704,7 +1702,10 @@ impl Coordinator {
         .await?;
         // Its downstream pipelines are canceled too (§5.11).
         for child in self.inner.store.downstream_pipelines(id).await? {
-            if Status::parse(&child.status).is_some_and(|s| !s.is_completed()) {
+            if {
+                let s = child.status;
+                !s.is_completed()
+            } {
                 Box::pin(self.cancel_pipeline(child.id)).await?;
             }
         }
@@ -1718,7 +1719,10 @@ impl Coordinator {
     /// cannot be deleted is reported in the server's log and left over.
     pub async fn delete_pipeline(&self, id: i64) -> std::result::Result<(), CoordinatorError> {
         let pipeline = self.inner.store.pipeline(id).await?;
-        if Status::parse(&pipeline.status).is_some_and(|s| !s.is_completed()) {
+        if {
+            let s = pipeline.status;
+            !s.is_completed()
+        } {
             self.cancel_pipeline(id).await?;
         }
         let deleted = self.inner.store.delete_pipeline(id).await?;

@@ -108,7 +108,7 @@ pub(crate) struct WaitingAssignment {
 
 /// A job the runner now holds: its pipeline's status and the assignment's time.
 pub(crate) struct Won {
-    pipeline_status: String,
+    pipeline_status: crate::processor::Status,
     at: i64,
 }
 
@@ -485,12 +485,12 @@ impl Coordinator {
                 .or_insert(0) += 1;
             // The pipeline's status follows (pending → running) through the usual path;
             // a running pipeline stays running, so skip the work then.
-            if pipeline_status != crate::processor::Status::Running.as_str() {
+            if pipeline_status != crate::processor::Status::Running {
                 self.refresh_running(job.pipeline_id, now).await?;
             }
             let pipeline = self.pipeline_facts(job.pipeline_id).await?;
             // What `assign_job` wrote.
-            job.status = crate::processor::Status::Running.as_str().to_owned();
+            job.status = crate::processor::Status::Running;
             job.runner_id = Some(runner.id);
             job.started_at = Some(now);
             job.timeout_secs = Some(secs);
@@ -672,7 +672,7 @@ impl Coordinator {
                 name: q.name.clone(),
                 stage: q.stage.clone(),
                 stage_idx: q.stage_idx,
-                status: crate::processor::Status::Pending.as_str().to_owned(),
+                status: crate::processor::Status::Pending,
                 attempt: q.attempt,
                 retried: false,
                 allow_failure: q.allow_failure,
@@ -733,7 +733,7 @@ impl Coordinator {
         job_id: i64,
         now: i64,
         event: impl Fn(crate::processor::JobId) -> Event,
-    ) -> Result<&'static str> {
+    ) -> Result<Option<crate::processor::Status>> {
         self.mutate(pipeline_id, now, |state, loaded, _| {
             let id = loaded
                 .job_id(job_id)
@@ -742,7 +742,7 @@ impl Coordinator {
                 .map_err(|e| CoordinatorError::Conflict(e.to_string()))?;
             // What the event made of the job (processing the rest of the pipeline
             // afterwards does not touch it again).
-            Ok(state.job(id).map_or("", |j| j.status.as_str()))
+            Ok(state.job(id).map(|j| j.status))
         })
         .await
     }

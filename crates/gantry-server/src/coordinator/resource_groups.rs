@@ -197,9 +197,7 @@ impl Coordinator {
             // The specs come from the coordinator's cache (parsed once per job).
             let (rows, specs) = self.rows_with_specs(p.id).await?;
             for (j, spec) in rows.iter().zip(&specs) {
-                let Some(status) = Status::parse(&j.status) else {
-                    continue;
-                };
+                let status = j.status;
                 if !matches!(
                     status,
                     Status::WaitingForResource

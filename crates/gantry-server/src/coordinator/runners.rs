@@ -240,10 +240,7 @@ impl Coordinator {
                 .pipeline_jobs_without_spec(p.id)
                 .await?
                 .into_iter()
-                .filter(|j| {
-                    j.runner_id == Some(id)
-                        && Status::parse(&j.status).is_some_and(Status::is_executing)
-                })
+                .filter(|j| j.runner_id == Some(id) && Status::is_executing(j.status))
                 .map(|j| j.id)
                 .collect();
             for job_id in lost {

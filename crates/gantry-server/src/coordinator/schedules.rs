@@ -75,7 +75,7 @@ pub struct LastPipeline {
     pub sha: String,
     #[serde(rename = "ref")]
     pub ref_name: String,
-    pub status: String,
+    pub status: crate::processor::Status,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

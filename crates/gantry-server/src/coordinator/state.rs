@@ -48,9 +48,7 @@ fn ts(ms: Option<i64>) -> Option<Timestamp> {
 
 /// The processor's view of row `i`.
 fn job_state(i: usize, row: &Job, spec: &StoredSpec, graceful: bool) -> Result<JobState> {
-    let status = Status::parse(&row.status).ok_or_else(|| {
-        CoordinatorError::corrupt(format!("job {} has status `{}`", row.id, row.status))
-    })?;
+    let status = row.status;
     let mut j = spec.job_state(job_id(i), status);
     j.name = row.name.clone();
     j.stage_idx = usize::try_from(row.stage_idx).unwrap_or(0);
@@ -94,12 +92,7 @@ impl Loaded {
         while stages.len() < needed {
             stages.push(format!("stage-{}", stages.len()));
         }
-        let status = Status::parse(&pipeline.status).ok_or_else(|| {
-            CoordinatorError::corrupt(format!(
-                "pipeline {} has status `{}`",
-                pipeline.id, pipeline.status
-            ))
-        })?;
+        let status = pipeline.status;
         let state = PipelineState::from_parts(stages, jobs, auto_cancel, status)
             .map_err(CoordinatorError::corrupt)?;
         let by_id = rows.iter().enumerate().map(|(i, r)| (r.id, i)).collect();
@@ -204,7 +197,7 @@ impl Loaded {
                 return false;
             };
             let row = &mut self.rows[i];
-            row.status = Status::Running.as_str().to_owned();
+            row.status = Status::Running;
             row.runner_id = Some(a.runner_id);
             row.timeout_secs = Some(a.timeout_secs);
             row.started_at = Some(now_ms);
@@ -337,7 +330,7 @@ pub(crate) fn diff(
         positions.push(*i);
         change.jobs.push(JobUpdate {
             id: row.id,
-            status: new.status.as_str().to_owned(),
+            status: new.status,
             retried: new.retried,
             allow_failure: new.allow_failure,
             exit_code: new.exit_code,
@@ -382,7 +375,7 @@ pub(crate) fn diff(
             name: new.name.clone(),
             stage: row.stage.clone(),
             stage_idx: row.stage_idx,
-            status: new.status.as_str().to_owned(),
+            status: new.status,
             attempt: i64::from(new.attempt),
             allow_failure: new.allow_failure,
             spec: spec.to_json(),
@@ -398,7 +391,7 @@ pub(crate) fn diff(
     // The pipeline's state machine moved it in the processing passes of this decision
     // (`PipelineState::advance`); none ran (a retry's new rows) ⇒ it stays.
     let status = pipeline_status(state).status;
-    change.status = status.as_str().to_owned();
+    change.status = status;
     change.ended = status.is_stopped() && loaded.pipeline.status != change.status;
     let started = loaded.pipeline.started_at.is_some()
         || status == Status::Running

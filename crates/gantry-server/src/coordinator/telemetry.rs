@@ -43,10 +43,6 @@ fn at(ms: i64) -> SystemTime {
     UNIX_EPOCH + Duration::from_millis(u64::try_from(ms).unwrap_or(0))
 }
 
-fn completed(status: &str) -> bool {
-    JobStatus::parse(status).is_some_and(JobStatus::is_completed)
-}
-
 /// When the steps of a pipeline's creation ran.
 #[derive(Clone, Debug)]
 pub(crate) struct CreationTimes {
@@ -198,11 +194,11 @@ impl Coordinator {
         let ended: Vec<(&JobUpdate, &Job)> = change
             .jobs
             .iter()
-            .filter(|u| completed(&u.status))
+            .filter(|u| u.status.is_completed())
             .filter_map(|u| Some((u, loaded.row(loaded.job_id(u.id)?)?)))
-            .filter(|(_, row)| !completed(&row.status))
+            .filter(|(_, row)| !row.status.is_completed())
             .collect();
-        let pipeline_ended = completed(&change.status) && !completed(&loaded.pipeline.status);
+        let pipeline_ended = change.status.is_completed() && !loaded.pipeline.status.is_completed();
         if ended.is_empty() && !pipeline_ended {
             return;
         }
@@ -211,7 +207,7 @@ impl Coordinator {
         let path = full_path(&self.project_name(loaded.pipeline.project_id));
         for (update, row) in ended {
             let reason = update.failure_reason.as_deref();
-            let result = result_of(&update.status, reason).unwrap_or("failure");
+            let result = result_of(update.status.as_str(), reason).unwrap_or("failure");
             let span_id = trace.job_span(row.id);
             let end = at(update.finished_at.or(row.finished_at).unwrap_or(now_ms));
             let queued = update.queued_at.or(row.queued_at);
@@ -224,7 +220,7 @@ impl Coordinator {
                 KeyValue::new(n::TASK_RUN_RESULT, result),
                 KeyValue::new(n::GITLAB_JOB_ID, row.id),
                 KeyValue::new(n::GITLAB_JOB_STAGE, row.stage.clone()),
-                KeyValue::new(n::GITLAB_JOB_STATUS, update.status.clone()),
+                KeyValue::new(n::GITLAB_JOB_STATUS, update.status.as_str()),
                 KeyValue::new(n::GITLAB_JOB_ALLOW_FAILURE, update.allow_failure),
                 KeyValue::new(n::SYSTEM_COMPONENT, "controller"),
             ]);
@@ -284,7 +280,7 @@ impl Coordinator {
                 telemetry,
                 trace,
                 &loaded.pipeline,
-                &change.status,
+                change.status,
                 name,
                 change.finished_at.unwrap_or(now_ms),
             );
@@ -293,7 +289,12 @@ impl Coordinator {
 
     /// The pipeline run span of a pipeline stored as completed at creation (a
     /// configuration error, a skipped push).
-    pub(crate) fn record_ended_at_creation(&self, pipeline: &Pipeline, status: &str, now_ms: i64) {
+    pub(crate) fn record_ended_at_creation(
+        &self,
+        pipeline: &Pipeline,
+        status: JobStatus,
+        now_ms: i64,
+    ) {
         if let Some((telemetry, trace)) = self.trace_of(pipeline) {
             self.record_pipeline(telemetry, trace, pipeline, status, None, now_ms);
         }
@@ -304,19 +305,19 @@ impl Coordinator {
         telemetry: &Telemetry,
         trace: PipelineTrace,
         pipeline: &Pipeline,
-        status: &str,
+        status: JobStatus,
         name: Option<String>,
         finished_ms: i64,
     ) {
         let reason = pipeline.failure_reason.as_deref();
-        let result = result_of(status, reason).unwrap_or("failure");
+        let result = result_of(status.as_str(), reason).unwrap_or("failure");
         let name = name.unwrap_or_else(|| full_path(&self.project_name(pipeline.project_id)));
         let mut attributes = self.pipeline_attributes(pipeline);
         attributes.extend([
             KeyValue::new(n::PIPELINE_NAME, name.clone()),
             KeyValue::new(n::PIPELINE_ACTION, "RUN"),
             KeyValue::new(n::PIPELINE_RESULT, result),
-            KeyValue::new(n::GITLAB_PIPELINE_STATUS, status.to_owned()),
+            KeyValue::new(n::GITLAB_PIPELINE_STATUS, status.as_str()),
             KeyValue::new(n::SYSTEM_COMPONENT, "controller"),
         ]);
         if matches!(result, "failure" | "error" | "timeout") {

@@ -32,7 +32,7 @@ pub struct TimelineJob {
     pub id: i64,
     pub name: String,
     pub stage: String,
-    pub status: String,
+    pub status: crate::processor::Status,
     /// Waiting for a runner from (`queued_at`), Unix ms.
     pub queued_at: Option<i64>,
     pub started_at: Option<i64>,

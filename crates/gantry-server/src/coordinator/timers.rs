@@ -188,7 +188,7 @@ impl Coordinator {
                     .rows
                     .iter()
                     .zip(&loaded.specs)
-                    .filter(|(r, s)| r.status == Status::Running.as_str() && s.is_bridge())
+                    .filter(|(r, s)| r.status == Status::Running && s.is_bridge())
                     .map(|(r, _)| r.id)
                     .collect::<Vec<_>>()
             });

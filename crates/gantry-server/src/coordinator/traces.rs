@@ -37,7 +37,6 @@ use crate::processor::{Event, FailureReason};
 
 use super::Coordinator;
 use super::error::CoordinatorError;
-use super::jobs::executing;
 use super::time::now_ms;
 
 /// Bytes handed to the file writer at a time: a few system calls and thread wake-ups per
@@ -103,7 +102,7 @@ impl Coordinator {
     ) -> std::result::Result<TraceAppend, CoordinatorError> {
         let lock = self.inner.traces.lock(job_id).await;
         let state = self.inner.store.trace_state(job_id).await?;
-        if !executing(&state.status) {
+        if !state.status.is_executing() {
             return Err(CoordinatorError::Forbidden(format!(
                 "append to the trace of job {job_id}: it is {}",
                 state.status

@@ -241,7 +241,7 @@ pub struct PipelineView {
     pub project_id: i64,
     /// `workflow:name`.
     pub name: Option<String>,
-    pub status: String,
+    pub status: Status,
     pub source: String,
     #[serde(rename = "ref")]
     pub ref_name: String,
@@ -282,7 +282,7 @@ pub struct JobPipeline {
     #[serde(rename = "ref")]
     pub ref_name: String,
     pub sha: String,
-    pub status: String,
+    pub status: Status,
 }
 
 /// `artifacts_file` of GitLab's job JSON.
@@ -356,7 +356,7 @@ pub struct JobView {
     pub id: i64,
     pub name: String,
     pub stage: String,
-    pub status: String,
+    pub status: Status,
     #[serde(rename = "ref")]
     pub ref_name: String,
     pub tag: bool,
@@ -449,7 +449,7 @@ pub struct UpdateResult {
     /// yet; the runner re-sends the same update after `update_interval` (§4.4).
     pub accepted: bool,
     /// The `Job-Status` header: the job's status after the update.
-    pub job_status: String,
+    pub job_status: Status,
     /// `X-GitLab-Trace-Update-Interval` for a `202` (GitLab's backoff by age).
     pub update_interval: Option<std::time::Duration>,
 }

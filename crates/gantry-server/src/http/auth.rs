@@ -110,7 +110,7 @@ pub(crate) async fn require_job(
     }
     ensure_job_exists(coordinator, job_id).await?;
     match coordinator.job_status_for_token(token).await? {
-        Some((id, status)) if id == job_id => Err(ApiError::forbidden().with_job_status(&status)),
+        Some((id, status)) if id == job_id => Err(ApiError::forbidden().with_job_status(status)),
         _ => Err(ApiError::forbidden()),
     }
 }
@@ -132,7 +132,7 @@ pub(crate) async fn forbidden_with_status(
 ) -> ApiError {
     let error = ApiError::forbidden_because(why);
     match coordinator.job(job_id).await {
-        Ok(job) => error.with_job_status(&job.status),
+        Ok(job) => error.with_job_status(job.status),
         Err(_) => error,
     }
 }

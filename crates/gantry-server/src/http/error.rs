@@ -109,8 +109,8 @@ impl ApiError {
     }
 
     /// Adds `Job-Status: <status>` (§1.2, §4.2, §5.2).
-    pub(crate) fn with_job_status(self, status: &str) -> Self {
-        self.with_header(header::JOB_STATUS, status)
+    pub(crate) fn with_job_status(self, status: crate::processor::Status) -> Self {
+        self.with_header(header::JOB_STATUS, status.as_str())
     }
 }
 

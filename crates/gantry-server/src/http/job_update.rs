@@ -72,7 +72,7 @@ pub(crate) async fn update(
         }
         Err(other) => return Err(other.into()),
     };
-    let mut headers = vec![(header::JOB_STATUS, result.job_status.clone())];
+    let mut headers = vec![(header::JOB_STATUS, result.job_status.as_str().to_owned())];
     if let Some(interval) = result.update_interval {
         headers.push((
             header::TRACE_UPDATE_INTERVAL,
@@ -206,7 +206,7 @@ async fn append_patch(
                 "Range Not Satisfiable",
             )
             .with_header(header::RANGE, TraceRange { length: size }.to_string())
-            .with_job_status(&job.row.status));
+            .with_job_status(job.row.status));
         }
         Err(other) => return Err(other.into()),
     };
@@ -214,7 +214,7 @@ async fn append_patch(
     Ok(with_headers(
         status_body(StatusCode::ACCEPTED),
         &[
-            (header::JOB_STATUS, job.row.status),
+            (header::JOB_STATUS, job.row.status.as_str().to_owned()),
             (header::RANGE, TraceRange { length: size }.to_string()),
             (
                 header::TRACE_UPDATE_INTERVAL,

@@ -543,7 +543,14 @@ impl PipelineFilter {
         };
         Ok(gantry_store::PipelineFilter {
             ref_name: self.ref_name.clone(),
-            status: self.status.clone(),
+            status: self
+                .status
+                .as_deref()
+                .map(|s| {
+                    crate::processor::Status::parse(s)
+                        .ok_or_else(|| ApiError::param("status does not have a valid value"))
+                })
+                .transpose()?,
             sha: self.sha.clone(),
             source: self.source.clone(),
             scope,
@@ -850,7 +857,7 @@ async fn list_jobs(
         .await?
         .into_iter()
         .filter(|j| (filter.include_retried == Some(true) || !j.retried) && j.bridge == bridges)
-        .filter(|j| scopes.is_empty() || scopes.contains(&j.status))
+        .filter(|j| scopes.is_empty() || scopes.iter().any(|s| s == j.status.as_str()))
         .collect();
     Ok(json_response(StatusCode::OK, &jobs))
 }

@@ -102,8 +102,8 @@ mod tests {
     /// Every (previous, composite) pair: the composite, except the rows of the table.
     #[test]
     fn every_pair() {
-        for previous in Status::ALL {
-            for composite in Status::ALL {
+        for &previous in Status::ALL {
+            for &composite in Status::ALL {
                 let want = match (previous, composite) {
                     (p, Created) => p,
                     (Success | Failed | Canceling | Canceled | Running, Pending) => Running,
@@ -122,8 +122,8 @@ mod tests {
 
     #[test]
     fn stages_follow_the_composite_but_keep_their_status_on_created() {
-        for previous in Status::ALL {
-            for composite in Status::ALL {
+        for &previous in Status::ALL {
+            for &composite in Status::ALL {
                 let want = match (previous, composite) {
                     (p, Created) => p,
                     (Canceled, Canceling) => Canceled,

@@ -131,12 +131,18 @@ impl Env {
             .unwrap()
             .into_iter()
             .filter(|j| !j.retried)
-            .map(|j| (j.name, j.status))
+            .map(|j| (j.name, j.status.as_str().to_owned()))
             .collect()
     }
 
     pub async fn status(&self, pipeline: i64) -> String {
-        self.coord.pipeline(pipeline).await.unwrap().status
+        self.coord
+            .pipeline(pipeline)
+            .await
+            .unwrap()
+            .status
+            .as_str()
+            .to_owned()
     }
 
     /// Ask for a job without waiting.

@@ -407,7 +407,7 @@ async fn wait_for(
                 .pipeline_jobs(pipeline)
                 .await
                 .context("read the pipeline's jobs")?;
-            if rows.iter().all(|j| j.status == "running") {
+            if rows.iter().all(|j| j.status.as_str() == "running") {
                 return queued_at(&server.store, pipeline).await;
             }
         }

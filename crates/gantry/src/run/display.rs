@@ -10,6 +10,7 @@
 //! handled (or [`FLUSH_AT`] bytes wait): a job printing fast costs one write, and one
 //! redraw of the live view, per batch instead of per line.
 
+use gantry_server::Status;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -23,7 +24,7 @@ pub(crate) struct JobLine {
     pub(crate) id: i64,
     pub(crate) name: String,
     pub(crate) stage: String,
-    pub(crate) status: String,
+    pub(crate) status: Status,
     /// Seconds the job ran (so far).
     pub(crate) duration: Option<f64>,
     /// Why it waits, when that is worth a line of the live view (the coordinator's
@@ -210,7 +211,7 @@ impl Display {
             }
             let _ = write!(out, "{BOLD}{stage:>10}{RESET} ");
             for job in jobs {
-                let (symbol, colour) = status_symbol(&job.status);
+                let (symbol, colour) = status_symbol(job.status);
                 let time = job
                     .duration
                     .map(|d| format!(" {d:.1}s"))
@@ -308,16 +309,16 @@ impl Drop for Display {
     }
 }
 
-fn status_symbol(status: &str) -> (&'static str, &'static str) {
+fn status_symbol(status: Status) -> (&'static str, &'static str) {
     match status {
-        "success" => ("✔", "\x1b[32m"),
-        "failed" => ("✘", "\x1b[31m"),
-        "running" => ("●", "\x1b[36m"),
-        "pending" | "preparing" | "waiting_for_resource" => ("○", "\x1b[33m"),
-        "canceled" | "canceling" => ("⊘", "\x1b[90m"),
-        "skipped" => ("»", "\x1b[90m"),
-        "manual" => ("▶", "\x1b[90m"),
-        "scheduled" => ("◷", "\x1b[33m"),
+        Status::Success => ("✔", "\x1b[32m"),
+        Status::Failed => ("✘", "\x1b[31m"),
+        Status::Running => ("●", "\x1b[36m"),
+        Status::Pending | Status::Preparing | Status::WaitingForResource => ("○", "\x1b[33m"),
+        Status::Canceled | Status::Canceling => ("⊘", "\x1b[90m"),
+        Status::Skipped => ("»", "\x1b[90m"),
+        Status::Manual => ("▶", "\x1b[90m"),
+        Status::Scheduled => ("◷", "\x1b[33m"),
         _ => ("·", "\x1b[90m"),
     }
 }
@@ -367,7 +368,7 @@ mod tests {
             id,
             name: name.to_owned(),
             stage: "test".to_owned(),
-            status: status.to_owned(),
+            status: Status::parse(status).expect("a status name"),
             duration: None,
             waiting: None,
         }

@@ -2,6 +2,7 @@
 
 use std::fmt::Write as _;
 
+use gantry_server::Status;
 use gantry_server::coordinator::coverage_reports::CoverageReport;
 use gantry_server::coordinator::test_reports::TestReport;
 use gantry_server::coordinator::{CodequalityReport, CodequalitySummary, Degradation};
@@ -17,7 +18,7 @@ const MAX_LISTED_FAILURES: usize = 20;
 #[derive(Debug, Serialize)]
 pub(crate) struct RunReport {
     /// `success`, `failed`, `canceled`, `skipped` or `manual`.
-    pub(crate) status: String,
+    pub(crate) status: Status,
     /// Every attempt of every job, in the order they were created.
     pub(crate) jobs: Vec<JobReport>,
     /// The unit test report (`artifacts:reports:junit`); only when a job uploaded one.
@@ -299,7 +300,7 @@ pub(crate) fn tests_summary(report: &TestReport, color: bool) -> String {
 pub(crate) struct JobReport {
     pub(crate) name: String,
     pub(crate) stage: String,
-    pub(crate) status: String,
+    pub(crate) status: Status,
     pub(crate) allow_failure: bool,
     pub(crate) started_at: Option<String>,
     pub(crate) finished_at: Option<String>,
@@ -349,19 +350,20 @@ fn cpu_cell(used: Option<&ResourcesView>) -> String {
 
 /// The pipeline status as the report names it: GitLab's, with the states a finished
 /// run can end in.
-pub(crate) fn report_status(pipeline_status: &str) -> String {
+pub(crate) fn report_status(pipeline_status: Status) -> Status {
     match pipeline_status {
-        "success" | "failed" | "canceled" | "skipped" | "manual" => pipeline_status.to_owned(),
-        "canceling" => "canceled".to_owned(),
-        // A run that ended while jobs were still created, pending or scheduled stopped
-        // early (an interrupt).
-        _ => "canceled".to_owned(),
+        Status::Success | Status::Failed | Status::Canceled | Status::Skipped | Status::Manual => {
+            pipeline_status
+        }
+        // Canceling, or a run that ended while jobs were still created, pending or
+        // scheduled: it stopped early (an interrupt).
+        _ => Status::Canceled,
     }
 }
 
 impl RunReport {
     pub(crate) fn new(
-        status: &str,
+        status: Status,
         jobs: &[JobView],
         tests: &TestReport,
         code: &CodeReports,
@@ -375,7 +377,7 @@ impl RunReport {
                 .map(|j| JobReport {
                     name: j.name.clone(),
                     stage: j.stage.clone(),
-                    status: j.status.clone(),
+                    status: j.status,
                     allow_failure: j.allow_failure,
                     started_at: j.started_at.map(iso8601),
                     finished_at: j.finished_at.map(iso8601),
@@ -395,17 +397,19 @@ impl RunReport {
 
 /// Why a job did not run, in a user's words.
 pub(crate) fn why_not_run(job: &JobView, pipeline_failed: bool) -> Option<String> {
-    match job.status.as_str() {
-        "skipped" if job.when == "on_failure" => {
+    match job.status {
+        Status::Skipped if job.when == "on_failure" => {
             Some("when: on_failure, and nothing failed".to_owned())
         }
-        "skipped" if pipeline_failed => Some("a job it waits for failed".to_owned()),
-        "skipped" => Some("skipped".to_owned()),
-        "manual" => Some(format!("manual job: run it with --manual '{}'", job.name)),
-        "created" | "pending" | "scheduled" | "waiting_for_resource" => {
+        Status::Skipped if pipeline_failed => Some("a job it waits for failed".to_owned()),
+        Status::Skipped => Some("skipped".to_owned()),
+        Status::Manual => Some(format!("manual job: run it with --manual '{}'", job.name)),
+        Status::Created | Status::Pending | Status::Scheduled | Status::WaitingForResource => {
             Some("the run stopped before it started".to_owned())
         }
-        "canceled" if job.started_at.is_none() => Some("canceled before it started".to_owned()),
+        Status::Canceled if job.started_at.is_none() => {
+            Some("canceled before it started".to_owned())
+        }
         _ => None,
     }
 }
@@ -417,23 +421,23 @@ pub(crate) fn why_not_run(job: &JobView, pipeline_failed: bool) -> Option<String
 /// image could not be pulled and why), else the failure reason.
 pub(crate) fn summary(
     jobs: &[JobView],
-    pipeline_status: &str,
+    pipeline_status: Status,
     color: bool,
     never: &[(String, PendingReason)],
     endings: &std::collections::HashMap<i64, String>,
 ) -> String {
     let mut latest: Vec<&JobView> = jobs.iter().filter(|j| !j.retried).collect();
     latest.sort_by_key(|j| j.id);
-    let failed = pipeline_status == "failed"
+    let failed = pipeline_status == Status::Failed
         || jobs
             .iter()
-            .any(|j| j.status == "failed" && !j.allow_failure);
+            .any(|j| j.status == Status::Failed && !j.allow_failure);
     let rows: Vec<[String; 7]> = latest
         .iter()
         .map(|j| {
-            let status = match (j.status.as_str(), j.allow_failure) {
-                ("failed", true) => "failed (allowed)".to_owned(),
-                (s, _) => s.to_owned(),
+            let status = match (j.status, j.allow_failure) {
+                (Status::Failed, true) => "failed (allowed)".to_owned(),
+                (s, _) => s.to_string(),
             };
             let duration = j
                 .duration
@@ -443,7 +447,7 @@ pub(crate) fn summary(
                 Some((_, why)) => format!("can never run: {why}"),
                 None => why_not_run(j, failed).unwrap_or_default(),
             };
-            if j.status == "failed" {
+            if j.status == Status::Failed {
                 note = match (j.exit_code, endings.get(&j.id), &j.failure_reason) {
                     (Some(code), _, _) => format!("exit code {code}"),
                     (None, Some(ending), _) => ending.replace('\n', "; "),

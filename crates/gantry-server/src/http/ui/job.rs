@@ -9,6 +9,7 @@
 //! (`AppState::watch`, as the API's trace does), so the runner is told the short update
 //! interval at its next contact; see `http/mod.rs` for how soon that is.
 
+use crate::processor::Status;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
@@ -48,14 +49,14 @@ pub(super) async fn job(state: &AppState, path: &str, id: i64) -> Result<Respons
     let Some((project, j)) = job_of(state, path, id).await? else {
         return Ok(not_found());
     };
-    if j.status == "running" {
+    if j.status == Status::Running {
         state.watch(id);
     }
     let base = format!("/{}/-", project.path_with_namespace);
     let mut actions = String::new();
-    if active(&j.status) {
+    if active(j.status) {
         actions.push_str(&button(&format!("{base}/jobs/{id}/cancel"), "Cancel"));
-    } else if j.status == "manual" {
+    } else if j.status == Status::Manual {
         actions.push_str(&button(&format!("{base}/jobs/{id}/play"), "Run"));
     } else if !j.retried {
         actions.push_str(&button(&format!("{base}/jobs/{id}/retry"), "Retry"));
@@ -82,7 +83,7 @@ pub(super) async fn job(state: &AppState, path: &str, id: i64) -> Result<Respons
             j.pipeline_id,
             j.pipeline_id,
             escape(&j.name),
-            badge(&j.status),
+            badge(j.status.as_str()),
             escape(&j.stage),
             j.attempt,
             seconds(j.duration),
@@ -116,7 +117,7 @@ struct TracePiece {
     size: u64,
     /// The job ended: the log is whole.
     complete: bool,
-    status: String,
+    status: Status,
     /// The text style at `offset`.
     state: String,
     lines: Vec<Line>,
@@ -138,8 +139,8 @@ pub(super) async fn trace_json(
         return Ok(not_found());
     };
     let query: TraceQuery = serde_urlencoded::from_str(query).unwrap_or_default();
-    let complete = !active(&j.status);
-    if j.status == "running" {
+    let complete = !active(j.status);
+    if j.status == Status::Running {
         state.watch(id);
     }
     let (from, max) = match query.offset {
@@ -193,7 +194,7 @@ pub(super) async fn trace_json(
         line,
         size: window.len,
         complete,
-        status: j.status.clone(),
+        status: j.status,
         state: style.encode(),
         lines,
     };
@@ -209,7 +210,7 @@ pub(super) async fn raw(state: &AppState, path: &str, id: i64) -> Result<Respons
     let Some((_, j)) = job_of(state, path, id).await? else {
         return Ok(not_found());
     };
-    if j.status == "running" {
+    if j.status == Status::Running {
         state.watch(id);
     }
     let body = match state.coordinator.trace_source(id).await? {

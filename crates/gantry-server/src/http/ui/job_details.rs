@@ -11,6 +11,7 @@
 //! say why it was skipped. Cost: the pipeline's jobs and their `needs` (two queries),
 //! the runner (one), the variables (three); O(jobs) in memory.
 
+use crate::processor::Status;
 use std::fmt::Write as _;
 
 use crate::coordinator::{CoordinatorError, JobView};
@@ -118,7 +119,9 @@ fn names(list: &[&str]) -> String {
 
 /// Whether a finished job `j` lets the jobs after it run `on_success`.
 fn passed(j: &JobView) -> bool {
-    j.status == "success" || (j.status == "failed" && j.allow_failure) || j.status == "manual"
+    j.status == Status::Success
+        || (j.status == Status::Failed && j.allow_failure)
+        || j.status == Status::Manual
 }
 
 /// Why job `j` (created, skipped, manual or delayed) has not run, as HTML; empty for
@@ -151,11 +154,11 @@ pub(super) fn why_not_run(j: &JobView, jobs: &[JobView], needs: Option<&Vec<Stri
     } else {
         "the earlier stages"
     };
-    let text = match j.status.as_str() {
-        "created" => {
+    let text = match j.status {
+        Status::Created => {
             let waiting: Vec<&str> = before
                 .iter()
-                .filter(|o| active(&o.status))
+                .filter(|o| active(o.status))
                 .map(|o| o.name.as_str())
                 .collect();
             if waiting.is_empty() {
@@ -164,10 +167,10 @@ pub(super) fn why_not_run(j: &JobView, jobs: &[JobView], needs: Option<&Vec<Stri
                 format!("It waits for {what} to finish: {}.", names(&waiting))
             }
         }
-        "skipped" => {
+        Status::Skipped => {
             let failed: Vec<&str> = before
                 .iter()
-                .filter(|o| !active(&o.status) && !passed(o))
+                .filter(|o| !active(o.status) && !passed(o))
                 .map(|o| o.name.as_str())
                 .collect();
             match j.when.as_str() {
@@ -185,8 +188,10 @@ pub(super) fn why_not_run(j: &JobView, jobs: &[JobView], needs: Option<&Vec<Stri
                 ),
             }
         }
-        "manual" => "A manual job: it runs when somebody runs it (the Run button).".to_owned(),
-        "scheduled" => format!(
+        Status::Manual => {
+            "A manual job: it runs when somebody runs it (the Run button).".to_owned()
+        }
+        Status::Scheduled => format!(
             "A delayed job (<code>when: delayed</code>): it is queued at {} UTC.",
             when(j.scheduled_at)
         ),
@@ -198,7 +203,11 @@ pub(super) fn why_not_run(j: &JobView, jobs: &[JobView], needs: Option<&Vec<Stri
 /// The facts block of job `j` of the page at `base` (`/{project}/-`).
 pub(super) async fn details(state: &AppState, base: &str, j: &JobView) -> Result<String, ApiError> {
     let mut out = String::from("<dl class=\"details\">");
-    if let Some(reason) = j.failure_reason.as_deref().filter(|_| j.status == "failed") {
+    if let Some(reason) = j
+        .failure_reason
+        .as_deref()
+        .filter(|_| j.status == Status::Failed)
+    {
         let text = failure_text(reason).map_or_else(|| escape(reason), escape);
         let code = j
             .exit_code
@@ -232,7 +241,7 @@ pub(super) async fn details(state: &AppState, base: &str, j: &JobView) -> Result
         let _ = write!(
             out,
             "<dt>{}</dt><dd id=\"duration\">{}</dd>",
-            if j.status == "running" {
+            if j.status == Status::Running {
                 "Running for"
             } else {
                 "Ran"
@@ -286,8 +295,8 @@ pub(super) async fn details(state: &AppState, base: &str, j: &JobView) -> Result
         );
     }
     if matches!(
-        j.status.as_str(),
-        "created" | "skipped" | "manual" | "scheduled"
+        j.status,
+        Status::Created | Status::Skipped | Status::Manual | Status::Scheduled
     ) {
         let jobs = state.coordinator.pipeline_jobs(j.pipeline_id).await?;
         let needs = state.coordinator.pipeline_needs(j.pipeline_id).await?;

@@ -10,6 +10,7 @@
 //! at 64 KiB), so a page stays small for a suite of thousands. Cost: one pipeline, its
 //! jobs or its report (the JUnit reports parsed, O(cases)) or its variables.
 
+use crate::processor::Status;
 use std::fmt::Write as _;
 
 use axum::http::StatusCode;
@@ -96,7 +97,7 @@ pub(super) async fn tab(
     };
     let base = format!("/{}/-", project.path_with_namespace);
     let (title, body, refresh) = match tab {
-        Tab::Jobs => ("Jobs", jobs(state, &base, id).await?, active(&p.status)),
+        Tab::Jobs => ("Jobs", jobs(state, &base, id).await?, active(p.status)),
         Tab::Tests => ("Tests", tests(state, id).await?, false),
         Tab::Variables | Tab::Pipeline => ("Variables", variables(state, id).await?, false),
     };
@@ -107,7 +108,7 @@ pub(super) async fn tab(
         &format!(
             "<p>{}</p><h1>Pipeline #{id} {}</h1>{}{body}",
             project_link(&project),
-            badge(&p.status),
+            badge(p.status.as_str()),
             tabs(&base, id, tab)
         ),
     ))
@@ -119,13 +120,13 @@ async fn jobs(state: &AppState, base: &str, id: i64) -> Result<String, ApiError>
         let reason = j
             .failure_reason
             .as_deref()
-            .filter(|_| j.status == "failed")
+            .filter(|_| j.status == Status::Failed)
             .map(|r| escape(failure_text(r).unwrap_or(r)))
             .unwrap_or_default();
         let _ = write!(
             rows,
             "<tr><td>{}</td><td><a href=\"{}/jobs/{}\">{}</a>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{reason}</td></tr>",
-            badge(&j.status),
+            badge(j.status.as_str()),
             escape(base),
             j.id,
             escape(&j.name),
@@ -165,8 +166,8 @@ fn case_row(c: &TestCase) -> String {
         .unwrap_or_default();
     format!(
         "<tr class=\"case {}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>{output}",
-        escape(&c.status),
-        badge(&c.status),
+        escape(c.status.as_str()),
+        badge(c.status.as_str()),
         escape(&c.name),
         escape(&c.classname),
         seconds_exact(c.execution_time),

@@ -4,6 +4,7 @@
 //! the `needs` edges, downstream pipelines, the parent of a child pipeline), with Cancel
 //! and Retry.
 
+use crate::processor::Status;
 use std::fmt::Write as _;
 
 use axum::http::StatusCode;
@@ -36,7 +37,7 @@ fn pipeline_row(
     });
     format!(
         "<tr><td><a href=\"/{path}/-/pipelines/{id}\">#{id}</a></td><td>{}</td><td>{}</td><td><code>{}</code>{title}{author}</td><td>{}</td><td><span title=\"{} UTC\">{}</span></td><td>{}</td></tr>",
-        badge(&p.status),
+        badge(p.status.as_str()),
         escape(&p.ref_name),
         escape(&p.sha[..p.sha.len().min(8)]),
         escape(&p.source),
@@ -76,7 +77,7 @@ impl ListFilter {
     fn to_store(&self) -> gantry_store::PipelineFilter {
         let some = |s: &str| (!s.is_empty()).then(|| s.to_owned());
         gantry_store::PipelineFilter {
-            status: some(&self.status),
+            status: Status::parse(&self.status),
             ref_name: some(&self.ref_name),
             source: some(&self.source),
             ..Default::default()
@@ -196,7 +197,7 @@ pub(super) async fn pipelines(
         .enumerate()
         .map(|(i, p)| pipeline_row(&project, p, commits.get(i).and_then(Option::as_ref), now))
         .collect();
-    let refresh = list.iter().any(|p| active(&p.status));
+    let refresh = list.iter().any(|p| active(p.status));
     let mut pager = String::new();
     if page > 1 {
         let _ = write!(
@@ -419,11 +420,11 @@ fn needs_layers(jobs: &[(&JobView, Option<&Vec<String>>)]) -> Vec<usize> {
 
 /// A job's status pill: an allowed failure is a warning, as GitLab shows it.
 fn job_badge(j: &JobView) -> String {
-    if j.status == "failed" && j.allow_failure {
+    if j.status == Status::Failed && j.allow_failure {
         "<span class=\"s warning\" title=\"failed, allowed to fail\">failed (allowed)</span>"
             .to_owned()
     } else {
-        badge(&j.status)
+        badge(j.status.as_str())
     }
 }
 
@@ -474,7 +475,7 @@ pub(super) async fn pipeline(
                     escape(&base),
                     r.id,
                     r.id,
-                    badge(&r.status)
+                    badge(r.status.as_str())
                 )
             })
             .collect();
@@ -524,7 +525,7 @@ pub(super) async fn pipeline(
                 cards,
                 "<a class=\"card\" href=\"{}\">{} <b>Pipeline #{}</b><br><small>triggered by {}</small></a>",
                 escape(&href),
-                badge(&d.status),
+                badge(d.status.as_str()),
                 d.id,
                 escape(&j.name),
             );
@@ -572,10 +573,10 @@ pub(super) async fn pipeline(
         .map(|e| format!("<p class=\"error\">{}</p>", escape(e)))
         .collect();
     let mut actions = String::new();
-    if active(&p.status) {
+    if active(p.status) {
         actions.push_str(&button(&format!("{base}/pipelines/{id}/cancel"), "Cancel"));
     }
-    if matches!(p.status.as_str(), "failed" | "canceled") {
+    if matches!(p.status, Status::Failed | Status::Canceled) {
         actions.push_str(&button(
             &format!("{base}/pipelines/{id}/retry"),
             "Retry failed jobs",
@@ -597,13 +598,13 @@ pub(super) async fn pipeline(
     Ok(page(
         StatusCode::OK,
         &format!("Pipeline #{id}"),
-        active(&p.status),
+        active(p.status),
         Some("/-/ui/pipeline.js"),
         &format!(
             "<p>{}</p>{upstream}<h1>Pipeline #{id} {}</h1><p>{} <code>{}</code> · {} · created {} UTC{}</p>{actions}{errors}{tabs}\
              <p class=\"switch\">Group jobs by: {switch} · <a href=\"{}/timeline\">timeline</a></p><div class=\"graph\"><div class=\"stages\">{columns}</div></div>{reports}",
             project_link(&project),
-            badge(&p.status),
+            badge(p.status.as_str()),
             escape(&p.ref_name),
             escape(&p.sha),
             escape(&p.source),

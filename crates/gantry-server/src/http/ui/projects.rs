@@ -25,7 +25,7 @@ pub(super) async fn projects(state: &AppState) -> Result<Response, ApiError> {
             .map(|l| {
                 format!(
                     "{} <a href=\"/{}/-/pipelines/{}\">#{}</a> on {}",
-                    badge(&l.status),
+                    badge(l.status.as_str()),
                     escape(&p.path_with_namespace),
                     l.id,
                     l.id,

@@ -11,6 +11,7 @@
 //! `serve` around one page's rendering), so [`button`] and the header's sign-out form
 //! carry it without every page function passing it along.
 
+use crate::processor::Status;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
@@ -154,10 +155,17 @@ pub(super) fn seconds(d: Option<f64>) -> String {
     }
 }
 
-pub(super) fn active(status: &str) -> bool {
+/// The page refreshes while a status will change without a user's action (a job
+/// waiting for others, queued, running or being canceled).
+pub(super) fn active(status: Status) -> bool {
     matches!(
         status,
-        "created" | "waiting_for_resource" | "preparing" | "pending" | "running" | "canceling"
+        Status::Created
+            | Status::WaitingForResource
+            | Status::Preparing
+            | Status::Pending
+            | Status::Running
+            | Status::Canceling
     )
 }
 

@@ -15,6 +15,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 
 use crate::coordinator::{ResourcesView, Timeline, TimelineJob, human_bytes};
+use crate::processor::Status;
 
 use super::super::AppState;
 use super::super::error::ApiError;
@@ -37,14 +38,14 @@ pub(super) async fn timeline(state: &AppState, path: &str, id: i64) -> Result<Re
     let body = format!(
         "<p>{}</p><h1>Pipeline #{id} {}</h1><p class=\"switch\"><a href=\"{}\">jobs</a> · <b>timeline</b></p>{}",
         project_link(&project),
-        badge(&p.status),
+        badge(p.status.as_str()),
         escape(&format!("{base}/pipelines/{id}")),
         render(&timeline, &base),
     );
     Ok(page(
         StatusCode::OK,
         &format!("Pipeline #{id} timeline"),
-        active(&p.status),
+        active(p.status),
         None,
         &body,
     ))
@@ -87,7 +88,7 @@ pub(crate) fn render(timeline: &Timeline, base: &str) -> String {
              <td>{}</td><td>{}</td></tr>",
             escape(&format!("{base}/jobs/{}", job.id)),
             escape(&job.name),
-            badge(&job.status),
+            badge(job.status.as_str()),
             escape(&job.name),
             cpu(job.resources.as_ref()),
             memory(job.resources.as_ref()),
@@ -116,17 +117,17 @@ fn bars(svg: &mut String, job: &TimelineJob, end: i64, x: &impl Fn(i64) -> f64) 
     if let Some(started) = job.started_at {
         let until = job.finished_at.unwrap_or(end);
         let (from, to) = (x(started), x(until));
-        let fill = match job.status.as_str() {
-            "success" => "#2da160",
-            "failed" => "#dd2b0e",
-            "running" => "#1f75cb",
+        let fill = match job.status {
+            Status::Success => "#2da160",
+            Status::Failed => "#dd2b0e",
+            Status::Running => "#1f75cb",
             _ => "#737278",
         };
         let _ = write!(
             svg,
             "<rect class=\"running\" x=\"{from:.1}\" y=\"0\" width=\"{:.1}\" height=\"{JOB_BAR}\" fill=\"{fill}\"><title>{}: {}</title></rect>",
             (to - from).max(1.0),
-            escape(&job.status),
+            escape(job.status.as_str()),
             secs(until - started),
         );
     }
