@@ -84,7 +84,7 @@ pub use payload::policy_options::{PolicyOptions, SuspendOptions};
 pub use payload::response::{JobResponse, parse_job_response};
 pub use payload::runner_info::RunnerInfo;
 pub use payload::step::{Hook, HookName, Step, StepName};
-pub use payload::variable::JobVariable;
+pub use payload::variable::{JobVariable, lookup as variable};
 pub use payload::when::When;
 pub use registration::{
     AccessLevel, CreateRunnerRequest, GroupRef, RegisterRunnerRequest, RegisterRunnerResponse,

@@ -89,13 +89,7 @@ pub type Lookup<'a> = &'a dyn Fn(&str) -> Option<String>;
 pub fn lookup_in(
     variables: &[gantry_protocol::JobVariable],
 ) -> impl Fn(&str) -> Option<String> + '_ {
-    move |name| {
-        variables
-            .iter()
-            .rev()
-            .find(|variable| variable.key == name)
-            .map(|variable| variable.value.clone())
-    }
+    move |name| gantry_protocol::variable(variables, name).map(str::to_owned)
 }
 
 /// Runner-side variable expansion (gitlab-runner's `ExpandValue`).

@@ -117,8 +117,12 @@ impl JobResponse {
         Ok(Some(steps))
     }
 
-    /// The variable named `key`, if the server sent one.
+    /// The variable named `key`, if the server sent one: its last definition, the one
+    /// the runner uses ([`crate::variable`]).
     pub fn variable(&self, key: &str) -> Option<&JobVariable> {
-        self.variables.iter().find(|variable| variable.key == key)
+        self.variables
+            .iter()
+            .rev()
+            .find(|variable| variable.key == key)
     }
 }

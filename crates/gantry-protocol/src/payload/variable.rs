@@ -27,3 +27,13 @@ pub struct JobVariable {
     #[serde(skip_serializing_if = "is_false", deserialize_with = "zero_if_null")]
     pub raw: bool,
 }
+
+/// The value of `name` in a job's `variables`: the last definition wins
+/// (gitlab-runner's `JobVariables.Get`).
+pub fn lookup<'a>(variables: &'a [JobVariable], name: &str) -> Option<&'a str> {
+    variables
+        .iter()
+        .rev()
+        .find(|variable| variable.key == name)
+        .map(|variable| variable.value.as_str())
+}

@@ -176,14 +176,7 @@ impl PreparedVariables {
         first_error.map_or(Ok(()), Err)
     }
 }
-/// The value of `name` (the last definition), if any.
-pub(crate) fn variable<'a>(variables: &'a [JobVariable], name: &str) -> Option<&'a str> {
-    variables
-        .iter()
-        .rev()
-        .find(|variable| variable.key == name)
-        .map(|variable| variable.value.as_str())
-}
+pub(crate) use gantry_protocol::variable;
 
 /// A boolean variable in Go's `strconv.ParseBool` spelling (`1`, `t`, `true`, …).
 pub(crate) fn variable_flag(variables: &[JobVariable], name: &str) -> Option<bool> {

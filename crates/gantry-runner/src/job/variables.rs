@@ -113,13 +113,7 @@ pub(crate) fn job_variables(
 
 /// gitlab-runner's `JobVariables.Expand`.
 pub(crate) fn expand_all(variables: Vec<JobVariable>) -> Vec<JobVariable> {
-    let lookup = |name: &str| {
-        variables
-            .iter()
-            .rev()
-            .find(|variable| variable.key == name)
-            .map(|variable| variable.value.clone())
-    };
+    let lookup = |name: &str| get(&variables, name).map(str::to_owned);
     let expanded: Vec<JobVariable> = variables
         .iter()
         .map(|variable| {

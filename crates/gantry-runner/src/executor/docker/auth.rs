@@ -61,12 +61,9 @@ impl Registries {
         warn: &mut (dyn FnMut(&str) + Send),
     ) -> Registries {
         let mut out = Registries::default();
-        let variable = variables
-            .iter()
-            .rev()
-            .find(|v| v.key == "DOCKER_AUTH_CONFIG")
-            .map(|v| v.value.clone())
-            .filter(|v| !v.trim().is_empty());
+        let variable = gantry_protocol::variable(variables, "DOCKER_AUTH_CONFIG")
+            .filter(|v| !v.trim().is_empty())
+            .map(str::to_owned);
         if let Some(text) = variable {
             match read_config(&text, helpers).await {
                 Ok(entries) => out.extend(SOURCE_VARIABLE, entries),

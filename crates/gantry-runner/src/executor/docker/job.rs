@@ -151,13 +151,8 @@ impl DockerExecutor {
         trace: &Trace,
     ) -> Result<(), DockerError> {
         let config = spec.config;
-        let lookup = |name: &str| {
-            spec.variables
-                .iter()
-                .rev()
-                .find(|v| v.key == name)
-                .map(|v| v.value.clone())
-        };
+        let lookup =
+            |name: &str| gantry_protocol::variable(spec.variables, name).map(str::to_owned);
         let job_image = spec
             .job
             .image
