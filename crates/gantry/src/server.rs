@@ -153,7 +153,8 @@ pub(crate) struct AdminTokenArgs {
 }
 
 /// File descriptors kept for the database, blobs, logs and `git` besides the
-/// connections (each connection takes two: its socket and `http/peer.rs`'s duplicate).
+/// connections (each connection takes one: `http/peer.rs` shares its socket, no
+/// duplicate; `http_long_poll::a_held_request_costs_the_server_one_file_descriptor`).
 const RESERVED_FDS: u64 = 256;
 
 impl ServerArgs {
@@ -162,12 +163,10 @@ impl ServerArgs {
     fn limits(&self) -> gantry_server::http::Limits {
         use std::time::Duration;
         let mut max_connections = self.max_connections;
-        let wanted = max_connections
-            .saturating_mul(2)
-            .saturating_add(RESERVED_FDS);
+        let wanted = max_connections.saturating_add(RESERVED_FDS);
         match raise_open_files(wanted) {
             Ok(have) if have < wanted => {
-                let fits = have.saturating_sub(RESERVED_FDS) / 2;
+                let fits = have.saturating_sub(RESERVED_FDS);
                 eprintln!(
                     "warning: the open-file limit ({have}) allows {fits} connections, not --max-connections {max_connections}: serving at most {fits}\n\
                      raise the limit (LimitNOFILE= in a systemd unit, ulimit -n) to serve more"
