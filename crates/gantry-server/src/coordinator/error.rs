@@ -1,48 +1,49 @@
-//! What can go wrong in the coordinator. Messages read after "failed to"; the HTTP layer
-//! maps each variant to one status code (noted per variant).
+//! What can go wrong in the coordinator, in its own words. Messages read after "failed
+//! to". Which HTTP status each becomes is the HTTP layer's choice (`http/error.rs`,
+//! `From<CoordinatorError> for ApiError`), not this type's.
 
 use gantry_store::StoreError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CoordinatorError {
-    /// 404: the named thing does not exist.
+    /// The named thing does not exist.
     #[error("find the {0}")]
     NotFound(&'static str),
-    /// 403: the caller may not do this (bad token, job not running, another project).
+    /// The caller may not do this (bad token, job not running, another project).
     #[error("{0}")]
     Forbidden(String),
-    /// 400: the request is malformed or does not apply.
+    /// The request is malformed or does not apply.
     #[error("{0}")]
     Invalid(String),
-    /// 400: job input values (`job_inputs` of a play or retry) that do not fit the job's
+    /// Job input values (`job_inputs` of a play or retry) that do not fit the job's
     /// `inputs:`; GitLab's message (`Unknown input: a`, …).
     #[error("{0}")]
     InvalidInputs(String),
-    /// 400: a job selection (`gantry run JOB`, `jobs` of a creation) names a job the
+    /// A job selection (`gantry run JOB`, `jobs` of a creation) names a job the
     /// pipeline does not have.
     #[error("{0}")]
     UnknownJob(#[from] gantry_pipeline::SelectError),
-    /// 409: the request conflicts with the current state (duplicate name, ...).
+    /// The request conflicts with the current state (duplicate name, ...).
     #[error("{0}")]
     Conflict(String),
-    /// 413: a body exceeds a size limit.
+    /// A body exceeds a size limit.
     #[error("{0}")]
     TooLarge(String),
-    /// 416: a trace patch does not start at the end of the stored trace; `size` is where
+    /// A trace patch does not start at the end of the stored trace; `size` is where
     /// it ends (`Range: 0-<size>`).
     #[error("append to the trace: it holds {size} bytes, so a patch must start at byte {size}")]
     RangeMismatch { size: u64 },
-    /// 500 (or 400/404 for a bad repository at project creation): a `git` command failed.
+    /// A `git` command failed (at a project's creation: its repository is bad).
     #[error("{0}")]
     Git(String),
-    /// 500: the database failed.
+    /// The database failed.
     #[error(transparent)]
     Store(StoreError),
-    /// 500: a database write this request shared with others failed (the message is
-    /// the write's error).
+    /// A database write this request shared with others failed (the message is the
+    /// write's error).
     #[error("{0}")]
     Batch(String),
-    /// 500: a blob or repository file could not be read or written.
+    /// A blob or repository file could not be read or written.
     #[error("read or write a file: {0}")]
     Io(#[from] std::io::Error),
 }

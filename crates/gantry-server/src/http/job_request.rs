@@ -48,6 +48,8 @@ pub(crate) async fn request(
     };
     let last_update = Some(req.last_update).filter(|v| !v.is_empty());
     let last_update = last_update.as_deref();
+    // The rest of the request is not kept while it is held either.
+    drop((req.info, req.token, req.system_id));
     let wait = state.coordinator.config().long_poll;
     // A request whose runner hung up stops waiting at once: no job can reach it.
     let hung_up = async {
