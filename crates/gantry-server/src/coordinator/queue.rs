@@ -198,11 +198,13 @@ impl Coordinator {
             .contacted_at
             .is_none_or(|t| now - t >= CONTACT_INTERVAL_MS)
         {
-            let _ = self
-                .inner
-                .store
-                .runner_heartbeat(runner.id, now, &info.runner)
-                .await;
+            // Boxed, as the assignment below: not room kept while the request waits.
+            let _ = Box::pin(
+                self.inner
+                    .store
+                    .runner_heartbeat(runner.id, now, &info.runner),
+            )
+            .await;
         }
         if runner.paused {
             return Ok(None);

@@ -255,7 +255,6 @@ async fn serve_one(
         write_stall: limits.body_timeout,
         write_timer: None,
         rewrite: None,
-        head: Vec::new(),
     };
     let service = {
         let conn = conn.clone();
@@ -400,11 +399,21 @@ struct Conn {
     changed: Notify,
     /// Closed to make room at the total cap.
     evicted: AtomicBool,
+    /// The first bytes (at most [`HEAD_SAMPLE`]) of the request head being read, as the
+    /// client sent them: what a rewritten answer says is wrong with it. Let go once
+    /// hyper hands the request over ([`InFlight::begin`]): a held request keeps none.
+    head: Mutex<Vec<u8>>,
 }
 
 impl Conn {
     fn phase(&self) -> Phase {
         *self.lock()
+    }
+
+    fn head_sample(&self) -> MutexGuard<'_, Vec<u8>> {
+        self.head
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn lock(&self) -> MutexGuard<'_, Phase> {
@@ -470,6 +479,7 @@ struct InFlight(Arc<Conn>);
 
 impl InFlight {
     fn begin(conn: Arc<Conn>) -> Self {
+        drop(std::mem::take(&mut *conn.head_sample()));
         let requests = match conn.phase() {
             Phase::Busy { requests } => requests + 1,
             _ => 1,
@@ -559,6 +569,7 @@ impl Registry {
             }),
             changed: Notify::new(),
             evicted: AtomicBool::new(false),
+            head: Mutex::new(Vec::new()),
         });
         open.conns.insert(conn.id, conn.clone());
         *open.per_ip.entry(ip).or_insert(0) += 1;
@@ -598,12 +609,9 @@ struct Watched {
     /// hyper's own answer, rewritten: the bytes to send and how many are sent. hyper's
     /// bytes are taken and dropped meanwhile.
     rewrite: Option<(Vec<u8>, usize)>,
-    /// The first bytes (at most [`HEAD_SAMPLE`]) of the request head being read, as the
-    /// client sent them: what the rewritten answer says is wrong with it.
-    head: Vec<u8>,
 }
 
-/// How much of a request head [`Watched`] keeps for the answer to a head hyper refuses.
+/// How much of a request head [`Conn::head`] keeps for the answer to a head hyper refuses.
 const HEAD_SAMPLE: usize = 8 * 1024;
 
 impl Watched {
@@ -650,9 +658,12 @@ impl Watched {
         hyper_bytes: &[u8],
         hyper_len: usize,
     ) -> Poll<io::Result<usize>> {
-        let (bytes, sent) = self
-            .rewrite
-            .get_or_insert_with(|| (json_for_hyper_answer(hyper_bytes, &self.head), 0));
+        let (bytes, sent) = self.rewrite.get_or_insert_with(|| {
+            (
+                json_for_hyper_answer(hyper_bytes, &self.conn.head_sample()),
+                0,
+            )
+        });
         while *sent < bytes.len() {
             match write_shared(&self.inner, cx, &bytes[*sent..]) {
                 Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
@@ -872,18 +883,19 @@ impl AsyncRead for Watched {
         let before = buf.filled().len();
         let result = read_shared(&this.inner, cx, buf);
         if matches!(result, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            let mut head = this.conn.head_sample();
             match this.conn.bytes_arrived() {
-                Arrived::NewHead => this.head.clear(),
+                Arrived::NewHead => head.clear(),
                 Arrived::InHead => {}
                 // A body, or a request hyper has begun answering: no head to sample.
                 Arrived::Busy => {
-                    this.head.clear();
+                    *head = Vec::new();
                     return result;
                 }
             }
             let new = &buf.filled()[before..];
-            let room = HEAD_SAMPLE.saturating_sub(this.head.len());
-            this.head.extend_from_slice(&new[..new.len().min(room)]);
+            let room = HEAD_SAMPLE.saturating_sub(head.len());
+            head.extend_from_slice(&new[..new.len().min(room)]);
         }
         result
     }
@@ -1126,6 +1138,25 @@ impl http_body::Body for Tracked {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_request_handed_over_keeps_no_head_sample() {
+        let conn = Arc::new(Conn {
+            id: 1,
+            ip: IpAddr::from([127, 0, 0, 1]),
+            phase: Mutex::new(Phase::Idle {
+                since: Instant::now(),
+            }),
+            changed: Notify::new(),
+            evicted: AtomicBool::new(false),
+            head: Mutex::new(b"POST /api/v4/jobs/request HTTP/1.1\r\n".repeat(40)),
+        });
+        let in_flight = InFlight::begin(conn.clone());
+        // Held requests (10,000 waiting runners) keep no copy of their heads.
+        assert_eq!(conn.head_sample().capacity(), 0);
+        assert!(conn.phase().is_busy());
+        drop(in_flight);
+    }
 
     fn diagnosed(head: &str) -> (u16, String) {
         let (status, text) = diagnose_bad_head(head.as_bytes());
