@@ -120,23 +120,7 @@ impl ListFilter {
             "<form class=\"filters\" method=\"get\"><select name=\"status\" aria-label=\"Status\">{}</select> \
              <input name=\"ref\" value=\"{}\" placeholder=\"branch or tag\" aria-label=\"Ref\" size=\"16\"> \
              <select name=\"source\" aria-label=\"Source\">{}</select> <button type=\"submit\">Filter</button></form>",
-            options(
-                "any status",
-                &[
-                    "created",
-                    "waiting_for_resource",
-                    "preparing",
-                    "pending",
-                    "running",
-                    "success",
-                    "failed",
-                    "canceled",
-                    "skipped",
-                    "manual",
-                    "scheduled"
-                ],
-                &self.status
-            ),
+            options("any status", &filter_statuses(), &self.status),
             escape(&self.ref_name),
             options(
                 "any source",
@@ -635,4 +619,14 @@ pub(super) async fn pipeline_action(
         Ok(_) => Ok(redirect(&back, None)),
         Err(e) => refused_action(e, &back),
     }
+}
+
+/// The statuses the pipelines page filters by: GitLab's, without the two a pipeline
+/// shows only for a moment (`waiting_for_callback`, `canceling`).
+fn filter_statuses() -> Vec<&'static str> {
+    Status::ALL
+        .iter()
+        .filter(|s| !matches!(s, Status::WaitingForCallback | Status::Canceling))
+        .map(|s| s.as_str())
+        .collect()
 }
