@@ -159,10 +159,7 @@ impl Coordinator {
     /// log stays). `Conflict` while the job runs: it may still upload them.
     pub async fn delete_job_artifacts(&self, job_id: i64) -> Result<RemovedArtifacts> {
         let job = self.inner.store.job(job_id).await?;
-        if {
-            let s = job.status;
-            !s.is_completed()
-        } {
+        if !job.status.is_completed() {
             return Err(CoordinatorError::Conflict(format!(
                 "job {job_id} is {}: delete its artifacts once it has finished",
                 job.status
@@ -177,10 +174,7 @@ impl Coordinator {
     /// to erase (GitLab's "Job is not erasable!").
     pub async fn erase_job(&self, job_id: i64) -> Result<JobView> {
         let job = self.inner.store.job(job_id).await?;
-        let finished = {
-            let s = job.status;
-            s.is_completed()
-        };
+        let finished = job.status.is_completed();
         let has_artifacts = !self.inner.store.artifacts(job_id).await?.is_empty();
         if !finished || (job.trace_size == 0 && !has_artifacts) {
             return Err(CoordinatorError::Forbidden(format!(

@@ -184,12 +184,12 @@ impl Coordinator {
         let Some(bridge_id) = child.parent_job_id else {
             return Ok(());
         };
-        match Some(child.status) {
-            Some(Status::Success) => {
+        match child.status {
+            Status::Success => {
                 self.bridge_event(bridge_id, |job| Event::JobSucceeded { job })
                     .await
             }
-            Some(Status::Failed | Status::Skipped) => {
+            Status::Failed | Status::Skipped => {
                 self.bridge_event(bridge_id, |job| Event::JobFailed {
                     job,
                     reason: FailureReason::UnknownFailure,
@@ -197,7 +197,7 @@ impl Coordinator {
                 })
                 .await
             }
-            Some(Status::Canceled) => {
+            Status::Canceled => {
                 self.bridge_event(bridge_id, |job| Event::CancelJob { job })
                     .await
             }

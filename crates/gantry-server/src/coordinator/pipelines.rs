@@ -1232,10 +1232,7 @@ impl Coordinator {
                 sha: new.sha.clone(),
                 ci_source: true,
             };
-            if {
-                let s = old.status;
-                s.is_completed()
-            } {
+            if old.status.is_completed() {
                 continue;
             }
             let loaded = self.load(old.id).await?;
@@ -1702,10 +1699,7 @@ impl Coordinator {
         .await?;
         // Its downstream pipelines are canceled too (§5.11).
         for child in self.inner.store.downstream_pipelines(id).await? {
-            if {
-                let s = child.status;
-                !s.is_completed()
-            } {
+            if !child.status.is_completed() {
                 Box::pin(self.cancel_pipeline(child.id)).await?;
             }
         }
@@ -1719,10 +1713,7 @@ impl Coordinator {
     /// cannot be deleted is reported in the server's log and left over.
     pub async fn delete_pipeline(&self, id: i64) -> std::result::Result<(), CoordinatorError> {
         let pipeline = self.inner.store.pipeline(id).await?;
-        if {
-            let s = pipeline.status;
-            !s.is_completed()
-        } {
+        if !pipeline.status.is_completed() {
             self.cancel_pipeline(id).await?;
         }
         let deleted = self.inner.store.delete_pipeline(id).await?;
