@@ -109,6 +109,34 @@ async fn project_jobs_are_listed_newest_first_by_scope_and_page() {
     .await;
     assert_eq!(ids(&page), [first]);
     assert_eq!(headers["x-next-page"], "");
+    // By status: GitLab's names; any other is a parameter error naming the valid ones.
+    let (_, _, running) = list(
+        &server,
+        &format!("projects/{project}/pipelines?status=running"),
+    )
+    .await;
+    assert!(ids(&running).contains(&second), "{running:?}");
+    assert!(
+        running
+            .as_array()
+            .is_some_and(|l| l.iter().all(|p| p["status"] == "running")),
+        "{running:?}"
+    );
+    let response = server
+        .http
+        .get(server.api(&format!("projects/{project}/pipelines?status=blocked")))
+        .header("PRIVATE-TOKEN", &server.admin)
+        .send()
+        .await
+        .unwrap();
+    let (status, error) = expect_client_error(response, "bad status").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(
+        error
+            .to_string()
+            .contains("status does not have a valid value: give one of created,"),
+        "{error}"
+    );
 
     let response = server
         .http
