@@ -14,10 +14,9 @@ impl Store {
         .bind(limit)
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows
-            .iter()
+        rows.iter()
             .map(|r| Ok((Job::from_row(r)?, r.get::<i64, _>("running"))))
-            .collect::<Result<_>>()?)
+            .collect::<Result<_>>()
     }
 
     /// Pending jobs in queue order (oldest first), without their specs: what job

@@ -2129,7 +2129,7 @@ async fn pages_deployments_and_releases_per_project(db: Db) {
         .add_pages_deployment(&deployment(3, "", None), 12)
         .await
         .unwrap();
-    assert_eq!(older, [first.blob_key.clone()]);
+    assert_eq!(older, std::slice::from_ref(&first.blob_key));
     assert_eq!(
         s.active_pages_deployment(p.id, "", 50).await.unwrap(),
         Some(second.clone())

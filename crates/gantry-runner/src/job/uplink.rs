@@ -148,6 +148,7 @@ impl Drop for Streaming {
 }
 
 impl Uplink {
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         client: Client,
         job_id: i64,

@@ -233,7 +233,6 @@ pub(crate) fn from_dump(text: &str) -> Option<JobResources> {
         }
     }
     flush(&mut stat, &mut status, &mut io, page);
-    drop(flush);
     (!tree.is_empty()).then(|| total(&tree, hz))
 }
 

@@ -1159,7 +1159,7 @@ impl Coordinator {
         let p = store.create_pipeline(new, &[], now).await?;
         self.record_creation(&p, times);
         let finish = PipelineChange {
-            status: new.status.clone(),
+            status: new.status,
             finished_at: Some(now),
             ended: true,
             ..PipelineChange::default()
@@ -1289,7 +1289,7 @@ impl Coordinator {
             iid: p.iid,
             project_id: p.project_id,
             name,
-            status: p.status.clone(),
+            status: p.status,
             source: p.source.clone(),
             ref_name: p.ref_name.clone(),
             sha: p.sha.clone(),
@@ -1453,7 +1453,7 @@ impl Coordinator {
             id: j.id,
             name: j.name.clone(),
             stage: j.stage.clone(),
-            status: j.status.clone(),
+            status: j.status,
             ref_name: p.ref_name.clone(),
             tag: p.tag,
             allow_failure: j.allow_failure,
@@ -1471,7 +1471,7 @@ impl Coordinator {
                 project_id: p.project_id,
                 ref_name: p.ref_name.clone(),
                 sha: p.sha.clone(),
-                status: p.status.clone(),
+                status: p.status,
             },
             runner_id: j.runner_id,
             created_at: j.created_at,
@@ -1911,6 +1911,6 @@ fn job_pipeline(p: &gantry_store::Pipeline) -> JobPipeline {
         project_id: p.project_id,
         ref_name: p.ref_name.clone(),
         sha: p.sha.clone(),
-        status: p.status.clone(),
+        status: p.status,
     }
 }

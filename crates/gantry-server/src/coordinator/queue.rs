@@ -305,7 +305,7 @@ impl Coordinator {
                     .get(&w.assignment.job_id)
                     .filter(|_| granted.insert(w.assignment.job_id))
                     .map(|a| Won {
-                        pipeline_status: a.pipeline_status.clone(),
+                        pipeline_status: a.pipeline_status,
                         at,
                     })),
                 Err(e) => Err(format!("hand the job to the runner: {e}")),

@@ -308,7 +308,7 @@ impl Coordinator {
                 id: p.id,
                 sha: p.sha.clone(),
                 ref_name: p.ref_name.clone(),
-                status: p.status.clone(),
+                status: p.status,
             });
         Ok(view)
     }

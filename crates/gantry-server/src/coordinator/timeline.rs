@@ -109,7 +109,7 @@ pub fn timeline_of(start: i64, jobs: &[JobView], now: i64, logs: &[(i64, Vec<u8>
             id: job.id,
             name: job.name.clone(),
             stage: job.stage.clone(),
-            status: job.status.clone(),
+            status: job.status,
             queued_at: job.queued_at,
             started_at: job.started_at,
             finished_at: job.finished_at,

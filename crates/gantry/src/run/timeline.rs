@@ -47,7 +47,7 @@ pub(crate) fn render(timeline: &Timeline) -> String {
         seconds(span / WIDTH as i64),
     );
     for job in &timeline.jobs {
-        let mut row = vec![' '; WIDTH];
+        let mut row = [' '; WIDTH];
         if let Some(queued) = job.queued_at {
             let until = job.started_at.or(job.finished_at).unwrap_or(timeline.end);
             if until > queued {
@@ -80,7 +80,7 @@ pub(crate) fn render(timeline: &Timeline) -> String {
             job.status,
         );
         for section in &job.sections {
-            let mut row = vec![' '; WIDTH];
+            let mut row = [' '; WIDTH];
             for c in cells(timeline.start, span, section.start, section.end) {
                 row[c] = '▒';
             }
