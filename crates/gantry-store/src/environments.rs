@@ -44,7 +44,7 @@ pub enum EnvironmentEvent {
     StopFailed,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Environment {
     pub id: i64,
     pub project_id: i64,

@@ -55,7 +55,7 @@ pub struct ProjectChanges {
     pub ci_inbound_job_token_scope_enabled: Option<bool>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Project {
     pub id: i64,
     pub name: String,
@@ -286,7 +286,7 @@ pub struct RefChange {
     pub to: Option<String>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Pipeline {
     pub id: i64,
     pub project_id: i64,
@@ -369,7 +369,7 @@ pub struct NewJob {
     pub resource_group: Option<String>,
 }
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Job {
     pub id: i64,
     pub pipeline_id: i64,
@@ -587,7 +587,7 @@ pub struct NewArtifact {
     pub expire_at: Option<i64>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Artifact {
     pub id: i64,
     pub job_id: i64,

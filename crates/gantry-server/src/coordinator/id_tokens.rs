@@ -48,6 +48,15 @@ impl SigningKey {
         Ok(Self { pair, kid, n, e })
     }
 
+    /// A new key (tests: tokens signed without a database).
+    #[cfg(test)]
+    pub(crate) fn generate() -> Self {
+        let pair = KeyPair::generate(KeySize::Rsa2048).expect("an RSA key");
+        let der = aws_lc_rs::encoding::AsDer::<aws_lc_rs::encoding::Pkcs8V1Der>::as_der(&pair)
+            .expect("its PKCS#8");
+        Self::from_pkcs8(der.as_ref()).expect("a key read back")
+    }
+
     /// `header.claims.signature`, RS256.
     fn sign(&self, claims: &Value) -> Result<String> {
         let header = json!({"kid": self.kid, "typ": "JWT", "alg": "RS256"});
@@ -92,7 +101,7 @@ pub(crate) struct JobClaims<'a> {
 impl Coordinator {
     /// The instance's signing key: read from the database, or made and stored by the
     /// first coordinator that needs one (another's, made meanwhile, wins).
-    async fn signing_key(&self) -> Result<Arc<SigningKey>> {
+    pub(crate) async fn signing_key(&self) -> Result<Arc<SigningKey>> {
         self.inner
             .oidc_key
             .get_or_try_init(|| async {
@@ -133,7 +142,7 @@ impl Coordinator {
 
     /// The issuer: the external URL, as GitLab's `iss`.
     fn issuer(&self) -> String {
-        self.external_url().trim_end_matches('/').to_owned()
+        issuer(self.external_url())
     }
 
     /// `GET /.well-known/openid-configuration` (GitLab's discovery document).
@@ -163,89 +172,91 @@ impl Coordinator {
             "kty": "RSA", "kid": key.kid, "e": key.e, "n": key.n, "use": "sig", "alg": "RS256"
         }]}))
     }
+}
 
-    /// The tokens a job's `id_tokens:` asks for, as `(variable, JWT)`; each `aud` (a
-    /// string or a list) expanded with `expand` (the job's variables).
-    pub(crate) async fn id_tokens(
-        &self,
-        tokens: &Value,
-        claims: &JobClaims<'_>,
-        expand: &(dyn Fn(&str) -> String + Sync),
-    ) -> Result<Vec<(String, String)>> {
-        let Some(tokens) = tokens.as_object().filter(|t| !t.is_empty()) else {
-            return Ok(Vec::new());
+/// The tokens a job's `id_tokens:` asks for, as `(variable, JWT)` signed with `key`; each
+/// `aud` (a string or a list) expanded with `expand` (the job's variables).
+pub(crate) fn sign(
+    key: &SigningKey,
+    issuer: &str,
+    tokens: &Value,
+    claims: &JobClaims<'_>,
+    expand: &(dyn Fn(&str) -> String + Sync),
+) -> Result<Vec<(String, String)>> {
+    let Some(tokens) = tokens.as_object().filter(|t| !t.is_empty()) else {
+        return Ok(Vec::new());
+    };
+    let base = base_claims(issuer, claims);
+    let mut out = Vec::with_capacity(tokens.len());
+    for (name, token) in tokens {
+        let aud = match token.get("aud") {
+            Some(Value::String(a)) => json!(expand(a)),
+            Some(Value::Array(list)) => Value::Array(
+                list.iter()
+                    .filter_map(Value::as_str)
+                    .map(|a| json!(expand(a)))
+                    .collect(),
+            ),
+            _ => continue,
         };
-        let key = self.signing_key().await?;
-        let base = self.base_claims(claims);
-        let mut out = Vec::with_capacity(tokens.len());
-        for (name, token) in tokens {
-            let aud = match token.get("aud") {
-                Some(Value::String(a)) => json!(expand(a)),
-                Some(Value::Array(list)) => Value::Array(
-                    list.iter()
-                        .filter_map(Value::as_str)
-                        .map(|a| json!(expand(a)))
-                        .collect(),
-                ),
-                _ => continue,
-            };
-            let mut claims = base.clone();
-            if let Some(map) = claims.as_object_mut() {
-                map.insert("aud".to_owned(), aud);
-                map.insert("jti".to_owned(), json!(uuid_v4()));
-            }
-            out.push((name.clone(), key.sign(&claims)?));
+        let mut claims = base.clone();
+        if let Some(map) = claims.as_object_mut() {
+            map.insert("aud".to_owned(), aud);
+            map.insert("jti".to_owned(), json!(uuid_v4()));
         }
-        Ok(out)
+        out.push((name.clone(), key.sign(&claims)?));
     }
+    Ok(out)
+}
 
-    fn base_claims(&self, c: &JobClaims<'_>) -> Value {
-        let issuer = self.issuer();
-        let host = issuer
-            .split_once("://")
-            .map_or(issuer.as_str(), |(_, rest)| rest);
-        let ref_type = if c.tag { "tag" } else { "branch" };
-        let ref_path = if c.tag {
-            format!("refs/tags/{}", c.ref_name)
-        } else {
-            format!("refs/heads/{}", c.ref_name)
-        };
-        let mut claims = json!({
-            "namespace_id": "1",
-            "namespace_path": c.namespace_path,
-            "project_id": c.project_id.to_string(),
-            "project_path": c.project_path,
-            "user_id": "1",
-            "user_login": "root",
-            "user_email": "admin@example.com",
-            "user_access_level": "owner",
-            "pipeline_id": c.pipeline_id.to_string(),
-            "pipeline_source": c.pipeline_source,
-            "job_id": c.job_id.to_string(),
-            "ref": c.ref_name,
-            "ref_type": ref_type,
-            "ref_path": ref_path,
-            "ref_protected": c.ref_protected.to_string(),
-            "runner_id": c.runner_id,
-            "runner_environment": "self-hosted",
-            "sha": c.sha,
-            "ci_config_ref_uri": format!("{host}/{}//{}@{ref_path}", c.project_path, c.ci_config_path),
-            "ci_config_sha": c.sha,
-            "project_visibility": "private",
-            "iss": issuer,
-            "iat": c.now_secs,
-            "nbf": c.now_secs - 5,
-            "exp": c.now_secs + c.timeout_secs.max(0) + GRACE_SECS,
-            "sub": format!("project_path:{}:ref_type:{ref_type}:ref:{}", c.project_path, c.ref_name),
-        });
-        if let (Some((name, action, tier)), Some(map)) = (c.environment, claims.as_object_mut()) {
-            map.insert("environment".to_owned(), json!(name));
-            map.insert("environment_protected".to_owned(), json!("false"));
-            map.insert("deployment_tier".to_owned(), json!(tier));
-            map.insert("environment_action".to_owned(), json!(action));
-        }
-        claims
+fn base_claims(issuer: &str, c: &JobClaims<'_>) -> Value {
+    let host = issuer.split_once("://").map_or(issuer, |(_, rest)| rest);
+    let ref_type = if c.tag { "tag" } else { "branch" };
+    let ref_path = if c.tag {
+        format!("refs/tags/{}", c.ref_name)
+    } else {
+        format!("refs/heads/{}", c.ref_name)
+    };
+    let mut claims = json!({
+        "namespace_id": "1",
+        "namespace_path": c.namespace_path,
+        "project_id": c.project_id.to_string(),
+        "project_path": c.project_path,
+        "user_id": "1",
+        "user_login": "root",
+        "user_email": "admin@example.com",
+        "user_access_level": "owner",
+        "pipeline_id": c.pipeline_id.to_string(),
+        "pipeline_source": c.pipeline_source,
+        "job_id": c.job_id.to_string(),
+        "ref": c.ref_name,
+        "ref_type": ref_type,
+        "ref_path": ref_path,
+        "ref_protected": c.ref_protected.to_string(),
+        "runner_id": c.runner_id,
+        "runner_environment": "self-hosted",
+        "sha": c.sha,
+        "ci_config_ref_uri": format!("{host}/{}//{}@{ref_path}", c.project_path, c.ci_config_path),
+        "ci_config_sha": c.sha,
+        "project_visibility": "private",
+        "iss": issuer,
+        "iat": c.now_secs,
+        "nbf": c.now_secs - 5,
+        "exp": c.now_secs + c.timeout_secs.max(0) + GRACE_SECS,
+        "sub": format!("project_path:{}:ref_type:{ref_type}:ref:{}", c.project_path, c.ref_name),
+    });
+    if let (Some((name, action, tier)), Some(map)) = (c.environment, claims.as_object_mut()) {
+        map.insert("environment".to_owned(), json!(name));
+        map.insert("environment_protected".to_owned(), json!("false"));
+        map.insert("deployment_tier".to_owned(), json!(tier));
+        map.insert("environment_action".to_owned(), json!(action));
     }
+    claims
+}
+
+/// The issuer of an instance at `external_url`: GitLab's `iss`.
+pub(crate) fn issuer(external_url: &str) -> String {
+    external_url.trim_end_matches('/').to_owned()
 }
 
 /// A random UUID (version 4), as GitLab's `jti`.

@@ -1,5 +1,11 @@
 //! The job payload (runner API §3.5): everything a runner needs to run one job.
 //!
+//! Two steps: [`Coordinator::payload_facts`] reads what the payload is made of besides
+//! the job's rows ([`PayloadFacts`]: its dependencies' artifacts and dotenv variables, its
+//! environment row, the settings variables, the pipeline's origin facts, the signing key
+//! when it asks for ID tokens); [`assemble::assemble`] puts it together without I/O, so
+//! every decision below is tested with plain values.
+//!
 //! Variables (§3.5.4, precedence `ci-yaml.md` §6.1, lowest first; a later one replaces an
 //! earlier one of the same name in place): persisted job variables (`CI_JOB_ID`,
 //! `CI_JOB_TOKEN`, `CI_REPOSITORY_URL`, `CI_PIPELINE_ID`, …) → job predefined
@@ -20,28 +26,28 @@
 //! serve too) unless the job or the project's `ci_default_git_depth` sets `GIT_DEPTH`.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
-use gantry_pipeline::expand::{Unknown, expand_nested, expand_server, ref_slug};
+use gantry_pipeline::expand::{Unknown, expand_nested, ref_slug};
 use gantry_pipeline::{PipelineInfo, Source};
 use gantry_protocol::payload::executor_opts::{DockerExecutorOptions, ImageUser};
 use gantry_protocol::{
-    ArtifactFormat, ArtifactType, ArtifactsFile, Cache, CachePolicy, Dependency, ExecutorOptions,
-    GitInfo, Hook, HookName, Image, JobArtifact, JobFeatures, JobInfo, JobResponse, JobVariable,
-    ObjectFormat, PullPolicy, RefType, RunnerInfo, Service, Step, StepName,
+    ArtifactFormat, ArtifactType, ExecutorOptions, Image, JobArtifact, JobResponse, JobVariable,
+    PullPolicy, Service,
 };
 use indexmap::IndexMap;
 
 use crate::processor::FailureReason;
 
 use super::Coordinator;
-use super::environment::{self, JobEnvironment};
 use super::error::Result;
 use super::git::{CommitInfo, ResolvedRef};
-use super::pipelines::{full_path, project_path};
+use super::pipelines::project_path;
 use super::spec::StoredSpec;
-use super::time::iso8601;
 use super::views::Runner;
-use super::{instance_variables, variables};
+
+mod assemble;
+use super::variables;
 
 /// Why an assigned job cannot start: it fails with the matching reason, its log says why.
 #[derive(Debug)]
@@ -87,6 +93,50 @@ pub(crate) struct Assigned<'a> {
 pub(crate) struct QueueFacts {
     pub size: i64,
     pub depth: i64,
+}
+
+/// What a job's payload is made of besides its own rows ([`Assigned`]) and its runner:
+/// the read step's result ([`Coordinator::payload_facts`]), the assembly's input.
+pub(crate) struct PayloadFacts {
+    /// The server's external URL (clone URL, `CI_*_URL`, the ID tokens' issuer).
+    pub external_url: String,
+    /// The job's Pages site (`CI_PAGES_*`).
+    pub pages: super::pages::PagesUrls,
+    /// The job span's W3C context, while the coordinator traces.
+    pub traceparent: Option<String>,
+    /// The predefined variables the pipeline was compiled with.
+    pub info: PipelineInfo,
+    /// The jobs whose artifacts the job receives, in order.
+    pub dependencies: Vec<DependencyFacts>,
+    pub pipeline_variables: super::variables::PipelineVariables,
+    /// The job's environment row (GitLab's `persisted_environment`).
+    pub environment: Option<gantry_store::Environment>,
+    pub instance_variables: Arc<Vec<gantry_store::InstanceVariable>>,
+    pub settings_variables: variables::Layered,
+    /// The variables a manual job was played with.
+    pub manual_variables: Vec<(String, String)>,
+    /// The instance's signing key, when the job asks for `id_tokens:`.
+    pub id_token_key: Option<Arc<super::id_tokens::SigningKey>>,
+}
+
+/// One job whose artifacts a job receives.
+pub(crate) struct DependencyFacts {
+    pub id: i64,
+    pub name: String,
+    /// Its artifact rows (the archive, its dotenv report, …), expired or not.
+    pub artifacts: Vec<gantry_store::Artifact>,
+    /// Its dotenv report's variables (empty without one).
+    pub dotenv: Vec<(String, String)>,
+}
+
+/// What a payload says of the runner that takes the job.
+pub(crate) struct PayloadRunner<'a> {
+    pub id: i64,
+    pub description: &'a str,
+    pub tags: &'a [String],
+    /// A project runner (its projects' jobs only): `job_info`'s instance-runner count is
+    /// `+Inf`.
+    pub project_runner: bool,
 }
 
 /// Variables being assembled: a later `set` of a name replaces the value in place.
@@ -593,46 +643,56 @@ impl Coordinator {
         }
     }
 
-    /// The clone URL with the job token: `{scheme}://gitlab-ci-token:TOKEN@{host}/{path}.git`.
-    pub(crate) fn clone_url(&self, project_name: &str, job_token: &str) -> String {
-        let base = self.external_url();
-        let (scheme, rest) = base.split_once("://").unwrap_or(("http", base));
-        format!(
-            "{scheme}://gitlab-ci-token:{job_token}@{rest}/{}.git",
-            full_path(project_name)
-        )
-    }
-
-    /// The payload of a job just assigned to `runner`. The inner `Err` names a
-    /// dependency whose artifacts expired (`missing_dependency_failure`, §3.4).
+    /// The payload of a job just assigned to `runner`: what it is made of is read
+    /// ([`Coordinator::payload_facts`]), then put together without I/O
+    /// ([`assemble::assemble`]). The inner `Err` says why the job cannot start.
     pub(crate) async fn build_payload(
         &self,
         a: &Assigned<'_>,
         runner: &Runner,
         now: i64,
     ) -> Result<std::result::Result<JobResponse, Refusal>> {
-        let store = &self.inner.store;
-        let (job, spec, pipeline, project, job_token, queue) =
-            (a.job, a.spec, a.pipeline, a.project, a.token, a.queue);
-        let rows = self.dep_rows(pipeline.id).await?;
-        let m = &spec.job;
-        let timeout = job.timeout_secs.unwrap_or(project.timeout_secs);
-        let base = self.external_url().to_owned();
-        let path = full_path(&project.name);
-        let repo_url = self.clone_url(&project.name, job_token);
+        let facts = match self.payload_facts(a).await? {
+            Ok(facts) => facts,
+            Err(refusal) => return Ok(Err(refusal)),
+        };
+        let runner = PayloadRunner {
+            id: runner.id,
+            description: &runner.description,
+            tags: &runner.tag_list,
+            project_runner: runner.project_id.is_some(),
+        };
+        assemble::assemble(a, &runner, &facts, now)
+    }
 
-        // Dependencies: artifacts to download, dotenv variables to inherit.
-        let mut dependencies = Vec::new();
-        let mut dotenv: Vec<(String, String)> = Vec::new();
-        let deps = dependency_rows(spec, job, &rows);
+    /// The read step of a payload: everything besides the job's own rows, from the
+    /// store, git and this coordinator's settings. Cached where the source is
+    /// (dependency rows per pipeline, settings variables, commit facts): a job's reads
+    /// are its dependencies' artifacts and dotenv rows, its environment row, and the
+    /// pipeline's origin facts. A `needs:pipeline:job` that cannot be resolved refuses
+    /// the job here.
+    async fn payload_facts(
+        &self,
+        a: &Assigned<'_>,
+    ) -> Result<std::result::Result<PayloadFacts, Refusal>> {
+        let store = &self.inner.store;
+        let (job, spec, pipeline, project) = (a.job, a.spec, a.pipeline, a.project);
+        let m = &spec.job;
+
+        // Dependencies: the rows whose artifacts (and dotenv variables) the job gets.
+        let rows = self.dep_rows(pipeline.id).await?;
+        let same_pipeline = dependency_rows(spec, job, &rows);
         let mut by_job: HashMap<i64, Vec<gantry_store::Artifact>> = HashMap::new();
-        if !deps.is_empty() {
+        if !same_pipeline.is_empty() {
             for a in store.pipeline_artifacts(pipeline.id).await? {
                 by_job.entry(a.job_id).or_default().push(a);
             }
         }
+        let mut deps: Vec<(i64, String)> = same_pipeline
+            .iter()
+            .map(|d| (d.id, d.name.clone()))
+            .collect();
         // `needs:pipeline:job`: jobs of another pipeline of the same hierarchy.
-        let mut deps: Vec<(i64, String)> = deps.iter().map(|d| (d.id, d.name.clone())).collect();
         match self
             .cross_pipeline_dependencies(pipeline, project, spec)
             .await?
@@ -649,452 +709,48 @@ impl Coordinator {
             }
             Err(message) => return Ok(Err(Refusal::MissingDependency(message))),
         }
-        for (id, name) in &deps {
-            let arts = by_job.get(id).map_or(&[][..], Vec::as_slice);
-            if arts
-                .iter()
-                .any(|a| a.file_type == "archive" && a.expired(now))
-            {
-                return Ok(Err(Refusal::MissingDependency(format!(
-                    "the artifacts of `{name}` expired"
-                ))));
-            }
-            let archive = arts
-                .iter()
-                .find(|a| a.file_type == "archive" && !a.expired(now));
-            dependencies.push(Dependency {
-                id: *id,
-                name: name.clone(),
-                token: job_token.to_owned(),
-                artifacts_file: archive.map(|a| ArtifactsFile {
-                    filename: a.filename.clone(),
-                    size: u64::try_from(a.size).unwrap_or(0),
-                }),
+        let mut dependencies = Vec::with_capacity(deps.len());
+        for (id, name) in deps {
+            let artifacts = by_job.get(&id).cloned().unwrap_or_default();
+            let dotenv = if artifacts.iter().any(|a| a.file_type == "dotenv") {
+                self.dotenv_variables(id).await?
+            } else {
+                Vec::new()
+            };
+            dependencies.push(DependencyFacts {
+                id,
+                name,
+                artifacts,
+                dotenv,
             });
-            if arts
-                .iter()
-                .any(|a| a.file_type == "dotenv" && !a.expired(now))
-            {
-                dotenv.extend(self.dotenv_variables(*id).await?);
-            }
         }
 
-        // Variables, lowest precedence first.
-        let info = self.pipeline_info(project, pipeline).await;
-        let mut vars = Vars::default();
-        vars.public("CI_JOB_ID", job.id.to_string());
-        vars.public("CI_JOB_URL", format!("{base}/{path}/-/jobs/{}", job.id));
-        // GitLab's `Project#pages_variables` (Pages is always on) and
-        // `Ci::Build#pages_variables`: a prefixed Pages job's URL names its prefix.
-        let pages = self.pages_urls(
-            &project.name,
-            m.pages.as_ref().and_then(|p| p.path_prefix.as_deref()),
-        );
-        vars.public("CI_PAGES_DOMAIN", pages.domain.clone());
-        vars.public("CI_PAGES_HOSTNAME", pages.domain);
-        vars.public("CI_PAGES_URL", pages.url);
-        // GitLab's `Ci::Variables::Builder#predefined_variables`: a trigger token's pipeline.
-        if let Some(short) = &pipeline.trigger_short_token {
-            vars.public("CI_TRIGGER_SHORT_TOKEN", short.clone());
-        }
-        vars.set("CI_JOB_TOKEN", job_token, false, true, false);
-        // The job span's W3C context (`telemetry.rs`): the runner's spans and the job's
-        // own tools continue the pipeline's trace. Only while the coordinator traces.
-        if let Some(traceparent) = self.job_traceparent(pipeline, job.id) {
-            vars.public("TRACEPARENT", traceparent);
-        }
-        if let Some(started) = job.started_at {
-            vars.public("CI_JOB_STARTED_AT", iso8601(started));
-            // `Gitlab::Utils.slugify(started_at.iso8601)` (GitLab 18.7).
-            vars.public("CI_JOB_STARTED_AT_SLUG", ref_slug(&iso8601(started)));
-        }
-        vars.set("CI_REPOSITORY_URL", repo_url.clone(), false, false, false);
-        vars.public("CI_PIPELINE_ID", pipeline.id.to_string());
-        vars.public(
-            "CI_PIPELINE_URL",
-            format!("{base}/{path}/-/pipelines/{}", pipeline.id),
-        );
-        vars.public("CI_PIPELINE_CREATED_AT", iso8601(pipeline.created_at));
-        vars.public("CI_JOB_NAME", job.name.clone());
-        vars.public("CI_JOB_NAME_SLUG", ref_slug(&job.name));
-        vars.public("CI_JOB_STAGE", job.stage.clone());
-        vars.public(
-            "CI_JOB_GROUP_NAME",
-            if m.group_name.is_empty() {
-                job.name.clone()
-            } else {
-                m.group_name.clone()
-            },
-        );
-        if matches!(
-            m.when,
-            gantry_pipeline::When::Manual | gantry_pipeline::When::Delayed
-        ) {
-            vars.public("CI_JOB_MANUAL", "true");
-        }
-        if let Some(i) = m.node_index {
-            vars.public("CI_NODE_INDEX", i.to_string());
-        }
-        vars.public("CI_NODE_TOTAL", m.node_total.unwrap_or(1).to_string());
-        vars.public("CI_JOB_TIMEOUT", timeout.to_string());
-        // GitLab's `image_name`: the name as written (the runner expands it), so a
-        // custom executor's driver can pick the environment (`CUSTOM_ENV_CI_JOB_IMAGE`).
-        if let Some(image) = m.image.as_ref().filter(|i| !i.name.is_empty()) {
-            vars.public("CI_JOB_IMAGE", image.name.clone());
-        }
-        if let Some(name) = &spec.pipeline_name {
-            vars.public("CI_PIPELINE_NAME", name.clone());
-        }
-        let predefined = info.predefined();
-        let mut user_vars = Vec::new();
-        for (k, v) in &predefined {
-            if k.starts_with("GITLAB_USER_") {
-                user_vars.push((k.clone(), v.clone()));
-            } else {
-                vars.public(k, v.clone());
-            }
-        }
-        // The project's "Git shallow clone" setting, below the job's own `GIT_DEPTH`.
-        if let Some(depth) = project.ci_default_git_depth {
-            vars.public("GIT_DEPTH", depth.to_string());
-        }
-        let super::variables::PipelineVariables {
-            values: pipeline_vars,
-            files: pipeline_files,
-            raw: pipeline_raw,
-        } = self.pipeline_variables(pipeline)?;
-        let mut environment_name = None;
-        // The environment row (GitLab's `persisted_environment`): its id, slug and tier,
-        // and its URL when the job gives none.
-        let persisted = match job.environment_id.filter(|_| m.environment.is_some()) {
+        // The environment row (GitLab's `persisted_environment`).
+        let environment = match job.environment_id.filter(|_| m.environment.is_some()) {
             Some(id) => store.environments_by_id(&[id]).await?.pop(),
             None => None,
         };
-        if let Some(env) = &m.environment {
-            // Expanded when the pipeline was created (older rows: now, the same way).
-            let expanded = spec.environment.clone().unwrap_or_else(|| {
-                let scope = creation_variables(m, &predefined, &pipeline_vars);
-                JobEnvironment::expand(env, &scope)
-            });
-            environment_name = Some(expanded.name.clone());
-            vars.public("CI_ENVIRONMENT_NAME", expanded.name.clone());
-            vars.public("CI_ENVIRONMENT_SLUG", environment::slug(&expanded.name));
-            vars.public("CI_ENVIRONMENT_ACTION", env.action().to_owned());
-            // (Rows created before the tier was expanded have the declared one only.)
-            let declared = || env.deployment_tier.clone().filter(|t| !t.contains('$'));
-            let tier = expanded.tier.clone().or_else(declared).unwrap_or_else(|| {
-                persisted.as_ref().map_or_else(
-                    || environment::guess_tier(&expanded.name).to_owned(),
-                    |p| p.tier.clone(),
-                )
-            });
-            vars.public("CI_ENVIRONMENT_TIER", tier);
-            if let Some(p) = &persisted {
-                vars.public("CI_ENVIRONMENT_ID", p.id.to_string());
+        let id_token_key = match &m.id_tokens {
+            Some(tokens) if tokens.as_object().is_some_and(|t| !t.is_empty()) => {
+                Some(self.signing_key().await?)
             }
-            if let Some(url) = expanded
-                .url
-                .or_else(|| persisted.as_ref()?.external_url.clone())
-            {
-                vars.public("CI_ENVIRONMENT_URL", url);
-            }
-        }
-        vars.public("CI_RUNNER_ID", runner.id.to_string());
-        vars.public("CI_RUNNER_DESCRIPTION", runner.description.clone());
-        vars.public(
-            "CI_RUNNER_TAGS",
-            serde_json::to_string(&runner.tag_list).unwrap_or_else(|_| "[]".into()),
-        );
-        vars.yaml(&m.inherited_variables);
-        vars.yaml(&m.variables);
-        for (k, v) in user_vars {
-            vars.public(&k, v);
-        }
-        for (k, v) in &dotenv {
-            vars.public(k, v.clone());
-        }
-        let instance_vars = self.kept_instance_variables().await?;
-        let settings_vars = self.settings_variables(project.id, &project.name).await?;
-        for v in instance_variables::for_job(&instance_vars, pipeline.protected) {
-            let file = v.variable_type == variables::FILE;
-            vars.setting(&v.key, &v.value, v.masked, file, v.raw);
-        }
-        for v in variables::for_job(
-            &settings_vars,
-            pipeline.protected,
-            environment_name.as_deref(),
-        ) {
-            let file = v.variable_type == variables::FILE;
-            vars.setting(&v.key, &v.value, v.masked, file, v.raw);
-        }
-        for (k, v) in pipeline_vars {
-            let raw = pipeline_raw.contains(&k);
-            vars.set(&k, v, false, false, raw);
-            if pipeline_files.contains(&k) {
-                if let Some(var) = vars.map.get_mut(&k) {
-                    var.file = true;
-                }
-            }
-        }
-        let manual = self.manual_variables(job, spec)?;
-        for (k, v) in manual {
-            vars.set(&k, v, false, false, false);
-        }
-        let git_depth = vars
-            .map
-            .get("GIT_DEPTH")
-            .and_then(|v| v.value.trim().parse::<i64>().ok())
-            .unwrap_or(0)
-            .max(0);
-        let mut variables = vars.expand();
-        // `id_tokens:` (GitLab adds them last, masked): JWTs signed with the instance's key.
-        if let Some(tokens) = &m.id_tokens {
-            let values: HashMap<String, String> = variables
-                .iter()
-                .map(|v| (v.key.clone(), v.value.clone()))
-                .collect();
-            let expand =
-                |text: &str| expand_server(text, &|n: &str| values.get(n).cloned(), Unknown::Empty);
-            let (namespace, _) = super::pipelines::project_path(&project.name);
-            let env = m.environment.as_ref().zip(environment_name.as_deref());
-            let tier = values
-                .get("CI_ENVIRONMENT_TIER")
-                .cloned()
-                .unwrap_or_default();
-            let claims = super::id_tokens::JobClaims {
-                namespace_path: &namespace,
-                project_path: &path,
-                project_id: project.id,
-                pipeline_id: pipeline.id,
-                pipeline_source: &pipeline.source,
-                job_id: job.id,
-                // A merge request pipeline's token names its source branch (GitLab's
-                // `source_ref`), as `CI_COMMIT_REF_NAME` does.
-                ref_name: &info.ref_name,
-                tag: pipeline.tag,
-                ref_protected: pipeline.protected,
-                sha: &pipeline.sha,
-                runner_id: runner.id,
-                ci_config_path: &project.ci_config_path,
-                environment: env.map(|(e, name)| (name, e.action(), tier.as_str())),
-                timeout_secs: timeout,
-                now_secs: now.div_euclid(1000),
-            };
-            for (key, token) in self.id_tokens(tokens, &claims, &expand).await? {
-                variables.retain(|v| v.key != key);
-                variables.push(JobVariable {
-                    key,
-                    value: token,
-                    public: false,
-                    masked: true,
-                    file: false,
-                    raw: true,
-                });
-            }
-        }
-
-        // `secrets:` with their providers' servers (EE `secrets_configuration`).
-        let secrets = match &m.secrets {
-            None => None,
-            Some(declared) => {
-                let values: super::job_secrets::Values<'_> = variables
-                    .iter()
-                    .map(|v| (v.key.as_str(), v.value.as_str()))
-                    .collect();
-                let first_id_token = m
-                    .id_tokens
-                    .as_ref()
-                    .and_then(|t| t.as_object()?.keys().next().cloned());
-                match super::job_secrets::configuration(
-                    declared,
-                    &values,
-                    first_id_token.as_deref(),
-                ) {
-                    Ok(config) => Some(config).filter(|c| !c.is_empty()),
-                    Err(why) => return Ok(Err(Refusal::SecretsProviderNotFound(why))),
-                }
-            }
+            _ => None,
         };
-
-        // Steps and hooks.
-        // A `run:` job has no script step: the runner runs its steps instead.
-        let mut steps = Vec::new();
-        if m.run.is_none() {
-            let mut script = m.before_script.clone();
-            script.extend(m.script.iter().cloned());
-            steps.push(Step {
-                name: StepName::Script,
-                script,
-                timeout,
-                when: gantry_protocol::When::OnSuccess,
-                allow_failure: false,
-            });
-        }
-        if !m.after_script.is_empty() {
-            steps.push(Step {
-                name: StepName::AfterScript,
-                script: m.after_script.clone(),
-                timeout,
-                when: gantry_protocol::When::Always,
-                allow_failure: true,
-            });
-        }
-        let hooks = if m.pre_get_sources_script.is_empty() {
-            Vec::new()
-        } else {
-            vec![Hook {
-                name: HookName::PreGetSourcesScript,
-                script: m.pre_get_sources_script.clone(),
-            }]
-        };
-
-        // Cache keys and fallback keys: `-protected` / `-non_protected` unless
-        // `unprotect` or the project's `ci_separated_caches` is off (GitLab's
-        // `Ci::Build#cache`).
-        let suffix = if !project.ci_separated_caches {
-            ""
-        } else if pipeline.protected {
-            "protected"
-        } else {
-            "non_protected"
-        };
-        let cache = m
-            .caches
-            .iter()
-            .enumerate()
-            .map(|(i, c)| {
-                let key = spec
-                    .cache_keys
-                    .get(i)
-                    .cloned()
-                    .unwrap_or_else(|| "default".to_owned());
-                let suffixed = |key: &str| {
-                    if c.unprotect || suffix.is_empty() {
-                        key.to_owned()
-                    } else {
-                        format!("{key}-{suffix}")
-                    }
-                };
-                Cache {
-                    key: suffixed(&key),
-                    untracked: c.untracked,
-                    paths: c.paths.clone(),
-                    // A `$VARIABLE` policy goes as is; the runner expands it (GitLab).
-                    policy: c.policy.parse().unwrap_or(CachePolicy::PullPush),
-                    when: artifacts_when(c.when),
-                    fallback_keys: c.fallback_keys.iter().map(|k| suffixed(k)).collect(),
-                }
-            })
-            .collect();
-
-        let refspecs = {
-            let mut r = vec![format!(
-                "+refs/pipelines/{0}:refs/pipelines/{0}",
-                pipeline.id
-            )];
-            // A merge request pipeline's ref is no branch: the pipeline ref alone, as
-            // GitLab's `BuildRunnerPresenter#refspecs` gives it.
-            let merge_request = pipeline.ref_name.starts_with("refs/merge-requests/");
-            if git_depth > 0 {
-                if pipeline.tag {
-                    r.push(format!("+refs/tags/{0}:refs/tags/{0}", pipeline.ref_name));
-                } else if !merge_request {
-                    r.push(format!(
-                        "+refs/heads/{0}:refs/remotes/origin/{0}",
-                        pipeline.ref_name
-                    ));
-                }
-            } else {
-                r.push("+refs/heads/*:refs/remotes/origin/*".to_owned());
-                r.push("+refs/tags/*:refs/tags/*".to_owned());
-            }
-            r
-        };
-        let (_, project_short) = project_path(&project.name);
-        Ok(Ok(JobResponse {
-            id: job.id,
-            token: job_token.to_owned(),
-            allow_git_fetch: project.build_git_strategy != "clone",
-            job_info: JobInfo {
-                id: job.id,
-                name: job.name.clone(),
-                stage: job.stage.clone(),
-                pipeline_id: pipeline.id,
-                project_id: project.id,
-                project_name: project_short,
-                project_full_path: path.clone(),
-                namespace_id: 1,
-                root_namespace_id: 1,
-                organization_id: 1,
-                instance_id: String::new(),
-                instance_uuid: String::new(),
-                user_id: 1,
-                scoped_user_id: None,
-                time_in_queue_seconds: job
-                    .queued_at
-                    .map_or(0.0, |q| (now - q).max(0) as f64 / 1000.0),
-                project_jobs_running_on_instance_runners_count: if runner.project_id.is_some() {
-                    "+Inf".to_owned()
-                } else {
-                    "0".to_owned()
-                },
-                queue_size: queue.size,
-                queue_depth: queue.depth,
-            },
-            git_info: GitInfo {
-                repo_url,
-                git_ref: pipeline.ref_name.clone(),
-                sha: pipeline.sha.clone(),
-                before_sha: pipeline.before_sha.clone(),
-                ref_type: if pipeline.tag {
-                    RefType::Tag
-                } else {
-                    RefType::Branch
-                },
-                refspecs,
-                depth: git_depth,
-                repo_object_format: if pipeline.sha.len() == 64 {
-                    ObjectFormat::Sha256
-                } else {
-                    ObjectFormat::Sha1
-                },
-                protected: Some(pipeline.protected),
-            },
-            runner_info: RunnerInfo {
-                uuid: None,
-                timeout,
-                runner_session_url: None,
-            },
-            variables,
-            steps: Some(steps),
-            hooks,
-            image: m.image.as_ref().map(image),
-            services: m.services.iter().map(service).collect(),
-            artifacts: m.artifacts.as_ref().map(artifacts),
-            cache,
-            credentials: Vec::new(),
-            features: JobFeatures {
-                trace_sections: true,
-                failure_reasons: FailureReason::ALL
-                    .iter()
-                    .filter(|r| r.is_stored_by_server())
-                    .map(|r| r.as_str().to_owned())
-                    .collect(),
-                token_mask_prefixes: None,
-                tracing: None,
-            },
+        Ok(Ok(PayloadFacts {
+            external_url: self.external_url().to_owned(),
+            pages: self.pages_urls(
+                &project.name,
+                m.pages.as_ref().and_then(|p| p.path_prefix.as_deref()),
+            ),
+            traceparent: self.job_traceparent(pipeline, job.id),
+            info: self.pipeline_info(project, pipeline).await,
             dependencies,
-            run: m.run.as_ref().map(|run| run.to_string()),
-            secrets,
-            policy_options: None,
-            inputs: m.inputs.as_deref().filter(|i| !i.is_empty()).map(|i| {
-                // A played job's values are on its row; a retry's in its spec.
-                let played = job.input_values.as_deref().and_then(|text| {
-                    serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(text).ok()
-                });
-                super::job_inputs::payload(i, played.as_ref().or(spec.input_values.as_ref()))
-            }),
-            suspend_options: None,
+            pipeline_variables: self.pipeline_variables(pipeline)?,
+            environment,
+            instance_variables: self.kept_instance_variables().await?,
+            settings_variables: self.settings_variables(project.id, &project.name).await?,
+            manual_variables: self.manual_variables(job, spec)?,
+            id_token_key,
         }))
     }
 }
