@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use coordinator_support::*;
 use gantry_protocol::{ArtifactFormat, ArtifactType, ArtifactUploadParams, CachePolicy, HookName};
-use gantry_server::coordinator::CoordinatorError;
+use gantry_server::coordinator::SettingsError;
 use gantry_store::{ProjectVariable, VariableOwner};
 
 /// `environment:` is expanded when the pipeline is created, with the job's own variables
@@ -432,10 +432,15 @@ test:
             ..instance("PROTECTED_TOKEN", "pr0tected")
         },
     ] {
-        e.coord.create_instance_variable(&v).await.unwrap();
+        e.coord
+            .settings()
+            .create_instance_variable(&v)
+            .await
+            .unwrap();
     }
     for (key, value) in [("PROJECT_SHADOW", "from-project"), ("GATE", "project")] {
         e.coord
+            .settings()
             .create_variable(
                 &VariableOwner::Project(project),
                 &ProjectVariable::new(key, value),
@@ -589,20 +594,26 @@ check:
             },
         ),
     ] {
-        e.coord.create_variable(&owner, &v).await.unwrap();
+        e.coord
+            .settings()
+            .create_variable(&owner, &v)
+            .await
+            .unwrap();
     }
     // A group no project is in does not exist.
     let missing = e
         .coord
+        .settings()
         .create_variable(&group("nobody"), &ProjectVariable::new("A", "b"))
         .await
         .unwrap_err();
     assert!(
-        matches!(missing, CoordinatorError::NotFound("group")),
+        matches!(missing, SettingsError::NotFound("group")),
         "{missing:?}"
     );
     let taken = e
         .coord
+        .settings()
         .create_variable(&group("acme"), &ProjectVariable::new("ROOT_ONLY", "again"))
         .await
         .unwrap_err()
@@ -743,10 +754,12 @@ third:
     let group = VariableOwner::Group("acme".to_owned());
     let instance = |value: &str| gantry_store::InstanceVariable::new("FROM_INSTANCE", value);
     e.coord
+        .settings()
         .create_instance_variable(&instance("one"))
         .await
         .unwrap();
     e.coord
+        .settings()
         .create_variable(&owner, &ProjectVariable::new("FROM_PROJECT", "one"))
         .await
         .unwrap();
@@ -758,10 +771,12 @@ third:
     assert_eq!(var(&first, "FROM_GROUP"), None);
 
     e.coord
+        .settings()
         .update_instance_variable("FROM_INSTANCE", &instance("two"))
         .await
         .unwrap();
     e.coord
+        .settings()
         .update_variable(
             &owner,
             "FROM_PROJECT",
@@ -771,6 +786,7 @@ third:
         .await
         .unwrap();
     e.coord
+        .settings()
         .create_variable(&group, &ProjectVariable::new("FROM_GROUP", "new"))
         .await
         .unwrap();
@@ -781,10 +797,12 @@ third:
     assert_eq!(var(&second, "FROM_GROUP"), Some("new"));
 
     e.coord
+        .settings()
         .delete_variable(&owner, "FROM_PROJECT", "*")
         .await
         .unwrap();
     e.coord
+        .settings()
         .delete_instance_variable("FROM_INSTANCE")
         .await
         .unwrap();

@@ -30,6 +30,7 @@ async fn values_are_encrypted_at_rest_and_read_back_with_the_same_key_only() {
     let e = env("job:\n  script: [echo]\n").await;
     let project = e.project().await;
     e.coord
+        .settings()
         .create_variable(
             &VariableOwner::Project(project),
             &ProjectVariable::new("API_TOKEN", "tok-s3cr3t-1"),
@@ -55,6 +56,7 @@ async fn values_are_encrypted_at_rest_and_read_back_with_the_same_key_only() {
     );
     let listed = e
         .coord
+        .settings()
         .variables(&VariableOwner::Project(project))
         .await
         .unwrap();
@@ -64,6 +66,7 @@ async fn values_are_encrypted_at_rest_and_read_back_with_the_same_key_only() {
     let mut changed = ProjectVariable::new("API_TOKEN", "tok-s3cr3t-2");
     changed.masked = true;
     e.coord
+        .settings()
         .update_variable(&VariableOwner::Project(project), "API_TOKEN", "*", &changed)
         .await
         .unwrap();
@@ -73,6 +76,7 @@ async fn values_are_encrypted_at_rest_and_read_back_with_the_same_key_only() {
     let again = open_coordinator(e.dir.path()).await;
     assert_eq!(
         again
+            .settings()
             .variables(&VariableOwner::Project(project))
             .await
             .unwrap()[0]
@@ -88,6 +92,7 @@ async fn values_are_encrypted_at_rest_and_read_back_with_the_same_key_only() {
     cfg.db_key = Some(DbKey::random());
     let stranger = Coordinator::open(store, cfg).await.unwrap();
     let refused = stranger
+        .settings()
         .variables(&VariableOwner::Project(project))
         .await
         .unwrap_err()
@@ -152,6 +157,7 @@ async fn values_stored_before_encryption_are_encrypted_at_start() {
     // Readable at once, encrypted at the next start.
     assert_eq!(
         e.coord
+            .settings()
             .variables(&VariableOwner::Project(project))
             .await
             .unwrap()[0]
@@ -173,6 +179,7 @@ async fn values_stored_before_encryption_are_encrypted_at_start() {
     assert!(stored[0].starts_with(PREFIX), "{stored:?}");
     assert_eq!(
         restarted
+            .settings()
             .variables(&VariableOwner::Project(project))
             .await
             .unwrap()[0]
@@ -182,7 +189,7 @@ async fn values_stored_before_encryption_are_encrypted_at_start() {
     let stored = store.variables(&group).await.unwrap();
     assert!(stored[0].value.starts_with(PREFIX), "{stored:?}");
     assert_eq!(
-        restarted.variables(&group).await.unwrap()[0].value,
+        restarted.settings().variables(&group).await.unwrap()[0].value,
         "plain-group-value"
     );
 }
@@ -290,6 +297,7 @@ async fn instance_variable_values_are_encrypted_at_rest_with_the_same_key() {
     let e = env("job:\n  script: [echo]\n").await;
     let project = e.project().await;
     e.coord
+        .settings()
         .create_instance_variable(&InstanceVariable::new("SHARED_TOKEN", "inst-s3cr3t-1"))
         .await
         .unwrap();
@@ -304,12 +312,13 @@ async fn instance_variable_values_are_encrypted_at_rest_with_the_same_key() {
     let job = e.take_some(&runner).await;
     assert_eq!(var(&job, "SHARED_TOKEN"), Some("inst-s3cr3t-1"));
     assert_eq!(
-        e.coord.instance_variables().await.unwrap()[0].value,
+        e.coord.settings().instance_variables().await.unwrap()[0].value,
         "inst-s3cr3t-1"
     );
 
     // An update is encrypted too, and read back after a restart.
     e.coord
+        .settings()
         .update_instance_variable(
             "SHARED_TOKEN",
             &InstanceVariable::new("SHARED_TOKEN", "inst-s3cr3t-2"),
@@ -323,7 +332,7 @@ async fn instance_variable_values_are_encrypted_at_rest_with_the_same_key() {
     );
     let again = open_coordinator(e.dir.path()).await;
     assert_eq!(
-        again.instance_variables().await.unwrap()[0].value,
+        again.settings().instance_variables().await.unwrap()[0].value,
         "inst-s3cr3t-2"
     );
 
@@ -334,7 +343,12 @@ async fn instance_variable_values_are_encrypted_at_rest_with_the_same_key() {
     let mut cfg = CoordinatorConfig::new(e.dir.path().join("data"), "http://127.0.0.1:8080");
     cfg.db_key = Some(DbKey::random());
     let stranger = Coordinator::open(store, cfg).await.unwrap();
-    let refused = stranger.instance_variables().await.unwrap_err().to_string();
+    let refused = stranger
+        .settings()
+        .instance_variables()
+        .await
+        .unwrap_err()
+        .to_string();
     assert!(
         refused.contains("instance variable `SHARED_TOKEN`") && refused.contains("restore the key"),
         "{refused}"
@@ -363,14 +377,14 @@ async fn instance_variable_values_stored_in_plain_text_are_encrypted_at_start() 
         .unwrap();
     assert_eq!(raw_instance_values(e.dir.path()).await, ["plain-old-value"]);
     assert_eq!(
-        e.coord.instance_variables().await.unwrap()[0].value,
+        e.coord.settings().instance_variables().await.unwrap()[0].value,
         "plain-old-value"
     );
     let restarted = open_coordinator(e.dir.path()).await;
     let stored = raw_instance_values(e.dir.path()).await;
     assert!(stored[0].starts_with(PREFIX), "{stored:?}");
     assert_eq!(
-        restarted.instance_variables().await.unwrap()[0].value,
+        restarted.settings().instance_variables().await.unwrap()[0].value,
         "plain-old-value"
     );
 }

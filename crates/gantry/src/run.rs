@@ -778,6 +778,7 @@ async fn run_pipeline(
         .map_err(|e| Failure::invalid(format!("failed to {e}")))?;
     for v in &project_vars {
         coordinator
+            .settings()
             .create_variable(&VariableOwner::Project(project.id), v)
             .await
             .map_err(|e| Failure::usage(format!("the variables file: {e}")))?;

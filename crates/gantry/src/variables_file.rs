@@ -37,7 +37,7 @@
 //!
 //! `default_files` are read first when they exist; every file's variables are checked by
 //! the coordinator's `variables::validate`. `gantry run` stores them through
-//! `Coordinator::create_variable`, as the server's API does; `gantry variable import` (in
+//! `Settings::create_variable`, as the server's API does; `gantry variable import` (in
 //! `variable.rs`) sends the same file to a server, to a project's or, with `--instance`,
 //! the instance's variables.
 

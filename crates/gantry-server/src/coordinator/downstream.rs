@@ -291,9 +291,10 @@ impl Coordinator {
                     )));
                 };
                 let protected = self
+                    .settings()
                     .ref_protected(target.id, &r)
                     .await
-                    .map_err(NotCreatedOr::Store)?;
+                    .map_err(|e| NotCreatedOr::Store(e.into()))?;
                 // `trigger:inputs`: the downstream configuration's `spec:inputs`.
                 let inputs = match &trigger.inputs {
                     None => PipelineInputs::default(),
@@ -475,7 +476,7 @@ impl Coordinator {
             predefined.insert("CI_JOB_ID".into(), job_id.to_string());
             predefined.insert("CI_JOB_URL".into(), format!("{base}/-/jobs/{job_id}"));
         }
-        let pipeline_variables = self.pipeline_variables(pipeline)?.values;
+        let pipeline_variables = self.settings().pipeline_variables(pipeline)?.values;
         Ok(creation_variables(m, &predefined, &pipeline_variables))
     }
 
@@ -493,7 +494,7 @@ impl Coordinator {
         project: &gantry_store::Project,
     ) -> Result<Vec<(String, String)>> {
         let m: &gantry_pipeline::Job = &spec.job;
-        let pipeline_variables = self.pipeline_variables(parent)?.values;
+        let pipeline_variables = self.settings().pipeline_variables(parent)?.values;
         let dotenv = if trigger.forward_pipeline_variables {
             let rows = self.dep_rows(parent.id).await?;
             let mut dotenv = Vec::new();

@@ -399,7 +399,7 @@ impl Coordinator {
                 "the webhook secret must be at least 8 characters long".to_owned(),
             ));
         }
-        let sealed = secret.map(|s| self.inner.db_key.encrypt(s));
+        let sealed = secret.map(|s| self.settings().seal(s));
         Ok(self
             .inner
             .store
@@ -421,9 +421,8 @@ impl Coordinator {
             )
         })?;
         let secret = self
-            .inner
-            .db_key
-            .decrypt(&sealed)
+            .settings()
+            .open(&sealed)
             .map_err(CoordinatorError::corrupt)?;
         let (forge, event) = authenticate(hook, &secret)?;
         let mut outcome = HookOutcome {

@@ -34,24 +34,29 @@ fn namespaces_of(project_path: &str) -> Vec<String> {
     (1..parts.len()).map(|n| parts[..n].join("/")).collect()
 }
 
+/// The groups: the namespaces of the server's projects and the groups made with
+/// `POST /groups`, by full path.
+pub(crate) async fn group_paths(
+    store: &gantry_store::Store,
+) -> std::result::Result<BTreeSet<String>, gantry_store::StoreError> {
+    let mut paths: BTreeSet<String> = store
+        .projects()
+        .await?
+        .iter()
+        .flat_map(|p| namespaces_of(&full_path(&p.name)))
+        .collect();
+    for group in store.created_groups().await? {
+        paths.extend(namespaces_of(&format!("{}/x", group.path)));
+    }
+    Ok(paths)
+}
+
 impl Coordinator {
-    /// The groups: the namespaces of the server's projects and the groups made with
-    /// `POST /groups`, by full path.
+    /// The groups ([`group_paths`]).
     pub(crate) async fn group_paths(
         &self,
     ) -> std::result::Result<BTreeSet<String>, CoordinatorError> {
-        let mut paths: BTreeSet<String> = self
-            .inner
-            .store
-            .projects()
-            .await?
-            .iter()
-            .flat_map(|p| namespaces_of(&full_path(&p.name)))
-            .collect();
-        for group in self.inner.store.created_groups().await? {
-            paths.extend(namespaces_of(&format!("{}/x", group.path)));
-        }
-        Ok(paths)
+        Ok(group_paths(&self.inner.store).await?)
     }
 
     /// Every group, by full path.
@@ -132,7 +137,7 @@ impl Coordinator {
             )));
         }
         self.inner.store.uncreate_group(&path).await?;
-        self.inner.settings_cache.changed();
+        self.settings().forget_kept();
         Ok(())
     }
 

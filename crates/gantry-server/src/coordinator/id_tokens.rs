@@ -119,14 +119,14 @@ impl Coordinator {
                                 "encode the ID token signing key",
                             ))
                         })?;
-                    let sealed = self.inner.db_key.encrypt(&STANDARD.encode(der.as_ref()));
+                    let sealed = self.settings().seal(&STANDARD.encode(der.as_ref()));
                     store.init_setting(KEY_SETTING, &sealed).await?;
                 }
                 let sealed = store
                     .setting(KEY_SETTING)
                     .await?
                     .ok_or_else(|| CoordinatorError::corrupt("the ID token signing key is gone"))?;
-                let encoded = self.inner.db_key.decrypt(&sealed).map_err(|e| {
+                let encoded = self.settings().open(&sealed).map_err(|e| {
                     CoordinatorError::corrupt(format!(
                         "the ID token signing key does not decrypt with this server's key: {e}"
                     ))

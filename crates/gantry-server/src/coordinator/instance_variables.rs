@@ -16,8 +16,8 @@ use std::sync::Arc;
 
 use gantry_store::InstanceVariable;
 
-use super::Coordinator;
-use super::error::CoordinatorError;
+use super::settings::Settings;
+use super::settings::SettingsError;
 use super::time::now_ms;
 use super::variables::{taken, validate_attributes};
 
@@ -26,7 +26,7 @@ pub const MAX_INSTANCE_VARIABLES: usize = 25;
 
 /// Checks an instance variable before it is stored; the message names the field and the
 /// fix (the project variables' rules, without an environment scope).
-pub fn validate(v: &InstanceVariable) -> Result<(), CoordinatorError> {
+pub fn validate(v: &InstanceVariable) -> Result<(), SettingsError> {
     validate_attributes(&v.key, &v.value, &v.variable_type, v.masked)
 }
 
@@ -47,18 +47,18 @@ pub fn for_creation(vars: &[InstanceVariable], protected: bool) -> Vec<(String, 
         .collect()
 }
 
-impl Coordinator {
+impl Settings {
     /// The instance's CI/CD variables, by key, values decrypted.
-    pub async fn instance_variables(&self) -> Result<Vec<InstanceVariable>, CoordinatorError> {
+    pub async fn instance_variables(&self) -> Result<Vec<InstanceVariable>, SettingsError> {
         Ok(self.kept_instance_variables().await?.as_ref().clone())
     }
 
-    /// [`Coordinator::instance_variables`], kept (see `variables::SettingsCache`): what a
+    /// [`Settings::instance_variables`], kept (see `variables::SettingsCache`): what a
     /// job's payload and a pipeline's creation read.
     pub(crate) async fn kept_instance_variables(
         &self,
-    ) -> Result<Arc<Vec<InstanceVariable>>, CoordinatorError> {
-        let cache = &self.inner.settings_cache;
+    ) -> Result<Arc<Vec<InstanceVariable>>, SettingsError> {
+        let cache = &self.cache;
         if let Some(kept) = cache.instance() {
             return Ok(kept);
         }
@@ -68,11 +68,11 @@ impl Coordinator {
         Ok(read)
     }
 
-    async fn read_instance_variables(&self) -> Result<Vec<InstanceVariable>, CoordinatorError> {
-        let mut vars = self.inner.store.instance_variables().await?;
+    async fn read_instance_variables(&self) -> Result<Vec<InstanceVariable>, SettingsError> {
+        let mut vars = self.store.instance_variables().await?;
         for v in &mut vars {
-            v.value = self.inner.db_key.decrypt(&v.value).map_err(|e| {
-                CoordinatorError::corrupt(format!(
+            v.value = self.key.decrypt(&v.value).map_err(|e| {
+                SettingsError::Undecryptable(format!(
                     "the value of instance variable `{}`: {e}",
                     v.key
                 ))
@@ -86,20 +86,19 @@ impl Coordinator {
     pub async fn create_instance_variable(
         &self,
         v: &InstanceVariable,
-    ) -> Result<(), CoordinatorError> {
+    ) -> Result<(), SettingsError> {
         validate(v)?;
-        if self.inner.store.instance_variables().await?.len() >= MAX_INSTANCE_VARIABLES {
-            return Err(CoordinatorError::Invalid(format!(
+        if self.store.instance_variables().await?.len() >= MAX_INSTANCE_VARIABLES {
+            return Err(SettingsError::Invalid(format!(
                 "the instance has {MAX_INSTANCE_VARIABLES} variables, the most it may have (GitLab's `ci_instance_level_variables`): delete one first"
             )));
         }
         let created = self
-            .inner
             .store
             .create_instance_variable(&self.sealed_instance(v), now_ms())
             .await
             .map_err(taken);
-        self.inner.settings_cache.changed();
+        self.cache.changed();
         created
     }
 
@@ -108,42 +107,41 @@ impl Coordinator {
         &self,
         key: &str,
         v: &InstanceVariable,
-    ) -> Result<(), CoordinatorError> {
+    ) -> Result<(), SettingsError> {
         validate(v)?;
         let updated = self
-            .inner
             .store
             .update_instance_variable(key, &self.sealed_instance(v))
             .await
             .map_err(taken);
-        self.inner.settings_cache.changed();
+        self.cache.changed();
         updated
     }
 
     /// Removes the instance variable `key` (`NotFound` when there is none).
-    pub async fn delete_instance_variable(&self, key: &str) -> Result<(), CoordinatorError> {
-        let deleted = self.inner.store.delete_instance_variable(key).await;
-        self.inner.settings_cache.changed();
+    pub async fn delete_instance_variable(&self, key: &str) -> Result<(), SettingsError> {
+        let deleted = self.store.delete_instance_variable(key).await;
+        self.cache.changed();
         Ok(deleted?)
     }
 
     /// `v` as stored: its value encrypted.
     fn sealed_instance(&self, v: &InstanceVariable) -> InstanceVariable {
         InstanceVariable {
-            value: self.inner.db_key.encrypt(&v.value),
+            value: self.key.encrypt(&v.value),
             ..v.clone()
         }
     }
 
     /// Encrypts the instance variable values stored in plain text (at start; see
     /// `encrypt_stored_variables`).
-    pub(crate) async fn encrypt_stored_instance_variables(&self) -> Result<(), CoordinatorError> {
-        let store = &self.inner.store;
+    pub(crate) async fn encrypt_stored_instance_variables(&self) -> Result<(), SettingsError> {
+        let store = &self.store;
         for (key, value) in store
             .instance_variables_without_prefix(super::secrets::PREFIX)
             .await?
         {
-            let sealed = self.inner.db_key.encrypt(&value);
+            let sealed = self.key.encrypt(&value);
             store
                 .replace_instance_variable_value(&key, &value, &sealed)
                 .await?;
@@ -179,7 +177,7 @@ mod tests {
     #[test]
     fn validation_is_the_project_variables_without_a_scope() {
         let err = |v: &InstanceVariable| match validate(v) {
-            Err(CoordinatorError::Invalid(m)) => m,
+            Err(SettingsError::Invalid(m)) => m,
             other => panic!("expected Invalid, got {other:?}"),
         };
         let mut v = InstanceVariable::new("A-B", "x");

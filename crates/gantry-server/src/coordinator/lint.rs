@@ -136,7 +136,7 @@ impl Coordinator {
                 None => (files_at.clone(), files_commit.clone()),
             }
         };
-        let protected = self.ref_protected(project_id, &r).await?;
+        let protected = self.settings().ref_protected(project_id, &r).await?;
         let mut scope = self
             .compile_scope(&project, &r, commit, protected, Source::Push, None, None)
             .await?;

@@ -478,10 +478,12 @@ impl Coordinator {
                 sha: String::new(),
             };
             let source_protected = self
+                .settings()
                 .ref_protected(project.id, &protected(&m.source_branch))
                 .await
                 .unwrap_or(false);
             let target_protected = self
+                .settings()
                 .ref_protected(project.id, &protected(&m.target_branch))
                 .await
                 .unwrap_or(false);

@@ -57,6 +57,7 @@ mod runners;
 mod schedules;
 pub mod secrets;
 mod sessions;
+mod settings;
 mod spec;
 mod state;
 mod telemetry;
@@ -132,6 +133,7 @@ pub use schedules::{
     ScheduleRequest, ScheduleVariable, ScheduleView,
 };
 pub use sessions::{SESSION_TTL, csrf_token};
+pub use settings::{Settings, SettingsError};
 pub use time::iso8601;
 pub use timeline::{Timeline, TimelineJob, TimelineSection, human_bytes};
 pub use traces::{AppendError, SHARED_PATCH_LIMIT, TraceAppend, TraceSource, TraceWindow};
@@ -346,8 +348,8 @@ const STRIPES: usize = 64;
 
 struct Inner {
     store: Store,
-    /// Encrypts project variable values.
-    db_key: secrets::DbKey,
+    /// CI/CD variables, protected refs, encryption at rest (`settings.rs`).
+    settings: settings::Settings,
     cfg: CoordinatorConfig,
     blobs: Arc<dyn BlobStore>,
     /// Job logs, `data_dir/traces`.
@@ -382,8 +384,6 @@ struct Inner {
     metrics: metrics::Metrics,
     /// The key ID tokens are signed with, once read or made (`id_tokens.rs`).
     oidc_key: tokio::sync::OnceCell<Arc<id_tokens::SigningKey>>,
-    /// Settings variables as last read (`variables.rs`).
-    settings_cache: variables::SettingsCache,
     /// Pipelines read whole from the store for a decision ([`Coordinator::pipelines_read_whole`]).
     pipelines_read_whole: std::sync::atomic::AtomicU64,
 }
@@ -572,8 +572,11 @@ impl Coordinator {
             );
         }
         let coordinator = Self::with_blobs(store, cfg, blobs);
-        coordinator.encrypt_stored_variables().await?;
-        coordinator.encrypt_stored_instance_variables().await?;
+        coordinator.settings().encrypt_stored_variables().await?;
+        coordinator
+            .settings()
+            .encrypt_stored_instance_variables()
+            .await?;
         Ok(coordinator)
     }
 
@@ -589,7 +592,7 @@ impl Coordinator {
         let metrics = metrics::Metrics::new(cfg.meters.as_ref());
         Coordinator {
             inner: Arc::new(Inner {
-                db_key,
+                settings: settings::Settings::new(store.clone(), db_key),
                 traces: trace_files::TraceFiles::new(cfg.data_dir.join("traces")),
                 store,
                 cfg,
@@ -610,7 +613,6 @@ impl Coordinator {
                 runtime: Mutex::new(Runtime::default()),
                 metrics,
                 oidc_key: tokio::sync::OnceCell::new(),
-                settings_cache: variables::SettingsCache::default(),
                 pipelines_read_whole: std::sync::atomic::AtomicU64::new(0),
             }),
         }

@@ -745,11 +745,14 @@ impl Coordinator {
             traceparent: self.job_traceparent(pipeline, job.id),
             info: self.pipeline_info(project, pipeline).await,
             dependencies,
-            pipeline_variables: self.pipeline_variables(pipeline)?,
+            pipeline_variables: self.settings().pipeline_variables(pipeline)?,
             environment,
-            instance_variables: self.kept_instance_variables().await?,
-            settings_variables: self.settings_variables(project.id, &project.name).await?,
-            manual_variables: self.manual_variables(job, spec)?,
+            instance_variables: self.settings().kept_instance_variables().await?,
+            settings_variables: self
+                .settings()
+                .settings_variables(project.id, &project.name)
+                .await?,
+            manual_variables: self.settings().manual_variables(job, spec)?,
             id_token_key,
         }))
     }

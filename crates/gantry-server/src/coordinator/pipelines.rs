@@ -739,7 +739,7 @@ impl Coordinator {
             )));
         };
         self.remember_commit(project_id, &r, &commit);
-        let protected = self.ref_protected(project_id, &r).await?;
+        let protected = self.settings().ref_protected(project_id, &r).await?;
         self.create_at(Creation {
             project,
             mirror,
@@ -803,11 +803,14 @@ impl Coordinator {
         );
         let includes = self.include_sources(project).await?;
         let instance_vars = super::instance_variables::for_creation(
-            &self.kept_instance_variables().await?,
+            &self.settings().kept_instance_variables().await?,
             protected,
         );
         let settings_vars = super::variables::for_creation(
-            &self.settings_variables(project.id, &project.name).await?,
+            &self
+                .settings()
+                .settings_variables(project.id, &project.name)
+                .await?,
             protected,
         );
         Ok(CompileScope {
@@ -979,7 +982,7 @@ impl Coordinator {
             status: Status::Created,
             failure_reason: None,
             yaml_errors: None,
-            variables: self.seal_variables(pipeline_variables_json(
+            variables: self.settings().seal_variables(pipeline_variables_json(
                 &variables,
                 &file_variables,
                 &raw_variables,
@@ -1297,7 +1300,7 @@ impl Coordinator {
             tag: p.tag,
             yaml_errors,
             failure_reason: p.failure_reason.clone(),
-            variables: self.pipeline_variables(p)?.values,
+            variables: self.settings().pipeline_variables(p)?.values,
             protected: p.protected,
             created_at: p.created_at,
             updated_at: p.updated_at,
@@ -1733,7 +1736,7 @@ impl Coordinator {
         }
         let pages = self.inner.store.pages_blob_keys(id).await?;
         let deleted = self.inner.store.delete_project(id).await?;
-        self.inner.settings_cache.changed();
+        self.settings().forget_kept();
         for (key, why) in self.blob_delete(pages).await? {
             eprintln!("gantry: the pages site {key} of deleted project {id} is left over: {why}");
         }
@@ -1866,8 +1869,10 @@ impl Coordinator {
     ) -> std::result::Result<JobView, CoordinatorError> {
         let j = self.inner.store.job(id).await?;
         let now = now_ms();
-        let sealed = (!variables.is_empty())
-            .then(|| self.seal_variables(super::state::variables_json(&variables)));
+        let sealed = (!variables.is_empty()).then(|| {
+            self.settings()
+                .seal_variables(super::state::variables_json(&variables))
+        });
         self.mutate(j.pipeline_id, now, |state, loaded, extras| {
             let job = loaded.job_id(id).ok_or(CoordinatorError::NotFound("job"))?;
             let values = input_values(loaded, id, inputs.as_ref())?;

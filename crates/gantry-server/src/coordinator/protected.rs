@@ -2,7 +2,7 @@
 //! sees them): a pipeline of a ref one of its project's patterns matches is protected. It
 //! then sees protected variables (project, group, instance), `CI_COMMIT_REF_PROTECTED` is
 //! `true`, and runners with `access_level = ref_protected` take its jobs. The decision is
-//! made once, when the pipeline is created ([`Coordinator::ref_protected`]), for every
+//! made once, when the pipeline is created ([`Settings::ref_protected`]), for every
 //! source: API, web, push, schedule, trigger, downstream.
 //!
 //! A pattern is a name, or has `*` wildcards that match any characters, `/` included
@@ -13,9 +13,9 @@
 use gantry_pipeline::context::scope_matches;
 use gantry_store::{ProtectedRef, RefKind};
 
-use super::Coordinator;
-use super::error::CoordinatorError;
 use super::git::ResolvedRef;
+use super::settings::Settings;
+use super::settings::SettingsError;
 use super::time::now_ms;
 
 /// The longest name or pattern (GitLab's ref names are at most 255 bytes in its API).
@@ -28,36 +28,35 @@ pub fn is_protected(refs: &[ProtectedRef], kind: RefKind, name: &str) -> bool {
 }
 
 /// Checks a name or pattern before it is stored; the message names the fix.
-fn validate(kind: RefKind, name: &str) -> Result<(), CoordinatorError> {
+fn validate(kind: RefKind, name: &str) -> Result<(), SettingsError> {
     let what = kind.as_str();
     if name.trim().is_empty() {
-        return Err(CoordinatorError::Invalid(format!(
+        return Err(SettingsError::Invalid(format!(
             "name: is missing: give the {what} name or a pattern with `*`"
         )));
     }
     if name.chars().count() > MAX_PATTERN_CHARS {
-        return Err(CoordinatorError::Invalid(format!(
+        return Err(SettingsError::Invalid(format!(
             "name: is too long (maximum is {MAX_PATTERN_CHARS} characters)"
         )));
     }
     if name.starts_with("refs/") {
-        return Err(CoordinatorError::Invalid(format!(
+        return Err(SettingsError::Invalid(format!(
             "name: `{name}`: give the {what} name without `refs/…` (e.g. `main`, `release/*`)"
         )));
     }
     Ok(())
 }
 
-impl Coordinator {
+impl Settings {
     /// A project's protected branches (or tags), by name.
     pub async fn protected_refs(
         &self,
         project_id: i64,
         kind: RefKind,
-    ) -> Result<Vec<ProtectedRef>, CoordinatorError> {
-        self.inner.store.project(project_id).await?;
+    ) -> Result<Vec<ProtectedRef>, SettingsError> {
+        self.store.project(project_id).await?;
         Ok(self
-            .inner
             .store
             .protected_refs(project_id)
             .await?
@@ -72,11 +71,10 @@ impl Coordinator {
         project_id: i64,
         kind: RefKind,
         name: &str,
-    ) -> Result<ProtectedRef, CoordinatorError> {
+    ) -> Result<ProtectedRef, SettingsError> {
         validate(kind, name)?;
-        self.inner.store.project(project_id).await?;
+        self.store.project(project_id).await?;
         Ok(self
-            .inner
             .store
             .protect_ref(project_id, kind, name, now_ms())
             .await?)
@@ -88,12 +86,8 @@ impl Coordinator {
         project_id: i64,
         kind: RefKind,
         name: &str,
-    ) -> Result<(), CoordinatorError> {
-        Ok(self
-            .inner
-            .store
-            .unprotect_ref(project_id, kind, name)
-            .await?)
+    ) -> Result<(), SettingsError> {
+        Ok(self.store.unprotect_ref(project_id, kind, name).await?)
     }
 
     /// Whether a pipeline of `r` in project `project_id` is protected.
@@ -101,9 +95,9 @@ impl Coordinator {
         &self,
         project_id: i64,
         r: &ResolvedRef,
-    ) -> Result<bool, CoordinatorError> {
+    ) -> Result<bool, SettingsError> {
         let kind = if r.tag { RefKind::Tag } else { RefKind::Branch };
-        let refs = self.inner.store.protected_refs(project_id).await?;
+        let refs = self.store.protected_refs(project_id).await?;
         Ok(is_protected(&refs, kind, &r.name))
     }
 }
@@ -145,7 +139,7 @@ mod tests {
     fn names_are_checked() {
         for (name, fix) in [("", "is missing"), ("refs/heads/main", "without `refs/…`")] {
             match validate(RefKind::Branch, name) {
-                Err(CoordinatorError::Invalid(m)) => assert!(m.contains(fix), "{m}"),
+                Err(SettingsError::Invalid(m)) => assert!(m.contains(fix), "{m}"),
                 other => panic!("{name}: {other:?}"),
             }
         }

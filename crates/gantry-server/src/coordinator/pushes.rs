@@ -184,7 +184,7 @@ impl Coordinator {
             }
             _ => None,
         };
-        let protected = self.ref_protected(project.id, &r).await?;
+        let protected = self.settings().ref_protected(project.id, &r).await?;
         let created = self
             .create_at(Creation {
                 project: project.clone(),

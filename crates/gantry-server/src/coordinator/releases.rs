@@ -164,7 +164,11 @@ impl Coordinator {
             .await
             .map_err(CoordinatorError::from)?;
         let info = self.pipeline_info(&project, &pipeline).await;
-        let values = self.pipeline_variables(&pipeline)?.values;
+        let values = self
+            .settings()
+            .pipeline_variables(&pipeline)
+            .map_err(CoordinatorError::from)?
+            .values;
         let mut scope = creation_variables(&spec.job, &info.predefined(), &values);
         scope.insert("CI_JOB_ID".to_owned(), job_id.to_string());
         let rows = self.dep_rows(pipeline.id).await?;

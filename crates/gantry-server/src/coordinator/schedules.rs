@@ -141,7 +141,7 @@ impl Coordinator {
 
     /// A schedule's variables `(key, value, file?)`.
     fn schedule_variables(&self, s: &PipelineSchedule) -> Result<Vec<ScheduleVariable>> {
-        let json = self.inner.db_key.decrypt(&s.variables).map_err(|e| {
+        let json = self.settings().open(&s.variables).map_err(|e| {
             CoordinatorError::corrupt(format!("the variables of schedule {}: {e}", s.id))
         })?;
         let files = file_variable_keys(&json);
@@ -165,7 +165,8 @@ impl Coordinator {
             .filter(|v| v.variable_type == FILE)
             .map(|v| v.key.clone())
             .collect();
-        self.seal_variables(pipeline_variables_json(&pairs, &files, &[]))
+        self.settings()
+            .seal_variables(pipeline_variables_json(&pairs, &files, &[]))
     }
 
     /// `main`, `refs/heads/main`, `v1.0` → the full name of the branch or tag in the
@@ -474,7 +475,7 @@ impl Coordinator {
             )));
         };
         self.remember_commit(project.id, &r, &commit);
-        let protected = self.ref_protected(project.id, &r).await?;
+        let protected = self.settings().ref_protected(project.id, &r).await?;
         self.create_at(Creation {
             project,
             mirror,

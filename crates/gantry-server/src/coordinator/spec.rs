@@ -38,7 +38,7 @@ pub(crate) struct StoredSpec {
     /// as an older Gantry stored them (plain); see `manual_variables_sealed`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub manual_variables: Vec<(String, String)>,
-    /// The same, sealed (`Coordinator::seal_variables`).
+    /// The same, sealed (`Settings::seal_variables`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub manual_variables_sealed: Option<String>,
     /// `environment:` name and URL expanded at creation (GitLab persists the name).

@@ -225,7 +225,7 @@ pub(crate) struct AssignedJob {
 /// Side data of one decision that the processor does not model.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Extras {
-    /// Variables of a played job, by name, as stored (sealed: `Coordinator::seal_variables`):
+    /// Variables of a played job, by name, as stored (sealed: `Settings::seal_variables`):
     /// stored on whichever row of that name the decision starts (the played row, or its
     /// new attempt).
     pub manual_variables: Option<(String, String)>,

@@ -35,6 +35,8 @@ use gantry_store::{InstanceVariable, ProjectVariable, VariableOwner};
 
 use super::Coordinator;
 use super::error::CoordinatorError;
+use super::settings::Settings;
+use super::settings::SettingsError;
 use super::time::now_ms;
 
 /// The longest value GitLab stores (`Ci::Variable` validates 10,000 characters).
@@ -58,7 +60,7 @@ pub const SETTINGS_TTL: Duration = Duration::from_secs(5);
 const MAX_KEPT_PROJECTS: usize = 4_096;
 
 /// A project's settings variables: `(layer, variable)` as
-/// [`Coordinator::settings_variables`] returns them.
+/// [`Settings::settings_variables`] returns them.
 pub(crate) type Layered = Arc<Vec<(usize, ProjectVariable)>>;
 
 /// The settings variables read from the store, decrypted: the instance's, and each
@@ -129,16 +131,16 @@ impl SettingsCache {
 }
 
 /// Checks a variable before it is stored; the message names the field and the fix.
-pub fn validate(v: &ProjectVariable) -> Result<(), CoordinatorError> {
+pub fn validate(v: &ProjectVariable) -> Result<(), SettingsError> {
     validate_attributes(&v.key, &v.value, &v.variable_type, v.masked)?;
     if v.hidden && !v.masked {
-        return Err(CoordinatorError::Invalid(format!(
+        return Err(SettingsError::Invalid(format!(
             "masked of `{}`: a hidden variable is masked too: set masked as well (the API's masked_and_hidden sets both)",
             v.key
         )));
     }
     if v.environment_scope.is_empty() || v.environment_scope.chars().count() > MAX_KEY_CHARS {
-        return Err(CoordinatorError::Invalid(format!(
+        return Err(SettingsError::Invalid(format!(
             "environment_scope of `{}`: must be `*`, an environment name or a pattern with `*`, of at most {MAX_KEY_CHARS} characters",
             v.key
         )));
@@ -153,8 +155,8 @@ pub(crate) fn validate_attributes(
     value: &str,
     variable_type: &str,
     masked: bool,
-) -> Result<(), CoordinatorError> {
-    let invalid = |m: String| Err(CoordinatorError::Invalid(m));
+) -> Result<(), SettingsError> {
+    let invalid = |m: String| Err(SettingsError::Invalid(m));
     if key.is_empty() {
         return invalid("key: is missing: give the variable a name".to_owned());
     }
@@ -196,7 +198,7 @@ fn maskable(value: &str) -> bool {
 
 /// The settings variables a job of a pipeline gets, in the order they are applied (a
 /// later one of the same key replaces an earlier one): `vars` are
-/// [`Coordinator::settings_variables`]; `environment` is the job's expanded environment
+/// [`Settings::settings_variables`]; `environment` is the job's expanded environment
 /// name, `None` without one; `protected` says whether the pipeline's ref is protected.
 /// Of one key, the nearest owner's wins, there the most specific scope (`scope_rank`).
 pub fn for_job<'a>(
@@ -253,26 +255,29 @@ pub(crate) struct PipelineVariables {
     pub(crate) raw: Vec<String>,
 }
 
-impl Coordinator {
+impl Settings {
     /// The CI/CD variables of a project or a group (`NotFound` when there is no such
     /// project, or no project in that group).
     pub async fn variables(
         &self,
         owner: &VariableOwner,
-    ) -> Result<Vec<ProjectVariable>, CoordinatorError> {
+    ) -> Result<Vec<ProjectVariable>, SettingsError> {
         self.ensure_owner(owner).await?;
         self.stored_variables(owner).await
     }
 
     /// Fails with `NotFound` unless `owner` exists: a project, or a group (`groups.rs`).
-    pub(crate) async fn ensure_owner(&self, owner: &VariableOwner) -> Result<(), CoordinatorError> {
+    pub(crate) async fn ensure_owner(&self, owner: &VariableOwner) -> Result<(), SettingsError> {
         match owner {
             VariableOwner::Project(id) => {
-                self.inner.store.project(*id).await?;
+                self.store.project(*id).await?;
             }
             VariableOwner::Group(path) => {
-                if !self.group_paths().await?.contains(path) {
-                    return Err(CoordinatorError::NotFound("group"));
+                if !super::groups::group_paths(&self.store)
+                    .await?
+                    .contains(path)
+                {
+                    return Err(SettingsError::NotFound("group"));
                 }
             }
         }
@@ -283,8 +288,8 @@ impl Coordinator {
     pub(crate) async fn stored_variables(
         &self,
         owner: &VariableOwner,
-    ) -> Result<Vec<ProjectVariable>, CoordinatorError> {
-        let mut vars = self.inner.store.variables(owner).await?;
+    ) -> Result<Vec<ProjectVariable>, SettingsError> {
+        let mut vars = self.store.variables(owner).await?;
         for v in &mut vars {
             v.value = self.open_value(owner, v)?;
         }
@@ -295,13 +300,13 @@ impl Coordinator {
         &self,
         owner: &VariableOwner,
         v: &ProjectVariable,
-    ) -> Result<String, CoordinatorError> {
-        self.inner.db_key.decrypt(&v.value).map_err(|e| {
+    ) -> Result<String, SettingsError> {
+        self.key.decrypt(&v.value).map_err(|e| {
             let whose = match owner {
                 VariableOwner::Project(_) => "project".to_owned(),
                 VariableOwner::Group(path) => format!("group `{path}`"),
             };
-            CoordinatorError::corrupt(format!(
+            SettingsError::Undecryptable(format!(
                 "the value of {whose} variable `{}` (scope `{}`): {e}",
                 v.key, v.environment_scope
             ))
@@ -316,8 +321,8 @@ impl Coordinator {
         &self,
         project_id: i64,
         project_name: &str,
-    ) -> Result<Layered, CoordinatorError> {
-        let cache = &self.inner.settings_cache;
+    ) -> Result<Layered, SettingsError> {
+        let cache = &self.cache;
         if let Some(kept) = cache.project(project_id, project_name) {
             return Ok(kept);
         }
@@ -330,20 +335,15 @@ impl Coordinator {
         Ok(read)
     }
 
-    /// [`Coordinator::settings_variables`] from the store.
+    /// [`Settings::settings_variables`] from the store.
     async fn read_settings_variables(
         &self,
         project_id: i64,
         project_name: &str,
-    ) -> Result<Vec<(usize, ProjectVariable)>, CoordinatorError> {
+    ) -> Result<Vec<(usize, ProjectVariable)>, SettingsError> {
         let groups = group_paths(project_name);
         let mut out = Vec::new();
-        for (owner, mut v) in self
-            .inner
-            .store
-            .settings_variables(project_id, &groups)
-            .await?
-        {
+        for (owner, mut v) in self.store.settings_variables(project_id, &groups).await? {
             let layer = match &owner {
                 VariableOwner::Group(path) => groups.iter().position(|g| g == path).unwrap_or(0),
                 VariableOwner::Project(_) => groups.len(),
@@ -360,7 +360,7 @@ impl Coordinator {
         if json == "{}" {
             json
         } else {
-            self.inner.db_key.encrypt(&json)
+            self.key.encrypt(&json)
         }
     }
 
@@ -370,7 +370,7 @@ impl Coordinator {
         &self,
         job: &gantry_store::Job,
         spec: &super::spec::StoredSpec,
-    ) -> Result<Vec<(String, String)>, CoordinatorError> {
+    ) -> Result<Vec<(String, String)>, SettingsError> {
         let Some(stored) = job
             .manual_variables
             .as_deref()
@@ -378,12 +378,17 @@ impl Coordinator {
         else {
             return Ok(spec.manual_variables.clone());
         };
-        let json = self.inner.db_key.decrypt(stored).map_err(|e| {
-            CoordinatorError::corrupt(format!("the variables job {} was played with: {e}", job.id))
+        let json = self.key.decrypt(stored).map_err(|e| {
+            SettingsError::Undecryptable(format!(
+                "the variables job {} was played with: {e}",
+                job.id
+            ))
         })?;
         Ok(super::state::parse_variables(&json))
     }
+}
 
+impl Coordinator {
     /// The variables pipeline `id` was created with (API, trigger, schedule, web form,
     /// `--var`, an upstream pipeline's): `(key, value, variable_type)`, as GitLab's
     /// `GET …/pipelines/:id/variables` lists them.
@@ -392,7 +397,7 @@ impl Coordinator {
         id: i64,
     ) -> Result<Vec<(String, String, &'static str)>, CoordinatorError> {
         let pipeline = self.inner.store.pipeline(id).await?;
-        let vars = self.pipeline_variables(&pipeline)?;
+        let vars = self.settings().pipeline_variables(&pipeline)?;
         Ok(vars
             .values
             .into_iter()
@@ -423,7 +428,7 @@ impl Coordinator {
             .iter()
             .map(|(k, v)| (k.clone(), v.value.clone(), "job"))
             .collect();
-        for (k, v) in self.manual_variables(&job, &spec)? {
+        for (k, v) in self.settings().manual_variables(&job, &spec)? {
             vars.push((k, v, "manual"));
         }
         self.shown_variables(job.project_id, vars).await
@@ -437,6 +442,7 @@ impl Coordinator {
     ) -> Result<Vec<ShownVariable>, CoordinatorError> {
         let pipeline = self.inner.store.pipeline(id).await?;
         let vars = self
+            .settings()
             .pipeline_variables(&pipeline)?
             .values
             .into_iter()
@@ -455,6 +461,7 @@ impl Coordinator {
     ) -> Result<Vec<ShownVariable>, CoordinatorError> {
         let project = self.inner.store.project(project_id).await?;
         let masked: Vec<ProjectVariable> = self
+            .settings()
             .settings_variables(project.id, &project.name)
             .await?
             .iter()
@@ -476,19 +483,17 @@ impl Coordinator {
             })
             .collect())
     }
+}
 
+impl Settings {
     /// A pipeline's variables. Pipelines stored before encryption are read as they are.
     pub(crate) fn pipeline_variables(
         &self,
         pipeline: &gantry_store::Pipeline,
-    ) -> Result<PipelineVariables, CoordinatorError> {
-        let json = self
-            .inner
-            .db_key
-            .decrypt(&pipeline.variables)
-            .map_err(|e| {
-                CoordinatorError::corrupt(format!("the variables of pipeline {}: {e}", pipeline.id))
-            })?;
+    ) -> Result<PipelineVariables, SettingsError> {
+        let json = self.key.decrypt(&pipeline.variables).map_err(|e| {
+            SettingsError::Undecryptable(format!("the variables of pipeline {}: {e}", pipeline.id))
+        })?;
         Ok(PipelineVariables {
             values: super::state::parse_variables(&json),
             files: super::state::file_variable_keys(&json),
@@ -499,20 +504,20 @@ impl Coordinator {
     /// `v` as stored: its value encrypted.
     fn sealed(&self, v: &ProjectVariable) -> ProjectVariable {
         ProjectVariable {
-            value: self.inner.db_key.encrypt(&v.value),
+            value: self.key.encrypt(&v.value),
             ..v.clone()
         }
     }
 
     /// Encrypts the project and group variable values stored before values were
     /// encrypted (at start).
-    pub(crate) async fn encrypt_stored_variables(&self) -> Result<(), CoordinatorError> {
-        let store = &self.inner.store;
+    pub(crate) async fn encrypt_stored_variables(&self) -> Result<(), SettingsError> {
+        let store = &self.store;
         for plain in store
             .variables_without_prefix(super::secrets::PREFIX)
             .await?
         {
-            let sealed = self.inner.db_key.encrypt(&plain.value);
+            let sealed = self.key.encrypt(&plain.value);
             store
                 .replace_variable_value(
                     &plain.owner,
@@ -532,24 +537,23 @@ impl Coordinator {
         &self,
         owner: &VariableOwner,
         v: &ProjectVariable,
-    ) -> Result<(), CoordinatorError> {
+    ) -> Result<(), SettingsError> {
         validate(v)?;
         let (most, whose) = match owner {
             VariableOwner::Project(_) => (MAX_PER_PROJECT, "the project"),
             VariableOwner::Group(_) => (MAX_PER_GROUP, "the group"),
         };
         if self.variables(owner).await?.len() >= most {
-            return Err(CoordinatorError::Invalid(format!(
+            return Err(SettingsError::Invalid(format!(
                 "{whose} has {most} variables, the most it may have: delete one first"
             )));
         }
         let created = self
-            .inner
             .store
             .create_variable(owner, &self.sealed(v), now_ms())
             .await
             .map_err(taken);
-        self.inner.settings_cache.changed();
+        self.cache.changed();
         created
     }
 
@@ -562,33 +566,31 @@ impl Coordinator {
         key: &str,
         scope: &str,
         v: &ProjectVariable,
-    ) -> Result<(), CoordinatorError> {
+    ) -> Result<(), SettingsError> {
         let current = self
-            .inner
             .store
             .variables(owner)
             .await?
             .into_iter()
             .find(|c| c.key == key && c.environment_scope == scope)
-            .ok_or(CoordinatorError::NotFound("variable"))?;
+            .ok_or(SettingsError::NotFound("variable"))?;
         if current.hidden && !v.masked {
-            return Err(CoordinatorError::Invalid(format!(
+            return Err(SettingsError::Invalid(format!(
                 "masked of `{key}`: a hidden variable stays masked; to unmask it, delete it and create it again"
             )));
         }
         if current.hidden != v.hidden {
-            return Err(CoordinatorError::Invalid(format!(
+            return Err(SettingsError::Invalid(format!(
                 "hidden of `{key}`: is chosen when a variable is created (masked_and_hidden); delete it and create it again"
             )));
         }
         validate(v)?;
         let updated = self
-            .inner
             .store
             .update_variable(owner, key, scope, &self.sealed(v))
             .await
             .map_err(taken);
-        self.inner.settings_cache.changed();
+        self.cache.changed();
         updated
     }
 
@@ -598,9 +600,9 @@ impl Coordinator {
         owner: &VariableOwner,
         key: &str,
         scope: &str,
-    ) -> Result<(), CoordinatorError> {
-        let deleted = self.inner.store.delete_variable(owner, key, scope).await;
-        self.inner.settings_cache.changed();
+    ) -> Result<(), SettingsError> {
+        let deleted = self.store.delete_variable(owner, key, scope).await;
+        self.cache.changed();
         Ok(deleted?)
     }
 }
@@ -620,9 +622,9 @@ pub fn group_paths(project_name: &str) -> Vec<String> {
 }
 
 /// A duplicate key is a `400` on GitLab (a validation error), not a conflict.
-pub(crate) fn taken(e: gantry_store::StoreError) -> CoordinatorError {
+pub(crate) fn taken(e: gantry_store::StoreError) -> SettingsError {
     match e {
-        gantry_store::StoreError::Conflict(m) => CoordinatorError::Invalid(m),
+        gantry_store::StoreError::Conflict(m) => SettingsError::Invalid(m),
         other => other.into(),
     }
 }
@@ -722,7 +724,7 @@ mod tests {
     #[test]
     fn validation_names_the_field_and_the_fix() {
         let err = |v: &ProjectVariable| match validate(v) {
-            Err(CoordinatorError::Invalid(m)) => m,
+            Err(SettingsError::Invalid(m)) => m,
             other => panic!("expected Invalid, got {other:?}"),
         };
         let mut v = var("A-B", "*", false);

@@ -186,6 +186,12 @@ impl From<CoordinatorError> for ApiError {
     }
 }
 
+impl From<crate::coordinator::SettingsError> for ApiError {
+    fn from(error: crate::coordinator::SettingsError) -> Self {
+        CoordinatorError::from(error).into()
+    }
+}
+
 fn capitalize(text: &str) -> String {
     let mut chars = text.chars();
     match chars.next() {

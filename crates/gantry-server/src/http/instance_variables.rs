@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use super::error::{ApiError, ApiResult};
 use super::extract::{self, Body};
 use super::{AppState, auth, json_response};
-use crate::coordinator::CoordinatorError;
+use crate::coordinator::SettingsError;
 
 /// An instance variable as GitLab's API shows it (`Entities::Ci::Variable` of a
 /// `Ci::InstanceVariable`: no `hidden`, no `environment_scope`).
@@ -88,6 +88,7 @@ fn not_found() -> ApiError {
 async fn find(state: &AppState, key: &str) -> Result<InstanceVariable, ApiError> {
     state
         .coordinator
+        .settings()
         .instance_variables()
         .await?
         .into_iter()
@@ -96,9 +97,9 @@ async fn find(state: &AppState, key: &str) -> Result<InstanceVariable, ApiError>
 }
 
 /// A variable that went between the read and the write is a `404` too.
-fn gone(e: CoordinatorError) -> ApiError {
+fn gone(e: SettingsError) -> ApiError {
     match e {
-        CoordinatorError::NotFound(_) => not_found(),
+        SettingsError::NotFound(_) => not_found(),
         other => other.into(),
     }
 }
@@ -111,7 +112,7 @@ pub(crate) async fn list(
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     auth::require_admin(&state.coordinator, &headers).await?;
-    let vars = state.coordinator.instance_variables().await?;
+    let vars = state.coordinator.settings().instance_variables().await?;
     let views: Vec<InstanceVariableView> =
         vars.into_iter().map(InstanceVariableView::from).collect();
     Ok(super::projects::page_of(views, &page))
@@ -132,7 +133,11 @@ pub(crate) async fn create(
         return Err(ApiError::param("value is missing"));
     }
     let v = params.apply(InstanceVariable::new(key, ""));
-    state.coordinator.create_instance_variable(&v).await?;
+    state
+        .coordinator
+        .settings()
+        .create_instance_variable(&v)
+        .await?;
     Ok(json_response(
         StatusCode::CREATED,
         &InstanceVariableView::from(v),
@@ -165,6 +170,7 @@ pub(crate) async fn update(
     let v = params.apply(find(&state, &key).await?);
     state
         .coordinator
+        .settings()
         .update_instance_variable(&key, &v)
         .await
         .map_err(gone)?;
@@ -183,6 +189,7 @@ pub(crate) async fn delete(
     auth::require_admin(&state.coordinator, &headers).await?;
     state
         .coordinator
+        .settings()
         .delete_instance_variable(&key)
         .await
         .map_err(gone)?;

@@ -75,6 +75,7 @@ pub(crate) async fn list(
     let project = find_project(&state, param(&params, "project")).await?;
     let refs = state
         .coordinator
+        .settings()
         .protected_refs(project.id, kind(&uri))
         .await?;
     let views: Vec<Value> = refs.iter().map(view).collect();
@@ -99,6 +100,7 @@ pub(crate) async fn create(
     let project = find_project(&state, param(&params, "project")).await?;
     let created = state
         .coordinator
+        .settings()
         .protect_ref(project.id, kind(&uri), &name)
         .await?;
     Ok(json_response(StatusCode::CREATED, &view(&created)))
@@ -116,6 +118,7 @@ pub(crate) async fn show(
     let name = param(&params, "name");
     let found = state
         .coordinator
+        .settings()
         .protected_refs(project.id, kind(&uri))
         .await?
         .into_iter()
@@ -135,11 +138,12 @@ pub(crate) async fn delete(
     let project = find_project(&state, param(&params, "project")).await?;
     match state
         .coordinator
+        .settings()
         .unprotect_ref(project.id, kind(&uri), param(&params, "name"))
         .await
     {
         Ok(()) => Ok(StatusCode::NO_CONTENT.into_response()),
-        Err(crate::coordinator::CoordinatorError::NotFound(_)) => {
+        Err(crate::coordinator::SettingsError::NotFound(_)) => {
             Err(ApiError::message(StatusCode::NOT_FOUND, "Not found"))
         }
         Err(other) => Err(other.into()),

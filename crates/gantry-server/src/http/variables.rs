@@ -136,7 +136,7 @@ pub(crate) async fn list(
 ) -> ApiResult<Response> {
     auth::require_admin(&state.coordinator, &headers).await?;
     let owner = owner(&state, &params).await?;
-    let vars = state.coordinator.variables(&owner).await?;
+    let vars = state.coordinator.settings().variables(&owner).await?;
     let views: Vec<VariableView> = vars.into_iter().map(VariableView::from).collect();
     Ok(super::projects::page_of(views, &page))
 }
@@ -163,7 +163,11 @@ pub(crate) async fn create(
         v.masked = true;
         v.hidden = true;
     }
-    state.coordinator.create_variable(&owner, &v).await?;
+    state
+        .coordinator
+        .settings()
+        .create_variable(&owner, &v)
+        .await?;
     Ok(json_response(StatusCode::CREATED, &VariableView::from(v)))
 }
 
@@ -176,6 +180,7 @@ async fn find(
 ) -> Result<ProjectVariable, ApiError> {
     let mut found: Vec<ProjectVariable> = state
         .coordinator
+        .settings()
         .variables(owner)
         .await?
         .into_iter()
@@ -234,6 +239,7 @@ pub(crate) async fn update(
     .apply(current);
     state
         .coordinator
+        .settings()
         .update_variable(&owner, key, &scope, &v)
         .await?;
     Ok(json_response(StatusCode::OK, &VariableView::from(v)))
@@ -252,6 +258,7 @@ pub(crate) async fn delete(
     let current = find(&state, &owner, key, &filter).await?;
     state
         .coordinator
+        .settings()
         .delete_variable(&owner, key, &current.environment_scope)
         .await?;
     Ok(StatusCode::NO_CONTENT.into_response())

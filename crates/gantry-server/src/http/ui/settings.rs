@@ -57,6 +57,7 @@ pub(super) async fn settings(state: &AppState, path: &str) -> Result<Response, A
     let mut vars = String::new();
     for v in state
         .coordinator
+        .settings()
         .variables(&VariableOwner::Project(p.id))
         .await?
     {
