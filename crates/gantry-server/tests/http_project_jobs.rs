@@ -122,6 +122,13 @@ async fn project_jobs_are_listed_newest_first_by_scope_and_page() {
             .is_some_and(|l| l.iter().all(|p| p["status"] == "running")),
         "{running:?}"
     );
+    // `waiting_for_callback` is one of GitLab's (no pipeline of Gantry's is in it).
+    let (_, _, waiting) = list(
+        &server,
+        &format!("projects/{project}/pipelines?status=waiting_for_callback"),
+    )
+    .await;
+    assert_eq!(waiting, serde_json::json!([]));
     let response = server
         .http
         .get(server.api(&format!("projects/{project}/pipelines?status=blocked")))

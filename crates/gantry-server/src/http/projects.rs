@@ -474,22 +474,6 @@ pub(crate) struct PipelineFilter {
     sort: Option<String>,
 }
 
-/// GitLab's pipeline statuses (the `status` filter).
-const PIPELINE_STATUSES: [&str; 12] = [
-    "created",
-    "waiting_for_resource",
-    "preparing",
-    "pending",
-    "running",
-    "success",
-    "failed",
-    "canceled",
-    "skipped",
-    "manual",
-    "scheduled",
-    "canceling",
-];
-
 impl PipelineFilter {
     /// The store's filter; `400` naming a parameter GitLab would refuse.
     fn to_store(&self) -> ApiResult<gantry_store::PipelineFilter> {
@@ -507,14 +491,17 @@ impl PipelineFilter {
                 )));
             }
         };
-        if let Some(status) = &self.status
-            && !PIPELINE_STATUSES.contains(&status.as_str())
-        {
-            return Err(ApiError::param(format!(
-                "status does not have a valid value: give one of {}",
-                PIPELINE_STATUSES.join(", ")
-            )));
-        }
+        // GitLab's `Ci::HasStatus::AVAILABLE_STATUSES`: every status, `waiting_for_callback`
+        // too.
+        let status = match self.status.as_deref() {
+            None => None,
+            Some(s) => Some(gantry_protocol::JobStatus::parse(s).ok_or_else(|| {
+                ApiError::param(format!(
+                    "status does not have a valid value: give one of {}",
+                    gantry_protocol::JobStatus::NAMES.join(", ")
+                ))
+            })?),
+        };
         let order = match self.order_by.as_deref() {
             None | Some("id" | "user_id") => PipelineOrder::Id,
             Some("status") => PipelineOrder::Status,
@@ -543,14 +530,7 @@ impl PipelineFilter {
         };
         Ok(gantry_store::PipelineFilter {
             ref_name: self.ref_name.clone(),
-            status: self
-                .status
-                .as_deref()
-                .map(|s| {
-                    crate::processor::Status::parse(s)
-                        .ok_or_else(|| ApiError::param("status does not have a valid value"))
-                })
-                .transpose()?,
+            status,
             sha: self.sha.clone(),
             source: self.source.clone(),
             scope,
