@@ -462,6 +462,23 @@ async fn a_job_whose_environment_cannot_be_created_never_runs() {
     assert_eq!(jobs[0]["failure_reason"], "environment_creation_failure");
     assert_eq!(environments(&server, project).await, Vec::<Value>::new());
     let id = jobs[0]["id"].as_i64().unwrap();
+    // Its log says why.
+    let log = server
+        .http
+        .get(server.api(&format!("projects/{project}/jobs/{id}/trace")))
+        .header("PRIVATE-TOKEN", &server.admin)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(
+        log,
+        "ERROR: the job could not start: the environment name `review/` can contain only \
+         letters, digits, '-', '_', '/', '$', '{', '}', '.', and spaces, but it cannot start \
+         or end with '/'\n"
+    );
     let (status, retried) = server
         .admin(
             Method::POST,

@@ -1043,6 +1043,9 @@ impl Coordinator {
             on_job_failure: pipeline.auto_cancel.on_job_failure.clone(),
         };
         let mut jobs = Vec::with_capacity(pipeline.jobs.len());
+        // Jobs failed at creation because their environment cannot be created: their
+        // names and why, for their logs.
+        let mut refused_environments: Vec<(String, String)> = Vec::new();
         for job in &pipeline.jobs {
             let mut model = job.clone();
             let mut cache_keys = Vec::with_capacity(model.caches.len());
@@ -1081,6 +1084,9 @@ impl Coordinator {
                 (Some(model), Some(expanded)) => Some(expanded.to_new(model)),
                 _ => None,
             };
+            if let Some(Err(why)) = &persisted {
+                refused_environments.push((job.name.clone(), why.clone()));
+            }
             let (status, failure_reason, persisted) = match persisted {
                 Some(Err(_)) => (
                     Status::Failed,
@@ -1140,6 +1146,15 @@ impl Coordinator {
                 store.release_pipeline_iid(project_id, iid).await?;
                 self.remove_files_of(deleted).await?;
                 return Err(e);
+            }
+        }
+        if !refused_environments.is_empty() {
+            // Why, in the log (GitLab's job page says the environment is invalid).
+            for row in store.pipeline_jobs_without_spec(p.id).await? {
+                if let Some((_, why)) = refused_environments.iter().find(|(n, _)| *n == row.name) {
+                    let note = format!("ERROR: the job could not start: {why}\n");
+                    self.note_on_unstarted_job(row.id, &note).await;
+                }
             }
         }
         // A child pipeline never auto-cancels (§5.11): it runs the parent's commit.

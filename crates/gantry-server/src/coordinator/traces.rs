@@ -58,6 +58,14 @@ fn to_u64(size: i64) -> u64 {
     u64::try_from(size).unwrap_or(0)
 }
 
+/// Who appends to a log: a runner (only while its job executes), or the coordinator
+/// noting why a job never started.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Writer {
+    Runner,
+    Coordinator,
+}
+
 /// A trace patch that passed the checks and whose bytes are not written yet. Holds the
 /// job's append lock: the next patch of the job waits until this one is committed or
 /// dropped (dropped = nothing written).
@@ -100,9 +108,38 @@ impl Coordinator {
         range_start: u64,
         length: Option<u64>,
     ) -> std::result::Result<TraceAppend, CoordinatorError> {
+        self.begin_append(job_id, range_start, length, Writer::Runner)
+            .await
+    }
+
+    /// The coordinator's own line in the log of a job that never ran (failed at its
+    /// pipeline's creation): why it did not start. Nothing is written when the job has
+    /// a log already.
+    pub(crate) async fn note_on_unstarted_job(&self, job_id: i64, text: &str) {
+        let Ok(append) = self
+            .begin_append(job_id, 0, None, Writer::Coordinator)
+            .await
+        else {
+            return;
+        };
+        let data = text.as_bytes().to_vec();
+        let _ = append
+            .write(futures_util::stream::once(async move {
+                Ok::<_, Infallible>(data)
+            }))
+            .await;
+    }
+
+    async fn begin_append(
+        &self,
+        job_id: i64,
+        range_start: u64,
+        length: Option<u64>,
+        writer: Writer,
+    ) -> std::result::Result<TraceAppend, CoordinatorError> {
         let lock = self.inner.traces.lock(job_id).await;
         let state = self.inner.store.trace_state(job_id).await?;
-        if !state.status.is_executing() {
+        if writer == Writer::Runner && !state.status.is_executing() {
             return Err(CoordinatorError::Forbidden(format!(
                 "append to the trace of job {job_id}: it is {}",
                 state.status
