@@ -276,7 +276,7 @@ impl Coordinator {
                 };
                 let target = store.project(target.id).await?;
                 self.check_hierarchy(&parent, Some(target.id)).await?;
-                let mirror = self.sync_mirror(&target).await?;
+                let mirror = self.sources().sync_mirror(&target).await?;
                 let branch = trigger
                     .branch
                     .clone()
@@ -333,8 +333,8 @@ impl Coordinator {
                     tag: parent.tag,
                     sha: parent.sha.clone(),
                 };
-                let commit = self.commit_facts(project.id, &r).await;
-                let mirror = self.mirror(project.id);
+                let commit = self.sources().commit_facts(project.id, &r).await;
+                let mirror = self.sources().mirror(project.id);
                 let artifacts = self.include_artifacts(&parent, &trigger.include).await?;
                 let root_text = serde_json::json!({ "include": trigger.include }).to_string();
                 // A child pipeline keeps its parent's merge request (GitLab's

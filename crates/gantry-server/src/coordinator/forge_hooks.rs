@@ -507,7 +507,7 @@ impl Coordinator {
     /// not the forge's may lack: then the source branch must hold the head).
     async fn fetch_request_head(&self, project_id: i64, e: &RequestEvent) -> Result<()> {
         let project = self.inner.store.project(project_id).await?;
-        let mirror = self.sync_mirror(&project).await?;
+        let mirror = self.sources().sync_mirror(&project).await?;
         let iid = e.request.iid;
         let fetched = git(
             Some(&mirror.path),

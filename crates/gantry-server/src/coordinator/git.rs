@@ -663,7 +663,7 @@ impl super::Coordinator {
         project_id: i64,
         shas: &[String],
     ) -> Result<Vec<Option<CommitSummary>>> {
-        let mirror = self.mirror(project_id);
+        let mirror = self.sources().mirror(project_id);
         if !mirror.path.exists() {
             return Ok(vec![None; shas.len()]);
         }

@@ -90,7 +90,7 @@ impl Coordinator {
         request: &LintRequest,
     ) -> std::result::Result<LintResult, CoordinatorError> {
         let project = self.inner.store.project(project_id).await?;
-        let mirror = self.sync_mirror(&project).await?;
+        let mirror = self.sources().sync_mirror(&project).await?;
         let not_found = |what: &str, name: &str| {
             CoordinatorError::Invalid(format!(
                 "lint: Reference not found: `{name}` is no {what} of {}",

@@ -247,9 +247,9 @@ impl Coordinator {
         let m = store.merge_request(merge_request_id).await?;
         let project = store.project(m.project_id).await?;
         let mirror = if self.inner.cfg.local_repos_in_place() && is_local_path(&project.repo_url) {
-            self.sync_mirror(&project).await?
+            self.sources().sync_mirror(&project).await?
         } else {
-            self.mirror(project.id)
+            self.sources().mirror(project.id)
         };
         let source = ResolvedRef {
             name: m.source_branch.clone(),
@@ -345,7 +345,7 @@ impl Coordinator {
             sha,
         };
         let commit = mirror.commit_info(&r).await?;
-        self.remember_commit(project.id, &r, &commit);
+        self.sources().remember_commit(project.id, &r, &commit);
         let changed_files = {
             let (repo, from, to) = (
                 mirror.path.clone(),

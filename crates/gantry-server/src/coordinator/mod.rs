@@ -58,6 +58,7 @@ mod schedules;
 pub mod secrets;
 mod sessions;
 mod settings;
+mod sources;
 mod spec;
 mod state;
 mod telemetry;
@@ -134,6 +135,7 @@ pub use schedules::{
 };
 pub use sessions::{SESSION_TTL, csrf_token};
 pub use settings::{Settings, SettingsError};
+pub use sources::Sources;
 pub use time::iso8601;
 pub use timeline::{Timeline, TimelineJob, TimelineSection, human_bytes};
 pub use traces::{AppendError, SHARED_PATCH_LIMIT, TraceAppend, TraceSource, TraceWindow};
@@ -362,7 +364,8 @@ struct Inner {
     /// the queue only once it has been up for the acknowledgement bound.
     opened: std::time::Instant,
     pipeline_locks: Vec<tokio::sync::Mutex<()>>,
-    repo_locks: Vec<tokio::sync::Mutex<()>>,
+    /// Mirrors, commit facts, include sources (`sources.rs`).
+    sources: sources::Sources,
     /// One look for pushes at a time per project (`pushes.rs`).
     push_locks: Vec<tokio::sync::Mutex<()>>,
     /// A pass over the due pipeline schedules is under way (`timers.rs`).
@@ -404,8 +407,6 @@ struct Runtime {
     group_ids: HashMap<String, i64>,
     /// Token hashes of ended jobs → job id, to answer `Job-Status` (bounded).
     ended: HashMap<String, i64>,
-    /// Commit facts for predefined variables, by `project:sha:ref`.
-    commits: HashMap<String, git::CommitInfo>,
     /// Project rows, read again after [`CACHE_TTL`] (a change of settings is seen at once
     /// by the process that made it, by other replicas within [`CACHE_TTL`]).
     projects: HashMap<i64, (std::time::Instant, gantry_store::Project)>,
@@ -593,6 +594,7 @@ impl Coordinator {
         Coordinator {
             inner: Arc::new(Inner {
                 settings: settings::Settings::new(store.clone(), db_key),
+                sources: sources::Sources::new(store.clone(), &cfg),
                 traces: trace_files::TraceFiles::new(cfg.data_dir.join("traces")),
                 store,
                 cfg,
@@ -601,7 +603,6 @@ impl Coordinator {
                 boot,
                 opened: std::time::Instant::now(),
                 pipeline_locks: (0..STRIPES).map(|_| tokio::sync::Mutex::new(())).collect(),
-                repo_locks: (0..STRIPES).map(|_| tokio::sync::Mutex::new(())).collect(),
                 push_locks: (0..STRIPES).map(|_| tokio::sync::Mutex::new(())).collect(),
                 schedules_running: std::sync::atomic::AtomicBool::new(false),
                 artifacts_removal_running: std::sync::atomic::AtomicBool::new(false),

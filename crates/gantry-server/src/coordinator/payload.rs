@@ -487,32 +487,6 @@ pub(crate) fn dependency_rows<'a>(
 }
 
 impl Coordinator {
-    /// Commit facts for predefined variables (cached per commit; read with git on a miss).
-    pub(crate) async fn commit_facts(&self, project_id: i64, r: &ResolvedRef) -> CommitInfo {
-        let key = format!("{project_id}:{}:{}", r.sha, r.name);
-        if let Some(c) = self.runtime().commits.get(&key) {
-            return c.clone();
-        }
-        let info = self
-            .mirror(project_id)
-            .commit_info(r)
-            .await
-            .unwrap_or_default();
-        self.remember_commit(project_id, r, &info);
-        info
-    }
-
-    /// Keeps what [`Coordinator::commit_facts`] answers for `r` (pipeline creation has
-    /// read it already).
-    pub(crate) fn remember_commit(&self, project_id: i64, r: &ResolvedRef, info: &CommitInfo) {
-        let key = format!("{project_id}:{}:{}", r.sha, r.name);
-        let mut rt = self.runtime();
-        if rt.commits.len() > 10_000 {
-            rt.commits.clear();
-        }
-        rt.commits.insert(key, info.clone());
-    }
-
     /// The predefined variables a pipeline was compiled with (§6.7 "P" and "L").
     pub(crate) async fn pipeline_info(
         &self,
@@ -524,7 +498,7 @@ impl Coordinator {
             tag: pipeline.tag,
             sha: pipeline.sha.clone(),
         };
-        let commit = self.commit_facts(project.id, &r).await;
+        let commit = self.sources().commit_facts(project.id, &r).await;
         let mut info = self.predefined_info(
             project,
             &r,

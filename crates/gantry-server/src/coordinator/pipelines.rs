@@ -2,7 +2,7 @@
 //! user actions (cancel, retry, play), and the views users get.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use gantry_pipeline::{
     ArtifactError, Context, Loader as _, Options, PipelineInfo, PipelineInputs, Source,
@@ -17,7 +17,7 @@ use crate::processor::{
 use super::environment::JobEnvironment;
 use super::error::{CoordinatorError, Result};
 use super::git::{CommitInfo, CommitLoader, Mirror, ResolvedRef};
-use super::includes::{IncludeLoader, IncludeSources, ProjectRepo};
+use super::includes::{IncludeLoader, IncludeSources};
 use super::merge_requests::MergeRequestFacts;
 use super::payload::creation_variables;
 use super::pending::RunnerPool;
@@ -28,7 +28,7 @@ use super::views::{
     Artifact, ArtifactsFile, JobPipeline, JobProgress, JobView, Namespace, PipelineView, Project,
     ResourcesView,
 };
-use super::{Coordinator, stripe, token};
+use super::{Coordinator, token};
 
 /// Namespace of projects whose name has no `/`.
 pub(crate) const DEFAULT_NAMESPACE: &str = "gantry";
@@ -355,22 +355,12 @@ pub struct JobSelection {
 pub const MAX_DEPLOYMENTS_PER_PIPELINE: usize = 500;
 
 impl Coordinator {
-    pub(crate) fn mirror(&self, project_id: i64) -> Mirror {
-        Mirror::new(
-            self.inner
-                .cfg
-                .data_dir
-                .join("repos")
-                .join(format!("{project_id}.git")),
-        )
-    }
-
     /// The bare repository runners clone for `project` (`namespace/name`, with or without
     /// `.git`, or just the name). Serve it over smart HTTP (`git http-backend`). An
     /// unknown project gives a path that does not exist.
     pub async fn git_repo_path(&self, project: &str) -> PathBuf {
         match self.project_by_path(project).await {
-            Ok(p) => self.mirror(p.id).path,
+            Ok(p) => self.sources().mirror(p.id).path,
             Err(_) => self
                 .inner
                 .cfg
@@ -567,7 +557,7 @@ impl Coordinator {
             )));
         }
         if let Some(branch) = &settings.default_branch {
-            let mirror = self.sync_mirror(&project).await?;
+            let mirror = self.sources().sync_mirror(&project).await?;
             let found = match branch.as_str() {
                 "" => None,
                 b => mirror.resolve(&format!("refs/heads/{b}")).await?,
@@ -622,52 +612,6 @@ impl Coordinator {
             out.push(self.project_view(p).await?);
         }
         Ok(out)
-    }
-
-    /// Fetch the project's repository into its mirror (serialized per project).
-    pub(crate) async fn sync_mirror(&self, project: &gantry_store::Project) -> Result<Mirror> {
-        let mirror = self.mirror(project.id);
-        let _g = self.inner.repo_locks[stripe(project.id)].lock().await;
-        if self.inner.cfg.local_repos_in_place() && is_local_path(&project.repo_url) {
-            mirror.link_to(Path::new(&project.repo_url)).await?;
-            return Ok(mirror);
-        }
-        mirror.sync(&project.repo_url).await?;
-        let _ = mirror.set_head(&project.default_branch).await;
-        Ok(mirror)
-    }
-
-    /// Where `include:project` and `include:remote` of a pipeline of `project` look: every
-    /// project of the server (its mirror; the others are fetched before their first read),
-    /// the include cache and URL rewrites of the configuration.
-    async fn include_sources(&self, project: &gantry_store::Project) -> Result<IncludeSources> {
-        let repos = self
-            .inner
-            .store
-            .projects()
-            .await?
-            .into_iter()
-            .map(|p| {
-                // A repository used in place is read where it is, never fetched.
-                let in_place = self.inner.cfg.local_repos_in_place() && is_local_path(&p.repo_url);
-                ProjectRepo {
-                    path: full_path(&p.name),
-                    git_dir: if in_place {
-                        PathBuf::from(&p.repo_url)
-                    } else {
-                        self.mirror(p.id).path
-                    },
-                    default_branch: p.default_branch.clone(),
-                    sync_from: (p.id != project.id && !in_place).then(|| p.repo_url.clone()),
-                }
-            })
-            .collect();
-        Ok(IncludeSources::new(
-            repos,
-            self.inner.cfg.include_cache.clone(),
-            self.inner.cfg.remote_include_rewrites.clone(),
-        )
-        .sharing(self.inner.cfg.remote_fetches().cloned()))
     }
 
     /// Create a pipeline for `ref_name` (a branch or tag) of the project: resolve the ref
@@ -729,7 +673,7 @@ impl Coordinator {
         let ref_name = ref_name.as_str();
         let project = self.inner.store.project(project_id).await?;
         let fetch_started = std::time::SystemTime::now();
-        let mirror = self.sync_mirror(&project).await?;
+        let mirror = self.sources().sync_mirror(&project).await?;
         let resolved = mirror.resolve(ref_name).await?;
         let fetched = Some((fetch_started, std::time::SystemTime::now()));
         let Some((r, commit)) = resolved else {
@@ -738,7 +682,7 @@ impl Coordinator {
                 project.name
             )));
         };
-        self.remember_commit(project_id, &r, &commit);
+        self.sources().remember_commit(project_id, &r, &commit);
         let protected = self.settings().ref_protected(project_id, &r).await?;
         self.create_at(Creation {
             project,
@@ -801,7 +745,7 @@ impl Coordinator {
             before_sha,
             iid.and_then(|iid| u64::try_from(iid).ok()).unwrap_or(0),
         );
-        let includes = self.include_sources(project).await?;
+        let includes = self.sources().include_sources(project).await?;
         let instance_vars = super::instance_variables::for_creation(
             &self.settings().kept_instance_variables().await?,
             protected,
@@ -1756,7 +1700,7 @@ impl Coordinator {
             eprintln!("gantry: the pages site {key} of deleted project {id} is left over: {why}");
         }
         self.forget_project_row(id);
-        let mirror = self.mirror(id).path;
+        let mirror = self.sources().mirror(id).path;
         if let Err(e) = tokio::fs::remove_dir_all(&mirror).await {
             if e.kind() != std::io::ErrorKind::NotFound {
                 eprintln!(

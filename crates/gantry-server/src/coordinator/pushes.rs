@@ -75,7 +75,7 @@ impl Coordinator {
         // One look at a time per project in this process; other processes are kept apart
         // by the ref's compare-and-set.
         let _g = self.inner.push_locks[stripe(project_id)].lock().await;
-        let mirror = self.sync_mirror(&project).await?;
+        let mirror = self.sources().sync_mirror(&project).await?;
         let now_refs = list_refs(&mirror.path.to_string_lossy()).await?;
         let Some(known) = self.inner.store.project_refs(project_id).await? else {
             self.inner
@@ -172,7 +172,7 @@ impl Coordinator {
         if r.sha != to {
             return Ok(Pushed::Moved);
         }
-        self.remember_commit(project.id, &r, &commit);
+        self.sources().remember_commit(project.id, &r, &commit);
         let changed_files = match (&change.from, r.tag) {
             (Some(from), false) => {
                 let (repo, from, to) = (mirror.path.clone(), from.clone(), to.clone());

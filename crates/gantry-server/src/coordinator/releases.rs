@@ -133,7 +133,8 @@ impl Coordinator {
         if !plausible {
             return description;
         }
-        let loader = super::git::CommitLoader::of(&self.mirror(project_id), sha.to_owned());
+        let loader =
+            super::git::CommitLoader::of(&self.sources().mirror(project_id), sha.to_owned());
         let read =
             tokio::task::spawn_blocking(move || gantry_pipeline::Loader::read(&loader, &path))
                 .await;

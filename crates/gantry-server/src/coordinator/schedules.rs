@@ -172,7 +172,7 @@ impl Coordinator {
     /// `main`, `refs/heads/main`, `v1.0` → the full name of the branch or tag in the
     /// project's repository (GitLab keeps a schedule's ref in full).
     async fn full_ref(&self, project: &gantry_store::Project, ref_name: &str) -> Result<String> {
-        let mirror = self.sync_mirror(project).await?;
+        let mirror = self.sources().sync_mirror(project).await?;
         match mirror.resolve(ref_name.trim()).await? {
             Some((r, _)) if r.tag => Ok(format!("refs/tags/{}", r.name)),
             Some((r, _)) => Ok(format!("refs/heads/{}", r.name)),
@@ -467,14 +467,14 @@ impl Coordinator {
     ) -> std::result::Result<super::views::PipelineView, CoordinatorError> {
         let project = self.inner.store.project(s.project_id).await?;
         let vars = self.schedule_variables(s)?;
-        let mirror = self.sync_mirror(&project).await?;
+        let mirror = self.sources().sync_mirror(&project).await?;
         let Some((r, commit)) = mirror.resolve(&s.ref_name).await? else {
             return Err(invalid(format!(
                 "create a pipeline: Reference not found: `{}` is no branch or tag of {}",
                 s.ref_name, project.name
             )));
         };
-        self.remember_commit(project.id, &r, &commit);
+        self.sources().remember_commit(project.id, &r, &commit);
         let protected = self.settings().ref_protected(project.id, &r).await?;
         self.create_at(Creation {
             project,
