@@ -463,16 +463,7 @@ async fn a_job_whose_environment_cannot_be_created_never_runs() {
     assert_eq!(environments(&server, project).await, Vec::<Value>::new());
     let id = jobs[0]["id"].as_i64().unwrap();
     // Its log says why.
-    let log = server
-        .http
-        .get(server.api(&format!("projects/{project}/jobs/{id}/trace")))
-        .header("PRIVATE-TOKEN", &server.admin)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let log = server.job_log(project, id).await;
     assert_eq!(
         log,
         "ERROR: the job could not start: the environment name `review/` can contain only \

@@ -128,15 +128,7 @@ async fn collabora_runner_runs_a_pipeline() {
         "{build}"
     );
 
-    let trace = server
-        .http
-        .get(server.api(&format!("projects/{project_id}/jobs/{build_id}/trace")))
-        .header("PRIVATE-TOKEN", &server.admin)
-        .send()
-        .await
-        .expect("trace");
-    assert_eq!(trace.status(), StatusCode::OK);
-    let trace = trace.text().await.expect("trace text");
+    let trace = server.job_log(project_id, build_id).await;
     assert!(trace.contains("$ make\n"), "{trace}");
     assert!(trace.contains("phase Script done"), "{trace}");
 
@@ -166,16 +158,7 @@ async fn collabora_runner_runs_a_pipeline() {
     assert!(got, "the test job is handed out");
     runner.drain().await;
     wait_for_job_status(&server, project_id, test_id, "success").await;
-    let trace = server
-        .http
-        .get(server.api(&format!("projects/{project_id}/jobs/{test_id}/trace")))
-        .header("PRIVATE-TOKEN", &server.admin)
-        .send()
-        .await
-        .expect("trace")
-        .text()
-        .await
-        .expect("trace text");
+    let trace = server.job_log(project_id, test_id).await;
     assert!(
         trace.contains("dependency build gave: built by the collabora runner"),
         "{trace}"

@@ -519,16 +519,7 @@ async fn a_new_project_keeps_other_projects_needs_out_until_its_allowlist_names_
         (&uses["status"], &uses["failure_reason"]),
         (&json!("failed"), &json!("missing_dependency_failure"))
     );
-    let log = server
-        .http
-        .get(server.api(&format!("projects/{app}/jobs/{}/trace", uses["id"])))
-        .header("PRIVATE-TOKEN", &server.admin)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let log = server.job_log(app, uses["id"].as_i64().unwrap()).await;
     assert_eq!(
         log.trim_end(),
         format!(

@@ -251,6 +251,19 @@ impl TestServer {
         body
     }
 
+    /// A job's log as the API gives it (`GET …/jobs/:id/trace`, `200`).
+    pub async fn job_log(&self, project_id: i64, job_id: i64) -> String {
+        let response = self
+            .http
+            .get(self.api(&format!("projects/{project_id}/jobs/{job_id}/trace")))
+            .header("PRIVATE-TOKEN", &self.admin)
+            .send()
+            .await
+            .expect("the log");
+        assert_eq!(response.status(), StatusCode::OK);
+        response.text().await.expect("the log's text")
+    }
+
     pub async fn pipeline_jobs(&self, project_id: i64, pipeline_id: i64) -> Vec<Value> {
         let (status, body) = self
             .admin(
