@@ -14,8 +14,14 @@
 //! pipeline's status. Cost per event: O(jobs it changes + their dependents + stages²);
 //! O(jobs) only when a copy is read (first decision, another process's change, a retry).
 //!
+//! Services that own their state, reached through the coordinator: `settings.rs`
+//! ([`Settings`]: CI/CD variables, protected refs, encryption at rest;
+//! [`Coordinator::settings`]) and `sources.rs` ([`Sources`]: mirrors, commit facts,
+//! include sources; [`Coordinator::sources`]). Each calls the store (and git) only.
+//!
 //! Files: `pipelines.rs` (create, cancel, retry, play), `queue.rs` (job selection, long
-//! polling), `payload.rs` (the §3.5 job payload), `jobs.rs` (updates), `traces.rs` (job
+//! polling), `payload.rs` (the §3.5 job payload: a read step, then the pure
+//! `payload/assemble.rs`), `jobs.rs` (updates), `traces.rs` (job
 //! logs, with `trace_files.rs`), `artifacts.rs` (+ `blob.rs`), `runners.rs`, `timers.rs`
 //! (tick, resume), `git.rs`, `views.rs` (what callers get), `spec.rs` (what a job row
 //! stores).
