@@ -18,13 +18,18 @@ use crate::processor::FailureReason;
 use super::super::environment::{self, JobEnvironment};
 use super::super::error::Result;
 use super::super::pipelines::{full_path, project_path};
-use super::super::time::iso8601;
 use super::super::variables::PipelineVariables;
 use super::super::{id_tokens, instance_variables, job_inputs, job_secrets, variables};
 use super::{
     Assigned, PayloadFacts, PayloadRunner, Refusal, Vars, artifacts, artifacts_when,
     creation_variables, image, service,
 };
+
+/// A time as GitLab's variables give it: Ruby's `Time#iso8601`, whole seconds in UTC
+/// (`2026-01-31T10:00:00Z`; the API's times have milliseconds).
+fn variable_time(ms: i64) -> String {
+    gantry_protocol::time::rfc3339_secs(ms.div_euclid(1000))
+}
 
 /// The clone URL with the job token under `external_url`:
 /// `{scheme}://gitlab-ci-token:TOKEN@{host}/{path}.git`.
@@ -112,9 +117,9 @@ pub(crate) fn assemble(
         vars.public("TRACEPARENT", traceparent.clone());
     }
     if let Some(started) = job.started_at {
-        vars.public("CI_JOB_STARTED_AT", iso8601(started));
+        vars.public("CI_JOB_STARTED_AT", variable_time(started));
         // `Gitlab::Utils.slugify(started_at.iso8601)` (GitLab 18.7).
-        vars.public("CI_JOB_STARTED_AT_SLUG", ref_slug(&iso8601(started)));
+        vars.public("CI_JOB_STARTED_AT_SLUG", ref_slug(&variable_time(started)));
     }
     vars.set("CI_REPOSITORY_URL", repo_url.clone(), false, false, false);
     vars.public("CI_PIPELINE_ID", pipeline.id.to_string());
@@ -122,7 +127,7 @@ pub(crate) fn assemble(
         "CI_PIPELINE_URL",
         format!("{base}/{path}/-/pipelines/{}", pipeline.id),
     );
-    vars.public("CI_PIPELINE_CREATED_AT", iso8601(pipeline.created_at));
+    vars.public("CI_PIPELINE_CREATED_AT", variable_time(pipeline.created_at));
     vars.public("CI_JOB_NAME", job.name.clone());
     vars.public("CI_JOB_NAME_SLUG", ref_slug(&job.name));
     vars.public("CI_JOB_STAGE", job.stage.clone());
@@ -813,6 +818,19 @@ deploy:
         assert_eq!(
             value(&p, "CI_ENVIRONMENT_TIER").as_deref(),
             Some("development")
+        );
+        // Times as GitLab's `Time#iso8601` writes them: whole seconds.
+        assert_eq!(
+            value(&p, "CI_JOB_STARTED_AT").as_deref(),
+            Some("2026-11-30T00:52:20Z")
+        );
+        assert_eq!(
+            value(&p, "CI_JOB_STARTED_AT_SLUG").as_deref(),
+            Some("2026-11-30t00-52-20z")
+        );
+        assert_eq!(
+            value(&p, "CI_PIPELINE_CREATED_AT").as_deref(),
+            Some("2026-11-30T00:51:20Z")
         );
     }
 
