@@ -699,23 +699,28 @@ fn body(raw: &[u8]) -> String {
     }
 }
 
-/// A raw commit → its author (`Name <email>`, git's `%an <%ae>`), author date in strict
-/// ISO 8601 in the author's zone (`%aI`) and message (`%B`).
+/// A raw commit → its author (`Name <email>`, git's `%an <%ae>`: `CI_COMMIT_AUTHOR`), its
+/// committer date in strict ISO 8601 in the committer's zone (`%cI`: GitLab's
+/// `Commit#timestamp`, `committed_date.xmlschema` with Gitaly's zone, for
+/// `CI_COMMIT_TIMESTAMP`) and message (`%B`).
 fn parse_commit(raw: &[u8]) -> CommitInfo {
     let text = String::from_utf8_lossy(raw);
     let headers = text.split_once("\n\n").map_or(text.as_ref(), |(h, _)| h);
-    let (mut author, mut timestamp) = (String::new(), String::new());
-    if let Some(line) = headers.lines().find_map(|l| l.strip_prefix("author ")) {
-        // `Name <email> 1700000000 +0100`
-        if let Some(end) = line.rfind('>') {
-            author = line[..=end].to_owned();
-            let mut when = line[end + 1..].split_whitespace();
-            if let (Some(Ok(secs)), Some(zone)) = (when.next().map(str::parse::<i64>), when.next())
-            {
-                timestamp = iso8601_in_zone(secs, zone);
-            }
-        }
-    }
+    // `Name <email> 1700000000 +0100`: the identity, and the time in its zone.
+    let identity = |prefix: &str| -> Option<(String, String)> {
+        let line = headers.lines().find_map(|l| l.strip_prefix(prefix))?;
+        let end = line.rfind('>')?;
+        let mut when = line[end + 1..].split_whitespace();
+        let time = match (when.next().map(str::parse::<i64>), when.next()) {
+            (Some(Ok(secs)), Some(zone)) => iso8601_in_zone(secs, zone),
+            _ => String::new(),
+        };
+        Some((line[..=end].to_owned(), time))
+    };
+    let author = identity("author ").map(|(who, _)| who).unwrap_or_default();
+    let timestamp = identity("committer ")
+        .map(|(_, when)| when)
+        .unwrap_or_default();
     CommitInfo {
         author,
         timestamp,
@@ -724,7 +729,7 @@ fn parse_commit(raw: &[u8]) -> CommitInfo {
     }
 }
 
-/// `1700000000`, `+0100` → `2023-11-14T23:13:20+01:00` (git's `%aI`).
+/// `1700000000`, `+0100` → `2023-11-14T23:13:20+01:00` (git's `%aI`, `%cI`).
 fn iso8601_in_zone(secs: i64, zone: &str) -> String {
     let (sign, digits) = match zone.split_at_checked(1) {
         Some(("-", d)) => (-1, d),
@@ -757,6 +762,7 @@ mod tests {
             .env("GIT_AUTHOR_DATE", "1700000000 -0230")
             .env("GIT_COMMITTER_NAME", "C")
             .env("GIT_COMMITTER_EMAIL", "c@example.com")
+            .env("GIT_COMMITTER_DATE", "1700003600 +0100")
             .output()
             .unwrap();
         assert!(
@@ -780,7 +786,7 @@ mod tests {
         git(d, &["tag", "-a", "v1", "-m", "release one\n\nnotes"]);
         git(d, &["tag", "light"]);
         let mirror = Mirror::new(d.join(".git"));
-        let show = |rev: &str| git(d, &["show", "-s", "--format=%an <%ae>%x00%aI%x00%B", rev]);
+        let show = |rev: &str| git(d, &["show", "-s", "--format=%an <%ae>%x00%cI%x00%B", rev]);
         let expected = show("HEAD");
         let mut parts = expected.splitn(3, '\0');
         let (author, date, message) = (
@@ -794,7 +800,8 @@ mod tests {
         assert_eq!(r.sha, git(d, &["rev-parse", "HEAD"]));
         assert_eq!(info.author, author);
         assert_eq!(info.timestamp, date);
-        assert_eq!(info.timestamp, "2023-11-14T19:43:20-02:30");
+        // The committer's date (GitLab's `committed_date`), not the author's.
+        assert_eq!(info.timestamp, "2023-11-15T00:13:20+01:00");
         assert_eq!(info.message, message.trim_end_matches('\n'));
         assert_eq!(info.tag_message, None);
 
