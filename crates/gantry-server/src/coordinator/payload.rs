@@ -13,7 +13,8 @@
 //! (what the YAML was compiled with) → runner (`CI_RUNNER_*`) → global then job YAML
 //! variables → `GITLAB_USER_*` → dotenv reports of the job's dependencies → instance CI/CD
 //! variables (`instance_variables.rs`) → project CI/CD variables (`variables.rs`) →
-//! pipeline variables → manual job variables. Values are then pre-expanded as GitLab does
+//! pipeline variables → manual job variables → the stored environment's slug and URL
+//! (GitLab's `persisted_environment_variables`). Values are then pre-expanded as GitLab does
 //! (nested, `$$` kept, unknown references kept for the runner, raw variables untouched).
 //!
 //! Not sent, on purpose: `CI_PROJECT_DIR`, `CI_BUILDS_DIR` and the other runner-set

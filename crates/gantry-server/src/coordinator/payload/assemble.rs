@@ -177,6 +177,7 @@ pub(crate) fn assemble(
         raw: pipeline_raw,
     } = &facts.pipeline_variables;
     let mut environment_name = None;
+    let mut environment_url = None;
     // The environment row (GitLab's `persisted_environment`): its id, slug and tier,
     // and its URL when the job gives none.
     let persisted = &facts.environment;
@@ -202,11 +203,11 @@ pub(crate) fn assemble(
         if let Some(p) = &persisted {
             vars.public("CI_ENVIRONMENT_ID", p.id.to_string());
         }
-        if let Some(url) = expanded
+        environment_url = expanded
             .url
-            .or_else(|| persisted.as_ref()?.external_url.clone())
-        {
-            vars.public("CI_ENVIRONMENT_URL", url);
+            .or_else(|| persisted.as_ref()?.external_url.clone());
+        if let Some(url) = &environment_url {
+            vars.public("CI_ENVIRONMENT_URL", url.clone());
         }
     }
     vars.public("CI_RUNNER_ID", runner.id.to_string());
@@ -246,6 +247,14 @@ pub(crate) fn assemble(
     }
     for (k, v) in &facts.manual_variables {
         vars.set(k, v.clone(), false, false, false);
+    }
+    // GitLab's `persisted_environment_variables`, after every other source: a job whose
+    // environment is stored gets its slug and URL whatever a variable of that name says.
+    if let Some(row) = persisted.as_ref().filter(|_| m.environment.is_some()) {
+        vars.public("CI_ENVIRONMENT_SLUG", row.slug.clone());
+        if let Some(url) = environment_url {
+            vars.public("CI_ENVIRONMENT_URL", url);
+        }
     }
     let git_depth = vars
         .map
@@ -727,6 +736,12 @@ deploy:
                         ..ProjectVariable::new("API_TOKEN", "s3cr3t-t0ken")
                     },
                 ),
+                // Below the stored environment's (GitLab's `persisted_environment_variables`).
+                (
+                    1,
+                    ProjectVariable::new("CI_ENVIRONMENT_URL", "https://not.it"),
+                ),
+                (1, ProjectVariable::new("CI_ENVIRONMENT_SLUG", "not-it")),
             ]),
             manual_variables: vec![("PLAYED_WITH".into(), "yes".into())],
             id_token_key: None,
@@ -815,6 +830,15 @@ deploy:
             Some("review/feature-x")
         );
         assert_eq!(value(&p, "CI_ENVIRONMENT_ID").as_deref(), Some("9"));
+        // The stored environment's slug and URL win over variables of those names.
+        assert_eq!(
+            value(&p, "CI_ENVIRONMENT_SLUG").as_deref(),
+            Some("review-feature-x-bjrazc")
+        );
+        assert_eq!(
+            value(&p, "CI_ENVIRONMENT_URL").as_deref(),
+            Some("https://feature-x.example.com")
+        );
         assert_eq!(
             value(&p, "CI_ENVIRONMENT_TIER").as_deref(),
             Some("development")
