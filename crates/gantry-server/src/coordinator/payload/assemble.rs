@@ -203,8 +203,11 @@ pub(crate) fn assemble(
         if let Some(p) = &persisted {
             vars.public("CI_ENVIRONMENT_ID", p.id.to_string());
         }
-        environment_url = expanded
+        // GitLab's `environment_url`: the URL as written (expanded below with the job's
+        // final variables, CI/CD and dotenv ones too), else the stored one.
+        environment_url = env
             .url
+            .clone()
             .or_else(|| persisted.as_ref()?.external_url.clone());
         if let Some(url) = &environment_url {
             vars.public("CI_ENVIRONMENT_URL", url.clone());
@@ -855,6 +858,23 @@ deploy:
         assert_eq!(
             value(&p, "CI_PIPELINE_CREATED_AT").as_deref(),
             Some("2026-11-30T00:51:20Z")
+        );
+    }
+
+    #[test]
+    fn the_environment_url_is_expanded_with_the_job_s_final_variables() {
+        let yaml = "review:\n  script: [x]\n  environment:\n    name: review/$CI_COMMIT_REF_SLUG\n    url: https://$REVIEW_DOMAIN/$CI_ENVIRONMENT_SLUG\n";
+        let rows = rows();
+        let spec = spec(compiled(yaml, "review"), &[]);
+        let mut facts = facts();
+        facts.settings_variables = Arc::new(vec![(
+            1,
+            ProjectVariable::new("REVIEW_DOMAIN", "review.example.com"),
+        )]);
+        let p = assembled(&spec, &rows, &facts).expect("not refused");
+        assert_eq!(
+            value(&p, "CI_ENVIRONMENT_URL").as_deref(),
+            Some("https://review.example.com/review-feature-x-bjrazc")
         );
     }
 
