@@ -47,6 +47,57 @@ deploy:
     );
 }
 
+/// GitLab's dynamic environment URL: the deploy job's own dotenv report names the URL's
+/// host, and its environment has that URL once the job succeeds
+/// (`Deployments::UpdateEnvironmentService#expanded_environment_url`).
+#[tokio::test]
+async fn a_deploy_job_s_dotenv_report_gives_its_environment_its_url() {
+    let e = env(r#"
+deploy:
+  script: [deploy]
+  environment:
+    name: review/$CI_COMMIT_REF_SLUG
+    url: https://$DYNAMIC_HOST/$CI_ENVIRONMENT_SLUG
+  artifacts:
+    reports: {dotenv: deploy.env}
+"#)
+    .await;
+    let project = e.project().await;
+    e.pipeline(project, "main").await;
+    let runner = e.any_runner().await;
+    let job = e.take_some(&runner).await;
+    let slug = var(&job, "CI_ENVIRONMENT_SLUG").unwrap().to_owned();
+    // In the job itself the host is not known yet: the reference is left to the runner
+    // (GitLab's `keep_undefined`).
+    assert_eq!(
+        var(&job, "CI_ENVIRONMENT_URL"),
+        Some(format!("https://$DYNAMIC_HOST/{slug}").as_str())
+    );
+    e.coord
+        .upload_artifact(
+            job.id,
+            ArtifactUploadParams {
+                artifact_type: Some(ArtifactType::Dotenv),
+                artifact_format: Some(ArtifactFormat::Gzip),
+                expire_in: None,
+            },
+            "deploy.env.gz",
+            &gzip("DYNAMIC_HOST=app-42.example.com\n"),
+        )
+        .await
+        .unwrap();
+    e.run(&job, true).await;
+    let (environments, _) = e
+        .coord
+        .environments_page(project, &gantry_store::EnvironmentFilter::default(), 0, 10)
+        .await
+        .unwrap();
+    assert_eq!(
+        environments[0].external_url.as_deref(),
+        Some(format!("https://app-42.example.com/{slug}").as_str())
+    );
+}
+
 /// GitLab's dynamic-environments example (`url: https://$CI_ENVIRONMENT_SLUG…`), a tier
 /// from a variable, and the predefined variables GitLab 18 added: its version, the
 /// project's group, the job's start as a slug, a disposable-or-shared flag left to the

@@ -662,6 +662,18 @@ impl Store {
         Ok(row.as_ref().map(Deployment::from_row))
     }
 
+    /// Sets the URL job `job_id`'s deployment gives its environment when it succeeds (a
+    /// URL known only once the job ran: its dotenv report). Nothing when the job deploys
+    /// nothing.
+    pub async fn set_deployment_url(&self, job_id: i64, url: &str) -> Result<()> {
+        sqlx::query("UPDATE deployments SET url = $2 WHERE job_id = $1")
+            .bind(job_id)
+            .bind(url)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
     /// Environments by id (a project's jobs name them), in no particular order.
     pub async fn environments_by_id(&self, ids: &[i64]) -> Result<Vec<Environment>> {
         if ids.is_empty() {

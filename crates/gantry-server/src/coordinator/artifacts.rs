@@ -391,8 +391,9 @@ impl Coordinator {
                 .map_err(|e| CoordinatorError::Io(std::io::Error::other(e.to_string())))??;
         }
         staged.path = None; // moved into the store
-        if let Some(vars) = dotenv {
-            let json = serde_json::to_vec(&vars)
+        let dotenv_vars = dotenv;
+        if let Some(vars) = &dotenv_vars {
+            let json = serde_json::to_vec(vars)
                 .map_err(|e| CoordinatorError::Io(std::io::Error::other(e)))?;
             self.blob_put(dotenv_key(job_id), json).await?;
         }
@@ -412,6 +413,9 @@ impl Coordinator {
             )
             .await?;
         store.touch_job(job_id, now).await?;
+        if let Some(vars) = &dotenv_vars {
+            self.renew_deployment_url(&job, vars).await?;
+        }
         Ok(())
     }
 

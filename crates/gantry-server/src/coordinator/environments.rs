@@ -123,7 +123,7 @@ fn check_tier(tier: &str) -> Result<()> {
     }
 }
 
-fn check_url(url: &str) -> Result<()> {
+pub(crate) fn check_url(url: &str) -> Result<()> {
     if url.chars().count() > MAX_URL_LEN {
         return Err(invalid(format!(
             "external_url is longer than {MAX_URL_LEN} characters"

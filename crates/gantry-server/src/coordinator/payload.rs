@@ -640,6 +640,79 @@ impl Coordinator {
         assemble::assemble(a, &runner, &facts, now)
     }
 
+    /// GitLab's dynamic environment URL: a deploy job (`environment:` with action
+    /// `start`) whose `url:` names variables, and that has just stored its dotenv report
+    /// `dotenv`, gets the URL expanded with its own variables and that report (GitLab's
+    /// `Deployments::UpdateEnvironmentService#expanded_environment_url`: the job's
+    /// variables, its dotenv ones last; unknown ones empty). Its deployment keeps it, and
+    /// its environment takes it when the job succeeds. A URL that is not http(s) or is too
+    /// long is not kept (GitLab does not save it either). Cost: the job's payload facts,
+    /// as when it was assigned; once per dotenv report of a deploy job.
+    pub(crate) async fn renew_deployment_url(
+        &self,
+        job: &gantry_store::Job,
+        dotenv: &[(String, String)],
+    ) -> Result<()> {
+        let spec = StoredSpec::parse(&job.spec)?;
+        let url = match &spec.job.environment {
+            Some(env) if env.action() == "start" && job.environment_id.is_some() => {
+                match env.url.as_deref().filter(|u| u.contains('$')) {
+                    Some(url) => url.to_owned(),
+                    None => return Ok(()),
+                }
+            }
+            _ => return Ok(()),
+        };
+        let pipeline = self.inner.store.pipeline(job.pipeline_id).await?;
+        let project = self.project_row(job.project_id).await?;
+        let runner = match job.runner_id {
+            Some(id) => self.inner.store.runner(id).await.ok(),
+            None => None,
+        };
+        let a = Assigned {
+            job,
+            spec: &spec,
+            pipeline: &pipeline,
+            project: &project,
+            token: "",
+            queue: QueueFacts::default(),
+        };
+        let mut facts = match self.payload_facts(&a).await? {
+            Ok(facts) => facts,
+            Err(_) => return Ok(()),
+        };
+        facts.id_token_key = None;
+        let no_tags = Vec::new();
+        let runner = PayloadRunner {
+            id: runner.as_ref().map_or(0, |r| r.id),
+            description: runner.as_ref().map_or("", |r| r.description.as_str()),
+            tags: runner.as_ref().map_or(&no_tags, |r| &r.tags),
+            project_runner: runner.as_ref().is_some_and(|r| r.project_id.is_some()),
+        };
+        let Ok(payload) = assemble::assemble(&a, &runner, &facts, job.started_at.unwrap_or(0))?
+        else {
+            return Ok(());
+        };
+        let mut values: HashMap<&str, &str> = payload
+            .variables
+            .iter()
+            .map(|v| (v.key.as_str(), v.value.as_str()))
+            .collect();
+        values.extend(dotenv.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        let expanded = gantry_pipeline::expand::expand_server(
+            &url,
+            &|name: &str| values.get(name).map(|v| (*v).to_owned()),
+            Unknown::Empty,
+        );
+        if super::environments::check_url(&expanded).is_ok() {
+            self.inner
+                .store
+                .set_deployment_url(job.id, &expanded)
+                .await?;
+        }
+        Ok(())
+    }
+
     /// The read step of a payload: everything besides the job's own rows, from the
     /// store, git and this coordinator's settings. Cached where the source is
     /// (dependency rows per pipeline, settings variables, commit facts): a job's reads
