@@ -60,12 +60,33 @@ deploy:
     url: https://$DYNAMIC_HOST/$CI_ENVIRONMENT_SLUG
   artifacts:
     reports: {dotenv: deploy.env}
+review:
+  script: [deploy]
+  environment:
+    name: other/$CI_COMMIT_REF_SLUG
+    url: https://$REVIEW_DOMAIN/
 "#)
     .await;
     let project = e.project().await;
+    // A URL naming a project CI/CD variable: GitLab expands it with the job's variables.
+    e.coord
+        .settings()
+        .create_variable(
+            &gantry_store::VariableOwner::Project(project),
+            &gantry_store::ProjectVariable::new("REVIEW_DOMAIN", "review.example.com"),
+        )
+        .await
+        .unwrap();
     e.pipeline(project, "main").await;
     let runner = e.any_runner().await;
-    let job = e.take_some(&runner).await;
+    let first = e.take_some(&runner).await;
+    let second = e.take_some(&runner).await;
+    let (job, review) = if first.job_info.name == "deploy" {
+        (first, second)
+    } else {
+        (second, first)
+    };
+    e.run(&review, true).await;
     let slug = var(&job, "CI_ENVIRONMENT_SLUG").unwrap().to_owned();
     // In the job itself the host is not known yet: the reference is left to the runner
     // (GitLab's `keep_undefined`).
@@ -92,9 +113,19 @@ deploy:
         .environments_page(project, &gantry_store::EnvironmentFilter::default(), 0, 10)
         .await
         .unwrap();
+    let url_of = |name: &str| {
+        environments
+            .iter()
+            .find(|v| v.name.starts_with(name))
+            .and_then(|v| v.external_url.clone())
+    };
     assert_eq!(
-        environments[0].external_url.as_deref(),
-        Some(format!("https://app-42.example.com/{slug}").as_str())
+        url_of("review/"),
+        Some(format!("https://app-42.example.com/{slug}"))
+    );
+    assert_eq!(
+        url_of("other/"),
+        Some("https://review.example.com/".to_owned())
     );
 }
 

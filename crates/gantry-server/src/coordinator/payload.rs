@@ -640,29 +640,20 @@ impl Coordinator {
         assemble::assemble(a, &runner, &facts, now)
     }
 
-    /// GitLab's dynamic environment URL: a deploy job (`environment:` with action
-    /// `start`) whose `url:` names variables, and that has just stored its dotenv report
-    /// `dotenv`, gets the URL expanded with its own variables and that report (GitLab's
-    /// `Deployments::UpdateEnvironmentService#expanded_environment_url`: the job's
-    /// variables, its dotenv ones last; unknown ones empty). Its deployment keeps it, and
-    /// its environment takes it when the job succeeds. A URL that is not http(s) or is too
-    /// long is not kept (GitLab does not save it either). Cost: the job's payload facts,
-    /// as when it was assigned; once per dotenv report of a deploy job.
+    /// GitLab's dynamic environment URL, when a deploy job stores its dotenv report
+    /// `dotenv`: its URL expanded with the variables its payload had and that report
+    /// ([`deployment_url`]), kept on its deployment for its environment to take when the
+    /// job succeeds. Cost: the job's payload facts, as when it was assigned; only for a
+    /// deploy job whose `url:` names a variable.
     pub(crate) async fn renew_deployment_url(
         &self,
         job: &gantry_store::Job,
         dotenv: &[(String, String)],
     ) -> Result<()> {
         let spec = StoredSpec::parse(&job.spec)?;
-        let url = match &spec.job.environment {
-            Some(env) if env.action() == "start" && job.environment_id.is_some() => {
-                match env.url.as_deref().filter(|u| u.contains('$')) {
-                    Some(url) => url.to_owned(),
-                    None => return Ok(()),
-                }
-            }
-            _ => return Ok(()),
-        };
+        if written_deployment_url(&spec, job).is_none() {
+            return Ok(());
+        }
         let pipeline = self.inner.store.pipeline(job.pipeline_id).await?;
         let project = self.project_row(job.project_id).await?;
         let runner = match job.runner_id {
@@ -693,22 +684,28 @@ impl Coordinator {
         else {
             return Ok(());
         };
-        let mut values: HashMap<&str, &str> = payload
-            .variables
-            .iter()
-            .map(|v| (v.key.as_str(), v.value.as_str()))
-            .collect();
-        values.extend(dotenv.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-        let expanded = gantry_pipeline::expand::expand_server(
-            &url,
-            &|name: &str| values.get(name).map(|v| (*v).to_owned()),
-            Unknown::Empty,
-        );
-        if super::environments::check_url(&expanded).is_ok() {
-            self.inner
-                .store
-                .set_deployment_url(job.id, &expanded)
-                .await?;
+        self.keep_deployment_url(&a, &payload, dotenv).await
+    }
+
+    /// Keeps on the deploy job `a`'s deployment its URL expanded with `payload`'s
+    /// variables and `dotenv` ([`deployment_url`]), when that differs from the one its
+    /// pipeline's creation could expand (creation knows no CI/CD or dotenv variables).
+    /// One write, for such jobs only: at assignment and at their dotenv report.
+    pub(crate) async fn keep_deployment_url(
+        &self,
+        a: &Assigned<'_>,
+        payload: &JobResponse,
+        dotenv: &[(String, String)],
+    ) -> Result<()> {
+        let Some(written) = written_deployment_url(a.spec, a.job) else {
+            return Ok(());
+        };
+        let Some(url) = deployment_url(written, &payload.variables, dotenv) else {
+            return Ok(());
+        };
+        let at_creation = a.spec.environment.as_ref().and_then(|e| e.url.as_deref());
+        if at_creation != Some(url.as_str()) {
+            self.inner.store.set_deployment_url(a.job.id, &url).await?;
         }
         Ok(())
     }
@@ -804,6 +801,38 @@ impl Coordinator {
             id_token_key,
         }))
     }
+}
+
+/// The `environment:url` as written of a deploy job (action `start`, with an
+/// environment) when it names a variable: a URL that may be known only once the job has
+/// its variables (CI/CD, dotenv).
+fn written_deployment_url<'a>(spec: &'a StoredSpec, job: &gantry_store::Job) -> Option<&'a str> {
+    let env = spec.job.environment.as_ref()?;
+    if env.action() != "start" || job.environment_id.is_none() {
+        return None;
+    }
+    env.url.as_deref().filter(|u| u.contains('$'))
+}
+
+/// GitLab's `Deployments::UpdateEnvironmentService#expanded_environment_url`: `written`
+/// expanded with a job's variables, its own dotenv report's last, unknown ones empty;
+/// `None` when the result is not a URL an environment may keep (GitLab does not save it).
+fn deployment_url(
+    written: &str,
+    variables: &[JobVariable],
+    dotenv: &[(String, String)],
+) -> Option<String> {
+    let mut values: HashMap<&str, &str> = variables
+        .iter()
+        .map(|v| (v.key.as_str(), v.value.as_str()))
+        .collect();
+    values.extend(dotenv.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    let url = gantry_pipeline::expand::expand_server(
+        written,
+        &|name: &str| values.get(name).map(|v| (*v).to_owned()),
+        Unknown::Empty,
+    );
+    super::environments::check_url(&url).is_ok().then_some(url)
 }
 
 #[cfg(test)]

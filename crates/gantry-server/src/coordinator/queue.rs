@@ -551,7 +551,17 @@ impl Coordinator {
             let built = self.build_payload(&assigned, runner, now).await;
             unsent.settle();
             match built {
-                Ok(Ok(p)) => return Ok(Some(p)),
+                Ok(Ok(p)) => {
+                    // A deploy job's URL naming a CI/CD variable (GitLab expands it with
+                    // the job's variables). The job is the runner's whatever this does.
+                    if let Err(e) = self.keep_deployment_url(&assigned, &p, &[]).await {
+                        eprintln!(
+                            "gantry: the environment URL of job {} is left as created: {e}",
+                            job.id
+                        );
+                    }
+                    return Ok(Some(p));
+                }
                 // §3.4: a dependency's artifacts expired, or (EE) no secrets provider;
                 // the search goes on.
                 Ok(Err(refusal)) => {
