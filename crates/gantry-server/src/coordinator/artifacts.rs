@@ -413,8 +413,11 @@ impl Coordinator {
             )
             .await?;
         store.touch_job(job_id, now).await?;
-        if let Some(vars) = &dotenv_vars {
-            self.renew_deployment_url(&job, vars).await?;
+        // The report is stored whatever this does: the upload succeeded.
+        if let Some(vars) = &dotenv_vars
+            && let Err(e) = self.renew_deployment_url(&job, vars).await
+        {
+            eprintln!("gantry: the environment URL of job {job_id} is left as it was: {e}");
         }
         Ok(())
     }
