@@ -894,3 +894,58 @@ third:
     assert_eq!(var(&third, "FROM_PROJECT"), None);
     assert_eq!(var(&third, "FROM_GROUP"), Some("new"));
 }
+
+/// What a pipeline's jobs take from merge requests (`CI_OPEN_MERGE_REQUESTS`, and the
+/// `CI_MERGE_REQUEST_*` of a merge request pipeline) is read once per pipeline and kept;
+/// a merge request opened or changed through the coordinator reaches the pipeline's next
+/// job at once, as GitLab computes these per job.
+#[tokio::test]
+async fn a_merge_request_opened_mid_pipeline_reaches_its_next_job() {
+    let e = env(r#"
+first:
+  stage: build
+  script: [a]
+second:
+  stage: test
+  script: [b]
+third:
+  stage: deploy
+  script: [c]
+"#)
+    .await;
+    let project = e
+        .coord
+        .create_project("acme/app", e.repo.to_str().unwrap())
+        .await
+        .unwrap()
+        .id;
+    e.pipeline(project, "main").await;
+    let runner = e.any_runner().await;
+    let first = e.take_some(&runner).await;
+    assert_eq!(var(&first, "CI_OPEN_MERGE_REQUESTS"), None);
+
+    let mut request = gantry_store::NewMergeRequest {
+        project_id: project,
+        iid: 0,
+        forge: "gitlab".to_owned(),
+        state: "opened".to_owned(),
+        title: "Ship it".to_owned(),
+        source_branch: "main".to_owned(),
+        target_branch: "release".to_owned(),
+        ..gantry_store::NewMergeRequest::default()
+    };
+    let opened = e.coord.upsert_merge_request(&request).await.unwrap();
+    e.run(&first, true).await;
+    let second = e.take_some(&runner).await;
+    assert_eq!(
+        var(&second, "CI_OPEN_MERGE_REQUESTS"),
+        Some(format!("acme/app!{}", opened.iid).as_str())
+    );
+
+    request.iid = opened.iid;
+    request.state = "merged".to_owned();
+    e.coord.upsert_merge_request(&request).await.unwrap();
+    e.run(&second, true).await;
+    let third = e.take_some(&runner).await;
+    assert_eq!(var(&third, "CI_OPEN_MERGE_REQUESTS"), None);
+}

@@ -84,7 +84,7 @@ impl MergeRequest {
 /// A merge request as an event describes it (`id`, `created_at`, `updated_at` are the
 /// store's). [`Store::upsert_merge_request`] creates it or brings the row of its
 /// `(project_id, iid)` to it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct NewMergeRequest {
     pub project_id: i64,
     pub iid: i64,

@@ -146,7 +146,10 @@ impl Coordinator {
         if m.iid == 0 {
             m.iid = store.next_merge_request_iid(m.project_id).await?;
         }
-        Ok(store.upsert_merge_request(&m, now_ms()).await?)
+        let saved = store.upsert_merge_request(&m, now_ms()).await?;
+        // Its pipelines' predefined variables (title, labels, open merge requests).
+        self.runtime().merge_request_facts.clear();
+        Ok(saved)
     }
 
     /// A project's merge requests, newest first (`state`: only those).

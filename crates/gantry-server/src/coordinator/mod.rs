@@ -395,6 +395,8 @@ struct Inner {
     oidc_key: tokio::sync::OnceCell<Arc<id_tokens::SigningKey>>,
     /// Pipelines read whole from the store for a decision ([`Coordinator::pipelines_read_whole`]).
     pipelines_read_whole: std::sync::atomic::AtomicU64,
+    /// Decisions the store refused as stale ([`Coordinator::stale_decisions`]).
+    stale_decisions: std::sync::atomic::AtomicU64,
 }
 
 /// In-memory facts the store has no column for (lost on restart, with safe defaults).
@@ -422,6 +424,9 @@ struct Runtime {
     /// What dependency resolution needs of a pipeline's rows; dropped when the pipeline
     /// gets new rows, read again after [`CACHE_TTL`].
     dep_rows: HashMap<i64, (std::time::Instant, Arc<payload::DepRows>)>,
+    /// What each pipeline's predefined variables take from merge requests; cleared
+    /// when a merge request changes, read again after [`CACHE_TTL`].
+    merge_request_facts: HashMap<i64, (std::time::Instant, Arc<payload::MergeRequestFacts>)>,
     /// Parsed job specs by job id (a row's spec never changes).
     specs: HashMap<i64, Arc<spec::StoredSpec>>,
     /// Pipelines as last decided over, by id ([`Loaded`]: valid while their
@@ -452,6 +457,14 @@ const MAX_ACTIVE_JOBS: usize = 200_000;
 impl Runtime {
     /// Keep a pipeline as decided over for the next decision (not once it ended: events
     /// are rare then).
+    fn keep_merge_request_facts(&mut self, pipeline_id: i64, facts: Arc<payload::MergeRequestFacts>) {
+        if self.merge_request_facts.len() >= MAX_CACHED {
+            self.merge_request_facts.clear();
+        }
+        self.merge_request_facts
+            .insert(pipeline_id, (std::time::Instant::now(), facts));
+    }
+
     fn keep_active(&mut self, mut loaded: Loaded) {
         let id = loaded.pipeline.id;
         let meanwhile = self.release(id);
@@ -620,6 +633,7 @@ impl Coordinator {
                 runtime: Mutex::new(Runtime::default()),
                 metrics,
                 oidc_key: tokio::sync::OnceCell::new(),
+                stale_decisions: std::sync::atomic::AtomicU64::new(0),
                 pipelines_read_whole: std::sync::atomic::AtomicU64::new(0),
             }),
         }
@@ -803,6 +817,15 @@ impl Coordinator {
             .load(std::sync::atomic::Ordering::Relaxed)
     }
 
+    /// How many decisions the store refused because their pipeline changed after they
+    /// read it (each is decided again): only another process's changes can do that,
+    /// since this process's assignments wait for its decisions (`decide`).
+    pub fn stale_decisions(&self) -> u64 {
+        self.inner
+            .stale_decisions
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// A pipeline as the store holds it now, read whole. O(jobs).
     async fn load(&self, pipeline_id: i64) -> Result<Loaded> {
         let pipeline = self.inner.store.pipeline(pipeline_id).await?;
@@ -829,7 +852,7 @@ impl Coordinator {
     /// A pipeline to decide over, taken out of the active-pipeline cache when the copy
     /// there is current (one read of the pipeline's row), else read whole.
     /// The copy is then in use (`Runtime::take_for_decision`) until given back
-    /// (`keep_active`) or released.
+    /// (`keep_active`) or released. Callers hold the assignment gate (`decide`).
     async fn load_current(&self, pipeline_id: i64) -> Result<Loaded> {
         // Taken before the row is read: an assignment committed in between waits for
         // this copy (`assigned_meanwhile`) instead of being missed by it.
@@ -844,16 +867,10 @@ impl Coordinator {
         if let Some(mut loaded) = cached {
             let meanwhile = self.runtime().release_meanwhile(pipeline_id);
             let mut later = Vec::new();
-            let mut current = catch_up(&mut loaded, meanwhile, pipeline.lock_version, &mut later);
-            if current && loaded.pipeline.lock_version < pipeline.lock_version {
-                // An assignment this process committed is noted on the copies after its
-                // commit, under the assignment gate: once the gate is free, what it
-                // assigned is in `assigned_meanwhile` (the copy is in use). Without this
-                // wait a decision reading the row in between read the whole pipeline.
-                let _noted = self.inner.assign_gate.lock().await;
-                let meanwhile = self.runtime().release_meanwhile(pipeline_id);
-                current = catch_up(&mut loaded, meanwhile, pipeline.lock_version, &mut later);
-            }
+            // The caller holds the assignment gate: every assignment this process
+            // committed is noted (`assigned_meanwhile`); a later `lock_version` is another
+            // process's change, and the pipeline is read whole.
+            let current = catch_up(&mut loaded, meanwhile, pipeline.lock_version, &mut later);
             if current && loaded.pipeline.lock_version == pipeline.lock_version {
                 if !later.is_empty() {
                     let mut rt = self.runtime();
@@ -977,6 +994,12 @@ impl Coordinator {
         let mut attempt = 0;
         loop {
             attempt += 1;
+            // This process's assignments wait from the read of the pipeline's row to the
+            // decision's commit: one committed in between would move the pipeline's
+            // `lock_version` and make the decision stale (it was, for most job ends of a
+            // busy pipeline: a rollback and a second decision each). Other processes'
+            // assignments still can; `Stale` below takes care of them.
+            let gate = self.inner.assign_gate.lock().await;
             let mut loaded = self.load_current(pipeline_id).await?;
             let mut state = std::mem::replace(&mut loaded.state, PipelineState::empty());
             let mark = state.mark();
@@ -1033,6 +1056,7 @@ impl Coordinator {
                         Some(next) => self.runtime().keep_active(next),
                         None => drop(self.runtime().release(pipeline_id)),
                     }
+                    drop(gate);
                     if !change.new_jobs.is_empty() {
                         self.runtime().dep_rows.remove(&pipeline_id);
                     }
@@ -1047,15 +1071,19 @@ impl Coordinator {
                     return Ok((out, has_new, resources));
                 }
                 Err(gantry_store::StoreError::Stale) if attempt < 50 => {
-                    // Most often an assignment of one of its jobs came first: undo this
-                    // decision on the copy, which then takes the assignment
-                    // (`keep_active`), and decide again over it.
+                    self.inner
+                        .stale_decisions
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    // Another process changed the pipeline first (an assignment, most
+                    // often): undo this decision on the copy and decide again over what
+                    // the store holds.
                     if state.rollback(mark, originals) {
                         loaded.state = state;
                         self.runtime().keep_active(loaded);
                     } else {
                         self.runtime().release(pipeline_id);
                     }
+                    drop(gate);
                     tokio::task::yield_now().await;
                     continue;
                 }

@@ -452,6 +452,36 @@ impl DepRows {
     }
 }
 
+/// What a pipeline's predefined variables take from merge requests (two reads of the
+/// store): the merge request it runs for, with the ref name and kind that gives it, and
+/// the open merge requests from its branch. The same for every job of the pipeline, so
+/// kept per pipeline (`Runtime::merge_request_facts`) until a merge request of this
+/// process changes, or [`super::CACHE_TTL`] for another replica's change.
+pub(crate) struct MergeRequestFacts {
+    ref_name: String,
+    is_tag: bool,
+    merge_request: Option<gantry_pipeline::MergeRequestInfo>,
+    open_merge_requests: Vec<String>,
+}
+
+impl MergeRequestFacts {
+    fn of(info: &PipelineInfo) -> Self {
+        Self {
+            ref_name: info.ref_name.clone(),
+            is_tag: info.is_tag,
+            merge_request: info.merge_request.clone(),
+            open_merge_requests: info.open_merge_requests.clone(),
+        }
+    }
+
+    fn apply_to(&self, info: &mut PipelineInfo) {
+        info.ref_name.clone_from(&self.ref_name);
+        info.is_tag = self.is_tag;
+        info.merge_request.clone_from(&self.merge_request);
+        info.open_merge_requests.clone_from(&self.open_merge_requests);
+    }
+}
+
 /// The jobs whose artifacts (and dotenv variables) this job receives (`ci-yaml.md` §5.8):
 /// none with `dependencies: []`; the needed jobs with `artifacts: true` for a DAG job,
 /// else every job of earlier stages; narrowed to `dependencies` when listed. Current
@@ -516,19 +546,34 @@ impl Coordinator {
             pipeline.schedule_id,
         )
         .await;
-        let merge_request = self
-            .inner
-            .store
-            .pipeline_merge_request(pipeline.id)
-            .await
-            .ok()
-            .flatten();
-        self.complete_merge_request_info(
-            &mut info,
-            project,
-            merge_request.as_ref().map(|(link, m)| (link, m)),
-        )
-        .await;
+        let kept = self
+            .runtime()
+            .merge_request_facts
+            .get(&pipeline.id)
+            .filter(|(at, _)| at.elapsed() < super::CACHE_TTL)
+            .map(|(_, facts)| Arc::clone(facts));
+        match kept {
+            Some(facts) => facts.apply_to(&mut info),
+            None => {
+                let merge_request = self
+                    .inner
+                    .store
+                    .pipeline_merge_request(pipeline.id)
+                    .await
+                    .ok()
+                    .flatten();
+                self.complete_merge_request_info(
+                    &mut info,
+                    project,
+                    merge_request.as_ref().map(|(link, m)| (link, m)),
+                )
+                .await;
+                self.runtime().keep_merge_request_facts(
+                    pipeline.id,
+                    Arc::new(MergeRequestFacts::of(&info)),
+                );
+            }
+        }
         info
     }
 

@@ -1,5 +1,7 @@
 //! The one path every state change takes: a pipeline's rows → [`PipelineState`] →
-//! processor decision → `store.apply` (optimistic lock; retried when stale). [`Loaded`]
+//! processor decision → `store.apply` (optimistic lock; retried when stale — only another
+//! process can make it so: this process's assignments wait on the coordinator's
+//! assignment gate from a decision's read to its commit). [`Loaded`]
 //! is a pipeline as read — and as kept between decisions: the coordinator holds each
 //! active pipeline's copy while its `lock_version` is the store's, so a decision reads
 //! one row (the pipeline's) and costs work in proportion to the jobs it changes;
