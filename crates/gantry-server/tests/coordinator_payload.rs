@@ -370,7 +370,7 @@ async fn a_job_whose_dependency_expired_fails_missing_dependency() {
         ("failed", Some("missing_dependency_failure"))
     );
     assert!(matches!(
-        e.coord.job_artifact(build.id).await,
+        e.coord.artifacts().job_artifact(build.id).await,
         Err(gantry_server::coordinator::CoordinatorError::NotFound(_))
     ));
 }
@@ -392,7 +392,7 @@ async fn the_newest_pipeline_of_a_ref_keeps_expired_artifacts() {
             .map(|f| f.filename.as_str()),
         Some("artifacts.zip")
     );
-    let (artifact, _) = e.coord.job_artifact(build.id).await.unwrap();
+    let (artifact, _) = e.coord.artifacts().job_artifact(build.id).await.unwrap();
     assert!(artifact.expire_at.is_some() && artifact.locked);
     let view = e.coord.job(build.id).await.unwrap();
     assert!(view.artifacts_file.is_some(), "{view:?}");

@@ -46,7 +46,7 @@
 //! ends when all of them have. Selection is `PipelineRequest::jobs`
 //! (`gantry_pipeline::select`); manual jobs named are played through
 //! `Coordinator::play_job`; `--artifacts-dir` reads each job's archive through
-//! `Coordinator::job_artifact` and extracts it with the runner's
+//! `Artifacts::job_artifact` and extracts it with the runner's
 //! `artifacts::extract_archive`; a job no runner can take is
 //! `PendingReason::needs_another_runner`. `gantry run` adds no pipeline, payload, artifact,
 //! cache or dotenv code of its own.
@@ -1492,9 +1492,13 @@ async fn export_artifacts(
         .iter()
         .filter(|j| !j.retried && j.artifacts_file.is_some())
     {
-        let (_, mut blob) = coordinator.job_artifact(j.id).await.map_err(|e| {
-            Failure::invalid(format!("failed to read the artifacts of {}: {e}", j.name))
-        })?;
+        let (_, mut blob) = coordinator
+            .artifacts()
+            .job_artifact(j.id)
+            .await
+            .map_err(|e| {
+                Failure::invalid(format!("failed to read the artifacts of {}: {e}", j.name))
+            })?;
         let archive = tmp.join(format!("export-{}.archive", j.id));
         std::fs::File::create(&archive)
             .and_then(|mut out| std::io::copy(&mut blob.file, &mut out))

@@ -4,6 +4,12 @@
 //!
 //! Blobs: `artifacts/<job id>/<type>` holds the upload, `dotenv/<job id>.json` the parsed
 //! variables of a dotenv report.
+//!
+//! The service ([`Artifacts`], `Coordinator::artifacts`) owns the uploads, their blobs,
+//! expiry and removal; it calls the store and the blob store only. The coordinator keeps
+//! what needs more: a runner's upload and download (the job token, the job token scope,
+//! `needs:project`, a deploy job's URL from its dotenv report), erasing a job (its log
+//! too), the latest successful job of a ref.
 
 use std::io::Read as _;
 use std::sync::Arc;
@@ -93,12 +99,12 @@ pub(crate) fn parse_dotenv(data: &[u8]) -> std::result::Result<Vec<(String, Stri
     Ok(vars.into_iter().collect())
 }
 
-/// Expired artifacts removed per pass of [`Coordinator::remove_expired_artifacts`].
+/// Expired artifacts removed per pass of [`Artifacts::remove_expired_artifacts`].
 pub const EXPIRED_PER_PASS: usize = 10_000;
 /// Artifact rows taken per statement.
 const EXPIRED_BATCH: i64 = 500;
 
-/// What a pass of [`Coordinator::remove_expired_artifacts`] did.
+/// What a pass of [`Artifacts::remove_expired_artifacts`] did.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct RemovedArtifacts {
     /// Artifacts removed from the database.
@@ -118,9 +124,37 @@ impl RemovedArtifacts {
     }
 }
 
-impl Coordinator {
+/// The artifacts service: a job's uploads (archives and reports) and their blobs,
+/// downloads, expiry and removal, dotenv reports' variables. Owns the artifact size
+/// limit and the flag of the removal pass; calls the store and the blob store only.
+/// Reached through [`Coordinator::artifacts`]; what needs a job's token, its log or its
+/// pipeline (uploads and downloads by runners, erasing a job) stays on the coordinator
+/// and calls it.
+pub struct Artifacts {
+    store: gantry_store::Store,
+    blobs: Arc<dyn super::BlobStore>,
+    /// Largest upload, bytes (`CoordinatorConfig::artifact_limit`).
+    limit: u64,
+    /// A pass of expired artifact removal is running (`timers.rs`).
+    pub(super) removal_running: std::sync::atomic::AtomicBool,
+}
+
+impl Artifacts {
+    pub(super) fn new(
+        store: gantry_store::Store,
+        blobs: Arc<dyn super::BlobStore>,
+        limit: u64,
+    ) -> Self {
+        Self {
+            store,
+            blobs,
+            limit,
+            removal_running: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
     async fn blob_put(&self, key: String, data: Vec<u8>) -> Result<()> {
-        let blobs = Arc::clone(&self.inner.blobs);
+        let blobs = Arc::clone(&self.blobs);
         tokio::task::spawn_blocking(move || blobs.put(&key, &data))
             .await
             .map_err(|e| CoordinatorError::Io(std::io::Error::other(e.to_string())))??;
@@ -130,7 +164,7 @@ impl Coordinator {
     /// Deletes blobs `keys`; returns the keys that could not be deleted, with why (a
     /// missing blob is deleted already).
     pub(super) async fn blob_delete(&self, keys: Vec<String>) -> Result<Vec<(String, String)>> {
-        let blobs = Arc::clone(&self.inner.blobs);
+        let blobs = Arc::clone(&self.blobs);
         tokio::task::spawn_blocking(move || {
             keys.into_iter()
                 .filter_map(|key| match blobs.delete(&key) {
@@ -158,7 +192,7 @@ impl Coordinator {
     /// Deletes a finished job's artifacts (GitLab's `DELETE …/jobs/:id/artifacts`; its
     /// log stays). `Conflict` while the job runs: it may still upload them.
     pub async fn delete_job_artifacts(&self, job_id: i64) -> Result<RemovedArtifacts> {
-        let job = self.inner.store.job(job_id).await?;
+        let job = self.store.job(job_id).await?;
         if !job.status.is_completed() {
             return Err(CoordinatorError::Conflict(format!(
                 "job {job_id} is {}: delete its artifacts once it has finished",
@@ -169,68 +203,30 @@ impl Coordinator {
             .await
     }
 
-    /// Erases a finished job's log and artifacts (GitLab's `POST …/jobs/:id/erase`);
-    /// returns the job as it now is. `Forbidden` when it has not finished or has nothing
-    /// to erase (GitLab's "Job is not erasable!").
-    pub async fn erase_job(&self, job_id: i64) -> Result<JobView> {
-        let job = self.inner.store.job(job_id).await?;
-        let finished = job.status.is_completed();
-        let has_artifacts = !self.inner.store.artifacts(job_id).await?.is_empty();
-        if !finished || (job.trace_size == 0 && !has_artifacts) {
-            return Err(CoordinatorError::Forbidden(format!(
-                "Job is not erasable!: job {job_id} is {} and {}",
-                job.status,
-                if finished {
-                    "has neither a log nor artifacts"
-                } else {
-                    "has not finished"
-                }
-            )));
-        }
-        self.remove_artifacts(ArtifactSelection::OfJob(job_id), usize::MAX)
-            .await?
-            .report_left_over();
-        if self.inner.store.erase_job_log(job_id, now_ms()).await? {
-            if let Err(e) = self.inner.traces.remove(job_id) {
-                eprintln!("gantry: the log file of erased job {job_id} is left over: {e}");
-            }
-            super::RemovedArtifacts {
-                artifacts: 0,
-                left_over: self.delete_blobs_of(Vec::new(), &[job_id]).await?,
-            }
-            .report_left_over();
-        }
-        self.job_view_by_id(job_id).await
-    }
-
     /// Deletes the artifacts of every finished job of a project (GitLab's
     /// `DELETE /projects/:id/artifacts`); running jobs keep theirs.
     pub async fn delete_project_artifacts(&self, project_id: i64) -> Result<RemovedArtifacts> {
-        self.inner.store.project(project_id).await?;
+        self.store.project(project_id).await?;
         self.remove_artifacts(ArtifactSelection::OfProject(project_id), usize::MAX)
             .await
     }
 
     /// Makes a job's artifacts never expire (GitLab's `POST …/artifacts/keep`).
     pub async fn keep_artifacts(&self, job_id: i64) -> Result<()> {
-        self.inner.store.job(job_id).await?;
-        self.inner.store.keep_artifacts(job_id).await?;
+        self.store.job(job_id).await?;
+        self.store.keep_artifacts(job_id).await?;
         Ok(())
     }
 
     /// Takes `which` artifacts in batches, up to `most`, rows first, then their blobs.
-    async fn remove_artifacts(
+    pub(super) async fn remove_artifacts(
         &self,
         which: ArtifactSelection,
         most: usize,
     ) -> Result<RemovedArtifacts> {
         let mut removed = RemovedArtifacts::default();
         while removed.artifacts < most {
-            let batch = self
-                .inner
-                .store
-                .take_artifacts(which, EXPIRED_BATCH)
-                .await?;
+            let batch = self.store.take_artifacts(which, EXPIRED_BATCH).await?;
             if batch.is_empty() {
                 break;
             }
@@ -262,7 +258,7 @@ impl Coordinator {
     }
 
     pub(crate) async fn blob_get(&self, key: String) -> Result<Option<Vec<u8>>> {
-        let blobs = Arc::clone(&self.inner.blobs);
+        let blobs = Arc::clone(&self.blobs);
         Ok(tokio::task::spawn_blocking(move || blobs.get(&key))
             .await
             .map_err(|e| CoordinatorError::Io(std::io::Error::other(e.to_string())))??)
@@ -280,7 +276,7 @@ impl Coordinator {
     /// A new, empty upload in the blob store's staging directory, limited to the
     /// configured artifact size: the HTTP handler writes the body into it as it arrives.
     pub async fn stage_artifact(&self) -> Result<StagedUpload> {
-        let dir = self.inner.blobs.staging_dir().to_owned();
+        let dir = self.blobs.staging_dir().to_owned();
         tokio::fs::create_dir_all(&dir).await?;
         let path = dir.join(format!("upload-{}", token::new_token("")));
         let file = tokio::fs::File::create(&path).await?;
@@ -288,46 +284,92 @@ impl Coordinator {
             file: Some(file),
             path: Some(path),
             size: 0,
-            limit: self.inner.cfg.artifact_limit,
+            limit: self.limit,
             hasher: Sha256::new(),
         })
     }
 
-    /// [`Coordinator::upload_staged_artifact`] of bytes in memory.
-    pub async fn upload_artifact(
+    /// One file of a job's zip archive (`GET /projects/:id/jobs/:job_id/artifacts/*path`),
+    /// decompressed into a staging file (at most [`MAX_ARTIFACT_FILE`] bytes) and
+    /// returned open with its length. `NotFound` when the archive has no such file.
+    pub async fn artifact_file(
         &self,
         job_id: i64,
-        params: ArtifactUploadParams,
-        filename: &str,
-        data: &[u8],
-    ) -> std::result::Result<(), CoordinatorError> {
-        let mut staged = self.stage_artifact().await?;
-        staged.write(data).await.map_err(|e| e.for_job(job_id))?;
-        self.upload_staged_artifact(job_id, params, filename, staged)
+        path: &str,
+    ) -> std::result::Result<(String, ArtifactBlob), CoordinatorError> {
+        let (artifact, blob) = self.job_artifact(job_id).await?;
+        if artifact.file_format != "zip" {
+            return Err(CoordinatorError::Invalid(format!(
+                "the artifacts of job {job_id} are a {} archive: only files of zip archives can be read one by one; download the archive",
+                artifact.file_format
+            )));
+        }
+        let path = path.trim_start_matches('/').to_owned();
+        let staging = self.blobs.staging_dir().to_owned();
+        tokio::task::spawn_blocking(move || extract_one(blob, &path, &staging))
             .await
+            .map_err(|e| CoordinatorError::Io(std::io::Error::other(e.to_string())))?
     }
 
-    /// A running job uploads an artifact (`POST /jobs/:id/artifacts`, the caller checked
-    /// the job token), written to `staged` as it arrived. `params` from the query or the
-    /// form; type and format must match (§6.2); `expire_in` defaults to 30 days (`never`
-    /// keeps it). An upload replaces an earlier one of the same type. A dotenv report is
-    /// parsed now: an invalid one is rejected (`400`), a valid one feeds dependent jobs'
-    /// variables. Whatever is refused, the staged file is removed.
-    pub async fn upload_staged_artifact(
+    /// The entries of a job's zip archive, for the web UI's browser: read from the
+    /// archive's central directory only (nothing is decompressed), at most
+    /// [`MAX_ARTIFACT_ENTRIES`]; the flag says the list was cut there. `Invalid` for an
+    /// archive that is not a zip. Cost: O(entries) in the central directory.
+    pub async fn artifact_entries(
+        &self,
+        job_id: i64,
+    ) -> std::result::Result<(Vec<ArtifactEntry>, bool), CoordinatorError> {
+        let (artifact, blob) = self.job_artifact(job_id).await?;
+        if artifact.file_format != "zip" {
+            return Err(CoordinatorError::Invalid(format!(
+                "the artifacts of job {job_id} are a {} archive: only zip archives can be browsed; download the archive",
+                artifact.file_format
+            )));
+        }
+        tokio::task::spawn_blocking(move || list_entries(blob))
+            .await
+            .map_err(|e| CoordinatorError::Io(std::io::Error::other(e.to_string())))?
+    }
+
+    /// A job's archive (users' `GET /projects/:id/jobs/:job_id/artifacts`; the caller
+    /// authorizes). `NotFound` when there is none or it expired.
+    pub async fn job_artifact(
+        &self,
+        job_id: i64,
+    ) -> std::result::Result<(Artifact, ArtifactBlob), CoordinatorError> {
+        self.store.job(job_id).await?;
+        let now = now_ms();
+        let row = self
+            .store
+            .artifacts(job_id)
+            .await?
+            .into_iter()
+            .find(|a| a.file_type == ArtifactType::Archive.as_str())
+            .ok_or(CoordinatorError::NotFound("artifact"))?;
+        let view = Artifact::from_row(&row);
+        if view.expired(now) {
+            return Err(CoordinatorError::NotFound("artifact"));
+        }
+        let blobs = Arc::clone(&self.blobs);
+        let key = row.blob_key.clone();
+        let (file, len) = tokio::task::spawn_blocking(move || blobs.open(&key))
+            .await
+            .map_err(|e| CoordinatorError::Io(std::io::Error::other(e.to_string())))??
+            .ok_or(CoordinatorError::NotFound("artifact"))?;
+        Ok((view, ArtifactBlob { file, len }))
+    }
+
+    /// Stores a running job's upload (the caller checked the job): validates `params`,
+    /// parses a dotenv report, moves the staged file into the blob store and records
+    /// the artifact, replacing one of the same type. Returns a dotenv report's variables.
+    pub(super) async fn store_upload(
         &self,
         job_id: i64,
         params: ArtifactUploadParams,
         filename: &str,
         mut staged: StagedUpload,
-    ) -> std::result::Result<(), CoordinatorError> {
-        let store = &self.inner.store;
-        let job = store.job(job_id).await?;
-        if !job.status.is_executing() {
-            return Err(CoordinatorError::Forbidden(format!(
-                "upload artifacts of job {job_id}: it is {}",
-                job.status
-            )));
-        }
+    ) -> Result<Option<Vec<(String, String)>>> {
+        let store = &self.store;
         params
             .validate()
             .map_err(|e| CoordinatorError::Invalid(e.to_string()))?;
@@ -385,7 +427,7 @@ impl Coordinator {
         };
         let key = artifact_key(job_id, kind);
         {
-            let (blobs, key, path) = (Arc::clone(&self.inner.blobs), key.clone(), path.clone());
+            let (blobs, key, path) = (Arc::clone(&self.blobs), key.clone(), path.clone());
             tokio::task::spawn_blocking(move || blobs.put_file(&key, &path))
                 .await
                 .map_err(|e| CoordinatorError::Io(std::io::Error::other(e.to_string())))??;
@@ -412,7 +454,94 @@ impl Coordinator {
                 now,
             )
             .await?;
-        store.touch_job(job_id, now).await?;
+        Ok(dotenv_vars)
+    }
+}
+
+impl Coordinator {
+    /// The artifacts service.
+    pub fn artifacts(&self) -> &Artifacts {
+        &self.inner.artifacts
+    }
+
+    /// Erases a finished job's log and artifacts (GitLab's `POST …/jobs/:id/erase`);
+    /// returns the job as it now is. `Forbidden` when it has not finished or has nothing
+    /// to erase (GitLab's "Job is not erasable!").
+    pub async fn erase_job(&self, job_id: i64) -> Result<JobView> {
+        let job = self.inner.store.job(job_id).await?;
+        let finished = job.status.is_completed();
+        let has_artifacts = !self.inner.store.artifacts(job_id).await?.is_empty();
+        if !finished || (job.trace_size == 0 && !has_artifacts) {
+            return Err(CoordinatorError::Forbidden(format!(
+                "Job is not erasable!: job {job_id} is {} and {}",
+                job.status,
+                if finished {
+                    "has neither a log nor artifacts"
+                } else {
+                    "has not finished"
+                }
+            )));
+        }
+        self.artifacts()
+            .remove_artifacts(ArtifactSelection::OfJob(job_id), usize::MAX)
+            .await?
+            .report_left_over();
+        if self.inner.store.erase_job_log(job_id, now_ms()).await? {
+            if let Err(e) = self.inner.traces.remove(job_id) {
+                eprintln!("gantry: the log file of erased job {job_id} is left over: {e}");
+            }
+            super::RemovedArtifacts {
+                artifacts: 0,
+                left_over: self
+                    .artifacts()
+                    .delete_blobs_of(Vec::new(), &[job_id])
+                    .await?,
+            }
+            .report_left_over();
+        }
+        self.job_view_by_id(job_id).await
+    }
+
+    /// [`Coordinator::upload_staged_artifact`] of bytes in memory.
+    pub async fn upload_artifact(
+        &self,
+        job_id: i64,
+        params: ArtifactUploadParams,
+        filename: &str,
+        data: &[u8],
+    ) -> std::result::Result<(), CoordinatorError> {
+        let mut staged = self.artifacts().stage_artifact().await?;
+        staged.write(data).await.map_err(|e| e.for_job(job_id))?;
+        self.upload_staged_artifact(job_id, params, filename, staged)
+            .await
+    }
+
+    /// A running job uploads an artifact (`POST /jobs/:id/artifacts`, the caller checked
+    /// the job token), written to `staged` as it arrived. `params` from the query or the
+    /// form; type and format must match (§6.2); `expire_in` defaults to 30 days (`never`
+    /// keeps it). An upload replaces an earlier one of the same type. A dotenv report is
+    /// parsed now: an invalid one is rejected (`400`), a valid one feeds dependent jobs'
+    /// variables. Whatever is refused, the staged file is removed.
+    pub async fn upload_staged_artifact(
+        &self,
+        job_id: i64,
+        params: ArtifactUploadParams,
+        filename: &str,
+        staged: StagedUpload,
+    ) -> std::result::Result<(), CoordinatorError> {
+        let store = &self.inner.store;
+        let job = store.job(job_id).await?;
+        if !job.status.is_executing() {
+            return Err(CoordinatorError::Forbidden(format!(
+                "upload artifacts of job {job_id}: it is {}",
+                job.status
+            )));
+        }
+        let dotenv_vars = self
+            .artifacts()
+            .store_upload(job_id, params, filename, staged)
+            .await?;
+        store.touch_job(job_id, now_ms()).await?;
         // The report is stored whatever this does: the upload succeeded.
         if let Some(vars) = &dotenv_vars
             && let Err(e) = self.renew_deployment_url(&job, vars).await
@@ -457,7 +586,7 @@ impl Coordinator {
                 )));
             }
         }
-        self.job_artifact(job_id).await
+        self.artifacts().job_artifact(job_id).await
     }
 
     /// Whether job `requester` depends on job `target` through `needs:project`.
@@ -492,81 +621,10 @@ impl Coordinator {
             .map(|(job_id, _)| job_id)
             .ok_or(CoordinatorError::NotFound("job"))
     }
-
-    /// One file of a job's zip archive (`GET /projects/:id/jobs/:job_id/artifacts/*path`),
-    /// decompressed into a staging file (at most [`MAX_ARTIFACT_FILE`] bytes) and
-    /// returned open with its length. `NotFound` when the archive has no such file.
-    pub async fn artifact_file(
-        &self,
-        job_id: i64,
-        path: &str,
-    ) -> std::result::Result<(String, ArtifactBlob), CoordinatorError> {
-        let (artifact, blob) = self.job_artifact(job_id).await?;
-        if artifact.file_format != "zip" {
-            return Err(CoordinatorError::Invalid(format!(
-                "the artifacts of job {job_id} are a {} archive: only files of zip archives can be read one by one; download the archive",
-                artifact.file_format
-            )));
-        }
-        let path = path.trim_start_matches('/').to_owned();
-        let staging = self.inner.blobs.staging_dir().to_owned();
-        tokio::task::spawn_blocking(move || extract_one(blob, &path, &staging))
-            .await
-            .map_err(|e| CoordinatorError::Io(std::io::Error::other(e.to_string())))?
-    }
-
-    /// The entries of a job's zip archive, for the web UI's browser: read from the
-    /// archive's central directory only (nothing is decompressed), at most
-    /// [`MAX_ARTIFACT_ENTRIES`]; the flag says the list was cut there. `Invalid` for an
-    /// archive that is not a zip. Cost: O(entries) in the central directory.
-    pub async fn artifact_entries(
-        &self,
-        job_id: i64,
-    ) -> std::result::Result<(Vec<ArtifactEntry>, bool), CoordinatorError> {
-        let (artifact, blob) = self.job_artifact(job_id).await?;
-        if artifact.file_format != "zip" {
-            return Err(CoordinatorError::Invalid(format!(
-                "the artifacts of job {job_id} are a {} archive: only zip archives can be browsed; download the archive",
-                artifact.file_format
-            )));
-        }
-        tokio::task::spawn_blocking(move || list_entries(blob))
-            .await
-            .map_err(|e| CoordinatorError::Io(std::io::Error::other(e.to_string())))?
-    }
-
-    /// A job's archive (users' `GET /projects/:id/jobs/:job_id/artifacts`; the caller
-    /// authorizes). `NotFound` when there is none or it expired.
-    pub async fn job_artifact(
-        &self,
-        job_id: i64,
-    ) -> std::result::Result<(Artifact, ArtifactBlob), CoordinatorError> {
-        self.inner.store.job(job_id).await?;
-        let now = now_ms();
-        let row = self
-            .inner
-            .store
-            .artifacts(job_id)
-            .await?
-            .into_iter()
-            .find(|a| a.file_type == ArtifactType::Archive.as_str())
-            .ok_or(CoordinatorError::NotFound("artifact"))?;
-        let view = Artifact::from_row(&row);
-        if view.expired(now) {
-            return Err(CoordinatorError::NotFound("artifact"));
-        }
-        let blobs = Arc::clone(&self.inner.blobs);
-        let key = row.blob_key.clone();
-        let (file, len) = tokio::task::spawn_blocking(move || blobs.open(&key))
-            .await
-            .map_err(|e| CoordinatorError::Io(std::io::Error::other(e.to_string())))??
-            .ok_or(CoordinatorError::NotFound("artifact"))?;
-        Ok((view, ArtifactBlob { file, len }))
-    }
 }
 
 /// An upload being written into the blob store's staging directory, with its size and
-/// SHA-256 kept as it arrives ([`Coordinator::stage_artifact`]). Dropped before it is
+/// SHA-256 kept as it arrives ([`Artifacts::stage_artifact`]). Dropped before it is
 /// stored, its file is removed.
 #[derive(Debug)]
 pub struct StagedUpload {
@@ -664,7 +722,7 @@ impl ArtifactBlob {
 /// The most a single file read out of an archive may decompress to.
 pub const MAX_ARTIFACT_FILE: u64 = 512 * 1024 * 1024;
 
-/// The most entries [`Coordinator::artifact_entries`] lists.
+/// The most entries [`Artifacts::artifact_entries`] lists.
 pub const MAX_ARTIFACT_ENTRIES: usize = 10_000;
 
 /// One entry of a zip archive: its path in the archive (`/`-separated, a directory's

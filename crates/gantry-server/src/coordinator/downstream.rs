@@ -499,7 +499,7 @@ impl Coordinator {
             let rows = self.dep_rows(parent.id).await?;
             let mut dotenv = Vec::new();
             for d in dependency_rows(spec, job, &rows) {
-                dotenv.extend(self.dotenv_variables(d.id).await?);
+                dotenv.extend(self.artifacts().dotenv_variables(d.id).await?);
             }
             dotenv
         } else {
@@ -733,7 +733,7 @@ impl Coordinator {
                 Some(a) if u64::try_from(a.size).unwrap_or(u64::MAX) > MAX_ARTIFACT_ARCHIVE => {
                     Err(ArtifactError::TooLarge(MAX_ARTIFACT_ARCHIVE))
                 }
-                Some(a) => match self.blob_get(a.blob_key.clone()).await? {
+                Some(a) => match self.artifacts().blob_get(a.blob_key.clone()).await? {
                     None => Err(ArtifactError::NoJob),
                     Some(bytes) => read_zip_file(&bytes, &path),
                 },

@@ -94,8 +94,8 @@ pub use access_tokens::{
     ACCESS_TOKEN_SCOPES, AccessTokenRequest, AccessTokenView, TokenAccess, new_admin_token,
 };
 pub use artifacts::{
-    ArtifactBlob, ArtifactEntry, EXPIRED_PER_PASS, MAX_ARTIFACT_ENTRIES, RemovedArtifacts,
-    StageError, StagedUpload,
+    ArtifactBlob, ArtifactEntry, Artifacts, EXPIRED_PER_PASS, MAX_ARTIFACT_ENTRIES,
+    RemovedArtifacts, StageError, StagedUpload,
 };
 pub use blob::{BlobStore, LocalDir};
 pub use codequality::{CodequalityReport, CodequalitySummary, Degradation};
@@ -293,7 +293,7 @@ impl CoordinatorConfig {
     }
 
     /// Whether the timers remove expired artifacts every minute
-    /// (`Coordinator::remove_expired_artifacts`); `gantry run`'s store is thrown away.
+    /// (`Artifacts::remove_expired_artifacts`); `gantry run`'s store is thrown away.
     pub fn remove_expired_artifacts(&self) -> bool {
         self.local_run().is_none()
     }
@@ -370,14 +370,14 @@ struct Inner {
     /// the queue only once it has been up for the acknowledgement bound.
     opened: std::time::Instant,
     pipeline_locks: Vec<tokio::sync::Mutex<()>>,
+    /// Uploads, their blobs, expiry and removal (`artifacts.rs`).
+    artifacts: artifacts::Artifacts,
     /// Mirrors, commit facts, include sources (`sources.rs`).
     sources: sources::Sources,
     /// One look for pushes at a time per project (`pushes.rs`).
     push_locks: Vec<tokio::sync::Mutex<()>>,
     /// A pass over the due pipeline schedules is under way (`timers.rs`).
     schedules_running: std::sync::atomic::AtomicBool,
-    /// A pass of expired artifact removal is running.
-    artifacts_removal_running: std::sync::atomic::AtomicBool,
     /// Pending jobs as last read (see `queue.rs`).
     queue_cache: tokio::sync::Mutex<queue::Snapshot>,
     /// The job requests waiting in this process, by what their runners can take.
@@ -457,7 +457,11 @@ const MAX_ACTIVE_JOBS: usize = 200_000;
 impl Runtime {
     /// Keep a pipeline as decided over for the next decision (not once it ended: events
     /// are rare then).
-    fn keep_merge_request_facts(&mut self, pipeline_id: i64, facts: Arc<payload::MergeRequestFacts>) {
+    fn keep_merge_request_facts(
+        &mut self,
+        pipeline_id: i64,
+        facts: Arc<payload::MergeRequestFacts>,
+    ) {
         if self.merge_request_facts.len() >= MAX_CACHED {
             self.merge_request_facts.clear();
         }
@@ -615,6 +619,11 @@ impl Coordinator {
                 settings: settings::Settings::new(store.clone(), db_key),
                 sources: sources::Sources::new(store.clone(), &cfg),
                 traces: trace_files::TraceFiles::new(cfg.data_dir.join("traces")),
+                artifacts: artifacts::Artifacts::new(
+                    store.clone(),
+                    Arc::clone(&blobs),
+                    cfg.artifact_limit,
+                ),
                 store,
                 cfg,
                 blobs,
@@ -624,7 +633,6 @@ impl Coordinator {
                 pipeline_locks: (0..STRIPES).map(|_| tokio::sync::Mutex::new(())).collect(),
                 push_locks: (0..STRIPES).map(|_| tokio::sync::Mutex::new(())).collect(),
                 schedules_running: std::sync::atomic::AtomicBool::new(false),
-                artifacts_removal_running: std::sync::atomic::AtomicBool::new(false),
                 queue_cache: tokio::sync::Mutex::new(queue::Snapshot::default()),
                 queue_reread: std::sync::atomic::AtomicBool::new(false),
                 waiters: waiters::Waiters::default(),

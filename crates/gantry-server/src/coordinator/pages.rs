@@ -203,7 +203,7 @@ impl Coordinator {
                 return Err(DeployError::Outdated);
             }
         }
-        let (_, blob) = match self.job_artifact(job_id).await {
+        let (_, blob) = match self.artifacts().job_artifact(job_id).await {
             Ok(found) => found,
             Err(CoordinatorError::NotFound(_)) => return Err(DeployError::NoArtifacts),
             Err(e) => return Err(e.into()),
@@ -253,7 +253,7 @@ impl Coordinator {
             )
             .await
             .map_err(CoordinatorError::from)?;
-        let _ = self.blob_delete(older).await;
+        let _ = self.artifacts().blob_delete(older).await;
         Ok(row)
     }
 

@@ -478,7 +478,8 @@ impl MergeRequestFacts {
         info.ref_name.clone_from(&self.ref_name);
         info.is_tag = self.is_tag;
         info.merge_request.clone_from(&self.merge_request);
-        info.open_merge_requests.clone_from(&self.open_merge_requests);
+        info.open_merge_requests
+            .clone_from(&self.open_merge_requests);
     }
 }
 
@@ -568,10 +569,8 @@ impl Coordinator {
                     merge_request.as_ref().map(|(link, m)| (link, m)),
                 )
                 .await;
-                self.runtime().keep_merge_request_facts(
-                    pipeline.id,
-                    Arc::new(MergeRequestFacts::of(&info)),
-                );
+                self.runtime()
+                    .keep_merge_request_facts(pipeline.id, Arc::new(MergeRequestFacts::of(&info)));
             }
         }
         info
@@ -803,7 +802,7 @@ impl Coordinator {
         for (id, name) in deps {
             let artifacts = by_job.get(&id).cloned().unwrap_or_default();
             let dotenv = if artifacts.iter().any(|a| a.file_type == "dotenv") {
-                self.dotenv_variables(id).await?
+                self.artifacts().dotenv_variables(id).await?
             } else {
                 Vec::new()
             };

@@ -1696,7 +1696,7 @@ impl Coordinator {
         let pages = self.inner.store.pages_blob_keys(id).await?;
         let deleted = self.inner.store.delete_project(id).await?;
         self.settings().forget_kept();
-        for (key, why) in self.blob_delete(pages).await? {
+        for (key, why) in self.artifacts().blob_delete(pages).await? {
             eprintln!("gantry: the pages site {key} of deleted project {id} is left over: {why}");
         }
         self.forget_project_row(id);
@@ -1716,6 +1716,7 @@ impl Coordinator {
     /// cannot be deleted is reported in the server's log and left over.
     async fn remove_files_of(&self, deleted: gantry_store::DeletedPipeline) -> Result<()> {
         let left_over = self
+            .artifacts()
             .delete_blobs_of(deleted.artifacts, &deleted.jobs)
             .await?;
         super::RemovedArtifacts {

@@ -174,7 +174,7 @@ impl Coordinator {
         scope.insert("CI_JOB_ID".to_owned(), job_id.to_string());
         let rows = self.dep_rows(pipeline.id).await?;
         for dep in dependency_rows(spec, &job, &rows) {
-            for (k, v) in self.dotenv_variables(dep.id).await? {
+            for (k, v) in self.artifacts().dotenv_variables(dep.id).await? {
                 scope.insert(k, v);
             }
         }

@@ -133,25 +133,25 @@ impl Coordinator {
         })
     }
 
-    /// [`Coordinator::remove_expired_artifacts`] in a task of its own (deleting blobs may
+    /// [`Artifacts::remove_expired_artifacts`] in a task of its own (deleting blobs may
     /// take a while), one pass at a time.
     fn spawn_expired_artifacts_removal(&self) {
         use std::sync::atomic::Ordering;
         if self
-            .inner
-            .artifacts_removal_running
+            .artifacts()
+            .removal_running
             .swap(true, Ordering::SeqCst)
         {
             return;
         }
         let this = self.clone();
         tokio::spawn(async move {
-            match this.remove_expired_artifacts(now_ms()).await {
+            match this.artifacts().remove_expired_artifacts(now_ms()).await {
                 Ok(removed) => removed.report_left_over(),
                 Err(e) => eprintln!("gantry: failed to remove expired artifacts: {e}"),
             }
-            this.inner
-                .artifacts_removal_running
+            this.artifacts()
+                .removal_running
                 .store(false, Ordering::SeqCst);
         });
     }

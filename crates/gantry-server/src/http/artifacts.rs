@@ -122,7 +122,7 @@ pub(crate) async fn upload(
             let filename = field.file_name().unwrap_or("").to_owned();
             // Written to the blob store's staging directory as it arrives, never held
             // whole in memory.
-            let mut staged = state.coordinator.stage_artifact().await?;
+            let mut staged = state.coordinator.artifacts().stage_artifact().await?;
             while let Some(chunk) = field.chunk().await.map_err(|e| upload_error(&e))? {
                 match staged.write(&chunk).await {
                     Ok(()) => {}

@@ -229,6 +229,7 @@ pub(crate) async fn artifacts(
     let job = find_job(&state, &project.id.to_string(), job).await?;
     let (artifact, blob) = state
         .coordinator
+        .artifacts()
         .job_artifact(job.id)
         .await
         .map_err(not_found_as("Artifact"))?;
@@ -244,7 +245,7 @@ pub(crate) async fn keep_artifacts(
 ) -> ApiResult<Response> {
     auth::require_admin(&state.coordinator, &headers).await?;
     let job = find_job(&state, &project, job).await?;
-    state.coordinator.keep_artifacts(job.id).await?;
+    state.coordinator.artifacts().keep_artifacts(job.id).await?;
     Ok(json_response(
         StatusCode::OK,
         &state.coordinator.job(job.id).await?,
@@ -260,7 +261,11 @@ pub(crate) async fn delete_artifacts(
 ) -> ApiResult<Response> {
     auth::require_admin(&state.coordinator, &headers).await?;
     let job = find_job(&state, &project, job).await?;
-    let removed = state.coordinator.delete_job_artifacts(job.id).await?;
+    let removed = state
+        .coordinator
+        .artifacts()
+        .delete_job_artifacts(job.id)
+        .await?;
     removed.report_left_over();
     Ok(StatusCode::NO_CONTENT.into_response())
 }
@@ -290,6 +295,7 @@ pub(crate) async fn delete_project_artifacts(
     let project = find_project(&state, &project).await?;
     let removed = state
         .coordinator
+        .artifacts()
         .delete_project_artifacts(project.id)
         .await?;
     removed.report_left_over();
@@ -307,6 +313,7 @@ pub(crate) async fn artifact_file(
     let job = find_job(&state, &project.id.to_string(), job).await?;
     let (name, blob) = state
         .coordinator
+        .artifacts()
         .artifact_file(job.id, &path)
         .await
         .map_err(not_found_as("File"))?;
@@ -349,6 +356,7 @@ pub(crate) async fn latest_artifacts(
     let job = latest_job(&state, &project, &ref_name, query).await?;
     let (artifact, blob) = state
         .coordinator
+        .artifacts()
         .job_artifact(job)
         .await
         .map_err(not_found_as("Artifact"))?;
@@ -367,6 +375,7 @@ pub(crate) async fn latest_artifact_file(
     let job = latest_job(&state, &project, &ref_name, query).await?;
     let (name, blob) = state
         .coordinator
+        .artifacts()
         .artifact_file(job, &path)
         .await
         .map_err(not_found_as("File"))?;

@@ -117,16 +117,16 @@ pub(super) async fn artifacts(
         e => Err(ApiError::from(e)),
     };
     match view {
-        View::Download => match state.coordinator.job_artifact(id).await {
+        View::Download => match state.coordinator.artifacts().job_artifact(id).await {
             Ok((artifact, blob)) => Ok(file_response(&artifact, blob)),
             Err(e) => refused(e),
         },
-        View::Raw(file) => match state.coordinator.artifact_file(id, &file).await {
+        View::Raw(file) => match state.coordinator.artifacts().artifact_file(id, &file).await {
             Ok((name, blob)) => Ok(named_file_response(&name, blob)),
             Err(e) => refused(e),
         },
         View::File(file) => {
-            let (_, blob) = match state.coordinator.artifact_file(id, &file).await {
+            let (_, blob) = match state.coordinator.artifacts().artifact_file(id, &file).await {
                 Ok(found) => found,
                 Err(e) => return refused(e),
             };
@@ -179,7 +179,7 @@ pub(super) async fn artifacts(
             ))
         }
         View::Browse(dir) => {
-            let (entries, cut) = match state.coordinator.artifact_entries(id).await {
+            let (entries, cut) = match state.coordinator.artifacts().artifact_entries(id).await {
                 Ok(listed) => listed,
                 Err(e) => return refused(e),
             };
