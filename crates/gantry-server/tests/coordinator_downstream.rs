@@ -375,7 +375,7 @@ missing-file:
             Some("downstream_pipeline_creation_failed"),
             "{name}"
         );
-        let log = String::from_utf8(e.coord.trace(j.id).await.unwrap()).unwrap();
+        let log = String::from_utf8(e.coord.traces().trace(j.id).await.unwrap()).unwrap();
         assert!(log.contains(message), "{name}: {log}");
     }
     assert_eq!(dynamic.runner_id, None);
@@ -398,7 +398,7 @@ async fn an_invalid_child_configuration_fails_the_trigger_job_with_the_errors_in
         bridge.failure_reason.as_deref(),
         Some("downstream_pipeline_creation_failed")
     );
-    let log = String::from_utf8(e.coord.trace(bridge.id).await.unwrap()).unwrap();
+    let log = String::from_utf8(e.coord.traces().trace(bridge.id).await.unwrap()).unwrap();
     assert!(
         log.contains("bad-job job: undefined need: nowhere"),
         "{log}"
@@ -414,7 +414,7 @@ async fn an_invalid_child_configuration_fails_the_trigger_job_with_the_errors_in
     let project = e.project().await;
     let p = e.pipeline(project, "main").await;
     let bridge = wait_job(&e, p.id, "parent", "failed").await;
-    let log = String::from_utf8(e.coord.trace(bridge.id).await.unwrap()).unwrap();
+    let log = String::from_utf8(e.coord.traces().trace(bridge.id).await.unwrap()).unwrap();
     assert!(
         log.contains("Local file `nothing.yml` does not exist!"),
         "{log}"
@@ -540,7 +540,7 @@ wrong:
         wrong.failure_reason.as_deref(),
         Some("downstream_pipeline_creation_failed")
     );
-    let log = String::from_utf8(e.coord.trace(wrong.id).await.unwrap()).unwrap();
+    let log = String::from_utf8(e.coord.traces().trace(wrong.id).await.unwrap()).unwrap();
     assert!(
         log.contains("`environment` input: `qa` cannot be used because it is not in the list of allowed options"),
         "{log}"

@@ -802,7 +802,7 @@ vault:
         (refused.status.as_str(), refused.failure_reason.as_deref()),
         ("failed", Some("secrets_provider_not_found"))
     );
-    let log = String::from_utf8(e.coord.trace(refused.id).await.unwrap()).unwrap();
+    let log = String::from_utf8(e.coord.traces().trace(refused.id).await.unwrap()).unwrap();
     assert!(
         log.contains("no secrets provider is configured: set `VAULT_SERVER_URL`"),
         "{log}"

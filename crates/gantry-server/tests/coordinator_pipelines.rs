@@ -135,7 +135,10 @@ async fn stages_run_in_order_through_a_runner() {
     );
 
     assert!(e.run(&build, true).await.accepted);
-    assert_eq!(e.coord.trace(build.id).await.unwrap(), b"running build\n");
+    assert_eq!(
+        e.coord.traces().trace(build.id).await.unwrap(),
+        b"running build\n"
+    );
     let a = e.take_some(&runner).await;
     let b = e.take_some(&runner).await;
     let mut names = [a.job_info.name.clone(), b.job_info.name.clone()];

@@ -49,7 +49,10 @@ async fn traces_append_only_at_the_end_and_final_updates_wait_for_them() {
         e.coord.append_trace(job.id, 6, b"world\n").await.unwrap(),
         12
     );
-    assert_eq!(e.coord.trace(job.id).await.unwrap(), b"hello world\n");
+    assert_eq!(
+        e.coord.traces().trace(job.id).await.unwrap(),
+        b"hello world\n"
+    );
 
     // The runner says it produced 20 bytes but only 12 arrived: 202, not applied yet.
     let mut full = TraceChecksum::new();

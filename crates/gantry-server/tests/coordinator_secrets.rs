@@ -133,7 +133,7 @@ async fn values_are_encrypted_at_rest_and_read_back_with_the_same_key_only() {
         (job.status.as_str(), job.failure_reason.as_deref()),
         ("failed", Some("data_integrity_failure"))
     );
-    let log = String::from_utf8(stranger.trace(job.id).await.unwrap()).unwrap();
+    let log = String::from_utf8(stranger.traces().trace(job.id).await.unwrap()).unwrap();
     assert!(log.contains("restore the key"), "{log}");
 }
 

@@ -58,8 +58,8 @@ async fn a_running_log_is_written_and_read_through_any_replica() {
     // Patches alternate between the replicas; each reads what the other took.
     assert_eq!(a.append_trace(job.id, 0, b"one ").await.unwrap(), 4);
     assert_eq!(b.append_trace(job.id, 4, b"two ").await.unwrap(), 8);
-    assert_eq!(b.trace(job.id).await.unwrap(), b"one two ");
-    assert_eq!(a.trace(job.id).await.unwrap(), b"one two ");
+    assert_eq!(b.traces().trace(job.id).await.unwrap(), b"one two ");
+    assert_eq!(a.traces().trace(job.id).await.unwrap(), b"one two ");
     // An offset the other replica moved past is a 416 with the real size.
     assert!(matches!(
         a.append_trace(job.id, 4, b"late").await,
@@ -76,7 +76,7 @@ async fn a_running_log_is_written_and_read_through_any_replica() {
     let mut log = b"one two ".to_vec();
     log.extend_from_slice(&big);
     log.extend_from_slice(b"three\n");
-    assert_eq!(b.trace(job.id).await.unwrap(), log);
+    assert_eq!(b.traces().trace(job.id).await.unwrap(), log);
     // More than a replica holds in memory for one patch: refused, nothing written.
     let huge = vec![b'y'; gantry_server::coordinator::SHARED_PATCH_LIMIT + 1];
     let refused = b.append_trace(job.id, end + 6, huge).await;
@@ -84,7 +84,7 @@ async fn a_running_log_is_written_and_read_through_any_replica() {
         matches!(&refused, Err(CoordinatorError::Invalid(m)) if m.contains("at most")),
         "{refused:?}"
     );
-    assert_eq!(a.trace(job.id).await.unwrap(), log);
+    assert_eq!(a.traces().trace(job.id).await.unwrap(), log);
 
     // The final update through a replica: the log is archived in the shared blobs, its
     // rows go, and both replicas still serve it.
@@ -98,8 +98,8 @@ async fn a_running_log_is_written_and_read_through_any_replica() {
     req.output = sum.output();
     b.update_job(job.id, req).await.expect("final update");
     assert_eq!(e.statuses(pipeline.id).await["job"], "success");
-    assert_eq!(a.trace(job.id).await.unwrap(), log);
-    assert_eq!(b.trace(job.id).await.unwrap(), log);
+    assert_eq!(a.traces().trace(job.id).await.unwrap(), log);
+    assert_eq!(b.traces().trace(job.id).await.unwrap(), log);
     let store = Store::open(&test_database(e.dir.path()).await)
         .await
         .unwrap();
@@ -128,7 +128,7 @@ async fn a_running_log_is_written_and_read_through_any_replica() {
         archived(blobs, key).await.is_none(),
         "the archived log is gone"
     );
-    assert!(b.trace(job.id).await.is_err());
+    assert!(b.traces().trace(job.id).await.is_err());
 }
 
 #[tokio::test]
@@ -148,7 +148,7 @@ async fn a_log_begun_before_the_blobs_were_shared_moves_into_the_database() {
     let a = replica(e.dir.path(), "data").await;
     let b = replica(e.dir.path(), "b").await;
     assert_eq!(a.append_trace(job.id, 6, b"later\n").await.unwrap(), 12);
-    assert_eq!(b.trace(job.id).await.unwrap(), b"early later\n");
+    assert_eq!(b.traces().trace(job.id).await.unwrap(), b"early later\n");
     // A replica without the file cannot move it: a clear error, nothing written.
     let other = env("job: {script: [make]}\n").await;
     let project = other.project().await;
@@ -164,5 +164,5 @@ async fn a_log_begun_before_the_blobs_were_shared_moves_into_the_database() {
         matches!(&refused, Err(CoordinatorError::Io(m)) if m.to_string().contains("not on this coordinator's disk")),
         "{refused:?}"
     );
-    assert_eq!(local.trace(job.id).await.unwrap(), b"early ");
+    assert_eq!(local.traces().trace(job.id).await.unwrap(), b"early ");
 }

@@ -38,7 +38,10 @@ async fn a_log_survives_a_restart_and_a_torn_append_stays_invisible() {
     std::fs::write(&path, &torn).unwrap();
 
     let restarted = open_coordinator_with_local_blobs(e.dir.path()).await;
-    assert_eq!(restarted.trace(job.id).await.unwrap(), b"hello world\n");
+    assert_eq!(
+        restarted.traces().trace(job.id).await.unwrap(),
+        b"hello world\n"
+    );
     assert_eq!(
         restarted.job(job.id).await.unwrap().status.as_str(),
         "running"
@@ -54,7 +57,7 @@ async fn a_log_survives_a_restart_and_a_torn_append_stays_invisible() {
         17
     );
     assert_eq!(
-        restarted.trace(job.id).await.unwrap(),
+        restarted.traces().trace(job.id).await.unwrap(),
         b"hello world\ndone\n"
     );
     assert_eq!(std::fs::read(&path).unwrap(), b"hello world\ndone\n");
@@ -86,7 +89,7 @@ async fn a_log_kept_in_the_database_is_read_there_and_moved_by_the_next_append()
         .execute(&pool)
         .await
         .unwrap();
-    assert_eq!(e.coord.trace(job.id).await.unwrap(), b"old log\n");
+    assert_eq!(e.coord.traces().trace(job.id).await.unwrap(), b"old log\n");
     assert!(!log_file(&e, job.id).exists());
 
     let err = e.coord.append_trace(job.id, 0, b"x").await.unwrap_err();
@@ -95,7 +98,10 @@ async fn a_log_kept_in_the_database_is_read_there_and_moved_by_the_next_append()
         "{err}"
     );
     assert_eq!(e.coord.append_trace(job.id, 8, b"new\n").await.unwrap(), 12);
-    assert_eq!(e.coord.trace(job.id).await.unwrap(), b"old log\nnew\n");
+    assert_eq!(
+        e.coord.traces().trace(job.id).await.unwrap(),
+        b"old log\nnew\n"
+    );
     assert_eq!(
         std::fs::read(log_file(&e, job.id)).unwrap(),
         b"old log\nnew\n"
@@ -141,7 +147,7 @@ async fn copies_of_one_patch_sent_at_once_are_stored_once() {
         }
     }
     assert_eq!(taken, 1);
-    assert_eq!(e.coord.trace(job.id).await.unwrap(), patch);
+    assert_eq!(e.coord.traces().trace(job.id).await.unwrap(), patch);
 }
 
 #[tokio::test]
@@ -163,7 +169,7 @@ async fn a_patch_past_the_limit_writes_nothing() {
         .await
         .unwrap_err();
     assert!(matches!(err, CoordinatorError::Forbidden(_)), "{err}");
-    assert_eq!(e.coord.trace(job.id).await.unwrap(), first);
+    assert_eq!(e.coord.traces().trace(job.id).await.unwrap(), first);
     assert_eq!(std::fs::read(log_file(&e, job.id)).unwrap(), first);
     let j = e.coord.job(job.id).await.unwrap();
     assert_eq!(j.failure_reason.as_deref(), Some("trace_size_exceeded"));
@@ -191,12 +197,15 @@ async fn a_patch_whose_body_stalls_is_given_up() {
     let body = futures_util::StreamExt::chain(first, futures_util::stream::pending());
     let err = stalled.write(body).await.unwrap_err().into_refusal();
     assert!(matches!(err, CoordinatorError::Invalid(_)), "{err}");
-    assert_eq!(e.coord.trace(job.id).await.unwrap(), b"hello\n");
+    assert_eq!(e.coord.traces().trace(job.id).await.unwrap(), b"hello\n");
     assert_eq!(
         e.coord.append_trace(job.id, 6, b"world\n").await.unwrap(),
         12
     );
-    assert_eq!(e.coord.trace(job.id).await.unwrap(), b"hello\nworld\n");
+    assert_eq!(
+        e.coord.traces().trace(job.id).await.unwrap(),
+        b"hello\nworld\n"
+    );
 
     // A body that fails with its own error gets it back as it is (the HTTP layer answers
     // a stalled client 408, an oversized patch 413), and nothing is committed.
@@ -206,5 +215,8 @@ async fn a_patch_whose_body_stalls_is_given_up() {
         failing.write(body).await,
         Err(AppendError::Body(7))
     ));
-    assert_eq!(e.coord.trace(job.id).await.unwrap(), b"hello\nworld\n");
+    assert_eq!(
+        e.coord.traces().trace(job.id).await.unwrap(),
+        b"hello\nworld\n"
+    );
 }

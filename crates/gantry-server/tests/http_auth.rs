@@ -865,6 +865,7 @@ async fn every_endpoint_checks_its_caller() {
     assert!(
         server
             .coordinator
+            .traces()
             .trace(job_a)
             .await
             .expect("trace")

@@ -352,7 +352,13 @@ async fn wrong_content_range_is_4xx_and_writes_nothing() {
     assert_eq!(ok.status(), StatusCode::ACCEPTED);
     assert_eq!(ok.headers()["range"], "0-11");
 
-    let trace = f.server.coordinator.trace(f.job_id).await.expect("trace");
+    let trace = f
+        .server
+        .coordinator
+        .traces()
+        .trace(f.job_id)
+        .await
+        .expect("trace");
     assert_eq!(trace, b"hello world", "rejected patches wrote nothing");
 }
 
@@ -1304,7 +1310,7 @@ async fn stalled_trace_patches_and_uploads_are_408() {
         assert!(started.elapsed() < Duration::from_secs(4), "{what}");
     }
     // Nothing of the stalled patch or upload was kept.
-    let trace = s.coordinator.trace(f.job_id).await.expect("trace");
+    let trace = s.coordinator.traces().trace(f.job_id).await.expect("trace");
     assert!(trace.is_empty(), "{trace:?}");
     assert_eq!(staged_files(s), 0, "a stalled upload was left staged");
     let job = s.job(f.project_id, f.job_id).await;

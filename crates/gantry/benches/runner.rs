@@ -421,6 +421,7 @@ async fn bench() {
         let took_ms = (parse_ms(&job["finished_at"]) - parse_ms(&job["started_at"])) as f64;
         let stored = server
             .coordinator()
+            .traces()
             .trace(job["id"].as_i64().unwrap())
             .await
             .unwrap();

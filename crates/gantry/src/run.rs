@@ -1182,7 +1182,7 @@ async fn run_pipeline(
         // fails it at assignment; runners never report that reason).
         let unseen = j.bridge || j.failure_reason.as_deref() == Some("missing_dependency_failure");
         if unseen && j.status.as_str() == "failed" && !j.retried {
-            if let Ok(log) = coordinator.trace(j.id).await {
+            if let Ok(log) = coordinator.traces().trace(j.id).await {
                 display.job_name(j.id, &j.name);
                 display.log(j.id, &log);
             }

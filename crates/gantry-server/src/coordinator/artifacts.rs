@@ -487,7 +487,7 @@ impl Coordinator {
             .await?
             .report_left_over();
         if self.inner.store.erase_job_log(job_id, now_ms()).await? {
-            if let Err(e) = self.inner.traces.remove(job_id) {
+            if let Err(e) = self.traces().remove(job_id) {
                 eprintln!("gantry: the log file of erased job {job_id} is left over: {e}");
             }
             super::RemovedArtifacts {

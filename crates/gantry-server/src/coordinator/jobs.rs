@@ -158,7 +158,7 @@ impl Coordinator {
                     }
                 }
                 self.runtime().pending_final.remove(&job_id);
-                self.sync_trace(job_id).await?;
+                self.traces().sync_trace(job_id).await?;
                 let success = req.state == Some(WireState::Success);
                 let reason = req
                     .failure_reason
@@ -231,7 +231,7 @@ impl Coordinator {
         let Some(regex) = regex else {
             return Ok(());
         };
-        let percent = match self.trace_source(job_id).await? {
+        let percent = match self.traces().trace_source(job_id).await? {
             super::TraceSource::Bytes(log) => coverage::extract(&log, &regex),
             super::TraceSource::File { mut file, len } => tokio::task::spawn_blocking(move || {
                 coverage::extract_from_file(&mut file, len, &regex)

@@ -144,7 +144,7 @@ pub use settings::{Settings, SettingsError};
 pub use sources::Sources;
 pub use time::iso8601;
 pub use timeline::{Timeline, TimelineJob, TimelineSection, human_bytes};
-pub use traces::{AppendError, SHARED_PATCH_LIMIT, TraceAppend, TraceSource, TraceWindow};
+pub use traces::{AppendError, SHARED_PATCH_LIMIT, TraceAppend, TraceSource, TraceWindow, Traces};
 pub use triggers::TRIGGER_TOKEN_PREFIX;
 pub use views::{
     Artifact, ArtifactsFile, Bootstrap, JobPipeline, JobProgress, JobView, Namespace, PipelineView,
@@ -360,8 +360,8 @@ struct Inner {
     settings: settings::Settings,
     cfg: CoordinatorConfig,
     blobs: Arc<dyn BlobStore>,
-    /// Job logs, `data_dir/traces`.
-    traces: trace_files::TraceFiles,
+    /// Job logs, `data_dir/traces` (`traces.rs`).
+    traces: traces::Traces,
     /// The queue version: bumped whenever a job becomes pending; long polls watch it.
     queue: watch::Sender<u64>,
     /// Random per process, so versions of a restarted server never repeat.
@@ -404,9 +404,6 @@ struct Inner {
 struct Runtime {
     /// Jobs whose runner advertised `cancel_gracefully` (after a restart: hard cancel).
     graceful: HashSet<i64>,
-    /// Jobs whose log `sync_trace` archived before their final state, with the length
-    /// archived (not archived again when they end at that length).
-    archived: HashMap<i64, u64>,
     /// First final update of a job whose trace was still incomplete (§4.4), Unix ms.
     pending_final: HashMap<i64, i64>,
     /// Token hash of each job handed out, until it ends.
@@ -618,7 +615,12 @@ impl Coordinator {
             inner: Arc::new(Inner {
                 settings: settings::Settings::new(store.clone(), db_key),
                 sources: sources::Sources::new(store.clone(), &cfg),
-                traces: trace_files::TraceFiles::new(cfg.data_dir.join("traces")),
+                traces: traces::Traces::new(
+                    store.clone(),
+                    trace_files::TraceFiles::new(cfg.data_dir.join("traces")),
+                    Arc::clone(&blobs),
+                    cfg.durable_blobs(),
+                ),
                 artifacts: artifacts::Artifacts::new(
                     store.clone(),
                     Arc::clone(&blobs),
@@ -1139,7 +1141,7 @@ impl Coordinator {
                 }
             }
             drop(rt);
-            self.spawn_archive_traces(ended);
+            self.traces().spawn_archive_traces(ended);
         }
         if wake {
             // Every job that became pending is described, unless one is a new row.

@@ -1725,7 +1725,7 @@ impl Coordinator {
         }
         .report_left_over();
         for job in &deleted.jobs {
-            if let Err(e) = self.inner.traces.remove(*job) {
+            if let Err(e) = self.traces().remove(*job) {
                 eprintln!("gantry: the log file of deleted job {job} is left over: {e}");
             }
         }

@@ -147,7 +147,10 @@ impl Coordinator {
         let jobs = self.pipeline_jobs(pipeline_id).await?;
         let mut logs = Vec::new();
         for job in jobs.iter().filter(|j| !j.retried && j.started_at.is_some()) {
-            logs.push((job.id, self.trace(job.id).await.unwrap_or_default()));
+            logs.push((
+                job.id,
+                self.traces().trace(job.id).await.unwrap_or_default(),
+            ));
         }
         Ok(timeline_of(pipeline.created_at, &jobs, now_ms(), &logs))
     }

@@ -5,9 +5,9 @@
 //!
 //! With blobs in object storage (shared by every coordinator), a job's log is archived
 //! there when the runner reports its final state, before that state is committed
-//! ([`Coordinator::sync_trace`]); a coordinator without the local file reads the archive.
+//! ([`Traces::sync_trace`]); a coordinator without the local file reads the archive.
 //! Logs of jobs that end otherwise (canceled, timed out by the coordinator, lost) are
-//! archived in the background once they ended ([`Coordinator::spawn_archive_traces`],
+//! archived in the background once they ended ([`Traces::spawn_archive_traces`],
 //! from the state change).
 //!
 //! A patch is checked before its body is read ([`Coordinator::begin_trace_append`]: the
@@ -25,9 +25,15 @@
 //! (`trace_chunks`, each patch's bytes written with the new size in one transaction), so
 //! any replica takes the next patch and serves the log; once the log is archived the
 //! rows go ([`gantry_store::Store::drop_trace_chunks`]).
+//!
+//! The service ([`Traces`], `Coordinator::traces`) owns the log files and what was
+//! archived; it reads, syncs and archives logs, calling the store and the blob store
+//! only. Appends stay on the coordinator (a patch past the limit fails the job, a
+//! decision) and take the service's per-job lock.
 
 use std::convert::Infallible;
 use std::io::{self, Write as _};
+use std::sync::Arc;
 
 use futures_util::{Stream, StreamExt as _};
 use gantry_store::TraceState;
@@ -77,6 +83,11 @@ pub struct TraceAppend {
 }
 
 impl Coordinator {
+    /// The job logs service.
+    pub fn traces(&self) -> &Traces {
+        &self.inner.traces
+    }
+
     /// A runner's `PATCH /jobs/:id/trace` with its whole body at hand: append `data` at
     /// `range_start` ([`Coordinator::begin_trace_append`], then [`TraceAppend::write`]).
     pub async fn append_trace<D>(
@@ -137,7 +148,7 @@ impl Coordinator {
         length: Option<u64>,
         writer: Writer,
     ) -> std::result::Result<TraceAppend, CoordinatorError> {
-        let lock = self.inner.traces.lock(job_id).await;
+        let lock = self.inner.traces.files.lock(job_id).await;
         let state = self.inner.store.trace_state(job_id).await?;
         if writer == Writer::Runner && !state.status.is_executing() {
             return Err(CoordinatorError::Forbidden(format!(
@@ -181,6 +192,51 @@ impl Coordinator {
             "append to the trace of job {job_id}: the trace would exceed the limit of {} bytes; the job was dropped (trace_size_exceeded)",
             self.inner.cfg.trace_limit
         ))
+    }
+}
+
+/// The job logs service: a log's bytes (its file, or the database's chunks when the
+/// blobs are shared) read back, made durable and archived. Owns the log files
+/// ([`super::trace_files`]) and the lengths archived before a job's final state; calls the
+/// store and the blob store only. Reached through [`Coordinator::traces`]; appends, which
+/// may fail a job (`trace_size_exceeded`), stay on the coordinator and call it.
+#[derive(Clone)]
+pub struct Traces {
+    store: gantry_store::Store,
+    pub(super) files: Arc<super::trace_files::TraceFiles>,
+    blobs: Arc<dyn super::BlobStore>,
+    /// Logs are flushed to disk before a job's final state (`CoordinatorConfig::durable_blobs`).
+    durable: bool,
+    /// Jobs whose log [`Traces::sync_trace`] archived before their final state, with the
+    /// length archived (not archived again when they end at that length).
+    archived: Arc<std::sync::Mutex<std::collections::HashMap<i64, u64>>>,
+}
+
+impl Traces {
+    pub(super) fn new(
+        store: gantry_store::Store,
+        files: super::trace_files::TraceFiles,
+        blobs: Arc<dyn super::BlobStore>,
+        durable: bool,
+    ) -> Self {
+        Self {
+            store,
+            files: Arc::new(files),
+            blobs,
+            durable,
+            archived: Arc::default(),
+        }
+    }
+
+    fn archived(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<i64, u64>> {
+        self.archived
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Removes a deleted or erased job's log file (a missing file is removed already).
+    pub(super) fn remove(&self, job_id: i64) -> io::Result<()> {
+        self.files.remove(job_id)
     }
 
     /// The job's log as stored so far: exactly its committed size.
@@ -276,13 +332,13 @@ impl Coordinator {
         &self,
         job_id: i64,
     ) -> std::result::Result<TraceSource, CoordinatorError> {
-        let snapshot = self.inner.store.trace_snapshot(job_id).await?;
+        let snapshot = self.store.trace_snapshot(job_id).await?;
         if let Some(data) = snapshot.in_db {
             return Ok(TraceSource::Bytes(data));
         }
         let len = to_u64(snapshot.size);
         let this = self.clone();
-        let file = tokio::task::spawn_blocking(move || this.inner.traces.open(job_id, len))
+        let file = tokio::task::spawn_blocking(move || this.files.open(job_id, len))
             .await
             .map_err(|e| {
                 CoordinatorError::Io(io::Error::other(format!(
@@ -293,10 +349,10 @@ impl Coordinator {
         if let Some(file) = file {
             return Ok(TraceSource::File { file, len });
         }
-        if len > 0 && self.inner.blobs.is_shared() {
+        if len > 0 && self.blobs.is_shared() {
             let this = self.clone();
             let archived =
-                tokio::task::spawn_blocking(move || this.inner.blobs.open(&archive_key(job_id)))
+                tokio::task::spawn_blocking(move || this.blobs.open(&archive_key(job_id)))
                     .await
                     .map_err(|e| {
                         CoordinatorError::Io(io::Error::other(format!(
@@ -322,24 +378,24 @@ impl Coordinator {
         &self,
         job_id: i64,
     ) -> std::result::Result<(), CoordinatorError> {
-        let archive = self.inner.blobs.is_shared();
-        if !self.inner.cfg.durable_blobs() && !archive {
+        let archive = self.blobs.is_shared();
+        if !self.durable && !archive {
             return Ok(());
         }
         let (len, source) = if archive {
-            let snapshot = self.inner.store.trace_snapshot(job_id).await?;
+            let snapshot = self.store.trace_snapshot(job_id).await?;
             (to_u64(snapshot.size), snapshot.in_db)
         } else {
             (0, None)
         };
         let this = self.clone();
         tokio::task::spawn_blocking(move || {
-            if this.inner.cfg.durable_blobs() {
-                this.inner.traces.sync(job_id)?;
+            if this.durable {
+                this.files.sync(job_id)?;
             }
             if archive && len > 0 {
                 this.archive_trace(job_id, len, source)?;
-                this.runtime().archived.insert(job_id, len);
+                this.archived().insert(job_id, len);
             }
             Ok::<(), io::Error>(())
         })
@@ -361,7 +417,7 @@ impl Coordinator {
     /// ended; the rows are read while it runs).
     async fn drop_archived_chunks(&self, job_id: i64, len: u64) {
         let size = i64::try_from(len).unwrap_or(i64::MAX);
-        if let Err(error) = self.inner.store.drop_trace_chunks(job_id, size).await {
+        if let Err(error) = self.store.drop_trace_chunks(job_id, size).await {
             eprintln!(
                 "gantry: failed to drop the database copy of job {job_id}'s archived log: {error}"
             );
@@ -370,7 +426,7 @@ impl Coordinator {
 
     /// The first `size` bytes of the job's log file (a log this coordinator began before
     /// its blobs were shared).
-    async fn read_trace_file(
+    pub(super) async fn read_trace_file(
         &self,
         job_id: i64,
         size: i64,
@@ -379,7 +435,7 @@ impl Coordinator {
         let this = self.clone();
         let bytes = tokio::task::spawn_blocking(move || -> io::Result<Vec<u8>> {
             let mut out = Vec::new();
-            if let Some(file) = this.inner.traces.open(job_id, len)? {
+            if let Some(file) = this.files.open(job_id, len)? {
                 io::Read::read_to_end(&mut io::Read::take(file, len), &mut out)?;
             }
             Ok(out)
@@ -400,7 +456,7 @@ impl Coordinator {
     /// out, lost) or grew after it was archived. Each waits for a patch in flight; a
     /// failure is logged (the log stays on this coordinator's disk).
     pub(super) fn spawn_archive_traces(&self, jobs: Vec<i64>) {
-        if jobs.is_empty() || !self.inner.blobs.is_shared() {
+        if jobs.is_empty() || !self.blobs.is_shared() {
             return;
         }
         let this = self.clone();
@@ -414,10 +470,10 @@ impl Coordinator {
     }
 
     async fn archive_ended_trace(&self, job_id: i64) -> std::result::Result<(), CoordinatorError> {
-        let _lock = self.inner.traces.lock(job_id).await;
-        let snapshot = self.inner.store.trace_snapshot(job_id).await?;
+        let _lock = self.files.lock(job_id).await;
+        let snapshot = self.store.trace_snapshot(job_id).await?;
         let len = to_u64(snapshot.size);
-        let archived = self.runtime().archived.remove(&job_id);
+        let archived = self.archived().remove(&job_id);
         if len == 0 || archived == Some(len) {
             return Ok(());
         }
@@ -439,17 +495,17 @@ impl Coordinator {
     fn archive_trace(&self, job_id: i64, len: u64, in_db: Option<Vec<u8>>) -> io::Result<()> {
         let mut source: Box<dyn io::Read> = match in_db {
             Some(bytes) => Box::new(io::Cursor::new(bytes)),
-            None => match self.inner.traces.open(job_id, len)? {
+            None => match self.files.open(job_id, len)? {
                 Some(file) => Box::new(file),
                 None => return Ok(()),
             },
         };
-        let dir = self.inner.blobs.staging_dir();
+        let dir = self.blobs.staging_dir();
         std::fs::create_dir_all(dir)?;
         let path = dir.join(format!("trace-{job_id}-{}", super::token::new_token("")));
         let stored = std::fs::File::create(&path)
             .and_then(|mut staged| io::copy(&mut io::Read::take(&mut source, len), &mut staged))
-            .and_then(|_| self.inner.blobs.put_file(&archive_key(job_id), &path));
+            .and_then(|_| self.blobs.put_file(&archive_key(job_id), &path));
         if stored.is_err() {
             let _ = std::fs::remove_file(&path);
         }
@@ -459,7 +515,7 @@ impl Coordinator {
     }
 }
 
-/// A part of a job's log ([`Coordinator::trace_window`]).
+/// A part of a job's log ([`Traces::trace_window`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TraceWindow {
     /// The bytes read.
@@ -472,7 +528,7 @@ pub struct TraceWindow {
     pub lines_before: Option<u64>,
 }
 
-/// A job's log to read ([`Coordinator::trace_source`]).
+/// A job's log to read ([`Traces::trace_source`]).
 #[derive(Debug)]
 pub enum TraceSource {
     /// The whole log.
@@ -581,7 +637,7 @@ impl TraceAppend {
         let writer = {
             let this = self.coordinator.clone();
             tokio::task::spawn_blocking(move || -> io::Result<()> {
-                let files = &this.inner.traces;
+                let files = &this.inner.traces.files;
                 let mut file = match old {
                     Some(old) => {
                         let mut file = files.open_at(job_id, 0)?;
@@ -672,7 +728,7 @@ impl TraceAppend {
         if !self.state.in_db && size > 0 {
             // Begun in this coordinator's file before its blobs were shared: the log
             // moves into the database with this patch.
-            parts.push(coordinator.read_trace_file(job_id, size).await?);
+            parts.push(coordinator.traces().read_trace_file(job_id, size).await?);
         }
         let trace_room = coordinator
             .inner

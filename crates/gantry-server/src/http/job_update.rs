@@ -92,7 +92,7 @@ pub(crate) async fn update(
 /// it is ignored, as is a log a concurrent patch has just extended (a log is never
 /// rewritten).
 async fn extend_trace(state: &AppState, job_id: i64, full: Vec<u8>) -> Result<(), ApiError> {
-    let stored = match state.coordinator.trace_source(job_id).await? {
+    let stored = match state.coordinator.traces().trace_source(job_id).await? {
         crate::coordinator::TraceSource::Bytes(bytes) => bytes,
         crate::coordinator::TraceSource::File { file, len } => {
             if usize::try_from(len).is_ok_and(|len| len >= full.len()) {

@@ -80,7 +80,7 @@ pub(crate) async fn trace(
     // Streamed from the log file, never read whole. No `Content-Length`: after a machine
     // crash the file may hold fewer bytes than the database committed (see
     // `trace_files.rs`), and the client then gets what there is.
-    let body = match state.coordinator.trace_source(job.id).await? {
+    let body = match state.coordinator.traces().trace_source(job.id).await? {
         TraceSource::Bytes(log) => axum::body::Body::from(log),
         TraceSource::File { file, len } => super::file_body(file, len),
     };

@@ -151,6 +151,7 @@ pub(super) async fn trace_json(
     };
     let window = state
         .coordinator
+        .traces()
         .trace_window(id, from, max, query.line.is_none())
         .await?;
     let mut bytes: &[u8] = &window.bytes;
@@ -213,7 +214,7 @@ pub(super) async fn raw(state: &AppState, path: &str, id: i64) -> Result<Respons
     if j.status == Status::Running {
         state.watch(id);
     }
-    let body = match state.coordinator.trace_source(id).await? {
+    let body = match state.coordinator.traces().trace_source(id).await? {
         TraceSource::Bytes(log) => axum::body::Body::from(log),
         TraceSource::File { file, len } => super::super::file_body(file, len),
     };
