@@ -755,3 +755,34 @@ async fn a_busy_pipeline_is_read_whole_once() {
     let stale = e.coord.stale_decisions() - stale_before;
     assert_eq!(stale, 0, "{stale} decisions were refused as stale");
 }
+
+/// A decision first takes the pipeline's copy kept in memory as it is, without reading
+/// the pipeline's row: another replica's change is caught by the store's lock check at
+/// apply, and the decision is made again over the rows as stored. Here the other replica
+/// cancels one of two running jobs; the end of the other, reported to this one, leaves
+/// the pipeline `canceled`, as over the stored rows.
+#[tokio::test]
+async fn a_decision_over_a_copy_another_replica_changed_is_made_again() {
+    let e = env("a:\n  script: [x]\nb:\n  script: [y]\n").await;
+    let project = e.project().await;
+    let p = e.pipeline(project, "main").await;
+    let runner = e.any_runner().await;
+    let first = e.take_some(&runner).await;
+    let second = e.take_some(&runner).await;
+    e.update(&first, JobState::Running, None).await;
+    e.update(&second, JobState::Running, None).await;
+    let other = second_coordinator(&e).await;
+    other.cancel_job(second.id).await.unwrap();
+    let stale_before = e.coord.stale_decisions();
+    e.run(&first, true).await;
+    assert_eq!(e.status(p.id).await, "canceled");
+    assert_eq!(
+        e.coord.job(first.id).await.unwrap().status.as_str(),
+        "success"
+    );
+    assert_eq!(
+        e.coord.stale_decisions() - stale_before,
+        1,
+        "the copy's decision was refused once, then made over the stored rows"
+    );
+}

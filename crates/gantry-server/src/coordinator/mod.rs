@@ -863,10 +863,18 @@ impl Coordinator {
     /// there is current (one read of the pipeline's row), else read whole.
     /// The copy is then in use (`Runtime::take_for_decision`) until given back
     /// (`keep_active`) or released. Callers hold the assignment gate (`decide`).
-    async fn load_current(&self, pipeline_id: i64) -> Result<Loaded> {
+    ///
+    /// With `compare` false, a kept copy is taken as it is (no read; `true` with it: the
+    /// caller's apply checks its `lock_version`).
+    async fn load_current(&self, pipeline_id: i64, compare: bool) -> Result<(Loaded, bool)> {
         // Taken before the row is read: an assignment committed in between waits for
         // this copy (`assigned_meanwhile`) instead of being missed by it.
-        let cached = self.runtime().take_for_decision(pipeline_id);
+        let cached = match self.runtime().take_for_decision(pipeline_id) {
+            // Every assignment this process committed is in it (the caller holds the
+            // gate; `take_for_decision` found nothing assigned meanwhile).
+            Some(copy) if !compare => return Ok((copy, true)),
+            cached => cached,
+        };
         let pipeline = match self.inner.store.pipeline(pipeline_id).await {
             Ok(p) => p,
             Err(e) => {
@@ -888,14 +896,14 @@ impl Coordinator {
                     kept.extend(later);
                 }
                 loaded.pipeline = pipeline;
-                return Ok(loaded);
+                return Ok((loaded, false));
             }
         }
         let loaded = self.load_rows(pipeline).await;
         if loaded.is_err() {
             self.runtime().release(pipeline_id);
         }
-        loaded
+        loaded.map(|l| (l, false))
     }
 
     /// A pipeline's job rows (in id order) and their parsed specs. The specs are large
@@ -1002,6 +1010,12 @@ impl Coordinator {
     ) -> Result<(T, bool, Option<i64>)> {
         let now = time::to_ts(now_ms);
         let mut attempt = 0;
+        // The first attempt decides over the copy kept in memory without reading the
+        // pipeline's row: the store's `lock_version` check at apply catches another
+        // process's change (`Stale`). An attempt whose event changes nothing or is refused
+        // stores nothing to check, so over a copy not compared with the store it is made
+        // again over a compared one.
+        let mut compare = false;
         loop {
             attempt += 1;
             // This process's assignments wait from the read of the pipeline's row to the
@@ -1010,7 +1024,8 @@ impl Coordinator {
             // busy pipeline: a rollback and a second decision each). Other processes'
             // assignments still can; `Stale` below takes care of them.
             let gate = self.inner.assign_gate.lock().await;
-            let mut loaded = self.load_current(pipeline_id).await?;
+            let (mut loaded, trusted) = self.load_current(pipeline_id, compare).await?;
+            compare = true;
             let mut state = std::mem::replace(&mut loaded.state, PipelineState::empty());
             let mark = state.mark();
             let mut extras = Extras::default();
@@ -1023,6 +1038,10 @@ impl Coordinator {
                     } else {
                         loaded.state = state;
                         self.runtime().keep_active(loaded);
+                    }
+                    if trusted {
+                        drop(gate);
+                        continue;
                     }
                     return Err(e);
                 }
@@ -1046,6 +1065,10 @@ impl Coordinator {
                 loaded.state = state;
                 loaded.fresh = false;
                 self.runtime().keep_active(loaded);
+                if trusted {
+                    drop(gate);
+                    continue;
+                }
                 return Ok((out, false, None));
             }
             match self
