@@ -2,6 +2,10 @@
 
 use super::*;
 
+/// Job ids bound in one statement by [`Store::artifacts_of_jobs`] (far below SQLite's
+/// and PostgreSQL's limits of bound parameters).
+const JOBS_PER_STATEMENT: usize = 500;
+
 impl Store {
     /// Removes up to `limit` artifact rows of `which`, of jobs that no longer run (a
     /// running job may still upload one of the same key), soonest expired first; returns
@@ -145,8 +149,29 @@ impl Store {
         Ok(rows.iter().map(Artifact::from_row).collect())
     }
 
-    /// The artifacts of every job of a pipeline (by job, then in creation order): one
-    /// query for a job's dependencies, however many there are.
+    /// The artifacts of `job_ids` (by job, then in creation order): a job's
+    /// dependencies' artifacts, O(dependencies) whatever the size of their pipelines
+    /// (one statement per [`JOBS_PER_STATEMENT`] jobs).
+    pub async fn artifacts_of_jobs(&self, job_ids: &[i64]) -> Result<Vec<Artifact>> {
+        let mut out = Vec::new();
+        for chunk in job_ids.chunks(JOBS_PER_STATEMENT) {
+            let marks: Vec<String> = (1..=chunk.len()).map(|i| format!("${i}")).collect();
+            let sql = format!(
+                "SELECT {} FROM artifacts WHERE job_id IN ({}) ORDER BY job_id, id",
+                Artifact::COLUMNS,
+                marks.join(", ")
+            );
+            let mut query = sqlx::query(&sql);
+            for id in chunk {
+                query = query.bind(*id);
+            }
+            let rows = query.fetch_all(&self.pool).await?;
+            out.extend(rows.iter().map(Artifact::from_row));
+        }
+        Ok(out)
+    }
+
+    /// The artifacts of every job of a pipeline (by job, then in creation order).
     pub async fn pipeline_artifacts(&self, pipeline_id: i64) -> Result<Vec<Artifact>> {
         let rows = sqlx::query(&format!(
             "SELECT {} FROM artifacts WHERE job_id IN (SELECT id FROM jobs WHERE pipeline_id = $1) ORDER BY job_id, id",

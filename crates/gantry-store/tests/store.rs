@@ -983,6 +983,62 @@ async fn runners_tokens_and_artifacts(db: Db) {
     assert_eq!(list[0].size, 20);
 }
 
+/// A job's dependencies' artifacts are read by job id, O(dependencies): past one
+/// statement's worth of ids the read goes on in chunks, and jobs not named (of the same
+/// pipeline) are not read.
+async fn artifacts_of_jobs_reads_the_jobs_named_in_chunks(db: Db) {
+    let (_d, s) = open(db).await;
+    let p = s
+        .create_project(&project("many"), 1)
+        .await
+        .expect("project");
+    let names: Vec<String> = (0..1_200).map(|i| format!("j{i}")).collect();
+    let new_jobs: Vec<NewJob> = names.iter().map(|n| job(n, "success")).collect();
+    let (_, jobs) = create(&s, &pipeline(p.id), &new_jobs, 1)
+        .await
+        .expect("pipeline");
+    let with_artifacts = [0usize, 499, 500, 1_001, 1_199];
+    for &i in &with_artifacts {
+        for file_type in ["archive", "dotenv"] {
+            s.put_artifact(
+                &NewArtifact {
+                    job_id: jobs[i].id,
+                    file_type: file_type.into(),
+                    file_format: "zip".into(),
+                    filename: "a.zip".into(),
+                    size: 1,
+                    sha256: "ab".into(),
+                    blob_key: format!("artifacts/{}/{file_type}", jobs[i].id),
+                    expire_at: None,
+                },
+                2,
+            )
+            .await
+            .expect("artifact");
+        }
+    }
+    // Every job but the 1,001st: three statements' worth of ids.
+    let named: Vec<i64> = jobs
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != 1_001)
+        .map(|(_, j)| j.id)
+        .collect();
+    let got: Vec<(i64, String)> = s
+        .artifacts_of_jobs(&named)
+        .await
+        .expect("artifacts")
+        .into_iter()
+        .map(|a| (a.job_id, a.file_type))
+        .collect();
+    let want: Vec<(i64, String)> = [0usize, 499, 500, 1_199]
+        .iter()
+        .flat_map(|&i| ["archive", "dotenv"].map(|t| (jobs[i].id, t.to_owned())))
+        .collect();
+    assert_eq!(got, want);
+    assert!(s.artifacts_of_jobs(&[]).await.expect("none").is_empty());
+}
+
 #[tokio::test]
 async fn reopening_keeps_data_and_rejects_other_backends() {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -2209,6 +2265,7 @@ on_both_backends!(
     assignments_in_one_statement,
     trace_sizes_move_by_compare_and_set,
     runners_tokens_and_artifacts,
+    artifacts_of_jobs_reads_the_jobs_named_in_chunks,
     instance_variables_are_unique_by_key,
     the_latest_pipelines_of_a_ref_keep_their_artifacts,
     project_settings_change_one_at_a_time,

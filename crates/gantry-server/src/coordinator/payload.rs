@@ -771,12 +771,6 @@ impl Coordinator {
         // Dependencies: the rows whose artifacts (and dotenv variables) the job gets.
         let rows = self.dep_rows(pipeline.id).await?;
         let same_pipeline = dependency_rows(spec, job, &rows);
-        let mut by_job: HashMap<i64, Vec<gantry_store::Artifact>> = HashMap::new();
-        if !same_pipeline.is_empty() {
-            for a in store.pipeline_artifacts(pipeline.id).await? {
-                by_job.entry(a.job_id).or_default().push(a);
-            }
-        }
         let mut deps: Vec<(i64, String)> = same_pipeline
             .iter()
             .map(|d| (d.id, d.name.clone()))
@@ -786,17 +780,16 @@ impl Coordinator {
             .cross_pipeline_dependencies(pipeline, project, spec)
             .await?
         {
-            Ok(cross) => {
-                for (id, name, pipeline_id) in cross {
-                    for a in store.pipeline_artifacts(pipeline_id).await? {
-                        if a.job_id == id {
-                            by_job.entry(a.job_id).or_default().push(a);
-                        }
-                    }
-                    deps.push((id, name));
-                }
-            }
+            Ok(cross) => deps.extend(cross.into_iter().map(|(id, name, _)| (id, name))),
             Err(message) => return Ok(Err(Refusal::MissingDependency(message))),
+        }
+        // The dependencies' artifacts: O(dependencies), not O(jobs of their pipelines).
+        let mut by_job: HashMap<i64, Vec<gantry_store::Artifact>> = HashMap::new();
+        if !deps.is_empty() {
+            let ids: Vec<i64> = deps.iter().map(|(id, _)| *id).collect();
+            for a in store.artifacts_of_jobs(&ids).await? {
+                by_job.entry(a.job_id).or_default().push(a);
+            }
         }
         let mut dependencies = Vec::with_capacity(deps.len());
         for (id, name) in deps {
