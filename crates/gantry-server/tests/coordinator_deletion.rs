@@ -125,21 +125,12 @@ async fn expired_artifacts_of_finished_jobs_are_removed_with_their_blobs() {
             .as_millis(),
     )
     .unwrap();
-    let removed = e
-        .coord
-        .artifacts()
-        .remove_expired_artifacts(now)
-        .await
-        .unwrap();
+    let artifacts = e.coord.artifacts();
+    let removed = artifacts.remove_expired_artifacts(now).await.unwrap();
     assert_eq!(removed.artifacts, 0);
     // Expired, but the newest pipeline of `main` keeps its artifacts ...
     let later = now + 2 * HOUR_MS;
-    let removed = e
-        .coord
-        .artifacts()
-        .remove_expired_artifacts(later)
-        .await
-        .unwrap();
+    let removed = artifacts.remove_expired_artifacts(later).await.unwrap();
     assert_eq!(removed.artifacts, 0, "{removed:?}");
     // ... until a newer pipeline of the ref ends (this one, still running, is no
     // successful one either).
@@ -148,12 +139,7 @@ async fn expired_artifacts_of_finished_jobs_are_removed_with_their_blobs() {
 
     // Two hours later: the finished job's archive and dotenv report go, the running
     // job's stays until it ends, the one that never expires stays.
-    let removed = e
-        .coord
-        .artifacts()
-        .remove_expired_artifacts(later)
-        .await
-        .unwrap();
+    let removed = artifacts.remove_expired_artifacts(later).await.unwrap();
     assert_eq!(removed.artifacts, 2, "{removed:?}");
     assert!(removed.left_over.is_empty(), "{removed:?}");
     assert!(!archive(build).exists() && !dotenv.exists());
@@ -165,17 +151,11 @@ async fn expired_artifacts_of_finished_jobs_are_removed_with_their_blobs() {
 
     let slow_job = jobs.iter().find(|j| j.id == slow).unwrap();
     e.run(slow_job, true).await;
-    let removed = e
-        .coord
-        .artifacts()
-        .remove_expired_artifacts(later)
-        .await
-        .unwrap();
+    let removed = artifacts.remove_expired_artifacts(later).await.unwrap();
     assert_eq!(removed.artifacts, 1);
     assert!(!archive(slow).exists());
     assert_eq!(
-        e.coord
-            .artifacts()
+        artifacts
             .remove_expired_artifacts(later)
             .await
             .unwrap()

@@ -809,11 +809,8 @@ vault:
     );
 }
 
-/// Settings variables are read once and kept (`variables::SettingsCache`): a change made
-/// through the coordinator — an instance, group or project variable updated, created or
-/// deleted — reaches the very next job's payload, as GitLab reads them per job.
-#[tokio::test]
-async fn a_changed_variable_reaches_the_next_job_at_once() {
+/// A project `acme/app` whose pipelines run one job per stage, `first` to `third`.
+async fn three_stages_of_acme_app() -> (Env, i64) {
     let e = env(r#"
 first:
   stage: build
@@ -832,6 +829,15 @@ third:
         .await
         .unwrap()
         .id;
+    (e, project)
+}
+
+/// Settings variables are read once and kept (`variables::SettingsCache`): a change made
+/// through the coordinator — an instance, group or project variable updated, created or
+/// deleted — reaches the very next job's payload, as GitLab reads them per job.
+#[tokio::test]
+async fn a_changed_variable_reaches_the_next_job_at_once() {
+    let (e, project) = three_stages_of_acme_app().await;
     let owner = VariableOwner::Project(project);
     let group = VariableOwner::Group("acme".to_owned());
     let instance = |value: &str| gantry_store::InstanceVariable::new("FROM_INSTANCE", value);
@@ -901,24 +907,7 @@ third:
 /// job at once, as GitLab computes these per job.
 #[tokio::test]
 async fn a_merge_request_opened_mid_pipeline_reaches_its_next_job() {
-    let e = env(r#"
-first:
-  stage: build
-  script: [a]
-second:
-  stage: test
-  script: [b]
-third:
-  stage: deploy
-  script: [c]
-"#)
-    .await;
-    let project = e
-        .coord
-        .create_project("acme/app", e.repo.to_str().unwrap())
-        .await
-        .unwrap()
-        .id;
+    let (e, project) = three_stages_of_acme_app().await;
     e.pipeline(project, "main").await;
     let runner = e.any_runner().await;
     let first = e.take_some(&runner).await;
