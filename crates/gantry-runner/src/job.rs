@@ -501,64 +501,63 @@ async fn run(job: JobResponse, cx: JobContext, takeover: Option<Takeover>) -> Jo
     ));
 
     let job_span = telemetry::job_span(&cx, &job, choice, &variables);
-    let acceptance = match &takeover {
-        None => uplink.accept().await,
-        Some(takeover) => {
-            if takeover.cancel_requested {
-                cx.stop.request(StopRequest::Cancel);
+    // Acceptance goes beside the preparation (a job taken over sends it again: a
+    // runner that died before sending it would otherwise never acknowledge the job).
+    let accepting = uplink.accept_beside();
+    if takeover.as_ref().is_some_and(|t| t.cancel_requested) {
+        cx.stop.request(StopRequest::Cancel);
+    }
+    (cx.events)(JobEvent::Started {
+        job_id: job.id,
+        project_dir: project_dir.clone(),
+    });
+    if takeover.is_none() {
+        header(&trace, &runner, &short, &cx.system_id);
+    }
+    let ending = match (mask_error, clone_path_error.or(inputs_error)) {
+        (Some(message), _) => JobEnding::SystemFailure {
+            stage: "prepare_executor",
+            message,
+        },
+        (None, Some(message)) => JobEnding::ConfigurationError { message },
+        (None, None) => {
+            if debug_requested && !debug_trace {
+                trace.warning("CI_DEBUG_TRACE: usage is disabled on this runner (debug_trace_disabled = true)");
             }
-            Acceptance::Run
+            let mut lifecycle = Lifecycle {
+                span: job_span.context(),
+                debug_trace,
+                job: &job,
+                cx: &cx,
+                trace: &trace,
+                placement: &placement,
+                cache_dir: cx.cache_dir.clone(),
+                dirs,
+                variables,
+                deadline: started + timeout,
+                timeout,
+                executor: None,
+                prepared: None,
+                meter: meter.clone(),
+                accepted: accepting.gate(),
+            };
+            match takeover {
+                None => lifecycle.run().await,
+                Some(takeover) => lifecycle.resume(takeover.at).await,
+            }
         }
     };
+    let (acceptance, streaming) = accepting.finish().await;
+    // A coordinator that does not want the job hears nothing more about it, whatever
+    // its preparation came to.
     let ending = match acceptance {
         Acceptance::Dropped => JobEnding::Aborted,
-        Acceptance::Canceled => JobEnding::Canceled,
-        Acceptance::Run => {
-            (cx.events)(JobEvent::Started {
-                job_id: job.id,
-                project_dir: project_dir.clone(),
-            });
-            if takeover.is_none() {
-                header(&trace, &runner, &short, &cx.system_id);
-            }
-            let streaming = uplink.stream();
-            let ending = match (mask_error, clone_path_error.or(inputs_error)) {
-                (Some(message), _) => JobEnding::SystemFailure {
-                    stage: "prepare_executor",
-                    message,
-                },
-                (None, Some(message)) => JobEnding::ConfigurationError { message },
-                (None, None) => {
-                    if debug_requested && !debug_trace {
-                        trace.warning("CI_DEBUG_TRACE: usage is disabled on this runner (debug_trace_disabled = true)");
-                    }
-                    let mut lifecycle = Lifecycle {
-                        span: job_span.context(),
-                        debug_trace,
-                        job: &job,
-                        cx: &cx,
-                        trace: &trace,
-                        placement: &placement,
-                        cache_dir: cx.cache_dir.clone(),
-                        dirs,
-                        variables,
-                        deadline: started + timeout,
-                        timeout,
-                        executor: None,
-                        prepared: None,
-                        meter: meter.clone(),
-                    };
-                    match takeover {
-                        None => lifecycle.run().await,
-                        Some(takeover) => lifecycle.resume(takeover.at).await,
-                    }
-                }
-            };
-            write_ending(&trace, &ending);
-            streaming.stop().await;
-            ending
-        }
+        Acceptance::Run | Acceptance::Canceled => ending,
     };
+    write_ending(&trace, &ending);
+    if let Some(streaming) = streaming {
+        streaming.stop().await;
+    }
     let resources = meter.snapshot();
     telemetry::end_job_span(job_span, &ending, resources.as_ref());
     let delivery = uplink.finish(&ending, &job.features).await;

@@ -1,6 +1,7 @@
 //! The parts of the trace and update protocol the mock does not produce by itself,
 //! made by the front: the `202` accept protocol of final updates (§4.4), and the `416`
-//! resync after a patch answer was lost (§5.2).
+//! resync after a patch answer was lost (§5.2); a slow acceptance (§4.6), which the
+//! runner does not wait for before it prepares the job.
 
 #![allow(clippy::unwrap_used, clippy::panic)]
 
@@ -190,4 +191,133 @@ async fn whole_patches_go_without_waiting_for_the_update_interval() {
         .map(|e| e.body.len())
         .collect();
     assert!(sizes[..3].iter().all(|&n| n == 1 << 20), "{sizes:?}");
+}
+
+/// Whether the job's `prepare_script` stage made its `<project dir>.tmp` directory
+/// under `parent`.
+fn prepared_in(parent: &std::path::Path) -> bool {
+    std::fs::read_dir(parent).is_ok_and(|entries| {
+        entries
+            .flatten()
+            .any(|entry| entry.file_name().to_string_lossy().ends_with(".tmp"))
+    })
+}
+
+/// Whether anything under `parent` holds a git checkout (`get_sources` ran).
+fn fetched_in(parent: &std::path::Path) -> bool {
+    std::fs::read_dir(parent).is_ok_and(|entries| {
+        entries
+            .flatten()
+            .any(|entry| entry.path().join(".git").exists())
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_job_is_prepared_while_its_acceptance_is_answered() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mock, front) = mock_and_front().await;
+    let repo_dir = tempfile::tempdir().unwrap();
+    let (repo, sha) = repository(repo_dir.path(), &[("README", "hello\n")]);
+    front.rewrite_payload(use_repository(&repo, &sha));
+    front.hold_acceptance();
+    let job = enqueue(&mock, "quick", &["touch ../script-ran"], &[], &[]);
+    let (options, _events) = options(dir.path(), Some(1));
+    let (_handle, task) = start(config(front.url(), dir.path(), "", ""), options);
+
+    let parent = dir.path().join("builds/fakerunne/0");
+    wait_for(Duration::from_secs(20), "the acceptance to arrive", || {
+        front.held_acceptances() == 1
+    })
+    .await;
+    // The coordinator has not answered yet, and the job is prepared all the same...
+    wait_for(
+        Duration::from_secs(20),
+        "the job's directories while its acceptance is unanswered",
+        || prepared_in(&parent),
+    )
+    .await;
+    // ...but none of its own code runs before the answer: no sources, no script, and
+    // nothing sent but the acceptance.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!fetched_in(&parent));
+    assert!(!parent.join("script-ran").exists());
+    assert!(
+        front
+            .exchanges()
+            .iter()
+            .all(|e| !e.path.starts_with(&format!("/api/v4/jobs/{}", job.id()))),
+        "{:?}",
+        front.exchanges()
+    );
+    front.release_acceptance();
+    let summary = tokio::time::timeout(Duration::from_secs(60), task)
+        .await
+        .unwrap()
+        .unwrap();
+
+    assert_eq!(summary.jobs[0].ending, JobEnding::Success);
+    assert_eq!(summary.jobs[0].delivery, Delivery::Accepted);
+    assert!(parent.join("script-ran").exists());
+    assert_eq!(job.state(), MockJobState::Success);
+    // The acceptance was the job's first request, the preparation's log is all there.
+    let first = front
+        .exchanges()
+        .into_iter()
+        .find(|e| e.path.starts_with(&format!("/api/v4/jobs/{}", job.id())))
+        .unwrap();
+    assert_eq!(
+        (first.method.as_str(), first.json()["state"].as_str()),
+        ("PUT", Some("running"))
+    );
+    let log = log_text(&job);
+    assert!(log.contains("Preparing the \"shell\" executor"), "{log}");
+    assert!(log.contains("Job succeeded"), "{log}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_job_refused_at_acceptance_after_its_preparation_runs_none_of_its_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mock, front) = mock_and_front().await;
+    let repo_dir = tempfile::tempdir().unwrap();
+    let (repo, sha) = repository(repo_dir.path(), &[("README", "hello\n")]);
+    front.rewrite_payload(use_repository(&repo, &sha));
+    front.hold_acceptance();
+    let job = enqueue(
+        &mock,
+        "refused",
+        &["touch ../script-ran"],
+        &["touch ../after-script-ran"],
+        &[],
+    );
+    let (options, _events) = options(dir.path(), Some(1));
+    let (_handle, task) = start(config(front.url(), dir.path(), "", ""), options);
+
+    let parent = dir.path().join("builds/fakerunne/0");
+    wait_for(Duration::from_secs(20), "the job to be prepared", || {
+        front.held_acceptances() == 1 && prepared_in(&parent)
+    })
+    .await;
+    // The coordinator took the job back meanwhile: the acceptance is answered `403`.
+    job.cancel();
+    front.release_acceptance();
+    let summary = tokio::time::timeout(Duration::from_secs(60), task)
+        .await
+        .unwrap()
+        .unwrap();
+
+    let report = &summary.jobs[0];
+    assert_eq!(report.ending, JobEnding::Aborted);
+    assert_eq!(report.delivery, Delivery::NotSent);
+    assert!(!fetched_in(&parent));
+    assert!(!parent.join("script-ran").exists());
+    assert!(!parent.join("after-script-ran").exists());
+    // One request about the job: the refused acceptance; no trace, no final update.
+    let about_job: Vec<_> = front
+        .exchanges()
+        .into_iter()
+        .filter(|e| e.path.starts_with(&format!("/api/v4/jobs/{}", job.id())))
+        .collect();
+    assert_eq!(about_job.len(), 1, "{about_job:?}");
+    assert_eq!(about_job[0].status, 403);
+    assert_eq!(job.state(), MockJobState::Cancelled);
 }

@@ -49,6 +49,9 @@ pub(crate) struct Lifecycle<'a> {
     pub(crate) span: Option<gantry_telemetry::SpanContext>,
     /// The job's resource use, fed by the executors' stages ([`crate::resources`]).
     pub(crate) meter: crate::resources::JobMeter,
+    /// The coordinator's answer to the job's acceptance, sent beside the preparation:
+    /// awaited before the job's own code runs ([`Lifecycle::accepted`]).
+    pub(crate) accepted: super::uplink::Accepted,
 }
 
 /// A section that closes itself, and its span (ended when it is dropped).
@@ -316,11 +319,28 @@ impl<'a> Lifecycle<'a> {
         self.prepare_executor().await?;
         self.check_stop()?;
         self.prepare_script().await?;
-        self.check_stop()?;
+        self.accepted().await?;
         self.guarded(self.get_sources()).await?;
         self.guarded(self.restore_cache()).await?;
         self.guarded(self.download_artifacts()).await?;
         Ok(())
+    }
+
+    /// Waits for the acceptance's answer (§4.6). Everything before this point prepares
+    /// the job without running any of its code — secrets read, the executor prepared
+    /// (image pulled, services started, a fleet instance taken), directories and file
+    /// variables written — so it overlaps the round trip; from `get_sources` on (its
+    /// hooks, then the scripts) the job acts on the world, and it does so only for a
+    /// coordinator that has said to run it. A refusal has raised the stop request by
+    /// the time the answer is in: the job ends here, and what was prepared is cleaned up.
+    async fn accepted(&self) -> Result<(), JobEnding> {
+        let mut accepted = self.accepted.clone();
+        self.guarded(async move {
+            accepted.answer().await;
+            Ok(())
+        })
+        .await?;
+        self.check_stop()
     }
 
     /// gitlab-runner's `resolve_secrets` stage: the job's `secrets:` become masked

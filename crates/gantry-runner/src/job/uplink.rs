@@ -2,9 +2,14 @@
 //! streamed with `PATCH` + `Content-Range`, keep-alives, cancellation read from every
 //! answer, and the final update with the `202` accept protocol.
 //!
-//! * **Acceptance** (§4.6): `PUT state=running` right after pick-up. An abort answer
-//!   drops the job; `Job-Status: canceling` cancels it at once. When the coordinator
-//!   cannot be reached the job runs anyway (the trace is kept; a later `403` aborts it).
+//! * **Acceptance** (§4.6): `PUT state=running` right after pick-up, sent beside the
+//!   job's preparation ([`Uplink::accept_beside`]): the runner does not wait for the
+//!   answer before it prepares its executor, only before the job's own code runs (see
+//!   [`Accepted`]). An abort answer drops the job (`StopRequest::Abort`: what was
+//!   prepared is cleaned up, nothing is reported); `Job-Status: canceling` cancels it.
+//!   When the coordinator cannot be reached the job runs anyway (the trace is kept; a
+//!   later `403` aborts it). Streaming starts once the answer is in, so the acceptance is
+//!   the job's first request.
 //! * **Streaming**: every update interval (3 s until the server says otherwise through
 //!   `X-GitLab-Trace-Update-Interval`, clamped to 15 min) the bytes not yet accepted are
 //!   sent in patches of at most 1 MiB; a whole 1 MiB patch goes as soon as it is waiting
@@ -45,7 +50,7 @@ use gantry_protocol::{
     JobFeatures, JobState, PatchOutcome, PatchTraceParams, PatchTraceResponse, UpdateJobRequest,
     UpdateOutcome,
 };
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 
 use super::backoff::Backoff;
@@ -142,6 +147,52 @@ impl Streaming {
 }
 
 impl Drop for Streaming {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// The acceptance under way beside the job ([`Uplink::accept_beside`]): its task, which
+/// starts streaming once the coordinator has said to run the job.
+pub(crate) struct Accepting {
+    answer: watch::Receiver<Option<Acceptance>>,
+    task: JoinHandle<(Acceptance, Option<Streaming>)>,
+}
+
+/// Waits for the acceptance's answer: the lifecycle's gate before the job's own code
+/// (the get_sources hooks, the scripts) runs. By the time it opens, a refusal has raised
+/// the job's stop request.
+#[derive(Clone)]
+pub(crate) struct Accepted(watch::Receiver<Option<Acceptance>>);
+
+impl Accepted {
+    /// The coordinator's answer, once it is in.
+    pub(crate) async fn answer(&mut self) -> Acceptance {
+        match self.0.wait_for(Option::is_some).await {
+            Ok(answer) => answer.unwrap_or(Acceptance::Run),
+            // The task ended without an answer (it panicked or was aborted): the job runs,
+            // as when the coordinator cannot be reached; a later `403` still aborts it.
+            Err(_) => Acceptance::Run,
+        }
+    }
+}
+
+impl Accepting {
+    /// The gate the lifecycle waits on.
+    pub(crate) fn gate(&self) -> Accepted {
+        Accepted(self.answer.clone())
+    }
+
+    /// The answer and the streaming task it started (waits for the answer).
+    pub(crate) async fn finish(mut self) -> (Acceptance, Option<Streaming>) {
+        match (&mut self.task).await {
+            Ok(done) => done,
+            Err(_) => (Acceptance::Run, None),
+        }
+    }
+}
+
+impl Drop for Accepting {
     fn drop(&mut self) {
         self.task.abort();
     }
@@ -281,6 +332,31 @@ impl Uplink {
         // Run it anyway: the trace is kept, and a coordinator that does not want the
         // job says so with a 403 on the next patch.
         Acceptance::Run
+    }
+
+    /// [`Uplink::accept`] in the background, beside the job's preparation: a refusal
+    /// raises the job's stop request (`Abort` for a coordinator that does not want the
+    /// job, `Cancel` for `Job-Status: canceling`), then the answer is published to
+    /// [`Accepted`]; a job to run starts streaming its trace.
+    pub(crate) fn accept_beside(self: &Arc<Self>) -> Accepting {
+        let (publish, answer) = watch::channel(None);
+        let uplink = Arc::clone(self);
+        let task = tokio::spawn(async move {
+            let acceptance = uplink.accept().await;
+            match acceptance {
+                Acceptance::Dropped => {
+                    uplink.stop.request(StopRequest::Abort);
+                }
+                Acceptance::Canceled => {
+                    uplink.stop.request(StopRequest::Cancel);
+                }
+                Acceptance::Run => {}
+            }
+            let _ = publish.send(Some(acceptance));
+            let streaming = (acceptance == Acceptance::Run).then(|| uplink.stream());
+            (acceptance, streaming)
+        });
+        Accepting { answer, task }
     }
 
     /// Sends the unsent trace, patch after patch, until nothing is left (with

@@ -14,6 +14,8 @@
 //! * lost answers to trace patches that the mock did store, and the `Range` header the
 //!   mock leaves out of its `416` answers (the resync, §5.2);
 //! * `X-GitLab-Last-Update` on `204` answers (long polling, §3.3);
+//! * a slow acceptance: each job's first `PUT state=running` held until the test lets
+//!   it through ([`Front::hold_acceptance`]);
 //! * rewriting the job payload: a real git repository over `file://` instead of the
 //!   mock's fixed `https://bla/dummy.git`, a short job timeout, cache entries, GitLab's
 //!   current `failure_reasons` list.
@@ -83,6 +85,10 @@ struct FrontState {
     canceling: AtomicBool,
     final_202: AtomicU32,
     lose_patches: AtomicU32,
+    /// `Some(false)`: acceptances are held; `Some(true)`: let through.
+    acceptance: tokio::sync::watch::Sender<Option<bool>>,
+    /// Acceptances that arrived while held.
+    held: AtomicU32,
 }
 
 /// The proxy in front of the mock.
@@ -192,6 +198,8 @@ impl Front {
             canceling: AtomicBool::new(false),
             final_202: AtomicU32::new(0),
             lose_patches: AtomicU32::new(0),
+            acceptance: tokio::sync::watch::Sender::new(None),
+            held: AtomicU32::new(0),
         });
         let app = axum::Router::new()
             .fallback(proxy)
@@ -242,6 +250,22 @@ impl Front {
     /// Forward the next `n` trace patches but answer them `502` (the answer is "lost").
     pub fn lose_patch_answers(&self, n: u32) {
         self.state.lose_patches.store(n, Ordering::SeqCst);
+    }
+
+    /// Hold each job's first `PUT state=running` (its acceptance) until
+    /// [`Front::release_acceptance`]: a coordinator slow to answer it.
+    pub fn hold_acceptance(&self) {
+        self.state.acceptance.send_replace(Some(false));
+    }
+
+    /// Let the held acceptances through (forwarded to the mock now).
+    pub fn release_acceptance(&self) {
+        self.state.acceptance.send_replace(Some(true));
+    }
+
+    /// How many acceptances arrived while held.
+    pub fn held_acceptances(&self) -> u32 {
+        self.state.held.load(Ordering::SeqCst)
     }
 
     /// On `416` answers, add `Range: 0-<length>` with the length `length(job_id)` gives.
@@ -351,6 +375,24 @@ async fn proxy(
             .header("connection", "close")
             .body(Body::from("202"))
             .unwrap();
+    }
+
+    let first_running_update = method == "PUT"
+        && job_id_of(&path).is_some()
+        && !path.ends_with("/trace")
+        && serde_json::from_slice::<Value>(&body)
+            .ok()
+            .is_some_and(|v| v["state"] == "running")
+        && !front
+            .exchanges
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|e| e.method == "PUT" && e.path == path);
+    if first_running_update && *front.acceptance.borrow() == Some(false) {
+        front.held.fetch_add(1, Ordering::SeqCst);
+        let mut released = front.acceptance.subscribe();
+        let _ = released.wait_for(|state| *state != Some(false)).await;
     }
 
     if method == "GET" && path.ends_with("/artifacts") {
