@@ -86,7 +86,6 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use gantry_store::Store;
-use tokio::sync::watch;
 
 use crate::processor::{PipelineState, Status, Watchdog};
 
@@ -362,10 +361,8 @@ struct Inner {
     blobs: Arc<dyn BlobStore>,
     /// Job logs, `data_dir/traces` (`traces.rs`).
     traces: traces::Traces,
-    /// The queue version: bumped whenever a job becomes pending; long polls watch it.
-    queue: watch::Sender<u64>,
-    /// Random per process, so versions of a restarted server never repeat.
-    boot: u64,
+    /// The pending jobs, who waits for them, assignments (`queue.rs`).
+    queue: queue::Queue,
     /// When this process opened the coordinator: unacknowledged jobs are put back in
     /// the queue only once it has been up for the acknowledgement bound.
     opened: std::time::Instant,
@@ -378,16 +375,6 @@ struct Inner {
     push_locks: Vec<tokio::sync::Mutex<()>>,
     /// A pass over the due pipeline schedules is under way (`timers.rs`).
     schedules_running: std::sync::atomic::AtomicBool,
-    /// Pending jobs as last read (see `queue.rs`).
-    queue_cache: tokio::sync::Mutex<queue::Snapshot>,
-    /// The job requests waiting in this process, by what their runners can take.
-    waiters: waiters::Waiters,
-    /// A job went back to the queue at its old place: the snapshot is read whole next.
-    queue_reread: std::sync::atomic::AtomicBool,
-    /// Serializes this process's job assignments (one database writer at a time).
-    assign_gate: tokio::sync::Mutex<()>,
-    /// Assignments waiting for the gate; its holder commits them all (group commit).
-    assign_queue: Mutex<Vec<queue::WaitingAssignment>>,
     runtime: Mutex<Runtime>,
     /// This process's metrics (`metrics.rs`).
     metrics: metrics::Metrics,
@@ -604,11 +591,6 @@ impl Coordinator {
     /// Start the coordinator with another blob store (object storage). Without
     /// `cfg.db_key`, project and instance variables are encrypted with a key of this process only.
     pub fn with_blobs(store: Store, cfg: CoordinatorConfig, blobs: Arc<dyn BlobStore>) -> Self {
-        let (queue, _) = watch::channel(0u64);
-        let boot = {
-            use rand::RngCore;
-            rand::rng().next_u64()
-        };
         let db_key = cfg.db_key.clone().unwrap_or_else(secrets::DbKey::random);
         let metrics = metrics::Metrics::new(cfg.meters.as_ref());
         Coordinator {
@@ -626,20 +608,14 @@ impl Coordinator {
                     Arc::clone(&blobs),
                     cfg.artifact_limit,
                 ),
+                queue: queue::Queue::new(store.clone()),
                 store,
                 cfg,
                 blobs,
-                queue,
-                boot,
                 opened: std::time::Instant::now(),
                 pipeline_locks: (0..STRIPES).map(|_| tokio::sync::Mutex::new(())).collect(),
                 push_locks: (0..STRIPES).map(|_| tokio::sync::Mutex::new(())).collect(),
                 schedules_running: std::sync::atomic::AtomicBool::new(false),
-                queue_cache: tokio::sync::Mutex::new(queue::Snapshot::default()),
-                queue_reread: std::sync::atomic::AtomicBool::new(false),
-                waiters: waiters::Waiters::default(),
-                assign_gate: tokio::sync::Mutex::new(()),
-                assign_queue: Mutex::new(Vec::new()),
                 runtime: Mutex::new(Runtime::default()),
                 metrics,
                 oidc_key: tokio::sync::OnceCell::new(),
@@ -709,25 +685,12 @@ impl Coordinator {
     /// The opaque queue version (`X-GitLab-Last-Update`): changes whenever a job becomes
     /// pending.
     pub fn queue_version(&self) -> String {
-        self.version_string(*self.inner.queue.borrow())
+        self.queue().version()
     }
 
-    fn version_string(&self, v: u64) -> String {
-        format!("{:016x}{v:016x}", self.inner.boot)
-    }
-
-    /// Jobs became pending, which ones is not known here (a job put back, a restart):
-    /// a new queue version, and every waiting job request wakes.
-    fn bump_queue(&self) {
-        self.inner.queue.send_modify(|v| *v = v.wrapping_add(1));
-        self.inner.waiters.wake_all();
-    }
-
-    /// `jobs` became pending: a new queue version, and only requests whose runners can
-    /// take one of them wake (`waiters.rs`).
-    fn bump_queue_for(&self, jobs: &[waiters::NewPending]) {
-        self.inner.queue.send_modify(|v| *v = v.wrapping_add(1));
-        self.inner.waiters.wake_for(jobs);
+    /// The queue service (`queue.rs`).
+    pub(crate) fn queue(&self) -> &queue::Queue {
+        &self.inner.queue
     }
 
     /// The project's name as job matching reads it ([`gantry_store::QueuedJob::project_name`])
@@ -1023,7 +986,7 @@ impl Coordinator {
             // `lock_version` and make the decision stale (it was, for most job ends of a
             // busy pipeline: a rollback and a second decision each). Other processes'
             // assignments still can; `Stale` below takes care of them.
-            let gate = self.inner.assign_gate.lock().await;
+            let gate = self.queue().gate().lock().await;
             let (mut loaded, trusted) = self.load_current(pipeline_id, compare).await?;
             compare = true;
             let mut state = std::mem::replace(&mut loaded.state, PipelineState::empty());
@@ -1174,9 +1137,9 @@ impl Coordinator {
                     .filter(|c| c.to == crate::processor::Status::Pending)
                     .count()
             {
-                self.bump_queue_for(pending);
+                self.queue().bump_for(pending);
             } else {
-                self.bump_queue();
+                self.queue().bump();
             }
         }
         resources

@@ -27,6 +27,13 @@
 //! runner. A request takes its candidate out of the snapshot before asking the store, so
 //! concurrent requests do not fight over one job.
 //!
+//! The service ([`Queue`], `Coordinator::queue()`) owns this process's view of the queue:
+//! the queue version, the snapshot, the waiting requests and the assignments waiting for
+//! the group commit (with the gate decisions hold too, see `Coordinator::decide`); it
+//! calls the store only. The coordinator keeps what needs more: a request's whole answer
+//! (the runner's heartbeat, the job's payload, the pipeline's copy brought up to the
+//! assignment, a job put back and its pipeline processed again).
+//!
 //! Long polling: the queue version changes whenever a job becomes pending (`watch`
 //! channel, no busy loop). A request whose `last_update` is the current version has seen
 //! everything and waits for the next change; any other looks at once, then waits. A
@@ -55,12 +62,13 @@
 //! hour).
 
 use std::collections::HashMap;
-use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use gantry_protocol::JobResponse;
 use gantry_store::{Assignment, MAX_ASSIGN_BATCH, QueuedJob, RequeuedJob};
+use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::processor::{Event, FailureReason, effective_timeout};
@@ -70,6 +78,7 @@ use super::spec::StoredSpec;
 use super::state::AssignedJob;
 use super::time::{now_ms, to_ts};
 use super::views::Runner;
+use super::waiters::{NewPending, Waiters};
 use super::{Coordinator, token};
 
 /// Pending jobs read per snapshot (GitLab examines 45 per request; a shared snapshot
@@ -153,6 +162,171 @@ impl Snapshot {
     }
 }
 
+/// The queue service (see the module docs): what this process knows of the pending jobs
+/// and of the requests waiting for them.
+pub(crate) struct Queue {
+    store: gantry_store::Store,
+    /// Bumped whenever a job becomes pending; long polls watch it.
+    version: watch::Sender<u64>,
+    /// Random per process, so versions of a restarted server never repeat.
+    boot: u64,
+    /// Pending jobs as last read.
+    snapshot: tokio::sync::Mutex<Snapshot>,
+    /// A job went back to the queue at its old place: the snapshot is read whole next.
+    reread: AtomicBool,
+    /// The job requests waiting in this process, by what their runners can take.
+    waiters: Waiters,
+    /// Serializes this process's job assignments (one database writer at a time); a
+    /// decision holds it from its read to its commit.
+    gate: tokio::sync::Mutex<()>,
+    /// Assignments waiting for the gate; its holder commits them all (group commit).
+    waiting: Mutex<Vec<WaitingAssignment>>,
+}
+
+impl Queue {
+    pub(crate) fn new(store: gantry_store::Store) -> Self {
+        let boot = {
+            use rand::RngCore;
+            rand::rng().next_u64()
+        };
+        Self {
+            store,
+            version: watch::Sender::new(0),
+            boot,
+            snapshot: tokio::sync::Mutex::new(Snapshot::default()),
+            reread: AtomicBool::new(false),
+            waiters: Waiters::default(),
+            gate: tokio::sync::Mutex::new(()),
+            waiting: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The current queue version, as runners see it (`X-GitLab-Last-Update`).
+    pub(crate) fn version(&self) -> String {
+        format!("{:016x}{:016x}", self.boot, *self.version.borrow())
+    }
+
+    /// Jobs became pending, which ones is not known here (a job put back, a restart):
+    /// a new queue version, and every waiting job request wakes.
+    pub(crate) fn bump(&self) {
+        self.version.send_modify(|v| *v = v.wrapping_add(1));
+        self.waiters.wake_all();
+    }
+
+    /// `jobs` became pending: a new queue version, and only requests whose runners can
+    /// take one of them wake (`waiters.rs`).
+    pub(crate) fn bump_for(&self, jobs: &[NewPending]) {
+        self.version.send_modify(|v| *v = v.wrapping_add(1));
+        self.waiters.wake_for(jobs);
+    }
+
+    /// The requests waiting in this process.
+    pub(crate) fn waiters(&self) -> &Waiters {
+        &self.waiters
+    }
+
+    /// Jobs went back to the queue at their old place (their `queued_at`): the snapshot
+    /// is read whole next.
+    pub(crate) fn reread(&self) {
+        self.reread.store(true, Ordering::SeqCst);
+    }
+
+    /// The gate of this process's assignments, which a decision holds from its read of a
+    /// pipeline to its commit.
+    pub(crate) fn gate(&self) -> &tokio::sync::Mutex<()> {
+        &self.gate
+    }
+
+    /// Queue `assignment` for the next group commit.
+    fn wait_for_commit(&self, assignment: WaitingAssignment) {
+        self.waiting
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(assignment);
+    }
+
+    /// Up to [`MAX_ASSIGN_BATCH`] assignments waiting for the gate's holder to commit.
+    fn take_waiting(&self) -> Vec<WaitingAssignment> {
+        let mut queue = self
+            .waiting
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let n = queue.len().min(MAX_ASSIGN_BATCH);
+        queue.drain(..n).collect()
+    }
+
+    /// A job of `project_id` was handed out: it counts among the project's running jobs
+    /// for fair share until the snapshot is read again.
+    async fn started(&self, project_id: i64) {
+        *self
+            .snapshot
+            .lock()
+            .await
+            .running
+            .entry(project_id)
+            .or_insert(0) += 1;
+    }
+
+    /// Take the next candidate for `runner` out of the (fresh enough) snapshot.
+    pub(crate) async fn next_candidate(&self, runner: &Runner) -> Result<Option<(QueuedJob, i64, i64)>> {
+        let mut snap = self.snapshot.lock().await;
+        let version = *self.version.borrow();
+        let behind = snap.version != Some(version);
+        let whole = snap.loaded.is_none_or(|t| t.elapsed() > SNAPSHOT_TTL)
+            || (snap.truncated && snap.eligible(runner) == 0)
+            || self.reread.swap(false, Ordering::SeqCst)
+            || (behind && snap.high.is_none());
+        if whole {
+            let jobs = self.store.pending_queue(QUEUE_DEPTH).await?;
+            snap.truncated = i64::try_from(jobs.len()).unwrap_or(i64::MAX) >= QUEUE_DEPTH;
+            snap.high = jobs.last().and_then(|j| j.queued_at);
+            snap.jobs = jobs;
+            snap.claimed.clear();
+            snap.loaded = Some(Instant::now());
+        } else if behind && snap.truncated {
+            // New jobs queue behind the ones held, which are enough for now: they are
+            // read when the snapshot runs dry for a runner (above).
+        } else if behind {
+            // What joined the queue since: O(jobs new), whatever the queue's length.
+            let room = QUEUE_DEPTH.saturating_sub(i64::try_from(snap.jobs.len()).unwrap_or(0));
+            // A decision's `queued_at` is its start: one that waited for its pipeline's
+            // lock may commit a time older than the latest read. Read back
+            // `QUEUED_AT_SLACK_MS` (what was read already is skipped below).
+            let since = snap.high.unwrap_or(0).saturating_sub(QUEUED_AT_SLACK_MS);
+            let new = self
+                .store
+                .pending_queue_after((since, -1), room.max(1))
+                .await?;
+            snap.truncated = i64::try_from(new.len()).unwrap_or(i64::MAX) >= room.max(1);
+            let held: std::collections::HashSet<i64> = snap
+                .jobs
+                .iter()
+                .map(|j| j.id)
+                .chain(snap.claimed.iter().copied())
+                .collect();
+            if let Some(last) = new.last().and_then(|j| j.queued_at) {
+                snap.high = snap.high.max(Some(last));
+            }
+            let mut fresh: Vec<QueuedJob> =
+                new.into_iter().filter(|j| !held.contains(&j.id)).collect();
+            // Older times first, as a whole read orders them.
+            snap.jobs.append(&mut fresh);
+            snap.jobs.sort_by_key(|j| (j.queued_at, j.id));
+        }
+        if whole || behind {
+            snap.running = self
+                .store
+                .running_jobs_per_project()
+                .await?
+                .into_iter()
+                .collect();
+            snap.version = Some(version);
+        }
+        let size = i64::try_from(snap.eligible(runner)).unwrap_or(i64::MAX);
+        Ok(snap.claim(runner).map(|j| (j, size, 1)))
+    }
+}
+
 impl Coordinator {
     /// Hand a pending job to `runner`, holding the request up to `wait` until one it may
     /// run becomes pending. `None` when none came in time (answer `204` with
@@ -211,13 +385,13 @@ impl Coordinator {
         }
         // Registered before the version is read and the queue looked at: a job that
         // becomes pending meanwhile wakes this request (`waiters.rs`).
-        let mut ticket = self.inner.waiters.register(runner);
-        let current = self.queue_version();
+        let mut ticket = self.queue().waiters().register(runner);
+        let current = self.queue().version();
         let mut look_now = last_update != Some(current.as_str());
         loop {
             if look_now {
                 // A wake not used because this request went away is handed on.
-                let mut woken = self.inner.waiters.woken(runner);
+                let mut woken = self.queue().waiters().woken(runner);
                 // Boxed: the assignment's future (payload included) is many kilobytes,
                 // and a held request would carry its room all the while it waits.
                 let job = Box::pin(self.try_assign(runner, info)).await?;
@@ -235,7 +409,7 @@ impl Coordinator {
             }
             // Woken: the ticket has left the waiters; wait again on a new one, taken
             // before looking.
-            ticket = self.inner.waiters.register(runner);
+            ticket = self.queue().waiters().register(runner);
         }
     }
 
@@ -246,20 +420,16 @@ impl Coordinator {
     /// not one each.
     async fn assign(&self, assignment: Assignment, graceful: bool) -> Result<Option<Won>> {
         let (reply, mut answer) = tokio::sync::oneshot::channel();
-        self.inner
-            .assign_queue
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .push(WaitingAssignment {
-                assignment,
-                graceful,
-                reply,
-            });
+        self.queue().wait_for_commit(WaitingAssignment {
+            assignment,
+            graceful,
+            reply,
+        });
         let lost = || CoordinatorError::Batch("hand the job to the runner: no answer".into());
         // Another request's commit may answer this one first.
         let gate = tokio::select! {
             done = &mut answer => return done.map_err(|_| lost())?.map_err(CoordinatorError::Batch),
-            gate = self.inner.assign_gate.lock() => gate,
+            gate = self.queue().gate().lock() => gate,
         };
         loop {
             if let Ok(done) = answer.try_recv() {
@@ -279,15 +449,7 @@ impl Coordinator {
     /// Commit up to [`MAX_ASSIGN_BATCH`] waiting assignments in one statement and answer
     /// each; false when none was waiting.
     async fn commit_waiting(&self) -> bool {
-        let waiting: Vec<WaitingAssignment> = {
-            let mut queue = self
-                .inner
-                .assign_queue
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            let n = queue.len().min(MAX_ASSIGN_BATCH);
-            queue.drain(..n).collect()
-        };
+        let waiting = self.queue().take_waiting();
         if waiting.is_empty() {
             return false;
         }
@@ -369,70 +531,9 @@ impl Coordinator {
         }
     }
 
-    /// Take the next candidate for `runner` out of the (fresh enough) snapshot.
-    async fn next_candidate(&self, runner: &Runner) -> Result<Option<(QueuedJob, i64, i64)>> {
-        let mut snap = self.inner.queue_cache.lock().await;
-        let version = *self.inner.queue.borrow();
-        let behind = snap.version != Some(version);
-        let whole = snap.loaded.is_none_or(|t| t.elapsed() > SNAPSHOT_TTL)
-            || (snap.truncated && snap.eligible(runner) == 0)
-            || self.inner.queue_reread.swap(false, Ordering::SeqCst)
-            || (behind && snap.high.is_none());
-        if whole {
-            let jobs = self.inner.store.pending_queue(QUEUE_DEPTH).await?;
-            snap.truncated = i64::try_from(jobs.len()).unwrap_or(i64::MAX) >= QUEUE_DEPTH;
-            snap.high = jobs.last().and_then(|j| j.queued_at);
-            snap.jobs = jobs;
-            snap.claimed.clear();
-            snap.loaded = Some(Instant::now());
-        } else if behind && snap.truncated {
-            // New jobs queue behind the ones held, which are enough for now: they are
-            // read when the snapshot runs dry for a runner (above).
-        } else if behind {
-            // What joined the queue since: O(jobs new), whatever the queue's length.
-            let room = QUEUE_DEPTH.saturating_sub(i64::try_from(snap.jobs.len()).unwrap_or(0));
-            // A decision's `queued_at` is its start: one that waited for its pipeline's
-            // lock may commit a time older than the latest read. Read back
-            // `QUEUED_AT_SLACK_MS` (what was read already is skipped below).
-            let since = snap.high.unwrap_or(0).saturating_sub(QUEUED_AT_SLACK_MS);
-            let new = self
-                .inner
-                .store
-                .pending_queue_after((since, -1), room.max(1))
-                .await?;
-            snap.truncated = i64::try_from(new.len()).unwrap_or(i64::MAX) >= room.max(1);
-            let held: std::collections::HashSet<i64> = snap
-                .jobs
-                .iter()
-                .map(|j| j.id)
-                .chain(snap.claimed.iter().copied())
-                .collect();
-            if let Some(last) = new.last().and_then(|j| j.queued_at) {
-                snap.high = snap.high.max(Some(last));
-            }
-            let mut fresh: Vec<QueuedJob> =
-                new.into_iter().filter(|j| !held.contains(&j.id)).collect();
-            // Older times first, as a whole read orders them.
-            snap.jobs.append(&mut fresh);
-            snap.jobs.sort_by_key(|j| (j.queued_at, j.id));
-        }
-        if whole || behind {
-            snap.running = self
-                .inner
-                .store
-                .running_jobs_per_project()
-                .await?
-                .into_iter()
-                .collect();
-            snap.version = Some(version);
-        }
-        let size = i64::try_from(snap.eligible(runner)).unwrap_or(i64::MAX);
-        Ok(snap.claim(runner).map(|j| (j, size, 1)))
-    }
-
     /// Look at the queue for `runner` until a job is assigned or none is left.
     async fn try_assign(&self, runner: &Runner, info: &RequestInfo) -> Result<Option<JobResponse>> {
-        while let Some((queued, queue_size, depth)) = self.next_candidate(runner).await? {
+        while let Some((queued, queue_size, depth)) = self.queue().next_candidate(runner).await? {
             let Some((mut job, spec)) = self.queued_job(&queued).await? else {
                 continue;
             };
@@ -477,14 +578,7 @@ impl Coordinator {
                     rt.graceful.insert(job.id);
                 }
             }
-            *self
-                .inner
-                .queue_cache
-                .lock()
-                .await
-                .running
-                .entry(job.project_id)
-                .or_insert(0) += 1;
+            self.queue().started(job.project_id).await;
             // The pipeline's status follows (pending → running) through the usual path;
             // a running pipeline stays running, so skip the work then.
             if pipeline_status != crate::processor::Status::Running {
@@ -644,7 +738,7 @@ impl Coordinator {
             return Ok(());
         }
         // They keep their place (their `queued_at`): the queue is read whole next.
-        self.inner.queue_reread.store(true, Ordering::SeqCst);
+        self.queue().reread();
         {
             let mut rt = self.runtime();
             for job in jobs {
@@ -665,7 +759,7 @@ impl Coordinator {
                 first_error.get_or_insert(e);
             }
         }
-        self.bump_queue();
+        self.queue().bump();
         first_error.map_or(Ok(()), Err)
     }
 

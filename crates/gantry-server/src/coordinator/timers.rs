@@ -39,7 +39,7 @@ impl Coordinator {
         let now = to_ts(now_ms);
         // Jobs queued by another process (whose wakes do not reach this one), or left by
         // a lost wake: the oldest waiter of each group looks once a second.
-        self.inner.waiters.wake_each_group();
+        self.queue().waiters().wake_each_group();
         // One pipeline's failure does not stop the others; the first error is returned.
         let mut first_error = None;
         match self.requeue_unacknowledged(now_ms).await {
@@ -199,7 +199,7 @@ impl Coordinator {
                 }
             }
         }
-        self.bump_queue();
+        self.queue().bump();
         let ticked = self.tick(now).await;
         first_error.map_or(ticked, Err)
     }
