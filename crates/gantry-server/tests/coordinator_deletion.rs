@@ -257,7 +257,7 @@ async fn a_deleted_project_takes_everything_it_owns_along() {
         })
         .await;
     e.coord
-        .create_pipeline_trigger(project, "deploys")
+        .triggers().create(project, "deploys")
         .await
         .unwrap();
     let first = e.take_some(&runner).await;

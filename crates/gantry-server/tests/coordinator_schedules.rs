@@ -41,7 +41,7 @@ fn next_run(s: &ScheduleView) -> i64 {
 
 async fn variable(env: &Env, project: i64, id: i64, key: &str, value: &str, kind: &str) {
     env.coord
-        .set_schedule_variable(
+        .schedules().set_variable(
             project,
             id,
             ScheduleVariable {
@@ -61,7 +61,7 @@ async fn a_schedule_runs_its_ref_at_its_time_with_its_variables() {
     let project = env.project().await;
     let s = env
         .coord
-        .create_pipeline_schedule(project, request("30 4 * * *", "Asia/Tokyo"))
+        .schedules().create(project, request("30 4 * * *", "Asia/Tokyo"))
         .await
         .expect("schedule");
     assert_eq!(s.ref_name, "refs/heads/main");
@@ -111,7 +111,7 @@ async fn a_schedule_runs_its_ref_at_its_time_with_its_variables() {
         env.coord.run_due_schedules(next).await.unwrap(),
         Vec::<i64>::new()
     );
-    let shown = env.coord.pipeline_schedule(project, s.id).await.unwrap();
+    let shown = env.coord.schedules().get(project, s.id).await.unwrap();
     assert_eq!(next_run(&shown), next + 24 * 3600 * 1000);
     assert_eq!(shown.last_pipeline.as_ref().map(|l| l.id), Some(p.id));
     assert_eq!(shown.variables.as_ref().map(Vec::len), Some(2));
@@ -121,7 +121,7 @@ async fn a_schedule_runs_its_ref_at_its_time_with_its_variables() {
     // Runs missed while the server was down are one run, then the next time from now.
     let late = next + 3 * 24 * 3600 * 1000 + 5_000;
     assert_eq!(env.coord.run_due_schedules(late).await.unwrap().len(), 1);
-    let shown = env.coord.pipeline_schedule(project, s.id).await.unwrap();
+    let shown = env.coord.schedules().get(project, s.id).await.unwrap();
     assert!(next_run(&shown) > late && next_run(&shown) - late < 24 * 3600 * 1000);
 }
 
@@ -131,7 +131,7 @@ async fn play_runs_now_and_inactive_schedules_wait_to_be_played() {
     let project = env.project().await;
     let s = env
         .coord
-        .create_pipeline_schedule(
+        .schedules().create(
             project,
             ScheduleRequest {
                 active: Some(false),
@@ -156,7 +156,7 @@ async fn play_runs_now_and_inactive_schedules_wait_to_be_played() {
     // Activated: a next run appears; played again, it stays.
     let active = env
         .coord
-        .update_pipeline_schedule(
+        .schedules().update(
             project,
             s.id,
             ScheduleRequest {
@@ -171,7 +171,7 @@ async fn play_runs_now_and_inactive_schedules_wait_to_be_played() {
         .play_pipeline_schedule(project, s.id)
         .await
         .unwrap();
-    let shown = env.coord.pipeline_schedule(project, s.id).await.unwrap();
+    let shown = env.coord.schedules().get(project, s.id).await.unwrap();
     assert_eq!(next_run(&shown), next);
     assert_eq!(
         env.coord
@@ -181,15 +181,15 @@ async fn play_runs_now_and_inactive_schedules_wait_to_be_played() {
             .len(),
         2
     );
-    let listed = env.coord.pipeline_schedules(project).await.unwrap();
+    let listed = env.coord.schedules().list(project).await.unwrap();
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].variables, None);
     env.coord
-        .delete_pipeline_schedule(project, s.id)
+        .schedules().delete(project, s.id)
         .await
         .unwrap();
     assert!(matches!(
-        env.coord.pipeline_schedule(project, s.id).await,
+        env.coord.schedules().get(project, s.id).await,
         Err(CoordinatorError::NotFound(_))
     ));
 }
@@ -204,7 +204,7 @@ async fn bad_settings_are_refused_with_what_to_fix() {
     };
     let m = refused(
         env.coord
-            .create_pipeline_schedule(project, request("* * *", "UTC"))
+            .schedules().create(project, request("* * *", "UTC"))
             .await,
     );
     assert_eq!(
@@ -213,7 +213,7 @@ async fn bad_settings_are_refused_with_what_to_fix() {
     );
     let m = refused(
         env.coord
-            .create_pipeline_schedule(project, request("0 3 * * *", "Mars/Olympus"))
+            .schedules().create(project, request("0 3 * * *", "Mars/Olympus"))
             .await,
     );
     assert!(
@@ -222,13 +222,13 @@ async fn bad_settings_are_refused_with_what_to_fix() {
     );
     let m = refused(
         env.coord
-            .create_pipeline_schedule(project, request("0 0 30 2 *", "UTC"))
+            .schedules().create(project, request("0 0 30 2 *", "UTC"))
             .await,
     );
     assert!(m.contains("it would never run"), "{m}");
     let m = refused(
         env.coord
-            .create_pipeline_schedule(
+            .schedules().create(
                 project,
                 ScheduleRequest {
                     ref_name: Some("nope".into()),
@@ -240,7 +240,7 @@ async fn bad_settings_are_refused_with_what_to_fix() {
     assert_eq!(m, "ref: `nope` is no branch or tag of demo");
     let m = refused(
         env.coord
-            .create_pipeline_schedule(
+            .schedules().create(
                 project,
                 ScheduleRequest {
                     description: None,
@@ -252,7 +252,7 @@ async fn bad_settings_are_refused_with_what_to_fix() {
     assert!(m.starts_with("description is missing"), "{m}");
     assert!(
         env.coord
-            .pipeline_schedules(project)
+            .schedules().list(project)
             .await
             .unwrap()
             .is_empty()
@@ -260,13 +260,13 @@ async fn bad_settings_are_refused_with_what_to_fix() {
 
     let s = env
         .coord
-        .create_pipeline_schedule(project, request("@daily", "UTC"))
+        .schedules().create(project, request("@daily", "UTC"))
         .await
         .unwrap();
     variable(&env, project, s.id, "A", "1", "env_var").await;
     let twice = env
         .coord
-        .set_schedule_variable(
+        .schedules().set_variable(
             project,
             s.id,
             ScheduleVariable {
@@ -283,7 +283,7 @@ async fn bad_settings_are_refused_with_what_to_fix() {
     );
     let bad_key = env
         .coord
-        .set_schedule_variable(
+        .schedules().set_variable(
             project,
             s.id,
             ScheduleVariable {
@@ -300,7 +300,7 @@ async fn bad_settings_are_refused_with_what_to_fix() {
     );
     let removed = env
         .coord
-        .delete_schedule_variable(project, s.id, "A")
+        .schedules().delete_variable(project, s.id, "A")
         .await
         .unwrap();
     assert_eq!(removed.value, "1");
@@ -313,7 +313,7 @@ async fn a_schedule_whose_ref_is_gone_moves_on_without_a_pipeline() {
     git(&env.repo, &["branch", "release"]);
     let s = env
         .coord
-        .create_pipeline_schedule(
+        .schedules().create(
             project,
             ScheduleRequest {
                 ref_name: Some("release".into()),
@@ -328,7 +328,7 @@ async fn a_schedule_whose_ref_is_gone_moves_on_without_a_pipeline() {
         env.coord.run_due_schedules(due).await.unwrap(),
         Vec::<i64>::new()
     );
-    let shown = env.coord.pipeline_schedule(project, s.id).await.unwrap();
+    let shown = env.coord.schedules().get(project, s.id).await.unwrap();
     assert_eq!(next_run(&shown), due + 5 * 60 * 1000);
     assert_eq!(shown.last_pipeline, None);
 }
@@ -340,7 +340,7 @@ async fn two_coordinators_run_a_due_schedule_once() {
     let other = second_coordinator(&env).await;
     let s = env
         .coord
-        .create_pipeline_schedule(project, request("* * * * *", "UTC"))
+        .schedules().create(project, request("* * * * *", "UTC"))
         .await
         .unwrap();
     let mut due = next_run(&s);
@@ -351,7 +351,7 @@ async fn two_coordinators_run_a_due_schedule_once() {
         );
         let (a, b) = (a.unwrap(), b.unwrap());
         assert_eq!(a.len() + b.len(), 1, "round {round}: {a:?} {b:?}");
-        due = next_run(&env.coord.pipeline_schedule(project, s.id).await.unwrap());
+        due = next_run(&env.coord.schedules().get(project, s.id).await.unwrap());
     }
     assert_eq!(
         env.coord

@@ -14,6 +14,11 @@
 //! at a time, unless `CoordinatorConfig::run_schedules` is off (`gantry run`); each
 //! pipeline is created through `create_at` (`Creation::schedule`).
 //!
+//! The service ([`Schedules`], `Coordinator::schedules()`) keeps the schedules: their rows,
+//! variables (sealed with the settings' key), full refs and next runs. Whatever creates a
+//! pipeline — a due run, `play` — and a schedule's pipelines as API views stay on the
+//! coordinator, which reads the schedule through the service.
+//!
 //! Limits: at most [`MAX_SCHEDULES_PER_PROJECT`] schedules per project, at most
 //! [`MAX_SCHEDULE_VARIABLES`] variables per schedule (values as project variables').
 
@@ -26,6 +31,8 @@ use super::pipelines::Creation;
 use super::state::{file_variable_keys, parse_variables, pipeline_variables_json};
 use super::time::{iso8601, now_ms};
 use super::variables::{ENV_VAR, FILE, validate_attributes};
+use super::settings::Settings;
+use super::sources::Sources;
 use super::{Coordinator, CoordinatorError};
 use gantry_cron::{Cron, zone};
 
@@ -115,9 +122,22 @@ fn next_run(cron: &str, timezone: &str, after: i64) -> Result<i64> {
     })
 }
 
-impl Coordinator {
-    fn schedule_view(&self, s: &PipelineSchedule) -> ScheduleView {
-        let user = &self.inner.cfg.user;
+/// The schedules service (`Coordinator::schedules()`): a project's schedules, their
+/// variables (sealed as project variables are) and next runs. It calls the store,
+/// [`Settings`] (sealing) and [`Sources`] (a ref's full name) only; running a schedule
+/// creates a pipeline, which stays the coordinator's (`play_pipeline_schedule`,
+/// `run_due_schedules`).
+pub struct Schedules<'a> {
+    store: &'a gantry_store::Store,
+    settings: &'a Settings,
+    sources: &'a Sources,
+    /// Shown as every schedule's owner (the server's one user).
+    owner: &'a super::PipelineUser,
+}
+
+impl Schedules<'_> {
+    fn view(&self, s: &PipelineSchedule) -> ScheduleView {
+        let user = &self.owner;
         ScheduleView {
             id: s.id,
             description: s.description.clone(),
@@ -140,8 +160,8 @@ impl Coordinator {
     }
 
     /// A schedule's variables `(key, value, file?)`.
-    fn schedule_variables(&self, s: &PipelineSchedule) -> Result<Vec<ScheduleVariable>> {
-        let json = self.settings().open(&s.variables).map_err(|e| {
+    pub(crate) fn variables(&self, s: &PipelineSchedule) -> Result<Vec<ScheduleVariable>> {
+        let json = self.settings.open(&s.variables).map_err(|e| {
             CoordinatorError::corrupt(format!("the variables of schedule {}: {e}", s.id))
         })?;
         let files = file_variable_keys(&json);
@@ -155,7 +175,7 @@ impl Coordinator {
             .collect())
     }
 
-    fn seal_schedule_variables(&self, vars: &[ScheduleVariable]) -> String {
+    fn seal_variables(&self, vars: &[ScheduleVariable]) -> String {
         let pairs: Vec<(String, String)> = vars
             .iter()
             .map(|v| (v.key.clone(), v.value.clone()))
@@ -165,14 +185,14 @@ impl Coordinator {
             .filter(|v| v.variable_type == FILE)
             .map(|v| v.key.clone())
             .collect();
-        self.settings()
+        self.settings
             .seal_variables(pipeline_variables_json(&pairs, &files, &[]))
     }
 
     /// `main`, `refs/heads/main`, `v1.0` → the full name of the branch or tag in the
     /// project's repository (GitLab keeps a schedule's ref in full).
     async fn full_ref(&self, project: &gantry_store::Project, ref_name: &str) -> Result<String> {
-        let mirror = self.sources().sync_mirror(project).await?;
+        let mirror = self.sources.sync_mirror(project).await?;
         match mirror.resolve(ref_name.trim()).await? {
             Some((r, _)) if r.tag => Ok(format!("refs/tags/{}", r.name)),
             Some((r, _)) => Ok(format!("refs/heads/{}", r.name)),
@@ -183,12 +203,12 @@ impl Coordinator {
         }
     }
 
-    pub async fn create_pipeline_schedule(
+    pub async fn create(
         &self,
         project_id: i64,
         request: ScheduleRequest,
     ) -> std::result::Result<ScheduleView, CoordinatorError> {
-        let project = self.inner.store.project(project_id).await?;
+        let project = self.store.project(project_id).await?;
         let description = request
             .description
             .filter(|d| !d.trim().is_empty())
@@ -211,21 +231,20 @@ impl Coordinator {
             cron_timezone: request.cron_timezone.unwrap_or_else(|| "UTC".to_owned()),
             active: request.active.unwrap_or(true),
             next_run_at: None,
-            variables: self.seal_schedule_variables(&[]),
+            variables: self.seal_variables(&[]),
             created_at: now,
             updated_at: now,
         };
-        self.check_schedule(&project, &mut s, now).await?;
+        self.check(&project, &mut s, now).await?;
         let stored = self
-            .inner
             .store
             .create_pipeline_schedule(&s, MAX_SCHEDULES_PER_PROJECT)
             .await?;
-        Ok(self.schedule_view(&stored))
+        Ok(self.view(&stored))
     }
 
     /// Validates `s` and sets its full ref and next run.
-    async fn check_schedule(
+    async fn check(
         &self,
         project: &gantry_store::Project,
         s: &mut PipelineSchedule,
@@ -242,14 +261,14 @@ impl Coordinator {
         Ok(())
     }
 
-    pub async fn update_pipeline_schedule(
+    pub async fn update(
         &self,
         project_id: i64,
         id: i64,
         request: ScheduleRequest,
     ) -> std::result::Result<ScheduleView, CoordinatorError> {
-        let project = self.inner.store.project(project_id).await?;
-        let mut s = self.inner.store.pipeline_schedule(project_id, id).await?;
+        let project = self.store.project(project_id).await?;
+        let mut s = self.store.pipeline_schedule(project_id, id).await?;
         if let Some(d) = request.description {
             if d.trim().is_empty() {
                 return Err(invalid("description: can't be blank"));
@@ -270,37 +289,35 @@ impl Coordinator {
         }
         let now = now_ms();
         s.updated_at = now;
-        self.check_schedule(&project, &mut s, now).await?;
-        let stored = self.inner.store.update_pipeline_schedule(&s).await?;
-        Ok(self.schedule_view(&stored))
+        self.check(&project, &mut s, now).await?;
+        let stored = self.store.update_pipeline_schedule(&s).await?;
+        Ok(self.view(&stored))
     }
 
-    pub async fn pipeline_schedules(
+    pub async fn list(
         &self,
         project_id: i64,
     ) -> std::result::Result<Vec<ScheduleView>, CoordinatorError> {
-        self.inner.store.project(project_id).await?;
+        self.store.project(project_id).await?;
         Ok(self
-            .inner
             .store
             .pipeline_schedules(project_id)
             .await?
             .iter()
-            .map(|s| self.schedule_view(s))
+            .map(|s| self.view(s))
             .collect())
     }
 
     /// One schedule with its variables and newest pipeline.
-    pub async fn pipeline_schedule(
+    pub async fn get(
         &self,
         project_id: i64,
         id: i64,
     ) -> std::result::Result<ScheduleView, CoordinatorError> {
-        let s = self.inner.store.pipeline_schedule(project_id, id).await?;
-        let mut view = self.schedule_view(&s);
-        view.variables = Some(self.schedule_variables(&s)?);
+        let s = self.store.pipeline_schedule(project_id, id).await?;
+        let mut view = self.view(&s);
+        view.variables = Some(self.variables(&s)?);
         view.last_pipeline = self
-            .inner
             .store
             .schedule_pipelines(id, 1)
             .await?
@@ -314,35 +331,20 @@ impl Coordinator {
         Ok(view)
     }
 
-    pub async fn delete_pipeline_schedule(
+    pub async fn delete(
         &self,
         project_id: i64,
         id: i64,
     ) -> std::result::Result<(), CoordinatorError> {
         Ok(self
-            .inner
             .store
             .delete_pipeline_schedule(project_id, id)
             .await?)
     }
 
-    /// The pipelines a schedule ran, newest first (at most 100).
-    pub async fn schedule_pipelines(
-        &self,
-        project_id: i64,
-        id: i64,
-    ) -> std::result::Result<Vec<super::views::PipelineView>, CoordinatorError> {
-        self.inner.store.pipeline_schedule(project_id, id).await?;
-        let mut out = Vec::new();
-        for p in self.inner.store.schedule_pipelines(id, 100).await? {
-            out.push(self.pipeline_view(&p).await?);
-        }
-        Ok(out)
-    }
-
     /// Adds (`create`) or changes a schedule's variable; `Conflict` when creating a key
     /// it has, `NotFound` when changing one it has not.
-    pub async fn set_schedule_variable(
+    pub async fn set_variable(
         &self,
         project_id: i64,
         id: i64,
@@ -355,8 +357,8 @@ impl Coordinator {
             &variable.variable_type,
             false,
         )?;
-        let mut s = self.inner.store.pipeline_schedule(project_id, id).await?;
-        let mut vars = self.schedule_variables(&s)?;
+        let mut s = self.store.pipeline_schedule(project_id, id).await?;
+        let mut vars = self.variables(&s)?;
         match vars.iter_mut().find(|v| v.key == variable.key) {
             Some(_) if create => {
                 return Err(CoordinatorError::Conflict(format!(
@@ -377,28 +379,55 @@ impl Coordinator {
                 vars.push(variable.clone());
             }
         }
-        s.variables = self.seal_schedule_variables(&vars);
+        s.variables = self.seal_variables(&vars);
         s.updated_at = now_ms();
-        self.inner.store.update_pipeline_schedule(&s).await?;
+        self.store.update_pipeline_schedule(&s).await?;
         Ok(variable)
     }
 
-    pub async fn delete_schedule_variable(
+    pub async fn delete_variable(
         &self,
         project_id: i64,
         id: i64,
         key: &str,
     ) -> std::result::Result<ScheduleVariable, CoordinatorError> {
-        let mut s = self.inner.store.pipeline_schedule(project_id, id).await?;
-        let mut vars = self.schedule_variables(&s)?;
+        let mut s = self.store.pipeline_schedule(project_id, id).await?;
+        let mut vars = self.variables(&s)?;
         let Some(at) = vars.iter().position(|v| v.key == key) else {
             return Err(CoordinatorError::NotFound("pipeline schedule variable"));
         };
         let removed = vars.remove(at);
-        s.variables = self.seal_schedule_variables(&vars);
+        s.variables = self.seal_variables(&vars);
         s.updated_at = now_ms();
-        self.inner.store.update_pipeline_schedule(&s).await?;
+        self.store.update_pipeline_schedule(&s).await?;
         Ok(removed)
+    }
+
+}
+
+impl Coordinator {
+    /// The schedules service (see the module docs).
+    pub fn schedules(&self) -> Schedules<'_> {
+        Schedules {
+            store: &self.inner.store,
+            settings: self.settings(),
+            sources: self.sources(),
+            owner: &self.inner.cfg.user,
+        }
+    }
+
+    /// The pipelines a schedule ran, newest first (at most 100).
+    pub async fn schedule_pipelines(
+        &self,
+        project_id: i64,
+        id: i64,
+    ) -> std::result::Result<Vec<super::views::PipelineView>, CoordinatorError> {
+        self.inner.store.pipeline_schedule(project_id, id).await?;
+        let mut out = Vec::new();
+        for p in self.inner.store.schedule_pipelines(id, 100).await? {
+            out.push(self.pipeline_view(&p).await?);
+        }
+        Ok(out)
     }
 
     /// Run a schedule now (GitLab's "play"): its pipeline, its next run unchanged.
@@ -466,7 +495,7 @@ impl Coordinator {
         run: ScheduleRun,
     ) -> std::result::Result<super::views::PipelineView, CoordinatorError> {
         let project = self.inner.store.project(s.project_id).await?;
-        let vars = self.schedule_variables(s)?;
+        let vars = self.schedules().variables(s)?;
         let mirror = self.sources().sync_mirror(&project).await?;
         let Some((r, commit)) = mirror.resolve(&s.ref_name).await? else {
             return Err(invalid(format!(

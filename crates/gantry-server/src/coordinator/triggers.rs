@@ -5,6 +5,10 @@
 //! variables are pipeline variables (stored encrypted). Tokens are `glptt-` + 40 hex
 //! digits and kept only as SHA-256 hashes.
 //!
+//! The service ([`Triggers`], `Coordinator::triggers()`) keeps the tokens (create, list,
+//! revoke, use); it calls the store only. Starting the pipeline stays the coordinator's
+//! (`trigger_pipeline`).
+//!
 //! The pipeline is created through the same `create_pipeline_with` as the API's, and
 //! remembers the token's `CI_TRIGGER_SHORT_TOKEN` (GitLab's `Ci::Trigger#short_token`, the 4
 //! characters after `glptt-`), which its jobs get.
@@ -47,10 +51,15 @@ fn short_token(shown: &str) -> String {
         .collect()
 }
 
-impl Coordinator {
+/// The trigger tokens service (see the module docs).
+pub struct Triggers<'a> {
+    store: &'a gantry_store::Store,
+}
+
+impl Triggers<'_> {
     /// A new trigger token for the project; the answer holds the whole token (the only
     /// time it is shown).
-    pub async fn create_pipeline_trigger(
+    pub async fn create(
         &self,
         project_id: i64,
         description: &str,
@@ -60,11 +69,10 @@ impl Coordinator {
                 "description: give the trigger a description of 1 to {MAX_DESCRIPTION} characters"
             )));
         }
-        self.inner.store.project(project_id).await?;
+        self.store.project(project_id).await?;
         let secret = token::new_token(TRIGGER_TOKEN_PREFIX);
         let shown = format!("{}…", &secret[..SHOWN]);
         let trigger = self
-            .inner
             .store
             .create_pipeline_trigger(
                 project_id,
@@ -78,13 +86,12 @@ impl Coordinator {
     }
 
     /// The project's trigger tokens (their first characters), oldest first.
-    pub async fn pipeline_triggers(
+    pub async fn list(
         &self,
         project_id: i64,
     ) -> std::result::Result<Vec<TriggerView>, CoordinatorError> {
-        self.inner.store.project(project_id).await?;
+        self.store.project(project_id).await?;
         Ok(self
-            .inner
             .store
             .pipeline_triggers(project_id)
             .await?
@@ -94,16 +101,38 @@ impl Coordinator {
     }
 
     /// Revokes a trigger token (`NotFound` when the project has no trigger `id`).
-    pub async fn delete_pipeline_trigger(
+    pub async fn delete(
         &self,
         project_id: i64,
         id: i64,
     ) -> std::result::Result<(), CoordinatorError> {
         Ok(self
-            .inner
             .store
             .delete_pipeline_trigger(project_id, id)
             .await?)
+    }
+
+    /// The trigger whose token is `secret`, its use recorded (`NotFound` for no token of
+    /// any project).
+    pub(crate) async fn use_token(&self, secret: &str) -> Result<gantry_store::PipelineTrigger> {
+        let secret = secret.trim();
+        if secret.is_empty() {
+            return Err(CoordinatorError::NotFound("pipeline trigger"));
+        }
+        self
+            .store
+            .use_pipeline_trigger(&token::hash(secret), now_ms())
+            .await?
+            .ok_or(CoordinatorError::NotFound("pipeline trigger"))
+    }
+}
+
+impl Coordinator {
+    /// The trigger tokens service (see the module docs).
+    pub fn triggers(&self) -> Triggers<'_> {
+        Triggers {
+            store: &self.inner.store,
+        }
     }
 
     /// Starts a pipeline of `request.ref_name` with `token`, which must be one of the
@@ -115,7 +144,7 @@ impl Coordinator {
         secret: &str,
         request: PipelineRequest,
     ) -> std::result::Result<PipelineView, CoordinatorError> {
-        let trigger = self.use_trigger(secret).await?;
+        let trigger = self.triggers().use_token(secret).await?;
         if trigger.project_id != project_id {
             return Err(CoordinatorError::NotFound("pipeline trigger"));
         }
@@ -128,18 +157,6 @@ impl Coordinator {
             Some(short_token(&trigger.token_prefix)),
         )
         .await
-    }
-
-    async fn use_trigger(&self, secret: &str) -> Result<gantry_store::PipelineTrigger> {
-        let secret = secret.trim();
-        if secret.is_empty() {
-            return Err(CoordinatorError::NotFound("pipeline trigger"));
-        }
-        self.inner
-            .store
-            .use_pipeline_trigger(&token::hash(secret), now_ms())
-            .await?
-            .ok_or(CoordinatorError::NotFound("pipeline trigger"))
     }
 }
 

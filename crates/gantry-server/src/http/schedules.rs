@@ -74,7 +74,7 @@ pub(crate) async fn list(
     };
     let schedules: Vec<_> = state
         .coordinator
-        .pipeline_schedules(project)
+        .schedules().list(project)
         .await?
         .into_iter()
         .filter(|s| active.is_none_or(|a| s.active == a))
@@ -93,7 +93,7 @@ pub(crate) async fn create(
     let params: ScheduleParams = extract::params(&headers, &body).await?;
     let created = state
         .coordinator
-        .create_pipeline_schedule(project, params.into())
+        .schedules().create(project, params.into())
         .await?;
     Ok(json_response(StatusCode::CREATED, &created))
 }
@@ -105,7 +105,7 @@ pub(crate) async fn show(
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     let project = project_id(&state, &headers, &project).await?;
-    let schedule = state.coordinator.pipeline_schedule(project, id).await?;
+    let schedule = state.coordinator.schedules().get(project, id).await?;
     Ok(json_response(StatusCode::OK, &schedule))
 }
 
@@ -120,7 +120,7 @@ pub(crate) async fn update(
     let params: ScheduleParams = extract::params(&headers, &body).await?;
     let updated = state
         .coordinator
-        .update_pipeline_schedule(project, id, params.into())
+        .schedules().update(project, id, params.into())
         .await?;
     Ok(json_response(StatusCode::OK, &updated))
 }
@@ -134,7 +134,7 @@ pub(crate) async fn delete(
     let project = project_id(&state, &headers, &project).await?;
     state
         .coordinator
-        .delete_pipeline_schedule(project, id)
+        .schedules().delete(project, id)
         .await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
@@ -193,7 +193,7 @@ pub(crate) async fn create_variable(
     let params: VariableParams = extract::params(&headers, &body).await?;
     let v = state
         .coordinator
-        .set_schedule_variable(project, id, variable(params, None)?, true)
+        .schedules().set_variable(project, id, variable(params, None)?, true)
         .await?;
     Ok(json_response(StatusCode::CREATED, &v))
 }
@@ -209,7 +209,7 @@ pub(crate) async fn update_variable(
     let params: VariableParams = extract::params(&headers, &body).await?;
     let v = state
         .coordinator
-        .set_schedule_variable(project, id, variable(params, Some(key))?, false)
+        .schedules().set_variable(project, id, variable(params, Some(key))?, false)
         .await?;
     Ok(json_response(StatusCode::OK, &v))
 }
@@ -223,7 +223,7 @@ pub(crate) async fn delete_variable(
     let project = project_id(&state, &headers, &project).await?;
     let v = state
         .coordinator
-        .delete_schedule_variable(project, id, &key)
+        .schedules().delete_variable(project, id, &key)
         .await?;
     Ok(json_response(StatusCode::OK, &v))
 }

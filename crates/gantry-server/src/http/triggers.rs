@@ -40,7 +40,7 @@ pub(crate) async fn create(
         .ok_or_else(|| ApiError::param("description is missing"))?;
     let trigger = state
         .coordinator
-        .create_pipeline_trigger(project.id, &description)
+        .triggers().create(project.id, &description)
         .await?;
     Ok(json_response(StatusCode::CREATED, &trigger))
 }
@@ -53,7 +53,7 @@ pub(crate) async fn list(
 ) -> ApiResult<Response> {
     auth::require_admin(&state.coordinator, &headers).await?;
     let project = find_project(&state, &project).await?;
-    let triggers = state.coordinator.pipeline_triggers(project.id).await?;
+    let triggers = state.coordinator.triggers().list(project.id).await?;
     Ok(json_response(StatusCode::OK, &triggers))
 }
 
@@ -67,7 +67,7 @@ pub(crate) async fn delete(
     let project = find_project(&state, &project).await?;
     state
         .coordinator
-        .delete_pipeline_trigger(project.id, trigger)
+        .triggers().delete(project.id, trigger)
         .await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
