@@ -256,10 +256,7 @@ async fn a_deleted_project_takes_everything_it_owns_along() {
             ..RunnerOptions::default()
         })
         .await;
-    e.coord
-        .triggers().create(project, "deploys")
-        .await
-        .unwrap();
+    e.coord.triggers().create(project, "deploys").await.unwrap();
     let first = e.take_some(&runner).await;
     assert_eq!(first.job_info.pipeline_id, doomed.id);
     e.coord
@@ -286,7 +283,8 @@ async fn a_deleted_project_takes_everything_it_owns_along() {
     let filter = gantry_store::EnvironmentFilter::default();
     let (envs, _) = e
         .coord
-        .environments_page(project, &filter, 0, 10)
+        .environments()
+        .page(project, &filter, 0, 10)
         .await
         .unwrap();
     assert_eq!(envs.len(), 1);
@@ -308,7 +306,7 @@ async fn a_deleted_project_takes_everything_it_owns_along() {
         Err(NotFound(_))
     ));
     assert!(matches!(
-        e.coord.environments_page(project, &filter, 0, 10).await,
+        e.coord.environments().page(project, &filter, 0, 10).await,
         Err(NotFound(_))
     ));
     assert!(matches!(

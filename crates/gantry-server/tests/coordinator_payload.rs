@@ -110,7 +110,8 @@ review:
     e.run(&job, true).await;
     let (environments, _) = e
         .coord
-        .environments_page(project, &gantry_store::EnvironmentFilter::default(), 0, 10)
+        .environments()
+        .page(project, &gantry_store::EnvironmentFilter::default(), 0, 10)
         .await
         .unwrap();
     let url_of = |name: &str| {

@@ -288,7 +288,8 @@ stop:
     let states = || async {
         let (envs, _) = env
             .coord
-            .environments_page(project, &gantry_store::EnvironmentFilter::default(), 0, 10)
+            .environments()
+            .page(project, &gantry_store::EnvironmentFilter::default(), 0, 10)
             .await
             .unwrap();
         envs.into_iter()

@@ -41,7 +41,8 @@ fn next_run(s: &ScheduleView) -> i64 {
 
 async fn variable(env: &Env, project: i64, id: i64, key: &str, value: &str, kind: &str) {
     env.coord
-        .schedules().set_variable(
+        .schedules()
+        .set_variable(
             project,
             id,
             ScheduleVariable {
@@ -61,7 +62,8 @@ async fn a_schedule_runs_its_ref_at_its_time_with_its_variables() {
     let project = env.project().await;
     let s = env
         .coord
-        .schedules().create(project, request("30 4 * * *", "Asia/Tokyo"))
+        .schedules()
+        .create(project, request("30 4 * * *", "Asia/Tokyo"))
         .await
         .expect("schedule");
     assert_eq!(s.ref_name, "refs/heads/main");
@@ -131,7 +133,8 @@ async fn play_runs_now_and_inactive_schedules_wait_to_be_played() {
     let project = env.project().await;
     let s = env
         .coord
-        .schedules().create(
+        .schedules()
+        .create(
             project,
             ScheduleRequest {
                 active: Some(false),
@@ -156,7 +159,8 @@ async fn play_runs_now_and_inactive_schedules_wait_to_be_played() {
     // Activated: a next run appears; played again, it stays.
     let active = env
         .coord
-        .schedules().update(
+        .schedules()
+        .update(
             project,
             s.id,
             ScheduleRequest {
@@ -184,10 +188,7 @@ async fn play_runs_now_and_inactive_schedules_wait_to_be_played() {
     let listed = env.coord.schedules().list(project).await.unwrap();
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].variables, None);
-    env.coord
-        .schedules().delete(project, s.id)
-        .await
-        .unwrap();
+    env.coord.schedules().delete(project, s.id).await.unwrap();
     assert!(matches!(
         env.coord.schedules().get(project, s.id).await,
         Err(CoordinatorError::NotFound(_))
@@ -204,7 +205,8 @@ async fn bad_settings_are_refused_with_what_to_fix() {
     };
     let m = refused(
         env.coord
-            .schedules().create(project, request("* * *", "UTC"))
+            .schedules()
+            .create(project, request("* * *", "UTC"))
             .await,
     );
     assert_eq!(
@@ -213,7 +215,8 @@ async fn bad_settings_are_refused_with_what_to_fix() {
     );
     let m = refused(
         env.coord
-            .schedules().create(project, request("0 3 * * *", "Mars/Olympus"))
+            .schedules()
+            .create(project, request("0 3 * * *", "Mars/Olympus"))
             .await,
     );
     assert!(
@@ -222,13 +225,15 @@ async fn bad_settings_are_refused_with_what_to_fix() {
     );
     let m = refused(
         env.coord
-            .schedules().create(project, request("0 0 30 2 *", "UTC"))
+            .schedules()
+            .create(project, request("0 0 30 2 *", "UTC"))
             .await,
     );
     assert!(m.contains("it would never run"), "{m}");
     let m = refused(
         env.coord
-            .schedules().create(
+            .schedules()
+            .create(
                 project,
                 ScheduleRequest {
                     ref_name: Some("nope".into()),
@@ -240,7 +245,8 @@ async fn bad_settings_are_refused_with_what_to_fix() {
     assert_eq!(m, "ref: `nope` is no branch or tag of demo");
     let m = refused(
         env.coord
-            .schedules().create(
+            .schedules()
+            .create(
                 project,
                 ScheduleRequest {
                     description: None,
@@ -252,7 +258,8 @@ async fn bad_settings_are_refused_with_what_to_fix() {
     assert!(m.starts_with("description is missing"), "{m}");
     assert!(
         env.coord
-            .schedules().list(project)
+            .schedules()
+            .list(project)
             .await
             .unwrap()
             .is_empty()
@@ -260,13 +267,15 @@ async fn bad_settings_are_refused_with_what_to_fix() {
 
     let s = env
         .coord
-        .schedules().create(project, request("@daily", "UTC"))
+        .schedules()
+        .create(project, request("@daily", "UTC"))
         .await
         .unwrap();
     variable(&env, project, s.id, "A", "1", "env_var").await;
     let twice = env
         .coord
-        .schedules().set_variable(
+        .schedules()
+        .set_variable(
             project,
             s.id,
             ScheduleVariable {
@@ -283,7 +292,8 @@ async fn bad_settings_are_refused_with_what_to_fix() {
     );
     let bad_key = env
         .coord
-        .schedules().set_variable(
+        .schedules()
+        .set_variable(
             project,
             s.id,
             ScheduleVariable {
@@ -300,7 +310,8 @@ async fn bad_settings_are_refused_with_what_to_fix() {
     );
     let removed = env
         .coord
-        .schedules().delete_variable(project, s.id, "A")
+        .schedules()
+        .delete_variable(project, s.id, "A")
         .await
         .unwrap();
     assert_eq!(removed.value, "1");
@@ -313,7 +324,8 @@ async fn a_schedule_whose_ref_is_gone_moves_on_without_a_pipeline() {
     git(&env.repo, &["branch", "release"]);
     let s = env
         .coord
-        .schedules().create(
+        .schedules()
+        .create(
             project,
             ScheduleRequest {
                 ref_name: Some("release".into()),
@@ -340,7 +352,8 @@ async fn two_coordinators_run_a_due_schedule_once() {
     let other = second_coordinator(&env).await;
     let s = env
         .coord
-        .schedules().create(project, request("* * * * *", "UTC"))
+        .schedules()
+        .create(project, request("* * * * *", "UTC"))
         .await
         .unwrap();
     let mut due = next_run(&s);

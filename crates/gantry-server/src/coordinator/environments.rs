@@ -5,6 +5,11 @@
 //! Environments are created with the pipelines that name them and move with their jobs
 //! (`environment::event_for`, written by the store in the job's transaction); this module
 //! is what users and time do to them.
+//!
+//! The rows alone (list, create, change, delete; resource groups' too, in
+//! `resource_groups.rs`) are the [`Environments`] service's, which calls the store only;
+//! what involves jobs (deployments' views, stopping through `on_stop` jobs, auto-stop)
+//! stays on the coordinator.
 
 use gantry_store::{
     DeleteEnvironment, Deployment, DeploymentFilter, DeploymentUpdate, Environment,
@@ -166,16 +171,25 @@ fn environment_view(e: &Environment) -> EnvironmentView {
     }
 }
 
-impl Coordinator {
+/// The environments service (`Coordinator::environments()`): a project's environment
+/// rows (list, create, change, delete) and its resource groups' rows; it calls the store
+/// only. What involves jobs — deployments and their views, stopping (it plays `on_stop`
+/// jobs), a resource group's order (it hands resources to jobs) — stays the
+/// coordinator's.
+pub struct Environments<'a> {
+    pub(super) store: &'a gantry_store::Store,
+}
+
+impl Environments<'_> {
     /// One page of a project's environments, by name, and how many match.
-    pub async fn environments_page(
+    pub async fn page(
         &self,
         project_id: i64,
         filter: &EnvironmentFilter,
         offset: i64,
         limit: i64,
     ) -> std::result::Result<(Vec<EnvironmentView>, i64), CoordinatorError> {
-        self.inner.store.project(project_id).await?;
+        self.store.project(project_id).await?;
         if filter.name.is_some() && filter.search.is_some() {
             return Err(invalid(
                 "name and search are mutually exclusive: give one of them",
@@ -189,34 +203,19 @@ impl Coordinator {
             }
         }
         let (rows, total) = self
-            .inner
             .store
             .environments_page(project_id, filter, offset, limit)
             .await?;
         Ok((rows.iter().map(environment_view).collect(), total))
     }
 
-    /// A project's environment, with its last successful deployment.
-    pub async fn environment(
-        &self,
-        project_id: i64,
-        id: i64,
-    ) -> std::result::Result<EnvironmentView, CoordinatorError> {
-        let e = self.inner.store.environment(project_id, id).await?;
-        let mut view = environment_view(&e);
-        if let Some(d) = self.inner.store.last_deployment(e.id).await? {
-            view.last_deployment = Some(Box::new(self.deployment_view(&d, Some(&e)).await?));
-        }
-        Ok(view)
-    }
-
     /// Creates an environment without a deployment (GitLab's `POST …/environments`).
-    pub async fn create_environment(
+    pub async fn create(
         &self,
         project_id: i64,
         request: EnvironmentRequest,
     ) -> std::result::Result<EnvironmentView, CoordinatorError> {
-        self.inner.store.project(project_id).await?;
+        self.store.project(project_id).await?;
         let name = request
             .name
             .ok_or_else(|| invalid("name is missing: give the environment's name"))?;
@@ -234,7 +233,6 @@ impl Coordinator {
             name,
         };
         let created = self
-            .inner
             .store
             .create_environment(project_id, &new, now_ms())
             .await
@@ -249,7 +247,7 @@ impl Coordinator {
     }
 
     /// Changes an environment's URL or tier (GitLab's `PUT …/environments/:id`).
-    pub async fn update_environment(
+    pub async fn update(
         &self,
         project_id: i64,
         id: i64,
@@ -268,7 +266,6 @@ impl Coordinator {
             ..changes
         };
         let e = self
-            .inner
             .store
             .update_environment(project_id, id, &changes, now_ms())
             .await?;
@@ -277,17 +274,40 @@ impl Coordinator {
 
     /// Deletes a stopped environment and its deployments; `Forbidden` when it is not
     /// stopped (GitLab's 403).
-    pub async fn delete_environment(
+    pub async fn delete(
         &self,
         project_id: i64,
         id: i64,
     ) -> std::result::Result<(), CoordinatorError> {
-        match self.inner.store.delete_environment(project_id, id).await? {
+        match self.store.delete_environment(project_id, id).await? {
             DeleteEnvironment::Deleted => Ok(()),
             DeleteEnvironment::NotStopped => Err(CoordinatorError::Forbidden(
                 "the environment is not stopped: stop it first (POST …/environments/:id/stop), then delete it".to_owned(),
             )),
         }
+    }
+}
+
+impl Coordinator {
+    /// The environments service (see [`Environments`]).
+    pub fn environments(&self) -> Environments<'_> {
+        Environments {
+            store: &self.inner.store,
+        }
+    }
+
+    /// A project's environment, with its last successful deployment.
+    pub async fn environment(
+        &self,
+        project_id: i64,
+        id: i64,
+    ) -> std::result::Result<EnvironmentView, CoordinatorError> {
+        let e = self.inner.store.environment(project_id, id).await?;
+        let mut view = environment_view(&e);
+        if let Some(d) = self.inner.store.last_deployment(e.id).await? {
+            view.last_deployment = Some(Box::new(self.deployment_view(&d, Some(&e)).await?));
+        }
+        Ok(view)
     }
 
     /// Stops an environment (GitLab's `Environments::StopService`). With `force` it is

@@ -268,7 +268,10 @@ impl Queue {
     }
 
     /// Take the next candidate for `runner` out of the (fresh enough) snapshot.
-    pub(crate) async fn next_candidate(&self, runner: &Runner) -> Result<Option<(QueuedJob, i64, i64)>> {
+    pub(crate) async fn next_candidate(
+        &self,
+        runner: &Runner,
+    ) -> Result<Option<(QueuedJob, i64, i64)>> {
         let mut snap = self.snapshot.lock().await;
         let version = *self.version.borrow();
         let behind = snap.version != Some(version);

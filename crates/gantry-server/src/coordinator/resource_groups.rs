@@ -100,15 +100,14 @@ pub(crate) fn order_candidates(
     kept
 }
 
-impl Coordinator {
+impl super::environments::Environments<'_> {
     /// A project's resource groups, by key.
     pub async fn resource_groups(
         &self,
         project_id: i64,
     ) -> std::result::Result<Vec<ResourceGroupView>, CoordinatorError> {
-        self.inner.store.project(project_id).await?;
+        self.store.project(project_id).await?;
         Ok(self
-            .inner
             .store
             .resource_groups(project_id)
             .await?
@@ -122,11 +121,11 @@ impl Coordinator {
         project_id: i64,
         key: &str,
     ) -> std::result::Result<ResourceGroupView, CoordinatorError> {
-        Ok(view(
-            &self.inner.store.resource_group(project_id, key).await?,
-        ))
+        Ok(view(&self.store.resource_group(project_id, key).await?))
     }
+}
 
+impl Coordinator {
     /// Sets a resource group's `process_mode` (GitLab's `PUT …/resource_groups/:key`).
     pub async fn update_resource_group(
         &self,
@@ -135,7 +134,7 @@ impl Coordinator {
         process_mode: Option<&str>,
     ) -> std::result::Result<ResourceGroupView, CoordinatorError> {
         let Some(mode) = process_mode else {
-            return self.resource_group(project_id, key).await;
+            return self.environments().resource_group(project_id, key).await;
         };
         if !PROCESS_MODES.contains(&mode) {
             return Err(CoordinatorError::Invalid(format!(

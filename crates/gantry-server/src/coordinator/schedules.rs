@@ -28,11 +28,11 @@ use serde::Serialize;
 
 use super::error::Result;
 use super::pipelines::Creation;
+use super::settings::Settings;
+use super::sources::Sources;
 use super::state::{file_variable_keys, parse_variables, pipeline_variables_json};
 use super::time::{iso8601, now_ms};
 use super::variables::{ENV_VAR, FILE, validate_attributes};
-use super::settings::Settings;
-use super::sources::Sources;
 use super::{Coordinator, CoordinatorError};
 use gantry_cron::{Cron, zone};
 
@@ -336,10 +336,7 @@ impl Schedules<'_> {
         project_id: i64,
         id: i64,
     ) -> std::result::Result<(), CoordinatorError> {
-        Ok(self
-            .store
-            .delete_pipeline_schedule(project_id, id)
-            .await?)
+        Ok(self.store.delete_pipeline_schedule(project_id, id).await?)
     }
 
     /// Adds (`create`) or changes a schedule's variable; `Conflict` when creating a key
@@ -402,7 +399,6 @@ impl Schedules<'_> {
         self.store.update_pipeline_schedule(&s).await?;
         Ok(removed)
     }
-
 }
 
 impl Coordinator {

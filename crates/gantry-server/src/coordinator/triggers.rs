@@ -106,10 +106,7 @@ impl Triggers<'_> {
         project_id: i64,
         id: i64,
     ) -> std::result::Result<(), CoordinatorError> {
-        Ok(self
-            .store
-            .delete_pipeline_trigger(project_id, id)
-            .await?)
+        Ok(self.store.delete_pipeline_trigger(project_id, id).await?)
     }
 
     /// The trigger whose token is `secret`, its use recorded (`NotFound` for no token of
@@ -119,8 +116,7 @@ impl Triggers<'_> {
         if secret.is_empty() {
             return Err(CoordinatorError::NotFound("pipeline trigger"));
         }
-        self
-            .store
+        self.store
             .use_pipeline_trigger(&token::hash(secret), now_ms())
             .await?
             .ok_or(CoordinatorError::NotFound("pipeline trigger"))

@@ -87,7 +87,8 @@ pub(crate) async fn list(
     let (offset, limit) = page.window();
     let (environments, total) = state
         .coordinator
-        .environments_page(project, &filter, offset, limit)
+        .environments()
+        .page(project, &filter, offset, limit)
         .await?;
     Ok(paged(environments, total, &page))
 }
@@ -103,7 +104,8 @@ pub(crate) async fn create(
     let params: EnvironmentParams = extract::params(&headers, &body).await?;
     let created = state
         .coordinator
-        .create_environment(
+        .environments()
+        .create(
             project,
             EnvironmentRequest {
                 name: params.name,
@@ -147,7 +149,8 @@ pub(crate) async fn update(
     };
     let environment = state
         .coordinator
-        .update_environment(project, id, changes)
+        .environments()
+        .update(project, id, changes)
         .await?;
     Ok(json_response(StatusCode::OK, &environment))
 }
@@ -159,7 +162,7 @@ pub(crate) async fn delete(
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     let project = admin_project_id(&state, &headers, &project).await?;
-    state.coordinator.delete_environment(project, id).await?;
+    state.coordinator.environments().delete(project, id).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 

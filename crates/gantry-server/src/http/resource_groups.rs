@@ -25,7 +25,11 @@ pub(crate) async fn list(
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     let project = admin_project_id(&state, &headers, &project).await?;
-    let groups = state.coordinator.resource_groups(project).await?;
+    let groups = state
+        .coordinator
+        .environments()
+        .resource_groups(project)
+        .await?;
     Ok(json_response(StatusCode::OK, &groups))
 }
 
@@ -36,7 +40,11 @@ pub(crate) async fn show(
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     let project = admin_project_id(&state, &headers, &project).await?;
-    let group = state.coordinator.resource_group(project, &key).await?;
+    let group = state
+        .coordinator
+        .environments()
+        .resource_group(project, &key)
+        .await?;
     Ok(json_response(StatusCode::OK, &group))
 }
 

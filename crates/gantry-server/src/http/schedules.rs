@@ -74,7 +74,8 @@ pub(crate) async fn list(
     };
     let schedules: Vec<_> = state
         .coordinator
-        .schedules().list(project)
+        .schedules()
+        .list(project)
         .await?
         .into_iter()
         .filter(|s| active.is_none_or(|a| s.active == a))
@@ -93,7 +94,8 @@ pub(crate) async fn create(
     let params: ScheduleParams = extract::params(&headers, &body).await?;
     let created = state
         .coordinator
-        .schedules().create(project, params.into())
+        .schedules()
+        .create(project, params.into())
         .await?;
     Ok(json_response(StatusCode::CREATED, &created))
 }
@@ -120,7 +122,8 @@ pub(crate) async fn update(
     let params: ScheduleParams = extract::params(&headers, &body).await?;
     let updated = state
         .coordinator
-        .schedules().update(project, id, params.into())
+        .schedules()
+        .update(project, id, params.into())
         .await?;
     Ok(json_response(StatusCode::OK, &updated))
 }
@@ -132,10 +135,7 @@ pub(crate) async fn delete(
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     let project = project_id(&state, &headers, &project).await?;
-    state
-        .coordinator
-        .schedules().delete(project, id)
-        .await?;
+    state.coordinator.schedules().delete(project, id).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -193,7 +193,8 @@ pub(crate) async fn create_variable(
     let params: VariableParams = extract::params(&headers, &body).await?;
     let v = state
         .coordinator
-        .schedules().set_variable(project, id, variable(params, None)?, true)
+        .schedules()
+        .set_variable(project, id, variable(params, None)?, true)
         .await?;
     Ok(json_response(StatusCode::CREATED, &v))
 }
@@ -209,7 +210,8 @@ pub(crate) async fn update_variable(
     let params: VariableParams = extract::params(&headers, &body).await?;
     let v = state
         .coordinator
-        .schedules().set_variable(project, id, variable(params, Some(key))?, false)
+        .schedules()
+        .set_variable(project, id, variable(params, Some(key))?, false)
         .await?;
     Ok(json_response(StatusCode::OK, &v))
 }
@@ -223,7 +225,8 @@ pub(crate) async fn delete_variable(
     let project = project_id(&state, &headers, &project).await?;
     let v = state
         .coordinator
-        .schedules().delete_variable(project, id, &key)
+        .schedules()
+        .delete_variable(project, id, &key)
         .await?;
     Ok(json_response(StatusCode::OK, &v))
 }

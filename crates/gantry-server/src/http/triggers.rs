@@ -40,7 +40,8 @@ pub(crate) async fn create(
         .ok_or_else(|| ApiError::param("description is missing"))?;
     let trigger = state
         .coordinator
-        .triggers().create(project.id, &description)
+        .triggers()
+        .create(project.id, &description)
         .await?;
     Ok(json_response(StatusCode::CREATED, &trigger))
 }
@@ -67,7 +68,8 @@ pub(crate) async fn delete(
     let project = find_project(&state, &project).await?;
     state
         .coordinator
-        .triggers().delete(project.id, trigger)
+        .triggers()
+        .delete(project.id, trigger)
         .await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }

@@ -60,7 +60,8 @@ pub(super) async fn environments(state: &AppState, path: &str) -> Result<Respons
     let base = format!("/{}/-", project.path_with_namespace);
     let (list, total) = state
         .coordinator
-        .environments_page(project.id, &Default::default(), 0, PER_PAGE)
+        .environments()
+        .page(project.id, &Default::default(), 0, PER_PAGE)
         .await?;
     let mut rows = String::new();
     for e in &list {
