@@ -88,7 +88,7 @@ pub use job_token_scope::{JobTokenAllowlist, LinkAdded};
 pub use merge_requests::{MergeRequest, MergeRequestLink, NewMergeRequest};
 pub use pages::{NewPagesDeployment, PagesDeployment};
 pub use releases::{NewRelease, Release};
-pub use resource_groups::{DEFAULT_PROCESS_MODE, ResourceGroup};
+pub use resource_groups::{DEFAULT_PROCESS_MODE, ResourceGroup, ResourceJob};
 pub use rows::*;
 pub use runner_info::RunnerInfo;
 pub use traces::{TraceSnapshot, TraceState};

@@ -577,9 +577,9 @@ async fn insert_job_rows(
     jobs: &[NewJob],
     now: i64,
 ) -> Result<Vec<(i64, String)>> {
-    const COLUMNS: usize = 15;
+    const COLUMNS: usize = 16;
     let mut sql = String::from(
-        "INSERT INTO jobs (pipeline_id, project_id, name, stage, stage_idx, status, attempt, allow_failure, spec, tags, protected, created_at, bridge, failure_reason, finished_at) VALUES ",
+        "INSERT INTO jobs (pipeline_id, project_id, name, stage, stage_idx, status, attempt, allow_failure, spec, tags, protected, created_at, bridge, failure_reason, finished_at, resource_group) VALUES ",
     );
     for i in 0..jobs.len() {
         sql.push_str(if i == 0 { "(" } else { ", (" });
@@ -610,7 +610,8 @@ async fn insert_job_rows(
             .bind(now)
             .bind(b(j.bridge))
             .bind(j.failure_reason.clone())
-            .bind(j.failure_reason.as_ref().map(|_| now));
+            .bind(j.failure_reason.as_ref().map(|_| now))
+            .bind(j.resource_group.clone());
     }
     q.fetch_all(&mut **tx)
         .await?

@@ -2,12 +2,14 @@
 //! the first pipeline that has a job of that key (`NewJob::resource_group`), holding the
 //! order in which waiting jobs get the resource (`process_mode`). Which job holds a
 //! resource is not stored here: it is the job statuses (`waiting_for_resource` → the
-//! coordinator's `assign_resources`).
+//! coordinator's `assign_resources`). The jobs of a project that are not done with a
+//! resource are read by [`Store::resource_jobs`] through `jobs.resource_group` (migration
+//! 0037) and its partial index: O(such jobs), whatever the size of their pipelines.
 
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
-use crate::{Result, Store, StoreError};
+use crate::{JobStatus, Result, Store, StoreError};
 
 /// GitLab's default `process_mode`.
 pub const DEFAULT_PROCESS_MODE: &str = "unordered";
@@ -37,7 +39,49 @@ impl ResourceGroup {
     }
 }
 
+/// A job of a resource group that is not done with its resource: it will want it
+/// (`created`, `scheduled`), waits for it (`waiting_for_resource`) or holds it
+/// (`pending`, `running`, `canceling`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResourceJob {
+    pub id: i64,
+    pub pipeline_id: i64,
+    /// The resource group's key.
+    pub group: String,
+    /// `created`, `scheduled`, `waiting_for_resource`, `pending`, `running` or `canceling`.
+    pub status: JobStatus,
+    /// A newer attempt replaced it.
+    pub retried: bool,
+}
+
 impl Store {
+    /// The project's jobs of resource groups that are not done with their resource, in
+    /// active pipelines, by id: one indexed read (`jobs_resource_groups`), O(those jobs).
+    pub async fn resource_jobs(&self, project_id: i64) -> Result<Vec<ResourceJob>> {
+        let rows = sqlx::query(
+            "SELECT j.id, j.pipeline_id, j.resource_group, j.status, j.retried FROM jobs j \
+             JOIN pipelines p ON p.id = j.pipeline_id \
+             WHERE j.project_id = $1 AND j.resource_group IS NOT NULL \
+             AND j.status IN ('created', 'scheduled', 'waiting_for_resource', 'pending', 'running', 'canceling') \
+             AND p.status IN ('created', 'waiting_for_resource', 'preparing', 'pending', 'running', 'canceling', 'scheduled', 'manual') \
+             ORDER BY j.id",
+        )
+        .bind(project_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(ResourceJob {
+                    id: r.try_get(0)?,
+                    pipeline_id: r.try_get(1)?,
+                    group: r.try_get(2)?,
+                    status: crate::rows::status(r, "jobs.status", "status")?,
+                    retried: r.try_get::<i64, _>(4)? != 0,
+                })
+            })
+            .collect()
+    }
+
     /// A project's resource groups, by key.
     pub async fn resource_groups(&self, project_id: i64) -> Result<Vec<ResourceGroup>> {
         let rows = sqlx::query(&format!(

@@ -304,6 +304,20 @@ async fn a_large_pipeline_keeps_each_jobs_row_environment_and_resource_group(db:
         }
     }
     assert_eq!(s.resource_groups(a.id).await.expect("groups").len(), 5);
+    // The jobs not done with a resource are read by their column, nothing else.
+    let waiting = s.resource_jobs(a.id).await.expect("resource jobs");
+    assert_eq!(
+        waiting
+            .iter()
+            .map(|j| (j.id, j.group.clone(), j.status))
+            .collect::<Vec<_>>(),
+        rows.iter()
+            .enumerate()
+            .filter(|(i, _)| i % 50 == 8)
+            .map(|(i, r)| (r.id, format!("group-{i}"), st("created")))
+            .collect::<Vec<_>>()
+    );
+    assert!(waiting.iter().all(|j| j.pipeline_id == p.id && !j.retried));
 }
 
 async fn a_trigger_job_creates_one_downstream_pipeline_at_most(db: Db) {
@@ -3164,6 +3178,60 @@ async fn the_job_token_scope_migration_limits_only_new_projects() {
         include_str!("../migrations/postgres/0026_job_token_scope.sql"),
         include_str!("../migrations/sqlite/0026_job_token_scope.sql"),
         "both databases migrate alike"
+    );
+}
+
+/// Migration 0037 gives the jobs made before it that are not done their resource group
+/// from their spec, so the ones waiting for a resource still get it after an upgrade.
+#[tokio::test]
+async fn the_resource_group_migration_keys_the_jobs_not_done() {
+    use sqlx::Executor as _;
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let url = format!("sqlite://{}?mode=rwc", dir.path().join("old.db").display());
+    {
+        sqlx::any::install_default_drivers();
+        let pool = sqlx::AnyPool::connect(&url).await.expect("connect");
+        let mut migrator = sqlx::migrate::Migrator::new(std::path::Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/migrations/sqlite"
+        )))
+        .await
+        .expect("migrations");
+        let before: Vec<_> = migrator
+            .migrations
+            .iter()
+            .filter(|m| m.version < 37)
+            .cloned()
+            .collect();
+        assert_eq!(before.len(), 35);
+        migrator.migrations = before.into();
+        migrator.run(&pool).await.expect("migrate to 0036");
+        pool.execute(
+            r#"INSERT INTO projects (id, name, repo_url, default_branch, timeout_secs, created_at) VALUES (1, 'old', '/r', 'main', 60, 1);
+             INSERT INTO pipelines (id, project_id, iid, ref_name, tag, sha, before_sha, source, status, variables, protected, created_at, updated_at)
+               VALUES (1, 1, 1, 'main', 0, 'abc', '000', 'push', 'running', '[]', 0, 1, 1);
+             INSERT INTO jobs (id, pipeline_id, project_id, name, stage, stage_idx, status, attempt, allow_failure, spec, tags, protected, created_at, trace_size)
+               VALUES (1, 1, 1, 'deployed', 'deploy', 0, 'success', 1, 0, '{"job":{"resource_group":"production"}}', '[]', 0, 1, 0),
+                      (2, 1, 1, 'waits', 'deploy', 0, 'waiting_for_resource', 1, 0, '{"job":{"name":"waits","resource_group":"production"}}', '[]', 0, 1, 0),
+                      (3, 1, 1, 'holds', 'deploy', 0, 'running', 1, 0, '{"job":{"resource_group":"staging"}}', '[]', 0, 1, 0),
+                      (4, 1, 1, 'free', 'test', 0, 'created', 1, 0, '{"job":{"resource_group":null}}', '[]', 0, 1, 0),
+                      (5, 1, 1, 'empty', 'test', 0, 'created', 1, 0, '', '[]', 0, 1, 0);"#,
+        )
+        .await
+        .expect("old rows");
+        pool.close().await;
+    }
+    let s = Store::open(&url).await.expect("open and migrate");
+    let jobs = s.resource_jobs(1).await.expect("resource jobs");
+    assert_eq!(
+        jobs.iter()
+            .map(|j| (j.id, j.group.as_str(), j.status.as_str()))
+            .collect::<Vec<_>>(),
+        [
+            (2, "production", "waiting_for_resource"),
+            (3, "staging", "running")
+        ]
     );
 }
 

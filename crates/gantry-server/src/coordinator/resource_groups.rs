@@ -179,52 +179,30 @@ impl Coordinator {
 
     /// A project's jobs of resource groups that wait for their resource or are still to
     /// come ([`Candidate`]), and the groups whose resource a job holds (pending, running
-    /// or canceling).
+    /// or canceling). One indexed read ([`gantry_store::Store::resource_jobs`]):
+    /// O(the project's jobs not done with a resource), not O(the jobs of its active
+    /// pipelines), so a resource event costs the same in a pipeline of 10 jobs or 10,000.
     pub(crate) async fn resource_use(
         &self,
         project_id: i64,
     ) -> Result<(Vec<Candidate>, std::collections::HashSet<String>)> {
-        let store = &self.inner.store;
         let mut held = std::collections::HashSet::new();
         let mut candidates = Vec::new();
-        for p in store
-            .active_pipelines()
-            .await?
-            .into_iter()
-            .filter(|p| p.project_id == project_id)
-        {
-            // The specs come from the coordinator's cache (parsed once per job).
-            let (rows, specs) = self.rows_with_specs(p.id).await?;
-            for (j, spec) in rows.iter().zip(&specs) {
-                let status = j.status;
-                if !matches!(
-                    status,
-                    Status::WaitingForResource
-                        | Status::Created
-                        | Status::Scheduled
-                        | Status::Pending
-                        | Status::Running
-                        | Status::Canceling
-                ) {
-                    continue;
+        for j in self.inner.store.resource_jobs(project_id).await? {
+            let status = j.status;
+            match status {
+                Status::WaitingForResource | Status::Created | Status::Scheduled => {
+                    if !j.retried {
+                        candidates.push(Candidate {
+                            group: j.group,
+                            pipeline: j.pipeline_id,
+                            job: j.id,
+                            ready: status == Status::WaitingForResource,
+                        });
+                    }
                 }
-                let Some(group) = spec.job.resource_group.clone() else {
-                    continue;
-                };
-                match status {
-                    Status::WaitingForResource | Status::Created | Status::Scheduled => {
-                        if !j.retried {
-                            candidates.push(Candidate {
-                                group,
-                                pipeline: p.id,
-                                job: j.id,
-                                ready: status == Status::WaitingForResource,
-                            });
-                        }
-                    }
-                    _ => {
-                        held.insert(group);
-                    }
+                _ => {
+                    held.insert(j.group);
                 }
             }
         }
