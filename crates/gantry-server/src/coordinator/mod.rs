@@ -30,6 +30,7 @@ mod access_tokens;
 mod artifacts;
 mod blob;
 mod codequality;
+mod copies;
 mod coverage;
 pub mod coverage_reports;
 mod downstream;
@@ -376,6 +377,8 @@ struct Inner {
     /// A pass over the due pipeline schedules is under way (`timers.rs`).
     schedules_running: std::sync::atomic::AtomicBool,
     runtime: Mutex<Runtime>,
+    /// The active pipelines' copies decisions take and give back (`copies.rs`).
+    copies: Mutex<copies::Copies>,
     /// This process's metrics (`metrics.rs`).
     metrics: metrics::Metrics,
     /// The key ID tokens are signed with, once read or made (`id_tokens.rs`).
@@ -413,34 +416,12 @@ struct Runtime {
     merge_request_facts: HashMap<i64, (std::time::Instant, Arc<payload::MergeRequestFacts>)>,
     /// Parsed job specs by job id (a row's spec never changes).
     specs: HashMap<i64, Arc<spec::StoredSpec>>,
-    /// Pipelines as last decided over, by id ([`Loaded`]: valid while their
-    /// `lock_version` is the store's); a decision takes its pipeline's copy out and puts
-    /// it back once stored, so an event costs work in proportion to what it changes.
-    /// At most [`MAX_ACTIVE_JOBS`] job rows in all.
-    active: HashMap<i64, Loaded>,
-    /// Job rows in `active`.
-    active_jobs: usize,
-    /// Pipelines whose copy a decision holds (taken out of `active`); assignments made
-    /// meanwhile wait in `assigned_meanwhile` (with the lock version they moved the
-    /// pipeline to, and their time) to be applied when the copy comes back.
-    in_use: HashSet<i64>,
-    assigned_meanwhile: HashMap<i64, Vec<(i64, Vec<state::AssignedJob>, i64)>>,
-    /// Pipelines whose next decision reads the rows as stored, not the copy (the timers:
-    /// a copy's times of a runner's last contact may be older than the store's).
-    read_fresh: HashSet<i64>,
     watchdog: Watchdog,
 }
 
 const MAX_CACHED_SPECS: usize = 100_000;
 
-/// Most job rows of active pipelines kept decided in memory (about 2 KiB each with their
-/// index; the specs are shared with [`Runtime::specs`]). Past it the copies are dropped
-/// and read again on their next decision.
-const MAX_ACTIVE_JOBS: usize = 200_000;
-
 impl Runtime {
-    /// Keep a pipeline as decided over for the next decision (not once it ended: events
-    /// are rare then).
     fn keep_merge_request_facts(
         &mut self,
         pipeline_id: i64,
@@ -452,94 +433,6 @@ impl Runtime {
         self.merge_request_facts
             .insert(pipeline_id, (std::time::Instant::now(), facts));
     }
-
-    fn keep_active(&mut self, mut loaded: Loaded) {
-        let id = loaded.pipeline.id;
-        let meanwhile = self.release(id);
-        let ended = loaded.pipeline.status.is_completed();
-        self.forget_active(id);
-        if ended {
-            return;
-        }
-        for (lock_version, jobs, at) in meanwhile {
-            // Already in the copy when it was read after the assignment.
-            if lock_version <= loaded.pipeline.lock_version {
-                continue;
-            }
-            if !loaded.assigned(lock_version, &jobs, at) {
-                return;
-            }
-        }
-        if self.active_jobs + loaded.rows.len() > MAX_ACTIVE_JOBS {
-            self.active.clear();
-            self.active_jobs = 0;
-        }
-        self.active_jobs += loaded.rows.len();
-        self.active.insert(loaded.pipeline.id, loaded);
-    }
-
-    /// A decision takes the pipeline's copy (or reads one): assignments made until it
-    /// comes back ([`Runtime::keep_active`]) or is dropped ([`Runtime::release`]) are
-    /// kept for it.
-    fn take_for_decision(&mut self, pipeline_id: i64) -> Option<Loaded> {
-        self.in_use.insert(pipeline_id);
-        self.assigned_meanwhile.remove(&pipeline_id);
-        let copy = self.forget_active(pipeline_id);
-        if self.read_fresh.remove(&pipeline_id) {
-            return None;
-        }
-        copy
-    }
-
-    /// The decision holding the pipeline's copy is done with it: what was assigned
-    /// meanwhile, in lock order.
-    fn release(&mut self, pipeline_id: i64) -> Vec<(i64, Vec<state::AssignedJob>, i64)> {
-        self.in_use.remove(&pipeline_id);
-        self.release_meanwhile(pipeline_id)
-    }
-
-    /// What was assigned since the decision holding the pipeline's copy took it, in lock
-    /// order (the copy stays in use).
-    fn release_meanwhile(&mut self, pipeline_id: i64) -> Vec<(i64, Vec<state::AssignedJob>, i64)> {
-        let mut meanwhile = self
-            .assigned_meanwhile
-            .remove(&pipeline_id)
-            .unwrap_or_default();
-        meanwhile.sort_by_key(|(lock_version, _, _)| *lock_version);
-        meanwhile
-    }
-
-    /// Drop this process's copy of a pipeline (read again at its next decision).
-    fn forget_active(&mut self, pipeline_id: i64) -> Option<Loaded> {
-        let gone = self.active.remove(&pipeline_id);
-        if let Some(l) = &gone {
-            self.active_jobs = self.active_jobs.saturating_sub(l.rows.len());
-        }
-        gone
-    }
-}
-
-/// Applies to `loaded` the assignments `meanwhile` (in lock order) that the store's
-/// `lock_version` as read (`stored`) already holds; false when one cannot be applied (the
-/// copy missed a change: it is read again). Those committed after the row was read are
-/// left in `later`, for [`Runtime::keep_active`] to apply when the copy comes back:
-/// dropping them would leave the copy behind the store, and the next decision would read
-/// the whole pipeline again.
-fn catch_up(
-    loaded: &mut Loaded,
-    meanwhile: Vec<(i64, Vec<state::AssignedJob>, i64)>,
-    stored: i64,
-    later: &mut Vec<(i64, Vec<state::AssignedJob>, i64)>,
-) -> bool {
-    let mut current = true;
-    for (lock_version, jobs, at) in meanwhile {
-        if lock_version > stored {
-            later.push((lock_version, jobs, at));
-        } else if lock_version > loaded.pipeline.lock_version {
-            current &= loaded.assigned(lock_version, &jobs, at);
-        }
-    }
-    current
 }
 
 /// Longest a cached row is trusted (rows other processes may change).
@@ -617,6 +510,7 @@ impl Coordinator {
                 push_locks: (0..STRIPES).map(|_| tokio::sync::Mutex::new(())).collect(),
                 schedules_running: std::sync::atomic::AtomicBool::new(false),
                 runtime: Mutex::new(Runtime::default()),
+                copies: Mutex::new(copies::Copies::default()),
                 metrics,
                 oidc_key: tokio::sync::OnceCell::new(),
                 stale_decisions: std::sync::atomic::AtomicU64::new(0),
@@ -639,6 +533,13 @@ impl Coordinator {
     /// stale schedules.
     pub fn set_watchdog(&self, watchdog: Watchdog) {
         self.runtime().watchdog = watchdog;
+    }
+
+    fn copies(&self) -> MutexGuard<'_, copies::Copies> {
+        self.inner
+            .copies
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn runtime(&self) -> MutexGuard<'_, Runtime> {
@@ -824,15 +725,15 @@ impl Coordinator {
 
     /// A pipeline to decide over, taken out of the active-pipeline cache when the copy
     /// there is current (one read of the pipeline's row), else read whole.
-    /// The copy is then in use (`Runtime::take_for_decision`) until given back
-    /// (`keep_active`) or released. Callers hold the assignment gate (`decide`).
+    /// The copy is then in use (`Copies::take_for_decision`) until given back
+    /// (`Copies::keep`) or released. Callers hold the assignment gate (`decide`).
     ///
     /// With `compare` false, a kept copy is taken as it is (no read; `true` with it: the
     /// caller's apply checks its `lock_version`).
     async fn load_current(&self, pipeline_id: i64, compare: bool) -> Result<(Loaded, bool)> {
         // Taken before the row is read: an assignment committed in between waits for
         // this copy (`assigned_meanwhile`) instead of being missed by it.
-        let cached = match self.runtime().take_for_decision(pipeline_id) {
+        let cached = match self.copies().take_for_decision(pipeline_id) {
             // Every assignment this process committed is in it (the caller holds the
             // gate; `take_for_decision` found nothing assigned meanwhile).
             Some(copy) if !compare => return Ok((copy, true)),
@@ -841,22 +742,21 @@ impl Coordinator {
         let pipeline = match self.inner.store.pipeline(pipeline_id).await {
             Ok(p) => p,
             Err(e) => {
-                self.runtime().release(pipeline_id);
+                self.copies().release(pipeline_id);
                 return Err(e.into());
             }
         };
         if let Some(mut loaded) = cached {
-            let meanwhile = self.runtime().release_meanwhile(pipeline_id);
+            let meanwhile = self.copies().release_meanwhile(pipeline_id);
             let mut later = Vec::new();
             // The caller holds the assignment gate: every assignment this process
             // committed is noted (`assigned_meanwhile`); a later `lock_version` is another
             // process's change, and the pipeline is read whole.
-            let current = catch_up(&mut loaded, meanwhile, pipeline.lock_version, &mut later);
+            let current =
+                copies::catch_up(&mut loaded, meanwhile, pipeline.lock_version, &mut later);
             if current && loaded.pipeline.lock_version == pipeline.lock_version {
                 if !later.is_empty() {
-                    let mut rt = self.runtime();
-                    let kept = rt.assigned_meanwhile.entry(pipeline_id).or_default();
-                    kept.extend(later);
+                    self.copies().keep_for_later(pipeline_id, later);
                 }
                 loaded.pipeline = pipeline;
                 return Ok((loaded, false));
@@ -864,7 +764,7 @@ impl Coordinator {
         }
         let loaded = self.load_rows(pipeline).await;
         if loaded.is_err() {
-            self.runtime().release(pipeline_id);
+            self.copies().release(pipeline_id);
         }
         loaded.map(|l| (l, false))
     }
@@ -997,10 +897,10 @@ impl Coordinator {
                 Err(e) => {
                     // A refused event changes nothing: the copy stays good.
                     if state.has_changes() {
-                        self.runtime().release(pipeline_id);
+                        self.copies().release(pipeline_id);
                     } else {
                         loaded.state = state;
-                        self.runtime().keep_active(loaded);
+                        self.copies().keep(loaded);
                     }
                     if trusted {
                         drop(gate);
@@ -1010,7 +910,7 @@ impl Coordinator {
                 }
             };
             if loaded.rows.is_empty() {
-                self.runtime().release(pipeline_id);
+                self.copies().release(pipeline_id);
                 return Ok((out, false, None));
             }
             let has_new = state.jobs().len() > loaded.rows.len();
@@ -1027,7 +927,7 @@ impl Coordinator {
             {
                 loaded.state = state;
                 loaded.fresh = false;
-                self.runtime().keep_active(loaded);
+                self.copies().keep(loaded);
                 if trusted {
                     drop(gate);
                     continue;
@@ -1049,8 +949,8 @@ impl Coordinator {
                         && change.status.is_completed()
                         && !loaded.pipeline.status.is_completed();
                     match loaded.applied(state, &change, &positions, now_ms) {
-                        Some(next) => self.runtime().keep_active(next),
-                        None => drop(self.runtime().release(pipeline_id)),
+                        Some(next) => self.copies().keep(next),
+                        None => drop(self.copies().release(pipeline_id)),
                     }
                     drop(gate);
                     if !change.new_jobs.is_empty() {
@@ -1075,16 +975,16 @@ impl Coordinator {
                     // the store holds.
                     if state.rollback(mark, originals) {
                         loaded.state = state;
-                        self.runtime().keep_active(loaded);
+                        self.copies().keep(loaded);
                     } else {
-                        self.runtime().release(pipeline_id);
+                        self.copies().release(pipeline_id);
                     }
                     drop(gate);
                     tokio::task::yield_now().await;
                     continue;
                 }
                 Err(e) => {
-                    self.runtime().release(pipeline_id);
+                    self.copies().release(pipeline_id);
                     return Err(e.into());
                 }
             }

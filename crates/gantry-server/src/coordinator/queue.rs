@@ -513,24 +513,9 @@ impl Coordinator {
                     graceful: w.graceful,
                 });
         }
-        let mut rt = self.runtime();
+        let mut copies = self.copies();
         for (pipeline_id, (lock_version, jobs)) in by_pipeline {
-            if rt.in_use.contains(&pipeline_id) {
-                // A decision holds the copy: it takes these when it gives the copy back.
-                rt.assigned_meanwhile.entry(pipeline_id).or_default().push((
-                    lock_version,
-                    jobs,
-                    at,
-                ));
-                continue;
-            }
-            let current = rt
-                .active
-                .get_mut(&pipeline_id)
-                .is_some_and(|l| l.assigned(lock_version, &jobs, at));
-            if !current {
-                rt.forget_active(pipeline_id);
-            }
+            copies.assigned(pipeline_id, lock_version, jobs, at);
         }
     }
 

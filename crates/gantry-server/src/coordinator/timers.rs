@@ -74,7 +74,7 @@ impl Coordinator {
             // Decided over the rows as stored: this process's copy may hold a runner's
             // last contact older than the store's (trace patches do not move the
             // pipeline's lock), and a job must not be taken for silent on its word.
-            self.runtime().read_fresh.insert(pipeline);
+            self.copies().read_fresh(pipeline);
             let done = self
                 .mutate(pipeline, now_ms, |state, loaded, _| {
                     for event in due(state, loaded, now, &watchdog) {
