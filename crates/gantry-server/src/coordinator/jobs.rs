@@ -47,7 +47,7 @@ impl Coordinator {
         if !job.status.is_executing() {
             return Ok(None);
         }
-        self.runtime().issued.entry(job.id).or_insert(hash);
+        self.executing().seen(job.id, hash);
         Ok(Some(job))
     }
 
@@ -67,7 +67,7 @@ impl Coordinator {
         let hash = token::hash(token);
         let id = match self.inner.store.job_by_token_hash(&hash).await? {
             Some(job) => return Ok(Some((job.id, job.status))),
-            None => self.runtime().ended.get(&hash).copied(),
+            None => self.executing().ended_job(&hash),
         };
         match id {
             Some(id) => Ok(Some((id, self.inner.store.job_status(id).await?))),
@@ -146,7 +146,7 @@ impl Coordinator {
                 let reported = req.output.bytesize;
                 let stored = u64::try_from(job.trace_size).unwrap_or(0);
                 if reported > stored {
-                    let first = *self.runtime().pending_final.entry(job_id).or_insert(now);
+                    let first = self.executing().first_final_update(job_id, now);
                     let age = Duration::from_millis(u64::try_from(now - first).unwrap_or(0));
                     if age < PENDING_STATE_TIMEOUT {
                         store.touch_job(job_id, now).await?;
@@ -157,7 +157,7 @@ impl Coordinator {
                         });
                     }
                 }
-                self.runtime().pending_final.remove(&job_id);
+                self.executing().final_applied(job_id);
                 self.traces().sync_trace(job_id).await?;
                 let success = req.state == Some(WireState::Success);
                 let reason = req

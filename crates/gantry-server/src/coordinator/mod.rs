@@ -37,6 +37,7 @@ mod downstream;
 mod environment;
 mod environments;
 mod error;
+mod executing;
 mod forge_hooks;
 mod git;
 mod groups;
@@ -81,7 +82,7 @@ pub mod variables;
 mod views;
 mod waiters;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -379,6 +380,8 @@ struct Inner {
     runtime: Mutex<Runtime>,
     /// The active pipelines' copies decisions take and give back (`copies.rs`).
     copies: Mutex<copies::Copies>,
+    /// What this process remembers of executing jobs: tokens, graceful cancel (`executing.rs`).
+    executing: Mutex<executing::Executing>,
     /// This process's metrics (`metrics.rs`).
     metrics: metrics::Metrics,
     /// The key ID tokens are signed with, once read or made (`id_tokens.rs`).
@@ -392,16 +395,8 @@ struct Inner {
 /// In-memory facts the store has no column for (lost on restart, with safe defaults).
 #[derive(Default)]
 struct Runtime {
-    /// Jobs whose runner advertised `cancel_gracefully` (after a restart: hard cancel).
-    graceful: HashSet<i64>,
-    /// First final update of a job whose trace was still incomplete (§4.4), Unix ms.
-    pending_final: HashMap<i64, i64>,
-    /// Token hash of each job handed out, until it ends.
-    issued: HashMap<i64, String>,
     /// Group paths → their ids (ids never change once given).
     group_ids: HashMap<String, i64>,
-    /// Token hashes of ended jobs → job id, to answer `Job-Status` (bounded).
-    ended: HashMap<String, i64>,
     /// Project rows, read again after [`CACHE_TTL`] (a change of settings is seen at once
     /// by the process that made it, by other replicas within [`CACHE_TTL`]).
     projects: HashMap<i64, (std::time::Instant, gantry_store::Project)>,
@@ -438,8 +433,6 @@ impl Runtime {
 /// Longest a cached row is trusted (rows other processes may change).
 const CACHE_TTL: Duration = Duration::from_secs(60);
 const MAX_CACHED: usize = 10_000;
-
-const MAX_ENDED_TOKENS: usize = 100_000;
 
 fn stripe(id: i64) -> usize {
     usize::try_from(id.rem_euclid(STRIPES as i64)).unwrap_or(0)
@@ -511,6 +504,7 @@ impl Coordinator {
                 schedules_running: std::sync::atomic::AtomicBool::new(false),
                 runtime: Mutex::new(Runtime::default()),
                 copies: Mutex::new(copies::Copies::default()),
+                executing: Mutex::new(executing::Executing::default()),
                 metrics,
                 oidc_key: tokio::sync::OnceCell::new(),
                 stale_decisions: std::sync::atomic::AtomicU64::new(0),
@@ -533,6 +527,13 @@ impl Coordinator {
     /// stale schedules.
     pub fn set_watchdog(&self, watchdog: Watchdog) {
         self.runtime().watchdog = watchdog;
+    }
+
+    fn executing(&self) -> MutexGuard<'_, executing::Executing> {
+        self.inner
+            .executing
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn copies(&self) -> MutexGuard<'_, copies::Copies> {
@@ -713,13 +714,7 @@ impl Coordinator {
             .pipelines_read_whole
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let (rows, specs) = self.rows_with_specs(pipeline.id).await?;
-        let graceful: HashSet<i64> = {
-            let rt = self.runtime();
-            rows.iter()
-                .map(|r| r.id)
-                .filter(|id| rt.graceful.contains(id))
-                .collect()
-        };
+        let graceful = self.executing().graceful_among(rows.iter().map(|r| r.id));
         Loaded::build(pipeline, rows, specs, &graceful)
     }
 
@@ -1015,18 +1010,11 @@ impl Coordinator {
         }
         // The store cleared their token hashes in the same transaction (`Store::apply`).
         if !ended.is_empty() {
-            let mut rt = self.runtime();
+            let mut executing = self.executing();
             for id in &ended {
-                rt.graceful.remove(id);
-                rt.pending_final.remove(id);
-                if let Some(hash) = rt.issued.remove(id) {
-                    if rt.ended.len() >= MAX_ENDED_TOKENS {
-                        rt.ended.clear();
-                    }
-                    rt.ended.insert(hash, *id);
-                }
+                executing.stopped(*id);
             }
-            drop(rt);
+            drop(executing);
             self.traces().spawn_archive_traces(ended);
         }
         if wake {

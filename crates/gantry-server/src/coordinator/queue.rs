@@ -559,13 +559,8 @@ impl Coordinator {
                 coordinator: self,
                 job: Some((job.id, hash.clone())),
             };
-            {
-                let mut rt = self.runtime();
-                rt.issued.insert(job.id, hash);
-                if info.cancel_gracefully {
-                    rt.graceful.insert(job.id);
-                }
-            }
+            self.executing()
+                .handed_out(job.id, hash, info.cancel_gracefully);
             self.queue().started(job.project_id).await;
             // The pipeline's status follows (pending → running) through the usual path;
             // a running pipeline stays running, so skip the work then.
@@ -728,14 +723,10 @@ impl Coordinator {
         // They keep their place (their `queued_at`): the queue is read whole next.
         self.queue().reread();
         {
-            let mut rt = self.runtime();
+            // A late call with the old token is answered `403` with the job's status.
+            let mut executing = self.executing();
             for job in jobs {
-                rt.graceful.remove(&job.id);
-                rt.pending_final.remove(&job.id);
-                // A late call with the old token is answered `403` with the job's status.
-                if let Some(hash) = rt.issued.remove(&job.id) {
-                    rt.ended.insert(hash, job.id);
-                }
+                executing.stopped(job.id);
             }
         }
         let mut first_error = None;
