@@ -212,31 +212,63 @@ fn fetched_in(parent: &std::path::Path) -> bool {
     })
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn the_job_is_prepared_while_its_acceptance_is_answered() {
-    let dir = tempfile::tempdir().unwrap();
+/// One job's runner, its acceptance held by the front ([`a_job_prepared_while_held`]).
+struct Held {
+    _mock: gitlab_runner_mock::GitlabRunnerMock,
+    _handle: gantry_runner::poll::PollHandle,
+    job: gitlab_runner_mock::MockJob,
+    front: Front,
+    task: tokio::task::JoinHandle<gantry_runner::poll::PollSummary>,
+    /// Where the job's project directory is.
+    parent: std::path::PathBuf,
+}
+
+/// A runner started on one job whose acceptance the front holds, over a real repository;
+/// returns once the acceptance has arrived and the job is prepared (its directories are
+/// made).
+async fn a_job_prepared_while_held(
+    dir: &std::path::Path,
+    repo_dir: &std::path::Path,
+    after_script: &[&str],
+) -> Held {
     let (mock, front) = mock_and_front().await;
-    let repo_dir = tempfile::tempdir().unwrap();
-    let (repo, sha) = repository(repo_dir.path(), &[("README", "hello\n")]);
+    let (repo, sha) = repository(repo_dir, &[("README", "hello\n")]);
     front.rewrite_payload(use_repository(&repo, &sha));
     front.hold_acceptance();
-    let job = enqueue(&mock, "quick", &["touch ../script-ran"], &[], &[]);
-    let (options, _events) = options(dir.path(), Some(1));
-    let (_handle, task) = start(config(front.url(), dir.path(), "", ""), options);
-
-    let parent = dir.path().join("builds/fakerunne/0");
-    wait_for(Duration::from_secs(20), "the acceptance to arrive", || {
-        front.held_acceptances() == 1
-    })
-    .await;
-    // The coordinator has not answered yet, and the job is prepared all the same...
+    let job = enqueue(&mock, "held", &["touch ../script-ran"], after_script, &[]);
+    let (options, _events) = options(dir, Some(1));
+    let (handle, task) = start(config(front.url(), dir, "", ""), options);
+    let parent = dir.join("builds/fakerunne/0");
+    // The coordinator has not answered yet, and the job is prepared all the same.
     wait_for(
         Duration::from_secs(20),
         "the job's directories while its acceptance is unanswered",
-        || prepared_in(&parent),
+        || front.held_acceptances() == 1 && prepared_in(&parent),
     )
     .await;
-    // ...but none of its own code runs before the answer: no sources, no script, and
+    Held {
+        _mock: mock,
+        _handle: handle,
+        job,
+        front,
+        task,
+        parent,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_job_is_prepared_while_its_acceptance_is_answered() {
+    let (dir, repo_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    // `_mock` and `_handle` live to the end: the mock serves, the runner polls.
+    let Held {
+        _mock,
+        _handle,
+        job,
+        front,
+        task,
+        parent,
+    } = a_job_prepared_while_held(dir.path(), repo_dir.path(), &[]).await;
+    // None of its own code runs before the answer: no sources, no script, and
     // nothing sent but the acceptance.
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!fetched_in(&parent));
@@ -276,27 +308,17 @@ async fn the_job_is_prepared_while_its_acceptance_is_answered() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_job_refused_at_acceptance_after_its_preparation_runs_none_of_its_code() {
-    let dir = tempfile::tempdir().unwrap();
-    let (mock, front) = mock_and_front().await;
-    let repo_dir = tempfile::tempdir().unwrap();
-    let (repo, sha) = repository(repo_dir.path(), &[("README", "hello\n")]);
-    front.rewrite_payload(use_repository(&repo, &sha));
-    front.hold_acceptance();
-    let job = enqueue(
-        &mock,
-        "refused",
-        &["touch ../script-ran"],
-        &["touch ../after-script-ran"],
-        &[],
-    );
-    let (options, _events) = options(dir.path(), Some(1));
-    let (_handle, task) = start(config(front.url(), dir.path(), "", ""), options);
-
-    let parent = dir.path().join("builds/fakerunne/0");
-    wait_for(Duration::from_secs(20), "the job to be prepared", || {
-        front.held_acceptances() == 1 && prepared_in(&parent)
-    })
-    .await;
+    let (dir, repo_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    // `_mock` and `_handle` live to the end: the mock serves, the runner polls.
+    let Held {
+        _mock,
+        _handle,
+        job,
+        front,
+        task,
+        parent,
+    } = a_job_prepared_while_held(dir.path(), repo_dir.path(), &["touch ../after-script-ran"])
+        .await;
     // The coordinator took the job back meanwhile: the acceptance is answered `403`.
     job.cancel();
     front.release_acceptance();

@@ -144,6 +144,35 @@ fn pipeline(project_id: i64) -> NewPipeline {
     }
 }
 
+/// A SQLite database in `dir` migrated up to (not including) migration `below` — of which
+/// there are `count` before it — holding the rows `sql` inserts: the database an older
+/// Gantry left. Returns its URL (the store then opens it and migrates the rest).
+async fn database_before(dir: &tempfile::TempDir, below: i64, count: usize, sql: &str) -> String {
+    use sqlx::Executor as _;
+
+    let url = format!("sqlite://{}?mode=rwc", dir.path().join("old.db").display());
+    sqlx::any::install_default_drivers();
+    let pool = sqlx::AnyPool::connect(&url).await.expect("connect");
+    let mut migrator = sqlx::migrate::Migrator::new(std::path::Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/migrations/sqlite"
+    )))
+    .await
+    .expect("migrations");
+    let before: Vec<_> = migrator
+        .migrations
+        .iter()
+        .filter(|m| m.version < below)
+        .cloned()
+        .collect();
+    assert_eq!(before.len(), count, "migrations before {below}");
+    migrator.migrations = before.into();
+    migrator.run(&pool).await.expect("migrate the old database");
+    pool.execute(sql).await.expect("the old rows");
+    pool.close().await;
+    url
+}
+
 /// Create `p` with the project's next `iid`, as the coordinator does.
 async fn create(
     s: &Store,
@@ -830,42 +859,21 @@ async fn trace_sizes_move_by_compare_and_set(db: Db) {
 /// readable, and a job's first append after the upgrade takes them out of the database.
 #[tokio::test]
 async fn logs_stored_in_the_database_before_0004_stay_readable() {
-    use sqlx::Executor as _;
-
     let dir = tempfile::tempdir().expect("temp dir");
-    let url = format!("sqlite://{}?mode=rwc", dir.path().join("old.db").display());
-    {
-        sqlx::any::install_default_drivers();
-        let pool = sqlx::AnyPool::connect(&url).await.expect("connect");
-        let mut migrator = sqlx::migrate::Migrator::new(std::path::Path::new(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/migrations/sqlite"
-        )))
-        .await
-        .expect("migrations");
-        let before: Vec<_> = migrator
-            .migrations
-            .iter()
-            .filter(|m| m.version < 4)
-            .cloned()
-            .collect();
-        assert_eq!(before.len(), 3);
-        migrator.migrations = before.into();
-        migrator.run(&pool).await.expect("migrate to 0003");
-        pool.execute(
-            "INSERT INTO projects (id, name, repo_url, default_branch, timeout_secs, created_at) VALUES (1, 'old', '/r', 'main', 60, 1);
-             INSERT INTO pipelines (id, project_id, iid, ref_name, tag, sha, before_sha, source, status, variables, protected, created_at, updated_at)
-               VALUES (1, 1, 1, 'main', 0, 'abc', '000', 'push', 'running', '[]', 0, 1, 1);
-             INSERT INTO jobs (id, pipeline_id, project_id, name, stage, stage_idx, status, attempt, allow_failure, spec, tags, protected, created_at, trace_size)
-               VALUES (1, 1, 1, 'done', 'test', 0, 'success', 1, 0, '{}', '[]', 0, 1, 12),
-                      (2, 1, 1, 'running', 'test', 0, 'running', 1, 0, '{}', '[]', 0, 1, 4),
-                      (3, 1, 1, 'silent', 'test', 0, 'running', 1, 0, '{}', '[]', 0, 1, 0);
-             INSERT INTO trace_chunks (job_id, seq, data) VALUES (1, 0, X'68656c6c6f20'), (1, 1, X'776f726c640a'), (2, 0, X'6f6c6421');",
-        )
-        .await
-        .expect("old rows");
-        pool.close().await;
-    }
+    let url = database_before(
+        &dir,
+        4,
+        3,
+        "INSERT INTO projects (id, name, repo_url, default_branch, timeout_secs, created_at) VALUES (1, 'old', '/r', 'main', 60, 1);
+         INSERT INTO pipelines (id, project_id, iid, ref_name, tag, sha, before_sha, source, status, variables, protected, created_at, updated_at)
+           VALUES (1, 1, 1, 'main', 0, 'abc', '000', 'push', 'running', '[]', 0, 1, 1);
+         INSERT INTO jobs (id, pipeline_id, project_id, name, stage, stage_idx, status, attempt, allow_failure, spec, tags, protected, created_at, trace_size)
+           VALUES (1, 1, 1, 'done', 'test', 0, 'success', 1, 0, '{}', '[]', 0, 1, 12),
+                  (2, 1, 1, 'running', 'test', 0, 'running', 1, 0, '{}', '[]', 0, 1, 4),
+                  (3, 1, 1, 'silent', 'test', 0, 'running', 1, 0, '{}', '[]', 0, 1, 0);
+         INSERT INTO trace_chunks (job_id, seq, data) VALUES (1, 0, X'68656c6c6f20'), (1, 1, X'776f726c640a'), (2, 0, X'6f6c6421');",
+    )
+    .await;
     let s = Store::open(&url).await.expect("open and migrate");
     assert_eq!(
         s.trace_snapshot(1).await.expect("done"),
@@ -3136,35 +3144,14 @@ async fn the_artifact_locks_migration_locks_the_latest_families_of_each_ref() {
 /// `needs:project` reads go on), while every project made after it has the limit on.
 #[tokio::test]
 async fn the_job_token_scope_migration_limits_only_new_projects() {
-    use sqlx::Executor as _;
-
     let dir = tempfile::tempdir().expect("temp dir");
-    let url = format!("sqlite://{}?mode=rwc", dir.path().join("old.db").display());
-    {
-        sqlx::any::install_default_drivers();
-        let pool = sqlx::AnyPool::connect(&url).await.expect("connect");
-        let mut migrator = sqlx::migrate::Migrator::new(std::path::Path::new(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/migrations/sqlite"
-        )))
-        .await
-        .expect("migrations");
-        let before: Vec<_> = migrator
-            .migrations
-            .iter()
-            .filter(|m| m.version < 26)
-            .cloned()
-            .collect();
-        assert_eq!(before.len(), 25);
-        migrator.migrations = before.into();
-        migrator.run(&pool).await.expect("migrate to 0025");
-        pool.execute(
-            "INSERT INTO projects (id, name, repo_url, default_branch, timeout_secs, created_at) VALUES (1, 'old', '/r', 'main', 60, 1)",
-        )
-        .await
-        .expect("an old project");
-        pool.close().await;
-    }
+    let url = database_before(
+        &dir,
+        26,
+        25,
+        "INSERT INTO projects (id, name, repo_url, default_branch, timeout_secs, created_at) VALUES (1, 'old', '/r', 'main', 60, 1)",
+    )
+    .await;
     let s = Store::open(&url).await.expect("open and migrate");
     assert!(
         !s.project(1)
@@ -3185,43 +3172,22 @@ async fn the_job_token_scope_migration_limits_only_new_projects() {
 /// from their spec, so the ones waiting for a resource still get it after an upgrade.
 #[tokio::test]
 async fn the_resource_group_migration_keys_the_jobs_not_done() {
-    use sqlx::Executor as _;
-
     let dir = tempfile::tempdir().expect("temp dir");
-    let url = format!("sqlite://{}?mode=rwc", dir.path().join("old.db").display());
-    {
-        sqlx::any::install_default_drivers();
-        let pool = sqlx::AnyPool::connect(&url).await.expect("connect");
-        let mut migrator = sqlx::migrate::Migrator::new(std::path::Path::new(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/migrations/sqlite"
-        )))
-        .await
-        .expect("migrations");
-        let before: Vec<_> = migrator
-            .migrations
-            .iter()
-            .filter(|m| m.version < 37)
-            .cloned()
-            .collect();
-        assert_eq!(before.len(), 35);
-        migrator.migrations = before.into();
-        migrator.run(&pool).await.expect("migrate to 0036");
-        pool.execute(
-            r#"INSERT INTO projects (id, name, repo_url, default_branch, timeout_secs, created_at) VALUES (1, 'old', '/r', 'main', 60, 1);
-             INSERT INTO pipelines (id, project_id, iid, ref_name, tag, sha, before_sha, source, status, variables, protected, created_at, updated_at)
-               VALUES (1, 1, 1, 'main', 0, 'abc', '000', 'push', 'running', '[]', 0, 1, 1);
-             INSERT INTO jobs (id, pipeline_id, project_id, name, stage, stage_idx, status, attempt, allow_failure, spec, tags, protected, created_at, trace_size)
-               VALUES (1, 1, 1, 'deployed', 'deploy', 0, 'success', 1, 0, '{"job":{"resource_group":"production"}}', '[]', 0, 1, 0),
-                      (2, 1, 1, 'waits', 'deploy', 0, 'waiting_for_resource', 1, 0, '{"job":{"name":"waits","resource_group":"production"}}', '[]', 0, 1, 0),
-                      (3, 1, 1, 'holds', 'deploy', 0, 'running', 1, 0, '{"job":{"resource_group":"staging"}}', '[]', 0, 1, 0),
-                      (4, 1, 1, 'free', 'test', 0, 'created', 1, 0, '{"job":{"resource_group":null}}', '[]', 0, 1, 0),
-                      (5, 1, 1, 'empty', 'test', 0, 'created', 1, 0, '', '[]', 0, 1, 0);"#,
-        )
-        .await
-        .expect("old rows");
-        pool.close().await;
-    }
+    let url = database_before(
+        &dir,
+        37,
+        35,
+        r#"INSERT INTO projects (id, name, repo_url, default_branch, timeout_secs, created_at) VALUES (1, 'old', '/r', 'main', 60, 1);
+         INSERT INTO pipelines (id, project_id, iid, ref_name, tag, sha, before_sha, source, status, variables, protected, created_at, updated_at)
+           VALUES (1, 1, 1, 'main', 0, 'abc', '000', 'push', 'running', '[]', 0, 1, 1);
+         INSERT INTO jobs (id, pipeline_id, project_id, name, stage, stage_idx, status, attempt, allow_failure, spec, tags, protected, created_at, trace_size)
+           VALUES (1, 1, 1, 'deployed', 'deploy', 0, 'success', 1, 0, '{"job":{"resource_group":"production"}}', '[]', 0, 1, 0),
+                  (2, 1, 1, 'waits', 'deploy', 0, 'waiting_for_resource', 1, 0, '{"job":{"name":"waits","resource_group":"production"}}', '[]', 0, 1, 0),
+                  (3, 1, 1, 'holds', 'deploy', 0, 'running', 1, 0, '{"job":{"resource_group":"staging"}}', '[]', 0, 1, 0),
+                  (4, 1, 1, 'free', 'test', 0, 'created', 1, 0, '{"job":{"resource_group":null}}', '[]', 0, 1, 0),
+                  (5, 1, 1, 'empty', 'test', 0, 'created', 1, 0, '', '[]', 0, 1, 0);"#,
+    )
+    .await;
     let s = Store::open(&url).await.expect("open and migrate");
     let jobs = s.resource_jobs(1).await.expect("resource jobs");
     assert_eq!(
