@@ -2073,8 +2073,8 @@ mod pages_tests {
         fn read(&self, _: &str) -> Result<Option<String>, crate::ReadError> {
             Ok(Some(self.0.to_owned()))
         }
-        fn files(&self) -> Vec<String> {
-            vec![".gitlab-ci.yml".into()]
+        fn files(&self) -> std::result::Result<Vec<String>, crate::loader::ReadError> {
+            Ok(vec![".gitlab-ci.yml".into()])
         }
     }
 

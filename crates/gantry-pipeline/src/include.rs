@@ -126,7 +126,8 @@ struct Fetched {
 }
 
 impl<'a> Loading<'a> {
-    pub fn files(&self) -> &'a [String] {
+    /// The project's files (`Err`: they could not be listed, the loader's reason).
+    pub fn files(&self) -> Result<&'a [String], crate::loader::ReadError> {
         self.files.get()
     }
 
@@ -558,13 +559,13 @@ impl<'a> Loading<'a> {
     /// `rules:exists` of include rules).
     /// The file list of the project of the file being read, when it is not the
     /// pipeline's own (`None`: [`Loading::files`]).
-    fn origin_files(&self) -> Option<Vec<String>> {
+    fn origin_files(&self) -> Option<Result<Vec<String>, crate::loader::ReadError>> {
         match &self.origin {
             Origin::Pipeline => None,
             Origin::Project { path, ref_name } => {
                 Some(self.loader.project_files(path, ref_name.as_deref()))
             }
-            Origin::Remote => Some(Vec::new()),
+            Origin::Remote => Some(Ok(Vec::new())),
         }
     }
 
@@ -728,14 +729,22 @@ impl<'a> Loading<'a> {
                 );
                 return Vec::new();
             };
-            let mut matching: Vec<String> = match self.origin_files() {
-                Some(list) => list.into_iter().filter(|f| re.is_match(f)).collect(),
-                None => self
-                    .files()
-                    .iter()
-                    .filter(|f| re.is_match(f))
-                    .cloned()
-                    .collect(),
+            let origin = self.origin_files();
+            let listed = match &origin {
+                Some(list) => list.as_deref().map_err(Clone::clone),
+                None => self.files(),
+            };
+            let mut matching: Vec<String> = match listed {
+                Ok(files) => files.iter().filter(|f| re.is_match(f)).cloned().collect(),
+                Err(e) => {
+                    self.cx.raw(
+                        format!(
+                            "Included file `{loc}`: the project's files could not be listed: {e}"
+                        ),
+                        Some(item.pos),
+                    );
+                    return Vec::new();
+                }
             };
             matching.sort();
             matching

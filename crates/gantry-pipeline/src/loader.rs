@@ -10,8 +10,9 @@ pub trait Loader {
     /// `Ok(None)` when it does not exist; `Err` when it exists but cannot be read.
     fn read(&self, path: &str) -> Result<Option<String>, ReadError>;
     /// Every file path in the project, relative to its root (for `include:local`
-    /// wildcards and `rules:exists`).
-    fn files(&self) -> Vec<String>;
+    /// wildcards and `rules:exists`). `Err` when the list cannot be had (git failed):
+    /// what needs it fails with the reason, never sees an empty project.
+    fn files(&self) -> std::result::Result<Vec<String>, crate::loader::ReadError>;
     /// The body of an `include:remote` URL (`http`/`https`, already validated). The
     /// default reaches no network: [`RemoteError::Unsupported`].
     fn remote(&self, url: &str) -> Result<String, RemoteError> {
@@ -45,9 +46,14 @@ pub trait Loader {
     }
     /// Every file path of another project at a ref (for `include:local` wildcards and
     /// `rules:exists` inside a file included with `include:project`). Default: none.
-    fn project_files(&self, project: &str, ref_name: Option<&str>) -> Vec<String> {
+    /// `Err` as for [`Loader::files`].
+    fn project_files(
+        &self,
+        project: &str,
+        ref_name: Option<&str>,
+    ) -> Result<Vec<String>, ReadError> {
         let _ = (project, ref_name);
-        Vec::new()
+        Ok(Vec::new())
     }
     /// What would make `include:remote` `url` readable after [`Loader::remote`] failed —
     /// where the offline include cache would hold it, which setting names a mirror — for
@@ -230,8 +236,8 @@ impl Loader for MemoryLoader {
     fn read(&self, path: &str) -> Result<Option<String>, ReadError> {
         Ok(self.files.get(path).cloned())
     }
-    fn files(&self) -> Vec<String> {
-        self.files.keys().cloned().collect()
+    fn files(&self) -> std::result::Result<Vec<String>, crate::loader::ReadError> {
+        Ok(self.files.keys().cloned().collect())
     }
 }
 
@@ -239,7 +245,7 @@ impl Loader for MemoryLoader {
 /// (`include:local` wildcards, `include:rules` and `rules:exists`), sorted.
 pub(crate) struct Files<'a> {
     loader: &'a dyn Loader,
-    list: std::cell::OnceCell<Vec<String>>,
+    list: std::cell::OnceCell<Result<Vec<String>, ReadError>>,
     /// `rules:changes:compare_to` diffs already asked for, by expanded ref.
     compared: std::cell::RefCell<Vec<(String, Compared)>>,
 }
@@ -256,9 +262,12 @@ impl<'a> Files<'a> {
         }
     }
 
-    /// Files already listed (sorted here).
-    pub fn with_list(loader: &'a dyn Loader, mut list: Vec<String>) -> Self {
-        list.sort();
+    /// Files already listed (sorted here), or why they could not be.
+    pub fn with_list(loader: &'a dyn Loader, list: Result<Vec<String>, ReadError>) -> Self {
+        let list = list.map(|mut list| {
+            list.sort();
+            list
+        });
         Files {
             loader,
             list: std::cell::OnceCell::from(list),
@@ -266,12 +275,17 @@ impl<'a> Files<'a> {
         }
     }
 
-    pub fn get(&self) -> &[String] {
-        self.list.get_or_init(|| {
-            let mut files = self.loader.files();
-            files.sort();
-            files
-        })
+    /// The list, read once; the loader's error (the same each time) when it has none.
+    pub fn get(&self) -> Result<&[String], ReadError> {
+        self.list
+            .get_or_init(|| {
+                self.loader.files().map(|mut files| {
+                    files.sort();
+                    files
+                })
+            })
+            .as_deref()
+            .map_err(Clone::clone)
     }
 
     /// The paths changed since `compare_to` ([`Loader::changed_since`]), asked once per

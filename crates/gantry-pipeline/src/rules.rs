@@ -353,7 +353,7 @@ impl Rule {
             }
         }
         if let Some(paths) = &self.exists {
-            if !exists_match(paths, scope) {
+            if !exists_match(paths, scope)? {
                 return Ok(false);
             }
         }
@@ -404,38 +404,40 @@ fn paths_match(paths: &[String], changed: &[String], scope: &Scope<'_>) -> bool 
     false
 }
 
-pub(crate) fn exists_match(paths: &[String], scope: &Scope<'_>) -> bool {
+/// `rules:exists`: whether one of `paths` (expanded; a directory when it ends in `/`, a
+/// glob when it has one) names a file of the project. `Err` when the project's files
+/// cannot be listed (the loader's reason): never false for a project that has them.
+pub(crate) fn exists_match(paths: &[String], scope: &Scope<'_>) -> Result<bool, String> {
+    let files = scope
+        .files
+        .get()
+        .map_err(|e| format!("rules:exists: the project's files could not be listed: {e}"))?;
     let limit = MAX_COMPARISONS / paths.len().max(1);
     for p in paths {
         let p = expand_path(p, scope);
         let p = p.trim_start_matches('/');
         if let Some(dir) = p.strip_suffix('/') {
             let prefix = format!("{dir}/");
-            if scope.files.get().iter().any(|f| f.starts_with(&prefix)) {
-                return true;
+            if files.iter().any(|f| f.starts_with(&prefix)) {
+                return Ok(true);
             }
             continue;
         }
         if !p.contains(['*', '?', '[', '{']) {
-            if scope
-                .files
-                .get()
-                .binary_search_by(|f| f.as_str().cmp(p))
-                .is_ok()
-                || scope.files.get().iter().any(|f| f == p)
+            if files.binary_search_by(|f| f.as_str().cmp(p)).is_ok() || files.iter().any(|f| f == p)
             {
-                return true;
+                return Ok(true);
             }
             continue;
         }
         let Some(m) = glob(p) else { continue };
-        for (i, f) in scope.files.get().iter().enumerate() {
+        for (i, f) in files.iter().enumerate() {
             if i > limit || m.is_match(f) {
-                return true;
+                return Ok(true);
             }
         }
     }
-    false
+    Ok(false)
 }
 
 /// `include:rules`: included when the first matching rule is not `when: never`.

@@ -24,7 +24,7 @@ impl Loader for Repo {
     fn read(&self, path: &str) -> Result<Option<String>, gantry_pipeline::ReadError> {
         self.files.read(path)
     }
-    fn files(&self) -> Vec<String> {
+    fn files(&self) -> std::result::Result<Vec<String>, gantry_pipeline::ReadError> {
         self.files.files()
     }
     fn changed_since(&self, compare_to: &str) -> Result<Vec<String>, CompareError> {

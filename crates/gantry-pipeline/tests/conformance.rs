@@ -41,11 +41,13 @@ impl Loader for Dir {
             Err(_) => Ok(None),
         }
     }
-    fn files(&self) -> Vec<String> {
-        let mut out = Vec::new();
-        walk(&self.dir, &self.dir, &mut out);
-        out.push(".gitlab-ci.yml".into());
-        out
+    fn files(&self) -> std::result::Result<Vec<String>, gantry_pipeline::ReadError> {
+        Ok({
+            let mut out = Vec::new();
+            walk(&self.dir, &self.dir, &mut out);
+            out.push(".gitlab-ci.yml".into());
+            out
+        })
     }
 }
 
@@ -268,10 +270,12 @@ impl Loader for GitLabConfig {
     fn read(&self, path: &str) -> Result<Option<String>, gantry_pipeline::ReadError> {
         Ok(std::fs::read_to_string(self.project.join(path)).ok())
     }
-    fn files(&self) -> Vec<String> {
-        let mut out = Vec::new();
-        walk(&self.project, &self.project, &mut out);
-        out
+    fn files(&self) -> std::result::Result<Vec<String>, gantry_pipeline::ReadError> {
+        Ok({
+            let mut out = Vec::new();
+            walk(&self.project, &self.project, &mut out);
+            out
+        })
     }
     fn remote(&self, url: &str) -> Result<String, gantry_pipeline::RemoteError> {
         let local = match url.rsplit_once("/lib/gitlab/ci/templates/") {

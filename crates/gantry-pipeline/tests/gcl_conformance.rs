@@ -270,11 +270,13 @@ impl Loader for CaseDir {
             Err(e) => Err(gantry_pipeline::ReadError::Io(e.to_string())),
         }
     }
-    fn files(&self) -> Vec<String> {
-        let mut out = Vec::new();
-        walk(&self.root, &self.root, &mut out);
-        out.sort();
-        out
+    fn files(&self) -> std::result::Result<Vec<String>, gantry_pipeline::ReadError> {
+        Ok({
+            let mut out = Vec::new();
+            walk(&self.root, &self.root, &mut out);
+            out.sort();
+            out
+        })
     }
 }
 

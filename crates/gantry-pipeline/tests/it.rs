@@ -7,6 +7,7 @@
 mod cases;
 mod compare_to;
 mod conformance;
+mod file_list;
 mod fuzz_regressions;
 mod gcl_conformance;
 mod limits;

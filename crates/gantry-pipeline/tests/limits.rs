@@ -19,8 +19,8 @@ impl Loader for Memory {
     fn read(&self, path: &str) -> Result<Option<String>, gantry_pipeline::ReadError> {
         Ok(self.0.get(path).cloned())
     }
-    fn files(&self) -> Vec<String> {
-        self.0.keys().cloned().collect()
+    fn files(&self) -> std::result::Result<Vec<String>, gantry_pipeline::ReadError> {
+        Ok(self.0.keys().cloned().collect())
     }
 }
 

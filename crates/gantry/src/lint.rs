@@ -146,8 +146,8 @@ impl Loader for WorkTree {
             Err(e) => Err(gantry_pipeline::ReadError::Io(e.to_string())),
         }
     }
-    fn files(&self) -> Vec<String> {
-        git::files(&self.root)
+    fn files(&self) -> std::result::Result<Vec<String>, gantry_pipeline::ReadError> {
+        Ok(git::files(&self.root))
     }
     /// Against the commit checked out (`HEAD`): uncommitted changes are not compared.
     fn changed_since(

@@ -439,8 +439,8 @@ impl Loader for SnapshotFiles<'_> {
         }
     }
 
-    fn files(&self) -> Vec<String> {
-        git::files(self.dir)
+    fn files(&self) -> std::result::Result<Vec<String>, gantry_pipeline::ReadError> {
+        Ok(git::files(self.dir))
     }
 
     fn changed_since(

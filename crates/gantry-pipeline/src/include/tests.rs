@@ -47,8 +47,8 @@ impl Loader for TestLoader {
     fn read(&self, path: &str) -> Result<Option<String>, crate::ReadError> {
         Ok(self.files.get(path).cloned())
     }
-    fn files(&self) -> Vec<String> {
-        self.files.keys().cloned().collect()
+    fn files(&self) -> std::result::Result<Vec<String>, crate::loader::ReadError> {
+        Ok(self.files.keys().cloned().collect())
     }
     fn remote(&self, url: &str) -> Result<String, RemoteError> {
         self.remote
@@ -82,11 +82,16 @@ impl Loader for TestLoader {
     fn template_url(&self, name: &str) -> Option<String> {
         Some(format!("https://templates.test/{name}"))
     }
-    fn project_files(&self, project: &str, ref_name: Option<&str>) -> Vec<String> {
-        self.projects
+    fn project_files(
+        &self,
+        project: &str,
+        ref_name: Option<&str>,
+    ) -> Result<Vec<String>, crate::loader::ReadError> {
+        Ok(self
+            .projects
             .get(&(project.to_owned(), ref_name.map(str::to_owned)))
             .map(|f| f.keys().cloned().collect())
-            .unwrap_or_default()
+            .unwrap_or_default())
     }
 }
 

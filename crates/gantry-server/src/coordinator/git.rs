@@ -634,15 +634,28 @@ impl gantry_pipeline::Loader for CommitLoader {
         changes_since(&self.repo, &self.compare_refs, &self.sha, compare_to)
     }
 
-    fn files(&self) -> Vec<String> {
-        match self.git(&["ls-tree", "-r", "--name-only", "-z", &self.sha]) {
-            Ok(out) if out.status.success() => String::from_utf8_lossy(&out.stdout)
-                .split('\0')
-                .filter(|f| !f.is_empty())
-                .map(str::to_owned)
-                .collect(),
-            _ => Vec::new(),
+    fn files(&self) -> std::result::Result<Vec<String>, gantry_pipeline::ReadError> {
+        // A list that cannot be had is an error, never an empty project: `rules:exists`
+        // would quietly be false and wildcard includes would include nothing.
+        let failed = |why: String| {
+            gantry_pipeline::ReadError::Io(format!(
+                "list the files of commit {} with git ls-tree: {why}",
+                self.sha
+            ))
+        };
+        let out = self
+            .git(&["ls-tree", "-r", "--name-only", "-z", &self.sha])
+            .map_err(|e| failed(e.to_string()))?;
+        if !out.status.success() {
+            return Err(failed(
+                String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+            ));
         }
+        Ok(String::from_utf8_lossy(&out.stdout)
+            .split('\0')
+            .filter(|f| !f.is_empty())
+            .map(str::to_owned)
+            .collect())
     }
 }
 
@@ -773,6 +786,29 @@ mod tests {
         String::from_utf8_lossy(&out.stdout)
             .trim_end_matches('\n')
             .to_owned()
+    }
+
+    #[test]
+    fn a_commits_file_list_that_git_cannot_give_is_an_error_not_an_empty_project() {
+        use gantry_pipeline::Loader as _;
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        git(d, &["init", "-q", "-b", "main"]);
+        std::fs::write(d.join("Makefile"), "all:\n").unwrap();
+        git(d, &["add", "Makefile"]);
+        git(d, &["commit", "-qm", "one"]);
+        let sha = git(d, &["rev-parse", "HEAD"]);
+        let listed = CommitLoader::new(d.join(".git"), sha).files().unwrap();
+        assert_eq!(listed, ["Makefile"]);
+        let missing = "0123456789abcdef0123456789abcdef01234567".to_owned();
+        let error = CommitLoader::new(d.join(".git"), missing.clone())
+            .files()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains(&format!("list the files of commit {missing} with git ls-tree")),
+            "{error}"
+        );
     }
 
     #[tokio::test]

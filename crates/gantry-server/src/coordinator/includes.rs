@@ -353,7 +353,7 @@ impl Loader for IncludeLoader<'_> {
         self.files.artifact(job, path)
     }
 
-    fn files(&self) -> Vec<String> {
+    fn files(&self) -> std::result::Result<Vec<String>, gantry_pipeline::ReadError> {
         self.files.files()
     }
 
@@ -477,19 +477,24 @@ impl Loader for IncludeLoader<'_> {
         read_cached(&ref_dir.join(path)).map_err(ProjectError::Io)
     }
 
-    fn project_files(&self, project: &str, ref_name: Option<&str>) -> Vec<String> {
+    fn project_files(
+        &self,
+        project: &str,
+        ref_name: Option<&str>,
+    ) -> std::result::Result<Vec<String>, gantry_pipeline::ReadError> {
         if let Some(repo) = self.sources.project(project) {
             return match self.sources.commit(repo, ref_name) {
                 Ok(Some(sha)) => CommitLoader::new(repo.git_dir.clone(), sha).files(),
-                _ => Vec::new(),
+                // No such ref: the include's own read says so.
+                _ => Ok(Vec::new()),
             };
         }
         let Some((_, ref_dir)) = self.sources.cached_project_dir(project, ref_name) else {
-            return Vec::new();
+            return Ok(Vec::new());
         };
         let mut out = Vec::new();
         list_files(&ref_dir, "", &mut out);
-        out
+        Ok(out)
     }
 }
 
@@ -620,8 +625,8 @@ mod tests {
         fn read(&self, _: &str) -> Result<Option<String>, gantry_pipeline::ReadError> {
             Ok(None)
         }
-        fn files(&self) -> Vec<String> {
-            Vec::new()
+        fn files(&self) -> std::result::Result<Vec<String>, gantry_pipeline::ReadError> {
+            Ok(Vec::new())
         }
     }
 

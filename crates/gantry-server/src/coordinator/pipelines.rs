@@ -314,7 +314,7 @@ impl gantry_pipeline::Loader for ChildFiles {
         }
     }
 
-    fn files(&self) -> Vec<String> {
+    fn files(&self) -> std::result::Result<Vec<String>, gantry_pipeline::ReadError> {
         self.commit.files()
     }
 

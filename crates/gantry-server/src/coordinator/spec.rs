@@ -151,8 +151,8 @@ mod tests {
                         .to_owned(),
                 ))
             }
-            fn files(&self) -> Vec<String> {
-                vec![".gitlab-ci.yml".into(), "Gemfile.lock".into()]
+            fn files(&self) -> std::result::Result<Vec<String>, gantry_pipeline::ReadError> {
+                Ok(vec![".gitlab-ci.yml".into(), "Gemfile.lock".into()])
             }
         }
         let ctx =

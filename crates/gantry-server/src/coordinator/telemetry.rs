@@ -405,7 +405,7 @@ impl gantry_pipeline::Loader for TimedLoader<'_> {
         })
     }
 
-    fn files(&self) -> Vec<String> {
+    fn files(&self) -> std::result::Result<Vec<String>, gantry_pipeline::ReadError> {
         self.inner.files()
     }
 
@@ -436,7 +436,11 @@ impl gantry_pipeline::Loader for TimedLoader<'_> {
         self.inner.reads_projects()
     }
 
-    fn project_files(&self, project: &str, ref_name: Option<&str>) -> Vec<String> {
+    fn project_files(
+        &self,
+        project: &str,
+        ref_name: Option<&str>,
+    ) -> std::result::Result<Vec<String>, gantry_pipeline::ReadError> {
         self.inner.project_files(project, ref_name)
     }
 
