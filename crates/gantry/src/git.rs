@@ -65,8 +65,9 @@ pub(crate) fn default_branch(dir: &Path) -> String {
     current_branch(dir).unwrap_or_else(|| "main".to_owned())
 }
 
-/// Every file of the work tree that git would see: tracked, plus untracked and not ignored.
-pub(crate) fn files(dir: &Path) -> Vec<String> {
+/// Every file of the work tree that git would see: tracked, plus untracked and not ignored;
+/// `None` when git cannot list them (`dir` is no work tree, git failed).
+pub(crate) fn files(dir: &Path) -> Option<Vec<String>> {
     git(
         dir,
         &[
@@ -83,7 +84,6 @@ pub(crate) fn files(dir: &Path) -> Vec<String> {
             .map(str::to_owned)
             .collect()
     })
-    .unwrap_or_default()
 }
 
 /// The commit a branch names: the local branch, else `origin`'s; `None` when neither exists.

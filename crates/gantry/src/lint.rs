@@ -147,7 +147,8 @@ impl Loader for WorkTree {
         }
     }
     fn files(&self) -> std::result::Result<Vec<String>, gantry_pipeline::ReadError> {
-        Ok(git::files(&self.root))
+        // Outside a git work tree lint sees no files (it lints a file, not a checkout).
+        Ok(git::files(&self.root).unwrap_or_default())
     }
     /// Against the commit checked out (`HEAD`): uncommitted changes are not compared.
     fn changed_since(

@@ -440,7 +440,14 @@ impl Loader for SnapshotFiles<'_> {
     }
 
     fn files(&self) -> std::result::Result<Vec<String>, gantry_pipeline::ReadError> {
-        Ok(git::files(self.dir))
+        // `gantry run` works in a checkout: a list git cannot give is an error (an empty
+        // one would make `rules:exists` false and wildcard includes empty).
+        git::files(self.dir).ok_or_else(|| {
+            gantry_pipeline::ReadError::Io(format!(
+                "list the files of {} with git ls-files: git failed",
+                self.dir.display()
+            ))
+        })
     }
 
     fn changed_since(

@@ -806,7 +806,9 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            error.contains(&format!("list the files of commit {missing} with git ls-tree")),
+            error.contains(&format!(
+                "list the files of commit {missing} with git ls-tree"
+            )),
             "{error}"
         );
     }
