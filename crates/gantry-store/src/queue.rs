@@ -142,6 +142,21 @@ impl Store {
             .collect())
     }
 
+    /// The jobs `runner_id` is executing (running or canceling), by id: through the
+    /// `(status, …)` index, O(executing jobs), not a read of every active pipeline.
+    pub async fn executing_jobs_of_runner(&self, runner_id: i64) -> Result<Vec<i64>> {
+        let rows = sqlx::query(
+            "SELECT id FROM jobs WHERE status IN ('running', 'canceling') AND runner_id = $1 \
+             ORDER BY id",
+        )
+        .bind(runner_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| r.try_get::<i64, _>(0).map_err(Into::into))
+            .collect()
+    }
+
     /// Hand a pending job to a runner. Returns the status of the job's pipeline when the
     /// job is now the runner's; `None` when another runner got it first (the row is no
     /// longer pending): every pending job goes to exactly one runner.

@@ -1815,6 +1815,16 @@ async fn runners_keep_their_info_and_count_running_jobs(db: Db) {
     let running = s.running_jobs_by_runner().await.unwrap();
     assert_eq!(running.get(&r.id), Some(&2));
     assert_eq!(running.get(&idle.id), None);
+    assert_eq!(
+        s.executing_jobs_of_runner(r.id).await.unwrap(),
+        [created[0].id, created[1].id]
+    );
+    assert!(
+        s.executing_jobs_of_runner(idle.id)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     // The metrics' counts: every runner, and the unfinished pipelines by status.
     assert_eq!(s.runner_count().await.unwrap(), 2);
     let (second, _) = create(&s, &pipeline(p.id), &[job("z", "created")], 2)

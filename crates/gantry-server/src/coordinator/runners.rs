@@ -7,7 +7,7 @@
 
 use gantry_store::{NewRunner, RunnerChanges};
 
-use crate::processor::{Event, Status};
+use crate::processor::Event;
 
 use super::error::{CoordinatorError, Result};
 use super::time::now_ms;
@@ -235,19 +235,11 @@ impl Coordinator {
         let store = &self.inner.store;
         store.runner(id).await?;
         let now = now_ms();
-        for p in store.active_pipelines().await? {
-            let lost: Vec<i64> = store
-                .pipeline_jobs_without_spec(p.id)
-                .await?
-                .into_iter()
-                .filter(|j| j.runner_id == Some(id) && Status::is_executing(j.status))
-                .map(|j| j.id)
-                .collect();
-            for job_id in lost {
-                let _ = self
-                    .job_event(job_id, now, |job| Event::RunnerLost { job })
-                    .await;
-            }
+        // Its executing jobs by index: O(jobs executing), not every active pipeline read.
+        for job_id in store.executing_jobs_of_runner(id).await? {
+            let _ = self
+                .job_event(job_id, now, |job| Event::RunnerLost { job })
+                .await;
         }
         if store.delete_runner(id).await? {
             Ok(())
