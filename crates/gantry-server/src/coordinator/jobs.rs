@@ -203,7 +203,7 @@ impl Coordinator {
     /// a `release:` job creates its release (`releases.rs`). Neither changes the job's
     /// result; a refusal is logged.
     async fn after_success(&self, job_id: i64) -> Result<(), CoordinatorError> {
-        let cached = self.runtime().specs.get(&job_id).cloned();
+        let cached = self.processing().spec(job_id);
         let spec = match cached {
             Some(spec) => spec,
             None => match StoredSpec::parse(&self.inner.store.job(job_id).await?.spec) {
@@ -221,7 +221,7 @@ impl Coordinator {
     /// a block at a time. The regex comes from the cached
     /// specification, or from the job's row when the cache lacks it.
     async fn record_coverage(&self, job_id: i64) -> Result<(), CoordinatorError> {
-        let cached = self.runtime().specs.get(&job_id).cloned();
+        let cached = self.processing().spec(job_id);
         let regex = match cached {
             Some(spec) => spec.job.coverage.clone(),
             None => StoredSpec::parse(&self.inner.store.job(job_id).await?.spec)

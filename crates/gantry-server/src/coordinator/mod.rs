@@ -3,7 +3,8 @@
 //! traces and artifacts. No HTTP here (that is [`crate::http`]); the clock is read only
 //! here, at the edge, and passed into the processor.
 //!
-//! Every state change takes one path ([`state`]): take the pipeline's
+//! Every state change takes one path (the `Processing` service, `processing.rs`, over
+//! [`state`]): take the pipeline's
 //! [`PipelineState`](crate::processor::PipelineState) (this process's copy when its
 //! `lock_version` is the store's, else built from the rows), let the processor decide (an
 //! event, then a processing pass over what changed), and persist the jobs it changed with
@@ -16,8 +17,11 @@
 //!
 //! Services that own their state, reached through the coordinator: `settings.rs`
 //! ([`Settings`]: CI/CD variables, protected refs, encryption at rest;
-//! [`Coordinator::settings`]) and `sources.rs` ([`Sources`]: mirrors, commit facts,
-//! include sources; [`Coordinator::sources`]). Each calls the store (and git) only.
+//! [`Coordinator::settings`]), `sources.rs` ([`Sources`]: mirrors, commit facts,
+//! include sources; [`Coordinator::sources`]), `processing.rs` (pipeline locks, copies,
+//! parsed specs, the decision loop), `queue.rs`, `executing.rs`, `traces.rs`,
+//! `artifacts.rs`, `schedules.rs`, `triggers.rs`, `environments.rs` (see ARCHITECTURE.md).
+//! Each calls the store (and git) only; the coordinator wires one to another.
 //!
 //! Files: `pipelines.rs` (create, cancel, retry, play), `queue.rs` (job selection, long
 //! polling), `payload.rs` (the §3.5 job payload: a read step, then the pure
@@ -56,6 +60,7 @@ mod pages;
 mod payload;
 mod pending;
 mod pipelines;
+mod processing;
 pub mod protected;
 mod pushes;
 mod queue;
@@ -89,7 +94,7 @@ use std::time::Duration;
 
 use gantry_store::Store;
 
-use crate::processor::{PipelineState, Status, Watchdog};
+use crate::processor::{PipelineState, Watchdog};
 
 pub use access_tokens::{
     ACCESS_TOKEN_SCOPES, AccessTokenRequest, AccessTokenView, TokenAccess, new_admin_token,
@@ -153,7 +158,7 @@ pub use views::{
 };
 
 use error::Result;
-use state::{Extras, Loaded, StatusChange, diff};
+use state::{Extras, Loaded, StatusChange};
 
 /// How long a job handed to a runner may go without the runner's first update before it
 /// is put back in the queue. The runner sends that update (`PUT state=running`, §4.6) as
@@ -368,7 +373,6 @@ struct Inner {
     /// When this process opened the coordinator: unacknowledged jobs are put back in
     /// the queue only once it has been up for the acknowledgement bound.
     opened: std::time::Instant,
-    pipeline_locks: Vec<tokio::sync::Mutex<()>>,
     /// Uploads, their blobs, expiry and removal (`artifacts.rs`).
     artifacts: artifacts::Artifacts,
     /// Mirrors, commit facts, include sources (`sources.rs`).
@@ -378,18 +382,14 @@ struct Inner {
     /// A pass over the due pipeline schedules is under way (`timers.rs`).
     schedules_running: std::sync::atomic::AtomicBool,
     runtime: Mutex<Runtime>,
-    /// The active pipelines' copies decisions take and give back (`copies.rs`).
-    copies: Mutex<copies::Copies>,
+    /// Pipeline locks, copies, parsed specs: the decision path (`processing.rs`).
+    processing: processing::Processing,
     /// What this process remembers of executing jobs: tokens, graceful cancel (`executing.rs`).
     executing: Mutex<executing::Executing>,
     /// This process's metrics (`metrics.rs`).
     metrics: metrics::Metrics,
     /// The key ID tokens are signed with, once read or made (`id_tokens.rs`).
     oidc_key: tokio::sync::OnceCell<Arc<id_tokens::SigningKey>>,
-    /// Pipelines read whole from the store for a decision ([`Coordinator::pipelines_read_whole`]).
-    pipelines_read_whole: std::sync::atomic::AtomicU64,
-    /// Decisions the store refused as stale ([`Coordinator::stale_decisions`]).
-    stale_decisions: std::sync::atomic::AtomicU64,
 }
 
 /// In-memory facts the store has no column for (lost on restart, with safe defaults).
@@ -409,12 +409,8 @@ struct Runtime {
     /// What each pipeline's predefined variables take from merge requests; cleared
     /// when a merge request changes, read again after [`CACHE_TTL`].
     merge_request_facts: HashMap<i64, (std::time::Instant, Arc<payload::MergeRequestFacts>)>,
-    /// Parsed job specs by job id (a row's spec never changes).
-    specs: HashMap<i64, Arc<spec::StoredSpec>>,
     watchdog: Watchdog,
 }
-
-const MAX_CACHED_SPECS: usize = 100_000;
 
 impl Runtime {
     fn keep_merge_request_facts(
@@ -495,20 +491,17 @@ impl Coordinator {
                     cfg.artifact_limit,
                 ),
                 queue: queue::Queue::new(store.clone()),
+                processing: processing::Processing::new(store.clone()),
                 store,
                 cfg,
                 blobs,
                 opened: std::time::Instant::now(),
-                pipeline_locks: (0..STRIPES).map(|_| tokio::sync::Mutex::new(())).collect(),
                 push_locks: (0..STRIPES).map(|_| tokio::sync::Mutex::new(())).collect(),
                 schedules_running: std::sync::atomic::AtomicBool::new(false),
                 runtime: Mutex::new(Runtime::default()),
-                copies: Mutex::new(copies::Copies::default()),
                 executing: Mutex::new(executing::Executing::default()),
                 metrics,
                 oidc_key: tokio::sync::OnceCell::new(),
-                stale_decisions: std::sync::atomic::AtomicU64::new(0),
-                pipelines_read_whole: std::sync::atomic::AtomicU64::new(0),
             }),
         }
     }
@@ -537,10 +530,7 @@ impl Coordinator {
     }
 
     fn copies(&self) -> MutexGuard<'_, copies::Copies> {
-        self.inner
-            .copies
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.processing().copies()
     }
 
     fn runtime(&self) -> MutexGuard<'_, Runtime> {
@@ -661,7 +651,7 @@ impl Coordinator {
         }
         // One reader per pipeline: the requests of a burst wait for it instead of each
         // reading every row.
-        let _reading = self.inner.pipeline_locks[stripe(pipeline_id)].lock().await;
+        let _reading = self.processing().lock(pipeline_id).await;
         if let Some(rows) = fresh(self) {
             return Ok(rows);
         }
@@ -683,140 +673,42 @@ impl Coordinator {
 
     // ---- the decision path ----
 
+    /// The pipelines' processing service (`processing.rs`).
+    pub(crate) fn processing(&self) -> &processing::Processing {
+        &self.inner.processing
+    }
+
     /// How many times a decision read its pipeline whole from the store (O(jobs) each)
     /// instead of taking the copy kept in memory: once per active pipeline, then only
     /// when another replica changed it.
     pub fn pipelines_read_whole(&self) -> u64 {
-        self.inner
-            .pipelines_read_whole
-            .load(std::sync::atomic::Ordering::Relaxed)
+        self.processing().pipelines_read_whole()
     }
 
     /// How many decisions the store refused because their pipeline changed after they
     /// read it (each is decided again): only another process's changes can do that,
     /// since this process's assignments wait for its decisions (`decide`).
     pub fn stale_decisions(&self) -> u64 {
-        self.inner
-            .stale_decisions
-            .load(std::sync::atomic::Ordering::Relaxed)
+        self.processing().stale_decisions()
     }
 
     /// A pipeline as the store holds it now, read whole. O(jobs).
     async fn load(&self, pipeline_id: i64) -> Result<Loaded> {
-        let pipeline = self.inner.store.pipeline(pipeline_id).await?;
-        self.load_rows(pipeline).await
+        self.processing().load(pipeline_id, self).await
     }
 
-    /// [`Coordinator::load`] once the pipeline's row is read (before its job rows: they
-    /// are then at least as new as its `lock_version`).
-    async fn load_rows(&self, pipeline: gantry_store::Pipeline) -> Result<Loaded> {
-        self.inner
-            .pipelines_read_whole
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let (rows, specs) = self.rows_with_specs(pipeline.id).await?;
-        let graceful = self.executing().graceful_among(rows.iter().map(|r| r.id));
-        Loaded::build(pipeline, rows, specs, &graceful)
-    }
-
-    /// A pipeline to decide over, taken out of the active-pipeline cache when the copy
-    /// there is current (one read of the pipeline's row), else read whole.
-    /// The copy is then in use (`Copies::take_for_decision`) until given back
-    /// (`Copies::keep`) or released. Callers hold the assignment gate (`decide`).
-    ///
-    /// With `compare` false, a kept copy is taken as it is (no read; `true` with it: the
-    /// caller's apply checks its `lock_version`).
-    async fn load_current(&self, pipeline_id: i64, compare: bool) -> Result<(Loaded, bool)> {
-        // Taken before the row is read: an assignment committed in between waits for
-        // this copy (`assigned_meanwhile`) instead of being missed by it.
-        let cached = match self.copies().take_for_decision(pipeline_id) {
-            // Every assignment this process committed is in it (the caller holds the
-            // gate; `take_for_decision` found nothing assigned meanwhile).
-            Some(copy) if !compare => return Ok((copy, true)),
-            cached => cached,
-        };
-        let pipeline = match self.inner.store.pipeline(pipeline_id).await {
-            Ok(p) => p,
-            Err(e) => {
-                self.copies().release(pipeline_id);
-                return Err(e.into());
-            }
-        };
-        if let Some(mut loaded) = cached {
-            let meanwhile = self.copies().release_meanwhile(pipeline_id);
-            let mut later = Vec::new();
-            // The caller holds the assignment gate: every assignment this process
-            // committed is noted (`assigned_meanwhile`); a later `lock_version` is another
-            // process's change, and the pipeline is read whole.
-            let current =
-                copies::catch_up(&mut loaded, meanwhile, pipeline.lock_version, &mut later);
-            if current && loaded.pipeline.lock_version == pipeline.lock_version {
-                if !later.is_empty() {
-                    self.copies().keep_for_later(pipeline_id, later);
-                }
-                loaded.pipeline = pipeline;
-                return Ok((loaded, false));
-            }
-        }
-        let loaded = self.load_rows(pipeline).await;
-        if loaded.is_err() {
-            self.copies().release(pipeline_id);
-        }
-        loaded.map(|l| (l, false))
-    }
-
-    /// A pipeline's job rows (in id order) and their parsed specs. The specs are large
-    /// and never change: they come from the cache, and are read (and parsed) only when
-    /// the cache lacks one; the rows' `spec` text is then empty.
+    /// A pipeline's job rows (in id order) and their parsed specs (`Processing`).
     async fn rows_with_specs(
         &self,
         pipeline_id: i64,
     ) -> Result<(Vec<gantry_store::Job>, Vec<Arc<spec::StoredSpec>>)> {
-        let store = &self.inner.store;
-        let mut rows = store.pipeline_jobs_without_spec(pipeline_id).await?;
-        let cached = |rows: &[gantry_store::Job]| -> Vec<Option<Arc<spec::StoredSpec>>> {
-            let rt = self.runtime();
-            rows.iter().map(|r| rt.specs.get(&r.id).cloned()).collect()
-        };
-        let mut found = cached(&rows);
-        if found.iter().any(Option::is_none) {
-            let texts: HashMap<i64, String> = store
-                .pipeline_job_specs(pipeline_id)
-                .await?
-                .into_iter()
-                .collect();
-            for row in &mut rows {
-                if let Some(text) = texts.get(&row.id) {
-                    row.spec.clone_from(text);
-                }
-            }
-            found = cached(&rows);
-        }
-        let mut specs = Vec::with_capacity(rows.len());
-        let mut parsed = Vec::new();
-        for (row, found) in rows.iter().zip(found) {
-            match found {
-                Some(s) => specs.push(s),
-                None => {
-                    let s = Arc::new(spec::StoredSpec::parse(&row.spec)?);
-                    parsed.push((row.id, Arc::clone(&s)));
-                    specs.push(s);
-                }
-            }
-        }
-        if !parsed.is_empty() {
-            let mut rt = self.runtime();
-            if rt.specs.len() + parsed.len() > MAX_CACHED_SPECS {
-                rt.specs.clear();
-            }
-            rt.specs.extend(parsed);
-        }
-        Ok((rows, specs))
+        self.processing().rows_with_specs(pipeline_id).await
     }
 
     /// After an assignment: move the pipeline to `running` unless it is already (checked
     /// under the pipeline's lock, so a burst of assignments decides once).
     async fn refresh_running(&self, pipeline_id: i64, now_ms: i64) -> Result<()> {
-        let guard = self.inner.pipeline_locks[stripe(pipeline_id)].lock().await;
+        let guard = self.processing().lock(pipeline_id).await;
         let p = self.inner.store.pipeline(pipeline_id).await?;
         if p.status == crate::processor::Status::Running {
             return Ok(());
@@ -841,7 +733,7 @@ impl Coordinator {
         now_ms: i64,
         mut f: impl FnMut(&mut PipelineState, &Loaded, &mut Extras) -> Result<T>,
     ) -> Result<T> {
-        let guard = self.inner.pipeline_locks[stripe(pipeline_id)].lock().await;
+        let guard = self.processing().lock(pipeline_id).await;
         let (out, mut again, mut resources) = self.decide(pipeline_id, now_ms, &mut f).await?;
         let mut rounds = 0;
         while again && rounds < 8 {
@@ -859,131 +751,33 @@ impl Coordinator {
         Ok(out)
     }
 
-    /// Without the pipeline lock: callers hold it.
+    /// Without the pipeline lock: callers hold it. The decision is the processing
+    /// service's; its consequences are wired here.
     async fn decide<T>(
         &self,
         pipeline_id: i64,
         now_ms: i64,
         f: &mut impl FnMut(&mut PipelineState, &Loaded, &mut Extras) -> Result<T>,
     ) -> Result<(T, bool, Option<i64>)> {
-        let now = time::to_ts(now_ms);
-        let mut attempt = 0;
-        // The first attempt decides over the copy kept in memory without reading the
-        // pipeline's row: the store's `lock_version` check at apply catches another
-        // process's change (`Stale`). An attempt whose event changes nothing or is refused
-        // stores nothing to check, so over a copy not compared with the store it is made
-        // again over a compared one.
-        let mut compare = false;
-        loop {
-            attempt += 1;
-            // This process's assignments wait from the read of the pipeline's row to the
-            // decision's commit: one committed in between would move the pipeline's
-            // `lock_version` and make the decision stale (it was, for most job ends of a
-            // busy pipeline: a rollback and a second decision each). Other processes'
-            // assignments still can; `Stale` below takes care of them.
-            let gate = self.queue().gate().lock().await;
-            let (mut loaded, trusted) = self.load_current(pipeline_id, compare).await?;
-            compare = true;
-            let mut state = std::mem::replace(&mut loaded.state, PipelineState::empty());
-            let mark = state.mark();
-            let mut extras = Extras::default();
-            let out = match f(&mut state, &loaded, &mut extras) {
-                Ok(out) => out,
-                Err(e) => {
-                    // A refused event changes nothing: the copy stays good.
-                    if state.has_changes() {
-                        self.copies().release(pipeline_id);
-                    } else {
-                        loaded.state = state;
-                        self.copies().keep(loaded);
-                    }
-                    if trusted {
-                        drop(gate);
-                        continue;
-                    }
-                    return Err(e);
-                }
-            };
-            if loaded.rows.is_empty() {
-                self.copies().release(pipeline_id);
-                return Ok((out, false, None));
-            }
-            let has_new = state.jobs().len() > loaded.rows.len();
-            let mut bridges = Vec::new();
-            if !has_new {
-                state.advance(now);
-                bridges = start_bridges(&mut state, &loaded, now);
-            }
-            let originals = state.take_originals();
-            let (change, changes, positions) = diff(&loaded, &state, &originals, now_ms, &extras);
-            if change.jobs.is_empty()
-                && change.new_jobs.is_empty()
-                && change.status == loaded.pipeline.status
-            {
-                loaded.state = state;
-                loaded.fresh = false;
-                self.copies().keep(loaded);
-                if trusted {
-                    drop(gate);
-                    continue;
-                }
-                return Ok((out, false, None));
-            }
-            match self
-                .inner
-                .store
-                .apply(pipeline_id, loaded.pipeline.lock_version, &change, now_ms)
-                .await
-            {
-                Ok(()) => {
-                    self.record_decision(&loaded, &change, now_ms);
-                    self.observe_decision(&loaded, &change, now_ms);
-                    let project_id = loaded.pipeline.project_id;
-                    let pending = new_pending(&loaded, &changes, &self.project_name(project_id));
-                    let sync_parent = loaded.pipeline.parent_job_id.is_some()
-                        && change.status.is_completed()
-                        && !loaded.pipeline.status.is_completed();
-                    match loaded.applied(state, &change, &positions, now_ms) {
-                        Some(next) => self.copies().keep(next),
-                        None => drop(self.copies().release(pipeline_id)),
-                    }
-                    drop(gate);
-                    if !change.new_jobs.is_empty() {
-                        self.runtime().dep_rows.remove(&pipeline_id);
-                    }
-                    self.spawn_triggers(bridges);
-                    if sync_parent {
-                        self.spawn_sync_bridge(pipeline_id);
-                    }
-                    let resources = self
-                        .after_change(&changes, &pending)
-                        .await
-                        .then_some(project_id);
-                    return Ok((out, has_new, resources));
-                }
-                Err(gantry_store::StoreError::Stale) if attempt < 50 => {
-                    self.inner
-                        .stale_decisions
-                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    // Another process changed the pipeline first (an assignment, most
-                    // often): undo this decision on the copy and decide again over what
-                    // the store holds.
-                    if state.rollback(mark, originals) {
-                        loaded.state = state;
-                        self.copies().keep(loaded);
-                    } else {
-                        self.copies().release(pipeline_id);
-                    }
-                    drop(gate);
-                    tokio::task::yield_now().await;
-                    continue;
-                }
-                Err(e) => {
-                    self.copies().release(pipeline_id);
-                    return Err(e.into());
-                }
-            }
+        let decided = self
+            .processing()
+            .decide(pipeline_id, now_ms, self, f)
+            .await?;
+        let Some(stored) = decided.stored else {
+            return Ok((decided.out, decided.again, None));
+        };
+        if stored.new_rows {
+            self.runtime().dep_rows.remove(&pipeline_id);
         }
+        self.spawn_triggers(stored.bridges);
+        if stored.sync_parent {
+            self.spawn_sync_bridge(pipeline_id);
+        }
+        let resources = self
+            .after_change(&stored.changes, &stored.pending)
+            .await
+            .then_some(stored.project_id);
+        Ok((decided.out, decided.again, resources))
     }
 
     /// Consequences outside the pipeline's rows: wake job requests, forget per-job runtime
@@ -1034,62 +828,24 @@ impl Coordinator {
     }
 }
 
-/// What waking needs of the existing jobs that became pending in a decision.
-fn new_pending(
-    loaded: &Loaded,
-    changes: &[StatusChange],
-    project_name: &str,
-) -> Vec<waiters::NewPending> {
-    changes
-        .iter()
-        .filter(|c| c.to == Status::Pending)
-        .filter_map(|c| {
-            let row = loaded.row(loaded.job_id(c.db_id?)?)?;
-            Some(waiters::NewPending {
-                project_id: row.project_id,
-                project_name: project_name.to_owned(),
-                protected: row.protected,
-                tags: row.tags.clone(),
-            })
-        })
-        .collect()
-}
+impl processing::Surroundings for Coordinator {
+    fn assignment_gate(&self) -> &tokio::sync::Mutex<()> {
+        self.queue().gate()
+    }
 
-/// Trigger (bridge) jobs that became pending start at once (no runner takes them):
-/// returns their database ids, whose downstream pipelines are created once the decision
-/// is stored (`downstream.rs`).
-fn start_bridges(
-    state: &mut PipelineState,
-    loaded: &Loaded,
-    now: crate::processor::Timestamp,
-) -> Vec<i64> {
-    // Jobs that became pending in this decision (every pending one when the rows were
-    // just read: a bridge left pending by a crash starts too).
-    let candidates: Vec<usize> = if loaded.fresh {
-        (0..state.jobs().len()).collect()
-    } else {
-        state.changed_positions().collect()
-    };
-    let bridges: Vec<_> = candidates
-        .into_iter()
-        .filter_map(|i| state.jobs().get(i))
-        .filter(|j| !j.retried && j.status == Status::Pending)
-        .filter(|j| loaded.spec_of(j).is_some_and(spec::StoredSpec::is_bridge))
-        .filter_map(|j| Some((j.id, loaded.row(j.id)?.id)))
-        .collect();
-    for (job, _) in &bridges {
-        let _ = crate::processor::apply(
-            state,
-            &crate::processor::Event::JobStarted {
-                job: *job,
-                timeout: None,
-                graceful_cancel: false,
-            },
-            now,
-        );
+    fn graceful_among(
+        &self,
+        job_ids: &mut dyn Iterator<Item = i64>,
+    ) -> std::collections::HashSet<i64> {
+        self.executing().graceful_among(job_ids)
     }
-    if !bridges.is_empty() {
-        state.advance(now);
+
+    fn project_name(&self, project_id: i64) -> String {
+        Coordinator::project_name(self, project_id)
     }
-    bridges.into_iter().map(|(_, id)| id).collect()
+
+    fn observe(&self, loaded: &Loaded, change: &gantry_store::PipelineChange, now_ms: i64) {
+        self.record_decision(loaded, change, now_ms);
+        self.observe_decision(loaded, change, now_ms);
+    }
 }

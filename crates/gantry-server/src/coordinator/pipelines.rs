@@ -1596,9 +1596,8 @@ impl Coordinator {
         // Whether each is a trigger job, from the specs this process decided with (read
         // when one is not cached).
         let cached = |rows: &[gantry_store::Job]| -> Option<Vec<bool>> {
-            let rt = self.runtime();
             rows.iter()
-                .map(|r| rt.specs.get(&r.id).map(|s| s.is_bridge()))
+                .map(|r| self.processing().spec(r.id).map(|s| s.is_bridge()))
                 .collect()
         };
         let bridges = match cached(&rows) {

@@ -748,7 +748,7 @@ impl Coordinator {
         &self,
         q: &QueuedJob,
     ) -> Result<Option<(gantry_store::Job, Arc<StoredSpec>)>> {
-        let cached = self.runtime().specs.get(&q.id).cloned();
+        let cached = self.processing().spec(q.id);
         if let Some(spec) = cached {
             let job = gantry_store::Job {
                 id: q.id,
@@ -794,7 +794,7 @@ impl Coordinator {
             return Ok(None);
         };
         let spec = Arc::new(spec);
-        self.runtime().specs.insert(q.id, Arc::clone(&spec));
+        self.processing().remember_spec(q.id, Arc::clone(&spec));
         Ok(Some((job, spec)))
     }
 
