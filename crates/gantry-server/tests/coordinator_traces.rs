@@ -120,6 +120,46 @@ async fn a_log_kept_in_the_database_is_read_there_and_moved_by_the_next_append()
     pool.close().await;
 }
 
+/// The size a coordinator keeps for the jobs it handed out is used only while the job's
+/// file is that long: another process sharing the data directory that appended is
+/// noticed, its bytes are left alone and the patch is answered with the stored size.
+#[tokio::test]
+async fn a_log_another_process_appended_to_is_not_overwritten() {
+    let e = env_with_local_blobs("job: {script: [make]}\n").await;
+    let project = e.project().await;
+    e.pipeline(project, "main").await;
+    let runner = e.any_runner().await;
+    let job = e.take_some(&runner).await;
+    let running = gantry_protocol::JobStatus::Running;
+    let append = |coord: gantry_server::coordinator::Coordinator, at: u64, data: &'static [u8]| async move {
+        coord
+            .begin_checked_trace_append(job.id, running, at, Some(data.len() as u64))
+            .await?
+            .write(futures_util::stream::once(async move {
+                Ok::<_, std::convert::Infallible>(data)
+            }))
+            .await
+            .map_err(AppendError::into_refusal)
+    };
+    let other = open_coordinator_with_local_blobs(e.dir.path()).await;
+    assert_eq!(other.append_trace(job.id, 0, b"theirs ").await.unwrap(), 7);
+    let err = append(e.coord.clone(), 0, b"mine").await.unwrap_err();
+    assert!(
+        matches!(err, CoordinatorError::RangeMismatch { size: 7 }),
+        "{err}"
+    );
+    assert_eq!(append(e.coord.clone(), 7, b"mine").await.unwrap(), 11);
+    assert_eq!(append(e.coord.clone(), 11, b"!").await.unwrap(), 12);
+    assert_eq!(
+        e.coord.traces().trace(job.id).await.unwrap(),
+        b"theirs mine!"
+    );
+    assert_eq!(
+        std::fs::read(log_file(&e, job.id)).unwrap(),
+        b"theirs mine!"
+    );
+}
+
 #[tokio::test]
 async fn copies_of_one_patch_sent_at_once_are_stored_once() {
     let e = env_with_local_blobs("job: {script: [make]}\n").await;

@@ -194,6 +194,8 @@ pub struct Store {
     backend: Backend,
     /// How many times a job was looked up by its token ([`Store::token_lookups`]).
     token_lookups: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    /// How many times a job's log state was read ([`Store::trace_state_reads`]).
+    trace_state_reads: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// Whether a store's commits must reach the disk.
@@ -315,6 +317,7 @@ impl Store {
             writer,
             backend,
             token_lookups: std::sync::Arc::default(),
+            trace_state_reads: std::sync::Arc::default(),
         })
     }
 

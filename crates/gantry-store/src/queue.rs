@@ -253,7 +253,7 @@ impl Store {
         let sql = format!(
             "UPDATE jobs SET status = 'running', runner_id = {}, token_hash = {}, timeout_secs = {}, started_at = $1, last_contact_at = NULL \
              WHERE id IN ({}) AND status = 'pending' AND runner_id IS NULL \
-             RETURNING id, pipeline_id",
+             RETURNING id, pipeline_id, trace_size, trace_in_db",
             case(1),
             case(2),
             case(3),
@@ -280,6 +280,8 @@ impl Store {
                         pipeline_id,
                         pipeline_status: *status,
                         lock_version: *lock_version,
+                        trace_size: r.get("trace_size"),
+                        trace_in_db: r.get::<i64, _>("trace_in_db") != 0,
                     },
                 ))
             })

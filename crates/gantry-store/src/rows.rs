@@ -535,6 +535,10 @@ pub struct Assigned {
     /// pipeline's rows as of one step before holds them as of now once it applies the
     /// batch's assignments of this pipeline.
     pub lock_version: i64,
+    /// The job's committed log size (a job put back in the queue keeps its log).
+    pub trace_size: i64,
+    /// Whether that log is in the database (`trace_chunks`) rather than a file.
+    pub trace_in_db: bool,
 }
 
 /// Most assignments [`crate::Store::assign_jobs`] makes in one statement (4 bound values

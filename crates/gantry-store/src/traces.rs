@@ -45,6 +45,8 @@ pub struct TraceSnapshot {
 impl Store {
     /// The job's status, trace size and where its bytes are.
     pub async fn trace_state(&self, job_id: i64) -> Result<TraceState> {
+        self.trace_state_reads
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let row = sqlx::query("SELECT status, trace_size, trace_in_db FROM jobs WHERE id = $1")
             .bind(job_id)
             .fetch_optional(&self.pool)
@@ -55,6 +57,14 @@ impl Store {
             size: row.get(1),
             in_db: row.get::<i64, _>(2) != 0,
         })
+    }
+
+    /// How many times this store (and its clones) read a job's log state
+    /// ([`Store::trace_state`]): a runner's patch of a job this process handed out reads
+    /// none (the coordinator keeps the sizes it committed).
+    pub fn trace_state_reads(&self) -> u64 {
+        self.trace_state_reads
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The bytes of a log still in `trace_chunks` (empty when there are none).

@@ -57,6 +57,12 @@ impl Coordinator {
         self.inner.store.token_lookups()
     }
 
+    /// How many times this coordinator read a job's log state from the store (a runner's
+    /// log patch of a job this process handed out reads none).
+    pub fn trace_state_reads(&self) -> u64 {
+        self.inner.store.trace_state_reads()
+    }
+
     /// For a `403` answer: the id and status of the job a token belonged to, also after the
     /// job ended (remembered in memory since this process issued or saw it), so the
     /// answer can carry `Job-Status` (§4.2, §4.5).

@@ -809,6 +809,9 @@ impl Coordinator {
                 executing.stopped(*id);
             }
             drop(executing);
+            for id in &ended {
+                self.traces().stopped(*id);
+            }
             self.traces().spawn_archive_traces(ended);
         }
         if wake {

@@ -115,10 +115,12 @@ pub(crate) struct WaitingAssignment {
     reply: tokio::sync::oneshot::Sender<std::result::Result<Option<Won>, String>>,
 }
 
-/// A job the runner now holds: its pipeline's status and the assignment's time.
+/// A job the runner now holds: its pipeline's status, the assignment's time and the
+/// job's committed log size when its log is a file.
 pub(crate) struct Won {
     pipeline_status: crate::processor::Status,
     at: i64,
+    log_size: Option<u64>,
 }
 
 /// Pending jobs as last read, shared by this process's requests.
@@ -472,6 +474,9 @@ impl Coordinator {
                     .map(|a| Won {
                         pipeline_status: a.pipeline_status,
                         at,
+                        log_size: (!a.trace_in_db)
+                            .then(|| u64::try_from(a.trace_size).ok())
+                            .flatten(),
                     })),
                 Err(e) => Err(format!("hand the job to the runner: {e}")),
             };
@@ -546,6 +551,7 @@ impl Coordinator {
             let Some(Won {
                 pipeline_status,
                 at: now,
+                log_size,
             }) = self.assign(assignment, info.cancel_gracefully).await?
             else {
                 continue; // another runner took it, or it is no longer pending
@@ -561,6 +567,9 @@ impl Coordinator {
             };
             self.executing()
                 .handed_out(job.id, hash, info.cancel_gracefully);
+            if let Some(size) = log_size {
+                self.traces().handed_out(job.id, size);
+            }
             self.queue().started(job.project_id).await;
             // The pipeline's status follows (pending → running) through the usual path;
             // a running pipeline stays running, so skip the work then.
@@ -728,6 +737,9 @@ impl Coordinator {
             for job in jobs {
                 executing.stopped(job.id);
             }
+        }
+        for job in jobs {
+            self.traces().stopped(job.id);
         }
         let mut first_error = None;
         let mut pipelines: Vec<i64> = jobs.iter().map(|j| j.pipeline_id).collect();

@@ -21,6 +21,16 @@
 //!
 //! Methods are blocking; the coordinator calls them from blocking tasks. Appends to one
 //! job are serialized by [`TraceFiles::lock`].
+//!
+//! The committed sizes this process knows ([`TraceFiles::known_size`]): noted when it
+//! hands a job out (the size the assignment returned) and when it commits an append;
+//! forgotten while an append writes (until its commit), and when the job stops
+//! executing. A runner's next append starts from it without reading the job's row
+//! again, when the file is exactly that long: longer, another process sharing this data
+//! directory appended, and the store is read as before. The append's commit is still a
+//! compare-and-set on the stored size. (With shared blobs, logs go to the database and
+//! no size is kept here.) At most [`MAX_KNOWN_SIZES`] are kept; past it they are
+//! forgotten at once.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Seek, SeekFrom};
@@ -31,9 +41,14 @@ use std::sync::Arc;
 /// share a stripe, and then just wait for each other).
 const STRIPES: usize = 64;
 
+/// Most committed sizes [`TraceFiles`] keeps.
+pub(crate) const MAX_KNOWN_SIZES: usize = 100_000;
+
 pub(crate) struct TraceFiles {
     dir: PathBuf,
     locks: Vec<Arc<tokio::sync::Mutex<()>>>,
+    /// Job id → its log's committed size, as this process last handed it out or committed it.
+    sizes: std::sync::Mutex<std::collections::HashMap<i64, u64>>,
 }
 
 impl TraceFiles {
@@ -43,7 +58,41 @@ impl TraceFiles {
             locks: (0..STRIPES)
                 .map(|_| Arc::new(tokio::sync::Mutex::new(())))
                 .collect(),
+            sizes: std::sync::Mutex::default(),
         }
+    }
+
+    fn sizes(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<i64, u64>> {
+        self.sizes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The job's log has `size` bytes committed (its file's log, see the module docs).
+    pub(crate) fn note_size(&self, job_id: i64, size: u64) {
+        let mut sizes = self.sizes();
+        if sizes.len() >= MAX_KNOWN_SIZES && !sizes.contains_key(&job_id) {
+            sizes.clear();
+        }
+        sizes.insert(job_id, size);
+    }
+
+    /// The job's committed log size as this process last noted it, when its file is
+    /// exactly that long (no file: nothing written yet). One `stat`, made on the
+    /// caller's thread: cheaper than a blocking task's hand-off.
+    pub(crate) fn known_size(&self, job_id: i64) -> Option<u64> {
+        let size = self.sizes().get(&job_id).copied()?;
+        let on_disk = match std::fs::metadata(self.path(job_id)) {
+            Ok(meta) => meta.len(),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => 0,
+            Err(_) => return None,
+        };
+        (on_disk == size).then_some(size)
+    }
+
+    /// The job stopped executing, or its size moved elsewhere: read the store next time.
+    pub(crate) fn forget_size(&self, job_id: i64) {
+        self.sizes().remove(&job_id);
     }
 
     /// Held from reading the job's size to committing the new one.
@@ -131,6 +180,44 @@ mod tests {
             }
             Ok(out)
         }
+    }
+
+    #[test]
+    fn a_known_size_holds_while_the_file_is_that_long() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let files = TraceFiles::new(dir.path().join("traces"));
+        assert_eq!(files.known_size(1), None);
+        files.note_size(1, 0);
+        assert_eq!(files.known_size(1), Some(0), "no file yet: nothing written");
+        files
+            .open_at(1, 0)
+            .and_then(|mut f| f.write_all(b"hello"))
+            .expect("append");
+        assert_eq!(
+            files.known_size(1),
+            None,
+            "bytes past it: another appender's"
+        );
+        files.note_size(1, 5);
+        assert_eq!(files.known_size(1), Some(5));
+        files.forget_size(1);
+        assert_eq!(files.known_size(1), None);
+    }
+
+    #[test]
+    fn known_sizes_are_bounded() {
+        let files = TraceFiles::new(PathBuf::from("/nonexistent"));
+        for id in 0..MAX_KNOWN_SIZES as i64 {
+            files.note_size(id, 0);
+        }
+        assert_eq!(files.sizes().len(), MAX_KNOWN_SIZES);
+        // A known job's size moves without forgetting the others; a new one past the
+        // bound starts again empty.
+        files.note_size(5, 0);
+        assert_eq!(files.sizes().len(), MAX_KNOWN_SIZES);
+        files.note_size(-1, 0);
+        assert_eq!(files.sizes().len(), 1);
+        assert_eq!(files.known_size(-1), Some(0));
     }
 
     #[test]

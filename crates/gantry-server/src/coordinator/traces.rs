@@ -39,7 +39,7 @@ use futures_util::{Stream, StreamExt as _};
 use gantry_store::TraceState;
 use tokio::sync::OwnedMutexGuard;
 
-use crate::processor::{Event, FailureReason};
+use crate::processor::{Event, FailureReason, Status};
 
 use super::Coordinator;
 use super::error::CoordinatorError;
@@ -68,7 +68,8 @@ fn to_u64(size: i64) -> u64 {
 /// noting why a job never started.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Writer {
-    Runner,
+    /// With the job's status when the caller read its row in this request.
+    Runner(Option<Status>),
     Coordinator,
 }
 
@@ -119,7 +120,23 @@ impl Coordinator {
         range_start: u64,
         length: Option<u64>,
     ) -> std::result::Result<TraceAppend, CoordinatorError> {
-        self.begin_append(job_id, range_start, length, Writer::Runner)
+        self.begin_append(job_id, range_start, length, Writer::Runner(None))
+            .await
+    }
+
+    /// [`Coordinator::begin_trace_append`] for a job whose row the caller read in this
+    /// request (its token check): `status` is that row's, and the log's committed size is
+    /// the one this process noted (`trace_files.rs`) when it has it and `range_start`
+    /// matches it, so the job's row is not read again. The append's commit still compares
+    /// the stored size.
+    pub async fn begin_checked_trace_append(
+        &self,
+        job_id: i64,
+        status: Status,
+        range_start: u64,
+        length: Option<u64>,
+    ) -> std::result::Result<TraceAppend, CoordinatorError> {
+        self.begin_append(job_id, range_start, length, Writer::Runner(Some(status)))
             .await
     }
 
@@ -148,9 +165,25 @@ impl Coordinator {
         length: Option<u64>,
         writer: Writer,
     ) -> std::result::Result<TraceAppend, CoordinatorError> {
-        let lock = self.inner.traces.files.lock(job_id).await;
-        let state = self.inner.store.trace_state(job_id).await?;
-        if writer == Writer::Runner && !state.status.is_executing() {
+        let files = &self.inner.traces.files;
+        let lock = files.lock(job_id).await;
+        let known = match writer {
+            Writer::Runner(Some(status)) if !self.inner.blobs.is_shared() => files
+                .known_size(job_id)
+                .filter(|&size| size == range_start)
+                .and_then(|size| i64::try_from(size).ok())
+                .map(|size| TraceState {
+                    status,
+                    size,
+                    in_db: false,
+                }),
+            _ => None,
+        };
+        let state = match known {
+            Some(state) => state,
+            None => self.inner.store.trace_state(job_id).await?,
+        };
+        if matches!(writer, Writer::Runner(_)) && !state.status.is_executing() {
             return Err(CoordinatorError::Forbidden(format!(
                 "append to the trace of job {job_id}: it is {}",
                 state.status
@@ -232,6 +265,17 @@ impl Traces {
         self.archived
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// `job_id` was handed to a runner with `size` bytes of log committed in its file:
+    /// the runner's first append need not read the job's row for it.
+    pub(super) fn handed_out(&self, job_id: i64, size: u64) {
+        self.files.note_size(job_id, size);
+    }
+
+    /// `job_id` stopped executing: no runner appends to its log any more.
+    pub(super) fn stopped(&self, job_id: i64) {
+        self.files.forget_size(job_id);
     }
 
     /// Removes a deleted or erased job's log file (a missing file is removed already).
@@ -625,6 +669,10 @@ impl TraceAppend {
         }
         let (job_id, size) = (self.job_id, self.state.size);
         let store = &self.coordinator.inner.store;
+        let files = &self.coordinator.inner.traces.files;
+        // Bytes written and not committed leave the file longer than any size known:
+        // the size is noted again once this append commits.
+        files.forget_size(job_id);
         // A log from before trace files (migration 0004) moves to its file now.
         let old = if self.state.in_db {
             let mut old = store.trace_in_db(job_id).await?;
@@ -701,6 +749,7 @@ impl TraceAppend {
             .commit_trace_size(job_id, size, new_size, self.state.in_db, now_ms())
             .await?
         {
+            files.note_size(job_id, to_u64(new_size));
             Ok(to_u64(new_size))
         } else {
             // Another process appended meanwhile (the same runner's retry: the same

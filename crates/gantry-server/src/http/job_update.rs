@@ -179,7 +179,7 @@ async fn append_patch(
     let start = content_range_start(headers)?;
     let appended = match state
         .coordinator
-        .begin_trace_append(job_id, start, length)
+        .begin_checked_trace_append(job_id, job.row.status, start, length)
         .await
     {
         Ok(append) => match append.write(limited(body.take())).await {
