@@ -211,6 +211,42 @@ async fn fair_share_prefers_projects_with_fewer_running_jobs() {
     assert_eq!(e.take_some(&runner).await.job_info.name, "a1");
 }
 
+/// Fair share counts the jobs running when its queue holds several projects' jobs, also
+/// those this process did not hand out (another replica's, or before a restart): the
+/// counts are read from the store then, not only kept from this process's assignments.
+#[tokio::test]
+async fn fair_share_counts_the_jobs_another_process_started() {
+    let many: String = (0..3).map(|i| format!("a{i}: {{script: [x]}}\n")).collect();
+    let e = env(&many).await;
+    let busy = e.project().await;
+    e.pipeline(busy, "main").await;
+    let repo2 = e.dir.path().join("repo2");
+    std::fs::create_dir_all(&repo2).unwrap();
+    git(&repo2, &["init", "-q", "-b", "main"]);
+    commit(&repo2, &[(".gitlab-ci.yml", "b0: {script: [x]}\n")], "x");
+    let quiet = e
+        .coord
+        .create_project("quiet", repo2.to_str().unwrap())
+        .await
+        .unwrap();
+    let runner = e.any_runner().await;
+    assert_eq!(e.take_some(&runner).await.job_info.name, "a0");
+    e.pipeline(quiet.id, "main").await;
+    // Another process over the same database, which started nothing itself.
+    let other = open_coordinator(e.dir.path()).await;
+    let take = || async {
+        other
+            .request_job(&runner, None, Duration::ZERO)
+            .await
+            .unwrap()
+            .expect("a pending job")
+            .job_info
+            .name
+    };
+    assert_eq!(take().await, "b0", "its project runs nothing");
+    assert_eq!(take().await, "a1");
+}
+
 #[tokio::test]
 async fn runner_tokens_and_registration() {
     let e = env("x: {script: [x]}\n").await;

@@ -25,7 +25,8 @@
 //! behind them), read whole after [`SNAPSHOT_TTL`] (jobs queued by another process), after
 //! a job was put back (it keeps its place), or when a truncated snapshot runs dry for a
 //! runner. A request takes its candidate out of the snapshot before asking the store, so
-//! concurrent requests do not fight over one job.
+//! concurrent requests do not fight over one job. Fair share's running jobs per project
+//! are read after a change only when the snapshot holds more than one project's jobs.
 //!
 //! The service ([`Queue`], `Coordinator::queue()`) owns this process's view of the queue:
 //! the queue version, the snapshot, the waiting requests and the assignments waiting for
@@ -131,7 +132,12 @@ pub(crate) struct Snapshot {
     /// The read hit [`QUEUE_DEPTH`]: more jobs wait behind these.
     truncated: bool,
     jobs: Vec<QueuedJob>,
+    /// Running jobs per project (fair share), as read since the latest change of the
+    /// queue (`running_current`) or before it.
     running: HashMap<i64, i64>,
+    /// `running` was read since the snapshot last changed: it is read only when the
+    /// snapshot holds more than one project's jobs, the only time fair share orders them.
+    running_current: bool,
     /// The latest `queued_at` read: a change of the queue version reads only the jobs
     /// queued since (at or after it, less [`QUEUED_AT_SLACK_MS`]), not the queue whole.
     high: Option<i64>,
@@ -154,6 +160,14 @@ impl Snapshot {
         let job = self.jobs.remove(best);
         self.claimed.insert(job.id);
         Some(job)
+    }
+
+    /// Whether the snapshot holds the jobs of more than one project. O(jobs held).
+    fn spans_projects(&self) -> bool {
+        let mut projects = self.jobs.iter().map(|j| j.project_id);
+        projects
+            .next()
+            .is_some_and(|first| projects.any(|p| p != first))
     }
 
     fn eligible(&self, runner: &Runner) -> usize {
@@ -319,13 +333,20 @@ impl Queue {
             snap.jobs.sort_by_key(|j| (j.queued_at, j.id));
         }
         if whole || behind {
+            snap.version = Some(version);
+            snap.running_current = false;
+        }
+        // Fair share orders the jobs of different projects; one project's jobs go
+        // oldest first whatever it runs, so the counts (a read of every running job's
+        // row) wait until a second project queues.
+        if !snap.running_current && snap.spans_projects() {
             snap.running = self
                 .store
                 .running_jobs_per_project()
                 .await?
                 .into_iter()
                 .collect();
-            snap.version = Some(version);
+            snap.running_current = true;
         }
         let size = i64::try_from(snap.eligible(runner)).unwrap_or(i64::MAX);
         Ok(snap.claim(runner).map(|j| (j, size, 1)))
