@@ -10,7 +10,12 @@
 //!   at a time. A runner that gets a job finishes it at once (`PUT /jobs/:id`), which
 //!   makes the second job pending while the other pollers wait. Latency = the moment a
 //!   poller has the second job's payload − the job's `queued_at` as the server recorded
-//!   it (milliseconds, so figures are up to 1 ms high).
+//!   it (milliseconds, so figures are up to 1 ms high). Two more figures bracket the
+//!   moment the job became pending (the commit of the first job's final state, which
+//!   nothing outside the server sees) in microseconds: from the later of `queued_at` and
+//!   the moment that final update was sent (an upper bound: it includes the update's own
+//!   request and decision), and from the moment its answer arrived (a lower bound; a
+//!   pick-up before the answer counts 0). The targets are judged on the first figure.
 //! - **assignment throughput**: one pipeline of `--jobs` jobs that all become pending at
 //!   once; the pollers take them (and hold them). Throughput = jobs ÷ (last job held −
 //!   the jobs' `queued_at`).
@@ -80,6 +85,13 @@ pub(super) struct Report {
     /// Whether the server traced (`--trace-file`, `--otel-*`, `OTEL_*`).
     traced: bool,
     latencies_ms: Vec<f64>,
+    /// The same pick-ups measured from the later of `queued_at` and the moment the
+    /// first job's final update (which makes the second job pending) was sent: an upper
+    /// bound without `queued_at`'s millisecond rounding.
+    tight_latencies_ms: Vec<f64>,
+    /// Measured from the moment that update's answer arrived (the job was pending by
+    /// then; a pick-up before it counts 0): a lower bound.
+    floor_latencies_ms: Vec<f64>,
     jobs: usize,
     burst_secs: f64,
     /// How long `POST …/pipeline` of the throughput pipeline took: compiling it, storing
@@ -98,6 +110,10 @@ impl std::fmt::Display for Report {
         let p50 = percentile(&self.latencies_ms, 50.0);
         let p99 = percentile(&self.latencies_ms, 99.0);
         let max = self.latencies_ms.iter().copied().fold(0.0, f64::max);
+        let tight_p50 = percentile(&self.tight_latencies_ms, 50.0);
+        let tight_p99 = percentile(&self.tight_latencies_ms, 99.0);
+        let floor_p50 = percentile(&self.floor_latencies_ms, 50.0);
+        let floor_p99 = percentile(&self.floor_latencies_ms, 99.0);
         let rate = self.jobs_per_s();
         writeln!(
             f,
@@ -110,6 +126,14 @@ impl std::fmt::Display for Report {
             f,
             "pick-up latency ({} jobs, each pending alone while the pollers wait): p50 {p50:.2} ms, p99 {p99:.2} ms, max {max:.2} ms",
             self.latencies_ms.len()
+        )?;
+        writeln!(
+            f,
+            "  from the later of queued_at and the moment the update that made the job pending was sent (µs): p50 {tight_p50:.2} ms, p99 {tight_p99:.2} ms"
+        )?;
+        writeln!(
+            f,
+            "  from the moment that update's answer arrived (a lower bound): p50 {floor_p50:.2} ms, p99 {floor_p99:.2} ms"
         )?;
         writeln!(
             f,
@@ -146,6 +170,9 @@ struct Shared {
     picks: Mutex<Vec<Pick>>,
     /// Jobs a poller finished (latency phase).
     finished: Mutex<HashSet<i64>>,
+    /// When the final update of each job finished in the latency phase was sent and when
+    /// its answer arrived, Unix µs.
+    finish_sent: Mutex<HashMap<i64, (i64, i64)>>,
     /// Finish every job at once (latency phase) instead of holding it.
     finish: AtomicBool,
     stop: AtomicBool,
@@ -304,19 +331,24 @@ async fn measure(server: &Server, args: &DispatchArgs) -> anyhow::Result<Report>
         );
         shared.finish.store(true, Ordering::SeqCst);
         let mut latencies_ms = Vec::with_capacity(args.samples);
+        let mut tight_latencies_ms = Vec::with_capacity(args.samples);
+        let mut floor_latencies_ms = Vec::with_capacity(args.samples);
         for _ in 0..args.samples {
             let pipeline = server.api.create_pipeline(latency_project).await?;
-            let second = server
+            let jobs = server
                 .store
                 .pipeline_jobs(pipeline)
                 .await
-                .context("read the pipeline's jobs")?
-                .into_iter()
-                .find(|j| j.name == "second")
-                .ok_or_else(|| anyhow!("pipeline {pipeline} has no job `second`"))?
-                .id;
+                .context("read the pipeline's jobs")?;
+            let id_of = |name: &str| {
+                jobs.iter()
+                    .find(|j| j.name == name)
+                    .map(|j| j.id)
+                    .ok_or_else(|| anyhow!("pipeline {pipeline} has no job `{name}`"))
+            };
+            let (first, second) = (id_of("first")?, id_of("second")?);
             let deadline = Instant::now() + PHASE_TIMEOUT;
-            while !shared.is_finished(second) {
+            while !(shared.is_finished(first) && shared.is_finished(second)) {
                 if pollers.iter().any(tokio::task::JoinHandle::is_finished) {
                     bail!("a poller stopped early (see the error above)");
                 }
@@ -339,6 +371,15 @@ async fn measure(server: &Server, args: &DispatchArgs) -> anyhow::Result<Report>
                 .get(&second)
                 .ok_or_else(|| anyhow!("job {second} has no queued_at"))?;
             latencies_ms.push((held - pending * 1000) as f64 / 1000.0);
+            let (sent, answered) = shared
+                .finish_sent
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .get(&first)
+                .copied()
+                .ok_or_else(|| anyhow!("job {first} was never finished"))?;
+            tight_latencies_ms.push((held - sent.max(pending * 1000)) as f64 / 1000.0);
+            floor_latencies_ms.push((held - answered).max(0) as f64 / 1000.0);
         }
         // Let the last finished job settle before the burst.
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -367,6 +408,8 @@ async fn measure(server: &Server, args: &DispatchArgs) -> anyhow::Result<Report>
             },
             traced: server.traced,
             latencies_ms,
+            tight_latencies_ms,
+            floor_latencies_ms,
             jobs: args.jobs,
             burst_secs,
             create_secs,
@@ -478,7 +521,13 @@ async fn poll(
                     .unwrap_or_else(std::sync::PoisonError::into_inner)
                     .push(Pick { job: job.id, at_us });
                 if shared.finish.load(Ordering::SeqCst) {
+                    let sent = now_us();
                     finish(&http, &jobs_url, &job).await?;
+                    shared
+                        .finish_sent
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .insert(job.id, (sent, now_us()));
                     shared
                         .finished
                         .lock()
