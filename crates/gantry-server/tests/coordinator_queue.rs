@@ -247,6 +247,35 @@ async fn fair_share_counts_the_jobs_another_process_started() {
     assert_eq!(take().await, "a1");
 }
 
+/// A job this process's decision makes pending joins the queue's snapshot at once: the
+/// request that takes it reads nothing of the queue (it read what was new before), and
+/// the queue still hands out exactly what the store holds.
+#[tokio::test]
+async fn a_job_made_pending_here_is_taken_without_reading_the_queue() {
+    let e = env("stages: [a, b]\nfirst: {stage: a, script: [x]}\nsecond: {stage: b, script: [x], variables: {V: v}}\nother: {stage: b, script: [x], tags: [gpu]}\n").await;
+    let project = e.project().await;
+    e.pipeline(project, "main").await;
+    let runner = e.any_runner().await;
+    let first = e.take_some(&runner).await;
+    assert_eq!(first.job_info.name, "first");
+    let reads = e.coord.queue_extension_reads();
+    e.run(&first, true).await;
+    let second = e.take_some(&runner).await;
+    assert_eq!(second.job_info.name, "second");
+    assert_eq!(e.coord.queue_extension_reads() - reads, 0);
+    // The untagged runner cannot take the tagged job; nothing else is pending.
+    assert!(e.take(&runner).await.is_none());
+    let gpu = e
+        .runner(RunnerOptions {
+            description: "gpu".into(),
+            tags: vec!["gpu".into()],
+            ..RunnerOptions::default()
+        })
+        .await;
+    assert_eq!(e.take_some(&gpu).await.job_info.name, "other");
+    assert!(e.take(&gpu).await.is_none());
+}
+
 #[tokio::test]
 async fn runner_tokens_and_registration() {
     let e = env("x: {script: [x]}\n").await;

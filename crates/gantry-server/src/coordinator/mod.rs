@@ -585,6 +585,12 @@ impl Coordinator {
         &self.inner.queue
     }
 
+    /// How many times this process read what joined the job queue since its snapshot
+    /// (the jobs its own decisions make pending join the snapshot without a read).
+    pub fn queue_extension_reads(&self) -> u64 {
+        self.queue().extension_reads()
+    }
+
     /// The project's name as job matching reads it ([`gantry_store::QueuedJob::project_name`])
     /// when this process has its row cached; empty otherwise (waking then treats group
     /// runners as fitting).
@@ -774,7 +780,7 @@ impl Coordinator {
             self.spawn_sync_bridge(pipeline_id);
         }
         let resources = self
-            .after_change(&stored.changes, &stored.pending)
+            .after_change(&stored.changes, &stored.pending, stored.queued)
             .await
             .then_some(stored.project_id);
         Ok((decided.out, decided.again, resources))
@@ -787,6 +793,7 @@ impl Coordinator {
         &self,
         changes: &[StatusChange],
         pending: &[waiters::NewPending],
+        queued: Option<Vec<gantry_store::QueuedJob>>,
     ) -> bool {
         let mut wake = false;
         let mut resources = false;
@@ -822,7 +829,10 @@ impl Coordinator {
                     .filter(|c| c.to == crate::processor::Status::Pending)
                     .count()
             {
-                self.queue().bump_for(pending);
+                match queued {
+                    Some(queued) => self.queue().bump_with(pending, queued).await,
+                    None => self.queue().bump_for(pending),
+                }
             } else {
                 self.queue().bump();
             }

@@ -66,6 +66,9 @@ pub(crate) struct Stored {
     pub changes: Vec<StatusChange>,
     /// The existing jobs that became pending, as waking reads them.
     pub pending: Vec<waiters::NewPending>,
+    /// The same jobs as the queue reads them, when every one is known (its project's
+    /// name too): the queue's snapshot takes them without reading them back.
+    pub queued: Option<Vec<gantry_store::QueuedJob>>,
     /// Trigger jobs that started: their downstream pipelines are to be created.
     pub bridges: Vec<i64>,
     /// A child pipeline completed: its parent's trigger job is to follow.
@@ -354,7 +357,9 @@ impl Processing {
                 Ok(()) => {
                     around.observe(&loaded, &change, now_ms);
                     let project_id = loaded.pipeline.project_id;
-                    let pending = new_pending(&loaded, &changes, &around.project_name(project_id));
+                    let project_name = around.project_name(project_id);
+                    let pending = new_pending(&loaded, &changes, &project_name);
+                    let queued = queued_rows(&loaded, &change, &changes, &project_name);
                     let sync_parent = loaded.pipeline.parent_job_id.is_some()
                         && change.status.is_completed()
                         && !loaded.pipeline.status.is_completed();
@@ -370,6 +375,7 @@ impl Processing {
                             project_id,
                             changes,
                             pending,
+                            queued,
                             bridges,
                             sync_parent,
                             new_rows: !change.new_jobs.is_empty(),
@@ -416,6 +422,60 @@ fn new_pending(
                 project_name: project_name.to_owned(),
                 protected: row.protected,
                 tags: row.tags.clone(),
+            })
+        })
+        .collect()
+}
+
+/// The existing jobs that became pending in a stored decision, as the queue would read
+/// them back: each row with the decision's update applied as `Store::apply` wrote it.
+/// `None` when one is missing (a new row, a job whose update is not in `change`) or the
+/// project's name is unknown. O(jobs changed).
+fn queued_rows(
+    loaded: &Loaded,
+    change: &PipelineChange,
+    changes: &[StatusChange],
+    project_name: &str,
+) -> Option<Vec<gantry_store::QueuedJob>> {
+    if project_name.is_empty() {
+        return None;
+    }
+    let updates: HashMap<i64, &gantry_store::JobUpdate> = change
+        .jobs
+        .iter()
+        .filter(|u| u.status == Status::Pending)
+        .map(|u| (u.id, u))
+        .collect();
+    changes
+        .iter()
+        .filter(|c| c.to == Status::Pending)
+        .map(|c| {
+            let id = c.db_id?;
+            let row = loaded.row(loaded.job_id(id)?)?;
+            let update = updates.get(&id)?;
+            Some(gantry_store::QueuedJob {
+                id,
+                pipeline_id: row.pipeline_id,
+                project_id: row.project_id,
+                name: row.name.clone(),
+                stage: row.stage.clone(),
+                stage_idx: row.stage_idx,
+                attempt: row.attempt,
+                allow_failure: update.allow_failure,
+                tags: row.tags.clone(),
+                protected: row.protected,
+                manual_variables: update
+                    .manual_variables
+                    .clone()
+                    .or_else(|| row.manual_variables.clone()),
+                input_values: update
+                    .input_values
+                    .clone()
+                    .or_else(|| row.input_values.clone()),
+                created_at: row.created_at,
+                queued_at: update.queued_at.or(row.queued_at),
+                environment_id: row.environment_id,
+                project_name: project_name.to_owned(),
             })
         })
         .collect()

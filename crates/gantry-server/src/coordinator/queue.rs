@@ -22,7 +22,9 @@
 //! extended when the queue version changes (a job became pending: only the jobs queued
 //! since the latest one read are read, O(new jobs) on the `(status, queued_at, id)`
 //! index; nothing when the snapshot holds [`QUEUE_DEPTH`] jobs already: new ones queue
-//! behind them), read whole after [`SNAPSHOT_TTL`] (jobs queued by another process), after
+//! behind them; nothing either for the jobs this process's own decision made pending
+//! when the snapshot was current: they join it with the version change,
+//! [`Queue::bump_with`]), read whole after [`SNAPSHOT_TTL`] (jobs queued by another process), after
 //! a job was put back (it keeps its place), or when a truncated snapshot runs dry for a
 //! runner. A request takes its candidate out of the snapshot before asking the store, so
 //! concurrent requests do not fight over one job. Fair share's running jobs per project
@@ -197,6 +199,8 @@ pub(crate) struct Queue {
     gate: tokio::sync::Mutex<()>,
     /// Assignments waiting for the gate; its holder commits them all (group commit).
     waiting: Mutex<Vec<WaitingAssignment>>,
+    /// Reads of what joined the queue since the snapshot ([`Queue::extension_reads`]).
+    extension_reads: std::sync::atomic::AtomicU64,
 }
 
 impl Queue {
@@ -214,7 +218,14 @@ impl Queue {
             waiters: Waiters::default(),
             gate: tokio::sync::Mutex::new(()),
             waiting: Mutex::new(Vec::new()),
+            extension_reads: std::sync::atomic::AtomicU64::new(0),
         }
+    }
+
+    /// How many times the snapshot read what joined the queue since it was read: jobs
+    /// this process's decisions made pending join it without one ([`Queue::bump_with`]).
+    pub(crate) fn extension_reads(&self) -> u64 {
+        self.extension_reads.load(Ordering::Relaxed)
     }
 
     /// The current queue version, as runners see it (`X-GitLab-Last-Update`).
@@ -233,6 +244,39 @@ impl Queue {
     /// take one of them wake (`waiters.rs`).
     pub(crate) fn bump_for(&self, jobs: &[NewPending]) {
         self.version.send_modify(|v| *v = v.wrapping_add(1));
+        self.waiters.wake_for(jobs);
+    }
+
+    /// [`Queue::bump_for`] with the jobs' queue rows (`queued`, committed by this
+    /// process's decision): when the snapshot held everything up to the version before
+    /// this one, they join it at once and it is current, so the requests they wake take
+    /// them without reading the queue. Otherwise (another change came between, the
+    /// snapshot is full) the next request reads what is new, as after `bump_for`.
+    /// O(jobs held + jobs new).
+    pub(crate) async fn bump_with(&self, jobs: &[NewPending], queued: Vec<QueuedJob>) {
+        let mut snap = self.snapshot.lock().await;
+        let (mut before, mut after) = (0, 0);
+        self.version.send_modify(|v| {
+            before = *v;
+            *v = v.wrapping_add(1);
+            after = *v;
+        });
+        let fits = usize::try_from(QUEUE_DEPTH)
+            .is_ok_and(|depth| snap.jobs.len().saturating_add(queued.len()) <= depth);
+        if snap.version == Some(before) && !snap.truncated && fits {
+            for job in queued {
+                let held =
+                    snap.claimed.contains(&job.id) || snap.jobs.iter().any(|j| j.id == job.id);
+                if !held {
+                    snap.high = snap.high.max(job.queued_at);
+                    snap.jobs.push(job);
+                }
+            }
+            snap.jobs.sort_by_key(|j| (j.queued_at, j.id));
+            snap.version = Some(after);
+            snap.running_current = false;
+        }
+        drop(snap);
         self.waiters.wake_for(jobs);
     }
 
@@ -312,6 +356,7 @@ impl Queue {
             // lock may commit a time older than the latest read. Read back
             // `QUEUED_AT_SLACK_MS` (what was read already is skipped below).
             let since = snap.high.unwrap_or(0).saturating_sub(QUEUED_AT_SLACK_MS);
+            self.extension_reads.fetch_add(1, Ordering::Relaxed);
             let new = self
                 .store
                 .pending_queue_after((since, -1), room.max(1))
