@@ -187,8 +187,13 @@ untagged: {script: [x]}
     let _ = p;
 }
 
-#[tokio::test]
-async fn fair_share_prefers_projects_with_fewer_running_jobs() {
+/// Project `busy` with a pipeline of three pending jobs (`a0`..`a2`), project `quiet`
+/// whose pipeline (`b0`) is not created yet, and a runner that takes any job.
+async fn busy_and_quiet_projects() -> (
+    Env,
+    gantry_server::coordinator::Project,
+    gantry_server::coordinator::Runner,
+) {
     let many: String = (0..3).map(|i| format!("a{i}: {{script: [x]}}\n")).collect();
     let e = env(&many).await;
     let busy = e.project().await;
@@ -203,6 +208,12 @@ async fn fair_share_prefers_projects_with_fewer_running_jobs() {
         .await
         .unwrap();
     let runner = e.any_runner().await;
+    (e, quiet, runner)
+}
+
+#[tokio::test]
+async fn fair_share_prefers_projects_with_fewer_running_jobs() {
+    let (e, quiet, runner) = busy_and_quiet_projects().await;
     // FIFO first: the older project's first job.
     assert_eq!(e.take_some(&runner).await.job_info.name, "a0");
     // Created later, but its project runs nothing: it goes first now.
@@ -216,20 +227,7 @@ async fn fair_share_prefers_projects_with_fewer_running_jobs() {
 /// counts are read from the store then, not only kept from this process's assignments.
 #[tokio::test]
 async fn fair_share_counts_the_jobs_another_process_started() {
-    let many: String = (0..3).map(|i| format!("a{i}: {{script: [x]}}\n")).collect();
-    let e = env(&many).await;
-    let busy = e.project().await;
-    e.pipeline(busy, "main").await;
-    let repo2 = e.dir.path().join("repo2");
-    std::fs::create_dir_all(&repo2).unwrap();
-    git(&repo2, &["init", "-q", "-b", "main"]);
-    commit(&repo2, &[(".gitlab-ci.yml", "b0: {script: [x]}\n")], "x");
-    let quiet = e
-        .coord
-        .create_project("quiet", repo2.to_str().unwrap())
-        .await
-        .unwrap();
-    let runner = e.any_runner().await;
+    let (e, quiet, runner) = busy_and_quiet_projects().await;
     assert_eq!(e.take_some(&runner).await.job_info.name, "a0");
     e.pipeline(quiet.id, "main").await;
     // Another process over the same database, which started nothing itself.
