@@ -781,7 +781,6 @@ impl Coordinator {
         }
         let resources = self
             .after_change(&stored.changes, &stored.pending, stored.queued)
-            .await
             .then_some(stored.project_id);
         Ok((decided.out, decided.again, resources))
     }
@@ -789,7 +788,7 @@ impl Coordinator {
     /// Consequences outside the pipeline's rows: wake job requests, forget per-job runtime
     /// facts (the issued tokens) of jobs that stopped executing. Returns whether a
     /// resource group may need an assignment.
-    async fn after_change(
+    fn after_change(
         &self,
         changes: &[StatusChange],
         pending: &[waiters::NewPending],
@@ -830,7 +829,7 @@ impl Coordinator {
                     .count()
             {
                 match queued {
-                    Some(queued) => self.queue().bump_with(pending, queued).await,
+                    Some(queued) => self.queue().bump_with(pending, queued),
                     None => self.queue().bump_for(pending),
                 }
             } else {

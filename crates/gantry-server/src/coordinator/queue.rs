@@ -251,10 +251,13 @@ impl Queue {
     /// process's decision): when the snapshot held everything up to the version before
     /// this one, they join it at once and it is current, so the requests they wake take
     /// them without reading the queue. Otherwise (another change came between, the
-    /// snapshot is full) the next request reads what is new, as after `bump_for`.
-    /// O(jobs held + jobs new).
-    pub(crate) async fn bump_with(&self, jobs: &[NewPending], queued: Vec<QueuedJob>) {
-        let mut snap = self.snapshot.lock().await;
+    /// snapshot is full, or a request holds it: a decision never waits for a queue read)
+    /// the next request reads what is new, as after `bump_for`. O(jobs held + jobs new).
+    pub(crate) fn bump_with(&self, jobs: &[NewPending], queued: Vec<QueuedJob>) {
+        let Ok(mut snap) = self.snapshot.try_lock() else {
+            self.bump_for(jobs);
+            return;
+        };
         let (mut before, mut after) = (0, 0);
         self.version.send_modify(|v| {
             before = *v;
