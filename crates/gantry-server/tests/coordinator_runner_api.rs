@@ -394,3 +394,86 @@ async fn a_final_update_waits_while_trace_bytes_are_missing() {
         "running"
     );
 }
+
+/// A final update of a job this process handed out is checked by its own write: no token
+/// lookup before it. The token is checked where the job's end is stored, so a job another
+/// process put back in the queue and handed out again is not finished by the runner that
+/// lost it (the checked way then gives the answer). Not with shared blobs (logs in the
+/// database), where the final update goes the checked way.
+#[tokio::test]
+async fn a_final_update_checks_its_token_where_the_job_ends() {
+    let e =
+        env("stages: [a, b]\nfirst: {stage: a, script: [x]}\nsecond: {stage: b, script: [x]}\n")
+            .await;
+    let project = e.project().await;
+    e.pipeline(project, "main").await;
+    let runner = e.any_runner().await;
+    let success = |token: &str| {
+        gantry_protocol::UpdateJobRequest::new(
+            token.to_owned(),
+            JobState::Success,
+            gantry_protocol::VersionInfo::default(),
+        )
+    };
+    let first = e.take_some(&runner).await;
+    if std::env::var(gantry_server::testing::TEST_BLOBS).as_deref() == Ok("s3") {
+        // Shared blobs: the log's size is in the database and the log is archived before
+        // the job ends, so the final update goes the checked way.
+        let checked = e
+            .coord
+            .update_job_by_token(first.id, &first.token, &success(&first.token))
+            .await
+            .unwrap();
+        assert!(checked.is_none(), "{checked:?}");
+        return;
+    }
+    let lookups = e.coord.job_token_lookups();
+    let done = e
+        .coord
+        .update_job_by_token(first.id, &first.token, &success(&first.token))
+        .await
+        .unwrap()
+        .expect("checked by its own write");
+    assert_eq!(done.job_status.as_str(), "success");
+    assert_eq!(e.coord.job_token_lookups(), lookups, "no lookup");
+
+    // `second` is handed out here; its runner never acknowledges it, another process puts
+    // it back in the queue and hands it out again.
+    let second = e.take_some(&runner).await;
+    assert_eq!(second.job_info.name, "second");
+    let store = gantry_store::Store::open(&test_database(e.dir.path()).await)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.requeue_unacknowledged(i64::MAX).await.unwrap().len(),
+        1
+    );
+    let other = open_coordinator(e.dir.path()).await;
+    let again = other
+        .request_job(&runner, None, std::time::Duration::ZERO)
+        .await
+        .unwrap()
+        .expect("the job again");
+    assert_eq!(again.id, second.id);
+    assert_ne!(again.token, second.token);
+    let lost = e
+        .coord
+        .update_job_by_token(second.id, &second.token, &success(&second.token))
+        .await
+        .unwrap();
+    assert!(lost.is_none(), "refused where the job would end: {lost:?}");
+    assert_eq!(
+        e.coord.job(second.id).await.unwrap().status.as_str(),
+        "running"
+    );
+    let done = other
+        .update_job_by_token(again.id, &again.token, &success(&again.token))
+        .await
+        .unwrap()
+        .expect("its runner's final update");
+    assert_eq!(done.job_status.as_str(), "success");
+    assert_eq!(
+        e.coord.job(second.id).await.unwrap().status.as_str(),
+        "success"
+    );
+}

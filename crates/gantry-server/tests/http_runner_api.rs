@@ -143,29 +143,26 @@ async fn one_running_job() -> (TestServer, i64, i64, String) {
     (server, project_id, job_id, token)
 }
 
-/// A runner's call proves its job token with one lookup: the HTTP gate's (a token in
-/// the headers) is passed on to the handler, which would otherwise look it up again.
+/// A runner's call proves its job token with one lookup at most: the HTTP gate's (a token
+/// in the headers) is passed on to the handler, which would otherwise look it up again,
+/// and a keep-alive with its token in the body (the acknowledgement first of all) is
+/// checked by its own write and looks nothing up — unless that write matched nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_runner_call_looks_its_job_token_up_once() {
-    let (server, _, job_id, token) = one_running_job().await;
+    let (server, project_id, job_id, token) = one_running_job().await;
     let lookups = || server.coordinator.job_token_lookups();
+    let before = lookups();
+    let body = json!({ "token": token, "state": "running" });
+    let ack = put(&server, job_id, body.clone()).await;
+    assert_eq!(ack.status(), StatusCode::OK);
+    assert_eq!(header(&ack, "job-status").as_deref(), Some("running"));
+    assert_eq!(lookups() - before, 0, "the acknowledgement");
     let before = lookups();
     assert_eq!(
         patch(&server, job_id, &token, 0, b"hello").await.status(),
         StatusCode::ACCEPTED
     );
     assert_eq!(lookups() - before, 1, "a trace patch");
-    let before = lookups();
-    let body = json!({ "token": token, "state": "running" });
-    assert_eq!(
-        put(&server, job_id, body.clone()).await.status(),
-        StatusCode::OK
-    );
-    assert_eq!(
-        lookups() - before,
-        1,
-        "an update with its token in the body"
-    );
     let before = lookups();
     let with_header = server
         .http
@@ -181,6 +178,37 @@ async fn a_runner_call_looks_its_job_token_up_once() {
         1,
         "an update with its token in a header too"
     );
+    // Within a second of the last contact the write matches nothing (nothing to record)
+    // and the token is looked up instead.
+    let before = lookups();
+    let again = put(&server, job_id, body.clone()).await;
+    assert_eq!(again.status(), StatusCode::OK);
+    assert!(lookups() - before <= 1, "a keep-alive right after another");
+
+    // A token that is not the job's: refused as before.
+    let wrong = json!({ "token": format!("{token}x"), "state": "running" });
+    assert_eq!(
+        put(&server, job_id, wrong).await.status(),
+        StatusCode::FORBIDDEN
+    );
+    // The final update of a job this server handed out, its log complete: checked where
+    // the job's end is stored.
+    let before = lookups();
+    let done = json!({ "token": token, "state": "success", "output": { "bytesize": 5 } });
+    let done = put(&server, job_id, done).await;
+    assert_eq!(done.status(), StatusCode::OK);
+    assert_eq!(header(&done, "job-status").as_deref(), Some("success"));
+    // (With shared blobs, `GANTRY_TEST_BLOBS=s3`, the log's size is in the database and
+    // the final update goes the checked way: one lookup.)
+    let checked =
+        u64::from(std::env::var(gantry_server::testing::TEST_BLOBS).as_deref() == Ok("s3"));
+    assert_eq!(lookups() - before, checked, "the final update");
+    assert_eq!(server.job(project_id, job_id).await["status"], "success");
+    // The token of the ended job: refused, with the job's status.
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let late = put(&server, job_id, body).await;
+    assert_eq!(late.status(), StatusCode::FORBIDDEN);
+    assert_eq!(header(&late, "job-status").as_deref(), Some("success"));
 }
 
 /// A runner's log patches of a job this server handed out read no job row beyond their

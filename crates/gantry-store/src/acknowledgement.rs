@@ -1,8 +1,8 @@
 //! A job handed to a runner is *acknowledged* by the runner's first contact about it.
 //!
 //! [`crate::Store::assign_jobs`] leaves the job's `last_contact_at` empty; the runner's
-//! first `PUT /jobs/:id` ([`Store::acknowledge_job`], checked against the token it was
-//! given) or trace patch fills it. A job still unacknowledged after the coordinator's
+//! first `PUT /jobs/:id` ([`Store::contact_job`] or [`Store::acknowledge_job`], checked
+//! against the token it was given) or trace patch fills it. A job still unacknowledged after the coordinator's
 //! bound went to a runner that never received it (its request was cut while the answer
 //! was on its way) or died at once: [`Store::requeue_unacknowledged`] puts it back in
 //! the queue — `pending` again, same row, no runner, its token revoked, no attempt
@@ -43,6 +43,34 @@ impl Store {
         .execute(&self.writer)
         .await?;
         Ok(r.rows_affected() == 1)
+    }
+
+    /// A runner's word about a job it runs, checked by the write itself: the job's last
+    /// contact becomes `now` when `token_hash` is the job's, the job is executing
+    /// (`running` or `canceling`) and its last contact is empty (the acknowledgement) or at
+    /// least `keep_alive_ms` old. The job's status and pipeline when it was written; `None` when nothing
+    /// matched — a wrong token, a job no longer executing or a contact too recent to
+    /// record, which the caller tells apart by reading the job.
+    pub async fn contact_job(
+        &self,
+        job_id: i64,
+        token_hash: &str,
+        now: i64,
+        keep_alive_ms: i64,
+    ) -> Result<Option<(crate::JobStatus, i64)>> {
+        let row = sqlx::query(
+            "UPDATE jobs SET last_contact_at = $1 \
+             WHERE id = $2 AND token_hash = $3 AND status IN ('running', 'canceling') \
+             AND (last_contact_at IS NULL OR last_contact_at <= $4) RETURNING status, pipeline_id",
+        )
+        .bind(now)
+        .bind(job_id)
+        .bind(token_hash)
+        .bind(now.saturating_sub(keep_alive_ms))
+        .fetch_optional(&self.writer)
+        .await?;
+        row.map(|r| Ok((crate::rows::status(&r, "jobs.status", "status")?, r.get(1))))
+            .transpose()
     }
 
     /// Put back in the queue every job handed to a runner at or before `assigned_before`

@@ -17,6 +17,10 @@ pub enum StoreError {
     Conflict(String),
     #[error("apply the change: the pipeline changed meanwhile")]
     Stale,
+    /// A change guarded by a job's token ([`crate::JobTokenGuard`]) found the job holding
+    /// another token, or none (it stopped executing, or went back to the queue).
+    #[error("apply the change: job {job_id} no longer runs with the token it was made for")]
+    TokenRevoked { job_id: i64 },
     #[error("use the database: {0}")]
     Unsupported(String),
     /// A row holds what Gantry never writes (e.g. an unknown status): `table.column` and

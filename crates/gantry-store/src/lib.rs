@@ -408,6 +408,35 @@ impl Store {
         };
         Ok(self.writer.begin_with(statement).await?)
     }
+
+    /// SQLite: a write transaction sent as one text — `BEGIN IMMEDIATE; …; COMMIT` —
+    /// in one round trip to the connection's thread instead of one per statement (sqlx
+    /// hands each statement to the thread and waits for its answer: two thread switches
+    /// each). sqlx runs a text's statements in order and binds anonymous `?` parameters
+    /// in order across them (a numbered `$n` would not move the count on: use `?` only).
+    /// Returns the rows of the statements' `RETURNING` clauses, in order; a statement
+    /// cannot branch on an earlier one's result except in SQL (`changes()`).
+    ///
+    /// An error halfway leaves the transaction open on the connection: it is rolled back
+    /// there, or the connection is closed, before the connection goes back to the pool.
+    async fn write_in_one_trip<'q>(
+        &self,
+        batch: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
+    ) -> Result<Vec<sqlx::any::AnyRow>> {
+        let mut conn = self.writer.acquire().await?;
+        match batch.fetch_all(&mut *conn).await {
+            Ok(rows) => Ok(rows),
+            Err(e) => {
+                match sqlx::query("ROLLBACK").execute(&mut *conn).await {
+                    Ok(_) => {}
+                    // The error came before `BEGIN` or ended the transaction itself.
+                    Err(sqlx::Error::Database(d)) if d.message().contains("no transaction") => {}
+                    Err(_) => conn.close_on_drop(),
+                }
+                Err(e.into())
+            }
+        }
+    }
 }
 
 /// Move a schedule's `next_run_at` from `due` to `next` if it is still `due`.

@@ -438,21 +438,34 @@ impl Store {
         change: &PipelineChange,
         now: i64,
     ) -> Result<()> {
+        if self.backend == Backend::Sqlite && fits_one_trip(change) {
+            return self
+                .apply_in_one_trip(pipeline_id, expected_lock_version, change, now)
+                .await;
+        }
+        const UPDATE: &str = "UPDATE pipelines SET lock_version = lock_version + 1, status = $1, started_at = COALESCE(started_at, $2), finished_at = $3, updated_at = $4 \
+             WHERE id = $5 AND lock_version = $6";
+        const GUARDED: &str = " AND EXISTS (SELECT 1 FROM jobs WHERE id = $7 AND pipeline_id = $5 AND token_hash = $8)";
         let mut tx = self.begin_write().await?;
-        let r = sqlx::query(
-            "UPDATE pipelines SET lock_version = lock_version + 1, status = $1, started_at = COALESCE(started_at, $2), finished_at = $3, updated_at = $4 \
-             WHERE id = $5 AND lock_version = $6",
-        )
-        .bind(change.status.as_str())
-        .bind(change.started_at)
-        .bind(change.finished_at)
-        .bind(now)
-        .bind(pipeline_id)
-        .bind(expected_lock_version)
-        .execute(&mut *tx)
-        .await?;
+        let sql = match &change.guard {
+            Some(_) => format!("{UPDATE}{GUARDED}"),
+            None => UPDATE.to_owned(),
+        };
+        let mut update = sqlx::query(&sql)
+            .bind(change.status.as_str())
+            .bind(change.started_at)
+            .bind(change.finished_at)
+            .bind(now)
+            .bind(pipeline_id)
+            .bind(expected_lock_version);
+        if let Some(guard) = &change.guard {
+            update = update.bind(guard.job_id).bind(guard.token_hash.as_str());
+        }
+        let r = update.execute(&mut *tx).await?;
         if r.rows_affected() != 1 {
-            return Err(StoreError::Stale);
+            // Which condition failed: only a guarded change needs telling (one more
+            // statement, on this rare path only).
+            return Err(refusal(&mut tx, pipeline_id, change.guard.as_ref()).await);
         }
         if change.ended {
             unlock_older_artifacts(&mut tx, pipeline_id).await?;
@@ -475,6 +488,54 @@ impl Store {
             .await?;
         }
         tx.commit().await?;
+        Ok(())
+    }
+
+    /// [`Store::apply`] on SQLite for a change of job rows and the pipeline's status only
+    /// ([`fits_one_trip`]): the pipeline's compare-and-set and the jobs' update in one
+    /// round trip ([`Store::write_in_one_trip`]). The jobs' update runs only when the
+    /// pipeline's did (`changes() = 1`: the rows the statement before it changed).
+    async fn apply_in_one_trip(
+        &self,
+        pipeline_id: i64,
+        expected_lock_version: i64,
+        change: &PipelineChange,
+        now: i64,
+    ) -> Result<()> {
+        let guarded = match change.guard {
+            Some(_) => {
+                " AND EXISTS (SELECT 1 FROM jobs WHERE id = ? AND pipeline_id = ? AND token_hash = ?)"
+            }
+            None => "",
+        };
+        let mut sql = format!(
+            "BEGIN IMMEDIATE; \
+             UPDATE pipelines SET lock_version = lock_version + 1, status = ?, started_at = COALESCE(started_at, ?), finished_at = ?, updated_at = ? \
+             WHERE id = ? AND lock_version = ?{guarded} RETURNING lock_version; "
+        );
+        if !change.jobs.is_empty() {
+            sql.push_str(&job_rows_update(Backend::Sqlite, change.jobs.len()));
+            sql.push_str(" AND changes() = 1; ");
+        }
+        sql.push_str("COMMIT");
+        let mut q = sqlx::query(&sql)
+            .bind(change.status.as_str())
+            .bind(change.started_at)
+            .bind(change.finished_at)
+            .bind(now)
+            .bind(pipeline_id)
+            .bind(expected_lock_version);
+        if let Some(guard) = &change.guard {
+            q = q
+                .bind(guard.job_id)
+                .bind(pipeline_id)
+                .bind(guard.token_hash.as_str());
+        }
+        let q = bind_job_rows(q, &change.jobs);
+        if self.write_in_one_trip(q).await?.is_empty() {
+            let mut conn = self.pool.acquire().await?;
+            return Err(refusal(&mut conn, pipeline_id, change.guard.as_ref()).await);
+        }
         Ok(())
     }
 }
@@ -676,6 +737,16 @@ async fn update_job_rows(
     backend: Backend,
     updates: &[JobUpdate],
 ) -> Result<()> {
+    let sql = job_rows_update(backend, updates.len());
+    bind_job_rows(sqlx::query(&sql), updates)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+/// The text of [`update_job_rows`]' statement for `rows` jobs, without a terminator (a
+/// caller may add a condition: it ends in its `WHERE` clause).
+fn job_rows_update(backend: Backend, rows: usize) -> String {
     use std::fmt::Write as _;
     const TYPES: [&str; 12] = [
         "BIGINT", "TEXT", "BIGINT", "BIGINT", "BIGINT", "TEXT", "BIGINT", "BIGINT", "BIGINT",
@@ -685,7 +756,7 @@ async fn update_job_rows(
         "WITH v (id, status, retried, allow_failure, exit_code, failure_reason, queued_at, scheduled_at, \
          started_at, finished_at, manual_variables, input_values) AS (VALUES ",
     );
-    for row in 0..updates.len() {
+    for row in 0..rows {
         sql.push_str(if row == 0 { "(" } else { ", (" });
         for (column, ty) in TYPES.iter().enumerate() {
             let sep = if column == 0 { "" } else { ", " };
@@ -707,7 +778,14 @@ async fn update_job_rows(
          token_hash = CASE WHEN v.status IN ('running', 'canceling') THEN jobs.token_hash ELSE NULL END \
          FROM v WHERE jobs.id = v.id",
     );
-    let mut q = sqlx::query(&sql);
+    sql
+}
+
+/// Binds [`job_rows_update`]'s parameters for `updates`, after those `q` has.
+fn bind_job_rows<'q>(
+    mut q: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
+    updates: &[JobUpdate],
+) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>> {
     for u in updates {
         q = q
             .bind(u.id)
@@ -723,6 +801,44 @@ async fn update_job_rows(
             .bind(u.manual_variables.clone())
             .bind(u.input_values.clone());
     }
-    q.execute(&mut **tx).await?;
-    Ok(())
+    q
+}
+
+/// Whether [`Store::apply`] can send `change` in one round trip on SQLite: job rows
+/// (distinct, one statement's worth) and the pipeline's status, nothing that needs
+/// statements of its own (new rows, environments, the artifacts' unlock at the end).
+fn fits_one_trip(change: &PipelineChange) -> bool {
+    let ids: HashSet<i64> = change.jobs.iter().map(|u| u.id).collect();
+    !change.ended
+        && change.new_jobs.is_empty()
+        && change.jobs.len() <= JOB_UPDATE_BATCH
+        && ids.len() == change.jobs.len()
+        && change.jobs.iter().all(|u| u.environment_event.is_none())
+}
+
+/// Why a change's compare-and-set matched no pipeline row: the job of its guard holds
+/// another token (or none), or the pipeline changed meanwhile. One statement, on this
+/// rare path only.
+async fn refusal(
+    conn: &mut sqlx::AnyConnection,
+    pipeline_id: i64,
+    guard: Option<&JobTokenGuard>,
+) -> StoreError {
+    let Some(guard) = guard else {
+        return StoreError::Stale;
+    };
+    let holds =
+        sqlx::query("SELECT 1 FROM jobs WHERE id = $1 AND pipeline_id = $2 AND token_hash = $3")
+            .bind(guard.job_id)
+            .bind(pipeline_id)
+            .bind(guard.token_hash.as_str())
+            .fetch_optional(conn)
+            .await;
+    match holds {
+        Ok(Some(_)) => StoreError::Stale,
+        Ok(None) => StoreError::TokenRevoked {
+            job_id: guard.job_id,
+        },
+        Err(e) => StoreError::Query(e),
+    }
 }

@@ -205,6 +205,9 @@ impl Store {
         if batch.is_empty() {
             return Ok(HashMap::new());
         }
+        if self.backend == Backend::Sqlite {
+            return self.assign_jobs_in_one_trip(&batch, now).await;
+        }
         // $1 = now; then per job i (from 0): $(2+4i) id, $(3+4i) runner, $(4+4i) token hash,
         // $(5+4i) timeout.
         let case = |column: usize| -> String {
@@ -269,23 +272,60 @@ impl Store {
         }
         let rows = query.fetch_all(&mut *tx).await?;
         tx.commit().await?;
-        Ok(rows
+        Ok(assigned(&rows, &pipelines))
+    }
+
+    /// [`Store::assign_jobs`] on SQLite: the same two statements and transaction, sent in
+    /// one round trip ([`Store::write_in_one_trip`]). The job rows' update repeats the
+    /// pipelines' condition, so under the write lock both touch the same jobs' pipelines
+    /// or neither does.
+    async fn assign_jobs_in_one_trip(
+        &self,
+        batch: &[&Assignment],
+        now: i64,
+    ) -> Result<HashMap<i64, Assigned>> {
+        let marks = vec!["?"; batch.len()].join(", ");
+        let case = vec!["WHEN ? THEN ?"; batch.len()].join(" ");
+        let sql = format!(
+            "BEGIN IMMEDIATE; \
+             UPDATE pipelines SET lock_version = lock_version + 1 \
+             WHERE id IN (SELECT pipeline_id FROM jobs WHERE id IN ({marks}) AND status = 'pending' AND runner_id IS NULL) \
+             RETURNING id, status, lock_version; \
+             UPDATE jobs SET status = 'running', runner_id = CASE id {case} END, token_hash = CASE id {case} END, \
+             timeout_secs = CASE id {case} END, started_at = ?, last_contact_at = NULL \
+             WHERE id IN ({marks}) AND status = 'pending' AND runner_id IS NULL \
+             RETURNING id, pipeline_id, trace_size, trace_in_db; \
+             COMMIT"
+        );
+        let mut query = sqlx::query(&sql);
+        for a in batch {
+            query = query.bind(a.job_id);
+        }
+        for a in batch {
+            query = query.bind(a.job_id).bind(a.runner_id);
+        }
+        for a in batch {
+            query = query.bind(a.job_id).bind(a.token_hash.as_str());
+        }
+        for a in batch {
+            query = query.bind(a.job_id).bind(a.timeout_secs);
+        }
+        query = query.bind(now);
+        for a in batch {
+            query = query.bind(a.job_id);
+        }
+        let rows = self.write_in_one_trip(query).await?;
+        let (bumped, jobs): (Vec<_>, Vec<_>) = rows
+            .into_iter()
+            .partition(|r| r.try_column("lock_version").is_ok());
+        let pipelines: HashMap<i64, (JobStatus, i64)> = bumped
             .iter()
-            .filter_map(|r| {
-                let pipeline_id: i64 = r.get("pipeline_id");
-                let (status, lock_version) = pipelines.get(&pipeline_id)?;
-                Some((
-                    r.get("id"),
-                    Assigned {
-                        pipeline_id,
-                        pipeline_status: *status,
-                        lock_version: *lock_version,
-                        trace_size: r.get("trace_size"),
-                        trace_in_db: r.get::<i64, _>("trace_in_db") != 0,
-                    },
-                ))
+            .map(|r| {
+                let status = crate::rows::status(r, "pipelines.status", "status")?;
+                Ok((r.get("id"), (status, r.get("lock_version"))))
             })
-            .collect())
+            .collect::<Result<_>>()?;
+        Ok(assigned(&jobs, &pipelines))
     }
 
     /// Record that the job's runner is alive.
@@ -307,4 +347,28 @@ impl Store {
             .await?;
         Ok(())
     }
+}
+
+/// The jobs an assignment's update returned, with their pipelines' status and new
+/// `lock_version` (`pipelines`, from the pipelines' update).
+fn assigned(
+    rows: &[sqlx::any::AnyRow],
+    pipelines: &HashMap<i64, (JobStatus, i64)>,
+) -> HashMap<i64, Assigned> {
+    rows.iter()
+        .filter_map(|r| {
+            let pipeline_id: i64 = r.get("pipeline_id");
+            let (status, lock_version) = pipelines.get(&pipeline_id)?;
+            Some((
+                r.get("id"),
+                Assigned {
+                    pipeline_id,
+                    pipeline_status: *status,
+                    lock_version: *lock_version,
+                    trace_size: r.get("trace_size"),
+                    trace_in_db: r.get::<i64, _>("trace_in_db") != 0,
+                },
+            ))
+        })
+        .collect()
 }

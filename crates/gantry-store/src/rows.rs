@@ -577,6 +577,17 @@ pub struct PipelineChange {
     /// blocked): the older pipeline families of its ref give up their artifact lock, but
     /// for the newest successful one (GitLab's unlock on pipeline stop).
     pub ended: bool,
+    /// Applied only while this job holds this token (a runner's final update checked by
+    /// the change's own write instead of a lookup before it); else
+    /// [`crate::StoreError::TokenRevoked`].
+    pub guard: Option<JobTokenGuard>,
+}
+
+/// A job and the hash of the token a change was made for ([`PipelineChange::guard`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobTokenGuard {
+    pub job_id: i64,
+    pub token_hash: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -412,16 +412,20 @@ async fn apply_is_atomic_and_optimistically_locked(db: Db) {
         }],
         new_jobs: vec![],
         ended: false,
+        guard: None,
     };
     s.apply(pl.id, pl.lock_version, &change, 5)
         .await
         .expect("applied");
     // A second writer holding the old version must not overwrite.
+    let mut late = change.clone();
+    late.jobs[0].queued_at = Some(6);
     let err = s
-        .apply(pl.id, pl.lock_version, &change, 6)
+        .apply(pl.id, pl.lock_version, &late, 6)
         .await
         .expect_err("stale");
     assert!(matches!(err, StoreError::Stale));
+    assert_eq!(s.job(jobs[0].id).await.expect("job").queued_at, Some(5));
     let pl2 = s.pipeline(pl.id).await.expect("pipeline");
     assert_eq!(
         (pl2.status.as_str(), pl2.lock_version),
@@ -1651,6 +1655,123 @@ async fn schedules_are_limited_and_run_once(db: Db) {
     ));
 }
 
+/// A runner's keep-alive and a job's end made for its token are checked by their own
+/// writes: the token, the job's status, the contact's age; a guarded change tells a
+/// token the job no longer holds from a pipeline that changed meanwhile.
+async fn a_runners_writes_check_its_token(db: Db) {
+    let (_d, s) = open(db).await;
+    let p = s
+        .create_project(&project("demo"), 1)
+        .await
+        .expect("project");
+    let (pl, created) = create(&s, &pipeline(p.id), &[job("build", "pending")], 1)
+        .await
+        .expect("pipeline");
+    let id = created[0].id;
+    let r = s.create_runner(&runner("runner"), 1).await.expect("runner");
+    s.assign_job(id, r.id, "t-1", 600, 10)
+        .await
+        .expect("assign")
+        .expect("won");
+    let contact = |token: &'static str, now: i64| {
+        let s = &s;
+        async move { s.contact_job(id, token, now, 1000).await.expect("contact") }
+    };
+    assert_eq!(contact("t-other", 11).await, None, "another token");
+    assert_eq!(contact("t-1", 11).await, Some((st("running"), pl.id)));
+    assert_eq!(s.job(id).await.expect("job").last_contact_at, Some(11));
+    assert_eq!(contact("t-1", 500).await, None, "within the resolution");
+    assert_eq!(s.job(id).await.expect("job").last_contact_at, Some(11));
+    assert_eq!(contact("t-1", 1011).await, Some((st("running"), pl.id)));
+
+    let pl = s.pipeline(pl.id).await.expect("pipeline");
+    // (The pipeline goes on: a change of job rows and status only, which SQLite sends in
+    // one round trip.)
+    let ended = |token: &str| PipelineChange {
+        status: st("running"),
+        jobs: vec![JobUpdate {
+            id,
+            status: st("success"),
+            finished_at: Some(2000),
+            ..JobUpdate::default()
+        }],
+        guard: Some(JobTokenGuard {
+            job_id: id,
+            token_hash: token.to_owned(),
+        }),
+        ..PipelineChange::default()
+    };
+    match s
+        .apply(pl.id, pl.lock_version, &ended("t-other"), 2000)
+        .await
+    {
+        Err(StoreError::TokenRevoked { job_id }) => assert_eq!(job_id, id),
+        other => panic!("another token: {other:?}"),
+    }
+    match s
+        .apply(pl.id, pl.lock_version - 1, &ended("t-1"), 2000)
+        .await
+    {
+        Err(StoreError::Stale) => {}
+        other => panic!("an old version: {other:?}"),
+    }
+    assert_eq!(s.job(id).await.expect("job").status.as_str(), "running");
+    s.apply(pl.id, pl.lock_version, &ended("t-1"), 2000)
+        .await
+        .expect("applied");
+    let j = s.job(id).await.expect("job");
+    assert_eq!(j.status.as_str(), "success");
+    assert_eq!(contact("t-1", 5000).await, None, "a job that ended");
+}
+
+/// An assignment whose job rows' update fails after its pipelines' `lock_version` moved
+/// (a token already in use: the column is unique) changes nothing, and the writer stays
+/// usable (on SQLite the transaction is sent in one round trip and rolled back on its
+/// connection).
+async fn an_assignment_that_fails_halfway_changes_nothing(db: Db) {
+    let (_d, s) = open(db).await;
+    let p = s
+        .create_project(&project("demo"), 1)
+        .await
+        .expect("project");
+    let (pl, created) = create(
+        &s,
+        &pipeline(p.id),
+        &[job("a", "pending"), job("b", "pending")],
+        1,
+    )
+    .await
+    .expect("pipeline");
+    let r = s.create_runner(&runner("runner"), 1).await.expect("runner");
+    s.assign_job(created[0].id, r.id, "t-same", 600, 10)
+        .await
+        .expect("assign")
+        .expect("won");
+    let before = s.pipeline(pl.id).await.expect("pipeline").lock_version;
+    assert!(
+        s.assign_job(created[1].id, r.id, "t-same", 600, 11)
+            .await
+            .is_err(),
+        "a token in use"
+    );
+    assert_eq!(
+        s.pipeline(pl.id).await.expect("pipeline").lock_version,
+        before
+    );
+    let b = s.job(created[1].id).await.expect("b");
+    assert_eq!((b.status.as_str(), b.runner_id), ("pending", None));
+    assert!(
+        s.assign_job(created[1].id, r.id, "t-other", 600, 12)
+            .await
+            .expect("assign")
+            .is_some()
+    );
+    assert_eq!(
+        s.pipeline(pl.id).await.expect("pipeline").lock_version,
+        before + 1
+    );
+}
+
 /// A job its runner never acknowledged goes back to the queue once, by compare-and-set,
 /// whatever the number of coordinators asking at once; an acknowledged one stays.
 async fn unacknowledged_jobs_go_back_to_the_queue_once(db: Db) {
@@ -2282,6 +2403,8 @@ on_both_backends!(
     runners_keep_their_info_and_count_running_jobs,
     project_runners_are_enabled_for_more_projects,
     unacknowledged_jobs_go_back_to_the_queue_once,
+    a_runners_writes_check_its_token,
+    an_assignment_that_fails_halfway_changes_nothing,
     protected_refs_are_kept_per_kind,
     group_variables_are_kept_per_group,
     schedules_are_limited_and_run_once,

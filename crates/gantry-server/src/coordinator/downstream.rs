@@ -217,7 +217,7 @@ impl Coordinator {
             return Ok(());
         }
         match self
-            .job_event_in(job.pipeline_id, bridge_id, now_ms(), event)
+            .job_event_in(job.pipeline_id, bridge_id, now_ms(), None, event)
             .await
         {
             Ok(_) | Err(CoordinatorError::Conflict(_)) => Ok(()),

@@ -53,6 +53,9 @@ impl From<StoreError> for CoordinatorError {
         match e {
             StoreError::NotFound(what) => CoordinatorError::NotFound(what),
             StoreError::Conflict(m) => CoordinatorError::Conflict(m),
+            revoked @ StoreError::TokenRevoked { .. } => {
+                CoordinatorError::Forbidden(revoked.to_string())
+            }
             other => CoordinatorError::Store(other),
         }
     }

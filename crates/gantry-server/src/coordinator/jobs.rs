@@ -17,6 +17,10 @@ use super::time::now_ms;
 use super::views::{JobView, UpdateResult};
 use super::{Coordinator, token};
 
+/// A runner's keep-alives are recorded to this resolution (ms): the last contact matters
+/// to the second at most, and a keep-alive within a second of the last writes nothing.
+pub const KEEP_ALIVE_RESOLUTION_MS: i64 = 1000;
+
 impl Coordinator {
     /// The job a job token belongs to, while the job runs (`running` or `canceling`);
     /// `None` for unknown tokens and ended jobs (the token is revoked when the job ends).
@@ -47,7 +51,7 @@ impl Coordinator {
         if !job.status.is_executing() {
             return Ok(None);
         }
-        self.executing().seen(job.id, hash);
+        self.executing().seen((job.id, job.pipeline_id), hash);
         Ok(Some(job))
     }
 
@@ -78,6 +82,83 @@ impl Coordinator {
         match id {
             Some(id) => Ok(Some((id, self.inner.store.job_status(id).await?))),
             None => Ok(None),
+        }
+    }
+
+    /// A runner's `PUT /jobs/:id` checked by its own write instead of a token lookup
+    /// before it, where that is safe; `None` when it is not (the caller then checks the
+    /// token and calls [`Coordinator::update_job_as`]):
+    /// - a keep-alive (`running`, `pending` or no state, nothing else to record) is one
+    ///   statement whose condition is the token ([`gantry_store::Store::contact_job`]):
+    ///   the acknowledgement above all. One that matches nothing (a wrong token, a job no
+    ///   longer executing, a contact within [`KEEP_ALIVE_RESOLUTION_MS`] of the last) is
+    ///   `None`.
+    /// - a final update (`success`/`failed`) of a job this process handed out with this
+    ///   token, whose log it knows complete, and that records nothing before its decision
+    ///   (no `coverage`, logs not shared blobs to archive): the decision's write checks
+    ///   the token ([`gantry_store::JobTokenGuard`]); refused (the job stopped, or
+    ///   holds another token now), it is `None`.
+    pub async fn update_job_by_token(
+        &self,
+        job_id: i64,
+        token: &str,
+        req: &UpdateJobRequest,
+    ) -> std::result::Result<Option<UpdateResult>, CoordinatorError> {
+        if req.resources.is_some()
+            || req.trace.is_some()
+            || !token.starts_with(token::JOB_TOKEN_PREFIX)
+        {
+            return Ok(None);
+        }
+        let hash = token::hash(token);
+        match req.state {
+            None | Some(WireState::Pending | WireState::Running) => {
+                let now = now_ms();
+                let Some((status, pipeline_id)) = self
+                    .inner
+                    .store
+                    .contact_job(job_id, &hash, now, KEEP_ALIVE_RESOLUTION_MS)
+                    .await?
+                else {
+                    return Ok(None);
+                };
+                self.executing().seen((job_id, pipeline_id), hash);
+                Ok(Some(UpdateResult {
+                    accepted: true,
+                    job_status: status,
+                    update_interval: None,
+                }))
+            }
+            Some(WireState::Success | WireState::Failed) => {
+                let Some(pipeline_id) = self.executing().pipeline_of(job_id, &hash) else {
+                    return Ok(None);
+                };
+                let records_coverage = match self.processing().spec(job_id) {
+                    Some(spec) => spec.job.coverage.is_some(),
+                    None => true,
+                };
+                let complete = self
+                    .traces()
+                    .known_local_size(job_id)
+                    .is_some_and(|stored| req.output.bytesize <= stored);
+                if records_coverage || !complete {
+                    return Ok(None);
+                }
+                let guard = gantry_store::JobTokenGuard {
+                    job_id,
+                    token_hash: hash,
+                };
+                // Refused (the job stopped, or holds another token now): the checked way
+                // gives the answer it always gave, `Job-Status` and all.
+                match self
+                    .finish_job((job_id, pipeline_id), req, Some(guard))
+                    .await
+                {
+                    Ok(result) => Ok(Some(result)),
+                    Err(CoordinatorError::Forbidden(_)) => Ok(None),
+                    Err(other) => Err(other),
+                }
+            }
         }
     }
 
@@ -139,7 +220,9 @@ impl Coordinator {
                             .await?;
                     }
                     // A keep-alive: the last contact matters to the second at most.
-                    Some(at) if now - at >= 1000 => store.touch_job(job_id, now).await?,
+                    Some(at) if now - at >= KEEP_ALIVE_RESOLUTION_MS => {
+                        store.touch_job(job_id, now).await?
+                    }
                     Some(_) => {}
                 }
                 Ok(UpdateResult {
@@ -163,46 +246,60 @@ impl Coordinator {
                         });
                     }
                 }
-                self.executing().final_applied(job_id);
-                self.traces().sync_trace(job_id).await?;
-                let success = req.state == Some(WireState::Success);
-                let reason = req
-                    .failure_reason
-                    .map(FailureReason::as_stored)
-                    .unwrap_or(FailureReason::ScriptFailure);
-                let exit_code = (req.exit_code != 0).then_some(req.exit_code);
-                // Before the job ends: whoever sees it finished sees its coverage too
-                // (`gantry run` reads the jobs once the pipeline ended, which may be before
-                // this update returns).
-                self.record_coverage(job_id).await?;
-                let status = self
-                    .job_event_in(job.pipeline_id, job_id, now, |job| {
-                        if success {
-                            Event::JobSucceeded { job }
-                        } else {
-                            Event::JobFailed {
-                                job,
-                                reason,
-                                exit_code,
-                            }
-                        }
-                    })
-                    .await
-                    .map_err(|e| match e {
-                        CoordinatorError::Conflict(m) => CoordinatorError::Forbidden(m),
-                        other => other,
-                    })?;
-                let status = status.ok_or(CoordinatorError::NotFound("job"))?;
-                if success && status == Status::Success {
-                    self.after_success(job_id).await?;
-                }
-                Ok(UpdateResult {
-                    accepted: true,
-                    job_status: status,
-                    update_interval: None,
-                })
+                self.finish_job((job_id, job.pipeline_id), &req, None).await
             }
         }
+    }
+
+    /// A runner's final update of `job_id` (of `pipeline_id`), its log complete: the job
+    /// ends as the runner says, the pipeline is processed, and a successful job does what
+    /// GitLab does after success. With `guard`, the decision applies only while the job
+    /// still holds that token.
+    async fn finish_job(
+        &self,
+        (job_id, pipeline_id): (i64, i64),
+        req: &UpdateJobRequest,
+        guard: Option<gantry_store::JobTokenGuard>,
+    ) -> std::result::Result<UpdateResult, CoordinatorError> {
+        let now = now_ms();
+        self.executing().final_applied(job_id);
+        self.traces().sync_trace(job_id).await?;
+        let success = req.state == Some(WireState::Success);
+        let reason = req
+            .failure_reason
+            .map(FailureReason::as_stored)
+            .unwrap_or(FailureReason::ScriptFailure);
+        let exit_code = (req.exit_code != 0).then_some(req.exit_code);
+        // Before the job ends: whoever sees it finished sees its coverage too
+        // (`gantry run` reads the jobs once the pipeline ended, which may be before
+        // this update returns).
+        self.record_coverage(job_id).await?;
+        let status = self
+            .job_event_in(pipeline_id, job_id, now, guard, |job| {
+                if success {
+                    Event::JobSucceeded { job }
+                } else {
+                    Event::JobFailed {
+                        job,
+                        reason,
+                        exit_code,
+                    }
+                }
+            })
+            .await
+            .map_err(|e| match e {
+                CoordinatorError::Conflict(m) => CoordinatorError::Forbidden(m),
+                other => other,
+            })?;
+        let status = status.ok_or(CoordinatorError::NotFound("job"))?;
+        if success && status == Status::Success {
+            self.after_success(job_id).await?;
+        }
+        Ok(UpdateResult {
+            accepted: true,
+            job_status: status,
+            update_interval: None,
+        })
     }
 
     /// What GitLab does once a job succeeded: a Pages job deploys its site (`pages.rs`),

@@ -635,7 +635,7 @@ impl Coordinator {
                 job: Some((job.id, hash.clone())),
             };
             self.executing()
-                .handed_out(job.id, hash, info.cancel_gracefully);
+                .handed_out((job.id, job.pipeline_id), hash, info.cancel_gracefully);
             if let Some(size) = log_size {
                 self.traces().handed_out(job.id, size);
             }
@@ -887,7 +887,7 @@ impl Coordinator {
         event: impl Fn(crate::processor::JobId) -> Event,
     ) -> Result<()> {
         let j = self.inner.store.job_without_spec(job_id).await?;
-        self.job_event_in(j.pipeline_id, job_id, now, event)
+        self.job_event_in(j.pipeline_id, job_id, now, None, event)
             .await
             .map(drop)
     }
@@ -898,9 +898,11 @@ impl Coordinator {
         pipeline_id: i64,
         job_id: i64,
         now: i64,
+        guard: Option<gantry_store::JobTokenGuard>,
         event: impl Fn(crate::processor::JobId) -> Event,
     ) -> Result<Option<crate::processor::Status>> {
-        self.mutate(pipeline_id, now, |state, loaded, _| {
+        self.mutate(pipeline_id, now, |state, loaded, extras| {
+            extras.token_guard.clone_from(&guard);
             let id = loaded
                 .job_id(job_id)
                 .ok_or(CoordinatorError::NotFound("job"))?;

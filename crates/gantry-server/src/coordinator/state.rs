@@ -234,6 +234,9 @@ pub(crate) struct Extras {
     /// Job input values of a played or retried job, by name (`job_inputs.rs`): stored
     /// in the spec of the row the decision starts; `None` keeps the values as they were.
     pub input_values: Option<(String, serde_json::Map<String, serde_json::Value>)>,
+    /// The decision is stored only while this job holds this token
+    /// ([`gantry_store::PipelineChange::guard`]).
+    pub token_guard: Option<gantry_store::JobTokenGuard>,
 }
 
 impl Extras {
@@ -287,7 +290,10 @@ pub(crate) fn diff(
             })
         }
     };
-    let mut change = PipelineChange::default();
+    let mut change = PipelineChange {
+        guard: extras.token_guard.clone(),
+        ..PipelineChange::default()
+    };
     let mut changes = Vec::new();
     let mut positions = Vec::new();
     for (i, old) in originals {

@@ -273,6 +273,16 @@ impl Traces {
         self.files.note_size(job_id, size);
     }
 
+    /// The committed size of `job_id`'s log as this process knows it without reading the
+    /// store (see `TraceFiles::known_size`); `None` when logs are shared blobs (their
+    /// size is in the database) or the size is not known.
+    pub(super) fn known_local_size(&self, job_id: i64) -> Option<u64> {
+        if self.blobs.is_shared() {
+            return None;
+        }
+        self.files.known_size(job_id)
+    }
+
     /// `job_id` stopped executing: no runner appends to its log any more.
     pub(super) fn stopped(&self, job_id: i64) {
         self.files.forget_size(job_id);
