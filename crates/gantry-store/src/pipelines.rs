@@ -443,24 +443,15 @@ impl Store {
                 .apply_in_one_trip(pipeline_id, expected_lock_version, change, now)
                 .await;
         }
-        const UPDATE: &str = "UPDATE pipelines SET lock_version = lock_version + 1, status = $1, started_at = COALESCE(started_at, $2), finished_at = $3, updated_at = $4 \
-             WHERE id = $5 AND lock_version = $6";
-        const GUARDED: &str = " AND EXISTS (SELECT 1 FROM jobs WHERE id = $7 AND pipeline_id = $5 AND token_hash = $8)";
         let mut tx = self.begin_write().await?;
-        let sql = match &change.guard {
-            Some(_) => format!("{UPDATE}{GUARDED}"),
-            None => UPDATE.to_owned(),
-        };
-        let mut update = sqlx::query(&sql)
-            .bind(change.status.as_str())
-            .bind(change.started_at)
-            .bind(change.finished_at)
-            .bind(now)
-            .bind(pipeline_id)
-            .bind(expected_lock_version);
-        if let Some(guard) = &change.guard {
-            update = update.bind(guard.job_id).bind(guard.token_hash.as_str());
-        }
+        let sql = pipeline_cas(self.backend, change.guard.is_some());
+        let update = bind_pipeline_cas(
+            sqlx::query(&sql),
+            pipeline_id,
+            expected_lock_version,
+            change,
+            now,
+        );
         let r = update.execute(&mut *tx).await?;
         if r.rows_affected() != 1 {
             // Which condition failed: only a guarded change needs telling (one more
@@ -502,35 +493,22 @@ impl Store {
         change: &PipelineChange,
         now: i64,
     ) -> Result<()> {
-        let guarded = match change.guard {
-            Some(_) => {
-                " AND EXISTS (SELECT 1 FROM jobs WHERE id = ? AND pipeline_id = ? AND token_hash = ?)"
-            }
-            None => "",
-        };
         let mut sql = format!(
-            "BEGIN IMMEDIATE; \
-             UPDATE pipelines SET lock_version = lock_version + 1, status = ?, started_at = COALESCE(started_at, ?), finished_at = ?, updated_at = ? \
-             WHERE id = ? AND lock_version = ?{guarded} RETURNING lock_version; "
+            "BEGIN IMMEDIATE; {} RETURNING lock_version; ",
+            pipeline_cas(Backend::Sqlite, change.guard.is_some())
         );
         if !change.jobs.is_empty() {
             sql.push_str(&job_rows_update(Backend::Sqlite, change.jobs.len()));
             sql.push_str(" AND changes() = 1; ");
         }
         sql.push_str("COMMIT");
-        let mut q = sqlx::query(&sql)
-            .bind(change.status.as_str())
-            .bind(change.started_at)
-            .bind(change.finished_at)
-            .bind(now)
-            .bind(pipeline_id)
-            .bind(expected_lock_version);
-        if let Some(guard) = &change.guard {
-            q = q
-                .bind(guard.job_id)
-                .bind(pipeline_id)
-                .bind(guard.token_hash.as_str());
-        }
+        let q = bind_pipeline_cas(
+            sqlx::query(&sql),
+            pipeline_id,
+            expected_lock_version,
+            change,
+            now,
+        );
         let q = bind_job_rows(q, &change.jobs);
         if self.write_in_one_trip(q).await?.is_empty() {
             let mut conn = self.pool.acquire().await?;
@@ -802,6 +780,57 @@ fn bind_job_rows<'q>(
             .bind(u.input_values.clone());
     }
     q
+}
+
+/// The text of [`Store::apply`]'s compare-and-set of the pipeline row (numbered or
+/// anonymous parameters, [`Backend::batch_param`]); `guarded`: only while the guard's job
+/// holds its token ([`PipelineChange::guard`]).
+fn pipeline_cas(backend: Backend, guarded: bool) -> String {
+    let p = |n| backend.batch_param(n);
+    let guard = if guarded {
+        format!(
+            " AND EXISTS (SELECT 1 FROM jobs WHERE id = {} AND pipeline_id = {} AND token_hash = {})",
+            p(7),
+            p(8),
+            p(9)
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "UPDATE pipelines SET lock_version = lock_version + 1, status = {}, started_at = COALESCE(started_at, {}), \
+         finished_at = {}, updated_at = {} WHERE id = {} AND lock_version = {}{guard}",
+        p(1),
+        p(2),
+        p(3),
+        p(4),
+        p(5),
+        p(6)
+    )
+}
+
+/// Binds [`pipeline_cas`]'s parameters, after those `q` has.
+fn bind_pipeline_cas<'q>(
+    q: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
+    pipeline_id: i64,
+    expected_lock_version: i64,
+    change: &'q PipelineChange,
+    now: i64,
+) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>> {
+    let q = q
+        .bind(change.status.as_str())
+        .bind(change.started_at)
+        .bind(change.finished_at)
+        .bind(now)
+        .bind(pipeline_id)
+        .bind(expected_lock_version);
+    match &change.guard {
+        Some(guard) => q
+            .bind(guard.job_id)
+            .bind(pipeline_id)
+            .bind(guard.token_hash.as_str()),
+        None => q,
+    }
 }
 
 /// Whether [`Store::apply`] can send `change` in one round trip on SQLite: job rows
