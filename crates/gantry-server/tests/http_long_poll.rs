@@ -25,6 +25,28 @@ fn last_update(response: &reqwest::Response) -> String {
         .to_owned()
 }
 
+/// A job request of `runner` sent with `version` (held while the queue is that version),
+/// in a task: its answer and when it was sent.
+fn held_request(
+    server: &TestServer,
+    runner: &str,
+    version: &str,
+) -> tokio::task::JoinHandle<(reqwest::Response, Instant)> {
+    let http = server.http.clone();
+    let url = server.api("jobs/request");
+    let body = serde_json::json!({ "token": runner, "last_update": version });
+    tokio::spawn(async move {
+        let started = Instant::now();
+        let response = http
+            .post(url)
+            .json(&body)
+            .send()
+            .await
+            .expect("job request");
+        (response, started)
+    })
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_request_is_held_for_the_configured_time_then_204() {
     let hold = Duration::from_millis(1500);
@@ -70,21 +92,7 @@ async fn a_held_request_wakes_when_a_job_is_queued() {
     let (_, runner) = server.create_runner(serde_json::json!({})).await;
     let version = server.coordinator.queue_version();
 
-    let waiting = {
-        let http = server.http.clone();
-        let url = server.api("jobs/request");
-        let body = serde_json::json!({ "token": runner, "last_update": version });
-        tokio::spawn(async move {
-            let started = Instant::now();
-            let response = http
-                .post(url)
-                .json(&body)
-                .send()
-                .await
-                .expect("job request");
-            (response, started)
-        })
-    };
+    let waiting = held_request(&server, &runner, &version);
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(
         !waiting.is_finished(),
@@ -106,6 +114,69 @@ async fn a_held_request_wakes_when_a_job_is_queued() {
     );
     let payload: serde_json::Value = response.json().await.expect("payload");
     assert_eq!(payload["job_info"]["name"], "build");
+}
+
+/// A held request whose runner is paused, or deleted, while it waits gets no job: the
+/// job that wakes it stays pending and goes to the next runner that asks (the
+/// assignment checks the runner; before, a deleted runner's assignment failed the batch).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runner_paused_or_deleted_while_held_gets_no_job() {
+    let hold = Duration::from_secs(20);
+    let server = TestServer::start_with(Options {
+        long_poll: hold,
+        ..Options::default()
+    })
+    .await;
+    let repo = Repo::new(&[(".gitlab-ci.yml", ONE_JOB)]);
+    let project = server.create_project("demo", &repo).await;
+    let project_id = project["id"].as_i64().expect("id");
+    let (_, other) = server.create_runner(serde_json::json!({})).await;
+    for how in ["paused", "deleted"] {
+        let (id, runner) = server.create_runner(serde_json::json!({})).await;
+        // The held request reads its runner before the change.
+        let version = server.coordinator.queue_version();
+        let waiting = held_request(&server, &runner, &version);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(
+            !waiting.is_finished(),
+            "{how}: held while nothing is pending"
+        );
+        let path = format!("runners/{id}");
+        let (status, body) = if how == "paused" {
+            server
+                .admin(
+                    reqwest::Method::PUT,
+                    &path,
+                    Some(serde_json::json!({ "paused": true })),
+                )
+                .await
+        } else {
+            server.admin(reqwest::Method::DELETE, &path, None).await
+        };
+        assert!(status.is_success(), "{how}: {status} {body}");
+        let queued_at = Instant::now();
+        server.create_pipeline(project_id, "main").await;
+        let (held, _) = waiting.await.expect("request task");
+        assert_eq!(held.status(), StatusCode::NO_CONTENT, "{how}");
+        assert!(
+            queued_at.elapsed() < hold / 2,
+            "{how}: released when the job came, not at the end of the hold"
+        );
+        let taken = server.request_job(&other, None).await;
+        assert_eq!(
+            taken.status(),
+            StatusCode::CREATED,
+            "{how}: the job is still pending"
+        );
+        // And the changed runner is refused or given nothing from now on.
+        let again = server.request_job(&runner, None).await.status();
+        let expected = if how == "paused" {
+            StatusCode::NO_CONTENT
+        } else {
+            StatusCode::FORBIDDEN
+        };
+        assert_eq!(again, expected, "{how}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -74,6 +74,10 @@ async fn a_paused_runner_gets_no_jobs_until_resumed_and_new_tags_pick_new_jobs()
         status == StatusCode::NO_CONTENT
     };
     assert!(no_job().await, "paused");
+    // A runner asking again is not read again; a change made here is seen at once.
+    let reads = server.coordinator.runner_reads();
+    assert!(no_job().await, "still paused");
+    assert_eq!(server.coordinator.runner_reads(), reads, "asked again");
     let (status, resumed) = put_form(&server, id, &[("paused", "false")]).await;
     assert_eq!(status, StatusCode::OK, "{resumed}");
     assert_eq!(
@@ -82,6 +86,11 @@ async fn a_paused_runner_gets_no_jobs_until_resumed_and_new_tags_pick_new_jobs()
     );
     assert_eq!(resumed["tag_list"], shown["tag_list"], "the rest stays");
     assert!(no_job().await, "not tagged gpu");
+    assert_eq!(
+        server.coordinator.runner_reads(),
+        reads + 1,
+        "read again after the change"
+    );
 
     // The job's tag: the next request gets it.
     let (status, tagged) = put_form(

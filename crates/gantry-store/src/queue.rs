@@ -191,6 +191,11 @@ impl Store {
     /// (pipeline rows before job rows, the order [`Store::apply`] locks them in): a
     /// decision made over rows read before the assignment fails [`StoreError::Stale`],
     /// and a copy of the rows stays valid by applying [`Assigned`].
+    ///
+    /// A job goes only to a runner that still exists and is not paused, checked in the
+    /// same statements (`RUNNER_MAY_TAKE`): a runner read before it was deleted or
+    /// paused (a held request, a cached lookup) gets nothing, and its job stays pending
+    /// for the others, its pipeline untouched.
     pub async fn assign_jobs(
         &self,
         batch: &[Assignment],
@@ -211,7 +216,7 @@ impl Store {
         // $1 = now; then per job i (from 0): $(2+4i) id, $(3+4i) runner, $(4+4i) token hash,
         // $(5+4i) timeout.
         let case = |column: usize| -> String {
-            let mut sql = String::from("CASE id");
+            let mut sql = String::from("CASE jobs.id");
             for i in 0..batch.len() {
                 sql.push_str(&format!(
                     " WHEN ${} THEN ${}",
@@ -226,19 +231,30 @@ impl Store {
             .map(|i| format!("${}", 2 + 4 * i))
             .collect();
         let mut tx = self.begin_write().await?;
-        // $1.. = the job ids.
+        // $1..$n = the job ids, $(n+1)..$(2n) = their runners.
+        let n = batch.len();
+        let mut runner_of = String::from("CASE jobs.id");
+        for i in 1..=n {
+            runner_of.push_str(&format!(" WHEN ${i} THEN ${}", n + i));
+        }
+        runner_of.push_str(" END");
         let bump = format!(
             "UPDATE pipelines SET lock_version = lock_version + 1 \
-             WHERE id IN (SELECT pipeline_id FROM jobs WHERE id IN ({}) AND status = 'pending' AND runner_id IS NULL) \
+             WHERE id IN (SELECT pipeline_id FROM jobs WHERE id IN ({}) AND status = 'pending' AND runner_id IS NULL \
+             AND {}) \
              RETURNING id, status, lock_version",
-            (1..=batch.len())
+            (1..=n)
                 .map(|i| format!("${i}"))
                 .collect::<Vec<_>>()
-                .join(", ")
+                .join(", "),
+            runner_may_take(&runner_of)
         );
         let mut query = sqlx::query(&bump);
         for a in &batch {
             query = query.bind(a.job_id);
+        }
+        for a in &batch {
+            query = query.bind(a.runner_id);
         }
         let pipelines: HashMap<i64, (JobStatus, i64)> = query
             .fetch_all(&mut *tx)
@@ -255,12 +271,13 @@ impl Store {
         }
         let sql = format!(
             "UPDATE jobs SET status = 'running', runner_id = {}, token_hash = {}, timeout_secs = {}, started_at = $1, last_contact_at = NULL \
-             WHERE id IN ({}) AND status = 'pending' AND runner_id IS NULL \
+             WHERE id IN ({}) AND status = 'pending' AND runner_id IS NULL AND {} \
              RETURNING id, pipeline_id, trace_size, trace_in_db",
             case(1),
             case(2),
             case(3),
-            ids.join(", ")
+            ids.join(", "),
+            runner_may_take(&case(1))
         );
         let mut query = sqlx::query(&sql).bind(now);
         for a in &batch {
@@ -286,14 +303,16 @@ impl Store {
     ) -> Result<HashMap<i64, Assigned>> {
         let marks = vec!["?"; batch.len()].join(", ");
         let case = vec!["WHEN ? THEN ?"; batch.len()].join(" ");
+        let may_take = runner_may_take(&format!("CASE jobs.id {case} END"));
         let sql = format!(
             "BEGIN IMMEDIATE; \
              UPDATE pipelines SET lock_version = lock_version + 1 \
-             WHERE id IN (SELECT pipeline_id FROM jobs WHERE id IN ({marks}) AND status = 'pending' AND runner_id IS NULL) \
+             WHERE id IN (SELECT pipeline_id FROM jobs WHERE id IN ({marks}) AND status = 'pending' AND runner_id IS NULL \
+             AND {may_take}) \
              RETURNING id, status, lock_version; \
              UPDATE jobs SET status = 'running', runner_id = CASE id {case} END, token_hash = CASE id {case} END, \
              timeout_secs = CASE id {case} END, started_at = ?, last_contact_at = NULL \
-             WHERE id IN ({marks}) AND status = 'pending' AND runner_id IS NULL \
+             WHERE id IN ({marks}) AND status = 'pending' AND runner_id IS NULL AND {may_take} \
              RETURNING id, pipeline_id, trace_size, trace_in_db; \
              COMMIT"
         );
@@ -301,7 +320,8 @@ impl Store {
         for a in batch {
             query = query.bind(a.job_id);
         }
-        for a in batch {
+        // `may_take`'s, then the runner's `CASE`: the same pairs.
+        for a in batch.iter().chain(batch) {
             query = query.bind(a.job_id).bind(a.runner_id);
         }
         for a in batch {
@@ -313,6 +333,9 @@ impl Store {
         query = query.bind(now);
         for a in batch {
             query = query.bind(a.job_id);
+        }
+        for a in batch {
+            query = query.bind(a.job_id).bind(a.runner_id);
         }
         let rows = self.write_in_one_trip(query).await?;
         let (bumped, jobs): (Vec<_>, Vec<_>) = rows
@@ -347,6 +370,13 @@ impl Store {
             .await?;
         Ok(())
     }
+}
+
+/// The condition under which a job may go to the runner `runner` (an SQL expression of
+/// the `jobs` row naming the runner's id) in [`Store::assign_jobs`]: that runner exists
+/// and is not paused. A primary-key lookup per job assigned.
+fn runner_may_take(runner: &str) -> String {
+    format!("EXISTS (SELECT 1 FROM runners WHERE runners.id = {runner} AND runners.paused = 0)")
 }
 
 /// The jobs an assignment's update returned, with their pipelines' status and new

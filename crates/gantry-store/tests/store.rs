@@ -1772,6 +1772,82 @@ async fn an_assignment_that_fails_halfway_changes_nothing(db: Db) {
     );
 }
 
+/// A job goes only to a runner that is still there and not paused (one read before it
+/// was deleted or paused, by a held request or a cache, gets nothing): the job stays
+/// pending, its pipeline untouched, and the rest of the batch is assigned.
+async fn a_job_goes_only_to_a_runner_there_and_not_paused(db: Db) {
+    let (_d, s) = open(db).await;
+    let p = s
+        .create_project(&project("demo"), 1)
+        .await
+        .expect("project");
+    let jobs = vec![
+        job("a", "pending"),
+        job("b", "pending"),
+        job("c", "pending"),
+    ];
+    let (pl, created) = create(&s, &pipeline(p.id), &jobs, 1)
+        .await
+        .expect("pipeline");
+    let (a, b, c) = (created[0].id, created[1].id, created[2].id);
+    let paused = s.create_runner(&runner("paused"), 1).await.expect("runner");
+    s.update_runner(
+        paused.id,
+        &RunnerChanges {
+            paused: Some(true),
+            ..RunnerChanges::default()
+        },
+    )
+    .await
+    .expect("pause");
+    let gone = s.create_runner(&runner("gone"), 1).await.expect("runner");
+    assert!(s.delete_runner(gone.id).await.expect("delete"));
+    let here = s.create_runner(&runner("here"), 1).await.expect("runner");
+    let assign = |job_id: i64, runner_id: i64, token: &str| Assignment {
+        job_id,
+        runner_id,
+        token_hash: token.to_owned(),
+        timeout_secs: 600,
+    };
+    let before = s.pipeline(pl.id).await.expect("pipeline").lock_version;
+    // Only refused runners: nothing moves, not even the pipeline's version.
+    let won = s
+        .assign_jobs(
+            &[assign(a, paused.id, "t-a"), assign(b, gone.id, "t-b")],
+            10,
+        )
+        .await
+        .expect("assign");
+    assert!(won.is_empty(), "{won:?}");
+    assert_eq!(
+        s.pipeline(pl.id).await.expect("pipeline").lock_version,
+        before
+    );
+    let won = s
+        .assign_jobs(
+            &[
+                assign(a, paused.id, "t-a"),
+                assign(b, gone.id, "t-b"),
+                assign(c, here.id, "t-c"),
+            ],
+            11,
+        )
+        .await
+        .expect("assign");
+    assert_eq!(won.keys().copied().collect::<Vec<_>>(), vec![c]);
+    assert_eq!(won[&c].lock_version, before + 1);
+    for id in [a, b] {
+        let j = s.job(id).await.expect("job");
+        assert_eq!(
+            (j.status.as_str(), j.runner_id),
+            ("pending", None),
+            "job {id}"
+        );
+    }
+    let j = s.job(c).await.expect("job");
+    assert_eq!((j.status.as_str(), j.runner_id), ("running", Some(here.id)));
+}
+
 /// A job its runner never acknowledged goes back to the queue once, by compare-and-set,
 /// whatever the number of coordinators asking at once; an acknowledged one stays.
 async fn unacknowledged_jobs_go_back_to_the_queue_once(db: Db) {
@@ -2405,6 +2481,7 @@ on_both_backends!(
     unacknowledged_jobs_go_back_to_the_queue_once,
     a_runners_writes_check_its_token,
     an_assignment_that_fails_halfway_changes_nothing,
+    a_job_goes_only_to_a_runner_there_and_not_paused,
     protected_refs_are_kept_per_kind,
     group_variables_are_kept_per_group,
     schedules_are_limited_and_run_once,

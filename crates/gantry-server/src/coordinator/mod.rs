@@ -390,6 +390,8 @@ struct Inner {
     metrics: metrics::Metrics,
     /// The key ID tokens are signed with, once read or made (`id_tokens.rs`).
     oidc_key: tokio::sync::OnceCell<Arc<id_tokens::SigningKey>>,
+    /// The runners of recent job requests (`runners.rs`).
+    runner_cache: runners::RunnerCache,
 }
 
 /// In-memory facts the store has no column for (lost on restart, with safe defaults).
@@ -502,6 +504,7 @@ impl Coordinator {
                 executing: Mutex::new(executing::Executing::default()),
                 metrics,
                 oidc_key: tokio::sync::OnceCell::new(),
+                runner_cache: runners::RunnerCache::default(),
             }),
         }
     }

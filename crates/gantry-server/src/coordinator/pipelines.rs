@@ -1693,7 +1693,10 @@ impl Coordinator {
             }
         }
         let pages = self.inner.store.pages_blob_keys(id).await?;
-        let deleted = self.inner.store.delete_project(id).await?;
+        let deleted = self.inner.store.delete_project(id).await;
+        // Its project runners went with it.
+        self.inner.runner_cache.forget_all();
+        let deleted = deleted?;
         self.settings().forget_kept();
         for (key, why) in self.artifacts().blob_delete(pages).await? {
             eprintln!("gantry: the pages site {key} of deleted project {id} is left over: {why}");

@@ -97,6 +97,17 @@ const QUEUED_AT_SLACK_MS: i64 = 2_000;
 /// How often a polling runner's `contacted_at` is written.
 const CONTACT_INTERVAL_MS: i64 = 60_000;
 
+/// What a look at the queue for a runner found ([`Coordinator::try_assign`]).
+enum Looked {
+    /// A job, now the runner's, and its payload (boxed: a held request's future keeps
+    /// room for the largest variant).
+    Job(Box<JobResponse>),
+    /// Nothing the runner may take.
+    Nothing,
+    /// The runner was deleted or paused since its request read it: no job for it.
+    RunnerStopped,
+}
+
 /// What the runner said about itself in the job request, beyond its token.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RequestInfo {
@@ -447,12 +458,15 @@ impl Coordinator {
             .is_none_or(|t| now - t >= CONTACT_INTERVAL_MS)
         {
             // Boxed, as the assignment below: not room kept while the request waits.
-            let _ = Box::pin(
+            let beat = Box::pin(
                 self.inner
                     .store
                     .runner_heartbeat(runner.id, now, &info.runner),
             )
             .await;
+            if beat.is_ok() {
+                self.inner.runner_cache.contacted(runner.id, now);
+            }
         }
         if runner.paused {
             return Ok(None);
@@ -468,10 +482,13 @@ impl Coordinator {
                 let mut woken = self.queue().waiters().woken(runner);
                 // Boxed: the assignment's future (payload included) is many kilobytes,
                 // and a held request would carry its room all the while it waits.
-                let job = Box::pin(self.try_assign(runner, info)).await?;
+                let looked = Box::pin(self.try_assign(runner, info)).await?;
                 woken.used();
-                if let Some(job) = job {
-                    return Ok(Some(job));
+                match looked {
+                    Looked::Job(job) => return Ok(Some(*job)),
+                    // Deleted or paused while this request was held: it ends now.
+                    Looked::RunnerStopped => return Ok(None),
+                    Looked::Nothing => {}
                 }
             }
             look_now = true;
@@ -594,7 +611,7 @@ impl Coordinator {
     }
 
     /// Look at the queue for `runner` until a job is assigned or none is left.
-    async fn try_assign(&self, runner: &Runner, info: &RequestInfo) -> Result<Option<JobResponse>> {
+    async fn try_assign(&self, runner: &Runner, info: &RequestInfo) -> Result<Looked> {
         while let Some((queued, queue_size, depth)) = self.queue().next_candidate(runner).await? {
             let Some((mut job, spec)) = self.queued_job(&queued).await? else {
                 continue;
@@ -623,7 +640,14 @@ impl Coordinator {
                 log_size,
             }) = self.assign(assignment, info.cancel_gracefully).await?
             else {
-                continue; // another runner took it, or it is no longer pending
+                // Another runner took it, or it is no longer pending; or this runner may
+                // no longer take jobs (deleted or paused since it was read): the job is
+                // still pending, back in the queue for the others.
+                if !self.runner_still_takes_jobs(runner).await? {
+                    self.queue().reread();
+                    return Ok(Looked::RunnerStopped);
+                }
+                continue;
             };
             self.inner
                 .metrics
@@ -715,7 +739,7 @@ impl Coordinator {
                             job.id
                         );
                     }
-                    return Ok(Some(p));
+                    return Ok(Looked::Job(Box::new(p)));
                 }
                 // §3.4: a dependency's artifacts expired, or (EE) no secrets provider;
                 // the search goes on.
@@ -737,7 +761,7 @@ impl Coordinator {
                 }
             }
         }
-        Ok(None)
+        Ok(Looked::Nothing)
     }
 
     /// Put back in the queue the jobs handed to a runner at least

@@ -4,6 +4,18 @@
 //!
 //! A project runner enabled for more projects (`POST /projects/:id/runners`) keeps them in
 //! `runner_projects` (`Runner::enabled_projects`), read by the queue's `runner_serves`.
+//!
+//! A job request's runner comes from [`RunnerCache`]: a runner asking again within
+//! [`RUNNER_CACHE_TTL`] is not read again (a busy runner asks once per job). A change made
+//! through this process (settings, projects, deletion, a project's deletion) empties
+//! the cache at once; one made by another replica is seen within the bound, as the
+//! project rows' cache is. Whatever the cache holds, a job goes only to a runner that
+//! exists and is not paused: `Store::assign_jobs` checks it in the assignment itself,
+//! which also covers a request held while its runner was deleted or paused.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use gantry_store::{NewRunner, RunnerChanges};
 
@@ -16,6 +28,82 @@ use super::{Coordinator, token};
 
 /// GitLab's lower bound for `maximum_timeout`.
 const MIN_MAXIMUM_TIMEOUT: i64 = 600;
+
+/// How long a runner row read for a job request answers that runner's next requests.
+pub(crate) const RUNNER_CACHE_TTL: Duration = Duration::from_secs(10);
+
+/// Most runners [`RunnerCache`] keeps; past it, it starts again empty.
+const MAX_CACHED_RUNNERS: usize = 100_000;
+
+/// The runners of recent job requests, by token hash (see the module docs). Its own
+/// lock, never held across an `await`.
+#[derive(Default)]
+pub(crate) struct RunnerCache {
+    inner: Mutex<CachedRunners>,
+    /// Runners read from the store for job requests ([`Coordinator::runner_reads`]).
+    reads: std::sync::atomic::AtomicU64,
+}
+
+#[derive(Default)]
+struct CachedRunners {
+    /// Token hash → when it was read, the runner.
+    by_hash: HashMap<String, (Instant, Runner)>,
+    /// Runner id → its token hash (a heartbeat names the runner, not its token).
+    hashes: HashMap<i64, String>,
+    /// Bumped by every change: a read begun before a change is not kept.
+    generation: u64,
+}
+
+impl RunnerCache {
+    fn lock(&self) -> std::sync::MutexGuard<'_, CachedRunners> {
+        self.inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The runner of `hash` when read within [`RUNNER_CACHE_TTL`]; else the generation
+    /// to give [`RunnerCache::keep`] with what the store says.
+    fn get(&self, hash: &str) -> Result<Runner, u64> {
+        let cached = self.lock();
+        match cached.by_hash.get(hash) {
+            Some((at, runner)) if at.elapsed() < RUNNER_CACHE_TTL => Ok(runner.clone()),
+            _ => Err(cached.generation),
+        }
+    }
+
+    /// Keep `runner`, read by token hash `hash` since generation `generation`.
+    fn keep(&self, hash: String, runner: Runner, generation: u64) {
+        let mut cached = self.lock();
+        if cached.generation != generation {
+            return;
+        }
+        if cached.by_hash.len() >= MAX_CACHED_RUNNERS && !cached.by_hash.contains_key(&hash) {
+            cached.by_hash.clear();
+            cached.hashes.clear();
+        }
+        cached.hashes.insert(runner.id, hash.clone());
+        cached.by_hash.insert(hash, (Instant::now(), runner));
+    }
+
+    /// The runner's contact was recorded at `at` (its next heartbeat is due from then).
+    pub(crate) fn contacted(&self, runner_id: i64, at: i64) {
+        let mut cached = self.lock();
+        let Some(hash) = cached.hashes.get(&runner_id).cloned() else {
+            return;
+        };
+        if let Some((_, runner)) = cached.by_hash.get_mut(&hash) {
+            runner.contacted_at = Some(at);
+        }
+    }
+
+    /// Runners changed: read each again.
+    pub(crate) fn forget_all(&self) {
+        let mut cached = self.lock();
+        cached.by_hash.clear();
+        cached.hashes.clear();
+        cached.generation += 1;
+    }
+}
 
 impl Coordinator {
     async fn insert_runner(
@@ -84,6 +172,60 @@ impl Coordinator {
             .await
     }
 
+    /// The runner a job request's token belongs to: [`Coordinator::runner_by_token`],
+    /// through [`RunnerCache`].
+    pub async fn job_request_runner(
+        &self,
+        token: &str,
+    ) -> std::result::Result<Option<Runner>, CoordinatorError> {
+        if token.is_empty() {
+            return Ok(None);
+        }
+        let hash = token::hash(token);
+        let generation = match self.inner.runner_cache.get(&hash) {
+            Ok(runner) => return Ok(Some(runner)),
+            Err(generation) => generation,
+        };
+        self.inner
+            .runner_cache
+            .reads
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let runner = self
+            .inner
+            .store
+            .runner_by_token_hash(&hash)
+            .await?
+            .as_ref()
+            .map(Runner::from_row);
+        if let Some(r) = &runner {
+            self.inner.runner_cache.keep(hash, r.clone(), generation);
+        }
+        Ok(runner)
+    }
+
+    /// How many times this coordinator read a job request's runner from the store (a
+    /// runner asking again within [`RUNNER_CACHE_TTL`] costs none).
+    pub fn runner_reads(&self) -> u64 {
+        self.inner
+            .runner_cache
+            .reads
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Whether `runner` may still be given jobs (it exists and is not paused), read from
+    /// the store; when not, its cached row is dropped.
+    pub(crate) async fn runner_still_takes_jobs(&self, runner: &Runner) -> Result<bool> {
+        let takes = match self.inner.store.runner(runner.id).await {
+            Ok(row) => !row.paused,
+            Err(gantry_store::StoreError::NotFound(_)) => false,
+            Err(e) => return Err(e.into()),
+        };
+        if !takes {
+            self.inner.runner_cache.forget_all();
+        }
+        Ok(takes)
+    }
+
     /// The runner a runner token belongs to.
     pub async fn runner_by_token(
         &self,
@@ -115,7 +257,9 @@ impl Coordinator {
             tags: update.tags.as_deref().map(normalized_tags),
             ..update.clone()
         };
-        match self.inner.store.update_runner(id, &changes).await {
+        let updated = self.inner.store.update_runner(id, &changes).await;
+        self.inner.runner_cache.forget_all();
+        match updated {
             Ok(row) => Ok(Runner::from_row(&row)),
             Err(gantry_store::StoreError::Conflict(why)) => {
                 Err(CoordinatorError::Invalid(format!("{what}: {why}")))
@@ -195,11 +339,12 @@ impl Coordinator {
                 "{what}: the runner is locked to its project; unlock it first (PUT /runners/{runner_id} with locked=false)"
             )));
         }
-        if own == project_id
-            || !store
+        let enabled = own != project_id
+            && store
                 .enable_runner_project(runner_id, project_id, now_ms())
-                .await?
-        {
+                .await?;
+        self.inner.runner_cache.forget_all();
+        if !enabled {
             return Err(CoordinatorError::Invalid(format!(
                 "{what}: it runs the project's jobs already"
             )));
@@ -223,7 +368,9 @@ impl Coordinator {
                 "disable runner {runner_id} for project {project_id}: it is the runner's own project; delete the runner instead (DELETE /runners/{runner_id})"
             )));
         }
-        if !store.disable_runner_project(runner_id, project_id).await? {
+        let disabled = store.disable_runner_project(runner_id, project_id).await;
+        self.inner.runner_cache.forget_all();
+        if !disabled? {
             return Err(CoordinatorError::NotFound("runner"));
         }
         Ok(Runner::from_row(&runner))
@@ -241,7 +388,9 @@ impl Coordinator {
                 .job_event(job_id, now, |job| Event::RunnerLost { job })
                 .await;
         }
-        if store.delete_runner(id).await? {
+        let deleted = store.delete_runner(id).await;
+        self.inner.runner_cache.forget_all();
+        if deleted? {
             Ok(())
         } else {
             Err(CoordinatorError::NotFound("runner"))

@@ -63,13 +63,27 @@ pub(crate) async fn require_runner(
     coordinator: &Coordinator,
     token: &str,
 ) -> Result<Runner, ApiError> {
+    found_runner(token, coordinator.runner_by_token(token)).await
+}
+
+/// [`require_runner`] for a job request: the runner may come from the coordinator's
+/// cache of recent requests ([`Coordinator::job_request_runner`]).
+pub(crate) async fn require_requesting_runner(
+    coordinator: &Coordinator,
+    token: &str,
+) -> Result<Runner, ApiError> {
+    found_runner(token, coordinator.job_request_runner(token)).await
+}
+
+/// The runner `lookup` finds for `token`: a missing token or an unknown one is `403`.
+async fn found_runner(
+    token: &str,
+    lookup: impl std::future::Future<Output = Result<Option<Runner>, CoordinatorError>>,
+) -> Result<Runner, ApiError> {
     if token.trim().is_empty() {
         return Err(ApiError::forbidden_because("the runner token is missing"));
     }
-    coordinator
-        .runner_by_token(token)
-        .await?
-        .ok_or_else(ApiError::forbidden)
+    lookup.await?.ok_or_else(ApiError::forbidden)
 }
 
 /// The job a runner's call is about, as its job token proved.

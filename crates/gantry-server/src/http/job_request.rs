@@ -27,7 +27,11 @@ pub(crate) async fn request(
     let req: JobRequest = Box::pin(extract::params(&headers, &body)).await?;
     // Not kept while the request is held (10,000 held requests are 10,000 copies).
     drop((headers, body));
-    let runner = Box::pin(auth::require_runner(&state.coordinator, &req.token)).await?;
+    let runner = Box::pin(auth::require_requesting_runner(
+        &state.coordinator,
+        &req.token,
+    ))
+    .await?;
     // The version before looking: if the queue changes while this request is held, the
     // runner's next request carries a stale version and looks again at once, so no
     // change is missed.
