@@ -2,6 +2,9 @@
 
 use super::*;
 
+/// The statuses of a pipeline not finished ([`Store::active_pipelines`]).
+const ACTIVE: &str = "('created', 'waiting_for_resource', 'preparing', 'pending', 'running', 'canceling', 'scheduled', 'manual')";
+
 impl Store {
     /// The project's next pipeline `iid` (its `pipeline_counter`, moved on), taken before
     /// the pipeline is compiled so that `CI_PIPELINE_IID` is known to its rules — GitLab's
@@ -319,11 +322,24 @@ impl Store {
     }
 
     /// Pipelines not yet in a final status (for re-processing after a restart).
+    /// The pipelines not finished, of every project, oldest first.
     pub async fn active_pipelines(&self) -> Result<Vec<Pipeline>> {
         let rows = sqlx::query(&format!(
-            "SELECT {} FROM pipelines WHERE status IN ('created', 'waiting_for_resource', 'preparing', 'pending', 'running', 'canceling', 'scheduled', 'manual') ORDER BY id",
+            "SELECT {} FROM pipelines WHERE status IN {ACTIVE} ORDER BY id",
             Pipeline::COLUMNS
         ))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(Pipeline::from_row).collect()
+    }
+
+    /// [`Store::active_pipelines`] of one project: O(the project's pipelines), by its index.
+    pub async fn active_pipelines_of(&self, project_id: i64) -> Result<Vec<Pipeline>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {} FROM pipelines WHERE project_id = $1 AND status IN {ACTIVE} ORDER BY id",
+            Pipeline::COLUMNS
+        ))
+        .bind(project_id)
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(Pipeline::from_row).collect()

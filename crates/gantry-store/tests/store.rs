@@ -238,6 +238,8 @@ async fn pipelines_get_per_project_iids_and_their_jobs(db: Db) {
     assert_eq!(jobs[0].tags, ["linux"]);
     assert_eq!(s.pipelines(a.id).await.expect("list").len(), 2);
     assert_eq!(s.active_pipelines().await.expect("active").len(), 3);
+    let of_b = s.active_pipelines_of(b.id).await.expect("active of b");
+    assert_eq!(of_b.iter().map(|p| p.id).collect::<Vec<_>>(), [p3.id]);
 
     // An iid no pipeline got is given back, unless a later one was taken meanwhile.
     let unused = s.allocate_pipeline_iid(a.id).await.expect("allocate");

@@ -1687,10 +1687,8 @@ impl Coordinator {
     /// Pipelines of other projects that it triggered stay.
     pub async fn delete_project(&self, id: i64) -> std::result::Result<(), CoordinatorError> {
         self.inner.store.project(id).await?;
-        for p in self.inner.store.active_pipelines().await? {
-            if p.project_id == id {
-                self.cancel_pipeline(p.id).await?;
-            }
+        for p in self.inner.store.active_pipelines_of(id).await? {
+            self.cancel_pipeline(p.id).await?;
         }
         let pages = self.inner.store.pages_blob_keys(id).await?;
         let deleted = self.inner.store.delete_project(id).await;
