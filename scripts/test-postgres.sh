@@ -3,6 +3,7 @@
 #
 #   eval "$(scripts/test-postgres.sh start)"   # sets GANTRY_TEST_POSTGRES_URL and GANTRY_TEST_POSTGRES_DIR
 #   scripts/test-postgres.sh stop              # stops it and removes its files
+#   scripts/test-postgres.sh stop --all        # stops every server it started (/tmp/gantry-pg.*)
 #
 # Installs Debian's postgresql package when no server binaries are found. The cluster lives
 # in a temporary directory, listens on 127.0.0.1 only (a free port), trusts local
@@ -48,16 +49,31 @@ start)
   echo "export GANTRY_TEST_POSTGRES_URL=postgres://postgres@127.0.0.1:$port/postgres GANTRY_TEST_POSTGRES_DIR=$dir"
   ;;
 stop)
-  dir=${GANTRY_TEST_POSTGRES_DIR:-}
-  [ -n "$dir" ] && [ -d "$dir/data" ] || exit 0
+  if [ "${2:-}" = --all ]; then
+    dirs=(/tmp/gantry-pg.*)
+    [ -e "${dirs[0]}" ] || exit 0
+  else
+    dir=${GANTRY_TEST_POSTGRES_DIR:-}
+    if [ -z "$dir" ]; then
+      found=$(find /tmp -maxdepth 1 -name 'gantry-pg.*' | wc -l)
+      echo "scripts/test-postgres.sh: GANTRY_TEST_POSTGRES_DIR is not set (the environment start printed), nothing stopped; $found server director(y/ies) under /tmp/gantry-pg.*: \`stop --all\` stops them all" >&2
+      exit 0
+    fi
+    dirs=("$dir")
+  fi
   bin=$(find_bin)
   as_owner=()
   [ "$(id -u)" = 0 ] && as_owner=(runuser -u postgres --)
-  "${as_owner[@]}" "$bin/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null 2>&1 || true
-  rm -rf "$dir"
+  for dir in "${dirs[@]}"; do
+    [ -d "$dir" ] || continue
+    if [ -d "$dir/data" ]; then
+      "${as_owner[@]}" "$bin/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null 2>&1 || true
+    fi
+    rm -rf "$dir"
+  done
   ;;
 *)
-  echo "usage: scripts/test-postgres.sh start|stop" >&2
+  echo "usage: scripts/test-postgres.sh start | stop [--all]" >&2
   exit 2
   ;;
 esac

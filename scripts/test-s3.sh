@@ -4,6 +4,7 @@
 #
 #   eval "$(scripts/test-s3.sh start)"   # sets GANTRY_TEST_S3_URL, the AWS_* variables, GANTRY_TEST_S3_PID
 #   scripts/test-s3.sh stop              # stops it
+#   scripts/test-s3.sh stop --all        # stops every server it started (/tmp/gantry-s3.*.pid)
 #
 # moto is installed once into a virtual environment under the target directory
 # ($CARGO_TARGET_DIR or target/moto-venv). The server listens on 127.0.0.1 (a free port),
@@ -29,6 +30,7 @@ start)
   log=$(mktemp /tmp/gantry-s3.XXXXXX.log)
   "$venv/bin/moto_server" -H 127.0.0.1 -p "$port" >"$log" 2>&1 &
   pid=$!
+  echo "$pid" >"${log%.log}.pid"
   for _ in $(seq 1 100); do
     if curl -s -o /dev/null -X PUT "http://127.0.0.1:$port/gantry-test"; then
       break
@@ -41,12 +43,32 @@ start)
     "AWS_ACCESS_KEY_ID=gantry-test AWS_SECRET_ACCESS_KEY=gantry-test"
   ;;
 stop)
+  if [ "${2:-}" = --all ]; then
+    for file in /tmp/gantry-s3.*.pid; do
+      [ -e "$file" ] || continue
+      pid=$(cat "$file")
+      # Only a moto server: the pid may have been reused since.
+      if grep -q moto_server "/proc/$pid/cmdline" 2>/dev/null; then
+        kill "$pid" 2>/dev/null || true
+      fi
+      rm -f "$file" "${file%.pid}.log"
+    done
+    exit 0
+  fi
   pid=${GANTRY_TEST_S3_PID:-}
-  [ -n "$pid" ] || exit 0
+  if [ -z "$pid" ]; then
+    echo "scripts/test-s3.sh: GANTRY_TEST_S3_PID is not set (the environment start printed), nothing stopped; \`stop --all\` stops every server this script started" >&2
+    exit 0
+  fi
   kill "$pid" 2>/dev/null || true
+  for file in /tmp/gantry-s3.*.pid; do
+    if [ "$(cat "$file" 2>/dev/null)" = "$pid" ]; then
+      rm -f "$file" "${file%.pid}.log"
+    fi
+  done
   ;;
 *)
-  echo "usage: scripts/test-s3.sh start|stop" >&2
+  echo "usage: scripts/test-s3.sh start | stop [--all]" >&2
   exit 2
   ;;
 esac
