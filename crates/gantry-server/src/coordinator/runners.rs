@@ -190,13 +190,7 @@ impl Coordinator {
             .runner_cache
             .reads
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let runner = self
-            .inner
-            .store
-            .runner_by_token_hash(&hash)
-            .await?
-            .as_ref()
-            .map(Runner::from_row);
+        let runner = self.runner_by_hash(&hash).await?;
         if let Some(r) = &runner {
             self.inner.runner_cache.keep(hash, r.clone(), generation);
         }
@@ -234,10 +228,15 @@ impl Coordinator {
         if token.is_empty() {
             return Ok(None);
         }
+        self.runner_by_hash(&token::hash(token)).await
+    }
+
+    /// The runner whose token hashes to `hash`, read from the store.
+    async fn runner_by_hash(&self, hash: &str) -> Result<Option<Runner>> {
         Ok(self
             .inner
             .store
-            .runner_by_token_hash(&token::hash(token))
+            .runner_by_token_hash(hash)
             .await?
             .as_ref()
             .map(Runner::from_row))
