@@ -25,6 +25,10 @@ use super::{
     creation_variables, image, service,
 };
 
+/// Variables a payload is expected to have room for at first: GitLab's predefined ones
+/// and a few dozen of the job's own; more only grow the map.
+const PAYLOAD_VARIABLES: usize = 128;
+
 /// A time as GitLab's variables give it: Ruby's `Time#iso8601`, whole seconds in UTC
 /// (`2026-01-31T10:00:00Z`; the API's times have milliseconds).
 fn variable_time(ms: i64) -> String {
@@ -97,7 +101,7 @@ pub(crate) fn assemble(
 
     // Variables, lowest precedence first.
     let info = &facts.info;
-    let mut vars = Vars::default();
+    let mut vars = Vars::with_capacity(PAYLOAD_VARIABLES);
     vars.public("CI_JOB_ID", job.id.to_string());
     vars.public("CI_JOB_URL", format!("{base}/{path}/-/jobs/{}", job.id));
     // GitLab's `Project#pages_variables` (Pages is always on) and
