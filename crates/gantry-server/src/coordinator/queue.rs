@@ -27,8 +27,11 @@
 //! [`Queue::bump_with`]), read whole after [`SNAPSHOT_TTL`] (jobs queued by another process), after
 //! a job was put back (it keeps its place), or when a truncated snapshot runs dry for a
 //! runner. A request takes its candidate out of the snapshot before asking the store, so
-//! concurrent requests do not fight over one job. Fair share's running jobs per project
-//! are read after a change only when the snapshot holds more than one project's jobs.
+//! concurrent requests do not fight over one job; taking it is one pass over the jobs held
+//! (O(jobs held) ≤ [`QUEUE_DEPTH`], under the snapshot's lock, which serializes this
+//! process's pick-ups), which also counts the jobs the runner may run (the payload's
+//! `queue_size`). Fair share's running jobs per project are read after a change only when
+//! the snapshot holds more than one project's jobs.
 //!
 //! The service ([`Queue`], `Coordinator::queue()`) owns this process's view of the queue:
 //! the queue version, the snapshot, the waiting requests and the assignments waiting for
@@ -161,18 +164,28 @@ pub(crate) struct Snapshot {
 
 impl Snapshot {
     /// Take the best job for `runner` out of the snapshot: fewest running jobs in its
-    /// project first, then oldest.
-    fn claim(&mut self, runner: &Runner) -> Option<QueuedJob> {
-        let best = self
-            .jobs
-            .iter()
-            .enumerate()
-            .filter(|(_, j)| runner_may_run(runner, j))
-            .min_by_key(|(i, j)| (self.running.get(&j.project_id).copied().unwrap_or(0), *i))
-            .map(|(i, _)| i)?;
-        let job = self.jobs.remove(best);
+    /// project first, then oldest. With it, how many of the jobs held `runner` may run
+    /// (the claimed one included: the payload's `queue_size`). One pass, O(jobs held).
+    fn claim(&mut self, runner: &Runner) -> (Option<QueuedJob>, usize) {
+        let mut eligible = 0usize;
+        // (running jobs of its project, index): the first of the fewest wins.
+        let mut best: Option<(i64, usize)> = None;
+        for (i, job) in self.jobs.iter().enumerate() {
+            if !runner_may_run(runner, job) {
+                continue;
+            }
+            eligible += 1;
+            let running = self.running.get(&job.project_id).copied().unwrap_or(0);
+            if best.is_none_or(|(fewest, _)| running < fewest) {
+                best = Some((running, i));
+            }
+        }
+        let Some((_, index)) = best else {
+            return (None, eligible);
+        };
+        let job = self.jobs.remove(index);
         self.claimed.insert(job.id);
-        Some(job)
+        (Some(job), eligible)
     }
 
     /// Whether the snapshot holds the jobs of more than one project. O(jobs held).
@@ -183,11 +196,9 @@ impl Snapshot {
             .is_some_and(|first| projects.any(|p| p != first))
     }
 
-    fn eligible(&self, runner: &Runner) -> usize {
-        self.jobs
-            .iter()
-            .filter(|j| runner_may_run(runner, j))
-            .count()
+    /// Whether `runner` may run any job held: O(jobs held) at worst, stops at the first.
+    fn has_eligible(&self, runner: &Runner) -> bool {
+        self.jobs.iter().any(|j| runner_may_run(runner, j))
     }
 }
 
@@ -350,7 +361,7 @@ impl Queue {
         let version = *self.version.borrow();
         let behind = snap.version != Some(version);
         let whole = snap.loaded.is_none_or(|t| t.elapsed() > SNAPSHOT_TTL)
-            || (snap.truncated && snap.eligible(runner) == 0)
+            || (snap.truncated && !snap.has_eligible(runner))
             || self.reread.swap(false, Ordering::SeqCst)
             || (behind && snap.high.is_none());
         if whole {
@@ -407,8 +418,9 @@ impl Queue {
                 .collect();
             snap.running_current = true;
         }
-        let size = i64::try_from(snap.eligible(runner)).unwrap_or(i64::MAX);
-        Ok(snap.claim(runner).map(|j| (j, size, 1)))
+        let (claimed, eligible) = snap.claim(runner);
+        let size = i64::try_from(eligible).unwrap_or(i64::MAX);
+        Ok(claimed.map(|j| (j, size, 1)))
     }
 }
 
@@ -1037,5 +1049,95 @@ pub(crate) fn runner_fit(runner: &Runner, job: &JobNeeds<'_>) -> Fit {
         scope,
         protection,
         tags,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn runner(tags: &[&str]) -> Runner {
+        Runner {
+            id: 1,
+            description: String::new(),
+            runner_type: "instance_type",
+            is_shared: true,
+            active: true,
+            paused: false,
+            status: "online",
+            online: true,
+            tag_list: tags.iter().map(|t| (*t).to_owned()).collect(),
+            run_untagged: tags.is_empty(),
+            any_tags: false,
+            locked: false,
+            access_level: "not_protected",
+            maximum_timeout: None,
+            project_id: None,
+            enabled_projects: Vec::new(),
+            groups: Vec::new(),
+            contacted_at: Some(0),
+            created_at: 0,
+        }
+    }
+
+    fn job(id: i64, project_id: i64, tags: &[&str]) -> QueuedJob {
+        QueuedJob {
+            id,
+            pipeline_id: 1,
+            project_id,
+            name: format!("job {id}"),
+            stage: "test".into(),
+            stage_idx: 0,
+            attempt: 1,
+            allow_failure: false,
+            tags: tags.iter().map(|t| (*t).to_owned()).collect(),
+            protected: false,
+            manual_variables: None,
+            input_values: None,
+            created_at: 0,
+            queued_at: Some(id),
+            environment_id: None,
+            project_name: format!("project{project_id}"),
+        }
+    }
+
+    fn ids(snapshot: &Snapshot) -> Vec<i64> {
+        snapshot.jobs.iter().map(|j| j.id).collect()
+    }
+
+    #[test]
+    fn a_claim_takes_the_oldest_job_of_the_least_busy_project_and_counts_the_runners_jobs() {
+        let mut snapshot = Snapshot {
+            jobs: vec![
+                job(1, 10, &["gpu"]),
+                job(2, 10, &[]),
+                job(3, 20, &[]),
+                job(4, 20, &[]),
+                job(5, 30, &["gpu"]),
+            ],
+            running: HashMap::from([(10, 3), (20, 1)]),
+            ..Snapshot::default()
+        };
+        let untagged = runner(&[]);
+        // Untagged jobs 2, 3 and 4 fit; project 20 runs fewer jobs than project 10: its
+        // oldest, 3, goes. The count includes the job claimed.
+        let (claimed, eligible) = snapshot.claim(&untagged);
+        assert_eq!((claimed.map(|j| j.id), eligible), (Some(3), 3));
+        assert_eq!(ids(&snapshot), [1, 2, 4, 5]);
+        assert!(snapshot.claimed.contains(&3));
+        // Project 30 runs nothing: the gpu runner takes its job before project 10's
+        // older one.
+        let (claimed, eligible) = snapshot.claim(&runner(&["gpu"]));
+        assert_eq!((claimed.map(|j| j.id), eligible), (Some(5), 2));
+        // Equally busy projects: the oldest job first.
+        snapshot.running.clear();
+        let (claimed, eligible) = snapshot.claim(&untagged);
+        assert_eq!((claimed.map(|j| j.id), eligible), (Some(2), 2));
+        assert!(snapshot.has_eligible(&untagged));
+        assert_eq!(snapshot.claim(&untagged).0.map(|j| j.id), Some(4));
+        // Nothing left for it: nothing claimed, nothing counted, the rest stays.
+        assert!(!snapshot.has_eligible(&untagged));
+        assert_eq!(snapshot.claim(&untagged), (None, 0));
+        assert_eq!(ids(&snapshot), [1]);
     }
 }
