@@ -469,11 +469,15 @@ impl DepRow {
 }
 
 /// A pipeline's [`DepRow`]s, with the current attempt of each name indexed (a DAG job's
-/// dependencies are found in O(needs), not O(jobs)).
+/// dependencies are found in O(needs), not O(jobs)) and the rows ordered by stage (a stage
+/// job's, the jobs of earlier stages, in O(log jobs + those jobs · log)): a job of a
+/// pipeline's first stage finds none without looking at the others.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct DepRows {
     rows: Vec<DepRow>,
     current: std::collections::HashMap<String, usize>,
+    /// Indexes into `rows`, by stage, then by their place in `rows`.
+    by_stage: Vec<usize>,
 }
 
 impl DepRows {
@@ -484,7 +488,23 @@ impl DepRows {
             .filter(|(_, r)| !r.retried)
             .map(|(i, r)| (r.name.clone(), i))
             .collect();
-        DepRows { rows, current }
+        let mut by_stage: Vec<usize> = (0..rows.len()).collect();
+        by_stage.sort_by_key(|&i| (rows[i].stage_idx, i));
+        DepRows {
+            rows,
+            current,
+            by_stage,
+        }
+    }
+
+    /// The rows of the stages before `stage_idx`, in their order in `rows`.
+    fn before_stage(&self, stage_idx: i64) -> impl Iterator<Item = &DepRow> {
+        let end = self
+            .by_stage
+            .partition_point(|&i| self.rows[i].stage_idx < stage_idx);
+        let mut earlier = self.by_stage[..end].to_vec();
+        earlier.sort_unstable();
+        earlier.into_iter().map(|i| &self.rows[i])
     }
 }
 
@@ -531,11 +551,6 @@ pub(crate) fn dependency_rows<'a>(
     if spec.job.dependencies.as_ref().is_some_and(Vec::is_empty) {
         return Vec::new();
     }
-    let current = || {
-        rows.rows
-            .iter()
-            .filter(|r| !r.retried && !r.bridge && r.id != job.id)
-    };
     let candidates: Vec<&DepRow> = match &spec.job.needs {
         Some(needs) => needs
             .iter()
@@ -543,7 +558,10 @@ pub(crate) fn dependency_rows<'a>(
             .filter_map(|n| rows.current.get(&n.job).map(|&i| &rows.rows[i]))
             .filter(|r| !r.bridge && r.id != job.id)
             .collect(),
-        None => current().filter(|r| r.stage_idx < job.stage_idx).collect(),
+        None => rows
+            .before_stage(job.stage_idx)
+            .filter(|r| !r.retried && !r.bridge && r.id != job.id)
+            .collect(),
     };
     match &spec.job.dependencies {
         Some(names) => candidates
@@ -949,6 +967,25 @@ mod tests {
         );
         assert_eq!((get("X"), get("Y")), ("$X".to_owned(), "$X".to_owned()));
         assert_eq!((get("P"), get("Q")), ("a/p".to_owned(), "a/p/q".to_owned()));
+    }
+
+    #[test]
+    fn the_jobs_of_earlier_stages_come_in_the_rows_order() {
+        let row = |id: i64, stage_idx: i64| DepRow {
+            id,
+            name: format!("job{id}"),
+            stage_idx,
+            retried: false,
+            bridge: false,
+        };
+        // A later attempt of a first-stage job has a higher id than the next stages' jobs.
+        let rows = DepRows::new(vec![row(1, 0), row(2, 1), row(3, 0), row(4, 2), row(5, 0)]);
+        let before = |stage: i64| -> Vec<i64> { rows.before_stage(stage).map(|r| r.id).collect() };
+        assert_eq!(before(0), Vec::<i64>::new());
+        assert_eq!(before(1), [1, 3, 5]);
+        assert_eq!(before(2), [1, 2, 3, 5]);
+        assert_eq!(before(9), [1, 2, 3, 4, 5]);
+        assert_eq!(DepRows::new(Vec::new()).before_stage(3).count(), 0);
     }
 
     #[test]
