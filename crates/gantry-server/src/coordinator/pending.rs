@@ -321,27 +321,7 @@ mod tests {
     use crate::coordinator::views::RunnerGroup;
 
     fn runner(id: i64, tags: &[&str]) -> Runner {
-        Runner {
-            id,
-            description: String::new(),
-            runner_type: "instance_type",
-            is_shared: true,
-            active: true,
-            paused: false,
-            status: "online",
-            online: true,
-            tag_list: tags.iter().map(|t| (*t).to_owned()).collect(),
-            run_untagged: tags.is_empty(),
-            any_tags: false,
-            locked: false,
-            access_level: "not_protected",
-            maximum_timeout: None,
-            project_id: None,
-            enabled_projects: Vec::new(),
-            groups: Vec::new(),
-            contacted_at: Some(0),
-            created_at: 0,
-        }
+        Runner::online_instance(id, tags)
     }
 
     fn reason(tags: &[&str], protected: bool, runners: &[Runner], busy: &[i64]) -> PendingReason {

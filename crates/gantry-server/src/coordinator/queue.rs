@@ -1057,27 +1057,7 @@ mod tests {
     use super::*;
 
     fn runner(tags: &[&str]) -> Runner {
-        Runner {
-            id: 1,
-            description: String::new(),
-            runner_type: "instance_type",
-            is_shared: true,
-            active: true,
-            paused: false,
-            status: "online",
-            online: true,
-            tag_list: tags.iter().map(|t| (*t).to_owned()).collect(),
-            run_untagged: tags.is_empty(),
-            any_tags: false,
-            locked: false,
-            access_level: "not_protected",
-            maximum_timeout: None,
-            project_id: None,
-            enabled_projects: Vec::new(),
-            groups: Vec::new(),
-            contacted_at: Some(0),
-            created_at: 0,
-        }
+        Runner::online_instance(1, tags)
     }
 
     fn job(id: i64, project_id: i64, tags: &[&str]) -> QueuedJob {

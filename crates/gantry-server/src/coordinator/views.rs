@@ -148,6 +148,35 @@ pub struct RunnerGroup {
     pub full_path: String,
 }
 
+#[cfg(test)]
+impl Runner {
+    /// For unit tests: an online instance runner `id` with `tags`, which takes untagged
+    /// jobs when it has none.
+    pub(crate) fn online_instance(id: i64, tags: &[&str]) -> Runner {
+        Runner {
+            id,
+            description: format!("runner {id}"),
+            runner_type: "instance_type",
+            is_shared: true,
+            active: true,
+            paused: false,
+            status: "online",
+            online: true,
+            tag_list: tags.iter().map(|t| (*t).to_owned()).collect(),
+            run_untagged: tags.is_empty(),
+            any_tags: false,
+            locked: false,
+            access_level: "not_protected",
+            maximum_timeout: None,
+            project_id: None,
+            enabled_projects: Vec::new(),
+            groups: Vec::new(),
+            contacted_at: Some(0),
+            created_at: 0,
+        }
+    }
+}
+
 impl Runner {
     pub(crate) fn from_row(r: &gantry_store::Runner) -> Runner {
         let status = runner_status(r.contacted_at, r.created_at, super::time::now_ms());

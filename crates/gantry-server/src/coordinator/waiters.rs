@@ -256,25 +256,8 @@ mod tests {
 
     fn runner(id: i64, tags: &[&str], run_untagged: bool) -> Runner {
         Runner {
-            id,
-            description: format!("runner {id}"),
-            runner_type: "instance_type",
-            is_shared: true,
-            active: true,
-            paused: false,
-            status: "online",
-            online: true,
-            tag_list: tags.iter().map(|t| (*t).to_owned()).collect(),
             run_untagged,
-            any_tags: false,
-            locked: false,
-            access_level: "not_protected",
-            maximum_timeout: None,
-            project_id: None,
-            enabled_projects: Vec::new(),
-            groups: Vec::new(),
-            contacted_at: None,
-            created_at: 0,
+            ..Runner::online_instance(id, tags)
         }
     }
 
