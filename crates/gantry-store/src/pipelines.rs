@@ -5,6 +5,32 @@ use super::*;
 /// The statuses of a pipeline not finished ([`Store::active_pipelines`]).
 const ACTIVE: &str = "('created', 'waiting_for_resource', 'preparing', 'pending', 'running', 'canceling', 'scheduled', 'manual')";
 
+/// The statuses an auto-cancel may cancel (`JobStatus::is_cancelable`): exactly the
+/// condition of the partial index `pipelines_cancelable` (migration 0038), so SQLite uses it.
+const CANCELABLE: &str = "('created', 'waiting_for_resource', 'preparing', 'waiting_for_callback', 'pending', 'running', 'scheduled')";
+
+/// [`Store::cancelable_pipelines_of_ref`]'s statement. (`+parent_job_id`: without
+/// statistics SQLite would rather walk the index of child pipelines, `pipelines_parent_job`,
+/// over every pipeline without a parent.)
+fn cancelable_of_ref_sql() -> String {
+    format!(
+        "SELECT {} FROM pipelines WHERE project_id = $1 AND ref_name = $2 AND tag = $3 \
+         AND id < $4 AND status IN {CANCELABLE} AND +parent_job_id IS NULL ORDER BY id",
+        Pipeline::COLUMNS
+    )
+}
+
+/// [`Store::latest_successful_job_of_ref`]'s statement. (`status || ''`: without statistics
+/// SQLite would rather walk `jobs_by_status` over every successful job of the instance.)
+const LATEST_SUCCESSFUL_JOB_OF_REF: &str = "SELECT id, pipeline_id FROM jobs WHERE pipeline_id IN (SELECT id FROM ( \
+         SELECT id FROM (SELECT id FROM pipelines WHERE project_id = $1 AND ref_name = $2 \
+             AND tag = 0 ORDER BY id DESC LIMIT $3) AS branch_pipelines \
+         UNION ALL \
+         SELECT id FROM (SELECT id FROM pipelines WHERE project_id = $1 AND ref_name = $2 \
+             AND tag = 1 ORDER BY id DESC LIMIT $3) AS tag_pipelines \
+     ) AS of_ref ORDER BY id DESC LIMIT $3) \
+     AND name = $4 AND status || '' = 'success' ORDER BY pipeline_id DESC, id DESC LIMIT 1";
+
 impl Store {
     /// The project's next pipeline `iid` (its `pipeline_counter`, moved on), taken before
     /// the pipeline is compiled so that `CI_PIPELINE_IID` is known to its rules — GitLab's
@@ -130,6 +156,51 @@ impl Store {
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(Pipeline::from_row).collect()
+    }
+
+    /// The project's pipelines of one ref (`tag`: a tag, else a branch) older than
+    /// `before_id` and in a cancelable status ([`CANCELABLE`], `JobStatus::is_cancelable`),
+    /// oldest first, child pipelines left out: what a new pipeline's auto-cancel looks at.
+    /// By the partial index `pipelines_cancelable`: O(those pipelines), not O(the ref's
+    /// history).
+    pub async fn cancelable_pipelines_of_ref(
+        &self,
+        project_id: i64,
+        ref_name: &str,
+        tag: bool,
+        before_id: i64,
+    ) -> Result<Vec<Pipeline>> {
+        let rows = sqlx::query(&cancelable_of_ref_sql())
+            .bind(project_id)
+            .bind(ref_name)
+            .bind(i64::from(tag))
+            .bind(before_id)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(Pipeline::from_row).collect()
+    }
+
+    /// `(job id, pipeline id)` of the newest successful job named `job` in the newest
+    /// `pipelines` pipelines of the project's ref `ref_name` (a branch or a tag of that
+    /// name): `needs:project`'s job and the artifacts download by ref. One statement, by
+    /// the indexes `pipelines_by_ref` and `jobs_by_pipeline`: O(`pipelines` × their jobs)
+    /// at most, whatever the ref's history.
+    pub async fn latest_successful_job_of_ref(
+        &self,
+        project_id: i64,
+        ref_name: &str,
+        job: &str,
+        pipelines: usize,
+    ) -> Result<Option<(i64, i64)>> {
+        let limit = i64::try_from(pipelines).unwrap_or(i64::MAX);
+        let row = sqlx::query(LATEST_SUCCESSFUL_JOB_OF_REF)
+            .bind(project_id)
+            .bind(ref_name)
+            .bind(limit)
+            .bind(job)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.map(|r| (r.get(0), r.get(1))))
     }
 
     /// One page of a project's pipelines, newest first (`ref_name` and `status` when
@@ -885,5 +956,60 @@ async fn refusal(
             job_id: guard.job_id,
         },
         Err(e) => StoreError::Query(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::expect_used)]
+
+    use super::*;
+
+    /// SQLite's plan of `sql`, one line per step.
+    async fn plan(store: &Store, sql: &str) -> String {
+        let rows = sqlx::query(&format!("EXPLAIN QUERY PLAN {sql}"))
+            .bind(1_i64)
+            .bind("main")
+            .bind(1_i64)
+            .bind("build")
+            .fetch_all(&store.pool)
+            .await
+            .expect("a plan");
+        rows.iter()
+            .map(|r| r.get::<String, _>(3))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// The statements a pipeline's creation and `needs:project` run against a project's
+    /// history go through the indexes meant for them (a wrong choice reads every pipeline
+    /// or every successful job; SQLite has no statistics to choose by).
+    #[tokio::test]
+    async fn the_reads_of_a_refs_pipelines_use_their_indexes() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let url = format!("sqlite://{}", dir.path().join("gantry.db").display());
+        let store = Store::open(&url).await.expect("store");
+        let cancelable = plan(&store, &cancelable_of_ref_sql()).await;
+        assert_eq!(
+            cancelable,
+            "SEARCH pipelines USING INDEX pipelines_cancelable \
+             (project_id=? AND ref_name=? AND tag=? AND id<?)"
+        );
+        let latest = plan(&store, LATEST_SUCCESSFUL_JOB_OF_REF).await;
+        assert!(
+            latest.starts_with("SEARCH jobs USING INDEX jobs_by_pipeline (pipeline_id=?)"),
+            "{latest}"
+        );
+        assert_eq!(
+            latest
+                .matches("USING COVERING INDEX pipelines_by_ref")
+                .count(),
+            2,
+            "{latest}"
+        );
+        assert!(
+            !latest.contains("SCAN pipelines") && !latest.contains("SCAN jobs"),
+            "{latest}"
+        );
     }
 }

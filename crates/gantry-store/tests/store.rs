@@ -2502,6 +2502,7 @@ on_both_backends!(
     artifacts_of_jobs_reads_the_jobs_named_in_chunks,
     instance_variables_are_unique_by_key,
     the_latest_pipelines_of_a_ref_keep_their_artifacts,
+    the_pipelines_of_a_ref_are_found_without_reading_its_history,
     project_settings_change_one_at_a_time,
     runner_settings_change_and_leave_it_able_to_run_something,
     environments_follow_their_jobs,
@@ -2594,6 +2595,106 @@ async fn a_run_store_starts_from_a_template_of_the_migrated_database() {
     .await
     .expect("store opens");
     assert!(kept.syncs_to_disk().await.unwrap());
+}
+
+/// What a new pipeline's auto-cancel reads (its ref's older pipelines in a cancelable
+/// status, no child pipeline) and `needs:project`'s job (the newest successful one among
+/// the ref's newest pipelines, branch or tag), each by an index and one statement: the
+/// same answers beside ten times a usual history, 1,000 finished pipelines of the ref.
+async fn the_pipelines_of_a_ref_are_found_without_reading_its_history(db: Db) {
+    let (_d, s) = open(db).await;
+    let a = s.create_project(&project("a"), 1).await.expect("a");
+    let b = s.create_project(&project("b"), 1).await.expect("b");
+    let of = |ref_name: &str, tag: bool, status: &str| NewPipeline {
+        ref_name: ref_name.into(),
+        tag,
+        status: st(status),
+        ..pipeline(a.id)
+    };
+    let mut history = Vec::new();
+    for i in 0..1000 {
+        let status = if i % 2 == 0 { "success" } else { "failed" };
+        // The last one's `build` failed, then its second attempt succeeded.
+        let mut jobs = vec![job("build", status), job("test", "success")];
+        if i == 999 {
+            jobs.push(job("build", "success"));
+        }
+        history.push(
+            create(&s, &of("main", false, status), &jobs, i)
+                .await
+                .expect("history"),
+        );
+    }
+    let (last, last_jobs) = history.last().expect("a history").clone();
+    let running_jobs = [job("build", "running")];
+    let running = create(&s, &of("main", false, "running"), &running_jobs, 2000)
+        .await
+        .expect("running")
+        .0;
+    let pending = create(&s, &of("main", false, "pending"), &[], 2001)
+        .await
+        .expect("pending")
+        .0;
+    for (ref_name, tag, status) in [
+        ("main", false, "manual"),
+        ("main", false, "canceling"),
+        ("main", true, "running"),
+        ("other", false, "running"),
+    ] {
+        create(&s, &of(ref_name, tag, status), &[], 2002)
+            .await
+            .expect("not cancelable");
+    }
+    let child = NewPipeline {
+        parent_job_id: Some(last_jobs[0].id),
+        ..of("main", false, "running")
+    };
+    create(&s, &child, &[], 2003).await.expect("child");
+    create(&s, &NewPipeline { ..pipeline(b.id) }, &[], 2004)
+        .await
+        .expect("b");
+    let newest = create(&s, &of("main", false, "created"), &[], 2005)
+        .await
+        .expect("new")
+        .0;
+
+    let older = s
+        .cancelable_pipelines_of_ref(a.id, "main", false, newest.id)
+        .await
+        .expect("cancelable");
+    let ids: Vec<i64> = older.iter().map(|p| p.id).collect();
+    assert_eq!(ids, [running.id, pending.id]);
+    let before_running = s
+        .cancelable_pipelines_of_ref(a.id, "main", false, running.id)
+        .await
+        .expect("none older");
+    assert!(before_running.is_empty());
+    let tags = s
+        .cancelable_pipelines_of_ref(a.id, "main", true, newest.id)
+        .await;
+    assert_eq!(tags.expect("tag").len(), 1);
+
+    // The newest pipelines hold no successful `build`: the last of the history's has one,
+    // its second attempt.
+    let retried = &last_jobs[2];
+    let found = s.latest_successful_job_of_ref(a.id, "main", "build", 100);
+    assert_eq!(found.await.expect("found"), Some((retried.id, last.id)));
+    // Not within the ref's newest seven (six new ones and the tag's).
+    let not_found = s.latest_successful_job_of_ref(a.id, "main", "build", 7);
+    assert_eq!(not_found.await.expect("not found"), None);
+    let within = s.latest_successful_job_of_ref(a.id, "main", "build", 8);
+    assert_eq!(within.await.expect("found"), Some((retried.id, last.id)));
+    // A tag of the same name whose newest pipeline succeeded wins: it is newer.
+    let tagged_jobs = [job("build", "success")];
+    let tagged = create(&s, &of("main", true, "success"), &tagged_jobs, 2006).await;
+    let (tagged, tagged_jobs) = tagged.expect("tagged");
+    let found = s.latest_successful_job_of_ref(a.id, "main", "build", 7);
+    assert_eq!(
+        found.await.expect("tag"),
+        Some((tagged_jobs[0].id, tagged.id))
+    );
+    let other = s.latest_successful_job_of_ref(b.id, "main", "build", 100);
+    assert_eq!(other.await.expect("b"), None);
 }
 
 /// GitLab's "keep artifacts from the most recent successful jobs" (migration 0015): a

@@ -670,26 +670,11 @@ impl Coordinator {
         ref_name: &str,
         job: &str,
     ) -> Result<Option<(i64, i64)>> {
-        let store = &self.inner.store;
-        let mut pipelines: Vec<gantry_store::Pipeline> = store
-            .pipelines(project_id)
-            .await?
-            .into_iter()
-            .filter(|p| p.ref_name == ref_name)
-            .collect();
-        pipelines.sort_by_key(|p| std::cmp::Reverse(p.id));
-        for p in pipelines.iter().take(MAX_CROSS_PROJECT_PIPELINES) {
-            let found = store
-                .pipeline_jobs_without_spec(p.id)
-                .await?
-                .into_iter()
-                .filter(|r| r.name == job && r.status == Status::Success)
-                .max_by_key(|r| r.id);
-            if let Some(r) = found {
-                return Ok(Some((r.id, p.id)));
-            }
-        }
-        Ok(None)
+        Ok(self
+            .inner
+            .store
+            .latest_successful_job_of_ref(project_id, ref_name, job, MAX_CROSS_PROJECT_PIPELINES)
+            .await?)
     }
 
     /// The `include:artifact` files of a trigger, read from the latest attempt of each

@@ -1179,24 +1179,20 @@ impl Coordinator {
             return Ok(());
         }
         let now = now_ms();
-        for old in self.inner.store.pipelines(new.project_id).await? {
-            // Child pipelines are canceled with their parent, not on their own.
-            if old.id >= new.id
-                || old.ref_name != new.ref_name
-                || old.tag != new.tag
-                || old.parent_job_id.is_some()
-            {
-                continue;
-            }
+        // The ref's older pipelines in a cancelable status, by an index (not the project's
+        // whole history); child pipelines are canceled with their parent, not on their own.
+        let older = self
+            .inner
+            .store
+            .cancelable_pipelines_of_ref(new.project_id, &new.ref_name, new.tag, new.id)
+            .await?;
+        for old in older {
             // The processor compares whole seconds; a lower id is older, even within one.
             let new_facts = PipelineFacts {
                 created_at: to_ts(new.created_at).max(to_ts(old.created_at).plus(1)),
                 sha: new.sha.clone(),
                 ci_source: true,
             };
-            if old.status.is_completed() {
-                continue;
-            }
             let loaded = self.load(old.id).await?;
             let facts = PipelineFacts {
                 created_at: to_ts(old.created_at),
