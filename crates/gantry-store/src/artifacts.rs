@@ -6,6 +6,29 @@ use super::*;
 /// and PostgreSQL's limits of bound parameters).
 const JOBS_PER_STATEMENT: usize = 500;
 
+/// [`Store::take_artifacts`]'s statement: `$1` is the selection's value, `$2` the limit.
+/// The expired ones come by the index `artifacts_expiry` in its order (a pass costs the
+/// rows it takes and the expired ones kept, not every artifact).
+pub(crate) fn take_artifacts_sql(which: &ArtifactSelection) -> String {
+    let condition = match which {
+        // Locked ones stay (Artifact::expired).
+        ArtifactSelection::ExpiredBy(_) => {
+            "a.expire_at IS NOT NULL AND a.expire_at <= $1 \
+             AND NOT EXISTS (SELECT 1 FROM pipelines p WHERE p.id = j.pipeline_id AND p.locked = 1)"
+        }
+        ArtifactSelection::OfJob(_) => "a.job_id = $1",
+        ArtifactSelection::OfProject(_) => "j.project_id = $1",
+    };
+    format!(
+        "DELETE FROM artifacts WHERE id IN (\
+            SELECT a.id FROM artifacts a JOIN jobs j ON j.id = a.job_id \
+            WHERE {condition} \
+            AND j.status NOT IN ('created', 'waiting_for_resource', 'preparing', 'pending', 'running', 'canceling') \
+            ORDER BY a.expire_at, a.id LIMIT $2) \
+         RETURNING job_id, file_type, blob_key",
+    )
+}
+
 impl Store {
     /// Removes up to `limit` artifact rows of `which`, of jobs that no longer run (a
     /// running job may still upload one of the same key), soonest expired first; returns
@@ -16,28 +39,16 @@ impl Store {
         which: ArtifactSelection,
         limit: i64,
     ) -> Result<Vec<(i64, String, String)>> {
-        let (condition, value) = match which {
-            // Locked ones stay (Artifact::expired).
-            ArtifactSelection::ExpiredBy(now) => (
-                "a.expire_at IS NOT NULL AND a.expire_at <= $1 \
-                 AND NOT EXISTS (SELECT 1 FROM pipelines p WHERE p.id = j.pipeline_id AND p.locked = 1)",
-                now,
-            ),
-            ArtifactSelection::OfJob(job_id) => ("a.job_id = $1", job_id),
-            ArtifactSelection::OfProject(project_id) => ("j.project_id = $1", project_id),
+        let value = match which {
+            ArtifactSelection::ExpiredBy(now) => now,
+            ArtifactSelection::OfJob(job_id) => job_id,
+            ArtifactSelection::OfProject(project_id) => project_id,
         };
-        let rows = sqlx::query(&format!(
-            "DELETE FROM artifacts WHERE id IN (\
-                SELECT a.id FROM artifacts a JOIN jobs j ON j.id = a.job_id \
-                WHERE {condition} \
-                AND j.status NOT IN ('created', 'waiting_for_resource', 'preparing', 'pending', 'running', 'canceling') \
-                ORDER BY a.expire_at, a.id LIMIT $2) \
-             RETURNING job_id, file_type, blob_key",
-        ))
-        .bind(value)
-        .bind(limit)
-        .fetch_all(&self.writer)
-        .await?;
+        let rows = sqlx::query(&take_artifacts_sql(&which))
+            .bind(value)
+            .bind(limit)
+            .fetch_all(&self.writer)
+            .await?;
         rows.iter()
             .map(|r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)))
             .collect()

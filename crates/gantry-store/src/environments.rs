@@ -226,6 +226,10 @@ pub enum DeleteEnvironment {
     NotStopped,
 }
 
+/// What deleting an environment does to its jobs (by `jobs_by_environment`).
+pub(crate) const ENVIRONMENT_JOBS_LEFT: &str =
+    "UPDATE jobs SET environment_id = NULL WHERE environment_id = $1";
+
 impl Store {
     /// A project's environments by name, filtered, one page of them and how many match.
     pub async fn environments_page(
@@ -349,7 +353,7 @@ impl Store {
         }
         for statement in [
             "DELETE FROM deployments WHERE environment_id = $1",
-            "UPDATE jobs SET environment_id = NULL WHERE environment_id = $1",
+            ENVIRONMENT_JOBS_LEFT,
             "DELETE FROM environments WHERE id = $1",
         ] {
             sqlx::query(statement).bind(id).execute(&mut *tx).await?;

@@ -567,3 +567,96 @@ fn filtered<'q>(
     }
     q
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::expect_used)]
+
+    use super::*;
+
+    /// SQLite's plan of `sql` (its parameters bound to NULL), one line per step.
+    async fn plan(store: &Store, sql: &str, parameters: usize) -> String {
+        let explain = format!("EXPLAIN QUERY PLAN {sql}");
+        let mut query = sqlx::query(&explain);
+        for _ in 0..parameters {
+            query = query.bind(None::<i64>);
+        }
+        let rows = query.fetch_all(&store.pool).await.expect("a plan");
+        rows.iter()
+            .map(|r| r.get::<String, _>(3))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// The statements that run against a project's or the instance's whole history (a
+    /// pipeline's creation, `needs:project`, the timers' passes, a restart) go through the
+    /// indexes meant for them: SQLite has no statistics to choose by, and a wrong choice
+    /// reads every pipeline, every successful job or every artifact.
+    #[tokio::test]
+    async fn the_reads_over_history_use_their_indexes() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let url = format!("sqlite://{}", dir.path().join("gantry.db").display());
+        let store = Store::open(&url).await.expect("store");
+        let cancelable = plan(&store, &pipelines::cancelable_of_ref_sql(), 4).await;
+        assert_eq!(
+            cancelable,
+            "SEARCH pipelines USING INDEX pipelines_cancelable \
+             (project_id=? AND ref_name=? AND tag=? AND id<?)"
+        );
+        let latest = plan(&store, pipelines::LATEST_SUCCESSFUL_JOB_OF_REF, 4).await;
+        assert!(
+            latest.starts_with("SEARCH jobs USING INDEX jobs_by_pipeline (pipeline_id=?)"),
+            "{latest}"
+        );
+        let by_ref = latest
+            .matches("USING COVERING INDEX pipelines_by_ref")
+            .count();
+        assert_eq!(by_ref, 2, "{latest}");
+        let expired = ArtifactSelection::ExpiredBy(0);
+        let expiry = plan(&store, &artifacts::take_artifacts_sql(&expired), 2).await;
+        assert!(
+            expiry.contains("SEARCH a USING INDEX artifacts_expiry (expire_at>? AND expire_at<?)"),
+            "{expiry}"
+        );
+        let active = plan(&store, &pipelines::active_pipelines_sql(), 0).await;
+        assert_eq!(active, "SCAN pipelines USING INDEX pipelines_unfinished");
+        let executing = plan(&store, queue::EXECUTING_JOBS_OF_RUNNER, 1).await;
+        assert!(
+            executing.starts_with("SEARCH jobs USING INDEX jobs_by_status (status=?)"),
+            "{executing}"
+        );
+        let mut pages = Vec::new();
+        for (of, index) in [
+            (
+                JobsOf::Project(1),
+                "jobs_by_project (project_id=? AND bridge=?)",
+            ),
+            (JobsOf::Runner(1), "jobs_by_runner (runner_id=?)"),
+        ] {
+            for statuses in [0, 2] {
+                let filter = pipelines::jobs_page_filter(of, statuses);
+                let page = format!("SELECT id FROM jobs WHERE {filter} ORDER BY id DESC LIMIT 20");
+                let page = plan(&store, &page, statuses + 1).await;
+                assert!(page.contains(index), "{page}");
+                assert!(!page.contains("TEMP B-TREE"), "{page}");
+                let count = format!("SELECT COUNT(*) FROM jobs WHERE {filter}");
+                pages.push(plan(&store, &count, statuses + 1).await);
+                pages.push(page);
+            }
+        }
+        let gone = plan(&store, runners::RUNNER_JOBS_LEFT, 1).await;
+        assert!(gone.contains("jobs_by_runner (runner_id=?)"), "{gone}");
+        let env = plan(&store, environments::ENVIRONMENT_JOBS_LEFT, 1).await;
+        assert!(
+            env.contains("jobs_by_environment (environment_id=?)"),
+            "{env}"
+        );
+        // No step reads a whole table.
+        for statement in [latest, expiry].into_iter().chain(pages) {
+            for table in ["pipelines", "jobs", "artifacts", "a", "j"] {
+                let scan = format!("\nSCAN {table}\n");
+                assert!(!format!("\n{statement}\n").contains(&scan), "{statement}");
+            }
+        }
+    }
+}

@@ -9,10 +9,33 @@ const ACTIVE: &str = "('created', 'waiting_for_resource', 'preparing', 'pending'
 /// condition of the partial index `pipelines_cancelable` (migration 0038), so SQLite uses it.
 const CANCELABLE: &str = "('created', 'waiting_for_resource', 'preparing', 'waiting_for_callback', 'pending', 'running', 'scheduled')";
 
+/// [`Store::active_pipelines`]'s statement, by the partial index `pipelines_unfinished`.
+pub(crate) fn active_pipelines_sql() -> String {
+    format!(
+        "SELECT {} FROM pipelines WHERE status IN {ACTIVE} ORDER BY id",
+        Pipeline::COLUMNS
+    )
+}
+
+/// [`Store::jobs_page`]'s condition: `$1` is the project or runner, `$2…` the `statuses`
+/// statuses. By `jobs_by_project` or `jobs_by_runner`, newest first: a page costs its
+/// offset and size, the count the owner's jobs in an index.
+pub(crate) fn jobs_page_filter(of: JobsOf, statuses: usize) -> String {
+    let mut filter = match of {
+        JobsOf::Project(_) => "project_id = $1 AND bridge = 0".to_owned(),
+        JobsOf::Runner(_) => "runner_id = $1 AND bridge = 0".to_owned(),
+    };
+    if statuses > 0 {
+        let list: Vec<String> = (0..statuses).map(|i| format!("${}", i + 2)).collect();
+        filter.push_str(&format!(" AND status IN ({})", list.join(", ")));
+    }
+    filter
+}
+
 /// [`Store::cancelable_pipelines_of_ref`]'s statement. (`+parent_job_id`: without
 /// statistics SQLite would rather walk the index of child pipelines, `pipelines_parent_job`,
 /// over every pipeline without a parent.)
-fn cancelable_of_ref_sql() -> String {
+pub(crate) fn cancelable_of_ref_sql() -> String {
     format!(
         "SELECT {} FROM pipelines WHERE project_id = $1 AND ref_name = $2 AND tag = $3 \
          AND id < $4 AND status IN {CANCELABLE} AND +parent_job_id IS NULL ORDER BY id",
@@ -22,7 +45,7 @@ fn cancelable_of_ref_sql() -> String {
 
 /// [`Store::latest_successful_job_of_ref`]'s statement. (`status || ''`: without statistics
 /// SQLite would rather walk `jobs_by_status` over every successful job of the instance.)
-const LATEST_SUCCESSFUL_JOB_OF_REF: &str = "SELECT id, pipeline_id FROM jobs WHERE pipeline_id IN (SELECT id FROM ( \
+pub(crate) const LATEST_SUCCESSFUL_JOB_OF_REF: &str = "SELECT id, pipeline_id FROM jobs WHERE pipeline_id IN (SELECT id FROM ( \
          SELECT id FROM (SELECT id FROM pipelines WHERE project_id = $1 AND ref_name = $2 \
              AND tag = 0 ORDER BY id DESC LIMIT $3) AS branch_pipelines \
          UNION ALL \
@@ -294,14 +317,10 @@ impl Store {
         offset: i64,
         limit: i64,
     ) -> Result<(Vec<Job>, i64)> {
-        let (mut filter, owner_id) = match of {
-            JobsOf::Project(id) => ("project_id = $1 AND bridge = 0".to_owned(), id),
-            JobsOf::Runner(id) => ("runner_id = $1 AND bridge = 0".to_owned(), id),
+        let owner_id = match of {
+            JobsOf::Project(id) | JobsOf::Runner(id) => id,
         };
-        if !statuses.is_empty() {
-            let list: Vec<String> = (0..statuses.len()).map(|i| format!("${}", i + 2)).collect();
-            filter.push_str(&format!(" AND status IN ({})", list.join(", ")));
-        }
+        let filter = jobs_page_filter(of, statuses.len());
         let count = format!("SELECT COUNT(*) FROM jobs WHERE {filter}");
         let total: i64 = filtered(&count, owner_id, statuses)
             .fetch_one(&self.pool)
@@ -395,12 +414,9 @@ impl Store {
     /// Pipelines not yet in a final status (for re-processing after a restart).
     /// The pipelines not finished, of every project, oldest first.
     pub async fn active_pipelines(&self) -> Result<Vec<Pipeline>> {
-        let rows = sqlx::query(&format!(
-            "SELECT {} FROM pipelines WHERE status IN {ACTIVE} ORDER BY id",
-            Pipeline::COLUMNS
-        ))
-        .fetch_all(&self.pool)
-        .await?;
+        let rows = sqlx::query(&active_pipelines_sql())
+            .fetch_all(&self.pool)
+            .await?;
         rows.iter().map(Pipeline::from_row).collect()
     }
 
@@ -956,60 +972,5 @@ async fn refusal(
             job_id: guard.job_id,
         },
         Err(e) => StoreError::Query(e),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::expect_used)]
-
-    use super::*;
-
-    /// SQLite's plan of `sql`, one line per step.
-    async fn plan(store: &Store, sql: &str) -> String {
-        let rows = sqlx::query(&format!("EXPLAIN QUERY PLAN {sql}"))
-            .bind(1_i64)
-            .bind("main")
-            .bind(1_i64)
-            .bind("build")
-            .fetch_all(&store.pool)
-            .await
-            .expect("a plan");
-        rows.iter()
-            .map(|r| r.get::<String, _>(3))
-            .collect::<Vec<_>>()
-            .join("\n")
-    }
-
-    /// The statements a pipeline's creation and `needs:project` run against a project's
-    /// history go through the indexes meant for them (a wrong choice reads every pipeline
-    /// or every successful job; SQLite has no statistics to choose by).
-    #[tokio::test]
-    async fn the_reads_of_a_refs_pipelines_use_their_indexes() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let url = format!("sqlite://{}", dir.path().join("gantry.db").display());
-        let store = Store::open(&url).await.expect("store");
-        let cancelable = plan(&store, &cancelable_of_ref_sql()).await;
-        assert_eq!(
-            cancelable,
-            "SEARCH pipelines USING INDEX pipelines_cancelable \
-             (project_id=? AND ref_name=? AND tag=? AND id<?)"
-        );
-        let latest = plan(&store, LATEST_SUCCESSFUL_JOB_OF_REF).await;
-        assert!(
-            latest.starts_with("SEARCH jobs USING INDEX jobs_by_pipeline (pipeline_id=?)"),
-            "{latest}"
-        );
-        assert_eq!(
-            latest
-                .matches("USING COVERING INDEX pipelines_by_ref")
-                .count(),
-            2,
-            "{latest}"
-        );
-        assert!(
-            !latest.contains("SCAN pipelines") && !latest.contains("SCAN jobs"),
-            "{latest}"
-        );
     }
 }

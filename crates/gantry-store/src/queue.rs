@@ -2,6 +2,11 @@
 
 use super::*;
 
+/// [`Store::executing_jobs_of_runner`]'s statement. (`+runner_id`: SQLite would rather walk
+/// `jobs_by_runner`, every job the runner ever ran, than the executing ones by status.)
+pub(crate) const EXECUTING_JOBS_OF_RUNNER: &str =
+    "SELECT id FROM jobs WHERE status IN ('running', 'canceling') AND +runner_id = $1 ORDER BY id";
+
 impl Store {
     /// Pending jobs in queue order (oldest first), with the number of running jobs of
     /// their project, for fair-share ordering by the caller.
@@ -145,13 +150,10 @@ impl Store {
     /// The jobs `runner_id` is executing (running or canceling), by id: through the
     /// `(status, …)` index, O(executing jobs), not a read of every active pipeline.
     pub async fn executing_jobs_of_runner(&self, runner_id: i64) -> Result<Vec<i64>> {
-        let rows = sqlx::query(
-            "SELECT id FROM jobs WHERE status IN ('running', 'canceling') AND runner_id = $1 \
-             ORDER BY id",
-        )
-        .bind(runner_id)
-        .fetch_all(&self.pool)
-        .await?;
+        let rows = sqlx::query(EXECUTING_JOBS_OF_RUNNER)
+            .bind(runner_id)
+            .fetch_all(&self.pool)
+            .await?;
         rows.iter()
             .map(|r| r.try_get::<i64, _>(0).map_err(Into::into))
             .collect()

@@ -2,6 +2,9 @@
 
 use super::*;
 
+/// What [`Store::delete_runner`] does to the runner's jobs (by `jobs_by_runner`).
+pub(crate) const RUNNER_JOBS_LEFT: &str = "UPDATE jobs SET runner_id = NULL WHERE runner_id = $1";
+
 impl Store {
     pub async fn create_runner(&self, r: &NewRunner, now: i64) -> Result<Runner> {
         let tags = serde_json::to_string(&r.tags).unwrap_or_else(|_| "[]".into());
@@ -130,7 +133,7 @@ impl Store {
             .bind(id)
             .execute(&mut *tx)
             .await?;
-        sqlx::query("UPDATE jobs SET runner_id = NULL WHERE runner_id = $1")
+        sqlx::query(RUNNER_JOBS_LEFT)
             .bind(id)
             .execute(&mut *tx)
             .await?;
