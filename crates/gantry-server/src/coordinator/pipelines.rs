@@ -49,6 +49,18 @@ pub(crate) fn full_path(name: &str) -> String {
     format!("{ns}/{path}")
 }
 
+/// Whether the project named `name` is under the group whose full path is `group` (its
+/// [`full_path`] starts with `group/`), without building that path: the queue asks it of
+/// every held job a group runner's pick-up looks at.
+pub(crate) fn under_group(name: &str, group: &str) -> bool {
+    let namespace = name
+        .rsplit_once('/')
+        .map_or(DEFAULT_NAMESPACE, |(ns, _)| ns);
+    namespace
+        .strip_prefix(group)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+}
+
 fn valid_project_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 255
@@ -1873,5 +1885,45 @@ fn job_pipeline(p: &gantry_store::Pipeline) -> JobPipeline {
         ref_name: p.ref_name.clone(),
         sha: p.sha.clone(),
         status: p.status,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `under_group` answers as the full path would: a prefix of whole segments, the
+    /// default namespace for a name without one.
+    #[test]
+    fn a_project_is_under_a_group_by_whole_segments_of_its_full_path() {
+        let names = [
+            "widget",
+            "acme/widget",
+            "acme/tools/widget",
+            "acmeco/widget",
+            "a/b",
+        ];
+        let groups = [
+            "gantry",
+            "acme",
+            "acme/tools",
+            "acme/tool",
+            "a",
+            "a/b",
+            "acme/widget",
+        ];
+        for name in names {
+            for group in groups {
+                let full = full_path(name);
+                let expected = full
+                    .strip_prefix(group)
+                    .is_some_and(|rest| rest.starts_with('/'));
+                assert_eq!(under_group(name, group), expected, "{name} under {group}");
+            }
+        }
+        assert!(under_group("widget", "gantry"));
+        assert!(under_group("acme/tools/widget", "acme"));
+        assert!(!under_group("acmeco/widget", "acme"));
+        assert!(!under_group("acme/widget", "acme/widget"));
     }
 }

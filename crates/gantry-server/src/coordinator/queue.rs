@@ -1029,11 +1029,10 @@ pub(crate) fn runner_serves(runner: &Runner, project_id: i64, project_name: &str
     runner
         .project_id
         .is_none_or(|p| p == project_id || runner.enabled_projects.contains(&project_id))
-        && runner.groups.first().is_none_or(|group| {
-            super::pipelines::full_path(project_name)
-                .strip_prefix(group.full_path.as_str())
-                .is_some_and(|rest| rest.starts_with('/'))
-        })
+        && runner
+            .groups
+            .first()
+            .is_none_or(|group| super::pipelines::under_group(project_name, &group.full_path))
 }
 
 pub(crate) fn runner_fit(runner: &Runner, job: &JobNeeds<'_>) -> Fit {
