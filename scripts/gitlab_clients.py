@@ -236,6 +236,8 @@ def _():
     project, other = state["project"], state["other"]
     every = gl.runners_all.list(type="instance_type")
     expect(state["api_runner"] in [r.id for r in every], "the registered runner is an instance runner")
+    taken = gl.runners.get(state["api_runner"]).jobs.list(status="success", order_by="id", sort="asc")
+    expect([j.name for j in taken] == ["runner-api"], f"the runner's jobs: {[j.name for j in taken]}")
     mine = gl.user.runners.create({"runner_type": "project_type", "project_id": project.id,
                                    "description": "project runner", "tag_list": ["arm"]})
     owned = gl.runners.list()

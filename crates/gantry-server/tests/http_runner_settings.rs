@@ -281,7 +281,25 @@ async fn runners_are_listed_by_type_state_and_tags_with_the_jobs_they_took() {
     assert_eq!(taken[0]["pipeline"]["project_id"], project, "{taken}");
     assert_eq!(ids(&jobs("?status=running").await.1), [second]);
     assert_eq!(ids(&jobs("?status=success").await.1), [first]);
-    assert_eq!(jobs("?status=pending").await.0, StatusCode::BAD_REQUEST);
+    // Any of GitLab's job statuses filters (`Ci::Build::AVAILABLE_STATUSES`); the order
+    // is by id, descending unless `order_by=id&sort=asc` (`sort` alone orders nothing).
+    assert_eq!(jobs("?status=pending").await, (StatusCode::OK, json!([])));
+    assert_eq!(ids(&jobs("?order_by=id&sort=asc").await.1), [first, second]);
+    assert_eq!(
+        ids(&jobs("?order_by=id&sort=desc").await.1),
+        [second, first]
+    );
+    assert_eq!(ids(&jobs("?sort=asc").await.1), [second, first]);
+    for (bad, name) in [
+        ("?status=busy", "status"),
+        ("?order_by=created_at", "order_by"),
+        ("?order_by=id&sort=up", "sort"),
+    ] {
+        let (status, body) = jobs(bad).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}: {body}");
+        let message = format!("{name} does not have a valid value");
+        assert_eq!(body["error"], message.as_str(), "{bad}");
+    }
     let (status, none) = server
         .admin(Method::GET, &format!("runners/{own}/jobs"), None)
         .await;

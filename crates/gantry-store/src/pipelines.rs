@@ -309,11 +309,12 @@ impl Store {
     }
 
     /// One page of a project's or a runner's jobs (every attempt, trigger jobs left out),
-    /// newest first, those in `statuses` when it is not empty; and how many match in all.
+    /// in `order`, those in `statuses` when it is not empty; and how many match in all.
     pub async fn jobs_page(
         &self,
         of: JobsOf,
         statuses: &[String],
+        order: JobsOrder,
         offset: i64,
         limit: i64,
     ) -> Result<(Vec<Job>, i64)> {
@@ -328,8 +329,12 @@ impl Store {
             .get(0);
         let n = statuses.len() + 1;
         let sql = format!(
-            "SELECT {} FROM jobs WHERE {filter} ORDER BY id DESC LIMIT ${} OFFSET ${}",
+            "SELECT {} FROM jobs WHERE {filter} ORDER BY id {} LIMIT ${} OFFSET ${}",
             Job::COLUMNS,
+            match order {
+                JobsOrder::NewestFirst => "DESC",
+                JobsOrder::OldestFirst => "ASC",
+            },
             n + 1,
             n + 2
         );

@@ -133,6 +133,16 @@ pub enum JobsOf {
     Runner(i64),
 }
 
+/// In which order [`crate::Store::jobs_page`] lists jobs, by id.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum JobsOrder {
+    /// Newest first (GitLab's default).
+    #[default]
+    NewestFirst,
+    /// Oldest first (`GET /runners/:id/jobs?order_by=id&sort=asc`).
+    OldestFirst,
+}
+
 /// A change of a runner's settings ([`crate::Store::update_runner`]); `None` keeps what is
 /// stored.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

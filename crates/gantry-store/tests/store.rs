@@ -1230,7 +1230,7 @@ async fn lists_page_in_the_database(db: Db) {
         "by ref, then id"
     );
     let (page, total) = s
-        .jobs_page(JobsOf::Project(p.id), &[], 0, 3)
+        .jobs_page(JobsOf::Project(p.id), &[], JobsOrder::NewestFirst, 0, 3)
         .await
         .expect("jobs");
     assert_eq!(total, 10, "trigger jobs are left out");
@@ -1241,6 +1241,7 @@ async fn lists_page_in_the_database(db: Db) {
         .jobs_page(
             JobsOf::Project(p.id),
             &["failed".to_owned(), "canceled".to_owned()],
+            JobsOrder::NewestFirst,
             0,
             20,
         )
@@ -1249,7 +1250,7 @@ async fn lists_page_in_the_database(db: Db) {
     assert_eq!((total, page.len()), (1, 1));
     assert_eq!(page[0].name, "test");
     let (page, total) = s
-        .jobs_page(JobsOf::Project(p.id), &[], 100, 20)
+        .jobs_page(JobsOf::Project(p.id), &[], JobsOrder::NewestFirst, 100, 20)
         .await
         .expect("past the end");
     assert_eq!((total, page.len()), (10, 0));
@@ -1272,7 +1273,7 @@ async fn lists_page_in_the_database(db: Db) {
         .expect("assign")
         .expect("won");
     let (page, total) = s
-        .jobs_page(JobsOf::Runner(r.id), &[], 0, 20)
+        .jobs_page(JobsOf::Runner(r.id), &[], JobsOrder::NewestFirst, 0, 20)
         .await
         .expect("runner's jobs");
     assert_eq!(total, 1);
@@ -1280,6 +1281,25 @@ async fn lists_page_in_the_database(db: Db) {
         page.iter().map(|j| j.id).collect::<Vec<_>>(),
         [pending[1].id]
     );
+    s.assign_job(pending[0].id, r.id, "tok-a", 3600, 22)
+        .await
+        .expect("assign")
+        .expect("won");
+    for (order, ids) in [
+        (JobsOrder::NewestFirst, [pending[1].id, pending[0].id]),
+        (JobsOrder::OldestFirst, [pending[0].id, pending[1].id]),
+    ] {
+        let (page, total) = s
+            .jobs_page(JobsOf::Runner(r.id), &[], order, 0, 20)
+            .await
+            .expect("runner's jobs");
+        assert_eq!(total, 2);
+        assert_eq!(
+            page.iter().map(|j| j.id).collect::<Vec<_>>(),
+            ids,
+            "{order:?}"
+        );
+    }
 }
 
 /// Instance variables: one per key instance-wide, created, listed by key, updated (also

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use gantry_pipeline::{
     ArtifactError, Context, Loader as _, Options, PipelineInfo, PipelineInputs, Source,
 };
-use gantry_store::{JobsOf, NewJob, NewPipeline, NewProject, PipelineChange};
+use gantry_store::{JobsOf, JobsOrder, NewJob, NewPipeline, NewProject, PipelineChange};
 
 use crate::processor::{
     CancelCause, CancelScope, Event, FailureReason, PipelineFacts, Rejected, Status, apply,
@@ -1334,21 +1334,23 @@ impl Coordinator {
         limit: i64,
     ) -> std::result::Result<(Vec<JobView>, i64), CoordinatorError> {
         self.inner.store.project(project_id).await?;
-        self.jobs_page(JobsOf::Project(project_id), statuses, offset, limit)
+        let order = JobsOrder::NewestFirst;
+        self.jobs_page(JobsOf::Project(project_id), statuses, order, offset, limit)
             .await
     }
 
     /// One page of the jobs runner `runner_id` took (GitLab's `GET /runners/:id/jobs`),
-    /// newest first, of every project.
+    /// in `order`, of every project.
     pub async fn runner_jobs_page(
         &self,
         runner_id: i64,
         statuses: &[String],
+        order: JobsOrder,
         offset: i64,
         limit: i64,
     ) -> std::result::Result<(Vec<JobView>, i64), CoordinatorError> {
         self.inner.store.runner(runner_id).await?;
-        self.jobs_page(JobsOf::Runner(runner_id), statuses, offset, limit)
+        self.jobs_page(JobsOf::Runner(runner_id), statuses, order, offset, limit)
             .await
     }
 
@@ -1356,11 +1358,12 @@ impl Coordinator {
         &self,
         of: JobsOf,
         statuses: &[String],
+        order: JobsOrder,
         offset: i64,
         limit: i64,
     ) -> std::result::Result<(Vec<JobView>, i64), CoordinatorError> {
         let store = &self.inner.store;
-        let (rows, total) = store.jobs_page(of, statuses, offset, limit).await?;
+        let (rows, total) = store.jobs_page(of, statuses, order, offset, limit).await?;
         let pool = self.pool_for(&rows).await?;
         let mut pipelines: HashMap<i64, gantry_store::Pipeline> = HashMap::new();
         let mut projects: HashMap<i64, gantry_store::Project> = HashMap::new();

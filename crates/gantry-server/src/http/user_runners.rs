@@ -9,8 +9,9 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use gantry_protocol::registration::TagList;
 use gantry_protocol::{
-    AccessLevel, CreateRunnerRequest, GroupRef, RunnerRegistrationDetails, RunnerType,
+    AccessLevel, CreateRunnerRequest, GroupRef, JobStatus, RunnerRegistrationDetails, RunnerType,
 };
+use gantry_store::JobsOrder;
 use serde::Deserialize;
 
 use crate::coordinator::{CoordinatorError, RunnerOptions, RunnerUpdate};
@@ -245,15 +246,42 @@ fn filtered(
         .collect())
 }
 
-/// `GET /runners/:id/jobs`'s `status`: one of GitLab's.
+/// `GET /runners/:id/jobs`'s `status` (one of GitLab's job statuses), `order_by` (`id`)
+/// and `sort` (`asc` or `desc`, GitLab's default; it orders only with `order_by`).
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 pub(crate) struct RunnerJobsFilter {
     status: Option<String>,
+    order_by: Option<String>,
+    sort: Option<String>,
 }
 
-/// `GET /api/v4/runners/:id/jobs[?status=running&page=&per_page=]`: the jobs the runner
-/// took, of every project, newest first, paged.
+impl RunnerJobsFilter {
+    /// The statuses asked for and the order, as GitLab's `Ci::RunnerJobsFinder` takes them
+    /// (its API's parameter checks: Grape's "does not have a valid value").
+    fn read(self) -> Result<(Vec<String>, JobsOrder), ApiError> {
+        let statuses = match self.status.filter(|s| !s.is_empty()) {
+            Some(s) if JobStatus::parse(&s).is_some() => vec![s],
+            Some(_) => return Err(ApiError::param("status does not have a valid value")),
+            None => Vec::new(),
+        };
+        let by_id = match self.order_by.as_deref() {
+            None => false,
+            Some("id") => true,
+            Some(_) => return Err(ApiError::param("order_by does not have a valid value")),
+        };
+        let order = match self.sort.as_deref() {
+            None | Some("desc") => JobsOrder::NewestFirst,
+            Some("asc") if by_id => JobsOrder::OldestFirst,
+            Some("asc") => JobsOrder::NewestFirst,
+            Some(_) => return Err(ApiError::param("sort does not have a valid value")),
+        };
+        Ok((statuses, order))
+    }
+}
+
+/// `GET /api/v4/runners/:id/jobs[?status=running&order_by=id&sort=asc&page=&per_page=]`:
+/// the jobs the runner took, of every project, newest first unless asked otherwise, paged.
 pub(crate) async fn jobs(
     State(state): State<AppState>,
     Path(id): Path<i64>,
@@ -262,16 +290,11 @@ pub(crate) async fn jobs(
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     auth::require_admin(&state.coordinator, &headers).await?;
-    const STATUSES: [&str; 4] = ["running", "success", "failed", "canceled"];
-    let statuses: Vec<String> = match filter.status.filter(|s| !s.is_empty()) {
-        Some(s) if STATUSES.contains(&s.as_str()) => vec![s],
-        Some(_) => return Err(ApiError::param("status does not have a valid value")),
-        None => Vec::new(),
-    };
+    let (statuses, order) = filter.read()?;
     let (offset, limit) = page.window();
     let (jobs, total) = state
         .coordinator
-        .runner_jobs_page(id, &statuses, offset, limit)
+        .runner_jobs_page(id, &statuses, order, offset, limit)
         .await?;
     Ok(paged(jobs, total, &page))
 }
