@@ -156,7 +156,7 @@ impl Cron {
     }
 
     /// The first time after `after` (Unix ms) the expression names in `zone`, Unix ms;
-    /// `None` when there is none within [`SEARCH_YEARS`] years.
+    /// `None` when there is none within `SEARCH_YEARS` years.
     pub fn next_after(&self, after: i64, zone: &TimeZone) -> Option<i64> {
         let now = Timestamp::from_millisecond(after).ok()?;
         let wall = now.to_zoned(zone.clone()).datetime();

@@ -183,7 +183,7 @@ impl<R: BufRead> Parser<R> {
     /// [`EventData::StreamEnd`](crate::EventData::StreamEnd).
     ///
     /// An application must not alternate the calls of [`Parser::parse()`] with
-    /// the calls of [`Document::load()`](crate::Document::load). Doing this
+    /// the calls of `Document::load()`. Doing this
     /// will break the parser.
     pub fn parse(&mut self) -> Result<Event> {
         if self.scanner.stream_end_produced || self.inner.state == ParserState::End {

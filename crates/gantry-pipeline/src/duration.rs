@@ -17,7 +17,7 @@
 //!    parts is an error.
 //! 4. Every number (`[0-9]*\.?[0-9]+`) is split off into its own word, so
 //!    `2h20min` reads like `2 h 20 min`.
-//! 5. Every other word must be a unit (see [`unit_of`]), optionally with one
+//! 5. Every other word must be a unit (see `unit_of`), optionally with one
 //!    leading and/or one trailing comma, or one of the joining words `and`,
 //!    `with`, `plus`, which are dropped. Any other word (`forever`,
 //!    `parsecs`, a lone `,` or `-`) makes the string invalid.

@@ -5,7 +5,7 @@
 //! nesting at most [`MAX_INCLUDE_DEPTH`] files deep, every file within
 //! [`crate::yaml::Limits`], and all files together at most [`MAX_TOTAL_BYTES`].
 //!
-//! Where a nested include looks (GitLab's `External::Context#mutate`, [`Origin`]): a file
+//! Where a nested include looks (GitLab's `External::Context#mutate`, `Origin`): a file
 //! of the pipeline's project and a file included with `include:project` resolve their
 //! `include:local` in their own project at their own commit; a file fetched with
 //! `include:remote` has no project, so `include:local` in it is an error (GitLab's

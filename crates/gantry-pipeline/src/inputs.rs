@@ -143,7 +143,7 @@ impl PipelineInputs {
         self.values.iter().map(|(k, v)| (k.as_str(), v))
     }
 
-    /// The limits ([`MAX_PIPELINE_INPUTS`], [`MAX_PIPELINE_INPUT_BYTES`]) and names.
+    /// The limits ([`MAX_PIPELINE_INPUTS`], `MAX_PIPELINE_INPUT_BYTES`) and names.
     pub fn check(&self) -> Result<(), String> {
         if self.values.len() > MAX_PIPELINE_INPUTS {
             return Err(format!(

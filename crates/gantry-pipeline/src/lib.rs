@@ -2,7 +2,7 @@
 //! precise errors) out. Pure: included files arrive through [`Loader`]; no clock, no
 //! network, no file system.
 //!
-//! Entry point: [`compile`]. [`report::LintReport`] is the stable JSON contract of
+//! Entry point: [`compile()`]. [`report::LintReport`] is the stable JSON contract of
 //! `gantry lint`.
 
 pub mod compile;

@@ -154,7 +154,7 @@ impl ArtifactError {
     }
 }
 
-/// Why an `include:remote` URL gave no file. [`remote_message`] turns it into GitLab's
+/// Why an `include:remote` URL gave no file. `remote_message` turns it into GitLab's
 /// message (`File::Remote#fetch_remote_content`).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum RemoteError {

@@ -1,9 +1,9 @@
-//! [`Executor`]: where a job's scripts run, chosen per job. The job lifecycle asks the
+//! `Executor`: where a job's scripts run, chosen per job. The job lifecycle asks the
 //! executor of the job's kind to prepare itself in `prepare_executor`
-//! ([`Executor::prepare`], [`Executor::resume`] for a job taken over; the seam is in
-//! the `prepare` submodule), runs every script stage through [`Executor::run`] (hooks,
-//! `step_script`, `after_script`; [`Executor::reattach`] for a detached stage a dead
-//! runner left) and calls [`Executor::cleanup`] at the end, whatever happened. It
+//! (`Executor::prepare`, `Executor::resume` for a job taken over; the seam is in
+//! the `prepare` submodule), runs every script stage through `Executor::run` (hooks,
+//! `step_script`, `after_script`; `Executor::reattach` for a detached stage a dead
+//! runner left) and calls `Executor::cleanup` at the end, whatever happened. It
 //! knows no executor's internals. Everything else (sources, cache, artifacts) the
 //! lifecycle does on the host, for every executor.
 //!

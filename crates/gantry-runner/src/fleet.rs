@@ -14,7 +14,7 @@
 //!   turns it into an acquisition in the instance executor ([`crate::executor::instance`]).
 //! * A runner restarted after it died hands the fleet the keys of the acquisitions of
 //!   the instance jobs it takes over: the taskscaler restores them from its state
-//!   file ([`Fleet::resume`]; `[runners.autoscaler.state_storage]` must be enabled).
+//!   file (`Fleet::resume`; `[runners.autoscaler.state_storage]` must be enabled).
 //! * At the end: the taskscaler shuts down (deleting instances with
 //!   `delete_instances_on_shutdown`), the plugin's `Shutdown` runs, the plugin process
 //!   is stopped.

@@ -155,7 +155,7 @@ pub struct JobContext {
     /// process groups are written there while they run.
     pub journal: Option<Arc<crate::journal::RunningJob>>,
     /// The process's tracer (`None`: tracing off): a span for the job and one for each
-    /// of its sections ([`telemetry`]).
+    /// of its sections (`telemetry`).
     pub telemetry: Option<gantry_telemetry::Telemetry>,
 }
 
@@ -405,7 +405,7 @@ pub async fn run_job(job: JobResponse, cx: JobContext) -> JobReport {
 }
 
 /// A job a runner process that died left running in a detached stage, taken over by
-/// this one ([`crate::executor::shell::detached`]).
+/// this one (`crate::executor::shell::detached`).
 #[derive(Debug, Clone)]
 pub struct Takeover {
     /// Where the job goes on.

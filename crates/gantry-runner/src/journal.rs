@@ -30,7 +30,7 @@
 //! Jobs of the shell, custom, Docker, instance and docker-autoscaler executors are
 //! *taken over* instead, when they can go on ([`takeover_point`], [`goes_on`]; applied by
 //! `Poller::take_over` in [`crate::poll`]):
-//! their script stages ran detached ([`crate::executor::shell::detached`]; the Docker executor's in
+//! their script stages ran detached (`crate::executor::shell::detached`; the Docker executor's in
 //! its build container, named in the record's [`DockerRecord`]; the instance executor's
 //! on its fleet instance, whose acquisition the record's [`InstanceRecord`] names; the
 //! docker-autoscaler executor's in its build container on its fleet instance, both
@@ -509,7 +509,7 @@ impl Journal {
     /// This process hands its jobs over to the next runner process: from now on the
     /// detached stages of its jobs are left running when they end or this process
     /// exits, watched no more (their jobs stay in their stage), for the next process to
-    /// take over ([`crate::executor::shell::detached`]).
+    /// take over (`crate::executor::shell::detached`).
     pub fn hand_over(&self) {
         self.hand_over.raised.store(true, Ordering::SeqCst);
         self.hand_over.notify.notify_waiters();
@@ -528,7 +528,7 @@ impl Journal {
 
     /// [`start`](Self::start), keeping what a restarted runner needs to take the job
     /// over: `job` beside the record, `resume` in it. Its script stages then run
-    /// detached ([`crate::executor::shell::detached`]).
+    /// detached (`crate::executor::shell::detached`).
     pub fn start_resumable(
         &self,
         url: &str,

@@ -245,7 +245,7 @@ impl PollHandle {
 
     /// SIGUSR2: hand the running jobs over to the next runner process (an upgrade, a
     /// restart) instead of waiting for them: take no new jobs, and stop as soon as
-    /// every running job is in a detached stage ([`crate::executor::shell::detached`]) — those
+    /// every running job is in a detached stage (`crate::executor::shell::detached`) — those
     /// are left running, for the next `gantry runner run` to take over. Jobs that
     /// cannot be handed over (other executors, other stages) are waited for first.
     pub fn hand_over(&self) {

@@ -3,15 +3,15 @@
 //! job's updates (`resources` in `PUT /jobs/:id`, see [`crate::job`]'s uplink).
 //!
 //! [`JobMeter`] holds one job's figures: what its finished stages used, plus the latest
-//! sample of each stage (or container) still running. Each stage gets a [`StageMeter`]
-//! from it; a sampler task ([`sample_every`]) feeds it every [`SAMPLE_INTERVAL`] while
+//! sample of each stage (or container) still running. Each stage gets a `StageMeter`
+//! from it; a sampler task (`sample_every`) feeds it every `SAMPLE_INTERVAL` while
 //! the stage runs, and the stage's last figure moves into the finished part when it ends.
 //!
 //! What each executor measures:
 //!
 //! | executor | while it runs | at its end |
 //! |---|---|---|
-//! | shell (and instance, over SSH) | the script's process tree in `/proc` ([`process_tree`]): `utime`/`stime` plus `cutime`/`cstime` (children it reaped), `read_bytes`/`write_bytes` of `/proc/PID/io`, memory as the larger of the biggest process's `VmHWM` and the tree's summed RSS | the shell's own figures read while it is a zombie (`waitid(WNOWAIT)`), so the CPU time and I/O of everything it waited for are exact; peak memory stays the sampled one |
+//! | shell (and instance, over SSH) | the script's process tree in `/proc` (`process_tree`): `utime`/`stime` plus `cutime`/`cstime` (children it reaped), `read_bytes`/`write_bytes` of `/proc/PID/io`, memory as the larger of the biggest process's `VmHWM` and the tree's summed RSS | the shell's own figures read while it is a zombie (`waitid(WNOWAIT)`), so the CPU time and I/O of everything it waited for are exact; peak memory stays the sampled one |
 //! | docker | the build container's stats from the Engine API, and each service container's (sampled from the first stage until cleanup, counted alongside the stages: CPU and I/O add up, peaks add up while both run) ([`crate::executor::docker`]): `cpu_stats.cpu_usage.usage_in_usermode`/`usage_in_kernelmode`, `memory_stats.max_usage` (cgroup v1) or the container's `memory.peak` (cgroup v2, when the runner can read it; else the highest `usage` sampled), `blkio_stats` read/write bytes | the last sample (a container's cgroup is gone once it stops, so the use of its last second can be missed) |
 //!
 //! Stages run detached (a runner with a job journal, for takeover) are measured the
@@ -20,7 +20,7 @@
 //! engine (no `memory.peak` file there: the highest sampled `usage`). Not measured (no
 //! figure sent): custom (the job runs wherever the driver sends it; the runner sees only
 //! the driver's processes). The instance executor takes the shell's measure on the
-//! instance: each sample runs [`process_tree::dump_command`] over the job's SSH session
+//! instance: each sample runs `process_tree::dump_command` over the job's SSH session
 //! (the stage shell's id is in its pid file there) and parses its output; its final
 //! figure is the last sample. A container stage shorter than its first sample's round trip may send no
 //! figure (the cgroup is gone once the container stops). Why no per-job cgroup for the
@@ -31,7 +31,7 @@
 //! what every Linux offers without privileges, `/proc`.
 //!
 //! Cost: one sample reads three small `/proc` files per process of the job (or makes one
-//! Engine API call per container) every [`SAMPLE_INTERVAL`], off the job's path; the
+//! Engine API call per container) every `SAMPLE_INTERVAL`, off the job's path; the
 //! uplink reads the meter (a mutex and a sum over the running stages) once per update
 //! interval.
 

@@ -162,7 +162,7 @@ impl Store {
 
     /// The artifacts of `job_ids` (by job, then in creation order): a job's
     /// dependencies' artifacts, O(dependencies) whatever the size of their pipelines
-    /// (one statement per [`JOBS_PER_STATEMENT`] jobs).
+    /// (one statement per `JOBS_PER_STATEMENT` jobs).
     pub async fn artifacts_of_jobs(&self, job_ids: &[i64]) -> Result<Vec<Artifact>> {
         let mut out = Vec::new();
         for chunk in job_ids.chunks(JOBS_PER_STATEMENT) {

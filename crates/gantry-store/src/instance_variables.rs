@@ -59,7 +59,7 @@ impl Store {
     }
 
     /// The instance variables whose stored value does not start with `prefix`:
-    /// `(key, value)` (see [`Store::project_variables_without_prefix`]).
+    /// `(key, value)` (see `Store::project_variables_without_prefix`).
     pub async fn instance_variables_without_prefix(
         &self,
         prefix: &str,

@@ -3,7 +3,7 @@
 //! One [`Store`] over sqlx's `Any` driver: the backend is chosen once, from the URL, in
 //! [`Backend::from_url`]; every query in this crate is portable SQL (positional `$N`
 //! parameters in increasing order — `?` on SQLite in the statements of many rows,
-//! [`Backend::batch_param`] — no dialect functions, integers as `BIGINT`), so
+//! `Backend::batch_param` — no dialect functions, integers as `BIGINT`), so
 //! PostgreSQL is a second migration folder (`migrations/postgres`, the same versions as
 //! `migrations/sqlite`), not a second implementation. The store's tests run against both.
 //!

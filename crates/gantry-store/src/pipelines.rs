@@ -182,7 +182,7 @@ impl Store {
     }
 
     /// The project's pipelines of one ref (`tag`: a tag, else a branch) older than
-    /// `before_id` and in a cancelable status ([`CANCELABLE`], `JobStatus::is_cancelable`),
+    /// `before_id` and in a cancelable status (`CANCELABLE`, `JobStatus::is_cancelable`),
     /// oldest first, child pipelines left out: what a new pipeline's auto-cancel looks at.
     /// By the partial index `pipelines_cancelable`: O(those pipelines), not O(the ref's
     /// history).

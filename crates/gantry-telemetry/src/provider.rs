@@ -9,7 +9,7 @@
 //! times, in whichever replica sees the end); [`Telemetry::start`] opens a live span
 //! ([`LiveSpan`]), ended when its work ends (sections, creation steps). The SDK takes a
 //! span's ids from its id generator only, so a recorded span's ids are handed to
-//! [`Ids`] through a thread-local just before the span is built on the same thread.
+//! `Ids` through a thread-local just before the span is built on the same thread.
 
 use std::cell::Cell;
 use std::collections::HashMap;

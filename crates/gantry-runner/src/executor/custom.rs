@@ -847,7 +847,7 @@ impl CustomExecutor {
     }
 
     /// Reattaches to the detached `run_exec` a runner process that died left running
-    /// (or ended meanwhile): see [`crate::executor::shell::detached`].
+    /// (or ended meanwhile): see `crate::executor::shell::detached`.
     pub async fn reattach(
         &self,
         stage: &crate::journal::DetachedStage,

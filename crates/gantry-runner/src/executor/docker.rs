@@ -27,11 +27,11 @@
 //!   is checked against `allowed_images` and fetched per the pull policies
 //!   ([`policy`]); with services, a network `gantry-<token>-<job>-<nonce>` is created
 //!   and each service is started on it with its aliases ([`names::service_aliases`])
-//!   and waited for ([`services`]); the job's build container joins it as `build`, as
+//!   and waited for (`services`); the job's build container joins it as `build`, as
 //!   with gitlab-runner's network per build, so services can reach the job.
 //! * `get_sources` (on the host): the checkout then gets the modes umask 0000 gives, as
 //!   gitlab-runner's helper makes it (files 666, directories and executables 777), so any
-//!   user of the image can write it ([`umask`]).
+//!   user of the image can write it (`umask`).
 //! * every stage (hooks, `step_script`, `after_script`): the job's build container,
 //!   made from the image for the first stage and started again for each later one (as
 //!   gitlab-runner reuses it: what `step_script` leaves in `/tmp` is there for
@@ -41,7 +41,7 @@
 //!   container's environment as well, so the image's entrypoint sees them (those that
 //!   hold the job token excepted: they would show in `docker inspect`). A timeout or
 //!   cancellation sends SIGTERM to every process of the container, then SIGKILL after
-//!   the grace period ([`job`]). Under `gantry runner run` (a job record kept) the
+//!   the grace period (`job`). Under `gantry runner run` (a job record kept) the
 //!   script stages run detached: their output and exit code go to files in the build
 //!   directory, so a runner killed or restarted leaves the container running and the
 //!   next runner process takes the job over in it (`job::detached`).

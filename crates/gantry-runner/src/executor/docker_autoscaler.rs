@@ -15,7 +15,7 @@
 //!   As with every executor, the runner fetches sources, restores and saves cache and
 //!   moves artifacts on this machine; the slot directory travels to the instance's
 //!   `$HOME/builds/<short token>/<concurrent id>` before the first stage and back
-//!   before the runner's next step that reads it ([`RemoteSlot`]), and is bind-mounted
+//!   before the runner's next step that reads it (`RemoteSlot`), and is bind-mounted
 //!   from there into the job's containers at `/builds`.
 //! * Stages, services, networks, volumes, pull policies, timeouts and cancellation are
 //!   the Docker executor's, on the instance's engine. An instance that disappears under
@@ -30,7 +30,7 @@
 //! names it ([`crate::journal::InstanceRecord`]), as for the instance executor; the
 //! script stages run detached in the build container as the Docker executor's do, their
 //! files in the build directory on the instance, followed over the session into copies
-//! beside the record (`crate::executor::docker`'s `job/detached.rs`, [`crate::executor::instance::follow`]).
+//! beside the record (`crate::executor::docker`'s `job/detached.rs`, `crate::executor::instance::follow`).
 //! A runner that died and starts again restores the acquisition from the state file,
 //! opens a new session and reaches the instance's engine through it, finds the job's
 //! containers by the record, and reattaches to the stage where the coordinator's log

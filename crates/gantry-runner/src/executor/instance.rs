@@ -27,14 +27,14 @@
 //! one per entry key); the request's `Reservation` becomes an `Acquisition` in
 //! `acquire.rs` (with the session, shared with docker-autoscaler), and the job is
 //! re-placed with `BuildDirs::on_instance` and the lifecycle's `Placer`
-//! ([`crate::executor::prepare`], as the custom executor's relocation is). `RemoteSlot` moves the slot directory (`to_instance` before a
+//! (`crate::executor::prepare`, as the custom executor's relocation is). `RemoteSlot` moves the slot directory (`to_instance` before a
 //! stage, `to_host` before the lifecycle's host work: sources after the pre hook, cache,
 //! artifacts, each `run:` step's outputs) and knows which copy is newer (`remote_current`).
 //! A stage starts with `echo $$ > <slot>.stage.pid`, so a timeout or cancel can signal its
 //! process group.
 //!
 //! **Takeover.** Under `gantry runner run` (a job record kept, [`crate::journal`]) the
-//! script stages run detached on the instance instead ([`detached`]), the acquisition is
+//! script stages run detached on the instance instead (`detached`), the acquisition is
 //! kept in the taskscaler's state file under the job's key
 //! ([`Acquisition::keep_as`]) and the record names it ([`crate::journal::InstanceRecord`]).
 //! A runner that died and starts again restores the acquisition from the state file

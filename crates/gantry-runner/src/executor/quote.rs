@@ -6,7 +6,7 @@
 /// single quotes, with each `'` written as `'\''`. Inside single quotes every byte is
 /// literal (newlines, `$`, `\`, escape sequences), in bash and in POSIX `sh`, so no
 /// other escaping is needed. The one byte a shell word cannot hold is NUL: it is
-/// dropped (callers that care warn first, see [`contains_nul`]).
+/// dropped (callers that care warn first, see `contains_nul`).
 pub fn quote(value: &str) -> String {
     let safe = !value.is_empty()
         && value.bytes().all(|b| {

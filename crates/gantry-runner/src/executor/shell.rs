@@ -4,8 +4,8 @@
 //! * The script ([`generate_script`]) exports every variable, `cd`s into the build
 //!   directory, echoes each command as `$ cmd` in bold green and stops at the first
 //!   failing command (`errexit` + `pipefail`, like gitlab-runner).
-//! * File-type variables are written to files by [`prepare_variables`] (the variable
-//!   holds the path) and removed by [`PreparedVariables::cleanup_file_variables`].
+//! * File-type variables are written to files by `prepare_variables` (the variable
+//!   holds the path) and removed by `PreparedVariables::cleanup_file_variables`.
 //! * Each stage runs in a new shell, alone in a new process group. On timeout or
 //!   cancellation the whole group gets SIGTERM, then SIGKILL after the grace period.
 //!   When a stage ends normally, background processes it left behind get the same
@@ -85,7 +85,7 @@ pub enum ShellError {
         #[source]
         source: std::io::Error,
     },
-    /// A detached stage cannot be watched ([`detached`]).
+    /// A detached stage cannot be watched (`detached`).
     #[error("{message}")]
     Detached {
         /// What went wrong.

@@ -164,7 +164,7 @@ pub struct Stage<'a> {
     pub echo: bool,
     /// Run detached from the runner process, as this place of the job, when the job's
     /// record lets a restarted runner take it over (the shell executor only; see
-    /// [`super::shell::detached`]).
+    /// `super::shell::detached`).
     pub detach: Option<&'a crate::journal::StagePlace>,
     /// The job's resource meter; `None`: not measured.
     pub meter: Option<&'a crate::resources::JobMeter>,

@@ -104,7 +104,7 @@ pub fn lost_job_message(system_id: &str, why: Option<&str>) -> String {
 }
 
 /// Kills the process groups of `record` still there (the same processes, or ones they
-/// left: see [`ProcessStamp::signal_group`]); returns how many were.
+/// left: see `ProcessStamp::signal_group`); returns how many were.
 pub fn kill_lost_groups(record: &JobRecord) -> usize {
     use nix::sys::signal::Signal;
     record

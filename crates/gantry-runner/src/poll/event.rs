@@ -136,7 +136,7 @@ pub enum PollEvent {
         result: Result<crate::journal::LostJobEnd, String>,
     },
     /// A job a runner process that died left running in a detached script stage, taken
-    /// over by this one ([`crate::executor::shell::detached`]).
+    /// over by this one (`crate::executor::shell::detached`).
     JobTakenOver {
         /// The entry.
         runner: String,

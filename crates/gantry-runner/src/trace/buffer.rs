@@ -399,7 +399,7 @@ impl TraceBuffer {
 
     /// Sends nothing past `end` until called again (`None`: everything may be sent).
     /// A detached stage holds its log back to the last point its job's record names
-    /// ([`crate::executor::shell::detached`]): whatever length the coordinator's log has when
+    /// (`crate::executor::shell::detached`): whatever length the coordinator's log has when
     /// the runner dies, the record then says which output it holds.
     pub fn send_until(&mut self, end: Option<u64>) {
         self.send_until = end;

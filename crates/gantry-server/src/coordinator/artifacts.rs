@@ -290,7 +290,7 @@ impl Artifacts {
     }
 
     /// One file of a job's zip archive (`GET /projects/:id/jobs/:job_id/artifacts/*path`),
-    /// decompressed into a staging file (at most [`MAX_ARTIFACT_FILE`] bytes) and
+    /// decompressed into a staging file (at most `MAX_ARTIFACT_FILE` bytes) and
     /// returned open with its length. `NotFound` when the archive has no such file.
     pub async fn artifact_file(
         &self,
@@ -609,7 +609,7 @@ impl Coordinator {
 
     /// The job of the latest successful pipeline job named `job` on `ref_name` (GitLab's
     /// `GET /projects/:id/jobs/artifacts/:ref_name/download?job=…`; the newest
-    /// [`super::downstream::MAX_CROSS_PROJECT_PIPELINES`] pipelines of the ref are searched).
+    /// `super::downstream::MAX_CROSS_PROJECT_PIPELINES` pipelines of the ref are searched).
     pub async fn latest_successful_job_id(
         &self,
         project_id: i64,

@@ -289,7 +289,7 @@ impl Environments<'_> {
 }
 
 impl Coordinator {
-    /// The environments service (see [`Environments`]).
+    /// The environments service (see `Environments`).
     pub fn environments(&self) -> Environments<'_> {
         Environments {
             store: &self.inner.store,

@@ -160,7 +160,7 @@ pub(crate) fn changed_paths(
 /// `rules:changes:compare_to` ([`gantry_pipeline::Loader::changed_since`]) for commit
 /// `sha` of `repo`: `compare_to` resolved in `repo`, else in the repositories of `also`
 /// (which must share their objects with `repo`), then the paths changed since the merge
-/// base ([`changed_paths`]). Blocking.
+/// base (`changed_paths`). Blocking.
 pub fn changes_since(
     repo: &Path,
     also: &[PathBuf],

@@ -91,7 +91,7 @@ impl Coordinator {
     /// - a keep-alive (`running`, `pending` or no state, nothing else to record) is one
     ///   statement whose condition is the token ([`gantry_store::Store::contact_job`]):
     ///   the acknowledgement above all. One that matches nothing (a wrong token, a job no
-    ///   longer executing, a contact within [`KEEP_ALIVE_RESOLUTION_MS`] of the last) is
+    ///   longer executing, a contact within `KEEP_ALIVE_RESOLUTION_MS` of the last) is
     ///   `None`.
     /// - a final update (`success`/`failed`) of a job this process handed out with this
     ///   token, whose log it knows complete, and that records nothing before its decision

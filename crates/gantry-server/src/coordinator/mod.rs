@@ -4,8 +4,8 @@
 //! here, at the edge, and passed into the processor.
 //!
 //! Every state change takes one path (the `Processing` service, `processing.rs`, over
-//! [`state`]): take the pipeline's
-//! [`PipelineState`](crate::processor::PipelineState) (this process's copy when its
+//! `state`): take the pipeline's
+//! [`PipelineState`] (this process's copy when its
 //! `lock_version` is the store's, else built from the rows), let the processor decide (an
 //! event, then a processing pass over what changed), and persist the jobs it changed with
 //! `store.apply` under the pipeline's optimistic lock, retrying when another writer got

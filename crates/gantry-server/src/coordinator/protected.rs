@@ -2,7 +2,7 @@
 //! sees them): a pipeline of a ref one of its project's patterns matches is protected. It
 //! then sees protected variables (project, group, instance), `CI_COMMIT_REF_PROTECTED` is
 //! `true`, and runners with `access_level = ref_protected` take its jobs. The decision is
-//! made once, when the pipeline is created ([`Settings::ref_protected`]), for every
+//! made once, when the pipeline is created (`Settings::ref_protected`), for every
 //! source: API, web, push, schedule, trigger, downstream.
 //!
 //! A pattern is a name, or has `*` wildcards that match any characters, `/` included

@@ -173,7 +173,7 @@ impl Coordinator {
     }
 
     /// The runner a job request's token belongs to: [`Coordinator::runner_by_token`],
-    /// through [`RunnerCache`].
+    /// through `RunnerCache`.
     pub async fn job_request_runner(
         &self,
         token: &str,
@@ -198,7 +198,7 @@ impl Coordinator {
     }
 
     /// How many times this coordinator read a job request's runner from the store (a
-    /// runner asking again within [`RUNNER_CACHE_TTL`] costs none).
+    /// runner asking again within `RUNNER_CACHE_TTL` costs none).
     pub fn runner_reads(&self) -> u64 {
         self.inner
             .runner_cache

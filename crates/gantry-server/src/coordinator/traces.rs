@@ -230,7 +230,7 @@ impl Coordinator {
 
 /// The job logs service: a log's bytes (its file, or the database's chunks when the
 /// blobs are shared) read back, made durable and archived. Owns the log files
-/// ([`super::trace_files`]) and the lengths archived before a job's final state; calls the
+/// (`super::trace_files`) and the lengths archived before a job's final state; calls the
 /// store and the blob store only. Reached through [`Coordinator::traces`]; appends, which
 /// may fail a job (`trace_size_exceeded`), stay on the coordinator and call it.
 #[derive(Clone)]

@@ -10,7 +10,7 @@
 //! Groups have variables too (`VariableOwner`; a group is a namespace of project names, its
 //! id in `group_ids`, no other row): a job sees the layers outer group, subgroups, then its
 //! project, the nearer owner winning. They and the instance's are read from the store once
-//! and kept, decrypted, in a [`SettingsCache`]: a job's payload does not read them again. A
+//! and kept, decrypted, in a `SettingsCache`: a job's payload does not read them again. A
 //! change through this coordinator (a variable of the instance, a group or a project; a group
 //! or project deleted) drops what is kept; a change through another replica is seen within
 //! [`SETTINGS_TTL`]. At creation they reach the pipeline through
@@ -198,7 +198,7 @@ fn maskable(value: &str) -> bool {
 
 /// The settings variables a job of a pipeline gets, in the order they are applied (a
 /// later one of the same key replaces an earlier one): `vars` are
-/// [`Settings::settings_variables`]; `environment` is the job's expanded environment
+/// `Settings::settings_variables`; `environment` is the job's expanded environment
 /// name, `None` without one; `protected` says whether the pipeline's ref is protected.
 /// Of one key, the nearest owner's wins, there the most specific scope (`scope_rank`).
 pub fn for_job<'a>(
@@ -414,7 +414,7 @@ impl Coordinator {
 
     /// The variables job `id` was created with, as its web page shows them (GitLab's job
     /// page): its own `variables:` as written (before expansion), then those it was
-    /// played with. Values are hidden per [`Coordinator::shown_variables`]. Cost: the job,
+    /// played with. Values are hidden per `Coordinator::shown_variables`. Cost: the job,
     /// its project and its settings variables (three queries).
     pub async fn job_variables_shown(
         &self,
@@ -435,7 +435,7 @@ impl Coordinator {
     }
 
     /// The variables pipeline `id` was created with, as its web page shows them (values
-    /// hidden per [`Coordinator::shown_variables`]).
+    /// hidden per `Coordinator::shown_variables`).
     pub async fn pipeline_variables_shown(
         &self,
         id: i64,

@@ -3,7 +3,7 @@
 //!
 //! No business logic here: handlers authenticate, decode, call one coordinator method
 //! and shape its answer (status code, GitLab's headers, JSON). Every failure is JSON
-//! ([`error`]); client mistakes are 4xx, and a panicking handler becomes a JSON `500`
+//! (`error`); client mistakes are 4xx, and a panicking handler becomes a JSON `500`
 //! instead of a dropped connection.
 //!
 //! Files: `runners.rs` (runner registration, verify, delete), `job_request.rs` (long

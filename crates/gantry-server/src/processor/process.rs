@@ -41,7 +41,7 @@ pub fn valid_prev(when: When, prev: Status, mode: Mode) -> bool {
 /// One full pass of the processing loop over every `created` job. Pure: the caller
 /// commits the result and persists it; [`PipelineState::advance`] does both the commit and
 /// the pass's end (the pipeline and stage statuses move), and visits only what changed
-/// since its last pass ([`process_changed`]), which decides exactly what this full pass
+/// since its last pass (`process_changed`), which decides exactly what this full pass
 /// would: processing the result of `advance` again with this function decides nothing.
 ///
 /// O(stages × jobs).
@@ -316,7 +316,7 @@ pub(crate) fn stage_order(
 }
 
 impl PipelineState {
-    /// Run one processing pass over what changed since the last one ([`process_changed`])
+    /// Run one processing pass over what changed since the last one (`process_changed`)
     /// and commit it, then move the pipeline status as GitLab's `update_pipeline!` does
     /// ([`super::next_pipeline_status`]); returns the job transitions to persist (the
     /// status is [`super::pipeline_status`]). O(what changed + stages²).

@@ -253,7 +253,7 @@ pub enum InvalidState {
 /// event costs work in proportion to the jobs it touches, not to the pipeline: jobs by
 /// position and current name, each job's dependents, each stage's processing order, and
 /// each stage's jobs counted by COMPOSITE key (stage and pipeline statuses in O(keys)).
-/// Every change of a job goes through [`PipelineState::modify`], which keeps the index
+/// Every change of a job goes through `PipelineState::modify`, which keeps the index
 /// current and journals the change: the next processing pass starts from the changed jobs
 /// ([`PipelineState::advance`]), and the coordinator persists only them
 /// ([`PipelineState::take_originals`]).
