@@ -43,16 +43,26 @@ pub(crate) fn cancelable_of_ref_sql() -> String {
     )
 }
 
-/// [`Store::latest_successful_job_of_ref`]'s statement. (`status || ''`: without statistics
-/// SQLite would rather walk `jobs_by_status` over every successful job of the instance.)
-pub(crate) const LATEST_SUCCESSFUL_JOB_OF_REF: &str = "SELECT id, pipeline_id FROM jobs WHERE pipeline_id IN (SELECT id FROM ( \
-         SELECT id FROM (SELECT id FROM pipelines WHERE project_id = $1 AND ref_name = $2 \
-             AND tag = 0 ORDER BY id DESC LIMIT $3) AS branch_pipelines \
-         UNION ALL \
-         SELECT id FROM (SELECT id FROM pipelines WHERE project_id = $1 AND ref_name = $2 \
-             AND tag = 1 ORDER BY id DESC LIMIT $3) AS tag_pipelines \
-     ) AS of_ref ORDER BY id DESC LIMIT $3) \
-     AND name = $4 AND status || '' = 'success' ORDER BY pipeline_id DESC, id DESC LIMIT 1";
+/// [`Store::latest_successful_job_of_ref`]'s statement: GitLab's `max_build_id_by` over
+/// `Ci::Build.latest.success` — by the partial index `jobs_latest_success`, newest first
+/// until one is of the ref.
+pub(crate) const LATEST_SUCCESSFUL_JOB_OF_REF: &str = "SELECT j.id, j.pipeline_id FROM jobs j \
+     JOIN pipelines p ON p.id = j.pipeline_id \
+     WHERE j.project_id = $1 AND p.ref_name = $2 AND j.name = $3 \
+     AND j.status = 'success' AND j.retried = 0 AND j.bridge = 0 \
+     ORDER BY j.id DESC LIMIT 1";
+
+/// [`Store::latest_artifacts_job_of_ref`]'s statement: the newest successful pipeline of the
+/// ref (not a child pipeline), then, in it and its child pipelines (parent first), the
+/// latest attempt named `$3` with an archive.
+pub(crate) const LATEST_ARTIFACTS_JOB_OF_REF: &str = "SELECT j.id FROM jobs j \
+     WHERE j.pipeline_id IN (SELECT f.id FROM pipelines f, \
+         (SELECT id FROM pipelines WHERE project_id = $1 AND ref_name = $2 AND status = 'success' \
+          AND source <> 'parent_pipeline' ORDER BY id DESC LIMIT 1) AS latest \
+         WHERE f.id = latest.id OR f.root_id = latest.id) \
+     AND j.name = $3 AND j.retried = 0 \
+     AND EXISTS (SELECT 1 FROM artifacts a WHERE a.job_id = j.id AND a.file_type = 'archive') \
+     ORDER BY j.pipeline_id, j.id DESC LIMIT 1";
 
 impl Store {
     /// The project's next pipeline `iid` (its `pipeline_counter`, moved on), taken before
@@ -203,27 +213,44 @@ impl Store {
         rows.iter().map(Pipeline::from_row).collect()
     }
 
-    /// `(job id, pipeline id)` of the newest successful job named `job` in the newest
-    /// `pipelines` pipelines of the project's ref `ref_name` (a branch or a tag of that
-    /// name): `needs:project`'s job and the artifacts download by ref. One statement, by
-    /// the indexes `pipelines_by_ref` and `jobs_by_pipeline`: O(`pipelines` × their jobs)
-    /// at most, whatever the ref's history.
+    /// `(job id, pipeline id)` of the newest successful job named `job` (its latest
+    /// attempt, not a trigger job) of any pipeline of the project's ref `ref_name` (a branch
+    /// or a tag of that name): `needs:project`'s job, as GitLab's
+    /// `BuildDependencies#cross_project` finds it. One statement, by `jobs_latest_success`:
+    /// O(the project's successful `job`s newer than the ref's newest one).
     pub async fn latest_successful_job_of_ref(
         &self,
         project_id: i64,
         ref_name: &str,
         job: &str,
-        pipelines: usize,
     ) -> Result<Option<(i64, i64)>> {
-        let limit = i64::try_from(pipelines).unwrap_or(i64::MAX);
         let row = sqlx::query(LATEST_SUCCESSFUL_JOB_OF_REF)
             .bind(project_id)
             .bind(ref_name)
-            .bind(limit)
             .bind(job)
             .fetch_optional(&self.pool)
             .await?;
         Ok(row.map(|r| (r.get(0), r.get(1))))
+    }
+
+    /// The job whose archive `GET /projects/:id/jobs/artifacts/:ref/download?job=` serves:
+    /// in the newest successful pipeline of the ref (a child pipeline is never one) or its
+    /// child pipelines, the latest attempt named `job` that has an archive — GitLab's
+    /// `latest_successful_build_for_ref`. One statement: the ref's newest pipelines by
+    /// `pipelines_by_ref` until a successful one, that family's jobs by `jobs_by_pipeline`.
+    pub async fn latest_artifacts_job_of_ref(
+        &self,
+        project_id: i64,
+        ref_name: &str,
+        job: &str,
+    ) -> Result<Option<i64>> {
+        let row = sqlx::query(LATEST_ARTIFACTS_JOB_OF_REF)
+            .bind(project_id)
+            .bind(ref_name)
+            .bind(job)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.map(|r| r.get(0)))
     }
 
     /// One page of a project's pipelines, newest first (`ref_name` and `status` when

@@ -2618,9 +2618,10 @@ async fn a_run_store_starts_from_a_template_of_the_migrated_database() {
 }
 
 /// What a new pipeline's auto-cancel reads (its ref's older pipelines in a cancelable
-/// status, no child pipeline) and `needs:project`'s job (the newest successful one among
-/// the ref's newest pipelines, branch or tag), each by an index and one statement: the
-/// same answers beside ten times a usual history, 1,000 finished pipelines of the ref.
+/// status, no child pipeline), `needs:project`'s job (the newest successful latest attempt
+/// of the ref, branch or tag) and the artifacts by ref (in the ref's newest successful
+/// pipeline and its children), each by an index and one statement: GitLab's answers beside
+/// ten times a usual history, 1,000 finished pipelines of the ref.
 async fn the_pipelines_of_a_ref_are_found_without_reading_its_history(db: Db) {
     let (_d, s) = open(db).await;
     let a = s.create_project(&project("a"), 1).await.expect("a");
@@ -2694,27 +2695,88 @@ async fn the_pipelines_of_a_ref_are_found_without_reading_its_history(db: Db) {
         .await;
     assert_eq!(tags.expect("tag").len(), 1);
 
-    // The newest pipelines hold no successful `build`: the last of the history's has one,
-    // its second attempt.
+    // `needs:project`: the newest successful `build` of any pipeline of the ref — the
+    // second attempt in the last of the history (its pipeline failed; newer ones have none).
     let retried = &last_jobs[2];
-    let found = s.latest_successful_job_of_ref(a.id, "main", "build", 100);
-    assert_eq!(found.await.expect("found"), Some((retried.id, last.id)));
-    // Not within the ref's newest seven (six new ones and the tag's).
-    let not_found = s.latest_successful_job_of_ref(a.id, "main", "build", 7);
-    assert_eq!(not_found.await.expect("not found"), None);
-    let within = s.latest_successful_job_of_ref(a.id, "main", "build", 8);
-    assert_eq!(within.await.expect("found"), Some((retried.id, last.id)));
-    // A tag of the same name whose newest pipeline succeeded wins: it is newer.
-    let tagged_jobs = [job("build", "success")];
-    let tagged = create(&s, &of("main", true, "success"), &tagged_jobs, 2006).await;
-    let (tagged, tagged_jobs) = tagged.expect("tagged");
-    let found = s.latest_successful_job_of_ref(a.id, "main", "build", 7);
+    let found = s.latest_successful_job_of_ref(a.id, "main", "build").await;
+    assert_eq!(found.expect("found"), Some((retried.id, last.id)));
+    let elsewhere = s.latest_successful_job_of_ref(a.id, "other", "build").await;
+    assert_eq!(elsewhere.expect("other"), None);
+    let in_b = s.latest_successful_job_of_ref(b.id, "main", "build").await;
+    assert_eq!(in_b.expect("b"), None);
+    // Retried, it is no longer the job (GitLab's `latest` scope): the next newest is.
+    let retry = PipelineChange {
+        status: st("failed"),
+        jobs: vec![JobUpdate {
+            id: retried.id,
+            status: st("success"),
+            retried: true,
+            ..JobUpdate::default()
+        }],
+        ..PipelineChange::default()
+    };
+    s.apply(last.id, last.lock_version, &retry, 2500)
+        .await
+        .expect("retried");
+    let (older, older_jobs) = &history[998];
+    let found = s.latest_successful_job_of_ref(a.id, "main", "build").await;
+    assert_eq!(found.expect("found"), Some((older_jobs[0].id, older.id)));
+
+    // The artifacts by ref: in the newest *successful pipeline* (the history's 999th), the
+    // `build` with an archive, or nothing; a child pipeline of it is searched after it and is
+    // never the newest successful pipeline itself.
+    let archive = |job_id: i64| NewArtifact {
+        job_id,
+        file_type: "archive".into(),
+        file_format: "zip".into(),
+        filename: "artifacts.zip".into(),
+        size: 10,
+        sha256: "ab".into(),
+        blob_key: format!("artifacts/{job_id}/archive"),
+        expire_at: None,
+    };
+    let latest_archive = async |job: &str| {
+        s.latest_artifacts_job_of_ref(a.id, "main", job)
+            .await
+            .expect("latest archive")
+    };
+    s.put_artifact(&archive(retried.id), 3000)
+        .await
+        .expect("put");
+    assert_eq!(latest_archive("build").await, None, "its pipeline failed");
+    let (successful, successful_jobs) = &history[998];
+    s.put_artifact(&archive(successful_jobs[0].id), 3001)
+        .await
+        .expect("put");
+    assert_eq!(latest_archive("build").await, Some(successful_jobs[0].id));
+    let child = NewPipeline {
+        parent_job_id: Some(successful_jobs[0].id),
+        source: "parent_pipeline".into(),
+        ..of("main", false, "success")
+    };
+    let child_jobs = [job("build", "success"), job("pack", "success")];
+    let (_, child_jobs) = create(&s, &child, &child_jobs, 3002).await.expect("child");
+    for j in &child_jobs {
+        s.put_artifact(&archive(j.id), 3003).await.expect("put");
+    }
     assert_eq!(
-        found.await.expect("tag"),
-        Some((tagged_jobs[0].id, tagged.id))
+        latest_archive("build").await,
+        Some(successful_jobs[0].id),
+        "parent first"
     );
-    let other = s.latest_successful_job_of_ref(b.id, "main", "build", 100);
-    assert_eq!(other.await.expect("b"), None);
+    assert_eq!(latest_archive("pack").await, Some(child_jobs[1].id));
+    assert_eq!(latest_archive("test").await, None, "no archive");
+    assert!(successful.id < last.id);
+    // A newer successful pipeline (a tag of the same name counts) without an archive of
+    // `build`: nothing, as on GitLab; with one, that one.
+    let tagged_jobs = [job("build", "success")];
+    let tagged = create(&s, &of("main", true, "success"), &tagged_jobs, 3004).await;
+    let (_, tagged_jobs) = tagged.expect("tagged");
+    assert_eq!(latest_archive("build").await, None);
+    s.put_artifact(&archive(tagged_jobs[0].id), 3005)
+        .await
+        .expect("put");
+    assert_eq!(latest_archive("build").await, Some(tagged_jobs[0].id));
 }
 
 /// GitLab's "keep artifacts from the most recent successful jobs" (migration 0015): a

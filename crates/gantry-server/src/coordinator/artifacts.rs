@@ -607,18 +607,19 @@ impl Coordinator {
             .is_ok_and(|deps| deps.iter().any(|(id, _, _)| *id == target)))
     }
 
-    /// The job of the latest successful pipeline job named `job` on `ref_name` (GitLab's
-    /// `GET /projects/:id/jobs/artifacts/:ref_name/download?job=…`; the newest
-    /// `super::downstream::MAX_CROSS_PROJECT_PIPELINES` pipelines of the ref are searched).
+    /// The job whose archive GitLab's `GET /projects/:id/jobs/artifacts/:ref_name/download?job=…`
+    /// serves: the one named `job` with an archive in the ref's latest successful pipeline
+    /// or its child pipelines ([`gantry_store::Store::latest_artifacts_job_of_ref`]).
     pub async fn latest_successful_job_id(
         &self,
         project_id: i64,
         ref_name: &str,
         job: &str,
     ) -> std::result::Result<i64, CoordinatorError> {
-        self.latest_successful_job(project_id, ref_name, job)
+        self.inner
+            .store
+            .latest_artifacts_job_of_ref(project_id, ref_name, job)
             .await?
-            .map(|(job_id, _)| job_id)
             .ok_or(CoordinatorError::NotFound("job"))
     }
 }

@@ -55,9 +55,6 @@ pub const MAX_CHILD_DEPTH: usize = 2;
 /// too large` limit).
 pub const MAX_HIERARCHY_SIZE: usize = 1000;
 
-/// `needs:project` looks for its job in at most this many of the newest pipelines of the
-/// ref.
-pub const MAX_CROSS_PROJECT_PIPELINES: usize = 100;
 /// Largest artifacts archive an `include:artifact` is read from (GitLab's
 /// `ArtifactFileReader::MAX_ARCHIVE_SIZE`).
 pub const MAX_ARTIFACT_ARCHIVE: u64 = 5 * 1024 * 1024;
@@ -541,9 +538,9 @@ impl Coordinator {
     /// sent down) must be another pipeline of the job's hierarchy, and its latest attempt
     /// of `job` is a dependency (artifacts and dotenv variables) when `artifacts` is true.
     /// `needs:project` (GitLab's `BuildDependencies#cross_project`): the latest successful
-    /// job named `job` on `ref` of the named project (its newest
-    /// [`MAX_CROSS_PROJECT_PIPELINES`] pipelines of that ref are searched), when that
-    /// project's CI/CD job token allowlist lets this job's project in.
+    /// job named `job` on `ref` of the named project (its latest attempt, in any pipeline of
+    /// that ref, as GitLab's `max_build_id_by`), when that project's CI/CD job token
+    /// allowlist lets this job's project in.
     /// `(job id, name, pipeline id)` of each; the inner `Err` is a need that names no such
     /// job (the job fails `missing_dependency_failure`).
     pub(crate) async fn cross_pipeline_dependencies(
@@ -661,9 +658,9 @@ impl Coordinator {
         Ok(Ok(out))
     }
 
-    /// `(job id, pipeline id)` of the newest successful job named `job` in the project's
-    /// pipelines of `ref_name` (newest pipeline first, at most
-    /// [`MAX_CROSS_PROJECT_PIPELINES`] of them).
+    /// `(job id, pipeline id)` of the newest successful job named `job` (its latest
+    /// attempt) of the project's pipelines of `ref_name`
+    /// ([`gantry_store::Store::latest_successful_job_of_ref`]).
     pub(crate) async fn latest_successful_job(
         &self,
         project_id: i64,
@@ -673,7 +670,7 @@ impl Coordinator {
         Ok(self
             .inner
             .store
-            .latest_successful_job_of_ref(project_id, ref_name, job, MAX_CROSS_PROJECT_PIPELINES)
+            .latest_successful_job_of_ref(project_id, ref_name, job)
             .await?)
     }
 

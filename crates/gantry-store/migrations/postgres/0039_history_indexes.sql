@@ -13,3 +13,9 @@ CREATE INDEX pipelines_unfinished ON pipelines (id)
 CREATE INDEX jobs_by_runner ON jobs (runner_id, id) WHERE runner_id IS NOT NULL;
 -- The jobs of an environment being deleted.
 CREATE INDEX jobs_by_environment ON jobs (environment_id) WHERE environment_id IS NOT NULL;
+-- `needs:project`'s job: a project's latest successful attempts by name, newest first
+-- (`Store::latest_successful_job_of_ref`; GitLab's `index_ci_builds_on_project_id_and_name_and_ref`
+-- without the ref, which is the pipeline's here).
+CREATE INDEX jobs_latest_success ON jobs (project_id, name, id) WHERE status = 'success' AND retried = 0;
+-- A root pipeline's child pipelines of the same project (`Store::latest_artifacts_job_of_ref`).
+CREATE INDEX pipelines_by_root ON pipelines (root_id) WHERE root_id IS NOT NULL;
