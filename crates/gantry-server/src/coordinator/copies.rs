@@ -17,7 +17,7 @@ use std::collections::{HashMap, HashSet};
 use super::state::{self, Loaded};
 
 /// Most job rows of active pipelines kept decided in memory (about 2 KiB each with their
-/// index; the specs are shared with [`Runtime::specs`]). Past it the copies are dropped
+/// index; the specs are shared with `Processing`'s parsed specs). Past it the copies are dropped
 /// and read again on their next decision.
 const MAX_ACTIVE_JOBS: usize = 200_000;
 

@@ -41,10 +41,11 @@ use gantry_pipeline::{ArtifactError, PipelineInputs, Source};
 use crate::processor::{Event, FailureReason, Status};
 
 use super::Coordinator;
+use super::creation::{ChildConfig, Creation};
 use super::error::{CoordinatorError, Result};
 use super::job_token_scope::JobTokenUse;
 use super::payload::{creation_variables, dependency_rows};
-use super::pipelines::{ChildConfig, Creation, full_path};
+use super::pipelines::full_path;
 use super::spec::StoredSpec;
 use super::time::now_ms;
 
@@ -462,7 +463,11 @@ impl Coordinator {
         job_id: i64,
         m: &gantry_pipeline::Job,
     ) -> Result<HashMap<String, String>> {
-        let mut predefined = self.pipeline_info(project, pipeline).await.predefined();
+        let mut predefined = self
+            .facts()
+            .pipeline_info(self.sources(), self.settings(), project, pipeline)
+            .await
+            .predefined();
         let base = format!("{}/{}", self.external_url(), full_path(&project.name));
         predefined.insert("CI_PIPELINE_ID".into(), pipeline.id.to_string());
         predefined.insert(

@@ -178,24 +178,6 @@ impl Coordinator {
         Ok(path)
     }
 
-    /// The id of group `path` (kept in memory once read; given on first sight).
-    pub(crate) async fn group_id(&self, path: &str) -> std::result::Result<i64, CoordinatorError> {
-        if let Some(id) = self.runtime().group_ids.get(path) {
-            return Ok(*id);
-        }
-        let ids = self
-            .inner
-            .store
-            .group_ids(&[path.to_owned()], now_ms())
-            .await?;
-        let id = ids
-            .first()
-            .map(|(_, id)| *id)
-            .ok_or(CoordinatorError::NotFound("group"))?;
-        self.runtime().group_ids.insert(path.to_owned(), id);
-        Ok(id)
-    }
-
     fn group_view(
         &self,
         path: &str,

@@ -137,7 +137,7 @@ impl Coordinator {
                 },
             )
             .await?;
-        self.forget_project_row(project_id);
+        self.facts().forget_project(project_id);
         Ok(())
     }
 

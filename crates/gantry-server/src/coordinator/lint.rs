@@ -13,9 +13,9 @@ use serde::Serialize;
 
 use gantry_pipeline::{Compiled, Options, Source};
 
+use super::creation::{ChildConfig, ChildFiles};
 use super::error::CoordinatorError;
 use super::git::{CommitInfo, ResolvedRef};
-use super::pipelines::{ChildConfig, ChildFiles};
 use super::{Coordinator, git::CommitLoader};
 
 /// What to check.
@@ -140,7 +140,8 @@ impl Coordinator {
         let mut scope = self
             .compile_scope(&project, &r, commit, protected, Source::Push, None, None)
             .await?;
-        self.complete_info(&mut scope.info, &project, None, None)
+        self.facts()
+            .complete_info(&mut scope.info, &project, None, None)
             .await;
         let config_path = project.ci_config_path.clone();
         let files = ChildFiles {

@@ -38,17 +38,15 @@
 
 use std::path::Path;
 
-use gantry_pipeline::{
-    ExternalPullRequestInfo, MergeRequestDiff, MergeRequestEventType, MergeRequestInfo,
-    PipelineInfo, PipelineInputs, Source,
-};
+use gantry_pipeline::{MergeRequestEventType, PipelineInputs, Source};
 use gantry_store::{MergeRequest, MergeRequestLink, NewMergeRequest};
 use serde::Serialize;
 
 use super::Coordinator;
+use super::creation::{Creation, JobSelection};
 use super::error::CoordinatorError;
 use super::git::{ResolvedRef, changed_paths, git};
-use super::pipelines::{Creation, JobSelection, full_path, is_local_path};
+use super::pipelines::{full_path, is_local_path};
 use super::time::{iso8601, now_ms};
 use super::views::PipelineView;
 
@@ -120,7 +118,7 @@ pub struct MergeRequestReferences {
     pub full: String,
 }
 
-fn event_type(link: &MergeRequestLink) -> MergeRequestEventType {
+pub(super) fn event_type(link: &MergeRequestLink) -> MergeRequestEventType {
     match link.event_type.as_str() {
         "merged_result" => MergeRequestEventType::MergedResult,
         "merge_train" => MergeRequestEventType::MergeTrain,
@@ -130,7 +128,7 @@ fn event_type(link: &MergeRequestLink) -> MergeRequestEventType {
 
 /// Whether a forge's request is a pull request (GitHub, Gitea/Forgejo): GitLab's
 /// `external_pull_request` variables apply.
-fn is_pull_request(forge: &str) -> bool {
+pub(super) fn is_pull_request(forge: &str) -> bool {
     matches!(forge, "github" | "gitea")
 }
 
@@ -148,7 +146,7 @@ impl Coordinator {
         }
         let saved = store.upsert_merge_request(&m, now_ms()).await?;
         // Its pipelines' predefined variables (title, labels, open merge requests).
-        self.runtime().merge_request_facts.clear();
+        self.facts().forget_merge_requests();
         Ok(saved)
     }
 
@@ -461,79 +459,6 @@ impl Coordinator {
                     m.iid
                 ),
             }
-        }
-    }
-
-    /// Completes `info` with its merge request, when the pipeline has one (its ref name
-    /// becomes the source branch's), and the open merge requests from its branch
-    /// (`CI_OPEN_MERGE_REQUESTS`). A fact that cannot be read is left out.
-    pub(crate) async fn complete_merge_request_info(
-        &self,
-        info: &mut PipelineInfo,
-        project: &gantry_store::Project,
-        merge_request: Option<(&MergeRequestLink, &MergeRequest)>,
-    ) {
-        let full = full_path(&project.name);
-        if let Some((link, m)) = merge_request {
-            let protected = |branch: &str| ResolvedRef {
-                name: branch.to_owned(),
-                tag: false,
-                sha: String::new(),
-            };
-            let source_protected = self
-                .settings()
-                .ref_protected(project.id, &protected(&m.source_branch))
-                .await
-                .unwrap_or(false);
-            let target_protected = self
-                .settings()
-                .ref_protected(project.id, &protected(&m.target_branch))
-                .await
-                .unwrap_or(false);
-            let event = event_type(link);
-            let merged = event != MergeRequestEventType::Detached;
-            info.ref_name = m.source_branch.clone();
-            info.is_tag = false;
-            info.merge_request = Some(MergeRequestInfo {
-                id: u64::try_from(m.id).unwrap_or(0),
-                iid: u64::try_from(m.iid).unwrap_or(0),
-                title: m.title.clone(),
-                description: m.description.clone(),
-                source_branch: m.source_branch.clone(),
-                target_branch: m.target_branch.clone(),
-                source_branch_protected: source_protected,
-                target_branch_protected: target_protected,
-                event_type: event,
-                source_sha: merged.then(|| link.source_sha.clone()),
-                target_sha: merged.then(|| link.target_sha.clone()),
-                diff: link.base_sha.clone().map(|base_sha| MergeRequestDiff {
-                    id: u64::try_from(m.id).unwrap_or(0),
-                    base_sha,
-                }),
-                labels: m.labels.clone(),
-                assignees: Vec::new(),
-                milestone: None,
-                squash_on_merge: false,
-                draft: m.draft,
-                external: is_pull_request(&m.forge).then(|| ExternalPullRequestInfo {
-                    iid: u64::try_from(m.iid).unwrap_or(0),
-                    source_repository: m.source_repository.clone(),
-                    target_repository: m.target_repository.clone(),
-                    source_sha: link.source_sha.clone(),
-                    target_sha: link.target_sha.clone(),
-                }),
-            });
-        }
-        if info.is_tag {
-            return;
-        }
-        if let Ok(open) = self
-            .inner
-            .store
-            .open_merge_requests_from(project.id, &info.ref_name, MAX_OPEN_MERGE_REQUESTS_REFS)
-            .await
-        {
-            info.open_merge_requests = open.iter().map(|m| format!("{full}!{}", m.iid)).collect();
         }
     }
 }

@@ -569,7 +569,7 @@ impl Coordinator {
         status: crate::processor::Status,
         finished_ms: i64,
     ) {
-        let project = self.project_name(pipeline.project_id);
+        let project = self.facts().project_name(pipeline.project_id);
         let name = if project.is_empty() {
             pipeline.project_id.to_string()
         } else {
@@ -596,7 +596,7 @@ impl Coordinator {
         let busy = busy.min(online);
         let mut runs: HashMap<(String, &'static str), i64> = HashMap::new();
         for (project_id, status, count) in store.active_pipeline_counts().await? {
-            let name = match self.project_row(project_id).await {
+            let name = match self.facts().project(project_id).await {
                 Ok(p) => full_path(&p.name),
                 Err(_) => project_id.to_string(),
             };

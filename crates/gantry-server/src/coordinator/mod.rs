@@ -18,13 +18,16 @@
 //! Services that own their state, reached through the coordinator: `settings.rs`
 //! ([`Settings`]: CI/CD variables, protected refs, encryption at rest;
 //! [`Coordinator::settings`]), `sources.rs` ([`Sources`]: mirrors, commit facts,
-//! include sources; [`Coordinator::sources`]), `processing.rs` (pipeline locks, copies,
-//! parsed specs, the decision loop), `queue.rs`, `executing.rs`, `traces.rs`,
-//! `artifacts.rs`, `schedules.rs`, `triggers.rs`, `environments.rs` (see ARCHITECTURE.md).
-//! Each calls the store (and git) only; the coordinator wires one to another.
+//! include sources; [`Coordinator::sources`]), `facts.rs` (`Facts`: the project, group
+//! and pipeline rows kept, a pipeline's predefined facts), `processing.rs` (pipeline
+//! locks, copies, parsed specs, the decision loop), `queue.rs`, `executing.rs`,
+//! `traces.rs`, `artifacts.rs`, `schedules.rs`, `triggers.rs`, `environments.rs` (see
+//! ARCHITECTURE.md). Each calls the store (and git) only, or a service its caller passes;
+//! the coordinator wires one to another.
 //!
-//! Files: `pipelines.rs` (create, cancel, retry, play), `queue.rs` (job selection, long
-//! polling), `payload.rs` (the §3.5 job payload: a read step, then the pure
+//! Files: `creation.rs` (a pipeline's creation: read, compile, the pure
+//! `creation/plan.rs`, store and wire), `pipelines.rs` (projects; cancel, retry, play),
+//! `queue.rs` (job selection, long polling), `payload.rs` (the §3.5 job payload: a read step, then the pure
 //! `payload/assemble.rs`), `jobs.rs` (updates), `traces.rs` (job
 //! logs, with `trace_files.rs`), `artifacts.rs` (+ `blob.rs`), `runners.rs`, `timers.rs`
 //! (tick, resume), `git.rs`, `views.rs` (what callers get), `spec.rs` (what a job row
@@ -37,11 +40,13 @@ mod codequality;
 mod copies;
 mod coverage;
 pub mod coverage_reports;
+mod creation;
 mod downstream;
 mod environment;
 mod environments;
 mod error;
 mod executing;
+mod facts;
 mod forge_hooks;
 mod git;
 mod groups;
@@ -87,7 +92,6 @@ pub mod variables;
 mod views;
 mod waiters;
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -105,6 +109,7 @@ pub use artifacts::{
 };
 pub use blob::{BlobStore, LocalDir};
 pub use codequality::{CodequalityReport, CodequalitySummary, Degradation};
+pub use creation::{JobSelection, MAX_DEPLOYMENTS_PER_PIPELINE, PipelineRequest};
 pub use environment::JobEnvironment;
 pub use environments::{
     AUTO_STOP_BATCH, DeploymentRequest, DeploymentView, EnvironmentBasic, EnvironmentRequest,
@@ -133,10 +138,7 @@ pub use metrics::CONTENT_TYPE as METRICS_CONTENT_TYPE;
 pub use object_blob::ObjectBlobs;
 pub use pages::{PagesAnswer, PagesDeploymentView, PagesSettings};
 pub use pending::PendingReason;
-pub use pipelines::{
-    DefaultBranch, JobSelection, MAX_DEPLOYMENTS_PER_PIPELINE, PipelineRequest, ProjectRequest,
-    ProjectSettings,
-};
+pub use pipelines::{DefaultBranch, ProjectRequest, ProjectSettings};
 pub use pushes::{PUSH_PIPELINE_LIMIT, PushedRef};
 pub use queue::RequestInfo;
 pub use releases::ReleaseView;
@@ -381,7 +383,12 @@ struct Inner {
     push_locks: Vec<tokio::sync::Mutex<()>>,
     /// A pass over the due pipeline schedules is under way (`timers.rs`).
     schedules_running: std::sync::atomic::AtomicBool,
-    runtime: Mutex<Runtime>,
+    /// Thresholds of the timers (`timers.rs`).
+    watchdog: Mutex<Watchdog>,
+    /// Project, group and pipeline rows kept, predefined facts (`facts.rs`).
+    facts: facts::Facts,
+    /// What dependency resolution needs of a pipeline's rows (`payload.rs`).
+    dep_rows: facts::Kept<i64, Arc<payload::DepRows>>,
     /// Pipeline locks, copies, parsed specs: the decision path (`processing.rs`).
     processing: processing::Processing,
     /// What this process remembers of executing jobs: tokens, graceful cancel (`executing.rs`).
@@ -393,44 +400,6 @@ struct Inner {
     /// The runners of recent job requests (`runners.rs`).
     runner_cache: runners::RunnerCache,
 }
-
-/// In-memory facts the store has no column for (lost on restart, with safe defaults).
-#[derive(Default)]
-struct Runtime {
-    /// Group paths → their ids (ids never change once given).
-    group_ids: HashMap<String, i64>,
-    /// Project rows, read again after [`CACHE_TTL`] (a change of settings is seen at once
-    /// by the process that made it, by other replicas within [`CACHE_TTL`]).
-    projects: HashMap<i64, (std::time::Instant, gantry_store::Project)>,
-    /// Pipeline rows for job payloads: what a payload reads of them (ref, commit,
-    /// variables, …) never changes; their status and times are not to be trusted.
-    pipelines: HashMap<i64, (std::time::Instant, Arc<gantry_store::Pipeline>)>,
-    /// What dependency resolution needs of a pipeline's rows; dropped when the pipeline
-    /// gets new rows, read again after [`CACHE_TTL`].
-    dep_rows: HashMap<i64, (std::time::Instant, Arc<payload::DepRows>)>,
-    /// What each pipeline's predefined variables take from merge requests; cleared
-    /// when a merge request changes, read again after [`CACHE_TTL`].
-    merge_request_facts: HashMap<i64, (std::time::Instant, Arc<payload::MergeRequestFacts>)>,
-    watchdog: Watchdog,
-}
-
-impl Runtime {
-    fn keep_merge_request_facts(
-        &mut self,
-        pipeline_id: i64,
-        facts: Arc<payload::MergeRequestFacts>,
-    ) {
-        if self.merge_request_facts.len() >= MAX_CACHED {
-            self.merge_request_facts.clear();
-        }
-        self.merge_request_facts
-            .insert(pipeline_id, (std::time::Instant::now(), facts));
-    }
-}
-
-/// Longest a cached row is trusted (rows other processes may change).
-const CACHE_TTL: Duration = Duration::from_secs(60);
-const MAX_CACHED: usize = 10_000;
 
 fn stripe(id: i64) -> usize {
     usize::try_from(id.rem_euclid(STRIPES as i64)).unwrap_or(0)
@@ -494,13 +463,15 @@ impl Coordinator {
                 ),
                 queue: queue::Queue::new(store.clone()),
                 processing: processing::Processing::new(store.clone()),
+                facts: facts::Facts::new(store.clone(), &cfg),
                 store,
                 cfg,
                 blobs,
                 opened: std::time::Instant::now(),
                 push_locks: (0..STRIPES).map(|_| tokio::sync::Mutex::new(())).collect(),
                 schedules_running: std::sync::atomic::AtomicBool::new(false),
-                runtime: Mutex::new(Runtime::default()),
+                watchdog: Mutex::new(Watchdog::default()),
+                dep_rows: facts::Kept::default(),
                 executing: Mutex::new(executing::Executing::default()),
                 metrics,
                 oidc_key: tokio::sync::OnceCell::new(),
@@ -522,7 +493,25 @@ impl Coordinator {
     /// Thresholds of the timers ([`Coordinator::tick`]): job timeouts' grace, stuck jobs,
     /// stale schedules.
     pub fn set_watchdog(&self, watchdog: Watchdog) {
-        self.runtime().watchdog = watchdog;
+        *self
+            .inner
+            .watchdog
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = watchdog;
+    }
+
+    /// The timers' thresholds.
+    fn watchdog(&self) -> Watchdog {
+        *self
+            .inner
+            .watchdog
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The pipeline facts service (`facts.rs`).
+    pub(crate) fn facts(&self) -> &facts::Facts {
+        &self.inner.facts
     }
 
     fn executing(&self) -> MutexGuard<'_, executing::Executing> {
@@ -534,13 +523,6 @@ impl Coordinator {
 
     fn copies(&self) -> MutexGuard<'_, copies::Copies> {
         self.processing().copies()
-    }
-
-    fn runtime(&self) -> MutexGuard<'_, Runtime> {
-        self.inner
-            .runtime
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     pub(crate) fn external_url(&self) -> &str {
@@ -594,74 +576,15 @@ impl Coordinator {
         self.queue().extension_reads()
     }
 
-    /// The project's name as job matching reads it ([`gantry_store::QueuedJob::project_name`])
-    /// when this process has its row cached; empty otherwise (waking then treats group
-    /// runners as fitting).
-    fn project_name(&self, id: i64) -> String {
-        self.runtime()
-            .projects
-            .get(&id)
-            .map(|(_, p)| p.name.clone())
-            .unwrap_or_default()
-    }
-
-    /// This process's cached row of a project that changed.
-    fn forget_project_row(&self, id: i64) {
-        self.runtime().projects.remove(&id);
-    }
-
-    /// A project row, cached.
-    async fn project_row(&self, id: i64) -> Result<gantry_store::Project> {
-        if let Some((at, p)) = self.runtime().projects.get(&id) {
-            if at.elapsed() < CACHE_TTL {
-                return Ok(p.clone());
-            }
-        }
-        let p = self.inner.store.project(id).await?;
-        let mut rt = self.runtime();
-        if rt.projects.len() >= MAX_CACHED {
-            rt.projects.clear();
-        }
-        rt.projects
-            .insert(id, (std::time::Instant::now(), p.clone()));
-        Ok(p)
-    }
-
-    /// A pipeline row for a job payload, cached (see `Runtime::pipelines`: only its
-    /// fixed facts are current).
-    async fn pipeline_facts(&self, id: i64) -> Result<Arc<gantry_store::Pipeline>> {
-        if let Some((at, p)) = self.runtime().pipelines.get(&id) {
-            if at.elapsed() < CACHE_TTL {
-                return Ok(Arc::clone(p));
-            }
-        }
-        let p = Arc::new(self.inner.store.pipeline(id).await?);
-        let mut rt = self.runtime();
-        if rt.pipelines.len() >= MAX_CACHED {
-            rt.pipelines.clear();
-        }
-        rt.pipelines
-            .insert(id, (std::time::Instant::now(), Arc::clone(&p)));
-        Ok(p)
-    }
-
     /// The dependency facts of a pipeline's rows, cached.
     async fn dep_rows(&self, pipeline_id: i64) -> Result<Arc<payload::DepRows>> {
-        let fresh = |coordinator: &Self| {
-            coordinator
-                .runtime()
-                .dep_rows
-                .get(&pipeline_id)
-                .filter(|(at, _)| at.elapsed() < CACHE_TTL)
-                .map(|(_, rows)| Arc::clone(rows))
-        };
-        if let Some(rows) = fresh(self) {
+        if let Some(rows) = self.inner.dep_rows.get(&pipeline_id) {
             return Ok(rows);
         }
         // One reader per pipeline: the requests of a burst wait for it instead of each
         // reading every row.
         let _reading = self.processing().lock(pipeline_id).await;
-        if let Some(rows) = fresh(self) {
+        if let Some(rows) = self.inner.dep_rows.get(&pipeline_id) {
             return Ok(rows);
         }
         let (rows, specs) = self.rows_with_specs(pipeline_id).await?;
@@ -671,12 +594,7 @@ impl Coordinator {
                 .map(|(row, spec)| payload::DepRow::new(row, spec))
                 .collect(),
         ));
-        let mut rt = self.runtime();
-        if rt.dep_rows.len() >= MAX_CACHED {
-            rt.dep_rows.clear();
-        }
-        rt.dep_rows
-            .insert(pipeline_id, (std::time::Instant::now(), Arc::clone(&rows)));
+        self.inner.dep_rows.keep(pipeline_id, Arc::clone(&rows));
         Ok(rows)
     }
 
@@ -776,7 +694,7 @@ impl Coordinator {
             return Ok((decided.out, decided.again, None));
         };
         if stored.new_rows {
-            self.runtime().dep_rows.remove(&pipeline_id);
+            self.inner.dep_rows.forget(&pipeline_id);
         }
         self.spawn_triggers(stored.bridges);
         if stored.sync_parent {
@@ -856,7 +774,7 @@ impl processing::Surroundings for Coordinator {
     }
 
     fn project_name(&self, project_id: i64) -> String {
-        Coordinator::project_name(self, project_id)
+        self.facts().project_name(project_id)
     }
 
     fn observe(&self, loaded: &Loaded, change: &gantry_store::PipelineChange, now_ms: i64) {

@@ -110,11 +110,8 @@ pub(crate) fn expand_pages(
 
 impl Coordinator {
     /// The Pages base URL: `CoordinatorConfig::pages_url`, else `<external URL>/-/pages`.
-    pub(crate) fn pages_base(&self) -> String {
-        match &self.inner.cfg.pages_url {
-            Some(u) => u.trim_end_matches('/').to_owned(),
-            None => format!("{}/-/pages", self.external_url()),
-        }
+    pub(crate) fn pages_base(&self) -> &str {
+        self.facts().pages_base()
     }
 
     /// The host Pages requests arrive for when `pages_url` names a domain of its own
@@ -135,35 +132,6 @@ impl Coordinator {
         } else {
             "/-/pages"
         }
-    }
-
-    /// The URLs of project `name`'s site (or its `prefix` deployment).
-    /// `CI_PAGES_DOMAIN`, `CI_PAGES_HOSTNAME` and `CI_PAGES_URL` of a project (no
-    /// prefix), as `rules:` see them at creation.
-    pub(crate) fn pages_predefined(&self, project_name: &str) -> Vec<(String, String)> {
-        let urls = self.pages_urls(project_name, None);
-        vec![
-            ("CI_PAGES_DOMAIN".to_owned(), urls.domain.clone()),
-            ("CI_PAGES_HOSTNAME".to_owned(), urls.domain),
-            ("CI_PAGES_URL".to_owned(), urls.url),
-        ]
-    }
-
-    pub(crate) fn pages_urls(&self, project_name: &str, prefix: Option<&str>) -> PagesUrls {
-        let base = self.pages_base();
-        let full = super::pipelines::full_path(project_name);
-        let url = match prefix.filter(|p| !p.is_empty()) {
-            Some(p) => format!("{base}/{full}/{p}"),
-            None => format!("{base}/{full}"),
-        };
-        let domain = base
-            .split_once("://")
-            .map_or(base.as_str(), |(_, rest)| rest)
-            .split('/')
-            .next()
-            .unwrap_or_default()
-            .to_owned();
-        PagesUrls { url, domain }
     }
 
     /// After job `job_id` succeeded: deploy its site when it is a Pages job. A refused
@@ -370,7 +338,12 @@ impl Coordinator {
                 let prefix = Some(d.path_prefix.clone()).filter(|p| !p.is_empty());
                 PagesDeploymentView {
                     created_at: super::time::iso8601(d.created_at),
-                    url: format!("{}/", self.pages_urls(&project.name, prefix.as_deref()).url),
+                    url: format!(
+                        "{}/",
+                        self.facts()
+                            .pages_urls(&project.name, prefix.as_deref())
+                            .url
+                    ),
                     path_prefix: prefix,
                     // The deployment's zip holds the publish folder's files at its root.
                     root_directory: None,
@@ -378,7 +351,7 @@ impl Coordinator {
             })
             .collect();
         Ok(PagesSettings {
-            url: format!("{}/", self.pages_urls(&project.name, None).url),
+            url: format!("{}/", self.facts().pages_urls(&project.name, None).url),
             deployments,
             is_unique_domain_enabled: false,
             force_https: self.pages_base().starts_with("https://"),

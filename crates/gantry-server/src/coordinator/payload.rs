@@ -29,8 +29,8 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+use gantry_pipeline::PipelineInfo;
 use gantry_pipeline::expand::{Unknown, expand_nested, ref_slug};
-use gantry_pipeline::{PipelineInfo, Source};
 use gantry_protocol::payload::executor_opts::{DockerExecutorOptions, ImageUser};
 use gantry_protocol::{
     ArtifactFormat, ArtifactType, ExecutorOptions, Image, JobArtifact, JobResponse, JobVariable,
@@ -42,8 +42,6 @@ use crate::processor::FailureReason;
 
 use super::Coordinator;
 use super::error::Result;
-use super::git::{CommitInfo, ResolvedRef};
-use super::pipelines::project_path;
 use super::spec::StoredSpec;
 use super::views::Runner;
 
@@ -508,37 +506,6 @@ impl DepRows {
     }
 }
 
-/// What a pipeline's predefined variables take from merge requests (two reads of the
-/// store): the merge request it runs for, with the ref name and kind that gives it, and
-/// the open merge requests from its branch. The same for every job of the pipeline, so
-/// kept per pipeline (`Runtime::merge_request_facts`) until a merge request of this
-/// process changes, or [`super::CACHE_TTL`] for another replica's change.
-pub(crate) struct MergeRequestFacts {
-    ref_name: String,
-    is_tag: bool,
-    merge_request: Option<gantry_pipeline::MergeRequestInfo>,
-    open_merge_requests: Vec<String>,
-}
-
-impl MergeRequestFacts {
-    fn of(info: &PipelineInfo) -> Self {
-        Self {
-            ref_name: info.ref_name.clone(),
-            is_tag: info.is_tag,
-            merge_request: info.merge_request.clone(),
-            open_merge_requests: info.open_merge_requests.clone(),
-        }
-    }
-
-    fn apply_to(&self, info: &mut PipelineInfo) {
-        info.ref_name.clone_from(&self.ref_name);
-        info.is_tag = self.is_tag;
-        info.merge_request.clone_from(&self.merge_request);
-        info.open_merge_requests
-            .clone_from(&self.open_merge_requests);
-    }
-}
-
 /// The jobs whose artifacts (and dotenv variables) this job receives (`ci-yaml.md` §5.8):
 /// none with `dependencies: []`; the needed jobs with `artifacts: true` for a DAG job,
 /// else every job of earlier stages; narrowed to `dependencies` when listed. Current
@@ -573,149 +540,6 @@ pub(crate) fn dependency_rows<'a>(
 }
 
 impl Coordinator {
-    /// The predefined variables a pipeline was compiled with (§6.7 "P" and "L").
-    pub(crate) async fn pipeline_info(
-        &self,
-        project: &gantry_store::Project,
-        pipeline: &gantry_store::Pipeline,
-    ) -> PipelineInfo {
-        let r = ResolvedRef {
-            name: pipeline.ref_name.clone(),
-            tag: pipeline.tag,
-            sha: pipeline.sha.clone(),
-        };
-        let commit = self.sources().commit_facts(project.id, &r).await;
-        let mut info = self.predefined_info(
-            project,
-            &r,
-            commit,
-            pipeline.protected,
-            Source::parse(&pipeline.source).unwrap_or(Source::Api),
-            Some(pipeline.before_sha.clone()),
-            u64::try_from(pipeline.iid).unwrap_or(1),
-        );
-        self.complete_info(
-            &mut info,
-            project,
-            pipeline.parent_job_id,
-            pipeline.schedule_id,
-        )
-        .await;
-        let kept = self
-            .runtime()
-            .merge_request_facts
-            .get(&pipeline.id)
-            .filter(|(at, _)| at.elapsed() < super::CACHE_TTL)
-            .map(|(_, facts)| Arc::clone(facts));
-        match kept {
-            Some(facts) => facts.apply_to(&mut info),
-            None => {
-                let merge_request = self
-                    .inner
-                    .store
-                    .pipeline_merge_request(pipeline.id)
-                    .await
-                    .ok()
-                    .flatten();
-                self.complete_merge_request_info(
-                    &mut info,
-                    project,
-                    merge_request.as_ref().map(|(link, m)| (link, m)),
-                )
-                .await;
-                self.runtime()
-                    .keep_merge_request_facts(pipeline.id, Arc::new(MergeRequestFacts::of(&info)));
-            }
-        }
-        info
-    }
-
-    /// The facts of `info` that need the store: the project's group id, and where the
-    /// pipeline comes from — the trigger job of a downstream pipeline (`CI_UPSTREAM_*`),
-    /// the schedule of a scheduled one (`CI_PIPELINE_SCHEDULE_DESCRIPTION`; none once
-    /// the schedule is deleted). A fact that cannot be read is left out.
-    pub(crate) async fn complete_info(
-        &self,
-        info: &mut PipelineInfo,
-        project: &gantry_store::Project,
-        parent_job_id: Option<i64>,
-        schedule_id: Option<i64>,
-    ) {
-        let (namespace, _) = project_path(&project.name);
-        if let Some(id) = self
-            .group_id(&namespace)
-            .await
-            .ok()
-            .and_then(|id| u64::try_from(id).ok())
-        {
-            info.namespace_id = id;
-        }
-        let store = &self.inner.store;
-        if let Some(job_id) = parent_job_id {
-            if let Ok(job) = store.job(job_id).await {
-                let id = |n: i64| u64::try_from(n).unwrap_or(0);
-                info.upstream = Some(gantry_pipeline::Upstream {
-                    pipeline_id: id(job.pipeline_id),
-                    project_id: id(job.project_id),
-                    job_id: id(job.id),
-                });
-            }
-        }
-        if let Some(schedule_id) = schedule_id {
-            if let Ok(schedule) = store.pipeline_schedule(project.id, schedule_id).await {
-                info.schedule_description = Some(schedule.description);
-            }
-        }
-    }
-
-    /// The facts a pipeline of `project` at `r` is compiled and run with (its predefined
-    /// variables): one place for pipeline creation, the CI lint, and the payloads of the
-    /// pipeline's jobs.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn predefined_info(
-        &self,
-        project: &gantry_store::Project,
-        r: &ResolvedRef,
-        commit: CommitInfo,
-        protected: bool,
-        source: Source,
-        before_sha: Option<String>,
-        iid: u64,
-    ) -> PipelineInfo {
-        let (namespace, path) = project_path(&project.name);
-        PipelineInfo {
-            ref_name: r.name.clone(),
-            is_tag: r.tag,
-            source,
-            sha: r.sha.clone(),
-            before_sha,
-            default_branch: project.default_branch.clone(),
-            ref_protected: protected,
-            commit_message: commit.message,
-            commit_author: commit.author,
-            commit_timestamp: commit.timestamp,
-            tag_message: commit.tag_message,
-            project_name: path,
-            project_namespace: namespace,
-            project_id: u64::try_from(project.id).unwrap_or(0),
-            server_url: self.external_url().to_owned(),
-            config_path: project.ci_config_path.clone(),
-            user_login: self.inner.cfg.user.login.clone(),
-            user_name: self.inner.cfg.user.name.clone(),
-            user_email: self.inner.cfg.user.email.clone(),
-            user_id: self.inner.cfg.user.id,
-            pipeline_iid: iid,
-            // From the store: `complete_merge_request_info`.
-            merge_request: None,
-            // From the store: `complete_info`.
-            namespace_id: 0,
-            schedule_description: None,
-            upstream: None,
-            registry: self.inner.cfg.registry.clone(),
-            open_merge_requests: Vec::new(),
-        }
-    }
-
     /// The payload of a job just assigned to `runner`: what it is made of is read
     /// ([`Coordinator::payload_facts`]), then put together without I/O
     /// ([`assemble::assemble`]). The inner `Err` says why the job cannot start.
@@ -753,7 +577,7 @@ impl Coordinator {
             return Ok(());
         }
         let pipeline = self.inner.store.pipeline(job.pipeline_id).await?;
-        let project = self.project_row(job.project_id).await?;
+        let project = self.facts().project(job.project_id).await?;
         let runner = match job.runner_id {
             Some(id) => self.inner.store.runner(id).await.ok(),
             None => None,
@@ -874,12 +698,15 @@ impl Coordinator {
         };
         Ok(Ok(PayloadFacts {
             external_url: self.external_url().to_owned(),
-            pages: self.pages_urls(
+            pages: self.facts().pages_urls(
                 &project.name,
                 m.pages.as_ref().and_then(|p| p.path_prefix.as_deref()),
             ),
             traceparent: self.job_traceparent(pipeline, job.id),
-            info: self.pipeline_info(project, pipeline).await,
+            info: self
+                .facts()
+                .pipeline_info(self.sources(), self.settings(), project, pipeline)
+                .await,
             dependencies,
             pipeline_variables: self.settings().pipeline_variables(pipeline)?,
             environment,

@@ -301,7 +301,7 @@ impl Coordinator {
         let Some((first, _)) = waiting.first() else {
             return Ok(Vec::new());
         };
-        let project = self.project_row(first.project_id).await?;
+        let project = self.facts().project(first.project_id).await?;
         let pool = self.runner_pool().await?;
         Ok(waiting
             .into_iter()

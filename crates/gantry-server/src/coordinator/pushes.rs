@@ -33,9 +33,10 @@ use gantry_pipeline::{PipelineInputs, Source};
 use gantry_store::{RefChange, StoreError};
 use serde::Serialize;
 
+use super::creation::{Creation, PushFacts};
 use super::error::{CoordinatorError, Result};
 use super::git::{Mirror, changed_paths, list_refs};
-use super::pipelines::{Creation, PushFacts, is_local_path};
+use super::pipelines::is_local_path;
 use super::time::now_ms;
 use super::{Coordinator, stripe};
 
@@ -348,7 +349,7 @@ mod tests {
 
     #[test]
     fn skip_ci_is_gitlabs_pattern() {
-        use super::super::pipelines::skips_ci;
+        use super::super::creation::skips_ci;
         for yes in [
             "fix [skip ci]",
             "[ci skip] docs",

@@ -631,7 +631,7 @@ impl Coordinator {
             if spec.is_bridge() {
                 continue;
             }
-            let project = self.project_row(job.project_id).await?;
+            let project = self.facts().project(job.project_id).await?;
             let timeout = effective_timeout(
                 spec.job.timeout,
                 u64::try_from(project.timeout_secs).unwrap_or(3600),
@@ -681,7 +681,7 @@ impl Coordinator {
             if pipeline_status != crate::processor::Status::Running {
                 self.refresh_running(job.pipeline_id, now).await?;
             }
-            let pipeline = self.pipeline_facts(job.pipeline_id).await?;
+            let pipeline = self.facts().pipeline(job.pipeline_id).await?;
             // What `assign_job` wrote.
             job.status = crate::processor::Status::Running;
             job.runner_id = Some(runner.id);

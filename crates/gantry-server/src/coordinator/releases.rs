@@ -164,7 +164,10 @@ impl Coordinator {
             .project(job.project_id)
             .await
             .map_err(CoordinatorError::from)?;
-        let info = self.pipeline_info(&project, &pipeline).await;
+        let info = self
+            .facts()
+            .pipeline_info(self.sources(), self.settings(), &project, &pipeline)
+            .await;
         let values = self
             .settings()
             .pipeline_variables(&pipeline)

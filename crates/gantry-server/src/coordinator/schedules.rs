@@ -26,8 +26,8 @@ use gantry_pipeline::{PipelineInputs, Source};
 use gantry_store::{PipelineSchedule, ScheduleRun, StoreError};
 use serde::Serialize;
 
+use super::creation::Creation;
 use super::error::Result;
-use super::pipelines::Creation;
 use super::settings::Settings;
 use super::sources::Sources;
 use super::state::{file_variable_keys, parse_variables, pipeline_variables_json};

@@ -94,7 +94,7 @@ impl Coordinator {
 
     /// What every span of the pipeline says about it.
     fn pipeline_attributes(&self, pipeline: &Pipeline) -> Vec<KeyValue> {
-        let project = self.project_name(pipeline.project_id);
+        let project = self.facts().project_name(pipeline.project_id);
         let base = self.external_url().trim_end_matches('/');
         let mut attributes = vec![
             KeyValue::new(n::PIPELINE_RUN_ID, pipeline.id.to_string()),
@@ -204,7 +204,7 @@ impl Coordinator {
         }
         let common = self.pipeline_attributes(&loaded.pipeline);
         let base = self.external_url().trim_end_matches('/').to_owned();
-        let path = full_path(&self.project_name(loaded.pipeline.project_id));
+        let path = full_path(&self.facts().project_name(loaded.pipeline.project_id));
         for (update, row) in ended {
             let reason = update.failure_reason.as_deref();
             let result = result_of(update.status.as_str(), reason).unwrap_or("failure");
@@ -311,7 +311,8 @@ impl Coordinator {
     ) {
         let reason = pipeline.failure_reason.as_deref();
         let result = result_of(status.as_str(), reason).unwrap_or("failure");
-        let name = name.unwrap_or_else(|| full_path(&self.project_name(pipeline.project_id)));
+        let name =
+            name.unwrap_or_else(|| full_path(&self.facts().project_name(pipeline.project_id)));
         let mut attributes = self.pipeline_attributes(pipeline);
         attributes.extend([
             KeyValue::new(n::PIPELINE_NAME, name.clone()),

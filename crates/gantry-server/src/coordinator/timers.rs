@@ -35,7 +35,7 @@ impl Coordinator {
     /// canceled), jobs pending for a day fail likewise, schedules missed by an hour fail
     /// `stale_schedule` (thresholds: [`Coordinator::set_watchdog`]).
     pub async fn tick(&self, now_ms: i64) -> std::result::Result<(), CoordinatorError> {
-        let watchdog = self.runtime().watchdog;
+        let watchdog = self.watchdog();
         let now = to_ts(now_ms);
         // Jobs queued by another process (whose wakes do not reach this one), or left by
         // a lost wake: the oldest waiter of each group looks once a second.

@@ -15,8 +15,8 @@
 
 use gantry_pipeline::Source;
 
+use super::creation::PipelineRequest;
 use super::error::Result;
-use super::pipelines::PipelineRequest;
 use super::time::now_ms;
 use super::token;
 use super::views::{PipelineView, TriggerView};
