@@ -247,7 +247,7 @@ impl Coordinator {
         let project_url = format!(
             "{}/{}",
             self.external_url(),
-            super::pipelines::full_path(&project.name)
+            super::projects::full_path(&project.name)
         );
         let now = now_ms();
         let artifacts = store.pipeline_artifacts(pipeline_id).await?;

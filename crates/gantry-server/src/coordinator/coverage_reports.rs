@@ -278,7 +278,7 @@ impl Coordinator {
         let store = &self.inner.store;
         let pipeline = store.pipeline(pipeline_id).await?;
         let project = store.project(pipeline.project_id).await?;
-        let project_path = super::pipelines::full_path(&project.name);
+        let project_path = super::projects::full_path(&project.name);
         let now = now_ms();
         let artifacts = store.pipeline_artifacts(pipeline_id).await?;
         let mut jobs = store.pipeline_jobs_without_spec(pipeline_id).await?;

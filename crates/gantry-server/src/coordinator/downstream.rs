@@ -45,7 +45,7 @@ use super::creation::{ChildConfig, Creation};
 use super::error::{CoordinatorError, Result};
 use super::job_token_scope::JobTokenUse;
 use super::payload::{creation_variables, dependency_rows};
-use super::pipelines::full_path;
+use super::projects::full_path;
 use super::spec::StoredSpec;
 use super::time::now_ms;
 

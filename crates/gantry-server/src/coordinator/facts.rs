@@ -32,7 +32,7 @@ use super::error::{CoordinatorError, Result};
 use super::git::{CommitInfo, ResolvedRef};
 use super::merge_requests::{MAX_OPEN_MERGE_REQUESTS_REFS, event_type, is_pull_request};
 use super::pages::PagesUrls;
-use super::pipelines::{full_path, project_path};
+use super::projects::{full_path, project_path};
 use super::settings::Settings;
 use super::sources::Sources;
 use super::time::now_ms;

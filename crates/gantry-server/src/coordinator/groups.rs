@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use super::Coordinator;
 use super::error::CoordinatorError;
-use super::pipelines::full_path;
+use super::projects::full_path;
 use super::time::now_ms;
 
 /// A group, shaped like GitLab's `GET /groups/:id` (the fields Gantry has).

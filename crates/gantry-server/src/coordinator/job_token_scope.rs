@@ -37,7 +37,7 @@ use serde::Serialize;
 
 use super::Coordinator;
 use super::error::{CoordinatorError, Result};
-use super::pipelines::full_path;
+use super::projects::full_path;
 use super::time::now_ms;
 use super::views::Project;
 

@@ -46,7 +46,7 @@ use super::Coordinator;
 use super::creation::{Creation, JobSelection};
 use super::error::CoordinatorError;
 use super::git::{ResolvedRef, changed_paths, git};
-use super::pipelines::{full_path, is_local_path};
+use super::projects::{full_path, is_local_path};
 use super::time::{iso8601, now_ms};
 use super::views::PipelineView;
 

@@ -57,7 +57,7 @@ use prometheus_client::registry::{Registry, Unit};
 
 use super::Coordinator;
 use super::error::CoordinatorError;
-use super::pipelines::full_path;
+use super::projects::full_path;
 use super::state::Loaded;
 use super::time::now_ms;
 use crate::processor::Status;

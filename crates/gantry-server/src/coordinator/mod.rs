@@ -26,12 +26,12 @@
 //! the coordinator wires one to another.
 //!
 //! Files: `creation.rs` (a pipeline's creation: read, compile, the pure
-//! `creation/plan.rs`, store and wire), `pipelines.rs` (projects; cancel, retry, play),
-//! `queue.rs` (job selection, long polling), `payload.rs` (the §3.5 job payload: a read step, then the pure
-//! `payload/assemble.rs`), `jobs.rs` (updates), `traces.rs` (job
-//! logs, with `trace_files.rs`), `artifacts.rs` (+ `blob.rs`), `runners.rs`, `timers.rs`
-//! (tick, resume), `git.rs`, `views.rs` (what callers get), `spec.rs` (what a job row
-//! stores).
+//! `creation/plan.rs`, store and wire), `projects.rs`, `pipelines.rs` (views; cancel,
+//! retry, play), `queue.rs` (job selection, long polling), `payload.rs` (the §3.5 job
+//! payload: a read step, then the pure `payload/assemble.rs`), `jobs.rs` (updates),
+//! `traces.rs` (job logs, with `trace_files.rs`), `artifacts.rs` (+ `blob.rs`),
+//! `runners.rs`, `timers.rs` (tick, resume), `git.rs`, `views.rs` (what callers get),
+//! `spec.rs` (what a job row stores).
 
 mod access_tokens;
 mod artifacts;
@@ -66,6 +66,7 @@ mod payload;
 mod pending;
 mod pipelines;
 mod processing;
+mod projects;
 pub mod protected;
 mod pushes;
 mod queue;
@@ -138,7 +139,7 @@ pub use metrics::CONTENT_TYPE as METRICS_CONTENT_TYPE;
 pub use object_blob::ObjectBlobs;
 pub use pages::{PagesAnswer, PagesDeploymentView, PagesSettings};
 pub use pending::PendingReason;
-pub use pipelines::{DefaultBranch, ProjectRequest, ProjectSettings};
+pub use projects::{DefaultBranch, ProjectRequest, ProjectSettings};
 pub use pushes::{PUSH_PIPELINE_LIMIT, PushedRef};
 pub use queue::RequestInfo;
 pub use releases::ReleaseView;

@@ -36,7 +36,7 @@ use serde::Serialize;
 use super::creation::{Creation, PushFacts};
 use super::error::{CoordinatorError, Result};
 use super::git::{Mirror, changed_paths, list_refs};
-use super::pipelines::is_local_path;
+use super::projects::is_local_path;
 use super::time::now_ms;
 use super::{Coordinator, stripe};
 

@@ -1032,7 +1032,7 @@ pub(crate) fn runner_serves(runner: &Runner, project_id: i64, project_name: &str
         && runner
             .groups
             .first()
-            .is_none_or(|group| super::pipelines::under_group(project_name, &group.full_path))
+            .is_none_or(|group| super::projects::under_group(project_name, &group.full_path))
 }
 
 pub(crate) fn runner_fit(runner: &Runner, job: &JobNeeds<'_>) -> Fit {

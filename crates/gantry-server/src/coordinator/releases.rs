@@ -224,7 +224,7 @@ impl Coordinator {
             _ => Vec::new(),
         };
         let base = self.external_url().to_owned();
-        let full = super::pipelines::full_path(&project.name);
+        let full = super::projects::full_path(&project.name);
         let links: Vec<ReleaseLink> = config
             .pointer("/assets/links")
             .and_then(serde_json::Value::as_array)
@@ -296,7 +296,7 @@ impl Coordinator {
 
     fn release_view(&self, project: &gantry_store::Project, r: &Release) -> ReleaseView {
         let base = self.external_url();
-        let full = super::pipelines::full_path(&project.name);
+        let full = super::projects::full_path(&project.name);
         let links: Vec<ReleaseLink> = serde_json::from_str(&r.links).unwrap_or_default();
         let user = &self.inner.cfg.user;
         ReleaseView {

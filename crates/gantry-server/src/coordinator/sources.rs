@@ -22,7 +22,7 @@ use gantry_store::Store;
 use super::error::Result;
 use super::git::{CommitInfo, Mirror, ResolvedRef};
 use super::includes::{IncludeCache, IncludeSources, ProjectRepo, RemoteFetches, UrlRewrite};
-use super::pipelines::{full_path, is_local_path};
+use super::projects::{full_path, is_local_path};
 use super::{Coordinator, STRIPES, stripe};
 
 /// The most commits whose facts are kept.

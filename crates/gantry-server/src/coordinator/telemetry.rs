@@ -34,7 +34,7 @@ use gantry_telemetry::names::{self as n, result_of, status_of, task_type};
 use gantry_telemetry::{KeyValue, PipelineTrace, Recorded, SpanId, SpanKind, Status, Telemetry};
 
 use super::Coordinator;
-use super::pipelines::{full_path, project_path};
+use super::projects::{full_path, project_path};
 use super::state::Loaded;
 use crate::processor::Status as JobStatus;
 

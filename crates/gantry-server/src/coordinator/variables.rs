@@ -610,7 +610,7 @@ impl Settings {
 /// The groups a project is in, outermost first: `acme/platform/widget` →
 /// `acme`, `acme/platform`; a name without `/` is in the default namespace.
 pub fn group_paths(project_name: &str) -> Vec<String> {
-    let (namespace, _) = super::pipelines::project_path(project_name);
+    let (namespace, _) = super::projects::project_path(project_name);
     let mut out = Vec::new();
     let mut end = 0;
     for segment in namespace.split('/') {

@@ -17,7 +17,7 @@ use crate::processor::FailureReason;
 
 use super::super::environment::{self, JobEnvironment};
 use super::super::error::Result;
-use super::super::pipelines::{full_path, project_path};
+use super::super::projects::{full_path, project_path};
 use super::super::variables::PipelineVariables;
 use super::super::{id_tokens, instance_variables, job_inputs, job_secrets, variables};
 use super::{
