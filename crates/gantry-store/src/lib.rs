@@ -613,6 +613,7 @@ mod tests {
         for step in [
             "SEARCH j USING INDEX jobs_by_pipeline (pipeline_id=?)",
             "SEARCH f USING COVERING INDEX pipelines_by_root (root_id=?)",
+            "SEARCH pipelines USING INDEX pipelines_success_by_ref (project_id=? AND ref_name=?)",
         ] {
             assert!(archive.contains(step), "{archive}");
         }
