@@ -180,17 +180,6 @@ impl Store {
             .ok_or(StoreError::NotFound("pipeline"))?
     }
 
-    pub async fn pipelines(&self, project_id: i64) -> Result<Vec<Pipeline>> {
-        let rows = sqlx::query(&format!(
-            "SELECT {} FROM pipelines WHERE project_id = $1 ORDER BY id DESC",
-            Pipeline::COLUMNS
-        ))
-        .bind(project_id)
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(Pipeline::from_row).collect()
-    }
-
     /// The project's pipelines of one ref (`tag`: a tag, else a branch) older than
     /// `before_id` and in a cancelable status (`CANCELABLE`, `JobStatus::is_cancelable`),
     /// oldest first, child pipelines left out: what a new pipeline's auto-cancel looks at.

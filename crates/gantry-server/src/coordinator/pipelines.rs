@@ -18,6 +18,9 @@ use super::views::{
     Artifact, ArtifactsFile, JobPipeline, JobProgress, JobView, PipelineView, ResourcesView,
 };
 
+/// The most rows one page of a list holds (GitLab's `per_page` bound).
+const MAX_PAGE: i64 = 100;
+
 impl Coordinator {
     pub(crate) async fn pipeline_view(&self, p: &gantry_store::Pipeline) -> Result<PipelineView> {
         // Cached: a page of a project's pipelines reads its project once.
@@ -74,17 +77,17 @@ impl Coordinator {
         self.pipeline_view(&p).await
     }
 
-    /// A project's pipelines, newest first.
+    /// A project's newest pipelines, newest first: the first page of
+    /// [`Coordinator::pipelines_page`], at most 100 (GitLab's largest `per_page`).
     pub async fn pipelines(
         &self,
         project_id: i64,
     ) -> std::result::Result<Vec<PipelineView>, CoordinatorError> {
-        self.inner.store.project(project_id).await?;
-        let mut out = Vec::new();
-        for p in self.inner.store.pipelines(project_id).await? {
-            out.push(self.pipeline_view(&p).await?);
-        }
-        Ok(out)
+        let filter = gantry_store::PipelineFilter::default();
+        Ok(self
+            .pipelines_page(project_id, &filter, 0, MAX_PAGE)
+            .await?
+            .0)
     }
 
     /// One page of a project's pipelines (newest first, `ref_name`/`status` when
