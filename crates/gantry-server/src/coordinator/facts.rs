@@ -76,7 +76,12 @@ impl<K: Eq + Hash, V: Clone> Kept<K, V> {
     /// The value of `key` however old (for what never changes once kept, or a best-effort
     /// answer).
     pub(crate) fn get_any_age(&self, key: &K) -> Option<V> {
-        self.entries().get(key).map(|(_, v)| v.clone())
+        self.read_any_age(key, V::clone)
+    }
+
+    /// What `f` reads of the value of `key`, however old, without cloning the value.
+    pub(crate) fn read_any_age<T>(&self, key: &K, f: impl FnOnce(&V) -> T) -> Option<T> {
+        self.entries().get(key).map(|(_, v)| f(v))
     }
 
     pub(crate) fn keep(&self, key: K, value: V) {
@@ -216,8 +221,7 @@ impl Facts {
     /// as fitting).
     pub(crate) fn project_name(&self, id: i64) -> String {
         self.projects
-            .get_any_age(&id)
-            .map(|p| p.name)
+            .read_any_age(&id, |p| p.name.clone())
             .unwrap_or_default()
     }
 
