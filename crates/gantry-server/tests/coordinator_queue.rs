@@ -422,3 +422,56 @@ async fn dispatch_throughput() {
         "every pending job goes to exactly one runner"
     );
 }
+
+/// Why jobs wait is decided over every runner, which this process keeps for a few
+/// seconds: views of waiting jobs polled again read the runners once, not once each (with
+/// many runners that read was the cost of a view); a change of runners, and a runner
+/// coming online, are seen at once.
+#[tokio::test]
+async fn why_jobs_wait_reads_the_runners_once_until_they_change() {
+    let e = env("build: {script: [make]}\nlint: {script: [make lint]}\n").await;
+    let project = e.project().await;
+    let p = e.pipeline(project, "main").await;
+    for n in 0..20 {
+        e.runner(RunnerOptions {
+            tags: vec![format!("t{n}")],
+            run_untagged: false,
+            ..RunnerOptions::default()
+        })
+        .await;
+    }
+    let codes = || async {
+        let mut codes: Vec<&'static str> = e
+            .coord
+            .pending_reasons(p.id)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|(_, why)| why.code())
+            .collect();
+        codes.sort_unstable();
+        codes
+    };
+    let reads = e.coord.runner_roster_reads();
+    for _ in 0..10 {
+        assert_eq!(
+            codes().await,
+            ["no_runner_runs_untagged", "no_runner_runs_untagged"]
+        );
+    }
+    assert_eq!(e.coord.runner_roster_reads() - reads, 1, "read once");
+
+    let runner = e.any_runner().await;
+    assert_eq!(
+        codes().await,
+        ["runners_offline", "runners_offline"],
+        "a new runner is seen at once"
+    );
+    assert_eq!(e.coord.runner_roster_reads() - reads, 2);
+    // Its first request brings it online: the job it did not take waits for it.
+    e.take_some(&runner).await;
+    assert_eq!(codes().await, ["runners_busy"], "online, busy");
+    assert_eq!(e.coord.runner_roster_reads() - reads, 3);
+    assert_eq!(codes().await, ["runners_busy"]);
+    assert_eq!(e.coord.runner_roster_reads() - reads, 3, "kept again");
+}

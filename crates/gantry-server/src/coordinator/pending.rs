@@ -2,8 +2,10 @@
 //! (and which of the queue's conditions stops them), or those that may are paused,
 //! offline or busy, or it is simply next for one of them; for a `waiting_for_resource`
 //! job, its resource group. Computed from the queue's own matching rules
-//! ([`queue::runner_fit`], one implementation) over every runner, at the moment it is
-//! asked (nothing is stored). GitLab's wording where GitLab has one (its job page's
+//! ([`queue::runner_fit`], one implementation) over every runner when it is asked
+//! (nothing is stored): the runners as this process keeps them for a few seconds (the
+//! roster of `runners.rs`, read again at any change of runners here and when a runner
+//! comes online), their executing jobs read each time. GitLab's wording where GitLab has one (its job page's
 //! "stuck" block, `Ci::Build#stuck?`: pending and no online runner can pick it).
 //!
 //! Shown in the job API (`pending_reason`, Gantry's key: `null` when the job does not
@@ -223,7 +225,7 @@ pub(crate) fn pending_reason(
 /// Every runner and how many jobs each executes, read once for the waiting jobs of a
 /// view.
 pub(crate) struct RunnerPool {
-    runners: Vec<Runner>,
+    runners: Arc<Vec<Runner>>,
     busy: HashMap<i64, i64>,
 }
 
@@ -267,15 +269,11 @@ pub(crate) fn waits(status: Status) -> bool {
 }
 
 impl Coordinator {
-    /// Every runner and their executing jobs, for [`RunnerPool::reason`].
+    /// Every runner (kept for a few seconds, `runners.rs`) and their executing jobs, for
+    /// [`RunnerPool::reason`]: O(runners) in memory, O(executing jobs) read.
     pub(crate) async fn runner_pool(&self) -> Result<RunnerPool> {
         let store = &self.inner.store;
-        let runners = store
-            .runners()
-            .await?
-            .iter()
-            .map(Runner::from_row)
-            .collect();
+        let runners = self.runner_roster().await?;
         let busy = store
             .executing_jobs_per_runner()
             .await?

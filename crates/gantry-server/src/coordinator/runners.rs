@@ -12,9 +12,14 @@
 //! project rows' cache is. Whatever the cache holds, a job goes only to a runner that
 //! exists and is not paused: `Store::assign_jobs` checks it in the assignment itself,
 //! which also covers a request held while its runner was deleted or paused.
+//!
+//! Why a job waits is decided over every runner (`pending.rs`): the same cache keeps them
+//! all (the roster) for [`RUNNER_CACHE_TTL`], so views of waiting jobs polled by their
+//! readers read the runners once per bound, not once per view; it is emptied with the
+//! rest, and when a runner's heartbeat brings it online.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use gantry_store::{NewRunner, RunnerChanges};
@@ -22,6 +27,7 @@ use gantry_store::{NewRunner, RunnerChanges};
 use crate::processor::Event;
 
 use super::error::{CoordinatorError, Result};
+use super::metrics::ONLINE_WINDOW_MS;
 use super::time::now_ms;
 use super::views::{Runner, RunnerOptions, RunnerUpdate};
 use super::{Coordinator, token};
@@ -35,13 +41,15 @@ pub(crate) const RUNNER_CACHE_TTL: Duration = Duration::from_secs(10);
 /// Most runners [`RunnerCache`] keeps; past it, it starts again empty.
 const MAX_CACHED_RUNNERS: usize = 100_000;
 
-/// The runners of recent job requests, by token hash (see the module docs). Its own
-/// lock, never held across an `await`.
+/// The runners of recent job requests, by token hash, and every runner for why jobs wait
+/// (see the module docs). Its own lock, never held across an `await`.
 #[derive(Default)]
 pub(crate) struct RunnerCache {
     inner: Mutex<CachedRunners>,
     /// Runners read from the store for job requests ([`Coordinator::runner_reads`]).
     reads: std::sync::atomic::AtomicU64,
+    /// Times every runner was read for why jobs wait ([`Coordinator::runner_roster_reads`]).
+    roster_reads: std::sync::atomic::AtomicU64,
 }
 
 #[derive(Default)]
@@ -50,6 +58,12 @@ struct CachedRunners {
     by_hash: HashMap<String, (Instant, Runner)>,
     /// Runner id → its token hash (a heartbeat names the runner, not its token).
     hashes: HashMap<i64, String>,
+    /// Every runner, when read (`Coordinator::runner_pool`): what a waiting job's reason
+    /// is decided over, so a page of waiting jobs polled by its viewers does not read
+    /// every runner each time. Dropped with the rest at any change of runners here, and
+    /// when a runner's contact brings it online (offline → waiting must show at once);
+    /// another replica's changes are seen within [`RUNNER_CACHE_TTL`].
+    roster: Option<(Instant, Arc<Vec<Runner>>)>,
     /// Bumped by every change: a read begun before a change is not kept.
     generation: u64,
 }
@@ -86,13 +100,24 @@ impl RunnerCache {
     }
 
     /// The runner's contact was recorded at `at` (its next heartbeat is due from then).
+    /// When that brings it online (no contact before, or none within
+    /// [`ONLINE_WINDOW_MS`]), or its row is not kept, the roster is read again.
     pub(crate) fn contacted(&self, runner_id: i64, at: i64) {
         let mut cached = self.lock();
-        let Some(hash) = cached.hashes.get(&runner_id).cloned() else {
-            return;
+        let kept = cached
+            .hashes
+            .get(&runner_id)
+            .cloned()
+            .and_then(|hash| cached.by_hash.get_mut(&hash));
+        let came_online = match kept {
+            Some((_, runner)) => {
+                let before = runner.contacted_at.replace(at);
+                before.is_none_or(|t| at - t >= ONLINE_WINDOW_MS)
+            }
+            None => true,
         };
-        if let Some((_, runner)) = cached.by_hash.get_mut(&hash) {
-            runner.contacted_at = Some(at);
+        if came_online && cached.roster.take().is_some() {
+            cached.generation += 1;
         }
     }
 
@@ -101,7 +126,34 @@ impl RunnerCache {
         let mut cached = self.lock();
         cached.by_hash.clear();
         cached.hashes.clear();
+        cached.roster = None;
         cached.generation += 1;
+    }
+
+    /// A runner was added: the roster is read again (the runners of job requests kept
+    /// are still right).
+    fn forget_roster(&self) {
+        let mut cached = self.lock();
+        cached.roster = None;
+        cached.generation += 1;
+    }
+
+    /// Every runner, when read within [`RUNNER_CACHE_TTL`]; else the generation to give
+    /// [`RunnerCache::keep_roster`] with what the store says.
+    fn roster(&self) -> Result<Arc<Vec<Runner>>, u64> {
+        let cached = self.lock();
+        match &cached.roster {
+            Some((at, roster)) if at.elapsed() < RUNNER_CACHE_TTL => Ok(Arc::clone(roster)),
+            _ => Err(cached.generation),
+        }
+    }
+
+    /// Keep `roster`, read since generation `generation`.
+    fn keep_roster(&self, roster: Arc<Vec<Runner>>, generation: u64) {
+        let mut cached = self.lock();
+        if cached.generation == generation {
+            cached.roster = Some((Instant::now(), roster));
+        }
     }
 }
 
@@ -140,6 +192,7 @@ impl Coordinator {
                 now_ms(),
             )
             .await?;
+        self.inner.runner_cache.forget_roster();
         Ok((Runner::from_row(&row), plaintext))
     }
 
@@ -204,6 +257,40 @@ impl Coordinator {
             .runner_cache
             .reads
             .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// How many times this coordinator read every runner to say why jobs wait (once per
+    /// [`RUNNER_CACHE_TTL`] at most, unless runners change or one comes online).
+    pub fn runner_roster_reads(&self) -> u64 {
+        self.inner
+            .runner_cache
+            .roster_reads
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Every runner, as the roster keeps it (see `CachedRunners::roster`).
+    pub(crate) async fn runner_roster(&self) -> Result<Arc<Vec<Runner>>> {
+        let generation = match self.inner.runner_cache.roster() {
+            Ok(roster) => return Ok(roster),
+            Err(generation) => generation,
+        };
+        self.inner
+            .runner_cache
+            .roster_reads
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let roster: Arc<Vec<Runner>> = Arc::new(
+            self.inner
+                .store
+                .runners()
+                .await?
+                .iter()
+                .map(Runner::from_row)
+                .collect(),
+        );
+        self.inner
+            .runner_cache
+            .keep_roster(Arc::clone(&roster), generation);
+        Ok(roster)
     }
 
     /// Whether `runner` may still be given jobs (it exists and is not paused), read from
