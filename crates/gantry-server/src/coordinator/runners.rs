@@ -260,7 +260,7 @@ impl Coordinator {
     }
 
     /// How many times this coordinator read every runner to say why jobs wait (once per
-    /// [`RUNNER_CACHE_TTL`] at most, unless runners change or one comes online).
+    /// `RUNNER_CACHE_TTL` at most, unless runners change or one comes online).
     pub fn runner_roster_reads(&self) -> u64 {
         self.inner
             .runner_cache

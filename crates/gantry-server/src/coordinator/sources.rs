@@ -6,27 +6,24 @@
 //! rewrites).
 //!
 //! It owns its state: the repositories' directory and per-project locks, the commit facts
-//! read so far (at most [`MAX_KEPT_COMMITS`], dropped whole past it), the include settings.
+//! read so far (a `Kept`, at most `MAX_KEPT`, dropped whole past it; a commit's facts never
+//! change, so they are kept whatever their age), the include settings.
 //! It calls git and the store's project rows, never the rest of the coordinator; the
 //! coordinator reaches it through [`Coordinator::sources`]. Its errors are the git ones of
 //! [`CoordinatorError`] (`Git`, `Io`) and the store's.
 //!
 //! [`CoordinatorError`]: super::CoordinatorError
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 
 use gantry_store::Store;
 
 use super::error::Result;
+use super::facts::Kept;
 use super::git::{CommitInfo, Mirror, ResolvedRef};
 use super::includes::{IncludeCache, IncludeSources, ProjectRepo, RemoteFetches, UrlRewrite};
 use super::projects::{full_path, is_local_path};
 use super::{Coordinator, STRIPES, stripe};
-
-/// The most commits whose facts are kept.
-pub(crate) const MAX_KEPT_COMMITS: usize = 10_000;
 
 /// How a coordinator reads its projects' files: see the module docs.
 pub struct Sources {
@@ -42,7 +39,7 @@ pub struct Sources {
     /// Remote includes fetched once for every pipeline (`gantry run`).
     remote_fetches: Option<RemoteFetches>,
     /// Commit facts by `project:sha:ref`.
-    commits: Mutex<HashMap<String, CommitInfo>>,
+    commits: Kept<String, CommitInfo>,
 }
 
 impl Sources {
@@ -55,7 +52,7 @@ impl Sources {
             include_cache: cfg.include_cache.clone(),
             remote_include_rewrites: cfg.remote_include_rewrites.clone(),
             remote_fetches: cfg.remote_fetches().cloned(),
-            commits: Mutex::new(HashMap::new()),
+            commits: Kept::default(),
         }
     }
 
@@ -120,8 +117,8 @@ impl Sources {
     /// a commit git cannot read has empty facts).
     pub(crate) async fn commit_facts(&self, project_id: i64, r: &ResolvedRef) -> CommitInfo {
         let key = format!("{project_id}:{}:{}", r.sha, r.name);
-        if let Some(c) = self.kept_commits().get(&key) {
-            return c.clone();
+        if let Some(c) = self.commits.get_any_age(&key) {
+            return c;
         }
         let info = self
             .mirror(project_id)
@@ -136,17 +133,7 @@ impl Sources {
     /// it already).
     pub(crate) fn remember_commit(&self, project_id: i64, r: &ResolvedRef, info: &CommitInfo) {
         let key = format!("{project_id}:{}:{}", r.sha, r.name);
-        let mut kept = self.kept_commits();
-        if kept.len() >= MAX_KEPT_COMMITS {
-            kept.clear();
-        }
-        kept.insert(key, info.clone());
-    }
-
-    fn kept_commits(&self) -> std::sync::MutexGuard<'_, HashMap<String, CommitInfo>> {
-        self.commits
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.commits.keep(key, info.clone());
     }
 }
 
