@@ -116,7 +116,10 @@ impl RunnerCache {
             }
             None => true,
         };
-        if came_online && cached.roster.take().is_some() {
+        // Also when no roster is kept: a read begun before this contact was stored must
+        // not be kept either.
+        if came_online {
+            cached.roster = None;
             cached.generation += 1;
         }
     }
