@@ -604,10 +604,10 @@ mod tests {
              (project_id=? AND ref_name=? AND tag=? AND id<?)"
         );
         let latest = plan(&store, pipelines::LATEST_SUCCESSFUL_JOB_OF_REF, 3).await;
-        assert!(
-            latest
-                .starts_with("SEARCH j USING INDEX jobs_latest_success (project_id=? AND name=?)"),
-            "{latest}"
+        assert_eq!(
+            latest,
+            "SEARCH j USING INDEX jobs_latest_success_of_ref \
+             (project_id=? AND ref_name=? AND name=?)"
         );
         let archive = plan(&store, pipelines::LATEST_ARTIFACTS_JOB_OF_REF, 3).await;
         for step in [

@@ -44,11 +44,10 @@ pub(crate) fn cancelable_of_ref_sql() -> String {
 }
 
 /// [`Store::latest_successful_job_of_ref`]'s statement: GitLab's `max_build_id_by` over
-/// `Ci::Build.latest.success` — by the partial index `jobs_latest_success`, newest first
-/// until one is of the ref.
+/// `Ci::Build.latest.success` — by the partial index `jobs_latest_success_of_ref`, the
+/// newest first (only a trigger job of that name is passed over).
 pub(crate) const LATEST_SUCCESSFUL_JOB_OF_REF: &str = "SELECT j.id, j.pipeline_id FROM jobs j \
-     JOIN pipelines p ON p.id = j.pipeline_id \
-     WHERE j.project_id = $1 AND p.ref_name = $2 AND j.name = $3 \
+     WHERE j.project_id = $1 AND j.ref_name = $2 AND j.name = $3 \
      AND j.status = 'success' AND j.retried = 0 AND j.bridge = 0 \
      ORDER BY j.id DESC LIMIT 1";
 
@@ -163,7 +162,8 @@ impl Store {
         if let Some(link) = &p.merge_request {
             merge_requests::insert_link(&mut tx, pipeline.id, link).await?;
         }
-        insert_jobs(&mut tx, self.backend, pipeline.id, p.project_id, jobs, now).await?;
+        let at = (pipeline.id, p.project_id, p.ref_name.as_str());
+        insert_jobs(&mut tx, self.backend, at, jobs, now).await?;
         tx.commit().await?;
         Ok(pipeline)
     }
@@ -205,8 +205,8 @@ impl Store {
     /// `(job id, pipeline id)` of the newest successful job named `job` (its latest
     /// attempt, not a trigger job) of any pipeline of the project's ref `ref_name` (a branch
     /// or a tag of that name): `needs:project`'s job, as GitLab's
-    /// `BuildDependencies#cross_project` finds it. One statement, by `jobs_latest_success`:
-    /// O(the project's successful `job`s newer than the ref's newest one).
+    /// `BuildDependencies#cross_project` finds it. One statement, by
+    /// `jobs_latest_success_of_ref`: O(1) (trigger jobs of that name newer than it aside).
     pub async fn latest_successful_job_of_ref(
         &self,
         project_id: i64,
@@ -587,20 +587,13 @@ impl Store {
         }
         update_jobs(&mut tx, self.backend, &change.jobs, now).await?;
         if !change.new_jobs.is_empty() {
-            let project_id: i64 = sqlx::query("SELECT project_id FROM pipelines WHERE id = $1")
+            let row = sqlx::query("SELECT project_id, ref_name FROM pipelines WHERE id = $1")
                 .bind(pipeline_id)
                 .fetch_one(&mut *tx)
-                .await?
-                .get(0);
-            insert_jobs(
-                &mut tx,
-                self.backend,
-                pipeline_id,
-                project_id,
-                &change.new_jobs,
-                now,
-            )
-            .await?;
+                .await?;
+            let (project_id, ref_name): (i64, String) = (row.try_get(0)?, row.try_get(1)?);
+            let at = (pipeline_id, project_id, ref_name.as_str());
+            insert_jobs(&mut tx, self.backend, at, &change.new_jobs, now).await?;
         }
         tx.commit().await?;
         Ok(())
@@ -674,9 +667,13 @@ async fn unlock_older_artifacts(
     Ok(())
 }
 
-/// Jobs inserted per statement: 15 parameters each, well within SQLite's 32 766 and
+/// Jobs inserted per statement: 17 parameters each, well within SQLite's 32 766 and
 /// PostgreSQL's 65 535.
 const JOB_INSERT_BATCH: usize = 100;
+
+/// Where new jobs go: their pipeline, its project and its ref (`(pipeline_id, project_id,
+/// ref_name)`; a job row carries its pipeline's ref, as GitLab's `ci_builds.ref`).
+type JobsAt<'a> = (i64, i64, &'a str);
 
 /// Inserts `jobs` into the pipeline, [`JOB_INSERT_BATCH`] rows a statement (a statement
 /// is a round trip to the database's thread or server), then what each job brings along
@@ -684,39 +681,31 @@ const JOB_INSERT_BATCH: usize = 100;
 async fn insert_jobs(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
     backend: Backend,
-    pipeline_id: i64,
-    project_id: i64,
+    at: JobsAt<'_>,
     jobs: &[NewJob],
     now: i64,
 ) -> Result<()> {
+    let (pipeline_id, project_id, _) = at;
     for chunk in jobs.chunks(JOB_INSERT_BATCH) {
         // Rows come back in no promised order: each is known by its name, which must
         // be unique in the batch (it is in a new pipeline); else one row at a time.
         let names: HashSet<&str> = chunk.iter().map(|j| j.name.as_str()).collect();
         if names.len() != chunk.len() {
             for j in chunk {
-                let id: i64 = insert_job_rows(
-                    tx,
-                    backend,
-                    pipeline_id,
-                    project_id,
-                    std::slice::from_ref(j),
-                    now,
-                )
-                .await?
-                .first()
-                .map(|(id, _)| *id)
-                .ok_or(StoreError::NotFound("inserted job"))?;
+                let id: i64 = insert_job_rows(tx, backend, at, std::slice::from_ref(j), now)
+                    .await?
+                    .first()
+                    .map(|(id, _)| *id)
+                    .ok_or(StoreError::NotFound("inserted job"))?;
                 insert_job_extras(tx, pipeline_id, project_id, id, j, now).await?;
             }
             continue;
         }
-        let ids: HashMap<String, i64> =
-            insert_job_rows(tx, backend, pipeline_id, project_id, chunk, now)
-                .await?
-                .into_iter()
-                .map(|(id, name)| (name, id))
-                .collect();
+        let ids: HashMap<String, i64> = insert_job_rows(tx, backend, at, chunk, now)
+            .await?
+            .into_iter()
+            .map(|(id, name)| (name, id))
+            .collect();
         for j in chunk {
             if j.environment.is_none() && j.resource_group.is_none() {
                 continue;
@@ -735,14 +724,13 @@ async fn insert_jobs(
 async fn insert_job_rows(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
     backend: Backend,
-    pipeline_id: i64,
-    project_id: i64,
+    (pipeline_id, project_id, ref_name): JobsAt<'_>,
     jobs: &[NewJob],
     now: i64,
 ) -> Result<Vec<(i64, String)>> {
-    const COLUMNS: usize = 16;
+    const COLUMNS: usize = 17;
     let mut sql = String::from(
-        "INSERT INTO jobs (pipeline_id, project_id, name, stage, stage_idx, status, attempt, allow_failure, spec, tags, protected, created_at, bridge, failure_reason, finished_at, resource_group) VALUES ",
+        "INSERT INTO jobs (pipeline_id, project_id, name, stage, stage_idx, status, attempt, allow_failure, spec, tags, protected, created_at, bridge, failure_reason, finished_at, resource_group, ref_name) VALUES ",
     );
     for i in 0..jobs.len() {
         sql.push_str(if i == 0 { "(" } else { ", (" });
@@ -774,7 +762,8 @@ async fn insert_job_rows(
             .bind(b(j.bridge))
             .bind(j.failure_reason.clone())
             .bind(j.failure_reason.as_ref().map(|_| now))
-            .bind(j.resource_group.clone());
+            .bind(j.resource_group.clone())
+            .bind(ref_name);
     }
     q.fetch_all(&mut **tx)
         .await?

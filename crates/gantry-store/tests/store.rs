@@ -2716,6 +2716,25 @@ async fn the_pipelines_of_a_ref_are_found_without_reading_its_history(db: Db) {
     assert_eq!(elsewhere.expect("other"), None);
     let in_b = s.latest_successful_job_of_ref(b.id, "main", "build").await;
     assert_eq!(in_b.expect("b"), None);
+    // A newer successful `build` of another ref is that ref's, and hides nothing of
+    // `main`'s (a job row carries its pipeline's ref: migration 0041).
+    let (feature, feature_jobs) = create(
+        &s,
+        &of("feature", false, "success"),
+        &[job("build", "success")],
+        2006,
+    )
+    .await
+    .expect("feature");
+    let found = s.latest_successful_job_of_ref(a.id, "main", "build").await;
+    assert_eq!(found.expect("found"), Some((retried.id, last.id)));
+    let of_feature = s
+        .latest_successful_job_of_ref(a.id, "feature", "build")
+        .await;
+    assert_eq!(
+        of_feature.expect("feature"),
+        Some((feature_jobs[0].id, feature.id))
+    );
     // Retried, it is no longer the job (GitLab's `latest` scope): the next newest is.
     let retry = PipelineChange {
         status: st("failed"),
