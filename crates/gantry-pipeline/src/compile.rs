@@ -1813,7 +1813,8 @@ fn seed(
     // Without group or project variables scoped to an environment: what the environment's name is
     // expanded with (GitLab's `simple_variables`).
     let unscoped = |n: &str| -> Option<String> {
-        ctx.user_var(n)
+        ctx.job_var(n)
+            .or_else(|| ctx.user_var(n))
             .or_else(|| own.get(n).map(|v| v.value.clone()))
             .or_else(|| {
                 pipeline_vars
@@ -1835,9 +1836,8 @@ fn seed(
     let lookup = |n: &str| -> Option<String> {
         match &environment {
             Some(env) => ctx
-                .pipeline
-                .get(n)
-                .cloned()
+                .job_var(n)
+                .or_else(|| ctx.pipeline.get(n).cloned())
                 .or_else(|| ctx.project_var_for(n, Some(env)))
                 .or_else(|| unscoped(n)),
             None => unscoped(n),

@@ -18,9 +18,8 @@
 //! (no deploy tokens), `CI_GITLAB_FIPS_MODE` (set only in FIPS mode),
 //! `CI_HAS_OPEN_REQUIREMENTS`, `CI_MERGE_REQUEST_APPROVED` and
 //! `CI_PROJECT_CLASSIFICATION_LABEL` (EE features),
-//! `CI_PROJECT_REPOSITORY_LANGUAGES` (no language detection), `CI_REGISTRY_USER`/`_PASSWORD`
-//! (no registry tokens; `CI_REGISTRY` and `CI_REGISTRY_IMAGE` name `--registry-url`), `CI_RELEASE_DESCRIPTION` (no releases), `CI_SERVER_SHELL_SSH_*` (no Git over
-//! SSH), `KUBECONFIG`
+//! `CI_PROJECT_REPOSITORY_LANGUAGES` (no language detection), `CI_SERVER_SHELL_SSH_*` (no
+//! Git over SSH), `KUBECONFIG`
 //! (no Kubernetes agent). `CI_PROJECT_DESCRIPTION` and `CI_PROJECT_TOPICS` are empty:
 //! Gantry's projects have neither. `CI_SERVER_VERSION*` name [`GITLAB_VERSION`], the
 //! GitLab release whose behaviour Gantry follows; `CI_SERVER_NAME` stays `Gantry`.
@@ -126,6 +125,27 @@ pub struct PipelineInfo {
     /// (GitLab's `Ci::Pipeline#open_merge_requests_refs`; a merge request pipeline's own
     /// is among them).
     pub open_merge_requests: Vec<String>,
+    /// The description of the release of the pipeline's tag, for a tag that has one
+    /// (`CI_RELEASE_DESCRIPTION`, cut as [`release_description`] cuts it).
+    pub release_description: Option<String>,
+}
+
+/// GitLab's `Gitlab::Ci::Variables::Builder::Release::DESCRIPTION_LIMIT`, in characters.
+pub const RELEASE_DESCRIPTION_LIMIT: usize = 1024;
+
+/// `CI_RELEASE_DESCRIPTION`'s value: a release's description cut as ActiveSupport's
+/// `String#truncate(1024)` cuts it — at most [`RELEASE_DESCRIPTION_LIMIT`] characters,
+/// the last three of a cut one `...`.
+pub fn release_description(description: &str) -> String {
+    if description.chars().count() <= RELEASE_DESCRIPTION_LIMIT {
+        return description.to_owned();
+    }
+    let mut cut: String = description
+        .chars()
+        .take(RELEASE_DESCRIPTION_LIMIT - 3)
+        .collect();
+    cut.push_str("...");
+    cut
 }
 
 /// The GitLab version Gantry's API answers with (`GET /version`) and its jobs see as
@@ -286,6 +306,7 @@ impl Default for PipelineInfo {
             upstream: None,
             registry: None,
             open_merge_requests: Vec::new(),
+            release_description: None,
         }
     }
 }
@@ -582,6 +603,12 @@ pub struct Context {
     /// Files changed by the push; `None` when unknown (new branch, tag, web, API, ...), in
     /// which case `rules:changes` is true, as on GitLab.
     pub changed_files: Option<Vec<String>>,
+    /// `CI_RELEASE_DESCRIPTION` of a tag pipeline whose tag has a release: GitLab's
+    /// `Builder::Release` variables come after every other source, pipeline variables
+    /// too, in what a job's rules see (`scoped_variables_for_pipeline_seed`) — but not in
+    /// `workflow:rules` or `include:rules` (`config_variables`), so it is no predefined
+    /// variable here ([`Context::job_var`]).
+    pub release_description: Option<String>,
 }
 
 impl Context {
@@ -597,6 +624,16 @@ impl Context {
             settings: Vec::new(),
             instance: IndexMap::new(),
             changed_files,
+            release_description: info.release_description.clone().filter(|_| info.is_tag),
+        }
+    }
+
+    /// A variable only a job's rules see above every other source
+    /// (`CI_RELEASE_DESCRIPTION`), if `name` is one that is set.
+    pub fn job_var(&self, name: &str) -> Option<String> {
+        match name {
+            "CI_RELEASE_DESCRIPTION" => self.release_description.clone(),
+            _ => None,
         }
     }
 
@@ -1095,5 +1132,38 @@ mod tests {
             vars("https://gitlab.example.com:443").2,
             "gitlab.example.com"
         );
+    }
+
+    /// ActiveSupport's `truncate(1024)`: characters, not bytes; a cut text ends in `...`
+    /// within the limit.
+    #[test]
+    fn a_release_description_is_cut_as_gitlab_cuts_it() {
+        let fits = "é".repeat(RELEASE_DESCRIPTION_LIMIT);
+        assert_eq!(release_description(&fits), fits);
+        let long = "é".repeat(RELEASE_DESCRIPTION_LIMIT + 1);
+        let cut = release_description(&long);
+        assert_eq!(cut.chars().count(), RELEASE_DESCRIPTION_LIMIT);
+        assert!(cut.ends_with("é..."));
+        assert_eq!(release_description(""), "");
+    }
+
+    /// Only a tag's release counts, and only a job sees it (`Context::job_var`).
+    #[test]
+    fn a_release_description_is_no_predefined_variable() {
+        let mut info = PipelineInfo {
+            is_tag: true,
+            release_description: Some("notes".into()),
+            ..PipelineInfo::default()
+        };
+        let ctx = Context::new(&info, &[], None);
+        assert_eq!(
+            ctx.job_var("CI_RELEASE_DESCRIPTION").as_deref(),
+            Some("notes")
+        );
+        assert_eq!(ctx.var("CI_RELEASE_DESCRIPTION"), None);
+        assert!(!info.predefined().contains_key("CI_RELEASE_DESCRIPTION"));
+        info.is_tag = false;
+        let ctx = Context::new(&info, &[], None);
+        assert_eq!(ctx.job_var("CI_RELEASE_DESCRIPTION"), None);
     }
 }

@@ -939,3 +939,63 @@ async fn a_merge_request_opened_mid_pipeline_reaches_its_next_job() {
     let third = e.take_some(&runner).await;
     assert_eq!(var(&third, "CI_OPEN_MERGE_REQUESTS"), None);
 }
+
+/// GitLab's `Builder::Release`: a tag pipeline's jobs see their tag's release's description
+/// as `CI_RELEASE_DESCRIPTION`, above every other variable — the jobs after the job that
+/// made the release too (GitLab reads it per job) — and a job's rules see it, but not
+/// `workflow:rules` (GitLab's `config_variables` have no release).
+#[tokio::test]
+async fn a_tag_s_release_reaches_its_jobs_and_their_rules() {
+    let e = env(r#"
+workflow:
+  rules:
+    - if: $CI_RELEASE_DESCRIPTION
+      when: never
+    - when: always
+stages: [build, release, after]
+build: {stage: build, script: [make]}
+publish:
+  stage: release
+  script: [make]
+  release: {tag_name: $CI_COMMIT_TAG, description: First notes}
+notes:
+  stage: after
+  script: [make]
+  variables: {CI_RELEASE_DESCRIPTION: from yaml}
+with_release:
+  stage: after
+  script: [make]
+  rules:
+    - if: $CI_RELEASE_DESCRIPTION == "First notes"
+"#)
+    .await;
+    let project = e.project().await;
+    git(&e.repo, &["tag", "-a", "v1.0", "-m", "release one"]);
+    let first = e.pipeline(project, "v1.0").await;
+    // No release yet: the rule is false.
+    assert!(!e.statuses(first.id).await.contains_key("with_release"));
+    let runner = e.any_runner().await;
+    let build = e.take_some(&runner).await;
+    assert_eq!(var(&build, "CI_RELEASE_DESCRIPTION"), None);
+    e.run(&build, true).await;
+    let publish = e.take_some(&runner).await;
+    e.run(&publish, true).await;
+    let notes = e.take_some(&runner).await;
+    assert_eq!(notes.job_info.name, "notes");
+    let description = notes
+        .variables
+        .iter()
+        .rfind(|v| v.key == "CI_RELEASE_DESCRIPTION")
+        .expect("the release's description");
+    // Above the job's own variable of that name, raw, public.
+    assert_eq!(description.value, "First notes");
+    assert!(description.raw && description.public && !description.masked);
+    e.run(&notes, true).await;
+
+    // The next pipeline of the tag: the job's rule sees the release, the workflow's not.
+    let second = e.pipeline(project, "v1.0").await;
+    assert!(e.statuses(second.id).await.contains_key("with_release"));
+    // A branch pipeline has none.
+    let branch = e.pipeline(project, "main").await;
+    assert!(!e.statuses(branch.id).await.contains_key("with_release"));
+}

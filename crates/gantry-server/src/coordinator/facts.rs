@@ -311,13 +311,17 @@ impl Facts {
             upstream: None,
             registry: self.registry.clone(),
             open_merge_requests: Vec::new(),
+            // From the store: `complete_info`.
+            release_description: None,
         }
     }
 
-    /// The facts of `info` that need the store: the project's group id, and where the
+    /// The facts of `info` that need the store: the project's group id, where the
     /// pipeline comes from — the trigger job of a downstream pipeline (`CI_UPSTREAM_*`),
     /// the schedule of a scheduled one (`CI_PIPELINE_SCHEDULE_DESCRIPTION`; none once
-    /// the schedule is deleted). A fact that cannot be read is left out.
+    /// the schedule is deleted) —, and a tag's release (`CI_RELEASE_DESCRIPTION`, read
+    /// each time as GitLab reads it per job: a release a job made shows in the jobs after
+    /// it). A fact that cannot be read is left out.
     pub(crate) async fn complete_info(
         &self,
         info: &mut PipelineInfo,
@@ -347,6 +351,13 @@ impl Facts {
         if let Some(schedule_id) = schedule_id {
             if let Ok(schedule) = self.store.pipeline_schedule(project.id, schedule_id).await {
                 info.schedule_description = Some(schedule.description);
+            }
+        }
+        if info.is_tag {
+            if let Ok(release) = self.store.release(project.id, &info.ref_name).await {
+                info.release_description = Some(gantry_pipeline::context::release_description(
+                    &release.description,
+                ));
             }
         }
     }

@@ -202,8 +202,10 @@ pub struct CoordinatorConfig {
     pub remote_include_rewrites: Vec<UrlRewrite>,
     /// An external container registry jobs push to (`host[:port][/path]`, `gantry server
     /// --registry-url`): `CI_REGISTRY` and `CI_REGISTRY_IMAGE` name it. Gantry issues no
-    /// registry tokens, so `CI_REGISTRY_USER`/`_PASSWORD` and the payload's registry
-    /// credentials are not set: jobs log in with their own (`DOCKER_AUTH_CONFIG`).
+    /// registry tokens: the payload carries no registry credentials, and
+    /// `CI_REGISTRY_USER`/`_PASSWORD` are GitLab's always-set `gitlab-ci-token` and job
+    /// token, so jobs log in with their own (`DOCKER_AUTH_CONFIG`, or project variables
+    /// of those names).
     pub registry: Option<String>,
     /// The key project variable values are encrypted with (see [`secrets`]); `None`:
     /// the key in `data_dir/db_key`, made on first start.

@@ -125,6 +125,13 @@ pub(crate) fn assemble(
         // `Gitlab::Utils.slugify(started_at.iso8601)` (GitLab 18.7).
         vars.public("CI_JOB_STARTED_AT_SLUG", ref_slug(&variable_time(started)));
     }
+    // GitLab's `Ci::Build#persisted_variables` sets both whether or not a registry is
+    // configured: the job token is the registry password, `gitlab-ci-token` its user.
+    // (Gantry hands out no registry tokens itself; a job logging in to `--registry-url`
+    // with them needs a registry that accepts the job token — else project variables of
+    // these names replace them, as on GitLab with an external registry.)
+    vars.public("CI_REGISTRY_USER", "gitlab-ci-token");
+    vars.set("CI_REGISTRY_PASSWORD", job_token, false, true, false);
     vars.set("CI_REPOSITORY_URL", repo_url.clone(), false, false, false);
     vars.public("CI_PIPELINE_ID", pipeline.id.to_string());
     vars.public(
@@ -254,6 +261,16 @@ pub(crate) fn assemble(
     }
     for (k, v) in &facts.manual_variables {
         vars.set(k, v.clone(), false, false, false);
+    }
+    // GitLab's `Builder::Release`, after every source above: a tag's release, raw.
+    if let Some(description) = info.release_description.as_ref().filter(|_| pipeline.tag) {
+        vars.set(
+            "CI_RELEASE_DESCRIPTION",
+            description.clone(),
+            true,
+            false,
+            true,
+        );
     }
     // GitLab's `persisted_environment_variables`, after every other source: a job whose
     // environment is stored gets its slug and URL whatever a variable of that name says.
@@ -863,6 +880,30 @@ deploy:
             value(&p, "CI_PIPELINE_CREATED_AT").as_deref(),
             Some("2026-11-30T00:51:20Z")
         );
+    }
+
+    /// GitLab's `Ci::Build#persisted_variables`: the registry's user and password are
+    /// set in every job, registry or not — after `CI_JOB_STARTED_AT`, before
+    /// `CI_REPOSITORY_URL` — the password being the job token, masked.
+    #[test]
+    fn every_job_has_gitlab_s_registry_user_and_password() {
+        let rows = rows();
+        let spec = spec(compiled(CI, "deploy"), &["gems"]);
+        let p = assembled(&spec, &rows, &facts()).expect("not refused");
+        let at = |key: &str| {
+            p.variables
+                .iter()
+                .position(|v| v.key == key)
+                .unwrap_or_else(|| panic!("{key} is set"))
+        };
+        let user = &p.variables[at("CI_REGISTRY_USER")];
+        assert_eq!(user.value, "gitlab-ci-token");
+        assert!(user.public && !user.masked);
+        let password = &p.variables[at("CI_REGISTRY_PASSWORD")];
+        assert_eq!(password.value, "glcbt-job-token");
+        assert!(password.masked && !password.public);
+        assert!(at("CI_JOB_STARTED_AT") < at("CI_REGISTRY_USER"));
+        assert!(at("CI_REGISTRY_PASSWORD") < at("CI_REPOSITORY_URL"));
     }
 
     #[test]
