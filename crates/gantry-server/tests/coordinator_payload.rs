@@ -979,8 +979,23 @@ with_release:
     assert_eq!(var(&build, "CI_RELEASE_DESCRIPTION"), None);
     e.run(&build, true).await;
     let publish = e.take_some(&runner).await;
+    // A runner already waits for the next stage's job as the release job succeeds: the
+    // release exists before that job is handed out (it is made before the job ends).
+    let waiting = tokio::spawn({
+        let (coord, runner) = (e.coord.clone(), runner.clone());
+        async move {
+            coord
+                .request_job(&runner, None, Duration::from_secs(10))
+                .await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
     e.run(&publish, true).await;
-    let notes = e.take_some(&runner).await;
+    let notes = waiting
+        .await
+        .unwrap()
+        .unwrap()
+        .expect("the next stage's job");
     assert_eq!(notes.job_info.name, "notes");
     let description = notes
         .variables

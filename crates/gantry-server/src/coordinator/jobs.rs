@@ -274,6 +274,16 @@ impl Coordinator {
         // (`gantry run` reads the jobs once the pipeline ended, which may be before
         // this update returns).
         self.record_coverage(job_id).await?;
+        // A `release:` job's release, before the job ends too: GitLab's `release-cli` runs
+        // in the job once its script succeeded, so the release exists before the next
+        // stage's jobs start and their `CI_RELEASE_DESCRIPTION` names it. (A job that is
+        // not recorded a success after all — cancelled meanwhile — keeps its release, as
+        // a GitLab job failing after its release step does.)
+        if success {
+            if let Some(spec) = self.job_spec(job_id).await? {
+                self.release_of_succeeded_job(job_id, &spec).await;
+            }
+        }
         let status = self
             .job_event_in(pipeline_id, job_id, now, guard, |job| {
                 if success {
@@ -293,7 +303,9 @@ impl Coordinator {
             })?;
         let status = status.ok_or(CoordinatorError::NotFound("job"))?;
         if success && status == Status::Success {
-            self.after_success(job_id).await?;
+            if let Some(spec) = self.job_spec(job_id).await? {
+                self.after_success_pages(job_id, &spec).await;
+            }
         }
         Ok(UpdateResult {
             accepted: true,
@@ -302,21 +314,15 @@ impl Coordinator {
         })
     }
 
-    /// What GitLab does once a job succeeded: a Pages job deploys its site (`pages.rs`),
-    /// a `release:` job creates its release (`releases.rs`). Neither changes the job's
-    /// result; a refusal is logged.
-    async fn after_success(&self, job_id: i64) -> Result<(), CoordinatorError> {
-        let cached = self.processing().spec(job_id);
-        let spec = match cached {
-            Some(spec) => spec,
-            None => match StoredSpec::parse(&self.inner.store.job(job_id).await?.spec) {
-                Ok(spec) => Arc::new(spec),
-                Err(_) => return Ok(()),
-            },
-        };
-        self.after_success_pages(job_id, &spec).await;
-        self.after_success_release(job_id, &spec).await;
-        Ok(())
+    /// The job's specification, from the processing cache or its row (`None`: a row
+    /// whose specification no longer parses).
+    async fn job_spec(&self, job_id: i64) -> Result<Option<Arc<StoredSpec>>, CoordinatorError> {
+        if let Some(spec) = self.processing().spec(job_id) {
+            return Ok(Some(spec));
+        }
+        Ok(StoredSpec::parse(&self.inner.store.job(job_id).await?.spec)
+            .ok()
+            .map(Arc::new))
     }
 
     /// A finished job's `coverage`: found in its complete log by its regex (GitLab does

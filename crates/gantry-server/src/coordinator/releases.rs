@@ -108,9 +108,10 @@ fn field<'a>(config: &'a serde_json::Value, key: &str) -> Option<&'a str> {
 }
 
 impl Coordinator {
-    /// After job `job_id` succeeded: create its release when it has `release:`; a refusal
-    /// is logged (the job's result stands).
-    pub(crate) async fn after_success_release(&self, job_id: i64, spec: &StoredSpec) {
+    /// Job `job_id`'s runner reported success: create its release when it has
+    /// `release:`, before the job is recorded finished (as `release-cli` does in the job);
+    /// a refusal is logged (the job's result stands).
+    pub(crate) async fn release_of_succeeded_job(&self, job_id: i64, spec: &StoredSpec) {
         let Some(config) = &spec.job.release else {
             return;
         };
