@@ -166,9 +166,12 @@ pub(crate) fn assemble(
     if let Some(image) = m.image.as_ref().filter(|i| !i.name.is_empty()) {
         vars.public("CI_JOB_IMAGE", image.name.clone());
     }
-    if let Some(name) = &spec.pipeline_name {
-        vars.public("CI_PIPELINE_NAME", name.clone());
-    }
+    // GitLab's `Builder::Pipeline` appends it whether or not `workflow:name` gave the
+    // pipeline a name (`null` then, which the runner exports as an empty value).
+    vars.public(
+        "CI_PIPELINE_NAME",
+        spec.pipeline_name.clone().unwrap_or_default(),
+    );
     let predefined = info.predefined();
     let mut user_vars = Vec::new();
     for (k, v) in &predefined {
@@ -904,6 +907,20 @@ deploy:
         assert!(password.masked && !password.public);
         assert!(at("CI_JOB_STARTED_AT") < at("CI_REGISTRY_USER"));
         assert!(at("CI_REGISTRY_PASSWORD") < at("CI_REPOSITORY_URL"));
+    }
+
+    /// GitLab's `Builder::Pipeline` sets `CI_PIPELINE_NAME` in every job: the
+    /// `workflow:name`, or no value (the runner exports it empty).
+    #[test]
+    fn ci_pipeline_name_is_set_with_or_without_a_name() {
+        let rows = rows();
+        let mut spec = spec(compiled(CI, "deploy"), &["gems"]);
+        spec.pipeline_name = None;
+        let p = assembled(&spec, &rows, &facts()).expect("not refused");
+        assert_eq!(value(&p, "CI_PIPELINE_NAME").as_deref(), Some(""));
+        spec.pipeline_name = Some("Nightly".into());
+        let p = assembled(&spec, &rows, &facts()).expect("not refused");
+        assert_eq!(value(&p, "CI_PIPELINE_NAME").as_deref(), Some("Nightly"));
     }
 
     #[test]
