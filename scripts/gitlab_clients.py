@@ -7,7 +7,8 @@ test `gitlab_clients_from_pypi_work_against_the_server`:
 
 - python-gitlab: the calls a team makes every day (auth, version, projects and search,
   variables, the CI/CD job token scope and its allowlists, personal access tokens, runners and project runners, pipelines create /
-  list / get / cancel / retry, jobs list / trace / artifacts).
+  list / get / cancel / retry, jobs list / trace / artifacts, pipeline schedules and
+  trigger tokens).
 - gitlab-runner-api: registers (JSON, `POST /runners/` with a trailing slash), takes a
   job, acknowledges it with a `PUT /jobs/:id` without `state`, streams its log with
   `PATCH …/trace` and finishes it.
@@ -263,6 +264,38 @@ def _():
     expect(status == "running", f"retried: {status}")
     expect({j.status for j in pipeline.jobs.list()} == {"pending"}, "its jobs are pending again")
     pipeline.cancel()
+
+
+@step("pipeline schedules and triggers: create, get, save, take_ownership, play, trigger_pipeline")
+def _():
+    other = state["other"]
+    schedule = other.pipelineschedules.create(
+        {"ref": "main", "description": "nightly", "cron": "0 1 * * *"})
+    schedule.variables.create({"key": "TARGET", "value": "staging"})
+    schedule = other.pipelineschedules.get(schedule.id)
+    schedule.cron = "0 2 * * *"
+    schedule.save()
+    expect(other.pipelineschedules.get(schedule.id).cron == "0 2 * * *", "saved")
+    schedule.take_ownership()
+    expect(schedule.owner["username"] == "root", f"owner {schedule.owner}")
+    schedule_id = schedule.id
+    schedule.play()  # python-gitlab keeps the answer (`{"message": …}`) as the object's attributes
+    ran = other.pipelineschedules.get(schedule_id).pipelines.list()
+    expect(len(ran) == 1 and ran[0].source == "schedule", f"its pipelines {ran}")
+    trigger = other.triggers.create({"description": "from the release repo"})
+    fetched = other.triggers.get(trigger.id)
+    fetched.description = "release repo"
+    fetched.save()
+    expect(other.triggers.get(trigger.id).description == "release repo", "trigger saved")
+    pipeline = other.trigger_pipeline("main", trigger.token, variables={"TARGET": "prod"})
+    expect(pipeline.source == "trigger", f"source {pipeline.source}")
+    # GitLab's `PipelineTriggerService`: the request's variables and `TRIGGER_PAYLOAD`.
+    variables = {v.key: v.value for v in other.pipelines.get(pipeline.id).variables.list()}
+    expect(variables.get("TARGET") == "prod" and set(variables) == {"TARGET", "TRIGGER_PAYLOAD"},
+           f"the trigger's variables {variables}")
+    other.triggers.delete(trigger.id)
+    expect(other.triggers.list() == [], "revoked")
+    other.pipelineschedules.delete(schedule_id)
 
 
 def cli(argv, env=None):

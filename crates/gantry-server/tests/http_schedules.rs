@@ -98,6 +98,18 @@ async fn schedules_are_made_shown_played_and_deleted_as_on_gitlab() {
         .await;
     assert_eq!(status, StatusCode::OK, "{v}");
 
+    // python-gitlab's `take_ownership`: the schedule, owned by the one user already.
+    let (status, taken) = server
+        .admin(Method::POST, &format!("{base}/{id}/take_ownership"), None)
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{taken}");
+    assert_eq!(taken["id"], id, "{taken}");
+    assert!(taken["owner"]["username"].is_string(), "{taken}");
+    let (status, _) = server
+        .admin(Method::POST, &format!("{base}/999999/take_ownership"), None)
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
     let (status, played) = server
         .admin(Method::POST, &format!("{base}/{id}/play"), None)
         .await;

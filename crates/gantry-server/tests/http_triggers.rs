@@ -72,6 +72,32 @@ async fn a_trigger_token_starts_pipelines_with_variables_until_it_is_deleted() {
     assert_eq!(listed[0]["description"], "nightly from the release repo");
     let shown = listed[0]["token"].as_str().unwrap();
     assert!(token.starts_with(shown.trim_end_matches('…')) && shown.len() < token.len());
+    // One trigger, and a new description for it (python-gitlab's `triggers.get`, `save`).
+    let one = format!("projects/{project}/triggers/{trigger_id}");
+    let (status, got) = server.admin(Method::GET, &one, None).await;
+    assert_eq!(status, StatusCode::OK, "{got}");
+    assert_eq!(got["token"], shown);
+    let (status, changed) = server
+        .admin(
+            Method::PUT,
+            &one,
+            Some(json!({"description": "from the release repo"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{changed}");
+    assert_eq!(changed["description"], "from the release repo");
+    let (status, refused) = server
+        .admin(Method::PUT, &one, Some(json!({"description": ""})))
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
+    let (status, _) = server
+        .admin(
+            Method::GET,
+            &format!("projects/{other}/triggers/{trigger_id}"),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "another project's trigger");
     let anonymous = server
         .http
         .get(server.api(&format!("projects/{project}/triggers")))

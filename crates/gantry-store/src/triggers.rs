@@ -39,6 +39,43 @@ impl Store {
         Ok(rows.iter().map(PipelineTrigger::from_row).collect())
     }
 
+    /// A project's trigger `id`; `NotFound` when it has none of that id.
+    pub async fn pipeline_trigger(&self, project_id: i64, id: i64) -> Result<PipelineTrigger> {
+        let row = sqlx::query(&format!(
+            "SELECT {} FROM pipeline_triggers WHERE project_id = $1 AND id = $2",
+            PipelineTrigger::COLUMNS
+        ))
+        .bind(project_id)
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref()
+            .map(PipelineTrigger::from_row)
+            .ok_or(StoreError::NotFound("pipeline trigger"))
+    }
+
+    /// Changes a project's trigger's description; `NotFound` when it has none of that id.
+    pub async fn describe_pipeline_trigger(
+        &self,
+        project_id: i64,
+        id: i64,
+        description: &str,
+    ) -> Result<PipelineTrigger> {
+        let row = sqlx::query(&format!(
+            "UPDATE pipeline_triggers SET description = $1 WHERE project_id = $2 AND id = $3 \
+             RETURNING {}",
+            PipelineTrigger::COLUMNS
+        ))
+        .bind(description)
+        .bind(project_id)
+        .bind(id)
+        .fetch_optional(&self.writer)
+        .await?;
+        row.as_ref()
+            .map(PipelineTrigger::from_row)
+            .ok_or(StoreError::NotFound("pipeline trigger"))
+    }
+
     /// The trigger whose token hashes to `token_hash`, marked used at `now`.
     pub async fn use_pipeline_trigger(
         &self,

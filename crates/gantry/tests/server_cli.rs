@@ -2239,6 +2239,7 @@ fn gitlab_clients_from_pypi_work_against_the_server() {
         "jobs list, get, trace, artifacts",
         "runners: runners_all.list, runners.list, project runners enable/disable",
         "pipeline.cancel, pipeline.retry",
+        "pipeline schedules and triggers: create, get, save, take_ownership, play, trigger_pipeline",
         "Debian gitlab-cli: current-user, project-pipeline list/get, project-job list/trace",
         "Debian ruby-gitlab: user, version, pipelines, pipeline_jobs, job_trace",
     ] {

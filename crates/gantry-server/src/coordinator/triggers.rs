@@ -51,6 +51,16 @@ fn short_token(shown: &str) -> String {
         .collect()
 }
 
+/// A description a trigger may have: 1 to [`MAX_DESCRIPTION`] characters, not blank.
+fn check_description(description: &str) -> std::result::Result<(), CoordinatorError> {
+    if description.trim().is_empty() || description.chars().count() > MAX_DESCRIPTION {
+        return Err(CoordinatorError::Invalid(format!(
+            "description: give the trigger a description of 1 to {MAX_DESCRIPTION} characters"
+        )));
+    }
+    Ok(())
+}
+
 /// The trigger tokens service (see the module docs).
 pub struct Triggers<'a> {
     store: &'a gantry_store::Store,
@@ -64,11 +74,7 @@ impl Triggers<'_> {
         project_id: i64,
         description: &str,
     ) -> std::result::Result<TriggerView, CoordinatorError> {
-        if description.trim().is_empty() || description.chars().count() > MAX_DESCRIPTION {
-            return Err(CoordinatorError::Invalid(format!(
-                "description: give the trigger a description of 1 to {MAX_DESCRIPTION} characters"
-            )));
-        }
+        check_description(description)?;
         self.store.project(project_id).await?;
         let secret = token::new_token(TRIGGER_TOKEN_PREFIX);
         let shown = format!("{}…", &secret[..SHOWN]);
@@ -98,6 +104,33 @@ impl Triggers<'_> {
             .iter()
             .map(|t| view(t, t.token_prefix.clone()))
             .collect())
+    }
+
+    /// One trigger token of the project (its first characters; `NotFound` when the
+    /// project has no trigger `id`).
+    pub async fn get(
+        &self,
+        project_id: i64,
+        id: i64,
+    ) -> std::result::Result<TriggerView, CoordinatorError> {
+        let t = self.store.pipeline_trigger(project_id, id).await?;
+        Ok(view(&t, t.token_prefix.clone()))
+    }
+
+    /// A new description for a trigger token (`NotFound` when the project has no trigger
+    /// `id`); the token stays.
+    pub async fn describe(
+        &self,
+        project_id: i64,
+        id: i64,
+        description: &str,
+    ) -> std::result::Result<TriggerView, CoordinatorError> {
+        check_description(description)?;
+        let t = self
+            .store
+            .describe_pipeline_trigger(project_id, id, description.trim())
+            .await?;
+        Ok(view(&t, t.token_prefix.clone()))
     }
 
     /// Revokes a trigger token (`NotFound` when the project has no trigger `id`).

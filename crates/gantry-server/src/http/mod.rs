@@ -315,6 +315,10 @@ fn build(coordinator: Coordinator, shutdown: watch::Receiver<bool>) -> Router {
             post(schedules::play),
         )
         .route(
+            "/projects/{project}/pipeline_schedules/{schedule}/take_ownership",
+            post(schedules::take_ownership),
+        )
+        .route(
             "/projects/{project}/pipeline_schedules/{schedule}/variables",
             post(schedules::create_variable),
         )
@@ -328,7 +332,9 @@ fn build(coordinator: Coordinator, shutdown: watch::Receiver<bool>) -> Router {
         )
         .route(
             "/projects/{project}/triggers/{trigger}",
-            delete(triggers::delete),
+            get(triggers::show)
+                .put(triggers::update)
+                .delete(triggers::delete),
         )
         .route(
             "/projects/{project}/trigger/pipeline",

@@ -1,7 +1,8 @@
 //! Pipeline schedules, GitLab's API shapes (admin token): `GET/POST
 //! /projects/:id/pipeline_schedules` (`?scope=active|inactive`), `GET/PUT/DELETE
 //! …/pipeline_schedules/:schedule_id`, `GET …/:schedule_id/pipelines`, `POST
-//! …/:schedule_id/play` and the schedule's variables, `POST …/:schedule_id/variables`,
+//! …/:schedule_id/play`, `POST …/:schedule_id/take_ownership` and the schedule's
+//! variables, `POST …/:schedule_id/variables`,
 //! `PUT/DELETE …/variables/:key`. Parameters come as JSON or a form. Rules and limits:
 //! `coordinator/schedules.rs`.
 
@@ -109,6 +110,19 @@ pub(crate) async fn show(
     let project = project_id(&state, &headers, &project).await?;
     let schedule = state.coordinator.schedules().get(project, id).await?;
     Ok(json_response(StatusCode::OK, &schedule))
+}
+
+/// `POST /projects/:id/pipeline_schedules/:schedule_id/take_ownership` → `201` with the
+/// schedule. Every schedule is owned by the server's one user already (the `owner` its
+/// answers show), so taking it changes nothing; a missing schedule is `404`.
+pub(crate) async fn take_ownership(
+    State(state): State<AppState>,
+    Path((project, id)): Path<(String, i64)>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    let project = project_id(&state, &headers, &project).await?;
+    let schedule = state.coordinator.schedules().get(project, id).await?;
+    Ok(json_response(StatusCode::CREATED, &schedule))
 }
 
 /// `PUT /projects/:id/pipeline_schedules/:schedule_id`: the fields given change.

@@ -1,5 +1,5 @@
 //! Pipeline trigger tokens, GitLab's API shapes: `GET/POST /projects/:id/triggers` and
-//! `DELETE /projects/:id/triggers/:trigger_id` (admin token), and
+//! `GET/PUT/DELETE /projects/:id/triggers/:trigger_id` (admin token), and
 //! `POST /projects/:id/trigger/pipeline` (the trigger token is the credential), also as the
 //! webhook form `POST /projects/:id/ref/:ref/trigger/pipeline?token=…`. Parameters come
 //! from the query, a form (`-F token=… -F ref=main -F "variables[KEY]=value"
@@ -56,6 +56,41 @@ pub(crate) async fn list(
     let project = find_project(&state, &project).await?;
     let triggers = state.coordinator.triggers().list(project.id).await?;
     Ok(json_response(StatusCode::OK, &triggers))
+}
+
+/// `GET /projects/:id/triggers/:trigger_id`.
+pub(crate) async fn show(
+    State(state): State<AppState>,
+    Path((project, trigger)): Path<(String, i64)>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    auth::require_admin(&state.coordinator, &headers).await?;
+    let project = find_project(&state, &project).await?;
+    let trigger = state
+        .coordinator
+        .triggers()
+        .get(project.id, trigger)
+        .await?;
+    Ok(json_response(StatusCode::OK, &trigger))
+}
+
+/// `PUT /projects/:id/triggers/:trigger_id` with a new `description` (the only field a
+/// trigger has to change here; without it the trigger stays as it is).
+pub(crate) async fn update(
+    State(state): State<AppState>,
+    Path((project, trigger)): Path<(String, i64)>,
+    headers: HeaderMap,
+    Body(body): Body,
+) -> ApiResult<Response> {
+    auth::require_admin(&state.coordinator, &headers).await?;
+    let req: NewTrigger = extract::params(&headers, &body).await?;
+    let project = find_project(&state, &project).await?;
+    let triggers = state.coordinator.triggers();
+    let trigger = match req.description {
+        Some(description) => triggers.describe(project.id, trigger, &description).await?,
+        None => triggers.get(project.id, trigger).await?,
+    };
+    Ok(json_response(StatusCode::OK, &trigger))
 }
 
 /// `DELETE /projects/:id/triggers/:trigger_id` → `204`.
