@@ -207,7 +207,7 @@ def _():
     )
 
 
-@step("jobs list, get, trace, artifacts")
+@step("jobs list, get, trace, artifacts, a page at a time")
 def _():
     project = state["project"]
     jobs = {j.name: j for j in state["pipeline"].jobs.list()}
@@ -225,6 +225,10 @@ def _():
     content = archive.read("out.txt").decode().strip()
     expect(content == "hello from gitlab-python-runner", f"out.txt holds {content!r}")
     expect({j.name for j in project.jobs.list(scope=["success"])} >= {"runner-api", "python-runner"}, "scope")
+    # python-gitlab pages through a list by its `Link` header.
+    paged = [j.id for j in project.jobs.list(iterator=True, per_page=1)]
+    expect(sorted(paged) == sorted(j.id for j in project.jobs.list(get_all=True)) and len(paged) >= 2,
+           f"one job a page: {paged}")
     for _ in range(50):
         if project.pipelines.get(state["pipeline"].id).status == "success":
             break

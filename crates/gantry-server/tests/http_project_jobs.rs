@@ -72,6 +72,29 @@ async fn project_jobs_are_listed_newest_first_by_scope_and_page() {
     assert_eq!(ids(&page), newest[..3]);
     assert_eq!(headers["x-next-page"], "2");
     assert_eq!(headers["x-total"], "4");
+    // GitLab's `OffsetHeaderBuilder`: the previous page (none), the number of pages, and
+    // `Link`, which python-gitlab's iterators follow, its parameters sorted by name.
+    assert_eq!(headers["x-prev-page"], "");
+    assert_eq!(headers["x-total-pages"], "2");
+    let url = server.api(&format!("projects/{project}/jobs"));
+    assert_eq!(
+        headers["link"],
+        format!(
+            "<{url}?page=2&per_page=3>; rel=\"next\", <{url}?page=1&per_page=3>; rel=\"first\", \
+             <{url}?page=2&per_page=3>; rel=\"last\""
+        )
+    );
+    let (_, headers, page) = list(
+        &server,
+        &format!("projects/{project}/jobs?per_page=3&page=2&scope[]=success&scope[]=failed"),
+    )
+    .await;
+    assert_eq!(
+        ids(&page),
+        Vec::<i64>::new(),
+        "three done jobs fit on the first page"
+    );
+    assert_eq!(headers["x-prev-page"], "1");
     let (_, headers, page) = list(
         &server,
         &format!("projects/{project}/jobs?per_page=3&page=2"),
@@ -79,6 +102,19 @@ async fn project_jobs_are_listed_newest_first_by_scope_and_page() {
     .await;
     assert_eq!(ids(&page), newest[3..]);
     assert_eq!(headers["x-next-page"], "");
+    assert_eq!(headers["x-prev-page"], "1");
+    assert!(
+        headers["link"].to_str().unwrap().starts_with(&format!(
+            "<{url}?page=1&per_page=3>; rel=\"prev\", <{url}?page=1"
+        )),
+        "{:?}",
+        headers["link"]
+    );
+    // A page that is no number is GitLab's parameter error.
+    let (status, _, refused) =
+        list(&server, &format!("projects/{project}/jobs?per_page=many")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(refused["error"], "per_page is invalid");
 
     let (_, _, succeeded) =
         list(&server, &format!("projects/{project}/jobs?scope[]=success")).await;

@@ -75,7 +75,7 @@ pub(crate) async fn list(
     State(state): State<AppState>,
     Path(project): Path<String>,
     Query(query): Query<ListQuery>,
-    Query(page): Query<Page>,
+    page: Page,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     let project = admin_project_id(&state, &headers, &project).await?;
@@ -219,7 +219,7 @@ pub(crate) async fn deployments(
     State(state): State<AppState>,
     Path(project): Path<String>,
     Query(query): Query<DeploymentQuery>,
-    Query(page): Query<Page>,
+    page: Page,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     let project = admin_project_id(&state, &headers, &project).await?;

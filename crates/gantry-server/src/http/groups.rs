@@ -3,7 +3,7 @@
 //! path. Groups are the namespaces of project paths and the groups made here:
 //! `coordinator/groups.rs`.
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 
@@ -19,7 +19,7 @@ use super::{AppState, auth, json_response};
 /// `GET /groups`.
 pub(crate) async fn list(
     State(state): State<AppState>,
-    Query(page): Query<Page>,
+    page: Page,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     auth::require_admin(&state.coordinator, &headers).await?;

@@ -5,7 +5,7 @@
 //! is; `PUT` never renames (GitLab drops `key` from its body). Rules and limits:
 //! `coordinator::instance_variables`.
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use gantry_store::InstanceVariable;
@@ -108,7 +108,7 @@ fn gone(e: SettingsError) -> ApiError {
 /// `X-Page`, `X-Per-Page`, `X-Next-Page` and `X-Total` headers.
 pub(crate) async fn list(
     State(state): State<AppState>,
-    Query(page): Query<super::projects::Page>,
+    page: super::projects::Page,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     auth::require_admin(&state.coordinator, &headers).await?;

@@ -13,7 +13,7 @@
 //! path is `400 {"error": "id is invalid"}`). What the scope decides:
 //! `coordinator/job_token_scope.rs`.
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
@@ -86,7 +86,7 @@ pub(crate) async fn update(
 pub(crate) async fn allowlist(
     State(state): State<AppState>,
     Path(project): Path<String>,
-    Query(page): Query<Page>,
+    page: Page,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     let id = admin_project_id(&state, &headers, &project).await?;
@@ -149,7 +149,7 @@ pub(crate) async fn remove_project(
 pub(crate) async fn groups_allowlist(
     State(state): State<AppState>,
     Path(project): Path<String>,
-    Query(page): Query<Page>,
+    page: Page,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     let id = admin_project_id(&state, &headers, &project).await?;

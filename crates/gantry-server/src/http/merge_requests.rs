@@ -28,7 +28,7 @@ pub(crate) async fn list(
     State(state): State<AppState>,
     Path(project): Path<String>,
     Query(filter): Query<StateFilter>,
-    Query(page): Query<Page>,
+    page: Page,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     auth::require_admin(&state.coordinator, &headers).await?;
@@ -62,7 +62,7 @@ pub(crate) async fn show(
 pub(crate) async fn pipelines(
     State(state): State<AppState>,
     Path((project, iid)): Path<(String, i64)>,
-    Query(page): Query<Page>,
+    page: Page,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     auth::require_admin(&state.coordinator, &headers).await?;

@@ -58,6 +58,10 @@ mod user_runners;
 mod users;
 mod variables;
 
+/// Where GitLab's REST API is mounted: the runner and user APIs are nested here, so their
+/// handlers see the path below it.
+pub(crate) const API_ROOT: &str = "/api/v4";
+
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -561,7 +565,7 @@ fn build(coordinator: Coordinator, shutdown: watch::Receiver<bool>) -> Router {
             auth::read_only_scope,
         ));
     let app = Router::new()
-        .nest("/api/v4", runner_api.merge(user_api))
+        .nest(API_ROOT, runner_api.merge(user_api))
         .route("/-/metrics", get(metrics::metrics))
         .route(
             "/.well-known/openid-configuration",

@@ -125,7 +125,7 @@ const SIMPLE_PROJECT_KEYS: [&str; 9] = [
 pub(crate) async fn list(
     State(state): State<AppState>,
     Query(filter): Query<ProjectFilter>,
-    Query(page): Query<Page>,
+    page: Page,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     auth::require_admin(&state.coordinator, &headers).await?;
@@ -554,7 +554,7 @@ pub(crate) async fn pipelines(
     State(state): State<AppState>,
     Path(project): Path<String>,
     Query(filter): Query<PipelineFilter>,
-    Query(page): Query<Page>,
+    page: Page,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     auth::require_admin(&state.coordinator, &headers).await?;
@@ -667,12 +667,87 @@ fn scopes(query: Option<&str>) -> Result<Vec<String>, ApiError> {
     Ok(out)
 }
 
-/// `page` and `per_page` (GitLab's offset pagination: 20 by default, at most 100).
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
+/// `page` and `per_page` (GitLab's offset pagination: 20 by default, at most 100), and the
+/// request's URL, which the answer's `Link` header names with other pages
+/// ([`paged`]). Extracted from the request itself (`page: Page` in a handler).
+#[derive(Debug, Default)]
 pub(crate) struct Page {
     page: Option<usize>,
     per_page: Option<usize>,
+    /// The request's URL under the server's external URL, without its query, and the
+    /// query's other parameters (`None`: no `Link` header).
+    url: Option<(String, Vec<(String, String)>)>,
+}
+
+impl axum::extract::FromRequestParts<AppState> for Page {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &AppState,
+    ) -> Result<Self, ApiError> {
+        let query = parts.uri.query().unwrap_or_default();
+        let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query)
+            .map_err(|_| ApiError::param("the query string is not URL-encoded"))?;
+        let number = |name: &str| -> Result<Option<usize>, ApiError> {
+            match pairs.iter().rfind(|(k, _)| k == name) {
+                None => Ok(None),
+                Some((_, v)) if v.is_empty() => Ok(None),
+                Some((_, v)) => v
+                    .parse::<usize>()
+                    .map(Some)
+                    .map_err(|_| ApiError::param(format!("{name} is invalid"))),
+            }
+        };
+        let (page, per_page) = (number("page")?, number("per_page")?);
+        let others = pairs
+            .into_iter()
+            .filter(|(k, _)| k != "page" && k != "per_page")
+            .collect();
+        let base = state.coordinator.external_url().trim_end_matches('/');
+        // The path as the client sent it: the nested router sees the rest below the API's
+        // root.
+        let path = parts.uri.path();
+        Ok(Self {
+            page,
+            per_page,
+            url: Some((format!("{base}{}{path}", super::API_ROOT), others)),
+        })
+    }
+}
+
+impl Page {
+    /// GitLab's `Link` header (`OffsetHeaderBuilder#pagination_links`): the previous,
+    /// next, first and last pages' URLs, each the request's with its other parameters
+    /// and `page`/`per_page`, sorted by name as Rails' `to_query` sorts them.
+    fn links(&self, number: usize, per_page: usize, pages: usize, next: Option<usize>) -> String {
+        let Some((url, others)) = &self.url else {
+            return String::new();
+        };
+        let href = |page: usize| {
+            let mut params: Vec<(&str, String)> = others
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.clone()))
+                .chain([
+                    ("page", page.to_string()),
+                    ("per_page", per_page.to_string()),
+                ])
+                .collect();
+            params.sort_by(|a, b| a.0.cmp(b.0));
+            let query = serde_urlencoded::to_string(&params).unwrap_or_default();
+            format!("{url}?{query}")
+        };
+        let mut links = Vec::with_capacity(4);
+        if number > 1 {
+            links.push(format!("<{}>; rel=\"prev\"", href(number - 1)));
+        }
+        if let Some(next) = next {
+            links.push(format!("<{}>; rel=\"next\"", href(next)));
+        }
+        links.push(format!("<{}>; rel=\"first\"", href(1)));
+        links.push(format!("<{}>; rel=\"last\"", href(pages)));
+        links.join(", ")
+    }
 }
 
 /// `GET /api/v4/projects/:id/jobs[?scope[]=failed&page=&per_page=]`: the project's jobs
@@ -682,7 +757,7 @@ pub(crate) async fn project_jobs(
     State(state): State<AppState>,
     Path(project): Path<String>,
     RawQuery(query): RawQuery,
-    Query(page): Query<Page>,
+    page: Page,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     auth::require_admin(&state.coordinator, &headers).await?;
@@ -729,24 +804,34 @@ pub(crate) fn page_of<T: serde::Serialize>(all: Vec<T>, page: &Page) -> Response
     paged(shown, total, page)
 }
 
-/// One page of a list as GitLab answers it: the JSON array `shown` (page `page.page`,
-/// from 1, of `page.per_page` items: 20 by default, at most 100) of `total` items, with
-/// `X-Page`, `X-Per-Page`, `X-Next-Page` (empty on the last page) and `X-Total`.
+/// One page of a list as GitLab answers it (`Gitlab::Pagination::OffsetHeaderBuilder`):
+/// the JSON array `shown` (page `page.page`, from 1, of `page.per_page` items: 20 by
+/// default, at most 100) of `total` items, with `X-Page`, `X-Per-Page`, `X-Next-Page`
+/// and `X-Prev-Page` (empty when there is none), `X-Total`, `X-Total-Pages` (at least 1)
+/// and `Link` (`rel="prev"`, `"next"`, `"first"`, `"last"`: what python-gitlab's
+/// iterators and `get_all` follow).
 pub(crate) fn paged<T: serde::Serialize>(shown: Vec<T>, total: i64, page: &Page) -> Response {
     let (number, per_page) = page.numbers();
     let total = usize::try_from(total).unwrap_or(0);
-    let next = if number.saturating_mul(per_page) < total {
-        (number + 1).to_string()
-    } else {
-        String::new()
-    };
+    let pages = total.div_ceil(per_page).max(1);
+    let next = (number.saturating_mul(per_page) < total).then_some(number + 1);
+    let shown_number = |n: Option<usize>| n.map(|n| n.to_string()).unwrap_or_default();
     let mut response = json_response(StatusCode::OK, &shown);
     for (name, value) in [
         ("x-page", number.to_string()),
         ("x-per-page", per_page.to_string()),
-        ("x-next-page", next),
+        ("x-next-page", shown_number(next)),
+        (
+            "x-prev-page",
+            shown_number((number > 1).then(|| number - 1)),
+        ),
         ("x-total", total.to_string()),
+        ("x-total-pages", pages.to_string()),
+        ("link", page.links(number, per_page, pages, next)),
     ] {
+        if value.is_empty() && name == "link" {
+            continue;
+        }
         if let Ok(value) = axum::http::HeaderValue::from_str(&value) {
             response.headers_mut().insert(name, value);
         }

@@ -2,7 +2,7 @@
 //! newest `released_at` first) and `GET /projects/:id/releases/:tag_name`. Releases are
 //! made by `release:` jobs (`coordinator/releases.rs`).
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 
@@ -15,7 +15,7 @@ use crate::coordinator::CoordinatorError;
 pub(crate) async fn list(
     State(state): State<AppState>,
     Path(project): Path<String>,
-    Query(page): Query<Page>,
+    page: Page,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     let project = admin_project_id(&state, &headers, &project).await?;

@@ -119,7 +119,7 @@ const RUNNER_STATUSES: [&str; 6] = [
 pub(crate) async fn list(
     State(state): State<AppState>,
     Query(filter): Query<ListFilter>,
-    Query(page): Query<Page>,
+    page: Page,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     auth::require_admin(&state.coordinator, &headers).await?;
@@ -133,7 +133,7 @@ pub(crate) async fn list(
 pub(crate) async fn owned(
     State(state): State<AppState>,
     Query(filter): Query<ListFilter>,
-    Query(page): Query<Page>,
+    page: Page,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     auth::require_admin(&state.coordinator, &headers).await?;
@@ -154,7 +154,7 @@ pub(crate) async fn project_list(
     State(state): State<AppState>,
     Path(project): Path<String>,
     Query(filter): Query<ListFilter>,
-    Query(page): Query<Page>,
+    page: Page,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     let project_id = admin_project_id(&state, &headers, &project).await?;
@@ -286,7 +286,7 @@ pub(crate) async fn jobs(
     State(state): State<AppState>,
     Path(id): Path<i64>,
     Query(filter): Query<RunnerJobsFilter>,
-    Query(page): Query<Page>,
+    page: Page,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     auth::require_admin(&state.coordinator, &headers).await?;

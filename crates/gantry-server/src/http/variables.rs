@@ -131,7 +131,7 @@ fn key(params: &HashMap<String, String>) -> &str {
 pub(crate) async fn list(
     State(state): State<AppState>,
     Path(params): Path<HashMap<String, String>>,
-    Query(page): Query<super::projects::Page>,
+    page: super::projects::Page,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     auth::require_admin(&state.coordinator, &headers).await?;
