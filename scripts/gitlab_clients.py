@@ -69,6 +69,8 @@ def _():
     gl.auth()
     expect(gl.user.username == "root", f"user {gl.user.username}")
     expect(gl.user.is_admin, "the admin token's user is an administrator")
+    found = gl.users.list(username="root")
+    expect([u.id for u in found] == [gl.user.id], f"users.list(username=…): {found}")
 
 
 @step("gl.version()")

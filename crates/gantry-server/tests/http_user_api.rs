@@ -54,6 +54,16 @@ async fn the_user_the_version_and_the_metadata() {
     );
     let (status, _) = server.admin(Method::GET, "users/2", None).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
+    // `GET /users`: the one user, found by username (any case) or a part of its name.
+    for query in ["users", "users?username=ROOT", "users?search=admin"] {
+        let (status, users) = server.admin(Method::GET, query, None).await;
+        assert_eq!(status, StatusCode::OK, "{query}: {users}");
+        assert_eq!(users[0]["id"], 1, "{query}: {users}");
+    }
+    for query in ["users?username=ro", "users?search=nobody"] {
+        let (_, users) = server.admin(Method::GET, query, None).await;
+        assert_eq!(users, json!([]), "{query}");
+    }
 
     for path in ["version", "metadata"] {
         let (status, version) = server.admin(Method::GET, path, None).await;

@@ -530,6 +530,7 @@ fn build(coordinator: Coordinator, shutdown: watch::Receiver<bool>) -> Router {
         )
         .route("/user/runners", post(user_runners::create))
         .route("/user", get(users::current))
+        .route("/users", get(users::list))
         .route("/users/{user}", get(users::show))
         .route("/version", get(users::version))
         .route("/metadata", get(users::show_metadata))

@@ -1,11 +1,12 @@
 //! User API, where GitLab's clients start: `GET /user` (the token's user: the
-//! administrator, Gantry's one user), `GET /version` and `GET /metadata`, and personal
+//! administrator, Gantry's one user), `GET /users[/:id]`, `GET /version` and
+//! `GET /metadata`, and personal
 //! access tokens — `POST /users/:id/personal_access_tokens` and
 //! `POST /user/personal_access_tokens` (make one), `GET /personal_access_tokens[/:id]`,
 //! `GET /personal_access_tokens/self`, `DELETE /personal_access_tokens/:id` (revoke;
 //! `self`: the calling token). Any valid token; see `auth.rs` for what `read_api` allows.
 
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
@@ -105,6 +106,44 @@ pub(crate) async fn current(
 ) -> ApiResult<Response> {
     auth::require_admin(&state.coordinator, &headers).await?;
     Ok(json_response(StatusCode::OK, &admin_user(&state)))
+}
+
+/// `GET /users`'s filters (GitLab's `UsersFinder`): `username` (exact, in any case) and
+/// `search` (part of the name, username or email, in any case). Others are not told
+/// apart: Gantry has one user, active, human and an administrator.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct UsersFilter {
+    username: Option<String>,
+    search: Option<String>,
+}
+
+/// `GET /api/v4/users[?username=&search=]`: the users, Gantry's one (the administrator)
+/// when it matches — as python-gitlab's `users.list(username=…)` finds a user's id.
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    Query(filter): Query<UsersFilter>,
+    page: super::projects::Page,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    auth::require_admin(&state.coordinator, &headers).await?;
+    let user = admin_user(&state);
+    let named = filter
+        .username
+        .as_deref()
+        .is_none_or(|name| name.eq_ignore_ascii_case(&user.username));
+    let found = filter.search.as_deref().is_none_or(|text| {
+        let text = text.to_lowercase();
+        [&user.username, &user.name, &user.email]
+            .iter()
+            .any(|field| field.to_lowercase().contains(&text))
+    });
+    let users = if named && found {
+        vec![user]
+    } else {
+        Vec::new()
+    };
+    Ok(super::projects::page_of(users, &page))
 }
 
 /// `GET /api/v4/users/:id`: the administrator; `404` for any other id.
