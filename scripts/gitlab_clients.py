@@ -235,7 +235,15 @@ def _():
         if project.pipelines.get(state["pipeline"].id).status == "success":
             break
         time.sleep(0.1)
-    expect(project.pipelines.get(state["pipeline"].id).status == "success", "the pipeline succeeded")
+    pipeline = project.pipelines.get(state["pipeline"].id)
+    expect(pipeline.status == "success", "the pipeline succeeded")
+    # One pipeline is GitLab's detail entity; a job carries its commit and pipeline.
+    status = pipeline.detailed_status
+    expect(status["details_path"].endswith(f"/-/pipelines/{pipeline.id}") and status["label"].startswith("passed"),
+           f"detailed_status {status}")
+    expect(pipeline.user["id"] == gl.user.id, f"pipeline user {pipeline.user}")
+    expect(api_job.commit["id"] == pipeline.sha and api_job.pipeline["web_url"] == pipeline.web_url,
+           f"job commit {api_job.commit}")
 
 
 @step("runners: runners_all.list, runners.list, project runners enable/disable")

@@ -313,3 +313,141 @@ async fn pipelines_are_filtered_and_ordered_as_on_gitlab() {
         assert_eq!(status, StatusCode::BAD_REQUEST, "{query}: {body}");
     }
 }
+
+/// One pipeline is GitLab's `Ci::Pipeline` entity — who made it, its queue time, its
+/// jobs' mean coverage, its `detailed_status` (a success with a failure allowed is
+/// "passed with warnings") — where a list's rows are `PipelineBasic`; a job carries the
+/// commit it ran (parents, author and committer apart), its pipeline's basic entity
+/// and its user.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_pipeline_shows_gitlab_s_detail_and_a_job_its_commit() {
+    let server = TestServer::start().await;
+    let ci = "covered:\n  script: [make]\n  coverage: '/^Lines: (\\d+\\.\\d+)%/'\n\
+              flaky:\n  script: [make]\n  allow_failure: true\n";
+    let repo = Repo::new(&[("README", "first\n")]);
+    let parent = repo.head();
+    let sha = repo.commit(&[(".gitlab-ci.yml", ci)], "Add CI\n\nWith a body.");
+    let project = server.create_project("group/app", &repo).await["id"]
+        .as_i64()
+        .unwrap();
+    let (runner_id, runner) = server.create_runner(json!({})).await;
+    let created = server.create_pipeline(project, "main").await;
+    let id = created["id"].as_i64().unwrap();
+    // Creation answers with the detail too, before any job ran.
+    assert_eq!(created["detailed_status"]["group"], "pending", "{created}");
+    assert_eq!(created["coverage"], Value::Null);
+    for _ in 0..2 {
+        let (job, token, payload) = server.take_job(&runner).await;
+        if payload["job_info"]["name"] == "covered" {
+            let log = "Lines: 83.5%\n";
+            let patched = server
+                .http
+                .patch(server.api(&format!("jobs/{job}/trace")))
+                .header("JOB-TOKEN", &token)
+                .header("Content-Range", format!("0-{}", log.len() - 1))
+                .body(log)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(patched.status(), StatusCode::ACCEPTED);
+            server.end_job(job, &token, "success").await;
+        } else {
+            server.end_job(job, &token, "failed").await;
+        }
+    }
+
+    let (status, shown) = server
+        .admin(
+            reqwest::Method::GET,
+            &format!("projects/{project}/pipelines/{id}"),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(shown["status"], "success");
+    assert_eq!(shown["coverage"], "83.50", "{shown}");
+    assert_eq!(shown["committed_at"], Value::Null);
+    assert_eq!(shown["archived"], false);
+    assert!(shown["queued_duration"].is_null() || shown["queued_duration"].is_i64());
+    assert!(!shown["user"]["username"].as_str().unwrap().is_empty());
+    assert!(shown["user"]["id"].is_i64() && shown["user"]["state"] == "active");
+    let details = &shown["detailed_status"];
+    assert_eq!(details["group"], "success-with-warnings");
+    assert_eq!(details["text"], "Warning");
+    assert_eq!(details["label"], "passed with warnings");
+    assert_eq!(details["icon"], "status_warning");
+    assert_eq!(details["has_details"], true);
+    assert_eq!(
+        details["details_path"],
+        format!("/group/app/-/pipelines/{id}")
+    );
+    assert_eq!(
+        details["favicon"],
+        "/assets/ci_favicons/favicon_status_success.png"
+    );
+    // A list's rows are GitLab's `PipelineBasic`: no detail read per row.
+    let (_, _, listed) = list(&server, &format!("projects/{project}/pipelines")).await;
+    assert_eq!(listed[0]["id"], id);
+    assert!(listed[0].get("detailed_status").is_none(), "{listed}");
+
+    let jobs = server.pipeline_jobs(project, id).await;
+    let job = server.job(project, jobs[0]["id"].as_i64().unwrap()).await;
+    for shown in [&jobs[0], &job] {
+        let commit = &shown["commit"];
+        assert_eq!(commit["id"], sha);
+        assert_eq!(commit["short_id"], &sha[..8]);
+        assert_eq!(commit["parent_ids"], json!([parent]));
+        assert_eq!(commit["title"], "Add CI");
+        assert_eq!(commit["message"], "Add CI\n\nWith a body.");
+        let show = |format: &str| repo.git(&["show", "-s", &format!("--format={format}"), "HEAD"]);
+        assert_eq!(commit["author_name"], show("%an"));
+        assert_eq!(commit["author_email"], show("%ae"));
+        assert_eq!(commit["committer_name"], show("%cn"));
+        // The time in the author's zone (`+00:00` where git prints `Z`).
+        let in_zone = |value: &Value| value.as_str().unwrap()[..19].to_owned();
+        assert_eq!(in_zone(&commit["authored_date"]), show("%aI")[..19]);
+        assert_eq!(in_zone(&commit["committed_date"]), show("%cI")[..19]);
+        assert_eq!(commit["created_at"], commit["committed_date"]);
+        assert!(
+            commit["web_url"]
+                .as_str()
+                .unwrap()
+                .ends_with(&format!("/group/app/-/commit/{sha}")),
+            "{commit}"
+        );
+        assert_eq!(shown["pipeline"]["iid"], created["iid"]);
+        assert_eq!(shown["pipeline"]["source"], "api");
+        assert_eq!(shown["pipeline"]["web_url"], created["web_url"]);
+        assert_eq!(shown["user"], created["user"]);
+        assert_eq!(shown["archived"], false);
+        assert_eq!(shown["runner_id"], runner_id);
+        let taker = &shown["runner"];
+        assert_eq!(taker["id"], runner_id, "{shown}");
+        assert_eq!(
+            (
+                &taker["runner_type"],
+                &taker["is_shared"],
+                &taker["ip_address"]
+            ),
+            (&json!("instance_type"), &json!(true), &Value::Null)
+        );
+        assert_eq!(
+            (&taker["online"], &taker["status"]),
+            (&json!(true), &json!("online"))
+        );
+    }
+    // A deleted runner's jobs no longer name it.
+    let (status, _) = server
+        .admin(
+            reqwest::Method::DELETE,
+            &format!("runners/{runner_id}"),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let job = server.job(project, jobs[0]["id"].as_i64().unwrap()).await;
+    assert_eq!(
+        (&job["runner_id"], &job["runner"]),
+        (&Value::Null, &Value::Null)
+    );
+}

@@ -487,6 +487,25 @@ impl Store {
         Ok(row.map(|r| r.get(0)))
     }
 
+    /// What a pipeline's detail view sums over its latest jobs (not retried): the mean
+    /// of their `coverage` (`None` when none has one) and how many failed or were
+    /// canceled with `allow_failure` (GitLab's `Ci::Pipeline#coverage` and
+    /// `#number_of_warnings`). One read of the pipeline's job rows by its index.
+    pub async fn pipeline_job_summary(&self, pipeline_id: i64) -> Result<PipelineJobSummary> {
+        let row = sqlx::query(
+            "SELECT AVG(coverage) AS coverage, \
+             COALESCE(SUM(CASE WHEN allow_failure = 1 AND status IN ('failed', 'canceled') THEN 1 ELSE 0 END), 0) AS warnings \
+             FROM jobs WHERE pipeline_id = $1 AND retried = 0",
+        )
+        .bind(pipeline_id)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(PipelineJobSummary {
+            coverage: row.try_get("coverage")?,
+            warnings: row.try_get("warnings")?,
+        })
+    }
+
     /// `(job id, spec)` of a pipeline's jobs, in id order.
     pub async fn pipeline_job_specs(&self, pipeline_id: i64) -> Result<Vec<(i64, String)>> {
         let rows = sqlx::query("SELECT id, spec FROM jobs WHERE pipeline_id = $1 ORDER BY id")

@@ -296,6 +296,15 @@ pub struct RefChange {
     pub to: Option<String>,
 }
 
+/// [`crate::Store::pipeline_job_summary`]: what a pipeline's latest jobs add up to.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct PipelineJobSummary {
+    /// The mean of their coverage, of those that have one.
+    pub coverage: Option<f64>,
+    /// How many failed or were canceled with `allow_failure`.
+    pub warnings: i64,
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Pipeline {
     pub id: i64,

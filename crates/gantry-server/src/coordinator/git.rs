@@ -187,13 +187,20 @@ pub(crate) struct ResolvedRef {
     pub sha: String,
 }
 
-/// Facts about a commit, for predefined variables.
+/// Facts about a commit, for predefined variables and the API's commit objects.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct CommitInfo {
+    /// `Name <email>`.
     pub author: String,
+    /// When it was committed, in the committer's zone (git's `%cI`).
     pub timestamp: String,
     pub message: String,
     pub tag_message: Option<String>,
+    /// When it was authored, in the author's zone (git's `%aI`).
+    pub authored_at: String,
+    /// `Name <email>`.
+    pub committer: String,
+    pub parent_ids: Vec<String>,
 }
 
 /// A project's bare mirror. A value lives for one task (a pipeline's creation, a push):
@@ -730,15 +737,20 @@ fn parse_commit(raw: &[u8]) -> CommitInfo {
         };
         Some((line[..=end].to_owned(), time))
     };
-    let author = identity("author ").map(|(who, _)| who).unwrap_or_default();
-    let timestamp = identity("committer ")
-        .map(|(_, when)| when)
-        .unwrap_or_default();
+    let (author, authored_at) = identity("author ").unwrap_or_default();
+    let (committer, timestamp) = identity("committer ").unwrap_or_default();
     CommitInfo {
         author,
         timestamp,
         message: body(raw),
         tag_message: None,
+        authored_at,
+        committer,
+        parent_ids: headers
+            .lines()
+            .filter_map(|l| l.strip_prefix("parent "))
+            .map(str::to_owned)
+            .collect(),
     }
 }
 
@@ -842,6 +854,15 @@ mod tests {
         assert_eq!(info.timestamp, "2023-11-15T00:13:20+01:00");
         assert_eq!(info.message, message.trim_end_matches('\n'));
         assert_eq!(info.tag_message, None);
+        assert_eq!(
+            info.authored_at,
+            git(d, &["show", "-s", "--format=%aI", "HEAD"])
+        );
+        assert_eq!(
+            info.committer,
+            git(d, &["show", "-s", "--format=%cn <%ce>", "HEAD"])
+        );
+        assert!(info.parent_ids.is_empty(), "a root commit");
 
         let (r, info) = mirror.resolve("v1").await.unwrap().unwrap();
         assert!(r.tag);

@@ -41,6 +41,7 @@ mod copies;
 mod coverage;
 pub mod coverage_reports;
 mod creation;
+mod detailed_status;
 mod downstream;
 mod environment;
 mod environments;
@@ -111,6 +112,7 @@ pub use artifacts::{
 pub use blob::{BlobStore, LocalDir};
 pub use codequality::{CodequalityReport, CodequalitySummary, Degradation};
 pub use creation::{JobSelection, MAX_DEPLOYMENTS_PER_PIPELINE, PipelineRequest};
+pub use detailed_status::DetailedStatus;
 pub use environment::JobEnvironment;
 pub use environments::{
     AUTO_STOP_BATCH, DeploymentRequest, DeploymentView, EnvironmentBasic, EnvironmentRequest,
@@ -156,8 +158,9 @@ pub use timeline::{Timeline, TimelineJob, TimelineSection, human_bytes};
 pub use traces::{AppendError, SHARED_PATCH_LIMIT, TraceAppend, TraceSource, TraceWindow, Traces};
 pub use triggers::TRIGGER_TOKEN_PREFIX;
 pub use views::{
-    Artifact, ArtifactsFile, Bootstrap, JobPipeline, JobProgress, JobView, Namespace, PipelineView,
-    Project, ResourcesView, Runner, RunnerOptions, RunnerUpdate, TriggerView, UpdateResult,
+    Artifact, ArtifactsFile, Bootstrap, JobPipeline, JobProgress, JobView, Namespace,
+    PipelineDetail, PipelineView, Project, ResourcesView, Runner, RunnerOptions, RunnerUpdate,
+    TriggerView, UpdateResult, UserBasic,
 };
 
 use error::Result;

@@ -9,13 +9,16 @@ use gantry_store::{JobsOf, JobsOrder};
 use crate::processor::{CancelCause, CancelScope, Event, Rejected, Status, apply};
 
 use super::Coordinator;
+use super::detailed_status::pipeline_detailed_status;
 use super::error::{CoordinatorError, Result};
+use super::git::ResolvedRef;
 use super::pending::RunnerPool;
 use super::projects::full_path;
 use super::spec::StoredSpec;
 use super::time::{now_ms, to_ts};
 use super::views::{
-    Artifact, ArtifactsFile, JobPipeline, JobProgress, JobView, PipelineView, ResourcesView,
+    Artifact, ArtifactsFile, CommitView, JobPipeline, JobProgress, JobRunner, JobView,
+    PipelineDetail, PipelineView, ResourcesView, Runner, UserBasic, split_identity,
 };
 
 /// The most rows one page of a list holds (GitLab's `per_page` bound).
@@ -69,7 +72,49 @@ impl Coordinator {
                 p.id
             ),
             parent_job_id: p.parent_job_id,
+            detail: None,
         })
+    }
+
+    /// `view` with what GitLab shows of one pipeline besides a list's row
+    /// ([`PipelineView::detail`]): one read of its latest jobs' coverage and warnings.
+    pub async fn with_detail(
+        &self,
+        mut view: PipelineView,
+    ) -> std::result::Result<PipelineView, CoordinatorError> {
+        let project = self.facts().project(view.project_id).await?;
+        let summary = self.inner.store.pipeline_job_summary(view.id).await?;
+        let queued_duration = view
+            .started_at
+            .map(|started| (started - view.created_at) / 1000)
+            .filter(|seconds| *seconds != 0);
+        view.detail = Some(PipelineDetail {
+            user: self.user_basic(),
+            committed_at: None,
+            queued_duration,
+            coverage: summary.coverage.map(|c| format!("{c:.2}")),
+            detailed_status: pipeline_detailed_status(
+                view.status,
+                summary.warnings > 0,
+                format!("/{}/-/pipelines/{}", full_path(&project.name), view.id),
+            ),
+            archived: false,
+        });
+        Ok(view)
+    }
+
+    /// Gantry's one user as GitLab's `UserBasic` shows a user.
+    pub(crate) fn user_basic(&self) -> UserBasic {
+        let user = &self.inner.cfg.user;
+        UserBasic {
+            id: self.admin_user_id(),
+            username: user.login.clone(),
+            name: user.name.clone(),
+            state: "active",
+            locked: false,
+            avatar_url: None,
+            web_url: format!("{}/{}", self.external_url(), user.login),
+        }
     }
 
     pub async fn pipeline(&self, id: i64) -> std::result::Result<PipelineView, CoordinatorError> {
@@ -155,6 +200,7 @@ impl Coordinator {
         let pool = self.pool_for(&rows).await?;
         let mut pipelines: HashMap<i64, gantry_store::Pipeline> = HashMap::new();
         let mut projects: HashMap<i64, gantry_store::Project> = HashMap::new();
+        let mut runners = HashMap::new();
         let mut out = Vec::with_capacity(rows.len());
         for j in &rows {
             let p = match pipelines.entry(j.pipeline_id) {
@@ -171,6 +217,8 @@ impl Coordinator {
             };
             let artifacts = store.artifacts(j.id).await?;
             let mut view = self.job_view(j, p, project, &artifacts, pool.as_ref());
+            view.commit = self.commit_view(p, project).await;
+            view.runner = self.job_runner(j.runner_id, &mut runners).await?;
             view.resources = store
                 .job_resources(j.id)
                 .await?
@@ -227,14 +275,11 @@ impl Coordinator {
             tag_list: j.tags.clone(),
             pipeline_id: j.pipeline_id,
             project_id: j.project_id,
-            pipeline: JobPipeline {
-                id: p.id,
-                project_id: p.project_id,
-                ref_name: p.ref_name.clone(),
-                sha: p.sha.clone(),
-                status: p.status,
-            },
+            pipeline: self.pipeline_basic(p, &project.name),
+            user: self.user_basic(),
+            commit: None,
             runner_id: j.runner_id,
+            runner: None,
             created_at: j.created_at,
             queued_at: j.queued_at,
             scheduled_at: j.scheduled_at,
@@ -258,10 +303,99 @@ impl Coordinator {
                 full_path(&project.name),
                 j.id
             ),
+            archived: false,
             downstream_pipeline: None,
             bridge,
             resources: None,
         }
+    }
+
+    /// The runner `id` as a job's JSON shows it (`None`: no runner, or a deleted one);
+    /// `seen` keeps those a page of jobs already read.
+    async fn job_runner(
+        &self,
+        id: Option<i64>,
+        seen: &mut HashMap<i64, Option<JobRunner>>,
+    ) -> Result<Option<JobRunner>> {
+        let Some(id) = id else { return Ok(None) };
+        if let Some(known) = seen.get(&id) {
+            return Ok(known.clone());
+        }
+        let runner = match self.inner.store.runner(id).await {
+            Ok(row) => Some(JobRunner::of(&Runner::from_row(&row))),
+            Err(gantry_store::StoreError::NotFound(_)) => None,
+            Err(other) => return Err(other.into()),
+        };
+        seen.insert(id, runner.clone());
+        Ok(runner)
+    }
+
+    /// A pipeline as embedded in a job's JSON; `project_name` is its project's.
+    fn pipeline_basic(&self, p: &gantry_store::Pipeline, project_name: &str) -> JobPipeline {
+        JobPipeline {
+            id: p.id,
+            iid: p.iid,
+            project_id: p.project_id,
+            sha: p.sha.clone(),
+            ref_name: p.ref_name.clone(),
+            status: p.status,
+            source: p.source.clone(),
+            created_at: p.created_at,
+            updated_at: p.updated_at,
+            web_url: format!(
+                "{}/{}/-/pipelines/{}",
+                self.external_url(),
+                full_path(project_name),
+                p.id
+            ),
+        }
+    }
+
+    /// A downstream pipeline as embedded in its trigger job's JSON (its project may be
+    /// another).
+    async fn downstream_basic(&self, p: &gantry_store::Pipeline) -> Result<JobPipeline> {
+        let project = self.facts().project(p.project_id).await?;
+        Ok(self.pipeline_basic(p, &project.name))
+    }
+
+    /// The commit pipeline `p` ran, as a job's JSON shows it (its facts are cached by
+    /// the sources service); `None` when the repository does not have it.
+    async fn commit_view(
+        &self,
+        p: &gantry_store::Pipeline,
+        project: &gantry_store::Project,
+    ) -> Option<CommitView> {
+        let r = ResolvedRef {
+            name: p.ref_name.clone(),
+            tag: p.tag,
+            sha: p.sha.clone(),
+        };
+        let info = self.sources().commit_facts(project.id, &r).await;
+        if info.author.is_empty() && info.committer.is_empty() {
+            return None;
+        }
+        let (author_name, author_email) = split_identity(&info.author);
+        let (committer_name, committer_email) = split_identity(&info.committer);
+        Some(CommitView {
+            short_id: p.sha.chars().take(8).collect(),
+            created_at: info.timestamp.clone(),
+            parent_ids: info.parent_ids.clone(),
+            title: info.message.lines().next().unwrap_or_default().to_owned(),
+            message: info.message.clone(),
+            author_name,
+            author_email,
+            authored_date: info.authored_at.clone(),
+            committer_name,
+            committer_email,
+            committed_date: info.timestamp.clone(),
+            web_url: format!(
+                "{}/{}/-/commit/{}",
+                self.external_url(),
+                full_path(&project.name),
+                p.sha
+            ),
+            id: p.sha.clone(),
+        })
     }
 
     pub(crate) async fn job_view_by_id(&self, id: i64) -> Result<JobView> {
@@ -271,6 +405,8 @@ impl Coordinator {
         let artifacts = self.inner.store.artifacts(j.id).await?;
         let pool = self.pool_for(std::slice::from_ref(&j)).await?;
         let mut view = self.job_view(&j, &p, &project, &artifacts, pool.as_ref());
+        view.commit = self.commit_view(&p, &project).await;
+        view.runner = self.job_runner(j.runner_id, &mut HashMap::new()).await?;
         view.resources = self
             .inner
             .store
@@ -279,13 +415,10 @@ impl Coordinator {
             .as_ref()
             .map(ResourcesView::from_row);
         if view.bridge {
-            view.downstream_pipeline = self
-                .inner
-                .store
-                .pipeline_by_parent_job(j.id)
-                .await?
-                .as_ref()
-                .map(job_pipeline);
+            view.downstream_pipeline = match self.inner.store.pipeline_by_parent_job(j.id).await? {
+                Some(d) => Some(self.downstream_basic(&d).await?),
+                None => None,
+            };
         }
         Ok(view)
     }
@@ -335,14 +468,19 @@ impl Coordinator {
         let rows = self.inner.store.pipeline_jobs(pipeline_id).await?;
         let pool = self.pool_for(&rows).await?;
         let resources = self.inner.store.pipeline_job_resources(pipeline_id).await?;
+        let commit = self.commit_view(&p, &project).await;
+        let mut runners = HashMap::new();
         for j in rows {
             let start = artifacts.partition_point(|a| a.job_id < j.id);
             let end = artifacts.partition_point(|a| a.job_id <= j.id);
             let mut view = self.job_view(&j, &p, &project, &artifacts[start..end], pool.as_ref());
-            view.downstream_pipeline = downstream
-                .iter()
-                .find(|d| d.parent_job_id == Some(j.id))
-                .map(job_pipeline);
+            view.commit = commit.clone();
+            view.runner = self.job_runner(j.runner_id, &mut runners).await?;
+            view.downstream_pipeline =
+                match downstream.iter().find(|d| d.parent_job_id == Some(j.id)) {
+                    Some(d) => Some(self.downstream_basic(d).await?),
+                    None => None,
+                };
             view.resources = resources.get(&j.id).map(ResourcesView::from_row);
             out.push(view);
         }
@@ -638,15 +776,4 @@ fn input_values(
     super::job_inputs::overrides(declared, given)
         .map(Some)
         .map_err(CoordinatorError::InvalidInputs)
-}
-
-/// A pipeline as embedded in a job's JSON.
-fn job_pipeline(p: &gantry_store::Pipeline) -> JobPipeline {
-    JobPipeline {
-        id: p.id,
-        project_id: p.project_id,
-        ref_name: p.ref_name.clone(),
-        sha: p.sha.clone(),
-        status: p.status,
-    }
 }

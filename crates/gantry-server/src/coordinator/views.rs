@@ -301,17 +301,126 @@ pub struct PipelineView {
     /// The trigger job that created this downstream pipeline.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub parent_job_id: Option<i64>,
+    /// What GitLab shows of one pipeline (`GET …/pipelines/:id`, and the answers of
+    /// create, retry and cancel) beyond a list's rows: absent from lists, as GitLab's
+    /// `PipelineBasic` rows lack it.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<PipelineDetail>,
 }
 
-/// The pipeline a job belongs to, as embedded in GitLab's job JSON.
+/// GitLab's `Ci::Pipeline` entity's fields beyond `PipelineBasic` that Gantry's
+/// pipeline rows do not hold.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PipelineDetail {
+    /// Who made it: Gantry's one user.
+    pub user: UserBasic,
+    /// GitLab's column is set by no creation path of its own: `null`.
+    pub committed_at: Option<String>,
+    /// Whole seconds from creation to start; `null` before the start, and when it
+    /// started within the second it was created (GitLab's `Ci::Pipeline#queued_duration`).
+    pub queued_duration: Option<i64>,
+    /// The mean coverage of its latest jobs that have one, as text with two decimals
+    /// (`"83.33"`, GitLab's presenter), `null` when none has.
+    pub coverage: Option<String>,
+    pub detailed_status: super::detailed_status::DetailedStatus,
+    /// Whether its jobs are archived (a project archived, or older than an instance
+    /// setting): Gantry archives none.
+    pub archived: bool,
+}
+
+/// GitLab's `UserBasic` entity: who made a pipeline or ran a job.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct UserBasic {
+    pub id: i64,
+    pub username: String,
+    pub name: String,
+    pub state: &'static str,
+    pub locked: bool,
+    pub avatar_url: Option<String>,
+    pub web_url: String,
+}
+
+/// The pipeline a job belongs to, as embedded in GitLab's job JSON (its
+/// `PipelineBasic` entity).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct JobPipeline {
     pub id: i64,
+    pub iid: i64,
     pub project_id: i64,
+    pub sha: String,
     #[serde(rename = "ref")]
     pub ref_name: String,
-    pub sha: String,
     pub status: Status,
+    pub source: String,
+    #[serde(serialize_with = "iso")]
+    pub created_at: i64,
+    #[serde(serialize_with = "iso")]
+    pub updated_at: i64,
+    pub web_url: String,
+}
+
+/// The commit a job ran, as embedded in GitLab's job JSON (its `Commit` entity, without
+/// the parsed `trailers`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CommitView {
+    pub id: String,
+    pub short_id: String,
+    /// When it was committed (GitLab's `created_at` is the committed date).
+    pub created_at: String,
+    pub parent_ids: Vec<String>,
+    /// The message's first line.
+    pub title: String,
+    pub message: String,
+    pub author_name: String,
+    pub author_email: String,
+    pub authored_date: String,
+    pub committer_name: String,
+    pub committer_email: String,
+    pub committed_date: String,
+    pub web_url: String,
+}
+
+/// The runner that took a job, as embedded in GitLab's job JSON (its `Ci::Runner`
+/// entity, without the runner's self-reported `name`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct JobRunner {
+    pub id: i64,
+    pub description: String,
+    /// Always `null`, as on GitLab.
+    pub ip_address: Option<String>,
+    pub active: bool,
+    pub paused: bool,
+    pub is_shared: bool,
+    pub runner_type: &'static str,
+    pub online: bool,
+    pub status: &'static str,
+}
+
+impl JobRunner {
+    pub(crate) fn of(runner: &Runner) -> JobRunner {
+        JobRunner {
+            id: runner.id,
+            description: runner.description.clone(),
+            ip_address: None,
+            active: runner.active,
+            paused: runner.paused,
+            is_shared: runner.is_shared,
+            runner_type: runner.runner_type,
+            online: runner.online,
+            status: runner.status,
+        }
+    }
+}
+
+/// `Name <email>` → (`Name`, `email`).
+pub(crate) fn split_identity(identity: &str) -> (String, String) {
+    match identity.rsplit_once('<') {
+        Some((name, email)) => (
+            name.trim_end().to_owned(),
+            email.trim_end_matches('>').to_owned(),
+        ),
+        None => (identity.trim().to_owned(), String::new()),
+    }
 }
 
 /// `artifacts_file` of GitLab's job JSON.
@@ -403,7 +512,13 @@ pub struct JobView {
     pub pipeline_id: i64,
     pub project_id: i64,
     pub pipeline: JobPipeline,
+    /// Who made its pipeline: Gantry's one user.
+    pub user: UserBasic,
+    /// The commit it ran; `null` when the project's repository no longer has it.
+    pub commit: Option<CommitView>,
     pub runner_id: Option<i64>,
+    /// The runner that took it; `null` before, or once that runner is deleted.
+    pub runner: Option<JobRunner>,
     #[serde(serialize_with = "iso")]
     pub created_at: i64,
     #[serde(serialize_with = "iso_opt")]
@@ -432,6 +547,8 @@ pub struct JobView {
     /// The job's `environment:`, expanded at creation (name and URL).
     pub environment: Option<JobEnvironment>,
     pub web_url: String,
+    /// Whether it is archived (no retry, no play): Gantry archives no job.
+    pub archived: bool,
     /// A trigger job's downstream pipeline, once created (GitLab's bridge JSON).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub downstream_pipeline: Option<JobPipeline>,

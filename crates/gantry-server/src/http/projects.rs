@@ -452,6 +452,7 @@ pub(crate) async fn create_pipeline(
         )
         .await
         .map_err(|e| ApiError::from_creation(e, true))?;
+    let pipeline = state.coordinator.with_detail(pipeline).await?;
     Ok(json_response(StatusCode::CREATED, &pipeline))
 }
 
@@ -589,9 +590,10 @@ pub(crate) async fn pipeline(
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     auth::require_admin(&state.coordinator, &headers).await?;
+    let pipeline = find_pipeline(&state, &project, pipeline).await?;
     Ok(json_response(
         StatusCode::OK,
-        &find_pipeline(&state, &project, pipeline).await?,
+        &state.coordinator.with_detail(pipeline).await?,
     ))
 }
 
@@ -618,7 +620,10 @@ pub(crate) async fn latest_pipeline(
         .pipelines_page(project.id, &newest_of_ref, 0, 1)
         .await?;
     match newest.pop() {
-        Some(p) => Ok(json_response(StatusCode::OK, &p)),
+        Some(p) => Ok(json_response(
+            StatusCode::OK,
+            &state.coordinator.with_detail(p).await?,
+        )),
         None => Err(ApiError::not_found("Pipeline")),
     }
 }
@@ -970,7 +975,10 @@ pub(crate) async fn cancel_pipeline(
     let pipeline = find_pipeline(&state, &project, pipeline).await?;
     Ok(json_response(
         StatusCode::CREATED,
-        &state.coordinator.cancel_pipeline(pipeline.id).await?,
+        &state
+            .coordinator
+            .with_detail(state.coordinator.cancel_pipeline(pipeline.id).await?)
+            .await?,
     ))
 }
 
@@ -984,6 +992,9 @@ pub(crate) async fn retry_pipeline(
     let pipeline = find_pipeline(&state, &project, pipeline).await?;
     Ok(json_response(
         StatusCode::CREATED,
-        &state.coordinator.retry_pipeline(pipeline.id).await?,
+        &state
+            .coordinator
+            .with_detail(state.coordinator.retry_pipeline(pipeline.id).await?)
+            .await?,
     ))
 }

@@ -227,6 +227,7 @@ async fn run(
         )
         .await
         .map_err(|e| ApiError::from_creation(e, false))?;
+    let pipeline = state.coordinator.with_detail(pipeline).await?;
     Ok(json_response(StatusCode::CREATED, &pipeline))
 }
 
