@@ -8,7 +8,7 @@ test `gitlab_clients_from_pypi_work_against_the_server`:
 - python-gitlab: the calls a team makes every day (auth, version, projects and search,
   variables, the CI/CD job token scope and its allowlists, personal access tokens, runners and project runners, pipelines create /
   list / get / cancel / retry, jobs list / trace / artifacts, pipeline schedules and
-  trigger tokens).
+  trigger tokens, the repository's files, commits and branches).
 - gitlab-runner-api: registers (JSON, `POST /runners/` with a trailing slash), takes a
   job, acknowledges it with a `PUT /jobs/:id` without `state`, streams its log with
   `PATCH …/trace` and finishes it.
@@ -168,6 +168,21 @@ def _():
     expect(project.pipelines.get(pipeline.id).ref == "main", "get")
     names = sorted(j.name for j in pipeline.jobs.list())
     expect(names == ["python-runner", "runner-api"], f"jobs {names}")
+
+
+@step("repository: files.get/raw, commits.get, branches.list/get")
+def _():
+    project = state["project"]
+    sha = state["pipeline"].sha
+    config = project.files.get(file_path=".gitlab-ci.yml", ref="main")
+    expect(config.commit_id == sha and "runner-api" in config.decode().decode(), f"file {config.file_path}")
+    expect(project.files.raw(file_path=".gitlab-ci.yml", ref=sha) == config.decode(), "raw file")
+    commit = project.commits.get(sha)
+    expect(commit.id == sha and commit.last_pipeline["id"] == state["pipeline"].id, f"commit {commit.id}")
+    branches = project.branches.list(get_all=True)
+    expect("main" in [b.name for b in branches], f"branches {[b.name for b in branches]}")
+    main = project.branches.get("main")
+    expect(main.default and main.commit["id"] == sha, f"branch main {main.commit}")
 
 
 @step("gitlab-runner-api: register, request a job, stream its log, finish it")

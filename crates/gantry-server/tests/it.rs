@@ -35,6 +35,7 @@ mod http_project_jobs;
 mod http_project_settings;
 mod http_project_variables;
 mod http_protected_refs;
+mod http_repository;
 mod http_resource_groups;
 mod http_runner_api;
 mod http_runner_settings;

@@ -454,6 +454,46 @@ impl Mirror {
         }
     }
 
+    /// The file at `path` in commit `sha`: `(blob id, executable, content)`; `None` when
+    /// the commit has no file there (a directory, a submodule, nothing). A file over
+    /// `limit` bytes is [`CoordinatorError::Invalid`], naming the limit.
+    pub async fn file_at(
+        &self,
+        sha: &str,
+        path: &str,
+        limit: u64,
+    ) -> Result<Option<(String, bool, Vec<u8>)>> {
+        if path.is_empty() || path.contains(['\0', '\n']) {
+            return Ok(None);
+        }
+        // `<mode> <type> <id>\t<path>`: the mode says whether it is executable.
+        let listed = text(git(Some(&self.path), &["ls-tree", sha, "--", path]).await?);
+        let Some((meta, _)) = listed.lines().next().and_then(|l| l.split_once('\t')) else {
+            return Ok(None);
+        };
+        let mut fields = meta.split(' ');
+        let (Some(mode), Some("blob")) = (fields.next(), fields.next()) else {
+            return Ok(None);
+        };
+        let executable = mode == "100755";
+        let (repo, name, reader) = (
+            self.path.clone(),
+            format!("{sha}:{path}"),
+            self.reader.clone(),
+        );
+        let found = tokio::task::spawn_blocking(move || reader.get(&repo, &name, limit))
+            .await
+            .map_err(|e| CoordinatorError::Git(format!("git cat-file task: {e}")))?
+            .map_err(|e| CoordinatorError::Git(format!("read {path} with git cat-file: {e}")))?;
+        match found {
+            Some((oid, _, Some(content))) => Ok(Some((oid, executable, content))),
+            Some((_, _, None)) => Err(CoordinatorError::Invalid(format!(
+                "{path} is over {limit} bytes, the most the files API reads"
+            ))),
+            None => Ok(None),
+        }
+    }
+
     /// The last commit at `sha` that touched `path` (for `cache:key:files`).
     pub async fn last_commit_for(&self, sha: &str, path: &str) -> Option<String> {
         let out = git(

@@ -72,6 +72,7 @@ pub mod protected;
 mod pushes;
 mod queue;
 mod releases;
+mod repository;
 mod resource_groups;
 mod runners;
 mod schedules;
@@ -145,6 +146,7 @@ pub use projects::{DefaultBranch, ProjectRequest, ProjectSettings};
 pub use pushes::{PUSH_PIPELINE_LIMIT, PushedRef};
 pub use queue::RequestInfo;
 pub use releases::ReleaseView;
+pub use repository::{Branch, CommitDetail, MAX_FILE_BYTES, RepositoryFile};
 pub use resource_groups::{PROCESS_MODES, ResourceGroupView};
 pub use schedules::{
     LastPipeline, MAX_SCHEDULE_VARIABLES, MAX_SCHEDULES_PER_PROJECT, ScheduleOwner,

@@ -18,7 +18,7 @@ use super::spec::StoredSpec;
 use super::time::{now_ms, to_ts};
 use super::views::{
     Artifact, ArtifactsFile, CommitView, JobPipeline, JobProgress, JobRunner, JobView,
-    PipelineDetail, PipelineView, ResourcesView, Runner, UserBasic, split_identity,
+    PipelineDetail, PipelineView, ResourcesView, Runner, UserBasic,
 };
 
 /// The most rows one page of a list holds (GitLab's `per_page` bound).
@@ -331,7 +331,11 @@ impl Coordinator {
     }
 
     /// A pipeline as embedded in a job's JSON; `project_name` is its project's.
-    fn pipeline_basic(&self, p: &gantry_store::Pipeline, project_name: &str) -> JobPipeline {
+    pub(crate) fn pipeline_basic(
+        &self,
+        p: &gantry_store::Pipeline,
+        project_name: &str,
+    ) -> JobPipeline {
         JobPipeline {
             id: p.id,
             iid: p.iid,
@@ -374,28 +378,16 @@ impl Coordinator {
         if info.author.is_empty() && info.committer.is_empty() {
             return None;
         }
-        let (author_name, author_email) = split_identity(&info.author);
-        let (committer_name, committer_email) = split_identity(&info.committer);
-        Some(CommitView {
-            short_id: p.sha.chars().take(8).collect(),
-            created_at: info.timestamp.clone(),
-            parent_ids: info.parent_ids.clone(),
-            title: info.message.lines().next().unwrap_or_default().to_owned(),
-            message: info.message.clone(),
-            author_name,
-            author_email,
-            authored_date: info.authored_at.clone(),
-            committer_name,
-            committer_email,
-            committed_date: info.timestamp.clone(),
-            web_url: format!(
+        Some(CommitView::from_info(
+            &p.sha,
+            &info,
+            format!(
                 "{}/{}/-/commit/{}",
                 self.external_url(),
                 full_path(&project.name),
                 p.sha
             ),
-            id: p.sha.clone(),
-        })
+        ))
     }
 
     pub(crate) async fn job_view_by_id(&self, id: i64) -> Result<JobView> {

@@ -412,8 +412,31 @@ impl JobRunner {
     }
 }
 
+impl CommitView {
+    /// Commit `sha` as its facts (`info`) show it; `web_url` is its page.
+    pub(crate) fn from_info(sha: &str, info: &super::git::CommitInfo, web_url: String) -> Self {
+        let (author_name, author_email) = split_identity(&info.author);
+        let (committer_name, committer_email) = split_identity(&info.committer);
+        CommitView {
+            id: sha.to_owned(),
+            short_id: sha.chars().take(8).collect(),
+            created_at: info.timestamp.clone(),
+            parent_ids: info.parent_ids.clone(),
+            title: info.message.lines().next().unwrap_or_default().to_owned(),
+            message: info.message.clone(),
+            author_name,
+            author_email,
+            authored_date: info.authored_at.clone(),
+            committer_name,
+            committer_email,
+            committed_date: info.timestamp.clone(),
+            web_url,
+        }
+    }
+}
+
 /// `Name <email>` → (`Name`, `email`).
-pub(crate) fn split_identity(identity: &str) -> (String, String) {
+fn split_identity(identity: &str) -> (String, String) {
     match identity.rsplit_once('<') {
         Some((name, email)) => (
             name.trim_end().to_owned(),

@@ -49,6 +49,7 @@ mod projects;
 mod protected;
 mod releases;
 mod reports;
+mod repository;
 mod resource_groups;
 mod runners;
 mod schedules;
@@ -275,6 +276,26 @@ fn build(coordinator: Coordinator, shutdown: watch::Receiver<bool>) -> Router {
         .route(
             "/projects/{project}/pipelines/latest",
             get(projects::latest_pipeline),
+        )
+        .route(
+            "/projects/{project}/repository/files/{file_path}",
+            get(repository::file),
+        )
+        .route(
+            "/projects/{project}/repository/files/{file_path}/raw",
+            get(repository::raw_file),
+        )
+        .route(
+            "/projects/{project}/repository/commits/{sha}",
+            get(repository::commit),
+        )
+        .route(
+            "/projects/{project}/repository/branches",
+            get(repository::branches),
+        )
+        .route(
+            "/projects/{project}/repository/branches/{branch}",
+            get(repository::branch),
         )
         .route("/job", get(jobs::current))
         .route("/projects/{project}/mirror/pull", post(mirror::pull))
