@@ -170,7 +170,7 @@ def _():
     expect(names == ["python-runner", "runner-api"], f"jobs {names}")
 
 
-@step("repository: files.get/raw, commits.get, branches.list/get")
+@step("repository: files.get/raw, commits.get/list, branches.list/get, tags.list")
 def _():
     project = state["project"]
     sha = state["pipeline"].sha
@@ -183,6 +183,9 @@ def _():
     expect("main" in [b.name for b in branches], f"branches {[b.name for b in branches]}")
     main = project.branches.get("main")
     expect(main.default and main.commit["id"] == sha, f"branch main {main.commit}")
+    history = [c.id for c in project.commits.list(ref_name="main", iterator=True, per_page=1)]
+    expect(history and history[0] == sha, f"commits {history}")
+    expect(isinstance(project.tags.list(get_all=True), list), "tags")
 
 
 @step("gitlab-runner-api: register, request a job, stream its log, finish it")

@@ -1,5 +1,6 @@
 //! GitLab's repository API, read from the project's mirror: a file at a ref (base64 and
-//! raw), one commit with its newest pipeline, the branches.
+//! raw), one commit with its newest pipeline, a ref's commits a page at a time, the
+//! branches, the tags with their releases.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -164,4 +165,110 @@ async fn files_commits_and_branches_read_as_on_gitlab() {
             .unwrap()
             .ends_with("/group/app/-/tree/feature/x")
     );
+
+    // A ref's history, newest first, a page at a time; of one path.
+    let commits_of = |query: &str| {
+        let url = server.api(&path(&format!("commits{query}")));
+        let http = server.http.clone();
+        let token = server.admin.clone();
+        async move {
+            let response = http
+                .get(url)
+                .header("PRIVATE-TOKEN", token)
+                .send()
+                .await
+                .unwrap();
+            let headers = response.headers().clone();
+            let body: Value = response.json().await.unwrap();
+            let ids: Vec<String> = body
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c["id"].as_str().unwrap().to_owned())
+                .collect();
+            (ids, headers)
+        }
+    };
+    let history: Vec<String> = repo
+        .git(&["log", "--format=%H", "main"])
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(history.len(), 3);
+    let (all, _) = commits_of("").await;
+    assert_eq!(all, history);
+    let (first_page, headers) = commits_of("?per_page=2").await;
+    assert_eq!(first_page, history[..2]);
+    assert_eq!(
+        (&headers["x-total"], &headers["x-next-page"]),
+        (&"3".parse().unwrap(), &"2".parse().unwrap())
+    );
+    let (second_page, _) = commits_of("?per_page=2&page=2").await;
+    assert_eq!(second_page, history[2..]);
+    let (of_lib, _) = commits_of("?ref_name=feature%2Fx&path=src%2Flib.rs").await;
+    assert_eq!(of_lib, [feature.clone(), first.clone()]);
+
+    // Tags: annotated (its message, the tag object as target) and lightweight, and the
+    // release a tag pipeline's `release:` job made of one.
+    repo.git(&["tag", "-a", "v1.0", "-m", "First release", &first]);
+    repo.git(&["tag", "light", &main]);
+    repo.git(&["checkout", "-q", "-b", "rel", &main]);
+    let released = repo.commit(
+        &[(
+            ".gitlab-ci.yml",
+            "release:\n  script: [echo]\n  release:\n    tag_name: $CI_COMMIT_TAG\n    description: Notes\n",
+        )],
+        "Release it",
+    );
+    repo.git(&["tag", "-a", "v2.0", "-m", "Second release"]);
+    let (status, _) = server
+        .admin(
+            Method::POST,
+            &format!("projects/{project}/mirror/pull"),
+            None,
+        )
+        .await;
+    assert!(status.is_success(), "{status}");
+    // The pull made a push pipeline of each new ref (the tag `v2.0`'s among them): run
+    // every job there is.
+    let (_, runner) = server.create_runner(json!({})).await;
+    loop {
+        let response = server.request_job(&runner, None).await;
+        if response.status() != StatusCode::CREATED {
+            break;
+        }
+        let payload: Value = response.json().await.unwrap();
+        let token = payload["token"].as_str().unwrap().to_owned();
+        server
+            .end_job(payload["id"].as_i64().unwrap(), &token, "success")
+            .await;
+    }
+    let (status, tags) = server.admin(Method::GET, &path("tags"), None).await;
+    assert_eq!(status, StatusCode::OK, "{tags}");
+    let names: Vec<&str> = tags
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["light", "v1.0", "v2.0"]);
+    assert_eq!(tags[0]["message"], "");
+    assert_eq!(tags[0]["target"], main);
+    assert_eq!(tags[0]["commit"]["id"], main);
+    assert_eq!(tags[0]["release"], Value::Null);
+    assert_eq!(tags[2]["commit"]["id"], released);
+    assert_eq!(
+        tags[2]["release"],
+        json!({"tag_name": "v2.0", "description": "Notes"}),
+        "{tags}"
+    );
+    let (_, v1) = server.admin(Method::GET, &path("tags/v1.0"), None).await;
+    assert_eq!(v1["message"], "First release");
+    assert_eq!(v1["target"], repo.git(&["rev-parse", "v1.0"]));
+    assert_ne!(v1["target"], first);
+    assert_eq!(v1["commit"]["id"], first);
+    assert_eq!(v1["release"], Value::Null);
+    assert_eq!(v1["protected"], false);
+    let (status, _) = server.admin(Method::GET, &path("tags/nope"), None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
 }

@@ -2236,7 +2236,7 @@ fn gitlab_clients_from_pypi_work_against_the_server() {
         "pipelines.create, list, get",
         "gitlab-runner-api: register, request a job, stream its log, finish it",
         "gitlab-python-runner: register, run a job with an artifact, finish it",
-        "repository: files.get/raw, commits.get, branches.list/get",
+        "repository: files.get/raw, commits.get/list, branches.list/get, tags.list",
         "jobs list, get, trace, artifacts, a page at a time",
         "runners: runners_all.list, runners.list, project runners enable/disable",
         "pipeline.cancel, pipeline.retry",

@@ -146,7 +146,9 @@ pub use projects::{DefaultBranch, ProjectRequest, ProjectSettings};
 pub use pushes::{PUSH_PIPELINE_LIMIT, PushedRef};
 pub use queue::RequestInfo;
 pub use releases::ReleaseView;
-pub use repository::{Branch, CommitDetail, MAX_FILE_BYTES, RepositoryFile};
+pub use repository::{
+    Branch, CommitDetail, CommitsQuery, MAX_FILE_BYTES, RepositoryFile, Tag, TagRelease,
+};
 pub use resource_groups::{PROCESS_MODES, ResourceGroupView};
 pub use schedules::{
     LastPipeline, MAX_SCHEDULE_VARIABLES, MAX_SCHEDULES_PER_PROJECT, ScheduleOwner,

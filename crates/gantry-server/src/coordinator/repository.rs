@@ -1,9 +1,10 @@
 //! The repository as GitLab's repository API reads it, from the project's mirror (fetched
 //! first, as the CI Lint API does, so a remote repository answers as it is now): a file
 //! at a ref (`repository/files/:file_path`, with its raw bytes), one commit
-//! (`repository/commits/:sha`, with the newest pipeline of it) and the branches
-//! (`repository/branches[/:branch]`). Read-only: Gantry hosts no repository, it mirrors
-//! one, so nothing here writes.
+//! (`repository/commits/:sha`, with the newest pipeline of it), a ref's history a page at
+//! a time (`repository/commits`), the branches (`repository/branches[/:branch]`) and the
+//! tags (`repository/tags[/:tag]`, with their releases). Read-only: Gantry hosts no
+//! repository, it mirrors one, so nothing here writes.
 //!
 //! A ref is a branch, a tag or a commit, a branch winning over a tag of the same name
 //! (GitLab's order). A file is read whole, at most [`MAX_FILE_BYTES`].
@@ -60,6 +61,38 @@ pub struct Branch {
     /// Gantry's one user may push anywhere.
     pub can_push: bool,
     pub web_url: String,
+}
+
+/// A tag as GitLab's tags API shows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Tag {
+    pub name: String,
+    /// An annotated tag's message; empty for a lightweight one.
+    pub message: String,
+    /// What the tag names: the tag object of an annotated tag, else the commit.
+    pub target: String,
+    pub commit: CommitView,
+    /// The tag's release (`tag_name`, `description`), `null` without one.
+    pub release: Option<TagRelease>,
+    /// Whether a protected-tag rule matches it.
+    pub protected: bool,
+}
+
+/// `release` of a [`Tag`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct TagRelease {
+    pub tag_name: String,
+    pub description: String,
+}
+
+/// What [`Coordinator::repository_commits`] lists: a ref's history, optionally of one
+/// path.
+#[derive(Clone, Debug, Default)]
+pub struct CommitsQuery {
+    /// A branch, tag or commit; the default branch when `None`.
+    pub ref_name: Option<String>,
+    /// Only commits that touched this path.
+    pub path: Option<String>,
 }
 
 impl Coordinator {
@@ -219,6 +252,135 @@ impl Coordinator {
                 self.external_url(),
                 full_path(&project.name)
             ),
+            name: name.to_owned(),
+        }))
+    }
+
+    /// Commits of a ref's history, newest first (`git log`'s order), `limit` from
+    /// `offset`, and how many there are: one `rev-list --count`, one `log` of the window
+    /// and a `cat-file` read a commit shown (O(window), not O(history)).
+    pub async fn repository_commits(
+        &self,
+        project_id: i64,
+        query: &CommitsQuery,
+        offset: i64,
+        limit: i64,
+    ) -> Result<(Vec<CommitView>, i64), CoordinatorError> {
+        let (project, mirror) = self.fresh_mirror(project_id).await?;
+        let rev = query
+            .ref_name
+            .clone()
+            .unwrap_or_else(|| project.default_branch.clone());
+        let Some((r, _)) = Self::commit_of(&mirror, &rev).await? else {
+            return Err(CoordinatorError::NotFound("Commit"));
+        };
+        let mut count = vec!["rev-list".to_owned(), "--count".to_owned(), r.sha.clone()];
+        let mut log = vec![
+            "log".to_owned(),
+            "--format=%H".to_owned(),
+            format!("--skip={}", offset.max(0)),
+            format!("--max-count={}", limit.max(0)),
+            r.sha.clone(),
+        ];
+        if let Some(path) = query.path.as_deref().filter(|p| !p.is_empty()) {
+            for args in [&mut count, &mut log] {
+                args.push("--".to_owned());
+                args.push(path.to_owned());
+            }
+        }
+        fn args(v: &[String]) -> Vec<&str> {
+            v.iter().map(String::as_str).collect()
+        }
+        let total =
+            String::from_utf8_lossy(&super::git::git(Some(&mirror.path), &args(&count)).await?)
+                .trim()
+                .parse::<i64>()
+                .unwrap_or(0);
+        let listed = super::git::git(Some(&mirror.path), &args(&log)).await?;
+        let mut out = Vec::new();
+        for sha in String::from_utf8_lossy(&listed).lines() {
+            let r = ResolvedRef {
+                name: sha.to_owned(),
+                tag: false,
+                sha: sha.to_owned(),
+            };
+            let info = mirror.commit_info(&r).await?;
+            out.push(CommitView::from_info(
+                sha,
+                &info,
+                self.commit_url(&project, sha),
+            ));
+        }
+        Ok((out, total))
+    }
+
+    /// The project's tags, by name.
+    pub async fn tags(&self, project_id: i64) -> Result<Vec<Tag>, CoordinatorError> {
+        let (project, mirror) = self.fresh_mirror(project_id).await?;
+        let listed = super::git::git(
+            Some(&mirror.path),
+            &["for-each-ref", "--format=%(refname:strip=2)", "refs/tags/"],
+        )
+        .await?;
+        let mut out = Vec::new();
+        for name in String::from_utf8_lossy(&listed).lines() {
+            if let Some(tag) = self.tag_of(&project, &mirror, name).await? {
+                out.push(tag);
+            }
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
+    }
+
+    /// Tag `name` of project `project_id`.
+    pub async fn tag(&self, project_id: i64, name: &str) -> Result<Tag, CoordinatorError> {
+        let (project, mirror) = self.fresh_mirror(project_id).await?;
+        self.tag_of(&project, &mirror, name)
+            .await?
+            .ok_or(CoordinatorError::NotFound("Tag"))
+    }
+
+    async fn tag_of(
+        &self,
+        project: &gantry_store::Project,
+        mirror: &Mirror,
+        name: &str,
+    ) -> Result<Option<Tag>, CoordinatorError> {
+        let full = format!("refs/tags/{name}");
+        let Some((r, info)) = mirror.resolve(&full).await? else {
+            return Ok(None);
+        };
+        let target = String::from_utf8_lossy(
+            &super::git::git(
+                Some(&mirror.path),
+                &["rev-parse", "--verify", "--end-of-options", &full],
+            )
+            .await?,
+        )
+        .trim()
+        .to_owned();
+        let release = match self.inner.store.release(project.id, name).await {
+            Ok(release) => Some(TagRelease {
+                tag_name: release.tag_name,
+                description: release.description,
+            }),
+            Err(gantry_store::StoreError::NotFound(_)) => None,
+            Err(other) => return Err(other.into()),
+        };
+        let protected = self.settings().ref_protected(project.id, &r).await?;
+        // A lightweight tag's "message" is its commit's (what `resolve` reads for it);
+        // GitLab's is empty: only a tag object has one.
+        let message = if target == r.sha {
+            String::new()
+        } else {
+            info.tag_message.clone().unwrap_or_default()
+        };
+        Ok(Some(Tag {
+            commit: CommitView::from_info(&r.sha, &info, self.commit_url(project, &r.sha)),
+            message,
+            target,
+            release,
+            protected,
             name: name.to_owned(),
         }))
     }

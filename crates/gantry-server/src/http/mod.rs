@@ -286,8 +286,17 @@ fn build(coordinator: Coordinator, shutdown: watch::Receiver<bool>) -> Router {
             get(repository::raw_file),
         )
         .route(
+            "/projects/{project}/repository/commits",
+            get(repository::commits),
+        )
+        .route(
             "/projects/{project}/repository/commits/{sha}",
             get(repository::commit),
+        )
+        .route("/projects/{project}/repository/tags", get(repository::tags))
+        .route(
+            "/projects/{project}/repository/tags/{tag}",
+            get(repository::tag),
         )
         .route(
             "/projects/{project}/repository/branches",

@@ -1,7 +1,8 @@
 //! GitLab's repository API, read-only (`coordinator/repository.rs`):
 //! `GET /projects/:id/repository/files/:file_path?ref=` (base64 content) and `…/raw`
 //! (the bytes; `ref` defaults to the default branch), `GET …/repository/commits/:sha`,
-//! `GET …/repository/branches[/:branch]`. A path or a branch with `/` comes URL-encoded
+//! `GET …/repository/commits[?ref_name=&path=]` (paged as GitLab pages),
+//! `GET …/repository/branches[/:branch]`, `GET …/repository/tags[/:tag]`. A path or a branch with `/` comes URL-encoded
 //! (`app%2Fmain.rs`), as GitLab's clients send it. Any valid token.
 
 use axum::extract::{Path, Query, State};
@@ -10,7 +11,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
 use super::error::{ApiError, ApiResult};
-use super::projects::find_project;
+use super::projects::{Page, find_project, paged};
 use super::{AppState, auth, json_response};
 
 #[derive(Debug, Default, Deserialize)]
@@ -95,12 +96,13 @@ pub(crate) async fn commit(
 pub(crate) async fn branches(
     State(state): State<AppState>,
     Path(project): Path<String>,
+    page: Page,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     auth::require_admin(&state.coordinator, &headers).await?;
     let project = find_project(&state, &project).await?;
     let branches = state.coordinator.branches(project.id).await?;
-    Ok(json_response(StatusCode::OK, &branches))
+    Ok(super::projects::page_of(branches, &page))
 }
 
 /// `GET /projects/:id/repository/branches/:branch`.
@@ -113,4 +115,58 @@ pub(crate) async fn branch(
     let project = find_project(&state, &project).await?;
     let branch = state.coordinator.branch(project.id, &name).await?;
     Ok(json_response(StatusCode::OK, &branch))
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct CommitsFilter {
+    ref_name: Option<String>,
+    path: Option<String>,
+}
+
+/// `GET /projects/:id/repository/commits[?ref_name=REF&path=PATH]`: newest first.
+pub(crate) async fn commits(
+    State(state): State<AppState>,
+    Path(project): Path<String>,
+    Query(filter): Query<CommitsFilter>,
+    page: Page,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    auth::require_admin(&state.coordinator, &headers).await?;
+    let project = find_project(&state, &project).await?;
+    let query = crate::coordinator::CommitsQuery {
+        ref_name: filter.ref_name.filter(|r| !r.is_empty()),
+        path: filter.path,
+    };
+    let (offset, limit) = page.window();
+    let (shown, total) = state
+        .coordinator
+        .repository_commits(project.id, &query, offset, limit)
+        .await?;
+    Ok(paged(shown, total, &page))
+}
+
+/// `GET /projects/:id/repository/tags`, by name.
+pub(crate) async fn tags(
+    State(state): State<AppState>,
+    Path(project): Path<String>,
+    page: Page,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    auth::require_admin(&state.coordinator, &headers).await?;
+    let project = find_project(&state, &project).await?;
+    let tags = state.coordinator.tags(project.id).await?;
+    Ok(super::projects::page_of(tags, &page))
+}
+
+/// `GET /projects/:id/repository/tags/:tag`.
+pub(crate) async fn tag(
+    State(state): State<AppState>,
+    Path((project, name)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    auth::require_admin(&state.coordinator, &headers).await?;
+    let project = find_project(&state, &project).await?;
+    let tag = state.coordinator.tag(project.id, &name).await?;
+    Ok(json_response(StatusCode::OK, &tag))
 }
