@@ -39,25 +39,14 @@ pub struct ReleaseView {
     pub created_at: String,
     pub released_at: String,
     pub upcoming_release: bool,
-    pub author: ReleaseAuthor,
+    /// Who made it: Gantry's one user.
+    pub author: super::views::UserBasic,
     pub commit: ReleaseCommit,
     pub commit_path: String,
     pub tag_path: String,
     pub assets: ReleaseAssets,
     pub evidences: Vec<serde_json::Value>,
     pub _links: ReleaseLinks,
-}
-
-/// `API::Entities::UserBasic` of the pipeline's user.
-#[derive(Clone, Debug, Serialize)]
-pub struct ReleaseAuthor {
-    pub id: u64,
-    pub username: String,
-    pub name: String,
-    pub state: &'static str,
-    pub locked: bool,
-    pub avatar_url: Option<String>,
-    pub web_url: String,
 }
 
 /// The part of `API::Entities::Commit` Gantry knows without reading the repository.
@@ -299,7 +288,6 @@ impl Coordinator {
         let base = self.external_url();
         let full = super::projects::full_path(&project.name);
         let links: Vec<ReleaseLink> = serde_json::from_str(&r.links).unwrap_or_default();
-        let user = &self.inner.cfg.user;
         ReleaseView {
             name: r.name.clone(),
             tag_name: r.tag_name.clone(),
@@ -307,15 +295,7 @@ impl Coordinator {
             created_at: iso8601(r.created_at),
             released_at: iso8601(r.released_at),
             upcoming_release: r.released_at > now_ms(),
-            author: ReleaseAuthor {
-                id: user.id,
-                username: user.login.clone(),
-                name: user.name.clone(),
-                state: "active",
-                locked: false,
-                avatar_url: None,
-                web_url: format!("{base}/{}", user.login),
-            },
+            author: self.user_basic(),
             commit: ReleaseCommit {
                 id: r.sha.clone(),
                 short_id: r.sha.chars().take(8).collect(),

@@ -420,18 +420,44 @@ impl CommitView {
         CommitView {
             id: sha.to_owned(),
             short_id: sha.chars().take(8).collect(),
-            created_at: info.timestamp.clone(),
+            created_at: with_millis(&info.timestamp),
             parent_ids: info.parent_ids.clone(),
             title: info.message.lines().next().unwrap_or_default().to_owned(),
             message: info.message.clone(),
             author_name,
             author_email,
-            authored_date: info.authored_at.clone(),
+            authored_date: with_millis(&info.authored_at),
             committer_name,
             committer_email,
-            committed_date: info.timestamp.clone(),
+            committed_date: with_millis(&info.timestamp),
             web_url,
         }
+    }
+}
+
+/// `2023-11-15T00:13:20+01:00` (git's `%cI`, and `CI_COMMIT_TIMESTAMP`, Ruby's
+/// `Time#xmlschema`) → `2023-11-15T00:13:20.000+01:00`: GitLab's JSON renders a commit's
+/// times with milliseconds (ActiveSupport's `xmlschema(3)`). Anything else stays as it is.
+fn with_millis(time: &str) -> String {
+    match time.split_at_checked(19) {
+        Some((seconds, zone)) if zone.starts_with(['+', '-']) => format!("{seconds}.000{zone}"),
+        _ => time.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod commit_time_tests {
+    #[test]
+    fn a_commit_time_gets_gitlab_s_milliseconds() {
+        assert_eq!(
+            super::with_millis("2023-11-15T00:13:20+01:00"),
+            "2023-11-15T00:13:20.000+01:00"
+        );
+        assert_eq!(
+            super::with_millis("2023-11-14T20:43:20-02:30"),
+            "2023-11-14T20:43:20.000-02:30"
+        );
+        assert_eq!(super::with_millis(""), "");
     }
 }
 
