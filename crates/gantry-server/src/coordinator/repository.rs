@@ -314,17 +314,32 @@ impl Coordinator {
         Ok((out, total))
     }
 
-    /// The project's tags, by name.
+    /// The project's tags, by name: one `for-each-ref` for their names and targets, one
+    /// read of the project's releases, the tags' commits through the mirror's
+    /// `cat-file` (O(tags) reads, no process per tag).
     pub async fn tags(&self, project_id: i64) -> Result<Vec<Tag>, CoordinatorError> {
         let (project, mirror) = self.fresh_mirror(project_id).await?;
-        let listed = super::git::git(
-            Some(&mirror.path),
-            &["for-each-ref", "--format=%(refname:strip=2)", "refs/tags/"],
-        )
-        .await?;
+        let mut releases: std::collections::HashMap<String, TagRelease> = self
+            .inner
+            .store
+            .releases(project_id)
+            .await?
+            .into_iter()
+            .map(|r| {
+                let release = TagRelease {
+                    tag_name: r.tag_name.clone(),
+                    description: r.description,
+                };
+                (r.tag_name, release)
+            })
+            .collect();
         let mut out = Vec::new();
-        for name in String::from_utf8_lossy(&listed).lines() {
-            if let Some(tag) = self.tag_of(&project, &mirror, name).await? {
+        for (name, target) in Self::tag_targets(&mirror, "refs/tags/").await? {
+            let release = releases.remove(&name);
+            if let Some(tag) = self
+                .tag_of(&project, &mirror, &name, target, release)
+                .await?
+            {
                 out.push(tag);
             }
         }
@@ -335,30 +350,13 @@ impl Coordinator {
     /// Tag `name` of project `project_id`.
     pub async fn tag(&self, project_id: i64, name: &str) -> Result<Tag, CoordinatorError> {
         let (project, mirror) = self.fresh_mirror(project_id).await?;
-        self.tag_of(&project, &mirror, name)
-            .await?
-            .ok_or(CoordinatorError::NotFound("Tag"))
-    }
-
-    async fn tag_of(
-        &self,
-        project: &gantry_store::Project,
-        mirror: &Mirror,
-        name: &str,
-    ) -> Result<Option<Tag>, CoordinatorError> {
         let full = format!("refs/tags/{name}");
-        let Some((r, info)) = mirror.resolve(&full).await? else {
-            return Ok(None);
-        };
-        let target = String::from_utf8_lossy(
-            &super::git::git(
-                Some(&mirror.path),
-                &["rev-parse", "--verify", "--end-of-options", &full],
-            )
-            .await?,
-        )
-        .trim()
-        .to_owned();
+        let target = Self::tag_targets(&mirror, &full)
+            .await?
+            .into_iter()
+            .find(|(listed, _)| listed == name)
+            .map(|(_, target)| target)
+            .ok_or(CoordinatorError::NotFound("Tag"))?;
         let release = match self.inner.store.release(project.id, name).await {
             Ok(release) => Some(TagRelease {
                 tag_name: release.tag_name,
@@ -366,6 +364,45 @@ impl Coordinator {
             }),
             Err(gantry_store::StoreError::NotFound(_)) => None,
             Err(other) => return Err(other.into()),
+        };
+        self.tag_of(&project, &mirror, name, target, release)
+            .await?
+            .ok_or(CoordinatorError::NotFound("Tag"))
+    }
+
+    /// `(name, target)` of the tags under `pattern` (`for-each-ref`'s: a prefix of whole
+    /// path components): the tag object of an annotated tag, else the commit.
+    async fn tag_targets(
+        mirror: &Mirror,
+        pattern: &str,
+    ) -> Result<Vec<(String, String)>, CoordinatorError> {
+        let listed = super::git::git(
+            Some(&mirror.path),
+            &[
+                "for-each-ref",
+                "--format=%(refname:strip=2)%00%(objectname)",
+                "--",
+                pattern,
+            ],
+        )
+        .await?;
+        Ok(String::from_utf8_lossy(&listed)
+            .lines()
+            .filter_map(|line| line.split_once('\0'))
+            .map(|(name, target)| (name.to_owned(), target.to_owned()))
+            .collect())
+    }
+
+    async fn tag_of(
+        &self,
+        project: &gantry_store::Project,
+        mirror: &Mirror,
+        name: &str,
+        target: String,
+        release: Option<TagRelease>,
+    ) -> Result<Option<Tag>, CoordinatorError> {
+        let Some((r, info)) = mirror.resolve(&format!("refs/tags/{name}")).await? else {
+            return Ok(None);
         };
         let protected = self.settings().ref_protected(project.id, &r).await?;
         // A lightweight tag's "message" is its commit's (what `resolve` reads for it);
