@@ -8,7 +8,8 @@ test `gitlab_clients_from_pypi_work_against_the_server`:
 - python-gitlab: the calls a team makes every day (auth, version, projects and search,
   variables, the CI/CD job token scope and its allowlists, personal access tokens, runners and project runners, pipelines create /
   list / get / cancel / retry, jobs list / trace / artifacts, pipeline schedules and
-  trigger tokens, the repository's files, commits and branches).
+  trigger tokens, the repository's files, commits and branches, a job's runner and
+  runner manager).
 - gitlab-runner-api: registers (JSON, `POST /runners/` with a trailing slash), takes a
   job, acknowledges it with a `PUT /jobs/:id` without `state`, streams its log with
   `PATCH …/trace` and finishes it.
@@ -271,6 +272,13 @@ def _():
     expect(state["api_runner"] in [r.id for r in every], "the registered runner is an instance runner")
     taken = gl.runners.get(state["api_runner"]).jobs.list(status="success", order_by="id", sort="asc")
     expect([j.name for j in taken] == ["runner-api"], f"the runner's jobs: {[j.name for j in taken]}")
+    registered = gl.runners.get(state["api_runner"])
+    expect(registered.name == "gitlab-runner-api", f"the name it registered with: {registered.name}")
+    job = project.jobs.get(taken[0].id)
+    expect(job.runner["id"] == registered.id and job.runner["name"] == "gitlab-runner-api", f"job runner {job.runner}")
+    expect(job.runner_manager is not None and job.runner_manager["job_execution_status"] == "idle",
+           f"job runner_manager {job.runner_manager}")
+    expect(job.project == {"ci_job_token_scope_enabled": False}, f"job project {job.project}")
     mine = gl.user.runners.create({"runner_type": "project_type", "project_id": project.id,
                                    "description": "project runner", "tag_list": ["arm"]})
     owned = gl.runners.list()

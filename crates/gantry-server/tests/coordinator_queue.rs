@@ -304,7 +304,7 @@ async fn runner_tokens_and_registration() {
     assert_eq!(e.coord.runner_by_token("glrt-t1_nope").await.unwrap(), None);
     let err = e
         .coord
-        .register_runner("wrong", RunnerOptions::default())
+        .register_runner("wrong", RunnerOptions::default(), None)
         .await
         .unwrap_err();
     assert!(matches!(
@@ -313,7 +313,7 @@ async fn runner_tokens_and_registration() {
     ));
     let (r2, t2) = e
         .coord
-        .register_runner(&registration, RunnerOptions::default())
+        .register_runner(&registration, RunnerOptions::default(), None)
         .await
         .unwrap();
     assert!(t2.starts_with("glrtr-"));

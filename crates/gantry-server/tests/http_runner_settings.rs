@@ -308,6 +308,154 @@ async fn runners_are_listed_by_type_state_and_tags_with_the_jobs_they_took() {
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
 
+/// Each process of a runner (its `system_id`) is a runner manager, as on GitLab: made
+/// by a verify or a job request, listed by `GET /runners/:id/managers`, shown as the
+/// `runner_manager` of the jobs it took (`active` while one runs), deleted by
+/// `DELETE /runners/managers`. The job's JSON also carries GitLab's `project` and shows
+/// `failure_reason` only for a failed job.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runner_managers_are_the_runner_processes_that_took_jobs() {
+    let server = TestServer::start().await;
+    let repo = Repo::new(&[(".gitlab-ci.yml", "a:\n  script: [a]\n")]);
+    let project = server.create_project("app", &repo).await["id"]
+        .as_i64()
+        .unwrap();
+    let (runner, token) = server.create_runner(json!({})).await;
+    let verified = server
+        .http
+        .post(server.api("runners/verify"))
+        .json(
+            &json!({"token": token, "system_id": "r_verifiedonly", "info": {"version": "18.5.0"}}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(verified.status(), StatusCode::OK);
+    server.create_pipeline(project, "main").await;
+    let asked = server
+        .http
+        .post(server.api("jobs/request"))
+        .json(&json!({
+            "token": token,
+            "system_id": "s_0123456789ab",
+            "info": {"version": "18.6.1", "revision": "abcd1234", "platform": "linux", "architecture": "amd64"}
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(asked.status(), StatusCode::CREATED);
+    let payload: Value = asked.json().await.unwrap();
+    let (job, job_token) = (
+        payload["id"].as_i64().unwrap(),
+        payload["token"].as_str().unwrap().to_owned(),
+    );
+
+    let (status, managers) = server
+        .admin(Method::GET, &format!("runners/{runner}/managers"), None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{managers}");
+    let managers = managers.as_array().unwrap().clone();
+    assert_eq!(managers.len(), 2, "{managers:?}");
+    assert_eq!(managers[0]["system_id"], "r_verifiedonly");
+    assert_eq!(managers[0]["version"], "18.5.0");
+    assert_eq!(managers[0]["job_execution_status"], "idle");
+    let taker = &managers[1];
+    assert_eq!(taker["system_id"], "s_0123456789ab");
+    assert_eq!(
+        (
+            &taker["version"],
+            &taker["revision"],
+            &taker["platform"],
+            &taker["architecture"]
+        ),
+        (
+            &json!("18.6.1"),
+            &json!("abcd1234"),
+            &json!("linux"),
+            &json!("amd64")
+        )
+    );
+    assert_eq!(taker["ip_address"], "127.0.0.1");
+    assert_eq!(taker["status"], "online");
+    assert_eq!(taker["job_execution_status"], "active");
+    assert!(taker["contacted_at"].as_str().unwrap().ends_with('Z'));
+
+    let running = server.job(project, job).await;
+    assert_eq!(running["runner_manager"], *taker, "{running}");
+    assert_eq!(running["runner"]["id"], runner);
+    assert_eq!(running["runner"]["name"], Value::Null);
+    assert_eq!(
+        running["project"],
+        json!({"ci_job_token_scope_enabled": false})
+    );
+    assert!(running.get("failure_reason").is_none(), "{running}");
+    server.end_job(job, &job_token, "failed").await;
+    let failed = server.job(project, job).await;
+    assert_eq!(failed["failure_reason"], "script_failure");
+    assert_eq!(failed["runner_manager"]["job_execution_status"], "idle");
+    let listed = server
+        .pipeline_jobs(project, failed["pipeline"]["id"].as_i64().unwrap())
+        .await;
+    assert_eq!(listed[0]["runner_manager"]["id"], taker["id"]);
+
+    // `gitlab-runner unregister` of a `glrt-` runner deletes its own manager only.
+    let unregister = async |system_id: &str| {
+        server
+            .http
+            .delete(server.api("runners/managers"))
+            .json(&json!({"token": token, "system_id": system_id}))
+            .send()
+            .await
+            .unwrap()
+    };
+    assert_eq!(
+        unregister("s_0123456789ab").await.status(),
+        StatusCode::NO_CONTENT
+    );
+    let (status, body) = expect_client_error(unregister("s_0123456789ab").await, "again").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(body["message"], "404 Runner manager not found Not Found");
+    let after = server.job(project, job).await;
+    assert_eq!(after["runner_manager"], Value::Null);
+    assert_eq!(after["runner"]["id"], runner);
+    let (_, managers) = server
+        .admin(Method::GET, &format!("runners/{runner}/managers"), None)
+        .await;
+    assert_eq!(managers.as_array().unwrap().len(), 1, "{managers}");
+    let (status, _) = server
+        .admin(Method::GET, "runners/9999/managers", None)
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+/// A registration-token runner keeps the `info.name` it registered with (GitLab's
+/// runner `name`); one made through the API has none.
+#[tokio::test]
+async fn a_registered_runner_keeps_its_name() {
+    let server = TestServer::start().await;
+    let registration = server.registration.clone();
+    let registered = server
+        .http
+        .post(server.api("runners"))
+        .json(&json!({"token": registration, "description": "old", "info": {"name": "gitlab-runner"}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(registered.status(), StatusCode::CREATED);
+    let id = registered.json::<Value>().await.unwrap()["id"]
+        .as_i64()
+        .unwrap();
+    let (_, shown) = server
+        .admin(Method::GET, &format!("runners/{id}"), None)
+        .await;
+    assert_eq!(shown["name"], "gitlab-runner", "{shown}");
+    let (made, _) = server.create_runner(json!({})).await;
+    let (_, shown) = server
+        .admin(Method::GET, &format!("runners/{made}"), None)
+        .await;
+    assert_eq!(shown["name"], Value::Null, "{shown}");
+}
+
 /// A group runner (`runner_type: group_type`, `group_id` the group's path) takes the jobs
 /// of the group's projects and its subgroups', not others'; a numeric `group_id` is `400`
 /// (Gantry's groups have no ids).

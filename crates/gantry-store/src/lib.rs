@@ -90,7 +90,7 @@ pub use pages::{NewPagesDeployment, PagesDeployment};
 pub use releases::{NewRelease, Release};
 pub use resource_groups::{DEFAULT_PROCESS_MODE, ResourceGroup, ResourceJob};
 pub use rows::*;
-pub use runner_info::RunnerInfo;
+pub use runner_info::{LEGACY_SYSTEM_ID, RunnerInfo, RunnerManager};
 pub use traces::{TraceSnapshot, TraceState};
 pub use variables::{CreatedGroup, PlainVariable, VariableOwner};
 

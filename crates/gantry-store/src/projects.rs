@@ -70,8 +70,9 @@ impl Store {
 
     /// Deletes a project and everything it owns, in one transaction: its pipelines, jobs
     /// (their log chunks and artifact rows), environments and deployments, variables,
-    /// trigger tokens, schedules, protected refs, recorded refs, project runners, merge
-    /// requests and job token allowlist entries (its own and those naming it).
+    /// trigger tokens, schedules, protected refs, recorded refs, project runners (and
+    /// their managers), merge requests and job token allowlist entries (its own and those
+    /// naming it).
     /// Pipelines of other projects that its trigger jobs created stay, without their
     /// link. Returns the deleted jobs and artifacts, whose files the caller removes.
     pub async fn delete_project(&self, id: i64) -> Result<DeletedPipeline> {
@@ -95,6 +96,10 @@ impl Store {
             "DELETE FROM project_refs WHERE project_id = $1",
             "DELETE FROM runner_projects WHERE project_id = $1",
             "DELETE FROM runner_projects WHERE runner_id IN (SELECT id FROM runners WHERE project_id = $1)",
+            // Jobs of other projects its runners took keep their history, without them.
+            "UPDATE jobs SET runner_id = NULL, runner_manager_id = NULL \
+             WHERE runner_id IN (SELECT id FROM runners WHERE project_id = $1)",
+            "DELETE FROM runner_managers WHERE runner_id IN (SELECT id FROM runners WHERE project_id = $1)",
             "DELETE FROM runners WHERE project_id = $1",
             "DELETE FROM job_token_project_links WHERE project_id = $1",
             "DELETE FROM job_token_project_links WHERE target_project_id = $1",

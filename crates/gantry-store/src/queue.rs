@@ -175,6 +175,7 @@ impl Store {
                 &[Assignment {
                     job_id,
                     runner_id,
+                    runner_manager_id: None,
                     token_hash: token_hash.to_owned(),
                     timeout_secs,
                 }],
@@ -215,22 +216,22 @@ impl Store {
         if self.backend == Backend::Sqlite {
             return self.assign_jobs_in_one_trip(&batch, now).await;
         }
-        // $1 = now; then per job i (from 0): $(2+4i) id, $(3+4i) runner, $(4+4i) token hash,
-        // $(5+4i) timeout.
+        // $1 = now; then per job i (from 0): $(2+5i) id, $(3+5i) runner, $(4+5i) token hash,
+        // $(5+5i) timeout, $(6+5i) runner manager.
         let case = |column: usize| -> String {
             let mut sql = String::from("CASE jobs.id");
             for i in 0..batch.len() {
                 sql.push_str(&format!(
                     " WHEN ${} THEN ${}",
-                    2 + 4 * i,
-                    2 + 4 * i + column
+                    2 + 5 * i,
+                    2 + 5 * i + column
                 ));
             }
             sql.push_str(" END");
             sql
         };
         let ids: Vec<String> = (0..batch.len())
-            .map(|i| format!("${}", 2 + 4 * i))
+            .map(|i| format!("${}", 2 + 5 * i))
             .collect();
         let mut tx = self.begin_write().await?;
         // $1..$n = the job ids, $(n+1)..$(2n) = their runners.
@@ -272,12 +273,14 @@ impl Store {
             return Ok(HashMap::new());
         }
         let sql = format!(
-            "UPDATE jobs SET status = 'running', runner_id = {}, token_hash = {}, timeout_secs = {}, started_at = $1, last_contact_at = NULL \
+            "UPDATE jobs SET status = 'running', runner_id = {}, token_hash = {}, timeout_secs = {}, runner_manager_id = {}, \
+             started_at = $1, last_contact_at = NULL \
              WHERE id IN ({}) AND status = 'pending' AND runner_id IS NULL AND {} \
              RETURNING id, pipeline_id, trace_size, trace_in_db",
             case(1),
             case(2),
             case(3),
+            case(4),
             ids.join(", "),
             runner_may_take(&case(1))
         );
@@ -287,7 +290,8 @@ impl Store {
                 .bind(a.job_id)
                 .bind(a.runner_id)
                 .bind(a.token_hash.as_str())
-                .bind(a.timeout_secs);
+                .bind(a.timeout_secs)
+                .bind(a.runner_manager_id);
         }
         let rows = query.fetch_all(&mut *tx).await?;
         tx.commit().await?;
@@ -313,7 +317,8 @@ impl Store {
              AND {may_take}) \
              RETURNING id, status, lock_version; \
              UPDATE jobs SET status = 'running', runner_id = CASE id {case} END, token_hash = CASE id {case} END, \
-             timeout_secs = CASE id {case} END, started_at = ?, last_contact_at = NULL \
+             timeout_secs = CASE id {case} END, runner_manager_id = CASE id {case} END, started_at = ?, \
+             last_contact_at = NULL \
              WHERE id IN ({marks}) AND status = 'pending' AND runner_id IS NULL AND {may_take} \
              RETURNING id, pipeline_id, trace_size, trace_in_db; \
              COMMIT"
@@ -331,6 +336,9 @@ impl Store {
         }
         for a in batch {
             query = query.bind(a.job_id).bind(a.timeout_secs);
+        }
+        for a in batch {
+            query = query.bind(a.job_id).bind(a.runner_manager_id);
         }
         query = query.bind(now);
         for a in batch {

@@ -122,6 +122,8 @@ pub struct NewRunner {
     pub paused: bool,
     /// Takes every job whatever its tags (`gantry run`'s local runner).
     pub any_tags: bool,
+    /// The `info.name` it registered with (registration token); `None` otherwise.
+    pub name: Option<String>,
 }
 
 /// Whose jobs [`crate::Store::jobs_page`] lists (trigger jobs never).
@@ -176,13 +178,15 @@ pub struct Runner {
     pub group_path: Option<String>,
     /// Takes every job whatever its tags (`gantry run`'s local runner).
     pub any_tags: bool,
+    /// The `info.name` it registered with (GitLab's `ci_runners.name`), if any.
+    pub name: Option<String>,
     /// A project runner's other projects (`runner_projects`), oldest first; empty for
     /// other runners.
     pub enabled_projects: Vec<i64>,
 }
 
 impl Runner {
-    pub(crate) const COLUMNS: &'static str = "id, description, tags, run_untagged, locked, protected_only, project_id, maximum_timeout, paused, contacted_at, created_at, group_path, any_tags";
+    pub(crate) const COLUMNS: &'static str = "id, description, tags, run_untagged, locked, protected_only, project_id, maximum_timeout, paused, contacted_at, created_at, group_path, any_tags, name";
     pub(crate) fn from_row(r: &AnyRow) -> Self {
         Self {
             id: r.get("id"),
@@ -198,6 +202,7 @@ impl Runner {
             created_at: r.get("created_at"),
             group_path: r.get("group_path"),
             any_tags: flag(r, "any_tags"),
+            name: r.get("name"),
             enabled_projects: Vec::new(),
         }
     }
@@ -404,6 +409,8 @@ pub struct Job {
     pub tags: Vec<String>,
     pub protected: bool,
     pub runner_id: Option<i64>,
+    /// The runner process that took it ([`crate::RunnerManager`]; migration 0042).
+    pub runner_manager_id: Option<i64>,
     pub exit_code: Option<i64>,
     pub failure_reason: Option<String>,
     pub manual_variables: Option<String>,
@@ -430,12 +437,12 @@ pub struct Job {
 
 impl Job {
     pub(crate) const COLUMNS: &'static str = "id, pipeline_id, project_id, name, stage, stage_idx, status, attempt, retried, allow_failure, spec, tags, \
-         protected, runner_id, exit_code, failure_reason, manual_variables, input_values, created_at, queued_at, scheduled_at, started_at, finished_at, \
+         protected, runner_id, runner_manager_id, exit_code, failure_reason, manual_variables, input_values, created_at, queued_at, scheduled_at, started_at, finished_at, \
          last_contact_at, timeout_secs, trace_size, trace_checksum, coverage, environment_id, environment_action, erased_at";
     /// [`Job::COLUMNS`] with an empty `spec` (the large column), for callers that cache
     /// parsed specs.
     pub(crate) const COLUMNS_WITHOUT_SPEC: &'static str = "id, pipeline_id, project_id, name, stage, stage_idx, status, attempt, retried, allow_failure, '' AS spec, tags, \
-         protected, runner_id, exit_code, failure_reason, manual_variables, input_values, created_at, queued_at, scheduled_at, started_at, finished_at, \
+         protected, runner_id, runner_manager_id, exit_code, failure_reason, manual_variables, input_values, created_at, queued_at, scheduled_at, started_at, finished_at, \
          last_contact_at, timeout_secs, trace_size, trace_checksum, coverage, environment_id, environment_action, erased_at";
     pub(crate) fn from_row(r: &AnyRow) -> Result<Self, StoreError> {
         Ok(Self {
@@ -453,6 +460,7 @@ impl Job {
             tags: tags(r, "tags"),
             protected: flag(r, "protected"),
             runner_id: r.get("runner_id"),
+            runner_manager_id: r.get("runner_manager_id"),
             exit_code: r.get("exit_code"),
             failure_reason: r.get("failure_reason"),
             manual_variables: r.get("manual_variables"),
@@ -528,6 +536,9 @@ impl QueuedJob {
 pub struct Assignment {
     pub job_id: i64,
     pub runner_id: i64,
+    /// The runner process (its manager, [`crate::RunnerManager`]) that asked; `None`
+    /// when its heartbeat could not be written.
+    pub runner_manager_id: Option<i64>,
     /// The hash of the job token issued with it.
     pub token_hash: String,
     pub timeout_secs: i64,

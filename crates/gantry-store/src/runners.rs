@@ -3,14 +3,15 @@
 use super::*;
 
 /// What [`Store::delete_runner`] does to the runner's jobs (by `jobs_by_runner`).
-pub(crate) const RUNNER_JOBS_LEFT: &str = "UPDATE jobs SET runner_id = NULL WHERE runner_id = $1";
+pub(crate) const RUNNER_JOBS_LEFT: &str =
+    "UPDATE jobs SET runner_id = NULL, runner_manager_id = NULL WHERE runner_id = $1";
 
 impl Store {
     pub async fn create_runner(&self, r: &NewRunner, now: i64) -> Result<Runner> {
         let tags = serde_json::to_string(&r.tags).unwrap_or_else(|_| "[]".into());
         let res = sqlx::query(
-            "INSERT INTO runners (token_hash, description, tags, run_untagged, locked, protected_only, project_id, maximum_timeout, created_at, paused, group_path, any_tags) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING id",
+            "INSERT INTO runners (token_hash, description, tags, run_untagged, locked, protected_only, project_id, maximum_timeout, created_at, paused, group_path, any_tags, name) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) RETURNING id",
         )
         .bind(&r.token_hash)
         .bind(&r.description)
@@ -24,6 +25,7 @@ impl Store {
         .bind(b(r.paused))
         .bind(&r.group_path)
         .bind(b(r.any_tags))
+        .bind(&r.name)
         .fetch_one(&self.writer)
         .await?;
         let id: i64 = res.get(0);
@@ -134,6 +136,10 @@ impl Store {
             .execute(&mut *tx)
             .await?;
         sqlx::query(RUNNER_JOBS_LEFT)
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("DELETE FROM runner_managers WHERE runner_id = $1")
             .bind(id)
             .execute(&mut *tx)
             .await?;

@@ -72,6 +72,7 @@ fn runner(token_hash: &str) -> NewRunner {
         maximum_timeout: None,
         paused: false,
         any_tags: false,
+        name: None,
     }
 }
 
@@ -695,6 +696,7 @@ async fn assignments_in_one_statement(db: Db) {
     let assign = |job_id: i64, runner_id: i64, token: &str| Assignment {
         job_id,
         runner_id,
+        runner_manager_id: None,
         token_hash: token.to_owned(),
         timeout_secs: 600,
     };
@@ -1840,6 +1842,7 @@ async fn a_job_goes_only_to_a_runner_there_and_not_paused(db: Db) {
     let assign = |job_id: i64, runner_id: i64, token: &str| Assignment {
         job_id,
         runner_id,
+        runner_manager_id: None,
         token_hash: token.to_owned(),
         timeout_secs: 600,
     };
@@ -2034,15 +2037,99 @@ async fn runners_keep_their_info_and_count_running_jobs(db: Db) {
         executor: "docker".into(),
         ip_address: "10.0.0.7".into(),
     };
-    s.runner_heartbeat(r.id, 77, &info).await.unwrap();
+    let manager = s
+        .runner_heartbeat(r.id, "s_0123456789ab", 77, &info)
+        .await
+        .unwrap();
     assert_eq!(s.runner_infos().await.unwrap().get(&r.id), Some(&info));
     assert_eq!(s.runner(r.id).await.unwrap().contacted_at, Some(77));
-    for (id, token) in [(created[0].id, "t-a"), (created[1].id, "t-b")] {
-        s.assign_job(id, r.id, token, 600, 10)
+    // The same process again: the same manager, its info and contact moved on.
+    let newer = RunnerInfo {
+        version: "18.6.0".into(),
+        ..info.clone()
+    };
+    assert_eq!(
+        s.runner_heartbeat(r.id, "s_0123456789ab", 90, &newer)
             .await
-            .expect("assign")
-            .expect("won");
+            .unwrap(),
+        manager
+    );
+    // Another process of the runner (an old one, without a system id), and a verify
+    // that leaves an existing manager as it is.
+    let legacy = s
+        .runner_heartbeat(r.id, LEGACY_SYSTEM_ID, 91, &RunnerInfo::default())
+        .await
+        .unwrap();
+    assert_ne!(legacy, manager);
+    s.ensure_runner_manager(r.id, "s_0123456789ab", 95, &RunnerInfo::default())
+        .await
+        .unwrap();
+    let mut assignments = Vec::new();
+    for (id, token) in [(created[0].id, "t-a"), (created[1].id, "t-b")] {
+        assignments.push(Assignment {
+            job_id: id,
+            runner_id: r.id,
+            runner_manager_id: Some(manager),
+            token_hash: token.into(),
+            timeout_secs: 600,
+        });
     }
+    let won = s.assign_jobs(&assignments, 10).await.expect("assign");
+    assert_eq!(won.len(), 2);
+    assert_eq!(
+        s.job(created[0].id).await.unwrap().runner_manager_id,
+        Some(manager)
+    );
+    let managers = s.runner_managers(r.id).await.unwrap();
+    assert_eq!(
+        managers
+            .iter()
+            .map(|m| (
+                m.id,
+                m.system_id.as_str(),
+                m.info.version.as_str(),
+                m.contacted_at,
+                m.busy
+            ))
+            .collect::<Vec<_>>(),
+        [
+            (manager, "s_0123456789ab", "18.6.0", Some(90), true),
+            (legacy, LEGACY_SYSTEM_ID, "", Some(91), false),
+        ]
+    );
+    assert_eq!(managers[0].created_at, 77);
+    assert_eq!(managers[0].info.ip_address, "10.0.0.7");
+    let by_id = s
+        .runner_managers_by_id(&[legacy, manager, 999])
+        .await
+        .unwrap();
+    assert_eq!(by_id.len(), 2);
+    assert!(by_id[&manager].busy);
+    // A deleted manager is gone; the jobs it took keep their runner.
+    assert!(
+        s.delete_runner_manager(r.id, LEGACY_SYSTEM_ID)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !s.delete_runner_manager(r.id, LEGACY_SYSTEM_ID)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !s.delete_runner_manager(idle.id, "s_0123456789ab")
+            .await
+            .unwrap()
+    );
+    assert_eq!(s.runner_managers(r.id).await.unwrap().len(), 1);
+    // A deleted runner takes its managers with it.
+    let short = s.create_runner(&runner("short"), 1).await.expect("runner");
+    let its = s
+        .runner_heartbeat(short.id, "r_short0000000", 100, &info)
+        .await
+        .unwrap();
+    assert!(s.delete_runner(short.id).await.unwrap());
+    assert!(s.runner_managers_by_id(&[its]).await.unwrap().is_empty());
     let running = s.running_jobs_by_runner().await.unwrap();
     assert_eq!(running.get(&r.id), Some(&2));
     assert_eq!(running.get(&idle.id), None);

@@ -17,8 +17,8 @@ use super::projects::full_path;
 use super::spec::StoredSpec;
 use super::time::{now_ms, to_ts};
 use super::views::{
-    Artifact, ArtifactsFile, CommitView, JobPipeline, JobProgress, JobRunner, JobView,
-    PipelineDetail, PipelineView, ResourcesView, Runner, UserBasic,
+    Artifact, ArtifactsFile, CommitView, JobPipeline, JobProgress, JobProject, JobRunner, JobView,
+    PipelineDetail, PipelineView, ResourcesView, Runner, RunnerManagerView, UserBasic,
 };
 
 /// The most rows one page of a list holds (GitLab's `per_page` bound).
@@ -226,7 +226,31 @@ impl Coordinator {
                 .map(ResourcesView::from_row);
             out.push(view);
         }
+        let managers: Vec<Option<i64>> = rows.iter().map(|j| j.runner_manager_id).collect();
+        self.with_runner_managers(&mut out, &managers).await?;
         Ok((out, total))
+    }
+
+    /// Fills each view's `runner_manager` (`managers[i]` is the manager of `views[i]`'s
+    /// job): one read for the page, a deleted manager none.
+    async fn with_runner_managers(
+        &self,
+        views: &mut [JobView],
+        managers: &[Option<i64>],
+    ) -> Result<()> {
+        let ids: std::collections::BTreeSet<i64> = managers.iter().flatten().copied().collect();
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let ids: Vec<i64> = ids.into_iter().collect();
+        let found = self.inner.store.runner_managers_by_id(&ids).await?;
+        let now = now_ms();
+        for (view, id) in views.iter_mut().zip(managers) {
+            view.runner_manager = id
+                .and_then(|id| found.get(&id))
+                .map(|m| RunnerManagerView::of(m, now));
+        }
+        Ok(())
     }
 
     /// The runners, when one of `rows` waits: what its [`JobView::pending_reason`] is
@@ -269,7 +293,10 @@ impl Coordinator {
             when: when.to_owned(),
             attempt: j.attempt,
             retried: j.retried,
-            failure_reason: j.failure_reason.clone(),
+            failure_reason: j
+                .failure_reason
+                .clone()
+                .filter(|_| j.status == Status::Failed),
             pending_reason: pool.and_then(|pool| pool.reason(j, &project.name, spec.as_ref())),
             exit_code: j.exit_code,
             tag_list: j.tags.clone(),
@@ -280,6 +307,7 @@ impl Coordinator {
             commit: None,
             runner_id: j.runner_id,
             runner: None,
+            runner_manager: None,
             created_at: j.created_at,
             queued_at: j.queued_at,
             scheduled_at: j.scheduled_at,
@@ -303,6 +331,7 @@ impl Coordinator {
                 full_path(&project.name),
                 j.id
             ),
+            project: JobProject::default(),
             archived: false,
             downstream_pipeline: None,
             bridge,
@@ -399,6 +428,8 @@ impl Coordinator {
         let mut view = self.job_view(&j, &p, &project, &artifacts, pool.as_ref());
         view.commit = self.commit_view(&p, &project).await;
         view.runner = self.job_runner(j.runner_id, &mut HashMap::new()).await?;
+        self.with_runner_managers(std::slice::from_mut(&mut view), &[j.runner_manager_id])
+            .await?;
         view.resources = self
             .inner
             .store
@@ -462,6 +493,7 @@ impl Coordinator {
         let resources = self.inner.store.pipeline_job_resources(pipeline_id).await?;
         let commit = self.commit_view(&p, &project).await;
         let mut runners = HashMap::new();
+        let managers: Vec<Option<i64>> = rows.iter().map(|j| j.runner_manager_id).collect();
         for j in rows {
             let start = artifacts.partition_point(|a| a.job_id < j.id);
             let end = artifacts.partition_point(|a| a.job_id <= j.id);
@@ -476,6 +508,7 @@ impl Coordinator {
             view.resources = resources.get(&j.id).map(ResourcesView::from_row);
             out.push(view);
         }
+        self.with_runner_managers(&mut out, &managers).await?;
         Ok(out)
     }
 

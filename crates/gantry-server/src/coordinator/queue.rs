@@ -122,6 +122,9 @@ pub struct RequestInfo {
     pub job_inputs: bool,
     /// Its version, platform, executor and address, written with `contacted_at`.
     pub runner: gantry_store::RunnerInfo,
+    /// The `system_id` of the runner process that asked (its manager); empty when it
+    /// sent none ([`gantry_store::LEGACY_SYSTEM_ID`]'s manager then).
+    pub system_id: String,
 }
 
 /// An assignment waiting for the next group commit ([`Coordinator::assign`]).
@@ -464,22 +467,7 @@ impl Coordinator {
         info: &RequestInfo,
     ) -> std::result::Result<Option<JobResponse>, CoordinatorError> {
         let deadline = Instant::now() + wait;
-        let now = now_ms();
-        if runner
-            .contacted_at
-            .is_none_or(|t| now - t >= CONTACT_INTERVAL_MS)
-        {
-            // Boxed, as the assignment below: not room kept while the request waits.
-            let beat = Box::pin(
-                self.inner
-                    .store
-                    .runner_heartbeat(runner.id, now, &info.runner),
-            )
-            .await;
-            if beat.is_ok() {
-                self.inner.runner_cache.contacted(runner.id, now);
-            }
-        }
+        let manager = self.runner_contact(runner, info).await;
         if runner.paused {
             return Ok(None);
         }
@@ -494,7 +482,7 @@ impl Coordinator {
                 let mut woken = self.queue().waiters().woken(runner);
                 // Boxed: the assignment's future (payload included) is many kilobytes,
                 // and a held request would carry its room all the while it waits.
-                let looked = Box::pin(self.try_assign(runner, info)).await?;
+                let looked = Box::pin(self.try_assign(runner, info, manager)).await?;
                 woken.used();
                 match looked {
                     Looked::Job(job) => return Ok(Some(*job)),
@@ -612,6 +600,7 @@ impl Coordinator {
                 .push(AssignedJob {
                     job_id: a.job_id,
                     runner_id: a.runner_id,
+                    runner_manager_id: a.runner_manager_id,
                     timeout_secs: a.timeout_secs,
                     graceful: w.graceful,
                 });
@@ -622,8 +611,48 @@ impl Coordinator {
         }
     }
 
-    /// Look at the queue for `runner` until a job is assigned or none is left.
-    async fn try_assign(&self, runner: &Runner, info: &RequestInfo) -> Result<Looked> {
+    /// Record that `runner`'s process (`info.system_id`) asked for a job: its heartbeat
+    /// (the runner's row and its manager's, created the first time) when the last one is
+    /// [`CONTACT_INTERVAL_MS`] old or unknown to this process. Returns the manager's id
+    /// (`None` when its heartbeat could not be written: the job request goes on).
+    async fn runner_contact(&self, runner: &Runner, info: &RequestInfo) -> Option<i64> {
+        let now = now_ms();
+        let system_id = match info.system_id.as_str() {
+            "" => gantry_store::LEGACY_SYSTEM_ID,
+            id => id,
+        };
+        let cache = &self.inner.runner_cache;
+        let known = cache.manager(runner.id, system_id);
+        let due = |at: Option<i64>| at.is_none_or(|t| now - t >= CONTACT_INTERVAL_MS);
+        if !due(runner.contacted_at) && !due(known.map(|(_, at)| at)) {
+            return known.map(|(id, _)| id);
+        }
+        // Boxed, as the assignment: not room kept while the request waits.
+        let beat = Box::pin(self.inner.store.runner_heartbeat(
+            runner.id,
+            system_id,
+            now,
+            &info.runner,
+        ))
+        .await;
+        match beat {
+            Ok(id) => {
+                cache.contacted(runner.id, now);
+                cache.manager_contacted(runner.id, system_id, id, now);
+                Some(id)
+            }
+            Err(_) => known.map(|(id, _)| id),
+        }
+    }
+
+    /// Look at the queue for `runner` until a job is assigned or none is left; the job
+    /// records `manager` as the process that took it.
+    async fn try_assign(
+        &self,
+        runner: &Runner,
+        info: &RequestInfo,
+        manager: Option<i64>,
+    ) -> Result<Looked> {
         while let Some((queued, queue_size, depth)) = self.queue().next_candidate(runner).await? {
             let Some((mut job, spec)) = self.queued_job(&queued).await? else {
                 continue;
@@ -643,6 +672,7 @@ impl Coordinator {
             let assignment = Assignment {
                 job_id: job.id,
                 runner_id: runner.id,
+                runner_manager_id: manager,
                 token_hash: hash.clone(),
                 timeout_secs: secs,
             };
@@ -882,6 +912,7 @@ impl Coordinator {
                 tags: q.tags.clone(),
                 protected: q.protected,
                 runner_id: None,
+                runner_manager_id: None,
                 exit_code: None,
                 failure_reason: None,
                 manual_variables: q.manual_variables.clone(),

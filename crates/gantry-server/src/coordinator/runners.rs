@@ -29,7 +29,7 @@ use crate::processor::Event;
 use super::error::{CoordinatorError, Result};
 use super::metrics::ONLINE_WINDOW_MS;
 use super::time::now_ms;
-use super::views::{Runner, RunnerOptions, RunnerUpdate};
+use super::views::{Runner, RunnerManagerView, RunnerOptions, RunnerUpdate};
 use super::{Coordinator, token};
 
 /// GitLab's lower bound for `maximum_timeout`.
@@ -66,6 +66,9 @@ struct CachedRunners {
     roster: Option<(Instant, Arc<Vec<Runner>>)>,
     /// Bumped by every change: a read begun before a change is not kept.
     generation: u64,
+    /// (runner id, `system_id`) → its manager's id and when its heartbeat was written
+    /// (ms): a job request's manager without a read, its heartbeat due from then.
+    managers: HashMap<(i64, String), (i64, i64)>,
 }
 
 impl RunnerCache {
@@ -124,11 +127,34 @@ impl RunnerCache {
         }
     }
 
+    /// The manager of runner `runner_id`'s process `system_id` and when its heartbeat
+    /// was last written, if known.
+    pub(crate) fn manager(&self, runner_id: i64, system_id: &str) -> Option<(i64, i64)> {
+        // A borrowed key would need an owned tuple anyway: the map is small per runner.
+        self.lock()
+            .managers
+            .get(&(runner_id, system_id.to_owned()))
+            .copied()
+    }
+
+    /// The heartbeat of manager `id` (runner `runner_id`, process `system_id`) was
+    /// written at `at`.
+    pub(crate) fn manager_contacted(&self, runner_id: i64, system_id: &str, id: i64, at: i64) {
+        let mut cached = self.lock();
+        if cached.managers.len() >= MAX_CACHED_RUNNERS {
+            cached.managers.clear();
+        }
+        cached
+            .managers
+            .insert((runner_id, system_id.to_owned()), (id, at));
+    }
+
     /// Runners changed: read each again.
     pub(crate) fn forget_all(&self) {
         let mut cached = self.lock();
         cached.by_hash.clear();
         cached.hashes.clear();
+        cached.managers.clear();
         cached.roster = None;
         cached.generation += 1;
     }
@@ -165,6 +191,7 @@ impl Coordinator {
         &self,
         opts: RunnerOptions,
         plaintext: String,
+        name: Option<String>,
     ) -> Result<(Runner, String)> {
         check_maximum_timeout("create the runner", opts.maximum_timeout)?;
         if let Some(p) = opts.project_id {
@@ -191,6 +218,7 @@ impl Coordinator {
                     maximum_timeout: opts.maximum_timeout,
                     paused: opts.paused,
                     any_tags: opts.any_tags,
+                    name,
                 },
                 now_ms(),
             )
@@ -206,15 +234,16 @@ impl Coordinator {
         opts: RunnerOptions,
     ) -> std::result::Result<(Runner, String), CoordinatorError> {
         let t = token::runner_token(opts.project_id.is_some());
-        self.insert_runner(opts, t).await
+        self.insert_runner(opts, t, None).await
     }
 
-    /// Legacy registration (`POST /runners` with the registration token). A wrong token
-    /// is `Forbidden`.
+    /// Legacy registration (`POST /runners` with the registration token); `name` is
+    /// the runner's `info.name`, if it sent one. A wrong token is `Forbidden`.
     pub async fn register_runner(
         &self,
         registration_token: &str,
         opts: RunnerOptions,
+        name: Option<String>,
     ) -> std::result::Result<(Runner, String), CoordinatorError> {
         let expected = self.inner.store.setting("registration_token_hash").await?;
         if registration_token.is_empty()
@@ -224,7 +253,7 @@ impl Coordinator {
                 "register the runner: the registration token is not valid".to_owned(),
             ));
         }
-        self.insert_runner(opts, token::registered_runner_token())
+        self.insert_runner(opts, token::registered_runner_token(), name)
             .await
     }
 
@@ -370,6 +399,62 @@ impl Coordinator {
         CoordinatorError,
     > {
         Ok(self.inner.store.runner_infos().await?)
+    }
+
+    /// Runner `id`'s processes (GitLab's runner managers), oldest first.
+    pub async fn runner_managers(
+        &self,
+        id: i64,
+    ) -> std::result::Result<Vec<RunnerManagerView>, CoordinatorError> {
+        let store = &self.inner.store;
+        store.runner(id).await?;
+        let now = now_ms();
+        Ok(store
+            .runner_managers(id)
+            .await?
+            .iter()
+            .map(|m| RunnerManagerView::of(m, now))
+            .collect())
+    }
+
+    /// Runner `runner_id`'s process `system_id` verified its token (`POST
+    /// /runners/verify`): its manager exists from now on, with `info`; an empty
+    /// `system_id` names none.
+    pub async fn verified_runner_manager(
+        &self,
+        runner_id: i64,
+        system_id: &str,
+        info: &gantry_store::RunnerInfo,
+    ) -> std::result::Result<(), CoordinatorError> {
+        if system_id.is_empty() {
+            return Ok(());
+        }
+        Ok(self
+            .inner
+            .store
+            .ensure_runner_manager(runner_id, system_id, now_ms(), info)
+            .await?)
+    }
+
+    /// Delete runner `runner_id`'s process `system_id` (`DELETE /runners/managers`):
+    /// `NotFound` when it has none of that id. The runner stays; the jobs the process
+    /// took show no manager from now on.
+    pub async fn delete_runner_manager(
+        &self,
+        runner_id: i64,
+        system_id: &str,
+    ) -> std::result::Result<(), CoordinatorError> {
+        let deleted = self
+            .inner
+            .store
+            .delete_runner_manager(runner_id, system_id)
+            .await?;
+        self.inner.runner_cache.forget_all();
+        if deleted {
+            Ok(())
+        } else {
+            Err(CoordinatorError::NotFound("runner manager not found"))
+        }
     }
 
     /// How many jobs each runner runs now, by runner id (absent: none).

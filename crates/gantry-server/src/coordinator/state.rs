@@ -201,6 +201,7 @@ impl Loaded {
             let row = &mut self.rows[i];
             row.status = Status::Running;
             row.runner_id = Some(a.runner_id);
+            row.runner_manager_id = a.runner_manager_id;
             row.timeout_secs = Some(a.timeout_secs);
             row.started_at = Some(now_ms);
             row.last_contact_at = None;
@@ -219,6 +220,7 @@ impl Loaded {
 pub(crate) struct AssignedJob {
     pub job_id: i64,
     pub runner_id: i64,
+    pub runner_manager_id: Option<i64>,
     pub timeout_secs: i64,
     /// The runner cancels gracefully.
     pub graceful: bool,

@@ -109,6 +109,8 @@ pub struct Runner {
     pub description: String,
     /// `instance_type`, `group_type` or `project_type`.
     pub runner_type: &'static str,
+    /// The `info.name` it registered with (a registration token); `null` otherwise.
+    pub name: Option<String>,
     pub is_shared: bool,
     pub active: bool,
     pub paused: bool,
@@ -157,6 +159,7 @@ impl Runner {
             id,
             description: format!("runner {id}"),
             runner_type: "instance_type",
+            name: None,
             is_shared: true,
             active: true,
             paused: false,
@@ -190,6 +193,7 @@ impl Runner {
             } else {
                 "instance_type"
             },
+            name: r.name.clone(),
             is_shared: r.project_id.is_none() && r.group_path.is_none(),
             active: !r.paused,
             paused: r.paused,
@@ -381,7 +385,7 @@ pub struct CommitView {
 }
 
 /// The runner that took a job, as embedded in GitLab's job JSON (its `Ci::Runner`
-/// entity, without the runner's self-reported `name`).
+/// entity).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct JobRunner {
     pub id: i64,
@@ -392,6 +396,7 @@ pub struct JobRunner {
     pub paused: bool,
     pub is_shared: bool,
     pub runner_type: &'static str,
+    pub name: Option<String>,
     pub online: bool,
     pub status: &'static str,
 }
@@ -406,8 +411,52 @@ impl JobRunner {
             paused: runner.paused,
             is_shared: runner.is_shared,
             runner_type: runner.runner_type,
+            name: runner.name.clone(),
             online: runner.online,
             status: runner.status,
+        }
+    }
+}
+
+/// One process of a runner (GitLab's `Ci::RunnerManager` entity): in
+/// `GET /runners/:id/managers` and as the `runner_manager` of a job it took.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RunnerManagerView {
+    pub id: i64,
+    /// The `system_id` the runner process sent (`<legacy>` when it sent none).
+    pub system_id: String,
+    /// What it said in its last heartbeat; `null` for what it did not say.
+    pub version: Option<String>,
+    pub revision: Option<String>,
+    pub platform: Option<String>,
+    pub architecture: Option<String>,
+    #[serde(serialize_with = "iso")]
+    pub created_at: i64,
+    #[serde(serialize_with = "iso_opt")]
+    pub contacted_at: Option<i64>,
+    /// The address it called from.
+    pub ip_address: Option<String>,
+    /// As a runner's: `online`, `offline`, `stale` or `never_contacted`.
+    pub status: &'static str,
+    /// `active` while a job it took runs, else `idle`.
+    pub job_execution_status: &'static str,
+}
+
+impl RunnerManagerView {
+    pub(crate) fn of(m: &gantry_store::RunnerManager, now: i64) -> Self {
+        let said = |s: &str| Some(s.to_owned()).filter(|s| !s.is_empty());
+        RunnerManagerView {
+            id: m.id,
+            system_id: m.system_id.clone(),
+            version: said(&m.info.version),
+            revision: said(&m.info.revision),
+            platform: said(&m.info.platform),
+            architecture: said(&m.info.architecture),
+            created_at: m.created_at,
+            contacted_at: m.contacted_at,
+            ip_address: said(&m.info.ip_address),
+            status: runner_status(m.contacted_at, m.created_at, now),
+            job_execution_status: if m.busy { "active" } else { "idle" },
         }
     }
 }
@@ -551,6 +600,8 @@ pub struct JobView {
     pub when: String,
     pub attempt: i64,
     pub retried: bool,
+    /// Why it failed; absent unless it failed (GitLab's `JobBasic`).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub failure_reason: Option<String>,
     /// Gantry's: why a `pending` or `waiting_for_resource` job waits
     /// (`{"code", "message"}`), `null` for any other status (GitLab shows it only on
@@ -568,6 +619,8 @@ pub struct JobView {
     pub runner_id: Option<i64>,
     /// The runner that took it; `null` before, or once that runner is deleted.
     pub runner: Option<JobRunner>,
+    /// The runner process that took it; `null` before, or once it is deleted.
+    pub runner_manager: Option<RunnerManagerView>,
     #[serde(serialize_with = "iso")]
     pub created_at: i64,
     #[serde(serialize_with = "iso_opt")]
@@ -596,6 +649,9 @@ pub struct JobView {
     /// The job's `environment:`, expanded at creation (name and URL).
     pub environment: Option<JobEnvironment>,
     pub web_url: String,
+    /// GitLab's `project.ci_job_token_scope_enabled`: the job token's outbound scope,
+    /// which Gantry does not have (GitLab 18 removed it), so always `false`.
+    pub project: JobProject,
     /// Whether it is archived (no retry, no play): Gantry archives no job.
     pub archived: bool,
     /// A trigger job's downstream pipeline, once created (GitLab's bridge JSON).
@@ -609,6 +665,12 @@ pub struct JobView {
     /// reported nothing: not started, or an executor that does not measure).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub resources: Option<ResourcesView>,
+}
+
+/// The `project` of GitLab's job JSON.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct JobProject {
+    pub ci_job_token_scope_enabled: bool,
 }
 
 /// A job's resource use in the job API (`resources`), from its runner's reports.

@@ -13,7 +13,7 @@ use crate::coordinator::RequestInfo;
 
 use super::error::ApiResult;
 use super::extract::{self, Body};
-use super::peer::Peer;
+use super::peer::{Peer, peer_ip};
 use super::{AppState, auth, json_response};
 
 pub(crate) async fn request(
@@ -45,17 +45,14 @@ pub(crate) async fn request(
             platform: req.info.platform.clone(),
             architecture: req.info.architecture.clone(),
             executor: req.info.executor.clone(),
-            ip_address: peer
-                .as_ref()
-                .and_then(|Extension(ConnectInfo(p))| p.address())
-                .map(|a| a.ip().to_string())
-                .unwrap_or_default(),
+            ip_address: peer_ip(peer.as_ref()),
         },
+        system_id: req.system_id,
     };
     let last_update = Some(req.last_update).filter(|v| !v.is_empty());
     let last_update = last_update.as_deref();
     // The rest of the request is not kept while it is held either.
-    drop((req.info, req.token, req.system_id));
+    drop((req.info, req.token));
     let wait = state.coordinator.config().long_poll;
     // A request whose runner hung up stops waiting at once: no job can reach it.
     let hung_up = async {

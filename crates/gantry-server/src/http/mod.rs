@@ -584,6 +584,7 @@ fn build(coordinator: Coordinator, shutdown: watch::Receiver<bool>) -> Router {
         )
         .route("/runners/all", get(user_runners::list))
         .route("/runners/{runner}/jobs", get(user_runners::jobs))
+        .route("/runners/{runner}/managers", get(user_runners::managers))
         .route(
             "/runners/{runner}",
             get(user_runners::show)

@@ -24,6 +24,14 @@ use tokio::net::TcpStream;
 /// how often to look again.
 const UNREAD_RECHECK: Duration = Duration::from_millis(200);
 
+/// The address a request came from as text (`''` when not known): what a runner's
+/// heartbeat records.
+pub(crate) fn peer_ip(peer: Option<&axum::Extension<axum::extract::ConnectInfo<Peer>>>) -> String {
+    peer.and_then(|axum::Extension(axum::extract::ConnectInfo(p))| p.address())
+        .map(|a| a.ip().to_string())
+        .unwrap_or_default()
+}
+
 /// The connection a request came on.
 #[derive(Clone, Debug)]
 pub(crate) struct Peer {

@@ -1,7 +1,8 @@
 //! Runner lifecycle (`runner-api.md` §2): legacy registration, verify, delete, delete a
 //! manager, router discovery. Authenticated by the token in the body.
 
-use axum::extract::State;
+use axum::Extension;
+use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use gantry_protocol::{
@@ -13,6 +14,7 @@ use crate::coordinator::RunnerOptions;
 
 use super::error::{ApiError, ApiResult};
 use super::extract::{self, Body};
+use super::peer::{Peer, peer_ip};
 use super::{AppState, auth, json_response};
 
 /// `POST /api/v4/runners` (§2.1): register with the registration token → `201`.
@@ -45,7 +47,11 @@ pub(crate) async fn register(
         paused: req.paused.unwrap_or(false),
         any_tags: false,
     };
-    let (runner, token) = state.coordinator.register_runner(&req.token, opts).await?;
+    let name = Some(req.info.name).filter(|n| !n.is_empty());
+    let (runner, token) = state
+        .coordinator
+        .register_runner(&req.token, opts, name)
+        .await?;
     Ok(json_response(
         StatusCode::CREATED,
         &RunnerRegistrationDetails {
@@ -57,14 +63,28 @@ pub(crate) async fn register(
 }
 
 /// `POST /api/v4/runners/verify` (§2.3): `200` with the JSON form, `403` for an unknown
-/// token.
+/// token. The `system_id` it sends has a manager from now on (GitLab's
+/// `ensure_runner_manager`), with its `info` and address.
 pub(crate) async fn verify(
     State(state): State<AppState>,
+    peer: Option<Extension<ConnectInfo<Peer>>>,
     headers: HeaderMap,
     Body(body): Body,
 ) -> ApiResult<Response> {
     let req: VerifyRunnerRequest = extract::params(&headers, &body).await?;
     let runner = auth::require_runner(&state.coordinator, &req.token).await?;
+    let info = gantry_store::RunnerInfo {
+        version: req.info.version,
+        revision: req.info.revision,
+        platform: req.info.platform,
+        architecture: req.info.architecture,
+        executor: req.info.executor,
+        ip_address: peer_ip(peer.as_ref()),
+    };
+    state
+        .coordinator
+        .verified_runner_manager(runner.id, &req.system_id, &info)
+        .await?;
     Ok(json_response(
         StatusCode::OK,
         &RunnerRegistrationDetails {
@@ -87,18 +107,22 @@ pub(crate) async fn unregister(
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
-/// `DELETE /api/v4/runners/managers` (§2.5). Gantry keeps no per-manager records, so
-/// there is nothing to delete: `204` for a valid token and a `system_id`.
+/// `DELETE /api/v4/runners/managers` (§2.5): `204` once the runner's manager of that
+/// `system_id` is deleted, `404` (`Runner manager not found`) when it has none.
 pub(crate) async fn unregister_manager(
     State(state): State<AppState>,
     headers: HeaderMap,
     Body(body): Body,
 ) -> ApiResult<Response> {
     let req: UnregisterManagerRequest = extract::params(&headers, &body).await?;
-    auth::require_runner(&state.coordinator, &req.token).await?;
+    let runner = auth::require_runner(&state.coordinator, &req.token).await?;
     if req.system_id.trim().is_empty() {
         return Err(ApiError::param("system_id is missing"));
     }
+    state
+        .coordinator
+        .delete_runner_manager(runner.id, &req.system_id)
+        .await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 

@@ -299,6 +299,20 @@ pub(crate) async fn jobs(
     Ok(paged(jobs, total, &page))
 }
 
+/// `GET /api/v4/runners/:id/managers`: the runner's processes (GitLab's runner
+/// managers), oldest first, not paged (as GitLab).
+pub(crate) async fn managers(
+    State(state): State<AppState>,
+    Path(id): Path<i64>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    auth::require_admin(&state.coordinator, &headers).await?;
+    Ok(json_response(
+        StatusCode::OK,
+        &state.coordinator.runner_managers(id).await?,
+    ))
+}
+
 /// `GET /api/v4/runners/:id`.
 pub(crate) async fn show(
     State(state): State<AppState>,
