@@ -8,8 +8,8 @@ test `gitlab_clients_from_pypi_work_against_the_server`:
 - python-gitlab: the calls a team makes every day (auth, version, projects and search,
   variables, the CI/CD job token scope and its allowlists, personal access tokens, runners and project runners, pipelines create /
   list / get / cancel / retry, jobs list / trace / artifacts, pipeline schedules and
-  trigger tokens, the repository's files, commits and branches, a job's runner and
-  runner manager).
+  trigger tokens, the repository's files, commits and branches, namespaces, a job's
+  runner and runner manager).
 - gitlab-runner-api: registers (JSON, `POST /runners/` with a trailing slash), takes a
   job, acknowledges it with a `PUT /jobs/:id` without `state`, streams its log with
   `PATCH …/trace` and finishes it.
@@ -290,6 +290,18 @@ def _():
     expect(mine.id in [r.id for r in other.runners.list()], "enabled")
     other.runners.delete(mine.id)
     expect(mine.id not in [r.id for r in other.runners.list()], "disabled")
+
+
+@step("namespaces: list(search=…), get, exists")
+def _():
+    found = gl.namespaces.list(search="clients")
+    expect([n.full_path for n in found] == ["clients"], f"search {[n.full_path for n in found]}")
+    clients = gl.namespaces.get(found[0].id)
+    expect(clients.kind == "group" and clients.parent_id is None, f"get {clients.attributes}")
+    expect(gl.namespaces.get("clients").id == clients.id, "get by path")
+    taken = gl.namespaces.exists("clients")
+    expect(taken.exists and taken.suggests == ["clients1"], f"exists {taken.attributes}")
+    expect(not gl.namespaces.exists("nobody-has-this").exists, "a free path")
 
 
 @step("pipeline.cancel, pipeline.retry")

@@ -243,6 +243,110 @@ async fn groups_have_ids_that_the_group_apis_take() {
     }
 }
 
+/// The groups are GitLab's namespaces too: `GET /namespaces` (filtered by `search`,
+/// `top_level_only`, `full_path_search`), `GET /namespaces/:id` by id or path, and
+/// `GET /namespaces/:path/exists` with the first free path as a suggestion.
+#[tokio::test]
+async fn groups_are_the_namespaces_of_the_namespaces_api() {
+    let server = TestServer::start().await;
+    let repo = Repo::new(&[(".gitlab-ci.yml", "build:\n  script: [make]\n")]);
+    for name in ["acme/app", "acme/platform/svc", "acme1/x", "solo"] {
+        server.create_project(name, &repo).await;
+    }
+    let (_, groups) = server.admin(Method::GET, "groups", None).await;
+    let id_of = |path: &str| {
+        groups
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|g| g["full_path"] == path)
+            .map(|g| g["id"].as_i64().unwrap())
+            .unwrap()
+    };
+    let list = async |query: &str| {
+        let (status, body) = server
+            .admin(Method::GET, &format!("namespaces{query}"), None)
+            .await;
+        assert_eq!(status, StatusCode::OK, "{query}: {body}");
+        body.as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n["full_path"].as_str().unwrap().to_owned())
+            .collect::<Vec<_>>()
+    };
+    let mut all = list("").await;
+    all.sort();
+    assert_eq!(all, ["acme", "acme/platform", "acme1", "gantry"]);
+    let mut top = list("?top_level_only=true").await;
+    top.sort();
+    assert_eq!(top, ["acme", "acme1", "gantry"]);
+    assert_eq!(list("?search=PLAT").await, ["acme/platform"]);
+    assert!(list("?search=acme/plat").await.is_empty());
+    assert_eq!(
+        list("?search=acme/plat&full_path_search=true").await,
+        ["acme/platform"]
+    );
+    assert_eq!(list("?per_page=1&page=2").await.len(), 1);
+
+    let platform = id_of("acme/platform");
+    let (status, shown) = server
+        .admin(Method::GET, &format!("namespaces/{platform}"), None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{shown}");
+    assert_eq!(
+        shown,
+        json!({
+            "id": platform,
+            "name": "platform",
+            "path": "platform",
+            "kind": "group",
+            "full_path": "acme/platform",
+            "parent_id": id_of("acme"),
+            "avatar_url": null,
+            "web_url": shown["web_url"],
+        })
+    );
+    assert!(
+        shown["web_url"]
+            .as_str()
+            .unwrap()
+            .ends_with("/groups/acme/platform"),
+        "{shown}"
+    );
+    let (_, by_path) = server
+        .admin(Method::GET, "namespaces/acme%2Fplatform", None)
+        .await;
+    assert_eq!(by_path, shown);
+    let (status, missing) = server.admin(Method::GET, "namespaces/99999", None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(missing["message"], "404 Namespace Not Found");
+
+    let exists = async |query: &str| {
+        server
+            .admin(Method::GET, &format!("namespaces/{query}"), None)
+            .await
+            .1
+    };
+    assert_eq!(
+        exists("acme/exists").await,
+        json!({"exists": true, "suggests": ["acme2"]})
+    );
+    assert_eq!(
+        exists("nobody/exists").await,
+        json!({"exists": false, "suggests": []})
+    );
+    let acme = id_of("acme");
+    assert_eq!(
+        exists(&format!("Platform/exists?parent_id={acme}")).await,
+        json!({"exists": true, "suggests": ["Platform1"]})
+    );
+    assert_eq!(
+        exists("platform/exists").await,
+        json!({"exists": false, "suggests": []}),
+        "not a top-level namespace"
+    );
+}
+
 /// `POST /groups` makes a group that exists without projects (a subgroup with
 /// `parent_id`); its name and description are its own; a taken path is refused;
 /// `DELETE /groups/:id` removes an empty one and refuses one with projects.

@@ -28,6 +28,35 @@ pub struct GroupView {
     pub description: String,
 }
 
+/// A group as GitLab's namespaces API shows it (its `Namespace` entity): Gantry's
+/// namespaces are all groups (`kind` `group`; it has no user namespaces).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct NamespaceView {
+    pub id: i64,
+    pub name: String,
+    pub path: String,
+    pub kind: &'static str,
+    pub full_path: String,
+    pub parent_id: Option<i64>,
+    pub avatar_url: Option<String>,
+    pub web_url: String,
+}
+
+impl NamespaceView {
+    pub fn of(g: &GroupView) -> Self {
+        NamespaceView {
+            id: g.id,
+            name: g.name.clone(),
+            path: g.path.clone(),
+            kind: "group",
+            full_path: g.full_path.clone(),
+            parent_id: g.parent_id,
+            avatar_url: None,
+            web_url: g.web_url.clone(),
+        }
+    }
+}
+
 /// Every namespace of a project path, outermost first: `a/b/c` → `a`, `a/b`.
 fn namespaces_of(project_path: &str) -> Vec<String> {
     let parts: Vec<&str> = project_path.split('/').collect();

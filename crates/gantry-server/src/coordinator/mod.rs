@@ -122,7 +122,7 @@ pub use environments::{
 pub use error::CoordinatorError;
 pub use forge_hooks::{ForgeHook, HookOutcome, sign as forge_hook_signature};
 pub use git::{CommitSummary, changes_since};
-pub use groups::GroupView;
+pub use groups::{GroupView, NamespaceView};
 pub use includes::{
     GITLAB_TEMPLATES_URL, IncludeCache, IncludeLoader, IncludeSources, ProjectRepo,
     REMOTE_CONNECT_TIMEOUT, REMOTE_MAX_BYTES, REMOTE_TIMEOUT, RemoteFetches, RemoteLimits,

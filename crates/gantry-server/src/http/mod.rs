@@ -538,6 +538,12 @@ fn build(coordinator: Coordinator, shutdown: watch::Receiver<bool>) -> Router {
         )
         .route("/groups", get(groups::list).post(groups::create))
         .route("/groups/{group}", get(groups::show).delete(groups::delete))
+        .route("/namespaces", get(groups::namespaces))
+        .route("/namespaces/{namespace}", get(groups::namespace))
+        .route(
+            "/namespaces/{namespace}/exists",
+            get(groups::namespace_exists),
+        )
         .route(
             "/groups/{group}/variables",
             get(variables::list).post(variables::create),
