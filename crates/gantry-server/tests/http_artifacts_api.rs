@@ -401,16 +401,10 @@ async fn a_finished_job_is_erased_with_its_log_and_artifacts() {
     server.create_pipeline(project, "main").await;
     let (id, token, _) = server.take_job(&runner).await;
     let log = "building\n";
-    let patched = server
-        .http
-        .patch(server.api(&format!("jobs/{id}/trace")))
-        .header("JOB-TOKEN", &token)
-        .header("Content-Range", format!("0-{}", log.len() - 1))
-        .body(log)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(patched.status(), StatusCode::ACCEPTED);
+    assert_eq!(
+        server.patch_log(id, &token, 0, log).await,
+        StatusCode::ACCEPTED
+    );
     let erase = |job: i64| {
         server
             .http

@@ -340,16 +340,10 @@ async fn one_pipeline_shows_gitlab_s_detail_and_a_job_its_commit() {
         let (job, token, payload) = server.take_job(&runner).await;
         if payload["job_info"]["name"] == "covered" {
             let log = "Lines: 83.5%\n";
-            let patched = server
-                .http
-                .patch(server.api(&format!("jobs/{job}/trace")))
-                .header("JOB-TOKEN", &token)
-                .header("Content-Range", format!("0-{}", log.len() - 1))
-                .body(log)
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(patched.status(), StatusCode::ACCEPTED);
+            assert_eq!(
+                server.patch_log(job, &token, 0, log).await,
+                StatusCode::ACCEPTED
+            );
             server.end_job(job, &token, "success").await;
         } else {
             server.end_job(job, &token, "failed").await;

@@ -152,16 +152,10 @@ async fn pages_show_projects_pipelines_jobs_and_logs_once_signed_in() {
     let (_, runner_token) = server.create_runner(json!({})).await;
     let (job_id, job_token, _) = server.take_job(&runner_token).await;
     let trace = "\x1b[0Ksection_start:1700000000:step_script\r\x1b[0K\x1b[32;1m$ make\x1b[0;m\n<script>alert(1)</script>\n";
-    let patched = server
-        .http
-        .patch(server.api(&format!("jobs/{job_id}/trace")))
-        .header("JOB-TOKEN", &job_token)
-        .header("Content-Range", format!("0-{}", trace.len() - 1))
-        .body(trace)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(patched.status(), StatusCode::ACCEPTED);
+    assert_eq!(
+        server.patch_log(job_id, &job_token, 0, trace).await,
+        StatusCode::ACCEPTED
+    );
     let job = server.job(project_id, job_id).await;
     let job_url = job["web_url"].as_str().unwrap().to_owned();
     let (status, body) = get(&http, &job_url, &cookie).await;
@@ -191,19 +185,12 @@ async fn pages_show_projects_pipelines_jobs_and_logs_once_signed_in() {
     assert_eq!(piece["complete"], false);
     // What comes later continues at the offset, with the line number and the style.
     let more = "\x1b[31mred\nstill red\x1b[0m\npartial";
-    let patched = server
-        .http
-        .patch(server.api(&format!("jobs/{job_id}/trace")))
-        .header("JOB-TOKEN", &job_token)
-        .header(
-            "Content-Range",
-            format!("{}-{}", trace.len(), trace.len() + more.len() - 1),
-        )
-        .body(more)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(patched.status(), StatusCode::ACCEPTED);
+    assert_eq!(
+        server
+            .patch_log(job_id, &job_token, trace.len(), more)
+            .await,
+        StatusCode::ACCEPTED
+    );
     let (_, piece) = get(
         &http,
         &format!("{job_url}/trace.json?offset={}&line=2&state=", trace.len()),
@@ -414,19 +401,10 @@ async fn a_ten_megabyte_log_opens_fast() {
     let chunk = line.repeat(lines_per_mib);
     let mut offset = 0usize;
     for _ in 0..10 {
-        let answer = server
-            .http
-            .patch(server.api(&format!("jobs/{job_id}/trace")))
-            .header("JOB-TOKEN", &job_token)
-            .header(
-                "Content-Range",
-                format!("{offset}-{}", offset + chunk.len() - 1),
-            )
-            .body(chunk.clone())
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(answer.status(), StatusCode::ACCEPTED);
+        assert_eq!(
+            server.patch_log(job_id, &job_token, offset, &chunk).await,
+            StatusCode::ACCEPTED
+        );
         offset += chunk.len();
     }
     let total_lines = 10 * lines_per_mib as u64;
@@ -768,16 +746,10 @@ async fn resource_reports_show_in_the_job_api_and_the_timeline_page() {
     let trace = "\x1b[0Ksection_start:1700000000:prepare_executor\r\x1b[0Kprepare\n\
                  \x1b[0Ksection_end:1700000001:prepare_executor\r\x1b[0K\n\
                  \x1b[0Ksection_start:1700000001:step_script\r\x1b[0K$ make\n";
-    let patched = server
-        .http
-        .patch(server.api(&format!("jobs/{job_id}/trace")))
-        .header("JOB-TOKEN", &job_token)
-        .header("Content-Range", format!("0-{}", trace.len() - 1))
-        .body(trace)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(patched.status(), StatusCode::ACCEPTED);
+    assert_eq!(
+        server.patch_log(job_id, &job_token, 0, trace).await,
+        StatusCode::ACCEPTED
+    );
     // A later report replaces the first.
     assert_eq!(
         put(update("running", 1.75, 200 << 20))

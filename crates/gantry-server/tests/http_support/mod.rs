@@ -239,6 +239,23 @@ impl TestServer {
         assert_eq!(done.status(), StatusCode::OK, "end job {id}");
     }
 
+    /// Appends `log` at byte `offset` of job `id`'s log, as a runner streams it
+    /// (`PATCH /jobs/:id/trace` with the job's `token`): the answer's status.
+    pub async fn patch_log(&self, id: i64, token: &str, offset: usize, log: &str) -> StatusCode {
+        self.http
+            .patch(self.api(&format!("jobs/{id}/trace")))
+            .header("JOB-TOKEN", token)
+            .header(
+                "Content-Range",
+                format!("{offset}-{}", offset + log.len() - 1),
+            )
+            .body(log.to_owned())
+            .send()
+            .await
+            .expect("log patch")
+            .status()
+    }
+
     pub async fn job(&self, project_id: i64, job_id: i64) -> Value {
         let (status, body) = self
             .admin(
