@@ -428,32 +428,88 @@ async fn runner_managers_are_the_runner_processes_that_took_jobs() {
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
 
-/// A registration-token runner keeps the `info.name` it registered with (GitLab's
-/// runner `name`); one made through the API has none.
+/// `GET /runners/:id` is GitLab's `RunnerDetails`: a registration-token runner keeps
+/// the `info.name` it registered with (one made through the API has none), the version,
+/// revision, platform and architecture are those its process last in contact sent, and
+/// the maintenance note is kept from creation, registration or `PUT`.
 #[tokio::test]
-async fn a_registered_runner_keeps_its_name() {
+async fn a_runners_details_show_its_name_note_and_latest_process() {
     let server = TestServer::start().await;
     let registration = server.registration.clone();
     let registered = server
         .http
         .post(server.api("runners"))
-        .json(&json!({"token": registration, "description": "old", "info": {"name": "gitlab-runner"}}))
+        .json(
+            &json!({"token": registration, "description": "old", "maintenance_note": "rack 4",
+                      "info": {"name": "gitlab-runner"}}),
+        )
         .send()
         .await
         .unwrap();
     assert_eq!(registered.status(), StatusCode::CREATED);
-    let id = registered.json::<Value>().await.unwrap()["id"]
-        .as_i64()
-        .unwrap();
+    let registered: Value = registered.json().await.unwrap();
+    let id = registered["id"].as_i64().unwrap();
     let (_, shown) = server
         .admin(Method::GET, &format!("runners/{id}"), None)
         .await;
     assert_eq!(shown["name"], "gitlab-runner", "{shown}");
-    let (made, _) = server.create_runner(json!({})).await;
+    assert_eq!(shown["maintenance_note"], "rack 4");
+    assert_eq!(
+        (&shown["version"], &shown["ip_address"]),
+        (&Value::Null, &Value::Null),
+        "no process yet"
+    );
+    // Two processes ask for jobs; the details show the one last in contact.
+    let token = registered["token"].as_str().unwrap();
+    for (system_id, version) in [("s_aaaaaaaaaaaa", "18.5.0"), ("s_bbbbbbbbbbbb", "18.6.1")] {
+        let asked = server
+            .http
+            .post(server.api("jobs/request"))
+            .json(&json!({"token": token, "system_id": system_id,
+                          "info": {"version": version, "platform": "linux", "architecture": "arm64"}}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(asked.status(), StatusCode::NO_CONTENT);
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    let (_, shown) = server
+        .admin(Method::GET, &format!("runners/{id}"), None)
+        .await;
+    assert_eq!(
+        (
+            &shown["version"],
+            &shown["platform"],
+            &shown["architecture"],
+            &shown["revision"]
+        ),
+        (
+            &json!("18.6.1"),
+            &json!("linux"),
+            &json!("arm64"),
+            &Value::Null
+        ),
+        "{shown}"
+    );
+    let (status, changed) = server
+        .admin(
+            Method::PUT,
+            &format!("runners/{id}"),
+            Some(json!({"maintainer_note": "rack 5"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{changed}");
+    assert_eq!(changed["maintenance_note"], "rack 5");
+    assert_eq!(changed["version"], "18.6.1", "PUT answers the details too");
+
+    let (made, _) = server
+        .create_runner(json!({"maintenance_note": "made here"}))
+        .await;
     let (_, shown) = server
         .admin(Method::GET, &format!("runners/{made}"), None)
         .await;
     assert_eq!(shown["name"], Value::Null, "{shown}");
+    assert_eq!(shown["maintenance_note"], "made here");
 }
 
 /// A group runner (`runner_type: group_type`, `group_id` the group's path) takes the jobs

@@ -124,6 +124,8 @@ pub struct NewRunner {
     pub any_tags: bool,
     /// The `info.name` it registered with (registration token); `None` otherwise.
     pub name: Option<String>,
+    /// Free text for its administrators (GitLab's `maintenance_note`).
+    pub maintenance_note: Option<String>,
 }
 
 /// Whose jobs [`crate::Store::jobs_page`] lists (trigger jobs never).
@@ -159,6 +161,7 @@ pub struct RunnerChanges {
     pub maximum_timeout: Option<i64>,
     /// A paused runner's job requests get no job.
     pub paused: Option<bool>,
+    pub maintenance_note: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -180,13 +183,14 @@ pub struct Runner {
     pub any_tags: bool,
     /// The `info.name` it registered with (GitLab's `ci_runners.name`), if any.
     pub name: Option<String>,
+    pub maintenance_note: Option<String>,
     /// A project runner's other projects (`runner_projects`), oldest first; empty for
     /// other runners.
     pub enabled_projects: Vec<i64>,
 }
 
 impl Runner {
-    pub(crate) const COLUMNS: &'static str = "id, description, tags, run_untagged, locked, protected_only, project_id, maximum_timeout, paused, contacted_at, created_at, group_path, any_tags, name";
+    pub(crate) const COLUMNS: &'static str = "id, description, tags, run_untagged, locked, protected_only, project_id, maximum_timeout, paused, contacted_at, created_at, group_path, any_tags, name, maintenance_note";
     pub(crate) fn from_row(r: &AnyRow) -> Self {
         Self {
             id: r.get("id"),
@@ -203,6 +207,7 @@ impl Runner {
             group_path: r.get("group_path"),
             any_tags: flag(r, "any_tags"),
             name: r.get("name"),
+            maintenance_note: r.get("maintenance_note"),
             enabled_projects: Vec::new(),
         }
     }

@@ -10,8 +10,8 @@ impl Store {
     pub async fn create_runner(&self, r: &NewRunner, now: i64) -> Result<Runner> {
         let tags = serde_json::to_string(&r.tags).unwrap_or_else(|_| "[]".into());
         let res = sqlx::query(
-            "INSERT INTO runners (token_hash, description, tags, run_untagged, locked, protected_only, project_id, maximum_timeout, created_at, paused, group_path, any_tags, name) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) RETURNING id",
+            "INSERT INTO runners (token_hash, description, tags, run_untagged, locked, protected_only, project_id, maximum_timeout, created_at, paused, group_path, any_tags, name, maintenance_note) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) RETURNING id",
         )
         .bind(&r.token_hash)
         .bind(&r.description)
@@ -26,6 +26,7 @@ impl Store {
         .bind(&r.group_path)
         .bind(b(r.any_tags))
         .bind(&r.name)
+        .bind(&r.maintenance_note)
         .fetch_one(&self.writer)
         .await?;
         let id: i64 = res.get(0);
@@ -52,7 +53,8 @@ impl Store {
              locked = COALESCE($5, locked), \
              protected_only = COALESCE($6, protected_only), \
              maximum_timeout = COALESCE($7, maximum_timeout), \
-             paused = COALESCE($8, paused) \
+             paused = COALESCE($8, paused), \
+             maintenance_note = COALESCE($9, maintenance_note) \
              WHERE id = $1 AND (COALESCE($4, run_untagged) <> 0 OR COALESCE($3, tags) <> '[]')",
         )
         .bind(id)
@@ -63,6 +65,7 @@ impl Store {
         .bind(changes.protected_only.map(b))
         .bind(changes.maximum_timeout)
         .bind(changes.paused.map(b))
+        .bind(&changes.maintenance_note)
         .execute(&self.writer)
         .await?
         .rows_affected();

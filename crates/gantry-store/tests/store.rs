@@ -73,6 +73,7 @@ fn runner(token_hash: &str) -> NewRunner {
         paused: false,
         any_tags: false,
         name: None,
+        maintenance_note: None,
     }
 }
 

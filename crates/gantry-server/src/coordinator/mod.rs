@@ -163,8 +163,8 @@ pub use traces::{AppendError, SHARED_PATCH_LIMIT, TraceAppend, TraceSource, Trac
 pub use triggers::TRIGGER_TOKEN_PREFIX;
 pub use views::{
     Artifact, ArtifactsFile, Bootstrap, JobPipeline, JobProgress, JobView, Namespace,
-    PipelineDetail, PipelineView, Project, ResourcesView, Runner, RunnerOptions, RunnerUpdate,
-    TriggerView, UpdateResult, UserBasic,
+    PipelineDetail, PipelineView, Project, ResourcesView, Runner, RunnerDetails, RunnerOptions,
+    RunnerUpdate, TriggerView, UpdateResult, UserBasic,
 };
 
 use error::Result;

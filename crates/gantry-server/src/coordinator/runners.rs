@@ -29,7 +29,7 @@ use crate::processor::Event;
 use super::error::{CoordinatorError, Result};
 use super::metrics::ONLINE_WINDOW_MS;
 use super::time::now_ms;
-use super::views::{Runner, RunnerManagerView, RunnerOptions, RunnerUpdate};
+use super::views::{Runner, RunnerDetails, RunnerManagerView, RunnerOptions, RunnerUpdate};
 use super::{Coordinator, token};
 
 /// GitLab's lower bound for `maximum_timeout`.
@@ -219,6 +219,7 @@ impl Coordinator {
                     paused: opts.paused,
                     any_tags: opts.any_tags,
                     name,
+                    maintenance_note: opts.maintenance_note,
                 },
                 now_ms(),
             )
@@ -368,7 +369,7 @@ impl Coordinator {
         &self,
         id: i64,
         update: &RunnerUpdate,
-    ) -> std::result::Result<Runner, CoordinatorError> {
+    ) -> std::result::Result<RunnerDetails, CoordinatorError> {
         let what = format!("update runner {id}");
         check_maximum_timeout(&what, update.maximum_timeout)?;
         let changes = RunnerChanges {
@@ -378,7 +379,7 @@ impl Coordinator {
         let updated = self.inner.store.update_runner(id, &changes).await;
         self.inner.runner_cache.forget_all();
         match updated {
-            Ok(row) => Ok(Runner::from_row(&row)),
+            Ok(row) => self.details_of(&row).await,
             Err(gantry_store::StoreError::Conflict(why)) => {
                 Err(CoordinatorError::Invalid(format!("{what}: {why}")))
             }
@@ -388,6 +389,39 @@ impl Coordinator {
 
     pub async fn runner(&self, id: i64) -> std::result::Result<Runner, CoordinatorError> {
         Ok(Runner::from_row(&self.inner.store.runner(id).await?))
+    }
+
+    /// Runner `id` as GitLab's `GET /runners/:id` shows it ([`RunnerDetails`]).
+    pub async fn runner_details(
+        &self,
+        id: i64,
+    ) -> std::result::Result<RunnerDetails, CoordinatorError> {
+        let row = self.inner.store.runner(id).await?;
+        self.details_of(&row).await
+    }
+
+    /// `row` with what its manager last in contact said (GitLab's
+    /// `latest_runner_manager`: the newest `contacted_at`, the newest manager on a tie).
+    async fn details_of(
+        &self,
+        row: &gantry_store::Runner,
+    ) -> std::result::Result<RunnerDetails, CoordinatorError> {
+        let managers = self.inner.store.runner_managers(row.id).await?;
+        let latest = managers.iter().max_by_key(|m| (m.contacted_at, m.id));
+        let said = |field: fn(&gantry_store::RunnerInfo) -> &String| {
+            latest
+                .map(|m| field(&m.info).clone())
+                .filter(|s| !s.is_empty())
+        };
+        Ok(RunnerDetails {
+            runner: Runner::from_row(row),
+            ip_address: None,
+            version: said(|i| &i.version),
+            revision: said(|i| &i.revision),
+            platform: said(|i| &i.platform),
+            architecture: said(|i| &i.architecture),
+            maintenance_note: row.maintenance_note.clone(),
+        })
     }
 
     /// What each runner said about itself at its last contact (version, platform,

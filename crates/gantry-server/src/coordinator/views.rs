@@ -96,6 +96,8 @@ pub struct RunnerOptions {
     /// Gantry's: it takes every job whatever its tags (`gantry run`'s local runner, as
     /// gitlab-ci-local runs every job); `tags` and `run_untagged` are then not asked.
     pub any_tags: bool,
+    /// Free text for its administrators; `None` for none.
+    pub maintenance_note: Option<String>,
 }
 
 /// What to change of a runner (GitLab's `PUT /runners/:id`); `None` keeps it. The
@@ -141,6 +143,23 @@ pub struct Runner {
     pub contacted_at: Option<i64>,
     #[serde(serialize_with = "iso")]
     pub created_at: i64,
+}
+
+/// One runner as `GET /runners/:id` and `PUT /runners/:id` show it (GitLab's
+/// `RunnerDetails`): the list's entity, what its most recently seen process said about
+/// itself, and its maintenance note.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RunnerDetails {
+    #[serde(flatten)]
+    pub runner: Runner,
+    /// Always `null`, as on GitLab (the address is its managers').
+    pub ip_address: Option<String>,
+    /// Of the manager last in contact; `null` before any.
+    pub version: Option<String>,
+    pub revision: Option<String>,
+    pub platform: Option<String>,
+    pub architecture: Option<String>,
+    pub maintenance_note: Option<String>,
 }
 
 /// A group of a group runner.

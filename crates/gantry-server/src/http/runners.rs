@@ -46,6 +46,7 @@ pub(crate) async fn register(
         maximum_timeout: req.maximum_timeout,
         paused: req.paused.unwrap_or(false),
         any_tags: false,
+        maintenance_note: Some(req.maintenance_note).filter(|n| !n.is_empty()),
     };
     let name = Some(req.info.name).filter(|n| !n.is_empty());
     let (runner, token) = state

@@ -71,6 +71,7 @@ pub(crate) async fn create(
         maximum_timeout: req.maximum_timeout,
         paused: req.paused.unwrap_or(false),
         any_tags: false,
+        maintenance_note: Some(req.maintenance_note).filter(|n| !n.is_empty()),
     };
     let (runner, token) = state
         .coordinator
@@ -322,7 +323,7 @@ pub(crate) async fn show(
     auth::require_admin(&state.coordinator, &headers).await?;
     Ok(json_response(
         StatusCode::OK,
-        &state.coordinator.runner(id).await?,
+        &state.coordinator.runner_details(id).await?,
     ))
 }
 
@@ -344,6 +345,9 @@ struct UpdateParams {
     access_level: Option<AccessLevel>,
     #[serde(deserialize_with = "extract::grape::opt_i64")]
     maximum_timeout: Option<i64>,
+    /// Also GitLab's deprecated `maintainer_note`.
+    #[serde(alias = "maintainer_note")]
+    maintenance_note: Option<String>,
 }
 
 /// `PUT /api/v4/runners/:id` → `200` and the runner: change its description, tags,
@@ -369,10 +373,11 @@ pub(crate) async fn update(
         protected_only: p.access_level.map(|a| a == AccessLevel::RefProtected),
         maximum_timeout: p.maximum_timeout,
         paused,
+        maintenance_note: p.maintenance_note,
     };
     if update == RunnerUpdate::default() {
         return Err(ApiError::param(
-            "description, active, paused, tag_list, run_untagged, locked, access_level, maximum_timeout are missing, at least one parameter must be provided",
+            "description, active, paused, tag_list, run_untagged, locked, access_level, maximum_timeout, maintenance_note are missing, at least one parameter must be provided",
         ));
     }
     Ok(json_response(
