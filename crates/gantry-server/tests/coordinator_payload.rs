@@ -1014,3 +1014,62 @@ with_release:
     let branch = e.pipeline(project, "main").await;
     assert!(!e.statuses(branch.id).await.contains_key("with_release"));
 }
+
+/// A release that cannot be made fails its job, as `release-cli`'s exit does on GitLab:
+/// a branch pipeline's `tag_name: $CI_COMMIT_TAG` is empty, and a tag's second release
+/// already exists. The job is `failed` (`script_failure`), the runner's log kept and
+/// the reason at its end; the first release of the tag stands.
+#[tokio::test]
+async fn a_release_that_cannot_be_made_fails_its_job() {
+    let e = env(r#"
+publish:
+  script: [make]
+  release: {tag_name: $CI_COMMIT_TAG, description: Notes}
+"#)
+    .await;
+    let project = e.project().await;
+    let runner = e.any_runner().await;
+    let publish = async |r: &str| {
+        let pipeline = e.pipeline(project, r).await;
+        let job = e.take_some(&runner).await;
+        let answer = e.run(&job, true).await;
+        (pipeline.id, job.id, answer.job_status.to_string())
+    };
+    let log_of =
+        async |job: i64| String::from_utf8(e.coord.traces().trace(job).await.unwrap()).unwrap();
+    let failure = async |pipeline: i64| {
+        let jobs = e.coord.pipeline_jobs(pipeline).await.unwrap();
+        (jobs[0].failure_reason.clone(), jobs[0].exit_code)
+    };
+
+    let (branch, job, status) = publish("main").await;
+    assert_eq!(status, "failed", "the runner is told");
+    assert_eq!(e.status(branch).await, "failed");
+    assert_eq!(
+        failure(branch).await,
+        (Some("script_failure".to_owned()), Some(1))
+    );
+    assert_eq!(
+        log_of(job).await,
+        "running publish\n\u{1b}[31;1mERROR: release not created: release:tag_name is empty once expanded\u{1b}[0;m\n"
+    );
+
+    git(&e.repo, &["tag", "v1.0"]);
+    let (first, _, status) = publish("v1.0").await;
+    assert_eq!(
+        (status.as_str(), e.status(first).await.as_str()),
+        ("success", "success")
+    );
+    let (second, job, status) = publish("v1.0").await;
+    assert_eq!(status, "failed");
+    assert_eq!(failure(second).await.0.as_deref(), Some("script_failure"));
+    let log = log_of(job).await;
+    assert!(log.starts_with("running publish\n"), "{log}");
+    assert!(
+        log.contains("release not created") && log.contains("Release already exists"),
+        "{log}"
+    );
+    let releases = e.coord.releases(project).await.unwrap();
+    assert_eq!(releases.len(), 1);
+    assert_eq!(releases[0].description, "Notes");
+}

@@ -263,27 +263,32 @@ impl Coordinator {
     ) -> std::result::Result<UpdateResult, CoordinatorError> {
         let now = now_ms();
         self.executing().final_applied(job_id);
-        self.traces().sync_trace(job_id).await?;
-        let success = req.state == Some(WireState::Success);
-        let reason = req
+        let mut success = req.state == Some(WireState::Success);
+        let mut reason = req
             .failure_reason
             .map(FailureReason::as_stored)
             .unwrap_or(FailureReason::ScriptFailure);
-        let exit_code = (req.exit_code != 0).then_some(req.exit_code);
+        let mut exit_code = (req.exit_code != 0).then_some(req.exit_code);
+        // A `release:` job's release, before the job ends: GitLab's `release-cli` runs in
+        // the job once its script succeeded, so the release exists before the next
+        // stage's jobs start and their `CI_RELEASE_DESCRIPTION` names it, and a release
+        // that cannot be made fails the job (`release-cli` exits 1), its reason at the end
+        // of the log. (A job that is not recorded a success after all — cancelled
+        // meanwhile — keeps its release, as a GitLab job failing after its release step
+        // does.)
+        if success
+            && let Some(spec) = self.job_spec(job_id).await?
+            && self.release_of_succeeded_job(job_id, &spec).await.is_err()
+        {
+            success = false;
+            reason = FailureReason::ScriptFailure;
+            exit_code = Some(1);
+        }
+        self.traces().sync_trace(job_id).await?;
         // Before the job ends: whoever sees it finished sees its coverage too
         // (`gantry run` reads the jobs once the pipeline ended, which may be before
         // this update returns).
         self.record_coverage(job_id).await?;
-        // A `release:` job's release, before the job ends too: GitLab's `release-cli` runs
-        // in the job once its script succeeded, so the release exists before the next
-        // stage's jobs start and their `CI_RELEASE_DESCRIPTION` names it. (A job that is
-        // not recorded a success after all — cancelled meanwhile — keeps its release, as
-        // a GitLab job failing after its release step does.)
-        if success {
-            if let Some(spec) = self.job_spec(job_id).await? {
-                self.release_of_succeeded_job(job_id, &spec).await;
-            }
-        }
         let status = self
             .job_event_in(pipeline_id, job_id, now, guard, |job| {
                 if success {

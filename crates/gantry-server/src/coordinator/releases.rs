@@ -98,15 +98,25 @@ fn field<'a>(config: &'a serde_json::Value, key: &str) -> Option<&'a str> {
 
 impl Coordinator {
     /// Job `job_id`'s runner reported success: create its release when it has
-    /// `release:`, before the job is recorded finished (as `release-cli` does in the job);
-    /// a refusal is logged (the job's result stands).
-    pub(crate) async fn release_of_succeeded_job(&self, job_id: i64, spec: &StoredSpec) {
+    /// `release:`, before the job is recorded finished (as `release-cli` does in the job).
+    /// A release that cannot be made is the job's failure, as `release-cli`'s exit is on
+    /// GitLab: the reason goes to the end of the job's log, and the caller fails the job
+    /// (`script_failure`).
+    pub(crate) async fn release_of_succeeded_job(
+        &self,
+        job_id: i64,
+        spec: &StoredSpec,
+    ) -> std::result::Result<(), ReleaseError> {
         let Some(config) = &spec.job.release else {
-            return;
+            return Ok(());
         };
-        if let Err(e) = self.create_release_of(job_id, spec, config).await {
-            eprintln!("gantry server: job {job_id}: release not created: {e}");
+        let made = self.create_release_of(job_id, spec, config).await;
+        if let Err(e) = &made {
+            // gitlab-runner's error style (bold red), on a line of its own.
+            let line = format!("\x1b[31;1mERROR: release not created: {e}\x1b[0;m\n");
+            self.note_at_end_of_log(job_id, &line).await;
         }
+        made.map(drop)
     }
 
     /// `release-cli`'s `--description`: a path (relative to the project directory) of a

@@ -158,6 +158,27 @@ impl Coordinator {
             .await;
     }
 
+    /// The coordinator's own line at the end of job `job_id`'s log, once its runner has
+    /// sent the whole log (a step the coordinator runs for the job, such as its release,
+    /// failed). Best effort: a log that cannot be read or written keeps what it has.
+    pub(crate) async fn note_at_end_of_log(&self, job_id: i64, text: &str) {
+        let Ok(state) = self.inner.store.trace_state(job_id).await else {
+            return;
+        };
+        let Ok(append) = self
+            .begin_append(job_id, to_u64(state.size), None, Writer::Coordinator)
+            .await
+        else {
+            return;
+        };
+        let data = text.as_bytes().to_vec();
+        let _ = append
+            .write(futures_util::stream::once(async move {
+                Ok::<_, Infallible>(data)
+            }))
+            .await;
+    }
+
     async fn begin_append(
         &self,
         job_id: i64,
