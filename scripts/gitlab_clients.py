@@ -292,7 +292,7 @@ def _():
     expect(mine.id not in [r.id for r in other.runners.list()], "disabled")
 
 
-@step("namespaces: list(search=…), get, exists")
+@step("namespaces: list(search=…), get, exists, a project created in one")
 def _():
     found = gl.namespaces.list(search="clients")
     expect([n.full_path for n in found] == ["clients"], f"search {[n.full_path for n in found]}")
@@ -302,6 +302,8 @@ def _():
     taken = gl.namespaces.exists("clients")
     expect(taken.exists and taken.suggests == ["clients1"], f"exists {taken.attributes}")
     expect(not gl.namespaces.exists("nobody-has-this").exists, "a free path")
+    tool = gl.projects.create({"name": "tool", "namespace_id": clients.id, "import_url": REPOSITORY})
+    expect(tool.path_with_namespace == "clients/tool" and tool.name == "tool", f"created in it: {tool.attributes}")
 
 
 @step("pipeline.cancel, pipeline.retry")

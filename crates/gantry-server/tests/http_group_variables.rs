@@ -447,3 +447,58 @@ async fn groups_are_made_and_deleted_through_the_api() {
     let (status, _) = server.admin(Method::GET, "groups/tmp", None).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
+
+/// `POST /projects` creates a project in a group as GitLab does: `namespace_id` (the
+/// group's id or full path) and `path` (else `name`); the project's `name` is its own.
+/// An unknown namespace, a path with `/` under a namespace, or neither name nor path is
+/// `400` naming the fix.
+#[tokio::test]
+async fn a_project_is_created_in_a_namespace_by_id() {
+    let server = TestServer::start().await;
+    let repo = Repo::new(&[(".gitlab-ci.yml", "build:\n  script: [make]\n")]);
+    let (status, tools) = server
+        .admin(
+            Method::POST,
+            "groups",
+            Some(json!({"name": "Tools", "path": "tools"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{tools}");
+    let create = async |body: serde_json::Value| {
+        let mut body = body;
+        body["import_url"] = json!(repo.path());
+        server.admin(Method::POST, "projects", Some(body)).await
+    };
+    let (status, cli) =
+        create(json!({"name": "CLI", "path": "cli", "namespace_id": tools["id"]})).await;
+    assert_eq!(status, StatusCode::CREATED, "{cli}");
+    assert_eq!(
+        (&cli["name"], &cli["path"], &cli["path_with_namespace"]),
+        (&json!("cli"), &json!("cli"), &json!("tools/cli"))
+    );
+    assert_eq!(cli["namespace"]["id"], tools["id"]);
+    let (status, by_path) = create(json!({"name": "lint", "namespace_id": "tools"})).await;
+    assert_eq!(status, StatusCode::CREATED, "{by_path}");
+    assert_eq!(by_path["path_with_namespace"], "tools/lint");
+    let (status, listed) = server
+        .admin(Method::GET, "projects/tools%2Fcli", None)
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(listed["id"], cli["id"]);
+
+    for (body, needle) in [
+        (
+            json!({"name": "x", "namespace_id": 99999}),
+            "namespace_id `99999` names no namespace",
+        ),
+        (
+            json!({"path": "a/b", "namespace_id": tools["id"]}),
+            "path `a/b` contains `/`",
+        ),
+        (json!({"import_url": "unused"}), "name, path are missing"),
+    ] {
+        let (status, body) = create(body).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+        assert!(body.to_string().contains(needle), "{needle}: {body}");
+    }
+}

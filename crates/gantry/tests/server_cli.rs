@@ -2239,7 +2239,7 @@ fn gitlab_clients_from_pypi_work_against_the_server() {
         "repository: files.get/raw, commits.get/list, branches.list/get, tags.list",
         "jobs list, get, trace, artifacts, a page at a time",
         "runners: runners_all.list, runners.list, project runners enable/disable",
-        "namespaces: list(search=…), get, exists",
+        "namespaces: list(search=…), get, exists, a project created in one",
         "pipeline.cancel, pipeline.retry",
         "pipeline schedules and triggers: create, get, save, take_ownership, play, trigger_pipeline",
         "Debian gitlab-cli: current-user, project-pipeline list/get, project-job list/trace",

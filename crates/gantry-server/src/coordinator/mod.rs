@@ -142,7 +142,7 @@ pub use metrics::CONTENT_TYPE as METRICS_CONTENT_TYPE;
 pub use object_blob::ObjectBlobs;
 pub use pages::{PagesAnswer, PagesDeploymentView, PagesSettings};
 pub use pending::PendingReason;
-pub use projects::{DefaultBranch, ProjectRequest, ProjectSettings};
+pub use projects::{DefaultBranch, ProjectRequest, ProjectSettings, project_name_in};
 pub use pushes::{PUSH_PIPELINE_LIMIT, PushedRef};
 pub use queue::RequestInfo;
 pub use releases::ReleaseView;

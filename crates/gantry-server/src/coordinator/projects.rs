@@ -26,6 +26,16 @@ pub(crate) fn project_path(name: &str) -> (String, String) {
     }
 }
 
+/// The stored name of the project `path` in the group `group` (a full path): `path`
+/// alone in the default namespace, else `group/path` ([`project_path`]'s inverse).
+pub fn project_name_in(group: &str, path: &str) -> String {
+    if group == DEFAULT_NAMESPACE {
+        path.to_owned()
+    } else {
+        format!("{group}/{path}")
+    }
+}
+
 pub(crate) fn full_path(name: &str) -> String {
     let (ns, path) = project_path(name);
     format!("{ns}/{path}")
@@ -197,7 +207,8 @@ impl Coordinator {
         Ok(Project {
             namespace,
             id: p.id,
-            name: p.name.clone(),
+            // GitLab's name is the project's own (no namespace): its path here.
+            name: path.clone(),
             path,
             path_with_namespace: full.clone(),
             default_branch: p.default_branch.clone(),

@@ -33,6 +33,7 @@ pub struct Project {
     pub id: i64,
     /// The group it is in (GitLab's `namespace`).
     pub namespace: Namespace,
+    /// Its own name, without its namespace (GitLab's): the last part of its path.
     pub name: String,
     /// Last path component.
     pub path: String,

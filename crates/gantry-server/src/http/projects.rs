@@ -11,7 +11,7 @@ use serde::Deserialize;
 
 use crate::coordinator::{
     CoordinatorError, DefaultBranch, PipelineRequest, PipelineView, Project, ProjectRequest,
-    ProjectSettings,
+    ProjectSettings, project_name_in,
 };
 
 use super::error::{ApiError, ApiResult};
@@ -40,12 +40,18 @@ pub(crate) async fn find_project(state: &AppState, project: &str) -> Result<Proj
     })
 }
 
-/// Body of `POST /projects`: GitLab's `name` and `import_url`, or Gantry's `repo_url`;
-/// GitLab's `default_branch` (else the repository's `HEAD`) and `ci_config_path`.
+/// Body of `POST /projects`: GitLab's `name` (or `path`), `namespace_id` and
+/// `import_url`, or Gantry's `repo_url`; GitLab's `default_branch` (else the repository's
+/// `HEAD`) and `ci_config_path`.
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 struct CreateProject {
     name: Option<String>,
+    /// The project's path in its namespace (GitLab's slug); `name` when not given.
+    path: Option<String>,
+    /// The group to create it in: its id (`GET /namespaces`) or full path. Without it, a
+    /// `name` with `/` names its groups (`acme/app`), else the default namespace.
+    namespace_id: Option<serde_json::Value>,
     repo_url: Option<String>,
     import_url: Option<String>,
     default_branch: Option<String>,
@@ -60,10 +66,36 @@ pub(crate) async fn create(
 ) -> ApiResult<Response> {
     auth::require_admin(&state.coordinator, &headers).await?;
     let req: CreateProject = extract::params(&headers, &body).await?;
-    let name = req
-        .name
-        .filter(|n| !n.trim().is_empty())
-        .ok_or_else(|| ApiError::param("name is missing"))?;
+    let leaf = req
+        .path
+        .filter(|p| !p.trim().is_empty())
+        .or(req.name.filter(|n| !n.trim().is_empty()))
+        .ok_or_else(|| {
+            ApiError::param("name, path are missing, at least one parameter must be provided")
+        })?;
+    let name = match req.namespace_id {
+        None | Some(serde_json::Value::Null) => leaf,
+        Some(named) => {
+            let named = match named {
+                serde_json::Value::String(s) => s,
+                other => other.to_string(),
+            };
+            if leaf.contains('/') {
+                return Err(ApiError::bad_request(format!(
+                    "path `{leaf}` contains `/`: give the project's own path, and its group as namespace_id"
+                )));
+            }
+            match state.coordinator.group(&named).await {
+                Ok(group) => project_name_in(&group.full_path, &leaf),
+                Err(CoordinatorError::NotFound(_)) => {
+                    return Err(ApiError::bad_request(format!(
+                        "namespace_id `{named}` names no namespace: give the id or full path of one (GET /namespaces lists them)"
+                    )));
+                }
+                Err(other) => return Err(other.into()),
+            }
+        }
+    };
     let repo = req
         .repo_url
         .or(req.import_url)
