@@ -62,14 +62,37 @@ pub struct RunnerManager {
 
 const MANAGER_COLUMNS: &str = "id, runner_id, system_id, version, revision, platform, architecture, executor, ip_address, created_at, contacted_at";
 
-/// The upsert of a manager's heartbeat: $1 runner, $2 system id, $3 now, $4.. the info.
-const MANAGER_HEARTBEAT: &str = "INSERT INTO runner_managers \
+/// A new manager's row ([`manager_insert`]'s binds), before its `ON CONFLICT` clause.
+const MANAGER_INSERT: &str = "INSERT INTO runner_managers \
      (runner_id, system_id, created_at, contacted_at, version, revision, platform, architecture, executor, ip_address) \
-     VALUES ($1, $2, $3, $3, $4, $5, $6, $7, $8, $9) \
-     ON CONFLICT (runner_id, system_id) DO UPDATE SET contacted_at = excluded.contacted_at, \
+     VALUES ($1, $2, $3, $3, $4, $5, $6, $7, $8, $9)";
+
+/// A heartbeat's upsert: a known manager gets the new contact time and info.
+const MANAGER_HEARTBEAT: &str = "ON CONFLICT (runner_id, system_id) DO UPDATE SET contacted_at = excluded.contacted_at, \
      version = excluded.version, revision = excluded.revision, platform = excluded.platform, \
      architecture = excluded.architecture, executor = excluded.executor, ip_address = excluded.ip_address \
      RETURNING id";
+
+/// `sql` ([`MANAGER_INSERT`] and its conflict clause) bound to runner `id`'s process
+/// `system_id` seen at `now` saying `info`.
+fn manager_insert<'q>(
+    sql: &'q str,
+    id: i64,
+    system_id: &'q str,
+    now: i64,
+    info: &'q RunnerInfo,
+) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>> {
+    sqlx::query(sql)
+        .bind(id)
+        .bind(system_id)
+        .bind(now)
+        .bind(info.version.as_str())
+        .bind(info.revision.as_str())
+        .bind(info.platform.as_str())
+        .bind(info.architecture.as_str())
+        .bind(info.executor.as_str())
+        .bind(info.ip_address.as_str())
+}
 
 fn manager_from_row(r: &AnyRow, busy: &HashSet<i64>) -> RunnerManager {
     let id: i64 = r.get("id");
@@ -110,16 +133,8 @@ impl Store {
         .bind(id)
         .execute(&mut *tx)
         .await?;
-        let manager = sqlx::query(MANAGER_HEARTBEAT)
-            .bind(id)
-            .bind(system_id)
-            .bind(now)
-            .bind(&info.version)
-            .bind(&info.revision)
-            .bind(&info.platform)
-            .bind(&info.architecture)
-            .bind(&info.executor)
-            .bind(&info.ip_address)
+        let sql = format!("{MANAGER_INSERT} {MANAGER_HEARTBEAT}");
+        let manager = manager_insert(&sql, id, system_id, now, info)
             .fetch_one(&mut *tx)
             .await?;
         tx.commit().await?;
@@ -137,22 +152,10 @@ impl Store {
         now: i64,
         info: &RunnerInfo,
     ) -> Result<()> {
-        sqlx::query(
-            "INSERT INTO runner_managers \
-             (runner_id, system_id, created_at, contacted_at, version, revision, platform, architecture, executor, ip_address) \
-             VALUES ($1, $2, $3, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (runner_id, system_id) DO NOTHING",
-        )
-        .bind(id)
-        .bind(system_id)
-        .bind(now)
-        .bind(&info.version)
-        .bind(&info.revision)
-        .bind(&info.platform)
-        .bind(&info.architecture)
-        .bind(&info.executor)
-        .bind(&info.ip_address)
-        .execute(&self.writer)
-        .await?;
+        let sql = format!("{MANAGER_INSERT} ON CONFLICT (runner_id, system_id) DO NOTHING");
+        manager_insert(&sql, id, system_id, now, info)
+            .execute(&self.writer)
+            .await?;
         Ok(())
     }
 

@@ -144,18 +144,7 @@ impl Coordinator {
     /// pipeline's creation): why it did not start. Nothing is written when the job has
     /// a log already.
     pub(crate) async fn note_on_unstarted_job(&self, job_id: i64, text: &str) {
-        let Ok(append) = self
-            .begin_append(job_id, 0, None, Writer::Coordinator)
-            .await
-        else {
-            return;
-        };
-        let data = text.as_bytes().to_vec();
-        let _ = append
-            .write(futures_util::stream::once(async move {
-                Ok::<_, Infallible>(data)
-            }))
-            .await;
+        self.coordinator_note(job_id, 0, text).await;
     }
 
     /// The coordinator's own line at the end of job `job_id`'s log, once its runner has
@@ -165,8 +154,15 @@ impl Coordinator {
         let Ok(state) = self.inner.store.trace_state(job_id).await else {
             return;
         };
+        self.coordinator_note(job_id, to_u64(state.size), text)
+            .await;
+    }
+
+    /// Appends `text` to job `job_id`'s log at `offset`, its committed size (else
+    /// nothing is written).
+    async fn coordinator_note(&self, job_id: i64, offset: u64, text: &str) {
         let Ok(append) = self
-            .begin_append(job_id, to_u64(state.size), None, Writer::Coordinator)
+            .begin_append(job_id, offset, None, Writer::Coordinator)
             .await
         else {
             return;
