@@ -27,7 +27,7 @@ pub(crate) fn project_path(name: &str) -> (String, String) {
 }
 
 /// The stored name of the project `path` in the group `group` (a full path): `path`
-/// alone in the default namespace, else `group/path` ([`project_path`]'s inverse).
+/// alone in the default namespace, else `group/path` (the inverse of `project_path`).
 pub fn project_name_in(group: &str, path: &str) -> String {
     if group == DEFAULT_NAMESPACE {
         path.to_owned()
