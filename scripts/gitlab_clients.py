@@ -303,7 +303,8 @@ def _():
     expect(taken.exists and taken.suggests == ["clients1"], f"exists {taken.attributes}")
     expect(not gl.namespaces.exists("nobody-has-this").exists, "a free path")
     tool = gl.projects.create({"name": "tool", "namespace_id": clients.id, "import_url": REPOSITORY})
-    expect(tool.path_with_namespace == "clients/tool" and tool.name == "tool", f"created in it: {tool.attributes}")
+    expect(tool.path_with_namespace == "clients/tool" and tool.name == "tool"
+           and tool.name_with_namespace == "clients / tool", f"created in it: {tool.attributes}")
 
 
 @step("pipeline.cancel, pipeline.retry")

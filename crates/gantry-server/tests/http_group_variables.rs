@@ -477,6 +477,9 @@ async fn a_project_is_created_in_a_namespace_by_id() {
         (&json!("cli"), &json!("cli"), &json!("tools/cli"))
     );
     assert_eq!(cli["namespace"]["id"], tools["id"]);
+    // GitLab's names: the group's as made, then the project's own.
+    assert_eq!(cli["namespace"]["name"], "Tools");
+    assert_eq!(cli["name_with_namespace"], "Tools / cli");
     let (status, by_path) = create(json!({"name": "lint", "namespace_id": "tools"})).await;
     assert_eq!(status, StatusCode::CREATED, "{by_path}");
     assert_eq!(by_path["path_with_namespace"], "tools/lint");

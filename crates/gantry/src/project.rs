@@ -257,7 +257,9 @@ fn create(args: &CreateArgs) -> Result<(), Failure> {
     let project: Value = block_on(client.post("projects", &body))??;
     eprintln!(
         "created project `{}` (id {}) building {}",
-        project["name"].as_str().unwrap_or(&args.name),
+        project["path_with_namespace"]
+            .as_str()
+            .unwrap_or(&args.name),
         project["id"],
         repo
     );

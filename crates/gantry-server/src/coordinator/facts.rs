@@ -147,6 +147,9 @@ pub struct Facts {
     pages_base: String,
     projects: Kept<i64, gantry_store::Project>,
     group_ids: Kept<String, i64>,
+    /// The names of the groups made with `POST /groups`, by full path (one entry, key
+    /// `()`): what a project's namespace is called.
+    group_names: Kept<(), Arc<HashMap<String, String>>>,
     pipelines: Kept<i64, Arc<gantry_store::Pipeline>>,
     merge_requests: Kept<i64, Arc<MergeRequestPart>>,
 }
@@ -166,6 +169,7 @@ impl Facts {
             pages_base,
             projects: Kept::default(),
             group_ids: Kept::default(),
+            group_names: Kept::default(),
             pipelines: Kept::default(),
             merge_requests: Kept::default(),
         }
@@ -228,6 +232,39 @@ impl Facts {
     /// A project changed (its settings, its job token scope) or is gone.
     pub(crate) fn forget_project(&self, id: i64) {
         self.projects.forget(&id);
+    }
+
+    /// The name of group `path`: the one it was made with (`POST /groups`), else its last
+    /// path segment (a group that exists because a project is in it). The made groups'
+    /// names are read once per [`KEPT_TTL`], not per call.
+    pub(crate) async fn group_name(
+        &self,
+        path: &str,
+    ) -> std::result::Result<String, CoordinatorError> {
+        let names = match self.group_names.get(&()) {
+            Some(names) => names,
+            None => {
+                let names: HashMap<String, String> = self
+                    .store
+                    .created_groups()
+                    .await?
+                    .into_iter()
+                    .map(|g| (g.path, g.name))
+                    .collect();
+                let names = Arc::new(names);
+                self.group_names.keep((), Arc::clone(&names));
+                names
+            }
+        };
+        Ok(names
+            .get(path)
+            .cloned()
+            .unwrap_or_else(|| path.rsplit('/').next().unwrap_or(path).to_owned()))
+    }
+
+    /// A group was made or deleted here: its name is read again.
+    pub(crate) fn forget_group_names(&self) {
+        self.group_names.forget_all();
     }
 
     /// The id of group `path` (kept once read; given on first sight).

@@ -145,6 +145,7 @@ impl Coordinator {
             .create_group(&full, name.trim(), description, now_ms())
             .await?
             .ok_or_else(taken)?;
+        self.facts().forget_group_names();
         self.group(&full).await
     }
 
@@ -167,6 +168,7 @@ impl Coordinator {
         }
         self.inner.store.uncreate_group(&path).await?;
         self.settings().forget_kept();
+        self.facts().forget_group_names();
         Ok(())
     }
 

@@ -36,6 +36,13 @@ pub fn project_name_in(group: &str, path: &str) -> String {
     }
 }
 
+/// Group `ns` and the groups above it, outermost first: `a/b` → `a`, `a/b`.
+fn ns_chain(ns: &str) -> impl Iterator<Item = &str> {
+    ns.match_indices('/')
+        .map(move |(i, _)| &ns[..i])
+        .chain(std::iter::once(ns))
+}
+
 pub(crate) fn full_path(name: &str) -> String {
     let (ns, path) = project_path(name);
     format!("{ns}/{path}")
@@ -196,9 +203,15 @@ impl Coordinator {
         let full = full_path(&p.name);
         let base = self.external_url();
         let (ns, path) = project_path(&p.name);
+        // GitLab's `name_with_namespace`: each group's name from the top, then its own.
+        let mut names = Vec::new();
+        for group in ns_chain(&ns) {
+            names.push(self.facts().group_name(group).await?);
+        }
+        let name_with_namespace = format!("{} / {path}", names.join(" / "));
         let namespace = Namespace {
             id: self.facts().group_id(&ns).await?,
-            name: ns.rsplit('/').next().unwrap_or(&ns).to_owned(),
+            name: names.pop().unwrap_or_default(),
             path: ns.rsplit('/').next().unwrap_or(&ns).to_owned(),
             kind: "group",
             web_url: format!("{base}/groups/{ns}"),
@@ -209,6 +222,7 @@ impl Coordinator {
             id: p.id,
             // GitLab's name is the project's own (no namespace): its path here.
             name: path.clone(),
+            name_with_namespace,
             path,
             path_with_namespace: full.clone(),
             default_branch: p.default_branch.clone(),

@@ -35,6 +35,8 @@ pub struct Project {
     pub namespace: Namespace,
     /// Its own name, without its namespace (GitLab's): the last part of its path.
     pub name: String,
+    /// Its groups' names from the top and its own, joined by ` / ` (GitLab's).
+    pub name_with_namespace: String,
     /// Last path component.
     pub path: String,
     /// `namespace/name`: `name` itself when it contains a `/`, else `gantry/<name>`.

@@ -135,9 +135,10 @@ pub(crate) struct ProjectFilter {
 }
 
 /// The keys of GitLab's `BasicProjectDetails` (`simple=true`) that a Gantry project has.
-const SIMPLE_PROJECT_KEYS: [&str; 9] = [
+const SIMPLE_PROJECT_KEYS: [&str; 10] = [
     "id",
     "name",
+    "name_with_namespace",
     "path",
     "path_with_namespace",
     "created_at",
