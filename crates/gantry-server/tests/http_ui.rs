@@ -567,7 +567,7 @@ async fn the_run_pipeline_form_starts_a_web_pipeline_with_variables() {
 async fn the_runners_page_pauses_and_resumes_runners() {
     let server = TestServer::start().await;
     let http = browser();
-    let (id, _) = server
+    let (id, runner_token) = server
         .create_runner(json!({"description": "<b>box</b>", "tag_list": ["docker"]}))
         .await;
     let runners = format!("{}/-/runners", server.url);
@@ -583,6 +583,26 @@ async fn the_runners_page_pauses_and_resumes_runners() {
         "{page}"
     );
     assert!(page.contains(&format!("/-/runners/{id}/pause")), "{page}");
+    assert!(
+        page.contains("<td class=\"processes\"><span title=\"\">0</span></td>"),
+        "{page}"
+    );
+    // A process of the runner verifies its token: one process, its id and version.
+    let verified = server
+        .http
+        .post(server.api("runners/verify"))
+        .json(&json!({"token": runner_token, "system_id": "s_0123456789ab", "info": {"version": "18.6.1"}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(verified.status(), StatusCode::OK);
+    let (_, page) = get(&http, &runners, &cookie).await;
+    assert!(
+        page.contains(
+            "<td class=\"processes\"><span title=\"s_0123456789ab (18.6.1)\">1</span></td>"
+        ),
+        "{page}"
+    );
 
     let token = csrf(&server, &http, &cookie).await;
     let act = async |action: &str, cookie: &str| {

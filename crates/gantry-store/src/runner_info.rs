@@ -172,6 +172,22 @@ impl Store {
         Ok(rows.iter().map(|r| manager_from_row(r, &busy)).collect())
     }
 
+    /// Every runner's managers, by runner id, oldest first (one scan of
+    /// `runner_managers`; `busy` is not read: false).
+    pub async fn all_runner_managers(&self) -> Result<HashMap<i64, Vec<RunnerManager>>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {MANAGER_COLUMNS} FROM runner_managers ORDER BY id"
+        ))
+        .fetch_all(&self.pool)
+        .await?;
+        let mut out: HashMap<i64, Vec<RunnerManager>> = HashMap::new();
+        for r in &rows {
+            let m = manager_from_row(r, &HashSet::new());
+            out.entry(m.runner_id).or_default().push(m);
+        }
+        Ok(out)
+    }
+
     /// The managers of `ids` that still exist (a deleted one is absent), by id.
     pub async fn runner_managers_by_id(&self, ids: &[i64]) -> Result<HashMap<i64, RunnerManager>> {
         let mut out = HashMap::new();

@@ -451,6 +451,16 @@ impl Coordinator {
             .collect())
     }
 
+    /// Every runner's processes (their managers), by runner id, oldest first.
+    pub async fn all_runner_managers(
+        &self,
+    ) -> std::result::Result<
+        std::collections::HashMap<i64, Vec<gantry_store::RunnerManager>>,
+        CoordinatorError,
+    > {
+        Ok(self.inner.store.all_runner_managers().await?)
+    }
+
     /// Runner `runner_id`'s process `system_id` verified its token (`POST
     /// /runners/verify`): its manager exists from now on, with `info`; an empty
     /// `system_id` names none.

@@ -1,8 +1,9 @@
 //! `/-/runners`: every runner with its status, version, executor, platform, address
 //! (what it said at its last contact, `gantry_store::RunnerInfo`), tags, last contact
-//! and the jobs it runs now, and Pause or Resume (GitLab's `paused`, as
+//! and the jobs it runs now, its processes (GitLab's runner managers: each `system_id`
+//! with its version, in the cell's title), and Pause or Resume (GitLab's `paused`, as
 //! `PUT /runners/:id paused=true`), which the runner's next job request obeys. Cost:
-//! three queries (runners, their info, the running jobs by runner).
+//! four queries (runners, their info, their managers, the running jobs by runner).
 
 use std::fmt::Write as _;
 
@@ -16,6 +17,7 @@ use super::shell::{ago, button, escape, html, redirect, refused_action, when};
 pub(super) async fn runners(state: &AppState) -> Result<Response, ApiError> {
     let infos = state.coordinator.runner_infos().await?;
     let running = state.coordinator.running_jobs_by_runner().await?;
+    let managers = state.coordinator.all_runner_managers().await?;
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
@@ -51,9 +53,23 @@ pub(super) async fn runners(state: &AppState) -> Result<Response, ApiError> {
                 )
             },
         );
+        let processes = managers.get(&r.id).map_or(&[][..], Vec::as_slice);
+        let process_list = processes
+            .iter()
+            .map(|m| match m.info.version.as_str() {
+                "" => m.system_id.clone(),
+                v => format!("{} ({v})", m.system_id),
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        let processes = format!(
+            "<span title=\"{}\">{}</span>",
+            escape(&process_list),
+            processes.len()
+        );
         let _ = write!(
             rows,
-            "<tr id=\"runner-{id}\"><td>#{id}</td><td>{}</td><td class=\"status\">{}{}</td><td>{}</td><td>{version}</td><td>{}</td><td>{platform}</td><td>{}</td><td>{}</td><td>{contact}</td><td class=\"running\">{}</td><td>{action}</td></tr>",
+            "<tr id=\"runner-{id}\"><td>#{id}</td><td>{}</td><td class=\"status\">{}{}</td><td>{}</td><td>{version}</td><td>{}</td><td>{platform}</td><td>{}</td><td>{}</td><td>{contact}</td><td class=\"processes\">{processes}</td><td class=\"running\">{}</td><td>{action}</td></tr>",
             escape(&r.description),
             escape(r.status),
             if r.paused { " (paused)" } else { "" },
@@ -66,14 +82,14 @@ pub(super) async fn runners(state: &AppState) -> Result<Response, ApiError> {
         );
     }
     if rows.is_empty() {
-        rows = "<tr><td colspan=\"12\">No runners: <code>POST /api/v4/user/runners</code> creates one, <code>gantry runner register</code> uses it.</td></tr>".to_owned();
+        rows = "<tr><td colspan=\"13\">No runners: <code>POST /api/v4/user/runners</code> creates one, <code>gantry runner register</code> uses it.</td></tr>".to_owned();
     }
     Ok(html(
         StatusCode::OK,
         "Runners",
         false,
         &format!(
-            "<h1>Runners</h1><table class=\"runners\"><tr><th>Runner</th><th>Description</th><th>Status</th><th>Type</th><th>Version</th><th>Executor</th><th>Platform</th><th>IP address</th><th>Tags</th><th>Last contact</th><th>Jobs running</th><th></th></tr>{rows}</table>"
+            "<h1>Runners</h1><table class=\"runners\"><tr><th>Runner</th><th>Description</th><th>Status</th><th>Type</th><th>Version</th><th>Executor</th><th>Platform</th><th>IP address</th><th>Tags</th><th>Last contact</th><th>Processes</th><th>Jobs running</th><th></th></tr>{rows}</table>"
         ),
     ))
 }
