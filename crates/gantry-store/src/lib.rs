@@ -651,6 +651,11 @@ mod tests {
         }
         let gone = plan(&store, runners::RUNNER_JOBS_LEFT, 1).await;
         assert!(gone.contains("jobs_by_runner (runner_id=?)"), "{gone}");
+        // Whether a runner's managers run a job: the running jobs by status, never the
+        // whole table (a server's history) nor a runner's every job.
+        let busy = plan(&store, &runner_info::busy_managers_sql("$1, $2"), 2).await;
+        assert!(busy.contains("jobs_by_status (status=?)"), "{busy}");
+        assert!(!busy.contains("SCAN jobs"), "{busy}");
         let env = plan(&store, environments::ENVIRONMENT_JOBS_LEFT, 1).await;
         assert!(
             env.contains("jobs_by_environment (environment_id=?)"),

@@ -9,7 +9,8 @@
 //! `(runner_id, system_id)` index, in one transaction; [`Store::runner_infos`] reads every
 //! runner (one scan of `runners`), [`Store::running_jobs_by_runner`] the running jobs (the
 //! `jobs_by_status` index); [`Store::runner_managers`] one runner's managers by the same
-//! unique index, and the managers running a job through `jobs_by_status`.
+//! unique index, and which of them run a job through `jobs_by_status` (the running jobs
+//! are walked in the database; only the asked managers' ids come back).
 
 use std::collections::{HashMap, HashSet};
 
@@ -92,6 +93,14 @@ fn manager_insert<'q>(
         .bind(info.architecture.as_str())
         .bind(info.executor.as_str())
         .bind(info.ip_address.as_str())
+}
+
+/// Which of the managers named by `marks` (`$1, $2, …`) have a running job.
+pub(crate) fn busy_managers_sql(marks: &str) -> String {
+    format!(
+        "SELECT DISTINCT runner_manager_id FROM jobs \
+         WHERE status IN ('running', 'canceling') AND runner_manager_id IN ({marks})"
+    )
 }
 
 fn manager_from_row(r: &AnyRow, busy: &HashSet<i64>) -> RunnerManager {
@@ -213,24 +222,26 @@ impl Store {
         Ok(out)
     }
 
-    /// Which of the managers `ids` run a job now: one read of the running jobs
-    /// (`jobs_by_status`), whatever the number of managers.
+    /// Which of the managers `ids` run a job now: per 100 ids, one read that walks the
+    /// running jobs by `jobs_by_status` in the database and returns only theirs (O(ids)
+    /// rows back, not one per running job).
     async fn busy_managers(&self, ids: &[i64]) -> Result<HashSet<i64>> {
-        if ids.is_empty() {
-            return Ok(HashSet::new());
+        let mut busy = HashSet::new();
+        for chunk in ids.chunks(100) {
+            let marks = (1..=chunk.len())
+                .map(|i| format!("${i}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let sql = busy_managers_sql(&marks);
+            let mut query = sqlx::query(&sql);
+            for id in chunk {
+                query = query.bind(*id);
+            }
+            for r in query.fetch_all(&self.pool).await? {
+                busy.insert(r.get::<i64, _>("runner_manager_id"));
+            }
         }
-        let rows = sqlx::query(
-            "SELECT DISTINCT runner_manager_id FROM jobs \
-             WHERE status IN ('running', 'canceling') AND runner_manager_id IS NOT NULL",
-        )
-        .fetch_all(&self.pool)
-        .await?;
-        let wanted: HashSet<i64> = ids.iter().copied().collect();
-        Ok(rows
-            .iter()
-            .map(|r| r.get::<i64, _>("runner_manager_id"))
-            .filter(|id| wanted.contains(id))
-            .collect())
+        Ok(busy)
     }
 
     /// Delete runner `id`'s manager `system_id` (`DELETE /runners/managers`); false when
