@@ -58,18 +58,21 @@ impl Store {
         now: i64,
         keep_alive_ms: i64,
     ) -> Result<Option<(crate::JobStatus, i64)>> {
-        let row = sqlx::query(
-            "UPDATE jobs SET last_contact_at = $1 \
-             WHERE id = $2 AND token_hash = $3 AND status IN ('running', 'canceling') \
-             AND (last_contact_at IS NULL OR last_contact_at <= $4) RETURNING status, pipeline_id",
-        )
-        .bind(now)
-        .bind(job_id)
-        .bind(token_hash)
-        .bind(now.saturating_sub(keep_alive_ms))
-        .fetch_optional(&self.writer)
-        .await?;
-        row.map(|r| Ok((crate::rows::status(&r, "jobs.status", "status")?, r.get(1))))
+        let rows = self
+            .write_hot(
+                &["UPDATE jobs SET last_contact_at = $1 \
+                   WHERE id = $2 AND token_hash = $3 AND status IN ('running', 'canceling') \
+                   AND (last_contact_at IS NULL OR last_contact_at <= $4) RETURNING status, pipeline_id"],
+                vec![
+                    now.into(),
+                    job_id.into(),
+                    token_hash.into(),
+                    now.saturating_sub(keep_alive_ms).into(),
+                ],
+            )
+            .await?;
+        rows.first()
+            .map(|r| Ok((r.status("jobs.status", "status")?, r.int("pipeline_id")?)))
             .transpose()
     }
 

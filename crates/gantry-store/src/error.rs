@@ -11,6 +11,9 @@ pub enum StoreError {
     Migrate(#[source] sqlx::migrate::MigrateError),
     #[error("run a database query: {0}")]
     Query(#[from] sqlx::Error),
+    /// SQLite through the hot path's own connection (`direct.rs`).
+    #[error("run a database query: {0}")]
+    Direct(#[source] rusqlite::Error),
     #[error("find the {0}")]
     NotFound(&'static str),
     #[error("store it: {0}")]

@@ -11,7 +11,12 @@
 //! happen in one transaction, and pipeline-wide changes are guarded by an optimistic
 //! `lock_version`, so two coordinators (or two requests) cannot interleave half-writes.
 //!
-//! Only `begin_write` differs between the backends (`BEGIN IMMEDIATE` on SQLite, `BEGIN` on
+//! On SQLite the job hot path's writes (`write_hot`: an assignment, a decision, an
+//! acknowledgement, a log's commit) run the same text and parameters through rusqlite on
+//! the calling thread (`direct`), not sqlx's connection thread; `GANTRY_SQLITE_DIRECT=off`
+//! sends them through sqlx too.
+//!
+//! Otherwise only `begin_write` differs between the backends (`BEGIN IMMEDIATE` on SQLite, `BEGIN` on
 //! PostgreSQL). The API's lists page in the query (`pipelines_page`, `jobs_page`: `COUNT` +
 //! `LIMIT/OFFSET`; `jobs.bridge` keeps trigger jobs out without reading specs).
 //! `delete_project` removes every row a project owns in one transaction: a new table with a
@@ -45,6 +50,7 @@
 mod access;
 mod acknowledgement;
 mod artifacts;
+mod direct;
 mod environments;
 mod error;
 mod instance_variables;
@@ -181,6 +187,34 @@ pub fn redact_url(url: &str) -> String {
     }
 }
 
+/// The in-thread connection ([`direct::Direct`]) to the SQLite database of `url`:
+/// `None` for a database in memory or with `GANTRY_SQLITE_DIRECT=off`.
+fn open_direct(
+    url: &str,
+    durability: Durability,
+) -> Result<Option<std::sync::Arc<direct::Direct>>> {
+    if std::env::var("GANTRY_SQLITE_DIRECT").is_ok_and(|v| v == "off") {
+        return Ok(None);
+    }
+    let options =
+        sqlx::sqlite::SqliteConnectOptions::from_str(url).map_err(|e| StoreError::Open {
+            url: redact_url(url),
+            source: e,
+        })?;
+    let path = options.get_filename();
+    if path.as_os_str().is_empty() || path.to_string_lossy().contains(":memory:") {
+        return Ok(None);
+    }
+    let synchronous = match durability {
+        Durability::Durable => "NORMAL",
+        Durability::Throwaway => "OFF",
+    };
+    Ok(Some(std::sync::Arc::new(direct::Direct::open(
+        path,
+        synchronous,
+    )?)))
+}
+
 /// Connections to one database. Reads go to a pool; every write goes through one writer
 /// connection, so this process's writes queue in memory instead of sleep-polling SQLite's
 /// lock (`busy_timeout`), and a transaction that reads before it writes cannot lose its
@@ -196,6 +230,11 @@ pub struct Store {
     token_lookups: std::sync::Arc<std::sync::atomic::AtomicU64>,
     /// How many times a job's log state was read ([`Store::trace_state_reads`]).
     trace_state_reads: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    /// SQLite: the connection of the job hot path's writes, run on the calling thread
+    /// ([`direct`]); `None` on PostgreSQL, for a database in memory, or with
+    /// `GANTRY_SQLITE_DIRECT=off` (every statement through sqlx, as before issue 36's
+    /// last step: for comparing the two in one build).
+    direct: Option<std::sync::Arc<direct::Direct>>,
 }
 
 /// Whether a store's commits must reach the disk.
@@ -312,12 +351,17 @@ impl Store {
                 .map_err(StoreError::Migrate)?,
         }
         let pool = connect(readers.max(1)).await.map_err(open_error)?;
+        let direct = match backend {
+            Backend::Sqlite => open_direct(&url, durability)?,
+            Backend::Postgres => None,
+        };
         Ok(Self {
             pool,
             writer,
             backend,
             token_lookups: std::sync::Arc::default(),
             trace_state_reads: std::sync::Arc::default(),
+            direct,
         })
     }
 
@@ -407,6 +451,47 @@ impl Store {
             Backend::Postgres => "BEGIN",
         };
         Ok(self.writer.begin_with(statement).await?)
+    }
+
+    /// A write of the job hot path: `statements` in order with `params` (bound as
+    /// [`direct`] describes), one on its own or several in one write transaction; the rows
+    /// of their `RETURNING` clauses. On SQLite on this thread ([`direct::Direct::write`]),
+    /// unless the database is locked (another connection writing: [`direct::is_busy`]);
+    /// otherwise through sqlx — several statements in one trip
+    /// ([`Store::write_in_one_trip`]), which only SQLite takes.
+    async fn write_hot(
+        &self,
+        statements: &[&str],
+        params: Vec<direct::Param>,
+    ) -> Result<Vec<direct::Row>> {
+        if let Some(direct) = &self.direct {
+            match direct.write(statements, &params) {
+                Err(e) if direct::is_busy(&e) => {}
+                done => return done,
+            }
+        }
+        let rows = match (statements, self.backend) {
+            ([one], _) => {
+                direct::bind_all(sqlx::query(one), params)
+                    .fetch_all(&self.writer)
+                    .await?
+            }
+            (_, Backend::Sqlite) => {
+                let text = format!("BEGIN IMMEDIATE; {}; COMMIT", statements.join("; "));
+                self.write_in_one_trip(direct::bind_all(sqlx::query(&text), params))
+                    .await?
+            }
+            (_, Backend::Postgres) => {
+                return Err(StoreError::Unsupported(
+                    "several statements in one trip on PostgreSQL".to_owned(),
+                ));
+            }
+        };
+        let mut columns = None;
+        Ok(rows
+            .iter()
+            .map(|r| direct::Row::from_any(r, &mut columns))
+            .collect())
     }
 
     /// SQLite: a write transaction sent as one text — `BEGIN IMMEDIATE; …; COMMIT` —

@@ -1,6 +1,7 @@
 //! Pipelines and their jobs: creation (jobs a hundred a statement), reads, `apply` (a decision's writes under `lock_version`).
 
 use super::*;
+use crate::direct::{Param, bind_all};
 
 /// The statuses of a pipeline not finished ([`Store::active_pipelines`]).
 const ACTIVE: &str = "('created', 'waiting_for_resource', 'preparing', 'pending', 'running', 'canceling', 'scheduled', 'manual')";
@@ -588,12 +589,9 @@ impl Store {
         }
         let mut tx = self.begin_write().await?;
         let sql = pipeline_cas(self.backend, change.guard.is_some());
-        let update = bind_pipeline_cas(
+        let update = bind_all(
             sqlx::query(&sql),
-            pipeline_id,
-            expected_lock_version,
-            change,
-            now,
+            pipeline_cas_params(pipeline_id, expected_lock_version, change, now),
         );
         let r = update.execute(&mut *tx).await?;
         if r.rows_affected() != 1 {
@@ -620,8 +618,8 @@ impl Store {
 
     /// [`Store::apply`] on SQLite for a change of job rows and the pipeline's status only
     /// ([`fits_one_trip`]): the pipeline's compare-and-set and the jobs' update in one
-    /// round trip ([`Store::write_in_one_trip`]). The jobs' update runs only when the
-    /// pipeline's did (`changes() = 1`: the rows the statement before it changed).
+    /// write ([`Store::write_hot`]). The jobs' update runs only when the pipeline's did
+    /// (`changes() = 1`: the rows the statement before it changed).
     async fn apply_in_one_trip(
         &self,
         pipeline_id: i64,
@@ -629,24 +627,22 @@ impl Store {
         change: &PipelineChange,
         now: i64,
     ) -> Result<()> {
-        let mut sql = format!(
-            "BEGIN IMMEDIATE; {} RETURNING lock_version; ",
+        let cas = format!(
+            "{} RETURNING lock_version",
             pipeline_cas(Backend::Sqlite, change.guard.is_some())
         );
-        if !change.jobs.is_empty() {
-            sql.push_str(&job_rows_update(Backend::Sqlite, change.jobs.len()));
-            sql.push_str(" AND changes() = 1; ");
-        }
-        sql.push_str("COMMIT");
-        let q = bind_pipeline_cas(
-            sqlx::query(&sql),
-            pipeline_id,
-            expected_lock_version,
-            change,
-            now,
+        let jobs = format!(
+            "{} AND changes() = 1",
+            job_rows_update(Backend::Sqlite, change.jobs.len())
         );
-        let q = bind_job_rows(q, &change.jobs);
-        if self.write_in_one_trip(q).await?.is_empty() {
+        let mut params = pipeline_cas_params(pipeline_id, expected_lock_version, change, now);
+        job_rows_params(&mut params, &change.jobs);
+        let statements: &[&str] = if change.jobs.is_empty() {
+            &[&cas]
+        } else {
+            &[&cas, &jobs]
+        };
+        if self.write_hot(statements, params).await?.is_empty() {
             let mut conn = self.pool.acquire().await?;
             return Err(refusal(&mut conn, pipeline_id, change.guard.as_ref()).await);
         }
@@ -848,7 +844,9 @@ async fn update_job_rows(
     updates: &[JobUpdate],
 ) -> Result<()> {
     let sql = job_rows_update(backend, updates.len());
-    bind_job_rows(sqlx::query(&sql), updates)
+    let mut params = Vec::with_capacity(updates.len() * 12);
+    job_rows_params(&mut params, updates);
+    bind_all(sqlx::query(&sql), params)
         .execute(&mut **tx)
         .await?;
     Ok(())
@@ -891,27 +889,24 @@ fn job_rows_update(backend: Backend, rows: usize) -> String {
     sql
 }
 
-/// Binds [`job_rows_update`]'s parameters for `updates`, after those `q` has.
-fn bind_job_rows<'q>(
-    mut q: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
-    updates: &[JobUpdate],
-) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>> {
+/// [`job_rows_update`]'s parameters for `updates`, after those in `params`.
+fn job_rows_params(params: &mut Vec<Param>, updates: &[JobUpdate]) {
     for u in updates {
-        q = q
-            .bind(u.id)
-            .bind(u.status.as_str())
-            .bind(b(u.retried))
-            .bind(b(u.allow_failure))
-            .bind(u.exit_code)
-            .bind(u.failure_reason.clone())
-            .bind(u.queued_at)
-            .bind(u.scheduled_at)
-            .bind(u.started_at)
-            .bind(u.finished_at)
-            .bind(u.manual_variables.clone())
-            .bind(u.input_values.clone());
+        params.extend([
+            Param::from(u.id),
+            u.status.as_str().into(),
+            b(u.retried).into(),
+            b(u.allow_failure).into(),
+            u.exit_code.into(),
+            u.failure_reason.clone().into(),
+            u.queued_at.into(),
+            u.scheduled_at.into(),
+            u.started_at.into(),
+            u.finished_at.into(),
+            u.manual_variables.clone().into(),
+            u.input_values.clone().into(),
+        ]);
     }
-    q
 }
 
 /// The text of [`Store::apply`]'s compare-and-set of the pipeline row (numbered or
@@ -941,28 +936,29 @@ fn pipeline_cas(backend: Backend, guarded: bool) -> String {
     )
 }
 
-/// Binds [`pipeline_cas`]'s parameters, after those `q` has.
-fn bind_pipeline_cas<'q>(
-    q: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
+/// [`pipeline_cas`]'s parameters.
+fn pipeline_cas_params(
     pipeline_id: i64,
     expected_lock_version: i64,
-    change: &'q PipelineChange,
+    change: &PipelineChange,
     now: i64,
-) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>> {
-    let q = q
-        .bind(change.status.as_str())
-        .bind(change.started_at)
-        .bind(change.finished_at)
-        .bind(now)
-        .bind(pipeline_id)
-        .bind(expected_lock_version);
-    match &change.guard {
-        Some(guard) => q
-            .bind(guard.job_id)
-            .bind(pipeline_id)
-            .bind(guard.token_hash.as_str()),
-        None => q,
+) -> Vec<Param> {
+    let mut params = vec![
+        Param::from(change.status.as_str()),
+        change.started_at.into(),
+        change.finished_at.into(),
+        now.into(),
+        pipeline_id.into(),
+        expected_lock_version.into(),
+    ];
+    if let Some(guard) = &change.guard {
+        params.extend([
+            Param::from(guard.job_id),
+            pipeline_id.into(),
+            guard.token_hash.as_str().into(),
+        ]);
     }
+    params
 }
 
 /// Whether [`Store::apply`] can send `change` in one round trip on SQLite: job rows

@@ -1,6 +1,7 @@
 //! The pending queue and assignment (`assign_jobs`: exactly once), counts the queue and metrics read.
 
 use super::*;
+use crate::direct::{Param, Row as HotRow};
 
 /// [`Store::executing_jobs_of_runner`]'s statement. (`+runner_id`: SQLite would rather walk
 /// `jobs_by_runner`, every job the runner ever ran, than the executing ones by status.)
@@ -295,13 +296,18 @@ impl Store {
         }
         let rows = query.fetch_all(&mut *tx).await?;
         tx.commit().await?;
-        Ok(assigned(&rows, &pipelines))
+        let mut columns = None;
+        let rows: Vec<HotRow> = rows
+            .iter()
+            .map(|r| HotRow::from_any(r, &mut columns))
+            .collect();
+        assigned(&rows, &pipelines)
     }
 
-    /// [`Store::assign_jobs`] on SQLite: the same two statements and transaction, sent in
-    /// one round trip ([`Store::write_in_one_trip`]). The job rows' update repeats the
-    /// pipelines' condition, so under the write lock both touch the same jobs' pipelines
-    /// or neither does.
+    /// [`Store::assign_jobs`] on SQLite: the same two statements in one write
+    /// transaction ([`Store::write_hot`]). The job rows' update repeats the pipelines'
+    /// condition, so under the write lock both touch the same jobs' pipelines or neither
+    /// does.
     async fn assign_jobs_in_one_trip(
         &self,
         batch: &[&Assignment],
@@ -310,55 +316,50 @@ impl Store {
         let marks = vec!["?"; batch.len()].join(", ");
         let case = vec!["WHEN ? THEN ?"; batch.len()].join(" ");
         let may_take = runner_may_take(&format!("CASE jobs.id {case} END"));
-        let sql = format!(
-            "BEGIN IMMEDIATE; \
-             UPDATE pipelines SET lock_version = lock_version + 1 \
+        let bump = format!(
+            "UPDATE pipelines SET lock_version = lock_version + 1 \
              WHERE id IN (SELECT pipeline_id FROM jobs WHERE id IN ({marks}) AND status = 'pending' AND runner_id IS NULL \
              AND {may_take}) \
-             RETURNING id, status, lock_version; \
-             UPDATE jobs SET status = 'running', runner_id = CASE id {case} END, token_hash = CASE id {case} END, \
+             RETURNING id, status, lock_version"
+        );
+        let take = format!(
+            "UPDATE jobs SET status = 'running', runner_id = CASE id {case} END, token_hash = CASE id {case} END, \
              timeout_secs = CASE id {case} END, runner_manager_id = CASE id {case} END, started_at = ?, \
              last_contact_at = NULL \
              WHERE id IN ({marks}) AND status = 'pending' AND runner_id IS NULL AND {may_take} \
-             RETURNING id, pipeline_id, trace_size, trace_in_db; \
-             COMMIT"
+             RETURNING id, pipeline_id, trace_size, trace_in_db"
         );
-        let mut query = sqlx::query(&sql);
-        for a in batch {
-            query = query.bind(a.job_id);
-        }
+        let mut params: Vec<Param> = Vec::with_capacity(batch.len() * 14 + 1);
+        params.extend(batch.iter().map(|a| Param::from(a.job_id)));
         // `may_take`'s, then the runner's `CASE`: the same pairs.
         for a in batch.iter().chain(batch) {
-            query = query.bind(a.job_id).bind(a.runner_id);
+            params.extend([Param::from(a.job_id), a.runner_id.into()]);
         }
         for a in batch {
-            query = query.bind(a.job_id).bind(a.token_hash.as_str());
+            params.extend([Param::from(a.job_id), a.token_hash.as_str().into()]);
         }
         for a in batch {
-            query = query.bind(a.job_id).bind(a.timeout_secs);
+            params.extend([Param::from(a.job_id), a.timeout_secs.into()]);
         }
         for a in batch {
-            query = query.bind(a.job_id).bind(a.runner_manager_id);
+            params.extend([Param::from(a.job_id), a.runner_manager_id.into()]);
         }
-        query = query.bind(now);
+        params.push(now.into());
+        params.extend(batch.iter().map(|a| Param::from(a.job_id)));
         for a in batch {
-            query = query.bind(a.job_id);
+            params.extend([Param::from(a.job_id), a.runner_id.into()]);
         }
-        for a in batch {
-            query = query.bind(a.job_id).bind(a.runner_id);
-        }
-        let rows = self.write_in_one_trip(query).await?;
-        let (bumped, jobs): (Vec<_>, Vec<_>) = rows
-            .into_iter()
-            .partition(|r| r.try_column("lock_version").is_ok());
+        let rows = self.write_hot(&[&bump, &take], params).await?;
+        let (bumped, jobs): (Vec<_>, Vec<_>) =
+            rows.into_iter().partition(|r| r.has("lock_version"));
         let pipelines: HashMap<i64, (JobStatus, i64)> = bumped
             .iter()
             .map(|r| {
-                let status = crate::rows::status(r, "pipelines.status", "status")?;
-                Ok((r.get("id"), (status, r.get("lock_version"))))
+                let status = r.status("pipelines.status", "status")?;
+                Ok((r.int("id")?, (status, r.int("lock_version")?)))
             })
             .collect::<Result<_>>()?;
-        Ok(assigned(&jobs, &pipelines))
+        assigned(&jobs, &pipelines)
     }
 
     /// Record that the job's runner is alive.
@@ -392,23 +393,25 @@ fn runner_may_take(runner: &str) -> String {
 /// The jobs an assignment's update returned, with their pipelines' status and new
 /// `lock_version` (`pipelines`, from the pipelines' update).
 fn assigned(
-    rows: &[sqlx::any::AnyRow],
+    rows: &[HotRow],
     pipelines: &HashMap<i64, (JobStatus, i64)>,
-) -> HashMap<i64, Assigned> {
-    rows.iter()
-        .filter_map(|r| {
-            let pipeline_id: i64 = r.get("pipeline_id");
-            let (status, lock_version) = pipelines.get(&pipeline_id)?;
-            Some((
-                r.get("id"),
-                Assigned {
-                    pipeline_id,
-                    pipeline_status: *status,
-                    lock_version: *lock_version,
-                    trace_size: r.get("trace_size"),
-                    trace_in_db: r.get::<i64, _>("trace_in_db") != 0,
-                },
-            ))
-        })
-        .collect()
+) -> Result<HashMap<i64, Assigned>> {
+    let mut out = HashMap::with_capacity(rows.len());
+    for r in rows {
+        let pipeline_id = r.int("pipeline_id")?;
+        let Some((status, lock_version)) = pipelines.get(&pipeline_id) else {
+            continue;
+        };
+        out.insert(
+            r.int("id")?,
+            Assigned {
+                pipeline_id,
+                pipeline_status: *status,
+                lock_version: *lock_version,
+                trace_size: r.int("trace_size")?,
+                trace_in_db: r.int("trace_in_db")? != 0,
+            },
+        );
+    }
+    Ok(out)
 }

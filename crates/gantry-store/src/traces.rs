@@ -114,17 +114,20 @@ impl Store {
         }
         const UPDATE: &str = "UPDATE jobs SET trace_size = $1, last_contact_at = $2, trace_in_db = 0 \
                               WHERE id = $3 AND trace_size = $4 AND trace_in_db = $5";
-        let update = sqlx::query(UPDATE)
-            .bind(to)
-            .bind(now)
-            .bind(job_id)
-            .bind(from)
-            .bind(i64::from(moved_from_db));
+        let params = vec![
+            to.into(),
+            now.into(),
+            job_id.into(),
+            from.into(),
+            i64::from(moved_from_db).into(),
+        ];
         if !moved_from_db {
             // One statement: its own transaction.
-            return Ok(update.execute(&self.writer).await?.rows_affected() == 1);
+            let returning = format!("{UPDATE} RETURNING id");
+            return Ok(!self.write_hot(&[&returning], params).await?.is_empty());
         }
         let mut tx = self.begin_write().await?;
+        let update = crate::direct::bind_all(sqlx::query(UPDATE), params);
         if update.execute(&mut *tx).await?.rows_affected() != 1 {
             return Ok(false);
         }
