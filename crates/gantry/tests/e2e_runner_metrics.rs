@@ -144,8 +144,15 @@ cache_dir = "{cache}"
 // ---- a job's resource use ------------------------------------------------------------
 
 /// About 2 s of CPU while holding 200 MiB, then a pause with the figures settled: the
-/// script prints what it used itself (`getrusage`: CPU seconds, peak RSS in bytes).
+/// script prints what it used itself (`getrusage`: CPU seconds, peak RSS in bytes). A
+/// job's figure is all its stages' (fetching the sources, the shells), which the
+/// script's own `getrusage` does not see: `baseline`, a job with nothing to do, runs
+/// first and measures that part (0.1–0.2 s on a loaded development machine).
 const BURN: &str = r#"
+baseline:
+  stage: .pre
+  script: ["true"]
+
 burn:
   script:
     - |
@@ -188,16 +195,26 @@ fn within(value: f64, expected: f64, what: &str) {
 
 /// Waits for the `burned CPU PEAK` line, then reads the figures while the job still runs
 /// (they arrive with the runner's keep-alives, every few seconds) and once it ended.
-/// Returns (cpu, peak) the script measured.
-async fn check_figures(setup: &Setup, pipeline: i64, burned: impl Fn(&str) -> (f64, f64)) {
+/// `burned` returns (cpu, peak) the script measured; the job's CPU figure is expected
+/// to be that plus `overhead` (what the job's other work uses: [`BURN`]'s `baseline`).
+async fn check_figures(
+    setup: &Setup,
+    pipeline: i64,
+    overhead: f64,
+    burned: impl Fn(&str) -> (f64, f64),
+) {
     let server = &setup.server;
     let (job, log) = server
         // The output line, not the command's echo (`$ … echo "burned $total"`), which
         // reaches the log first.
         .wait_running(setup.project, pipeline, "burn", "\nburned ")
         .await;
-    let (own_cpu, own_peak) = burned(&log);
-    assert!(own_cpu >= 1.0, "the script burned only {own_cpu}s:\n{log}");
+    let (script_cpu, own_peak) = burned(&log);
+    assert!(
+        script_cpu >= 1.0,
+        "the script burned only {script_cpu}s:\n{log}"
+    );
+    let own_cpu = script_cpu + overhead;
     // Mid-run: the job API shows the figures before the job ends.
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     let live = loop {
@@ -221,7 +238,14 @@ async fn check_figures(setup: &Setup, pipeline: i64, burned: impl Fn(&str) -> (f
         .await;
     assert_eq!(done["status"], "success", "{done}");
     let (_, used) = resources(server, setup.project, job).await;
-    within(cpu(&used), own_cpu, "CPU seconds");
+    // Everything a failure needs to be read: both figures and what they are held to.
+    within(
+        cpu(&used),
+        own_cpu,
+        &format!(
+            "CPU seconds (at the end {used}, while it ran {live}, the script's {script_cpu}, the rest {overhead})"
+        ),
+    );
     within(peak(&used), own_peak, "peak memory");
     within(
         peak(&used),
@@ -239,7 +263,29 @@ async fn a_shell_jobs_cpu_and_peak_memory_are_reported_while_it_runs_and_at_its_
     let setup = Setup::new(BURN, &[]).await;
     let runner = setup.runner("", "");
     let pipeline = setup.server.create_pipeline(setup.project).await;
-    check_figures(&setup, pipeline, |log| {
+    let baseline = setup
+        .server
+        .wait_job_status(
+            setup.project,
+            pipeline,
+            "baseline",
+            "success",
+            Duration::from_secs(60),
+        )
+        .await;
+    let (_, used) = resources(
+        &setup.server,
+        setup.project,
+        baseline["id"].as_i64().unwrap(),
+    )
+    .await;
+    let overhead = cpu(&used);
+    // Sources, shells and `true`: measured, but a small part of the script's 2 s.
+    assert!(
+        overhead > 0.0 && overhead < 1.0,
+        "a job with nothing to do used {overhead} CPU seconds: {used}"
+    );
+    check_figures(&setup, pipeline, overhead, |log| {
         let line = log.lines().find(|l| l.starts_with("burned")).unwrap();
         let words: Vec<f64> = line
             .split_whitespace()
@@ -250,7 +296,7 @@ async fn a_shell_jobs_cpu_and_peak_memory_are_reported_while_it_runs_and_at_its_
     })
     .await;
     let summary = runner.stop(Duration::from_secs(30)).await;
-    assert_eq!(summary.jobs.len(), 1);
+    assert_eq!(summary.jobs.len(), 2);
 }
 
 const IMAGE: &str = "gantry-test/busybox:latest";
@@ -293,7 +339,8 @@ async fn docker_setup(ci: &str) -> (Setup, Runner) {
 async fn a_docker_jobs_cpu_and_peak_memory_are_reported_while_it_runs_and_at_its_end() {
     let (setup, runner) = docker_setup(BURN_DOCKER).await;
     let pipeline = setup.server.create_pipeline(setup.project).await;
-    check_figures(&setup, pipeline, |log| {
+    // The build container's figures only: the script's own.
+    check_figures(&setup, pipeline, 0.0, |log| {
         let line = log.lines().find(|l| l.starts_with("burned")).unwrap();
         let cpu: f64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
         // dd's one block is the container's memory.
