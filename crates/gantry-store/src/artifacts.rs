@@ -146,7 +146,7 @@ impl Store {
         .bind(id)
         .fetch_one(&self.pool)
         .await?;
-        Ok(Artifact::from_row(&row))
+        Artifact::from_row(&row)
     }
 
     pub async fn artifacts(&self, job_id: i64) -> Result<Vec<Artifact>> {
@@ -157,13 +157,14 @@ impl Store {
         .bind(job_id)
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows.iter().map(Artifact::from_row).collect())
+        rows.iter().map(Artifact::from_row).collect()
     }
 
     /// The artifacts of `job_ids` (by job, then in creation order): a job's
     /// dependencies' artifacts, O(dependencies) whatever the size of their pipelines
     /// (one statement per `JOBS_PER_STATEMENT` jobs).
     pub async fn artifacts_of_jobs(&self, job_ids: &[i64]) -> Result<Vec<Artifact>> {
+        // Every job with dependencies reads them as its payload is made: a hot read.
         let mut out = Vec::new();
         for chunk in job_ids.chunks(JOBS_PER_STATEMENT) {
             let marks: Vec<String> = (1..=chunk.len()).map(|i| format!("${i}")).collect();
@@ -172,12 +173,8 @@ impl Store {
                 Artifact::COLUMNS,
                 marks.join(", ")
             );
-            let mut query = sqlx::query(&sql);
-            for id in chunk {
-                query = query.bind(*id);
-            }
-            let rows = query.fetch_all(&self.pool).await?;
-            out.extend(rows.iter().map(Artifact::from_row));
+            let params = chunk.iter().map(|id| (*id).into()).collect();
+            out.extend(self.read_hot(&sql, params).await?.read::<Artifact>()?);
         }
         Ok(out)
     }
@@ -191,6 +188,6 @@ impl Store {
         .bind(pipeline_id)
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows.iter().map(Artifact::from_row).collect())
+        rows.iter().map(Artifact::from_row).collect()
     }
 }

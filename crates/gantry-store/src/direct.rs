@@ -1,4 +1,6 @@
-//! SQLite writes of the job hot path run on the calling thread (issue 36).
+//! SQLite statements of the job hot path run on the calling thread (issue 36): its
+//! writes ([`Direct::write`]) and its reads by key ([`Direct::read`]: a job by its
+//! token, for every log patch; a job's dependencies' artifacts, for every payload).
 //!
 //! sqlx's SQLite driver runs each connection on a thread of its own: a statement is a
 //! message to that thread and its rows (and its result) messages back, and a pooled
@@ -9,7 +11,8 @@
 //! of CPU through sqlx's pool and ≈ 120 µs here (a loop of 20,000, release build).
 //!
 //! [`Direct`] is one more connection to the same database file, used by the statements
-//! that run once per job or more; [`Direct::write`] runs them under a lock in this process,
+//! that run once per job or more (a read sees the latest commit, as a read of the pool
+//! does); rows read as any row type through [`crate::rows::Fields`]; [`Direct::write`] runs them under a lock in this process,
 //! in one `BEGIN IMMEDIATE … COMMIT` when there are several. Its statements are prepared
 //! once and kept (`prepare_cached`). It never waits for SQLite's write lock: waiting would
 //! block the runtime's thread, and the transaction holding the lock may be sqlx's, whose
@@ -211,6 +214,9 @@ impl Row {
 /// The connection of this process's in-thread writes (see the module docs).
 pub(crate) struct Direct {
     conn: Mutex<Connection>,
+    /// [`crate::Store::read_hot`] reads through it (else through sqlx:
+    /// `GANTRY_SQLITE_DIRECT=writes`).
+    pub(crate) reads: bool,
 }
 
 impl std::fmt::Debug for Direct {
@@ -242,7 +248,16 @@ impl Direct {
         conn.set_prepared_statement_cache_capacity(PREPARED);
         Ok(Direct {
             conn: Mutex::new(conn),
+            reads: true,
         })
+    }
+
+    /// Runs one query with `params` and returns its rows: a read of the latest commit
+    /// (its own read transaction). In WAL mode a reader does not wait for the writer;
+    /// the rare moments it would (a WAL being reset) fail at once as a busy write does
+    /// ([`is_busy`]).
+    pub(crate) fn read(&self, sql: &str, params: &[Param]) -> Result<Vec<Row>> {
+        self.write(&[sql], params)
     }
 
     /// Runs `statements` in order with `params` (see the module docs for how they bind):
@@ -309,6 +324,16 @@ impl Direct {
     }
 }
 
+impl crate::rows::Fields for Row {
+    fn field<T: crate::rows::Field>(&self, name: &'static str) -> Result<T> {
+        let value = self.value(name)?;
+        T::from_value(value).ok_or_else(|| StoreError::Unreadable {
+            column: name,
+            value: format!("{value:?}"),
+        })
+    }
+}
+
 /// Whether `e` is a write of [`Direct::write`] that found the database locked (another
 /// connection writing), nothing of it written.
 pub(crate) fn is_busy(e: &StoreError) -> bool {
@@ -325,7 +350,7 @@ fn direct_error(e: rusqlite::Error) -> StoreError {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::expect_used, clippy::unwrap_used)]
+    #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
     use std::time::Duration;
 
@@ -385,6 +410,67 @@ mod tests {
             values(&one),
             [vec![Value::Text("x".into()), Value::Integer(7)]]
         );
+    }
+
+    /// A hot read's rows read as the pool's do, column by column ([`crate::rows::Fields`]):
+    /// integers, text, `NULL`, a REAL that SQLite hands back as an integer; a value of
+    /// another type is an error naming its column, not a panic.
+    #[tokio::test]
+    async fn a_hot_read_reads_its_columns_as_sqlx_does() {
+        use crate::rows::Fields as _;
+
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut store = sqlite_store(dir.path()).await;
+        store
+            .write_hot(
+                &["CREATE TABLE t (i INTEGER, s TEXT, n TEXT, r REAL)"],
+                vec![],
+            )
+            .await
+            .expect("table");
+        store
+            .write_hot(
+                &["INSERT INTO t VALUES (?, ?, NULL, 2), (?, ?, 'x', 2.5)"],
+                vec![1.into(), "one".into(), 2.into(), "two".into()],
+            )
+            .await
+            .expect("rows");
+        let sql = "SELECT i, s, n, r FROM t WHERE i >= $1 ORDER BY i";
+        type Read = (i64, String, Option<String>, Option<f64>);
+        fn read<R: crate::rows::Fields>(r: &R) -> Result<Read> {
+            Ok((r.field("i")?, r.field("s")?, r.field("n")?, r.field("r")?))
+        }
+        let rows = |hot: &crate::HotRows| -> Vec<Read> {
+            match hot {
+                crate::HotRows::Direct(rows) => rows.iter().map(|r| read(r).unwrap()).collect(),
+                crate::HotRows::Sqlx(rows) => rows.iter().map(|r| read(r).unwrap()).collect(),
+            }
+        };
+        let direct = store.read_hot(sql, vec![1.into()]).await.expect("direct");
+        assert!(matches!(direct, crate::HotRows::Direct(_)));
+        let want: Vec<Read> = vec![
+            (1, "one".into(), None, Some(2.0)),
+            (2, "two".into(), Some("x".into()), Some(2.5)),
+        ];
+        assert_eq!(rows(&direct), want);
+        let crate::HotRows::Direct(raw) = &direct else {
+            unreachable!()
+        };
+        match raw[0].field::<i64>("s") {
+            Err(StoreError::Unreadable { column, .. }) => assert_eq!(column, "s"),
+            other => panic!("text read as an integer: {other:?}"),
+        }
+        assert!(matches!(
+            raw[0].field::<String>("missing"),
+            Err(StoreError::Unreadable {
+                column: "missing",
+                ..
+            })
+        ));
+        store.direct = None;
+        let through_sqlx = store.read_hot(sql, vec![1.into()]).await.expect("sqlx");
+        assert!(matches!(through_sqlx, crate::HotRows::Sqlx(_)));
+        assert_eq!(rows(&through_sqlx), want);
     }
 
     /// Several statements are one transaction: an error in the second leaves nothing of

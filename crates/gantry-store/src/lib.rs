@@ -12,9 +12,11 @@
 //! `lock_version`, so two coordinators (or two requests) cannot interleave half-writes.
 //!
 //! On SQLite the job hot path's writes (`write_hot`: an assignment, a decision, an
-//! acknowledgement, a log's commit) run the same text and parameters through rusqlite on
-//! the calling thread (`direct`), not sqlx's connection thread; `GANTRY_SQLITE_DIRECT=off`
-//! sends them through sqlx too.
+//! acknowledgement, a log's commit) and its reads (`read_hot`: a job by its token, a
+//! job's dependencies' artifacts) run the same text and parameters through rusqlite on
+//! the calling thread (`direct`), not sqlx's connection thread; row types read from
+//! either executor's rows through `rows::Fields`. `GANTRY_SQLITE_DIRECT=off` sends them
+//! through sqlx too.
 //!
 //! Otherwise only `begin_write` differs between the backends (`BEGIN IMMEDIATE` on SQLite, `BEGIN` on
 //! PostgreSQL). The API's lists page in the query (`pipelines_page`, `jobs_page`: `COUNT` +
@@ -187,13 +189,32 @@ pub fn redact_url(url: &str) -> String {
     }
 }
 
+/// The rows of [`Store::read_hot`], from whichever executor ran it.
+enum HotRows {
+    Direct(Vec<direct::Row>),
+    Sqlx(Vec<sqlx::any::AnyRow>),
+}
+
+impl HotRows {
+    /// Every row as a `T`.
+    fn read<T: rows::FromFields>(&self) -> Result<Vec<T>> {
+        match self {
+            HotRows::Direct(rows) => rows.iter().map(T::from_fields).collect(),
+            HotRows::Sqlx(rows) => rows.iter().map(T::from_fields).collect(),
+        }
+    }
+}
+
 /// The in-thread connection ([`direct::Direct`]) to the SQLite database of `url`:
-/// `None` for a database in memory or with `GANTRY_SQLITE_DIRECT=off`.
+/// `None` for a database in memory or with `GANTRY_SQLITE_DIRECT=off`;
+/// `GANTRY_SQLITE_DIRECT=writes` leaves the reads on sqlx (as before the reads moved:
+/// the benchmark's baseline for them).
 fn open_direct(
     url: &str,
     durability: Durability,
 ) -> Result<Option<std::sync::Arc<direct::Direct>>> {
-    if std::env::var("GANTRY_SQLITE_DIRECT").is_ok_and(|v| v == "off") {
+    let setting = std::env::var("GANTRY_SQLITE_DIRECT").unwrap_or_default();
+    if setting == "off" {
         return Ok(None);
     }
     let options =
@@ -209,10 +230,9 @@ fn open_direct(
         Durability::Durable => "NORMAL",
         Durability::Throwaway => "OFF",
     };
-    Ok(Some(std::sync::Arc::new(direct::Direct::open(
-        path,
-        synchronous,
-    )?)))
+    let mut direct = direct::Direct::open(path, synchronous)?;
+    direct.reads = setting != "writes";
+    Ok(Some(std::sync::Arc::new(direct)))
 }
 
 /// Connections to one database. Reads go to a pool; every write goes through one writer
@@ -230,10 +250,10 @@ pub struct Store {
     token_lookups: std::sync::Arc<std::sync::atomic::AtomicU64>,
     /// How many times a job's log state was read ([`Store::trace_state_reads`]).
     trace_state_reads: std::sync::Arc<std::sync::atomic::AtomicU64>,
-    /// SQLite: the connection of the job hot path's writes, run on the calling thread
-    /// ([`direct`]); `None` on PostgreSQL, for a database in memory, or with
+    /// SQLite: the connection of the job hot path's statements, run on the calling
+    /// thread ([`direct`]); `None` on PostgreSQL, for a database in memory, or with
     /// `GANTRY_SQLITE_DIRECT=off` (every statement through sqlx, as before issue 36's
-    /// last step: for comparing the two in one build).
+    /// last steps: for comparing them in one build).
     direct: Option<std::sync::Arc<direct::Direct>>,
 }
 
@@ -492,6 +512,24 @@ impl Store {
             .iter()
             .map(|r| direct::Row::from_any(r, &mut columns))
             .collect())
+    }
+
+    /// A read of the job hot path (one query, `params` bound as [`direct`] describes):
+    /// on SQLite on this thread ([`direct::Direct::read`]) unless the database is busy,
+    /// otherwise through sqlx's readers. The rows read as any [`rows::FromFields`] type
+    /// ([`HotRows::read`]).
+    async fn read_hot(&self, sql: &str, params: Vec<direct::Param>) -> Result<HotRows> {
+        if let Some(direct) = self.direct.as_ref().filter(|d| d.reads) {
+            match direct.read(sql, &params) {
+                Err(e) if direct::is_busy(&e) => {}
+                done => return done.map(HotRows::Direct),
+            }
+        }
+        Ok(HotRows::Sqlx(
+            direct::bind_all(sqlx::query(sql), params)
+                .fetch_all(&self.pool)
+                .await?,
+        ))
     }
 
     /// SQLite: a write transaction sent as one text — `BEGIN IMMEDIATE; …; COMMIT` —

@@ -543,14 +543,13 @@ impl Store {
     pub async fn job_by_token_hash(&self, token_hash: &str) -> Result<Option<Job>> {
         self.token_lookups
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let row = sqlx::query(&format!(
+        // Every log patch and update of a runner pays it: a hot read.
+        let sql = format!(
             "SELECT {} FROM jobs WHERE token_hash = $1",
             Job::COLUMNS_WITHOUT_SPEC
-        ))
-        .bind(token_hash)
-        .fetch_optional(&self.pool)
-        .await?;
-        row.map(|r| Job::from_row(&r)).transpose()
+        );
+        let rows = self.read_hot(&sql, vec![token_hash.into()]).await?;
+        Ok(rows.read::<Job>()?.pop())
     }
 
     /// How many times this store (and its clones) looked a job up by its token: the cost

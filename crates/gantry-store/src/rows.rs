@@ -11,10 +11,102 @@ use crate::StoreError;
 /// The status in column `col` (`table` names it in the error).
 pub(crate) fn status(r: &AnyRow, table: &'static str, col: &str) -> Result<JobStatus, StoreError> {
     let value: String = r.get(col);
+    parse_status(table, value)
+}
+
+fn parse_status(table: &'static str, value: String) -> Result<JobStatus, StoreError> {
     JobStatus::parse(&value).ok_or(StoreError::Unreadable {
         column: table,
         value,
     })
+}
+
+/// A row read by column name, whichever executor ran the query: sqlx's [`AnyRow`] or
+/// the in-thread connection's [`crate::direct::Row`] (the hot path's reads on SQLite).
+/// A row type read through it (such as [`Job`]) has one `from_row` for both.
+pub(crate) trait Fields {
+    /// Column `name` as `T`; a value of another type (or a missing column) is
+    /// [`StoreError::Unreadable`].
+    fn field<T: Field>(&self, name: &'static str) -> Result<T, StoreError>;
+
+    /// An integer column as a flag (SQLite's booleans).
+    fn flag(&self, name: &'static str) -> Result<bool, StoreError> {
+        Ok(self.field::<i64>(name)? != 0)
+    }
+
+    /// A JSON list of strings (a job's or runner's tags); unparseable text is no tags.
+    fn tags(&self, name: &'static str) -> Result<Vec<String>, StoreError> {
+        Ok(serde_json::from_str(&self.field::<String>(name)?).unwrap_or_default())
+    }
+
+    /// A status column, `table` naming it in the error.
+    fn status(&self, table: &'static str, name: &'static str) -> Result<JobStatus, StoreError> {
+        parse_status(table, self.field(name)?)
+    }
+}
+
+/// A row type read through [`Fields`] (see [`crate::Store`]'s hot reads).
+pub(crate) trait FromFields: Sized {
+    fn from_fields<R: Fields>(r: &R) -> Result<Self, StoreError>;
+}
+
+/// A column's Rust type, from either executor's value.
+pub(crate) trait Field: Sized {
+    fn from_any(r: &AnyRow, name: &'static str) -> Result<Self, StoreError>;
+    /// `None` when `value` is not of this type.
+    fn from_value(value: &rusqlite::types::Value) -> Option<Self>;
+}
+
+macro_rules! field_via_sqlx {
+    ($($t:ty => $from:expr;)*) => {$(
+        impl Field for $t {
+            fn from_any(r: &AnyRow, name: &'static str) -> Result<Self, StoreError> {
+                r.try_get(name).map_err(|e| StoreError::Unreadable {
+                    column: name,
+                    value: e.to_string(),
+                })
+            }
+            fn from_value(value: &rusqlite::types::Value) -> Option<Self> {
+                use rusqlite::types::Value;
+                let from: fn(&Value) -> Option<Self> = $from;
+                from(value)
+            }
+        }
+    )*};
+}
+
+field_via_sqlx! {
+    i64 => |v| match v {
+        rusqlite::types::Value::Integer(i) => Some(*i),
+        _ => None,
+    };
+    Option<i64> => |v| match v {
+        rusqlite::types::Value::Integer(i) => Some(Some(*i)),
+        rusqlite::types::Value::Null => Some(None),
+        _ => None,
+    };
+    String => |v| match v {
+        rusqlite::types::Value::Text(t) => Some(t.clone()),
+        _ => None,
+    };
+    Option<String> => |v| match v {
+        rusqlite::types::Value::Text(t) => Some(Some(t.clone())),
+        rusqlite::types::Value::Null => Some(None),
+        _ => None,
+    };
+    // A REAL column may hold an integer (SQLite keeps `1.0` as `1` on disk).
+    Option<f64> => |v| match v {
+        rusqlite::types::Value::Real(f) => Some(Some(*f)),
+        rusqlite::types::Value::Integer(i) => Some(Some(*i as f64)),
+        rusqlite::types::Value::Null => Some(None),
+        _ => None,
+    };
+}
+
+impl Fields for AnyRow {
+    fn field<T: Field>(&self, name: &'static str) -> Result<T, StoreError> {
+        T::from_any(self, name)
+    }
 }
 
 pub(crate) fn flag(r: &AnyRow, col: &str) -> bool {
@@ -449,41 +541,47 @@ impl Job {
     pub(crate) const COLUMNS_WITHOUT_SPEC: &'static str = "id, pipeline_id, project_id, name, stage, stage_idx, status, attempt, retried, allow_failure, '' AS spec, tags, \
          protected, runner_id, runner_manager_id, exit_code, failure_reason, manual_variables, input_values, created_at, queued_at, scheduled_at, started_at, finished_at, \
          last_contact_at, timeout_secs, trace_size, trace_checksum, coverage, environment_id, environment_action, erased_at";
-    pub(crate) fn from_row(r: &AnyRow) -> Result<Self, StoreError> {
+    pub(crate) fn from_row<R: Fields>(r: &R) -> Result<Self, StoreError> {
         Ok(Self {
-            id: r.get("id"),
-            pipeline_id: r.get("pipeline_id"),
-            project_id: r.get("project_id"),
-            name: r.get("name"),
-            stage: r.get("stage"),
-            stage_idx: r.get("stage_idx"),
-            status: status(r, "jobs.status", "status")?,
-            attempt: r.get("attempt"),
-            retried: flag(r, "retried"),
-            allow_failure: flag(r, "allow_failure"),
-            spec: r.get("spec"),
-            tags: tags(r, "tags"),
-            protected: flag(r, "protected"),
-            runner_id: r.get("runner_id"),
-            runner_manager_id: r.get("runner_manager_id"),
-            exit_code: r.get("exit_code"),
-            failure_reason: r.get("failure_reason"),
-            manual_variables: r.get("manual_variables"),
-            input_values: r.get("input_values"),
-            created_at: r.get("created_at"),
-            queued_at: r.get("queued_at"),
-            scheduled_at: r.get("scheduled_at"),
-            started_at: r.get("started_at"),
-            finished_at: r.get("finished_at"),
-            last_contact_at: r.get("last_contact_at"),
-            timeout_secs: r.get("timeout_secs"),
-            trace_size: r.get("trace_size"),
-            trace_checksum: r.get("trace_checksum"),
-            coverage: r.get("coverage"),
-            environment_id: r.get("environment_id"),
-            environment_action: r.get("environment_action"),
-            erased_at: r.get("erased_at"),
+            id: r.field("id")?,
+            pipeline_id: r.field("pipeline_id")?,
+            project_id: r.field("project_id")?,
+            name: r.field("name")?,
+            stage: r.field("stage")?,
+            stage_idx: r.field("stage_idx")?,
+            status: r.status("jobs.status", "status")?,
+            attempt: r.field("attempt")?,
+            retried: r.flag("retried")?,
+            allow_failure: r.flag("allow_failure")?,
+            spec: r.field("spec")?,
+            tags: r.tags("tags")?,
+            protected: r.flag("protected")?,
+            runner_id: r.field("runner_id")?,
+            runner_manager_id: r.field("runner_manager_id")?,
+            exit_code: r.field("exit_code")?,
+            failure_reason: r.field("failure_reason")?,
+            manual_variables: r.field("manual_variables")?,
+            input_values: r.field("input_values")?,
+            created_at: r.field("created_at")?,
+            queued_at: r.field("queued_at")?,
+            scheduled_at: r.field("scheduled_at")?,
+            started_at: r.field("started_at")?,
+            finished_at: r.field("finished_at")?,
+            last_contact_at: r.field("last_contact_at")?,
+            timeout_secs: r.field("timeout_secs")?,
+            trace_size: r.field("trace_size")?,
+            trace_checksum: r.field("trace_checksum")?,
+            coverage: r.field("coverage")?,
+            environment_id: r.field("environment_id")?,
+            environment_action: r.field("environment_action")?,
+            erased_at: r.field("erased_at")?,
         })
+    }
+}
+
+impl FromFields for Job {
+    fn from_fields<R: Fields>(r: &R) -> Result<Self, StoreError> {
+        Job::from_row(r)
     }
 }
 
@@ -666,20 +764,26 @@ impl Artifact {
         !self.locked && self.expire_at.is_some_and(|t| t <= now_ms)
     }
 
-    pub(crate) fn from_row(r: &AnyRow) -> Self {
-        Self {
-            id: r.get("id"),
-            job_id: r.get("job_id"),
-            file_type: r.get("file_type"),
-            file_format: r.get("file_format"),
-            filename: r.get("filename"),
-            size: r.get("size"),
-            sha256: r.get("sha256"),
-            blob_key: r.get("blob_key"),
-            expire_at: r.get("expire_at"),
-            created_at: r.get("created_at"),
-            locked: r.get::<Option<i64>, _>("locked").is_some_and(|l| l != 0),
-        }
+    pub(crate) fn from_row<R: Fields>(r: &R) -> Result<Self, StoreError> {
+        Ok(Self {
+            id: r.field("id")?,
+            job_id: r.field("job_id")?,
+            file_type: r.field("file_type")?,
+            file_format: r.field("file_format")?,
+            filename: r.field("filename")?,
+            size: r.field("size")?,
+            sha256: r.field("sha256")?,
+            blob_key: r.field("blob_key")?,
+            expire_at: r.field("expire_at")?,
+            created_at: r.field("created_at")?,
+            locked: r.field::<Option<i64>>("locked")?.is_some_and(|l| l != 0),
+        })
+    }
+}
+
+impl FromFields for Artifact {
+    fn from_fields<R: Fields>(r: &R) -> Result<Self, StoreError> {
+        Artifact::from_row(r)
     }
 }
 

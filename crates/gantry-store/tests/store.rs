@@ -755,6 +755,15 @@ async fn assignments_in_one_statement(db: Db) {
         ),
         (a, "running", "")
     );
+    // The token's lookup is a hot read (SQLite: the in-thread connection): every column
+    // reads as the pool's read gives it.
+    assert_eq!(
+        by_token,
+        Job {
+            spec: String::new(),
+            ..ja.clone()
+        }
+    );
     assert!(s.job_by_token_hash("t-a1").await.expect("lookup").is_none());
     assert_eq!(s.job(b).await.expect("b").runner_id, Some(runners[1]));
     assert_eq!(s.job_status(c).await.expect("c").as_str(), "created");
