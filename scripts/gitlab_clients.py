@@ -288,6 +288,9 @@ def _():
     expect(mine.id not in [r.id for r in other.runners.list()], "not the other project's")
     other.runners.create({"runner_id": mine.id})
     expect(mine.id in [r.id for r in other.runners.list()], "enabled")
+    details = gl.runners.get(mine.id)
+    expect([p["id"] for p in details.projects] == [project.id, other.id],
+           f"the runner's projects {[p['id'] for p in details.projects]}")
     other.runners.delete(mine.id)
     expect(mine.id not in [r.id for r in other.runners.list()], "disabled")
 

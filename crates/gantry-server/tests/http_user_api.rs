@@ -303,6 +303,31 @@ async fn a_project_runner_enabled_for_another_project_takes_its_jobs() {
         .admin(Method::GET, &format!("projects/{second}/runners"), None)
         .await;
     assert_eq!(ids(&runners), [shared, own]);
+    // Its details list the projects it runs for (GitLab's `projects`), its owner first;
+    // an instance runner's are none.
+    let (_, details) = server
+        .admin(Method::GET, &format!("runners/{own}"), None)
+        .await;
+    let projects: Vec<(i64, &str)> = details["projects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["id"].as_i64().unwrap(),
+                p["path_with_namespace"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        projects,
+        [(first, "acme/first"), (second, "acme/second")],
+        "{details}"
+    );
+    let (_, details) = server
+        .admin(Method::GET, &format!("runners/{shared}"), None)
+        .await;
+    assert_eq!(details["projects"], json!([]), "{details}");
 
     let (job_id, job_token, payload) = server.take_job(&own_token).await;
     assert_eq!(payload["job_info"]["project_id"], second);

@@ -413,7 +413,17 @@ impl Coordinator {
                 .map(|m| field(&m.info).clone())
                 .filter(|s| !s.is_empty())
         };
+        // O(projects of the runner): one row and one view each (a deleted one is left out).
+        let mut projects = Vec::new();
+        for id in row.project_id.iter().chain(&row.enabled_projects) {
+            match self.inner.store.project(*id).await {
+                Ok(project) => projects.push(self.project_view(&project).await?),
+                Err(gantry_store::StoreError::NotFound(_)) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
         Ok(RunnerDetails {
+            projects,
             runner: Runner::from_row(row),
             ip_address: None,
             version: said(|i| &i.version),

@@ -163,6 +163,10 @@ pub struct RunnerDetails {
     pub platform: Option<String>,
     pub architecture: Option<String>,
     pub maintenance_note: Option<String>,
+    /// The projects a project runner runs the jobs of (GitLab's `runner.projects`, as
+    /// `BasicProjectDetails`): its owner first, then those it was enabled in, oldest
+    /// first; empty for an instance or group runner.
+    pub projects: Vec<Project>,
 }
 
 /// A group of a group runner.
